@@ -1,0 +1,80 @@
+// swift-tools-version:6.1
+// httpcachefs: remote media as local files (FUSE) and as proxy URLs, from one persistent cache.
+//
+// Dependency arrows point one way, toward CacheCore, which knows no C and no NIO:
+//   httpcachefs (CLI, wiring) ──> FuseMount ──> CFuse3
+//                             ──> Proxy (NIO)
+//                             ──> Fetcher ──> CCurl
+//   all of them               ──> CacheCore
+// FuseMount and Proxy never import each other; only the executable wires the libcurl source in.
+import PackageDescription
+
+/// Swift 5 language mode: the C callbacks (FUSE, curl) and NIO handlers cross threads by design
+/// and are guarded by explicit locks; strict-concurrency diagnostics would only add noise there.
+let v5: [SwiftSetting] = [.swiftLanguageMode(.v5)]
+
+let package = Package(
+    name: "httpcachefs",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "httpcachefs", targets: ["httpcachefs"]),
+        .executable(name: "httpcachefs-bench", targets: ["httpcachefs-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+    ],
+    targets: [
+        // C bridges. Each is imported by exactly one Swift module.
+        .systemLibrary(name: "CFuse3", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
+        .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
+
+        // Pure Swift cache core: keys, planner, in-flight table, slices, index, eviction, engine.
+        .target(name: "CacheCore", dependencies: [
+            .product(name: "GRDB", package: "GRDB.swift"),
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: v5),
+        // libcurl multi implementation of CacheCore.RangeSource.
+        .target(name: "Fetcher", dependencies: [
+            "CacheCore", "CCurl", .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: v5),
+        // libfuse3 low-level file system over CacheCore.
+        .target(name: "FuseMount", dependencies: [
+            "CacheCore", "CFuse3", .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: v5),
+        // Embedded HTTP proxy (RFC 9110 ranges, HLS rewriting) over CacheCore.
+        .target(name: "Proxy", dependencies: [
+            "CacheCore",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: v5),
+        .executableTarget(name: "httpcachefs", dependencies: [
+            "CacheCore", "Fetcher", "FuseMount", "Proxy",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ], swiftSettings: v5),
+
+        // Test support: an in-process loopback origin with fault injection, temporary cache dirs.
+        .target(name: "TestSupport", dependencies: [
+            "CacheCore",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ], swiftSettings: v5),
+        // Benchmarks: a program, not a test. Prints ratios against references measured in the same run.
+        .executableTarget(name: "httpcachefs-bench", dependencies: [
+            "CacheCore", "Fetcher", "TestSupport",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ], swiftSettings: v5),
+
+        .testTarget(name: "CacheCoreTests", dependencies: ["CacheCore", "TestSupport"], swiftSettings: v5),
+        .testTarget(name: "FetcherTests", dependencies: ["Fetcher", "TestSupport"], swiftSettings: v5),
+        .testTarget(name: "FuseMountTests", dependencies: ["FuseMount", "TestSupport"], swiftSettings: v5),
+        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "TestSupport"], swiftSettings: v5),
+        .testTarget(name: "EndToEndTests", dependencies: ["CacheCore", "Fetcher", "TestSupport"], swiftSettings: v5),
+    ]
+)

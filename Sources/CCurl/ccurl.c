@@ -1,0 +1,1 @@
+// libcurl shim: see include/ccurl.h

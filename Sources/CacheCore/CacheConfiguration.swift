@@ -1,0 +1,54 @@
+import Foundation
+
+/// Everything the engine needs to know about where and how to cache.
+public struct CacheConfiguration: Sendable {
+    /// Root of the cache: `index.sqlite`, `data/`, `lock`.
+    public var directory: String
+    /// Upper bound for cached bytes (`--cache-size`).
+    public var capacity: Int64
+    /// Keep at least this fraction of the file system free (evicting below the cap if needed).
+    public var freeSpaceFloor: Double
+    /// Size of one slice file (`--slice-size`).
+    public var sliceSize: Int64
+    /// Entries older than this are revalidated with the origin before use (`--revalidate-after`).
+    public var revalidateAfter: TimeInterval
+    /// A read waiting on the network fails after this long (`--read-timeout`).
+    public var readTimeout: TimeInterval
+    /// Cache key rules (`--ignore-query`).
+    public var keyRules: KeyRules
+    /// Number of independent lock domains for per-entry state.
+    public var shardCount: Int
+    /// Largest read-ahead window for a sequential reader.
+    public var maxReadAhead: Int64
+
+    public static let defaultSliceSize: Int64 = 4 << 20
+    public static let defaultCapacity: Int64 = 5 << 30
+
+    public init(directory: String,
+                capacity: Int64 = CacheConfiguration.defaultCapacity,
+                freeSpaceFloor: Double = 0.05,
+                sliceSize: Int64 = CacheConfiguration.defaultSliceSize,
+                revalidateAfter: TimeInterval = 600,
+                readTimeout: TimeInterval = 60,
+                keyRules: KeyRules = KeyRules(),
+                shardCount: Int = 16,
+                maxReadAhead: Int64 = 32 << 20) {
+        self.directory = directory
+        self.capacity = capacity
+        self.freeSpaceFloor = freeSpaceFloor
+        self.sliceSize = sliceSize
+        self.revalidateAfter = revalidateAfter
+        self.readTimeout = readTimeout
+        self.keyRules = keyRules
+        self.shardCount = shardCount
+        self.maxReadAhead = maxReadAhead
+    }
+
+    /// `$XDG_CACHE_HOME/httpcachefs`, else `~/.cache/httpcachefs`.
+    public static var defaultDirectory: String {
+        let env = ProcessInfo.processInfo.environment
+        if let xdg = env["XDG_CACHE_HOME"], !xdg.isEmpty { return xdg + "/httpcachefs" }
+        let home = env["HOME"] ?? NSHomeDirectory()
+        return home + "/.cache/httpcachefs"
+    }
+}

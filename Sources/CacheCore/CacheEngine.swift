@@ -1,0 +1,128 @@
+import Foundation
+import Logging
+
+/// The cache: one per process, shared by the FUSE mount, the proxy and the CLI.
+///
+/// Reads go through a `CacheReader` (one per open file handle or proxy request), which plans each
+/// range against the slices on disk and the fetches in flight, starts only the fetches that are
+/// missing, and completes when every byte is local. Bytes are written to slice files as they
+/// arrive and readers are woken per chunk, so a waiting reader gets its bytes as soon as they
+/// land, and the disk (page cache) is the only buffer: memory stays bounded by design.
+///
+/// Completions run on engine threads, never on Swift's cooperative pool: call back quickly.
+public final class CacheEngine: @unchecked Sendable {
+    public let configuration: CacheConfiguration
+    let logger: Logger
+    let core: EngineCore
+
+    /// Opens (creating if needed) the cache at `configuration.directory`, taking its lock.
+    public init(configuration: CacheConfiguration, source: RangeSource,
+                logger: Logger = Logger(label: "httpcachefs.cache")) throws {
+        self.configuration = configuration
+        self.logger = logger
+        self.core = try EngineCore(configuration: configuration, source: source, logger: logger)
+    }
+
+    /// Flushes the index and releases the directory lock. Pending reads fail with `.cancelled`.
+    public func shutdown() { core.shutdown() }
+
+    /// The cache key for `url` under this cache's rules.
+    public func key(for url: String) throws -> CacheKey { try configuration.keyRules.key(for: url) }
+
+    /// Metadata for `url`: from the index while fresh, else from the origin (a small ranged GET
+    /// whose bytes are kept). A changed remote file gets a new generation here.
+    public func open(url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
+        core.open(url: url, completion: completion)
+    }
+
+    public func open(url: String) async throws -> EntryInfo {
+        try await withCheckedThrowingContinuation { cont in
+            open(url: url) { cont.resume(with: $0) }
+        }
+    }
+
+    /// What the cache knows about `url` without asking the origin, or nil.
+    public func cachedInfo(url: String) -> EntryInfo? { core.cachedInfo(url: url) }
+
+    /// A reader for one open file or one proxy response. Close it when done.
+    public func makeReader(for entry: EntryInfo) -> CacheReader { CacheReader(core: core, entry: entry) }
+
+    /// Called (on an engine thread) whenever an entry is found to have changed remotely.
+    public func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void) { core.addChangeObserver(handler) }
+
+    /// Status of one entry for `cache info`, or nil if unknown.
+    public func status(url: String) -> EntryStatus? { core.status(url: url) }
+
+    /// Status of every entry, for `cache ls`.
+    public func list() -> [EntryStatus] { core.list() }
+
+    /// Forgets one entry and deletes its slices.
+    public func remove(url: String) throws { try core.remove(url: url) }
+
+    /// Forgets every entry.
+    public func clear() throws { try core.clear() }
+
+    /// Bytes cached now, and the cap in force.
+    public var usage: CacheUsage { core.usage }
+
+    /// Checks every recorded extent against its checksum; bad ones are dropped from the index.
+    public func verify() -> VerifyReport { core.verify() }
+}
+
+/// One reader's view of one entry: sequential detection, read-ahead and interest.
+public final class CacheReader: @unchecked Sendable {
+    let core: EngineCore
+    let state: ReaderState
+
+    init(core: EngineCore, entry: EntryInfo) {
+        self.core = core
+        self.state = ReaderState(entry: entry)
+    }
+
+    /// The entry as of the last read (its generation and length may change on revalidation).
+    public var entry: EntryInfo { state.entry }
+
+    /// Reads `[offset, offset+length)` clipped to the end of the file. Completes once every byte
+    /// is local, with bytes of a single generation; an empty array at or past the end.
+    public func read(offset: Int64, length: Int,
+                     completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
+        core.read(reader: state, offset: offset, length: length, completion: completion)
+    }
+
+    public func read(offset: Int64, length: Int) async throws -> [UInt8] {
+        try await withCheckedThrowingContinuation { cont in
+            read(offset: offset, length: length) { cont.resume(with: $0) }
+        }
+    }
+
+    /// Releases this reader's interest: its pending reads fail with `.cancelled`, and fetches
+    /// that nobody else waits for are stopped.
+    public func close() { core.close(reader: state) }
+}
+
+/// Per-entry statistics and coverage, for `cache ls` and `cache info`.
+public struct EntryStatus: Sendable {
+    public var info: EntryInfo
+    /// Byte ranges present on disk (half-open).
+    public var cachedRanges: [Range<Int64>]
+    public var cachedBytes: Int64
+    public var hits: Int64
+    public var misses: Int64
+    public var bytesFromCache: Int64
+    public var bytesFromOrigin: Int64
+    public var lastAccess: Date
+    public var recentErrors: [String]
+}
+
+public struct CacheUsage: Sendable {
+    public var bytes: Int64
+    public var capacity: Int64
+    public var entries: Int
+}
+
+public struct VerifyReport: Sendable {
+    public var extentsChecked: Int
+    public var bytesChecked: Int64
+    /// Human-readable descriptions of what was wrong (and dropped).
+    public var problems: [String]
+}

@@ -1,0 +1,66 @@
+import Foundation
+
+/// The identity of a cache entry: the URL made canonical.
+///
+/// Scheme and host are lower-cased, the default port is dropped, the fragment is dropped, and
+/// query parameters named by `KeyRules.ignoredQueryNames` (rotating tokens) are removed, so
+/// `video.mp4?token=1` and `video.mp4?token=2` share one entry. Requests still use the full URL.
+public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible {
+    public let string: String
+    public init(rawValue: String) { self.string = rawValue }
+    public var description: String { string }
+    public static func < (a: CacheKey, b: CacheKey) -> Bool { a.string < b.string }
+
+    /// A stable 64-bit FNV-1a hash, used to pick a shard (Swift's Hasher is seeded per process).
+    public var stableHash: UInt64 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in string.utf8 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
+        return h
+    }
+}
+
+/// Rules that turn URLs into cache keys.
+public struct KeyRules: Sendable, Equatable {
+    /// Query parameter names dropped from the key (compared case-sensitively, as servers do).
+    public var ignoredQueryNames: Set<String>
+
+    public init(ignoredQueryNames: Set<String> = []) {
+        self.ignoredQueryNames = ignoredQueryNames
+    }
+
+    /// The canonical key for `url`, or `CacheError.invalidURL` for anything but http(s).
+    public func key(for url: String) throws -> CacheKey {
+        let parsed = try Self.validate(url)
+        var c = parsed
+        c.scheme = parsed.scheme?.lowercased()
+        c.host = parsed.host?.lowercased()
+        if (c.scheme == "http" && c.port == 80) || (c.scheme == "https" && c.port == 443) { c.port = nil }
+        c.fragment = nil
+        c.user = nil
+        c.password = nil
+        if c.path.isEmpty { c.path = "/" }
+        if let items = c.queryItems, !ignoredQueryNames.isEmpty {
+            let kept = items.filter { !ignoredQueryNames.contains($0.name) }
+            c.queryItems = kept.isEmpty ? nil : kept
+        }
+        guard let s = c.string else { throw CacheError.invalidURL(url, reason: "cannot be made canonical") }
+        return CacheKey(rawValue: s)
+    }
+
+    /// Parses `url` and checks that it is an absolute http(s) URL with a host and no CR/LF.
+    public static func validate(_ url: String) throws -> URLComponents {
+        if url.contains(where: { $0 == "\r" || $0 == "\n" }) {
+            throw CacheError.invalidURL(url, reason: "contains a line break")
+        }
+        guard let c = URLComponents(string: url) else {
+            throw CacheError.invalidURL(url, reason: "not a URL")
+        }
+        guard let scheme = c.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            throw CacheError.invalidURL(url, reason: "only http and https URLs are supported")
+        }
+        guard let host = c.host, !host.isEmpty else {
+            throw CacheError.invalidURL(url, reason: "no host")
+        }
+        return c
+    }
+}

@@ -1,0 +1,128 @@
+/// The protocol the cache fetches through.
+///
+/// The engine knows nothing about HTTP libraries: the executable plugs in the libcurl fetcher,
+/// tests plug in the in-process origin (through the same fetcher) or a scripted source.
+///
+/// Contract for implementations:
+/// - Callbacks for one transfer arrive in order, never concurrently:
+///   `fetchDidReceiveHead` once, then `fetchDidReceive` zero or more times, then
+///   `fetchDidFinish` exactly once (also after `cancel()`, with `.cancelled`).
+/// - Redirects are followed; `ResponseHead.finalURL` is the URL that answered.
+/// - Error statuses (4xx, 5xx after retries) are reported as `FetchError.http` through
+///   `fetchDidFinish` *without* a head or body: nothing from an error body reaches the cache.
+/// - Retries (dropped connection, 5xx, 429 with Retry-After) are the source's job. A transfer
+///   that drops halfway resumes from the last delivered byte (with `If-Range`), and the sink
+///   keeps seeing one continuous body. If the resource changed in between, the transfer finishes
+///   with `.remoteChanged`.
+/// - A server that ignores `Range` answers 200: the head says so (`bodyStart == 0`) and the
+///   body is the whole resource from byte 0. The sink decides what to keep.
+/// - The sink applies backpressure simply by taking its time in `fetchDidReceive` (it writes to
+///   disk synchronously); the source never buffers more than one transfer buffer per transfer.
+public protocol RangeSource: Sendable {
+    func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle
+}
+
+/// One ranged GET.
+public struct FetchRequest: Sendable, Equatable {
+    /// The full URL to request (with every query parameter, even those the cache key ignores).
+    public var url: String
+    /// First byte wanted.
+    public var start: Int64
+    /// One past the last byte wanted; nil means "to the end of the resource".
+    public var end: Int64?
+    /// Validator for `If-Range` (a strong ETag or an HTTP-date), if the entry has one.
+    public var ifRange: String?
+
+    public init(url: String, start: Int64 = 0, end: Int64? = nil, ifRange: String? = nil) {
+        self.url = url
+        self.start = start
+        self.end = end
+        self.ifRange = ifRange
+    }
+
+    /// The `Range` header value, or nil when the whole resource is wanted.
+    public var rangeHeader: String? {
+        if start == 0 && end == nil { return nil }
+        if let end { return "bytes=\(start)-\(end - 1)" }
+        return "bytes=\(start)-"
+    }
+}
+
+/// What the origin said before the body.
+public struct ResponseHead: Sendable, Equatable {
+    /// 200 or 206 (errors never become a head).
+    public var status: Int
+    /// The URL that answered, after redirects.
+    public var finalURL: String
+    /// Offset in the resource of the first body byte: the Content-Range start for 206, 0 for 200.
+    public var bodyStart: Int64
+    /// Length of the whole resource if known (Content-Range total, or Content-Length of a 200).
+    public var totalLength: Int64?
+    public var contentType: String?
+    public var etag: String?
+    public var lastModified: String?
+    /// The origin advertised `Accept-Ranges: bytes` or answered 206.
+    public var acceptsRanges: Bool
+
+    public init(status: Int, finalURL: String, bodyStart: Int64, totalLength: Int64?,
+                contentType: String? = nil, etag: String? = nil, lastModified: String? = nil,
+                acceptsRanges: Bool) {
+        self.status = status
+        self.finalURL = finalURL
+        self.bodyStart = bodyStart
+        self.totalLength = totalLength
+        self.contentType = contentType
+        self.etag = etag
+        self.lastModified = lastModified
+        self.acceptsRanges = acceptsRanges
+    }
+
+    /// The validator to send as `If-Range` later: a strong ETag, else Last-Modified.
+    public var ifRangeValidator: String? {
+        if let etag, !etag.hasPrefix("W/") { return etag }
+        return lastModified
+    }
+}
+
+/// Receives one transfer. Methods are called on the source's thread.
+public protocol FetchSink: AnyObject, Sendable {
+    /// Called once before the body. Return false to cancel the transfer.
+    func fetchDidReceiveHead(_ head: ResponseHead) -> Bool
+    /// The next body bytes, contiguous with the previous ones. Return false to cancel.
+    func fetchDidReceive(_ bytes: UnsafeRawBufferPointer) -> Bool
+    /// The transfer ended: nil after the whole requested body arrived.
+    func fetchDidFinish(_ error: FetchError?)
+}
+
+/// A running transfer.
+public protocol FetchHandle: Sendable {
+    /// Stops the transfer soon; `fetchDidFinish(.cancelled)` follows.
+    func cancel()
+}
+
+/// Why a transfer failed, with its cause.
+public enum FetchError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The origin answered an error status (after retries for 5xx and 429).
+    case http(status: Int, url: String)
+    /// Connection refused, DNS failure, TLS failure, dropped connection after retries...
+    case network(url: String, message: String)
+    /// Connect timeout or a stalled transfer.
+    case timeout(url: String)
+    /// The resource changed during the transfer (validator or length differ on resume).
+    case remoteChanged(url: String)
+    /// The origin's answer made no sense (bad Content-Range, short body, ...).
+    case invalidResponse(url: String, message: String)
+    /// `cancel()` was called.
+    case cancelled
+
+    public var description: String {
+        switch self {
+        case let .http(status, url): return "HTTP \(status) from \(url)"
+        case let .network(url, message): return "network error for \(url): \(message)"
+        case let .timeout(url): return "timed out fetching \(url)"
+        case let .remoteChanged(url): return "remote file changed during transfer: \(url)"
+        case let .invalidResponse(url, message): return "invalid response from \(url): \(message)"
+        case .cancelled: return "cancelled"
+        }
+    }
+}

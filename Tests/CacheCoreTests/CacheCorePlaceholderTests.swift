@@ -1,0 +1,5 @@
+import XCTest
+
+final class CacheCorePlaceholderTests: XCTestCase {
+    func testBuilds() {}
+}

@@ -1,0 +1,5 @@
+import XCTest
+
+final class EndToEndPlaceholderTests: XCTestCase {
+    func testBuilds() {}
+}

@@ -1,0 +1,5 @@
+import XCTest
+
+final class FetcherPlaceholderTests: XCTestCase {
+    func testBuilds() {}
+}

@@ -1,0 +1,5 @@
+import XCTest
+
+final class FuseMountPlaceholderTests: XCTestCase {
+    func testBuilds() {}
+}

@@ -1,0 +1,5 @@
+import XCTest
+
+final class ProxyPlaceholderTests: XCTestCase {
+    func testBuilds() {}
+}
