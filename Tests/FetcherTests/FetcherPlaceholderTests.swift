@@ -1,5 +1,0 @@
-import XCTest
-
-final class FetcherPlaceholderTests: XCTestCase {
-    func testBuilds() {}
-}
