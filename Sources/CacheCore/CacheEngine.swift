@@ -76,7 +76,7 @@ public final class CacheReader: @unchecked Sendable {
 
     init(core: EngineCore, entry: EntryInfo) {
         self.core = core
-        self.state = ReaderState(entry: entry)
+        self.state = core.makeReaderState(entry: entry)
     }
 
     /// The entry as of the last read (its generation and length may change on revalidation).

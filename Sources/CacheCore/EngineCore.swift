@@ -1,24 +1,397 @@
 import Foundation
 import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
 
-// TEMPORARY STUB: being implemented (planner, in-flight table, slices, index, eviction).
-final class ReaderState: @unchecked Sendable {
-    var entry: EntryInfo
-    init(entry: EntryInfo) { self.entry = entry }
+/// The engine's moving parts behind `CacheEngine`'s public face.
+///
+/// State is sharded by cache key: each `Shard` has its own lock, so readers of unrelated files never
+/// contend. Disk and network I/O never happen under a shard lock, except the index insert of a new
+/// entry. Completions run on `completionQueue` (GCD threads, not Swift's cooperative pool).
+///
+/// Files: this one holds setup, metadata (open, probe, remote change); `+Read` the read path;
+/// `+Fetch` the sink that writes arriving bytes; `+Eviction` the cap; `+Maintenance` list/remove/verify.
+final class EngineCore: @unchecked Sendable {
+    let configuration: CacheConfiguration
+    let source: RangeSource
+    let logger: Logger
+    let store: SliceStore
+    let index: CacheIndex
+    let directoryLock: DirectoryLock
+    let shards: [Shard]
+    let completionQueue = DispatchQueue(label: "httpcachefs.cache.completion", attributes: .concurrent)
+
+    /// Smallest read-ahead window; it doubles while a reader stays sequential.
+    let initialReadAhead: Int64 = 1 << 20
+    /// Bytes fetched ahead of time when an entry is first opened (file headers, a moov atom start).
+    let probeLength: Int64 = 256 << 10
+
+    private let counterLock = NSLock()
+    private var nextID = 1   // guarded by counterLock
+    private var observers: [@Sendable (EntryInfo) -> Void] = []   // guarded by counterLock
+    /// Bytes on disk across all entries. Guarded by counterLock.
+    private var _totalBytes: Int64 = 0
+    private var sweeper: DispatchSourceTimer?
+    let evictionLock = NSLock()
+    var lastSpaceCheck: Double = 0   // guarded by evictionLock
+    var isShutDown = false
+
+    init(configuration: CacheConfiguration, source: RangeSource, logger: Logger) throws {
+        self.configuration = configuration
+        self.source = source
+        self.logger = logger
+        let dir = configuration.directory
+        do {
+            try FileManager.default.createDirectory(atPath: dir + "/data", withIntermediateDirectories: true)
+        } catch {
+            throw CacheError.storage(path: dir, message: "cannot create the cache directory: \(error.localizedDescription)")
+        }
+        directoryLock = try DirectoryLock(directory: dir)
+        do {
+            index = try CacheIndex(path: dir + "/index.sqlite")
+        } catch {
+            directoryLock.release()
+            throw CacheError.storage(path: dir + "/index.sqlite", message: "\(error)")
+        }
+        store = SliceStore(root: dir, sliceSize: configuration.sliceSize)
+        shards = (0..<max(1, configuration.shardCount)).map { _ in Shard() }
+        try load()
+        startSweeper()
+    }
+
+    func shutdown() {
+        sweeper?.cancel()
+        for shard in shards {
+            let (fetches, waiters): ([FetchHandleBox], [Waiter]) = shard.locked {
+                var f: [FetchHandleBox] = [], w: [Waiter] = []
+                for e in shard.entries.values {
+                    w += e.waiters
+                    e.waiters = []
+                    for id in e.inflight.removeAll() { if let h = handles.remove(id) { f.append(h) } }
+                    if e.isPersisted { index.updateEntry(e.row()) }
+                }
+                return (f, w)
+            }
+            fetches.forEach { $0.cancel() }
+            waiters.forEach { w in completionQueue.async { w.completion(.failure(.cancelled)) } }
+        }
+        index.flush()
+        directoryLock.release()
+    }
+
+    // MARK: Ids, shards, counters
+
+    func makeID() -> Int {
+        counterLock.lock(); defer { counterLock.unlock() }
+        nextID += 1
+        return nextID
+    }
+
+    func shard(for key: CacheKey) -> Shard { shards[Int(key.stableHash % UInt64(shards.count))] }
+
+    var totalBytes: Int64 { counterLock.lock(); defer { counterLock.unlock() }; return _totalBytes }
+
+    func addBytes(_ n: Int64) {
+        counterLock.lock(); _totalBytes += n; counterLock.unlock()
+    }
+
+    /// Running transfers' handles, by fetch id (the table itself is pure state).
+    let handles = HandleTable()
+
+    // MARK: Metadata
+
+    func cachedInfo(url: String) -> EntryInfo? {
+        guard let key = try? configuration.keyRules.key(for: url) else { return nil }
+        let shard = shard(for: key)
+        return shard.locked { shard.entries[key].flatMap { $0.isPersisted ? $0.info : nil } }
+    }
+
+    func addChangeObserver(_ h: @escaping @Sendable (EntryInfo) -> Void) {
+        counterLock.lock(); observers.append(h); counterLock.unlock()
+    }
+
+    func notifyChanged(_ info: EntryInfo) {
+        counterLock.lock(); let obs = observers; counterLock.unlock()
+        completionQueue.async { obs.forEach { $0(info) } }
+    }
+
+    /// Resolves metadata: fresh entries answer at once; unknown or stale ones start a probe (a
+    /// small ranged GET whose head carries the validators and whose bytes are cached).
+    func open(url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
+        let key: CacheKey
+        do { key = try configuration.keyRules.key(for: url) } catch {
+            let e = error as? CacheError ?? .invalidURL(url, reason: "\(error)")
+            completionQueue.async { completion(.failure(e)) }
+            return
+        }
+        let shard = shard(for: key)
+        let now = Date()
+        var probe: (EntryState, ReadPlanner.Fetch, Int)?
+        var answer: EntryInfo?
+        shard.locked {
+            let entry: EntryState
+            if let existing = shard.entries[key] {
+                entry = existing
+                if existing.isPersisted, existing.info.length != nil,
+                   now.timeIntervalSince(existing.info.validatedAt) < configuration.revalidateAfter {
+                    answer = existing.info
+                    return
+                }
+            } else {
+                let info = EntryInfo(key: key, url: url, finalURL: url, length: nil, contentType: nil, etag: nil,
+                                     lastModified: nil, acceptsRanges: true, generation: 1, validatedAt: .distantPast)
+                entry = EntryState(id: -1, info: info, lastAccess: now.timeIntervalSince1970)
+                shard.entries[key] = entry
+            }
+            if entry.pendingOpens != nil {
+                entry.pendingOpens!.append(completion)
+                return
+            }
+            entry.pendingOpens = [completion]
+            entry.info.url = url
+            // Revalidating a cached head costs one byte; a new entry takes the first bytes along.
+            let end = entry.coverage.contains(0..<min(probeLength, entry.info.length ?? probeLength)) ? 1 : probeLength
+            let fetch = ReadPlanner.Fetch(start: 0, end: end)
+            let id = makeID()
+            entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: end, reader: nil, pinned: true)
+            probe = (entry, fetch, id)
+        }
+        if let answer {
+            completionQueue.async { completion(.success(answer)) }
+            return
+        }
+        if let (entry, fetch, id) = probe {
+            launch(fetchID: id, entry: entry, key: key, fetch: fetch, isProbe: true)
+        }
+    }
+
+    /// Ends the pending opens of `entry` (call under the shard lock); completions run later.
+    func finishOpens(_ entry: EntryState, _ result: Result<EntryInfo, CacheError>) {
+        guard let opens = entry.pendingOpens else { return }
+        entry.pendingOpens = nil
+        completionQueue.async { opens.forEach { $0(result) } }
+    }
+
+    /// What pending opens learn when a probe ends. An origin that cannot be reached (or fails with
+    /// 5xx) does not hide a file the cache already holds: the stale entry is served, with a warning.
+    func openResult(_ entry: EntryState, after cause: CacheError?, url: String) -> Result<EntryInfo, CacheError> {
+        guard let cause else {
+            return entry.isPersisted && entry.info.length != nil ? .success(entry.info)
+                : .failure(.badResponse(url: url, message: "no length"))
+        }
+        switch cause {
+        case .unreachable, .timeout, .httpStatus:
+            if entry.isPersisted, entry.info.length != nil {
+                logger.warning("origin unavailable; serving the cached copy", metadata: ["url": "\(url)", "error": "\(cause)"])
+                return .success(entry.info)
+            }
+            return .failure(cause)
+        default:
+            return .failure(cause)
+        }
+    }
+
+    /// True when `head` describes a different version than `info` (call with a known info).
+    func differs(_ info: EntryInfo, _ head: ResponseHead) -> Bool {
+        if let a = info.etag, let b = head.etag, a != b { return true }
+        if info.etag == nil || head.etag == nil, let a = info.lastModified, let b = head.lastModified, a != b { return true }
+        if let a = info.length, let b = head.totalLength, a != b { return true }
+        return false
+    }
+
+    /// Copies what the origin said into the entry (call under the shard lock).
+    func adopt(_ head: ResponseHead, into entry: EntryState) {
+        entry.info.finalURL = head.finalURL
+        if let length = head.totalLength { entry.info.length = length }
+        entry.info.contentType = head.contentType
+        entry.info.etag = head.etag
+        entry.info.lastModified = head.lastModified
+        entry.info.acceptsRanges = head.acceptsRanges || head.status == 206
+        entry.info.validatedAt = Date()
+    }
+
+    /// The remote file changed: start a new generation. Old slices are dropped (rows first, files
+    /// after), running fetches of the old generation are cancelled, waiters are planned again by
+    /// the caller. Call under the shard lock.
+    func startNewGeneration(_ entry: EntryState, head: ResponseHead, keeping fetchID: Int) -> [FetchHandleBox] {
+        let old = entry.info.generation
+        logger.notice("remote file changed; dropping cached bytes", metadata: [
+            "url": "\(entry.info.url)", "etag": "\(entry.info.etag ?? "-") -> \(head.etag ?? "-")",
+            "length": "\(entry.info.length.map(String.init) ?? "?") -> \(head.totalLength.map(String.init) ?? "?")"])
+        entry.info.generation = old + 1
+        entry.info.length = nil
+        adopt(head, into: entry)
+        addBytes(-entry.coverage.count)
+        entry.coverage = RangeSet()
+        let oldSlices = Array(entry.sliceBytes.keys)
+        entry.sliceBytes = [:]
+        entry.sliceAccess = [:]
+        entry.pins = [:]
+        let cancelled = entry.inflight.removeAll(generation: old, keeping: fetchID).compactMap { handles.remove($0) }
+        let id = entry.id, store = store, newGen = entry.info.generation
+        if entry.isPersisted {
+            index.updateEntry(entry.row())
+            index.deleteOtherGenerations(entryID: id, keep: newGen) {
+                for s in oldSlices { store.remove(entry: id, generation: old, slice: s) }
+            }
+        }
+        notifyChanged(entry.info)
+        return cancelled
+    }
+
+    // MARK: Startup
+
+    /// Loads the index into memory, dropping extents whose files are gone or were being evicted
+    /// when a previous process died, and deleting slice files that no row describes.
+    private func load() throws {
+        let loaded: (entries: [CacheIndex.EntryRow], extents: [CacheIndex.ExtentRow])
+        do { loaded = try index.loadAll() } catch {
+            throw CacheError.storage(path: configuration.directory + "/index.sqlite", message: "\(error)")
+        }
+        var byID: [Int64: EntryState] = [:]
+        for r in loaded.entries {
+            let info = EntryInfo(key: CacheKey(rawValue: r.key), url: r.url, finalURL: r.finalURL, length: r.length,
+                                 contentType: r.contentType, etag: r.etag, lastModified: r.lastModified,
+                                 acceptsRanges: r.acceptsRanges, generation: r.generation,
+                                 validatedAt: Date(timeIntervalSince1970: r.validatedAt))
+            let e = EntryState(id: r.id, info: info, lastAccess: r.lastAccess)
+            e.hits = r.hits; e.misses = r.misses; e.bytesFromCache = r.bytesFromCache; e.bytesFromOrigin = r.bytesFromOrigin
+            if let err = r.lastError { e.recentErrors = [err] }
+            byID[r.id] = e
+            shard(for: info.key).entries[info.key] = e
+        }
+        // What is on disk: slice files, and the marks of evictions that did not finish.
+        var files = Set<CacheIndex.SliceID>()
+        var interrupted = Set<CacheIndex.SliceID>()
+        let fm = FileManager.default
+        for sub in (try? fm.contentsOfDirectory(atPath: store.dataDirectory)) ?? [] {
+            let dir = store.dataDirectory + "/" + sub
+            for name in (try? fm.contentsOfDirectory(atPath: dir)) ?? [] {
+                let base = name.hasSuffix(".evicting") ? String(name.dropLast(9)) : name
+                guard let p = SliceStore.parse(fileName: base) else { continue }
+                let sid = CacheIndex.SliceID(entryID: p.entry, generation: p.generation, slice: p.slice)
+                if name.hasSuffix(".evicting") {
+                    interrupted.insert(sid)
+                    unlink(dir + "/" + name)
+                } else {
+                    files.insert(sid)
+                }
+            }
+        }
+        var stale = Set<CacheIndex.SliceID>()
+        var kept = Set<CacheIndex.SliceID>()
+        var sliceEnds: [CacheIndex.SliceID: Int64] = [:]
+        for x in loaded.extents {
+            let sid = CacheIndex.SliceID(entryID: x.entryID, generation: x.generation, slice: x.slice)
+            sliceEnds[sid] = max(sliceEnds[sid] ?? 0, x.end - x.slice * configuration.sliceSize)
+        }
+        for x in loaded.extents {
+            let sid = CacheIndex.SliceID(entryID: x.entryID, generation: x.generation, slice: x.slice)
+            guard let e = byID[x.entryID], e.info.generation == x.generation, files.contains(sid),
+                  !interrupted.contains(sid),
+                  (store.fileSize(entry: x.entryID, generation: x.generation, slice: x.slice) ?? 0) >= sliceEnds[sid]!
+            else { stale.insert(sid); continue }
+            let added = e.coverage.insert(x.start..<x.end)
+            e.sliceBytes[x.slice, default: 0] += added
+            e.sliceAccess[x.slice] = e.lastAccess
+            addBytes(added)
+            kept.insert(sid)
+        }
+        let orphans = files.subtracting(kept).union(interrupted)
+        if !stale.isEmpty || !orphans.isEmpty {
+            logger.info("cleaning the cache after an unclean stop", metadata: [
+                "stale_slices": "\(stale.count)", "orphan_files": "\(orphans.count)"])
+            try? index.deleteSlices(Array(stale.union(orphans))) {
+                for s in orphans.union(stale) where !kept.contains(s) {
+                    store.remove(entry: s.entryID, generation: s.generation, slice: s.slice)
+                }
+            }
+        }
+    }
+
+    // MARK: Read timeouts
+
+    private func startSweeper() {
+        let t = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "httpcachefs.cache.sweeper"))
+        t.schedule(deadline: .now() + 0.25, repeating: 0.25)
+        var ticks = 0
+        t.setEventHandler { [weak self] in
+            guard let self else { return }
+            self.expireWaiters()
+            ticks += 1
+            // The free-space floor can be crossed by other programs' files: look once a second.
+            if ticks % 4 == 0 { self.evictIfNeeded() }
+        }
+        t.resume()
+        sweeper = t
+    }
+
+    /// Fails reads that waited longer than `readTimeout`.
+    private func expireWaiters() {
+        let now = Date().timeIntervalSince1970
+        for shard in shards {
+            let expired: [(Waiter, String)] = shard.locked {
+                var out: [(Waiter, String)] = []
+                for e in shard.entries.values where !e.waiters.isEmpty {
+                    let (late, onTime) = (e.waiters.filter { $0.deadline <= now }, e.waiters.filter { $0.deadline > now })
+                    guard !late.isEmpty else { continue }
+                    e.waiters = onTime
+                    for w in late {
+                        e.noteError("read \(w.range.lowerBound)-\(w.range.upperBound - 1) timed out")
+                        out.append((w, e.info.url))
+                    }
+                }
+                return out
+            }
+            for (w, url) in expired {
+                logger.warning("read timed out", metadata: ["url": "\(url)", "range": "\(w.range.lowerBound)-\(w.range.upperBound - 1)"])
+                completionQueue.async { w.completion(.failure(.timeout(url: url))) }
+            }
+        }
+    }
 }
 
-final class EngineCore: @unchecked Sendable {
-    init(configuration: CacheConfiguration, source: RangeSource, logger: Logger) throws {}
-    func shutdown() {}
-    func open(url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) { fatalError("stub") }
-    func cachedInfo(url: String) -> EntryInfo? { nil }
-    func addChangeObserver(_ h: @escaping @Sendable (EntryInfo) -> Void) {}
-    func status(url: String) -> EntryStatus? { nil }
-    func list() -> [EntryStatus] { [] }
-    func remove(url: String) throws {}
-    func clear() throws {}
-    var usage: CacheUsage { CacheUsage(bytes: 0, capacity: 0, entries: 0) }
-    func verify() -> VerifyReport { VerifyReport(extentsChecked: 0, bytesChecked: 0, problems: []) }
-    func read(reader: ReaderState, offset: Int64, length: Int, completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) { fatalError("stub") }
-    func close(reader: ReaderState) {}
+/// Handles of running transfers by fetch id, kept apart from the pure in-flight table.
+final class HandleTable: @unchecked Sendable {
+    private let lock = NSLock()
+    private var boxes: [Int: FetchHandleBox] = [:]
+
+    func box(_ id: Int) -> FetchHandleBox {
+        lock.lock(); defer { lock.unlock() }
+        if let b = boxes[id] { return b }
+        let b = FetchHandleBox()
+        boxes[id] = b
+        return b
+    }
+
+    func remove(_ id: Int) -> FetchHandleBox? {
+        lock.lock(); defer { lock.unlock() }
+        return boxes.removeValue(forKey: id)
+    }
+}
+
+/// The handle of one transfer, which may be asked to cancel before `start` has returned it.
+final class FetchHandleBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var _handle: FetchHandle?
+    private var cancelled = false
+
+    var handle: FetchHandle? { lock.lock(); defer { lock.unlock() }; return _handle }
+
+    func set(_ h: FetchHandle) {
+        lock.lock()
+        _handle = h
+        let c = cancelled
+        lock.unlock()
+        if c { h.cancel() }
+    }
+
+    func cancel() {
+        lock.lock()
+        cancelled = true
+        let h = _handle
+        lock.unlock()
+        h?.cancel()
+    }
 }

@@ -1,0 +1,274 @@
+import Foundation
+import GRDB
+
+/// The persistent index: entries and the extents of their slices, in SQLite (WAL mode).
+///
+/// The in-memory state of the engine is authoritative while it runs; this index is written behind
+/// it, in batches, on one serial queue, in the order things happened. Two rules keep a crash
+/// harmless:
+/// - an extent is enqueued only after its bytes were written to the slice file, so the index
+///   never records a byte that is not on disk;
+/// - data is deleted only after the rows that describe it are committed (`deleteSlices`).
+/// A crash can therefore lose recently fetched bytes, never make wrong ones appear present.
+final class CacheIndex: @unchecked Sendable {
+    struct EntryRow: Sendable {
+        var id: Int64
+        var key: String
+        var url: String
+        var finalURL: String
+        var length: Int64?
+        var contentType: String?
+        var etag: String?
+        var lastModified: String?
+        var acceptsRanges: Bool
+        var generation: Int64
+        var validatedAt: Double
+        var lastAccess: Double
+        var hits: Int64
+        var misses: Int64
+        var bytesFromCache: Int64
+        var bytesFromOrigin: Int64
+        var lastError: String?
+    }
+
+    struct ExtentRow: Sendable {
+        var entryID: Int64
+        var generation: Int64
+        var slice: Int64
+        var start: Int64
+        var end: Int64
+        var crc: UInt32
+    }
+
+    struct SliceID: Hashable, Sendable {
+        var entryID: Int64
+        var generation: Int64
+        var slice: Int64
+    }
+
+    let pool: DatabasePool
+    private let queue = DispatchQueue(label: "httpcachefs.index.writer")
+    private let lock = NSLock()
+    private var pendingExtents: [ExtentRow] = []   // guarded by lock
+    private var pendingEntries: [Int64: EntryRow] = [:]   // guarded by lock
+    private var flushScheduled = false   // guarded by lock
+    private(set) var lastWriteError: Error?
+
+    init(path: String) throws {
+        var config = Configuration()
+        config.busyMode = .timeout(10)
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            try db.execute(sql: "PRAGMA foreign_keys = ON")
+        }
+        pool = try DatabasePool(path: path, configuration: config)
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE entry (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    key TEXT NOT NULL UNIQUE,
+                    url TEXT NOT NULL,
+                    final_url TEXT NOT NULL,
+                    length INTEGER,
+                    content_type TEXT,
+                    etag TEXT,
+                    last_modified TEXT,
+                    accepts_ranges INTEGER NOT NULL,
+                    generation INTEGER NOT NULL,
+                    validated_at REAL NOT NULL,
+                    last_access REAL NOT NULL,
+                    hits INTEGER NOT NULL DEFAULT 0,
+                    misses INTEGER NOT NULL DEFAULT 0,
+                    bytes_from_cache INTEGER NOT NULL DEFAULT 0,
+                    bytes_from_origin INTEGER NOT NULL DEFAULT 0,
+                    last_error TEXT
+                );
+                CREATE TABLE extent (
+                    entry_id INTEGER NOT NULL REFERENCES entry(id) ON DELETE CASCADE,
+                    generation INTEGER NOT NULL,
+                    slice INTEGER NOT NULL,
+                    start INTEGER NOT NULL,
+                    "end" INTEGER NOT NULL,
+                    crc INTEGER NOT NULL,
+                    PRIMARY KEY (entry_id, generation, start)
+                ) WITHOUT ROWID;
+                CREATE INDEX extent_slice ON extent(entry_id, generation, slice);
+                """)
+        }
+        try migrator.migrate(pool)
+    }
+
+    // MARK: Reading
+
+    func loadAll() throws -> (entries: [EntryRow], extents: [ExtentRow]) {
+        try pool.read { db in
+            let entries = try Row.fetchAll(db, sql: "SELECT * FROM entry").map(Self.entry(from:))
+            let extents = try Row.fetchAll(db, sql: "SELECT * FROM extent ORDER BY entry_id, generation, start").map {
+                ExtentRow(entryID: $0["entry_id"], generation: $0["generation"], slice: $0["slice"],
+                          start: $0["start"], end: $0["end"], crc: UInt32(truncatingIfNeeded: $0["crc"] as Int64))
+            }
+            return (entries, extents)
+        }
+    }
+
+    private static func entry(from r: Row) -> EntryRow {
+        EntryRow(id: r["id"], key: r["key"], url: r["url"], finalURL: r["final_url"], length: r["length"],
+                 contentType: r["content_type"], etag: r["etag"], lastModified: r["last_modified"],
+                 acceptsRanges: r["accepts_ranges"], generation: r["generation"], validatedAt: r["validated_at"],
+                 lastAccess: r["last_access"], hits: r["hits"], misses: r["misses"],
+                 bytesFromCache: r["bytes_from_cache"], bytesFromOrigin: r["bytes_from_origin"],
+                 lastError: r["last_error"])
+    }
+
+    // MARK: Writing
+
+    /// Creates an entry row now (the id is needed for slice file names) and returns its id.
+    func insertEntry(_ row: EntryRow) throws -> Int64 {
+        try queue.sync {
+            try pool.write { db in
+                try db.execute(sql: """
+                    INSERT INTO entry (key, url, final_url, length, content_type, etag, last_modified,
+                        accepts_ranges, generation, validated_at, last_access)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """, arguments: [row.key, row.url, row.finalURL, row.length, row.contentType, row.etag,
+                                     row.lastModified, row.acceptsRanges, row.generation, row.validatedAt,
+                                     row.lastAccess])
+                return db.lastInsertedRowID
+            }
+        }
+    }
+
+    /// Records (behind) the latest state of an entry row.
+    func updateEntry(_ row: EntryRow) {
+        lock.lock()
+        pendingEntries[row.id] = row
+        lock.unlock()
+        scheduleFlush()
+    }
+
+    /// Records (behind) that an extent's bytes are on disk. Call only after the write returned.
+    func addExtent(_ extent: ExtentRow) {
+        lock.lock()
+        pendingExtents.append(extent)
+        lock.unlock()
+        scheduleFlush()
+    }
+
+    private func scheduleFlush() {
+        lock.lock()
+        let schedule = !flushScheduled
+        flushScheduled = true
+        lock.unlock()
+        if schedule {
+            queue.asyncAfter(deadline: .now() + 0.05) { [self] in
+                lock.lock(); flushScheduled = false; lock.unlock()
+                flushPendingOnQueue()
+            }
+        }
+    }
+
+    /// Commits everything pending. Runs on `queue`.
+    private func flushPendingOnQueue() {
+        lock.lock()
+        let extents = pendingExtents
+        let entries = pendingEntries
+        pendingExtents.removeAll(keepingCapacity: true)
+        pendingEntries.removeAll()
+        lock.unlock()
+        guard !extents.isEmpty || !entries.isEmpty else { return }
+        do {
+            try pool.write { db in
+                for e in entries.values {
+                    try db.execute(sql: """
+                        UPDATE entry SET url = ?, final_url = ?, length = ?, content_type = ?, etag = ?,
+                            last_modified = ?, accepts_ranges = ?, generation = ?, validated_at = ?,
+                            last_access = ?, hits = ?, misses = ?, bytes_from_cache = ?, bytes_from_origin = ?,
+                            last_error = ?
+                        WHERE id = ?
+                        """, arguments: [e.url, e.finalURL, e.length, e.contentType, e.etag, e.lastModified,
+                                         e.acceptsRanges, e.generation, e.validatedAt, e.lastAccess, e.hits,
+                                         e.misses, e.bytesFromCache, e.bytesFromOrigin, e.lastError, e.id])
+                }
+                let insert = try db.cachedStatement(sql: """
+                    INSERT OR REPLACE INTO extent (entry_id, generation, slice, start, "end", crc)
+                    SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM entry WHERE id = ? AND generation = ?)
+                    """)
+                for x in extents {
+                    try insert.execute(arguments: [x.entryID, x.generation, x.slice, x.start, x.end,
+                                                   Int64(x.crc), x.entryID, x.generation])
+                }
+            }
+        } catch {
+            lastWriteError = error
+        }
+    }
+
+    /// Commits everything pending and waits for it.
+    func flush() {
+        queue.sync { flushPendingOnQueue() }
+    }
+
+    /// Deletes the rows of these slices (after committing anything pending), then runs `afterCommit`
+    /// (which deletes the files): data never goes before the rows that describe it.
+    func deleteSlices(_ slices: [SliceID], afterCommit: () -> Void) throws {
+        try queue.sync {
+            flushPendingOnQueue()
+            try pool.write { db in
+                for s in slices {
+                    try db.execute(sql: "DELETE FROM extent WHERE entry_id = ? AND generation = ? AND slice = ?",
+                                   arguments: [s.entryID, s.generation, s.slice])
+                }
+            }
+            afterCommit()
+        }
+    }
+
+    /// Deletes extent rows of an entry's other generations (after a remote change), then the files.
+    func deleteOtherGenerations(entryID: Int64, keep generation: Int64, afterCommit: @escaping () -> Void) {
+        queue.async { [self] in
+            flushPendingOnQueue()
+            do {
+                try pool.write { db in
+                    try db.execute(sql: "DELETE FROM extent WHERE entry_id = ? AND generation != ?",
+                                   arguments: [entryID, generation])
+                }
+                afterCommit()
+            } catch { lastWriteError = error }
+        }
+    }
+
+    /// Deletes one extent row (a checksum mismatch found by verify).
+    func deleteExtent(_ x: ExtentRow) throws {
+        try queue.sync {
+            flushPendingOnQueue()
+            try pool.write { db in
+                try db.execute(sql: "DELETE FROM extent WHERE entry_id = ? AND generation = ? AND start = ?",
+                               arguments: [x.entryID, x.generation, x.start])
+            }
+        }
+    }
+
+    /// Deletes entries and their extents (after committing anything pending), then runs `afterCommit`.
+    func deleteEntries(_ ids: [Int64], afterCommit: () -> Void) throws {
+        try queue.sync {
+            flushPendingOnQueue()
+            try pool.write { db in
+                for id in ids { try db.execute(sql: "DELETE FROM entry WHERE id = ?", arguments: [id]) }
+            }
+            afterCommit()
+        }
+    }
+
+    /// Extent rows of one generation of one entry, committed (flushes first).
+    func extents(entryID: Int64, generation: Int64) throws -> [ExtentRow] {
+        flush()
+        return try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM extent WHERE entry_id = ? AND generation = ? ORDER BY start",
+                             arguments: [entryID, generation]).map {
+                ExtentRow(entryID: $0["entry_id"], generation: $0["generation"], slice: $0["slice"],
+                          start: $0["start"], end: $0["end"], crc: UInt32(truncatingIfNeeded: $0["crc"] as Int64))
+            }
+        }
+    }
+}

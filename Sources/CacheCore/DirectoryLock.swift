@@ -1,0 +1,32 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An exclusive `flock` on `<cache dir>/lock`, held for the life of the engine, so that two
+/// processes never write one cache. The file names the holder, for the error the second one shows.
+final class DirectoryLock: @unchecked Sendable {
+    private let fd: Int32
+    let path: String
+
+    init(directory: String) throws {
+        path = directory + "/lock"
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        if fd < 0 { throw CacheError.storage(path: path, message: String(cString: strerror(errno))) }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            let holder = (try? String(contentsOfFile: path, encoding: .utf8))?
+                .trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+            close(fd)
+            throw CacheError.locked(path: directory, holder: holder.isEmpty ? "another process" : holder)
+        }
+        let me = "process \(getpid()) (\(CommandLine.arguments.prefix(2).joined(separator: " ")))\n"
+        ftruncate(fd, 0)
+        _ = me.withCString { pwrite(fd, $0, strlen($0), 0) }
+    }
+
+    func release() {
+        ftruncate(fd, 0)
+        flock(fd, LOCK_UN)
+        close(fd)
+    }
+}

@@ -1,0 +1,194 @@
+import Foundation
+
+extension EngineCore {
+    func makeReaderState(entry: EntryInfo) -> ReaderState {
+        ReaderState(id: makeID(), entry: entry, initialReadAhead: initialReadAhead)
+    }
+
+    /// Plans one read. Bytes on disk are read right here on the caller's thread; missing bytes
+    /// start (or join) fetches and the read completes once they land.
+    func read(reader: ReaderState, offset: Int64, length: Int,
+              completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
+        let key = reader.entry.key
+        let shard = shard(for: key)
+        let now = Date().timeIntervalSince1970
+        var hit: (EntryState, Range<Int64>, Int64, Int64)?   // entry, range, generation, id
+        var toLaunch: [(EntryState, ReadPlanner.Fetch, Int)] = []
+        var immediate: Result<[UInt8], CacheError>?
+
+        shard.locked {
+            guard !reader.closed else { immediate = .failure(.cancelled); return }
+            guard let entry = shard.entries[key], entry.isPersisted else {
+                immediate = .failure(.storage(path: configuration.directory, message: "entry was removed from the cache: \(key)"))
+                return
+            }
+            if reader.entry.generation != entry.info.generation { reader.entry = entry.info }
+            let end = entry.info.length.map { min($0, offset + Int64(length)) } ?? (offset + Int64(length))
+            guard offset >= 0, end > offset else { immediate = .success([]); return }
+            let request = offset..<end
+            updateReadAhead(reader, request: request)
+            entry.lastAccess = now
+
+            let planner = ReadPlanner(readAhead: reader.readAhead, seekThreshold: max(2 << 20, reader.readAhead / 2))
+            let plan = planner.plan(request: request, length: entry.info.length, cached: entry.coverage,
+                                    running: entry.inflight.running(generation: entry.info.generation))
+            for t in plan.truncations { entry.inflight.truncate(t.fetch, at: t.end) }
+            for step in plan.steps { if case let .wait(_, id) = step { entry.inflight.addInterest(reader.id, in: id) } }
+            for f in plan.fetches {
+                let id = makeID()
+                entry.inflight.start(id: id, generation: entry.info.generation, start: f.start, end: f.end, reader: reader.id)
+                toLaunch.append((entry, f, id))
+            }
+            if plan.isHit {
+                entry.hits += 1
+                entry.bytesFromCache += request.length
+                entry.pin(slices(of: request))
+                touch(entry, request, now)
+                hit = (entry, request, entry.info.generation, entry.id)
+            } else {
+                entry.misses += 1
+                entry.waiters.append(Waiter(id: makeID(), reader: reader.id, range: request,
+                                            deadline: now + configuration.readTimeout, completion: completion))
+            }
+        }
+        for (entry, f, id) in toLaunch { launch(fetchID: id, entry: entry, key: key, fetch: f, isProbe: false) }
+        if let immediate { completion(immediate); return }
+        if let (entry, range, generation, id) = hit {
+            let result = readFromDisk(entryID: id, generation: generation, range: range)
+            shard.locked { entry.unpin(slices(of: range)) }
+            if case .failure = result { forget(entry: entry, shard: shard, range: range, generation: generation) }
+            completion(result)
+        }
+    }
+
+    /// Sequential readers get a window that doubles up to `maxReadAhead`; a seek resets it.
+    private func updateReadAhead(_ reader: ReaderState, request: Range<Int64>) {
+        // The kernel and players issue several reads at once, slightly out of order: a read that
+        // starts near where the last one ended still counts as sequential.
+        let slack: Int64 = 1 << 20
+        let sequential = reader.lastEnd >= 0 && abs(request.lowerBound - reader.lastEnd) <= slack
+        if sequential {
+            reader.readAhead = min(configuration.maxReadAhead, reader.readAhead * 2)
+            reader.lastEnd = max(reader.lastEnd, request.upperBound)
+        } else {
+            if reader.lastEnd >= 0 { reader.readAhead = initialReadAhead }
+            reader.lastEnd = request.upperBound
+        }
+    }
+
+    func slices(of range: Range<Int64>) -> ClosedRange<Int64> {
+        store.sliceIndex(of: range.lowerBound)...store.sliceIndex(of: max(range.lowerBound, range.upperBound - 1))
+    }
+
+    func touch(_ entry: EntryState, _ range: Range<Int64>, _ now: Double) {
+        for s in slices(of: range) { entry.sliceAccess[s] = now }
+    }
+
+    /// Reads bytes that the index says are on disk. A missing or short slice file is reported as
+    /// an error (and its bytes forgotten by the caller), never served as zeros.
+    func readFromDisk(entryID: Int64, generation: Int64, range: Range<Int64>) -> Result<[UInt8], CacheError> {
+        do {
+            let bytes = try [UInt8](unsafeUninitializedCapacity: Int(range.length)) { buf, count in
+                try store.read(entry: entryID, generation: generation, range: range,
+                               into: UnsafeMutableRawBufferPointer(buf), at: 0)
+                count = Int(range.length)
+            }
+            return .success(bytes)
+        } catch let e as StorageError {
+            logger.error("cached bytes unreadable; they will be fetched again", metadata: ["error": "\(e)"])
+            return .failure(e.cacheError)
+        } catch {
+            return .failure(.storage(path: configuration.directory, message: "\(error)"))
+        }
+    }
+
+    /// Drops bytes from coverage whose slice files turned out to be unreadable.
+    func forget(entry: EntryState, shard: Shard, range: Range<Int64>, generation: Int64) {
+        shard.locked {
+            guard entry.info.generation == generation else { return }
+            for s in slices(of: range) {
+                let r = store.sliceRange(s)
+                let removed = entry.coverage.remove(r)
+                entry.sliceBytes[s] = nil
+                addBytes(-removed)
+            }
+        }
+    }
+
+    /// Completes every waiter whose bytes are all on disk now (call under the shard lock; the
+    /// reads themselves run on the completion queue).
+    func wakeWaiters(_ entry: EntryState, shard: Shard, now: Double) {
+        guard !entry.waiters.isEmpty else { return }
+        var still: [Waiter] = []
+        for w in entry.waiters {
+            let range = entry.info.length.map { w.range.clamped(to: w.range.lowerBound..<max($0, w.range.lowerBound)) } ?? w.range
+            if range.isEmpty {
+                completionQueue.async { w.completion(.success([])) }
+            } else if entry.coverage.contains(range) {
+                entry.pin(slices(of: range))
+                touch(entry, range, now)
+                let id = entry.id, gen = entry.info.generation
+                completionQueue.async { [self] in
+                    let result = readFromDisk(entryID: id, generation: gen, range: range)
+                    shard.locked { entry.unpin(slices(of: range)) }
+                    if case .failure = result { forget(entry: entry, shard: shard, range: range, generation: gen) }
+                    w.completion(result)
+                }
+            } else {
+                still.append(w)
+            }
+        }
+        entry.waiters = still
+    }
+
+    /// Plans the waiters again after a fetch ended (or the generation changed): starts fetches
+    /// for bytes nobody is fetching any more. Call under the shard lock; launch what it returns.
+    func replanWaiters(_ entry: EntryState, failed: (range: Range<Int64>, error: CacheError)?) -> [(EntryState, ReadPlanner.Fetch, Int)] {
+        var launches: [(EntryState, ReadPlanner.Fetch, Int)] = []
+        var still: [Waiter] = []
+        let planner = ReadPlanner(readAhead: 0)
+        for var w in entry.waiters {
+            if let failed, w.range.overlaps(failed.range), !entry.coverage.contains(w.range) {
+                let err = failed.error
+                let done = w.completion; completionQueue.async { done(.failure(err)) }
+                continue
+            }
+            let plan = planner.plan(request: w.range, length: entry.info.length, cached: entry.coverage,
+                                    running: entry.inflight.running(generation: entry.info.generation))
+            if !plan.fetches.isEmpty {
+                w.replans += 1
+                if w.replans > 8 {
+                    let err = CacheError.badResponse(url: entry.info.url, message: "the origin keeps ending transfers early")
+                    let done = w.completion; completionQueue.async { done(.failure(err)) }
+                    continue
+                }
+            }
+            for step in plan.steps { if case let .wait(_, id) = step { entry.inflight.addInterest(w.reader, in: id) } }
+            for f in plan.fetches {
+                let id = makeID()
+                entry.inflight.start(id: id, generation: entry.info.generation, start: f.start, end: f.end, reader: w.reader)
+                launches.append((entry, f, id))
+            }
+            still.append(w)
+        }
+        entry.waiters = still
+        return launches
+    }
+
+    /// The reader is done: fail its pending reads and cancel fetches nobody else wants.
+    func close(reader: ReaderState) {
+        let key = reader.entry.key
+        let shard = shard(for: key)
+        let (waiters, cancels): ([Waiter], [FetchHandleBox]) = shard.locked {
+            reader.closed = true
+            guard let entry = shard.entries[key] else { return ([], []) }
+            let mine = entry.waiters.filter { $0.reader == reader.id }
+            entry.waiters.removeAll { $0.reader == reader.id }
+            let orphaned = entry.inflight.release(reader: reader.id)
+            // Orphaned fetches stop at their next chunk (advance says .stop); cancel them now too.
+            return (mine, orphaned.map { handles.box($0) })
+        }
+        cancels.forEach { $0.cancel() }
+        for w in waiters { completionQueue.async { w.completion(.failure(.cancelled)) } }
+    }
+}

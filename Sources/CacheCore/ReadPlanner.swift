@@ -1,0 +1,155 @@
+/// Turns a byte range into an ordered plan of local reads, waits on fetches already running, and
+/// new fetches. Pure: no I/O, no clock, no locks; the engine applies the plan.
+///
+/// Example (no read-ahead): 0..<1000 with 200..<500 and 700..<800 cached becomes
+/// net 0..<200, disk 200..<500, net 500..<700, disk 700..<800, net 800..<1000.
+///
+/// Rules:
+/// - Cached bytes are never fetched again: every new fetch stops at the next cached byte.
+/// - Bytes that a running fetch will deliver soon are waited for (single flight). "Soon" means
+///   within `seekThreshold` of that fetch's cursor; past that, a seek starts a new fetch at the
+///   request and the old fetch is truncated there, so it stops instead of downloading twice.
+/// - The last fetch of a request extends past it by `readAhead` (clipped at the next cached byte,
+///   the next running fetch and the end of the file). A gap that lies wholly in the read-ahead
+///   window is only fetched once it is at least half a window long, so a sequential reader keeps
+///   one fetch ahead instead of spawning a stream of tiny ones.
+public struct ReadPlanner: Sendable {
+    public var readAhead: Int64
+    public var seekThreshold: Int64
+
+    public init(readAhead: Int64, seekThreshold: Int64 = 2 << 20) {
+        self.readAhead = readAhead
+        self.seekThreshold = seekThreshold
+    }
+
+    /// A fetch that is already running: it will deliver `cursor..<end` (end nil: to EOF).
+    public struct RunningFetch: Sendable, Equatable {
+        public var id: Int
+        public var cursor: Int64
+        public var end: Int64?
+        public init(id: Int, cursor: Int64, end: Int64?) { self.id = id; self.cursor = cursor; self.end = end }
+        func covers(_ p: Int64) -> Bool { p >= cursor && (end.map { p < $0 } ?? true) }
+    }
+
+    /// A new fetch to start: `start..<end` (end nil: to EOF).
+    public struct Fetch: Sendable, Equatable, CustomStringConvertible {
+        public var start: Int64
+        public var end: Int64?
+        public init(start: Int64, end: Int64?) { self.start = start; self.end = end }
+        public var description: String { "fetch \(start)..<\(end.map(String.init) ?? "EOF")" }
+    }
+
+    public enum Step: Sendable, Equatable, CustomStringConvertible {
+        case disk(Range<Int64>)
+        case net(Range<Int64>)
+        case wait(Range<Int64>, fetch: Int)
+        public var description: String {
+            switch self {
+            case let .disk(r): return "disk \(r.lowerBound)-\(r.upperBound - 1)"
+            case let .net(r): return "net \(r.lowerBound)-\(r.upperBound - 1)"
+            case let .wait(r, id): return "wait#\(id) \(r.lowerBound)-\(r.upperBound - 1)"
+            }
+        }
+    }
+
+    public struct Plan: Sendable, Equatable {
+        /// Covers the request in order.
+        public var steps: [Step] = []
+        /// Fetches to start, in order.
+        public var fetches: [Fetch] = []
+        /// Running fetches to stop early: (fetch id, new end).
+        public var truncations: [Truncation] = []
+        /// True when every byte of the request is on disk already.
+        public var isHit: Bool { steps.allSatisfy { if case .disk = $0 { return true } else { return false } } }
+    }
+
+    public struct Truncation: Sendable, Equatable {
+        public var fetch: Int
+        public var end: Int64
+    }
+
+    /// Plans `request` (clipped to `length` when known) against what is cached and running.
+    public func plan(request: Range<Int64>, length: Int64?, cached: RangeSet,
+                     running: [RunningFetch]) -> Plan {
+        var plan = Plan()
+        let request = length.map { request.clamped(to: 0..<max($0, 0)) } ?? request
+        guard !request.isEmpty else { return plan }
+        var running = running
+        var p = request.lowerBound
+        /// For net steps created by a seek past a running fetch: the end that fetch had.
+        var inheritedEnd: [Int: Int64?] = [:]
+
+        while p < request.upperBound {
+            if cached.contains(p..<(p + 1)) {
+                let end = min(request.upperBound, endOfPresent(cached, from: p))
+                plan.steps.append(.disk(p..<end))
+                p = end
+                continue
+            }
+            let nextCached = cached.nextPresent(atOrAfter: p) ?? Int64.max
+            if let i = running.firstIndex(where: { $0.covers(p) }) {
+                let f = running[i]
+                if p - f.cursor <= seekThreshold {
+                    let end = min(request.upperBound, nextCached, f.end ?? Int64.max)
+                    plan.steps.append(.wait(p..<end, fetch: f.id))
+                    p = end
+                    continue
+                }
+                // Too far ahead of that fetch: take over from here and stop it at p.
+                plan.truncations.append(Truncation(fetch: f.id, end: p))
+                inheritedEnd[plan.steps.count] = f.end
+                running[i].end = p
+            }
+            let nextRunning = running.filter { $0.cursor > p }.map(\.cursor).min() ?? Int64.max
+            let end = min(request.upperBound, nextCached, nextRunning)
+            plan.steps.append(.net(p..<end))
+            p = end
+        }
+
+        // Turn net steps into fetches; extend the last one (and inherited ones) past the request.
+        let windowEnd: Int64? = {
+            let w = request.upperBound + readAhead
+            if let length { return min(w, length) }
+            return w
+        }()
+        for (index, step) in plan.steps.enumerated() {
+            guard case let .net(r) = step else { continue }
+            var end: Int64? = r.upperBound
+            let touchesEnd = r.upperBound == request.upperBound
+            if touchesEnd || inheritedEnd[index] != nil {
+                var target: Int64? = touchesEnd ? windowEnd : r.upperBound
+                if let inherited = inheritedEnd[index] {
+                    target = (inherited == nil || target == nil) ? nil : max(target!, inherited!)
+                    if target == nil, let length { target = length }
+                }
+                let limit = min(cached.nextPresent(atOrAfter: r.upperBound) ?? Int64.max,
+                                running.filter { $0.cursor >= r.upperBound }.map(\.cursor).min() ?? Int64.max)
+                if let t = target { end = min(t, limit) } else { end = limit == Int64.max ? nil : limit }
+                if let e = end, e < r.upperBound { end = r.upperBound }
+            }
+            plan.fetches.append(Fetch(start: r.lowerBound, end: end))
+        }
+
+        // Read-ahead beyond a request that needed no new fetch at its end.
+        if readAhead > 0, plan.fetches.last?.end.map({ $0 < request.upperBound }) ?? (plan.fetches.isEmpty) {
+            plan.fetches += readAheadFetches(after: request.upperBound, windowEnd: windowEnd, length: length,
+                                             cached: cached, running: running)
+        }
+        return plan
+    }
+
+    private func readAheadFetches(after start: Int64, windowEnd: Int64?, length: Int64?, cached: RangeSet,
+                                  running: [RunningFetch]) -> [Fetch] {
+        guard let windowEnd, windowEnd > start else { return [] }
+        var missing = RangeSet([start..<windowEnd])
+        for r in cached.intersection(start..<windowEnd) { missing.remove(r) }
+        for f in running { missing.remove(f.cursor..<(f.end ?? Int64.max)) }
+        return missing.ranges
+            .filter { $0.length >= readAhead / 2 || $0.upperBound == length }
+            .map { Fetch(start: $0.lowerBound, end: $0.upperBound) }
+    }
+
+    private func endOfPresent(_ set: RangeSet, from p: Int64) -> Int64 {
+        set.intersection(p..<Int64.max).first?.upperBound ?? p
+    }
+}

@@ -1,5 +1,0 @@
-import XCTest
-
-final class CacheCorePlaceholderTests: XCTestCase {
-    func testBuilds() {}
-}

@@ -1,0 +1,109 @@
+import XCTest
+@testable import CacheCore
+
+final class ReadPlannerTests: XCTestCase {
+    private let noReadAhead = ReadPlanner(readAhead: 0)
+
+    func testTheDesignExample() {
+        let cached = RangeSet([200..<500, 700..<800])
+        let plan = noReadAhead.plan(request: 0..<1000, length: 10_000, cached: cached, running: [])
+        XCTAssertEqual(plan.steps.map(\.description),
+                       ["net 0-199", "disk 200-499", "net 500-699", "disk 700-799", "net 800-999"])
+        XCTAssertEqual(plan.fetches, [.init(start: 0, end: 200), .init(start: 500, end: 700), .init(start: 800, end: 1000)])
+        XCTAssertFalse(plan.isHit)
+    }
+
+    func testFullyCachedRequestIsAHit() {
+        let plan = noReadAhead.plan(request: 10..<20, length: 100, cached: RangeSet([0..<100]), running: [])
+        XCTAssertEqual(plan.steps, [.disk(10..<20)])
+        XCTAssertTrue(plan.isHit)
+        XCTAssertTrue(plan.fetches.isEmpty)
+    }
+
+    func testEmptyRequestPlansNothing() {
+        let plan = noReadAhead.plan(request: 5..<5, length: 100, cached: RangeSet(), running: [])
+        XCTAssertTrue(plan.steps.isEmpty)
+        XCTAssertTrue(plan.fetches.isEmpty)
+    }
+
+    func testRequestIsClippedAtTheEndOfTheFile() {
+        let plan = noReadAhead.plan(request: 90..<200, length: 100, cached: RangeSet(), running: [])
+        XCTAssertEqual(plan.steps, [.net(90..<100)])
+        XCTAssertEqual(plan.fetches, [.init(start: 90, end: 100)])
+    }
+
+    func testRequestPastTheEndPlansNothing() {
+        let plan = noReadAhead.plan(request: 150..<200, length: 100, cached: RangeSet(), running: [])
+        XCTAssertTrue(plan.steps.isEmpty)
+    }
+
+    func testUnknownLengthFetchesWhatIsAsked() {
+        let plan = noReadAhead.plan(request: 0..<50, length: nil, cached: RangeSet(), running: [])
+        XCTAssertEqual(plan.fetches, [.init(start: 0, end: 50)])
+    }
+
+    func testReadAheadExtendsTheLastFetchButStopsAtCachedBytes() {
+        let planner = ReadPlanner(readAhead: 1000)
+        let plan = planner.plan(request: 0..<100, length: 10_000, cached: RangeSet([600..<700]), running: [])
+        XCTAssertEqual(plan.steps, [.net(0..<100)])
+        XCTAssertEqual(plan.fetches.first, .init(start: 0, end: 600), "never re-downloads cached bytes")
+    }
+
+    func testReadAheadStopsAtTheEndOfTheFile() {
+        let plan = ReadPlanner(readAhead: 1000).plan(request: 0..<100, length: 300, cached: RangeSet(), running: [])
+        XCTAssertEqual(plan.fetches, [.init(start: 0, end: 300)])
+    }
+
+    func testBytesARunningFetchWillDeliverAreWaitedFor() {
+        let running = [ReadPlanner.RunningFetch(id: 7, cursor: 100, end: 1000)]
+        let plan = noReadAhead.plan(request: 150..<250, length: 10_000, cached: RangeSet([0..<100]), running: running)
+        XCTAssertEqual(plan.steps, [.wait(150..<250, fetch: 7)])
+        XCTAssertTrue(plan.fetches.isEmpty, "single flight: no second fetch for the same bytes")
+    }
+
+    func testNewFetchStopsWhereARunningFetchBegins() {
+        let running = [ReadPlanner.RunningFetch(id: 1, cursor: 500, end: 900)]
+        let plan = noReadAhead.plan(request: 0..<800, length: 10_000, cached: RangeSet(), running: running)
+        XCTAssertEqual(plan.steps, [.net(0..<500), .wait(500..<800, fetch: 1)])
+        XCTAssertEqual(plan.fetches, [.init(start: 0, end: 500)])
+    }
+
+    func testASeekFarAheadOfARunningFetchTakesOverAndTruncatesIt() {
+        let planner = ReadPlanner(readAhead: 0, seekThreshold: 1000)
+        let running = [ReadPlanner.RunningFetch(id: 3, cursor: 0, end: 100_000)]
+        let plan = planner.plan(request: 50_000..<51_000, length: 200_000, cached: RangeSet(), running: running)
+        XCTAssertEqual(plan.truncations, [.init(fetch: 3, end: 50_000)])
+        XCTAssertEqual(plan.steps, [.net(50_000..<51_000)])
+        XCTAssertEqual(plan.fetches, [.init(start: 50_000, end: 100_000)], "the new fetch inherits the old one's duty")
+    }
+
+    func testReadAheadGapIsFetchedOnlyWhenItIsWorthIt() {
+        let planner = ReadPlanner(readAhead: 1000)
+        let running = [ReadPlanner.RunningFetch(id: 1, cursor: 0, end: 900)]
+        let small = planner.plan(request: 0..<100, length: 100_000, cached: RangeSet(), running: running)
+        XCTAssertTrue(small.fetches.isEmpty, "a 200-byte gap in a 1000-byte window waits")
+        let big = planner.plan(request: 0..<100, length: 100_000, cached: RangeSet(),
+                               running: [.init(id: 1, cursor: 0, end: 400)])
+        XCTAssertEqual(big.fetches, [.init(start: 400, end: 1100)])
+    }
+
+    func testRangeSetArithmetic() {
+        var s = RangeSet()
+        XCTAssertEqual(s.insert(0..<10), 10)
+        XCTAssertEqual(s.insert(5..<15), 5)
+        XCTAssertEqual(s.insert(20..<30), 10)
+        XCTAssertEqual(s.ranges, [0..<15, 20..<30])
+        XCTAssertEqual(s.gaps(in: 0..<40), [15..<20, 30..<40])
+        XCTAssertEqual(s.remove(10..<25), 10)
+        XCTAssertEqual(s.ranges, [0..<10, 25..<30])
+        XCTAssertTrue(s.contains(2..<8))
+        XCTAssertFalse(s.contains(8..<26))
+        XCTAssertEqual(s.insert(10..<25), 15)
+        XCTAssertEqual(s.ranges, [0..<30])
+        XCTAssertEqual(s.nextPresent(atOrAfter: 31), nil)
+    }
+
+    func testCRC32CKnownVector() {
+        XCTAssertEqual(CRC32C.checksum(Array("123456789".utf8)), 0xE306_9283)
+    }
+}
