@@ -1,0 +1,79 @@
+import ArgumentParser
+import CacheCore
+import Foundation
+
+/// A command that could not do its job for a reason that is not the cache's (a file that cannot
+/// be written, an entry that is not cached, a verification that found problems).
+struct CommandFailure: Error, CustomStringConvertible, Equatable {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The one place where the CLI turns errors into what the user sees: a single line
+/// `httpcachefs: error: <what went wrong>` on stderr, no stack trace, and a non-zero exit.
+///
+/// Exit codes: 64 (EX_USAGE, as ArgumentParser uses) for values the user typed wrong,
+/// 1 for everything else.
+enum ErrorReporting {
+    static func exitCode(for error: Error) -> ExitCode {
+        if error is UsageError { return .validationFailure }
+        if case CacheError.invalidURL = error { return .validationFailure }
+        return .failure
+    }
+
+    static func message(for error: Error) -> String {
+        switch error {
+        case let error as CacheError:
+            if case .locked = error {
+                return "\(error.description) (stop it, or give this command its own --cache-dir)"
+            }
+            return error.description
+        case let error as UsageError: return error.description
+        case let error as CommandFailure: return error.description
+        case let error as FetchError: return error.description
+        case let error as CustomStringConvertible: return error.description
+        default: return String(describing: error)
+        }
+    }
+
+    /// Prints the one-line message for `error` and returns the exit code to throw.
+    static func report(_ error: Error) -> ExitCode {
+        printError(message(for: error))
+        return exitCode(for: error)
+    }
+
+    static func printError(_ message: String) {
+        LogSink.standardError.write(line: "httpcachefs: error: \(message)")
+    }
+
+    static func printWarning(_ message: String) {
+        LogSink.standardError.write(line: "httpcachefs: warning: \(message)")
+    }
+}
+
+/// Runs a command body, presenting any error as one line and exiting non-zero.
+/// ArgumentParser's own exits (`ExitCode`, `CleanExit`) pass through untouched.
+func runReportingErrors<T>(_ body: () async throws -> T) async throws -> T {
+    do {
+        return try await body()
+    } catch let error as ExitCode {
+        throw error
+    } catch let error as CleanExit {
+        throw error
+    } catch {
+        throw ErrorReporting.report(error)
+    }
+}
+
+/// Runs blocking work (file and pipe I/O, waiting for the cache) on a thread of its own, so
+/// Swift's cooperative pool is never blocked on I/O.
+func onDedicatedThread<T>(name: String = "httpcachefs-cli", _ body: @escaping () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, Error>) in
+        let thread = Thread {
+            do { continuation.resume(returning: try body()) } catch { continuation.resume(throwing: error) }
+        }
+        thread.name = name
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+
+/// Writing bytes to a file descriptor completely: `write(2)` may take fewer bytes than asked
+/// (pipes, signals), and a reader that went away (`| head`) shows up as EPIPE, which is a
+/// normal way for `cat` to stop, not an error worth a message.
+enum FileDescriptorOutput {
+    enum Outcome: Equatable {
+        case written
+        case readerGone
+        case failed(errno: Int32)
+    }
+
+    static func writeAll(fd: Int32, _ bytes: ArraySlice<UInt8>) -> Outcome {
+        var rest = bytes
+        while !rest.isEmpty {
+            let n = rest.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if n > 0 {
+                rest = rest.dropFirst(n)
+            } else if n < 0 && errno == EINTR {
+                continue
+            } else if n < 0 && errno == EPIPE {
+                return .readerGone
+            } else {
+                return .failed(errno: n < 0 ? errno : EIO)
+            }
+        }
+        return .written
+    }
+
+    /// Makes a closed pipe an EPIPE error instead of a silent death by SIGPIPE, so the cache
+    /// is still shut down cleanly (index flushed, lock released).
+    static func ignoreSIGPIPE() { signal(SIGPIPE, SIG_IGN) }
+}
+
+/// A file written under a temporary name and renamed into place only when complete, so an
+/// interrupted `cache export` never leaves a truncated file that looks finished.
+final class AtomicFileWriter {
+    let path: String
+    private let temporaryPath: String
+    private var fd: Int32
+
+    init(path: String) throws {
+        self.path = path
+        self.temporaryPath = path + ".partial-\(getpid())"
+        fd = open(temporaryPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            throw CommandFailure("cannot create \(temporaryPath): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    func write(_ bytes: [UInt8]) throws {
+        if case let .failed(code) = FileDescriptorOutput.writeAll(fd: fd, bytes[...]) {
+            throw CommandFailure("cannot write \(path): \(String(cString: strerror(code)))")
+        }
+    }
+
+    func commit() throws {
+        guard fsync(fd) == 0, close(fd) == 0 else {
+            let message = String(cString: strerror(errno))
+            abandon()
+            throw CommandFailure("cannot write \(path): \(message)")
+        }
+        fd = -1
+        guard rename(temporaryPath, path) == 0 else {
+            let message = String(cString: strerror(errno))
+            unlink(temporaryPath)
+            throw CommandFailure("cannot rename \(temporaryPath) to \(path): \(message)")
+        }
+    }
+
+    /// Removes the partial file (after a failure).
+    func abandon() {
+        if fd >= 0 { close(fd); fd = -1 }
+        unlink(temporaryPath)
+    }
+
+    deinit { if fd >= 0 { abandon() } }
+}

@@ -1,0 +1,58 @@
+import Foundation
+
+/// Human-readable numbers for tables, progress bars and summaries.
+enum Format {
+    /// `512 B`, `64.0 KiB`, `1.50 GiB`: binary units, like `--cache-size` reads them.
+    static func bytes(_ n: Int64) -> String {
+        if n < 1024 { return "\(n) B" }
+        let units = ["KiB", "MiB", "GiB", "TiB", "PiB"]
+        var value = Double(n) / 1024
+        var unit = 0
+        while value >= 1024 && unit < units.count - 1 { value /= 1024; unit += 1 }
+        return String(format: value < 10 ? "%.2f %@" : value < 100 ? "%.1f %@" : "%.0f %@", value, units[unit])
+    }
+
+    /// Megabytes (10^6) per second, as network tools report throughput.
+    static func rate(bytes: Int64, seconds: TimeInterval) -> String {
+        guard seconds > 0 else { return "- MB/s" }
+        let mbps = Double(bytes) / seconds / 1e6
+        return String(format: mbps < 10 ? "%.2f MB/s" : "%.1f MB/s", mbps)
+    }
+
+    /// `0.42s`, `12.3s`, `4m05s`, `2h03m`.
+    static func duration(_ seconds: TimeInterval) -> String {
+        if !seconds.isFinite || seconds < 0 { return "-" }
+        if seconds < 10 { return String(format: "%.2fs", seconds) }
+        if seconds < 60 { return String(format: "%.1fs", seconds) }
+        let s = Int(seconds.rounded())
+        if s < 3600 { return String(format: "%dm%02ds", s / 60, s % 60) }
+        return String(format: "%dh%02dm", s / 3600, (s % 3600) / 60)
+    }
+
+    /// `100%`, `37.5%`, `0%`: never rounds a nearly complete file up to 100%.
+    static func percent(_ part: Int64, of whole: Int64?) -> String {
+        guard let whole, whole > 0 else { return part > 0 ? "?" : "-" }
+        if part >= whole { return "100%" }
+        let p = Double(part) * 100 / Double(whole)
+        return p < 99.95 ? String(format: p < 10 ? "%.1f%%" : "%.0f%%", p) : "99.9%"
+    }
+
+    /// `2026-11-21 12:00:00Z`: UTC, sortable, unambiguous.
+    static func date(_ date: Date) -> String {
+        LineLogHandler.timestamp(date).replacingOccurrences(of: "T", with: " ")
+    }
+
+    /// Left-aligned columns (right-aligned where `rightAligned` says), two spaces apart.
+    static func table(_ rows: [[String]], rightAligned: Set<Int> = []) -> String {
+        guard let columns = rows.map(\.count).max() else { return "" }
+        var widths = [Int](repeating: 0, count: columns)
+        for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
+        return rows.map { row in
+            row.enumerated().map { i, cell in
+                let pad = String(repeating: " ", count: widths[i] - cell.count)
+                if i == row.count - 1 && !rightAligned.contains(i) { return cell }
+                return rightAligned.contains(i) ? pad + cell : cell + pad
+            }.joined(separator: "  ")
+        }.joined(separator: "\n")
+    }
+}

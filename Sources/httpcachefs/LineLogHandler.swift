@@ -1,0 +1,105 @@
+import Foundation
+import Logging
+
+/// Where log lines go: stderr or an append-only log file, one `write(2)` per line under a lock,
+/// so lines from engine, curl and NIO threads never interleave.
+final class LogSink: @unchecked Sendable {
+    private let fd: Int32
+    private let ownsDescriptor: Bool
+    private let lock = NSLock()
+
+    static let standardError = LogSink(fd: 2, ownsDescriptor: false)
+
+    private init(fd: Int32, ownsDescriptor: Bool) {
+        self.fd = fd
+        self.ownsDescriptor = ownsDescriptor
+    }
+
+    /// Opens `path` for appending, creating it (and nothing else) if needed.
+    static func file(_ path: String) throws -> LogSink {
+        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            throw UsageError("cannot open log file \(path): \(String(cString: strerror(errno)))")
+        }
+        return LogSink(fd: fd, ownsDescriptor: true)
+    }
+
+    deinit { if ownsDescriptor { close(fd) } }
+
+    func write(line: String) {
+        var bytes = Array(line.utf8)
+        bytes.append(UInt8(ascii: "\n"))
+        lock.lock()
+        defer { lock.unlock() }
+        _ = FileDescriptorOutput.writeAll(fd: fd, bytes[...])
+    }
+}
+
+/// swift-log handler writing `2026-11-21T12:00:00Z info httpcachefs.cache: message key=value`.
+struct LineLogHandler: LogHandler {
+    let label: String
+    let sink: LogSink
+    var logLevel: Logger.Level
+    var metadata: Logger.Metadata = [:]
+    var metadataProvider: Logger.MetadataProvider?
+
+    init(label: String, sink: LogSink, level: Logger.Level) {
+        self.label = label
+        self.sink = sink
+        self.logLevel = level
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        var all = metadata
+        if let provided = metadataProvider?.get() { all.merge(provided) { _, new in new } }
+        if let extra = event.metadata { all.merge(extra) { _, new in new } }
+        var line = "\(Self.timestamp()) \(event.level) \(label): \(event.message)"
+        for key in all.keys.sorted() {
+            line += " \(key)=\(Self.quoted(all[key]!.description))"
+        }
+        sink.write(line: line)
+    }
+
+    /// Values with spaces, quotes or `=` are quoted so a line splits back into its fields.
+    static func quoted(_ value: String) -> String {
+        if !value.isEmpty, !value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" || $0 == "\n" }) { return value }
+        return "\"" + value.replacingOccurrences(of: "\\", with: "\\\\")
+            .replacingOccurrences(of: "\"", with: "\\\"")
+            .replacingOccurrences(of: "\n", with: "\\n") + "\""
+    }
+
+    /// UTC, to the second, ISO 8601; `gmtime_r` because DateFormatter is slow and not
+    /// something to share across threads.
+    static func timestamp(_ date: Date = Date()) -> String {
+        var t = time_t(date.timeIntervalSince1970.rounded(.down))
+        var parts = tm()
+        gmtime_r(&t, &parts)
+        return String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ",
+                      Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1, Int(parts.tm_mday),
+                      Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec))
+    }
+}
+
+/// The process-wide logging setup: bootstrapped once, so loggers that libraries create with a
+/// plain `Logger(label:)` land in the same place with the same level.
+enum LoggingSetup {
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var installed: (sink: LogSink, level: Logger.Level)?
+
+    /// Installs `sink` and `level` the first time; later calls get the first setup back
+    /// (`LoggingSystem.bootstrap` may only run once per process).
+    static func install(sink: @autoclosure () -> LogSink, level: Logger.Level) -> (sink: LogSink, level: Logger.Level) {
+        lock.lock()
+        defer { lock.unlock() }
+        if let installed { return installed }
+        let chosen = (sink: sink(), level: level)
+        installed = chosen
+        LoggingSystem.bootstrap { label in LineLogHandler(label: label, sink: chosen.sink, level: chosen.level) }
+        return chosen
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+
+/// A one-line progress bar on stderr for `preload` on a terminal:
+///
+///     [##########>           ]  45%  460 MiB / 1.00 GiB  112.3 MB/s  ETA 5.1s  video.mp4
+///
+/// Redrawn about five times a second from a timer (so a stalled download still shows its
+/// falling rate), never from the read loop; `advance` only adds under a lock.
+final class ProgressBar: @unchecked Sendable {
+    private let lock = NSLock()
+    private let label: String
+    private let total: Int64?
+    private let started = Date()
+    private var done: Int64 = 0
+    private var timer: DispatchSourceTimer?
+    private var finished = false
+
+    /// Whether stderr is a terminal (otherwise `preload` prints summary lines only).
+    static var isAvailable: Bool { isatty(2) == 1 }
+
+    init(label: String, total: Int64?) {
+        self.label = label
+        self.total = total
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue.global(qos: .utility))
+        timer.schedule(deadline: .now(), repeating: .milliseconds(200))
+        timer.setEventHandler { [weak self] in self?.draw() }
+        self.timer = timer
+        timer.resume()
+    }
+
+    func advance(by bytes: Int64) {
+        lock.lock()
+        done += bytes
+        lock.unlock()
+    }
+
+    /// Stops redrawing and erases the bar, leaving the cursor at the start of an empty line.
+    func finish() {
+        lock.lock()
+        finished = true
+        let timer = self.timer
+        self.timer = nil
+        lock.unlock()
+        timer?.cancel()
+        Self.write("\r\u{1B}[K")
+    }
+
+    deinit { timer?.cancel() }
+
+    private func draw() {
+        lock.lock()
+        let done = self.done, finished = self.finished
+        lock.unlock()
+        if finished { return }
+        let line = Self.render(label: label, done: done, total: total,
+                               elapsed: Date().timeIntervalSince(started), width: Self.terminalWidth())
+        Self.write("\r" + line + "\u{1B}[K")
+    }
+
+    /// The bar for `done` of `total` bytes after `elapsed` seconds, at most `width` columns.
+    static func render(label: String, done: Int64, total: Int64?, elapsed: TimeInterval, width: Int) -> String {
+        let rate = elapsed > 0 ? Double(done) / elapsed : 0
+        var stats = total.map { "\(Format.bytes(done)) / \(Format.bytes($0))" } ?? Format.bytes(done)
+        stats += "  " + Format.rate(bytes: done, seconds: elapsed)
+        if let total, rate > 0, done < total {
+            stats += "  ETA " + Format.duration(Double(total - done) / rate)
+        }
+        var line = ""
+        if let total, total > 0 {
+            let fraction = min(1, Double(done) / Double(total))
+            let barWidth = max(10, min(30, width - stats.count - label.count - 12))
+            let filled = Int(fraction * Double(barWidth))
+            let bar = String(repeating: "#", count: filled)
+                + (filled < barWidth ? ">" + String(repeating: " ", count: barWidth - filled - 1) : "")
+            line = "[\(bar)] \(String(format: "%3d%%", Int(fraction * 100)))  "
+        }
+        line += stats + "  " + label
+        return line.count > width ? String(line.prefix(max(0, width - 1))) : line
+    }
+
+    private static func terminalWidth() -> Int {
+        var size = winsize()
+        if ioctl(2, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 { return Int(size.ws_col) }
+        return 80
+    }
+
+    private static func write(_ s: String) {
+        _ = FileDescriptorOutput.writeAll(fd: 2, Array(s.utf8)[...])
+    }
+}
