@@ -1,4 +1,47 @@
+// ccurl: typed, non-variadic shims over libcurl for the Fetcher module.
+//
+// Why: curl_easy_setopt / curl_easy_getinfo / curl_multi_setopt are C variadic functions, which
+// Swift cannot call. Each shim fixes one argument type, so the Swift side stays type-checked and
+// never passes a value of the wrong width through a `...` (a classic source of crashes with
+// curl_off_t vs long). Only Fetcher imports this module.
 #ifndef CCURL_H
 #define CCURL_H
+
 #include <curl/curl.h>
+
+/// CURLOPT_WRITEFUNCTION / CURLOPT_HEADERFUNCTION signature.
+typedef size_t (*ccurl_data_callback)(char *ptr, size_t size, size_t nmemb, void *userdata);
+/// CURLOPT_XFERINFOFUNCTION signature.
+typedef int (*ccurl_xferinfo_callback)(void *clientp, curl_off_t dltotal, curl_off_t dlnow,
+                                       curl_off_t ultotal, curl_off_t ulnow);
+
+/// curl_global_init(CURL_GLOBAL_ALL): the macro is not importable into Swift.
+CURLcode ccurl_global_init(void);
+
+CURLcode ccurl_easy_setopt_long(CURL *easy, CURLoption option, long value);
+CURLcode ccurl_easy_setopt_string(CURL *easy, CURLoption option, const char *value);
+CURLcode ccurl_easy_setopt_pointer(CURL *easy, CURLoption option, void *value);
+CURLcode ccurl_easy_setopt_off_t(CURL *easy, CURLoption option, curl_off_t value);
+CURLcode ccurl_easy_setopt_slist(CURL *easy, CURLoption option, struct curl_slist *value);
+CURLcode ccurl_easy_setopt_write_function(CURL *easy, ccurl_data_callback callback);
+CURLcode ccurl_easy_setopt_header_function(CURL *easy, ccurl_data_callback callback);
+CURLcode ccurl_easy_setopt_xferinfo_function(CURL *easy, ccurl_xferinfo_callback callback);
+
+CURLcode ccurl_easy_getinfo_long(CURL *easy, CURLINFO info, long *value);
+CURLcode ccurl_easy_getinfo_string(CURL *easy, CURLINFO info, const char **value);
+CURLcode ccurl_easy_getinfo_off_t(CURL *easy, CURLINFO info, curl_off_t *value);
+CURLcode ccurl_easy_getinfo_pointer(CURL *easy, CURLINFO info, void **value);
+
+CURLMcode ccurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value);
+
+/// CURLMsg fields: `data` is a union, read it here rather than through Swift's union import.
+int ccurl_msg_is_done(const CURLMsg *msg);
+CURL *ccurl_msg_easy(const CURLMsg *msg);
+CURLcode ccurl_msg_result(const CURLMsg *msg);
+
+/// Constants that are macros in curl.h (not all macros import into Swift).
+extern const long ccurl_pipe_multiplex;       // CURLPIPE_MULTIPLEX
+extern const long ccurl_http_version_2tls;    // CURL_HTTP_VERSION_2TLS
+extern const size_t ccurl_error_size;         // CURL_ERROR_SIZE
+
 #endif

@@ -1,0 +1,27 @@
+import CCurl
+import Foundation
+
+/// The C entry points libcurl calls, as non-capturing `@convention(c)` closures defined in a
+/// library file (never in top-level code: they run on the multi loop's thread). Each recovers
+/// its `CurlTransfer` from the user-data pointer set in `CurlEasy.configure`.
+///
+/// Returning a count different from `size * nmemb` makes curl abort the attempt with
+/// CURLE_WRITE_ERROR; `TransferState.abort` then says why.
+enum CurlCallbacks {
+    static let header: ccurl_data_callback = { ptr, size, nmemb, userdata in
+        let count = size * nmemb
+        guard let ptr, let userdata else { return 0 }
+        let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+        let line = String(decoding: UnsafeRawBufferPointer(start: ptr, count: count), as: UTF8.self)
+        return transfer.didReceiveHeaderLine(line) ? count : 0
+    }
+
+    static let write: ccurl_data_callback = { ptr, size, nmemb, userdata in
+        let count = size * nmemb
+        guard let userdata else { return 0 }
+        if count == 0 { return 0 }
+        guard let ptr else { return 0 }
+        let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+        return transfer.didReceiveBody(UnsafeRawBufferPointer(start: ptr, count: count)) ? count : 0
+    }
+}

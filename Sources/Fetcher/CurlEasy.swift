@@ -1,0 +1,51 @@
+import CCurl
+import Foundation
+
+/// Options of one easy handle for one attempt, in one place.
+enum CurlEasy {
+    /// Runs `curl_global_init` once per process, before the first handle.
+    static let globalInit: Void = { _ = ccurl_global_init() }()
+
+    static func configure(_ easy: UnsafeMutableRawPointer, url: String,
+                          headers: UnsafeMutablePointer<curl_slist>?, configuration c: FetcherConfiguration,
+                          transfer: UnsafeMutableRawPointer, errorBuffer: UnsafeMutablePointer<CChar>) {
+        _ = ccurl_easy_setopt_string(easy, CURLOPT_URL, url)
+        // Threads: no signals for DNS timeouts (the resolver is threaded anyway).
+        _ = ccurl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        _ = ccurl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
+        _ = ccurl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, 10)
+        // A redirect must not lead to file://, ftp:// and friends.
+        _ = ccurl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
+        _ = ccurl_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        _ = ccurl_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, ccurl_http_version_2tls)
+        _ = ccurl_easy_setopt_string(easy, CURLOPT_USERAGENT, c.userAgent)
+        _ = ccurl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headers)
+        _ = ccurl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(max(1, c.connectTimeout * 1000)))
+        _ = ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, max(1, c.lowSpeedLimit))
+        _ = ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, Int(max(1, c.lowSpeedTime.rounded(.up))))
+        _ = ccurl_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1)
+        _ = ccurl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, c.receiveBufferSize)
+        _ = ccurl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
+        _ = ccurl_easy_setopt_write_function(easy, CurlCallbacks.write)
+        _ = ccurl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, transfer)
+        _ = ccurl_easy_setopt_header_function(easy, CurlCallbacks.header)
+        _ = ccurl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, transfer)
+        if let proxy = c.upstreamProxy { _ = ccurl_easy_setopt_string(easy, CURLOPT_PROXY, proxy) }
+        if c.insecure {
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 0)
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 0)
+        }
+    }
+
+    /// Curl results worth another attempt: the connection broke, or was refused (an origin
+    /// restarting). DNS failures, bad URLs, TLS verification failures, too many redirects are not.
+    static func isRetryable(_ code: CURLcode) -> Bool {
+        switch code {
+        case CURLE_COULDNT_CONNECT, CURLE_PARTIAL_FILE, CURLE_HTTP2, CURLE_HTTP2_STREAM, CURLE_GOT_NOTHING,
+             CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_SSL_CONNECT_ERROR, CURLE_HTTP3, CURLE_QUIC_CONNECT_ERROR:
+            return true
+        default:
+            return false
+        }
+    }
+}

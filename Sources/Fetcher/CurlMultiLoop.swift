@@ -1,0 +1,212 @@
+import CacheCore
+import CCurl
+import Foundation
+import Logging
+
+/// The thread that drives every transfer through one libcurl multi handle.
+///
+/// Design: callers never touch curl. `submit` and `cancel` put work in an inbox guarded by
+/// `lock` and wake the loop with `curl_multi_wakeup`. The loop thread alone owns the multi
+/// handle, the easy handles (pooled, so connections and TLS sessions are reused through the
+/// multi handle's cache) and every `CurlTransfer`; all sink callbacks therefore arrive on it,
+/// in order, never concurrently. Each turn: take the inbox, start due retries,
+/// `curl_multi_perform` (which runs the header/write callbacks), collect finished attempts,
+/// then `curl_multi_poll` until a socket, a curl timer, the next retry or a wakeup.
+final class CurlMultiLoop: @unchecked Sendable {
+    private let configuration: FetcherConfiguration
+    private let logger: Logger
+    private let multi: UnsafeMutableRawPointer
+
+    private let lock = NSLock()
+    private var inboxStarts: [CurlTransfer] = []  // guarded by lock
+    private var inboxCancels: [Int] = []  // guarded by lock
+    private var stopping = false  // guarded by lock
+    private var nextID = 1  // guarded by lock
+    /// Signalled when the loop thread has released every curl resource.
+    private let exited = DispatchGroup()
+    private var thread: Thread?  // set once before the loop runs
+
+    // Loop thread only.
+    private var live: [Int: CurlTransfer] = [:]
+    private var transferOfEasy: [UnsafeMutableRawPointer: Int] = [:]
+    private var idleEasy: [UnsafeMutableRawPointer] = []
+
+    init(configuration: FetcherConfiguration, logger: Logger) {
+        CurlEasy.globalInit
+        self.configuration = configuration
+        self.logger = logger
+        multi = curl_multi_init()
+        _ = ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, ccurl_pipe_multiplex)
+        _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(1, configuration.maxConnections))
+        _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(4, configuration.maxConnections * 2))
+        exited.enter()
+        let thread = Thread { [self] in self.run() }
+        thread.name = "httpcachefs-curl"
+        self.thread = thread
+        thread.start()
+    }
+
+    /// Queues a transfer; nil once the loop is stopping.
+    func submit(_ request: FetchRequest, sink: FetchSink) -> Int? {
+        lock.lock()
+        guard !stopping else {
+            lock.unlock()
+            return nil
+        }
+        let id = nextID
+        nextID += 1
+        inboxStarts.append(CurlTransfer(id: id, request: request, sink: sink, policy: configuration.retryPolicy))
+        curl_multi_wakeup(multi)  // under the lock: the loop frees `multi` only after `stopping`
+        lock.unlock()
+        return id
+    }
+
+    /// Asks the loop to stop transfer `id` (no effect if it already finished).
+    func cancel(_ id: Int) {
+        lock.lock()
+        if !stopping {
+            inboxCancels.append(id)
+            curl_multi_wakeup(multi)
+        }
+        lock.unlock()
+    }
+
+    /// Stops the loop: every live transfer finishes with `.cancelled`. Waits for the thread
+    /// unless called from it (e.g. from a sink callback).
+    func shutdown() {
+        lock.lock()
+        if !stopping { curl_multi_wakeup(multi) }
+        stopping = true
+        lock.unlock()
+        if Thread.current != thread { exited.wait() }
+    }
+
+    // MARK: Loop thread
+
+    private func run() {
+        while true {
+            lock.lock()
+            let starts = inboxStarts
+            let cancels = inboxCancels
+            let stop = stopping
+            inboxStarts.removeAll()
+            inboxCancels.removeAll()
+            lock.unlock()
+
+            if stop {
+                for t in starts { live[t.id] = t }
+                break
+            }
+            for t in starts {
+                live[t.id] = t
+                launch(t)
+            }
+            for id in cancels { if let t = live[id] { cancelNow(t) } }
+
+            let now = DispatchTime.now().uptimeNanoseconds
+            for t in live.values where t.retryAt.map({ $0 <= now }) ?? false {
+                t.retryAt = nil
+                launch(t)
+            }
+
+            var running: Int32 = 0
+            _ = curl_multi_perform(multi, &running)
+            collectFinished()
+
+            var timeoutMs: Int32 = 1000
+            let after = DispatchTime.now().uptimeNanoseconds
+            if let due = live.values.compactMap(\.retryAt).min() {
+                timeoutMs = due <= after ? 0 : Int32(min(1000, (due - after) / 1_000_000 + 1))
+            }
+            _ = curl_multi_poll(multi, nil, 0, timeoutMs, nil)
+        }
+        for t in Array(live.values) { cancelNow(t) }
+        for easy in idleEasy { curl_easy_cleanup(easy) }
+        idleEasy.removeAll()
+        curl_multi_cleanup(multi)
+        exited.leave()
+    }
+
+    private func launch(_ t: CurlTransfer) {
+        guard let easy = idleEasy.popLast() ?? curl_easy_init() else {
+            finish(t, .network(url: t.state.request.url, message: "curl_easy_init failed"))
+            return
+        }
+        t.beginAttempt(on: easy, configuration: configuration)
+        transferOfEasy[easy] = t.id
+        let added = curl_multi_add_handle(multi, easy)
+        if added != CURLM_OK {
+            transferOfEasy.removeValue(forKey: easy)
+            t.endAttempt()
+            recycle(easy)
+            finish(t, .network(url: t.state.request.url,
+                               message: "curl_multi_add_handle: \(String(cString: curl_multi_strerror(added)))"))
+        }
+    }
+
+    private func collectFinished() {
+        var queued: Int32 = 0
+        while let msg = curl_multi_info_read(multi, &queued) {
+            guard ccurl_msg_is_done(msg) != 0, let easy = ccurl_msg_easy(msg) else { continue }
+            attemptDone(easy, ccurl_msg_result(msg))
+        }
+    }
+
+    private func attemptDone(_ easy: UnsafeMutableRawPointer, _ code: CURLcode) {
+        curl_multi_remove_handle(multi, easy)
+        guard let id = transferOfEasy.removeValue(forKey: easy), let t = live[id] else {
+            recycle(easy)
+            return
+        }
+        let result: TransferState.AttemptResult
+        switch code {
+        case CURLE_OK:
+            t.completeHeadIfNeeded()
+            result = .ok
+        case CURLE_OPERATION_TIMEDOUT:
+            result = .timedOut
+        default:
+            result = .failed(message: t.failureMessage(code), retryable: CurlEasy.isRetryable(code))
+        }
+        t.endAttempt()
+        recycle(easy)
+        switch t.state.attemptEnded(result) {
+        case let .finish(error):
+            if let detail = t.state.changeDetail, case .remoteChanged = error {
+                logger.info("remote file changed during transfer", metadata: ["url": "\(t.state.request.url)", "why": "\(detail)"])
+            }
+            finish(t, error)
+        case let .retry(delay):
+            logger.debug("retrying transfer", metadata: [
+                "url": "\(t.state.request.url)", "after": "\(delay)s", "attempt": "\(t.state.attempts + 1)",
+                "cause": "\(result)", "abort": "\(String(describing: t.state.abort))",
+            ])
+            t.retryAt = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, delay) * 1e9)
+        }
+    }
+
+    private func cancelNow(_ t: CurlTransfer) {
+        if let easy = t.easy {
+            curl_multi_remove_handle(multi, easy)
+            transferOfEasy.removeValue(forKey: easy)
+            t.endAttempt()
+            recycle(easy)
+        }
+        finish(t, .cancelled)
+    }
+
+    private func finish(_ t: CurlTransfer, _ error: FetchError?) {
+        guard live.removeValue(forKey: t.id) != nil else { return }
+        t.retryAt = nil
+        t.sink.fetchDidFinish(error)
+    }
+
+    private func recycle(_ easy: UnsafeMutableRawPointer) {
+        curl_easy_reset(easy)
+        if idleEasy.count < max(4, configuration.maxConnections * 2) {
+            idleEasy.append(easy)
+        } else {
+            curl_easy_cleanup(easy)
+        }
+    }
+}

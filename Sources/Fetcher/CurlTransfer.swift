@@ -1,0 +1,120 @@
+import CacheCore
+import CCurl
+import Foundation
+
+/// One logical fetch: its `TransferState`, its sink, and the curl resources of the attempt in
+/// progress. Lives on the multi loop's thread; only `id` is touched elsewhere.
+///
+/// The C callbacks (see CurlCallbacks.swift) find this object through CURLOPT_WRITEDATA /
+/// HEADERDATA, unretained: the loop's table keeps it alive while an easy handle points at it.
+final class CurlTransfer {
+    let id: Int
+    let sink: FetchSink
+    var state: TransferState
+    /// Easy handle of the attempt in progress.
+    var easy: UnsafeMutableRawPointer?
+    /// Request headers of the attempt in progress (freed when it ends).
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private var parser = ResponseHeaderParser()
+    /// CURLOPT_ERRORBUFFER: curl's detailed message for the last failure.
+    let errorBuffer: UnsafeMutablePointer<CChar>
+    /// Uptime (ns) at which the next attempt is due, while waiting to retry.
+    var retryAt: UInt64?
+
+    init(id: Int, request: FetchRequest, sink: FetchSink, policy: RetryPolicy) {
+        self.id = id
+        self.sink = sink
+        self.state = TransferState(request: request, policy: policy)
+        errorBuffer = .allocate(capacity: ccurl_error_size)
+        errorBuffer.initialize(repeating: 0, count: ccurl_error_size)
+    }
+
+    deinit {
+        if let headerList { curl_slist_free_all(headerList) }
+        errorBuffer.deallocate()
+    }
+
+    /// Prepares `easy` for the next attempt and returns the headers set on it.
+    func beginAttempt(on easy: UnsafeMutableRawPointer, configuration: FetcherConfiguration) {
+        let (range, ifRange) = state.beginAttempt()
+        parser = ResponseHeaderParser()
+        errorBuffer[0] = 0
+        var list: UnsafeMutablePointer<curl_slist>?
+        for header in configuration.extraHeaders { list = curl_slist_append(list, header) }
+        if let range { list = curl_slist_append(list, "Range: \(range)") }
+        if let range, let ifRange, range.hasPrefix("bytes=") { list = curl_slist_append(list, "If-Range: \(ifRange)") }
+        headerList = list
+        self.easy = easy
+        CurlEasy.configure(easy, url: state.request.url, headers: list, configuration: configuration,
+                           transfer: Unmanaged.passUnretained(self).toOpaque(), errorBuffer: errorBuffer)
+    }
+
+    /// The attempt's easy handle is out of the multi handle: release what it used.
+    func endAttempt() {
+        easy = nil
+        if let headerList { curl_slist_free_all(headerList) }
+        headerList = nil
+    }
+
+    /// curl's text for a failed attempt: the error buffer if filled, else the code's description.
+    func failureMessage(_ code: CURLcode) -> String {
+        let detail = String(cString: errorBuffer)
+        return detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+    }
+
+    // MARK: Callbacks (loop thread, inside curl_multi_perform)
+
+    /// One header line. Returns false to abort the attempt.
+    func didReceiveHeaderLine(_ line: String) -> Bool {
+        if state.abort != nil { return false }
+        guard let block = parser.feed(line), !block.isInterim else { return true }
+        return handleHead(block)
+    }
+
+    /// Body bytes. Returns false to abort the attempt.
+    func didReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        if state.abort != nil { return false }
+        if !state.headSeen {
+            // Normally the head was handled at its blank line; this covers odd framings.
+            if parser.current.isInterim { return true }  // body of a redirect curl follows
+            guard handleHead(parser.current) else { return false }
+        }
+        let (offset, length) = state.receiveBody(count: bytes.count)
+        if length > 0 {
+            let slice = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)])
+            if !sink.fetchDidReceive(slice) {
+                state.sinkCancelled()
+                return false
+            }
+        }
+        return state.abort == nil
+    }
+
+    /// Curl finished the attempt with CURLE_OK and no final head was handled yet (empty body).
+    func completeHeadIfNeeded() {
+        guard !state.headSeen, state.abort == nil, parser.current.complete else { return }
+        _ = handleHead(parser.current)
+    }
+
+    private func handleHead(_ block: ResponseHeaderBlock) -> Bool {
+        switch state.receiveHead(block, finalURL: effectiveURL ?? state.request.url) {
+        case let .deliver(head):
+            if !sink.fetchDidReceiveHead(head) {
+                state.sinkCancelled()
+                return false
+            }
+            return true
+        case .proceed:
+            return true
+        case .abort:
+            return false
+        }
+    }
+
+    private var effectiveURL: String? {
+        guard let easy else { return nil }
+        var p: UnsafePointer<CChar>?
+        guard ccurl_easy_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &p) == CURLE_OK, let p else { return nil }
+        return String(cString: p)
+    }
+}

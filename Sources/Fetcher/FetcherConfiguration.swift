@@ -1,0 +1,79 @@
+import Foundation
+
+/// How the libcurl fetcher talks to origins.
+///
+/// Proxies: with `upstreamProxy` nil, libcurl itself honours `http_proxy`, `https_proxy`,
+/// `all_proxy` and `no_proxy` from the environment. Credentials in the URL (`user:pass@host`)
+/// are sent as Basic auth by libcurl.
+public struct FetcherConfiguration: Sendable {
+    /// `User-Agent`, e.g. "httpcachefs/0.1".
+    public var userAgent: String
+    /// Extra request headers, each "Name: value".
+    public var extraHeaders: [String]
+    /// Proxy URL for every request (overrides the environment).
+    public var upstreamProxy: String?
+    /// Skip TLS certificate and host name verification.
+    public var insecure: Bool
+    /// Time allowed to establish a connection (TCP + TLS).
+    public var connectTimeout: TimeInterval
+    /// Stall detection: a transfer slower than `lowSpeedLimit` bytes/s for `lowSpeedTime`
+    /// (whole seconds, at least 1) is a timeout. This also bounds a server that accepts the
+    /// request and never answers.
+    public var lowSpeedLimit: Int
+    public var lowSpeedTime: TimeInterval
+    /// Retries after a failure that made no progress (5xx, 429, dropped connection...).
+    /// An attempt that delivered new bytes resets the count.
+    public var maxRetries: Int
+    /// First retry delay; doubles with each consecutive failure.
+    public var retryBaseDelay: TimeInterval
+    /// Cap for backoff and for honoured `Retry-After` values.
+    public var maxRetryDelay: TimeInterval
+    /// Parallel connections per host (HTTP/2 multiplexes over fewer).
+    public var maxConnections: Int
+    /// libcurl's receive buffer: the most bytes handed to the sink in one call.
+    public var receiveBufferSize: Int
+
+    public init(userAgent: String = "httpcachefs",
+                extraHeaders: [String] = [],
+                upstreamProxy: String? = nil,
+                insecure: Bool = false,
+                connectTimeout: TimeInterval = 10,
+                lowSpeedLimit: Int = 1,
+                lowSpeedTime: TimeInterval = 30,
+                maxRetries: Int = 4,
+                retryBaseDelay: TimeInterval = 0.25,
+                maxRetryDelay: TimeInterval = 30,
+                maxConnections: Int = 8,
+                receiveBufferSize: Int = 128 << 10) {
+        self.userAgent = userAgent
+        self.extraHeaders = extraHeaders
+        self.upstreamProxy = upstreamProxy
+        self.insecure = insecure
+        self.connectTimeout = connectTimeout
+        self.lowSpeedLimit = lowSpeedLimit
+        self.lowSpeedTime = lowSpeedTime
+        self.maxRetries = maxRetries
+        self.retryBaseDelay = retryBaseDelay
+        self.maxRetryDelay = maxRetryDelay
+        self.maxConnections = maxConnections
+        self.receiveBufferSize = receiveBufferSize
+    }
+
+    var retryPolicy: RetryPolicy {
+        RetryPolicy(maxRetries: maxRetries, baseDelay: retryBaseDelay, maxDelay: maxRetryDelay)
+    }
+}
+
+/// The retry knobs `TransferState` needs.
+struct RetryPolicy: Equatable {
+    var maxRetries: Int
+    var baseDelay: TimeInterval
+    var maxDelay: TimeInterval
+
+    /// Delay before retry number `n` (1-based): `Retry-After` if the origin gave one, else
+    /// exponential backoff; both capped.
+    func delay(retry n: Int, retryAfter: TimeInterval?) -> TimeInterval {
+        if let retryAfter { return min(max(0, retryAfter), maxDelay) }
+        return min(baseDelay * pow(2, Double(max(0, n - 1))), maxDelay)
+    }
+}

@@ -1,0 +1,225 @@
+import CacheCore
+import Foundation
+
+/// The logic of one logical fetch across its attempts, with no curl and no I/O: what to ask
+/// for, what each answer means, which bytes reach the sink, and whether to retry.
+///
+/// The sink must see one head and one continuous body, whatever happens underneath:
+/// - The first acceptable answer (200 or 206) becomes the head. Its validator (strong ETag,
+///   else Last-Modified) is sent as `If-Range` on every resume.
+/// - A resume asks for `Range: bytes=<next undelivered byte>-...`. A 206 that starts earlier
+///   than needed, or a 200 (server without ranges), has its leading bytes skipped. A different
+///   ETag, Last-Modified or length, or a 416, means the resource changed: `.remoteChanged`.
+/// - Error statuses never reach the sink. 5xx, 429 and 408 are retried (429/503 after their
+///   `Retry-After`), dropped connections resume (at once if the attempt moved bytes), a stall
+///   is retried only if the attempt moved some bytes first. Progress resets the retry budget.
+/// - Bytes beyond what the head promised (a 200 resume past the requested range) end the
+///   transfer successfully.
+struct TransferState {
+    let request: FetchRequest
+    let policy: RetryPolicy
+
+    /// Why the current attempt was stopped from our side (the curl result is then moot).
+    enum Abort: Equatable {
+        /// An error status: retry or report it.
+        case status(Int, url: String, retryAfter: TimeInterval?)
+        /// Give up with this error.
+        case fail(FetchError)
+        /// The sink returned false.
+        case sinkCancelled
+        /// Everything the head promised was delivered; the rest of this answer is surplus.
+        case complete
+    }
+
+    /// How an attempt ended on the curl side.
+    enum AttemptResult: Equatable {
+        case ok
+        case timedOut
+        case failed(message: String, retryable: Bool)
+    }
+
+    enum HeadAction: Equatable {
+        /// First head: hand it to the sink.
+        case deliver(ResponseHead)
+        /// A resume answer that fits: keep going.
+        case proceed
+        /// Stop the attempt (`abort` says why).
+        case abort
+    }
+
+    enum Next: Equatable {
+        case finish(FetchError?)
+        case retry(after: TimeInterval)
+    }
+
+    /// The head given to the sink.
+    private(set) var head: ResponseHead?
+    /// Body bytes given to the sink.
+    private(set) var delivered: Int64 = 0
+    /// Body bytes the head promised, if known (range length, or Content-Length of a 200).
+    private(set) var promised: Int64?
+    private(set) var abort: Abort?
+    private(set) var attempts = 0
+    /// The current attempt has received its final header block.
+    private(set) var headSeen = false
+    /// Consecutive failures without progress.
+    private(set) var failures = 0
+    /// What differed when a resume showed the resource changed (for the log).
+    private(set) var changeDetail: String?
+
+    /// Current attempt: body bytes still to drop before delivering.
+    private var skip: Int64 = 0
+    private var attemptExpected: Int64?
+    private var attemptReceived: Int64 = 0
+    private var deliveredAtAttemptStart: Int64 = 0
+
+    init(request: FetchRequest, policy: RetryPolicy) {
+        self.request = request
+        self.policy = policy
+    }
+
+    /// Resource offset of the next byte the sink is owed.
+    var resumeOffset: Int64 { (head?.bodyStart ?? request.start) + delivered }
+
+    /// Starts an attempt; returns its `Range` and `If-Range` header values.
+    mutating func beginAttempt() -> (range: String?, ifRange: String?) {
+        attempts += 1
+        abort = nil
+        headSeen = false
+        skip = 0
+        attemptExpected = nil
+        attemptReceived = 0
+        deliveredAtAttemptStart = delivered
+        guard let head else { return (request.rangeHeader, request.ifRange) }
+        let from = resumeOffset
+        let range: String
+        if let promised {
+            let last = head.bodyStart + promised - 1
+            range = "bytes=\(from)-\(last)"
+        } else {
+            range = "bytes=\(from)-"
+        }
+        return (range, head.ifRangeValidator ?? request.ifRange)
+    }
+
+    /// The final header block of the current attempt arrived.
+    mutating func receiveHead(_ block: ResponseHeaderBlock, finalURL: String) -> HeadAction {
+        headSeen = true
+        let status = block.status
+        guard (200..<300).contains(status) else {
+            if head != nil && status == 416 {
+                // Our resume range came from the original length: the resource shrank.
+                return stop(.fail(.remoteChanged(url: request.url)))
+            }
+            return stop(.status(status, url: finalURL, retryAfter: block.retryAfter))
+        }
+        let partial = status == 206
+        let range = block.contentRange
+        if partial && range == nil {
+            return stop(.fail(.invalidResponse(url: finalURL, message:
+                "206 without a usable Content-Range (\(block.field("content-range") ?? "none"))")))
+        }
+        attemptExpected = partial ? range!.length : block.contentLength
+
+        if let head {
+            if let why = changeReason(from: head, to: block) {
+                changeDetail = why
+                return stop(.fail(.remoteChanged(url: request.url)))
+            }
+            let answerStart = partial ? range!.start : 0
+            let wanted = resumeOffset
+            if answerStart > wanted {
+                return stop(.fail(.invalidResponse(url: finalURL, message:
+                    "resume asked for byte \(wanted), the answer starts at \(answerStart)")))
+            }
+            skip = wanted - answerStart
+            return .proceed
+        }
+
+        let first = ResponseHead(
+            status: partial ? 206 : 200, finalURL: finalURL,
+            bodyStart: partial ? range!.start : 0,
+            totalLength: partial ? range!.total : block.contentLength,
+            contentType: block.contentType, etag: block.etag, lastModified: block.lastModified,
+            acceptsRanges: partial || block.advertisesByteRanges)
+        head = first
+        promised = attemptExpected
+        return .deliver(first)
+    }
+
+    /// `count` body bytes of the current attempt arrived: returns the slice to give the sink.
+    mutating func receiveBody(count: Int) -> (offset: Int, length: Int) {
+        attemptReceived += Int64(count)
+        let dropped = Int(min(skip, Int64(count)))
+        skip -= Int64(dropped)
+        var length = count - dropped
+        if let promised { length = Int(min(Int64(length), max(0, promised - delivered))) }
+        delivered += Int64(length)
+        if let promised, delivered >= promised {
+            let surplus = dropped + length < count
+            let more = attemptExpected.map { attemptReceived < $0 } ?? false
+            if surplus || more { abort = .complete }
+        }
+        return (dropped, length)
+    }
+
+    /// The sink returned false from a callback.
+    mutating func sinkCancelled() { abort = .sinkCancelled }
+
+    /// The current attempt ended: finish, or retry after a delay.
+    mutating func attemptEnded(_ result: AttemptResult) -> Next {
+        let progressed = delivered > deliveredAtAttemptStart
+        if progressed { failures = 0 }
+        // A connection that broke after moving bytes is resumed at once: the reader is waiting.
+        let immediate: TimeInterval? = progressed ? 0 : nil
+        if let abort {
+            switch abort {
+            case .complete: return .finish(nil)
+            case .sinkCancelled: return .finish(.cancelled)
+            case let .fail(error): return .finish(error)
+            case let .status(status, url, retryAfter):
+                let error = FetchError.http(status: status, url: url)
+                guard status >= 500 || status == 429 || status == 408 else { return .finish(error) }
+                return retry(error, retryAfter: status == 429 || status == 503 ? retryAfter : nil)
+            }
+        }
+        switch result {
+        case .ok:
+            guard headSeen else {
+                return .finish(.invalidResponse(url: request.url, message: "the answer had no final header block"))
+            }
+            if let promised, delivered < promised {
+                return retry(.invalidResponse(url: request.url,
+                                              message: "short body: \(delivered) of \(promised) bytes"),
+                             retryAfter: immediate)
+            }
+            return .finish(nil)
+        case .timedOut:
+            // A stall after progress is worth a new connection; a server that never answers is not.
+            return progressed ? retry(.timeout(url: request.url), retryAfter: immediate) : .finish(.timeout(url: request.url))
+        case let .failed(message, retryable):
+            let error = FetchError.network(url: request.url, message: message)
+            return retryable ? retry(error, retryAfter: immediate) : .finish(error)
+        }
+    }
+
+    private mutating func retry(_ error: FetchError, retryAfter: TimeInterval?) -> Next {
+        guard failures < policy.maxRetries else { return .finish(error) }
+        failures += 1
+        return .retry(after: policy.delay(retry: failures, retryAfter: retryAfter))
+    }
+
+    private mutating func stop(_ reason: Abort) -> HeadAction {
+        abort = reason
+        return .abort
+    }
+
+    /// Why a resume answer describes a different resource than the head, or nil.
+    func changeReason(from head: ResponseHead, to block: ResponseHeaderBlock) -> String? {
+        if let a = head.etag, let b = block.etag, a != b { return "ETag \(a) became \(b)" }
+        if let a = head.lastModified, let b = block.lastModified, a != b { return "Last-Modified \(a) became \(b)" }
+        let total = block.status == 206 ? block.contentRange?.total : block.contentLength
+        if let a = head.totalLength, let b = total, a != b { return "length \(a) became \(b)" }
+        return nil
+    }
+}

@@ -1,0 +1,143 @@
+import CacheCore
+@testable import Fetcher
+import XCTest
+
+/// The fetch logic with no curl and no sockets: header blocks in, decisions out.
+final class TransferStateTests: XCTestCase {
+    let url = "http://origin/f"
+    let policy = RetryPolicy(maxRetries: 2, baseDelay: 0.5, maxDelay: 30)
+
+    private func block(_ lines: [String]) -> ResponseHeaderBlock {
+        var parser = ResponseHeaderParser()
+        var result: ResponseHeaderBlock?
+        for line in lines + [""] { result = parser.feed(line + "\r\n") ?? result }
+        return result!
+    }
+
+    private let partialHead = [
+        "HTTP/1.1 206 Partial Content", "Content-Range: bytes 100-199/1000", "Content-Length: 100",
+        "ETag: \"v1\"", "Last-Modified: Mon, 01 Jan 2024 00:00:00 GMT", "Accept-Ranges: bytes",
+    ]
+
+    func testOnlyTheLastHeaderBlockCounts() {
+        var parser = ResponseHeaderParser()
+        let redirect = ["HTTP/1.1 302 Found\r\n", "Location: /b\r\n", "\r\n"].compactMap { parser.feed($0) }.first
+        XCTAssertEqual(redirect?.isInterim, true)
+        let final = ["HTTP/2 200\r\n", "content-length: 5\r\n", "\r\n"].compactMap { parser.feed($0) }.first
+        XCTAssertEqual(final?.status, 200)
+        XCTAssertEqual(final?.isInterim, false)
+        XCTAssertEqual(final?.contentLength, 5)
+        XCTAssertNil(final?.field("location"))
+    }
+
+    func testContentRangeParsing() {
+        XCTAssertEqual(ContentRange(parsing: "bytes 0-99/1000"), ContentRange(start: 0, end: 100, total: 1000))
+        XCTAssertEqual(ContentRange(parsing: "bytes 5-5/*"), ContentRange(start: 5, end: 6, total: nil))
+        XCTAssertNil(ContentRange(parsing: "bytes */1000"))
+        XCTAssertNil(ContentRange(parsing: "bytes 9-5/1000"))
+        XCTAssertNil(ContentRange(parsing: "bytes 0-1000/1000"), "last byte past the total")
+    }
+
+    func testResumeAsksForTheRestWithTheValidator() {
+        var s = TransferState(request: FetchRequest(url: url, start: 100, end: 200), policy: policy)
+        XCTAssertEqual(s.beginAttempt().range, "bytes=100-199")
+        guard case .deliver(let head) = s.receiveHead(block(partialHead), finalURL: url) else { return XCTFail() }
+        XCTAssertEqual(head.bodyStart, 100)
+        XCTAssertEqual(head.totalLength, 1000)
+        XCTAssertEqual(s.receiveBody(count: 40).length, 40)
+        XCTAssertEqual(s.attemptEnded(.failed(message: "reset", retryable: true)), .retry(after: 0))
+        let resume = s.beginAttempt()
+        XCTAssertEqual(resume.range, "bytes=140-199")
+        XCTAssertEqual(resume.ifRange, "\"v1\"")
+    }
+
+    func testResumeAnsweredWith200SkipsDeliveredBytesAndStopsAtThePromise() {
+        var s = TransferState(request: FetchRequest(url: url, start: 100, end: 200), policy: policy)
+        _ = s.beginAttempt()
+        _ = s.receiveHead(block(partialHead), finalURL: url)
+        _ = s.receiveBody(count: 40)
+        _ = s.attemptEnded(.failed(message: "reset", retryable: true))
+        _ = s.beginAttempt()
+        let full = block(["HTTP/1.1 200 OK", "Content-Length: 1000", "ETag: \"v1\""])
+        XCTAssertEqual(s.receiveHead(full, finalURL: url), .proceed)
+        let slice = s.receiveBody(count: 500)
+        XCTAssertEqual(slice.offset, 140, "bytes 0..<140 were delivered or not wanted")
+        XCTAssertEqual(slice.length, 60)
+        XCTAssertEqual(s.abort, .complete, "the rest of the 200 is surplus")
+        XCTAssertEqual(s.attemptEnded(.failed(message: "write error", retryable: false)), .finish(nil))
+    }
+
+    func testResumeWithDifferentValidatorIsRemoteChanged() {
+        var s = TransferState(request: FetchRequest(url: url, start: 100, end: 200), policy: policy)
+        _ = s.beginAttempt()
+        _ = s.receiveHead(block(partialHead), finalURL: url)
+        _ = s.receiveBody(count: 10)
+        _ = s.attemptEnded(.failed(message: "reset", retryable: true))
+        _ = s.beginAttempt()
+        XCTAssertEqual(s.receiveHead(block(["HTTP/1.1 200 OK", "Content-Length: 1000", "ETag: \"v2\""]), finalURL: url), .abort)
+        XCTAssertEqual(s.attemptEnded(.failed(message: "write error", retryable: false)), .finish(.remoteChanged(url: url)))
+    }
+
+    func testRetriesBackOffExponentiallyThenGiveUp() {
+        var s = TransferState(request: FetchRequest(url: url), policy: policy)
+        let error = block(["HTTP/1.1 502 Bad Gateway", "Content-Length: 0"])
+        _ = s.beginAttempt()
+        XCTAssertEqual(s.receiveHead(error, finalURL: url), .abort)
+        XCTAssertEqual(s.attemptEnded(.failed(message: "write error", retryable: false)), .retry(after: 0.5))
+        _ = s.beginAttempt()
+        _ = s.receiveHead(error, finalURL: url)
+        XCTAssertEqual(s.attemptEnded(.failed(message: "write error", retryable: false)), .retry(after: 1))
+        _ = s.beginAttempt()
+        _ = s.receiveHead(error, finalURL: url)
+        XCTAssertEqual(s.attemptEnded(.failed(message: "write error", retryable: false)),
+                       .finish(.http(status: 502, url: url)))
+    }
+
+    func testRetryAfterIsHonouredAndCapped() {
+        var s = TransferState(request: FetchRequest(url: url), policy: policy)
+        _ = s.beginAttempt()
+        _ = s.receiveHead(block(["HTTP/1.1 503 Busy", "Retry-After: 3600"]), finalURL: url)
+        XCTAssertEqual(s.attemptEnded(.ok), .retry(after: 30))
+    }
+
+    func testClientErrorsAreNotRetried() {
+        var s = TransferState(request: FetchRequest(url: url), policy: policy)
+        _ = s.beginAttempt()
+        _ = s.receiveHead(block(["HTTP/1.1 403 Forbidden"]), finalURL: url + "?signed")
+        XCTAssertEqual(s.attemptEnded(.ok), .finish(.http(status: 403, url: url + "?signed")))
+    }
+
+    func testStallWithoutProgressIsATimeoutButAfterProgressResumes() {
+        var silent = TransferState(request: FetchRequest(url: url), policy: policy)
+        _ = silent.beginAttempt()
+        XCTAssertEqual(silent.attemptEnded(.timedOut), .finish(.timeout(url: url)))
+
+        var stalled = TransferState(request: FetchRequest(url: url), policy: policy)
+        _ = stalled.beginAttempt()
+        _ = stalled.receiveHead(block(["HTTP/1.1 200 OK", "Content-Length: 1000"]), finalURL: url)
+        _ = stalled.receiveBody(count: 10)
+        XCTAssertEqual(stalled.attemptEnded(.timedOut), .retry(after: 0), "progress: resume at once")
+        XCTAssertEqual(stalled.beginAttempt().range, "bytes=10-999")
+    }
+
+    func testShortBodyWithCurlOKIsResumed() {
+        var s = TransferState(request: FetchRequest(url: url), policy: policy)
+        _ = s.beginAttempt()
+        _ = s.receiveHead(block(["HTTP/1.1 200 OK", "Content-Length: 1000"]), finalURL: url)
+        _ = s.receiveBody(count: 999)
+        XCTAssertEqual(s.attemptEnded(.ok), .retry(after: 0))
+        XCTAssertEqual(s.beginAttempt().range, "bytes=999-999")
+    }
+
+    func testResumeThatStartsTooLateIsInvalid() {
+        var s = TransferState(request: FetchRequest(url: url, start: 100, end: 200), policy: policy)
+        _ = s.beginAttempt()
+        _ = s.receiveHead(block(partialHead), finalURL: url)
+        _ = s.receiveBody(count: 10)
+        _ = s.attemptEnded(.failed(message: "reset", retryable: true))
+        _ = s.beginAttempt()
+        let late = block(["HTTP/1.1 206 Partial Content", "Content-Range: bytes 150-199/1000", "ETag: \"v1\""])
+        XCTAssertEqual(s.receiveHead(late, finalURL: url), .abort)
+        guard case .finish(.invalidResponse?)? = Optional(s.attemptEnded(.ok)) else { return XCTFail() }
+    }
+}
