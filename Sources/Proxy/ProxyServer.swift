@@ -1,2 +1,165 @@
 import CacheCore
+import Foundation
+import Logging
 import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// The embedded HTTP proxy: players that only take URLs share the mount's cache.
+///
+/// One `CacheEngine` serves both doors, so a byte fetched through either is a hit through the
+/// other, and two players asking for the same missing bytes cause one download (the engine's
+/// single flight); each response reads through its own `CacheReader`.
+///
+/// Pipeline per connection:
+///   encoder / decoder (size limits) → `HTTPServerPipelineHandler` (pipelining: one request at a
+///   time) → `ProtocolErrorHandler` (400/431 for unparsable heads) → `IdleStateHandler` (idle
+///   connections and clients that stop reading) → `ProxyHTTPHandler` (route, plan, stream).
+///
+/// Security: loopback only unless a token is set; only the encoded URL forms are proxied (never
+/// `GET http://...`), only http(s) origins, optionally only `allowedHosts`.
+public final class ProxyServer: @unchecked Sendable {
+    public let configuration: ProxyConfiguration
+    let service: ProxyService
+    let logger: Logger
+
+    private let lock = NSLock()
+    private var group: MultiThreadedEventLoopGroup?   // guarded by lock
+    private var threadPool: NIOThreadPool?            // guarded by lock
+    private var channel: Channel?                     // guarded by lock
+    private var boundPort: Int?                       // guarded by lock
+
+    public init(engine: CacheEngine, configuration: ProxyConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+        self.service = ProxyService(engine: engine, configuration: configuration, logger: logger)
+    }
+
+    deinit { stop() }
+
+    /// Binds and starts serving; returns the bound port (useful with `port: 0`).
+    /// Throws `ProxyServerError.tokenRequired` for a non-loopback address without a token.
+    @discardableResult
+    public func start() throws -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        if let boundPort { return boundPort }
+        guard configuration.isLoopbackOnly || !(configuration.token ?? "").isEmpty else {
+            throw ProxyServerError.tokenRequired(bindAddress: configuration.bindAddress)
+        }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.threads))
+        // Cache hits are disk reads: they run here, not on the event loops.
+        let pool = NIOThreadPool(numberOfThreads: max(2, configuration.threads))
+        pool.start()
+        let service = self.service
+        let config = configuration
+        let portBox = PortBox()
+        var limits = NIOHTTPDecoderLimitConfiguration()
+        // Beyond these the parser itself gives up (431); below them the router answers 414/431
+        // with its own, smaller limits.
+        limits.maxHeaderFieldSize = max(64 << 10, config.maxRequestTargetBytes * 2)
+        limits.maxHeaderListSize = max(64 << 10, config.maxHeaderBytes * 2)
+        limits.maxHeaderFieldCount = 256
+        let idle = TimeAmount.nanoseconds(Int64(config.idleTimeout * 1e9))
+        let slow = TimeAmount.nanoseconds(Int64(config.slowClientTimeout * 1e9))
+
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(ChannelOptions.backlog, value: 256)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            // A response pauses reading from the cache with 1 MiB queued, resumes below 256 KiB.
+            .childChannelOption(ChannelOptions.writeBufferWaterMark,
+                                value: ChannelOptions.Types.WriteBufferWaterMark(low: 256 << 10, high: 1 << 20))
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: false,
+                                                         withOutboundHeaderValidation: true,
+                                                         withEncoderConfiguration: .init(),
+                                                         withDecoderLimitConfiguration: limits)
+                    try sync.addHandler(ProtocolErrorHandler())
+                    try sync.addHandler(IdleStateHandler(readTimeout: idle, writeTimeout: slow))
+                    try sync.addHandler(ProxyHTTPHandler(service: service, threadPool: pool,
+                                                         boundPort: { portBox.port }))
+                }
+            }
+        let channel: Channel
+        do {
+            channel = try bootstrap.bind(host: config.bindAddress, port: config.port).wait()
+        } catch {
+            try? group.syncShutdownGracefully()
+            try? pool.syncShutdownGracefully()
+            throw ProxyServerError.bindFailed(address: config.bindAddress, port: config.port, cause: "\(error)")
+        }
+        let port = channel.localAddress?.port ?? config.port
+        portBox.port = port
+        self.group = group
+        self.threadPool = pool
+        self.channel = channel
+        self.boundPort = port
+        logger.info("proxy listening", metadata: ["address": "\(config.bindAddress)", "port": "\(port)",
+                                                  "token": "\(config.token == nil ? "none" : "required")"])
+        return port
+    }
+
+    /// Stops listening, closes every connection (their readers are closed), and frees the
+    /// threads. Idempotent. Do not call from one of the proxy's event loops.
+    public func stop() {
+        lock.lock()
+        let (channel, group, pool) = (self.channel, self.group, self.threadPool)
+        self.channel = nil
+        self.group = nil
+        self.threadPool = nil
+        self.boundPort = nil
+        lock.unlock()
+        guard let channel, let group, let pool else { return }
+        try? channel.close().wait()
+        try? group.syncShutdownGracefully()
+        try? pool.syncShutdownGracefully()
+        logger.info("proxy stopped")
+    }
+
+    /// The bound port while running.
+    public var port: Int? { lock.lock(); defer { lock.unlock() }; return boundPort }
+
+    /// `http://127.0.0.1:PORT` (or the bind address) while running.
+    public var baseURL: String? {
+        port.map { ProxyConfiguration.localBase(bindAddress: configuration.bindAddress, port: $0) }
+    }
+
+    /// The proxy URL for `original` on this server (with its token), or nil when not running.
+    public func proxyURL(for original: String) -> String? {
+        baseURL.map { ProxyURL.make(original: original, base: $0, token: configuration.token) }
+    }
+
+    /// Returns once the listener is closed (after `stop()`).
+    public func waitUntilStopped() async {
+        guard let channel = lock.withLock({ self.channel }) else { return }
+        try? await channel.closeFuture.get()
+    }
+}
+
+public enum ProxyServerError: Error, CustomStringConvertible {
+    /// Listening beyond loopback without a token would make an open proxy for the network.
+    case tokenRequired(bindAddress: String)
+    case bindFailed(address: String, port: Int, cause: String)
+
+    public var description: String {
+        switch self {
+        case let .tokenRequired(address):
+            return "binding the proxy to \(address) (beyond loopback) requires a token (--token)"
+        case let .bindFailed(address, port, cause):
+            return "cannot listen on \(address):\(port): \(cause)"
+        }
+    }
+}
+
+/// The bound port, known only after bind, read by connection handlers for the status document.
+final class PortBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var _port = 0
+    var port: Int {
+        get { lock.lock(); defer { lock.unlock() }; return _port }
+        set { lock.lock(); _port = newValue; lock.unlock() }
+    }
+}

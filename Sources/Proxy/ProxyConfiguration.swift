@@ -1,0 +1,84 @@
+import Foundation
+
+/// How the embedded proxy listens and whom it serves.
+public struct ProxyConfiguration: Sendable, Equatable {
+    /// The fixed default port, so `httpcachefs url` and bookmarks keep working across restarts.
+    public static let defaultPort = 8718
+
+    /// Address to listen on. Anything but loopback requires a `token`.
+    public var bindAddress: String
+    /// Port to listen on; 0 picks a free one (tests).
+    public var port: Int
+    /// When set, every proxied request must carry `/t/<token>/`; others get 403.
+    public var token: String?
+    /// `--allow-host` globs; empty means every origin host is allowed.
+    public var allowedHosts: [String]
+    /// Shown in the status document (`httpcachefs url`, diagnostics).
+    public var cacheDirectory: String
+    /// Shown in the status document.
+    public var version: String
+    /// A connection with no request for this long is closed; also the limit for receiving one
+    /// request's head (a client trickling header bytes does not hold a connection forever).
+    public var idleTimeout: TimeInterval
+    /// A response whose client has not taken any bytes for this long is abandoned.
+    public var slowClientTimeout: TimeInterval
+    /// Request targets longer than this get 414.
+    public var maxRequestTargetBytes: Int
+    /// Request heads with more header bytes than this get 431.
+    public var maxHeaderBytes: Int
+    /// Playlists larger than this are passed through without rewriting.
+    public var maxPlaylistBytes: Int
+    /// Event loop threads.
+    public var threads: Int
+
+    public init(bindAddress: String = "127.0.0.1",
+                port: Int = ProxyConfiguration.defaultPort,
+                token: String? = nil,
+                allowedHosts: [String] = [],
+                cacheDirectory: String = "",
+                version: String = "",
+                idleTimeout: TimeInterval = 60,
+                slowClientTimeout: TimeInterval = 60,
+                maxRequestTargetBytes: Int = 16 * 1024,
+                maxHeaderBytes: Int = 32 * 1024,
+                maxPlaylistBytes: Int = 8 << 20,
+                threads: Int = min(4, max(1, ProcessInfo.processInfo.activeProcessorCount))) {
+        self.bindAddress = bindAddress
+        self.port = port
+        self.token = token
+        self.allowedHosts = allowedHosts
+        self.cacheDirectory = cacheDirectory
+        self.version = version
+        self.idleTimeout = idleTimeout
+        self.slowClientTimeout = slowClientTimeout
+        self.maxRequestTargetBytes = maxRequestTargetBytes
+        self.maxHeaderBytes = maxHeaderBytes
+        self.maxPlaylistBytes = maxPlaylistBytes
+        self.threads = threads
+    }
+
+    /// True for 127.0.0.0/8, ::1 and `localhost`: the only addresses served without a token.
+    public static func isLoopback(_ address: String) -> Bool {
+        let a = address.trimmingCharacters(in: CharacterSet(charactersIn: "[]")).lowercased()
+        return a == "localhost" || a == "::1" || a.hasPrefix("127.") || a == "::ffff:127.0.0.1"
+    }
+
+    public var isLoopbackOnly: Bool { Self.isLoopback(bindAddress) }
+
+    /// A fresh random token: 128 bits, base64url (URL-safe, no padding).
+    public static func generateToken() -> String {
+        var g = SystemRandomNumberGenerator()
+        return Base64URL.encode((0..<16).map { _ in UInt8.random(in: 0...255, using: &g) })
+    }
+
+    /// The base of proxy URLs for clients on this machine (`http://127.0.0.1:PORT`).
+    public static func localBase(bindAddress: String, port: Int) -> String {
+        let host: String
+        switch bindAddress {
+        case "0.0.0.0", "", "localhost": host = "127.0.0.1"
+        case "::", "[::]": host = "[::1]"
+        default: host = bindAddress.contains(":") && !bindAddress.hasPrefix("[") ? "[\(bindAddress)]" : bindAddress
+        }
+        return "http://\(host):\(port)"
+    }
+}

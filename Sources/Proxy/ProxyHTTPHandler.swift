@@ -1,0 +1,249 @@
+import CacheCore
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// One client connection: routes each request, then streams the planned response.
+///
+/// `HTTPServerPipelineHandler` sits in front, so requests arrive one at a time even when the
+/// client pipelines: the next head is delivered only after this response's `.end`. All state is
+/// confined to the channel's event loop; completions from the engine hop back onto it, and a
+/// `requestID` drops the late ones of a request that was already answered.
+final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let service: ProxyService
+    private let threadPool: NIOThreadPool
+    private let boundPort: () -> Int
+    private var logger: Logger
+
+    private var requestID = 0
+    private var busy = false
+    private var keepAlive = true
+    private var version: HTTPVersion = .http1_1
+    private var isHeadRequest = false
+    private var stream: ResponseStream?
+    private var headDeadline: Scheduled<Void>?
+    private var peerIsLoopback = false
+    private var requestLine = ""
+    private var started = NIODeadline.now()
+
+    init(service: ProxyService, threadPool: NIOThreadPool, boundPort: @escaping () -> Int) {
+        self.service = service
+        self.threadPool = threadPool
+        self.boundPort = boundPort
+        self.logger = service.logger
+    }
+
+    // MARK: Connection lifecycle
+
+    func channelActive(context: ChannelHandlerContext) {
+        if let ip = context.remoteAddress?.ipAddress { peerIsLoopback = ProxyConfiguration.isLoopback(ip) }
+        armHeadDeadline(context: context)
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        headDeadline?.cancel()
+        if let stream {
+            logger.debug("client went away mid-response", metadata: ["request": "\(requestLine)", "sent": "\(stream.bodyBytesSent)"])
+        }
+        stream?.cancel()
+        stream = nil
+        requestID += 1
+        context.fireChannelInactive()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { stream?.resume() }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let idle = event as? IdleStateHandler.IdleStateEvent {
+            switch idle {
+            case .read where !busy:
+                context.close(promise: nil)
+            case .write where stream?.waitingForWritable == true:
+                logger.info("client stopped reading; closing", metadata: ["request": "\(requestLine)"])
+                context.close(promise: nil)
+            default:
+                break
+            }
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        if !(error is HTTPParserError) {
+            logger.debug("connection error", metadata: ["error": "\(error)"])
+        }
+        context.close(promise: nil)
+    }
+
+    /// A connection must send a whole request head within the idle timeout: a client trickling
+    /// header bytes would otherwise hold it forever (each byte resets a plain idle timer).
+    private func armHeadDeadline(context: ChannelHandlerContext) {
+        headDeadline?.cancel()
+        let timeout = TimeAmount.nanoseconds(Int64(service.configuration.idleTimeout * 1e9))
+        headDeadline = context.eventLoop.scheduleTask(in: timeout) { [weak self] in
+            guard let self, !self.busy else { return }
+            context.close(promise: nil)
+        }
+    }
+
+    // MARK: Requests
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard case let .head(head) = unwrapInboundIn(data) else { return }
+        headDeadline?.cancel()
+        requestID += 1
+        busy = true
+        keepAlive = head.isKeepAlive
+        version = head.version
+        isHeadRequest = head.method == .HEAD
+        started = .now()
+        requestLine = "\(head.method.rawValue) \(head.uri)"
+        let headerBytes = head.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
+        let route = service.router.route(method: head.method.rawValue, target: head.uri, headerBytes: headerBytes)
+        switch route {
+        case .ping:
+            respond(context: context, status: 200, contentType: "text/plain; charset=utf-8", body: Array("pong\n".utf8))
+        case .status:
+            respond(context: context, status: 200, contentType: "application/json",
+                    body: service.statusDocument(port: boundPort(), peerIsLoopback: peerIsLoopback))
+        case let .reject(status, message):
+            var extra: [(String, String)] = []
+            if status == 405 { extra.append(("Allow", "GET, HEAD")) }
+            if status == 414 || status == 431 || status == 400 { keepAlive = false }
+            respondText(context: context, status: status, message, extra: extra)
+        case let .proxy(url):
+            startProxy(context: context, url: url, head: head)
+        }
+    }
+
+    private func startProxy(context: ChannelHandlerContext, url: String, head: HTTPRequestHead) {
+        let conditions = RequestConditions(range: head.headers.first(name: "range"),
+                                           ifRange: head.headers.first(name: "if-range"),
+                                           ifNoneMatch: head.headers.first(name: "if-none-match"),
+                                           ifModifiedSince: head.headers.first(name: "if-modified-since"))
+        let isHead = head.method == .HEAD
+        let id = requestID
+        let loop = context.eventLoop
+        let bound = NIOLoopBound(context, eventLoop: loop)
+        service.prepare(url: url, conditions: conditions) { result in
+            loop.execute {
+                let context = bound.value
+                guard id == self.requestID, context.channel.isActive else { return }
+                switch result {
+                case let .failure(error):
+                    self.respondError(context: context, error)
+                case let .success(prepared):
+                    self.serve(context: context, prepared, isHead: isHead)
+                }
+            }
+        }
+    }
+
+    private func serve(context: ChannelHandlerContext, _ prepared: ProxyService.Prepared, isHead: Bool) {
+        let plan: ResponsePlan
+        var source: ResponseStream.Source = .none
+        switch prepared {
+        case let .entry(entry, p):
+            plan = p
+            if !isHead, Self.needsSource(p.body) { source = .reader(service.engine.makeReader(for: entry)) }
+        case let .memory(bytes, p):
+            plan = p
+            source = .memory(bytes)
+        }
+        let head = responseHead(status: plan.status, headers: plan.headers, body: plan.body)
+        let body: ResponseBody = isHead ? .parts([]) : plan.body
+        let id = requestID
+        let stream = ResponseStream(context: context, head: head, body: body, source: source,
+                                    threadPool: threadPool) { [weak self] outcome in
+            guard let self, id == self.requestID else { return }
+            self.streamDidEnd(context: context, outcome)
+        }
+        self.stream = stream
+        stream.start()
+    }
+
+    private static func needsSource(_ body: ResponseBody) -> Bool {
+        switch body {
+        case .untilEnd: return true
+        case let .parts(parts): return parts.contains { if case .bytes = $0 { return true }; return false }
+        }
+    }
+
+    private func streamDidEnd(context: ChannelHandlerContext, _ outcome: ResponseStream.Outcome) {
+        let sent = stream?.bodyBytesSent ?? 0
+        stream = nil
+        switch outcome {
+        case .completed:
+            finishResponse(context: context, status: nil, bodyBytes: sent)
+        case let .failedBeforeHead(error):
+            respondError(context: context, error)
+        case let .aborted(reason):
+            logger.warning("response abandoned midway", metadata: ["request": "\(requestLine)", "reason": "\(reason)"])
+            busy = false
+            context.close(promise: nil)
+        }
+    }
+
+    // MARK: Writing
+
+    private func responseHead(status: Int, headers: [(String, String)], body: ResponseBody) -> HTTPResponseHead {
+        var h = HTTPHeaders(headers)
+        h.add(name: "Server", value: "httpcachefs/\(service.configuration.version)")
+        if case .untilEnd = body, version == .http1_0 {
+            // HTTP/1.0 has no chunked encoding: the end of the body is the end of the connection.
+            keepAlive = false
+        }
+        if !keepAlive {
+            h.replaceOrAdd(name: "Connection", value: "close")
+        } else if version == .http1_0 {
+            h.replaceOrAdd(name: "Connection", value: "keep-alive")
+        }
+        return HTTPResponseHead(version: version, status: HTTPResponseStatus(statusCode: status), headers: h)
+    }
+
+    private func respondError(context: ChannelHandlerContext, _ error: CacheError) {
+        let status = error.httpStatus
+        logger.log(level: status == 404 || status == 403 ? .info : .warning, "origin error",
+                   metadata: ["request": "\(requestLine)", "status": "\(status)", "error": "\(error)"])
+        respondText(context: context, status: status, "\(error)")
+    }
+
+    private func respondText(context: ChannelHandlerContext, status: Int, _ message: String, extra: [(String, String)] = []) {
+        respond(context: context, status: status, contentType: "text/plain; charset=utf-8",
+                body: Array((message + "\n").utf8), extra: extra)
+    }
+
+    private func respond(context: ChannelHandlerContext, status: Int, contentType: String, body: [UInt8],
+                         extra: [(String, String)] = []) {
+        let head = responseHead(status: status,
+                                headers: [("Content-Type", contentType), ("Content-Length", String(body.count))] + extra,
+                                body: .parts([.literal(body)]))
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        if !isHeadRequest {
+            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
+        }
+        finishResponse(context: context, status: status, bodyBytes: Int64(body.count))
+    }
+
+    private func finishResponse(context: ChannelHandlerContext, status: Int?, bodyBytes: Int64) {
+        busy = false
+        logger.debug("served", metadata: ["request": "\(requestLine)", "status": "\(status.map(String.init) ?? "-")",
+                                          "bytes": "\(bodyBytes)",
+                                          "ms": "\((NIODeadline.now() - started).nanoseconds / 1_000_000)"])
+        let close = !keepAlive
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+            if close { context.close(promise: nil) }
+        }
+        if !close { armHeadDeadline(context: context) }
+    }
+}

@@ -1,0 +1,92 @@
+import Foundation
+
+/// What the server does with one request head, decided without touching the network: the
+/// security rules live here, in one pure function with a table test.
+public enum ProxyRoute: Equatable, Sendable {
+    case ping
+    case status
+    /// Serve this original URL from the cache.
+    case proxy(url: String)
+    /// Answer with this status and a one-line text explanation.
+    case reject(status: Int, message: String)
+}
+
+public struct ProxyRouter: Sendable {
+    public static let statusPath = "/.httpcachefs/status"
+
+    let configuration: ProxyConfiguration
+    let allowed: [HostPattern]
+
+    public init(configuration: ProxyConfiguration) {
+        self.configuration = configuration
+        self.allowed = configuration.allowedHosts.map(HostPattern.init)
+    }
+
+    /// - Parameters:
+    ///   - method: the request method, upper-case as sent.
+    ///   - target: the request target exactly as sent.
+    ///   - headerBytes: total bytes of header names and values.
+    public func route(method: String, target: String, headerBytes: Int) -> ProxyRoute {
+        guard method == "GET" || method == "HEAD" else {
+            return .reject(status: 405, message: "only GET and HEAD are supported")
+        }
+        guard target.utf8.count <= configuration.maxRequestTargetBytes else {
+            return .reject(status: 414, message: "request target longer than \(configuration.maxRequestTargetBytes) bytes")
+        }
+        guard headerBytes <= configuration.maxHeaderBytes else {
+            return .reject(status: 431, message: "request header fields larger than \(configuration.maxHeaderBytes) bytes")
+        }
+        // Absolute-form (`GET http://host/...`), authority-form and `*` would make this an open
+        // forward proxy: only the encoded forms below are ever served.
+        guard target.hasPrefix("/") else {
+            return .reject(status: 400, message: "not an open proxy: request targets must be proxy URLs (/u/...)")
+        }
+        let path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? target
+        if path == "/ping" { return .ping }
+        if path == Self.statusPath { return .status }
+
+        if let expected = configuration.token, !expected.isEmpty {
+            guard let given = tokenPrefix(of: path), constantTimeEqual(given, expected) else {
+                return .reject(status: 403, message: "this proxy requires its token: use the URLs printed by 'httpcachefs url'")
+            }
+            let rest = String(path.dropFirst(3 + given.utf8.count))
+            if rest == "/ping" { return .ping }
+            if rest == Self.statusPath { return .status }
+        }
+
+        let decoded: ProxyTarget
+        do {
+            decoded = try ProxyURL.decode(path: target)
+        } catch ProxyURLError.notProxyPath {
+            return .reject(status: 404, message: ProxyURLError.notProxyPath.description)
+        } catch {
+            return .reject(status: 400, message: "\(error)")
+        }
+        if !allowed.isEmpty {
+            guard let c = URLComponents(string: decoded.url), let host = c.host else {
+                return .reject(status: 400, message: "no host in \(decoded.url)")
+            }
+            let port = c.port ?? (c.scheme?.lowercased() == "https" ? 443 : 80)
+            guard allowed.contains(where: { $0.matches(host: host, port: port) }) else {
+                return .reject(status: 403, message: "origin host '\(host)' is not allowed by --allow-host")
+            }
+        }
+        return .proxy(url: decoded.url)
+    }
+
+    /// `abc` for `/t/abc/...` or `/t/abc`.
+    private func tokenPrefix(of path: String) -> String? {
+        guard path.hasPrefix("/t/") else { return nil }
+        let rest = path.dropFirst(3)
+        let token = rest.prefix { $0 != "/" }
+        return token.isEmpty ? nil : String(token)
+    }
+
+    private func constantTimeEqual(_ a: String, _ b: String) -> Bool {
+        let x = Array(a.utf8), y = Array(b.utf8)
+        guard x.count == y.count else { return false }
+        var diff: UInt8 = 0
+        for i in 0..<x.count { diff |= x[i] ^ y[i] }
+        return diff == 0
+    }
+}

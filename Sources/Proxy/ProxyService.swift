@@ -1,0 +1,130 @@
+import CacheCore
+import Foundation
+import Logging
+
+/// Turns a proxied URL and the request's conditions into what to send: a plan over the cached
+/// entry (media, streamed through a `CacheReader`), or over a rewritten playlist held in memory.
+///
+/// Shared by every connection of one server; everything here is thread-safe.
+final class ProxyService: @unchecked Sendable {
+    let engine: CacheEngine
+    let configuration: ProxyConfiguration
+    let router: ProxyRouter
+    let loader: PlaylistLoader
+    let logger: Logger
+
+    /// Small files with a generic type are sniffed for `#EXTM3U`; bigger ones are media.
+    static let sniffLimit: Int64 = 1 << 20
+
+    init(engine: CacheEngine, configuration: ProxyConfiguration, logger: Logger) {
+        self.engine = engine
+        self.configuration = configuration
+        self.router = ProxyRouter(configuration: configuration)
+        self.loader = PlaylistLoader(engine: engine, maxBytes: configuration.maxPlaylistBytes)
+        self.logger = logger
+    }
+
+    enum Prepared {
+        /// Serve `plan` over the cached entry.
+        case entry(EntryInfo, ResponsePlan)
+        /// Serve `plan` over these bytes (a rewritten playlist).
+        case memory([UInt8], ResponsePlan)
+    }
+
+    /// Opens `url` and plans the answer. `completion` runs on an engine or pool thread.
+    func prepare(url: String, conditions: RequestConditions,
+                 completion: @escaping @Sendable (Result<Prepared, CacheError>) -> Void) {
+        engine.open(url: url) { [self] result in
+            switch result {
+            case let .failure(error):
+                completion(.failure(error))
+            case let .success(entry):
+                guard Self.mayBePlaylist(entry) else {
+                    completion(.success(.entry(entry, plan(entry: entry, conditions))))
+                    return
+                }
+                Task {
+                    do {
+                        completion(.success(try await self.preparePlaylist(url: url, entry: entry, conditions)))
+                    } catch let error as CacheError {
+                        completion(.failure(error))
+                    } catch {
+                        completion(.failure(.badResponse(url: url, message: "\(error)")))
+                    }
+                }
+            }
+        }
+    }
+
+    /// HLS by content type or extension, or a small file whose type says nothing.
+    static func mayBePlaylist(_ entry: EntryInfo) -> Bool {
+        if HLSPlaylist.isPlaylistContentType(entry.contentType) { return true }
+        guard MediaTypes.isGeneric(entry.contentType) || MediaTypes.essence(entry.contentType ?? "").hasPrefix("text/") else {
+            return false
+        }
+        let ext = MediaTypes.pathExtension(of: entry.url) ?? MediaTypes.pathExtension(of: entry.finalURL)
+        if ext == "m3u8" || ext == "m3u" { return true }
+        if let length = entry.length, length <= sniffLimit { return true }
+        return false
+    }
+
+    func plan(entry: EntryInfo, _ conditions: RequestConditions) -> ResponsePlan {
+        let rep = Representation(length: entry.length,
+                                 contentType: MediaTypes.contentType(origin: entry.contentType, url: entry.url),
+                                 etag: entry.etag, lastModified: entry.lastModified)
+        return ResponsePlanner.plan(rep, conditions, boundary: Self.makeBoundary())
+    }
+
+    private func preparePlaylist(url: String, entry: EntryInfo, _ conditions: RequestConditions) async throws -> Prepared {
+        guard let loaded = try await loader.load(url: url, entry: entry) else {
+            logger.warning("playlist too large to rewrite; passed through", metadata: ["url": "\(url)"])
+            return .entry(entry, plan(entry: entry, conditions))
+        }
+        guard let info = loaded.info else {
+            // Sniffed and not a playlist: an ordinary small file.
+            return .entry(loaded.entry, plan(entry: loaded.entry, conditions))
+        }
+        let text = String(decoding: loaded.bytes, as: UTF8.self)
+        let token = configuration.token
+        let rewritten = HLSPlaylist.rewrite(text, playlistURL: loaded.entry.finalURL) {
+            ProxyURL.make(original: $0, base: "", token: token)
+        }
+        let body = Array(rewritten.utf8)
+        let contentType = HLSPlaylist.isPlaylistContentType(loaded.entry.contentType)
+            ? loaded.entry.contentType! : "application/vnd.apple.mpegurl"
+        // The rewritten body is not the origin's: its validators would lie, so none are sent.
+        var plan = ResponsePlanner.plan(Representation(length: Int64(body.count), contentType: contentType),
+                                        conditions, boundary: Self.makeBoundary())
+        if info.isLive {
+            // Players must come back for the next version, and so must any cache in between.
+            plan.headers.append(("Cache-Control", "no-cache"))
+        }
+        if loaded.refreshed {
+            logger.debug("live playlist refreshed", metadata: ["url": "\(url)"])
+        }
+        return .memory(body, plan)
+    }
+
+    static func makeBoundary() -> String {
+        "httpcachefs-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+    }
+
+    /// The status document: what `httpcachefs url` and humans ask a running proxy.
+    func statusDocument(port: Int, peerIsLoopback: Bool) -> [UInt8] {
+        var doc: [String: Any] = [
+            "service": "httpcachefs",
+            "version": configuration.version,
+            "port": port,
+            "bindAddress": configuration.bindAddress,
+            "tokenRequired": configuration.token != nil,
+        ]
+        // Only this machine learns where the cache is and what the token is: `httpcachefs url`
+        // needs both, and anyone on this machine can reach the loopback interface anyway.
+        if peerIsLoopback {
+            doc["cacheDirectory"] = configuration.cacheDirectory
+            if let token = configuration.token { doc["token"] = token }
+        }
+        let data = (try? JSONSerialization.data(withJSONObject: doc, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return Array(data) + [0x0A]
+    }
+}

@@ -1,0 +1,163 @@
+import CacheCore
+import Foundation
+
+/// Proxy URLs: the original URL rides in one path segment, and the path ends with the original's
+/// own last segment.
+///
+///     http://127.0.0.1:8718/u/<base64url(original)>/video.mp4
+///     http://192.168.1.5:8718/t/<token>/u/<base64url(original)>/video.mp4
+///     http://127.0.0.1:8718/?url=<percent-encoded original>       (accepted, never generated)
+///
+/// Why the last segment: players and browsers sniff the extension (`.m3u8`, `.mp4`) to pick a
+/// demuxer. Why a segment and not a query: the directory of a proxy URL, `/u/<b64>/`, then
+/// mirrors the original's directory, so a relative reference the proxy did not rewrite (a DASH
+/// manifest's segment names, a subtitle next to the video) resolves to
+/// `/u/<b64>/<relative>`, which `decode` resolves against the original URL. Only references on
+/// the original's own scheme, host and port are followed that way.
+public enum ProxyURL {
+    /// A proxy URL for `original`. `base` is `http://host:port` (no trailing slash), or "" for a
+    /// root-relative URL (what the HLS rewriter emits, so it works whatever Host the player used).
+    public static func make(original: String, base: String, token: String?) -> String {
+        var s = base
+        if let token, !token.isEmpty { s += "/t/" + token }
+        s += "/u/" + Base64URL.encode(Array(original.utf8)) + "/" + lastSegment(of: original)
+        return s
+    }
+
+    /// The original URL named by a request target (path and optional query), and the token the
+    /// target carried. Throws `ProxyURLError.notProxyPath` for targets that are not proxy URLs
+    /// (404), `.invalid` for proxy URLs that do not decode to a safe http(s) URL (400).
+    public static func decode(path target: String) throws -> ProxyTarget {
+        let (path, query) = splitQuery(target)
+        var rest = Substring(path)
+        var token: String?
+        if rest.hasPrefix("/t/") {
+            let afterT = rest.dropFirst(3)
+            let end = afterT.firstIndex(of: "/") ?? afterT.endIndex
+            token = String(afterT[..<end])
+            rest = afterT[end...]
+            if rest.isEmpty { rest = "/" }
+        }
+        if rest == "/" || rest.isEmpty {
+            guard let query, let encoded = queryValue(query, name: "url") else { throw ProxyURLError.notProxyPath }
+            return ProxyTarget(url: try validated(encoded), token: token)
+        }
+        guard rest.hasPrefix("/u/") else { throw ProxyURLError.notProxyPath }
+        let afterU = rest.dropFirst(3)
+        let end = afterU.firstIndex(of: "/") ?? afterU.endIndex
+        guard let bytes = Base64URL.decode(afterU[..<end]) else {
+            throw ProxyURLError.invalid("the proxy URL's encoded segment is not base64url")
+        }
+        guard let decoded = String(bytes: bytes, encoding: .utf8) else {
+            throw ProxyURLError.invalid("the proxy URL's encoded segment is not UTF-8 text")
+        }
+        let original = try validated(decoded)
+        var remainder = end < afterU.endIndex ? String(afterU[afterU.index(after: end)...]) : ""
+        if remainder.isEmpty || same(remainder, lastSegment(of: original)) {
+            return ProxyTarget(url: original, token: token)
+        }
+        if let query { remainder += "?" + query }
+        return ProxyTarget(url: try resolve(remainder, against: original), token: token)
+    }
+
+    /// A reference under `/u/<b64>/` other than the original's own name: resolved like a
+    /// browser would against the original, and kept only on the same origin.
+    private static func resolve(_ reference: String, against original: String) throws -> String {
+        guard let base = URL(string: original), let url = URL(string: reference, relativeTo: base)?.absoluteURL,
+              let resolvedComponents = URLComponents(url: url, resolvingAgainstBaseURL: false),
+              let baseComponents = URLComponents(string: original) else {
+            throw ProxyURLError.invalid("'\(reference)' does not resolve against the original URL")
+        }
+        guard resolvedComponents.scheme?.lowercased() == baseComponents.scheme?.lowercased(),
+              resolvedComponents.host?.lowercased() == baseComponents.host?.lowercased(),
+              resolvedComponents.port == baseComponents.port else {
+            throw ProxyURLError.invalid("a relative reference may not leave the original's host")
+        }
+        return try validated(url.absoluteString)
+    }
+
+    /// Only absolute http(s) URLs with a host and no line breaks are ever proxied.
+    private static func validated(_ url: String) throws -> String {
+        do {
+            _ = try KeyRules.validate(url)
+        } catch let error as CacheError {
+            if case let .invalidURL(_, reason) = error { throw ProxyURLError.invalid("not proxied: \(reason)") }
+            throw ProxyURLError.invalid("not proxied: \(error)")
+        }
+        return url
+    }
+
+    /// The original's last path segment, percent-encoded as in the original; "" when the path
+    /// ends with a slash (the proxy URL then ends with one too).
+    static func lastSegment(of url: String) -> String {
+        guard let c = URLComponents(string: url) else { return "" }
+        let path = c.percentEncodedPath
+        guard !path.hasSuffix("/"), let last = path.split(separator: "/").last else { return "" }
+        return String(last)
+    }
+
+    private static func same(_ a: String, _ b: String) -> Bool {
+        a == b || (a.removingPercentEncoding ?? a) == (b.removingPercentEncoding ?? b)
+    }
+
+    private static func splitQuery(_ target: String) -> (String, String?) {
+        guard let q = target.firstIndex(of: "?") else { return (target, nil) }
+        return (String(target[..<q]), String(target[target.index(after: q)...]))
+    }
+
+    /// Form-style query lookup: `+` is a space, values are percent-decoded.
+    private static func queryValue(_ query: String, name: String) -> String? {
+        for pair in query.split(separator: "&") {
+            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard kv.count == 2, kv[0] == name else { continue }
+            return String(kv[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+        }
+        return nil
+    }
+}
+
+/// What a proxy request target names.
+public struct ProxyTarget: Equatable, Sendable {
+    /// The original http(s) URL to serve (full query, exactly as encoded).
+    public var url: String
+    /// The token from a `/t/<token>/` prefix, if any.
+    public var token: String?
+
+    public init(url: String, token: String?) {
+        self.url = url
+        self.token = token
+    }
+}
+
+public enum ProxyURLError: Error, Equatable, CustomStringConvertible {
+    /// Not one of the proxy URL forms (answered 404).
+    case notProxyPath
+    /// A proxy URL whose original is malformed or not allowed (answered 400).
+    case invalid(String)
+
+    public var description: String {
+        switch self {
+        case .notProxyPath: return "not a proxy URL: use /u/<base64url of the URL>/<name> or /?url=<URL>"
+        case let .invalid(message): return message
+        }
+    }
+}
+
+/// RFC 4648 section 5 base64url without padding; decoding also accepts padding and the standard
+/// alphabet, because people paste what other tools produce.
+public enum Base64URL {
+    public static func encode(_ bytes: [UInt8]) -> String {
+        Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    public static func decode<S: StringProtocol>(_ text: S) -> [UInt8]? {
+        var s = String(text).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while s.hasSuffix("=") { s.removeLast() }
+        guard !s.isEmpty, s.count % 4 != 1 else { return nil }
+        s += String(repeating: "=", count: (4 - s.count % 4) % 4)
+        return Data(base64Encoded: s).map { Array($0) }
+    }
+}
