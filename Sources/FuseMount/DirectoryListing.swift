@@ -1,0 +1,331 @@
+import Foundation
+
+/// One child of a listed directory.
+public struct ListingEntry: Equatable, Sendable {
+    /// Percent-decoded name, without the trailing slash of directories.
+    public var name: String
+    public var isDirectory: Bool
+    /// Absolute URL of the child (directories end in `/`).
+    public var url: String
+    /// Exact size in bytes when the listing gives one; approximate sizes ("1.2M") are dropped,
+    /// since st_size must be exact: the size is then fetched lazily on lookup.
+    public var size: Int64?
+    public var modified: Date?
+
+    public init(name: String, isDirectory: Bool, url: String, size: Int64? = nil, modified: Date? = nil) {
+        self.name = name
+        self.isDirectory = isDirectory
+        self.url = url
+        self.size = size
+        self.modified = modified
+    }
+}
+
+/// Parses web-server directory listings: nginx HTML autoindex, Apache mod_autoindex (plain list,
+/// `<pre>` fancy index and HTML table), lighttpd-style tables, and nginx JSON autoindex.
+///
+/// The HTML parsers share one idea instead of one grammar per server: every `<a href>` that
+/// resolves to a direct child of the directory is an entry, and the text between its `</a>` and
+/// the next link (the rest of the `<pre>` line or table row, tags stripped) holds the date and
+/// the size columns, which are recognised by shape. Sorting links (`?C=N;O=D`), the parent link,
+/// absolute links elsewhere and icon links to the same child are ignored or merged.
+public enum DirectoryListing {
+    public static func parse(_ bytes: [UInt8], url: String) throws -> [ListingEntry] {
+        guard let base = URL(string: url) else { throw ListingError.badBaseURL(url) }
+        let text = String(decoding: bytes, as: UTF8.self)
+        let first = text.first(where: { !$0.isWhitespace })
+        if first == "[" { return try parseNginxJSON(bytes, base: base) }
+        guard text.contains("<") else { throw ListingError.notAListing(url: url) }
+        return parseHTML(text, base: base)
+    }
+
+    // MARK: nginx JSON
+
+    struct JSONItem: Decodable {
+        var name: String
+        var type: String
+        var mtime: String?
+        var size: Int64?
+    }
+
+    static func parseNginxJSON(_ bytes: [UInt8], base: URL) throws -> [ListingEntry] {
+        let items: [JSONItem]
+        do { items = try JSONDecoder().decode([JSONItem].self, from: Data(bytes)) } catch {
+            throw ListingError.notAListing(url: base.absoluteString)
+        }
+        var result: [ListingEntry] = []
+        var seen = Set<String>()
+        for item in items {
+            let isDir = item.type == "directory"
+            guard item.type == "file" || isDir, isPlainName(item.name), seen.insert(item.name).inserted else { continue }
+            let encoded = item.name.addingPercentEncoding(withAllowedCharacters: pathSegmentAllowed) ?? item.name
+            let child = base.absoluteString + encoded + (isDir ? "/" : "")
+            result.append(ListingEntry(name: item.name, isDirectory: isDir, url: child,
+                                       size: isDir ? nil : item.size,
+                                       modified: item.mtime.flatMap(parseHTTPDate)))
+        }
+        return result
+    }
+
+    // MARK: HTML (nginx, Apache, lighttpd)
+
+    static func parseHTML(_ text: String, base: URL) -> [ListingEntry] {
+        let links = extractLinks(Array(text.utf8))
+        var result: [ListingEntry] = []
+        var index: [String: Int] = [:]
+        for link in links {
+            guard let (name, isDir, url) = child(href: link.href, base: base) else { continue }
+            let columns = ColumnScanner.scan(link.tail)
+            let entry = ListingEntry(name: name, isDirectory: isDir, url: url,
+                                     size: isDir ? nil : columns.size, modified: columns.date)
+            if let i = index[name] {
+                // An icon link and a name link to the same child: keep what either one knew.
+                if result[i].size == nil { result[i].size = entry.size }
+                if result[i].modified == nil { result[i].modified = entry.modified }
+            } else {
+                index[name] = result.count
+                result.append(entry)
+            }
+        }
+        return result
+    }
+
+    /// The child named by `href`, if it is a direct child of `base`.
+    static func child(href rawHref: String, base: URL) -> (String, Bool, String)? {
+        // Some servers leave spaces unencoded in links; URL(string:) would refuse them.
+        let href = decodeEntities(rawHref).trimmingCharacters(in: .whitespaces)
+            .replacingOccurrences(of: " ", with: "%20")
+        if href.isEmpty || href.hasPrefix("?") || href.hasPrefix("#") { return nil }
+        let lower = href.lowercased()
+        if lower.hasPrefix("javascript:") || lower.hasPrefix("mailto:") || lower.hasPrefix("data:") { return nil }
+        guard let resolved = URL(string: href, relativeTo: base)?.absoluteURL,
+              let rc = URLComponents(url: resolved, resolvingAgainstBaseURL: false),
+              let bc = URLComponents(url: base, resolvingAgainstBaseURL: false) else { return nil }
+        guard rc.query == nil,
+              rc.scheme?.lowercased() == bc.scheme?.lowercased(),
+              rc.host?.lowercased() == bc.host?.lowercased(),
+              rc.port == bc.port else { return nil }
+        let basePath = bc.percentEncodedPath.hasSuffix("/") ? bc.percentEncodedPath : bc.percentEncodedPath + "/"
+        let path = rc.percentEncodedPath
+        guard path.hasPrefix(basePath) else { return nil }
+        var rest = String(path.dropFirst(basePath.count))
+        let isDir = rest.hasSuffix("/")
+        if isDir { rest.removeLast() }
+        guard !rest.isEmpty, !rest.contains("/") else { return nil }
+        let name = rest.removingPercentEncoding ?? rest
+        guard isPlainName(name) else { return nil }
+        var url = rc
+        url.fragment = nil
+        guard let s = url.string else { return nil }
+        return (name, isDir, s)
+    }
+
+    static func isPlainName(_ name: String) -> Bool {
+        !name.isEmpty && name != "." && name != ".." && !name.contains("/") && !name.contains("\0")
+            && name.utf8.count <= PathName.maxComponentBytes
+    }
+
+    static let pathSegmentAllowed: CharacterSet = {
+        var s = CharacterSet.urlPathAllowed
+        s.remove(charactersIn: "/;?#%")
+        return s
+    }()
+
+    struct Link {
+        var href: String
+        /// Text after `</a>` up to the next link or the end of the table row.
+        var tail: String
+    }
+
+    /// Every `<a ... href=...>...</a>` with the text that follows it. A byte scanner: listings
+    /// can be large, and this needs no HTML grammar beyond tags and quoted attributes.
+    static func extractLinks(_ b: [UInt8]) -> [Link] {
+        var links: [Link] = []
+        var pendingHref: String?
+        var tailStart = 0
+        var i = 0
+        let n = b.count
+        func lower(_ c: UInt8) -> UInt8 { (c >= 65 && c <= 90) ? c + 32 : c }
+        func startsTag(_ at: Int, _ name: [UInt8]) -> Bool {
+            guard at + 1 + name.count <= n else { return false }
+            for (k, ch) in name.enumerated() where lower(b[at + 1 + k]) != ch { return false }
+            let after = at + 1 + name.count
+            return after == n || b[after] == 62 || b[after] == 32 || b[after] == 9 || b[after] == 10 || b[after] == 13 || b[after] == 47
+        }
+        func finishPending(upTo end: Int) {
+            if let href = pendingHref {
+                let tail = tailStart < end ? String(decoding: b[tailStart..<end], as: UTF8.self) : ""
+                links.append(Link(href: href, tail: tail))
+                pendingHref = nil
+            }
+        }
+        while i < n {
+            guard b[i] == 60 else { i += 1; continue }  // '<'
+            if startsTag(i, [97]) {  // <a
+                finishPending(upTo: i)
+                let (attrs, end) = readTag(b, from: i)
+                i = end
+                guard let href = attrs["href"] else { continue }
+                // Skip the link text: up to </a>.
+                var j = i
+                while j < n {
+                    if b[j] == 60, j + 3 < n, b[j + 1] == 47, lower(b[j + 2]) == 97, b[j + 3] == 62 { break }
+                    j += 1
+                }
+                i = min(j + 4, n)
+                pendingHref = href
+                tailStart = i
+            } else if startsTag(i, [47, 116, 114]) || startsTag(i, [47, 112, 114, 101]) || startsTag(i, [47, 117, 108]) {
+                finishPending(upTo: i)  // </tr>, </pre>, </ul>
+                i += 1
+            } else {
+                i += 1
+            }
+        }
+        finishPending(upTo: n)
+        return links
+    }
+
+    /// Attributes of the tag starting at `start` (lower-cased names), and the index after `>`.
+    static func readTag(_ b: [UInt8], from start: Int) -> ([String: String], Int) {
+        var attrs: [String: String] = [:]
+        var i = start + 1
+        let n = b.count
+        while i < n, b[i] != 32, b[i] != 9, b[i] != 10, b[i] != 13, b[i] != 62 { i += 1 }  // tag name
+        while i < n {
+            while i < n, b[i] == 32 || b[i] == 9 || b[i] == 10 || b[i] == 13 || b[i] == 47 { i += 1 }
+            if i >= n { break }
+            if b[i] == 62 { return (attrs, i + 1) }
+            let nameStart = i
+            while i < n, b[i] != 61, b[i] != 62, b[i] != 32, b[i] != 9, b[i] != 10, b[i] != 13 { i += 1 }
+            let name = String(decoding: b[nameStart..<i], as: UTF8.self).lowercased()
+            while i < n, b[i] == 32 || b[i] == 9 { i += 1 }
+            var value = ""
+            if i < n, b[i] == 61 {  // '='
+                i += 1
+                while i < n, b[i] == 32 || b[i] == 9 { i += 1 }
+                if i < n, b[i] == 34 || b[i] == 39 {
+                    let q = b[i]
+                    let vs = i + 1
+                    i = vs
+                    while i < n, b[i] != q { i += 1 }
+                    value = String(decoding: b[vs..<min(i, n)], as: UTF8.self)
+                    i += 1
+                } else {
+                    let vs = i
+                    while i < n, b[i] != 32, b[i] != 62, b[i] != 9, b[i] != 10 { i += 1 }
+                    value = String(decoding: b[vs..<i], as: UTF8.self)
+                }
+            }
+            if attrs[name] == nil { attrs[name] = value }
+        }
+        return (attrs, n)
+    }
+
+    static func decodeEntities(_ s: String) -> String {
+        guard s.contains("&") else { return s }
+        var out = s
+        for (entity, char) in [("&quot;", "\""), ("&#39;", "'"), ("&#x27;", "'"), ("&apos;", "'"),
+                               ("&lt;", "<"), ("&gt;", ">"), ("&nbsp;", " "), ("&amp;", "&")] {
+            out = out.replacingOccurrences(of: entity, with: char)
+        }
+        return out
+    }
+
+    static func parseHTTPDate(_ s: String) -> Date? {
+        ColumnScanner.httpDate(s)
+    }
+}
+
+/// Finds the date and size columns in the text that follows a listing link.
+enum ColumnScanner {
+    struct Columns {
+        var date: Date?
+        var size: Int64?
+    }
+
+    static func scan(_ tail: String) -> Columns {
+        let text = stripTags(tail)
+        let tokens = text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }).map(String.init)
+        var i = 0
+        while i + 1 < tokens.count {
+            if let day = parseDay(tokens[i]), let time = parseTime(tokens[i + 1]) {
+                let date = makeDate(day, time)
+                let size = i + 2 < tokens.count ? parseExactSize(tokens[i + 2]) : nil
+                return Columns(date: date, size: size)
+            }
+            i += 1
+        }
+        // No date column (plain lists): a lone exact size may still be there.
+        return Columns(date: nil, size: nil)
+    }
+
+    static func stripTags(_ s: String) -> String {
+        var out = ""
+        var inTag = false
+        for ch in s {
+            if ch == "<" { inTag = true; out.append(" ") } else if ch == ">" { inTag = false } else if !inTag { out.append(ch) }
+        }
+        return DirectoryListing.decodeEntities(out)
+    }
+
+    static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+
+    /// `04-Jan-2024` (nginx, Apache 2.2), `2024-01-04` (Apache 2.4), `2024-Jan-04` (lighttpd).
+    static func parseDay(_ t: String) -> (Int, Int, Int)? {
+        let p = t.split(separator: "-").map(String.init)
+        guard p.count == 3 else { return nil }
+        func month(_ s: String) -> Int? {
+            if let i = months.firstIndex(of: s.lowercased()) { return i + 1 }
+            if s.count == 2, let m = Int(s), (1...12).contains(m) { return m }
+            return nil
+        }
+        if p[0].count == 4, let y = Int(p[0]), let m = month(p[1]), let d = Int(p[2]), p[2].count == 2 { return (y, m, d) }
+        if p[2].count == 4, let y = Int(p[2]), let m = month(p[1]), let d = Int(p[0]), p[0].count <= 2 { return (y, m, d) }
+        return nil
+    }
+
+    static func parseTime(_ t: String) -> (Int, Int, Int)? {
+        let p = t.split(separator: ":").compactMap { Int($0) }
+        guard (p.count == 2 || p.count == 3), t.split(separator: ":").count == p.count,
+              (0...23).contains(p[0]), (0...59).contains(p[1]) else { return nil }
+        return (p[0], p[1], p.count == 3 ? p[2] : 0)
+    }
+
+    static let utc: Calendar = {
+        var c = Calendar(identifier: .gregorian)
+        c.timeZone = TimeZone(identifier: "UTC")!
+        return c
+    }()
+
+    /// Listings give wall-clock times without a zone; nginx's default is UTC, so UTC it is.
+    static func makeDate(_ d: (Int, Int, Int), _ t: (Int, Int, Int)) -> Date? {
+        utc.date(from: DateComponents(year: d.0, month: d.1, day: d.2, hour: t.0, minute: t.1, second: t.2))
+    }
+
+    /// Plain digits are exact bytes; `1.2K`, `3M`, `-` are not sizes we can use.
+    static func parseExactSize(_ t: String) -> Int64? {
+        guard !t.isEmpty, t.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
+        return Int64(t)
+    }
+
+    /// RFC 1123 dates as nginx JSON gives them ("Thu, 04 Jan 2024 10:00:00 GMT").
+    static func httpDate(_ s: String) -> Date? {
+        let p = s.split(separator: " ").map(String.init)
+        guard p.count >= 5, let d = Int(p[1]), let m = months.firstIndex(of: p[2].lowercased()), let y = Int(p[3]),
+              let t = parseTime(p[4]) else { return nil }
+        return makeDate((y, m + 1, d), t)
+    }
+}
+
+public enum ListingError: Error, Equatable, CustomStringConvertible {
+    case badBaseURL(String)
+    case notAListing(url: String)
+
+    public var description: String {
+        switch self {
+        case let .badBaseURL(url): return "not a listing URL: \(url)"
+        case let .notAListing(url): return "not a directory listing (neither HTML nor nginx JSON): \(url)"
+        }
+    }
+}

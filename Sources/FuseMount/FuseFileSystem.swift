@@ -1,0 +1,110 @@
+import CacheCore
+import Foundation
+import Glibc
+import Logging
+
+/// Remote files as a read-only FUSE mount, served from the cache.
+///
+/// Typical use (the `mount` command does exactly this):
+/// ```
+/// let fs = FuseFileSystem(engine: engine, tree: spec, options: options, logger: logger)
+/// try fs.start(at: "/mnt/media")   // mounted and initialised when this returns
+/// ...                              // SIGHUP: fs.reload(tree:); SIGTERM: fs.unmount()
+/// fs.wait()                        // returns after unmount (ours, or fusermount3 -u)
+/// engine.shutdown()
+/// ```
+/// Or drive the loop yourself: `mount(at:)`, then `run()` on a thread of your own.
+public final class FuseFileSystem: @unchecked Sendable {
+    let core: FileSystemCore
+    let session: FuseSession
+    public let options: MountOptions
+    let logger: Logger
+    private let done = DispatchSemaphore(value: 0)
+    private let ready = DispatchSemaphore(value: 0)
+    private let lock = NSLock()
+    private var finished = false       // guarded by lock
+    private var loopError: String?     // guarded by lock
+
+    public convenience init(engine: CacheEngine, tree: MountTreeSpec, options: MountOptions, logger: Logger) {
+        self.init(backend: EngineBackend(engine: engine), tree: tree, options: options, logger: logger)
+    }
+
+    public init(backend: MountBackend, tree: MountTreeSpec, options: MountOptions, logger: Logger) {
+        self.options = options
+        self.logger = logger
+        core = FileSystemCore(backend: backend, spec: tree, options: options, logger: logger)
+        session = FuseSession(core: core, options: options, logger: logger)
+        session.onReady = { [ready] in ready.signal() }
+    }
+
+    /// The tree in force (changes with `reload(tree:)`).
+    public var tree: MountTreeSpec { core.spec }
+
+    public var mountpoint: String? { session.mountpoint }
+
+    /// Mounts at `mountpoint` (which must exist). Requests are served once `run()` runs.
+    public func mount(at mountpoint: String) throws {
+        try session.mount(at: mountpoint)
+        tuneReadahead(mountpoint)
+    }
+
+    /// Serves requests on the calling thread until `unmount()`, an external unmount
+    /// (`fusermount3 -u`) or a dead connection; then unmounts and releases everything.
+    /// Never call this from Swift's cooperative pool: it blocks.
+    public func run() {
+        let error = session.run()
+        if let error { logger.error("FUSE loop ended: \(error)") }
+        lock.withLock {
+            finished = true
+            loopError = error
+        }
+        done.signal()
+    }
+
+    /// `mount(at:)`, then `run()` on a dedicated thread; returns once the kernel initialised
+    /// the mount (so it is usable), or throws.
+    public func start(at mountpoint: String, timeout: TimeInterval = 30) throws {
+        try mount(at: mountpoint)
+        let thread = Thread { [self] in run() }
+        thread.name = "httpcachefs-fuse"
+        thread.start()
+        if ready.wait(timeout: .now() + timeout) == .timedOut {
+            unmount()
+            wait()
+            throw FuseMountError.notReady(path: mountpoint)
+        }
+    }
+
+    /// Asks the loop to end and unmount. Returns at once; `wait()` for the end.
+    public func unmount() { session.stop() }
+
+    /// Blocks until `run()` has returned (after `unmount()` or an external unmount).
+    /// Returns the loop's error, if it ended on one.
+    @discardableResult
+    public func wait() -> String? {
+        done.wait()
+        done.signal()  // let other waiters through too
+        return lock.withLock { loopError }
+    }
+
+    public var isRunning: Bool { lock.withLock { !finished } }
+
+    /// Swaps in a new tree (URL-list reload): removed entries vanish, new ones appear, nodes
+    /// that did not change keep their inodes, open files and kernel caches.
+    public func reload(tree: MountTreeSpec) {
+        core.reload(spec: tree)
+    }
+
+    /// Linux caps FUSE readahead at 128 KiB unless the mount's BDI says otherwise; large
+    /// sequential reads (players, cp) go much faster with more. Root only, best effort.
+    private func tuneReadahead(_ mountpoint: String) {
+        guard geteuid() == 0 else { return }
+        // Not stat(): it would wait for INIT, which nobody answers before run() starts.
+        guard let dev = Mountpoint.deviceNumber(of: mountpoint) else { return }
+        let path = "/sys/class/bdi/\(dev)/read_ahead_kb"
+        let kb = max(options.maxRead / 1024, 128) * 4
+        if (try? "\(kb)\n".write(toFile: path, atomically: false, encoding: .utf8)) != nil {
+            logger.debug("readahead for \(mountpoint) set to \(kb) KiB")
+        }
+    }
+}

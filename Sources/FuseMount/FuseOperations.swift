@@ -1,0 +1,223 @@
+import CFuse3
+import Foundation
+import Glibc
+
+/// The libfuse low-level op table: non-capturing C functions that unpack arguments, call
+/// FileSystemCore and send its answer. No decisions are made here: errno values come from the
+/// core (and from CacheError+Errno through it); write-type operations all answer EROFS.
+///
+/// Kept in a library file on purpose: closures in main.swift would be main-actor isolated and
+/// trap when libfuse calls them from its own thread.
+enum FuseOperations {
+    static func table() -> fuse_lowlevel_ops {
+        var ops = fuse_lowlevel_ops()
+        ops.`init` = { userdata, conn in
+            guard let userdata, let conn else { return }
+            let s = Unmanaged<FuseSession>.fromOpaque(userdata).takeUnretainedValue()
+            s.negotiate(conn)
+            // The INIT reply is sent right after this returns; requests queue behind it.
+            s.onReady?()
+        }
+        ops.lookup = { req, parent, name in
+            guard let req, let name else { return }
+            let s = FuseOperations.session(req)
+            s.core.lookup(parent: parent, name: String(cString: name)) { result in
+                s.reply {
+                    switch result {
+                    case let .success(attr):
+                        var e = fuse_entry_param()
+                        e.ino = attr.ino
+                        e.generation = 0
+                        e.attr = FuseOperations.stat(attr, s.options)
+                        e.attr_timeout = s.options.revalidateAfter
+                        e.entry_timeout = s.options.revalidateAfter
+                        fuse_reply_entry(req, &e)
+                    case let .failure(e): fuse_reply_err(req, e.code)
+                    }
+                }
+            }
+        }
+        ops.forget = { req, ino, n in
+            guard let req else { return }
+            FuseOperations.session(req).core.forget(ino, count: n)
+            fuse_reply_none(req)
+        }
+        ops.forget_multi = { req, count, forgets in
+            guard let req else { return }
+            let s = FuseOperations.session(req)
+            if let forgets {
+                for i in 0..<count { s.core.forget(forgets[i].ino, count: forgets[i].nlookup) }
+            }
+            fuse_reply_none(req)
+        }
+        ops.getattr = { req, ino, _ in
+            guard let req else { return }
+            let s = FuseOperations.session(req)
+            s.core.getattr(ino) { result in
+                s.reply {
+                    switch result {
+                    case let .success(attr):
+                        var st = FuseOperations.stat(attr, s.options)
+                        fuse_reply_attr(req, &st, s.options.revalidateAfter)
+                    case let .failure(e): fuse_reply_err(req, e.code)
+                    }
+                }
+            }
+        }
+        ops.open = { req, ino, fi in
+            guard let req, let fi else { return }
+            let s = FuseOperations.session(req)
+            s.core.open(ino, flags: fi.pointee.flags) { result in
+                s.reply {
+                    switch result {
+                    case let .success(open):
+                        var out = fuse_file_info()  // libfuse's fi lives on its stack: reply with a copy
+                        out.fh = open.fh
+                        out.keep_cache = open.keepCache ? 1 : 0
+                        if fuse_reply_open(req, &out) == -ENOENT {
+                            s.core.release(fh: open.fh)  // the opener was interrupted meanwhile
+                        }
+                    case let .failure(e): fuse_reply_err(req, e.code)
+                    }
+                }
+            }
+        }
+        ops.read = { req, _, size, off, fi in
+            guard let req, let fi else { return }
+            let s = FuseOperations.session(req)
+            s.core.read(fh: fi.pointee.fh, offset: Int64(off), size: size) { result in
+                s.reply {
+                    switch result {
+                    case let .success(bytes):
+                        bytes.withUnsafeBufferPointer { b in
+                            _ = b.withMemoryRebound(to: CChar.self) { fuse_reply_buf(req, $0.baseAddress, $0.count) }
+                        }
+                    case let .failure(e): fuse_reply_err(req, e.code)
+                    }
+                }
+            }
+        }
+        ops.release = { req, _, fi in
+            guard let req else { return }
+            let s = FuseOperations.session(req)
+            if let fi { s.core.release(fh: fi.pointee.fh) }
+            s.reply { fuse_reply_err(req, 0) }
+        }
+        ops.flush = { req, _, _ in
+            guard let req else { return }
+            FuseOperations.session(req).reply { fuse_reply_err(req, 0) }
+        }
+        ops.fsync = { req, _, _, _ in
+            guard let req else { return }
+            FuseOperations.session(req).reply { fuse_reply_err(req, 0) }
+        }
+        ops.opendir = { req, ino, _ in
+            guard let req else { return }
+            let s = FuseOperations.session(req)
+            s.core.opendir(ino) { result in
+                s.reply {
+                    switch result {
+                    case let .success(fh):
+                        var out = fuse_file_info()
+                        out.fh = fh
+                        if fuse_reply_open(req, &out) == -ENOENT { s.core.releasedir(fh: fh) }
+                    case let .failure(e): fuse_reply_err(req, e.code)
+                    }
+                }
+            }
+        }
+        ops.readdir = { req, _, size, off, fi in
+            guard let req, let fi else { return }
+            let s = FuseOperations.session(req)
+            guard let entries = s.core.readdir(fh: fi.pointee.fh, offset: Int(off)) else {
+                return s.reply { fuse_reply_err(req, EBADF) }
+            }
+            let buf = UnsafeMutablePointer<CChar>.allocate(capacity: max(size, 1))
+            defer { buf.deallocate() }
+            var used = 0
+            for (i, entry) in zip(entries.indices, entries) {
+                var st = Glibc.stat()
+                st.st_ino = ino_t(entry.ino)
+                st.st_mode = entry.isDirectory ? S_IFDIR : S_IFREG
+                let need = entry.name.withCString { fuse_add_direntry(req, buf + used, size - used, $0, &st, off_t(i + 1)) }
+                if need > size - used { break }
+                used += need
+            }
+            s.reply { fuse_reply_buf(req, buf, used) }
+        }
+        ops.releasedir = { req, _, fi in
+            guard let req else { return }
+            let s = FuseOperations.session(req)
+            if let fi { s.core.releasedir(fh: fi.pointee.fh) }
+            s.reply { fuse_reply_err(req, 0) }
+        }
+        ops.fsyncdir = { req, _, _, _ in
+            guard let req else { return }
+            FuseOperations.session(req).reply { fuse_reply_err(req, 0) }
+        }
+        ops.statfs = { req, _ in
+            guard let req else { return }
+            let s = FuseOperations.session(req)
+            let stats = s.core.statfs()
+            var st = statvfs()
+            st.f_bsize = UInt(stats.blockSize)
+            st.f_frsize = UInt(stats.blockSize)
+            st.f_blocks = fsblkcnt_t(stats.blocks)
+            st.f_bfree = fsblkcnt_t(stats.freeBlocks)
+            st.f_bavail = fsblkcnt_t(stats.freeBlocks)
+            st.f_files = fsfilcnt_t(stats.files)
+            st.f_ffree = 0
+            st.f_namemax = UInt(PathName.maxComponentBytes)
+            s.reply { fuse_reply_statfs(req, &st) }
+        }
+        ops.readlink = { req, _ in
+            guard let req else { return }
+            FuseOperations.session(req).reply { fuse_reply_err(req, EINVAL) }  // there are no symlinks
+        }
+        // Everything that would change the tree or a file: read-only file system.
+        ops.setattr = { req, _, _, _, _ in FuseOperations.refuse(req) }
+        ops.mknod = { req, _, _, _, _ in FuseOperations.refuse(req) }
+        ops.mkdir = { req, _, _, _ in FuseOperations.refuse(req) }
+        ops.unlink = { req, _, _ in FuseOperations.refuse(req) }
+        ops.rmdir = { req, _, _ in FuseOperations.refuse(req) }
+        ops.symlink = { req, _, _, _ in FuseOperations.refuse(req) }
+        ops.rename = { req, _, _, _, _, _ in FuseOperations.refuse(req) }
+        ops.link = { req, _, _, _ in FuseOperations.refuse(req) }
+        ops.write = { req, _, _, _, _, _ in FuseOperations.refuse(req) }
+        ops.create = { req, _, _, _, _ in FuseOperations.refuse(req) }
+        ops.setxattr = { req, _, _, _, _, _ in FuseOperations.refuse(req) }
+        ops.removexattr = { req, _, _ in FuseOperations.refuse(req) }
+        ops.fallocate = { req, _, _, _, _, _ in FuseOperations.refuse(req) }
+        ops.copy_file_range = { req, _, _, _, _, _, _, _, _ in FuseOperations.refuse(req) }
+        return ops
+    }
+
+    static func session(_ req: fuse_req_t) -> FuseSession {
+        Unmanaged<FuseSession>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
+    }
+
+    static func refuse(_ req: fuse_req_t?) {
+        guard let req else { return }
+        FuseOperations.session(req).reply { fuse_reply_err(req, EROFS) }
+    }
+
+    /// Files 0444, directories 0555, owned by the mounting user (or the configured owner).
+    static func stat(_ attr: Attr, _ options: MountOptions) -> Glibc.stat {
+        var st = Glibc.stat()
+        st.st_ino = ino_t(attr.ino)
+        st.st_mode = attr.isDirectory ? (S_IFDIR | 0o555) : (S_IFREG | 0o444)
+        st.st_nlink = attr.isDirectory ? 2 : 1
+        st.st_uid = options.uid
+        st.st_gid = options.gid
+        st.st_size = Int(attr.size)
+        st.st_blocks = Int((attr.size + 511) / 512)
+        // A large preferred I/O size makes cp, cat and players read in big chunks.
+        st.st_blksize = 1 << 20
+        let t = attr.mtime.timeIntervalSince1970
+        let ts = timespec(tv_sec: Int(t.rounded(.down)), tv_nsec: Int((t - t.rounded(.down)) * 1e9))
+        st.st_mtim = ts
+        st.st_atim = ts
+        st.st_ctim = ts
+        return st
+    }
+}

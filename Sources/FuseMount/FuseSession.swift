@@ -1,0 +1,250 @@
+import CFuse3
+import Foundation
+import Glibc
+import Logging
+
+/// One libfuse low-level session: mount, request loop, replies, kernel notifications, teardown.
+///
+/// The loop is ours rather than `fuse_session_loop_mt`: one thread polls /dev/fuse and an
+/// eventfd, so `stop()` from any thread ends it at once, with no signal tricks and no worker
+/// threads blocked in read(). One thread is enough because no operation blocks: every reply
+/// that waits on the network is sent later, from an engine thread.
+///
+/// Replies pass a gate (a read-write lock): teardown closes it before the session is destroyed,
+/// so a late engine completion never writes to a freed session or to a reused fd number.
+final class FuseSession: KernelNotifier, @unchecked Sendable {
+    let core: FileSystemCore
+    let options: MountOptions
+    let logger: Logger
+    /// Called once, on the loop thread, when the kernel's INIT has been answered.
+    var onReady: (() -> Void)?
+
+    private var se: OpaquePointer?     // struct fuse_session *; set in mount, freed in teardown
+    private(set) var mountpoint: String?
+    /// A self-pipe: `stop()` writes a byte, poll() in `run()` wakes up.
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+    private let gate = ReadWriteLock()
+    private var open = false           // guarded by gate
+    private let notifyQueue = DispatchQueue(label: "httpcachefs.fuse.notify")
+
+    init(core: FileSystemCore, options: MountOptions, logger: Logger) {
+        self.core = core
+        self.options = options
+        self.logger = logger
+        var fds: [Int32] = [-1, -1]
+        if pipe(&fds) != 0 { fatalError("pipe: \(String(cString: strerror(errno)))") }
+        for fd in fds {
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        }
+        wakeRead = fds[0]
+        wakeWrite = fds[1]
+    }
+
+    deinit {
+        close(wakeRead)
+        close(wakeWrite)
+    }
+
+    /// Creates the session and mounts it. libfuse's own messages are captured for the error.
+    func mount(at path: String) throws {
+        precondition(se == nil, "mounted twice")
+        FuseLog.install(logger)
+        var args = fuse_args(argc: 0, argv: nil, allocated: 0)
+        defer { fuse_opt_free_args(&args) }
+        fuse_opt_add_arg(&args, "httpcachefs")
+        fuse_opt_add_arg(&args, "-o")
+        fuse_opt_add_arg(&args, options.libfuseOptions.joined(separator: ","))
+        if options.debug { fuse_opt_add_arg(&args, "-d") }
+        var ops = FuseOperations.table()
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        FuseLog.clear()
+        guard let session = fuse_session_new(&args, &ops, MemoryLayout<fuse_lowlevel_ops>.size, me) else {
+            throw FuseMountError.sessionFailed(options: options.libfuseOptions.joined(separator: ","), detail: FuseLog.lastMessages())
+        }
+        if fuse_session_mount(session, path) != 0 {
+            fuse_session_destroy(session)
+            throw FuseMountError.mountFailed(path: path, detail: FuseLog.lastMessages())
+        }
+        se = session
+        mountpoint = path
+        gate.write { open = true }
+        core.attach(notifier: self)
+    }
+
+    /// Serves requests until `stop()`, an external unmount or a dead connection; then unmounts
+    /// and frees the session. Returns an error text if the loop ended on an error.
+    @discardableResult
+    func run() -> String? {
+        guard let se else { return "not mounted" }
+        let fd = fuse_session_fd(se)
+        var buf = fuse_buf()
+        var failure: String?
+        var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
+                   pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
+        loop: while true {
+            fds[0].revents = 0
+            fds[1].revents = 0
+            let r = poll(&fds, 2, -1)
+            if r < 0 {
+                if errno == EINTR { continue }
+                failure = "poll: \(String(cString: strerror(errno)))"
+                break
+            }
+            if fds[1].revents != 0 { break }
+            let res = fuse_session_receive_buf(se, &buf)
+            switch res {
+            case -EINTR, -EAGAIN: continue
+            case ..<0:
+                failure = "reading /dev/fuse: \(String(cString: strerror(-res)))"
+                break loop
+            case 0:
+                break loop  // unmounted (fusermount3 -u, umount) or connection aborted
+            default:
+                fuse_session_process_buf(se, &buf)
+            }
+            if fuse_session_exited(se) != 0 { break }
+        }
+        free(buf.mem)
+        teardown()
+        return failure
+    }
+
+    /// Ends `run()` soon. Safe from any thread, any number of times.
+    func stop() {
+        var one: UInt8 = 1
+        _ = write(wakeWrite, &one, 1)
+    }
+
+    private func teardown() {
+        gate.write { open = false }
+        core.attach(notifier: nil)
+        core.shutdown()
+        notifyQueue.sync {}  // let queued notifications see the closed gate
+        if let se {
+            fuse_session_unmount(se)  // lazy unmount; closes /dev/fuse, which aborts the connection
+            fuse_session_destroy(se)
+        }
+        se = nil
+    }
+
+    // MARK: Replies (any thread)
+
+    /// Runs `body` with the live session, or not at all once teardown began.
+    func reply(_ body: () -> Void) {
+        gate.read { if open { body() } }
+    }
+
+    func sessionPointer() -> OpaquePointer? { se }
+
+    // MARK: KernelNotifier
+
+    func invalidateInode(_ ino: UInt64, data: Bool) {
+        notifyQueue.async { [self] in
+            gate.read {
+                guard open, let se else { return }
+                let rc = fuse_lowlevel_notify_inval_inode(se, ino, data ? 0 : -1, 0)
+                if rc != 0 && rc != -ENOENT { logger.debug("inval_inode \(ino): \(rc)") }
+            }
+        }
+    }
+
+    func invalidateEntry(parent: UInt64, name: String) {
+        notifyQueue.async { [self] in
+            gate.read {
+                guard open, let se else { return }
+                let rc = name.withCString { fuse_lowlevel_notify_inval_entry(se, parent, $0, strlen($0)) }
+                if rc != 0 && rc != -ENOENT { logger.debug("inval_entry \(parent)/\(name): \(rc)") }
+            }
+        }
+    }
+
+    // MARK: INIT
+
+    func negotiate(_ conn: UnsafeMutablePointer<fuse_conn_info>) {
+        conn.pointee.max_read = UInt32(options.effectiveMaxRead)  // must equal the max_read mount option
+        conn.pointee.want |= UInt32(FUSE_CAP_ASYNC_READ) & conn.pointee.capable
+        conn.pointee.want &= ~UInt32(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE)
+        // Readahead of several readers and files in flight at once, all answered asynchronously.
+        conn.pointee.max_background = 64
+        conn.pointee.congestion_threshold = 48
+        logger.debug("FUSE INIT: protocol \(conn.pointee.proto_major).\(conn.pointee.proto_minor), max_write \(conn.pointee.max_write), max_readahead \(conn.pointee.max_readahead)")
+    }
+}
+
+public enum FuseMountError: Error, CustomStringConvertible {
+    case sessionFailed(options: String, detail: String)
+    case mountFailed(path: String, detail: String)
+    case notReady(path: String)
+
+    public var description: String {
+        switch self {
+        case let .sessionFailed(options, detail):
+            return "libfuse refused the options '\(options)'" + (detail.isEmpty ? "" : ": \(detail)")
+        case let .mountFailed(path, detail):
+            return "cannot mount \(path)" + (detail.isEmpty ? "" : ": \(detail)")
+        case let .notReady(path):
+            return "the kernel never initialised the mount at \(path)"
+        }
+    }
+}
+
+/// pthread read-write lock: many concurrent replies, one exclusive teardown.
+final class ReadWriteLock: @unchecked Sendable {
+    private let rw: UnsafeMutablePointer<pthread_rwlock_t>
+
+    init() {
+        rw = .allocate(capacity: 1)
+        pthread_rwlock_init(rw, nil)
+    }
+
+    deinit {
+        pthread_rwlock_destroy(rw)
+        rw.deallocate()
+    }
+
+    func read<T>(_ body: () throws -> T) rethrows -> T {
+        pthread_rwlock_rdlock(rw)
+        defer { pthread_rwlock_unlock(rw) }
+        return try body()
+    }
+
+    func write<T>(_ body: () throws -> T) rethrows -> T {
+        pthread_rwlock_wrlock(rw)
+        defer { pthread_rwlock_unlock(rw) }
+        return try body()
+    }
+}
+
+/// Routes libfuse's log lines to our logger, keeping the last few for error messages.
+enum FuseLog {
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var logger: Logger?   // guarded by lock
+    nonisolated(unsafe) private static var recent: [String] = [] // guarded by lock
+
+    static func install(_ logger: Logger) {
+        lock.withLock { Self.logger = logger }
+        fuse_set_log_func { level, fmt, ap in
+            guard let fmt, let ap else { return }
+            var buf = [CChar](repeating: 0, count: 1024)
+            _ = vsnprintf(&buf, buf.count, fmt, ap)
+            let line = String(cString: buf).trimmingCharacters(in: .whitespacesAndNewlines)
+            guard !line.isEmpty else { return }
+            FuseLog.record(line, error: level.rawValue <= FUSE_LOG_ERR.rawValue)
+        }
+    }
+
+    static func record(_ line: String, error: Bool) {
+        let logger: Logger? = lock.withLock {
+            recent.append(line)
+            if recent.count > 8 { recent.removeFirst(recent.count - 8) }
+            return Self.logger
+        }
+        if error { logger?.error("libfuse: \(line)") } else { logger?.debug("libfuse: \(line)") }
+    }
+
+    static func clear() { lock.withLock { recent = [] } }
+
+    static func lastMessages() -> String { lock.withLock { recent.joined(separator: "; ") } }
+}

@@ -1,0 +1,99 @@
+import CacheCore
+import Foundation
+
+/// What the file system needs from the cache. `EngineBackend` adapts `CacheEngine`; tests plug
+/// in fakes to drive the FUSE layer without a network.
+///
+/// Completions may run on any thread (even inline, before the call returns), never while the
+/// caller holds a lock of its own.
+public protocol MountBackend: AnyObject, Sendable {
+    /// The cache key for `url`, used to find every inode that shows one remote file.
+    func key(for url: String) throws -> CacheKey
+    /// Metadata, revalidated with the origin when stale. A changed remote file gets a new generation.
+    func open(url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void)
+    func makeReader(for entry: EntryInfo) -> MountReader
+    var usage: CacheUsage { get }
+    /// Called whenever an entry is found to have changed remotely.
+    func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void)
+    /// The whole body of a small resource (directory listings), at most `limit` bytes.
+    func fetchWhole(url: String, limit: Int, completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void)
+}
+
+/// One reader per open file handle: the engine does sequential detection and read-ahead per reader.
+public protocol MountReader: AnyObject, Sendable {
+    func read(offset: Int64, length: Int, completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void)
+    func close()
+}
+
+extension CacheReader: MountReader {}
+
+extension MountBackend {
+    /// Default: open, then read from 0 until the end, through one reader, so listing pages are
+    /// cached and revalidated like any other entry.
+    public func fetchWhole(url: String, limit: Int, completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
+        open(url: url) { result in
+            switch result {
+            case let .failure(error): completion(.failure(error))
+            case let .success(info):
+                let reader = self.makeReader(for: info)
+                WholeBodyRead(reader: reader, url: url, length: info.length, limit: limit, completion: completion).next()
+            }
+        }
+    }
+}
+
+/// Reads a whole body in chunks, chaining each read from the previous completion.
+private final class WholeBodyRead: @unchecked Sendable {
+    let reader: MountReader
+    let url: String
+    let length: Int64?
+    let limit: Int
+    let completion: @Sendable (Result<[UInt8], CacheError>) -> Void
+    var bytes: [UInt8] = []  // touched by one completion at a time (reads are chained)
+    static let chunk = 1 << 20
+
+    init(reader: MountReader, url: String, length: Int64?, limit: Int,
+         completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
+        self.reader = reader
+        self.url = url
+        self.length = length
+        self.limit = limit
+        self.completion = completion
+    }
+
+    func next() {
+        if let length, Int64(bytes.count) >= length { return finish(.success(bytes)) }
+        if bytes.count > limit {
+            return finish(.failure(.badResponse(url: url, message: "a directory listing larger than \(limit) bytes")))
+        }
+        reader.read(offset: Int64(bytes.count), length: Self.chunk) { result in
+            switch result {
+            case let .failure(error): self.finish(.failure(error))
+            case let .success(chunk):
+                if chunk.isEmpty { return self.finish(.success(self.bytes)) }
+                self.bytes += chunk
+                self.next()
+            }
+        }
+    }
+
+    func finish(_ result: Result<[UInt8], CacheError>) {
+        reader.close()
+        completion(result)
+    }
+}
+
+/// `CacheEngine` as a mount backend.
+public final class EngineBackend: MountBackend {
+    public let engine: CacheEngine
+
+    public init(engine: CacheEngine) { self.engine = engine }
+
+    public func key(for url: String) throws -> CacheKey { try engine.key(for: url) }
+    public func open(url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
+        engine.open(url: url, completion: completion)
+    }
+    public func makeReader(for entry: EntryInfo) -> MountReader { engine.makeReader(for: entry) }
+    public var usage: CacheUsage { engine.usage }
+    public func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void) { engine.onRemoteChange(handler) }
+}

@@ -1,0 +1,68 @@
+import Foundation
+
+/// One file from a URL list, with the line it came from (for error messages).
+public struct URLListEntry: Equatable, Sendable {
+    public var spec: EntrySpec
+    public var line: Int
+
+    public init(spec: EntrySpec, line: Int) {
+        self.spec = spec
+        self.line = line
+    }
+}
+
+/// Parses a URL-list file: one entry per line, `URL` or `dir/name.ext = URL`.
+///
+/// Blank lines and lines whose first non-blank character is `#` are skipped; a `#` elsewhere is
+/// part of the URL (fragments). Any bad line fails the whole file, so a typo never silently drops
+/// files from a mount (on SIGHUP the previous tree stays in place).
+public enum URLListParser {
+    public static func parse(_ text: String) throws -> [URLListEntry] {
+        var entries: [URLListEntry] = []
+        var lineNumber = 0
+        let text = text.hasPrefix("\u{FEFF}") ? String(text.dropFirst()) : text  // byte-order mark
+        for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            lineNumber += 1
+            var line = Substring(raw)
+            if line.hasSuffix("\r") { line = line.dropLast() }
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
+            entries.append(URLListEntry(spec: try spec(trimmed, line: lineNumber), line: lineNumber))
+        }
+        return entries
+    }
+
+    /// Reads and parses `path`.
+    public static func load(path: String) throws -> [URLListEntry] {
+        let data: Data
+        do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
+            throw URLListError(path: path, line: nil, message: "cannot read: \(error.localizedDescription)")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw URLListError(path: path, line: nil, message: "not UTF-8 text")
+        }
+        do { return try parse(text) } catch var error as URLListError {
+            error.path = path
+            throw error
+        }
+    }
+
+    private static func spec(_ text: String, line: Int) throws -> EntrySpec {
+        do { return try EntrySpec.parse(text) } catch let error as EntrySpecError {
+            throw URLListError(path: nil, line: line, message: error.description)
+        }
+    }
+}
+
+/// A bad URL list, with the file and line at fault.
+public struct URLListError: Error, Equatable, CustomStringConvertible {
+    public var path: String?
+    public var line: Int?
+    public var message: String
+
+    public var description: String {
+        var where_ = path ?? "URL list"
+        if let line { where_ += ":\(line)" }
+        return "\(where_): \(message)"
+    }
+}

@@ -1,0 +1,106 @@
+@testable import CacheCore
+import Foundation
+@testable import FuseMount
+
+/// An in-memory cache stand-in: files by URL, with generations, scripted errors and silence.
+/// Completions run on a background queue, like the engine's.
+final class FakeBackend: MountBackend, @unchecked Sendable {
+    struct File {
+        var bytes: [UInt8]
+        var lastModified: String?
+        var generation: Int64
+        var finalURL: String?
+    }
+
+    private let lock = NSLock()
+    private var files: [String: File] = [:]          // guarded by lock
+    private var errors: [String: CacheError] = [:]   // guarded by lock
+    private var silent: Set<String> = []             // guarded by lock
+    private var observers: [@Sendable (EntryInfo) -> Void] = []  // guarded by lock
+    private(set) var opens: [String] = []            // guarded by lock
+    private(set) var reads: [(url: String, offset: Int64, length: Int)] = []  // guarded by lock
+    private(set) var closedReaders = 0               // guarded by lock
+    var capacity: Int64 = 1 << 30
+    private let queue = DispatchQueue(label: "fake-backend", attributes: .concurrent)
+
+    func setFile(_ url: String, _ bytes: [UInt8], lastModified: String? = "Mon, 01 Jan 2024 00:00:00 GMT",
+                 finalURL: String? = nil) {
+        let changed: EntryInfo? = lock.withLock {
+            let gen = (files[url]?.generation ?? 0) + 1
+            let hadFile = files[url] != nil
+            files[url] = File(bytes: bytes, lastModified: lastModified, generation: gen, finalURL: finalURL)
+            errors[url] = nil
+            return hadFile ? info(url, files[url]!) : nil
+        }
+        if let changed { for o in lock.withLock({ observers }) { o(changed) } }
+    }
+
+    func setError(_ url: String, _ error: CacheError) { lock.withLock { errors[url] = error } }
+    func setSilent(_ url: String) { lock.withLock { _ = silent.insert(url) } }
+    var openCount: Int { lock.withLock { opens.count } }
+    var readLog: [(url: String, offset: Int64, length: Int)] { lock.withLock { reads } }
+    var closedReaderCount: Int { lock.withLock { closedReaders } }
+
+    private func info(_ url: String, _ f: File) -> EntryInfo {
+        EntryInfo(key: try! KeyRules().key(for: url), url: url, finalURL: f.finalURL ?? url, length: Int64(f.bytes.count),
+                  contentType: nil, etag: "\"g\(f.generation)\"", lastModified: f.lastModified, acceptsRanges: true,
+                  generation: f.generation, validatedAt: Date())
+    }
+
+    func key(for url: String) throws -> CacheKey { try KeyRules().key(for: url) }
+
+    func open(url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
+        let outcome: Result<EntryInfo, CacheError>? = lock.withLock {
+            opens.append(url)
+            if silent.contains(url) { return nil }
+            if let e = errors[url] { return .failure(e) }
+            guard let f = files[url] else { return .failure(.notFound(url: url, status: 404)) }
+            return .success(info(url, f))
+        }
+        guard let outcome else { return }
+        queue.async { completion(outcome) }
+    }
+
+    func makeReader(for entry: EntryInfo) -> MountReader { Reader(backend: self, entry: entry) }
+
+    var usage: CacheUsage { CacheUsage(bytes: 1 << 20, capacity: capacity, entries: 1) }
+
+    func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void) { lock.withLock { observers.append(handler) } }
+
+    final class Reader: MountReader, @unchecked Sendable {
+        let backend: FakeBackend
+        let entry: EntryInfo
+        init(backend: FakeBackend, entry: EntryInfo) {
+            self.backend = backend
+            self.entry = entry
+        }
+
+        func read(offset: Int64, length: Int, completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
+            let url = entry.url
+            let outcome: Result<[UInt8], CacheError>? = backend.lock.withLock {
+                backend.reads.append((url, offset, length))
+                if backend.silent.contains(url) { return nil }
+                if let e = backend.errors[url] { return .failure(e) }
+                guard let f = backend.files[url] else { return .failure(.notFound(url: url, status: 404)) }
+                let start = Int(min(offset, Int64(f.bytes.count)))
+                let end = min(start + length, f.bytes.count)
+                return .success(Array(f.bytes[start..<end]))
+            }
+            guard let outcome else { return }
+            backend.queue.async { completion(outcome) }
+        }
+
+        func close() { backend.lock.withLock { backend.closedReaders += 1 } }
+    }
+}
+
+/// Deterministic test bytes: byte i of file `seed` is a hash of both, so misplaced ranges show.
+func testBytes(count: Int, seed: UInt64 = 1) -> [UInt8] {
+    var out = [UInt8](repeating: 0, count: count)
+    var x = seed &* 0x9E37_79B9_7F4A_7C15
+    for i in 0..<count {
+        if i % 8 == 0 { x = (x ^ (x >> 31)) &* 0xBF58_476D_1CE4_E5B9 &+ UInt64(i) }
+        out[i] = UInt8(truncatingIfNeeded: x >> ((i % 8) * 8))
+    }
+    return out
+}

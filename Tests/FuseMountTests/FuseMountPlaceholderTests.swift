@@ -1,5 +1,0 @@
-import XCTest
-
-final class FuseMountPlaceholderTests: XCTestCase {
-    func testBuilds() {}
-}
