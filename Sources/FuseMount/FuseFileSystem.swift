@@ -34,7 +34,12 @@ public final class FuseFileSystem: @unchecked Sendable {
         self.logger = logger
         core = FileSystemCore(backend: backend, spec: tree, options: options, logger: logger)
         session = FuseSession(core: core, options: options, logger: logger)
-        session.onReady = { [ready] in ready.signal() }
+        session.onReady = { [weak self] in
+            guard let self else { return }
+            // After INIT: the kernel sets readahead from the INIT reply and would undo it earlier.
+            if let mp = self.session.mountpoint { self.tuneReadahead(mp) }
+            self.ready.signal()
+        }
     }
 
     /// The tree in force (changes with `reload(tree:)`).
@@ -45,7 +50,6 @@ public final class FuseFileSystem: @unchecked Sendable {
     /// Mounts at `mountpoint` (which must exist). Requests are served once `run()` runs.
     public func mount(at mountpoint: String) throws {
         try session.mount(at: mountpoint)
-        tuneReadahead(mountpoint)
     }
 
     /// Serves requests on the calling thread until `unmount()`, an external unmount

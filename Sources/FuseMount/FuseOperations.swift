@@ -15,8 +15,6 @@ enum FuseOperations {
             guard let userdata, let conn else { return }
             let s = Unmanaged<FuseSession>.fromOpaque(userdata).takeUnretainedValue()
             s.negotiate(conn)
-            // The INIT reply is sent right after this returns; requests queue behind it.
-            s.onReady?()
         }
         ops.lookup = { req, parent, name in
             guard let req, let name else { return }

@@ -16,8 +16,11 @@ final class FuseSession: KernelNotifier, @unchecked Sendable {
     let core: FileSystemCore
     let options: MountOptions
     let logger: Logger
-    /// Called once, on the loop thread, when the kernel's INIT has been answered.
+    /// Called once, on the loop thread, once the kernel has processed our INIT reply (the
+    /// kernel applies it while we write it, so after process_buf returns the mount is usable).
     var onReady: (() -> Void)?
+    private var initialised = false    // loop thread only
+    private var readyReported = false  // loop thread only
 
     private var se: OpaquePointer?     // struct fuse_session *; set in mount, freed in teardown
     private(set) var mountpoint: String?
@@ -103,6 +106,10 @@ final class FuseSession: KernelNotifier, @unchecked Sendable {
                 break loop  // unmounted (fusermount3 -u, umount) or connection aborted
             default:
                 fuse_session_process_buf(se, &buf)
+                if initialised && !readyReported {
+                    readyReported = true
+                    onReady?()
+                }
             }
             if fuse_session_exited(se) != 0 { break }
         }
@@ -163,6 +170,7 @@ final class FuseSession: KernelNotifier, @unchecked Sendable {
     // MARK: INIT
 
     func negotiate(_ conn: UnsafeMutablePointer<fuse_conn_info>) {
+        initialised = true
         conn.pointee.max_read = UInt32(options.effectiveMaxRead)  // must equal the max_read mount option
         conn.pointee.want |= UInt32(FUSE_CAP_ASYNC_READ) & conn.pointee.capable
         conn.pointee.want &= ~UInt32(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE)
