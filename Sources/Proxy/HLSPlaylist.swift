@@ -45,7 +45,7 @@ public enum HLSPlaylist {
         let base = URL(string: playlistURL)
         var out = ""
         out.reserveCapacity(text.utf8.count + text.utf8.count / 2)
-        for (i, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (i, rawLine) in lines(text).enumerated() {
             if i > 0 { out += "\n" }
             var line = Substring(rawLine)
             var cr = ""
@@ -53,6 +53,20 @@ public enum HLSPlaylist {
             out += rewriteLine(line, base: base, transform: transform) + cr
         }
         return out
+    }
+
+    /// Splits on LF bytes, keeping a CR at the end of its line. (String's own splitting sees
+    /// "\r\n" as one Character and would never split a CRLF playlist at all.)
+    static func lines(_ text: String) -> [String] {
+        let bytes = Array(text.utf8)
+        var result: [String] = []
+        var start = 0
+        for (i, b) in bytes.enumerated() where b == 0x0A {
+            result.append(String(decoding: bytes[start..<i], as: UTF8.self))
+            start = i + 1
+        }
+        result.append(String(decoding: bytes[start...], as: UTF8.self))
+        return result
     }
 
     private static func rewriteLine(_ line: Substring, base: URL?, transform: (String) -> String) -> String {
@@ -194,7 +208,7 @@ public struct HLSPlaylistInfo: Sendable, Equatable {
         func addResource(_ url: String) {
             if seen.insert(url).inserted { resources.append(url) }
         }
-        for raw in text.split(omittingEmptySubsequences: true, whereSeparator: { $0 == "\n" || $0 == "\r" }) {
+        for raw in text.split(omittingEmptySubsequences: true, whereSeparator: \.isNewline) {
             let line = raw.trimmingOWS()
             if line.isEmpty { continue }
             if line.hasPrefix("#") {

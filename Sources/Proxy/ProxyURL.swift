@@ -78,6 +78,10 @@ public enum ProxyURL {
 
     /// Only absolute http(s) URLs with a host and no line breaks are ever proxied.
     private static func validated(_ url: String) throws -> String {
+        // Checked on scalars: "\r\n" is a single Character, which a Character comparison misses.
+        if url.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+            throw ProxyURLError.invalid("not proxied: the URL contains a line break or control character")
+        }
         do {
             _ = try KeyRules.validate(url)
         } catch let error as CacheError {
@@ -143,8 +147,9 @@ public enum ProxyURLError: Error, Equatable, CustomStringConvertible {
     }
 }
 
-/// RFC 4648 section 5 base64url without padding; decoding also accepts padding and the standard
-/// alphabet, because people paste what other tools produce.
+/// RFC 4648 section 5 base64url without padding; decoding also accepts padding and `+` from the
+/// standard alphabet, because people paste what other tools produce (a standard `/` cannot
+/// survive in a path segment).
 public enum Base64URL {
     public static func encode(_ bytes: [UInt8]) -> String {
         Data(bytes).base64EncodedString()

@@ -1,5 +1,0 @@
-import XCTest
-
-final class ProxyPlaceholderTests: XCTestCase {
-    func testBuilds() {}
-}

@@ -1,0 +1,78 @@
+import XCTest
+@testable import Proxy
+
+/// The security rules, one request head at a time.
+final class ProxyRouterTests: XCTestCase {
+    let video = "http://cdn.example.com/v/movie.mp4"
+
+    func testOpenProxyFormsAreRejected() {
+        let router = ProxyRouter(configuration: ProxyConfiguration())
+        XCTAssertEqual(router.route(method: "GET", target: "http://cdn.example.com/v/movie.mp4", headerBytes: 0),
+                       .reject(status: 400, message: "not an open proxy: request targets must be proxy URLs (/u/...)"))
+        XCTAssertEqual(statusOf(router.route(method: "CONNECT", target: "cdn.example.com:443", headerBytes: 0)), 405)
+        XCTAssertEqual(statusOf(router.route(method: "GET", target: "*", headerBytes: 0)), 400)
+        XCTAssertEqual(statusOf(router.route(method: "POST", target: ProxyURL.make(original: video, base: "", token: nil), headerBytes: 0)), 405)
+        XCTAssertEqual(statusOf(router.route(method: "GET", target: "/favicon.ico", headerBytes: 0)), 404)
+    }
+
+    func testProxiesEncodedURLs() {
+        let router = ProxyRouter(configuration: ProxyConfiguration())
+        XCTAssertEqual(router.route(method: "GET", target: ProxyURL.make(original: video, base: "", token: nil), headerBytes: 10),
+                       .proxy(url: video))
+        XCTAssertEqual(router.route(method: "HEAD", target: "/?url=" + video.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!, headerBytes: 10),
+                       .proxy(url: video))
+        XCTAssertEqual(router.route(method: "GET", target: "/ping", headerBytes: 0), .ping)
+        XCTAssertEqual(router.route(method: "GET", target: "/.httpcachefs/status", headerBytes: 0), .status)
+    }
+
+    func testRejectedSchemesAndLineBreaks() {
+        let router = ProxyRouter(configuration: ProxyConfiguration())
+        for bad in ["file:///etc/passwd", "ftp://a/b", "http://a/b\r\nSet-Cookie: x", "gopher://x"] {
+            XCTAssertEqual(statusOf(router.route(method: "GET", target: ProxyURL.make(original: bad, base: "", token: nil), headerBytes: 0)), 400, bad)
+        }
+    }
+
+    func testTokenIsRequiredWhenConfigured() {
+        let router = ProxyRouter(configuration: ProxyConfiguration(bindAddress: "0.0.0.0", token: "s3cret"))
+        XCTAssertEqual(statusOf(router.route(method: "GET", target: ProxyURL.make(original: video, base: "", token: nil), headerBytes: 0)), 403)
+        XCTAssertEqual(statusOf(router.route(method: "GET", target: ProxyURL.make(original: video, base: "", token: "wrong"), headerBytes: 0)), 403)
+        XCTAssertEqual(statusOf(router.route(method: "GET", target: "/?url=http%3A%2F%2Fa%2Fb", headerBytes: 0)), 403)
+        XCTAssertEqual(router.route(method: "GET", target: ProxyURL.make(original: video, base: "", token: "s3cret"), headerBytes: 0),
+                       .proxy(url: video))
+        // Liveness and the status document need no token (the document hides secrets from non-loopback peers).
+        XCTAssertEqual(router.route(method: "GET", target: "/ping", headerBytes: 0), .ping)
+        XCTAssertEqual(router.route(method: "GET", target: "/.httpcachefs/status", headerBytes: 0), .status)
+    }
+
+    func testAllowedHosts() {
+        let router = ProxyRouter(configuration: ProxyConfiguration(allowedHosts: ["*.example.com", "media.local:8080"]))
+        XCTAssertEqual(router.route(method: "GET", target: ProxyURL.make(original: video, base: "", token: nil), headerBytes: 0), .proxy(url: video))
+        XCTAssertEqual(statusOf(router.route(method: "GET", target: ProxyURL.make(original: "http://evil.test/x.mp4", base: "", token: nil), headerBytes: 0)), 403)
+        XCTAssertEqual(statusOf(router.route(method: "GET", target: ProxyURL.make(original: "http://media.local:8080/x.mp4", base: "", token: nil), headerBytes: 0)), nil)
+        XCTAssertEqual(statusOf(router.route(method: "GET", target: ProxyURL.make(original: "http://media.local/x.mp4", base: "", token: nil), headerBytes: 0)), 403)
+    }
+
+    func testSizeLimits() {
+        let router = ProxyRouter(configuration: ProxyConfiguration(maxRequestTargetBytes: 100, maxHeaderBytes: 200))
+        XCTAssertEqual(statusOf(router.route(method: "GET", target: "/" + String(repeating: "a", count: 100), headerBytes: 0)), 414)
+        XCTAssertEqual(statusOf(router.route(method: "GET", target: "/ping", headerBytes: 201)), 431)
+    }
+
+    func testLoopbackAddresses() {
+        XCTAssertTrue(ProxyConfiguration(bindAddress: "127.0.0.1").isLoopbackOnly)
+        XCTAssertTrue(ProxyConfiguration(bindAddress: "::1").isLoopbackOnly)
+        XCTAssertTrue(ProxyConfiguration(bindAddress: "localhost").isLoopbackOnly)
+        XCTAssertFalse(ProxyConfiguration(bindAddress: "0.0.0.0").isLoopbackOnly)
+        XCTAssertFalse(ProxyConfiguration(bindAddress: "192.168.1.5").isLoopbackOnly)
+        XCTAssertEqual(ProxyConfiguration().bindAddress, "127.0.0.1")
+        XCTAssertEqual(ProxyConfiguration().port, 8718)
+        let token = ProxyConfiguration.generateToken()
+        XCTAssertEqual(token.count, 22)
+        XCTAssertNotEqual(token, ProxyConfiguration.generateToken())
+    }
+
+    private func statusOf(_ route: ProxyRoute) -> Int? {
+        if case let .reject(status, _) = route { return status }
+        return nil
+    }
+}

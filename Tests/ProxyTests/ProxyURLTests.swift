@@ -1,0 +1,99 @@
+import XCTest
+@testable import Proxy
+
+final class ProxyURLTests: XCTestCase {
+    func testEndsWithTheOriginalsLastSegmentAndRoundTrips() throws {
+        let original = "https://cdn.example.com/media/movie%20one.mp4?sig=a+b&x=1"
+        let url = ProxyURL.make(original: original, base: "http://127.0.0.1:8718", token: nil)
+        XCTAssertTrue(url.hasPrefix("http://127.0.0.1:8718/u/"), url)
+        XCTAssertTrue(url.hasSuffix("/movie%20one.mp4"), url)
+        XCTAssertFalse(url.dropFirst(7).contains("="), "base64url, no padding: \(url)")
+        let path = String(url.dropFirst("http://127.0.0.1:8718".count))
+        XCTAssertEqual(try ProxyURL.decode(path: path), ProxyTarget(url: original, token: nil))
+    }
+
+    func testTokenPrefix() throws {
+        let url = ProxyURL.make(original: "http://a/b.ts", base: "", token: "tok")
+        XCTAssertTrue(url.hasPrefix("/t/tok/u/"), url)
+        XCTAssertEqual(try ProxyURL.decode(path: url), ProxyTarget(url: "http://a/b.ts", token: "tok"))
+    }
+
+    func testDirectoryURLsKeepTheirTrailingSlash() throws {
+        let url = ProxyURL.make(original: "http://a/dir/", base: "", token: nil)
+        XCTAssertTrue(url.hasSuffix("/"), url)
+        XCTAssertEqual(try ProxyURL.decode(path: url).url, "http://a/dir/")
+    }
+
+    func testQueryForm() throws {
+        XCTAssertEqual(try ProxyURL.decode(path: "/?url=http%3A%2F%2Fa%2Fv.mp4%3Fk%3D1").url, "http://a/v.mp4?k=1")
+        XCTAssertEqual(try ProxyURL.decode(path: "/t/tk/?url=http%3A%2F%2Fa%2Fv.mp4"), ProxyTarget(url: "http://a/v.mp4", token: "tk"))
+    }
+
+    func testAcceptsPaddedAndStandardBase64() throws {
+        let b64 = Data("http://a/v.mp4".utf8).base64EncodedString()  // "aHR0cDovL2Evdi5tcDQ=": padded
+        XCTAssertTrue(b64.hasSuffix("="))
+        XCTAssertEqual(try ProxyURL.decode(path: "/u/\(b64)/v.mp4").url, "http://a/v.mp4")
+    }
+
+    func testRejectsEverythingButHTTP() {
+        for bad in ["ftp://a/b", "file:///etc/passwd", "javascript:alert(1)", "gopher://a/", "//a/b", "http:///nohost",
+                    "http://a/b\r\nX-Injected: 1", "http://a/b\nc", "http://a/b\rc", "http://a/b\u{0}c"] {
+            let path = "/u/" + Base64URL.encode(Array(bad.utf8)) + "/x"
+            XCTAssertThrowsError(try ProxyURL.decode(path: path), bad) { error in
+                guard case ProxyURLError.invalid = error else { return XCTFail("\(bad): \(error)") }
+            }
+        }
+        XCTAssertThrowsError(try ProxyURL.decode(path: "/u/!!!/x"))
+        XCTAssertThrowsError(try ProxyURL.decode(path: "/?url=file%3A%2F%2F%2Fetc%2Fpasswd"))
+    }
+
+    func testNonProxyPaths() {
+        for path in ["/", "/index.html", "/u", "/t/tok/x", "/?other=1"] {
+            XCTAssertThrowsError(try ProxyURL.decode(path: path), path) { XCTAssertEqual($0 as? ProxyURLError, .notProxyPath, path) }
+        }
+    }
+
+    /// A reference the rewriter did not see (a DASH segment, a subtitle next to the video) lands
+    /// under the proxy URL's directory and means the same thing next to the original.
+    func testRelativeReferencesResolveAgainstTheOriginal() throws {
+        let base = "/u/" + Base64URL.encode(Array("http://o.test/show/manifest.mpd?sig=1".utf8))
+        XCTAssertEqual(try ProxyURL.decode(path: base + "/manifest.mpd").url, "http://o.test/show/manifest.mpd?sig=1")
+        XCTAssertEqual(try ProxyURL.decode(path: base + "/video/seg-1.m4s").url, "http://o.test/show/video/seg-1.m4s")
+        XCTAssertEqual(try ProxyURL.decode(path: base + "/seg-2.m4s?n=2").url, "http://o.test/show/seg-2.m4s?n=2")
+        XCTAssertThrowsError(try ProxyURL.decode(path: base + "/http://evil.test/x"))
+    }
+}
+
+final class HostPatternTests: XCTestCase {
+    func testGlobs() {
+        let cases: [(String, String, Int?, Bool)] = [
+            ("*.example.com", "cdn.example.com", 443, true),
+            ("*.example.com", "a.b.example.com", 80, true),
+            ("*.example.com", "example.com", 80, false),
+            ("*.example.com", "example.com.evil.test", 80, false),
+            ("example.com", "EXAMPLE.com", 80, true),
+            ("media?.local", "media1.local", 80, true),
+            ("media?.local", "media12.local", 80, false),
+            ("media.local:8080", "media.local", 8080, true),
+            ("media.local:8080", "media.local", 80, false),
+            ("*", "anything.test", 1, true),
+        ]
+        for (pattern, host, port, expected) in cases {
+            XCTAssertEqual(HostPattern(pattern).matches(host: host, port: port), expected, "\(pattern) vs \(host):\(port ?? 0)")
+        }
+    }
+}
+
+final class MediaTypesTests: XCTestCase {
+    func testOriginTypeWinsUnlessGeneric() {
+        XCTAssertEqual(MediaTypes.contentType(origin: "video/webm", url: "http://a/x.mp4"), "video/webm")
+        XCTAssertEqual(MediaTypes.contentType(origin: "application/octet-stream", url: "http://a/x.mp4"), "video/mp4")
+        XCTAssertEqual(MediaTypes.contentType(origin: nil, url: "http://a/x.MKV?y=1"), "video/x-matroska")
+        XCTAssertEqual(MediaTypes.contentType(origin: nil, url: "http://a/list.m3u8"), "application/vnd.apple.mpegurl")
+        XCTAssertEqual(MediaTypes.contentType(origin: "binary/octet-stream", url: "http://a/sub.vtt"), "text/vtt")
+        XCTAssertEqual(MediaTypes.contentType(origin: nil, url: "http://a/noext"), "application/octet-stream")
+        for ext in ["mp4", "m4v", "mkv", "webm", "mov", "mp3", "m4a", "aac", "flac", "ts", "m3u8", "mpd", "vtt", "srt"] {
+            XCTAssertNotEqual(MediaTypes.contentType(origin: nil, url: "http://a/f.\(ext)"), "application/octet-stream", ext)
+        }
+    }
+}

@@ -1,0 +1,112 @@
+import XCTest
+@testable import Proxy
+
+/// Status, headers and body layout for GET/HEAD against a known representation.
+final class ResponsePlannerTests: XCTestCase {
+    let rep = Representation(length: 10_000, contentType: "video/mp4", etag: "\"v1\"",
+                             lastModified: "Mon, 01 Jan 2024 00:00:00 GMT")
+
+    struct Case {
+        var range: String?
+        var ifRange: String? = nil
+        var status: Int
+        var contentRange: String?
+        var contentLength: String?
+        var body: [BodyPart]
+    }
+
+    func testRangeTable() {
+        let cases: [Case] = [
+            Case(range: nil, status: 200, contentRange: nil, contentLength: "10000", body: [.bytes(0..<10_000)]),
+            Case(range: "bytes=0-499", status: 206, contentRange: "bytes 0-499/10000", contentLength: "500", body: [.bytes(0..<500)]),
+            Case(range: "bytes=9500-", status: 206, contentRange: "bytes 9500-9999/10000", contentLength: "500", body: [.bytes(9500..<10_000)]),
+            Case(range: "bytes=-500", status: 206, contentRange: "bytes 9500-9999/10000", contentLength: "500", body: [.bytes(9500..<10_000)]),
+            Case(range: "bytes=0-", status: 206, contentRange: "bytes 0-9999/10000", contentLength: "10000", body: [.bytes(0..<10_000)]),
+            Case(range: "bytes=9999-20000", status: 206, contentRange: "bytes 9999-9999/10000", contentLength: "1", body: [.bytes(9999..<10_000)]),
+            Case(range: "bytes=-99999", status: 206, contentRange: "bytes 0-9999/10000", contentLength: "10000", body: [.bytes(0..<10_000)]),
+            // Unsatisfiable: 416 with the length.
+            Case(range: "bytes=10000-", status: 416, contentRange: "bytes */10000", contentLength: nil, body: []),
+            Case(range: "bytes=-0", status: 416, contentRange: "bytes */10000", contentLength: nil, body: []),
+            // Syntactically invalid: ignored, 200.
+            Case(range: "bytes=5-2", status: 200, contentRange: nil, contentLength: "10000", body: [.bytes(0..<10_000)]),
+            Case(range: "chapters=1-2", status: 200, contentRange: nil, contentLength: "10000", body: [.bytes(0..<10_000)]),
+            Case(range: "garbage", status: 200, contentRange: nil, contentLength: "10000", body: [.bytes(0..<10_000)]),
+            // If-Range: strong ETag exact match or the exact date; anything else means "all of it".
+            Case(range: "bytes=0-9", ifRange: "\"v1\"", status: 206, contentRange: "bytes 0-9/10000", contentLength: "10", body: [.bytes(0..<10)]),
+            Case(range: "bytes=0-9", ifRange: "\"v0\"", status: 200, contentRange: nil, contentLength: "10000", body: [.bytes(0..<10_000)]),
+            Case(range: "bytes=0-9", ifRange: "W/\"v1\"", status: 200, contentRange: nil, contentLength: "10000", body: [.bytes(0..<10_000)]),
+            Case(range: "bytes=0-9", ifRange: "Mon, 01 Jan 2024 00:00:00 GMT", status: 206, contentRange: "bytes 0-9/10000", contentLength: "10", body: [.bytes(0..<10)]),
+            Case(range: "bytes=0-9", ifRange: "Tue, 02 Jan 2024 00:00:00 GMT", status: 200, contentRange: nil, contentLength: "10000", body: [.bytes(0..<10_000)]),
+        ]
+        for c in cases {
+            let plan = ResponsePlanner.plan(rep, RequestConditions(range: c.range, ifRange: c.ifRange))
+            let label = "\(c.range ?? "-") if-range \(c.ifRange ?? "-")"
+            XCTAssertEqual(plan.status, c.status, label)
+            XCTAssertEqual(plan.header("Content-Range"), c.contentRange, label)
+            XCTAssertEqual(plan.header("Accept-Ranges"), "bytes", label)
+            if let cl = c.contentLength {
+                XCTAssertEqual(plan.header("Content-Length"), cl, label)
+                guard case let .parts(parts) = plan.body else { return XCTFail(label) }
+                XCTAssertEqual(parts, c.body, label)
+            }
+            XCTAssertEqual(plan.header("Content-Length"), plan.contentLength.map(String.init), "Content-Length matches the body: \(label)")
+        }
+    }
+
+    func testSuccessfulAnswersCarryTypeAndValidators() {
+        let plan = ResponsePlanner.plan(rep, RequestConditions(range: "bytes=0-1"))
+        XCTAssertEqual(plan.header("Content-Type"), "video/mp4")
+        XCTAssertEqual(plan.header("ETag"), "\"v1\"")
+        XCTAssertEqual(plan.header("Last-Modified"), "Mon, 01 Jan 2024 00:00:00 GMT")
+    }
+
+    func testMultipleRangesAreMultipartByteranges() throws {
+        let plan = ResponsePlanner.plan(rep, RequestConditions(range: "bytes=0-1,-2"), boundary: "B")
+        XCTAssertEqual(plan.status, 206)
+        XCTAssertEqual(plan.header("Content-Type"), "multipart/byteranges; boundary=B")
+        XCTAssertNil(plan.header("Content-Range"))
+        guard case let .parts(parts) = plan.body else { return XCTFail() }
+        let expected: [BodyPart] = [
+            .literal(Array("--B\r\nContent-Type: video/mp4\r\nContent-Range: bytes 0-1/10000\r\n\r\n".utf8)),
+            .bytes(0..<2),
+            .literal(Array("\r\n--B\r\nContent-Type: video/mp4\r\nContent-Range: bytes 9998-9999/10000\r\n\r\n".utf8)),
+            .bytes(9998..<10_000),
+            .literal(Array("\r\n--B--\r\n".utf8)),
+        ]
+        XCTAssertEqual(parts, expected)
+        XCTAssertEqual(plan.header("Content-Length"), String(plan.contentLength!))
+    }
+
+    func testOverlappingOrTooManyRangesGetTheWholeBody() {
+        let overlapping = ResponsePlanner.plan(rep, RequestConditions(range: "bytes=0-100,50-150"))
+        XCTAssertEqual(overlapping.status, 200)
+        let many = (0..<17).map { "\($0 * 10)-\($0 * 10 + 1)" }.joined(separator: ",")
+        XCTAssertEqual(ResponsePlanner.plan(rep, RequestConditions(range: "bytes=" + many)).status, 200)
+    }
+
+    func testConditionalGetAnswers304() {
+        XCTAssertEqual(ResponsePlanner.plan(rep, RequestConditions(ifNoneMatch: "\"v1\"")).status, 304)
+        XCTAssertEqual(ResponsePlanner.plan(rep, RequestConditions(ifNoneMatch: "W/\"v1\", \"x\"")).status, 304)
+        XCTAssertEqual(ResponsePlanner.plan(rep, RequestConditions(ifNoneMatch: "\"v0\"")).status, 200)
+        XCTAssertEqual(ResponsePlanner.plan(rep, RequestConditions(ifModifiedSince: "Mon, 01 Jan 2024 00:00:00 GMT")).status, 304)
+        XCTAssertEqual(ResponsePlanner.plan(rep, RequestConditions(ifModifiedSince: "Sun, 31 Dec 2023 00:00:00 GMT")).status, 200)
+    }
+
+    func testUnknownLengthStreamsEverythingAndIgnoresRanges() {
+        let plan = ResponsePlanner.plan(Representation(length: nil, contentType: "video/mp2t"), RequestConditions(range: "bytes=0-9"))
+        XCTAssertEqual(plan.status, 200)
+        XCTAssertEqual(plan.body, .untilEnd)
+        XCTAssertNil(plan.header("Content-Length"))
+        XCTAssertEqual(plan.header("Accept-Ranges"), "bytes")
+    }
+
+    func testEmptyFile() {
+        let empty = Representation(length: 0, contentType: "text/plain")
+        let full = ResponsePlanner.plan(empty, RequestConditions())
+        XCTAssertEqual(full.status, 200)
+        XCTAssertEqual(full.header("Content-Length"), "0")
+        let ranged = ResponsePlanner.plan(empty, RequestConditions(range: "bytes=0-"))
+        XCTAssertEqual(ranged.status, 416)
+        XCTAssertEqual(ranged.header("Content-Range"), "bytes */0")
+    }
+}
