@@ -9,6 +9,8 @@ struct Attr: Equatable {
     var isDirectory: Bool
     var size: Int64
     var mtime: Date
+    /// How long the kernel may trust the name and these attributes.
+    var ttl: TimeInterval
 }
 
 /// An errno as an Error, for `Result`.
@@ -40,9 +42,16 @@ struct FSStats: Equatable {
 /// Tells the kernel to drop what it cached. Implementations must not block the caller on the
 /// kernel (FuseSession sends from its own queue).
 protocol KernelNotifier: AnyObject, Sendable {
-    /// Attributes, and the page cache too when `data` is true.
+    /// Attributes, and the page cache too when `data` is true (queued: dropping pages can wait
+    /// on reads in flight).
     func invalidateInode(_ ino: UInt64, data: Bool)
+    /// Queued: the kernel takes the parent directory's lock, which a lookup in progress holds.
     func invalidateEntry(parent: UInt64, name: String)
+    /// Attributes only, before returning: safe inside an operation (takes no inode lock), and
+    /// needed before an open reply so the first read sees the new size.
+    func invalidateAttributesNow(_ ino: UInt64)
+    /// Waits until queued invalidations were sent (never call from a FUSE operation).
+    func flush()
 }
 
 /// The file system in plain Swift: names, attributes, handles, listings, revalidation.
@@ -103,6 +112,7 @@ final class FileSystemCore: @unchecked Sendable {
     func reload(spec newSpec: MountTreeSpec) {
         let (invalidations, n) = lock.withLock { (apply(spec: newSpec), notifier) }
         for (parent, name) in invalidations { n?.invalidateEntry(parent: parent, name: name) }
+        n?.flush()  // when reload returns, removed names are gone from the kernel's cache too
     }
 
     /// Caller holds the lock (or is init).
@@ -278,9 +288,14 @@ final class FileSystemCore: @unchecked Sendable {
 
     private func attr(_ node: Node) -> Attr {
         switch node.content {
-        case let .file(f): return Attr(ino: node.ino, isDirectory: false, size: f.size ?? 0, mtime: f.mtime ?? mountTime)
-        case let .directory(d): return Attr(ino: node.ino, isDirectory: true, size: 0, mtime: d.mtime)
+        case let .file(f): return Attr(ino: node.ino, isDirectory: false, size: f.size ?? 0, mtime: f.mtime ?? mountTime, ttl: ttl(node))
+        case let .directory(d): return Attr(ino: node.ino, isDirectory: true, size: 0, mtime: d.mtime, ttl: ttl(node))
         }
+    }
+
+    /// Children of a listing are trusted no longer than the listing itself.
+    private func ttl(_ node: Node) -> TimeInterval {
+        node.origin == .listing ? min(options.revalidateAfter, options.listingTTL) : options.revalidateAfter
     }
 
     // MARK: Files
@@ -308,18 +323,20 @@ final class FileSystemCore: @unchecked Sendable {
                     let oldSize = file.size
                     record(info, for: node, file)
                     let keep = file.lastOpenGeneration == info.generation
+                    let changed = oldSize != file.size || (file.lastOpenGeneration != nil && !keep)
                     file.lastOpenGeneration = info.generation
                     let fh = nextHandle
                     nextHandle += 1
                     openFiles[fh] = OpenFile(ino: ino, url: url, reader: reader)
-                    return (OpenReply(fh: fh, keepCache: keep), oldSize != file.size, notifier)
+                    return (OpenReply(fh: fh, keepCache: keep), changed, notifier)
                 }
-                guard let (open, sizeChanged, n) = outcome else {
+                guard let (open, changed, n) = outcome else {
                     reader.close()
                     return reply(.failure(FSErrno(EIO)))
                 }
-                // The open reply carries no attributes: a new size must reach the kernel this way.
-                if sizeChanged { n?.invalidateInode(ino, data: false) }
+                // The open reply carries no attributes: a new size must reach the kernel this way,
+                // before the first read clips at the old one.
+                if changed { n?.invalidateAttributesNow(ino) }
                 reply(.success(open))
             }
         }

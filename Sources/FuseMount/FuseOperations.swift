@@ -27,8 +27,8 @@ enum FuseOperations {
                         e.ino = attr.ino
                         e.generation = 0
                         e.attr = FuseOperations.stat(attr, s.options)
-                        e.attr_timeout = s.options.revalidateAfter
-                        e.entry_timeout = s.options.revalidateAfter
+                        e.attr_timeout = attr.ttl
+                        e.entry_timeout = attr.ttl
                         fuse_reply_entry(req, &e)
                     case let .failure(e): fuse_reply_err(req, e.code)
                     }
@@ -56,7 +56,7 @@ enum FuseOperations {
                     switch result {
                     case let .success(attr):
                         var st = FuseOperations.stat(attr, s.options)
-                        fuse_reply_attr(req, &st, s.options.revalidateAfter)
+                        fuse_reply_attr(req, &st, attr.ttl)
                     case let .failure(e): fuse_reply_err(req, e.code)
                     }
                 }

@@ -167,6 +167,17 @@ final class FuseSession: KernelNotifier, @unchecked Sendable {
         }
     }
 
+    func invalidateAttributesNow(_ ino: UInt64) {
+        gate.read {
+            guard open, let se else { return }
+            _ = fuse_lowlevel_notify_inval_inode(se, ino, -1, 0)
+        }
+    }
+
+    func flush() {
+        notifyQueue.sync {}
+    }
+
     // MARK: INIT
 
     func negotiate(_ conn: UnsafeMutablePointer<fuse_conn_info>) {
