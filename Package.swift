@@ -73,7 +73,7 @@ let package = Package(
 
         .testTarget(name: "CacheCoreTests", dependencies: ["CacheCore", "TestSupport"], swiftSettings: v5),
         .testTarget(name: "FetcherTests", dependencies: ["Fetcher", "TestSupport"], swiftSettings: v5),
-        .testTarget(name: "FuseMountTests", dependencies: ["FuseMount", "TestSupport"], swiftSettings: v5),
+        .testTarget(name: "FuseMountTests", dependencies: ["FuseMount", "Fetcher", "TestSupport"], swiftSettings: v5),
         .testTarget(name: "ProxyTests", dependencies: ["Proxy", "Fetcher", "TestSupport"], swiftSettings: v5),
         .testTarget(name: "EndToEndTests", dependencies: ["CacheCore", "Fetcher", "TestSupport"], swiftSettings: v5),
     ]
