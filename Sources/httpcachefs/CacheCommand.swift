@@ -1,7 +1,168 @@
 import ArgumentParser
+import CacheCore
+import Foundation
 
-// PLACEHOLDER: filled in by the owner of this command.
+/// `httpcachefs cache ...`: look into and manage the on-disk cache.
 struct CacheCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "cache", abstract: "(not yet implemented)")
-    func run() async throws { throw ValidationError("not yet implemented") }
+    static let configuration = CommandConfiguration(
+        commandName: "cache",
+        abstract: "Inspect and manage the cache.",
+        subcommands: [List.self, Info.self, Remove.self, Clear.self, Verify.self, Export.self]
+    )
+}
+
+extension CacheCommand {
+    /// Runs `body` with the cache open on a dedicated thread, reporting errors as one line.
+    static func withEngine<T>(_ options: CacheOptions, name: String,
+                              _ body: @escaping (CacheEngine) throws -> T) async throws -> T {
+        try await runReportingErrors {
+            try await onDedicatedThread(name: "httpcachefs-\(name)") {
+                let engine = try options.openEngine()
+                defer { engine.shutdown() }
+                return try body(engine)
+            }
+        }
+    }
+
+    /// The entry for `url`, or a clear "not cached" failure (after checking the URL itself).
+    static func status(of url: String, in engine: CacheEngine) throws -> EntryStatus {
+        _ = try engine.key(for: url)
+        guard let status = engine.status(url: url) else { throw CommandFailure("not in the cache: \(url)") }
+        return status
+    }
+
+    static func printLine(_ s: String) {
+        _ = FileDescriptorOutput.writeAll(fd: 1, Array((s + "\n").utf8)[...])
+    }
+
+    // MARK: ls
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "ls", abstract: "List cached files: URL, size, how much is cached, last access.")
+
+        @OptionGroup var cache: CacheOptions
+
+        func run() async throws {
+            try await CacheCommand.withEngine(cache, name: "ls") { engine in
+                let entries = engine.list().sorted { $0.info.url < $1.info.url }
+                let usage = engine.usage
+                if entries.isEmpty {
+                    CacheCommand.printLine("no cached files (\(engine.configuration.directory))")
+                    return
+                }
+                var rows = [["URL", "SIZE", "CACHED", "LAST ACCESS"]]
+                for e in entries {
+                    rows.append([e.info.url, e.info.length.map(Format.bytes) ?? "?",
+                                 Format.percent(e.cachedBytes, of: e.info.length), Format.date(e.lastAccess)])
+                }
+                CacheCommand.printLine(Format.table(rows, rightAligned: [1, 2]))
+                CacheCommand.printLine("\(usage.entries) file\(usage.entries == 1 ? "" : "s"), \(Format.bytes(usage.bytes)) of \(Format.bytes(usage.capacity)) used")
+            }
+        }
+    }
+
+    // MARK: info
+
+    struct Info: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "info",
+            abstract: "Show what the cache holds for one URL: ranges, validators, hits and misses, errors.")
+
+        @Argument(help: "The URL, as given to cat, preload, mount or the proxy.")
+        var url: String
+
+        @OptionGroup var cache: CacheOptions
+
+        func run() async throws {
+            let url = url
+            try await CacheCommand.withEngine(cache, name: "info") { engine in
+                let s = try CacheCommand.status(of: url, in: engine)
+                CacheCommand.printLine(Self.render(s))
+            }
+        }
+
+        static func render(_ s: EntryStatus) -> String {
+            let i = s.info
+            var rows: [[String]] = [
+                ["URL:", i.url],
+                ["Cache key:", i.key.string],
+            ]
+            if i.finalURL != i.url { rows.append(["Final URL:", i.finalURL]) }
+            rows += [
+                ["Length:", i.length.map { "\($0) bytes (\(Format.bytes($0)))" } ?? "unknown"],
+                ["Content type:", i.contentType ?? "-"],
+                ["ETag:", i.etag ?? "-"],
+                ["Last-Modified:", i.lastModified ?? "-"],
+                ["Accepts ranges:", i.acceptsRanges ? "yes" : "no"],
+                ["Generation:", "\(i.generation)"],
+                ["Validated:", Format.date(i.validatedAt)],
+                ["Last access:", Format.date(s.lastAccess)],
+                ["Cached:", "\(s.cachedBytes) bytes (\(Format.bytes(s.cachedBytes)), \(Format.percent(s.cachedBytes, of: i.length)))"],
+                ["Cached ranges:", rangesText(s.cachedRanges)],
+                ["Hits / misses:", "\(s.hits) / \(s.misses)"],
+                ["From cache:", "\(s.bytesFromCache) bytes (\(Format.bytes(s.bytesFromCache))) saved"],
+                ["From origin:", "\(s.bytesFromOrigin) bytes (\(Format.bytes(s.bytesFromOrigin)))"],
+            ]
+            if s.recentErrors.isEmpty {
+                rows.append(["Recent errors:", "none"])
+            } else {
+                for (n, e) in s.recentErrors.enumerated() { rows.append([n == 0 ? "Recent errors:" : "", e]) }
+            }
+            return Format.table(rows)
+        }
+
+        /// Inclusive offsets, like `--range` and HTTP, so a line can be pasted back.
+        static func rangesText(_ ranges: [Range<Int64>], limit: Int = 16) -> String {
+            if ranges.isEmpty { return "none" }
+            var parts = ranges.prefix(limit).map { "\($0.lowerBound)-\($0.upperBound - 1)" }
+            if ranges.count > limit { parts.append("... \(ranges.count - limit) more") }
+            return parts.joined(separator: ", ")
+        }
+    }
+
+    // MARK: rm
+
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "rm", abstract: "Forget cached files and delete their bytes.")
+
+        @Argument(help: "URLs to remove.")
+        var urls: [String]
+
+        @OptionGroup var cache: CacheOptions
+
+        func run() async throws {
+            let urls = urls
+            try await CacheCommand.withEngine(cache, name: "rm") { engine in
+                var missing: [String] = []
+                for url in urls {
+                    let s = try? CacheCommand.status(of: url, in: engine)
+                    guard let s else { _ = try engine.key(for: url); missing.append(url); continue }
+                    try engine.remove(url: url)
+                    CacheCommand.printLine("removed \(url) (\(Format.bytes(s.cachedBytes)))")
+                }
+                if !missing.isEmpty {
+                    throw CommandFailure("not in the cache: \(missing.joined(separator: ", "))")
+                }
+            }
+        }
+    }
+
+    // MARK: clear
+
+    struct Clear: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "clear", abstract: "Forget every cached file.")
+
+        @OptionGroup var cache: CacheOptions
+
+        func run() async throws {
+            try await CacheCommand.withEngine(cache, name: "clear") { engine in
+                let before = engine.usage
+                try engine.clear()
+                CacheCommand.printLine("cleared \(before.entries) file\(before.entries == 1 ? "" : "s") (\(Format.bytes(before.bytes)))")
+            }
+        }
+    }
 }

@@ -1,7 +1,58 @@
 import ArgumentParser
+import CacheCore
+import Foundation
 
-// PLACEHOLDER: filled in by the owner of this command.
+/// `httpcachefs cat URL [--range A-B]`: the bytes of a remote file on stdout, through the cache
+/// (what is cached comes from disk, the rest is fetched and kept).
 struct CatCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "cat", abstract: "(not yet implemented)")
-    func run() async throws { throw ValidationError("not yet implemented") }
+    static let configuration = CommandConfiguration(
+        commandName: "cat",
+        abstract: "Write a remote file (or a byte range of it) to stdout, through the cache.",
+        discussion: """
+            --range takes inclusive byte offsets as HTTP does: 0-1023 is the first KiB, 1000- is \
+            everything from offset 1000, -500 is the last 500 bytes.
+            """
+    )
+
+    @Argument(help: "The http(s) URL to read.")
+    var url: String
+
+    /// `.unconditional`, so that a suffix range like `-500` is taken as the value, not a flag.
+    @Option(parsing: .unconditional, help: ArgumentHelp("Inclusive byte range: A-B, A- or -N.", valueName: "range"))
+    var range: String?
+
+    @OptionGroup var cache: CacheOptions
+
+    func run() async throws {
+        try await runReportingErrors {
+            let range = try self.range.map(ByteRangeSpec.parse)
+            _ = try KeyRules.validate(url)
+            let options = cache
+            let url = url
+            try await onDedicatedThread(name: "httpcachefs-cat") {
+                try Self.cat(url: url, range: range, options: options)
+            }
+        }
+    }
+
+    static func cat(url: String, range: ByteRangeSpec?, options: CacheOptions) throws {
+        FileDescriptorOutput.ignoreSIGPIPE()
+        let engine = try options.openEngine()
+        defer { engine.shutdown() }
+        let entry = try engine.openBlocking(url: url)
+        let (start, end) = try (range ?? .from(first: 0)).resolve(length: entry.length, url: url)
+        let reader = engine.makeReader(for: entry)
+        defer { reader.close() }
+        var failure: Int32?
+        try RangeStreamer.stream(reader: reader, start: start, end: end) { bytes in
+            switch FileDescriptorOutput.writeAll(fd: 1, bytes[...]) {
+            case .written: return true
+            case .readerGone: return false
+            case let .failed(code): failure = code; return false
+            }
+        }
+        if let failure {
+            throw CommandFailure("cannot write to stdout: \(String(cString: strerror(failure)))")
+        }
+    }
 }

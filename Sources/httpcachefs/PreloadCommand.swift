@@ -1,7 +1,139 @@
 import ArgumentParser
+import CacheCore
+import Foundation
+import Proxy
 
-// PLACEHOLDER: filled in by the owner of this command.
+/// `httpcachefs preload URL...`: fill the cache ahead of time (read every byte, keep none).
 struct PreloadCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "preload", abstract: "(not yet implemented)")
-    func run() async throws { throw ValidationError("not yet implemented") }
+    static let configuration = CommandConfiguration(
+        commandName: "preload",
+        abstract: "Download remote files (or byte ranges of them) into the cache ahead of time.",
+        discussion: """
+            On a terminal, a progress bar shows bytes, rate and ETA; otherwise one summary line per \
+            URL is printed. A URL that fails is reported and the others still run; the exit status \
+            is non-zero if any failed. An HLS playlist (without --range) is preloaded as a stream: \
+            its media playlists, segments, init sections and keys. --variant picks the variants of a \
+            master playlist: best (highest BANDWIDTH), all, or a number: the variant with that \
+            BANDWIDTH, else the highest below it, else the lowest.
+            """
+    )
+
+    @Argument(help: "The http(s) URLs to preload.")
+    var urls: [String]
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Inclusive byte range of every URL: A-B, A- or -N.", valueName: "range"))
+    var range: String?
+
+    @Option(help: ArgumentHelp("HLS variant: best, all, or a BANDWIDTH value.", valueName: "variant"))
+    var variant: String = "best"
+
+    @OptionGroup var cache: CacheOptions
+
+    func run() async throws {
+        let failures = try await runReportingErrors { () async throws -> Int in
+            let range = try self.range.map(ByteRangeSpec.parse)
+            guard let variant = HLSPreloader.VariantChoice(argument: self.variant) else {
+                throw UsageError("invalid variant '\(self.variant)' for --variant: expected best, all or a BANDWIDTH number such as 2500000")
+            }
+            for url in urls { _ = try KeyRules.validate(url) }
+            let options = cache
+            let engine = try await onDedicatedThread(name: "httpcachefs-preload") { try options.openEngine() }
+            var failures = 0
+            for url in urls {
+                do {
+                    let summary: String
+                    switch try await onDedicatedThread(name: "httpcachefs-preload", { try Self.preloadFile(url: url, range: range, engine: engine) }) {
+                    case let .file(line): summary = line
+                    case .playlist: summary = try await Self.preloadPlaylist(url: url, variant: variant, engine: engine)
+                    }
+                    CacheCommand.printLine(summary)
+                } catch {
+                    _ = ErrorReporting.report(error)
+                    failures += 1
+                }
+            }
+            try await onDedicatedThread(name: "httpcachefs-preload") { engine.shutdown() }
+            return failures
+        }
+        if failures > 0 { throw ExitCode.failure }
+    }
+
+    enum FileOutcome {
+        /// Preloaded; the summary line.
+        case file(String)
+        /// An HLS playlist: to be preloaded as a stream, not as bytes.
+        case playlist
+    }
+
+    /// Preloads one URL as a plain file, unless it turns out to be a playlist. Blocking: runs on
+    /// a dedicated thread.
+    static func preloadFile(url: String, range: ByteRangeSpec?, engine: CacheEngine) throws -> FileOutcome {
+        let before = engine.status(url: url)
+        let started = Date()
+        let entry = try engine.openBlocking(url: url)
+        let reader = engine.makeReader(for: entry)
+        defer { reader.close() }
+
+        if range == nil, try isPlaylist(entry: entry, reader: reader) { return .playlist }
+
+        let (start, end) = try (range ?? .from(first: 0)).resolve(length: entry.length, url: url)
+        var fromCache: Int64 = 0
+        if let before, before.info.generation == entry.generation {
+            let upper = end ?? before.info.length ?? Int64.max
+            fromCache = CacheCommand.Export.coveredBytes(before.cachedRanges, within: start ..< max(start, upper))
+        }
+
+        let bar = ProgressBar.isAvailable
+            ? ProgressBar(label: Self.shortName(url), total: end.map { $0 - start }) : nil
+        defer { bar?.finish() }
+        let result = try RangeStreamer.stream(reader: reader, start: start, end: end) { bytes in
+            bar?.advance(by: Int64(bytes.count))
+            return true
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        return .file("preloaded \(url): \(result.bytes) bytes in \(Format.duration(elapsed)) (\(Format.rate(bytes: result.bytes, seconds: elapsed))), \(fromCache) bytes from cache")
+    }
+
+    /// An HLS playlist by Content-Type, else by the `#EXTM3U` signature of a small file (many
+    /// servers send playlists as text/plain or octet-stream). Media types are never sniffed.
+    static func isPlaylist(entry: EntryInfo, reader: CacheReader) throws -> Bool {
+        if HLSPlaylist.isPlaylistContentType(entry.contentType) { return true }
+        let type = entry.contentType?.lowercased() ?? ""
+        if type.hasPrefix("video/") || type.hasPrefix("audio/") || type.hasPrefix("image/") { return false }
+        guard let length = entry.length, length > 0, length <= 4 << 20 else { return false }
+        return HLSPlaylist.isPlaylist(contentType: entry.contentType,
+                                      firstBytes: try reader.readBlocking(offset: 0, length: 64))
+    }
+
+    /// Preloads an HLS stream: the chosen variants' media playlists, segments, init sections and
+    /// keys (`Proxy.HLSPreloader`). Resources that fail are listed and make the URL count as failed.
+    static func preloadPlaylist(url: String, variant: HLSPreloader.VariantChoice, engine: CacheEngine) async throws -> String {
+        let started = Date()
+        let bar = ProgressBar.isAvailable ? ProgressBar(label: Self.shortName(url), total: nil) : nil
+        let report: HLSPreloader.Report
+        do {
+            report = try await HLSPreloader(engine: engine, variant: variant).run(playlistURL: url) { done, known, current in
+                bar?.update(done: done, total: known > 0 ? known : nil, label: Self.shortName(current))
+            }
+            bar?.finish()
+        } catch {
+            bar?.finish()
+            throw error
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        let summary = "preloaded \(url) (HLS, variant \(variant)): \(report.playlists) playlist\(report.playlists == 1 ? "" : "s"), \(report.resources) segment\(report.resources == 1 ? "" : "s") and keys, \(report.bytes) bytes in \(Format.duration(elapsed)) (\(Format.rate(bytes: report.bytes, seconds: elapsed)))"
+        guard report.failures.isEmpty else {
+            for f in report.failures { ErrorReporting.printError("\(f.url): \(f.error)") }
+            throw CommandFailure("\(summary); \(report.failures.count) resource\(report.failures.count == 1 ? "" : "s") failed")
+        }
+        return summary
+    }
+
+    /// The last path component, for the progress bar.
+    static func shortName(_ url: String) -> String {
+        let path = URLComponents(string: url)?.path ?? url
+        let name = path.split(separator: "/").last.map(String.init) ?? url
+        return name.isEmpty ? url : name
+    }
 }
+

@@ -8,8 +8,8 @@ import Foundation
 /// falling rate), never from the read loop; `advance` only adds under a lock.
 final class ProgressBar: @unchecked Sendable {
     private let lock = NSLock()
-    private let label: String
-    private let total: Int64?
+    private var label: String      // guarded by lock
+    private var total: Int64?      // guarded by lock
     private let started = Date()
     private var done: Int64 = 0
     private var timer: DispatchSourceTimer?
@@ -34,6 +34,16 @@ final class ProgressBar: @unchecked Sendable {
         lock.unlock()
     }
 
+    /// For work whose size is learnt on the way (an HLS stream): absolute progress, a total that
+    /// grows, and what is being fetched now.
+    func update(done: Int64, total: Int64?, label: String) {
+        lock.lock()
+        self.done = done
+        self.total = total
+        self.label = label
+        lock.unlock()
+    }
+
     /// Stops redrawing and erases the bar, leaving the cursor at the start of an empty line.
     func finish() {
         lock.lock()
@@ -49,7 +59,7 @@ final class ProgressBar: @unchecked Sendable {
 
     private func draw() {
         lock.lock()
-        let done = self.done, finished = self.finished
+        let done = self.done, total = self.total, label = self.label, finished = self.finished
         lock.unlock()
         if finished { return }
         let line = Self.render(label: label, done: done, total: total,
@@ -68,7 +78,8 @@ final class ProgressBar: @unchecked Sendable {
         var line = ""
         if let total, total > 0 {
             let fraction = min(1, Double(done) / Double(total))
-            let barWidth = max(10, min(30, width - stats.count - label.count - 12))
+            // Sized from the terminal and label only, so the bar does not jump as the numbers change.
+            let barWidth = max(10, min(30, width - label.count - 62))
             let filled = Int(fraction * Double(barWidth))
             let bar = String(repeating: "#", count: filled)
                 + (filled < barWidth ? ">" + String(repeating: " ", count: barWidth - filled - 1) : "")

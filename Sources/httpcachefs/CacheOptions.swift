@@ -1,0 +1,217 @@
+import ArgumentParser
+import CacheCore
+import Fetcher
+import Foundation
+import Logging
+
+/// The options every subcommand shares, written after the subcommand name
+/// (`httpcachefs cat --cache-size 10G URL`). Include them with `@OptionGroup var cache: CacheOptions`.
+///
+/// Every value may also come from a config file (`--config FILE`, else
+/// `$XDG_CONFIG_HOME/httpcachefs/config` if it exists); flags on the command line win.
+/// Values are kept as text here and parsed in `resolve()`, so that a bad value becomes one clear
+/// line naming the option (printed from `validate()`) instead of a usage dump.
+struct CacheOptions: ParsableArguments {
+    @Option(name: .customLong("cache-dir"),
+            help: ArgumentHelp("Cache directory (default: $XDG_CACHE_HOME/httpcachefs, else ~/.cache/httpcachefs).", valueName: "path"))
+    var cacheDirectory: String?
+
+    @Option(name: .customLong("cache-size"),
+            help: ArgumentHelp("Most bytes to keep cached, e.g. 500M, 5G, 1.5T (default: 5G).", valueName: "size"))
+    var cacheSize: String?
+
+    @Option(name: .customLong("slice-size"),
+            help: ArgumentHelp("Size of one cache slice file, 1M to 8M (default: 4M). Fixed when the cache is created.", valueName: "size"))
+    var sliceSize: String?
+
+    @Option(name: .customLong("revalidate-after"),
+            help: ArgumentHelp("Ask the origin whether a file changed once its metadata is older than this, e.g. 0s, 30s, 5m, 2h, 1d (default: 10m).", valueName: "duration"))
+    var revalidateAfter: String?
+
+    @Option(name: .customLong("read-timeout"),
+            help: ArgumentHelp("Fail a read that waits on the network longer than this (default: 60s).", valueName: "duration"))
+    var readTimeout: String?
+
+    @Option(name: .customLong("ignore-query"),
+            help: ArgumentHelp("Query parameters left out of the cache key (rotating tokens), comma-separated; repeatable.", valueName: "name,..."))
+    var ignoreQuery: [String] = []
+
+    @Option(name: .customLong("header"),
+            help: ArgumentHelp("Extra request header sent to the origin; repeatable.", valueName: "Name: value"))
+    var headers: [String] = []
+
+    @Option(name: .customLong("upstream-proxy"),
+            help: ArgumentHelp("Reach the origin through this proxy (http://, https://, socks5://).", valueName: "url"))
+    var upstreamProxy: String?
+
+    @Flag(name: .customLong("insecure"), help: "Do not verify the origin's TLS certificate.")
+    var insecure = false
+
+    @Option(name: .customLong("log-level"),
+            help: ArgumentHelp("trace, debug, info, notice, warning, error or critical (default: error for cat, preload and cache, whose failures print one line anyway; info for mount and proxy).", valueName: "level"))
+    var logLevel: String?
+
+    @Option(name: .customLong("log-file"),
+            help: ArgumentHelp("Append log lines to this file instead of stderr.", valueName: "path"))
+    var logFile: String?
+
+    @Option(name: .customLong("config"),
+            help: ArgumentHelp("Config file with the same settings as 'key = value' lines (default: $XDG_CONFIG_HOME/httpcachefs/config if it exists).", valueName: "file"))
+    var configFile: String?
+
+    init() {}
+
+    /// Checks every value up front, so a typo fails before anything starts, as one line.
+    mutating func validate() throws {
+        do { _ = try resolve() } catch { throw ErrorReporting.report(error) }
+    }
+
+    /// The options merged with the config file and defaults, parsed and checked.
+    func resolve() throws -> ResolvedCacheOptions {
+        let file = try ConfigFile.load(explicitPath: configFile)
+        /// The flag's value, else the file's (naming the key the way the user wrote it).
+        func pick(_ flag: String?, _ key: String) -> (text: String, option: String)? {
+            if let flag { return (flag, "--\(key)") }
+            if let file, let value = file[key] { return (value, "'\(key)' in \(file.path)") }
+            return nil
+        }
+
+        var r = ResolvedCacheOptions()
+        if let v = pick(cacheDirectory, "cache-dir") {
+            guard !v.text.isEmpty else { throw UsageError("empty path for \(v.option)") }
+            r.directory = expandingTilde(v.text)
+        }
+        if let v = pick(cacheSize, "cache-size") { r.capacity = try ByteSize.parse(v.text, option: v.option) }
+        if let v = pick(sliceSize, "slice-size") {
+            r.sliceSize = try ByteSize.parse(v.text, option: v.option)
+            guard (1 << 20 ... 8 << 20).contains(r.sliceSize) else {
+                throw UsageError("slice size '\(v.text)' for \(v.option) is out of range: it must be between 1M and 8M")
+            }
+        }
+        guard r.capacity >= r.sliceSize else {
+            throw UsageError("cache size \(Format.bytes(r.capacity)) is smaller than one slice (\(Format.bytes(r.sliceSize)))")
+        }
+        if let v = pick(revalidateAfter, "revalidate-after") { r.revalidateAfter = try DurationValue.parse(v.text, option: v.option) }
+        if let v = pick(readTimeout, "read-timeout") {
+            r.readTimeout = try DurationValue.parse(v.text, option: v.option)
+            guard r.readTimeout > 0 else { throw UsageError("read timeout for \(v.option) must be more than 0s") }
+        }
+
+        let queryLists = ignoreQuery.isEmpty ? (file?.list("ignore-query") ?? []) : ignoreQuery
+        r.ignoredQueryNames = queryLists
+            .flatMap { $0.split(separator: ",") }
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty }
+
+        let commandLineHeaders = try headers.map { try HeaderLine.validate($0) }
+        let overridden = Set(commandLineHeaders.map(HeaderLine.name(of:)))
+        let fileHeaders = try (file?.list("header") ?? []).map { try HeaderLine.validate($0, option: "'header' in \(file!.path)") }
+        r.headers = fileHeaders.filter { !overridden.contains(HeaderLine.name(of: $0)) } + commandLineHeaders
+
+        if let v = pick(upstreamProxy, "upstream-proxy") { r.upstreamProxy = try Self.checkProxy(v.text, option: v.option) }
+        r.insecure = insecure
+        if !insecure, let file, let value = file["insecure"] {
+            r.insecure = try BoolValue.parse(value, option: "'insecure' in \(file.path)")
+        }
+        if let v = pick(logLevel, "log-level") { r.logLevel = try Self.parseLevel(v.text, option: v.option) }
+        if let v = pick(logFile, "log-file") { r.logFile = expandingTilde(v.text) }
+        r.configFile = file?.path
+        return r
+    }
+
+    /// The engine's configuration.
+    func configuration() throws -> CacheConfiguration {
+        try resolve().cacheConfiguration
+    }
+
+    /// The fetcher's configuration (user agent, headers, proxy, TLS, timeouts).
+    func fetcherConfiguration() throws -> FetcherConfiguration {
+        try resolve().fetcherConfiguration
+    }
+
+    /// A logger writing `2026-11-21T12:00:00Z info <label>: message key=value` lines to stderr
+    /// or `--log-file`, at `--log-level` (else `defaultLevel`). The first call also makes this
+    /// the process-wide logging backend.
+    func makeLogger(label: String, defaultLevel: Logger.Level = .info) -> Logger {
+        let resolved = (try? resolve()) ?? ResolvedCacheOptions()
+        let setup = LoggingSetup.install(sink: Self.sink(for: resolved.logFile), level: resolved.logLevel ?? defaultLevel)
+        return Logger(label: label) { label in LineLogHandler(label: label, sink: setup.sink, level: setup.level) }
+    }
+
+    /// The libcurl source these options describe (a direct route to the origins, no cache).
+    func makeSource(logger: Logger) throws -> CurlRangeSource {
+        CurlRangeSource(configuration: try fetcherConfiguration(), logger: logger)
+    }
+
+    /// Opens the cache these options describe, over a libcurl source; takes the directory lock
+    /// (`CacheError.locked` names the process holding it). Call `shutdown()` when done.
+    /// Loggers are `httpcachefs.cache` and `httpcachefs.fetch` (see `makeLogger` for the level).
+    func openEngine(defaultLogLevel: Logger.Level = .error) throws -> CacheEngine {
+        let configuration = try configuration()
+        let source = try makeSource(logger: makeLogger(label: "httpcachefs.fetch", defaultLevel: defaultLogLevel))
+        return try CacheEngine(configuration: configuration, source: source,
+                               logger: makeLogger(label: "httpcachefs.cache", defaultLevel: defaultLogLevel))
+    }
+
+    private static func sink(for logFile: String?) -> LogSink {
+        guard let logFile else { return .standardError }
+        do { return try LogSink.file(logFile) } catch {
+            ErrorReporting.printWarning("\(error); logging to stderr instead")
+            return .standardError
+        }
+    }
+
+    static func parseLevel(_ text: String, option: String) throws -> Logger.Level {
+        let t = text.trimmingCharacters(in: .whitespaces).lowercased()
+        if t == "warn" { return .warning }
+        guard let level = Logger.Level(rawValue: t) else {
+            throw UsageError("invalid log level '\(text)' for \(option): expected trace, debug, info, notice, warning, error or critical")
+        }
+        return level
+    }
+
+    static func checkProxy(_ text: String, option: String) throws -> String {
+        let withScheme = text.contains("://") ? text : "http://" + text
+        guard let c = URLComponents(string: withScheme), let host = c.host, !host.isEmpty,
+              let scheme = c.scheme?.lowercased(),
+              ["http", "https", "socks4", "socks4a", "socks5", "socks5h"].contains(scheme) else {
+            throw UsageError("invalid proxy '\(text)' for \(option): expected a URL like http://host:3128 or socks5h://host:1080")
+        }
+        return text
+    }
+}
+
+/// `CacheOptions` after merging flags, config file and defaults.
+struct ResolvedCacheOptions: Equatable {
+    var directory = CacheConfiguration.defaultDirectory
+    var capacity = CacheConfiguration.defaultCapacity
+    var sliceSize = CacheConfiguration.defaultSliceSize
+    var revalidateAfter: TimeInterval = 600
+    var readTimeout: TimeInterval = 60
+    var ignoredQueryNames: [String] = []
+    /// `Name: value` lines, config file first, then the command line.
+    var headers: [String] = []
+    var upstreamProxy: String?
+    var insecure = false
+    /// nil: the command's own default.
+    var logLevel: Logger.Level?
+    var logFile: String?
+    /// The config file that was read, if any.
+    var configFile: String?
+
+    var cacheConfiguration: CacheConfiguration {
+        CacheConfiguration(directory: directory, capacity: capacity, sliceSize: sliceSize,
+                           revalidateAfter: revalidateAfter, readTimeout: readTimeout,
+                           keyRules: KeyRules(ignoredQueryNames: Set(ignoredQueryNames)))
+    }
+
+    var fetcherConfiguration: FetcherConfiguration {
+        var c = FetcherConfiguration(userAgent: Version.userAgent, extraHeaders: headers,
+                                     upstreamProxy: upstreamProxy, insecure: insecure)
+        // A read fails after `readTimeout` anyway; a connection or transfer that cannot help it
+        // within that time should not linger either.
+        c.connectTimeout = min(c.connectTimeout, readTimeout)
+        c.lowSpeedTime = max(1, min(c.lowSpeedTime, readTimeout))
+        return c
+    }
+}
