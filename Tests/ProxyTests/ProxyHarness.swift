@@ -1,0 +1,61 @@
+import CacheCore
+import Fetcher
+import Foundation
+import Logging
+import Proxy
+import TestSupport
+import XCTest
+
+/// The whole front door on loopback: an in-process origin, the libcurl source, a real engine in
+/// a temporary directory, and the proxy on a free port.
+final class ProxyHarness {
+    let origin: OriginServer
+    let directory: TemporaryDirectory
+    let source: CurlRangeSource
+    let engine: CacheEngine
+    let server: ProxyServer
+    let port: Int
+    let configuration: ProxyConfiguration
+
+    init(configuration: ProxyConfiguration = ProxyConfiguration(port: 0),
+         cache: (String) -> CacheConfiguration = { CacheConfiguration(directory: $0) },
+         fetcher: FetcherConfiguration = FetcherConfiguration(lowSpeedTime: 2, maxRetries: 0)) throws {
+        var logger = Logger(label: "proxy-test")
+        logger.logLevel = ProcessInfo.processInfo.environment["PROXY_TEST_LOG"] != nil ? .debug : .critical
+        origin = try OriginServer()
+        directory = TemporaryDirectory(prefix: "httpcachefs-proxy")
+        source = CurlRangeSource(configuration: fetcher, logger: logger)
+        engine = try CacheEngine(configuration: cache(directory.path), source: source, logger: logger)
+        var config = configuration
+        config.cacheDirectory = directory.path
+        config.version = "test"
+        self.configuration = config
+        server = ProxyServer(engine: engine, configuration: config, logger: logger)
+        port = try server.start()
+    }
+
+    /// The proxy path (root-relative, with the token if any) for an origin path.
+    func path(_ originPath: String, token: String? = nil) -> String {
+        ProxyURL.make(original: origin.url(originPath), base: "", token: token ?? configuration.token)
+    }
+
+    /// A full proxy URL for players.
+    func url(_ originPath: String) -> String { "http://127.0.0.1:\(port)" + path(originPath) }
+
+    func get(_ target: String, _ headers: [(String, String)] = [], method: String = "GET") throws -> RawHTTP.Response {
+        try RawHTTP.request(port: port, method: method, path: target, headers: headers, timeout: 20)
+    }
+
+    func shutdown() {
+        server.stop()
+        engine.shutdown()
+        source.shutdown()
+        origin.stop()
+        directory.remove()
+    }
+}
+
+/// Deterministic test bytes.
+func testBytes(_ n: Int, seed: UInt64 = 1) -> [UInt8] {
+    OriginServer.generatedBytes(seed: seed, offset: 0, count: n)
+}
