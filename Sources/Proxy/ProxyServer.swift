@@ -97,6 +97,15 @@ public final class ProxyServer: @unchecked Sendable {
         self.threadPool = pool
         self.channel = channel
         self.boundPort = port
+        if !config.cacheDirectory.isEmpty {
+            let status = ProxyStatus(version: config.version, port: port, bindAddress: config.bindAddress,
+                                     tokenRequired: config.token != nil, cacheDirectory: config.cacheDirectory,
+                                     token: config.token, pid: getpid())
+            do { try status.writeRuntimeFile(cacheDirectory: config.cacheDirectory) } catch {
+                logger.warning("cannot write the proxy runtime file; 'httpcachefs url' will need --port",
+                               metadata: ["error": "\(error)"])
+            }
+        }
         logger.info("proxy listening", metadata: ["address": "\(config.bindAddress)", "port": "\(port)",
                                                   "token": "\(config.token == nil ? "none" : "required")"])
         return port
@@ -113,6 +122,10 @@ public final class ProxyServer: @unchecked Sendable {
         self.boundPort = nil
         lock.unlock()
         guard let channel, let group, let pool else { return }
+        if !configuration.cacheDirectory.isEmpty,
+           ProxyStatus.readRuntimeFile(cacheDirectory: configuration.cacheDirectory)?.pid == getpid() {
+            try? FileManager.default.removeItem(atPath: ProxyStatus.runtimeFilePath(cacheDirectory: configuration.cacheDirectory))
+        }
         try? channel.close().wait()
         try? group.syncShutdownGracefully()
         try? pool.syncShutdownGracefully()

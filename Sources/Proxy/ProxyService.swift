@@ -111,20 +111,11 @@ final class ProxyService: @unchecked Sendable {
 
     /// The status document: what `httpcachefs url` and humans ask a running proxy.
     func statusDocument(port: Int, peerIsLoopback: Bool) -> [UInt8] {
-        var doc: [String: Any] = [
-            "service": "httpcachefs",
-            "version": configuration.version,
-            "port": port,
-            "bindAddress": configuration.bindAddress,
-            "tokenRequired": configuration.token != nil,
-        ]
         // Only this machine learns where the cache is and what the token is: `httpcachefs url`
         // needs both, and anyone on this machine can reach the loopback interface anyway.
-        if peerIsLoopback {
-            doc["cacheDirectory"] = configuration.cacheDirectory
-            if let token = configuration.token { doc["token"] = token }
-        }
-        let data = (try? JSONSerialization.data(withJSONObject: doc, options: [.sortedKeys])) ?? Data("{}".utf8)
-        return Array(data) + [0x0A]
+        ProxyStatus(version: configuration.version, port: port, bindAddress: configuration.bindAddress,
+                    tokenRequired: configuration.token != nil,
+                    cacheDirectory: peerIsLoopback ? configuration.cacheDirectory : nil,
+                    token: peerIsLoopback ? configuration.token : nil).encoded()
     }
 }

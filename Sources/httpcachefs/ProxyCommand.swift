@@ -1,7 +1,124 @@
 import ArgumentParser
+import CacheCore
+import Dispatch
+import Foundation
+import Logging
+import Proxy
 
-// PLACEHOLDER: filled in by the owner of this command.
+/// Proxy options shared by `httpcachefs proxy` and `httpcachefs mount` (which runs the proxy
+/// too unless `--no-proxy`). Include them with `@OptionGroup var proxy: ProxyOptions`.
+struct ProxyOptions: ParsableArguments {
+    @Option(name: [.customLong("proxy-port"), .customLong("port")],
+            help: ArgumentHelp("Port of the local proxy (default: \(ProxyConfiguration.defaultPort)).", valueName: "port"))
+    var port: Int = ProxyConfiguration.defaultPort
+
+    @Option(name: .customLong("bind"),
+            help: ArgumentHelp("Address the proxy listens on (default: 127.0.0.1). Anything but loopback requires a token: --token, else one is generated and printed.", valueName: "address"))
+    var bindAddress: String = "127.0.0.1"
+
+    @Option(name: .customLong("token"),
+            help: ArgumentHelp("Secret that proxy URLs must carry (/t/<token>/...); others get 403.", valueName: "token"))
+    var token: String?
+
+    @Option(name: .customLong("allow-host"),
+            help: ArgumentHelp("Only proxy origins whose host matches this glob (e.g. *.example.com, media.local:8080); repeatable. Default: any host.", valueName: "pattern"))
+    var allowHosts: [String] = []
+
+    init() {}
+
+    mutating func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--proxy-port must be between 0 and 65535, not \(port)") }
+        if let token, token.isEmpty || token.contains(where: { !($0.isLetter || $0.isNumber || "-_.~".contains($0)) }) {
+            throw ValidationError("--token may only contain letters, digits and -_.~ (it goes into URL paths)")
+        }
+    }
+
+    /// The server's configuration; `generatedToken` is set when the bind address needed a token
+    /// and none was given (print it: the user needs it to build URLs on other machines).
+    func configuration(cacheDirectory: String) -> (configuration: ProxyConfiguration, generatedToken: String?) {
+        var token = self.token
+        var generated: String?
+        if token == nil, !ProxyConfiguration.isLoopback(bindAddress) {
+            generated = ProxyConfiguration.generateToken()
+            token = generated
+        }
+        let c = ProxyConfiguration(bindAddress: bindAddress, port: port, token: token, allowedHosts: allowHosts,
+                                   cacheDirectory: cacheDirectory, version: Version.string)
+        return (c, generated)
+    }
+}
+
+/// `httpcachefs proxy`: the local HTTP proxy alone, without a mount.
 struct ProxyCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "proxy", abstract: "(not yet implemented)")
-    func run() async throws { throw ValidationError("not yet implemented") }
+    static let configuration = CommandConfiguration(
+        commandName: "proxy",
+        abstract: "Serve remote files through a local HTTP proxy backed by the cache (no mount).",
+        discussion: """
+            Players that only take URLs (a browser's <video>, a TV app, ffplay) get the same cache \
+            as the mount. Get a file's proxy URL with 'httpcachefs url URL'; it looks like \
+            http://127.0.0.1:8718/u/<base64url of the URL>/<its file name>. Ranges, HEAD and \
+            HLS playlists (rewritten so segments, keys and init sections come through the proxy \
+            too) are supported. Several ranges in one request are answered as multipart/byteranges \
+            (or the whole file, 200, for overlapping or more than 16 ranges). The proxy listens on \
+            loopback only unless --bind says otherwise, and then requires a token. It never acts as \
+            an open proxy: only its own URL forms are served, only http(s) origins. Stop it with \
+            Ctrl-C or SIGTERM.
+            """
+    )
+
+    @OptionGroup var proxy: ProxyOptions
+    @OptionGroup var cache: CacheOptions
+
+    func run() async throws {
+        try await runReportingErrors {
+            let options = cache
+            let resolved = try options.resolve()
+            let logger = options.makeLogger(label: "httpcachefs.proxy", defaultLevel: .info)
+            let engine = try await onDedicatedThread(name: "httpcachefs-proxy") { try options.openEngine(defaultLogLevel: .info) }
+            let (configuration, generated) = proxy.configuration(cacheDirectory: resolved.directory)
+            let server = ProxyServer(engine: engine, configuration: configuration, logger: logger)
+            let port: Int
+            do {
+                port = try await onDedicatedThread(name: "httpcachefs-proxy") { try server.start() }
+            } catch {
+                try? await onDedicatedThread(name: "httpcachefs-proxy") { engine.shutdown() }
+                throw error
+            }
+            let base = ProxyConfiguration.localBase(bindAddress: configuration.bindAddress, port: port)
+            CacheCommand.printLine("httpcachefs proxy listening on \(base) (cache: \(resolved.directory))")
+            if let generated {
+                CacheCommand.printLine("token (required in proxy URLs, as /t/<token>/...): \(generated)")
+            }
+            let stop = StopSignals { _ in
+                server.stop()
+            }
+            await server.waitUntilStopped()
+            stop.cancel()
+            try await onDedicatedThread(name: "httpcachefs-proxy") { engine.shutdown() }
+        }
+    }
+}
+
+/// SIGINT and SIGTERM stop the proxy gracefully (connections closed, readers released, the
+/// cache index flushed) instead of killing the process mid-write.
+final class StopSignals: @unchecked Sendable {
+    private var sources: [DispatchSourceSignal] = []
+    private let queue = DispatchQueue(label: "httpcachefs.signals")
+
+    init(_ handler: @escaping @Sendable (Int32) -> Void) {
+        for sig in [SIGINT, SIGTERM] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
+            source.setEventHandler { handler(sig) }
+            source.resume()
+            sources.append(source)
+        }
+    }
+
+    func cancel() {
+        sources.forEach { $0.cancel() }
+        sources = []
+        signal(SIGINT, SIG_DFL)
+        signal(SIGTERM, SIG_DFL)
+    }
 }

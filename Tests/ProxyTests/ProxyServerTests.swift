@@ -168,6 +168,14 @@ final class ProxyServerTests: XCTestCase {
         XCTAssertEqual(json["version"] as? String, "test")
         XCTAssertEqual(json["port"] as? Int, h.port)
         XCTAssertEqual(json["cacheDirectory"] as? String, h.directory.path)
+        XCTAssertEqual(ProxyStatus.decode(status.body)?.port, h.port)
+
+        // The runtime file lets `httpcachefs url` find a proxy on any port; it goes with the proxy.
+        let file = try XCTUnwrap(ProxyStatus.readRuntimeFile(cacheDirectory: h.directory.path))
+        XCTAssertEqual(file.port, h.port)
+        XCTAssertEqual(file.pid, getpid())
+        h.server.stop()
+        XCTAssertNil(ProxyStatus.readRuntimeFile(cacheDirectory: h.directory.path))
     }
 
     func testPipelinedRequestsAreAnsweredInOrder() throws {

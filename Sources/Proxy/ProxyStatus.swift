@@ -1,0 +1,75 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What a running proxy says about itself: the JSON of `GET /.httpcachefs/status`, and the
+/// content of `<cache directory>/proxy.json`, which a running proxy keeps so that
+/// `httpcachefs url` finds it on whatever port it got.
+public struct ProxyStatus: Codable, Sendable, Equatable {
+    /// Always "httpcachefs": tells our proxy from whatever else listens on the port.
+    public var service: String
+    public var version: String
+    public var port: Int
+    public var bindAddress: String
+    public var tokenRequired: Bool
+    /// Only for clients on this machine.
+    public var cacheDirectory: String?
+    /// Only for clients on this machine (they can reach loopback anyway); needed to make URLs.
+    public var token: String?
+    /// The serving process (runtime file only).
+    public var pid: Int32?
+
+    public static let serviceName = "httpcachefs"
+    public static let runtimeFileName = "proxy.json"
+
+    public init(version: String, port: Int, bindAddress: String, tokenRequired: Bool,
+                cacheDirectory: String? = nil, token: String? = nil, pid: Int32? = nil) {
+        self.service = Self.serviceName
+        self.version = version
+        self.port = port
+        self.bindAddress = bindAddress
+        self.tokenRequired = tokenRequired
+        self.cacheDirectory = cacheDirectory
+        self.token = token
+        self.pid = pid
+    }
+
+    public func encoded() -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return ((try? encoder.encode(self)).map(Array.init) ?? Array("{}".utf8)) + [0x0A]
+    }
+
+    public static func decode(_ bytes: [UInt8]) -> ProxyStatus? {
+        guard let s = try? JSONDecoder().decode(ProxyStatus.self, from: Data(bytes)), s.service == serviceName else { return nil }
+        return s
+    }
+
+    /// The base of proxy URLs for a client on this machine.
+    public var localBase: String { ProxyConfiguration.localBase(bindAddress: bindAddress, port: port) }
+
+    // MARK: Runtime file
+
+    public static func runtimeFilePath(cacheDirectory: String) -> String { cacheDirectory + "/" + runtimeFileName }
+
+    /// Reads `<cacheDirectory>/proxy.json`, if a proxy left one.
+    public static func readRuntimeFile(cacheDirectory: String) -> ProxyStatus? {
+        guard let data = FileManager.default.contents(atPath: runtimeFilePath(cacheDirectory: cacheDirectory)) else { return nil }
+        return decode(Array(data))
+    }
+
+    /// Writes the runtime file (owner-only: it may hold the token), atomically.
+    func writeRuntimeFile(cacheDirectory: String) throws {
+        let path = Self.runtimeFilePath(cacheDirectory: cacheDirectory)
+        let tmp = path + ".tmp"
+        guard FileManager.default.createFile(atPath: tmp, contents: Data(encoded()), attributes: [.posixPermissions: 0o600]) else {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: tmp])
+        }
+        guard rename(tmp, path) == 0 else {
+            let cause = String(cString: strerror(errno))
+            unlink(tmp)
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path, NSLocalizedDescriptionKey: cause])
+        }
+    }
+}
