@@ -109,7 +109,8 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
         started = .now()
         requestLine = "\(head.method.rawValue) \(head.uri)"
         let headerBytes = head.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
-        let route = service.router.route(method: head.method.rawValue, target: head.uri, headerBytes: headerBytes)
+        let route = service.router.route(method: head.method.rawValue, target: head.uri, headerBytes: headerBytes,
+                                         host: head.headers.first(name: "host"))
         switch route {
         case .ping:
             respond(context: context, status: 200, contentType: "text/plain; charset=utf-8", body: Array("pong\n".utf8))

@@ -17,16 +17,22 @@ public struct ProxyRouter: Sendable {
     let configuration: ProxyConfiguration
     let allowed: [HostPattern]
 
+    /// This machine's host name, short and as given (Debian maps it to 127.0.1.1).
+    let localNames: Set<String>
+
     public init(configuration: ProxyConfiguration) {
         self.configuration = configuration
         self.allowed = configuration.allowedHosts.map(HostPattern.init)
+        let hostname = ProcessInfo.processInfo.hostName.lowercased()
+        self.localNames = [hostname, String(hostname.prefix { $0 != "." })]
     }
 
     /// - Parameters:
     ///   - method: the request method, upper-case as sent.
     ///   - target: the request target exactly as sent.
     ///   - headerBytes: total bytes of header names and values.
-    public func route(method: String, target: String, headerBytes: Int) -> ProxyRoute {
+    ///   - host: the Host header, if any.
+    public func route(method: String, target: String, headerBytes: Int, host: String? = nil) -> ProxyRoute {
         guard method == "GET" || method == "HEAD" else {
             return .reject(status: 405, message: "only GET and HEAD are supported")
         }
@@ -43,6 +49,13 @@ public struct ProxyRouter: Sendable {
         }
         let path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? target
         if path == "/ping" { return .ping }
+        // DNS rebinding: a web page whose name suddenly resolves to 127.0.0.1 could otherwise read
+        // whatever it makes this proxy fetch (including hosts on the LAN), or the status document
+        // (which tells loopback peers the token). Without a token, and always for the status
+        // document, only requests addressed to this machine by address or local name are served.
+        if configuration.token == nil || path == Self.statusPath, let host, !hostIsLocal(host) {
+            return .reject(status: 403, message: "Host '\(host)' is not this machine: use 127.0.0.1 or localhost (or run with --token)")
+        }
         if path == Self.statusPath { return .status }
 
         if let expected = configuration.token, !expected.isEmpty {
@@ -72,6 +85,22 @@ public struct ProxyRouter: Sendable {
             }
         }
         return .proxy(url: decoded.url)
+    }
+
+    /// The Host header names this machine: a loopback address, `localhost` (or a name under
+    /// it), the bind address, or this machine's host name.
+    func hostIsLocal(_ hostHeader: String) -> Bool {
+        var h = Substring(hostHeader.lowercased())
+        if h.hasPrefix("[") {
+            h = h.dropFirst().prefix { $0 != "]" }
+        } else if h.filter({ $0 == ":" }).count == 1, let colon = h.lastIndex(of: ":") {
+            h = h[..<colon]
+        }
+        let name = String(h.hasSuffix(".") ? h.dropLast() : h)
+        if name.isEmpty { return true }
+        if ProxyConfiguration.isLoopback(name) || name.hasSuffix(".localhost") { return true }
+        if name == configuration.bindAddress.lowercased() { return true }
+        return localNames.contains(name)
     }
 
     /// `abc` for `/t/abc/...` or `/t/abc`.

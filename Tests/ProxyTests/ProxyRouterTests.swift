@@ -76,3 +76,29 @@ final class ProxyRouterTests: XCTestCase {
         return nil
     }
 }
+
+/// Without a token, a request must be addressed to this machine: a rebinding web page's name is not.
+final class DNSRebindingTests: XCTestCase {
+    func testHostHeaderMustNameThisMachineWithoutAToken() {
+        let router = ProxyRouter(configuration: ProxyConfiguration())
+        let target = ProxyURL.make(original: "http://cdn.example.com/v.mp4", base: "", token: nil)
+        for ok in ["127.0.0.1:8718", "127.0.0.1", "localhost:8718", "LOCALHOST", "[::1]:8718", "app.localhost:8718",
+                   ProcessInfo.processInfo.hostName + ":8718"] {
+            XCTAssertEqual(router.route(method: "GET", target: target, headerBytes: 0, host: ok), .proxy(url: "http://cdn.example.com/v.mp4"), ok)
+        }
+        for bad in ["evil.example:8718", "evil.example", "192.168.1.20:8718"] {
+            guard case .reject(403, _) = router.route(method: "GET", target: target, headerBytes: 0, host: bad) else {
+                return XCTFail("\(bad) must be refused")
+            }
+        }
+        // With a token (needed beyond loopback), any Host will do: the token is the guard.
+        let lan = ProxyRouter(configuration: ProxyConfiguration(bindAddress: "0.0.0.0", token: "t"))
+        let tokened = ProxyURL.make(original: "http://cdn.example.com/v.mp4", base: "", token: "t")
+        XCTAssertEqual(lan.route(method: "GET", target: tokened, headerBytes: 0, host: "192.168.1.20:8718"), .proxy(url: "http://cdn.example.com/v.mp4"))
+        // ...except for the status document, which tells loopback peers the token.
+        guard case .reject(403, _) = lan.route(method: "GET", target: "/.httpcachefs/status", headerBytes: 0, host: "evil.example") else {
+            return XCTFail("the status document is for this machine only")
+        }
+        XCTAssertEqual(lan.route(method: "GET", target: "/.httpcachefs/status", headerBytes: 0, host: "127.0.0.1:8718"), .status)
+    }
+}

@@ -180,9 +180,9 @@ final class ProxyServerTests: XCTestCase {
 
     func testPipelinedRequestsAreAnsweredInOrder() throws {
         let p = h.path("/media/video.mp4")
-        let raw = "GET \(p) HTTP/1.1\r\nHost: x\r\nRange: bytes=0-4\r\n\r\n"
-            + "HEAD \(p) HTTP/1.1\r\nHost: x\r\n\r\n"
-            + "GET /ping HTTP/1.1\r\nHost: x\r\nRange: bytes=5-9\r\nConnection: close\r\n\r\n"
+        let raw = "GET \(p) HTTP/1.1\r\nHost: 127.0.0.1\r\nRange: bytes=0-4\r\n\r\n"
+            + "HEAD \(p) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+            + "GET /ping HTTP/1.1\r\nHost: 127.0.0.1\r\nRange: bytes=5-9\r\nConnection: close\r\n\r\n"
         let bytes = try RawHTTP.exchange(port: h.port, send: Array(raw.utf8), timeout: 20)
         let text = String(decoding: bytes, as: UTF8.self)
         let statuses = text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) }
@@ -195,8 +195,8 @@ final class ProxyServerTests: XCTestCase {
     func testKeepAliveServesSeveralRequestsOnOneConnection() throws {
         let p = h.path("/media/video.mp4")
         var raw = ""
-        for i in 0..<5 { raw += "GET \(p) HTTP/1.1\r\nHost: x\r\nRange: bytes=\(i * 10)-\(i * 10 + 9)\r\n\r\n" }
-        raw += "GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        for i in 0..<5 { raw += "GET \(p) HTTP/1.1\r\nHost: 127.0.0.1\r\nRange: bytes=\(i * 10)-\(i * 10 + 9)\r\n\r\n" }
+        raw += "GET /ping HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
         let text = String(decoding: try RawHTTP.exchange(port: h.port, send: Array(raw.utf8), timeout: 20), as: UTF8.self)
         XCTAssertEqual(text.components(separatedBy: "HTTP/1.1 206 Partial Content").count - 1, 5)
     }
@@ -227,13 +227,15 @@ final class ProxyServerTests: XCTestCase {
 
     /// A client that leaves mid-body frees its reader; the next client is served normally.
     func testClientLeavingMidBody() throws {
-        h.origin.setGeneratedFile("/long.mp4", length: 32 << 20, seed: 9)
-        let raw = "GET \(h.path("/long.mp4")) HTTP/1.1\r\nHost: x\r\n\r\n"
+        h.origin.setGeneratedFile("/long.mp4", length: 512 << 20, seed: 9)
+        let raw = "GET \(h.path("/long.mp4")) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
         // Read a little, then close.
         try RawHTTP.readSomeAndClose(port: h.port, send: Array(raw.utf8), bytes: 200_000)
         let r = try h.get(h.path("/long.mp4"), [("Range", "bytes=0-99")])
         XCTAssertEqual(r.status, 206)
         XCTAssertEqual(r.body, OriginServer.generatedBytes(seed: 9, offset: 0, count: 100))
+        XCTAssertLessThan(h.origin.bytesServed(path: "/long.mp4"), 128 << 20,
+                          "closing the reader stopped the download (512 MiB file, a player that took 200 KB)")
     }
 }
 
