@@ -80,6 +80,14 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                     // Ask again for the wanted bytes of the new version, with its validator.
                     entry.inflight.finish(fetchID)
                     launches = core.replanWaiters(entry, failed: nil)
+                    if entry.info.length != nil {
+                        core.finishOpens(entry, .success(entry.info))
+                    } else if entry.pendingOpens != nil {
+                        // The new version's length is unknown: probe it from the start.
+                        let id = core.makeID()
+                        entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: nil, reader: nil, pinned: true)
+                        launches.append((entry, ReadPlanner.Fetch(start: 0, end: nil), id))
+                    }
                     return false
                 }
                 // A body of the new version from byte 0: this transfer now fills the new generation.
