@@ -1,0 +1,72 @@
+import Foundation
+@testable import CacheCore
+
+/// An in-memory origin behind the RangeSource protocol: serves one or more files in chunks on a
+/// background queue, honours ranges (unless told not to), and counts what it sent.
+final class ScriptedSource: RangeSource, @unchecked Sendable {
+    struct File {
+        var bytes: [UInt8]
+        var etag: String
+        var status: Int? = nil
+        var ignoresRanges = false
+    }
+
+    private let lock = NSLock()
+    private var files: [String: File] = [:]
+    private(set) var requests: [FetchRequest] = []
+    private var served: Int64 = 0
+    let chunk: Int
+    let queue = DispatchQueue(label: "scripted", attributes: .concurrent)
+
+    init(chunk: Int = 16 << 10) { self.chunk = chunk }
+
+    func set(_ url: String, _ file: File) { lock.lock(); files[url] = file; lock.unlock() }
+    var bytesServed: Int64 { lock.lock(); defer { lock.unlock() }; return served }
+    var requestLog: [FetchRequest] { lock.lock(); defer { lock.unlock() }; return requests }
+    func resetCounters() { lock.lock(); served = 0; requests = []; lock.unlock() }
+
+    final class Handle: FetchHandle, @unchecked Sendable {
+        let lock = NSLock()
+        var cancelled = false
+        func cancel() { lock.lock(); cancelled = true; lock.unlock() }
+        var isCancelled: Bool { lock.lock(); defer { lock.unlock() }; return cancelled }
+    }
+
+    func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
+        let handle = Handle()
+        lock.lock()
+        requests.append(request)
+        let file = files[request.url]
+        lock.unlock()
+        queue.async { [self] in
+            guard let file else { sink.fetchDidFinish(.http(status: 404, url: request.url)); return }
+            if let status = file.status { sink.fetchDidFinish(.http(status: status, url: request.url)); return }
+            let len = Int64(file.bytes.count)
+            let whole = file.ignoresRanges
+            let start = whole ? 0 : request.start
+            let end = whole ? len : min(request.end ?? len, len)
+            let head = ResponseHead(status: whole ? 200 : 206, finalURL: request.url, bodyStart: start, totalLength: len,
+                                    contentType: "video/mp4", etag: file.etag, lastModified: nil, acceptsRanges: !whole)
+            guard sink.fetchDidReceiveHead(head) else { sink.fetchDidFinish(.cancelled); return }
+            var p = start
+            while p < end {
+                if handle.isCancelled { sink.fetchDidFinish(.cancelled); return }
+                let n = min(Int64(chunk), end - p)
+                lock.lock(); served += n; lock.unlock()
+                let ok = file.bytes.withUnsafeBytes { sink.fetchDidReceive(UnsafeRawBufferPointer(rebasing: $0[Int(p)..<Int(p + n)])) }
+                p += n
+                if !ok { sink.fetchDidFinish(.cancelled); return }
+            }
+            sink.fetchDidFinish(nil)
+        }
+        return handle
+    }
+}
+
+func randomBytes(_ n: Int, seed: UInt64) -> [UInt8] {
+    var x = seed | 1
+    return (0..<n).map { _ in
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17
+        return UInt8(truncatingIfNeeded: x)
+    }
+}
