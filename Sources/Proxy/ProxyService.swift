@@ -76,6 +76,16 @@ final class ProxyService: @unchecked Sendable {
     }
 
     private func preparePlaylist(url: String, entry: EntryInfo, _ conditions: RequestConditions) async throws -> Prepared {
+        if !HLSPlaylist.isPlaylistContentType(entry.contentType) {
+            // Sniff the first bytes only (already on disk from the engine's open probe), so a
+            // small media file costs no extra download, not even for HEAD.
+            let reader = engine.makeReader(for: entry)
+            defer { reader.close() }
+            let first = try await EngineIO.read(reader, offset: 0, length: 64)
+            guard HLSPlaylist.isPlaylist(contentType: entry.contentType, firstBytes: first) else {
+                return .entry(entry, plan(entry: entry, conditions))
+            }
+        }
         guard let loaded = try await loader.load(url: url, entry: entry) else {
             logger.warning("playlist too large to rewrite; passed through", metadata: ["url": "\(url)"])
             return .entry(entry, plan(entry: entry, conditions))

@@ -82,6 +82,17 @@ final class ProxyServerTests: XCTestCase {
                                  "HEAD only opens the entry (a small probe), it never downloads the body")
     }
 
+    /// Small files with a generic type are sniffed for `#EXTM3U`, from the bytes the open
+    /// already fetched: still no body download for HEAD.
+    func testHeadOfASmallGenericFileDownloadsNoBodyEither() throws {
+        h.origin.setFile("/small.bin", data: testBytes(900_000, seed: 5))
+        let head = try h.get(h.path("/small.bin"), method: "HEAD")
+        XCTAssertEqual(head.status, 200)
+        XCTAssertEqual(head.header("Content-Length"), "900000")
+        XCTAssertEqual(head.header("Content-Type"), "application/octet-stream")
+        XCTAssertLessThanOrEqual(h.origin.bytesServed(path: "/small.bin"), 300_000)
+    }
+
     func testMultipleRangesAreMultipart() throws {
         let r = try h.get(h.path("/media/video.mp4"), [("Range", "bytes=0-3,-4")])
         XCTAssertEqual(r.status, 206)
