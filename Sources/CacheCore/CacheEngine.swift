@@ -11,14 +11,14 @@ import Logging
 ///
 /// Completions run on engine threads, never on Swift's cooperative pool: call back quickly.
 public final class CacheEngine: @unchecked Sendable {
-    public let configuration: CacheConfiguration
+    /// The configuration in force (the slice size is the one the cache was created with).
+    public var configuration: CacheConfiguration { core.configuration }
     let logger: Logger
     let core: EngineCore
 
     /// Opens (creating if needed) the cache at `configuration.directory`, taking its lock.
     public init(configuration: CacheConfiguration, source: RangeSource,
                 logger: Logger = Logger(label: "httpcachefs.cache")) throws {
-        self.configuration = configuration
         self.logger = logger
         self.core = try EngineCore(configuration: configuration, source: source, logger: logger)
     }
@@ -27,7 +27,7 @@ public final class CacheEngine: @unchecked Sendable {
     public func shutdown() { core.shutdown() }
 
     /// The cache key for `url` under this cache's rules.
-    public func key(for url: String) throws -> CacheKey { try configuration.keyRules.key(for: url) }
+    public func key(for url: String) throws -> CacheKey { try core.configuration.keyRules.key(for: url) }
 
     /// Metadata for `url`: from the index while fresh, else from the origin (a small ranged GET
     /// whose bytes are kept). A changed remote file gets a new generation here.

@@ -96,7 +96,25 @@ final class CacheIndex: @unchecked Sendable {
                 CREATE INDEX extent_slice ON extent(entry_id, generation, slice);
                 """)
         }
+        migrator.registerMigration("v2-meta") { db in
+            try db.execute(sql: "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        }
         try migrator.migrate(pool)
+    }
+
+    /// The slice size this cache was created with. Slice files are laid out by it, so it is fixed
+    /// for the life of the cache: the first value given is stored, and later ones are ignored.
+    func sliceSize(proposed: Int64) throws -> Int64 {
+        try queue.sync {
+            try pool.write { db in
+                if let stored = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'slice_size'"),
+                   let v = Int64(stored) {
+                    return v
+                }
+                try db.execute(sql: "INSERT INTO meta (name, value) VALUES ('slice_size', ?)", arguments: ["\(proposed)"])
+                return proposed
+            }
+        }
     }
 
     // MARK: Reading

@@ -13,6 +13,7 @@ import Glibc
 /// Files: this one holds setup, metadata (open, probe, remote change); `+Read` the read path;
 /// `+Fetch` the sink that writes arriving bytes; `+Eviction` the cap; `+Maintenance` list/remove/verify.
 final class EngineCore: @unchecked Sendable {
+    /// The configuration in force; `sliceSize` is the one the cache was created with.
     let configuration: CacheConfiguration
     let source: RangeSource
     let logger: Logger
@@ -38,7 +39,7 @@ final class EngineCore: @unchecked Sendable {
     var isShutDown = false
 
     init(configuration: CacheConfiguration, source: RangeSource, logger: Logger) throws {
-        self.configuration = configuration
+        var configuration = configuration
         self.source = source
         self.logger = logger
         let dir = configuration.directory
@@ -54,6 +55,18 @@ final class EngineCore: @unchecked Sendable {
             directoryLock.release()
             throw CacheError.storage(path: dir + "/index.sqlite", message: "\(error)")
         }
+        do {
+            let stored = try index.sliceSize(proposed: configuration.sliceSize)
+            if stored != configuration.sliceSize {
+                logger.notice("this cache was created with another slice size; keeping it", metadata: [
+                    "slice_size": "\(stored)", "requested": "\(configuration.sliceSize)"])
+                configuration.sliceSize = stored
+            }
+        } catch {
+            directoryLock.release()
+            throw CacheError.storage(path: dir + "/index.sqlite", message: "\(error)")
+        }
+        self.configuration = configuration
         store = SliceStore(root: dir, sliceSize: configuration.sliceSize)
         shards = (0..<max(1, configuration.shardCount)).map { _ in Shard() }
         try load()
