@@ -107,7 +107,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
         version = head.version
         isHeadRequest = head.method == .HEAD
         started = .now()
-        requestLine = "\(head.method.rawValue) \(head.uri)"
+        requestLine = "\(head.method.rawValue) \(Self.redactingToken(head.uri))"
         let headerBytes = head.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
         let route = service.router.route(method: head.method.rawValue, target: head.uri, headerBytes: headerBytes,
                                          host: head.headers.first(name: "host"))
@@ -171,6 +171,13 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
         }
         self.stream = stream
         stream.start()
+    }
+
+    /// Logs never carry the token: `/t/<token>/...` becomes `/t/-/...`.
+    static func redactingToken(_ target: String) -> String {
+        guard target.hasPrefix("/t/") else { return target }
+        let rest = target.dropFirst(3)
+        return "/t/-" + rest[(rest.firstIndex(of: "/") ?? rest.endIndex)...]
     }
 
     private static func needsSource(_ body: ResponseBody) -> Bool {
