@@ -37,7 +37,7 @@ final class CacheIndex: @unchecked Sendable {
         var slice: Int64
         var start: Int64
         var end: Int64
-        var crc: UInt32
+        var checksum: UInt64
     }
 
     struct SliceID: Hashable, Sendable {
@@ -90,7 +90,7 @@ final class CacheIndex: @unchecked Sendable {
                     slice INTEGER NOT NULL,
                     start INTEGER NOT NULL,
                     "end" INTEGER NOT NULL,
-                    crc INTEGER NOT NULL,
+                    checksum INTEGER NOT NULL,
                     PRIMARY KEY (entry_id, generation, start)
                 ) WITHOUT ROWID;
                 CREATE INDEX extent_slice ON extent(entry_id, generation, slice);
@@ -124,7 +124,7 @@ final class CacheIndex: @unchecked Sendable {
             let entries = try Row.fetchAll(db, sql: "SELECT * FROM entry").map(Self.entry(from:))
             let extents = try Row.fetchAll(db, sql: "SELECT * FROM extent ORDER BY entry_id, generation, start").map {
                 ExtentRow(entryID: $0["entry_id"], generation: $0["generation"], slice: $0["slice"],
-                          start: $0["start"], end: $0["end"], crc: UInt32(truncatingIfNeeded: $0["crc"] as Int64))
+                          start: $0["start"], end: $0["end"], checksum: UInt64(bitPattern: $0["checksum"] as Int64))
             }
             return (entries, extents)
         }
@@ -209,12 +209,12 @@ final class CacheIndex: @unchecked Sendable {
                                          e.misses, e.bytesFromCache, e.bytesFromOrigin, e.lastError, e.id])
                 }
                 let insert = try db.cachedStatement(sql: """
-                    INSERT OR REPLACE INTO extent (entry_id, generation, slice, start, "end", crc)
+                    INSERT OR REPLACE INTO extent (entry_id, generation, slice, start, "end", checksum)
                     SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM entry WHERE id = ? AND generation = ?)
                     """)
                 for x in extents {
                     try insert.execute(arguments: [x.entryID, x.generation, x.slice, x.start, x.end,
-                                                   Int64(x.crc), x.entryID, x.generation])
+                                                   Int64(bitPattern: x.checksum), x.entryID, x.generation])
                 }
             }
         } catch {
@@ -285,7 +285,7 @@ final class CacheIndex: @unchecked Sendable {
             try Row.fetchAll(db, sql: "SELECT * FROM extent WHERE entry_id = ? AND generation = ? ORDER BY start",
                              arguments: [entryID, generation]).map {
                 ExtentRow(entryID: $0["entry_id"], generation: $0["generation"], slice: $0["slice"],
-                          start: $0["start"], end: $0["end"], crc: UInt32(truncatingIfNeeded: $0["crc"] as Int64))
+                          start: $0["start"], end: $0["end"], checksum: UInt64(bitPattern: $0["checksum"] as Int64))
             }
         }
     }

@@ -49,7 +49,8 @@ public struct KeyRules: Sendable, Equatable {
 
     /// Parses `url` and checks that it is an absolute http(s) URL with a host and no CR/LF.
     public static func validate(_ url: String) throws -> URLComponents {
-        if url.contains(where: { $0 == "\r" || $0 == "\n" }) {
+        // Scalars, not Characters: "\r\n" is one Character equal to neither "\r" nor "\n".
+        if url.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" }) {
             throw CacheError.invalidURL(url, reason: "contains a line break")
         }
         guard let c = URLComponents(string: url) else {

@@ -28,7 +28,7 @@ extension EntryInfo {
 /// Receives one transfer and turns it into slice bytes, coverage and woken readers.
 ///
 /// Bytes already on disk are skipped, never written twice; new bytes are written first and
-/// recorded after (in memory at once, in the index behind it), with a CRC-32C per extent. The
+/// recorded after (in memory at once, in the index behind it), with an XXH64 checksum per extent. The
 /// slice being written is pinned for as long as its file is open, so eviction never unlinks a
 /// file under a writer.
 final class EntrySink: FetchSink, @unchecked Sendable {
@@ -43,7 +43,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     private var fd: Int32 = -1
     private var fdSlice: Int64 = -1
     private var fdGeneration: Int64 = -1
-    private var extent: (slice: Int64, start: Int64, end: Int64, crc: CRC32C)?
+    private var extent: (slice: Int64, start: Int64, end: Int64, hash: XXH64)?
     private var failure: CacheError?
     private var receivedHead = false
 
@@ -201,12 +201,12 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                              path: core.store.path(entry: entry.id, generation: generation, slice: slice))
         if let x = extent, x.slice == slice, x.end == offset, x.end - x.start < (1 << 20) {
             extent!.end = offset + Int64(piece.count)
-            extent!.crc.update(piece)
+            extent!.hash.update(piece)
         } else {
             closeExtent()
-            var crc = CRC32C()
-            crc.update(piece)
-            extent = (slice, offset, offset + Int64(piece.count), crc)
+            var hash = XXH64()
+            hash.update(piece)
+            extent = (slice, offset, offset + Int64(piece.count), hash)
         }
     }
 
@@ -215,7 +215,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
         guard let x = extent else { return }
         extent = nil
         let id = shard.locked { entry.id }
-        core.index.addExtent(.init(entryID: id, generation: fdGeneration, slice: x.slice, start: x.start, end: x.end, crc: x.crc.value))
+        core.index.addExtent(.init(entryID: id, generation: fdGeneration, slice: x.slice, start: x.start, end: x.end, checksum: x.hash.value))
     }
 
     private func closeFile() {

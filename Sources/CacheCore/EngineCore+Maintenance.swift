@@ -77,7 +77,7 @@ extension EngineCore {
         }
     }
 
-    /// Re-reads every recorded extent and compares its CRC-32C. Bad extents are dropped from the
+    /// Re-reads every recorded extent and compares its checksum. Bad extents are dropped from the
     /// index and from memory, so they are fetched again instead of served.
     func verify() -> VerifyReport {
         var report = VerifyReport(extentsChecked: 0, bytesChecked: 0, problems: [])
@@ -100,7 +100,7 @@ extension EngineCore {
                 var problem: String?
                 switch result {
                 case let .success(bytes):
-                    if CRC32C.checksum(bytes) != x.crc { problem = "checksum mismatch" }
+                    if XXH64.hash(bytes) != x.checksum { problem = "checksum mismatch" }
                 case let .failure(err):
                     problem = "\(err)"
                 }
