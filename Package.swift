@@ -75,6 +75,6 @@ let package = Package(
         .testTarget(name: "FetcherTests", dependencies: ["Fetcher", "TestSupport"], swiftSettings: v5),
         .testTarget(name: "FuseMountTests", dependencies: ["FuseMount", "Fetcher", "TestSupport"], swiftSettings: v5),
         .testTarget(name: "ProxyTests", dependencies: ["Proxy", "Fetcher", "TestSupport"], swiftSettings: v5),
-        .testTarget(name: "EndToEndTests", dependencies: ["CacheCore", "Fetcher", "TestSupport"], swiftSettings: v5),
+        .testTarget(name: "EndToEndTests", dependencies: ["CacheCore", "Fetcher", "TestSupport", .product(name: "Logging", package: "swift-log")], swiftSettings: v5),
     ]
 )

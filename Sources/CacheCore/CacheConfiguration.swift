@@ -18,6 +18,9 @@ public struct CacheConfiguration: Sendable {
     public var keyRules: KeyRules
     /// Number of independent lock domains for per-entry state.
     public var shardCount: Int
+    /// Read-ahead of a reader's first read; it doubles while the reader stays sequential.
+    /// mountpoint-s3 starts its prefetch at about the same size and grows it the same way.
+    public var initialReadAhead: Int64
     /// Largest read-ahead window for a sequential reader.
     public var maxReadAhead: Int64
 
@@ -32,6 +35,7 @@ public struct CacheConfiguration: Sendable {
                 readTimeout: TimeInterval = 60,
                 keyRules: KeyRules = KeyRules(),
                 shardCount: Int = 16,
+                initialReadAhead: Int64 = 1 << 20,
                 maxReadAhead: Int64 = 32 << 20) {
         self.directory = directory
         self.capacity = capacity
@@ -41,6 +45,7 @@ public struct CacheConfiguration: Sendable {
         self.readTimeout = readTimeout
         self.keyRules = keyRules
         self.shardCount = shardCount
+        self.initialReadAhead = initialReadAhead
         self.maxReadAhead = maxReadAhead
     }
 

@@ -61,6 +61,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
         receivedHead = true
         var cancels: [FetchHandleBox] = []
         var launches: [(EntryState, ReadPlanner.Fetch, Int)] = []
+        var reprobe: Int?
         let proceed: Bool = shard.locked {
             guard entry.inflight.fetches[fetchID] != nil, entry.info.generation == generation else { return false }
             if !entry.isPersisted {
@@ -80,13 +81,13 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                     // Ask again for the wanted bytes of the new version, with its validator.
                     entry.inflight.finish(fetchID)
                     launches = core.replanWaiters(entry, failed: nil)
-                    if entry.info.length != nil {
+                    if isProbe, entry.info.length != nil {
                         core.finishOpens(entry, .success(entry.info))
-                    } else if entry.pendingOpens != nil {
+                    } else if isProbe {
                         // The new version's length is unknown: probe it from the start.
                         let id = core.makeID()
                         entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: nil, reader: nil, pinned: true)
-                        launches.append((entry, ReadPlanner.Fetch(start: 0, end: nil), id))
+                        reprobe = id
                     }
                     return false
                 }
@@ -113,11 +114,16 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                 position = 0
                 entry.inflight.rebase(fetchID, cursor: 0, end: head.totalLength, generation: generation, pinned: true)
             }
-            if entry.info.length != nil { core.finishOpens(entry, .success(entry.info)) }
+            // Only the metadata probe answers opens: another transfer ending meanwhile knows
+            // nothing about whether the version it fetched is still current.
+            if isProbe, entry.info.length != nil { core.finishOpens(entry, .success(entry.info)) }
             return true
         }
         cancels.forEach { $0.cancel() }
         for (e, f, id) in launches { core.launch(fetchID: id, entry: e, key: e.info.key, fetch: f, isProbe: false) }
+        if let reprobe {
+            core.launch(fetchID: reprobe, entry: entry, key: entry.info.key, fetch: .init(start: 0, end: nil), isProbe: true)
+        }
         return proceed
     }
 
@@ -241,6 +247,8 @@ final class EntrySink: FetchSink, @unchecked Sendable {
             let fetch = entry.inflight.finish(fetchID)
             _ = core.handles.remove(fetchID)
             guard entry.info.generation == generation else {
+                // Another transfer found a new version meanwhile; it is what the opens get.
+                if isProbe { core.finishOpens(entry, core.openResult(entry, after: nil, url: url)) }
                 launches = core.replanWaiters(entry, failed: nil)
                 return
             }
@@ -253,11 +261,12 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                 entry.noteError("\(cause)")
                 if !entry.isPersisted { dropEntry = true }
             }
-            if entry.info.length != nil || cause != nil {
+            if isProbe {
                 core.finishOpens(entry, core.openResult(entry, after: cause, url: url))
             }
             core.wakeWaiters(entry, shard: shard, now: Date().timeIntervalSince1970)
-            let undelivered = position..<(fetch?.end ?? Int64.max)
+            let end = fetch?.end ?? Int64.max
+            let undelivered = min(position, end)..<end
             launches = core.replanWaiters(entry, failed: cause.map { (undelivered, $0) })
             if dropEntry, entry.waiters.isEmpty, entry.inflight.isEmpty {
                 shard.entries.removeValue(forKey: entry.info.key)

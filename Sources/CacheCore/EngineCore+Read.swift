@@ -47,6 +47,8 @@ extension EngineCore {
                 hit = (entry, request, entry.info.generation, entry.id)
             } else {
                 entry.misses += 1
+                // Pinned while it waits, so eviction cannot take bytes that already arrived for it.
+                entry.pin(slices(of: request))
                 entry.waiters.append(Waiter(id: makeID(), reader: reader.id, range: request,
                                             deadline: now + configuration.readTimeout, completion: completion))
             }
@@ -68,7 +70,7 @@ extension EngineCore {
         let slack: Int64 = 1 << 20
         let sequential = reader.lastEnd >= 0 && abs(request.lowerBound - reader.lastEnd) <= slack
         if sequential {
-            reader.readAhead = min(configuration.maxReadAhead, reader.readAhead * 2)
+            reader.readAhead = min(configuration.maxReadAhead, max(reader.readAhead * 2, initialReadAhead))
             reader.lastEnd = max(reader.lastEnd, request.upperBound)
         } else {
             if reader.lastEnd >= 0 { reader.readAhead = initialReadAhead }
@@ -123,14 +125,14 @@ extension EngineCore {
         for w in entry.waiters {
             let range = entry.info.length.map { w.range.clamped(to: w.range.lowerBound..<max($0, w.range.lowerBound)) } ?? w.range
             if range.isEmpty {
+                entry.unpin(slices(of: w.range))
                 completionQueue.async { w.completion(.success([])) }
             } else if entry.coverage.contains(range) {
-                entry.pin(slices(of: range))
                 touch(entry, range, now)
                 let id = entry.id, gen = entry.info.generation
                 completionQueue.async { [self] in
                     let result = readFromDisk(entryID: id, generation: gen, range: range)
-                    shard.locked { entry.unpin(slices(of: range)) }
+                    shard.locked { entry.unpin(slices(of: w.range)) }
                     if case .failure = result { forget(entry: entry, shard: shard, range: range, generation: gen) }
                     w.completion(result)
                 }
@@ -149,6 +151,7 @@ extension EngineCore {
         let planner = ReadPlanner(readAhead: 0)
         for var w in entry.waiters {
             if let failed, w.range.overlaps(failed.range), !entry.coverage.contains(w.range) {
+                entry.unpin(slices(of: w.range))
                 let err = failed.error
                 let done = w.completion; completionQueue.async { done(.failure(err)) }
                 continue
@@ -158,6 +161,7 @@ extension EngineCore {
             if !plan.fetches.isEmpty {
                 w.replans += 1
                 if w.replans > 8 {
+                    entry.unpin(slices(of: w.range))
                     let err = CacheError.badResponse(url: entry.info.url, message: "the origin keeps ending transfers early")
                     let done = w.completion; completionQueue.async { done(.failure(err)) }
                     continue
@@ -184,6 +188,7 @@ extension EngineCore {
             guard let entry = shard.entries[key] else { return ([], []) }
             let mine = entry.waiters.filter { $0.reader == reader.id }
             entry.waiters.removeAll { $0.reader == reader.id }
+            for w in mine { entry.unpin(slices(of: w.range)) }
             let orphaned = entry.inflight.release(reader: reader.id)
             // Orphaned fetches stop at their next chunk (advance says .stop); cancel them now too.
             return (mine, orphaned.map { handles.box($0) })

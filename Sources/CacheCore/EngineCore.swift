@@ -23,8 +23,7 @@ final class EngineCore: @unchecked Sendable {
     let shards: [Shard]
     let completionQueue = DispatchQueue(label: "httpcachefs.cache.completion", attributes: .concurrent)
 
-    /// Smallest read-ahead window; it doubles while a reader stays sequential.
-    let initialReadAhead: Int64 = 1 << 20
+    var initialReadAhead: Int64 { configuration.initialReadAhead }
     /// Bytes fetched ahead of time when an entry is first opened (file headers, a moov atom start).
     let probeLength: Int64 = 256 << 10
 
@@ -241,6 +240,7 @@ final class EngineCore: @unchecked Sendable {
         entry.sliceBytes = [:]
         entry.sliceAccess = [:]
         entry.pins = [:]
+        for w in entry.waiters { entry.pin(slices(of: w.range)) }
         let cancelled = entry.inflight.removeAll(generation: old, keeping: fetchID).compactMap { handles.remove($0) }
         let id = entry.id, store = store, newGen = entry.info.generation
         if entry.isPersisted {
@@ -351,6 +351,7 @@ final class EngineCore: @unchecked Sendable {
                     guard !late.isEmpty else { continue }
                     e.waiters = onTime
                     for w in late {
+                        e.unpin(slices(of: w.range))
                         e.noteError("read \(w.range.lowerBound)-\(w.range.upperBound - 1) timed out")
                         out.append((w, e.info.url))
                     }

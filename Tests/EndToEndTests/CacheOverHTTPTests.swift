@@ -1,0 +1,232 @@
+import CacheCore
+import Fetcher
+import Foundation
+import Logging
+import TestSupport
+import XCTest
+
+/// The cache core and the libcurl fetcher together, against the loopback origin: every test reads
+/// bytes and compares them with the origin's, and checks in the origin's log what was fetched.
+final class CacheOverHTTPTests: XCTestCase {
+    var origin: OriginServer!
+    var temp: TemporaryDirectory!
+    var source: CurlRangeSource!
+
+    override func setUpWithError() throws {
+        origin = try OriginServer()
+        temp = TemporaryDirectory(prefix: "httpcachefs-e2e")
+        source = CurlRangeSource(configuration: FetcherConfiguration(userAgent: "httpcachefs/test", lowSpeedTime: 5,
+                                                                     maxRetries: 3, retryBaseDelay: 0.05),
+                                 logger: Logger(label: "test"))
+    }
+
+    override func tearDown() {
+        source.shutdown()
+        origin.stop()
+        temp.remove()
+    }
+
+    func makeCache(readAhead: Int64 = 1 << 20, revalidateAfter: TimeInterval = 600, capacity: Int64 = 1 << 30) throws -> CacheEngine {
+        try CacheEngine(configuration: CacheConfiguration(directory: temp.appending("cache"), capacity: capacity,
+                                                          freeSpaceFloor: 0, sliceSize: 1 << 20,
+                                                          revalidateAfter: revalidateAfter, readTimeout: 20,
+                                                          initialReadAhead: readAhead, maxReadAhead: max(readAhead, 8 << 20)),
+                        source: source)
+    }
+
+    func expected(_ seed: UInt64, _ range: Range<Int64>) -> [UInt8] {
+        OriginServer.generatedBytes(seed: seed, offset: range.lowerBound, count: Int(range.length))
+    }
+
+    /// Ranges the origin served for `path`, as "a-b" strings, in order.
+    func servedRanges(_ path: String) -> [String] {
+        origin.requests.filter { $0.pathWithoutQuery == path }.map { $0.range.map { String($0.dropFirst(6)) } ?? "all" }
+    }
+
+    func testTheDesignExampleFetchesOnlyWhatIsMissing() async throws {
+        origin.setGeneratedFile("/example.bin", length: 4 << 20, seed: 1)
+        let cache = try makeCache(readAhead: 0)
+        defer { cache.shutdown() }
+        let info = try await cache.open(url: origin.url("/example.bin"))
+        let base: Int64 = 2 << 20   // past what the open took along
+        let warmup = cache.makeReader(for: info)
+        _ = try await warmup.read(offset: base + 200, length: 300)
+        _ = try await cache.makeReader(for: info).read(offset: base + 700, length: 100)
+        origin.resetLog()
+
+        let bytes = try await cache.makeReader(for: info).read(offset: base, length: 1000)
+
+        XCTAssertTrue(bytes == expected(1, base..<(base + 1000)), "wrong bytes")
+        let b = base
+        XCTAssertEqual(Set(servedRanges("/example.bin")),
+                       ["\(b)-\(b + 199)", "\(b + 500)-\(b + 699)", "\(b + 800)-\(b + 999)"],
+                       "cached bytes were requested again")
+    }
+
+    func testRandomRangesOfALargeFileAreByteExact() async throws {
+        let length: Int64 = 48 << 20
+        origin.setGeneratedFile("/large.bin", length: length, seed: 2)
+        let cache = try makeCache()
+        defer { cache.shutdown() }
+        let info = try await cache.open(url: origin.url("/large.bin"))
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<120 {
+            let start = Int64.random(in: 0..<length, using: &rng)
+            let count = Int.random(in: 1...(300 << 10), using: &rng)
+            let reader = cache.makeReader(for: info)
+            let got = try await reader.read(offset: start, length: count)
+            reader.close()
+            let end = min(length, start + Int64(count))
+            XCTAssertTrue(got == expected(2, start..<end), "wrong bytes at \(start)+\(count)")
+        }
+    }
+
+    func testConcurrentReadersOfOneColdFileDownloadItOnce() async throws {
+        let length: Int64 = 24 << 20
+        origin.setGeneratedFile("/shared.bin", length: length, seed: 3)
+        let cache = try makeCache()
+        defer { cache.shutdown() }
+        let info = try await cache.open(url: origin.url("/shared.bin"))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    let reader = cache.makeReader(for: info)
+                    defer { reader.close() }
+                    var offset: Int64 = 0
+                    while offset < length {
+                        let chunk = try await reader.read(offset: offset, length: 256 << 10)
+                        XCTAssertFalse(chunk.isEmpty)
+                        XCTAssertTrue(chunk == OriginServer.generatedBytes(seed: 3, offset: offset, count: chunk.count))
+                        offset += Int64(chunk.count)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let ratio = Double(origin.bytesServed(path: "/shared.bin")) / Double(length)
+        print("origin bytes / file size with 8 concurrent cold readers: \(ratio)")
+        XCTAssertLessThanOrEqual(ratio, 1.05)
+    }
+
+    func testAChangedRemoteFileIsNeverMixed() async throws {
+        origin.setGeneratedFile("/changing.bin", length: 6 << 20, seed: 4)
+        let cache = try makeCache(revalidateAfter: 0)
+        defer { cache.shutdown() }
+        let v1 = try await cache.open(url: origin.url("/changing.bin"))
+        _ = try await cache.makeReader(for: v1).read(offset: 0, length: 3 << 20)   // half of v1 cached
+        origin.setGeneratedFile("/changing.bin", length: 6 << 20, seed: 5)           // same size, new bytes
+        let v2 = try await cache.open(url: origin.url("/changing.bin"))
+        XCTAssertNotEqual(v1.etag, v2.etag, "\(origin.requests.map { "\($0.range ?? "-") \($0.ifRange ?? "-") \($0.status)" })")
+        let all = try await cache.makeReader(for: v2).read(offset: 0, length: 6 << 20)
+        XCTAssertTrue(all == expected(5, 0..<(6 << 20)), "old and new bytes mixed")
+    }
+
+    func testAChangeDiscoveredByARangeFetchIsNeverMixed() async throws {
+        origin.setGeneratedFile("/swap.bin", length: 6 << 20, seed: 6)
+        let cache = try makeCache(readAhead: 0)
+        defer { cache.shutdown() }
+        let info = try await cache.open(url: origin.url("/swap.bin"))
+        _ = try await cache.makeReader(for: info).read(offset: 0, length: 1 << 20)
+        origin.setGeneratedFile("/swap.bin", length: 6 << 20, seed: 7)
+        // No revalidation: the next range fetch carries If-Range, the origin answers 200.
+        let reader = cache.makeReader(for: info)
+        let got = try await reader.read(offset: (1 << 20) - 1000, length: 2000)
+        XCTAssertTrue(got == expected(7, ((1 << 20) - 1000)..<((1 << 20) + 1000)), "a read mixed two versions")
+        XCTAssertGreaterThan(cache.cachedInfo(url: origin.url("/swap.bin"))!.generation, info.generation)
+    }
+
+    func testImperfectServersStillServeTheRightBytes() async throws {
+        let cases: [(String, Faults)] = [
+            ("/dropped.bin", Faults(dropAfterBytes: 300_000, dropCount: 2)),
+            ("/norange.bin", Faults(ignoreRange: true, noAcceptRanges: true)),
+            ("/chunked.bin", Faults(noContentLength: true)),
+            ("/flaky.bin", Faults(status: 500, statusCount: 2)),
+            ("/busy.bin", Faults(status: 429, statusCount: 1, retryAfter: 1)),
+        ]
+        for (i, (path, faults)) in cases.enumerated() {
+            let length: Int64 = 3 << 20
+            origin.setGeneratedFile(path, length: length, seed: UInt64(20 + i))
+            origin.setFaults(path, faults)
+            let cache = try makeCache()
+            let info = try await cache.open(url: origin.url(path))
+            XCTAssertEqual(info.length, length, path)
+            let got = try await cache.makeReader(for: info).read(offset: 1 << 20, length: 1 << 20)
+            XCTAssertTrue(got == expected(UInt64(20 + i), (1 << 20)..<(2 << 20)), "wrong bytes for \(path)")
+            cache.shutdown()
+            try FileManager.default.removeItem(atPath: temp.appending("cache"))
+        }
+    }
+
+    func testARedirectKeepsTheOriginalKeyAndRemembersTheFinalURL() async throws {
+        origin.setGeneratedFile("/real.bin", length: 100_000, seed: 8)
+        origin.setFaults("/alias.bin", Faults(redirectTo: "/real.bin"))
+        let cache = try makeCache()
+        defer { cache.shutdown() }
+        let info = try await cache.open(url: origin.url("/alias.bin"))
+        XCTAssertEqual(info.url, origin.url("/alias.bin"))
+        XCTAssertEqual(info.finalURL, origin.url("/real.bin"))
+        let got = try await cache.makeReader(for: info).read(offset: 0, length: 100_000)
+        XCTAssertTrue(got == expected(8, 0..<100_000))
+    }
+
+    func testErrorStatusesAreTypedAndNothingIsCached() async throws {
+        origin.setResponse("/secret.bin", status: 403, headers: [], body: Array("nope".utf8))
+        let cache = try makeCache()
+        defer { cache.shutdown() }
+        for (path, want) in [("/missing.bin", CacheError.notFound(url: origin.url("/missing.bin"), status: 404)),
+                             ("/secret.bin", CacheError.forbidden(url: origin.url("/secret.bin"), status: 403))] {
+            do {
+                _ = try await cache.open(url: origin.url(path))
+                XCTFail("\(path) opened")
+            } catch let e as CacheError {
+                XCTAssertEqual(e, want)
+            }
+        }
+        XCTAssertEqual(cache.list().count, 0, "an error body was cached")
+        origin.stop()
+        do {
+            _ = try await cache.open(url: "http://127.0.0.1:1/nothing-listens-here.bin")
+            XCTFail("opened an unreachable URL")
+        } catch let e as CacheError {
+            guard case .unreachable = e else { return XCTFail("\(e)") }
+        }
+    }
+
+    func testRotatingQueryTokensShareOneEntry() async throws {
+        origin.setGeneratedFile("/tok.bin", length: 2 << 20, seed: 9)
+        let cache = try CacheEngine(configuration: CacheConfiguration(directory: temp.appending("cache"), freeSpaceFloor: 0,
+                                                                     keyRules: KeyRules(ignoredQueryNames: ["token"])),
+                                    source: source)
+        defer { cache.shutdown() }
+        let a = try await cache.open(url: origin.url("/tok.bin?token=1"))
+        _ = try await cache.makeReader(for: a).read(offset: 0, length: 2 << 20)
+        origin.resetLog()
+        let b = try await cache.open(url: origin.url("/tok.bin?token=2"))
+        XCTAssertEqual(a.key, b.key)
+        let got = try await cache.makeReader(for: b).read(offset: 0, length: 2 << 20)
+        XCTAssertTrue(got == expected(9, 0..<(2 << 20)))
+        XCTAssertEqual(origin.bytesServed(path: "/tok.bin"), 0)
+    }
+
+    func testTheCapHoldsUnderConcurrentLoad() async throws {
+        let cap: Int64 = 8 << 20
+        let cache = try makeCache(capacity: cap)
+        defer { cache.shutdown() }
+        for i in 0..<8 { origin.setGeneratedFile("/f\(i).bin", length: 4 << 20, seed: UInt64(40 + i)) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<8 {
+                group.addTask { [origin] in
+                    let info = try await cache.open(url: origin!.url("/f\(i).bin"))
+                    let r = cache.makeReader(for: info)
+                    defer { r.close() }
+                    let got = try await r.read(offset: 0, length: 4 << 20)
+                    XCTAssertTrue(got == OriginServer.generatedBytes(seed: UInt64(40 + i), offset: 0, count: 4 << 20))
+                }
+            }
+            try await group.waitForAll()
+        }
+        // Cap plus the slices that were being written when it was reached.
+        XCTAssertLessThanOrEqual(cache.usage.bytes, cap + 8 * (1 << 20))
+        XCTAssertEqual(cache.verify().problems, [])
+    }
+}
