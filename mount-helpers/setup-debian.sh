@@ -1,0 +1,29 @@
+#!/bin/sh
+# Installs the Debian packages httpcachefs needs, if any are missing.
+#   setup-debian.sh          what building and mounting need
+#   setup-debian.sh --test   also what the tests need (ffmpeg for the player tests)
+# Runs apt-get through sudo when not root. Swift itself is expected on PATH (see README).
+set -eu
+
+packages="pkg-config libfuse3-dev fuse3 libcurl4-openssl-dev libsqlite3-dev curl ca-certificates"
+if [ "${1:-}" = "--test" ]; then
+    packages="$packages ffmpeg"
+fi
+
+missing=""
+for p in $packages; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+
+if [ -n "$missing" ]; then
+    echo "httpcachefs setup: installing$missing" >&2
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing >&2
+fi
+
+command -v swift >/dev/null 2>&1 || [ -x /opt/swift/usr/bin/swift ] || {
+    echo "httpcachefs setup: no Swift toolchain found (need Swift 6.1 or later on PATH)" >&2
+    exit 1
+}
