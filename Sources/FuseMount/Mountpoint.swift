@@ -1,6 +1,5 @@
 import Foundation
 import Glibc
-import Logging
 
 /// Mountpoint checks before mounting, and unmounting, with messages that say what to do.
 public enum Mountpoint {
@@ -66,21 +65,33 @@ public enum Mountpoint {
         return "/" + parts.joined(separator: "/")
     }
 
+    /// A mountpoint ready to take a mount.
+    public struct Prepared: Equatable, Sendable {
+        public var path: String
+        /// Set when the remains of a crashed daemon had to be unmounted first (tell the user).
+        public var cleanedStaleMount: String?
+    }
+
     /// Checks that `path` can take a new mount, cleaning up the remains of a crashed daemon
-    /// ("Transport endpoint is not connected") with a message. Returns the absolute path.
-    @discardableResult
-    public static func prepare(_ path: String, logger: Logger) throws -> String {
+    /// ("Transport endpoint is not connected"). Returns the absolute path.
+    public static func prepare(_ path: String) throws -> Prepared {
         let p = absolute(path)
+        var note: String?
         guard access("/dev/fuse", F_OK) == 0 else { throw MountpointError.noFuseDevice }
         var st = Glibc.stat()
-        if stat(p, &st) != 0 {
-            let err = errno
+        // stat() may be answered from the kernel's attribute cache even when the daemon is
+        // gone; statvfs() always asks the daemon, so it tells a dead FUSE mount from a live one.
+        var sfs = statvfs()
+        let deadFuse = (entry(at: p)?.fsType.hasPrefix("fuse") ?? false) && statvfs(p, &sfs) != 0
+            && (errno == ENOTCONN || errno == ECONNABORTED)
+        if deadFuse || stat(p, &st) != 0 {
+            let err = deadFuse ? ENOTCONN : errno
             guard err == ENOTCONN || err == ECONNABORTED else {
                 if err == ENOENT { throw MountpointError.missing(p) }
                 throw MountpointError.unusable(p, String(cString: strerror(err)))
             }
-            logger.warning("\(p): stale mount of a daemon that is gone (\(String(cString: strerror(err)))); unmounting it")
             try unmount(p, lazy: true)
+            note = "\(p) held a stale mount of a daemon that is gone (\(String(cString: strerror(err)))); unmounted it"
             guard stat(p, &st) == 0 else {
                 throw MountpointError.staleNotCleaned(p, String(cString: strerror(errno)))
             }
@@ -89,7 +100,7 @@ public enum Mountpoint {
         if let existing = entry(at: p) {
             throw MountpointError.busy(p, fsType: existing.fsType, source: existing.source)
         }
-        return p
+        return Prepared(path: p, cleanedStaleMount: note)
     }
 
     /// Unmounts `path`: umount2 as root, else fusermount3 (setuid). Lazy detaches at once even

@@ -1,7 +1,231 @@
 import ArgumentParser
+import CacheCore
+import Dispatch
+import Foundation
+import FuseMount
+import Logging
+import Proxy
 
-// PLACEHOLDER: filled in by the owner of this command.
+/// `httpcachefs mount MOUNTPOINT [URL | NAME=URL]... [--url-list FILE] [--index URL]... [--by-url]`:
+/// remote files as a read-only FUSE file system, served from the cache, with the local proxy
+/// on the same cache.
+///
+/// Without `--foreground` the command re-executes itself as a daemon and returns once the mount
+/// is usable (exit 0) or with the reason it is not (non-zero). The daemon logs to `--log-file`,
+/// else to `$XDG_STATE_HOME/httpcachefs/mount.log` (`~/.local/state/...`).
 struct MountCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "mount", abstract: "(not yet implemented)")
-    func run() async throws { throw ValidationError("not yet implemented") }
+    static let configuration = CommandConfiguration(
+        commandName: "mount",
+        abstract: "Mount HTTP(S) URLs as read-only files, served from the cache.",
+        discussion: """
+            Files come from URL arguments (named after the URL's last path segment, or NAME=URL \
+            where NAME may contain directories), from --url-list FILE (one 'URL' or \
+            'dir/name.ext = URL' per line, '#' comments; re-read on SIGHUP), from web-server \
+            directory listings (--index URL at the root, or --index DIR=URL; nginx and Apache \
+            autoindex, listed lazily) and, with --by-url, from MOUNTPOINT/.url/https/HOST/PATH \
+            for any URL. Files are 0444, directories 0555; sizes and dates come from the listing or \
+            from Content-Length / Last-Modified. Errors: 404/410 -> ENOENT, 401/403 -> EACCES, \
+            unreachable or 5xx after retries or past --read-timeout -> EIO.
+
+            Unmount with 'fusermount3 -u MOUNTPOINT', or SIGINT / SIGTERM to the daemon (SIGHUP \
+            re-reads the URL list). -o passes options to FUSE, e.g. -o allow_other (for users \
+            other than root this needs 'user_allow_other' in /etc/fuse.conf). The proxy runs on \
+            --proxy-port (default 8718) unless --no-proxy.
+            """
+    )
+
+    @Argument(help: ArgumentHelp("Directory to mount on (must exist).", valueName: "mountpoint"))
+    var mountpoint: String
+
+    @Argument(help: ArgumentHelp("Files to show at the root: URL, or NAME=URL.", valueName: "url"))
+    var entries: [String] = []
+
+    @Option(name: .customLong("url-list"),
+            help: ArgumentHelp("File listing 'URL' or 'dir/name.ext = URL' per line ('#' comments); re-read on SIGHUP.", valueName: "file"))
+    var urlList: String?
+
+    @Option(name: .customLong("index"),
+            help: ArgumentHelp("A web server's directory listing shown as a tree: URL (at the root) or DIR=URL; repeatable.", valueName: "url"))
+    var indexes: [String] = []
+
+    @Option(name: .customLong("index-ttl"),
+            help: ArgumentHelp("How long a directory listing is reused before it is fetched again (default: --revalidate-after).", valueName: "duration"))
+    var indexTTL: String?
+
+    @Flag(name: .customLong("by-url"), help: "Resolve any URL under MOUNTPOINT/.url/https/HOST/PATH (a query may end the last name).")
+    var byURL = false
+
+    @Flag(name: [.customShort("f"), .customLong("foreground")], help: "Stay attached and log to stderr instead of going to the background.")
+    var foreground = false
+
+    @Option(name: .customShort("o", allowingJoined: true),
+            help: ArgumentHelp("FUSE mount options, comma-separated (e.g. allow_other); repeatable.", valueName: "options"))
+    var fuseOptions: [String] = []
+
+    @Flag(name: .customLong("no-proxy"), help: "Do not run the local HTTP proxy alongside the mount.")
+    var noProxy = false
+
+    @OptionGroup var proxy: ProxyOptions
+    @OptionGroup var cache: CacheOptions
+
+    func validate() throws {
+        if entries.isEmpty && urlList == nil && indexes.isEmpty && !byURL {
+            throw ValidationError("nothing to mount: give URLs, --url-list FILE, --index URL or --by-url")
+        }
+    }
+
+    func run() async throws {
+        let ready = Daemon.readyChannel()  // set when this process is the daemon of a background mount
+        do {
+            try await runReportingErrors { try await mount(ready: ready) }
+        } catch {
+            ready?.fail(ErrorReporting.message(for: error))
+            throw error
+        }
+    }
+
+    private func mount(ready: ReadyChannel?) async throws {
+        let tree = try buildTree()
+        let resolved = try cache.resolve()
+        let indexTTL = try self.indexTTL.map { try DurationValue.parse($0, option: "--index-ttl") }
+        let prepared = try await onDedicatedThread(name: "httpcachefs-mount") { try Mountpoint.prepare(mountpoint) }
+
+        if !foreground && ready == nil {
+            if let note = prepared.cleanedStaleMount { ErrorReporting.printWarning(note) }
+            try await daemonize(resolved: resolved)
+            return
+        }
+
+        let logger = cache.makeLogger(label: "httpcachefs.mount", defaultLevel: .info)
+        if let note = prepared.cleanedStaleMount { logger.warning("\(note)") }
+        let options = cache
+        let engine = try await onDedicatedThread(name: "httpcachefs-mount") { try options.openEngine(defaultLogLevel: .info) }
+        let mountOptions = MountOptions(
+            revalidateAfter: resolved.revalidateAfter, listingTTL: indexTTL,
+            // The engine fails a read at --read-timeout; this backstop only fires if it did not.
+            readDeadline: resolved.readTimeout + 5,
+            fuseOptions: fuseOptions.flatMap(MountOptions.splitOptionList))
+        let fs = FuseFileSystem(engine: engine, tree: tree, options: mountOptions, logger: logger)
+        do {
+            try await onDedicatedThread(name: "httpcachefs-mount") { try fs.start(at: prepared.path) }
+        } catch {
+            try? await onDedicatedThread(name: "httpcachefs-mount") { engine.shutdown() }
+            throw error
+        }
+
+        let urlListPath = urlList.map(Mountpoint.absolute)
+        let signals = MountSignals(
+            stop: { sig in
+                logger.info("signal \(sig): unmounting \(prepared.path)")
+                fs.unmount()
+            },
+            reload: { Self.reloadURLList(urlListPath, fs: fs, logger: logger) })
+        let server = noProxy ? nil : startProxy(engine: engine, cacheDirectory: resolved.directory, logger: logger)
+        logger.info("mounted \(prepared.path): \(tree.files.count) files, \(tree.indexes.count) indexes\(byURL ? ", by-URL directory .url" : "") (cache: \(resolved.directory))")
+        ready?.ready()
+        let loopError = try await onDedicatedThread(name: "httpcachefs-mount") { fs.wait() }
+        signals.cancel()
+        server?.stop()
+        try await onDedicatedThread(name: "httpcachefs-mount") { engine.shutdown() }
+        if let loopError { logger.error("FUSE session ended on an error: \(loopError)") }
+        logger.info("unmounted \(prepared.path)")
+    }
+
+    /// Arguments, URL list and indexes as one checked tree (clashes are errors naming both sides).
+    func buildTree() throws -> MountTreeSpec {
+        let arguments = try entries.map { text -> (text: String, spec: EntrySpec) in
+            do { return (text, try EntrySpec.parse(text)) } catch { throw UsageError("bad argument '\(text)': \(error)") }
+        }
+        let list = try urlList.map { try URLListParser.load(path: $0) } ?? []
+        let indexes = try self.indexes.map { text -> MountTreeSpec.Index in
+            do { return try MountTreeSpec.parseIndex(text) } catch { throw UsageError("bad --index '\(text)': \(error)") }
+        }
+        return try MountTreeSpec.build(arguments: arguments, urlList: list, urlListPath: urlList,
+                                       indexes: indexes, byURL: byURL)
+    }
+
+    /// SIGHUP: the URL list again. A bad list is logged and the current tree stays.
+    static func reloadURLList(_ path: String?, fs: FuseFileSystem, logger: Logger) {
+        guard let path else {
+            logger.info("SIGHUP: no --url-list to re-read")
+            return
+        }
+        do {
+            let entries = try URLListParser.load(path: path)
+            let old = fs.tree
+            let new = try old.replacingURLList(entries, path: path)
+            fs.reload(tree: new)
+            let before = Set(old.files.map { $0.path.joined(separator: "/") + "\u{0}" + $0.url })
+            let after = Set(new.files.map { $0.path.joined(separator: "/") + "\u{0}" + $0.url })
+            logger.info("reloaded \(path): \(new.files.count) files (\(after.subtracting(before).count) new, \(before.subtracting(after).count) removed)")
+        } catch {
+            logger.error("SIGHUP: keeping the current files, \(path) is not usable: \(error)")
+        }
+    }
+
+    /// The proxy on the same engine. A busy port does not stop the mount: it is logged.
+    private func startProxy(engine: CacheEngine, cacheDirectory: String, logger: Logger) -> ProxyServer? {
+        let (configuration, generated) = proxy.configuration(cacheDirectory: cacheDirectory)
+        let server = ProxyServer(engine: engine, configuration: configuration, logger: logger)
+        do {
+            let port = try server.start()
+            logger.info("proxy listening on \(ProxyConfiguration.localBase(bindAddress: configuration.bindAddress, port: port))")
+            if let generated { logger.notice("proxy token (required in proxy URLs, as /t/<token>/...): \(generated)") }
+            return server
+        } catch {
+            logger.warning("proxy not started (the mount works without it; --no-proxy silences this): \(error)")
+            return nil
+        }
+    }
+
+    /// Re-executes this command as a detached daemon and waits until its mount is usable.
+    private func daemonize(resolved: ResolvedCacheOptions) async throws {
+        var arguments = CommandLine.arguments
+        let at = (arguments.firstIndex(of: "mount") ?? 0) + 1
+        var extra = ["--foreground"]
+        var logPath = resolved.logFile
+        if logPath == nil {
+            let path = Self.defaultLogPath()
+            try? FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
+                                                     withIntermediateDirectories: true)
+            extra += ["--log-file", path]
+            logPath = path
+        }
+        arguments.insert(contentsOf: extra, at: min(at, arguments.count))
+        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let log = logPath
+        _ = try await onDedicatedThread(name: "httpcachefs-mount") {
+            try Daemon.launch(executable: executable, arguments: arguments, logPath: log)
+        }
+    }
+
+    /// `$XDG_STATE_HOME/httpcachefs/mount.log`, else `~/.local/state/httpcachefs/mount.log`.
+    static func defaultLogPath() -> String {
+        let env = ProcessInfo.processInfo.environment
+        if let state = env["XDG_STATE_HOME"], !state.isEmpty { return state + "/httpcachefs/mount.log" }
+        return (env["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()) + "/.local/state/httpcachefs/mount.log"
+    }
+}
+
+/// SIGINT / SIGTERM unmount cleanly (the index is flushed after), SIGHUP reloads the URL list.
+/// Handlers run on a queue of their own, never in signal context.
+final class MountSignals: @unchecked Sendable {
+    private var sources: [DispatchSourceSignal] = []
+    private let queue = DispatchQueue(label: "httpcachefs.mount.signals")
+
+    init(stop: @escaping @Sendable (Int32) -> Void, reload: @escaping @Sendable () -> Void) {
+        signal(SIGPIPE, SIG_IGN)
+        for sig in [SIGINT, SIGTERM, SIGHUP] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
+            source.setEventHandler { if sig == SIGHUP { reload() } else { stop(sig) } }
+            source.resume()
+            sources.append(source)
+        }
+    }
+
+    func cancel() {
+        sources.forEach { $0.cancel() }
+        sources = []
+    }
 }

@@ -1,0 +1,152 @@
+import Foundation
+import Glibc
+
+/// Going to the background the way mount commands must: the command returns only once the mount
+/// is usable (exit 0), or fails with the reason.
+///
+/// The parent re-executes the same program with extra arguments (the caller adds `--foreground`)
+/// in a new session, with stdin and stdout on /dev/null and stderr appended to a log file, and
+/// passes it the write end of a pipe (fd number in `$HTTPCACHEFS_READY_FD`). The child writes
+/// `ready` once mounted, or `error: <reason>`, then closes it. EOF with neither means the child
+/// died: its exit status and the log file say why.
+public enum Daemon {
+    public static let readyEnvironment = "HTTPCACHEFS_READY_FD"
+
+    /// The child's channel back to the waiting parent, or nil when not started by `launch`.
+    /// Takes the variable out of the environment so the daemon's own children don't inherit it.
+    public static func readyChannel() -> ReadyChannel? {
+        guard let text = getenv(readyEnvironment).map({ String(cString: $0) }), let fd = Int32(text), fd > 2,
+              fcntl(fd, F_GETFD) != -1 else { return nil }
+        unsetenv(readyEnvironment)
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        return ReadyChannel(fd: fd)
+    }
+
+    /// Starts `executable` with `arguments` (argv[0] included) detached, and waits up to
+    /// `timeout` for it to report. Returns the child's pid once it is ready.
+    public static func launch(executable: String, arguments: [String], logPath: String?,
+                              timeout: TimeInterval = 120) throws -> pid_t {
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { throw DaemonError.spawn("pipe: \(String(cString: strerror(errno)))") }
+        let (readEnd, writeEnd) = (fds[0], fds[1])
+        _ = fcntl(readEnd, F_SETFD, FD_CLOEXEC)
+        defer { close(readEnd) }
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        if let logPath {
+            posix_spawn_file_actions_addopen(&actions, 2, logPath, O_WRONLY | O_APPEND | O_CREAT, 0o644)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // A session of its own: the terminal's Ctrl-C and hangup do not reach the daemon.
+        posix_spawnattr_setflags(&attributes, Int16(0x80 /* POSIX_SPAWN_SETSID */))
+
+        var environment = ProcessInfo.processInfo.environment
+        environment[readyEnvironment] = String(writeEnd)
+        let argv = arguments.map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
+        close(writeEnd)
+        guard rc == 0 else { throw DaemonError.spawn("cannot start \(executable): \(String(cString: strerror(rc)))") }
+
+        let message = readReport(readEnd, timeout: timeout)
+        switch message {
+        case "ready"?:
+            return pid
+        case let m? where m.hasPrefix("error: "):
+            _ = reap(pid)
+            throw DaemonError.failed(String(m.dropFirst("error: ".count)))
+        case nil where isAlive(pid):
+            throw DaemonError.timedOut(pid: pid, seconds: Int(timeout), log: logPath)
+        default:
+            throw DaemonError.died(status: reap(pid), log: logPath)
+        }
+    }
+
+    /// The first line the child wrote, or nil at EOF / timeout.
+    private static func readReport(_ fd: Int32, timeout: TimeInterval) -> String? {
+        var bytes: [UInt8] = []
+        let deadline = Date().addingTimeInterval(timeout)
+        var buf = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let left = deadline.timeIntervalSinceNow
+            if left <= 0 { return nil }
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let r = poll(&p, 1, Int32(min(left, 3600) * 1000))
+            if r < 0 && errno == EINTR { continue }
+            if r <= 0 { return nil }
+            let n = read(fd, &buf, buf.count)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            bytes += buf[0..<n]
+            if bytes.contains(10) { break }
+        }
+        let line = String(decoding: bytes, as: UTF8.self).split(separator: "\n").first.map(String.init)
+        return line.flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    private static func isAlive(_ pid: pid_t) -> Bool {
+        var status: Int32 = 0
+        return waitpid(pid, &status, WNOHANG) == 0
+    }
+
+    /// Waits for an exited child; its exit code, or 128 + signal.
+    private static func reap(_ pid: pid_t) -> Int32 {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        if status & 0x7f == 0 { return (status >> 8) & 0xff }
+        return 128 + (status & 0x7f)
+    }
+}
+
+/// The daemon's end of the readiness pipe: exactly one report, then closed.
+public final class ReadyChannel: @unchecked Sendable {
+    private let lock = NSLock()
+    private var fd: Int32  // guarded by lock; -1 once reported
+
+    init(fd: Int32) { self.fd = fd }
+
+    public func ready() { report("ready") }
+
+    public func fail(_ reason: String) { report("error: " + reason.replacingOccurrences(of: "\n", with: " ")) }
+
+    private func report(_ line: String) {
+        lock.withLock {
+            guard fd >= 0 else { return }
+            let bytes = Array((line + "\n").utf8)
+            _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            close(fd)
+            fd = -1
+        }
+    }
+}
+
+public enum DaemonError: Error, Equatable, CustomStringConvertible {
+    case spawn(String)
+    case failed(String)
+    case died(status: Int32, log: String?)
+    case timedOut(pid: pid_t, seconds: Int, log: String?)
+
+    public var description: String {
+        switch self {
+        case let .spawn(why): return why
+        case let .failed(why): return why
+        case let .died(status, log):
+            return "the mount daemon exited (status \(status)) before the mount was ready" + (log.map { "; see \($0)" } ?? "")
+        case let .timedOut(pid, seconds, log):
+            return "the mount daemon (pid \(pid)) was not ready after \(seconds)s" + (log.map { "; see \($0)" } ?? "")
+        }
+    }
+}
