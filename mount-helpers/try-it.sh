@@ -1,0 +1,50 @@
+#!/bin/sh
+# The main job for a new user: mount a media file and play it, with nothing but this checkout.
+#
+#   mount-helpers/try-it.sh [URL...]
+#
+# Without URLs it makes a sample MP4 (with ffmpeg if installed, else random bytes), serves it
+# from a loopback origin (httpcachefs-bench serve), and mounts it. With URLs it mounts those.
+# The mount stays up at $MOUNTPOINT (default /tmp/httpcachefs-demo); the script prints how to
+# play it, how to reach it through the proxy, and how to stop everything.
+set -eu
+cd "$(dirname "$0")/.."
+bin=.build/release
+mountpoint=${MOUNTPOINT:-/tmp/httpcachefs-demo}
+cache=${CACHE_DIR:-/tmp/httpcachefs-demo-cache}
+[ -x "$bin/httpcachefs" ] || { echo "build first: swift build -c release" >&2; exit 1; }
+
+if [ $# -eq 0 ]; then
+    samples=/tmp/httpcachefs-demo-origin
+    mkdir -p "$samples"
+    if [ ! -s "$samples/sample.mp4" ]; then
+        if command -v ffmpeg >/dev/null 2>&1; then
+            # Without +faststart: the moov atom is at the end, as players find it in the wild.
+            ffmpeg -loglevel error -y -f lavfi -i testsrc=duration=30:size=640x360:rate=25 \
+                -f lavfi -i sine=frequency=440:duration=30 -c:v libx264 -preset ultrafast -c:a aac \
+                -shortest "$samples/sample.mp4"
+        else
+            head -c 33554432 /dev/urandom > "$samples/sample.mp4"
+        fi
+    fi
+    port=${ORIGIN_PORT:-8719}
+    "$bin/httpcachefs-bench" serve "$samples" --port "$port" > /tmp/httpcachefs-demo-origin.log 2>&1 &
+    origin_pid=$!
+    for _ in 1 2 3 4 5 6 7 8 9 10; do grep -q sample.mp4 /tmp/httpcachefs-demo-origin.log 2>/dev/null && break; sleep 0.3; done
+    set -- "http://127.0.0.1:$port/sample.mp4"
+    echo "origin: http://127.0.0.1:$port/ (pid $origin_pid, serving $samples)"
+fi
+
+mkdir -p "$mountpoint"
+"$bin/httpcachefs" mount "$mountpoint" "$@" --cache-dir "$cache"
+echo "mounted at $mountpoint:"
+ls -l "$mountpoint"
+first=$(ls "$mountpoint" | head -n 1)
+if command -v ffprobe >/dev/null 2>&1; then
+    echo "ffprobe $mountpoint/$first:"
+    ffprobe -v error -show_entries format=duration,size:stream=codec_name -of compact "$mountpoint/$first" || true
+fi
+echo "proxy URL for URL-only players: $("$bin/httpcachefs" url "$1" --cache-dir "$cache")"
+echo "play:    mpv '$mountpoint/$first'   (or vlc, ffplay, ...)"
+echo "inspect: $bin/httpcachefs cache info '$1' --cache-dir $cache"
+echo "stop:    fusermount3 -u $mountpoint${origin_pid:+ && kill $origin_pid}"
