@@ -150,3 +150,35 @@ public enum DaemonError: Error, Equatable, CustomStringConvertible {
         }
     }
 }
+
+/// systemd's readiness protocol (`Type=notify`): one datagram to `$NOTIFY_SOCKET`. A no-op
+/// outside systemd. Lets a unit run `mount --foreground` (logs in the journal) and still start
+/// its dependents only once the mount is usable.
+public enum SystemdNotify {
+    @discardableResult
+    public static func send(_ state: String) -> Bool {
+        guard var path = ProcessInfo.processInfo.environment["NOTIFY_SOCKET"], !path.isEmpty else { return false }
+        let abstract = path.hasPrefix("@")
+        if abstract { path.removeFirst() }
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        let offset = abstract ? 1 : 0  // abstract names start with a NUL byte
+        guard bytes.count + offset < MemoryLayout.size(ofValue: addr.sun_path) else { return false }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.initializeMemory(as: UInt8.self, repeating: 0)
+            for (i, b) in bytes.enumerated() { raw[i + offset] = b }
+        }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + offset + bytes.count + (abstract ? 0 : 1))
+        let message = Array(state.utf8)
+        let sent = withUnsafePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
+                message.withUnsafeBytes { sendto(fd, $0.baseAddress, $0.count, 0, sa, length) }
+            }
+        }
+        return sent == message.count
+    }
+}

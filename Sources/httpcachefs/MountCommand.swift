@@ -117,12 +117,14 @@ struct MountCommand: AsyncParsableCommand {
         let signals = MountSignals(
             stop: { sig in
                 logger.info("signal \(sig): unmounting \(prepared.path)")
+                SystemdNotify.send("STOPPING=1")
                 fs.unmount()
             },
             reload: { Self.reloadURLList(urlListPath, fs: fs, logger: logger) })
         let server = noProxy ? nil : startProxy(engine: engine, cacheDirectory: resolved.directory, logger: logger)
         logger.info("mounted \(prepared.path): \(tree.files.count) files, \(tree.indexes.count) indexes\(byURL ? ", by-URL directory .url" : "") (cache: \(resolved.directory))")
         ready?.ready()
+        SystemdNotify.send("READY=1\nSTATUS=mounted \(prepared.path)")
         let loopError = try await onDedicatedThread(name: "httpcachefs-mount") { fs.wait() }
         signals.cancel()
         server?.stop()

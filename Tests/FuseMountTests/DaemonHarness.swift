@@ -1,0 +1,163 @@
+import CacheCore
+import Foundation
+import FuseMount
+import Glibc
+import TestSupport
+import XCTest
+
+/// Runs the real `httpcachefs` binary as a subprocess, so daemonizing, signals and unmounting are
+/// real: a loopback origin in this process, a mountpoint, cache and log in a temporary directory.
+final class DaemonHarness {
+    let origin: OriginServer
+    let directory: TemporaryDirectory
+    let binary: String
+    var mountpoint: String { directory.appending("mnt") }
+    var cacheDirectory: String { directory.appending("cache") }
+    var logFile: String { directory.appending("mount.log") }
+
+    init() throws {
+        try requireFuse()
+        binary = try Self.locateBinary()
+        origin = try OriginServer()
+        directory = TemporaryDirectory(prefix: "httpcachefs-daemon")
+        try FileManager.default.createDirectory(atPath: directory.appending("mnt"), withIntermediateDirectories: true)
+    }
+
+    /// `$HTTPCACHEFS_BIN`, else the `httpcachefs` built next to this test bundle, else the newest
+    /// `.build*/debug/httpcachefs` of this checkout.
+    static func locateBinary() throws -> String {
+        let fm = FileManager.default
+        if let env = ProcessInfo.processInfo.environment["HTTPCACHEFS_BIN"], fm.isExecutableFile(atPath: env) { return env }
+        var candidates: [String] = []
+        for base in [Bundle.main.executablePath, CommandLine.arguments.first].compactMap({ $0 }) {
+            var dir = URL(fileURLWithPath: base).deletingLastPathComponent()
+            for _ in 0..<3 {
+                candidates.append(dir.appendingPathComponent("httpcachefs").path)
+                dir = dir.deletingLastPathComponent()
+            }
+        }
+        let repo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let builds = ((try? fm.contentsOfDirectory(atPath: repo.path)) ?? []).filter { $0.hasPrefix(".build") }
+        let fromRepo = builds.map { repo.appendingPathComponent($0).appendingPathComponent("debug/httpcachefs").path }
+            .filter { fm.isExecutableFile(atPath: $0) }
+            .sorted { mtime($0) > mtime($1) }
+        candidates += fromRepo
+        if let found = candidates.first(where: { fm.isExecutableFile(atPath: $0) && !$0.hasSuffix(".xctest") }) { return found }
+        let message = "SKIPPING daemon test: no httpcachefs binary found (build it: swift build --product httpcachefs, or set HTTPCACHEFS_BIN)"
+        print("⚠️  \(message)")
+        throw XCTSkip(message)
+    }
+
+    private static func mtime(_ path: String) -> Date {
+        ((try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date) ?? .distantPast
+    }
+
+    struct Outcome {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    /// Runs a program to completion (at most `timeout`) and captures its output.
+    @discardableResult
+    func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
+             timeout: TimeInterval = 60) throws -> Outcome {
+        let out = directory.appending("stdout-\(UUID().uuidString.prefix(6))")
+        let err = directory.appending("stderr-\(UUID().uuidString.prefix(6))")
+        let pid = try Subprocess.spawn(executable, arguments, environment: environment, stdout: out, stderr: err)
+        let status = Subprocess.wait(pid, timeout: timeout)
+        if status == nil {
+            kill(pid, SIGKILL)
+            _ = Subprocess.wait(pid, timeout: 10)
+            XCTFail("\(executable) \(arguments) did not finish within \(Int(timeout))s")
+        }
+        let read = { (path: String) in (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
+        return Outcome(status: status ?? -1, stdout: read(out), stderr: read(err))
+    }
+
+    /// `httpcachefs mount MOUNTPOINT ARGS... --cache-dir ... --log-file ... --no-proxy`.
+    @discardableResult
+    func mount(_ arguments: [String], proxy: Bool = false) throws -> Outcome {
+        try run(binary, ["mount", mountpoint] + arguments + ["--cache-dir", cacheDirectory, "--log-file", logFile]
+                + (proxy ? [] : ["--no-proxy"]))
+    }
+
+    /// The daemon serving our mountpoint: found by its unique command line, never by name.
+    func daemonPID() -> pid_t? {
+        let procs = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        for entry in procs {
+            guard let pid = pid_t(entry), pid != getpid(),
+                  let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { continue }
+            let args = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+            if args.contains("--foreground") && args.contains(mountpoint) && args.contains(cacheDirectory) { return pid }
+        }
+        return nil
+    }
+
+    func isAlive(_ pid: pid_t) -> Bool {
+        kill(pid, 0) == 0 && !((try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))?.contains(") Z ") ?? true)
+    }
+
+    /// Polls `condition` (a state change in another process) for at most `timeout`.
+    func waitUntil(_ what: String, timeout: TimeInterval = 30, file: StaticString = #filePath, line: UInt = #line,
+                   _ condition: () -> Bool) {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !condition() {
+            if Date() > deadline {
+                XCTFail("timed out waiting for: \(what)", file: file, line: line)
+                return
+            }
+            usleep(20_000)
+        }
+    }
+
+    var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
+
+    func path(_ rel: String) -> String { mountpoint + "/" + rel }
+
+    /// Leaves nothing behind: the daemon (by pid) is killed, the mount lazily removed.
+    func cleanup() {
+        if let pid = daemonPID() { kill(pid, SIGKILL) }
+        if Mountpoint.isMounted(mountpoint) { _ = umount2(mountpoint, Int32(MNT_DETACH)) }
+        origin.stop()
+        directory.remove()
+    }
+}
+
+/// posix_spawn and waitpid, without Foundation's Process (whose exit monitoring missed children
+/// that had spawned a daemon of their own).
+enum Subprocess {
+    static func spawn(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
+                      stdout: String? = nil, stderr: String? = nil) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, stdout ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addopen(&actions, 2, stderr ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        let env = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+        guard rc == 0 else { throw POSIX.Failure(errno: rc) }
+        return pid
+    }
+
+    /// The exit status (128 + signal if killed), or nil if still running after `timeout`.
+    static func wait(_ pid: pid_t, timeout: TimeInterval) -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        var status: Int32 = 0
+        while true {
+            let r = waitpid(pid, &status, WNOHANG)
+            if r == pid { return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f) }
+            if r < 0 && errno != EINTR { return -1 }
+            if Date() > deadline { return nil }
+            usleep(10_000)
+        }
+    }
+}

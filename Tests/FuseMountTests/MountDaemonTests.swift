@@ -1,0 +1,152 @@
+import CacheCore
+import Foundation
+import Glibc
+import TestSupport
+import XCTest
+@testable import FuseMount
+
+/// The `httpcachefs mount` command as users run it: a background daemon, signals, fusermount3,
+/// crashes, bad input, and the mount(8) helper.
+final class MountDaemonTests: XCTestCase {
+    var h: DaemonHarness!
+
+    override func setUpWithError() throws {
+        h = try DaemonHarness()
+        h.origin.setGeneratedFile("/a.bin", length: 3 << 20, seed: 31)
+        h.origin.setFile("/b.txt", data: Array("bee\n".utf8))
+        h.origin.setFile("/c.txt", data: Array("sea\n".utf8))
+    }
+
+    override func tearDown() {
+        h?.cleanup()
+    }
+
+    func testInTheBackgroundTheCommandReturnsOnceUsableAndSIGTERMUnmountsCleanly() throws {
+        let r = try h.mount([h.origin.url("/a.bin")])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        // Usable the moment the command returns: no waiting here.
+        XCTAssertTrue(try POSIX.readAll(h.path("a.bin")) == OriginServer.generatedBytes(seed: 31, offset: 0, count: 3 << 20))
+        let pid = try XCTUnwrap(h.daemonPID())
+
+        kill(pid, SIGTERM)
+        h.waitUntil("the daemon exits after SIGTERM") { !h.isAlive(pid) }
+        XCTAssertFalse(Mountpoint.isMounted(h.mountpoint))
+        XCTAssertTrue(h.log.contains("unmounted \(h.mountpoint)"), h.log)
+
+        // The index was flushed and the cache lock released: a new engine sees the cached bytes.
+        let engine = try CacheEngine(configuration: CacheConfiguration(directory: h.cacheDirectory), source: NoSource())
+        defer { engine.shutdown() }
+        XCTAssertEqual(engine.status(url: h.origin.url("/a.bin"))?.cachedBytes, 3 << 20)
+    }
+
+    func testFusermountUnmountEndsTheDaemon() throws {
+        XCTAssertEqual(try h.mount([h.origin.url("/b.txt")]).status, 0)
+        let pid = try XCTUnwrap(h.daemonPID())
+        let r = try h.run("/bin/fusermount3", ["-u", h.mountpoint])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        h.waitUntil("the daemon exits after fusermount3 -u") { !h.isAlive(pid) }
+        XCTAssertTrue(h.log.contains("unmounted"), h.log)
+    }
+
+    func testForegroundStaysAttachedAndSIGINTUnmounts() throws {
+        let stderrPath = h.directory.appending("foreground.stderr")
+        let pid = try Subprocess.spawn(h.binary, ["mount", "--foreground", h.mountpoint, h.origin.url("/b.txt"),
+                                                  "--cache-dir", h.cacheDirectory, "--no-proxy"], stderr: stderrPath)
+        h.waitUntil("the foreground mount is up") { Mountpoint.isMounted(h.mountpoint) }
+        XCTAssertEqual(try POSIX.readAll(h.path("b.txt")), Array("bee\n".utf8))
+        XCTAssertNil(Subprocess.wait(pid, timeout: 0), "stays attached")
+        kill(pid, SIGINT)
+        XCTAssertEqual(Subprocess.wait(pid, timeout: 30), 0)
+        XCTAssertFalse(Mountpoint.isMounted(h.mountpoint))
+        let stderr = (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? ""
+        XCTAssertTrue(stderr.contains("mounted \(h.mountpoint)"), "logs go to stderr: \(stderr)")
+    }
+
+    func testSIGHUPReloadsTheURLListWithoutRemount() throws {
+        let list = h.directory.appending("list.txt")
+        try "\(h.origin.url("/b.txt"))\n".write(toFile: list, atomically: true, encoding: .utf8)
+        XCTAssertEqual(try h.mount(["--url-list", list]).status, 0)
+        XCTAssertEqual(try POSIX.list(h.mountpoint), ["b.txt"])
+        let pid = try XCTUnwrap(h.daemonPID())
+
+        try "# moved\nsea/c.txt = \(h.origin.url("/c.txt"))\n".write(toFile: list, atomically: true, encoding: .utf8)
+        kill(pid, SIGHUP)
+        h.waitUntil("the reload is logged") { h.log.contains("reloaded \(list)") }
+        XCTAssertEqual(try POSIX.list(h.mountpoint), ["sea"])
+        XCTAssertEqual(try POSIX.readAll(h.path("sea/c.txt")), Array("sea\n".utf8))
+        XCTAssertEqual(POSIX.errnoOf { _ = try POSIX.stat(h.path("b.txt")) }, ENOENT)
+
+        try "not a url\n".write(toFile: list, atomically: true, encoding: .utf8)
+        kill(pid, SIGHUP)
+        h.waitUntil("the bad list is logged") { h.log.contains("keeping the current files") }
+        XCTAssertEqual(try POSIX.list(h.mountpoint), ["sea"], "a bad list changes nothing")
+        XCTAssertTrue(h.isAlive(pid))
+    }
+
+    func testAStaleMountFromACrashedDaemonIsCleanedAtTheNextMount() throws {
+        XCTAssertEqual(try h.mount([h.origin.url("/b.txt")]).status, 0)
+        let pid = try XCTUnwrap(h.daemonPID())
+        kill(pid, SIGKILL)
+        h.waitUntil("the daemon is gone") { !h.isAlive(pid) }
+        XCTAssertEqual(POSIX.errnoOf { _ = try POSIX.list(h.mountpoint) }, ENOTCONN)
+
+        let r = try h.mount([h.origin.url("/b.txt")])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(r.stderr.contains("stale mount"), r.stderr)
+        XCTAssertEqual(try POSIX.readAll(h.path("b.txt")), Array("bee\n".utf8))
+    }
+
+    func testFailuresExitNonZeroWithTheReason() throws {
+        var r = try h.run(h.binary, ["mount", h.directory.appending("nope"), h.origin.url("/b.txt"), "--cache-dir", h.cacheDirectory])
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertTrue(r.stderr.contains("does not exist"), r.stderr)
+
+        let list = h.directory.appending("bad.txt")
+        try "\(h.origin.url("/b.txt"))\nx.txt = ftp://nope/\n".write(toFile: list, atomically: true, encoding: .utf8)
+        r = try h.mount(["--url-list", list])
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertTrue(r.stderr.contains("bad.txt:2"), r.stderr)
+
+        r = try h.mount([h.origin.url("/x/b.txt"), h.origin.url("/y/b.txt")])
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertTrue(r.stderr.contains("name clash"), r.stderr)
+
+        XCTAssertEqual(try h.mount([h.origin.url("/b.txt")]).status, 0)
+        r = try h.mount([h.origin.url("/c.txt")])
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertTrue(r.stderr.contains("busy"), r.stderr)
+        XCTAssertFalse(Mountpoint.isMounted(h.directory.appending("nope")))
+    }
+
+    func testTheMountHelperTranslatesFstabOptions() throws {
+        let helper = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("mount-helpers/mount.httpcachefs").path
+        let list = h.directory.appending("media.list")
+        try "movies/a.bin = \(h.origin.url("/a.bin"))\n".write(toFile: list, atomically: true, encoding: .utf8)
+        let options = "rw,noauto,_netdev,nofail,x-systemd.automount,cache_dir=\(h.cacheDirectory),log_file=\(h.logFile),no_proxy,by_url,allow_other"
+        let r = try h.run(helper, [list, h.mountpoint, "-o", options], environment: ["HTTPCACHEFS": h.binary])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let entry = try XCTUnwrap(Mountpoint.entry(at: h.mountpoint))
+        XCTAssertEqual(entry.fsType, "fuse.httpcachefs")
+        let mountOptions = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8))?
+            .split(separator: "\n").first { $0.contains(" \(h.mountpoint) ") }.map(String.init) ?? ""
+        XCTAssertTrue(mountOptions.contains("allow_other"), mountOptions)
+        XCTAssertTrue(try POSIX.readAll(h.path("movies/a.bin")) == OriginServer.generatedBytes(seed: 31, offset: 0, count: 3 << 20))
+        XCTAssertEqual(try POSIX.readAll(h.path(".url/" + h.origin.url("/b.txt").replacingOccurrences(of: "://", with: "/"))),
+                       Array("bee\n".utf8), "by_url became --by-url")
+
+        let pid = try XCTUnwrap(h.daemonPID())
+        XCTAssertEqual(try h.run("/bin/umount", [h.mountpoint]).status, 0)
+        h.waitUntil("the daemon exits after umount") { !h.isAlive(pid) }
+    }
+}
+
+/// A source for opening a cache read-only in a test: it never fetches.
+final class NoSource: RangeSource {
+    func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
+        sink.fetchDidFinish(.network(url: request.url, message: "offline"))
+        return NoHandle()
+    }
+
+    struct NoHandle: FetchHandle { func cancel() {} }
+}
