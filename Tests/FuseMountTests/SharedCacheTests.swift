@@ -1,0 +1,84 @@
+import Foundation
+import Glibc
+import TestSupport
+import XCTest
+
+/// The mount and its proxy are two doors to one cache: a byte fetched through either is a hit
+/// through the other, and readers at both doors share one download.
+final class SharedCacheTests: XCTestCase {
+    private var h: DaemonHarness!
+
+    override func setUpWithError() throws {
+        h = try DaemonHarness()
+    }
+
+    override func tearDown() {
+        h?.cleanup()
+    }
+
+    /// The proxy URL of `url`, from the running daemon (`httpcachefs url`).
+    private func proxyURL(_ url: String) throws -> (port: Int, path: String) {
+        let out = try h.run(h.binary, ["url", url, "--cache-dir", h.cacheDirectory])
+        XCTAssertEqual(out.status, 0, out.stderr)
+        let line = out.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let c = try XCTUnwrap(URLComponents(string: line), line)
+        return (try XCTUnwrap(c.port), c.percentEncodedPath)
+    }
+
+    private func mountWithProxy(_ urls: [String]) throws {
+        let m = try h.mount(urls + ["--proxy-port", "0"], proxy: true)
+        XCTAssertEqual(m.status, 0, m.stderr + h.log)
+    }
+
+    func testBytesReadThroughTheMountAreHitsThroughTheProxy() throws {
+        let length = 6 << 20
+        h.origin.setGeneratedFile("/film.mp4", length: Int64(length), seed: 61)
+        try mountWithProxy([h.origin.url("/film.mp4")])
+        let viaMount = try XCTUnwrap(FileManager.default.contents(atPath: h.path("film.mp4")))
+        XCTAssertTrue(Array(viaMount) == OriginServer.generatedBytes(seed: 61, offset: 0, count: length), "mount bytes differ")
+
+        let (port, path) = try proxyURL(h.origin.url("/film.mp4"))
+        h.origin.resetLog()
+        let response = try RawHTTP.request(port: port, path: path, timeout: 30)
+        XCTAssertEqual(response.status, 200)
+        XCTAssertTrue(response.body == OriginServer.generatedBytes(seed: 61, offset: 0, count: length), "proxy bytes differ")
+        XCTAssertEqual(h.origin.requestCount(path: "/film.mp4"), 0,
+                       "the proxy went to the origin for bytes the mount had fetched: \(h.origin.requests.map(\.range))")
+    }
+
+    func testProxyClientsAndAMountReaderOnOneColdFileCauseOneDownload() throws {
+        let length = 16 << 20
+        h.origin.setGeneratedFile("/cold.mp4", length: Int64(length), seed: 62)
+        h.origin.setFaults("/cold.mp4", Faults(bytesPerSecond: 32 << 20))   // slow enough for the readers to meet
+        try mountWithProxy([h.origin.url("/cold.mp4")])
+        let (port, path) = try proxyURL(h.origin.url("/cold.mp4"))
+        h.origin.resetLog()
+        let expected = OriginServer.generatedBytes(seed: 62, offset: 0, count: length)
+
+        let group = DispatchGroup()
+        let results = Outcomes()
+        for client in 0..<2 {
+            DispatchQueue.global().async(group: group) {
+                let r = try? RawHTTP.request(port: port, path: path, timeout: 60)
+                results.set("proxy \(client)", r?.status == 200 && r?.body == expected)
+            }
+        }
+        let file = h.path("cold.mp4")
+        DispatchQueue.global().async(group: group) {
+            results.set("mount", FileManager.default.contents(atPath: file).map(Array.init) == expected)
+        }
+        XCTAssertEqual(group.wait(timeout: .now() + 90), .success)
+        XCTAssertEqual(results.all, ["proxy 0": true, "proxy 1": true, "mount": true])
+        let ratio = Double(h.origin.bytesServed(path: "/cold.mp4")) / Double(length)
+        print("origin bytes / file size, 2 proxy clients + 1 mount reader on a cold file: \(ratio)")
+        XCTAssertLessThanOrEqual(ratio, 1.05)
+    }
+}
+
+/// Which reader got the right bytes, filled in from several threads.
+private final class Outcomes: @unchecked Sendable {
+    private let lock = NSLock()
+    private var values: [String: Bool] = [:]
+    func set(_ key: String, _ ok: Bool) { lock.lock(); values[key] = ok; lock.unlock() }
+    var all: [String: Bool] { lock.lock(); defer { lock.unlock() }; return values }
+}
