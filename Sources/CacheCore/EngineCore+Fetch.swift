@@ -12,6 +12,7 @@ extension EngineCore {
         }
         let sink = EntrySink(core: self, entry: entry, shard: shard, fetchID: fetchID, generation: generation,
                              start: fetch.start, isProbe: isProbe)
+        sinksIdle.lock(); activeSinks += 1; sinksIdle.unlock()
         let box = handles.box(fetchID)
         logger.debug("fetch", metadata: ["url": "\(url)", "range": "\(fetch)"])
         box.set(source.start(FetchRequest(url: url, start: fetch.start, end: fetch.end, ifRange: ifRange), sink: sink))
@@ -236,6 +237,12 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     func fetchDidFinish(_ error: FetchError?) {
         closeExtent()
         closeFile()
+        defer {
+            core.sinksIdle.lock()
+            core.activeSinks -= 1
+            core.sinksIdle.broadcast()
+            core.sinksIdle.unlock()
+        }
         let url = shard.locked { entry.info.url }
         let cause: CacheError? = failure ?? error.flatMap { $0 == .cancelled ? nil : CacheError($0, url: url) }
         if let cause {

@@ -33,6 +33,9 @@ final class EngineCore: @unchecked Sendable {
     /// Bytes on disk across all entries. Guarded by counterLock.
     private var _totalBytes: Int64 = 0
     private var sweeper: DispatchSourceTimer?
+    /// Transfers whose sink has not finished yet, so shutdown can wait for their last extents.
+    let sinksIdle = NSCondition()
+    var activeSinks = 0   // guarded by sinksIdle
     let evictionLock = NSLock()
     var lastSpaceCheck: Double = 0   // guarded by evictionLock
     var isShutDown = false
@@ -88,6 +91,12 @@ final class EngineCore: @unchecked Sendable {
             fetches.forEach { $0.cancel() }
             waiters.forEach { w in completionQueue.async { w.completion(.failure(.cancelled)) } }
         }
+        // Transfers hand their last extent to the index when they finish: wait for them (briefly),
+        // or bytes already on disk would not be recorded.
+        sinksIdle.lock()
+        let deadline = Date().addingTimeInterval(5)
+        while activeSinks > 0 && sinksIdle.wait(until: deadline) {}
+        sinksIdle.unlock()
         index.flush()
         directoryLock.release()
     }

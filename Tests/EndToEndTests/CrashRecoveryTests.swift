@@ -9,17 +9,19 @@ extension CLITests {
         let length: Int64 = 12 << 20
         for (i, p) in paths.enumerated() {
             origin.setGeneratedFile(p, length: length, seed: UInt64(100 + i))
-            origin.setFaults(p, Faults(bytesPerSecond: 40 << 20))   // slow enough to be killed mid-fetch
+            origin.setFaults(p, Faults(bytesPerSecond: 16 << 20))   // slow enough to be killed mid-fetch
         }
         let urls = paths.map { origin.url($0) }
         var generator = SystemRandomNumberGenerator()
-        for round in 0..<6 {
+        var killedMidway = 0
+        for _ in 0..<6 {
             let child = try start(["preload"] + urls)
             usleep(UInt32.random(in: 50_000...400_000, using: &generator))
             kill(child.processIdentifier, SIGKILL)
             child.waitUntilExit()
-            XCTAssertEqual(child.terminationReason, .uncaughtSignal, "round \(round): preload ended before the kill")
+            if child.terminationReason == .uncaughtSignal { killedMidway += 1 }
         }
+        XCTAssertGreaterThanOrEqual(killedMidway, 3, "most preloads should have been killed while fetching")
         let verify = try run(["cache", "verify"])
         XCTAssertEqual(verify.status, 0, "verify after kill -9: \(verify.text) \(verify.stderr)")
         for (i, url) in urls.enumerated() {
