@@ -87,7 +87,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                     } else if isProbe {
                         // The new version's length is unknown: probe it from the start.
                         let id = core.makeID()
-                        entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: nil, reader: nil, pinned: true)
+                        entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: nil, reader: nil, pinned: true, now: Date().timeIntervalSince1970)
                         reprobe = id
                     }
                     return false
@@ -182,7 +182,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
             entry.bytesFromOrigin += Int64(bytes.count)
             core.addBytes(added)
             core.wakeWaiters(entry, shard: shard, now: now)
-            return (entry.inflight.advance(fetchID, to: position), core.totalBytes > core.configuration.capacity)
+            return (entry.inflight.advance(fetchID, to: position, now: now), core.totalBytes > core.configuration.capacity)
         }
         if over { core.evictIfNeeded() }
         return progress == .proceed

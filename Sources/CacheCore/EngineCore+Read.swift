@@ -31,12 +31,12 @@ extension EngineCore {
 
             let planner = ReadPlanner(readAhead: reader.readAhead, seekThreshold: max(2 << 20, reader.readAhead / 2))
             let plan = planner.plan(request: request, length: entry.info.length, cached: entry.coverage,
-                                    running: entry.inflight.running(generation: entry.info.generation))
+                                    running: entry.inflight.running(generation: entry.info.generation, now: Date().timeIntervalSince1970))
             for t in plan.truncations { entry.inflight.truncate(t.fetch, at: t.end) }
             for step in plan.steps { if case let .wait(_, id) = step { entry.inflight.addInterest(reader.id, in: id) } }
             for f in plan.fetches {
                 let id = makeID()
-                entry.inflight.start(id: id, generation: entry.info.generation, start: f.start, end: f.end, reader: reader.id)
+                entry.inflight.start(id: id, generation: entry.info.generation, start: f.start, end: f.end, reader: reader.id, now: Date().timeIntervalSince1970)
                 toLaunch.append((entry, f, id))
             }
             if plan.isHit {
@@ -157,7 +157,7 @@ extension EngineCore {
                 continue
             }
             let plan = planner.plan(request: w.range, length: entry.info.length, cached: entry.coverage,
-                                    running: entry.inflight.running(generation: entry.info.generation))
+                                    running: entry.inflight.running(generation: entry.info.generation, now: Date().timeIntervalSince1970))
             if !plan.fetches.isEmpty {
                 w.replans += 1
                 if w.replans > 8 {
@@ -170,7 +170,7 @@ extension EngineCore {
             for step in plan.steps { if case let .wait(_, id) = step { entry.inflight.addInterest(w.reader, in: id) } }
             for f in plan.fetches {
                 let id = makeID()
-                entry.inflight.start(id: id, generation: entry.info.generation, start: f.start, end: f.end, reader: w.reader)
+                entry.inflight.start(id: id, generation: entry.info.generation, start: f.start, end: f.end, reader: w.reader, now: Date().timeIntervalSince1970)
                 launches.append((entry, f, id))
             }
             still.append(w)

@@ -175,7 +175,7 @@ final class EngineCore: @unchecked Sendable {
             let end = entry.coverage.contains(0..<min(probeLength, entry.info.length ?? probeLength)) ? 1 : probeLength
             let fetch = ReadPlanner.Fetch(start: 0, end: end)
             let id = makeID()
-            entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: end, reader: nil, pinned: true)
+            entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: end, reader: nil, pinned: true, now: Date().timeIntervalSince1970)
             probe = (entry, fetch, id)
         }
         if let answer {

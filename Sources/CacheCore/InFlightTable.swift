@@ -14,21 +14,39 @@ struct InFlightTable: Sendable {
         var interest: Set<Int>
         /// Kept alive without readers (the metadata probe, a body the origin sends whole).
         var pinned: Bool
+        /// When it started and how much it delivered since: its rate tells the planner whether
+        /// waiting for it beats asking for a new range.
+        var startedAt: Double
+        var delivered: Int64 = 0
     }
 
     private(set) var fetches: [Int: Fetch] = [:]
+    /// The delivery rate of this entry's transfers as last measured: a fetch that has only just
+    /// started is expected to go about as fast as the ones before it.
+    private(set) var observedRate: Double?
 
     var isEmpty: Bool { fetches.isEmpty }
 
-    /// What the planner needs to know about the fetches of `generation`.
-    func running(generation: Int64) -> [ReadPlanner.RunningFetch] {
-        fetches.values.filter { $0.generation == generation }.sorted { $0.cursor < $1.cursor }
-            .map { ReadPlanner.RunningFetch(id: $0.id, cursor: $0.cursor, end: $0.end) }
+    /// What the planner needs to know about the fetches of `generation` at time `now`.
+    func running(generation: Int64, now: Double) -> [ReadPlanner.RunningFetch] {
+        // A fetch that reached its (possibly truncated) end delivers nothing more: leave it out.
+        fetches.values.filter { f in f.generation == generation && (f.end.map { $0 > f.cursor } ?? true) }
+            .sorted { $0.cursor < $1.cursor }
+            .map { f in
+                ReadPlanner.RunningFetch(id: f.id, cursor: f.cursor, end: f.end,
+                                         bytesPerSecond: Self.rate(of: f, now: now) ?? observedRate)
+            }
     }
 
-    mutating func start(id: Int, generation: Int64, start: Int64, end: Int64?, reader: Int?, pinned: Bool = false) {
+    private static func rate(of f: Fetch, now: Double) -> Double? {
+        let elapsed = now - f.startedAt
+        return f.delivered >= (256 << 10) && elapsed > 0.01 ? Double(f.delivered) / elapsed : nil
+    }
+
+    mutating func start(id: Int, generation: Int64, start: Int64, end: Int64?, reader: Int?, pinned: Bool = false,
+                        now: Double) {
         fetches[id] = Fetch(id: id, generation: generation, start: start, cursor: start, end: end,
-                            interest: reader.map { [$0] } ?? [], pinned: pinned)
+                            interest: reader.map { [$0] } ?? [], pinned: pinned, startedAt: now)
     }
 
     mutating func addInterest(_ reader: Int, in id: Int) { fetches[id]?.interest.insert(reader) }
@@ -46,10 +64,12 @@ struct InFlightTable: Sendable {
 
     /// Bytes up to `cursor` were delivered. `.stop` when the fetch has done its job (reached a
     /// truncated end) or nobody wants it any more.
-    mutating func advance(_ id: Int, to cursor: Int64) -> Progress {
+    mutating func advance(_ id: Int, to cursor: Int64, now: Double) -> Progress {
         guard var f = fetches[id] else { return .stop }
+        f.delivered += max(0, cursor - f.cursor)
         f.cursor = max(f.cursor, cursor)
         fetches[id] = f
+        if let r = Self.rate(of: f, now: now) { observedRate = r }
         if let end = f.end, f.cursor >= end { return .stop }
         if f.interest.isEmpty && !f.pinned { return .stop }
         return .proceed

@@ -7,8 +7,10 @@
 /// Rules:
 /// - Cached bytes are never fetched again: every new fetch stops at the next cached byte.
 /// - Bytes that a running fetch will deliver soon are waited for (single flight). "Soon" means
-///   within `seekThreshold` of that fetch's cursor; past that, a seek starts a new fetch at the
-///   request and the old fetch is truncated there, so it stops instead of downloading twice.
+///   within `seekThreshold` of that fetch's cursor, or within what it delivers in `catchUp`
+///   seconds at its rate so far (kernel read-ahead runs megabytes ahead of a fast stream; that
+///   is no seek). Past that, a seek starts a new fetch at the request and the old fetch is
+///   truncated there, so it stops instead of downloading twice.
 /// - The last fetch of a request extends past it by `readAhead` (clipped at the next cached byte,
 ///   the next running fetch and the end of the file). A gap that lies wholly in the read-ahead
 ///   window is only fetched once it is at least half a window long, so a sequential reader keeps
@@ -16,10 +18,14 @@
 public struct ReadPlanner: Sendable {
     public var readAhead: Int64
     public var seekThreshold: Int64
+    /// A running fetch that will reach the request within this many seconds is waited for: a
+    /// new request costs a round trip and often a new connection.
+    public var catchUp: Double
 
-    public init(readAhead: Int64, seekThreshold: Int64 = 2 << 20) {
+    public init(readAhead: Int64, seekThreshold: Int64 = 2 << 20, catchUp: Double = 0.5) {
         self.readAhead = readAhead
         self.seekThreshold = seekThreshold
+        self.catchUp = catchUp
     }
 
     /// A fetch that is already running: it will deliver `cursor..<end` (end nil: to EOF).
@@ -27,7 +33,14 @@ public struct ReadPlanner: Sendable {
         public var id: Int
         public var cursor: Int64
         public var end: Int64?
-        public init(id: Int, cursor: Int64, end: Int64?) { self.id = id; self.cursor = cursor; self.end = end }
+        /// Its rate so far, if it has delivered anything.
+        public var bytesPerSecond: Double?
+        public init(id: Int, cursor: Int64, end: Int64?, bytesPerSecond: Double? = nil) {
+            self.id = id
+            self.cursor = cursor
+            self.end = end
+            self.bytesPerSecond = bytesPerSecond
+        }
         func covers(_ p: Int64) -> Bool { p >= cursor && (end.map { p < $0 } ?? true) }
     }
 
@@ -89,7 +102,8 @@ public struct ReadPlanner: Sendable {
             let nextCached = cached.nextPresent(atOrAfter: p) ?? Int64.max
             if let i = running.firstIndex(where: { $0.covers(p) }) {
                 let f = running[i]
-                if p - f.cursor <= seekThreshold {
+                let reach = max(seekThreshold, Int64((f.bytesPerSecond ?? 0) * catchUp))
+                if p - f.cursor <= reach {
                     let end = min(request.upperBound, nextCached, f.end ?? Int64.max)
                     plan.steps.append(.wait(p..<end, fetch: f.id))
                     p = end
@@ -143,7 +157,7 @@ public struct ReadPlanner: Sendable {
         guard let windowEnd, windowEnd > start else { return [] }
         var missing = RangeSet([start..<windowEnd])
         for r in cached.intersection(start..<windowEnd) { missing.remove(r) }
-        for f in running { missing.remove(f.cursor..<(f.end ?? Int64.max)) }
+        for f in running { missing.remove(f.cursor..<max(f.cursor, f.end ?? Int64.max)) }
         return missing.ranges
             .filter { $0.length >= readAhead / 2 || $0.upperBound == length }
             .map { Fetch(start: $0.lowerBound, end: $0.upperBound) }

@@ -77,6 +77,20 @@ final class ReadPlannerTests: XCTestCase {
         XCTAssertEqual(plan.fetches, [.init(start: 50_000, end: 100_000)], "the new fetch inherits the old one's duty")
     }
 
+    func testAFastFetchIsWaitedForEvenFarAheadOfItsCursor() {
+        let planner = ReadPlanner(readAhead: 0, seekThreshold: 1000, catchUp: 0.5)
+        // 8 MB ahead of a fetch running at 100 MB/s: it gets there in 80 ms. Kernel read-ahead
+        // does this to every fast stream; a new request would only download the bytes twice.
+        let fast = [ReadPlanner.RunningFetch(id: 4, cursor: 0, end: 50_000_000, bytesPerSecond: 100_000_000)]
+        let plan = planner.plan(request: 8_000_000..<8_100_000, length: 50_000_000, cached: RangeSet(), running: fast)
+        XCTAssertEqual(plan.steps, [.wait(8_000_000..<8_100_000, fetch: 4)])
+        XCTAssertTrue(plan.truncations.isEmpty)
+        // The same distance at 1 MB/s is a seek.
+        let slow = [ReadPlanner.RunningFetch(id: 4, cursor: 0, end: 50_000_000, bytesPerSecond: 1_000_000)]
+        let seek = planner.plan(request: 8_000_000..<8_100_000, length: 50_000_000, cached: RangeSet(), running: slow)
+        XCTAssertEqual(seek.truncations, [.init(fetch: 4, end: 8_000_000)])
+    }
+
     func testReadAheadGapIsFetchedOnlyWhenItIsWorthIt() {
         let planner = ReadPlanner(readAhead: 1000)
         let running = [ReadPlanner.RunningFetch(id: 1, cursor: 0, end: 900)]
@@ -85,6 +99,17 @@ final class ReadPlannerTests: XCTestCase {
         let big = planner.plan(request: 0..<100, length: 100_000, cached: RangeSet(),
                                running: [.init(id: 1, cursor: 0, end: 400)])
         XCTAssertEqual(big.fetches, [.init(start: 400, end: 1100)])
+    }
+
+    func testAFetchThatRanPastItsTruncatedEndIsNotWaitedFor() {
+        var table = InFlightTable()
+        table.start(id: 1, generation: 1, start: 0, end: 1000, reader: 7, now: 0)
+        table.truncate(1, at: 500)
+        XCTAssertEqual(table.advance(1, to: 600, now: 0.5), .stop, "chunks overshoot a truncated end")
+        XCTAssertEqual(table.running(generation: 1, now: 1), [])
+        let plan = ReadPlanner(readAhead: 1000).plan(request: 0..<100, length: 10_000, cached: RangeSet([0..<600]),
+                                                     running: [.init(id: 1, cursor: 600, end: 500)])
+        XCTAssertTrue(plan.isHit)
     }
 
     func testRangeSetArithmetic() {
