@@ -73,7 +73,7 @@ final class FileSystemCore: @unchecked Sendable {
 
     private let lock = NSLock()
     private var table: InodeTable                   // guarded by lock
-    private(set) var spec: MountTreeSpec            // guarded by lock (written under it)
+    private var currentSpec: MountTreeSpec          // guarded by lock
     private var openFiles: [UInt64: OpenFile] = [:] // guarded by lock
     private var openDirs: [UInt64: [DirEntry]] = [:] // guarded by lock
     private var nextHandle: UInt64 = 1              // guarded by lock
@@ -81,11 +81,16 @@ final class FileSystemCore: @unchecked Sendable {
     private var notifier: KernelNotifier?           // guarded by lock
     private var closed = false                      // guarded by lock
     private let deadlineQueue = DispatchQueue(label: "httpcachefs.fuse.read-deadline")
+    /// The engine reads cached bytes from disk on the caller's thread, so reads leave the FUSE
+    /// loop: each open file has a serial queue (one reader's reads stay in order, as the
+    /// engine's sequential detection expects), and files run in parallel on this one.
+    private let readQueue = DispatchQueue(label: "httpcachefs.fuse.read", attributes: .concurrent)
 
     struct OpenFile {
         var ino: UInt64
         var url: String
         var reader: MountReader
+        var queue: DispatchQueue
     }
 
     init(backend: MountBackend, spec: MountTreeSpec, options: MountOptions, logger: Logger,
@@ -96,10 +101,13 @@ final class FileSystemCore: @unchecked Sendable {
         self.now = now
         self.mountTime = now()
         self.table = InodeTable(rootMtime: mountTime)
-        self.spec = MountTreeSpec()
+        self.currentSpec = MountTreeSpec()
         _ = apply(spec: spec)
         backend.onRemoteChange { [weak self] info in self?.remoteChanged(info) }
     }
+
+    /// The tree spec in force.
+    var spec: MountTreeSpec { lock.withLock { currentSpec } }
 
     func attach(notifier: KernelNotifier?) {
         lock.withLock { self.notifier = notifier }
@@ -185,7 +193,7 @@ final class FileSystemCore: @unchecked Sendable {
             table.node(parent)?.directory?.index?.listed.remove(name)
             if hadListed { invalidations.append((parent, name)) }
         }
-        spec = newSpec
+        currentSpec = newSpec
         return invalidations
     }
 
@@ -327,7 +335,8 @@ final class FileSystemCore: @unchecked Sendable {
                     file.lastOpenGeneration = info.generation
                     let fh = nextHandle
                     nextHandle += 1
-                    openFiles[fh] = OpenFile(ino: ino, url: url, reader: reader)
+                    openFiles[fh] = OpenFile(ino: ino, url: url, reader: reader,
+                                             queue: DispatchQueue(label: "httpcachefs.fuse.read.\(fh)", target: readQueue))
                     return (OpenReply(fh: fh, keepCache: keep), changed, notifier)
                 }
                 guard let (open, changed, n) = outcome else {
@@ -354,13 +363,15 @@ final class FileSystemCore: @unchecked Sendable {
                 }
             }
         }
-        file.reader.read(offset: offset, length: size) { [logger] result in
-            switch result {
-            case let .success(bytes):
-                once.fire(.success(bytes))
-            case let .failure(error):
-                if once.fire(.failure(FSErrno(error.errno))), error != .cancelled {
-                    logger.error("read failed: \(file.url) \(range): \(error)")
+        file.queue.async { [logger] in
+            file.reader.read(offset: offset, length: size) { result in
+                switch result {
+                case let .success(bytes):
+                    once.fire(.success(bytes))
+                case let .failure(error):
+                    if once.fire(.failure(FSErrno(error.errno))), error != .cancelled {
+                        logger.error("read failed: \(file.url) \(range): \(error)")
+                    }
                 }
             }
         }

@@ -22,7 +22,7 @@ final class InProcessMount {
     let fs: FuseFileSystem
 
     init(backend: MountBackend, tree: MountTreeSpec, options: MountOptions = MountOptions(),
-         logLevel: Logger.Level = .warning) throws {
+         logLevel: Logger.Level = ProcessInfo.processInfo.environment["FUSE_TEST_LOG"] != nil ? .debug : .critical) throws {
         try requireFuse()
         mountpoint = NSTemporaryDirectory() + "httpcachefs-mnt-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)

@@ -1,0 +1,47 @@
+import XCTest
+@testable import FuseMount
+
+final class MountOptionsTests: XCTestCase {
+    func testTheMountIsAlwaysReadOnlyWithKernelPermissionChecksAndLargeReads() {
+        let o = MountOptions(fuseOptions: ["allow_other", "rw"]).libfuseOptions
+        XCTAssertEqual(o, ["fsname=httpcachefs", "subtype=httpcachefs", "ro", "default_permissions", "max_read=1048576", "allow_other"])
+    }
+
+    func testAUsersMaxReadReplacesOursAndIsWhatInitAnnounces() {
+        let o = MountOptions(fuseOptions: ["max_read=131072"])
+        XCTAssertEqual(o.libfuseOptions.filter { $0.hasPrefix("max_read=") }, ["max_read=131072"])
+        XCTAssertEqual(o.effectiveMaxRead, 131_072)
+    }
+
+    func testOptionListsSplitOnCommas() {
+        XCTAssertEqual(MountOptions.splitOptionList("allow_other, ,uid=0,"), ["allow_other", "uid=0"])
+    }
+
+    func testListingsAreTrustedAsLongAsFilesByDefault() {
+        XCTAssertEqual(MountOptions(revalidateAfter: 42).listingTTL, 42)
+        XCTAssertEqual(MountOptions(revalidateAfter: 42, listingTTL: 5).listingTTL, 5)
+    }
+}
+
+final class MountpointTests: XCTestCase {
+    func testMountinfoLinesWithEscapedSpaces() {
+        let e = Mountpoint.parseMountinfoLine("36 35 0:52 / /mnt/my\\040media rw,nosuid shared:1 - fuse.httpcachefs httpcachefs rw,user_id=0")
+        XCTAssertEqual(e, Mountpoint.Entry(device: "0:52", path: "/mnt/my media", fsType: "fuse.httpcachefs", source: "httpcachefs"))
+        XCTAssertNil(Mountpoint.parseMountinfoLine("garbage"))
+    }
+
+    func testAbsolutePathsAreNormalisedWithoutTouchingTheFileSystem() {
+        XCTAssertEqual(Mountpoint.absolute("/a/./b/../c/"), "/a/c")
+        XCTAssertTrue(Mountpoint.absolute("rel").hasSuffix("/rel"))
+    }
+
+    func testMissingAndNonDirectoryMountpointsAreRefused() throws {
+        try requireFuse()
+        XCTAssertThrowsError(try Mountpoint.prepare("/nonexistent-\(UUID().uuidString)")) { error in
+            guard case .missing? = error as? MountpointError else { return XCTFail("\(error)") }
+        }
+        XCTAssertThrowsError(try Mountpoint.prepare("/etc/hostname")) { error in
+            guard case .notADirectory? = error as? MountpointError else { return XCTFail("\(error)") }
+        }
+    }
+}
