@@ -31,13 +31,16 @@ public final class CacheEngine: @unchecked Sendable {
 
     /// Metadata for `url`: from the index while fresh, else from the origin (a small ranged GET
     /// whose bytes are kept). A changed remote file gets a new generation here.
-    public func open(url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
-        core.open(url: url, completion: completion)
+    /// - Parameter maxAge: revalidate if the entry was confirmed longer ago than this (instead of
+    ///   `revalidateAfter`): a live playlist or a directory listing with its own TTL.
+    public func open(url: String, maxAge: TimeInterval? = nil,
+                     completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
+        core.open(url: url, maxAge: maxAge ?? core.configuration.revalidateAfter, completion: completion)
     }
 
-    public func open(url: String) async throws -> EntryInfo {
+    public func open(url: String, maxAge: TimeInterval? = nil) async throws -> EntryInfo {
         try await withCheckedThrowingContinuation { cont in
-            open(url: url) { cont.resume(with: $0) }
+            open(url: url, maxAge: maxAge) { cont.resume(with: $0) }
         }
     }
 
@@ -114,10 +117,16 @@ public struct EntryStatus: Sendable {
     public var recentErrors: [String]
 }
 
-public struct CacheUsage: Sendable {
+public struct CacheUsage: Sendable, Equatable {
     public var bytes: Int64
     public var capacity: Int64
     public var entries: Int
+
+    public init(bytes: Int64, capacity: Int64, entries: Int) {
+        self.bytes = bytes
+        self.capacity = capacity
+        self.entries = entries
+    }
 }
 
 public struct VerifyReport: Sendable {

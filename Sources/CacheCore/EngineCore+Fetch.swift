@@ -274,7 +274,8 @@ final class EntrySink: FetchSink, @unchecked Sendable {
             core.wakeWaiters(entry, shard: shard, now: Date().timeIntervalSince1970)
             let end = fetch?.end ?? Int64.max
             let undelivered = min(position, end)..<end
-            launches = core.replanWaiters(entry, failed: cause.map { (undelivered, $0) })
+            let endedShort = error == nil && failure == nil && !undelivered.isEmpty && end != Int64.max
+            launches = core.replanWaiters(entry, failed: cause.map { (undelivered, $0) }, endedShort: endedShort)
             if dropEntry, entry.waiters.isEmpty, entry.inflight.isEmpty {
                 shard.entries.removeValue(forKey: entry.info.key)
             }

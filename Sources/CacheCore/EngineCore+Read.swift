@@ -145,7 +145,10 @@ extension EngineCore {
 
     /// Plans the waiters again after a fetch ended (or the generation changed): starts fetches
     /// for bytes nobody is fetching any more. Call under the shard lock; launch what it returns.
-    func replanWaiters(_ entry: EntryState, failed: (range: Range<Int64>, error: CacheError)?) -> [(EntryState, ReadPlanner.Fetch, Int)] {
+    /// - Parameter endedShort: the transfer that ended delivered less than it promised on its own
+    ///   (not stopped by us): waiters that need yet another fetch count it, and give up after 8.
+    func replanWaiters(_ entry: EntryState, failed: (range: Range<Int64>, error: CacheError)?,
+                       endedShort: Bool = false) -> [(EntryState, ReadPlanner.Fetch, Int)] {
         var launches: [(EntryState, ReadPlanner.Fetch, Int)] = []
         var still: [Waiter] = []
         let planner = ReadPlanner(readAhead: 0)
@@ -158,7 +161,7 @@ extension EngineCore {
             }
             let plan = planner.plan(request: w.range, length: entry.info.length, cached: entry.coverage,
                                     running: entry.inflight.running(generation: entry.info.generation, now: Date().timeIntervalSince1970))
-            if !plan.fetches.isEmpty {
+            if !plan.fetches.isEmpty && endedShort {
                 w.replans += 1
                 if w.replans > 8 {
                     entry.unpin(slices(of: w.range))

@@ -139,7 +139,7 @@ final class EngineCore: @unchecked Sendable {
 
     /// Resolves metadata: fresh entries answer at once; unknown or stale ones start a probe (a
     /// small ranged GET whose head carries the validators and whose bytes are cached).
-    func open(url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
+    func open(url: String, maxAge: TimeInterval, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let key: CacheKey
         do { key = try configuration.keyRules.key(for: url) } catch {
             let e = error as? CacheError ?? .invalidURL(url, reason: "\(error)")
@@ -155,7 +155,7 @@ final class EngineCore: @unchecked Sendable {
             if let existing = shard.entries[key] {
                 entry = existing
                 if existing.isPersisted, existing.info.length != nil,
-                   now.timeIntervalSince(existing.info.validatedAt) < configuration.revalidateAfter {
+                   now.timeIntervalSince(existing.info.validatedAt) < maxAge {
                     answer = existing.info
                     return
                 }

@@ -451,7 +451,7 @@ final class FileSystemCore: @unchecked Sendable {
             if lock.withLock({ table.node(dirIno)?.directory?.index == nil }) { completion(nil) }
             return
         }
-        backend.fetchWhole(url: url, limit: Self.listingLimit) { [self] result in
+        backend.fetchWhole(url: url, limit: Self.listingLimit, maxAge: options.listingTTL) { [self] result in
             let parsed: Result<[ListingEntry], CacheError>
             switch result {
             case let .success(bytes):

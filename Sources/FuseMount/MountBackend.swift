@@ -15,8 +15,12 @@ public protocol MountBackend: AnyObject, Sendable {
     var usage: CacheUsage { get }
     /// Called whenever an entry is found to have changed remotely.
     func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void)
-    /// The whole body of a small resource (directory listings), at most `limit` bytes.
-    func fetchWhole(url: String, limit: Int, completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void)
+    /// Metadata, revalidated when older than `maxAge` (a listing with its own TTL).
+    func open(url: String, maxAge: TimeInterval, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void)
+    /// The whole body of a small resource (directory listings), at most `limit` bytes, revalidated
+    /// when older than `maxAge`.
+    func fetchWhole(url: String, limit: Int, maxAge: TimeInterval,
+                    completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void)
 }
 
 /// One reader per open file handle: the engine does sequential detection and read-ahead per reader.
@@ -30,8 +34,15 @@ extension CacheReader: MountReader {}
 extension MountBackend {
     /// Default: open, then read from 0 until the end, through one reader, so listing pages are
     /// cached and revalidated like any other entry.
-    public func fetchWhole(url: String, limit: Int, completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
-        open(url: url) { result in
+    /// Default: backends without a freshness control of their own use their usual policy.
+    public func open(url: String, maxAge: TimeInterval,
+                     completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
+        open(url: url, completion: completion)
+    }
+
+    public func fetchWhole(url: String, limit: Int, maxAge: TimeInterval,
+                           completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
+        open(url: url, maxAge: maxAge) { result in
             switch result {
             case let .failure(error): completion(.failure(error))
             case let .success(info):
@@ -92,6 +103,10 @@ public final class EngineBackend: MountBackend {
     public func key(for url: String) throws -> CacheKey { try engine.key(for: url) }
     public func open(url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         engine.open(url: url, completion: completion)
+    }
+    public func open(url: String, maxAge: TimeInterval,
+                     completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
+        engine.open(url: url, maxAge: maxAge, completion: completion)
     }
     public func makeReader(for entry: EntryInfo) -> MountReader { engine.makeReader(for: entry) }
     public var usage: CacheUsage { engine.usage }
