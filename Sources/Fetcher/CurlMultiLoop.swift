@@ -38,6 +38,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         multi = curl_multi_init()
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, ccurl_pipe_multiplex)
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(1, configuration.maxConnections))
+        _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, max(1, configuration.maxTotalConnections))
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(4, configuration.maxConnections * 2))
         exited.enter()
         let thread = Thread { [self] in self.run() }

@@ -32,6 +32,10 @@ public struct FetcherConfiguration: Sendable {
     public var maxConnections: Int
     /// libcurl's receive buffer: the most bytes handed to the sink in one call.
     public var receiveBufferSize: Int
+    /// Connections across all hosts; further transfers wait in libcurl's queue. With the receive
+    /// buffer this is the fetcher's memory budget: bytes go from that buffer straight to disk,
+    /// so `maxTotalConnections * receiveBufferSize` (4 MiB by default) bounds what downloads hold.
+    public var maxTotalConnections: Int
 
     public init(userAgent: String = "httpcachefs",
                 extraHeaders: [String] = [],
@@ -44,7 +48,8 @@ public struct FetcherConfiguration: Sendable {
                 retryBaseDelay: TimeInterval = 0.25,
                 maxRetryDelay: TimeInterval = 30,
                 maxConnections: Int = 8,
-                receiveBufferSize: Int = 128 << 10) {
+                receiveBufferSize: Int = 128 << 10,
+                maxTotalConnections: Int = 32) {
         self.userAgent = userAgent
         self.extraHeaders = extraHeaders
         self.upstreamProxy = upstreamProxy
@@ -57,6 +62,7 @@ public struct FetcherConfiguration: Sendable {
         self.maxRetryDelay = maxRetryDelay
         self.maxConnections = maxConnections
         self.receiveBufferSize = receiveBufferSize
+        self.maxTotalConnections = maxTotalConnections
     }
 
     var retryPolicy: RetryPolicy {
