@@ -20,10 +20,7 @@ extension EngineCore {
 }
 
 extension EntryInfo {
-    var ifRangeValidator: String? {
-        if let etag, !etag.hasPrefix("W/") { return etag }
-        return lastModified
-    }
+    var ifRangeValidator: String? { FetchRequest.ifRangeValidator(etag: etag, lastModified: lastModified) }
 }
 
 /// Receives one transfer and turns it into slice bytes, coverage and woken readers.
@@ -254,8 +251,9 @@ final class EntrySink: FetchSink, @unchecked Sendable {
             let fetch = entry.inflight.finish(fetchID)
             _ = core.handles.remove(fetchID)
             guard entry.info.generation == generation else {
-                // Another transfer found a new version meanwhile; it is what the opens get.
-                if isProbe { core.finishOpens(entry, core.openResult(entry, after: nil, url: url)) }
+                // Another transfer found a new version meanwhile; it is what the opens get (once
+                // its length is known: else the transfer that learns it answers them).
+                if isProbe, entry.info.length != nil { core.finishOpens(entry, .success(entry.info)) }
                 launches = core.replanWaiters(entry, failed: nil)
                 return
             }
@@ -263,6 +261,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                 // The origin sent no length: the end of the body is the end of the file.
                 entry.info.length = position
                 core.index.updateEntry(entry.row())
+                core.finishOpens(entry, .success(entry.info))
             }
             if let cause {
                 entry.noteError("\(cause)")

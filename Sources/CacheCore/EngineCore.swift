@@ -37,8 +37,6 @@ final class EngineCore: @unchecked Sendable {
     let sinksIdle = NSCondition()
     var activeSinks = 0   // guarded by sinksIdle
     let evictionLock = NSLock()
-    var lastSpaceCheck: Double = 0   // guarded by evictionLock
-    var isShutDown = false
 
     init(configuration: CacheConfiguration, source: RangeSource, logger: Logger) throws {
         var configuration = configuration

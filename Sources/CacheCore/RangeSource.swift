@@ -40,6 +40,12 @@ public struct FetchRequest: Sendable, Equatable {
         self.ifRange = ifRange
     }
 
+    /// `If-Range` takes a strong ETag (RFC 9110 13.1.5: weak ones never match), else a date.
+    public static func ifRangeValidator(etag: String?, lastModified: String?) -> String? {
+        if let etag, !etag.hasPrefix("W/") { return etag }
+        return lastModified
+    }
+
     /// The `Range` header value, or nil when the whole resource is wanted.
     public var rangeHeader: String? {
         if start == 0 && end == nil { return nil }
@@ -78,10 +84,7 @@ public struct ResponseHead: Sendable, Equatable {
     }
 
     /// The validator to send as `If-Range` later: a strong ETag, else Last-Modified.
-    public var ifRangeValidator: String? {
-        if let etag, !etag.hasPrefix("W/") { return etag }
-        return lastModified
-    }
+    public var ifRangeValidator: String? { FetchRequest.ifRangeValidator(etag: etag, lastModified: lastModified) }
 }
 
 /// Receives one transfer. Methods are called on the source's thread.
