@@ -271,10 +271,7 @@ final class EngineCore: @unchecked Sendable {
         }
         var byID: [Int64: EntryState] = [:]
         for r in loaded.entries {
-            let info = EntryInfo(key: CacheKey(rawValue: r.key), url: r.url, finalURL: r.finalURL, length: r.length,
-                                 contentType: r.contentType, etag: r.etag, lastModified: r.lastModified,
-                                 acceptsRanges: r.acceptsRanges, generation: r.generation,
-                                 validatedAt: Date(timeIntervalSince1970: r.validatedAt))
+            let info = r.info
             let e = EntryState(id: r.id, info: info, lastAccess: r.lastAccess)
             e.hits = r.hits; e.misses = r.misses; e.bytesFromCache = r.bytesFromCache; e.bytesFromOrigin = r.bytesFromOrigin
             if let err = r.lastError { e.recentErrors = [err] }

@@ -24,10 +24,27 @@ extension CacheCommand {
         }
     }
 
+    /// Runs `body` with what the cache holds: the cache itself, or, while a daemon holds it, a
+    /// read-only snapshot of its index (which `ls` and `info` need no more than).
+    static func withListing<T>(_ options: CacheOptions, name: String,
+                               _ body: @escaping (CacheListing) throws -> T) async throws -> T {
+        try await runReportingErrors {
+            try await onDedicatedThread(name: "httpcachefs-\(name)") {
+                do {
+                    let engine = try options.openEngine()
+                    defer { engine.shutdown() }
+                    return try body(engine)
+                } catch CacheError.locked {
+                    return try body(CacheSnapshot(configuration: try options.configuration()))
+                }
+            }
+        }
+    }
+
     /// The entry for `url`, or a clear "not cached" failure (after checking the URL itself).
-    static func status(of url: String, in engine: CacheEngine) throws -> EntryStatus {
-        _ = try engine.key(for: url)
-        guard let status = engine.status(url: url) else { throw CommandFailure("not in the cache: \(url)") }
+    static func status(of url: String, in cache: CacheListing) throws -> EntryStatus {
+        _ = try cache.configuration.keyRules.key(for: url)
+        guard let status = cache.status(url: url) else { throw CommandFailure("not in the cache: \(url)") }
         return status
     }
 
@@ -44,7 +61,7 @@ extension CacheCommand {
         @OptionGroup var cache: CacheOptions
 
         func run() async throws {
-            try await CacheCommand.withEngine(cache, name: "ls") { engine in
+            try await CacheCommand.withListing(cache, name: "ls") { engine in
                 let entries = engine.list().sorted { $0.info.url < $1.info.url }
                 let usage = engine.usage
                 if entries.isEmpty {
@@ -76,7 +93,7 @@ extension CacheCommand {
 
         func run() async throws {
             let url = url
-            try await CacheCommand.withEngine(cache, name: "info") { engine in
+            try await CacheCommand.withListing(cache, name: "info") { engine in
                 let s = try CacheCommand.status(of: url, in: engine)
                 CacheCommand.printLine(Self.render(s))
             }
@@ -166,3 +183,14 @@ extension CacheCommand {
         }
     }
 }
+
+/// What `cache ls` and `cache info` read: the open cache, or a snapshot of a daemon's index.
+protocol CacheListing {
+    var configuration: CacheConfiguration { get }
+    var usage: CacheUsage { get }
+    func list() -> [EntryStatus]
+    func status(url: String) -> EntryStatus?
+}
+
+extension CacheEngine: CacheListing {}
+extension CacheSnapshot: CacheListing {}

@@ -37,7 +37,16 @@ struct CatCommand: AsyncParsableCommand {
 
     static func cat(url: String, range: ByteRangeSpec?, options: CacheOptions) throws {
         FileDescriptorOutput.ignoreSIGPIPE()
-        let engine = try options.openEngine()
+        let engine: CacheEngine
+        do {
+            engine = try options.openEngine()
+        } catch let CacheError.locked(path, holder) {
+            guard let daemon = try DaemonClient.find(cacheDirectory: path, options: options) else {
+                throw CacheError.locked(path: path, holder: holder)
+            }
+            defer { daemon.shutdown() }
+            return try cat(url: url, range: range, through: daemon)
+        }
         defer { engine.shutdown() }
         let entry = try engine.openBlocking(url: url)
         let (start, end) = try (range ?? .from(first: 0)).resolve(length: entry.length, url: url)
@@ -46,6 +55,22 @@ struct CatCommand: AsyncParsableCommand {
         var failure: Int32?
         try RangeStreamer.stream(reader: reader, start: start, end: end) { bytes in
             switch FileDescriptorOutput.writeAll(fd: 1, bytes[...]) {
+            case .written: return true
+            case .readerGone: return false
+            case let .failed(code): failure = code; return false
+            }
+        }
+        if let failure {
+            throw CommandFailure("cannot write to stdout: \(String(cString: strerror(failure)))")
+        }
+    }
+
+    /// The same, through the proxy of the daemon that holds the cache.
+    static func cat(url: String, range: ByteRangeSpec?, through daemon: DaemonClient) throws {
+        let (start, end) = try (range ?? .from(first: 0)).resolve(length: try daemon.head(url: url).length, url: url)
+        var failure: Int32?
+        try daemon.stream(url: url, start: start, end: end) { bytes in
+            switch FileDescriptorOutput.writeAll(fd: 1, bytes) {
             case .written: return true
             case .readerGone: return false
             case let .failed(code): failure = code; return false

@@ -11,11 +11,15 @@ enum FileDescriptorOutput {
     }
 
     static func writeAll(fd: Int32, _ bytes: ArraySlice<UInt8>) -> Outcome {
-        var rest = bytes
-        while !rest.isEmpty {
-            let n = rest.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        bytes.withUnsafeBytes { writeAll(fd: fd, $0) }
+    }
+
+    static func writeAll(fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Outcome {
+        var done = 0
+        while done < bytes.count {
+            let n = write(fd, bytes.baseAddress! + done, bytes.count - done)
             if n > 0 {
-                rest = rest.dropFirst(n)
+                done += n
             } else if n < 0 && errno == EINTR {
                 continue
             } else if n < 0 && errno == EPIPE {

@@ -37,7 +37,16 @@ struct PreloadCommand: AsyncParsableCommand {
             }
             for url in urls { _ = try KeyRules.validate(url) }
             let options = cache
-            let engine = try await onDedicatedThread(name: "httpcachefs-preload") { try options.openEngine() }
+            let engine: CacheEngine
+            do {
+                engine = try await onDedicatedThread(name: "httpcachefs-preload") { try options.openEngine() }
+            } catch let CacheError.locked(path, holder) {
+                guard let daemon = try DaemonClient.find(cacheDirectory: path, options: options) else {
+                    throw CacheError.locked(path: path, holder: holder)
+                }
+                defer { daemon.shutdown() }
+                return try await Self.preload(urls: urls, range: range, through: daemon)
+            }
             var failures = 0
             for url in urls {
                 do {
@@ -56,6 +65,39 @@ struct PreloadCommand: AsyncParsableCommand {
             return failures
         }
         if failures > 0 { throw ExitCode.failure }
+    }
+
+    /// Preloads through the proxy of the daemon that holds the cache: its cache gets the bytes.
+    /// Returns the number of URLs that failed.
+    static func preload(urls: [String], range: ByteRangeSpec?, through daemon: DaemonClient) async throws -> Int {
+        var failures = 0
+        for url in urls {
+            do {
+                let line = try await onDedicatedThread(name: "httpcachefs-preload") { () throws -> String in
+                    let started = Date()
+                    let head = try daemon.head(url: url)
+                    if range == nil, HLSPlaylist.isPlaylistContentType(head.contentType) {
+                        throw CommandFailure("\(url) is an HLS playlist: preloading a stream needs the cache itself, which process \(daemon.pid) holds; stop it, or play the stream through its proxy")
+                    }
+                    let (start, end) = try (range ?? .from(first: 0)).resolve(length: head.length, url: url)
+                    let bar = ProgressBar.isAvailable ? ProgressBar(label: Self.shortName(url), total: end.map { $0 - start }) : nil
+                    defer { bar?.finish() }
+                    var bytes: Int64 = 0
+                    try daemon.stream(url: url, start: start, end: end) { chunk in
+                        bytes += Int64(chunk.count)
+                        bar?.advance(by: Int64(chunk.count))
+                        return true
+                    }
+                    let elapsed = Date().timeIntervalSince(started)
+                    return "preloaded \(url) through the running daemon (process \(daemon.pid)): \(bytes) bytes in \(Format.duration(elapsed)) (\(Format.rate(bytes: bytes, seconds: elapsed)))"
+                }
+                CacheCommand.printLine(line)
+            } catch {
+                _ = ErrorReporting.report(error)
+                failures += 1
+            }
+        }
+        return failures
     }
 
     enum FileOutcome {

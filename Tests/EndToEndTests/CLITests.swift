@@ -120,9 +120,15 @@ final class CLITests: XCTestCase {
         let holder = try start(["cat", origin.url("/slow.bin")])
         defer { holder.terminate(); holder.waitUntilExit() }
         try waitUntil("the first process reached the origin") { self.origin.requestCount(path: "/slow.bin") > 0 }
-        let r = try run(["cache", "ls"])
-        XCTAssertEqual(r.status, 1)
-        XCTAssertOneLineError(r, contains: "is in use by process \(holder.processIdentifier)")
+        // No daemon proxy to go through: writers are refused with the holder's name...
+        for command in [["cache", "clear"], ["cat", origin.url("/slow.bin")]] {
+            let r = try run(command)
+            XCTAssertEqual(r.status, 1, "\(command)")
+            XCTAssertOneLineError(r, contains: "is in use by process \(holder.processIdentifier)")
+        }
+        // ...while listing reads the index without the lock.
+        let ls = try run(["cache", "ls"])
+        XCTAssertEqual(ls.status, 0, ls.stderr)
     }
 
     // MARK: cache ls / info / rm / clear

@@ -46,6 +46,27 @@ final class SharedCacheTests: XCTestCase {
                        "the proxy went to the origin for bytes the mount had fetched: \(h.origin.requests.map(\.range))")
     }
 
+    func testPreloadAndCatWhileMountedGoThroughTheDaemonIntoItsCache() throws {
+        let length = 3 << 20
+        h.origin.setGeneratedFile("/later.mp4", length: Int64(length), seed: 63)
+        try mountWithProxy([h.origin.url("/later.mp4")])
+        let preload = try h.run(h.binary, ["preload", h.origin.url("/later.mp4"), "--cache-dir", h.cacheDirectory])
+        XCTAssertEqual(preload.status, 0, preload.stderr)
+        XCTAssertTrue(preload.stdout.contains("through the running daemon"), preload.stdout)
+
+        h.origin.resetLog()
+        let viaMount = try XCTUnwrap(FileManager.default.contents(atPath: h.path("later.mp4")))
+        XCTAssertTrue(Array(viaMount) == OriginServer.generatedBytes(seed: 63, offset: 0, count: length))
+        XCTAssertEqual(h.origin.requestCount(path: "/later.mp4"), 0, "the preload did not fill the daemon's cache")
+
+        let cat = try h.run(h.binary, ["cat", h.origin.url("/later.mp4"), "--range", "-100", "--cache-dir", h.cacheDirectory])
+        XCTAssertEqual(cat.status, 0, cat.stderr)
+        XCTAssertEqual(cat.stderr, "", "cat while mounted must not fail on the cache lock")
+        let ls = try h.run(h.binary, ["cache", "ls", "--cache-dir", h.cacheDirectory])
+        XCTAssertEqual(ls.status, 0, ls.stderr)
+        XCTAssertTrue(ls.stdout.contains(h.origin.url("/later.mp4")) && ls.stdout.contains("100%"), ls.stdout)
+    }
+
     func testProxyClientsAndAMountReaderOnOneColdFileCauseOneDownload() throws {
         let length = 16 << 20
         h.origin.setGeneratedFile("/cold.mp4", length: Int64(length), seed: 62)

@@ -1,0 +1,56 @@
+import Foundation
+
+/// A read-only view of a cache's index, for `cache ls` and `cache info` while another process
+/// (a mount daemon) holds the cache. It takes no lock and changes nothing; it shows the index as
+/// last written, which trails the daemon's memory by a fraction of a second.
+public struct CacheSnapshot: Sendable {
+    public let configuration: CacheConfiguration
+    private let entries: [CacheKey: EntryStatus]
+
+    public init(configuration: CacheConfiguration) throws {
+        self.configuration = configuration
+        let loaded: (entries: [CacheIndex.EntryRow], extents: [CacheIndex.ExtentRow])
+        do {
+            loaded = try CacheIndex(path: configuration.directory + "/index.sqlite").loadAll()
+        } catch {
+            throw CacheError.storage(path: configuration.directory + "/index.sqlite", message: "\(error)")
+        }
+        var coverage: [Int64: RangeSet] = [:]
+        var generationOf: [Int64: Int64] = [:]
+        for r in loaded.entries { generationOf[r.id] = r.generation }
+        for x in loaded.extents where generationOf[x.entryID] == x.generation {
+            coverage[x.entryID, default: RangeSet()].insert(x.start..<x.end)
+        }
+        var entries: [CacheKey: EntryStatus] = [:]
+        for r in loaded.entries {
+            let cached = coverage[r.id] ?? RangeSet()
+            let info = r.info
+            entries[info.key] = EntryStatus(info: info, cachedRanges: cached.ranges, cachedBytes: cached.count,
+                                            hits: r.hits, misses: r.misses, bytesFromCache: r.bytesFromCache,
+                                            bytesFromOrigin: r.bytesFromOrigin,
+                                            lastAccess: Date(timeIntervalSince1970: r.lastAccess),
+                                            recentErrors: r.lastError.map { [$0] } ?? [])
+        }
+        self.entries = entries
+    }
+
+    public func list() -> [EntryStatus] { entries.values.sorted { $0.info.url < $1.info.url } }
+
+    public func status(url: String) -> EntryStatus? {
+        (try? configuration.keyRules.key(for: url)).flatMap { entries[$0] }
+    }
+
+    public var usage: CacheUsage {
+        CacheUsage(bytes: entries.values.reduce(0) { $0 + $1.cachedBytes }, capacity: configuration.capacity,
+                   entries: entries.count)
+    }
+}
+
+extension CacheIndex.EntryRow {
+    /// The entry as the front doors see it.
+    var info: EntryInfo {
+        EntryInfo(key: CacheKey(rawValue: key), url: url, finalURL: finalURL, length: length, contentType: contentType,
+                  etag: etag, lastModified: lastModified, acceptsRanges: acceptsRanges, generation: generation,
+                  validatedAt: Date(timeIntervalSince1970: validatedAt))
+    }
+}

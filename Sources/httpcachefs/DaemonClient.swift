@@ -1,0 +1,92 @@
+import CacheCore
+import Fetcher
+import Foundation
+import Proxy
+
+/// `cat` and `preload` while a daemon (`mount` or `proxy`) holds the cache directory.
+///
+/// Only one process may write a cache, so instead of failing on the lock these commands send
+/// their requests through the daemon's proxy: the bytes land in the one cache the daemon serves
+/// from, single flight included, and are hits for the mount afterwards.
+struct DaemonClient {
+    let base: String
+    let token: String?
+    let pid: Int32
+    let source: CurlRangeSource
+
+    /// The proxy of the daemon holding `cacheDirectory`, or nil (it runs no proxy, or is gone).
+    static func find(cacheDirectory: String, options: CacheOptions) throws -> DaemonClient? {
+        guard let status = ProxyStatus.readRuntimeFile(cacheDirectory: cacheDirectory),
+              let pid = status.pid, kill(pid, 0) == 0 else { return nil }
+        let source = try options.makeSource(logger: options.makeLogger(label: "httpcachefs.fetch", defaultLevel: .error))
+        return DaemonClient(base: status.localBase, token: status.token, pid: pid, source: source)
+    }
+
+    func shutdown() { source.shutdown() }
+
+    struct Head {
+        var length: Int64?
+        var contentType: String?
+    }
+
+    /// Streams `[start, end)` of `url` (end nil: to its end) through the daemon. `consume` gets the
+    /// bytes in order and returns false to stop early. Blocking: call from a dedicated thread.
+    @discardableResult
+    func stream(url: String, start: Int64 = 0, end: Int64?,
+                consume: @escaping (UnsafeRawBufferPointer) -> Bool) throws -> Head {
+        let sink = BlockingSink(consume: consume)
+        let request = FetchRequest(url: ProxyURL.make(original: url, base: base, token: token), start: start, end: end)
+        _ = source.start(request, sink: sink)
+        sink.done.wait()
+        if let error = sink.error, !(error == .cancelled && sink.stoppedByConsumer) {
+            throw Self.cacheError(error, url: url)
+        }
+        return Head(length: sink.head?.totalLength, contentType: sink.head?.contentType)
+    }
+
+    /// The file's length and type, from a one-byte request (the daemon serves it from its cache).
+    func head(url: String) throws -> Head {
+        try stream(url: url, end: 1) { _ in true }
+    }
+
+    /// What went wrong, named by the original URL rather than the proxy's. The proxy answers 502
+    /// for an unreachable origin and 504 for a timeout.
+    static func cacheError(_ error: FetchError, url: String) -> CacheError {
+        switch error {
+        case let .http(status, _): return CacheError(.http(status: status, url: url), url: url)
+        case let .network(_, message): return .unreachable(url: url, message: "through the running daemon's proxy: \(message)")
+        case .timeout: return .timeout(url: url)
+        case .remoteChanged: return CacheError(.remoteChanged(url: url), url: url)
+        case let .invalidResponse(_, message): return .badResponse(url: url, message: message)
+        case .cancelled: return .cancelled
+        }
+    }
+}
+
+/// Collects one transfer for a caller that waits for it.
+private final class BlockingSink: FetchSink, @unchecked Sendable {
+    let consume: (UnsafeRawBufferPointer) -> Bool
+    let done = DispatchSemaphore(value: 0)
+    // Written on the source's thread before `done` is signalled, read after.
+    var head: ResponseHead?
+    var error: FetchError?
+    var stoppedByConsumer = false
+
+    init(consume: @escaping (UnsafeRawBufferPointer) -> Bool) { self.consume = consume }
+
+    func fetchDidReceiveHead(_ head: ResponseHead) -> Bool {
+        self.head = head
+        return true
+    }
+
+    func fetchDidReceive(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        if consume(bytes) { return true }
+        stoppedByConsumer = true
+        return false
+    }
+
+    func fetchDidFinish(_ error: FetchError?) {
+        self.error = error
+        done.signal()
+    }
+}
