@@ -1,3 +1,4 @@
+import CacheCore
 import Foundation
 
 /// One child of a listed directory.
@@ -232,8 +233,9 @@ public enum DirectoryListing {
         return out
     }
 
+    /// RFC 1123 dates as nginx JSON gives them ("Thu, 04 Jan 2024 10:00:00 GMT").
     static func parseHTTPDate(_ s: String) -> Date? {
-        ColumnScanner.httpDate(s)
+        HTTPDate.parse(s)
     }
 }
 
@@ -309,13 +311,6 @@ enum ColumnScanner {
         return Int64(t)
     }
 
-    /// RFC 1123 dates as nginx JSON gives them ("Thu, 04 Jan 2024 10:00:00 GMT").
-    static func httpDate(_ s: String) -> Date? {
-        let p = s.split(separator: " ").map(String.init)
-        guard p.count >= 5, let d = Int(p[1]), let m = months.firstIndex(of: p[2].lowercased()), let y = Int(p[3]),
-              let t = parseTime(p[4]) else { return nil }
-        return makeDate((y, m + 1, d), t)
-    }
 }
 
 public enum ListingError: Error, Equatable, CustomStringConvertible {

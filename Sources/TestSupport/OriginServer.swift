@@ -1,3 +1,4 @@
+import CacheCore
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -138,13 +139,7 @@ public final class OriginServer: @unchecked Sendable {
     }
 
     /// IMF-fixdate, as HTTP wants it.
-    public static func httpDate(_ date: Date) -> String {
-        let f = DateFormatter()
-        f.locale = Locale(identifier: "en_US_POSIX")
-        f.timeZone = TimeZone(identifier: "GMT")
-        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        return f.string(from: date)
-    }
+    public static func httpDate(_ date: Date) -> String { HTTPDate.format(date) }
 }
 
 /// The origin's shared state: resources, faults with their counters, the request log.
