@@ -194,7 +194,7 @@ extension EngineCore {
             for w in mine { entry.unpin(slices(of: w.range)) }
             let orphaned = entry.inflight.release(reader: reader.id)
             // Orphaned fetches stop at their next chunk (advance says .stop); cancel them now too.
-            return (mine, orphaned.map { handles.box($0) })
+            return (mine, orphaned.compactMap { handles.existing($0) })
         }
         cancels.forEach { $0.cancel() }
         for w in waiters { completionQueue.async { w.completion(.failure(.cancelled)) } }

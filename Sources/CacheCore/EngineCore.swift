@@ -383,6 +383,12 @@ final class HandleTable: @unchecked Sendable {
         return b
     }
 
+    /// The box of a transfer still running, without creating one.
+    func existing(_ id: Int) -> FetchHandleBox? {
+        lock.lock(); defer { lock.unlock() }
+        return boxes[id]
+    }
+
     func remove(_ id: Int) -> FetchHandleBox? {
         lock.lock(); defer { lock.unlock() }
         return boxes.removeValue(forKey: id)
