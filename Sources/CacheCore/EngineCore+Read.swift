@@ -26,7 +26,12 @@ extension EngineCore {
             let end = entry.info.length.map { min($0, offset + Int64(length)) } ?? (offset + Int64(length))
             guard offset >= 0, end > offset else { immediate = .success([]); return }
             let request = offset..<end
-            updateReadAhead(reader, request: request)
+            if updateReadAhead(reader, request: request) == .seek {
+                // Bytes ahead of the old position are no longer this reader's concern: its fetches
+                // there stop unless someone else (or one of its reads still waiting) needs them.
+                let waiting = entry.waiters.filter { $0.reader == reader.id }.map(\.range)
+                _ = entry.inflight.release(reader: reader.id, keeping: waiting)
+            }
             entry.lastAccess = now
 
             let planner = ReadPlanner(readAhead: reader.readAhead, seekThreshold: max(2 << 20, reader.readAhead / 2))
@@ -63,8 +68,10 @@ extension EngineCore {
         }
     }
 
+    enum AccessPattern { case first, sequential, seek }
+
     /// Sequential readers get a window that doubles up to `maxReadAhead`; a seek resets it.
-    private func updateReadAhead(_ reader: ReaderState, request: Range<Int64>) {
+    private func updateReadAhead(_ reader: ReaderState, request: Range<Int64>) -> AccessPattern {
         // The kernel and players issue several reads at once, slightly out of order: a read that
         // starts near where the last one ended still counts as sequential.
         let slack: Int64 = 1 << 20
@@ -72,10 +79,12 @@ extension EngineCore {
         if sequential {
             reader.readAhead = min(configuration.maxReadAhead, max(reader.readAhead * 2, initialReadAhead))
             reader.lastEnd = max(reader.lastEnd, request.upperBound)
-        } else {
-            if reader.lastEnd >= 0 { reader.readAhead = initialReadAhead }
-            reader.lastEnd = request.upperBound
+            return .sequential
         }
+        let first = reader.lastEnd < 0
+        reader.readAhead = initialReadAhead
+        reader.lastEnd = request.upperBound
+        return first ? .first : .seek
     }
 
     func slices(of range: Range<Int64>) -> ClosedRange<Int64> {

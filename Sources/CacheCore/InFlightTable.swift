@@ -85,10 +85,14 @@ struct InFlightTable: Sendable {
     @discardableResult
     mutating func finish(_ id: Int) -> Fetch? { fetches.removeValue(forKey: id) }
 
-    /// The reader went away: returns the fetches nobody wants any more (to cancel).
-    mutating func release(reader: Int) -> [Int] {
+    /// The reader went away, or seeked elsewhere: it no longer wants its fetches, except those
+    /// that deliver bytes of `keeping` (reads of it still waiting). Returns the fetches nobody
+    /// wants any more; they stop at their next chunk.
+    mutating func release(reader: Int, keeping: [Range<Int64>] = []) -> [Int] {
         var orphaned: [Int] = []
         for (id, var f) in fetches where f.interest.contains(reader) {
+            let pending = f.cursor..<max(f.cursor, f.end ?? Int64.max)
+            if keeping.contains(where: { $0.overlaps(pending) }) { continue }
             f.interest.remove(reader)
             fetches[id] = f
             if f.interest.isEmpty && !f.pinned { orphaned.append(id) }

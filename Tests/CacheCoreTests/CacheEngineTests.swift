@@ -59,6 +59,30 @@ final class CacheEngineTests: XCTestCase {
         cache.shutdown()
     }
 
+    func testASeekStopsTheReadAheadNobodyWantsAnyMore() async throws {
+        let data = randomBytes(32 << 20, seed: 9)
+        let source = ScriptedSource(chunk: 64 << 10, chunkDelay: 4_000)   // about 16 MB/s
+        source.set(url, .init(bytes: data, etag: "\"a\""))
+        let cache = try engine(source)
+        let info = try await cache.open(url: url)
+        let reader = cache.makeReader(for: info)
+        var offset: Int64 = 0
+        for _ in 0..<6 {   // sequential: the read-ahead window grows to several MiB
+            let chunk = try await reader.read(offset: offset, length: 256 << 10)
+            offset += Int64(chunk.count)
+        }
+        let far: Int64 = 24 << 20
+        let got = try await reader.read(offset: far, length: 64 << 10)
+        XCTAssertEqual(got, Array(data[Int(far)..<Int(far + (64 << 10))]))
+        let servedAtSeek = source.bytesServed
+        try await Task.sleep(nanoseconds: 500_000_000)
+        // Only the new position's small read-ahead may still arrive; the old window has stopped.
+        let after = source.bytesServed - servedAtSeek
+        XCTAssertLessThan(after, 1 << 20, "the old read-ahead kept downloading after the seek: \(after) bytes")
+        reader.close()
+        cache.shutdown()
+    }
+
     func testCachedBytesSurviveARestart() async throws {
         let data = randomBytes(2 << 20, seed: 4)
         let source = ScriptedSource()

@@ -16,9 +16,14 @@ final class ScriptedSource: RangeSource, @unchecked Sendable {
     private(set) var requests: [FetchRequest] = []
     private var served: Int64 = 0
     let chunk: Int
+    /// Pause between chunks, to let tests act while a transfer runs.
+    let chunkDelay: useconds_t
     let queue = DispatchQueue(label: "scripted", attributes: .concurrent)
 
-    init(chunk: Int = 16 << 10) { self.chunk = chunk }
+    init(chunk: Int = 16 << 10, chunkDelay: useconds_t = 0) {
+        self.chunk = chunk
+        self.chunkDelay = chunkDelay
+    }
 
     func set(_ url: String, _ file: File) { lock.lock(); files[url] = file; lock.unlock() }
     var bytesServed: Int64 { lock.lock(); defer { lock.unlock() }; return served }
@@ -56,6 +61,7 @@ final class ScriptedSource: RangeSource, @unchecked Sendable {
                 let ok = file.bytes.withUnsafeBytes { sink.fetchDidReceive(UnsafeRawBufferPointer(rebasing: $0[Int(p)..<Int(p + n)])) }
                 p += n
                 if !ok { sink.fetchDidFinish(.cancelled); return }
+                if chunkDelay > 0 { usleep(chunkDelay) }
             }
             sink.fetchDidFinish(nil)
         }
