@@ -102,6 +102,22 @@ final class CacheIndex: @unchecked Sendable {
         try migrator.migrate(pool)
     }
 
+    /// The cap of the process using the cache, for readers of a snapshot (who have no cap of
+    /// their own to show).
+    func recordCapacity(_ capacity: Int64) throws {
+        try queue.sync {
+            try pool.write { db in
+                try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES ('capacity', ?)",
+                               arguments: ["\(capacity)"])
+            }
+        }
+    }
+
+    func recordedCapacity() -> Int64? {
+        (try? pool.read { db in try String.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'capacity'") })
+            .flatMap { $0.flatMap { Int64($0) } }
+    }
+
     /// The slice size this cache was created with. Slice files are laid out by it, so it is fixed
     /// for the life of the cache: the first value given is stored, and later ones are ignored.
     func sliceSize(proposed: Int64) throws -> Int64 {

@@ -7,14 +7,19 @@ public struct CacheSnapshot: Sendable {
     public let configuration: CacheConfiguration
     private let entries: [CacheKey: EntryStatus]
 
+    /// - Parameter configuration: where the cache is; its capacity is replaced by the one the
+    ///   process using the cache recorded.
     public init(configuration: CacheConfiguration) throws {
-        self.configuration = configuration
+        var configuration = configuration
         let loaded: (entries: [CacheIndex.EntryRow], extents: [CacheIndex.ExtentRow])
         do {
-            loaded = try CacheIndex(path: configuration.directory + "/index.sqlite").loadAll()
+            let index = try CacheIndex(path: configuration.directory + "/index.sqlite")
+            loaded = try index.loadAll()
+            if let capacity = index.recordedCapacity() { configuration.capacity = capacity }
         } catch {
             throw CacheError.storage(path: configuration.directory + "/index.sqlite", message: "\(error)")
         }
+        self.configuration = configuration
         var coverage: [Int64: RangeSet] = [:]
         var generationOf: [Int64: Int64] = [:]
         for r in loaded.entries { generationOf[r.id] = r.generation }

@@ -66,6 +66,7 @@ final class EngineCore: @unchecked Sendable {
             directoryLock.release()
             throw CacheError.storage(path: dir + "/index.sqlite", message: "\(error)")
         }
+        try? index.recordCapacity(configuration.capacity)
         self.configuration = configuration
         store = SliceStore(root: dir, sliceSize: configuration.sliceSize)
         shards = (0..<max(1, configuration.shardCount)).map { _ in Shard() }
