@@ -36,12 +36,13 @@ extension EngineCore {
 
             let planner = ReadPlanner(readAhead: reader.readAhead, seekThreshold: max(2 << 20, reader.readAhead / 2))
             let plan = planner.plan(request: request, length: entry.info.length, cached: entry.coverage,
-                                    running: entry.inflight.running(generation: entry.info.generation, now: Date().timeIntervalSince1970))
+                                    running: entry.inflight.running(generation: entry.info.generation, now: now))
             for t in plan.truncations { entry.inflight.truncate(t.fetch, at: t.end) }
             for step in plan.steps { if case let .wait(_, id) = step { entry.inflight.addInterest(reader.id, in: id) } }
             for f in plan.fetches {
                 let id = makeID()
-                entry.inflight.start(id: id, generation: entry.info.generation, start: f.start, end: f.end, reader: reader.id, now: Date().timeIntervalSince1970)
+                entry.inflight.start(id: id, generation: entry.info.generation, start: f.start, end: f.end,
+                                     reader: reader.id, now: now)
                 toLaunch.append((entry, f, id))
             }
             if plan.isHit {
@@ -54,7 +55,7 @@ extension EngineCore {
                 entry.misses += 1
                 // Pinned while it waits, so eviction cannot take bytes that already arrived for it.
                 entry.pin(slices(of: request))
-                entry.waiters.append(Waiter(id: makeID(), reader: reader.id, range: request,
+                entry.waiters.append(Waiter(reader: reader.id, range: request,
                                             deadline: now + configuration.readTimeout, completion: completion))
             }
         }

@@ -57,7 +57,6 @@ final class EntryState {
 
 /// A read waiting for bytes to land.
 struct Waiter {
-    var id: Int
     var reader: Int
     var range: Range<Int64>
     var deadline: Double
