@@ -31,16 +31,20 @@ public final class CacheEngine: @unchecked Sendable {
 
     /// Metadata for `url`: from the index while fresh, else from the origin (a small ranged GET
     /// whose bytes are kept). A changed remote file gets a new generation here.
-    /// - Parameter maxAge: revalidate if the entry was confirmed longer ago than this (instead of
-    ///   `revalidateAfter`): a live playlist or a directory listing with its own TTL.
-    public func open(url: String, maxAge: TimeInterval? = nil,
+    /// - Parameters:
+    ///   - maxAge: revalidate if the entry was confirmed longer ago than this (instead of
+    ///     `revalidateAfter`): a live playlist or a directory listing with its own TTL.
+    ///   - takeFirstBytes: let the probe bring the file's first 256 KiB along (headers, a moov
+    ///     atom's start, a playlist); false for metadata alone (a HEAD request): one byte.
+    public func open(url: String, maxAge: TimeInterval? = nil, takeFirstBytes: Bool = true,
                      completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
-        core.open(url: url, maxAge: maxAge ?? core.configuration.revalidateAfter, completion: completion)
+        core.open(url: url, maxAge: maxAge ?? core.configuration.revalidateAfter, takeFirstBytes: takeFirstBytes,
+                  completion: completion)
     }
 
-    public func open(url: String, maxAge: TimeInterval? = nil) async throws -> EntryInfo {
+    public func open(url: String, maxAge: TimeInterval? = nil, takeFirstBytes: Bool = true) async throws -> EntryInfo {
         try await withCheckedThrowingContinuation { cont in
-            open(url: url, maxAge: maxAge) { cont.resume(with: $0) }
+            open(url: url, maxAge: maxAge, takeFirstBytes: takeFirstBytes) { cont.resume(with: $0) }
         }
     }
 

@@ -138,7 +138,8 @@ final class EngineCore: @unchecked Sendable {
 
     /// Resolves metadata: fresh entries answer at once; unknown or stale ones start a probe (a
     /// small ranged GET whose head carries the validators and whose bytes are cached).
-    func open(url: String, maxAge: TimeInterval, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
+    func open(url: String, maxAge: TimeInterval, takeFirstBytes: Bool = true,
+              completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let key: CacheKey
         do { key = try configuration.keyRules.key(for: url) } catch {
             let e = error as? CacheError ?? .invalidURL(url, reason: "\(error)")
@@ -171,7 +172,8 @@ final class EngineCore: @unchecked Sendable {
             entry.pendingOpens = [completion]
             entry.info.url = url
             // Revalidating a cached head costs one byte; a new entry takes the first bytes along.
-            let end = entry.coverage.contains(0..<min(probeLength, entry.info.length ?? probeLength)) ? 1 : probeLength
+            let headerCached = entry.coverage.contains(0..<min(probeLength, entry.info.length ?? probeLength))
+            let end = !takeFirstBytes || headerCached ? 1 : probeLength
             let fetch = ReadPlanner.Fetch(start: 0, end: end)
             let id = makeID()
             entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: end, reader: nil, pinned: true, now: Date().timeIntervalSince1970)

@@ -136,7 +136,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
         let id = requestID
         let loop = context.eventLoop
         let bound = NIOLoopBound(context, eventLoop: loop)
-        service.prepare(url: url, conditions: conditions) { result in
+        service.prepare(url: url, conditions: conditions, isHead: isHead) { result in
             loop.execute {
                 let context = bound.value
                 guard id == self.requestID, context.channel.isActive else { return }

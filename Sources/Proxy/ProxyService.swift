@@ -32,9 +32,10 @@ final class ProxyService: @unchecked Sendable {
     }
 
     /// Opens `url` and plans the answer. `completion` runs on an engine or pool thread.
-    func prepare(url: String, conditions: RequestConditions,
+    /// - Parameter isHead: a HEAD request: the origin is asked for metadata, not for a body.
+    func prepare(url: String, conditions: RequestConditions, isHead: Bool = false,
                  completion: @escaping @Sendable (Result<Prepared, CacheError>) -> Void) {
-        engine.open(url: url) { [self] result in
+        engine.open(url: url, takeFirstBytes: !isHead) { [self] result in
             switch result {
             case let .failure(error):
                 completion(.failure(error))
