@@ -117,6 +117,7 @@ extension CacheCommand {
                 ["Last access:", Format.date(s.lastAccess)],
                 ["Cached:", "\(s.cachedBytes) bytes (\(Format.bytes(s.cachedBytes)), \(Format.percent(s.cachedBytes, of: i.length)))"],
                 ["Cached ranges:", rangesText(s.cachedRanges)],
+                ["Coverage map:", i.length.map { coverageMap(s.cachedRanges, length: $0) } ?? "-"],
                 ["Hits / misses:", "\(s.hits) / \(s.misses)"],
                 ["From cache:", "\(s.bytesFromCache) bytes (\(Format.bytes(s.bytesFromCache))) saved"],
                 ["From origin:", "\(s.bytesFromOrigin) bytes (\(Format.bytes(s.bytesFromOrigin)))"],
@@ -130,6 +131,17 @@ extension CacheCommand {
         }
 
         /// Inclusive offsets, like `--range` and HTTP, so a line can be pasted back.
+        /// The file as `width` cells from start to end: `#` all cached, `+` partly, `.` not at all.
+        static func coverageMap(_ ranges: [Range<Int64>], length: Int64, width: Int = 64) -> String {
+            guard length > 0 else { return "(empty file)" }
+            let cells = (0..<width).map { cell -> Character in
+                let lo = length * Int64(cell) / Int64(width), hi = max(lo + 1, length * Int64(cell + 1) / Int64(width))
+                let cached = ranges.reduce(Int64(0)) { $0 + max(0, min($1.upperBound, hi) - max($1.lowerBound, lo)) }
+                return cached >= hi - lo ? "#" : cached > 0 ? "+" : "."
+            }
+            return "[" + String(cells) + "]"
+        }
+
         static func rangesText(_ ranges: [Range<Int64>], limit: Int = 16) -> String {
             if ranges.isEmpty { return "none" }
             var parts = ranges.prefix(limit).map { "\($0.lowerBound)-\($0.upperBound - 1)" }
