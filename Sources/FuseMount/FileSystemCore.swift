@@ -356,14 +356,7 @@ final class FileSystemCore: @unchecked Sendable {
         guard let file = lock.withLock({ openFiles[fh] }) else { return reply(.failure(FSErrno(EBADF))) }
         let once = ReplyOnce(reply)
         let range = "bytes \(offset)-\(offset + Int64(size) - 1)"
-        if let deadline = options.readDeadline {
-            deadlineQueue.asyncAfter(deadline: .now() + deadline) { [logger] in
-                if once.fire(.failure(FSErrno(EIO))) {
-                    logger.error("read timed out after \(deadline)s: \(file.url) \(range)")
-                }
-            }
-        }
-        file.queue.async { [logger] in
+        file.queue.async { [logger, deadlineQueue, readDeadline = options.readDeadline] in
             file.reader.read(offset: offset, length: size) { result in
                 switch result {
                 case let .success(bytes):
@@ -372,6 +365,14 @@ final class FileSystemCore: @unchecked Sendable {
                     if once.fire(.failure(FSErrno(error.errno))), error != .cancelled {
                         logger.error("read failed: \(file.url) \(range): \(error)")
                     }
+                }
+            }
+            // A cache hit has been answered by now; only reads still waiting get a deadline
+            // (a backstop behind the engine's own read timeout).
+            guard let readDeadline, !once.hasFired else { return }
+            deadlineQueue.asyncAfter(deadline: .now() + readDeadline) {
+                if once.fire(.failure(FSErrno(EIO))) {
+                    logger.error("read timed out after \(readDeadline)s: \(file.url) \(range)")
                 }
             }
         }
@@ -651,6 +652,8 @@ final class ReplyOnce<T>: @unchecked Sendable {
     private var fn: ((T) -> Void)?  // guarded by lock
 
     init(_ fn: @escaping (T) -> Void) { self.fn = fn }
+
+    var hasFired: Bool { lock.withLock { fn == nil } }
 
     /// Runs the completion if nobody did yet; true if this call did.
     @discardableResult

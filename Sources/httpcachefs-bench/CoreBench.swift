@@ -43,12 +43,12 @@ struct CoreBench: ParsableCommand {
         let catArgs = ["cat", url, "--cache-dir", cacheDir, "--cache-size", "\(length + (1 << 30))"]
 
         print("core benchmark: \(Self.human(length)) generated file over loopback, binary \(binary)")
-        let curlTime = try Self.best(of: 2) { try Self.time(self.curl, ["-s", "-f", "-o", "/dev/null", url]) }
-        let cold = try Self.time(binary, catArgs)
+        let curlTime = try Self.best(of: 2) { try Spawned.time(self.curl, ["-s", "-f", "-o", "/dev/null", url]) }
+        let cold = try Spawned.time(binary, catArgs)
         try Self.checkFullyCached(binary: binary, url: url, cacheDir: cacheDir, length: length)
-        let warm = try Self.best(of: 2) { try Self.time(binary, catArgs) }
+        let warm = try Self.best(of: 2) { try Spawned.time(binary, catArgs) }
         let slices = try Self.sliceFiles(under: cacheDir + "/data")
-        let disk = try Self.best(of: 2) { try Self.time("/bin/cat", slices) }
+        let disk = try Self.best(of: 2) { try Spawned.time("/bin/cat", slices) }
 
         func row(_ name: String, _ seconds: Double, _ ratio: String) -> [String] {
             [name, String(format: "%.3f", seconds), String(format: "%.1f", Double(length) / seconds / 1e6), ratio]
@@ -69,24 +69,6 @@ struct CoreBench: ParsableCommand {
     static func siblingBinary() -> String {
         let me = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         return URL(fileURLWithPath: me).deletingLastPathComponent().appendingPathComponent("httpcachefs").path
-    }
-
-    /// Runs `path args...` with stdout to /dev/null and returns the elapsed seconds; a non-zero
-    /// exit aborts the benchmark (a failed run would be a meaningless number).
-    static func time(_ path: String, _ args: [String]) throws -> Double {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: path)
-        p.arguments = args
-        p.standardInput = FileHandle.nullDevice
-        p.standardOutput = FileHandle.nullDevice
-        let start = DispatchTime.now().uptimeNanoseconds
-        try p.run()
-        p.waitUntilExit()
-        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-        guard p.terminationReason == .exit, p.terminationStatus == 0 else {
-            throw ValidationError("\(path) \(args.prefix(3).joined(separator: " ")) failed with status \(p.terminationStatus)")
-        }
-        return elapsed
     }
 
     /// A benchmark of a cat that silently stopped early would be meaningless: after the cold run,
