@@ -86,11 +86,12 @@ public final class CacheReader: @unchecked Sendable {
         self.state = core.makeReaderState(entry: entry)
     }
 
-    /// The entry as of the last read (its generation and length may change on revalidation).
+    /// The version this reader was made for. It stays bound to it: once the remote file changed,
+    /// its reads fail with `CacheError.remoteChanged` (make a new reader for the new version).
     public var entry: EntryInfo { state.entry }
 
     /// Reads `[offset, offset+length)` clipped to the end of the file. Completes once every byte
-    /// is local, with bytes of a single generation; an empty array at or past the end.
+    /// is here, with bytes of this reader's version only; an empty array at or past the end.
     public func read(offset: Int64, length: Int,
                      completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
         core.read(reader: state, offset: offset, length: length, completion: completion)

@@ -25,6 +25,9 @@ public enum CacheError: Error, Sendable, Equatable, CustomStringConvertible {
     case diskFull(path: String)
     /// The cache directory is held by another process.
     case locked(path: String, holder: String)
+    /// The remote file changed under a reader bound to its old version (an open file handle, a
+    /// proxy response under way): it gets this instead of bytes of another version.
+    case remoteChanged(url: String)
     /// The read was cancelled by its reader.
     case cancelled
 
@@ -41,6 +44,7 @@ public enum CacheError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .storage(path, message): return "cache storage error at \(path): \(message)"
         case let .diskFull(path): return "disk full: no room for the cache at \(path)"
         case let .locked(path, holder): return "cache directory \(path) is in use by \(holder)"
+        case let .remoteChanged(url): return "the remote file changed while it was open: \(url)"
         case .cancelled: return "cancelled"
         }
     }
@@ -53,7 +57,7 @@ public enum CacheError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .http(status, u): self = .httpStatus(url: u, status: status)
         case let .network(u, message): self = .unreachable(url: u, message: message)
         case let .timeout(u): self = .timeout(url: u)
-        case let .remoteChanged(u): self = .badResponse(url: u, message: "the file changed while it was read")
+        case let .remoteChanged(u): self = .remoteChanged(url: u)
         case let .invalidResponse(u, message): self = .badResponse(url: u, message: message)
         case .cancelled: self = .cancelled
         }

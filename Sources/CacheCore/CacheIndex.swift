@@ -10,6 +10,12 @@ import GRDB
 ///   never records a byte that is not on disk;
 /// - data is deleted only after the rows that describe it are committed (`deleteSlices`).
 /// A crash can therefore lose recently fetched bytes, never make wrong ones appear present.
+///
+/// Entry ids are handed out in memory (`newEntryID`) and their rows written behind like every
+/// other change, so no caller waits for SQLite under a lock. A full disk must not stop commits
+/// (eviction itself is a commit): `index.reserve`, a few MiB set aside at start, is given up when
+/// SQLite reports the disk full, the commit is tried again, and the reserve is made anew once
+/// there is room. Write errors are logged, counted and kept for status pages.
 final class CacheIndex: @unchecked Sendable {
     struct EntryRow: Sendable {
         var id: Int64
@@ -52,9 +58,18 @@ final class CacheIndex: @unchecked Sendable {
     private var pendingExtents: [ExtentRow] = []   // guarded by lock
     private var pendingEntries: [Int64: EntryRow] = [:]   // guarded by lock
     private var flushScheduled = false   // guarded by lock
-    private(set) var lastWriteError: Error?
+    private var nextID: Int64 = 1   // guarded by lock
+    private var _lastWriteError: String?   // guarded by lock
+    private var _writeErrors = 0   // guarded by lock
+    /// Told about every failed write (the engine logs it).
+    var onWriteError: (@Sendable (String) -> Void)?
+
+    /// The space kept for commits on a full disk.
+    let reservePath: String
+    static let reserveSize = 4 << 20
 
     init(path: String) throws {
+        reservePath = (path as NSString).deletingLastPathComponent + "/index.reserve"
         var config = Configuration()
         config.busyMode = .timeout(10)
         config.prepareDatabase { db in
@@ -100,6 +115,57 @@ final class CacheIndex: @unchecked Sendable {
             try db.execute(sql: "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
         }
         try migrator.migrate(pool)
+        // Ids are never reused (AUTOINCREMENT's sequence remembers deleted ones), so slice files
+        // of a removed entry can never be taken for a new one's.
+        nextID = try pool.read { db in
+            let seq = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'entry'") ?? 0
+            let max = try Int64.fetchOne(db, sql: "SELECT max(id) FROM entry") ?? 0
+            return Swift.max(seq, max) + 1
+        }
+        makeReserve()
+    }
+
+    /// A new entry id; its row is written behind with `updateEntry`.
+    func newEntryID() -> Int64 {
+        lock.lock(); defer { lock.unlock() }
+        nextID += 1
+        return nextID - 1
+    }
+
+    /// The last write that failed and how many did, for status pages.
+    var writeHealth: (errors: Int, last: String?) {
+        lock.lock(); defer { lock.unlock() }
+        return (_writeErrors, _lastWriteError)
+    }
+
+    // MARK: The reserve
+
+    /// Sets the reserve aside if it is not there (and there is room for it).
+    func makeReserve() {
+        guard access(reservePath, F_OK) != 0 else { return }
+        let fd = open(reservePath + ".new", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return }
+        let ok = posix_fallocate(fd, 0, off_t(Self.reserveSize)) == 0
+        close(fd)
+        if ok { rename(reservePath + ".new", reservePath) } else { unlink(reservePath + ".new") }
+    }
+
+    var hasReserve: Bool { access(reservePath, F_OK) == 0 }
+
+    /// Runs a write; if SQLite finds the disk full, gives up the reserve and tries once more.
+    private func write(_ body: (Database) throws -> Void) throws {
+        do {
+            try pool.write(body)
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_FULL && hasReserve {
+            unlink(reservePath)
+            try pool.write(body)
+        }
+    }
+
+    private func noteWriteError(_ error: Error) {
+        let text = "\(error)"
+        lock.lock(); _writeErrors += 1; _lastWriteError = text; lock.unlock()
+        onWriteError?(text)
     }
 
     /// The cap of the process using the cache, for readers of a snapshot (who have no cap of
@@ -157,22 +223,6 @@ final class CacheIndex: @unchecked Sendable {
 
     // MARK: Writing
 
-    /// Creates an entry row now (the id is needed for slice file names) and returns its id.
-    func insertEntry(_ row: EntryRow) throws -> Int64 {
-        try queue.sync {
-            try pool.write { db in
-                try db.execute(sql: """
-                    INSERT INTO entry (key, url, final_url, length, content_type, etag, last_modified,
-                        accepts_ranges, generation, validated_at, last_access)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """, arguments: [row.key, row.url, row.finalURL, row.length, row.contentType, row.etag,
-                                     row.lastModified, row.acceptsRanges, row.generation, row.validatedAt,
-                                     row.lastAccess])
-                return db.lastInsertedRowID
-            }
-        }
-    }
-
     /// Records (behind) the latest state of an entry row.
     func updateEntry(_ row: EntryRow) {
         lock.lock()
@@ -212,17 +262,26 @@ final class CacheIndex: @unchecked Sendable {
         lock.unlock()
         guard !extents.isEmpty || !entries.isEmpty else { return }
         do {
-            try pool.write { db in
-                for e in entries.values {
+            try write { db in
+                for e in entries.values.sorted(by: { $0.id < $1.id }) {
+                    // A row of a removed entry with the same key may still be there (its delete
+                    // is queued behind): it goes first, with its extents.
+                    try db.execute(sql: "DELETE FROM entry WHERE key = ? AND id != ?", arguments: [e.key, e.id])
                     try db.execute(sql: """
-                        UPDATE entry SET url = ?, final_url = ?, length = ?, content_type = ?, etag = ?,
-                            last_modified = ?, accepts_ranges = ?, generation = ?, validated_at = ?,
-                            last_access = ?, hits = ?, misses = ?, bytes_from_cache = ?, bytes_from_origin = ?,
-                            last_error = ?
-                        WHERE id = ?
-                        """, arguments: [e.url, e.finalURL, e.length, e.contentType, e.etag, e.lastModified,
-                                         e.acceptsRanges, e.generation, e.validatedAt, e.lastAccess, e.hits,
-                                         e.misses, e.bytesFromCache, e.bytesFromOrigin, e.lastError, e.id])
+                        INSERT INTO entry (id, key, url, final_url, length, content_type, etag, last_modified,
+                            accepts_ranges, generation, validated_at, last_access, hits, misses,
+                            bytes_from_cache, bytes_from_origin, last_error)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        ON CONFLICT(id) DO UPDATE SET url = excluded.url, final_url = excluded.final_url,
+                            length = excluded.length, content_type = excluded.content_type, etag = excluded.etag,
+                            last_modified = excluded.last_modified, accepts_ranges = excluded.accepts_ranges,
+                            generation = excluded.generation, validated_at = excluded.validated_at,
+                            last_access = excluded.last_access, hits = excluded.hits, misses = excluded.misses,
+                            bytes_from_cache = excluded.bytes_from_cache,
+                            bytes_from_origin = excluded.bytes_from_origin, last_error = excluded.last_error
+                        """, arguments: [e.id, e.key, e.url, e.finalURL, e.length, e.contentType, e.etag,
+                                         e.lastModified, e.acceptsRanges, e.generation, e.validatedAt, e.lastAccess,
+                                         e.hits, e.misses, e.bytesFromCache, e.bytesFromOrigin, e.lastError])
                 }
                 let insert = try db.cachedStatement(sql: """
                     INSERT OR REPLACE INTO extent (entry_id, generation, slice, start, "end", checksum)
@@ -234,7 +293,7 @@ final class CacheIndex: @unchecked Sendable {
                 }
             }
         } catch {
-            lastWriteError = error
+            noteWriteError(error)
         }
     }
 
@@ -248,7 +307,7 @@ final class CacheIndex: @unchecked Sendable {
     func deleteSlices(_ slices: [SliceID], afterCommit: () -> Void) throws {
         try queue.sync {
             flushPendingOnQueue()
-            try pool.write { db in
+            try write { db in
                 for s in slices {
                     try db.execute(sql: "DELETE FROM extent WHERE entry_id = ? AND generation = ? AND slice = ?",
                                    arguments: [s.entryID, s.generation, s.slice])
@@ -263,12 +322,12 @@ final class CacheIndex: @unchecked Sendable {
         queue.async { [self] in
             flushPendingOnQueue()
             do {
-                try pool.write { db in
+                try write { db in
                     try db.execute(sql: "DELETE FROM extent WHERE entry_id = ? AND generation != ?",
                                    arguments: [entryID, generation])
                 }
                 afterCommit()
-            } catch { lastWriteError = error }
+            } catch { noteWriteError(error) }
         }
     }
 
@@ -276,7 +335,7 @@ final class CacheIndex: @unchecked Sendable {
     func deleteExtent(_ x: ExtentRow) throws {
         try queue.sync {
             flushPendingOnQueue()
-            try pool.write { db in
+            try write { db in
                 try db.execute(sql: "DELETE FROM extent WHERE entry_id = ? AND generation = ? AND start = ?",
                                arguments: [x.entryID, x.generation, x.start])
             }
@@ -287,7 +346,7 @@ final class CacheIndex: @unchecked Sendable {
     func deleteEntries(_ ids: [Int64], afterCommit: () -> Void) throws {
         try queue.sync {
             flushPendingOnQueue()
-            try pool.write { db in
+            try write { db in
                 for id in ids { try db.execute(sql: "DELETE FROM entry WHERE id = ?", arguments: [id]) }
             }
             afterCommit()

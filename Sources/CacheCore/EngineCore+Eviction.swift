@@ -5,11 +5,20 @@ import Glibc
 
 /// The cap: `capacity` bytes at most, and `freeSpaceFloor` of the file system kept free.
 ///
+/// Room is made *before* bytes are written: a transfer asks `makeRoom(for:)` for every piece it
+/// is about to write, and gets it from an allowance that is refilled from the cap and from
+/// `statvfs` (so the floor holds against other programs' files too), evicting first when the
+/// allowance is gone. A transfer that gets no room writes nothing and hands its bytes only to the
+/// readers waiting for them: a full disk slows caching down, never reads.
+///
 /// LRU by last access at slice granularity. Pinned slices (being read or written) are skipped,
 /// so the cap can be exceeded by at most the slices in flight. An evicted slice leaves memory
-/// first (readers stop seeing it), its file is renamed aside, its rows are deleted, and only then
-/// is the file unlinked: a crash in between leaves a `.evicting` file that the next start treats
-/// as "these rows may be stale" and cleans up.
+/// first (readers stop seeing it, and writers stay out of it until its rows are gone), its file is
+/// renamed aside, its rows are deleted, and only then is the file unlinked: a crash in between
+/// leaves a `.evicting` file that the next start treats as "these rows may be stale" and cleans up.
+///
+/// Runs on the thread of the transfer that needed room (under `evictionLock`) or on the sweeper's.
+/// Takes each shard lock briefly; the index commit and the unlinks happen under no shard lock.
 extension EngineCore {
     struct Candidate {
         var shard: Int
@@ -19,34 +28,49 @@ extension EngineCore {
         var bytes: Int64
     }
 
-    /// Bytes over the limit right now (cap or free-space floor), or 0.
-    func excessBytes() -> Int64 {
-        var excess = totalBytes - configuration.capacity
+    /// Bytes that may still be written now without passing the cap or the free-space floor.
+    func roomLeft() -> Int64 {
+        var room = configuration.capacity - totalBytes
         var fs = statvfs()
-        if configuration.freeSpaceFloor > 0, statvfs(configuration.directory, &fs) == 0 {
+        if configuration.freeSpaceFloor > 0 || room > 0, statvfs(configuration.directory, &fs) == 0 {
             let total = Double(fs.f_blocks) * Double(fs.f_frsize)
             let free = Double(fs.f_bavail) * Double(fs.f_frsize)
-            let floor = total * configuration.freeSpaceFloor
-            if free < floor { excess = max(excess, min(Int64(floor - free), totalBytes)) }
+            room = min(room, Int64(free - total * configuration.freeSpaceFloor))
         }
-        return max(0, excess)
+        return room
     }
 
-    /// Evicts when over the limit; the caller saw `totalBytes > capacity` or wants a space check.
+    /// Makes room for `bytes` about to be written; false when even eviction found none (the disk
+    /// is full of other things, or of pinned slices).
+    func makeRoom(for bytes: Int64) -> Bool {
+        if space.take(bytes) { return true }
+        evictionLock.lock()
+        defer { evictionLock.unlock() }
+        if space.take(bytes) { return true }   // someone refilled it meanwhile
+        var room = roomLeft()
+        if room < bytes {
+            // Go a little below the limit, so eviction does not run for every piece.
+            let usable = max(0, totalBytes + room)
+            evict(bytes: bytes - room + min(configuration.capacity, usable) / 20)
+            room = roomLeft()
+        }
+        guard room >= bytes else { return false }
+        // Hand out at most half of what is left at a time, so the free space is looked at again
+        // before it can run out (other programs write to the same disk).
+        space.refill(min(8 << 20, max(bytes, room / 2)) - bytes)
+        return true
+    }
+
+    /// Evicts when over the limit (the sweeper's periodic check: other programs' files can cross
+    /// the floor while nothing is written here).
     func evictIfNeeded() {
         guard evictionLock.try() else { return }   // someone is already evicting
         defer { evictionLock.unlock() }
-        let excess = excessBytes()
-        guard excess > 0 else { return }
-        // Go a little below the limit so eviction does not run on every chunk.
-        _ = evict(bytes: excess + configuration.capacity / 20)
-    }
-
-    /// Makes room for `needed` bytes after a write failed for lack of space. True if anything went.
-    func evictNow(needed: Int64) -> Bool {
-        evictionLock.lock()
-        defer { evictionLock.unlock() }
-        return evict(bytes: max(needed, excessBytes())) > 0
+        let room = roomLeft()
+        guard room < 0 else { return }
+        space.refill(0)
+        let usable = max(0, totalBytes + room)
+        evict(bytes: -room + min(configuration.capacity, usable) / 20)
     }
 
     /// Evicts least recently used, unpinned slices until `bytes` are gone (or nothing is left).
@@ -56,7 +80,7 @@ extension EngineCore {
         for (i, shard) in shards.enumerated() {
             shard.locked {
                 for (key, e) in shard.entries where e.isPersisted {
-                    for (s, n) in e.sliceBytes where n > 0 && (e.pins[s] ?? 0) == 0 {
+                    for (s, n) in e.sliceBytes where n > 0 && !e.isPinned(s) && !e.evicting.contains(s) {
                         candidates.append(Candidate(shard: i, key: key, slice: s, access: e.sliceAccess[s] ?? e.lastAccess, bytes: n))
                     }
                 }
@@ -71,30 +95,52 @@ extension EngineCore {
         }
         guard !chosen.isEmpty else { return 0 }
 
-        var removed: [CacheIndex.SliceID] = []
+        var removed: [(CacheIndex.SliceID, EntryState, Shard)] = []
         var freed: Int64 = 0
         for c in chosen {
             let shard = shards[c.shard]
             shard.locked {
-                guard let e = shard.entries[c.key], (e.pins[c.slice] ?? 0) == 0, e.sliceBytes[c.slice] != nil else { return }
+                guard let e = shard.entries[c.key], e.isPersisted, !e.isPinned(c.slice), e.sliceBytes[c.slice] != nil else { return }
                 let n = e.coverage.remove(store.sliceRange(c.slice))
                 e.sliceBytes[c.slice] = nil
                 e.sliceAccess[c.slice] = nil
+                e.evicting.insert(c.slice)
                 addBytes(-n)
                 freed += n
                 let path = store.path(entry: e.id, generation: e.info.generation, slice: c.slice)
                 rename(path, path + ".evicting")
-                removed.append(.init(entryID: e.id, generation: e.info.generation, slice: c.slice))
+                removed.append((.init(entryID: e.id, generation: e.info.generation, slice: c.slice), e, shard))
             }
         }
         do {
-            try index.deleteSlices(removed) {
-                for s in removed { unlink(store.path(entry: s.entryID, generation: s.generation, slice: s.slice) + ".evicting") }
+            try index.deleteSlices(removed.map(\.0)) {
+                for (s, _, _) in removed { unlink(store.path(entry: s.entryID, generation: s.generation, slice: s.slice) + ".evicting") }
             }
         } catch {
             logger.error("eviction could not update the index; files kept aside until next start", metadata: ["error": "\(error)"])
         }
+        // Writers may use these slices again: their old rows are gone (or kept aside for the
+        // next start, which drops rows whose file is missing).
+        for (s, e, shard) in removed { shard.locked { e.evicting.remove(s.slice) } }
         logger.debug("evicted", metadata: ["slices": "\(removed.count)", "bytes": "\(freed)", "total": "\(totalBytes)"])
         return freed
+    }
+}
+
+/// Bytes that transfers may write before the cap and the free space must be looked at again.
+final class SpaceAllowance: @unchecked Sendable {
+    private let lock = NSLock()
+    private var bytes: Int64 = 0   // guarded by lock
+
+    /// Takes `n` bytes of the allowance, if that much is left.
+    func take(_ n: Int64) -> Bool {
+        lock.lock(); defer { lock.unlock() }
+        guard bytes >= n else { return false }
+        bytes -= n
+        return true
+    }
+
+    func refill(_ n: Int64) {
+        lock.lock(); bytes = max(0, n); lock.unlock()
     }
 }

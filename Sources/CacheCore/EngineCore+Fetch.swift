@@ -7,15 +7,20 @@ extension EngineCore {
     /// Starts the transfer for a fetch already registered in the entry's in-flight table.
     func launch(fetchID: Int, entry: EntryState, key: CacheKey, fetch: ReadPlanner.Fetch, isProbe: Bool) {
         let shard = shard(for: key)
-        let (url, ifRange, generation): (String, String?, Int64) = shard.locked {
-            (entry.info.url, entry.isPersisted ? entry.info.ifRangeValidator : nil, entry.info.generation)
+        let (url, ifRange, generation, rangesKnown): (String, String?, Int64, Bool) = shard.locked {
+            (entry.info.url, entry.isPersisted ? entry.info.ifRangeValidator : nil, entry.info.generation,
+             entry.isPersisted && entry.info.acceptsRanges)
         }
         let sink = EntrySink(core: self, entry: entry, shard: shard, fetchID: fetchID, generation: generation,
                              start: fetch.start, isProbe: isProbe)
         sinksIdle.lock(); activeSinks += 1; sinksIdle.unlock()
         let box = handles.box(fetchID)
         logger.debug("fetch", metadata: ["url": "\(url)", "range": "\(fetch)"])
-        box.set(source.start(FetchRequest(url: url, start: fetch.start, end: fetch.end, ifRange: ifRange), sink: sink))
+        // An origin that answered ranges before is held to it: a 200 from byte 0 is retried
+        // (a flaky CDN), not taken as a verdict that it ignores ranges.
+        let request = FetchRequest(url: url, start: fetch.start, end: fetch.end, ifRange: ifRange,
+                                   requireRange: rangesKnown && fetch.start > 0)
+        box.set(source.start(request, sink: sink))
     }
 }
 
@@ -23,12 +28,17 @@ extension EntryInfo {
     var ifRangeValidator: String? { FetchRequest.ifRangeValidator(etag: etag, lastModified: lastModified) }
 }
 
-/// Receives one transfer and turns it into slice bytes, coverage and woken readers.
+/// Receives one transfer and turns it into slice bytes, coverage and answered readers.
 ///
-/// Bytes already on disk are skipped, never written twice; new bytes are written first and
-/// recorded after (in memory at once, in the index behind it), with an XXH64 checksum per extent. The
-/// slice being written is pinned for as long as its file is open, so eviction never unlinks a
-/// file under a writer.
+/// Runs on the source's thread (one callback at a time). Each chunk: new bytes (those not on disk
+/// yet) are written to their slice file if there is room (`makeRoom`), then, under the shard
+/// lock, recorded as coverage, copied into the reads waiting for them, and those reads answered.
+/// Bytes that cannot be written (a full disk, a slice being evicted) still reach the waiting
+/// reads: the cache stops filling, reads do not fail. The index learns of an extent only after its
+/// bytes were written, with an XXH64 checksum. The slice being written is pinned while its file
+/// is open, so eviction never takes a file from under a writer. Every step that ran without the
+/// lock checks `isCurrent` before it records anything (the entry may have been removed or moved
+/// to a new version meanwhile).
 final class EntrySink: FetchSink, @unchecked Sendable {
     let core: EngineCore
     let entry: EntryState
@@ -41,9 +51,11 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     private var fd: Int32 = -1
     private var fdSlice: Int64 = -1
     private var fdGeneration: Int64 = -1
+    private var fdEntryID: Int64 = -1
     private var extent: (slice: Int64, start: Int64, end: Int64, hash: XXH64)?
     private var failure: CacheError?
-    private var receivedHead = false
+    /// After a write found no room, bytes only go to waiting reads until then (uptime seconds).
+    private var noRoomUntil: Double = 0
 
     init(core: EngineCore, entry: EntryState, shard: Shard, fetchID: Int, generation: Int64, start: Int64, isProbe: Bool) {
         self.core = core
@@ -56,21 +68,17 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     }
 
     func fetchDidReceiveHead(_ head: ResponseHead) -> Bool {
-        receivedHead = true
         var cancels: [FetchHandleBox] = []
         var launches: [(EntryState, ReadPlanner.Fetch, Int)] = []
         var reprobe: Int?
         let proceed: Bool = shard.locked {
-            guard entry.inflight.fetches[fetchID] != nil, entry.info.generation == generation else { return false }
-            if !entry.isPersisted {
-                // First answer for this URL: the entry becomes real now, never for an error.
+            guard entry.inflight.fetches[fetchID] != nil, entry.isCurrent(generation) else { return false }
+            if entry.lifecycle == .probing {
+                // First answer for this URL: the entry becomes real now, never for an error. Its
+                // row is written behind; the id is all slice file names need.
                 core.adopt(head, into: entry)
-                do {
-                    entry.id = try core.index.insertEntry(entry.row())
-                } catch {
-                    failure = .storage(path: core.configuration.directory, message: "index: \(error)")
-                    return false
-                }
+                entry.id = core.index.newEntryID()
+                core.index.updateEntry(entry.row())
             } else if core.differs(entry.info, head) {
                 let originalEnd = entry.inflight.fetches[fetchID]?.end
                 let wasPinned = entry.inflight.fetches[fetchID]?.pinned ?? false
@@ -101,16 +109,29 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                 core.index.updateEntry(entry.row())
             }
             if head.status == 206 {
+                entry.ignoredRanges = 0
                 guard head.bodyStart == position else {
                     failure = .badResponse(url: entry.info.url, message: "asked for bytes from \(position), got \(head.bodyStart)")
                     return false
                 }
             } else if position != 0 || !head.acceptsRanges {
-                // The origin ignores ranges and sends the whole file: keep all of it (bytes already
-                // on disk are skipped), and let nobody cancel it: asking again would start over.
+                // The origin sent the whole file (it ignores ranges, or did so again and again
+                // after retries): keep all of it (bytes already on disk are skipped), and let
+                // nobody cancel it, since asking again would start over. One such transfer at a
+                // time: if another is already streaming the body, this one gives way to it.
+                if position != 0 {
+                    entry.ignoredRanges += 1
+                    core.logger.warning("the origin answered a range request with the whole file", metadata: [
+                        "url": "\(entry.info.url)", "times": "\(entry.ignoredRanges)"])
+                }
                 entry.info.acceptsRanges = false
+                if entry.inflight.fetches.values.contains(where: {
+                    $0.id != fetchID && $0.generation == generation && $0.pinned && $0.start == 0 && $0.end == nil
+                }) {
+                    return false
+                }
                 position = 0
-                entry.inflight.rebase(fetchID, cursor: 0, end: head.totalLength, generation: generation, pinned: true)
+                entry.inflight.rebase(fetchID, cursor: 0, end: nil, generation: generation, pinned: true)
             }
             // Only the metadata probe answers opens: another transfer ending meanwhile knows
             // nothing about whether the version it fetched is still current.
@@ -128,81 +149,71 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     func fetchDidReceive(_ bytes: UnsafeRawBufferPointer) -> Bool {
         let range = position..<(position + Int64(bytes.count))
         // Which of these bytes are new? (They may have landed through another fetch meanwhile.)
-        let plan: [Range<Int64>]? = shard.locked {
-            guard entry.inflight.fetches[fetchID] != nil, entry.info.generation == generation else { return nil }
+        let gaps: [Range<Int64>]? = shard.locked {
+            guard entry.inflight.fetches[fetchID] != nil, entry.isCurrent(generation) else { return nil }
             return entry.coverage.gaps(in: range)
         }
-        guard let gaps = plan else { return false }
+        guard let gaps else { return false }
         if gaps.isEmpty { closeExtent() }
+        var written: [Range<Int64>] = []
         for gap in gaps {
             var offset = gap.lowerBound
             while offset < gap.upperBound {
                 let slice = core.store.sliceIndex(of: offset)
                 let end = min(gap.upperBound, (slice + 1) * core.configuration.sliceSize)
                 let piece = UnsafeRawBufferPointer(rebasing: bytes[Int(offset - range.lowerBound)..<Int(end - range.lowerBound)])
-                do {
-                    try write(piece, at: offset, slice: slice)
-                } catch let e as StorageError {
-                    if e.isDiskFull, core.evictNow(needed: Int64(piece.count) + core.configuration.sliceSize) {
-                        do { try write(piece, at: offset, slice: slice) } catch {
-                            failure = (error as? StorageError)?.cacheError ?? .storage(path: core.configuration.directory, message: "\(error)")
-                            return false
-                        }
-                    } else {
-                        failure = e.cacheError
-                        return false
-                    }
-                } catch {
-                    failure = .storage(path: core.configuration.directory, message: "\(error)")
-                    return false
-                }
+                if store(piece, at: offset, slice: slice) { written.append(offset..<end) }
                 offset = end
             }
         }
         position = range.upperBound
         let now = Date().timeIntervalSince1970
-        let (progress, over): (InFlightTable.Progress, Bool) = shard.locked {
-            guard entry.info.generation == generation else { return (.stop, false) }
+        let progress: InFlightTable.Progress = shard.locked {
+            guard entry.isCurrent(generation) else { return .stop }
             var added: Int64 = 0
-            for gap in gaps {
-                let n = entry.coverage.insert(gap)
-                added += n
-                var o = gap.lowerBound
-                while o < gap.upperBound {
-                    let s = core.store.sliceIndex(of: o)
-                    let e = min(gap.upperBound, (s + 1) * core.configuration.sliceSize)
-                    entry.sliceBytes[s, default: 0] += e - o
-                    entry.sliceAccess[s] = now
-                    o = e
-                }
+            for r in written {
+                added += entry.coverage.insert(r)
+                let s = core.store.sliceIndex(of: r.lowerBound)
+                entry.sliceBytes[s, default: 0] += r.length
+                entry.sliceAccess[s] = now
+            }
+            for w in entry.waiters where w.generation == generation && w.range.overlaps(range) {
+                w.fill(bytes, at: range.lowerBound)
             }
             entry.bytesFromOrigin += Int64(bytes.count)
             core.addBytes(added)
             core.wakeWaiters(entry, shard: shard, now: now)
-            return (entry.inflight.advance(fetchID, to: position, now: now), core.totalBytes > core.configuration.capacity)
+            return entry.inflight.advance(fetchID, to: position, now: now)
         }
-        if over { core.evictIfNeeded() }
         return progress == .proceed
     }
 
-    /// Writes new bytes into their slice file and extends the current extent's checksum.
-    private func write(_ piece: UnsafeRawBufferPointer, at offset: Int64, slice: Int64) throws {
-        if fd < 0 || fdSlice != slice || fdGeneration != generation {
-            closeExtent()
-            closeFile()
-            let id = shard.locked { () -> Int64 in entry.pin(slice...slice); return entry.id }
-            do {
-                fd = try core.store.openForWriting(entry: id, generation: generation, slice: slice)
-            } catch {
-                shard.locked { entry.unpin(slice...slice) }
-                throw error
-            }
-            fdSlice = slice
-            fdGeneration = generation
+    /// Writes new bytes of one slice if there is room, extending the current extent's checksum.
+    /// False when they were not written: they then reach only the reads waiting for them.
+    private func store(_ piece: UnsafeRawBufferPointer, at offset: Int64, slice: Int64) -> Bool {
+        let uptime = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
+        guard uptime >= noRoomUntil else { return false }
+        guard core.makeRoom(for: Int64(piece.count)) else {
+            noRoom(uptime, "no room left under the cap and the free-space floor")
+            return false
         }
-        let within = offset - slice * core.configuration.sliceSize
-        try core.store.write(fd: fd, piece, at: within,
-                             path: core.store.path(entry: entry.id, generation: generation, slice: slice))
+        do {
+            guard try openSlice(slice) else { return false }
+            let within = offset - slice * core.configuration.sliceSize
+            do {
+                try core.store.write(fd: fd, piece, at: within, path: core.store.path(entry: fdEntryID, generation: generation, slice: slice))
+            } catch let e as StorageError where e.isDiskFull {
+                // Another program filled the disk: make room and try once more.
+                core.space.refill(0)
+                guard core.makeRoom(for: Int64(piece.count)) else { throw e }
+                try core.store.write(fd: fd, piece, at: within, path: core.store.path(entry: fdEntryID, generation: generation, slice: slice))
+            }
+        } catch {
+            // Whatever was half written is not recorded: the extent restarts after the hole.
+            closeExtent()
+            noRoom(uptime, "\(error)")
+            return false
+        }
         if let x = extent, x.slice == slice, x.end == offset, x.end - x.start < (1 << 20) {
             extent!.end = offset + Int64(piece.count)
             extent!.hash.update(piece)
@@ -212,22 +223,68 @@ final class EntrySink: FetchSink, @unchecked Sendable {
             hash.update(piece)
             extent = (slice, offset, offset + Int64(piece.count), hash)
         }
+        return true
     }
 
-    /// Hands the finished extent to the index (its bytes are already written).
+    /// Stops caching for a second (reads keep being answered), with a warning now and then.
+    private func noRoom(_ uptime: Double, _ why: String) {
+        noRoomUntil = uptime + 1
+        let url = shard.locked { () -> String in
+            entry.noteError("not cached (\(why)); served from the network")
+            return entry.info.url
+        }
+        if core.shouldWarnNoRoom(now: Date().timeIntervalSince1970) {
+            core.logger.warning("cannot cache; reads are served from the network", metadata: ["url": "\(url)", "why": "\(why)"])
+        }
+    }
+
+    /// Makes `slice`'s file the open one. False (nothing opened) when the slice is being evicted
+    /// or the entry moved on; the file a removed entry's writer created is deleted again.
+    private func openSlice(_ slice: Int64) throws -> Bool {
+        if fd >= 0, fdSlice == slice, fdGeneration == generation { return true }
+        closeExtent()
+        closeFile()
+        let id: Int64? = shard.locked {
+            guard entry.isCurrent(generation), !entry.evicting.contains(slice) else { return nil }
+            entry.pin(slice...slice, generation: generation)
+            return entry.id
+        }
+        guard let id else { return false }
+        let opened: Int32
+        do {
+            opened = try core.store.openForWriting(entry: id, generation: generation, slice: slice)
+        } catch {
+            shard.locked { entry.unpin(slice...slice, generation: generation) }
+            throw error
+        }
+        // Removed while the file was being opened: the removal's sweep may already have run.
+        guard shard.locked({ entry.isCurrent(generation) }) else {
+            close(opened)
+            core.store.remove(entry: id, generation: generation, slice: slice)
+            return false
+        }
+        fd = opened
+        fdSlice = slice
+        fdGeneration = generation
+        fdEntryID = id
+        return true
+    }
+
+    /// Hands the finished extent to the index (its bytes are already written), unless the entry
+    /// moved on: then its rows are going or gone, and the bytes with them.
     private func closeExtent() {
         guard let x = extent else { return }
         extent = nil
-        let id = shard.locked { entry.id }
-        core.index.addExtent(.init(entryID: id, generation: fdGeneration, slice: x.slice, start: x.start, end: x.end, checksum: x.hash.value))
+        guard shard.locked({ entry.isCurrent(fdGeneration) }) else { return }
+        core.index.addExtent(.init(entryID: fdEntryID, generation: fdGeneration, slice: x.slice, start: x.start, end: x.end, checksum: x.hash.value))
     }
 
     private func closeFile() {
         guard fd >= 0 else { return }
         close(fd)
         fd = -1
-        let s = fdSlice
-        shard.locked { if entry.info.generation == fdGeneration { entry.unpin(s...s) } }
+        let s = fdSlice, g = fdGeneration
+        shard.locked { entry.unpin(s...s, generation: g) }
         fdSlice = -1
     }
 
@@ -246,10 +303,10 @@ final class EntrySink: FetchSink, @unchecked Sendable {
             core.logger.warning("fetch failed", metadata: ["url": "\(url)", "from": "\(position)", "error": "\(cause)"])
         }
         var launches: [(EntryState, ReadPlanner.Fetch, Int)] = []
-        var dropEntry = false
         shard.locked {
             let fetch = entry.inflight.finish(fetchID)
             _ = core.handles.remove(fetchID)
+            guard entry.lifecycle != .removed else { return }
             guard entry.info.generation == generation else {
                 // Another transfer found a new version meanwhile; it is what the opens get (once
                 // its length is known: else the transfer that learns it answers them).
@@ -263,10 +320,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                 core.index.updateEntry(entry.row())
                 core.finishOpens(entry, .success(entry.info))
             }
-            if let cause {
-                entry.noteError("\(cause)")
-                if !entry.isPersisted { dropEntry = true }
-            }
+            if let cause { entry.noteError("\(cause)") }
             if isProbe {
                 core.finishOpens(entry, core.openResult(entry, after: cause, url: url))
             }
@@ -275,8 +329,10 @@ final class EntrySink: FetchSink, @unchecked Sendable {
             let undelivered = min(position, end)..<end
             let endedShort = error == nil && failure == nil && !undelivered.isEmpty && end != Int64.max
             launches = core.replanWaiters(entry, failed: cause.map { (undelivered, $0) }, endedShort: endedShort)
-            if dropEntry, entry.waiters.isEmpty, entry.inflight.isEmpty {
+            if entry.lifecycle == .probing, cause != nil, entry.waiters.isEmpty, entry.inflight.isEmpty,
+               shard.entries[entry.info.key] === entry {
                 shard.entries.removeValue(forKey: entry.info.key)
+                entry.markRemoved()
             }
         }
         for (e, f, id) in launches { core.launch(fetchID: id, entry: e, key: e.info.key, fetch: f, isProbe: false) }

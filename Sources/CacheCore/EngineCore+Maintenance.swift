@@ -50,19 +50,22 @@ extension EngineCore {
     private func removeEntries(_ victims: [(Shard, EntryState)]) throws {
         var ids: [Int64] = []
         for (shard, e) in victims {
-            let (waiters, cancels): ([Waiter], [FetchHandleBox]) = shard.locked {
-                shard.entries.removeValue(forKey: e.info.key)
-                addBytes(-e.coverage.count)
+            let (waiters, cancels, persisted): ([Waiter], [FetchHandleBox], Bool) = shard.locked {
+                let persisted = e.isPersisted
+                // Only the entry in the shard is this one's to remove (a detached copy has no bytes).
+                if shard.entries[e.info.key] === e { shard.entries.removeValue(forKey: e.info.key) }
+                if e.lifecycle != .removed { addBytes(-e.coverage.count) }
+                e.markRemoved()
                 e.coverage = RangeSet()
                 e.sliceBytes = [:]
                 let w = e.waiters
                 e.waiters = []
                 finishOpens(e, .failure(.cancelled))
-                return (w, e.inflight.removeAll().compactMap { handles.remove($0) })
+                return (w, e.inflight.removeAll().compactMap { handles.remove($0) }, persisted)
             }
             cancels.forEach { $0.cancel() }
             waiters.forEach { w in completionQueue.async { w.completion(.failure(.cancelled)) } }
-            if e.isPersisted { ids.append(e.id) }
+            if persisted { ids.append(e.id) }
         }
         let idSet = Set(ids)
         try index.deleteEntries(ids) {
@@ -92,9 +95,9 @@ extension EngineCore {
             }
             for x in extents {
                 let range = x.start..<x.end
-                shard.locked { e.pin(slices(of: range)) }
+                shard.locked { e.pin(slices(of: range), generation: gen) }
                 let result = readFromDisk(entryID: id, generation: gen, range: range)
-                shard.locked { e.unpin(slices(of: range)) }
+                shard.locked { e.unpin(slices(of: range), generation: gen) }
                 report.extentsChecked += 1
                 report.bytesChecked += range.length
                 var problem: String?

@@ -6,13 +6,18 @@ extension EngineCore {
     }
 
     /// Plans one read. Bytes on disk are read right here on the caller's thread; missing bytes
-    /// start (or join) fetches and the read completes once they land.
+    /// start (or join) fetches and the read completes once they land, from the arriving bytes
+    /// themselves where they cover it.
+    ///
+    /// A reader is bound to the version it was made for: once the entry moved to another
+    /// generation its reads fail with `.remoteChanged`, never answer with the other version.
     func read(reader: ReaderState, offset: Int64, length: Int,
               completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
         let key = reader.entry.key
+        let generation = reader.entry.generation
         let shard = shard(for: key)
         let now = Date().timeIntervalSince1970
-        var hit: (EntryState, Range<Int64>, Int64, Int64)?   // entry, range, generation, id
+        var hit: (EntryState, Range<Int64>, Int64)?   // entry, range, row id
         var toLaunch: [(EntryState, ReadPlanner.Fetch, Int)] = []
         var immediate: Result<[UInt8], CacheError>?
 
@@ -22,8 +27,15 @@ extension EngineCore {
                 immediate = .failure(.storage(path: configuration.directory, message: "entry was removed from the cache: \(key)"))
                 return
             }
-            if reader.entry.generation != entry.info.generation { reader.entry = entry.info }
-            let end = entry.info.length.map { min($0, offset + Int64(length)) } ?? (offset + Int64(length))
+            guard entry.info.generation == generation else {
+                entry.noteError("a reader of an older version was refused (the file changed remotely)")
+                immediate = .failure(.remoteChanged(url: entry.info.url))
+                return
+            }
+            // Offsets and lengths come from the kernel or a client: saturate, never trap.
+            let (sum, overflow) = offset.addingReportingOverflow(Int64(max(0, length)))
+            let wantedEnd = overflow ? Int64.max : sum
+            let end = entry.info.length.map { min($0, wantedEnd) } ?? wantedEnd
             guard offset >= 0, end > offset else { immediate = .success([]); return }
             let request = offset..<end
             if updateReadAhead(reader, request: request) == .seek {
@@ -35,37 +47,51 @@ extension EngineCore {
             entry.lastAccess = now
 
             let planner = ReadPlanner(readAhead: reader.readAhead, seekThreshold: max(2 << 20, reader.readAhead / 2))
-            let plan = planner.plan(request: request, length: entry.info.length, cached: entry.coverage,
-                                    running: entry.inflight.running(generation: entry.info.generation, now: now))
+            let running = entry.inflight.running(generation: generation, now: now)
+            var plan = planner.plan(request: request, length: entry.info.length, cached: entry.coverage, running: running)
+            if !entry.info.acceptsRanges { wholeBodyOnly(&plan, running: running) }
             for t in plan.truncations { entry.inflight.truncate(t.fetch, at: t.end) }
             for step in plan.steps { if case let .wait(_, id) = step { entry.inflight.addInterest(reader.id, in: id) } }
             for f in plan.fetches {
                 let id = makeID()
-                entry.inflight.start(id: id, generation: entry.info.generation, start: f.start, end: f.end,
-                                     reader: reader.id, now: now)
+                entry.inflight.start(id: id, generation: generation, start: f.start, end: f.end,
+                                     reader: reader.id, pinned: !entry.info.acceptsRanges, now: now)
                 toLaunch.append((entry, f, id))
             }
+            // Pinned while it reads or waits, so eviction cannot take bytes it needs.
+            entry.pin(slices(of: request), generation: generation)
             if plan.isHit {
                 entry.hits += 1
                 entry.bytesFromCache += request.length
-                entry.pin(slices(of: request))
                 touch(entry, request, now)
-                hit = (entry, request, entry.info.generation, entry.id)
+                hit = (entry, request, entry.id)
             } else {
                 entry.misses += 1
-                // Pinned while it waits, so eviction cannot take bytes that already arrived for it.
-                entry.pin(slices(of: request))
-                entry.waiters.append(Waiter(reader: reader.id, range: request,
+                entry.waiters.append(Waiter(reader: reader.id, range: request, generation: generation,
                                             deadline: now + configuration.readTimeout, completion: completion))
             }
         }
         for (entry, f, id) in toLaunch { launch(fetchID: id, entry: entry, key: key, fetch: f, isProbe: false) }
         if let immediate { completion(immediate); return }
-        if let (entry, range, generation, id) = hit {
+        if let (entry, range, id) = hit {
             let result = readFromDisk(entryID: id, generation: generation, range: range)
-            shard.locked { entry.unpin(slices(of: range)) }
+            shard.locked { entry.unpin(slices(of: range), generation: generation) }
             if case .failure = result { forget(entry: entry, shard: shard, range: range, generation: generation) }
             completion(result)
+        }
+    }
+
+    /// An origin that ignores ranges answers every request with the whole body from byte 0, so
+    /// one such transfer at a time feeds every reader (single flight), and none is cut short by
+    /// a seek: asking again would start over from byte 0.
+    private func wholeBodyOnly(_ plan: inout ReadPlanner.Plan, running: [ReadPlanner.RunningFetch]) {
+        plan.truncations = []
+        guard !plan.fetches.isEmpty else { return }
+        if running.isEmpty {
+            plan.fetches = [ReadPlanner.Fetch(start: 0, end: nil)]
+        } else {
+            plan.fetches = []
+            plan.steps = running.map { .wait($0.cursor..<($0.end ?? Int64.max), fetch: $0.id) }
         }
     }
 
@@ -127,30 +153,52 @@ extension EngineCore {
         }
     }
 
-    /// Completes every waiter whose bytes are all on disk now (call under the shard lock; the
-    /// reads themselves run on the completion queue).
+    /// Completes every waiter whose bytes are all here now: in memory (copied in as they
+    /// arrived) or on disk. Call under the shard lock; disk reads run on the completion queue.
     func wakeWaiters(_ entry: EntryState, shard: Shard, now: Double) {
         guard !entry.waiters.isEmpty else { return }
         var still: [Waiter] = []
         for w in entry.waiters {
-            let range = entry.info.length.map { w.range.clamped(to: w.range.lowerBound..<max($0, w.range.lowerBound)) } ?? w.range
-            if range.isEmpty {
-                entry.unpin(slices(of: w.range))
-                completionQueue.async { w.completion(.success([])) }
-            } else if entry.coverage.contains(range) {
-                touch(entry, range, now)
-                let id = entry.id, gen = entry.info.generation
-                completionQueue.async { [self] in
-                    let result = readFromDisk(entryID: id, generation: gen, range: range)
-                    shard.locked { entry.unpin(slices(of: w.range)) }
-                    if case .failure = result { forget(entry: entry, shard: shard, range: range, generation: gen) }
-                    w.completion(result)
-                }
-            } else {
+            let clip = w.range.lowerBound..<max(w.range.lowerBound, min(w.range.upperBound, entry.info.length ?? Int64.max))
+            guard let diskParts = w.diskParts(within: clip, cached: entry.coverage) else {
                 still.append(w)
+                continue
+            }
+            if !clip.isEmpty { touch(entry, clip, now) }
+            if diskParts.isEmpty {
+                entry.unpin(slices(of: w.range), generation: w.generation)
+                let bytes = clip.isEmpty ? [] : w.assemble(clip, disk: [])
+                completionQueue.async { w.completion(.success(bytes)) }
+                continue
+            }
+            let id = entry.id
+            completionQueue.async { [self] in
+                var disk: [(Range<Int64>, [UInt8])] = []
+                for part in diskParts {
+                    switch readFromDisk(entryID: id, generation: w.generation, range: part) {
+                    case let .success(bytes): disk.append((part, bytes))
+                    case let .failure(error):
+                        shard.locked { entry.unpin(slices(of: w.range), generation: w.generation) }
+                        forget(entry: entry, shard: shard, range: part, generation: w.generation)
+                        return w.completion(.failure(error))
+                    }
+                }
+                shard.locked { entry.unpin(slices(of: w.range), generation: w.generation) }
+                w.completion(.success(w.assemble(clip, disk: disk)))
             }
         }
         entry.waiters = still
+    }
+
+    /// Fails every waiter of an older generation: its reader is bound to the version it opened.
+    func failStaleWaiters(_ entry: EntryState) {
+        let stale = entry.waiters.filter { $0.generation != entry.info.generation }
+        guard !stale.isEmpty else { return }
+        entry.waiters.removeAll { $0.generation != entry.info.generation }
+        let error = CacheError.remoteChanged(url: entry.info.url)
+        logger.warning("the file changed remotely; reads of the old version fail", metadata: [
+            "url": "\(entry.info.url)", "reads": "\(stale.count)"])
+        for w in stale { completionQueue.async { w.completion(.failure(error)) } }
     }
 
     /// Plans the waiters again after a fetch ended (or the generation changed): starts fetches
@@ -159,22 +207,28 @@ extension EngineCore {
     ///   (not stopped by us): waiters that need yet another fetch count it, and give up after 8.
     func replanWaiters(_ entry: EntryState, failed: (range: Range<Int64>, error: CacheError)?,
                        endedShort: Bool = false) -> [(EntryState, ReadPlanner.Fetch, Int)] {
+        failStaleWaiters(entry)
         var launches: [(EntryState, ReadPlanner.Fetch, Int)] = []
         var still: [Waiter] = []
         let planner = ReadPlanner(readAhead: 0)
-        for var w in entry.waiters {
-            if let failed, w.range.overlaps(failed.range), !entry.coverage.contains(w.range) {
-                entry.unpin(slices(of: w.range))
+        let now = Date().timeIntervalSince1970
+        for w in entry.waiters {
+            // What it has: bytes on disk, and bytes that reached it in memory (a full disk).
+            var have = entry.coverage
+            for r in w.filled.ranges { have.insert(r) }
+            if let failed, w.range.overlaps(failed.range), !have.contains(w.range) {
+                entry.unpin(slices(of: w.range), generation: w.generation)
                 let err = failed.error
                 let done = w.completion; completionQueue.async { done(.failure(err)) }
                 continue
             }
-            let plan = planner.plan(request: w.range, length: entry.info.length, cached: entry.coverage,
-                                    running: entry.inflight.running(generation: entry.info.generation, now: Date().timeIntervalSince1970))
+            let running = entry.inflight.running(generation: entry.info.generation, now: now)
+            var plan = planner.plan(request: w.range, length: entry.info.length, cached: have, running: running)
+            if !entry.info.acceptsRanges { wholeBodyOnly(&plan, running: running) }
             if !plan.fetches.isEmpty && endedShort {
                 w.replans += 1
                 if w.replans > 8 {
-                    entry.unpin(slices(of: w.range))
+                    entry.unpin(slices(of: w.range), generation: w.generation)
                     let err = CacheError.badResponse(url: entry.info.url, message: "the origin keeps ending transfers early")
                     let done = w.completion; completionQueue.async { done(.failure(err)) }
                     continue
@@ -183,7 +237,8 @@ extension EngineCore {
             for step in plan.steps { if case let .wait(_, id) = step { entry.inflight.addInterest(w.reader, in: id) } }
             for f in plan.fetches {
                 let id = makeID()
-                entry.inflight.start(id: id, generation: entry.info.generation, start: f.start, end: f.end, reader: w.reader, now: Date().timeIntervalSince1970)
+                entry.inflight.start(id: id, generation: entry.info.generation, start: f.start, end: f.end,
+                                     reader: w.reader, pinned: !entry.info.acceptsRanges, now: now)
                 launches.append((entry, f, id))
             }
             still.append(w)
@@ -201,7 +256,7 @@ extension EngineCore {
             guard let entry = shard.entries[key] else { return ([], []) }
             let mine = entry.waiters.filter { $0.reader == reader.id }
             entry.waiters.removeAll { $0.reader == reader.id }
-            for w in mine { entry.unpin(slices(of: w.range)) }
+            for w in mine { entry.unpin(slices(of: w.range), generation: w.generation) }
             let orphaned = entry.inflight.release(reader: reader.id)
             // Orphaned fetches stop at their next chunk (advance says .stop); cancel them now too.
             return (mine, orphaned.compactMap { handles.existing($0) })

@@ -37,6 +37,10 @@ final class EngineCore: @unchecked Sendable {
     let sinksIdle = NSCondition()
     var activeSinks = 0   // guarded by sinksIdle
     let evictionLock = NSLock()
+    /// Bytes transfers may write before the cap and free space are looked at again.
+    let space = SpaceAllowance()
+    /// When a transfer last warned that it could not cache (a full disk): once a minute is enough.
+    private var lastNoRoomWarning = 0.0   // guarded by counterLock
 
     init(configuration: CacheConfiguration, source: RangeSource, logger: Logger) throws {
         var configuration = configuration
@@ -67,6 +71,10 @@ final class EngineCore: @unchecked Sendable {
             throw CacheError.storage(path: dir + "/index.sqlite", message: "\(error)")
         }
         try? index.recordCapacity(configuration.capacity)
+        index.onWriteError = { [logger] error in
+            logger.error("the cache index could not be written; recent bytes may be fetched again after a restart",
+                         metadata: ["error": "\(error)"])
+        }
         self.configuration = configuration
         store = SliceStore(root: dir, sliceSize: configuration.sliceSize)
         shards = (0..<max(1, configuration.shardCount)).map { _ in Shard() }
@@ -118,6 +126,14 @@ final class EngineCore: @unchecked Sendable {
 
     /// Running transfers' handles, by fetch id (the table itself is pure state).
     let handles = HandleTable()
+
+    /// True at most once a minute: whether a full disk is worth a warning now.
+    func shouldWarnNoRoom(now: Double) -> Bool {
+        counterLock.lock(); defer { counterLock.unlock() }
+        guard now - lastNoRoomWarning >= 60 else { return false }
+        lastNoRoomWarning = now
+        return true
+    }
 
     // MARK: Metadata
 
@@ -216,10 +232,8 @@ final class EngineCore: @unchecked Sendable {
 
     /// True when `head` describes a different version than `info` (call with a known info).
     func differs(_ info: EntryInfo, _ head: ResponseHead) -> Bool {
-        if let a = info.etag, let b = head.etag, a != b { return true }
-        if info.etag == nil || head.etag == nil, let a = info.lastModified, let b = head.lastModified, a != b { return true }
-        if let a = info.length, let b = head.totalLength, a != b { return true }
-        return false
+        RemoteVersion.changeReason(etag: info.etag, lastModified: info.lastModified, length: info.length,
+                                   to: head.etag, head.lastModified, head.totalLength) != nil
     }
 
     /// Copies what the origin said into the entry (call under the shard lock).
@@ -234,8 +248,8 @@ final class EngineCore: @unchecked Sendable {
     }
 
     /// The remote file changed: start a new generation. Old slices are dropped (rows first, files
-    /// after), running fetches of the old generation are cancelled, waiters are planned again by
-    /// the caller. Call under the shard lock.
+    /// after), running fetches of the old generation are cancelled, and reads still waiting for
+    /// the old version fail (their readers are bound to it). Call under the shard lock.
     func startNewGeneration(_ entry: EntryState, head: ResponseHead, keeping fetchID: Int) -> [FetchHandleBox] {
         let old = entry.info.generation
         logger.notice("remote file changed; dropping cached bytes", metadata: [
@@ -249,8 +263,9 @@ final class EngineCore: @unchecked Sendable {
         let oldSlices = Array(entry.sliceBytes.keys)
         entry.sliceBytes = [:]
         entry.sliceAccess = [:]
-        entry.pins = [:]
-        for w in entry.waiters { entry.pin(slices(of: w.range)) }
+        entry.resetPins()
+        entry.ignoredRanges = 0
+        failStaleWaiters(entry)
         let cancelled = entry.inflight.removeAll(generation: old, keeping: fetchID).compactMap { handles.remove($0) }
         let id = entry.id, store = store, newGen = entry.info.generation
         if entry.isPersisted {
@@ -340,8 +355,12 @@ final class EngineCore: @unchecked Sendable {
             guard let self else { return }
             self.expireWaiters()
             ticks += 1
-            // The free-space floor can be crossed by other programs' files: look once a second.
-            if ticks % 4 == 0 { self.evictIfNeeded() }
+            // The free-space floor can be crossed by other programs' files: look once a second,
+            // and set the index's reserve aside again once a full disk has room for it.
+            if ticks % 4 == 0 {
+                self.evictIfNeeded()
+                if !self.index.hasReserve, self.roomLeft() > 2 * Int64(CacheIndex.reserveSize) { self.index.makeReserve() }
+            }
         }
         t.resume()
         sweeper = t
@@ -358,7 +377,7 @@ final class EngineCore: @unchecked Sendable {
                     guard !late.isEmpty else { continue }
                     e.waiters = onTime
                     for w in late {
-                        e.unpin(slices(of: w.range))
+                        e.unpin(slices(of: w.range), generation: w.generation)
                         e.noteError("read \(w.range.lowerBound)-\(w.range.upperBound - 1) timed out")
                         out.append((w, e.info.url))
                     }

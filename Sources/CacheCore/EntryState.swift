@@ -1,9 +1,18 @@
 import Foundation
 
 /// Everything the engine holds in memory about one entry. Guarded by its shard's lock.
+///
+/// Lifecycle: `probing` (no index row yet, id -1) until the first good answer, then `live`, and
+/// `removed` once it left its shard (`cache rm`, a live playlist refresh, `clear`). Work that ran
+/// without the lock (a transfer's write, a read from disk, an eviction) checks `isCurrent` for
+/// its generation before it records anything, so a removed entry or an old version never gains
+/// bytes, coverage or pins again.
 final class EntryState {
+    enum Lifecycle { case probing, live, removed }
+
     /// Index row id; slice file names use it. -1 until the first successful answer.
-    var id: Int64
+    var id: Int64 { didSet { if lifecycle == .probing, id >= 0 { lifecycle = .live } } }
+    private(set) var lifecycle: Lifecycle
     var info: EntryInfo
     /// Bytes of `info.generation` that are on disk.
     var coverage = RangeSet()
@@ -12,8 +21,14 @@ final class EntryState {
     /// Bytes present per slice, and when each slice was last read or written (LRU).
     var sliceBytes: [Int64: Int64] = [:]
     var sliceAccess: [Int64: Double] = [:]
-    /// Slices that must not be evicted now (a read or a write is using them).
-    var pins: [Int64: Int] = [:]
+    /// Slices of the current generation that must not be evicted now (a read or a write is using
+    /// them). Reset with each new generation: pins of an older one are released as no-ops.
+    private(set) var pins: [Int64: Int] = [:]
+    /// Slices whose rows an eviction is deleting right now: nothing is written into them until
+    /// that commit is done, or the row delete would take the new extents too.
+    var evicting: Set<Int64> = []
+    /// Consecutive answers of 200 (the whole body) to a ranged request with no 206 in between.
+    var ignoredRanges = 0
     /// Opens waiting for the metadata probe; nil when no probe is running.
     var pendingOpens: [@Sendable (Result<EntryInfo, CacheError>) -> Void]?
     var hits: Int64 = 0
@@ -27,18 +42,40 @@ final class EntryState {
         self.id = id
         self.info = info
         self.lastAccess = lastAccess
+        self.lifecycle = id >= 0 ? .live : .probing
     }
 
-    var isPersisted: Bool { id >= 0 }
+    /// Has an index row and is still in its shard.
+    var isPersisted: Bool { lifecycle == .live }
 
-    func pin(_ slices: ClosedRange<Int64>) { for s in slices { pins[s, default: 0] += 1 } }
+    /// Still in its shard and at `generation`: what a step that ran without the lock checks
+    /// before it records its result.
+    func isCurrent(_ generation: Int64) -> Bool { lifecycle != .removed && info.generation == generation }
 
-    func unpin(_ slices: ClosedRange<Int64>) {
+    /// The entry left its shard: nothing may be added to it any more.
+    func markRemoved() {
+        lifecycle = .removed
+        pins = [:]
+    }
+
+    func pin(_ slices: ClosedRange<Int64>, generation: Int64) {
+        guard isCurrent(generation) else { return }
+        for s in slices { pins[s, default: 0] += 1 }
+    }
+
+    /// Releases a pin taken at `generation`; a no-op once the entry moved on (its pins were reset).
+    func unpin(_ slices: ClosedRange<Int64>, generation: Int64) {
+        guard isCurrent(generation) else { return }
         for s in slices {
             let n = (pins[s] ?? 1) - 1
             pins[s] = n > 0 ? n : nil
         }
     }
+
+    func isPinned(_ slice: Int64) -> Bool { (pins[slice] ?? 0) > 0 }
+
+    /// A new generation starts with no pins: every pin taken before belongs to the old one.
+    func resetPins() { pins = [:] }
 
     func noteError(_ message: String) {
         recentErrors.append("\(ISO8601DateFormatter().string(from: Date())) \(message)")
@@ -55,33 +92,79 @@ final class EntryState {
     }
 }
 
-/// A read waiting for bytes to land.
-struct Waiter {
-    var reader: Int
-    var range: Range<Int64>
-    var deadline: Double
-    var replans: Int = 0
-    var completion: @Sendable (Result<[UInt8], CacheError>) -> Void
+/// A read waiting for bytes to land. A class, so a transfer can fill it in place: bytes that
+/// arrive for it are copied straight in (`received`), and it is answered from memory when they
+/// cover it, with no read back from disk (and even when the disk is full).
+final class Waiter {
+    let reader: Int
+    let range: Range<Int64>
+    /// The version the read belongs to: its bytes come from this generation or not at all.
+    let generation: Int64
+    let deadline: Double
+    var replans = 0
+    let completion: @Sendable (Result<[UInt8], CacheError>) -> Void
+    /// Bytes of `range` that arrived while it waited (indexed from `range.lowerBound`), and which.
+    private(set) var received: [UInt8] = []
+    private(set) var filled = RangeSet()
+
+    init(reader: Int, range: Range<Int64>, generation: Int64, deadline: Double,
+         completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
+        self.reader = reader
+        self.range = range
+        self.generation = generation
+        self.deadline = deadline
+        self.completion = completion
+    }
+
+    /// Copies the part of `bytes` (which start at entry offset `at`) that this read wants.
+    func fill(_ bytes: UnsafeRawBufferPointer, at start: Int64) {
+        let chunk = start..<(start + Int64(bytes.count))
+        let overlap = range.clamped(to: chunk)
+        guard !overlap.isEmpty else { return }
+        if received.isEmpty { received = [UInt8](repeating: 0, count: Int(range.length)) }
+        let from = Int(overlap.lowerBound - start), to = Int(overlap.lowerBound - range.lowerBound)
+        received.withUnsafeMutableBytes { dst in
+            dst.baseAddress!.advanced(by: to).copyMemory(from: bytes.baseAddress!.advanced(by: from),
+                                                         byteCount: Int(overlap.length))
+        }
+        filled.insert(overlap)
+    }
+
+    /// The parts of `range` (clipped to `within`) still to read from disk, or nil while some byte
+    /// is neither in memory nor in `cached`.
+    func diskParts(within clip: Range<Int64>, cached: RangeSet) -> [Range<Int64>]? {
+        let wanted = range.clamped(to: clip)
+        let missing = filled.gaps(in: wanted)
+        for r in missing where !cached.contains(r) { return nil }
+        return missing
+    }
+
+    /// Bytes `wanted` (a prefix of `range`), from memory where they arrived and from `disk`
+    /// for the rest.
+    func assemble(_ wanted: Range<Int64>, disk: [(Range<Int64>, [UInt8])]) -> [UInt8] {
+        if disk.isEmpty, wanted == range { return received }
+        var out = received.isEmpty ? [UInt8](repeating: 0, count: Int(wanted.length))
+                                   : Array(received.prefix(Int(wanted.length)))
+        for (r, bytes) in disk {
+            out.replaceSubrange(Int(r.lowerBound - wanted.lowerBound)..<Int(r.upperBound - wanted.lowerBound), with: bytes)
+        }
+        return out
+    }
 }
 
 /// Per-reader state: sequential detection and read-ahead window. Guarded by the entry's shard lock.
 final class ReaderState: @unchecked Sendable {
     let id: Int
-    private let lock = NSLock()
-    private var _entry: EntryInfo
+    /// The version this reader was made for; it never follows the entry to another one.
+    let entry: EntryInfo
     var lastEnd: Int64 = -1
     var readAhead: Int64
     var closed = false
 
     init(id: Int, entry: EntryInfo, initialReadAhead: Int64) {
         self.id = id
-        self._entry = entry
+        self.entry = entry
         self.readAhead = initialReadAhead
-    }
-
-    var entry: EntryInfo {
-        get { lock.lock(); defer { lock.unlock() }; return _entry }
-        set { lock.lock(); _entry = newValue; lock.unlock() }
     }
 }
 

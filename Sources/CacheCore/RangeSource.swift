@@ -15,7 +15,8 @@
 ///   keeps seeing one continuous body. If the resource changed in between, the transfer finishes
 ///   with `.remoteChanged`.
 /// - A server that ignores `Range` answers 200: the head says so (`bodyStart == 0`) and the
-///   body is the whole resource from byte 0. The sink decides what to keep.
+///   body is the whole resource from byte 0. The sink decides what to keep. With
+///   `requireRange`, such an answer is first retried (a CDN node that sometimes ignores ranges).
 /// - The sink applies backpressure simply by taking its time in `fetchDidReceive` (it writes to
 ///   disk synchronously); the source never buffers more than one transfer buffer per transfer.
 public protocol RangeSource: Sendable {
@@ -32,12 +33,16 @@ public struct FetchRequest: Sendable, Equatable {
     public var end: Int64?
     /// Validator for `If-Range` (a strong ETag or an HTTP-date), if the entry has one.
     public var ifRange: String?
+    /// The origin answered ranges before: a 200 (the whole body from byte 0) to this range is
+    /// taken as a passing fault and retried with backoff a few times before it is delivered.
+    public var requireRange: Bool
 
-    public init(url: String, start: Int64 = 0, end: Int64? = nil, ifRange: String? = nil) {
+    public init(url: String, start: Int64 = 0, end: Int64? = nil, ifRange: String? = nil, requireRange: Bool = false) {
         self.url = url
         self.start = start
         self.end = end
         self.ifRange = ifRange
+        self.requireRange = requireRange
     }
 
     /// `If-Range` takes a strong ETag (RFC 9110 13.1.5: weak ones never match), else a date.

@@ -15,6 +15,9 @@ import Foundation
 ///   is retried only if the attempt moved some bytes first. Progress resets the retry budget.
 /// - Bytes beyond what the head promised (a 200 resume past the requested range) end the
 ///   transfer successfully.
+/// - With `requireRange`, a 200 to a range that does not start at 0 is retried with backoff
+///   (`maxIgnoredRanges` times) before it is accepted: one 200 from a flaky CDN is no verdict
+///   that the origin ignores ranges.
 struct TransferState {
     let request: FetchRequest
     let policy: RetryPolicy
@@ -29,7 +32,12 @@ struct TransferState {
         case sinkCancelled
         /// Everything the head promised was delivered; the rest of this answer is surplus.
         case complete
+        /// A 200 (whole body) answered a range the origin is known to serve: retry.
+        case ignoredRange(url: String)
     }
+
+    /// 200s to a `requireRange` request retried before one is accepted.
+    static let maxIgnoredRanges = 2
 
     /// How an attempt ended on the curl side.
     enum AttemptResult: Equatable {
@@ -66,6 +74,8 @@ struct TransferState {
     private(set) var failures = 0
     /// What differed when a resume showed the resource changed (for the log).
     private(set) var changeDetail: String?
+    /// 200s answered to this transfer's ranges so far.
+    private(set) var ignoredRanges = 0
 
     /// Current attempt: body bytes still to drop before delivering.
     private var skip: Int64 = 0
@@ -114,6 +124,10 @@ struct TransferState {
             return stop(.status(status, url: finalURL, retryAfter: block.retryAfter))
         }
         let partial = status == 206
+        if !partial, request.requireRange, resumeOffset > 0, ignoredRanges < Self.maxIgnoredRanges {
+            ignoredRanges += 1
+            return stop(.ignoredRange(url: finalURL))
+        }
         let range = block.contentRange
         if partial && range == nil {
             return stop(.fail(.invalidResponse(url: finalURL, message:
@@ -177,6 +191,9 @@ struct TransferState {
             case .complete: return .finish(nil)
             case .sinkCancelled: return .finish(.cancelled)
             case let .fail(error): return .finish(error)
+            case let .ignoredRange(url):
+                return retry(.invalidResponse(url: url, message: "the origin answered a range request with the whole file"),
+                             retryAfter: nil)
             case let .status(status, url, retryAfter):
                 let error = FetchError.http(status: status, url: url)
                 guard status >= 500 || status == 429 || status == 408 else { return .finish(error) }
@@ -216,10 +233,8 @@ struct TransferState {
 
     /// Why a resume answer describes a different resource than the head, or nil.
     func changeReason(from head: ResponseHead, to block: ResponseHeaderBlock) -> String? {
-        if let a = head.etag, let b = block.etag, a != b { return "ETag \(a) became \(b)" }
-        if let a = head.lastModified, let b = block.lastModified, a != b { return "Last-Modified \(a) became \(b)" }
         let total = block.status == 206 ? block.contentRange?.total : block.contentLength
-        if let a = head.totalLength, let b = total, a != b { return "length \(a) became \(b)" }
-        return nil
+        return RemoteVersion.changeReason(etag: head.etag, lastModified: head.lastModified, length: head.totalLength,
+                                          to: block.etag, block.lastModified, total)
     }
 }

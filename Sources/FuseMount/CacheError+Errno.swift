@@ -10,7 +10,7 @@ extension CacheError {
         // A name that cannot be a URL (by-URL lookups) simply does not exist.
         case .invalidURL: return ENOENT
         case .forbidden: return EACCES
-        case .httpStatus, .unreachable, .timeout, .badResponse, .rangeNotSatisfiable, .storage: return EIO
+        case .httpStatus, .unreachable, .timeout, .badResponse, .rangeNotSatisfiable, .storage, .remoteChanged: return EIO
         // Tells the user why reads fail better than EIO would.
         case .diskFull: return ENOSPC
         case .locked: return EBUSY

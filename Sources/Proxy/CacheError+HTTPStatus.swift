@@ -12,7 +12,7 @@ extension CacheError {
         case .unreachable: return 502
         case .timeout: return 504
         case .rangeNotSatisfiable: return 416
-        case .httpStatus, .badResponse, .storage, .diskFull, .locked, .cancelled: return 502
+        case .httpStatus, .badResponse, .storage, .diskFull, .locked, .remoteChanged, .cancelled: return 502
         }
     }
 }

@@ -128,11 +128,20 @@ final class CacheOverHTTPTests: XCTestCase {
         let info = try await cache.open(url: origin.url("/swap.bin"))
         _ = try await cache.makeReader(for: info).read(offset: 0, length: 1 << 20)
         origin.setGeneratedFile("/swap.bin", length: 6 << 20, seed: 7)
-        // No revalidation: the next range fetch carries If-Range, the origin answers 200.
+        // No revalidation: the next range fetch carries If-Range, the origin answers 200. The
+        // reader is bound to the version it was made for: it gets an error, not the new bytes.
         let reader = cache.makeReader(for: info)
-        let got = try await reader.read(offset: (1 << 20) - 1000, length: 2000)
+        do {
+            let got = try await reader.read(offset: (1 << 20) - 1000, length: 2000)
+            XCTFail("a reader of the old version got \(got.count) bytes of another version")
+        } catch let error as CacheError {
+            XCTAssertEqual(error, .remoteChanged(url: origin.url("/swap.bin")))
+        }
+        let now = try XCTUnwrap(cache.cachedInfo(url: origin.url("/swap.bin")))
+        XCTAssertGreaterThan(now.generation, info.generation)
+        // A reader of the new version reads the new bytes, and only them.
+        let got = try await cache.makeReader(for: now).read(offset: (1 << 20) - 1000, length: 2000)
         XCTAssertTrue(got == expected(7, ((1 << 20) - 1000)..<((1 << 20) + 1000)), "a read mixed two versions")
-        XCTAssertGreaterThan(cache.cachedInfo(url: origin.url("/swap.bin"))!.generation, info.generation)
     }
 
     func testImperfectServersStillServeTheRightBytes() async throws {
