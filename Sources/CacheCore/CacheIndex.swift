@@ -294,7 +294,24 @@ final class CacheIndex: @unchecked Sendable {
             }
         } catch {
             noteWriteError(error)
+            // Kept for the next flush (a full disk gets room again): dropping them would leave
+            // an entry without its row, whose extents could then never be recorded.
+            lock.lock()
+            pendingExtents.insert(contentsOf: extents, at: 0)
+            for (id, row) in entries where pendingEntries[id] == nil { pendingEntries[id] = row }
+            lock.unlock()
         }
+    }
+
+    /// Drops rows still waiting to be written (a flush failed on a full disk) that a delete makes
+    /// void: written after it, they would bring back rows for bytes that are gone.
+    private func forgetPending(slices: Set<SliceID> = [], entries: Set<Int64> = []) {
+        lock.lock()
+        pendingExtents.removeAll {
+            entries.contains($0.entryID) || slices.contains(SliceID(entryID: $0.entryID, generation: $0.generation, slice: $0.slice))
+        }
+        for id in entries { pendingEntries[id] = nil }
+        lock.unlock()
     }
 
     /// Commits everything pending and waits for it.
@@ -307,6 +324,7 @@ final class CacheIndex: @unchecked Sendable {
     func deleteSlices(_ slices: [SliceID], afterCommit: () -> Void) throws {
         try queue.sync {
             flushPendingOnQueue()
+            forgetPending(slices: Set(slices))
             try write { db in
                 for s in slices {
                     try db.execute(sql: "DELETE FROM extent WHERE entry_id = ? AND generation = ? AND slice = ?",
@@ -346,6 +364,7 @@ final class CacheIndex: @unchecked Sendable {
     func deleteEntries(_ ids: [Int64], afterCommit: () -> Void) throws {
         try queue.sync {
             flushPendingOnQueue()
+            forgetPending(entries: Set(ids))
             try write { db in
                 for id in ids { try db.execute(sql: "DELETE FROM entry WHERE id = ?", arguments: [id]) }
             }

@@ -112,18 +112,43 @@ extension EngineCore {
                 removed.append((.init(entryID: e.id, generation: e.info.generation, slice: c.slice), e, shard))
             }
         }
+        testHook?(.evictionRenamedSlices)
+        let asides = removed.map { store.path(entry: $0.0.entryID, generation: $0.0.generation, slice: $0.0.slice) + ".evicting" }
         do {
-            try index.deleteSlices(removed.map(\.0)) {
-                for (s, _, _) in removed { unlink(store.path(entry: s.entryID, generation: s.generation, slice: s.slice) + ".evicting") }
-            }
+            try index.deleteSlices(removed.map(\.0)) { asides.forEach { unlink($0) } }
+            release(removed)
         } catch {
-            logger.error("eviction could not update the index; files kept aside until next start", metadata: ["error": "\(error)"])
+            // The disk is too full for even this commit. Free the space first: that is safe, since
+            // no file may take these names while their rows are there (the slices stay marked
+            // `evicting`), and a start drops rows whose file is missing. Then commit again, now,
+            // or from the sweeper.
+            asides.forEach { unlink($0) }
+            logger.warning("eviction freed the disk before its index commit", metadata: ["error": "\(error)"])
+            unfinishedEvictions += removed
+            finishEvictions()
         }
-        // Writers may use these slices again: their old rows are gone (or kept aside for the
-        // next start, which drops rows whose file is missing).
-        for (s, e, shard) in removed { shard.locked { e.evicting.remove(s.slice) } }
         logger.debug("evicted", metadata: ["slices": "\(removed.count)", "bytes": "\(freed)", "total": "\(totalBytes)"])
         return freed
+    }
+}
+
+extension EngineCore {
+    /// Deletes the rows of evictions whose commit failed (a full disk). Call under `evictionLock`.
+    func finishEvictions() {
+        guard !unfinishedEvictions.isEmpty else { return }
+        let pending = unfinishedEvictions
+        do {
+            try index.deleteSlices(pending.map(\.0)) {}
+            unfinishedEvictions = []
+            release(pending)
+        } catch {
+            logger.error("eviction could not update the index yet; will retry", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Writers may use these slices again: their rows are gone.
+    private func release(_ slices: [(CacheIndex.SliceID, EntryState, Shard)]) {
+        for (s, e, shard) in slices { shard.locked { e.evicting.remove(s.slice) } }
     }
 }
 

@@ -154,6 +154,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
             return entry.coverage.gaps(in: range)
         }
         guard let gaps else { return false }
+        core.testHook?(.sinkWillWrite(offset: range.lowerBound))
         if gaps.isEmpty { closeExtent() }
         var written: [Range<Int64>] = []
         for gap in gaps {

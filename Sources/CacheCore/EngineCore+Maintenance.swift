@@ -17,6 +17,13 @@ extension EngineCore {
         return shard.locked { shard.entries[key].flatMap { $0.isPersisted ? status(of: $0) : nil } }
     }
 
+    /// The index row id of `url`'s entry, if it has one.
+    func entryID(url: String) -> Int64? {
+        guard let key = try? configuration.keyRules.key(for: url) else { return nil }
+        let shard = shard(for: key)
+        return shard.locked { shard.entries[key].flatMap { $0.isPersisted ? $0.id : nil } }
+    }
+
     func list() -> [EntryStatus] {
         var out: [EntryStatus] = []
         for shard in shards {

@@ -37,6 +37,12 @@ final class EngineCore: @unchecked Sendable {
     let sinksIdle = NSCondition()
     var activeSinks = 0   // guarded by sinksIdle
     let evictionLock = NSLock()
+    /// Evicted slices whose rows are still to be deleted (their commit failed on a full disk).
+    var unfinishedEvictions: [(CacheIndex.SliceID, EntryState, Shard)] = []   // guarded by evictionLock
+    /// Points where tests interleave other work deterministically (a removal while a transfer
+    /// writes, a write while an eviction commits). Nil outside tests.
+    enum Step { case sinkWillWrite(offset: Int64), evictionRenamedSlices }
+    var testHook: ((Step) -> Void)?
     /// Bytes transfers may write before the cap and free space are looked at again.
     let space = SpaceAllowance()
     /// When a transfer last warned that it could not cache (a full disk): once a minute is enough.
@@ -359,6 +365,7 @@ final class EngineCore: @unchecked Sendable {
             // and set the index's reserve aside again once a full disk has room for it.
             if ticks % 4 == 0 {
                 self.evictIfNeeded()
+                if self.evictionLock.try() { self.finishEvictions(); self.evictionLock.unlock() }
                 if !self.index.hasReserve, self.roomLeft() > 2 * Int64(CacheIndex.reserveSize) { self.index.makeReserve() }
             }
         }

@@ -143,6 +143,46 @@ final class CacheEngineTests: XCTestCase {
         cache.shutdown()
     }
 
+    func testAnOriginThatIgnoresRangesIsStreamedOnceForAllReaders() async throws {
+        let data = randomBytes(4 << 20, seed: 17)
+        let source = ScriptedSource(chunk: 64 << 10, chunkDelay: 20_000)   // about 3 MB/s: readers far ahead do not wait for it
+        source.set(url, .init(bytes: data, etag: "\"a\"", ignoresRanges: true))
+        let cache = try engine(source)
+        let info = try await cache.open(url: url)
+        try await withThrowingTaskGroup(of: (Int, [UInt8]).self) { group in
+            for i in 0..<8 {
+                group.addTask {
+                    let r = cache.makeReader(for: info)
+                    defer { r.close() }
+                    return (i, try await r.read(offset: Int64(i) * (512 << 10), length: 64 << 10))
+                }
+            }
+            for try await (i, bytes) in group {
+                XCTAssertEqual(bytes, Array(data[(i * (512 << 10))..<(i * (512 << 10) + (64 << 10))]))
+            }
+        }
+        XCTAssertLessThanOrEqual(source.bytesServed, Int64(data.count),
+                                 "one whole-body transfer at a time feeds every reader")
+        cache.shutdown()
+    }
+
+    func testReadsAreAnsweredEvenWhenNothingCanBeCached() async throws {
+        let data = randomBytes(3 << 20, seed: 21)
+        let source = ScriptedSource()
+        source.set(url, .init(bytes: data, etag: "\"a\""))
+        let cache = try engine(source, capacity: 0)   // no room at all: nothing may be written
+        let info = try await cache.open(url: url)
+        let reader = cache.makeReader(for: info)
+        for offset in stride(from: 0, to: data.count, by: 700_000) {
+            let got = try await reader.read(offset: Int64(offset), length: 300_000)
+            XCTAssertEqual(got, Array(data[offset..<min(data.count, offset + 300_000)]), "bytes at \(offset)")
+        }
+        XCTAssertEqual(cache.usage.bytes, 0, "nothing was cached")
+        XCTAssertTrue(cache.status(url: url)?.recentErrors.contains { $0.contains("not cached") } ?? false)
+        reader.close()
+        cache.shutdown()
+    }
+
     func testTheCapHolds() async throws {
         let source = ScriptedSource()
         let cache = try engine(source, capacity: 4 << 20, slice: 1 << 20)

@@ -38,6 +38,41 @@ final class TransferStateTests: XCTestCase {
         XCTAssertNil(ContentRange(parsing: "bytes 0-1000/1000"), "last byte past the total")
     }
 
+    func testA200ToARangeOfAnOriginKnownToServeRangesIsRetriedBeforeItIsAccepted() {
+        let whole = ["HTTP/1.1 200 OK", "Content-Length: 1000", "ETag: \"v1\"", "Accept-Ranges: bytes"]
+        var s = TransferState(request: FetchRequest(url: url, start: 100, end: 200, requireRange: true), policy: policy)
+        for attempt in 1...TransferState.maxIgnoredRanges {
+            XCTAssertEqual(s.beginAttempt().range, "bytes=100-199")
+            XCTAssertEqual(s.receiveHead(block(whole), finalURL: url), .abort, "attempt \(attempt): one 200 is no verdict")
+            guard case .retry(let delay) = s.attemptEnded(.ok) else { return XCTFail("attempt \(attempt) is retried") }
+            XCTAssertGreaterThan(delay, 0, "with backoff")
+        }
+        _ = s.beginAttempt()
+        guard case .deliver(let head) = s.receiveHead(block(whole), finalURL: url) else {
+            return XCTFail("after repeated 200s the whole body is delivered (the origin ignores ranges)")
+        }
+        XCTAssertEqual(head.status, 200)
+        XCTAssertEqual(head.bodyStart, 0)
+    }
+
+    func testA206AfterA200IsTakenAsUsual() {
+        let whole = ["HTTP/1.1 200 OK", "Content-Length: 1000", "ETag: \"v1\""]
+        var s = TransferState(request: FetchRequest(url: url, start: 100, end: 200, requireRange: true), policy: policy)
+        _ = s.beginAttempt()
+        XCTAssertEqual(s.receiveHead(block(whole), finalURL: url), .abort)
+        _ = s.attemptEnded(.ok)
+        _ = s.beginAttempt()
+        guard case .deliver(let head) = s.receiveHead(block(partialHead), finalURL: url) else { return XCTFail() }
+        XCTAssertEqual(head.bodyStart, 100)
+    }
+
+    func testWithoutAKnownRangeHistoryA200IsDeliveredAtOnce() {
+        let whole = ["HTTP/1.1 200 OK", "Content-Length: 1000"]
+        var s = TransferState(request: FetchRequest(url: url, start: 100, end: 200), policy: policy)
+        _ = s.beginAttempt()
+        guard case .deliver = s.receiveHead(block(whole), finalURL: url) else { return XCTFail() }
+    }
+
     func testResumeAsksForTheRestWithTheValidator() {
         var s = TransferState(request: FetchRequest(url: url, start: 100, end: 200), policy: policy)
         XCTAssertEqual(s.beginAttempt().range, "bytes=100-199")

@@ -1,0 +1,149 @@
+import XCTest
+@testable import CacheCore
+
+/// Races between a transfer's unlocked steps and removal, eviction or a remote change, each
+/// replayed in one exact order with a hand-driven source and the engine's test hook.
+final class EngineRaceTests: XCTestCase {
+    private var dir: String!
+    private let url = "http://origin.test/live/index.m3u8"
+    private let length: Int64 = 4 << 20
+    private lazy var data = randomBytes(Int(length), seed: 42)
+
+    override func setUp() { dir = NSTemporaryDirectory() + "httpcachefs-race-\(UUID().uuidString)" }
+    override func tearDown() { try? FileManager.default.removeItem(atPath: dir) }
+
+    private func engine(_ source: GatedSource, capacity: Int64 = 1 << 30) throws -> CacheEngine {
+        try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: capacity, freeSpaceFloor: 0,
+                                                          sliceSize: 1 << 20, readTimeout: 10, initialReadAhead: 0),
+                        source: source)
+    }
+
+    /// Opens the file: the probe transfer delivers the first 256 KiB.
+    private func open(_ cache: CacheEngine, _ source: GatedSource) throws -> EntryInfo {
+        let opened = expectation(description: "open")
+        let box = ResultBox<EntryInfo>()
+        cache.open(url: url) { box.set($0); opened.fulfill() }
+        let probe = try XCTUnwrap(source.transfers.last)
+        probe.partial(length: length)
+        probe.send(data[Int(probe.request.start)..<Int(probe.request.end!)])
+        probe.finish()
+        wait(for: [opened], timeout: 5)
+        return try box.get()
+    }
+
+    private func sliceFiles() -> [String] {
+        let root = dir + "/data"
+        return ((try? FileManager.default.subpathsOfDirectory(atPath: root)) ?? []).filter { $0.hasSuffix(".slice") }
+    }
+
+    func testAnEntryRemovedWhileATransferWritesGainsNoBytesAndLeavesNoFiles() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { cache.shutdown() }
+        let info = try open(cache, source)
+        let before = cache.usage.bytes
+
+        let reader = cache.makeReader(for: info)
+        let answered = expectation(description: "read")
+        let read = ResultBox<[UInt8]>()
+        reader.read(offset: 2 << 20, length: 64 << 10) { read.set($0); answered.fulfill() }
+        let transfer = try XCTUnwrap(source.transfers.last)
+        XCTAssertEqual(transfer.request.start, 2 << 20)
+        XCTAssertTrue(transfer.partial(length: length))
+        // The entry is removed (a live playlist refresh) after the transfer decided what to
+        // write and before it recorded it.
+        cache.core.testHook = { step in
+            if case .sinkWillWrite = step { cache.core.testHook = nil; try? cache.remove(url: self.url) }
+        }
+        XCTAssertFalse(transfer.send(data[(2 << 20)..<((2 << 20) + (64 << 10))]), "the transfer stops")
+        transfer.finish(.cancelled)
+        wait(for: [answered], timeout: 5)
+
+        XCTAssertLessThan(cache.usage.bytes, before, "the removal took the entry's bytes")
+        XCTAssertEqual(cache.usage.bytes, 0, "a removed entry gains no bytes")
+        XCTAssertEqual(sliceFiles(), [], "no slice file reappears after the removal's sweep")
+        XCTAssertNil(cache.status(url: url))
+    }
+
+    func testAnEvictionCommittingWhileATransferWritesTheSameSliceKeepsMemoryAndIndexInStep() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { cache.shutdown() }
+        let info = try open(cache, source)   // slice 0 holds 0..<256 KiB, unpinned
+
+        // A transfer for more of slice 0 is running when the eviction renames slice 0 aside.
+        let reader = cache.makeReader(for: info)
+        let answered = expectation(description: "read")
+        let read = ResultBox<[UInt8]>()
+        reader.read(offset: 512 << 10, length: 64 << 10) { read.set($0); answered.fulfill() }
+        let transfer = try XCTUnwrap(source.transfers.last)
+        transfer.partial(length: length)
+        cache.core.testHook = { step in
+            guard case .evictionRenamedSlices = step else { return }
+            cache.core.testHook = nil
+            // Between the rename and the row delete, the transfer delivers bytes of slice 0.
+            transfer.send(self.data[(512 << 10)..<((512 << 10) + (64 << 10))])
+        }
+        // Evict slice 0 only (the read pins it now, so unpin by evicting before it was pinned:
+        // the transfer's bytes are the ones under test).
+        let evicted = evictSlice0(cache)
+        XCTAssertGreaterThan(evicted, 0)
+        transfer.finish()
+        wait(for: [answered], timeout: 5)
+        XCTAssertEqual(try read.get(), Array(data[(512 << 10)..<((512 << 10) + (64 << 10))]),
+                       "the waiting read got its bytes from memory")
+
+        // What memory says is cached is exactly what the index records.
+        cache.core.index.flush()
+        let status = try XCTUnwrap(cache.status(url: url))
+        let rows = try cache.core.index.extents(entryID: cache.core.entryID(url: url)!, generation: info.generation)
+        var indexed = RangeSet()
+        for r in rows { indexed.insert(r.start..<r.end) }
+        XCTAssertEqual(status.cachedRanges, indexed.ranges, "memory and index agree")
+    }
+
+    /// Evicts slice 0 of the entry while its read (pinned) waits: pins of slice 0 are lifted for
+    /// the eviction itself, as if the read had not pinned it yet.
+    private func evictSlice0(_ cache: CacheEngine) -> Int64 {
+        let core = cache.core
+        let key = try! cache.key(for: url)
+        let shard = core.shard(for: key)
+        let entry = shard.locked { shard.entries[key]! }
+        let generation = shard.locked { entry.info.generation }
+        var pins = 0
+        shard.locked { while entry.isPinned(0) { entry.unpin(0...0, generation: generation); pins += 1 } }
+        let freed = core.evict(bytes: 1)
+        shard.locked { for _ in 0..<pins { entry.pin(0...0, generation: generation) } }
+        return freed
+    }
+
+    func testPinsOfAnOldGenerationAreReleasedAsNoOps() {
+        let info = EntryInfo(key: try! KeyRules().key(for: url), url: url, finalURL: url, length: length,
+                             contentType: nil, etag: "\"a\"", lastModified: nil, acceptsRanges: true,
+                             generation: 1, validatedAt: Date())
+        let entry = EntryState(id: 1, info: info, lastAccess: 0)
+        entry.pin(0...1, generation: 1)       // a hit of version 1, reading from disk
+        entry.info.generation = 2             // the remote file changed meanwhile
+        entry.resetPins()
+        entry.pin(1...1, generation: 2)       // a read of version 2 waits on slice 1
+        entry.unpin(0...1, generation: 1)     // the old hit finishes
+        XCTAssertTrue(entry.isPinned(1), "the new read's pin survives the old read's release")
+        entry.unpin(1...1, generation: 2)
+        XCTAssertFalse(entry.isPinned(1))
+        entry.markRemoved()
+        entry.pin(1...1, generation: 2)
+        XCTAssertFalse(entry.isPinned(1), "a removed entry takes no pins")
+    }
+}
+
+/// A completion's result, handed from an engine thread to the test.
+final class ResultBox<T>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var result: Result<T, CacheError>?
+    func set(_ r: Result<T, CacheError>) { lock.lock(); result = r; lock.unlock() }
+    func get() throws -> T {
+        lock.lock(); defer { lock.unlock() }
+        guard let result else { throw CacheError.cancelled }
+        return try result.get()
+    }
+}

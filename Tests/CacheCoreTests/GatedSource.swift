@@ -1,0 +1,47 @@
+import Foundation
+@testable import CacheCore
+
+/// A source the test drives by hand: a transfer does nothing until the test sends its head, its
+/// chunks and its end, on the test's own thread. Nothing happens between two steps, so races can
+/// be replayed in one exact order.
+final class GatedSource: RangeSource, @unchecked Sendable {
+    final class Transfer: FetchHandle, @unchecked Sendable {
+        let request: FetchRequest
+        let sink: FetchSink
+        private let lock = NSLock()
+        private var cancelled = false
+
+        init(request: FetchRequest, sink: FetchSink) {
+            self.request = request
+            self.sink = sink
+        }
+
+        func cancel() { lock.lock(); cancelled = true; lock.unlock() }
+        var isCancelled: Bool { lock.lock(); defer { lock.unlock() }; return cancelled }
+
+        /// A 206 for the request's range of a file of `length` bytes.
+        @discardableResult
+        func partial(length: Int64, etag: String = "\"a\"") -> Bool {
+            sink.fetchDidReceiveHead(ResponseHead(status: 206, finalURL: request.url, bodyStart: request.start,
+                                                  totalLength: length, etag: etag, acceptsRanges: true))
+        }
+
+        @discardableResult
+        func send(_ bytes: ArraySlice<UInt8>) -> Bool {
+            bytes.withUnsafeBytes { sink.fetchDidReceive($0) }
+        }
+
+        func finish(_ error: FetchError? = nil) { sink.fetchDidFinish(error) }
+    }
+
+    private let lock = NSLock()
+    private var started: [Transfer] = []
+
+    func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
+        let t = Transfer(request: request, sink: sink)
+        lock.lock(); started.append(t); lock.unlock()
+        return t
+    }
+
+    var transfers: [Transfer] { lock.lock(); defer { lock.unlock() }; return started }
+}
