@@ -13,7 +13,8 @@ import NIOPosix
 ///
 /// The head is held back until the first bytes are in hand: an origin error that shows up on the
 /// first read still becomes a proper status. After the head, an error can only close the
-/// connection (the client sees a short body, never wrong bytes).
+/// connection (the client sees a short body, never wrong bytes). The reader is bound to the
+/// version the response started with: a remote change cuts the response off there.
 ///
 /// Confined to the channel's event loop; reads run on the thread pool (a cache hit is a disk
 /// read, which must not stall the event loop) and hop back.
@@ -41,7 +42,6 @@ final class ResponseStream: @unchecked Sendable {
     private let untilEnd: Bool
     private let source: Source
     private let threadPool: NIOThreadPool
-    private let generation: Int64?
     private let onDone: (Outcome) -> Void
 
     private var partIndex = 0
@@ -65,7 +65,6 @@ final class ResponseStream: @unchecked Sendable {
         }
         self.source = source
         self.threadPool = threadPool
-        if case let .reader(r) = source { generation = r.entry.generation } else { generation = nil }
         self.onDone = onDone
     }
 
@@ -142,10 +141,6 @@ final class ResponseStream: @unchecked Sendable {
         case let .failure(error):
             fail(error)
         case let .success(bytes):
-            if case let .reader(r) = source, let generation, r.entry.generation != generation {
-                fail(.badResponse(url: r.entry.url, message: "the remote file changed while it was sent"))
-                return
-            }
             if bytes.isEmpty {
                 if untilEnd { finish() } else {
                     fail(.badResponse(url: "", message: "the file ended before its announced length"))
