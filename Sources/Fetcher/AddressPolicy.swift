@@ -1,3 +1,4 @@
+import CCurl
 import Foundation
 
 /// The origins the fetcher refuses to connect to: cloud metadata services and link-local
@@ -84,9 +85,16 @@ public struct AddressPolicy: Sendable, Equatable {
         return refusal(connectingTo: nil, host: host)
     }
 
-    /// The host of an http(s) URL, without brackets.
+    /// The host of a URL as libcurl reads it (the name it resolves, IPv4 numbers normalized as
+    /// it connects to them), without brackets; nil if curl could not fetch the URL anyway.
     static func host(of url: String) -> String? {
-        guard let host = URLComponents(string: url)?.host, !host.isEmpty else { return nil }
+        guard let handle = curl_url() else { return nil }
+        defer { curl_url_cleanup(handle) }
+        guard curl_url_set(handle, CURLUPART_URL, url, 0) == CURLUE_OK else { return nil }
+        var part: UnsafeMutablePointer<CChar>?
+        guard curl_url_get(handle, CURLUPART_HOST, &part, 0) == CURLUE_OK, let part else { return nil }
+        defer { curl_free(part) }
+        let host = String(cString: part)
         return host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
     }
 

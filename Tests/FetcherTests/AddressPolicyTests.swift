@@ -59,6 +59,9 @@ final class AddressPolicyTests: XCTestCase {
             XCTAssertNotNil(refusal("127.0.0.1", host: name), name)
             XCTAssertNotNil(policy.refusal(url: "http://\(name)/computeMetadata/v1/"), name)
         }
+        // Read as curl reads URLs, also those Foundation would not parse.
+        XCTAssertNotNil(policy.refusal(url: "HTTP://Metadata.Google.Internal./{v1}|x"))
+        XCTAssertNotNil(policy.refusal(url: "http://user:pw@metadata.goog:80/"))
         XCTAssertNil(policy.refusal(url: "http://metadata.example.com/x"))
         XCTAssertNil(policy.refusal(url: "https://cdn.example.com/movie.mp4"))
     }
