@@ -27,6 +27,12 @@ CURLcode ccurl_easy_setopt_header_function(CURL *easy, ccurl_data_callback callb
 CURLcode ccurl_easy_setopt_xferinfo_function(CURL *easy, ccurl_xferinfo_callback callback) {
     return curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, callback);
 }
+CURLcode ccurl_easy_setopt_opensocket_function(CURL *easy, ccurl_opensocket_callback callback) {
+    return curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, callback);
+}
+CURLcode ccurl_easy_setopt_prereq_function(CURL *easy, ccurl_prereq_callback callback) {
+    return curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, callback);
+}
 
 CURLcode ccurl_easy_getinfo_long(CURL *easy, CURLINFO info, long *value) {
     return curl_easy_getinfo(easy, info, value);
@@ -49,6 +55,11 @@ int ccurl_msg_is_done(const CURLMsg *msg) { return msg->msg == CURLMSG_DONE; }
 CURL *ccurl_msg_easy(const CURLMsg *msg) { return msg->easy_handle; }
 CURLcode ccurl_msg_result(const CURLMsg *msg) { return msg->data.result; }
 
+const struct sockaddr *ccurl_sockaddr_address(const struct curl_sockaddr *address) { return &address->addr; }
+
 const long ccurl_pipe_multiplex = CURLPIPE_MULTIPLEX;
 const long ccurl_http_version_2tls = CURL_HTTP_VERSION_2TLS;
 const size_t ccurl_error_size = CURL_ERROR_SIZE;
+const curl_socket_t ccurl_socket_bad = CURL_SOCKET_BAD;
+const int ccurl_prereqfunc_ok = CURL_PREREQFUNC_OK;
+const int ccurl_prereqfunc_abort = CURL_PREREQFUNC_ABORT;

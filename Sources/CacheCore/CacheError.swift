@@ -9,6 +9,9 @@ public enum CacheError: Error, Sendable, Equatable, CustomStringConvertible {
     case notFound(url: String, status: Int)
     /// 401 or 403 from the origin.
     case forbidden(url: String, status: Int)
+    /// The fetcher refused to connect to the target (a cloud metadata or link-local address,
+    /// also when reached through a redirect): access denied, like `forbidden`.
+    case refusedAddress(url: String, reason: String)
     /// Any other error status after retries.
     case httpStatus(url: String, status: Int)
     /// The origin could not be reached, or the connection failed after retries.
@@ -36,6 +39,7 @@ public enum CacheError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .invalidURL(url, reason): return "invalid URL '\(url)': \(reason)"
         case let .notFound(url, status): return "not found (HTTP \(status)): \(url)"
         case let .forbidden(url, status): return "access denied (HTTP \(status)): \(url)"
+        case let .refusedAddress(url, reason): return "refused to fetch \(url): \(reason)"
         case let .httpStatus(url, status): return "origin error (HTTP \(status)): \(url)"
         case let .unreachable(url, message): return "cannot reach origin for \(url): \(message)"
         case let .timeout(url): return "timed out: \(url)"
@@ -59,6 +63,7 @@ public enum CacheError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .timeout(u): self = .timeout(url: u)
         case let .remoteChanged(u): self = .remoteChanged(url: u)
         case let .invalidResponse(u, message): self = .badResponse(url: u, message: message)
+        case let .refusedAddress(u, reason): self = .refusedAddress(url: u, reason: reason)
         case .cancelled: self = .cancelled
         }
         _ = url

@@ -120,6 +120,9 @@ public enum FetchError: Error, Sendable, Equatable, CustomStringConvertible {
     case remoteChanged(url: String)
     /// The origin's answer made no sense (bad Content-Range, short body, ...).
     case invalidResponse(url: String, message: String)
+    /// The target is one the source refuses to connect to (a cloud metadata or link-local
+    /// address): not retried, nothing cached.
+    case refusedAddress(url: String, reason: String)
     /// `cancel()` was called.
     case cancelled
 
@@ -130,6 +133,7 @@ public enum FetchError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .timeout(url): return "timed out fetching \(url)"
         case let .remoteChanged(url): return "remote file changed during transfer: \(url)"
         case let .invalidResponse(url, message): return "invalid response from \(url): \(message)"
+        case let .refusedAddress(url, reason): return "refused to fetch \(url): \(reason)"
         case .cancelled: return "cancelled"
         }
     }

@@ -24,4 +24,19 @@ enum CurlCallbacks {
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
         return transfer.didReceiveBody(UnsafeRawBufferPointer(start: ptr, count: count)) ? count : 0
     }
+
+    /// Every resolved address passes here before curl connects to it (also after a redirect):
+    /// no socket means no connection, and curl tries the next address or fails the attempt.
+    static let openSocket: ccurl_opensocket_callback = { clientp, purpose, address in
+        guard let clientp, let address else { return ccurl_socket_bad }
+        let transfer = Unmanaged<CurlTransfer>.fromOpaque(clientp).takeUnretainedValue()
+        return transfer.openSocket(address)
+    }
+
+    /// Before each request is sent, on a new or reused connection.
+    static let prerequest: ccurl_prereq_callback = { clientp, primaryIP, _, _, _ in
+        guard let clientp else { return ccurl_prereqfunc_abort }
+        let transfer = Unmanaged<CurlTransfer>.fromOpaque(clientp).takeUnretainedValue()
+        return transfer.allowsRequest(primaryIP: primaryIP.map { String(cString: $0) }) ? ccurl_prereqfunc_ok : ccurl_prereqfunc_abort
+    }
 }

@@ -7,7 +7,8 @@ enum CurlEasy {
     static let globalInit: Void = { _ = ccurl_global_init() }()
 
     static func configure(_ easy: UnsafeMutableRawPointer, url: String,
-                          headers: UnsafeMutablePointer<curl_slist>?, configuration c: FetcherConfiguration,
+                          headers: UnsafeMutablePointer<curl_slist>?, pinned: UnsafeMutablePointer<curl_slist>?,
+                          configuration c: FetcherConfiguration,
                           transfer: UnsafeMutableRawPointer, errorBuffer: UnsafeMutablePointer<CChar>) {
         _ = ccurl_easy_setopt_string(easy, CURLOPT_URL, url)
         // Threads: no signals for DNS timeouts (the resolver is threaded anyway).
@@ -30,6 +31,12 @@ enum CurlEasy {
         _ = ccurl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, transfer)
         _ = ccurl_easy_setopt_header_function(easy, CurlCallbacks.header)
         _ = ccurl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, transfer)
+        // The address policy: every address before connecting, every request before sending.
+        _ = ccurl_easy_setopt_opensocket_function(easy, CurlCallbacks.openSocket)
+        _ = ccurl_easy_setopt_pointer(easy, CURLOPT_OPENSOCKETDATA, transfer)
+        _ = ccurl_easy_setopt_prereq_function(easy, CurlCallbacks.prerequest)
+        _ = ccurl_easy_setopt_pointer(easy, CURLOPT_PREREQDATA, transfer)
+        if let pinned { _ = ccurl_easy_setopt_slist(easy, CURLOPT_RESOLVE, pinned) }
         if let proxy = c.upstreamProxy { _ = ccurl_easy_setopt_string(easy, CURLOPT_PROXY, proxy) }
         if c.insecure {
             _ = ccurl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 0)

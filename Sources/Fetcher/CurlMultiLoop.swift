@@ -16,6 +16,8 @@ final class CurlMultiLoop: @unchecked Sendable {
     private let configuration: FetcherConfiguration
     private let logger: Logger
     private let multi: UnsafeMutableRawPointer
+    /// `configuration.pinnedAddresses` for CURLOPT_RESOLVE, freed with the loop.
+    private let pinned: UnsafeMutablePointer<curl_slist>?
 
     private let lock = NSLock()
     private var inboxStarts: [CurlTransfer] = []  // guarded by lock
@@ -36,6 +38,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         self.configuration = configuration
         self.logger = logger
         multi = curl_multi_init()
+        pinned = configuration.pinnedAddresses.reduce(nil) { curl_slist_append($0, $1) }
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, ccurl_pipe_multiplex)
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(1, configuration.maxConnections))
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, max(1, configuration.maxTotalConnections))
@@ -56,7 +59,8 @@ final class CurlMultiLoop: @unchecked Sendable {
         }
         let id = nextID
         nextID += 1
-        inboxStarts.append(CurlTransfer(id: id, request: request, sink: sink, policy: configuration.retryPolicy))
+        inboxStarts.append(CurlTransfer(id: id, request: request, sink: sink, policy: configuration.retryPolicy,
+                                        addressPolicy: configuration.addressPolicy))
         curl_multi_wakeup(multi)  // under the lock: the loop frees `multi` only after `stopping`
         lock.unlock()
         return id
@@ -125,15 +129,21 @@ final class CurlMultiLoop: @unchecked Sendable {
         for easy in idleEasy { curl_easy_cleanup(easy) }
         idleEasy.removeAll()
         curl_multi_cleanup(multi)
+        if let pinned { curl_slist_free_all(pinned) }
         exited.leave()
     }
 
     private func launch(_ t: CurlTransfer) {
+        // A refused name or address literal fails before any lookup or connection.
+        if let reason = configuration.addressPolicy.refusal(url: t.state.request.url) {
+            finish(t, .refusedAddress(url: t.state.request.url, reason: reason))
+            return
+        }
         guard let easy = idleEasy.popLast() ?? curl_easy_init() else {
             finish(t, .network(url: t.state.request.url, message: "curl_easy_init failed"))
             return
         }
-        t.beginAttempt(on: easy, configuration: configuration)
+        t.beginAttempt(on: easy, configuration: configuration, pinned: pinned)
         transferOfEasy[easy] = t.id
         let added = curl_multi_add_handle(multi, easy)
         if added != CURLM_OK {
@@ -157,6 +167,14 @@ final class CurlMultiLoop: @unchecked Sendable {
         curl_multi_remove_handle(multi, easy)
         guard let id = transferOfEasy.removeValue(forKey: easy), let t = live[id] else {
             recycle(easy)
+            return
+        }
+        if let refused = t.refusalError(code) {
+            // Never retried: the answer would be the same.
+            t.endAttempt()
+            recycle(easy)
+            logger.warning("refused to connect", metadata: ["url": "\(t.state.request.url)", "why": "\(refused)"])
+            finish(t, refused)
             return
         }
         let result: TransferState.AttemptResult

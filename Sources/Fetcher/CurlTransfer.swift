@@ -20,10 +20,18 @@ final class CurlTransfer {
     let errorBuffer: UnsafeMutablePointer<CChar>
     /// Uptime (ns) at which the next attempt is due, while waiting to retry.
     var retryAt: UInt64?
+    let addressPolicy: AddressPolicy
+    /// Why the address policy refused a connection or request of the current attempt.
+    private var refusal: String?
+    /// The last address curl wanted to connect to was refused (none allowed since).
+    private var refusedLastAddress = false
+    /// The policy stopped a request before it was sent: the attempt ends on that.
+    private var refusedRequest = false
 
-    init(id: Int, request: FetchRequest, sink: FetchSink, policy: RetryPolicy) {
+    init(id: Int, request: FetchRequest, sink: FetchSink, policy: RetryPolicy, addressPolicy: AddressPolicy) {
         self.id = id
         self.sink = sink
+        self.addressPolicy = addressPolicy
         self.state = TransferState(request: request, policy: policy)
         errorBuffer = .allocate(capacity: ccurl_error_size)
         errorBuffer.initialize(repeating: 0, count: ccurl_error_size)
@@ -35,17 +43,21 @@ final class CurlTransfer {
     }
 
     /// Prepares `easy` for the next attempt and returns the headers set on it.
-    func beginAttempt(on easy: UnsafeMutableRawPointer, configuration: FetcherConfiguration) {
+    func beginAttempt(on easy: UnsafeMutableRawPointer, configuration: FetcherConfiguration,
+                      pinned: UnsafeMutablePointer<curl_slist>?) {
         let (range, ifRange) = state.beginAttempt()
         parser = ResponseHeaderParser()
         errorBuffer[0] = 0
+        refusal = nil
+        refusedLastAddress = false
+        refusedRequest = false
         var list: UnsafeMutablePointer<curl_slist>?
         for header in configuration.extraHeaders { list = curl_slist_append(list, header) }
         if let range { list = curl_slist_append(list, "Range: \(range)") }
         if let range, let ifRange, range.hasPrefix("bytes=") { list = curl_slist_append(list, "If-Range: \(ifRange)") }
         headerList = list
         self.easy = easy
-        CurlEasy.configure(easy, url: state.request.url, headers: list, configuration: configuration,
+        CurlEasy.configure(easy, url: state.request.url, headers: list, pinned: pinned, configuration: configuration,
                            transfer: Unmanaged.passUnretained(self).toOpaque(), errorBuffer: errorBuffer)
     }
 
@@ -62,7 +74,42 @@ final class CurlTransfer {
         return detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
     }
 
+    /// The policy's refusal as the transfer's error, if it is what ended this failed attempt:
+    /// every address curl wanted was refused, or a request was stopped before it was sent.
+    func refusalError(_ code: CURLcode) -> FetchError? {
+        guard code != CURLE_OK, let refusal, refusedRequest || refusedLastAddress else { return nil }
+        return .refusedAddress(url: state.request.url, reason: refusal)
+    }
+
     // MARK: Callbacks (loop thread, inside curl_multi_perform)
+
+    /// A socket for one resolved address of the URL being fetched (after redirects), or none if
+    /// the address policy refuses it: then nothing at all is sent to that address.
+    func openSocket(_ address: UnsafeMutablePointer<curl_sockaddr>) -> curl_socket_t {
+        let peer = IPAddress(ccurl_sockaddr_address(address))
+        if let reason = addressPolicy.refusal(connectingTo: peer, host: currentHost) {
+            refusal = reason
+            refusedLastAddress = true
+            return ccurl_socket_bad
+        }
+        refusedLastAddress = false
+        let a = address.pointee
+        return socket(a.family, a.socktype | Int32(SOCK_CLOEXEC.rawValue), a.`protocol`)
+    }
+
+    /// A request is about to be sent: on a reused connection, or through an upstream proxy, the
+    /// URL (after redirects) is all there is to check.
+    func allowsRequest(primaryIP: String?) -> Bool {
+        guard let reason = addressPolicy.refusal(connectingTo: primaryIP.flatMap { IPAddress($0) }, host: currentHost) else {
+            return true
+        }
+        refusal = reason
+        refusedRequest = true
+        return false
+    }
+
+    /// The host of the URL curl is fetching now (the request's, or a redirect's).
+    private var currentHost: String? { AddressPolicy.host(of: effectiveURL ?? state.request.url) }
 
     /// One header line. Returns false to abort the attempt.
     func didReceiveHeaderLine(_ line: String) -> Bool {

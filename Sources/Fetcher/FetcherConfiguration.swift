@@ -36,6 +36,11 @@ public struct FetcherConfiguration: Sendable {
     /// buffer this is the fetcher's memory budget: bytes go from that buffer straight to disk,
     /// so `maxTotalConnections * receiveBufferSize` (4 MiB by default) bounds what downloads hold.
     public var maxTotalConnections: Int
+    /// Origins never connected to: cloud metadata and link-local addresses unless opened.
+    public var addressPolicy: AddressPolicy
+    /// Fixed name resolutions in libcurl's `CURLOPT_RESOLVE` form, `HOST:PORT:ADDRESS`: the
+    /// named host is connected at that address without asking DNS (tests pin names to loopback).
+    public var pinnedAddresses: [String]
 
     public init(userAgent: String = "httpcachefs",
                 extraHeaders: [String] = [],
@@ -49,7 +54,9 @@ public struct FetcherConfiguration: Sendable {
                 maxRetryDelay: TimeInterval = 30,
                 maxConnections: Int = 8,
                 receiveBufferSize: Int = 128 << 10,
-                maxTotalConnections: Int = 32) {
+                maxTotalConnections: Int = 32,
+                addressPolicy: AddressPolicy = .standard,
+                pinnedAddresses: [String] = []) {
         self.userAgent = userAgent
         self.extraHeaders = extraHeaders
         self.upstreamProxy = upstreamProxy
@@ -63,6 +70,8 @@ public struct FetcherConfiguration: Sendable {
         self.maxConnections = maxConnections
         self.receiveBufferSize = receiveBufferSize
         self.maxTotalConnections = maxTotalConnections
+        self.addressPolicy = addressPolicy
+        self.pinnedAddresses = pinnedAddresses
     }
 
     var retryPolicy: RetryPolicy {

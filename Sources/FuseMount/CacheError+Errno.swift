@@ -9,7 +9,7 @@ extension CacheError {
         case .notFound: return ENOENT
         // A name that cannot be a URL (by-URL lookups) simply does not exist.
         case .invalidURL: return ENOENT
-        case .forbidden: return EACCES
+        case .forbidden, .refusedAddress: return EACCES
         case .httpStatus, .unreachable, .timeout, .badResponse, .rangeNotSatisfiable, .storage, .remoteChanged: return EIO
         // Tells the user why reads fail better than EIO would.
         case .diskFull: return ENOSPC

@@ -8,7 +8,7 @@ extension CacheError {
         switch self {
         case .invalidURL: return 400
         case .notFound: return 404
-        case .forbidden: return 403
+        case .forbidden, .refusedAddress: return 403
         case .unreachable: return 502
         case .timeout: return 504
         case .rangeNotSatisfiable: return 416

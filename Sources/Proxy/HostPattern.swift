@@ -12,18 +12,30 @@ public struct HostPattern: Sendable, Equatable, CustomStringConvertible {
 
     /// `port` is the effective port (80 or 443 when the URL names none).
     public func matches(host: String, port: Int?) -> Bool {
-        var hostGlob = Substring(pattern)
-        var portText: Substring?
+        let (hostGlob, portText) = split
+        if let portText, String(port ?? -1) != portText { return false }
+        return Self.glob(Array(hostGlob.utf8), Array(host.lowercased().utf8))
+    }
+
+    /// The one host (name or address, without brackets or port) a pattern without wildcards
+    /// names, else nil. Such a pattern also opens a link-local or cloud metadata address, which
+    /// the fetcher refuses by default: `*` must never do that.
+    public var exactHost: String? {
+        let host = split.host
+        guard !host.isEmpty, !host.contains("*"), !host.contains("?") else { return nil }
+        return host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : String(host)
+    }
+
+    /// The host glob and the port, if the pattern has one.
+    private var split: (host: Substring, port: Substring?) {
         if let colon = pattern.lastIndex(of: ":") {
             let head = pattern[..<colon], tail = pattern[pattern.index(after: colon)...]
             // A bare IPv6 address has colons of its own; only `[v6]:port` or `name:port` split.
             if !tail.isEmpty, tail.allSatisfy({ $0.isASCII && $0.isNumber }), !head.contains(":") || head.hasSuffix("]") {
-                hostGlob = head
-                portText = tail
+                return (head, tail)
             }
         }
-        if let portText, String(port ?? -1) != portText { return false }
-        return Self.glob(Array(hostGlob.utf8), Array(host.lowercased().utf8))
+        return (Substring(pattern), nil)
     }
 
     /// Iterative glob match with single backtrack point (linear-ish, no recursion blow-up).

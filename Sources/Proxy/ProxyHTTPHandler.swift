@@ -114,9 +114,10 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
         switch route {
         case .ping:
             respond(context: context, status: 200, contentType: "text/plain; charset=utf-8", body: Array("pong\n".utf8))
-        case .status:
-            respond(context: context, status: 200, contentType: "application/json",
-                    body: service.statusDocument(port: boundPort(), peerIsLoopback: peerIsLoopback))
+        case let .status(tokenPresented):
+            let status = ProxyStatus(serving: service.configuration, port: boundPort(),
+                                     peerIsLoopback: peerIsLoopback, tokenPresented: tokenPresented)
+            respond(context: context, status: 200, contentType: "application/json", body: status.encoded())
         case let .reject(status, message):
             var extra: [(String, String)] = []
             if status == 405 { extra.append(("Allow", "GET, HEAD")) }

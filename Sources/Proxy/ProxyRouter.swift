@@ -4,7 +4,9 @@ import Foundation
 /// security rules live here, in one pure function with a table test.
 public enum ProxyRoute: Equatable, Sendable {
     case ping
-    case status
+    /// The status document. `tokenPresented`: the request carried the valid token (only then may
+    /// the answer contain it).
+    case status(tokenPresented: Bool)
     /// Serve this original URL from the cache.
     case proxy(url: String)
     /// Answer with this status and a one-line text explanation.
@@ -51,12 +53,13 @@ public struct ProxyRouter: Sendable {
         if path == "/ping" { return .ping }
         // DNS rebinding: a web page whose name suddenly resolves to 127.0.0.1 could otherwise read
         // whatever it makes this proxy fetch (including hosts on the LAN), or the status document
-        // (which tells loopback peers the token). Without a token, and always for the status
-        // document, only requests addressed to this machine by address or local name are served.
+        // (which tells loopback peers the cache directory). Without a token, and always for the
+        // status document, only requests addressed to this machine by address or local name are
+        // served.
         if configuration.token == nil || path == Self.statusPath, let host, !hostIsLocal(host) {
             return .reject(status: 403, message: "Host '\(host)' is not this machine: use 127.0.0.1 or localhost (or run with --token)")
         }
-        if path == Self.statusPath { return .status }
+        if path == Self.statusPath { return .status(tokenPresented: false) }
 
         if let expected = configuration.token, !expected.isEmpty {
             guard let given = tokenPrefix(of: path), constantTimeEqual(given, expected) else {
@@ -64,7 +67,7 @@ public struct ProxyRouter: Sendable {
             }
             let rest = String(path.dropFirst(3 + given.utf8.count))
             if rest == "/ping" { return .ping }
-            if rest == Self.statusPath { return .status }
+            if rest == Self.statusPath { return .status(tokenPresented: true) }
         }
 
         let decoded: ProxyTarget

@@ -119,14 +119,4 @@ final class ProxyService: @unchecked Sendable {
     static func makeBoundary() -> String {
         "httpcachefs-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
     }
-
-    /// The status document: what `httpcachefs url` and humans ask a running proxy.
-    func statusDocument(port: Int, peerIsLoopback: Bool) -> [UInt8] {
-        // Only this machine learns where the cache is and what the token is: `httpcachefs url`
-        // needs both, and anyone on this machine can reach the loopback interface anyway.
-        ProxyStatus(version: configuration.version, port: port, bindAddress: configuration.bindAddress,
-                    tokenRequired: configuration.token != nil,
-                    cacheDirectory: peerIsLoopback ? configuration.cacheDirectory : nil,
-                    token: peerIsLoopback ? configuration.token : nil).encoded()
-    }
 }

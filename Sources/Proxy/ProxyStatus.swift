@@ -15,7 +15,8 @@ public struct ProxyStatus: Codable, Sendable, Equatable {
     public var tokenRequired: Bool
     /// Only for clients on this machine.
     public var cacheDirectory: String?
-    /// Only for clients on this machine (they can reach loopback anyway); needed to make URLs.
+    /// Only in the runtime file and in answers to requests that carried it: any local user or
+    /// program can reach loopback, so being local proves nothing.
     public var token: String?
     /// The serving process (runtime file only).
     public var pid: Int32?
@@ -33,6 +34,18 @@ public struct ProxyStatus: Codable, Sendable, Equatable {
         self.cacheDirectory = cacheDirectory
         self.token = token
         self.pid = pid
+    }
+
+    /// The status document a proxy with `configuration` answers (`GET /.httpcachefs/status`).
+    /// - Parameters:
+    ///   - peerIsLoopback: the client is on this machine: it may learn the cache directory.
+    ///   - tokenPresented: the request carried the valid token: only then does the answer hold it
+    ///     (`httpcachefs url` asks with the token from the runtime file, and so gets it back).
+    public init(serving configuration: ProxyConfiguration, port: Int, peerIsLoopback: Bool, tokenPresented: Bool) {
+        self.init(version: configuration.version, port: port, bindAddress: configuration.bindAddress,
+                  tokenRequired: configuration.token != nil,
+                  cacheDirectory: peerIsLoopback ? configuration.cacheDirectory : nil,
+                  token: tokenPresented ? configuration.token : nil)
     }
 
     public func encoded() -> [UInt8] {

@@ -3,6 +3,7 @@ import CacheCore
 import Fetcher
 import Foundation
 import Logging
+import Proxy
 
 /// The options every subcommand shares, written after the subcommand name
 /// (`httpcachefs cat --cache-size 10G URL`). Include them with `@OptionGroup var cache: CacheOptions`.
@@ -46,6 +47,10 @@ struct CacheOptions: ParsableArguments {
 
     @Flag(name: .customLong("insecure"), help: "Do not verify the origin's TLS certificate.")
     var insecure = false
+
+    @Option(name: .customLong("allow-host"),
+            help: ArgumentHelp("Only proxy origins whose host matches this glob (e.g. *.example.com, media.local:8080); repeatable. Default: any host. Link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, metadata.google.internal, ...) are refused by every command unless a pattern names that host or address exactly.", valueName: "pattern"))
+    var allowHosts: [String] = []
 
     @Option(name: .customLong("log-level"),
             help: ArgumentHelp("trace, debug, info, notice, warning, error or critical (default: error for cat, preload and cache, whose failures print one line anyway; info for mount and proxy).", valueName: "level"))
@@ -113,6 +118,7 @@ struct CacheOptions: ParsableArguments {
         if !insecure, let file, let value = file["insecure"] {
             r.insecure = try BoolValue.parse(value, option: "'insecure' in \(file.path)")
         }
+        r.allowedHosts = allowHosts
         if let v = pick(logLevel, "log-level") { r.logLevel = try Self.parseLevel(v.text, option: v.option) }
         if let v = pick(logFile, "log-file") { r.logFile = expandingTilde(v.text) }
         r.configFile = file?.path
@@ -193,6 +199,8 @@ struct ResolvedCacheOptions: Equatable {
     var headers: [String] = []
     var upstreamProxy: String?
     var insecure = false
+    /// `--allow-host` patterns: origins the proxy serves; exact ones also open refused addresses.
+    var allowedHosts: [String] = []
     /// nil: the command's own default.
     var logLevel: Logger.Level?
     var logFile: String?
@@ -207,7 +215,9 @@ struct ResolvedCacheOptions: Equatable {
 
     var fetcherConfiguration: FetcherConfiguration {
         var c = FetcherConfiguration(userAgent: Version.userAgent, extraHeaders: headers,
-                                     upstreamProxy: upstreamProxy, insecure: insecure)
+                                     upstreamProxy: upstreamProxy, insecure: insecure,
+                                     addressPolicy: AddressPolicy.standard.allowing(
+                                         hosts: allowedHosts.compactMap { HostPattern($0).exactHost }))
         // A read fails after `readTimeout` anyway; a connection or transfer that cannot help it
         // within that time should not linger either.
         c.connectTimeout = min(c.connectTimeout, readTimeout)

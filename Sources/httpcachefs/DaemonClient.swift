@@ -58,6 +58,7 @@ struct DaemonClient {
         case .timeout: return .timeout(url: url)
         case .remoteChanged: return CacheError(.remoteChanged(url: url), url: url)
         case let .invalidResponse(_, message): return .badResponse(url: url, message: message)
+        case let .refusedAddress(_, reason): return .refusedAddress(url: url, reason: reason)
         case .cancelled: return .cancelled
         }
     }

@@ -121,7 +121,7 @@ struct MountCommand: AsyncParsableCommand {
                 fs.unmount()
             },
             reload: { Self.reloadURLList(urlListPath, fs: fs, logger: logger) })
-        let server = noProxy ? nil : startProxy(engine: engine, cacheDirectory: resolved.directory, logger: logger)
+        let server = noProxy ? nil : startProxy(engine: engine, cache: resolved, logger: logger)
         logger.info("mounted \(prepared.path): \(tree.files.count) files, \(tree.indexes.count) indexes\(byURL ? ", by-URL directory .url" : "") (cache: \(resolved.directory))")
         ready?.ready()
         SystemdNotify.send("READY=1\nSTATUS=mounted \(prepared.path)")
@@ -166,13 +166,14 @@ struct MountCommand: AsyncParsableCommand {
     }
 
     /// The proxy on the same engine. A busy port does not stop the mount: it is logged.
-    private func startProxy(engine: CacheEngine, cacheDirectory: String, logger: Logger) -> ProxyServer? {
-        let (configuration, generated) = proxy.configuration(cacheDirectory: cacheDirectory)
+    private func startProxy(engine: CacheEngine, cache: ResolvedCacheOptions, logger: Logger) -> ProxyServer? {
+        let (configuration, generated) = proxy.configuration(cache: cache)
         let server = ProxyServer(engine: engine, configuration: configuration, logger: logger)
         do {
             let port = try server.start()
             logger.info("proxy listening on \(ProxyConfiguration.localBase(bindAddress: configuration.bindAddress, port: port))")
-            if let generated { logger.notice("proxy token (required in proxy URLs, as /t/<token>/...): \(generated)") }
+            // The token stays out of the log: it is in the owner-only proxy.json, and 'url' uses it.
+            if generated != nil { logger.notice("proxy token generated: 'httpcachefs url URL' prints proxy URLs that carry it") }
             return server
         } catch {
             logger.warning("proxy not started (the mount works without it; --no-proxy silences this): \(error)")

@@ -20,10 +20,6 @@ struct ProxyOptions: ParsableArguments {
             help: ArgumentHelp("Secret that proxy URLs must carry (/t/<token>/...); others get 403.", valueName: "token"))
     var token: String?
 
-    @Option(name: .customLong("allow-host"),
-            help: ArgumentHelp("Only proxy origins whose host matches this glob (e.g. *.example.com, media.local:8080); repeatable. Default: any host.", valueName: "pattern"))
-    var allowHosts: [String] = []
-
     init() {}
 
     mutating func validate() throws {
@@ -33,17 +29,19 @@ struct ProxyOptions: ParsableArguments {
         }
     }
 
-    /// The server's configuration; `generatedToken` is set when the bind address needed a token
-    /// and none was given (print it: the user needs it to build URLs on other machines).
-    func configuration(cacheDirectory: String) -> (configuration: ProxyConfiguration, generatedToken: String?) {
+    /// The server's configuration over the cache `cache` describes (its directory, and the
+    /// `--allow-host` patterns, which are cache options because the fetcher uses them too);
+    /// `generatedToken` is set when the bind address needed a token and none was given (print it:
+    /// the user needs it to build URLs on other machines).
+    func configuration(cache: ResolvedCacheOptions) -> (configuration: ProxyConfiguration, generatedToken: String?) {
         var token = self.token
         var generated: String?
         if token == nil, !ProxyConfiguration.isLoopback(bindAddress) {
             generated = ProxyConfiguration.generateToken()
             token = generated
         }
-        let c = ProxyConfiguration(bindAddress: bindAddress, port: port, token: token, allowedHosts: allowHosts,
-                                   cacheDirectory: cacheDirectory, version: Version.string)
+        let c = ProxyConfiguration(bindAddress: bindAddress, port: port, token: token, allowedHosts: cache.allowedHosts,
+                                   cacheDirectory: cache.directory, version: Version.string)
         return (c, generated)
     }
 }
@@ -61,8 +59,9 @@ struct ProxyCommand: AsyncParsableCommand {
             too) are supported. Several ranges in one request are answered as multipart/byteranges \
             (or the whole file, 200, for overlapping or more than 16 ranges). The proxy listens on \
             loopback only unless --bind says otherwise, and then requires a token. It never acts as \
-            an open proxy: only its own URL forms are served, only http(s) origins. Stop it with \
-            Ctrl-C or SIGTERM.
+            an open proxy: only its own URL forms are served, only http(s) origins, and never cloud \
+            metadata or link-local addresses (403) unless --allow-host names one exactly. Stop it \
+            with Ctrl-C or SIGTERM.
             """
     )
 
@@ -75,7 +74,7 @@ struct ProxyCommand: AsyncParsableCommand {
             let resolved = try options.resolve()
             let logger = options.makeLogger(label: "httpcachefs.proxy", defaultLevel: .info)
             let engine = try await onDedicatedThread(name: "httpcachefs-proxy") { try options.openEngine(defaultLogLevel: .info) }
-            let (configuration, generated) = proxy.configuration(cacheDirectory: resolved.directory)
+            let (configuration, generated) = proxy.configuration(cache: resolved)
             let server = ProxyServer(engine: engine, configuration: configuration, logger: logger)
             let port: Int
             do {

@@ -10,7 +10,7 @@ import Glibc
 ///
 /// The running proxy is found through `<cache dir>/proxy.json` (written by the proxy while it
 /// runs), else on the default port, and confirmed with `GET /.httpcachefs/status`, whose answer
-/// gives the port and, to clients on this machine, the token.
+/// gives the port and, to a request carrying it (from the owner-only runtime file), the token.
 struct URLCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "url",
@@ -71,19 +71,22 @@ struct URLCommand: AsyncParsableCommand {
     /// The first candidate that answers the status request as an httpcachefs proxy.
     /// Blocking (short socket timeouts): run it on a dedicated thread.
     static func findProxy(cacheDirectory: String, port: Int?) -> ProxyStatus? {
-        var candidates: [(host: String, port: Int)] = []
+        var candidates: [(host: String, port: Int, path: String)] = []
+        let statusPath = "/.httpcachefs/status"
         if let port {
-            candidates.append(("127.0.0.1", port))
+            candidates.append(("127.0.0.1", port, statusPath))
         } else {
             if let file = ProxyStatus.readRuntimeFile(cacheDirectory: cacheDirectory) {
                 let host = ProxyConfiguration.isLoopback(file.bindAddress) ? file.bindAddress
                     : (file.bindAddress == "::" ? "::1" : "127.0.0.1")
-                candidates.append((host == "localhost" ? "127.0.0.1" : host, file.port))
+                // The proxy discloses its token only to a request that carries it.
+                let path = file.token.map { "/t/\($0)" + statusPath } ?? statusPath
+                candidates.append((host == "localhost" ? "127.0.0.1" : host, file.port, path))
             }
-            candidates.append(("127.0.0.1", ProxyConfiguration.defaultPort))
+            candidates.append(("127.0.0.1", ProxyConfiguration.defaultPort, statusPath))
         }
         for c in candidates {
-            if let body = LoopbackGet.get(host: c.host, port: c.port, path: "/.httpcachefs/status"),
+            if let body = LoopbackGet.get(host: c.host, port: c.port, path: c.path),
                let status = ProxyStatus.decode(body) {
                 return status
             }

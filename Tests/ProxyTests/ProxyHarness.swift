@@ -19,9 +19,11 @@ final class ProxyHarness {
 
     init(configuration: ProxyConfiguration = ProxyConfiguration(port: 0),
          cache: (String) -> CacheConfiguration = { CacheConfiguration(directory: $0) },
-         fetcher: FetcherConfiguration = FetcherConfiguration(lowSpeedTime: 2, maxRetries: 0)) throws {
-        var logger = Logger(label: "proxy-test")
-        logger.logLevel = ProcessInfo.processInfo.environment["PROXY_TEST_LOG"] != nil ? .debug : .critical
+         fetcher: FetcherConfiguration = FetcherConfiguration(lowSpeedTime: 2, maxRetries: 0),
+         logger: Logger? = nil) throws {
+        var defaultLogger = Logger(label: "proxy-test")
+        defaultLogger.logLevel = ProcessInfo.processInfo.environment["PROXY_TEST_LOG"] != nil ? .debug : .critical
+        let logger = logger ?? defaultLogger
         origin = try OriginServer()
         directory = TemporaryDirectory(prefix: "httpcachefs-proxy")
         source = CurlRangeSource(configuration: fetcher, logger: logger)

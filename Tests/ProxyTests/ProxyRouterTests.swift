@@ -22,7 +22,7 @@ final class ProxyRouterTests: XCTestCase {
         XCTAssertEqual(router.route(method: "HEAD", target: "/?url=" + video.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!, headerBytes: 10),
                        .proxy(url: video))
         XCTAssertEqual(router.route(method: "GET", target: "/ping", headerBytes: 0), .ping)
-        XCTAssertEqual(router.route(method: "GET", target: "/.httpcachefs/status", headerBytes: 0), .status)
+        XCTAssertEqual(router.route(method: "GET", target: "/.httpcachefs/status", headerBytes: 0), .status(tokenPresented: false))
     }
 
     func testRejectedSchemesAndLineBreaks() {
@@ -39,9 +39,12 @@ final class ProxyRouterTests: XCTestCase {
         XCTAssertEqual(statusOf(router.route(method: "GET", target: "/?url=http%3A%2F%2Fa%2Fb", headerBytes: 0)), 403)
         XCTAssertEqual(router.route(method: "GET", target: ProxyURL.make(original: video, base: "", token: "s3cret"), headerBytes: 0),
                        .proxy(url: video))
-        // Liveness and the status document need no token (the document hides secrets from non-loopback peers).
+        // Liveness and the status document need no token; only a request that carries it may
+        // learn it from the document.
         XCTAssertEqual(router.route(method: "GET", target: "/ping", headerBytes: 0), .ping)
-        XCTAssertEqual(router.route(method: "GET", target: "/.httpcachefs/status", headerBytes: 0), .status)
+        XCTAssertEqual(router.route(method: "GET", target: "/.httpcachefs/status", headerBytes: 0), .status(tokenPresented: false))
+        XCTAssertEqual(router.route(method: "GET", target: "/t/s3cret/.httpcachefs/status", headerBytes: 0), .status(tokenPresented: true))
+        XCTAssertEqual(statusOf(router.route(method: "GET", target: "/t/wrong/.httpcachefs/status", headerBytes: 0)), 403)
     }
 
     func testAllowedHosts() {
@@ -95,10 +98,10 @@ final class DNSRebindingTests: XCTestCase {
         let lan = ProxyRouter(configuration: ProxyConfiguration(bindAddress: "0.0.0.0", token: "t"))
         let tokened = ProxyURL.make(original: "http://cdn.example.com/v.mp4", base: "", token: "t")
         XCTAssertEqual(lan.route(method: "GET", target: tokened, headerBytes: 0, host: "192.168.1.20:8718"), .proxy(url: "http://cdn.example.com/v.mp4"))
-        // ...except for the status document, which tells loopback peers the token.
+        // ...except for the status document, which tells loopback peers the cache directory.
         guard case .reject(403, _) = lan.route(method: "GET", target: "/.httpcachefs/status", headerBytes: 0, host: "evil.example") else {
             return XCTFail("the status document is for this machine only")
         }
-        XCTAssertEqual(lan.route(method: "GET", target: "/.httpcachefs/status", headerBytes: 0, host: "127.0.0.1:8718"), .status)
+        XCTAssertEqual(lan.route(method: "GET", target: "/.httpcachefs/status", headerBytes: 0, host: "127.0.0.1:8718"), .status(tokenPresented: false))
     }
 }

@@ -1,5 +1,7 @@
 import CacheCore
+import Fetcher
 import Foundation
+import Logging
 import Proxy
 import TestSupport
 import XCTest
@@ -52,6 +54,149 @@ final class ProxySecurityTests: XCTestCase {
         // Garbage.
         let garbage = try RawHTTP.exchange(port: h.port, send: Array("\u{1}\u{2} nonsense\r\n\r\n".utf8))
         XCTAssertEqual(try RawHTTP.parse(garbage).status, 400)
+    }
+
+    /// Only a pattern naming one host exactly may open a refused address: `*` never does.
+    func testOnlyAnExactAllowHostPatternNamesOneHost() {
+        XCTAssertEqual(HostPattern("169.254.169.254").exactHost, "169.254.169.254")
+        XCTAssertEqual(HostPattern("Metadata.Google.Internal:80").exactHost, "metadata.google.internal")
+        XCTAssertEqual(HostPattern("[fd00:ec2::254]:80").exactHost, "fd00:ec2::254")
+        XCTAssertEqual(HostPattern("fd00:ec2::254").exactHost, "fd00:ec2::254")
+        XCTAssertNil(HostPattern("*").exactHost)
+        XCTAssertNil(HostPattern("169.254.*").exactHost)
+        XCTAssertNil(HostPattern("metadata.goo?").exactHost)
+        XCTAssertTrue(HostPattern("media.local:8080").matches(host: "MEDIA.local", port: 8080))
+        XCTAssertFalse(HostPattern("media.local:8080").matches(host: "media.local", port: 80))
+    }
+
+    // MARK: The token
+
+    /// Any local user or program reaches loopback: no answer may hold the token unless the
+    /// request carried it, and no log line ever does.
+    func testNoResponseOrLogLineCarriesTheTokenUnlessTheRequestDid() throws {
+        let token = "Zq9-s3cret_T0ken"
+        let log = CapturedLog()
+        let h = try ProxyHarness(configuration: ProxyConfiguration(bindAddress: "127.0.0.1", port: 0, token: token),
+                                 logger: log.logger)
+        defer { h.shutdown() }
+        h.origin.setFile("/a.mp4", data: testBytes(1000))
+        h.origin.setResponse("/hls/index.m3u8", status: 200, headers: [("Content-Type", "application/vnd.apple.mpegurl")],
+                             body: Array("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\nseg0.ts\n#EXT-X-ENDLIST\n".utf8))
+        let carrier = h.path("/a.mp4")
+        let bare = h.path("/a.mp4", token: "")
+
+        /// The whole answer, head and body, to a raw request.
+        func answer(_ request: String) throws -> String {
+            String(decoding: try RawHTTP.exchange(port: h.port, send: Array(request.utf8), timeout: 20), as: UTF8.self)
+        }
+        func get(_ target: String, method: String = "GET", host: String = "127.0.0.1") -> String {
+            "\(method) \(target) HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n"
+        }
+        let withoutToken = [
+            get("/.httpcachefs/status"), get("/.httpcachefs/status", method: "HEAD"),
+            get("/.httpcachefs/status", host: "evil.example"), get("/ping"),
+            get(bare), get(bare, method: "HEAD"), get(h.path("/a.mp4", token: "wrong")),
+            get("/t/wrong/.httpcachefs/status"), get("/t/" + token.dropLast() + "/.httpcachefs/status"),
+            get("/favicon.ico"), get(bare, method: "POST"), get(h.origin.url("/a.mp4")),
+            get("/u/" + String(repeating: "A", count: 20_000)), "\u{1}\u{2} nonsense\r\n\r\n",
+        ]
+        for request in withoutToken {
+            let text = try answer(request)
+            XCTAssertFalse(text.isEmpty, request)
+            XCTAssertFalse(text.contains(token), "leaked to \(request.prefix(80)): \(text)")
+        }
+
+        // A request that carries the token may see it: the status document (how 'httpcachefs url'
+        // learns it) and rewritten playlists, whose URIs need it.
+        let status = try answer(get("/t/\(token)/.httpcachefs/status"))
+        XCTAssertTrue(status.hasPrefix("HTTP/1.1 200"), status)
+        XCTAssertTrue(status.contains("\"token\":\"\(token)\""), status)
+        XCTAssertTrue(try answer(get(carrier)).hasPrefix("HTTP/1.1 200"))
+        XCTAssertTrue(try answer(get(h.path("/missing.mp4"))).hasPrefix("HTTP/1.1 404"))
+        XCTAssertTrue(try answer(get(h.path("/hls/index.m3u8"))).contains("/t/\(token)/u/"))
+
+        XCTAssertFalse(log.lines.isEmpty, "the proxy logged at trace level")
+        for line in log.lines { XCTAssertFalse(line.contains(token), "log line: \(line)") }
+    }
+
+    // MARK: Cloud metadata and link-local origins
+
+    /// 127.0.0.2 stands in for the metadata address (the policy is injected); no packet leaves
+    /// loopback. Every way to name it gets 403, nothing is cached, and the origin behind it sees
+    /// no request; 127.0.0.1 keeps working.
+    func testRefusedAddressesGet403InEveryDisguise() throws {
+        let forbidden = try OriginServer(host: "127.0.0.2")
+        defer { forbidden.stop() }
+        forbidden.setFile("/key.bin", data: testBytes(16))
+        forbidden.setFile("/a.mp4", data: testBytes(1000))
+        let policy = AddressPolicy(forbiddenRanges: [AddressRange("127.0.0.2/32")!], forbiddenNames: [])
+        let h = try ProxyHarness(fetcher: FetcherConfiguration(lowSpeedTime: 2, maxRetries: 3, retryBaseDelay: 0.01,
+                                                               addressPolicy: policy,
+                                                               pinnedAddresses: ["nas.test:\(forbidden.port):127.0.0.2"]))
+        defer { h.shutdown() }
+        h.origin.setFile("/a.mp4", data: testBytes(1000))
+        h.origin.setFaults("/go.mp4", Faults(redirectTo: forbidden.url("/a.mp4")))
+        h.origin.setResponse("/hls/index.m3u8", status: 200, headers: [("Content-Type", "application/vnd.apple.mpegurl")], body: Array("""
+            #EXTM3U
+            #EXT-X-TARGETDURATION:2
+            #EXT-X-KEY:METHOD=AES-128,URI="\(forbidden.url("/key.bin"))"
+            #EXTINF:2,
+            seg0.ts
+            #EXT-X-ENDLIST
+
+            """.utf8))
+
+        XCTAssertEqual(try h.get(h.path("/a.mp4")).status, 200)
+        let direct = try h.get(ProxyURL.make(original: forbidden.url("/a.mp4"), base: "", token: nil))
+        XCTAssertEqual(direct.status, 403)
+        XCTAssertTrue(String(decoding: direct.body, as: UTF8.self).contains("refused to fetch"),
+                      String(decoding: direct.body, as: UTF8.self))
+        XCTAssertEqual(try h.get(h.path("/go.mp4")).status, 403, "after a redirect")
+        XCTAssertEqual(h.origin.requestCount(path: "/go.mp4"), 1, "never retried")
+        XCTAssertEqual(try h.get(ProxyURL.make(original: "http://nas.test:\(forbidden.port)/a.mp4", base: "", token: nil)).status,
+                       403, "a name that resolves there")
+
+        let playlist = try h.get(h.path("/hls/index.m3u8"))
+        XCTAssertEqual(playlist.status, 200)
+        let keyLine = try XCTUnwrap(String(decoding: playlist.body, as: UTF8.self).split(separator: "\n")
+            .first { $0.hasPrefix("#EXT-X-KEY") })
+        let keyURI = String(keyLine[keyLine.range(of: "URI=\"")!.upperBound...].prefix { $0 != "\"" })
+        XCTAssertEqual(try ProxyURL.decode(path: keyURI).url, forbidden.url("/key.bin"))
+        XCTAssertEqual(try h.get(keyURI).status, 403, "an HLS key URI")
+
+        XCTAssertEqual(forbidden.requests.count, 0, "no request reached the forbidden address")
+        let cached = Set(h.engine.list().map(\.info.url))
+        XCTAssertEqual(cached, [h.origin.url("/a.mp4"), h.origin.url("/hls/index.m3u8")], "refusals cache nothing")
+        // Asked again, refused again: nothing was remembered as success.
+        XCTAssertEqual(try h.get(h.path("/go.mp4")).status, 403)
+    }
+
+}
+
+/// Every log line a test's logger receives, rendered with its metadata.
+final class CapturedLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var _lines: [String] = []
+    var lines: [String] { lock.withLock { _lines } }
+
+    var logger: Logger {
+        Logger(label: "captured") { _ in Handler(sink: self) }
+    }
+
+    func append(_ line: String) { lock.withLock { _lines.append(line) } }
+
+    struct Handler: LogHandler {
+        let sink: CapturedLog
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            let all = metadata.merging(event.metadata ?? [:]) { $1 }
+            sink.append("\(event.level) \(event.message) \(all.map { "\($0)=\($1)" }.sorted().joined(separator: " "))")
+        }
     }
 }
 
