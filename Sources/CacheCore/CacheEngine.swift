@@ -92,9 +92,30 @@ public final class CacheReader: @unchecked Sendable {
 
     /// Reads `[offset, offset+length)` clipped to the end of the file. Completes once every byte
     /// is here, with bytes of this reader's version only; an empty array at or past the end.
+    ///
+    /// The answer is a lease on the bytes where they are (open slice files, or memory for bytes
+    /// that arrived while the read waited): send them from there, then `release()` it. Until
+    /// then its slices are not evicted. Completes on the caller's thread for a cache hit (which
+    /// does no I/O but, at most, opening a slice file once per reader), else on an engine thread.
+    public func lease(offset: Int64, length: Int,
+                      completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void) {
+        core.read(reader: state, offset: offset, length: length, completion: completion)
+    }
+
+    /// The same read, as bytes (read from the slice files on the completing thread): for callers
+    /// that parse what they read rather than send it on.
     public func read(offset: Int64, length: Int,
                      completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
-        core.read(reader: state, offset: offset, length: length, completion: completion)
+        lease(offset: offset, length: length) { result in
+            completion(result.flatMap { lease in
+                defer { lease.release() }
+                do { return .success(try lease.bytes()) } catch let e as StorageError {
+                    return .failure(e.cacheError)
+                } catch {
+                    return .failure(.storage(path: "", message: "\(error)"))
+                }
+            })
+        }
     }
 
     public func read(offset: Int64, length: Int) async throws -> [UInt8] {

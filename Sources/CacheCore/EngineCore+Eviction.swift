@@ -104,6 +104,7 @@ extension EngineCore {
                 let n = e.coverage.remove(store.sliceRange(c.slice))
                 e.sliceBytes[c.slice] = nil
                 e.sliceAccess[c.slice] = nil
+                e.endIncarnation(of: c.slice)
                 e.evicting.insert(c.slice)
                 addBytes(-n)
                 freed += n

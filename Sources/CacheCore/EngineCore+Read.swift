@@ -12,14 +12,14 @@ extension EngineCore {
     /// A reader is bound to the version it was made for: once the entry moved to another
     /// generation its reads fail with `.remoteChanged`, never answer with the other version.
     func read(reader: ReaderState, offset: Int64, length: Int,
-              completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
+              completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void) {
         let key = reader.entry.key
         let generation = reader.entry.generation
         let shard = shard(for: key)
         let now = Date().timeIntervalSince1970
-        var hit: (EntryState, Range<Int64>, Int64)?   // entry, range, row id
+        var hit: (EntryState, Range<Int64>, Int64, [Int64: Int])?   // entry, range, row id, slice epochs
         var toLaunch: [(EntryState, ReadPlanner.Fetch, Int)] = []
-        var immediate: Result<[UInt8], CacheError>?
+        var immediate: Result<ReadLease, CacheError>?
 
         shard.locked {
             guard !reader.closed else { immediate = .failure(.cancelled); return }
@@ -36,7 +36,7 @@ extension EngineCore {
             let (sum, overflow) = offset.addingReportingOverflow(Int64(max(0, length)))
             let wantedEnd = overflow ? Int64.max : sum
             let end = entry.info.length.map { min($0, wantedEnd) } ?? wantedEnd
-            guard offset >= 0, end > offset else { immediate = .success([]); return }
+            guard offset >= 0, end > offset else { immediate = .success(.empty); return }
             let request = offset..<end
             if updateReadAhead(reader, request: request) == .seek {
                 // Bytes ahead of the old position are no longer this reader's concern: its fetches
@@ -64,21 +64,62 @@ extension EngineCore {
                 entry.hits += 1
                 entry.bytesFromCache += request.length
                 touch(entry, request, now)
-                hit = (entry, request, entry.id)
+                hit = (entry, request, entry.id, epochs(entry, request))
             } else {
                 entry.misses += 1
-                entry.waiters.append(Waiter(reader: reader.id, range: request, generation: generation,
+                entry.waiters.append(Waiter(reader: reader.id, files: reader.files, range: request, generation: generation,
                                             deadline: now + configuration.readTimeout, completion: completion))
             }
         }
         for (entry, f, id) in toLaunch { launch(fetchID: id, entry: entry, key: key, fetch: f, isProbe: false) }
         if let immediate { completion(immediate); return }
-        if let (entry, range, id) = hit {
-            let result = readFromDisk(entryID: id, generation: generation, range: range)
-            shard.locked { entry.unpin(slices(of: range), generation: generation) }
-            if case .failure = result { forget(entry: entry, shard: shard, range: range, generation: generation) }
-            completion(result)
+        if let (entry, range, id, epochs) = hit {
+            completion(lease(entry: entry, shard: shard, id: id, generation: generation, files: reader.files,
+                             epochs: epochs, range: range, runs: [(range, nil)]))
         }
+    }
+
+    /// The incarnations of the slices of `range` (call under the shard lock).
+    func epochs(_ entry: EntryState, _ range: Range<Int64>) -> [Int64: Int] {
+        var out: [Int64: Int] = [:]
+        for s in slices(of: range) { out[s] = entry.epoch(of: s) }
+        return out
+    }
+
+    /// A lease over `range`, whose slices the caller pinned: memory runs as given, the rest from
+    /// the reader's open slice files (opened here if needed: no lock is held). Releasing it
+    /// unpins. A slice file that cannot be opened is forgotten (fetched again), never served.
+    func lease(entry: EntryState, shard: Shard, id: Int64, generation: Int64, files: ReaderFiles,
+               epochs: [Int64: Int], range: Range<Int64>, runs: [(Range<Int64>, [UInt8]?)]) -> Result<ReadLease, CacheError> {
+        let pinned = slices(of: range)
+        let unpin = { [self] in shard.locked { entry.unpin(pinned, generation: generation) } }
+        var pieces: [ReadLease.Piece] = []
+        var open: [SliceFile] = []
+        for (run, bytes) in runs {
+            if let bytes {
+                pieces.append(.memory(bytes))
+                continue
+            }
+            var offset = run.lowerBound
+            while offset < run.upperBound {
+                let slice = store.sliceIndex(of: offset)
+                let end = min(run.upperBound, (slice + 1) * configuration.sliceSize)
+                do {
+                    let file = try files.file(slice, epoch: epochs[slice] ?? 0) {
+                        try store.openForReading(entry: id, generation: generation, slice: slice)
+                    }
+                    if open.last !== file { open.append(file) }
+                    pieces.append(.file(fd: file.fd, offset: offset - slice * configuration.sliceSize, count: Int(end - offset)))
+                } catch {
+                    unpin()
+                    logger.error("cached bytes unreadable; they will be fetched again", metadata: ["error": "\(error)"])
+                    forget(entry: entry, shard: shard, range: offset..<end, generation: generation)
+                    return .failure((error as? StorageError)?.cacheError ?? .storage(path: configuration.directory, message: "\(error)"))
+                }
+                offset = end
+            }
+        }
+        return .success(ReadLease(pieces: pieces, files: open, onRelease: unpin))
     }
 
     /// An origin that ignores ranges answers every request with the whole body from byte 0, so
@@ -148,6 +189,7 @@ extension EngineCore {
                 let r = store.sliceRange(s)
                 let removed = entry.coverage.remove(r)
                 entry.sliceBytes[s] = nil
+                entry.endIncarnation(of: s)
                 addBytes(-removed)
             }
         }
@@ -164,27 +206,18 @@ extension EngineCore {
                 still.append(w)
                 continue
             }
-            if !clip.isEmpty { touch(entry, clip, now) }
-            if diskParts.isEmpty {
+            if clip.isEmpty {
                 entry.unpin(slices(of: w.range), generation: w.generation)
-                let bytes = clip.isEmpty ? [] : w.assemble(clip, disk: [])
-                completionQueue.async { w.completion(.success(bytes)) }
+                completionQueue.async { w.completion(.success(.empty)) }
                 continue
             }
-            let id = entry.id
+            touch(entry, clip, now)
+            // The waiter pinned `w.range`; the lease releases those pins.
+            let id = entry.id, epochs = diskParts.isEmpty ? [:] : epochs(entry, clip)
+            let runs = w.runs(of: clip)
             completionQueue.async { [self] in
-                var disk: [(Range<Int64>, [UInt8])] = []
-                for part in diskParts {
-                    switch readFromDisk(entryID: id, generation: w.generation, range: part) {
-                    case let .success(bytes): disk.append((part, bytes))
-                    case let .failure(error):
-                        shard.locked { entry.unpin(slices(of: w.range), generation: w.generation) }
-                        forget(entry: entry, shard: shard, range: part, generation: w.generation)
-                        return w.completion(.failure(error))
-                    }
-                }
-                shard.locked { entry.unpin(slices(of: w.range), generation: w.generation) }
-                w.completion(.success(w.assemble(clip, disk: disk)))
+                w.completion(lease(entry: entry, shard: shard, id: id, generation: w.generation, files: w.files,
+                                   epochs: epochs, range: w.range, runs: runs))
             }
         }
         entry.waiters = still
@@ -251,6 +284,7 @@ extension EngineCore {
     func close(reader: ReaderState) {
         let key = reader.entry.key
         let shard = shard(for: key)
+        reader.files.closeAll()
         let (waiters, cancels): ([Waiter], [FetchHandleBox]) = shard.locked {
             reader.closed = true
             guard let entry = shard.entries[key] else { return ([], []) }

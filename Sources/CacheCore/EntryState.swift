@@ -27,6 +27,9 @@ final class EntryState {
     /// Slices whose rows an eviction is deleting right now: nothing is written into them until
     /// that commit is done, or the row delete would take the new extents too.
     var evicting: Set<Int64> = []
+    /// Incarnation of each slice's file: bumped when its bytes leave (eviction, an unreadable
+    /// file), so readers drop descriptors of a file that is gone and may be written anew.
+    private(set) var sliceEpochs: [Int64: Int] = [:]
     /// Consecutive answers of 200 (the whole body) to a ranged request with no 206 in between.
     var ignoredRanges = 0
     /// Opens waiting for the metadata probe; nil when no probe is running.
@@ -74,6 +77,11 @@ final class EntryState {
 
     func isPinned(_ slice: Int64) -> Bool { (pins[slice] ?? 0) > 0 }
 
+    func epoch(of slice: Int64) -> Int { sliceEpochs[slice] ?? 0 }
+
+    /// The slice's bytes left (evicted or forgotten): its file's incarnation ends.
+    func endIncarnation(of slice: Int64) { sliceEpochs[slice, default: 0] += 1 }
+
     /// A new generation starts with no pins: every pin taken before belongs to the old one.
     func resetPins() { pins = [:] }
 
@@ -97,19 +105,22 @@ final class EntryState {
 /// cover it, with no read back from disk (and even when the disk is full).
 final class Waiter {
     let reader: Int
+    /// The reader's open slice files, for the parts answered from disk.
+    let files: ReaderFiles
     let range: Range<Int64>
     /// The version the read belongs to: its bytes come from this generation or not at all.
     let generation: Int64
     let deadline: Double
     var replans = 0
-    let completion: @Sendable (Result<[UInt8], CacheError>) -> Void
+    let completion: @Sendable (Result<ReadLease, CacheError>) -> Void
     /// Bytes of `range` that arrived while it waited (indexed from `range.lowerBound`), and which.
     private(set) var received: [UInt8] = []
     private(set) var filled = RangeSet()
 
-    init(reader: Int, range: Range<Int64>, generation: Int64, deadline: Double,
-         completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
+    init(reader: Int, files: ReaderFiles, range: Range<Int64>, generation: Int64, deadline: Double,
+         completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void) {
         self.reader = reader
+        self.files = files
         self.range = range
         self.generation = generation
         self.deadline = deadline
@@ -139,15 +150,19 @@ final class Waiter {
         return missing
     }
 
-    /// Bytes `wanted` (a prefix of `range`), from memory where they arrived and from `disk`
-    /// for the rest.
-    func assemble(_ wanted: Range<Int64>, disk: [(Range<Int64>, [UInt8])]) -> [UInt8] {
-        if disk.isEmpty, wanted == range { return received }
-        var out = received.isEmpty ? [UInt8](repeating: 0, count: Int(wanted.length))
-                                   : Array(received.prefix(Int(wanted.length)))
-        for (r, bytes) in disk {
-            out.replaceSubrange(Int(r.lowerBound - wanted.lowerBound)..<Int(r.upperBound - wanted.lowerBound), with: bytes)
+    /// The bytes of `wanted` (a prefix of `range`) that arrived here, as runs in order, with the
+    /// gaps between them (to be read from disk) as nil.
+    func runs(of wanted: Range<Int64>) -> [(Range<Int64>, [UInt8]?)] {
+        var out: [(Range<Int64>, [UInt8]?)] = []
+        var at = wanted.lowerBound
+        for r in filled.ranges where r.overlaps(wanted) {
+            let run = r.clamped(to: wanted)
+            if run.lowerBound > at { out.append((at..<run.lowerBound, nil)) }
+            let lo = Int(run.lowerBound - range.lowerBound), hi = Int(run.upperBound - range.lowerBound)
+            out.append((run, lo == 0 && hi == received.count ? received : Array(received[lo..<hi])))
+            at = run.upperBound
         }
+        if at < wanted.upperBound { out.append((at..<wanted.upperBound, nil)) }
         return out
     }
 }
@@ -157,6 +172,8 @@ final class ReaderState: @unchecked Sendable {
     let id: Int
     /// The version this reader was made for; it never follows the entry to another one.
     let entry: EntryInfo
+    /// Slice files of that version this reader has open.
+    let files = ReaderFiles()
     var lastEnd: Int64 = -1
     var readAhead: Int64
     var closed = false

@@ -51,6 +51,13 @@ struct SliceStore: Sendable {
         return fd
     }
 
+    func openForReading(entry: Int64, generation: Int64, slice: Int64) throws -> Int32 {
+        let p = path(entry: entry, generation: generation, slice: slice)
+        let fd = open(p, O_RDONLY | O_CLOEXEC)
+        if fd < 0 { throw StorageError(path: p, errno: errno) }
+        return fd
+    }
+
     /// Writes all of `bytes` at `offset` within the slice file.
     func write(fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64, path: @autoclosure () -> String) throws {
         var done = 0

@@ -1,0 +1,141 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The answer to a read: where its bytes are, not a copy of them.
+///
+/// Cached bytes are pieces of slice files (descriptors the reader keeps open), so a front door
+/// can hand them to the kernel without copying: FUSE replies with fd-backed buffers (spliced
+/// where the kernel allows), the proxy with `sendfile`. Bytes that arrived from the network while
+/// the read waited are pieces of memory. The slices stay pinned (eviction leaves them alone) until
+/// the lease is released: call `release()` once the reply is sent; `deinit` releases it too, so a
+/// lease dropped on an error path never keeps its pins.
+public final class ReadLease: @unchecked Sendable {
+    public enum Piece: Sendable {
+        /// `count` bytes of an open slice file at `offset` within the file.
+        case file(fd: Int32, offset: Int64, count: Int)
+        case memory([UInt8])
+
+        public var count: Int {
+            switch self {
+            case let .file(_, _, count): return count
+            case let .memory(bytes): return bytes.count
+            }
+        }
+    }
+
+    /// The bytes of the read, in order.
+    public let pieces: [Piece]
+    public let count: Int
+    /// Keeps the descriptors of the file pieces open for as long as the lease lives.
+    private let files: [SliceFile]
+    private let lock = NSLock()
+    private var onRelease: (() -> Void)?   // guarded by lock
+
+    init(pieces: [Piece], files: [SliceFile], onRelease: (() -> Void)?) {
+        self.pieces = pieces
+        self.count = pieces.reduce(0) { $0 + $1.count }
+        self.files = files
+        self.onRelease = onRelease
+    }
+
+    /// An empty read (at or past the end of the file).
+    static let empty = ReadLease(pieces: [], files: [], onRelease: nil)
+
+    /// The slices may be evicted again. Safe to call more than once.
+    public func release() {
+        lock.lock()
+        let done = onRelease
+        onRelease = nil
+        lock.unlock()
+        done?()
+    }
+
+    deinit { release() }
+
+    /// The bytes themselves (file pieces are read with `pread`), for callers that parse them.
+    /// Throws if a slice file turned out short: never zeros for missing bytes.
+    public func bytes() throws -> [UInt8] {
+        if pieces.count == 1, case let .memory(bytes) = pieces[0] { return bytes }
+        return try [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            var at = 0
+            for piece in pieces {
+                switch piece {
+                case let .memory(bytes):
+                    bytes.withUnsafeBufferPointer { src in
+                        _ = UnsafeMutableBufferPointer(rebasing: buffer[at..<(at + bytes.count)]).initialize(from: src)
+                    }
+                case let .file(fd, offset, n):
+                    var done = 0
+                    while done < n {
+                        let r = pread(fd, buffer.baseAddress! + at + done, n - done, off_t(offset) + off_t(done))
+                        if r < 0 && errno == EINTR { continue }
+                        if r < 0 { throw StorageError(path: "slice file (fd \(fd))", errno: errno) }
+                        if r == 0 { throw StorageError(path: "slice file (fd \(fd))", message: "shorter than its index says") }
+                        done += r
+                    }
+                }
+                at += piece.count
+                initialized = at
+            }
+        }
+    }
+}
+
+/// One open slice file. Closed when the last reader or lease holding it lets go.
+final class SliceFile: @unchecked Sendable {
+    let fd: Int32
+    /// The slice's incarnation when it was opened: an eviction ends it (the file is unlinked and
+    /// may be written anew), and a descriptor of the old one must not be used for the new one.
+    let epoch: Int
+
+    init(fd: Int32, epoch: Int) {
+        self.fd = fd
+        self.epoch = epoch
+    }
+
+    deinit { close(fd) }
+}
+
+/// The slice files one reader keeps open: reads do not open and close a file each time, and the
+/// kernel keeps each file's read-ahead state across them. Only files of the reader's version,
+/// and only the last few: a descriptor keeps an evicted file's blocks allocated, so a reader
+/// must not hold on to every slice it ever read (a sequential reader needs the current one).
+final class ReaderFiles: @unchecked Sendable {
+    static let limit = 2
+    private let lock = NSLock()
+    private var files: [(slice: Int64, file: SliceFile)] = []   // most recent last; guarded by lock
+    private var closed = false   // guarded by lock
+
+    /// The open file of `slice` at `epoch`, opening it with `open` if needed.
+    func file(_ slice: Int64, epoch: Int, open: () throws -> Int32) throws -> SliceFile {
+        lock.lock()
+        if let i = files.firstIndex(where: { $0.slice == slice }) {
+            let f = files.remove(at: i)
+            if f.file.epoch == epoch {
+                files.append(f)
+                lock.unlock()
+                return f.file
+            }
+        }
+        lock.unlock()
+        let f = SliceFile(fd: try open(), epoch: epoch)
+        lock.lock()
+        if !closed {
+            files.removeAll { $0.slice == slice }
+            files.append((slice, f))
+            if files.count > Self.limit { files.removeFirst(files.count - Self.limit) }
+        }
+        lock.unlock()
+        return f
+    }
+
+    /// Lets go of every file (leases still holding one keep it open until they are released).
+    func closeAll() {
+        lock.lock()
+        closed = true
+        files = []
+        lock.unlock()
+    }
+}
