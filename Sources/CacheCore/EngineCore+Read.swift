@@ -23,7 +23,8 @@ extension EngineCore {
                 return
             }
             if reader.entry.generation != entry.info.generation { reader.entry = entry.info }
-            let end = entry.info.length.map { min($0, offset + Int64(length)) } ?? (offset + Int64(length))
+            let wanted = offset.addingClamped(Int64(length))  // offsets come from clients and the kernel
+            let end = entry.info.length.map { min($0, wanted) } ?? wanted
             guard offset >= 0, end > offset else { immediate = .success([]); return }
             let request = offset..<end
             if updateReadAhead(reader, request: request) == .seek {

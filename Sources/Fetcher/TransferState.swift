@@ -113,6 +113,9 @@ struct TransferState {
             }
             return stop(.status(status, url: finalURL, retryAfter: block.retryAfter))
         }
+        if let refusal = block.lengthRefusal {
+            return stop(.fail(.invalidResponse(url: finalURL, message: refusal)))
+        }
         let partial = status == 206
         let range = block.contentRange
         if partial && range == nil {
