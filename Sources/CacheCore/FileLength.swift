@@ -17,9 +17,9 @@ public enum FileLength {
     /// Whether `length` is a size this cache can hold: 0 ... 2^62.
     public static func isRepresentable(_ length: Int64) -> Bool { length >= 0 && length <= limit }
 
-    /// Why an origin's claim of `length` bytes is refused (for the error it becomes).
-    public static func refusal(_ length: Int64, what: String) -> String {
-        "\(what) claims \(length) bytes, more than the \(limit) bytes (2^62) a file may have here"
+    /// Why a claimed length (`claim` quotes it, e.g. the header) is refused, for the error it becomes.
+    public static func refusal(_ claim: String) -> String {
+        "\(claim): more than 2^62 bytes (4 EiB), the largest file httpcachefs handles"
     }
 }
 

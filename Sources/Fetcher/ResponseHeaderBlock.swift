@@ -44,10 +44,10 @@ struct ResponseHeaderBlock: Equatable {
     /// this message, and no such number ever reaches the cache's arithmetic.
     var lengthRefusal: String? {
         if let raw = field("content-length"), let n = Self.digits(raw), !FileLength.isRepresentable(n) {
-            return FileLength.refusal(n, what: "Content-Length: \(raw)")
+            return FileLength.refusal("Content-Length: \(raw)")
         }
         if let raw = field("content-range"), let n = ContentRange.largestNumber(in: raw), !FileLength.isRepresentable(n) {
-            return FileLength.refusal(n, what: "Content-Range: \(raw)")
+            return FileLength.refusal("Content-Range: \(raw)")
         }
         return nil
     }

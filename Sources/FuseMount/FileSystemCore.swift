@@ -293,7 +293,7 @@ final class FileSystemCore: @unchecked Sendable {
     /// claims from origins; this catches what a cache index written before that still holds.
     static func checkedLength(_ result: Result<EntryInfo, CacheError>) -> Result<EntryInfo, CacheError> {
         guard case let .success(info) = result, let n = info.length, !FileLength.isRepresentable(n) else { return result }
-        return .failure(.badResponse(url: info.url, message: FileLength.refusal(n, what: "the cached entry")))
+        return .failure(.badResponse(url: info.url, message: FileLength.refusal("a length of \(n) bytes in the cache index")))
     }
 
     /// Caller holds the lock.

@@ -104,7 +104,7 @@ public enum ResponsePlanner {
         guard FileLength.isRepresentable(length) else {
             // The fetcher refuses such origin claims; a cache index written before it did may
             // still hold one. That file fails alone, and no range arithmetic meets the number.
-            let text = Array("bad response from the origin: \(FileLength.refusal(length, what: "the file"))\n".utf8)
+            let text = Array("bad response from the origin: \(FileLength.refusal("a length of \(length) bytes"))\n".utf8)
             return ResponsePlan(status: 502,
                                 headers: [("Content-Type", "text/plain; charset=utf-8"),
                                           ("Content-Length", String(text.count))],
