@@ -27,9 +27,7 @@ struct ResponseHeaderBlock: Equatable {
 
     /// Only lengths this cache can represent; a larger claim is `lengthRefusal`.
     var contentLength: Int64? {
-        field("content-length").flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }.flatMap {
-            FileLength.isRepresentable($0) ? $0 : nil
-        }
+        field("content-length").flatMap(Self.digits).flatMap { FileLength.isRepresentable($0) ? $0 : nil }
     }
     var contentRange: ContentRange? { field("content-range").flatMap(ContentRange.init(parsing:)) }
     var etag: String? { field("etag") }

@@ -534,6 +534,7 @@ final class FileSystemCore: @unchecked Sendable {
         idx.listed = []
         let t = now()
         for e in entries {
+            let size = Self.usableSize(e)
             if let existing = table.child(of: node.ino, named: e.name) {
                 if existing.origin != .listing { continue }  // files given explicitly win
                 if e.isDirectory, let d = existing.directory, d.index?.url == e.url {
@@ -542,12 +543,12 @@ final class FileSystemCore: @unchecked Sendable {
                     continue
                 }
                 if !e.isDirectory, let f = existing.file, f.url == e.url {
-                    if let size = Self.usableSize(e), size != f.size {
+                    if let size, size != f.size {
                         // The listing says the file changed: trust it only as far as asking the cache again.
                         f.size = size
                         f.checkedAt = nil
                         invalidations.inodes.append(existing.ino)
-                    } else if Self.usableSize(e) != nil {
+                    } else if size != nil {
                         // Confirmed by a fresh listing: the next stat needs no request.
                         f.checkedAt = t
                     }
@@ -557,7 +558,6 @@ final class FileSystemCore: @unchecked Sendable {
                 }
                 invalidations.entries += table.detach(existing.ino)
             }
-            let size = Self.usableSize(e)
             let content: NodeContent = e.isDirectory
                 ? .directory(DirectoryState(mtime: e.modified ?? t, index: IndexState(url: e.url)))
                 : .file(FileState(url: e.url, size: size, mtime: e.modified, checkedAt: size == nil ? nil : t))
