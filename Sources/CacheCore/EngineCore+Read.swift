@@ -32,10 +32,8 @@ extension EngineCore {
                 immediate = .failure(.remoteChanged(url: entry.info.url))
                 return
             }
-            // Offsets and lengths come from the kernel or a client: saturate, never trap.
-            let (sum, overflow) = offset.addingReportingOverflow(Int64(max(0, length)))
-            let wantedEnd = overflow ? Int64.max : sum
-            let end = entry.info.length.map { min($0, wantedEnd) } ?? wantedEnd
+            let wanted = offset.addingClamped(Int64(max(0, length)))  // offsets come from clients and the kernel
+            let end = entry.info.length.map { min($0, wanted) } ?? wanted
             guard offset >= 0, end > offset else { immediate = .success(.empty); return }
             let request = offset..<end
             if updateReadAhead(reader, request: request) == .seek {

@@ -102,7 +102,7 @@ public struct ReadPlanner: Sendable {
             let nextCached = cached.nextPresent(atOrAfter: p) ?? Int64.max
             if let i = running.firstIndex(where: { $0.covers(p) }) {
                 let f = running[i]
-                let reach = max(seekThreshold, Int64((f.bytesPerSecond ?? 0) * catchUp))
+                let reach = max(seekThreshold, Self.bytes(catchingUpAt: f.bytesPerSecond, for: catchUp))
                 if p - f.cursor <= reach {
                     let end = min(request.upperBound, nextCached, f.end ?? Int64.max)
                     plan.steps.append(.wait(p..<end, fetch: f.id))
@@ -122,7 +122,8 @@ public struct ReadPlanner: Sendable {
 
         // Turn net steps into fetches; extend the last one (and inherited ones) past the request.
         let windowEnd: Int64? = {
-            let w = request.upperBound + readAhead
+            // Clamped: a request may end near Int64.max (a hostile Range, an unknown length).
+            let w = request.upperBound.addingClamped(readAhead)
             if let length { return min(w, length) }
             return w
         }()
@@ -161,6 +162,14 @@ public struct ReadPlanner: Sendable {
         return missing.ranges
             .filter { $0.length >= readAhead / 2 || $0.upperBound == length }
             .map { Fetch(start: $0.lowerBound, end: $0.upperBound) }
+    }
+
+    /// What a fetch delivers in `seconds` at `bytesPerSecond`, as a byte count that cannot trap
+    /// (a rate measured over a tiny interval can be absurdly large).
+    static func bytes(catchingUpAt bytesPerSecond: Double?, for seconds: Double) -> Int64 {
+        let n = (bytesPerSecond ?? 0) * seconds
+        guard n.isFinite, n > 0 else { return n == .infinity ? FileLength.limit : 0 }
+        return n >= Double(FileLength.limit) ? FileLength.limit : Int64(n)
     }
 
     private func endOfPresent(_ set: RangeSet, from p: Int64) -> Int64 {

@@ -1,3 +1,4 @@
+import CacheCore
 import Foundation
 
 /// One HTTP response header block, as libcurl's header callback delivers it line by line.
@@ -24,7 +25,10 @@ struct ResponseHeaderBlock: Equatable {
         return (300..<400).contains(status) && status != 304 && field("location") != nil
     }
 
-    var contentLength: Int64? { field("content-length").flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) } }
+    /// Only lengths this cache can represent; a larger claim is `lengthRefusal`.
+    var contentLength: Int64? {
+        field("content-length").flatMap(Self.digits).flatMap { FileLength.isRepresentable($0) ? $0 : nil }
+    }
     var contentRange: ContentRange? { field("content-range").flatMap(ContentRange.init(parsing:)) }
     var etag: String? { field("etag") }
     var lastModified: String? { field("last-modified") }
@@ -32,6 +36,28 @@ struct ResponseHeaderBlock: Equatable {
     var advertisesByteRanges: Bool {
         field("accept-ranges")?.lowercased().split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces) == "bytes" } ?? false
     }
+    /// Why this answer must be refused for the lengths it claims, or nil. An origin that says
+    /// its file has more than `FileLength.limit` bytes (`Content-Length` or `Content-Range`
+    /// numbers past 2^62, up to Int64.max or beyond) is wrong or hostile: that file fails with
+    /// this message, and no such number ever reaches the cache's arithmetic.
+    var lengthRefusal: String? {
+        if let raw = field("content-length"), let n = Self.digits(raw), !FileLength.isRepresentable(n) {
+            return FileLength.refusal("Content-Length: \(raw)")
+        }
+        if let raw = field("content-range"), let n = ContentRange.largestNumber(in: raw), !FileLength.isRepresentable(n) {
+            return FileLength.refusal("Content-Range: \(raw)")
+        }
+        return nil
+    }
+
+    /// A decimal number written in a header, saturating at Int64.max; nil if it is not one.
+    static func digits(_ text: Substring) -> Int64? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
+        return Int64(text) ?? .max
+    }
+
+    static func digits(_ text: String) -> Int64? { digits(Substring(text.trimmingCharacters(in: .whitespaces))) }
+
     /// `Retry-After` in seconds (the HTTP-date form is ignored: backoff applies instead).
     var retryAfter: TimeInterval? {
         field("retry-after").flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }.map { TimeInterval(max(0, $0)) }
@@ -92,15 +118,22 @@ struct ContentRange: Equatable {
         guard v.lowercased().hasPrefix("bytes ") else { return nil }
         let spec = v.dropFirst("bytes ".count).trimmingCharacters(in: .whitespaces)
         guard let slash = spec.firstIndex(of: "/"), let dash = spec[..<slash].firstIndex(of: "-") else { return nil }
+        // Every number stays within FileLength.limit, so `last + 1` cannot overflow.
         guard let first = Int64(spec[..<dash].trimmingCharacters(in: .whitespaces)),
               let last = Int64(spec[spec.index(after: dash)..<slash].trimmingCharacters(in: .whitespaces)),
-              first >= 0, last >= first else { return nil }
+              first >= 0, last >= first, last < FileLength.limit else { return nil }
         let totalText = spec[spec.index(after: slash)...].trimmingCharacters(in: .whitespaces)
         var total: Int64?
         if totalText != "*" {
-            guard let t = Int64(totalText), t > last else { return nil }
+            guard let t = Int64(totalText), t > last, FileLength.isRepresentable(t) else { return nil }
             total = t
         }
         self.init(start: first, end: last + 1, total: total)
+    }
+
+    /// The largest number in a `Content-Range` value (saturating), whether or not it parses.
+    static func largestNumber(in value: String) -> Int64? {
+        value.split(whereSeparator: { !($0.isASCII && $0.isNumber) })
+            .compactMap { ResponseHeaderBlock.digits($0) }.max()
     }
 }

@@ -123,6 +123,9 @@ struct TransferState {
             }
             return stop(.status(status, url: finalURL, retryAfter: block.retryAfter))
         }
+        if let refusal = block.lengthRefusal {
+            return stop(.fail(.invalidResponse(url: finalURL, message: refusal)))
+        }
         let partial = status == 206
         if !partial, request.requireRange, resumeOffset > 0, ignoredRanges < Self.maxIgnoredRanges {
             ignoredRanges += 1

@@ -248,7 +248,9 @@ enum ColumnScanner {
 
     static func scan(_ tail: String) -> Columns {
         let text = stripTags(tail)
-        let tokens = text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }).map(String.init)
+        // isWhitespace, not a list of characters: nginx ends lines with CRLF, which Swift sees as one
+        // Character "\r\n" (neither "\r" nor "\n"), and "1005\r\n" is no size.
+        let tokens = text.split(whereSeparator: \.isWhitespace).map(String.init)
         var i = 0
         while i + 1 < tokens.count {
             if let day = parseDay(tokens[i]), let time = parseTime(tokens[i + 1]) {

@@ -273,11 +273,12 @@ final class FileSystemCore: @unchecked Sendable {
         return now().timeIntervalSince(checked) >= options.revalidateAfter
     }
 
-    /// Asks the cache about a file (which revalidates it with the origin when stale).
+    /// Asks the cache about a file (which revalidates it with the origin when stale); metadata
+    /// only: stat reads no bytes.
     private func resolve(_ node: Node, _ file: FileState, completion: @escaping (CacheError?) -> Void) {
         let url = lock.withLock { file.url }
-        backend.open(url: url) { [self] result in
-            switch result {
+        backend.lookUp(url: url) { [self] result in
+            switch Self.checkedLength(result) {
             case let .failure(error):
                 logger.warning("lookup failed: \(url): \(error)")
                 completion(error)
@@ -286,6 +287,13 @@ final class FileSystemCore: @unchecked Sendable {
                 completion(nil)
             }
         }
+    }
+
+    /// An entry whose length no file here may have fails on its own. The fetcher refuses such
+    /// claims from origins; this catches what a cache index written before that still holds.
+    static func checkedLength(_ result: Result<EntryInfo, CacheError>) -> Result<EntryInfo, CacheError> {
+        guard case let .success(info) = result, let n = info.length, !FileLength.isRepresentable(n) else { return result }
+        return .failure(.badResponse(url: info.url, message: FileLength.refusal("a length of \(n) bytes in the cache index")))
     }
 
     /// Caller holds the lock.
@@ -320,7 +328,7 @@ final class FileSystemCore: @unchecked Sendable {
             return
         }
         backend.open(url: url) { [self] result in
-            switch result {
+            switch Self.checkedLength(result) {
             case let .failure(error):
                 logger.error("open failed: \(url): \(error)")
                 reply(.failure(FSErrno(error.errno)))
@@ -354,8 +362,12 @@ final class FileSystemCore: @unchecked Sendable {
     /// Reads through the handle's reader; fails with EIO once `readDeadline` passes.
     func read(fh: UInt64, offset: Int64, size: Int, reply: @escaping (Result<[UInt8], FSErrno>) -> Void) {
         guard let file = lock.withLock({ openFiles[fh] }) else { return reply(.failure(FSErrno(EBADF))) }
+        // The kernel passes any offset up to Int64.max (pread at 2^63 - 2). No file here extends
+        // past FileLength.limit, so reading there is reading at the end of the file.
+        guard offset >= 0 else { return reply(.failure(FSErrno(EINVAL))) }
+        guard offset < FileLength.limit else { return reply(.success([])) }
         let once = ReplyOnce(reply)
-        let range = "bytes \(offset)-\(offset + Int64(size) - 1)"
+        let range = "bytes \(offset)-\(offset.addingClamped(Int64(size)) - 1)"
         file.queue.async { [logger, deadlineQueue, readDeadline = options.readDeadline] in
             file.reader.read(offset: offset, length: size) { result in
                 switch result {
@@ -452,41 +464,63 @@ final class FileSystemCore: @unchecked Sendable {
             if lock.withLock({ table.node(dirIno)?.directory?.index == nil }) { completion(nil) }
             return
         }
-        backend.fetchWhole(url: url, limit: Self.listingLimit, maxAge: options.listingTTL) { [self] result in
-            let parsed: Result<[ListingEntry], CacheError>
-            switch result {
-            case let .success(bytes):
-                do { parsed = .success(try DirectoryListing.parse(bytes, url: url)) } catch {
-                    parsed = .failure(.badResponse(url: url, message: "\(error)"))
-                }
-            case let .failure(error): parsed = .failure(error)
-            }
-            let (waiters, invalidations, failure, n): ([(CacheError?) -> Void], Invalidations, CacheError?, KernelNotifier?) = lock.withLock {
-                idx.fetching = false
-                let waiters = idx.waiters
-                idx.waiters = []
-                switch parsed {
-                case let .success(entries):
-                    let inval = node.attached ? applyListing(node, idx, entries) : Invalidations()
-                    return (waiters, inval, nil, notifier)
-                case let .failure(error):
-                    if idx.listedAt != nil {
-                        // Serve the stale listing for a while rather than failing every lookup.
-                        idx.listedAt = now().addingTimeInterval(Self.listingRetryDelay - options.listingTTL)
-                        return (waiters, Invalidations(), nil, notifier)
-                    }
-                    return (waiters, Invalidations(), error, notifier)
-                }
-            }
-            if case let .failure(error) = parsed {
-                logger.error("directory listing failed: \(url): \(error)")
-            } else if case let .success(entries) = parsed {
-                logger.debug("listed \(url): \(entries.count) entries")
-            }
-            for (parent, name) in invalidations.entries { n?.invalidateEntry(parent: parent, name: name) }
-            for ino in invalidations.inodes { n?.invalidateInode(ino, data: false) }
-            for w in waiters { w(failure) }
+        // The read timeout holds for the listing as a whole: an origin trickling it (one byte a
+        // second still counts as progress to libcurl) must not keep `ls` waiting. The fetch may
+        // go on and land in the cache; this answer no longer waits for it.
+        let timeout = backend.readTimeout ?? options.readDeadline
+        let finish = ReplyOnce<Result<[UInt8], CacheError>> { [self] result in
+            listingFetched(result, node: node, idx: idx, url: url, timeout: timeout)
         }
+        backend.fetchWhole(url: url, limit: Self.listingLimit, maxAge: options.listingTTL) { finish.fire($0) }
+        if let timeout {
+            deadlineQueue.asyncAfter(deadline: .now() + timeout) { finish.fire(.failure(.timeout(url: url))) }
+        }
+    }
+
+    /// Applies a fetched listing (or its failure) and answers everyone waiting for it.
+    private func listingFetched(_ result: Result<[UInt8], CacheError>, node: Node, idx: IndexState, url: String,
+                                timeout: TimeInterval?) {
+        let parsed: Result<[ListingEntry], CacheError>
+        switch result {
+        case let .success(bytes):
+            do { parsed = .success(try DirectoryListing.parse(bytes, url: url)) } catch {
+                parsed = .failure(.badResponse(url: url, message: "\(error)"))
+            }
+        case let .failure(error): parsed = .failure(error)
+        }
+        let (waiters, invalidations, failure, n): ([(CacheError?) -> Void], Invalidations, CacheError?, KernelNotifier?) = lock.withLock {
+            idx.fetching = false
+            let waiters = idx.waiters
+            idx.waiters = []
+            switch parsed {
+            case let .success(entries):
+                let inval = node.attached ? applyListing(node, idx, entries) : Invalidations()
+                return (waiters, inval, nil, notifier)
+            case let .failure(error):
+                if idx.listedAt != nil {
+                    // Serve the stale listing for a while rather than failing every lookup.
+                    idx.listedAt = now().addingTimeInterval(Self.listingRetryDelay - options.listingTTL)
+                    return (waiters, Invalidations(), nil, notifier)
+                }
+                return (waiters, Invalidations(), error, notifier)
+            }
+        }
+        if case let .failure(error) = parsed {
+            let why = error == .timeout(url: url) ? "timed out after \(timeout ?? 0)s" : "\(error)"
+            logger.error("directory listing failed: \(url): \(why)\(failure == nil ? "; serving the previous listing" : "")")
+        } else if case let .success(entries) = parsed {
+            logger.debug("listed \(url): \(entries.count) entries")
+        }
+        for (parent, name) in invalidations.entries { n?.invalidateEntry(parent: parent, name: name) }
+        for ino in invalidations.inodes { n?.invalidateInode(ino, data: false) }
+        for w in waiters { w(failure) }
+    }
+
+    /// The size a listing gives, if a file may have it: a negative size or one past
+    /// FileLength.limit (a hostile listing) counts as missing, so the cache asks the origin on
+    /// lookup, and that file alone fails if the origin claims the same.
+    static func usableSize(_ e: ListingEntry) -> Int64? {
+        e.size.flatMap { FileLength.isRepresentable($0) ? $0 : nil }
     }
 
     /// Merges a fresh listing into a directory. Caller holds the lock.
@@ -500,6 +534,7 @@ final class FileSystemCore: @unchecked Sendable {
         idx.listed = []
         let t = now()
         for e in entries {
+            let size = Self.usableSize(e)
             if let existing = table.child(of: node.ino, named: e.name) {
                 if existing.origin != .listing { continue }  // files given explicitly win
                 if e.isDirectory, let d = existing.directory, d.index?.url == e.url {
@@ -508,11 +543,14 @@ final class FileSystemCore: @unchecked Sendable {
                     continue
                 }
                 if !e.isDirectory, let f = existing.file, f.url == e.url {
-                    if let size = e.size, size != f.size {
+                    if let size, size != f.size {
                         // The listing says the file changed: trust it only as far as asking the cache again.
                         f.size = size
                         f.checkedAt = nil
                         invalidations.inodes.append(existing.ino)
+                    } else if size != nil {
+                        // Confirmed by a fresh listing: the next stat needs no request.
+                        f.checkedAt = t
                     }
                     if f.info == nil, let m = e.modified { f.mtime = m }
                     idx.listed.insert(e.name)
@@ -522,7 +560,7 @@ final class FileSystemCore: @unchecked Sendable {
             }
             let content: NodeContent = e.isDirectory
                 ? .directory(DirectoryState(mtime: e.modified ?? t, index: IndexState(url: e.url)))
-                : .file(FileState(url: e.url, size: e.size, mtime: e.modified, checkedAt: e.size == nil ? nil : t))
+                : .file(FileState(url: e.url, size: size, mtime: e.modified, checkedAt: size == nil ? nil : t))
             table.add(parent: node.ino, name: e.name, origin: .listing, content: content)
             idx.listed.insert(e.name)
         }
@@ -544,7 +582,7 @@ final class FileSystemCore: @unchecked Sendable {
         case let .path(base):
             let url = ByURLPath.childURL(base: base, name: name)
             backend.open(url: url) { [self] result in
-                switch result {
+                switch Self.checkedLength(result) {
                 case let .success(info):
                     if Self.isDirectoryRedirect(requested: url, final: info.finalURL) {
                         return reply(addResolved(parent: parent, name: name, content: .directory(DirectoryState(mtime: now(), byURL: .path(base: url)))))

@@ -1,3 +1,4 @@
+import CacheCore
 import CFuse3
 import Foundation
 import Glibc
@@ -207,15 +208,25 @@ enum FuseOperations {
         st.st_nlink = attr.isDirectory ? 2 : 1
         st.st_uid = options.uid
         st.st_gid = options.gid
-        st.st_size = Int(attr.size)
-        st.st_blocks = Int((attr.size + 511) / 512)
+        // The core only hands out sizes within FileLength.limit; clamped anyway, because this
+        // arithmetic trapping would take the whole mount down.
+        let size = min(max(attr.size, 0), FileLength.limit)
+        st.st_size = Int(size)
+        st.st_blocks = Int((size + 511) / 512)
         // A large preferred I/O size makes cp, cat and players read in big chunks.
         st.st_blksize = 1 << 20
-        let t = attr.mtime.timeIntervalSince1970
-        let ts = timespec(tv_sec: Int(t.rounded(.down)), tv_nsec: Int((t - t.rounded(.down)) * 1e9))
-        st.st_mtim = ts
-        st.st_atim = ts
-        st.st_ctim = ts
+        st.st_mtim = timespec(attr.mtime)
+        st.st_atim = st.st_mtim
+        st.st_ctim = st.st_mtim
         return st
+    }
+
+    /// A date as a timespec; dates beyond what time_t holds (a hostile Last-Modified or listing
+    /// date) become the epoch rather than a trap.
+    static func timespec(_ date: Date) -> Glibc.timespec {
+        let t = date.timeIntervalSince1970
+        guard t.isFinite, abs(t) < 1e15 else { return Glibc.timespec() }
+        let seconds = t.rounded(.down)
+        return Glibc.timespec(tv_sec: Int(seconds), tv_nsec: Int((t - seconds) * 1e9))
     }
 }

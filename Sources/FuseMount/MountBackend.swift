@@ -21,6 +21,12 @@ public protocol MountBackend: AnyObject, Sendable {
     /// when older than `maxAge`.
     func fetchWhole(url: String, limit: Int, maxAge: TimeInterval,
                     completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void)
+    /// Metadata for `stat`, which reads no bytes: when the origin must be asked, it is asked for
+    /// as little as possible (the first open brings the file's first bytes along).
+    func lookUp(url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void)
+    /// How long a read may wait on the network (`--read-timeout`); a directory listing is held to
+    /// it as a whole. nil: no limit of the backend's own.
+    var readTimeout: TimeInterval? { get }
 }
 
 /// One reader per open file handle: the engine does sequential detection and read-ahead per reader.
@@ -32,14 +38,21 @@ public protocol MountReader: AnyObject, Sendable {
 extension CacheReader: MountReader {}
 
 extension MountBackend {
-    /// Default: open, then read from 0 until the end, through one reader, so listing pages are
-    /// cached and revalidated like any other entry.
     /// Default: backends without a freshness control of their own use their usual policy.
     public func open(url: String, maxAge: TimeInterval,
                      completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         open(url: url, completion: completion)
     }
 
+    /// Default: an ordinary open.
+    public func lookUp(url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
+        open(url: url, completion: completion)
+    }
+
+    public var readTimeout: TimeInterval? { nil }
+
+    /// Default: open, then read from 0 until the end, through one reader, so listing pages are
+    /// cached and revalidated like any other entry.
     public func fetchWhole(url: String, limit: Int, maxAge: TimeInterval,
                            completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
         open(url: url, maxAge: maxAge) { result in
@@ -108,6 +121,12 @@ public final class EngineBackend: MountBackend {
                      completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         engine.open(url: url, maxAge: maxAge, completion: completion)
     }
+    /// A one-byte probe instead of the usual 256 KiB: `ls -la` of a large listing without sizes
+    /// must not download the start of every file.
+    public func lookUp(url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
+        engine.open(url: url, takeFirstBytes: false, completion: completion)
+    }
+    public var readTimeout: TimeInterval? { engine.configuration.readTimeout }
     public func makeReader(for entry: EntryInfo) -> MountReader { engine.makeReader(for: entry) }
     public var usage: CacheUsage { engine.usage }
     public func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void) { engine.onRemoteChange(handler) }

@@ -101,6 +101,16 @@ public enum ResponsePlanner {
             return ResponsePlan(status: 200, headers: headers, body: .untilEnd)
         }
 
+        guard FileLength.isRepresentable(length) else {
+            // The fetcher refuses such origin claims; a cache index written before it did may
+            // still hold one. That file fails alone, and no range arithmetic meets the number.
+            let text = Array("bad response from the origin: \(FileLength.refusal("a length of \(length) bytes"))\n".utf8)
+            return ResponsePlan(status: 502,
+                                headers: [("Content-Type", "text/plain; charset=utf-8"),
+                                          ("Content-Length", String(text.count))],
+                                body: .parts([.literal(text)]))
+        }
+
         let specs = request.range.flatMap(ByteRanges.parse)
         let rangeApplies = specs != nil && ifRangeMatches(request.ifRange, rep)
         guard rangeApplies, let specs else {

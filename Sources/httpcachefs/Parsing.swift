@@ -121,9 +121,9 @@ enum ByteRangeSpec: Equatable, CustomStringConvertible {
         case let .closed(first, last):
             if let length {
                 guard first < length else { throw UsageError("range \(description) starts past the end of \(url) (\(length) bytes)") }
-                return (first, min(last + 1, length))
+                return (first, min(last, length - 1) + 1)  // `last + 1` traps at Int64.max
             }
-            return (first, last + 1)
+            return (first, last == .max ? .max : last + 1)
         case let .from(first):
             if let length {
                 guard first < length || (first == 0 && length == 0) else {

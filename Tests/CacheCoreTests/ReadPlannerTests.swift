@@ -138,4 +138,45 @@ final class ReadPlannerTests: XCTestCase {
         }
         XCTAssertEqual(streamed.value, 0x4CF8_A242_630A_C3EE, "streaming in odd chunks gives the reference hash")
     }
+
+    // MARK: Hostile numbers: nothing here may trap
+
+    func testTheLengthLimitIs2To62AndLeavesRoomForAnyTwoInRangeNumbers() {
+        XCTAssertEqual(FileLength.limit, 4_611_686_018_427_387_904)
+        XCTAssertTrue(FileLength.isRepresentable(0))
+        XCTAssertTrue(FileLength.isRepresentable(FileLength.limit))
+        XCTAssertFalse(FileLength.isRepresentable(FileLength.limit + 1))
+        XCTAssertFalse(FileLength.isRepresentable(.max))
+        XCTAssertFalse(FileLength.isRepresentable(-1))
+        XCTAssertEqual(FileLength.limit.addingClamped(FileLength.limit - 1), .max, "2^63 - 1: the sum of two in-range numbers fits")
+        XCTAssertEqual(Int64.max.addingClamped(1), .max)
+        XCTAssertEqual(Int64.min.addingClamped(-1), .min)
+        XCTAssertEqual(Int64(5).addingClamped(-7), -2)
+    }
+
+    func testReadAheadAfterARequestEndingAtInt64MaxIsClamped() {
+        // A suffix range of a file claiming Int64.max bytes, or a kernel read at the top of off_t.
+        let planner = ReadPlanner(readAhead: 32 << 20)
+        let end = Int64.max
+        let plan = planner.plan(request: (end - 1)..<end, length: nil, cached: RangeSet(), running: [])
+        XCTAssertEqual(plan.fetches, [.init(start: end - 1, end: end)])
+        let known = planner.plan(request: (end - 1)..<end, length: end, cached: RangeSet(), running: [])
+        XCTAssertEqual(known.fetches, [.init(start: end - 1, end: end)])
+        let beyond = planner.plan(request: (end - 10)..<(end - 5), length: nil, cached: RangeSet(), running: [])
+        XCTAssertEqual(beyond.fetches, [.init(start: end - 10, end: end)], "read-ahead stops at Int64.max")
+    }
+
+    func testAbsurdRatesOfARunningFetchDoNotTrap() {
+        for rate in [Double.infinity, .nan, 1e300, -5, Double(Int64.max)] {
+            let running = [ReadPlanner.RunningFetch(id: 1, cursor: 0, end: nil, bytesPerSecond: rate)]
+            let plan = ReadPlanner(readAhead: 0).plan(request: 100_000_000..<100_000_100, length: nil,
+                                                      cached: RangeSet(), running: running)
+            XCTAssertFalse(plan.steps.isEmpty, "rate \(rate)")
+        }
+        XCTAssertEqual(ReadPlanner.bytes(catchingUpAt: .infinity, for: 0.5), FileLength.limit)
+        XCTAssertEqual(ReadPlanner.bytes(catchingUpAt: .nan, for: 0.5), 0)
+        XCTAssertEqual(ReadPlanner.bytes(catchingUpAt: 1e300, for: 0.5), FileLength.limit)
+        XCTAssertEqual(ReadPlanner.bytes(catchingUpAt: 1000, for: 0.5), 500)
+        XCTAssertEqual(ReadPlanner.bytes(catchingUpAt: nil, for: 0.5), 0)
+    }
 }

@@ -175,4 +175,51 @@ final class TransferStateTests: XCTestCase {
         XCTAssertEqual(s.receiveHead(late, finalURL: url), .abort)
         guard case .finish(.invalidResponse?)? = Optional(s.attemptEnded(.ok)) else { return XCTFail() }
     }
+
+    // MARK: Hostile lengths
+
+    func testContentRangeNumbersPastTheLimitDoNotParseAndNeverTrap() {
+        let limit = FileLength.limit
+        XCTAssertEqual(ContentRange(parsing: "bytes 0-9/\(limit)"), ContentRange(start: 0, end: 10, total: limit))
+        XCTAssertEqual(ContentRange(parsing: "bytes \(limit - 1)-\(limit - 1)/\(limit)"),
+                       ContentRange(start: limit - 1, end: limit, total: limit))
+        XCTAssertNil(ContentRange(parsing: "bytes 0-9/\(limit + 1)"))
+        XCTAssertNil(ContentRange(parsing: "bytes 0-9/9223372036854775807"))
+        XCTAssertNil(ContentRange(parsing: "bytes 0-9223372036854775807/*"), "last + 1 would overflow")
+        XCTAssertNil(ContentRange(parsing: "bytes 9223372036854775806-9223372036854775807/9223372036854775807"))
+        XCTAssertNil(ContentRange(parsing: "bytes 0-99999999999999999999/*"))
+    }
+
+    func testLengthsPastTheLimitAreRefusedWithTheHeaderQuoted() {
+        XCTAssertNil(block(["HTTP/1.1 200 OK", "Content-Length: \(FileLength.limit)"]).lengthRefusal)
+        XCTAssertNil(block(partialHead).lengthRefusal)
+        for (header, quoted) in [("Content-Length: 9223372036854775807", "Content-Length: 9223372036854775807"),
+                                 ("Content-Length: 99999999999999999999999", "Content-Length: 99999999999999999999999"),
+                                 ("Content-Range: bytes 0-9/9223372036854775807", "Content-Range: bytes 0-9/9223372036854775807"),
+                                 ("Content-Range: bytes 4611686018427387904-4611686018427387905/*", "Content-Range: bytes 4611686018427387904-")] {
+            let b = block(["HTTP/1.1 206 Partial Content", header])
+            XCTAssertTrue(b.lengthRefusal?.contains(quoted) ?? false, "\(header): \(b.lengthRefusal ?? "accepted")")
+            XCTAssertTrue(b.lengthRefusal?.contains("2^62") ?? false)
+        }
+        XCTAssertNil(block(["HTTP/1.1 200 OK", "Content-Length: 9223372036854775807"]).contentLength)
+    }
+
+    func testAnAnswerClaimingAHugeLengthFailsTheFetchWithoutRetrying() {
+        for head in [["HTTP/1.1 206 Partial Content", "Content-Range: bytes 0-9/9223372036854775807", "Content-Length: 10"],
+                     ["HTTP/1.1 200 OK", "Content-Length: 9223372036854775807"]] {
+            var s = TransferState(request: FetchRequest(url: url, start: 0, end: 262_144), policy: policy)
+            _ = s.beginAttempt()
+            XCTAssertEqual(s.receiveHead(block(head), finalURL: url), .abort, "\(head)")
+            XCTAssertNil(s.head, "nothing reaches the sink")
+            guard case let .finish(.invalidResponse(_, message)?) = s.attemptEnded(.ok) else { return XCTFail("\(head)") }
+            XCTAssertTrue(message.contains("9223372036854775807"), message)
+        }
+    }
+
+    func testAHugeRetryAfterIsCappedAndAnUnreadableOneIgnored() {
+        XCTAssertNil(block(["HTTP/1.1 503 Busy", "Retry-After: 99999999999999999999"]).retryAfter)
+        XCTAssertEqual(block(["HTTP/1.1 503 Busy", "Retry-After: 9223372036854775807"]).retryAfter, 9.223372036854775807e18)
+        XCTAssertEqual(policy.delay(retry: 1, retryAfter: 9.2e18), 30)
+        XCTAssertEqual(policy.delay(retry: 1_000_000, retryAfter: nil), 30, "backoff of a huge retry count is capped")
+    }
 }

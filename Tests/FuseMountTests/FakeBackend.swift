@@ -21,6 +21,9 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
     private(set) var reads: [(url: String, offset: Int64, length: Int)] = []  // guarded by lock
     private(set) var closedReaders = 0               // guarded by lock
     var capacity: Int64 = 1 << 30
+    /// What the backend reports as its read timeout (listings are held to it).
+    var readTimeout: TimeInterval?
+    private var claimedLengths: [String: Int64] = [:]  // guarded by lock
     private let queue = DispatchQueue(label: "fake-backend", attributes: .concurrent)
 
     func setFile(_ url: String, _ bytes: [UInt8], lastModified: String? = "Mon, 01 Jan 2024 00:00:00 GMT",
@@ -37,12 +40,15 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
 
     func setError(_ url: String, _ error: CacheError) { lock.withLock { errors[url] = error } }
     func setSilent(_ url: String) { lock.withLock { _ = silent.insert(url) } }
+    /// Reports `length` for `url` whatever its bytes (an index holding a hostile length).
+    func setClaimedLength(_ url: String, _ length: Int64) { lock.withLock { claimedLengths[url] = length } }
     var openCount: Int { lock.withLock { opens.count } }
     var readLog: [(url: String, offset: Int64, length: Int)] { lock.withLock { reads } }
     var closedReaderCount: Int { lock.withLock { closedReaders } }
 
     private func info(_ url: String, _ f: File) -> EntryInfo {
-        EntryInfo(key: try! KeyRules().key(for: url), url: url, finalURL: f.finalURL ?? url, length: Int64(f.bytes.count),
+        EntryInfo(key: try! KeyRules().key(for: url), url: url, finalURL: f.finalURL ?? url,
+                  length: claimedLengths[url] ?? Int64(f.bytes.count),
                   contentType: nil, etag: "\"g\(f.generation)\"", lastModified: f.lastModified, acceptsRanges: true,
                   generation: f.generation, validatedAt: Date())
     }
@@ -83,7 +89,7 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
                 if let e = backend.errors[url] { return .failure(e) }
                 guard let f = backend.files[url] else { return .failure(.notFound(url: url, status: 404)) }
                 let start = Int(min(offset, Int64(f.bytes.count)))
-                let end = min(start + length, f.bytes.count)
+                let end = start + min(length, f.bytes.count - start)
                 return .success(Array(f.bytes[start..<end]))
             }
             guard let outcome else { return }

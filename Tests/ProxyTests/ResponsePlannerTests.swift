@@ -1,3 +1,4 @@
+import CacheCore
 import XCTest
 @testable import Proxy
 
@@ -108,5 +109,37 @@ final class ResponsePlannerTests: XCTestCase {
         let ranged = ResponsePlanner.plan(empty, RequestConditions(range: "bytes=0-"))
         XCTAssertEqual(ranged.status, 416)
         XCTAssertEqual(ranged.header("Content-Range"), "bytes */0")
+    }
+
+    // MARK: Hostile numbers
+
+    func testRangesAtTheTopOfInt64AreAnsweredWithoutTrapping() {
+        let big = Representation(length: FileLength.limit, contentType: "video/mp4")
+        let last = ResponsePlanner.plan(big, RequestConditions(range: "bytes=-1"))
+        XCTAssertEqual(last.status, 206)
+        XCTAssertEqual(last.header("Content-Range"), "bytes \(FileLength.limit - 1)-\(FileLength.limit - 1)/\(FileLength.limit)")
+        XCTAssertEqual(last.body, .parts([.bytes((FileLength.limit - 1)..<FileLength.limit)]))
+
+        for range in ["bytes=9223372036854775806-", "bytes=9223372036854775807-9223372036854775807",
+                      "bytes=99999999999999999999999-"] {
+            XCTAssertEqual(ResponsePlanner.plan(rep, RequestConditions(range: range)).status, 416, range)
+        }
+        let tail = ResponsePlanner.plan(rep, RequestConditions(range: "bytes=9999-9223372036854775807"))
+        XCTAssertEqual(tail.header("Content-Range"), "bytes 9999-9999/10000")
+        let all = ResponsePlanner.plan(rep, RequestConditions(range: "bytes=-9223372036854775807"))
+        XCTAssertEqual(all.header("Content-Range"), "bytes 0-9999/10000")
+        let multi = ResponsePlanner.plan(rep, RequestConditions(range: "bytes=0-0,9223372036854775800-,-9223372036854775807"))
+        XCTAssertEqual(multi.status, 200, "overlapping: the whole body")
+    }
+
+    func testALengthPastTheLimitIsA502ThatSaysWhy() {
+        for length in [FileLength.limit + 1, Int64.max] {
+            let plan = ResponsePlanner.plan(Representation(length: length, contentType: "video/mp4"),
+                                            RequestConditions(range: "bytes=-1"))
+            XCTAssertEqual(plan.status, 502)
+            guard case let .parts(parts) = plan.body, case let .literal(text)? = parts.first else { return XCTFail() }
+            XCTAssertTrue(String(decoding: text, as: UTF8.self).contains("2^62"))
+            XCTAssertEqual(plan.contentLength, Int64(text.count))
+        }
     }
 }

@@ -1,0 +1,60 @@
+import Foundation
+import Logging
+import XCTest
+@testable import FuseMount
+
+/// FileSystemCore without the kernel: each operation called and waited for, with a clock the
+/// test moves. For behaviour that depends on time or on numbers the kernel never sends.
+final class CoreCalls {
+    final class Clock: @unchecked Sendable {
+        private let lock = NSLock()
+        private var t = Date(timeIntervalSince1970: 1_800_000_000)  // guarded by lock
+        var now: Date { lock.withLock { t } }
+        func advance(_ seconds: TimeInterval) { lock.withLock { t += seconds } }
+    }
+
+    let core: FileSystemCore
+    let clock = Clock()
+
+    init(backend: MountBackend, tree: MountTreeSpec, options: MountOptions = MountOptions()) {
+        var logger = Logger(label: "test.core")
+        logger.logLevel = .critical
+        let clock = clock
+        core = FileSystemCore(backend: backend, spec: tree, options: options, logger: logger, now: { clock.now })
+    }
+
+    /// Waits for one completion (bounded: a completion that never comes fails the test).
+    private func wait<T>(_ what: String, _ call: (@escaping (T) -> Void) -> Void) throws -> T {
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var value: T?
+        call { value = $0; done.signal() }
+        guard done.wait(timeout: .now() + 20) == .success, let value else {
+            XCTFail("\(what) never completed")
+            throw XCTSkip("hung: \(what)")
+        }
+        return value
+    }
+
+    func list(_ ino: UInt64 = InodeTable.rootIno) throws -> Result<[String], FSErrno> {
+        try wait("opendir") { core.opendir(ino, reply: $0) }.map { fh in
+            defer { core.releasedir(fh: fh) }
+            return (core.readdir(fh: fh, offset: 2) ?? []).map(\.name)
+        }
+    }
+
+    func lookup(_ name: String, in parent: UInt64 = InodeTable.rootIno) throws -> Result<Attr, FSErrno> {
+        try wait("lookup \(name)") { core.lookup(parent: parent, name: name, reply: $0) }
+    }
+
+    func getattr(_ ino: UInt64) throws -> Result<Attr, FSErrno> {
+        try wait("getattr") { core.getattr(ino, reply: $0) }
+    }
+
+    func open(_ ino: UInt64) throws -> Result<OpenReply, FSErrno> {
+        try wait("open") { core.open(ino, flags: O_RDONLY, reply: $0) }
+    }
+
+    func read(_ fh: UInt64, offset: Int64, size: Int) throws -> Result<[UInt8], FSErrno> {
+        try wait("read") { core.read(fh: fh, offset: offset, size: size, reply: $0) }
+    }
+}
