@@ -40,6 +40,11 @@ public final class ReadLease: @unchecked Sendable {
         self.onRelease = onRelease
     }
 
+    /// A lease on bytes in memory (sources that hold them there, test fakes).
+    public convenience init(bytes: [UInt8]) {
+        self.init(pieces: bytes.isEmpty ? [] : [.memory(bytes)], files: [], onRelease: nil)
+    }
+
     /// An empty read (at or past the end of the file).
     static let empty = ReadLease(pieces: [], files: [], onRelease: nil)
 

@@ -81,16 +81,11 @@ final class FileSystemCore: @unchecked Sendable {
     private var notifier: KernelNotifier?           // guarded by lock
     private var closed = false                      // guarded by lock
     private let deadlineQueue = DispatchQueue(label: "httpcachefs.fuse.read-deadline")
-    /// The engine reads cached bytes from disk on the caller's thread, so reads leave the FUSE
-    /// loop: each open file has a serial queue (one reader's reads stay in order, as the
-    /// engine's sequential detection expects), and files run in parallel on this one.
-    private let readQueue = DispatchQueue(label: "httpcachefs.fuse.read", attributes: .concurrent)
 
     struct OpenFile {
         var ino: UInt64
         var url: String
         var reader: MountReader
-        var queue: DispatchQueue
     }
 
     init(backend: MountBackend, spec: MountTreeSpec, options: MountOptions, logger: Logger,
@@ -343,8 +338,7 @@ final class FileSystemCore: @unchecked Sendable {
                     file.lastOpenGeneration = info.generation
                     let fh = nextHandle
                     nextHandle += 1
-                    openFiles[fh] = OpenFile(ino: ino, url: url, reader: reader,
-                                             queue: DispatchQueue(label: "httpcachefs.fuse.read.\(fh)", target: readQueue))
+                    openFiles[fh] = OpenFile(ino: ino, url: url, reader: reader)
                     return (OpenReply(fh: fh, keepCache: keep), changed, notifier)
                 }
                 guard let (open, changed, n) = outcome else {
@@ -360,32 +354,32 @@ final class FileSystemCore: @unchecked Sendable {
     }
 
     /// Reads through the handle's reader; fails with EIO once `readDeadline` passes.
-    func read(fh: UInt64, offset: Int64, size: Int, reply: @escaping (Result<[UInt8], FSErrno>) -> Void) {
+    func read(fh: UInt64, offset: Int64, size: Int, reply: @escaping (Result<ReadLease, FSErrno>) -> Void) {
         guard let file = lock.withLock({ openFiles[fh] }) else { return reply(.failure(FSErrno(EBADF))) }
         // The kernel passes any offset up to Int64.max (pread at 2^63 - 2). No file here extends
         // past FileLength.limit, so reading there is reading at the end of the file.
         guard offset >= 0 else { return reply(.failure(FSErrno(EINVAL))) }
-        guard offset < FileLength.limit else { return reply(.success([])) }
+        guard offset < FileLength.limit else { return reply(.success(ReadLease(bytes: []))) }
         let once = ReplyOnce(reply)
         let range = "bytes \(offset)-\(offset.addingClamped(Int64(size)) - 1)"
-        file.queue.async { [logger, deadlineQueue, readDeadline = options.readDeadline] in
-            file.reader.read(offset: offset, length: size) { result in
-                switch result {
-                case let .success(bytes):
-                    once.fire(.success(bytes))
-                case let .failure(error):
-                    if once.fire(.failure(FSErrno(error.errno))), error != .cancelled {
-                        logger.error("read failed: \(file.url) \(range): \(error)")
-                    }
+        // Right here on the FUSE thread: a hit does no I/O (the reply sends from the slice files),
+        // a miss completes later from an engine thread.
+        file.reader.lease(offset: offset, length: size) { [logger] result in
+            switch result {
+            case let .success(lease):
+                once.fire(.success(lease))
+            case let .failure(error):
+                if once.fire(.failure(FSErrno(error.errno))), error != .cancelled {
+                    logger.error("read failed: \(file.url) \(range): \(error)")
                 }
             }
-            // A cache hit has been answered by now; only reads still waiting get a deadline
-            // (a backstop behind the engine's own read timeout).
-            guard let readDeadline, !once.hasFired else { return }
-            deadlineQueue.asyncAfter(deadline: .now() + readDeadline) {
-                if once.fire(.failure(FSErrno(EIO))) {
-                    logger.error("read timed out after \(readDeadline)s: \(file.url) \(range)")
-                }
+        }
+        // A cache hit has been answered by now; only reads still waiting get a deadline
+        // (a backstop behind the engine's own read timeout).
+        guard let readDeadline = options.readDeadline, !once.hasFired else { return }
+        deadlineQueue.asyncAfter(deadline: .now() + readDeadline) { [logger] in
+            if once.fire(.failure(FSErrno(EIO))) {
+                logger.error("read timed out after \(readDeadline)s: \(file.url) \(range)")
             }
         }
     }

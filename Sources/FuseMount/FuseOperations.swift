@@ -10,6 +10,30 @@ import Glibc
 /// Kept in a library file on purpose: closures in main.swift would be main-actor isolated and
 /// trap when libfuse calls them from its own thread.
 enum FuseOperations {
+    /// Sends a read's bytes from where they are: slice files go to the kernel as fd-backed
+    /// buffers (no copy through Swift); bytes that arrived from the network go as they are.
+    static func reply(_ req: fuse_req_t, with lease: ReadLease) {
+        var fds: [Int32] = [], offsets: [off_t] = [], sizes: [Int] = []
+        fds.reserveCapacity(lease.pieces.count)
+        for piece in lease.pieces {
+            guard case let .file(fd, offset, count) = piece else {
+                // Memory (alone, or mixed with file pieces for a read that partly waited).
+                if lease.pieces.count == 1, case let .memory(bytes) = piece {
+                    bytes.withUnsafeBytes { _ = fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
+                } else if let bytes = try? lease.bytes() {
+                    bytes.withUnsafeBytes { _ = fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
+                } else {
+                    fuse_reply_err(req, EIO)
+                }
+                return
+            }
+            fds.append(fd)
+            offsets.append(off_t(offset))
+            sizes.append(count)
+        }
+        _ = cfuse3_reply_file_pieces(req, fds, offsets, sizes, fds.count)
+    }
+
     static func table() -> fuse_lowlevel_ops {
         var ops = fuse_lowlevel_ops()
         ops.`init` = { userdata, conn in
@@ -87,10 +111,9 @@ enum FuseOperations {
             s.core.read(fh: fi.pointee.fh, offset: Int64(off), size: size) { result in
                 s.reply {
                     switch result {
-                    case let .success(bytes):
-                        bytes.withUnsafeBufferPointer { b in
-                            _ = b.withMemoryRebound(to: CChar.self) { fuse_reply_buf(req, $0.baseAddress, $0.count) }
-                        }
+                    case let .success(lease):
+                        FuseOperations.reply(req, with: lease)
+                        lease.release()
                     case let .failure(e): fuse_reply_err(req, e.code)
                     }
                 }

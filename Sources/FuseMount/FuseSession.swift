@@ -184,7 +184,9 @@ final class FuseSession: KernelNotifier, @unchecked Sendable {
         initialised = true
         conn.pointee.max_read = UInt32(options.effectiveMaxRead)  // must equal the max_read mount option
         conn.pointee.want |= UInt32(FUSE_CAP_ASYNC_READ) & conn.pointee.capable
-        conn.pointee.want &= ~UInt32(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE)
+        // Cached bytes go to the kernel straight from their slice files (fd-backed replies).
+        conn.pointee.want |= UInt32(FUSE_CAP_SPLICE_WRITE) & conn.pointee.capable
+        conn.pointee.want &= ~UInt32(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_MOVE)
         // Readahead of several readers and files in flight at once, all answered asynchronously.
         conn.pointee.max_background = 64
         conn.pointee.congestion_threshold = 48

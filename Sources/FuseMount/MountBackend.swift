@@ -31,8 +31,18 @@ public protocol MountBackend: AnyObject, Sendable {
 
 /// One reader per open file handle: the engine does sequential detection and read-ahead per reader.
 public protocol MountReader: AnyObject, Sendable {
+    /// A read answered where its bytes are (slice files, or memory), for the reply to send from.
+    func lease(offset: Int64, length: Int, completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void)
+    /// The same read as bytes (directory listings, which are parsed).
     func read(offset: Int64, length: Int, completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void)
     func close()
+}
+
+extension MountReader {
+    /// Readers that hold bytes in memory (test fakes) lease them as they are.
+    public func lease(offset: Int64, length: Int, completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void) {
+        read(offset: offset, length: length) { completion($0.map { ReadLease(bytes: $0) }) }
+    }
 }
 
 extension CacheReader: MountReader {}

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import XCTest
 @testable import FuseMount
+import CacheCore
 
 /// FileSystemCore without the kernel: each operation called and waited for, with a clock the
 /// test moves. For behaviour that depends on time or on numbers the kernel never sends.
@@ -55,6 +56,10 @@ final class CoreCalls {
     }
 
     func read(_ fh: UInt64, offset: Int64, size: Int) throws -> Result<[UInt8], FSErrno> {
-        try wait("read") { core.read(fh: fh, offset: offset, size: size, reply: $0) }
+        let leased: Result<ReadLease, FSErrno> = try wait("read") { core.read(fh: fh, offset: offset, size: size, reply: $0) }
+        return leased.flatMap { lease in
+            defer { lease.release() }
+            return (try? lease.bytes()).map { .success($0) } ?? .failure(FSErrno(EIO))
+        }
     }
 }
