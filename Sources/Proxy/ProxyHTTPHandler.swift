@@ -16,7 +16,6 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
     typealias OutboundOut = HTTPServerResponsePart
 
     private let service: ProxyService
-    private let threadPool: NIOThreadPool
     private let boundPort: () -> Int
     private var logger: Logger
 
@@ -31,9 +30,8 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
     private var requestLine = ""
     private var started = NIODeadline.now()
 
-    init(service: ProxyService, threadPool: NIOThreadPool, boundPort: @escaping () -> Int) {
+    init(service: ProxyService, boundPort: @escaping () -> Int) {
         self.service = service
-        self.threadPool = threadPool
         self.boundPort = boundPort
         self.logger = service.logger
     }
@@ -165,8 +163,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
         let head = responseHead(status: plan.status, headers: plan.headers, body: plan.body)
         let body: ResponseBody = isHead ? .parts([]) : plan.body
         let id = requestID
-        let stream = ResponseStream(context: context, head: head, body: body, source: source,
-                                    threadPool: threadPool) { [weak self] outcome in
+        let stream = ResponseStream(context: context, head: head, body: body, source: source) { [weak self] outcome in
             guard let self, id == self.requestID else { return }
             self.streamDidEnd(context: context, outcome)
         }

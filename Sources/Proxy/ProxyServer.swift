@@ -25,7 +25,6 @@ public final class ProxyServer: @unchecked Sendable {
 
     private let lock = NSLock()
     private var group: MultiThreadedEventLoopGroup?   // guarded by lock
-    private var threadPool: NIOThreadPool?            // guarded by lock
     private var channel: Channel?                     // guarded by lock
     private var boundPort: Int?                       // guarded by lock
 
@@ -48,9 +47,6 @@ public final class ProxyServer: @unchecked Sendable {
             throw ProxyServerError.tokenRequired(bindAddress: configuration.bindAddress)
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.threads))
-        // Cache hits are disk reads: they run here, not on the event loops.
-        let pool = NIOThreadPool(numberOfThreads: max(2, configuration.threads))
-        pool.start()
         let service = self.service
         let config = configuration
         let portBox = PortBox()
@@ -79,8 +75,7 @@ public final class ProxyServer: @unchecked Sendable {
                                                          withDecoderLimitConfiguration: limits)
                     try sync.addHandler(ProtocolErrorHandler())
                     try sync.addHandler(IdleStateHandler(readTimeout: idle, writeTimeout: slow))
-                    try sync.addHandler(ProxyHTTPHandler(service: service, threadPool: pool,
-                                                         boundPort: { portBox.port }))
+                    try sync.addHandler(ProxyHTTPHandler(service: service, boundPort: { portBox.port }))
                 }
             }
         let channel: Channel
@@ -88,13 +83,11 @@ public final class ProxyServer: @unchecked Sendable {
             channel = try bootstrap.bind(host: config.bindAddress, port: config.port).wait()
         } catch {
             try? group.syncShutdownGracefully()
-            try? pool.syncShutdownGracefully()
             throw ProxyServerError.bindFailed(address: config.bindAddress, port: config.port, cause: "\(error)")
         }
         let port = channel.localAddress?.port ?? config.port
         portBox.port = port
         self.group = group
-        self.threadPool = pool
         self.channel = channel
         self.boundPort = port
         if !config.cacheDirectory.isEmpty {
@@ -115,20 +108,18 @@ public final class ProxyServer: @unchecked Sendable {
     /// threads. Idempotent. Do not call from one of the proxy's event loops.
     public func stop() {
         lock.lock()
-        let (channel, group, pool) = (self.channel, self.group, self.threadPool)
+        let (channel, group) = (self.channel, self.group)
         self.channel = nil
         self.group = nil
-        self.threadPool = nil
         self.boundPort = nil
         lock.unlock()
-        guard let channel, let group, let pool else { return }
+        guard let channel, let group else { return }
         if !configuration.cacheDirectory.isEmpty,
            ProxyStatus.readRuntimeFile(cacheDirectory: configuration.cacheDirectory)?.pid == getpid() {
             try? FileManager.default.removeItem(atPath: ProxyStatus.runtimeFilePath(cacheDirectory: configuration.cacheDirectory))
         }
         try? channel.close().wait()
         try? group.syncShutdownGracefully()
-        try? pool.syncShutdownGracefully()
         logger.info("proxy stopped")
     }
 

@@ -5,19 +5,25 @@ import NIOPosix
 
 /// Sends one planned response, pulling bytes from the cache only as fast as the client takes them.
 ///
-/// Backpressure: the next chunk is read from the `CacheReader` only after the previous one was
-/// written and while the channel is writable (it stops being writable above the high water
-/// mark); `resume()` is called when it becomes writable again. So a paused player holds at most
-/// one chunk plus the socket buffers, and the engine's read-ahead, not this loop, decides how
-/// far ahead the origin is fetched.
+/// Each chunk is a `ReadLease`: cached bytes go out as file regions of the slice files
+/// (`sendfile`, no copy through user space), bytes that arrived from the network while the read
+/// waited as buffers. The lease (and with it the pins on its slices) is released when its last
+/// write completed.
+///
+/// Backpressure: the next chunk is leased only after the previous one was handed to the channel
+/// and while the channel is writable (it stops being writable above the high water mark);
+/// `resume()` is called when it becomes writable again. So a paused player holds at most one
+/// chunk plus the socket buffers, and the engine's read-ahead, not this loop, decides how far
+/// ahead the origin is fetched.
 ///
 /// The head is held back until the first bytes are in hand: an origin error that shows up on the
 /// first read still becomes a proper status. After the head, an error can only close the
 /// connection (the client sees a short body, never wrong bytes). The reader is bound to the
 /// version the response started with: a remote change cuts the response off there.
 ///
-/// Confined to the channel's event loop; reads run on the thread pool (a cache hit is a disk
-/// read, which must not stall the event loop) and hop back.
+/// Confined to the channel's event loop. Leasing does no disk I/O (at most it opens a slice file
+/// once per reader), so it is asked right from the loop; a read that waits for the network
+/// completes on an engine thread and hops back.
 final class ResponseStream: @unchecked Sendable {
     enum Source {
         case reader(CacheReader)
@@ -34,20 +40,19 @@ final class ResponseStream: @unchecked Sendable {
     }
 
     static let firstChunk = 64 << 10
-    static let chunk = 256 << 10
+    static let chunk = 1 << 20
 
     private let context: ChannelHandlerContext
     private let head: HTTPResponseHead
     private let parts: [BodyPart]
     private let untilEnd: Bool
     private let source: Source
-    private let threadPool: NIOThreadPool
     private let onDone: (Outcome) -> Void
 
     private var partIndex = 0
     private var offsetInPart: Int64 = 0
     /// Untouched parts of the body wait here until the head goes out.
-    private var pending: [ByteBuffer] = []
+    private var pending: [(IOData, EventLoopPromise<Void>?)] = []
     private var headSent = false
     private var readInFlight = false
     private(set) var waitingForWritable = false
@@ -56,7 +61,7 @@ final class ResponseStream: @unchecked Sendable {
     private(set) var bodyBytesSent: Int64 = 0
 
     init(context: ChannelHandlerContext, head: HTTPResponseHead, body: ResponseBody, source: Source,
-         threadPool: NIOThreadPool, onDone: @escaping (Outcome) -> Void) {
+         onDone: @escaping (Outcome) -> Void) {
         self.context = context
         self.head = head
         switch body {
@@ -64,7 +69,6 @@ final class ResponseStream: @unchecked Sendable {
         case .untilEnd: parts = []; untilEnd = true
         }
         self.source = source
-        self.threadPool = threadPool
         self.onDone = onDone
     }
 
@@ -94,7 +98,7 @@ final class ResponseStream: @unchecked Sendable {
         while partIndex < parts.count {
             switch parts[partIndex] {
             case let .literal(bytes):
-                send(context.channel.allocator.buffer(bytes: bytes), commit: false)
+                send(.byteBuffer(context.channel.allocator.buffer(bytes: bytes)), commit: false)
                 partIndex += 1
             case let .bytes(range):
                 let start = range.lowerBound + offsetInPart
@@ -117,60 +121,91 @@ final class ResponseStream: @unchecked Sendable {
         case let .memory(bytes):
             let lo = Int(min(offset, Int64(bytes.count)))
             let hi = min(bytes.count, lo + length)
-            didRead(.success(Array(bytes[lo..<hi])), requested: length)
+            didRead(.success(ReadLease(bytes: Array(bytes[lo..<hi]))))
         case .none:
-            didRead(.failure(.badResponse(url: "", message: "no body source")), requested: length)
+            didRead(.failure(.badResponse(url: "", message: "no body source")))
         case let .reader(reader):
             let loop = context.eventLoop
-            threadPool.submit { state in
-                guard case .active = state else {
-                    loop.execute { self.didRead(.failure(.cancelled), requested: length) }
-                    return
-                }
-                reader.read(offset: offset, length: length) { result in
-                    loop.execute { self.didRead(result, requested: length) }
-                }
+            reader.lease(offset: offset, length: length) { result in
+                // Always a new turn of the loop, even for a hit answered at once: no recursion.
+                loop.execute { self.didRead(result) }
             }
         }
     }
 
-    private func didRead(_ result: Result<[UInt8], CacheError>, requested: Int) {
+    private func didRead(_ result: Result<ReadLease, CacheError>) {
         readInFlight = false
-        guard !finished else { return }
+        guard !finished else {
+            if case let .success(lease) = result { lease.release() }
+            return
+        }
         switch result {
         case let .failure(error):
             fail(error)
-        case let .success(bytes):
-            if bytes.isEmpty {
+        case let .success(lease):
+            if lease.count == 0 {
                 if untilEnd { finish() } else {
                     fail(.badResponse(url: "", message: "the file ended before its announced length"))
                 }
                 return
             }
-            offsetInPart += Int64(bytes.count)
-            bodyBytesSent += Int64(bytes.count)
+            offsetInPart += Int64(lease.count)
+            bodyBytesSent += Int64(lease.count)
             nextChunk = Self.chunk
-            send(context.channel.allocator.buffer(bytes: bytes), commit: true)
+            guard let parts = bodyParts(of: lease) else {
+                lease.release()
+                fail(.storage(path: "", message: "cannot duplicate a slice file descriptor: \(String(cString: strerror(errno)))"))
+                return
+            }
+            let written = context.eventLoop.makePromise(of: Void.self)
+            written.futureResult.whenComplete { _ in
+                for part in parts { if case let .fileRegion(region) = part { try? region.fileHandle.close() } }
+                lease.release()
+            }
+            for (i, part) in parts.enumerated() {
+                send(part, commit: true, promise: i == parts.count - 1 ? written : nil)
+            }
             pump()
         }
     }
 
+    /// The lease's pieces as body parts: file regions over their own descriptors (the channel
+    /// may still send them after the reader moved on), memory as buffers.
+    private func bodyParts(of lease: ReadLease) -> [IOData]? {
+        var parts: [IOData] = []
+        for piece in lease.pieces {
+            switch piece {
+            case let .memory(bytes):
+                parts.append(.byteBuffer(context.channel.allocator.buffer(bytes: bytes)))
+            case let .file(fd, offset, count):
+                let copy = dup(fd)
+                guard copy >= 0 else {
+                    for case let .fileRegion(r) in parts { try? r.fileHandle.close() }
+                    return nil
+                }
+                let handle = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: copy)
+                parts.append(.fileRegion(FileRegion(fileHandle: handle, readerIndex: Int(offset), endIndex: Int(offset) + count)))
+            }
+        }
+        return parts
+    }
+
     /// Writes body bytes, or holds them (with the head) until `commit`: bytes read from the
     /// source commit the response, framing literals alone do not.
-    private func send(_ buffer: ByteBuffer, commit: Bool) {
+    private func send(_ part: IOData, commit: Bool, promise: EventLoopPromise<Void>? = nil) {
         guard headSent else {
-            pending.append(buffer)
+            pending.append((part, promise))
             if commit { sendHead() }
             return
         }
-        context.writeAndFlush(NIOAny(HTTPServerResponsePart.body(.byteBuffer(buffer))), promise: nil)
+        context.writeAndFlush(NIOAny(HTTPServerResponsePart.body(part)), promise: promise)
     }
 
     private func sendHead() {
         guard !headSent else { return }
         headSent = true
         context.write(NIOAny(HTTPServerResponsePart.head(head)), promise: nil)
-        for b in pending { context.write(NIOAny(HTTPServerResponsePart.body(.byteBuffer(b))), promise: nil) }
+        for (part, promise) in pending { context.write(NIOAny(HTTPServerResponsePart.body(part)), promise: promise) }
         pending = []
         context.flush()
     }
