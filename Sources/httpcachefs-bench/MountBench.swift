@@ -44,7 +44,7 @@ struct MountBench: ParsableCommand {
             throw ValidationError("no httpcachefs binary at \(binary); build it (swift build -c release) or pass --binary")
         }
         guard FileManager.default.fileExists(atPath: "/dev/fuse") else { throw ValidationError("no /dev/fuse: cannot mount") }
-        let canDropCaches = geteuid() == 0 && FileManager.default.isWritableFile(atPath: "/proc/sys/vm/drop_caches")
+        let canDropCaches = Readers.canDropPageCache
 
         let origin = try OriginServer()
         defer { origin.stop() }
@@ -78,8 +78,7 @@ struct MountBench: ParsableCommand {
         /// The kernel's page cache, so "warm" means the cache's slice files on disk.
         func dropPageCache() throws {
             if canDropCaches {
-                sync()
-                try "3\n".write(toFile: "/proc/sys/vm/drop_caches", atomically: false, encoding: .utf8)
+                try Readers.dropPageCache()
             } else {
                 unmount()
                 try mount()
@@ -177,6 +176,11 @@ struct MountBench: ParsableCommand {
         let fd = open(path, O_RDONLY)
         guard fd >= 0 else { throw ValidationError("cannot open \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
+        return try randomReadLatencies(fd: fd, path: path, offsets: offsets, length: length)
+    }
+
+    /// One `pread` of `length` bytes per offset, in order, each timed.
+    static func randomReadLatencies(fd: Int32, path: String, offsets: [Int64], length: Int) throws -> [Double] {
         let buf = UnsafeMutableRawPointer.allocate(byteCount: length, alignment: 4096)
         defer { buf.deallocate() }
         return try offsets.map { offset in
