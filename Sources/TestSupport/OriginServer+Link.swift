@@ -91,7 +91,8 @@ final class SharedLink: @unchecked Sendable {
         }
     }
 
-    static func nanoseconds(_ bytes: Int64, _ rate: Double) -> UInt64 { UInt64(Double(bytes) / rate * 1e9) }
+    /// The time `bytes` take at `rate` bytes per second.
+    static func nanoseconds(_ bytes: Int64, _ rate: Double) -> UInt64 { UInt64((Double(bytes) * 1e9 / rate).rounded()) }
 }
 
 /// The pacing of one response body on one connection. Event-loop confined (the shared link
