@@ -104,6 +104,7 @@ struct DataPathBench: ParsableCommand {
         print("datapath benchmark: binary \(binary)")
         print("link: \(LinkOptions.describe(emulation)); files: \(CoreBench.human(sizes.link)) over the link, \(CoreBench.human(sizes.big)) over loopback, \(2 * Self.memoryReaders) x \(CoreBench.human(sizes.rss)) for memory")
         var table = FigureTable()
+        let overLink = Self.over(emulation)
 
         // Phase 1: behind the emulated link.
         origin.emulateLink(emulation)
@@ -120,22 +121,22 @@ struct DataPathBench: ParsableCommand {
             let expected = [perConnection, emulation?.bytesPerSecondShared].compactMap { $0 }.min()
             return [Self.calibration("link calibration, \(streams) curl range streams", bytes: sizes.link, seconds: t, expected: expected)]
         }
-        table.measure("mount, cold sequential over the link") {
+        table.measure("mount, cold sequential \(overLink)") {
             let t = try MountBench.readWhole(mnt + "/seq.bin", expected: sizes.link)
             guard let reference = nStreams else { throw ValidationError("no \(streams)-stream reference") }
-            return [Figure(name: "mount, cold sequential \(CoreBench.human(sizes.link)) over the link",
+            return [Figure(name: "mount, cold sequential \(CoreBench.human(sizes.link)) \(overLink)",
                            measured: Self.seconds(t) + ", " + Self.mbit(sizes.link, t),
                            reference: "\(streams) curl range streams: " + Self.seconds(reference),
                            ratio: t / reference, unit: "x time", target: .atMost(1.1))]
         }
-        table.measure("mount, cold random 64 KiB reads over the link") {
+        table.measure("mount, cold random 64 KiB reads \(overLink)") {
             [try measureRandomReads(path: mnt + "/rand.bin", length: randomLength, emulation: emulation)]
         }
         table.measure("mount, \(streams) concurrent cold readers of one file") {
             origin.resetLog()
             let t = try Readers.concurrently(streams) { _ in _ = try MountBench.readWhole(mnt + "/shared.bin", expected: sizes.link) }
             let served = origin.bytesServed(path: "/shared.bin")
-            return [Figure(name: "mount, \(streams) concurrent cold readers of one file (link)",
+            return [Figure(name: "mount, \(streams) concurrent cold readers of one file \(overLink)",
                            measured: "\(served) origin bytes in " + Self.seconds(t),
                            reference: "\(sizes.link) unique bytes", ratio: Double(served) / Double(sizes.link),
                            unit: "origin/unique", target: .atMost(1.0))]
@@ -218,9 +219,10 @@ struct DataPathBench: ParsableCommand {
         let reference = (emulation?.roundTrip ?? 0) + (rate.map { asked / $0 } ?? 0)
         let p50 = MountBench.percentile(latencies, 0.5), p99 = MountBench.percentile(latencies, 0.99)
         let askedText = String(format: "%.0f KiB", asked / 1024) + (resident == nil ? " (assumed: mincore failed)" : " asked per read")
-        return Figure(name: "mount, cold random 64 KiB reads over the link (\(randomReads))",
+        let overLink = Self.over(emulation)
+        return Figure(name: "mount, cold random 64 KiB reads \(overLink) (\(randomReads))",
                       measured: String(format: "p50 %.1f ms, p99 %.1f ms", p50 * 1000, p99 * 1000),
-                      reference: "RTT + \(askedText): " + String(format: "%.1f ms", reference * 1000),
+                      reference: reference > 0 ? "RTT + \(askedText): " + String(format: "%.1f ms", reference * 1000) : "none without a link",
                       ratio: reference > 0 ? p50 / reference : nil, unit: "x (p50)", target: .atMost(1.3))
     }
 
@@ -230,6 +232,11 @@ struct DataPathBench: ParsableCommand {
                       reference: expected.map { String(format: "link: %.0f Mbit/s", $0 * 8 / 1e6) } ?? "no rate limit",
                       ratio: expected.map { measured / ($0 * 8 / 1e6) }, unit: "x link rate",
                       target: expected == nil ? nil : Figure.Target.within(0.9, 1.1))
+    }
+
+    /// Where the first phase's bytes travel, for the figures' names.
+    static func over(_ emulation: LinkEmulation?) -> String {
+        emulation == nil ? "over loopback (no link)" : "over the link"
     }
 
     static func seconds(_ t: Double) -> String { String(format: "%.3f s", t) }
