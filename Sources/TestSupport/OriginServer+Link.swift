@@ -1,5 +1,4 @@
 import Foundation
-import NIOCore
 
 // Link emulation: the loopback origin behaves as if it sat behind a real network link, so the
 // benchmarks can compare the cache with curl under the same latency and bandwidth.
@@ -10,14 +9,16 @@ import NIOCore
 // - a per-connection rate (one TCP stream's share of a path);
 // - a shared rate across all connections (the access link), so parallel streams help only up to it.
 //
-// Pacing is by reservation, not by a token count that can overflow or be lost to a late timer:
-// each connection sends its body in quanta (about 2 ms of its rate), and before sending one it
-// reserves the quantum's departure time on its own link and then on the shared link. A quantum
-// leaves when its last byte would have crossed both links (pay before sending), so a response of
-// n bytes completes n / rate after its head, as on a real link. Reservations are taken in turn as
-// each connection sends, which serves parallel streams round-robin on the shared link. Timers that
-// fire late are caught up within `slack`, so a loaded machine still meets the rate on average; an
-// idle connection starts its next body with an empty link (no burst).
+// Pacing is a token bucket per connection and a shared one, in their virtual-time form (as GCRA):
+// instead of a token count, which overflows while a timer is late and then loses the time, each
+// bucket keeps the time it is free again. A connection sends its body in quanta (about 2 ms of its
+// rate); before sending one it reserves the quantum's departure on its own bucket, then on the
+// shared one. A quantum leaves when its last byte would have crossed both links (pay before
+// sending), so a response of n bytes completes n / rate after its head, as on a real link.
+// Reservations are taken in turn as each connection sends, which serves parallel streams
+// round-robin on the shared link. Timers that fire late are caught up within `slack`, so a loaded
+// machine still meets the rate on average; an idle connection starts its next body with an empty
+// link (no burst).
 
 /// The network between the benchmark's clients and the origin. `nil` fields are "no limit".
 public struct LinkEmulation: Sendable, Equatable {

@@ -31,9 +31,11 @@ struct Figure {
     var ratio: Double?
     var unit: String
     var target: Target?
+    /// Decimals of the ratio below 10 (a ratio that must be exactly 1 needs more than 3).
+    var digits = 3
 
-    static func number(_ x: Double) -> String {
-        x >= 10 ? String(format: "%.1f", x) : String(format: "%.3f", x)
+    static func number(_ x: Double, digits: Int = 3) -> String {
+        x >= 10 ? String(format: "%.1f", x) : String(format: "%.\(digits)f", x)
     }
 }
 
@@ -61,7 +63,7 @@ struct FigureTable {
     func render() -> String {
         var rows = [["figure", "measured", "reference (same run)", "ratio", "target", ""]]
         for f in figures {
-            let ratio = f.ratio.map { Figure.number($0) + " " + f.unit } ?? ""
+            let ratio = f.ratio.map { Figure.number($0, digits: f.digits) + " " + f.unit } ?? ""
             let target = f.target.map { $0.text + " " + f.unit } ?? ""
             let verdict = f.ratio.flatMap { r in f.target.map { $0.isMet(by: r) ? "met" : "MISSED" } } ?? ""
             rows.append([f.name, f.measured, f.reference, ratio, target, verdict])
