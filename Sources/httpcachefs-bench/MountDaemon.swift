@@ -12,18 +12,26 @@ final class MountDaemon {
     let mountpoint: String
     let cacheDirectory: String
     let logFile: String
+    private let arguments: [String]
 
-    /// Mounts `entries` (`NAME=URL`) at `mountpoint`, with the proxy on a port of its choosing.
-    init(binary: String, mountpoint: String, cacheDirectory: String, cacheSize: Int64, entries: [String], logFile: String) throws {
+    /// Mounts `entries` (`NAME=URL`) at `mountpoint`, with the proxy on a port of its choosing
+    /// unless `proxy` is false.
+    init(binary: String, mountpoint: String, cacheDirectory: String, cacheSize: Int64, entries: [String], logFile: String,
+         proxy: Bool = true) throws {
         self.binary = binary
         self.mountpoint = mountpoint
         self.cacheDirectory = cacheDirectory
         self.logFile = logFile
+        arguments = ["mount", mountpoint] + entries + [
+            "--cache-dir", cacheDirectory, "--cache-size", String(cacheSize), "--log-file", logFile, "--log-level", "warning",
+        ] + (proxy ? ["--proxy-port", "0"] : ["--no-proxy"])
         try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
-        let status = try Spawned.run(binary, ["mount", mountpoint] + entries + [
-            "--cache-dir", cacheDirectory, "--cache-size", String(cacheSize), "--proxy-port", "0",
-            "--log-file", logFile, "--log-level", "warning",
-        ])
+        try mount()
+    }
+
+    /// Mounts (again, after `unmount()`); returns once the mount is usable.
+    func mount() throws {
+        let status = try Spawned.run(binary, arguments)
         guard status == 0 else {
             let log = (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? ""
             throw ValidationError("httpcachefs mount failed (status \(status)):\n\(log)")
