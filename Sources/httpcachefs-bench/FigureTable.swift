@@ -33,6 +33,8 @@ struct Figure {
     var target: Target?
     /// Decimals of the ratio below 10 (a ratio that must be exactly 1 needs more than 3).
     var digits = 3
+    /// Printed under the table: what to look at when the figure is off.
+    var note: String? = nil
 
     static func number(_ x: Double, digits: Int = 3) -> String {
         x >= 10 ? String(format: "%.1f", x) : String(format: "%.\(digits)f", x)
@@ -49,9 +51,12 @@ struct FigureTable {
         do {
             figures += try body()
         } catch {
-            let reason = "\(error)"
+            // The first line in the table, any detail (a log, `cache info`) under it.
+            let lines = "\(error)".split(separator: "\n", omittingEmptySubsequences: false)
+            let reason = String(lines.first ?? "")
             figures.append(Figure(name: name, measured: reason.hasPrefix("skipped") ? reason : "failed: \(reason)",
-                                  reference: "", ratio: nil, unit: "", target: nil))
+                                  reference: "", ratio: nil, unit: "", target: nil,
+                                  note: lines.count > 1 ? "\n" + lines.dropFirst().joined(separator: "\n") : nil))
         }
     }
 
@@ -68,6 +73,7 @@ struct FigureTable {
             let verdict = f.ratio.flatMap { r in f.target.map { $0.isMet(by: r) ? "met" : "MISSED" } } ?? ""
             rows.append([f.name, f.measured, f.reference, ratio, target, verdict])
         }
-        return CoreBench.table(rows)
+        let notes = figures.compactMap { f in f.note.map { "note on '\(f.name)': \($0)" } }
+        return ([CoreBench.table(rows)] + notes).joined(separator: "\n")
     }
 }

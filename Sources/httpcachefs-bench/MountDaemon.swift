@@ -66,6 +66,16 @@ final class MountDaemon {
         return (try? "5\n".write(toFile: "/proc/\(pid)/clear_refs", atomically: false, encoding: .utf8)) != nil
     }
 
+    /// Waits (up to 10 s) until `cache info` reports all `length` bytes of `url` cached: a reader
+    /// may get its last bytes before the daemon has recorded them.
+    func waitUntilCached(url: String, length: Int64) throws {
+        for _ in 0..<100 {
+            if (try? CoreBench.checkFullyCached(binary: binary, url: url, cacheDir: cacheDirectory, length: length)) != nil { return }
+            usleep(100_000)
+        }
+        try CoreBench.checkFullyCached(binary: binary, url: url, cacheDir: cacheDirectory, length: length)
+    }
+
     /// The proxy URL of `original` on the daemon's proxy.
     func proxyURL(for original: String) throws -> String {
         try ProxyProcess.url(for: original, binary: binary, cacheDirectory: cacheDirectory)
