@@ -81,9 +81,18 @@ final class MountDaemon {
         try ProxyProcess.url(for: original, binary: binary, cacheDirectory: cacheDirectory)
     }
 
-    /// Unmounts if still mounted; the daemon then exits.
+    /// Unmounts if still mounted and waits (up to 10 s) for the daemon to exit: it flushes its
+    /// index after the unmount, and removing the cache directory under it would fail.
     func unmount() {
         let mounted = ((try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? "").contains(" \(mountpoint) ")
-        if mounted { _ = try? Spawned.run("/bin/fusermount3", ["-u", mountpoint]) }
+        guard mounted else { return }
+        let daemon = try? pid()
+        _ = try? Spawned.run("/bin/fusermount3", ["-u", mountpoint])
+        guard let daemon else { return }
+        var polls = 0
+        while kill(daemon, 0) == 0 && polls < 200 {
+            usleep(50_000)
+            polls += 1
+        }
     }
 }
