@@ -7,7 +7,8 @@ import NIOHTTP1
 ///
 /// Streaming: chunks are written while the channel is writable (the write buffer watermark
 /// bounds what is queued); `channelWritabilityChanged` resumes. A trickle instead writes one
-/// small quantum per timer tick.
+/// small quantum per timer tick. Behind an emulated link (OriginServer+Link.swift) the head waits
+/// a round trip and a `LinkPacer` times every chunk.
 final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -31,6 +32,8 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var streaming: Streaming?
     private var timer: Scheduled<Void>?
     private var active = true
+    /// Paces the body being written through the emulated link, if any (OriginServer+Link.swift).
+    private var pacer: LinkPacer?
 
     init(state: OriginState) { self.state = state }
 
@@ -46,7 +49,7 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable, streaming?.bytesPerSecond == nil { pump(context: context) }
+        if context.channel.isWritable, timer == nil, streaming?.bytesPerSecond == nil { pump(context: context) }
         context.fireChannelWritabilityChanged()
     }
 
@@ -65,8 +68,9 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
     private func receive(context: ChannelHandlerContext, head: HTTPRequestHead) {
         let headers = head.headers.map { ($0.name, $0.value) }
         let method = head.method.rawValue
-        let (id, silent, delay) = state.begin(method: method, uri: head.uri, headers: headers)
+        let (id, silent, faultDelay) = state.begin(method: method, uri: head.uri, headers: headers)
         if silent { return }  // never answer; the client's timeout is under test
+        let delay = faultDelay + (state.link?.emulation.roundTrip ?? 0)
         if delay > 0 {
             timer = context.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay * 1e9))) {
                 self.timer = nil
@@ -100,6 +104,8 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
         streaming = Streaming(id: id, body: body, next: body.start,
                               dropAt: plan.dropAfterBytes.map { body.start + $0 },
                               bytesPerSecond: plan.bytesPerSecond, keepAlive: keepAlive)
+        // A trickle is its own, slower link.
+        pacer = state.link.flatMap { $0.isPaced && plan.bytesPerSecond == nil ? LinkPacer(link: $0, now: Self.uptime) : nil }
         pump(context: context)
     }
 
@@ -108,8 +114,17 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
         guard active, var s = streaming else { return }
         let limit = s.dropAt ?? s.body.end
         var budget = s.bytesPerSecond.map { Int64(max(1, $0 / 20)) } ?? Int64.max
-        while s.next < limit && budget > 0 && context.channel.isWritable {
-            let n = min(Self.chunkSize, limit - s.next, budget)
+        var linkResume: UInt64?
+        sending: while s.next < limit && budget > 0 && context.channel.isWritable {
+            var n = min(Self.chunkSize, limit - s.next, budget)
+            if let pacer {
+                switch pacer.admit(n, now: Self.uptime) {
+                case let .send(allowed): n = allowed
+                case let .wait(until):
+                    linkResume = until
+                    break sending
+                }
+            }
             var buffer = context.channel.allocator.buffer(capacity: Int(n))
             switch s.body.body {
             case let .bytes(data):
@@ -147,8 +162,15 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
                 self.timer = nil
                 self.pump(context: context)
             }
+        } else if let linkResume {
+            timer = context.eventLoop.scheduleTask(deadline: .uptimeNanoseconds(linkResume)) {
+                self.timer = nil
+                self.pump(context: context)
+            }
         }
     }
+
+    private static var uptime: UInt64 { NIODeadline.now().uptimeNanoseconds }
 
     private func end(context: ChannelHandlerContext, keepAlive: Bool) {
         let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))

@@ -160,6 +160,12 @@ final class OriginState: @unchecked Sendable {
     private var nextID = 0  // guarded by lock
     /// Set once in `OriginServer.init`, before any request can arrive.
     var origin = ""
+    private var sharedLink: SharedLink?  // guarded by lock
+    /// The emulated network new responses go through (OriginServer+Link.swift); nil: loopback.
+    var link: SharedLink? {
+        get { lock.withLock { sharedLink } }
+        set { lock.withLock { sharedLink = newValue } }
+    }
 
     func setResource(_ path: String, _ r: OriginResource) { lock.withLock { resources[path] = r } }
     func removeResource(_ path: String) { lock.withLock { _ = resources.removeValue(forKey: path) } }

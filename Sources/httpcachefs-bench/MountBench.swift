@@ -44,7 +44,7 @@ struct MountBench: ParsableCommand {
             throw ValidationError("no httpcachefs binary at \(binary); build it (swift build -c release) or pass --binary")
         }
         guard FileManager.default.fileExists(atPath: "/dev/fuse") else { throw ValidationError("no /dev/fuse: cannot mount") }
-        let canDropCaches = geteuid() == 0 && FileManager.default.isWritableFile(atPath: "/proc/sys/vm/drop_caches")
+        let canDropCaches = Readers.canDropPageCache
 
         let origin = try OriginServer()
         defer { origin.stop() }
@@ -55,43 +55,28 @@ struct MountBench: ParsableCommand {
         let video = videoSeconds > 0 ? Self.makeVideo(seconds: videoSeconds, in: temp) : nil
         if let video { origin.setFile("/video.mp4", data: video, contentType: "video/mp4") }
 
-        let mountpoint = temp.appending("mnt")
         let cacheDir = temp.appending("cache")
-        try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
         var entries = ["seq.bin=\(origin.url("/seq.bin"))", "rand.bin=\(origin.url("/rand.bin"))"]
         if video != nil { entries.append("video.mp4=\(origin.url("/video.mp4"))") }
-        let mountArgs = ["mount", mountpoint] + entries + [
-            "--cache-dir", cacheDir, "--cache-size", "\(3 * length + (1 << 30))", "--no-proxy",
-            "--log-file", temp.appending("mount.log"), "--log-level", "warning",
-        ]
-        func mount() throws {
-            let status = try Spawned.run(binary, mountArgs)
-            guard status == 0 else {
-                let log = (try? String(contentsOfFile: temp.appending("mount.log"), encoding: .utf8)) ?? ""
-                throw ValidationError("httpcachefs mount failed (status \(status)):\n\(log)")
-            }
-        }
-        func unmount() {
-            let mounted = ((try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? "").contains(" \(mountpoint) ")
-            if mounted { _ = try? Spawned.run("/bin/fusermount3", ["-u", mountpoint]) }
-        }
-        /// The kernel's page cache, so "warm" means the cache's slice files on disk.
-        func dropPageCache() throws {
-            if canDropCaches {
-                sync()
-                try "3\n".write(toFile: "/proc/sys/vm/drop_caches", atomically: false, encoding: .utf8)
-            } else {
-                unmount()
-                try mount()
-            }
-        }
 
         print("mount benchmark: \(CoreBench.human(length)) generated files over loopback, binary \(binary)")
         if !canDropCaches { print("note: not root, so warm runs remount instead of dropping the page cache (slice files may stay in memory)") }
         let curlTime = try CoreBench.best(of: 2) { try Spawned.time(self.curl, ["-s", "-f", "-o", "/dev/null", origin.url("/seq.bin")]) }
 
-        try mount()
-        defer { unmount() }
+        let daemon = try MountDaemon(binary: binary, mountpoint: temp.appending("mnt"), cacheDirectory: cacheDir,
+                                     cacheSize: 3 * length + (1 << 30), entries: entries, logFile: temp.appending("mount.log"),
+                                     proxy: false)
+        defer { daemon.unmount() }
+        let mountpoint = daemon.mountpoint
+        /// The kernel's page cache, so "warm" means the cache's slice files on disk.
+        func dropPageCache() throws {
+            if canDropCaches {
+                try Readers.dropPageCache()
+            } else {
+                daemon.unmount()
+                try daemon.mount()
+            }
+        }
         let seq = mountpoint + "/seq.bin"
         let cold = try Self.readWhole(seq, expected: length)
         let slices = try CoreBench.sliceFiles(under: cacheDir + "/data")  // only seq.bin is cached so far
@@ -116,7 +101,7 @@ struct MountBench: ParsableCommand {
             let viaMount = try Spawned.time(ffprobe, args + [mountpoint + "/video.mp4"])
             probe = (viaMount, viaURL)
         }
-        unmount()
+        daemon.unmount()
 
         func mbps(_ seconds: Double) -> String { String(format: "%.1f", Double(length) / seconds / 1e6) }
         var rows: [[String]] = [
@@ -177,6 +162,11 @@ struct MountBench: ParsableCommand {
         let fd = open(path, O_RDONLY)
         guard fd >= 0 else { throw ValidationError("cannot open \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
+        return try randomReadLatencies(fd: fd, path: path, offsets: offsets, length: length)
+    }
+
+    /// One `pread` of `length` bytes per offset, in order, each timed.
+    static func randomReadLatencies(fd: Int32, path: String, offsets: [Int64], length: Int) throws -> [Double] {
         let buf = UnsafeMutableRawPointer.allocate(byteCount: length, alignment: 4096)
         defer { buf.deallocate() }
         return try offsets.map { offset in

@@ -177,6 +177,12 @@ final class ProxyProcess {
 
     /// The proxy URL for `original`, from `httpcachefs url`.
     func url(for original: String) throws -> String {
+        try Self.url(for: original, binary: binary, cacheDirectory: cacheDirectory)
+    }
+
+    /// The proxy URL for `original` from the proxy running on `cacheDirectory` (a `proxy` or a
+    /// `mount`), as `httpcachefs url` prints it for a user.
+    static func url(for original: String, binary: String, cacheDirectory: String) throws -> String {
         let p = Process()
         let out = Pipe()
         p.executableURL = URL(fileURLWithPath: binary)
@@ -259,22 +265,58 @@ enum Clients {
     /// Starts one `curl` per URL at once and returns the wall time until the last finishes;
     /// fails if any download is short.
     static func download(curl: String, urls: [String], expected: Int64) throws -> Double {
+        try run(curl: curl, jobs: urls.map { ([$0], expected) })
+    }
+
+    /// Downloads `url` (of `length` bytes) as `streams` contiguous ranges, all started at once by
+    /// one curl process (`--parallel`): the fastest a client that knows the file's length fetches
+    /// it. Returns the time until the last range was in, as curl measured it (from the start of
+    /// the transfers: no process start-up in it); fails if any range is short.
+    static func downloadRanges(curl: String, url: String, length: Int64, streams: Int) throws -> Double {
+        let bounds = (0...streams).map { length * Int64($0) / Int64(streams) }
+        var arguments = ["-Z", "--parallel-immediate", "--parallel-max", String(streams)]
+        for i in 0..<streams {
+            if i > 0 { arguments.append("--next") }
+            arguments += ["-s", "-f", "-o", "/dev/null", "-w", "%{size_download} %{time_total}\\n",
+                          "-r", "\(bounds[i])-\(bounds[i + 1] - 1)", url]
+        }
+        let p = Process()
+        let out = Pipe()
+        p.executableURL = URL(fileURLWithPath: curl)
+        p.arguments = arguments
+        p.standardOutput = out
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        // One line per transfer, in the order they finished.
+        let done = text.split(separator: "\n").map { $0.split(separator: " ") }
+        let sizes = done.compactMap { $0.first.flatMap { Int64($0) } }.sorted()
+        let expected = (0..<streams).map { bounds[$0 + 1] - bounds[$0] }.sorted()
+        guard p.terminationStatus == 0, sizes == expected else {
+            throw ValidationError("curl of \(streams) ranges of \(url) failed (status \(p.terminationStatus)): \(text)")
+        }
+        return done.compactMap { $0.last.flatMap { Double($0) } }.max() ?? 0
+    }
+
+    /// One `curl -o /dev/null` per job (extra arguments, bytes it must receive), all at once.
+    private static func run(curl: String, jobs: [(arguments: [String], expected: Int64)]) throws -> Double {
         let start = DispatchTime.now().uptimeNanoseconds
-        var running: [(Process, Pipe)] = []
-        for url in urls {
+        var running: [(Process, Pipe, Int64)] = []
+        for job in jobs {
             let p = Process()
             let out = Pipe()
             p.executableURL = URL(fileURLWithPath: curl)
-            p.arguments = ["-s", "-f", "-o", "/dev/null", "-w", "%{size_download}", url]
+            p.arguments = ["-s", "-f", "-o", "/dev/null", "-w", "%{size_download}"] + job.arguments
             p.standardOutput = out
             try p.run()
-            running.append((p, out))
+            running.append((p, out, job.expected))
         }
-        for (p, out) in running {
+        for (p, out, expected) in running {
             let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             p.waitUntilExit()
             guard p.terminationStatus == 0, Int64(text) == expected else {
-                throw ValidationError("curl \(p.arguments!.last!) failed (status \(p.terminationStatus), \(text) of \(expected) bytes)")
+                throw ValidationError("curl \(p.arguments!.dropFirst(6).joined(separator: " ")) failed (status \(p.terminationStatus), \(text) of \(expected) bytes)")
             }
         }
         return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
