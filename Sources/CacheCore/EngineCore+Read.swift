@@ -18,6 +18,7 @@ extension EngineCore {
         let shard = shard(for: key)
         let now = Date().timeIntervalSince1970
         var hit: (EntryState, Range<Int64>, Int64, [Int64: Int])?   // entry, range, row id, slice epochs
+        var diskAhead: [Range<Int64>] = []
         var toLaunch: [(EntryState, ReadPlanner.Fetch, Int)] = []
         var immediate: Result<ReadLease, CacheError>?
 
@@ -63,6 +64,7 @@ extension EngineCore {
                 entry.bytesFromCache += request.length
                 touch(entry, request, now)
                 hit = (entry, request, entry.id, epochs(entry, request))
+                diskAhead = diskReadAhead(reader, entry, after: request)
             } else {
                 entry.misses += 1
                 entry.waiters.append(Waiter(reader: reader.id, files: reader.files, range: request, generation: generation,
@@ -74,6 +76,23 @@ extension EngineCore {
         if let (entry, range, id, epochs) = hit {
             completion(lease(entry: entry, shard: shard, id: id, generation: generation, files: reader.files,
                              epochs: epochs, range: range, runs: [(range, nil)]))
+            for r in diskAhead { store.adviseWillNeed(entry: id, generation: generation, range: r) }
+        }
+    }
+
+    /// The cached bytes a sequential reader will want next, not yet asked from the disk: the
+    /// kernel starts reading them into the page cache while this read is sent, so the next reads
+    /// do not wait on the disk one by one. Call under the shard lock.
+    private func diskReadAhead(_ reader: ReaderState, _ entry: EntryState, after request: Range<Int64>) -> [Range<Int64>] {
+        guard reader.readAhead > initialReadAhead else { return [] }   // sequential readers only
+        let from = max(request.upperBound, reader.diskAheadTo)
+        let to = request.upperBound.addingClamped(reader.readAhead)
+        // Ask again only once half of what was asked has been read.
+        guard from < to, reader.diskAheadTo <= request.upperBound.addingClamped(reader.readAhead / 2) else { return [] }
+        reader.diskAheadTo = to
+        return entry.coverage.ranges.compactMap { r in
+            let c = r.clamped(to: from..<to)
+            return c.isEmpty ? nil : c
         }
     }
 

@@ -176,6 +176,9 @@ final class ReaderState: @unchecked Sendable {
     let files = ReaderFiles()
     var lastEnd: Int64 = -1
     var readAhead: Int64
+    /// How far ahead cached bytes were asked from the disk (a sequential reader's page-cache
+    /// read-ahead on the slice files).
+    var diskAheadTo: Int64 = 0
     var closed = false
 
     init(id: Int, entry: EntryInfo, initialReadAhead: Int64) {

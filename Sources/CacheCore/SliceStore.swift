@@ -58,6 +58,22 @@ struct SliceStore: Sendable {
         return fd
     }
 
+    /// Asks the kernel to start reading `range` (entry offsets) into the page cache. Best effort:
+    /// a slice file that is gone meanwhile is simply skipped.
+    func adviseWillNeed(entry: Int64, generation: Int64, range: Range<Int64>) {
+        var offset = range.lowerBound
+        while offset < range.upperBound {
+            let slice = sliceIndex(of: offset)
+            let end = min(range.upperBound, (slice + 1) * sliceSize)
+            let fd = open(path(entry: entry, generation: generation, slice: slice), O_RDONLY | O_CLOEXEC)
+            if fd >= 0 {
+                _ = posix_fadvise(fd, off_t(offset - slice * sliceSize), off_t(end - offset), POSIX_FADV_WILLNEED)
+                close(fd)
+            }
+            offset = end
+        }
+    }
+
     /// Writes all of `bytes` at `offset` within the slice file.
     func write(fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64, path: @autoclosure () -> String) throws {
         var done = 0
