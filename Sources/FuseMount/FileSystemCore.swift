@@ -262,11 +262,10 @@ final class FileSystemCore: @unchecked Sendable {
         }
     }
 
-    /// A file needs the cache's word when its size is unknown or its check is too old.
-    private func needsResolve(_ f: FileState) -> Bool {
-        guard f.size != nil, let checked = f.checkedAt else { return true }
-        return now().timeIntervalSince(checked) >= options.revalidateAfter
-    }
+    /// A file needs the cache's word only while its size is unknown. Whether the remote file
+    /// changed is asked at open (at most once per `--revalidate-after`), never by `stat`: the
+    /// kernel calls getattr around reads, and each call would cost the origin a round trip.
+    private func needsResolve(_ f: FileState) -> Bool { f.size == nil }
 
     /// Asks the cache about a file (which revalidates it with the origin when stale); metadata
     /// only: stat reads no bytes.
@@ -293,7 +292,7 @@ final class FileSystemCore: @unchecked Sendable {
 
     /// Caller holds the lock.
     private func record(_ info: EntryInfo, for node: Node, _ file: FileState) {
-        file.update(from: info, at: now())
+        file.update(from: info)
         inodesByKey[info.key, default: []].insert(node.ino)
     }
 
@@ -538,13 +537,9 @@ final class FileSystemCore: @unchecked Sendable {
                 }
                 if !e.isDirectory, let f = existing.file, f.url == e.url {
                     if let size, size != f.size {
-                        // The listing says the file changed: trust it only as far as asking the cache again.
+                        // The listing says the file changed; the next open asks the origin.
                         f.size = size
-                        f.checkedAt = nil
                         invalidations.inodes.append(existing.ino)
-                    } else if size != nil {
-                        // Confirmed by a fresh listing: the next stat needs no request.
-                        f.checkedAt = t
                     }
                     if f.info == nil, let m = e.modified { f.mtime = m }
                     idx.listed.insert(e.name)
@@ -554,7 +549,7 @@ final class FileSystemCore: @unchecked Sendable {
             }
             let content: NodeContent = e.isDirectory
                 ? .directory(DirectoryState(mtime: e.modified ?? t, index: IndexState(url: e.url)))
-                : .file(FileState(url: e.url, size: size, mtime: e.modified, checkedAt: size == nil ? nil : t))
+                : .file(FileState(url: e.url, size: size, mtime: e.modified))
             table.add(parent: node.ino, name: e.name, origin: .listing, content: content)
             idx.listed.insert(e.name)
         }
@@ -626,7 +621,7 @@ final class FileSystemCore: @unchecked Sendable {
                     inodesByKey[info.key]?.remove(ino)
                     continue
                 }
-                f.update(from: info, at: now())
+                f.update(from: info)
                 live.append(ino)
             }
             return (live, notifier)

@@ -19,24 +19,20 @@ final class FileState {
     var mtime: Date?
     /// The cache's view, once the file has been opened or looked up through it.
     var info: EntryInfo?
-    /// When `size`/`mtime` were last confirmed (by the cache, or by a listing).
-    var checkedAt: Date?
     /// Generation of the entry at the last open: equal at the next open means the kernel's
     /// page cache still holds this generation's bytes and may be kept.
     var lastOpenGeneration: Int64?
 
-    init(url: String, size: Int64? = nil, mtime: Date? = nil, checkedAt: Date? = nil) {
+    init(url: String, size: Int64? = nil, mtime: Date? = nil) {
         self.url = url
         self.size = size
         self.mtime = mtime
-        self.checkedAt = checkedAt
     }
 
-    func update(from info: EntryInfo, at now: Date) {
+    func update(from info: EntryInfo) {
         self.info = info
         if let length = info.length { size = length }
         if let date = info.lastModifiedDate { mtime = date }
-        checkedAt = now
     }
 }
 

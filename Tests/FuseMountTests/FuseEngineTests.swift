@@ -32,6 +32,29 @@ final class FuseEngineTests: XCTestCase {
         XCTAssertEqual(m.origin.bytesServed(path: "/v.bin"), 0)
     }
 
+    func testRevalidationBelongsToTheOpenNotToEachRead() throws {
+        let length: Int64 = 16 << 20
+        let m = try EngineMount(tree: { try treeFromList("v.bin = \($0.url("/v.bin"))") },
+                                cache: { $0.revalidateAfter = 0 },
+                                setup: { $0.setGeneratedFile("/v.bin", length: length, seed: 13) })
+        defer { m.stop() }
+        XCTAssertTrue(try POSIX.readAll(m.path("v.bin")) == expected(13, 0, Int(length)))   // now fully cached
+        // One open, the file read again from the disk cache (the kernel's copy dropped), with
+        // stats in between: one revalidation for the open, none per read or per stat.
+        let fd = try POSIX.open(m.path("v.bin"))
+        defer { close(fd) }
+        _ = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
+        m.origin.resetLog()
+        var offset: Int64 = 0
+        while offset < length {
+            let chunk = try POSIX.pread(fd, offset: offset, count: 1 << 20)
+            XCTAssertTrue(chunk == expected(13, offset, chunk.count), "bytes at \(offset)")
+            _ = try POSIX.stat(m.path("v.bin"))
+            offset += Int64(chunk.count)
+        }
+        XCTAssertEqual(m.origin.requests.count, 0, "reads and stats of an open file ask the origin nothing: \(m.origin.requests)")
+    }
+
     func testRandomReadsAreByteExact() throws {
         let length: Int64 = 16 << 20
         let m = try EngineMount(tree: { try treeFromList("r.bin = \($0.url("/r.bin"))") },
