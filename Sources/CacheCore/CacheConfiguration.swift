@@ -24,6 +24,12 @@ public struct CacheConfiguration: Sendable {
     public var initialReadAhead: Int64
     /// Largest read-ahead window for a sequential reader.
     public var maxReadAhead: Int64
+    /// Most parallel streams one sequential reader's read-ahead is split into (1: no split).
+    public var maxStreams: Int
+    /// Smallest stream: below that, a new request costs more than it brings.
+    public var minStreamSize: Int64
+    /// A stream carries about this long a transfer at the per-connection rate measured.
+    public var streamSeconds: Double
 
     public static let defaultSliceSize: Int64 = 4 << 20
     public static let defaultCapacity: Int64 = 5 << 30
@@ -37,7 +43,10 @@ public struct CacheConfiguration: Sendable {
                 keyRules: KeyRules = KeyRules(),
                 shardCount: Int = 16,
                 initialReadAhead: Int64 = 256 << 10,
-                maxReadAhead: Int64 = 32 << 20) {
+                maxReadAhead: Int64 = 32 << 20,
+                maxStreams: Int = 8,
+                minStreamSize: Int64 = 1 << 20,
+                streamSeconds: Double = 0.05) {
         self.directory = directory
         self.capacity = capacity
         self.freeSpaceFloor = freeSpaceFloor
@@ -48,6 +57,9 @@ public struct CacheConfiguration: Sendable {
         self.shardCount = shardCount
         self.initialReadAhead = initialReadAhead
         self.maxReadAhead = maxReadAhead
+        self.maxStreams = maxStreams
+        self.minStreamSize = minStreamSize
+        self.streamSeconds = streamSeconds
     }
 
     /// `$XDG_CACHE_HOME/httpcachefs`, else `~/.cache/httpcachefs`.

@@ -15,17 +15,23 @@
 ///   the next running fetch and the end of the file). A gap that lies wholly in the read-ahead
 ///   window is only fetched once it is at least half a window long, so a sequential reader keeps
 ///   one fetch ahead instead of spawning a stream of tiny ones.
+/// - With `streamSize`, read-ahead is split into fetches of about that size, started together
+///   (parallel streams): one reader can then fill a link that caps each connection. The bytes the
+///   request itself needs stay in the first fetch, so a read never waits on more than one.
 public struct ReadPlanner: Sendable {
     public var readAhead: Int64
     public var seekThreshold: Int64
     /// A running fetch that will reach the request within this many seconds is waited for: a
     /// new request costs a round trip and often a new connection.
     public var catchUp: Double
+    /// Size of each parallel stream of read-ahead; nil: one fetch.
+    public var streamSize: Int64?
 
-    public init(readAhead: Int64, seekThreshold: Int64 = 2 << 20, catchUp: Double = 0.5) {
+    public init(readAhead: Int64, seekThreshold: Int64 = 2 << 20, catchUp: Double = 0.5, streamSize: Int64? = nil) {
         self.readAhead = readAhead
         self.seekThreshold = seekThreshold
         self.catchUp = catchUp
+        self.streamSize = streamSize
     }
 
     /// A fetch that is already running: it will deliver `cursor..<end` (end nil: to EOF).
@@ -150,7 +156,26 @@ public struct ReadPlanner: Sendable {
             plan.fetches += readAheadFetches(after: request.upperBound, windowEnd: windowEnd, length: length,
                                              cached: cached, running: running)
         }
+        if let streamSize, streamSize > 0 {
+            plan.fetches = plan.fetches.flatMap { Self.streams(of: $0, keepingWhole: request.upperBound, size: streamSize) }
+        }
         return plan
+    }
+
+    /// `fetch` cut into streams of about `size` bytes; the part before `keepingWhole` (what the
+    /// request needs) stays in the first. A remainder under half a stream joins the last one.
+    static func streams(of fetch: Fetch, keepingWhole requestEnd: Int64, size: Int64) -> [Fetch] {
+        guard let end = fetch.end else { return [fetch] }
+        var out: [Fetch] = []
+        var start = fetch.start
+        var cut = min(end, max(requestEnd, start.addingClamped(size)))
+        while true {
+            if end - cut < size / 2 { cut = end }
+            out.append(Fetch(start: start, end: cut))
+            if cut >= end { return out }
+            start = cut
+            cut = min(end, start.addingClamped(size))
+        }
     }
 
     private func readAheadFetches(after start: Int64, windowEnd: Int64?, length: Int64?, cached: RangeSet,

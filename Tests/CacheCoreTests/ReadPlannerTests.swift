@@ -179,4 +179,19 @@ final class ReadPlannerTests: XCTestCase {
         XCTAssertEqual(ReadPlanner.bytes(catchingUpAt: 1000, for: 0.5), 500)
         XCTAssertEqual(ReadPlanner.bytes(catchingUpAt: nil, for: 0.5), 0)
     }
+
+    func testReadAheadIsSplitIntoParallelStreamsButTheRequestStaysInOneFetch() {
+        let mib: Int64 = 1 << 20
+        let planner = ReadPlanner(readAhead: 16 * mib, streamSize: 4 * mib)
+        let plan = planner.plan(request: 0..<(1 * mib), length: 100 * mib, cached: RangeSet(), running: [])
+        XCTAssertEqual(plan.fetches, [
+            .init(start: 0, end: 4 * mib), .init(start: 4 * mib, end: 8 * mib),
+            .init(start: 8 * mib, end: 12 * mib), .init(start: 12 * mib, end: 17 * mib),
+        ], "a remainder under half a stream joins the last one")
+        // A request larger than a stream is never split: the read waits on one fetch.
+        let big = planner.plan(request: 0..<(6 * mib), length: 100 * mib, cached: RangeSet(), running: [])
+        XCTAssertEqual(big.fetches.first, .init(start: 0, end: 6 * mib))
+        XCTAssertEqual(ReadPlanner.streams(of: .init(start: 5, end: nil), keepingWhole: 10, size: 4), [.init(start: 5, end: nil)],
+                       "a fetch to the end of an unknown length stays whole")
+    }
 }
