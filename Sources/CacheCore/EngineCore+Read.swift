@@ -45,7 +45,8 @@ extension EngineCore {
             }
             entry.lastAccess = now
 
-            let planner = ReadPlanner(readAhead: reader.readAhead, seekThreshold: max(2 << 20, reader.readAhead / 2))
+            let planner = ReadPlanner(readAhead: reader.readAhead, seekThreshold: max(2 << 20, reader.readAhead / 2),
+                                      streamSize: streamSize(readAhead: reader.readAhead, rate: entry.inflight.observedRate))
             let running = entry.inflight.running(generation: generation, now: now)
             var plan = planner.plan(request: request, length: entry.info.length, cached: entry.coverage, running: running)
             if !entry.info.acceptsRanges { wholeBodyOnly(&plan, running: running) }
@@ -137,6 +138,16 @@ extension EngineCore {
             }
         }
         return .success(ReadLease(pieces: pieces, files: open, onRelease: unpin))
+    }
+
+    /// How a sequential reader's read-ahead is split into parallel streams. A stream should carry
+    /// about `streamSeconds` of transfer at the rate one connection was measured to get: on a link
+    /// that caps each connection, several streams together fill it; where one connection is
+    /// fast (a LAN, loopback), one stream does, and more would only cost requests.
+    func streamSize(readAhead: Int64, rate: Double?) -> Int64? {
+        guard let rate, configuration.maxStreams > 1, readAhead >= 2 * configuration.minStreamSize else { return nil }
+        let byRate = ReadPlanner.bytes(catchingUpAt: rate, for: configuration.streamSeconds)
+        return max(configuration.minStreamSize, byRate, readAhead / Int64(configuration.maxStreams))
     }
 
     /// An origin that ignores ranges answers every request with the whole body from byte 0, so
