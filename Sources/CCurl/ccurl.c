@@ -12,9 +12,6 @@ CURLcode ccurl_easy_setopt_string(CURL *easy, CURLoption option, const char *val
 CURLcode ccurl_easy_setopt_pointer(CURL *easy, CURLoption option, void *value) {
     return curl_easy_setopt(easy, option, value);
 }
-CURLcode ccurl_easy_setopt_off_t(CURL *easy, CURLoption option, curl_off_t value) {
-    return curl_easy_setopt(easy, option, value);
-}
 CURLcode ccurl_easy_setopt_slist(CURL *easy, CURLoption option, struct curl_slist *value) {
     return curl_easy_setopt(easy, option, value);
 }
@@ -24,9 +21,6 @@ CURLcode ccurl_easy_setopt_write_function(CURL *easy, ccurl_data_callback callba
 CURLcode ccurl_easy_setopt_header_function(CURL *easy, ccurl_data_callback callback) {
     return curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, callback);
 }
-CURLcode ccurl_easy_setopt_xferinfo_function(CURL *easy, ccurl_xferinfo_callback callback) {
-    return curl_easy_setopt(easy, CURLOPT_XFERINFOFUNCTION, callback);
-}
 CURLcode ccurl_easy_setopt_opensocket_function(CURL *easy, ccurl_opensocket_callback callback) {
     return curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, callback);
 }
@@ -34,19 +28,9 @@ CURLcode ccurl_easy_setopt_prereq_function(CURL *easy, ccurl_prereq_callback cal
     return curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, callback);
 }
 
-CURLcode ccurl_easy_getinfo_long(CURL *easy, CURLINFO info, long *value) {
-    return curl_easy_getinfo(easy, info, value);
-}
 CURLcode ccurl_easy_getinfo_string(CURL *easy, CURLINFO info, const char **value) {
     return curl_easy_getinfo(easy, info, value);
 }
-CURLcode ccurl_easy_getinfo_off_t(CURL *easy, CURLINFO info, curl_off_t *value) {
-    return curl_easy_getinfo(easy, info, value);
-}
-CURLcode ccurl_easy_getinfo_pointer(CURL *easy, CURLINFO info, void **value) {
-    return curl_easy_getinfo(easy, info, value);
-}
-
 CURLMcode ccurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
     return curl_multi_setopt(multi, option, value);
 }

@@ -143,8 +143,6 @@ final class FuseSession: KernelNotifier, @unchecked Sendable {
         gate.read { if open { body() } }
     }
 
-    func sessionPointer() -> OpaquePointer? { se }
-
     // MARK: KernelNotifier
 
     func invalidateInode(_ ino: UInt64, data: Bool) {

@@ -186,16 +186,4 @@ struct InodeTable {
     private mutating func dropIfUnreferenced(_ node: Node) {
         if !node.attached && node.lookups == 0 { nodes[node.ino] = nil }
     }
-
-    /// Path of components from the root (for logs and tests); nil for a detached node.
-    func path(of ino: UInt64) -> [String]? {
-        var parts: [String] = []
-        var cur = ino
-        while cur != Self.rootIno {
-            guard let n = nodes[cur], n.attached else { return nil }
-            parts.append(n.name)
-            cur = n.parent
-        }
-        return parts.reversed()
-    }
 }

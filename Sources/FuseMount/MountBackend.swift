@@ -7,8 +7,6 @@ import Foundation
 /// Completions may run on any thread (even inline, before the call returns), never while the
 /// caller holds a lock of its own.
 public protocol MountBackend: AnyObject, Sendable {
-    /// The cache key for `url`, used to find every inode that shows one remote file.
-    func key(for url: String) throws -> CacheKey
     /// Metadata, revalidated with the origin when stale. A changed remote file gets a new generation.
     func open(url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void)
     func makeReader(for entry: EntryInfo) -> MountReader
@@ -123,7 +121,6 @@ public final class EngineBackend: MountBackend {
 
     public init(engine: CacheEngine) { self.engine = engine }
 
-    public func key(for url: String) throws -> CacheKey { try engine.key(for: url) }
     public func open(url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         engine.open(url: url, completion: completion)
     }

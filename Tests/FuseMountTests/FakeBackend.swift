@@ -53,7 +53,6 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
                   generation: f.generation, validatedAt: Date())
     }
 
-    func key(for url: String) throws -> CacheKey { try KeyRules().key(for: url) }
 
     func open(url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let outcome: Result<EntryInfo, CacheError>? = lock.withLock {

@@ -12,8 +12,6 @@
 /// CURLOPT_WRITEFUNCTION / CURLOPT_HEADERFUNCTION signature.
 typedef size_t (*ccurl_data_callback)(char *ptr, size_t size, size_t nmemb, void *userdata);
 /// CURLOPT_XFERINFOFUNCTION signature.
-typedef int (*ccurl_xferinfo_callback)(void *clientp, curl_off_t dltotal, curl_off_t dlnow,
-                                       curl_off_t ultotal, curl_off_t ulnow);
 /// CURLOPT_OPENSOCKETFUNCTION signature: called with each resolved address before connecting.
 typedef curl_socket_t (*ccurl_opensocket_callback)(void *clientp, curlsocktype purpose,
                                                    struct curl_sockaddr *address);
@@ -28,18 +26,13 @@ CURLcode ccurl_global_init(void);
 CURLcode ccurl_easy_setopt_long(CURL *easy, CURLoption option, long value);
 CURLcode ccurl_easy_setopt_string(CURL *easy, CURLoption option, const char *value);
 CURLcode ccurl_easy_setopt_pointer(CURL *easy, CURLoption option, void *value);
-CURLcode ccurl_easy_setopt_off_t(CURL *easy, CURLoption option, curl_off_t value);
 CURLcode ccurl_easy_setopt_slist(CURL *easy, CURLoption option, struct curl_slist *value);
 CURLcode ccurl_easy_setopt_write_function(CURL *easy, ccurl_data_callback callback);
 CURLcode ccurl_easy_setopt_header_function(CURL *easy, ccurl_data_callback callback);
-CURLcode ccurl_easy_setopt_xferinfo_function(CURL *easy, ccurl_xferinfo_callback callback);
 CURLcode ccurl_easy_setopt_opensocket_function(CURL *easy, ccurl_opensocket_callback callback);
 CURLcode ccurl_easy_setopt_prereq_function(CURL *easy, ccurl_prereq_callback callback);
 
-CURLcode ccurl_easy_getinfo_long(CURL *easy, CURLINFO info, long *value);
 CURLcode ccurl_easy_getinfo_string(CURL *easy, CURLINFO info, const char **value);
-CURLcode ccurl_easy_getinfo_off_t(CURL *easy, CURLINFO info, curl_off_t *value);
-CURLcode ccurl_easy_getinfo_pointer(CURL *easy, CURLINFO info, void **value);
 
 CURLMcode ccurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value);
 
