@@ -1,13 +1,23 @@
 import Foundation
 
+/// The read path.
+///
+/// Owns: planning a read against the entry's coverage and fetches in flight (pure
+/// `ReadPlanner`), the waiters of reads still missing bytes, and the answer, a `ReadLease`.
+/// Runs on the caller's thread (a FUSE worker, a proxy event loop, a CLI thread) under the
+/// entry's shard lock for the planning only; the lease is made outside it. A hit does no disk
+/// I/O: it hands out descriptors the reader keeps open (opening a slice file at most once per
+/// reader and slice) and asks the kernel to read a sequential reader's next bytes ahead. Waiters
+/// are answered on `completionQueue`, from the bytes that arrived for them and, for parts that
+/// were on disk already, from slice files. It may block on nothing but the shard lock.
 extension EngineCore {
     func makeReaderState(entry: EntryInfo) -> ReaderState {
         ReaderState(id: makeID(), entry: entry, initialReadAhead: initialReadAhead)
     }
 
-    /// Plans one read. Bytes on disk are read right here on the caller's thread; missing bytes
-    /// start (or join) fetches and the read completes once they land, from the arriving bytes
-    /// themselves where they cover it.
+    /// Plans one read. A hit is answered right here on the caller's thread with a lease on the
+    /// slice files; missing bytes start (or join) fetches and the read completes once they land,
+    /// from the arriving bytes themselves where they cover it.
     ///
     /// A reader is bound to the version it was made for: once the entry moved to another
     /// generation its reads fail with `.remoteChanged`, never answer with the other version.
