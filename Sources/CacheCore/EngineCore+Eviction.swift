@@ -108,13 +108,13 @@ extension EngineCore {
                 e.evicting.insert(c.slice)
                 addBytes(-n)
                 freed += n
-                let path = store.path(entry: e.id, generation: e.info.generation, slice: c.slice)
-                rename(path, path + ".evicting")
                 removed.append((.init(entryID: e.id, generation: e.info.generation, slice: c.slice), e, shard))
             }
         }
-        testHook?(.evictionRenamedSlices)
+        // No lock needed: readers no longer see these slices and writers stay out of them.
         let asides = removed.map { store.path(entry: $0.0.entryID, generation: $0.0.generation, slice: $0.0.slice) + ".evicting" }
+        for path in asides { rename(String(path.dropLast(".evicting".count)), path) }
+        testHook?(.evictionRenamedSlices)
         do {
             try index.deleteSlices(removed.map(\.0)) { asides.forEach { unlink($0) } }
             release(removed)
