@@ -64,23 +64,23 @@ final class FileSystemCore: @unchecked Sendable {
     let backend: MountBackend
     let options: MountOptions
     let logger: Logger
-    private let now: @Sendable () -> Date
+    let now: @Sendable () -> Date
     let mountTime: Date
     /// Listings larger than this are refused (someone pointed --index at a video).
     static let listingLimit = 64 << 20
     /// After a failed refresh, a stale listing is served this long before trying again.
     static let listingRetryDelay: TimeInterval = 30
 
-    private let lock = NSLock()
-    private var table: InodeTable                   // guarded by lock
-    private var currentSpec: MountTreeSpec          // guarded by lock
-    private var openFiles: [UInt64: OpenFile] = [:] // guarded by lock
-    private var openDirs: [UInt64: [DirEntry]] = [:] // guarded by lock
-    private var nextHandle: UInt64 = 1              // guarded by lock
-    private var inodesByKey: [CacheKey: Set<UInt64>] = [:] // guarded by lock
-    private var notifier: KernelNotifier?           // guarded by lock
-    private var closed = false                      // guarded by lock
-    private let deadlineQueue = DispatchQueue(label: "httpcachefs.fuse.read-deadline")
+    let lock = NSLock()
+    var table: InodeTable                   // guarded by lock
+    var currentSpec: MountTreeSpec          // guarded by lock
+    var openFiles: [UInt64: OpenFile] = [:] // guarded by lock
+    var openDirs: [UInt64: [DirEntry]] = [:] // guarded by lock
+    var nextHandle: UInt64 = 1              // guarded by lock
+    var inodesByKey: [CacheKey: Set<UInt64>] = [:] // guarded by lock
+    var notifier: KernelNotifier?           // guarded by lock
+    var closed = false                      // guarded by lock
+    let deadlineQueue = DispatchQueue(label: "httpcachefs.fuse.read-deadline")
 
     struct OpenFile {
         var ino: UInt64
@@ -108,90 +108,6 @@ final class FileSystemCore: @unchecked Sendable {
         lock.withLock { self.notifier = notifier }
     }
 
-    // MARK: Tree spec (start and reload)
-
-    /// Replaces the spec-built part of the tree with `newSpec`, keeping every node whose path
-    /// and URL did not change (so open files and kernel caches survive a reload).
-    func reload(spec newSpec: MountTreeSpec) {
-        let (invalidations, n) = lock.withLock { (apply(spec: newSpec), notifier) }
-        for (parent, name) in invalidations { n?.invalidateEntry(parent: parent, name: name) }
-        n?.flush()  // when reload returns, removed names are gone from the kernel's cache too
-    }
-
-    /// Caller holds the lock (or is init).
-    private func apply(spec newSpec: MountTreeSpec) -> [(parent: UInt64, name: String)] {
-        enum Want: Equatable { case file(String), index(String), directory, byURL }
-        var wanted: [[String]: Want] = [:]
-        for f in newSpec.files {
-            wanted[f.path] = .file(f.url)
-            for n in stride(from: 1, to: f.path.count, by: 1) where wanted[Array(f.path.prefix(n))] == nil {
-                wanted[Array(f.path.prefix(n))] = .directory
-            }
-        }
-        var rootIndex: String?
-        for i in newSpec.indexes {
-            if i.path.isEmpty { rootIndex = i.url; continue }
-            wanted[i.path] = .index(i.url)
-            for n in stride(from: 1, to: i.path.count, by: 1) where wanted[Array(i.path.prefix(n))] == nil {
-                wanted[Array(i.path.prefix(n))] = .directory
-            }
-        }
-        if newSpec.byURL { wanted[[MountTreeSpec.byURLName]] = .byURL }
-
-        var invalidations: [(UInt64, String)] = []
-        // Root index: changed URL means a different listing.
-        let root = table.root.directory!
-        if root.index?.url != rootIndex {
-            for name in root.index?.listed ?? [] {
-                if let ino = root.children[name] { invalidations += table.detach(ino) }
-            }
-            root.index = rootIndex.map(IndexState.init)
-        }
-        // Remove spec nodes that are no longer wanted as they are.
-        func have(_ node: Node) -> Want? {
-            switch node.content {
-            case let .file(f): return .file(f.url)
-            case let .directory(d):
-                if d.byURL == .schemes { return .byURL }
-                if let i = d.index { return .index(i.url) }
-                return .directory
-            }
-        }
-        func prune(_ dirIno: UInt64, _ path: [String]) {
-            guard let dir = table.node(dirIno)?.directory else { return }
-            for (name, ino) in dir.children.sorted(by: { $0.key < $1.key }) {
-                guard let child = table.node(ino), child.origin == .spec else { continue }
-                let childPath = path + [name]
-                if let want = wanted[childPath], want == have(child) {
-                    if child.directory != nil { prune(ino, childPath) }
-                } else {
-                    invalidations += table.detach(ino)
-                }
-            }
-        }
-        prune(InodeTable.rootIno, [])
-        // Add what is missing, parents first.
-        for (path, want) in wanted.sorted(by: { $0.key.count < $1.key.count || ($0.key.count == $1.key.count && $0.key.lexicographicallyPrecedes($1.key)) }) {
-            var parent: UInt64? = InodeTable.rootIno
-            for name in path.dropLast() { parent = parent.flatMap { table.child(of: $0, named: name)?.ino } }
-            guard let parent, table.node(parent)?.directory != nil, let name = path.last else { continue }
-            if let existing = table.child(of: parent, named: name), existing.origin == .spec { continue }
-            let content: NodeContent
-            switch want {
-            case let .file(url): content = .file(FileState(url: url))
-            case let .index(url): content = .directory(DirectoryState(mtime: mountTime, index: IndexState(url: url)))
-            case .directory: content = .directory(DirectoryState(mtime: mountTime))
-            case .byURL: content = .directory(DirectoryState(mtime: mountTime, byURL: .schemes))
-            }
-            let hadListed = table.child(of: parent, named: name) != nil
-            table.add(parent: parent, name: name, origin: .spec, content: content)
-            table.node(parent)?.directory?.index?.listed.remove(name)
-            if hadListed { invalidations.append((parent, name)) }
-        }
-        currentSpec = newSpec
-        return invalidations
-    }
-
     // MARK: Names and attributes
 
     func lookup(parent: UInt64, name: String, reply: @escaping (Result<Attr, FSErrno>) -> Void) {
@@ -205,7 +121,7 @@ final class FileSystemCore: @unchecked Sendable {
         case byURL(ByURLLevel)
     }
 
-    private func lookup(parent: UInt64, name: String, afterListing: Bool,
+    func lookup(parent: UInt64, name: String, afterListing: Bool,
                         reply: @escaping (Result<Attr, FSErrno>) -> Void) {
         let step: LookupStep = lock.withLock {
             guard let p = table.node(parent) else { return .done(.failure(FSErrno(ENOENT))) }
@@ -265,11 +181,11 @@ final class FileSystemCore: @unchecked Sendable {
     /// A file needs the cache's word only while its size is unknown. Whether the remote file
     /// changed is asked at open (at most once per `--revalidate-after`), never by `stat`: the
     /// kernel calls getattr around reads, and each call would cost the origin a round trip.
-    private func needsResolve(_ f: FileState) -> Bool { f.size == nil }
+    func needsResolve(_ f: FileState) -> Bool { f.size == nil }
 
     /// Asks the cache about a file (which revalidates it with the origin when stale); metadata
     /// only: stat reads no bytes.
-    private func resolve(_ node: Node, _ file: FileState, completion: @escaping (CacheError?) -> Void) {
+    func resolve(_ node: Node, _ file: FileState, completion: @escaping (CacheError?) -> Void) {
         let url = lock.withLock { file.url }
         backend.lookUp(url: url) { [self] result in
             switch Self.checkedLength(result) {
@@ -291,12 +207,12 @@ final class FileSystemCore: @unchecked Sendable {
     }
 
     /// Caller holds the lock.
-    private func record(_ info: EntryInfo, for node: Node, _ file: FileState) {
+    func record(_ info: EntryInfo, for node: Node, _ file: FileState) {
         file.update(from: info)
         inodesByKey[info.key, default: []].insert(node.ino)
     }
 
-    private func attr(_ node: Node) -> Attr {
+    func attr(_ node: Node) -> Attr {
         switch node.content {
         case let .file(f): return Attr(ino: node.ino, isDirectory: false, size: f.size ?? 0, mtime: f.mtime ?? mountTime, ttl: ttl(node))
         case let .directory(d): return Attr(ino: node.ino, isDirectory: true, size: 0, mtime: d.mtime, ttl: ttl(node))
@@ -304,310 +220,8 @@ final class FileSystemCore: @unchecked Sendable {
     }
 
     /// Children of a listing are trusted no longer than the listing itself.
-    private func ttl(_ node: Node) -> TimeInterval {
+    func ttl(_ node: Node) -> TimeInterval {
         node.origin == .listing ? min(options.revalidateAfter, options.listingTTL) : options.revalidateAfter
-    }
-
-    // MARK: Files
-
-    func open(_ ino: UInt64, flags: Int32, reply: @escaping (Result<OpenReply, FSErrno>) -> Void) {
-        if flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0 { return reply(.failure(FSErrno(EROFS))) }
-        let target: Result<(Node, FileState, String), FSErrno> = lock.withLock {
-            guard let node = table.node(ino) else { return .failure(FSErrno(ENOENT)) }
-            guard let f = node.file else { return .failure(FSErrno(EISDIR)) }
-            return .success((node, f, f.url))
-        }
-        guard case let .success((node, file, url)) = target else {
-            if case let .failure(e) = target { reply(.failure(e)) }
-            return
-        }
-        backend.open(url: url) { [self] result in
-            switch Self.checkedLength(result) {
-            case let .failure(error):
-                logger.error("open failed: \(url): \(error)")
-                reply(.failure(FSErrno(error.errno)))
-            case let .success(info):
-                let reader = backend.makeReader(for: info)
-                let outcome: (OpenReply, Bool, KernelNotifier?)? = lock.withLock {
-                    if closed { return nil }
-                    let oldSize = file.size
-                    record(info, for: node, file)
-                    let keep = file.lastOpenGeneration == info.generation
-                    let changed = oldSize != file.size || (file.lastOpenGeneration != nil && !keep)
-                    file.lastOpenGeneration = info.generation
-                    let fh = nextHandle
-                    nextHandle += 1
-                    openFiles[fh] = OpenFile(ino: ino, url: url, reader: reader)
-                    return (OpenReply(fh: fh, keepCache: keep), changed, notifier)
-                }
-                guard let (open, changed, n) = outcome else {
-                    reader.close()
-                    return reply(.failure(FSErrno(EIO)))
-                }
-                // The open reply carries no attributes: a new size must reach the kernel this way,
-                // before the first read clips at the old one.
-                if changed { n?.invalidateAttributesNow(ino) }
-                reply(.success(open))
-            }
-        }
-    }
-
-    /// Reads through the handle's reader; fails with EIO once `readDeadline` passes.
-    func read(fh: UInt64, offset: Int64, size: Int, reply: @escaping (Result<ReadLease, FSErrno>) -> Void) {
-        guard let file = lock.withLock({ openFiles[fh] }) else { return reply(.failure(FSErrno(EBADF))) }
-        // The kernel passes any offset up to Int64.max (pread at 2^63 - 2). No file here extends
-        // past FileLength.limit, so reading there is reading at the end of the file.
-        guard offset >= 0 else { return reply(.failure(FSErrno(EINVAL))) }
-        guard offset < FileLength.limit else { return reply(.success(ReadLease(bytes: []))) }
-        let once = ReplyOnce(reply)
-        let range = "bytes \(offset)-\(offset.addingClamped(Int64(size)) - 1)"
-        // Right here on the FUSE thread: a hit does no I/O (the reply sends from the slice files),
-        // a miss completes later from an engine thread.
-        file.reader.lease(offset: offset, length: size) { [logger] result in
-            switch result {
-            case let .success(lease):
-                once.fire(.success(lease))
-            case let .failure(error):
-                if once.fire(.failure(FSErrno(error.errno))), error != .cancelled {
-                    logger.error("read failed: \(file.url) \(range): \(error)")
-                }
-            }
-        }
-        // A cache hit has been answered by now; only reads still waiting get a deadline
-        // (a backstop behind the engine's own read timeout).
-        guard let readDeadline = options.readDeadline, !once.hasFired else { return }
-        deadlineQueue.asyncAfter(deadline: .now() + readDeadline) { [logger] in
-            if once.fire(.failure(FSErrno(EIO))) {
-                logger.error("read timed out after \(readDeadline)s: \(file.url) \(range)")
-            }
-        }
-    }
-
-    func release(fh: UInt64) {
-        lock.withLock { openFiles.removeValue(forKey: fh) }?.reader.close()
-    }
-
-    // MARK: Directories
-
-    func opendir(_ ino: UInt64, reply: @escaping (Result<UInt64, FSErrno>) -> Void) {
-        let refresh: Result<Bool, FSErrno> = lock.withLock {
-            guard let node = table.node(ino) else { return .failure(FSErrno(ENOENT)) }
-            guard let dir = node.directory else { return .failure(FSErrno(ENOTDIR)) }
-            if let idx = dir.index, !isFresh(idx) { return .success(true) }
-            return .success(false)
-        }
-        switch refresh {
-        case let .failure(e): reply(.failure(e))
-        case .success(false): reply(snapshot(ino))
-        case .success(true):
-            refreshListing(dirIno: ino) { [self] error in
-                if let error { return reply(.failure(FSErrno(error.errno))) }
-                reply(snapshot(ino))
-            }
-        }
-    }
-
-    /// Directory contents are frozen at opendir so readdir offsets stay valid.
-    private func snapshot(_ ino: UInt64) -> Result<UInt64, FSErrno> {
-        lock.withLock {
-            guard let node = table.node(ino), let dir = node.directory else { return .failure(FSErrno(ENOENT)) }
-            var entries = [DirEntry(name: ".", ino: ino, isDirectory: true),
-                           DirEntry(name: "..", ino: node.parent, isDirectory: true)]
-            for (name, childIno) in dir.children.sorted(by: { $0.key < $1.key }) {
-                guard let child = table.node(childIno) else { continue }
-                entries.append(DirEntry(name: name, ino: childIno, isDirectory: child.directory != nil))
-            }
-            let fh = nextHandle
-            nextHandle += 1
-            openDirs[fh] = entries
-            return .success(fh)
-        }
-    }
-
-    /// Entries from `offset` on (offsets are indexes into the snapshot), or nil for a bad handle.
-    func readdir(fh: UInt64, offset: Int) -> ArraySlice<DirEntry>? {
-        lock.withLock {
-            guard let entries = openDirs[fh] else { return nil }
-            return offset < entries.count ? entries[max(offset, 0)...] : []
-        }
-    }
-
-    func releasedir(fh: UInt64) {
-        lock.withLock { _ = openDirs.removeValue(forKey: fh) }
-    }
-
-    // MARK: Listings
-
-    private func isFresh(_ idx: IndexState) -> Bool {
-        guard let listed = idx.listedAt else { return false }
-        return now() < listed.addingTimeInterval(options.listingTTL)
-    }
-
-    /// Fetches the listing of an index directory (one fetch at a time per directory; callers
-    /// that arrive meanwhile wait for it). On failure a previous listing stays in use.
-    private func refreshListing(dirIno: UInt64, completion: @escaping (CacheError?) -> Void) {
-        let start: (Node, IndexState, String)? = lock.withLock {
-            guard let node = table.node(dirIno), let idx = node.directory?.index else { return nil }
-            idx.waiters.append(completion)
-            if idx.fetching { return nil }
-            idx.fetching = true
-            return (node, idx, idx.url)
-        }
-        guard let (node, idx, url) = start else {
-            if lock.withLock({ table.node(dirIno)?.directory?.index == nil }) { completion(nil) }
-            return
-        }
-        // The read timeout holds for the listing as a whole: an origin trickling it (one byte a
-        // second still counts as progress to libcurl) must not keep `ls` waiting. The fetch may
-        // go on and land in the cache; this answer no longer waits for it.
-        let timeout = backend.readTimeout ?? options.readDeadline
-        let finish = ReplyOnce<Result<[UInt8], CacheError>> { [self] result in
-            listingFetched(result, node: node, idx: idx, url: url, timeout: timeout)
-        }
-        backend.fetchWhole(url: url, limit: Self.listingLimit, maxAge: options.listingTTL) { finish.fire($0) }
-        if let timeout {
-            deadlineQueue.asyncAfter(deadline: .now() + timeout) { finish.fire(.failure(.timeout(url: url))) }
-        }
-    }
-
-    /// Applies a fetched listing (or its failure) and answers everyone waiting for it.
-    private func listingFetched(_ result: Result<[UInt8], CacheError>, node: Node, idx: IndexState, url: String,
-                                timeout: TimeInterval?) {
-        let parsed: Result<[ListingEntry], CacheError>
-        switch result {
-        case let .success(bytes):
-            do { parsed = .success(try DirectoryListing.parse(bytes, url: url)) } catch {
-                parsed = .failure(.badResponse(url: url, message: "\(error)"))
-            }
-        case let .failure(error): parsed = .failure(error)
-        }
-        let (waiters, invalidations, failure, n): ([(CacheError?) -> Void], Invalidations, CacheError?, KernelNotifier?) = lock.withLock {
-            idx.fetching = false
-            let waiters = idx.waiters
-            idx.waiters = []
-            switch parsed {
-            case let .success(entries):
-                let inval = node.attached ? applyListing(node, idx, entries) : Invalidations()
-                return (waiters, inval, nil, notifier)
-            case let .failure(error):
-                if idx.listedAt != nil {
-                    // Serve the stale listing for a while rather than failing every lookup.
-                    idx.listedAt = now().addingTimeInterval(Self.listingRetryDelay - options.listingTTL)
-                    return (waiters, Invalidations(), nil, notifier)
-                }
-                return (waiters, Invalidations(), error, notifier)
-            }
-        }
-        if case let .failure(error) = parsed {
-            let why = error == .timeout(url: url) ? "timed out after \(timeout ?? 0)s" : "\(error)"
-            logger.error("directory listing failed: \(url): \(why)\(failure == nil ? "; serving the previous listing" : "")")
-        } else if case let .success(entries) = parsed {
-            logger.debug("listed \(url): \(entries.count) entries")
-        }
-        for (parent, name) in invalidations.entries { n?.invalidateEntry(parent: parent, name: name) }
-        for ino in invalidations.inodes { n?.invalidateInode(ino, data: false) }
-        for w in waiters { w(failure) }
-    }
-
-    /// The size a listing gives, if a file may have it: a negative size or one past
-    /// FileLength.limit (a hostile listing) counts as missing, so the cache asks the origin on
-    /// lookup, and that file alone fails if the origin claims the same.
-    static func usableSize(_ e: ListingEntry) -> Int64? {
-        e.size.flatMap { FileLength.isRepresentable($0) ? $0 : nil }
-    }
-
-    /// Merges a fresh listing into a directory. Caller holds the lock.
-    private func applyListing(_ node: Node, _ idx: IndexState, _ entries: [ListingEntry]) -> Invalidations {
-        var invalidations = Invalidations()
-        guard let dir = node.directory else { return invalidations }
-        let names = Set(entries.map(\.name))
-        for name in idx.listed where !names.contains(name) {
-            if let ino = dir.children[name], table.node(ino)?.origin == .listing { invalidations.entries += table.detach(ino) }
-        }
-        idx.listed = []
-        let t = now()
-        for e in entries {
-            let size = Self.usableSize(e)
-            if let existing = table.child(of: node.ino, named: e.name) {
-                if existing.origin != .listing { continue }  // files given explicitly win
-                if e.isDirectory, let d = existing.directory, d.index?.url == e.url {
-                    if let m = e.modified { d.mtime = m }
-                    idx.listed.insert(e.name)
-                    continue
-                }
-                if !e.isDirectory, let f = existing.file, f.url == e.url {
-                    if let size, size != f.size {
-                        // The listing says the file changed; the next open asks the origin.
-                        f.size = size
-                        invalidations.inodes.append(existing.ino)
-                    }
-                    if f.info == nil, let m = e.modified { f.mtime = m }
-                    idx.listed.insert(e.name)
-                    continue
-                }
-                invalidations.entries += table.detach(existing.ino)
-            }
-            let content: NodeContent = e.isDirectory
-                ? .directory(DirectoryState(mtime: e.modified ?? t, index: IndexState(url: e.url)))
-                : .file(FileState(url: e.url, size: size, mtime: e.modified))
-            table.add(parent: node.ino, name: e.name, origin: .listing, content: content)
-            idx.listed.insert(e.name)
-        }
-        idx.listedAt = t
-        return invalidations
-    }
-
-    // MARK: By-URL directory
-
-    private func resolveByURL(parent: UInt64, level: ByURLLevel, name: String,
-                              reply: @escaping (Result<Attr, FSErrno>) -> Void) {
-        switch level {
-        case .schemes:
-            guard ByURLPath.schemes.contains(name) else { return reply(.failure(FSErrno(ENOENT))) }
-            reply(addResolved(parent: parent, name: name, content: .directory(DirectoryState(mtime: mountTime, byURL: .hosts(scheme: name)))))
-        case let .hosts(scheme):
-            guard ByURLPath.validHost(name) else { return reply(.failure(FSErrno(ENOENT))) }
-            reply(addResolved(parent: parent, name: name, content: .directory(DirectoryState(mtime: mountTime, byURL: .path(base: "\(scheme)://\(name)")))))
-        case let .path(base):
-            let url = ByURLPath.childURL(base: base, name: name)
-            backend.open(url: url) { [self] result in
-                switch Self.checkedLength(result) {
-                case let .success(info):
-                    if Self.isDirectoryRedirect(requested: url, final: info.finalURL) {
-                        return reply(addResolved(parent: parent, name: name, content: .directory(DirectoryState(mtime: now(), byURL: .path(base: url)))))
-                    }
-                    let file = FileState(url: url)
-                    reply(addResolved(parent: parent, name: name, content: .file(file), info: info))
-                case .failure(.notFound) where !name.contains("?"):
-                    // Servers answer 404 for path prefixes (S3, CDNs): a name that is not a file
-                    // may still lead to one, so it is a directory.
-                    reply(addResolved(parent: parent, name: name, content: .directory(DirectoryState(mtime: now(), byURL: .path(base: url)))))
-                case let .failure(error):
-                    logger.warning("by-URL lookup failed: \(url): \(error)")
-                    reply(.failure(FSErrno(error.errno)))
-                }
-            }
-        }
-    }
-
-    private func addResolved(parent: UInt64, name: String, content: NodeContent, info: EntryInfo? = nil) -> Result<Attr, FSErrno> {
-        lock.withLock {
-            if let existing = table.child(of: parent, named: name) {
-                table.lookedUp(existing.ino)
-                return .success(attr(existing))
-            }
-            guard let p = table.node(parent), p.attached, p.directory != nil else { return .failure(FSErrno(ENOENT)) }
-            let node = table.add(parent: parent, name: name, origin: .resolved, content: content)
-            if let info, let f = node.file { record(info, for: node, f) }
-            table.lookedUp(node.ino)
-            return .success(attr(node))
-        }
-    }
-
-    /// `http://h/dir` redirected to `http://h/dir/`: a directory, whatever the body says.
-    static func isDirectoryRedirect(requested: String, final: String) -> Bool {
-        let path = { (s: String) in URLComponents(string: s)?.path ?? "" }
-        return path(final).hasSuffix("/") && !path(requested).hasSuffix("/")
     }
 
     // MARK: Remote changes, statistics, shutdown
@@ -671,22 +285,4 @@ final class FileSystemCore: @unchecked Sendable {
 struct Invalidations {
     var entries: [(parent: UInt64, name: String)] = []
     var inodes: [UInt64] = []
-}
-
-/// A completion that runs at most once (a read's answer races its deadline).
-final class ReplyOnce<T>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var fn: ((T) -> Void)?  // guarded by lock
-
-    init(_ fn: @escaping (T) -> Void) { self.fn = fn }
-
-    var hasFired: Bool { lock.withLock { fn == nil } }
-
-    /// Runs the completion if nobody did yet; true if this call did.
-    @discardableResult
-    func fire(_ value: T) -> Bool {
-        guard let f = lock.withLock({ () -> ((T) -> Void)? in defer { fn = nil }; return fn }) else { return false }
-        f(value)
-        return true
-    }
 }

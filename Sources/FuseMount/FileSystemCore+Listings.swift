@@ -1,0 +1,177 @@
+import CacheCore
+import Foundation
+import Glibc
+import Logging
+
+/// Directories: snapshots for readdir, and HTML/JSON listings fetched, timed out and applied.
+extension FileSystemCore {
+    // MARK: Directories
+
+    func opendir(_ ino: UInt64, reply: @escaping (Result<UInt64, FSErrno>) -> Void) {
+        let refresh: Result<Bool, FSErrno> = lock.withLock {
+            guard let node = table.node(ino) else { return .failure(FSErrno(ENOENT)) }
+            guard let dir = node.directory else { return .failure(FSErrno(ENOTDIR)) }
+            if let idx = dir.index, !isFresh(idx) { return .success(true) }
+            return .success(false)
+        }
+        switch refresh {
+        case let .failure(e): reply(.failure(e))
+        case .success(false): reply(snapshot(ino))
+        case .success(true):
+            refreshListing(dirIno: ino) { [self] error in
+                if let error { return reply(.failure(FSErrno(error.errno))) }
+                reply(snapshot(ino))
+            }
+        }
+    }
+
+    /// Directory contents are frozen at opendir so readdir offsets stay valid.
+    func snapshot(_ ino: UInt64) -> Result<UInt64, FSErrno> {
+        lock.withLock {
+            guard let node = table.node(ino), let dir = node.directory else { return .failure(FSErrno(ENOENT)) }
+            var entries = [DirEntry(name: ".", ino: ino, isDirectory: true),
+                           DirEntry(name: "..", ino: node.parent, isDirectory: true)]
+            for (name, childIno) in dir.children.sorted(by: { $0.key < $1.key }) {
+                guard let child = table.node(childIno) else { continue }
+                entries.append(DirEntry(name: name, ino: childIno, isDirectory: child.directory != nil))
+            }
+            let fh = nextHandle
+            nextHandle += 1
+            openDirs[fh] = entries
+            return .success(fh)
+        }
+    }
+
+    /// Entries from `offset` on (offsets are indexes into the snapshot), or nil for a bad handle.
+    func readdir(fh: UInt64, offset: Int) -> ArraySlice<DirEntry>? {
+        lock.withLock {
+            guard let entries = openDirs[fh] else { return nil }
+            return offset < entries.count ? entries[max(offset, 0)...] : []
+        }
+    }
+
+    func releasedir(fh: UInt64) {
+        lock.withLock { _ = openDirs.removeValue(forKey: fh) }
+    }
+
+    // MARK: Listings
+
+    func isFresh(_ idx: IndexState) -> Bool {
+        guard let listed = idx.listedAt else { return false }
+        return now() < listed.addingTimeInterval(options.listingTTL)
+    }
+
+    /// Fetches the listing of an index directory (one fetch at a time per directory; callers
+    /// that arrive meanwhile wait for it). On failure a previous listing stays in use.
+    func refreshListing(dirIno: UInt64, completion: @escaping (CacheError?) -> Void) {
+        let start: (Node, IndexState, String)? = lock.withLock {
+            guard let node = table.node(dirIno), let idx = node.directory?.index else { return nil }
+            idx.waiters.append(completion)
+            if idx.fetching { return nil }
+            idx.fetching = true
+            return (node, idx, idx.url)
+        }
+        guard let (node, idx, url) = start else {
+            if lock.withLock({ table.node(dirIno)?.directory?.index == nil }) { completion(nil) }
+            return
+        }
+        // The read timeout holds for the listing as a whole: an origin trickling it (one byte a
+        // second still counts as progress to libcurl) must not keep `ls` waiting. The fetch may
+        // go on and land in the cache; this answer no longer waits for it.
+        let timeout = backend.readTimeout ?? options.readDeadline
+        let finish = ReplyOnce<Result<[UInt8], CacheError>> { [self] result in
+            listingFetched(result, node: node, idx: idx, url: url, timeout: timeout)
+        }
+        backend.fetchWhole(url: url, limit: Self.listingLimit, maxAge: options.listingTTL) { finish.fire($0) }
+        if let timeout {
+            deadlineQueue.asyncAfter(deadline: .now() + timeout) { finish.fire(.failure(.timeout(url: url))) }
+        }
+    }
+
+    /// Applies a fetched listing (or its failure) and answers everyone waiting for it.
+    func listingFetched(_ result: Result<[UInt8], CacheError>, node: Node, idx: IndexState, url: String,
+                                timeout: TimeInterval?) {
+        let parsed: Result<[ListingEntry], CacheError>
+        switch result {
+        case let .success(bytes):
+            do { parsed = .success(try DirectoryListing.parse(bytes, url: url)) } catch {
+                parsed = .failure(.badResponse(url: url, message: "\(error)"))
+            }
+        case let .failure(error): parsed = .failure(error)
+        }
+        let (waiters, invalidations, failure, n): ([(CacheError?) -> Void], Invalidations, CacheError?, KernelNotifier?) = lock.withLock {
+            idx.fetching = false
+            let waiters = idx.waiters
+            idx.waiters = []
+            switch parsed {
+            case let .success(entries):
+                let inval = node.attached ? applyListing(node, idx, entries) : Invalidations()
+                return (waiters, inval, nil, notifier)
+            case let .failure(error):
+                if idx.listedAt != nil {
+                    // Serve the stale listing for a while rather than failing every lookup.
+                    idx.listedAt = now().addingTimeInterval(Self.listingRetryDelay - options.listingTTL)
+                    return (waiters, Invalidations(), nil, notifier)
+                }
+                return (waiters, Invalidations(), error, notifier)
+            }
+        }
+        if case let .failure(error) = parsed {
+            let why = error == .timeout(url: url) ? "timed out after \(timeout ?? 0)s" : "\(error)"
+            logger.error("directory listing failed: \(url): \(why)\(failure == nil ? "; serving the previous listing" : "")")
+        } else if case let .success(entries) = parsed {
+            logger.debug("listed \(url): \(entries.count) entries")
+        }
+        for (parent, name) in invalidations.entries { n?.invalidateEntry(parent: parent, name: name) }
+        for ino in invalidations.inodes { n?.invalidateInode(ino, data: false) }
+        for w in waiters { w(failure) }
+    }
+
+    /// The size a listing gives, if a file may have it: a negative size or one past
+    /// FileLength.limit (a hostile listing) counts as missing, so the cache asks the origin on
+    /// lookup, and that file alone fails if the origin claims the same.
+    static func usableSize(_ e: ListingEntry) -> Int64? {
+        e.size.flatMap { FileLength.isRepresentable($0) ? $0 : nil }
+    }
+
+    /// Merges a fresh listing into a directory. Caller holds the lock.
+    func applyListing(_ node: Node, _ idx: IndexState, _ entries: [ListingEntry]) -> Invalidations {
+        var invalidations = Invalidations()
+        guard let dir = node.directory else { return invalidations }
+        let names = Set(entries.map(\.name))
+        for name in idx.listed where !names.contains(name) {
+            if let ino = dir.children[name], table.node(ino)?.origin == .listing { invalidations.entries += table.detach(ino) }
+        }
+        idx.listed = []
+        let t = now()
+        for e in entries {
+            let size = Self.usableSize(e)
+            if let existing = table.child(of: node.ino, named: e.name) {
+                if existing.origin != .listing { continue }  // files given explicitly win
+                if e.isDirectory, let d = existing.directory, d.index?.url == e.url {
+                    if let m = e.modified { d.mtime = m }
+                    idx.listed.insert(e.name)
+                    continue
+                }
+                if !e.isDirectory, let f = existing.file, f.url == e.url {
+                    if let size, size != f.size {
+                        // The listing says the file changed; the next open asks the origin.
+                        f.size = size
+                        invalidations.inodes.append(existing.ino)
+                    }
+                    if f.info == nil, let m = e.modified { f.mtime = m }
+                    idx.listed.insert(e.name)
+                    continue
+                }
+                invalidations.entries += table.detach(existing.ino)
+            }
+            let content: NodeContent = e.isDirectory
+                ? .directory(DirectoryState(mtime: e.modified ?? t, index: IndexState(url: e.url)))
+                : .file(FileState(url: e.url, size: size, mtime: e.modified))
+            table.add(parent: node.ino, name: e.name, origin: .listing, content: content)
+            idx.listed.insert(e.name)
+        }
+        idx.listedAt = t
+        return invalidations
+    }
+}
