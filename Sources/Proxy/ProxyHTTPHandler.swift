@@ -8,9 +8,11 @@ import NIOPosix
 /// One client connection: routes each request, then streams the planned response.
 ///
 /// `HTTPServerPipelineHandler` sits in front, so requests arrive one at a time even when the
-/// client pipelines: the next head is delivered only after this response's `.end`. All state is
-/// confined to the channel's event loop; completions from the engine hop back onto it, and a
-/// `requestID` drops the late ones of a request that was already answered.
+/// client pipelines: the next head is delivered only after this response's `.end`. The
+/// connection's state and every decision about it live in `ProxyConnectionState`; this handler
+/// feeds it events and carries out its actions. Confined to the channel's event loop;
+/// completions from the engine hop back onto it, and those of a request that is no longer
+/// current are dropped by the state machine.
 final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -19,11 +21,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
     private let boundPort: () -> Int
     private var logger: Logger
 
-    private var requestID = 0
-    private var busy = false
-    private var keepAlive = true
-    private var version: HTTPVersion = .http1_1
-    private var isHeadRequest = false
+    private var connection = ProxyConnectionState()
     private var stream: ResponseStream?
     private var headDeadline: Scheduled<Void>?
     private var peerIsLoopback = false
@@ -51,7 +49,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
         }
         stream?.cancel()
         stream = nil
-        requestID += 1
+        connection.channelClosed()
         context.fireChannelInactive()
     }
 
@@ -63,11 +61,13 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let idle = event as? IdleStateHandler.IdleStateEvent {
             switch idle {
-            case .read where !busy:
-                context.close(promise: nil)
-            case .write where stream?.waitingForWritable == true:
-                logger.info("client stopped reading; closing", metadata: ["request": "\(requestLine)"])
-                context.close(promise: nil)
+            case .read:
+                if connection.idleTimeout() == .close { context.close(promise: nil) }
+            case .write:
+                if connection.writeTimeout(waitingForWritable: stream?.waitingForWritable == true) == .close {
+                    logger.info("client stopped reading; closing", metadata: ["request": "\(requestLine)"])
+                    context.close(promise: nil)
+                }
             default:
                 break
             }
@@ -89,7 +89,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
         headDeadline?.cancel()
         let timeout = TimeAmount.nanoseconds(Int64(service.configuration.idleTimeout * 1e9))
         headDeadline = context.eventLoop.scheduleTask(in: timeout) { [weak self] in
-            guard let self, !self.busy else { return }
+            guard let self, self.connection.idleTimeout() == .close else { return }
             context.close(promise: nil)
         }
     }
@@ -99,11 +99,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard case let .head(head) = unwrapInboundIn(data) else { return }
         headDeadline?.cancel()
-        requestID += 1
-        busy = true
-        keepAlive = head.isKeepAlive
-        version = head.version
-        isHeadRequest = head.method == .HEAD
+        _ = connection.requestHead(version: head.version, keepAlive: head.isKeepAlive, isHead: head.method == .HEAD)
         started = .now()
         requestLine = "\(head.method.rawValue) \(Self.redactingToken(head.uri))"
         let headerBytes = head.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
@@ -119,7 +115,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
         case let .reject(status, message):
             var extra: [(String, String)] = []
             if status == 405 { extra.append(("Allow", "GET, HEAD")) }
-            if status == 414 || status == 431 || status == 400 { keepAlive = false }
+            if status == 414 || status == 431 || status == 400 { connection.closeAfterResponse() }
             respondText(context: context, status: status, message, extra: extra)
         case let .proxy(url):
             startProxy(context: context, url: url, head: head)
@@ -132,13 +128,13 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
                                            ifNoneMatch: head.headers.first(name: "if-none-match"),
                                            ifModifiedSince: head.headers.first(name: "if-modified-since"))
         let isHead = head.method == .HEAD
-        let id = requestID
+        let id = connection.request.id
         let loop = context.eventLoop
         let bound = NIOLoopBound(context, eventLoop: loop)
         service.prepare(url: url, conditions: conditions, isHead: isHead) { result in
             loop.execute {
                 let context = bound.value
-                guard id == self.requestID, context.channel.isActive else { return }
+                guard self.connection.prepared(request: id) == .proceed else { return }
                 switch result {
                 case let .failure(error):
                     self.respondError(context: context, error)
@@ -162,9 +158,9 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
         }
         let head = responseHead(status: plan.status, headers: plan.headers, body: plan.body)
         let body: ResponseBody = isHead ? .parts([]) : plan.body
-        let id = requestID
+        let id = connection.request.id
         let stream = ResponseStream(context: context, head: head, body: body, source: source) { [weak self] outcome in
-            guard let self, id == self.requestID else { return }
+            guard let self, self.connection.streamEnded(request: id) == .proceed else { return }
             self.streamDidEnd(context: context, outcome)
         }
         self.stream = stream
@@ -195,8 +191,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
             respondError(context: context, error)
         case let .aborted(reason):
             logger.warning("response abandoned midway", metadata: ["request": "\(requestLine)", "reason": "\(reason)"])
-            busy = false
-            context.close(promise: nil)
+            if connection.responseAborted() == .close { context.close(promise: nil) }
         }
     }
 
@@ -205,11 +200,12 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
     private func responseHead(status: Int, headers: [(String, String)], body: ResponseBody) -> HTTPResponseHead {
         var h = HTTPHeaders(headers)
         h.add(name: "Server", value: "httpcachefs/\(service.configuration.version)")
+        let version = connection.request.version
         if case .untilEnd = body, version == .http1_0 {
             // HTTP/1.0 has no chunked encoding: the end of the body is the end of the connection.
-            keepAlive = false
+            connection.closeAfterResponse()
         }
-        if !keepAlive {
+        if !connection.request.keepAlive {
             h.replaceOrAdd(name: "Connection", value: "close")
         } else if version == .http1_0 {
             h.replaceOrAdd(name: "Connection", value: "keep-alive")
@@ -235,21 +231,20 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
                                 headers: [("Content-Type", contentType), ("Content-Length", String(body.count))] + extra,
                                 body: .parts([.literal(body)]))
         context.write(wrapOutboundOut(.head(head)), promise: nil)
-        if !isHeadRequest {
+        if !connection.request.isHead {
             context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
         }
         finishResponse(context: context, status: status, bodyBytes: Int64(body.count))
     }
 
     private func finishResponse(context: ChannelHandlerContext, status: Int?, bodyBytes: Int64) {
-        busy = false
         logger.debug("served", metadata: ["request": "\(requestLine)", "status": "\(status.map(String.init) ?? "-")",
                                           "bytes": "\(bodyBytes)",
                                           "ms": "\((NIODeadline.now() - started).nanoseconds / 1_000_000)"])
-        let close = !keepAlive
+        let action = connection.responseFinished()
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
-            if close { context.close(promise: nil) }
+            if action == .close { context.close(promise: nil) }
         }
-        if !close { armHeadDeadline(context: context) }
+        if action == .awaitNextHead { armHeadDeadline(context: context) }
     }
 }
