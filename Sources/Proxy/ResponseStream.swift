@@ -39,35 +39,23 @@ final class ResponseStream: @unchecked Sendable {
         case aborted(String)
     }
 
-    static let firstChunk = 64 << 10
-    static let chunk = 1 << 20
-
     private let context: ChannelHandlerContext
     private let head: HTTPResponseHead
-    private let parts: [BodyPart]
-    private let untilEnd: Bool
     private let source: Source
     private let onDone: (Outcome) -> Void
-
-    private var partIndex = 0
-    private var offsetInPart: Int64 = 0
+    private var body: ResponseBodyState
     /// Untouched parts of the body wait here until the head goes out.
     private var pending: [(IOData, EventLoopPromise<Void>?)] = []
     private var headSent = false
-    private var readInFlight = false
-    private(set) var waitingForWritable = false
-    private var finished = false
-    private var nextChunk = ResponseStream.firstChunk
-    private(set) var bodyBytesSent: Int64 = 0
+
+    var waitingForWritable: Bool { body.waitingForWritable }
+    var bodyBytesSent: Int64 { body.bodyBytesSent }
 
     init(context: ChannelHandlerContext, head: HTTPResponseHead, body: ResponseBody, source: Source,
          onDone: @escaping (Outcome) -> Void) {
         self.context = context
         self.head = head
-        switch body {
-        case let .parts(p): parts = p; untilEnd = false
-        case .untilEnd: parts = []; untilEnd = true
-        }
+        self.body = ResponseBodyState(body)
         self.source = source
         self.onDone = onDone
     }
@@ -76,47 +64,35 @@ final class ResponseStream: @unchecked Sendable {
 
     /// The channel became writable again.
     func resume() {
-        guard waitingForWritable else { return }
-        waitingForWritable = false
-        pump()
+        if body.writable() { pump() }
     }
 
     /// The client went away: stop reading, release the reader.
     func cancel() {
-        guard !finished else { return }
-        finished = true
+        guard !body.isDone else { return }
+        body.stop()
         closeReader()
     }
 
+    /// Carries out the body's next steps until it waits (for a read or for the channel).
     private func pump() {
-        guard !finished, !readInFlight else { return }
-        if untilEnd {
-            guard context.channel.isWritable else { waitingForWritable = true; return }
-            issueRead(offset: offsetInPart, length: nextChunk)
-            return
-        }
-        while partIndex < parts.count {
-            switch parts[partIndex] {
+        while true {
+            switch body.next(writable: context.channel.isWritable) {
             case let .literal(bytes):
                 send(.byteBuffer(context.channel.allocator.buffer(bytes: bytes)), commit: false)
-                partIndex += 1
-            case let .bytes(range):
-                let start = range.lowerBound + offsetInPart
-                guard start < range.upperBound else {
-                    partIndex += 1
-                    offsetInPart = 0
-                    continue
-                }
-                guard context.channel.isWritable else { waitingForWritable = true; return }
-                issueRead(offset: start, length: Int(min(Int64(nextChunk), range.upperBound - start)))
+            case let .read(offset, length):
+                issueRead(offset: offset, length: length)
+                return
+            case .finish:
+                finish()
+                return
+            case .waitForWritable, .none:
                 return
             }
         }
-        finish()
     }
 
     private func issueRead(offset: Int64, length: Int) {
-        readInFlight = true
         switch source {
         case let .memory(bytes):
             let lo = Int(min(offset, Int64(bytes.count)))
@@ -134,8 +110,7 @@ final class ResponseStream: @unchecked Sendable {
     }
 
     private func didRead(_ result: Result<ReadLease, CacheError>) {
-        readInFlight = false
-        guard !finished else {
+        guard !body.isDone else {
             if case let .success(lease) = result { lease.release() }
             return
         }
@@ -143,29 +118,27 @@ final class ResponseStream: @unchecked Sendable {
         case let .failure(error):
             fail(error)
         case let .success(lease):
-            if lease.count == 0 {
-                if untilEnd { finish() } else {
-                    fail(.badResponse(url: "", message: "the file ended before its announced length"))
+            switch body.didRead(count: lease.count) {
+            case .finish:
+                finish()
+            case let .fail(why):
+                fail(.badResponse(url: "", message: why))
+            case .send:
+                guard let parts = bodyParts(of: lease) else {
+                    lease.release()
+                    fail(.storage(path: "", message: "cannot duplicate a slice file descriptor: \(String(cString: strerror(errno)))"))
+                    return
                 }
-                return
+                let written = context.eventLoop.makePromise(of: Void.self)
+                written.futureResult.whenComplete { _ in
+                    for part in parts { if case let .fileRegion(region) = part { try? region.fileHandle.close() } }
+                    lease.release()
+                }
+                for (i, part) in parts.enumerated() {
+                    send(part, commit: true, promise: i == parts.count - 1 ? written : nil)
+                }
+                pump()
             }
-            offsetInPart += Int64(lease.count)
-            bodyBytesSent += Int64(lease.count)
-            nextChunk = Self.chunk
-            guard let parts = bodyParts(of: lease) else {
-                lease.release()
-                fail(.storage(path: "", message: "cannot duplicate a slice file descriptor: \(String(cString: strerror(errno)))"))
-                return
-            }
-            let written = context.eventLoop.makePromise(of: Void.self)
-            written.futureResult.whenComplete { _ in
-                for part in parts { if case let .fileRegion(region) = part { try? region.fileHandle.close() } }
-                lease.release()
-            }
-            for (i, part) in parts.enumerated() {
-                send(part, commit: true, promise: i == parts.count - 1 ? written : nil)
-            }
-            pump()
         }
     }
 
@@ -211,16 +184,14 @@ final class ResponseStream: @unchecked Sendable {
     }
 
     private func finish() {
-        guard !finished else { return }
         sendHead()
-        finished = true
+        body.stop()
         closeReader()
         onDone(.completed)
     }
 
     private func fail(_ error: CacheError) {
-        guard !finished else { return }
-        finished = true
+        body.stop()
         closeReader()
         if headSent { onDone(.aborted("\(error)")) } else { onDone(.failedBeforeHead(error)) }
     }
