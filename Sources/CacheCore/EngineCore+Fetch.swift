@@ -73,65 +73,70 @@ final class EntrySink: FetchSink, @unchecked Sendable {
         var reprobe: Int?
         let proceed: Bool = shard.locked {
             guard entry.inflight.fetches[fetchID] != nil, entry.isCurrent(generation) else { return false }
-            if entry.lifecycle == .probing {
-                // First answer for this URL: the entry becomes real now, never for an error. Its
-                // row is written behind; the id is all slice file names need.
+            let wholeBodyRunning = entry.inflight.fetches.values.contains {
+                $0.id != fetchID && $0.generation == generation && $0.pinned && $0.start == 0 && $0.end == nil
+            }
+            let decision = HeadDecision.decide(
+                isNew: entry.lifecycle == .probing, differs: entry.lifecycle == .live && core.differs(entry.info, head),
+                status: head.status, bodyStart: head.bodyStart, acceptsRanges: head.acceptsRanges,
+                position: position, wholeBodyRunning: wholeBodyRunning)
+            switch decision.version {
+            case .adoptFirst:
+                // The entry becomes real now, never for an error. Its row is written behind; the
+                // id is all slice file names need.
                 core.adopt(head, into: entry)
                 entry.id = core.index.newEntryID()
                 core.index.updateEntry(entry.row())
-            } else if core.differs(entry.info, head) {
+            case .newVersionRefetch:
+                // Ask again for the wanted bytes of the new version, with its validator.
+                cancels = core.startNewGeneration(entry, head: head, keeping: fetchID)
+                entry.inflight.finish(fetchID)
+                launches = core.replanWaiters(entry, failed: nil)
+                if isProbe, entry.info.length != nil {
+                    core.finishOpens(entry, .success(entry.info))
+                } else if isProbe {
+                    // The new version's length is unknown: probe it from the start.
+                    let id = core.makeID()
+                    entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: nil, reader: nil, pinned: true, now: Date().timeIntervalSince1970)
+                    reprobe = id
+                }
+                return false
+            case .newVersionFromStart:
                 let originalEnd = entry.inflight.fetches[fetchID]?.end
                 let wasPinned = entry.inflight.fetches[fetchID]?.pinned ?? false
                 cancels = core.startNewGeneration(entry, head: head, keeping: fetchID)
-                if head.status == 206 || (position > 0 && head.acceptsRanges) {
-                    // Ask again for the wanted bytes of the new version, with its validator.
-                    entry.inflight.finish(fetchID)
-                    launches = core.replanWaiters(entry, failed: nil)
-                    if isProbe, entry.info.length != nil {
-                        core.finishOpens(entry, .success(entry.info))
-                    } else if isProbe {
-                        // The new version's length is unknown: probe it from the start.
-                        let id = core.makeID()
-                        entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: nil, reader: nil, pinned: true, now: Date().timeIntervalSince1970)
-                        reprobe = id
-                    }
-                    return false
-                }
-                // A body of the new version from byte 0: this transfer now fills the new generation.
                 generation = entry.info.generation
                 entry.inflight.rebase(fetchID, cursor: 0, end: originalEnd, generation: generation, pinned: wasPinned)
                 launches = core.replanWaiters(entry, failed: nil)
-            } else {
+            case .confirm:
                 entry.info.validatedAt = Date()
                 entry.info.finalURL = head.finalURL
                 if head.status == 206 { entry.info.acceptsRanges = true }
                 if entry.info.length == nil, let l = head.totalLength { entry.info.length = l }
                 core.index.updateEntry(entry.row())
             }
-            if head.status == 206 {
-                entry.ignoredRanges = 0
-                guard head.bodyStart == position else {
-                    failure = .badResponse(url: entry.info.url, message: "asked for bytes from \(position), got \(head.bodyStart)")
-                    return false
-                }
-            } else if position != 0 || !head.acceptsRanges {
-                // The origin sent the whole file (it ignores ranges, or did so again and again
-                // after retries): keep all of it (bytes already on disk are skipped), and let
-                // nobody cancel it, since asking again would start over. One such transfer at a
-                // time: if another is already streaming the body, this one gives way to it.
-                if position != 0 {
+            switch decision.body {
+            case .partial:
+                if head.status == 206 { entry.ignoredRanges = 0 }
+            case let .wrongStart(message):
+                failure = .badResponse(url: entry.info.url, message: message)
+                return false
+            case .giveWay:
+                entry.info.acceptsRanges = false
+                return false
+            case let .whole(ignoredRange):
+                // Keep all of it (bytes already on disk are skipped), and let nobody cancel it:
+                // asking again would start over.
+                if ignoredRange {
                     entry.ignoredRanges += 1
                     core.logger.warning("the origin answered a range request with the whole file", metadata: [
                         "url": "\(entry.info.url)", "times": "\(entry.ignoredRanges)"])
                 }
                 entry.info.acceptsRanges = false
-                if entry.inflight.fetches.values.contains(where: {
-                    $0.id != fetchID && $0.generation == generation && $0.pinned && $0.start == 0 && $0.end == nil
-                }) {
-                    return false
-                }
                 position = 0
                 entry.inflight.rebase(fetchID, cursor: 0, end: nil, generation: generation, pinned: true)
+            case .none:
+                break
             }
             // Only the metadata probe answers opens: another transfer ending meanwhile knows
             // nothing about whether the version it fetched is still current.
