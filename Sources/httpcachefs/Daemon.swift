@@ -9,7 +9,7 @@ import Glibc
 /// passes it the write end of a pipe (fd number in `$HTTPCACHEFS_READY_FD`). The child writes
 /// `ready` once mounted, or `error: <reason>`, then closes it. EOF with neither means the child
 /// died: its exit status and the log file say why.
-public enum Daemon {
+enum Daemon {
     public static let readyEnvironment = "HTTPCACHEFS_READY_FD"
 
     /// The child's channel back to the waiting parent, or nil when not started by `launch`.
@@ -112,7 +112,7 @@ public enum Daemon {
 }
 
 /// The daemon's end of the readiness pipe: exactly one report, then closed.
-public final class ReadyChannel: @unchecked Sendable {
+final class ReadyChannel: @unchecked Sendable {
     private let lock = NSLock()
     private var fd: Int32  // guarded by lock; -1 once reported
 
@@ -133,7 +133,7 @@ public final class ReadyChannel: @unchecked Sendable {
     }
 }
 
-public enum DaemonError: Error, Equatable, CustomStringConvertible {
+enum DaemonError: Error, Equatable, CustomStringConvertible {
     case spawn(String)
     case failed(String)
     case died(status: Int32, log: String?)
