@@ -74,6 +74,7 @@ extension EngineCore {
     }
 
     /// Evicts least recently used, unpinned slices until `bytes` are gone (or nothing is left).
+    /// Call under `evictionLock`.
     @discardableResult
     func evict(bytes target: Int64) -> Int64 {
         var candidates: [Candidate] = []

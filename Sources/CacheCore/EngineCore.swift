@@ -42,7 +42,11 @@ final class EngineCore: @unchecked Sendable {
     /// Points where tests interleave other work deterministically (a removal while a transfer
     /// writes, a write while an eviction commits). Nil outside tests.
     enum Step { case sinkWillWrite(offset: Int64), evictionRenamedSlices }
-    var testHook: ((Step) -> Void)?
+    var testHook: ((Step) -> Void)? {
+        get { counterLock.lock(); defer { counterLock.unlock() }; return _testHook }
+        set { counterLock.lock(); _testHook = newValue; counterLock.unlock() }
+    }
+    private var _testHook: ((Step) -> Void)?   // guarded by counterLock
     /// Bytes transfers may write before the cap and free space are looked at again.
     let space = SpaceAllowance()
     /// When a transfer last warned that it could not cache (a full disk): once a minute is enough.
