@@ -101,10 +101,7 @@ extension EngineCore {
         // Ask again only once half of what was asked has been read.
         guard from < to, reader.diskAheadTo <= request.upperBound.addingClamped(reader.readAhead / 2) else { return [] }
         reader.diskAheadTo = to
-        return entry.coverage.ranges.compactMap { r in
-            let c = r.clamped(to: from..<to)
-            return c.isEmpty ? nil : c
-        }
+        return entry.coverage.intersection(from..<to)
     }
 
     /// The incarnations of the slices of `range` (call under the shard lock).
