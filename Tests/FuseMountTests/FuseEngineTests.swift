@@ -55,6 +55,28 @@ final class FuseEngineTests: XCTestCase {
         XCTAssertEqual(m.origin.requests.count, 0, "reads and stats of an open file ask the origin nothing: \(m.origin.requests)")
     }
 
+    func testAnOpenFileKeepsItsVersionOrFailsAndANewOpenSeesTheNewOne() throws {
+        let length: Int64 = 8 << 20
+        let m = try EngineMount(tree: { try treeFromList("v.bin = \($0.url("/v.bin"))") },
+                                cache: { $0.revalidateAfter = 0; $0.initialReadAhead = 64 << 10; $0.maxReadAhead = 64 << 10 },
+                                setup: { $0.setGeneratedFile("/v.bin", length: length, seed: 31) })
+        defer { m.stop() }
+        let fd = try POSIX.open(m.path("v.bin"))
+        defer { close(fd) }
+        XCTAssertTrue(try POSIX.pread(fd, offset: 0, count: 64 << 10) == expected(31, 0, 64 << 10))
+        // The origin replaces the file with another version of the same size.
+        m.origin.setGeneratedFile("/v.bin", length: length, seed: 32)
+        // The open file's next uncached read finds the new version: an error, never its bytes.
+        XCTAssertThrowsError(try POSIX.pread(fd, offset: 4 << 20, count: 64 << 10), "a read of the old version") { error in
+            XCTAssertEqual((error as? POSIX.Failure)?.errno, EIO, "\(error)")
+        }
+        // A new open revalidates and reads the new version only.
+        let again = try POSIX.open(m.path("v.bin"))
+        defer { close(again) }
+        XCTAssertTrue(try POSIX.pread(again, offset: 0, count: 64 << 10) == expected(32, 0, 64 << 10), "new bytes from the start")
+        XCTAssertTrue(try POSIX.pread(again, offset: 4 << 20, count: 64 << 10) == expected(32, 4 << 20, 64 << 10))
+    }
+
     func testRandomReadsAreByteExact() throws {
         let length: Int64 = 16 << 20
         let m = try EngineMount(tree: { try treeFromList("r.bin = \($0.url("/r.bin"))") },
