@@ -456,7 +456,7 @@ final class FileSystemCore: @unchecked Sendable {
             let parsed: Result<[ListingEntry], CacheError>
             switch result {
             case let .success(bytes):
-                do { parsed = .success(try DirectoryListing.parse(bytes, url: url)) } catch {
+                do { parsed = .success(try DirectoryListing.parse(bytes, url: url, logger: logger)) } catch {
                     parsed = .failure(.badResponse(url: url, message: "\(error)"))
                 }
             case let .failure(error): parsed = .failure(error)
