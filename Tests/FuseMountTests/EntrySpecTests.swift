@@ -61,6 +61,27 @@ final class URLListParserTests: XCTestCase {
         XCTAssertEqual(entries[2].spec.url, "http://h/b")
     }
 
+    func testACommentAfterTheURLIsNotPartOfIt() throws {
+        let text = """
+        http://h/small.bin   # the small one
+        clips/b.mp4 = http://h/b.mp4\t# tab before the comment
+        http://h/trailing-blanks.mp4\u{20}\u{20}
+        """
+        let entries = try URLListParser.parse(text)
+        XCTAssertEqual(entries.map(\.spec.path), [["small.bin"], ["clips", "b.mp4"], ["trailing-blanks.mp4"]])
+        XCTAssertEqual(entries.map(\.spec.url), ["http://h/small.bin", "http://h/b.mp4", "http://h/trailing-blanks.mp4"])
+    }
+
+    func testAHashInsideTheURLOrTheNameIsNotAComment() throws {
+        let text = """
+        http://h/movie.mp4#t=10
+        Episode #1.mkv = http://h/e1.mkv # first
+        """
+        let entries = try URLListParser.parse(text)
+        XCTAssertEqual(entries.map(\.spec.url), ["http://h/movie.mp4#t=10", "http://h/e1.mkv"])
+        XCTAssertEqual(entries.map(\.spec.path), [["movie.mp4"], ["Episode #1.mkv"]])
+    }
+
     func testAByteOrderMarkIsIgnored() throws {
         XCTAssertEqual(try URLListParser.parse("\u{FEFF}http://h/a.mp4\n").map(\.spec.path), [["a.mp4"]])
     }
