@@ -3,6 +3,7 @@ import CacheCore
 import Fetcher
 import Foundation
 import Logging
+import Settings
 
 /// The options every subcommand shares, written after the subcommand name
 /// (`httpcachefs cat --cache-size 10G URL`). Include them with `@OptionGroup var cache: CacheOptions`.
