@@ -1,0 +1,33 @@
+// swift-tools-version:6.1
+// Coverage-guided fuzz targets (libFuzzer) for every parser of outside input in httpcachefs.
+//
+// A package of its own, so the main package's `swift build` and `swift test` never see it. Each
+// target is an executable without a `main`: libFuzzer supplies it and calls the target's
+// `LLVMFuzzerTestOneInput`. Build and run them with `Fuzz/run.sh`, which passes
+// `-sanitize=fuzzer,address` and `-parse-as-library`; the parsers' internals are reached through
+// `@testable import`, which works because the debug build compiles every module with testing on.
+import Foundation
+import PackageDescription
+
+/// A path dependency's identity is the name of its directory, which is whatever the checkout is
+/// called; the product is looked up under that name. (A checkout directory called `fuzz` would
+/// clash with this package's own identity: `run.sh` builds through a neutral symlink then.)
+let mainPackage = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .lastPathComponent.lowercased()
+let parsers: Target.Dependency = .product(name: "httpcachefs-parsers", package: mainPackage)
+
+/// One fuzz executable per parser family, each with a seed corpus in `Tests/FuzzCorpus/<name>/`.
+let fuzzTargets = [
+    "FuzzByteRanges", "FuzzProxyURL", "FuzzHLSPlaylist", "FuzzDirectoryListing", "FuzzURLList",
+    "FuzzConfigFile", "FuzzResponseHeaders", "FuzzReadPlanner",
+]
+
+let package = Package(
+    name: "httpcachefs-fuzz",
+    dependencies: [.package(path: "..")],
+    targets: [
+        .target(name: "FuzzSupport"),
+    ] + fuzzTargets.map { name in
+        .executableTarget(name: name, dependencies: ["FuzzSupport", parsers], swiftSettings: [.swiftLanguageMode(.v5)])
+    }
+)
