@@ -11,7 +11,7 @@ import PackageDescription
 
 /// A path dependency's identity is the name of its directory, which is whatever the checkout is
 /// called; the product is looked up under that name. (A checkout directory called `fuzz` would
-/// clash with this package's own identity: `run.sh` builds through a neutral symlink then.)
+/// clash with this package's own identity; `run.sh` says so.)
 let mainPackage = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .lastPathComponent.lowercased()
 let parsers: Target.Dependency = .product(name: "httpcachefs-parsers", package: mainPackage)

@@ -12,7 +12,7 @@ public func fuzzDirectoryListing(_ data: UnsafePointer<UInt8>, _ size: Int) -> C
     guard let entries = try? DirectoryListing.parse(input.rest, url: base) else { return 0 }
     var names = Set<String>()
     for e in entries {
-        fuzzCheck(DirectoryListing.isPlainName(e.name), "not a plain name: \(e.name.debugDescription)")
+        fuzzCheck(DirectoryListing.rejection(of: e.name) == nil, "a name the mount cannot show: \(e.name.debugDescription)")
         fuzzCheck(!hasControlCharacter(e.name), "a control character in \(e.name.debugDescription)")
         fuzzCheck(e.name.utf8.count <= PathName.maxComponentBytes, "a name of \(e.name.utf8.count) bytes")
         fuzzCheck(names.insert(e.name).inserted, "listed twice: \(e.name.debugDescription)")

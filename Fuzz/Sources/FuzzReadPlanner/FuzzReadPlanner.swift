@@ -3,12 +3,14 @@ import FuzzSupport
 
 /// The read planner with whatever lengths, requests, cached ranges and running fetches an
 /// origin's answers and a reader's offsets can produce (a Content-Length and a FUSE offset are
-/// both outside input). Invariants: the steps cover the clipped request in order with no gap,
-/// disk steps read only cached bytes, and no new fetch starts on a cached byte.
+/// both outside input; the planner's own settings and measured rates stay in their real
+/// ranges). Invariants: the steps cover the clipped request in order with no gap, disk steps
+/// read only cached bytes, and no new fetch starts on a cached byte.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzReadPlanner(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     var input = FuzzInput(data, size)
-    let planner = ReadPlanner(readAhead: input.offset(), seekThreshold: input.offset(), catchUp: Double(input.byte()) / 16)
+    let planner = ReadPlanner(readAhead: input.offset() % (64 << 20), seekThreshold: input.offset() % (64 << 20),
+                              catchUp: Double(input.byte()) / 64)
     let length: Int64? = input.bool() ? input.offset() : nil
     let a = input.offset(), b = input.offset()
     let request = min(a, b)..<max(a, b)
@@ -21,7 +23,7 @@ public func fuzzReadPlanner(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     for id in 0..<Int(input.byte() % 4) {
         let cursor = input.offset()
         let end: Int64? = input.bool() ? max(cursor, input.offset()) : nil
-        let rate: Double? = input.bool() ? Double(input.offset()) : nil
+        let rate: Double? = input.bool() ? Double(input.offset() % (1 << 40)) : nil  // up to 1 TB/s
         running.append(ReadPlanner.RunningFetch(id: id, cursor: cursor, end: end, bytesPerSecond: rate))
     }
 
