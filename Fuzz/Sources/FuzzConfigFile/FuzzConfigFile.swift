@@ -19,7 +19,6 @@ public func fuzzConfigFile(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
             fuzzCheck(seconds >= 0 && seconds.isFinite, "duration \(value.debugDescription) is \(seconds)")
         }
         _ = try? BoolValue.parse(value, option: "bool")
-        _ = try? ByteRangeSpec.parse(value)
         if let header = try? HeaderLine.validate(value) {
             fuzzCheck(!header.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }), "header \(header.debugDescription)")
         }
