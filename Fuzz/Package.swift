@@ -1,11 +1,14 @@
-// swift-tools-version:6.1
+// swift-tools-version:5.3
 // Coverage-guided fuzz targets (libFuzzer) for every parser of outside input in httpcachefs.
 //
 // A package of its own, so the main package's `swift build` and `swift test` never see it. Each
-// target is an executable without a `main`: libFuzzer supplies it and calls the target's
-// `LLVMFuzzerTestOneInput`. Build and run them with `Fuzz/run.sh`, which passes
-// `-sanitize=fuzzer,address` and `-parse-as-library`; the parsers' internals are reached through
-// `@testable import`, which works because the debug build compiles every module with testing on.
+// target is an executable whose `main.swift` is compiled with `-parse-as-library`, so it has no
+// `main` of its own: libFuzzer supplies it and calls the target's `LLVMFuzzerTestOneInput`.
+// Tools version 5.3 on purpose: from 5.5 on SwiftPM renames an executable's entry point to
+// `<Target>_main` and links `main` to it, which leaves libFuzzer's `main` unused and the link
+// failing. Build and run the targets with `Fuzz/run.sh`, which passes `-sanitize=fuzzer,address`
+// and `-parse-as-library`; the parsers' internals are reached through `@testable import`, which
+// works because a debug build compiles every module with testing enabled.
 import Foundation
 import PackageDescription
 
@@ -28,6 +31,6 @@ let package = Package(
     targets: [
         .target(name: "FuzzSupport"),
     ] + fuzzTargets.map { name in
-        .executableTarget(name: name, dependencies: ["FuzzSupport", parsers], swiftSettings: [.swiftLanguageMode(.v5)])
+        .target(name: name, dependencies: ["FuzzSupport", parsers])
     }
 )
