@@ -33,6 +33,8 @@ if [[ $(basename "$root" | tr '[:upper:]' '[:lower:]') == fuzz ]]; then
     exit 2
 fi
 
+# libFuzzer reports crashes itself; Swift's backtracer would only race with it and with ASan.
+export SWIFT_BACKTRACE=enable=no
 build=(swift build --package-path "$package" -c debug -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library)
 "${build[@]}" >&2
 bin=$("${build[@]}" --show-bin-path)

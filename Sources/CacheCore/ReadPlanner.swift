@@ -122,7 +122,9 @@ public struct ReadPlanner: Sendable {
 
         // Turn net steps into fetches; extend the last one (and inherited ones) past the request.
         let windowEnd: Int64? = {
-            let w = request.upperBound + readAhead
+            // Saturating: a request near the largest offset (unknown length) must not trap.
+            let (sum, overflow) = request.upperBound.addingReportingOverflow(readAhead)
+            let w = overflow ? Int64.max : sum
             if let length { return min(w, length) }
             return w
         }()

@@ -67,9 +67,16 @@ public enum URLListParser {
     }
 
     private static func spec(_ text: String, line: Int) throws -> EntrySpec {
-        do { return try EntrySpec.parse(text) } catch let error as EntrySpecError {
+        let spec: EntrySpec
+        do { spec = try EntrySpec.parse(text) } catch let error as EntrySpecError {
             throw URLListError(path: nil, line: line, message: error.description)
         }
+        // A control character (a stray tab or escape from an editor or a copy) would make a file
+        // that always fails, or a name that breaks every listing of the mount.
+        if (spec.path + [spec.url]).contains(where: { $0.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F } }) {
+            throw URLListError(path: nil, line: line, message: "a control character in '\(text.debugDescription.dropFirst().dropLast())'")
+        }
+        return spec
     }
 }
 

@@ -46,11 +46,12 @@ enum ByteRangeSpec: Equatable, CustomStringConvertible {
     func resolve(length: Int64?, url: String) throws -> (start: Int64, end: Int64?) {
         switch self {
         case let .closed(first, last):
+            // `last + 1` would overflow for the largest offset: clip before adding.
             if let length {
                 guard first < length else { throw UsageError("range \(description) starts past the end of \(url) (\(length) bytes)") }
-                return (first, min(last + 1, length))
+                return (first, min(last, length - 1) + 1)
             }
-            return (first, last + 1)
+            return (first, last == Int64.max ? nil : last + 1)
         case let .from(first):
             if let length {
                 guard first < length || (first == 0 && length == 0) else {

@@ -42,6 +42,13 @@ final class ReadPlannerTests: XCTestCase {
         XCTAssertEqual(plan.fetches, [.init(start: 0, end: 50)])
     }
 
+    func testReadAheadNearTheLargestOffsetStopsThereInsteadOfOverflowing() {
+        // Found by Fuzz/FuzzReadPlanner: an unknown length and a request ending near Int64.max.
+        let plan = ReadPlanner(readAhead: 1000).plan(request: (Int64.max - 10)..<(Int64.max - 5), length: nil,
+                                                     cached: RangeSet(), running: [])
+        XCTAssertEqual(plan.fetches, [ReadPlanner.Fetch(start: Int64.max - 10, end: Int64.max)])
+    }
+
     func testReadAheadExtendsTheLastFetchButStopsAtCachedBytes() {
         let planner = ReadPlanner(readAhead: 1000)
         let plan = planner.plan(request: 0..<100, length: 10_000, cached: RangeSet([600..<700]), running: [])

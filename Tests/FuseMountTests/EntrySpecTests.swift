@@ -82,6 +82,16 @@ final class URLListParserTests: XCTestCase {
         XCTAssertEqual(entries.map(\.spec.path), [["movie.mp4"], ["Episode #1.mkv"]])
     }
 
+    func testAControlCharacterInTheURLOrTheNameFailsItsLine() {
+        // Found by Fuzz/FuzzURLList: "%A\u{03}" made a URL that could never be fetched.
+        for line in ["http://h/%E2%82%A\u{03}.mp4", "http://h/a\tb.mp4", "bell\u{07}.mp4 = http://h/b.mp4"] {
+            XCTAssertThrowsError(try URLListParser.parse("http://h/ok.mp4\n" + line + "\n"), line.debugDescription) { error in
+                XCTAssertEqual((error as? URLListError)?.line, 2)
+                XCTAssertTrue("\(error)".contains("control character"), "\(error)")
+            }
+        }
+    }
+
     func testAByteOrderMarkIsIgnored() throws {
         XCTAssertEqual(try URLListParser.parse("\u{FEFF}http://h/a.mp4\n").map(\.spec.path), [["a.mp4"]])
     }
