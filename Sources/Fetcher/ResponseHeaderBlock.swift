@@ -24,7 +24,10 @@ struct ResponseHeaderBlock: Equatable {
         return (300..<400).contains(status) && status != 304 && field("location") != nil
     }
 
-    var contentLength: Int64? { field("content-length").flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) } }
+    /// Nil when absent or negative (libcurl warns about a negative one and ignores it; so do we).
+    var contentLength: Int64? {
+        field("content-length").flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }.flatMap { $0 >= 0 ? $0 : nil }
+    }
     var contentRange: ContentRange? { field("content-range").flatMap(ContentRange.init(parsing:)) }
     var etag: String? { field("etag") }
     var lastModified: String? { field("last-modified") }
@@ -94,7 +97,7 @@ struct ContentRange: Equatable {
         guard let slash = spec.firstIndex(of: "/"), let dash = spec[..<slash].firstIndex(of: "-") else { return nil }
         guard let first = Int64(spec[..<dash].trimmingCharacters(in: .whitespaces)),
               let last = Int64(spec[spec.index(after: dash)..<slash].trimmingCharacters(in: .whitespaces)),
-              first >= 0, last >= first else { return nil }
+              first >= 0, last >= first, last < Int64.max else { return nil }  // end = last + 1 must fit
         let totalText = spec[spec.index(after: slash)...].trimmingCharacters(in: .whitespaces)
         var total: Int64?
         if totalText != "*" {

@@ -106,7 +106,7 @@ public enum HLSPlaylist {
         var changed = false
         for attr in attributeList(attributes) {
             if !result.isEmpty { result += "," }
-            if attr.name == "URI", let value = attr.quotedValue, let absolute = resolve(value, base: base) {
+            if attr.name == "URI", let value = attr.uriValue, let absolute = resolve(value, base: base) {
                 result += "URI=\"\(transform(absolute))\""
                 changed = true
             } else {
@@ -124,6 +124,15 @@ public enum HLSPlaylist {
         var quotedValue: String?
         /// The value as written (quotes included).
         var value: String
+
+        /// The value as a URI reference: quoted, as RFC 8216 writes it, or bare, as some
+        /// packagers write it and players accept; nil when empty or with unbalanced quotes.
+        /// The rewrite and the parser both read URIs through this, so what the preloader fetches
+        /// is what the player is sent to.
+        var uriValue: String? {
+            if let quotedValue { return quotedValue }
+            return value.isEmpty || value.contains("\"") ? nil : value
+        }
     }
 
     /// Splits an attribute list on commas outside quoted strings.
@@ -162,6 +171,11 @@ public enum HLSPlaylist {
         guard let url = URL(string: reference, relativeTo: base)?.absoluteURL,
               let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else { return nil }
         return url.absoluteString
+    }
+
+    /// The `URI` attribute's reference (the last one, as in `attributes`).
+    static func uri(_ s: Substring) -> String? {
+        attributeList(s).last { $0.name == "URI" }?.uriValue
     }
 
     /// Attribute values by name, for tags the parser reads.
@@ -237,12 +251,11 @@ public struct HLSPlaylistInfo: Sendable, Equatable {
                     pendingVariant = HLSPlaylist.attributes(attrText)
                 case "EXT-X-MEDIA":
                     let a = HLSPlaylist.attributes(attrText)
-                    if let uri = a["URI"], let url = HLSPlaylist.resolve(uri, base: base) {
+                    if let uri = HLSPlaylist.uri(attrText), let url = HLSPlaylist.resolve(uri, base: base) {
                         renditions.append(Rendition(url: url, type: a["TYPE"] ?? "", groupID: a["GROUP-ID"] ?? ""))
                     }
                 case "EXT-X-KEY", "EXT-X-MAP":
-                    let a = HLSPlaylist.attributes(attrText)
-                    if let uri = a["URI"], let url = HLSPlaylist.resolve(uri, base: base) { addResource(url) }
+                    if let uri = HLSPlaylist.uri(attrText), let url = HLSPlaylist.resolve(uri, base: base) { addResource(url) }
                 default:
                     continue
                 }

@@ -107,6 +107,16 @@ final class HLSPlaylistTests: XCTestCase {
         XCTAssertEqual(info.resources.count, rewritten.components(separatedBy: "P(").count - 1)
     }
 
+    func testABareURIAttributeIsRewrittenAndPreloadedAlike() {
+        // Found by Fuzz/FuzzHLSPlaylist: the preloader read URI=init.mp4 (no quotes), the rewrite
+        // left it alone, so the player fetched it past the proxy.
+        let text = "#EXTM3U\n#EXT-X-MAP:URI=init.mp4,BYTERANGE=\"720@0\"\n#EXT-X-KEY:METHOD=AES-128,URI=\n#EXTINF:2,\nseg.ts\n"
+        XCTAssertEqual(rewrite(text, at: "http://o.test/p/list.m3u8"),
+                       "#EXTM3U\n#EXT-X-MAP:URI=\"P(http://o.test/p/init.mp4)\",BYTERANGE=\"720@0\"\n#EXT-X-KEY:METHOD=AES-128,URI=\n#EXTINF:2,\nP(http://o.test/p/seg.ts)\n")
+        XCTAssertEqual(HLSPlaylistInfo(parsing: text, playlistURL: "http://o.test/p/list.m3u8").resources,
+                       ["http://o.test/p/init.mp4", "http://o.test/p/seg.ts"], "an empty URI names nothing")
+    }
+
     func testRecognition() {
         XCTAssertTrue(HLSPlaylist.isPlaylist(contentType: "application/vnd.apple.mpegurl", firstBytes: []))
         XCTAssertTrue(HLSPlaylist.isPlaylist(contentType: "application/x-mpegURL; charset=utf-8", firstBytes: []))
