@@ -27,9 +27,12 @@ let fuzzTargets = [
 
 let package = Package(
     name: "httpcachefs-fuzz",
-    dependencies: [.package(path: "..")],
+    dependencies: [
+        .package(path: ".."),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
     targets: [
-        .target(name: "FuzzSupport"),
+        .target(name: "FuzzSupport", dependencies: [.product(name: "Logging", package: "swift-log")]),
     ] + fuzzTargets.map { name in
         .target(name: name, dependencies: ["FuzzSupport", parsers])
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// Reads structured values off the front of a fuzzer's byte string, so one input can choose
 /// numbers (lengths, offsets) and text at once. Running out of bytes yields zeros and "",
@@ -74,3 +75,11 @@ public func fuzzCheck(_ condition: @autoclosure () -> Bool, _ message: @autoclos
 public func hasControlCharacter(_ s: String) -> Bool {
     s.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
 }
+
+/// A logger that drops everything: the parsers log what they skip, and a log line per input
+/// would only slow the fuzzer down.
+public let silentLogger: Logger = {
+    var logger = Logger(label: "fuzz", factory: { _ in SwiftLogNoOpLogHandler() })
+    logger.logLevel = .critical
+    return logger
+}()
