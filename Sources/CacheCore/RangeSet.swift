@@ -94,6 +94,7 @@ public struct RangeSet: Sendable, Equatable, CustomStringConvertible {
 
     /// The first present offset at or after `offset`, or nil.
     public func nextPresent(atOrAfter offset: Int64) -> Int64? {
+        guard offset < Int64.max else { return nil }  // no byte lies at Int64.max (and offset + 1 would trap)
         let i = firstIndex(endingAtOrAfter: offset + 1)
         guard i < ranges.count else { return nil }
         return max(ranges[i].lowerBound, offset)

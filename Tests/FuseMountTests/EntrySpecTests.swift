@@ -92,6 +92,15 @@ final class URLListParserTests: XCTestCase {
         }
     }
 
+    func testAURLWhoseLastSegmentIsTooLongForAFileNameNeedsAName() throws {
+        // Found by Fuzz/FuzzURLList: the derived name was not held to the 255-byte limit.
+        let url = "http://h/" + String(repeating: "%E2%82%AC", count: 86) + ".mp4"
+        XCTAssertThrowsError(try URLListParser.parse(url + "\n")) { error in
+            XCTAssertTrue("\(error)".contains("longer than 255 bytes"), "\(error)")
+        }
+        XCTAssertEqual(try URLListParser.parse("short.mp4 = \(url)\n").map(\.spec.path), [["short.mp4"]])
+    }
+
     func testAByteOrderMarkIsIgnored() throws {
         XCTAssertEqual(try URLListParser.parse("\u{FEFF}http://h/a.mp4\n").map(\.spec.path), [["a.mp4"]])
     }
