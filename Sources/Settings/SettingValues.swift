@@ -58,7 +58,7 @@ public enum DurationValue {
         let failure = UsageError("invalid duration '\(text)' for \(option): expected a number with a unit, e.g. 0s, 30s, 5m, 2h or 1d")
         let s = text.trimmingCharacters(in: .whitespaces).lowercased()
         guard !s.isEmpty else { throw failure }
-        if ByteSize.isPlainDecimal(s), let value = Double(s) { return value }
+        if ByteSize.isPlainDecimal(s), let value = Double(s) { return try finite(value) }
         var total: TimeInterval = 0
         var rest = Substring(s)
         while !rest.isEmpty {
@@ -70,7 +70,13 @@ public enum DurationValue {
                   let unit = units.first(where: { $0.suffix == unitText }) else { throw failure }
             total += value * unit.seconds
         }
-        return total
+        return try finite(total)
+
+        /// Enough digits make a Double infinite, which no timer or date can take.
+        func finite(_ seconds: TimeInterval) throws -> TimeInterval {
+            guard seconds.isFinite else { throw UsageError("duration '\(text)' for \(option) is too large") }
+            return seconds
+        }
     }
 }
 

@@ -25,4 +25,14 @@ final class ConfigFileTests: XCTestCase {
             XCTAssertTrue("\(error)".hasPrefix("cfg:3: expected 'key = value'"), "\(error)")
         }
     }
+
+    func testADurationTooLargeForADoubleIsAnErrorNotInfinity() {
+        let huge = "1" + String(repeating: "0", count: 400)
+        for text in [huge, huge + "s", "1h" + huge + "m"] {
+            XCTAssertThrowsError(try DurationValue.parse(text, option: "read-timeout")) { error in
+                XCTAssertEqual("\(error)", "duration '\(text)' for read-timeout is too large")
+            }
+        }
+        XCTAssertEqual(try DurationValue.parse("1h30m", option: "x"), 5400)
+    }
 }
