@@ -3,8 +3,10 @@
 # from its seed corpus in Tests/FuzzCorpus/<target>/; prints executions, coverage and crashes.
 #
 #   Fuzz/run.sh [SECONDS-PER-TARGET] [TARGET...]      default: 60 seconds, every target
-#   Fuzz/run.sh --merge [TARGET...]                   minimise each seed corpus with what the
-#                                                     last runs found (-merge=1), keeping it small
+#   Fuzz/run.sh --merge [TARGET...]                   fold what the runs found into each seed
+#                                                     corpus, minimised: -merge=1 keeps one input
+#                                                     per covered edge (-use_counters=0), so it
+#                                                     stays small (hit counts are found again fast)
 #
 # Inputs found during a run go to Fuzz/.build/fuzz-work/<target>/corpus (not committed); a crash
 # or broken invariant leaves its input in Fuzz/.build/fuzz-work/<target>/artifacts/, and
@@ -39,7 +41,7 @@ build=(swift build --package-path "$package" -c debug -Xswiftc -sanitize=fuzzer,
 "${build[@]}" >&2
 bin=$("${build[@]}" --show-bin-path)
 
-printf '%-22s %12s %8s %8s %7s %s\n' target executions cov ft crashes result
+[[ $merge == yes ]] || printf '%-22s %12s %8s %8s %7s %s\n' target executions cov ft crashes result
 status=0
 for t in "${targets[@]}"; do
     seeds=$root/Tests/FuzzCorpus/$t
@@ -49,9 +51,9 @@ for t in "${targets[@]}"; do
     if [[ $merge == yes ]]; then
         fresh=$work/merged
         rm -rf "$fresh" && mkdir -p "$fresh"
-        "$bin/$t" -merge=1 "$fresh" "$seeds" "$work/corpus" >"$log" 2>&1
+        "$bin/$t" -merge=1 -use_counters=0 "$fresh" "$seeds" "$work/corpus" >"$log" 2>&1
         rm -rf "$seeds" && mv "$fresh" "$seeds"
-        echo "$t: $(ls "$seeds" | wc -l) seed inputs, $(du -sk "$seeds" | cut -f1) KiB"
+        echo "$t: $(ls "$seeds" | wc -l) seed inputs, $(cat "$seeds"/* | wc -c) bytes"
         continue
     fi
     before=$(ls "$work/artifacts" | wc -l)
