@@ -19,6 +19,8 @@ let package = Package(
     products: [
         .executable(name: "httpcachefs", targets: ["httpcachefs"]),
         .executable(name: "httpcachefs-bench", targets: ["httpcachefs-bench"]),
+        // For the fuzz targets in Fuzz/, a package of its own that depends on this one by path.
+        .library(name: "httpcachefs-parsers", targets: ["CacheCore", "Fetcher", "FuseMount", "Proxy", "Settings"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
@@ -52,8 +54,11 @@ let package = Package(
             .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: v5),
+        // The config file and the syntax of option values (sizes, durations, headers): a library
+        // so that the fuzz targets can reach the parsers, which an executable cannot offer.
+        .target(name: "Settings", swiftSettings: v5),
         .executableTarget(name: "httpcachefs", dependencies: [
-            "CacheCore", "Fetcher", "FuseMount", "Proxy",
+            "CacheCore", "Fetcher", "FuseMount", "Proxy", "Settings",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: v5),
@@ -74,6 +79,7 @@ let package = Package(
         .testTarget(name: "CacheCoreTests", dependencies: ["CacheCore", "TestSupport"], swiftSettings: v5),
         .testTarget(name: "FetcherTests", dependencies: ["Fetcher", "TestSupport"], swiftSettings: v5),
         .testTarget(name: "FuseMountTests", dependencies: ["FuseMount", "Fetcher", "TestSupport"], swiftSettings: v5),
+        .testTarget(name: "SettingsTests", dependencies: ["Settings"], swiftSettings: v5),
         .testTarget(name: "ProxyTests", dependencies: ["Proxy", "Fetcher", "TestSupport"], swiftSettings: v5),
         .testTarget(name: "EndToEndTests", dependencies: ["CacheCore", "Fetcher", "TestSupport", .product(name: "Logging", package: "swift-log")], swiftSettings: v5),
     ]

@@ -1,5 +1,6 @@
 import CacheCore
 import Foundation
+import Logging
 
 /// One child of a listed directory.
 public struct ListingEntry: Equatable, Sendable {
@@ -30,14 +31,19 @@ public struct ListingEntry: Equatable, Sendable {
 /// the next link (the rest of the `<pre>` line or table row, tags stripped) holds the date and
 /// the size columns, which are recognised by shape. Sorting links (`?C=N;O=D`), the parent link,
 /// absolute links elsewhere and icon links to the same child are ignored or merged.
+///
+/// A listing is outside input: an entry whose name the mount cannot show (a control character,
+/// which would break `ls` output and log lines, or more than 255 bytes, which the kernel refuses)
+/// is skipped with a log line, and the rest of the listing is served.
 public enum DirectoryListing {
-    public static func parse(_ bytes: [UInt8], url: String) throws -> [ListingEntry] {
+    public static func parse(_ bytes: [UInt8], url: String,
+                             logger: Logger = Logger(label: "httpcachefs.listing")) throws -> [ListingEntry] {
         guard let base = URL(string: url) else { throw ListingError.badBaseURL(url) }
         let text = String(decoding: bytes, as: UTF8.self)
         let first = text.first(where: { !$0.isWhitespace })
-        if first == "[" { return try parseNginxJSON(bytes, base: base) }
+        if first == "[" { return try parseNginxJSON(bytes, base: base, logger: logger) }
         guard text.contains("<") else { throw ListingError.notAListing(url: url) }
-        return parseHTML(text, base: base)
+        return parseHTML(text, base: base, logger: logger)
     }
 
     // MARK: nginx JSON
@@ -49,7 +55,7 @@ public enum DirectoryListing {
         var size: Int64?
     }
 
-    static func parseNginxJSON(_ bytes: [UInt8], base: URL) throws -> [ListingEntry] {
+    static func parseNginxJSON(_ bytes: [UInt8], base: URL, logger: Logger) throws -> [ListingEntry] {
         let items: [JSONItem]
         do { items = try JSONDecoder().decode([JSONItem].self, from: Data(bytes)) } catch {
             throw ListingError.notAListing(url: base.absoluteString)
@@ -58,7 +64,8 @@ public enum DirectoryListing {
         var seen = Set<String>()
         for item in items {
             let isDir = item.type == "directory"
-            guard item.type == "file" || isDir, isPlainName(item.name), seen.insert(item.name).inserted else { continue }
+            guard item.type == "file" || isDir, isUsable(item.name, in: base, logger: logger),
+                  seen.insert(item.name).inserted else { continue }
             let encoded = item.name.addingPercentEncoding(withAllowedCharacters: pathSegmentAllowed) ?? item.name
             let child = base.absoluteString + encoded + (isDir ? "/" : "")
             result.append(ListingEntry(name: item.name, isDirectory: isDir, url: child,
@@ -70,12 +77,13 @@ public enum DirectoryListing {
 
     // MARK: HTML (nginx, Apache, lighttpd)
 
-    static func parseHTML(_ text: String, base: URL) -> [ListingEntry] {
+    static func parseHTML(_ text: String, base: URL, logger: Logger) -> [ListingEntry] {
         let links = extractLinks(Array(text.utf8))
         var result: [ListingEntry] = []
         var index: [String: Int] = [:]
         for link in links {
-            guard let (name, isDir, url) = child(href: link.href, base: base) else { continue }
+            guard let (name, isDir, url) = child(href: link.href, base: base),
+                  index[name] != nil || isUsable(name, in: base, logger: logger) else { continue }
             let columns = ColumnScanner.scan(link.tail)
             let entry = ListingEntry(name: name, isDirectory: isDir, url: url,
                                      size: isDir ? nil : columns.size, modified: columns.date)
@@ -91,7 +99,8 @@ public enum DirectoryListing {
         return result
     }
 
-    /// The child named by `href`, if it is a direct child of `base`.
+    /// The child named by `href`, if it is a direct child of `base` (its name not yet checked:
+    /// see `isUsable`).
     static func child(href rawHref: String, base: URL) -> (String, Bool, String)? {
         // Some servers leave spaces unencoded in links; URL(string:) would refuse them.
         let href = decodeEntities(rawHref).trimmingCharacters(in: .whitespaces)
@@ -114,16 +123,44 @@ public enum DirectoryListing {
         if isDir { rest.removeLast() }
         guard !rest.isEmpty, !rest.contains("/") else { return nil }
         let name = rest.removingPercentEncoding ?? rest
-        guard isPlainName(name) else { return nil }
         var url = rc
         url.fragment = nil
         guard let s = url.string else { return nil }
         return (name, isDir, s)
     }
 
-    static func isPlainName(_ name: String) -> Bool {
-        !name.isEmpty && name != "." && name != ".." && !name.contains("/") && !name.contains("\0")
-            && name.utf8.count <= PathName.maxComponentBytes
+    /// Why a listed name cannot be an entry of the mount.
+    enum Rejection: Equatable {
+        /// Empty, `.`, `..`, or holding `/` or NUL: the parent link and its like, not worth a log line.
+        case notAName
+        /// A C0 control character or DEL (CR and LF included): legal in a Linux name, but it would
+        /// break every `ls`, script and log line that shows it.
+        case controlCharacter
+        /// Longer than `PathName.maxComponentBytes` in UTF-8: the kernel refuses such names.
+        case tooLong
+    }
+
+    /// Nil when `name` can be an entry of the mount.
+    static func rejection(of name: String) -> Rejection? {
+        if name.isEmpty || name == "." || name == ".." || name.contains("/") || name.contains("\0") { return .notAName }
+        if name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) { return .controlCharacter }
+        if name.utf8.count > PathName.maxComponentBytes { return .tooLong }
+        return nil
+    }
+
+    /// True when `name` can be an entry; logs why not when that is news to the user.
+    static func isUsable(_ name: String, in base: URL, logger: Logger) -> Bool {
+        switch rejection(of: name) {
+        case nil: return true
+        case .notAName: return false
+        case .controlCharacter:
+            // debugDescription escapes the control characters, so the log line stays one line.
+            logger.debug("listing \(base.absoluteString): skipped \(name.debugDescription): a control character in the name")
+            return false
+        case .tooLong:
+            logger.warning("listing \(base.absoluteString): skipped a name of \(name.utf8.count) bytes (longest allowed: \(PathName.maxComponentBytes)): \(String(name.prefix(64)).debugDescription)…")
+            return false
+        }
     }
 
     static let pathSegmentAllowed: CharacterSet = {

@@ -27,7 +27,9 @@ public struct EntrySpec: Equatable, Sendable {
             return EntrySpec(path: try PathName.components(name), url: url)
         }
         try validateURL(trimmed)
-        return EntrySpec(path: [try FileName.derive(fromURL: trimmed)], url: trimmed)
+        let name = try FileName.derive(fromURL: trimmed)
+        try PathName.validate(component: name, in: name)  // a long last segment is no file name
+        return EntrySpec(path: [name], url: trimmed)
     }
 
     static func splitNamed(_ s: String) -> (String, String)? {

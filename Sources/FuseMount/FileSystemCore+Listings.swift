@@ -94,7 +94,7 @@ extension FileSystemCore {
         let parsed: Result<[ListingEntry], CacheError>
         switch result {
         case let .success(bytes):
-            do { parsed = .success(try DirectoryListing.parse(bytes, url: url)) } catch {
+            do { parsed = .success(try DirectoryListing.parse(bytes, url: url, logger: logger)) } catch {
                 parsed = .failure(.badResponse(url: url, message: "\(error)"))
             }
         case let .failure(error): parsed = .failure(error)

@@ -13,8 +13,11 @@ public struct URLListEntry: Equatable, Sendable {
 
 /// Parses a URL-list file: one entry per line, `URL` or `dir/name.ext = URL`.
 ///
-/// Blank lines and lines whose first non-blank character is `#` are skipped; a `#` elsewhere is
-/// part of the URL (fragments). Any bad line fails the whole file, so a typo never silently drops
+/// Blank lines and lines whose first non-blank character is `#` are skipped. A `#` after a blank
+/// that follows the URL starts a trailing comment (`http://h/a.mp4   # the pilot`): a URL never
+/// holds a raw blank, so that `#` cannot be part of it. A `#` with no blank before it is part of
+/// the URL (a fragment, `movie.mp4#t=10`), and so is one in a name before the URL
+/// (`Episode #1.mkv = URL`). Any bad line fails the whole file, so a typo never silently drops
 /// files from a mount (on SIGHUP the previous tree stays in place).
 public enum URLListParser {
     public static func parse(_ text: String) throws -> [URLListEntry] {
@@ -27,9 +30,25 @@ public enum URLListParser {
             if line.hasSuffix("\r") { line = line.dropLast() }
             let trimmed = line.trimmingCharacters(in: .whitespaces)
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
-            entries.append(URLListEntry(spec: try spec(trimmed, line: lineNumber), line: lineNumber))
+            let entry = withoutTrailingComment(trimmed)
+            entries.append(URLListEntry(spec: try spec(entry, line: lineNumber), line: lineNumber))
         }
         return entries
+    }
+
+    /// `line` up to its trailing comment: the first blank-then-`#` after the URL's `://`, with the
+    /// blanks before it.
+    static func withoutTrailingComment(_ line: String) -> String {
+        guard let scheme = line.range(of: "://") else { return line }
+        var previousIsBlank = false
+        for i in line[scheme.upperBound...].indices {
+            let c = line[i]
+            if c == "#", previousIsBlank {
+                return line[..<i].trimmingCharacters(in: .whitespaces)
+            }
+            previousIsBlank = c == " " || c == "\t"
+        }
+        return line
     }
 
     /// Reads and parses `path`.
@@ -48,9 +67,16 @@ public enum URLListParser {
     }
 
     private static func spec(_ text: String, line: Int) throws -> EntrySpec {
-        do { return try EntrySpec.parse(text) } catch let error as EntrySpecError {
+        let spec: EntrySpec
+        do { spec = try EntrySpec.parse(text) } catch let error as EntrySpecError {
             throw URLListError(path: nil, line: line, message: error.description)
         }
+        // A control character (a stray tab or escape from an editor or a copy) would make a file
+        // that always fails, or a name that breaks every listing of the mount.
+        if (spec.path + [spec.url]).contains(where: { $0.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F } }) {
+            throw URLListError(path: nil, line: line, message: "a control character in '\(text.debugDescription.dropFirst().dropLast())'")
+        }
+        return spec
     }
 }
 

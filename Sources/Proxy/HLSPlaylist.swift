@@ -41,11 +41,15 @@ public enum HLSPlaylist {
     /// Rewrites every URI line and every `URI="..."` attribute of the tags that name fetchable
     /// resources. References are resolved against `playlistURL` (the playlist's final URL after
     /// redirects) and handed to `transform`, whose result replaces them.
+    ///
+    /// A byte order mark before `#EXTM3U` is kept, and the line stays the header it is.
     public static func rewrite(_ text: String, playlistURL: String, transform: (String) -> String) -> String {
         let base = URL(string: playlistURL)
         var out = ""
         out.reserveCapacity(text.utf8.count + text.utf8.count / 2)
-        for (i, rawLine) in lines(text).enumerated() {
+        let (bom, body) = splitByteOrderMark(text)
+        out += bom
+        for (i, rawLine) in lines(body).enumerated() {
             if i > 0 { out += "\n" }
             var line = Substring(rawLine)
             var cr = ""
@@ -55,9 +59,16 @@ public enum HLSPlaylist {
         return out
     }
 
+    /// A leading UTF-8 byte order mark (some Windows tools write one) and the text after it.
+    static func splitByteOrderMark(_ text: String) -> (String, Substring) {
+        text.hasPrefix("\u{FEFF}") ? ("\u{FEFF}", text.dropFirst()) : ("", Substring(text))
+    }
+
     /// Splits on LF bytes, keeping a CR at the end of its line. (String's own splitting sees
-    /// "\r\n" as one Character and would never split a CRLF playlist at all.)
-    static func lines(_ text: String) -> [String] {
+    /// "\r\n" as one Character and would never split a CRLF playlist at all.) Only LF ends a
+    /// line (RFC 8216 section 4.1: LF or CRLF), for the parser as for the rewrite: a lone CR or a
+    /// Unicode line separator is part of a line, as players read it.
+    static func lines<S: StringProtocol>(_ text: S) -> [String] {
         let bytes = Array(text.utf8)
         var result: [String] = []
         var start = 0
@@ -95,7 +106,7 @@ public enum HLSPlaylist {
         var changed = false
         for attr in attributeList(attributes) {
             if !result.isEmpty { result += "," }
-            if attr.name == "URI", let value = attr.quotedValue, let absolute = resolve(value, base: base) {
+            if attr.name == "URI", let value = attr.uriValue, let absolute = resolve(value, base: base) {
                 result += "URI=\"\(transform(absolute))\""
                 changed = true
             } else {
@@ -113,6 +124,15 @@ public enum HLSPlaylist {
         var quotedValue: String?
         /// The value as written (quotes included).
         var value: String
+
+        /// The value as a URI reference: quoted, as RFC 8216 writes it, or bare, as some
+        /// packagers write it and players accept; nil when empty or with unbalanced quotes.
+        /// The rewrite and the parser both read URIs through this, so what the preloader fetches
+        /// is what the player is sent to.
+        var uriValue: String? {
+            if let quotedValue { return quotedValue }
+            return value.isEmpty || value.contains("\"") ? nil : value
+        }
     }
 
     /// Splits an attribute list on commas outside quoted strings.
@@ -151,6 +171,11 @@ public enum HLSPlaylist {
         guard let url = URL(string: reference, relativeTo: base)?.absoluteURL,
               let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else { return nil }
         return url.absoluteString
+    }
+
+    /// The `URI` attribute's reference (the last one, as in `attributes`).
+    static func uri(_ s: Substring) -> String? {
+        attributeList(s).last { $0.name == "URI" }?.uriValue
     }
 
     /// Attribute values by name, for tags the parser reads.
@@ -200,7 +225,8 @@ public struct HLSPlaylistInfo: Sendable, Equatable {
     public init() {}
 
     /// Parses what matters; unknown lines are skipped, never fatal. URLs are made absolute
-    /// against `playlistURL` (the final URL after redirects).
+    /// against `playlistURL` (the final URL after redirects). Lines are split and a byte order
+    /// mark is skipped exactly as `HLSPlaylist.rewrite` does, so both see the same references.
     public init(parsing text: String, playlistURL: String) {
         let base = URL(string: playlistURL)
         var pendingVariant: [String: String]?
@@ -208,8 +234,10 @@ public struct HLSPlaylistInfo: Sendable, Equatable {
         func addResource(_ url: String) {
             if seen.insert(url).inserted { resources.append(url) }
         }
-        for raw in text.split(omittingEmptySubsequences: true, whereSeparator: \.isNewline) {
-            let line = raw.trimmingOWS()
+        for raw in HLSPlaylist.lines(HLSPlaylist.splitByteOrderMark(text).1) {
+            var line = Substring(raw)
+            if line.hasSuffix("\r") { line = line.dropLast() }
+            line = line.trimmingOWS()
             if line.isEmpty { continue }
             if line.hasPrefix("#") {
                 if line == "#EXT-X-ENDLIST" { hasEndList = true; continue }
@@ -223,12 +251,11 @@ public struct HLSPlaylistInfo: Sendable, Equatable {
                     pendingVariant = HLSPlaylist.attributes(attrText)
                 case "EXT-X-MEDIA":
                     let a = HLSPlaylist.attributes(attrText)
-                    if let uri = a["URI"], let url = HLSPlaylist.resolve(uri, base: base) {
+                    if let uri = HLSPlaylist.uri(attrText), let url = HLSPlaylist.resolve(uri, base: base) {
                         renditions.append(Rendition(url: url, type: a["TYPE"] ?? "", groupID: a["GROUP-ID"] ?? ""))
                     }
                 case "EXT-X-KEY", "EXT-X-MAP":
-                    let a = HLSPlaylist.attributes(attrText)
-                    if let uri = a["URI"], let url = HLSPlaylist.resolve(uri, base: base) { addResource(url) }
+                    if let uri = HLSPlaylist.uri(attrText), let url = HLSPlaylist.resolve(uri, base: base) { addResource(url) }
                 default:
                     continue
                 }

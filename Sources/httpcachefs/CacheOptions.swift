@@ -4,6 +4,7 @@ import Fetcher
 import Foundation
 import Logging
 import Proxy
+import Settings
 
 /// The options every subcommand shares, written after the subcommand name
 /// (`httpcachefs cat --cache-size 10G URL`). Include them with `@OptionGroup var cache: CacheOptions`.

@@ -2,6 +2,7 @@ import ArgumentParser
 import CacheCore
 import Foundation
 import Logging
+import Settings
 
 extension CacheCommand {
     /// `cache verify [--remote]`: local checksums, and optionally a spot check against origins.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CacheCore
 import Foundation
+import Settings
 
 /// A command that could not do its job for a reason that is not the cache's (a file that cannot
 /// be written, an entry that is not cached, a verification that found problems).

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Settings
 
 /// Where log lines go: stderr or an append-only log file, one `write(2)` per line under a lock,
 /// so lines from engine, curl and NIO threads never interleave.

@@ -5,6 +5,7 @@ import Foundation
 import FuseMount
 import Logging
 import Proxy
+import Settings
 
 /// `httpcachefs mount MOUNTPOINT [URL | NAME=URL]... [--url-list FILE] [--index URL]... [--by-url]`:
 /// remote files as a read-only FUSE file system, served from the cache, with the local proxy

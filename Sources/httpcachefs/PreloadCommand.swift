@@ -2,6 +2,7 @@ import ArgumentParser
 import CacheCore
 import Foundation
 import Proxy
+import Settings
 
 /// `httpcachefs preload URL...`: fill the cache ahead of time (read every byte, keep none).
 struct PreloadCommand: AsyncParsableCommand {

@@ -42,6 +42,22 @@ final class ReadPlannerTests: XCTestCase {
         XCTAssertEqual(plan.fetches, [.init(start: 0, end: 50)])
     }
 
+    func testReadAheadNearTheLargestOffsetStopsThereInsteadOfOverflowing() {
+        // Found by Fuzz/FuzzReadPlanner: an unknown length and a request ending near Int64.max.
+        let plan = ReadPlanner(readAhead: 1000).plan(request: (Int64.max - 10)..<(Int64.max - 5), length: nil,
+                                                     cached: RangeSet(), running: [])
+        XCTAssertEqual(plan.fetches, [ReadPlanner.Fetch(start: Int64.max - 10, end: Int64.max)])
+    }
+
+    func testARequestEndingAtTheLargestOffsetPlansWithoutOverflowing() {
+        // Found by Fuzz/FuzzReadPlanner: looking for cached bytes after Int64.max trapped.
+        XCTAssertNil(RangeSet([0..<5]).nextPresent(atOrAfter: Int64.max))
+        let plan = ReadPlanner(readAhead: 1000).plan(request: (Int64.max - 10)..<Int64.max, length: nil,
+                                                     cached: RangeSet([0..<5]), running: [])
+        XCTAssertEqual(plan.steps, [.net((Int64.max - 10)..<Int64.max)])
+        XCTAssertEqual(plan.fetches, [ReadPlanner.Fetch(start: Int64.max - 10, end: Int64.max)])
+    }
+
     func testReadAheadExtendsTheLastFetchButStopsAtCachedBytes() {
         let planner = ReadPlanner(readAhead: 1000)
         let plan = planner.plan(request: 0..<100, length: 10_000, cached: RangeSet([600..<700]), running: [])

@@ -30,9 +30,18 @@ final class TransferStateTests: XCTestCase {
         XCTAssertNil(final?.field("location"))
     }
 
+    func testANegativeContentLengthIsNoLength() {
+        XCTAssertNil(block(["HTTP/1.1 200 OK", "Content-Length: -1"]).contentLength)
+        XCTAssertEqual(block(["HTTP/1.1 200 OK", "Content-Length: 0"]).contentLength, 0)
+    }
+
     func testContentRangeParsing() {
         XCTAssertEqual(ContentRange(parsing: "bytes 0-99/1000"), ContentRange(start: 0, end: 100, total: 1000))
         XCTAssertEqual(ContentRange(parsing: "bytes 5-5/*"), ContentRange(start: 5, end: 6, total: nil))
+        // The largest last offset has no end that fits in Int64: refused, not a trap.
+        XCTAssertNil(ContentRange(parsing: "bytes 0-9223372036854775807/*"))
+        XCTAssertNil(ContentRange(parsing: "bytes 0-9223372036854775806/9223372036854775807"),
+                     "beyond FileLength.limit: refused (the head's refusal quotes the header)")
         XCTAssertNil(ContentRange(parsing: "bytes */1000"))
         XCTAssertNil(ContentRange(parsing: "bytes 9-5/1000"))
         XCTAssertNil(ContentRange(parsing: "bytes 0-1000/1000"), "last byte past the total")

@@ -153,6 +153,29 @@ final class DirectoryListingTests: XCTestCase {
         XCTAssertEqual(try parse(html).first?.size, 5)
     }
 
+    func testNamesWithLineBreaksOrControlCharactersAreDropped() throws {
+        let html = """
+        <pre><a href="good.mp4">good.mp4</a>
+        <a href="evil%0D%0A.mp4">evil</a> <a href="tab%09.mp4">tab</a> <a href="bell%07.mp4">bell</a> <a href="del%7F.mp4">del</a>
+        </pre>
+        """
+        XCTAssertEqual(try parse(html).map(\.name), ["good.mp4"])
+        let json = #"[{"name":"evil\r\n.mp4","type":"file","size":1},{"name":"esc\u001b.mp4","type":"file"},{"name":"good.mp4","type":"file"}]"#
+        XCTAssertEqual(try parse(json).map(\.name), ["good.mp4"])
+    }
+
+    func testANameTooLongForTheKernelIsSkippedAndTheRestIsListed() throws {
+        let long = String(repeating: "x", count: 5000) + ".mp4"
+        let html = "<pre><a href=\"\(long)\">\(long)</a>  01-Jan-2024 00:00  5\n<a href=\"ok.mp4\">ok.mp4</a>  01-Jan-2024 00:00  7\n</pre>"
+        XCTAssertEqual(try parse(html).map(\.name), ["ok.mp4"])
+        let json = #"[{"name":"\#(long)","type":"file","size":5},{"name":"ok.mp4","type":"file","size":7}]"#
+        XCTAssertEqual(try parse(json).map(\.name), ["ok.mp4"])
+        // 255 bytes is the limit, counted in UTF-8: 85 three-byte characters fit, 86 do not.
+        let fits = String(repeating: "\u{20AC}", count: 85), tooLong = String(repeating: "\u{20AC}", count: 86)
+        let utf8 = #"[{"name":"\#(fits)","type":"file"},{"name":"\#(tooLong)","type":"file"}]"#
+        XCTAssertEqual(try parse(utf8).map(\.name), [fits])
+    }
+
     func testNotAListing() {
         XCTAssertThrowsError(try parse("just some text"))
         XCTAssertThrowsError(try parse("[1, 2"))

@@ -61,6 +61,46 @@ final class URLListParserTests: XCTestCase {
         XCTAssertEqual(entries[2].spec.url, "http://h/b")
     }
 
+    func testACommentAfterTheURLIsNotPartOfIt() throws {
+        let text = """
+        http://h/small.bin   # the small one
+        clips/b.mp4 = http://h/b.mp4\t# tab before the comment
+        http://h/trailing-blanks.mp4\u{20}\u{20}
+        """
+        let entries = try URLListParser.parse(text)
+        XCTAssertEqual(entries.map(\.spec.path), [["small.bin"], ["clips", "b.mp4"], ["trailing-blanks.mp4"]])
+        XCTAssertEqual(entries.map(\.spec.url), ["http://h/small.bin", "http://h/b.mp4", "http://h/trailing-blanks.mp4"])
+    }
+
+    func testAHashInsideTheURLOrTheNameIsNotAComment() throws {
+        let text = """
+        http://h/movie.mp4#t=10
+        Episode #1.mkv = http://h/e1.mkv # first
+        """
+        let entries = try URLListParser.parse(text)
+        XCTAssertEqual(entries.map(\.spec.url), ["http://h/movie.mp4#t=10", "http://h/e1.mkv"])
+        XCTAssertEqual(entries.map(\.spec.path), [["movie.mp4"], ["Episode #1.mkv"]])
+    }
+
+    func testAControlCharacterInTheURLOrTheNameFailsItsLine() {
+        // Found by Fuzz/FuzzURLList: "%A\u{03}" made a URL that could never be fetched.
+        for line in ["http://h/%E2%82%A\u{03}.mp4", "http://h/a\tb.mp4", "bell\u{07}.mp4 = http://h/b.mp4"] {
+            XCTAssertThrowsError(try URLListParser.parse("http://h/ok.mp4\n" + line + "\n"), line.debugDescription) { error in
+                XCTAssertEqual((error as? URLListError)?.line, 2)
+                XCTAssertTrue("\(error)".contains("control character"), "\(error)")
+            }
+        }
+    }
+
+    func testAURLWhoseLastSegmentIsTooLongForAFileNameNeedsAName() throws {
+        // Found by Fuzz/FuzzURLList: the derived name was not held to the 255-byte limit.
+        let url = "http://h/" + String(repeating: "%E2%82%AC", count: 86) + ".mp4"
+        XCTAssertThrowsError(try URLListParser.parse(url + "\n")) { error in
+            XCTAssertTrue("\(error)".contains("longer than 255 bytes"), "\(error)")
+        }
+        XCTAssertEqual(try URLListParser.parse("short.mp4 = \(url)\n").map(\.spec.path), [["short.mp4"]])
+    }
+
     func testAByteOrderMarkIsIgnored() throws {
         XCTAssertEqual(try URLListParser.parse("\u{FEFF}http://h/a.mp4\n").map(\.spec.path), [["a.mp4"]])
     }

@@ -62,6 +62,16 @@ final class FuseTreeTests: XCTestCase {
         XCTAssertEqual(try POSIX.stat(mount.path("kept.bin")).st_ino, keptIno, "an unchanged entry keeps its inode")
     }
 
+    func testAListingWithANameTooLongOrALineBreakListsEverythingElse() throws {
+        let long = String(repeating: "n", count: 5000) + ".bin"
+        backend.setFile("http://o/pub/", nginxListing([(long, 1), ("a.bin", 2), ("b\r\nc.bin", 3), ("d.bin", 4)]))
+        let tree = try MountTreeSpec.build(indexes: [try MountTreeSpec.parseIndex("http://o/pub/")])
+        let mount = try InProcessMount(backend: backend, tree: tree, logLevel: .critical)
+        defer { mount.stop() }
+        XCTAssertEqual(try POSIX.list(mount.mountpoint), ["a.bin", "d.bin"])
+        XCTAssertEqual(try POSIX.stat(mount.path("d.bin")).st_size, 4)
+    }
+
     func testAListingThatCannotBeFetchedIsAnError() throws {
         backend.setError("http://o/private/", .forbidden(url: "http://o/private/", status: 403))
         let tree = try MountTreeSpec.build(indexes: [try MountTreeSpec.parseIndex("p = http://o/private/")])

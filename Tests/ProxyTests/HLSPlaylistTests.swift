@@ -89,6 +89,34 @@ final class HLSPlaylistTests: XCTestCase {
         _ = HLSPlaylistInfo(parsing: "#EXT-X-STREAM-INF:\n#EXT-X-STREAM-INF:BANDWIDTH=x\n\n#EXT-X-TARGETDURATION:abc", playlistURL: "http://o.test/")
     }
 
+    func testAByteOrderMarkBeforeTheHeaderKeepsItAHeader() {
+        let text = "\u{FEFF}#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"k.key\"\n#EXTINF:2,\nseg.ts\n#EXT-X-ENDLIST\n"
+        XCTAssertEqual(rewrite(text, at: "http://o.test/p/list.m3u8"),
+                       "\u{FEFF}#EXTM3U\n#EXT-X-KEY:METHOD=AES-128,URI=\"P(http://o.test/p/k.key)\"\n#EXTINF:2,\nP(http://o.test/p/seg.ts)\n#EXT-X-ENDLIST\n")
+        let info = HLSPlaylistInfo(parsing: text, playlistURL: "http://o.test/p/list.m3u8")
+        XCTAssertEqual(info.resources, ["http://o.test/p/k.key", "http://o.test/p/seg.ts"], "the header is not a segment to preload")
+        XCTAssertTrue(info.hasEndList)
+    }
+
+    func testLinesEndOnlyAtLineFeedsForTheParserAsForTheRewrite() {
+        // RFC 8216 4.1: lines end with LF or CRLF. A lone CR or a Unicode line separator inside a
+        // line is not a line break for players, so it is not one for the preloader either.
+        let text = "#EXTM3U\r\n#EXTINF:2,\r\na.ts\u{2028}b.ts\r\n#EXTINF:2,\rc.ts\r\n"
+        let info = HLSPlaylistInfo(parsing: text, playlistURL: "http://o.test/p/list.m3u8")
+        let rewritten = rewrite(text, at: "http://o.test/p/list.m3u8")
+        XCTAssertEqual(info.resources.count, rewritten.components(separatedBy: "P(").count - 1)
+    }
+
+    func testABareURIAttributeIsRewrittenAndPreloadedAlike() {
+        // Found by Fuzz/FuzzHLSPlaylist: the preloader read URI=init.mp4 (no quotes), the rewrite
+        // left it alone, so the player fetched it past the proxy.
+        let text = "#EXTM3U\n#EXT-X-MAP:URI=init.mp4,BYTERANGE=\"720@0\"\n#EXT-X-KEY:METHOD=AES-128,URI=\n#EXTINF:2,\nseg.ts\n"
+        XCTAssertEqual(rewrite(text, at: "http://o.test/p/list.m3u8"),
+                       "#EXTM3U\n#EXT-X-MAP:URI=\"P(http://o.test/p/init.mp4)\",BYTERANGE=\"720@0\"\n#EXT-X-KEY:METHOD=AES-128,URI=\n#EXTINF:2,\nP(http://o.test/p/seg.ts)\n")
+        XCTAssertEqual(HLSPlaylistInfo(parsing: text, playlistURL: "http://o.test/p/list.m3u8").resources,
+                       ["http://o.test/p/init.mp4", "http://o.test/p/seg.ts"], "an empty URI names nothing")
+    }
+
     func testRecognition() {
         XCTAssertTrue(HLSPlaylist.isPlaylist(contentType: "application/vnd.apple.mpegurl", firstBytes: []))
         XCTAssertTrue(HLSPlaylist.isPlaylist(contentType: "application/x-mpegURL; charset=utf-8", firstBytes: []))

@@ -11,7 +11,7 @@ import Foundation
 ///
 /// Keys are the long option names without `--`. `header` and `ignore-query` may repeat.
 /// Command-line flags win over the file (see `CacheOptions.resolve()`).
-struct ConfigFile: Equatable {
+public struct ConfigFile: Equatable {
     /// The keys the file may set; anything else is a typo worth reporting.
     static let knownKeys: Set<String> = [
         "cache-dir", "cache-size", "slice-size", "revalidate-after", "read-timeout", "ignore-query",
@@ -21,17 +21,17 @@ struct ConfigFile: Equatable {
     static let repeatableKeys: Set<String> = ["header", "ignore-query"]
 
     /// Where the file came from, for messages.
-    var path: String
+    public var path: String
     /// Single-valued keys: the last line wins.
-    var values: [String: String] = [:]
+    public var values: [String: String] = [:]
     /// Repeatable keys, in file order.
-    var lists: [String: [String]] = [:]
+    public var lists: [String: [String]] = [:]
 
-    subscript(key: String) -> String? { values[key] }
-    func list(_ key: String) -> [String] { lists[key] ?? [] }
+    public subscript(key: String) -> String? { values[key] }
+    public func list(_ key: String) -> [String] { lists[key] ?? [] }
 
     /// `$XDG_CONFIG_HOME/httpcachefs/config`, else `~/.config/httpcachefs/config`.
-    static var defaultPath: String {
+    public static var defaultPath: String {
         let env = ProcessInfo.processInfo.environment
         if let xdg = env["XDG_CONFIG_HOME"], !xdg.isEmpty { return xdg + "/httpcachefs/config" }
         let home = env["HOME"] ?? NSHomeDirectory()
@@ -39,7 +39,7 @@ struct ConfigFile: Equatable {
     }
 
     /// Loads `explicitPath` (which must exist), or the default path if it exists, or nothing.
-    static func load(explicitPath: String?) throws -> ConfigFile? {
+    public static func load(explicitPath: String?) throws -> ConfigFile? {
         let path = explicitPath.map(expandingTilde) ?? defaultPath
         guard FileManager.default.fileExists(atPath: path) else {
             if explicitPath != nil { throw UsageError("config file \(path) does not exist") }
@@ -54,7 +54,7 @@ struct ConfigFile: Equatable {
         return try parse(text, path: path)
     }
 
-    static func parse(_ text: String, path: String) throws -> ConfigFile {
+    public static func parse(_ text: String, path: String) throws -> ConfigFile {
         var file = ConfigFile(path: path)
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = rawLine.trimmingCharacters(in: .whitespacesAndNewlines)

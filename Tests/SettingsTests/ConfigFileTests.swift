@@ -1,0 +1,38 @@
+import XCTest
+@testable import Settings
+
+/// The config file, parsed in-process (the end-to-end tests run it through the binary).
+final class ConfigFileTests: XCTestCase {
+    func testKeyValueLinesCommentsQuotesAndRepeatableKeys() throws {
+        let file = try ConfigFile.parse("""
+        # comment
+        cache-size = 10G
+        --revalidate-after=1h
+        header = "X-A: 1"
+        header = X-B: 2
+        cache-size = 12G
+        """, path: "cfg")
+        XCTAssertEqual(file["cache-size"], "12G", "the last line wins")
+        XCTAssertEqual(file["revalidate-after"], "1h")
+        XCTAssertEqual(file.list("header"), ["X-A: 1", "X-B: 2"])
+    }
+
+    func testAnUnknownKeyOrALineWithoutEqualsNamesTheLine() {
+        XCTAssertThrowsError(try ConfigFile.parse("cache-size = 1G\ncache-szie = 2G\n", path: "cfg")) { error in
+            XCTAssertTrue("\(error)".hasPrefix("cfg:2: unknown setting 'cache-szie'"), "\(error)")
+        }
+        XCTAssertThrowsError(try ConfigFile.parse("\n\njust words\n", path: "cfg")) { error in
+            XCTAssertTrue("\(error)".hasPrefix("cfg:3: expected 'key = value'"), "\(error)")
+        }
+    }
+
+    func testADurationTooLargeForADoubleIsAnErrorNotInfinity() {
+        let huge = "1" + String(repeating: "0", count: 400)
+        for text in [huge, huge + "s", "1h" + huge + "m"] {
+            XCTAssertThrowsError(try DurationValue.parse(text, option: "read-timeout")) { error in
+                XCTAssertEqual("\(error)", "duration '\(text)' for read-timeout is too large")
+            }
+        }
+        XCTAssertEqual(try DurationValue.parse("1h30m", option: "x"), 5400)
+    }
+}
