@@ -53,6 +53,18 @@ public enum DirectoryListing {
         var type: String
         var mtime: String?
         var size: Int64?
+
+        /// A size that is no Int64 (too large, fractional, a string) is no size: that entry's
+        /// size is then asked on lookup, and the rest of the listing stands.
+        init(from decoder: Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            name = try c.decode(String.self, forKey: .name)
+            type = try c.decode(String.self, forKey: .type)
+            mtime = try? c.decodeIfPresent(String.self, forKey: .mtime)
+            size = try? c.decodeIfPresent(Int64.self, forKey: .size)
+        }
+
+        private enum CodingKeys: String, CodingKey { case name, type, mtime, size }
     }
 
     static func parseNginxJSON(_ bytes: [UInt8], base: URL, logger: Logger) throws -> [ListingEntry] {

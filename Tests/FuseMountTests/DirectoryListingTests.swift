@@ -176,6 +176,13 @@ final class DirectoryListingTests: XCTestCase {
         XCTAssertEqual(try parse(utf8).map(\.name), [fits])
     }
 
+    func testAJSONSizeThatIsNoInt64IsNoSizeAndTheRestOfTheListingStands() throws {
+        let json = #"[{"name":"huge.bin","type":"file","size":99999999999999999999},{"name":"half.bin","type":"file","size":1.5},{"name":"ok.bin","type":"file","size":7}]"#
+        let entries = try parse(json)
+        XCTAssertEqual(entries.map(\.name), ["huge.bin", "half.bin", "ok.bin"])
+        XCTAssertEqual(entries.map(\.size), [nil, nil, 7])
+    }
+
     func testNotAListing() {
         XCTAssertThrowsError(try parse("just some text"))
         XCTAssertThrowsError(try parse("[1, 2"))
