@@ -1,3 +1,5 @@
+import CacheCore
+
 /// RFC 9110 section 14 `Range: bytes=...` parsing and resolution, kept pure so every case players
 /// depend on is pinned by a table test.
 ///
@@ -8,15 +10,6 @@
 ///   but only when *no* range in the set is satisfiable.
 /// - A header that does not parse (unknown unit, `5-2`, garbage) is ignored: the answer is 200.
 /// - A last position past the end is clipped to the end.
-public enum ByteRangeSpec: Equatable, Sendable {
-    /// `first-last`, both inclusive as written.
-    case closed(first: Int64, last: Int64)
-    /// `first-`: to the end.
-    case from(Int64)
-    /// `-n`: the last n bytes.
-    case suffix(Int64)
-}
-
 public enum ByteRanges {
     /// Parses a `Range` header value. Returns nil when the header must be ignored (it is not a
     /// syntactically valid `bytes` range set), which means "serve the whole representation".
@@ -56,20 +49,7 @@ public enum ByteRanges {
     /// Resolves parsed specs against a representation of `length` bytes: the satisfiable ranges
     /// as half-open byte ranges, in the order they were asked for. Empty means 416.
     public static func resolve(_ specs: [ByteRangeSpec], length: Int64) -> [Range<Int64>] {
-        specs.compactMap { spec -> Range<Int64>? in
-            switch spec {
-            case let .closed(first, last):
-                guard first < length else { return nil }
-                let end = last >= length - 1 ? length : last + 1
-                return first..<end
-            case let .from(first):
-                guard first < length else { return nil }
-                return first..<length
-            case let .suffix(n):
-                guard n > 0, length > 0 else { return nil }
-                return max(0, length - n)..<length
-            }
-        }
+        specs.compactMap { $0.resolve(length: length) }
     }
 
     /// ASCII digits only (no sign, no spaces), saturating at Int64.max.

@@ -49,7 +49,7 @@ struct CatCommand: AsyncParsableCommand {
         }
         defer { engine.shutdown() }
         let entry = try engine.openBlocking(url: url)
-        let (start, end) = try (range ?? .from(first: 0)).resolve(length: entry.length, url: url)
+        let (start, end) = try (range ?? .from(0)).resolve(length: entry.length, url: url)
         let reader = engine.makeReader(for: entry)
         defer { reader.close() }
         var failure: Int32?
@@ -67,7 +67,7 @@ struct CatCommand: AsyncParsableCommand {
 
     /// The same, through the proxy of the daemon that holds the cache.
     static func cat(url: String, range: ByteRangeSpec?, through daemon: DaemonClient) throws {
-        let (start, end) = try (range ?? .from(first: 0)).resolve(length: try daemon.head(url: url).length, url: url)
+        let (start, end) = try (range ?? .from(0)).resolve(length: try daemon.head(url: url).length, url: url)
         var failure: Int32?
         try daemon.stream(url: url, start: start, end: end) { bytes in
             switch FileDescriptorOutput.writeAll(fd: 1, bytes) {

@@ -80,7 +80,7 @@ struct PreloadCommand: AsyncParsableCommand {
                     if range == nil, HLSPlaylist.isPlaylistContentType(head.contentType) {
                         throw CommandFailure("\(url) is an HLS playlist: preloading a stream needs the cache itself, which process \(daemon.pid) holds; stop it, or play the stream through its proxy")
                     }
-                    let (start, end) = try (range ?? .from(first: 0)).resolve(length: head.length, url: url)
+                    let (start, end) = try (range ?? .from(0)).resolve(length: head.length, url: url)
                     let bar = ProgressBar.isAvailable ? ProgressBar(label: Self.shortName(url), total: end.map { $0 - start }) : nil
                     defer { bar?.finish() }
                     var bytes: Int64 = 0
@@ -119,7 +119,7 @@ struct PreloadCommand: AsyncParsableCommand {
 
         if range == nil, try isPlaylist(entry: entry, reader: reader) { return .playlist }
 
-        let (start, end) = try (range ?? .from(first: 0)).resolve(length: entry.length, url: url)
+        let (start, end) = try (range ?? .from(0)).resolve(length: entry.length, url: url)
         var fromCache: Int64 = 0
         if let before, before.info.generation == entry.generation {
             let upper = end ?? before.info.length ?? Int64.max

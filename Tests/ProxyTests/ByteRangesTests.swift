@@ -1,3 +1,4 @@
+import CacheCore
 import XCTest
 @testable import Proxy
 
