@@ -368,14 +368,7 @@ final class CLITests: XCTestCase {
 
     /// The binary under test: `$HTTPCACHEFS_BINARY` (CI sets it to the release build), else the
     /// `httpcachefs` built next to this test bundle (`swift test` builds every product).
-    func binary() throws -> URL {
-        do {
-            return URL(fileURLWithPath: try BinaryUnderTest.locate())
-        } catch {
-            XCTFail("\(error)")
-            throw error
-        }
-    }
+    func binary() throws -> URL { URL(fileURLWithPath: try BinaryUnderTest.locate()) }
 
     /// Runs `httpcachefs args... --cache-dir <this test's cache>` (or, with `raw`, `args` as a
     /// whole command line) with stdin closed, and waits at most a minute.
