@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs the Debian packages httpcachefs needs, if any are missing.
 #   setup-debian.sh          what building and mounting need
-#   setup-debian.sh --test   also what the tests need (ffmpeg for the player tests)
+#   setup-debian.sh --test   also what the tests need (ffmpeg for the player tests) and checks
+#                            that the toolchain has ThreadSanitizer (the test command uses it)
 # Runs apt-get through sudo when not root. Swift itself is expected on PATH (see README).
 set -eu
 
@@ -23,7 +24,18 @@ if [ -n "$missing" ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing >&2
 fi
 
-command -v swift >/dev/null 2>&1 || [ -x /opt/swift/usr/bin/swift ] || {
+swift=$(command -v swift 2>/dev/null || true)
+[ -n "$swift" ] || { [ -x /opt/swift/usr/bin/swift ] && swift=/opt/swift/usr/bin/swift; } || {
     echo "httpcachefs setup: no Swift toolchain found (need Swift 6.1 or later on PATH)" >&2
     exit 1
 }
+
+# `swift test --sanitize=thread` links clang's TSan runtime from the toolchain itself.
+if [ "${1:-}" = "--test" ]; then
+    toolchain=$(dirname "$(dirname "$(readlink -f "$swift")")")
+    ls "$toolchain"/lib/clang/*/lib/linux/libclang_rt.tsan-*.a >/dev/null 2>&1 ||
+    ls "$toolchain"/lib/swift/clang/lib/linux/libclang_rt.tsan-*.a >/dev/null 2>&1 || {
+        echo "httpcachefs setup: the Swift toolchain at $toolchain has no ThreadSanitizer runtime (libclang_rt.tsan); the tests need one" >&2
+        exit 1
+    }
+fi

@@ -169,11 +169,7 @@ public struct HLSPreloader: Sendable {
                 let url = urls[next]
                 next += 1
                 group.addTask { [engine] in
-                    do {
-                        return (url, .success(try await Self.readFully(engine: engine, url: url, counters: counters, progress: progress)))
-                    } catch {
-                        return (url, .failure(error))
-                    }
+                    await Self.fetchOne(engine: engine, url: url, counters: counters, progress: progress)
                 }
             }
             for _ in 0..<concurrency { addNext() }
@@ -191,6 +187,23 @@ public struct HLSPreloader: Sendable {
             }
         }
         return outcome
+    }
+
+    /// One resource read fully, its failure a value: a bad segment does not end the group.
+    ///
+    /// The byte count is bound before the result is built, on purpose. Swift 6.3.1 at -O
+    /// miscompiles a non-throwing `addTask` closure of a throwing task group that returns
+    /// `(url, .success(try await …))` from a `do` block: `group.next()` then yields nothing or
+    /// garbage (release-only "0 segments" or a crash in the task group). So no `try await` may
+    /// sit inside the expression a child task returns.
+    private static func fetchOne(engine: CacheEngine, url: String, counters: ProgressCounters,
+                                 progress: Progress) async -> (String, Result<Int64, Error>) {
+        do {
+            let bytes = try await readFully(engine: engine, url: url, counters: counters, progress: progress)
+            return (url, .success(bytes))
+        } catch {
+            return (url, .failure(error))
+        }
     }
 
     private static func readFully(engine: CacheEngine, url: String, counters: ProgressCounters,

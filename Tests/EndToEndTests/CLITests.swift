@@ -64,7 +64,7 @@ final class CLITests: XCTestCase {
     func testCatIntoAClosedPipeStopsQuietly() throws {
         origin.setGeneratedFile("/big.bin", length: 8 << 20, seed: 5)
         let r = try run(["/bin/sh", "-c", "\"$0\" cat \"$1\" --cache-dir \"$2\" | head -c 10 >/dev/null",
-                         binary.path, origin.url("/big.bin"), cacheDir], raw: true)
+                         try binary().path, origin.url("/big.bin"), cacheDir], raw: true)
         XCTAssertEqual(r.status, 0)
         XCTAssertEqual(r.stderr, "", "a reader going away is not an error")
     }
@@ -367,17 +367,9 @@ final class CLITests: XCTestCase {
         var text: String { String(decoding: stdout, as: UTF8.self) }
     }
 
-    /// The `httpcachefs` built next to this test bundle (`swift test` builds every product).
-    lazy var binary: URL = {
-        let candidates = [
-            ProcessInfo.processInfo.environment["HTTPCACHEFS_BINARY"].map(URL.init(fileURLWithPath:)),
-            Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("httpcachefs"),
-            Bundle.main.bundleURL.appendingPathComponent("httpcachefs"),
-            URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "/")
-                .deletingLastPathComponent().appendingPathComponent("httpcachefs"),
-        ].compactMap { $0 }
-        return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) } ?? candidates[1]
-    }()
+    /// The binary under test: `$HTTPCACHEFS_BINARY` (CI sets it to the release build), else the
+    /// `httpcachefs` built next to this test bundle (`swift test` builds every product).
+    func binary() throws -> URL { URL(fileURLWithPath: try BinaryUnderTest.locate()) }
 
     /// Runs `httpcachefs args... --cache-dir <this test's cache>` (or, with `raw`, `args` as a
     /// whole command line) with stdin closed, and waits at most a minute.
@@ -417,10 +409,7 @@ final class CLITests: XCTestCase {
     /// `cacheDirectory`: `.some(nil)` = this test's cache dir, `nil` = no `--cache-dir` flag.
     private func makeProcess(_ args: [String], cacheDirectory: String??, environment: [String: String],
                              raw: Bool) throws -> Process {
-        guard FileManager.default.isExecutableFile(atPath: binary.path) else {
-            XCTFail("httpcachefs binary not found at \(binary.path); build it first (swift build) or set HTTPCACHEFS_BINARY")
-            throw CocoaError(.fileNoSuchFile)
-        }
+        let binary = try self.binary()
         let process = Process()
         var env = ProcessInfo.processInfo.environment
         env["XDG_CONFIG_HOME"] = temp.appending("no-config")   // never the developer's own config

@@ -23,33 +23,16 @@ final class DaemonHarness {
         try FileManager.default.createDirectory(atPath: directory.appending("mnt"), withIntermediateDirectories: true)
     }
 
-    /// `$HTTPCACHEFS_BIN`, else the `httpcachefs` built next to this test bundle, else the newest
-    /// `.build*/debug/httpcachefs` of this checkout.
+    /// `TestSupport.BinaryUnderTest`: `$HTTPCACHEFS_BINARY`, else the build next to the tests.
+    /// A missing build skips (loudly); a variable naming no executable fails.
     static func locateBinary() throws -> String {
-        let fm = FileManager.default
-        if let env = ProcessInfo.processInfo.environment["HTTPCACHEFS_BIN"], fm.isExecutableFile(atPath: env) { return env }
-        var candidates: [String] = []
-        for base in [Bundle.main.executablePath, CommandLine.arguments.first].compactMap({ $0 }) {
-            var dir = URL(fileURLWithPath: base).deletingLastPathComponent()
-            for _ in 0..<3 {
-                candidates.append(dir.appendingPathComponent("httpcachefs").path)
-                dir = dir.deletingLastPathComponent()
-            }
+        do {
+            return try BinaryUnderTest.locate()
+        } catch let error as BinaryUnderTest.NotFound where !error.wasNamed {
+            let message = "SKIPPING daemon test: \(error)"
+            print("⚠️  \(message)")
+            throw XCTSkip(message)
         }
-        let repo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let builds = ((try? fm.contentsOfDirectory(atPath: repo.path)) ?? []).filter { $0.hasPrefix(".build") }
-        let fromRepo = builds.map { repo.appendingPathComponent($0).appendingPathComponent("debug/httpcachefs").path }
-            .filter { fm.isExecutableFile(atPath: $0) }
-            .sorted { mtime($0) > mtime($1) }
-        candidates += fromRepo
-        if let found = candidates.first(where: { fm.isExecutableFile(atPath: $0) && !$0.hasSuffix(".xctest") }) { return found }
-        let message = "SKIPPING daemon test: no httpcachefs binary found (build it: swift build --product httpcachefs, or set HTTPCACHEFS_BIN)"
-        print("⚠️  \(message)")
-        throw XCTSkip(message)
-    }
-
-    private static func mtime(_ path: String) -> Date {
-        ((try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date) ?? .distantPast
     }
 
     struct Outcome {
