@@ -173,14 +173,16 @@ final class EngineCore: @unchecked Sendable {
             return
         }
         let shard = shard(for: key)
-        let now = Date()
         var probe: (EntryState, ReadPlanner.Fetch, Int)?
         var answer: EntryInfo?
         shard.locked {
+            // The clock is read under the lock: a transfer may confirm the entry (validatedAt)
+            // just before, and an age read earlier would come out negative, hence "fresh".
+            let now = Date()
             let entry: EntryState
             if let existing = shard.entries[key] {
                 entry = existing
-                if existing.isPersisted, existing.info.length != nil,
+                if maxAge > 0, existing.isPersisted, existing.info.length != nil,
                    now.timeIntervalSince(existing.info.validatedAt) < maxAge {
                     answer = existing.info
                     return

@@ -119,6 +119,27 @@ final class EngineRaceTests: XCTestCase {
         return freed
     }
 
+    func testWithRevalidateAfterZeroAnOpenRightAfterATransferConfirmedTheEntryStillAsksTheOrigin() throws {
+        let source = GatedSource()
+        let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0, sliceSize: 1 << 20,
+                                                                     revalidateAfter: 0, readTimeout: 10, initialReadAhead: 0),
+                                    source: source)
+        defer { cache.shutdown() }
+        let info = try open(cache, source)
+        // A read's transfer answers: its head confirms the entry (validatedAt = now).
+        let reader = cache.makeReader(for: info)
+        reader.read(offset: 1 << 20, length: 4096) { _ in }
+        let transfer = try XCTUnwrap(source.transfers.last)
+        XCTAssertTrue(transfer.partial(length: length))
+        // The next open must still revalidate: a confirmation is no answer to "did it change?".
+        let before = source.transfers.count
+        cache.open(url: url) { _ in }
+        XCTAssertEqual(source.transfers.count, before + 1, "the open started a probe")
+        XCTAssertEqual(source.transfers.last?.request.start, 0)
+        reader.close()
+        source.finishAll()
+    }
+
     func testPinsOfAnOldGenerationAreReleasedAsNoOps() {
         let info = EntryInfo(key: try! KeyRules().key(for: url), url: url, finalURL: url, length: length,
                              contentType: nil, etag: "\"a\"", lastModified: nil, acceptsRanges: true,

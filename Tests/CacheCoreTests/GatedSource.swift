@@ -10,6 +10,7 @@ final class GatedSource: RangeSource, @unchecked Sendable {
         let sink: FetchSink
         private let lock = NSLock()
         private var cancelled = false
+        private var finished = false
 
         init(request: FetchRequest, sink: FetchSink) {
             self.request = request
@@ -31,7 +32,14 @@ final class GatedSource: RangeSource, @unchecked Sendable {
             bytes.withUnsafeBytes { sink.fetchDidReceive($0) }
         }
 
-        func finish(_ error: FetchError? = nil) { sink.fetchDidFinish(error) }
+        /// Ends the transfer (once: a second call does nothing).
+        func finish(_ error: FetchError? = nil) {
+            lock.lock()
+            let first = !finished
+            finished = true
+            lock.unlock()
+            if first { sink.fetchDidFinish(error) }
+        }
     }
 
     private let lock = NSLock()
@@ -44,4 +52,7 @@ final class GatedSource: RangeSource, @unchecked Sendable {
     }
 
     var transfers: [Transfer] { lock.lock(); defer { lock.unlock() }; return started }
+
+    /// Ends every transfer still open, as a source does at shutdown.
+    func finishAll() { for t in transfers { t.finish(.cancelled) } }
 }
