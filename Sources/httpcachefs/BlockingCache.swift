@@ -35,9 +35,9 @@ extension CacheReader {
     }
 }
 
-/// Reads `[start, end)` of an entry through a reader in chunks, handing each to `consume`, and
-/// refuses to splice two versions of a file together: if the origin's file changes between two
-/// chunks (a new generation), the stream stops with an error instead.
+/// Reads `[start, end)` of an entry through a reader in chunks, handing each to `consume`. The
+/// reader is bound to one version: if the origin's file changes between two chunks, the next read
+/// fails (`CacheError.remoteChanged`) and the stream stops there, never splicing two versions.
 enum RangeStreamer {
     static let chunkSize = 1 << 20
 
@@ -48,14 +48,10 @@ enum RangeStreamer {
     @discardableResult
     static func stream(reader: CacheReader, start: Int64, end: Int64?, chunkSize: Int = chunkSize,
                        consume: ([UInt8]) throws -> Bool) throws -> (bytes: Int64, stop: Stop) {
-        let generation = reader.entry.generation
         var offset = start
         while end.map({ offset < $0 }) ?? true {
             let want = end.map { Int(min(Int64(chunkSize), $0 - offset)) } ?? chunkSize
             let bytes = try reader.readBlocking(offset: offset, length: want)
-            if reader.entry.generation != generation {
-                throw CommandFailure("\(reader.entry.url) changed on the origin while it was being read; run the command again")
-            }
             if bytes.isEmpty {
                 if let end, let length = reader.entry.length, end > length {
                     throw CacheError.rangeNotSatisfiable(url: reader.entry.url, length: length)

@@ -128,9 +128,8 @@ struct RemoteCheck {
 
     /// Why the origin's file is not the cached one any more, or nil if the validators agree.
     static func staleness(cached: EntryInfo, origin: ResponseHead) -> String? {
-        if let a = cached.etag, let b = origin.etag, a != b { return "ETag changed on the origin (\(a) -> \(b))" }
-        if let a = cached.lastModified, let b = origin.lastModified, a != b { return "Last-Modified changed on the origin (\(a) -> \(b))" }
-        if let a = cached.length, let b = origin.totalLength, a != b { return "length changed on the origin (\(a) -> \(b) bytes)" }
-        return nil
+        RemoteVersion.changeReason(etag: cached.etag, lastModified: cached.lastModified, length: cached.length,
+                                   to: origin.etag, origin.lastModified, origin.totalLength)
+            .map { "changed on the origin: \($0)" }
     }
 }

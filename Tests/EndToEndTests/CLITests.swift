@@ -308,7 +308,7 @@ final class CLITests: XCTestCase {
         origin.setFile("/v.bin", data: changed, etag: "\"v2\"")
         let stale = try run(["cache", "verify", "--remote"])
         XCTAssertEqual(stale.status, 0, stale.text)
-        XCTAssertTrue(stale.text.contains("stale: ETag changed"), stale.text)
+        XCTAssertTrue(stale.text.contains("stale: changed on the origin: ETag"), stale.text)
     }
 
     // MARK: options and config file
