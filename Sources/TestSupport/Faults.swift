@@ -12,6 +12,9 @@ public struct Faults: Sendable {
     public var dropCount: Int = Int.max
     /// Answer 200 + full body to Range requests (an origin without range support).
     public var ignoreRange = false
+    /// Answer one Range request in this many with 200 + full body (a flaky CDN node): the 1st,
+    /// the N+1st, and so on.
+    public var ignoreRangeEvery: Int? = nil
     /// Don't send `Accept-Ranges`.
     public var noAcceptRanges = false
     /// Chunked transfer encoding, no `Content-Length`.
@@ -34,7 +37,8 @@ public struct Faults: Sendable {
     public init(dropAfterBytes: Int64? = nil, dropCount: Int = Int.max, ignoreRange: Bool = false,
                 noAcceptRanges: Bool = false, noContentLength: Bool = false, status: Int? = nil,
                 statusCount: Int = Int.max, retryAfter: Int? = nil, bytesPerSecond: Int? = nil,
-                redirectTo: String? = nil, silent: Bool = false, delayBeforeHeaders: TimeInterval = 0) {
+                redirectTo: String? = nil, silent: Bool = false, delayBeforeHeaders: TimeInterval = 0,
+                ignoreRangeEvery: Int? = nil) {
         self.dropAfterBytes = dropAfterBytes
         self.dropCount = dropCount
         self.ignoreRange = ignoreRange
@@ -47,6 +51,7 @@ public struct Faults: Sendable {
         self.redirectTo = redirectTo
         self.silent = silent
         self.delayBeforeHeaders = delayBeforeHeaders
+        self.ignoreRangeEvery = ignoreRangeEvery
     }
 }
 

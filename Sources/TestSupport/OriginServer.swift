@@ -149,6 +149,7 @@ final class OriginState: @unchecked Sendable {
         var faults: Faults
         var statusUsed = 0
         var dropsUsed = 0
+        var rangeRequests = 0
     }
 
     private let lock = NSLock()
@@ -197,8 +198,13 @@ final class OriginState: @unchecked Sendable {
             let key = faultKey(uri)
             let fs = key.map { self.faults[$0]! } ?? FaultState(faults: Faults())
             let resource = resources[uri] ?? resources[Self.stripQuery(uri)]
+            var faults = fs.faults
+            if let every = faults.ignoreRangeEvery, let key, ResponsePlanner.header("range", in: headers.lowercasedNames) != nil {
+                if self.faults[key]!.rangeRequests % max(1, every) == 0 { faults.ignoreRange = true }
+                self.faults[key]!.rangeRequests += 1
+            }
             let plan = ResponsePlanner.plan(
-                method: method, headers: headers.lowercasedNames, resource: resource, faults: fs.faults,
+                method: method, headers: headers.lowercasedNames, resource: resource, faults: faults,
                 origin: origin, statusFaultActive: fs.statusUsed < fs.faults.statusCount,
                 dropActive: fs.dropsUsed < fs.faults.dropCount)
             if let key {
