@@ -132,7 +132,11 @@ final class Waiter {
         let chunk = start..<(start + Int64(bytes.count))
         let overlap = range.clamped(to: chunk)
         guard !overlap.isEmpty else { return }
-        if received.isEmpty { received = [UInt8](repeating: 0, count: Int(range.length)) }
+        if received.isEmpty {
+            // Not zeroed: only the `filled` parts are ever read back.
+            let n = Int(range.length)
+            received = [UInt8](unsafeUninitializedCapacity: n) { _, count in count = n }
+        }
         let from = Int(overlap.lowerBound - start), to = Int(overlap.lowerBound - range.lowerBound)
         received.withUnsafeMutableBytes { dst in
             dst.baseAddress!.advanced(by: to).copyMemory(from: bytes.baseAddress!.advanced(by: from),
