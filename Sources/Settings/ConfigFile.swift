@@ -9,7 +9,8 @@ import Foundation
 ///     header = Authorization: Bearer abc
 ///     header = X-Client: tv
 ///
-/// Keys are the long option names without `--`. `header` and `ignore-query` may repeat.
+/// Keys are the long option names without `--`, with `_` or `-` between words (`cache_size`, as
+/// in fstab options, is `cache-size`). `header` and `ignore-query` may repeat.
 /// Command-line flags win over the file (see `CacheOptions.resolve()`).
 public struct ConfigFile: Equatable {
     /// The keys the file may set; anything else is a typo worth reporting.
@@ -63,14 +64,15 @@ public struct ConfigFile: Equatable {
             guard let eq = line.firstIndex(of: "=") else {
                 throw UsageError("\(at): expected 'key = value', got '\(line)'")
             }
-            var key = line[..<eq].trimmingCharacters(in: .whitespaces).lowercased()
+            let written = line[..<eq].trimmingCharacters(in: .whitespaces)
+            var key = written.lowercased().replacingOccurrences(of: "_", with: "-")
             if key.hasPrefix("--") { key.removeFirst(2) }
             var value = line[line.index(after: eq)...].trimmingCharacters(in: .whitespaces)
             if value.count >= 2, let q = value.first, q == "\"" || q == "'", value.last == q {
                 value = String(value.dropFirst().dropLast())
             }
             guard knownKeys.contains(key) else {
-                throw UsageError("\(at): unknown setting '\(key)' (known: \(knownKeys.sorted().joined(separator: ", ")))")
+                throw UsageError("\(at): unknown setting '\(written)' (known: \(knownKeys.sorted().joined(separator: ", ")))")
             }
             if repeatableKeys.contains(key) {
                 file.lists[key, default: []].append(value)

@@ -17,6 +17,23 @@ final class ConfigFileTests: XCTestCase {
         XCTAssertEqual(file.list("header"), ["X-A: 1", "X-B: 2"])
     }
 
+    func testKeysTakeUnderscoresAsWellAsDashesAsInFstab() throws {
+        let file = try ConfigFile.parse("""
+        cache_size = 20G
+        Revalidate_After = 1h
+        --read_timeout = 30s
+        ignore_query = token
+        ignore-query = sig
+        """, path: "cfg")
+        XCTAssertEqual(file["cache-size"], "20G")
+        XCTAssertEqual(file["revalidate-after"], "1h")
+        XCTAssertEqual(file["read-timeout"], "30s")
+        XCTAssertEqual(file.list("ignore-query"), ["token", "sig"], "both spellings are one key")
+        XCTAssertThrowsError(try ConfigFile.parse("cache_szie = 1G\n", path: "cfg")) { error in
+            XCTAssertTrue("\(error)".hasPrefix("cfg:1: unknown setting 'cache_szie'"), "named as written: \(error)")
+        }
+    }
+
     func testAnUnknownKeyOrALineWithoutEqualsNamesTheLine() {
         XCTAssertThrowsError(try ConfigFile.parse("cache-size = 1G\ncache-szie = 2G\n", path: "cfg")) { error in
             XCTAssertTrue("\(error)".hasPrefix("cfg:2: unknown setting 'cache-szie'"), "\(error)")
