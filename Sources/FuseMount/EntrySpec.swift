@@ -72,6 +72,8 @@ public enum EntrySpecError: Error, Equatable, CustomStringConvertible {
         case .empty: return "empty entry"
         case let .invalidURL(_, reason): return reason
         case let .badName(name, reason): return "bad file name '\(name)': \(reason)"
+        case let .noName(url) where (URLComponents(string: url)?.path ?? "").hasSuffix("/"):
+            return "'\(url)' ends with '/', so it names a directory: mount its listing with --index \(url) (or name a single file: NAME=\(url))"
         case let .noName(url):
             return "cannot name a file after '\(url)' (no last path segment); give a name: NAME=\(url)"
         }

@@ -26,11 +26,18 @@ final class EntrySpecTests: XCTestCase {
     }
 
     func testURLsWithoutAFileNameNeedAName() {
+        XCTAssertThrowsError(try EntrySpec.parse("http://h")) { error in
+            XCTAssertEqual(error as? EntrySpecError, .noName(url: "http://h"))
+            XCTAssertTrue("\(error)".contains("give a name: NAME=http://h"), "\(error)")
+        }
+    }
+
+    func testADirectoryURLPointsToIndex() {
         XCTAssertThrowsError(try EntrySpec.parse("http://h/dir/")) { error in
             XCTAssertEqual(error as? EntrySpecError, .noName(url: "http://h/dir/"))
-            XCTAssertTrue("\(error)".contains("NAME=http://h/dir/"))
+            XCTAssertTrue("\(error)".contains("--index http://h/dir/"), "\(error)")
+            XCTAssertTrue("\(error)".contains("NAME=http://h/dir/"), "\(error)")
         }
-        XCTAssertThrowsError(try EntrySpec.parse("http://h"))
     }
 
     func testOnlyHTTPAndHTTPSAreAccepted() {
