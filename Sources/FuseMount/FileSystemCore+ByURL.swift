@@ -38,6 +38,16 @@ extension FileSystemCore {
         }
     }
 
+    /// `ls MOUNTPOINT/.url` shows where to go on: `http` and `https` exist before any lookup.
+    /// Caller holds `lock`. They are resolved nodes like the ones a lookup makes, so the same
+    /// lookup counting and pruning applies; the next listing adds them again if pruned.
+    func addSchemeDirectories(under node: Node) {
+        for scheme in ByURLPath.schemes.sorted() where table.child(of: node.ino, named: scheme) == nil {
+            table.add(parent: node.ino, name: scheme, origin: .resolved,
+                      content: .directory(DirectoryState(mtime: mountTime, byURL: .hosts(scheme: scheme))))
+        }
+    }
+
     func addResolved(parent: UInt64, name: String, content: NodeContent, info: EntryInfo? = nil) -> Result<Attr, FSErrno> {
         lock.withLock {
             if let existing = table.child(of: parent, named: name) {

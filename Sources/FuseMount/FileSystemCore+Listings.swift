@@ -29,6 +29,7 @@ extension FileSystemCore {
     func snapshot(_ ino: UInt64) -> Result<UInt64, FSErrno> {
         lock.withLock {
             guard let node = table.node(ino), let dir = node.directory else { return .failure(FSErrno(ENOENT)) }
+            if dir.byURL == .schemes { addSchemeDirectories(under: node) }
             var entries = [DirEntry(name: ".", ino: ino, isDirectory: true),
                            DirEntry(name: "..", ino: node.parent, isDirectory: true)]
             for (name, childIno) in dir.children.sorted(by: { $0.key < $1.key }) {

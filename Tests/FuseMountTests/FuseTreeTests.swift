@@ -93,6 +93,17 @@ final class FuseTreeTests: XCTestCase {
         XCTAssertEqual(try POSIX.list(mount.mountpoint), [".url"])
     }
 
+    func testTheByURLDirectoryListsItsSchemes() throws {
+        backend.setFile("http://o/v.bin", [1, 2, 3])
+        let mount = try InProcessMount(backend: backend, tree: MountTreeSpec(byURL: true), logLevel: .critical)
+        defer { mount.stop() }
+        XCTAssertEqual(try POSIX.list(mount.path(".url")), ["http", "https"], "ls .url shows where to go on")
+        XCTAssertEqual(try POSIX.stat(mount.path(".url/https")).st_mode & S_IFMT, S_IFDIR)
+        XCTAssertEqual(try POSIX.readAll(mount.path(".url/http/o/v.bin")), [1, 2, 3])
+        XCTAssertEqual(try POSIX.list(mount.path(".url")), ["http", "https"], "the same after a lookup through it")
+        XCTAssertEqual(try POSIX.list(mount.path(".url/https")), [], "hosts are not listed: any host resolves on lookup")
+    }
+
     func testByURLFollowsADirectoryRedirect() throws {
         backend.setFile("http://o/dir", Array("<html></html>".utf8), finalURL: "http://o/dir/")
         backend.setFile("http://o/dir/f.bin", [1, 2, 3])
