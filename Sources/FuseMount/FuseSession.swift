@@ -64,7 +64,8 @@ final class FuseSession: KernelNotifier, @unchecked Sendable {
         let me = Unmanaged.passUnretained(self).toOpaque()
         FuseLog.clear()
         guard let session = fuse_session_new(&args, &ops, MemoryLayout<fuse_lowlevel_ops>.size, me) else {
-            throw FuseMountError.sessionFailed(options: options.libfuseOptions.joined(separator: ","), detail: FuseLog.lastMessages())
+            throw FuseMountError.sessionFailed(options: options.libfuseOptions.joined(separator: ","),
+                                               detail: FuseLog.lastMessages())
         }
         if fuse_session_mount(session, path) != 0 {
             fuse_session_destroy(session)
@@ -200,12 +201,26 @@ public enum FuseMountError: Error, CustomStringConvertible {
     public var description: String {
         switch self {
         case let .sessionFailed(options, detail):
+            let unknown = Self.unknownOptions(in: detail)
+            if !unknown.isEmpty {
+                let list = unknown.map { "'\($0)'" }.joined(separator: ", ")
+                return "unknown mount option\(unknown.count == 1 ? "" : "s") \(list) (given with -o): libfuse and the "
+                    + "kernel know options such as allow_other, allow_root, default_permissions, max_read=N"
+            }
             return "libfuse refused the options '\(options)'" + (detail.isEmpty ? "" : ": \(detail)")
         case let .mountFailed(path, detail):
             return "cannot mount \(path)" + (detail.isEmpty ? "" : ": \(detail)")
         case let .notReady(path):
             return "the kernel never initialised the mount at \(path)"
         }
+    }
+
+    /// The options in libfuse's ``fuse: unknown option(s): `-o bogus_opt -o other'`` complaint.
+    static func unknownOptions(in detail: String) -> [String] {
+        guard let start = detail.range(of: "unknown option(s): `") else { return [] }
+        let rest = detail[start.upperBound...]
+        let words = rest[..<(rest.firstIndex(of: "'") ?? rest.endIndex)].split(separator: " ").map(String.init)
+        return words.filter { $0 != "-o" }.flatMap { $0.split(separator: ",").map(String.init) }
     }
 }
 
@@ -237,10 +252,14 @@ final class ReadWriteLock: @unchecked Sendable {
 }
 
 /// Routes libfuse's log lines to our logger, keeping the last few for error messages.
+///
+/// libfuse builds some messages from several calls (``unknown option(s): ` `` then each option,
+/// then `'` and a newline): fragments are joined until one ends a line, so a message arrives whole.
 enum FuseLog {
     private static let lock = NSLock()
     nonisolated(unsafe) private static var logger: Logger?   // guarded by lock
     nonisolated(unsafe) private static var recent: [String] = [] // guarded by lock
+    nonisolated(unsafe) private static var pending = ""        // guarded by lock: a line in the making
 
     static func install(_ logger: Logger) {
         lock.withLock { Self.logger = logger }
@@ -248,10 +267,19 @@ enum FuseLog {
             guard let fmt, let ap else { return }
             var buf = [CChar](repeating: 0, count: 1024)
             _ = vsnprintf(&buf, buf.count, fmt, ap)
-            let line = String(cString: buf).trimmingCharacters(in: .whitespacesAndNewlines)
-            guard !line.isEmpty else { return }
-            FuseLog.record(line, error: level.rawValue <= FUSE_LOG_ERR.rawValue)
+            FuseLog.receive(String(cString: buf), error: level.rawValue <= FUSE_LOG_ERR.rawValue)
         }
+    }
+
+    /// One fragment as libfuse printed it: recorded once it completes a line.
+    static func receive(_ fragment: String, error: Bool) {
+        let line: String? = lock.withLock {
+            pending += fragment
+            guard pending.hasSuffix("\n") else { return nil }
+            defer { pending = "" }
+            return pending.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        if let line, !line.isEmpty { record(line, error: error) }
     }
 
     static func record(_ line: String, error: Bool) {
@@ -263,7 +291,18 @@ enum FuseLog {
         if error { logger?.error("libfuse: \(line)") } else { logger?.debug("libfuse: \(line)") }
     }
 
-    static func clear() { lock.withLock { recent = [] } }
+    static func clear() {
+        lock.withLock {
+            recent = []
+            pending = ""
+        }
+    }
 
-    static func lastMessages() -> String { lock.withLock { recent.joined(separator: "; ") } }
+    /// The recent lines, and a line libfuse left unfinished.
+    static func lastMessages() -> String {
+        lock.withLock {
+            let unfinished = pending.trimmingCharacters(in: .whitespacesAndNewlines)
+            return (recent + (unfinished.isEmpty ? [] : [unfinished])).joined(separator: "; ")
+        }
+    }
 }
