@@ -83,6 +83,9 @@ public final class ProxyServer: @unchecked Sendable {
             channel = try bootstrap.bind(host: config.bindAddress, port: config.port).wait()
         } catch {
             try? group.syncShutdownGracefully()
+            if (error as? IOError)?.errnoCode == EADDRINUSE {
+                throw ProxyServerError.portInUse(address: config.bindAddress, port: config.port)
+            }
             throw ProxyServerError.bindFailed(address: config.bindAddress, port: config.port, cause: "\(error)")
         }
         let port = channel.localAddress?.port ?? config.port
@@ -147,6 +150,8 @@ public enum ProxyServerError: Error, CustomStringConvertible {
     /// Listening beyond loopback without a token would make an open proxy for the network.
     case tokenRequired(bindAddress: String)
     case bindFailed(address: String, port: Int, cause: String)
+    /// Another process listens there (EADDRINUSE): the caller knows which option changes the port.
+    case portInUse(address: String, port: Int)
 
     public var description: String {
         switch self {
@@ -154,6 +159,8 @@ public enum ProxyServerError: Error, CustomStringConvertible {
             return "binding the proxy to \(address) (beyond loopback) requires a token (--token)"
         case let .bindFailed(address, port, cause):
             return "cannot listen on \(address):\(port): \(cause)"
+        case let .portInUse(address, port):
+            return "cannot listen on \(address):\(port): the port is in use"
         }
     }
 }

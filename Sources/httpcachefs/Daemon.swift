@@ -8,7 +8,8 @@ import Glibc
 /// in a new session, with stdin and stdout on /dev/null and stderr appended to a log file, and
 /// passes it the write end of a pipe (fd number in `$HTTPCACHEFS_READY_FD`). The child writes
 /// `ready` once mounted, or `error: <reason>`, then closes it. EOF with neither means the child
-/// died: its exit status and the log file say why.
+/// died before it could report (a crash, an argument it could not parse): then the last line it
+/// wrote to the log stands in for the reason. Every failure names the log file.
 enum Daemon {
     public static let readyEnvironment = "HTTPCACHEFS_READY_FD"
 
@@ -56,6 +57,9 @@ enum Daemon {
             argv.forEach { free($0) }
             envp.forEach { free($0) }
         }
+        // Where this start's lines begin in the log: a daemon that dies without a report is
+        // explained by the last of them, not by an older run's.
+        let logStart = logPath.flatMap { try? FileManager.default.attributesOfItem(atPath: $0)[.size] as? UInt64 } ?? 0
         var pid: pid_t = 0
         let rc = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
         close(writeEnd)
@@ -67,12 +71,25 @@ enum Daemon {
             return pid
         case let m? where m.hasPrefix("error: "):
             _ = reap(pid)
-            throw DaemonError.failed(String(m.dropFirst("error: ".count)))
+            throw DaemonError.failed(String(m.dropFirst("error: ".count)), log: logPath)
         case nil where isAlive(pid):
             throw DaemonError.timedOut(pid: pid, seconds: Int(timeout), log: logPath)
         default:
-            throw DaemonError.died(status: reap(pid), log: logPath)
+            let status = reap(pid)
+            throw DaemonError.died(status: status, lastWords: logPath.flatMap { lastLine(of: $0, from: logStart) }, log: logPath)
         }
+    }
+
+    /// The last non-empty line written to `path` from byte `offset` on, without the
+    /// `httpcachefs: error: ` prefix (the parent prints its own), at most 500 characters.
+    static func lastLine(of path: String, from offset: UInt64) -> String? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        guard (try? handle.seek(toOffset: offset)) != nil, let data = try? handle.readToEnd() else { return nil }
+        let lines = String(decoding: data.suffix(64 << 10), as: UTF8.self).split(whereSeparator: \.isNewline)
+        guard var line = lines.last(where: { !$0.trimmingCharacters(in: .whitespaces).isEmpty }).map(String.init) else { return nil }
+        for prefix in ["httpcachefs: error: ", "Error: "] where line.hasPrefix(prefix) { line.removeFirst(prefix.count) }
+        return String(line.prefix(500))
     }
 
     /// The first line the child wrote, or nil at EOF / timeout.
@@ -133,22 +150,30 @@ final class ReadyChannel: @unchecked Sendable {
     }
 }
 
+/// Why a background mount did not start, as the waiting command prints it: the daemon's own
+/// reason first, then where its log is.
 enum DaemonError: Error, Equatable, CustomStringConvertible {
     case spawn(String)
-    case failed(String)
-    case died(status: Int32, log: String?)
+    /// The daemon's one-line report.
+    case failed(String, log: String?)
+    /// Exited without a report; `lastWords` is the last line it logged, if any.
+    case died(status: Int32, lastWords: String?, log: String?)
     case timedOut(pid: pid_t, seconds: Int, log: String?)
 
     public var description: String {
         switch self {
         case let .spawn(why): return why
-        case let .failed(why): return why
-        case let .died(status, log):
-            return "the mount daemon exited (status \(status)) before the mount was ready" + (log.map { "; see \($0)" } ?? "")
+        case let .failed(why, log):
+            return why + Self.logNote(log)
+        case let .died(status, lastWords, log):
+            return "the mount daemon exited (status \(status)) before the mount was ready"
+                + (lastWords.map { ": \($0)" } ?? "") + Self.logNote(log)
         case let .timedOut(pid, seconds, log):
-            return "the mount daemon (pid \(pid)) was not ready after \(seconds)s" + (log.map { "; see \($0)" } ?? "")
+            return "the mount daemon (pid \(pid)) was not ready after \(seconds)s" + Self.logNote(log)
         }
     }
+
+    private static func logNote(_ log: String?) -> String { log.map { " (daemon log: \($0))" } ?? "" }
 }
 
 /// systemd's readiness protocol (`Type=notify`): one datagram to `$NOTIFY_SOCKET`. A no-op

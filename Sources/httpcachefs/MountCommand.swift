@@ -31,7 +31,7 @@ struct MountCommand: AsyncParsableCommand {
             Unmount with 'fusermount3 -u MOUNTPOINT', or SIGINT / SIGTERM to the daemon (SIGHUP \
             re-reads the URL list). -o passes options to FUSE, e.g. -o allow_other (for users \
             other than root this needs 'user_allow_other' in /etc/fuse.conf). The proxy runs on \
-            --proxy-port (default 8718) unless --no-proxy.
+            --proxy-port (default 8718) unless --no-proxy; a port in use fails the mount.
             """
     )
 
@@ -77,11 +77,14 @@ struct MountCommand: AsyncParsableCommand {
 
     func run() async throws {
         let ready = Daemon.readyChannel()  // set when this process is the daemon of a background mount
-        do {
-            try await runReportingErrors { try await mount(ready: ready) }
-        } catch {
-            ready?.fail(ErrorReporting.message(for: error))
-            throw error
+        try await runReportingErrors {
+            do {
+                try await mount(ready: ready)
+            } catch {
+                // The waiting parent prints this line; the daemon's stderr is only the log file.
+                ready?.fail(ErrorReporting.message(for: error))
+                throw error
+            }
         }
     }
 
@@ -107,10 +110,17 @@ struct MountCommand: AsyncParsableCommand {
             readDeadline: resolved.readTimeout + 5,
             fuseOptions: fuseOptions.flatMap(MountOptions.splitOptionList))
         let fs = FuseFileSystem(engine: engine, tree: tree, options: mountOptions, logger: logger)
+        // The proxy first: a busy port fails the mount before anything is mounted.
+        var server: ProxyServer?
         do {
+            if !noProxy { server = try await startProxy(engine: engine, cache: resolved, logger: logger) }
             try await onDedicatedThread(name: "httpcachefs-mount") { try fs.start(at: prepared.path) }
         } catch {
-            try? await onDedicatedThread(name: "httpcachefs-mount") { engine.shutdown() }
+            let started = server
+            try? await onDedicatedThread(name: "httpcachefs-mount") {
+                started?.stop()
+                engine.shutdown()
+            }
             throw error
         }
 
@@ -122,7 +132,6 @@ struct MountCommand: AsyncParsableCommand {
                 fs.unmount()
             },
             reload: { Self.reloadURLList(urlListPath, fs: fs, logger: logger) })
-        let server = noProxy ? nil : startProxy(engine: engine, cache: resolved, logger: logger)
         logger.info("mounted \(prepared.path): \(tree.files.count) files, \(tree.indexes.count) indexes\(byURL ? ", by-URL directory .url" : "") (cache: \(resolved.directory))")
         ready?.ready()
         SystemdNotify.send("READY=1\nSTATUS=mounted \(prepared.path)")
@@ -166,20 +175,30 @@ struct MountCommand: AsyncParsableCommand {
         }
     }
 
-    /// The proxy on the same engine. A busy port does not stop the mount: it is logged.
-    private func startProxy(engine: CacheEngine, cache: ResolvedCacheOptions, logger: Logger) -> ProxyServer? {
+    /// The proxy on the same engine. A port that is taken fails the mount, naming the port and
+    /// what to do: a mount running without the proxy users expect, or `url` printing URLs on a
+    /// port that belongs to another daemon, would fail later and far less clearly.
+    private func startProxy(engine: CacheEngine, cache: ResolvedCacheOptions, logger: Logger) async throws -> ProxyServer {
         let (configuration, generated) = proxy.configuration(cache: cache)
         let server = ProxyServer(engine: engine, configuration: configuration, logger: logger)
+        let port: Int
         do {
-            let port = try server.start()
-            logger.info("proxy listening on \(ProxyConfiguration.localBase(bindAddress: configuration.bindAddress, port: port))")
-            // The token stays out of the log: it is in the owner-only proxy.json, and 'url' uses it.
-            if generated != nil { logger.notice("proxy token generated: 'httpcachefs url URL' prints proxy URLs that carry it") }
-            return server
-        } catch {
-            logger.warning("proxy not started (the mount works without it; --no-proxy silences this): \(error)")
-            return nil
+            port = try await onDedicatedThread(name: "httpcachefs-mount") { try server.start() }
+        } catch ProxyServerError.portInUse(let address, let port) {
+            let user = await (try? onDedicatedThread(name: "httpcachefs-mount") { Self.portUser(port) }) ?? nil
+            throw CommandFailure("the proxy cannot listen on \(address):\(port): the port is in use\(user.map { " by \($0)" } ?? ""); "
+                + "give this mount another port with --proxy-port N (0 picks a free one; 'httpcachefs url --cache-dir \(cache.directory)' finds it) or none with --no-proxy")
         }
+        logger.info("proxy listening on \(ProxyConfiguration.localBase(bindAddress: configuration.bindAddress, port: port))")
+        // The token stays out of the log: it is in the owner-only proxy.json, and 'url' uses it.
+        if generated != nil { logger.notice("proxy token generated: 'httpcachefs url URL' prints proxy URLs that carry it") }
+        return server
+    }
+
+    /// Who listens on a taken port, when it is one of ours: "the proxy of the cache DIR".
+    static func portUser(_ port: Int) -> String? {
+        guard case let .found(status) = URLCommand.askPort(port) else { return nil }
+        return "another httpcachefs proxy" + (status.cacheDirectory.map { " (cache \($0))" } ?? "")
     }
 
     /// Re-executes this command as a detached daemon and waits until its mount is usable.

@@ -9,7 +9,7 @@ import Proxy
 /// too unless `--no-proxy`). Include them with `@OptionGroup var proxy: ProxyOptions`.
 struct ProxyOptions: ParsableArguments {
     @Option(name: [.customLong("proxy-port"), .customLong("port")],
-            help: ArgumentHelp("Port of the local proxy (default: \(ProxyConfiguration.defaultPort)).", valueName: "port"))
+            help: ArgumentHelp("Port of the local proxy; 0 picks a free one.", valueName: "port"))
     var port: Int = ProxyConfiguration.defaultPort
 
     @Option(name: .customLong("bind"),
@@ -41,7 +41,8 @@ struct ProxyOptions: ParsableArguments {
             token = generated
         }
         let c = ProxyConfiguration(bindAddress: bindAddress, port: port, token: token, allowedHosts: cache.allowedHosts,
-                                   cacheDirectory: cache.directory, version: Version.string)
+                                   cacheDirectory: URL(fileURLWithPath: cache.directory).standardizedFileURL.path,  // absolute: 'url' compares it
+                                   version: Version.string)
         return (c, generated)
     }
 }

@@ -8,18 +8,20 @@ import Glibc
 
 /// `httpcachefs url URL`: prints the proxy URL that serves `URL` from the cache.
 ///
-/// The running proxy is found through `<cache dir>/proxy.json` (written by the proxy while it
-/// runs), else on the default port, and confirmed with `GET /.httpcachefs/status`, whose answer
-/// gives the port and, to a request carrying it (from the owner-only runtime file), the token.
+/// The proxy is the one of the daemon that holds the cache directory: its `<cache dir>/proxy.json`
+/// (written by the proxy while it runs) counts only if the pid in it is the process holding
+/// `<cache dir>/lock`, and the proxy must confirm with `GET /.httpcachefs/status` that it serves
+/// that directory. A stale file or another daemon's proxy on the same port is never taken: a URL
+/// on it would serve from another cache, or from nothing.
 struct URLCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "url",
         abstract: "Print the local proxy URL of a remote file or HLS playlist.",
         discussion: """
-            Asks the running proxy (of 'httpcachefs mount' or 'httpcachefs proxy' on the same cache \
-            directory) for its port and token. With --port, that port is used even if no proxy \
-            answers right now (a warning says so). The URL ends with the original's file name, so \
-            players that look at the extension (.mp4, .m3u8) still work.
+            Asks the proxy of the daemon ('httpcachefs mount' or 'httpcachefs proxy') that holds \
+            the cache directory for its port and token. With --port, that port is used even if no \
+            proxy answers right now (a warning says so). The URL ends with the original's file \
+            name, so players that look at the extension (.mp4, .m3u8) still work.
             """
     )
 
@@ -42,23 +44,27 @@ struct URLCommand: AsyncParsableCommand {
             _ = try KeyRules.validate(url)
             let directory = try cache.resolve().directory
             let (port, host, token) = (self.port, self.host, self.token)
-            let found = try await onDedicatedThread(name: "httpcachefs-url") {
-                Self.findProxy(cacheDirectory: directory, port: port)
+            let lookup = try await onDedicatedThread(name: "httpcachefs-url") {
+                port.map { Self.askPort($0) } ?? Self.findProxy(cacheDirectory: directory)
             }
             let base: String
             var urlToken = token
-            if let found {
+            switch lookup {
+            case let .found(found):
+                if port != nil, let served = found.cacheDirectory, !Self.sameDirectory(served, directory) {
+                    ErrorReporting.printWarning("the proxy on port \(found.port) serves the cache \(served), not \(directory)")
+                }
                 let p = port ?? found.port
                 base = host.map { "http://\(Self.bracketed($0)):\(p)" } ?? ProxyConfiguration.localBase(bindAddress: found.bindAddress, port: p)
                 if urlToken == nil { urlToken = found.token }
                 if found.tokenRequired && urlToken == nil {
                     ErrorReporting.printWarning("the proxy requires a token it did not disclose; pass --token")
                 }
-            } else if let port {
-                ErrorReporting.printWarning("no httpcachefs proxy answers on port \(port) right now")
-                base = "http://\(Self.bracketed(host ?? "127.0.0.1")):\(port)"
-            } else {
-                throw CommandFailure("no httpcachefs proxy is running for \(directory) (tried its proxy.json and port \(ProxyConfiguration.defaultPort)): start 'httpcachefs mount' or 'httpcachefs proxy', or pass --port")
+            case .notFound where port != nil:
+                ErrorReporting.printWarning("no httpcachefs proxy answers on port \(port!) right now")
+                base = "http://\(Self.bracketed(host ?? "127.0.0.1")):\(port!)"
+            case let .notFound(why):
+                throw CommandFailure("no httpcachefs proxy serves the cache \(directory): \(why); start 'httpcachefs mount' or 'httpcachefs proxy' with --cache-dir \(directory), or pass --port")
             }
             CacheCommand.printLine(ProxyURL.make(original: url, base: base, token: urlToken))
         }
@@ -68,30 +74,62 @@ struct URLCommand: AsyncParsableCommand {
         host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
     }
 
-    /// The first candidate that answers the status request as an httpcachefs proxy.
+    enum Lookup: Equatable {
+        case found(ProxyStatus)
+        /// Why not, for the error message.
+        case notFound(String)
+    }
+
+    /// Whatever httpcachefs proxy answers on `port` (the user named it).
+    static func askPort(_ port: Int) -> Lookup {
+        guard let body = LoopbackGet.get(host: "127.0.0.1", port: port, path: statusPath),
+              let status = ProxyStatus.decode(body) else { return .notFound("nothing answers on port \(port)") }
+        return .found(status)
+    }
+
+    static let statusPath = "/.httpcachefs/status"
+
+    /// The proxy of the process holding `cacheDirectory`, or why there is none.
     /// Blocking (short socket timeouts): run it on a dedicated thread.
-    static func findProxy(cacheDirectory: String, port: Int?) -> ProxyStatus? {
-        var candidates: [(host: String, port: Int, path: String)] = []
-        let statusPath = "/.httpcachefs/status"
-        if let port {
-            candidates.append(("127.0.0.1", port, statusPath))
-        } else {
-            if let file = ProxyStatus.readRuntimeFile(cacheDirectory: cacheDirectory) {
-                let host = ProxyConfiguration.isLoopback(file.bindAddress) ? file.bindAddress
-                    : (file.bindAddress == "::" ? "::1" : "127.0.0.1")
-                // The proxy discloses its token only to a request that carries it.
-                let path = file.token.map { "/t/\($0)" + statusPath } ?? statusPath
-                candidates.append((host == "localhost" ? "127.0.0.1" : host, file.port, path))
-            }
-            candidates.append(("127.0.0.1", ProxyConfiguration.defaultPort, statusPath))
+    static func findProxy(cacheDirectory: String, locksTable: String = "/proc/locks") -> Lookup {
+        let holder = CacheLockHolder.holder(ofCacheDirectory: cacheDirectory, locksTable: locksTable)
+        if holder == .free { return .notFound("no daemon holds it") }
+        guard let file = ProxyStatus.readRuntimeFile(cacheDirectory: cacheDirectory), let pid = file.pid else {
+            return .notFound(holderText(holder) + " runs no proxy (started with --no-proxy, or not a daemon)")
         }
-        for c in candidates {
-            if let body = LoopbackGet.get(host: c.host, port: c.port, path: c.path),
-               let status = ProxyStatus.decode(body) {
-                return status
-            }
+        switch holder {
+        case let .held(by: owner) where owner != pid:
+            return .notFound(holderText(holder) + " runs no proxy (\(ProxyStatus.runtimeFileName) is left from process \(pid))")
+        case .unknown where kill(pid, 0) != 0 && errno == ESRCH:
+            return .notFound("process \(pid) of its \(ProxyStatus.runtimeFileName) is gone")
+        default:
+            break
         }
-        return nil
+        let host = ProxyConfiguration.isLoopback(file.bindAddress) ? file.bindAddress
+            : (file.bindAddress == "::" ? "::1" : "127.0.0.1")
+        // The proxy discloses its token only to a request that carries it.
+        let path = file.token.map { "/t/\($0)" + statusPath } ?? statusPath
+        guard let body = LoopbackGet.get(host: host == "localhost" ? "127.0.0.1" : host, port: file.port, path: path),
+              let status = ProxyStatus.decode(body) else {
+            return .notFound("the proxy of process \(pid) does not answer on port \(file.port)")
+        }
+        // Belt and braces: whoever answers there must serve this very directory.
+        if let served = status.cacheDirectory, !sameDirectory(served, cacheDirectory) {
+            return .notFound("port \(file.port) is served by a proxy for the cache \(served)")
+        }
+        return .found(status)
+    }
+
+    private static func holderText(_ holder: CacheLockHolder.Answer) -> String {
+        if case let .held(by: pid) = holder { return "process \(pid), which holds it," }
+        return "the process holding it"
+    }
+
+    /// Same directory, however written: compared by device and inode.
+    static func sameDirectory(_ a: String, _ b: String) -> Bool {
+        var sa = stat(), sb = stat()
+        guard stat(a, &sa) == 0, stat(b, &sb) == 0 else { return a == b }
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino
     }
 }
 
