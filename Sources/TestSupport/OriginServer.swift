@@ -198,6 +198,7 @@ final class OriginState: @unchecked Sendable {
             let key = faultKey(uri)
             let fs = key.map { self.faults[$0]! } ?? FaultState(faults: Faults())
             let resource = resources[uri] ?? resources[Self.stripQuery(uri)]
+                ?? Self.stripQuery(uri).removingPercentEncoding.flatMap { resources[$0] }  // "/a%20b" serves "/a b"
             var faults = fs.faults
             if let every = faults.ignoreRangeEvery, let key, ResponsePlanner.header("range", in: headers.lowercasedNames) != nil {
                 if self.faults[key]!.rangeRequests % max(1, every) == 0 { faults.ignoreRange = true }

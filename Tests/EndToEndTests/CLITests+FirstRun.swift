@@ -1,0 +1,199 @@
+import Foundation
+import TestSupport
+import XCTest
+
+/// What a new user meets first: help texts, the config file's spellings, `url` finding the right
+/// proxy, the install script and the sample origin of `try-it.sh`.
+extension CLITests {
+    // MARK: help
+
+    func testEveryHelpTextShowsEachDefaultOnce() throws {
+        let commands = [[], ["mount"], ["proxy"], ["url"], ["cat"], ["preload"], ["cache"], ["cache", "ls"],
+                        ["cache", "info"], ["cache", "rm"], ["cache", "clear"], ["cache", "verify"], ["cache", "export"]]
+        for command in commands {
+            let r = try run(command + ["--help"], cacheDirectory: nil)
+            XCTAssertEqual(r.status, 0, "\(command): \(r.stderr)")
+            let text = r.text.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+            XCTAssertNil(text.range(of: #"\(default: ([^)]*)\)\.? \(default: \1\)"#, options: .regularExpression),
+                         "\(command) --help repeats a default: \(text)")
+        }
+    }
+
+    // MARK: config file
+
+    func testTheConfigFileTakesTheFstabSpellingOfKeys() throws {
+        origin.setGeneratedFile("/u.bin", length: 1000, seed: 53)
+        let configured = temp.appending("underscored")
+        let config = temp.appending("config")
+        try "cache_dir = \(configured)\ncache_size = 1G\nread-timeout = 30s\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let r = try run(["cat", origin.url("/u.bin"), "--config", config], cacheDirectory: nil)
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: configured + "/index.sqlite"), "cache_dir was not applied")
+    }
+
+    // MARK: url finds the proxy of the daemon that holds the cache
+
+    func testURLUsesTheProxyOfTheDaemonHoldingTheCacheAndNeverAnother() throws {
+        origin.setGeneratedFile("/m.mp4", length: 1000, seed: 54)
+        let url = origin.url("/m.mp4")
+        let cacheA = temp.appending("cache-a")
+        let daemon = try startInBackground(["proxy", "--proxy-port", "0", "--cache-dir", cacheA])
+        defer { daemon.terminate(); daemon.waitUntilExit() }
+        var port = 0
+        try waitUntil("the proxy wrote its proxy.json") {
+            port = Self.runtimePort(cacheA) ?? 0
+            return port != 0
+        }
+
+        let found = try run(["url", url, "--cache-dir", cacheA], cacheDirectory: nil)
+        XCTAssertEqual(found.status, 0, found.stderr)
+        XCTAssertTrue(found.text.hasPrefix("http://127.0.0.1:\(port)/u/"), found.text)
+        XCTAssertTrue(found.text.hasSuffix("/m.mp4\n"), found.text)
+
+        // Cache B: nobody holds it, though a proxy.json (copied from A) names A's live proxy.
+        let cacheB = temp.appending("cache-b")
+        try FileManager.default.createDirectory(atPath: cacheB, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: cacheA + "/proxy.json", toPath: cacheB + "/proxy.json")
+        let stale = try run(["url", url, "--cache-dir", cacheB], cacheDirectory: nil)
+        XCTAssertEqual(stale.status, 1)
+        XCTAssertEqual(stale.stdout, [], "no URL on another daemon's port")
+        XCTAssertOneLineError(stale, contains: "no httpcachefs proxy serves the cache \(cacheB): no daemon holds it")
+
+        // Cache B held by a process that runs no proxy: that file is still not its proxy.
+        origin.setGeneratedFile("/slow.bin", length: 4 << 20, seed: 55)
+        origin.setFaults("/slow.bin", Faults(bytesPerSecond: 64 << 10))
+        let holder = try startInBackground(["cat", origin.url("/slow.bin"), "--cache-dir", cacheB])
+        defer { holder.terminate(); holder.waitUntilExit() }
+        try waitUntil("the holder reached the origin") { self.origin.requestCount(path: "/slow.bin") > 0 }
+        let held = try run(["url", url, "--cache-dir", cacheB], cacheDirectory: nil)
+        XCTAssertEqual(held.status, 1)
+        XCTAssertEqual(held.stdout, [])
+        XCTAssertOneLineError(held, contains: "process \(holder.processIdentifier), which holds it, runs no proxy")
+    }
+
+    /// `httpcachefs args...` in the background with exactly these arguments (output discarded).
+    func startInBackground(_ args: [String]) throws -> Process {
+        let process = Process()
+        process.executableURL = try binary()
+        process.arguments = args
+        process.environment = ProcessInfo.processInfo.environment.merging(["XDG_CONFIG_HOME": temp.appending("no-config")]) { _, new in new }
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
+    /// The port in `<cache>/proxy.json`, once a proxy wrote it.
+    static func runtimePort(_ cache: String) -> Int? {
+        guard let data = FileManager.default.contents(atPath: cache + "/proxy.json"),
+              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
+        return object["port"] as? Int
+    }
+
+    // MARK: install
+
+    func testInstallPutsEachFileWhereItsToolLooksAndUninstallRemovesThem() throws {
+        let script = Self.repository.appendingPathComponent("mount-helpers/install.sh").path
+        let destdir = temp.appending("destdir")
+        let env = ["DESTDIR": destdir, "PREFIX": "/usr/local"]
+        let install = try run(["/bin/sh", script, "--binary", try binary().path], environment: env, raw: true)
+        XCTAssertEqual(install.status, 0, install.stderr)
+
+        let fm = FileManager.default
+        func mode(_ path: String) -> Int? { (try? fm.attributesOfItem(atPath: destdir + path))?[.posixPermissions] as? Int }
+        XCTAssertEqual(mode("/usr/local/bin/httpcachefs"), 0o755)
+        XCTAssertEqual(mode("/sbin/mount.httpcachefs"), 0o755)
+        XCTAssertEqual(try fm.destinationOfSymbolicLink(atPath: destdir + "/sbin/mount.fuse.httpcachefs"), "mount.httpcachefs")
+        XCTAssertEqual(mode("/etc/systemd/system/httpcachefs@.service"), 0o644)
+        XCTAssertTrue(fm.contentsEqual(atPath: destdir + "/usr/local/bin/httpcachefs", andPath: try binary().path))
+        let helper = try String(contentsOfFile: destdir + "/sbin/mount.httpcachefs", encoding: .utf8)
+        XCTAssertTrue(helper.contains("\ninstalled_binary=/usr/local/bin/httpcachefs\n"), "the helper runs the installed binary")
+        let unit = try String(contentsOfFile: destdir + "/etc/systemd/system/httpcachefs@.service", encoding: .utf8)
+        XCTAssertTrue(unit.contains("ExecStart=/usr/local/bin/httpcachefs mount --foreground"), unit)
+
+        // Another PREFIX is written into the unit and the helper, with no DESTDIR left in them.
+        let prefixed = temp.appending("prefixed")
+        let other = try run(["/bin/sh", script, "--binary", try binary().path], environment: [
+            "PREFIX": prefixed + "/usr", "SBINDIR": prefixed + "/sbin", "UNITDIR": prefixed + "/units"], raw: true)
+        XCTAssertEqual(other.status, 0, other.stderr)
+        let otherUnit = prefixed + "/units/httpcachefs@.service"
+        XCTAssertTrue(try String(contentsOfFile: otherUnit, encoding: .utf8).contains("ExecStart=\(prefixed)/usr/bin/httpcachefs mount"))
+        if let analyze = ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"].first(where: fm.isExecutableFile(atPath:)) {
+            // An instance of the template, as systemd would load it; its binary exists under this prefix.
+            let instance = temp.appending("httpcachefs@media.service")
+            try fm.copyItem(atPath: otherUnit, toPath: instance)
+            let verify = try run([analyze, "verify", "--man=no", instance], raw: true)
+            XCTAssertEqual(verify.status, 0, "systemd-analyze verify: \(verify.stderr)\(verify.text)")
+        } else {
+            print("⚠️  systemd-analyze is not installed: the unit was not verified")
+        }
+
+        let uninstall = try run(["/bin/sh", script, "--uninstall"], environment: env, raw: true)
+        XCTAssertEqual(uninstall.status, 0, uninstall.stderr)
+        for path in ["/usr/local/bin/httpcachefs", "/sbin/mount.httpcachefs", "/sbin/mount.fuse.httpcachefs",
+                     "/etc/systemd/system/httpcachefs@.service"] {
+            XCTAssertNil(try? fm.attributesOfItem(atPath: destdir + path), "\(path) is still there")
+        }
+    }
+
+    func testInstallWithoutABuildSaysHowToBuild() throws {
+        let script = Self.repository.appendingPathComponent("mount-helpers/install.sh").path
+        let r = try run(["/bin/sh", script, "--binary", temp.appending("missing")],
+                        environment: ["DESTDIR": temp.appending("d")], raw: true)
+        XCTAssertEqual(r.status, 1)
+        XCTAssertTrue(r.stderr.contains("swift build -c release"), r.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: temp.appending("d")), "nothing half-installed")
+    }
+
+    static var repository: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    }
+
+    // MARK: the sample origin (httpcachefs-bench serve)
+
+    func testBenchServeServesSubdirectoriesNamesWithSpacesAndListings() throws {
+        let bench = try binary().deletingLastPathComponent().appendingPathComponent("httpcachefs-bench").path
+        guard FileManager.default.isExecutableFile(atPath: bench) else {
+            print("⚠️  SKIPPING: no httpcachefs-bench next to \(try binary().path)")
+            throw XCTSkip("no httpcachefs-bench next to the binary under test")
+        }
+        let root = temp.appending("served")
+        try FileManager.default.createDirectory(atPath: root + "/sub dir", withIntermediateDirectories: true)
+        try Data("top\n".utf8).write(to: URL(fileURLWithPath: root + "/a.txt"))
+        try Data("inner\n".utf8).write(to: URL(fileURLWithPath: root + "/sub dir/My Movie #1.mp4"))
+        try Data("secret\n".utf8).write(to: URL(fileURLWithPath: temp.appending("outside.txt")))
+
+        let stdout = temp.appending("serve.out")
+        _ = FileManager.default.createFile(atPath: stdout, contents: nil)
+        let serve = Process()
+        serve.executableURL = URL(fileURLWithPath: bench)
+        serve.arguments = ["serve", root, "--port", "0"]
+        serve.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: stdout))
+        serve.standardError = FileHandle.nullDevice
+        try serve.run()
+        defer { serve.terminate(); serve.waitUntilExit() }
+        var lines: [String] = []
+        try waitUntil("serve printed its URLs") {
+            lines = ((try? String(contentsOfFile: stdout, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+            return lines.last?.hasPrefix("listing: ") ?? false
+        }
+        let listing = try XCTUnwrap(URLComponents(string: String(lines.last!.dropFirst("listing: ".count))))
+        let port = try XCTUnwrap(listing.port)
+        XCTAssertTrue(lines.contains { $0.hasSuffix("/sub%20dir/My%20Movie%20%231.mp4") }, "\(lines)")
+
+        let get = { (path: String) in try RawHTTP.request(port: port, path: path) }
+        XCTAssertEqual(try get("/sub%20dir/My%20Movie%20%231.mp4").body, Array("inner\n".utf8))
+        XCTAssertEqual(try get("/a.txt").body, Array("top\n".utf8))
+        let index = try get("/sub%20dir/")
+        XCTAssertEqual(index.status, 200)
+        XCTAssertTrue(String(decoding: index.body, as: UTF8.self).contains("<a href=\"My%20Movie%20%231.mp4\">My Movie #1.mp4</a>"))
+        XCTAssertTrue(String(decoding: try get("/").body, as: UTF8.self).contains("<a href=\"sub%20dir/\">sub dir/</a>"))
+        let redirect = try get("/sub%20dir")
+        XCTAssertEqual(redirect.status, 301)
+        XCTAssertEqual(redirect.header("Location"), "/sub%20dir/")
+        for escape in ["/../outside.txt", "/sub%20dir/../../outside.txt", "/%2e%2e/outside.txt"] {
+            XCTAssertEqual(try get(escape).status, 404, escape)
+        }
+    }
+}

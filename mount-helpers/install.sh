@@ -1,0 +1,79 @@
+#!/bin/sh
+# Installs httpcachefs: the release binary, the mount(8) helper and the systemd unit.
+#
+#   swift build -c release && sudo mount-helpers/install.sh
+#   sudo mount-helpers/install.sh --uninstall
+#
+# Options: --binary PATH (default: .build/release/httpcachefs of this checkout), --uninstall.
+# Variables, as make install has them:
+#   PREFIX   where the binary goes, as $PREFIX/bin/httpcachefs (default /usr/local)
+#   DESTDIR  a staging root put in front of every path (packaging); the files still name the
+#            final paths
+#   SBINDIR  where the mount helper goes (default /sbin: mount(8) looks for mount.TYPE helpers
+#            in /sbin, /sbin/fs.d and /sbin/fs only, whatever PREFIX is)
+#   UNITDIR  where the systemd unit goes (default /etc/systemd/system)
+# Installed: $PREFIX/bin/httpcachefs (0755); $SBINDIR/mount.httpcachefs (0755) and
+# $SBINDIR/mount.fuse.httpcachefs (a symlink to it), for `-t httpcachefs` and `-t fuse.httpcachefs`;
+# $UNITDIR/httpcachefs@.service (0644). The helper and the unit run $PREFIX/bin/httpcachefs.
+# Uninstall removes exactly these files (same variables); caches, logs and /etc/httpcachefs stay.
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+prefix=${PREFIX:-/usr/local}
+destdir=${DESTDIR:-}
+sbindir=${SBINDIR:-/sbin}
+unitdir=${UNITDIR:-/etc/systemd/system}
+binary=$here/../.build/release/httpcachefs
+action=install
+
+usage() { sed -n '2,20s/^# \{0,1\}//p' "$0"; }
+while [ $# -gt 0 ]; do
+    case $1 in
+        --uninstall) action=uninstall; shift ;;
+        --binary) [ $# -ge 2 ] || { echo "install.sh: --binary needs a path" >&2; exit 64; }; binary=$2; shift 2 ;;
+        --binary=*) binary=${1#--binary=}; shift ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "install.sh: unknown argument '$1' (see --help)" >&2; exit 64 ;;
+    esac
+done
+case $prefix in /*) ;; *) echo "install.sh: PREFIX must be an absolute path, not '$prefix'" >&2; exit 64 ;; esac
+
+bin_path=$prefix/bin/httpcachefs
+helper=$destdir$sbindir/mount.httpcachefs
+helper_link=$destdir$sbindir/mount.fuse.httpcachefs
+unit=$destdir$unitdir/httpcachefs@.service
+
+# systemd reads unit files at daemon-reload; only when installing onto this very system.
+reload_systemd() {
+    if [ -z "$destdir" ] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+        systemctl daemon-reload
+    fi
+}
+
+if [ "$action" = uninstall ]; then
+    for f in "$destdir$bin_path" "$helper_link" "$helper" "$unit"; do
+        if [ -e "$f" ] || [ -L "$f" ]; then rm -f "$f" && echo "removed $f"; fi
+    done
+    reload_systemd
+    exit 0
+fi
+
+[ -x "$binary" ] || {
+    echo "install.sh: no httpcachefs binary at $binary: build it first (swift build -c release), or pass --binary PATH" >&2
+    exit 1
+}
+
+install -d "$destdir$prefix/bin" "$destdir$sbindir" "$destdir$unitdir"
+install -m 755 "$binary" "$destdir$bin_path"
+# The helper runs the binary installed with it (HTTPCACHEFS still overrides).
+sed "s|^installed_binary=\$|installed_binary=$bin_path|" "$here/mount.httpcachefs" > "$helper.tmp"
+chmod 755 "$helper.tmp" && mv -f "$helper.tmp" "$helper"
+ln -sf mount.httpcachefs "$helper_link"
+sed "s|/usr/local/bin/httpcachefs|$bin_path|g" "$here/httpcachefs@.service" > "$unit.tmp"
+chmod 644 "$unit.tmp" && mv -f "$unit.tmp" "$unit"
+reload_systemd
+
+echo "installed $destdir$bin_path"
+echo "installed $helper and $helper_link (mount -t fuse.httpcachefs, /etc/fstab)"
+echo "installed $unit (systemctl enable --now httpcachefs@NAME mounts /etc/httpcachefs/NAME.list on /mnt/NAME)"
+case ":$PATH:" in *":$prefix/bin:"*) ;; *) echo "note: $prefix/bin is not on PATH" ;; esac
