@@ -15,9 +15,16 @@ struct DaemonClient {
     let source: CurlRangeSource
 
     /// The proxy of the daemon holding `cacheDirectory`, or nil (it runs no proxy, or is gone).
+    /// A `proxy.json` counts only if its pid holds the cache's lock (where the kernel's table of
+    /// locks cannot be read: if that process is alive), so a file a killed daemon left never
+    /// sends requests to whatever listens on its port now.
     static func find(cacheDirectory: String, options: CacheOptions) throws -> DaemonClient? {
-        guard let status = ProxyStatus.readRuntimeFile(cacheDirectory: cacheDirectory),
-              let pid = status.pid, kill(pid, 0) == 0 else { return nil }
+        guard let status = ProxyStatus.readRuntimeFile(cacheDirectory: cacheDirectory), let pid = status.pid else { return nil }
+        switch CacheLockHolder.holder(ofCacheDirectory: cacheDirectory) {
+        case .held(by: pid): break
+        case .unknown where kill(pid, 0) == 0: break
+        default: return nil
+        }
         let source = try options.makeSource(logger: options.makeLogger(label: "httpcachefs.fetch", defaultLevel: .error))
         return DaemonClient(base: status.localBase, token: status.token, pid: pid, source: source)
     }

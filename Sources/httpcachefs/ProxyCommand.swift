@@ -80,6 +80,10 @@ struct ProxyCommand: AsyncParsableCommand {
             let port: Int
             do {
                 port = try await onDedicatedThread(name: "httpcachefs-proxy") { try server.start() }
+            } catch ProxyServerError.portInUse(let address, let port) {
+                try? await onDedicatedThread(name: "httpcachefs-proxy") { engine.shutdown() }
+                let user = await (try? onDedicatedThread(name: "httpcachefs-proxy") { MountCommand.portUser(port) }) ?? nil
+                throw CommandFailure("cannot listen on \(address):\(port): the port is in use\(user.map { " by \($0)" } ?? ""); pick another with --proxy-port N (0 picks a free one)")
             } catch {
                 try? await onDedicatedThread(name: "httpcachefs-proxy") { engine.shutdown() }
                 throw error

@@ -71,6 +71,12 @@ extension CLITests {
         XCTAssertOneLineError(held, contains: "process \(holder.processIdentifier), which holds it, runs no proxy")
     }
 
+    func testAProxyOnAPortInUseSaysWhichAndHowToPickAnother() throws {
+        let r = try run(["proxy", "--proxy-port", String(origin.port)])
+        XCTAssertEqual(r.status, 1)
+        XCTAssertOneLineError(r, contains: "cannot listen on 127.0.0.1:\(origin.port): the port is in use; pick another with --proxy-port N")
+    }
+
     /// `httpcachefs args...` in the background with exactly these arguments (output discarded).
     func startInBackground(_ args: [String]) throws -> Process {
         let process = Process()
