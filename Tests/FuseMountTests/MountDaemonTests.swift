@@ -164,6 +164,7 @@ final class MountDaemonTests: XCTestCase {
         XCTAssertEqual(r.status, 0, r.stderr)
         let entry = try XCTUnwrap(Mountpoint.entry(at: h.mountpoint))
         XCTAssertEqual(entry.fsType, "fuse.httpcachefs")
+        XCTAssertEqual(entry.source, list, "the fstab source is the file system's name, so mount -a skips it once mounted")
         let mountOptions = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8))?
             .split(separator: "\n").first { $0.contains(" \(h.mountpoint) ") }.map(String.init) ?? ""
         XCTAssertTrue(mountOptions.contains("allow_other"), mountOptions)
