@@ -1,15 +1,21 @@
 #!/bin/sh
 # Installs the Debian packages httpcachefs needs, if any are missing.
-#   setup-debian.sh          what building and mounting need
-#   setup-debian.sh --test   also what the tests need (ffmpeg for the player tests) and checks
-#                            that the toolchain has ThreadSanitizer (the test command uses it)
+#   setup-debian.sh             what building and mounting need
+#   setup-debian.sh --test      also what the tests need (ffmpeg for the player tests) and checks
+#                               that the toolchain has ThreadSanitizer (the test command uses it)
+#   setup-debian.sh --with-mpv  also mpv, the player try-it.sh suggests (combines with --test)
 # Runs apt-get through sudo when not root. Swift itself is expected on PATH (see README).
 set -eu
 
 packages="pkg-config libfuse3-dev fuse3 libcurl4-openssl-dev libsqlite3-dev curl ca-certificates"
-if [ "${1:-}" = "--test" ]; then
-    packages="$packages ffmpeg"
-fi
+test=0
+for arg in "$@"; do
+    case $arg in
+        --test) test=1; packages="$packages ffmpeg" ;;
+        --with-mpv) packages="$packages mpv" ;;
+        *) echo "setup-debian.sh: unknown argument '$arg' (known: --test, --with-mpv)" >&2; exit 64 ;;
+    esac
+done
 
 missing=""
 for p in $packages; do
@@ -31,7 +37,7 @@ swift=$(command -v swift 2>/dev/null || true)
 }
 
 # `swift test --sanitize=thread` links clang's TSan runtime from the toolchain itself.
-if [ "${1:-}" = "--test" ]; then
+if [ "$test" = 1 ]; then
     toolchain=$(dirname "$(dirname "$(readlink -f "$swift")")")
     ls "$toolchain"/lib/clang/*/lib/linux/libclang_rt.tsan-*.a >/dev/null 2>&1 ||
     ls "$toolchain"/lib/swift/clang/lib/linux/libclang_rt.tsan-*.a >/dev/null 2>&1 || {

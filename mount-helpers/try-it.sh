@@ -28,11 +28,19 @@ if [ $# -eq 0 ]; then
         fi
     fi
     port=${ORIGIN_PORT:-8719}
-    "$bin/httpcachefs-bench" serve "$samples" --port "$port" > /tmp/httpcachefs-demo-origin.log 2>&1 &
+    log=/tmp/httpcachefs-demo-origin.log
+    "$bin/httpcachefs-bench" serve "$samples" --port "$port" > "$log" 2>&1 &
     origin_pid=$!
-    for _ in 1 2 3 4 5 6 7 8 9 10; do grep -q sample.mp4 /tmp/httpcachefs-demo-origin.log 2>/dev/null && break; sleep 0.3; done
+    # Ready once it printed its URLs (it prints them after listening); up to 10 s, in 0.1 s steps.
+    tries=0
+    until grep -q '^listing: ' "$log" 2>/dev/null; do
+        kill -0 "$origin_pid" 2>/dev/null || { echo "the sample origin did not start (port $port; ORIGIN_PORT=N picks another):" >&2; cat "$log" >&2; exit 1; }
+        tries=$((tries + 1))
+        [ "$tries" -le 100 ] || { echo "the sample origin did not answer within 10 s; see $log" >&2; kill "$origin_pid"; exit 1; }
+        sleep 0.1
+    done
     set -- "http://127.0.0.1:$port/sample.mp4"
-    echo "origin: http://127.0.0.1:$port/ (pid $origin_pid, serving $samples)"
+    echo "origin: http://127.0.0.1:$port/ (pid $origin_pid, serving $samples; its listing mounts with --index)"
 fi
 
 mkdir -p "$mountpoint"
@@ -45,6 +53,10 @@ if command -v ffprobe >/dev/null 2>&1; then
     ffprobe -v error -show_entries format=duration,size:stream=codec_name -of compact "$mountpoint/$first" || true
 fi
 echo "proxy URL for URL-only players: $("$bin/httpcachefs" url "$1" --cache-dir "$cache")"
-echo "play:    mpv '$mountpoint/$first'   (or vlc, ffplay, ...)"
+if command -v mpv >/dev/null 2>&1; then
+    echo "play:    mpv '$mountpoint/$first'   (or vlc, ffplay, ...)"
+else
+    echo "play:    mpv '$mountpoint/$first'   (mpv is not installed: mount-helpers/setup-debian.sh --with-mpv; or vlc, ffplay, ...)"
+fi
 echo "inspect: $bin/httpcachefs cache info '$1' --cache-dir $cache"
 echo "stop:    fusermount3 -u $mountpoint${origin_pid:+ && kill $origin_pid}"
