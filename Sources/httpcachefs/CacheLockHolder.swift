@@ -18,10 +18,10 @@ enum CacheLockHolder {
         case unknown
     }
 
-    static func holder(ofCacheDirectory directory: String, locksTable: String = "/proc/locks") -> Answer {
+    static func holder(ofCacheDirectory directory: String) -> Answer {
         var st = stat()
         guard stat(directory + "/lock", &st) == 0 else { return .free }
-        guard let table = try? String(contentsOfFile: locksTable, encoding: .utf8) else { return .unknown }
+        guard let table = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return .unknown }
         let dev = UInt64(st.st_dev)
         let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & ~0xfff)
         let minor = (dev & 0xff) | ((dev >> 12) & ~0xff)

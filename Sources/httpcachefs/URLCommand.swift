@@ -74,7 +74,7 @@ struct URLCommand: AsyncParsableCommand {
         host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
     }
 
-    enum Lookup: Equatable {
+    enum Lookup {
         case found(ProxyStatus)
         /// Why not, for the error message.
         case notFound(String)
@@ -91,8 +91,8 @@ struct URLCommand: AsyncParsableCommand {
 
     /// The proxy of the process holding `cacheDirectory`, or why there is none.
     /// Blocking (short socket timeouts): run it on a dedicated thread.
-    static func findProxy(cacheDirectory: String, locksTable: String = "/proc/locks") -> Lookup {
-        let holder = CacheLockHolder.holder(ofCacheDirectory: cacheDirectory, locksTable: locksTable)
+    static func findProxy(cacheDirectory: String) -> Lookup {
+        let holder = CacheLockHolder.holder(ofCacheDirectory: cacheDirectory)
         if holder == .free { return .notFound("no daemon holds it") }
         guard let file = ProxyStatus.readRuntimeFile(cacheDirectory: cacheDirectory), let pid = file.pid else {
             return .notFound(holderText(holder) + " runs no proxy (started with --no-proxy, or not a daemon)")
