@@ -27,6 +27,16 @@ enum Daemon {
     /// `timeout` for it to report. Returns the child's pid once it is ready.
     public static func launch(executable: String, arguments: [String], logPath: String?,
                               timeout: TimeInterval = 120) throws -> pid_t {
+        // Opened here, not by the spawn: a log that cannot be opened is named as such, instead of
+        // posix_spawn failing as if the program itself were missing.
+        var logFD: Int32 = -1
+        if let logPath {
+            logFD = open(logPath, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+            guard logFD >= 0 else {
+                throw DaemonError.spawn("cannot open the mount daemon's log file \(logPath): \(String(cString: strerror(errno))) (--log-file chooses another)")
+            }
+        }
+        defer { if logFD >= 0 { close(logFD) } }
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else { throw DaemonError.spawn("pipe: \(String(cString: strerror(errno)))") }
         let (readEnd, writeEnd) = (fds[0], fds[1])
@@ -38,8 +48,8 @@ enum Daemon {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        if let logPath {
-            posix_spawn_file_actions_addopen(&actions, 2, logPath, O_WRONLY | O_APPEND | O_CREAT, 0o644)
+        if logFD >= 0 {
+            posix_spawn_file_actions_adddup2(&actions, logFD, 2)
         } else {
             posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         }
@@ -59,7 +69,7 @@ enum Daemon {
         }
         // Where this start's lines begin in the log: a daemon that dies without a report is
         // explained by the last of them, not by an older run's.
-        let logStart = logPath.flatMap { try? FileManager.default.attributesOfItem(atPath: $0)[.size] as? UInt64 } ?? 0
+        let logStart = logFD >= 0 ? UInt64(max(0, lseek(logFD, 0, SEEK_END))) : 0
         var pid: pid_t = 0
         let rc = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
         close(writeEnd)

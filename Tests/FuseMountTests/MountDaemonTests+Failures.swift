@@ -31,6 +31,15 @@ extension MountDaemonTests {
         XCTAssertTrue(h.log.contains("unknown option(s): `-o bogus_opt'"), "the log has libfuse's own line: \(h.log)")
     }
 
+    func testALogFileThatCannotBeOpenedIsNamed() throws {
+        let log = h.directory.appending("no-such-dir/mount.log")
+        let r = try h.run(h.binary, ["mount", h.mountpoint, h.origin.url("/b.txt"), "--cache-dir", h.cacheDirectory,
+                                     "--log-file", log, "--no-proxy"])
+        XCTAssertEqual(r.status, 1)
+        assertOneLine(r.stderr, contains: ["cannot open the mount daemon's log file \(log): No such file or directory"])
+        XCTAssertFalse(Mountpoint.isMounted(h.mountpoint))
+    }
+
     func testABusyProxyPortFailsTheMountNamingThePortAndTheWayOut() throws {
         // A port some other program listens on (the test origin).
         let busy = h.origin.port
