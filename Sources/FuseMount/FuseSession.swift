@@ -67,14 +67,51 @@ final class FuseSession: KernelNotifier, @unchecked Sendable {
             throw FuseMountError.sessionFailed(options: options.libfuseOptions.joined(separator: ","),
                                                detail: FuseLog.lastMessages())
         }
-        if fuse_session_mount(session, path) != 0 {
+        let (rc, fusermount) = Self.capturingFusermountOutput { fuse_session_mount(session, path) }
+        if rc != 0 {
             fuse_session_destroy(session)
-            throw FuseMountError.mountFailed(path: path, detail: FuseLog.lastMessages())
+            let detail = [FuseLog.lastMessages(), fusermount].filter { !$0.isEmpty }.joined(separator: "; ")
+            throw FuseMountError.mountFailed(path: path, detail: detail)
         }
         se = session
         mountpoint = path
         gate.write { open = true }
         core.attach(notifier: self)
+    }
+
+    /// Runs `body` with stderr going to a pipe, and returns the `fusermount3: ...` lines written
+    /// meanwhile. libfuse mounts through fusermount3 for users other than root, and fusermount3
+    /// says why it refused (`option allow_other only allowed if 'user_allow_other' is set...`)
+    /// only on stderr, which for a daemon is its log file. Everything captured is passed on to
+    /// the real stderr too. The read end never blocks: an `auto_unmount` fusermount3 stays
+    /// running with the pipe as its stderr.
+    static func capturingFusermountOutput<T>(_ body: () -> T) -> (T, String) {
+        var fds: [Int32] = [-1, -1]
+        fflush(stderr)
+        guard pipe(&fds) == 0 else { return (body(), "") }
+        let saved = dup(2)
+        guard saved >= 0, dup2(fds[1], 2) >= 0 else {
+            [fds[0], fds[1], saved].filter { $0 >= 0 }.forEach { close($0) }
+            return (body(), "")
+        }
+        close(fds[1])
+        let result = body()
+        fflush(stderr)
+        dup2(saved, 2)
+        close(saved)
+        _ = fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK)
+        var captured: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while captured.count < 1 << 16 {
+            let n = read(fds[0], &buffer, buffer.count)
+            if n <= 0 { break }
+            captured += buffer[0..<n]
+        }
+        close(fds[0])
+        _ = captured.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+        let lines = String(decoding: captured, as: UTF8.self).split(whereSeparator: \.isNewline)
+            .filter { $0.hasPrefix("fusermount") }.map(String.init)
+        return (result, lines.joined(separator: "; "))
     }
 
     /// Serves requests until `stop()`, an external unmount or a dead connection; then unmounts

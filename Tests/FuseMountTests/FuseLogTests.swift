@@ -1,3 +1,4 @@
+import Glibc
 import Logging
 import XCTest
 @testable import FuseMount
@@ -29,6 +30,18 @@ final class FuseLogTests: XCTestCase {
         XCTAssertTrue("\(error)".hasPrefix("unknown mount options 'bogus_opt', 'other' (given with -o)"), "\(error)")
         let other = FuseMountError.sessionFailed(options: "ro", detail: "fuse: something else")
         XCTAssertEqual("\(other)", "libfuse refused the options 'ro': fuse: something else")
+    }
+
+    func testWhatFusermountSaysOnStderrBecomesTheReason() {
+        let (rc, said) = FuseSession.capturingFusermountOutput { () -> Int32 in
+            let text = "fusermount3: option allow_other only allowed if 'user_allow_other' is set in /etc/fuse.conf\nunrelated\n"
+            _ = text.withCString { write(2, $0, strlen($0)) }
+            return -1
+        }
+        XCTAssertEqual(rc, -1)
+        XCTAssertEqual(said, "fusermount3: option allow_other only allowed if 'user_allow_other' is set in /etc/fuse.conf")
+        let (_, nothing) = FuseSession.capturingFusermountOutput { 0 }
+        XCTAssertEqual(nothing, "")
     }
 
     func testTheSessionRefusesAnUnknownOptionBeforeMounting() throws {
