@@ -7,12 +7,18 @@
 # from a loopback origin (httpcachefs-bench serve), and mounts it. With URLs it mounts those.
 # The mount stays up at $MOUNTPOINT (default /tmp/httpcachefs-demo); the script prints how to
 # play it, how to reach it through the proxy, and how to stop everything.
+# Environment: MOUNTPOINT, CACHE_DIR, ORIGIN_PORT (default 8719), and HTTPCACHEFS_OPTS for more
+# mount options (e.g. HTTPCACHEFS_OPTS='--proxy-port 0' when port 8718 is taken).
 set -eu
 cd "$(dirname "$0")/.."
 bin=.build/release
 mountpoint=${MOUNTPOINT:-/tmp/httpcachefs-demo}
 cache=${CACHE_DIR:-/tmp/httpcachefs-demo-cache}
 [ -x "$bin/httpcachefs" ] || { echo "build first: swift build -c release" >&2; exit 1; }
+if grep -q " $mountpoint fuse" /proc/mounts 2>/dev/null; then
+    echo "a demo is mounted at $mountpoint already: play it, or stop it first with fusermount3 -u $mountpoint" >&2
+    exit 1
+fi
 
 if [ $# -eq 0 ]; then
     samples=/tmp/httpcachefs-demo-origin
@@ -41,10 +47,13 @@ if [ $# -eq 0 ]; then
     done
     set -- "http://127.0.0.1:$port/sample.mp4"
     echo "origin: http://127.0.0.1:$port/ (pid $origin_pid, serving $samples; its listing mounts with --index)"
+    trap 'kill "$origin_pid" 2>/dev/null' EXIT  # until the mount is up: a failed try leaves nothing running
 fi
 
 mkdir -p "$mountpoint"
-"$bin/httpcachefs" mount "$mountpoint" "$@" --cache-dir "$cache"
+# shellcheck disable=SC2086  # HTTPCACHEFS_OPTS holds several words
+"$bin/httpcachefs" mount "$mountpoint" "$@" --cache-dir "$cache" ${HTTPCACHEFS_OPTS:-}
+trap - EXIT
 echo "mounted at $mountpoint:"
 ls -l "$mountpoint"
 first=$(ls "$mountpoint" | head -n 1)
