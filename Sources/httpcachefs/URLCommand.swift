@@ -64,6 +64,11 @@ struct URLCommand: AsyncParsableCommand {
                 ErrorReporting.printWarning("no httpcachefs proxy answers on port \(port!) right now")
                 base = "http://\(Self.bracketed(host ?? "127.0.0.1")):\(port!)"
             case let .notFound(why):
+                // A mount started with its own --cache-dir is the usual reason: name it.
+                let other = try await onDedicatedThread(name: "httpcachefs-url") { Self.askPort(ProxyConfiguration.defaultPort) }
+                if case let .found(status) = other, let served = status.cacheDirectory, !Self.sameDirectory(served, directory) {
+                    throw CommandFailure("no httpcachefs proxy serves the cache \(directory): \(why); the proxy on port \(status.port) serves the cache \(served): pass --cache-dir \(served)")
+                }
                 throw CommandFailure("no httpcachefs proxy serves the cache \(directory): \(why); start 'httpcachefs mount' or 'httpcachefs proxy' with --cache-dir \(directory), or pass --port")
             }
             CacheCommand.printLine(ProxyURL.make(original: url, base: base, token: urlToken))
