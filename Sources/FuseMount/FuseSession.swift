@@ -64,8 +64,7 @@ final class FuseSession: KernelNotifier, @unchecked Sendable {
         let me = Unmanaged.passUnretained(self).toOpaque()
         FuseLog.clear()
         guard let session = fuse_session_new(&args, &ops, MemoryLayout<fuse_lowlevel_ops>.size, me) else {
-            throw FuseMountError.sessionFailed(options: options.libfuseOptions.joined(separator: ","),
-                                               detail: FuseLog.lastMessages())
+            throw FuseMountError.sessionFailed(options: options.libfuseOptions.joined(separator: ","), detail: FuseLog.lastMessages())
         }
         let (rc, fusermount) = Self.capturingFusermountOutput { fuse_session_mount(session, path) }
         if rc != 0 {
