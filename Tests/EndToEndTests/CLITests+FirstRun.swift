@@ -69,6 +69,12 @@ extension CLITests {
         XCTAssertEqual(held.status, 1)
         XCTAssertEqual(held.stdout, [])
         XCTAssertOneLineError(held, contains: "process \(holder.processIdentifier), which holds it, runs no proxy")
+        // Nor does cat send its requests to that proxy: the cache is busy, and it says who holds it.
+        origin.resetLog()
+        let cat = try run(["cat", url, "--cache-dir", cacheB], cacheDirectory: nil)
+        XCTAssertEqual(cat.status, 1)
+        XCTAssertOneLineError(cat, contains: "is in use by process \(holder.processIdentifier)")
+        XCTAssertEqual(origin.requestCount(path: "/m.mp4"), 0, "nothing went through cache A's proxy")
     }
 
     func testAProxyOnAPortInUseSaysWhichAndHowToPickAnother() throws {
