@@ -65,6 +65,9 @@ struct CacheOptions: ParsableArguments {
             help: ArgumentHelp("Config file with the same settings as 'key = value' lines (default: $XDG_CONFIG_HOME/httpcachefs/config if it exists).", valueName: "file"))
     var configFile: String?
 
+    @OptionGroup(title: "Origin options") var origin: OriginOptions
+    @OptionGroup(title: "Cache limits") var limits: CacheLimitOptions
+
     init() {}
 
     /// Checks every value up front, so a typo fails before anything starts, as one line.
@@ -123,6 +126,8 @@ struct CacheOptions: ParsableArguments {
         if let v = pick(logLevel, "log-level") { r.logLevel = try Self.parseLevel(v.text, option: v.option) }
         if let v = pick(logFile, "log-file") { r.logFile = expandingTilde(v.text) }
         r.configFile = file?.path
+        try origin.resolve(into: &r, file: file)
+        try limits.resolve(into: &r, file: file)
         return r
     }
 
@@ -207,15 +212,24 @@ struct ResolvedCacheOptions: Equatable {
     var logFile: String?
     /// The config file that was read, if any.
     var configFile: String?
+    /// `OriginOptions` and `CacheLimitOptions`.
+    var userAgent = Version.userAgent
+    var access = OriginAccess()
+    var maxAge: TimeInterval?
+    var maxReadAhead = CacheConfiguration.defaultMaxReadAhead
 
     var cacheConfiguration: CacheConfiguration {
-        CacheConfiguration(directory: directory, capacity: capacity, sliceSize: sliceSize,
-                           revalidateAfter: revalidateAfter, readTimeout: readTimeout,
-                           keyRules: KeyRules(ignoredQueryNames: Set(ignoredQueryNames)))
+        var c = CacheConfiguration(directory: directory, capacity: capacity, sliceSize: sliceSize,
+                                   revalidateAfter: revalidateAfter, readTimeout: readTimeout,
+                                   keyRules: KeyRules(ignoredQueryNames: Set(ignoredQueryNames)))
+        c.maxAge = maxAge
+        c.maxReadAhead = maxReadAhead
+        c.initialReadAhead = min(c.initialReadAhead, maxReadAhead)
+        return c
     }
 
     var fetcherConfiguration: FetcherConfiguration {
-        var c = FetcherConfiguration(userAgent: Version.userAgent, extraHeaders: headers,
+        var c = FetcherConfiguration(userAgent: userAgent, extraHeaders: headers,
                                      upstreamProxy: upstreamProxy, insecure: insecure,
                                      addressPolicy: AddressPolicy.standard.allowing(
                                          hosts: allowedHosts.compactMap { HostPattern($0).exactHost }))
@@ -223,6 +237,7 @@ struct ResolvedCacheOptions: Equatable {
         // within that time should not linger either.
         c.connectTimeout = min(c.connectTimeout, readTimeout)
         c.lowSpeedTime = max(1, min(c.lowSpeedTime, readTimeout))
+        c.access = access
         return c
     }
 }
