@@ -10,21 +10,20 @@ import Foundation
 /// eviction; `cache ls` shows it at 0%.
 extension EngineCore {
     /// Evicts the unpinned slices of entries last read before `now - maxAge` that no reader has
-    /// open. Returns the bytes freed; 0 without `maxAge`, or when another eviction is running
-    /// (the next sweep tries again).
+    /// open. Returns the bytes freed (0 without `maxAge`). Takes `evictionLock`.
     @discardableResult
     func evictExpired(now: Date) -> Int64 {
         guard let maxAge = configuration.maxAge else { return 0 }
         let cutoff = now.timeIntervalSince1970 - maxAge
         let expired: (EntryState) -> Bool = { [openReaders] e in e.lastAccess < cutoff && !openReaders.contains(e.info.key) }
+        evictionLock.lock()
+        defer { evictionLock.unlock() }
         var chosen: [Candidate] = []
         for (i, shard) in shards.enumerated() {
             shard.locked {
                 for (key, e) in shard.entries where e.isPersisted && expired(e) { chosen += evictable(e, key: key, shard: i) }
             }
         }
-        guard !chosen.isEmpty, evictionLock.try() else { return 0 }
-        defer { evictionLock.unlock() }
         // Checked again under each shard lock: a read may have come in since.
         let freed = evict(chosen, stillWanted: expired)
         if freed > 0 {

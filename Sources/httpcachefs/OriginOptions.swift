@@ -16,7 +16,7 @@ struct OriginOptions: ParsableArguments {
     var userAgent: String?
 
     @Option(name: .customLong("ca-certificate"),
-            help: ArgumentHelp("PEM file of the CA certificate(s) that verify origins' TLS certificates, e.g. a private CA (replaces the system's CA bundle file).", valueName: "file"))
+            help: ArgumentHelp("PEM file of the CA certificate(s) that verify origins' TLS certificates, e.g. a private CA (in place of libcurl's CA bundle file; on Debian the CAs in /etc/ssl/certs stay trusted).", valueName: "file"))
     var caCertificate: String?
 
     @Option(name: .customLong("netrc-file"),
