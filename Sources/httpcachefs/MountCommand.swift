@@ -99,6 +99,7 @@ struct MountCommand: AsyncParsableCommand {
             return
         }
 
+        ArgumentMasking.maskOwnArguments()   // this process lives on: no password in its `ps` line
         let logger = cache.makeLogger(label: "httpcachefs.mount", defaultLevel: .info)
         if let note = prepared.cleanedStaleMount { logger.warning("\(note)") }
         let options = cache

@@ -102,6 +102,21 @@ final class OwnerAndOriginMountTests: XCTestCase {
         XCTAssertFalse(h.log.contains(password), "nor in its log")
     }
 
+    func testSecretsTypedOnTheCommandLineAreMaskedInTheDaemonsPSLine() throws {
+        let url = h.origin.url("/b.txt").replacingOccurrences(of: "http://", with: "http://bob:url-secret@")
+        let r = try h.mount([url, "--header", "X-Api-Key: key-secret", "--header", "X-Client: tv"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertEqual(try POSIX.readAll(h.path("b.txt")), Array("bee\n".utf8))
+        XCTAssertEqual(h.origin.requests.last?.header("authorization"), "Basic " + Data("bob:url-secret".utf8).base64EncodedString())
+        XCTAssertEqual(h.origin.requests.last?.header("x-api-key"), "key-secret")
+        let pid = try XCTUnwrap(h.daemonPID())
+        let args = (FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") ?? Data()).split(separator: 0)
+            .map { String(decoding: $0, as: UTF8.self) }
+        XCTAssertTrue(args.contains(h.origin.url("/b.txt").replacingOccurrences(of: "http://", with: "http://bob:**********@")), "\(args)")
+        XCTAssertTrue(args.contains("X-Api-Key: **********"), "\(args)")
+        XCTAssertTrue(args.contains("X-Client: tv"), "other headers stay readable: \(args)")
+    }
+
     func testReadAheadMaxCapsWhatOneSequentialReaderAsksFor() throws {
         h.origin.setGeneratedFile("/big.bin", length: 24 << 20, seed: 8)
         let expected = OriginServer.generatedBytes(seed: 8, offset: 0, count: 24 << 20)
