@@ -78,12 +78,7 @@ struct CacheOptions: ParsableArguments {
     /// The options merged with the config file and defaults, parsed and checked.
     func resolve() throws -> ResolvedCacheOptions {
         let file = try ConfigFile.load(explicitPath: configFile)
-        /// The flag's value, else the file's (naming the key the way the user wrote it).
-        func pick(_ flag: String?, _ key: String) -> (text: String, option: String)? {
-            if let flag { return (flag, "--\(key)") }
-            if let file, let value = file[key] { return (value, "'\(key)' in \(file.path)") }
-            return nil
-        }
+        func pick(_ flag: String?, _ key: String) -> (text: String, option: String)? { setting(flag, key, in: file) }
 
         var r = ResolvedCacheOptions()
         if let v = pick(cacheDirectory, "cache-dir") {
