@@ -21,7 +21,9 @@ extension EngineCore {
         var chosen: [Candidate] = []
         for (i, shard) in shards.enumerated() {
             shard.locked {
-                for (key, e) in shard.entries where e.isPersisted && expired(e) { chosen += evictable(e, key: key, shard: i) }
+                for (key, e) in shard.entries where e.isPersisted && !e.sliceBytes.isEmpty && expired(e) {
+                    chosen += evictable(e, key: key, shard: i)
+                }
             }
         }
         // Checked again under each shard lock: a read may have come in since.
