@@ -24,7 +24,7 @@ struct MountCommand: AsyncParsableCommand {
             'dir/name.ext = URL' per line, '#' comments; re-read on SIGHUP), from web-server \
             directory listings (--index URL at the root, or --index DIR=URL; nginx and Apache \
             autoindex, listed lazily) and, with --by-url, from MOUNTPOINT/.url/https/HOST/PATH \
-            for any URL. Files are 0444, directories 0555 (see --uid, --gid, --umask); sizes and dates come from the listing or \
+            for any URL. Files are 0444, directories 0555; sizes and dates come from the listing or \
             from Content-Length / Last-Modified. Errors: 404/410 -> ENOENT, 401/403 -> EACCES, \
             unreachable or 5xx after retries or past --read-timeout -> EIO.
 
