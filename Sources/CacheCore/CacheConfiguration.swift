@@ -30,9 +30,15 @@ public struct CacheConfiguration: Sendable {
     public var minStreamSize: Int64
     /// A stream carries about this long a transfer at the per-connection rate measured.
     public var streamSeconds: Double
+    /// Entries not read for this long lose their bytes (`--cache-max-age`), besides the cap;
+    /// nil: only the cap evicts. Slices in use and entries with an open reader are kept.
+    public var maxAge: TimeInterval? = nil
+    /// The time reads are stamped with and entries are aged by: tests pass a clock of their own.
+    public var clock: @Sendable () -> Date = { Date() }
 
     public static let defaultSliceSize: Int64 = 4 << 20
     public static let defaultCapacity: Int64 = 5 << 30
+    public static let defaultMaxReadAhead: Int64 = 32 << 20
 
     public init(directory: String,
                 capacity: Int64 = CacheConfiguration.defaultCapacity,
@@ -43,7 +49,7 @@ public struct CacheConfiguration: Sendable {
                 keyRules: KeyRules = KeyRules(),
                 shardCount: Int = 16,
                 initialReadAhead: Int64 = 256 << 10,
-                maxReadAhead: Int64 = 32 << 20,
+                maxReadAhead: Int64 = CacheConfiguration.defaultMaxReadAhead,
                 maxStreams: Int = 8,
                 minStreamSize: Int64 = 1 << 20,
                 streamSeconds: Double = 0.05) {

@@ -84,7 +84,10 @@ public final class CacheReader: @unchecked Sendable {
     init(core: EngineCore, entry: EntryInfo) {
         self.core = core
         self.state = core.makeReaderState(entry: entry)
+        core.openReaders.open(entry.key, reader: state.id)
     }
+
+    deinit { core.openReaders.close(state.entry.key, reader: state.id) }
 
     /// The version this reader was made for. It stays bound to it: once the remote file changed,
     /// its reads fail with `CacheError.remoteChanged` (make a new reader for the new version).
@@ -126,7 +129,10 @@ public final class CacheReader: @unchecked Sendable {
 
     /// Releases this reader's interest: its pending reads fail with `.cancelled`, and fetches
     /// that nobody else waits for are stopped.
-    public func close() { core.close(reader: state) }
+    public func close() {
+        core.openReaders.close(state.entry.key, reader: state.id)
+        core.close(reader: state)
+    }
 }
 
 /// Per-entry statistics and coverage, for `cache ls` and `cache info`.

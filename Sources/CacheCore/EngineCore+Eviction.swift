@@ -80,11 +80,7 @@ extension EngineCore {
         var candidates: [Candidate] = []
         for (i, shard) in shards.enumerated() {
             shard.locked {
-                for (key, e) in shard.entries where e.isPersisted {
-                    for (s, n) in e.sliceBytes where n > 0 && !e.isPinned(s) && !e.evicting.contains(s) {
-                        candidates.append(Candidate(shard: i, key: key, slice: s, access: e.sliceAccess[s] ?? e.lastAccess, bytes: n))
-                    }
-                }
+                for (key, e) in shard.entries where e.isPersisted { candidates += evictable(e, key: key, shard: i) }
             }
         }
         candidates.sort { $0.access < $1.access }
@@ -94,14 +90,31 @@ extension EngineCore {
             chosen.append(c)
             sum += c.bytes
         }
-        guard !chosen.isEmpty else { return 0 }
+        return evict(chosen)
+    }
 
+    /// The slices of `e` eviction may take now: holding bytes, not in use, not on their way out.
+    /// Call under the entry's shard lock.
+    func evictable(_ e: EntryState, key: CacheKey, shard: Int) -> [Candidate] {
+        e.sliceBytes.compactMap { s, n in
+            guard n > 0, !e.isPinned(s), !e.evicting.contains(s) else { return nil }
+            return Candidate(shard: shard, key: key, slice: s, access: e.sliceAccess[s] ?? e.lastAccess, bytes: n)
+        }
+    }
+
+    /// Evicts the `chosen` slices that are still evictable and whose entry `stillWanted` (checked
+    /// under the shard lock, where reads change what it looks at). Returns the bytes freed.
+    /// Call under `evictionLock`.
+    @discardableResult
+    func evict(_ chosen: [Candidate], stillWanted: (EntryState) -> Bool = { _ in true }) -> Int64 {
+        guard !chosen.isEmpty else { return 0 }
         var removed: [(CacheIndex.SliceID, EntryState, Shard)] = []
         var freed: Int64 = 0
         for c in chosen {
             let shard = shards[c.shard]
             shard.locked {
-                guard let e = shard.entries[c.key], e.isPersisted, !e.isPinned(c.slice), e.sliceBytes[c.slice] != nil else { return }
+                guard let e = shard.entries[c.key], e.isPersisted, !e.isPinned(c.slice), e.sliceBytes[c.slice] != nil,
+                      !e.evicting.contains(c.slice), stillWanted(e) else { return }
                 let n = e.coverage.remove(store.sliceRange(c.slice))
                 e.sliceBytes[c.slice] = nil
                 e.sliceAccess[c.slice] = nil
@@ -112,6 +125,7 @@ extension EngineCore {
                 removed.append((.init(entryID: e.id, generation: e.info.generation, slice: c.slice), e, shard))
             }
         }
+        guard !removed.isEmpty else { return 0 }
         // No lock needed: readers no longer see these slices and writers stay out of them.
         let asides = removed.map { store.path(entry: $0.0.entryID, generation: $0.0.generation, slice: $0.0.slice) + ".evicting" }
         for path in asides { rename(String(path.dropLast(".evicting".count)), path) }

@@ -26,7 +26,7 @@ extension EngineCore {
         let key = reader.entry.key
         let generation = reader.entry.generation
         let shard = shard(for: key)
-        let now = Date().timeIntervalSince1970
+        let now = configuration.clock().timeIntervalSince1970
         var hit: (EntryState, Range<Int64>, Int64, [Int64: Int])?   // entry, range, row id, slice epochs
         var diskAhead: [Range<Int64>] = []
         var toLaunch: [(EntryState, ReadPlanner.Fetch, Int)] = []

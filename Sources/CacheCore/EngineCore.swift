@@ -49,6 +49,8 @@ final class EngineCore: @unchecked Sendable {
     private var _testHook: ((Step) -> Void)?   // guarded by counterLock
     /// Bytes transfers may write before the cap and free space are looked at again.
     let space = SpaceAllowance()
+    /// Entries with an open reader, which `--cache-max-age` leaves alone.
+    let openReaders = OpenReaders()
     /// When a transfer last warned that it could not cache (a full disk): once a minute is enough.
     private var lastNoRoomWarning = 0.0   // guarded by counterLock
 
@@ -371,6 +373,7 @@ final class EngineCore: @unchecked Sendable {
             // and set the index's reserve aside again once a full disk has room for it.
             if ticks % 4 == 0 {
                 self.evictIfNeeded()
+                self.evictExpired(now: self.configuration.clock())
                 if self.evictionLock.try() { self.finishEvictions(); self.evictionLock.unlock() }
                 if !self.index.hasReserve, self.roomLeft() > 2 * Int64(CacheIndex.reserveSize) { self.index.makeReserve() }
             }

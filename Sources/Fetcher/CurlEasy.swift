@@ -38,6 +38,7 @@ enum CurlEasy {
         _ = ccurl_easy_setopt_pointer(easy, CURLOPT_PREREQDATA, transfer)
         if let pinned { _ = ccurl_easy_setopt_slist(easy, CURLOPT_RESOLVE, pinned) }
         if let proxy = c.upstreamProxy { _ = ccurl_easy_setopt_string(easy, CURLOPT_PROXY, proxy) }
+        c.access.configure(easy, url: url)
         if c.insecure {
             _ = ccurl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 0)
             _ = ccurl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 0)

@@ -4,7 +4,7 @@ import Foundation
 ///
 /// Proxies: with `upstreamProxy` nil, libcurl itself honours `http_proxy`, `https_proxy`,
 /// `all_proxy` and `no_proxy` from the environment. Credentials in the URL (`user:pass@host`)
-/// are sent as Basic auth by libcurl.
+/// are sent as Basic auth by libcurl; `access` adds a netrc file and a user for other URLs.
 public struct FetcherConfiguration: Sendable {
     /// `User-Agent`, e.g. "httpcachefs/0.1".
     public var userAgent: String
@@ -41,6 +41,8 @@ public struct FetcherConfiguration: Sendable {
     /// Fixed name resolutions in libcurl's `CURLOPT_RESOLVE` form, `HOST:PORT:ADDRESS`: the
     /// named host is connected at that address without asking DNS (tests pin names to loopback).
     public var pinnedAddresses: [String]
+    /// Trust and credentials: a private CA, a netrc file, a user and password.
+    public var access = OriginAccess()
 
     public init(userAgent: String = "httpcachefs",
                 extraHeaders: [String] = [],

@@ -223,11 +223,12 @@ enum FuseOperations {
         FuseOperations.session(req).reply { fuse_reply_err(req, EROFS) }
     }
 
-    /// Files 0444, directories 0555, owned by the mounting user (or the configured owner).
+    /// Files 0444, directories 0555 (less the umask), owned by the mounting user (or the
+    /// configured owner).
     static func stat(_ attr: Attr, _ options: MountOptions) -> Glibc.stat {
         var st = Glibc.stat()
         st.st_ino = ino_t(attr.ino)
-        st.st_mode = attr.isDirectory ? (S_IFDIR | 0o555) : (S_IFREG | 0o444)
+        st.st_mode = attr.isDirectory ? (S_IFDIR | options.directoryMode) : (S_IFREG | options.fileMode)
         st.st_nlink = attr.isDirectory ? 2 : 1
         st.st_uid = options.uid
         st.st_gid = options.gid

@@ -18,6 +18,10 @@ public struct MountOptions: Sendable {
     /// Owner shown for every file and directory (default: the mounting user).
     public var uid: UInt32
     public var gid: UInt32
+    /// Permission bits taken from every file's 0444 and directory's 0555 (`-o umask=027` gives
+    /// 0440 and 0550). With `default_permissions` the kernel enforces the modes shown; write
+    /// bits never appear, the file system being read-only.
+    public var umask: mode_t = 0
     /// Shown in /proc/mounts as the source.
     public var fsName: String
     /// libfuse debug output on stderr.
@@ -37,6 +41,9 @@ public struct MountOptions: Sendable {
         self.fsName = fsName
         self.debug = debug
     }
+
+    public var fileMode: mode_t { 0o444 & ~umask }
+    public var directoryMode: mode_t { 0o555 & ~umask }
 
     /// Splits `-o a,b=c` style strings into single options, dropping empties.
     public static func splitOptionList(_ list: String) -> [String] {
@@ -64,4 +71,73 @@ public struct MountOptions: Sendable {
         }
         return maxRead
     }
+}
+
+/// `uid=`, `gid=` and `umask=` among the `-o` options, as rclone and every FUSE file system that
+/// serves media servers take them. libfuse's low-level API rejects them (its high-level library
+/// is what knows them), so they are taken out of the list and shown by the file system itself.
+public struct MountOwnership: Equatable, Sendable {
+    public var uid: UInt32?
+    public var gid: UInt32?
+    public var umask: mode_t?
+
+    public init(uid: UInt32? = nil, gid: UInt32? = nil, umask: mode_t? = nil) {
+        self.uid = uid
+        self.gid = gid
+        self.umask = umask
+    }
+
+    /// Takes the ownership options out of `options` (single `-o` words), parsing each.
+    public static func extract(from options: inout [String]) throws -> MountOwnership {
+        var found = MountOwnership()
+        var rest: [String] = []
+        for o in options {
+            let (key, value) = (o.prefix { $0 != "=" }, o.drop { $0 != "=" }.dropFirst())
+            switch key {
+            case "uid": found.uid = try parseUser(String(value), option: "-o uid")
+            case "gid": found.gid = try parseGroup(String(value), option: "-o gid")
+            case "umask": found.umask = try parseUmask(String(value), option: "-o umask")
+            default: rest.append(o)
+            }
+        }
+        options = rest
+        return found
+    }
+
+    /// A numeric id or a user name known to the system.
+    public static func parseUser(_ text: String, option: String) throws -> UInt32 {
+        if let id = numericID(text) { return id }
+        guard !text.isEmpty, let pw = getpwnam(text) else {
+            throw OwnershipError("invalid user '\(text)' for \(option): expected a numeric uid or a user name known here")
+        }
+        return pw.pointee.pw_uid
+    }
+
+    /// A numeric id or a group name known to the system.
+    public static func parseGroup(_ text: String, option: String) throws -> UInt32 {
+        if let id = numericID(text) { return id }
+        guard !text.isEmpty, let gr = getgrnam(text) else {
+            throw OwnershipError("invalid group '\(text)' for \(option): expected a numeric gid or a group name known here")
+        }
+        return gr.pointee.gr_gid
+    }
+
+    /// Octal, as umask(1) writes it: `022`, `0027`, `7`.
+    public static func parseUmask(_ text: String, option: String) throws -> mode_t {
+        guard !text.isEmpty, text.count <= 4, text.allSatisfy({ ("0"..."7").contains($0) }), let v = mode_t(text, radix: 8), v <= 0o777 else {
+            throw OwnershipError("invalid umask '\(text)' for \(option): expected octal permission bits such as 022 or 027")
+        }
+        return v
+    }
+
+    /// Ids are 32-bit; -1 (4294967295) means "no change" to chown and is no owner.
+    private static func numericID(_ text: String) -> UInt32? {
+        guard !text.isEmpty, text.allSatisfy({ $0.isASCII && $0.isNumber }), let v = UInt32(text), v != UInt32.max else { return nil }
+        return v
+    }
+}
+
+public struct OwnershipError: Error, CustomStringConvertible, Equatable {
+    public var description: String
+    init(_ description: String) { self.description = description }
 }

@@ -17,6 +17,8 @@ public struct ConfigFile: Equatable {
     static let knownKeys: Set<String> = [
         "cache-dir", "cache-size", "slice-size", "revalidate-after", "read-timeout", "ignore-query",
         "header", "upstream-proxy", "insecure", "log-level", "log-file",
+        "user-agent", "ca-certificate", "netrc-file", "user", "password-file", "cache-max-age", "read-ahead-max",
+        "uid", "gid", "umask",
     ]
     /// Keys that accumulate instead of replacing.
     static let repeatableKeys: Set<String> = ["header", "ignore-query"]

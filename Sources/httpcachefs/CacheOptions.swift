@@ -65,6 +65,9 @@ struct CacheOptions: ParsableArguments {
             help: ArgumentHelp("Config file with the same settings as 'key = value' lines (default: $XDG_CONFIG_HOME/httpcachefs/config if it exists).", valueName: "file"))
     var configFile: String?
 
+    @OptionGroup(title: "Origin options") var origin: OriginOptions
+    @OptionGroup(title: "Cache limits") var limits: CacheLimitOptions
+
     init() {}
 
     /// Checks every value up front, so a typo fails before anything starts, as one line.
@@ -75,12 +78,7 @@ struct CacheOptions: ParsableArguments {
     /// The options merged with the config file and defaults, parsed and checked.
     func resolve() throws -> ResolvedCacheOptions {
         let file = try ConfigFile.load(explicitPath: configFile)
-        /// The flag's value, else the file's (naming the key the way the user wrote it).
-        func pick(_ flag: String?, _ key: String) -> (text: String, option: String)? {
-            if let flag { return (flag, "--\(key)") }
-            if let file, let value = file[key] { return (value, "'\(key)' in \(file.path)") }
-            return nil
-        }
+        func pick(_ flag: String?, _ key: String) -> (text: String, option: String)? { setting(flag, key, in: file) }
 
         var r = ResolvedCacheOptions()
         if let v = pick(cacheDirectory, "cache-dir") {
@@ -123,6 +121,8 @@ struct CacheOptions: ParsableArguments {
         if let v = pick(logLevel, "log-level") { r.logLevel = try Self.parseLevel(v.text, option: v.option) }
         if let v = pick(logFile, "log-file") { r.logFile = expandingTilde(v.text) }
         r.configFile = file?.path
+        try origin.resolve(into: &r, file: file)
+        try limits.resolve(into: &r, file: file)
         return r
     }
 
@@ -207,15 +207,24 @@ struct ResolvedCacheOptions: Equatable {
     var logFile: String?
     /// The config file that was read, if any.
     var configFile: String?
+    /// `OriginOptions` and `CacheLimitOptions`.
+    var userAgent = Version.userAgent
+    var access = OriginAccess()
+    var maxAge: TimeInterval?
+    var maxReadAhead = CacheConfiguration.defaultMaxReadAhead
 
     var cacheConfiguration: CacheConfiguration {
-        CacheConfiguration(directory: directory, capacity: capacity, sliceSize: sliceSize,
-                           revalidateAfter: revalidateAfter, readTimeout: readTimeout,
-                           keyRules: KeyRules(ignoredQueryNames: Set(ignoredQueryNames)))
+        var c = CacheConfiguration(directory: directory, capacity: capacity, sliceSize: sliceSize,
+                                   revalidateAfter: revalidateAfter, readTimeout: readTimeout,
+                                   keyRules: KeyRules(ignoredQueryNames: Set(ignoredQueryNames)))
+        c.maxAge = maxAge
+        c.maxReadAhead = maxReadAhead
+        c.initialReadAhead = min(c.initialReadAhead, maxReadAhead)
+        return c
     }
 
     var fetcherConfiguration: FetcherConfiguration {
-        var c = FetcherConfiguration(userAgent: Version.userAgent, extraHeaders: headers,
+        var c = FetcherConfiguration(userAgent: userAgent, extraHeaders: headers,
                                      upstreamProxy: upstreamProxy, insecure: insecure,
                                      addressPolicy: AddressPolicy.standard.allowing(
                                          hosts: allowedHosts.compactMap { HostPattern($0).exactHost }))
@@ -223,6 +232,7 @@ struct ResolvedCacheOptions: Equatable {
         // within that time should not linger either.
         c.connectTimeout = min(c.connectTimeout, readTimeout)
         c.lowSpeedTime = max(1, min(c.lowSpeedTime, readTimeout))
+        c.access = access
         return c
     }
 }

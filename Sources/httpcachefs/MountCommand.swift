@@ -67,6 +67,7 @@ struct MountCommand: AsyncParsableCommand {
     var noProxy = false
 
     @OptionGroup var proxy: ProxyOptions
+    @OptionGroup(title: "Owner and permissions") var owner: MountOwnerOptions
     @OptionGroup var cache: CacheOptions
 
     func validate() throws {
@@ -92,6 +93,7 @@ struct MountCommand: AsyncParsableCommand {
         let tree = try buildTree()
         let resolved = try cache.resolve()
         let indexTTL = try self.indexTTL.map { try DurationValue.parse($0, option: "--index-ttl") }
+        let owned = try owner.resolve(fuseOptions: fuseOptions.flatMap(MountOptions.splitOptionList), configFile: cache.configFile)
         let prepared = try await onDedicatedThread(name: "httpcachefs-mount") { try Mountpoint.prepare(mountpoint) }
 
         if !foreground && ready == nil {
@@ -100,15 +102,17 @@ struct MountCommand: AsyncParsableCommand {
             return
         }
 
+        ArgumentMasking.maskOwnArguments()   // this process lives on: no password in its `ps` line
         let logger = cache.makeLogger(label: "httpcachefs.mount", defaultLevel: .info)
         if let note = prepared.cleanedStaleMount { logger.warning("\(note)") }
         let options = cache
         let engine = try await onDedicatedThread(name: "httpcachefs-mount") { try options.openEngine(defaultLogLevel: .info) }
-        let mountOptions = MountOptions(
+        var mountOptions = MountOptions(
             revalidateAfter: resolved.revalidateAfter, listingTTL: indexTTL,
             // The engine fails a read at --read-timeout; this backstop only fires if it did not.
             readDeadline: resolved.readTimeout + 5,
-            fuseOptions: fuseOptions.flatMap(MountOptions.splitOptionList))
+            fuseOptions: owned.fuseOptions)
+        owned.ownership.apply(to: &mountOptions)
         let fs = FuseFileSystem(engine: engine, tree: tree, options: mountOptions, logger: logger)
         // The proxy first: a busy port fails the mount before anything is mounted.
         var server: ProxyServer?

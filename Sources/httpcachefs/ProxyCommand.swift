@@ -71,6 +71,7 @@ struct ProxyCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await runReportingErrors {
+            ArgumentMasking.maskOwnArguments()   // a long-lived process: no token or password in `ps`
             let options = cache
             let resolved = try options.resolve()
             let logger = options.makeLogger(label: "httpcachefs.proxy", defaultLevel: .info)

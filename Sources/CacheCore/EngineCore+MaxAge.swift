@@ -1,0 +1,58 @@
+import Foundation
+
+/// `--cache-max-age`: entries nobody read for that long leave the cache, besides the size cap.
+///
+/// The sweeper calls `evictExpired(now:)` once a second with the configuration's clock. An
+/// entry's age is the time since its last read (`lastAccess`, stamped by the read path with the
+/// same clock). Its slices go through the same eviction as the cap's, so slices in use (pinned by
+/// a read or a write) stay, and so does every slice of an entry that a reader has open: a player
+/// paused for a week keeps its file. The entry's row stays (with no bytes), as after the cap's
+/// eviction; `cache ls` shows it at 0%.
+extension EngineCore {
+    /// Evicts the unpinned slices of entries last read before `now - maxAge` that no reader has
+    /// open. Returns the bytes freed (0 without `maxAge`). Takes `evictionLock`.
+    @discardableResult
+    func evictExpired(now: Date) -> Int64 {
+        guard let maxAge = configuration.maxAge else { return 0 }
+        let cutoff = now.timeIntervalSince1970 - maxAge
+        let expired: (EntryState) -> Bool = { [openReaders] e in e.lastAccess < cutoff && !openReaders.contains(e.info.key) }
+        evictionLock.lock()
+        defer { evictionLock.unlock() }
+        var chosen: [Candidate] = []
+        for (i, shard) in shards.enumerated() {
+            shard.locked {
+                for (key, e) in shard.entries where e.isPersisted && !e.sliceBytes.isEmpty && expired(e) {
+                    chosen += evictable(e, key: key, shard: i)
+                }
+            }
+        }
+        // Checked again under each shard lock: a read may have come in since.
+        let freed = evict(chosen, stillWanted: expired)
+        if freed > 0 {
+            logger.info("evicted entries not read within --cache-max-age", metadata: [
+                "bytes": "\(freed)", "entries": "\(Set(chosen.map(\.key)).count)", "max_age_s": "\(Int(maxAge))"])
+        }
+        return freed
+    }
+}
+
+/// The entries readers have open, by key: max-age eviction leaves them alone however long ago
+/// they were last read. Readers register when made and leave when closed (or dropped).
+final class OpenReaders: @unchecked Sendable {
+    private let lock = NSLock()
+    private var readers: [CacheKey: Set<Int>] = [:]   // guarded by lock
+
+    func open(_ key: CacheKey, reader: Int) {
+        lock.withLock { _ = readers[key, default: []].insert(reader) }
+    }
+
+    /// Idempotent: a reader closed twice leaves once.
+    func close(_ key: CacheKey, reader: Int) {
+        lock.withLock {
+            readers[key]?.remove(reader)
+            if readers[key]?.isEmpty == true { readers[key] = nil }
+        }
+    }
+
+    func contains(_ key: CacheKey) -> Bool { lock.withLock { readers[key] != nil } }
+}

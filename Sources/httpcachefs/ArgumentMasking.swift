@@ -1,0 +1,71 @@
+import Foundation
+
+/// Hides the secrets in a long-running process's own arguments, which `ps` and
+/// `/proc/PID/cmdline` show to every user on the machine: the password of a URL's user-info
+/// (`https://user:***@host/`), the value of a credential header (`--header "Authorization: ***"`)
+/// and the proxy's `--token`.
+///
+/// The background mount re-executes itself with the user's arguments, so without this a password
+/// typed once would stay on view for the daemon's whole life. Its own options never need it:
+/// `--password-file` and netrc files carry only paths. The bytes are overwritten in place, as
+/// mysql does with `-p`: the kernel reads the arguments from the process's memory, and
+/// ArgumentParser has long copied them into Swift strings. The process that was started by hand
+/// shows them until it returns; prefer the files.
+enum ArgumentMasking {
+    /// Masks this process's argument vector. Call once the arguments were parsed.
+    static func maskOwnArguments() {
+        let argv = CommandLine.unsafeArgv
+        var previous: String?
+        for i in 1..<Int(CommandLine.argc) {
+            guard let p = argv[i] else { continue }
+            let text = String(cString: p)
+            let utf8 = text.utf8
+            // Offsets below are into the C string: skip one that was not valid UTF-8 (repaired).
+            if utf8.count == strlen(p) {
+                for range in secretRanges(text, after: previous) {
+                    let start = utf8.distance(from: utf8.startIndex, to: range.lowerBound)
+                    let end = utf8.distance(from: utf8.startIndex, to: range.upperBound)
+                    for j in start..<end { p[j] = CChar(UInt8(ascii: "*")) }   // same length: nothing moves
+                }
+            }
+            previous = text
+        }
+    }
+
+    /// Where `argument` (which follows `previous` on the command line) holds a secret.
+    static func secretRanges(_ argument: String, after previous: String?) -> [Range<String.Index>] {
+        if previous == "--token" { return argument.isEmpty ? [] : [argument.startIndex..<argument.endIndex] }
+        if argument.hasPrefix("--token=") {
+            let start = argument.index(argument.startIndex, offsetBy: "--token=".count)
+            return start < argument.endIndex ? [start..<argument.endIndex] : []
+        }
+        if previous == "--header" { return headerValue(argument).map { [$0] } ?? [] }
+        if argument.hasPrefix("--header=") {
+            return headerValue(argument, from: argument.index(argument.startIndex, offsetBy: "--header=".count)).map { [$0] } ?? []
+        }
+        return userInfoPassword(argument).map { [$0] } ?? []
+    }
+
+    /// The password in the user-info of a URL inside `text` (`NAME=https://u:PW@host/...` too).
+    static func userInfoPassword(_ text: String) -> Range<String.Index>? {
+        guard let scheme = text.range(of: "://") else { return nil }
+        let authorityEnd = text[scheme.upperBound...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? text.endIndex
+        let authority = text[scheme.upperBound..<authorityEnd]
+        guard let at = authority.lastIndex(of: "@"), let colon = authority[..<at].firstIndex(of: ":") else { return nil }
+        let start = text.index(after: colon)
+        return start < at ? start..<at : nil
+    }
+
+    /// The value of a header that carries credentials: Authorization, Proxy-Authorization, Cookie,
+    /// and any name with "token", "key" or "secret" in it.
+    static func headerValue(_ text: String, from start: String.Index? = nil) -> Range<String.Index>? {
+        let line = text[(start ?? text.startIndex)...]
+        guard let colon = line.firstIndex(of: ":") else { return nil }
+        let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
+        let secret = ["authorization", "proxy-authorization", "cookie"].contains(name)
+            || ["token", "key", "secret"].contains { name.contains($0) }
+        guard secret else { return nil }
+        let value = text[text.index(after: colon)...].drop { $0 == " " }
+        return value.isEmpty ? nil : value.startIndex..<value.endIndex
+    }
+}

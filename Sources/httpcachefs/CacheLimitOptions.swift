@@ -1,0 +1,32 @@
+import ArgumentParser
+import CacheCore
+import Foundation
+import Settings
+
+/// How long bytes stay and how far reads run ahead: `--cache-max-age` and `--read-ahead-max`.
+/// Part of `CacheOptions` (every subcommand), each also a config-file key of the same name.
+struct CacheLimitOptions: ParsableArguments {
+    @Option(name: .customLong("cache-max-age"),
+            help: ArgumentHelp("Evict files not read for this long, besides the --cache-size cap, e.g. 12h, 30d (default: no age limit). Open files are kept.", valueName: "duration"))
+    var maxAge: String?
+
+    @Option(name: .customLong("read-ahead-max"),
+            help: ArgumentHelp("Largest read-ahead of a sequential reader: it starts at 256K and doubles up to this (default: 32M; 0: no read-ahead beyond what is read).", valueName: "size"))
+    var maxReadAhead: String?
+
+    init() {}
+
+    /// Merges flags over `file` into `r`.
+    func resolve(into r: inout ResolvedCacheOptions, file: ConfigFile?) throws {
+        if let v = setting(maxAge, "cache-max-age", in: file) {
+            let age = try DurationValue.parse(v.text, option: v.option)
+            guard age >= 1 else { throw UsageError("cache max age '\(v.text)' for \(v.option) must be at least 1s") }
+            r.maxAge = age
+        }
+        if let v = setting(maxReadAhead, "read-ahead-max", in: file) {
+            let size = try ByteSize.parse(v.text, option: v.option)
+            guard size <= 1 << 30 else { throw UsageError("read-ahead '\(v.text)' for \(v.option) is too large: at most 1G") }
+            r.maxReadAhead = size
+        }
+    }
+}

@@ -1,0 +1,128 @@
+import Foundation
+import TestSupport
+import XCTest
+
+/// `--user-agent`, `--ca-certificate`, netrc, `--user`/`--password-file`, `--cache-max-age` and
+/// `--read-ahead-max` through the binary: what the origin's log shows, and one clear line for
+/// each bad value, from the command line and from the config file alike.
+extension CLITests {
+    private func write(_ text: String, _ name: String) throws -> String {
+        let path = temp.appending(name)
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    private func basic(_ user: String, _ password: String) -> String {
+        "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
+    }
+
+    func testCatSendsTheUserAgentAndTheUserWithThePasswordFromAFile() throws {
+        origin.setGeneratedFile("/u.bin", length: 5000, seed: 61)
+        let password = try write("correct horse\n", "password")
+        let r = try run(["cat", origin.url("/u.bin"), "--user-agent", "MediaBox/3.1 (tv)", "--user", "alice",
+                         "--password-file", password], environment: ["HOME": temp.path])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(r.stdout == OriginServer.generatedBytes(seed: 61, offset: 0, count: 5000))
+        XCTAssertFalse(origin.requests.isEmpty)
+        for request in origin.requests {
+            XCTAssertEqual(request.header("user-agent"), "MediaBox/3.1 (tv)")
+            XCTAssertEqual(request.header("authorization"), basic("alice", "correct horse"))
+        }
+    }
+
+    func testTheDefaultUserAgentStaysAndNoCredentialsGoUnasked() throws {
+        origin.setGeneratedFile("/d.bin", length: 100, seed: 62)
+        let r = try run(["cat", origin.url("/d.bin")], environment: ["HOME": temp.path])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(origin.requests.first?.header("user-agent")?.hasPrefix("httpcachefs/") ?? false)
+        XCTAssertNil(origin.requests.first?.header("authorization"))
+    }
+
+    func testNetrcCredentialsComeFromHomeOrFromNETRC() throws {
+        origin.setGeneratedFile("/n.bin", length: 100, seed: 63)
+        _ = try write("machine 127.0.0.1 login home password from-home\n", ".netrc")
+        XCTAssertEqual(try run(["cat", origin.url("/n.bin")], environment: ["HOME": temp.path]).status, 0)
+        XCTAssertEqual(origin.requests.last?.header("authorization"), basic("home", "from-home"))
+
+        let other = try write("machine 127.0.0.1 login env password from-env\n", "other-netrc")
+        origin.resetLog()
+        try FileManager.default.removeItem(atPath: cacheDir)
+        XCTAssertEqual(try run(["cat", origin.url("/n.bin")], environment: ["HOME": temp.path, "NETRC": other]).status, 0)
+        XCTAssertEqual(origin.requests.last?.header("authorization"), basic("env", "from-env"))
+    }
+
+    func testOriginSettingsFromTheConfigFile() throws {
+        origin.setGeneratedFile("/c.bin", length: 100, seed: 64)
+        let password = try write("from-file\n", "password")
+        let config = try write("user-agent = ConfiguredAgent/1\nuser = bob\npassword-file = \(password)\n", "config")
+        let r = try run(["cat", origin.url("/c.bin"), "--config", config], environment: ["HOME": temp.path])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertEqual(origin.requests.last?.header("user-agent"), "ConfiguredAgent/1")
+        XCTAssertEqual(origin.requests.last?.header("authorization"), basic("bob", "from-file"))
+    }
+
+    func testAnHTTPSOriginWithAPrivateCANeedsItsCertificate() throws {
+        origin.setGeneratedFile("/tls.bin", length: 70_000, seed: 65)
+        let front: TLSFront
+        do { front = try TLSFront(origin: origin) } catch let e as TLSFront.Unavailable {
+            throw XCTSkip("SKIPPED LOUDLY: no TLS origin for this test: \(e)")
+        }
+        defer { front.stop() }
+        let refused = try run(["cat", front.url("/tls.bin")])
+        XCTAssertNotEqual(refused.status, 0)
+        XCTAssertOneLineError(refused, contains: "certificate")
+        XCTAssertEqual(origin.requests.count, 0)
+
+        let r = try run(["cat", front.url("/tls.bin"), "--ca-certificate", front.caCertificate])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(r.stdout == OriginServer.generatedBytes(seed: 65, offset: 0, count: 70_000))
+        XCTAssertFalse(origin.requests.isEmpty, "the origin behind the TLS door served it")
+    }
+
+    func testBadOriginAndLimitValuesGiveOneLine() throws {
+        let notPEM = try write("hello\n", "not.pem")
+        let empty = try write("\n", "empty-password")
+        let config = try write("cache-max-age = forever\n", "config")
+        let cases: [([String], String)] = [
+            (["--user", "alice", "--password-file", temp.appending("missing")], "password file \(temp.appending("missing")) for --password-file does not exist"),
+            (["--password-file", empty], "--password-file needs a user"),
+            (["--user", "al:ice"], "invalid user 'al:ice' for --user"),
+            (["--user", "alice", "--password-file", empty], "is empty: its first line is the password"),
+            (["--user", "alice", "--password-file", "/dev/null"], "must be a regular file"),
+            (["--user-agent", ""], "invalid user agent '' for --user-agent"),
+            (["--ca-certificate", notPEM], "holds no PEM certificate"),
+            (["--netrc-file", temp.appending("nope")], "netrc file \(temp.appending("nope")) for --netrc-file does not exist"),
+            (["--cache-max-age", "soon"], "invalid duration 'soon' for --cache-max-age"),
+            (["--cache-max-age", "0s"], "must be at least 1s"),
+            (["--read-ahead-max", "lots"], "invalid size 'lots' for --read-ahead-max"),
+            (["--config", config], "invalid duration 'forever' for 'cache-max-age' in \(config)"),
+        ]
+        for (args, fragment) in cases {
+            let r = try run(["cat", origin.url("/x.bin")] + args)
+            XCTAssertEqual(r.status, 64, "\(args): \(r.stderr)")
+            XCTAssertOneLineError(r, contains: fragment)
+        }
+    }
+
+    func testHelpListsTheNewOptions() throws {
+        let r = try run(["help", "mount"], cacheDirectory: nil)
+        for option in ["--user-agent", "--ca-certificate", "--netrc-file", "--user ", "--password-file", "--cache-max-age",
+                       "--read-ahead-max", "--uid", "--gid", "--umask"] {
+            XCTAssertTrue(r.text.contains(option), "\(option) missing from help:\n\(r.text)")
+        }
+    }
+}
+
+extension CLITests {
+    func testTheProxysTokenAndCredentialHeadersAreMaskedInItsPSLine() throws {
+        let proxy = try start(["proxy", "--proxy-port", "0", "--bind", "127.0.0.1", "--token", "tok-secret",
+                               "--header", "Authorization: Bearer bearer-secret"])
+        defer { proxy.terminate(); proxy.waitUntilExit() }
+        let cmdline = { String(decoding: FileManager.default.contents(atPath: "/proc/\(proxy.processIdentifier)/cmdline") ?? Data(), as: UTF8.self) }
+        // Masked in argument order: once the header's value is gone, so is the token.
+        try waitUntil("the proxy masks its arguments") { !cmdline().contains("bearer-secret") }
+        XCTAssertFalse(cmdline().contains("tok-secret"), cmdline())
+        XCTAssertTrue(cmdline().contains("--token\u{0}**********\u{0}"), cmdline())
+        XCTAssertTrue(cmdline().contains("Authorization: ********************"), cmdline())
+    }
+}
