@@ -10,7 +10,9 @@ struct CatCommand: AsyncParsableCommand {
         abstract: "Write a remote file (or a byte range of it) to stdout, through the cache.",
         discussion: """
             --range takes inclusive byte offsets as HTTP does: 0-1023 is the first KiB, 1000- is \
-            everything from offset 1000, -500 is the last 500 bytes.
+            everything from offset 1000, -500 is the last 500 bytes. A position may be a size: \
+            10M-30M is the 20 MiB from 10 MiB to 30 MiB (a size ends the range before that offset), \
+            -5M the last 5 MiB, 1G- everything from 1 GiB on.
             """
     )
 
@@ -18,14 +20,14 @@ struct CatCommand: AsyncParsableCommand {
     var url: String
 
     /// `.unconditional`, so that a suffix range like `-500` is taken as the value, not a flag.
-    @Option(parsing: .unconditional, help: ArgumentHelp("Inclusive byte range: A-B, A- or -N.", valueName: "range"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Byte range: A-B (inclusive), A- or -N; positions may be sizes (10M-30M, -5M).", valueName: "range"))
     var range: String?
 
     @OptionGroup var cache: CacheOptions
 
     func run() async throws {
         try await runReportingErrors {
-            let range = try self.range.map(ByteRangeSpec.parse)
+            let range = try self.range.map(ByteRangeSpec.parse(option:))
             _ = try KeyRules.validate(url)
             let options = cache
             let url = url

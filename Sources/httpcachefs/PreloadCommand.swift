@@ -22,7 +22,7 @@ struct PreloadCommand: AsyncParsableCommand {
     @Argument(help: "The http(s) URLs to preload.")
     var urls: [String]
 
-    @Option(parsing: .unconditional, help: ArgumentHelp("Inclusive byte range of every URL: A-B, A- or -N.", valueName: "range"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Byte range of every URL: A-B (inclusive), A- or -N; positions may be sizes (10M-30M, -5M).", valueName: "range"))
     var range: String?
 
     @Option(help: ArgumentHelp("HLS variant: best, all, or a BANDWIDTH value.", valueName: "variant"))
@@ -32,7 +32,7 @@ struct PreloadCommand: AsyncParsableCommand {
 
     func run() async throws {
         let failures = try await runReportingErrors { () async throws -> Int in
-            let range = try self.range.map(ByteRangeSpec.parse)
+            let range = try self.range.map(ByteRangeSpec.parse(option:))
             guard let variant = HLSPreloader.VariantChoice(argument: self.variant) else {
                 throw UsageError("invalid variant '\(self.variant)' for --variant: expected best, all or a BANDWIDTH number such as 2500000")
             }
