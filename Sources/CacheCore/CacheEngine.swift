@@ -52,7 +52,11 @@ public final class CacheEngine: @unchecked Sendable {
     public func cachedInfo(url: String) -> EntryInfo? { core.cachedInfo(url: url) }
 
     /// A reader for one open file or one proxy response. Close it when done.
-    public func makeReader(for entry: EntryInfo) -> CacheReader { CacheReader(core: core, entry: entry) }
+    /// - Parameter end: where the reader will stop reading, if it knows (a byte range's end): its
+    ///   read-ahead stops there, so the origin sends exactly the bytes asked for.
+    public func makeReader(for entry: EntryInfo, end: Int64? = nil) -> CacheReader {
+        CacheReader(core: core, entry: entry, end: end)
+    }
 
     /// Called (on an engine thread) whenever an entry is found to have changed remotely.
     public func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void) { core.addChangeObserver(handler) }
@@ -81,9 +85,9 @@ public final class CacheReader: @unchecked Sendable {
     let core: EngineCore
     let state: ReaderState
 
-    init(core: EngineCore, entry: EntryInfo) {
+    init(core: EngineCore, entry: EntryInfo, end: Int64?) {
         self.core = core
-        self.state = core.makeReaderState(entry: entry)
+        self.state = core.makeReaderState(entry: entry, end: end)
     }
 
     /// The version this reader was made for. It stays bound to it: once the remote file changed,

@@ -67,6 +67,21 @@ final class SharedCacheTests: XCTestCase {
         XCTAssertTrue(ls.stdout.contains(h.origin.url("/later.mp4")) && ls.stdout.contains("100%"), ls.stdout)
     }
 
+    /// Through the daemon a range is fetched exactly too: its proxy's reader stops at the
+    /// response's last byte. The daemon opens a file it does not know with its usual probe,
+    /// which brings the first 256 KiB along.
+    func testPreloadOfARangeThroughTheDaemonFetchesThatRange() throws {
+        h.origin.setGeneratedFile("/big.mp4", length: 64 << 20, seed: 64)
+        h.origin.setGeneratedFile("/other.mp4", length: 1000, seed: 65)
+        try mountWithProxy([h.origin.url("/other.mp4")])
+        h.origin.resetLog()
+        let preload = try h.run(h.binary, ["preload", h.origin.url("/big.mp4"), "--range", "20M-30M", "--cache-dir", h.cacheDirectory])
+        XCTAssertEqual(preload.status, 0, preload.stderr)
+        XCTAssertTrue(preload.stdout.contains("through the running daemon") && preload.stdout.contains(": 10485760 bytes"), preload.stdout)
+        XCTAssertEqual(h.origin.bytesServed(path: "/big.mp4"), (10 << 20) + (256 << 10),
+                       "origin requests: \(h.origin.requests.map(\.range))")
+    }
+
     func testProxyClientsAndAMountReaderOnOneColdFileCauseOneDownload() throws {
         let length = 16 << 20
         h.origin.setGeneratedFile("/cold.mp4", length: Int64(length), seed: 62)
