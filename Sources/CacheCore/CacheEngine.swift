@@ -70,6 +70,14 @@ public final class CacheEngine: @unchecked Sendable {
     /// Forgets one entry and deletes its slices.
     public func remove(url: String) throws { try core.remove(url: url) }
 
+    /// The same, awaited: the files are deleted on `ChunkedRead`'s queue, never on the
+    /// cooperative pool.
+    public func remove(url: String) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+            ChunkedRead.queue.async { continuation.resume(with: Result { try self.remove(url: url) }) }
+        }
+    }
+
     /// Forgets every entry.
     public func clear() throws { try core.clear() }
 
@@ -122,10 +130,10 @@ public final class CacheReader: @unchecked Sendable {
         }
     }
 
+    /// The same read, awaited; the bytes are read out on `ChunkedRead`'s queue, never on the
+    /// cooperative pool.
     public func read(offset: Int64, length: Int) async throws -> [UInt8] {
-        try await withCheckedThrowingContinuation { cont in
-            read(offset: offset, length: length) { cont.resume(with: $0) }
-        }
+        try await ChunkedRead.read(self, offset: offset, count: length)
     }
 
     /// Releases this reader's interest: its pending reads fail with `.cancelled`, and fetches

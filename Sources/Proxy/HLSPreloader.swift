@@ -85,11 +85,20 @@ public struct HLSPreloader: Sendable {
     /// True when `url` is an HLS playlist (content type or first bytes); the CLI uses this to
     /// decide between preloading a file and preloading a stream.
     public static func isPlaylist(engine: CacheEngine, url: String) async throws -> Bool {
-        let entry = try await EngineIO.open(engine, url: url)
+        try await isPlaylist(engine: engine, entry: engine.open(url: url))
+    }
+
+    /// The same for an opened entry: by Content-Type, else by the `#EXTM3U` signature of a small
+    /// file (many servers send playlists as text/plain or octet-stream). Media types are never
+    /// sniffed, nor files too large to be a playlist.
+    public static func isPlaylist(engine: CacheEngine, entry: EntryInfo) async throws -> Bool {
         if HLSPlaylist.isPlaylistContentType(entry.contentType) { return true }
+        let type = entry.contentType.map(MediaTypes.essence) ?? ""
+        if type.hasPrefix("video/") || type.hasPrefix("audio/") || type.hasPrefix("image/") { return false }
+        guard let length = entry.length, length > 0, length <= 4 << 20 else { return false }
         let reader = engine.makeReader(for: entry)
         defer { reader.close() }
-        let first = try await EngineIO.read(reader, offset: 0, length: 64)
+        let first = try await ChunkedRead.read(reader, offset: 0, count: 64)
         return HLSPlaylist.isPlaylist(contentType: entry.contentType, firstBytes: first)
     }
 
@@ -197,7 +206,7 @@ public struct HLSPreloader: Sendable {
     /// garbage (release-only "0 segments" or a crash in the task group). So no `try await` may
     /// sit inside the expression a child task returns.
     private static func fetchOne(engine: CacheEngine, url: String, counters: ProgressCounters,
-                                 progress: Progress) async -> (String, Result<Int64, Error>) {
+                                 progress: @escaping Progress) async -> (String, Result<Int64, Error>) {
         do {
             let bytes = try await readFully(engine: engine, url: url, counters: counters, progress: progress)
             return (url, .success(bytes))
@@ -207,22 +216,17 @@ public struct HLSPreloader: Sendable {
     }
 
     private static func readFully(engine: CacheEngine, url: String, counters: ProgressCounters,
-                                  progress: Progress) async throws -> Int64 {
-        let entry = try await EngineIO.open(engine, url: url)
+                                  progress: @escaping Progress) async throws -> Int64 {
+        let entry = try await engine.open(url: url)
         _ = counters.addKnown(entry.length ?? 0)
         let reader = engine.makeReader(for: entry)
         defer { reader.close() }
-        var offset: Int64 = 0
-        while true {
-            try Task.checkCancellation()
-            let chunk = try await EngineIO.read(reader, offset: offset, length: 1 << 20)
-            if chunk.isEmpty { break }
-            offset += Int64(chunk.count)
+        return try await ChunkedRead.run(reader, to: nil) { chunk in
             if entry.length == nil { _ = counters.addKnown(Int64(chunk.count)) }
             let (done, known) = counters.addDone(Int64(chunk.count))
             progress(done, max(known, done), url)
-        }
-        return offset
+            return true
+        }.bytes
     }
 }
 

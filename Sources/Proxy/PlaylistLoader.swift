@@ -50,7 +50,7 @@ public final class PlaylistLoader: @unchecked Sendable {
 
     private func loadOnce(url: String, entry opened: EntryInfo?) async throws -> Loaded? {
         var entry: EntryInfo
-        if let opened { entry = opened } else { entry = try await EngineIO.open(engine, url: url) }
+        if let opened { entry = opened } else { entry = try await engine.open(url: url) }
         guard let first = try await Self.readAll(engine: engine, entry: entry, limit: maxBytes) else { return nil }
         entry = first.entry
         var loaded = Loaded(entry: entry, bytes: first.bytes, info: Self.parse(first.bytes, entry: entry), refreshed: false)
@@ -59,8 +59,8 @@ public final class PlaylistLoader: @unchecked Sendable {
             let engine = self.engine, maxBytes = self.maxBytes
             let fresh = try await refreshes.run(key: entry.key.string) { () async throws -> ReadResult? in
                 // Forget the stale copy, then open again: the origin answers.
-                await EngineIO.remove(engine, url: url)
-                let reopened = try await EngineIO.open(engine, url: url)
+                try? await engine.remove(url: url)
+                let reopened = try await engine.open(url: url)
                 return try await Self.readAll(engine: engine, entry: reopened, limit: maxBytes)
             }
             guard let fresh else { return nil }
@@ -84,13 +84,7 @@ public final class PlaylistLoader: @unchecked Sendable {
         if let length = entry.length, length > Int64(limit) { return nil }
         let reader = engine.makeReader(for: entry)
         defer { reader.close() }
-        var bytes: [UInt8] = []
-        while true {
-            let chunk = try await EngineIO.read(reader, offset: Int64(bytes.count), length: 256 << 10)
-            if chunk.isEmpty { break }
-            bytes += chunk
-            if bytes.count > limit { return nil }
-        }
+        guard let bytes = try await ChunkedRead.readAll(reader, limit: limit) else { return nil }
         return ReadResult(entry: reader.entry, bytes: bytes)
     }
 }

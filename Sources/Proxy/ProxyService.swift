@@ -82,7 +82,7 @@ final class ProxyService: @unchecked Sendable {
             // small media file costs no extra download, not even for HEAD.
             let reader = engine.makeReader(for: entry)
             defer { reader.close() }
-            let first = try await EngineIO.read(reader, offset: 0, length: 64)
+            let first = try await ChunkedRead.read(reader, offset: 0, count: 64)
             guard HLSPlaylist.isPlaylist(contentType: entry.contentType, firstBytes: first) else {
                 return .entry(entry, plan(entry: entry, conditions))
             }
