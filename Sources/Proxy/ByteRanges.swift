@@ -51,13 +51,3 @@ public enum ByteRanges {
         return value
     }
 }
-
-extension StringProtocol {
-    /// Trims RFC 9110 optional whitespace (SP and HTAB).
-    func trimmingOWS() -> Substring {
-        var s = Substring(self)
-        while let f = s.first, f == " " || f == "\t" { s.removeFirst() }
-        while let l = s.last, l == " " || l == "\t" { s.removeLast() }
-        return s
-    }
-}

@@ -1,5 +1,6 @@
 import CacheCore
 import Foundation
+import HLS
 import Logging
 
 /// Turns a proxied URL and the request's conditions into what to send: a plan over the cached
@@ -60,7 +61,7 @@ final class ProxyService: @unchecked Sendable {
     /// HLS by content type or extension, or a small file whose type says nothing.
     static func mayBePlaylist(_ entry: EntryInfo) -> Bool {
         if HLSPlaylist.isPlaylistContentType(entry.contentType) { return true }
-        guard MediaTypes.isGeneric(entry.contentType) || MediaTypes.essence(entry.contentType ?? "").hasPrefix("text/") else {
+        guard MediaTypes.isGeneric(entry.contentType) || (entry.contentType ?? "").mediaTypeEssence.hasPrefix("text/") else {
             return false
         }
         let ext = MediaTypes.pathExtension(of: entry.url) ?? MediaTypes.pathExtension(of: entry.finalURL)

@@ -1,7 +1,7 @@
 import ArgumentParser
 import CacheCore
 import Foundation
-import Proxy
+import HLS
 import Settings
 
 /// `httpcachefs preload URL...`: fill the cache ahead of time (read every byte, keep none), in
@@ -84,7 +84,7 @@ struct PreloadCommand: AsyncParsableCommand {
         let started = Date()
         let entry = try await engine.open(url: url, takeFirstBytes: range == nil)
         if range == nil, try await HLSPreloader.isPlaylist(engine: engine, entry: entry) {
-            return try await preloadPlaylist(url: url, variant: variant, engine: engine, via: "")
+            return try await preloadPlaylist(url: url, variant: variant, source: EngineHLSSource(engine: engine), via: "")
         }
         let (start, end) = try (range ?? .from(0)).resolve(length: entry.length, url: url)
         var fromCache: Int64 = 0
@@ -105,14 +105,15 @@ struct PreloadCommand: AsyncParsableCommand {
     }
 
     /// Preloads one URL through the proxy of the daemon that holds the cache, so its cache gets
-    /// the bytes, as one ranged request.
+    /// the bytes: an HLS playlist as a stream (its resources each through the proxy), anything
+    /// else as one ranged request.
     static func preload(url: String, range: ByteRangeSpec?, variant: HLSPreloader.VariantChoice,
                         through daemon: DaemonClient) async throws -> String {
         let via = " through the running daemon (process \(daemon.pid))"
         let started = Date()
         let head = try await onDedicatedThread(name: "httpcachefs-preload") { try daemon.head(url: url) }
         if range == nil, HLSPlaylist.isPlaylistContentType(head.contentType) {
-            throw CommandFailure("\(url) is an HLS playlist: preloading a stream needs the cache itself, which process \(daemon.pid) holds; stop it, or play the stream through its proxy")
+            return try await preloadPlaylist(url: url, variant: variant, source: DaemonHLSSource(daemon: daemon), via: via)
         }
         let (start, end) = try (range ?? .from(0)).resolve(length: head.length, url: url)
         let bytes = try await onDedicatedThread(name: "httpcachefs-preload") { () throws -> Int64 in
@@ -131,14 +132,14 @@ struct PreloadCommand: AsyncParsableCommand {
     }
 
     /// Preloads an HLS stream: the chosen variants' media playlists, segments, init sections and
-    /// keys (`Proxy.HLSPreloader`). Resources that fail are listed and make the URL count as failed.
-    static func preloadPlaylist(url: String, variant: HLSPreloader.VariantChoice, engine: CacheEngine,
+    /// keys (`HLS.HLSPreloader`). Resources that fail are listed and make the URL count as failed.
+    static func preloadPlaylist(url: String, variant: HLSPreloader.VariantChoice, source: HLSSource,
                                 via: String) async throws -> String {
         let started = Date()
         let bar = ProgressBar.isAvailable ? ProgressBar(label: Self.shortName(url), total: nil) : nil
         let report: HLSPreloader.Report
         do {
-            report = try await HLSPreloader(engine: engine, variant: variant).run(playlistURL: url) { done, known, current in
+            report = try await HLSPreloader(source: source, variant: variant).run(playlistURL: url) { done, known, current in
                 bar?.update(done: done, total: known > 0 ? known : nil, label: Self.shortName(current))
             }
             bar?.finish()

@@ -1,5 +1,6 @@
 import CacheCore
 import Foundation
+@testable import HLS
 @testable import Proxy
 import TestSupport
 import XCTest

@@ -3,8 +3,8 @@ import Foundation
 
 /// Fills the cache with everything an HLS stream needs: master → chosen variants (and the audio,
 /// video and subtitle renditions they reference) → media playlists → segments, init sections and
-/// keys, each read fully through an engine reader, so the proxy and the mount then serve the
-/// whole stream from disk.
+/// keys, each read fully from an `HLSSource` (the cache itself, or the proxy of the daemon that
+/// holds it), so the proxy and the mount then serve the whole stream from disk.
 ///
 /// A resource that fails (a 404 segment) is recorded and the rest continue; only a top playlist
 /// that cannot be loaded is an error. Memory stays bounded: bytes are read in chunks and
@@ -70,16 +70,19 @@ public struct HLSPreloader: Sendable {
     /// opened (their lengths become known); it is not a promise about the end.
     public typealias Progress = @Sendable (Int64, Int64, String) -> Void
 
-    let engine: CacheEngine
+    let source: HLSSource
     let variant: VariantChoice
     let concurrency: Int
-    let loader: PlaylistLoader
 
-    public init(engine: CacheEngine, variant: VariantChoice = .best, concurrency: Int = 2) {
-        self.engine = engine
+    public init(source: HLSSource, variant: VariantChoice = .best, concurrency: Int = 2) {
+        self.source = source
         self.variant = variant
         self.concurrency = max(1, concurrency)
-        self.loader = PlaylistLoader(engine: engine)
+    }
+
+    /// Preloads into `engine`, the cache of this process.
+    public init(engine: CacheEngine, variant: VariantChoice = .best, concurrency: Int = 2) {
+        self.init(source: EngineHLSSource(engine: engine), variant: variant, concurrency: concurrency)
     }
 
     /// True when `url` is an HLS playlist (content type or first bytes); the CLI uses this to
@@ -93,7 +96,7 @@ public struct HLSPreloader: Sendable {
     /// sniffed, nor files too large to be a playlist.
     public static func isPlaylist(engine: CacheEngine, entry: EntryInfo) async throws -> Bool {
         if HLSPlaylist.isPlaylistContentType(entry.contentType) { return true }
-        let type = entry.contentType.map(MediaTypes.essence) ?? ""
+        let type = entry.contentType?.mediaTypeEssence ?? ""
         if type.hasPrefix("video/") || type.hasPrefix("audio/") || type.hasPrefix("image/") { return false }
         guard let length = entry.length, length > 0, length <= 4 << 20 else { return false }
         let reader = engine.makeReader(for: entry)
@@ -104,8 +107,7 @@ public struct HLSPreloader: Sendable {
 
     public func run(playlistURL: String, progress: @escaping Progress = { _, _, _ in }) async throws -> Report {
         var report = Report()
-        guard let top = try await loader.load(url: playlistURL) else { throw PreloadError.tooLarge(playlistURL) }
-        guard let topInfo = top.info else { throw PreloadError.notAPlaylist(playlistURL) }
+        let topInfo = try await source.playlist(url: playlistURL)
         report.playlists = 1
 
         var media: [HLSPlaylistInfo] = []
@@ -114,12 +116,8 @@ public struct HLSPreloader: Sendable {
                 try Task.checkCancellation()
                 progress(0, 0, url)
                 do {
-                    guard let loaded = try await loader.load(url: url), let info = loaded.info else {
-                        report.failures.append(Failure(url: url, error: "not a playlist"))
-                        continue
-                    }
+                    media.append(try await source.playlist(url: url))
                     report.playlists += 1
-                    media.append(info)
                 } catch {
                     report.failures.append(Failure(url: url, error: "\(error)"))
                 }
@@ -177,8 +175,8 @@ public struct HLSPreloader: Sendable {
                 guard next < urls.count else { return }
                 let url = urls[next]
                 next += 1
-                group.addTask { [engine] in
-                    await Self.fetchOne(engine: engine, url: url, counters: counters, progress: progress)
+                group.addTask { [source] in
+                    await Self.fetchOne(source: source, url: url, counters: counters, progress: progress)
                 }
             }
             for _ in 0..<concurrency { addNext() }
@@ -205,29 +203,36 @@ public struct HLSPreloader: Sendable {
     /// `(url, .success(try await …))` from a `do` block: `group.next()` then yields nothing or
     /// garbage (release-only "0 segments" or a crash in the task group). So no `try await` may
     /// sit inside the expression a child task returns.
-    private static func fetchOne(engine: CacheEngine, url: String, counters: ProgressCounters,
+    private static func fetchOne(source: HLSSource, url: String, counters: ProgressCounters,
                                  progress: @escaping Progress) async -> (String, Result<Int64, Error>) {
         do {
-            let bytes = try await readFully(engine: engine, url: url, counters: counters, progress: progress)
+            let bytes = try await readFully(source: source, url: url, counters: counters, progress: progress)
             return (url, .success(bytes))
         } catch {
             return (url, .failure(error))
         }
     }
 
-    private static func readFully(engine: CacheEngine, url: String, counters: ProgressCounters,
+    private static func readFully(source: HLSSource, url: String, counters: ProgressCounters,
                                   progress: @escaping Progress) async throws -> Int64 {
-        let entry = try await engine.open(url: url)
-        _ = counters.addKnown(entry.length ?? 0)
-        let reader = engine.makeReader(for: entry)
-        defer { reader.close() }
-        return try await ChunkedRead.run(reader, to: nil) { chunk in
-            if entry.length == nil { _ = counters.addKnown(Int64(chunk.count)) }
-            let (done, known) = counters.addDone(Int64(chunk.count))
+        let lengthKnown = LengthSeen()
+        return try await source.readFully(url: url, length: { length in
+            lengthKnown.set(length != nil)
+            _ = counters.addKnown(length ?? 0)
+        }, received: { count in
+            if !lengthKnown.value { _ = counters.addKnown(Int64(count)) }
+            let (done, known) = counters.addDone(Int64(count))
             progress(done, max(known, done), url)
-            return true
-        }.bytes
+        })
     }
+}
+
+/// Whether a resource's length was known when it was opened (else its chunks grow the total).
+private final class LengthSeen: @unchecked Sendable {
+    private let lock = NSLock()
+    private var known = false
+    var value: Bool { lock.lock(); defer { lock.unlock() }; return known }
+    func set(_ v: Bool) { lock.lock(); known = v; lock.unlock() }
 }
 
 /// Byte counters shared by the concurrent readers of one preload.

@@ -1,5 +1,5 @@
 import XCTest
-@testable import Proxy
+@testable import HLS
 
 /// Rewriting sends every fetchable URI of a playlist back through the proxy.
 final class HLSPlaylistTests: XCTestCase {

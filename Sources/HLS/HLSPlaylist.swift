@@ -1,3 +1,4 @@
+import CacheCore
 import Foundation
 
 /// HLS playlists (RFC 8216 and its draft successor): recognition, parsing, and the rewrite that
@@ -22,13 +23,13 @@ public enum HLSPlaylist {
     /// True for an HLS content type, or a body that starts with `#EXTM3U` (after an optional
     /// UTF-8 byte order mark and whitespace).
     public static func isPlaylist(contentType: String?, firstBytes: [UInt8]) -> Bool {
-        if let ct = contentType, contentTypes.contains(MediaTypes.essence(ct)) { return true }
+        if let ct = contentType, contentTypes.contains(ct.mediaTypeEssence) { return true }
         return startsWithEXTM3U(firstBytes)
     }
 
     /// True when the content type alone says "playlist".
     public static func isPlaylistContentType(_ contentType: String?) -> Bool {
-        contentType.map { contentTypes.contains(MediaTypes.essence($0)) } ?? false
+        contentType.map { contentTypes.contains($0.mediaTypeEssence) } ?? false
     }
 
     static func startsWithEXTM3U(_ bytes: [UInt8]) -> Bool {
@@ -217,6 +218,16 @@ public struct HLSPlaylistInfo: Sendable, Equatable {
     public var targetDuration: Double?
 
     public var isMaster: Bool { !variants.isEmpty }
+
+    /// The same playlist with every reference passed through `transform` (a preload through the
+    /// daemon's proxy turns the proxy's URLs back into the originals).
+    public func mapURLs(_ transform: (String) -> String) -> HLSPlaylistInfo {
+        var copy = self
+        for i in copy.variants.indices { copy.variants[i].url = transform(copy.variants[i].url) }
+        for i in copy.renditions.indices { copy.renditions[i].url = transform(copy.renditions[i].url) }
+        copy.resources = copy.resources.map(transform)
+        return copy
+    }
 
     /// A live playlist changes under the player: its cached copy must be refreshed at least
     /// every half target duration (RFC 8216 6.3.4).
