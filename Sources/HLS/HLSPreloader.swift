@@ -85,15 +85,10 @@ public struct HLSPreloader: Sendable {
         self.init(source: EngineHLSSource(engine: engine), variant: variant, concurrency: concurrency)
     }
 
-    /// True when `url` is an HLS playlist (content type or first bytes); the CLI uses this to
-    /// decide between preloading a file and preloading a stream.
-    public static func isPlaylist(engine: CacheEngine, url: String) async throws -> Bool {
-        try await isPlaylist(engine: engine, entry: engine.open(url: url))
-    }
-
-    /// The same for an opened entry: by Content-Type, else by the `#EXTM3U` signature of a small
-    /// file (many servers send playlists as text/plain or octet-stream). Media types are never
-    /// sniffed, nor files too large to be a playlist.
+    /// True when an opened entry is an HLS playlist, which the CLI's `preload` preloads as a
+    /// stream: by Content-Type, else by the `#EXTM3U` signature of a small file (many servers
+    /// send playlists as text/plain or octet-stream). Media types are never sniffed, nor files
+    /// too large to be a playlist.
     public static func isPlaylist(engine: CacheEngine, entry: EntryInfo) async throws -> Bool {
         if HLSPlaylist.isPlaylistContentType(entry.contentType) { return true }
         let type = entry.contentType?.mediaTypeEssence ?? ""

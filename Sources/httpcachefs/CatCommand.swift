@@ -44,13 +44,10 @@ struct CatCommand: AsyncParsableCommand {
                 try await onDedicatedThread(name: "httpcachefs-cat") { try Self.cat(url: url, range: range, through: daemon) }
                 return
             }
-            do {
-                try await Self.cat(url: url, range: range, engine: engine)
-            } catch {
-                try await onDedicatedThread(name: "httpcachefs-cat") { engine.shutdown() }
-                throw error
-            }
+            var failure: Error?
+            do { try await Self.cat(url: url, range: range, engine: engine) } catch { failure = error }
             try await onDedicatedThread(name: "httpcachefs-cat") { engine.shutdown() }
+            if let failure { throw failure }
         }
     }
 
