@@ -18,7 +18,7 @@ extension ByteRangeSpec {
         } catch ByteRangeSpec.SyntaxError.endsBeforeItStarts {
             throw UsageError("invalid range '\(text)' for --range: it ends before it starts")
         } catch {
-            throw UsageError("invalid range '\(text)' for --range: expected A-B (inclusive byte offsets), A- or -N, where a position may be a size (10M-30M is the 20 MiB from 10 MiB on, -5M the last 5 MiB), e.g. 0-1023")
+            throw UsageError("invalid range '\(text)' for --range: expected A-B (inclusive byte offsets), A- or -N, where a position may also be a size, e.g. 0-1023, 10M-30M or -5M")
         }
         if case .suffix(0) = spec {
             throw UsageError("invalid range '\(text)' for --range: a suffix range needs at least one byte")
