@@ -150,7 +150,8 @@ struct PreloadCommand: AsyncParsableCommand {
         let elapsed = Date().timeIntervalSince(started)
         let summary = "preloaded \(url) (HLS, variant \(variant))\(via): \(report.playlists) playlist\(report.playlists == 1 ? "" : "s"), \(report.resources) segment\(report.resources == 1 ? "" : "s") and keys, \(report.bytes) bytes in \(Format.duration(elapsed)) (\(Format.rate(bytes: report.bytes, seconds: elapsed)))"
         guard report.failures.isEmpty else {
-            for f in report.failures { ErrorReporting.printError("\(f.url): \(f.error)") }
+            // Most errors name their URL already; the others get it in front.
+            for f in report.failures { ErrorReporting.printError(f.error.contains(f.url) ? f.error : "\(f.url): \(f.error)") }
             throw CommandFailure("\(summary); \(report.failures.count) resource\(report.failures.count == 1 ? "" : "s") failed")
         }
         return summary
