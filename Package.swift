@@ -3,7 +3,8 @@
 //
 // Dependency arrows point one way, toward CacheCore, which knows no C and no NIO:
 //   httpcachefs (CLI, wiring) ──> FuseMount ──> CFuse3
-//                             ──> Proxy (NIO)
+//                             ──> Proxy (NIO) ──> HLS
+//                             ──> HLS (playlists, preloader; no NIO)
 //                             ──> Fetcher ──> CCurl
 //   all of them               ──> CacheCore
 // FuseMount and Proxy never import each other; only the executable wires the libcurl source in.
@@ -20,7 +21,7 @@ let package = Package(
         .executable(name: "httpcachefs", targets: ["httpcachefs"]),
         .executable(name: "httpcachefs-bench", targets: ["httpcachefs-bench"]),
         // For the fuzz targets in Fuzz/, a package of its own that depends on this one by path.
-        .library(name: "httpcachefs-parsers", targets: ["CacheCore", "Fetcher", "FuseMount", "Proxy", "Settings"]),
+        .library(name: "httpcachefs-parsers", targets: ["CacheCore", "Fetcher", "FuseMount", "HLS", "Proxy", "Settings"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
@@ -46,9 +47,12 @@ let package = Package(
         .target(name: "FuseMount", dependencies: [
             "CacheCore", "CFuse3", .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: v5),
+        // HLS playlists (parsing, rewriting), their loader and the stream preloader, over
+        // CacheCore: no NIO, so `preload` needs no server.
+        .target(name: "HLS", dependencies: ["CacheCore"], swiftSettings: v5),
         // Embedded HTTP proxy (RFC 9110 ranges, HLS rewriting) over CacheCore.
         .target(name: "Proxy", dependencies: [
-            "CacheCore",
+            "CacheCore", "HLS",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -58,7 +62,7 @@ let package = Package(
         // so that the fuzz targets can reach the parsers, which an executable cannot offer.
         .target(name: "Settings", swiftSettings: v5),
         .executableTarget(name: "httpcachefs", dependencies: [
-            "CacheCore", "Fetcher", "FuseMount", "Proxy", "Settings",
+            "CacheCore", "Fetcher", "FuseMount", "HLS", "Proxy", "Settings",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: v5),
@@ -80,7 +84,8 @@ let package = Package(
         .testTarget(name: "FetcherTests", dependencies: ["Fetcher", "TestSupport"], swiftSettings: v5),
         .testTarget(name: "FuseMountTests", dependencies: ["FuseMount", "Fetcher", "TestSupport"], swiftSettings: v5),
         .testTarget(name: "SettingsTests", dependencies: ["Settings"], swiftSettings: v5),
-        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "Fetcher", "TestSupport"], swiftSettings: v5),
+        .testTarget(name: "HLSTests", dependencies: ["HLS"], swiftSettings: v5),
+        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "HLS", "Fetcher", "TestSupport"], swiftSettings: v5),
         .testTarget(name: "EndToEndTests", dependencies: ["CacheCore", "Fetcher", "TestSupport", .product(name: "Logging", package: "swift-log")], swiftSettings: v5),
     ]
 )

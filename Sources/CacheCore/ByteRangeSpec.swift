@@ -31,3 +31,38 @@ public enum ByteRangeSpec: Equatable, Sendable, CustomStringConvertible {
         }
     }
 }
+
+extension ByteRangeSpec {
+    /// Why a range-spec did not parse.
+    public enum SyntaxError: Error, Equatable, Sendable {
+        /// Not `first-last`, `first-` or `-n`, or a position `position` could not read.
+        case malformed
+        /// `first-last` with last before first (RFC 9110 makes the spec invalid).
+        case endsBeforeItStarts
+    }
+
+    /// Which number of a range-spec a position parser is reading: the CLI reads a last position
+    /// written as a size differently from a byte offset (see `ByteSize.rangePosition`).
+    public enum Position: Sendable {
+        case first, last, suffixLength
+    }
+
+    /// Parses one range-spec: `first-last` (inclusive), `first-` or `-n`. The one grammar for the
+    /// proxy's `Range` header elements and the CLI's `--range`; they differ only in how a number
+    /// is written, which `position` reads (nil: not a number).
+    public static func parse<S: StringProtocol>(_ text: S, position: (Substring, Position) -> Int64?) throws -> ByteRangeSpec {
+        let text = Substring(text)
+        guard let dash = text.firstIndex(of: "-") else { throw SyntaxError.malformed }
+        let firstText = text[..<dash]
+        let lastText = text[text.index(after: dash)...]
+        if firstText.isEmpty {
+            guard !lastText.isEmpty, let n = position(lastText, .suffixLength) else { throw SyntaxError.malformed }
+            return .suffix(n)
+        }
+        guard let first = position(firstText, .first) else { throw SyntaxError.malformed }
+        if lastText.isEmpty { return .from(first) }
+        guard let last = position(lastText, .last) else { throw SyntaxError.malformed }
+        guard last >= first else { throw SyntaxError.endsBeforeItStarts }
+        return .closed(first: first, last: last)
+    }
+}

@@ -52,7 +52,11 @@ public final class CacheEngine: @unchecked Sendable {
     public func cachedInfo(url: String) -> EntryInfo? { core.cachedInfo(url: url) }
 
     /// A reader for one open file or one proxy response. Close it when done.
-    public func makeReader(for entry: EntryInfo) -> CacheReader { CacheReader(core: core, entry: entry) }
+    /// - Parameter end: where the reader will stop reading, if it knows (a byte range's end): its
+    ///   read-ahead stops there, so the origin sends exactly the bytes asked for.
+    public func makeReader(for entry: EntryInfo, end: Int64? = nil) -> CacheReader {
+        CacheReader(core: core, entry: entry, end: end)
+    }
 
     /// Called (on an engine thread) whenever an entry is found to have changed remotely.
     public func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void) { core.addChangeObserver(handler) }
@@ -65,6 +69,14 @@ public final class CacheEngine: @unchecked Sendable {
 
     /// Forgets one entry and deletes its slices.
     public func remove(url: String) throws { try core.remove(url: url) }
+
+    /// The same, awaited: the files are deleted on `ChunkedRead`'s queue, never on the
+    /// cooperative pool.
+    public func remove(url: String) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+            ChunkedRead.queue.async { continuation.resume(with: Result { try self.remove(url: url) }) }
+        }
+    }
 
     /// Forgets every entry.
     public func clear() throws { try core.clear() }
@@ -81,9 +93,9 @@ public final class CacheReader: @unchecked Sendable {
     let core: EngineCore
     let state: ReaderState
 
-    init(core: EngineCore, entry: EntryInfo) {
+    init(core: EngineCore, entry: EntryInfo, end: Int64?) {
         self.core = core
-        self.state = core.makeReaderState(entry: entry)
+        self.state = core.makeReaderState(entry: entry, end: end)
         core.openReaders.open(entry.key, reader: state.id)
     }
 
@@ -121,10 +133,10 @@ public final class CacheReader: @unchecked Sendable {
         }
     }
 
+    /// The same read, awaited; the bytes are read out on `ChunkedRead`'s queue, never on the
+    /// cooperative pool.
     public func read(offset: Int64, length: Int) async throws -> [UInt8] {
-        try await withCheckedThrowingContinuation { cont in
-            read(offset: offset, length: length) { cont.resume(with: $0) }
-        }
+        try await ChunkedRead.read(self, offset: offset, count: length)
     }
 
     /// Releases this reader's interest: its pending reads fail with `.cancelled`, and fetches

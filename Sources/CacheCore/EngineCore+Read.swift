@@ -11,8 +11,8 @@ import Foundation
 /// are answered on `completionQueue`, from the bytes that arrived for them and, for parts that
 /// were on disk already, from slice files. It may block on nothing but the shard lock.
 extension EngineCore {
-    func makeReaderState(entry: EntryInfo) -> ReaderState {
-        ReaderState(id: makeID(), entry: entry, initialReadAhead: initialReadAhead)
+    func makeReaderState(entry: EntryInfo, end: Int64?) -> ReaderState {
+        ReaderState(id: makeID(), entry: entry, end: end, initialReadAhead: initialReadAhead)
     }
 
     /// Plans one read. A hit is answered right here on the caller's thread with a lease on the
@@ -56,7 +56,8 @@ extension EngineCore {
             entry.lastAccess = now
 
             let planner = ReadPlanner(readAhead: reader.readAhead, seekThreshold: max(2 << 20, reader.readAhead / 2),
-                                      streamSize: streamSize(readAhead: reader.readAhead, rate: entry.inflight.observedRate))
+                                      streamSize: streamSize(readAhead: reader.readAhead, rate: entry.inflight.observedRate),
+                                      readerEnd: reader.end)
             let running = entry.inflight.running(generation: generation, now: now)
             var plan = planner.plan(request: request, length: entry.info.length, cached: entry.coverage, running: running)
             if !entry.info.acceptsRanges { wholeBodyOnly(&plan, running: running) }

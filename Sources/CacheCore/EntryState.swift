@@ -179,15 +179,18 @@ final class ReaderState: @unchecked Sendable {
     /// Slice files of that version this reader has open.
     let files = ReaderFiles()
     var lastEnd: Int64 = -1
+    /// Where the reader stops reading, if it said: its read-ahead ends there.
+    let end: Int64?
     var readAhead: Int64
     /// How far ahead cached bytes were asked from the disk (a sequential reader's page-cache
     /// read-ahead on the slice files).
     var diskAheadTo: Int64 = 0
     var closed = false
 
-    init(id: Int, entry: EntryInfo, initialReadAhead: Int64) {
+    init(id: Int, entry: EntryInfo, end: Int64? = nil, initialReadAhead: Int64) {
         self.id = id
         self.entry = entry
+        self.end = end
         self.readAhead = initialReadAhead
     }
 }

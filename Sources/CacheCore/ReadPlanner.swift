@@ -12,7 +12,7 @@
 ///   is no seek). Past that, a seek starts a new fetch at the request and the old fetch is
 ///   truncated there, so it stops instead of downloading twice.
 /// - The last fetch of a request extends past it by `readAhead` (clipped at the next cached byte,
-///   the next running fetch and the end of the file). A gap that lies wholly in the read-ahead
+///   the next running fetch, the end of the file and where the reader says it stops). A gap that lies wholly in the read-ahead
 ///   window is only fetched once it is at least half a window long, so a sequential reader keeps
 ///   one fetch ahead instead of spawning a stream of tiny ones.
 /// - With `streamSize`, read-ahead is split into fetches of about that size, started together
@@ -26,12 +26,17 @@ public struct ReadPlanner: Sendable {
     public var catchUp: Double
     /// Size of each parallel stream of read-ahead; nil: one fetch.
     public var streamSize: Int64?
+    /// Where the reader stops reading (`cat --range`, a proxy response's last byte): read-ahead
+    /// never runs past it, since nobody would read those bytes. nil: to the end of the file.
+    public var readerEnd: Int64?
 
-    public init(readAhead: Int64, seekThreshold: Int64 = 2 << 20, catchUp: Double = 0.5, streamSize: Int64? = nil) {
+    public init(readAhead: Int64, seekThreshold: Int64 = 2 << 20, catchUp: Double = 0.5, streamSize: Int64? = nil,
+                readerEnd: Int64? = nil) {
         self.readAhead = readAhead
         self.seekThreshold = seekThreshold
         self.catchUp = catchUp
         self.streamSize = streamSize
+        self.readerEnd = readerEnd
     }
 
     /// A fetch that is already running: it will deliver `cursor..<end` (end nil: to EOF).
@@ -129,7 +134,8 @@ public struct ReadPlanner: Sendable {
         // Turn net steps into fetches; extend the last one (and inherited ones) past the request.
         let windowEnd: Int64? = {
             // Clamped: a request may end near Int64.max (a hostile Range, an unknown length).
-            let w = request.upperBound.addingClamped(readAhead)
+            var w = request.upperBound.addingClamped(readAhead)
+            if let readerEnd { w = min(w, max(readerEnd, request.upperBound)) }
             if let length { return min(w, length) }
             return w
         }()

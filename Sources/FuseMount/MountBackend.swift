@@ -28,7 +28,7 @@ public protocol MountBackend: AnyObject, Sendable {
 }
 
 /// One reader per open file handle: the engine does sequential detection and read-ahead per reader.
-public protocol MountReader: AnyObject, Sendable {
+public protocol MountReader: LeaseReading {
     /// A read answered where its bytes are (slice files, or memory), for the reply to send from.
     func lease(offset: Int64, length: Int, completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void)
     /// The same read as bytes (directory listings, which are parsed).
@@ -68,50 +68,15 @@ extension MountBackend {
             case let .failure(error): completion(.failure(error))
             case let .success(info):
                 let reader = self.makeReader(for: info)
-                WholeBodyRead(reader: reader, url: url, length: info.length, limit: limit, completion: completion).next()
+                ChunkedRead.readAll(reader, limit: limit) { result in
+                    reader.close()
+                    completion(result.mapError { $0 as? CacheError ?? .storage(path: "", message: "\($0)") }.flatMap { bytes in
+                        bytes.map { .success($0) }
+                            ?? .failure(.badResponse(url: url, message: "a directory listing larger than \(limit) bytes"))
+                    })
+                }
             }
         }
-    }
-}
-
-/// Reads a whole body in chunks, chaining each read from the previous completion.
-private final class WholeBodyRead: @unchecked Sendable {
-    let reader: MountReader
-    let url: String
-    let length: Int64?
-    let limit: Int
-    let completion: @Sendable (Result<[UInt8], CacheError>) -> Void
-    var bytes: [UInt8] = []  // touched by one completion at a time (reads are chained)
-    static let chunk = 1 << 20
-
-    init(reader: MountReader, url: String, length: Int64?, limit: Int,
-         completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
-        self.reader = reader
-        self.url = url
-        self.length = length
-        self.limit = limit
-        self.completion = completion
-    }
-
-    func next() {
-        if let length, Int64(bytes.count) >= length { return finish(.success(bytes)) }
-        if bytes.count > limit {
-            return finish(.failure(.badResponse(url: url, message: "a directory listing larger than \(limit) bytes")))
-        }
-        reader.read(offset: Int64(bytes.count), length: Self.chunk) { result in
-            switch result {
-            case let .failure(error): self.finish(.failure(error))
-            case let .success(chunk):
-                if chunk.isEmpty { return self.finish(.success(self.bytes)) }
-                self.bytes += chunk
-                self.next()
-            }
-        }
-    }
-
-    func finish(_ result: Result<[UInt8], CacheError>) {
-        reader.close()
-        completion(result)
     }
 }
 

@@ -24,24 +24,10 @@ public enum ByteRanges {
             let item = element.trimmingOWS()
             // RFC 9110 5.6.1.2: recipients accept and ignore empty list elements.
             if item.isEmpty { continue }
-            guard let dash = item.firstIndex(of: "-") else { return nil }
-            let firstText = item[..<dash]
-            let lastText = item[item.index(after: dash)...]
-            if firstText.isEmpty {
-                guard let n = parseDigits(lastText) else { return nil }
-                specs.append(.suffix(n))
-            } else {
-                guard let first = parseDigits(firstText) else { return nil }
-                if lastText.isEmpty {
-                    specs.append(.from(first))
-                } else {
-                    guard let last = parseDigits(lastText) else { return nil }
-                    // RFC 9110 14.1.1: last < first makes the range-spec invalid, and an invalid
-                    // range set means the whole header is ignored.
-                    guard last >= first else { return nil }
-                    specs.append(.closed(first: first, last: last))
-                }
-            }
+            // RFC 9110 14.1.1: last < first makes the range-spec invalid, and an invalid range
+            // set means the whole header is ignored.
+            guard let spec = try? ByteRangeSpec.parse(item, position: { text, _ in parseDigits(text) }) else { return nil }
+            specs.append(spec)
         }
         return specs.isEmpty ? nil : specs
     }
@@ -63,15 +49,5 @@ public enum ByteRanges {
             value = (o1 || o2) ? Int64.max : a
         }
         return value
-    }
-}
-
-extension StringProtocol {
-    /// Trims RFC 9110 optional whitespace (SP and HTAB).
-    func trimmingOWS() -> Substring {
-        var s = Substring(self)
-        while let f = s.first, f == " " || f == "\t" { s.removeFirst() }
-        while let l = s.last, l == " " || l == "\t" { s.removeLast() }
-        return s
     }
 }

@@ -25,7 +25,7 @@ public enum MediaTypes {
     /// True when `contentType` carries no format information.
     public static func isGeneric(_ contentType: String?) -> Bool {
         guard let ct = contentType else { return true }
-        return generic.contains(essence(ct))
+        return generic.contains(ct.mediaTypeEssence)
     }
 
     /// The type to send: the origin's if it is specific, else one from the URL's extension,
@@ -34,11 +34,6 @@ public enum MediaTypes {
         if let origin, !isGeneric(origin) { return origin }
         if let ext = pathExtension(of: url), let t = byExtension[ext] { return t }
         return origin.flatMap { $0.isEmpty ? nil : $0 } ?? "application/octet-stream"
-    }
-
-    /// Lower-cased `type/subtype` without parameters.
-    public static func essence(_ contentType: String) -> String {
-        String(contentType.split(separator: ";", maxSplits: 1).first ?? "").trimmingOWS().lowercased()
     }
 
     /// Lower-cased extension of the URL's last path segment, if any.

@@ -151,7 +151,9 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
         switch prepared {
         case let .entry(entry, p):
             plan = p
-            if !isHead, Self.needsSource(p.body) { source = .reader(service.engine.makeReader(for: entry)) }
+            if !isHead, Self.needsSource(p.body) {
+                source = .reader(service.engine.makeReader(for: entry, end: Self.lastByteEnd(p.body)))
+            }
         case let .memory(bytes, p):
             plan = p
             source = .memory(bytes)
@@ -179,6 +181,13 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
         case .untilEnd: return true
         case let .parts(parts): return parts.contains { if case .bytes = $0 { return true }; return false }
         }
+    }
+
+    /// Where the body's last byte range ends: the response reads nothing past it, so neither
+    /// does its read-ahead (a 206 for 20-30 MiB fetches those 10 MiB, not 30 more).
+    private static func lastByteEnd(_ body: ResponseBody) -> Int64? {
+        guard case let .parts(parts) = body else { return nil }
+        return parts.compactMap { if case let .bytes(r) = $0 { return r.upperBound }; return nil }.max()
     }
 
     private func streamDidEnd(context: ChannelHandlerContext, _ outcome: ResponseStream.Outcome) {

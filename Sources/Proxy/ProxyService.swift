@@ -1,5 +1,6 @@
 import CacheCore
 import Foundation
+import HLS
 import Logging
 
 /// Turns a proxied URL and the request's conditions into what to send: a plan over the cached
@@ -60,7 +61,7 @@ final class ProxyService: @unchecked Sendable {
     /// HLS by content type or extension, or a small file whose type says nothing.
     static func mayBePlaylist(_ entry: EntryInfo) -> Bool {
         if HLSPlaylist.isPlaylistContentType(entry.contentType) { return true }
-        guard MediaTypes.isGeneric(entry.contentType) || MediaTypes.essence(entry.contentType ?? "").hasPrefix("text/") else {
+        guard MediaTypes.isGeneric(entry.contentType) || (entry.contentType ?? "").mediaTypeEssence.hasPrefix("text/") else {
             return false
         }
         let ext = MediaTypes.pathExtension(of: entry.url) ?? MediaTypes.pathExtension(of: entry.finalURL)
@@ -82,7 +83,7 @@ final class ProxyService: @unchecked Sendable {
             // small media file costs no extra download, not even for HEAD.
             let reader = engine.makeReader(for: entry)
             defer { reader.close() }
-            let first = try await EngineIO.read(reader, offset: 0, length: 64)
+            let first = try await ChunkedRead.read(reader, offset: 0, count: 64)
             guard HLSPlaylist.isPlaylist(contentType: entry.contentType, firstBytes: first) else {
                 return .entry(entry, plan(entry: entry, conditions))
             }

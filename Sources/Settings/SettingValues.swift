@@ -36,6 +36,18 @@ public enum ByteSize {
         throw failure
     }
 
+    /// One position of a `--range` (`CacheCore.ByteRangeSpec` reads the `A-B` around it): plain
+    /// digits are a byte offset, inclusive at the end as HTTP writes ranges (`0-1023` is the first
+    /// KiB); a size with a unit is where the range starts or stops, so a last position written as
+    /// one is exclusive and `10M-30M` is the 20 MiB from 10 MiB to 30 MiB (and `0-1K` is `0-1023`).
+    /// `isEnd` says which it is; nil when `text` is neither.
+    public static func rangePosition(_ text: Substring, isEnd: Bool) -> Int64? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        if !trimmed.isEmpty, trimmed.allSatisfy({ $0.isASCII && $0.isNumber }) { return Int64(trimmed) }
+        guard trimmed.last?.isLetter == true, let bytes = try? parse(trimmed, option: "--range") else { return nil }
+        return isEnd ? bytes - 1 : bytes
+    }
+
     /// Digits with at most one decimal point: no sign, exponent, hex, `inf` or `nan`, which
     /// `Double(_:)` would otherwise accept.
     static func isPlainDecimal(_ s: String) -> Bool {

@@ -31,7 +31,7 @@ extension CacheCommand {
                 let entry: EntryInfo
                 if fetch {
                     _ = try engine.key(for: url)
-                    entry = try engine.openBlocking(url: url)
+                    entry = try waitFor { engine.open(url: url, completion: $0) }
                 } else {
                     let status = try CacheCommand.status(of: url, in: engine)
                     guard let length = status.info.length else {
@@ -47,7 +47,7 @@ extension CacheCommand {
                 defer { reader.close() }
                 let out = try AtomicFileWriter(path: file)
                 do {
-                    let result = try RangeStreamer.stream(reader: reader, start: 0, end: entry.length) { bytes in
+                    let result = try ChunkedRead.runWaiting(reader, to: entry.length) { bytes in
                         try out.write(bytes)
                         return true
                     }

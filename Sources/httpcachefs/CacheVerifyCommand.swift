@@ -95,7 +95,7 @@ struct RemoteCheck {
             if let stale = Self.staleness(cached: status.info, origin: remote.head) {
                 return Outcome(isProblem: false, message: "stale: \(stale); it will be fetched again on next use")
             }
-            let local = try reader.readBlocking(offset: sample.lowerBound, length: count)
+            let local = try ChunkedRead.readWaiting(reader, offset: sample.lowerBound, count: count)
             if local != remote.bytes {
                 let at = zip(local, remote.bytes).enumerated().first { $0.element.0 != $0.element.1 }.map { sample.lowerBound + Int64($0.offset) }
                 let detail = at.map { "first difference at offset \($0)" }

@@ -10,7 +10,10 @@ struct CatCommand: AsyncParsableCommand {
         abstract: "Write a remote file (or a byte range of it) to stdout, through the cache.",
         discussion: """
             --range takes inclusive byte offsets as HTTP does: 0-1023 is the first KiB, 1000- is \
-            everything from offset 1000, -500 is the last 500 bytes.
+            everything from offset 1000, -500 is the last 500 bytes. A position may be a size: \
+            10M-30M is the 20 MiB from 10 MiB to 30 MiB (a size ends the range before that offset), \
+            -5M the last 5 MiB, 1G- everything from 1 GiB on. Only the bytes of the range are \
+            fetched.
             """
     )
 
@@ -18,50 +21,53 @@ struct CatCommand: AsyncParsableCommand {
     var url: String
 
     /// `.unconditional`, so that a suffix range like `-500` is taken as the value, not a flag.
-    @Option(parsing: .unconditional, help: ArgumentHelp("Inclusive byte range: A-B, A- or -N.", valueName: "range"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Byte range: A-B (inclusive), A- or -N; positions may be sizes (10M-30M, -5M).", valueName: "range"))
     var range: String?
 
     @OptionGroup var cache: CacheOptions
 
     func run() async throws {
         try await runReportingErrors {
-            let range = try self.range.map(ByteRangeSpec.parse)
+            let range = try self.range.map(ByteRangeSpec.parse(option:))
             _ = try KeyRules.validate(url)
+            FileDescriptorOutput.ignoreSIGPIPE()
             let options = cache
             let url = url
-            try await onDedicatedThread(name: "httpcachefs-cat") {
-                try Self.cat(url: url, range: range, options: options)
+            let engine: CacheEngine
+            do {
+                engine = try await onDedicatedThread(name: "httpcachefs-cat") { try options.openEngine() }
+            } catch let CacheError.locked(path, holder) {
+                guard let daemon = try DaemonClient.find(cacheDirectory: path, options: options) else {
+                    throw CacheError.locked(path: path, holder: holder)
+                }
+                defer { daemon.shutdown() }
+                try await onDedicatedThread(name: "httpcachefs-cat") { try Self.cat(url: url, range: range, through: daemon) }
+                return
             }
+            var failure: Error?
+            do { try await Self.cat(url: url, range: range, engine: engine) } catch { failure = error }
+            try await onDedicatedThread(name: "httpcachefs-cat") { engine.shutdown() }
+            if let failure { throw failure }
         }
     }
 
-    static func cat(url: String, range: ByteRangeSpec?, options: CacheOptions) throws {
-        FileDescriptorOutput.ignoreSIGPIPE()
-        let engine: CacheEngine
-        do {
-            engine = try options.openEngine()
-        } catch let CacheError.locked(path, holder) {
-            guard let daemon = try DaemonClient.find(cacheDirectory: path, options: options) else {
-                throw CacheError.locked(path: path, holder: holder)
-            }
-            defer { daemon.shutdown() }
-            return try cat(url: url, range: range, through: daemon)
-        }
-        defer { engine.shutdown() }
-        let entry = try engine.openBlocking(url: url)
+    /// Writes the range through this process's cache. A range is fetched exactly: the open asks
+    /// one byte (not the usual first 256 KiB) and the reader's read-ahead stops at its end.
+    static func cat(url: String, range: ByteRangeSpec?, engine: CacheEngine) async throws {
+        let entry = try await engine.open(url: url, takeFirstBytes: range == nil)
         let (start, end) = try (range ?? .from(0)).resolve(length: entry.length, url: url)
-        let reader = engine.makeReader(for: entry)
+        let reader = engine.makeReader(for: entry, end: end)
         defer { reader.close() }
-        var failure: Int32?
-        try RangeStreamer.stream(reader: reader, start: start, end: end) { bytes in
+        let failure = WriteFailure()
+        try await ChunkedRead.run(reader, from: start, to: end) { bytes in
             switch FileDescriptorOutput.writeAll(fd: 1, bytes[...]) {
             case .written: return true
             case .readerGone: return false
-            case let .failed(code): failure = code; return false
+            case let .failed(code): failure.code = code; return false
             }
         }
-        if let failure {
-            throw CommandFailure("cannot write to stdout: \(String(cString: strerror(failure)))")
+        if let code = failure.code {
+            throw CommandFailure("cannot write to stdout: \(String(cString: strerror(code)))")
         }
     }
 
@@ -80,4 +86,10 @@ struct CatCommand: AsyncParsableCommand {
             throw CommandFailure("cannot write to stdout: \(String(cString: strerror(failure)))")
         }
     }
+}
+
+/// A write error seen by the consumer of a chunked read (which runs on its own queue; the read
+/// completes after it, so the caller reads it afterwards).
+private final class WriteFailure: @unchecked Sendable {
+    var code: Int32?
 }

@@ -12,11 +12,23 @@ enum Format {
         return String(format: value < 10 ? "%.2f %@" : value < 100 ? "%.1f %@" : "%.0f %@", value, units[unit])
     }
 
-    /// Megabytes (10^6) per second, as network tools report throughput.
+    /// `112 MiB/s`, `4.20 MiB/s`, `512 KiB/s`: the binary units of `bytes(_:)`, so a size and a
+    /// rate printed side by side are in one unit family.
     static func rate(bytes: Int64, seconds: TimeInterval) -> String {
-        guard seconds > 0 else { return "- MB/s" }
-        let mbps = Double(bytes) / seconds / 1e6
-        return String(format: mbps < 10 ? "%.2f MB/s" : "%.1f MB/s", mbps)
+        guard seconds > 0 else { return "- MiB/s" }
+        let perSecond = Double(bytes) / seconds
+        guard perSecond.isFinite, perSecond < 9e18 else { return "- MiB/s" }
+        return self.bytes(Int64(perSecond)) + "/s"
+    }
+
+    /// A time left, in whole units as people say it: `4s`, `59s`, `1m05s`, `2h03m` (rounded up,
+    /// so it never says 0s while work is left).
+    static func eta(_ seconds: TimeInterval) -> String {
+        if !seconds.isFinite || seconds < 0 || seconds > 99 * 3600 { return "-" }
+        let s = Int(seconds.rounded(.up))
+        if s < 60 { return "\(s)s" }
+        if s < 3600 { return String(format: "%dm%02ds", s / 60, s % 60) }
+        return String(format: "%dh%02dm", s / 3600, (s % 3600) / 60)
     }
 
     /// `0.42s`, `12.3s`, `4m05s`, `2h03m`.

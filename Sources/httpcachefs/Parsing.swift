@@ -2,33 +2,28 @@ import CacheCore
 import Foundation
 import Settings
 
-/// `--range`: an HTTP-style byte range (`A-B` inclusive, `A-` to the end, `-N` the last N), resolved
-/// by the same rule as the proxy's `Range` headers, with a usage error where HTTP would answer 416.
+/// `--range`: an HTTP-style byte range (`A-B` inclusive, `A-` to the end, `-N` the last N) whose
+/// positions may also be sizes (`10M-30M`, `-5M`, `10M-`; see `ByteSize.rangePosition`), parsed
+/// by the grammar of the proxy's `Range` headers and resolved by the same rule, with a usage
+/// error where HTTP would answer 416.
 extension ByteRangeSpec {
-    static func parse(_ text: String) throws -> ByteRangeSpec {
-        let failure = UsageError("invalid range '\(text)' for --range: expected A-B (inclusive byte offsets), A- or -N, e.g. 0-1023")
-        var s = text.trimmingCharacters(in: .whitespaces)
-        if s.lowercased().hasPrefix("bytes=") { s = String(s.dropFirst(6)) }
-        let parts = s.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
-        guard parts.count == 2 else { throw failure }
-        func number(_ p: String) throws -> Int64 {
-            guard !p.isEmpty, p.allSatisfy({ $0.isASCII && $0.isNumber }), let v = Int64(p) else { throw failure }
-            return v
-        }
-        switch (parts[0].isEmpty, parts[1].isEmpty) {
-        case (false, false):
-            let first = try number(parts[0]), last = try number(parts[1])
-            guard first <= last else {
-                throw UsageError("invalid range '\(text)' for --range: the first offset is after the last")
+    static func parse(option text: String) throws -> ByteRangeSpec {
+        var s = Substring(text.trimmingCharacters(in: .whitespaces))
+        if s.lowercased().hasPrefix("bytes=") { s = s.dropFirst(6) }
+        let spec: ByteRangeSpec
+        do {
+            spec = try ByteRangeSpec.parse(s) { text, position in
+                ByteSize.rangePosition(text, isEnd: position == .last)
             }
-            return .closed(first: first, last: last)
-        case (false, true): return .from(try number(parts[0]))
-        case (true, false):
-            let count = try number(parts[1])
-            guard count > 0 else { throw UsageError("invalid range '\(text)' for --range: a suffix range needs at least one byte") }
-            return .suffix(count)
-        case (true, true): throw failure
+        } catch ByteRangeSpec.SyntaxError.endsBeforeItStarts {
+            throw UsageError("invalid range '\(text)' for --range: it ends before it starts")
+        } catch {
+            throw UsageError("invalid range '\(text)' for --range: expected A-B (inclusive byte offsets), A- or -N, where a position may also be a size, e.g. 0-1023, 10M-30M or -5M")
         }
+        if case .suffix(0) = spec {
+            throw UsageError("invalid range '\(text)' for --range: a suffix range needs at least one byte")
+        }
+        return spec
     }
 
     /// The half-open byte range this selects in a file of `length` bytes. With an unknown

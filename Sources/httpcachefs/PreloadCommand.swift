@@ -1,10 +1,11 @@
 import ArgumentParser
 import CacheCore
 import Foundation
-import Proxy
+import HLS
 import Settings
 
-/// `httpcachefs preload URL...`: fill the cache ahead of time (read every byte, keep none).
+/// `httpcachefs preload URL...`: fill the cache ahead of time (read every byte, keep none), in
+/// this process or, while a daemon holds the cache, through that daemon's proxy.
 struct PreloadCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "preload",
@@ -22,7 +23,7 @@ struct PreloadCommand: AsyncParsableCommand {
     @Argument(help: "The http(s) URLs to preload.")
     var urls: [String]
 
-    @Option(parsing: .unconditional, help: ArgumentHelp("Inclusive byte range of every URL: A-B, A- or -N.", valueName: "range"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Byte range of every URL: A-B (inclusive), A- or -N; positions may be sizes (10M-30M, -5M).", valueName: "range"))
     var range: String?
 
     @Option(help: ArgumentHelp("HLS variant: best, all, or a BANDWIDTH value.", valueName: "variant"))
@@ -32,7 +33,7 @@ struct PreloadCommand: AsyncParsableCommand {
 
     func run() async throws {
         let failures = try await runReportingErrors { () async throws -> Int in
-            let range = try self.range.map(ByteRangeSpec.parse)
+            let range = try self.range.map(ByteRangeSpec.parse(option:))
             guard let variant = HLSPreloader.VariantChoice(argument: self.variant) else {
                 throw UsageError("invalid variant '\(self.variant)' for --variant: expected best, all or a BANDWIDTH number such as 2500000")
             }
@@ -46,21 +47,12 @@ struct PreloadCommand: AsyncParsableCommand {
                     throw CacheError.locked(path: path, holder: holder)
                 }
                 defer { daemon.shutdown() }
-                return try await Self.preload(urls: urls, range: range, through: daemon)
-            }
-            var failures = 0
-            for url in urls {
-                do {
-                    let summary: String
-                    switch try await onDedicatedThread(name: "httpcachefs-preload", { try Self.preloadFile(url: url, range: range, engine: engine) }) {
-                    case let .file(line): summary = line
-                    case .playlist: summary = try await Self.preloadPlaylist(url: url, variant: variant, engine: engine)
-                    }
-                    CacheCommand.printLine(summary)
-                } catch {
-                    _ = ErrorReporting.report(error)
-                    failures += 1
+                return await Self.preload(urls: urls) { url in
+                    try await Self.preload(url: url, range: range, variant: variant, through: daemon)
                 }
+            }
+            let failures = await Self.preload(urls: urls) { url in
+                try await Self.preload(url: url, range: range, variant: variant, engine: engine)
             }
             try await onDedicatedThread(name: "httpcachefs-preload") { engine.shutdown() }
             return failures
@@ -68,31 +60,13 @@ struct PreloadCommand: AsyncParsableCommand {
         if failures > 0 { throw ExitCode.failure }
     }
 
-    /// Preloads through the proxy of the daemon that holds the cache: its cache gets the bytes.
-    /// Returns the number of URLs that failed.
-    static func preload(urls: [String], range: ByteRangeSpec?, through daemon: DaemonClient) async throws -> Int {
+    /// Preloads each URL with `one`, printing its summary line or its error. Returns the number
+    /// of URLs that failed; the others still run.
+    static func preload(urls: [String], _ one: (String) async throws -> String) async -> Int {
         var failures = 0
         for url in urls {
             do {
-                let line = try await onDedicatedThread(name: "httpcachefs-preload") { () throws -> String in
-                    let started = Date()
-                    let head = try daemon.head(url: url)
-                    if range == nil, HLSPlaylist.isPlaylistContentType(head.contentType) {
-                        throw CommandFailure("\(url) is an HLS playlist: preloading a stream needs the cache itself, which process \(daemon.pid) holds; stop it, or play the stream through its proxy")
-                    }
-                    let (start, end) = try (range ?? .from(0)).resolve(length: head.length, url: url)
-                    let bar = ProgressBar.isAvailable ? ProgressBar(label: Self.shortName(url), total: end.map { $0 - start }) : nil
-                    defer { bar?.finish() }
-                    var bytes: Int64 = 0
-                    try daemon.stream(url: url, start: start, end: end) { chunk in
-                        bytes += Int64(chunk.count)
-                        bar?.advance(by: Int64(chunk.count))
-                        return true
-                    }
-                    let elapsed = Date().timeIntervalSince(started)
-                    return "preloaded \(url) through the running daemon (process \(daemon.pid)): \(bytes) bytes in \(Format.duration(elapsed)) (\(Format.rate(bytes: bytes, seconds: elapsed)))"
-                }
-                CacheCommand.printLine(line)
+                CacheCommand.printLine(try await one(url))
             } catch {
                 _ = ErrorReporting.report(error)
                 failures += 1
@@ -101,61 +75,71 @@ struct PreloadCommand: AsyncParsableCommand {
         return failures
     }
 
-    enum FileOutcome {
-        /// Preloaded; the summary line.
-        case file(String)
-        /// An HLS playlist: to be preloaded as a stream, not as bytes.
-        case playlist
-    }
-
-    /// Preloads one URL as a plain file, unless it turns out to be a playlist. Blocking: runs on
-    /// a dedicated thread.
-    static func preloadFile(url: String, range: ByteRangeSpec?, engine: CacheEngine) throws -> FileOutcome {
+    /// Preloads one URL into this process's cache: an HLS playlist as a stream (without
+    /// `--range`), anything else as bytes. A range is fetched exactly: the open asks one byte
+    /// (not the usual first 256 KiB) and the reader's read-ahead stops at the range's end.
+    static func preload(url: String, range: ByteRangeSpec?, variant: HLSPreloader.VariantChoice,
+                        engine: CacheEngine) async throws -> String {
         let before = engine.status(url: url)
         let started = Date()
-        let entry = try engine.openBlocking(url: url)
-        let reader = engine.makeReader(for: entry)
-        defer { reader.close() }
-
-        if range == nil, try isPlaylist(entry: entry, reader: reader) { return .playlist }
-
+        let entry = try await engine.open(url: url, takeFirstBytes: range == nil)
+        if range == nil, try await HLSPreloader.isPlaylist(engine: engine, entry: entry) {
+            return try await preloadPlaylist(url: url, variant: variant, source: EngineHLSSource(engine: engine), via: "")
+        }
         let (start, end) = try (range ?? .from(0)).resolve(length: entry.length, url: url)
         var fromCache: Int64 = 0
         if let before, before.info.generation == entry.generation {
             let upper = end ?? before.info.length ?? Int64.max
             fromCache = CacheCommand.Export.coveredBytes(before.cachedRanges, within: start ..< max(start, upper))
         }
-
-        let bar = ProgressBar.isAvailable
-            ? ProgressBar(label: Self.shortName(url), total: end.map { $0 - start }) : nil
+        let reader = engine.makeReader(for: entry, end: end)
+        defer { reader.close() }
+        let bar = ProgressBar.isAvailable ? ProgressBar(label: Self.shortName(url), total: end.map { $0 - start }) : nil
         defer { bar?.finish() }
-        let result = try RangeStreamer.stream(reader: reader, start: start, end: end) { bytes in
+        let result = try await ChunkedRead.run(reader, from: start, to: end) { bytes in
             bar?.advance(by: Int64(bytes.count))
             return true
         }
         let elapsed = Date().timeIntervalSince(started)
-        return .file("preloaded \(url): \(result.bytes) bytes in \(Format.duration(elapsed)) (\(Format.rate(bytes: result.bytes, seconds: elapsed))), \(fromCache) bytes from cache")
+        return "preloaded \(url): \(result.bytes) bytes in \(Format.duration(elapsed)) (\(Format.rate(bytes: result.bytes, seconds: elapsed))), \(fromCache) bytes from cache"
     }
 
-    /// An HLS playlist by Content-Type, else by the `#EXTM3U` signature of a small file (many
-    /// servers send playlists as text/plain or octet-stream). Media types are never sniffed.
-    static func isPlaylist(entry: EntryInfo, reader: CacheReader) throws -> Bool {
-        if HLSPlaylist.isPlaylistContentType(entry.contentType) { return true }
-        let type = entry.contentType?.lowercased() ?? ""
-        if type.hasPrefix("video/") || type.hasPrefix("audio/") || type.hasPrefix("image/") { return false }
-        guard let length = entry.length, length > 0, length <= 4 << 20 else { return false }
-        return HLSPlaylist.isPlaylist(contentType: entry.contentType,
-                                      firstBytes: try reader.readBlocking(offset: 0, length: 64))
+    /// Preloads one URL through the proxy of the daemon that holds the cache, so its cache gets
+    /// the bytes: an HLS playlist as a stream (its resources each through the proxy), anything
+    /// else as one ranged request.
+    static func preload(url: String, range: ByteRangeSpec?, variant: HLSPreloader.VariantChoice,
+                        through daemon: DaemonClient) async throws -> String {
+        let via = " through the running daemon (process \(daemon.pid))"
+        let started = Date()
+        let head = try await onDedicatedThread(name: "httpcachefs-preload") { try daemon.head(url: url) }
+        if range == nil, HLSPlaylist.isPlaylistContentType(head.contentType) {
+            return try await preloadPlaylist(url: url, variant: variant, source: DaemonHLSSource(daemon: daemon), via: via)
+        }
+        let (start, end) = try (range ?? .from(0)).resolve(length: head.length, url: url)
+        let bytes = try await onDedicatedThread(name: "httpcachefs-preload") { () throws -> Int64 in
+            let bar = ProgressBar.isAvailable ? ProgressBar(label: Self.shortName(url), total: end.map { $0 - start }) : nil
+            defer { bar?.finish() }
+            var bytes: Int64 = 0
+            try daemon.stream(url: url, start: start, end: end) { chunk in
+                bytes += Int64(chunk.count)
+                bar?.advance(by: Int64(chunk.count))
+                return true
+            }
+            return bytes
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        return "preloaded \(url)\(via): \(bytes) bytes in \(Format.duration(elapsed)) (\(Format.rate(bytes: bytes, seconds: elapsed)))"
     }
 
     /// Preloads an HLS stream: the chosen variants' media playlists, segments, init sections and
-    /// keys (`Proxy.HLSPreloader`). Resources that fail are listed and make the URL count as failed.
-    static func preloadPlaylist(url: String, variant: HLSPreloader.VariantChoice, engine: CacheEngine) async throws -> String {
+    /// keys (`HLS.HLSPreloader`). Resources that fail are listed and make the URL count as failed.
+    static func preloadPlaylist(url: String, variant: HLSPreloader.VariantChoice, source: HLSSource,
+                                via: String) async throws -> String {
         let started = Date()
         let bar = ProgressBar.isAvailable ? ProgressBar(label: Self.shortName(url), total: nil) : nil
         let report: HLSPreloader.Report
         do {
-            report = try await HLSPreloader(engine: engine, variant: variant).run(playlistURL: url) { done, known, current in
+            report = try await HLSPreloader(source: source, variant: variant).run(playlistURL: url) { done, known, current in
                 bar?.update(done: done, total: known > 0 ? known : nil, label: Self.shortName(current))
             }
             bar?.finish()
@@ -164,9 +148,10 @@ struct PreloadCommand: AsyncParsableCommand {
             throw error
         }
         let elapsed = Date().timeIntervalSince(started)
-        let summary = "preloaded \(url) (HLS, variant \(variant)): \(report.playlists) playlist\(report.playlists == 1 ? "" : "s"), \(report.resources) segment\(report.resources == 1 ? "" : "s") and keys, \(report.bytes) bytes in \(Format.duration(elapsed)) (\(Format.rate(bytes: report.bytes, seconds: elapsed)))"
+        let summary = "preloaded \(url) (HLS, variant \(variant))\(via): \(report.playlists) playlist\(report.playlists == 1 ? "" : "s"), \(report.resources) segment\(report.resources == 1 ? "" : "s") and keys, \(report.bytes) bytes in \(Format.duration(elapsed)) (\(Format.rate(bytes: report.bytes, seconds: elapsed)))"
         guard report.failures.isEmpty else {
-            for f in report.failures { ErrorReporting.printError("\(f.url): \(f.error)") }
+            // Most errors name their URL already; the others get it in front.
+            for f in report.failures { ErrorReporting.printError(f.error.contains(f.url) ? f.error : "\(f.url): \(f.error)") }
             throw CommandFailure("\(summary); \(report.failures.count) resource\(report.failures.count == 1 ? "" : "s") failed")
         }
         return summary

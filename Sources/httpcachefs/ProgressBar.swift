@@ -2,7 +2,7 @@ import Foundation
 
 /// A one-line progress bar on stderr for `preload` on a terminal:
 ///
-///     [##########>           ]  45%  460 MiB / 1.00 GiB  112.3 MB/s  ETA 5.1s  video.mp4
+///     [##########>           ]  45%  460 MiB / 1.00 GiB  112 MiB/s  ETA 5s  video.mp4
 ///
 /// Redrawn about five times a second from a timer (so a stalled download still shows its
 /// falling rate), never from the read loop; `advance` only adds under a lock.
@@ -73,7 +73,7 @@ final class ProgressBar: @unchecked Sendable {
         var stats = total.map { "\(Format.bytes(done)) / \(Format.bytes($0))" } ?? Format.bytes(done)
         stats += "  " + Format.rate(bytes: done, seconds: elapsed)
         if let total, rate > 0, done < total {
-            stats += "  ETA " + Format.duration(Double(total - done) / rate)
+            stats += "  ETA " + Format.eta(Double(total - done) / rate)
         }
         var line = ""
         if let total, total > 0 {

@@ -67,6 +67,64 @@ final class SharedCacheTests: XCTestCase {
         XCTAssertTrue(ls.stdout.contains(h.origin.url("/later.mp4")) && ls.stdout.contains("100%"), ls.stdout)
     }
 
+    /// Through the daemon a range is fetched exactly too: its proxy's reader stops at the
+    /// response's last byte. The daemon opens a file it does not know with its usual probe,
+    /// which brings the first 256 KiB along.
+    func testPreloadOfARangeThroughTheDaemonFetchesThatRange() throws {
+        h.origin.setGeneratedFile("/big.mp4", length: 64 << 20, seed: 64)
+        h.origin.setGeneratedFile("/other.mp4", length: 1000, seed: 65)
+        try mountWithProxy([h.origin.url("/other.mp4")])
+        h.origin.resetLog()
+        let preload = try h.run(h.binary, ["preload", h.origin.url("/big.mp4"), "--range", "20M-30M", "--cache-dir", h.cacheDirectory])
+        XCTAssertEqual(preload.status, 0, preload.stderr)
+        XCTAssertTrue(preload.stdout.contains("through the running daemon") && preload.stdout.contains(": 10485760 bytes"), preload.stdout)
+        XCTAssertEqual(h.origin.bytesServed(path: "/big.mp4"), (10 << 20) + (256 << 10),
+                       "origin requests: \(h.origin.requests.map(\.range))")
+    }
+
+    func testPreloadOfAnHLSStreamGoesThroughTheDaemon() throws {
+        let playlistType = "application/vnd.apple.mpegurl"
+        h.origin.setFile("/hls/master.m3u8", data: Array("""
+            #EXTM3U
+            #EXT-X-STREAM-INF:BANDWIDTH=800000
+            low/index.m3u8
+            #EXT-X-STREAM-INF:BANDWIDTH=2500000
+            high/index.m3u8
+            """.utf8), contentType: playlistType)
+        for variant in ["low", "high"] {
+            h.origin.setFile("/hls/\(variant)/index.m3u8", data: Array("""
+                #EXTM3U
+                #EXT-X-TARGETDURATION:4
+                #EXT-X-MAP:URI="init.mp4"
+                #EXTINF:4,
+                seg0.m4s
+                #EXTINF:4,
+                seg1.m4s
+                #EXT-X-ENDLIST
+                """.utf8), contentType: playlistType)
+            h.origin.setGeneratedFile("/hls/\(variant)/init.mp4", length: 1000, seed: 66, contentType: "video/mp4")
+            h.origin.setGeneratedFile("/hls/\(variant)/seg0.m4s", length: 300_000, seed: 67, contentType: "video/iso.segment")
+            h.origin.setGeneratedFile("/hls/\(variant)/seg1.m4s", length: 200_000, seed: 68, contentType: "video/iso.segment")
+        }
+        h.origin.setGeneratedFile("/other.mp4", length: 1000, seed: 65)
+        try mountWithProxy([h.origin.url("/other.mp4")])
+
+        let preload = try h.run(h.binary, ["preload", h.origin.url("/hls/master.m3u8"), "--cache-dir", h.cacheDirectory])
+        XCTAssertEqual(preload.status, 0, preload.stderr)
+        XCTAssertTrue(preload.stdout.hasPrefix("preloaded \(h.origin.url("/hls/master.m3u8")) (HLS, variant best) through the running daemon (process "), preload.stdout)
+        XCTAssertTrue(preload.stdout.contains("): 2 playlists, 3 segments and keys, 501000 bytes in "), preload.stdout)
+        XCTAssertEqual(h.origin.requestCount(path: "/hls/low/seg0.m4s"), 0, "only the best variant is preloaded")
+
+        h.origin.resetLog()
+        for (name, seed, length) in [("init.mp4", 66, 1000), ("seg0.m4s", 67, 300_000), ("seg1.m4s", 68, 200_000)] {
+            let (port, path) = try proxyURL(h.origin.url("/hls/high/\(name)"))
+            let response = try RawHTTP.request(port: port, path: path, timeout: 30)
+            XCTAssertEqual(response.status, 200, name)
+            XCTAssertTrue(response.body == OriginServer.generatedBytes(seed: UInt64(seed), offset: 0, count: length), name)
+        }
+        XCTAssertEqual(h.origin.requests.count, 0, "the preload did not fill the daemon's cache: \(h.origin.requests.map(\.path))")
+    }
+
     func testProxyClientsAndAMountReaderOnOneColdFileCauseOneDownload() throws {
         let length = 16 << 20
         h.origin.setGeneratedFile("/cold.mp4", length: Int64(length), seed: 62)

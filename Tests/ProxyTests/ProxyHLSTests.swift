@@ -1,5 +1,6 @@
 import CacheCore
 import Foundation
+@testable import HLS
 @testable import Proxy
 import TestSupport
 import XCTest
@@ -160,9 +161,11 @@ final class ProxyHLSTests: XCTestCase {
         let seg = try h.get(h.path("/s/high1.ts"))
         XCTAssertEqual(seg.body, testBytes(300_002, seed: 2))
         XCTAssertEqual(h.origin.bytesServed(path: "/s/high1.ts"), 0)
-        let isPlaylist = try await HLSPreloader.isPlaylist(engine: h.engine, url: h.origin.url("/s/master.m3u8"))
+        let master = try await h.engine.open(url: h.origin.url("/s/master.m3u8"))
+        let isPlaylist = try await HLSPreloader.isPlaylist(engine: h.engine, entry: master)
         XCTAssertTrue(isPlaylist)
-        let isNotPlaylist = try await HLSPreloader.isPlaylist(engine: h.engine, url: h.origin.url("/s/high1.ts"))
+        let segment = try await h.engine.open(url: h.origin.url("/s/high1.ts"))
+        let isNotPlaylist = try await HLSPreloader.isPlaylist(engine: h.engine, entry: segment)
         XCTAssertFalse(isNotPlaylist)
     }
 }

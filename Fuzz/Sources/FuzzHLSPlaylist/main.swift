@@ -1,5 +1,6 @@
 import FuzzSupport
-@testable import Proxy
+@testable import HLS
+import Proxy
 
 /// HLS playlists from an origin: parsed for the preloader and the live refresh, and rewritten so
 /// every reference goes through the proxy. Invariants: the rewrite keeps the line count and every

@@ -1,0 +1,260 @@
+import Dispatch
+import Foundation
+
+/// A reader that answers reads with leases: `CacheReader`, and the mount's readers (test fakes
+/// among them) through `MountReader`.
+public protocol LeaseReading: AnyObject, Sendable {
+    func lease(offset: Int64, length: Int, completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void)
+}
+
+extension CacheReader: LeaseReading {}
+
+/// Reading a byte range of an entry through to its end, chunk by chunk: the one loop behind
+/// `cat`, `preload`, `cache export`, playlist loads, HLS segment preloads and directory listings.
+///
+/// Each chunk is leased from the reader and its bytes are read out (`pread`) and handed to the
+/// consumer on `queue`, a GCD queue of its own: never on Swift's cooperative pool (whose threads
+/// must not block on I/O) and never on the engine's completion queue. Reads are chained, the next
+/// one asked once the consumer took the previous chunk, so memory holds one chunk at a time, and
+/// every step is a fresh block on the queue, so a long run of cache hits (which complete inline)
+/// never deepens the stack. Three doors to the same loop: a completion, `async`, and a blocking
+/// wait for dedicated threads (the CLI's).
+public enum ChunkedRead {
+    public static let defaultChunkSize = 1 << 20
+
+    /// Where reads are answered and consumers run.
+    static let queue = DispatchQueue(label: "httpcachefs.chunked-read", attributes: .concurrent)
+
+    public enum Stop: Sendable, Equatable {
+        /// The range was read to its end (or the file ended first).
+        case end
+        /// The consumer returned false.
+        case consumerStopped
+    }
+
+    public struct Outcome: Sendable, Equatable {
+        /// Bytes handed to the consumer.
+        public var bytes: Int64
+        public var stop: Stop
+
+        public init(bytes: Int64, stop: Stop) {
+            self.bytes = bytes
+            self.stop = stop
+        }
+    }
+
+    /// Hands the bytes of `[start, end)` (end nil: up to the end of the file) to `consume` in
+    /// order, in chunks of at most `chunkSize`; `consume` returns false to stop early, or throws
+    /// to fail the run. Completes once, with what was read or the first error. The reader is
+    /// left open (its owner closes it).
+    ///
+    /// A reader is bound to one version: if the remote file changes between two chunks, the next
+    /// read fails (`CacheError.remoteChanged`) and so does the run, never splicing two versions.
+    /// - Returns: a cancellation switch: the run fails with `CancellationError` before its next chunk.
+    @discardableResult
+    public static func start(_ reader: LeaseReading, from start: Int64 = 0, to end: Int64?,
+                             chunkSize: Int = defaultChunkSize,
+                             consume: @escaping @Sendable ([UInt8]) throws -> Bool,
+                             completion: @escaping @Sendable (Result<Outcome, Error>) -> Void) -> Cancellation {
+        let loop = Loop(reader: reader, start: start, end: end, chunkSize: max(1, chunkSize),
+                        consume: consume, completion: completion)
+        queue.async { loop.step() }
+        return Cancellation(loop: loop)
+    }
+
+    /// The same, awaited. Task cancellation stops the run before its next chunk.
+    @discardableResult
+    public static func run(_ reader: LeaseReading, from start: Int64 = 0, to end: Int64?,
+                           chunkSize: Int = defaultChunkSize,
+                           consume: @escaping @Sendable ([UInt8]) throws -> Bool) async throws -> Outcome {
+        let cancellation = CancellationBox()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                cancellation.set(Self.start(reader, from: start, to: end, chunkSize: chunkSize, consume: consume) {
+                    continuation.resume(with: $0)
+                })
+            }
+        } onCancel: {
+            cancellation.cancel()
+        }
+    }
+
+    /// The same, waited for on the calling thread: dedicated threads only (the CLI's), never a
+    /// task's.
+    @discardableResult
+    public static func runWaiting(_ reader: LeaseReading, from start: Int64 = 0, to end: Int64?,
+                                  chunkSize: Int = defaultChunkSize,
+                                  consume: @escaping @Sendable ([UInt8]) throws -> Bool) throws -> Outcome {
+        try waitFor { done in
+            Self.start(reader, from: start, to: end, chunkSize: chunkSize, consume: consume, completion: done)
+        }
+    }
+
+    /// The bytes of `[offset, offset+count)` (fewer at the end of the file), as one read.
+    public static func read(_ reader: LeaseReading, offset: Int64, count: Int) async throws -> [UInt8] {
+        let bytes = Collected()
+        _ = try await run(reader, from: offset, to: offset.addingClamped(Int64(count)), chunkSize: count,
+                          consume: bytes.append)
+        return bytes.value
+    }
+
+    /// The same, waited for on the calling thread: dedicated threads only.
+    public static func readWaiting(_ reader: LeaseReading, offset: Int64, count: Int) throws -> [UInt8] {
+        let bytes = Collected()
+        _ = try runWaiting(reader, from: offset, to: offset.addingClamped(Int64(count)), chunkSize: count,
+                           consume: bytes.append)
+        return bytes.value
+    }
+
+    /// A whole small body (a playlist, a directory listing) from offset 0, or nil once it proves
+    /// longer than `limit` bytes.
+    public static func readAll(_ reader: LeaseReading, limit: Int,
+                               completion: @escaping @Sendable (Result<[UInt8]?, Error>) -> Void) {
+        let bytes = Collected()
+        start(reader, to: Int64(limit) + 1, consume: bytes.append) { result in
+            completion(result.map { _ in bytes.value.count > limit ? nil : bytes.value })
+        }
+    }
+
+    public static func readAll(_ reader: LeaseReading, limit: Int) async throws -> [UInt8]? {
+        let bytes = Collected()
+        _ = try await run(reader, to: Int64(limit) + 1, consume: bytes.append)
+        return bytes.value.count > limit ? nil : bytes.value
+    }
+
+    /// Stops a run before its next chunk (the chunk being read completes first).
+    public struct Cancellation: Sendable {
+        fileprivate let loop: Loop
+        public func cancel() { loop.cancel() }
+    }
+
+    /// One run: the position and the consumer. Steps are chained (one runs at a time, each
+    /// started by the previous one's completion), so `offset` needs no lock; `cancelled` does.
+    fileprivate final class Loop: @unchecked Sendable {
+        let reader: LeaseReading
+        let start: Int64
+        let end: Int64?
+        let chunkSize: Int
+        let consume: @Sendable ([UInt8]) throws -> Bool
+        let completion: @Sendable (Result<Outcome, Error>) -> Void
+        var offset: Int64
+        private let lock = NSLock()
+        private var cancelled = false   // guarded by lock
+
+        init(reader: LeaseReading, start: Int64, end: Int64?, chunkSize: Int,
+             consume: @escaping @Sendable ([UInt8]) throws -> Bool,
+             completion: @escaping @Sendable (Result<Outcome, Error>) -> Void) {
+            self.reader = reader
+            self.start = start
+            self.end = end
+            self.chunkSize = chunkSize
+            self.consume = consume
+            self.completion = completion
+            self.offset = start
+        }
+
+        func cancel() {
+            lock.lock()
+            cancelled = true
+            lock.unlock()
+        }
+
+        private var isCancelled: Bool {
+            lock.lock()
+            defer { lock.unlock() }
+            return cancelled
+        }
+
+        /// Asks for the next chunk, or finishes.
+        func step() {
+            if isCancelled { return completion(.failure(CancellationError())) }
+            if let end, offset >= end { return finish(.end) }
+            let want = end.map { Int(min(Int64(chunkSize), $0 - offset)) } ?? chunkSize
+            reader.lease(offset: offset, length: want) { result in
+                ChunkedRead.queue.async { self.received(result) }
+            }
+        }
+
+        private func received(_ result: Result<ReadLease, CacheError>) {
+            do {
+                let lease = try result.get()
+                defer { lease.release() }
+                let bytes: [UInt8]
+                do { bytes = try lease.bytes() } catch let e as StorageError { throw e.cacheError }
+                if bytes.isEmpty { return finish(.end) }
+                offset += Int64(bytes.count)
+                if try !consume(bytes) { return finish(.consumerStopped) }
+            } catch {
+                return completion(.failure(error))
+            }
+            step()
+        }
+
+        private func finish(_ stop: Stop) {
+            completion(.success(Outcome(bytes: offset - start, stop: stop)))
+        }
+    }
+}
+
+/// Waits on the calling thread for a completion-based call: for dedicated threads only (the
+/// CLI's), since it would starve Swift's cooperative pool if a task called it.
+public func waitFor<T, E: Error>(_ call: (@escaping @Sendable (Result<T, E>) -> Void) -> Void) throws -> T {
+    let box = ResultBox<T, E>()
+    call { box.set($0) }
+    return try box.wait()
+}
+
+private final class ResultBox<T, E: Error>: @unchecked Sendable {
+    private let semaphore = DispatchSemaphore(value: 0)
+    private var result: Result<T, E>?   // written once before the signal, read after the wait
+
+    func set(_ r: Result<T, E>) {
+        result = r
+        semaphore.signal()
+    }
+
+    func wait() throws -> T {
+        semaphore.wait()
+        return try result!.get()
+    }
+}
+
+/// The chunks of one run, gathered (runs are chained, so appends never overlap; the lock makes
+/// the hand-over to the caller's thread explicit).
+private final class Collected: @unchecked Sendable {
+    private let lock = NSLock()
+    private var bytes: [UInt8] = []
+
+    var value: [UInt8] { lock.lock(); defer { lock.unlock() }; return bytes }
+
+    @Sendable func append(_ chunk: [UInt8]) -> Bool {
+        lock.lock()
+        bytes += chunk
+        lock.unlock()
+        return true
+    }
+}
+
+/// Hands a run's cancellation switch from the continuation to the cancellation handler, which
+/// may run first.
+private final class CancellationBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var switchOff: ChunkedRead.Cancellation?
+    private var cancelled = false
+
+    func set(_ c: ChunkedRead.Cancellation) {
+        lock.lock()
+        switchOff = c
+        let cancelNow = cancelled
+        lock.unlock()
+        if cancelNow { c.cancel() }
+    }
+
+    func cancel() {
+        lock.lock()
+        cancelled = true
+        let c = switchOff
+        lock.unlock()
+        c?.cancel()
+    }
+}
