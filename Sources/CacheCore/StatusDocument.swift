@@ -59,6 +59,41 @@ public struct CacheSummary: Sendable, Codable, Equatable {
     public var hitRatio: Double?
 }
 
+extension CacheSummary {
+    /// The summary of `files` (all of a cache's entries) in a cache of `configuration`.
+    init(files: [EntryStatus], configuration config: CacheConfiguration, showDirectory: Bool, totals: Totals?) {
+        var fs = statvfs()
+        var floor: Int64 = 0, free: Int64 = 0
+        if statvfs(config.directory, &fs) == 0 {
+            floor = Int64(Double(fs.f_blocks) * Double(fs.f_frsize) * config.freeSpaceFloor)
+            free = Int64(fs.f_bavail) * Int64(fs.f_frsize)
+        }
+        var slices = 0
+        for f in files {
+            var last: Int64 = -1
+            for r in f.cachedRanges where !r.isEmpty {
+                let first = r.lowerBound / config.sliceSize, end = (r.upperBound - 1) / config.sliceSize
+                if end > last { slices += Int(end - max(first, last + 1) + 1) }
+                last = max(last, end)
+            }
+        }
+        let reads = totals.map { $0.hits + $0.misses } ?? 0
+        self.init(directory: showDirectory ? config.directory : nil,
+                            usedBytes: files.reduce(0) { $0 + $1.cachedBytes }, capacityBytes: config.capacity,
+                            freeFloorBytes: floor, filesystemFreeBytes: free, files: files.count, slices: slices,
+                            sliceSize: config.sliceSize,
+                            hitRatio: reads > 0 ? Double(totals!.hits) / Double(reads) : nil)
+    }
+
+}
+
+extension CacheSnapshot {
+    /// The cache as the index last recorded it (no counters: nothing runs here).
+    public var summary: CacheSummary {
+        CacheSummary(files: list(), configuration: configuration, showDirectory: true, totals: nil)
+    }
+}
+
 /// One file the cache knows.
 public struct FileStatus: Sendable, Codable, Equatable {
     public var url: String
@@ -132,28 +167,7 @@ extension CacheEngine {
     }
 
     func summary(files: [EntryStatus], showDirectory: Bool, totals: Totals?) -> CacheSummary {
-        let config = configuration
-        var fs = statvfs()
-        var floor: Int64 = 0, free: Int64 = 0
-        if statvfs(config.directory, &fs) == 0 {
-            floor = Int64(Double(fs.f_blocks) * Double(fs.f_frsize) * config.freeSpaceFloor)
-            free = Int64(fs.f_bavail) * Int64(fs.f_frsize)
-        }
-        var slices = 0
-        for f in files {
-            var last: Int64 = -1
-            for r in f.cachedRanges where !r.isEmpty {
-                let first = r.lowerBound / config.sliceSize, end = (r.upperBound - 1) / config.sliceSize
-                if end > last { slices += Int(end - max(first, last + 1) + 1) }
-                last = max(last, end)
-            }
-        }
-        let reads = totals.map { $0.hits + $0.misses } ?? 0
-        return CacheSummary(directory: showDirectory ? config.directory : nil,
-                            usedBytes: files.reduce(0) { $0 + $1.cachedBytes }, capacityBytes: config.capacity,
-                            freeFloorBytes: floor, filesystemFreeBytes: free, files: files.count, slices: slices,
-                            sliceSize: config.sliceSize,
-                            hitRatio: reads > 0 ? Double(totals!.hits) / Double(reads) : nil)
+        CacheSummary(files: files, configuration: configuration, showDirectory: showDirectory, totals: totals)
     }
 
     /// The last path segment of `url`, percent-decoded (the URL itself if it has none).
