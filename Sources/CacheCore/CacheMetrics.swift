@@ -285,7 +285,11 @@ public struct DoorReads: Sendable, Codable, Equatable {
     public var proxy: Int64 = 0
     public var cli: Int64 = 0
 
-    public init() {}
+    public init(fuse: Int64 = 0, proxy: Int64 = 0, cli: Int64 = 0) {
+        self.fuse = fuse
+        self.proxy = proxy
+        self.cli = cli
+    }
 
     mutating func add(_ door: ReadDoor) {
         switch door {

@@ -120,7 +120,7 @@ public struct FileStatus: Sendable, Codable, Equatable {
     public var bytesFromOrigin: Int64
     /// Reads since the start, by door.
     public var reads: DoorReads
-    /// What the cache noted for this file, and the recent failed reads of it.
+    /// What the cache noted for this file (failed reads and fetches, refused old readers).
     public var errors: [String]
     /// The path of its proxy URL (`/u/...`), filled in by the proxy that serves the document.
     public var proxyPath: String?
@@ -135,30 +135,27 @@ extension CacheEngine {
         let now = Date()
         let list = list()
         let fetches = tracker.inFlight(now: now)
-        let recent = metrics.recentErrors
         var fetching: [CacheKey: RangeSet] = [:]
         for f in fetches {
             guard let key = try? key(for: f.url) else { continue }
             fetching[key, default: RangeSet()].insert(f.position..<(f.end ?? Int64.max))
         }
         let files = list.map { s -> FileStatus in
-            let url = s.info.url
-            let failed = recent.filter { $0.url == url }.map { "\($0.time): \($0.cause)" }
-            return FileStatus(
-                url: url, finalURL: s.info.finalURL, name: Self.displayName(url), length: s.info.length,
+            FileStatus(
+                url: s.info.url, finalURL: s.info.finalURL, name: Self.displayName(s.info.url), length: s.info.length,
                 cachedBytes: s.cachedBytes, cachedRanges: s.cachedRanges.map { [$0.lowerBound, $0.upperBound] },
                 fetchingRanges: (fetching[s.info.key]?.ranges ?? []).map { [$0.lowerBound, $0.upperBound == Int64.max ? -1 : $0.upperBound] },
                 contentType: s.info.contentType, etag: s.info.etag, lastModified: s.info.lastModified,
                 generation: s.info.generation, validatedAt: s.info.validatedAt, lastAccess: s.lastAccess,
                 hits: s.hits, misses: s.misses, bytesFromCache: s.bytesFromCache, bytesFromOrigin: s.bytesFromOrigin,
-                reads: metrics.reads(of: s.info.key), errors: s.recentErrors + failed, proxyPath: nil)
+                reads: metrics.reads(of: s.info.key), errors: s.recentErrors, proxyPath: nil)
         }
         let totals = metrics.totals
         return StatusDocument(
             version: version, pid: getpid(), startedAt: metrics.startedAt,
             uptimeSeconds: now.timeIntervalSince(metrics.startedAt), doors: metrics.currentDoors,
             cache: summary(files: list, showDirectory: showDirectory, totals: totals),
-            totals: totals, files: files, fetches: fetches, errors: recent)
+            totals: totals, files: files, fetches: fetches, errors: metrics.recentErrors)
     }
 
     /// The Prometheus text exposition of this cache's metrics.
