@@ -1,14 +1,15 @@
 #!/bin/sh
 # Installs the Debian packages httpcachefs needs, if any are missing.
 #   setup-debian.sh          what building and mounting need
-#   setup-debian.sh --test   also what the tests need (ffmpeg for the player tests) and checks
+#   setup-debian.sh --test   also what the tests need (ffmpeg for the player tests, chromium for
+#                            the status page, prometheus for promtool) and checks
 #                            that the toolchain has ThreadSanitizer (the test command uses it)
 # Runs apt-get through sudo when not root. Swift itself is expected on PATH (see README).
 set -eu
 
 packages="pkg-config libfuse3-dev fuse3 libcurl4-openssl-dev libsqlite3-dev curl ca-certificates"
 if [ "${1:-}" = "--test" ]; then
-    packages="$packages ffmpeg"
+    packages="$packages ffmpeg chromium prometheus"
 fi
 
 missing=""

@@ -50,6 +50,7 @@ th.sorted.asc::after { content:" \25B4"; }
 td.num, th.num { text-align:right; }
 td.name { max-width:420px; overflow:hidden; text-overflow:ellipsis; }
 td.name a { color:inherit; }
+th.cov { width:45%; }
 .bar { position:relative; height:14px; min-width:160px; width:100%; background:var(--empty); border-radius:3px; overflow:hidden; }
 .seg { position:absolute; top:0; bottom:0; min-width:1px; }
 .seg.cached { background:var(--cached); }
@@ -66,7 +67,9 @@ tr.detail dd { margin:0; word-break:break-all; }
   main { padding:6px 8px 20px; }
   .wide { display:none; }
   td.name { max-width:150px; }
-  .bar { min-width:80px; }
+  .bar { min-width:90px; }
+  th.cov { width:auto; }
+  th, td { padding:4px 5px; }
 }
 </style>
 </head>
@@ -80,7 +83,7 @@ tr.detail dd { margin:0; word-break:break-all; }
 <th class="sort" data-key="name">File</th>
 <th class="sort num" data-key="size">Size</th>
 <th class="sort num" data-key="cached">Cached</th>
-<th>Coverage</th>
+<th class="cov">Coverage</th>
 <th class="num wide">Mount reads</th>
 <th class="num wide">Proxy reads</th>
 <th class="sort wide" data-key="access">Last access</th>
