@@ -5,7 +5,8 @@
 /// Coverage bars are drawn to scale: each cached range is a segment whose `left` and `width` are
 /// its offset and length as percentages of the file; ranges being fetched now are segments of
 /// another colour. Rows carry `data-url`, bars `data-cached-fraction`, so tests (and scripts) can
-/// find them in the rendered DOM.
+/// find them in the rendered DOM. A file's name links to `#URL`, which opens its details (all
+/// ranges, validators, generation, errors, proxy URL); the table sorts by a click on a header.
 enum StatusPage {
     static let headers: [(String, String)] = [
         ("Cache-Control", "no-store"),
@@ -164,7 +165,7 @@ function drawFiles(doc) {
   files.sort((a, b) => { const x = value[sortKey](a), y = value[sortKey](b); return (x < y ? -1 : x > y ? 1 : 0) * (sortAsc ? 1 : -1); });
   const body = el("tbody");
   for (const f of files) {
-    const name = el("a", {href: "#", title: f.url, text: f.name});
+    const name = el("a", {href: "#" + encodeURIComponent(f.url), title: f.url, text: f.name});
     name.onclick = (e) => { e.preventDefault(); open.has(f.url) ? open.delete(f.url) : open.add(f.url); draw(last); };
     body.append(el("tr", {"data-url": f.url},
       el("td", {class: "name"}, name),
@@ -224,6 +225,8 @@ async function refresh() {
 for (const th of document.querySelectorAll("th.sort")) {
   th.onclick = () => { if (sortKey === th.dataset.key) sortAsc = !sortAsc; else { sortKey = th.dataset.key; sortAsc = sortKey === "name"; } draw(last); };
 }
+// A link to `#URL` (a row's name) opens that file's details.
+if (location.hash.length > 1) open.add(decodeURIComponent(location.hash.slice(1)));
 refresh();
 setInterval(refresh, 3000);
 </script>
