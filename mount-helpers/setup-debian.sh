@@ -1,8 +1,9 @@
 #!/bin/sh
 # Installs the Debian packages httpcachefs needs, if any are missing.
 #   setup-debian.sh             what building and mounting need
-#   setup-debian.sh --test      also what the tests need (ffmpeg for the player tests) and checks
-#                               that the toolchain has ThreadSanitizer (the test command uses it)
+#   setup-debian.sh --test      also what the tests need (ffmpeg for the player tests, chromium
+#                               for the status page, prometheus for promtool) and checks that the
+#                               toolchain has ThreadSanitizer (the test command uses it)
 #   setup-debian.sh --with-mpv  also mpv, the player try-it.sh suggests (combines with --test)
 # Runs apt-get through sudo when not root. Swift itself is expected on PATH (see README).
 set -eu
@@ -11,7 +12,7 @@ packages="pkg-config libfuse3-dev fuse3 libcurl4-openssl-dev libsqlite3-dev curl
 test=0
 for arg in "$@"; do
     case $arg in
-        --test) test=1; packages="$packages ffmpeg" ;;
+        --test) test=1; packages="$packages ffmpeg chromium prometheus" ;;
         --with-mpv) packages="$packages mpv" ;;
         *) echo "setup-debian.sh: unknown argument '$arg' (known: --test, --with-mpv)" >&2; exit 64 ;;
     esac

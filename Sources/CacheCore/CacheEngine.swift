@@ -15,12 +15,20 @@ public final class CacheEngine: @unchecked Sendable {
     public var configuration: CacheConfiguration { core.configuration }
     let logger: Logger
     let core: EngineCore
+    /// This cache's counters and its own Prometheus registry (`metricsText()`, `statusDocument`).
+    public let metrics: CacheMetrics
+    /// The source as the engine sees it: counts and lists the transfers.
+    let tracker: FetchTracker
 
     /// Opens (creating if needed) the cache at `configuration.directory`, taking its lock.
     public init(configuration: CacheConfiguration, source: RangeSource,
                 logger: Logger = Logger(label: "httpcachefs.cache")) throws {
         self.logger = logger
-        self.core = try EngineCore(configuration: configuration, source: source, logger: logger)
+        let metrics = CacheMetrics()
+        self.metrics = metrics
+        self.tracker = FetchTracker(source, metrics: metrics)
+        self.core = try EngineCore(configuration: configuration, source: tracker, logger: logger, metrics: metrics)
+        core.addChangeObserver { _ in metrics.remoteChanges.add(1) }
     }
 
     /// Flushes the index and releases the directory lock. Pending reads fail with `.cancelled`.
@@ -38,8 +46,11 @@ public final class CacheEngine: @unchecked Sendable {
     ///     atom's start, a playlist); false for metadata alone (a HEAD request): one byte.
     public func open(url: String, maxAge: TimeInterval? = nil, takeFirstBytes: Bool = true,
                      completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
-        core.open(url: url, maxAge: maxAge ?? core.configuration.revalidateAfter, takeFirstBytes: takeFirstBytes,
-                  completion: completion)
+        let metrics = metrics
+        core.open(url: url, maxAge: maxAge ?? core.configuration.revalidateAfter, takeFirstBytes: takeFirstBytes) { result in
+            if case let .failure(error) = result { metrics.noteError(error, url: url, range: nil) }
+            completion(result)
+        }
     }
 
     public func open(url: String, maxAge: TimeInterval? = nil, takeFirstBytes: Bool = true) async throws -> EntryInfo {
@@ -52,10 +63,16 @@ public final class CacheEngine: @unchecked Sendable {
     public func cachedInfo(url: String) -> EntryInfo? { core.cachedInfo(url: url) }
 
     /// A reader for one open file or one proxy response. Close it when done.
-    /// - Parameter end: where the reader will stop reading, if it knows (a byte range's end): its
-    ///   read-ahead stops there, so the origin sends exactly the bytes asked for.
-    public func makeReader(for entry: EntryInfo, end: Int64? = nil) -> CacheReader {
-        CacheReader(core: core, entry: entry, end: end)
+    /// - Parameters:
+    ///   - end: where the reader will stop reading, if it knows (a byte range's end): its
+    ///     read-ahead stops there, so the origin sends exactly the bytes asked for.
+    ///   - door: where its reads come from, for the counters.
+    ///   - requestStartedAt: for a proxy response, when its request arrived
+    ///     (`DispatchTime.now().uptimeNanoseconds`): its first read is its time to first byte.
+    public func makeReader(for entry: EntryInfo, end: Int64? = nil, door: ReadDoor = .cli,
+                           requestStartedAt: UInt64? = nil) -> CacheReader {
+        CacheReader(core: core, entry: entry, end: end,
+                    accounting: ReadAccounting(metrics: metrics, door: door, entry: entry, requestStartedAt: requestStartedAt))
     }
 
     /// Called (on an engine thread) whenever an entry is found to have changed remotely.
@@ -92,10 +109,12 @@ public final class CacheEngine: @unchecked Sendable {
 public final class CacheReader: @unchecked Sendable {
     let core: EngineCore
     let state: ReaderState
+    let accounting: ReadAccounting
 
-    init(core: EngineCore, entry: EntryInfo, end: Int64?) {
+    init(core: EngineCore, entry: EntryInfo, end: Int64?, accounting: ReadAccounting) {
         self.core = core
         self.state = core.makeReaderState(entry: entry, end: end)
+        self.accounting = accounting
         core.openReaders.open(entry.key, reader: state.id)
     }
 
@@ -114,7 +133,11 @@ public final class CacheReader: @unchecked Sendable {
     /// does no I/O but, at most, opening a slice file once per reader), else on an engine thread.
     public func lease(offset: Int64, length: Int,
                       completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void) {
-        core.read(reader: state, offset: offset, length: length, completion: completion)
+        let accounting = accounting, started = DispatchTime.now().uptimeNanoseconds
+        core.read(reader: state, offset: offset, length: length) { result in
+            accounting.readEnded(result, offset: offset, length: length, startedAt: started)
+            completion(result)
+        }
     }
 
     /// The same read, as bytes (read from the slice files on the completing thread): for callers

@@ -143,6 +143,7 @@ extension EngineCore {
             unfinishedEvictions += removed
             finishEvictions()
         }
+        metrics.noteEviction(slices: removed.count, bytes: freed)
         logger.debug("evicted", metadata: ["slices": "\(removed.count)", "bytes": "\(freed)", "total": "\(totalBytes)"])
         return freed
     }

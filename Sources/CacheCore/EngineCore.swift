@@ -17,6 +17,7 @@ final class EngineCore: @unchecked Sendable {
     let configuration: CacheConfiguration
     let source: RangeSource
     let logger: Logger
+    let metrics: CacheMetrics
     let store: SliceStore
     let index: CacheIndex
     let directoryLock: DirectoryLock
@@ -54,7 +55,8 @@ final class EngineCore: @unchecked Sendable {
     /// When a transfer last warned that it could not cache (a full disk): once a minute is enough.
     private var lastNoRoomWarning = 0.0   // guarded by counterLock
 
-    init(configuration: CacheConfiguration, source: RangeSource, logger: Logger) throws {
+    init(configuration: CacheConfiguration, source: RangeSource, logger: Logger, metrics: CacheMetrics = CacheMetrics()) throws {
+        self.metrics = metrics
         var configuration = configuration
         self.source = source
         self.logger = logger

@@ -201,6 +201,7 @@ final class CurlMultiLoop: @unchecked Sendable {
                 "cause": "\(result)", "abort": "\(String(describing: t.state.abort))",
             ])
             t.retryAt = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, delay) * 1e9)
+            (t.sink as? FetchRetryObserving)?.fetchWillRetry()
         }
     }
 

@@ -24,12 +24,15 @@ public final class FuseFileSystem: @unchecked Sendable {
     private let lock = NSLock()
     private var finished = false       // guarded by lock
     private var loopError: String?     // guarded by lock
+    /// The engine's counters, where the status document lists this mount.
+    private let metrics: CacheMetrics?
 
     public convenience init(engine: CacheEngine, tree: MountTreeSpec, options: MountOptions, logger: Logger) {
         self.init(backend: EngineBackend(engine: engine), tree: tree, options: options, logger: logger)
     }
 
     public init(backend: MountBackend, tree: MountTreeSpec, options: MountOptions, logger: Logger) {
+        self.metrics = (backend as? EngineBackend)?.engine.metrics
         self.options = options
         self.logger = logger
         core = FileSystemCore(backend: backend, spec: tree, options: options, logger: logger)
@@ -50,12 +53,15 @@ public final class FuseFileSystem: @unchecked Sendable {
     /// Mounts at `mountpoint` (which must exist). Requests are served once `run()` runs.
     public func mount(at mountpoint: String) throws {
         try session.mount(at: mountpoint)
+        metrics?.addDoor(.mount(session.mountpoint ?? mountpoint))
     }
 
     /// Serves requests on the calling thread until `unmount()`, an external unmount
     /// (`fusermount3 -u`) or a dead connection; then unmounts and releases everything.
     /// Never call this from Swift's cooperative pool: it blocks.
     public func run() {
+        let door = session.mountpoint.map(DoorInfo.mount)
+        defer { if let door { metrics?.removeDoor(door) } }
         let error = session.run()
         if let error { logger.error("FUSE loop ended: \(error)") }
         lock.withLock {

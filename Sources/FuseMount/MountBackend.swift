@@ -99,7 +99,7 @@ public final class EngineBackend: MountBackend {
         engine.open(url: url, takeFirstBytes: false, completion: completion)
     }
     public var readTimeout: TimeInterval? { engine.configuration.readTimeout }
-    public func makeReader(for entry: EntryInfo) -> MountReader { engine.makeReader(for: entry) }
+    public func makeReader(for entry: EntryInfo) -> MountReader { engine.makeReader(for: entry, door: .fuse) }
     public var usage: CacheUsage { engine.usage }
     public func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void) { engine.onRemoteChange(handler) }
 }

@@ -27,6 +27,8 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
     private var peerIsLoopback = false
     private var requestLine = ""
     private var started = NIODeadline.now()
+    /// When the current request's head arrived (`DispatchTime` uptime), for time to first byte.
+    private var startedNanos: UInt64 = 0
 
     init(service: ProxyService, boundPort: @escaping () -> Int) {
         self.service = service
@@ -101,6 +103,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
         headDeadline?.cancel()
         _ = connection.requestHead(version: head.version, keepAlive: head.isKeepAlive, isHead: head.method == .HEAD)
         started = .now()
+        startedNanos = DispatchTime.now().uptimeNanoseconds
         requestLine = "\(head.method.rawValue) \(Self.redactingToken(head.uri))"
         let headerBytes = head.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
         let route = service.router.route(method: head.method.rawValue, target: head.uri, headerBytes: headerBytes,
@@ -112,6 +115,18 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
             let status = ProxyStatus(serving: service.configuration, port: boundPort(),
                                      peerIsLoopback: peerIsLoopback, tokenPresented: tokenPresented)
             respond(context: context, status: 200, contentType: "application/json", body: status.encoded())
+        case .statusPage:
+            respond(context: context, status: 200, contentType: "text/html; charset=utf-8", body: StatusPage.html,
+                    extra: StatusPage.headers)
+        case let .statusDocument(tokenPresented):
+            respond(context: context, status: 200, contentType: "application/json",
+                    body: statusDocument(tokenPresented: tokenPresented).encoded(), extra: [("Cache-Control", "no-store")])
+        case .metrics:
+            respond(context: context, status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
+                    body: Array(service.engine.metricsText().utf8), extra: [("Cache-Control", "no-store")])
+        case let .redirect(location):
+            respond(context: context, status: 302, contentType: "text/plain; charset=utf-8",
+                    body: Array("see \(location)\n".utf8), extra: [("Location", location)])
         case let .reject(status, message):
             var extra: [(String, String)] = []
             if status == 405 { extra.append(("Allow", "GET, HEAD")) }
@@ -152,7 +167,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
         case let .entry(entry, p):
             plan = p
             if !isHead, Self.needsSource(p.body) {
-                source = .reader(service.engine.makeReader(for: entry, end: Self.lastByteEnd(p.body)))
+                source = .reader(service.engine.makeReader(for: entry, end: Self.lastByteEnd(p.body), door: .proxy, requestStartedAt: startedNanos))
             }
         case let .memory(bytes, p):
             plan = p
@@ -167,6 +182,17 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
         }
         self.stream = stream
         stream.start()
+    }
+
+    /// The engine's status document, with each file's proxy URL (carrying the token only when
+    /// the request did) and the cache directory for clients on this machine only.
+    private func statusDocument(tokenPresented: Bool) -> StatusDocument {
+        var document = service.engine.statusDocument(version: service.configuration.version, showDirectory: peerIsLoopback)
+        let token = tokenPresented ? service.configuration.token : nil
+        for i in document.files.indices {
+            document.files[i].proxyPath = ProxyURL.make(original: document.files[i].url, base: "", token: token)
+        }
+        return document
     }
 
     /// Logs never carry the token: `/t/<token>/...` becomes `/t/-/...`.

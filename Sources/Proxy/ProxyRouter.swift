@@ -7,6 +7,15 @@ public enum ProxyRoute: Equatable, Sendable {
     /// The status document. `tokenPresented`: the request carried the valid token (only then may
     /// the answer contain it).
     case status(tokenPresented: Bool)
+    /// The status page (`/.httpcachefs/`).
+    case statusPage
+    /// The status document the page draws (`/.httpcachefs/status.json`). `tokenPresented` as above
+    /// (its proxy URLs carry the token only then).
+    case statusDocument(tokenPresented: Bool)
+    /// Prometheus metrics (`/metrics`).
+    case metrics
+    /// Answer 302 with this `Location` (`/` goes to the status page).
+    case redirect(location: String)
     /// Serve this original URL from the cache.
     case proxy(url: String)
     /// Answer with this status and a one-line text explanation.
@@ -15,6 +24,9 @@ public enum ProxyRoute: Equatable, Sendable {
 
 public struct ProxyRouter: Sendable {
     public static let statusPath = "/.httpcachefs/status"
+    public static let pagePath = "/.httpcachefs/"
+    public static let documentPath = "/.httpcachefs/status.json"
+    public static let metricsPath = "/metrics"
 
     let configuration: ProxyConfiguration
     let allowed: [HostPattern]
@@ -60,6 +72,7 @@ public struct ProxyRouter: Sendable {
             return .reject(status: 403, message: "Host '\(host)' is not this machine: use 127.0.0.1 or localhost (or run with --token)")
         }
         if path == Self.statusPath { return .status(tokenPresented: false) }
+        if configuration.token?.isEmpty ?? true, let own = ownPage(path, prefix: "", tokenPresented: false, query: path != target) { return own }
 
         if let expected = configuration.token, !expected.isEmpty {
             guard let given = tokenPrefix(of: path), constantTimeEqual(given, expected) else {
@@ -68,6 +81,9 @@ public struct ProxyRouter: Sendable {
             let rest = String(path.dropFirst(3 + given.utf8.count))
             if rest == "/ping" { return .ping }
             if rest == Self.statusPath { return .status(tokenPresented: true) }
+            // The token defeats DNS rebinding (a foreign page cannot know it): any Host may see
+            // these, which is what a browser on the LAN sends.
+            if let own = ownPage(rest, prefix: "/t/" + given, tokenPresented: true, query: path != target) { return own }
         }
 
         let decoded: ProxyTarget
@@ -88,6 +104,19 @@ public struct ProxyRouter: Sendable {
             }
         }
         return .proxy(url: decoded.url)
+    }
+
+    /// The status page, its document and the metrics, at `path` after any token prefix.
+    /// - Parameter query: the target has a query (`/?url=...` is a proxy URL, not the page).
+    private func ownPage(_ path: String, prefix: String, tokenPresented: Bool, query: Bool) -> ProxyRoute? {
+        switch path {
+        case "", "/", "/.httpcachefs":
+            return query ? nil : .redirect(location: prefix + Self.pagePath)
+        case Self.pagePath: return .statusPage
+        case Self.documentPath: return .statusDocument(tokenPresented: tokenPresented)
+        case Self.metricsPath: return .metrics
+        default: return nil
+        }
     }
 
     /// The Host header names this machine: a loopback address, `localhost` (or a name under

@@ -27,6 +27,7 @@ public final class ProxyServer: @unchecked Sendable {
     private var group: MultiThreadedEventLoopGroup?   // guarded by lock
     private var channel: Channel?                     // guarded by lock
     private var boundPort: Int?                       // guarded by lock
+    private var door: DoorInfo?                       // guarded by lock
 
     public init(engine: CacheEngine, configuration: ProxyConfiguration, logger: Logger) {
         self.configuration = configuration
@@ -102,6 +103,9 @@ public final class ProxyServer: @unchecked Sendable {
                                metadata: ["error": "\(error)"])
             }
         }
+        let door = DoorInfo.proxy(bindAddress: config.bindAddress, port: port, tokenRequired: config.token != nil)
+        service.engine.metrics.addDoor(door)
+        self.door = door
         logger.info("proxy listening", metadata: ["address": "\(config.bindAddress)", "port": "\(port)",
                                                   "token": "\(config.token == nil ? "none" : "required")"])
         return port
@@ -111,12 +115,14 @@ public final class ProxyServer: @unchecked Sendable {
     /// threads. Idempotent. Do not call from one of the proxy's event loops.
     public func stop() {
         lock.lock()
-        let (channel, group) = (self.channel, self.group)
+        let (channel, group, door) = (self.channel, self.group, self.door)
+        self.door = nil
         self.channel = nil
         self.group = nil
         self.boundPort = nil
         lock.unlock()
         guard let channel, let group else { return }
+        if let door { service.engine.metrics.removeDoor(door) }
         if !configuration.cacheDirectory.isEmpty,
            ProxyStatus.readRuntimeFile(cacheDirectory: configuration.cacheDirectory)?.pid == getpid() {
             try? FileManager.default.removeItem(atPath: ProxyStatus.runtimeFilePath(cacheDirectory: configuration.cacheDirectory))

@@ -86,3 +86,16 @@ public struct ProxyStatus: Codable, Sendable, Equatable {
         }
     }
 }
+
+extension ProxyStatus {
+    /// The address a client on this machine connects to: the bind address if it is a loopback
+    /// one, else loopback of the same family (a proxy bound to all addresses listens there too).
+    public var localConnectHost: String {
+        if bindAddress == "localhost" { return "127.0.0.1" }
+        if ProxyConfiguration.isLoopback(bindAddress) { return bindAddress }
+        return bindAddress == "::" ? "::1" : "127.0.0.1"
+    }
+
+    /// The path of `path` on this proxy for a client that holds the token (from the runtime file).
+    public func tokenPath(_ path: String) -> String { token.map { "/t/\($0)" + path } ?? path }
+}

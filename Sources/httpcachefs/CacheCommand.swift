@@ -118,6 +118,11 @@ extension CacheCommand {
                 ["Cached:", "\(s.cachedBytes) bytes (\(Format.bytes(s.cachedBytes)), \(Format.percent(s.cachedBytes, of: i.length)))"],
                 ["Cached ranges:", rangesText(s.cachedRanges)],
                 ["Coverage map:", i.length.map { coverageMap(s.cachedRanges, length: $0) } ?? "-"],
+            ]
+            if let length = i.length {
+                rows.append(["", "each cell is 1/64 of the file (\(Format.bytes((length + 63) / 64))): # cached, + partly, . not cached"])
+            }
+            rows += [
                 ["Hits / misses:", "\(s.hits) / \(s.misses)"],
                 ["From cache:", "\(s.bytesFromCache) bytes (\(Format.bytes(s.bytesFromCache))) saved"],
                 ["From origin:", "\(s.bytesFromOrigin) bytes (\(Format.bytes(s.bytesFromOrigin)))"],

@@ -1,0 +1,334 @@
+import Atomics
+import CoreMetrics
+import Foundation
+import Prometheus
+
+/// What one cache counts, for `/metrics`, the status page and `httpcachefs status`.
+///
+/// Design: every metric object is made once, here, through swift-metrics with this engine's own
+/// `PrometheusCollectorRegistry` passed as the factory (never `MetricsSystem.bootstrap`: many
+/// engines live in one test process, and each must count alone). Counting an event is a few
+/// relaxed atomic adds (a `Tally` keeps its own total next to the Prometheus counter, for the
+/// status document) and, for a read, one histogram sample and one short lock on a per-file table;
+/// nothing on the read path allocates. Gauges (bytes used, capacity, entries, fetches in flight)
+/// are set when scraped (`CacheEngine.metricsText()`).
+public final class CacheMetrics: @unchecked Sendable {
+    public let registry: PrometheusCollectorRegistry
+    /// When this cache was opened (the daemon's start, for a daemon).
+    public let startedAt = Date()
+
+    // Indexed by `ReadDoor.index`, then [cache, origin] / [hit, miss].
+    private let servedBytes: [[Tally]]
+    private let reads: [[Tally]]
+    /// FUSE read latency (engine part: from the read to its answer) and proxy time to first byte.
+    private let fuseReadSeconds: [CoreMetrics.Timer]
+    private let proxyFirstByteSeconds: [CoreMetrics.Timer]
+    /// By `OriginClass`.
+    private let originRequests: [Tally]
+    let originBytes: Tally
+    let retries: Tally
+    let evictions: Tally
+    let evictedBytes: Tally
+    let remoteChanges: Tally
+    private let errors: [ErrorKind: Tally]
+    private let usedBytes: CoreMetrics.Gauge, capacityBytes: CoreMetrics.Gauge, freeFloorBytes: CoreMetrics.Gauge, entries: CoreMetrics.Gauge, slices: CoreMetrics.Gauge, inFlight: CoreMetrics.Gauge
+
+    private let lock = NSLock()
+    private var perFile: [CacheKey: DoorReads] = [:]   // guarded by lock
+    private var recent = RecentErrors(capacity: 50)    // guarded by lock
+    private var doors: [DoorInfo] = []                  // guarded by lock
+
+    /// The `# HELP` text of each metric family (swift-metrics carries none, and Prometheus wants it).
+    public static let help: [String: String] = [
+        "httpcachefs_served_bytes_total": "Bytes answered to readers, by where they came from (cache: slice files, origin: arrived while the read waited) and by door (fuse, proxy, cli).",
+        "httpcachefs_reads_total": "Reads answered, by door and result (hit: all bytes were cached).",
+        "httpcachefs_fuse_read_duration_seconds": "Time from a FUSE read to its answer from the cache engine, by result.",
+        "httpcachefs_proxy_first_byte_seconds": "Time from a proxy request's head to its first body bytes, by result.",
+        "httpcachefs_origin_requests_total": "Origin transfers by the class of their final answer (retried attempts not included; error: no HTTP answer).",
+        "httpcachefs_origin_bytes_total": "Body bytes received from origins.",
+        "httpcachefs_origin_retries_total": "Origin attempts retried (dropped connection, 5xx, 429, a range answered with 200).",
+        "httpcachefs_evictions_total": "Slices evicted to stay under the cap and the free-space floor.",
+        "httpcachefs_evicted_bytes_total": "Cached bytes evicted.",
+        "httpcachefs_remote_changes_total": "Times a remote file was found to have changed (a new generation).",
+        "httpcachefs_errors_total": "Failed reads and opens, by kind.",
+        "httpcachefs_cache_used_bytes": "Bytes cached on disk.",
+        "httpcachefs_cache_capacity_bytes": "The cap on cached bytes (--cache-size).",
+        "httpcachefs_cache_free_floor_bytes": "Free space kept on the cache's file system (evicting below the cap if needed).",
+        "httpcachefs_cache_entries": "Files the cache knows.",
+        "httpcachefs_cache_slices": "Slice files holding cached bytes.",
+        "httpcachefs_fetches_in_flight": "Origin transfers running now.",
+    ]
+
+    public init() {
+        let registry = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: registry)
+        // A hit is answered in microseconds, a miss waits a round trip or more.
+        factory.defaultDurationHistogramBuckets = [
+            .microseconds(50), .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1),
+            .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
+            .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500),
+            .seconds(5), .seconds(10), .seconds(30),
+        ]
+        self.registry = registry
+        let results = ["hit", "miss"]
+        servedBytes = ReadDoor.allCases.map { door in
+            ["cache", "origin"].map { Tally("httpcachefs_served_bytes_total", [("door", door.rawValue), ("source", $0)], factory) }
+        }
+        reads = ReadDoor.allCases.map { door in
+            results.map { Tally("httpcachefs_reads_total", [("door", door.rawValue), ("result", $0)], factory) }
+        }
+        fuseReadSeconds = results.map {
+            CoreMetrics.Timer(label: "httpcachefs_fuse_read_duration_seconds", dimensions: [("result", $0)], factory: factory)
+        }
+        proxyFirstByteSeconds = results.map {
+            CoreMetrics.Timer(label: "httpcachefs_proxy_first_byte_seconds", dimensions: [("result", $0)], factory: factory)
+        }
+        originRequests = OriginClass.allCases.map {
+            Tally("httpcachefs_origin_requests_total", [("class", $0.rawValue)], factory)
+        }
+        originBytes = Tally("httpcachefs_origin_bytes_total", [], factory)
+        retries = Tally("httpcachefs_origin_retries_total", [], factory)
+        evictions = Tally("httpcachefs_evictions_total", [], factory)
+        evictedBytes = Tally("httpcachefs_evicted_bytes_total", [], factory)
+        remoteChanges = Tally("httpcachefs_remote_changes_total", [], factory)
+        var errors: [ErrorKind: Tally] = [:]
+        for kind in ErrorKind.allCases { errors[kind] = Tally("httpcachefs_errors_total", [("kind", kind.rawValue)], factory) }
+        self.errors = errors
+        func gauge(_ name: String) -> CoreMetrics.Gauge { CoreMetrics.Gauge(label: name, dimensions: [], factory: factory) }
+        usedBytes = gauge("httpcachefs_cache_used_bytes")
+        capacityBytes = gauge("httpcachefs_cache_capacity_bytes")
+        freeFloorBytes = gauge("httpcachefs_cache_free_floor_bytes")
+        entries = gauge("httpcachefs_cache_entries")
+        slices = gauge("httpcachefs_cache_slices")
+        inFlight = gauge("httpcachefs_fetches_in_flight")
+    }
+
+    // MARK: Events
+
+    /// One read answered: `cacheBytes` came from slice files, `originBytes` arrived while it
+    /// waited; a hit had none of the latter.
+    func noteRead(door: ReadDoor, key: CacheKey, cacheBytes: Int64, originBytes: Int64, nanoseconds: Int64) {
+        let d = door.index, hit = originBytes == 0
+        if cacheBytes > 0 { servedBytes[d][0].add(cacheBytes) }
+        if originBytes > 0 { servedBytes[d][1].add(originBytes) }
+        reads[d][hit ? 0 : 1].add(1)
+        if door == .fuse { fuseReadSeconds[hit ? 0 : 1].recordNanoseconds(nanoseconds) }
+        lock.lock()
+        perFile[key, default: DoorReads()].add(door)
+        lock.unlock()
+    }
+
+    /// A proxy response's first body bytes are ready, `nanoseconds` after its request arrived.
+    func noteFirstByte(hit: Bool, nanoseconds: Int64) {
+        proxyFirstByteSeconds[hit ? 0 : 1].recordNanoseconds(nanoseconds)
+    }
+
+    func noteOrigin(_ cls: OriginClass) { originRequests[cls.index].add(1) }
+
+    public func noteEviction(slices: Int, bytes: Int64) {
+        evictions.add(Int64(slices))
+        evictedBytes.add(bytes)
+    }
+
+    /// A read or an open failed (cancellations are not errors).
+    func noteError(_ error: CacheError, url: String, range: Range<Int64>?) {
+        guard let kind = ErrorKind(error) else { return }
+        errors[kind]?.add(1)
+        let status: Int?
+        switch error {
+        case let .notFound(_, s), let .forbidden(_, s), let .httpStatus(_, s): status = s
+        default: status = nil
+        }
+        let record = ErrorRecord(time: Date(), url: url, start: range?.lowerBound, end: range.map { $0.upperBound - 1 },
+                                 kind: kind.rawValue, status: status, cause: error.description)
+        lock.lock()
+        recent.append(record)
+        lock.unlock()
+    }
+
+    // MARK: Doors
+
+    /// Records a door of this cache (a mountpoint, a proxy listener) for the status document.
+    public func addDoor(_ door: DoorInfo) {
+        lock.lock(); doors.append(door); lock.unlock()
+    }
+
+    public func removeDoor(_ door: DoorInfo) {
+        lock.lock(); doors.removeAll { $0 == door }; lock.unlock()
+    }
+
+    // MARK: Reading the counts
+
+    public var currentDoors: [DoorInfo] { lock.lock(); defer { lock.unlock() }; return doors }
+
+    /// The recent errors, newest first.
+    public var recentErrors: [ErrorRecord] { lock.lock(); defer { lock.unlock() }; return recent.newestFirst }
+
+    func reads(of key: CacheKey) -> DoorReads { lock.lock(); defer { lock.unlock() }; return perFile[key] ?? DoorReads() }
+
+    public var totals: Totals {
+        func sum(_ rows: [[Tally]], _ column: Int) -> Int64 { rows.reduce(0) { $0 + $1[column].total } }
+        return Totals(servedFromCache: sum(servedBytes, 0), servedFromOrigin: sum(servedBytes, 1),
+                      hits: sum(reads, 0), misses: sum(reads, 1), originBytes: originBytes.total,
+                      originRequests: Dictionary(uniqueKeysWithValues: OriginClass.allCases.map { ($0.rawValue, originRequests[$0.index].total) }),
+                      retries: retries.total, evictions: evictions.total, evictedBytes: evictedBytes.total,
+                      remoteChanges: remoteChanges.total,
+                      errors: Dictionary(uniqueKeysWithValues: errors.map { ($0.key.rawValue, $0.value.total) }))
+    }
+
+    /// The Prometheus text exposition, gauges set from `summary` first.
+    func text(summary: CacheSummary, fetchesInFlight: Int) -> String {
+        usedBytes.record(summary.usedBytes)
+        capacityBytes.record(summary.capacityBytes)
+        freeFloorBytes.record(summary.freeFloorBytes)
+        entries.record(summary.files)
+        slices.record(summary.slices)
+        inFlight.record(fetchesInFlight)
+        return Self.addingHelp(to: registry.emitToString())
+    }
+
+    /// Puts a `# HELP` line before each `# TYPE` line whose family has help text.
+    static func addingHelp(to text: String) -> String {
+        var out = ""
+        out.reserveCapacity(text.utf8.count + 4096)
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("# TYPE "), let name = line.dropFirst(7).split(separator: " ").first,
+               let help = help[String(name)] {
+                out += "# HELP \(name) \(help)\n"
+            }
+            out += line
+            out += "\n"
+        }
+        while out.hasSuffix("\n\n") { out.removeLast() }
+        return out
+    }
+}
+
+/// The front door a read came through.
+public enum ReadDoor: String, Sendable, CaseIterable, Codable {
+    case fuse, proxy, cli
+
+    var index: Int {
+        switch self {
+        case .fuse: return 0
+        case .proxy: return 1
+        case .cli: return 2
+        }
+    }
+}
+
+/// The class of an origin transfer's final answer.
+enum OriginClass: String, CaseIterable {
+    case success = "2xx", redirection = "3xx", clientError = "4xx", serverError = "5xx", error
+
+    init(status: Int) {
+        switch status {
+        case 200..<300: self = .success
+        case 300..<400: self = .redirection
+        case 400..<500: self = .clientError
+        case 500..<600: self = .serverError
+        default: self = .error
+        }
+    }
+
+    var index: Int { Self.allCases.firstIndex(of: self)! }
+}
+
+/// The `kind` label of `httpcachefs_errors_total`: one per `CacheError` case a read can meet.
+enum ErrorKind: String, CaseIterable {
+    case invalidURL = "invalid_url", notFound = "not_found", forbidden, refusedAddress = "refused_address"
+    case httpStatus = "http_status", unreachable, timeout, badResponse = "bad_response"
+    case rangeNotSatisfiable = "range_not_satisfiable", storage, diskFull = "disk_full"
+    case remoteChanged = "remote_changed"
+
+    /// Nil for what is not a failure of the cache (a cancelled read, a held lock).
+    init?(_ error: CacheError) {
+        switch error {
+        case .invalidURL: self = .invalidURL
+        case .notFound: self = .notFound
+        case .forbidden: self = .forbidden
+        case .refusedAddress: self = .refusedAddress
+        case .httpStatus: self = .httpStatus
+        case .unreachable: self = .unreachable
+        case .timeout: self = .timeout
+        case .badResponse: self = .badResponse
+        case .rangeNotSatisfiable: self = .rangeNotSatisfiable
+        case .storage: self = .storage
+        case .diskFull: self = .diskFull
+        case .remoteChanged: self = .remoteChanged
+        case .locked, .cancelled: return nil
+        }
+    }
+}
+
+/// A counter whose total can be read back (the Prometheus counter's cannot), for the status
+/// document. Both are lock-free adds.
+final class Tally: @unchecked Sendable {
+    private let value = ManagedAtomic<Int64>(0)
+    private let counter: CoreMetrics.Counter
+
+    init(_ name: String, _ dimensions: [(String, String)], _ factory: PrometheusMetricsFactory) {
+        counter = CoreMetrics.Counter(label: name, dimensions: dimensions, factory: factory)
+    }
+
+    func add(_ n: Int64) {
+        value.wrappingIncrement(by: n, ordering: .relaxed)
+        counter.increment(by: n)
+    }
+
+    var total: Int64 { value.load(ordering: .relaxed) }
+}
+
+/// Reads of one file since the start, by door.
+public struct DoorReads: Sendable, Codable, Equatable {
+    public var fuse: Int64 = 0
+    public var proxy: Int64 = 0
+    public var cli: Int64 = 0
+
+    public init(fuse: Int64 = 0, proxy: Int64 = 0, cli: Int64 = 0) {
+        self.fuse = fuse
+        self.proxy = proxy
+        self.cli = cli
+    }
+
+    mutating func add(_ door: ReadDoor) {
+        switch door {
+        case .fuse: fuse += 1
+        case .proxy: proxy += 1
+        case .cli: cli += 1
+        }
+    }
+}
+
+/// Counts since the start, for the status document.
+public struct Totals: Sendable, Codable, Equatable {
+    public var servedFromCache: Int64
+    public var servedFromOrigin: Int64
+    public var hits: Int64
+    public var misses: Int64
+    public var originBytes: Int64
+    /// By class: "2xx", "3xx", "4xx", "5xx", "error".
+    public var originRequests: [String: Int64]
+    public var retries: Int64
+    public var evictions: Int64
+    public var evictedBytes: Int64
+    public var remoteChanges: Int64
+    /// By kind (the `kind` label of `httpcachefs_errors_total`).
+    public var errors: [String: Int64]
+}
+
+/// A way into this cache: a mountpoint, or a proxy listener.
+public struct DoorInfo: Sendable, Codable, Equatable {
+    /// "mount" or "proxy".
+    public var kind: String
+    public var mountpoint: String?
+    public var bindAddress: String?
+    public var port: Int?
+    public var tokenRequired: Bool?
+
+    public static func mount(_ mountpoint: String) -> DoorInfo { DoorInfo(kind: "mount", mountpoint: mountpoint) }
+
+    public static func proxy(bindAddress: String, port: Int, tokenRequired: Bool) -> DoorInfo {
+        DoorInfo(kind: "proxy", bindAddress: bindAddress, port: port, tokenRequired: tokenRequired)
+    }
+}

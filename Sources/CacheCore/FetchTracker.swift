@@ -1,0 +1,110 @@
+import Atomics
+import Foundation
+
+/// A sink that wants to hear of each retried attempt of its transfer (sources call it; the
+/// retried attempt's bytes never reach the sink, so it cannot tell otherwise).
+public protocol FetchRetryObserving: AnyObject {
+    func fetchWillRetry()
+}
+
+/// The engine's source, seen from outside: wraps the real `RangeSource` so that every transfer
+/// the engine starts is counted (answer class, body bytes, retries) and listed while it runs
+/// (URL, range, bytes so far, age) for the status page, without a line in the fetch path.
+final class FetchTracker: RangeSource, @unchecked Sendable {
+    let inner: RangeSource
+    let metrics: CacheMetrics
+    private let lock = NSLock()
+    private var running: [ObjectIdentifier: TrackedSink] = [:]   // guarded by lock
+
+    init(_ inner: RangeSource, metrics: CacheMetrics) {
+        self.inner = inner
+        self.metrics = metrics
+    }
+
+    func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
+        let tracked = TrackedSink(request: request, sink: sink, tracker: self)
+        lock.lock(); running[ObjectIdentifier(tracked)] = tracked; lock.unlock()
+        return inner.start(request, sink: tracked)
+    }
+
+    fileprivate func ended(_ sink: TrackedSink) {
+        lock.lock(); running[ObjectIdentifier(sink)] = nil; lock.unlock()
+    }
+
+    /// The transfers running now, oldest first.
+    func inFlight(now: Date = Date()) -> [FetchInFlight] {
+        lock.lock()
+        let sinks = Array(running.values)
+        lock.unlock()
+        return sinks.map { $0.snapshot(now: now) }.sorted { $0.ageSeconds > $1.ageSeconds }
+    }
+
+    var inFlightCount: Int { lock.lock(); defer { lock.unlock() }; return running.count }
+}
+
+/// One transfer in flight, for the status document.
+public struct FetchInFlight: Sendable, Codable, Equatable {
+    public var url: String
+    /// First byte asked for, and one past the last (nil: to the end of the file).
+    public var start: Int64
+    public var end: Int64?
+    /// The next byte to arrive: bytes `start..<position` are here.
+    public var position: Int64
+    public var bytes: Int64
+    public var ageSeconds: Double
+    /// Average since the transfer started.
+    public var bytesPerSecond: Double
+}
+
+/// Passes one transfer's callbacks on, counting on the way (callbacks of one transfer come in
+/// order on the source's thread; the counters are atomics because the status page reads them).
+private final class TrackedSink: FetchSink, FetchRetryObserving, @unchecked Sendable {
+    let request: FetchRequest
+    let sink: FetchSink
+    let tracker: FetchTracker
+    let started = Date()
+    private let bodyStart: ManagedAtomic<Int64>
+    private let received = ManagedAtomic<Int64>(0)
+
+    init(request: FetchRequest, sink: FetchSink, tracker: FetchTracker) {
+        self.request = request
+        self.sink = sink
+        self.tracker = tracker
+        bodyStart = ManagedAtomic(request.start)
+    }
+
+    func fetchDidReceiveHead(_ head: ResponseHead) -> Bool {
+        bodyStart.store(head.bodyStart, ordering: .relaxed)
+        tracker.metrics.noteOrigin(OriginClass(status: head.status))
+        return sink.fetchDidReceiveHead(head)
+    }
+
+    func fetchDidReceive(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        received.wrappingIncrement(by: Int64(bytes.count), ordering: .relaxed)
+        tracker.metrics.originBytes.add(Int64(bytes.count))
+        return sink.fetchDidReceive(bytes)
+    }
+
+    func fetchDidFinish(_ error: FetchError?) {
+        tracker.ended(self)
+        switch error {
+        case let .http(status, _)?: tracker.metrics.noteOrigin(OriginClass(status: status))
+        case .network?, .timeout?, .invalidResponse?, .refusedAddress?: tracker.metrics.noteOrigin(.error)
+        case .remoteChanged?, .cancelled?, nil: break
+        }
+        sink.fetchDidFinish(error)
+    }
+
+    func fetchWillRetry() {
+        tracker.metrics.retries.add(1)
+        (sink as? FetchRetryObserving)?.fetchWillRetry()
+    }
+
+    func snapshot(now: Date) -> FetchInFlight {
+        let bytes = received.load(ordering: .relaxed)
+        let age = max(0, now.timeIntervalSince(started))
+        return FetchInFlight(url: request.url, start: request.start, end: request.end,
+                             position: bodyStart.load(ordering: .relaxed) + bytes, bytes: bytes,
+                             ageSeconds: age, bytesPerSecond: age > 0 ? Double(bytes) / age : 0)
+    }
+}

@@ -1,0 +1,51 @@
+import Foundation
+
+/// Counts the reads of one `CacheReader`: bytes by source and door, hit or miss, latency, and
+/// failures (with their range) for the recent-errors list. A proxy response's first answered
+/// read is also its time to first byte.
+///
+/// Hit or miss is read off the answer itself: a read answered wholly from slice files is a hit;
+/// one that got bytes arriving from the origin while it waited is a miss.
+final class ReadAccounting: @unchecked Sendable {
+    let metrics: CacheMetrics
+    let door: ReadDoor
+    let key: CacheKey
+    let url: String
+    private let lock = NSLock()
+    private var requestStartedAt: UInt64?   // guarded by lock; nil once the first byte was counted
+
+    init(metrics: CacheMetrics, door: ReadDoor, entry: EntryInfo, requestStartedAt: UInt64?) {
+        self.metrics = metrics
+        self.door = door
+        self.key = entry.key
+        self.url = entry.url
+        self.requestStartedAt = requestStartedAt
+    }
+
+    func readEnded(_ result: Result<ReadLease, CacheError>, offset: Int64, length: Int, startedAt: UInt64) {
+        switch result {
+        case let .success(lease):
+            guard lease.count > 0 else { return }
+            var fromCache: Int64 = 0, fromOrigin: Int64 = 0
+            for piece in lease.pieces {
+                switch piece {
+                case let .file(_, _, count): fromCache += Int64(count)
+                case let .memory(bytes): fromOrigin += Int64(bytes.count)
+                }
+            }
+            let now = DispatchTime.now().uptimeNanoseconds
+            metrics.noteRead(door: door, key: key, cacheBytes: fromCache, originBytes: fromOrigin,
+                             nanoseconds: Int64(now &- startedAt))
+            guard door == .proxy else { return }
+            lock.lock()
+            let requestStart = requestStartedAt
+            requestStartedAt = nil
+            lock.unlock()
+            if let requestStart, now >= requestStart {
+                metrics.noteFirstByte(hit: fromOrigin == 0, nanoseconds: Int64(now - requestStart))
+            }
+        case let .failure(error):
+            metrics.noteError(error, url: url, range: offset..<offset.addingClamped(Int64(max(1, length))))
+        }
+    }
+}

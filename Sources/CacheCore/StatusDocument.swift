@@ -1,0 +1,176 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What a running cache shows of itself: the JSON of `/.httpcachefs/status.json`, which the
+/// status page draws and `httpcachefs status` prints. Documented field by field in the README;
+/// add fields, never rename them (scripts read this).
+public struct StatusDocument: Sendable, Codable, Equatable {
+    /// Always "httpcachefs".
+    public var service = "httpcachefs"
+    public var version: String
+    public var pid: Int32
+    public var startedAt: Date
+    public var uptimeSeconds: Double
+    /// The mounts and proxy listeners of this process.
+    public var doors: [DoorInfo]
+    public var cache: CacheSummary
+    public var totals: Totals
+    /// One per file the cache knows, in URL order.
+    public var files: [FileStatus]
+    /// Origin transfers running now, oldest first.
+    public var fetches: [FetchInFlight]
+    /// Newest first.
+    public var errors: [ErrorRecord]
+
+    public static func decode(_ bytes: [UInt8]) throws -> StatusDocument {
+        try makeDecoder().decode(StatusDocument.self, from: Data(bytes))
+    }
+
+    public func encoded() -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        encoder.dateEncodingStrategy = .iso8601
+        return ((try? encoder.encode(self)).map(Array.init) ?? Array("{}".utf8)) + [0x0A]
+    }
+
+    static func makeDecoder() -> JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return decoder
+    }
+}
+
+/// The cache as a whole.
+public struct CacheSummary: Sendable, Codable, Equatable {
+    /// Nil unless the client is on this machine.
+    public var directory: String?
+    public var usedBytes: Int64
+    public var capacityBytes: Int64
+    /// Free space kept on the file system (the floor: evicting below the cap if needed).
+    public var freeFloorBytes: Int64
+    /// Free space on the file system now.
+    public var filesystemFreeBytes: Int64
+    public var files: Int
+    public var slices: Int
+    public var sliceSize: Int64
+    /// Hits over reads since the start; nil before the first read.
+    public var hitRatio: Double?
+}
+
+extension CacheSummary {
+    /// The summary of `files` (all of a cache's entries) in a cache of `configuration`.
+    init(files: [EntryStatus], configuration config: CacheConfiguration, showDirectory: Bool, totals: Totals?) {
+        var fs = statvfs()
+        var floor: Int64 = 0, free: Int64 = 0
+        if statvfs(config.directory, &fs) == 0 {
+            floor = Int64(Double(fs.f_blocks) * Double(fs.f_frsize) * config.freeSpaceFloor)
+            free = Int64(fs.f_bavail) * Int64(fs.f_frsize)
+        }
+        var slices = 0
+        for f in files {
+            var last: Int64 = -1
+            for r in f.cachedRanges where !r.isEmpty {
+                let first = r.lowerBound / config.sliceSize, end = (r.upperBound - 1) / config.sliceSize
+                if end > last { slices += Int(end - max(first, last + 1) + 1) }
+                last = max(last, end)
+            }
+        }
+        let reads = totals.map { $0.hits + $0.misses } ?? 0
+        self.init(directory: showDirectory ? config.directory : nil,
+                            usedBytes: files.reduce(0) { $0 + $1.cachedBytes }, capacityBytes: config.capacity,
+                            freeFloorBytes: floor, filesystemFreeBytes: free, files: files.count, slices: slices,
+                            sliceSize: config.sliceSize,
+                            hitRatio: reads > 0 ? Double(totals!.hits) / Double(reads) : nil)
+    }
+
+}
+
+extension CacheSnapshot {
+    /// The cache as the index last recorded it (no counters: nothing runs here).
+    public var summary: CacheSummary {
+        CacheSummary(files: list(), configuration: configuration, showDirectory: true, totals: nil)
+    }
+}
+
+/// One file the cache knows.
+public struct FileStatus: Sendable, Codable, Equatable {
+    public var url: String
+    public var finalURL: String
+    /// The last path segment, for display.
+    public var name: String
+    /// Nil while unknown.
+    public var length: Int64?
+    public var cachedBytes: Int64
+    /// Half-open `[start, end)` pairs, in order.
+    public var cachedRanges: [[Int64]]
+    /// Ranges being fetched now (`[position, end)`, end -1 for "to the end"), in order.
+    public var fetchingRanges: [[Int64]]
+    public var contentType: String?
+    public var etag: String?
+    public var lastModified: String?
+    public var generation: Int64
+    public var validatedAt: Date
+    public var lastAccess: Date
+    /// Kept in the index across restarts.
+    public var hits: Int64
+    public var misses: Int64
+    public var bytesFromCache: Int64
+    public var bytesFromOrigin: Int64
+    /// Reads since the start, by door.
+    public var reads: DoorReads
+    /// What the cache noted for this file (failed reads and fetches, refused old readers).
+    public var errors: [String]
+    /// The path of its proxy URL (`/u/...`), filled in by the proxy that serves the document.
+    public var proxyPath: String?
+}
+
+extension CacheEngine {
+    /// The status document as of now.
+    /// - Parameters:
+    ///   - version: the program's version.
+    ///   - showDirectory: include the cache directory (clients on this machine only).
+    public func statusDocument(version: String, showDirectory: Bool) -> StatusDocument {
+        let now = Date()
+        let list = list()
+        let fetches = tracker.inFlight(now: now)
+        var fetching: [CacheKey: RangeSet] = [:]
+        for f in fetches {
+            guard let key = try? key(for: f.url) else { continue }
+            fetching[key, default: RangeSet()].insert(f.position..<(f.end ?? Int64.max))
+        }
+        let files = list.map { s -> FileStatus in
+            FileStatus(
+                url: s.info.url, finalURL: s.info.finalURL, name: Self.displayName(s.info.url), length: s.info.length,
+                cachedBytes: s.cachedBytes, cachedRanges: s.cachedRanges.map { [$0.lowerBound, $0.upperBound] },
+                fetchingRanges: (fetching[s.info.key]?.ranges ?? []).map { [$0.lowerBound, $0.upperBound == Int64.max ? -1 : $0.upperBound] },
+                contentType: s.info.contentType, etag: s.info.etag, lastModified: s.info.lastModified,
+                generation: s.info.generation, validatedAt: s.info.validatedAt, lastAccess: s.lastAccess,
+                hits: s.hits, misses: s.misses, bytesFromCache: s.bytesFromCache, bytesFromOrigin: s.bytesFromOrigin,
+                reads: metrics.reads(of: s.info.key), errors: s.recentErrors, proxyPath: nil)
+        }
+        let totals = metrics.totals
+        return StatusDocument(
+            version: version, pid: getpid(), startedAt: metrics.startedAt,
+            uptimeSeconds: now.timeIntervalSince(metrics.startedAt), doors: metrics.currentDoors,
+            cache: summary(files: list, showDirectory: showDirectory, totals: totals),
+            totals: totals, files: files, fetches: fetches, errors: metrics.recentErrors)
+    }
+
+    /// The Prometheus text exposition of this cache's metrics.
+    public func metricsText() -> String {
+        metrics.text(summary: summary(files: list(), showDirectory: false, totals: nil), fetchesInFlight: tracker.inFlightCount)
+    }
+
+    func summary(files: [EntryStatus], showDirectory: Bool, totals: Totals?) -> CacheSummary {
+        CacheSummary(files: files, configuration: configuration, showDirectory: showDirectory, totals: totals)
+    }
+
+    /// The last path segment of `url`, percent-decoded (the URL itself if it has none).
+    static func displayName(_ url: String) -> String {
+        let path = URLComponents(string: url)?.path ?? ""
+        let last = path.split(separator: "/").last.map(String.init) ?? ""
+        return last.isEmpty ? url : (last.removingPercentEncoding ?? last)
+    }
+}

@@ -1,0 +1,236 @@
+/// The status page at `/.httpcachefs/`: one self-contained HTML document (CSS and a small script
+/// inline, nothing fetched from elsewhere) that draws `status.json` (a relative URL, so the same
+/// page works under a token prefix) and redraws it every 3 seconds without reloading.
+///
+/// Coverage bars are drawn to scale: each cached range is a segment whose `left` and `width` are
+/// its offset and length as percentages of the file; ranges being fetched now are segments of
+/// another colour. Rows carry `data-url`, bars `data-cached-fraction`, so tests (and scripts) can
+/// find them in the rendered DOM. A file's name links to `#URL`, which opens its details (all
+/// ranges, validators, generation, errors, proxy URL); the table sorts by a click on a header.
+enum StatusPage {
+    static let headers: [(String, String)] = [
+        ("Cache-Control", "no-store"),
+        // Inline style and script only; the script may fetch from this origin alone.
+        ("Content-Security-Policy",
+         "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'; img-src data:"),
+        ("X-Content-Type-Options", "nosniff"),
+        ("Referrer-Policy", "no-referrer"),
+    ]
+
+    static let html: [UInt8] = Array(text.utf8)
+
+    static let text = #"""
+<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>httpcachefs</title>
+<style>
+:root { --fg:#1d2330; --muted:#667085; --line:#e3e6ec; --bg:#fff; --panel:#f6f7f9; --cached:#2f7d4f; --fetching:#e69500; --empty:#e8eaee; --err:#b42318; }
+* { box-sizing: border-box; }
+body { margin:0; font:14px/1.4 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color:var(--fg); background:var(--bg); }
+header { display:flex; flex-wrap:wrap; gap:4px 16px; align-items:baseline; padding:10px 16px; border-bottom:1px solid var(--line); }
+header h1 { font-size:18px; margin:0; }
+header .meta { color:var(--muted); }
+main { padding:8px 16px 24px; max-width:1400px; }
+h2 { font-size:15px; margin:18px 0 6px; }
+.cards { display:grid; grid-template-columns:repeat(auto-fill, minmax(150px, 1fr)); gap:8px; }
+.card { background:var(--panel); border-radius:6px; padding:8px 10px; }
+.card .k { color:var(--muted); font-size:12px; }
+.card .v { font-size:17px; font-variant-numeric:tabular-nums; }
+.usebar { position:relative; height:10px; background:var(--empty); border-radius:3px; margin-top:6px; overflow:hidden; }
+.usebar .used { position:absolute; left:0; top:0; bottom:0; background:var(--cached); }
+.scroll { overflow-x:auto; }
+table { border-collapse:collapse; width:100%; font-variant-numeric:tabular-nums; }
+th, td { text-align:left; padding:5px 8px; border-bottom:1px solid var(--line); vertical-align:middle; white-space:nowrap; }
+th.sort { cursor:pointer; user-select:none; }
+th.sort:hover { text-decoration:underline; }
+th.sorted::after { content:" \25BE"; }
+th.sorted.asc::after { content:" \25B4"; }
+td.num, th.num { text-align:right; }
+td.name { max-width:420px; overflow:hidden; text-overflow:ellipsis; }
+td.name a { color:inherit; }
+th.cov { width:45%; }
+.bar { position:relative; height:14px; min-width:160px; width:100%; background:var(--empty); border-radius:3px; overflow:hidden; }
+.seg { position:absolute; top:0; bottom:0; min-width:1px; }
+.seg.cached { background:var(--cached); }
+.seg.fetching { background:var(--fetching); }
+.legend span { display:inline-block; width:10px; height:10px; border-radius:2px; margin:0 4px 0 10px; vertical-align:-1px; }
+tr.detail td { background:var(--panel); white-space:normal; }
+tr.detail dl { display:grid; grid-template-columns:max-content 1fr; gap:2px 12px; margin:4px 0; }
+tr.detail dt { color:var(--muted); }
+tr.detail dd { margin:0; word-break:break-all; }
+.muted { color:var(--muted); }
+.err { color:var(--err); }
+.stale { color:var(--err); font-weight:600; }
+@media (max-width: 720px) {
+  main { padding:6px 8px 20px; }
+  .wide { display:none; }
+  td.name { max-width:150px; }
+  .bar { min-width:90px; }
+  th.cov { width:auto; }
+  th, td { padding:4px 5px; }
+}
+</style>
+</head>
+<body>
+<header><h1>httpcachefs</h1><span class="meta" id="meta">loading…</span><span class="meta" id="state"></span></header>
+<main>
+<section class="cards" id="cards"></section>
+<h2>Files <span class="legend muted"><span style="background:var(--cached)"></span>cached<span style="background:var(--fetching)"></span>fetching now<span style="background:var(--empty)"></span>not cached</span></h2>
+<div class="scroll"><table id="files">
+<thead><tr>
+<th class="sort" data-key="name">File</th>
+<th class="sort num" data-key="size">Size</th>
+<th class="sort num" data-key="cached">Cached</th>
+<th class="cov">Coverage</th>
+<th class="num wide">Mount reads</th>
+<th class="num wide">Proxy reads</th>
+<th class="sort wide" data-key="access">Last access</th>
+</tr></thead>
+<tbody></tbody></table></div>
+<h2>Fetches in flight</h2>
+<div class="scroll"><table id="fetches"><thead><tr><th>URL</th><th>Range</th><th class="num">Received</th><th class="num">Rate</th><th class="num">Age</th></tr></thead><tbody></tbody></table></div>
+<h2>Doors</h2>
+<div class="scroll"><table id="doors"><thead><tr><th>Kind</th><th>Where</th><th>Bind</th><th>Token required</th></tr></thead><tbody></tbody></table></div>
+<h2>Recent errors</h2>
+<div class="scroll"><table id="errors"><thead><tr><th>Time</th><th>URL</th><th>Range</th><th>Status / cause</th></tr></thead><tbody></tbody></table></div>
+</main>
+<script>
+"use strict";
+let sortKey = "access", sortAsc = false, open = new Set(), last = null;
+const $ = (s) => document.querySelector(s);
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "style") e.style.cssText = v; else if (k === "text") e.textContent = v; else e.setAttribute(k, v);
+  }
+  for (const k of kids) if (k != null) e.append(k);
+  return e;
+}
+function bytes(n) {
+  if (n == null) return "?";
+  const u = ["B", "KiB", "MiB", "GiB", "TiB"]; let i = 0;
+  while (Math.abs(n) >= 1024 && i < u.length - 1) { n /= 1024; i++; }
+  return (i ? n.toFixed(n < 10 ? 2 : 1) : n) + " " + u[i];
+}
+function ago(iso) {
+  const s = (Date.now() - Date.parse(iso)) / 1000;
+  if (!isFinite(s) || s > 1e9) return "never";
+  if (s < 60) return Math.max(0, Math.round(s)) + " s ago";
+  if (s < 3600) return Math.round(s / 60) + " min ago";
+  if (s < 86400) return Math.round(s / 3600) + " h ago";
+  return Math.round(s / 86400) + " d ago";
+}
+function duration(s) {
+  if (s < 60) return s.toFixed(s < 10 ? 1 : 0) + " s";
+  if (s < 3600) return Math.floor(s / 60) + " min " + Math.round(s % 60) + " s";
+  return Math.floor(s / 3600) + " h " + Math.round((s % 3600) / 60) + " min";
+}
+const fraction = (f) => f.length ? f.cachedBytes / f.length : 0;
+function range(a, b) { return a + "–" + (b == null || b < 0 ? "end" : b); }
+function card(k, v, extra) { return el("div", {class: "card"}, el("div", {class: "k", text: k}), el("div", {class: "v", text: v}), extra); }
+function coverage(f) {
+  const len = f.length || Math.max(1, ...f.cachedRanges.map(r => r[1]));
+  const bar = el("div", {class: "bar", "data-cached-fraction": fraction(f).toFixed(6), title: f.cachedRanges.length + " cached ranges"});
+  const seg = (cls, a, b) => bar.append(el("div", {class: "seg " + cls, style: "left:" + (100 * a / len) + "%;width:" + (100 * (b - a) / len) + "%"}));
+  for (const [a, b] of f.cachedRanges) seg("cached", a, b);
+  for (const [a, b] of f.fetchingRanges) seg("fetching", a, b < 0 ? len : Math.min(b, len));
+  return bar;
+}
+function detail(f) {
+  const dl = el("dl");
+  const row = (k, v) => dl.append(el("dt", {text: k}), el("dd", {}, v));
+  row("URL", f.url);
+  if (f.finalURL !== f.url) row("Final URL", f.finalURL);
+  if (f.proxyPath) row("Proxy URL", el("a", {href: new URL(f.proxyPath, location.href).href, text: new URL(f.proxyPath, location.href).href}));
+  row("Length", f.length == null ? "unknown" : f.length + " bytes (" + bytes(f.length) + ")");
+  row("Cached", f.cachedBytes + " bytes in " + f.cachedRanges.length + " ranges");
+  row("Ranges", f.cachedRanges.length ? f.cachedRanges.map(r => range(r[0], r[1] - 1)).join(", ") : "none");
+  if (f.fetchingRanges.length) row("Fetching", f.fetchingRanges.map(r => range(r[0], r[1] < 0 ? -1 : r[1] - 1)).join(", "));
+  row("ETag", f.etag || "none");
+  row("Last-Modified", f.lastModified || "none");
+  row("Content-Type", f.contentType || "none");
+  row("Generation", String(f.generation));
+  row("Validated", ago(f.validatedAt));
+  row("Hits / misses", f.hits + " / " + f.misses + " (from cache " + bytes(f.bytesFromCache) + ", from origin " + bytes(f.bytesFromOrigin) + ")");
+  row("Reads since start", "mount " + f.reads.fuse + ", proxy " + f.reads.proxy + ", other " + f.reads.cli);
+  row("Errors", f.errors.length ? el("div", {class: "err"}, ...f.errors.map(e => el("div", {text: e}))) : "none");
+  return el("tr", {class: "detail"}, el("td", {colspan: "7"}, dl));
+}
+function drawFiles(doc) {
+  const files = doc.files.slice();
+  const value = {name: f => f.name.toLowerCase(), size: f => f.length || 0, cached: fraction, access: f => Date.parse(f.lastAccess)};
+  files.sort((a, b) => { const x = value[sortKey](a), y = value[sortKey](b); return (x < y ? -1 : x > y ? 1 : 0) * (sortAsc ? 1 : -1); });
+  const body = el("tbody");
+  for (const f of files) {
+    const name = el("a", {href: "#" + encodeURIComponent(f.url), title: f.url, text: f.name});
+    name.onclick = (e) => { e.preventDefault(); open.has(f.url) ? open.delete(f.url) : open.add(f.url); draw(last); };
+    body.append(el("tr", {"data-url": f.url},
+      el("td", {class: "name"}, name),
+      el("td", {class: "num", text: bytes(f.length)}),
+      el("td", {class: "num", text: (100 * fraction(f)).toFixed(1) + " %"}),
+      el("td", {}, coverage(f)),
+      el("td", {class: "num wide", text: String(f.reads.fuse)}),
+      el("td", {class: "num wide", text: String(f.reads.proxy)}),
+      el("td", {class: "wide", text: ago(f.lastAccess)})));
+    if (open.has(f.url)) body.append(detail(f));
+  }
+  if (!files.length) body.append(el("tr", {}, el("td", {colspan: "7", class: "muted", text: "The cache is empty."})));
+  $("#files tbody").replaceWith(body);
+  for (const th of document.querySelectorAll("th.sort")) {
+    th.classList.toggle("sorted", th.dataset.key === sortKey);
+    th.classList.toggle("asc", th.dataset.key === sortKey && sortAsc);
+  }
+}
+function fill(id, rows, empty, cols) {
+  const body = el("tbody");
+  for (const r of rows) body.append(el("tr", {}, ...r.map(c => c instanceof Node ? el("td", {}, c) : el("td", {text: String(c)}))));
+  if (!rows.length) body.append(el("tr", {}, el("td", {colspan: String(cols), class: "muted", text: empty})));
+  $(id + " tbody").replaceWith(body);
+}
+function draw(doc) {
+  if (!doc) return;
+  const c = doc.cache, t = doc.totals;
+  $("#meta").textContent = "version " + doc.version + " · pid " + doc.pid + " · up " + duration(doc.uptimeSeconds) + (c.directory ? " · " + c.directory : "");
+  const use = el("div", {class: "usebar"}, el("div", {class: "used", style: "width:" + Math.min(100, 100 * c.usedBytes / Math.max(1, c.capacityBytes)) + "%"}));
+  $("#cards").replaceChildren(
+    card("Cached / cap", bytes(c.usedBytes) + " / " + bytes(c.capacityBytes), use),
+    card("Free space (floor)", bytes(c.filesystemFreeBytes) + " (" + bytes(c.freeFloorBytes) + ")"),
+    card("Files · slices", c.files + " · " + c.slices),
+    card("Hit ratio", c.hitRatio == null ? "–" : (100 * c.hitRatio).toFixed(1) + " %"),
+    card("Served from cache", bytes(t.servedFromCache)),
+    card("Served from origin", bytes(t.servedFromOrigin)),
+    card("Origin bytes", bytes(t.originBytes)),
+    card("Fetches in flight", String(doc.fetches.length)));
+  drawFiles(doc);
+  fill("#fetches", doc.fetches.map(f => [f.url, range(f.start, f.end == null ? -1 : f.end - 1), bytes(f.bytes), bytes(f.bytesPerSecond) + "/s", duration(f.ageSeconds)]), "Nothing is being fetched.", 5);
+  fill("#doors", doc.doors.map(d => d.kind === "mount" ? ["mount", d.mountpoint, "", ""] : ["proxy", "port " + d.port, d.bindAddress, d.tokenRequired ? "yes" : "no"]), "No mount or proxy.", 4);
+  fill("#errors", doc.errors.map(e => [new Date(e.time).toLocaleString(), e.url, e.start == null ? "open" : range(e.start, e.end), (e.status ? "HTTP " + e.status + ": " : "") + e.cause]), "No errors.", 4);
+}
+async function refresh() {
+  try {
+    const r = await fetch("status.json", {cache: "no-store"});
+    if (!r.ok) throw new Error("HTTP " + r.status);
+    last = await r.json();
+    draw(last);
+    $("#state").textContent = "updated " + new Date().toLocaleTimeString();
+    $("#state").className = "meta";
+  } catch (e) {
+    $("#state").textContent = "not updated: " + e.message;
+    $("#state").className = "meta stale";
+  }
+}
+for (const th of document.querySelectorAll("th.sort")) {
+  th.onclick = () => { if (sortKey === th.dataset.key) sortAsc = !sortAsc; else { sortKey = th.dataset.key; sortAsc = sortKey === "name"; } draw(last); };
+}
+// A link to `#URL` (a row's name) opens that file's details.
+if (location.hash.length > 1) open.add(decodeURIComponent(location.hash.slice(1)));
+refresh();
+setInterval(refresh, 3000);
+</script>
+</body>
+</html>
+"""#
+}

@@ -1,0 +1,127 @@
+import ArgumentParser
+import CacheCore
+import Foundation
+import Proxy
+
+/// `httpcachefs status`: the daemons running on this machine (see `DaemonDiscovery`), each with
+/// its mounts, proxy, cache summary and fetches in flight.
+struct StatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show the running httpcachefs daemons: mounts, proxy, cache use, fetches in flight.",
+        discussion: """
+            Finds every process on this machine that holds an httpcachefs cache directory open \
+            (mount or proxy) and asks its proxy for its status document (the same as \
+            /.httpcachefs/status.json). A daemon without a proxy is described from its cache index: \
+            cache use only. --json prints one JSON array with an object per daemon.
+            """
+    )
+
+    @Flag(help: "Print JSON: one object per daemon (pid, command, cacheDirectory, uptimeSeconds, proxy, status).")
+    var json = false
+
+    func run() async throws {
+        let json = json
+        try await runReportingErrors {
+            try await onDedicatedThread(name: "httpcachefs-status") {
+                let reports = DaemonDiscovery.find().map(Report.init)
+                if json {
+                    CacheCommand.printLine(String(decoding: try Self.encoder.encode(reports), as: UTF8.self))
+                } else if reports.isEmpty {
+                    CacheCommand.printLine("no httpcachefs daemon is running (none holds a cache directory open)")
+                } else {
+                    CacheCommand.printLine(reports.map(Self.render).joined(separator: "\n\n"))
+                }
+            }
+        }
+    }
+
+    static let encoder: JSONEncoder = {
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+        e.dateEncodingStrategy = .iso8601
+        return e
+    }()
+
+    /// One daemon, as `--json` prints it.
+    struct Report: Encodable {
+        var pid: Int32
+        var command: String
+        var cacheDirectory: String
+        var uptimeSeconds: Double?
+        /// `http://127.0.0.1:PORT`, nil without a proxy.
+        var proxy: String?
+        /// The proxy's status document; nil without a proxy (or if it did not answer).
+        var status: StatusDocument?
+        /// From the index when there is no status document.
+        var cache: CacheSummary?
+        /// Why there is no status document.
+        var note: String?
+
+        init(_ d: DaemonDiscovery.Daemon) {
+            pid = d.pid
+            command = d.command
+            cacheDirectory = d.cacheDirectory
+            uptimeSeconds = d.uptimeSeconds
+            guard let p = d.proxy else {
+                note = "no proxy: mounts and fetches in flight are not known; cache use from the index"
+                cache = Self.fromIndex(d.cacheDirectory)
+                return
+            }
+            proxy = p.localBase
+            if let body = LoopbackGet.get(host: p.localConnectHost, port: p.port, path: p.tokenPath(ProxyRouter.documentPath)),
+               let document = try? StatusDocument.decode(body) {
+                status = document
+                uptimeSeconds = document.uptimeSeconds
+            } else {
+                note = "its proxy at \(p.localBase) did not answer with a status document"
+                cache = Self.fromIndex(d.cacheDirectory)
+            }
+        }
+
+        static func fromIndex(_ directory: String) -> CacheSummary? {
+            guard let snapshot = try? CacheSnapshot(configuration: CacheConfiguration(directory: directory)) else { return nil }
+            return snapshot.summary
+        }
+    }
+
+    static func render(_ r: Report) -> String {
+        var lines = ["pid \(r.pid): \(r.command)"]
+        var rows: [[String]] = [
+            ["  up:", r.uptimeSeconds.map(Format.duration) ?? "?"],
+            ["  cache:", r.cacheDirectory],
+        ]
+        if let doc = r.status {
+            for door in doc.doors {
+                if door.kind == "mount" {
+                    rows.append(["  mount:", door.mountpoint ?? "?"])
+                } else {
+                    let token = door.tokenRequired == true ? " (token required)" : ""
+                    rows.append(["  proxy:", "\(door.bindAddress ?? "?"):\(door.port.map(String.init) ?? "?")\(token), page \(r.proxy ?? "")\(ProxyRouter.pagePath)"])
+                }
+            }
+        } else if let proxy = r.proxy {
+            rows.append(["  proxy:", proxy])
+        }
+        if let c = r.status?.cache ?? r.cache {
+            rows.append(["  used:", "\(Format.bytes(c.usedBytes)) of \(Format.bytes(c.capacityBytes)) (\(Format.percent(c.usedBytes, of: c.capacityBytes))), \(c.files) file\(c.files == 1 ? "" : "s"), \(c.slices) slice\(c.slices == 1 ? "" : "s"), free \(Format.bytes(c.filesystemFreeBytes)) (floor \(Format.bytes(c.freeFloorBytes)))"])
+        }
+        if let doc = r.status {
+            let t = doc.totals
+            let ratio = doc.cache.hitRatio.map { String(format: "%.1f%%", $0 * 100) } ?? "-"
+            rows.append(["  served:", "\(Format.bytes(t.servedFromCache)) from cache, \(Format.bytes(t.servedFromOrigin)) from origin, hit ratio \(ratio), \(doc.errors.count) recent errors"])
+            rows.append(["  fetching:", doc.fetches.isEmpty ? "nothing" : "\(doc.fetches.count) transfers"])
+        }
+        if let note = r.note { rows.append(["  note:", note]) }
+        lines.append(Format.table(rows))
+        if let fetches = r.status?.fetches, !fetches.isEmpty {
+            var table = [["    URL", "RANGE", "RECEIVED", "RATE", "AGE"]]
+            for f in fetches {
+                table.append(["    " + f.url, "\(f.start)-\(f.end.map { String($0 - 1) } ?? "")", Format.bytes(f.bytes),
+                              Format.rate(bytes: f.bytes, seconds: f.ageSeconds), Format.duration(f.ageSeconds)])
+            }
+            lines.append(Format.table(table, rightAligned: [2, 3, 4]))
+        }
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,212 @@
+import XCTest
+@testable import CacheCore
+
+/// The counters, the status document and the metrics text after a scripted sequence of reads:
+/// a hand-driven source decides when every byte arrives, so each number is known exactly.
+final class CacheMetricsTests: XCTestCase {
+    private var dir: String!
+    private let url = "http://origin.test/media/movie.mp4"
+    private let length: Int64 = 4 << 20
+    private lazy var data = randomBytes(Int(length), seed: 7)
+
+    override func setUp() { dir = NSTemporaryDirectory() + "httpcachefs-metrics-\(UUID().uuidString)" }
+    override func tearDown() { try? FileManager.default.removeItem(atPath: dir) }
+
+    private func engine(_ source: GatedSource) throws -> CacheEngine {
+        try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0,
+                                                          sliceSize: 1 << 20, readTimeout: 10, initialReadAhead: 0),
+                        source: source)
+    }
+
+    /// Opens `url`: the probe delivers what it asked for (the first 256 KiB of a new file, one
+    /// byte of a known one) with `etag`, or fails with `failing`.
+    private func open(_ cache: CacheEngine, _ source: GatedSource, url: String? = nil, maxAge: TimeInterval? = nil,
+                      etag: String = "\"a\"", failing: FetchError? = nil) throws -> ResultBox<EntryInfo> {
+        let opened = expectation(description: "open")
+        let box = ResultBox<EntryInfo>()
+        cache.open(url: url ?? self.url, maxAge: maxAge) { box.set($0); opened.fulfill() }
+        let probe = try XCTUnwrap(source.transfers.last)
+        if let failing {
+            probe.finish(failing)
+        } else {
+            probe.partial(length: length, etag: etag)
+            probe.send(data[Int(probe.request.start)..<Int(probe.request.end!)])
+            probe.finish()
+        }
+        wait(for: [opened], timeout: 5)
+        return box
+    }
+
+    private func read(_ reader: CacheReader, _ offset: Int64, _ length: Int,
+                      drive: (GatedSource.Transfer) -> Void = { _ in }, source: GatedSource) throws -> ResultBox<[UInt8]> {
+        let before = source.transfers.count
+        let answered = expectation(description: "read")
+        let box = ResultBox<[UInt8]>()
+        reader.read(offset: offset, length: length) { box.set($0); answered.fulfill() }
+        if source.transfers.count > before { drive(source.transfers.last!) }
+        wait(for: [answered], timeout: 5)
+        return box
+    }
+
+    func testCountsDocumentAndMetricsTextAfterAScriptedSequenceOfReads() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { cache.shutdown() }
+        let info = try open(cache, source).get()          // probe: 0..<256 KiB from the origin
+
+        // A FUSE read of cached bytes: a hit, answered on the spot.
+        let fuse = cache.makeReader(for: info, door: .fuse)
+        XCTAssertEqual(try read(fuse, 0, 64 << 10, source: source).get(), Array(data[0..<(64 << 10)]))
+
+        // A proxy read of missing bytes: a miss. Halfway through, the status document shows the
+        // fetch in flight and the range it is still filling.
+        let proxy = cache.makeReader(for: info, door: .proxy, requestStartedAt: DispatchTime.now().uptimeNanoseconds)
+        let start = 1 << 20, half = 32 << 10
+        let missed = try read(proxy, Int64(start), 64 << 10, drive: { t in
+            XCTAssertEqual(t.request.start, Int64(start))
+            XCTAssertEqual(t.request.end, Int64(start + (64 << 10)))
+            t.partial(length: length)
+            t.send(data[start..<(start + half)])
+            let during = cache.statusDocument(version: "test", showDirectory: true)
+            XCTAssertEqual(during.fetches.count, 1)
+            XCTAssertEqual(during.fetches.first?.url, url)
+            XCTAssertEqual(during.fetches.first?.start, Int64(start))
+            XCTAssertEqual(during.fetches.first?.position, Int64(start + half))
+            XCTAssertEqual(during.fetches.first?.bytes, Int64(half))
+            XCTAssertEqual(during.files.first?.fetchingRanges, [[Int64(start + half), Int64(start + (64 << 10))]])
+            t.send(data[(start + half)..<(start + (64 << 10))])
+            (t.sink as? FetchRetryObserving)?.fetchWillRetry()   // as the fetcher does before a retry
+            t.finish()
+        }, source: source)
+        XCTAssertEqual(try missed.get(), Array(data[start..<(start + (64 << 10))]))
+
+        // A read the origin fails (503 after retries), and a file it does not have.
+        let failing = try read(cache.makeReader(for: info, door: .fuse), 3 << 20, 4096,
+                               drive: { $0.finish(.http(status: 503, url: self.url)) }, source: source)
+        XCTAssertThrowsError(try failing.get())
+        let missing = "http://origin.test/media/missing.mp4"
+        XCTAssertThrowsError(try open(cache, source, url: missing, failing: .http(status: 404, url: missing)).get())
+
+        // The remote file changes: a revalidation finds another ETag.
+        let changed = expectation(description: "change observed")
+        cache.onRemoteChange { _ in changed.fulfill() }
+        _ = try open(cache, source, maxAge: 1e-9, etag: "\"b\"")
+        wait(for: [changed], timeout: 5)
+
+        let t = cache.metrics.totals
+        XCTAssertEqual(t.hits, 1)
+        XCTAssertEqual(t.misses, 1)
+        XCTAssertEqual(t.servedFromCache, 64 << 10)
+        XCTAssertEqual(t.servedFromOrigin, 64 << 10)
+        XCTAssertEqual(t.originBytes, (256 << 10) + (64 << 10) + Int64(source.transfers.last!.request.end!))
+        XCTAssertEqual(t.originRequests, ["2xx": 3, "3xx": 0, "4xx": 1, "5xx": 1, "error": 0])
+        XCTAssertEqual(t.retries, 1)
+        XCTAssertEqual(t.remoteChanges, 1)
+        XCTAssertEqual(t.errors["http_status"], 1)
+        XCTAssertEqual(t.errors["not_found"], 1)
+
+        let doc = cache.statusDocument(version: "test", showDirectory: true)
+        XCTAssertEqual(doc.fetches, [])
+        XCTAssertEqual(doc.cache.directory, dir)
+        XCTAssertEqual(doc.cache.hitRatio, 0.5)
+        XCTAssertEqual(doc.errors.map(\.kind), ["not_found", "http_status"], "newest first")
+        XCTAssertEqual(doc.errors.last?.status, 503)
+        XCTAssertEqual(doc.errors.last?.start, 3 << 20)
+        XCTAssertEqual(doc.errors.last?.end, (3 << 20) + 4095)
+        XCTAssertNil(doc.errors.first?.start, "an open has no range")
+        let file = try XCTUnwrap(doc.files.first { $0.url == url })
+        XCTAssertEqual(file.name, "movie.mp4")
+        XCTAssertEqual(file.reads, DoorReads(fuse: 1, proxy: 1, cli: 0))
+        XCTAssertEqual(file.generation, 2)
+        XCTAssertEqual(file.etag, "\"b\"")
+        XCTAssertTrue(file.errors.contains { $0.contains("HTTP 503") }, "\(file.errors)")
+        XCTAssertNil(cache.statusDocument(version: "test", showDirectory: false).cache.directory)
+        // The document survives its own JSON (dates to the second).
+        XCTAssertEqual(try StatusDocument.decode(doc.encoded()).encoded(), doc.encoded())
+
+        let text = cache.metricsText()
+        let samples = Self.samples(text)
+        XCTAssertEqual(samples["httpcachefs_reads_total{door=\"fuse\",result=\"hit\"}"], 1)
+        XCTAssertEqual(samples["httpcachefs_reads_total{door=\"proxy\",result=\"miss\"}"], 1)
+        XCTAssertEqual(samples["httpcachefs_served_bytes_total{door=\"fuse\",source=\"cache\"}"], 65536)
+        XCTAssertEqual(samples["httpcachefs_served_bytes_total{door=\"proxy\",source=\"origin\"}"], 65536)
+        XCTAssertEqual(samples["httpcachefs_origin_requests_total{class=\"2xx\"}"], 3)
+        XCTAssertEqual(samples["httpcachefs_origin_requests_total{class=\"5xx\"}"], 1)
+        XCTAssertEqual(samples["httpcachefs_origin_bytes_total"], Double(t.originBytes))
+        XCTAssertEqual(samples["httpcachefs_origin_retries_total"], 1)
+        XCTAssertEqual(samples["httpcachefs_remote_changes_total"], 1)
+        XCTAssertEqual(samples["httpcachefs_errors_total{kind=\"not_found\"}"], 1)
+        XCTAssertEqual(samples["httpcachefs_fuse_read_duration_seconds_count{result=\"hit\"}"], 1)
+        XCTAssertEqual(samples["httpcachefs_proxy_first_byte_seconds_count{result=\"miss\"}"], 1)
+        XCTAssertEqual(samples["httpcachefs_cache_used_bytes"], Double(cache.usage.bytes))
+        XCTAssertEqual(samples["httpcachefs_cache_capacity_bytes"], Double(1 << 30))
+        XCTAssertEqual(samples["httpcachefs_cache_entries"], 1)
+        XCTAssertEqual(samples["httpcachefs_fetches_in_flight"], 0)
+        // Every family has its type and help.
+        let types = Self.types(text)
+        XCTAssertEqual(types["httpcachefs_reads_total"], "counter")
+        XCTAssertEqual(types["httpcachefs_cache_used_bytes"], "gauge")
+        XCTAssertEqual(types["httpcachefs_fuse_read_duration_seconds"], "histogram")
+        XCTAssertEqual(types["httpcachefs_proxy_first_byte_seconds"], "histogram")
+        XCTAssertEqual(Set(types.keys), Set(CacheMetrics.help.keys))
+        for name in types.keys { XCTAssertTrue(text.contains("# HELP \(name) "), name) }
+        fuse.close()
+        proxy.close()
+    }
+
+    func testEachEngineCountsAlone() throws {
+        let a = try engine(GatedSource())
+        defer { a.shutdown() }
+        let other = dir + "-b"
+        defer { try? FileManager.default.removeItem(atPath: other) }
+        let b = try CacheEngine(configuration: CacheConfiguration(directory: other), source: GatedSource())
+        defer { b.shutdown() }
+        a.metrics.noteEviction(slices: 2, bytes: 100)
+        XCTAssertEqual(Self.samples(a.metricsText())["httpcachefs_evictions_total"], 2)
+        XCTAssertEqual(Self.samples(a.metricsText())["httpcachefs_evicted_bytes_total"], 100)
+        XCTAssertEqual(Self.samples(b.metricsText())["httpcachefs_evictions_total"], 0)
+    }
+
+    func testRecentErrorsKeepTheNewestInARing() {
+        var ring = RecentErrors(capacity: 3)
+        for i in 0..<5 {
+            ring.append(ErrorRecord(time: Date(), url: "u\(i)", start: nil, end: nil, kind: "timeout", status: nil, cause: ""))
+        }
+        XCTAssertEqual(ring.newestFirst.map(\.url), ["u4", "u3", "u2"])
+    }
+
+    func testSlicesAreCountedOncePerSliceFile() {
+        let config = CacheConfiguration(directory: "/nonexistent", sliceSize: 100)
+        func entry(_ ranges: [Range<Int64>]) -> EntryStatus {
+            let info = EntryInfo(key: CacheKey(rawValue: "k"), url: "http://a/b", finalURL: "http://a/b", length: 1000,
+                                 contentType: nil, etag: nil, lastModified: nil, acceptsRanges: true, generation: 1,
+                                 validatedAt: Date())
+            return EntryStatus(info: info, cachedRanges: ranges, cachedBytes: 0, hits: 0, misses: 0, bytesFromCache: 0,
+                               bytesFromOrigin: 0, lastAccess: Date(), recentErrors: [])
+        }
+        // Slices 0, 1 (two ranges in it), 2, and 5.
+        let summary = CacheSummary(files: [entry([0..<150, 160..<250]), entry([500..<600])], configuration: config,
+                                   showDirectory: false, totals: nil)
+        XCTAssertEqual(summary.slices, 4)
+    }
+
+    /// `name{labels}` → value, for every sample line.
+    static func samples(_ text: String) -> [String: Double] {
+        var out: [String: Double] = [:]
+        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { continue }
+            out[String(line[..<space])] = value
+        }
+        return out
+    }
+
+    /// Family name → type, from the `# TYPE` lines.
+    static func types(_ text: String) -> [String: String] {
+        var out: [String: String] = [:]
+        for line in text.split(separator: "\n") where line.hasPrefix("# TYPE ") {
+            let parts = line.split(separator: " ")
+            out[String(parts[2])] = String(parts[3])
+        }
+        return out
+    }
+}

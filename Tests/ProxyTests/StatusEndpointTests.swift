@@ -1,0 +1,198 @@
+import CacheCore
+import Foundation
+import Proxy
+import TestSupport
+import XCTest
+
+/// The status page, its JSON and `/metrics` over a real proxy: who may see them, that Prometheus
+/// parses the metrics, and that a real browser draws the coverage of a partly cached file to scale.
+final class StatusEndpointTests: XCTestCase {
+    private static let length = 4 << 20
+
+    /// A proxy whose cache fetches exactly what is read (no read-ahead), so coverage is known.
+    private func harness(_ configuration: ProxyConfiguration = ProxyConfiguration(port: 0)) throws -> ProxyHarness {
+        let h = try ProxyHarness(configuration: configuration, cache: {
+            CacheConfiguration(directory: $0, freeSpaceFloor: 0, sliceSize: 1 << 20, initialReadAhead: 0, maxReadAhead: 0)
+        })
+        h.origin.setFile("/a.mp4", data: testBytes(Self.length, seed: 1))
+        h.origin.setFile("/b.mp4", data: testBytes(Self.length, seed: 2))
+        return h
+    }
+
+    /// A GET with this exact Host header.
+    private func get(_ h: ProxyHarness, _ path: String, host: String = "127.0.0.1") throws -> RawHTTP.Response {
+        let request = "GET \(path) HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n"
+        return try RawHTTP.parse(try RawHTTP.exchange(port: h.port, send: Array(request.utf8), timeout: 20))
+    }
+
+    /// Caches `a.mp4` bytes 0..<1 MiB (25%) and `b.mp4` 0..<256 KiB (the open's probe) and
+    /// 2..<2.5 MiB (18.75% in all).
+    private func cachePartly(_ h: ProxyHarness) throws {
+        XCTAssertEqual(try h.get(h.path("/a.mp4"), [("Range", "bytes=0-1048575")]).status, 206)
+        XCTAssertEqual(try h.get(h.path("/b.mp4"), [("Range", "bytes=2097152-2621439")]).status, 206)
+    }
+
+    func testPageDocumentAndMetricsAreServedAndTheRootRedirects() throws {
+        let h = try harness()
+        defer { h.shutdown() }
+        try cachePartly(h)
+
+        let root = try get(h, "/")
+        XCTAssertEqual(root.status, 302)
+        XCTAssertEqual(root.header("Location"), "/.httpcachefs/")
+        XCTAssertEqual(try get(h, "/.httpcachefs").header("Location"), "/.httpcachefs/")
+
+        let page = try get(h, "/.httpcachefs/")
+        XCTAssertEqual(page.status, 200)
+        XCTAssertEqual(page.header("Content-Type"), "text/html; charset=utf-8")
+        let html = String(decoding: page.body, as: UTF8.self)
+        XCTAssertTrue(html.contains("fetch(\"status.json\""), "the page draws the document next to it")
+        XCTAssertFalse(html.contains("http://") || html.contains("https://"), "no external resources")
+
+        let json = try get(h, "/.httpcachefs/status.json")
+        XCTAssertEqual(json.status, 200)
+        let doc = try StatusDocument.decode(json.body)
+        XCTAssertEqual(doc.version, "test")
+        XCTAssertEqual(doc.doors, [DoorInfo.proxy(bindAddress: "127.0.0.1", port: h.port, tokenRequired: false)])
+        XCTAssertEqual(doc.cache.directory, h.directory.path, "a loopback client learns the directory")
+        let a = try XCTUnwrap(doc.files.first { $0.url == h.origin.url("/a.mp4") })
+        XCTAssertEqual(a.cachedRanges, [[0, 1 << 20]])
+        XCTAssertGreaterThan(a.reads.proxy, 0, "proxy reads are counted")
+        XCTAssertEqual(a.proxyPath, h.path("/a.mp4"))
+        let b = try XCTUnwrap(doc.files.first { $0.url == h.origin.url("/b.mp4") })
+        XCTAssertEqual(b.cachedRanges, [[0, 256 << 10], [2 << 20, (2 << 20) + (512 << 10)]])
+        XCTAssertEqual(doc.totals.servedFromOrigin + doc.totals.servedFromCache, (1 << 20) + (512 << 10))
+
+        let metrics = try get(h, "/metrics")
+        XCTAssertEqual(metrics.status, 200)
+        XCTAssertEqual(metrics.header("Content-Type"), "text/plain; version=0.0.4; charset=utf-8")
+        let text = String(decoding: metrics.body, as: UTF8.self)
+        XCTAssertTrue(text.contains("# TYPE httpcachefs_proxy_first_byte_seconds histogram"), text)
+        // One time to first byte per response; b.mp4's first bytes had to be fetched (a miss).
+        let firstBytes = ["hit", "miss"].map { result in
+            text.split(separator: "\n").first { $0.hasPrefix("httpcachefs_proxy_first_byte_seconds_count{result=\"\(result)\"} ") }
+                .flatMap { $0.split(separator: " ").last }.flatMap { Int($0) } ?? -1
+        }
+        XCTAssertEqual(firstBytes[0] + firstBytes[1], 2, text)
+        XCTAssertGreaterThanOrEqual(firstBytes[1], 1, text)
+        XCTAssertTrue(text.contains("httpcachefs_cache_entries 2"), text)
+    }
+
+    /// Without a token the DNS-rebinding guard holds for all three: a foreign Host is refused.
+    func testAForeignHostIsRefusedWithoutAToken() throws {
+        let h = try harness()
+        defer { h.shutdown() }
+        for path in ["/", "/.httpcachefs/", "/.httpcachefs/status.json", "/metrics"] {
+            XCTAssertEqual(try get(h, path, host: "evil.example:\(h.port)").status, 403, path)
+            XCTAssertNotEqual(try get(h, path, host: "localhost:\(h.port)").status, 403, path)
+        }
+    }
+
+    /// With a token (as beyond loopback) nothing is served without it, whatever the Host, and
+    /// everything is with it, whatever the Host (a browser on the LAN names the machine's address).
+    func testWithATokenNothingIsServedWithoutIt() throws {
+        let token = "s3cret"
+        let h = try harness(ProxyConfiguration(bindAddress: "127.0.0.1", port: 0, token: token))
+        defer { h.shutdown() }
+        try cachePartly(h)
+        for path in ["/", "/.httpcachefs/", "/.httpcachefs/status.json", "/metrics"] {
+            for host in ["127.0.0.1", "evil.example"] {
+                let answer = try get(h, path, host: host)
+                XCTAssertEqual(answer.status, 403, "\(path) \(host)")
+                XCTAssertFalse(String(decoding: answer.body, as: UTF8.self).contains(token))
+            }
+            XCTAssertEqual(try get(h, "/t/wrong" + path).status, 403, path)
+            XCTAssertEqual(try get(h, "/t/\(token)" + path, host: "192.168.1.20:8718").status, path == "/" ? 302 : 200, path)
+        }
+        XCTAssertEqual(try get(h, "/t/\(token)/").header("Location"), "/t/\(token)/.httpcachefs/")
+        let doc = try StatusDocument.decode(try get(h, "/t/\(token)/.httpcachefs/status.json").body)
+        XCTAssertEqual(doc.doors.first?.tokenRequired, true)
+        XCTAssertEqual(doc.files.first?.proxyPath?.hasPrefix("/t/\(token)/u/"), true, "its links work for whoever holds the token")
+
+        // The same rules in the router, for a proxy bound beyond loopback.
+        let wide = ProxyRouter(configuration: ProxyConfiguration(bindAddress: "0.0.0.0", port: 8718, token: token))
+        for path in ["/.httpcachefs/", "/.httpcachefs/status.json", "/metrics"] {
+            guard case .reject(403, _) = wide.route(method: "GET", target: path, headerBytes: 0, host: "192.168.1.20") else {
+                return XCTFail("\(path) served without the token")
+            }
+        }
+        XCTAssertEqual(wide.route(method: "GET", target: "/t/\(token)/metrics", headerBytes: 0, host: "192.168.1.20"), .metrics)
+        XCTAssertEqual(wide.route(method: "GET", target: "/t/\(token)/.httpcachefs/status.json", headerBytes: 0, host: "nas"),
+                       .statusDocument(tokenPresented: true))
+    }
+
+    /// Prometheus's own parser accepts a real scrape.
+    func testPromtoolAcceptsARealScrape() throws {
+        guard let promtool = ExternalTool.find("promtool") else {
+            print("⚠️  SKIPPING promtool check: promtool not installed (Debian package prometheus)")
+            throw XCTSkip("promtool not installed (Debian package prometheus)")
+        }
+        let h = try harness()
+        defer { h.shutdown() }
+        try cachePartly(h)
+        XCTAssertEqual(try h.get(h.path("/missing.mp4")).status, 404)
+        let scrape = String(decoding: try get(h, "/metrics").body, as: UTF8.self)
+        let check = try ExternalTool.run(promtool, ["check", "metrics"], input: scrape)
+        XCTAssertEqual(check.status, 0, "promtool: \(check.stdout)\(check.stderr)\n\(scrape)")
+    }
+
+    /// The page in headless Chromium: once its script has drawn status.json, each partly cached
+    /// file's coverage bar has cached segments at the right places, adding up to its fraction.
+    func testABrowserDrawsCoverageToScale() throws {
+        guard let chromium = ExternalTool.find("chromium", "chromium-browser", "google-chrome") else {
+            print("⚠️  SKIPPING browser test: chromium not installed (Debian package chromium)")
+            throw XCTSkip("chromium not installed (Debian package chromium)")
+        }
+        let h = try harness()
+        defer { h.shutdown() }
+        try cachePartly(h)
+        let url = "http://127.0.0.1:\(h.port)/.httpcachefs/"
+        let profile = TemporaryDirectory(prefix: "httpcachefs-chromium")
+        defer { profile.remove() }
+        let flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(profile.path)",
+                     "--virtual-time-budget=5000", "--window-size=1280,800"]
+        let dump = try ExternalTool.run(chromium, flags + ["--dump-dom", url], timeout: 120)
+        let dom = dump.stdout
+        var failures: [String] = []
+        if dump.status != 0 { failures.append("chromium exited \(dump.status): \(dump.stderr.suffix(2000))") }
+        let expected: [(String, [(Double, Double)], String)] = [
+            ("/a.mp4", [(0, 25)], "25.0 %"),
+            ("/b.mp4", [(0, 6.25), (50, 12.5)], "18.8 %"),
+        ]
+        for (path, segments, percent) in expected {
+            guard let row = Self.row(in: dom, url: h.origin.url(path)) else {
+                failures.append("no row for \(path)")
+                continue
+            }
+            let drawn = Self.segments(in: row, kind: "cached")
+            if drawn.count != segments.count || zip(drawn, segments).contains(where: { abs($0.0 - $1.0) > 0.01 || abs($0.1 - $1.1) > 0.01 }) {
+                failures.append("\(path): cached segments \(drawn), expected \(segments)")
+            }
+            if !row.contains(percent) { failures.append("\(path): no '\(percent)' in its row") }
+            if !Self.segments(in: row, kind: "fetching").isEmpty { failures.append("\(path): nothing is being fetched") }
+        }
+        if !failures.isEmpty {
+            let shot = NSTemporaryDirectory() + "httpcachefs-status-page-failure.png"
+            _ = try? ExternalTool.run(chromium, flags + ["--screenshot=\(shot)", url], timeout: 120)
+            XCTFail("status page: \(failures.joined(separator: "; ")) (screenshot: \(shot))\n\(dom.prefix(4000))")
+        }
+    }
+
+    /// The `<tr data-url="URL">` element of the dumped DOM.
+    static func row(in dom: String, url: String) -> String? {
+        guard let start = dom.range(of: "<tr data-url=\"\(url)\"") else { return nil }
+        guard let end = dom.range(of: "</tr>", range: start.upperBound..<dom.endIndex) else { return nil }
+        return String(dom[start.lowerBound..<end.upperBound])
+    }
+
+    /// (left, width) in percent of each `seg KIND` element, in order.
+    static func segments(in html: String, kind: String) -> [(Double, Double)] {
+        let pattern = "class=\"seg \(kind)\" style=\"left:\\s*([-0-9.e]+)%;\\s*width:\\s*([-0-9.e]+)%;?\""
+        guard let regex = try? NSRegularExpression(pattern: pattern) else { return [] }
+        let ns = html as NSString
+        return regex.matches(in: html, range: NSRange(location: 0, length: ns.length)).compactMap { m in
+            guard let left = Double(ns.substring(with: m.range(at: 1))), let width = Double(ns.substring(with: m.range(at: 2))) else { return nil }
+            return (left, width)
+        }
+    }
+}
