@@ -110,11 +110,8 @@ struct URLCommand: AsyncParsableCommand {
         default:
             break
         }
-        let host = ProxyConfiguration.isLoopback(file.bindAddress) ? file.bindAddress
-            : (file.bindAddress == "::" ? "::1" : "127.0.0.1")
         // The proxy discloses its token only to a request that carries it.
-        let path = file.token.map { "/t/\($0)" + statusPath } ?? statusPath
-        guard let body = LoopbackGet.get(host: host == "localhost" ? "127.0.0.1" : host, port: file.port, path: path),
+        guard let body = LoopbackGet.get(host: file.localConnectHost, port: file.port, path: file.tokenPath(statusPath)),
               let status = ProxyStatus.decode(body) else {
             return .notFound("the proxy of process \(pid) does not answer on port \(file.port)")
         }

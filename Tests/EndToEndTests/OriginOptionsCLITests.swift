@@ -119,8 +119,9 @@ extension CLITests {
                                "--header", "Authorization: Bearer bearer-secret"])
         defer { proxy.terminate(); proxy.waitUntilExit() }
         let cmdline = { String(decoding: FileManager.default.contents(atPath: "/proc/\(proxy.processIdentifier)/cmdline") ?? Data(), as: UTF8.self) }
-        // Masked in argument order: once the header's value is gone, so is the token.
-        try waitUntil("the proxy masks its arguments") { !cmdline().contains("bearer-secret") }
+        // Masked in argument order: once the header's value is gone, so is the token. (Until the
+        // child has exec'd, its command line is empty: wait for the masked one, not for an absence.)
+        try waitUntil("the proxy masks its arguments") { cmdline().contains("--header") && !cmdline().contains("bearer-secret") }
         XCTAssertFalse(cmdline().contains("tok-secret"), cmdline())
         XCTAssertTrue(cmdline().contains("--token\u{0}**********\u{0}"), cmdline())
         XCTAssertTrue(cmdline().contains("Authorization: ********************"), cmdline())

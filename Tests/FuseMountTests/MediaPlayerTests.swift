@@ -13,7 +13,7 @@ final class MediaPlayerTests: XCTestCase {
     nonisolated(unsafe) static var skipReason: String?
 
     override class func setUp() {
-        guard let ffmpeg = which("ffmpeg"), which("ffprobe") != nil else {
+        guard let ffmpeg = ExternalTool.find("ffmpeg"), ExternalTool.find("ffprobe") != nil else {
             skipReason = "ffmpeg/ffprobe not installed (apt-get install ffmpeg)"
             return
         }
@@ -53,14 +53,14 @@ final class MediaPlayerTests: XCTestCase {
         let file = m.path("films/test.mp4")
 
         let probe = try withinBound(120, "ffprobe") {
-            try Self.capture(Self.which("ffprobe")!, ["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", file])
+            try Self.capture(ExternalTool.find("ffprobe")!, ["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", file])
         }
         XCTAssertEqual(probe.status, 0, probe.stderr)
         let seconds = try XCTUnwrap(Double(probe.stdout.trimmingCharacters(in: .whitespacesAndNewlines)), probe.stdout)
         XCTAssertEqual(seconds, Double(Self.duration), accuracy: 0.5)
 
         let decode = try withinBound(120, "ffmpeg -ss") {
-            try Self.capture(Self.which("ffmpeg")!, ["-nostdin", "-v", "error", "-stats", "-ss", "\(Self.duration / 2)",
+            try Self.capture(ExternalTool.find("ffmpeg")!, ["-nostdin", "-v", "error", "-stats", "-ss", "\(Self.duration / 2)",
                                                      "-i", file, "-t", "3", "-f", "null", "-"])
         }
         XCTAssertEqual(decode.status, 0, decode.stderr)
@@ -88,24 +88,13 @@ final class MediaPlayerTests: XCTestCase {
         return names
     }
 
-    static func which(_ name: String) -> String? {
-        for dir in ["/usr/bin", "/usr/local/bin", "/bin"] where FileManager.default.isExecutableFile(atPath: "\(dir)/\(name)") {
-            return "\(dir)/\(name)"
-        }
-        return nil
-    }
-
     static func runQuietly(_ exe: String, _ args: [String]) -> Int32 {
         guard let pid = try? Subprocess.spawn(exe, args) else { return -1 }
         return Subprocess.wait(pid, timeout: 300) ?? -1
     }
 
     static func capture(_ exe: String, _ args: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
-        let dir = TemporaryDirectory(prefix: "httpcachefs-player")
-        defer { dir.remove() }
-        let pid = try Subprocess.spawn(exe, args, stdout: dir.appending("out"), stderr: dir.appending("err"))
-        let status = Subprocess.wait(pid, timeout: 300) ?? -1
-        let read = { (p: String) in (try? String(contentsOfFile: dir.appending(p), encoding: .utf8)) ?? "" }
-        return (status, read("out"), read("err"))
+        let out = try ExternalTool.run(exe, args, timeout: 300)
+        return (out.status, out.stdout, out.stderr)
     }
 }
