@@ -20,10 +20,17 @@ public final class CacheEngine: @unchecked Sendable {
     /// The source as the engine sees it: counts and lists the transfers.
     let tracker: FetchTracker
 
+    /// Runs once the engine has shut down (see `init`).
+    private let afterShutdown: (@Sendable () -> Void)?
+
     /// Opens (creating if needed) the cache at `configuration.directory`, taking its lock.
+    /// - Parameter afterShutdown: runs at the end of `shutdown()`: a process that made the source
+    ///   for this engine alone stops it there (its thread must not outlive the cache into `exit`).
     public init(configuration: CacheConfiguration, source: RangeSource,
-                logger: Logger = Logger(label: "httpcachefs.cache")) throws {
+                logger: Logger = Logger(label: "httpcachefs.cache"),
+                afterShutdown: (@Sendable () -> Void)? = nil) throws {
         self.logger = logger
+        self.afterShutdown = afterShutdown
         let metrics = CacheMetrics()
         self.metrics = metrics
         self.tracker = FetchTracker(source, metrics: metrics)
@@ -32,7 +39,10 @@ public final class CacheEngine: @unchecked Sendable {
     }
 
     /// Flushes the index and releases the directory lock. Pending reads fail with `.cancelled`.
-    public func shutdown() { core.shutdown() }
+    public func shutdown() {
+        core.shutdown()
+        afterShutdown?()
+    }
 
     /// The cache key for `url` under this cache's rules.
     public func key(for url: String) throws -> CacheKey { try core.configuration.keyRules.key(for: url) }

@@ -156,8 +156,14 @@ struct CacheOptions: ParsableArguments {
     func openEngine(defaultLogLevel: Logger.Level = .error) throws -> CacheEngine {
         let configuration = try configuration()
         let source = try makeSource(logger: makeLogger(label: "httpcachefs.fetch", defaultLevel: defaultLogLevel))
-        return try CacheEngine(configuration: configuration, source: source,
-                               logger: makeLogger(label: "httpcachefs.cache", defaultLevel: defaultLogLevel))
+        do {
+            return try CacheEngine(configuration: configuration, source: source,
+                                   logger: makeLogger(label: "httpcachefs.cache", defaultLevel: defaultLogLevel),
+                                   afterShutdown: { source.shutdown() })
+        } catch {
+            source.shutdown()
+            throw error
+        }
     }
 
     private static func sink(for logFile: String?) -> LogSink {
