@@ -20,11 +20,15 @@ public final class PlaylistLoader: @unchecked Sendable {
 
     let engine: CacheEngine
     let maxBytes: Int
+    /// The door the playlists are read for, for the cache's counters (the proxy serves them).
+    let door: ReadDoor
     private let refreshes = RefreshTable()
     /// Injected clock, so freshness is testable without waiting.
     let now: @Sendable () -> Date
 
-    public init(engine: CacheEngine, maxBytes: Int = 8 << 20, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(engine: CacheEngine, maxBytes: Int = 8 << 20, door: ReadDoor = .cli,
+                now: @escaping @Sendable () -> Date = { Date() }) {
+        self.door = door
         self.engine = engine
         self.maxBytes = maxBytes
         self.now = now
@@ -51,17 +55,17 @@ public final class PlaylistLoader: @unchecked Sendable {
     private func loadOnce(url: String, entry opened: EntryInfo?) async throws -> Loaded? {
         var entry: EntryInfo
         if let opened { entry = opened } else { entry = try await engine.open(url: url) }
-        guard let first = try await Self.readAll(engine: engine, entry: entry, limit: maxBytes) else { return nil }
+        guard let first = try await Self.readAll(engine: engine, entry: entry, limit: maxBytes, door: door) else { return nil }
         entry = first.entry
         var loaded = Loaded(entry: entry, bytes: first.bytes, info: Self.parse(first.bytes, entry: entry), refreshed: false)
         if let info = loaded.info, info.isLive,
            now().timeIntervalSince(entry.validatedAt) >= Self.refreshAge(info) {
-            let engine = self.engine, maxBytes = self.maxBytes
+            let engine = self.engine, maxBytes = self.maxBytes, door = self.door
             let fresh = try await refreshes.run(key: entry.key.string) { () async throws -> ReadResult? in
                 // Forget the stale copy, then open again: the origin answers.
                 try? await engine.remove(url: url)
                 let reopened = try await engine.open(url: url)
-                return try await Self.readAll(engine: engine, entry: reopened, limit: maxBytes)
+                return try await Self.readAll(engine: engine, entry: reopened, limit: maxBytes, door: door)
             }
             guard let fresh else { return nil }
             loaded = Loaded(entry: fresh.entry, bytes: fresh.bytes, info: Self.parse(fresh.bytes, entry: fresh.entry), refreshed: true)
@@ -80,9 +84,9 @@ public final class PlaylistLoader: @unchecked Sendable {
     }
 
     /// Reads a whole entry into memory, or nil once it proves longer than `limit`.
-    static func readAll(engine: CacheEngine, entry: EntryInfo, limit: Int) async throws -> ReadResult? {
+    static func readAll(engine: CacheEngine, entry: EntryInfo, limit: Int, door: ReadDoor) async throws -> ReadResult? {
         if let length = entry.length, length > Int64(limit) { return nil }
-        let reader = engine.makeReader(for: entry)
+        let reader = engine.makeReader(for: entry, door: door)
         defer { reader.close() }
         guard let bytes = try await ChunkedRead.readAll(reader, limit: limit) else { return nil }
         return ReadResult(entry: reader.entry, bytes: bytes)

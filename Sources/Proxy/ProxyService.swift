@@ -21,7 +21,7 @@ final class ProxyService: @unchecked Sendable {
         self.engine = engine
         self.configuration = configuration
         self.router = ProxyRouter(configuration: configuration)
-        self.loader = PlaylistLoader(engine: engine, maxBytes: configuration.maxPlaylistBytes)
+        self.loader = PlaylistLoader(engine: engine, maxBytes: configuration.maxPlaylistBytes, door: .proxy)
         self.logger = logger
     }
 
