@@ -30,6 +30,10 @@ public struct CacheConfiguration: Sendable {
     public var minStreamSize: Int64
     /// A stream carries about this long a transfer at the per-connection rate measured.
     public var streamSeconds: Double
+    /// Arrived bytes that may wait for the disk writer, in all and per transfer: memory bounded
+    /// by design (a transfer past its share pauses until the writer drained).
+    public var writeBudget: Int64 = 16 << 20
+    public var writeBudgetPerTransfer: Int64 = 4 << 20
 
     public static let defaultSliceSize: Int64 = 4 << 20
     public static let defaultCapacity: Int64 = 5 << 30

@@ -27,7 +27,8 @@ extension EngineCore {
         let generation = reader.entry.generation
         let shard = shard(for: key)
         let now = Date().timeIntervalSince1970
-        var hit: (EntryState, Range<Int64>, Int64, [Int64: Int])?   // entry, range, row id, slice epochs
+        // entry, range, row id, slice epochs, the runs (bytes still pending for the writer in memory)
+        var hit: (EntryState, Range<Int64>, Int64, [Int64: Int], [(Range<Int64>, [UInt8]?)])?
         var diskAhead: [Range<Int64>] = []
         var toLaunch: [(EntryState, ReadPlanner.Fetch, Int)] = []
         var immediate: Result<ReadLease, CacheError>?
@@ -58,7 +59,9 @@ extension EngineCore {
             let planner = ReadPlanner(readAhead: reader.readAhead, seekThreshold: max(2 << 20, reader.readAhead / 2),
                                       streamSize: streamSize(readAhead: reader.readAhead, rate: entry.inflight.observedRate))
             let running = entry.inflight.running(generation: generation, now: now)
-            var plan = planner.plan(request: request, length: entry.info.length, cached: entry.coverage, running: running)
+            // Bytes waiting for the writer count as present: their transfer has passed them.
+            let present = entry.pending.adding(to: entry.coverage)
+            var plan = planner.plan(request: request, length: entry.info.length, cached: present, running: running)
             if !entry.info.acceptsRanges { wholeBodyOnly(&plan, running: running) }
             for t in plan.truncations { entry.inflight.truncate(t.fetch, at: t.end) }
             for step in plan.steps { if case let .wait(_, id) = step { entry.inflight.addInterest(reader.id, in: id) } }
@@ -74,21 +77,41 @@ extension EngineCore {
                 entry.hits += 1
                 entry.bytesFromCache += request.length
                 touch(entry, request, now)
-                hit = (entry, request, entry.id, epochs(entry, request))
+                hit = (entry, request, entry.id, epochs(entry, request), runs(request, pending: entry.pending))
                 diskAhead = diskReadAhead(reader, entry, after: request)
             } else {
                 entry.misses += 1
-                entry.waiters.append(Waiter(reader: reader.id, files: reader.files, range: request, generation: generation,
-                                            deadline: now + configuration.readTimeout, completion: completion))
+                let waiter = Waiter(reader: reader.id, files: reader.files, range: request, generation: generation,
+                                    deadline: now + configuration.readTimeout, completion: completion)
+                for (r, bytes) in entry.pending.pieces(in: request) {
+                    bytes.withUnsafeBytes { waiter.fill($0, at: r.lowerBound) }
+                }
+                entry.waiters.append(waiter)
             }
         }
         for (entry, f, id) in toLaunch { launch(fetchID: id, entry: entry, key: key, fetch: f, isProbe: false) }
         if let immediate { completion(immediate); return }
-        if let (entry, range, id, epochs) = hit {
+        if let (entry, range, id, epochs, runs) = hit {
             completion(lease(entry: entry, shard: shard, id: id, generation: generation, files: reader.files,
-                             epochs: epochs, range: range, runs: [(range, nil)]))
+                             epochs: epochs, range: range, runs: runs))
             for r in diskAhead { store.adviseWillNeed(entry: id, generation: generation, range: r) }
         }
+    }
+
+    /// How a hit on `range` is answered: from the slice files, except bytes still pending for
+    /// the writer, which come from memory. Call under the shard lock.
+    private func runs(_ range: Range<Int64>, pending: PendingBytes) -> [(Range<Int64>, [UInt8]?)] {
+        let inMemory = pending.pieces(in: range)
+        guard !inMemory.isEmpty else { return [(range, nil)] }
+        var out: [(Range<Int64>, [UInt8]?)] = []
+        var at = range.lowerBound
+        for (r, bytes) in inMemory {
+            if r.lowerBound > at { out.append((at..<r.lowerBound, nil)) }
+            out.append((r, bytes))
+            at = r.upperBound
+        }
+        if at < range.upperBound { out.append((at..<range.upperBound, nil)) }
+        return out
     }
 
     /// The cached bytes a sequential reader will want next, not yet asked from the disk: the

@@ -47,6 +47,8 @@ final class EngineCore: @unchecked Sendable {
         set { counterLock.lock(); _testHook = newValue; counterLock.unlock() }
     }
     private var _testHook: ((Step) -> Void)?   // guarded by counterLock
+    /// Writes arriving bytes off the fetch thread, within the write budget.
+    let writes: WriteQueue
     /// Bytes transfers may write before the cap and free space are looked at again.
     let space = SpaceAllowance()
     /// When a transfer last warned that it could not cache (a full disk): once a minute is enough.
@@ -87,6 +89,8 @@ final class EngineCore: @unchecked Sendable {
         }
         self.configuration = configuration
         store = SliceStore(root: dir, sliceSize: configuration.sliceSize)
+        writes = WriteQueue(lanes: 2, budget: .init(total: configuration.writeBudget,
+                                                    perTransfer: configuration.writeBudgetPerTransfer))
         shards = (0..<max(1, configuration.shardCount)).map { _ in Shard() }
         try load()
         startSweeper()
@@ -114,6 +118,7 @@ final class EngineCore: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(5)
         while activeSinks > 0 && sinksIdle.wait(until: deadline) {}
         sinksIdle.unlock()
+        writes.stop()
         index.flush()
         directoryLock.release()
     }
@@ -272,6 +277,7 @@ final class EngineCore: @unchecked Sendable {
         adopt(head, into: entry)
         addBytes(-entry.coverage.count)
         entry.coverage = RangeSet()
+        entry.pending.removeAll()
         let oldSlices = Array(entry.sliceBytes.keys)
         entry.sliceBytes = [:]
         entry.sliceAccess = [:]
@@ -430,20 +436,31 @@ final class HandleTable: @unchecked Sendable {
     }
 }
 
-/// The handle of one transfer, which may be asked to cancel before `start` has returned it.
+/// The handle of one transfer, which may be asked to cancel or resume before `start` has
+/// returned it (its first bytes can arrive, and pause it, before that).
 final class FetchHandleBox: @unchecked Sendable {
     private let lock = NSLock()
     private var _handle: FetchHandle?
     private var cancelled = false
+    private var resumed = false
 
     var handle: FetchHandle? { lock.lock(); defer { lock.unlock() }; return _handle }
 
     func set(_ h: FetchHandle) {
         lock.lock()
         _handle = h
-        let c = cancelled
+        let c = cancelled, r = resumed
         lock.unlock()
         if c { h.cancel() }
+        if r { h.resume() }
+    }
+
+    func resume() {
+        lock.lock()
+        resumed = true
+        let h = _handle
+        lock.unlock()
+        h?.resume()
     }
 
     func cancel() {
