@@ -39,7 +39,8 @@ public final class OriginServer: @unchecked Sendable {
             .childChannelOption(ChannelOptions.writeBufferWaterMark,
                                 value: ChannelOptions.Types.WriteBufferWaterMark(low: 256 << 10, high: 1 << 20))
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                state.connectionAccepted()
+                return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     try channel.pipeline.syncOperations.addHandler(OriginHandler(state: state))
                 }
@@ -108,6 +109,9 @@ public final class OriginServer: @unchecked Sendable {
 
     public func resetLog() { state.resetLog() }
 
+    /// TCP connections accepted since start.
+    public var connectionsAccepted: Int { state.connectionsAccepted }
+
     /// Body bytes handed to connections for `path` (matching the request target exactly, or
     /// without its query) since the last `resetLog()`.
     public func bytesServed(path: String) -> Int64 {
@@ -172,6 +176,9 @@ final class OriginState: @unchecked Sendable {
     func removeResource(_ path: String) { lock.withLock { _ = resources.removeValue(forKey: path) } }
     func setFaults(_ path: String, _ f: Faults) { lock.withLock { faults[path] = FaultState(faults: f) } }
     var requests: [RequestRecord] { lock.withLock { log } }
+    private var accepted = 0  // guarded by lock
+    func connectionAccepted() { lock.withLock { accepted += 1 } }
+    var connectionsAccepted: Int { lock.withLock { accepted } }
     func resetLog() {
         lock.withLock {
             logBase += log.count
