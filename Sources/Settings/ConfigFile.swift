@@ -16,6 +16,7 @@ public struct ConfigFile: Equatable {
     static let knownKeys: Set<String> = [
         "cache-dir", "cache-size", "slice-size", "revalidate-after", "read-timeout", "ignore-query",
         "header", "upstream-proxy", "insecure", "log-level", "log-file",
+        "max-connections", "bwlimit",
     ]
     /// Keys that accumulate instead of replacing.
     static let repeatableKeys: Set<String> = ["header", "ignore-query"]

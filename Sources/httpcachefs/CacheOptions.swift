@@ -65,6 +65,8 @@ struct CacheOptions: ParsableArguments {
             help: ArgumentHelp("Config file with the same settings as 'key = value' lines (default: $XDG_CONFIG_HOME/httpcachefs/config if it exists).", valueName: "file"))
     var configFile: String?
 
+    @OptionGroup var transfer: TransferOptions
+
     init() {}
 
     /// Checks every value up front, so a typo fails before anything starts, as one line.
@@ -123,6 +125,7 @@ struct CacheOptions: ParsableArguments {
         if let v = pick(logLevel, "log-level") { r.logLevel = try Self.parseLevel(v.text, option: v.option) }
         if let v = pick(logFile, "log-file") { r.logFile = expandingTilde(v.text) }
         r.configFile = file?.path
+        r.transfer = try transfer.resolve(pick)
         return r
     }
 
@@ -207,11 +210,14 @@ struct ResolvedCacheOptions: Equatable {
     var logFile: String?
     /// The config file that was read, if any.
     var configFile: String?
+    var transfer = TransferOptions.Resolved()
 
     var cacheConfiguration: CacheConfiguration {
-        CacheConfiguration(directory: directory, capacity: capacity, sliceSize: sliceSize,
-                           revalidateAfter: revalidateAfter, readTimeout: readTimeout,
-                           keyRules: KeyRules(ignoredQueryNames: Set(ignoredQueryNames)))
+        var c = CacheConfiguration(directory: directory, capacity: capacity, sliceSize: sliceSize,
+                                   revalidateAfter: revalidateAfter, readTimeout: readTimeout,
+                                   keyRules: KeyRules(ignoredQueryNames: Set(ignoredQueryNames)))
+        transfer.apply(to: &c)
+        return c
     }
 
     var fetcherConfiguration: FetcherConfiguration {
@@ -223,6 +229,7 @@ struct ResolvedCacheOptions: Equatable {
         // within that time should not linger either.
         c.connectTimeout = min(c.connectTimeout, readTimeout)
         c.lowSpeedTime = max(1, min(c.lowSpeedTime, readTimeout))
+        transfer.apply(to: &c)
         return c
     }
 }
