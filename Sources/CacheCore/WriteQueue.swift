@@ -69,8 +69,9 @@ final class WriteQueue: @unchecked Sendable {
         return true
     }
 
-    /// Gives back bytes reserved by `transfer` (written, or not queued after all). Paused
-    /// transfers resume once the queue is down to half the budget.
+    /// Gives back bytes reserved by `transfer` (written, or not queued after all). A paused
+    /// transfer resumes once the queue is down to half the budget and its own part to half its
+    /// share: resuming at the first byte of room would pause it again at the next chunk.
     func release(_ bytes: Int64, transfer: Int) {
         guard bytes > 0 else { return }
         lock.lock()
@@ -79,8 +80,10 @@ final class WriteQueue: @unchecked Sendable {
         reservedBy[transfer] = left > 0 ? left : nil
         var wake: [@Sendable () -> Void] = []
         if !paused.isEmpty, reserved <= budget.total / 2 {
-            wake = Array(paused.values)
-            paused = [:]
+            for (t, resume) in paused where (reservedBy[t] ?? 0) <= budget.perTransfer / 2 {
+                paused[t] = nil
+                wake.append(resume)
+            }
         }
         lock.unlock()
         wake.forEach { $0() }
