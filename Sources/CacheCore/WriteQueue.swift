@@ -10,8 +10,8 @@ import Foundation
 /// goes on with the others) and its `onRoom` runs once the lanes have drained the queue to half
 /// of `total`. Lanes block on the disk and on shard locks; the fetch thread never blocks here.
 final class WriteQueue: @unchecked Sendable {
-    /// Bytes that may wait for the disk, in all and per transfer (`CacheConfiguration`: 16 MiB
-    /// and 4 MiB, so a fast transfer runs a little ahead of the disk while 32 busy transfers
+    /// Bytes that may wait for the disk, in all and per transfer (`CacheConfiguration`: 8 MiB
+    /// and 2 MiB, so a fast transfer runs a little ahead of the disk while 32 busy transfers
     /// stay within the daemon's memory target).
     struct Budget: Sendable, Equatable {
         var total: Int64
@@ -65,6 +65,7 @@ final class WriteQueue: @unchecked Sendable {
         }
         reserved += bytes
         reservedBy[transfer] = mine + bytes
+        paused[transfer] = nil   // it goes on (a source that cannot pause asked again)
         peak = max(peak, reserved)
         return true
     }
