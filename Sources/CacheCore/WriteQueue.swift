@@ -2,13 +2,15 @@ import Foundation
 
 /// The writer of arriving bytes: slice writes, checksums and index records, off the fetch thread.
 ///
-/// Design: a few lanes (threads), each with a FIFO of jobs. Every job of one transfer goes to the
-/// same lane (chosen by its fetch id), so a transfer's bytes are written in the order they arrived
-/// and its extent's checksum grows in order. Memory is bounded by design: a transfer reserves a
-/// chunk's bytes before it queues the chunk, and a reservation that would take the transfer past
-/// `perTransfer` or everyone past `total` is refused. The transfer then pauses (the fetch thread
-/// goes on with the others) and its `onRoom` runs once the lanes have drained the queue to half
-/// of `total`. Lanes block on the disk and on shard locks; the fetch thread never blocks here.
+/// Design: a few lanes (threads), each with its own FIFO of jobs and its own condition, so a
+/// submit wakes only the lane it feeds. Every job of one transfer goes to the same lane (chosen by
+/// its fetch id), so a transfer's bytes are written in the order they arrived and its extent's
+/// checksum grows in order; a lane takes all its queued jobs at once. Memory is bounded by
+/// design: a transfer reserves a chunk's bytes before it queues the chunk, and a reservation that
+/// would take the transfer past `perTransfer` or everyone past `total` is refused. The transfer
+/// then pauses (the fetch thread goes on with the others) and its `onRoom` runs once the lanes
+/// have drained the queue to half of `total` and its own part to half of `perTransfer`. Lanes
+/// block on the disk and on shard locks; the fetch thread never blocks here.
 final class WriteQueue: @unchecked Sendable {
     /// Bytes that may wait for the disk, in all and per transfer (`CacheConfiguration`: 8 MiB
     /// and 2 MiB, so a fast transfer runs a little ahead of the disk while 32 busy transfers
@@ -18,36 +20,29 @@ final class WriteQueue: @unchecked Sendable {
         var perTransfer: Int64
     }
 
+    /// One writer thread and its jobs. Fields guarded by `condition`.
+    private final class Lane: @unchecked Sendable {
+        let condition = NSCondition()
+        var jobs: [() -> Void] = []
+        var busy = false
+        var held = false
+        var stopping = false
+        var started = false
+    }
+
     let budget: Budget
-    private let lock = NSCondition()
-    private var queues: [[() -> Void]]   // guarded by lock, one per lane
-    private var busy: [Bool]   // guarded by lock
+    private let lanes: [Lane]
+    private let exited = DispatchGroup()
+    private let lock = NSLock()
     private var reserved: Int64 = 0   // guarded by lock
     private var reservedBy: [Int: Int64] = [:]   // guarded by lock
     /// Transfers refused a reservation, with what resumes them.
     private var paused: [Int: @Sendable () -> Void] = [:]   // guarded by lock
-    private var held = false   // guarded by lock
-    private var stopping = false   // guarded by lock
     private var peak: Int64 = 0   // guarded by lock
-    private let exited = DispatchGroup()
-
-    private var started = false   // guarded by lock
 
     init(lanes: Int, budget: Budget) {
         self.budget = budget
-        queues = Array(repeating: [], count: max(1, lanes))
-        busy = Array(repeating: false, count: max(1, lanes))
-    }
-
-    /// The lanes start with the first job (an engine that fails to open never starts them).
-    private func startLanes() {
-        started = true
-        for lane in 0..<queues.count {
-            exited.enter()
-            let thread = Thread { [self] in run(lane) }
-            thread.name = "httpcachefs-writer-\(lane)"
-            thread.start()
-        }
+        self.lanes = (0..<max(1, lanes)).map { _ in Lane() }
     }
 
     // MARK: Budget
@@ -65,7 +60,7 @@ final class WriteQueue: @unchecked Sendable {
         }
         reserved += bytes
         reservedBy[transfer] = mine + bytes
-        paused[transfer] = nil   // it goes on (a source that cannot pause asked again)
+        if !paused.isEmpty { paused[transfer] = nil }   // it goes on (a source that cannot pause asked again)
         peak = max(peak, reserved)
         return true
     }
@@ -105,59 +100,68 @@ final class WriteQueue: @unchecked Sendable {
 
     // MARK: Jobs
 
-    /// Runs `job` on the lane of `transfer`, after the jobs queued there before it.
+    /// Runs `job` on the lane of `transfer`, after the jobs queued there before it. The lane's
+    /// thread starts with its first job (an engine that fails to open never starts one).
     func submit(transfer: Int, _ job: @escaping () -> Void) {
-        lock.lock()
-        if !started { startLanes() }
-        queues[transfer % queues.count].append(job)
-        lock.broadcast()
-        lock.unlock()
+        let lane = lanes[transfer % lanes.count]
+        lane.condition.lock()
+        if !lane.started {
+            lane.started = true
+            exited.enter()
+            let thread = Thread { [self] in run(lane) }
+            thread.name = "httpcachefs-writer"
+            thread.start()
+        }
+        lane.jobs.append(job)
+        lane.condition.broadcast()   // the lane, and any `waitIdle` (a signal could wake only that)
+        lane.condition.unlock()
     }
 
     /// Waits until every queued job has run (shutdown; tests).
     func waitIdle() {
-        lock.lock()
-        while queues.contains(where: { !$0.isEmpty }) || busy.contains(true) { lock.wait() }
-        lock.unlock()
+        for lane in lanes {
+            lane.condition.lock()
+            while !lane.jobs.isEmpty || lane.busy { lane.condition.wait() }
+            lane.condition.unlock()
+        }
     }
 
     /// Tests: no job starts until `releaseWrites` (the bytes stay pending).
-    func holdWrites() {
-        lock.lock(); held = true; lock.unlock()
-    }
+    func holdWrites() { eachLane { $0.held = true } }
 
-    func releaseWrites() {
-        lock.lock(); held = false; lock.broadcast(); lock.unlock()
-    }
+    func releaseWrites() { eachLane { $0.held = false } }
 
     /// Runs what is queued, then ends the lanes.
     func stop() {
-        lock.lock()
-        stopping = true
-        held = false
-        lock.broadcast()
-        lock.unlock()
+        eachLane { $0.held = false; $0.stopping = true }
         exited.wait()
     }
 
-    private func run(_ lane: Int) {
-        while true {
-            lock.lock()
-            while (queues[lane].isEmpty || held) && !stopping { lock.wait() }
-            if queues[lane].isEmpty {
-                lock.unlock()
-                break
-            }
-            let jobs = queues[lane]
-            queues[lane] = []
-            busy[lane] = true
-            lock.unlock()
-            for job in jobs { job() }
-            lock.lock()
-            busy[lane] = false
-            lock.broadcast()
-            lock.unlock()
+    private func eachLane(_ change: (Lane) -> Void) {
+        for lane in lanes {
+            lane.condition.lock()
+            change(lane)
+            lane.condition.broadcast()
+            lane.condition.unlock()
         }
+    }
+
+    private func run(_ lane: Lane) {
+        lane.condition.lock()
+        while true {
+            while (lane.jobs.isEmpty || lane.held) && !lane.stopping { lane.condition.wait() }
+            if lane.jobs.isEmpty { break }
+            let jobs = lane.jobs
+            lane.jobs = []
+            lane.busy = true
+            lane.condition.unlock()
+            for job in jobs { job() }
+            lane.condition.lock()
+            lane.busy = false
+            // Wakes `waitIdle` (the lane itself is not waiting now).
+            if lane.jobs.isEmpty { lane.condition.broadcast() }
+        }
+        lane.condition.unlock()
         exited.leave()
     }
 }
