@@ -160,21 +160,25 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     }
 
     func fetchOffer(_ bytes: UnsafeRawBufferPointer) -> FetchFlow {
-        guard core.writes.reserve(Int64(bytes.count), transfer: fetchID, onRoom: onRoom) else { return .pause }
-        return accept(bytes)
+        guard let storage = core.writes.store(bytes, transfer: fetchID, onRoom: onRoom) else { return .pause }
+        return accept(bytes, storage)
     }
 
     /// A source that cannot pause waits here for room.
     func fetchDidReceive(_ bytes: UnsafeRawBufferPointer) -> Bool {
         let room = DispatchSemaphore(value: 0)
-        while !core.writes.reserve(Int64(bytes.count), transfer: fetchID, onRoom: { room.signal() }) { room.wait() }
-        return accept(bytes) == .proceed
+        while true {
+            if let storage = core.writes.store(bytes, transfer: fetchID, onRoom: { room.signal() }) {
+                return accept(bytes, storage) == .proceed
+            }
+            room.wait()
+        }
     }
 
-    /// Takes a chunk whose room in the write budget is reserved (see the type's note).
-    private func accept(_ bytes: UnsafeRawBufferPointer) -> FetchFlow {
+    /// Takes a chunk, copied into `storage` (its room in the write budget, given back once the
+    /// writer is done with it and no read needs it; see the type's note).
+    private func accept(_ bytes: UnsafeRawBufferPointer, _ storage: ChunkStorage) -> FetchFlow {
         let range = position..<(position + Int64(bytes.count))
-        let copy = [UInt8](bytes)   // the one copy, made outside the lock
         var queued: [PendingBytes.Chunk] = []
         let now = Date().timeIntervalSince1970
         let progress: InFlightTable.Progress? = shard.locked {
@@ -187,9 +191,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                 while offset < gap.upperBound {
                     // A chunk stays within one slice: the writer writes it to one file.
                     let end = min(gap.upperBound, (core.store.sliceIndex(of: offset) + 1) * core.configuration.sliceSize)
-                    let part = offset..<end
-                    let chunk = PendingBytes.Chunk(range: part, bytes: part == range ? copy
-                        : Array(copy[Int(offset - range.lowerBound)..<Int(end - range.lowerBound)]))
+                    let chunk = PendingBytes.Chunk(range: offset..<end, storage: storage, offset: Int(offset - range.lowerBound))
                     entry.pending.add(chunk)
                     queued.append(chunk)
                     offset = end
@@ -203,8 +205,6 @@ final class EntrySink: FetchSink, @unchecked Sendable {
             return entry.inflight.advance(fetchID, to: range.upperBound, now: now)
         }
         position = range.upperBound
-        let queuedBytes = queued.reduce(0) { $0 + $1.range.length }
-        core.writes.release(Int64(bytes.count) - queuedBytes, transfer: fetchID)
         if !queued.isEmpty {
             let generation = generation
             core.writes.submit(transfer: fetchID) { [self] in write(queued, generation: generation) }
@@ -225,8 +225,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
         var written: [Range<Int64>] = []
         for c in chunks {
             let slice = core.store.sliceIndex(of: c.range.lowerBound)
-            let ok = c.bytes.withUnsafeBytes { store($0, at: c.range.lowerBound, slice: slice, generation: generation) }
-            if ok { written.append(c.range) }
+            if store(c.bytes, at: c.range.lowerBound, slice: slice, generation: generation) { written.append(c.range) }
         }
         let now = Date().timeIntervalSince1970
         shard.locked {
@@ -242,7 +241,6 @@ final class EntrySink: FetchSink, @unchecked Sendable {
             }
             core.addBytes(added)
         }
-        core.writes.release(chunks.reduce(0) { $0 + $1.range.length }, transfer: fetchID)
     }
 
     /// Writes new bytes of one slice if there is room, extending the current extent's checksum.

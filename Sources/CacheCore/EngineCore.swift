@@ -8,10 +8,12 @@ import Glibc
 ///
 /// State is sharded by cache key: each `Shard` has its own lock, so readers of unrelated files never
 /// contend. Disk and network I/O never happen under a shard lock, except the index insert of a new
-/// entry. Completions run on `completionQueue` (GCD threads, not Swift's cooperative pool).
+/// entry. Completions run on `completionQueue` (GCD threads, not Swift's cooperative pool); slice
+/// writes run on `writes` (WriteQueue's lanes), never on the fetch thread.
 ///
 /// Files: this one holds setup, metadata (open, probe, remote change); `+Read` the read path;
-/// `+Fetch` the sink that writes arriving bytes; `+Eviction` the cap; `+Maintenance` list/remove/verify.
+/// `+Fetch` the sink that takes arriving bytes and writes them on its lane; `+Eviction` the cap;
+/// `+Maintenance` list/remove/verify.
 final class EngineCore: @unchecked Sendable {
     /// The configuration in force; `sliceSize` is the one the cache was created with.
     let configuration: CacheConfiguration

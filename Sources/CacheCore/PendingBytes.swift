@@ -2,18 +2,25 @@
 ///
 /// Between arrival and the disk write such bytes are neither on disk nor ahead of their
 /// transfer's cursor, so a read planned meanwhile would otherwise wait for a transfer that
-/// already passed them. Reads count them as present and take them from memory (the chunks are
-/// immutable arrays: a read shares or copies them, the writer reads them). Chunks never overlap
-/// each other or the entry's coverage, and all belong to the entry's current generation (a new
-/// generation drops them; their writer then records nothing).
+/// already passed them. Reads count them as present and copy them from memory (the chunks are
+/// immutable views of a `ChunkStorage`; the writer reads them without the lock). Chunks never
+/// overlap each other or the entry's coverage, and all belong to the entry's current generation
+/// (a new generation drops them; their writer then records nothing).
 struct PendingBytes {
     final class Chunk: @unchecked Sendable {
         let range: Range<Int64>
-        let bytes: [UInt8]
+        private let storage: ChunkStorage
+        private let offset: Int
 
-        init(range: Range<Int64>, bytes: [UInt8]) {
+        /// Bytes `offset ..< offset + range.length` of `storage`.
+        init(range: Range<Int64>, storage: ChunkStorage, offset: Int) {
             self.range = range
-            self.bytes = bytes
+            self.storage = storage
+            self.offset = offset
+        }
+
+        var bytes: UnsafeRawBufferPointer {
+            UnsafeRawBufferPointer(start: storage.base + offset, count: Int(range.length))
         }
     }
 
@@ -53,18 +60,14 @@ struct PendingBytes {
         return all
     }
 
-    /// The pending bytes within `range`, in order: a chunk taken whole is shared, not copied.
+    /// Copies of the pending bytes within `range`, in order.
     func pieces(in range: Range<Int64>) -> [(Range<Int64>, [UInt8])] {
         guard ranges.intersection(range).isEmpty == false else { return [] }
         var out: [(Range<Int64>, [UInt8])] = []
         for c in chunks where c.range.overlaps(range) {
             let part = c.range.clamped(to: range)
-            if part == c.range {
-                out.append((part, c.bytes))
-            } else {
-                let lo = Int(part.lowerBound - c.range.lowerBound), hi = Int(part.upperBound - c.range.lowerBound)
-                out.append((part, Array(c.bytes[lo..<hi])))
-            }
+            let lo = Int(part.lowerBound - c.range.lowerBound), hi = Int(part.upperBound - c.range.lowerBound)
+            out.append((part, Array(UnsafeRawBufferPointer(rebasing: c.bytes[lo..<hi]))))
         }
         return out
     }

@@ -31,6 +31,8 @@ final class WriteQueue: @unchecked Sendable {
     }
 
     let budget: Budget
+    /// Buffers for the chunks that wait here (see `ChunkStorage`).
+    let pool: ChunkPool
     private let lanes: [Lane]
     private let exited = DispatchGroup()
     private let lock = NSLock()
@@ -43,9 +45,20 @@ final class WriteQueue: @unchecked Sendable {
     init(lanes: Int, budget: Budget) {
         self.budget = budget
         self.lanes = (0..<max(1, lanes)).map { _ in Lane() }
+        pool = ChunkPool(keep: Int(budget.total))
     }
 
     // MARK: Budget
+
+    /// A copy of `bytes` in a pooled buffer whose capacity is reserved for `transfer`, or nil
+    /// when the budget has no room for it (then `onRoom` runs once it has: see `reserve`).
+    func store(_ bytes: UnsafeRawBufferPointer, transfer: Int, onRoom: @escaping @Sendable () -> Void) -> ChunkStorage? {
+        let capacity = ChunkPool.capacity(for: bytes.count)
+        guard reserve(Int64(capacity), transfer: transfer, onRoom: onRoom) else { return nil }
+        let base = pool.take(capacity: capacity)
+        if let from = bytes.baseAddress { base.copyMemory(from: from, byteCount: bytes.count) }
+        return ChunkStorage(base: base, capacity: capacity, queue: self, transfer: transfer)
+    }
 
     /// Takes `bytes` of the budget for `transfer`, or, when that would exceed it, takes nothing,
     /// remembers `onRoom` and returns false: the transfer pauses until `onRoom` runs.
@@ -151,11 +164,12 @@ final class WriteQueue: @unchecked Sendable {
         while true {
             while (lane.jobs.isEmpty || lane.held) && !lane.stopping { lane.condition.wait() }
             if lane.jobs.isEmpty { break }
-            let jobs = lane.jobs
+            // Each job is dropped as soon as it ran: the chunks it holds go back to the budget.
+            var jobs = lane.jobs.reversed() as [() -> Void]
             lane.jobs = []
             lane.busy = true
             lane.condition.unlock()
-            for job in jobs { job() }
+            while let job = jobs.popLast() { job() }
             lane.condition.lock()
             lane.busy = false
             // Wakes `waitIdle` (the lane itself is not waiting now).
