@@ -32,8 +32,8 @@ public struct CacheConfiguration: Sendable {
     public var streamSeconds: Double
     /// Arrived bytes that may wait for the disk writer, in all and per transfer: memory bounded
     /// by design (a transfer past its share pauses until the writer drained).
-    public var writeBudget: Int64 = 8 << 20
-    public var writeBudgetPerTransfer: Int64 = 2 << 20
+    public var writeBudget: Int64 = 4 << 20
+    public var writeBudgetPerTransfer: Int64 = 1 << 20
 
     public static let defaultSliceSize: Int64 = 4 << 20
     public static let defaultCapacity: Int64 = 5 << 30

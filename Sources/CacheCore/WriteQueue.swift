@@ -12,9 +12,9 @@ import Foundation
 /// have drained the queue to half of `total` and its own part to half of `perTransfer`. Lanes
 /// block on the disk and on shard locks; the fetch thread never blocks here.
 final class WriteQueue: @unchecked Sendable {
-    /// Bytes that may wait for the disk, in all and per transfer (`CacheConfiguration`: 8 MiB
-    /// and 2 MiB, so a fast transfer runs a little ahead of the disk while 32 busy transfers
-    /// stay within the daemon's memory target).
+    /// Bytes that may wait for the disk, in all and per transfer (`CacheConfiguration`: 4 MiB
+    /// and 1 MiB, a millisecond of writes here: a fast transfer runs a little ahead of the disk
+    /// while 32 busy transfers keep the daemon within its memory target).
     struct Budget: Sendable, Equatable {
         var total: Int64
         var perTransfer: Int64
