@@ -180,6 +180,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     private func accept(_ bytes: UnsafeRawBufferPointer, _ storage: ChunkStorage) -> FetchFlow {
         let range = position..<(position + Int64(bytes.count))
         var queued: [PendingBytes.Chunk] = []
+        var answers: [() -> Void] = []
         let now = Date().timeIntervalSince1970
         let progress: InFlightTable.Progress? = shard.locked {
             guard entry.inflight.fetches[fetchID] != nil, entry.isCurrent(generation) else { return nil }
@@ -201,9 +202,10 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                 w.fill(bytes, at: range.lowerBound)
             }
             entry.bytesFromOrigin += Int64(bytes.count)
-            core.wakeWaiters(entry, shard: shard, now: now)
+            core.wakeWaiters(entry, shard: shard, now: now, inline: &answers)
             return entry.inflight.advance(fetchID, to: range.upperBound, now: now)
         }
+        answers.forEach { $0() }
         position = range.upperBound
         if !queued.isEmpty {
             let generation = generation

@@ -254,8 +254,11 @@ extension EngineCore {
     }
 
     /// Completes every waiter whose bytes are all here now: in memory (copied in as they
-    /// arrived) or on disk. Call under the shard lock; disk reads run on the completion queue.
-    func wakeWaiters(_ entry: EntryState, shard: Shard, now: Double) {
+    /// arrived) or on disk. Call under the shard lock. Answers that open slice files run on the
+    /// completion queue; with `inline`, answers wholly from memory are handed back instead, for
+    /// the caller to run once it released the lock (the fetch thread answers a waiting read from
+    /// the arriving bytes without a hop to another thread).
+    func wakeWaiters(_ entry: EntryState, shard: Shard, now: Double, inline: UnsafeMutablePointer<[() -> Void]>? = nil) {
         guard !entry.waiters.isEmpty else { return }
         var still: [Waiter] = []
         for w in entry.waiters {
@@ -273,10 +276,11 @@ extension EngineCore {
             // The waiter pinned `w.range`; the lease releases those pins.
             let id = entry.id, epochs = diskParts.isEmpty ? [:] : epochs(entry, clip)
             let runs = w.runs(of: clip)
-            completionQueue.async { [self] in
+            let answer = { [self] in
                 w.completion(lease(entry: entry, shard: shard, id: id, generation: w.generation, files: w.files,
                                    epochs: epochs, range: w.range, runs: runs))
             }
+            if let inline, diskParts.isEmpty { inline.pointee.append(answer) } else { completionQueue.async(execute: answer) }
         }
         entry.waiters = still
     }
