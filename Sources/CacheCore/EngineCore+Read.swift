@@ -140,7 +140,7 @@ extension EngineCore {
     func lease(entry: EntryState, shard: Shard, id: Int64, generation: Int64, files: ReaderFiles,
                epochs: [Int64: Int], range: Range<Int64>, runs: [(Range<Int64>, [UInt8]?)]) -> Result<ReadLease, CacheError> {
         let pinned = slices(of: range)
-        let unpin = { [self] in shard.locked { entry.unpin(pinned, generation: generation) } }
+        let unpin = { shard.locked { entry.unpin(pinned, generation: generation) } }
         var pieces: [ReadLease.Piece] = []
         var open: [SliceFile] = []
         for (run, bytes) in runs {
