@@ -92,6 +92,25 @@ final class EngineWriterTests: GatedEngineTestCase {
         XCTAssertEqual(indexed.ranges, [0..<(256 << 10), at..<(at + 5 * chunk)], "the index agrees")
     }
 
+    func testAReadWaitingForArrivingBytesIsAnsweredOnTheFetchThreadBeforeTheyAreWritten() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { cache.shutdown() }
+        let info = try open(cache, source)
+        cache.core.writes.holdWrites()
+        let box = ResultBox<[UInt8]>(), answered = expectation(description: "read")
+        let t = try startRead(cache, source, info, offset: at, count: chunk, into: box, answered)
+        XCTAssertThrowsError(try box.get(), "nothing arrived yet")
+        _ = t.offer(bytes(at, chunk))
+        XCTAssertEqual(try box.get(), Array(bytes(at, chunk)), "answered within the offer, from the arriving bytes")
+        wait(for: [answered], timeout: 5)
+        XCTAssertEqual(cache.status(url: url)?.cachedRanges, [0..<(256 << 10)], "while nothing was written yet")
+        cache.core.writes.releaseWrites()
+        t.finish()
+        cache.core.writes.waitIdle()
+        XCTAssertEqual(cache.status(url: url)?.cachedRanges, [0..<(256 << 10), at..<(at + chunk)])
+    }
+
     func testAnEntryRemovedWhileItsBytesWaitForTheWriterGainsNothingAndLeavesNoFiles() throws {
         let source = GatedSource()
         let cache = try engine(source)
