@@ -47,3 +47,5 @@ const size_t ccurl_error_size = CURL_ERROR_SIZE;
 const curl_socket_t ccurl_socket_bad = CURL_SOCKET_BAD;
 const int ccurl_prereqfunc_ok = CURL_PREREQFUNC_OK;
 const int ccurl_prereqfunc_abort = CURL_PREREQFUNC_ABORT;
+const size_t ccurl_writefunc_pause = CURL_WRITEFUNC_PAUSE;
+const int ccurl_pause_cont = CURLPAUSE_CONT;

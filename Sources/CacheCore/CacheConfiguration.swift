@@ -35,6 +35,10 @@ public struct CacheConfiguration: Sendable {
     public var maxAge: TimeInterval? = nil
     /// The time reads are stamped with and entries are aged by: tests pass a clock of their own.
     public var clock: @Sendable () -> Date = { Date() }
+    /// Arrived bytes that may wait for the disk writer, in all and per transfer: memory bounded
+    /// by design (a transfer past its share pauses until the writer drained).
+    public var writeBudget: Int64 = 4 << 20
+    public var writeBudgetPerTransfer: Int64 = 1 << 20
 
     public static let defaultSliceSize: Int64 = 4 << 20
     public static let defaultCapacity: Int64 = 5 << 30

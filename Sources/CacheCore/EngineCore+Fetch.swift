@@ -30,30 +30,37 @@ extension EntryInfo {
 
 /// Receives one transfer and turns it into slice bytes, coverage and answered readers.
 ///
-/// Runs on the source's thread (one callback at a time). Each chunk: new bytes (those not on disk
-/// yet) are written to their slice file if there is room (`makeRoom`), then, under the shard
-/// lock, recorded as coverage, copied into the reads waiting for them, and those reads answered.
-/// Bytes that cannot be written (a full disk, a slice being evicted) still reach the waiting
-/// reads: the cache stops filling, reads do not fail. The index learns of an extent only after its
-/// bytes were written, with an XXH64 checksum. The slice being written is pinned while its file
-/// is open, so eviction never takes a file from under a writer. Every step that ran without the
-/// lock checks `isCurrent` before it records anything (the entry may have been removed or moved
-/// to a new version meanwhile).
+/// Two threads, one job each. The source's thread (libcurl's, one callback at a time) only moves
+/// bytes: it takes room in the write budget (or pauses the transfer when there is none), copies
+/// the chunk once, and under the shard lock hands it to the reads waiting for it, answers those
+/// it completes, registers its new bytes (those neither on disk nor pending already) as pending,
+/// and advances the transfer's cursor. The writer lane of this transfer (`WriteQueue`, one per
+/// transfer, in arrival order) then writes the pending bytes to their slice files if there is
+/// room (`makeRoom`, which may evict), extends the extent's XXH64, records coverage and drops
+/// the chunk from pending, and gives the budget back. Bytes that cannot be written (a full
+/// disk, a slice being evicted) already reached the waiting reads: the cache stops filling,
+/// reads do not fail. The index learns of an extent only after its bytes were written. The slice
+/// being written is pinned while its file is open, so eviction never takes a file from under a
+/// writer. Every step that ran without the lock checks `isCurrent` before it records anything
+/// (the entry may have been removed or moved to a new version meanwhile).
 final class EntrySink: FetchSink, @unchecked Sendable {
     let core: EngineCore
     let entry: EntryState
     let shard: Shard
     let fetchID: Int
     let isProbe: Bool
+    /// Resumes the paused transfer once the writers have drained.
+    private let onRoom: @Sendable () -> Void
     /// Only touched from the source's callback thread (callbacks never overlap).
     private var generation: Int64
     private var position: Int64
+    private var failure: CacheError?
+    /// Only touched on the transfer's writer lane.
     private var fd: Int32 = -1
     private var fdSlice: Int64 = -1
     private var fdGeneration: Int64 = -1
     private var fdEntryID: Int64 = -1
     private var extent: (slice: Int64, start: Int64, end: Int64, hash: XXH64)?
-    private var failure: CacheError?
     /// After a write found no room, bytes only go to waiting reads until then (uptime seconds).
     private var noRoomUntil: Double = 0
 
@@ -65,6 +72,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
         self.generation = generation
         self.position = start
         self.isProbe = isProbe
+        onRoom = { [handles = core.handles] in handles.existing(fetchID)?.resume() }
     }
 
     func fetchDidReceiveHead(_ head: ResponseHead) -> Bool {
@@ -151,31 +159,81 @@ final class EntrySink: FetchSink, @unchecked Sendable {
         return proceed
     }
 
+    func fetchOffer(_ bytes: UnsafeRawBufferPointer) -> FetchFlow {
+        guard let storage = core.writes.store(bytes, transfer: fetchID, onRoom: onRoom) else { return .pause }
+        return accept(bytes, storage)
+    }
+
+    /// A source that cannot pause waits here for room.
     func fetchDidReceive(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        let range = position..<(position + Int64(bytes.count))
-        // Which of these bytes are new? (They may have landed through another fetch meanwhile.)
-        let gaps: [Range<Int64>]? = shard.locked {
-            guard entry.inflight.fetches[fetchID] != nil, entry.isCurrent(generation) else { return nil }
-            return entry.coverage.gaps(in: range)
-        }
-        guard let gaps else { return false }
-        core.testHook?(.sinkWillWrite(offset: range.lowerBound))
-        if gaps.isEmpty { closeExtent() }
-        var written: [Range<Int64>] = []
-        for gap in gaps {
-            var offset = gap.lowerBound
-            while offset < gap.upperBound {
-                let slice = core.store.sliceIndex(of: offset)
-                let end = min(gap.upperBound, (slice + 1) * core.configuration.sliceSize)
-                let piece = UnsafeRawBufferPointer(rebasing: bytes[Int(offset - range.lowerBound)..<Int(end - range.lowerBound)])
-                if store(piece, at: offset, slice: slice) { written.append(offset..<end) }
-                offset = end
+        let room = DispatchSemaphore(value: 0)
+        while true {
+            if let storage = core.writes.store(bytes, transfer: fetchID, onRoom: { room.signal() }) {
+                return accept(bytes, storage) == .proceed
             }
+            room.wait()
         }
-        position = range.upperBound
+    }
+
+    /// Takes a chunk, copied into `storage` (its room in the write budget, given back once the
+    /// writer is done with it and no read needs it; see the type's note).
+    private func accept(_ bytes: UnsafeRawBufferPointer, _ storage: ChunkStorage) -> FetchFlow {
+        let range = position..<(position + Int64(bytes.count))
+        var queued: [PendingBytes.Chunk] = []
+        var answers: [() -> Void] = []
         let now = Date().timeIntervalSince1970
-        let progress: InFlightTable.Progress = shard.locked {
-            guard entry.isCurrent(generation) else { return .stop }
+        let progress: InFlightTable.Progress? = shard.locked {
+            guard entry.inflight.fetches[fetchID] != nil, entry.isCurrent(generation) else { return nil }
+            // Which bytes are new? (They may be on disk or pending through another fetch.)
+            var gaps = entry.coverage.gaps(in: range)
+            if !entry.pending.isEmpty { gaps = gaps.flatMap { entry.pending.ranges.gaps(in: $0) } }
+            for gap in gaps {
+                var offset = gap.lowerBound
+                while offset < gap.upperBound {
+                    // A chunk stays within one slice: the writer writes it to one file.
+                    let end = min(gap.upperBound, (core.store.sliceIndex(of: offset) + 1) * core.configuration.sliceSize)
+                    let chunk = PendingBytes.Chunk(range: offset..<end, storage: storage, offset: Int(offset - range.lowerBound))
+                    entry.pending.add(chunk)
+                    queued.append(chunk)
+                    offset = end
+                }
+            }
+            for w in entry.waiters where w.generation == generation && w.range.overlaps(range) {
+                w.fill(bytes, at: range.lowerBound)
+            }
+            entry.bytesFromOrigin += Int64(bytes.count)
+            core.wakeWaiters(entry, shard: shard, now: now, inline: &answers)
+            return entry.inflight.advance(fetchID, to: range.upperBound, now: now)
+        }
+        answers.forEach { $0() }
+        position = range.upperBound
+        if !queued.isEmpty {
+            let generation = generation
+            core.writes.submit(transfer: fetchID) { [self] in write(queued, generation: generation) }
+        }
+        guard let progress else { return .stop }
+        return progress == .proceed ? .proceed : .stop
+    }
+
+    // MARK: Writer lane
+
+    /// Writes pending chunks, records what was written, and gives their room back.
+    private func write(_ chunks: [PendingBytes.Chunk], generation: Int64) {
+        // Pinned from before the write until the coverage is recorded: an eviction in between
+        // would delete rows and files of bytes the record below then claims.
+        let slices = core.slices(of: chunks[0].range.lowerBound..<chunks[chunks.count - 1].range.upperBound)
+        shard.locked { entry.pin(slices, generation: generation) }
+        core.testHook?(.sinkWillWrite(offset: chunks[0].range.lowerBound))
+        var written: [Range<Int64>] = []
+        for c in chunks {
+            let slice = core.store.sliceIndex(of: c.range.lowerBound)
+            if store(c.bytes, at: c.range.lowerBound, slice: slice, generation: generation) { written.append(c.range) }
+        }
+        let now = Date().timeIntervalSince1970
+        shard.locked {
+            for c in chunks { entry.pending.remove(c) }
+            guard entry.isCurrent(generation) else { return }
+            entry.unpin(slices, generation: generation)
             var added: Int64 = 0
             for r in written {
                 added += entry.coverage.insert(r)
@@ -183,20 +241,13 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                 entry.sliceBytes[s, default: 0] += r.length
                 entry.sliceAccess[s] = now
             }
-            for w in entry.waiters where w.generation == generation && w.range.overlaps(range) {
-                w.fill(bytes, at: range.lowerBound)
-            }
-            entry.bytesFromOrigin += Int64(bytes.count)
             core.addBytes(added)
-            core.wakeWaiters(entry, shard: shard, now: now)
-            return entry.inflight.advance(fetchID, to: position, now: now)
         }
-        return progress == .proceed
     }
 
     /// Writes new bytes of one slice if there is room, extending the current extent's checksum.
-    /// False when they were not written: they then reach only the reads waiting for them.
-    private func store(_ piece: UnsafeRawBufferPointer, at offset: Int64, slice: Int64) -> Bool {
+    /// False when they were not written: they then reached only the reads waiting for them.
+    private func store(_ piece: UnsafeRawBufferPointer, at offset: Int64, slice: Int64, generation: Int64) -> Bool {
         let uptime = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
         guard uptime >= noRoomUntil else { return false }
         guard core.makeRoom(for: Int64(piece.count)) else {
@@ -204,7 +255,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
             return false
         }
         do {
-            guard try openSlice(slice) else { return false }
+            guard try openSlice(slice, generation: generation) else { return false }
             let within = offset - slice * core.configuration.sliceSize
             do {
                 try core.store.write(fd: fd, piece, at: within, path: core.store.path(entry: fdEntryID, generation: generation, slice: slice))
@@ -246,7 +297,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
 
     /// Makes `slice`'s file the open one. False (nothing opened) when the slice is being evicted
     /// or the entry moved on; the file a removed entry's writer created is deleted again.
-    private func openSlice(_ slice: Int64) throws -> Bool {
+    private func openSlice(_ slice: Int64, generation: Int64) throws -> Bool {
         if fd >= 0, fdSlice == slice, fdGeneration == generation { return true }
         closeExtent()
         closeFile()
@@ -295,13 +346,17 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     }
 
     func fetchDidFinish(_ error: FetchError?) {
-        closeExtent()
-        closeFile()
+        core.writes.forget(transfer: fetchID)
+        // The last extent goes to the index once the lane wrote what is queued before it.
         defer {
-            core.sinksIdle.lock()
-            core.activeSinks -= 1
-            core.sinksIdle.broadcast()
-            core.sinksIdle.unlock()
+            core.writes.submit(transfer: fetchID) { [self] in
+                closeExtent()
+                closeFile()
+                core.sinksIdle.lock()
+                core.activeSinks -= 1
+                core.sinksIdle.broadcast()
+                core.sinksIdle.unlock()
+            }
         }
         let url = shard.locked { entry.info.url }
         let cause: CacheError? = failure ?? error.flatMap { $0 == .cancelled ? nil : CacheError($0, url: url) }

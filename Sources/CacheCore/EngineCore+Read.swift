@@ -27,7 +27,8 @@ extension EngineCore {
         let generation = reader.entry.generation
         let shard = shard(for: key)
         let now = configuration.clock().timeIntervalSince1970
-        var hit: (EntryState, Range<Int64>, Int64, [Int64: Int])?   // entry, range, row id, slice epochs
+        // entry, range, row id, slice epochs, the runs (bytes still pending for the writer in memory)
+        var hit: (EntryState, Range<Int64>, Int64, [Int64: Int], [(Range<Int64>, [UInt8]?)])?
         var diskAhead: [Range<Int64>] = []
         var toLaunch: [(EntryState, ReadPlanner.Fetch, Int)] = []
         var immediate: Result<ReadLease, CacheError>?
@@ -59,7 +60,9 @@ extension EngineCore {
                                       streamSize: streamSize(readAhead: reader.readAhead, rate: entry.inflight.observedRate),
                                       readerEnd: reader.end)
             let running = entry.inflight.running(generation: generation, now: now)
-            var plan = planner.plan(request: request, length: entry.info.length, cached: entry.coverage, running: running)
+            // Bytes waiting for the writer count as present: their transfer has passed them.
+            let present = entry.pending.adding(to: entry.coverage)
+            var plan = planner.plan(request: request, length: entry.info.length, cached: present, running: running)
             if !entry.info.acceptsRanges { wholeBodyOnly(&plan, running: running) }
             for t in plan.truncations { entry.inflight.truncate(t.fetch, at: t.end) }
             for step in plan.steps { if case let .wait(_, id) = step { entry.inflight.addInterest(reader.id, in: id) } }
@@ -75,21 +78,41 @@ extension EngineCore {
                 entry.hits += 1
                 entry.bytesFromCache += request.length
                 touch(entry, request, now)
-                hit = (entry, request, entry.id, epochs(entry, request))
+                hit = (entry, request, entry.id, epochs(entry, request), runs(request, pending: entry.pending))
                 diskAhead = diskReadAhead(reader, entry, after: request)
             } else {
                 entry.misses += 1
-                entry.waiters.append(Waiter(reader: reader.id, files: reader.files, range: request, generation: generation,
-                                            deadline: now + configuration.readTimeout, completion: completion))
+                let waiter = Waiter(reader: reader.id, files: reader.files, range: request, generation: generation,
+                                    deadline: now + configuration.readTimeout, completion: completion)
+                for (r, bytes) in entry.pending.pieces(in: request) {
+                    bytes.withUnsafeBytes { waiter.fill($0, at: r.lowerBound) }
+                }
+                entry.waiters.append(waiter)
             }
         }
         for (entry, f, id) in toLaunch { launch(fetchID: id, entry: entry, key: key, fetch: f, isProbe: false) }
         if let immediate { completion(immediate); return }
-        if let (entry, range, id, epochs) = hit {
+        if let (entry, range, id, epochs, runs) = hit {
             completion(lease(entry: entry, shard: shard, id: id, generation: generation, files: reader.files,
-                             epochs: epochs, range: range, runs: [(range, nil)]))
+                             epochs: epochs, range: range, runs: runs, originBytes: 0))   // a hit: nothing waited for
             for r in diskAhead { store.adviseWillNeed(entry: id, generation: generation, range: r) }
         }
+    }
+
+    /// How a hit on `range` is answered: from the slice files, except bytes still pending for
+    /// the writer, which come from memory. Call under the shard lock.
+    private func runs(_ range: Range<Int64>, pending: PendingBytes) -> [(Range<Int64>, [UInt8]?)] {
+        let inMemory = pending.pieces(in: range)
+        guard !inMemory.isEmpty else { return [(range, nil)] }
+        var out: [(Range<Int64>, [UInt8]?)] = []
+        var at = range.lowerBound
+        for (r, bytes) in inMemory {
+            if r.lowerBound > at { out.append((at..<r.lowerBound, nil)) }
+            out.append((r, bytes))
+            at = r.upperBound
+        }
+        if at < range.upperBound { out.append((at..<range.upperBound, nil)) }
+        return out
     }
 
     /// The cached bytes a sequential reader will want next, not yet asked from the disk: the
@@ -116,9 +139,10 @@ extension EngineCore {
     /// the reader's open slice files (opened here if needed: no lock is held). Releasing it
     /// unpins. A slice file that cannot be opened is forgotten (fetched again), never served.
     func lease(entry: EntryState, shard: Shard, id: Int64, generation: Int64, files: ReaderFiles,
-               epochs: [Int64: Int], range: Range<Int64>, runs: [(Range<Int64>, [UInt8]?)]) -> Result<ReadLease, CacheError> {
+               epochs: [Int64: Int], range: Range<Int64>, runs: [(Range<Int64>, [UInt8]?)],
+               originBytes: Int? = nil) -> Result<ReadLease, CacheError> {
         let pinned = slices(of: range)
-        let unpin = { [self] in shard.locked { entry.unpin(pinned, generation: generation) } }
+        let unpin = { shard.locked { entry.unpin(pinned, generation: generation) } }
         var pieces: [ReadLease.Piece] = []
         var open: [SliceFile] = []
         for (run, bytes) in runs {
@@ -145,7 +169,7 @@ extension EngineCore {
                 offset = end
             }
         }
-        return .success(ReadLease(pieces: pieces, files: open, onRelease: unpin))
+        return .success(ReadLease(pieces: pieces, files: open, originBytes: originBytes, onRelease: unpin))
     }
 
     /// How a sequential reader's read-ahead is split into parallel streams. A stream should carry
@@ -232,8 +256,11 @@ extension EngineCore {
     }
 
     /// Completes every waiter whose bytes are all here now: in memory (copied in as they
-    /// arrived) or on disk. Call under the shard lock; disk reads run on the completion queue.
-    func wakeWaiters(_ entry: EntryState, shard: Shard, now: Double) {
+    /// arrived) or on disk. Call under the shard lock. Answers that open slice files run on the
+    /// completion queue; with `inline`, answers wholly from memory are handed back instead, for
+    /// the caller to run once it released the lock (the fetch thread answers a waiting read from
+    /// the arriving bytes without a hop to another thread).
+    func wakeWaiters(_ entry: EntryState, shard: Shard, now: Double, inline: UnsafeMutablePointer<[() -> Void]>? = nil) {
         guard !entry.waiters.isEmpty else { return }
         var still: [Waiter] = []
         for w in entry.waiters {
@@ -251,10 +278,11 @@ extension EngineCore {
             // The waiter pinned `w.range`; the lease releases those pins.
             let id = entry.id, epochs = diskParts.isEmpty ? [:] : epochs(entry, clip)
             let runs = w.runs(of: clip)
-            completionQueue.async { [self] in
+            let answer = { [self] in
                 w.completion(lease(entry: entry, shard: shard, id: id, generation: w.generation, files: w.files,
                                    epochs: epochs, range: w.range, runs: runs))
             }
+            if let inline, diskParts.isEmpty { inline.pointee.append(answer) } else { completionQueue.async(execute: answer) }
         }
         entry.waiters = still
     }

@@ -8,10 +8,12 @@ import Glibc
 ///
 /// State is sharded by cache key: each `Shard` has its own lock, so readers of unrelated files never
 /// contend. Disk and network I/O never happen under a shard lock, except the index insert of a new
-/// entry. Completions run on `completionQueue` (GCD threads, not Swift's cooperative pool).
+/// entry. Completions run on `completionQueue` (GCD threads, not Swift's cooperative pool); slice
+/// writes run on `writes` (WriteQueue's lanes), never on the fetch thread.
 ///
 /// Files: this one holds setup, metadata (open, probe, remote change); `+Read` the read path;
-/// `+Fetch` the sink that writes arriving bytes; `+Eviction` the cap; `+Maintenance` list/remove/verify.
+/// `+Fetch` the sink that takes arriving bytes and writes them on its lane; `+Eviction` the cap;
+/// `+Maintenance` list/remove/verify.
 final class EngineCore: @unchecked Sendable {
     /// The configuration in force; `sliceSize` is the one the cache was created with.
     let configuration: CacheConfiguration
@@ -48,6 +50,8 @@ final class EngineCore: @unchecked Sendable {
         set { counterLock.lock(); _testHook = newValue; counterLock.unlock() }
     }
     private var _testHook: ((Step) -> Void)?   // guarded by counterLock
+    /// Writes arriving bytes off the fetch thread, within the write budget.
+    let writes: WriteQueue
     /// Bytes transfers may write before the cap and free space are looked at again.
     let space = SpaceAllowance()
     /// Entries with an open reader, which `--cache-max-age` leaves alone.
@@ -91,6 +95,8 @@ final class EngineCore: @unchecked Sendable {
         }
         self.configuration = configuration
         store = SliceStore(root: dir, sliceSize: configuration.sliceSize)
+        writes = WriteQueue(lanes: 2, budget: .init(total: configuration.writeBudget,
+                                                    perTransfer: configuration.writeBudgetPerTransfer))
         shards = (0..<max(1, configuration.shardCount)).map { _ in Shard() }
         try load()
         startSweeper()
@@ -118,6 +124,7 @@ final class EngineCore: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(5)
         while activeSinks > 0 && sinksIdle.wait(until: deadline) {}
         sinksIdle.unlock()
+        writes.stop()
         index.flush()
         directoryLock.release()
     }
@@ -276,6 +283,7 @@ final class EngineCore: @unchecked Sendable {
         adopt(head, into: entry)
         addBytes(-entry.coverage.count)
         entry.coverage = RangeSet()
+        entry.pending.removeAll()
         let oldSlices = Array(entry.sliceBytes.keys)
         entry.sliceBytes = [:]
         entry.sliceAccess = [:]
@@ -435,20 +443,31 @@ final class HandleTable: @unchecked Sendable {
     }
 }
 
-/// The handle of one transfer, which may be asked to cancel before `start` has returned it.
+/// The handle of one transfer, which may be asked to cancel or resume before `start` has
+/// returned it (its first bytes can arrive, and pause it, before that).
 final class FetchHandleBox: @unchecked Sendable {
     private let lock = NSLock()
     private var _handle: FetchHandle?
     private var cancelled = false
+    private var resumed = false
 
     var handle: FetchHandle? { lock.lock(); defer { lock.unlock() }; return _handle }
 
     func set(_ h: FetchHandle) {
         lock.lock()
         _handle = h
-        let c = cancelled
+        let c = cancelled, r = resumed
         lock.unlock()
         if c { h.cancel() }
+        if r { h.resume() }
+    }
+
+    func resume() {
+        lock.lock()
+        resumed = true
+        let h = _handle
+        lock.unlock()
+        h?.resume()
     }
 
     func cancel() {

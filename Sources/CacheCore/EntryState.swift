@@ -16,6 +16,8 @@ final class EntryState {
     var info: EntryInfo
     /// Bytes of `info.generation` that are on disk.
     var coverage = RangeSet()
+    /// Bytes of `info.generation` that arrived and wait for the writer (never in `coverage`).
+    var pending = PendingBytes()
     var inflight = InFlightTable()
     var waiters: [Waiter] = []
     /// Bytes present per slice, and when each slice was last read or written (LRU).
@@ -59,6 +61,7 @@ final class EntryState {
     func markRemoved() {
         lifecycle = .removed
         pins = [:]
+        pending.removeAll()
     }
 
     func pin(_ slices: ClosedRange<Int64>, generation: Int64) {

@@ -85,6 +85,17 @@ private final class TrackedSink: FetchSink, FetchRetryObserving, @unchecked Send
         return sink.fetchDidReceive(bytes)
     }
 
+    /// Forwarded as an offer, so the engine's writer can still pause the transfer; bytes count
+    /// once taken (a paused offer comes again).
+    func fetchOffer(_ bytes: UnsafeRawBufferPointer) -> FetchFlow {
+        let flow = sink.fetchOffer(bytes)
+        if flow == .proceed {
+            received.wrappingIncrement(by: Int64(bytes.count), ordering: .relaxed)
+            tracker.metrics.originBytes.add(Int64(bytes.count))
+        }
+        return flow
+    }
+
     func fetchDidFinish(_ error: FetchError?) {
         tracker.ended(self)
         switch error {

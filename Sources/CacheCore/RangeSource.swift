@@ -17,8 +17,12 @@
 /// - A server that ignores `Range` answers 200: the head says so (`bodyStart == 0`) and the
 ///   body is the whole resource from byte 0. The sink decides what to keep. With
 ///   `requireRange`, such an answer is first retried (a CDN node that sometimes ignores ranges).
-/// - The sink applies backpressure simply by taking its time in `fetchDidReceive` (it writes to
-///   disk synchronously); the source never buffers more than one transfer buffer per transfer.
+/// - Backpressure: a source that can pause delivers through `fetchOffer`. `.pause` means the sink
+///   took none of those bytes: the source keeps them, stops reading from the connection, and
+///   offers the same bytes again once its handle's `resume()` was called (possibly before the
+///   source saw the pause: then it offers them again at once). A source that cannot pause calls
+///   `fetchDidReceive`, and the sink takes its time there. Either way the source never buffers
+///   more than one transfer buffer per transfer.
 public protocol RangeSource: Sendable {
     func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle
 }
@@ -96,16 +100,41 @@ public struct ResponseHead: Sendable, Equatable {
 public protocol FetchSink: AnyObject, Sendable {
     /// Called once before the body. Return false to cancel the transfer.
     func fetchDidReceiveHead(_ head: ResponseHead) -> Bool
-    /// The next body bytes, contiguous with the previous ones. Return false to cancel.
+    /// The next body bytes, contiguous with the previous ones. Return false to cancel. May take
+    /// its time (a source that cannot pause calls this).
     func fetchDidReceive(_ bytes: UnsafeRawBufferPointer) -> Bool
+    /// The next body bytes, from a source that can pause: `.pause` takes none of them (see
+    /// `RangeSource`). The default never pauses.
+    func fetchOffer(_ bytes: UnsafeRawBufferPointer) -> FetchFlow
     /// The transfer ended: nil after the whole requested body arrived.
     func fetchDidFinish(_ error: FetchError?)
+}
+
+/// What a sink says to offered bytes.
+public enum FetchFlow: Sendable, Equatable {
+    /// Taken; send more.
+    case proceed
+    /// Not taken: offer them again after `FetchHandle.resume()`.
+    case pause
+    /// Not wanted: cancel the transfer.
+    case stop
+}
+
+extension FetchSink {
+    public func fetchOffer(_ bytes: UnsafeRawBufferPointer) -> FetchFlow { fetchDidReceive(bytes) ? .proceed : .stop }
 }
 
 /// A running transfer.
 public protocol FetchHandle: Sendable {
     /// Stops the transfer soon; `fetchDidFinish(.cancelled)` follows.
     func cancel()
+    /// Delivers again after the sink answered `.pause` (a no-op if it is not paused). Sources that
+    /// never deliver through `fetchOffer` need not implement it.
+    func resume()
+}
+
+extension FetchHandle {
+    public func resume() {}
 }
 
 /// Why a transfer failed, with its cause.

@@ -4,8 +4,9 @@ import Foundation
 /// failures (with their range) for the recent-errors list. A proxy response's first answered
 /// read is also its time to first byte.
 ///
-/// Hit or miss is read off the answer itself: a read answered wholly from slice files is a hit;
-/// one that got bytes arriving from the origin while it waited is a miss.
+/// Hit or miss is read off the answer itself (`ReadLease.originBytes`): a read answered from the
+/// cache (slice files, or bytes still queued for the writer) is a hit; one that waited for bytes
+/// from the origin is a miss.
 final class ReadAccounting: @unchecked Sendable {
     let metrics: CacheMetrics
     let door: ReadDoor
@@ -26,13 +27,7 @@ final class ReadAccounting: @unchecked Sendable {
         switch result {
         case let .success(lease):
             guard lease.count > 0 else { return }
-            var fromCache: Int64 = 0, fromOrigin: Int64 = 0
-            for piece in lease.pieces {
-                switch piece {
-                case let .file(_, _, count): fromCache += Int64(count)
-                case let .memory(bytes): fromOrigin += Int64(bytes.count)
-                }
-            }
+            let fromOrigin = Int64(lease.originBytes), fromCache = Int64(lease.count) - fromOrigin
             let now = DispatchTime.now().uptimeNanoseconds
             metrics.noteRead(door: door, key: key, cacheBytes: fromCache, originBytes: fromOrigin,
                              nanoseconds: Int64(now &- startedAt))

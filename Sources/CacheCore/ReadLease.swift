@@ -33,9 +33,15 @@ public final class ReadLease: @unchecked Sendable {
     private let lock = NSLock()
     private var onRelease: (() -> Void)?   // guarded by lock
 
-    init(pieces: [Piece], files: [SliceFile], onRelease: (() -> Void)?) {
+    /// Bytes the read waited for from the origin (the rest was in the cache, on disk or still
+    /// in the writer's queue): what the counters call a miss.
+    public let originBytes: Int
+
+    /// - Parameter originBytes: nil: the memory pieces (bytes that arrived while the read waited).
+    init(pieces: [Piece], files: [SliceFile], originBytes: Int? = nil, onRelease: (() -> Void)?) {
         self.pieces = pieces
         self.count = pieces.reduce(0) { $0 + $1.count }
+        self.originBytes = originBytes ?? pieces.reduce(0) { if case let .memory(b) = $1 { return $0 + b.count } else { return $0 } }
         self.files = files
         self.onRelease = onRelease
     }

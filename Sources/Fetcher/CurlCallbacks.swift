@@ -6,7 +6,8 @@ import Foundation
 /// its `CurlTransfer` from the user-data pointer set in `CurlEasy.configure`.
 ///
 /// Returning a count different from `size * nmemb` makes curl abort the attempt with
-/// CURLE_WRITE_ERROR; `TransferState.abort` then says why.
+/// CURLE_WRITE_ERROR; `TransferState.abort` then says why. CURL_WRITEFUNC_PAUSE pauses the
+/// transfer with the bytes kept by curl, until the loop calls `curl_easy_pause(CURLPAUSE_CONT)`.
 enum CurlCallbacks {
     static let header: ccurl_data_callback = { ptr, size, nmemb, userdata in
         let count = size * nmemb
@@ -22,7 +23,11 @@ enum CurlCallbacks {
         if count == 0 { return 0 }
         guard let ptr else { return 0 }
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
-        return transfer.didReceiveBody(UnsafeRawBufferPointer(start: ptr, count: count)) ? count : 0
+        switch transfer.didReceiveBody(UnsafeRawBufferPointer(start: ptr, count: count)) {
+        case .taken: return count
+        case .pause: return ccurl_writefunc_pause
+        case .abort: return 0
+        }
     }
 
     /// Every resolved address passes here before curl connects to it (also after a redirect):

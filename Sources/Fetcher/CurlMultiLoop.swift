@@ -9,9 +9,15 @@ import Logging
 /// `lock` and wake the loop with `curl_multi_wakeup`. The loop thread alone owns the multi
 /// handle, the easy handles (pooled, so connections and TLS sessions are reused through the
 /// multi handle's cache) and every `CurlTransfer`; all sink callbacks therefore arrive on it,
-/// in order, never concurrently. Each turn: take the inbox, start due retries,
-/// `curl_multi_perform` (which runs the header/write callbacks), collect finished attempts,
-/// then `curl_multi_poll` until a socket, a curl timer, the next retry or a wakeup.
+/// in order, never concurrently. Each turn: take the inbox, start due retries, resume paused
+/// transfers (their sink made room, or the bandwidth limit has tokens again), `curl_multi_perform`
+/// (which runs the header/write callbacks), collect finished attempts, then `curl_multi_poll`
+/// until a socket, a curl timer, the next retry, the bandwidth limit's next token or a wakeup.
+///
+/// Flow control: a write callback that gets `.pause` from its sink (the disk writer is behind)
+/// or finds the bandwidth limit used up returns CURL_WRITEFUNC_PAUSE; curl keeps those bytes and
+/// stops reading that connection, and offers them again after `curl_easy_pause(CURLPAUSE_CONT)`.
+/// `--max-connections` is CURLMOPT_MAX_TOTAL_CONNECTIONS: further transfers wait in curl's queue.
 final class CurlMultiLoop: @unchecked Sendable {
     private let configuration: FetcherConfiguration
     private let logger: Logger
@@ -22,6 +28,7 @@ final class CurlMultiLoop: @unchecked Sendable {
     private let lock = NSLock()
     private var inboxStarts: [CurlTransfer] = []  // guarded by lock
     private var inboxCancels: [Int] = []  // guarded by lock
+    private var inboxResumes: [Int] = []  // guarded by lock
     private var stopping = false  // guarded by lock
     private var nextID = 1  // guarded by lock
     /// Signalled when the loop thread has released every curl resource.
@@ -32,12 +39,14 @@ final class CurlMultiLoop: @unchecked Sendable {
     private var live: [Int: CurlTransfer] = [:]
     private var transferOfEasy: [UnsafeMutableRawPointer: Int] = [:]
     private var idleEasy: [UnsafeMutableRawPointer] = []
+    private let throttle: Throttle?
 
     init(configuration: FetcherConfiguration, logger: Logger) {
         CurlEasy.globalInit
         self.configuration = configuration
         self.logger = logger
         multi = curl_multi_init()
+        throttle = configuration.maxBytesPerSecond > 0 ? Throttle(bytesPerSecond: configuration.maxBytesPerSecond) : nil
         pinned = configuration.pinnedAddresses.reduce(nil) { curl_slist_append($0, $1) }
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, ccurl_pipe_multiplex)
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(1, configuration.maxConnections))
@@ -60,7 +69,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         let id = nextID
         nextID += 1
         inboxStarts.append(CurlTransfer(id: id, request: request, sink: sink, policy: configuration.retryPolicy,
-                                        addressPolicy: configuration.addressPolicy))
+                                        addressPolicy: configuration.addressPolicy, throttle: throttle))
         curl_multi_wakeup(multi)  // under the lock: the loop frees `multi` only after `stopping`
         lock.unlock()
         return id
@@ -71,6 +80,17 @@ final class CurlMultiLoop: @unchecked Sendable {
         lock.lock()
         if !stopping {
             inboxCancels.append(id)
+            curl_multi_wakeup(multi)
+        }
+        lock.unlock()
+    }
+
+    /// Asks the loop to deliver again to transfer `id`, which its sink paused (no effect if it
+    /// is not paused or already finished).
+    func resume(_ id: Int) {
+        lock.lock()
+        if !stopping {
+            inboxResumes.append(id)
             curl_multi_wakeup(multi)
         }
         lock.unlock()
@@ -93,9 +113,11 @@ final class CurlMultiLoop: @unchecked Sendable {
             lock.lock()
             let starts = inboxStarts
             let cancels = inboxCancels
+            let resumes = inboxResumes
             let stop = stopping
             inboxStarts.removeAll()
             inboxCancels.removeAll()
+            inboxResumes.removeAll()
             lock.unlock()
 
             if stop {
@@ -113,6 +135,10 @@ final class CurlMultiLoop: @unchecked Sendable {
                 t.retryAt = nil
                 launch(t)
             }
+            for id in resumes + (throttle?.due(now: now) ?? []) {
+                // curl may offer the kept bytes right here, inside curl_easy_pause.
+                if let easy = live[id]?.easy { _ = curl_easy_pause(easy, ccurl_pause_cont) }
+            }
 
             var running: Int32 = 0
             _ = curl_multi_perform(multi, &running)
@@ -122,6 +148,9 @@ final class CurlMultiLoop: @unchecked Sendable {
             let after = DispatchTime.now().uptimeNanoseconds
             if let due = live.values.compactMap(\.retryAt).min() {
                 timeoutMs = due <= after ? 0 : Int32(min(1000, (due - after) / 1_000_000 + 1))
+            }
+            if let wait = throttle?.wait(now: after) {
+                timeoutMs = min(timeoutMs, Int32(min(1000, wait / 1_000_000 + 1)))
             }
             _ = curl_multi_poll(multi, nil, 0, timeoutMs, nil)
         }

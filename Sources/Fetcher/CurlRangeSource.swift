@@ -33,10 +33,11 @@ public final class CurlRangeSource: RangeSource, @unchecked Sendable {
     public func shutdown() { loop.shutdown() }
 }
 
-/// Cancels one transfer of a `CurlRangeSource`, from any thread.
+/// Cancels or resumes one transfer of a `CurlRangeSource`, from any thread.
 struct CurlFetchHandle: FetchHandle {
     let id: Int
     let loop: CurlMultiLoop?
 
     func cancel() { loop?.cancel(id) }
+    func resume() { loop?.resume(id) }
 }

@@ -28,8 +28,13 @@ final class CurlTransfer {
     /// The policy stopped a request before it was sent: the attempt ends on that.
     private var refusedRequest = false
 
-    init(id: Int, request: FetchRequest, sink: FetchSink, policy: RetryPolicy, addressPolicy: AddressPolicy) {
+    /// The loop's bandwidth limit (`--bwlimit`), if any.
+    let throttle: Throttle?
+
+    init(id: Int, request: FetchRequest, sink: FetchSink, policy: RetryPolicy, addressPolicy: AddressPolicy,
+         throttle: Throttle?) {
         self.id = id
+        self.throttle = throttle
         self.sink = sink
         self.addressPolicy = addressPolicy
         self.state = TransferState(request: request, policy: policy)
@@ -118,23 +123,34 @@ final class CurlTransfer {
         return handleHead(block)
     }
 
-    /// Body bytes. Returns false to abort the attempt.
-    func didReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        if state.abort != nil { return false }
+    enum BodyAnswer { case taken, pause, abort }
+
+    /// Body bytes. `.pause`: none of them were taken (the sink has no room, or the bandwidth
+    /// limit is used up); curl offers them again once the loop resumes the transfer.
+    func didReceiveBody(_ bytes: UnsafeRawBufferPointer) -> BodyAnswer {
+        if state.abort != nil { return .abort }
         if !state.headSeen {
             // Normally the head was handled at its blank line; this covers odd framings.
-            if parser.current.isInterim { return true }  // body of a redirect curl follows
-            guard handleHead(parser.current) else { return false }
+            if parser.current.isInterim { return .taken }  // body of a redirect curl follows
+            guard handleHead(parser.current) else { return .abort }
         }
+        if let throttle, !throttle.admit(bytes.count, transfer: id) { return .pause }
+        let before = state
         let (offset, length) = state.receiveBody(count: bytes.count)
         if length > 0 {
             let slice = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)])
-            if !sink.fetchDidReceive(slice) {
+            switch sink.fetchOffer(slice) {
+            case .proceed:
+                break
+            case .pause:
+                state = before   // the same bytes come again
+                return .pause
+            case .stop:
                 state.sinkCancelled()
-                return false
+                return .abort
             }
         }
-        return state.abort == nil
+        return state.abort == nil ? .taken : .abort
     }
 
     /// Curl finished the attempt with CURLE_OK and no final head was handled yet (empty body).

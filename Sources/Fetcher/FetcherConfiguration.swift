@@ -36,6 +36,8 @@ public struct FetcherConfiguration: Sendable {
     /// buffer this is the fetcher's memory budget: bytes go from that buffer straight to disk,
     /// so `maxTotalConnections * receiveBufferSize` (4 MiB by default) bounds what downloads hold.
     public var maxTotalConnections: Int
+    /// Origin bytes per second across all transfers (`--bwlimit`); 0: no limit.
+    public var maxBytesPerSecond: Int64 = 0
     /// Origins never connected to: cloud metadata and link-local addresses unless opened.
     public var addressPolicy: AddressPolicy
     /// Fixed name resolutions in libcurl's `CURLOPT_RESOLVE` form, `HOST:PORT:ADDRESS`: the

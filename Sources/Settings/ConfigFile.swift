@@ -19,6 +19,7 @@ public struct ConfigFile: Equatable {
         "header", "upstream-proxy", "insecure", "log-level", "log-file",
         "user-agent", "ca-certificate", "netrc-file", "user", "password-file", "cache-max-age", "read-ahead-max",
         "uid", "gid", "umask",
+        "max-connections", "bwlimit",
     ]
     /// Keys that accumulate instead of replacing.
     static let repeatableKeys: Set<String> = ["header", "ignore-query"]

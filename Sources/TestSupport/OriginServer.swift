@@ -39,7 +39,9 @@ public final class OriginServer: @unchecked Sendable {
             .childChannelOption(ChannelOptions.writeBufferWaterMark,
                                 value: ChannelOptions.Types.WriteBufferWaterMark(low: 256 << 10, high: 1 << 20))
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                state.connectionAccepted()
+                channel.closeFuture.whenComplete { _ in state.connectionClosed() }
+                return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     try channel.pipeline.syncOperations.addHandler(OriginHandler(state: state))
                 }
@@ -108,6 +110,11 @@ public final class OriginServer: @unchecked Sendable {
 
     public func resetLog() { state.resetLog() }
 
+    /// TCP connections accepted since start.
+    public var connectionsAccepted: Int { state.connections.accepted }
+    /// The most TCP connections open at once since start.
+    public var peakConnections: Int { state.connections.peak }
+
     /// Body bytes handed to connections for `path` (matching the request target exactly, or
     /// without its query) since the last `resetLog()`.
     public func bytesServed(path: String) -> Int64 {
@@ -172,6 +179,10 @@ final class OriginState: @unchecked Sendable {
     func removeResource(_ path: String) { lock.withLock { _ = resources.removeValue(forKey: path) } }
     func setFaults(_ path: String, _ f: Faults) { lock.withLock { faults[path] = FaultState(faults: f) } }
     var requests: [RequestRecord] { lock.withLock { log } }
+    private var accepted = 0, open = 0, peak = 0  // guarded by lock
+    func connectionAccepted() { lock.withLock { accepted += 1; open += 1; peak = max(peak, open) } }
+    func connectionClosed() { lock.withLock { open -= 1 } }
+    var connections: (accepted: Int, peak: Int) { lock.withLock { (accepted, peak) } }
     func resetLog() {
         lock.withLock {
             logBase += log.count

@@ -67,6 +67,7 @@ struct CacheOptions: ParsableArguments {
 
     @OptionGroup(title: "Origin options") var origin: OriginOptions
     @OptionGroup(title: "Cache limits") var limits: CacheLimitOptions
+    @OptionGroup(title: "Transfer options") var transfer: TransferOptions
 
     init() {}
 
@@ -123,6 +124,7 @@ struct CacheOptions: ParsableArguments {
         r.configFile = file?.path
         try origin.resolve(into: &r, file: file)
         try limits.resolve(into: &r, file: file)
+        r.transfer = try transfer.resolve(pick)
         return r
     }
 
@@ -218,6 +220,7 @@ struct ResolvedCacheOptions: Equatable {
     var access = OriginAccess()
     var maxAge: TimeInterval?
     var maxReadAhead = CacheConfiguration.defaultMaxReadAhead
+    var transfer = TransferOptions.Resolved()
 
     var cacheConfiguration: CacheConfiguration {
         var c = CacheConfiguration(directory: directory, capacity: capacity, sliceSize: sliceSize,
@@ -226,6 +229,7 @@ struct ResolvedCacheOptions: Equatable {
         c.maxAge = maxAge
         c.maxReadAhead = maxReadAhead
         c.initialReadAhead = min(c.initialReadAhead, maxReadAhead)
+        transfer.apply(to: &c)
         return c
     }
 
@@ -239,6 +243,7 @@ struct ResolvedCacheOptions: Equatable {
         c.connectTimeout = min(c.connectTimeout, readTimeout)
         c.lowSpeedTime = max(1, min(c.lowSpeedTime, readTimeout))
         c.access = access
+        transfer.apply(to: &c)
         return c
     }
 }

@@ -211,6 +211,7 @@ final class CacheEngineTests: XCTestCase {
         let cache = try engine(source)
         let info = try await cache.open(url: url)
         _ = try await cache.makeReader(for: info).read(offset: 0, length: data.count)
+        cache.core.writes.waitIdle()
         // Flip a byte in the slice file behind the cache's back.
         let sub = try FileManager.default.contentsOfDirectory(atPath: dir + "/data").first!
         let file = try FileManager.default.contentsOfDirectory(atPath: dir + "/data/" + sub).first!

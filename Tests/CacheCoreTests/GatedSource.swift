@@ -17,8 +17,13 @@ final class GatedSource: RangeSource, @unchecked Sendable {
             self.sink = sink
         }
 
+        private var resumes = 0
+
         func cancel() { lock.lock(); cancelled = true; lock.unlock() }
         var isCancelled: Bool { lock.lock(); defer { lock.unlock() }; return cancelled }
+        /// The sink asked to be offered bytes again after a `.pause`.
+        func resume() { lock.lock(); resumes += 1; lock.unlock() }
+        var resumeCount: Int { lock.lock(); defer { lock.unlock() }; return resumes }
 
         /// A 206 for the request's range of a file of `length` bytes.
         @discardableResult
@@ -30,6 +35,11 @@ final class GatedSource: RangeSource, @unchecked Sendable {
         @discardableResult
         func send(_ bytes: ArraySlice<UInt8>) -> Bool {
             bytes.withUnsafeBytes { sink.fetchDidReceive($0) }
+        }
+
+        /// Offers bytes as a source that can pause does (the sink may answer `.pause`).
+        func offer(_ bytes: ArraySlice<UInt8>) -> FetchFlow {
+            bytes.withUnsafeBytes { sink.fetchOffer($0) }
         }
 
         /// Ends the transfer (once: a second call does nothing).

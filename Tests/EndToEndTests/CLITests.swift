@@ -100,6 +100,8 @@ final class CLITests: XCTestCase {
             (["cat", url, "--log-level", "loud"], "invalid log level 'loud'"),
             (["cat", "ftp://example.com/f"], "only http and https URLs are supported"),
             (["preload", url, "--variant", "worst"], "invalid variant 'worst'"),
+            (["cat", url, "--max-connections", "0"], "invalid connection count '0' for --max-connections"),
+            (["cat", url, "--bwlimit", "fast"], "invalid size 'fast' for --bwlimit"),
         ]
         for (args, message) in cases {
             let r = try run(args)
@@ -223,6 +225,23 @@ final class CLITests: XCTestCase {
         let cat = try run(["cat", origin.url("/p1.bin")])
         XCTAssertTrue(cat.stdout == OriginServer.generatedBytes(seed: 41, offset: 0, count: 3 << 20), "wrong bytes after preload")
         XCTAssertEqual(origin.bytesServed(path: "/p1.bin"), 0)
+    }
+
+    func testPreloadKeepsToTheConnectionCapAndTheBandwidthLimit() throws {
+        for (i, path) in ["/l1.bin", "/l2.bin", "/l3.bin"].enumerated() {
+            origin.setGeneratedFile(path, length: 6 << 20, seed: UInt64(60 + i))
+        }
+        let urls = ["/l1.bin", "/l2.bin", "/l3.bin"].map { origin.url($0) }
+        let r = try run(["preload"] + urls + ["--max-connections", "1", "--bwlimit", "64M/s"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        // The origin notices a connection curl closed (a transfer stopped at its end) a moment
+        // after curl opened the next: one allowed, plus at most one closing.
+        XCTAssertLessThanOrEqual(origin.peakConnections, 2, "never more than the one connection allowed")
+        for (i, path) in ["/l1.bin", "/l2.bin", "/l3.bin"].enumerated() {
+            XCTAssertEqual(origin.bytesServed(path: path), 6 << 20, "each byte once: \(path)")
+            let cat = try run(["cat", urls[i]])
+            XCTAssertTrue(cat.stdout == OriginServer.generatedBytes(seed: UInt64(60 + i), offset: 0, count: 6 << 20), path)
+        }
     }
 
     func testPreloadReportsEachFailureAndGoesOn() throws {

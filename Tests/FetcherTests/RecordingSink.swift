@@ -52,11 +52,55 @@ final class RecordingSink: FetchSink, @unchecked Sendable {
         return true
     }
 
+    /// When set, every other offer is answered `.pause` (so every byte comes twice) and the
+    /// transfer is resumed from another thread through this box.
+    var pausing: ResumeBox?
+    private var offers = 0
+    private var _pauses = 0
+    var pauses: Int { lock.withLock { _pauses } }
+
+    func fetchOffer(_ bytes: UnsafeRawBufferPointer) -> FetchFlow {
+        guard let pausing else { return fetchDidReceive(bytes) ? .proceed : .stop }
+        let pause: Bool = lock.withLock {
+            offers += 1
+            if offers % 2 == 1 { _pauses += 1 }
+            return offers % 2 == 1
+        }
+        guard pause else { return fetchDidReceive(bytes) ? .proceed : .stop }
+        DispatchQueue.global().async { pausing.resume() }
+        return .pause
+    }
+
     func fetchDidFinish(_ error: FetchError?) {
         lock.withLock {
             if !_finishes.isEmpty { _violations.append("second finish") }
             _finishes.append(error)
         }
         finished.fulfill()
+    }
+}
+
+/// Resumes a transfer whose handle `start` may not have returned yet: a resume asked before the
+/// handle is known happens when it is set.
+final class ResumeBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var handle: FetchHandle?
+    private var wanted = false
+
+    func set(_ h: FetchHandle) {
+        let resume: Bool = lock.withLock {
+            handle = h
+            defer { wanted = false }
+            return wanted
+        }
+        if resume { h.resume() }
+    }
+
+    func resume() {
+        let h: FetchHandle? = lock.withLock {
+            if handle == nil { wanted = true }
+            return handle
+        }
+        h?.resume()
     }
 }

@@ -52,5 +52,7 @@ extern const size_t ccurl_error_size;         // CURL_ERROR_SIZE
 extern const curl_socket_t ccurl_socket_bad;  // CURL_SOCKET_BAD
 extern const int ccurl_prereqfunc_ok;         // CURL_PREREQFUNC_OK
 extern const int ccurl_prereqfunc_abort;      // CURL_PREREQFUNC_ABORT
+extern const size_t ccurl_writefunc_pause;    // CURL_WRITEFUNC_PAUSE
+extern const int ccurl_pause_cont;            // CURLPAUSE_CONT
 
 #endif

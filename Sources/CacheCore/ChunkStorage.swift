@@ -1,0 +1,72 @@
+import Foundation
+
+/// The memory of one arrival, from the moment libcurl hands it over until the writer has written
+/// it and no read needs it any more: then its buffer goes back to the pool and its room in the
+/// write budget is given back (`deinit`).
+///
+/// Why a pool: chunks are allocated on the fetch thread and freed on a writer lane, tens of
+/// thousands per GiB; through malloc that churn left the daemon's heap fragmented, so it kept
+/// about 25 MiB more than the budget allowed. Buffers come in four sizes (16 to 128 KiB, the
+/// largest chunk libcurl hands over with the default receive buffer), the budget counts their
+/// capacity, and the pool keeps at most the budget's worth of free buffers: live plus kept
+/// memory stays within twice the budget, whatever the pattern.
+final class ChunkStorage: @unchecked Sendable {
+    let base: UnsafeMutableRawPointer
+    let capacity: Int
+    private let queue: WriteQueue
+    private let transfer: Int
+
+    init(base: UnsafeMutableRawPointer, capacity: Int, queue: WriteQueue, transfer: Int) {
+        self.base = base
+        self.capacity = capacity
+        self.queue = queue
+        self.transfer = transfer
+    }
+
+    deinit {
+        queue.pool.give(base, capacity: capacity)
+        queue.release(Int64(capacity), transfer: transfer)
+    }
+}
+
+/// Free chunk buffers by size class. Thread-safe.
+final class ChunkPool: @unchecked Sendable {
+    static let classes = [16 << 10, 32 << 10, 64 << 10, 128 << 10]
+    private let lock = NSLock()
+    private var free: [Int: [UnsafeMutableRawPointer]] = [:]   // guarded by lock
+    private var freeBytes = 0   // guarded by lock
+    /// Most bytes of free buffers kept for reuse.
+    let keep: Int
+
+    init(keep: Int) { self.keep = keep }
+
+    deinit {
+        for list in free.values { for p in list { p.deallocate() } }
+    }
+
+    /// The capacity a chunk of `count` bytes takes: its size class, or exactly `count` above them.
+    static func capacity(for count: Int) -> Int { classes.first { $0 >= count } ?? count }
+
+    func take(capacity: Int) -> UnsafeMutableRawPointer {
+        lock.lock()
+        if let p = free[capacity]?.popLast() {
+            freeBytes -= capacity
+            lock.unlock()
+            return p
+        }
+        lock.unlock()
+        return .allocate(byteCount: capacity, alignment: 16)
+    }
+
+    func give(_ p: UnsafeMutableRawPointer, capacity: Int) {
+        lock.lock()
+        if Self.classes.contains(capacity), freeBytes + capacity <= keep {
+            free[capacity, default: []].append(p)
+            freeBytes += capacity
+            lock.unlock()
+            return
+        }
+        lock.unlock()
+        p.deallocate()
+    }
+}

@@ -1,0 +1,74 @@
+/// Bytes of one entry that arrived and wait for the writer. Guarded by the entry's shard lock.
+///
+/// Between arrival and the disk write such bytes are neither on disk nor ahead of their
+/// transfer's cursor, so a read planned meanwhile would otherwise wait for a transfer that
+/// already passed them. Reads count them as present and copy them from memory (the chunks are
+/// immutable views of a `ChunkStorage`; the writer reads them without the lock). Chunks never
+/// overlap each other or the entry's coverage, and all belong to the entry's current generation
+/// (a new generation drops them; their writer then records nothing).
+struct PendingBytes {
+    final class Chunk: @unchecked Sendable {
+        let range: Range<Int64>
+        private let storage: ChunkStorage
+        private let offset: Int
+
+        /// Bytes `offset ..< offset + range.length` of `storage`.
+        init(range: Range<Int64>, storage: ChunkStorage, offset: Int) {
+            self.range = range
+            self.storage = storage
+            self.offset = offset
+        }
+
+        var bytes: UnsafeRawBufferPointer {
+            UnsafeRawBufferPointer(start: storage.base + offset, count: Int(range.length))
+        }
+    }
+
+    /// Sorted by offset, disjoint.
+    private(set) var chunks: [Chunk] = []
+    private(set) var ranges = RangeSet()
+
+    var isEmpty: Bool { chunks.isEmpty }
+
+    mutating func add(_ chunk: Chunk) {
+        var lo = 0, hi = chunks.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if chunks[mid].range.lowerBound < chunk.range.lowerBound { lo = mid + 1 } else { hi = mid }
+        }
+        chunks.insert(chunk, at: lo)
+        _ = ranges.insert(chunk.range)
+    }
+
+    /// The writer is done with `chunk` (its bytes are on disk and in the coverage, or dropped).
+    mutating func remove(_ chunk: Chunk) {
+        guard let i = chunks.firstIndex(where: { $0 === chunk }) else { return }
+        chunks.remove(at: i)
+        _ = ranges.remove(chunk.range)
+    }
+
+    mutating func removeAll() {
+        chunks = []
+        ranges = RangeSet()
+    }
+
+    /// `cached` plus the pending bytes: what a read may count as present.
+    func adding(to cached: RangeSet) -> RangeSet {
+        guard !chunks.isEmpty else { return cached }
+        var all = cached
+        for r in ranges.ranges { _ = all.insert(r) }
+        return all
+    }
+
+    /// Copies of the pending bytes within `range`, in order.
+    func pieces(in range: Range<Int64>) -> [(Range<Int64>, [UInt8])] {
+        guard ranges.intersection(range).isEmpty == false else { return [] }
+        var out: [(Range<Int64>, [UInt8])] = []
+        for c in chunks where c.range.overlaps(range) {
+            let part = c.range.clamped(to: range)
+            let lo = Int(part.lowerBound - c.range.lowerBound), hi = Int(part.upperBound - c.range.lowerBound)
+            out.append((part, Array(UnsafeRawBufferPointer(rebasing: c.bytes[lo..<hi]))))
+        }
+        return out
+    }
+}

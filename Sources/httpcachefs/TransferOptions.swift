@@ -1,0 +1,54 @@
+import ArgumentParser
+import CacheCore
+import Fetcher
+import Settings
+
+/// What the fetcher may take from the origins, across all of them: `--max-connections` and
+/// `--bwlimit`. Part of `CacheOptions` (every subcommand), so `preload` and `cat` are held to the
+/// same limits as a mount; through a running daemon, the daemon's limits apply.
+struct TransferOptions: ParsableArguments {
+    @Option(name: .customLong("max-connections"),
+            help: ArgumentHelp("Most connections to origins at once, across all hosts; parallel streams and preloads share them (default: 16).", valueName: "n"))
+    var maxConnections: String?
+
+    @Option(name: .customLong("bwlimit"),
+            help: ArgumentHelp("Most bytes per second taken from origins, across all transfers, e.g. 10M or 500K (0: no limit, the default).", valueName: "rate"))
+    var bandwidthLimit: String?
+
+    init() {}
+
+    struct Resolved: Equatable {
+        var maxConnections = 16
+        /// 0: no limit.
+        var bytesPerSecond: Int64 = 0
+
+        /// A reader never asks for more parallel streams than there are connections.
+        func apply(to c: inout CacheConfiguration) {
+            c.maxStreams = min(c.maxStreams, maxConnections)
+        }
+
+        func apply(to c: inout FetcherConfiguration) {
+            c.maxTotalConnections = maxConnections
+            c.maxConnections = maxConnections
+            c.maxBytesPerSecond = bytesPerSecond
+        }
+    }
+
+    /// The values from the flags, else the config file (`pick` gives the text and how to name it).
+    func resolve(_ pick: (String?, String) -> (text: String, option: String)?) throws -> Resolved {
+        var r = Resolved()
+        if let v = pick(maxConnections, "max-connections") {
+            guard let n = Int(v.text.trimmingCharacters(in: .whitespaces)), (1...1024).contains(n) else {
+                throw UsageError("invalid connection count '\(v.text)' for \(v.option): expected a whole number from 1 to 1024")
+            }
+            r.maxConnections = n
+        }
+        if let v = pick(bandwidthLimit, "bwlimit") {
+            // "10M" and "10M/s" both mean 10 MiB per second.
+            var text = v.text.trimmingCharacters(in: .whitespaces)
+            if text.lowercased().hasSuffix("/s") { text.removeLast(2) }
+            r.bytesPerSecond = try ByteSize.parse(text, option: v.option)
+        }
+        return r
+    }
+}

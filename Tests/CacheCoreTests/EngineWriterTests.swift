@@ -1,0 +1,180 @@
+import XCTest
+@testable import CacheCore
+
+/// The writer off the fetch thread: arriving bytes wait in a bounded queue for the disk, a
+/// transfer whose share is queued pauses until the writer drained, and bytes waiting for the
+/// writer are served from memory. Each test holds the writer (`holdWrites`) to replay one exact
+/// moment between arrival and the disk write.
+final class EngineWriterTests: GatedEngineTestCase {
+    private let at: Int64 = 1 << 20
+    private let chunk: Int64 = 64 << 10
+
+    /// Starts a read of `count` bytes at `offset` and returns the transfer it started.
+    private func startRead(_ cache: CacheEngine, _ source: GatedSource, _ info: EntryInfo, offset: Int64, count: Int64,
+                           into box: ResultBox<[UInt8]>, _ answered: XCTestExpectation) throws -> GatedSource.Transfer {
+        let before = source.transfers.count
+        cache.makeReader(for: info).read(offset: offset, length: Int(count)) { box.set($0); answered.fulfill() }
+        XCTAssertEqual(source.transfers.count, before + 1, "the read started a transfer")
+        let transfer = try XCTUnwrap(source.transfers.last)
+        XCTAssertEqual(transfer.request.start, offset)
+        XCTAssertTrue(transfer.partial(length: length))
+        return transfer
+    }
+
+    func testATransferWhoseShareIsQueuedPausesAndTheDrainedWriterResumesIt() throws {
+        let source = GatedSource()
+        let cache = try engine(source, writeBudget: (total: 1 << 20, perTransfer: 2 * chunk))
+        defer { cache.shutdown() }
+        let info = try open(cache, source)
+        cache.core.writes.holdWrites()
+        let box = ResultBox<[UInt8]>(), answered = expectation(description: "read")
+        let t = try startRead(cache, source, info, offset: at, count: 4 * chunk, into: box, answered)
+
+        XCTAssertEqual(t.offer(bytes(at, chunk)), .proceed)
+        XCTAssertEqual(t.offer(bytes(at + chunk, chunk)), .proceed)
+        XCTAssertEqual(t.offer(bytes(at + 2 * chunk, chunk)), .pause, "its share waits for the disk: it pauses")
+        XCTAssertEqual(cache.core.writes.usage.reserved, 2 * chunk, "the paused chunk took no room")
+        XCTAssertEqual(t.resumeCount, 0)
+
+        cache.core.writes.releaseWrites()
+        cache.core.writes.waitIdle()
+        XCTAssertEqual(t.resumeCount, 1, "the writer drained and resumed it")
+        XCTAssertEqual(t.offer(bytes(at + 2 * chunk, chunk)), .proceed, "the same bytes are taken now")
+        _ = t.offer(bytes(at + 3 * chunk, chunk))
+        wait(for: [answered], timeout: 5)
+        XCTAssertEqual(try box.get(), Array(bytes(at, 4 * chunk)))
+        t.finish()
+        cache.core.writes.waitIdle()
+        XCTAssertEqual(cache.status(url: url)?.cachedRanges, [0..<(256 << 10), at..<(at + 4 * chunk)])
+        XCTAssertEqual(cache.core.writes.usage.reserved, 0)
+    }
+
+    func testAReadPlannedWhileBytesWaitForTheWriterIsAnsweredFromThemWithoutAnotherRequest() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { cache.shutdown() }
+        let info = try open(cache, source)
+        cache.core.writes.holdWrites()
+        let first = ResultBox<[UInt8]>(), firstAnswered = expectation(description: "first read")
+        let t = try startRead(cache, source, info, offset: at, count: 4 * chunk, into: first, firstAnswered)
+        for i in 0..<4 { _ = t.offer(bytes(at + Int64(i) * chunk, chunk)) }
+        wait(for: [firstAnswered], timeout: 5)
+        // The bytes are neither on disk nor ahead of the transfer, which has passed them.
+        XCTAssertEqual(cache.status(url: url)?.cachedRanges, [0..<(256 << 10)])
+
+        let transfers = source.transfers.count
+        let second = ResultBox<[UInt8]>(), secondAnswered = expectation(description: "second read")
+        cache.makeReader(for: info).read(offset: at + chunk, length: Int(2 * chunk)) { second.set($0); secondAnswered.fulfill() }
+        wait(for: [secondAnswered], timeout: 5)
+        XCTAssertEqual(try second.get(), Array(bytes(at + chunk, 2 * chunk)), "answered from the pending bytes")
+        XCTAssertEqual(source.transfers.count, transfers, "no request for bytes that already arrived")
+
+        // Half pending, half beyond what was asked: the read waits only for the missing half.
+        let third = ResultBox<[UInt8]>(), thirdAnswered = expectation(description: "third read")
+        let ahead = expectation(description: "read ahead")
+        let t2 = try startRead(cache, source, info, offset: at + 4 * chunk, count: chunk, into: ResultBox<[UInt8]>(), ahead)
+        cache.makeReader(for: info).read(offset: at + 3 * chunk, length: Int(2 * chunk)) { third.set($0); thirdAnswered.fulfill() }
+        XCTAssertEqual(source.transfers.count, transfers + 1, "it joins the running transfer")
+        _ = t2.offer(bytes(at + 4 * chunk, chunk))
+        wait(for: [thirdAnswered, ahead], timeout: 5)
+        XCTAssertEqual(try third.get(), Array(bytes(at + 3 * chunk, 2 * chunk)))
+
+        cache.core.writes.releaseWrites()
+        t.finish()
+        t2.finish()
+        cache.core.writes.waitIdle()
+        XCTAssertEqual(cache.status(url: url)?.cachedRanges, [0..<(256 << 10), at..<(at + 5 * chunk)],
+                       "recorded once written")
+        cache.core.index.flush()
+        let rows = try cache.core.index.extents(entryID: cache.core.entryID(url: url)!, generation: info.generation)
+        var indexed = RangeSet()
+        for r in rows { indexed.insert(r.start..<r.end) }
+        XCTAssertEqual(indexed.ranges, [0..<(256 << 10), at..<(at + 5 * chunk)], "the index agrees")
+    }
+
+    func testAReadWaitingForArrivingBytesIsAnsweredOnTheFetchThreadBeforeTheyAreWritten() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { cache.shutdown() }
+        let info = try open(cache, source)
+        cache.core.writes.holdWrites()
+        let box = ResultBox<[UInt8]>(), answered = expectation(description: "read")
+        let t = try startRead(cache, source, info, offset: at, count: chunk, into: box, answered)
+        XCTAssertThrowsError(try box.get(), "nothing arrived yet")
+        _ = t.offer(bytes(at, chunk))
+        XCTAssertEqual(try box.get(), Array(bytes(at, chunk)), "answered within the offer, from the arriving bytes")
+        wait(for: [answered], timeout: 5)
+        XCTAssertEqual(cache.status(url: url)?.cachedRanges, [0..<(256 << 10)], "while nothing was written yet")
+        cache.core.writes.releaseWrites()
+        t.finish()
+        cache.core.writes.waitIdle()
+        XCTAssertEqual(cache.status(url: url)?.cachedRanges, [0..<(256 << 10), at..<(at + chunk)])
+    }
+
+    func testAnEntryRemovedWhileItsBytesWaitForTheWriterGainsNothingAndLeavesNoFiles() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { cache.shutdown() }
+        let info = try open(cache, source)
+        cache.core.writes.holdWrites()
+        let box = ResultBox<[UInt8]>(), answered = expectation(description: "read")
+        // In another slice than the probe's bytes: the writer would create its file.
+        let t = try startRead(cache, source, info, offset: 2 * at, count: chunk, into: box, answered)
+        XCTAssertEqual(t.offer(bytes(2 * at, chunk)), .stop, "the read's range arrived")
+        wait(for: [answered], timeout: 5)
+        XCTAssertEqual(try box.get(), Array(bytes(2 * at, chunk)))
+
+        try cache.remove(url: url)
+        cache.core.writes.releaseWrites()
+        t.finish()
+        cache.core.writes.waitIdle()
+        XCTAssertEqual(cache.usage.bytes, 0, "a removed entry gains no bytes")
+        XCTAssertEqual(sliceFiles(), [], "the writer left no file behind")
+        XCTAssertNil(cache.status(url: url))
+        XCTAssertEqual(cache.core.writes.usage.reserved, 0, "its room was given back")
+    }
+
+    func testTheWriteBudgetHoldsAcrossTransfersAndEveryPausedOneResumes() throws {
+        let source = GatedSource()
+        let budget: Int64 = 4 * chunk
+        let cache = try engine(source, writeBudget: (total: budget, perTransfer: 2 * chunk))
+        defer { cache.shutdown() }
+        let info = try open(cache, source)
+        cache.core.writes.holdWrites()
+        var transfers: [(GatedSource.Transfer, Int64)] = []
+        for i in 0..<4 {
+            let offset = at + Int64(i) * (512 << 10)
+            transfers.append((try startRead(cache, source, info, offset: offset, count: 4 * chunk, into: ResultBox<[UInt8]>(),
+                                            expectation(description: "read \(i)")), offset))
+        }
+        var paused: [GatedSource.Transfer] = []
+        var next = [Int64](repeating: 0, count: transfers.count)
+        for (i, (t, offset)) in transfers.enumerated() {
+            while next[i] < 4, t.offer(bytes(offset + next[i] * chunk, chunk)) == .proceed { next[i] += 1 }
+            if next[i] < 4 { paused.append(t) }
+        }
+        XCTAssertEqual(next.reduce(0, +) * chunk, budget, "exactly the budget was taken")
+        XCTAssertLessThanOrEqual(cache.core.writes.usage.peak, budget, "never more queued than the budget")
+        XCTAssertEqual(paused.count, 4, "every transfer ends up paused")
+        XCTAssertEqual(cache.core.writes.usage.paused, 4)
+
+        cache.core.writes.releaseWrites()
+        cache.core.writes.waitIdle()
+        XCTAssertEqual(paused.map(\.resumeCount), [1, 1, 1, 1], "every paused transfer was resumed")
+        // The rest flows: each transfer delivers the remainder of its read.
+        for (i, (t, offset)) in transfers.enumerated() {
+            while next[i] < 4 {
+                if t.offer(bytes(offset + next[i] * chunk, chunk)) == .pause {
+                    cache.core.writes.waitIdle()
+                    continue
+                }
+                next[i] += 1
+            }
+            t.finish()
+        }
+        waitForExpectations(timeout: 5)
+        cache.core.writes.waitIdle()
+        XCTAssertLessThanOrEqual(cache.core.writes.usage.peak, budget)
+        XCTAssertEqual(cache.usage.bytes, (256 << 10) + 4 * 4 * chunk)
+    }
+}

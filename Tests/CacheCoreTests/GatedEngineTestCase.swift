@@ -1,0 +1,47 @@
+import XCTest
+@testable import CacheCore
+
+/// An engine over a `GatedSource` with a 4 MiB file in 1 MiB slices, for tests that replay one
+/// exact interleaving of transfers, readers, the writer and maintenance.
+class GatedEngineTestCase: XCTestCase {
+    var dir: String!
+    let url = "http://origin.test/live/index.m3u8"
+    let length: Int64 = 4 << 20
+    lazy var data = randomBytes(Int(length), seed: 42)
+
+    override func setUp() { dir = NSTemporaryDirectory() + "httpcachefs-gated-\(UUID().uuidString)" }
+    override func tearDown() { try? FileManager.default.removeItem(atPath: dir) }
+
+    func engine(_ source: GatedSource, capacity: Int64 = 1 << 30,
+                writeBudget: (total: Int64, perTransfer: Int64)? = nil) throws -> CacheEngine {
+        var configuration = CacheConfiguration(directory: dir, capacity: capacity, freeSpaceFloor: 0,
+                                               sliceSize: 1 << 20, readTimeout: 10, initialReadAhead: 0)
+        if let writeBudget {
+            configuration.writeBudget = writeBudget.total
+            configuration.writeBudgetPerTransfer = writeBudget.perTransfer
+        }
+        return try CacheEngine(configuration: configuration, source: source)
+    }
+
+    /// Opens the file: the probe transfer delivers the first 256 KiB, and the writer writes them.
+    func open(_ cache: CacheEngine, _ source: GatedSource) throws -> EntryInfo {
+        let opened = expectation(description: "open")
+        let box = ResultBox<EntryInfo>()
+        cache.open(url: url) { box.set($0); opened.fulfill() }
+        let probe = try XCTUnwrap(source.transfers.last)
+        probe.partial(length: length)
+        probe.send(data[Int(probe.request.start)..<Int(probe.request.end!)])
+        probe.finish()
+        wait(for: [opened], timeout: 5)
+        cache.core.writes.waitIdle()
+        return try box.get()
+    }
+
+    func sliceFiles() -> [String] {
+        let root = dir + "/data"
+        return ((try? FileManager.default.subpathsOfDirectory(atPath: root)) ?? []).filter { $0.hasSuffix(".slice") }
+    }
+
+    /// `data[from ..< from + count]`.
+    func bytes(_ from: Int64, _ count: Int64) -> ArraySlice<UInt8> { data[Int(from)..<Int(from + count)] }
+}
