@@ -110,7 +110,7 @@ struct StatusCommand: AsyncParsableCommand {
             let t = doc.totals
             let ratio = doc.cache.hitRatio.map { String(format: "%.1f%%", $0 * 100) } ?? "-"
             rows.append(["  served:", "\(Format.bytes(t.servedFromCache)) from cache, \(Format.bytes(t.servedFromOrigin)) from origin, hit ratio \(ratio), \(doc.errors.count) recent errors"])
-            rows.append(["  fetching:", doc.fetches.isEmpty ? "nothing" : "\(doc.fetches.count) transfers"])
+            rows.append(["  fetching:", doc.fetches.isEmpty ? "nothing" : "\(doc.fetches.count) transfer\(doc.fetches.count == 1 ? "" : "s")"])
         }
         if let note = r.note { rows.append(["  note:", note]) }
         lines.append(Format.table(rows))
