@@ -72,6 +72,8 @@ tr.detail dd { margin:0; word-break:break-all; }
   .bar { min-width:90px; }
   th.cov { width:auto; }
   th, td { padding:4px 5px; }
+  /* A URL or cause in full over several lines, rather than a table wider than the phone. */
+  #fetches td.name, #errors td { white-space:normal; word-break:break-all; max-width:none; }
 }
 </style>
 </head>
@@ -92,7 +94,7 @@ tr.detail dd { margin:0; word-break:break-all; }
 </tr></thead>
 <tbody></tbody></table></div>
 <h2>Fetches in flight</h2>
-<div class="scroll"><table id="fetches"><thead><tr><th class="name">URL</th><th>Range</th><th class="num">Received</th><th class="num">Rate</th><th class="num">Age</th></tr></thead><tbody></tbody></table></div>
+<div class="scroll"><table id="fetches"><thead><tr><th class="name">URL</th><th>Range</th><th class="num wide">Received</th><th class="num">Rate</th><th class="num wide">Age</th></tr></thead><tbody></tbody></table></div>
 <h2>Doors</h2>
 <div class="scroll"><table id="doors"><thead><tr><th>Kind</th><th>Where</th><th>Bind</th><th>Token required</th></tr></thead><tbody></tbody></table></div>
 <h2>Recent errors</h2>
@@ -199,6 +201,11 @@ function fill(id, rows, empty) {
   if (!rows.length) body.append(el("tr", {}, el("td", {colspan: String(heads.length), class: "muted", text: empty})));
   $(id + " tbody").replaceWith(body);
 }
+// The cause without what its row shows already: the URL at its end, a status it names itself.
+function cause(e) {
+  let c = e.cause.endsWith(": " + e.url) ? e.cause.slice(0, -(e.url.length + 2)) : e.cause;
+  return e.status && !c.includes("HTTP " + e.status) ? "HTTP " + e.status + ": " + c : c;
+}
 function draw(doc) {
   if (!doc) return;
   const c = doc.cache, t = doc.totals;
@@ -216,7 +223,7 @@ function draw(doc) {
   drawFiles(doc);
   fill("#fetches", doc.fetches.map(f => [f.url, range(f.start, f.end == null ? -1 : f.end - 1), bytes(f.bytes), bytes(f.bytesPerSecond) + "/s", duration(f.ageSeconds)]), "Nothing is being fetched.");
   fill("#doors", doc.doors.map(d => d.kind === "mount" ? ["mount", d.mountpoint, "", ""] : ["proxy", "port " + d.port, d.bindAddress, d.tokenRequired ? "yes" : "no"]), "No mount or proxy.");
-  fill("#errors", doc.errors.map(e => [new Date(e.time).toLocaleString(), e.url, e.start == null ? "open" : range(e.start, e.end), (e.status ? "HTTP " + e.status + ": " : "") + e.cause]), "No errors.");
+  fill("#errors", doc.errors.map(e => [new Date(e.time).toLocaleString(), e.url, e.start == null ? "open" : range(e.start, e.end), cause(e)]), "No errors.");
 }
 async function refresh() {
   try {

@@ -147,6 +147,7 @@ final class StatusEndpointTests: XCTestCase {
         let h = try harness()
         defer { h.shutdown() }
         try cachePartly(h)
+        XCTAssertEqual(try h.get(h.path("/missing.mp4")).status, 404)   // a recent error
         h.origin.setFile("/c.mp4", data: testBytes(Self.length, seed: 3))
         XCTAssertEqual(try h.get(h.path("/c.mp4"), [("Range", "bytes=0-0")]).status, 206)   // its length is known (and 256 KiB cached)
         h.origin.setFaults("/c.mp4", Faults(bytesPerSecond: 100))
@@ -190,6 +191,17 @@ final class StatusEndpointTests: XCTestCase {
         if fetches.rows.count != 1 { failures.append("fetches table: \(fetches.rows.count) rows, expected 1") }
         for row in fetches.rows where row != fetches.header {
             failures.append("fetches table: cell classes \(row) under headers \(fetches.header)")
+        }
+        // The error's row says its URL and its status once each (the cause names both too).
+        if let start = dom.range(of: "<table id=\"errors\""), let end = dom.range(of: "</table>", range: start.upperBound..<dom.endIndex) {
+            let errors = String(dom[start.upperBound..<end.lowerBound])   // text only: a tooltip repeats the URL
+                .replacingOccurrences(of: #" title="[^"]*""#, with: "", options: .regularExpression)
+            let missing = h.origin.url("/missing.mp4")
+            if errors.components(separatedBy: missing).count != 2 || errors.components(separatedBy: "404").count != 2 {
+                failures.append("errors table: the URL or the status repeated: \(errors)")
+            }
+        } else {
+            failures.append("no errors table")
         }
         if !failures.isEmpty {
             let shot = NSTemporaryDirectory() + "httpcachefs-status-page-failure.png"
