@@ -85,3 +85,25 @@ extension CLITests {
         XCTAssertTrue(text.contains(" 1000000-1000999 "), text)
     }
 }
+
+extension CLITests {
+    /// A cache of many files (an HLS stream is a file per segment) makes a status document of
+    /// several MiB: `status` still reads it whole.
+    func testStatusReadsTheDocumentOfACacheWithManyFiles() throws {
+        origin.setGeneratedFile("/seg.ts", length: 10, seed: 11)
+        let pad = String(repeating: "p", count: 600)
+        let urls = (0..<1000).map { origin.url("/seg.ts?pad=\(pad)&n=\($0)") }   // 1000 cache keys
+        XCTAssertEqual(try run(["preload"] + urls).status, 0)
+        let daemon = try start(["proxy", "--proxy-port", "0"])
+        defer { daemon.terminate(); daemon.waitUntilExit() }
+        try waitUntil("the proxy wrote its runtime file") { FileManager.default.fileExists(atPath: cacheDir + "/proxy.json") }
+
+        let json = try run(["status", "--json"], cacheDirectory: nil)
+        XCTAssertEqual(json.status, 0, json.stderr)
+        XCTAssertGreaterThan(json.stdout.count, 1 << 20, "the document is bigger than the old 1 MiB read limit")
+        let daemons = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(json.stdout)) as? [[String: Any]])
+        let mine = try XCTUnwrap(daemons.first { ($0["pid"] as? Int) == Int(daemon.processIdentifier) })
+        XCTAssertNil(mine["note"], "\(mine["note"] ?? "")")
+        XCTAssertEqual(((mine["status"] as? [String: Any])?["files"] as? [Any])?.count, 1000)
+    }
+}
