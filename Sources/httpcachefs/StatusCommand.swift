@@ -12,8 +12,8 @@ struct StatusCommand: AsyncParsableCommand {
         discussion: """
             Finds every process on this machine that holds an httpcachefs cache directory open \
             (mount or proxy) and asks its proxy for its status document (the same as \
-            /.httpcachefs/status.json). A daemon without a proxy is described from its cache index: \
-            cache use only. --json prints one JSON array with an object per daemon.
+            /.httpcachefs/status.json). A daemon without a proxy is described from its cache index \
+            and its command line: cache use and its mount. --json prints one JSON array with an object per daemon.
             """
     )
 
