@@ -52,7 +52,11 @@ fi
 
 mkdir -p "$mountpoint"
 # shellcheck disable=SC2086  # HTTPCACHEFS_OPTS holds several words
-"$bin/httpcachefs" mount "$mountpoint" "$@" --cache-dir "$cache" ${HTTPCACHEFS_OPTS:-}
+if ! "$bin/httpcachefs" mount "$mountpoint" "$@" --cache-dir "$cache" ${HTTPCACHEFS_OPTS:-}; then
+    # The error names httpcachefs's options; through this script they go in HTTPCACHEFS_OPTS.
+    echo "try-it.sh: more mount options go in HTTPCACHEFS_OPTS, e.g. HTTPCACHEFS_OPTS='--proxy-port 0' $0${1:+ ...}" >&2
+    exit 1
+fi
 trap - EXIT
 echo "mounted at $mountpoint:"
 ls -l "$mountpoint"

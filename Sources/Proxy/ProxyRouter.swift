@@ -69,7 +69,9 @@ public struct ProxyRouter: Sendable {
         // status document, only requests addressed to this machine by address or local name are
         // served.
         if configuration.token == nil || path == Self.statusPath, let host, !hostIsLocal(host) {
-            return .reject(status: 403, message: "Host '\(host)' is not this machine: use 127.0.0.1 or localhost (or run with --token)")
+            // A proxy that has a token sends a LAN client to it, not to an option it already has.
+            let remedy = configuration.token?.isEmpty == false ? "or this proxy's token: /t/TOKEN\(path)" : "(or run with --token)"
+            return .reject(status: 403, message: "Host '\(host)' is not this machine: use 127.0.0.1 or localhost \(remedy)")
         }
         if path == Self.statusPath { return .status(tokenPresented: false) }
         if configuration.token?.isEmpty ?? true, let own = ownPage(path, prefix: "", tokenPresented: false, query: path != target) { return own }

@@ -35,10 +35,10 @@ header h1 { font-size:18px; margin:0; }
 header .meta { color:var(--muted); }
 main { padding:8px 16px 24px; max-width:1400px; }
 h2 { font-size:15px; margin:18px 0 6px; }
-.cards { display:grid; grid-template-columns:repeat(auto-fill, minmax(150px, 1fr)); gap:8px; }
+.cards { display:grid; grid-template-columns:repeat(auto-fit, minmax(140px, 1fr)); gap:8px; }
 .card { background:var(--panel); border-radius:6px; padding:8px 10px; }
 .card .k { color:var(--muted); font-size:12px; }
-.card .v { font-size:17px; font-variant-numeric:tabular-nums; }
+.card .v { font-size:17px; font-variant-numeric:tabular-nums; white-space:nowrap; }
 .usebar { position:relative; height:10px; background:var(--empty); border-radius:3px; margin-top:6px; overflow:hidden; }
 .usebar .used { position:absolute; left:0; top:0; bottom:0; background:var(--cached); }
 .scroll { overflow-x:auto; }
@@ -50,6 +50,7 @@ th.sorted::after { content:" \25BE"; }
 th.sorted.asc::after { content:" \25B4"; }
 td.num, th.num { text-align:right; }
 td.name { max-width:420px; overflow:hidden; text-overflow:ellipsis; }
+th.name { text-align:left; }
 td.name a { color:inherit; }
 th.cov { width:45%; }
 .bar { position:relative; height:14px; min-width:160px; width:100%; background:var(--empty); border-radius:3px; overflow:hidden; }
@@ -71,6 +72,8 @@ tr.detail dd { margin:0; word-break:break-all; }
   .bar { min-width:90px; }
   th.cov { width:auto; }
   th, td { padding:4px 5px; }
+  /* A URL or cause in full over several lines, rather than a table wider than the phone. */
+  #fetches td.name, #errors td { white-space:normal; word-break:break-all; max-width:none; }
 }
 </style>
 </head>
@@ -91,11 +94,11 @@ tr.detail dd { margin:0; word-break:break-all; }
 </tr></thead>
 <tbody></tbody></table></div>
 <h2>Fetches in flight</h2>
-<div class="scroll"><table id="fetches"><thead><tr><th>URL</th><th>Range</th><th class="num">Received</th><th class="num">Rate</th><th class="num">Age</th></tr></thead><tbody></tbody></table></div>
+<div class="scroll"><table id="fetches"><thead><tr><th class="name">URL</th><th>Range</th><th class="num wide">Received</th><th class="num">Rate</th><th class="num wide">Age</th></tr></thead><tbody></tbody></table></div>
 <h2>Doors</h2>
 <div class="scroll"><table id="doors"><thead><tr><th>Kind</th><th>Where</th><th>Bind</th><th>Token required</th></tr></thead><tbody></tbody></table></div>
 <h2>Recent errors</h2>
-<div class="scroll"><table id="errors"><thead><tr><th>Time</th><th>URL</th><th>Range</th><th>Status / cause</th></tr></thead><tbody></tbody></table></div>
+<div class="scroll"><table id="errors"><thead><tr><th>Time</th><th class="name">URL</th><th>Range</th><th>Status / cause</th></tr></thead><tbody></tbody></table></div>
 </main>
 <script>
 "use strict";
@@ -184,11 +187,24 @@ function drawFiles(doc) {
     th.classList.toggle("asc", th.dataset.key === sortKey && sortAsc);
   }
 }
-function fill(id, rows, empty, cols) {
+// Each cell takes its column header's class (num: right-aligned under a right-aligned header;
+// name: cut with an ellipsis, whole in its tooltip).
+function fill(id, rows, empty) {
+  const heads = [...document.querySelectorAll(id + " thead th")];
   const body = el("tbody");
-  for (const r of rows) body.append(el("tr", {}, ...r.map(c => c instanceof Node ? el("td", {}, c) : el("td", {text: String(c)}))));
-  if (!rows.length) body.append(el("tr", {}, el("td", {colspan: String(cols), class: "muted", text: empty})));
+  for (const r of rows) body.append(el("tr", {}, ...r.map((c, i) => {
+    const cls = heads[i] ? heads[i].className : "";
+    const td = el("td", cls ? {class: cls} : {});
+    if (c instanceof Node) td.append(c); else { td.textContent = String(c); if (cls === "name") td.title = String(c); }
+    return td;
+  })));
+  if (!rows.length) body.append(el("tr", {}, el("td", {colspan: String(heads.length), class: "muted", text: empty})));
   $(id + " tbody").replaceWith(body);
+}
+// The cause without what its row shows already: the URL at its end, a status it names itself.
+function cause(e) {
+  let c = e.cause.endsWith(": " + e.url) ? e.cause.slice(0, -(e.url.length + 2)) : e.cause;
+  return e.status && !c.includes("HTTP " + e.status) ? "HTTP " + e.status + ": " + c : c;
 }
 function draw(doc) {
   if (!doc) return;
@@ -196,8 +212,8 @@ function draw(doc) {
   $("#meta").textContent = "version " + doc.version + " · pid " + doc.pid + " · up " + duration(doc.uptimeSeconds) + (c.directory ? " · " + c.directory : "");
   const use = el("div", {class: "usebar"}, el("div", {class: "used", style: "width:" + Math.min(100, 100 * c.usedBytes / Math.max(1, c.capacityBytes)) + "%"}));
   $("#cards").replaceChildren(
-    card("Cached / cap", bytes(c.usedBytes) + " / " + bytes(c.capacityBytes), use),
-    card("Free space (floor)", bytes(c.filesystemFreeBytes) + " (" + bytes(c.freeFloorBytes) + ")"),
+    card("Cached, cap " + bytes(c.capacityBytes), bytes(c.usedBytes), use),
+    card("Free space, floor " + bytes(c.freeFloorBytes), bytes(c.filesystemFreeBytes)),
     card("Files · slices", c.files + " · " + c.slices),
     card("Hit ratio", c.hitRatio == null ? "–" : (100 * c.hitRatio).toFixed(1) + " %"),
     card("Served from cache", bytes(t.servedFromCache)),
@@ -205,9 +221,9 @@ function draw(doc) {
     card("Origin bytes", bytes(t.originBytes)),
     card("Fetches in flight", String(doc.fetches.length)));
   drawFiles(doc);
-  fill("#fetches", doc.fetches.map(f => [f.url, range(f.start, f.end == null ? -1 : f.end - 1), bytes(f.bytes), bytes(f.bytesPerSecond) + "/s", duration(f.ageSeconds)]), "Nothing is being fetched.", 5);
-  fill("#doors", doc.doors.map(d => d.kind === "mount" ? ["mount", d.mountpoint, "", ""] : ["proxy", "port " + d.port, d.bindAddress, d.tokenRequired ? "yes" : "no"]), "No mount or proxy.", 4);
-  fill("#errors", doc.errors.map(e => [new Date(e.time).toLocaleString(), e.url, e.start == null ? "open" : range(e.start, e.end), (e.status ? "HTTP " + e.status + ": " : "") + e.cause]), "No errors.", 4);
+  fill("#fetches", doc.fetches.map(f => [f.url, range(f.start, f.end == null ? -1 : f.end - 1), bytes(f.bytes), bytes(f.bytesPerSecond) + "/s", duration(f.ageSeconds)]), "Nothing is being fetched.");
+  fill("#doors", doc.doors.map(d => d.kind === "mount" ? ["mount", d.mountpoint, "", ""] : ["proxy", "port " + d.port, d.bindAddress, d.tokenRequired ? "yes" : "no"]), "No mount or proxy.");
+  fill("#errors", doc.errors.map(e => [new Date(e.time).toLocaleString(), e.url, e.start == null ? "open" : range(e.start, e.end), cause(e)]), "No errors.");
 }
 async function refresh() {
   try {

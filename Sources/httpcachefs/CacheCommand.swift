@@ -25,7 +25,7 @@ extension CacheCommand {
     }
 
     /// Runs `body` with what the cache holds: the cache itself, or, while a daemon holds it, a
-    /// read-only snapshot of its index (which `ls` and `info` need no more than).
+    /// read-only snapshot of its index with the daemon's live figures (`DaemonListing`).
     static func withListing<T>(_ options: CacheOptions, name: String,
                                _ body: @escaping (CacheListing) throws -> T) async throws -> T {
         try await runReportingErrors {
@@ -35,7 +35,9 @@ extension CacheCommand {
                     defer { engine.shutdown() }
                     return try body(engine)
                 } catch CacheError.locked {
-                    return try body(CacheSnapshot(configuration: try options.configuration()))
+                    let configuration = try options.configuration()
+                    return try body(DaemonListing(snapshot: try CacheSnapshot(configuration: configuration),
+                                                  document: DaemonListing.liveDocument(cacheDirectory: configuration.directory)))
                 }
             }
         }
@@ -201,7 +203,7 @@ extension CacheCommand {
     }
 }
 
-/// What `cache ls` and `cache info` read: the open cache, or a snapshot of a daemon's index.
+/// What `cache ls` and `cache info` read: the open cache, or a daemon's (`DaemonListing`).
 protocol CacheListing {
     var configuration: CacheConfiguration { get }
     var usage: CacheUsage { get }
@@ -210,4 +212,3 @@ protocol CacheListing {
 }
 
 extension CacheEngine: CacheListing {}
-extension CacheSnapshot: CacheListing {}

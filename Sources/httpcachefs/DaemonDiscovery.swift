@@ -22,6 +22,9 @@ struct DaemonDiscovery {
         var uptimeSeconds: Double?
         /// Its proxy, if it runs one and wrote the runtime file.
         var proxy: ProxyStatus?
+        /// The httpcachefs mount its command line names, if it is mounted: what a daemon without
+        /// a proxy (no status document) can still tell about its mounts.
+        var mountpoints: [String] = []
     }
 
     /// `procRoot` is `/proc` except in tests.
@@ -40,16 +43,51 @@ struct DaemonDiscovery {
                 guard !seen.contains(directory), fm.fileExists(atPath: directory + "/index.sqlite") else { continue }
                 seen.insert(directory)
                 let proxy = ProxyStatus.readRuntimeFile(cacheDirectory: directory).flatMap { $0.pid == pid ? $0 : nil }
-                found.append(Daemon(pid: pid, cacheDirectory: directory, command: commandLine(procRoot, name),
-                                    uptimeSeconds: uptime(procRoot, name), proxy: proxy))
+                let arguments = commandLine(procRoot, name)
+                let mounts = (try? String(contentsOfFile: "\(procRoot)/\(name)/mounts", encoding: .utf8)) ?? ""
+                let cwd = try? fm.destinationOfSymbolicLink(atPath: "\(procRoot)/\(name)/cwd")
+                found.append(Daemon(pid: pid, cacheDirectory: directory, command: arguments.joined(separator: " "),
+                                    uptimeSeconds: uptime(procRoot, name), proxy: proxy,
+                                    mountpoints: mountpoints(arguments: arguments, cwd: cwd, mounts: mounts)))
             }
         }
         return found.sorted { $0.pid < $1.pid }
     }
 
-    private static func commandLine(_ root: String, _ pid: String) -> String {
-        guard let data = FileManager.default.contents(atPath: "\(root)/\(pid)/cmdline") else { return "?" }
-        return data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }.joined(separator: " ")
+    private static func commandLine(_ root: String, _ pid: String) -> [String] {
+        guard let data = FileManager.default.contents(atPath: "\(root)/\(pid)/cmdline") else { return ["?"] }
+        return data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The mountpoint of a `mount` command line (made absolute against the process's working
+    /// directory), if `mounts` (its `/proc/PID/mounts`) lists a FUSE mount there.
+    static func mountpoints(arguments: [String], cwd: String?, mounts: String) -> [String] {
+        guard let at = arguments.dropFirst().firstIndex(of: "mount"),
+              let command = try? MountCommand.parse(Array(arguments[(at + 1)...])) else { return [] }
+        var path = command.mountpoint
+        if !path.hasPrefix("/"), let cwd { path = cwd + "/" + path }
+        path = (path as NSString).standardizingPath
+        let mounted = mounts.split(separator: "\n").contains { line in
+            let fields = line.split(separator: " ")
+            return fields.count > 2 && fields[2].hasPrefix("fuse") && unescapeMountField(fields[1]) == path
+        }
+        return mounted ? [path] : []
+    }
+
+    /// `/proc/mounts` writes space, tab, newline and backslash as `\040`-style octal escapes.
+    static func unescapeMountField(_ field: Substring) -> String {
+        var bytes: [UInt8] = []
+        var u = Array(field.utf8)[...]
+        while let b = u.first {
+            if b == UInt8(ascii: "\\"), u.count >= 4, let v = UInt8(String(decoding: u.dropFirst().prefix(3), as: UTF8.self), radix: 8) {
+                bytes.append(v)
+                u = u.dropFirst(4)
+            } else {
+                bytes.append(b)
+                u = u.dropFirst()
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// Seconds since the process started: field 22 of `/proc/PID/stat` (clock ticks after boot)

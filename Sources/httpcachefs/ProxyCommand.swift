@@ -13,7 +13,7 @@ struct ProxyOptions: ParsableArguments {
     var port: Int = ProxyConfiguration.defaultPort
 
     @Option(name: .customLong("bind"),
-            help: ArgumentHelp("Address the proxy listens on (default: 127.0.0.1). Anything but loopback requires a token: --token, else one is generated and printed.", valueName: "address"))
+            help: ArgumentHelp("Address the proxy listens on. Anything but loopback requires a token: --token, else one is generated and printed.", valueName: "address"))
     var bindAddress: String = "127.0.0.1"
 
     @Option(name: .customLong("token"),

@@ -12,12 +12,12 @@ struct StatusCommand: AsyncParsableCommand {
         discussion: """
             Finds every process on this machine that holds an httpcachefs cache directory open \
             (mount or proxy) and asks its proxy for its status document (the same as \
-            /.httpcachefs/status.json). A daemon without a proxy is described from its cache index: \
-            cache use only. --json prints one JSON array with an object per daemon.
+            /.httpcachefs/status.json). A daemon without a proxy is described from its cache index \
+            and its command line: cache use and its mount. --json prints one JSON array with an object per daemon.
             """
     )
 
-    @Flag(help: "Print JSON: one object per daemon (pid, command, cacheDirectory, uptimeSeconds, proxy, status).")
+    @Flag(help: "Print JSON: one object per daemon (pid, command, cacheDirectory, uptimeSeconds, proxy, status; without a status document: cache, mounts, note).")
     var json = false
 
     func run() async throws {
@@ -57,6 +57,8 @@ struct StatusCommand: AsyncParsableCommand {
         var cache: CacheSummary?
         /// Why there is no status document.
         var note: String?
+        /// Without a status document: the mount its command line names, if mounted.
+        var mounts: [String]?
 
         init(_ d: DaemonDiscovery.Daemon) {
             pid = d.pid
@@ -64,7 +66,8 @@ struct StatusCommand: AsyncParsableCommand {
             cacheDirectory = d.cacheDirectory
             uptimeSeconds = d.uptimeSeconds
             guard let p = d.proxy else {
-                note = "no proxy: mounts and fetches in flight are not known; cache use from the index"
+                note = "no proxy: fetches in flight are not known; cache use from the index"
+                mounts = d.mountpoints
                 cache = Self.fromIndex(d.cacheDirectory)
                 return
             }
@@ -75,6 +78,7 @@ struct StatusCommand: AsyncParsableCommand {
                 uptimeSeconds = document.uptimeSeconds
             } else {
                 note = "its proxy at \(p.localBase) did not answer with a status document"
+                mounts = d.mountpoints
                 cache = Self.fromIndex(d.cacheDirectory)
             }
         }
@@ -103,6 +107,7 @@ struct StatusCommand: AsyncParsableCommand {
         } else if let proxy = r.proxy {
             rows.append(["  proxy:", proxy])
         }
+        for mount in r.mounts ?? [] { rows.append(["  mount:", mount]) }
         if let c = r.status?.cache ?? r.cache {
             rows.append(["  used:", "\(Format.bytes(c.usedBytes)) of \(Format.bytes(c.capacityBytes)) (\(Format.percent(c.usedBytes, of: c.capacityBytes))), \(c.files) file\(c.files == 1 ? "" : "s"), \(c.slices) slice\(c.slices == 1 ? "" : "s"), free \(Format.bytes(c.filesystemFreeBytes)) (floor \(Format.bytes(c.freeFloorBytes)))"])
         }
@@ -110,7 +115,7 @@ struct StatusCommand: AsyncParsableCommand {
             let t = doc.totals
             let ratio = doc.cache.hitRatio.map { String(format: "%.1f%%", $0 * 100) } ?? "-"
             rows.append(["  served:", "\(Format.bytes(t.servedFromCache)) from cache, \(Format.bytes(t.servedFromOrigin)) from origin, hit ratio \(ratio), \(doc.errors.count) recent errors"])
-            rows.append(["  fetching:", doc.fetches.isEmpty ? "nothing" : "\(doc.fetches.count) transfers"])
+            rows.append(["  fetching:", doc.fetches.isEmpty ? "nothing" : "\(doc.fetches.count) transfer\(doc.fetches.count == 1 ? "" : "s")"])
         }
         if let note = r.note { rows.append(["  note:", note]) }
         lines.append(Format.table(rows))

@@ -135,9 +135,14 @@ struct URLCommand: AsyncParsableCommand {
     }
 }
 
-/// A minimal blocking HTTP/1.0 GET for the local status endpoint: no proxy settings from the
+/// A minimal blocking HTTP/1.0 GET for the local status endpoints: no proxy settings from the
 /// environment can get in the way, and a dead port fails within a second or two.
 enum LoopbackGet {
+    /// The largest answer read: a status document lists every file of the cache (an HLS stream
+    /// alone is a file per segment), so a few MiB are ordinary; a bound still keeps a stranger on
+    /// the port from filling memory.
+    static let maxResponseBytes = 256 << 20
+
     static func get(host: String, port: Int, path: String, timeout: Int = 2) -> [UInt8]? {
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -156,7 +161,7 @@ enum LoopbackGet {
         guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else { return nil }
         var response: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 16 << 10)
-        while response.count < 1 << 20 {
+        while response.count < maxResponseBytes {
             let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n <= 0 { break }
             response += buffer[0..<n]

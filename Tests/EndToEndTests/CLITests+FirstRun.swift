@@ -209,3 +209,29 @@ extension CLITests {
         }
     }
 }
+
+extension CLITests {
+    /// A mount that `try-it.sh` cannot start shows the mount's own reason, then how options
+    /// reach the mount through the script (the reason names `--proxy-port`, a flag of the binary).
+    func testTryItSaysWhereMountOptionsGoWhenTheMountFails() throws {
+        let release = Self.repository.appendingPathComponent(".build/release/httpcachefs").path
+        guard FileManager.default.isExecutableFile(atPath: release) else {
+            print("⚠️  SKIPPING try-it.sh test: no release build at \(release) (swift build -c release)")
+            throw XCTSkip("try-it.sh runs the release build, and there is none at \(release)")
+        }
+        let holder = try start(["proxy", "--proxy-port", "0"])   // holds a port, in this test's cache
+        defer { holder.terminate(); holder.waitUntilExit() }
+        var port: Int?
+        try waitUntil("the proxy wrote its proxy.json") { port = Self.runtimePort(cacheDir); return port != nil }
+        let mountpoint = temp.appending("try-mnt")
+        try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+        let script = Self.repository.appendingPathComponent("mount-helpers/try-it.sh").path
+        let r = try run([script, origin.url("/x.mp4")], environment: [
+            "MOUNTPOINT": mountpoint, "CACHE_DIR": temp.appending("try-cache"), "XDG_STATE_HOME": temp.appending("state"),
+            "HTTPCACHEFS_OPTS": "--proxy-port \(port!)",
+        ], raw: true)
+        XCTAssertEqual(r.status, 1, r.stderr)
+        XCTAssertTrue(r.stderr.contains("the port is in use"), r.stderr)
+        XCTAssertTrue(r.stderr.contains("more mount options go in HTTPCACHEFS_OPTS"), r.stderr)
+    }
+}

@@ -34,3 +34,76 @@ extension CLITests {
         XCTAssertTrue(text.text.contains("1 file,"), text.text)
     }
 }
+
+/// `cache info` and `cache ls` while a daemon holds the cache agree with its status page: a read
+/// answered wholly from the cache changes the daemon's figures without any fetch writing the
+/// file's row to the index.
+extension CLITests {
+    func testCacheInfoShowsTheDaemonsLiveHitsAndLastAccess() throws {
+        origin.setGeneratedFile("/live.bin", length: 100_000, seed: 9)
+        let daemon = try start(["proxy", "--proxy-port", "0"])
+        defer { daemon.terminate(); daemon.waitUntilExit() }
+        try waitUntil("the proxy wrote its runtime file") { FileManager.default.fileExists(atPath: cacheDir + "/proxy.json") }
+        XCTAssertEqual(try run(["cat", origin.url("/live.bin")]).status, 0)
+        XCTAssertEqual(try run(["cat", origin.url("/live.bin")]).status, 0)   // every byte a hit now
+
+        let json = try run(["status", "--json"], cacheDirectory: nil)
+        let daemons = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(json.stdout)) as? [[String: Any]], json.text)
+        let mine = try XCTUnwrap(daemons.first { ($0["pid"] as? Int) == Int(daemon.processIdentifier) }, json.text)
+        let file = try XCTUnwrap(((mine["status"] as? [String: Any])?["files"] as? [[String: Any]])?.first, json.text)
+        let hits = try XCTUnwrap(file["hits"] as? Int), misses = try XCTUnwrap(file["misses"] as? Int)
+        XCTAssertGreaterThan(hits, 0, json.text)
+
+        let info = try run(["cache", "info", origin.url("/live.bin")])
+        XCTAssertEqual(info.status, 0, info.stderr)
+        XCTAssertEqual(field("Hits / misses:", in: info.text), "\(hits) / \(misses)", info.text)
+        let access = try XCTUnwrap(file["lastAccess"] as? String)   // 2026-11-22T17:48:24Z
+        XCTAssertEqual(field("Last access:", in: info.text), access.replacingOccurrences(of: "T", with: " "), info.text)
+        XCTAssertTrue(try run(["cache", "ls"]).text.contains(access.replacingOccurrences(of: "T", with: " ")))
+    }
+}
+
+extension CLITests {
+    /// A fetch held open by a trickling origin shows in `status` as "1 transfer", with its range.
+    func testStatusCountsTheFetchInFlight() throws {
+        origin.setGeneratedFile("/trickle.bin", length: 2_000_000, seed: 10)
+        let daemon = try start(["proxy", "--proxy-port", "0"])
+        defer { daemon.terminate(); daemon.waitUntilExit() }
+        try waitUntil("the proxy wrote its runtime file") { FileManager.default.fileExists(atPath: cacheDir + "/proxy.json") }
+        XCTAssertEqual(try run(["cat", origin.url("/trickle.bin"), "--range", "0-0"]).status, 0)   // the length is known (and 256 KiB cached)
+        origin.setFaults("/trickle.bin", Faults(bytesPerSecond: 1))
+        let reader = try start(["cat", origin.url("/trickle.bin"), "--range", "1000000-1000999"])
+        defer { reader.terminate(); reader.waitUntilExit() }
+
+        var text = ""
+        try waitUntil("status shows the fetch") {
+            text = (try? run(["status"], cacheDirectory: nil).text) ?? ""
+            return text.contains(origin.url("/trickle.bin"))
+        }
+        XCTAssertTrue(text.contains("fetching:  1 transfer"), text)
+        XCTAssertFalse(text.contains("1 transfers"), text)
+        XCTAssertTrue(text.contains(" 1000000-1000999 "), text)
+    }
+}
+
+extension CLITests {
+    /// A cache of many files (an HLS stream is a file per segment) makes a status document of
+    /// several MiB: `status` still reads it whole.
+    func testStatusReadsTheDocumentOfACacheWithManyFiles() throws {
+        origin.setGeneratedFile("/seg.ts", length: 10, seed: 11)
+        let pad = String(repeating: "p", count: 600)
+        let urls = (0..<1000).map { origin.url("/seg.ts?pad=\(pad)&n=\($0)") }   // 1000 cache keys
+        XCTAssertEqual(try run(["preload"] + urls).status, 0)
+        let daemon = try start(["proxy", "--proxy-port", "0"])
+        defer { daemon.terminate(); daemon.waitUntilExit() }
+        try waitUntil("the proxy wrote its runtime file") { FileManager.default.fileExists(atPath: cacheDir + "/proxy.json") }
+
+        let json = try run(["status", "--json"], cacheDirectory: nil)
+        XCTAssertEqual(json.status, 0, json.stderr)
+        XCTAssertGreaterThan(json.stdout.count, 1 << 20, "the document is bigger than the old 1 MiB read limit")
+        let daemons = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(json.stdout)) as? [[String: Any]])
+        let mine = try XCTUnwrap(daemons.first { ($0["pid"] as? Int) == Int(daemon.processIdentifier) })
+        XCTAssertNil(mine["note"], "\(mine["note"] ?? "")")
+        XCTAssertEqual(((mine["status"] as? [String: Any])?["files"] as? [Any])?.count, 1000)
+    }
+}

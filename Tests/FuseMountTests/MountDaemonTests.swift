@@ -187,3 +187,20 @@ final class NoSource: RangeSource {
 
     struct NoHandle: FetchHandle { func cancel() {} }
 }
+
+extension MountDaemonTests {
+    /// A daemon without a proxy has no status document, yet `status` names its mount (from its
+    /// command line, checked against its mount table).
+    func testStatusNamesTheMountOfADaemonWithoutAProxy() throws {
+        XCTAssertEqual(try h.mount([h.origin.url("/b.txt")]).status, 0)
+        let pid = try XCTUnwrap(h.daemonPID())
+        let json = try h.run(h.binary, ["status", "--json"])
+        XCTAssertEqual(json.status, 0, json.stderr)
+        let daemons = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]], json.stdout)
+        let mine = try XCTUnwrap(daemons.first { ($0["pid"] as? Int) == Int(pid) }, json.stdout)
+        XCTAssertEqual(mine["mounts"] as? [String], [h.mountpoint], json.stdout)
+        XCTAssertNil(mine["status"])
+        let text = try h.run(h.binary, ["status"])
+        XCTAssertTrue(text.stdout.contains("mount:  \(h.mountpoint)"), text.stdout)
+    }
+}

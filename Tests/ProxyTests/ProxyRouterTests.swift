@@ -99,9 +99,11 @@ final class DNSRebindingTests: XCTestCase {
         let tokened = ProxyURL.make(original: "http://cdn.example.com/v.mp4", base: "", token: "t")
         XCTAssertEqual(lan.route(method: "GET", target: tokened, headerBytes: 0, host: "192.168.1.20:8718"), .proxy(url: "http://cdn.example.com/v.mp4"))
         // ...except for the status document, which tells loopback peers the cache directory.
-        guard case .reject(403, _) = lan.route(method: "GET", target: "/.httpcachefs/status", headerBytes: 0, host: "evil.example") else {
+        guard case let .reject(403, message) = lan.route(method: "GET", target: "/.httpcachefs/status", headerBytes: 0, host: "evil.example") else {
             return XCTFail("the status document is for this machine only")
         }
+        // The way in is the token it has, not an option it was started with.
+        XCTAssertTrue(message.contains("/t/TOKEN/.httpcachefs/status") && !message.contains("--token"), message)
         XCTAssertEqual(lan.route(method: "GET", target: "/.httpcachefs/status", headerBytes: 0, host: "127.0.0.1:8718"), .status(tokenPresented: false))
     }
 }

@@ -137,7 +137,8 @@ final class StatusEndpointTests: XCTestCase {
     }
 
     /// The page in headless Chromium: once its script has drawn status.json, each partly cached
-    /// file's coverage bar has cached segments at the right places, adding up to its fraction.
+    /// file's coverage bar has cached segments at the right places, adding up to its fraction; a
+    /// fetch held open by a trickling origin is listed with its figures under their headers.
     func testABrowserDrawsCoverageToScale() throws {
         guard let chromium = ExternalTool.find("chromium", "chromium-browser", "google-chrome") else {
             print("⚠️  SKIPPING browser test: chromium not installed (Debian package chromium)")
@@ -146,6 +147,18 @@ final class StatusEndpointTests: XCTestCase {
         let h = try harness()
         defer { h.shutdown() }
         try cachePartly(h)
+        XCTAssertEqual(try h.get(h.path("/missing.mp4")).status, 404)   // a recent error
+        h.origin.setFile("/c.mp4", data: testBytes(Self.length, seed: 3))
+        XCTAssertEqual(try h.get(h.path("/c.mp4"), [("Range", "bytes=0-0")]).status, 206)   // its length is known (and 256 KiB cached)
+        h.origin.setFaults("/c.mp4", Faults(bytesPerSecond: 100))
+        let request = Array("GET \(h.path("/c.mp4")) HTTP/1.1\r\nHost: 127.0.0.1\r\nRange: bytes=2000000-2099999\r\nConnection: close\r\n\r\n".utf8)
+        let port = h.port
+        DispatchQueue.global().async { _ = try? RawHTTP.exchange(port: port, send: request, timeout: 120) }   // ends with the harness
+        let deadline = Date().addingTimeInterval(30)
+        while h.engine.statusDocument(version: "test", showDirectory: false).fetches.isEmpty {
+            guard Date() < deadline else { return XCTFail("the trickled fetch never started") }
+            usleep(10_000)
+        }
         let url = "http://127.0.0.1:\(h.port)/.httpcachefs/"
         let profile = TemporaryDirectory(prefix: "httpcachefs-chromium")
         defer { profile.remove() }
@@ -171,6 +184,25 @@ final class StatusEndpointTests: XCTestCase {
             if !row.contains(percent) { failures.append("\(path): no '\(percent)' in its row") }
             if !Self.segments(in: row, kind: "fetching").isEmpty { failures.append("\(path): nothing is being fetched") }
         }
+        if let row = Self.row(in: dom, url: h.origin.url("/c.mp4")), Self.segments(in: row, kind: "fetching").isEmpty {
+            failures.append("/c.mp4: no fetching segment")
+        }
+        let fetches = Self.cellClasses(in: dom, table: "fetches")
+        if fetches.rows.count != 1 { failures.append("fetches table: \(fetches.rows.count) rows, expected 1") }
+        for row in fetches.rows where row != fetches.header {
+            failures.append("fetches table: cell classes \(row) under headers \(fetches.header)")
+        }
+        // The error's row says its URL and its status once each (the cause names both too).
+        if let start = dom.range(of: "<table id=\"errors\""), let end = dom.range(of: "</table>", range: start.upperBound..<dom.endIndex) {
+            let errors = String(dom[start.upperBound..<end.lowerBound])   // text only: a tooltip repeats the URL
+                .replacingOccurrences(of: #" title="[^"]*""#, with: "", options: .regularExpression)
+            let missing = h.origin.url("/missing.mp4")
+            if errors.components(separatedBy: missing).count != 2 || errors.components(separatedBy: "404").count != 2 {
+                failures.append("errors table: the URL or the status repeated: \(errors)")
+            }
+        } else {
+            failures.append("no errors table")
+        }
         if !failures.isEmpty {
             let shot = NSTemporaryDirectory() + "httpcachefs-status-page-failure.png"
             _ = try? ExternalTool.run(chromium, flags + ["--screenshot=\(shot)", url], timeout: 120)
@@ -183,6 +215,24 @@ final class StatusEndpointTests: XCTestCase {
         guard let start = dom.range(of: "<tr data-url=\"\(url)\"") else { return nil }
         guard let end = dom.range(of: "</tr>", range: start.upperBound..<dom.endIndex) else { return nil }
         return String(dom[start.lowerBound..<end.upperBound])
+    }
+
+    /// The class of each header cell of `<table id="TABLE">`, and of each body row's cells, so a
+    /// right-aligned header can be checked to stand over right-aligned figures.
+    static func cellClasses(in dom: String, table: String) -> (header: [String], rows: [[String]]) {
+        guard let start = dom.range(of: "<table id=\"\(table)\""),
+              let end = dom.range(of: "</table>", range: start.upperBound..<dom.endIndex) else { return ([], []) }
+        let html = String(dom[start.lowerBound..<end.lowerBound])
+        func classes(_ tag: String, in text: String) -> [String] {
+            guard let regex = try? NSRegularExpression(pattern: "<\(tag)(?=[ >])(?: [^>]*?class=\"([^\"]*)\")?[^>]*>") else { return [] }
+            let ns = text as NSString
+            return regex.matches(in: text, range: NSRange(location: 0, length: ns.length)).map { m in
+                m.range(at: 1).location == NSNotFound ? "" : ns.substring(with: m.range(at: 1))
+            }
+        }
+        let parts = html.components(separatedBy: "<tbody>")
+        let rows = parts.count > 1 ? parts[1].components(separatedBy: "</tr>").filter { $0.contains("<td") } : []
+        return (classes("th", in: parts[0]), rows.map { classes("td", in: $0) })
     }
 
     /// (left, width) in percent of each `seg KIND` element, in order.

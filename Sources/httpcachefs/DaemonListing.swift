@@ -1,0 +1,59 @@
+import CacheCore
+import Foundation
+import Proxy
+
+/// What `cache ls` and `cache info` show while a daemon holds the cache: its index as last
+/// written, with each file's live figures from the daemon's status document laid over it.
+///
+/// The daemon writes a file's row to the index when a fetch changes it and when it stops, not on
+/// every read, so a file read only from the cache since its last fetch has stale hits, bytes
+/// served and last access in the index, while the status page shows the live ones. Asking the
+/// daemon makes both agree. A daemon without a proxy (`--no-proxy`) has no document to ask: then
+/// the index is all there is.
+struct DaemonListing: CacheListing {
+    let snapshot: CacheSnapshot
+    /// The document's files by URL.
+    let live: [String: FileStatus]
+
+    init(snapshot: CacheSnapshot, document: StatusDocument?) {
+        self.snapshot = snapshot
+        self.live = Dictionary((document?.files ?? []).map { ($0.url, $0) }, uniquingKeysWith: { a, _ in a })
+    }
+
+    var configuration: CacheConfiguration { snapshot.configuration }
+
+    var usage: CacheUsage {
+        let files = list()
+        return CacheUsage(bytes: files.reduce(0) { $0 + $1.cachedBytes }, capacity: snapshot.usage.capacity, entries: files.count)
+    }
+
+    func list() -> [EntryStatus] { snapshot.list().map(overlaid) }
+
+    func status(url: String) -> EntryStatus? { snapshot.status(url: url).map(overlaid) }
+
+    /// `s` with the daemon's figures for the same URL and version (a file that changed remotely
+    /// since the index was written keeps the index's view rather than mixing two versions).
+    func overlaid(_ s: EntryStatus) -> EntryStatus {
+        guard let f = live[s.info.url], f.generation == s.info.generation else { return s }
+        var s = s
+        s.cachedRanges = f.cachedRanges.compactMap { $0.count == 2 && $0[0] < $0[1] ? $0[0]..<$0[1] : nil }
+        s.cachedBytes = f.cachedBytes
+        s.hits = f.hits
+        s.misses = f.misses
+        s.bytesFromCache = f.bytesFromCache
+        s.bytesFromOrigin = f.bytesFromOrigin
+        s.lastAccess = f.lastAccess
+        s.info.validatedAt = f.validatedAt
+        s.recentErrors = f.errors
+        return s
+    }
+
+    /// The status document of the daemon holding `cacheDirectory`, if it runs a proxy that
+    /// answers (see `URLCommand.findProxy`: only the holder's own proxy is asked). Blocking.
+    static func liveDocument(cacheDirectory: String) -> StatusDocument? {
+        guard case let .found(proxy) = URLCommand.findProxy(cacheDirectory: cacheDirectory),
+              let body = LoopbackGet.get(host: proxy.localConnectHost, port: proxy.port,
+                                         path: proxy.tokenPath(ProxyRouter.documentPath)) else { return nil }
+        return try? StatusDocument.decode(body)
+    }
+}
