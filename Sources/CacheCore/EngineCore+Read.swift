@@ -55,6 +55,7 @@ extension EngineCore {
                 _ = entry.inflight.release(reader: reader.id, keeping: waiting)
             }
             entry.lastAccess = now
+            entry.readStatsDirty = true
 
             let planner = ReadPlanner(readAhead: reader.readAhead, seekThreshold: max(2 << 20, reader.readAhead / 2),
                                       streamSize: streamSize(readAhead: reader.readAhead, rate: entry.inflight.observedRate),

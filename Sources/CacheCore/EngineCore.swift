@@ -387,9 +387,26 @@ final class EngineCore: @unchecked Sendable {
                 if self.evictionLock.try() { self.finishEvictions(); self.evictionLock.unlock() }
                 if !self.index.hasReserve, self.roomLeft() > 2 * Int64(CacheIndex.reserveSize) { self.index.makeReserve() }
             }
+            if ticks % 20 == 0 { self.writeReadStats() }
         }
         t.resume()
         sweeper = t
+    }
+
+    /// Hands the rows of entries read since the last call to the index (batched behind, as every
+    /// index write): last access and hit counts would otherwise reach it only with the next fetch.
+    func writeReadStats() {
+        for shard in shards {
+            let rows: [CacheIndex.EntryRow] = shard.locked {
+                var out: [CacheIndex.EntryRow] = []
+                for e in shard.entries.values where e.readStatsDirty {
+                    e.readStatsDirty = false
+                    if e.isPersisted { out.append(e.row()) }
+                }
+                return out
+            }
+            rows.forEach(index.updateEntry)
+        }
     }
 
     /// Fails reads that waited longer than `readTimeout`.

@@ -41,6 +41,10 @@ final class EntryState {
     var bytesFromCache: Int64 = 0
     var bytesFromOrigin: Int64 = 0
     var lastAccess: Double
+    /// Reads changed `lastAccess` or the counts since the row was last handed to the index (the
+    /// sweeper writes such rows every few seconds, so `cache ls`/`info` of another process and a
+    /// restart see them).
+    var readStatsDirty = false
     var recentErrors: [String] = []
 
     init(id: Int64, info: EntryInfo, lastAccess: Double) {

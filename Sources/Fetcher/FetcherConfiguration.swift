@@ -32,9 +32,9 @@ public struct FetcherConfiguration: Sendable {
     public var maxConnections: Int
     /// libcurl's receive buffer: the most bytes handed to the sink in one call.
     public var receiveBufferSize: Int
-    /// Connections across all hosts; further transfers wait in libcurl's queue. With the receive
-    /// buffer this is the fetcher's memory budget: bytes go from that buffer straight to disk,
-    /// so `maxTotalConnections * receiveBufferSize` (4 MiB by default) bounds what downloads hold.
+    /// Connections across all hosts (`--max-connections`); further transfers wait in libcurl's
+    /// queue. Downloads hold at most one receive buffer per connection besides the engine's
+    /// write budget (a transfer past its share of that is paused).
     public var maxTotalConnections: Int
     /// Origin bytes per second across all transfers (`--bwlimit`); 0: no limit.
     public var maxBytesPerSecond: Int64 = 0

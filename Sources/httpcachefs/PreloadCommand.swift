@@ -96,7 +96,10 @@ struct PreloadCommand: AsyncParsableCommand {
         defer { reader.close() }
         let bar = ProgressBar.isAvailable ? ProgressBar(label: Self.shortName(url), total: end.map { $0 - start }) : nil
         defer { bar?.finish() }
-        let result = try await ChunkedRead.run(reader, from: start, to: end) { bytes in
+        // With a bar on screen, smaller reads keep it moving on a slow origin (the engine still
+        // fetches in its own, larger, read-ahead).
+        let result = try await ChunkedRead.run(reader, from: start, to: end,
+                                               chunkSize: bar == nil ? ChunkedRead.defaultChunkSize : 256 << 10) { bytes in
             bar?.advance(by: Int64(bytes.count))
             return true
         }

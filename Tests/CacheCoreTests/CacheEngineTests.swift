@@ -40,6 +40,30 @@ final class CacheEngineTests: XCTestCase {
         cache.shutdown()
     }
 
+    func testHitsAndLastAccessReachTheIndexWithoutAFetch() async throws {
+        let data = randomBytes(1 << 20, seed: 11)
+        let source = ScriptedSource()
+        source.set(url, .init(bytes: data, etag: "\"a\""))
+        let cache = try engine(source)
+        defer { cache.shutdown() }
+        let info = try await cache.open(url: url)
+        _ = try await cache.makeReader(for: info).read(offset: 0, length: data.count)
+        let core = cache.core
+        core.sinksIdle.lock()
+        while core.activeSinks > 0 { core.sinksIdle.wait() }   // the fetch wrote its row
+        core.sinksIdle.unlock()
+
+        // Pure hits change nothing a fetch would write: the sweeper's pass hands them over.
+        _ = try await cache.makeReader(for: info).read(offset: 0, length: 4096)
+        _ = try await cache.makeReader(for: info).read(offset: 4096, length: 4096)
+        core.writeReadStats()
+        core.index.flush()
+        let row = try XCTUnwrap(CacheSnapshot(configuration: cache.configuration).status(url: url))
+        XCTAssertEqual(row.hits, 2)
+        XCTAssertEqual(row.lastAccess.timeIntervalSince1970, cache.status(url: url)?.lastAccess.timeIntervalSince1970 ?? -1,
+                       accuracy: 0.001)
+    }
+
     func testConcurrentReadersOfOneColdRangeCauseOneDownload() async throws {
         let data = randomBytes(4 << 20, seed: 3)
         let source = ScriptedSource(chunk: 4096)
