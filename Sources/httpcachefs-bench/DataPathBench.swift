@@ -23,7 +23,7 @@ struct DataPathBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "datapath",
         abstract: "Every data-path figure (emulated link and loopback, mount and proxy) against its reference and target, in one table.",
-        discussion: "Quick run: --size 16M --big-size 64M --rss-size 4M --random-reads 20. Root is needed to drop the page cache.",
+        discussion: "Quick run: --size 16M --big-size 64M --rss-size 4M --random-reads 20; one figure: --only link (or readers, random, ...). Root is needed to drop the page cache.",
         aliases: ["all"]
     )
 
@@ -53,6 +53,10 @@ struct DataPathBench: ParsableCommand {
     @Option(help: "nginx binary for the proxy reference (apt-get install nginx-light).")
     var nginx: String = "/usr/sbin/nginx"
 
+    @Option(help: ArgumentHelp("Measure only these figures, comma-separated (default: all).",
+                               valueName: DataPathFigure.allCases.map(\.rawValue).joined(separator: ",")))
+    var only: String?
+
     static let randomReadLength = 64 << 10
     /// Each random read gets its own stretch of the file, far enough from the next that the
     /// daemon neither counts it as sequential nor has read ahead into it: cold means cold.
@@ -64,9 +68,24 @@ struct DataPathBench: ParsableCommand {
         guard (1...64).contains(streams), (1...2000).contains(randomReads) else {
             throw ValidationError("--streams must be 1...64 and --random-reads 1...2000")
         }
+        _ = try selected()
+    }
+
+    /// The figures `--only` names (all without it).
+    func selected() throws -> Set<DataPathFigure> {
+        guard let only else { return Set(DataPathFigure.allCases) }
+        return try Set(only.split(separator: ",").map { name in
+            let name = name.trimmingCharacters(in: .whitespaces)
+            guard let figure = DataPathFigure(rawValue: name) else {
+                throw ValidationError("--only: no figure '\(name)'; the figures: "
+                                      + DataPathFigure.allCases.map(\.rawValue).joined(separator: ", "))
+            }
+            return figure
+        })
     }
 
     func run() throws {
+        let only = try selected()
         let sizes = (link: try CoreBench.parseSize(size), big: try CoreBench.parseSize(bigSize), rss: try CoreBench.parseSize(rssSize))
         let randomLength = Int64(randomReads) * Self.randomSlot
         let binary = binary ?? CoreBench.siblingBinary()
@@ -90,8 +109,10 @@ struct DataPathBench: ParsableCommand {
         defer { temp.remove() }
         let www = temp.appending("www")
         try FileManager.default.createDirectory(atPath: www, withIntermediateDirectories: true)
-        FigureTable.progress("writing the \(CoreBench.human(sizes.big)) plain file (disk and nginx reference)")
-        try ProxyBench.writeGenerated(path: www + "/big.bin", length: sizes.big, seed: 0xB16)
+        if !only.isDisjoint(with: [.warm, .proxy]) {
+            FigureTable.progress("writing the \(CoreBench.human(sizes.big)) plain file (disk and nginx reference)")
+            try ProxyBench.writeGenerated(path: www + "/big.bin", length: sizes.big, seed: 0xB16)
+        }
 
         let entries = ["seq.bin", "shared.bin", "rand.bin", "big.bin"].map { "\($0)=\(origin.url("/" + $0))" }
             + (0..<Self.memoryReaders).map { "m\($0).bin=\(origin.url("/rss/m\($0).bin"))" }
@@ -103,19 +124,19 @@ struct DataPathBench: ParsableCommand {
 
         print("datapath benchmark: binary \(binary)")
         print("link: \(LinkOptions.describe(emulation)); files: \(CoreBench.human(sizes.link)) over the link, \(CoreBench.human(sizes.big)) over loopback, \(2 * Self.memoryReaders) x \(CoreBench.human(sizes.rss)) for memory")
-        var table = FigureTable()
+        var table = FigureTable(only: only)
         let overLink = Self.over(emulation)
 
         // Phase 1: behind the emulated link.
         origin.emulateLink(emulation)
         var nStreams: Double?
-        table.measure("link calibration, 1 curl stream") {
+        table.measure([.calibration], "link calibration, 1 curl stream") {
             let t = try Clients.downloadRanges(curl: curl, url: origin.url("/seq.bin"), length: sizes.link, streams: 1)
             let rate = emulation?.bytesPerSecondPerConnection ?? emulation?.bytesPerSecondShared
             return [Self.calibration("link calibration, 1 curl stream", bytes: sizes.link, seconds: t, rate: rate,
                                      roundTrip: emulation?.roundTrip ?? 0)]
         }
-        table.measure("link reference, \(streams) curl range streams") {
+        table.measure([.calibration, .link], "link reference, \(streams) curl range streams") {
             let t = try Clients.downloadRanges(curl: curl, url: origin.url("/seq.bin"), length: sizes.link, streams: streams)
             nStreams = t
             let perConnection = emulation?.bytesPerSecondPerConnection.map { $0 * Double(streams) }
@@ -123,7 +144,7 @@ struct DataPathBench: ParsableCommand {
             return [Self.calibration("link calibration, \(streams) curl range streams", bytes: sizes.link, seconds: t, rate: rate,
                                      roundTrip: emulation?.roundTrip ?? 0)]
         }
-        table.measure("mount, cold sequential \(overLink)") {
+        table.measure([.link], "mount, cold sequential \(overLink)") {
             let t = try MountBench.readWhole(mnt + "/seq.bin", expected: sizes.link)
             guard let reference = nStreams else { throw ValidationError("no \(streams)-stream reference") }
             return [Figure(name: "mount, cold sequential \(CoreBench.human(sizes.link)) \(overLink)",
@@ -131,10 +152,10 @@ struct DataPathBench: ParsableCommand {
                            reference: "\(streams) curl range streams: " + Self.seconds(reference),
                            ratio: t / reference, unit: "x time", target: .atMost(1.1))]
         }
-        table.measure("mount, cold random 64 KiB reads \(overLink)") {
+        table.measure([.random], "mount, cold random 64 KiB reads \(overLink)") {
             [try measureRandomReads(path: mnt + "/rand.bin", length: randomLength, emulation: emulation)]
         }
-        table.measure("mount, \(streams) concurrent cold readers of one file") {
+        table.measure([.readers], "mount, \(streams) concurrent cold readers of one file") {
             origin.resetLog()
             let t = try Readers.concurrently(streams) { _ in _ = try MountBench.readWhole(mnt + "/shared.bin", expected: sizes.link) }
             let served = origin.bytesServed(path: "/shared.bin")
@@ -152,7 +173,7 @@ struct DataPathBench: ParsableCommand {
 
         // Phase 2: plain loopback.
         origin.emulateLink(nil)
-        table.measure("mount, cold sequential over loopback") {
+        table.measure([.loopback], "mount, cold sequential over loopback") {
             let curlTime = try CoreBench.best(of: 2) {
                 try Clients.downloadRanges(curl: curl, url: origin.url("/big.bin"), length: sizes.big, streams: 1)
             }
@@ -162,7 +183,7 @@ struct DataPathBench: ParsableCommand {
                            reference: "curl: " + Self.seconds(curlTime) + ", " + Self.megabytes(sizes.big, curlTime),
                            ratio: curlTime / t, unit: "x throughput", target: .atLeast(0.7))]
         }
-        table.measure("mount, warm sequential, page cache dropped") {
+        table.measure([.warm], "mount, warm sequential, page cache dropped") {
             guard Readers.canDropPageCache else { throw ValidationError("skipped: dropping the page cache needs root") }
             try daemon.waitUntilCached(url: origin.url("/big.bin"), length: sizes.big)
             try Readers.dropPageCache()
@@ -174,7 +195,7 @@ struct DataPathBench: ParsableCommand {
                            reference: "plain file, same disk: " + Self.seconds(plain) + ", " + Self.megabytes(sizes.big, plain),
                            ratio: plain / t, unit: "x throughput", target: .atLeast(0.9))]
         }
-        table.measure("proxy, warm, \(Self.proxyClients) clients against nginx") {
+        table.measure([.proxy], "proxy, warm, \(Self.proxyClients) clients against nginx") {
             let proxyURL = try daemon.proxyURL(for: origin.url("/big.bin"))
             let urls = { (url: String) in Array(repeating: url, count: Self.proxyClients) }
             _ = try Clients.download(curl: curl, urls: [proxyURL], expected: sizes.big)  // fully cached, in the page cache
@@ -189,7 +210,7 @@ struct DataPathBench: ParsableCommand {
                            measured: Self.megabytes(total, proxy), reference: "nginx, sendfile: " + Self.megabytes(total, reference),
                            ratio: reference / proxy, unit: "x throughput", target: .atLeast(0.9))]
         }
-        table.measure("daemon peak memory") {
+        table.measure([.memory], "daemon peak memory") {
             let proxyURLs = try (0..<Self.memoryReaders).map { try daemon.proxyURL(for: origin.url("/rss/p\($0).bin")) }
             let reset = daemon.resetPeakMemory()
             _ = try Readers.concurrently(2) { side in
@@ -252,6 +273,11 @@ struct DataPathBench: ParsableCommand {
     static func seconds(_ t: Double) -> String { String(format: "%.3f s", t) }
     static func mbit(_ bytes: Int64, _ t: Double) -> String { String(format: "%.0f Mbit/s", Double(bytes) * 8 / t / 1e6) }
     static func megabytes(_ bytes: Int64, _ t: Double) -> String { String(format: "%.0f MB/s", Double(bytes) / t / 1e6) }
+}
+
+/// The figures of `datapath`, as `--only` names them.
+enum DataPathFigure: String, CaseIterable {
+    case calibration, link, random, readers, loopback, warm, proxy, memory
 }
 
 /// The emulated link's knobs, as command-line options.

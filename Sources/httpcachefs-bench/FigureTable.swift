@@ -45,8 +45,14 @@ struct Figure {
 /// gets a row saying why, and the run goes on.
 struct FigureTable {
     private var figures: [Figure] = []
+    /// The figures asked for (`--only`): a measurement none of them needs does not run.
+    let only: Set<DataPathFigure>
 
-    mutating func measure(_ name: String, _ body: () throws -> [Figure]) {
+    init(only: Set<DataPathFigure> = Set(DataPathFigure.allCases)) { self.only = only }
+
+    /// Runs `body` if one of `needed` is asked for (a reference serves every figure that needs it).
+    mutating func measure(_ needed: Set<DataPathFigure>, _ name: String, _ body: () throws -> [Figure]) {
+        guard !only.isDisjoint(with: needed) else { return }
         Self.progress(name + "...")
         do {
             figures += try body()
