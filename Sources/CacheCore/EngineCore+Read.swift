@@ -48,7 +48,10 @@ extension EngineCore {
             let end = entry.info.length.map { min($0, wanted) } ?? wanted
             guard offset >= 0, end > offset else { immediate = .success(.empty); return }
             let request = offset..<end
-            if updateReadAhead(reader, request: request) == .seek {
+            // Bytes waiting for the writer count as present: their transfer has passed them.
+            let present = entry.pending.adding(to: entry.coverage)
+            let running = entry.inflight.running(generation: generation, now: now)
+            if updateReadAhead(reader, request: request, cached: present, running: running) == .seek {
                 // Bytes ahead of the old position are no longer this reader's concern: its fetches
                 // there stop unless someone else (or one of its reads still waiting) needs them.
                 let waiting = entry.waiters.filter { $0.reader == reader.id }.map(\.range)
@@ -60,9 +63,6 @@ extension EngineCore {
             let planner = ReadPlanner(readAhead: reader.readAhead, seekThreshold: max(2 << 20, reader.readAhead / 2),
                                       streamSize: streamSize(readAhead: reader.readAhead, rate: entry.inflight.observedRate),
                                       readerEnd: reader.end)
-            let running = entry.inflight.running(generation: generation, now: now)
-            // Bytes waiting for the writer count as present: their transfer has passed them.
-            let present = entry.pending.adding(to: entry.coverage)
             var plan = planner.plan(request: request, length: entry.info.length, cached: present, running: running)
             if !entry.info.acceptsRanges { wholeBodyOnly(&plan, running: running) }
             for t in plan.truncations { entry.inflight.truncate(t.fetch, at: t.end) }
@@ -200,12 +200,9 @@ extension EngineCore {
     enum AccessPattern { case first, sequential, seek }
 
     /// Sequential readers get a window that doubles up to `maxReadAhead`; a seek resets it.
-    private func updateReadAhead(_ reader: ReaderState, request: Range<Int64>) -> AccessPattern {
-        // The kernel and players issue several reads at once, slightly out of order: a read that
-        // starts near where the last one ended still counts as sequential.
-        let slack: Int64 = 1 << 20
-        let sequential = reader.lastEnd >= 0 && abs(request.lowerBound - reader.lastEnd) <= slack
-        if sequential {
+    private func updateReadAhead(_ reader: ReaderState, request: Range<Int64>, cached: RangeSet,
+                                 running: [ReadPlanner.RunningFetch]) -> AccessPattern {
+        if ReadPlanner.continuesSequentially(request, lastEnd: reader.lastEnd, slack: 1 << 20, cached: cached, running: running) {
             reader.readAhead = min(configuration.maxReadAhead, max(reader.readAhead * 2, initialReadAhead))
             reader.lastEnd = max(reader.lastEnd, request.upperBound)
             return .sequential

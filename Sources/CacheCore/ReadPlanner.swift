@@ -195,6 +195,24 @@ public struct ReadPlanner: Sendable {
             .map { Fetch(start: $0.lowerBound, end: $0.upperBound) }
     }
 
+    /// Whether a read at `request` continues a reader whose reads so far ended at `lastEnd`
+    /// (negative: none yet). Near `lastEnd` (within `slack`: the kernel and players issue several
+    /// reads at once, slightly out of order) it does. So does a jump forward over bytes that are
+    /// all cached or coming in a running fetch: readers of one file share the kernel's page cache,
+    /// so a reader's own reads skip the pages other readers brought in. Taking that for a seek
+    /// would stop the fetches ahead that the others are about to read, and the origin would send
+    /// again what was in flight when they stopped.
+    public static func continuesSequentially(_ request: Range<Int64>, lastEnd: Int64, slack: Int64,
+                                             cached: RangeSet, running: [RunningFetch]) -> Bool {
+        guard lastEnd >= 0 else { return false }
+        if abs(request.lowerBound - lastEnd) <= slack { return true }
+        guard request.lowerBound > lastEnd else { return false }
+        var skipped = RangeSet([lastEnd..<request.lowerBound])
+        for r in cached.intersection(lastEnd..<request.lowerBound) { skipped.remove(r) }
+        for f in running { skipped.remove(f.cursor..<max(f.cursor, f.end ?? Int64.max)) }
+        return skipped.isEmpty
+    }
+
     /// What a fetch delivers in `seconds` at `bytesPerSecond`, as a byte count that cannot trap
     /// (a rate measured over a tiny interval can be absurdly large).
     static func bytes(catchingUpAt bytesPerSecond: Double?, for seconds: Double) -> Int64 {

@@ -210,4 +210,38 @@ final class ReadPlannerTests: XCTestCase {
         XCTAssertEqual(ReadPlanner.streams(of: .init(start: 5, end: nil), keepingWhole: 10, size: 4), [.init(start: 5, end: nil)],
                        "a fetch to the end of an unknown length stays whole")
     }
+
+    func testAReadNearWhereTheLastEndedContinuesSequentially() {
+        let mib: Int64 = 1 << 20
+        func continues(_ start: Int64, after lastEnd: Int64) -> Bool {
+            ReadPlanner.continuesSequentially(start..<(start + 128 << 10), lastEnd: lastEnd, slack: mib,
+                                              cached: RangeSet(), running: [])
+        }
+        XCTAssertTrue(continues(4 * mib, after: 4 * mib))
+        XCTAssertTrue(continues(4 * mib + 512 << 10, after: 4 * mib), "slightly ahead: reads issued together")
+        XCTAssertTrue(continues(3 * mib + 512 << 10, after: 4 * mib), "slightly behind: out of order")
+        XCTAssertFalse(continues(8 * mib, after: 4 * mib), "a jump over bytes nobody has is a seek")
+        XCTAssertFalse(continues(0, after: 4 * mib), "back to the start is a seek")
+        XCTAssertFalse(continues(0, after: -1), "a first read continues nothing")
+    }
+
+    func testAJumpOverBytesOtherReadersBroughtInOrAreFetchingContinuesSequentially() {
+        // Readers of one file share the page cache: one reader's next read skips what the
+        // others' reads brought in. Its fetches ahead must keep running for them.
+        let mib: Int64 = 1 << 20
+        let request = (20 * mib)..<(20 * mib + 128 << 10)
+        let cached = RangeSet([0..<(12 * mib)])
+        let running = [ReadPlanner.RunningFetch(id: 1, cursor: 12 * mib, end: 16 * mib),
+                       ReadPlanner.RunningFetch(id: 2, cursor: 16 * mib, end: nil)]
+        XCTAssertTrue(ReadPlanner.continuesSequentially(request, lastEnd: 4 * mib, slack: mib, cached: cached, running: running))
+        XCTAssertFalse(ReadPlanner.continuesSequentially(request, lastEnd: 4 * mib, slack: mib, cached: cached,
+                                                         running: [running[1]]),
+                       "a hole nobody fetches (12-16 MiB) makes it a seek")
+        XCTAssertFalse(ReadPlanner.continuesSequentially(request, lastEnd: 4 * mib, slack: mib, cached: cached,
+                                                         running: [.init(id: 1, cursor: 12 * mib, end: 16 * mib),
+                                                                   .init(id: 2, cursor: 17 * mib, end: nil)]),
+                       "bytes a fetch already passed and that are not cached are a hole too")
+        XCTAssertFalse(ReadPlanner.continuesSequentially(0..<(128 << 10), lastEnd: 20 * mib, slack: mib, cached: cached, running: running),
+                       "backwards over cached bytes is still a seek")
+    }
 }
