@@ -38,27 +38,3 @@ public struct EntryInfo: Sendable, Equatable {
     /// Last-Modified parsed as an HTTP-date (for mtime).
     public var lastModifiedDate: Date? { lastModified.flatMap(HTTPDate.parse) }
 }
-
-/// RFC 9110 HTTP-date parsing and formatting (IMF-fixdate, with the obsolete forms accepted).
-public enum HTTPDate {
-    private static let formats = ["EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy"]
-
-    public static func parse(_ s: String) -> Date? {
-        for f in formats {
-            let df = DateFormatter()
-            df.locale = Locale(identifier: "en_US_POSIX")
-            df.timeZone = TimeZone(identifier: "GMT")
-            df.dateFormat = f
-            if let d = df.date(from: s) { return d }
-        }
-        return nil
-    }
-
-    public static func format(_ d: Date) -> String {
-        let df = DateFormatter()
-        df.locale = Locale(identifier: "en_US_POSIX")
-        df.timeZone = TimeZone(identifier: "GMT")
-        df.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        return df.string(from: d)
-    }
-}
