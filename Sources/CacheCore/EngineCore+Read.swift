@@ -202,7 +202,8 @@ extension EngineCore {
     /// Sequential readers get a window that doubles up to `maxReadAhead`; a seek resets it.
     private func updateReadAhead(_ reader: ReaderState, request: Range<Int64>, cached: RangeSet,
                                  running: [ReadPlanner.RunningFetch]) -> AccessPattern {
-        if ReadPlanner.continuesSequentially(request, lastEnd: reader.lastEnd, slack: 1 << 20, cached: cached, running: running) {
+        if ReadPlanner.continuesSequentially(request, lastEnd: reader.lastEnd, slack: 1 << 20, behind: reader.readAhead,
+                                             cached: cached, running: running) {
             reader.readAhead = min(configuration.maxReadAhead, max(reader.readAhead * 2, initialReadAhead))
             reader.lastEnd = max(reader.lastEnd, request.upperBound)
             return .sequential

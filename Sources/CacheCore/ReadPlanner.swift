@@ -196,16 +196,18 @@ public struct ReadPlanner: Sendable {
     }
 
     /// Whether a read at `request` continues a reader whose reads so far ended at `lastEnd`
-    /// (negative: none yet). Near `lastEnd` (within `slack`: the kernel and players issue several
-    /// reads at once, slightly out of order) it does. So does a jump forward over bytes that are
+    /// (negative: none yet). Near `lastEnd` it does: within `slack` ahead, within `behind`
+    /// behind (the kernel's readahead has many reads in flight, answered by several threads, so
+    /// they arrive out of order by up to its window). So does a jump forward over bytes that are
     /// all cached or coming in a running fetch: readers of one file share the kernel's page cache,
     /// so a reader's own reads skip the pages other readers brought in. Taking that for a seek
     /// would stop the fetches ahead that the others are about to read, and the origin would send
     /// again what was in flight when they stopped.
-    public static func continuesSequentially(_ request: Range<Int64>, lastEnd: Int64, slack: Int64,
+    public static func continuesSequentially(_ request: Range<Int64>, lastEnd: Int64, slack: Int64, behind: Int64 = 0,
                                              cached: RangeSet, running: [RunningFetch]) -> Bool {
         guard lastEnd >= 0 else { return false }
-        if abs(request.lowerBound - lastEnd) <= slack { return true }
+        let p = request.lowerBound
+        if p <= lastEnd.addingClamped(slack) && p >= lastEnd - max(slack, behind) { return true }
         guard request.lowerBound > lastEnd else { return false }
         var skipped = RangeSet([lastEnd..<request.lowerBound])
         for r in cached.intersection(lastEnd..<request.lowerBound) { skipped.remove(r) }

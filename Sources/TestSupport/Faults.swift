@@ -70,9 +70,12 @@ public struct RequestRecord: Sendable {
     public var bodyBytes: Int64
     /// The request headers, in order.
     public var headers: [(String, String)]
+    /// When it arrived (`ProcessInfo.systemUptime`): benchmarks show how a read ramps up.
+    public var receivedAt: TimeInterval
 
     public init(method: String, path: String, range: String?, ifRange: String?, status: Int,
-                bodyBytes: Int64, headers: [(String, String)]) {
+                bodyBytes: Int64, headers: [(String, String)], receivedAt: TimeInterval = ProcessInfo.processInfo.systemUptime) {
+        self.receivedAt = receivedAt
         self.method = method
         self.path = path
         self.range = range

@@ -223,6 +223,12 @@ final class ReadPlannerTests: XCTestCase {
         XCTAssertFalse(continues(8 * mib, after: 4 * mib), "a jump over bytes nobody has is a seek")
         XCTAssertFalse(continues(0, after: 4 * mib), "back to the start is a seek")
         XCTAssertFalse(continues(0, after: -1), "a first read continues nothing")
+        XCTAssertTrue(ReadPlanner.continuesSequentially((2 * mib)..<(3 * mib), lastEnd: 8 * mib, slack: mib, behind: 8 * mib,
+                                                        cached: RangeSet(), running: []),
+                      "the kernel's readahead reads arrive out of order by up to the reader's window")
+        XCTAssertFalse(ReadPlanner.continuesSequentially((1 * mib)..<(2 * mib), lastEnd: 12 * mib, slack: mib, behind: 8 * mib,
+                                                         cached: RangeSet(), running: []),
+                       "further back is a seek")
     }
 
     func testAJumpOverBytesOtherReadersBroughtInOrAreFetchingContinuesSequentially() {
