@@ -51,7 +51,10 @@ extension EngineCore {
             // Bytes waiting for the writer count as present: their transfer has passed them.
             let present = entry.pending.adding(to: entry.coverage)
             let running = entry.inflight.running(generation: generation, now: now)
-            if updateReadAhead(reader, request: request, cached: present, running: running) == .seek {
+            // A jump forward over bytes that only this reader's own read-ahead is fetching is a
+            // seek; over bytes other readers wait for, the page cache they share skipped them.
+            let othersWant = running.filter { f in entry.inflight.fetches[f.id]?.interest.contains { $0 != reader.id } ?? false }
+            if updateReadAhead(reader, request: request, cached: present, running: othersWant) == .seek {
                 // Bytes ahead of the old position are no longer this reader's concern: its fetches
                 // there stop unless someone else (or one of its reads still waiting) needs them.
                 let waiting = entry.waiters.filter { $0.reader == reader.id }.map(\.range)
@@ -176,11 +179,13 @@ extension EngineCore {
     /// How a sequential reader's read-ahead is split into parallel streams. A stream should carry
     /// about `streamSeconds` of transfer at the rate one connection was measured to get: on a link
     /// that caps each connection, several streams together fill it; where one connection is
-    /// fast (a LAN, loopback), one stream does, and more would only cost requests.
+    /// fast (a LAN, loopback), one stream does, and more would only cost requests. Read-ahead is
+    /// fetched in waves of half a window (the planner waits for a gap that large), so a wave, not
+    /// the window, is what `maxStreams` streams share: each wave then fills the link by itself.
     func streamSize(readAhead: Int64, rate: Double?) -> Int64? {
         guard let rate, configuration.maxStreams > 1, readAhead >= 2 * configuration.minStreamSize else { return nil }
         let byRate = ReadPlanner.bytes(catchingUpAt: rate, for: configuration.streamSeconds)
-        return max(configuration.minStreamSize, byRate, readAhead / Int64(configuration.maxStreams))
+        return max(configuration.minStreamSize, byRate, readAhead / Int64(2 * configuration.maxStreams))
     }
 
     /// An origin that ignores ranges answers every request with the whole body from byte 0, so
@@ -199,12 +204,14 @@ extension EngineCore {
 
     enum AccessPattern { case first, sequential, seek }
 
-    /// Sequential readers get a window that doubles up to `maxReadAhead`; a seek resets it.
+    /// Sequential readers get a window that grows fourfold per read up to `maxReadAhead` (a cold
+    /// read over a long fat link reaches its parallel streams a few round trips sooner than by
+    /// doubling); a seek resets it. `running`: the fetches other readers wait for.
     private func updateReadAhead(_ reader: ReaderState, request: Range<Int64>, cached: RangeSet,
                                  running: [ReadPlanner.RunningFetch]) -> AccessPattern {
         if ReadPlanner.continuesSequentially(request, lastEnd: reader.lastEnd, slack: 1 << 20, behind: reader.readAhead,
                                              cached: cached, running: running) {
-            reader.readAhead = min(configuration.maxReadAhead, max(reader.readAhead * 2, initialReadAhead))
+            reader.readAhead = min(configuration.maxReadAhead, max(reader.readAhead * 4, initialReadAhead))
             reader.lastEnd = max(reader.lastEnd, request.upperBound)
             return .sequential
         }
