@@ -7,14 +7,15 @@
 # from a loopback origin (httpcachefs-bench serve), and mounts it. With URLs it mounts those.
 # The mount stays up at $MOUNTPOINT (default /tmp/httpcachefs-demo); the script prints how to
 # play it, how to reach it through the proxy, and how to stop everything.
-# Environment: MOUNTPOINT, CACHE_DIR, ORIGIN_PORT (default 8719), and HTTPCACHEFS_OPTS for more
-# mount options (e.g. HTTPCACHEFS_OPTS='--proxy-port 0' when port 8718 is taken).
+# Environment: MOUNTPOINT, CACHE_DIR, ORIGIN_PORT (default 8719), HTTPCACHEFS_OPTS for more
+# mount options (e.g. HTTPCACHEFS_OPTS='--proxy-port 0' when port 8718 is taken), and
+# HTTPCACHEFS_BIN_DIR for another build (default .build/release; the tests pass their own).
 set -eu
 cd "$(dirname "$0")/.."
-bin=.build/release
+bin=${HTTPCACHEFS_BIN_DIR:-.build/release}
 mountpoint=${MOUNTPOINT:-/tmp/httpcachefs-demo}
 cache=${CACHE_DIR:-/tmp/httpcachefs-demo-cache}
-[ -x "$bin/httpcachefs" ] || { echo "build first: swift build -c release" >&2; exit 1; }
+[ -x "$bin/httpcachefs" ] && [ -x "$bin/httpcachefs-bench" ] || { echo "build first: swift build -c release" >&2; exit 1; }
 if grep -q " $mountpoint fuse" /proc/mounts 2>/dev/null; then
     echo "a demo is mounted at $mountpoint already: play it, or stop it first with fusermount3 -u $mountpoint" >&2
     exit 1

@@ -123,7 +123,7 @@ public final class CacheReader: @unchecked Sendable {
 
     init(core: EngineCore, entry: EntryInfo, end: Int64?, accounting: ReadAccounting) {
         self.core = core
-        self.state = core.makeReaderState(entry: entry, end: end)
+        self.state = core.makeReaderState(entry: entry, end: end, door: accounting.door)
         self.accounting = accounting
         core.openReaders.open(entry.key, reader: state.id)
     }
@@ -192,6 +192,8 @@ public struct EntryStatus: Sendable {
     public var bytesFromOrigin: Int64
     public var lastAccess: Date
     public var recentErrors: [String]
+    /// Reads since this process started, by door (not kept in the index).
+    public var readsByDoor = DoorReads()
 }
 
 public struct CacheUsage: Sendable, Equatable {

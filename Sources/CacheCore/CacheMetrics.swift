@@ -34,7 +34,6 @@ public final class CacheMetrics: @unchecked Sendable {
     private let usedBytes: CoreMetrics.Gauge, capacityBytes: CoreMetrics.Gauge, freeFloorBytes: CoreMetrics.Gauge, entries: CoreMetrics.Gauge, slices: CoreMetrics.Gauge, inFlight: CoreMetrics.Gauge
 
     private let lock = NSLock()
-    private var perFile: [CacheKey: DoorReads] = [:]   // guarded by lock
     private var recent = RecentErrors(capacity: 50)    // guarded by lock
     private var doors: [DoorInfo] = []                  // guarded by lock
 
@@ -107,15 +106,12 @@ public final class CacheMetrics: @unchecked Sendable {
 
     /// One read answered: `cacheBytes` came from slice files, `originBytes` arrived while it
     /// waited; a hit had none of the latter.
-    func noteRead(door: ReadDoor, key: CacheKey, cacheBytes: Int64, originBytes: Int64, nanoseconds: Int64) {
+    func noteRead(door: ReadDoor, cacheBytes: Int64, originBytes: Int64, nanoseconds: Int64) {
         let d = door.index, hit = originBytes == 0
         if cacheBytes > 0 { servedBytes[d][0].add(cacheBytes) }
         if originBytes > 0 { servedBytes[d][1].add(originBytes) }
         reads[d][hit ? 0 : 1].add(1)
         if door == .fuse { fuseReadSeconds[hit ? 0 : 1].recordNanoseconds(nanoseconds) }
-        lock.lock()
-        perFile[key, default: DoorReads()].add(door)
-        lock.unlock()
     }
 
     /// A proxy response's first body bytes are ready, `nanoseconds` after its request arrived.
@@ -163,8 +159,6 @@ public final class CacheMetrics: @unchecked Sendable {
 
     /// The recent errors, newest first.
     public var recentErrors: [ErrorRecord] { lock.lock(); defer { lock.unlock() }; return recent.newestFirst }
-
-    func reads(of key: CacheKey) -> DoorReads { lock.lock(); defer { lock.unlock() }; return perFile[key] ?? DoorReads() }
 
     public var totals: Totals {
         func sum(_ rows: [[Tally]], _ column: Int) -> Int64 { rows.reduce(0) { $0 + $1[column].total } }
@@ -279,7 +273,8 @@ final class Tally: @unchecked Sendable {
     var total: Int64 { value.load(ordering: .relaxed) }
 }
 
-/// Reads of one file since the start, by door.
+/// Reads of one file since the start, by door: reads asked, answered or not (kept with the
+/// entry, under its shard lock, as its hits and misses are).
 public struct DoorReads: Sendable, Codable, Equatable {
     public var fuse: Int64 = 0
     public var proxy: Int64 = 0

@@ -8,7 +8,8 @@ extension EngineCore {
     func status(of e: EntryState) -> EntryStatus {
         EntryStatus(info: e.info, cachedRanges: e.coverage.ranges, cachedBytes: e.coverage.count, hits: e.hits,
                     misses: e.misses, bytesFromCache: e.bytesFromCache, bytesFromOrigin: e.bytesFromOrigin,
-                    lastAccess: Date(timeIntervalSince1970: e.lastAccess), recentErrors: e.recentErrors)
+                    lastAccess: Date(timeIntervalSince1970: e.lastAccess), recentErrors: e.recentErrors,
+                    readsByDoor: e.readsByDoor)
     }
 
     func status(url: String) -> EntryStatus? {

@@ -11,8 +11,8 @@ import Foundation
 /// are answered on `completionQueue`, from the bytes that arrived for them and, for parts that
 /// were on disk already, from slice files. It may block on nothing but the shard lock.
 extension EngineCore {
-    func makeReaderState(entry: EntryInfo, end: Int64?) -> ReaderState {
-        ReaderState(id: makeID(), entry: entry, end: end, initialReadAhead: initialReadAhead)
+    func makeReaderState(entry: EntryInfo, end: Int64?, door: ReadDoor = .cli) -> ReaderState {
+        ReaderState(id: makeID(), entry: entry, end: end, door: door, initialReadAhead: initialReadAhead)
     }
 
     /// Plans one read. A hit is answered right here on the caller's thread with a lease on the
@@ -62,6 +62,7 @@ extension EngineCore {
             }
             entry.lastAccess = now
             entry.readStatsDirty = true
+            entry.readsByDoor.add(reader.door)
 
             let planner = ReadPlanner(readAhead: reader.readAhead, seekThreshold: max(2 << 20, reader.readAhead / 2),
                                       streamSize: streamSize(readAhead: reader.readAhead, rate: entry.inflight.observedRate),

@@ -45,6 +45,8 @@ final class EntryState {
     /// sweeper writes such rows every few seconds, so `cache ls`/`info` of another process and a
     /// restart see them).
     var readStatsDirty = false
+    /// Reads since the start, by the door of their reader (for the status page).
+    var readsByDoor = DoorReads()
     var recentErrors: [String] = []
 
     init(id: Int64, info: EntryInfo, lastAccess: Double) {
@@ -188,16 +190,19 @@ final class ReaderState: @unchecked Sendable {
     var lastEnd: Int64 = -1
     /// Where the reader stops reading, if it said: its read-ahead ends there.
     let end: Int64?
+    /// The front door its reads come through, for the per-file counts.
+    let door: ReadDoor
     var readAhead: Int64
     /// How far ahead cached bytes were asked from the disk (a sequential reader's page-cache
     /// read-ahead on the slice files).
     var diskAheadTo: Int64 = 0
     var closed = false
 
-    init(id: Int, entry: EntryInfo, end: Int64? = nil, initialReadAhead: Int64) {
+    init(id: Int, entry: EntryInfo, end: Int64? = nil, door: ReadDoor = .cli, initialReadAhead: Int64) {
         self.id = id
         self.entry = entry
         self.end = end
+        self.door = door
         self.readAhead = initialReadAhead
     }
 }

@@ -10,7 +10,6 @@ import Foundation
 final class ReadAccounting: @unchecked Sendable {
     let metrics: CacheMetrics
     let door: ReadDoor
-    let key: CacheKey
     let url: String
     private let lock = NSLock()
     private var requestStartedAt: UInt64?   // guarded by lock; nil once the first byte was counted
@@ -18,7 +17,6 @@ final class ReadAccounting: @unchecked Sendable {
     init(metrics: CacheMetrics, door: ReadDoor, entry: EntryInfo, requestStartedAt: UInt64?) {
         self.metrics = metrics
         self.door = door
-        self.key = entry.key
         self.url = entry.url
         self.requestStartedAt = requestStartedAt
     }
@@ -29,7 +27,7 @@ final class ReadAccounting: @unchecked Sendable {
             guard lease.count > 0 else { return }
             let fromOrigin = Int64(lease.originBytes), fromCache = Int64(lease.count) - fromOrigin
             let now = DispatchTime.now().uptimeNanoseconds
-            metrics.noteRead(door: door, key: key, cacheBytes: fromCache, originBytes: fromOrigin,
+            metrics.noteRead(door: door, cacheBytes: fromCache, originBytes: fromOrigin,
                              nanoseconds: Int64(now &- startedAt))
             guard door == .proxy else { return }
             lock.lock()

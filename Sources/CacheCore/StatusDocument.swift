@@ -148,7 +148,7 @@ extension CacheEngine {
                 contentType: s.info.contentType, etag: s.info.etag, lastModified: s.info.lastModified,
                 generation: s.info.generation, validatedAt: s.info.validatedAt, lastAccess: s.lastAccess,
                 hits: s.hits, misses: s.misses, bytesFromCache: s.bytesFromCache, bytesFromOrigin: s.bytesFromOrigin,
-                reads: metrics.reads(of: s.info.key), errors: s.recentErrors, proxyPath: nil)
+                reads: s.readsByDoor, errors: s.recentErrors, proxyPath: nil)
         }
         let totals = metrics.totals
         return StatusDocument(

@@ -214,10 +214,12 @@ extension CLITests {
     /// A mount that `try-it.sh` cannot start shows the mount's own reason, then how options
     /// reach the mount through the script (the reason names `--proxy-port`, a flag of the binary).
     func testTryItSaysWhereMountOptionsGoWhenTheMountFails() throws {
-        let release = Self.repository.appendingPathComponent(".build/release/httpcachefs").path
-        guard FileManager.default.isExecutableFile(atPath: release) else {
-            print("⚠️  SKIPPING try-it.sh test: no release build at \(release) (swift build -c release)")
-            throw XCTSkip("try-it.sh runs the release build, and there is none at \(release)")
+        // The build under test, not whatever release build lies in the checkout (a stale one
+        // would test old code): try-it.sh takes its directory.
+        let binDir = try binary().deletingLastPathComponent().path
+        guard FileManager.default.isExecutableFile(atPath: binDir + "/httpcachefs-bench") else {
+            print("⚠️  SKIPPING try-it.sh test: no httpcachefs-bench next to the binary under test in \(binDir)")
+            throw XCTSkip("try-it.sh needs httpcachefs-bench next to httpcachefs in \(binDir)")
         }
         let holder = try start(["proxy", "--proxy-port", "0"])   // holds a port, in this test's cache
         defer { holder.terminate(); holder.waitUntilExit() }
@@ -228,7 +230,7 @@ extension CLITests {
         let script = Self.repository.appendingPathComponent("mount-helpers/try-it.sh").path
         let r = try run([script, origin.url("/x.mp4")], environment: [
             "MOUNTPOINT": mountpoint, "CACHE_DIR": temp.appending("try-cache"), "XDG_STATE_HOME": temp.appending("state"),
-            "HTTPCACHEFS_OPTS": "--proxy-port \(port!)",
+            "HTTPCACHEFS_OPTS": "--proxy-port \(port!)", "HTTPCACHEFS_BIN_DIR": binDir,
         ], raw: true)
         XCTAssertEqual(r.status, 1, r.stderr)
         XCTAssertTrue(r.stderr.contains("the port is in use"), r.stderr)
