@@ -15,6 +15,14 @@ public struct MountOptions: Sendable {
     public var fuseOptions: [String]
     /// Largest read the kernel sends in one request.
     public var maxRead: Int
+
+    /// 1 MiB less 32 KiB. libfuse splices an fd-backed reply through a pipe that must hold the
+    /// reply, its header and a page per piece; unprivileged (and in containers without
+    /// CAP_SYS_RESOURCE) a pipe grows to `/proc/sys/fs/pipe-max-size`, 1 MiB by default. A full
+    /// 1 MiB read never fits, and libfuse then gives up splicing for good on that thread, falling
+    /// back to `pread` + `writev` (two copies through user space): warm reads ran at half the
+    /// speed. 32 KiB leaves room for the header and up to five pieces.
+    public static let defaultMaxRead = (1 << 20) - (32 << 10)
     /// Owner shown for every file and directory (default: the mounting user).
     public var uid: UInt32
     public var gid: UInt32
@@ -28,7 +36,7 @@ public struct MountOptions: Sendable {
     public var debug: Bool
 
     public init(revalidateAfter: TimeInterval = 600, listingTTL: TimeInterval? = nil,
-                readDeadline: TimeInterval? = 65, fuseOptions: [String] = [], maxRead: Int = 1 << 20,
+                readDeadline: TimeInterval? = 65, fuseOptions: [String] = [], maxRead: Int = MountOptions.defaultMaxRead,
                 uid: UInt32 = getuid(), gid: UInt32 = getgid(), fsName: String = "httpcachefs",
                 debug: Bool = false) {
         self.revalidateAfter = revalidateAfter
@@ -51,7 +59,7 @@ public struct MountOptions: Sendable {
     }
 
     /// The full option list given to libfuse: always read-only, with kernel permission checks
-    /// (modes are 0444 / 0555) and 1 MiB reads; the user's options come last.
+    /// (modes are 0444 / 0555) and reads just under 1 MiB (`defaultMaxRead`); the user's options come last.
     var libfuseOptions: [String] {
         var opts = ["fsname=\(fsName.replacingOccurrences(of: ",", with: "_"))", "subtype=httpcachefs", "ro",
                     "default_permissions", "max_read=\(maxRead)"]

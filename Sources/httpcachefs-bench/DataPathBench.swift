@@ -112,6 +112,7 @@ struct DataPathBench: ParsableCommand {
         if !only.isDisjoint(with: [.warm, .proxy]) {
             FigureTable.progress("writing the \(CoreBench.human(sizes.big)) plain file (disk and nginx reference)")
             try ProxyBench.writeGenerated(path: www + "/big.bin", length: sizes.big, seed: 0xB16)
+            sync()   // its write-back would otherwise run during the figures that follow
         }
 
         let entries = ["seq.bin", "shared.bin", "rand.bin", "big.bin"].map { "\($0)=\(origin.url("/" + $0))" }
@@ -177,19 +178,35 @@ struct DataPathBench: ParsableCommand {
             let curlTime = try CoreBench.best(of: 2) {
                 try Clients.downloadRanges(curl: curl, url: origin.url("/big.bin"), length: sizes.big, streams: 1)
             }
+            sync()   // each of the two writers starts without the other's write-back
             let t = try MountBench.readWhole(mnt + "/big.bin", expected: sizes.big)
+            sync()
+            // For scale, not the target: a download that also lands on the cache's disk, as
+            // every byte of a cold read through the cache must.
+            let saved = temp.appending("curl-saved.bin")
+            defer { unlink(saved) }
+            let savedTime = try Clients.downloadRanges(curl: curl, url: origin.url("/big.bin"), length: sizes.big,
+                                                       streams: 1, output: saved)
             return [Figure(name: "mount, cold sequential \(CoreBench.human(sizes.big)) over loopback",
                            measured: Self.seconds(t) + ", " + Self.megabytes(sizes.big, t),
                            reference: "curl: " + Self.seconds(curlTime) + ", " + Self.megabytes(sizes.big, curlTime),
-                           ratio: curlTime / t, unit: "x throughput", target: .atLeast(0.7))]
+                           ratio: curlTime / t, unit: "x throughput", target: .atLeast(0.7),
+                           note: "for scale: curl saving the same bytes to a file on the cache's disk took "
+                               + Self.seconds(savedTime) + ", " + Self.megabytes(sizes.big, savedTime)
+                               + String(format: " (the mount: %.2fx of that)", savedTime / t))]
         }
         table.measure([.warm], "mount, warm sequential, page cache dropped") {
             guard Readers.canDropPageCache else { throw ValidationError("skipped: dropping the page cache needs root") }
             try daemon.waitUntilCached(url: origin.url("/big.bin"), length: sizes.big)
-            try Readers.dropPageCache()
-            let plain = try MountBench.readWhole(www + "/big.bin", expected: sizes.big)
-            try Readers.dropPageCache()
-            let t = try MountBench.readWhole(mnt + "/big.bin", expected: sizes.big)
+            // Best of two each, alternating: one disk read stalled by the host moves a single
+            // run by a factor of two here.
+            var plain = Double.infinity, t = Double.infinity
+            for _ in 0..<2 {
+                try Readers.dropPageCache()
+                plain = min(plain, try MountBench.readWhole(www + "/big.bin", expected: sizes.big))
+                try Readers.dropPageCache()
+                t = min(t, try MountBench.readWhole(mnt + "/big.bin", expected: sizes.big))
+            }
             return [Figure(name: "mount, warm sequential \(CoreBench.human(sizes.big)), page cache dropped",
                            measured: Self.seconds(t) + ", " + Self.megabytes(sizes.big, t),
                            reference: "plain file, same disk: " + Self.seconds(plain) + ", " + Self.megabytes(sizes.big, plain),

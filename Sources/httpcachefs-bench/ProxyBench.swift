@@ -272,12 +272,12 @@ enum Clients {
     /// one curl process (`--parallel`): the fastest a client that knows the file's length fetches
     /// it. Returns the time until the last range was in, as curl measured it (from the start of
     /// the transfers: no process start-up in it); fails if any range is short.
-    static func downloadRanges(curl: String, url: String, length: Int64, streams: Int) throws -> Double {
+    static func downloadRanges(curl: String, url: String, length: Int64, streams: Int, output: String = "/dev/null") throws -> Double {
         let bounds = (0...streams).map { length * Int64($0) / Int64(streams) }
         var arguments = ["-Z", "--parallel-immediate", "--parallel-max", String(streams)]
         for i in 0..<streams {
             if i > 0 { arguments.append("--next") }
-            arguments += ["-s", "-f", "-o", "/dev/null", "-w", "%{size_download} %{time_total}\\n",
+            arguments += ["-s", "-f", "-o", output, "-w", "%{size_download} %{time_total}\\n",
                           "-r", "\(bounds[i])-\(bounds[i + 1] - 1)", url]
         }
         let p = Process()

@@ -4,7 +4,17 @@ import XCTest
 final class MountOptionsTests: XCTestCase {
     func testTheMountIsAlwaysReadOnlyWithKernelPermissionChecksAndLargeReads() {
         let o = MountOptions(fuseOptions: ["allow_other", "rw"]).libfuseOptions
-        XCTAssertEqual(o, ["fsname=httpcachefs", "subtype=httpcachefs", "ro", "default_permissions", "max_read=1048576", "allow_other"])
+        XCTAssertEqual(o, ["fsname=httpcachefs", "subtype=httpcachefs", "ro", "default_permissions", "max_read=1015808", "allow_other"])
+    }
+
+    /// libfuse's sizing of the pipe it splices a reply through (fuse_send_data_iov): a page per
+    /// iovec and per piece, one more, and the reply with its 16-byte header. Past the 1 MiB a
+    /// pipe may grow to without CAP_SYS_RESOURCE, it copies through user space instead.
+    func testAFullReadOfUpToFivePiecesFitsTheSplicePipe() {
+        let page = 4096, header = 16, pieces = 5
+        let pipe = page * (1 + pieces + 1) + header + MountOptions.defaultMaxRead
+        XCTAssertLessThanOrEqual(pipe, 1 << 20)
+        XCTAssertEqual(MountOptions.defaultMaxRead % page, 0, "whole pages, as the kernel's readahead sends them")
     }
 
     func testAUsersMaxReadReplacesOursAndIsWhatInitAnnounces() {
