@@ -39,6 +39,9 @@ public struct CacheConfiguration: Sendable {
     /// by design (a transfer past its share pauses until the writer drained).
     public var writeBudget: Int64 = 4 << 20
     public var writeBudgetPerTransfer: Int64 = 1 << 20
+    /// Bytes that reads waiting for them may hold in their own buffers (`AssemblyBudget`); past
+    /// it, they are answered from the write queue and the slice files.
+    public var assemblyBudget: Int64 = 16 << 20
 
     public static let defaultSliceSize: Int64 = 4 << 20
     public static let defaultCapacity: Int64 = 5 << 30

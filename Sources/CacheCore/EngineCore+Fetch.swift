@@ -233,6 +233,13 @@ final class EntrySink: FetchSink, @unchecked Sendable {
         shard.locked {
             for c in chunks { entry.pending.remove(c) }
             guard entry.isCurrent(generation) else { return }
+            // Bytes the disk refused leave the queue for nowhere: reads that took them as queued
+            // (their buffer did not fit the budget) get them now, past the budget.
+            for c in chunks where !written.contains(c.range) {
+                for w in entry.waiters where w.generation == generation && w.range.overlaps(c.range) {
+                    w.fill(c.bytes, at: c.range.lowerBound, force: true)
+                }
+            }
             entry.unpin(slices, generation: generation)
             var added: Int64 = 0
             for r in written {

@@ -88,7 +88,7 @@ extension EngineCore {
             } else {
                 entry.misses += 1
                 let waiter = Waiter(reader: reader.id, files: reader.files, range: request, generation: generation,
-                                    deadline: now + configuration.readTimeout, completion: completion)
+                                    deadline: now + configuration.readTimeout, budget: assembly, completion: completion)
                 for (r, bytes) in entry.pending.pieces(in: request) {
                     bytes.withUnsafeBytes { waiter.fill($0, at: r.lowerBound) }
                 }
@@ -272,7 +272,7 @@ extension EngineCore {
         var still: [Waiter] = []
         for w in entry.waiters {
             let clip = w.range.lowerBound..<max(w.range.lowerBound, min(w.range.upperBound, entry.info.length ?? Int64.max))
-            guard let diskParts = w.diskParts(within: clip, cached: entry.coverage) else {
+            guard w.isComplete(within: clip, cached: entry.coverage, pending: entry.pending.ranges) else {
                 still.append(w)
                 continue
             }
@@ -283,13 +283,18 @@ extension EngineCore {
             }
             touch(entry, clip, now)
             // The waiter pinned `w.range`; the lease releases those pins.
-            let id = entry.id, epochs = diskParts.isEmpty ? [:] : epochs(entry, clip)
-            let runs = w.runs(of: clip)
+            // What it holds comes from its buffer, what waits for the writer from the queue, the
+            // rest (bytes it had no budget for, or that were on disk before it) from the slices.
+            let runs = w.runs(of: clip).flatMap { run, bytes in
+                bytes != nil ? [(run, bytes)] : self.runs(run, pending: entry.pending)
+            }
+            let fromDisk = runs.contains { $0.1 == nil }
+            let id = entry.id, epochs = fromDisk ? epochs(entry, clip) : [:]
             let answer = { [self] in
                 w.completion(lease(entry: entry, shard: shard, id: id, generation: w.generation, files: w.files,
                                    epochs: epochs, range: w.range, runs: runs))
             }
-            if let inline, diskParts.isEmpty { inline.pointee.append(answer) } else { completionQueue.async(execute: answer) }
+            if let inline, !fromDisk { inline.pointee.append(answer) } else { completionQueue.async(execute: answer) }
         }
         entry.waiters = still
     }
@@ -317,8 +322,9 @@ extension EngineCore {
         let planner = ReadPlanner(readAhead: 0)
         let now = Date().timeIntervalSince1970
         for w in entry.waiters {
-            // What it has: bytes on disk, and bytes that reached it in memory (a full disk).
-            var have = entry.coverage
+            // What it has: bytes on disk, bytes queued for the writer (which reach it even if the
+            // disk refuses them), and bytes that reached it in memory (a full disk).
+            var have = entry.pending.adding(to: entry.coverage)
             for r in w.filled.ranges { have.insert(r) }
             if let failed, w.range.overlaps(failed.range), !have.contains(w.range) {
                 entry.unpin(slices(of: w.range), generation: w.generation)

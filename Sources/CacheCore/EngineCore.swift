@@ -52,6 +52,7 @@ final class EngineCore: @unchecked Sendable {
     private var _testHook: ((Step) -> Void)?   // guarded by counterLock
     /// Writes arriving bytes off the fetch thread, within the write budget.
     let writes: WriteQueue
+    let assembly: AssemblyBudget
     /// Bytes transfers may write before the cap and free space are looked at again.
     let space = SpaceAllowance()
     /// Entries with an open reader, which `--cache-max-age` leaves alone.
@@ -97,6 +98,7 @@ final class EngineCore: @unchecked Sendable {
         store = SliceStore(root: dir, sliceSize: configuration.sliceSize)
         writes = WriteQueue(lanes: 2, budget: .init(total: configuration.writeBudget,
                                                     perTransfer: configuration.writeBudgetPerTransfer))
+        assembly = AssemblyBudget(limit: Int(configuration.assemblyBudget))
         shards = (0..<max(1, configuration.shardCount)).map { _ in Shard() }
         try load()
         startSweeper()

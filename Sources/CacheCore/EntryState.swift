@@ -111,7 +111,9 @@ final class EntryState {
 
 /// A read waiting for bytes to land. A class, so a transfer can fill it in place: bytes that
 /// arrive for it are copied straight in (`received`), and it is answered from memory when they
-/// cover it, with no read back from disk (and even when the disk is full).
+/// cover it, with no read back from disk (and even when the disk is full). Its buffer comes out
+/// of the engine's `AssemblyBudget`; while that is spent it copies nothing, and its missing bytes
+/// come from the write queue and the slice files when all are there.
 final class Waiter {
     let reader: Int
     /// The reader's open slice files, for the parts answered from disk.
@@ -125,25 +127,31 @@ final class Waiter {
     /// Bytes of `range` that arrived while it waited (indexed from `range.lowerBound`), and which.
     private(set) var received: [UInt8] = []
     private(set) var filled = RangeSet()
+    private let budget: AssemblyBudget
 
     init(reader: Int, files: ReaderFiles, range: Range<Int64>, generation: Int64, deadline: Double,
-         completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void) {
+         budget: AssemblyBudget, completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void) {
         self.reader = reader
         self.files = files
         self.range = range
         self.generation = generation
         self.deadline = deadline
+        self.budget = budget
         self.completion = completion
     }
 
-    /// Copies the part of `bytes` (which start at entry offset `at`) that this read wants.
-    func fill(_ bytes: UnsafeRawBufferPointer, at start: Int64) {
+    deinit { if !received.isEmpty { budget.give(received.count) } }
+
+    /// Copies the part of `bytes` (which start at entry offset `at`) that this read wants, if
+    /// its buffer fits the budget (always, `force`: bytes nothing else holds).
+    func fill(_ bytes: UnsafeRawBufferPointer, at start: Int64, force: Bool = false) {
         let chunk = start..<(start + Int64(bytes.count))
         let overlap = range.clamped(to: chunk)
         guard !overlap.isEmpty else { return }
         if received.isEmpty {
-            // Not zeroed: only the `filled` parts are ever read back.
             let n = Int(range.length)
+            guard budget.take(n, force: force) else { return }
+            // Not zeroed: only the `filled` parts are ever read back.
             received = [UInt8](unsafeUninitializedCapacity: n) { _, count in count = n }
         }
         let from = Int(overlap.lowerBound - start), to = Int(overlap.lowerBound - range.lowerBound)
@@ -154,13 +162,14 @@ final class Waiter {
         filled.insert(overlap)
     }
 
-    /// The parts of `range` (clipped to `within`) still to read from disk, or nil while some byte
-    /// is neither in memory nor in `cached`.
-    func diskParts(within clip: Range<Int64>, cached: RangeSet) -> [Range<Int64>]? {
+    /// Whether every byte of `range` (clipped to `within`) is here, on disk (`cached`) or queued
+    /// for the writer (`pending`).
+    func isComplete(within clip: Range<Int64>, cached: RangeSet, pending: RangeSet) -> Bool {
         let wanted = range.clamped(to: clip)
-        let missing = filled.gaps(in: wanted)
-        for r in missing where !cached.contains(r) { return nil }
-        return missing
+        for r in filled.gaps(in: wanted) where !cached.contains(r) {
+            for g in cached.gaps(in: r) where !pending.contains(g) { return false }
+        }
+        return true
     }
 
     /// The bytes of `wanted` (a prefix of `range`) that arrived here, as runs in order, with the

@@ -111,6 +111,50 @@ final class EngineWriterTests: GatedEngineTestCase {
         XCTAssertEqual(cache.status(url: url)?.cachedRanges, [0..<(256 << 10), at..<(at + chunk)])
     }
 
+    func testAReadTheAssemblyBudgetCannotHoldTakesItsBytesFromTheSlicesAndTheQueue() throws {
+        let source = GatedSource()
+        let cache = try engine(source, assemblyBudget: 0)   // no waiting read may keep a buffer
+        defer { cache.shutdown() }
+        let info = try open(cache, source)
+        let box = ResultBox<[UInt8]>(), answered = expectation(description: "read")
+        let t = try startRead(cache, source, info, offset: at, count: 4 * chunk, into: box, answered)
+        _ = t.offer(bytes(at, chunk))
+        _ = t.offer(bytes(at + chunk, chunk))
+        cache.core.writes.waitIdle()
+        XCTAssertEqual(cache.status(url: url)?.cachedRanges, [0..<(256 << 10), at..<(at + 2 * chunk)], "half on disk")
+        cache.core.writes.holdWrites()
+        _ = t.offer(bytes(at + 2 * chunk, chunk))
+        XCTAssertThrowsError(try box.get(), "a quarter still missing")
+        _ = t.offer(bytes(at + 3 * chunk, chunk))   // the rest waits for the writer
+        wait(for: [answered], timeout: 5)
+        XCTAssertEqual(try box.get(), Array(bytes(at, 4 * chunk)), "half from the slice files, half from the queue")
+        XCTAssertEqual(cache.core.assembly.inUse, 0, "nothing was copied for it on arrival")
+        XCTAssertEqual(source.transfers.count, 2, "the probe and this read's transfer, no other")
+        cache.core.writes.releaseWrites()
+        t.finish()
+        cache.core.writes.waitIdle()
+    }
+
+    func testBytesTheDiskRefusesReachAReadTheAssemblyBudgetCouldNotHold() throws {
+        let source = GatedSource()
+        let cache = try engine(source, capacity: 0, assemblyBudget: 0)   // nothing may be written
+        defer { cache.shutdown() }
+        let info = try open(cache, source)
+        let box = ResultBox<[UInt8]>(), answered = expectation(description: "read")
+        let t = try startRead(cache, source, info, offset: at, count: 2 * chunk, into: box, answered)
+        _ = t.offer(bytes(at, chunk))
+        XCTAssertEqual(cache.core.assembly.inUse, 0, "queued, not copied")
+        cache.core.writes.waitIdle()   // the writer refuses it: the bytes leave the queue
+        XCTAssertEqual(cache.status(url: url)?.cachedRanges, [], "nothing on disk")
+        XCTAssertEqual(cache.core.assembly.inUse, Int(2 * chunk), "handed to the read past the budget")
+        _ = t.offer(bytes(at + chunk, chunk))
+        wait(for: [answered], timeout: 5)
+        XCTAssertEqual(try box.get(), Array(bytes(at, 2 * chunk)))
+        XCTAssertEqual(source.transfers.count, 2, "not fetched again")
+        t.finish()
+        cache.core.writes.waitIdle()
+    }
+
     func testAnEntryRemovedWhileItsBytesWaitForTheWriterGainsNothingAndLeavesNoFiles() throws {
         let source = GatedSource()
         let cache = try engine(source)
