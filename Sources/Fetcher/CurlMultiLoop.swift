@@ -17,7 +17,10 @@ import Logging
 /// Flow control: a write callback that gets `.pause` from its sink (the disk writer is behind)
 /// or finds the bandwidth limit used up returns CURL_WRITEFUNC_PAUSE; curl keeps those bytes and
 /// stops reading that connection, and offers them again after `curl_easy_pause(CURLPAUSE_CONT)`.
-/// `--max-connections` is CURLMOPT_MAX_TOTAL_CONNECTIONS: further transfers wait in curl's queue.
+/// `--max-connections` is CURLMOPT_MAX_HOST_CONNECTIONS and CURLMOPT_MAX_TOTAL_CONNECTIONS, and
+/// the loop hands curl no more transfers than the total: the rest wait in `waiting`, in order,
+/// holding no easy handle. (curl would queue them itself, but each with its easy handle and
+/// receive buffer: 100 read-ahead streams waiting for 16 connections held 13 MiB.)
 final class CurlMultiLoop: @unchecked Sendable {
     private let configuration: FetcherConfiguration
     private let logger: Logger
@@ -31,6 +34,8 @@ final class CurlMultiLoop: @unchecked Sendable {
     private var inboxResumes: [Int] = []  // guarded by lock
     private var stopping = false  // guarded by lock
     private var nextID = 1  // guarded by lock
+    /// The most transfers curl held at once (each with its easy handle and buffer), for tests.
+    private var peakAttachedCount = 0  // guarded by lock
     /// Signalled when the loop thread has released every curl resource.
     private let exited = DispatchGroup()
     private var thread: Thread?  // set once before the loop runs
@@ -39,6 +44,9 @@ final class CurlMultiLoop: @unchecked Sendable {
     private var live: [Int: CurlTransfer] = [:]
     private var transferOfEasy: [UnsafeMutableRawPointer: Int] = [:]
     private var idleEasy: [UnsafeMutableRawPointer] = []
+    /// Transfers due to start while curl has as many as it may connect: oldest first.
+    private var waiting: [CurlTransfer] = []
+    private var waitingStart = 0
     private let throttle: Throttle?
 
     init(configuration: FetcherConfiguration, logger: Logger) {
@@ -74,6 +82,8 @@ final class CurlMultiLoop: @unchecked Sendable {
         lock.unlock()
         return id
     }
+
+    var peakAttached: Int { lock.withLock { peakAttachedCount } }
 
     /// Asks the loop to stop transfer `id` (no effect if it already finished).
     func cancel(_ id: Int) {
@@ -140,9 +150,11 @@ final class CurlMultiLoop: @unchecked Sendable {
                 if let easy = live[id]?.easy { _ = curl_easy_pause(easy, ccurl_pause_cont) }
             }
 
+            startWaiting()
             var running: Int32 = 0
             _ = curl_multi_perform(multi, &running)
             collectFinished()
+            startWaiting()
 
             var timeoutMs: Int32 = 1000
             let after = DispatchTime.now().uptimeNanoseconds
@@ -162,7 +174,34 @@ final class CurlMultiLoop: @unchecked Sendable {
         exited.leave()
     }
 
+    /// The most transfers curl holds at once: one per connection it may open.
+    private var attachedLimit: Int { max(1, configuration.maxTotalConnections) }
+
+    /// Starts waiting transfers while curl has room for them.
+    private func startWaiting() {
+        while waitingStart < waiting.count && transferOfEasy.count < attachedLimit {
+            let t = waiting[waitingStart]
+            waitingStart += 1
+            if live[t.id] != nil && t.easy == nil { attach(t) }   // not cancelled meanwhile
+        }
+        if waitingStart == waiting.count {
+            waiting.removeAll(keepingCapacity: true)
+            waitingStart = 0
+        } else if waitingStart > 64 && waitingStart * 2 > waiting.count {
+            waiting.removeFirst(waitingStart)
+            waitingStart = 0
+        }
+    }
+
     private func launch(_ t: CurlTransfer) {
+        if transferOfEasy.count >= attachedLimit || waitingStart < waiting.count {
+            waiting.append(t)   // behind those already waiting
+            return
+        }
+        attach(t)
+    }
+
+    private func attach(_ t: CurlTransfer) {
         // A refused name or address literal fails before any lookup or connection.
         if let reason = configuration.addressPolicy.refusal(url: t.state.request.url) {
             finish(t, .refusedAddress(url: t.state.request.url, reason: reason))
@@ -174,6 +213,8 @@ final class CurlMultiLoop: @unchecked Sendable {
         }
         t.beginAttempt(on: easy, configuration: configuration, pinned: pinned)
         transferOfEasy[easy] = t.id
+        let attached = transferOfEasy.count
+        lock.withLock { peakAttachedCount = max(peakAttachedCount, attached) }
         let added = curl_multi_add_handle(multi, easy)
         if added != CURLM_OK {
             transferOfEasy.removeValue(forKey: easy)

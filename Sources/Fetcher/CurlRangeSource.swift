@@ -19,6 +19,9 @@ public final class CurlRangeSource: RangeSource, @unchecked Sendable {
 
     deinit { loop.shutdown() }
 
+    /// The most transfers libcurl held at once (tests: the connection cap bounds them).
+    var peakAttachedTransfers: Int { loop.peakAttached }
+
     public func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
         guard let id = loop.submit(request, sink: sink) else {
             // Shut down: still exactly one fetchDidFinish, but not on the caller's stack.

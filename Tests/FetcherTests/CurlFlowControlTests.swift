@@ -75,6 +75,7 @@ final class CurlFlowControlTests: XCTestCase {
         }
         XCTAssertEqual(origin.requestCount(path: "/c"), 8)
         XCTAssertLessThanOrEqual(origin.peakConnections, 2, "eight transfers, never more than two connections at once")
+        XCTAssertEqual(source.peakAttachedTransfers, 2, "the others waited without an easy handle and its buffer")
     }
 }
 
