@@ -15,7 +15,9 @@
 # Installed: $PREFIX/bin/httpcachefs (0755); $SBINDIR/mount.httpcachefs (0755) and
 # $SBINDIR/mount.fuse.httpcachefs (a symlink to it), for `-t httpcachefs` and `-t fuse.httpcachefs`;
 # $UNITDIR/httpcachefs@.service (0644). The helper and the unit run $PREFIX/bin/httpcachefs.
-# Uninstall removes exactly these files (same variables); caches, logs and /etc/httpcachefs stay.
+# Uninstall removes exactly these files (same variables), after stopping and disabling every
+# httpcachefs@NAME instance (on a running systemd; else it removes their .wants links, which
+# would point at nothing); caches, logs and /etc/httpcachefs stay.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -50,7 +52,22 @@ reload_systemd() {
     fi
 }
 
+# Enabled instances of the unit: their links in the .wants directories, whatever the target.
+enabled_instances() {
+    find "$destdir$unitdir" -path '*.wants/httpcachefs@?*.service' -type l 2>/dev/null
+}
+
 if [ "$action" = uninstall ]; then
+    live_systemd=no
+    if [ -z "$destdir" ] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then live_systemd=yes; fi
+    if [ $live_systemd = yes ]; then
+        # Running instances too, enabled or not: a mount must not outlive its binary.
+        for u in $( { systemctl list-units --all --plain --no-legend 'httpcachefs@*.service' | awk '{print $1}'
+                      enabled_instances | sed 's|.*/||'; } | sort -u); do
+            systemctl disable --now "$u" && echo "stopped and disabled $u"
+        done
+    fi
+    enabled_instances | while read -r link; do rm -f "$link" && echo "removed $link"; done
     for f in "$destdir$bin_path" "$helper_link" "$helper" "$unit"; do
         if [ -e "$f" ] || [ -L "$f" ]; then rm -f "$f" && echo "removed $f"; fi
     done

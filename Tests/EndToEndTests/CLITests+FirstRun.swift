@@ -141,10 +141,16 @@ extension CLITests {
             print("⚠️  systemd-analyze is not installed: the unit was not verified")
         }
 
+        // An instance enabled as `systemctl enable httpcachefs@media` leaves it: a link in a .wants directory.
+        let wants = destdir + "/etc/systemd/system/multi-user.target.wants"
+        try fm.createDirectory(atPath: wants, withIntermediateDirectories: true)
+        try fm.createSymbolicLink(atPath: wants + "/httpcachefs@media.service",
+                                  withDestinationPath: "/etc/systemd/system/httpcachefs@.service")
         let uninstall = try run(["/bin/sh", script, "--uninstall"], environment: env, raw: true)
         XCTAssertEqual(uninstall.status, 0, uninstall.stderr)
         for path in ["/usr/local/bin/httpcachefs", "/sbin/mount.httpcachefs", "/sbin/mount.fuse.httpcachefs",
-                     "/etc/systemd/system/httpcachefs@.service"] {
+                     "/etc/systemd/system/httpcachefs@.service",
+                     "/etc/systemd/system/multi-user.target.wants/httpcachefs@media.service"] {
             XCTAssertNil(try? fm.attributesOfItem(atPath: destdir + path), "\(path) is still there")
         }
     }
