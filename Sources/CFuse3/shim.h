@@ -20,20 +20,26 @@ static inline int cfuse3_session_loop_mt(struct fuse_session *se, unsigned int m
     return rc;
 }
 
-// Replies to a read with pieces of open files (fd-backed buffers, as passthrough_ll does): libfuse
-// splices them into /dev/fuse where the kernel allows, else reads them into its own buffer. No
-// copy passes through Swift. The bufvec has a flexible array of buffers, hence the shim.
-static inline int cfuse3_reply_file_pieces(fuse_req_t req, const int *fds, const off_t *offsets,
-                                           const size_t *sizes, size_t count) {
+// Replies to a read with pieces of open files (fd-backed buffers, as passthrough_ll does) and of
+// memory (an fd of -1: `mems[i]`): libfuse splices the file pieces into /dev/fuse where the kernel
+// allows and writes the memory pieces into the same pipe, else reads it all into its own buffer.
+// No copy passes through Swift. The bufvec has a flexible array of buffers, hence the shim.
+static inline int cfuse3_reply_pieces(fuse_req_t req, const int *fds, const off_t *offsets,
+                                      const void *const *mems, const size_t *sizes, size_t count) {
     if (count == 0) return fuse_reply_buf(req, NULL, 0);
     struct fuse_bufvec *v = (struct fuse_bufvec *)calloc(1, sizeof(struct fuse_bufvec) + (count - 1) * sizeof(struct fuse_buf));
     if (v == NULL) return fuse_reply_err(req, ENOMEM);
     v->count = count;
     for (size_t i = 0; i < count; i++) {
         v->buf[i].size = sizes[i];
-        v->buf[i].flags = (enum fuse_buf_flags)(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
-        v->buf[i].fd = fds[i];
-        v->buf[i].pos = offsets[i];
+        if (fds[i] < 0) {
+            v->buf[i].flags = (enum fuse_buf_flags)0;
+            v->buf[i].mem = (void *)mems[i];
+        } else {
+            v->buf[i].flags = (enum fuse_buf_flags)(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
+            v->buf[i].fd = fds[i];
+            v->buf[i].pos = offsets[i];
+        }
     }
     int rc = fuse_reply_data(req, v, FUSE_BUF_SPLICE_MOVE);
     free(v);

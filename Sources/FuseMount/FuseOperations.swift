@@ -11,27 +11,39 @@ import Glibc
 /// trap when libfuse calls them from its own thread.
 enum FuseOperations {
     /// Sends a read's bytes from where they are: slice files go to the kernel as fd-backed
-    /// buffers (no copy through Swift); bytes that arrived from the network go as they are.
+    /// buffers, bytes that arrived from the network as they are, both in one reply (a read that
+    /// partly waited has both). No copy passes through Swift.
     static func reply(_ req: fuse_req_t, with lease: ReadLease) {
+        if lease.pieces.count == 1, case let .memory(bytes) = lease.pieces[0] {
+            bytes.withUnsafeBytes { _ = fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
+            return
+        }
         var fds: [Int32] = [], offsets: [off_t] = [], sizes: [Int] = []
+        var memories: [[UInt8]] = []
         fds.reserveCapacity(lease.pieces.count)
         for piece in lease.pieces {
-            guard case let .file(fd, offset, count) = piece else {
-                // Memory (alone, or mixed with file pieces for a read that partly waited).
-                if lease.pieces.count == 1, case let .memory(bytes) = piece {
-                    bytes.withUnsafeBytes { _ = fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
-                } else if let bytes = try? lease.bytes() {
-                    bytes.withUnsafeBytes { _ = fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
-                } else {
-                    fuse_reply_err(req, EIO)
-                }
-                return
+            switch piece {
+            case let .file(fd, offset, count):
+                fds.append(fd)
+                offsets.append(off_t(offset))
+            case let .memory(bytes):
+                fds.append(-1)
+                offsets.append(off_t(memories.count))   // which of `memories`
+                memories.append(bytes)
             }
-            fds.append(fd)
-            offsets.append(off_t(offset))
-            sizes.append(count)
+            sizes.append(piece.count)
         }
-        _ = cfuse3_reply_file_pieces(req, fds, offsets, sizes, fds.count)
+        withAddresses(of: memories[...]) { addresses in
+            let mems = fds.indices.map { fds[$0] < 0 ? addresses[Int(offsets[$0])] : nil }
+            _ = cfuse3_reply_pieces(req, fds, offsets, mems, sizes, fds.count)
+        }
+    }
+
+    /// Calls `body` with the base address of each buffer, all valid for the call.
+    private static func withAddresses(of buffers: ArraySlice<[UInt8]>, _ addresses: [UnsafeRawPointer?] = [],
+                                      _ body: ([UnsafeRawPointer?]) -> Void) {
+        guard let first = buffers.first else { return body(addresses) }
+        first.withUnsafeBytes { withAddresses(of: buffers.dropFirst(), addresses + [$0.baseAddress], body) }
     }
 
     static func table() -> fuse_lowlevel_ops {

@@ -21,6 +21,8 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
     private(set) var reads: [(url: String, offset: Int64, length: Int)] = []  // guarded by lock
     private(set) var closedReaders = 0               // guarded by lock
     var capacity: Int64 = 1 << 30
+    /// Answer reads as the engine does when a read partly waited: file pieces around memory.
+    var mixedLeases = false
     /// What the backend reports as its read timeout (listings are held to it).
     var readTimeout: TimeInterval?
     private var claimedLengths: [String: Int64] = [:]  // guarded by lock
@@ -93,6 +95,26 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
             }
             guard let outcome else { return }
             backend.queue.async { completion(outcome) }
+        }
+
+        func lease(offset: Int64, length: Int, completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void) {
+            let mixed = backend.mixedLeases
+            read(offset: offset, length: length) { result in
+                completion(result.map { bytes in mixed && bytes.count >= 3 ? Self.mixedLease(bytes) : ReadLease(bytes: bytes) })
+            }
+        }
+
+        /// The first and last thirds of `bytes` from an (unlinked) file, the middle from memory.
+        private static func mixedLease(_ bytes: [UInt8]) -> ReadLease {
+            var template = Array((NSTemporaryDirectory() + "fake-lease-XXXXXX").utf8CString)
+            let fd = mkstemp(&template)
+            precondition(fd >= 0, "mkstemp")
+            unlink(String(cString: template))
+            bytes.withUnsafeBytes { precondition(pwrite(fd, $0.baseAddress, $0.count, 0) == $0.count) }
+            let a = bytes.count / 3, b = 2 * bytes.count / 3
+            return ReadLease(pieces: [.file(fd: fd, offset: 0, count: a), .memory(Array(bytes[a..<b])),
+                                      .file(fd: fd, offset: Int64(b), count: bytes.count - b)],
+                             files: [], onRelease: { _ = Glibc.close(fd) })
         }
 
         func close() { backend.lock.withLock { backend.closedReaders += 1 } }

@@ -42,6 +42,16 @@ final class FusePlumbingTests: XCTestCase {
                        "the kernel should send reads of 1 MiB less 32 KiB: \(backend.readLog.map(\.length))")
     }
 
+    func testAReplyOfFilePiecesAroundMemoryIsByteExact() throws {
+        backend.mixedLeases = true
+        let bytes = testBytes(count: 5 << 20, seed: 9)
+        backend.setFile("http://o/a.bin", bytes)
+        let mount = try InProcessMount(backend: backend, tree: try spec("http://o/a.bin"))
+        defer { mount.stop() }
+        XCTAssertEqual(try POSIX.readAll(mount.path("a.bin"), chunk: 1 << 20), bytes)
+        XCTAssertGreaterThan(backend.readLog.count, 5, "many replies, each of three pieces")
+    }
+
     func testEveryWriteTypeOperationIsReadOnly() throws {
         backend.setFile("http://o/a.bin", [1, 2, 3])
         let mount = try InProcessMount(backend: backend, tree: try spec("http://o/a.bin"))
