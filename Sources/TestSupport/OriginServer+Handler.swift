@@ -134,6 +134,18 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
                     GeneratedBytes.fill(UnsafeMutableRawBufferPointer(rebasing: raw[0..<Int(n)]), seed: seed, offset: s.next)
                     return Int(n)
                 }
+            case let .disk(file):
+                var complete = true
+                buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: Int(n)) { raw in
+                    complete = file.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<Int(n)]), at: s.next)
+                    return complete ? Int(n) : 0
+                }
+                guard complete else {
+                    // The file shrank on disk: a short body, never made-up bytes.
+                    streaming = nil
+                    context.close(promise: nil)
+                    return
+                }
             }
             s.next += n
             budget -= n

@@ -11,16 +11,45 @@ struct OriginResource {
     var content: Content
 }
 
-/// Where body bytes come from: a stored array or the deterministic generator.
+/// Where body bytes come from: a stored array, the deterministic generator, or a file opened once.
 enum FileBody {
     case bytes([UInt8])
     case generated(seed: UInt64, length: Int64)
+    case disk(OpenFile)
 
     var length: Int64 {
         switch self {
         case let .bytes(b): return Int64(b.count)
         case let .generated(_, length): return length
+        case let .disk(f): return f.length
         }
+    }
+}
+
+/// A file served from disk, opened when it was set (no path is looked up per request), read
+/// with `pread` as the body streams. Its length is what it had then: a file that shrank since
+/// ends the response early (the connection closes), never pads it.
+public final class OpenFile: @unchecked Sendable {
+    let fd: Int32
+    let length: Int64
+
+    init(fd: Int32, length: Int64) {
+        self.fd = fd
+        self.length = length
+    }
+
+    deinit { close(fd) }
+
+    /// Reads `buffer.count` bytes at `offset`; false if the file no longer has them.
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Bool {
+        var done = 0
+        while done < buffer.count {
+            let n = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return false }
+            done += n
+        }
+        return true
     }
 }
 

@@ -8,14 +8,15 @@ import TestSupport
 ///
 /// Every regular file below DIR is served at its path (`/sub dir/My Movie.mp4`, percent-encoded
 /// in requests as clients do), every directory at `DIR/` as a listing that `mount --index` reads,
-/// and a directory asked for without its slash is redirected to it, as web servers do. Nothing is
-/// looked up on disk per request: what was found at start is all there is, so no request path
+/// and a directory asked for without its slash is redirected to it, as web servers do. Files are
+/// opened at start and read as responses stream (nothing is held in memory); no path is looked up
+/// on disk per request: what was found at start is all there is, so no request path
 /// (`..`, `%2e%2e`) can reach a file that was not listed.
 struct ServeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
         abstract: "Serve a directory tree on loopback (Range, ETag, Last-Modified, listings), until killed.",
-        discussion: "Files are read into memory at start; meant for samples, not for large trees.")
+        discussion: "Files are opened at start and read as requests stream; files added later are not served.")
 
     @Argument(help: "Directory whose files and subdirectories are served.")
     var directory: String
@@ -27,7 +28,7 @@ struct ServeCommand: ParsableCommand {
         let tree = try ServedTree.scan(directory)
         let origin = try OriginServer(port: port)
         for file in tree.files {
-            origin.setFile(file.path, data: file.bytes, lastModified: file.modified)
+            try origin.setDiskFile(file.path, file: file.disk, lastModified: file.modified)
             print(origin.url(ServedTree.encode(file.path)))
         }
         for dir in tree.directories {
@@ -48,9 +49,9 @@ struct ServeCommand: ParsableCommand {
 struct ServedTree {
     struct File {
         var path: String  // decoded, from "/"
-        var bytes: [UInt8]
+        var disk: String  // where it is on disk
+        var size: Int64
         var modified: Date?
-        var size: Int { bytes.count }
     }
 
     struct Directory {
@@ -82,8 +83,10 @@ struct ServedTree {
                     try walk(full, path + name + "/")
                 case .typeRegular?, .typeSymbolicLink?:
                     guard fm.fileExists(atPath: full, isDirectory: &isDir), !isDir.boolValue,
-                          let data = fm.contents(atPath: full) else { continue }
-                    let file = File(path: path + name, bytes: Array(data), modified: modified)
+                          fm.isReadableFile(atPath: full) else { continue }
+                    var st = stat()   // follows a symbolic link, as serving it does
+                    guard stat(full, &st) == 0 else { continue }
+                    let file = File(path: path + name, disk: full, size: Int64(st.st_size), modified: modified)
                     dir.files.append(file)
                     tree.files.append(file)
                 default:

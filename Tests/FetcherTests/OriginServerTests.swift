@@ -124,6 +124,28 @@ final class OriginServerTests: XCTestCase {
         XCTAssertEqual(origin.requests.map(\.range), [nil, "bytes=300-"])
     }
 
+    func testADiskFileIsReadAsItStreamsAndOneThatShrankEndsShortNeverPadded() throws {
+        let temp = TemporaryDirectory(prefix: "origin-disk")
+        defer { temp.remove() }
+        let path = temp.appending("movie.bin")
+        let bytes = OriginServer.generatedBytes(seed: 5, offset: 0, count: 3 << 20)
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
+        try origin.setDiskFile("/movie.bin", file: path)
+        XCTAssertEqual(try get("/movie.bin").body, bytes)
+        let range = try get("/movie.bin", [("Range", "bytes=1000000-1999999")])
+        XCTAssertEqual(range.status, 206)
+        XCTAssertEqual(range.body, Array(bytes[1_000_000..<2_000_000]))
+        XCTAssertNotNil(range.header("etag"))
+
+        XCTAssertEqual(truncate(path, 1 << 20), 0)
+        let short = try get("/movie.bin")
+        XCTAssertEqual(short.header("content-length"), String(3 << 20), "the length it had when it was set")
+        XCTAssertFalse(short.complete, "the connection closed at the end of what is left")
+        XCTAssertEqual(short.body, Array(bytes[0..<short.body.count]), "and every byte sent was the file's")
+        XCTAssertLessThanOrEqual(short.body.count, 1 << 20)
+        XCTAssertThrowsError(try origin.setDiskFile("/gone", file: temp.appending("missing")))
+    }
+
     func testIgnoreRangeNoAcceptRangesAndChunked() throws {
         origin.setFaults("/f.bin", Faults(ignoreRange: true, noAcceptRanges: true, noContentLength: true))
         let r = try get("/f.bin", [("Range", "bytes=10-19")])
