@@ -28,7 +28,7 @@ extension EngineCore {
         let shard = shard(for: key)
         let now = configuration.clock().timeIntervalSince1970
         // entry, range, row id, slice epochs, the runs (bytes still pending for the writer in memory)
-        var hit: (EntryState, Range<Int64>, Int64, [Int64: Int], [(Range<Int64>, [UInt8]?)])?
+        var hit: (EntryState, Range<Int64>, Int64, [Int64: Int], [ReadRun])?
         var diskAhead: [Range<Int64>] = []
         var toLaunch: [(EntryState, ReadPlanner.Fetch, Int)] = []
         var immediate: Result<ReadLease, CacheError>?
@@ -105,18 +105,19 @@ extension EngineCore {
     }
 
     /// How a hit on `range` is answered: from the slice files, except bytes still pending for
-    /// the writer, which come from memory. Call under the shard lock.
-    private func runs(_ range: Range<Int64>, pending: PendingBytes) -> [(Range<Int64>, [UInt8]?)] {
-        let inMemory = pending.pieces(in: range)
-        guard !inMemory.isEmpty else { return [(range, nil)] }
-        var out: [(Range<Int64>, [UInt8]?)] = []
+    /// the writer, which come from memory (views: copied once the shard lock is let go). Call
+    /// under the shard lock.
+    func runs(_ range: Range<Int64>, pending: PendingBytes) -> [ReadRun] {
+        let inMemory = pending.views(in: range)
+        guard !inMemory.isEmpty else { return [ReadRun(range: range, source: .disk)] }
+        var out: [ReadRun] = []
         var at = range.lowerBound
-        for (r, bytes) in inMemory {
-            if r.lowerBound > at { out.append((at..<r.lowerBound, nil)) }
-            out.append((r, bytes))
-            at = r.upperBound
+        for v in inMemory {
+            if v.range.lowerBound > at { out.append(ReadRun(range: at..<v.range.lowerBound, source: .disk)) }
+            out.append(ReadRun(range: v.range, source: .pending(v)))
+            at = v.range.upperBound
         }
-        if at < range.upperBound { out.append((at..<range.upperBound, nil)) }
+        if at < range.upperBound { out.append(ReadRun(range: at..<range.upperBound, source: .disk)) }
         return out
     }
 
@@ -144,16 +145,23 @@ extension EngineCore {
     /// the reader's open slice files (opened here if needed: no lock is held). Releasing it
     /// unpins. A slice file that cannot be opened is forgotten (fetched again), never served.
     func lease(entry: EntryState, shard: Shard, id: Int64, generation: Int64, files: ReaderFiles,
-               epochs: [Int64: Int], range: Range<Int64>, runs: [(Range<Int64>, [UInt8]?)],
+               epochs: [Int64: Int], range: Range<Int64>, runs: [ReadRun],
                originBytes: Int? = nil) -> Result<ReadLease, CacheError> {
         let pinned = slices(of: range)
         let unpin = { shard.locked { entry.unpin(pinned, generation: generation) } }
         var pieces: [ReadLease.Piece] = []
         var open: [SliceFile] = []
-        for (run, bytes) in runs {
-            if let bytes {
+        for r in runs {
+            let run = r.range
+            switch r.source {
+            case let .bytes(bytes):
                 pieces.append(.memory(bytes))
                 continue
+            case let .pending(view):
+                pieces.append(.memory(view.copy()))
+                continue
+            case .disk:
+                break
             }
             var offset = run.lowerBound
             while offset < run.upperBound {
@@ -286,9 +294,9 @@ extension EngineCore {
             // What it holds comes from its buffer, what waits for the writer from the queue, the
             // rest (bytes it had no budget for, or that were on disk before it) from the slices.
             let runs = w.runs(of: clip).flatMap { run, bytes in
-                bytes != nil ? [(run, bytes)] : self.runs(run, pending: entry.pending)
+                bytes.map { [ReadRun(range: run, source: .bytes($0))] } ?? self.runs(run, pending: entry.pending)
             }
-            let fromDisk = runs.contains { $0.1 == nil }
+            let fromDisk = runs.contains { if case .disk = $0.source { true } else { false } }
             let id = entry.id, epochs = fromDisk ? epochs(entry, clip) : [:]
             let answer = { [self] in
                 w.completion(lease(entry: entry, shard: shard, id: id, generation: w.generation, files: w.files,

@@ -60,6 +60,29 @@ struct PendingBytes {
         return all
     }
 
+    /// Pending bytes seen under the shard lock and copied out after it: the view keeps its chunk
+    /// (and the chunk's room in the write budget) until then, so the copy needs no lock.
+    struct View: @unchecked Sendable {
+        let range: Range<Int64>
+        let chunk: Chunk
+        let lo: Int
+
+        func copy() -> [UInt8] {
+            Array(UnsafeRawBufferPointer(rebasing: chunk.bytes[lo..<(lo + Int(range.length))]))
+        }
+    }
+
+    /// The pending bytes within `range`, in order, as views (no copy).
+    func views(in range: Range<Int64>) -> [View] {
+        guard ranges.intersection(range).isEmpty == false else { return [] }
+        var out: [View] = []
+        for c in chunks where c.range.overlaps(range) {
+            let part = c.range.clamped(to: range)
+            out.append(View(range: part, chunk: c, lo: Int(part.lowerBound - c.range.lowerBound)))
+        }
+        return out
+    }
+
     /// Copies of the pending bytes within `range`, in order.
     func pieces(in range: Range<Int64>) -> [(Range<Int64>, [UInt8])] {
         guard ranges.intersection(range).isEmpty == false else { return [] }

@@ -150,3 +150,19 @@ final class ReaderFiles: @unchecked Sendable {
         lock.unlock()
     }
 }
+
+/// Where one run of a read's bytes comes from, as the engine decides it under the shard lock;
+/// the lease is built from runs after the lock is let go (so copies and opens run without it).
+struct ReadRun {
+    enum Source {
+        /// The slice files.
+        case disk
+        /// Bytes that reached a waiting read.
+        case bytes([UInt8])
+        /// Bytes queued for the writer, copied when the lease is built.
+        case pending(PendingBytes.View)
+    }
+
+    let range: Range<Int64>
+    let source: Source
+}

@@ -13,6 +13,13 @@ final class CacheEngineTests: XCTestCase {
         try? FileManager.default.removeItem(atPath: dir)
     }
 
+    /// Blocks until no fetch sink is running (a condition wait: not from an async context's own lock).
+    private static func waitUntilSinksAreIdle(_ core: EngineCore) {
+        core.sinksIdle.lock()
+        while core.activeSinks > 0 { core.sinksIdle.wait() }
+        core.sinksIdle.unlock()
+    }
+
     private func engine(_ source: ScriptedSource, capacity: Int64 = 1 << 30, slice: Int64 = 1 << 20) throws -> CacheEngine {
         try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: capacity, freeSpaceFloor: 0,
                                                           sliceSize: slice, readTimeout: 10),
@@ -49,9 +56,7 @@ final class CacheEngineTests: XCTestCase {
         let info = try await cache.open(url: url)
         _ = try await cache.makeReader(for: info).read(offset: 0, length: data.count)
         let core = cache.core
-        core.sinksIdle.lock()
-        while core.activeSinks > 0 { core.sinksIdle.wait() }   // the fetch wrote its row
-        core.sinksIdle.unlock()
+        Self.waitUntilSinksAreIdle(core)   // the fetch wrote its row
 
         // Pure hits change nothing a fetch would write: the sweeper's pass hands them over.
         _ = try await cache.makeReader(for: info).read(offset: 0, length: 4096)
