@@ -8,8 +8,11 @@ import Foundation
 /// entry's shard lock for the planning only; the lease is made outside it. A hit does no disk
 /// I/O: it hands out descriptors the reader keeps open (opening a slice file at most once per
 /// reader and slice) and asks the kernel to read a sequential reader's next bytes ahead. Waiters
-/// are answered on `completionQueue`, from the bytes that arrived for them and, for parts that
-/// were on disk already, from slice files. It may block on nothing but the shard lock.
+/// are answered on `completionQueue` (or inline on the fetch thread when memory covers them),
+/// from the bytes that arrived for them (within the `AssemblyBudget`), bytes still queued for the
+/// writer, and slice files for the rest. Under the lock the engine only decides where each run
+/// comes from (`ReadRun`); copies and opens happen after. It may block on nothing but the shard
+/// lock.
 extension EngineCore {
     func makeReaderState(entry: EntryInfo, end: Int64?, door: ReadDoor = .cli) -> ReaderState {
         ReaderState(id: makeID(), entry: entry, end: end, door: door, initialReadAhead: initialReadAhead)
@@ -241,6 +244,7 @@ extension EngineCore {
     /// Reads bytes that the index says are on disk. A missing or short slice file is reported as
     /// an error (and its bytes forgotten by the caller), never served as zeros.
     func readFromDisk(entryID: Int64, generation: Int64, range: Range<Int64>) -> Result<[UInt8], CacheError> {
+        guard !range.isEmpty else { return .success([]) }   // the shared empty array is not ours to write
         do {
             let bytes = try [UInt8](unsafeUninitializedCapacity: Int(range.length)) { buf, count in
                 try store.read(entry: entryID, generation: generation, range: range,

@@ -69,6 +69,9 @@ public final class ReadLease: @unchecked Sendable {
     /// Throws if a slice file turned out short: never zeros for missing bytes.
     public func bytes() throws -> [UInt8] {
         if pieces.count == 1, case let .memory(bytes) = pieces[0] { return bytes }
+        // Not for an empty read: a capacity of 0 is the shared empty array, whose count the
+        // initializer would write from many threads at once.
+        guard count > 0 else { return [] }
         return try [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
             var at = 0
             for piece in pieces {

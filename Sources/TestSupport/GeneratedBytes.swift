@@ -47,7 +47,8 @@ enum GeneratedBytes {
     }
 
     static func bytes(seed: UInt64, offset: Int64, count: Int) -> [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+        guard count > 0 else { return [] }   // the shared empty array: its count is not ours to write
+        return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
             fill(UnsafeMutableRawBufferPointer(buffer), seed: seed, offset: offset)
             initialized = count
         }
