@@ -92,9 +92,7 @@ extension EngineCore {
                 entry.misses += 1
                 let waiter = Waiter(reader: reader.id, files: reader.files, range: request, generation: generation,
                                     deadline: now + configuration.readTimeout, budget: assembly, completion: completion)
-                for (r, bytes) in entry.pending.pieces(in: request) {
-                    bytes.withUnsafeBytes { waiter.fill($0, at: r.lowerBound) }
-                }
+                for v in entry.pending.views(in: request) { waiter.fill(v.bytes, at: v.range.lowerBound) }
                 entry.waiters.append(waiter)
             }
         }

@@ -67,9 +67,10 @@ struct PendingBytes {
         let chunk: Chunk
         let lo: Int
 
-        func copy() -> [UInt8] {
-            Array(UnsafeRawBufferPointer(rebasing: chunk.bytes[lo..<(lo + Int(range.length))]))
-        }
+        /// Valid while the view lives.
+        var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: chunk.bytes[lo..<(lo + Int(range.length))]) }
+
+        func copy() -> [UInt8] { Array(bytes) }
     }
 
     /// The pending bytes within `range`, in order, as views (no copy).
@@ -79,18 +80,6 @@ struct PendingBytes {
         for c in chunks where c.range.overlaps(range) {
             let part = c.range.clamped(to: range)
             out.append(View(range: part, chunk: c, lo: Int(part.lowerBound - c.range.lowerBound)))
-        }
-        return out
-    }
-
-    /// Copies of the pending bytes within `range`, in order.
-    func pieces(in range: Range<Int64>) -> [(Range<Int64>, [UInt8])] {
-        guard ranges.intersection(range).isEmpty == false else { return [] }
-        var out: [(Range<Int64>, [UInt8])] = []
-        for c in chunks where c.range.overlaps(range) {
-            let part = c.range.clamped(to: range)
-            let lo = Int(part.lowerBound - c.range.lowerBound), hi = Int(part.upperBound - c.range.lowerBound)
-            out.append((part, Array(UnsafeRawBufferPointer(rebasing: c.bytes[lo..<hi]))))
         }
         return out
     }
