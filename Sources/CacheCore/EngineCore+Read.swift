@@ -7,12 +7,12 @@ import Foundation
 /// Runs on the caller's thread (a FUSE worker, a proxy event loop, a CLI thread) under the
 /// entry's shard lock for the planning only; the lease is made outside it. A hit does no disk
 /// I/O: it hands out descriptors the reader keeps open (opening a slice file at most once per
-/// reader and slice) and asks the kernel to read a sequential reader's next bytes ahead. Waiters
-/// are answered on `completionQueue` (or inline on the fetch thread when memory covers them),
-/// from the bytes that arrived for them (within the `AssemblyBudget`), bytes still queued for the
-/// writer, and slice files for the rest. Under the lock the engine only decides where each run
-/// comes from (`ReadRun`); copies and opens happen after. It may block on nothing but the shard
-/// lock.
+/// reader and slice), and `adviseQueue` has the kernel read a sequential reader's next bytes
+/// ahead. Waiters are answered on `completionQueue` (or inline on the fetch thread when memory
+/// covers them), from the bytes that arrived for them (within the `AssemblyBudget`), bytes still
+/// queued for the writer, and slice files for the rest. Under the lock the engine only decides
+/// where each run comes from (`ReadRun`); copies and opens happen after. It may block on nothing
+/// but the shard lock.
 extension EngineCore {
     func makeReaderState(entry: EntryInfo, end: Int64?, door: ReadDoor = .cli) -> ReaderState {
         ReaderState(id: makeID(), entry: entry, end: end, door: door, initialReadAhead: initialReadAhead)
@@ -101,7 +101,10 @@ extension EngineCore {
         if let (entry, range, id, epochs, runs) = hit {
             completion(lease(entry: entry, shard: shard, id: id, generation: generation, files: reader.files,
                              epochs: epochs, range: range, runs: runs, originBytes: 0))   // a hit: nothing waited for
-            for r in diskAhead { store.adviseWillNeed(entry: id, generation: generation, range: r) }
+            if !diskAhead.isEmpty {
+                let store = store, ahead = diskAhead
+                adviseQueue.async { for r in ahead { store.adviseWillNeed(entry: id, generation: generation, range: r) } }
+            }
         }
     }
 

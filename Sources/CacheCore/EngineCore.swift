@@ -25,6 +25,9 @@ final class EngineCore: @unchecked Sendable {
     let directoryLock: DirectoryLock
     let shards: [Shard]
     let completionQueue = DispatchQueue(label: "httpcachefs.cache.completion", attributes: .concurrent)
+    /// Where a sequential reader's slice files are asked into the page cache (`posix_fadvise`
+    /// allocates the pages before it returns): off the thread that answers the read.
+    let adviseQueue = DispatchQueue(label: "httpcachefs.cache.advise")
 
     var initialReadAhead: Int64 { configuration.initialReadAhead }
     /// Bytes fetched ahead of time when an entry is first opened (file headers, a moov atom start).
