@@ -79,6 +79,28 @@ final class CurlFlowControlTests: XCTestCase {
     }
 }
 
+extension CurlFlowControlTests {
+    func testATransferWaitingForAConnectionIsCancelledWithoutEverBeingSent() {
+        origin.setGeneratedFile("/hold", length: 1 << 20, seed: 3)
+        origin.setFaults("/hold", Faults(silent: true))   // takes the only connection and keeps it
+        origin.setGeneratedFile("/next", length: 1 << 20, seed: 4)
+        let source = source { $0.maxTotalConnections = 1 }
+        defer { source.shutdown() }
+        let holding = RecordingSink(), waiting = RecordingSink()
+        let first = source.start(FetchRequest(url: origin.url("/hold")), sink: holding)
+        while origin.requestCount(path: "/hold") == 0 { usleep(1000) }
+        let second = source.start(FetchRequest(url: origin.url("/next")), sink: waiting)
+        second.cancel()
+        wait(for: [waiting.finished], timeout: 10)
+        XCTAssertEqual(waiting.result(), .cancelled)
+        XCTAssertEqual(origin.requestCount(path: "/next"), 0, "it never left the queue")
+        XCTAssertEqual(source.peakAttachedTransfers, 1)
+        first.cancel()
+        wait(for: [holding.finished], timeout: 10)
+        XCTAssertEqual(holding.result(), .cancelled)
+    }
+}
+
 /// The bucket behind `--bwlimit`, driven by a clock the test sets.
 final class TokenBucketTests: XCTestCase {
     func testBytesPassWhileATokenIsLeftAndThenWaitForTheDebtToBePaid() {
