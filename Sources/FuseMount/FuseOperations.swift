@@ -23,7 +23,7 @@ enum FuseOperations {
         fds.reserveCapacity(lease.pieces.count)
         for piece in lease.pieces {
             switch piece {
-            case let .file(fd, offset, count):
+            case let .file(fd, offset, _):
                 fds.append(fd)
                 offsets.append(off_t(offset))
             case let .memory(bytes):

@@ -17,7 +17,7 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
     private var errors: [String: CacheError] = [:]   // guarded by lock
     private var silent: Set<String> = []             // guarded by lock
     private var observers: [@Sendable (EntryInfo) -> Void] = []  // guarded by lock
-    private(set) var opens: [String] = []            // guarded by lock
+    private var openLog: [String] = []               // guarded by lock
     private(set) var reads: [(url: String, offset: Int64, length: Int)] = []  // guarded by lock
     private(set) var closedReaders = 0               // guarded by lock
     var capacity: Int64 = 1 << 30
@@ -44,7 +44,9 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
     func setSilent(_ url: String) { lock.withLock { _ = silent.insert(url) } }
     /// Reports `length` for `url` whatever its bytes (an index holding a hostile length).
     func setClaimedLength(_ url: String, _ length: Int64) { lock.withLock { claimedLengths[url] = length } }
-    var openCount: Int { lock.withLock { opens.count } }
+    var openCount: Int { lock.withLock { openLog.count } }
+    /// The URLs opened, in order (read under the lock: FUSE threads append while tests look).
+    var opens: [String] { lock.withLock { openLog } }
     var readLog: [(url: String, offset: Int64, length: Int)] { lock.withLock { reads } }
     var closedReaderCount: Int { lock.withLock { closedReaders } }
 
@@ -58,7 +60,7 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
 
     func open(url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let outcome: Result<EntryInfo, CacheError>? = lock.withLock {
-            opens.append(url)
+            openLog.append(url)
             if silent.contains(url) { return nil }
             if let e = errors[url] { return .failure(e) }
             guard let f = files[url] else { return .failure(.notFound(url: url, status: 404)) }
