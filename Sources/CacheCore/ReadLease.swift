@@ -81,13 +81,11 @@ public final class ReadLease: @unchecked Sendable {
                         _ = UnsafeMutableBufferPointer(rebasing: buffer[at..<(at + bytes.count)]).initialize(from: src)
                     }
                 case let .file(fd, offset, n):
-                    var done = 0
-                    while done < n {
-                        let r = pread(fd, buffer.baseAddress! + at + done, n - done, off_t(offset) + off_t(done))
-                        if r < 0 && errno == EINTR { continue }
-                        if r < 0 { throw StorageError(path: "slice file (fd \(fd))", errno: errno) }
-                        if r == 0 { throw StorageError(path: "slice file (fd \(fd))", message: "shorter than its index says") }
-                        done += r
+                    do throws(ReadFullyFailure) {
+                        try readFully(fd, into: UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[at..<(at + n)]),
+                                      at: offset)
+                    } catch {
+                        throw StorageError(path: "slice file (fd \(fd))", error)
                     }
                 }
                 at += piece.count

@@ -100,19 +100,14 @@ struct SliceStore: Sendable {
             let fd = open(p, O_RDONLY | O_CLOEXEC)
             if fd < 0 { throw StorageError(path: p, errno: errno) }
             defer { close(fd) }
-            var within = offset - slice * sliceSize
-            var want = Int(sliceEnd - offset)
-            while want > 0 {
-                let n = pread(fd, buffer.baseAddress! + out, want, off_t(within))
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw StorageError(path: p, errno: errno)
-                }
-                if n == 0 { throw StorageError(path: p, message: "slice file is shorter than its index says") }
-                out += n
-                want -= n
-                within += Int64(n)
+            let want = Int(sliceEnd - offset)
+            do throws(ReadFullyFailure) {
+                try readFully(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[out..<(out + want)]),
+                              at: offset - slice * sliceSize)
+            } catch {
+                throw StorageError(path: p, error)
             }
+            out += want
             offset = sliceEnd
         }
     }

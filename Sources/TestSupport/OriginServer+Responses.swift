@@ -1,4 +1,5 @@
 import Foundation
+import CacheCore
 
 /// What the origin holds at a path.
 struct OriginResource {
@@ -42,14 +43,7 @@ public final class OpenFile: @unchecked Sendable {
 
     /// Reads `buffer.count` bytes at `offset`; false if the file no longer has them.
     func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) -> Bool {
-        var done = 0
-        while done < buffer.count {
-            let n = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return false }
-            done += n
-        }
-        return true
+        (try? readFully(fd, into: buffer, at: offset)) != nil
     }
 }
 
