@@ -118,7 +118,6 @@ extension EngineCore {
                 let n = e.coverage.remove(store.sliceRange(c.slice))
                 e.sliceBytes[c.slice] = nil
                 e.sliceAccess[c.slice] = nil
-                e.endIncarnation(of: c.slice)
                 e.evicting.insert(c.slice)
                 addBytes(-n)
                 freed += n
@@ -126,19 +125,18 @@ extension EngineCore {
             }
         }
         guard !removed.isEmpty else { return 0 }
-        // No lock needed: readers no longer see these slices and writers stay out of them.
-        let asides = removed.map { store.path(entry: $0.0.entryID, generation: $0.0.generation, slice: $0.0.slice) + ".evicting" }
-        for path in asides { rename(String(path.dropLast(".evicting".count)), path) }
-        testHook?(.evictionRenamedSlices)
+        // No lock needed: readers no longer see these slices and writers stay out of them. The
+        // blocks go first, the rows after: a crash in between leaves rows over holes, which a
+        // start finds (a hole is never data) and drops.
+        punch(removed.map(\.0))
+        testHook?(.evictionFreedSlices)
         do {
-            try index.deleteSlices(removed.map(\.0)) { asides.forEach { unlink($0) } }
+            try index.deleteSlices(removed.map(\.0)) {}
             release(removed)
         } catch {
-            // The disk is too full for even this commit. Free the space first: that is safe, since
-            // no file may take these names while their rows are there (the slices stay marked
-            // `evicting`), and a start drops rows whose file is missing. Then commit again, now,
-            // or from the sweeper.
-            asides.forEach { unlink($0) }
+            // The disk is too full for even this commit. The blocks are free already, and no
+            // writer may use these slices while their rows are there (they stay marked
+            // `evicting`). Commit again, now, or from the sweeper.
             logger.warning("eviction freed the disk before its index commit", metadata: ["error": "\(error)"])
             unfinishedEvictions += removed
             finishEvictions()
@@ -160,6 +158,18 @@ extension EngineCore {
             release(pending)
         } catch {
             logger.error("eviction could not update the index yet; will retry", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Frees the blocks of evicted slices, one data file at a time.
+    func punch(_ slices: [CacheIndex.SliceID]) {
+        let byFile = Dictionary(grouping: slices) { FileID(entry: $0.entryID, generation: $0.generation) }
+        for (file, ids) in byFile {
+            do {
+                try store.punch(entry: file.entry, generation: file.generation, slices: ids.map(\.slice))
+            } catch {
+                logger.error("evicted bytes could not be freed on disk", metadata: ["error": "\(error)"])
+            }
         }
     }
 

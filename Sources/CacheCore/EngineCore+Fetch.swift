@@ -263,14 +263,13 @@ final class EntrySink: FetchSink, @unchecked Sendable {
         }
         do {
             guard try openSlice(slice, generation: generation) else { return false }
-            let within = offset - slice * core.configuration.sliceSize
             do {
-                try core.store.write(fd: fd, piece, at: within, path: core.store.path(entry: fdEntryID, generation: generation, slice: slice))
+                try core.store.write(fd: fd, piece, at: offset, path: core.store.path(entry: fdEntryID, generation: generation))
             } catch let e as StorageError where e.isDiskFull {
                 // Another program filled the disk: make room and try once more.
                 core.space.refill(0)
                 guard core.makeRoom(for: Int64(piece.count)) else { throw e }
-                try core.store.write(fd: fd, piece, at: within, path: core.store.path(entry: fdEntryID, generation: generation, slice: slice))
+                try core.store.write(fd: fd, piece, at: offset, path: core.store.path(entry: fdEntryID, generation: generation))
             }
         } catch {
             // Whatever was half written is not recorded: the extent restarts after the hole.
@@ -316,7 +315,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
         guard let id else { return false }
         let opened: Int32
         do {
-            opened = try core.store.openForWriting(entry: id, generation: generation, slice: slice)
+            opened = try core.store.openForWriting(entry: id, generation: generation)
         } catch {
             shard.locked { entry.unpin(slice...slice, generation: generation) }
             throw error
@@ -324,7 +323,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
         // Removed while the file was being opened: the removal's sweep may already have run.
         guard shard.locked({ entry.isCurrent(generation) }) else {
             close(opened)
-            core.store.remove(entry: id, generation: generation, slice: slice)
+            core.store.remove(entry: id, generation: generation)
             return false
         }
         fd = opened

@@ -81,8 +81,7 @@ extension EngineCore {
             for sub in (try? fm.contentsOfDirectory(atPath: store.dataDirectory)) ?? [] {
                 let dir = store.dataDirectory + "/" + sub
                 for name in (try? fm.contentsOfDirectory(atPath: dir)) ?? [] {
-                    let base = name.hasSuffix(".evicting") ? String(name.dropLast(9)) : name
-                    if let p = SliceStore.parse(fileName: base), idSet.contains(p.entry) { unlink(dir + "/" + name) }
+                    if let p = SliceStore.parse(fileName: name), idSet.contains(p.entry) { unlink(dir + "/" + name) }
                 }
             }
         }

@@ -30,8 +30,8 @@ extension EngineCore {
         let generation = reader.entry.generation
         let shard = shard(for: key)
         let now = configuration.clock().timeIntervalSince1970
-        // entry, range, row id, slice epochs, the runs (bytes still pending for the writer in memory)
-        var hit: (EntryState, Range<Int64>, Int64, [Int64: Int], [ReadRun])?
+        // entry, range, row id, the runs (bytes still pending for the writer in memory)
+        var hit: (EntryState, Range<Int64>, Int64, [ReadRun])?
         var diskAhead: [Range<Int64>] = []
         var toLaunch: [(EntryState, ReadPlanner.Fetch, Int)] = []
         var immediate: Result<ReadLease, CacheError>?
@@ -86,7 +86,7 @@ extension EngineCore {
                 entry.hits += 1
                 entry.bytesFromCache += request.length
                 touch(entry, request, now)
-                hit = (entry, request, entry.id, epochs(entry, request), runs(request, pending: entry.pending))
+                hit = (entry, request, entry.id, runs(request, pending: entry.pending))
                 diskAhead = diskReadAhead(reader, entry, after: request)
             } else {
                 entry.misses += 1
@@ -98,9 +98,9 @@ extension EngineCore {
         }
         for (entry, f, id) in toLaunch { launch(fetchID: id, entry: entry, key: key, fetch: f, isProbe: false) }
         if let immediate { completion(immediate); return }
-        if let (entry, range, id, epochs, runs) = hit {
+        if let (entry, range, id, runs) = hit {
             completion(lease(entry: entry, shard: shard, id: id, generation: generation, files: reader.files,
-                             epochs: epochs, range: range, runs: runs, originBytes: 0))   // a hit: nothing waited for
+                             range: range, runs: runs, originBytes: 0))   // a hit: nothing waited for
             if !diskAhead.isEmpty {
                 let store = store, ahead = diskAhead
                 adviseQueue.async { for r in ahead { store.adviseWillNeed(entry: id, generation: generation, range: r) } }
@@ -138,23 +138,16 @@ extension EngineCore {
         return entry.coverage.intersection(from..<to)
     }
 
-    /// The incarnations of the slices of `range` (call under the shard lock).
-    func epochs(_ entry: EntryState, _ range: Range<Int64>) -> [Int64: Int] {
-        var out: [Int64: Int] = [:]
-        for s in slices(of: range) { out[s] = entry.epoch(of: s) }
-        return out
-    }
-
     /// A lease over `range`, whose slices the caller pinned: memory runs as given, the rest from
-    /// the reader's open slice files (opened here if needed: no lock is held). Releasing it
-    /// unpins. A slice file that cannot be opened is forgotten (fetched again), never served.
+    /// the reader's open data file (opened here if needed: no lock is held). Releasing it
+    /// unpins. A data file that cannot be opened is forgotten (fetched again), never served.
     func lease(entry: EntryState, shard: Shard, id: Int64, generation: Int64, files: ReaderFiles,
-               epochs: [Int64: Int], range: Range<Int64>, runs: [ReadRun],
+               range: Range<Int64>, runs: [ReadRun],
                originBytes: Int? = nil) -> Result<ReadLease, CacheError> {
         let pinned = slices(of: range)
         let unpin = { shard.locked { entry.unpin(pinned, generation: generation) } }
         var pieces: [ReadLease.Piece] = []
-        var open: [SliceFile] = []
+        var file: DataFile?
         for r in runs {
             let run = r.range
             switch r.source {
@@ -167,25 +160,18 @@ extension EngineCore {
             case .disk:
                 break
             }
-            var offset = run.lowerBound
-            while offset < run.upperBound {
-                let slice = store.sliceIndex(of: offset)
-                let end = min(run.upperBound, (slice + 1) * configuration.sliceSize)
-                do {
-                    let file = try files.file(slice, epoch: epochs[slice] ?? 0) {
-                        try store.openForReading(entry: id, generation: generation, slice: slice)
-                    }
-                    if open.last !== file { open.append(file) }
-                    pieces.append(.file(fd: file.fd, offset: offset - slice * configuration.sliceSize, count: Int(end - offset)))
-                } catch {
-                    unpin()
-                    logger.error("cached bytes unreadable; they will be fetched again", metadata: ["error": "\(error)"])
-                    forget(entry: entry, shard: shard, range: offset..<end, generation: generation)
-                    return .failure((error as? StorageError)?.cacheError ?? .storage(path: configuration.directory, message: "\(error)"))
-                }
-                offset = end
+            do {
+                let f = try file ?? files.file { try store.openForReading(entry: id, generation: generation) }
+                file = f
+                pieces.append(.file(fd: f.fd, offset: run.lowerBound, count: run.count))
+            } catch {
+                unpin()
+                logger.error("cached bytes unreadable; they will be fetched again", metadata: ["error": "\(error)"])
+                forget(entry: entry, shard: shard, range: run, generation: generation)
+                return .failure((error as? StorageError)?.cacheError ?? .storage(path: configuration.directory, message: "\(error)"))
             }
         }
+        let open = file.map { [$0] } ?? []
         return .success(ReadLease(pieces: pieces, files: open, originBytes: originBytes, onRelease: unpin))
     }
 
@@ -269,7 +255,6 @@ extension EngineCore {
                 let r = store.sliceRange(s)
                 let removed = entry.coverage.remove(r)
                 entry.sliceBytes[s] = nil
-                entry.endIncarnation(of: s)
                 addBytes(-removed)
             }
         }
@@ -302,10 +287,10 @@ extension EngineCore {
                 bytes.map { [ReadRun(range: run, source: .bytes($0))] } ?? self.runs(run, pending: entry.pending)
             }
             let fromDisk = runs.contains { if case .disk = $0.source { true } else { false } }
-            let id = entry.id, epochs = fromDisk ? epochs(entry, clip) : [:]
+            let id = entry.id
             let answer = { [self] in
                 w.completion(lease(entry: entry, shard: shard, id: id, generation: w.generation, files: w.files,
-                                   epochs: epochs, range: w.range, runs: runs))
+                                   range: w.range, runs: runs))
             }
             if let inline, !fromDisk { inline.pointee.append(answer) } else { completionQueue.async(execute: answer) }
         }

@@ -47,7 +47,7 @@ final class EngineCore: @unchecked Sendable {
     var unfinishedEvictions: [(CacheIndex.SliceID, EntryState, Shard)] = []   // guarded by evictionLock
     /// Points where tests interleave other work deterministically (a removal while a transfer
     /// writes, a write while an eviction commits). Nil outside tests.
-    enum Step { case sinkWillWrite(offset: Int64), evictionRenamedSlices }
+    enum Step { case sinkWillWrite(offset: Int64), evictionFreedSlices }
     var testHook: ((Step) -> Void)? {
         get { counterLock.lock(); defer { counterLock.unlock() }; return _testHook }
         set { counterLock.lock(); _testHook = newValue; counterLock.unlock() }
@@ -289,7 +289,6 @@ final class EngineCore: @unchecked Sendable {
         addBytes(-entry.coverage.count)
         entry.coverage = RangeSet()
         entry.pending.removeAll()
-        let oldSlices = Array(entry.sliceBytes.keys)
         entry.sliceBytes = [:]
         entry.sliceAccess = [:]
         entry.resetPins()
@@ -300,7 +299,7 @@ final class EngineCore: @unchecked Sendable {
         if entry.isPersisted {
             index.updateEntry(entry.row())
             index.deleteOtherGenerations(entryID: id, keep: newGen) {
-                for s in oldSlices { store.remove(entry: id, generation: old, slice: s) }
+                store.remove(entry: id, generation: old)
             }
         }
         notifyChanged(entry.info)
@@ -325,53 +324,100 @@ final class EngineCore: @unchecked Sendable {
             byID[r.id] = e
             shard(for: info.key).entries[info.key] = e
         }
-        // What is on disk: slice files, and the marks of evictions that did not finish.
-        var files = Set<CacheIndex.SliceID>()
-        var interrupted = Set<CacheIndex.SliceID>()
+        // What is on disk: data files (a slice file of the layout before them is moved in first).
+        var files = Set<FileID>()
         let fm = FileManager.default
         for sub in (try? fm.contentsOfDirectory(atPath: store.dataDirectory)) ?? [] {
             let dir = store.dataDirectory + "/" + sub
-            for name in (try? fm.contentsOfDirectory(atPath: dir)) ?? [] {
-                let base = name.hasSuffix(".evicting") ? String(name.dropLast(9)) : name
-                guard let p = SliceStore.parse(fileName: base) else { continue }
-                let sid = CacheIndex.SliceID(entryID: p.entry, generation: p.generation, slice: p.slice)
-                if name.hasSuffix(".evicting") {
-                    interrupted.insert(sid)
-                    unlink(dir + "/" + name)
-                } else {
-                    files.insert(sid)
+            for name in ((try? fm.contentsOfDirectory(atPath: dir)) ?? []).sorted() {
+                if let p = SliceStore.parse(fileName: name) {
+                    files.insert(FileID(entry: p.entry, generation: p.generation))
+                } else if let p = SliceStore.parseLegacySlice(fileName: name) {
+                    if migrate(slice: dir + "/" + name, p.slice, into: p.entry, p.generation) {
+                        files.insert(FileID(entry: p.entry, generation: p.generation))
+                    }
+                } else if name.hasSuffix(".evicting") {
+                    unlink(dir + "/" + name)   // an eviction of the old layout that did not finish
                 }
             }
         }
+        // A slice is kept when its version is current, its file is there, and every extent's bytes
+        // are in the file (a crash between an eviction's punch and its commit leaves holes).
+        var extentsBySlice: [CacheIndex.SliceID: [CacheIndex.ExtentRow]] = [:]
+        for x in loaded.extents {
+            extentsBySlice[.init(entryID: x.entryID, generation: x.generation, slice: x.slice), default: []].append(x)
+        }
+        var descriptors: [FileID: Int32] = [:]
+        defer { descriptors.values.forEach { Glibc.close($0) } }
         var stale = Set<CacheIndex.SliceID>()
-        var kept = Set<CacheIndex.SliceID>()
-        var sliceEnds: [CacheIndex.SliceID: Int64] = [:]
-        for x in loaded.extents {
-            let sid = CacheIndex.SliceID(entryID: x.entryID, generation: x.generation, slice: x.slice)
-            sliceEnds[sid] = max(sliceEnds[sid] ?? 0, x.end - x.slice * configuration.sliceSize)
+        var keptSlices: [FileID: Set<Int64>] = [:]
+        for (sid, extents) in extentsBySlice {
+            let file = FileID(entry: sid.entryID, generation: sid.generation)
+            guard let e = byID[sid.entryID], e.info.generation == sid.generation, files.contains(file) else {
+                stale.insert(sid); continue
+            }
+            if descriptors[file] == nil {
+                descriptors[file] = (try? store.openForReading(entry: file.entry, generation: file.generation)) ?? -1
+            }
+            let fd = descriptors[file]!
+            guard fd >= 0, extents.allSatisfy({ store.holds($0.start..<$0.end, fd: fd) }) else {
+                stale.insert(sid); continue
+            }
+            for x in extents {
+                let added = e.coverage.insert(x.start..<x.end)
+                e.sliceBytes[x.slice, default: 0] += added
+                addBytes(added)
+            }
+            e.sliceAccess[sid.slice] = e.lastAccess
+            keptSlices[file, default: []].insert(sid.slice)
         }
-        for x in loaded.extents {
-            let sid = CacheIndex.SliceID(entryID: x.entryID, generation: x.generation, slice: x.slice)
-            guard let e = byID[x.entryID], e.info.generation == x.generation, files.contains(sid),
-                  !interrupted.contains(sid),
-                  (store.fileSize(entry: x.entryID, generation: x.generation, slice: x.slice) ?? 0) >= sliceEnds[sid]!
-            else { stale.insert(sid); continue }
-            let added = e.coverage.insert(x.start..<x.end)
-            e.sliceBytes[x.slice, default: 0] += added
-            e.sliceAccess[x.slice] = e.lastAccess
-            addBytes(added)
-            kept.insert(sid)
+        // Files nothing is kept of go; in the others, the slices no row describes are freed.
+        let orphans = files.filter { keptSlices[$0] == nil }
+        var freed = 0
+        for file in files where keptSlices[file] != nil {
+            guard let fd = descriptors[file], fd >= 0 else { continue }
+            var st = stat()
+            guard fstat(fd, &st) == 0 else { continue }
+            let count = (Int64(st.st_size) + configuration.sliceSize - 1) / configuration.sliceSize
+            let unused = (0..<count).filter { !keptSlices[file]!.contains($0) && store.hasData(store.sliceRange($0), fd: fd) }
+            if !unused.isEmpty {
+                try? store.punch(entry: file.entry, generation: file.generation, slices: unused)
+                freed += unused.count
+            }
         }
-        let orphans = files.subtracting(kept).union(interrupted)
         if !stale.isEmpty || !orphans.isEmpty {
             logger.info("cleaning the cache after an unclean stop", metadata: [
                 "stale_slices": "\(stale.count)", "orphan_files": "\(orphans.count)"])
-            try? index.deleteSlices(Array(stale.union(orphans))) {
-                for s in orphans.union(stale) where !kept.contains(s) {
-                    store.remove(entry: s.entryID, generation: s.generation, slice: s.slice)
+            try? index.deleteSlices(Array(stale)) {
+                for f in orphans { store.remove(entry: f.entry, generation: f.generation) }
+                let staleByFile = Dictionary(grouping: stale) { FileID(entry: $0.entryID, generation: $0.generation) }
+                for (f, ids) in staleByFile where keptSlices[f] != nil {
+                    try? store.punch(entry: f.entry, generation: f.generation, slices: ids.map(\.slice))
                 }
             }
         }
+    }
+
+    /// Moves a slice file of the layout before data files into its data file (start only).
+    /// False, and the slice file is gone, when that failed: its bytes are then fetched again.
+    private func migrate(slice path: String, _ slice: Int64, into entry: Int64, _ generation: Int64) -> Bool {
+        defer { unlink(path) }
+        let from = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard from >= 0 else { return false }
+        defer { Glibc.close(from) }
+        guard let to = try? store.openForWriting(entry: entry, generation: generation) else { return false }
+        defer { Glibc.close(to) }
+        var st = stat()
+        guard fstat(from, &st) == 0 else { return false }
+        var inOffset = off_t(0), outOffset = off_t(slice * configuration.sliceSize)
+        var left = Int(st.st_size)
+        while left > 0 {
+            let n = LinuxFileCalls.copyFileRange(from: from, at: &inOffset, to: to, at: &outOffset, length: left)
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return false }
+            left -= n
+        }
+        return true
     }
 
     // MARK: Read timeouts

@@ -29,9 +29,6 @@ final class EntryState {
     /// Slices whose rows an eviction is deleting right now: nothing is written into them until
     /// that commit is done, or the row delete would take the new extents too.
     var evicting: Set<Int64> = []
-    /// Incarnation of each slice's file: bumped when its bytes leave (eviction, an unreadable
-    /// file), so readers drop descriptors of a file that is gone and may be written anew.
-    private(set) var sliceEpochs: [Int64: Int] = [:]
     /// Consecutive answers of 200 (the whole body) to a ranged request with no 206 in between.
     var ignoredRanges = 0
     /// Opens waiting for the metadata probe; nil when no probe is running.
@@ -86,10 +83,6 @@ final class EntryState {
 
     func isPinned(_ slice: Int64) -> Bool { (pins[slice] ?? 0) > 0 }
 
-    func epoch(of slice: Int64) -> Int { sliceEpochs[slice] ?? 0 }
-
-    /// The slice's bytes left (evicted or forgotten): its file's incarnation ends.
-    func endIncarnation(of slice: Int64) { sliceEpochs[slice, default: 0] += 1 }
 
     /// A new generation starts with no pins: every pin taken before belongs to the old one.
     func resetPins() { pins = [:] }
@@ -194,7 +187,7 @@ final class ReaderState: @unchecked Sendable {
     let id: Int
     /// The version this reader was made for; it never follows the entry to another one.
     let entry: EntryInfo
-    /// Slice files of that version this reader has open.
+    /// The data file of that version, once a read opened it.
     let files = ReaderFiles()
     var lastEnd: Int64 = -1
     /// Where the reader stops reading, if it said: its read-ahead ends there.

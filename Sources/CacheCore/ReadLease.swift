@@ -5,7 +5,7 @@ import Glibc
 
 /// The answer to a read: where its bytes are, not a copy of them.
 ///
-/// Cached bytes are pieces of slice files (descriptors the reader keeps open), so a front door
+/// Cached bytes are pieces of data files (descriptors the reader keeps open), so a front door
 /// can hand them to the kernel without copying: FUSE replies with fd-backed buffers (spliced
 /// where the kernel allows), the proxy with `sendfile`. Bytes that arrived from the network while
 /// the read waited are pieces of memory. The slices stay pinned (eviction leaves them alone) until
@@ -13,7 +13,7 @@ import Glibc
 /// lease dropped on an error path never keeps its pins.
 public final class ReadLease: @unchecked Sendable {
     public enum Piece: Sendable {
-        /// `count` bytes of an open slice file at `offset` within the file.
+        /// `count` bytes of an open data file at `offset` within the file.
         case file(fd: Int32, offset: Int64, count: Int)
         case memory([UInt8])
 
@@ -29,7 +29,7 @@ public final class ReadLease: @unchecked Sendable {
     public let pieces: [Piece]
     public let count: Int
     /// Keeps the descriptors of the file pieces open for as long as the lease lives.
-    private let files: [SliceFile]
+    private let files: [DataFile]
     private let lock = NSLock()
     private var onRelease: (() -> Void)?   // guarded by lock
 
@@ -38,7 +38,7 @@ public final class ReadLease: @unchecked Sendable {
     public let originBytes: Int
 
     /// - Parameter originBytes: nil: the memory pieces (bytes that arrived while the read waited).
-    init(pieces: [Piece], files: [SliceFile], originBytes: Int? = nil, onRelease: (() -> Void)?) {
+    init(pieces: [Piece], files: [DataFile], originBytes: Int? = nil, onRelease: (() -> Void)?) {
         self.pieces = pieces
         self.count = pieces.reduce(0) { $0 + $1.count }
         self.originBytes = originBytes ?? pieces.reduce(0) { if case let .memory(b) = $1 { return $0 + b.count } else { return $0 } }
@@ -66,7 +66,7 @@ public final class ReadLease: @unchecked Sendable {
     deinit { release() }
 
     /// The bytes themselves (file pieces are read with `pread`), for callers that parse them.
-    /// Throws if a slice file turned out short: never zeros for missing bytes.
+    /// Throws if a data file turned out short: never zeros for missing bytes.
     public func bytes() throws -> [UInt8] {
         if pieces.count == 1, case let .memory(bytes) = pieces[0] { return bytes }
         // Not for an empty read: a capacity of 0 is the shared empty array, whose count the
@@ -85,7 +85,7 @@ public final class ReadLease: @unchecked Sendable {
                         try readFully(fd, into: UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[at..<(at + n)]),
                                       at: offset)
                     } catch {
-                        throw StorageError(path: "slice file (fd \(fd))", error)
+                        throw StorageError(path: "data file (fd \(fd))", error)
                     }
                 }
                 at += piece.count
@@ -95,60 +95,37 @@ public final class ReadLease: @unchecked Sendable {
     }
 }
 
-/// One open slice file. Closed when the last reader or lease holding it lets go.
-final class SliceFile: @unchecked Sendable {
+/// One open data file. Closed when the last reader or lease holding it lets go.
+final class DataFile: @unchecked Sendable {
     let fd: Int32
-    /// The slice's incarnation when it was opened: an eviction ends it (the file is unlinked and
-    /// may be written anew), and a descriptor of the old one must not be used for the new one.
-    let epoch: Int
 
-    init(fd: Int32, epoch: Int) {
-        self.fd = fd
-        self.epoch = epoch
-    }
+    init(fd: Int32) { self.fd = fd }
 
     deinit { close(fd) }
 }
 
-/// The slice files one reader keeps open: reads do not open and close a file each time, and the
-/// kernel keeps each file's read-ahead state across them. Only files of the reader's version,
-/// and only the last few: a descriptor keeps an evicted file's blocks allocated, so a reader
-/// must not hold on to every slice it ever read (a sequential reader needs the current one).
+/// The data file one reader keeps open: reads do not open and close a file each time, and the
+/// kernel keeps the file's read-ahead state across them. A reader reads one version, so one file;
+/// an evicted slice's blocks are freed by punching a hole, which an open descriptor does not hold.
 final class ReaderFiles: @unchecked Sendable {
-    static let limit = 2
     private let lock = NSLock()
-    private var files: [(slice: Int64, file: SliceFile)] = []   // most recent last; guarded by lock
-    private var closed = false   // guarded by lock
+    private var file: DataFile?   // guarded by lock
+    private var closed = false    // guarded by lock
 
-    /// The open file of `slice` at `epoch`, opening it with `open` if needed.
-    func file(_ slice: Int64, epoch: Int, open: () throws -> Int32) throws -> SliceFile {
-        lock.lock()
-        if let i = files.firstIndex(where: { $0.slice == slice }) {
-            let f = files.remove(at: i)
-            if f.file.epoch == epoch {
-                files.append(f)
-                lock.unlock()
-                return f.file
-            }
-        }
-        lock.unlock()
-        let f = SliceFile(fd: try open(), epoch: epoch)
-        lock.lock()
-        if !closed {
-            files.removeAll { $0.slice == slice }
-            files.append((slice, f))
-            if files.count > Self.limit { files.removeFirst(files.count - Self.limit) }
-        }
-        lock.unlock()
+    /// The open file, opening it with `open` if needed.
+    func file(open: () throws -> Int32) throws -> DataFile {
+        if let f = lock.withLock({ file }) { return f }
+        let f = DataFile(fd: try open())
+        lock.withLock { if !closed && file == nil { file = f } }
         return f
     }
 
-    /// Lets go of every file (leases still holding one keep it open until they are released).
+    /// Lets go of the file (leases still holding it keep it open until they are released).
     func closeAll() {
-        lock.lock()
-        closed = true
-        files = []
-        lock.unlock()
+        lock.withLock {
+            closed = true
+            file = nil
+        }
     }
 }
 
@@ -156,7 +133,7 @@ final class ReaderFiles: @unchecked Sendable {
 /// the lease is built from runs after the lock is let go (so copies and opens run without it).
 struct ReadRun {
     enum Source {
-        /// The slice files.
+        /// The data file.
         case disk
         /// Bytes that reached a waiting read.
         case bytes([UInt8])

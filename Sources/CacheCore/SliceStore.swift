@@ -3,12 +3,16 @@ import Foundation
 import Glibc
 #endif
 
-/// Slice files on disk: `data/<id mod 256, hex>/<entry id>-<generation>-<slice>.slice`.
+/// The cache's bytes on disk: one sparse data file per version of an entry,
+/// `data/<id mod 256, hex>/<entry id>-<generation>.data`, holding the entry's bytes at their own
+/// offsets.
 ///
-/// A slice holds bytes `slice*sliceSize ..< (slice+1)*sliceSize` of one generation of one entry,
-/// as a sparse file. The generation is in the name, so bytes of a changed remote file can never be
-/// read through an old slice. Which bytes of a slice are valid is the index's business; this type
-/// only moves bytes, and retries on EINTR.
+/// Slices (`sliceSize` bytes each) stay the unit of accounting and eviction: evicting a slice
+/// punches its range out of the file (`FALLOC_FL_PUNCH_HOLE`), which frees its blocks at once.
+/// One file per version lets a fully cached file be handed to the kernel whole (FUSE
+/// passthrough), and a reader keep one descriptor. The generation is in the name, so bytes of a
+/// changed remote file can never be read through an old file. Which bytes of a file are valid is
+/// the index's business; this type only moves bytes, and retries on EINTR.
 struct SliceStore: Sendable {
     let root: String
     let sliceSize: Int64
@@ -24,12 +28,21 @@ struct SliceStore: Sendable {
         dataDirectory + "/" + String(format: "%02x", Int(entry & 0xFF))
     }
 
-    func path(entry: Int64, generation: Int64, slice: Int64) -> String {
-        directory(entry: entry) + "/\(entry)-\(generation)-\(slice).slice"
+    func path(entry: Int64, generation: Int64) -> String {
+        directory(entry: entry) + "/\(entry)-\(generation).data"
     }
 
-    /// Parses a slice file name back into its parts (for orphan cleanup).
-    static func parse(fileName: String) -> (entry: Int64, generation: Int64, slice: Int64)? {
+    /// Parses a data file name back into its parts (startup scan, removal sweep).
+    static func parse(fileName: String) -> (entry: Int64, generation: Int64)? {
+        guard fileName.hasSuffix(".data") else { return nil }
+        let parts = fileName.dropLast(5).split(separator: "-")
+        guard parts.count == 2, let e = Int64(parts[0]), let g = Int64(parts[1]) else { return nil }
+        return (e, g)
+    }
+
+    /// A slice file of the layout before data files (`<entry>-<generation>-<slice>.slice`), which
+    /// a start moves into its data file.
+    static func parseLegacySlice(fileName: String) -> (entry: Int64, generation: Int64, slice: Int64)? {
         guard fileName.hasSuffix(".slice") else { return nil }
         let parts = fileName.dropLast(6).split(separator: "-")
         guard parts.count == 3, let e = Int64(parts[0]), let g = Int64(parts[1]), let s = Int64(parts[2]) else { return nil }
@@ -39,9 +52,9 @@ struct SliceStore: Sendable {
     func sliceIndex(of offset: Int64) -> Int64 { offset / sliceSize }
     func sliceRange(_ slice: Int64) -> Range<Int64> { (slice * sliceSize)..<((slice + 1) * sliceSize) }
 
-    func openForWriting(entry: Int64, generation: Int64, slice: Int64) throws -> Int32 {
+    func openForWriting(entry: Int64, generation: Int64) throws -> Int32 {
         let dir = directory(entry: entry)
-        let p = path(entry: entry, generation: generation, slice: slice)
+        let p = path(entry: entry, generation: generation)
         var fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         if fd < 0 && errno == ENOENT {
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -51,30 +64,23 @@ struct SliceStore: Sendable {
         return fd
     }
 
-    func openForReading(entry: Int64, generation: Int64, slice: Int64) throws -> Int32 {
-        let p = path(entry: entry, generation: generation, slice: slice)
+    func openForReading(entry: Int64, generation: Int64) throws -> Int32 {
+        let p = path(entry: entry, generation: generation)
         let fd = open(p, O_RDONLY | O_CLOEXEC)
         if fd < 0 { throw StorageError(path: p, errno: errno) }
         return fd
     }
 
-    /// Asks the kernel to start reading `range` (entry offsets) into the page cache. Best effort:
-    /// a slice file that is gone meanwhile is simply skipped.
+    /// Asks the kernel to start reading `range` into the page cache. Best effort: a file that is
+    /// gone meanwhile is simply skipped.
     func adviseWillNeed(entry: Int64, generation: Int64, range: Range<Int64>) {
-        var offset = range.lowerBound
-        while offset < range.upperBound {
-            let slice = sliceIndex(of: offset)
-            let end = min(range.upperBound, (slice + 1) * sliceSize)
-            let fd = open(path(entry: entry, generation: generation, slice: slice), O_RDONLY | O_CLOEXEC)
-            if fd >= 0 {
-                _ = posix_fadvise(fd, off_t(offset - slice * sliceSize), off_t(end - offset), POSIX_FADV_WILLNEED)
-                close(fd)
-            }
-            offset = end
-        }
+        let fd = open(path(entry: entry, generation: generation), O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        _ = posix_fadvise(fd, off_t(range.lowerBound), off_t(range.count), POSIX_FADV_WILLNEED)
+        close(fd)
     }
 
-    /// Writes all of `bytes` at `offset` within the slice file.
+    /// Writes all of `bytes` at `offset` of the data file.
     func write(fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64, path: @autoclosure () -> String) throws {
         var done = 0
         while done < bytes.count {
@@ -87,40 +93,63 @@ struct SliceStore: Sendable {
         }
     }
 
-    /// Reads `range` (entry offsets) of one generation into `buffer` starting at `into`.
-    /// Throws if a slice file is missing or short: the caller treats that as a miss, never as data.
+    /// Reads `range` of one generation into `buffer` starting at `into`.
+    /// Throws if the file is missing or short: the caller treats that as a miss, never as data.
     func read(entry: Int64, generation: Int64, range: Range<Int64>,
               into buffer: UnsafeMutableRawBufferPointer, at bufferOffset: Int) throws {
-        var offset = range.lowerBound
-        var out = bufferOffset
-        while offset < range.upperBound {
-            let slice = sliceIndex(of: offset)
-            let sliceEnd = min(range.upperBound, (slice + 1) * sliceSize)
-            let p = path(entry: entry, generation: generation, slice: slice)
-            let fd = open(p, O_RDONLY | O_CLOEXEC)
-            if fd < 0 { throw StorageError(path: p, errno: errno) }
-            defer { close(fd) }
-            let want = Int(sliceEnd - offset)
-            do throws(ReadFullyFailure) {
-                try readFully(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[out..<(out + want)]),
-                              at: offset - slice * sliceSize)
-            } catch {
-                throw StorageError(path: p, error)
-            }
-            out += want
-            offset = sliceEnd
+        let p = path(entry: entry, generation: generation)
+        let fd = open(p, O_RDONLY | O_CLOEXEC)
+        if fd < 0 { throw StorageError(path: p, errno: errno) }
+        defer { close(fd) }
+        do throws(ReadFullyFailure) {
+            try readFully(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[bufferOffset..<(bufferOffset + range.count)]),
+                          at: range.lowerBound)
+        } catch {
+            throw StorageError(path: p, error)
         }
     }
 
-    func remove(entry: Int64, generation: Int64, slice: Int64) {
-        unlink(path(entry: entry, generation: generation, slice: slice))
+    /// Frees the blocks of `slices` (their bytes read as zeros afterwards, and the index no
+    /// longer lists them). Throws if the file system cannot punch holes.
+    func punch(entry: Int64, generation: Int64, slices: [Int64]) throws {
+        guard !slices.isEmpty else { return }
+        let p = path(entry: entry, generation: generation)
+        let fd = open(p, O_WRONLY | O_CLOEXEC)
+        if fd < 0 {
+            if errno == ENOENT { return }   // nothing to free
+            throw StorageError(path: p, errno: errno)
+        }
+        defer { close(fd) }
+        for s in slices {
+            while LinuxFileCalls.punchHole(fd, offset: s * sliceSize, length: sliceSize) != 0 {
+                if errno == EINTR { continue }
+                throw StorageError(path: p, errno: errno)
+            }
+        }
     }
 
-    /// Size of a slice file, or nil if it does not exist.
-    func fileSize(entry: Int64, generation: Int64, slice: Int64) -> Int64? {
+    /// Deletes the data file of one generation.
+    func remove(entry: Int64, generation: Int64) {
+        unlink(path(entry: entry, generation: generation))
+    }
+
+    /// True when every byte of `range` is in the file: it is long enough and no hole lies inside
+    /// (a punched slice whose rows outlived a crash reads as zeros, and zeros are not the bytes).
+    func holds(_ range: Range<Int64>, fd: Int32) -> Bool {
         var st = stat()
-        guard stat(path(entry: entry, generation: generation, slice: slice), &st) == 0 else { return nil }
-        return Int64(st.st_size)
+        guard fstat(fd, &st) == 0, Int64(st.st_size) >= range.upperBound else { return false }
+        guard !range.isEmpty else { return true }
+        let hole = lseek(fd, off_t(range.lowerBound), LinuxFileCalls.seekHole)
+        if hole < 0 { return errno == EINVAL || errno == ENOTSUP }   // no hole support: nothing was punched
+        return Int64(hole) >= range.upperBound
+    }
+}
+
+extension SliceStore {
+    /// True when some byte of `range` is allocated in the file.
+    func hasData(_ range: Range<Int64>, fd: Int32) -> Bool {
+        let data = lseek(fd, off_t(range.lowerBound), LinuxFileCalls.seekData)
+        return data >= 0 && Int64(data) < range.upperBound
     }
 }
 
@@ -147,4 +176,10 @@ struct StorageError: Error, CustomStringConvertible {
     var cacheError: CacheError {
         isDiskFull ? .diskFull(path: path) : .storage(path: path, message: message)
     }
+}
+
+/// One data file: an entry's version.
+struct FileID: Hashable, Sendable {
+    var entry: Int64
+    var generation: Int64
 }

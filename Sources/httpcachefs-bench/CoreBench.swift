@@ -47,8 +47,8 @@ struct CoreBench: ParsableCommand {
         let cold = try Spawned.time(binary, catArgs)
         try Self.checkFullyCached(binary: binary, url: url, cacheDir: cacheDir, length: length)
         let warm = try Self.best(of: 2) { try Spawned.time(binary, catArgs) }
-        let slices = try Self.sliceFiles(under: cacheDir + "/data")
-        let disk = try Self.best(of: 2) { try Spawned.time("/bin/cat", slices) }
+        let files = try Self.dataFiles(under: cacheDir + "/data")
+        let disk = try Self.best(of: 2) { try Spawned.time("/bin/cat", files) }
 
         func row(_ name: String, _ seconds: Double, _ ratio: String) -> [String] {
             [name, String(format: "%.3f", seconds), String(format: "%.1f", Double(length) / seconds / 1e6), ratio]
@@ -58,7 +58,7 @@ struct CoreBench: ParsableCommand {
             row("curl -o /dev/null", curlTime, "1.00 (network reference)"),
             row("httpcachefs cat, cold", cold, String(format: "%.2f x curl", cold / curlTime)),
             row("httpcachefs cat, warm", warm, String(format: "%.2f x curl, %.2f x disk", warm / curlTime, warm / disk)),
-            row("cat slice files (disk)", disk, "1.00 (disk reference, \(slices.count) files)"),
+            row("cat the data file (disk)", disk, "1.00 (disk reference)"),
         ]
         print(Self.table(rows))
     }
@@ -93,17 +93,16 @@ struct CoreBench: ParsableCommand {
         return best
     }
 
-    /// Every slice file, in name order (entry, generation, slice: the file's byte order within
-    /// one directory bucket, which is all one entry needs).
-    static func sliceFiles(under dir: String) throws -> [String] {
+    /// Every data file of the cache, in name order.
+    static func dataFiles(under dir: String) throws -> [String] {
         guard let e = FileManager.default.enumerator(atPath: dir) else {
             throw ValidationError("no cache data directory at \(dir)")
         }
         var files: [String] = []
         while let name = e.nextObject() as? String {
-            if name.hasSuffix(".slice") { files.append(dir + "/" + name) }
+            if name.hasSuffix(".data") { files.append(dir + "/" + name) }
         }
-        guard !files.isEmpty else { throw ValidationError("no slice files under \(dir)") }
+        guard !files.isEmpty else { throw ValidationError("no data files under \(dir)") }
         return files.sorted()
     }
 

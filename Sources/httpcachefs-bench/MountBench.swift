@@ -79,9 +79,9 @@ struct MountBench: ParsableCommand {
         }
         let seq = mountpoint + "/seq.bin"
         let cold = try Self.readWhole(seq, expected: length)
-        let slices = try CoreBench.sliceFiles(under: cacheDir + "/data")  // only seq.bin is cached so far
+        let files = try CoreBench.dataFiles(under: cacheDir + "/data")  // only seq.bin is cached so far
         try dropPageCache()
-        let disk = try Spawned.time("/bin/cat", slices)
+        let disk = try Spawned.time("/bin/cat", files)
         try dropPageCache()
         let warm = try Self.readWhole(seq, expected: length)
 

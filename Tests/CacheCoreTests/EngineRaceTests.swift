@@ -30,7 +30,7 @@ final class EngineRaceTests: GatedEngineTestCase {
 
         XCTAssertLessThan(cache.usage.bytes, before, "the removal took the entry's bytes")
         XCTAssertEqual(cache.usage.bytes, 0, "a removed entry gains no bytes")
-        XCTAssertEqual(sliceFiles(), [], "no slice file reappears after the removal's sweep")
+        XCTAssertEqual(dataFiles(), [], "no data file reappears after the removal's sweep")
         XCTAssertNil(cache.status(url: url))
     }
 
@@ -40,7 +40,7 @@ final class EngineRaceTests: GatedEngineTestCase {
         defer { cache.shutdown() }
         let info = try open(cache, source)   // slice 0 holds 0..<256 KiB, unpinned
 
-        // A transfer for more of slice 0 is running when the eviction renames slice 0 aside.
+        // A transfer for more of slice 0 is running when the eviction frees slice 0.
         let reader = cache.makeReader(for: info)
         let answered = expectation(description: "read")
         let read = ResultBox<[UInt8]>()
@@ -48,9 +48,9 @@ final class EngineRaceTests: GatedEngineTestCase {
         let transfer = try XCTUnwrap(source.transfers.last)
         transfer.partial(length: length)
         cache.core.testHook = { step in
-            guard case .evictionRenamedSlices = step else { return }
+            guard case .evictionFreedSlices = step else { return }
             cache.core.testHook = nil
-            // Between the rename and the row delete, the transfer delivers bytes of slice 0.
+            // Between the punch and the row delete, the transfer delivers bytes of slice 0.
             transfer.send(self.data[(512 << 10)..<((512 << 10) + (64 << 10))])
         }
         // Evict slice 0 only (the read pins it now, so unpin by evicting before it was pinned:

@@ -127,7 +127,7 @@ final class EngineWriterTests: GatedEngineTestCase {
         XCTAssertThrowsError(try box.get(), "a quarter still missing")
         _ = t.offer(bytes(at + 3 * chunk, chunk))   // the rest waits for the writer
         wait(for: [answered], timeout: 5)
-        XCTAssertEqual(try box.get(), Array(bytes(at, 4 * chunk)), "half from the slice files, half from the queue")
+        XCTAssertEqual(try box.get(), Array(bytes(at, 4 * chunk)), "half from the data file, half from the queue")
         XCTAssertEqual(cache.core.assembly.inUse, 0, "nothing was copied for it on arrival")
         XCTAssertEqual(source.transfers.count, 2, "the probe and this read's transfer, no other")
         cache.core.writes.releaseWrites()
@@ -173,7 +173,7 @@ final class EngineWriterTests: GatedEngineTestCase {
         t.finish()
         cache.core.writes.waitIdle()
         XCTAssertEqual(cache.usage.bytes, 0, "a removed entry gains no bytes")
-        XCTAssertEqual(sliceFiles(), [], "the writer left no file behind")
+        XCTAssertEqual(dataFiles(), [], "the writer left no file behind")
         XCTAssertNil(cache.status(url: url))
         XCTAssertEqual(cache.core.writes.usage.reserved, 0, "its room was given back")
     }

@@ -38,9 +38,10 @@ class GatedEngineTestCase: XCTestCase {
         return try box.get()
     }
 
-    func sliceFiles() -> [String] {
+    /// The cache's data files.
+    func dataFiles() -> [String] {
         let root = dir + "/data"
-        return ((try? FileManager.default.subpathsOfDirectory(atPath: root)) ?? []).filter { $0.hasSuffix(".slice") }
+        return ((try? FileManager.default.subpathsOfDirectory(atPath: root)) ?? []).filter { $0.hasSuffix(".data") }
     }
 
     /// `data[from ..< from + count]`.

@@ -1,0 +1,117 @@
+import XCTest
+@testable import CacheCore
+
+/// The on-disk layout: one sparse data file per version of an entry; evicted slices are holes.
+final class DataFileTests: XCTestCase {
+    private var dir: String!
+    private let url = "http://origin.test/media/video.mp4"
+    private let slice: Int64 = 1 << 20
+
+    override func setUp() {
+        dir = NSTemporaryDirectory() + "httpcachefs-datafile-\(UUID().uuidString)"
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    private func engine(_ source: ScriptedSource) throws -> CacheEngine {
+        try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0,
+                                                          sliceSize: slice, readTimeout: 10),
+                        source: source)
+    }
+
+    private func dataFiles() -> [String] {
+        let root = dir + "/data"
+        return ((try? FileManager.default.subpathsOfDirectory(atPath: root)) ?? [])
+            .filter { $0.hasSuffix(".data") }.map { root + "/" + $0 }
+    }
+
+    /// Caches all of `data` and stops the engine; the one data file's path.
+    private func cacheAll(_ data: [UInt8], _ source: ScriptedSource) async throws -> String {
+        let cache = try engine(source)
+        let info = try await cache.open(url: url)
+        _ = try await cache.makeReader(for: info).read(offset: 0, length: data.count)
+        cache.core.writes.waitIdle()
+        cache.shutdown()
+        let files = dataFiles()
+        XCTAssertEqual(files.count, 1, "one file for the whole entry: \(files)")
+        return try XCTUnwrap(files.first)
+    }
+
+    func testAnEntryIsOneFileWithItsBytesAtTheirOwnOffsets() async throws {
+        let data = randomBytes(3 << 20 + 1000, seed: 21)
+        let source = ScriptedSource()
+        source.set(url, .init(bytes: data, etag: "\"a\""))
+        let path = try await cacheAll(data, source)
+        XCTAssertEqual(FileManager.default.contents(atPath: path).map(Array.init), data)
+    }
+
+    func testRowsOverAHoleAreDroppedAtStartAndTheBytesFetchedAgain() async throws {
+        // A crash between an eviction's punch and its index commit leaves rows over a hole.
+        let data = randomBytes(3 << 20, seed: 22)
+        let source = ScriptedSource()
+        source.set(url, .init(bytes: data, etag: "\"a\""))
+        let path = try await cacheAll(data, source)
+        let fd = open(path, O_WRONLY)
+        XCTAssertEqual(LinuxFileCalls.punchHole(fd, offset: slice, length: slice), 0, "punch slice 1")
+        close(fd)
+
+        source.resetCounters()
+        let cache = try engine(source)
+        defer { cache.shutdown() }
+        let status = try XCTUnwrap(cache.status(url: url))
+        XCTAssertEqual(status.cachedRanges, [0..<slice, (2 * slice)..<(3 * slice)], "slice 1's rows are gone")
+        let info = try await cache.open(url: url)
+        let bytes = try await cache.makeReader(for: info).read(offset: 0, length: data.count)
+        XCTAssertEqual(bytes, data, "the hole is fetched again, never served as zeros")
+        XCTAssertEqual(Int64(source.bytesServed), slice, "only the hole's bytes came from the origin")
+        XCTAssertEqual(cache.verify().problems, [])
+    }
+
+    func testSliceFilesOfTheOlderLayoutMoveIntoTheDataFile() async throws {
+        let data = randomBytes(2 << 20 + 500, seed: 23)
+        let source = ScriptedSource()
+        source.set(url, .init(bytes: data, etag: "\"a\""))
+        let path = try await cacheAll(data, source)
+        // Split the data file into the slice files the cache used to write.
+        let name = (path as NSString).lastPathComponent.dropLast(".data".count)
+        let bucket = (path as NSString).deletingLastPathComponent
+        for s in 0..<3 {
+            let part = Array(data[(s << 20)..<min(data.count, (s + 1) << 20)])
+            FileManager.default.createFile(atPath: bucket + "/\(name)-\(s).slice", contents: Data(part))
+        }
+        try FileManager.default.removeItem(atPath: path)
+
+        source.resetCounters()
+        let cache = try engine(source)
+        defer { cache.shutdown() }
+        let info = try await cache.open(url: url)
+        let bytes = try await cache.makeReader(for: info).read(offset: 0, length: data.count)
+        XCTAssertEqual(bytes, data)
+        XCTAssertEqual(source.bytesServed, 0, "the moved bytes were served from the cache")
+        XCTAssertEqual(dataFiles(), [path], "the slice files are gone, the data file is back")
+    }
+
+    func testEvictionFreesTheSlicesBlocksAndKeepsTheRest() async throws {
+        let data = randomBytes(4 << 20, seed: 24)
+        let source = ScriptedSource()
+        source.set(url, .init(bytes: data, etag: "\"a\""))
+        let path = try await cacheAll(data, source)
+        let cache = try engine(source)
+        defer { cache.shutdown() }
+        XCTAssertEqual(Self.allocated(path), 4 << 20)
+        XCTAssertGreaterThan(cache.core.evictionLock.withLock { cache.core.evict(bytes: 2 << 20) }, 0)
+        let left = try XCTUnwrap(cache.status(url: url)).cachedBytes
+        XCTAssertLessThan(left, 4 << 20)
+        XCTAssertEqual(Self.allocated(path), left, "the disk holds exactly what the index lists")
+        let info = try await cache.open(url: url)
+        let bytes = try await cache.makeReader(for: info).read(offset: 0, length: data.count)
+        XCTAssertEqual(bytes, data)
+    }
+
+    private static func allocated(_ path: String) -> Int64 {
+        var st = stat()
+        return stat(path, &st) == 0 ? Int64(st.st_blocks) * 512 : -1
+    }
+}
