@@ -6,19 +6,12 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <fuse_lowlevel.h>
-
-// Debian's fuse 3.14 headers make fuse_session_loop_mt a macro over versioned symbols, which
-// Swift cannot call: this wrapper picks the right one at C compile time.
-static inline int cfuse3_session_loop_mt(struct fuse_session *se, unsigned int max_idle_threads) {
-    struct fuse_loop_config *cfg = fuse_loop_cfg_create();
-    if (cfg == NULL) return -1;
-    fuse_loop_cfg_set_clone_fd(cfg, 0);
-    fuse_loop_cfg_set_max_threads(cfg, 64);
-    fuse_loop_cfg_set_idle_threads(cfg, max_idle_threads);
-    int rc = fuse_session_loop_mt(se, cfg);
-    fuse_loop_cfg_destroy(cfg);
-    return rc;
-}
+#include <stdint.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 // Replies to a read with pieces of open files (fd-backed buffers, as passthrough_ll does) and of
 // memory (an fd of -1: `mems[i]`): libfuse splices the file pieces into /dev/fuse where the kernel
@@ -44,5 +37,96 @@ static inline int cfuse3_reply_pieces(fuse_req_t req, const int *fds, const off_
     int rc = fuse_reply_data(req, v, FUSE_BUF_SPLICE_MOVE);
     free(v);
     return rc;
+}
+
+// FUSE passthrough (Linux 6.9+): the kernel reads an open file from a backing file of ours,
+// without a round trip per read. Debian's libfuse 3.14 predates it, so the little of the
+// protocol it needs is here: the INIT flag, the backing-file ioctls and the open reply.
+// (Layouts from the kernel's uapi <linux/fuse.h>, protocol 7.40.)
+#define CFUSE3_OPCODE_INIT 26
+#define CFUSE3_INIT_EXT (1u << 30)
+#define CFUSE3_PASSTHROUGH_FLAGS2 (1u << (37 - 32))
+#define CFUSE3_FOPEN_PASSTHROUGH (1u << 7)
+struct cfuse3_backing_map { int32_t fd; uint32_t flags; uint64_t padding; };
+#define CFUSE3_DEV_IOC_BACKING_OPEN _IOW(229, 1, struct cfuse3_backing_map)
+#define CFUSE3_DEV_IOC_BACKING_CLOSE _IOW(229, 2, uint32_t)
+
+// The request's unique id if `buf` is an INIT request whose kernel offers passthrough, else 0.
+static inline uint64_t cfuse3_init_offering_passthrough(const void *buf, size_t len) {
+    // fuse_in_header (40 bytes: len, opcode, unique, ...), then fuse_init_in (major, minor,
+    // max_readahead, flags, flags2, ...).
+    if (buf == NULL || len < 40 + 20) return 0;
+    const unsigned char *b = (const unsigned char *)buf;
+    uint32_t opcode, flags, flags2;
+    uint64_t unique;
+    memcpy(&opcode, b + 4, 4);
+    memcpy(&unique, b + 8, 8);
+    memcpy(&flags, b + 40 + 12, 4);
+    memcpy(&flags2, b + 40 + 16, 4);
+    if (opcode != CFUSE3_OPCODE_INIT || !(flags & CFUSE3_INIT_EXT) || !(flags2 & CFUSE3_PASSTHROUGH_FLAGS2)) return 0;
+    return unique;
+}
+
+// Writes a reply; if it answers request `init_unique` (an INIT), with passthrough added to the
+// flags libfuse chose and a stack depth of 1 (backing files on a plain file system, and this
+// mount may itself be stacked under overlayfs once). Returns what writev returns, and sets
+// `*patched` when it added passthrough.
+static inline ssize_t cfuse3_writev_reply(int fd, struct iovec *iov, int count, uint64_t init_unique, int *patched) {
+    // fuse_out_header is 16 bytes (len, error, unique); fuse_init_out has flags at 12, flags2 at 32
+    // and max_stack_depth at 36, in libfuse 3.14's 64 bytes as in the kernel's.
+    if (init_unique != 0 && count == 2 && iov[0].iov_len == 16 && iov[1].iov_len >= 40 && iov[1].iov_len <= 256) {
+        uint64_t unique;
+        int32_t error;
+        memcpy(&error, (const char *)iov[0].iov_base + 4, 4);
+        memcpy(&unique, (const char *)iov[0].iov_base + 8, 8);
+        uint32_t flags;
+        memcpy(&flags, (const char *)iov[1].iov_base + 12, 4);
+        if (unique == init_unique && error == 0 && (flags & CFUSE3_INIT_EXT)) {
+            unsigned char out[256];
+            memcpy(out, iov[1].iov_base, iov[1].iov_len);
+            uint32_t flags2, depth = 1;
+            memcpy(&flags2, out + 32, 4);
+            flags2 |= CFUSE3_PASSTHROUGH_FLAGS2;
+            memcpy(out + 32, &flags2, 4);
+            memcpy(out + 36, &depth, 4);
+            struct iovec v[2] = { iov[0], { out, iov[1].iov_len } };
+            *patched = 1;
+            return writev(fd, v, 2);
+        }
+    }
+    return writev(fd, iov, count);
+}
+
+extern ssize_t splice(int fdin, __off64_t *offin, int fdout, __off64_t *offout, size_t len, unsigned int flags);
+
+// libfuse's custom I/O needs a splice of its own to keep splicing fd-backed replies.
+static inline ssize_t cfuse3_splice_send(int fdin, off_t *offin, int fdout, off_t *offout, size_t len,
+                                         unsigned int flags, void *userdata) {
+    (void)userdata;
+    return splice(fdin, (__off64_t *)offin, fdout, (__off64_t *)offout, len, flags);
+}
+
+static inline ssize_t cfuse3_read(int fd, void *buf, size_t len, void *userdata) {
+    (void)userdata;
+    return read(fd, buf, len);
+}
+
+// Registers `fd` as a backing file: its id, or -errno (EPERM without CAP_SYS_ADMIN).
+static inline int cfuse3_backing_open(int devfd, int fd) {
+    struct cfuse3_backing_map m = { fd, 0, 0 };
+    int id = ioctl(devfd, CFUSE3_DEV_IOC_BACKING_OPEN, &m);
+    return id < 0 ? -errno : id;
+}
+
+static inline int cfuse3_backing_close(int devfd, int id) {
+    uint32_t i = (uint32_t)id;
+    return ioctl(devfd, CFUSE3_DEV_IOC_BACKING_CLOSE, &i) < 0 ? -errno : 0;
+}
+
+// Opens with passthrough: the kernel reads the file from backing file `backing_id` itself.
+static inline int cfuse3_reply_open_passthrough(fuse_req_t req, uint64_t fh, int32_t backing_id) {
+    struct { uint64_t fh; uint32_t open_flags; int32_t backing_id; } out = { fh, CFUSE3_FOPEN_PASSTHROUGH, backing_id };
+    struct iovec iov = { &out, sizeof out };
+    return fuse_reply_iov(req, &iov, 1);
 }
 #endif

@@ -5,6 +5,10 @@ import Logging
 
 /// Open files: open revalidates and binds the handle to the version it found, reads answer with
 /// leases, release closes the reader.
+///
+/// A file whose version is all cached opens with passthrough where the kernel allows it: the
+/// kernel reads the cache's data file itself, and the file stays pinned (never evicted) until
+/// the inode's last such handle is released.
 extension FileSystemCore {
     // MARK: Files
 
@@ -25,28 +29,67 @@ extension FileSystemCore {
                 logger.error("open failed: \(url): \(error)")
                 reply(.failure(FSErrno(error.errno)))
             case let .success(info):
-                let reader = backend.makeReader(for: info)
-                let outcome: (OpenReply, Bool, KernelNotifier?)? = lock.withLock {
-                    if closed { return nil }
-                    let oldSize = file.size
-                    record(info, for: node, file)
-                    let keep = file.lastOpenGeneration == info.generation
-                    let changed = oldSize != file.size || (file.lastOpenGeneration != nil && !keep)
-                    file.lastOpenGeneration = info.generation
-                    let fh = nextHandle
-                    nextHandle += 1
-                    openFiles[fh] = OpenFile(ino: ino, url: url, reader: reader)
-                    return (OpenReply(fh: fh, keepCache: keep), changed, notifier)
-                }
-                guard let (open, changed, n) = outcome else {
-                    reader.close()
-                    return reply(.failure(FSErrno(EIO)))
-                }
-                // The open reply carries no attributes: a new size must reach the kernel this way,
-                // before the first read clips at the old one.
-                if changed { n?.invalidateAttributesNow(ino) }
-                reply(.success(open))
+                finishOpen(ino: ino, node: node, file: file, url: url, info: info,
+                           reader: backend.makeReader(for: info), attempt: 0, reply: reply)
             }
+        }
+    }
+
+    /// How long an open waits for the inode's passthrough handles of an older version to close
+    /// (their release may still be on its way) before it fails with EBUSY.
+    static let passthroughBusyRetries = 20
+    static let passthroughBusyDelay: TimeInterval = 0.05
+
+    /// Makes the handle of a revalidated open: with passthrough when the version is all cached
+    /// and the kernel can take it, else an ordinary one.
+    private func finishOpen(ino: UInt64, node: Node, file: FileState, url: String, info: EntryInfo,
+                            reader: MountReader, attempt: Int, reply: @escaping (Result<OpenReply, FSErrno>) -> Void) {
+        enum Outcome {
+            case opened(OpenReply, changed: Bool, KernelNotifier?)
+            case busy
+            case closed
+        }
+        let whole = lock.withLock { backing != nil && passthroughInodes[ino] == nil } ? reader.wholeFile() : nil
+        var unused = whole
+        let outcome: Outcome = lock.withLock {
+            if closed { return .closed }
+            let choice = passthroughChoice(ino: ino, generation: info.generation, whole: whole)
+            let backingID: Int32?
+            switch choice {
+            case .busy: return .busy
+            case .none: backingID = nil
+            case let .shared(id): backingID = id
+            case let .registered(id): backingID = id; unused = nil
+            }
+            let oldSize = file.size
+            record(info, for: node, file)
+            let keep = file.lastOpenGeneration == info.generation
+            let changed = oldSize != file.size || (file.lastOpenGeneration != nil && !keep)
+            file.lastOpenGeneration = info.generation
+            let fh = nextHandle
+            nextHandle += 1
+            openFiles[fh] = OpenFile(ino: ino, url: url, reader: reader, passthrough: backingID != nil)
+            return .opened(OpenReply(fh: fh, keepCache: keep, backingID: backingID), changed: changed, notifier)
+        }
+        unused?.release()
+        switch outcome {
+        case let .opened(open, changed, n):
+            // The open reply carries no attributes: a new size must reach the kernel this way,
+            // before the first read clips at the old one.
+            if changed { n?.invalidateAttributesNow(ino) }
+            reply(.success(open))
+        case .busy where attempt < Self.passthroughBusyRetries:
+            deadlineQueue.asyncAfter(deadline: .now() + Self.passthroughBusyDelay) { [self] in
+                finishOpen(ino: ino, node: node, file: file, url: url, info: info, reader: reader,
+                           attempt: attempt + 1, reply: reply)
+            }
+        case .busy:
+            reader.close()
+            logger.error("open refused: \(url) changed remotely while it is open with passthrough; it opens again once those handles are closed")
+            reply(.failure(FSErrno(EBUSY)))
+        case .closed:
+            reader.close()
+            reply(.failure(FSErrno(EIO)))
         }
     }
 
@@ -82,7 +125,52 @@ extension FileSystemCore {
     }
 
     func release(fh: UInt64) {
-        lock.withLock { openFiles.removeValue(forKey: fh) }?.reader.close()
+        var done: WholeFile?
+        let file: OpenFile? = lock.withLock {
+            guard let f = openFiles.removeValue(forKey: fh) else { return nil }
+            if f.passthrough, var p = passthroughInodes[f.ino] {
+                p.handles -= 1
+                if p.handles > 0 {
+                    passthroughInodes[f.ino] = p
+                } else {
+                    // The kernel let go of the backing file when its last such file closed.
+                    passthroughInodes[f.ino] = nil
+                    backing?.unregister(p.backingID)
+                    done = p.file
+                }
+            }
+            return f
+        }
+        file?.reader.close()
+        done?.release()
+    }
+
+    enum PassthroughChoice {
+        /// An ordinary open, read through the engine.
+        case none
+        /// Passthrough with the inode's backing file already registered.
+        case shared(Int32)
+        /// Passthrough with `whole`, registered now (it is kept until the last handle goes).
+        case registered(Int32)
+        /// The inode is open with passthrough to another version: the kernel would refuse both
+        /// an ordinary open and another backing file.
+        case busy
+    }
+
+    /// How a new handle of `ino` for `generation` opens. Call under the lock (the ioctl that
+    /// registers a backing file is quick and calls nothing back).
+    func passthroughChoice(ino: UInt64, generation: Int64, whole: WholeFile?) -> PassthroughChoice {
+        if var p = passthroughInodes[ino] {
+            guard p.file.generation == generation else { return .busy }
+            p.handles += 1
+            passthroughInodes[ino] = p
+            return .shared(p.backingID)
+        }
+        // The kernel refuses passthrough while the inode has ordinary opens (its page cache is in use).
+        guard let whole, let backing, !openFiles.values.contains(where: { $0.ino == ino }),
+              let id = backing.register(whole.fd) else { return .none }
+        passthroughInodes[ino] = PassthroughInode(backingID: id, file: whole, handles: 1)
+        return .registered(id)
     }
 }
 

@@ -30,6 +30,8 @@ struct OpenReply: Equatable {
     var fh: UInt64
     /// The kernel may keep its page cache: same generation as at the last open.
     var keepCache: Bool
+    /// Open with passthrough to this backing file: the kernel reads the file without us.
+    var backingID: Int32? = nil
 }
 
 struct FSStats: Equatable {
@@ -52,6 +54,14 @@ protocol KernelNotifier: AnyObject, Sendable {
     func invalidateAttributesNow(_ ino: UInt64)
     /// Waits until queued invalidations were sent (never call from a FUSE operation).
     func flush()
+}
+
+/// The kernel's passthrough (Linux 6.9+): a file registered with it can back open files, which
+/// the kernel then reads itself. Calls are quick ioctls on /dev/fuse.
+protocol BackingFiles: AnyObject, Sendable {
+    /// Registers `fd`; the id for an open reply, or nil when the kernel refuses (said once in the log).
+    func register(_ fd: Int32) -> Int32?
+    func unregister(_ id: Int32)
 }
 
 /// The file system in plain Swift: names, attributes, handles, listings, revalidation.
@@ -79,6 +89,10 @@ final class FileSystemCore: @unchecked Sendable {
     var nextHandle: UInt64 = 1              // guarded by lock
     var inodesByKey: [CacheKey: Set<UInt64>] = [:] // guarded by lock
     var notifier: KernelNotifier?           // guarded by lock
+    var backing: BackingFiles?              // guarded by lock
+    /// Inodes open with passthrough: all their opens share one backing file (the kernel refuses
+    /// a second one, and any open without passthrough, while one is attached).
+    var passthroughInodes: [UInt64: PassthroughInode] = [:] // guarded by lock
     var closed = false                      // guarded by lock
     let deadlineQueue = DispatchQueue(label: "httpcachefs.fuse.read-deadline")
 
@@ -86,6 +100,13 @@ final class FileSystemCore: @unchecked Sendable {
         var ino: UInt64
         var url: String
         var reader: MountReader
+        var passthrough = false
+    }
+
+    struct PassthroughInode {
+        var backingID: Int32
+        var file: WholeFile
+        var handles: Int
     }
 
     init(backend: MountBackend, spec: MountTreeSpec, options: MountOptions, logger: Logger,
@@ -106,6 +127,10 @@ final class FileSystemCore: @unchecked Sendable {
 
     func attach(notifier: KernelNotifier?) {
         lock.withLock { self.notifier = notifier }
+    }
+
+    func attach(backing: BackingFiles?) {
+        lock.withLock { self.backing = backing }
     }
 
     // MARK: Names and attributes
@@ -255,14 +280,17 @@ final class FileSystemCore: @unchecked Sendable {
 
     /// Closes every reader; later opens fail. Called once the session stopped.
     func shutdown() {
-        let readers: [MountReader] = lock.withLock {
+        let (readers, held): ([MountReader], [WholeFile]) = lock.withLock {
             closed = true
             let r = openFiles.values.map(\.reader)
+            let h = passthroughInodes.values.map(\.file)   // the kernel drops its backing files with the connection
             openFiles = [:]
             openDirs = [:]
-            return r
+            passthroughInodes = [:]
+            return (r, h)
         }
         for r in readers { r.close() }
+        for h in held { h.release() }
     }
 
     // MARK: Introspection for tests

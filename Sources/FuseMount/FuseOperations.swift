@@ -106,10 +106,16 @@ enum FuseOperations {
                 s.reply {
                     switch result {
                     case let .success(open):
-                        var out = fuse_file_info()  // libfuse's fi lives on its stack: reply with a copy
-                        out.fh = open.fh
-                        out.keep_cache = open.keepCache ? 1 : 0
-                        if fuse_reply_open(req, &out) == -ENOENT {
+                        let rc: Int32
+                        if let id = open.backingID {
+                            rc = cfuse3_reply_open_passthrough(req, open.fh, id)
+                        } else {
+                            var out = fuse_file_info()  // libfuse's fi lives on its stack: reply with a copy
+                            out.fh = open.fh
+                            out.keep_cache = open.keepCache ? 1 : 0
+                            rc = fuse_reply_open(req, &out)
+                        }
+                        if rc == -ENOENT {
                             s.core.release(fh: open.fh)  // the opener was interrupted meanwhile
                         }
                     case let .failure(e): fuse_reply_err(req, e.code)

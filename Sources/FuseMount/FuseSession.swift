@@ -12,7 +12,7 @@ import Logging
 ///
 /// Replies pass a gate (a read-write lock): teardown closes it before the session is destroyed,
 /// so a late engine completion never writes to a freed session or to a reused fd number.
-final class FuseSession: KernelNotifier, @unchecked Sendable {
+final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     let core: FileSystemCore
     let options: MountOptions
     let logger: Logger
@@ -21,6 +21,16 @@ final class FuseSession: KernelNotifier, @unchecked Sendable {
     var onReady: (() -> Void)?
     private var initialised = false    // loop thread only
     private var readyReported = false  // loop thread only
+    /// The INIT request's id while it is processed, if the kernel offered passthrough; read by
+    /// every reply's writev, on any thread.
+    private var passthroughInit: UInt64 = 0   // guarded by initLock
+    private let initLock = NSLock()
+    /// The INIT reply asked for passthrough (the kernel then enables it; it may still refuse
+    /// backing files, e.g. to a daemon without CAP_SYS_ADMIN). Written by the INIT reply.
+    private var passthroughNegotiated = false // loop thread only
+    /// Backing-file registration failed once: not tried again (said once in the log).
+    private var backingRefused = false       // guarded by backingLock
+    private let backingLock = NSLock()
 
     private var se: OpaquePointer?     // struct fuse_session *; set in mount, freed in teardown
     private(set) var mountpoint: String?
@@ -74,8 +84,29 @@ final class FuseSession: KernelNotifier, @unchecked Sendable {
         }
         se = session
         mountpoint = path
+        if options.passthrough {
+            // Our own I/O callbacks: the same reads, writes and splices as libfuse's, plus the
+            // INIT reply's passthrough flag, which libfuse 3.14 cannot set.
+            var io = fuse_custom_io(writev: FuseSession.writeReply, read: cfuse3_read,
+                                    splice_receive: nil, splice_send: cfuse3_splice_send)
+            let rc = fuse_session_custom_io(session, &io, fuse_session_fd(session))
+            if rc != 0 { logger.warning("FUSE passthrough is off: libfuse refused custom I/O (\(rc))") }
+        }
         gate.write { open = true }
         core.attach(notifier: self)
+    }
+
+    /// libfuse's writev for every reply (the loop thread and engine threads): see `cfuse3_writev_reply`.
+    private static let writeReply: @convention(c) (Int32, UnsafeMutablePointer<iovec>?, Int32, UnsafeMutableRawPointer?) -> Int = {
+        fd, iov, count, userdata in
+        guard let iov, let userdata else { return -1 }
+        let s = Unmanaged<FuseSession>.fromOpaque(userdata).takeUnretainedValue()
+        // Only the INIT reply, written on the loop thread while `passthroughInit` is set, is patched.
+        let unique = s.initLock.withLock { s.passthroughInit }
+        var patched: Int32 = 0
+        let n = cfuse3_writev_reply(fd, iov, count, unique, &patched)
+        if patched != 0 { s.passthroughNegotiated = true }
+        return n
     }
 
     /// Runs `body` with stderr going to a pipe, and returns the `fusermount3: ...` lines written
@@ -142,9 +173,18 @@ final class FuseSession: KernelNotifier, @unchecked Sendable {
             case 0:
                 break loop  // unmounted (fusermount3 -u, umount) or connection aborted
             default:
+                if !initialised, options.passthrough {
+                    let unique = cfuse3_init_offering_passthrough(buf.mem, Int(res))
+                    initLock.withLock { passthroughInit = unique }
+                }
                 fuse_session_process_buf(se, &buf)
                 if initialised && !readyReported {
+                    initLock.withLock { passthroughInit = 0 }
                     readyReported = true
+                    if passthroughNegotiated {
+                        core.attach(backing: self)
+                        logger.debug("FUSE passthrough negotiated: fully cached files are read by the kernel directly")
+                    }
                     onReady?()
                 }
             }
@@ -162,6 +202,7 @@ final class FuseSession: KernelNotifier, @unchecked Sendable {
     }
 
     private func teardown() {
+        core.attach(backing: nil)
         gate.write { open = false }
         core.attach(notifier: nil)
         core.shutdown()
@@ -178,6 +219,28 @@ final class FuseSession: KernelNotifier, @unchecked Sendable {
     /// Runs `body` with the live session, or not at all once teardown began.
     func reply(_ body: () -> Void) {
         gate.read { if open { body() } }
+    }
+
+    // MARK: BackingFiles
+
+    // Called under the file system's lock, which teardown takes to detach us before /dev/fuse
+    // closes: the descriptor is valid for every call.
+    func register(_ fd: Int32) -> Int32? {
+        guard let se, !backingLock.withLock({ backingRefused }) else { return nil }
+        let id = cfuse3_backing_open(fuse_session_fd(se), fd)
+        if id > 0 { return id }
+        let first = backingLock.withLock { () -> Bool in defer { backingRefused = true }; return !backingRefused }
+        if first {
+            let why = String(cString: strerror(-id)) + (-id == EPERM ? "; it needs CAP_SYS_ADMIN" : "")
+            logger.notice("FUSE passthrough is off: the kernel refused a backing file (\(why)). Cached files are read through the daemon.")
+        }
+        return nil
+    }
+
+    func unregister(_ id: Int32) {
+        guard let se else { return }
+        let rc = cfuse3_backing_close(fuse_session_fd(se), id)
+        if rc != 0 { logger.debug("backing close \(id): \(rc)") }
     }
 
     // MARK: KernelNotifier

@@ -34,9 +34,15 @@ public protocol MountReader: LeaseReading {
     /// The same read as bytes (directory listings, which are parsed).
     func read(offset: Int64, length: Int, completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void)
     func close()
+    /// The reader's version whole, if all of it is cached, for the kernel to read by itself
+    /// (passthrough); held until released. nil: read through `lease`.
+    func wholeFile() -> WholeFile?
 }
 
 extension MountReader {
+    /// Readers without data files (test fakes) are always read through `lease`.
+    public func wholeFile() -> WholeFile? { nil }
+
     /// Readers that hold bytes in memory (test fakes) lease them as they are.
     public func lease(offset: Int64, length: Int, completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void) {
         read(offset: offset, length: length) { completion($0.map { ReadLease(bytes: $0) }) }

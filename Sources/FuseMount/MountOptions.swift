@@ -34,6 +34,10 @@ public struct MountOptions: Sendable {
     public var fsName: String
     /// libfuse debug output on stderr.
     public var debug: Bool
+    /// Open fully cached files with FUSE passthrough (Linux 6.9+, a daemon with CAP_SYS_ADMIN):
+    /// the kernel then reads them straight from the cache's data file, at the disk's speed, with
+    /// no request per read. Where the kernel or the daemon cannot, files open as usual.
+    public var passthrough = true
 
     public init(revalidateAfter: TimeInterval = 600, listingTTL: TimeInterval? = nil,
                 readDeadline: TimeInterval? = 65, fuseOptions: [String] = [], maxRead: Int = MountOptions.defaultMaxRead,

@@ -66,6 +66,10 @@ struct MountCommand: AsyncParsableCommand {
     @Flag(name: .customLong("no-proxy"), help: "Do not run the local HTTP proxy alongside the mount.")
     var noProxy = false
 
+    @Flag(name: .customLong("no-passthrough"),
+          help: "Read fully cached files through the daemon too, not by the kernel from the cache's files (FUSE passthrough, used where the kernel allows).")
+    var noPassthrough = false
+
     @OptionGroup var proxy: ProxyOptions
     @OptionGroup(title: "Owner and permissions") var owner: MountOwnerOptions
     @OptionGroup var cache: CacheOptions
@@ -112,6 +116,7 @@ struct MountCommand: AsyncParsableCommand {
             // The engine fails a read at --read-timeout; this backstop only fires if it did not.
             readDeadline: resolved.readTimeout + 5,
             fuseOptions: owned.fuseOptions)
+        mountOptions.passthrough = !noPassthrough
         owned.ownership.apply(to: &mountOptions)
         let fs = FuseFileSystem(engine: engine, tree: tree, options: mountOptions, logger: logger)
         // The proxy first: a busy port fails the mount before anything is mounted.

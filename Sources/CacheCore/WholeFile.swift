@@ -1,0 +1,71 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A fully cached version of a file, held whole: its data file open and every slice pinned until
+/// `release()` (or deinit). For handing the file to the kernel, which then reads it without the
+/// engine (FUSE passthrough): nothing of it may be evicted meanwhile, and a changed remote file
+/// gets a new data file, so the bytes behind `fd` are this version's for as long as it is held.
+public final class WholeFile: @unchecked Sendable {
+    /// The data file, read-only. Valid until the object is gone.
+    public let fd: Int32
+    public let length: Int64
+    public let generation: Int64
+    private let lock = NSLock()
+    private var onRelease: (() -> Void)?   // guarded by lock
+
+    init(fd: Int32, length: Int64, generation: Int64, onRelease: @escaping () -> Void) {
+        self.fd = fd
+        self.length = length
+        self.generation = generation
+        self.onRelease = onRelease
+    }
+
+    /// Lets eviction have the slices again. Idempotent.
+    public func release() {
+        let f: (() -> Void)? = lock.withLock { defer { onRelease = nil }; return onRelease }
+        f?()
+    }
+
+    deinit {
+        release()
+        close(fd)
+    }
+}
+
+extension EngineCore {
+    /// The reader's version whole, if every byte of it is on disk now; nil otherwise (the reader
+    /// then reads through the engine as usual). Counts as one hit of the whole file (the kernel's reads are not seen).
+    func wholeFile(reader: ReaderState) -> WholeFile? {
+        let key = reader.entry.key, generation = reader.entry.generation
+        let shard = shard(for: key)
+        let now = configuration.clock().timeIntervalSince1970
+        let held: (EntryState, Int64, Int64, ClosedRange<Int64>)? = shard.locked {
+            guard let e = shard.entries[key], e.isCurrent(generation), e.isPersisted,
+                  let length = e.info.length, length > 0, e.coverage.contains(0..<length) else { return nil }
+            let all = slices(of: 0..<length)
+            e.pin(all, generation: generation)
+            e.hits += 1
+            e.bytesFromCache += length
+            e.lastAccess = now
+            e.readStatsDirty = true
+            e.readsByDoor.add(reader.door)
+            touch(e, 0..<length, now)
+            return (e, e.id, length, all)
+        }
+        guard let (entry, id, length, all) = held else { return nil }
+        let unpin = { shard.locked { entry.unpin(all, generation: generation) } }
+        guard let fd = try? store.openForReading(entry: id, generation: generation) else {
+            unpin()
+            return nil
+        }
+        return WholeFile(fd: fd, length: length, generation: generation, onRelease: unpin)
+    }
+}
+
+extension CacheReader {
+    /// This reader's version whole, for a front door that hands it to the kernel, if all of it is
+    /// cached; nil otherwise. Hold it as long as the kernel may read the file.
+    public func wholeFile() -> WholeFile? { core.wholeFile(reader: state) }
+}

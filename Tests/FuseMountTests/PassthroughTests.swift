@@ -1,0 +1,118 @@
+import Foundation
+import Glibc
+import TestSupport
+import XCTest
+@testable import CacheCore
+@testable import FuseMount
+
+/// Fully cached files open with FUSE passthrough: the kernel reads the cache's data file itself.
+final class PassthroughTests: XCTestCase {
+    private func expected(_ seed: UInt64, _ count: Int) -> [UInt8] {
+        OriginServer.generatedBytes(seed: seed, offset: 0, count: count)
+    }
+
+    /// Passthrough needs Linux 6.9+ and CAP_SYS_ADMIN (root here): where either is missing, the
+    /// test says so loudly and is skipped (CI has both).
+    private func requirePassthrough() throws {
+        var u = utsname()
+        uname(&u)
+        let release = withUnsafeBytes(of: &u.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        let parts = release.split(separator: ".").prefix(2).compactMap { Int($0.prefix { $0.isNumber }) }
+        let recent = parts.count == 2 && (parts[0] > 6 || (parts[0] == 6 && parts[1] >= 9))
+        if !recent || geteuid() != 0 {
+            let message = "SKIPPING FUSE passthrough test: needs Linux 6.9+ and root (kernel \(release), euid \(geteuid()))"
+            print("⚠️  \(message)")
+            throw XCTSkip(message)
+        }
+    }
+
+    private func mount(length: Int64, seed: UInt64, revalidateAfter: TimeInterval = 600) throws -> EngineMount {
+        try requirePassthrough()
+        return try EngineMount(tree: { try treeFromList("v.bin = \($0.url("/v.bin"))") },
+                               cache: { $0.revalidateAfter = revalidateAfter },
+                               setup: { $0.setGeneratedFile("/v.bin", length: length, seed: seed) })
+    }
+
+    private func ino(_ m: EngineMount) throws -> UInt64 { try XCTUnwrap(m.mount.fs.core.inode(at: ["v.bin"])) }
+
+    private func passthroughHandles(_ m: EngineMount) throws -> Int {
+        let ino = try ino(m)
+        return m.mount.fs.core.lock.withLock { m.mount.fs.core.passthroughInodes[ino]?.handles ?? 0 }
+    }
+
+    /// The kernel sends a file's release after close() returns.
+    private func waitForReleases(_ m: EngineMount) throws {
+        for _ in 0..<500 where try passthroughHandles(m) > 0 { usleep(10_000) }
+        XCTAssertEqual(try passthroughHandles(m), 0, "the release of the last handle reached the daemon")
+    }
+
+    private func cacheWhole(_ m: EngineMount, _ data: [UInt8]) throws {
+        XCTAssertTrue(try POSIX.readAll(m.path("v.bin")) == data)
+        m.engine.core.writes.waitIdle()
+        try waitForReleases(m)
+    }
+
+    func testAFullyCachedFileIsReadByTheKernelFromTheDataFileAndStaysPinnedWhileOpen() throws {
+        let length: Int64 = 6 << 20
+        let m = try mount(length: length, seed: 41)
+        defer { m.stop() }
+        let data = expected(41, Int(length))
+        try cacheWhole(m, data)
+
+        m.origin.resetLog()
+        let fd = try POSIX.open(m.path("v.bin"))
+        XCTAssertEqual(try passthroughHandles(m), 1, "opened with passthrough")
+        let second = try POSIX.open(m.path("v.bin"))
+        XCTAssertEqual(try passthroughHandles(m), 2, "a second open shares the inode's backing file")
+        close(second)
+        XCTAssertTrue(try POSIX.pread(fd, offset: 0, count: Int(length)) == data, "byte-exact through the kernel")
+        XCTAssertEqual(m.origin.requests.count, 0)
+
+        // While it is open, eviction cannot take its bytes (the kernel reads them without us).
+        let core = m.engine.core
+        XCTAssertEqual(core.evictionLock.withLock { core.evict(bytes: length) }, 0, "pinned while open")
+        close(fd)
+        try waitForReleases(m)
+        XCTAssertEqual(core.evictionLock.withLock { core.evict(bytes: length) }, length, "evictable once closed")
+    }
+
+    func testAnOrdinaryOpenKeepsLaterOpensOrdinaryUntilItCloses() throws {
+        let length: Int64 = 3 << 20
+        let m = try mount(length: length, seed: 42)
+        defer { m.stop() }
+        let data = expected(42, Int(length))
+        // Opened before anything was cached: an ordinary open, read through the daemon.
+        let first = try POSIX.open(m.path("v.bin"))
+        XCTAssertTrue(try POSIX.pread(first, offset: 0, count: Int(length)) == data)
+        m.engine.core.writes.waitIdle()
+        // All cached now, but the kernel would refuse passthrough beside an ordinary open.
+        let second = try POSIX.open(m.path("v.bin"))
+        XCTAssertEqual(try passthroughHandles(m), 0)
+        XCTAssertTrue(try POSIX.pread(second, offset: 0, count: Int(length)) == data)
+        close(first)
+        close(second)
+        for _ in 0..<500 where m.mount.fs.core.openFileCount > 0 { usleep(10_000) }
+        let third = try POSIX.open(m.path("v.bin"))
+        defer { close(third) }
+        XCTAssertEqual(try passthroughHandles(m), 1, "alone, it opens with passthrough")
+        XCTAssertTrue(try POSIX.pread(third, offset: 0, count: Int(length)) == data)
+    }
+
+    func testARemoteChangeWhileOpenWithPassthroughKeepsTheOldBytesAndRefusesNewOpensUntilClosed() throws {
+        let length: Int64 = 2 << 20
+        let m = try mount(length: length, seed: 43, revalidateAfter: 0)
+        defer { m.stop() }
+        let old = expected(43, Int(length))
+        try cacheWhole(m, old)
+        let fd = try POSIX.open(m.path("v.bin"))
+        XCTAssertEqual(try passthroughHandles(m), 1)
+
+        m.origin.setGeneratedFile("/v.bin", length: length, seed: 44)
+        // The new version cannot open while the inode is bound to the old one's backing file.
+        XCTAssertEqual(POSIX.errnoOf { _ = try POSIX.open(m.path("v.bin")) }, EBUSY)
+        XCTAssertTrue(try POSIX.pread(fd, offset: 0, count: Int(length)) == old, "the open file keeps its version")
+        close(fd)
+        try waitForReleases(m)
+        XCTAssertTrue(try POSIX.readAll(m.path("v.bin")) == expected(44, Int(length)), "a new open sees the new version")
+    }
+}
