@@ -6,7 +6,7 @@ import Foundation
 /// memory, not read back. Without a bound, that memory grows with the reads in flight: the kernel
 /// keeps up to 64 FUSE reads of a MiB each outstanding, and each proxy response one more. A read
 /// that finds the budget spent copies nothing; when its bytes are all there it takes those still
-/// queued for the writer from the queue (memory too) and the rest from the slice files, which the
+/// queued for the writer from the queue (memory too) and the rest from the data file, which the
 /// writer just wrote (the page cache, sent by splice). Bytes the writer could not store (a full
 /// disk) are handed to such reads past the budget, since nothing else holds them.
 ///

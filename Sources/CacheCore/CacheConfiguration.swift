@@ -8,7 +8,7 @@ public struct CacheConfiguration: Sendable {
     public var capacity: Int64
     /// Keep at least this fraction of the file system free (evicting below the cap if needed).
     public var freeSpaceFloor: Double
-    /// Size of one slice file (`--slice-size`).
+    /// Size of one slice, the unit of accounting and eviction (`--slice-size`).
     public var sliceSize: Int64
     /// Entries older than this are revalidated with the origin before use (`--revalidate-after`).
     public var revalidateAfter: TimeInterval
@@ -40,7 +40,7 @@ public struct CacheConfiguration: Sendable {
     public var writeBudget: Int64 = 4 << 20
     public var writeBudgetPerTransfer: Int64 = 1 << 20
     /// Bytes that reads waiting for them may hold in their own buffers (`AssemblyBudget`); past
-    /// it, they are answered from the write queue and the slice files.
+    /// it, they are answered from the write queue and the data file.
     public var assemblyBudget: Int64 = 16 << 20
 
     public static let defaultSliceSize: Int64 = 4 << 20

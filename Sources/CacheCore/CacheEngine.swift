@@ -5,7 +5,7 @@ import Logging
 ///
 /// Reads go through a `CacheReader` (one per open file handle or proxy request), which plans each
 /// range against the slices on disk and the fetches in flight, starts only the fetches that are
-/// missing, and completes when every byte is local. Bytes are written to slice files as they
+/// missing, and completes when every byte is local. Bytes are written to data files as they
 /// arrive and readers are woken per chunk, so a waiting reader gets its bytes as soon as they
 /// land, and the disk (page cache) is the only buffer: memory stays bounded by design.
 ///
@@ -137,10 +137,10 @@ public final class CacheReader: @unchecked Sendable {
     /// Reads `[offset, offset+length)` clipped to the end of the file. Completes once every byte
     /// is here, with bytes of this reader's version only; an empty array at or past the end.
     ///
-    /// The answer is a lease on the bytes where they are (open slice files, or memory for bytes
+    /// The answer is a lease on the bytes where they are (the open data file, or memory for bytes
     /// that arrived while the read waited): send them from there, then `release()` it. Until
     /// then its slices are not evicted. Completes on the caller's thread for a cache hit (which
-    /// does no I/O but, at most, opening a slice file once per reader), else on an engine thread.
+    /// does no I/O but, at most, opening the data file once per reader), else on an engine thread.
     public func lease(offset: Int64, length: Int,
                       completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void) {
         let accounting = accounting, started = DispatchTime.now().uptimeNanoseconds
@@ -150,7 +150,7 @@ public final class CacheReader: @unchecked Sendable {
         }
     }
 
-    /// The same read, as bytes (read from the slice files on the completing thread): for callers
+    /// The same read, as bytes (read from the data file on the completing thread): for callers
     /// that parse what they read rather than send it on.
     public func read(offset: Int64, length: Int,
                      completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {

@@ -6,7 +6,7 @@ import GRDB
 /// The in-memory state of the engine is authoritative while it runs; this index is written behind
 /// it, in batches, on one serial queue, in the order things happened. Two rules keep a crash
 /// harmless:
-/// - an extent is enqueued only after its bytes were written to the slice file, so the index
+/// - an extent is enqueued only after its bytes were written to the data file, so the index
 ///   never records a byte that is not on disk;
 /// - data is deleted only after the rows that describe it are committed (`deleteSlices`).
 /// A crash can therefore lose recently fetched bytes, never make wrong ones appear present.
@@ -115,7 +115,7 @@ final class CacheIndex: @unchecked Sendable {
             try db.execute(sql: "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
         }
         try migrator.migrate(pool)
-        // Ids are never reused (AUTOINCREMENT's sequence remembers deleted ones), so slice files
+        // Ids are never reused (AUTOINCREMENT's sequence remembers deleted ones), so data files
         // of a removed entry can never be taken for a new one's.
         nextID = try pool.read { db in
             let seq = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'entry'") ?? 0

@@ -39,7 +39,7 @@ public final class CacheMetrics: @unchecked Sendable {
 
     /// The `# HELP` text of each metric family (swift-metrics carries none, and Prometheus wants it).
     public static let help: [String: String] = [
-        "httpcachefs_served_bytes_total": "Bytes answered to readers, by where they came from (cache: slice files, origin: arrived while the read waited) and by door (fuse, proxy, cli).",
+        "httpcachefs_served_bytes_total": "Bytes answered to readers, by where they came from (cache: data files, origin: arrived while the read waited) and by door (fuse, proxy, cli).",
         "httpcachefs_reads_total": "Reads answered, by door and result (hit: all bytes were cached).",
         "httpcachefs_fuse_read_duration_seconds": "Time from a FUSE read to its answer from the cache engine, by result.",
         "httpcachefs_proxy_first_byte_seconds": "Time from a proxy request's head to its first body bytes, by result.",
@@ -104,7 +104,7 @@ public final class CacheMetrics: @unchecked Sendable {
 
     // MARK: Events
 
-    /// One read answered: `cacheBytes` came from slice files, `originBytes` arrived while it
+    /// One read answered: `cacheBytes` came from data files, `originBytes` arrived while it
     /// waited; a hit had none of the latter.
     func noteRead(door: ReadDoor, cacheBytes: Int64, originBytes: Int64, nanoseconds: Int64) {
         let d = door.index, hit = originBytes == 0

@@ -13,12 +13,12 @@ import Glibc
 ///
 /// LRU by last access at slice granularity. Pinned slices (being read or written) are skipped,
 /// so the cap can be exceeded by at most the slices in flight. An evicted slice leaves memory
-/// first (readers stop seeing it, and writers stay out of it until its rows are gone), its file is
-/// renamed aside, its rows are deleted, and only then is the file unlinked: a crash in between
-/// leaves a `.evicting` file that the next start treats as "these rows may be stale" and cleans up.
+/// first (readers stop seeing it, and writers stay out of it until its rows are gone), then its
+/// range is punched out of the data file, and only then are its rows deleted: a crash in between
+/// leaves rows over a hole, which the next start finds (`SEEK_HOLE`) and drops.
 ///
 /// Runs on the thread of the transfer that needed room (under `evictionLock`) or on the sweeper's.
-/// Takes each shard lock briefly; the index commit and the unlinks happen under no shard lock.
+/// Takes each shard lock briefly; the punches and the index commit happen under no shard lock.
 extension EngineCore {
     struct Candidate {
         var shard: Int

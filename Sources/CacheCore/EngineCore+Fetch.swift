@@ -35,7 +35,7 @@ extension EntryInfo {
 /// the chunk once, and under the shard lock hands it to the reads waiting for it, answers those
 /// it completes, registers its new bytes (those neither on disk nor pending already) as pending,
 /// and advances the transfer's cursor. The writer lane of this transfer (`WriteQueue`, one per
-/// transfer, in arrival order) then writes the pending bytes to their slice files if there is
+/// transfer, in arrival order) then writes the pending bytes to their data files if there is
 /// room (`makeRoom`, which may evict), extends the extent's XXH64, records coverage and drops
 /// the chunk from pending, and gives the budget back. Bytes that cannot be written (a full
 /// disk, a slice being evicted) already reached the waiting reads: the cache stops filling,
@@ -91,7 +91,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
             switch decision.version {
             case .adoptFirst:
                 // The entry becomes real now, never for an error. Its row is written behind; the
-                // id is all slice file names need.
+                // id is all data file names need.
                 core.adopt(head, into: entry)
                 entry.id = core.index.newEntryID()
                 core.index.updateEntry(entry.row())

@@ -6,11 +6,11 @@ import Foundation
 /// `ReadPlanner`), the waiters of reads still missing bytes, and the answer, a `ReadLease`.
 /// Runs on the caller's thread (a FUSE worker, a proxy event loop, a CLI thread) under the
 /// entry's shard lock for the planning only; the lease is made outside it. A hit does no disk
-/// I/O: it hands out descriptors the reader keeps open (opening a slice file at most once per
-/// reader and slice), and `adviseQueue` has the kernel read a sequential reader's next bytes
+/// I/O: it hands out descriptors the reader keeps open (opening the data file at most once per
+/// reader), and `adviseQueue` has the kernel read a sequential reader's next bytes
 /// ahead. Waiters are answered on `completionQueue` (or inline on the fetch thread when memory
 /// covers them), from the bytes that arrived for them (within the `AssemblyBudget`), bytes still
-/// queued for the writer, and slice files for the rest. Under the lock the engine only decides
+/// queued for the writer, and the data file for the rest. Under the lock the engine only decides
 /// where each run comes from (`ReadRun`); copies and opens happen after. It may block on nothing
 /// but the shard lock.
 extension EngineCore {
@@ -19,7 +19,7 @@ extension EngineCore {
     }
 
     /// Plans one read. A hit is answered right here on the caller's thread with a lease on the
-    /// slice files; missing bytes start (or join) fetches and the read completes once they land,
+    /// data file; missing bytes start (or join) fetches and the read completes once they land,
     /// from the arriving bytes themselves where they cover it.
     ///
     /// A reader is bound to the version it was made for: once the entry moved to another
@@ -108,7 +108,7 @@ extension EngineCore {
         }
     }
 
-    /// How a hit on `range` is answered: from the slice files, except bytes still pending for
+    /// How a hit on `range` is answered: from the data file, except bytes still pending for
     /// the writer, which come from memory (views: copied once the shard lock is let go). Call
     /// under the shard lock.
     func runs(_ range: Range<Int64>, pending: PendingBytes) -> [ReadRun] {
@@ -228,7 +228,7 @@ extension EngineCore {
         for s in slices(of: range) { entry.sliceAccess[s] = now }
     }
 
-    /// Reads bytes that the index says are on disk. A missing or short slice file is reported as
+    /// Reads bytes that the index says are on disk. A missing or short data file is reported as
     /// an error (and its bytes forgotten by the caller), never served as zeros.
     func readFromDisk(entryID: Int64, generation: Int64, range: Range<Int64>) -> Result<[UInt8], CacheError> {
         guard !range.isEmpty else { return .success([]) }   // the shared empty array is not ours to write
@@ -247,7 +247,7 @@ extension EngineCore {
         }
     }
 
-    /// Drops bytes from coverage whose slice files turned out to be unreadable.
+    /// Drops bytes from coverage whose data file turned out to be unreadable.
     func forget(entry: EntryState, shard: Shard, range: Range<Int64>, generation: Int64) {
         shard.locked {
             guard entry.info.generation == generation else { return }
@@ -261,7 +261,7 @@ extension EngineCore {
     }
 
     /// Completes every waiter whose bytes are all here now: in memory (copied in as they
-    /// arrived) or on disk. Call under the shard lock. Answers that open slice files run on the
+    /// arrived) or on disk. Call under the shard lock. Answers that open the data file run on the
     /// completion queue; with `inline`, answers wholly from memory are handed back instead, for
     /// the caller to run once it released the lock (the fetch thread answers a waiting read from
     /// the arriving bytes without a hop to another thread).

@@ -25,7 +25,7 @@ final class EngineCore: @unchecked Sendable {
     let directoryLock: DirectoryLock
     let shards: [Shard]
     let completionQueue = DispatchQueue(label: "httpcachefs.cache.completion", attributes: .concurrent)
-    /// Where a sequential reader's slice files are asked into the page cache (`posix_fadvise`
+    /// Where a sequential reader's cached bytes are asked into the page cache (`posix_fadvise`
     /// allocates the pages before it returns): off the thread that answers the read.
     let adviseQueue = DispatchQueue(label: "httpcachefs.cache.advise")
 
@@ -309,7 +309,7 @@ final class EngineCore: @unchecked Sendable {
     // MARK: Startup
 
     /// Loads the index into memory, dropping extents whose files are gone or were being evicted
-    /// when a previous process died, and deleting slice files that no row describes.
+    /// when a previous process died, and deleting data files (and punching slices) that no row describes.
     private func load() throws {
         let loaded: (entries: [CacheIndex.EntryRow], extents: [CacheIndex.ExtentRow])
         do { loaded = try index.loadAll() } catch {

@@ -10,7 +10,7 @@ import Foundation
 final class EntryState {
     enum Lifecycle { case probing, live, removed }
 
-    /// Index row id; slice file names use it. -1 until the first successful answer.
+    /// Index row id; data file names use it. -1 until the first successful answer.
     var id: Int64 { didSet { if lifecycle == .probing, id >= 0 { lifecycle = .live } } }
     private(set) var lifecycle: Lifecycle
     var info: EntryInfo
@@ -106,10 +106,10 @@ final class EntryState {
 /// arrive for it are copied straight in (`received`), and it is answered from memory when they
 /// cover it, with no read back from disk (and even when the disk is full). Its buffer comes out
 /// of the engine's `AssemblyBudget`; while that is spent it copies nothing, and its missing bytes
-/// come from the write queue and the slice files when all are there.
+/// come from the write queue and the data file when all are there.
 final class Waiter {
     let reader: Int
-    /// The reader's open slice files, for the parts answered from disk.
+    /// The reader's open data file, for the parts answered from disk.
     let files: ReaderFiles
     let range: Range<Int64>
     /// The version the read belongs to: its bytes come from this generation or not at all.
@@ -196,7 +196,7 @@ final class ReaderState: @unchecked Sendable {
     let door: ReadDoor
     var readAhead: Int64
     /// How far ahead cached bytes were asked from the disk (a sequential reader's page-cache
-    /// read-ahead on the slice files).
+    /// read-ahead on the data file).
     var diskAheadTo: Int64 = 0
     var closed = false
 

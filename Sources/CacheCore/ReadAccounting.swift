@@ -5,7 +5,7 @@ import Foundation
 /// read is also its time to first byte.
 ///
 /// Hit or miss is read off the answer itself (`ReadLease.originBytes`): a read answered from the
-/// cache (slice files, or bytes still queued for the writer) is a hit; one that waited for bytes
+/// cache (data files, or bytes still queued for the writer) is a hit; one that waited for bytes
 /// from the origin is a miss.
 final class ReadAccounting: @unchecked Sendable {
     let metrics: CacheMetrics

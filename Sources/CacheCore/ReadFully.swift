@@ -12,7 +12,7 @@ public enum ReadFullyFailure: Error, Equatable {
 }
 
 /// Fills `buffer` from `fd` at `offset` with `pread`, retrying on EINTR and after short reads:
-/// every byte, or an error saying why not. The one read loop of slice files and served files.
+/// every byte, or an error saying why not. The one read loop of data files and served files.
 public func readFully(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(ReadFullyFailure) {
     var done = 0
     while done < buffer.count {
@@ -27,10 +27,10 @@ public func readFully(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, a
 }
 
 extension StorageError {
-    /// A slice file that could not give the bytes its index promised.
+    /// A data file that could not give the bytes its index promised.
     init(path: String, _ failure: ReadFullyFailure) {
         switch failure {
-        case .endOfFile: self.init(path: path, message: "slice file is shorter than its index says")
+        case .endOfFile: self.init(path: path, message: "data file is shorter than its index says")
         case let .failed(e): self.init(path: path, errno: e)
         }
     }

@@ -102,7 +102,7 @@ extension FileSystemCore {
         guard offset < FileLength.limit else { return reply(.success(ReadLease(bytes: []))) }
         let once = ReplyOnce(reply)
         let range = "bytes \(offset)-\(offset.addingClamped(Int64(size)) - 1)"
-        // Right here on the FUSE thread: a hit does no I/O (the reply sends from the slice files),
+        // Right here on the FUSE thread: a hit does no I/O (the reply sends from the data file),
         // a miss completes later from an engine thread.
         file.reader.lease(offset: offset, length: size) { [logger] result in
             switch result {

@@ -10,7 +10,7 @@ import Glibc
 /// Kept in a library file on purpose: closures in main.swift would be main-actor isolated and
 /// trap when libfuse calls them from its own thread.
 enum FuseOperations {
-    /// Sends a read's bytes from where they are: slice files go to the kernel as fd-backed
+    /// Sends a read's bytes from where they are: data files go to the kernel as fd-backed
     /// buffers, bytes that arrived from the network as they are, both in one reply (a read that
     /// partly waited has both). No copy passes through Swift.
     static func reply(_ req: fuse_req_t, with lease: ReadLease) {

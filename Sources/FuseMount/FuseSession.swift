@@ -12,6 +12,10 @@ import Logging
 ///
 /// Replies pass a gate (a read-write lock): teardown closes it before the session is destroyed,
 /// so a late engine completion never writes to a freed session or to a reused fd number.
+///
+/// Passthrough: libfuse's I/O goes through our callbacks (`fuse_session_custom_io`), which do
+/// what libfuse does, except that the INIT reply asks the kernel for passthrough when it offered
+/// it; the file system then registers backing files (ioctls on /dev/fuse) for fully cached files.
 final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     let core: FileSystemCore
     let options: MountOptions
@@ -282,7 +286,7 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
         initialised = true
         conn.pointee.max_read = UInt32(options.effectiveMaxRead)  // must equal the max_read mount option
         conn.pointee.want |= UInt32(FUSE_CAP_ASYNC_READ) & conn.pointee.capable
-        // Cached bytes go to the kernel straight from their slice files (fd-backed replies).
+        // Cached bytes go to the kernel straight from their data files (fd-backed replies), or, for fully cached files opened with passthrough, are read by the kernel itself.
         conn.pointee.want |= UInt32(FUSE_CAP_SPLICE_WRITE) & conn.pointee.capable
         conn.pointee.want &= ~UInt32(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_MOVE)
         // Readahead of several readers and files in flight at once, all answered asynchronously.

@@ -29,7 +29,7 @@ public protocol MountBackend: AnyObject, Sendable {
 
 /// One reader per open file handle: the engine does sequential detection and read-ahead per reader.
 public protocol MountReader: LeaseReading {
-    /// A read answered where its bytes are (slice files, or memory), for the reply to send from.
+    /// A read answered where its bytes are (the data file, or memory), for the reply to send from.
     func lease(offset: Int64, length: Int, completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void)
     /// The same read as bytes (directory listings, which are parsed).
     func read(offset: Int64, length: Int, completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void)

@@ -5,7 +5,7 @@ import NIOPosix
 
 /// Sends one planned response, pulling bytes from the cache only as fast as the client takes them.
 ///
-/// Each chunk is a `ReadLease`: cached bytes go out as file regions of the slice files
+/// Each chunk is a `ReadLease`: cached bytes go out as file regions of the data file
 /// (`sendfile`, no copy through user space), bytes that arrived from the network while the read
 /// waited as buffers. The lease (and with it the pins on its slices) is released when its last
 /// write completed.
@@ -21,7 +21,7 @@ import NIOPosix
 /// connection (the client sees a short body, never wrong bytes). The reader is bound to the
 /// version the response started with: a remote change cuts the response off there.
 ///
-/// Confined to the channel's event loop. Leasing does no disk I/O (at most it opens a slice file
+/// Confined to the channel's event loop. Leasing does no disk I/O (at most it opens a data file
 /// once per reader), so it is asked right from the loop; a read that waits for the network
 /// completes on an engine thread and hops back.
 final class ResponseStream: @unchecked Sendable {
@@ -126,7 +126,7 @@ final class ResponseStream: @unchecked Sendable {
             case .send:
                 guard let parts = bodyParts(of: lease) else {
                     lease.release()
-                    fail(.storage(path: "", message: "cannot duplicate a slice file descriptor: \(String(cString: strerror(errno)))"))
+                    fail(.storage(path: "", message: "cannot duplicate a data file descriptor: \(String(cString: strerror(errno)))"))
                     return
                 }
                 let written = context.eventLoop.makePromise(of: Void.self)

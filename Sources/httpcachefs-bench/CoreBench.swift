@@ -7,9 +7,9 @@ import TestSupport
 ///
 /// A loopback origin serves a generated file (1 GiB by default). We time:
 /// - `curl -s -o /dev/null URL`: the network reference (best of two);
-/// - `httpcachefs cat URL > /dev/null` on an empty cache (cold: fetch + write slices + output);
-/// - the same again (warm: everything from the slice files, best of two);
-/// - `cat` of the slice files themselves to /dev/null: the disk (page cache) reference.
+/// - `httpcachefs cat URL > /dev/null` on an empty cache (cold: fetch + write the data file + output);
+/// - the same again (warm: everything from the data file, best of two);
+/// - `cat` of the data file itself to /dev/null: the disk (page cache) reference.
 /// Ratios are of elapsed times, so lower is better; cold/curl shows the price of caching while
 /// downloading, warm/disk the price of the engine over raw file reads.
 struct CoreBench: ParsableCommand {

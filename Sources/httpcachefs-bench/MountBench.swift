@@ -12,7 +12,7 @@ import TestSupport
 /// MP4 with its moov atom at the end. The real `httpcachefs mount` daemon mounts them. We time:
 /// - cold sequential read of the mounted file (1 MiB reads) against `curl -o /dev/null` of its URL;
 /// - warm sequential read with the kernel's page cache dropped (`drop_caches`; without root,
-///   a remount), against `cat` of the slice files, also with the page cache dropped;
+///   a remount), against `cat` of the data file, also with the page cache dropped;
 /// - 64 KiB reads at random offsets, cold (fetched on demand) and warm (from disk, page cache
 ///   dropped): p50 and p99, against direct 64 KiB range requests to the origin (libcurl);
 /// - the time until `ffprobe` prints the duration of the cold MP4, against `ffprobe` on its URL.
@@ -60,7 +60,7 @@ struct MountBench: ParsableCommand {
         if video != nil { entries.append("video.mp4=\(origin.url("/video.mp4"))") }
 
         print("mount benchmark: \(CoreBench.human(length)) generated files over loopback, binary \(binary)")
-        if !canDropCaches { print("note: not root, so warm runs remount instead of dropping the page cache (slice files may stay in memory)") }
+        if !canDropCaches { print("note: not root, so warm runs remount instead of dropping the page cache (data files may stay in memory)") }
         let curlTime = try CoreBench.best(of: 2) { try Spawned.time(self.curl, ["-s", "-f", "-o", "/dev/null", origin.url("/seq.bin")]) }
 
         let daemon = try MountDaemon(binary: binary, mountpoint: temp.appending("mnt"), cacheDirectory: cacheDir,
@@ -68,7 +68,7 @@ struct MountBench: ParsableCommand {
                                      proxy: false)
         defer { daemon.unmount() }
         let mountpoint = daemon.mountpoint
-        /// The kernel's page cache, so "warm" means the cache's slice files on disk.
+        /// The kernel's page cache, so "warm" means the cache's data files on disk.
         func dropPageCache() throws {
             if canDropCaches {
                 try Readers.dropPageCache()
@@ -108,7 +108,7 @@ struct MountBench: ParsableCommand {
             ["", "seconds", "MB/s", "ratio (lower is better)"],
             ["curl -o /dev/null (network reference)", String(format: "%.3f", curlTime), mbps(curlTime), "1.00"],
             ["mount, cold sequential read", String(format: "%.3f", cold), mbps(cold), String(format: "%.2f x curl", cold / curlTime)],
-            ["cat slice files, page cache dropped (disk reference)", String(format: "%.3f", disk), mbps(disk), "1.00"],
+            ["cat the data file, page cache dropped (disk reference)", String(format: "%.3f", disk), mbps(disk), "1.00"],
             ["mount, warm sequential read, page cache dropped", String(format: "%.3f", warm), mbps(warm), String(format: "%.2f x disk", warm / disk)],
         ]
         print(CoreBench.table(rows))

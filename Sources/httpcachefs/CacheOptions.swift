@@ -23,7 +23,7 @@ struct CacheOptions: ParsableArguments {
     var cacheSize: String?
 
     @Option(name: .customLong("slice-size"),
-            help: ArgumentHelp("Size of one cache slice file, 1M to 8M (default: 4M). Fixed when the cache is created.", valueName: "size"))
+            help: ArgumentHelp("Size of one cache slice (the unit of accounting and eviction), 1M to 8M (default: 4M). Fixed when the cache is created.", valueName: "size"))
     var sliceSize: String?
 
     @Option(name: .customLong("revalidate-after"),
