@@ -49,7 +49,12 @@ extension FileSystemCore {
             case busy
             case closed
         }
-        let whole = lock.withLock { backing != nil && passthroughInodes[ino] == nil } ? reader.wholeFile() : nil
+        // Asked only when it may be used (it pins the file and counts a hit): no backing file
+        // for the inode yet, and no ordinary open beside which the kernel would refuse one.
+        let wanted = lock.withLock {
+            backing != nil && passthroughInodes[ino] == nil && !openFiles.values.contains { $0.ino == ino }
+        }
+        let whole = wanted ? reader.wholeFile() : nil
         var unused = whole
         let outcome: Outcome = lock.withLock {
             if closed { return .closed }
