@@ -74,6 +74,7 @@ final class EngineCore: @unchecked Sendable {
         } catch {
             throw CacheError.storage(path: dir, message: "cannot create the cache directory: \(error.localizedDescription)")
         }
+        try SliceStore.checkHolePunching(in: dir + "/data")
         directoryLock = try DirectoryLock(directory: dir)
         do {
             index = try CacheIndex(path: dir + "/index.sqlite")

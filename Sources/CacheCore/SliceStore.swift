@@ -146,6 +146,27 @@ struct SliceStore: Sendable {
 }
 
 extension SliceStore {
+    /// Checks that the file system under `directory` punches holes, which eviction needs to free
+    /// an evicted slice's blocks: where it cannot (FAT, exFAT, some network file systems), the
+    /// cache would outgrow its cap on disk, so it refuses to start, saying why. A probe that
+    /// cannot even be written (a full disk) proves nothing and lets the start go on.
+    static func checkHolePunching(in directory: String,
+                                  punch: (Int32, Int64, Int64) -> Int32 = LinuxFileCalls.punchHole) throws {
+        let path = directory + "/.punch-probe-\(getpid())"
+        let fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return }
+        defer {
+            close(fd)
+            unlink(path)
+        }
+        let block = [UInt8](repeating: 1, count: 8192)
+        guard block.withUnsafeBytes({ pwrite(fd, $0.baseAddress, $0.count, 0) }) == block.count else { return }
+        if punch(fd, 0, 4096) != 0, errno == EOPNOTSUPP || errno == ENOSYS {
+            throw CacheError.storage(path: directory, message: "this file system cannot punch holes in files, which the cache "
+                + "needs to free evicted bytes on disk; put the cache directory on ext4, XFS, Btrfs, F2FS or tmpfs")
+        }
+    }
+
     /// True when some byte of `range` is allocated in the file.
     func hasData(_ range: Range<Int64>, fd: Int32) -> Bool {
         let data = lseek(fd, off_t(range.lowerBound), LinuxFileCalls.seekData)

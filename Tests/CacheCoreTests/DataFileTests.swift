@@ -110,6 +110,16 @@ final class DataFileTests: XCTestCase {
         XCTAssertEqual(bytes, data)
     }
 
+    func testACacheDirectoryThatCannotPunchHolesIsRefusedWithItsReason() throws {
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        XCTAssertNoThrow(try SliceStore.checkHolePunching(in: dir), "this file system punches holes")
+        let unsupported: (Int32, Int64, Int64) -> Int32 = { _, _, _ in errno = EOPNOTSUPP; return -1 }
+        XCTAssertThrowsError(try SliceStore.checkHolePunching(in: dir, punch: unsupported)) { error in
+            XCTAssertTrue("\(error)".contains("cannot punch holes"), "\(error)")
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir), [], "the probe is gone")
+    }
+
     private static func allocated(_ path: String) -> Int64 {
         var st = stat()
         return stat(path, &st) == 0 ? Int64(st.st_blocks) * 512 : -1
