@@ -325,21 +325,22 @@ final class EngineCore: @unchecked Sendable {
             byID[r.id] = e
             shard(for: info.key).entries[info.key] = e
         }
-        // What is on disk: data files (a slice file of the layout before them is moved in first).
-        var files = Set<FileID>()
+        // What is on disk: data files, once the slice files of the layout before them are moved in.
         let fm = FileManager.default
-        for sub in (try? fm.contentsOfDirectory(atPath: store.dataDirectory)) ?? [] {
-            let dir = store.dataDirectory + "/" + sub
-            for name in ((try? fm.contentsOfDirectory(atPath: dir)) ?? []).sorted() {
-                if let p = SliceStore.parse(fileName: name) {
-                    files.insert(FileID(entry: p.entry, generation: p.generation))
-                } else if let p = SliceStore.parseLegacySlice(fileName: name) {
-                    if migrate(slice: dir + "/" + name, p.slice, into: p.entry, p.generation) {
-                        files.insert(FileID(entry: p.entry, generation: p.generation))
-                    }
+        let buckets = ((try? fm.contentsOfDirectory(atPath: store.dataDirectory)) ?? []).map { store.dataDirectory + "/" + $0 }
+        for dir in buckets {
+            for name in (try? fm.contentsOfDirectory(atPath: dir)) ?? [] {
+                if let p = SliceStore.parseLegacySlice(fileName: name) {
+                    migrate(slice: dir + "/" + name, p.slice, into: p.entry, p.generation)
                 } else if name.hasSuffix(".evicting") {
                     unlink(dir + "/" + name)   // an eviction of the old layout that did not finish
                 }
+            }
+        }
+        var files = Set<FileID>()
+        for dir in buckets {
+            for name in (try? fm.contentsOfDirectory(atPath: dir)) ?? [] {
+                if let p = SliceStore.parse(fileName: name) { files.insert(FileID(entry: p.entry, generation: p.generation)) }
             }
         }
         // A slice is kept when its version is current, its file is there, and every extent's bytes
@@ -372,53 +373,48 @@ final class EngineCore: @unchecked Sendable {
             e.sliceAccess[sid.slice] = e.lastAccess
             keptSlices[file, default: []].insert(sid.slice)
         }
-        // Files nothing is kept of go; in the others, the slices no row describes are freed.
+        // Files nothing is kept of go; in the others, the slices no row describes (stale ones
+        // included, before their rows go: a crash in between leaves rows over holes again) are freed.
         let orphans = files.filter { keptSlices[$0] == nil }
-        var freed = 0
-        for file in files where keptSlices[file] != nil {
+        var unused = 0
+        for (file, kept) in keptSlices {
             guard let fd = descriptors[file], fd >= 0 else { continue }
             var st = stat()
             guard fstat(fd, &st) == 0 else { continue }
             let count = (Int64(st.st_size) + configuration.sliceSize - 1) / configuration.sliceSize
-            let unused = (0..<count).filter { !keptSlices[file]!.contains($0) && store.hasData(store.sliceRange($0), fd: fd) }
-            if !unused.isEmpty {
-                try? store.punch(entry: file.entry, generation: file.generation, slices: unused)
-                freed += unused.count
-            }
+            let free = (0..<count).filter { !kept.contains($0) && store.hasData(store.sliceRange($0), fd: fd) }
+            try? store.punch(entry: file.entry, generation: file.generation, slices: free)
+            unused += free.count
         }
-        if !stale.isEmpty || !orphans.isEmpty {
+        if !stale.isEmpty || !orphans.isEmpty || unused > 0 {
             logger.info("cleaning the cache after an unclean stop", metadata: [
-                "stale_slices": "\(stale.count)", "orphan_files": "\(orphans.count)"])
+                "stale_slices": "\(stale.count)", "orphan_files": "\(orphans.count)", "unused_slices": "\(unused)"])
             try? index.deleteSlices(Array(stale)) {
                 for f in orphans { store.remove(entry: f.entry, generation: f.generation) }
-                let staleByFile = Dictionary(grouping: stale) { FileID(entry: $0.entryID, generation: $0.generation) }
-                for (f, ids) in staleByFile where keptSlices[f] != nil {
-                    try? store.punch(entry: f.entry, generation: f.generation, slices: ids.map(\.slice))
-                }
             }
         }
     }
 
-    /// Moves a slice file of the layout before data files into its data file (start only).
-    /// False, and the slice file is gone, when that failed: its bytes are then fetched again.
-    private func migrate(slice path: String, _ slice: Int64, into entry: Int64, _ generation: Int64) -> Bool {
+    /// Moves a slice file of the layout before data files into its data file (start only). The
+    /// slice file is gone afterwards; bytes that did not make it read as a hole, whose rows are
+    /// then dropped (and the bytes fetched again).
+    private func migrate(slice path: String, _ slice: Int64, into entry: Int64, _ generation: Int64) {
         defer { unlink(path) }
         let from = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-        guard from >= 0 else { return false }
+        guard from >= 0 else { return }
         defer { Glibc.close(from) }
-        guard let to = try? store.openForWriting(entry: entry, generation: generation) else { return false }
+        guard let to = try? store.openForWriting(entry: entry, generation: generation) else { return }
         defer { Glibc.close(to) }
         var st = stat()
-        guard fstat(from, &st) == 0 else { return false }
+        guard fstat(from, &st) == 0 else { return }
         var inOffset = off_t(0), outOffset = off_t(slice * configuration.sliceSize)
         var left = Int(st.st_size)
         while left > 0 {
             let n = LinuxFileCalls.copyFileRange(from: from, at: &inOffset, to: to, at: &outOffset, length: left)
             if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return false }
+            guard n > 0 else { return }
             left -= n
         }
-        return true
     }
 
     // MARK: Read timeouts
