@@ -35,6 +35,10 @@ final class EngineCore: @unchecked Sendable {
 
     private let counterLock = NSLock()
     private var nextID = 1   // guarded by counterLock
+    /// The last generation handed out. Generations are unique in the process, not only per entry:
+    /// an entry removed and made anew for the same URL (`cache rm`, a playlist refresh) must not
+    /// start again at a version its old readers are bound to. Above every stored one.
+    private var lastGeneration: Int64 = 0   // guarded by counterLock
     private var observers: [@Sendable (EntryInfo) -> Void] = []   // guarded by counterLock
     /// Bytes on disk across all entries. Guarded by counterLock.
     private var _totalBytes: Int64 = 0
@@ -143,6 +147,13 @@ final class EngineCore: @unchecked Sendable {
         return nextID
     }
 
+    /// A generation no reader in this process was ever bound to.
+    func makeGeneration() -> Int64 {
+        counterLock.lock(); defer { counterLock.unlock() }
+        lastGeneration += 1
+        return lastGeneration
+    }
+
     func shard(for key: CacheKey) -> Shard { shards[Int(key.stableHash % UInt64(shards.count))] }
 
     var totalBytes: Int64 { counterLock.lock(); defer { counterLock.unlock() }; return _totalBytes }
@@ -206,7 +217,8 @@ final class EngineCore: @unchecked Sendable {
                 }
             } else {
                 let info = EntryInfo(key: key, url: url, finalURL: url, length: nil, contentType: nil, etag: nil,
-                                     lastModified: nil, acceptsRanges: true, generation: 1, validatedAt: .distantPast)
+                                     lastModified: nil, acceptsRanges: true, generation: makeGeneration(),
+                                     validatedAt: .distantPast)
                 entry = EntryState(id: -1, info: info, lastAccess: now.timeIntervalSince1970)
                 shard.entries[key] = entry
             }
@@ -284,7 +296,7 @@ final class EngineCore: @unchecked Sendable {
         logger.notice("remote file changed; dropping cached bytes", metadata: [
             "url": "\(entry.info.url)", "etag": "\(entry.info.etag ?? "-") -> \(head.etag ?? "-")",
             "length": "\(entry.info.length.map(String.init) ?? "?") -> \(head.totalLength.map(String.init) ?? "?")"])
-        entry.info.generation = old + 1
+        entry.info.generation = makeGeneration()
         entry.info.length = nil
         adopt(head, into: entry)
         addBytes(-entry.coverage.count)
@@ -324,6 +336,7 @@ final class EngineCore: @unchecked Sendable {
             if let err = r.lastError { e.recentErrors = [err] }
             byID[r.id] = e
             shard(for: info.key).entries[info.key] = e
+            counterLock.withLock { lastGeneration = max(lastGeneration, info.generation) }
         }
         // What is on disk: data files, once the slice files of the layout before them are moved in.
         let fm = FileManager.default

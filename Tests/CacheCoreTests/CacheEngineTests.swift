@@ -150,6 +150,32 @@ final class CacheEngineTests: XCTestCase {
         cache.shutdown()
     }
 
+    func testAReaderOfARemovedEntryNeverReadsTheEntryMadeAfterIt() async throws {
+        // `cache rm` while a file is open, and the remote file changes before it is opened again:
+        // the old reader must not take the new entry (same URL, made anew) for its version.
+        let v1 = randomBytes(2 << 20, seed: 7), v2 = randomBytes(2 << 20, seed: 8)
+        let source = ScriptedSource()
+        source.set(url, .init(bytes: v1, etag: "\"v1\""))
+        let cache = try engine(source)
+        defer { cache.shutdown() }
+        let info1 = try await cache.open(url: url)
+        let old = cache.makeReader(for: info1)
+        let first = try await old.read(offset: 0, length: 1000)
+        XCTAssertEqual(first, Array(v1[0..<1000]))
+        try await cache.remove(url: url)
+        source.set(url, .init(bytes: v2, etag: "\"v2\""))
+        let info2 = try await cache.open(url: url)
+        XCTAssertNotEqual(info2.generation, info1.generation, "a new entry is a new version for every reader")
+        let all = try await cache.makeReader(for: info2).read(offset: 0, length: v2.count)
+        XCTAssertEqual(all, v2)
+        do {
+            let bytes = try await old.read(offset: 1 << 20, length: 1000)
+            XCTFail("the old reader got \(bytes == Array(v2[(1 << 20)..<((1 << 20) + 1000)]) ? "the new version's" : "some") bytes")
+        } catch {
+            // Refused: its version is gone.
+        }
+    }
+
     func testNotFoundIsATypedErrorAndCachesNothing() async throws {
         let source = ScriptedSource()
         let cache = try engine(source)
