@@ -81,7 +81,7 @@ extension EngineCore {
             for sub in (try? fm.contentsOfDirectory(atPath: store.dataDirectory)) ?? [] {
                 let dir = store.dataDirectory + "/" + sub
                 for name in (try? fm.contentsOfDirectory(atPath: dir)) ?? [] {
-                    if let p = SliceStore.parse(fileName: name), idSet.contains(p.entry) { unlink(dir + "/" + name) }
+                    if let p = DataFiles.parse(fileName: name), idSet.contains(p.entry) { unlink(dir + "/" + name) }
                 }
             }
         }

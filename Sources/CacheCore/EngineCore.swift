@@ -20,7 +20,7 @@ final class EngineCore: @unchecked Sendable {
     let source: RangeSource
     let logger: Logger
     let metrics: CacheMetrics
-    let store: SliceStore
+    let store: DataFiles
     let index: CacheIndex
     let directoryLock: DirectoryLock
     let shards: [Shard]
@@ -78,7 +78,7 @@ final class EngineCore: @unchecked Sendable {
         } catch {
             throw CacheError.storage(path: dir, message: "cannot create the cache directory: \(error.localizedDescription)")
         }
-        try SliceStore.checkHolePunching(in: dir + "/data")
+        try DataFiles.checkHolePunching(in: dir + "/data")
         directoryLock = try DirectoryLock(directory: dir)
         do {
             index = try CacheIndex(path: dir + "/index.sqlite")
@@ -103,7 +103,7 @@ final class EngineCore: @unchecked Sendable {
                          metadata: ["error": "\(error)"])
         }
         self.configuration = configuration
-        store = SliceStore(root: dir, sliceSize: configuration.sliceSize)
+        store = DataFiles(root: dir, sliceSize: configuration.sliceSize)
         writes = WriteQueue(lanes: 2, budget: .init(total: configuration.writeBudget,
                                                     perTransfer: configuration.writeBudgetPerTransfer))
         assembly = AssemblyBudget(limit: Int(configuration.assemblyBudget))
@@ -343,7 +343,7 @@ final class EngineCore: @unchecked Sendable {
         let buckets = ((try? fm.contentsOfDirectory(atPath: store.dataDirectory)) ?? []).map { store.dataDirectory + "/" + $0 }
         for dir in buckets {
             for name in (try? fm.contentsOfDirectory(atPath: dir)) ?? [] {
-                if let p = SliceStore.parseLegacySlice(fileName: name) {
+                if let p = DataFiles.parseLegacySlice(fileName: name) {
                     migrate(slice: dir + "/" + name, p.slice, into: p.entry, p.generation)
                 } else if name.hasSuffix(".evicting") {
                     unlink(dir + "/" + name)   // an eviction of the old layout that did not finish
@@ -353,7 +353,7 @@ final class EngineCore: @unchecked Sendable {
         var files = Set<FileID>()
         for dir in buckets {
             for name in (try? fm.contentsOfDirectory(atPath: dir)) ?? [] {
-                if let p = SliceStore.parse(fileName: name) { files.insert(FileID(entry: p.entry, generation: p.generation)) }
+                if let p = DataFiles.parse(fileName: name) { files.insert(FileID(entry: p.entry, generation: p.generation)) }
             }
         }
         // A slice is kept when its version is current, its file is there, and every extent's bytes

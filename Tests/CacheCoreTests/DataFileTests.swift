@@ -112,9 +112,9 @@ final class DataFileTests: XCTestCase {
 
     func testACacheDirectoryThatCannotPunchHolesIsRefusedWithItsReason() throws {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        XCTAssertNoThrow(try SliceStore.checkHolePunching(in: dir), "this file system punches holes")
+        XCTAssertNoThrow(try DataFiles.checkHolePunching(in: dir), "this file system punches holes")
         let unsupported: (Int32, Int64, Int64) -> Int32 = { _, _, _ in errno = EOPNOTSUPP; return -1 }
-        XCTAssertThrowsError(try SliceStore.checkHolePunching(in: dir, punch: unsupported)) { error in
+        XCTAssertThrowsError(try DataFiles.checkHolePunching(in: dir, punch: unsupported)) { error in
             XCTAssertTrue("\(error)".contains("cannot punch holes"), "\(error)")
         }
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir), [], "the probe is gone")

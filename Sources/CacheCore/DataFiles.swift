@@ -13,7 +13,7 @@ import Glibc
 /// passthrough), and a reader keep one descriptor. The generation is in the name, so bytes of a
 /// changed remote file can never be read through an old file. Which bytes of a file are valid is
 /// the index's business; this type only moves bytes, and retries on EINTR.
-struct SliceStore: Sendable {
+struct DataFiles: Sendable {
     let root: String
     let sliceSize: Int64
 
@@ -152,7 +152,7 @@ struct SliceStore: Sendable {
     }
 }
 
-extension SliceStore {
+extension DataFiles {
     /// Checks that the file system under `directory` punches holes, which eviction needs to free
     /// an evicted slice's blocks: where it cannot (FAT, exFAT, some network file systems), the
     /// cache would outgrow its cap on disk, so it refuses to start, saying why. A probe that
