@@ -133,16 +133,12 @@ extension FileSystemCore {
         var done: WholeFile?
         let file: OpenFile? = lock.withLock {
             guard let f = openFiles.removeValue(forKey: fh) else { return nil }
-            if f.passthrough, var p = passthroughInodes[f.ino] {
-                p.handles -= 1
-                if p.handles > 0 {
-                    passthroughInodes[f.ino] = p
-                } else {
-                    // The kernel let go of the backing file when its last such file closed.
-                    passthroughInodes[f.ino] = nil
-                    backing?.unregister(p.backingID)
-                    done = p.file
-                }
+            // The kernel let go of the backing file when the inode's last such file closed.
+            if f.passthrough, let p = passthroughInodes[f.ino],
+               !openFiles.values.contains(where: { $0.ino == f.ino && $0.passthrough }) {
+                passthroughInodes[f.ino] = nil
+                backing?.unregister(p.backingID)
+                done = p.file
             }
             return f
         }
@@ -165,16 +161,13 @@ extension FileSystemCore {
     /// How a new handle of `ino` for `generation` opens. Call under the lock (the ioctl that
     /// registers a backing file is quick and calls nothing back).
     func passthroughChoice(ino: UInt64, generation: Int64, whole: WholeFile?) -> PassthroughChoice {
-        if var p = passthroughInodes[ino] {
-            guard p.file.generation == generation else { return .busy }
-            p.handles += 1
-            passthroughInodes[ino] = p
-            return .shared(p.backingID)
+        if let p = passthroughInodes[ino] {
+            return p.file.generation == generation ? .shared(p.backingID) : .busy
         }
         // The kernel refuses passthrough while the inode has ordinary opens (its page cache is in use).
         guard let whole, let backing, !openFiles.values.contains(where: { $0.ino == ino }),
               let id = backing.register(whole.fd) else { return .none }
-        passthroughInodes[ino] = PassthroughInode(backingID: id, file: whole, handles: 1)
+        passthroughInodes[ino] = PassthroughInode(backingID: id, file: whole)
         return .registered(id)
     }
 }

@@ -103,10 +103,10 @@ final class FileSystemCore: @unchecked Sendable {
         var passthrough = false
     }
 
+    /// An inode's backing file, registered while any of its handles (`OpenFile.passthrough`) is open.
     struct PassthroughInode {
         var backingID: Int32
         var file: WholeFile
-        var handles: Int
     }
 
     init(backend: MountBackend, spec: MountTreeSpec, options: MountOptions, logger: Logger,

@@ -35,9 +35,12 @@ final class PassthroughTests: XCTestCase {
 
     private func ino(_ m: EngineMount) throws -> UInt64 { try XCTUnwrap(m.mount.fs.core.inode(at: ["v.bin"])) }
 
+    /// Handles of the file open with passthrough, once the inode's backing file is registered.
     private func passthroughHandles(_ m: EngineMount) throws -> Int {
-        let ino = try ino(m)
-        return m.mount.fs.core.lock.withLock { m.mount.fs.core.passthroughInodes[ino]?.handles ?? 0 }
+        let ino = try ino(m), core = m.mount.fs.core
+        return core.lock.withLock {
+            core.passthroughInodes[ino] == nil ? 0 : core.openFiles.values.filter { $0.ino == ino && $0.passthrough }.count
+        }
     }
 
     /// The kernel sends a file's release after close() returns.
