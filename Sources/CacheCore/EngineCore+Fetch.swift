@@ -301,11 +301,26 @@ final class EntrySink: FetchSink, @unchecked Sendable {
         }
     }
 
-    /// Makes `slice`'s file the open one. False (nothing opened) when the slice is being evicted
-    /// or the entry moved on; the file a removed entry's writer created is deleted again.
+    /// Makes `slice` the one being written (pinned, its version's data file open). False (nothing
+    /// open) when the slice is being evicted or the entry moved on; the file a removed entry's
+    /// writer created is deleted again.
     private func openSlice(_ slice: Int64, generation: Int64) throws -> Bool {
         if fd >= 0, fdSlice == slice, fdGeneration == generation { return true }
         closeExtent()
+        if fd >= 0, fdGeneration == generation {
+            // The same data file: only the pin moves to the next slice.
+            let old = fdSlice
+            let moved: Bool = shard.locked {
+                guard entry.isCurrent(generation), !entry.evicting.contains(slice) else { return false }
+                entry.pin(slice...slice, generation: generation)
+                entry.unpin(old...old, generation: generation)
+                return true
+            }
+            if moved {
+                fdSlice = slice
+                return true
+            }
+        }
         closeFile()
         let id: Int64? = shard.locked {
             guard entry.isCurrent(generation), !entry.evicting.contains(slice) else { return nil }

@@ -10,14 +10,12 @@ import Glibc
 public final class WholeFile: @unchecked Sendable {
     /// The data file, read-only. Valid until the object is gone.
     public let fd: Int32
-    public let length: Int64
     public let generation: Int64
     private let lock = NSLock()
     private var onRelease: (() -> Void)?   // guarded by lock
 
-    init(fd: Int32, length: Int64, generation: Int64, onRelease: @escaping () -> Void) {
+    init(fd: Int32, generation: Int64, onRelease: @escaping () -> Void) {
         self.fd = fd
-        self.length = length
         self.generation = generation
         self.onRelease = onRelease
     }
@@ -36,12 +34,13 @@ public final class WholeFile: @unchecked Sendable {
 
 extension EngineCore {
     /// The reader's version whole, if every byte of it is on disk now; nil otherwise (the reader
-    /// then reads through the engine as usual). Counts as one hit of the whole file (the kernel's reads are not seen).
+    /// then reads through the engine as usual). Counts as one hit of the whole file: the
+    /// kernel's reads are not seen.
     func wholeFile(reader: ReaderState) -> WholeFile? {
         let key = reader.entry.key, generation = reader.entry.generation
         let shard = shard(for: key)
         let now = configuration.clock().timeIntervalSince1970
-        let held: (EntryState, Int64, Int64, ClosedRange<Int64>)? = shard.locked {
+        let held: (EntryState, Int64, ClosedRange<Int64>)? = shard.locked {
             guard let e = shard.entries[key], e.isCurrent(generation), e.isPersisted,
                   let length = e.info.length, length > 0, e.coverage.contains(0..<length) else { return nil }
             let all = slices(of: 0..<length)
@@ -52,15 +51,15 @@ extension EngineCore {
             e.readStatsDirty = true
             e.readsByDoor.add(reader.door)
             touch(e, 0..<length, now)
-            return (e, e.id, length, all)
+            return (e, e.id, all)
         }
-        guard let (entry, id, length, all) = held else { return nil }
+        guard let (entry, id, all) = held else { return nil }
         let unpin = { shard.locked { entry.unpin(all, generation: generation) } }
         guard let fd = try? store.openForReading(entry: id, generation: generation) else {
             unpin()
             return nil
         }
-        return WholeFile(fd: fd, length: length, generation: generation, onRelease: unpin)
+        return WholeFile(fd: fd, generation: generation, onRelease: unpin)
     }
 }
 
