@@ -30,23 +30,23 @@ extension FileSystemCore {
                 reply(.failure(FSErrno(error.errno)))
             case let .success(info):
                 finishOpen(ino: ino, node: node, file: file, url: url, info: info,
-                           reader: backend.makeReader(for: info), attempt: 0, reply: reply)
+                           reader: backend.makeReader(for: info), reply: reply)
             }
         }
     }
 
-    /// How long an open waits for the inode's passthrough handles of an older version to close
-    /// (their release may still be on its way) before it fails with EBUSY.
-    static let passthroughBusyRetries = 20
-    static let passthroughBusyDelay: TimeInterval = 0.05
-
     /// Makes the handle of a revalidated open: with passthrough when the version is all cached
     /// and the kernel can take it, else an ordinary one.
+    ///
+    /// An inode open with passthrough to an older version cannot take this one (the kernel
+    /// refuses both a second backing file and an ordinary open beside it): the name moves to a
+    /// new inode, and the open fails with ESTALE, which makes the kernel repeat its lookup and
+    /// the open once, on the new inode. The old handles keep their version on the old inode.
     private func finishOpen(ino: UInt64, node: Node, file: FileState, url: String, info: EntryInfo,
-                            reader: MountReader, attempt: Int, reply: @escaping (Result<OpenReply, FSErrno>) -> Void) {
+                            reader: MountReader, reply: @escaping (Result<OpenReply, FSErrno>) -> Void) {
         enum Outcome {
             case opened(OpenReply, changed: Bool, KernelNotifier?)
-            case busy
+            case stale(moved: UInt64?, parent: UInt64, name: String, KernelNotifier?)
             case closed
         }
         // Asked only when it may be used (it pins the file and counts a hit): no backing file
@@ -61,7 +61,10 @@ extension FileSystemCore {
             let choice = passthroughChoice(ino: ino, generation: info.generation, whole: whole)
             let backingID: Int32?
             switch choice {
-            case .busy: return .busy
+            case .busy:
+                let moved = table.renumber(ino)
+                if let moved, let f = moved.file { record(info, for: moved, f) }
+                return .stale(moved: moved?.ino, parent: node.parent, name: node.name, notifier)
             case .none: backingID = nil
             case let .shared(id): backingID = id
             case let .registered(id): backingID = id; unused = nil
@@ -83,15 +86,13 @@ extension FileSystemCore {
             // before the first read clips at the old one.
             if changed { n?.invalidateAttributesNow(ino) }
             reply(.success(open))
-        case .busy where attempt < Self.passthroughBusyRetries:
-            deadlineQueue.asyncAfter(deadline: .now() + Self.passthroughBusyDelay) { [self] in
-                finishOpen(ino: ino, node: node, file: file, url: url, info: info, reader: reader,
-                           attempt: attempt + 1, reply: reply)
-            }
-        case .busy:
+        case let .stale(moved, parent, name, n):
             reader.close()
-            logger.error("open refused: \(url) changed remotely while it is open with passthrough; it opens again once those handles are closed")
-            reply(.failure(FSErrno(EBUSY)))
+            if let moved {
+                logger.info("\(url) changed remotely while open with passthrough: inode \(ino) keeps the old version for its handles, new opens get inode \(moved)")
+            }
+            n?.invalidateEntry(parent: parent, name: name)
+            reply(.failure(FSErrno(ESTALE)))
         case .closed:
             reader.close()
             reply(.failure(FSErrno(EIO)))

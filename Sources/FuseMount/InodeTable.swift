@@ -154,6 +154,26 @@ struct InodeTable {
         return removed
     }
 
+    /// Moves a file's name to a new inode number; the old number stays valid, detached, for the
+    /// kernel's references and the handles open on it. Nil when `ino` is not an attached file.
+    ///
+    /// Why: the kernel binds an inode open with passthrough to one backing file, and refuses an
+    /// open of that inode on anything else while such a handle is open. A new version of the file
+    /// then opens on a new inode, which the kernel finds once its lookup is repeated.
+    mutating func renumber(_ ino: UInt64) -> Node? {
+        guard let old = nodes[ino], old.attached, case let .file(f) = old.content,
+              let dir = nodes[old.parent]?.directory, dir.children[old.name] == ino else { return nil }
+        let file = FileState(url: f.url, size: f.size, mtime: f.mtime)
+        file.info = f.info
+        let node = Node(ino: nextIno, parent: old.parent, name: old.name, origin: old.origin, content: .file(file))
+        nextIno += 1
+        nodes[node.ino] = node
+        dir.children[old.name] = node.ino
+        old.attached = false
+        dropIfUnreferenced(old)
+        return node
+    }
+
     /// The kernel got this node in a lookup reply.
     mutating func lookedUp(_ ino: UInt64) {
         nodes[ino]?.lookups += 1

@@ -171,6 +171,25 @@ final class InodeTableTests: XCTestCase {
         XCTAssertNil(t.node(a.ino))
     }
 
+    func testARenumberedFileKeepsItsOldInodeForTheKernelAndItsNameGetsANewOne() {
+        var t = InodeTable(rootMtime: Date())
+        let d = t.add(parent: 1, name: "d", origin: .listing, content: dir())
+        let a = t.add(parent: d.ino, name: "a", origin: .listing, content: file())
+        t.lookedUp(a.ino)
+        let b = t.renumber(a.ino)
+        XCTAssertNotNil(b)
+        XCTAssertNotEqual(b?.ino, a.ino)
+        XCTAssertTrue(t.child(of: d.ino, named: "a") === b, "the name leads to the new inode")
+        XCTAssertEqual(b?.file?.url, a.file?.url)
+        XCTAssertFalse(b?.file === a.file, "each inode keeps its own attributes")
+        XCTAssertTrue(t.node(a.ino) === a, "the kernel may still use the old one")
+        XCTAssertNil(t.renumber(a.ino), "a detached inode is not renumbered again")
+        XCTAssertNil(t.renumber(d.ino), "only files are renumbered")
+        t.forget(a.ino, count: 1)
+        XCTAssertNil(t.node(a.ino))
+        XCTAssertTrue(t.child(of: d.ino, named: "a") === b)
+    }
+
     func testInodeNumbersAreNeverReused() {
         var t = InodeTable(rootMtime: Date())
         let a = t.add(parent: 1, name: "a", origin: .spec, content: file())
