@@ -96,6 +96,8 @@ private final class TrackedSink: FetchSink, FetchRetryObserving, @unchecked Send
         return flow
     }
 
+    func fetchDidDrain() { sink.fetchDidDrain() }
+
     func fetchDidFinish(_ error: FetchError?) {
         tracker.ended(self)
         switch error {

@@ -106,6 +106,10 @@ public protocol FetchSink: AnyObject, Sendable {
     /// The next body bytes, from a source that can pause: `.pause` takes none of them (see
     /// `RangeSource`). The default never pauses.
     func fetchOffer(_ bytes: UnsafeRawBufferPointer) -> FetchFlow
+    /// A source that offers bytes handed over all it had for now (a turn of its loop ended, the
+    /// next bytes wait for the network): what the sink holds back to write together goes to its
+    /// writer. The default does nothing. `fetchDidReceive` needs none: each call is a turn.
+    func fetchDidDrain()
     /// The transfer ended: nil after the whole requested body arrived.
     func fetchDidFinish(_ error: FetchError?)
 }
@@ -122,6 +126,7 @@ public enum FetchFlow: Sendable, Equatable {
 
 extension FetchSink {
     public func fetchOffer(_ bytes: UnsafeRawBufferPointer) -> FetchFlow { fetchDidReceive(bytes) ? .proceed : .stop }
+    public func fetchDidDrain() {}
 }
 
 /// A running transfer.

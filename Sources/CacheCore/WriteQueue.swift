@@ -50,14 +50,11 @@ final class WriteQueue: @unchecked Sendable {
 
     // MARK: Budget
 
-    /// A copy of `bytes` in a pooled buffer whose capacity is reserved for `transfer`, or nil
-    /// when the budget has no room for it (then `onRoom` runs once it has: see `reserve`).
-    func store(_ bytes: UnsafeRawBufferPointer, transfer: Int, onRoom: @escaping @Sendable () -> Void) -> ChunkStorage? {
-        let capacity = ChunkPool.capacity(for: bytes.count)
+    /// A pooled buffer of `capacity` bytes, reserved for `transfer`, or nil when the budget has no
+    /// room for it (then `onRoom` runs once it has: see `reserve`).
+    func buffer(capacity: Int, transfer: Int, onRoom: @escaping @Sendable () -> Void) -> ChunkStorage? {
         guard reserve(Int64(capacity), transfer: transfer, onRoom: onRoom) else { return nil }
-        let base = pool.take(capacity: capacity)
-        if let from = bytes.baseAddress { base.copyMemory(from: from, byteCount: bytes.count) }
-        return ChunkStorage(base: base, capacity: capacity, queue: self, transfer: transfer)
+        return ChunkStorage(base: pool.take(capacity: capacity), capacity: capacity, queue: self, transfer: transfer)
     }
 
     /// Takes `bytes` of the budget for `transfer`, or, when that would exceed it, takes nothing,

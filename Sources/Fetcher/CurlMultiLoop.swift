@@ -11,7 +11,8 @@ import Logging
 /// multi handle's cache) and every `CurlTransfer`; all sink callbacks therefore arrive on it,
 /// in order, never concurrently. Each turn: take the inbox, start due retries, resume paused
 /// transfers (their sink made room, or the bandwidth limit has tokens again), `curl_multi_perform`
-/// (which runs the header/write callbacks), collect finished attempts, then `curl_multi_poll`
+/// (which runs the header/write callbacks), tell the sinks that took bytes that the turn ended
+/// (`fetchDidDrain`: they write what they gathered), collect finished attempts, then `curl_multi_poll`
 /// until a socket, a curl timer, the next retry, the bandwidth limit's next token or a wakeup.
 ///
 /// Flow control: a write callback that gets `.pause` from its sink (the disk writer is behind)
@@ -153,6 +154,10 @@ final class CurlMultiLoop: @unchecked Sendable {
             startWaiting()
             var running: Int32 = 0
             _ = curl_multi_perform(multi, &running)
+            for t in live.values where t.tookBytes {
+                t.tookBytes = false
+                t.sink.fetchDidDrain()
+            }
             collectFinished()
             startWaiting()
 

@@ -20,6 +20,8 @@ final class CurlTransfer {
     let errorBuffer: UnsafeMutablePointer<CChar>
     /// Uptime (ns) at which the next attempt is due, while waiting to retry.
     var retryAt: UInt64?
+    /// Bytes went to the sink since the loop's last turn: it is told the turn ended (`fetchDidDrain`).
+    var tookBytes = false
     let addressPolicy: AddressPolicy
     /// Why the address policy refused a connection or request of the current attempt.
     private var refusal: String?
@@ -141,7 +143,7 @@ final class CurlTransfer {
             let slice = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)])
             switch sink.fetchOffer(slice) {
             case .proceed:
-                break
+                tookBytes = true
             case .pause:
                 state = before   // the same bytes come again
                 return .pause

@@ -49,6 +49,38 @@ final class EngineWriterTests: GatedEngineTestCase {
         XCTAssertEqual(cache.core.writes.usage.reserved, 0)
     }
 
+    func testTheBytesOfOneTurnOfTheSourceShareABufferAndOneWriteOnceItDrains() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { cache.shutdown() }
+        let info = try open(cache, source)
+        let writes = Counter()
+        cache.core.testHook = { if case .sinkWillWrite = $0 { writes.increment() } }
+        let piece: Int64 = 16 << 10   // what libcurl hands over at a time
+        let box = ResultBox<[UInt8]>(), answered = expectation(description: "read")
+        let t = try startRead(cache, source, info, offset: at, count: 4 * piece, into: box, answered)
+        for i in 0..<3 { XCTAssertEqual(t.offer(bytes(at + Int64(i) * piece, piece), more: true), .proceed) }
+        XCTAssertEqual(cache.core.writes.usage.reserved, Int64(EntrySink.batchCapacity), "one buffer holds them")
+        cache.core.writes.waitIdle()
+        XCTAssertEqual(writes.value, 0, "nothing goes to the writer while the turn goes on")
+        XCTAssertEqual(cache.status(url: url)?.cachedRanges, [0..<(256 << 10)])
+
+        let again = ResultBox<[UInt8]>(), againAnswered = expectation(description: "second read")
+        cache.makeReader(for: info).read(offset: at + piece, length: Int(piece)) { again.set($0); againAnswered.fulfill() }
+        wait(for: [againAnswered], timeout: 5)
+        XCTAssertEqual(try again.get(), Array(bytes(at + piece, piece)), "gathered bytes are read from memory")
+
+        _ = t.offer(bytes(at + 3 * piece, piece))   // the last of the turn: the source drains
+        wait(for: [answered], timeout: 5)
+        XCTAssertEqual(try box.get(), Array(bytes(at, 4 * piece)))
+        cache.core.writes.waitIdle()
+        XCTAssertEqual(writes.value, 1, "one write for the turn")
+        XCTAssertEqual(cache.status(url: url)?.cachedRanges, [0..<(256 << 10), at..<(at + 4 * piece)])
+        t.finish()
+        cache.core.writes.waitIdle()
+        XCTAssertEqual(cache.core.writes.usage.reserved, 0, "the buffer went back")
+    }
+
     func testAReadPlannedWhileBytesWaitForTheWriterIsAnsweredFromThemWithoutAnotherRequest() throws {
         let source = GatedSource()
         let cache = try engine(source)
@@ -221,4 +253,12 @@ final class EngineWriterTests: GatedEngineTestCase {
         XCTAssertLessThanOrEqual(cache.core.writes.usage.peak, budget)
         XCTAssertEqual(cache.usage.bytes, (256 << 10) + 4 * 4 * chunk)
     }
+}
+
+/// A count bumped from the writer lane and read by the test.
+private final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    func increment() { lock.withLock { count += 1 } }
+    var value: Int { lock.withLock { count } }
 }

@@ -37,9 +37,12 @@ final class GatedSource: RangeSource, @unchecked Sendable {
             bytes.withUnsafeBytes { sink.fetchDidReceive($0) }
         }
 
-        /// Offers bytes as a source that can pause does (the sink may answer `.pause`).
-        func offer(_ bytes: ArraySlice<UInt8>) -> FetchFlow {
-            bytes.withUnsafeBytes { sink.fetchOffer($0) }
+        /// Offers bytes as a source that can pause does (the sink may answer `.pause`); unless
+        /// `more`, the source then has nothing more for now (`fetchDidDrain`).
+        func offer(_ bytes: ArraySlice<UInt8>, more: Bool = false) -> FetchFlow {
+            let flow = bytes.withUnsafeBytes { sink.fetchOffer($0) }
+            if !more { sink.fetchDidDrain() }
+            return flow
         }
 
         /// Ends the transfer (once: a second call does nothing).

@@ -36,6 +36,7 @@ final class CurlFlowControlTests: XCTestCase {
         XCTAssertTrue(sink.body == OriginServer.generatedBytes(seed: 5, offset: 100, count: Int(length - 100)),
                       "every byte once, in order")
         XCTAssertEqual(origin.requestCount(path: "/p"), 1, "resumed, not asked again")
+        XCTAssertGreaterThan(sink.drains, 0, "told when each turn's bytes were all handed over")
         XCTAssertEqual(sink.violations, [])
     }
 

@@ -10,6 +10,8 @@ final class RecordingSink: FetchSink, @unchecked Sendable {
     private var _body: [UInt8] = []
     private var _finishes: [FetchError?] = []
     private var _violations: [String] = []
+    private var _drains = 0
+    private var tookSinceDrain = false
 
     /// Fulfilled by `fetchDidFinish` (over-fulfilment fails the test: "exactly once").
     let finished = XCTestExpectation(description: "fetchDidFinish")
@@ -24,6 +26,8 @@ final class RecordingSink: FetchSink, @unchecked Sendable {
     var body: [UInt8] { lock.withLock { _body } }
     var finishes: [FetchError?] { lock.withLock { _finishes } }
     var violations: [String] { lock.withLock { _violations } }
+    /// `fetchDidDrain` calls: each must follow bytes taken since the one before.
+    var drains: Int { lock.withLock { _drains } }
     /// The single finish result (nil = success); fails the test if there was not exactly one.
     func result(file: StaticString = #filePath, line: UInt = #line) -> FetchError? {
         let f = finishes
@@ -45,6 +49,7 @@ final class RecordingSink: FetchSink, @unchecked Sendable {
             if !_finishes.isEmpty { _violations.append("body after finish") }
             if _heads.isEmpty { _violations.append("body before head") }
             _body.append(contentsOf: bytes)
+            tookSinceDrain = true
             return _body.count
         }
         onBody?(total)
@@ -69,6 +74,15 @@ final class RecordingSink: FetchSink, @unchecked Sendable {
         guard pause else { return fetchDidReceive(bytes) ? .proceed : .stop }
         DispatchQueue.global().async { pausing.resume() }
         return .pause
+    }
+
+    func fetchDidDrain() {
+        lock.withLock {
+            if !_finishes.isEmpty { _violations.append("drain after finish") }
+            if !tookSinceDrain { _violations.append("drain without bytes taken since the last") }
+            tookSinceDrain = false
+            _drains += 1
+        }
     }
 
     func fetchDidFinish(_ error: FetchError?) {
