@@ -6,10 +6,10 @@ import Foundation
 ///
 /// Why a pool: buffers are allocated on the fetch thread and freed on a writer lane, thousands
 /// per GiB; through malloc that churn left the daemon's heap fragmented, so it kept about 25 MiB
-/// more than the budget allowed. Buffers are 128 KiB (a batch; a larger arrival from a source
-/// other than libcurl gets its own size, unpooled), the budget counts their capacity, and the
-/// pool keeps at most the budget's worth of free buffers: live plus kept memory stays within
-/// twice the budget, whatever the pattern.
+/// more than the budget allowed. Buffers come in four sizes (16 to 128 KiB, sized for a
+/// transfer's turns; a larger arrival from a source other than libcurl gets its own size,
+/// unpooled), the budget counts their capacity, and the pool keeps at most the budget's worth of
+/// free buffers: live plus kept memory stays within twice the budget, whatever the pattern.
 final class ChunkStorage: @unchecked Sendable {
     let base: UnsafeMutableRawPointer
     let capacity: Int
@@ -31,7 +31,7 @@ final class ChunkStorage: @unchecked Sendable {
 
 /// Free chunk buffers by size class. Thread-safe.
 final class ChunkPool: @unchecked Sendable {
-    static let classes = [128 << 10]
+    static let classes = [16 << 10, 32 << 10, 64 << 10, 128 << 10]
     private let lock = NSLock()
     private var free: [Int: [UnsafeMutableRawPointer]] = [:]   // guarded by lock
     private var freeBytes = 0   // guarded by lock

@@ -76,6 +76,12 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     private var batchUsed = 0
     private var unsent: [PendingBytes.Chunk] = []
     private var unsentGeneration: Int64 = 0
+    /// Bytes taken in this turn of the source so far, and in the last turn. A new buffer is
+    /// sized for a turn like the last one, or, in a turn that filled one, for twice what came
+    /// so far, within the pool's sizes: a transfer over a slow link takes little of the write
+    /// budget per turn, one on loopback 128 KiB buffers.
+    private var turnBytes = 0
+    private var lastTurnBytes = 0
     static let batchCapacity = ChunkPool.classes.last!
 
     init(core: EngineCore, entry: EntryState, shard: Shard, fetchID: Int, generation: Int64, start: Int64, isProbe: Bool) {
@@ -90,8 +96,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     }
 
     func fetchDidReceiveHead(_ head: ResponseHead) -> Bool {
-        sendUnsent()   // what came before this head is written as it was received
-        batch = nil
+        sendBatch()   // what came before this head is written as it was received
         var cancels: [FetchHandleBox] = []
         var launches: [(EntryState, ReadPlanner.Fetch, Int)] = []
         var reprobe: Int?
@@ -185,34 +190,42 @@ final class EntrySink: FetchSink, @unchecked Sendable {
         let room = DispatchSemaphore(value: 0)
         while true {
             if let (storage, at) = self.room(for: bytes.count, onRoom: { room.signal() }) {
-                defer { sendUnsent() }
+                defer { fetchDidDrain() }
                 return accept(bytes, storage, at) == .proceed
             }
             room.wait()
         }
     }
 
-    func fetchDidDrain() { sendUnsent() }
+    func fetchDidDrain() {
+        lastTurnBytes = turnBytes
+        turnBytes = 0
+        sendBatch()
+    }
 
     /// Where `count` arriving bytes go: the rest of the batch buffer, or a new one from the write
-    /// budget (the full one goes to the writer first). Nil when the budget has no room: `onRoom`
+    /// budget (the full one goes to the writer first; see `turnBytes` for its size). Nil when the budget has no room: `onRoom`
     /// runs once it has.
     private func room(for count: Int, onRoom: @escaping @Sendable () -> Void) -> (ChunkStorage, Int)? {
         if let b = batch, b.capacity - batchUsed >= count {
             defer { batchUsed += count }
             return (b, batchUsed)
         }
-        sendUnsent()
-        guard let b = core.writes.buffer(capacity: ChunkPool.capacity(for: max(count, Self.batchCapacity)),
+        sendBatch()
+        let expected = min(turnBytes > 0 ? 2 * turnBytes : lastTurnBytes, Self.batchCapacity)
+        guard let b = core.writes.buffer(capacity: ChunkPool.capacity(for: max(count, expected)),
                                          transfer: fetchID, onRoom: onRoom) else { return nil }
         batch = b
         batchUsed = count
         return (b, 0)
     }
 
-    /// Hands the chunks not yet sent to the writer lane, in one job. The buffer's room stays
-    /// for the next arrivals.
-    private func sendUnsent() {
+    /// Hands the batch's chunks to the writer lane, in one job, and lets go of its buffer: a
+    /// transfer waiting for the network holds no room in the write budget, which others may
+    /// need (a buffer is freed once its chunks are written and no read needs them).
+    private func sendBatch() {
+        batch = nil
+        batchUsed = 0
         guard !unsent.isEmpty else { return }
         let chunks = unsent, generation = unsentGeneration
         unsent = []
@@ -253,14 +266,14 @@ final class EntrySink: FetchSink, @unchecked Sendable {
         }
         answers.forEach { $0() }
         position = range.upperBound
+        turnBytes += bytes.count
         if !queued.isEmpty {
-            if !unsent.isEmpty, unsentGeneration != generation { sendUnsent() }
+            if !unsent.isEmpty, unsentGeneration != generation { sendBatch() }
             unsent += queued
             unsentGeneration = generation
         }
         if let b = batch, batchUsed == b.capacity {
-            sendUnsent()
-            batch = nil
+            sendBatch()
         }
         guard let progress else { return .stop }
         return progress == .proceed ? .proceed : .stop
@@ -431,8 +444,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     }
 
     func fetchDidFinish(_ error: FetchError?) {
-        sendUnsent()
-        batch = nil
+        sendBatch()
         core.writes.forget(transfer: fetchID)
         // The last extent goes to the index once the lane wrote what is queued before it.
         defer {
