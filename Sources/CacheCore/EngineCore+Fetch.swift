@@ -204,8 +204,8 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     }
 
     /// Where `count` arriving bytes go: the rest of the batch buffer, or a new one from the write
-    /// budget (the full one goes to the writer first; see `turnBytes` for its size). Nil when the budget has no room: `onRoom`
-    /// runs once it has.
+    /// budget (the full one goes to the writer first; `turnBytes` says how large). Nil when the
+    /// budget has no room: `onRoom` runs once it has.
     private func room(for count: Int, onRoom: @escaping @Sendable () -> Void) -> (ChunkStorage, Int)? {
         if let b = batch, b.capacity - batchUsed >= count {
             defer { batchUsed += count }

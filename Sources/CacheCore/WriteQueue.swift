@@ -6,8 +6,9 @@ import Foundation
 /// submit wakes only the lane it feeds. Every job of one transfer goes to the same lane (chosen by
 /// its fetch id), so a transfer's bytes are written in the order they arrived and its extent's
 /// checksum grows in order; a lane takes all its queued jobs at once. Memory is bounded by
-/// design: a transfer reserves a chunk's bytes before it queues the chunk, and a reservation that
-/// would take the transfer past `perTransfer` or everyone past `total` is refused. The transfer
+/// design: a transfer reserves a buffer's capacity before it copies arrivals into it (`buffer`),
+/// and a reservation that would take the transfer past `perTransfer` or everyone past `total` is
+/// refused. The transfer
 /// then pauses (the fetch thread goes on with the others) and its `onRoom` runs once the lanes
 /// have drained the queue to half of `total` and its own part to half of `perTransfer`. Lanes
 /// block on the disk and on shard locks; the fetch thread never blocks here.
