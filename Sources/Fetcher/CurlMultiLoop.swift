@@ -154,7 +154,9 @@ final class CurlMultiLoop: @unchecked Sendable {
             startWaiting()
             var running: Int32 = 0
             _ = curl_multi_perform(multi, &running)
-            for t in live.values where t.tookBytes {
+            // Only transfers curl holds can have taken bytes (at most the connection cap).
+            for id in transferOfEasy.values {
+                guard let t = live[id], t.tookBytes else { continue }
                 t.tookBytes = false
                 t.sink.fetchDidDrain()
             }
