@@ -59,6 +59,20 @@ final class MountDaemon {
         return kb * 1024
     }
 
+    /// CPU time the daemon used so far (user + system, all threads), in seconds.
+    func cpuSeconds() throws -> Double {
+        let path = "/proc/\(try pid())/stat"
+        let stat = try String(contentsOfFile: path, encoding: .utf8)
+        // Fields after the command name (which may hold spaces) in parentheses: utime and stime
+        // are the 12th and 13th of them.
+        guard let close = stat.lastIndex(of: ")") else { throw ValidationError("cannot parse \(path)") }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else {
+            throw ValidationError("cannot parse \(path)")
+        }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
     /// Resets VmHWM to the current resident size (writes 5 to /proc/PID/clear_refs, Linux 4.0+),
     /// so a peak belongs to one phase of a run. False if the kernel or permissions refuse.
     func resetPeakMemory() -> Bool {
