@@ -181,7 +181,7 @@ struct DataPathBench: ParsableCommand {
             sync()   // each of the two writers starts without the other's write-back
             let cpuBefore = try? daemon.cpuSeconds()
             let t = try MountBench.readWhole(mnt + "/big.bin", expected: sizes.big)
-            let cpu = try? daemon.cpuSeconds()
+            let cpuPerGiB = try? (daemon.cpuSeconds() - (cpuBefore ?? .nan)) * Double(1 << 30) / Double(sizes.big)
             sync()
             // For scale, not the target: a download that also lands on the cache's disk, as
             // every byte of a cold read through the cache must.
@@ -196,7 +196,7 @@ struct DataPathBench: ParsableCommand {
                            note: "for scale: curl saving the same bytes to a file on the cache's disk took "
                                + Self.seconds(savedTime) + ", " + Self.megabytes(sizes.big, savedTime)
                                + String(format: " (the mount: %.2fx of that)", savedTime / t)
-                               + (cpu.flatMap { c in cpuBefore.map { String(format: "; the daemon used %.2f CPU-seconds per GiB", (c - $0) * Double(1 << 30) / Double(sizes.big)) } } ?? ""))]
+                               + (cpuPerGiB.flatMap { $0.isNaN ? nil : String(format: "; the daemon used %.2f CPU-seconds per GiB", $0) } ?? ""))]
         }
         table.measure([.warm], "mount, warm sequential, page cache dropped") {
             guard Readers.canDropPageCache else { throw ValidationError("skipped: dropping the page cache needs root") }
