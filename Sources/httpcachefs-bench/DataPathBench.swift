@@ -18,7 +18,10 @@ import Glibc
 /// - on plain loopback: a cold sequential read against curl, a warm one (page cache dropped)
 ///   against a plain file on the same disk, the proxy's warm throughput against nginx with
 ///   sendfile, and the daemon's peak memory while 16 mount readers and 16 proxy clients stream.
-/// A figure that cannot run (no root, no nginx) or fails says so in its row; the others still run.
+/// Side by side (`RcloneMount`): rclone's mount of the same origin reads the same bytes cold,
+/// sequentially over the link and over loopback, and at the same random offsets over the link.
+/// A figure that cannot run (no root, no nginx, no rclone) or fails says so in its row; the
+/// others still run.
 struct DataPathBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "datapath",
@@ -53,6 +56,9 @@ struct DataPathBench: ParsableCommand {
     @Option(help: "nginx binary for the proxy reference (apt-get install nginx-light).")
     var nginx: String = "/usr/sbin/nginx"
 
+    @Option(help: "rclone binary for the side-by-side figures (default: rclone on PATH; mount-helpers/setup-debian.sh --bench installs 1.75).")
+    var rclone: String?
+
     @Option(help: ArgumentHelp("Measure only these figures, comma-separated (default: all).",
                                valueName: DataPathFigure.allCases.map(\.rawValue).joined(separator: ",")))
     var only: String?
@@ -62,6 +68,12 @@ struct DataPathBench: ParsableCommand {
     /// daemon neither counts it as sequential nor has read ahead into it: cold means cold.
     static let randomSlot: Int64 = 2 << 20
     static let proxyClients = 8
+    /// rclone starts 16 x 4 MiB streams at every seek: 30 random reads are enough for a p50 and
+    /// keep its figure under a minute.
+    static let rcloneRandomReads = 30
+    /// Slots of the side-by-side random reads: wider than the 64 MiB rclone fetches at a seek, so
+    /// each read is cold for both.
+    static let sparseSlot: Int64 = 128 << 20
     static let memoryReaders = 16
 
     func validate() throws {
@@ -101,6 +113,15 @@ struct DataPathBench: ParsableCommand {
         origin.setGeneratedFile("/shared.bin", length: sizes.link, seed: 0x5A4)
         origin.setGeneratedFile("/rand.bin", length: randomLength, seed: 0x4A4D)
         origin.setGeneratedFile("/big.bin", length: sizes.big, seed: 0xB16)
+        // rclone's copies: the same bytes under other URLs, so both caches start cold.
+        origin.setGeneratedFile("/rclone/seq.bin", length: sizes.link, seed: 0x5E0)
+        origin.setGeneratedFile("/rclone/big.bin", length: sizes.big, seed: 0xB16)
+        origin.setResponse("/rclone/", status: 200, headers: [("Content-Type", "text/html")],
+                           body: RcloneMount.listing(["seq.bin", "sparse.bin", "big.bin"]))
+        // Read by both at the same offsets, a slot apart (the files are generated, not stored).
+        let sparseLength = Int64(Self.rcloneRandomReads) * Self.sparseSlot
+        origin.setGeneratedFile("/sparse.bin", length: sparseLength, seed: 0x5BA)
+        origin.setGeneratedFile("/rclone/sparse.bin", length: sparseLength, seed: 0x5BA)
         for i in 0..<Self.memoryReaders {
             origin.setGeneratedFile("/rss/m\(i).bin", length: sizes.rss, seed: 0x1000 + UInt64(i))
             origin.setGeneratedFile("/rss/p\(i).bin", length: sizes.rss, seed: 0x2000 + UInt64(i))
@@ -115,7 +136,7 @@ struct DataPathBench: ParsableCommand {
             sync()   // its write-back would otherwise run during the figures that follow
         }
 
-        let entries = ["seq.bin", "shared.bin", "rand.bin", "big.bin"].map { "\($0)=\(origin.url("/" + $0))" }
+        let entries = ["seq.bin", "shared.bin", "rand.bin", "big.bin", "sparse.bin"].map { "\($0)=\(origin.url("/" + $0))" }
             + (0..<Self.memoryReaders).map { "m\($0).bin=\(origin.url("/rss/m\($0).bin"))" }
         let cacheSize = 2 * sizes.link + randomLength + sizes.big + 2 * Int64(Self.memoryReaders) * sizes.rss + (1 << 30)
         let daemon = try MountDaemon(binary: binary, mountpoint: temp.appending("mnt"), cacheDirectory: temp.appending("cache"),
@@ -127,6 +148,7 @@ struct DataPathBench: ParsableCommand {
         print("link: \(LinkOptions.describe(emulation)); files: \(CoreBench.human(sizes.link)) over the link, \(CoreBench.human(sizes.big)) over loopback, \(2 * Self.memoryReaders) x \(CoreBench.human(sizes.rss)) for memory")
         var table = FigureTable(only: only)
         let overLink = Self.over(emulation)
+        let side = SideBySide(binary: rclone ?? RcloneMount.onPath(), origin: origin.url("/rclone/"), temp: temp)
 
         // Phase 1: behind the emulated link.
         origin.emulateLink(emulation)
@@ -137,7 +159,7 @@ struct DataPathBench: ParsableCommand {
             return [Self.calibration("link calibration, 1 curl stream", bytes: sizes.link, seconds: t, rate: rate,
                                      roundTrip: emulation?.roundTrip ?? 0)]
         }
-        table.measure([.calibration, .link], "link reference, \(streams) curl range streams") {
+        table.measure([.calibration, .link, .rclone], "link reference, \(streams) curl range streams") {
             let t = try Clients.downloadRanges(curl: curl, url: origin.url("/seq.bin"), length: sizes.link, streams: streams)
             nStreams = t
             let perConnection = emulation?.bytesPerSecondPerConnection.map { $0 * Double(streams) }
@@ -145,8 +167,10 @@ struct DataPathBench: ParsableCommand {
             return [Self.calibration("link calibration, \(streams) curl range streams", bytes: sizes.link, seconds: t, rate: rate,
                                      roundTrip: emulation?.roundTrip ?? 0)]
         }
-        table.measure([.link], "mount, cold sequential \(overLink)") {
+        var ours: (link: Double?, loopback: Double?) = (nil, nil)
+        table.measure([.link, .rclone], "mount, cold sequential \(overLink)") {
             let t = try MountBench.readWhole(mnt + "/seq.bin", expected: sizes.link)
+            ours.link = t
             guard let reference = nStreams else { throw ValidationError("no \(streams)-stream reference") }
             return [Figure(name: "mount, cold sequential \(CoreBench.human(sizes.link)) \(overLink)",
                            measured: Self.seconds(t) + ", " + Self.mbit(sizes.link, t),
@@ -172,15 +196,32 @@ struct DataPathBench: ParsableCommand {
                            unit: "origin/unique", target: .atMost(1.0), digits: 5, note: note)]
         }
 
+        table.measure([.rclone], "rclone mount, cold sequential \(overLink)") {
+            let t = try side.read("seq.bin", expected: sizes.link)
+            guard let mine = ours.link else { throw ValidationError("no httpcachefs figure to set beside rclone's") }
+            return [side.figure("cold sequential \(CoreBench.human(sizes.link)) \(overLink)",
+                                measured: Self.seconds(mine), reference: Self.seconds(t), ratio: mine / t, unit: "x time")]
+        }
+        table.measure([.rclone], "rclone mount, cold random 64 KiB reads \(overLink)") {
+            let offsets = Self.sparseOffsets()
+            let theirs = try side.randomReads("sparse.bin", offsets: offsets, length: Self.randomReadLength)
+            let mine = try MountBench.randomReadLatencies(mnt + "/sparse.bin", offsets: offsets, length: Self.randomReadLength)
+            let p50 = (mine: MountBench.percentile(mine, 0.5), theirs: MountBench.percentile(theirs, 0.5))
+            return [side.figure("cold random 64 KiB reads \(overLink), p50 of the same \(offsets.count)",
+                                measured: String(format: "%.1f ms", p50.mine * 1000), reference: String(format: "%.1f ms", p50.theirs * 1000),
+                                ratio: p50.mine / p50.theirs, unit: "x (p50)")]
+        }
+
         // Phase 2: plain loopback.
         origin.emulateLink(nil)
-        table.measure([.loopback], "mount, cold sequential over loopback") {
+        table.measure([.loopback, .rclone], "mount, cold sequential over loopback") {
             let curlTime = try CoreBench.best(of: 2) {
                 try Clients.downloadRanges(curl: curl, url: origin.url("/big.bin"), length: sizes.big, streams: 1)
             }
             sync()   // each of the two writers starts without the other's write-back
             let cpuBefore = try? daemon.cpuSeconds()
             let t = try MountBench.readWhole(mnt + "/big.bin", expected: sizes.big)
+            ours.loopback = t
             let cpuPerGiB = try? (daemon.cpuSeconds() - (cpuBefore ?? .nan)) * Double(1 << 30) / Double(sizes.big)
             sync()
             // For scale, not the target: a download that also lands on the cache's disk, as
@@ -197,6 +238,12 @@ struct DataPathBench: ParsableCommand {
                                + Self.seconds(savedTime) + ", " + Self.megabytes(sizes.big, savedTime)
                                + String(format: " (the mount: %.2fx of that)", savedTime / t)
                                + (cpuPerGiB.flatMap { $0.isNaN ? nil : String(format: "; the daemon used %.2f CPU-seconds per GiB", $0) } ?? ""))]
+        }
+        table.measure([.rclone], "rclone mount, cold sequential over loopback") {
+            let t = try side.read("big.bin", expected: sizes.big)
+            guard let mine = ours.loopback else { throw ValidationError("no httpcachefs figure to set beside rclone's") }
+            return [side.figure("cold sequential \(CoreBench.human(sizes.big)) over loopback",
+                                measured: Self.seconds(mine), reference: Self.seconds(t), ratio: mine / t, unit: "x time")]
         }
         table.measure([.warm], "mount, warm sequential, page cache dropped") {
             guard Readers.canDropPageCache else { throw ValidationError("skipped: dropping the page cache needs root") }
@@ -275,6 +322,14 @@ struct DataPathBench: ParsableCommand {
                       ratio: reference > 0 ? p50 / reference : nil, unit: "x (p50)", target: .atMost(1.3))
     }
 
+    /// The side-by-side random reads: one per slot of `sparseSlot`, in the first 512 KiB of
+    /// it, slots in shuffled order.
+    static func sparseOffsets() -> [Int64] {
+        var rng = SplitMix64(state: 0x5BA)
+        return Array(0..<Int64(rcloneRandomReads)).shuffled(using: &rng)
+            .map { $0 * sparseSlot + Int64.random(in: 0..<128, using: &rng) * 4096 }
+    }
+
     /// A curl measurement of the link against what the link allows: one round trip, then the
     /// bytes at `rate` (nil: no rate limit, nothing to compare).
     private static func calibration(_ name: String, bytes: Int64, seconds t: Double, rate: Double?, roundTrip: Double) -> Figure {
@@ -297,7 +352,7 @@ struct DataPathBench: ParsableCommand {
 
 /// The figures of `datapath`, as `--only` names them.
 enum DataPathFigure: String, CaseIterable {
-    case calibration, link, random, readers, loopback, warm, proxy, memory
+    case calibration, link, random, readers, loopback, warm, proxy, memory, rclone
 }
 
 /// The emulated link's knobs, as command-line options.
