@@ -59,6 +59,11 @@ final class CurlTransfer {
         refusedLastAddress = false
         refusedRequest = false
         var list: UnsafeMutablePointer<curl_slist>?
+        // The cache keeps the file's own bytes: without this, an origin may compress on the fly
+        // (no Accept-Encoding means any coding is acceptable), and ranges of a compressed body
+        // are not the file's. A user's --header may still ask for another.
+        let askedEncoding = configuration.extraHeaders.contains { $0.lowercased().hasPrefix("accept-encoding:") }
+        if !askedEncoding { list = curl_slist_append(list, "Accept-Encoding: identity") }
         for header in configuration.extraHeaders { list = curl_slist_append(list, header) }
         if let range { list = curl_slist_append(list, "Range: \(range)") }
         if let range, let ifRange, range.hasPrefix("bytes=") { list = curl_slist_append(list, "If-Range: \(ifRange)") }
@@ -76,9 +81,13 @@ final class CurlTransfer {
     }
 
     /// curl's text for a failed attempt: the error buffer if filled, else the code's description.
+    /// libcurl 7.x reports a response header over its 100 KB limit as "Out of memory": before a
+    /// head, that is what it almost always means, and it says so.
     func failureMessage(_ code: CURLcode) -> String {
         let detail = String(cString: errorBuffer)
-        return detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+        let text = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+        guard code == CURLE_OUT_OF_MEMORY, !state.headSeen else { return text }
+        return "response headers too large (over libcurl's 100 KB), or out of memory (\(text))"
     }
 
     /// The policy's refusal as the transfer's error, if it is what ended this failed attempt:

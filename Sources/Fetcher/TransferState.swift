@@ -136,6 +136,11 @@ struct TransferState {
             return stop(.fail(.invalidResponse(url: finalURL, message:
                 "206 without a usable Content-Range (\(block.field("content-range") ?? "none"))")))
         }
+        if partial, let length = block.contentLength, length != range!.length {
+            // A body of another length than its range (a compressed one, say) is not those bytes.
+            return stop(.fail(.invalidResponse(url: finalURL, message:
+                "206 with Content-Length \(length) for Content-Range \(block.field("content-range") ?? "") (\(range!.length) bytes)")))
+        }
         attemptExpected = partial ? range!.length : block.contentLength
 
         if let head {

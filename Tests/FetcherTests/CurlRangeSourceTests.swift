@@ -200,6 +200,36 @@ final class CurlRangeSourceTests: XCTestCase {
         XCTAssertEqual(sink.body, data, "the sink gets the whole resource and decides what to keep")
     }
 
+    func testRequestsAskForTheFilesOwnBytesUnlessTheUserAskedOtherwise() {
+        fetch("/f.bin", 0, 10)
+        XCTAssertEqual(origin.requests.last?.header("accept-encoding"), "identity",
+                       "no on-the-fly compression: ranges of a compressed body are not the file's")
+        let asking = makeSource { $0.extraHeaders = ["Accept-Encoding: br"] }
+        defer { asking.shutdown() }
+        fetch("/f.bin", 0, 10, via: asking)
+        XCTAssertEqual(origin.requests.last?.header("accept-encoding"), "br")
+        XCTAssertEqual(origin.requests.last?.headers.filter { $0.0.lowercased() == "accept-encoding" }.count, 1)
+    }
+
+    func testA206BodyShorterThanItsRangeIsABadResponseNotTheRangesBytes() {
+        // An origin compressing the range it was asked for: Content-Length is the compressed size.
+        origin.setResponse("/gz", status: 206, headers: [("Content-Range", "bytes 1000-1999/100000"), ("Content-Encoding", "gzip")],
+                           body: Array(repeating: 0x1f, count: 42))
+        let sink = fetch("/gz", 1000, 2000)
+        guard case let .invalidResponse(_, message)? = sink.result() else { return XCTFail("\(String(describing: sink.result()))") }
+        XCTAssertTrue(message.contains("Content-Length 42"), message)
+        XCTAssertEqual(sink.heads, [])
+        XCTAssertEqual(sink.body, [], "not one byte of it is taken for the file's")
+    }
+
+    func testAResponseHeaderOverCurlsLimitSaysSo() {
+        origin.setResponse("/big-header", status: 200, headers: [("X-Padding", String(repeating: "a", count: 200_000))],
+                           body: Array("hello".utf8))
+        let sink = fetch("/big-header")
+        guard case let .network(_, message)? = sink.result() else { return XCTFail("\(String(describing: sink.result()))") }
+        XCTAssertTrue(message.contains("response headers too large"), message)
+    }
+
     func testChunkedBodyHasUnknownLengthAndEndsAtEOF() {
         origin.setFaults("/f.bin", Faults(noContentLength: true))
         let sink = fetch("/f.bin", 0, nil)

@@ -185,6 +185,28 @@ final class TransferStateTests: XCTestCase {
         guard case .finish(.invalidResponse?)? = Optional(s.attemptEnded(.ok)) else { return XCTFail() }
     }
 
+    func testA206WhoseBodyLengthIsNotItsRangesIsRefusedFirstOrOnResume() {
+        // What an origin that compresses a range on the fly sends: the range's span, a shorter body.
+        let compressed = ["HTTP/1.1 206 Partial Content", "Content-Range: bytes 100-199/1000", "Content-Length: 42",
+                          "Content-Encoding: gzip", "ETag: \"v1\""]
+        var first = TransferState(request: FetchRequest(url: url, start: 100, end: 200), policy: policy)
+        _ = first.beginAttempt()
+        XCTAssertEqual(first.receiveHead(block(compressed), finalURL: url), .abort)
+        XCTAssertNil(first.head, "nothing reaches the sink")
+        guard case let .finish(.invalidResponse(_, message)?) = first.attemptEnded(.ok) else { return XCTFail("refused") }
+        XCTAssertTrue(message.contains("Content-Length 42") && message.contains("100 bytes"), message)
+
+        var resumed = TransferState(request: FetchRequest(url: url, start: 100, end: 200), policy: policy)
+        _ = resumed.beginAttempt()
+        _ = resumed.receiveHead(block(partialHead), finalURL: url)
+        _ = resumed.receiveBody(count: 10)
+        _ = resumed.attemptEnded(.failed(message: "reset", retryable: true))
+        _ = resumed.beginAttempt()
+        let resumeHead = ["HTTP/1.1 206 Partial Content", "Content-Range: bytes 110-199/1000", "Content-Length: 9", "ETag: \"v1\""]
+        XCTAssertEqual(resumed.receiveHead(block(resumeHead), finalURL: url), .abort)
+        guard case .finish(.invalidResponse?)? = Optional(resumed.attemptEnded(.ok)) else { return XCTFail("refused") }
+    }
+
     // MARK: Hostile lengths
 
     func testContentRangeNumbersPastTheLimitDoNotParseAndNeverTrap() {
