@@ -136,8 +136,9 @@ struct TransferState {
             return stop(.fail(.invalidResponse(url: finalURL, message:
                 "206 without a usable Content-Range (\(block.field("content-range") ?? "none"))")))
         }
-        if partial, let length = block.contentLength, length != range!.length {
-            // A body of another length than its range (a compressed one, say) is not those bytes.
+        if partial, let length = block.contentLength, length < range!.length {
+            // A body shorter than its range (a compressed one, say) is not those bytes. A longer
+            // one is cut at the range's end, as a body running past it always is.
             return stop(.fail(.invalidResponse(url: finalURL, message:
                 "206 with Content-Length \(length) for Content-Range \(block.field("content-range") ?? "") (\(range!.length) bytes)")))
         }

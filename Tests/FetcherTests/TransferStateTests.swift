@@ -185,7 +185,7 @@ final class TransferStateTests: XCTestCase {
         guard case .finish(.invalidResponse?)? = Optional(s.attemptEnded(.ok)) else { return XCTFail() }
     }
 
-    func testA206WhoseBodyLengthIsNotItsRangesIsRefusedFirstOrOnResume() {
+    func testA206WhoseBodyIsShorterThanItsRangeIsRefusedFirstOrOnResume() {
         // What an origin that compresses a range on the fly sends: the range's span, a shorter body.
         let compressed = ["HTTP/1.1 206 Partial Content", "Content-Range: bytes 100-199/1000", "Content-Length: 42",
                           "Content-Encoding: gzip", "ETag: \"v1\""]
@@ -205,6 +205,14 @@ final class TransferStateTests: XCTestCase {
         let resumeHead = ["HTTP/1.1 206 Partial Content", "Content-Range: bytes 110-199/1000", "Content-Length: 9", "ETag: \"v1\""]
         XCTAssertEqual(resumed.receiveHead(block(resumeHead), finalURL: url), .abort)
         guard case .finish(.invalidResponse?)? = Optional(resumed.attemptEnded(.ok)) else { return XCTFail("refused") }
+
+        // A body announced longer than its range gives the range's bytes and stops there.
+        var longer = TransferState(request: FetchRequest(url: url, start: 100, end: 200), policy: policy)
+        _ = longer.beginAttempt()
+        let padded = ["HTTP/1.1 206 Partial Content", "Content-Range: bytes 100-199/1000", "Content-Length: 1000", "ETag: \"v1\""]
+        guard case .deliver = longer.receiveHead(block(padded), finalURL: url) else { return XCTFail("taken") }
+        XCTAssertEqual(longer.receiveBody(count: 150).length, 100)
+        XCTAssertEqual(longer.attemptEnded(.ok), .finish(nil))
     }
 
     // MARK: Hostile lengths
