@@ -115,7 +115,8 @@ struct CoreBench: ParsableCommand {
     }
 
     static func human(_ n: Int64) -> String {
-        n >= 1 << 30 ? String(format: "%.2f GiB", Double(n) / Double(1 << 30)) : String(format: "%.1f MiB", Double(n) / Double(1 << 20))
+        n >= 1 << 30 ? String(format: "%.2f GiB", Double(n) / Double(1 << 30))
+            : n >= 1 << 20 ? String(format: "%.1f MiB", Double(n) / Double(1 << 20)) : String(format: "%.0f KiB", Double(n) / 1024)
     }
 
     static func table(_ rows: [[String]]) -> String {
