@@ -62,7 +62,9 @@ final class CurlTransfer {
         // The cache keeps the file's own bytes: without this, an origin may compress on the fly
         // (no Accept-Encoding means any coding is acceptable), and ranges of a compressed body
         // are not the file's. A user's --header may still ask for another.
-        let askedEncoding = configuration.extraHeaders.contains { $0.lowercased().hasPrefix("accept-encoding:") }
+        let askedEncoding = configuration.extraHeaders.contains {
+            $0.split(separator: ":", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces).lowercased() == "accept-encoding"
+        }
         if !askedEncoding { list = curl_slist_append(list, "Accept-Encoding: identity") }
         for header in configuration.extraHeaders { list = curl_slist_append(list, header) }
         if let range { list = curl_slist_append(list, "Range: \(range)") }
