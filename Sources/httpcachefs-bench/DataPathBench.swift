@@ -197,10 +197,7 @@ struct DataPathBench: ParsableCommand {
         }
 
         table.measure([.rclone], "rclone mount, cold sequential \(overLink)") {
-            let t = try side.read("seq.bin", expected: sizes.link)
-            guard let mine = ours.link else { throw ValidationError("no httpcachefs figure to set beside rclone's") }
-            return [side.figure("cold sequential \(CoreBench.human(sizes.link)) \(overLink)",
-                                measured: Self.seconds(mine), reference: Self.seconds(t), ratio: mine / t, unit: "x time")]
+            [try side.sequential("seq.bin", expected: sizes.link, ours: ours.link, "cold sequential \(CoreBench.human(sizes.link)) \(overLink)")]
         }
         table.measure([.rclone], "rclone mount, cold random 64 KiB reads \(overLink)") {
             let offsets = Self.sparseOffsets()
@@ -245,10 +242,7 @@ struct DataPathBench: ParsableCommand {
                                + (cpuPerGiB.flatMap { $0.isNaN ? nil : String(format: "; the daemon used %.2f CPU-seconds per GiB", $0) } ?? ""))]
         }
         table.measure([.rclone], "rclone mount, cold sequential over loopback") {
-            let t = try side.read("big.bin", expected: sizes.big)
-            guard let mine = ours.loopback else { throw ValidationError("no httpcachefs figure to set beside rclone's") }
-            return [side.figure("cold sequential \(CoreBench.human(sizes.big)) over loopback",
-                                measured: Self.seconds(mine), reference: Self.seconds(t), ratio: mine / t, unit: "x time")]
+            [try side.sequential("big.bin", expected: sizes.big, ours: ours.loopback, "cold sequential \(CoreBench.human(sizes.big)) over loopback")]
         }
         table.measure([.warm], "mount, warm sequential, page cache dropped") {
             guard Readers.canDropPageCache else { throw ValidationError("skipped: dropping the page cache needs root") }

@@ -98,9 +98,12 @@ struct SideBySide {
     let origin: String
     let temp: TemporaryDirectory
 
-    /// Reads `name` whole through a fresh rclone mount; its time.
-    func read(_ name: String, expected: Int64) throws -> Double {
-        try withMount(expecting: name) { try MountBench.readWhole($0 + "/" + name, expected: expected) }
+    /// Reads `name` whole through a fresh rclone mount, beside httpcachefs's time for the same
+    /// bytes (`ours`, nil when that figure failed).
+    func sequential(_ name: String, expected: Int64, ours: Double?, _ what: String) throws -> Figure {
+        let t = try withMount(expecting: name) { try MountBench.readWhole($0 + "/" + name, expected: expected) }
+        guard let ours else { throw ValidationError("no httpcachefs figure to set beside rclone's") }
+        return figure(what, measured: DataPathBench.seconds(ours), reference: DataPathBench.seconds(t), ratio: ours / t, unit: "x time")
     }
 
     /// One timed `pread` per offset through a fresh rclone mount.

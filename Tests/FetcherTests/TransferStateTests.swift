@@ -14,6 +14,16 @@ final class TransferStateTests: XCTestCase {
         return result!
     }
 
+    /// A transfer of bytes 100..<200 whose connection broke after `delivered` body bytes.
+    private func interrupted(after delivered: Int) -> TransferState {
+        var s = TransferState(request: FetchRequest(url: url, start: 100, end: 200), policy: policy)
+        _ = s.beginAttempt()
+        _ = s.receiveHead(block(partialHead), finalURL: url)
+        _ = s.receiveBody(count: delivered)
+        _ = s.attemptEnded(.failed(message: "reset", retryable: true))
+        return s
+    }
+
     private let partialHead = [
         "HTTP/1.1 206 Partial Content", "Content-Range: bytes 100-199/1000", "Content-Length: 100",
         "ETag: \"v1\"", "Last-Modified: Mon, 01 Jan 2024 00:00:00 GMT", "Accept-Ranges: bytes",
@@ -96,11 +106,7 @@ final class TransferStateTests: XCTestCase {
     }
 
     func testResumeAnsweredWith200SkipsDeliveredBytesAndStopsAtThePromise() {
-        var s = TransferState(request: FetchRequest(url: url, start: 100, end: 200), policy: policy)
-        _ = s.beginAttempt()
-        _ = s.receiveHead(block(partialHead), finalURL: url)
-        _ = s.receiveBody(count: 40)
-        _ = s.attemptEnded(.failed(message: "reset", retryable: true))
+        var s = interrupted(after: 40)
         _ = s.beginAttempt()
         let full = block(["HTTP/1.1 200 OK", "Content-Length: 1000", "ETag: \"v1\""])
         XCTAssertEqual(s.receiveHead(full, finalURL: url), .proceed)
@@ -112,11 +118,7 @@ final class TransferStateTests: XCTestCase {
     }
 
     func testResumeWithDifferentValidatorIsRemoteChanged() {
-        var s = TransferState(request: FetchRequest(url: url, start: 100, end: 200), policy: policy)
-        _ = s.beginAttempt()
-        _ = s.receiveHead(block(partialHead), finalURL: url)
-        _ = s.receiveBody(count: 10)
-        _ = s.attemptEnded(.failed(message: "reset", retryable: true))
+        var s = interrupted(after: 10)
         _ = s.beginAttempt()
         XCTAssertEqual(s.receiveHead(block(["HTTP/1.1 200 OK", "Content-Length: 1000", "ETag: \"v2\""]), finalURL: url), .abort)
         XCTAssertEqual(s.attemptEnded(.failed(message: "write error", retryable: false)), .finish(.remoteChanged(url: url)))
@@ -174,11 +176,7 @@ final class TransferStateTests: XCTestCase {
     }
 
     func testResumeThatStartsTooLateIsInvalid() {
-        var s = TransferState(request: FetchRequest(url: url, start: 100, end: 200), policy: policy)
-        _ = s.beginAttempt()
-        _ = s.receiveHead(block(partialHead), finalURL: url)
-        _ = s.receiveBody(count: 10)
-        _ = s.attemptEnded(.failed(message: "reset", retryable: true))
+        var s = interrupted(after: 10)
         _ = s.beginAttempt()
         let late = block(["HTTP/1.1 206 Partial Content", "Content-Range: bytes 150-199/1000", "ETag: \"v1\""])
         XCTAssertEqual(s.receiveHead(late, finalURL: url), .abort)
@@ -196,11 +194,7 @@ final class TransferStateTests: XCTestCase {
         guard case let .finish(.invalidResponse(_, message)?) = first.attemptEnded(.ok) else { return XCTFail("refused") }
         XCTAssertTrue(message.contains("Content-Length 42") && message.contains("100 bytes"), message)
 
-        var resumed = TransferState(request: FetchRequest(url: url, start: 100, end: 200), policy: policy)
-        _ = resumed.beginAttempt()
-        _ = resumed.receiveHead(block(partialHead), finalURL: url)
-        _ = resumed.receiveBody(count: 10)
-        _ = resumed.attemptEnded(.failed(message: "reset", retryable: true))
+        var resumed = interrupted(after: 10)
         _ = resumed.beginAttempt()
         let resumeHead = ["HTTP/1.1 206 Partial Content", "Content-Range: bytes 110-199/1000", "Content-Length: 9", "ETag: \"v1\""]
         XCTAssertEqual(resumed.receiveHead(block(resumeHead), finalURL: url), .abort)
