@@ -1,6 +1,6 @@
 import ArgumentParser
-import TestSupport
 import Foundation
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
