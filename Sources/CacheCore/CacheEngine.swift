@@ -79,9 +79,11 @@ public final class CacheEngine: @unchecked Sendable {
     ///   - door: where its reads come from, for the counters.
     ///   - requestStartedAt: for a proxy response, when its request arrived
     ///     (`DispatchTime.now().uptimeNanoseconds`): its first read is its time to first byte.
+    ///   - background: a warm-up (`preload`): its fetches run in the lowest class, after every
+    ///     other reader's.
     public func makeReader(for entry: EntryInfo, end: Int64? = nil, door: ReadDoor = .cli,
-                           requestStartedAt: UInt64? = nil) -> CacheReader {
-        CacheReader(core: core, entry: entry, end: end,
+                           requestStartedAt: UInt64? = nil, background: Bool = false) -> CacheReader {
+        CacheReader(core: core, entry: entry, end: end, background: background,
                     accounting: ReadAccounting(metrics: metrics, door: door, entry: entry, requestStartedAt: requestStartedAt))
     }
 
@@ -121,9 +123,9 @@ public final class CacheReader: @unchecked Sendable {
     let state: ReaderState
     let accounting: ReadAccounting
 
-    init(core: EngineCore, entry: EntryInfo, end: Int64?, accounting: ReadAccounting) {
+    init(core: EngineCore, entry: EntryInfo, end: Int64?, background: Bool = false, accounting: ReadAccounting) {
         self.core = core
-        self.state = core.makeReaderState(entry: entry, end: end, door: accounting.door)
+        self.state = core.makeReaderState(entry: entry, end: end, door: accounting.door, background: background)
         self.accounting = accounting
         core.openReaders.open(entry.key, reader: state.id)
     }

@@ -7,9 +7,10 @@ extension EngineCore {
     /// Starts the transfer for a fetch already registered in the entry's in-flight table.
     func launch(fetchID: Int, entry: EntryState, key: CacheKey, fetch: ReadPlanner.Fetch, isProbe: Bool) {
         let shard = shard(for: key)
-        let (url, ifRange, generation, rangesKnown): (String, String?, Int64, Bool) = shard.locked {
-            (entry.info.url, entry.isPersisted ? entry.info.ifRangeValidator : nil, entry.info.generation,
-             entry.isPersisted && entry.info.acceptsRanges)
+        let (url, ifRange, generation, rangesKnown, priority, owner): (String, String?, Int64, Bool, FetchPriority, Int?) = shard.locked {
+            let f = entry.inflight.fetches[fetchID]
+            return (entry.info.url, entry.isPersisted ? entry.info.ifRangeValidator : nil, entry.info.generation,
+                    entry.isPersisted && entry.info.acceptsRanges, f?.priority ?? .waiting, f?.owner)
         }
         let sink = EntrySink(core: self, entry: entry, shard: shard, fetchID: fetchID, generation: generation,
                              start: fetch.start, isProbe: isProbe)
@@ -19,7 +20,7 @@ extension EngineCore {
         // An origin that answered ranges before is held to it: a 200 from byte 0 is retried
         // (a flaky CDN), not taken as a verdict that it ignores ranges.
         let request = FetchRequest(url: url, start: fetch.start, end: fetch.end, ifRange: ifRange,
-                                   requireRange: rangesKnown && fetch.start > 0)
+                                   requireRange: rangesKnown && fetch.start > 0, priority: priority, owner: owner)
         box.set(source.start(request, sink: sink))
     }
 }
@@ -126,7 +127,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                 } else if isProbe {
                     // The new version's length is unknown: probe it from the start.
                     let id = core.makeID()
-                    entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: nil, reader: nil, pinned: true, now: Date().timeIntervalSince1970)
+                    entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: nil, reader: nil, pinned: true, priority: .waiting, now: Date().timeIntervalSince1970)
                     reprobe = id
                 }
                 return false

@@ -14,8 +14,8 @@ import Foundation
 /// where each run comes from (`ReadRun`); copies and opens happen after. It may block on nothing
 /// but the shard lock.
 extension EngineCore {
-    func makeReaderState(entry: EntryInfo, end: Int64?, door: ReadDoor = .cli) -> ReaderState {
-        ReaderState(id: makeID(), entry: entry, end: end, door: door, initialReadAhead: initialReadAhead)
+    func makeReaderState(entry: EntryInfo, end: Int64?, door: ReadDoor = .cli, background: Bool = false) -> ReaderState {
+        ReaderState(id: makeID(), entry: entry, end: end, door: door, initialReadAhead: initialReadAhead, background: background)
     }
 
     /// Plans one read. A hit is answered right here on the caller's thread with a lease on the
@@ -57,7 +57,8 @@ extension EngineCore {
             // A jump forward over bytes that only this reader's own read-ahead is fetching is a
             // seek; over bytes other readers wait for, the page cache they share skipped them.
             let othersWant = running.filter { f in entry.inflight.fetches[f.id]?.interest.contains { $0 != reader.id } ?? false }
-            if updateReadAhead(reader, request: request, cached: present, running: othersWant) == .seek {
+            let uptime = Self.uptime
+            if updateReadAhead(reader, request: request, cached: present, running: othersWant, now: uptime) == .seek {
                 // Bytes ahead of the old position are no longer this reader's concern: its fetches
                 // there stop unless someone else (or one of its reads still waiting) needs them.
                 let waiting = entry.waiters.filter { $0.reader == reader.id }.map(\.range)
@@ -67,9 +68,13 @@ extension EngineCore {
             entry.readStatsDirty = true
             entry.readsByDoor.add(reader.door)
 
+            // A player's read-ahead is one stream: its rate is small, and parallel streams would
+            // share the link with the bytes it waits for.
+            let kind = reader.pace.kind(now: uptime)
             let planner = ReadPlanner(readAhead: reader.readAhead, seekThreshold: max(2 << 20, reader.readAhead / 2),
-                                      streamSize: streamSize(readAhead: reader.readAhead, rate: entry.inflight.observedRate),
+                                      streamSize: kind == .paced ? nil : streamSize(readAhead: reader.readAhead, rate: entry.inflight.observedRate),
                                       readerEnd: reader.end)
+            let readAheadClass: FetchPriority = reader.background ? .preload : reader.pace.readAheadPriority(now: uptime)
             var plan = planner.plan(request: request, length: entry.info.length, cached: present, running: running)
             if !entry.info.acceptsRanges { wholeBodyOnly(&plan, running: running) }
             for t in plan.truncations { entry.inflight.truncate(t.fetch, at: t.end) }
@@ -77,9 +82,10 @@ extension EngineCore {
             for f in plan.fetches {
                 let id = makeID()
                 entry.inflight.start(id: id, generation: generation, start: f.start, end: f.end,
-                                     reader: reader.id, pinned: !entry.info.acceptsRanges, now: now)
+                                     reader: reader.id, pinned: !entry.info.acceptsRanges, priority: readAheadClass, now: now)
                 toLaunch.append((entry, f, id))
             }
+            reader.pace.note(readEnd: request.upperBound, missed: !plan.isHit, now: uptime)
             // Pinned while it reads or waits, so eviction cannot take bytes it needs.
             entry.pin(slices(of: request), generation: generation)
             if plan.isHit {
@@ -92,9 +98,11 @@ extension EngineCore {
                 entry.misses += 1
                 let waiter = Waiter(reader: reader.id, files: reader.files, range: request, generation: generation,
                                     deadline: now + configuration.readTimeout, budget: assembly, completion: completion)
+                waiter.background = reader.background
                 for v in entry.pending.views(in: request) { waiter.fill(v.bytes, at: v.range.lowerBound) }
                 entry.waiters.append(waiter)
             }
+            reprioritize(entry)
         }
         for (entry, f, id) in toLaunch { launch(fetchID: id, entry: entry, key: key, fetch: f, isProbe: false) }
         if let immediate { completion(immediate); return }
@@ -205,18 +213,22 @@ extension EngineCore {
 
     /// Sequential readers get a window that grows fourfold per read up to `maxReadAhead` (a cold
     /// read over a long fat link reaches its parallel streams a few round trips sooner than by
-    /// doubling); a seek resets it. `running`: the fetches other readers wait for.
+    /// doubling), but never past what the reader consumes in a few seconds (`ReaderPace`): a
+    /// player gets read-ahead in proportion to its bitrate, a copy on a fast link the whole
+    /// window. A seek resets both. `running`: the fetches other readers wait for.
     private func updateReadAhead(_ reader: ReaderState, request: Range<Int64>, cached: RangeSet,
-                                 running: [ReadPlanner.RunningFetch]) -> AccessPattern {
+                                 running: [ReadPlanner.RunningFetch], now: Double) -> AccessPattern {
         if ReadPlanner.continuesSequentially(request, lastEnd: reader.lastEnd, slack: 1 << 20, behind: reader.readAhead,
                                              cached: cached, running: running) {
-            reader.readAhead = min(configuration.maxReadAhead, max(reader.readAhead * 4, initialReadAhead))
+            let grown = min(configuration.maxReadAhead, max(reader.readAhead * 4, initialReadAhead))
+            reader.readAhead = min(grown, reader.pace.readAheadBound(now: now, floor: initialReadAhead))
             reader.lastEnd = max(reader.lastEnd, request.upperBound)
             return .sequential
         }
         let first = reader.lastEnd < 0
         reader.readAhead = initialReadAhead
         reader.lastEnd = request.upperBound
+        reader.pace.restart(now: now, at: request.lowerBound)
         return first ? .first : .seek
     }
 
@@ -294,8 +306,23 @@ extension EngineCore {
             }
             if let inline, !fromDisk { inline.pointee.append(answer) } else { completionQueue.async(execute: answer) }
         }
+        let answered = still.count < entry.waiters.count
         entry.waiters = still
+        if answered { reprioritize(entry) }
     }
+
+    /// Tells the transfers of `entry` whose class changed (a read began or stopped waiting on
+    /// them). Under the shard lock, so that the fetcher hears the changes in the order they were
+    /// made (the handle only queues them for its loop).
+    func reprioritize(_ entry: EntryState) {
+        let waiting = entry.waiters.filter { !$0.background }.map { (range: $0.range, since: $0.since) }
+        for change in entry.inflight.prioritize(waiting: waiting, now: Self.uptime) {
+            handles.existing(change.id)?.setPriority(change.priority, waitedSeconds: change.waitedSeconds)
+        }
+    }
+
+    /// Seconds since boot: how long reads waited, whatever clock the engine reads dates from.
+    static var uptime: Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 
     /// Fails every waiter of an older generation: its reader is bound to the version it opened.
     func failStaleWaiters(_ entry: EntryState) {
@@ -352,6 +379,7 @@ extension EngineCore {
             still.append(w)
         }
         entry.waiters = still
+        reprioritize(entry)
         return launches
     }
 
@@ -367,6 +395,7 @@ extension EngineCore {
             entry.waiters.removeAll { $0.reader == reader.id }
             for w in mine { entry.unpin(slices(of: w.range), generation: w.generation) }
             let orphaned = entry.inflight.release(reader: reader.id)
+            if !mine.isEmpty { reprioritize(entry) }
             // Orphaned fetches stop at their next chunk (advance says .stop); cancel them now too.
             return (mine, orphaned.compactMap { handles.existing($0) })
         }

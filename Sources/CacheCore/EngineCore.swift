@@ -233,7 +233,7 @@ final class EngineCore: @unchecked Sendable {
             let end = !takeFirstBytes || headerCached ? 1 : probeLength
             let fetch = ReadPlanner.Fetch(start: 0, end: end)
             let id = makeID()
-            entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: end, reader: nil, pinned: true, now: Date().timeIntervalSince1970)
+            entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: end, reader: nil, pinned: true, priority: .waiting, now: Date().timeIntervalSince1970)
             probe = (entry, fetch, id)
         }
         if let answer {
@@ -528,16 +528,28 @@ final class FetchHandleBox: @unchecked Sendable {
     private var _handle: FetchHandle?
     private var cancelled = false
     private var resumed = false
+    /// The last class asked for before the handle was there.
+    private var priority: (FetchPriority, Double)?
 
     var handle: FetchHandle? { lock.lock(); defer { lock.unlock() }; return _handle }
 
     func set(_ h: FetchHandle) {
         lock.lock()
         _handle = h
-        let c = cancelled, r = resumed
+        let c = cancelled, r = resumed, p = priority
         lock.unlock()
         if c { h.cancel() }
         if r { h.resume() }
+        if let (p, waited) = p { h.setPriority(p, waitedSeconds: waited) }
+    }
+
+    /// Passed on in the order asked (callers hold the entry's shard lock).
+    func setPriority(_ p: FetchPriority, waitedSeconds: Double) {
+        lock.lock()
+        let h = _handle
+        if h == nil { priority = (p, waitedSeconds) }
+        lock.unlock()
+        h?.setPriority(p, waitedSeconds: waitedSeconds)
     }
 
     func resume() {

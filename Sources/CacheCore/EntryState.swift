@@ -115,6 +115,11 @@ final class Waiter {
     /// The version the read belongs to: its bytes come from this generation or not at all.
     let generation: Int64
     let deadline: Double
+    /// When it began waiting (uptime seconds): how long the oldest waiting read of a transfer has
+    /// waited tells the fetcher whether read-ahead must yield to it.
+    let since = EngineCore.uptime
+    /// A warm-up's read: nobody is waiting on it, so its transfer keeps the lowest class.
+    var background = false
     var replans = 0
     let completion: @Sendable (Result<ReadLease, CacheError>) -> Void
     /// Bytes of `range` that arrived while it waited (indexed from `range.lowerBound`), and which.
@@ -199,13 +204,19 @@ final class ReaderState: @unchecked Sendable {
     /// read-ahead on the data file).
     var diskAheadTo: Int64 = 0
     var closed = false
+    /// A warm-up (`preload`): its fetches run in the lowest class.
+    let background: Bool
+    /// How it consumes, since its last seek: see `ReaderPace`.
+    var pace = ReaderPace(now: 0, at: 0)
 
-    init(id: Int, entry: EntryInfo, end: Int64? = nil, door: ReadDoor = .cli, initialReadAhead: Int64) {
+    init(id: Int, entry: EntryInfo, end: Int64? = nil, door: ReadDoor = .cli, initialReadAhead: Int64,
+         background: Bool = false) {
         self.id = id
         self.entry = entry
         self.end = end
         self.door = door
         self.readAhead = initialReadAhead
+        self.background = background
     }
 }
 

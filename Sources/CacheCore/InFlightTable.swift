@@ -18,6 +18,21 @@ struct InFlightTable: Sendable {
         /// waiting for it beats asking for a new range.
         var startedAt: Double
         var delivered: Int64 = 0
+        /// Its class when no read waits on it (read-ahead near or far, preload), and the reader
+        /// that started it.
+        var base: FetchPriority = .far
+        var owner: Int?
+        /// Its class now, and when the oldest read still waiting on it started waiting (as the
+        /// fetcher was last told; see `prioritize`).
+        var priority: FetchPriority = .far
+        var waitingSince: Double?
+    }
+
+    /// A change of class to pass on to the fetch's transfer.
+    struct PriorityChange: Sendable, Equatable {
+        var id: Int
+        var priority: FetchPriority
+        var waitedSeconds: Double
     }
 
     private(set) var fetches: [Int: Fetch] = [:]
@@ -44,9 +59,29 @@ struct InFlightTable: Sendable {
     }
 
     mutating func start(id: Int, generation: Int64, start: Int64, end: Int64?, reader: Int?, pinned: Bool = false,
-                        now: Double) {
+                        priority: FetchPriority = .far, now: Double) {
         fetches[id] = Fetch(id: id, generation: generation, start: start, cursor: start, end: end,
-                            interest: reader.map { [$0] } ?? [], pinned: pinned, startedAt: now)
+                            interest: reader.map { [$0] } ?? [], pinned: pinned, startedAt: now,
+                            base: priority, owner: reader, priority: priority)
+    }
+
+    /// Classes the fetches again from the reads waiting now (`ranges` still missing, each with
+    /// when it started waiting): a fetch that will deliver bytes of one is `.waiting`, since the
+    /// oldest such read began; the others fall back to their base class. Returns what changed,
+    /// for the fetcher: a fetch whose oldest waiting read changed is passed on too, since the
+    /// fetcher judges from that read's wait whether the lower classes must yield.
+    mutating func prioritize(waiting: [(range: Range<Int64>, since: Double)], now: Double) -> [PriorityChange] {
+        var changes: [PriorityChange] = []
+        for (id, f) in fetches {
+            let pending = f.cursor..<max(f.cursor, f.end ?? Int64.max)
+            let since = waiting.lazy.filter { $0.range.overlaps(pending) }.map(\.since).min()
+            let priority: FetchPriority = since == nil ? f.base : .waiting
+            guard priority != f.priority || since != f.waitingSince else { continue }
+            fetches[id]?.priority = priority
+            fetches[id]?.waitingSince = since
+            changes.append(PriorityChange(id: id, priority: priority, waitedSeconds: since.map { max(0, now - $0) } ?? 0))
+        }
+        return changes
     }
 
     mutating func addInterest(_ reader: Int, in id: Int) { fetches[id]?.interest.insert(reader) }

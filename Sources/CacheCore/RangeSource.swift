@@ -40,13 +40,21 @@ public struct FetchRequest: Sendable, Equatable {
     /// The origin answered ranges before: a 200 (the whole body from byte 0) to this range is
     /// taken as a passing fault and retried with backoff a few times before it is delivered.
     public var requireRange: Bool
+    /// Its class when it starts (`FetchHandle.setPriority` changes it later).
+    public var priority: FetchPriority
+    /// Who it is for (a reader's id): a reader's own near read-ahead never yields to its own
+    /// waiting reads, only to others'. nil: nobody in particular.
+    public var owner: Int?
 
-    public init(url: String, start: Int64 = 0, end: Int64? = nil, ifRange: String? = nil, requireRange: Bool = false) {
+    public init(url: String, start: Int64 = 0, end: Int64? = nil, ifRange: String? = nil, requireRange: Bool = false,
+                priority: FetchPriority = .waiting, owner: Int? = nil) {
         self.url = url
         self.start = start
         self.end = end
         self.ifRange = ifRange
         self.requireRange = requireRange
+        self.priority = priority
+        self.owner = owner
     }
 
     /// `If-Range` takes a strong ETag (RFC 9110 13.1.5: weak ones never match), else a date.
@@ -136,10 +144,14 @@ public protocol FetchHandle: Sendable {
     /// Delivers again after the sink answered `.pause` (a no-op if it is not paused). Sources that
     /// never deliver through `fetchOffer` need not implement it.
     func resume()
+    /// The transfer's class changed: a read started waiting on it (`waitedSeconds` ago, the
+    /// oldest such read), or no read waits on it any more. Sources that schedule nothing ignore it.
+    func setPriority(_ priority: FetchPriority, waitedSeconds: Double)
 }
 
 extension FetchHandle {
     public func resume() {}
+    public func setPriority(_ priority: FetchPriority, waitedSeconds: Double) {}
 }
 
 /// Why a transfer failed, with its cause.

@@ -38,7 +38,7 @@ public struct EngineHLSSource: HLSSource {
                           received: @escaping @Sendable (Int) -> Void) async throws -> Int64 {
         let entry = try await engine.open(url: url)
         length(entry.length)
-        let reader = engine.makeReader(for: entry)
+        let reader = engine.makeReader(for: entry, background: true)   // a warm-up: after every player's reads
         defer { reader.close() }
         return try await ChunkedRead.run(reader, to: nil) { chunk in
             received(chunk.count)

@@ -92,7 +92,7 @@ struct PreloadCommand: AsyncParsableCommand {
             let upper = end ?? before.info.length ?? Int64.max
             fromCache = CacheCommand.Export.coveredBytes(before.cachedRanges, within: start ..< max(start, upper))
         }
-        let reader = engine.makeReader(for: entry, end: end)
+        let reader = engine.makeReader(for: entry, end: end, background: true)
         defer { reader.close() }
         let bar = ProgressBar.isAvailable ? ProgressBar(label: Self.shortName(url), total: end.map { $0 - start }) : nil
         defer { bar?.finish() }

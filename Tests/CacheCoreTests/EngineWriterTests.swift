@@ -180,8 +180,10 @@ final class EngineWriterTests: GatedEngineTestCase {
         let info = try open(cache, source)
         let box = ResultBox<[UInt8]>(), answered = expectation(description: "read")
         let t = try startRead(cache, source, info, offset: at, count: 2 * chunk, into: box, answered)
+        cache.core.writes.holdWrites()   // else the writer may refuse them before the check below
         _ = t.offer(bytes(at, chunk))
         XCTAssertEqual(cache.core.assembly.inUse, 0, "queued, not copied")
+        cache.core.writes.releaseWrites()
         cache.core.writes.waitIdle()   // the writer refuses it: the bytes leave the queue
         XCTAssertEqual(cache.status(url: url)?.cachedRanges, [], "nothing on disk")
         XCTAssertEqual(cache.core.assembly.inUse, Int(2 * chunk), "handed to the read past the budget")

@@ -25,6 +25,11 @@ final class GatedSource: RangeSource, @unchecked Sendable {
         func resume() { lock.lock(); resumes += 1; lock.unlock() }
         var resumeCount: Int { lock.lock(); defer { lock.unlock() }; return resumes }
 
+        private var classes: [FetchPriority] = []
+        /// The classes the engine gave it after it started, in order.
+        func setPriority(_ priority: FetchPriority, waitedSeconds: Double) { lock.lock(); classes.append(priority); lock.unlock() }
+        var priorities: [FetchPriority] { lock.lock(); defer { lock.unlock() }; return classes }
+
         /// A 206 for the request's range of a file of `length` bytes.
         @discardableResult
         func partial(length: Int64, etag: String = "\"a\"") -> Bool {

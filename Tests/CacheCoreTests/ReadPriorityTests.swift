@@ -1,0 +1,102 @@
+import XCTest
+@testable import CacheCore
+
+/// The engine tells each transfer its class: a transfer a read waits on is `.waiting` until the
+/// read is answered, read-ahead is `.far` (or `.near` for a copy), a warm-up's is `.preload`
+/// even while the warm-up waits. Replayed step by step on a `GatedSource`.
+final class ReadPriorityTests: GatedEngineTestCase {
+    let chunk: Int64 = 64 << 10
+    let at: Int64 = 1 << 20
+
+    private func engine(_ source: GatedSource) throws -> CacheEngine {
+        let configuration = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 1 << 20,
+                                               readTimeout: 10, initialReadAhead: 256 << 10, maxStreams: 1)
+        return try CacheEngine(configuration: configuration, source: source)
+    }
+
+    private func read(_ reader: CacheReader, _ offset: Int64, _ answered: XCTestExpectation) -> ResultBox<[UInt8]> {
+        let box = ResultBox<[UInt8]>()
+        reader.read(offset: offset, length: Int(chunk)) { box.set($0); answered.fulfill() }
+        return box
+    }
+
+    func testATransferIsWaitingWhileItsReadWaitsThenReadAhead() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { source.finishAll(); cache.shutdown() }
+        let info = try open(cache, source)
+        let answered = expectation(description: "read")
+        let box = read(cache.makeReader(for: info), at, answered)
+        let t = try XCTUnwrap(source.transfers.last)
+        XCTAssertEqual(t.request.priority, .waiting, "a read waits on its first bytes")
+        XCTAssertGreaterThan(t.request.end!, at + chunk, "and it reads ahead")
+        t.partial(length: length)
+        _ = t.offer(bytes(at, chunk))
+        wait(for: [answered], timeout: 5)
+        XCTAssertEqual(try box.get(), Array(bytes(at, chunk)))
+        XCTAssertEqual(t.priorities, [.far], "the rest is read-ahead of a reader not yet known to be a copy")
+        t.finish()
+    }
+
+    func testAReadThatWaitsOnReadAheadMakesItWaiting() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { source.finishAll(); cache.shutdown() }
+        let info = try open(cache, source)
+        let first = expectation(description: "first read")
+        _ = read(cache.makeReader(for: info), at, first)
+        let t = try XCTUnwrap(source.transfers.last)
+        t.partial(length: length)
+        _ = t.offer(bytes(at, chunk))
+        wait(for: [first], timeout: 5)
+
+        let second = expectation(description: "another reader's read")
+        let box = read(cache.makeReader(for: info), at + 2 * chunk, second)
+        XCTAssertFalse(source.transfers.contains { $0.request.start == at + 2 * chunk },
+                       "it waits for the running transfer (single flight)")
+        XCTAssertEqual(t.priorities, [.far, .waiting])
+        _ = t.offer(bytes(at + chunk, 2 * chunk))
+        wait(for: [second], timeout: 5)
+        XCTAssertEqual(try box.get(), Array(bytes(at + 2 * chunk, chunk)))
+        XCTAssertEqual(t.priorities, [.far, .waiting, .far])
+        t.finish()
+    }
+
+    func testAWarmUpStaysInTheLowestClassWhileItWaits() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { source.finishAll(); cache.shutdown() }
+        let info = try open(cache, source)
+        let answered = expectation(description: "read")
+        _ = read(cache.makeReader(for: info, background: true), at, answered)
+        let t = try XCTUnwrap(source.transfers.last)
+        XCTAssertEqual(t.request.priority, .preload)
+        t.partial(length: length)
+        _ = t.offer(bytes(at, chunk))
+        wait(for: [answered], timeout: 5)
+        XCTAssertEqual(t.priorities, [])
+        t.finish()
+    }
+
+    func testAClosedReadersWaitNoLongerCounts() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { source.finishAll(); cache.shutdown() }
+        let info = try open(cache, source)
+        let reader = cache.makeReader(for: info)
+        let failed = expectation(description: "read cancelled")
+        _ = read(reader, at, failed)
+        let t = try XCTUnwrap(source.transfers.last)
+        let other = cache.makeReader(for: info)
+        let otherDone = expectation(description: "other read cancelled")
+        _ = read(other, at + 4 * chunk, otherDone)   // waits on the same transfer, for later bytes
+        XCTAssertFalse(source.transfers.contains { $0.request.start == at + 4 * chunk }, "it waits on the same transfer")
+        reader.close()
+        wait(for: [failed], timeout: 5)
+        XCTAssertEqual(t.priorities, [.waiting], "the other reader still waits on it, since later")
+        other.close()
+        wait(for: [otherDone], timeout: 5)
+        XCTAssertEqual(t.priorities, [.waiting, .far])
+        t.finish(.cancelled)
+    }
+}
