@@ -49,3 +49,4 @@ const int ccurl_prereqfunc_ok = CURL_PREREQFUNC_OK;
 const int ccurl_prereqfunc_abort = CURL_PREREQFUNC_ABORT;
 const size_t ccurl_writefunc_pause = CURL_WRITEFUNC_PAUSE;
 const int ccurl_pause_cont = CURLPAUSE_CONT;
+const int ccurl_pause_recv = CURLPAUSE_RECV;

@@ -15,6 +15,12 @@ import Logging
 /// (`fetchDidDrain`: they write what they gathered), collect finished attempts, then `curl_multi_poll`
 /// until a socket, a curl timer, the next retry, the bandwidth limit's next token or a wakeup.
 ///
+/// Priorities: every transfer has a class (`FetchPriority`), which the engine changes as reads
+/// start and stop waiting on it. `TransferScheduler` decides which transfers yield to a read that
+/// is behind; the loop pauses their receiving (`curl_easy_pause(CURLPAUSE_RECV)`: the connection's
+/// window closes and the link carries the rest) and lets them go on when it says so. Transfers
+/// waiting for a connection start in class order, and the bandwidth limit serves classes in order.
+///
 /// Flow control: a write callback that gets `.pause` from its sink (the disk writer is behind)
 /// or finds the bandwidth limit used up returns CURL_WRITEFUNC_PAUSE; curl keeps those bytes and
 /// stops reading that connection, and offers them again after `curl_easy_pause(CURLPAUSE_CONT)`.
@@ -33,6 +39,7 @@ final class CurlMultiLoop: @unchecked Sendable {
     private var inboxStarts: [CurlTransfer] = []  // guarded by lock
     private var inboxCancels: [Int] = []  // guarded by lock
     private var inboxResumes: [Int] = []  // guarded by lock
+    private var inboxPriorities: [(id: Int, priority: FetchPriority, waited: UInt64)] = []  // guarded by lock
     private var stopping = false  // guarded by lock
     private var nextID = 1  // guarded by lock
     /// The most transfers curl held at once (each with its easy handle and buffer), for tests.
@@ -47,8 +54,8 @@ final class CurlMultiLoop: @unchecked Sendable {
     private var idleEasy: [UnsafeMutableRawPointer] = []
     /// Transfers due to start while curl has as many as it may connect: oldest first.
     private var waiting: [CurlTransfer] = []
-    private var waitingStart = 0
     private let throttle: Throttle?
+    private var scheduler: TransferScheduler
 
     init(configuration: FetcherConfiguration, logger: Logger) {
         CurlEasy.globalInit
@@ -56,6 +63,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         self.logger = logger
         multi = curl_multi_init()
         throttle = configuration.maxBytesPerSecond > 0 ? Throttle(bytesPerSecond: configuration.maxBytesPerSecond) : nil
+        scheduler = TransferScheduler(patience: UInt64(max(0, configuration.yieldAfter) * 1e9))
         pinned = configuration.pinnedAddresses.reduce(nil) { curl_slist_append($0, $1) }
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, ccurl_pipe_multiplex)
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(1, configuration.maxConnections))
@@ -107,6 +115,17 @@ final class CurlMultiLoop: @unchecked Sendable {
         lock.unlock()
     }
 
+    /// Tells the loop that transfer `id` changed class (see `FetchHandle.setPriority`).
+    func setPriority(_ id: Int, _ priority: FetchPriority, waitedSeconds: Double) {
+        let waited = UInt64(max(0, min(waitedSeconds, 1e6)) * 1e9)
+        lock.lock()
+        if !stopping {
+            inboxPriorities.append((id, priority, waited))
+            curl_multi_wakeup(multi)
+        }
+        lock.unlock()
+    }
+
     /// Stops the loop: every live transfer finishes with `.cancelled`. Waits for the thread
     /// unless called from it (e.g. from a sink callback).
     func shutdown() {
@@ -125,33 +144,42 @@ final class CurlMultiLoop: @unchecked Sendable {
             let starts = inboxStarts
             let cancels = inboxCancels
             let resumes = inboxResumes
+            let priorities = inboxPriorities
             let stop = stopping
             inboxStarts.removeAll()
             inboxCancels.removeAll()
             inboxResumes.removeAll()
+            inboxPriorities.removeAll()
             lock.unlock()
 
             if stop {
                 for t in starts { live[t.id] = t }
                 break
             }
+            let now = DispatchTime.now().uptimeNanoseconds
             for t in starts {
                 live[t.id] = t
-                launch(t)
+                scheduler.add(t.id, origin: t.origin, priority: t.priority, owner: t.state.request.owner, now: now)
             }
+            for p in priorities where live[p.id] != nil {
+                live[p.id]!.priority = p.priority
+                scheduler.setPriority(p.id, p.priority, waited: p.waited, now: now)
+            }
+            for t in starts { launch(t) }
             for id in cancels { if let t = live[id] { cancelNow(t) } }
 
-            let now = DispatchTime.now().uptimeNanoseconds
             for t in live.values where t.retryAt.map({ $0 <= now }) ?? false {
                 t.retryAt = nil
                 launch(t)
             }
             for id in resumes + (throttle?.due(now: now) ?? []) {
-                // curl may offer the kept bytes right here, inside curl_easy_pause.
-                if let easy = live[id]?.easy { _ = curl_easy_pause(easy, ccurl_pause_cont) }
+                // curl may offer the kept bytes right here, inside curl_easy_pause. A held
+                // transfer goes on once the scheduler lets it go.
+                if let t = live[id], let easy = t.easy, !t.held { _ = curl_easy_pause(easy, ccurl_pause_cont) }
             }
 
             startWaiting()
+            let nextCheck = applyHolds(now: now)
             var running: Int32 = 0
             _ = curl_multi_perform(multi, &running)
             // Only transfers curl holds can have taken bytes (at most the connection cap).
@@ -171,6 +199,9 @@ final class CurlMultiLoop: @unchecked Sendable {
             if let wait = throttle?.wait(now: after) {
                 timeoutMs = min(timeoutMs, Int32(min(1000, wait / 1_000_000 + 1)))
             }
+            if let nextCheck {
+                timeoutMs = min(timeoutMs, nextCheck <= after ? 0 : Int32(min(1000, (nextCheck - after) / 1_000_000 + 1)))
+            }
             _ = curl_multi_poll(multi, nil, 0, timeoutMs, nil)
         }
         for t in Array(live.values) { cancelNow(t) }
@@ -184,28 +215,38 @@ final class CurlMultiLoop: @unchecked Sendable {
     /// The most transfers curl holds at once: one per connection it may open.
     private var attachedLimit: Int { max(1, configuration.maxTotalConnections) }
 
-    /// Starts waiting transfers while curl has room for them.
+    /// Starts waiting transfers while curl has room for them: the highest class first, and
+    /// within a class the oldest.
     private func startWaiting() {
-        while waitingStart < waiting.count && transferOfEasy.count < attachedLimit {
-            let t = waiting[waitingStart]
-            waitingStart += 1
-            if live[t.id] != nil && t.easy == nil { attach(t) }   // not cancelled meanwhile
-        }
-        if waitingStart == waiting.count {
-            waiting.removeAll(keepingCapacity: true)
-            waitingStart = 0
-        } else if waitingStart > 64 && waitingStart * 2 > waiting.count {
-            waiting.removeFirst(waitingStart)
-            waitingStart = 0
+        waiting.removeAll { live[$0.id] == nil || $0.easy != nil }   // cancelled meanwhile
+        while !waiting.isEmpty && transferOfEasy.count < attachedLimit {
+            var next = 0
+            for i in waiting.indices.dropFirst() where waiting[i].priority < waiting[next].priority { next = i }
+            attach(waiting.remove(at: next))
         }
     }
 
     private func launch(_ t: CurlTransfer) {
-        if transferOfEasy.count >= attachedLimit || waitingStart < waiting.count {
+        if transferOfEasy.count >= attachedLimit || !waiting.isEmpty {
             waiting.append(t)   // behind those already waiting
             return
         }
         attach(t)
+    }
+
+    /// Pauses the receiving of the transfers the scheduler holds and lets go of the others;
+    /// returns when to decide again. Only transfers curl holds can be paused: one that starts
+    /// later is held once it is attached.
+    private func applyHolds(now: UInt64) -> UInt64? {
+        let decision = scheduler.decide(now: now)
+        for id in transferOfEasy.values {
+            guard let t = live[id], let easy = t.easy else { continue }
+            let hold = decision.held.contains(id)
+            if hold == t.held { continue }
+            t.held = hold
+            _ = curl_easy_pause(easy, hold ? ccurl_pause_recv : ccurl_pause_cont)
+        }
+        return decision.nextCheck
     }
 
     private func attach(_ t: CurlTransfer) {
@@ -294,6 +335,8 @@ final class CurlMultiLoop: @unchecked Sendable {
 
     private func finish(_ t: CurlTransfer, _ error: FetchError?) {
         guard live.removeValue(forKey: t.id) != nil else { return }
+        scheduler.remove(t.id)
+        throttle?.forget(t.id)
         t.retryAt = nil
         t.sink.fetchDidFinish(error)
     }

@@ -43,4 +43,7 @@ struct CurlFetchHandle: FetchHandle {
 
     func cancel() { loop?.cancel(id) }
     func resume() { loop?.resume(id) }
+    func setPriority(_ priority: FetchPriority, waitedSeconds: Double) {
+        loop?.setPriority(id, priority, waitedSeconds: waitedSeconds)
+    }
 }

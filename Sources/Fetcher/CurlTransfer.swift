@@ -32,6 +32,12 @@ final class CurlTransfer {
 
     /// The loop's bandwidth limit (`--bwlimit`), if any.
     let throttle: Throttle?
+    /// Its class now (the bandwidth limit serves the higher ones first), and whether the
+    /// scheduler holds it (its receiving is paused until it lets go).
+    var priority: FetchPriority
+    var held = false
+    /// `scheme://host:port`: transfers to one origin share a path.
+    let origin: String
 
     init(id: Int, request: FetchRequest, sink: FetchSink, policy: RetryPolicy, addressPolicy: AddressPolicy,
          throttle: Throttle?) {
@@ -40,6 +46,8 @@ final class CurlTransfer {
         self.sink = sink
         self.addressPolicy = addressPolicy
         self.state = TransferState(request: request, policy: policy)
+        priority = request.priority
+        origin = TransferScheduler.origin(of: request.url)
         errorBuffer = .allocate(capacity: ccurl_error_size)
         errorBuffer.initialize(repeating: 0, count: ccurl_error_size)
     }
@@ -71,6 +79,7 @@ final class CurlTransfer {
         if let range, let ifRange, range.hasPrefix("bytes=") { list = curl_slist_append(list, "If-Range: \(ifRange)") }
         headerList = list
         self.easy = easy
+        held = false
         CurlEasy.configure(easy, url: state.request.url, headers: list, pinned: pinned, configuration: configuration,
                            transfer: Unmanaged.passUnretained(self).toOpaque(), errorBuffer: errorBuffer)
     }
@@ -147,7 +156,7 @@ final class CurlTransfer {
             if parser.current.isInterim { return .taken }  // body of a redirect curl follows
             guard handleHead(parser.current) else { return .abort }
         }
-        if let throttle, !throttle.admit(bytes.count, transfer: id) { return .pause }
+        if let throttle, !throttle.admit(bytes.count, transfer: id, priority: priority) { return .pause }
         let before = state
         let (offset, length) = state.receiveBody(count: bytes.count)
         if length > 0 {

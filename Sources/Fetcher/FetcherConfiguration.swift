@@ -38,6 +38,11 @@ public struct FetcherConfiguration: Sendable {
     public var maxTotalConnections: Int
     /// Origin bytes per second across all transfers (`--bwlimit`); 0: no limit.
     public var maxBytesPerSecond: Int64 = 0
+    /// A read waiting this long on a transfer makes the lower classes of its origin yield
+    /// (`TransferScheduler`): long enough that a copy's reads on a fast link never trigger it
+    /// (each waits a few milliseconds for its bytes), short enough that a player's next bytes
+    /// do not queue behind read-ahead.
+    public var yieldAfter: Double = 0.1
     /// Origins never connected to: cloud metadata and link-local addresses unless opened.
     public var addressPolicy: AddressPolicy
     /// Fixed name resolutions in libcurl's `CURLOPT_RESOLVE` form, `HOST:PORT:ADDRESS`: the

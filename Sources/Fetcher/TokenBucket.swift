@@ -1,3 +1,4 @@
+import CacheCore
 import Dispatch
 
 /// `--bwlimit`: one budget of origin bytes per second shared by every transfer of the multi loop.
@@ -43,28 +44,43 @@ struct TokenBucket: Sendable, Equatable {
 }
 
 /// The multi loop's side of `--bwlimit`: the bucket, and the transfers it paused until a token is
-/// left again. Loop thread only (the write callbacks run there too).
+/// left again. The higher classes go first: while a transfer of a higher class waits for a token,
+/// a lower one gets none, and tokens go to the highest class waiting. Under a limit, the bytes a
+/// reader waits for thus never share it with read-ahead. Loop thread only (the write callbacks
+/// run there too).
 final class Throttle {
     private var bucket: TokenBucket
-    private var paused: Set<Int> = []
+    private var paused: [Int: FetchPriority] = [:]
 
     init(bytesPerSecond: Int64) {
         bucket = TokenBucket(bytesPerSecond: bytesPerSecond, now: DispatchTime.now().uptimeNanoseconds)
     }
 
     /// Whether `count` bytes of `transfer` pass now; if not, the transfer pauses.
-    func admit(_ count: Int, transfer: Int) -> Bool {
-        if bucket.take(count, now: DispatchTime.now().uptimeNanoseconds) { return true }
-        paused.insert(transfer)
+    func admit(_ count: Int, transfer: Int, priority: FetchPriority) -> Bool {
+        if let first = paused.values.min(), first < priority {
+            paused[transfer] = priority
+            return false
+        }
+        if bucket.take(count, now: DispatchTime.now().uptimeNanoseconds) {
+            paused[transfer] = nil
+            return true
+        }
+        paused[transfer] = priority
         return false
     }
 
-    /// The paused transfers, once a token is left (they are then no longer paused here).
+    /// The paused transfers of the highest class waiting, once a token is left (they are then no
+    /// longer paused here).
     func due(now: UInt64) -> [Int] {
-        guard !paused.isEmpty, bucket.wait(now: now) == 0 else { return [] }
-        defer { paused = [] }
-        return Array(paused)
+        guard let first = paused.values.min(), bucket.wait(now: now) == 0 else { return [] }
+        let ids = paused.filter { $0.value == first }.map(\.key)
+        for id in ids { paused[id] = nil }
+        return ids
     }
+
+    /// The transfer ended or moved on: it waits for no token.
+    func forget(_ transfer: Int) { paused[transfer] = nil }
 
     /// Nanoseconds until paused transfers are due; nil when none is paused.
     func wait(now: UInt64) -> UInt64? { paused.isEmpty ? nil : bucket.wait(now: now) }

@@ -54,5 +54,6 @@ extern const int ccurl_prereqfunc_ok;         // CURL_PREREQFUNC_OK
 extern const int ccurl_prereqfunc_abort;      // CURL_PREREQFUNC_ABORT
 extern const size_t ccurl_writefunc_pause;    // CURL_WRITEFUNC_PAUSE
 extern const int ccurl_pause_cont;            // CURLPAUSE_CONT
+extern const int ccurl_pause_recv;            // CURLPAUSE_RECV
 
 #endif

@@ -1,0 +1,98 @@
+import CacheCore
+@testable import Fetcher
+import Foundation
+import Logging
+import TestSupport
+import XCTest
+
+/// Priorities in the libcurl source, through a real origin: read-ahead yields to a read that is
+/// behind, on a link shared by every connection and under `--bwlimit`, and every byte still
+/// arrives once and in order. Asserts on byte counts taken at the waiting transfer's first and
+/// last bytes, never on time: held, read-ahead takes nothing from the link meanwhile.
+final class CurlPriorityTests: XCTestCase {
+    var origin: OriginServer!
+    let length: Int64 = 8 << 20
+
+    override func setUpWithError() throws {
+        origin = try OriginServer()
+        origin.setGeneratedFile("/film", length: length, seed: 11)
+    }
+    override func tearDown() { origin?.stop(); origin = nil }
+
+    private func source(_ tweak: (inout FetcherConfiguration) -> Void) -> CurlRangeSource {
+        var c = FetcherConfiguration(userAgent: "httpcachefs-tests", connectTimeout: 5, lowSpeedTime: 30,
+                                     maxRetries: 4, retryBaseDelay: 0.01)
+        tweak(&c)
+        return CurlRangeSource(configuration: c, logger: Logger(label: "fetcher-tests"))
+    }
+
+    /// Starts read-ahead of the whole file, then, once it flows, a waiting read of 2 MiB from
+    /// 4 MiB; returns how many bytes the read-ahead received while the read ran.
+    private func readAheadBytesDuringAWaitingRead(_ source: CurlRangeSource) throws -> Int {
+        let ahead = RecordingSink()
+        let flowing = expectation(description: "read-ahead flows")
+        let once = OnceFlag()
+        ahead.onBody = { n in if n >= 256 << 10, once.set() { flowing.fulfill() } }
+        _ = source.start(FetchRequest(url: origin.url("/film"), priority: .far, owner: 1), sink: ahead)
+        wait(for: [flowing], timeout: 30)
+
+        let read = RecordingSink()
+        let atFirst = Counter()
+        read.onBody = { _ in if atFirst.value < 0 { atFirst.value = ahead.body.count } }
+        _ = source.start(FetchRequest(url: origin.url("/film"), start: 4 << 20, end: 6 << 20, priority: .waiting, owner: 2),
+                         sink: read)
+        wait(for: [read.finished], timeout: 30)
+        let atLast = ahead.body.count
+        XCTAssertNil(read.result())
+        XCTAssertTrue(read.body == OriginServer.generatedBytes(seed: 11, offset: 4 << 20, count: 2 << 20))
+
+        wait(for: [ahead.finished], timeout: 60)
+        XCTAssertNil(ahead.result())
+        XCTAssertTrue(ahead.body == OriginServer.generatedBytes(seed: 11, offset: 0, count: Int(length)),
+                      "held and let go, read-ahead still gets every byte once and in order")
+        XCTAssertEqual(ahead.violations + read.violations, [])
+        return atLast - atFirst.value
+    }
+
+    func testReadAheadYieldsOnASharedLinkToAReadThatIsBehind() throws {
+        origin.emulateLink(.milliseconds(2, perConnectionMbit: 0, sharedMbit: 32))   // 4 MB/s for all
+        let source = source { $0.yieldAfter = 0 }
+        defer { source.shutdown() }
+        let taken = try readAheadBytesDuringAWaitingRead(source)
+        XCTAssertLessThanOrEqual(taken, 256 << 10, "held while the read ran (it shared the link half and half before)")
+    }
+
+    func testReadAheadKeepsItsShareWhileNoReadIsBehind() throws {
+        origin.emulateLink(.milliseconds(2, perConnectionMbit: 0, sharedMbit: 32))
+        let source = source { $0.yieldAfter = 3600 }
+        defer { source.shutdown() }
+        let taken = try readAheadBytesDuringAWaitingRead(source)
+        XCTAssertGreaterThan(taken, 512 << 10, "the link is shared round-robin: about 2 MiB went to read-ahead")
+    }
+
+    func testUnderABandwidthLimitAWaitingReadTakesTheTokensFirst() throws {
+        let source = source {
+            $0.maxBytesPerSecond = 4 << 20
+            $0.yieldAfter = 3600   // the limit alone orders them
+        }
+        defer { source.shutdown() }
+        let taken = try readAheadBytesDuringAWaitingRead(source)
+        XCTAssertLessThanOrEqual(taken, 256 << 10, "read-ahead got no token while the read waited for one")
+    }
+}
+
+/// True the first time only.
+final class OnceFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var done = false
+    func set() -> Bool { lock.withLock { defer { done = true }; return !done } }
+}
+
+final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var v = -1
+    var value: Int {
+        get { lock.withLock { v } }
+        set { lock.withLock { v = newValue } }
+    }
+}
