@@ -24,7 +24,7 @@ final class FetchTracker: RangeSource, @unchecked Sendable {
     func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
         let tracked = TrackedSink(request: request, sink: sink, tracker: self)
         lock.lock(); running[ObjectIdentifier(tracked)] = tracked; lock.unlock()
-        return inner.start(request, sink: tracked)
+        return TrackedHandle(inner: inner.start(request, sink: tracked), sink: tracked)
     }
 
     fileprivate func ended(_ sink: TrackedSink) {
@@ -54,6 +54,20 @@ public struct FetchInFlight: Sendable, Codable, Equatable {
     public var ageSeconds: Double
     /// Average since the transfer started.
     public var bytesPerSecond: Double
+    /// Its class now: a read waits on it, read-ahead (near or far), or preload.
+    public var priority: FetchPriority
+}
+
+/// Passes the engine's calls on to the transfer, noting its class for the status page.
+private struct TrackedHandle: FetchHandle {
+    let inner: FetchHandle
+    let sink: TrackedSink
+    func cancel() { inner.cancel() }
+    func resume() { inner.resume() }
+    func setPriority(_ priority: FetchPriority, waitedSeconds: Double) {
+        sink.priority.store(priority.rawValue, ordering: .relaxed)
+        inner.setPriority(priority, waitedSeconds: waitedSeconds)
+    }
 }
 
 /// Passes one transfer's callbacks on, counting on the way (callbacks of one transfer come in
@@ -65,12 +79,14 @@ private final class TrackedSink: FetchSink, FetchRetryObserving, @unchecked Send
     let started = Date()
     private let bodyStart: ManagedAtomic<Int64>
     private let received = ManagedAtomic<Int64>(0)
+    let priority: ManagedAtomic<Int>
 
     init(request: FetchRequest, sink: FetchSink, tracker: FetchTracker) {
         self.request = request
         self.sink = sink
         self.tracker = tracker
         bodyStart = ManagedAtomic(request.start)
+        priority = ManagedAtomic(request.priority.rawValue)
     }
 
     func fetchDidReceiveHead(_ head: ResponseHead) -> Bool {
@@ -118,6 +134,7 @@ private final class TrackedSink: FetchSink, FetchRetryObserving, @unchecked Send
         let age = max(0, now.timeIntervalSince(started))
         return FetchInFlight(url: request.url, start: request.start, end: request.end,
                              position: bodyStart.load(ordering: .relaxed) + bytes, bytes: bytes,
-                             ageSeconds: age, bytesPerSecond: age > 0 ? Double(bytes) / age : 0)
+                             ageSeconds: age, bytesPerSecond: age > 0 ? Double(bytes) / age : 0,
+                             priority: FetchPriority(rawValue: priority.load(ordering: .relaxed)) ?? .waiting)
     }
 }

@@ -94,7 +94,7 @@ tr.detail dd { margin:0; word-break:break-all; }
 </tr></thead>
 <tbody></tbody></table></div>
 <h2>Fetches in flight</h2>
-<div class="scroll"><table id="fetches"><thead><tr><th class="name">URL</th><th>Range</th><th class="num wide">Received</th><th class="num">Rate</th><th class="num wide">Age</th></tr></thead><tbody></tbody></table></div>
+<div class="scroll"><table id="fetches"><thead><tr><th class="name">URL</th><th>Range</th><th class="num wide">Received</th><th class="num">Rate</th><th>Class</th><th class="num wide">Age</th></tr></thead><tbody></tbody></table></div>
 <h2>Doors</h2>
 <div class="scroll"><table id="doors"><thead><tr><th>Kind</th><th>Where</th><th>Bind</th><th>Token required</th></tr></thead><tbody></tbody></table></div>
 <h2>Recent errors</h2>
@@ -221,7 +221,7 @@ function draw(doc) {
     card("Origin bytes", bytes(t.originBytes)),
     card("Fetches in flight", String(doc.fetches.length)));
   drawFiles(doc);
-  fill("#fetches", doc.fetches.map(f => [f.url, range(f.start, f.end == null ? -1 : f.end - 1), bytes(f.bytes), bytes(f.bytesPerSecond) + "/s", duration(f.ageSeconds)]), "Nothing is being fetched.");
+  fill("#fetches", doc.fetches.map(f => [f.url, range(f.start, f.end == null ? -1 : f.end - 1), bytes(f.bytes), bytes(f.bytesPerSecond) + "/s", f.priority || "", duration(f.ageSeconds)]), "Nothing is being fetched.");
   fill("#doors", doc.doors.map(d => d.kind === "mount" ? ["mount", d.mountpoint, "", ""] : ["proxy", "port " + d.port, d.bindAddress, d.tokenRequired ? "yes" : "no"]), "No mount or proxy.");
   fill("#errors", doc.errors.map(e => [new Date(e.time).toLocaleString(), e.url, e.start == null ? "open" : range(e.start, e.end), cause(e)]), "No errors.");
 }

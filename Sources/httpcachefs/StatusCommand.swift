@@ -120,12 +120,12 @@ struct StatusCommand: AsyncParsableCommand {
         if let note = r.note { rows.append(["  note:", note]) }
         lines.append(Format.table(rows))
         if let fetches = r.status?.fetches, !fetches.isEmpty {
-            var table = [["    URL", "RANGE", "RECEIVED", "RATE", "AGE"]]
+            var table = [["    URL", "RANGE", "RECEIVED", "RATE", "CLASS", "AGE"]]
             for f in fetches {
                 table.append(["    " + f.url, "\(f.start)-\(f.end.map { String($0 - 1) } ?? "")", Format.bytes(f.bytes),
-                              Format.rate(bytes: f.bytes, seconds: f.ageSeconds), Format.duration(f.ageSeconds)])
+                              Format.rate(bytes: f.bytes, seconds: f.ageSeconds), f.priority.description, Format.duration(f.ageSeconds)])
             }
-            lines.append(Format.table(table, rightAligned: [2, 3, 4]))
+            lines.append(Format.table(table, rightAligned: [2, 3, 5]))
         }
         return lines.joined(separator: "\n")
     }
