@@ -23,6 +23,12 @@ public final class CacheMetrics: @unchecked Sendable {
     /// FUSE read latency (engine part: from the read to its answer) and proxy time to first byte.
     private let fuseReadSeconds: [CoreMetrics.Timer]
     private let proxyFirstByteSeconds: [CoreMetrics.Timer]
+    /// How long reads that needed origin bytes waited for them, by door.
+    private let readWaitSeconds: [CoreMetrics.Timer]
+    /// Bytes fetched before any read wanted them, and of those, the bytes read since: the
+    /// difference is read-ahead nobody has read (yet, or ever: after a seek, at a close).
+    let readAheadBytes: Tally
+    let readAheadReadBytes: Tally
     /// By `OriginClass`.
     private let originRequests: [Tally]
     let originBytes: Tally
@@ -43,6 +49,9 @@ public final class CacheMetrics: @unchecked Sendable {
         "httpcachefs_reads_total": "Reads answered, by door and result (hit: all bytes were cached).",
         "httpcachefs_fuse_read_duration_seconds": "Time from a FUSE read to its answer from the cache engine, by result.",
         "httpcachefs_proxy_first_byte_seconds": "Time from a proxy request's head to its first body bytes, by result.",
+        "httpcachefs_read_wait_seconds": "Time reads that needed origin bytes waited for them, by door.",
+        "httpcachefs_read_ahead_bytes_total": "Bytes fetched from origins before any read wanted them (read-ahead, preload).",
+        "httpcachefs_read_ahead_read_bytes_total": "Of the read-ahead bytes, those read since (the difference was never read, or not yet).",
         "httpcachefs_origin_requests_total": "Origin transfers by the class of their final answer (retried attempts not included; error: no HTTP answer).",
         "httpcachefs_origin_bytes_total": "Body bytes received from origins.",
         "httpcachefs_origin_retries_total": "Origin attempts retried (dropped connection, 5xx, 429, a range answered with 200).",
@@ -82,6 +91,11 @@ public final class CacheMetrics: @unchecked Sendable {
         proxyFirstByteSeconds = results.map {
             CoreMetrics.Timer(label: "httpcachefs_proxy_first_byte_seconds", dimensions: [("result", $0)], factory: factory)
         }
+        readWaitSeconds = ReadDoor.allCases.map {
+            CoreMetrics.Timer(label: "httpcachefs_read_wait_seconds", dimensions: [("door", $0.rawValue)], factory: factory)
+        }
+        readAheadBytes = Tally("httpcachefs_read_ahead_bytes_total", [], factory)
+        readAheadReadBytes = Tally("httpcachefs_read_ahead_read_bytes_total", [], factory)
         originRequests = OriginClass.allCases.map {
             Tally("httpcachefs_origin_requests_total", [("class", $0.rawValue)], factory)
         }
@@ -112,6 +126,7 @@ public final class CacheMetrics: @unchecked Sendable {
         if originBytes > 0 { servedBytes[d][1].add(originBytes) }
         reads[d][hit ? 0 : 1].add(1)
         if door == .fuse { fuseReadSeconds[hit ? 0 : 1].recordNanoseconds(nanoseconds) }
+        if !hit { readWaitSeconds[d].recordNanoseconds(nanoseconds) }
     }
 
     /// A proxy response's first body bytes are ready, `nanoseconds` after its request arrived.

@@ -247,7 +247,13 @@ final class EntrySink: FetchSink, @unchecked Sendable {
             // Which bytes are new? (They may be on disk or pending through another fetch.)
             var gaps = entry.coverage.gaps(in: range)
             if !entry.pending.isEmpty { gaps = gaps.flatMap { entry.pending.ranges.gaps(in: $0) } }
+            var ahead: Int64 = 0
             for gap in gaps {
+                var early = [gap]
+                for w in entry.waiters where w.generation == generation && w.range.overlaps(gap) {
+                    early = early.flatMap { RangeSet([w.range]).gaps(in: $0) }
+                }
+                for r in early { ahead += entry.unreadAhead.insert(r) }
                 var offset = gap.lowerBound
                 while offset < gap.upperBound {
                     // A chunk stays within one slice: the writer writes it to one file.
@@ -262,6 +268,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                 w.fill(bytes, at: range.lowerBound)
             }
             entry.bytesFromOrigin += Int64(bytes.count)
+            if ahead > 0 { core.metrics.readAheadBytes.add(ahead) }
             core.wakeWaiters(entry, shard: shard, now: now, inline: &answers)
             return entry.inflight.advance(fetchID, to: range.upperBound, now: now)
         }

@@ -64,6 +64,10 @@ extension EngineCore {
                 let waiting = entry.waiters.filter { $0.reader == reader.id }.map(\.range)
                 _ = entry.inflight.release(reader: reader.id, keeping: waiting)
             }
+            if !entry.unreadAhead.isEmpty {
+                let read = entry.unreadAhead.remove(request)
+                if read > 0 { metrics.readAheadReadBytes.add(read) }
+            }
             entry.lastAccess = now
             entry.readStatsDirty = true
             entry.readsByDoor.add(reader.door)

@@ -301,6 +301,7 @@ final class EngineCore: @unchecked Sendable {
         adopt(head, into: entry)
         addBytes(-entry.coverage.count)
         entry.coverage = RangeSet()
+        entry.unreadAhead = RangeSet()
         entry.pending.removeAll()
         entry.sliceBytes = [:]
         entry.sliceAccess = [:]

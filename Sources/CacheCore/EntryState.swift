@@ -37,6 +37,9 @@ final class EntryState {
     var misses: Int64 = 0
     var bytesFromCache: Int64 = 0
     var bytesFromOrigin: Int64 = 0
+    /// Bytes that arrived while no read waited for them (read-ahead), not read since: what a
+    /// read takes from here counts as read-ahead that was read (`CacheMetrics`).
+    var unreadAhead = RangeSet()
     var lastAccess: Double
     /// Reads changed `lastAccess` or the counts since the row was last handed to the index (the
     /// sweeper writes such rows every few seconds, so `cache ls`/`info` of another process and a

@@ -24,9 +24,18 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Port on 127.0.0.1 (0 picks a free one).")
     var port: Int = 8719
 
+    @Option(help: "Behind an emulated link: its round trip in milliseconds (0: none).")
+    var linkRttMs: Double = 0
+
+    @Option(help: "Behind an emulated link: its rate in Mbit/s, shared by all connections (0: no cap).")
+    var linkMbit: Double = 0
+
     func run() throws {
         let tree = try ServedTree.scan(directory)
         let origin = try OriginServer(port: port)
+        if linkRttMs > 0 || linkMbit > 0 {
+            origin.emulateLink(.milliseconds(linkRttMs / 2, perConnectionMbit: 0, sharedMbit: linkMbit))
+        }
         for file in tree.files {
             try origin.setDiskFile(file.path, file: file.disk, lastModified: file.modified)
             print(origin.url(ServedTree.encode(file.path)))

@@ -99,4 +99,26 @@ final class ReadPriorityTests: GatedEngineTestCase {
         XCTAssertEqual(t.priorities, [.waiting, .far])
         t.finish(.cancelled)
     }
+
+    func testReadAheadIsCountedAndSoIsWhatOfItIsRead() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { source.finishAll(); cache.shutdown() }
+        let info = try open(cache, source)
+        let metrics = cache.core.metrics
+        let before = metrics.readAheadBytes.total   // the probe's first bytes, fetched before any read
+        let first = expectation(description: "read")
+        _ = read(cache.makeReader(for: info), at, first)
+        let t = try XCTUnwrap(source.transfers.last)
+        t.partial(length: length)
+        _ = t.offer(bytes(at, chunk + (256 << 10)))
+        wait(for: [first], timeout: 5)
+        XCTAssertEqual(metrics.readAheadBytes.total - before, 256 << 10, "what came past the waiting read")
+        XCTAssertEqual(metrics.readAheadReadBytes.total, 0)
+        let second = expectation(description: "a read of read-ahead")
+        _ = read(cache.makeReader(for: info), at + 2 * chunk, second)
+        wait(for: [second], timeout: 5)
+        XCTAssertEqual(metrics.readAheadReadBytes.total, chunk)
+        XCTAssertEqual(metrics.readAheadBytes.total - before, 256 << 10, "a hit fetches nothing")
+    }
 }
