@@ -216,14 +216,36 @@ final class CurlMultiLoop: @unchecked Sendable {
     private var attachedLimit: Int { max(1, configuration.maxTotalConnections) }
 
     /// Starts waiting transfers while curl has room for them: the highest class first, and
-    /// within a class the oldest.
+    /// within a class the oldest. A transfer a read waits on that finds every connection taken
+    /// takes one from far read-ahead or preload (`preempt`).
     private func startWaiting() {
         waiting.removeAll { live[$0.id] == nil || $0.easy != nil }   // cancelled meanwhile
-        while !waiting.isEmpty && transferOfEasy.count < attachedLimit {
+        while !waiting.isEmpty {
             var next = 0
             for i in waiting.indices.dropFirst() where waiting[i].priority < waiting[next].priority { next = i }
+            guard transferOfEasy.count < attachedLimit || (waiting[next].priority == .waiting && preempt()) else { return }
             attach(waiting.remove(at: next))
         }
+    }
+
+    /// Takes the connection of one transfer of the lowest class below near read-ahead (preload
+    /// first), which goes back to wait for a connection and resumes where it was, with
+    /// `If-Range`, as after a dropped connection. One whose origin sent the whole body (a 200)
+    /// is never taken: it would start over. False when there is none.
+    private func preempt() -> Bool {
+        var victim: CurlTransfer?
+        for id in transferOfEasy.values {
+            guard let t = live[id], t.priority >= .far, t.state.head?.status != 200 else { continue }
+            if victim.map({ t.priority > $0.priority }) ?? true { victim = t }
+        }
+        guard let t = victim, let easy = t.easy else { return false }
+        logger.debug("connection handed to a waiting read", metadata: ["url": "\(t.state.request.url)", "class": "\(t.priority)"])
+        curl_multi_remove_handle(multi, easy)
+        transferOfEasy.removeValue(forKey: easy)
+        t.endAttempt()
+        recycle(easy)
+        waiting.append(t)
+        return true
     }
 
     private func launch(_ t: CurlTransfer) {

@@ -33,7 +33,8 @@ final class CurlPriorityTests: XCTestCase {
         let flowing = expectation(description: "read-ahead flows")
         let once = OnceFlag()
         ahead.onBody = { n in if n >= 256 << 10, once.set() { flowing.fulfill() } }
-        _ = source.start(FetchRequest(url: origin.url("/film"), priority: .far, owner: 1), sink: ahead)
+        // From byte 1: a range (206), as the engine's read-ahead always is.
+        _ = source.start(FetchRequest(url: origin.url("/film"), start: 1, priority: .far, owner: 1), sink: ahead)
         wait(for: [flowing], timeout: 30)
 
         let read = RecordingSink()
@@ -43,12 +44,13 @@ final class CurlPriorityTests: XCTestCase {
                          sink: read)
         wait(for: [read.finished], timeout: 30)
         let atLast = ahead.body.count
+        XCTAssertEqual(ahead.finishes.count, 0, "the read was done before the read-ahead")
         XCTAssertNil(read.result())
         XCTAssertTrue(read.body == OriginServer.generatedBytes(seed: 11, offset: 4 << 20, count: 2 << 20))
 
         wait(for: [ahead.finished], timeout: 60)
         XCTAssertNil(ahead.result())
-        XCTAssertTrue(ahead.body == OriginServer.generatedBytes(seed: 11, offset: 0, count: Int(length)),
+        XCTAssertTrue(ahead.body == OriginServer.generatedBytes(seed: 11, offset: 1, count: Int(length) - 1),
                       "held and let go, read-ahead still gets every byte once and in order")
         XCTAssertEqual(ahead.violations + read.violations, [])
         return atLast - atFirst.value
@@ -68,6 +70,20 @@ final class CurlPriorityTests: XCTestCase {
         defer { source.shutdown() }
         let taken = try readAheadBytesDuringAWaitingRead(source)
         XCTAssertGreaterThan(taken, 512 << 10, "the link is shared round-robin: about 2 MiB went to read-ahead")
+    }
+
+    func testAWaitingReadTakesTheLastConnectionFromReadAhead() throws {
+        origin.emulateLink(.milliseconds(2, perConnectionMbit: 0, sharedMbit: 32))
+        let source = source {
+            $0.maxConnections = 1
+            $0.maxTotalConnections = 1
+            $0.yieldAfter = 3600
+        }
+        defer { source.shutdown() }
+        let taken = try readAheadBytesDuringAWaitingRead(source)
+        XCTAssertLessThanOrEqual(taken, 256 << 10, "read-ahead gave its connection up while the read ran")
+        XCTAssertEqual(origin.requestCount(path: "/film"), 3, "read-ahead resumed where it was, with one more request")
+        XCTAssertEqual(source.peakAttachedTransfers, 1)
     }
 
     func testUnderABandwidthLimitAWaitingReadTakesTheTokensFirst() throws {
