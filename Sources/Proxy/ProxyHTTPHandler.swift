@@ -107,7 +107,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
         requestLine = "\(head.method.rawValue) \(Self.redactingToken(head.uri))"
         let headerBytes = head.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
         let route = service.router.route(method: head.method.rawValue, target: head.uri, headerBytes: headerBytes,
-                                         host: head.headers.first(name: "host"))
+                                         host: head.headers.first(name: "host"), port: boundPort())
         switch route {
         case .ping:
             respond(context: context, status: 200, contentType: "text/plain; charset=utf-8", body: Array("pong\n".utf8))
