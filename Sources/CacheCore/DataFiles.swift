@@ -142,12 +142,15 @@ struct DataFiles: Sendable {
 
     /// True when every byte of `range` is in the file: it is long enough and no hole lies inside
     /// (a punched slice whose rows outlived a crash reads as zeros, and zeros are not the bytes).
-    func holds(_ range: Range<Int64>, fd: Int32) -> Bool {
+    /// Nil when the file system would not say (an I/O error): not knowing is no reason to drop
+    /// bytes.
+    func holds(_ range: Range<Int64>, fd: Int32) -> Bool? {
         var st = stat()
-        guard fstat(fd, &st) == 0, Int64(st.st_size) >= range.upperBound else { return false }
+        guard fstat(fd, &st) == 0 else { return nil }
+        guard Int64(st.st_size) >= range.upperBound else { return false }
         guard !range.isEmpty else { return true }
         let hole = lseek(fd, off_t(range.lowerBound), LinuxFileCalls.seekHole)
-        if hole < 0 { return errno == EINVAL || errno == ENOTSUP }   // no hole support: nothing was punched
+        if hole < 0 { return errno == EINVAL || errno == ENOTSUP ? true : nil }   // no hole support: nothing was punched
         return Int64(hole) >= range.upperBound
     }
 }

@@ -322,7 +322,8 @@ final class EngineCore: @unchecked Sendable {
     // MARK: Startup
 
     /// Loads the index into memory, dropping extents whose files are gone or were being evicted
-    /// when a previous process died, and deleting data files (and punching slices) that no row describes.
+    /// when a previous process died, and deleting data files (and punching slices) that no row
+    /// describes; what cannot be checked is kept (`StartupCheck`).
     private func load() throws {
         let loaded: (entries: [CacheIndex.EntryRow], extents: [CacheIndex.ExtentRow])
         do { loaded = try index.loadAll() } catch {
@@ -338,11 +339,11 @@ final class EngineCore: @unchecked Sendable {
             shard(for: info.key).entries[info.key] = e
             counterLock.withLock { lastGeneration = max(lastGeneration, info.generation) }
         }
-        // What is on disk: data files, once the slice files of the layout before them are moved in.
-        let fm = FileManager.default
-        let buckets = ((try? fm.contentsOfDirectory(atPath: store.dataDirectory)) ?? []).map { store.dataDirectory + "/" + $0 }
-        for dir in buckets {
-            for name in (try? fm.contentsOfDirectory(atPath: dir)) ?? [] {
+        // Slice files of the layout before data files are moved in first.
+        let check = StartupCheck(store: store, logger: logger, open: configuration.openDataFileForCheck)
+        for bucket in check.listed(store.dataDirectory) ?? [] {
+            let dir = store.dataDirectory + "/" + bucket
+            for name in check.listed(dir) ?? [] {
                 if let p = DataFiles.parseLegacySlice(fileName: name) {
                     migrate(slice: dir + "/" + name, p.slice, into: p.entry, p.generation)
                 } else if name.hasSuffix(".evicting") {
@@ -350,61 +351,31 @@ final class EngineCore: @unchecked Sendable {
                 }
             }
         }
-        var files = Set<FileID>()
-        for dir in buckets {
-            for name in (try? fm.contentsOfDirectory(atPath: dir)) ?? [] {
-                if let p = DataFiles.parse(fileName: name) { files.insert(FileID(entry: p.entry, generation: p.generation)) }
-            }
-        }
-        // A slice is kept when its version is current, its file is there, and every extent's bytes
-        // are in the file (a crash between an eviction's punch and its commit leaves holes).
         var extentsBySlice: [CacheIndex.SliceID: [CacheIndex.ExtentRow]] = [:]
         for x in loaded.extents {
             extentsBySlice[.init(entryID: x.entryID, generation: x.generation, slice: x.slice), default: []].append(x)
         }
-        var descriptors: [FileID: Int32] = [:]
-        defer { descriptors.values.forEach { Glibc.close($0) } }
-        var stale = Set<CacheIndex.SliceID>()
-        var keptSlices: [FileID: Set<Int64>] = [:]
-        for (sid, extents) in extentsBySlice {
-            let file = FileID(entry: sid.entryID, generation: sid.generation)
-            guard let e = byID[sid.entryID], e.info.generation == sid.generation, files.contains(file) else {
-                stale.insert(sid); continue
-            }
-            if descriptors[file] == nil {
-                descriptors[file] = (try? store.openForReading(entry: file.entry, generation: file.generation)) ?? -1
-            }
-            let fd = descriptors[file]!
-            guard fd >= 0, extents.allSatisfy({ store.holds($0.start..<$0.end, fd: fd) }) else {
-                stale.insert(sid); continue
-            }
-            for x in extents {
+        let outcome = check.run(extents: extentsBySlice) { file in byID[file.entry]?.info.generation == file.generation }
+        for sid in outcome.kept {
+            guard let e = byID[sid.entryID] else { continue }
+            for x in extentsBySlice[sid] ?? [] {
                 let added = e.coverage.insert(x.start..<x.end)
                 e.sliceBytes[x.slice, default: 0] += added
                 addBytes(added)
             }
             e.sliceAccess[sid.slice] = e.lastAccess
-            keptSlices[file, default: []].insert(sid.slice)
         }
-        // Files nothing is kept of go; in the others, the slices no row describes (stale ones
-        // included, before their rows go: a crash in between leaves rows over holes again) are freed.
-        let orphans = files.filter { keptSlices[$0] == nil }
-        var unused = 0
-        for (file, kept) in keptSlices {
-            guard let fd = descriptors[file], fd >= 0 else { continue }
-            var st = stat()
-            guard fstat(fd, &st) == 0 else { continue }
-            let count = (Int64(st.st_size) + configuration.sliceSize - 1) / configuration.sliceSize
-            let free = (0..<count).filter { !kept.contains($0) && store.hasData(store.sliceRange($0), fd: fd) }
-            try? store.punch(entry: file.entry, generation: file.generation, slices: free)
-            unused += free.count
-        }
-        if !stale.isEmpty || !orphans.isEmpty || unused > 0 {
-            logger.info("cleaning the cache after an unclean stop", metadata: [
-                "stale_slices": "\(stale.count)", "orphan_files": "\(orphans.count)", "unused_slices": "\(unused)"])
+        let stale = outcome.stale, orphans = outcome.orphans
+        if !stale.isEmpty || !orphans.isEmpty || outcome.unusedSlices > 0 {
+            logger.info("cleaning the cache: dropping rows whose bytes are gone, deleting what no row describes", metadata: [
+                "stale_slices": "\(stale.count)", "orphan_files": "\(orphans.count)", "unused_slices": "\(outcome.unusedSlices)"])
             try? index.deleteSlices(Array(stale)) {
                 for f in orphans { store.remove(entry: f.entry, generation: f.generation) }
             }
+        }
+        if outcome.unchecked > 0 {
+            logger.warning("some cached files could not be checked at start and were kept as they were",
+                           metadata: ["unchecked": "\(outcome.unchecked)"])
         }
     }
 
