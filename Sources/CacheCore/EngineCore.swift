@@ -49,6 +49,8 @@ final class EngineCore: @unchecked Sendable {
     let evictionLock = NSLock()
     /// Evicted slices whose rows are still to be deleted (their commit failed on a full disk).
     var unfinishedEvictions: [(CacheIndex.SliceID, EntryState, Shard)] = []   // guarded by evictionLock
+    /// How the process before this one left the cache (logged at start).
+    let previousStop: CacheIndex.PreviousStop
     /// Points where tests interleave other work deterministically (a removal while a transfer
     /// writes, a write while an eviction commits). Nil outside tests.
     enum Step { case sinkWillWrite(offset: Int64), evictionFreedSlices }
@@ -98,6 +100,7 @@ final class EngineCore: @unchecked Sendable {
             throw CacheError.storage(path: dir + "/index.sqlite", message: "\(error)")
         }
         try? index.recordCapacity(configuration.capacity)
+        previousStop = (try? index.beginUse()) ?? .unknown
         index.onWriteError = { [logger] error in
             logger.error("the cache index could not be written; recent bytes may be fetched again after a restart",
                          metadata: ["error": "\(error)"])
@@ -109,6 +112,11 @@ final class EngineCore: @unchecked Sendable {
         assembly = AssemblyBudget(limit: Int(configuration.assemblyBudget))
         shards = (0..<max(1, configuration.shardCount)).map { _ in Shard() }
         try load()
+        switch previousStop {
+        case .clean: logger.info("cache opened after a clean stop", metadata: ["directory": "\(dir)"])
+        case .unclean: logger.notice("cache opened after an unclean stop (the last process did not close it)", metadata: ["directory": "\(dir)"])
+        case .unknown: logger.debug("cache opened", metadata: ["directory": "\(dir)"])   // new: nothing to say
+        }
         startSweeper()
     }
 
@@ -135,7 +143,13 @@ final class EngineCore: @unchecked Sendable {
         while activeSinks > 0 && sinksIdle.wait(until: deadline) {}
         sinksIdle.unlock()
         writes.stop()
-        index.flush()
+        do {
+            try index.close()
+        } catch {
+            index.flush()
+            logger.warning("the cache index could not be closed; the next start will check the cache as after a crash",
+                           metadata: ["error": "\(error)"])
+        }
         directoryLock.release()
     }
 

@@ -3,7 +3,7 @@ import Logging
 import XCTest
 @testable import CacheCore
 
-/// A start never deletes what it could not look at.
+/// A start never deletes what it could not look at, and knows whether the last stop was clean.
 final class StartupCheckTests: XCTestCase {
     private var dir: String!
     private let files = 60
@@ -102,6 +102,33 @@ final class StartupCheckTests: XCTestCase {
         defer { cache.shutdown() }
         let whole = (0..<files).filter { cache.status(url: url($0))?.cachedBytes == Int64(size) }
         XCTAssertEqual(whole.count, files - 1)
+    }
+
+    func testACleanStopLeavesNoWriteAheadLogAndTheNextStartSaysClean() async throws {
+        try await cacheLibrary()
+        let wal = dir + "/index.sqlite-wal"
+        var st = stat()
+        XCTAssertTrue(stat(wal, &st) != 0 || st.st_size == 0, "the WAL holds \(st.st_size) bytes after a clean stop")
+        let log = RecordedLog()
+        let cache = try engine(log: log)
+        defer { cache.shutdown() }
+        XCTAssertEqual(cache.core.previousStop, .clean)
+        XCTAssertTrue(log.lines.contains { $0.hasPrefix("info cache opened after a clean stop") }, log.lines.joined(separator: "\n"))
+        assertWhollyCached(cache)
+    }
+
+    /// A process that ends with the cache open (here: its lock let go, its index never closed).
+    func testAStartAfterAnUncleanStopSaysUnclean() async throws {
+        try await cacheLibrary()
+        let crashed = try engine()
+        crashed.core.directoryLock.release()
+        let log = RecordedLog()
+        let cache = try engine(log: log)
+        defer { cache.shutdown() }
+        XCTAssertEqual(cache.core.previousStop, .unclean)
+        XCTAssertTrue(log.lines.contains { $0.hasPrefix("notice cache opened after an unclean stop") }, log.lines.joined(separator: "\n"))
+        assertWhollyCached(cache)
+        withExtendedLifetime(crashed) {}
     }
 
     /// The soft limit under which exactly `free` more descriptors can be opened now (a new
