@@ -77,6 +77,10 @@ final class CacheIndex: @unchecked Sendable {
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             try db.execute(sql: "PRAGMA foreign_keys = ON")
         }
+        // SQLite would create the database (and its WAL, which takes the database's mode) 0644:
+        // it lists every URL, so it is made 0600 first.
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        if fd >= 0 { Glibc.close(fd) }
         pool = try DatabasePool(path: path, configuration: config)
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in

@@ -55,10 +55,11 @@ struct DataFiles: Sendable {
     func openForWriting(entry: Int64, generation: Int64) throws -> Int32 {
         let dir = directory(entry: entry)
         let p = path(entry: entry, generation: generation)
-        var fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        var fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         if fd < 0 && errno == ENOENT {
-            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-            fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+            fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         }
         if fd < 0 { throw StorageError(path: p, errno: errno) }
         return fd

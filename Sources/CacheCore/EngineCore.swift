@@ -76,9 +76,11 @@ final class EngineCore: @unchecked Sendable {
         self.logger = logger
         let dir = configuration.directory
         do {
-            try FileManager.default.createDirectory(atPath: dir + "/data", withIntermediateDirectories: true)
+            try PrivateDirectory.make(dir, logger: logger)
+            try FileManager.default.createDirectory(atPath: dir + "/data", withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
         } catch {
-            throw CacheError.storage(path: dir, message: "cannot create the cache directory: \(error.localizedDescription)")
+            throw CacheError.storage(path: dir, message: "cannot create the cache directory: \((error as? StorageError)?.message ?? error.localizedDescription)")
         }
         try DataFiles.checkHolePunching(in: dir + "/data")
         directoryLock = try DirectoryLock(directory: dir)

@@ -185,14 +185,15 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     /// The engine's status document, with each file's proxy URL (carrying the token only when
-    /// the request did) and the cache directory for clients on this machine only.
+    /// the request did) and the cache directory for clients on this machine only; URL
+    /// passwords masked.
     private func statusDocument(tokenPresented: Bool) -> StatusDocument {
         var document = service.engine.statusDocument(version: service.configuration.version, showDirectory: peerIsLoopback)
         let token = tokenPresented ? service.configuration.token : nil
         for i in document.files.indices {
             document.files[i].proxyPath = ProxyURL.make(original: document.files[i].url, base: "", token: token)
         }
-        return document
+        return document.redactedForDisplay()
     }
 
     /// Logs never carry the token: `/t/<token>/...` becomes `/t/-/...`.
