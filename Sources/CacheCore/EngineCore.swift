@@ -85,7 +85,7 @@ final class EngineCore: @unchecked Sendable {
         try DataFiles.checkHolePunching(in: dir + "/data")
         directoryLock = try DirectoryLock(directory: dir)
         do {
-            index = try CacheIndex(path: dir + "/index.sqlite")
+            index = try CacheIndex.openSettingAsideIfDamaged(path: dir + "/index.sqlite", logger: logger)
         } catch {
             directoryLock.release()
             throw CacheError.storage(path: dir + "/index.sqlite", message: "\(error)")
