@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Everything the engine needs to know about where and how to cache.
 public struct CacheConfiguration: Sendable {
@@ -42,6 +45,9 @@ public struct CacheConfiguration: Sendable {
     /// Bytes that reads waiting for them may hold in their own buffers (`AssemblyBudget`); past
     /// it, they are answered from the write queue and the data file.
     public var assemblyBudget: Int64 = 16 << 20
+    /// How the start's check opens a data file (`open(2)`, read-only); tests make it fail.
+    /// -1 and errno on failure.
+    var openDataFileForCheck: @Sendable (String) -> Int32 = { Glibc.open($0, O_RDONLY | O_CLOEXEC) }
 
     public static let defaultSliceSize: Int64 = 4 << 20
     public static let defaultCapacity: Int64 = 5 << 30

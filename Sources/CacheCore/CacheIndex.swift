@@ -58,6 +58,7 @@ final class CacheIndex: @unchecked Sendable {
     private var pendingExtents: [ExtentRow] = []   // guarded by lock
     private var pendingEntries: [Int64: EntryRow] = [:]   // guarded by lock
     private var flushScheduled = false   // guarded by lock
+    private var closed = false   // on queue
     private var nextID: Int64 = 1   // guarded by lock
     private var _lastWriteError: String?   // guarded by lock
     private var _writeErrors = 0   // guarded by lock
@@ -76,6 +77,10 @@ final class CacheIndex: @unchecked Sendable {
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             try db.execute(sql: "PRAGMA foreign_keys = ON")
         }
+        // SQLite would create the database (and its WAL, which takes the database's mode) 0644:
+        // it lists every URL, so it is made 0600 first.
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        if fd >= 0 { Glibc.close(fd) }
         pool = try DatabasePool(path: path, configuration: config)
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in
@@ -146,7 +151,7 @@ final class CacheIndex: @unchecked Sendable {
         let fd = open(reservePath + ".new", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return }
         let ok = posix_fallocate(fd, 0, off_t(Self.reserveSize)) == 0
-        close(fd)
+        Glibc.close(fd)
         if ok { rename(reservePath + ".new", reservePath) } else { unlink(reservePath + ".new") }
     }
 
@@ -196,6 +201,54 @@ final class CacheIndex: @unchecked Sendable {
                 try db.execute(sql: "INSERT INTO meta (name, value) VALUES ('slice_size', ?)", arguments: ["\(proposed)"])
                 return proposed
             }
+        }
+    }
+
+    // MARK: Use and stop
+
+    /// How the process before this one left the cache.
+    enum PreviousStop: String, Sendable {
+        /// It closed the index (`close()`): everything it knew was committed.
+        case clean
+        /// It ended with the cache in use (killed, crashed, power lost).
+        case unclean
+        /// A new cache, or one last used by a version that did not record its stops.
+        case unknown
+    }
+
+    /// Marks the cache as in use, and says how the last process that used it stopped.
+    func beginUse() throws -> PreviousStop {
+        try queue.sync {
+            try pool.write { db in
+                let last = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'stop'")
+                try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES ('stop', 'running')")
+                switch last {
+                case "clean": return .clean
+                case "running": return .unclean
+                default: return .unknown
+                }
+            }
+        }
+    }
+
+    /// Commits what is pending, records a clean stop (only if nothing was left behind), moves the
+    /// write-ahead log into the database and closes it: the next start finds one file, and says
+    /// the stop was clean. The index cannot be used afterwards.
+    func close() throws {
+        try queue.sync {
+            guard !closed else { return }   // a second shutdown
+            flushPendingOnQueue()
+            lock.lock()
+            let complete = pendingExtents.isEmpty && pendingEntries.isEmpty
+            lock.unlock()
+            if complete {
+                try write { db in
+                    try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES ('stop', 'clean')")
+                }
+            }
+            try pool.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
+            try pool.close()
+            closed = true
         }
     }
 

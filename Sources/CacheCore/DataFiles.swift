@@ -55,10 +55,11 @@ struct DataFiles: Sendable {
     func openForWriting(entry: Int64, generation: Int64) throws -> Int32 {
         let dir = directory(entry: entry)
         let p = path(entry: entry, generation: generation)
-        var fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        var fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         if fd < 0 && errno == ENOENT {
-            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-            fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+            fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         }
         if fd < 0 { throw StorageError(path: p, errno: errno) }
         return fd
@@ -142,12 +143,15 @@ struct DataFiles: Sendable {
 
     /// True when every byte of `range` is in the file: it is long enough and no hole lies inside
     /// (a punched slice whose rows outlived a crash reads as zeros, and zeros are not the bytes).
-    func holds(_ range: Range<Int64>, fd: Int32) -> Bool {
+    /// Nil when the file system would not say (an I/O error): not knowing is no reason to drop
+    /// bytes.
+    func holds(_ range: Range<Int64>, fd: Int32) -> Bool? {
         var st = stat()
-        guard fstat(fd, &st) == 0, Int64(st.st_size) >= range.upperBound else { return false }
+        guard fstat(fd, &st) == 0 else { return nil }
+        guard Int64(st.st_size) >= range.upperBound else { return false }
         guard !range.isEmpty else { return true }
         let hole = lseek(fd, off_t(range.lowerBound), LinuxFileCalls.seekHole)
-        if hole < 0 { return errno == EINVAL || errno == ENOTSUP }   // no hole support: nothing was punched
+        if hole < 0 { return errno == EINVAL || errno == ENOTSUP ? true : nil }   // no hole support: nothing was punched
         return Int64(hole) >= range.upperBound
     }
 }

@@ -11,7 +11,7 @@ final class DirectoryLock: @unchecked Sendable {
 
     init(directory: String) throws {
         path = directory + "/lock"
-        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         if fd < 0 { throw CacheError.storage(path: path, message: String(cString: strerror(errno))) }
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let holder = (try? String(contentsOfFile: path, encoding: .utf8))?

@@ -49,6 +49,8 @@ final class EngineCore: @unchecked Sendable {
     let evictionLock = NSLock()
     /// Evicted slices whose rows are still to be deleted (their commit failed on a full disk).
     var unfinishedEvictions: [(CacheIndex.SliceID, EntryState, Shard)] = []   // guarded by evictionLock
+    /// How the process before this one left the cache (logged at start).
+    let previousStop: CacheIndex.PreviousStop
     /// Points where tests interleave other work deterministically (a removal while a transfer
     /// writes, a write while an eviction commits). Nil outside tests.
     enum Step { case sinkWillWrite(offset: Int64), evictionFreedSlices }
@@ -74,14 +76,16 @@ final class EngineCore: @unchecked Sendable {
         self.logger = logger
         let dir = configuration.directory
         do {
-            try FileManager.default.createDirectory(atPath: dir + "/data", withIntermediateDirectories: true)
+            try PrivateDirectory.make(dir, logger: logger)
+            try FileManager.default.createDirectory(atPath: dir + "/data", withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
         } catch {
-            throw CacheError.storage(path: dir, message: "cannot create the cache directory: \(error.localizedDescription)")
+            throw CacheError.storage(path: dir, message: "cannot create the cache directory: \((error as? StorageError)?.message ?? error.localizedDescription)")
         }
         try DataFiles.checkHolePunching(in: dir + "/data")
         directoryLock = try DirectoryLock(directory: dir)
         do {
-            index = try CacheIndex(path: dir + "/index.sqlite")
+            index = try CacheIndex.openSettingAsideIfDamaged(path: dir + "/index.sqlite", logger: logger)
         } catch {
             directoryLock.release()
             throw CacheError.storage(path: dir + "/index.sqlite", message: "\(error)")
@@ -98,6 +102,7 @@ final class EngineCore: @unchecked Sendable {
             throw CacheError.storage(path: dir + "/index.sqlite", message: "\(error)")
         }
         try? index.recordCapacity(configuration.capacity)
+        previousStop = (try? index.beginUse()) ?? .unknown
         index.onWriteError = { [logger] error in
             logger.error("the cache index could not be written; recent bytes may be fetched again after a restart",
                          metadata: ["error": "\(error)"])
@@ -109,6 +114,11 @@ final class EngineCore: @unchecked Sendable {
         assembly = AssemblyBudget(limit: Int(configuration.assemblyBudget))
         shards = (0..<max(1, configuration.shardCount)).map { _ in Shard() }
         try load()
+        switch previousStop {
+        case .clean: logger.info("cache opened after a clean stop", metadata: ["directory": "\(dir)"])
+        case .unclean: logger.notice("cache opened after an unclean stop (the last process did not close it)", metadata: ["directory": "\(dir)"])
+        case .unknown: logger.debug("cache opened", metadata: ["directory": "\(dir)"])   // new: nothing to say
+        }
         startSweeper()
     }
 
@@ -135,7 +145,13 @@ final class EngineCore: @unchecked Sendable {
         while activeSinks > 0 && sinksIdle.wait(until: deadline) {}
         sinksIdle.unlock()
         writes.stop()
-        index.flush()
+        do {
+            try index.close()
+        } catch {
+            index.flush()
+            logger.warning("the cache index could not be closed; the next start will check the cache as after a crash",
+                           metadata: ["error": "\(error)"])
+        }
         directoryLock.release()
     }
 
@@ -323,7 +339,8 @@ final class EngineCore: @unchecked Sendable {
     // MARK: Startup
 
     /// Loads the index into memory, dropping extents whose files are gone or were being evicted
-    /// when a previous process died, and deleting data files (and punching slices) that no row describes.
+    /// when a previous process died, and deleting data files (and punching slices) that no row
+    /// describes; what cannot be checked is kept (`StartupCheck`).
     private func load() throws {
         let loaded: (entries: [CacheIndex.EntryRow], extents: [CacheIndex.ExtentRow])
         do { loaded = try index.loadAll() } catch {
@@ -339,11 +356,11 @@ final class EngineCore: @unchecked Sendable {
             shard(for: info.key).entries[info.key] = e
             counterLock.withLock { lastGeneration = max(lastGeneration, info.generation) }
         }
-        // What is on disk: data files, once the slice files of the layout before them are moved in.
-        let fm = FileManager.default
-        let buckets = ((try? fm.contentsOfDirectory(atPath: store.dataDirectory)) ?? []).map { store.dataDirectory + "/" + $0 }
-        for dir in buckets {
-            for name in (try? fm.contentsOfDirectory(atPath: dir)) ?? [] {
+        // Slice files of the layout before data files are moved in first.
+        let check = StartupCheck(store: store, logger: logger, open: configuration.openDataFileForCheck)
+        for bucket in check.listed(store.dataDirectory) ?? [] {
+            let dir = store.dataDirectory + "/" + bucket
+            for name in check.listed(dir) ?? [] {
                 if let p = DataFiles.parseLegacySlice(fileName: name) {
                     migrate(slice: dir + "/" + name, p.slice, into: p.entry, p.generation)
                 } else if name.hasSuffix(".evicting") {
@@ -351,61 +368,31 @@ final class EngineCore: @unchecked Sendable {
                 }
             }
         }
-        var files = Set<FileID>()
-        for dir in buckets {
-            for name in (try? fm.contentsOfDirectory(atPath: dir)) ?? [] {
-                if let p = DataFiles.parse(fileName: name) { files.insert(FileID(entry: p.entry, generation: p.generation)) }
-            }
-        }
-        // A slice is kept when its version is current, its file is there, and every extent's bytes
-        // are in the file (a crash between an eviction's punch and its commit leaves holes).
         var extentsBySlice: [CacheIndex.SliceID: [CacheIndex.ExtentRow]] = [:]
         for x in loaded.extents {
             extentsBySlice[.init(entryID: x.entryID, generation: x.generation, slice: x.slice), default: []].append(x)
         }
-        var descriptors: [FileID: Int32] = [:]
-        defer { descriptors.values.forEach { Glibc.close($0) } }
-        var stale = Set<CacheIndex.SliceID>()
-        var keptSlices: [FileID: Set<Int64>] = [:]
-        for (sid, extents) in extentsBySlice {
-            let file = FileID(entry: sid.entryID, generation: sid.generation)
-            guard let e = byID[sid.entryID], e.info.generation == sid.generation, files.contains(file) else {
-                stale.insert(sid); continue
-            }
-            if descriptors[file] == nil {
-                descriptors[file] = (try? store.openForReading(entry: file.entry, generation: file.generation)) ?? -1
-            }
-            let fd = descriptors[file]!
-            guard fd >= 0, extents.allSatisfy({ store.holds($0.start..<$0.end, fd: fd) }) else {
-                stale.insert(sid); continue
-            }
-            for x in extents {
+        let outcome = check.run(extents: extentsBySlice) { file in byID[file.entry]?.info.generation == file.generation }
+        for sid in outcome.kept {
+            guard let e = byID[sid.entryID] else { continue }
+            for x in extentsBySlice[sid] ?? [] {
                 let added = e.coverage.insert(x.start..<x.end)
                 e.sliceBytes[x.slice, default: 0] += added
                 addBytes(added)
             }
             e.sliceAccess[sid.slice] = e.lastAccess
-            keptSlices[file, default: []].insert(sid.slice)
         }
-        // Files nothing is kept of go; in the others, the slices no row describes (stale ones
-        // included, before their rows go: a crash in between leaves rows over holes again) are freed.
-        let orphans = files.filter { keptSlices[$0] == nil }
-        var unused = 0
-        for (file, kept) in keptSlices {
-            guard let fd = descriptors[file], fd >= 0 else { continue }
-            var st = stat()
-            guard fstat(fd, &st) == 0 else { continue }
-            let count = (Int64(st.st_size) + configuration.sliceSize - 1) / configuration.sliceSize
-            let free = (0..<count).filter { !kept.contains($0) && store.hasData(store.sliceRange($0), fd: fd) }
-            try? store.punch(entry: file.entry, generation: file.generation, slices: free)
-            unused += free.count
-        }
-        if !stale.isEmpty || !orphans.isEmpty || unused > 0 {
-            logger.info("cleaning the cache after an unclean stop", metadata: [
-                "stale_slices": "\(stale.count)", "orphan_files": "\(orphans.count)", "unused_slices": "\(unused)"])
+        let stale = outcome.stale, orphans = outcome.orphans
+        if !stale.isEmpty || !orphans.isEmpty || outcome.unusedSlices > 0 {
+            logger.info("cleaning the cache: dropping rows whose bytes are gone, deleting what no row describes", metadata: [
+                "stale_slices": "\(stale.count)", "orphan_files": "\(orphans.count)", "unused_slices": "\(outcome.unusedSlices)"])
             try? index.deleteSlices(Array(stale)) {
                 for f in orphans { store.remove(entry: f.entry, generation: f.generation) }
             }
+        }
+        if outcome.unchecked > 0 {
+            logger.warning("some cached files could not be checked at start and were kept as they were",
+                           metadata: ["unchecked": "\(outcome.unchecked)"])
         }
     }
 

@@ -174,3 +174,25 @@ extension CacheEngine {
         return last.isEmpty ? url : (last.removingPercentEncoding ?? last)
     }
 }
+
+extension StatusDocument {
+    /// The document as it may be shown: URL passwords masked (`DisplayURL`) in files, fetches and
+    /// errors. A file whose URL has a password loses its proxy path too, which carries the URL
+    /// (and so the password) in base64.
+    public func redactedForDisplay() -> StatusDocument {
+        var d = self
+        for i in d.files.indices {
+            let url = d.files[i].url
+            d.files[i].url = DisplayURL.redacted(url)
+            d.files[i].finalURL = DisplayURL.redacted(d.files[i].finalURL)
+            d.files[i].errors = d.files[i].errors.map(DisplayURL.redactingPasswords(in:))
+            if d.files[i].url != url { d.files[i].proxyPath = nil }
+        }
+        for i in d.fetches.indices { d.fetches[i].url = DisplayURL.redacted(d.fetches[i].url) }
+        for i in d.errors.indices {
+            d.errors[i].url = DisplayURL.redacted(d.errors[i].url)
+            d.errors[i].cause = DisplayURL.redactingPasswords(in: d.errors[i].cause)
+        }
+        return d
+    }
+}

@@ -13,6 +13,9 @@ public struct ProxyConfiguration: Sendable, Equatable {
     public var token: String?
     /// `--allow-host` globs; empty means every origin host is allowed.
     public var allowedHosts: [String]
+    /// `--proxy-name`: further names clients reach this proxy by, accepted in the Host header
+    /// as `localhost` is (see `HostHeaderCheck`).
+    public var proxyNames: [String]
     /// Shown in the status document (`httpcachefs url`, diagnostics).
     public var cacheDirectory: String
     /// Shown in the status document.
@@ -35,6 +38,7 @@ public struct ProxyConfiguration: Sendable, Equatable {
                 port: Int = ProxyConfiguration.defaultPort,
                 token: String? = nil,
                 allowedHosts: [String] = [],
+                proxyNames: [String] = [],
                 cacheDirectory: String = "",
                 version: String = "",
                 idleTimeout: TimeInterval = 60,
@@ -47,6 +51,7 @@ public struct ProxyConfiguration: Sendable, Equatable {
         self.port = port
         self.token = token
         self.allowedHosts = allowedHosts
+        self.proxyNames = proxyNames
         self.cacheDirectory = cacheDirectory
         self.version = version
         self.idleTimeout = idleTimeout
@@ -57,10 +62,11 @@ public struct ProxyConfiguration: Sendable, Equatable {
         self.threads = threads
     }
 
-    /// True for 127.0.0.0/8, ::1 and `localhost`: the only addresses served without a token.
+    /// True for an address in 127.0.0.0/8 (also IPv4-mapped), `::1` (also in brackets), and the
+    /// name `localhost`: the only addresses served without a token. The address is parsed, not
+    /// matched by prefix: `127.evil.test` is a name, not loopback.
     public static func isLoopback(_ address: String) -> Bool {
-        let a = address.trimmingCharacters(in: CharacterSet(charactersIn: "[]")).lowercased()
-        return a == "localhost" || a == "::1" || a.hasPrefix("127.") || a == "::ffff:127.0.0.1"
+        address.lowercased() == "localhost" || IPLiteral(address)?.isLoopback == true
     }
 
     public var isLoopbackOnly: Bool { Self.isLoopback(bindAddress) }

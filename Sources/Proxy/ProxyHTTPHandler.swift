@@ -107,7 +107,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
         requestLine = "\(head.method.rawValue) \(Self.redactingToken(head.uri))"
         let headerBytes = head.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
         let route = service.router.route(method: head.method.rawValue, target: head.uri, headerBytes: headerBytes,
-                                         host: head.headers.first(name: "host"))
+                                         host: head.headers.first(name: "host"), port: boundPort())
         switch route {
         case .ping:
             respond(context: context, status: 200, contentType: "text/plain; charset=utf-8", body: Array("pong\n".utf8))
@@ -185,14 +185,15 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
     }
 
     /// The engine's status document, with each file's proxy URL (carrying the token only when
-    /// the request did) and the cache directory for clients on this machine only.
+    /// the request did) and the cache directory for clients on this machine only; URL
+    /// passwords masked.
     private func statusDocument(tokenPresented: Bool) -> StatusDocument {
         var document = service.engine.statusDocument(version: service.configuration.version, showDirectory: peerIsLoopback)
         let token = tokenPresented ? service.configuration.token : nil
         for i in document.files.indices {
             document.files[i].proxyPath = ProxyURL.make(original: document.files[i].url, base: "", token: token)
         }
-        return document
+        return document.redactedForDisplay()
     }
 
     /// Logs never carry the token: `/t/<token>/...` becomes `/t/-/...`.

@@ -30,15 +30,14 @@ public struct ProxyRouter: Sendable {
 
     let configuration: ProxyConfiguration
     let allowed: [HostPattern]
-
-    /// This machine's host name, short and as given (Debian maps it to 127.0.1.1).
-    let localNames: Set<String>
+    /// Which Host headers name this machine.
+    let hostCheck: HostHeaderCheck
 
     public init(configuration: ProxyConfiguration) {
         self.configuration = configuration
         self.allowed = configuration.allowedHosts.map(HostPattern.init)
-        let hostname = ProcessInfo.processInfo.hostName.lowercased()
-        self.localNames = [hostname, String(hostname.prefix { $0 != "." })]
+        self.hostCheck = HostHeaderCheck(bindAddress: configuration.bindAddress, hostName: ProcessInfo.processInfo.hostName,
+                                         extraNames: configuration.proxyNames)
     }
 
     /// - Parameters:
@@ -46,7 +45,9 @@ public struct ProxyRouter: Sendable {
     ///   - target: the request target exactly as sent.
     ///   - headerBytes: total bytes of header names and values.
     ///   - host: the Host header, if any.
-    public func route(method: String, target: String, headerBytes: Int, host: String? = nil) -> ProxyRoute {
+    ///   - port: the port the proxy listens on (known once bound); nil or 0: the configured one,
+    ///     or any port when that is 0 too (picked at bind, not known yet).
+    public func route(method: String, target: String, headerBytes: Int, host: String? = nil, port: Int? = nil) -> ProxyRoute {
         guard method == "GET" || method == "HEAD" else {
             return .reject(status: 405, message: "only GET and HEAD are supported")
         }
@@ -66,9 +67,10 @@ public struct ProxyRouter: Sendable {
         // DNS rebinding: a web page whose name suddenly resolves to 127.0.0.1 could otherwise read
         // whatever it makes this proxy fetch (including hosts on the LAN), or the status document
         // (which tells loopback peers the cache directory). Without a token, and always for the
-        // status document, only requests addressed to this machine by address or local name are
-        // served.
-        if configuration.token == nil || path == Self.statusPath, let host, !hostIsLocal(host) {
+        // status document, only requests addressed to this machine are served: a Host that is
+        // exactly one of its names or addresses (`HostHeaderCheck`), and its port.
+        if configuration.token == nil || path == Self.statusPath, let host,
+           !hostCheck.accepts(host, port: [port ?? 0, configuration.port].first { $0 > 0 }) {
             // A proxy that has a token sends a LAN client to it, not to an option it already has.
             let remedy = configuration.token?.isEmpty == false ? "or this proxy's token: /t/TOKEN\(path)" : "(or run with --token)"
             return .reject(status: 403, message: "Host '\(host)' is not this machine: use 127.0.0.1 or localhost \(remedy)")
@@ -119,22 +121,6 @@ public struct ProxyRouter: Sendable {
         case Self.metricsPath: return .metrics
         default: return nil
         }
-    }
-
-    /// The Host header names this machine: a loopback address, `localhost` (or a name under
-    /// it), the bind address, or this machine's host name.
-    func hostIsLocal(_ hostHeader: String) -> Bool {
-        var h = Substring(hostHeader.lowercased())
-        if h.hasPrefix("[") {
-            h = h.dropFirst().prefix { $0 != "]" }
-        } else if h.filter({ $0 == ":" }).count == 1, let colon = h.lastIndex(of: ":") {
-            h = h[..<colon]
-        }
-        let name = String(h.hasSuffix(".") ? h.dropLast() : h)
-        if name.isEmpty { return true }
-        if ProxyConfiguration.isLoopback(name) || name.hasSuffix(".localhost") { return true }
-        if name == configuration.bindAddress.lowercased() { return true }
-        return localNames.contains(name)
     }
 
     /// `abc` for `/t/abc/...` or `/t/abc`.

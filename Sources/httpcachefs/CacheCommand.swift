@@ -46,7 +46,7 @@ extension CacheCommand {
     /// The entry for `url`, or a clear "not cached" failure (after checking the URL itself).
     static func status(of url: String, in cache: CacheListing) throws -> EntryStatus {
         _ = try cache.configuration.keyRules.key(for: url)
-        guard let status = cache.status(url: url) else { throw CommandFailure("not in the cache: \(url)") }
+        guard let status = cache.status(url: url) else { throw CommandFailure("not in the cache: \(DisplayURL.redacted(url))") }
         return status
     }
 
@@ -72,7 +72,7 @@ extension CacheCommand {
                 }
                 var rows = [["URL", "SIZE", "CACHED", "LAST ACCESS"]]
                 for e in entries {
-                    rows.append([e.info.url, e.info.length.map(Format.bytes) ?? "?",
+                    rows.append([DisplayURL.redacted(e.info.url), e.info.length.map(Format.bytes) ?? "?",
                                  Format.percent(e.cachedBytes, of: e.info.length), Format.date(e.lastAccess)])
                 }
                 CacheCommand.printLine(Format.table(rows, rightAligned: [1, 2]))
@@ -104,10 +104,10 @@ extension CacheCommand {
         static func render(_ s: EntryStatus) -> String {
             let i = s.info
             var rows: [[String]] = [
-                ["URL:", i.url],
-                ["Cache key:", i.key.string],
+                ["URL:", DisplayURL.redacted(i.url)],
+                ["Cache key:", DisplayURL.redacted(i.key.string)],
             ]
-            if i.finalURL != i.url { rows.append(["Final URL:", i.finalURL]) }
+            if i.finalURL != i.url { rows.append(["Final URL:", DisplayURL.redacted(i.finalURL)]) }
             rows += [
                 ["Length:", i.length.map { "\($0) bytes (\(Format.bytes($0)))" } ?? "unknown"],
                 ["Content type:", i.contentType ?? "-"],
@@ -132,7 +132,7 @@ extension CacheCommand {
             if s.recentErrors.isEmpty {
                 rows.append(["Recent errors:", "none"])
             } else {
-                for (n, e) in s.recentErrors.enumerated() { rows.append([n == 0 ? "Recent errors:" : "", e]) }
+                for (n, e) in s.recentErrors.enumerated() { rows.append([n == 0 ? "Recent errors:" : "", DisplayURL.redactingPasswords(in: e)]) }
             }
             return Format.table(rows)
         }
@@ -176,10 +176,10 @@ extension CacheCommand {
                     let s = try? CacheCommand.status(of: url, in: engine)
                     guard let s else { _ = try engine.key(for: url); missing.append(url); continue }
                     try engine.remove(url: url)
-                    CacheCommand.printLine("removed \(url) (\(Format.bytes(s.cachedBytes)))")
+                    CacheCommand.printLine("removed \(DisplayURL.redacted(url)) (\(Format.bytes(s.cachedBytes)))")
                 }
                 if !missing.isEmpty {
-                    throw CommandFailure("not in the cache: \(missing.joined(separator: ", "))")
+                    throw CommandFailure("not in the cache: \(missing.map(DisplayURL.redacted).joined(separator: ", "))")
                 }
             }
         }

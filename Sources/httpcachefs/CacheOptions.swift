@@ -157,6 +157,7 @@ struct CacheOptions: ParsableArguments {
     /// Loggers are `httpcachefs.cache` and `httpcachefs.fetch` (see `makeLogger` for the level).
     func openEngine(defaultLogLevel: Logger.Level = .error) throws -> CacheEngine {
         let configuration = try configuration()
+        OpenFileLimit.raiseToHard(logger: makeLogger(label: "httpcachefs.cache", defaultLevel: defaultLogLevel))
         let source = try makeSource(logger: makeLogger(label: "httpcachefs.fetch", defaultLevel: defaultLogLevel))
         do {
             return try CacheEngine(configuration: configuration, source: source,

@@ -31,7 +31,7 @@ enum Daemon {
         // posix_spawn failing as if the program itself were missing.
         var logFD: Int32 = -1
         if let logPath {
-            logFD = open(logPath, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+            logFD = open(logPath, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)   // URLs are private
             guard logFD >= 0 else {
                 throw DaemonError.spawn("cannot open the mount daemon's log file \(logPath): \(String(cString: strerror(errno))) (--log-file chooses another)")
             }

@@ -12,7 +12,7 @@ import Proxy
 /// the index is all there is.
 struct DaemonListing: CacheListing {
     let snapshot: CacheSnapshot
-    /// The document's files by URL.
+    /// The document's files by URL (as the document shows it: passwords masked).
     let live: [String: FileStatus]
 
     init(snapshot: CacheSnapshot, document: StatusDocument?) {
@@ -34,7 +34,7 @@ struct DaemonListing: CacheListing {
     /// `s` with the daemon's figures for the same URL and version (a file that changed remotely
     /// since the index was written keeps the index's view rather than mixing two versions).
     func overlaid(_ s: EntryStatus) -> EntryStatus {
-        guard let f = live[s.info.url], f.generation == s.info.generation else { return s }
+        guard let f = live[DisplayURL.redacted(s.info.url)], f.generation == s.info.generation else { return s }
         var s = s
         s.cachedRanges = f.cachedRanges.compactMap { $0.count == 2 && $0[0] < $0[1] ? $0[0]..<$0[1] : nil }
         s.cachedBytes = f.cachedBytes

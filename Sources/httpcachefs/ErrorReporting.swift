@@ -44,11 +44,11 @@ enum ErrorReporting {
     }
 
     static func printError(_ message: String) {
-        LogSink.standardError.write(line: "httpcachefs: error: \(message)")
+        LogSink.standardError.write(line: "httpcachefs: error: \(DisplayURL.redactingPasswords(in: message))")
     }
 
     static func printWarning(_ message: String) {
-        LogSink.standardError.write(line: "httpcachefs: warning: \(message)")
+        LogSink.standardError.write(line: "httpcachefs: warning: \(DisplayURL.redactingPasswords(in: message))")
     }
 }
 

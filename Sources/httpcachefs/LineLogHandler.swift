@@ -1,3 +1,4 @@
+import CacheCore
 import Foundation
 import Logging
 import Settings
@@ -18,7 +19,7 @@ final class LogSink: @unchecked Sendable {
 
     /// Opens `path` for appending, creating it (and nothing else) if needed.
     static func file(_ path: String) throws -> LogSink {
-        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)   // URLs are private
         guard fd >= 0 else {
             throw UsageError("cannot open log file \(path): \(String(cString: strerror(errno)))")
         }
@@ -63,7 +64,8 @@ struct LineLogHandler: LogHandler {
         for key in all.keys.sorted() {
             line += " \(key)=\(Self.quoted(all[key]!.description))"
         }
-        sink.write(line: line)
+        // URL passwords never reach a log, whichever message or error quotes the URL.
+        sink.write(line: DisplayURL.redactingPasswords(in: line))
     }
 
     /// Values with spaces, quotes or `=` are quoted so a line splits back into its fields.

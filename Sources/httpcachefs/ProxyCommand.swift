@@ -20,6 +20,10 @@ struct ProxyOptions: ParsableArguments {
             help: ArgumentHelp("Secret that proxy URLs must carry (/t/<token>/...); others get 403.", valueName: "token"))
     var token: String?
 
+    @Option(name: .customLong("proxy-name"),
+            help: ArgumentHelp("Another name clients reach the proxy by (an /etc/hosts alias of 127.0.0.1), accepted in the Host header like localhost; repeatable. Without a token only requests to loopback addresses, localhost, --bind, this machine's host name and these names are served (a web page on a DNS-rebinding domain is not).", valueName: "name"))
+    var proxyNames: [String] = []
+
     init() {}
 
     mutating func validate() throws {
@@ -41,7 +45,7 @@ struct ProxyOptions: ParsableArguments {
             token = generated
         }
         let c = ProxyConfiguration(bindAddress: bindAddress, port: port, token: token, allowedHosts: cache.allowedHosts,
-                                   cacheDirectory: URL(fileURLWithPath: cache.directory).standardizedFileURL.path,  // absolute: 'url' compares it
+                                   proxyNames: proxyNames, cacheDirectory: URL(fileURLWithPath: cache.directory).standardizedFileURL.path,  // absolute: 'url' compares it
                                    version: Version.string)
         return (c, generated)
     }

@@ -1,0 +1,63 @@
+import Foundation
+import GRDB
+import Logging
+
+/// A damaged index (a bad sector, a disk that lied about a flush, another program writing into
+/// it) must not lock the user out of the cache: `mount`, `cache ls`, `cache verify` and `cache
+/// clear` all failed with "database disk image is malformed", and the only way out was deleting
+/// the directory by hand.
+///
+/// At open, `PRAGMA quick_check` looks at every page. A damaged index is set aside, renamed
+/// `index.sqlite.damaged-TIMESTAMP` (kept for a post-mortem, never read again), with a warning,
+/// and the cache starts empty: the data files it described are then orphans, which the start's
+/// check deletes. Rebuilding rows from the data files is not attempted (a data file knows its
+/// bytes, not their URL, validators or checksums). Errors that are not damage (busy, I/O, no
+/// permission, a full disk) are thrown as before: they say nothing about the file's contents.
+extension CacheIndex {
+    /// Opens the index at `path`, setting it aside and starting a new one if it is damaged.
+    static func openSettingAsideIfDamaged(path: String, logger: Logger) throws -> CacheIndex {
+        do {
+            let index = try CacheIndex(path: path)
+            let problems = try index.quickCheck()
+            guard !problems.isEmpty else { return index }
+            try? index.pool.close()
+            try setAside(path: path, cause: problems.prefix(3).joined(separator: "; "), logger: logger)
+        } catch let error as DatabaseError where isDamage(error) {
+            try setAside(path: path, cause: "\(error)", logger: logger)
+        }
+        return try CacheIndex(path: path)
+    }
+
+    /// What `PRAGMA quick_check` found wrong; empty when the index is sound.
+    func quickCheck() throws -> [String] {
+        let rows = try pool.read { db in try String.fetchAll(db, sql: "PRAGMA quick_check") }
+        return rows == ["ok"] ? [] : rows
+    }
+
+    /// SQLITE_CORRUPT and SQLITE_NOTADB: the file's contents are wrong, not its access.
+    static func isDamage(_ error: DatabaseError) -> Bool {
+        error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB
+    }
+
+    /// Renames the index and its WAL and shared-memory files out of the way.
+    private static func setAside(path: String, cause: String, logger: Logger) throws {
+        let stamp = Self.stamp(Date())
+        let target = path + ".damaged-" + stamp
+        guard rename(path, target) == 0 else {
+            throw StorageError(path: path, message: "the index is damaged (\(cause)) and cannot be set aside: "
+                               + String(cString: strerror(errno)))
+        }
+        for suffix in ["-wal", "-shm"] { _ = rename(path + suffix, target + suffix) }
+        logger.warning("the cache index is damaged; set it aside and starting with an empty cache (its data files will be deleted)",
+                       metadata: ["damaged": "\(target)", "cause": "\(cause)"])
+    }
+
+    /// `20261123T204500Z`: sorts by time, no characters a shell or file system minds.
+    static func stamp(_ date: Date) -> String {
+        var t = time_t(date.timeIntervalSince1970.rounded(.down))
+        var parts = tm()
+        gmtime_r(&t, &parts)
+        return String(format: "%04d%02d%02dT%02d%02d%02dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1,
+                      Int(parts.tm_mday), Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec))
+    }
+}

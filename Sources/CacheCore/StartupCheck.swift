@@ -1,0 +1,128 @@
+import Foundation
+import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The start's check of the index against the data files: which slices' bytes are really there,
+/// which rows lie over holes or name a missing file, which files and slices no row describes.
+///
+/// It never deletes what it could not look at. Files are opened one at a time (the check of a
+/// library of thousands of files must not need thousands of descriptors), and only "no such file"
+/// counts as missing: any other failure (out of descriptors, permissions, an I/O error) leaves the
+/// file's rows and bytes as they are, with a warning. A directory that cannot be listed keeps the
+/// files in it too.
+struct StartupCheck {
+    let store: DataFiles
+    let logger: Logger
+    /// Opens a data file for reading: `open(2)` (a failing stand-in in tests); -1 and errno.
+    let open: (String) -> Int32
+
+    struct Outcome {
+        /// Slices whose bytes are in their file, or that could not be checked (kept as they are).
+        var kept = Set<CacheIndex.SliceID>()
+        /// Slices of a current version whose rows must go: the file is missing, or a row lies
+        /// over a hole (a crash between an eviction's punch and its commit).
+        var stale = Set<CacheIndex.SliceID>()
+        /// Data files no kept row describes (an old version, a crash before the first row).
+        var orphans: [FileID] = []
+        /// Slices punched because no row describes them.
+        var unusedSlices = 0
+        /// Files or directories that could not be checked, and were kept as they were.
+        var unchecked = 0
+    }
+
+    /// - Parameters:
+    ///   - extents: the index's extent rows, by slice.
+    ///   - isCurrent: whether a file is the current version of an entry the index has.
+    func run(extents: [CacheIndex.SliceID: [CacheIndex.ExtentRow]], isCurrent: (FileID) -> Bool) -> Outcome {
+        var outcome = Outcome()
+        var byFile: [FileID: [CacheIndex.SliceID]] = [:]
+        for sid in extents.keys { byFile[FileID(entry: sid.entryID, generation: sid.generation), default: []].append(sid) }
+        var described = Set<FileID>()
+        for (file, slices) in byFile {
+            guard isCurrent(file) else {
+                outcome.stale.formUnion(slices)
+                continue
+            }
+            let path = store.path(entry: file.entry, generation: file.generation)
+            let fd = open(path)
+            if fd < 0 {
+                let code = errno
+                if code == ENOENT {
+                    outcome.stale.formUnion(slices)
+                } else {
+                    logger.warning("cannot check a data file at start; keeping it and its rows", metadata: [
+                        "path": "\(path)", "error": "\(String(cString: strerror(code)))"])
+                    outcome.kept.formUnion(slices)
+                    described.insert(file)
+                    outcome.unchecked += 1
+                }
+                continue
+            }
+            defer { Glibc.close(fd) }
+            var kept = Set<Int64>()
+            for sid in slices {
+                let answers = extents[sid, default: []].map { store.holds($0.start..<$0.end, fd: fd) }
+                if answers.contains(false) {
+                    outcome.stale.insert(sid)
+                    continue
+                }
+                if answers.contains(nil) {
+                    logger.warning("cannot check a slice at start; keeping it", metadata: ["path": "\(path)", "slice": "\(sid.slice)"])
+                    outcome.unchecked += 1
+                }
+                outcome.kept.insert(sid)
+                kept.insert(sid.slice)
+            }
+            guard !kept.isEmpty else { continue }
+            described.insert(file)
+            // Slices no row describes (stale ones included, before their rows go: a crash in
+            // between leaves rows over holes again) are freed.
+            var st = stat()
+            guard fstat(fd, &st) == 0 else { continue }
+            let count = (Int64(st.st_size) + store.sliceSize - 1) / store.sliceSize
+            let free = (0..<count).filter { !kept.contains($0) && store.hasData(store.sliceRange($0), fd: fd) }
+            do {
+                try store.punch(entry: file.entry, generation: file.generation, slices: free)
+                outcome.unusedSlices += free.count
+            } catch {
+                logger.warning("cannot free unused slices of a data file", metadata: ["error": "\(error)"])
+            }
+        }
+        let (onDisk, unlisted) = dataFiles()
+        outcome.orphans = onDisk.filter { !described.contains($0) }
+        outcome.unchecked += unlisted
+        return outcome
+    }
+
+    /// The data files on disk, and how many directories could not be listed (nothing in those
+    /// is taken for an orphan).
+    private func dataFiles() -> (files: [FileID], unlisted: Int) {
+        var files: [FileID] = [], unlisted = 0
+        guard let buckets = listed(store.dataDirectory) else { return ([], 1) }
+        for bucket in buckets where bucket.utf8.count == 2 && bucket.allSatisfy(\.isHexDigit) {
+            guard let names = listed(store.dataDirectory + "/" + bucket) else {
+                unlisted += 1
+                continue
+            }
+            for name in names {
+                if let p = DataFiles.parse(fileName: name) { files.append(FileID(entry: p.entry, generation: p.generation)) }
+            }
+        }
+        return (files, unlisted)
+    }
+
+    /// The names in `directory`: none when it does not exist, nil (with a warning) when it
+    /// cannot be listed.
+    func listed(_ directory: String) -> [String]? {
+        switch DirectoryNames.names(in: directory) {
+        case let .success(names):
+            return names
+        case let .failure(error):
+            if error.code == ENOENT { return [] }
+            logger.warning("cannot list a cache directory at start; keeping what is in it", metadata: ["error": "\(error)"])
+            return nil
+        }
+    }
+}
