@@ -29,6 +29,8 @@ public final class CacheMetrics: @unchecked Sendable {
     /// difference is read-ahead nobody has read (yet, or ever: after a seek, at a close).
     let readAheadBytes: Tally
     let readAheadReadBytes: Tally
+    /// Cached bytes found damaged on disk (checksum mismatch) and fetched again.
+    let damagedBytes: Tally
     /// By `OriginClass`.
     private let originRequests: [Tally]
     let originBytes: Tally
@@ -52,6 +54,7 @@ public final class CacheMetrics: @unchecked Sendable {
         "httpcachefs_read_wait_seconds": "Time reads that needed origin bytes waited for them, by door.",
         "httpcachefs_read_ahead_bytes_total": "Bytes fetched from origins before any read wanted them (read-ahead, preload).",
         "httpcachefs_read_ahead_read_bytes_total": "Of the read-ahead bytes, those read since (the difference was never read, or not yet).",
+        "httpcachefs_damaged_bytes_total": "Cached bytes whose checksum did not match when checked (before first being served after a start, or by the scrub); dropped and fetched again.",
         "httpcachefs_origin_requests_total": "Origin transfers by the class of their final answer (retried attempts not included; error: no HTTP answer).",
         "httpcachefs_origin_bytes_total": "Body bytes received from origins.",
         "httpcachefs_origin_retries_total": "Origin attempts retried (dropped connection, 5xx, 429, a range answered with 200).",
@@ -96,6 +99,7 @@ public final class CacheMetrics: @unchecked Sendable {
         }
         readAheadBytes = Tally("httpcachefs_read_ahead_bytes_total", [], factory)
         readAheadReadBytes = Tally("httpcachefs_read_ahead_read_bytes_total", [], factory)
+        damagedBytes = Tally("httpcachefs_damaged_bytes_total", [], factory)
         originRequests = OriginClass.allCases.map {
             Tally("httpcachefs_origin_requests_total", [("class", $0.rawValue)], factory)
         }

@@ -35,6 +35,7 @@ extension EngineCore {
         var diskAhead: [Range<Int64>] = []
         var toLaunch: [(EntryState, ReadPlanner.Fetch, Int)] = []
         var immediate: Result<ReadLease, CacheError>?
+        var verifyFirst: (EntryState, [Int64])?
 
         shard.locked {
             guard !reader.closed else { immediate = .failure(.cancelled); return }
@@ -51,6 +52,12 @@ extension EngineCore {
             let end = entry.info.length.map { min($0, wanted) } ?? wanted
             guard offset >= 0, end > offset else { immediate = .success(.empty); return }
             let request = offset..<end
+            // Bytes from before this start are served once their checksums were checked.
+            let unchecked = unverifiedSlices(entry, in: request)
+            if !unchecked.isEmpty {
+                verifyFirst = (entry, unchecked)
+                return
+            }
             // Bytes waiting for the writer count as present: their transfer has passed them.
             let present = entry.pending.adding(to: entry.coverage)
             let running = entry.inflight.running(generation: generation, now: now)
@@ -107,6 +114,13 @@ extension EngineCore {
                 entry.waiters.append(waiter)
             }
             reprioritize(entry)
+        }
+        if let (entry, unchecked) = verifyFirst {
+            verifyQueue.async { [self] in
+                verify(entry, shard: shard, slices: unchecked, generation: generation)
+                read(reader: reader, offset: offset, length: length, completion: completion)
+            }
+            return
         }
         for (entry, f, id) in toLaunch { launch(fetchID: id, entry: entry, key: key, fetch: f, isProbe: false) }
         if let immediate { completion(immediate); return }

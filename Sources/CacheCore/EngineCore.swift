@@ -1,4 +1,5 @@
 import Foundation
+import Atomics
 import Logging
 #if canImport(Glibc)
 import Glibc
@@ -28,6 +29,12 @@ final class EngineCore: @unchecked Sendable {
     /// Where a sequential reader's cached bytes are asked into the page cache (`posix_fadvise`
     /// allocates the pages before it returns): off the thread that answers the read.
     let adviseQueue = DispatchQueue(label: "httpcachefs.cache.advise")
+    /// Checks slices from before this start against their checksums (`EngineCore+Verify`).
+    let verifyQueue = DispatchQueue(label: "httpcachefs.cache.verify")
+    /// The scrub has a check queued or running.
+    let scrubbing = ManagedAtomic<Bool>(false)
+    /// The scrub found nothing left to check.
+    let scrubDone = ManagedAtomic<Bool>(false)
 
     var initialReadAhead: Int64 { configuration.initialReadAhead }
     /// Bytes fetched ahead of time when an entry is first opened (file headers, a moov atom start).
@@ -318,6 +325,7 @@ final class EngineCore: @unchecked Sendable {
         addBytes(-entry.coverage.count)
         entry.coverage = RangeSet()
         entry.unreadAhead = RangeSet()
+        entry.unverified = []
         entry.pending.removeAll()
         entry.sliceBytes = [:]
         entry.sliceAccess = [:]
@@ -381,6 +389,7 @@ final class EngineCore: @unchecked Sendable {
                 addBytes(added)
             }
             e.sliceAccess[sid.slice] = e.lastAccess
+            e.unverified.insert(sid.slice)
         }
         let stale = outcome.stale, orphans = outcome.orphans
         if !stale.isEmpty || !orphans.isEmpty || outcome.unusedSlices > 0 {
@@ -433,6 +442,7 @@ final class EngineCore: @unchecked Sendable {
             if ticks % 4 == 0 {
                 self.evictIfNeeded()
                 self.evictExpired(now: self.configuration.clock())
+                self.scrubOne()
                 if self.evictionLock.try() { self.finishEvictions(); self.evictionLock.unlock() }
                 if !self.index.hasReserve, self.roomLeft() > 2 * Int64(CacheIndex.reserveSize) { self.index.makeReserve() }
             }

@@ -40,6 +40,9 @@ final class EntryState {
     /// Bytes that arrived while no read waited for them (read-ahead), not read since: what a
     /// read takes from here counts as read-ahead that was read (`CacheMetrics`).
     var unreadAhead = RangeSet()
+    /// Slices on disk since before this start whose extents were not checked against their
+    /// checksums yet: their bytes are served only after the check (`EngineCore+Verify`).
+    var unverified = Set<Int64>()
     var lastAccess: Double
     /// Reads changed `lastAccess` or the counts since the row was last handed to the index (the
     /// sweeper writes such rows every few seconds, so `cache ls`/`info` of another process and a

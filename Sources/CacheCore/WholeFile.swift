@@ -43,6 +43,9 @@ extension EngineCore {
         let held: (EntryState, Int64, ClosedRange<Int64>)? = shard.locked {
             guard let e = shard.entries[key], e.isCurrent(generation), e.isPersisted,
                   let length = e.info.length, length > 0, e.coverage.contains(0..<length) else { return nil }
+            // Handed to the kernel, bytes are no longer seen: only a file checked whole goes
+            // (reads through the engine and the scrub check the rest; the next open gets it).
+            guard unverifiedSlices(e, in: 0..<length).isEmpty else { return nil }
             let all = slices(of: 0..<length)
             e.pin(all, generation: generation)
             e.hits += 1

@@ -1,0 +1,97 @@
+import Foundation
+
+/// Verified bytes: a slice that was on disk before this start is served only once its extents
+/// matched their checksums.
+///
+/// Owns: the check of a slice against the XXH64 its extents were recorded with, and what follows
+/// a mismatch (the extents' rows dropped, the bytes forgotten and fetched again, logged and
+/// counted). Bytes written by this process are trusted: they came from the network through it.
+/// A read whose bytes lie in unverified slices is held until they are checked (`verifyQueue`:
+/// disk reads and hashing, never on a FUSE or event-loop thread), then planned again; the
+/// sweeper checks one slice a second in the background (the scrub), so a long-running daemon
+/// ends up with every slice checked. Runs under the shard lock only to read and update the
+/// entry's `unverified` set.
+///
+/// Not covered: bytes another program changes in a data file after their slice was checked
+/// (a daemon has it open; the check runs once per slice and start), and bytes the kernel still
+/// has in its page cache from before a change on disk.
+extension EngineCore {
+    /// The slices of `range` that must be checked before their bytes are served. Call under the
+    /// shard lock.
+    func unverifiedSlices(_ entry: EntryState, in range: Range<Int64>) -> [Int64] {
+        guard !entry.unverified.isEmpty, !range.isEmpty else { return [] }
+        return slices(of: range).filter { entry.unverified.contains($0) }
+    }
+
+    /// Checks `slices` of `entry` (at `generation`) against their recorded checksums. Blocking:
+    /// call on `verifyQueue`. Returns the bytes found damaged (dropped, to be fetched again).
+    @discardableResult
+    func verify(_ entry: EntryState, shard: Shard, slices wanted: [Int64], generation: Int64) -> Int64 {
+        let id: Int64? = shard.locked { entry.isCurrent(generation) && entry.isPersisted ? entry.id : nil }
+        guard let id else { return 0 }
+        let extents: [CacheIndex.ExtentRow]
+        do {
+            extents = try index.extents(entryID: id, generation: generation).filter { wanted.contains($0.slice) }
+        } catch {
+            logger.warning("cannot read the index to check cached bytes; they stay unchecked", metadata: ["error": "\(error)"])
+            return 0
+        }
+        var damaged: Int64 = 0
+        for slice in wanted {
+            let range = store.sliceRange(slice)
+            shard.locked { entry.pin(slice...slice, generation: generation) }
+            var bad: [CacheIndex.ExtentRow] = []
+            for x in extents where x.slice == slice {
+                switch readFromDisk(entryID: id, generation: generation, range: x.start..<x.end) {
+                case let .success(bytes): if XXH64.hash(bytes) != x.checksum { bad.append(x) }
+                case .failure: bad.append(x)
+                }
+            }
+            shard.locked { entry.unpin(slice...slice, generation: generation) }
+            if bad.isEmpty {
+                shard.locked { if entry.isCurrent(generation) { entry.unverified.remove(slice) } }
+                continue
+            }
+            let url = shard.locked { () -> String in
+                entry.noteError("cached bytes were damaged on disk; fetched again")
+                return entry.info.url
+            }
+            for x in bad {
+                logger.warning("cached bytes damaged on disk (checksum mismatch); dropped, they will be fetched again",
+                               metadata: ["url": "\(url)", "bytes": "\(x.start)-\(x.end - 1)"])
+                damaged += x.end - x.start
+            }
+            metrics.damagedBytes.add(damaged)
+            // The whole slice goes, rows and coverage (coverage is forgotten per slice): its
+            // other extents are fine, but cheap to fetch again.
+            for x in extents where x.slice == slice { try? index.deleteExtent(x) }
+            forget(entry: entry, shard: shard, range: range, generation: generation)
+            shard.locked { if entry.isCurrent(generation) { entry.unverified.remove(slice) } }
+        }
+        return damaged
+    }
+
+    /// The scrub: checks one unverified slice of some entry, if any (the sweeper calls it once a
+    /// second, so a cache is checked at about one slice per second besides the reads).
+    func scrubOne() {
+        // Slices become unverified only at start: once a look finds none, there is nothing more.
+        guard !scrubDone.load(ordering: .relaxed), !scrubbing.exchange(true, ordering: .acquiring) else { return }
+        var found: (Shard, EntryState, Int64, Int64)?
+        for shard in shards where found == nil {
+            shard.locked {
+                for e in shard.entries.values where e.isPersisted {
+                    if let s = e.unverified.first { found = (shard, e, s, e.info.generation); return }
+                }
+            }
+        }
+        guard let (shard, entry, slice, generation) = found else {
+            scrubDone.store(true, ordering: .relaxed)
+            scrubbing.store(false, ordering: .releasing)
+            return
+        }
+        verifyQueue.async { [self] in
+            verify(entry, shard: shard, slices: [slice], generation: generation)
+            scrubbing.store(false, ordering: .releasing)
+        }
+    }
+}
