@@ -58,12 +58,12 @@ final class PlaybackSession {
                     "play": Self.seconds(first), "seek": Self.seconds(second),
                     "play.stall": Self.seconds(first - 20), "seek.stall": Self.seconds(second - 10),
                     "play.origin": PlaybackValue(values: [Double(sent)], text: Self.mb(Double(sent))
-                                                 + " (" + Self.mb(Double(afterFirst)) + " when row 1 ended)"),
+                                                 + " (" + Self.mb(Double(afterFirst)) + " at row 1's end)"),
                     "play.rate": PlaybackValue(values: [Double(sent) / 30],
                                                text: Self.mb(Double(sent) / 30) + "/s"
                                                    + String(format: " (%.2fx the film's)", Double(sent) / 30 / (film.bitRate / 8))),
                     "play.unread": PlaybackValue(values: [Double(max(0, sent - needed))],
-                                                 text: Self.mb(Double(max(0, sent - needed))) + " (needed " + Self.mb(Double(needed)) + ")"),
+                                                 text: Self.mb(Double(max(0, sent - needed))) + " (" + Self.mb(Double(needed)) + " needed)"),
                 ]
             }
         case .three:
@@ -110,8 +110,8 @@ final class PlaybackSession {
                 let seekBytes = originBytes(film0) - openBytes
                 func value(_ wall: Double, _ reference: Double, _ bytes: Int64) -> PlaybackValue {
                     PlaybackValue(values: [wall - reference],
-                                  text: String(format: "%.2f s (ffmpeg %.2f s - %.2f s on the local file; origin %@ so far)",
-                                               wall - reference, wall, reference, Self.mb(Double(bytes)) as NSString))
+                                  text: String(format: "%.2f s (%.2f - %.2f s; %@)", wall - reference, wall, reference,
+                                               Self.mb(Double(bytes)) as NSString))
                 }
                 return ["startup.open": value(open, local.open, openBytes), "startup.seek": value(seek, local.seek, seekBytes)]
             }
@@ -128,7 +128,7 @@ final class PlaybackSession {
                 let atExit = originBytes(PlaybackFilm.moovAtEnd)
                 usleep(2_000_000)  // read-ahead it started, still running
                 let sent = Double(originBytes(PlaybackFilm.moovAtEnd))
-                return ["ffprobe": PlaybackValue(values: [sent], text: Self.mb(sent) + " (" + Self.mb(Double(atExit)) + " when it exited)"),
+                return ["ffprobe": PlaybackValue(values: [sent], text: Self.mb(sent) + " (" + Self.mb(Double(atExit)) + " at its exit)"),
                         "ffprobe.time": Self.seconds(t)]
             }
         }
@@ -185,11 +185,12 @@ final class PlaybackSession {
         let last = Self.lastLine(out.stderr)
         guard out.status != -1 else { throw ValidationError("the player did not finish within \(Int(timeout)) s (killed): \(last)") }
         guard out.status == 0 else { throw ValidationError("the player exited with status \(out.status): \(last)") }
-        if mpv == nil {
-            let played = Self.lastTime(in: out.stderr)
-            guard let played, played >= seconds - 0.5 else {
-                throw ValidationError("ffmpeg played \(played.map { String(format: "%.2f s", $0) } ?? "nothing") of \(Int(seconds)) s: \(last)")
-            }
+        // ffmpeg's progress counts from the seek (time=00:00:20.00), mpv's status line from the
+        // film's start in whole seconds (V: 00:00:44 / 00:02:00).
+        let played = mpv == nil ? Self.lastTime(in: out.stderr + out.stdout, after: "time=")
+            : Self.lastTime(in: out.stderr + out.stdout, after: "V: ").map { $0 - start }
+        guard let played, played >= seconds - (mpv == nil ? 0.5 : 1.5) else {
+            throw ValidationError("the player played \(played.map { String(format: "%.2f s", $0) } ?? "nothing") of \(Int(seconds)) s: \(last)")
         }
         return wall
     }
@@ -206,9 +207,9 @@ final class PlaybackSession {
         return wall
     }
 
-    /// The last `time=HH:MM:SS.ss` of ffmpeg's progress lines, in seconds.
-    static func lastTime(in log: String) -> Double? {
-        guard let range = log.range(of: "time=", options: .backwards) else { return nil }
+    /// The last `HH:MM:SS(.ss)` after `marker` in a player's progress lines, in seconds.
+    static func lastTime(in log: String, after marker: String) -> Double? {
+        guard let range = log.range(of: marker, options: .backwards) else { return nil }
         let value = log[range.upperBound...].prefix { !$0.isWhitespace }
         let parts = value.split(separator: ":").compactMap { Double($0) }
         guard parts.count == 3 else { return nil }
