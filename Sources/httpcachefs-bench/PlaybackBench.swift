@@ -286,7 +286,8 @@ struct PlaybackResults {
             }
             return CoreBench.table(rows)
         }
-        return [table(main: true, title: "play"), "", table(main: false, title: "extra figures")]
+        let extra = lines.contains { !$0.main && only.contains($0.row) }
+        return ([table(main: true, title: "play")] + (extra ? ["", table(main: false, title: "extra figures")] : []))
             .joined(separator: "\n") + (notes.isEmpty ? "" : "\n\n" + notes.joined(separator: "\n"))
     }
 }
