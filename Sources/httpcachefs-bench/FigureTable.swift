@@ -67,8 +67,8 @@ struct FigureTable {
     }
 
     /// A line on stderr, so a long run shows where it is without mixing into the table.
-    static func progress(_ text: String) {
-        FileHandle.standardError.write(Data("datapath: \(text)\n".utf8))
+    static func progress(_ text: String, bench: String = "datapath") {
+        FileHandle.standardError.write(Data("\(bench): \(text)\n".utf8))
     }
 
     func render() -> String {

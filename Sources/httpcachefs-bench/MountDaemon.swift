@@ -15,16 +15,16 @@ final class MountDaemon {
     private let arguments: [String]
 
     /// Mounts `entries` (`NAME=URL`) at `mountpoint`, with the proxy on a port of its choosing
-    /// unless `proxy` is false.
+    /// unless `proxy` is false; `extraArguments` go to `mount` after the others (`--bwlimit 1M`).
     init(binary: String, mountpoint: String, cacheDirectory: String, cacheSize: Int64, entries: [String], logFile: String,
-         proxy: Bool = true) throws {
+         proxy: Bool = true, extraArguments: [String] = []) throws {
         self.binary = binary
         self.mountpoint = mountpoint
         self.cacheDirectory = cacheDirectory
         self.logFile = logFile
         arguments = ["mount", mountpoint] + entries + [
             "--cache-dir", cacheDirectory, "--cache-size", String(cacheSize), "--log-file", logFile, "--log-level", "warning",
-        ] + (proxy ? ["--proxy-port", "0"] : ["--no-proxy"])
+        ] + (proxy ? ["--proxy-port", "0"] : ["--no-proxy"]) + extraArguments
         try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
         try mount()
     }

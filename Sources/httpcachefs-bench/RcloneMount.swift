@@ -21,8 +21,9 @@ final class RcloneMount {
     private let logFile: String
 
     /// Mounts the listing at `url` (a directory URL the origin answers with links) on
-    /// `mountpoint`; returns once `expectedFile` shows in it.
-    init(binary: String, url: String, mountpoint: String, cacheDirectory: String, logFile: String, expectedFile: String) throws {
+    /// `mountpoint` with `flags` (default `readFlags`); returns once `expectedFile` shows in it.
+    init(binary: String, url: String, mountpoint: String, cacheDirectory: String, logFile: String, expectedFile: String,
+         flags: [String] = RcloneMount.readFlags) throws {
         self.mountpoint = mountpoint
         self.logFile = logFile
         for dir in [mountpoint, cacheDirectory] {
@@ -30,7 +31,7 @@ final class RcloneMount {
         }
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = ["mount", ":http:", mountpoint, "--http-url", url, "--read-only", "--cache-dir", cacheDirectory,
-                             "--config", "/dev/null", "--log-file", logFile, "--log-level", "NOTICE"] + Self.readFlags
+                             "--config", "/dev/null", "--log-file", logFile, "--log-level", "NOTICE"] + flags
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
