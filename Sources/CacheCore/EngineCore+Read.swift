@@ -58,6 +58,14 @@ extension EngineCore {
                 verifyFirst = (entry, unchecked)
                 return
             }
+            // The same reader asks again for bytes that just timed out (the kernel retries a
+            // failed read-ahead at once): one timeout per read, not one per retry.
+            if !entry.timedOut.isEmpty, entry.timedOut.contains(where: {
+                $0.reader == reader.id && $0.range.overlaps(request) && now - $0.at <= EntryState.retryWindow
+            }), !entry.pending.adding(to: entry.coverage).contains(request) {
+                immediate = .failure(.timeout(url: entry.info.url))
+                return
+            }
             // Bytes waiting for the writer count as present: their transfer has passed them.
             let present = entry.pending.adding(to: entry.coverage)
             let running = entry.inflight.running(generation: generation, now: now)

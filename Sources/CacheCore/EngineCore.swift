@@ -468,9 +468,10 @@ final class EngineCore: @unchecked Sendable {
         }
     }
 
-    /// Fails reads that waited longer than `readTimeout`.
-    private func expireWaiters() {
-        let now = Date().timeIntervalSince1970
+    /// Fails reads that waited longer than `readTimeout`, and remembers them for a moment: the
+    /// kernel asks a failed read-ahead again at once, and that retry fails now instead of
+    /// waiting a second `readTimeout` (`EngineCore.read`).
+    func expireWaiters(now: Double = Date().timeIntervalSince1970) {
         for shard in shards {
             let expired: [(Waiter, String)] = shard.locked {
                 var out: [(Waiter, String)] = []
@@ -478,7 +479,9 @@ final class EngineCore: @unchecked Sendable {
                     let (late, onTime) = (e.waiters.filter { $0.deadline <= now }, e.waiters.filter { $0.deadline > now })
                     guard !late.isEmpty else { continue }
                     e.waiters = onTime
+                    e.timedOut.removeAll { now - $0.at > EntryState.retryWindow }
                     for w in late {
+                        e.timedOut.append((reader: w.reader, range: w.range, at: now))
                         e.unpin(slices(of: w.range), generation: w.generation)
                         e.noteError("read \(w.range.lowerBound)-\(w.range.upperBound - 1) timed out")
                         out.append((w, e.info.url))

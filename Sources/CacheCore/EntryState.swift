@@ -43,6 +43,10 @@ final class EntryState {
     /// Slices on disk since before this start whose extents were not checked against their
     /// checksums yet: their bytes are served only after the check (`EngineCore+Verify`).
     var unverified = Set<Int64>()
+    /// Reads that timed out lately, by reader: the kernel's retry of one (the same file handle,
+    /// the same bytes) fails at once instead of waiting `readTimeout` again.
+    var timedOut: [(reader: Int, range: Range<Int64>, at: Double)] = []
+    static let retryWindow = 2.0
     var lastAccess: Double
     /// Reads changed `lastAccess` or the counts since the row was last handed to the index (the
     /// sweeper writes such rows every few seconds, so `cache ls`/`info` of another process and a

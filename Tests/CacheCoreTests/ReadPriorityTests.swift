@@ -122,3 +122,36 @@ final class ReadPriorityTests: GatedEngineTestCase {
         XCTAssertEqual(metrics.readAheadBytes.total - before, 256 << 10, "a hit fetches nothing")
     }
 }
+
+/// One timeout per read: the kernel's retry of a read-ahead that timed out fails at once.
+final class ReadTimeoutRetryTests: GatedEngineTestCase {
+    func testTheSameReadersRetryOfATimedOutReadFailsAtOnceAndAnotherReaderWaits() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { source.finishAll(); cache.shutdown() }
+        let info = try open(cache, source)
+        let reader = cache.makeReader(for: info)
+        let timedOut = expectation(description: "first read times out")
+        let first = ResultBox<[UInt8]>()
+        reader.read(offset: 1 << 20, length: 65536) { first.set($0); timedOut.fulfill() }
+        cache.core.expireWaiters(now: Date().timeIntervalSince1970 + 3600)
+        wait(for: [timedOut], timeout: 5)
+        XCTAssertThrowsError(try first.get())
+
+        let retried = expectation(description: "the retry fails without waiting")
+        let retry = ResultBox<[UInt8]>()
+        reader.read(offset: (1 << 20) + 4096, length: 4096) { retry.set($0); retried.fulfill() }
+        wait(for: [retried], timeout: 5)
+        XCTAssertThrowsError(try retry.get()) { XCTAssertEqual($0 as? CacheError, .timeout(url: self.url)) }
+
+        let otherReader = cache.makeReader(for: info)
+        let cancelled = expectation(description: "another open's read, cancelled at its close")
+        otherReader.read(offset: 1 << 20, length: 4096) { _ in cancelled.fulfill() }
+        var waiting = 0
+        for shard in cache.core.shards { shard.locked { for e in shard.entries.values { waiting += e.waiters.count } } }
+        XCTAssertEqual(waiting, 1, "another open's read waits for the bytes, as any read does")
+        otherReader.close()
+        reader.close()
+        wait(for: [cancelled], timeout: 5)
+    }
+}
