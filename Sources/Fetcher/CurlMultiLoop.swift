@@ -216,13 +216,24 @@ final class CurlMultiLoop: @unchecked Sendable {
     private var attachedLimit: Int { max(1, configuration.maxTotalConnections) }
 
     /// Starts waiting transfers while curl has room for them: the highest class first, and
-    /// within a class the oldest. A transfer a read waits on that finds every connection taken
+    /// within a class the origin holding the fewest connections, then the oldest. A transfer a read waits on that finds every connection taken
     /// takes one from far read-ahead or preload (`preempt`).
     private func startWaiting() {
         waiting.removeAll { live[$0.id] == nil || $0.easy != nil }   // cancelled meanwhile
         while !waiting.isEmpty {
+            // Within a class, the origin with the fewest connections first, then the oldest: one
+            // slow origin with hundreds of transfers queued cannot keep another waiting for them.
+            var held: [String: Int] = [:]
+            for id in transferOfEasy.values { if let t = live[id] { held[t.origin, default: 0] += 1 } }
             var next = 0
-            for i in waiting.indices.dropFirst() where waiting[i].priority < waiting[next].priority { next = i }
+            for i in waiting.indices.dropFirst() {
+                let a = waiting[i], b = waiting[next]
+                if a.priority != b.priority {
+                    if a.priority < b.priority { next = i }
+                } else if held[a.origin, default: 0] < held[b.origin, default: 0] {
+                    next = i
+                }
+            }
             guard transferOfEasy.count < attachedLimit || (waiting[next].priority == .waiting && preempt()) else { return }
             attach(waiting.remove(at: next))
         }

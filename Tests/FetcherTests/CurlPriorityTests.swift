@@ -86,6 +86,29 @@ final class CurlPriorityTests: XCTestCase {
         XCTAssertEqual(source.peakAttachedTransfers, 1)
     }
 
+    func testASlowOriginWithManyTransfersQueuedDoesNotKeepAnotherOriginWaiting() throws {
+        origin.setGeneratedFile("/slow", length: 1000, seed: 3)
+        origin.setFaults("/slow", Faults(delayBeforeHeaders: 0.3))
+        let other = try OriginServer()
+        defer { other.stop() }
+        other.setGeneratedFile("/fast", length: 1000, seed: 4)
+        let source = source {
+            $0.maxConnections = 2
+            $0.maxTotalConnections = 2
+        }
+        defer { source.shutdown() }
+        let slow = (0..<8).map { _ in RecordingSink() }
+        for sink in slow { _ = source.start(FetchRequest(url: origin.url("/slow")), sink: sink) }
+        let fast = RecordingSink()
+        let slowDoneAtFast = Counter()
+        fast.onBody = { _ in slowDoneAtFast.value = slow.filter { !$0.finishes.isEmpty }.count }
+        _ = source.start(FetchRequest(url: other.url("/fast")), sink: fast)
+        wait(for: [fast.finished], timeout: 30)
+        XCTAssertNil(fast.result())
+        XCTAssertLessThanOrEqual(slowDoneAtFast.value, 2, "it took the first connection that came free, not the ninth")
+        wait(for: slow.map(\.finished), timeout: 30)
+    }
+
     func testUnderABandwidthLimitAWaitingReadTakesTheTokensFirst() throws {
         let source = source {
             $0.maxBytesPerSecond = 4 << 20
