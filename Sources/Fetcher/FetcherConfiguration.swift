@@ -10,6 +10,9 @@ public struct FetcherConfiguration: Sendable {
     public var userAgent: String
     /// Extra request headers, each "Name: value".
     public var extraHeaders: [String]
+    /// Sent as `Via` on every request: the daemon's proxy refuses a request that carries it
+    /// (`ProxyConfiguration.loopMarker`), so a redirect back into the proxy ends at once. nil: none.
+    public var via: String? = nil
     /// Proxy URL for every request (overrides the environment).
     public var upstreamProxy: String?
     /// Skip TLS certificate and host name verification.

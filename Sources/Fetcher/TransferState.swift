@@ -205,7 +205,8 @@ struct TransferState {
                              retryAfter: nil)
             case let .status(status, url, retryAfter):
                 let error = FetchError.http(status: status, url: url)
-                guard status >= 500 || status == 429 || status == 408 else { return .finish(error) }
+                // 508 (a loop) answers the same every time.
+                guard (status >= 500 && status != 508) || status == 429 || status == 408 else { return .finish(error) }
                 return retry(error, retryAfter: status == 429 || status == 503 ? retryAfter : nil)
             }
         }

@@ -33,6 +33,10 @@ public struct ProxyConfiguration: Sendable, Equatable {
     public var maxPlaylistBytes: Int
     /// Event loop threads.
     public var threads: Int
+    /// This daemon's mark in the `Via` header of every request its fetcher sends: a request that
+    /// arrives carrying it came back to the proxy that sent it (an origin redirecting into the
+    /// proxy, or a chain of proxies), and gets 508 instead of a fetch that would loop. nil: none.
+    public var loopMarker: String? = nil
 
     public init(bindAddress: String = "127.0.0.1",
                 port: Int = ProxyConfiguration.defaultPort,

@@ -106,6 +106,12 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
         startedNanos = DispatchTime.now().uptimeNanoseconds
         requestLine = "\(head.method.rawValue) \(Self.redactingToken(head.uri))"
         let headerBytes = head.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
+        if let marker = service.configuration.loopMarker, head.headers["via"].contains(where: { $0.contains(marker) }) {
+            connection.closeAfterResponse()
+            respondText(context: context, status: 508,
+                        "loop detected: this request came from this proxy's own fetches (an origin redirects into the proxy?)")
+            return
+        }
         let route = service.router.route(method: head.method.rawValue, target: head.uri, headerBytes: headerBytes,
                                          host: head.headers.first(name: "host"), port: boundPort())
         switch route {

@@ -244,6 +244,7 @@ struct ResolvedCacheOptions: Equatable {
         c.connectTimeout = min(c.connectTimeout, readTimeout)
         c.lowSpeedTime = max(1, min(c.lowSpeedTime, readTimeout))
         c.access = access
+        c.via = LoopMarker.via
         transfer.apply(to: &c)
         return c
     }

@@ -44,9 +44,10 @@ struct ProxyOptions: ParsableArguments {
             generated = ProxyConfiguration.generateToken()
             token = generated
         }
-        let c = ProxyConfiguration(bindAddress: bindAddress, port: port, token: token, allowedHosts: cache.allowedHosts,
+        var c = ProxyConfiguration(bindAddress: bindAddress, port: port, token: token, allowedHosts: cache.allowedHosts,
                                    proxyNames: proxyNames, cacheDirectory: URL(fileURLWithPath: cache.directory).standardizedFileURL.path,  // absolute: 'url' compares it
                                    version: Version.string)
+        c.loopMarker = LoopMarker.token
         return (c, generated)
     }
 }
