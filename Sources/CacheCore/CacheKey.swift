@@ -23,6 +23,14 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
 public struct KeyRules: Sendable, Equatable {
     /// Query parameter names dropped from the key (compared case-sensitively, as servers do).
     public var ignoredQueryNames: Set<String>
+    /// Credentials every request carries (`--user`, a netrc file, `Authorization` or `Cookie`
+    /// headers), one line each: part of the key, hashed (`CredentialKey`). A URL's own
+    /// `user:password@` takes the place of `--user` and netrc, as it does in requests.
+    public var sharedCredentials: [String] = []
+    /// Lines of `sharedCredentials` that a URL's user-info replaces.
+    public var sharedLogin: String? = nil
+    /// The cache's secret that keys the hash of credentials (set by the engine).
+    public var credentialKey: [UInt8] = []
 
     public init(ignoredQueryNames: Set<String> = []) {
         self.ignoredQueryNames = ignoredQueryNames
@@ -36,6 +44,13 @@ public struct KeyRules: Sendable, Equatable {
         c.host = parsed.host?.lowercased()
         if (c.scheme == "http" && c.port == 80) || (c.scheme == "https" && c.port == 443) { c.port = nil }
         c.fragment = nil
+        var credentials: [String] = []
+        if let user = parsed.user {
+            credentials.append("userinfo \(user):\(parsed.password ?? "")")
+        } else if let login = sharedLogin {
+            credentials.append(login)
+        }
+        credentials += sharedCredentials
         c.user = nil
         c.password = nil
         if c.path.isEmpty { c.path = "/" }
@@ -43,7 +58,9 @@ public struct KeyRules: Sendable, Equatable {
             let kept = items.filter { !ignoredQueryNames.contains($0.name) }
             c.queryItems = kept.isEmpty ? nil : kept
         }
-        guard let s = c.string else { throw CacheError.invalidURL(url, reason: "cannot be made canonical") }
+        guard var s = c.string else { throw CacheError.invalidURL(url, reason: "cannot be made canonical") }
+        // After a '#', which no canonical URL has: bytes fetched with credentials are theirs.
+        if !credentials.isEmpty { s += "#cred-" + CredentialKey.hash(credentials.joined(separator: "\n"), secret: credentialKey) }
         return CacheKey(rawValue: s)
     }
 

@@ -19,6 +19,7 @@ public struct CacheSnapshot: Sendable {
         } catch {
             throw CacheError.storage(path: configuration.directory + "/index.sqlite", message: "\(error)")
         }
+        configuration.keyRules.credentialKey = CredentialKey.load(directory: configuration.directory)
         self.configuration = configuration
         var coverage: [Int64: RangeSet] = [:]
         var generationOf: [Int64: Int64] = [:]

@@ -90,6 +90,7 @@ final class EngineCore: @unchecked Sendable {
             throw CacheError.storage(path: dir, message: "cannot create the cache directory: \((error as? StorageError)?.message ?? error.localizedDescription)")
         }
         try DataFiles.checkHolePunching(in: dir + "/data")
+        configuration.keyRules.credentialKey = CredentialKey.load(directory: dir)
         directoryLock = try DirectoryLock(directory: dir)
         do {
             index = try CacheIndex.openSettingAsideIfDamaged(path: dir + "/index.sqlite", logger: logger)

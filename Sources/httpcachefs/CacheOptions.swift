@@ -228,6 +228,13 @@ struct ResolvedCacheOptions: Equatable {
                                    revalidateAfter: revalidateAfter, readTimeout: readTimeout,
                                    keyRules: KeyRules(ignoredQueryNames: Set(ignoredQueryNames)))
         c.maxAge = maxAge
+        // Bytes fetched with credentials are served only to requests with the same ones.
+        if let user = access.user { c.keyRules.sharedLogin = "user \(user):\(access.password?.value ?? "")" }
+        else if let netrc = access.netrcFile { c.keyRules.sharedLogin = "netrc \(netrc)" }
+        c.keyRules.sharedCredentials = headers.filter {
+            let name = $0.split(separator: ":", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces).lowercased()
+            return name == "authorization" || name == "cookie"
+        }.map { "header \($0)" }
         c.maxReadAhead = maxReadAhead
         c.initialReadAhead = min(c.initialReadAhead, maxReadAhead)
         transfer.apply(to: &c)
