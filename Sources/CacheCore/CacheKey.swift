@@ -27,8 +27,12 @@ public struct KeyRules: Sendable, Equatable {
     /// headers), one line each: part of the key, hashed (`CredentialKey`). A URL's own
     /// `user:password@` takes the place of `--user` and netrc, as it does in requests.
     public var sharedCredentials: [String] = []
-    /// Lines of `sharedCredentials` that a URL's user-info replaces.
+    /// `--user`, which a URL's user-info replaces.
     public var sharedLogin: String? = nil
+    /// Hosts a netrc file has a login for ("*": its `default` entry), used when neither a URL's
+    /// user-info nor `--user` gives one; and the file, whose entries key the bytes.
+    public var netrcHosts: Set<String> = []
+    public var netrcFile: String? = nil
     /// The cache's secret that keys the hash of credentials (set by the engine).
     public var credentialKey: [UInt8] = []
 
@@ -49,6 +53,8 @@ public struct KeyRules: Sendable, Equatable {
             credentials.append("userinfo \(user):\(parsed.password ?? "")")
         } else if let login = sharedLogin {
             credentials.append(login)
+        } else if let netrcFile, let host = c.host, netrcHosts.contains(host) || netrcHosts.contains("*") {
+            credentials.append("netrc \(netrcFile) \(host)")
         }
         credentials += sharedCredentials
         c.user = nil

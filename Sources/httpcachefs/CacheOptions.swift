@@ -230,7 +230,10 @@ struct ResolvedCacheOptions: Equatable {
         c.maxAge = maxAge
         // Bytes fetched with credentials are served only to requests with the same ones.
         if let user = access.user { c.keyRules.sharedLogin = "user \(user):\(access.password?.value ?? "")" }
-        else if let netrc = access.netrcFile { c.keyRules.sharedLogin = "netrc \(netrc)" }
+        if let netrc = access.netrcFile {
+            c.keyRules.netrcFile = netrc
+            c.keyRules.netrcHosts = Self.netrcHosts(netrc)
+        }
         c.keyRules.sharedCredentials = headers.filter {
             let name = $0.split(separator: ":", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces).lowercased()
             return name == "authorization" || name == "cookie"
@@ -239,6 +242,18 @@ struct ResolvedCacheOptions: Equatable {
         c.initialReadAhead = min(c.initialReadAhead, maxReadAhead)
         transfer.apply(to: &c)
         return c
+    }
+
+    /// The hosts a netrc file has a login for (`machine NAME`), "*" for its `default` entry.
+    static func netrcHosts(_ path: String) -> Set<String> {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return [] }
+        let words = text.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" })
+        var hosts = Set<String>()
+        for (i, w) in words.enumerated() {
+            if w == "machine", i + 1 < words.count { hosts.insert(words[i + 1].lowercased()) }
+            if w == "default" { hosts.insert("*") }
+        }
+        return hosts
     }
 
     var fetcherConfiguration: FetcherConfiguration {

@@ -43,6 +43,14 @@ final class CredentialKeyTests: XCTestCase {
                        try key("http://dave:x@example.com/a.mp4"))
     }
 
+    func testANetrcLoginKeysOnlyTheHostsItHasAnEntryFor() throws {
+        let netrc: (inout KeyRules) -> Void = { $0.netrcFile = "/home/u/.netrc"; $0.netrcHosts = ["media.example"] }
+        XCTAssertEqual(try key("http://example.com/a.mp4", netrc), "http://example.com/a.mp4")
+        XCTAssertNotEqual(try key("http://media.example/a.mp4", netrc), "http://media.example/a.mp4")
+        XCTAssertNotEqual(try key("http://example.com/a.mp4") { $0.netrcFile = "/n"; $0.netrcHosts = ["*"] },
+                          "http://example.com/a.mp4", "a default entry logs in everywhere")
+    }
+
     func testTheSecretIsMadeOncePrivateAndKept() throws {
         let dir = NSTemporaryDirectory() + "httpcachefs-credkey-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
