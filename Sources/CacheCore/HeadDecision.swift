@@ -35,6 +35,14 @@ struct HeadDecision: Equatable {
     var version: Version
     var body: Body
 
+    /// Whether the transfer goes on after this head.
+    var proceeds: Bool {
+        switch (version, body) {
+        case (.newVersionRefetch, _), (_, .wrongStart), (_, .giveWay): false
+        default: true
+        }
+    }
+
     /// - Parameters:
     ///   - isNew: the entry has no index row yet (probing).
     ///   - differs: the head describes another version than the entry's (only for known entries).
