@@ -5,7 +5,7 @@ import Glibc
 
 extension EngineCore {
     /// Starts the transfer for a fetch already registered in the entry's in-flight table.
-    func launch(fetchID: Int, entry: EntryState, key: CacheKey, fetch: ReadPlanner.Fetch, isProbe: Bool) {
+    func launch(fetchID: Int, entry: EntryState, key: CacheKey, fetch: ReadPlanner.Fetch) {
         let shard = shard(for: key)
         let (url, ifRange, generation, rangesKnown, priority, owner): (String, String?, Int64, Bool, FetchPriority, Int?) = shard.locked {
             let f = entry.inflight.fetches[fetchID]
@@ -13,7 +13,7 @@ extension EngineCore {
                     entry.isPersisted && entry.info.acceptsRanges, f?.priority ?? .waiting, f?.owner)
         }
         let sink = EntrySink(core: self, entry: entry, shard: shard, fetchID: fetchID, generation: generation,
-                             start: fetch.start, isProbe: isProbe)
+                             start: fetch.start)
         sinksIdle.lock(); activeSinks += 1; sinksIdle.unlock()
         let box = handles.box(fetchID)
         logger.debug("fetch", metadata: ["url": "\(url)", "range": "\(fetch)"])
@@ -45,13 +45,14 @@ extension EntryInfo {
 /// reads do not fail. The index learns of an extent only after its bytes were written. The slice
 /// being written is pinned while its file is open, so eviction never takes a file from under a
 /// writer. Every step that ran without the lock checks `isCurrent` before it records anything
-/// (the entry may have been removed or moved to a new version meanwhile).
+/// (the entry may have been removed or moved to a new version meanwhile). What a head and the end
+/// of the transfer mean for the entry (its version, the opens waiting, a failed first probe) is
+/// decided by the entry's `EntryStateMachine`; the sink carries out the actions it returns.
 final class EntrySink: FetchSink, @unchecked Sendable {
     let core: EngineCore
     let entry: EntryState
     let shard: Shard
     let fetchID: Int
-    let isProbe: Bool
     /// Resumes the paused transfer once the writers have drained.
     private let onRoom: @Sendable () -> Void
     /// Only touched from the source's callback thread (callbacks never overlap).
@@ -85,31 +86,32 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     private var lastTurnBytes = 0
     static let batchCapacity = ChunkPool.classes.last!
 
-    init(core: EngineCore, entry: EntryState, shard: Shard, fetchID: Int, generation: Int64, start: Int64, isProbe: Bool) {
+    init(core: EngineCore, entry: EntryState, shard: Shard, fetchID: Int, generation: Int64, start: Int64) {
         self.core = core
         self.entry = entry
         self.shard = shard
         self.fetchID = fetchID
         self.generation = generation
         self.position = start
-        self.isProbe = isProbe
         onRoom = { [handles = core.handles] in handles.existing(fetchID)?.resume() }
     }
 
+    /// Carries out what the entry's state machine makes of the head (under the shard lock), then
+    /// cancels and launches what it asked for.
     func fetchDidReceiveHead(_ head: ResponseHead) -> Bool {
         sendBatch()   // what came before this head is written as it was received
         var cancels: [FetchHandleBox] = []
         var launches: [(EntryState, ReadPlanner.Fetch, Int)] = []
         var reprobe: Int?
         let proceed: Bool = shard.locked {
-            guard entry.inflight.fetches[fetchID] != nil, entry.isCurrent(generation) else { return false }
             let wholeBodyRunning = entry.inflight.fetches.values.contains {
                 $0.id != fetchID && $0.generation == generation && $0.pinned && $0.start == 0 && $0.end == nil
             }
-            let decision = HeadDecision.decide(
-                isNew: entry.lifecycle == .probing, differs: entry.lifecycle == .live && core.differs(entry.info, head),
-                status: head.status, bodyStart: head.bodyStart, acceptsRanges: head.acceptsRanges,
-                position: position, wholeBodyRunning: wholeBodyRunning)
+            let action = entry.machine.headArrived(
+                fetch: fetchID, current: entry.inflight.fetches[fetchID] != nil && entry.isCurrent(generation),
+                head: head, differs: entry.isPersisted && core.differs(entry.info, head), position: position,
+                lengthKnown: entry.info.length != nil, wholeBodyRunning: wholeBodyRunning, makeFetchID: core.makeID)
+            guard case let .apply(decision, opens, reprobeID) = action else { return false }
             switch decision.version {
             case .adoptFirst:
                 // The entry becomes real now, never for an error. Its row is written behind; the
@@ -122,15 +124,10 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                 cancels = core.startNewGeneration(entry, head: head, keeping: fetchID)
                 entry.inflight.finish(fetchID)
                 launches = core.replanWaiters(entry, failed: nil)
-                if isProbe, entry.info.length != nil {
-                    core.finishOpens(entry, .success(entry.info))
-                } else if isProbe {
-                    // The new version's length is unknown: probe it from the start.
-                    let id = core.makeID()
-                    entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: nil, reader: nil, pinned: true, priority: .waiting, now: Date().timeIntervalSince1970)
-                    reprobe = id
+                if let reprobeID {
+                    entry.inflight.start(id: reprobeID, generation: entry.info.generation, start: 0, end: nil, reader: nil, pinned: true, priority: .waiting, now: Date().timeIntervalSince1970)
+                    reprobe = reprobeID
                 }
-                return false
             case .newVersionFromStart:
                 let originalEnd = entry.inflight.fetches[fetchID]?.end
                 let wasPinned = entry.inflight.fetches[fetchID]?.pinned ?? false
@@ -146,37 +143,30 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                 core.index.updateEntry(entry.row())
             }
             switch decision.body {
-            case .partial:
-                if head.status == 206 { entry.ignoredRanges = 0 }
+            case .partial, .none:
+                break
             case let .wrongStart(message):
                 failure = .badResponse(url: entry.info.url, message: message)
-                return false
             case .giveWay:
                 entry.info.acceptsRanges = false
-                return false
             case let .whole(ignoredRange):
                 // Keep all of it (bytes already on disk are skipped), and let nobody cancel it:
                 // asking again would start over.
                 if ignoredRange {
-                    entry.ignoredRanges += 1
                     core.logger.warning("the origin answered a range request with the whole file", metadata: [
-                        "url": "\(entry.info.url)", "times": "\(entry.ignoredRanges)"])
+                        "url": "\(entry.info.url)", "times": "\(entry.machine.ignoredRanges)"])
                 }
                 entry.info.acceptsRanges = false
                 position = 0
                 entry.inflight.rebase(fetchID, cursor: 0, end: nil, generation: generation, pinned: true)
-            case .none:
-                break
             }
-            // Only the metadata probe answers opens: another transfer ending meanwhile knows
-            // nothing about whether the version it fetched is still current.
-            if isProbe, entry.info.length != nil { core.finishOpens(entry, .success(entry.info)) }
-            return true
+            core.answer(opens, .success(entry.info))
+            return decision.proceeds
         }
         cancels.forEach { $0.cancel() }
-        for (e, f, id) in launches { core.launch(fetchID: id, entry: e, key: e.info.key, fetch: f, isProbe: false) }
+        for (e, f, id) in launches { core.launch(fetchID: id, entry: e, key: e.info.key, fetch: f) }
         if let reprobe {
-            core.launch(fetchID: reprobe, entry: entry, key: entry.info.key, fetch: .init(start: 0, end: nil), isProbe: true)
+            core.launch(fetchID: reprobe, entry: entry, key: entry.info.key, fetch: .init(start: 0, end: nil))
         }
         return proceed
     }
@@ -474,35 +464,35 @@ final class EntrySink: FetchSink, @unchecked Sendable {
         shard.locked {
             let fetch = entry.inflight.finish(fetchID)
             _ = core.handles.remove(fetchID)
-            guard entry.lifecycle != .removed else { return }
-            guard entry.info.generation == generation else {
-                // Another transfer found a new version meanwhile; it is what the opens get (once
-                // its length is known: else the transfer that learns it answers them).
-                if isProbe, entry.info.length != nil { core.finishOpens(entry, .success(entry.info)) }
-                launches = core.replanWaiters(entry, failed: nil)
+            let action = entry.machine.transferFinished(
+                fetch: fetchID, current: entry.info.generation == generation,
+                reachedEOF: error == nil && failure == nil && fetch?.end == nil,
+                lengthKnown: entry.info.length != nil, cause: cause)
+            switch action {
+            case .none:
                 return
-            }
-            if error == nil, failure == nil, fetch?.end == nil, entry.info.length == nil {
-                // The origin sent no length: the end of the body is the end of the file.
-                entry.info.length = position
-                core.index.updateEntry(entry.row())
-                core.finishOpens(entry, .success(entry.info))
-            }
-            if let cause { entry.noteError("\(cause)") }
-            if isProbe {
-                core.finishOpens(entry, core.openResult(entry, after: cause, url: url))
-            }
-            core.wakeWaiters(entry, shard: shard, now: Date().timeIntervalSince1970)
-            let end = fetch?.end ?? Int64.max
-            let undelivered = min(position, end)..<end
-            let endedShort = error == nil && failure == nil && !undelivered.isEmpty && end != Int64.max
-            launches = core.replanWaiters(entry, failed: cause.map { (undelivered, $0) }, endedShort: endedShort)
-            if entry.lifecycle == .probing, cause != nil, entry.waiters.isEmpty, entry.inflight.isEmpty,
-               shard.entries[entry.info.key] === entry {
-                shard.entries.removeValue(forKey: entry.info.key)
-                entry.markRemoved()
+            case let .otherVersion(answer):
+                core.answer(answer, entry: entry, url: url)
+                launches = core.replanWaiters(entry, failed: nil)
+            case let .settle(learnLength, answer, removeIfUnused):
+                if learnLength {
+                    // The origin sent no length: the end of the body is the end of the file.
+                    entry.info.length = position
+                    core.index.updateEntry(entry.row())
+                }
+                core.answer(answer, entry: entry, url: url)
+                if let cause { entry.noteError("\(cause)") }
+                core.wakeWaiters(entry, shard: shard, now: Date().timeIntervalSince1970)
+                let end = fetch?.end ?? Int64.max
+                let undelivered = min(position, end)..<end
+                let endedShort = error == nil && failure == nil && !undelivered.isEmpty && end != Int64.max
+                launches = core.replanWaiters(entry, failed: cause.map { (undelivered, $0) }, endedShort: endedShort)
+                if removeIfUnused, entry.waiters.isEmpty, entry.inflight.isEmpty, shard.entries[entry.info.key] === entry {
+                    shard.entries.removeValue(forKey: entry.info.key)
+                    if case let .leave(opens) = entry.markRemoved() { core.answer(opens, .failure(.cancelled)) }
+                }
             }
         }
-        for (e, f, id) in launches { core.launch(fetchID: id, entry: e, key: e.info.key, fetch: f, isProbe: false) }
+        for (e, f, id) in launches { core.launch(fetchID: id, entry: e, key: e.info.key, fetch: f) }
     }
 }

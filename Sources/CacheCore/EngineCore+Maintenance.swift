@@ -62,13 +62,14 @@ extension EngineCore {
                 let persisted = e.isPersisted
                 // Only the entry in the shard is this one's to remove (a detached copy has no bytes).
                 if shard.entries[e.info.key] === e { shard.entries.removeValue(forKey: e.info.key) }
-                if e.lifecycle != .removed { addBytes(-e.coverage.count) }
-                e.markRemoved()
+                if case let .leave(opens) = e.markRemoved() {
+                    addBytes(-e.coverage.count)
+                    answer(opens, .failure(.cancelled))
+                }
                 e.coverage = RangeSet()
                 e.sliceBytes = [:]
                 let w = e.waiters
                 e.waiters = []
-                finishOpens(e, .failure(.cancelled))
                 return (w, e.inflight.removeAll().compactMap { handles.remove($0) }, persisted)
             }
             cancels.forEach { $0.cancel() }

@@ -130,7 +130,7 @@ extension EngineCore {
             }
             return
         }
-        for (entry, f, id) in toLaunch { launch(fetchID: id, entry: entry, key: key, fetch: f, isProbe: false) }
+        for (entry, f, id) in toLaunch { launch(fetchID: id, entry: entry, key: key, fetch: f) }
         if let immediate { completion(immediate); return }
         if let (entry, range, id, runs) = hit {
             completion(lease(entry: entry, shard: shard, id: id, generation: generation, files: reader.files,

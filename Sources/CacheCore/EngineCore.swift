@@ -226,7 +226,7 @@ final class EngineCore: @unchecked Sendable {
         }
         let shard = shard(for: key)
         var probe: (EntryState, ReadPlanner.Fetch, Int)?
-        var answer: EntryInfo?
+        var answer: Result<EntryInfo, CacheError>?
         shard.locked {
             // The clock is read under the lock: a transfer may confirm the entry (validatedAt)
             // just before, and an age read earlier would come out negative, hence "fresh".
@@ -234,11 +234,6 @@ final class EngineCore: @unchecked Sendable {
             let entry: EntryState
             if let existing = shard.entries[key] {
                 entry = existing
-                if maxAge > 0, existing.isPersisted, existing.info.length != nil,
-                   now.timeIntervalSince(existing.info.validatedAt) < maxAge {
-                    answer = existing.info
-                    return
-                }
             } else {
                 let info = EntryInfo(key: key, url: url, finalURL: url, length: nil, contentType: nil, etag: nil,
                                      lastModified: nil, acceptsRanges: true, generation: makeGeneration(),
@@ -246,52 +241,51 @@ final class EngineCore: @unchecked Sendable {
                 entry = EntryState(id: -1, info: info, lastAccess: now.timeIntervalSince1970)
                 shard.entries[key] = entry
             }
-            if entry.pendingOpens != nil {
-                entry.pendingOpens!.append(completion)
-                return
+            let fresh = maxAge > 0 && entry.info.length != nil && now.timeIntervalSince(entry.info.validatedAt) < maxAge
+            switch entry.machine.openRequested(completion, fresh: fresh, makeFetchID: makeID) {
+            case .answer:
+                answer = .success(entry.info)
+            case .cancel:
+                answer = .failure(.cancelled)
+            case .wait:
+                break
+            case let .startProbe(id):
+                entry.info.url = url
+                // Revalidating a cached head costs one byte; a new entry takes the first bytes along.
+                let headerCached = entry.coverage.contains(0..<min(probeLength, entry.info.length ?? probeLength))
+                let end = !takeFirstBytes || headerCached ? 1 : probeLength
+                entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: end, reader: nil, pinned: true, priority: .waiting, now: Date().timeIntervalSince1970)
+                probe = (entry, ReadPlanner.Fetch(start: 0, end: end), id)
             }
-            entry.pendingOpens = [completion]
-            entry.info.url = url
-            // Revalidating a cached head costs one byte; a new entry takes the first bytes along.
-            let headerCached = entry.coverage.contains(0..<min(probeLength, entry.info.length ?? probeLength))
-            let end = !takeFirstBytes || headerCached ? 1 : probeLength
-            let fetch = ReadPlanner.Fetch(start: 0, end: end)
-            let id = makeID()
-            entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: end, reader: nil, pinned: true, priority: .waiting, now: Date().timeIntervalSince1970)
-            probe = (entry, fetch, id)
         }
         if let answer {
-            completionQueue.async { completion(.success(answer)) }
+            completionQueue.async { completion(answer) }
             return
         }
         if let (entry, fetch, id) = probe {
-            launch(fetchID: id, entry: entry, key: key, fetch: fetch, isProbe: true)
+            launch(fetchID: id, entry: entry, key: key, fetch: fetch)
         }
     }
 
-    /// Ends the pending opens of `entry` (call under the shard lock); completions run later.
-    func finishOpens(_ entry: EntryState, _ result: Result<EntryInfo, CacheError>) {
-        guard let opens = entry.pendingOpens else { return }
-        entry.pendingOpens = nil
+    /// Answers opens (call under the shard lock); completions run later.
+    func answer(_ opens: [EntryState.OpenCompletion], _ result: Result<EntryInfo, CacheError>) {
+        guard !opens.isEmpty else { return }
         completionQueue.async { opens.forEach { $0(result) } }
     }
 
-    /// What pending opens learn when a probe ends. An origin that cannot be reached (or fails with
-    /// 5xx) does not hide a file the cache already holds: the stale entry is served, with a warning.
-    func openResult(_ entry: EntryState, after cause: CacheError?, url: String) -> Result<EntryInfo, CacheError> {
-        guard let cause else {
-            return entry.isPersisted && entry.info.length != nil ? .success(entry.info)
-                : .failure(.badResponse(url: url, message: "no length"))
-        }
-        switch cause {
-        case .unreachable, .timeout, .httpStatus:
-            if entry.isPersisted, entry.info.length != nil {
-                logger.warning("origin unavailable; serving the cached copy", metadata: ["url": "\(url)", "error": "\(cause)"])
-                return .success(entry.info)
-            }
-            return .failure(cause)
-        default:
-            return .failure(cause)
+    /// Answers opens as the entry's state machine said (call under the shard lock).
+    func answer(_ answer: EntryStateMachine<EntryState.OpenCompletion>.Answer?, entry: EntryState, url: String) {
+        guard let answer else { return }
+        switch answer.with {
+        case .info:
+            self.answer(answer.opens, .success(entry.info))
+        case let .staleCopy(cause):
+            logger.warning("origin unavailable; serving the cached copy", metadata: ["url": "\(url)", "error": "\(cause)"])
+            self.answer(answer.opens, .success(entry.info))
+        case let .failure(cause):
+            self.answer(answer.opens, .failure(cause))
+        case .noLength:
+            self.answer(answer.opens, .failure(.badResponse(url: url, message: "no length")))
         }
     }
 
@@ -331,7 +325,6 @@ final class EngineCore: @unchecked Sendable {
         entry.sliceBytes = [:]
         entry.sliceAccess = [:]
         entry.resetPins()
-        entry.ignoredRanges = 0
         failStaleWaiters(entry)
         let cancelled = entry.inflight.removeAll(generation: old, keeping: fetchID).compactMap { handles.remove($0) }
         let id = entry.id, store = store, newGen = entry.info.generation

@@ -2,17 +2,18 @@ import Foundation
 
 /// Everything the engine holds in memory about one entry. Guarded by its shard's lock.
 ///
-/// Lifecycle: `probing` (no index row yet, id -1) until the first good answer, then `live`, and
-/// `removed` once it left its shard (`cache rm`, a live playlist refresh, `clear`). Work that ran
-/// without the lock (a transfer's write, a read from disk, an eviction) checks `isCurrent` for
-/// its generation before it records anything, so a removed entry or an old version never gains
-/// bytes, coverage or pins again.
+/// Its life (`probing`: no index row yet, id -1, until the first good answer; then `live`; and
+/// `removed` once it left its shard: `cache rm`, a live playlist refresh, `clear`), the opens
+/// waiting for a probe and which transfers are probes are `machine`'s: `EntryStateMachine`
+/// decides, the engine and `EntrySink` carry out. Work that ran without the lock (a transfer's
+/// write, a read from disk, an eviction) checks `isCurrent` for its generation before it records
+/// anything, so a removed entry or an old version never gains bytes, coverage or pins again.
 final class EntryState {
-    enum Lifecycle { case probing, live, removed }
+    typealias OpenCompletion = @Sendable (Result<EntryInfo, CacheError>) -> Void
 
     /// Index row id; data file names use it. -1 until the first successful answer.
-    var id: Int64 { didSet { if lifecycle == .probing, id >= 0 { lifecycle = .live } } }
-    private(set) var lifecycle: Lifecycle
+    var id: Int64
+    var machine: EntryStateMachine<OpenCompletion>
     var info: EntryInfo
     /// Bytes of `info.generation` that are on disk.
     var coverage = RangeSet()
@@ -29,10 +30,6 @@ final class EntryState {
     /// Slices whose rows an eviction is deleting right now: nothing is written into them until
     /// that commit is done, or the row delete would take the new extents too.
     var evicting: Set<Int64> = []
-    /// Consecutive answers of 200 (the whole body) to a ranged request with no 206 in between.
-    var ignoredRanges = 0
-    /// Opens waiting for the metadata probe; nil when no probe is running.
-    var pendingOpens: [@Sendable (Result<EntryInfo, CacheError>) -> Void]?
     var hits: Int64 = 0
     var misses: Int64 = 0
     var bytesFromCache: Int64 = 0
@@ -60,21 +57,24 @@ final class EntryState {
         self.id = id
         self.info = info
         self.lastAccess = lastAccess
-        self.lifecycle = id >= 0 ? .live : .probing
+        self.machine = EntryStateMachine(persisted: id >= 0)
     }
 
     /// Has an index row and is still in its shard.
-    var isPersisted: Bool { lifecycle == .live }
+    var isPersisted: Bool { machine.isLive }
 
     /// Still in its shard and at `generation`: what a step that ran without the lock checks
     /// before it records its result.
-    func isCurrent(_ generation: Int64) -> Bool { lifecycle != .removed && info.generation == generation }
+    func isCurrent(_ generation: Int64) -> Bool { !machine.isRemoved && info.generation == generation }
 
-    /// The entry left its shard: nothing may be added to it any more.
-    func markRemoved() {
-        lifecycle = .removed
+    /// The entry left its shard: nothing may be added to it any more. Returns what the machine
+    /// says the caller must do (fail the opens waiting, give its bytes back) the first time.
+    @discardableResult
+    func markRemoved() -> EntryStateMachine<OpenCompletion>.RemoveAction {
+        let action = machine.removed()
         pins = [:]
         pending.removeAll()
+        return action
     }
 
     func pin(_ slices: ClosedRange<Int64>, generation: Int64) {

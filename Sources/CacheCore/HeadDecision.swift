@@ -1,5 +1,5 @@
-/// What a transfer's response head means for its entry: a pure decision table, applied by
-/// `EntrySink` under the shard lock.
+/// What a transfer's response head means for its entry: a pure decision table, used only by
+/// `EntryStateMachine.headArrived` (which adds the side rules and `EntrySink` carries out).
 ///
 /// Two questions, in order. Which version is this? (the first answer for a URL makes the entry;
 /// an answer that `differs` starts a new generation; else it confirms the entry.) And what will
@@ -34,6 +34,14 @@ struct HeadDecision: Equatable {
 
     var version: Version
     var body: Body
+
+    /// Whether the transfer goes on after this head.
+    var proceeds: Bool {
+        switch (version, body) {
+        case (.newVersionRefetch, _), (_, .wrongStart), (_, .giveWay): false
+        default: true
+        }
+    }
 
     /// - Parameters:
     ///   - isNew: the entry has no index row yet (probing).

@@ -1,0 +1,150 @@
+/// One entry's life as a pure state machine: events in, actions out.
+///
+/// Design note.
+///
+/// *What it owns.* The facts about an entry that decide what happens next and that nothing else
+/// needs: where it is in its life (`probing`: no index row yet; `live`; `removed`: it left its
+/// shard), the opens waiting for a metadata probe's answer, which running transfers are such
+/// probes, and how many whole bodies in a row the origin sent to ranged requests. Each event
+/// returns what the engine must do; the machine changes nothing else itself.
+///
+/// *What it does not own.* The entry's `EntryInfo` (validators, length, generation), its bytes,
+/// its waiting reads and its in-flight table stay in `EntryState`. Where a decision needs one
+/// of their facts the caller passes it in (`differs`, `lengthKnown`, `wholeBodyRunning`,
+/// `current`): the in-flight table is the one truth about which transfers run (the read path
+/// starts whole-body transfers too), so the machine asks rather than keeps a copy.
+///
+/// *Who calls it, under which lock.* It is `EntryState.machine`, guarded like all of
+/// `EntryState` by the entry's shard lock: `EngineCore.open` (`openRequested`), `EntrySink`
+/// (`headArrived` when a transfer's head arrives, `transferFinished` when it ends, failed or
+/// not), and the removals (`removed`: `cache rm`/`clear`, a failed first probe) call it with the
+/// lock held, and carry out the returned actions under the same lock, except starting and
+/// cancelling transfers and running completions, which happen after it is released. It never
+/// locks, blocks or calls out; ids for new probes come from the caller (`makeFetchID`).
+///
+/// *Events.* `openRequested`, `headArrived`, `transferFinished`, `removed`. A reader closing is
+/// not one: it changes the reads waiting and the interest in transfers, which `InFlightTable`
+/// decides; arriving bytes are not either, since they change no fact held here. What a head
+/// means for the version and the body is `HeadDecision`'s table, which only this machine uses.
+///
+/// `Open` is what an open leaves to be answered (the engine's completion; an `Int` in tests): the
+/// machine keeps the waiting ones and hands them back in the action that answers them.
+struct EntryStateMachine<Open> {
+    enum State {
+        /// No index row yet: the first good answer makes one (`id` -1 until then).
+        case probing(Facts)
+        /// Has an index row and is in its shard.
+        case live(Facts)
+        /// Left its shard (`cache rm`, `clear`, a live playlist refresh, a failed first probe):
+        /// nothing happens to it any more.
+        case removed
+    }
+
+    /// What a probing or live entry knows.
+    struct Facts {
+        /// Opens waiting for a probe's answer; nil when none waits (the next open starts a probe).
+        var opens: [Open]?
+        /// Fetch ids of the metadata probes still running. What one of them learns answers the
+        /// opens waiting: another transfer knows nothing about whether its version is current.
+        var probes: Set<Int> = []
+        /// Answers of the whole body to a ranged request in a row, with no 206 between (for the
+        /// log); a new version starts again at 0.
+        var ignoredRanges = 0
+    }
+
+    private(set) var state: State
+
+    /// An entry read from the index starts `live`; one made for a new URL starts `probing`.
+    init(persisted: Bool) {
+        state = persisted ? .live(Facts()) : .probing(Facts())
+    }
+
+    init(state: State) { self.state = state }
+
+    var isLive: Bool { if case .live = state { true } else { false } }
+    var isProbing: Bool { if case .probing = state { true } else { false } }
+    var isRemoved: Bool { if case .removed = state { true } else { false } }
+
+    var ignoredRanges: Int {
+        switch state {
+        case let .probing(f), let .live(f): f.ignoredRanges
+        case .removed: 0
+        }
+    }
+
+    /// Replaces the facts of a probing or live entry, keeping which of the two it is.
+    mutating func store(_ facts: Facts, live: Bool) {
+        state = live ? .live(facts) : .probing(facts)
+    }
+
+    // MARK: Open requested
+
+    enum OpenAction: Equatable {
+        /// The entry is fresh: answer the open with its info now.
+        case answer
+        /// A probe is under way: the open waits for its answer.
+        case wait
+        /// Start a metadata probe with this fetch id (a small ranged GET from byte 0); the open
+        /// waits for it.
+        case startProbe(fetchID: Int)
+        /// The entry left its shard: the open fails (cancelled).
+        case cancel
+    }
+
+    /// An open of the entry's URL.
+    /// - Parameters:
+    ///   - open: what to answer later, kept when it must wait.
+    ///   - fresh: the caller's judgement that the entry's version was validated recently enough
+    ///     (and its length is known); only a live entry can be fresh.
+    ///   - makeFetchID: a new fetch id, taken only when a probe starts.
+    mutating func openRequested(_ open: Open, fresh: Bool, makeFetchID: () -> Int) -> OpenAction {
+        switch state {
+        case .removed:
+            return .cancel
+        case .live where fresh:
+            return .answer
+        case var .probing(f), var .live(f):
+            let live = isLive
+            if f.opens != nil {
+                f.opens!.append(open)
+                store(f, live: live)
+                return .wait
+            }
+            let id = makeFetchID()
+            f.opens = [open]
+            f.probes.insert(id)
+            store(f, live: live)
+            return .startProbe(fetchID: id)
+        }
+    }
+
+    // MARK: Removed
+
+    enum RemoveAction {
+        /// It just left: fail the opens still waiting (cancelled), and give its bytes back.
+        case leave(cancelOpens: [Open])
+        /// It had left already: nothing to do.
+        case none
+    }
+
+    /// The entry leaves its shard.
+    mutating func removed() -> RemoveAction {
+        switch state {
+        case .removed:
+            return .none
+        case let .probing(f), let .live(f):
+            state = .removed
+            return .leave(cancelOpens: f.opens ?? [])
+        }
+    }
+
+    /// Hands back the opens waiting (none are left), for an action that answers them.
+    static func takeOpens(_ f: inout Facts) -> [Open] {
+        defer { f.opens = nil }
+        return f.opens ?? []
+    }
+}
+
+extension EntryStateMachine.State: Equatable where Open: Equatable {}
+extension EntryStateMachine.Facts: Equatable where Open: Equatable {}
+extension EntryStateMachine.RemoveAction: Equatable where Open: Equatable {}
