@@ -10,8 +10,9 @@
 // FuseMount and Proxy never import each other; only the executable wires the libcurl source in.
 import PackageDescription
 
-/// Swift 5 language mode: the C callbacks (FUSE, curl) and NIO handlers cross threads by design
-/// and are guarded by explicit locks; strict-concurrency diagnostics would only add noise there.
+/// Swift 5 language mode, for the targets not yet checked by the compiler: the C callbacks (FUSE,
+/// curl) and the engine cross threads by design and are guarded by explicit locks. `Settings`
+/// and `HLS` build in Swift 6 mode (the tools version's default).
 let v5: [SwiftSetting] = [.swiftLanguageMode(.v5)]
 
 let package = Package(
@@ -55,7 +56,7 @@ let package = Package(
         ], swiftSettings: v5),
         // HLS playlists (parsing, rewriting), their loader and the stream preloader, over
         // CacheCore: no NIO, so `preload` needs no server.
-        .target(name: "HLS", dependencies: ["CacheCore"], swiftSettings: v5),
+        .target(name: "HLS", dependencies: ["CacheCore"]),
         // Embedded HTTP proxy (RFC 9110 ranges, HLS rewriting) over CacheCore.
         .target(name: "Proxy", dependencies: [
             "CacheCore", "HLS",
@@ -66,7 +67,7 @@ let package = Package(
         ], swiftSettings: v5),
         // The config file and the syntax of option values (sizes, durations, headers): a library
         // so that the fuzz targets can reach the parsers, which an executable cannot offer.
-        .target(name: "Settings", swiftSettings: v5),
+        .target(name: "Settings"),
         .executableTarget(name: "httpcachefs", dependencies: [
             "CacheCore", "Fetcher", "FuseMount", "HLS", "Proxy", "Settings",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -1,5 +1,6 @@
 import CacheCore
 import Foundation
+import Synchronization
 
 /// Fills the cache with everything an HLS stream needs: master → chosen variants (and the audio,
 /// video and subtitle renditions they reference) → media playlists → segments, init sections and
@@ -223,19 +224,21 @@ public struct HLSPreloader: Sendable {
 }
 
 /// Whether a resource's length was known when it was opened (else its chunks grow the total).
-private final class LengthSeen: @unchecked Sendable {
-    private let lock = NSLock()
-    private var known = false
-    var value: Bool { lock.lock(); defer { lock.unlock() }; return known }
-    func set(_ v: Bool) { lock.lock(); known = v; lock.unlock() }
+private final class LengthSeen: Sendable {
+    private let known = Mutex(false)
+    var value: Bool { known.withLock { $0 } }
+    func set(_ v: Bool) { known.withLock { $0 = v } }
 }
 
 /// Byte counters shared by the concurrent readers of one preload.
-final class ProgressCounters: @unchecked Sendable {
-    private let lock = NSLock()
-    private var done: Int64 = 0
-    private var known: Int64 = 0
+final class ProgressCounters: Sendable {
+    private let counts = Mutex<(done: Int64, known: Int64)>((0, 0))
 
-    func addDone(_ n: Int64) -> (done: Int64, known: Int64) { lock.lock(); defer { lock.unlock() }; done += n; return (done, known) }
-    func addKnown(_ n: Int64) -> Int64 { lock.lock(); defer { lock.unlock() }; known += n; return known }
+    func addDone(_ n: Int64) -> (done: Int64, known: Int64) {
+        counts.withLock { $0.done += n; return $0 }
+    }
+
+    func addKnown(_ n: Int64) -> Int64 {
+        counts.withLock { $0.known += n; return $0.known }
+    }
 }
