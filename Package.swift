@@ -11,8 +11,9 @@
 import PackageDescription
 
 /// Swift 5 language mode, for the targets not yet checked by the compiler: the C callbacks (FUSE,
-/// curl) and the engine cross threads by design and are guarded by explicit locks. `Settings`
-/// and `HLS` build in Swift 6 mode (the tools version's default).
+/// curl) and the engine cross threads by design and are guarded by explicit locks. `Settings`,
+/// `HLS` and `Proxy` build in Swift 6 mode (the tools version's default) with no `@unchecked
+/// Sendable`: NIO handlers stay on their event loop and cross threads only as `NIOLoopBound`.
 let v5: [SwiftSetting] = [.swiftLanguageMode(.v5)]
 
 let package = Package(
@@ -63,8 +64,9 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
-        ], swiftSettings: v5),
+        ]),
         // The config file and the syntax of option values (sizes, durations, headers): a library
         // so that the fuzz targets can reach the parsers, which an executable cannot offer.
         .target(name: "Settings"),

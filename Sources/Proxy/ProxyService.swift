@@ -7,7 +7,7 @@ import Logging
 /// entry (media, streamed through a `CacheReader`), or over a rewritten playlist held in memory.
 ///
 /// Shared by every connection of one server; everything here is thread-safe.
-final class ProxyService: @unchecked Sendable {
+final class ProxyService: Sendable {
     let engine: CacheEngine
     let configuration: ProxyConfiguration
     let router: ProxyRouter
@@ -25,7 +25,7 @@ final class ProxyService: @unchecked Sendable {
         self.logger = logger
     }
 
-    enum Prepared {
+    enum Prepared: Sendable {
         /// Serve `plan` over the cached entry.
         case entry(EntryInfo, ResponsePlan)
         /// Serve `plan` over these bytes (a rewritten playlist).
