@@ -6,6 +6,7 @@
 //                             ──> Proxy (NIO) ──> HLS
 //                             ──> HLS (playlists, preloader; no NIO)
 //                             ──> Fetcher ──> CCurl
+//                             ──> MetricsExport (the Prometheus backend of CacheCore's swift-metrics)
 //   all of them               ──> CacheCore
 // FuseMount and Proxy never import each other; only the executable wires the libcurl source in.
 import PackageDescription
@@ -44,9 +45,15 @@ let package = Package(
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "CoreMetrics", package: "swift-metrics"),
-            .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "Atomics", package: "swift-atomics"),
         ], swiftSettings: v5),
+        // The metrics backend: a Prometheus registry per engine and the `/metrics` text. CacheCore
+        // knows only swift-metrics; the executable chooses this backend and hands it to the proxy.
+        .target(name: "MetricsExport", dependencies: [
+            "CacheCore",
+            .product(name: "CoreMetrics", package: "swift-metrics"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
+        ]),
         // libcurl multi implementation of CacheCore.RangeSource.
         .target(name: "Fetcher", dependencies: [
             "CacheCore", "CCurl", .product(name: "Logging", package: "swift-log"),
@@ -71,7 +78,7 @@ let package = Package(
         // so that the fuzz targets can reach the parsers, which an executable cannot offer.
         .target(name: "Settings"),
         .executableTarget(name: "httpcachefs", dependencies: [
-            "CacheCore", "Fetcher", "FuseMount", "HLS", "Proxy", "Settings",
+            "CacheCore", "Fetcher", "FuseMount", "HLS", "MetricsExport", "Proxy", "Settings",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: v5),
@@ -89,12 +96,12 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: v5),
 
-        .testTarget(name: "CacheCoreTests", dependencies: ["CacheCore", "TestSupport"], swiftSettings: v5),
+        .testTarget(name: "CacheCoreTests", dependencies: ["CacheCore", "MetricsExport", "TestSupport"], swiftSettings: v5),
         .testTarget(name: "FetcherTests", dependencies: ["Fetcher", "TestSupport"], swiftSettings: v5),
         .testTarget(name: "FuseMountTests", dependencies: ["FuseMount", "Fetcher", "TestSupport"], swiftSettings: v5),
         .testTarget(name: "SettingsTests", dependencies: ["Settings"], swiftSettings: v5),
         .testTarget(name: "HLSTests", dependencies: ["HLS"], swiftSettings: v5),
-        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "HLS", "Fetcher", "TestSupport"], swiftSettings: v5),
+        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "HLS", "Fetcher", "MetricsExport", "TestSupport"], swiftSettings: v5),
         .testTarget(name: "EndToEndTests", dependencies: ["CacheCore", "Fetcher", "TestSupport", .product(name: "Logging", package: "swift-log")], swiftSettings: v5),
     ]
 )

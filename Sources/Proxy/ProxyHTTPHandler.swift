@@ -123,8 +123,12 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
             respond(context: context, status: 200, contentType: "application/json",
                     body: statusDocument(tokenPresented: tokenPresented).encoded(), extra: [("Cache-Control", "no-store")])
         case .metrics:
+            guard let metricsText = service.metricsText else {
+                respondText(context: context, status: 404, "no metrics are exported by this proxy")
+                return
+            }
             respond(context: context, status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
-                    body: Array(service.engine.metricsText().utf8), extra: [("Cache-Control", "no-store")])
+                    body: Array(metricsText().utf8), extra: [("Cache-Control", "no-store")])
         case let .redirect(location):
             respond(context: context, status: 302, contentType: "text/plain; charset=utf-8",
                     body: Array("see \(location)\n".utf8), extra: [("Location", location)])

@@ -34,10 +34,14 @@ public final class ProxyServer: Sendable {
 
     private let running = NIOLockedValueBox(Running())
 
-    public init(engine: CacheEngine, configuration: ProxyConfiguration, logger: Logger) {
+    /// - Parameter metricsText: the text exposition `/metrics` serves (the owner of the metrics
+    ///   backend renders it, e.g. `PrometheusExport.text(for:)`); nil: `/metrics` is 404.
+    public init(engine: CacheEngine, configuration: ProxyConfiguration, logger: Logger,
+                metricsText: (@Sendable () -> String)? = nil) {
         self.configuration = configuration
         self.logger = logger
-        self.service = ProxyService(engine: engine, configuration: configuration, logger: logger)
+        self.service = ProxyService(engine: engine, configuration: configuration, logger: logger,
+                                    metricsText: metricsText)
     }
 
     deinit { stop() }

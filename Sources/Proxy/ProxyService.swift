@@ -13,11 +13,15 @@ final class ProxyService: Sendable {
     let router: ProxyRouter
     let loader: PlaylistLoader
     let logger: Logger
+    /// The `/metrics` text, from whoever owns the metrics backend; nil when there is none.
+    let metricsText: (@Sendable () -> String)?
 
     /// Small files with a generic type are sniffed for `#EXTM3U`; bigger ones are media.
     static let sniffLimit: Int64 = 1 << 20
 
-    init(engine: CacheEngine, configuration: ProxyConfiguration, logger: Logger) {
+    init(engine: CacheEngine, configuration: ProxyConfiguration, logger: Logger,
+         metricsText: (@Sendable () -> String)? = nil) {
+        self.metricsText = metricsText
         self.engine = engine
         self.configuration = configuration
         self.router = ProxyRouter(configuration: configuration)
