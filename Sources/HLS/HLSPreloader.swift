@@ -86,21 +86,6 @@ public struct HLSPreloader: Sendable {
         self.init(source: EngineHLSSource(engine: engine), variant: variant, concurrency: concurrency)
     }
 
-    /// True when an opened entry is an HLS playlist, which the CLI's `preload` preloads as a
-    /// stream: by Content-Type, else by the `#EXTM3U` signature of a small file (many servers
-    /// send playlists as text/plain or octet-stream). Media types are never sniffed, nor files
-    /// too large to be a playlist.
-    public static func isPlaylist(engine: CacheEngine, entry: EntryInfo) async throws -> Bool {
-        if HLSPlaylist.isPlaylistContentType(entry.contentType) { return true }
-        let type = entry.contentType?.mediaTypeEssence ?? ""
-        if type.hasPrefix("video/") || type.hasPrefix("audio/") || type.hasPrefix("image/") { return false }
-        guard let length = entry.length, length > 0, length <= 4 << 20 else { return false }
-        let reader = engine.makeReader(for: entry)
-        defer { reader.close() }
-        let first = try await ChunkedRead.read(reader, offset: 0, count: 64)
-        return HLSPlaylist.isPlaylist(contentType: entry.contentType, firstBytes: first)
-    }
-
     public func run(playlistURL: String, progress: @escaping Progress = { _, _, _ in }) async throws -> Report {
         var report = Report()
         let topInfo = try await source.playlist(url: playlistURL)

@@ -82,7 +82,7 @@ struct PreloadCommand: AsyncParsableCommand {
         let before = engine.status(url: url)
         let started = Date()
         let entry = try await engine.open(url: url, takeFirstBytes: range == nil)
-        if range == nil, try await HLSPreloader.isPlaylist(engine: engine, entry: entry) {
+        if range == nil, try await HLSPlaylist.isPlaylist(engine: engine, entry: entry) {
             return try await preloadPlaylist(url: url, variant: variant, source: EngineHLSSource(engine: engine), via: "")
         }
         let (start, end) = try (range ?? .from(0)).resolve(length: entry.length, url: url)
