@@ -6,12 +6,15 @@
 //                             ──> Proxy (NIO) ──> HLS
 //                             ──> HLS (playlists, preloader; no NIO)
 //                             ──> Fetcher ──> CCurl
+//                             ──> MetricsExport (the Prometheus backend of CacheCore's swift-metrics)
 //   all of them               ──> CacheCore
 // FuseMount and Proxy never import each other; only the executable wires the libcurl source in.
 import PackageDescription
 
-/// Swift 5 language mode: the C callbacks (FUSE, curl) and NIO handlers cross threads by design
-/// and are guarded by explicit locks; strict-concurrency diagnostics would only add noise there.
+/// Swift 5 language mode, for the targets not yet checked by the compiler: the C callbacks (FUSE,
+/// curl) and the engine cross threads by design and are guarded by explicit locks. `Settings`,
+/// `HLS` and `Proxy` build in Swift 6 mode (the tools version's default) with no `@unchecked
+/// Sendable`: NIO handlers stay on their event loop and cross threads only as `NIOLoopBound`.
 let v5: [SwiftSetting] = [.swiftLanguageMode(.v5)]
 
 let package = Package(
@@ -42,9 +45,15 @@ let package = Package(
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "CoreMetrics", package: "swift-metrics"),
-            .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "Atomics", package: "swift-atomics"),
         ], swiftSettings: v5),
+        // The metrics backend: a Prometheus registry per engine and the `/metrics` text. CacheCore
+        // knows only swift-metrics; the executable chooses this backend and hands it to the proxy.
+        .target(name: "MetricsExport", dependencies: [
+            "CacheCore",
+            .product(name: "CoreMetrics", package: "swift-metrics"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
+        ]),
         // libcurl multi implementation of CacheCore.RangeSource.
         .target(name: "Fetcher", dependencies: [
             "CacheCore", "CCurl", .product(name: "Logging", package: "swift-log"),
@@ -55,20 +64,21 @@ let package = Package(
         ], swiftSettings: v5),
         // HLS playlists (parsing, rewriting), their loader and the stream preloader, over
         // CacheCore: no NIO, so `preload` needs no server.
-        .target(name: "HLS", dependencies: ["CacheCore"], swiftSettings: v5),
+        .target(name: "HLS", dependencies: ["CacheCore"]),
         // Embedded HTTP proxy (RFC 9110 ranges, HLS rewriting) over CacheCore.
         .target(name: "Proxy", dependencies: [
             "CacheCore", "HLS",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
-        ], swiftSettings: v5),
+        ]),
         // The config file and the syntax of option values (sizes, durations, headers): a library
         // so that the fuzz targets can reach the parsers, which an executable cannot offer.
-        .target(name: "Settings", swiftSettings: v5),
+        .target(name: "Settings"),
         .executableTarget(name: "httpcachefs", dependencies: [
-            "CacheCore", "Fetcher", "FuseMount", "HLS", "Proxy", "Settings",
+            "CacheCore", "Fetcher", "FuseMount", "HLS", "MetricsExport", "Proxy", "Settings",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: v5),
@@ -86,12 +96,12 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ], swiftSettings: v5),
 
-        .testTarget(name: "CacheCoreTests", dependencies: ["CacheCore", "TestSupport"], swiftSettings: v5),
+        .testTarget(name: "CacheCoreTests", dependencies: ["CacheCore", "MetricsExport", "TestSupport"], swiftSettings: v5),
         .testTarget(name: "FetcherTests", dependencies: ["Fetcher", "TestSupport"], swiftSettings: v5),
         .testTarget(name: "FuseMountTests", dependencies: ["FuseMount", "Fetcher", "TestSupport"], swiftSettings: v5),
         .testTarget(name: "SettingsTests", dependencies: ["Settings"], swiftSettings: v5),
         .testTarget(name: "HLSTests", dependencies: ["HLS"], swiftSettings: v5),
-        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "HLS", "Fetcher", "TestSupport"], swiftSettings: v5),
+        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "HLS", "Fetcher", "MetricsExport", "TestSupport"], swiftSettings: v5),
         .testTarget(name: "EndToEndTests", dependencies: ["CacheCore", "Fetcher", "TestSupport", .product(name: "Logging", package: "swift-log")], swiftSettings: v5),
     ]
 )

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import Logging
 
@@ -15,7 +16,7 @@ public final class CacheEngine: @unchecked Sendable {
     public var configuration: CacheConfiguration { core.configuration }
     let logger: Logger
     let core: EngineCore
-    /// This cache's counters and its own Prometheus registry (`metricsText()`, `statusDocument`).
+    /// This cache's counters (`statusDocument`), made through the metrics factory it was given.
     public let metrics: CacheMetrics
     /// The source as the engine sees it: counts and lists the transfers.
     let tracker: FetchTracker
@@ -24,14 +25,19 @@ public final class CacheEngine: @unchecked Sendable {
     private let afterShutdown: (@Sendable () -> Void)?
 
     /// Opens (creating if needed) the cache at `configuration.directory`, taking its lock.
-    /// - Parameter afterShutdown: runs at the end of `shutdown()`: a process that made the source
-    ///   for this engine alone stops it there (its thread must not outlive the cache into `exit`).
+    /// - Parameters:
+    ///   - metricsFactory: the swift-metrics backend this engine's metrics are made with (its own,
+    ///     not the process-wide one; see `CacheMetrics`). The default keeps only the totals of the
+    ///     status document.
+    ///   - afterShutdown: runs at the end of `shutdown()`: a process that made the source for this
+    ///     engine alone stops it there (its thread must not outlive the cache into `exit`).
     public init(configuration: CacheConfiguration, source: RangeSource,
                 logger: Logger = Logger(label: "httpcachefs.cache"),
+                metricsFactory: any MetricsFactory = NOOPMetricsHandler.instance,
                 afterShutdown: (@Sendable () -> Void)? = nil) throws {
         self.logger = logger
         self.afterShutdown = afterShutdown
-        let metrics = CacheMetrics()
+        let metrics = CacheMetrics(factory: metricsFactory)
         self.metrics = metrics
         self.tracker = FetchTracker(source, metrics: metrics)
         self.core = try EngineCore(configuration: configuration, source: tracker, logger: logger, metrics: metrics)

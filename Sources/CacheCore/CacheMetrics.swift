@@ -1,19 +1,19 @@
 import Atomics
 import CoreMetrics
 import Foundation
-import Prometheus
 
 /// What one cache counts, for `/metrics`, the status page and `httpcachefs status`.
 ///
-/// Design: every metric object is made once, here, through swift-metrics with this engine's own
-/// `PrometheusCollectorRegistry` passed as the factory (never `MetricsSystem.bootstrap`: many
-/// engines live in one test process, and each must count alone). Counting an event is a few
-/// relaxed atomic adds (a `Tally` keeps its own total next to the Prometheus counter, for the
-/// status document) and, for a read, one histogram sample and one short lock on a per-file table;
-/// nothing on the read path allocates. Gauges (bytes used, capacity, entries, fetches in flight)
-/// are set when scraped (`CacheEngine.metricsText()`).
+/// Design: every metric object is made once, here, through swift-metrics with the factory this
+/// engine was given (never `MetricsSystem.bootstrap`: many engines live in one test process, and
+/// each must count alone). The cache knows only swift-metrics: whoever chooses the backend (the
+/// executable: a Prometheus registry, see the `MetricsExport` target) passes its factory in and
+/// renders the text. Counting an event is a few relaxed atomic adds (a `Tally` keeps its own
+/// total next to the backend's counter, for the status document, whatever the backend) and, for
+/// a read, one histogram sample and one short lock on a per-file table; nothing on the read path
+/// allocates. Gauges (bytes used, capacity, entries, fetches in flight) are set just before a
+/// scrape (`CacheEngine.recordMetricGauges()`).
 public final class CacheMetrics: @unchecked Sendable {
-    public let registry: PrometheusCollectorRegistry
     /// When this cache was opened (the daemon's start, for a daemon).
     public let startedAt = Date()
 
@@ -70,17 +70,9 @@ public final class CacheMetrics: @unchecked Sendable {
         "httpcachefs_fetches_in_flight": "Origin transfers running now.",
     ]
 
-    public init() {
-        let registry = PrometheusCollectorRegistry()
-        var factory = PrometheusMetricsFactory(registry: registry)
-        // A hit is answered in microseconds, a miss waits a round trip or more.
-        factory.defaultDurationHistogramBuckets = [
-            .microseconds(50), .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1),
-            .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
-            .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500),
-            .seconds(5), .seconds(10), .seconds(30),
-        ]
-        self.registry = registry
+    /// Makes every metric through `factory`; the default records nothing but the totals (a cache
+    /// with no `/metrics`: the CLI, most tests).
+    public init(factory: any MetricsFactory = NOOPMetricsHandler.instance) {
         let results = ["hit", "miss"]
         servedBytes = ReadDoor.allCases.map { door in
             ["cache", "origin"].map { Tally("httpcachefs_served_bytes_total", [("door", door.rawValue), ("source", $0)], factory) }
@@ -189,31 +181,14 @@ public final class CacheMetrics: @unchecked Sendable {
                       errors: Dictionary(uniqueKeysWithValues: errors.map { ($0.key.rawValue, $0.value.total) }))
     }
 
-    /// The Prometheus text exposition, gauges set from `summary` first.
-    func text(summary: CacheSummary, fetchesInFlight: Int) -> String {
+    /// Sets the gauges from `summary`, just before the backend is read.
+    func recordGauges(summary: CacheSummary, fetchesInFlight: Int) {
         usedBytes.record(summary.usedBytes)
         capacityBytes.record(summary.capacityBytes)
         freeFloorBytes.record(summary.freeFloorBytes)
         entries.record(summary.files)
         slices.record(summary.slices)
         inFlight.record(fetchesInFlight)
-        return Self.addingHelp(to: registry.emitToString())
-    }
-
-    /// Puts a `# HELP` line before each `# TYPE` line whose family has help text.
-    static func addingHelp(to text: String) -> String {
-        var out = ""
-        out.reserveCapacity(text.utf8.count + 4096)
-        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
-            if line.hasPrefix("# TYPE "), let name = line.dropFirst(7).split(separator: " ").first,
-               let help = help[String(name)] {
-                out += "# HELP \(name) \(help)\n"
-            }
-            out += line
-            out += "\n"
-        }
-        while out.hasSuffix("\n\n") { out.removeLast() }
-        return out
     }
 }
 
@@ -274,13 +249,13 @@ enum ErrorKind: String, CaseIterable {
     }
 }
 
-/// A counter whose total can be read back (the Prometheus counter's cannot), for the status
-/// document. Both are lock-free adds.
+/// A counter whose total can be read back (a backend's counter cannot), for the status
+/// document. The total is a lock-free add; the backend's counter is whatever the factory made.
 final class Tally: @unchecked Sendable {
     private let value = ManagedAtomic<Int64>(0)
     private let counter: CoreMetrics.Counter
 
-    init(_ name: String, _ dimensions: [(String, String)], _ factory: PrometheusMetricsFactory) {
+    init(_ name: String, _ dimensions: [(String, String)], _ factory: any MetricsFactory) {
         counter = CoreMetrics.Counter(label: name, dimensions: dimensions, factory: factory)
     }
 

@@ -158,9 +158,10 @@ extension CacheEngine {
             totals: totals, files: files, fetches: fetches, errors: metrics.recentErrors)
     }
 
-    /// The Prometheus text exposition of this cache's metrics.
-    public func metricsText() -> String {
-        metrics.text(summary: summary(files: list(), showDirectory: false, totals: nil), fetchesInFlight: tracker.inFlightCount)
+    /// Sets the metric gauges (bytes used, capacity, entries, fetches in flight) from the cache's
+    /// state: the metrics backend's owner calls this just before it renders a scrape.
+    public func recordMetricGauges() {
+        metrics.recordGauges(summary: summary(files: list(), showDirectory: false, totals: nil), fetchesInFlight: tracker.inFlightCount)
     }
 
     func summary(files: [EntryStatus], showDirectory: Bool, totals: Totals?) -> CacheSummary {

@@ -1,5 +1,6 @@
 import CacheCore
 import Foundation
+import Synchronization
 
 /// Fills the cache with everything an HLS stream needs: master → chosen variants (and the audio,
 /// video and subtitle renditions they reference) → media playlists → segments, init sections and
@@ -83,21 +84,6 @@ public struct HLSPreloader: Sendable {
     /// Preloads into `engine`, the cache of this process.
     public init(engine: CacheEngine, variant: VariantChoice = .best, concurrency: Int = 2) {
         self.init(source: EngineHLSSource(engine: engine), variant: variant, concurrency: concurrency)
-    }
-
-    /// True when an opened entry is an HLS playlist, which the CLI's `preload` preloads as a
-    /// stream: by Content-Type, else by the `#EXTM3U` signature of a small file (many servers
-    /// send playlists as text/plain or octet-stream). Media types are never sniffed, nor files
-    /// too large to be a playlist.
-    public static func isPlaylist(engine: CacheEngine, entry: EntryInfo) async throws -> Bool {
-        if HLSPlaylist.isPlaylistContentType(entry.contentType) { return true }
-        let type = entry.contentType?.mediaTypeEssence ?? ""
-        if type.hasPrefix("video/") || type.hasPrefix("audio/") || type.hasPrefix("image/") { return false }
-        guard let length = entry.length, length > 0, length <= 4 << 20 else { return false }
-        let reader = engine.makeReader(for: entry)
-        defer { reader.close() }
-        let first = try await ChunkedRead.read(reader, offset: 0, count: 64)
-        return HLSPlaylist.isPlaylist(contentType: entry.contentType, firstBytes: first)
     }
 
     public func run(playlistURL: String, progress: @escaping Progress = { _, _, _ in }) async throws -> Report {
@@ -223,19 +209,21 @@ public struct HLSPreloader: Sendable {
 }
 
 /// Whether a resource's length was known when it was opened (else its chunks grow the total).
-private final class LengthSeen: @unchecked Sendable {
-    private let lock = NSLock()
-    private var known = false
-    var value: Bool { lock.lock(); defer { lock.unlock() }; return known }
-    func set(_ v: Bool) { lock.lock(); known = v; lock.unlock() }
+private final class LengthSeen: Sendable {
+    private let known = Mutex(false)
+    var value: Bool { known.withLock { $0 } }
+    func set(_ v: Bool) { known.withLock { $0 = v } }
 }
 
 /// Byte counters shared by the concurrent readers of one preload.
-final class ProgressCounters: @unchecked Sendable {
-    private let lock = NSLock()
-    private var done: Int64 = 0
-    private var known: Int64 = 0
+final class ProgressCounters: Sendable {
+    private let counts = Mutex<(done: Int64, known: Int64)>((0, 0))
 
-    func addDone(_ n: Int64) -> (done: Int64, known: Int64) { lock.lock(); defer { lock.unlock() }; done += n; return (done, known) }
-    func addKnown(_ n: Int64) -> Int64 { lock.lock(); defer { lock.unlock() }; known += n; return known }
+    func addDone(_ n: Int64) -> (done: Int64, known: Int64) {
+        counts.withLock { $0.done += n; return $0 }
+    }
+
+    func addKnown(_ n: Int64) -> Int64 {
+        counts.withLock { $0.known += n; return $0.known }
+    }
 }

@@ -8,7 +8,7 @@ import Foundation
 /// (RFC 8216 6.3.4; one second when the playlist names none) is fetched again. The engine has
 /// no "open with a maximum age" call yet, so a refresh forgets the entry and opens it again;
 /// concurrent refreshes of one playlist are coalesced here so N players cause one origin fetch.
-public final class PlaylistLoader: @unchecked Sendable {
+public final class PlaylistLoader: Sendable {
     public struct Loaded: Sendable {
         public var entry: EntryInfo
         public var bytes: [UInt8]

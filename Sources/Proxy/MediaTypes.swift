@@ -1,4 +1,5 @@
 import Foundation
+import HLS
 
 /// Content-Type for the proxy's answers.
 ///
@@ -20,13 +21,8 @@ public enum MediaTypes {
         "key": "application/octet-stream",
     ]
 
-    static let generic: Set<String> = ["application/octet-stream", "binary/octet-stream", "application/unknown", ""]
-
     /// True when `contentType` carries no format information.
-    public static func isGeneric(_ contentType: String?) -> Bool {
-        guard let ct = contentType else { return true }
-        return generic.contains(ct.mediaTypeEssence)
-    }
+    public static func isGeneric(_ contentType: String?) -> Bool { MediaTypeHints.isGeneric(contentType) }
 
     /// The type to send: the origin's if it is specific, else one from the URL's extension,
     /// else `application/octet-stream`.
@@ -37,11 +33,5 @@ public enum MediaTypes {
     }
 
     /// Lower-cased extension of the URL's last path segment, if any.
-    public static func pathExtension(of url: String) -> String? {
-        let path = URLComponents(string: url)?.percentEncodedPath ?? url
-        guard let last = path.split(separator: "/").last, let dot = last.lastIndex(of: "."),
-              dot != last.startIndex else { return nil }
-        let ext = last[last.index(after: dot)...].lowercased()
-        return ext.isEmpty ? nil : ext
-    }
+    public static func pathExtension(of url: String) -> String? { MediaTypeHints.pathExtension(of: url) }
 }

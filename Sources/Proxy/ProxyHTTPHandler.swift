@@ -12,8 +12,9 @@ import NIOPosix
 /// connection's state and every decision about it live in `ProxyConnectionState`; this handler
 /// feeds it events and carries out its actions. Confined to the channel's event loop;
 /// completions from the engine hop back onto it, and those of a request that is no longer
-/// current are dropped by the state machine.
-final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
+/// current are dropped by the state machine. Not `Sendable`: what crosses threads is a
+/// `NIOLoopBound` of it, whose value only the loop may take.
+final class ProxyHTTPHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
@@ -90,7 +91,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
     private func armHeadDeadline(context: ChannelHandlerContext) {
         headDeadline?.cancel()
         let timeout = TimeAmount.nanoseconds(Int64(service.configuration.idleTimeout * 1e9))
-        headDeadline = context.eventLoop.scheduleTask(in: timeout) { [weak self] in
+        headDeadline = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [weak self] in
             guard let self, self.connection.idleTimeout() == .close else { return }
             context.close(promise: nil)
         }
@@ -128,8 +129,12 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
             respond(context: context, status: 200, contentType: "application/json",
                     body: statusDocument(tokenPresented: tokenPresented).encoded(), extra: [("Cache-Control", "no-store")])
         case .metrics:
+            guard let metricsText = service.metricsText else {
+                respondText(context: context, status: 404, "no metrics are exported by this proxy")
+                return
+            }
             respond(context: context, status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
-                    body: Array(service.engine.metricsText().utf8), extra: [("Cache-Control", "no-store")])
+                    body: Array(metricsText().utf8), extra: [("Cache-Control", "no-store")])
         case let .redirect(location):
             respond(context: context, status: 302, contentType: "text/plain; charset=utf-8",
                     body: Array("see \(location)\n".utf8), extra: [("Location", location)])
@@ -151,16 +156,16 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
         let isHead = head.method == .HEAD
         let id = connection.request.id
         let loop = context.eventLoop
-        let bound = NIOLoopBound(context, eventLoop: loop)
+        let bound = NIOLoopBound((handler: self, context: context), eventLoop: loop)
         service.prepare(url: url, conditions: conditions, isHead: isHead) { result in
             loop.execute {
-                let context = bound.value
-                guard self.connection.prepared(request: id) == .proceed else { return }
+                let (handler, context) = bound.value
+                guard handler.connection.prepared(request: id) == .proceed else { return }
                 switch result {
                 case let .failure(error):
-                    self.respondError(context: context, error)
+                    handler.respondError(context: context, error)
                 case let .success(prepared):
-                    self.serve(context: context, prepared, isHead: isHead)
+                    handler.serve(context: context, prepared, isHead: isHead)
                 }
             }
         }
@@ -284,7 +289,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler, @unchecked Sendable {
                                           "bytes": "\(bodyBytes)",
                                           "ms": "\((NIODeadline.now() - started).nanoseconds / 1_000_000)"])
         let action = connection.responseFinished()
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
             if action == .close { context.close(promise: nil) }
         }
         if action == .awaitNextHead { armHeadDeadline(context: context) }

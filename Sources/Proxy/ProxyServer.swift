@@ -1,6 +1,7 @@
 import CacheCore
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -18,21 +19,29 @@ import NIOPosix
 ///
 /// Security: loopback only unless a token is set; only the encoded URL forms are proxied (never
 /// `GET http://...`), only http(s) origins, optionally only `allowedHosts`.
-public final class ProxyServer: @unchecked Sendable {
+public final class ProxyServer: Sendable {
     public let configuration: ProxyConfiguration
     let service: ProxyService
     let logger: Logger
 
-    private let lock = NSLock()
-    private var group: MultiThreadedEventLoopGroup?   // guarded by lock
-    private var channel: Channel?                     // guarded by lock
-    private var boundPort: Int?                       // guarded by lock
-    private var door: DoorInfo?                       // guarded by lock
+    /// What exists while the server runs; all nil when stopped.
+    private struct Running {
+        var group: MultiThreadedEventLoopGroup?
+        var channel: Channel?
+        var boundPort: Int?
+        var door: DoorInfo?
+    }
 
-    public init(engine: CacheEngine, configuration: ProxyConfiguration, logger: Logger) {
+    private let running = NIOLockedValueBox(Running())
+
+    /// - Parameter metricsText: the text exposition `/metrics` serves (the owner of the metrics
+    ///   backend renders it, e.g. `PrometheusExport.text(for:)`); nil: `/metrics` is 404.
+    public init(engine: CacheEngine, configuration: ProxyConfiguration, logger: Logger,
+                metricsText: (@Sendable () -> String)? = nil) {
         self.configuration = configuration
         self.logger = logger
-        self.service = ProxyService(engine: engine, configuration: configuration, logger: logger)
+        self.service = ProxyService(engine: engine, configuration: configuration, logger: logger,
+                                    metricsText: metricsText)
     }
 
     deinit { stop() }
@@ -41,22 +50,27 @@ public final class ProxyServer: @unchecked Sendable {
     /// Throws `ProxyServerError.tokenRequired` for a non-loopback address without a token.
     @discardableResult
     public func start() throws -> Int {
-        lock.lock()
-        defer { lock.unlock() }
-        if let boundPort { return boundPort }
+        try running.withLockedValue { try start(&$0) }
+    }
+
+    private func start(_ running: inout Running) throws -> Int {
+        if let boundPort = running.boundPort { return boundPort }
         guard configuration.isLoopbackOnly || !(configuration.token ?? "").isEmpty else {
             throw ProxyServerError.tokenRequired(bindAddress: configuration.bindAddress)
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.threads))
         let service = self.service
         let config = configuration
-        let portBox = PortBox()
-        var limits = NIOHTTPDecoderLimitConfiguration()
+        let portBox = NIOLockedValueBox(0)   // the bound port, known only after bind
         // Beyond these the parser itself gives up (431); below them the router answers 414/431
         // with its own, smaller limits.
-        limits.maxHeaderFieldSize = max(64 << 10, config.maxRequestTargetBytes * 2)
-        limits.maxHeaderListSize = max(64 << 10, config.maxHeaderBytes * 2)
-        limits.maxHeaderFieldCount = 256
+        let limits: NIOHTTPDecoderLimitConfiguration = {
+            var limits = NIOHTTPDecoderLimitConfiguration()
+            limits.maxHeaderFieldSize = max(64 << 10, config.maxRequestTargetBytes * 2)
+            limits.maxHeaderListSize = max(64 << 10, config.maxHeaderBytes * 2)
+            limits.maxHeaderFieldCount = 256
+            return limits
+        }()
         let idle = TimeAmount.nanoseconds(Int64(config.idleTimeout * 1e9))
         let slow = TimeAmount.nanoseconds(Int64(config.slowClientTimeout * 1e9))
 
@@ -76,7 +90,7 @@ public final class ProxyServer: @unchecked Sendable {
                                                          withDecoderLimitConfiguration: limits)
                     try sync.addHandler(ProtocolErrorHandler())
                     try sync.addHandler(IdleStateHandler(readTimeout: idle, writeTimeout: slow))
-                    try sync.addHandler(ProxyHTTPHandler(service: service, boundPort: { portBox.port }))
+                    try sync.addHandler(ProxyHTTPHandler(service: service, boundPort: { portBox.withLockedValue { $0 } }))
                 }
             }
         let channel: Channel
@@ -90,10 +104,10 @@ public final class ProxyServer: @unchecked Sendable {
             throw ProxyServerError.bindFailed(address: config.bindAddress, port: config.port, cause: "\(error)")
         }
         let port = channel.localAddress?.port ?? config.port
-        portBox.port = port
-        self.group = group
-        self.channel = channel
-        self.boundPort = port
+        portBox.withLockedValue { $0 = port }
+        running.group = group
+        running.channel = channel
+        running.boundPort = port
         if !config.cacheDirectory.isEmpty {
             let status = ProxyStatus(version: config.version, port: port, bindAddress: config.bindAddress,
                                      tokenRequired: config.token != nil, cacheDirectory: config.cacheDirectory,
@@ -105,7 +119,7 @@ public final class ProxyServer: @unchecked Sendable {
         }
         let door = DoorInfo.proxy(bindAddress: config.bindAddress, port: port, tokenRequired: config.token != nil)
         service.engine.metrics.addDoor(door)
-        self.door = door
+        running.door = door
         logger.info("proxy listening", metadata: ["address": "\(config.bindAddress)", "port": "\(port)",
                                                   "token": "\(config.token == nil ? "none" : "required")"])
         return port
@@ -114,13 +128,11 @@ public final class ProxyServer: @unchecked Sendable {
     /// Stops listening, closes every connection (their readers are closed), and frees the
     /// threads. Idempotent. Do not call from one of the proxy's event loops.
     public func stop() {
-        lock.lock()
-        let (channel, group, door) = (self.channel, self.group, self.door)
-        self.door = nil
-        self.channel = nil
-        self.group = nil
-        self.boundPort = nil
-        lock.unlock()
+        let stopped = running.withLockedValue { running in
+            defer { running = Running() }
+            return running
+        }
+        let (channel, group, door) = (stopped.channel, stopped.group, stopped.door)
         guard let channel, let group else { return }
         if let door { service.engine.metrics.removeDoor(door) }
         if !configuration.cacheDirectory.isEmpty,
@@ -133,7 +145,7 @@ public final class ProxyServer: @unchecked Sendable {
     }
 
     /// The bound port while running.
-    public var port: Int? { lock.lock(); defer { lock.unlock() }; return boundPort }
+    public var port: Int? { running.withLockedValue { $0.boundPort } }
 
     /// `http://127.0.0.1:PORT` (or the bind address) while running.
     public var baseURL: String? {
@@ -147,7 +159,7 @@ public final class ProxyServer: @unchecked Sendable {
 
     /// Returns once the listener is closed (after `stop()`).
     public func waitUntilStopped() async {
-        guard let channel = lock.withLock({ self.channel }) else { return }
+        guard let channel = running.withLockedValue({ $0.channel }) else { return }
         try? await channel.closeFuture.get()
     }
 }
@@ -168,15 +180,5 @@ public enum ProxyServerError: Error, CustomStringConvertible {
         case let .portInUse(address, port):
             return "cannot listen on \(address):\(port): the port is in use"
         }
-    }
-}
-
-/// The bound port, known only after bind, read by connection handlers for the status document.
-final class PortBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var _port = 0
-    var port: Int {
-        get { lock.lock(); defer { lock.unlock() }; return _port }
-        set { lock.lock(); _port = newValue; lock.unlock() }
     }
 }

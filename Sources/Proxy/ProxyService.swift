@@ -7,17 +7,18 @@ import Logging
 /// entry (media, streamed through a `CacheReader`), or over a rewritten playlist held in memory.
 ///
 /// Shared by every connection of one server; everything here is thread-safe.
-final class ProxyService: @unchecked Sendable {
+final class ProxyService: Sendable {
     let engine: CacheEngine
     let configuration: ProxyConfiguration
     let router: ProxyRouter
     let loader: PlaylistLoader
     let logger: Logger
+    /// The `/metrics` text, from whoever owns the metrics backend; nil when there is none.
+    let metricsText: (@Sendable () -> String)?
 
-    /// Small files with a generic type are sniffed for `#EXTM3U`; bigger ones are media.
-    static let sniffLimit: Int64 = 1 << 20
-
-    init(engine: CacheEngine, configuration: ProxyConfiguration, logger: Logger) {
+    init(engine: CacheEngine, configuration: ProxyConfiguration, logger: Logger,
+         metricsText: (@Sendable () -> String)? = nil) {
+        self.metricsText = metricsText
         self.engine = engine
         self.configuration = configuration
         self.router = ProxyRouter(configuration: configuration)
@@ -25,7 +26,7 @@ final class ProxyService: @unchecked Sendable {
         self.logger = logger
     }
 
-    enum Prepared {
+    enum Prepared: Sendable {
         /// Serve `plan` over the cached entry.
         case entry(EntryInfo, ResponsePlan)
         /// Serve `plan` over these bytes (a rewritten playlist).
@@ -41,7 +42,8 @@ final class ProxyService: @unchecked Sendable {
             case let .failure(error):
                 completion(.failure(error))
             case let .success(entry):
-                guard Self.mayBePlaylist(entry) else {
+                // The playlist rule (`HLSPlaylist.candidacy`): only a candidate costs a task.
+                guard HLSPlaylist.candidacy(of: entry) != .no else {
                     completion(.success(.entry(entry, plan(entry: entry, conditions))))
                     return
                 }
@@ -58,18 +60,6 @@ final class ProxyService: @unchecked Sendable {
         }
     }
 
-    /// HLS by content type or extension, or a small file whose type says nothing.
-    static func mayBePlaylist(_ entry: EntryInfo) -> Bool {
-        if HLSPlaylist.isPlaylistContentType(entry.contentType) { return true }
-        guard MediaTypes.isGeneric(entry.contentType) || (entry.contentType ?? "").mediaTypeEssence.hasPrefix("text/") else {
-            return false
-        }
-        let ext = MediaTypes.pathExtension(of: entry.url) ?? MediaTypes.pathExtension(of: entry.finalURL)
-        if ext == "m3u8" || ext == "m3u" { return true }
-        if let length = entry.length, length <= sniffLimit { return true }
-        return false
-    }
-
     func plan(entry: EntryInfo, _ conditions: RequestConditions) -> ResponsePlan {
         let rep = Representation(length: entry.length,
                                  contentType: MediaTypes.contentType(origin: entry.contentType, url: entry.url),
@@ -78,15 +68,10 @@ final class ProxyService: @unchecked Sendable {
     }
 
     private func preparePlaylist(url: String, entry: EntryInfo, _ conditions: RequestConditions) async throws -> Prepared {
-        if !HLSPlaylist.isPlaylistContentType(entry.contentType) {
-            // Sniff the first bytes only (already on disk from the engine's open probe), so a
-            // small media file costs no extra download, not even for HEAD.
-            let reader = engine.makeReader(for: entry)
-            defer { reader.close() }
-            let first = try await ChunkedRead.read(reader, offset: 0, count: 64)
-            guard HLSPlaylist.isPlaylist(contentType: entry.contentType, firstBytes: first) else {
-                return .entry(entry, plan(entry: entry, conditions))
-            }
+        // The first bytes only, when the type does not say (already on disk from the engine's
+        // open probe), so a small media file costs no extra download, not even for HEAD.
+        guard try await HLSPlaylist.isPlaylist(engine: engine, entry: entry) else {
+            return .entry(entry, plan(entry: entry, conditions))
         }
         guard let loaded = try await loader.load(url: url, entry: entry) else {
             logger.warning("playlist too large to rewrite; passed through", metadata: ["url": "\(url)"])

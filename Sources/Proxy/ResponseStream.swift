@@ -23,8 +23,9 @@ import NIOPosix
 ///
 /// Confined to the channel's event loop. Leasing does no disk I/O (at most it opens a data file
 /// once per reader), so it is asked right from the loop; a read that waits for the network
-/// completes on an engine thread and hops back.
-final class ResponseStream: @unchecked Sendable {
+/// completes on an engine thread and hops back (through a `NIOLoopBound`, so this class need not
+/// be `Sendable`).
+final class ResponseStream {
     enum Source {
         case reader(CacheReader)
         case memory([UInt8])
@@ -102,9 +103,10 @@ final class ResponseStream: @unchecked Sendable {
             didRead(.failure(.badResponse(url: "", message: "no body source")))
         case let .reader(reader):
             let loop = context.eventLoop
+            let bound = NIOLoopBound(self, eventLoop: loop)
             reader.lease(offset: offset, length: length) { result in
                 // Always a new turn of the loop, even for a hit answered at once: no recursion.
-                loop.execute { self.didRead(result) }
+                loop.execute { bound.value.didRead(result) }
             }
         }
     }

@@ -12,7 +12,7 @@ import Foundation
 /// Keys are the long option names without `--`, with `_` or `-` between words (`cache_size`, as
 /// in fstab options, is `cache-size`). `header` and `ignore-query` may repeat.
 /// Command-line flags win over the file (see `CacheOptions.resolve()`).
-public struct ConfigFile: Equatable {
+public struct ConfigFile: Equatable, Sendable {
     /// The keys the file may set; anything else is a typo worth reporting.
     static let knownKeys: Set<String> = [
         "cache-dir", "cache-size", "slice-size", "revalidate-after", "read-timeout", "ignore-query",

@@ -4,7 +4,7 @@ import Foundation
 ///
 /// The message names the option and the offending value and says what was expected, because it
 /// is the only line the user gets (see `ErrorReporting`).
-public struct UsageError: Error, CustomStringConvertible, Equatable {
+public struct UsageError: Error, CustomStringConvertible, Equatable, Sendable {
     public var description: String
     public init(_ description: String) { self.description = description }
 }

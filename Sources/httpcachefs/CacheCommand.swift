@@ -30,14 +30,12 @@ extension CacheCommand {
                                _ body: @escaping (CacheListing) throws -> T) async throws -> T {
         try await runReportingErrors {
             try await onDedicatedThread(name: "httpcachefs-\(name)") {
-                do {
-                    let engine = try options.openEngine()
+                switch try CacheAccess.openBlocking(options) {
+                case let .engine(engine):
                     defer { engine.shutdown() }
                     return try body(engine)
-                } catch CacheError.locked {
-                    let configuration = try options.configuration()
-                    return try body(DaemonListing(snapshot: try CacheSnapshot(configuration: configuration),
-                                                  document: DaemonListing.liveDocument(cacheDirectory: configuration.directory)))
+                case let .daemon(held):
+                    return try body(try held.listing())
                 }
             }
         }

@@ -1,8 +1,10 @@
 import ArgumentParser
 import CacheCore
+import CoreMetrics
 import Fetcher
 import Foundation
 import Logging
+import MetricsExport
 import Proxy
 import Settings
 
@@ -155,13 +157,16 @@ struct CacheOptions: ParsableArguments {
     /// Opens the cache these options describe, over a libcurl source; takes the directory lock
     /// (`CacheError.locked` names the process holding it). Call `shutdown()` when done.
     /// Loggers are `httpcachefs.cache` and `httpcachefs.fetch` (see `makeLogger` for the level).
-    func openEngine(defaultLogLevel: Logger.Level = .error) throws -> CacheEngine {
+    /// - Parameter metrics: the backend of the engine's metrics, for a process that serves
+    ///   `/metrics` (a daemon's proxy); nil: only the status document's totals are kept.
+    func openEngine(defaultLogLevel: Logger.Level = .error, metrics: PrometheusExport? = nil) throws -> CacheEngine {
         let configuration = try configuration()
         OpenFileLimit.raiseToHard(logger: makeLogger(label: "httpcachefs.cache", defaultLevel: defaultLogLevel))
         let source = try makeSource(logger: makeLogger(label: "httpcachefs.fetch", defaultLevel: defaultLogLevel))
         do {
             return try CacheEngine(configuration: configuration, source: source,
                                    logger: makeLogger(label: "httpcachefs.cache", defaultLevel: defaultLogLevel),
+                                   metricsFactory: metrics?.factory ?? NOOPMetricsHandler.instance,
                                    afterShutdown: { source.shutdown() })
         } catch {
             source.shutdown()

@@ -34,12 +34,11 @@ struct CatCommand: AsyncParsableCommand {
             let options = cache
             let url = url
             let engine: CacheEngine
-            do {
-                engine = try await onDedicatedThread(name: "httpcachefs-cat") { try options.openEngine() }
-            } catch let CacheError.locked(path, holder) {
-                guard let daemon = try DaemonClient.find(cacheDirectory: path, options: options) else {
-                    throw CacheError.locked(path: path, holder: holder)
-                }
+            switch try await CacheAccess.open(options, threadName: "httpcachefs-cat") {
+            case let .engine(opened):
+                engine = opened
+            case let .daemon(held):
+                let daemon = try held.client()
                 defer { daemon.shutdown() }
                 try await onDedicatedThread(name: "httpcachefs-cat") { try Self.cat(url: url, range: range, through: daemon) }
                 return

@@ -3,7 +3,8 @@ import Fetcher
 import Foundation
 import Proxy
 
-/// `cat` and `preload` while a daemon (`mount` or `proxy`) holds the cache directory.
+/// `cat` and `preload` while a daemon (`mount` or `proxy`) holds the cache directory
+/// (`CacheAccess.daemon`, `HeldCache.client()`).
 ///
 /// Only one process may write a cache, so instead of failing on the lock these commands send
 /// their requests through the daemon's proxy: the bytes land in the one cache the daemon serves

@@ -4,6 +4,7 @@ import Dispatch
 import Foundation
 import FuseMount
 import Logging
+import MetricsExport
 import Proxy
 import Settings
 
@@ -110,7 +111,10 @@ struct MountCommand: AsyncParsableCommand {
         let logger = cache.makeLogger(label: "httpcachefs.mount", defaultLevel: .info)
         if let note = prepared.cleanedStaleMount { logger.warning("\(note)") }
         let options = cache
-        let engine = try await onDedicatedThread(name: "httpcachefs-mount") { try options.openEngine(defaultLogLevel: .info) }
+        let metrics = PrometheusExport()   // the backend `/metrics` renders
+        let engine = try await onDedicatedThread(name: "httpcachefs-mount") {
+            try options.openEngine(defaultLogLevel: .info, metrics: metrics)
+        }
         var mountOptions = MountOptions(
             revalidateAfter: resolved.revalidateAfter, listingTTL: indexTTL,
             // The engine fails a read at --read-timeout; this backstop only fires if it did not.
@@ -122,7 +126,7 @@ struct MountCommand: AsyncParsableCommand {
         // The proxy first: a busy port fails the mount before anything is mounted.
         var server: ProxyServer?
         do {
-            if !noProxy { server = try await startProxy(engine: engine, cache: resolved, logger: logger) }
+            if !noProxy { server = try await startProxy(engine: engine, metrics: metrics, cache: resolved, logger: logger) }
             try await onDedicatedThread(name: "httpcachefs-mount") { try fs.start(at: prepared.path) }
         } catch {
             let started = server
@@ -187,9 +191,11 @@ struct MountCommand: AsyncParsableCommand {
     /// The proxy on the same engine. A port that is taken fails the mount, naming the port and
     /// what to do: a mount running without the proxy users expect, or `url` printing URLs on a
     /// port that belongs to another daemon, would fail later and far less clearly.
-    private func startProxy(engine: CacheEngine, cache: ResolvedCacheOptions, logger: Logger) async throws -> ProxyServer {
+    private func startProxy(engine: CacheEngine, metrics: PrometheusExport, cache: ResolvedCacheOptions,
+                            logger: Logger) async throws -> ProxyServer {
         let (configuration, generated) = proxy.configuration(cache: cache)
-        let server = ProxyServer(engine: engine, configuration: configuration, logger: logger)
+        let server = ProxyServer(engine: engine, configuration: configuration, logger: logger,
+                                 metricsText: { metrics.text(for: engine) })
         let port: Int
         do {
             port = try await onDedicatedThread(name: "httpcachefs-mount") { try server.start() }

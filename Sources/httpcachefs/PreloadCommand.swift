@@ -40,12 +40,11 @@ struct PreloadCommand: AsyncParsableCommand {
             for url in urls { _ = try KeyRules.validate(url) }
             let options = cache
             let engine: CacheEngine
-            do {
-                engine = try await onDedicatedThread(name: "httpcachefs-preload") { try options.openEngine() }
-            } catch let CacheError.locked(path, holder) {
-                guard let daemon = try DaemonClient.find(cacheDirectory: path, options: options) else {
-                    throw CacheError.locked(path: path, holder: holder)
-                }
+            switch try await CacheAccess.open(options, threadName: "httpcachefs-preload") {
+            case let .engine(opened):
+                engine = opened
+            case let .daemon(held):
+                let daemon = try held.client()
                 defer { daemon.shutdown() }
                 return await Self.preload(urls: urls) { url in
                     try await Self.preload(url: url, range: range, variant: variant, through: daemon)
@@ -83,7 +82,7 @@ struct PreloadCommand: AsyncParsableCommand {
         let before = engine.status(url: url)
         let started = Date()
         let entry = try await engine.open(url: url, takeFirstBytes: range == nil)
-        if range == nil, try await HLSPreloader.isPlaylist(engine: engine, entry: entry) {
+        if range == nil, try await HLSPlaylist.isPlaylist(engine: engine, entry: entry) {
             return try await preloadPlaylist(url: url, variant: variant, source: EngineHLSSource(engine: engine), via: "")
         }
         let (start, end) = try (range ?? .from(0)).resolve(length: entry.length, url: url)

@@ -3,6 +3,7 @@ import CacheCore
 import Dispatch
 import Foundation
 import Logging
+import MetricsExport
 import Proxy
 
 /// Proxy options shared by `httpcachefs proxy` and `httpcachefs mount` (which runs the proxy
@@ -80,9 +81,13 @@ struct ProxyCommand: AsyncParsableCommand {
             let options = cache
             let resolved = try options.resolve()
             let logger = options.makeLogger(label: "httpcachefs.proxy", defaultLevel: .info)
-            let engine = try await onDedicatedThread(name: "httpcachefs-proxy") { try options.openEngine(defaultLogLevel: .info) }
+            let metrics = PrometheusExport()   // the backend `/metrics` renders
+            let engine = try await onDedicatedThread(name: "httpcachefs-proxy") {
+                try options.openEngine(defaultLogLevel: .info, metrics: metrics)
+            }
             let (configuration, generated) = proxy.configuration(cache: resolved)
-            let server = ProxyServer(engine: engine, configuration: configuration, logger: logger)
+            let server = ProxyServer(engine: engine, configuration: configuration, logger: logger,
+                                     metricsText: { metrics.text(for: engine) })
             let port: Int
             do {
                 port = try await onDedicatedThread(name: "httpcachefs-proxy") { try server.start() }

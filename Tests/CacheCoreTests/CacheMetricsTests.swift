@@ -1,21 +1,27 @@
 import XCTest
 @testable import CacheCore
+@testable import MetricsExport
 
 /// The counters, the status document and the metrics text after a scripted sequence of reads:
 /// a hand-driven source decides when every byte arrives, so each number is known exactly.
 final class CacheMetricsTests: XCTestCase {
     private var dir: String!
+    /// The Prometheus backend of the engine under test (the executable's choice).
+    private var export: PrometheusExport!
     private let url = "http://origin.test/media/movie.mp4"
     private let length: Int64 = 4 << 20
     private lazy var data = randomBytes(Int(length), seed: 7)
 
-    override func setUp() { dir = NSTemporaryDirectory() + "httpcachefs-metrics-\(UUID().uuidString)" }
+    override func setUp() {
+        dir = NSTemporaryDirectory() + "httpcachefs-metrics-\(UUID().uuidString)"
+        export = PrometheusExport()
+    }
     override func tearDown() { try? FileManager.default.removeItem(atPath: dir) }
 
     private func engine(_ source: GatedSource) throws -> CacheEngine {
         try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0,
                                                           sliceSize: 1 << 20, readTimeout: 10, initialReadAhead: 0),
-                        source: source)
+                        source: source, metricsFactory: export.factory)
     }
 
     /// Opens `url`: the probe delivers what it asked for (the first 256 KiB of a new file, one
@@ -127,7 +133,7 @@ final class CacheMetricsTests: XCTestCase {
         // The document survives its own JSON (dates to the second).
         XCTAssertEqual(try StatusDocument.decode(doc.encoded()).encoded(), doc.encoded())
 
-        let text = cache.metricsText()
+        let text = export.text(for: cache)
         let samples = Self.samples(text)
         XCTAssertEqual(samples["httpcachefs_reads_total{door=\"fuse\",result=\"hit\"}"], 1)
         XCTAssertEqual(samples["httpcachefs_reads_total{door=\"proxy\",result=\"miss\"}"], 1)
@@ -162,12 +168,14 @@ final class CacheMetricsTests: XCTestCase {
         defer { a.shutdown() }
         let other = dir + "-b"
         defer { try? FileManager.default.removeItem(atPath: other) }
-        let b = try CacheEngine(configuration: CacheConfiguration(directory: other), source: GatedSource())
+        let exportB = PrometheusExport()
+        let b = try CacheEngine(configuration: CacheConfiguration(directory: other), source: GatedSource(),
+                                metricsFactory: exportB.factory)
         defer { b.shutdown() }
         a.metrics.noteEviction(slices: 2, bytes: 100)
-        XCTAssertEqual(Self.samples(a.metricsText())["httpcachefs_evictions_total"], 2)
-        XCTAssertEqual(Self.samples(a.metricsText())["httpcachefs_evicted_bytes_total"], 100)
-        XCTAssertEqual(Self.samples(b.metricsText())["httpcachefs_evictions_total"], 0)
+        XCTAssertEqual(Self.samples(export.text(for: a))["httpcachefs_evictions_total"], 2)
+        XCTAssertEqual(Self.samples(export.text(for: a))["httpcachefs_evicted_bytes_total"], 100)
+        XCTAssertEqual(Self.samples(exportB.text(for: b))["httpcachefs_evictions_total"], 0)
     }
 
     func testRecentErrorsKeepTheNewestInARing() {

@@ -162,10 +162,10 @@ final class ProxyHLSTests: XCTestCase {
         XCTAssertEqual(seg.body, testBytes(300_002, seed: 2))
         XCTAssertEqual(h.origin.bytesServed(path: "/s/high1.ts"), 0)
         let master = try await h.engine.open(url: h.origin.url("/s/master.m3u8"))
-        let isPlaylist = try await HLSPreloader.isPlaylist(engine: h.engine, entry: master)
+        let isPlaylist = try await HLSPlaylist.isPlaylist(engine: h.engine, entry: master)
         XCTAssertTrue(isPlaylist)
         let segment = try await h.engine.open(url: h.origin.url("/s/high1.ts"))
-        let isNotPlaylist = try await HLSPreloader.isPlaylist(engine: h.engine, entry: segment)
+        let isNotPlaylist = try await HLSPlaylist.isPlaylist(engine: h.engine, entry: segment)
         XCTAssertFalse(isNotPlaylist)
     }
 }

@@ -2,6 +2,7 @@ import CacheCore
 import Fetcher
 import Foundation
 import Logging
+import MetricsExport
 import Proxy
 import TestSupport
 import XCTest
@@ -27,12 +28,16 @@ final class ProxyHarness {
         origin = try OriginServer()
         directory = TemporaryDirectory(prefix: "httpcachefs-proxy")
         source = CurlRangeSource(configuration: fetcher, logger: logger)
-        engine = try CacheEngine(configuration: cache(directory.path), source: source, logger: logger)
+        let metrics = PrometheusExport()
+        engine = try CacheEngine(configuration: cache(directory.path), source: source, logger: logger,
+                                 metricsFactory: metrics.factory)
         var config = configuration
         config.cacheDirectory = directory.path
         config.version = "test"
         self.configuration = config
-        server = ProxyServer(engine: engine, configuration: config, logger: logger)
+        let engine = self.engine
+        server = ProxyServer(engine: engine, configuration: config, logger: logger,
+                             metricsText: { metrics.text(for: engine) })
         port = try server.start()
     }
 

@@ -1,0 +1,57 @@
+import CacheCore
+import Foundation
+
+/// This cache as a CLI command reaches it: opened in this process, or, while a daemon (`mount`,
+/// `proxy`) holds its lock, through that daemon.
+///
+/// Only one process may write a cache. A command that finds the lock held does not fail: it asks
+/// the daemon instead (`HeldCache`), so its requests land in the one cache the daemon serves from
+/// (`cat`, `preload`: through the daemon's proxy), or it reads what that cache holds (`cache ls`,
+/// `cache info`: the index with the daemon's live figures).
+enum CacheAccess {
+    /// Nobody else holds the cache: this process opened it (and shuts it down when done).
+    case engine(CacheEngine)
+    /// A daemon holds the cache.
+    case daemon(HeldCache)
+
+    /// Opens the cache `options` describe; a lock held by another process is `.daemon`.
+    /// Blocking: call on a dedicated thread (or use the async `open`).
+    static func openBlocking(_ options: CacheOptions) throws -> CacheAccess {
+        do {
+            return .engine(try options.openEngine())
+        } catch let CacheError.locked(path, holder) {
+            return .daemon(HeldCache(options: options, directory: path, holder: holder))
+        }
+    }
+
+    /// `openBlocking` on a dedicated thread named `threadName`.
+    static func open(_ options: CacheOptions, threadName: String) async throws -> CacheAccess {
+        try await onDedicatedThread(name: threadName) { try openBlocking(options) }
+    }
+}
+
+/// A cache another process (a daemon) holds the lock of.
+struct HeldCache {
+    let options: CacheOptions
+    let directory: String
+    /// Who holds the lock, as the lock file names it.
+    let holder: String
+
+    /// The failure this process would have without a daemon to ask.
+    var lockedError: CacheError { .locked(path: directory, holder: holder) }
+
+    /// The daemon's proxy, for requests whose bytes must land in its cache; the lock error when
+    /// it runs none (`--no-proxy`, or the holder is no daemon). Shut the client down when done.
+    func client() throws -> DaemonClient {
+        guard let daemon = try DaemonClient.find(cacheDirectory: directory, options: options) else { throw lockedError }
+        return daemon
+    }
+
+    /// What the cache holds: its index as last written, with the daemon's live figures when it
+    /// runs a proxy (`DaemonListing`). Blocking.
+    func listing() throws -> DaemonListing {
+        let configuration = try options.configuration()
+        return DaemonListing(snapshot: try CacheSnapshot(configuration: configuration),
+                             document: DaemonListing.liveDocument(cacheDirectory: configuration.directory))
+    }
+}
