@@ -86,6 +86,7 @@ let package = Package(
         // Test support: an in-process loopback origin with fault injection, temporary cache dirs.
         .target(name: "TestSupport", dependencies: [
             "CacheCore",
+            .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import TestSupport
 import XCTest
 @testable import CacheCore
 

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import TestSupport
 import XCTest
 @testable import CacheCore
 
@@ -141,29 +142,5 @@ final class StartupCheckTests: XCTestCase {
             limit += 1
         }
         return limit
-    }
-}
-
-/// Every log line a test's logger receives: "level message key=value ...".
-final class RecordedLog: @unchecked Sendable {
-    private let lock = NSLock()
-    private var _lines: [String] = []
-    var lines: [String] { lock.withLock { _lines } }
-
-    var logger: Logger { Logger(label: "recorded") { _ in Handler(sink: self) } }
-
-    struct Handler: LogHandler {
-        let sink: RecordedLog
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            let all = metadata.merging(event.metadata ?? [:]) { $1 }
-            let line = "\(event.level) \(event.message) \(all.map { "\($0)=\($1)" }.sorted().joined(separator: " "))"
-            sink.lock.withLock { sink._lines.append(line) }
-        }
     }
 }

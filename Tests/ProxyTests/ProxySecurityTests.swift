@@ -75,7 +75,7 @@ final class ProxySecurityTests: XCTestCase {
     /// request carried it, and no log line ever does.
     func testNoResponseOrLogLineCarriesTheTokenUnlessTheRequestDid() throws {
         let token = "Zq9-s3cret_T0ken"
-        let log = CapturedLog()
+        let log = RecordedLog()
         let h = try ProxyHarness(configuration: ProxyConfiguration(bindAddress: "127.0.0.1", port: 0, token: token),
                                  logger: log.logger)
         defer { h.shutdown() }
@@ -171,33 +171,6 @@ final class ProxySecurityTests: XCTestCase {
         XCTAssertEqual(try h.get(h.path("/go.mp4")).status, 403)
     }
 
-}
-
-/// Every log line a test's logger receives, rendered with its metadata.
-final class CapturedLog: @unchecked Sendable {
-    private let lock = NSLock()
-    private var _lines: [String] = []
-    var lines: [String] { lock.withLock { _lines } }
-
-    var logger: Logger {
-        Logger(label: "captured") { _ in Handler(sink: self) }
-    }
-
-    func append(_ line: String) { lock.withLock { _lines.append(line) } }
-
-    struct Handler: LogHandler {
-        let sink: CapturedLog
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            let all = metadata.merging(event.metadata ?? [:]) { $1 }
-            sink.append("\(event.level) \(event.message) \(all.map { "\($0)=\($1)" }.sorted().joined(separator: " "))")
-        }
-    }
 }
 
 /// A source that is never reached (the tests using it fail before any fetch).
