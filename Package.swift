@@ -81,6 +81,7 @@ let package = Package(
             "CacheCore", "Fetcher", "FuseMount", "HLS", "MetricsExport", "Proxy", "Settings",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOPosix", package: "swift-nio"),
         ], swiftSettings: v5),
 
         // Test support: an in-process loopback origin with fault injection, temporary cache dirs.

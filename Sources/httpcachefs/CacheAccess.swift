@@ -24,9 +24,9 @@ enum CacheAccess {
         }
     }
 
-    /// `openBlocking` on a dedicated thread named `threadName`.
-    static func open(_ options: CacheOptions, threadName: String) async throws -> CacheAccess {
-        try await onDedicatedThread(name: threadName) { try openBlocking(options) }
+    /// `openBlocking` on the blocking pool.
+    static func open(_ options: CacheOptions) async throws -> CacheAccess {
+        try await onBlockingPool { try openBlocking(options) }
     }
 }
 

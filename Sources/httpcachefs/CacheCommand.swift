@@ -16,7 +16,7 @@ extension CacheCommand {
     static func withEngine<T>(_ options: CacheOptions, name: String,
                               _ body: @escaping (CacheEngine) throws -> T) async throws -> T {
         try await runReportingErrors {
-            try await onDedicatedThread(name: "httpcachefs-\(name)") {
+            try await onBlockingPool {
                 let engine = try options.openEngine()
                 defer { engine.shutdown() }
                 return try body(engine)
@@ -29,7 +29,7 @@ extension CacheCommand {
     static func withListing<T>(_ options: CacheOptions, name: String,
                                _ body: @escaping (CacheListing) throws -> T) async throws -> T {
         try await runReportingErrors {
-            try await onDedicatedThread(name: "httpcachefs-\(name)") {
+            try await onBlockingPool {
                 switch try CacheAccess.openBlocking(options) {
                 case let .engine(engine):
                     defer { engine.shutdown() }

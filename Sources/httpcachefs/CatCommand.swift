@@ -34,18 +34,18 @@ struct CatCommand: AsyncParsableCommand {
             let options = cache
             let url = url
             let engine: CacheEngine
-            switch try await CacheAccess.open(options, threadName: "httpcachefs-cat") {
+            switch try await CacheAccess.open(options) {
             case let .engine(opened):
                 engine = opened
             case let .daemon(held):
                 let daemon = try held.client()
                 defer { daemon.shutdown() }
-                try await onDedicatedThread(name: "httpcachefs-cat") { try Self.cat(url: url, range: range, through: daemon) }
+                try await onBlockingPool { try Self.cat(url: url, range: range, through: daemon) }
                 return
             }
             var failure: Error?
             do { try await Self.cat(url: url, range: range, engine: engine) } catch { failure = error }
-            try await onDedicatedThread(name: "httpcachefs-cat") { engine.shutdown() }
+            try await onBlockingPool { engine.shutdown() }
             if let failure { throw failure }
         }
     }

@@ -18,7 +18,7 @@ struct DaemonHLSSource: HLSSource {
 
     func playlist(url: String) async throws -> HLSPlaylistInfo {
         let daemon = self.daemon
-        let (head, bytes) = try await onDedicatedThread(name: "httpcachefs-preload") { () throws -> (DaemonClient.Head, [UInt8]) in
+        let (head, bytes) = try await onBlockingPool { () throws -> (DaemonClient.Head, [UInt8]) in
             var bytes: [UInt8] = []
             let head = try daemon.stream(url: url, end: nil) { chunk in
                 bytes += chunk
@@ -38,7 +38,7 @@ struct DaemonHLSSource: HLSSource {
     func readFully(url: String, length: @escaping @Sendable (Int64?) -> Void,
                    received: @escaping @Sendable (Int) -> Void) async throws -> Int64 {
         let daemon = self.daemon
-        return try await onDedicatedThread(name: "httpcachefs-preload") { () throws -> Int64 in
+        return try await onBlockingPool { () throws -> Int64 in
             length(try daemon.head(url: url).length)
             var total: Int64 = 0
             try daemon.stream(url: url, end: nil) { chunk in

@@ -66,15 +66,9 @@ func runReportingErrors<T>(_ body: () async throws -> T) async throws -> T {
     }
 }
 
-/// Runs blocking work (file and pipe I/O, waiting for the cache) on a thread of its own, so
-/// Swift's cooperative pool is never blocked on I/O.
-func onDedicatedThread<T>(name: String = "httpcachefs-cli", _ body: @escaping () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, Error>) in
-        let thread = Thread {
-            do { continuation.resume(returning: try body()) } catch { continuation.resume(throwing: error) }
-        }
-        thread.name = name
-        thread.stackSize = 1 << 20
-        thread.start()
-    }
+/// Runs blocking work (file and pipe I/O, opening or waiting for the cache, the mount's wait for
+/// its FUSE loop) on `BlockingPool`, so Swift's cooperative pool is never blocked on I/O and no
+/// thread is made per call.
+func onBlockingPool<T>(_ body: @escaping () throws -> T) async throws -> T {
+    try await BlockingPool.shared.runIfActive(body)
 }

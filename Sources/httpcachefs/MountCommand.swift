@@ -99,7 +99,7 @@ struct MountCommand: AsyncParsableCommand {
         let resolved = try cache.resolve()
         let indexTTL = try self.indexTTL.map { try DurationValue.parse($0, option: "--index-ttl") }
         let owned = try owner.resolve(fuseOptions: fuseOptions.flatMap(MountOptions.splitOptionList), configFile: cache.configFile)
-        let prepared = try await onDedicatedThread(name: "httpcachefs-mount") { try Mountpoint.prepare(mountpoint) }
+        let prepared = try await onBlockingPool { try Mountpoint.prepare(mountpoint) }
 
         if !foreground && ready == nil {
             if let note = prepared.cleanedStaleMount { ErrorReporting.printWarning(note) }
@@ -112,7 +112,7 @@ struct MountCommand: AsyncParsableCommand {
         if let note = prepared.cleanedStaleMount { logger.warning("\(note)") }
         let options = cache
         let metrics = PrometheusExport()   // the backend `/metrics` renders
-        let engine = try await onDedicatedThread(name: "httpcachefs-mount") {
+        let engine = try await onBlockingPool {
             try options.openEngine(defaultLogLevel: .info, metrics: metrics)
         }
         var mountOptions = MountOptions(
@@ -127,10 +127,10 @@ struct MountCommand: AsyncParsableCommand {
         var server: ProxyServer?
         do {
             if !noProxy { server = try await startProxy(engine: engine, metrics: metrics, cache: resolved, logger: logger) }
-            try await onDedicatedThread(name: "httpcachefs-mount") { try fs.start(at: prepared.path) }
+            try await onBlockingPool { try fs.start(at: prepared.path) }
         } catch {
             let started = server
-            try? await onDedicatedThread(name: "httpcachefs-mount") {
+            try? await onBlockingPool {
                 started?.stop()
                 engine.shutdown()
             }
@@ -148,10 +148,10 @@ struct MountCommand: AsyncParsableCommand {
         logger.info("mounted \(prepared.path): \(tree.files.count) files, \(tree.indexes.count) indexes\(byURL ? ", by-URL directory .url" : "") (cache: \(resolved.directory))")
         ready?.ready()
         SystemdNotify.send("READY=1\nSTATUS=mounted \(prepared.path)")
-        let loopError = try await onDedicatedThread(name: "httpcachefs-mount") { fs.wait() }
+        let loopError = try await onBlockingPool { fs.wait() }
         signals.cancel()
         server?.stop()
-        try await onDedicatedThread(name: "httpcachefs-mount") { engine.shutdown() }
+        try await onBlockingPool { engine.shutdown() }
         if let loopError { logger.error("FUSE session ended on an error: \(loopError)") }
         logger.info("unmounted \(prepared.path)")
     }
@@ -198,9 +198,9 @@ struct MountCommand: AsyncParsableCommand {
                                  metricsText: { metrics.text(for: engine) })
         let port: Int
         do {
-            port = try await onDedicatedThread(name: "httpcachefs-mount") { try server.start() }
+            port = try await onBlockingPool { try server.start() }
         } catch ProxyServerError.portInUse(let address, let port) {
-            let user = await (try? onDedicatedThread(name: "httpcachefs-mount") { Self.portUser(port) }) ?? nil
+            let user = await (try? onBlockingPool { Self.portUser(port) }) ?? nil
             throw CommandFailure("the proxy cannot listen on \(address):\(port): the port is in use\(user.map { " by \($0)" } ?? ""); "
                 + "give this mount another port with --proxy-port N (0 picks a free one; 'httpcachefs url --cache-dir \(cache.directory)' finds it) or none with --no-proxy")
         }
@@ -232,7 +232,7 @@ struct MountCommand: AsyncParsableCommand {
         arguments.insert(contentsOf: extra, at: min(at, arguments.count))
         let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         let log = logPath
-        _ = try await onDedicatedThread(name: "httpcachefs-mount") {
+        _ = try await onBlockingPool {
             try Daemon.launch(executable: executable, arguments: arguments, logPath: log)
         }
     }

@@ -40,7 +40,7 @@ struct PreloadCommand: AsyncParsableCommand {
             for url in urls { _ = try KeyRules.validate(url) }
             let options = cache
             let engine: CacheEngine
-            switch try await CacheAccess.open(options, threadName: "httpcachefs-preload") {
+            switch try await CacheAccess.open(options) {
             case let .engine(opened):
                 engine = opened
             case let .daemon(held):
@@ -53,7 +53,7 @@ struct PreloadCommand: AsyncParsableCommand {
             let failures = await Self.preload(urls: urls) { url in
                 try await Self.preload(url: url, range: range, variant: variant, engine: engine)
             }
-            try await onDedicatedThread(name: "httpcachefs-preload") { engine.shutdown() }
+            try await onBlockingPool { engine.shutdown() }
             return failures
         }
         if failures > 0 { throw ExitCode.failure }
@@ -113,12 +113,12 @@ struct PreloadCommand: AsyncParsableCommand {
                         through daemon: DaemonClient) async throws -> String {
         let via = " through the running daemon (process \(daemon.pid))"
         let started = Date()
-        let head = try await onDedicatedThread(name: "httpcachefs-preload") { try daemon.head(url: url) }
+        let head = try await onBlockingPool { try daemon.head(url: url) }
         if range == nil, HLSPlaylist.isPlaylistContentType(head.contentType) {
             return try await preloadPlaylist(url: url, variant: variant, source: DaemonHLSSource(daemon: daemon), via: via)
         }
         let (start, end) = try (range ?? .from(0)).resolve(length: head.length, url: url)
-        let bytes = try await onDedicatedThread(name: "httpcachefs-preload") { () throws -> Int64 in
+        let bytes = try await onBlockingPool { () throws -> Int64 in
             let bar = ProgressBar.isAvailable ? ProgressBar(label: Self.shortName(url), total: end.map { $0 - start }) : nil
             defer { bar?.finish() }
             var bytes: Int64 = 0

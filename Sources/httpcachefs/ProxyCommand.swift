@@ -82,7 +82,7 @@ struct ProxyCommand: AsyncParsableCommand {
             let resolved = try options.resolve()
             let logger = options.makeLogger(label: "httpcachefs.proxy", defaultLevel: .info)
             let metrics = PrometheusExport()   // the backend `/metrics` renders
-            let engine = try await onDedicatedThread(name: "httpcachefs-proxy") {
+            let engine = try await onBlockingPool {
                 try options.openEngine(defaultLogLevel: .info, metrics: metrics)
             }
             let (configuration, generated) = proxy.configuration(cache: resolved)
@@ -90,13 +90,13 @@ struct ProxyCommand: AsyncParsableCommand {
                                      metricsText: { metrics.text(for: engine) })
             let port: Int
             do {
-                port = try await onDedicatedThread(name: "httpcachefs-proxy") { try server.start() }
+                port = try await onBlockingPool { try server.start() }
             } catch ProxyServerError.portInUse(let address, let port) {
-                try? await onDedicatedThread(name: "httpcachefs-proxy") { engine.shutdown() }
-                let user = await (try? onDedicatedThread(name: "httpcachefs-proxy") { MountCommand.portUser(port) }) ?? nil
+                try? await onBlockingPool { engine.shutdown() }
+                let user = await (try? onBlockingPool { MountCommand.portUser(port) }) ?? nil
                 throw CommandFailure("cannot listen on \(address):\(port): the port is in use\(user.map { " by \($0)" } ?? ""); pick another with --proxy-port N (0 picks a free one)")
             } catch {
-                try? await onDedicatedThread(name: "httpcachefs-proxy") { engine.shutdown() }
+                try? await onBlockingPool { engine.shutdown() }
                 throw error
             }
             let base = ProxyConfiguration.localBase(bindAddress: configuration.bindAddress, port: port)
@@ -109,7 +109,7 @@ struct ProxyCommand: AsyncParsableCommand {
             }
             await server.waitUntilStopped()
             stop.cancel()
-            try await onDedicatedThread(name: "httpcachefs-proxy") { engine.shutdown() }
+            try await onBlockingPool { engine.shutdown() }
         }
     }
 }

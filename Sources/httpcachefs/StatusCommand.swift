@@ -23,7 +23,7 @@ struct StatusCommand: AsyncParsableCommand {
     func run() async throws {
         let json = json
         try await runReportingErrors {
-            try await onDedicatedThread(name: "httpcachefs-status") {
+            try await onBlockingPool {
                 let reports = DaemonDiscovery.find().map(Report.init)
                 if json {
                     CacheCommand.printLine(String(decoding: try Self.encoder.encode(reports), as: UTF8.self))

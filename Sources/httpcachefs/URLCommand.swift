@@ -44,7 +44,7 @@ struct URLCommand: AsyncParsableCommand {
             _ = try KeyRules.validate(url)
             let directory = try cache.resolve().directory
             let (port, host, token) = (self.port, self.host, self.token)
-            let lookup = try await onDedicatedThread(name: "httpcachefs-url") {
+            let lookup = try await onBlockingPool {
                 port.map { Self.askPort($0) } ?? Self.findProxy(cacheDirectory: directory)
             }
             let base: String
@@ -65,7 +65,7 @@ struct URLCommand: AsyncParsableCommand {
                 base = "http://\(Self.bracketed(host ?? "127.0.0.1")):\(port!)"
             case let .notFound(why):
                 // A mount started with its own --cache-dir is the usual reason: name it.
-                let other = try await onDedicatedThread(name: "httpcachefs-url") { Self.askPort(ProxyConfiguration.defaultPort) }
+                let other = try await onBlockingPool { Self.askPort(ProxyConfiguration.defaultPort) }
                 if case let .found(status) = other, let served = status.cacheDirectory, !Self.sameDirectory(served, directory) {
                     throw CommandFailure("no httpcachefs proxy serves the cache \(directory): \(why); the proxy on port \(status.port) serves the cache \(served): pass --cache-dir \(served)")
                 }
