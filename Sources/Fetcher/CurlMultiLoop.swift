@@ -269,12 +269,15 @@ final class CurlMultiLoop: @unchecked Sendable {
 
     /// Pauses the receiving of the transfers the scheduler holds and lets go of the others;
     /// returns when to decide again. Only transfers curl holds can be paused: one that starts
-    /// later is held once it is attached.
+    /// later is held once it is attached. A transfer is held only once its response head is in:
+    /// libcurl 7.88 paused in the middle of a head can lose header lines (a 206 then arrives
+    /// without its Content-Range), and holding it there would save nothing anyway (the request
+    /// is sent, the head comes regardless).
     private func applyHolds(now: UInt64) -> UInt64? {
         let decision = scheduler.decide(now: now)
         for id in transferOfEasy.values {
             guard let t = live[id], let easy = t.easy else { continue }
-            let hold = decision.held.contains(id)
+            let hold = decision.held.contains(id) && (t.held || t.state.headSeen)
             if hold == t.held { continue }
             t.held = hold
             _ = curl_easy_pause(easy, hold ? ccurl_pause_recv : ccurl_pause_cont)
