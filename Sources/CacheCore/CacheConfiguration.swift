@@ -36,6 +36,9 @@ public struct CacheConfiguration: Sendable {
     /// Entries not read for this long lose their bytes (`--cache-max-age`), besides the cap;
     /// nil: only the cap evicts. Slices in use and entries with an open reader are kept.
     public var maxAge: TimeInterval? = nil
+    /// `--ignore-etag`: versions are told apart by length and Last-Modified only, and `If-Range`
+    /// carries Last-Modified (for origins whose ETags change on every answer).
+    public var ignoreETag = false
     /// The time reads are stamped with and entries are aged by: tests pass a clock of their own.
     public var clock: @Sendable () -> Date = { Date() }
     /// Arrived bytes that may wait for the disk writer, in all and per transfer: memory bounded

@@ -7,21 +7,42 @@ extension EngineCore {
     /// Starts the transfer for a fetch already registered in the entry's in-flight table.
     func launch(fetchID: Int, entry: EntryState, key: CacheKey, fetch: ReadPlanner.Fetch) {
         let shard = shard(for: key)
-        let (url, ifRange, generation, rangesKnown, priority, owner): (String, String?, Int64, Bool, FetchPriority, Int?) = shard.locked {
+        let (url, ifRange, generation, rangesKnown, priority, owner, length, lastModified): (String, String?, Int64, Bool, FetchPriority, Int?, Int64?, String?) = shard.locked {
             let f = entry.inflight.fetches[fetchID]
-            return (entry.info.url, entry.isPersisted ? entry.info.ifRangeValidator : nil, entry.info.generation,
-                    entry.isPersisted && entry.info.acceptsRanges, f?.priority ?? .waiting, f?.owner)
+            return (entry.info.url, entry.isPersisted ? ifRangeValidator(entry.info) : nil, entry.info.generation,
+                    entry.isPersisted && entry.info.acceptsRanges, f?.priority ?? .waiting, f?.owner,
+                    entry.isPersisted ? entry.info.length : nil, entry.info.lastModified)
         }
+        // An origin that answered ranges before is held to it: a 200 from byte 0 is retried
+        // (a flaky CDN), not taken as a verdict that it ignores ranges.
+        var request = FetchRequest(url: url, start: fetch.start, end: fetch.end, ifRange: ifRange,
+                                   requireRange: rangesKnown && fetch.start > 0, priority: priority, owner: owner)
+        request.ignoreETag = ignoresETag(url: url)
+        request.expectedLength = ifRange == nil ? nil : length
+        request.expectedLastModified = ifRange == nil ? nil : lastModified
         let sink = EntrySink(core: self, entry: entry, shard: shard, fetchID: fetchID, generation: generation,
-                             start: fetch.start)
+                             start: fetch.start, rangeAsked: request.rangeHeader != nil)
         sinksIdle.lock(); activeSinks += 1; sinksIdle.unlock()
         let box = handles.box(fetchID)
         logger.debug("fetch", metadata: ["url": "\(url)", "range": "\(fetch)"])
-        // An origin that answered ranges before is held to it: a 200 from byte 0 is retried
-        // (a flaky CDN), not taken as a verdict that it ignores ranges.
-        let request = FetchRequest(url: url, start: fetch.start, end: fetch.end, ifRange: ifRange,
-                                   requireRange: rangesKnown && fetch.start > 0, priority: priority, owner: owner)
         box.set(source.start(request, sink: sink))
+    }
+}
+
+extension HeadDecision.Provenance {
+    /// What `head` shows against the entry's version `info`.
+    init(head: ResponseHead, entry info: EntryInfo, rangeAsked: Bool) {
+        let ours = Self.mediaType(info.contentType), theirs = Self.mediaType(head.contentType)
+        self.init(namesVersion: head.etag != nil || head.lastModified != nil,
+                  otherMediaType: ours != nil && theirs != nil && ours != theirs,
+                  rangeAsked: rangeAsked, rangesServed: info.acceptsRanges)
+    }
+
+    /// "text/html; charset=utf-8" → "text/html"; nil for none.
+    static func mediaType(_ contentType: String?) -> String? {
+        guard let contentType else { return nil }
+        let type = contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        return type.isEmpty ? nil : type
     }
 }
 
@@ -53,6 +74,8 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     let entry: EntryState
     let shard: Shard
     let fetchID: Int
+    /// The request had a `Range` header (for `HeadDecision.Provenance`).
+    let rangeAsked: Bool
     /// Resumes the paused transfer once the writers have drained.
     private let onRoom: @Sendable () -> Void
     /// Only touched from the source's callback thread (callbacks never overlap).
@@ -86,8 +109,10 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     private var lastTurnBytes = 0
     static let batchCapacity = ChunkPool.classes.last!
 
-    init(core: EngineCore, entry: EntryState, shard: Shard, fetchID: Int, generation: Int64, start: Int64) {
+    init(core: EngineCore, entry: EntryState, shard: Shard, fetchID: Int, generation: Int64, start: Int64,
+         rangeAsked: Bool) {
         self.core = core
+        self.rangeAsked = rangeAsked
         self.entry = entry
         self.shard = shard
         self.fetchID = fetchID
@@ -110,9 +135,24 @@ final class EntrySink: FetchSink, @unchecked Sendable {
             let action = entry.machine.headArrived(
                 fetch: fetchID, current: entry.inflight.fetches[fetchID] != nil && entry.isCurrent(generation),
                 head: head, differs: entry.isPersisted && core.differs(entry.info, head), position: position,
-                lengthKnown: entry.info.length != nil, wholeBodyRunning: wholeBodyRunning, makeFetchID: core.makeID)
+                lengthKnown: entry.info.length != nil, wholeBodyRunning: wholeBodyRunning,
+                provenance: .init(head: head, entry: entry.info, rangeAsked: rangeAsked), makeFetchID: core.makeID)
+            if case let .failedRevalidation(why, opens, staleCopy) = action {
+                // A captive portal, a login page: the cached bytes stay, as for an origin that is down.
+                let cause = CacheError.badResponse(url: entry.info.url, message: "not this file (\(why)); a captive portal or login page?")
+                failure = cause
+                core.logger.warning("the origin's answer does not look like this file; keeping the cached copy", metadata: [
+                    "url": "\(entry.info.url)", "status": "\(head.status)", "content_type": "\(head.contentType ?? "-")",
+                    "length": "\(head.totalLength.map(String.init) ?? "?")", "why": "\(why)"])
+                if !opens.isEmpty {
+                    core.answer(.init(opens: opens, with: staleCopy ? .staleCopy(cause) : .failure(cause)), entry: entry, url: entry.info.url)
+                }
+                return false
+            }
             guard case let .apply(decision, opens, reprobeID) = action else { return false }
             switch decision.version {
+            case .failedRevalidation:
+                return false   // answered above
             case .adoptFirst:
                 // The entry becomes real now, never for an error. Its row is written behind; the
                 // id is all data file names need.

@@ -75,6 +75,8 @@ final class EngineCore: @unchecked Sendable {
     let openReaders = OpenReaders()
     /// When a transfer last warned that it could not cache (a full disk): once a minute is enough.
     private var lastNoRoomWarning = 0.0   // guarded by counterLock
+    /// Origins whose ETags changed while length and Last-Modified did not (`differs`).
+    private var rotatingETagOrigins: Set<String> = []   // guarded by counterLock
 
     init(configuration: CacheConfiguration, source: RangeSource, logger: Logger, metrics: CacheMetrics = CacheMetrics()) throws {
         self.metrics = metrics
@@ -289,10 +291,54 @@ final class EngineCore: @unchecked Sendable {
         }
     }
 
-    /// True when `head` describes a different version than `info` (call with a known info).
+    /// True when `head` describes a different version than `info` (call with a known info). An
+    /// ETag that changed alone (same length and Last-Modified) with evidence that the origin's
+    /// ETags rotate (`ResponseHead.etagRotating`) marks the origin: logged once, its versions then
+    /// compared without ETags, and its entries' `If-Range` carries Last-Modified. Without such
+    /// evidence it is a change, as any other.
     func differs(_ info: EntryInfo, _ head: ResponseHead) -> Bool {
-        RemoteVersion.changeReason(etag: info.etag, lastModified: info.lastModified, length: info.length,
-                                   to: head.etag, head.lastModified, head.totalLength) != nil
+        var ignoreETag = ignoresETag(url: info.url)
+        if !ignoreETag, head.etagRotating,
+           RemoteVersion.etagRotated(etag: info.etag, lastModified: info.lastModified, length: info.length,
+                                     to: head.etag, head.lastModified, head.totalLength) {
+            noteRotatingETags(info.url)
+            ignoreETag = true
+        }
+        return RemoteVersion.changeReason(etag: info.etag, lastModified: info.lastModified, length: info.length,
+                                          to: head.etag, head.lastModified, head.totalLength, ignoringETag: ignoreETag) != nil
+    }
+
+    /// Versions of this entry are compared without ETags (`--ignore-etag`, or its origin's ETags rotate).
+    func ignoresETag(url: String) -> Bool {
+        configuration.ignoreETag || hasRotatingETags(url)
+    }
+
+    /// The `If-Range` validator for the entry's version: Last-Modified where ETags are ignored.
+    func ifRangeValidator(_ info: EntryInfo) -> String? {
+        ignoresETag(url: info.url) ? info.lastModified : info.ifRangeValidator
+    }
+
+    /// "scheme://host:port" of a URL: what "an origin" is for rotating ETags.
+    static func originName(_ url: String) -> String {
+        guard let c = URLComponents(string: url), let host = c.host else { return url }
+        return "\(c.scheme ?? "http")://\(host.lowercased())" + (c.port.map { ":\($0)" } ?? "")
+    }
+
+    func hasRotatingETags(_ url: String) -> Bool {
+        let origin = Self.originName(url)
+        counterLock.lock(); defer { counterLock.unlock() }
+        return rotatingETagOrigins.contains(origin)
+    }
+
+    private func noteRotatingETags(_ url: String) {
+        let origin = Self.originName(url)
+        counterLock.lock()
+        let first = rotatingETagOrigins.insert(origin).inserted
+        counterLock.unlock()
+        if first {
+            logger.notice("the origin's ETags change on every answer; using length and Last-Modified", metadata: [
+                "origin": "\(origin)", "url": "\(url)"])
+        }
     }
 
     /// Copies what the origin said into the entry (call under the shard lock).

@@ -11,6 +11,10 @@ extension EntryStateMachine {
         /// the entry's info (as the version step left it); start `reprobe` (a fetch id, from
         /// byte 0 to the end, pinned) for a new version whose length the head did not give.
         case apply(HeadDecision, answer: [Open], reprobe: Int?)
+        /// The answer is not a version of this file (`HeadDecision.Version.failedRevalidation`):
+        /// stop the transfer, keep the entry as it is, and answer `answer` with the cached copy
+        /// if `staleCopy` (its length is known), else with the failure.
+        case failedRevalidation(String, answer: [Open], staleCopy: Bool)
     }
 
     /// - Parameters:
@@ -21,9 +25,12 @@ extension EntryStateMachine {
     ///   - position: the first byte the transfer asked for.
     ///   - lengthKnown: the entry's length was known before this head.
     ///   - wholeBodyRunning: another transfer of this version already streams the whole file.
+    ///   - provenance: what a 200 shows about where it came from (`HeadDecision.Provenance`).
     ///   - makeFetchID: a new fetch id, taken only when a new probe starts.
     mutating func headArrived(fetch: Int, current: Bool, head: ResponseHead, differs: Bool, position: Int64,
-                              lengthKnown: Bool, wholeBodyRunning: Bool, makeFetchID: () -> Int) -> HeadAction {
+                              lengthKnown: Bool, wholeBodyRunning: Bool,
+                              provenance: HeadDecision.Provenance = HeadDecision.Provenance(),
+                              makeFetchID: () -> Int) -> HeadAction {
         guard current else { return .stop }
         let isNew: Bool
         var f: Facts
@@ -34,11 +41,15 @@ extension EntryStateMachine {
         }
         let decision = HeadDecision.decide(isNew: isNew, differs: !isNew && differs, status: head.status,
                                            bodyStart: head.bodyStart, acceptsRanges: head.acceptsRanges,
-                                           position: position, wholeBodyRunning: wholeBodyRunning)
+                                           position: position, wholeBodyRunning: wholeBodyRunning,
+                                           provenance: provenance)
         let isProbe = f.probes.contains(fetch)
         // Every answer that gets this far makes (or keeps) the entry live: the first one adopts it.
         defer { store(f, live: true) }
         switch decision.version {
+        case let .failedRevalidation(why):
+            // The entry stays as it was (not validated); a probe's opens get the cached copy.
+            return .failedRevalidation(why, answer: isProbe ? Self.takeOpens(&f) : [], staleCopy: lengthKnown)
         case .newVersionRefetch:
             f.ignoredRanges = 0
             guard isProbe else { return .apply(decision, answer: [], reprobe: nil) }

@@ -2,7 +2,8 @@
 /// `EntryStateMachine.headArrived` (which adds the side rules and `EntrySink` carries out).
 ///
 /// Two questions, in order. Which version is this? (the first answer for a URL makes the entry;
-/// an answer that `differs` starts a new generation; else it confirms the entry.) And what will
+/// an answer that `differs` starts a new generation, unless it is a 200 that does not look like a
+/// version of this file at all (`Provenance`): a failed revalidation; else it confirms the entry.) And what will
 /// the body be? (a 206 must start where it was asked to; a 200 from byte 0 where a range was
 /// asked, or from an origin without ranges, is the whole file: kept whole, by one transfer at a
 /// time.)
@@ -17,6 +18,36 @@ struct HeadDecision: Equatable {
         case newVersionRefetch
         /// Another version, sent whole from byte 0: this transfer fills the new generation.
         case newVersionFromStart
+        /// Not a version of this file at all (a captive portal's login page, a proxy's error
+        /// page): a failed revalidation. Stop the transfer, keep the cached bytes, serve them as
+        /// for an origin that is down.
+        case failedRevalidation(String)
+    }
+
+    /// What a 200 for a known entry shows about where it came from. An answer that names no
+    /// version (no ETag, no Last-Modified) and either has another media type than the entry, or
+    /// is a whole body to a range request of an origin that served ranges for this version, is
+    /// not believed to be a new version: a real origin whose file changed names the new version
+    /// (If-Range's 200 comes with the validators that did not match).
+    struct Provenance: Equatable {
+        /// The answer carries an ETag or a Last-Modified.
+        var namesVersion = true
+        /// Both the entry and the answer have a media type, and they differ.
+        var otherMediaType = false
+        /// The request asked for a range (it had a `Range` header).
+        var rangeAsked = false
+        /// The origin served ranges for the entry's version.
+        var rangesServed = false
+
+        /// Why a 200 with these facts is not a version of the entry, or nil.
+        var distrust: String? {
+            guard !namesVersion else { return nil }
+            if otherMediaType { return "a 200 of another media type, with no ETag or Last-Modified" }
+            if rangeAsked && rangesServed {
+                return "a 200 to a range request of an origin that serves ranges, with no ETag or Last-Modified"
+            }
+            return nil
+        }
     }
 
     enum Body: Equatable {
@@ -38,7 +69,7 @@ struct HeadDecision: Equatable {
     /// Whether the transfer goes on after this head.
     var proceeds: Bool {
         switch (version, body) {
-        case (.newVersionRefetch, _), (_, .wrongStart), (_, .giveWay): false
+        case (.newVersionRefetch, _), (.failedRevalidation, _), (_, .wrongStart), (_, .giveWay): false
         default: true
         }
     }
@@ -48,11 +79,14 @@ struct HeadDecision: Equatable {
     ///   - differs: the head describes another version than the entry's (only for known entries).
     ///   - position: the first byte this transfer asked for.
     ///   - wholeBodyRunning: another transfer of this version already streams the whole file.
+    ///   - provenance: what a 200 shows about where it came from (only for known entries).
     static func decide(isNew: Bool, differs: Bool, status: Int, bodyStart: Int64, acceptsRanges: Bool,
-                       position: Int64, wholeBodyRunning: Bool) -> HeadDecision {
+                       position: Int64, wholeBodyRunning: Bool, provenance: Provenance = Provenance()) -> HeadDecision {
         let version: Version
         if isNew {
             version = .adoptFirst
+        } else if differs, status == 200, let why = provenance.distrust {
+            return HeadDecision(version: .failedRevalidation(why), body: .none)
         } else if differs {
             if status == 206 || (position > 0 && acceptsRanges) {
                 return HeadDecision(version: .newVersionRefetch, body: .none)

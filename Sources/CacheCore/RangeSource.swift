@@ -45,6 +45,16 @@ public struct FetchRequest: Sendable, Equatable {
     /// Who it is for (a reader's id): a reader's own near read-ahead never yields to its own
     /// waiting reads, only to others'. nil: nobody in particular.
     public var owner: Int?
+    /// Compare no ETags, and resume with Last-Modified as `If-Range` (`--ignore-etag`, or an
+    /// origin whose ETags change on every answer).
+    public var ignoreETag = false
+    /// The file's length as the cache knows it for the `ifRange` version: a 206 to the If-Range
+    /// (the origin says the version matched) with another Content-Range total is a bad
+    /// response, retried, not a new version.
+    public var expectedLength: Int64?
+    /// The `ifRange` version's Last-Modified: an answer with another ETag but this date and
+    /// `expectedLength` gets a second look (see `TransferState`).
+    public var expectedLastModified: String?
 
     public init(url: String, start: Int64 = 0, end: Int64? = nil, ifRange: String? = nil, requireRange: Bool = false,
                 priority: FetchPriority = .waiting, owner: Int? = nil) {
@@ -86,6 +96,9 @@ public struct ResponseHead: Sendable, Equatable {
     public var lastModified: String?
     /// The origin advertised `Accept-Ranges: bytes` or answered 206.
     public var acceptsRanges: Bool
+    /// Answers to this transfer before this one carried other ETags for the same length and
+    /// Last-Modified: the origin's ETags change on every answer (see `TransferState`).
+    public var etagRotating = false
 
     public init(status: Int, finalURL: String, bodyStart: Int64, totalLength: Int64?,
                 contentType: String? = nil, etag: String? = nil, lastModified: String? = nil,

@@ -15,6 +15,15 @@ import Foundation
 ///   is retried only if the attempt moved some bytes first. Progress resets the retry budget.
 /// - Bytes beyond what the head promised (a 200 resume past the requested range) end the
 ///   transfer successfully.
+/// - A 206 to an `If-Range` (the origin says the version matched) whose Content-Range total is
+///   not the length the request expects, or differs from the head's on a resume, is a bad
+///   response, retried like a 5xx: not a new version (a total that flips between answers).
+/// - `ignoreETag` compares no ETags and resumes with Last-Modified as `If-Range`.
+/// - An answer to an `If-Range` ETag that carries another ETag but the expected length and
+///   Last-Modified is asked once more at once (a second look). Answers retried before the head
+///   (that one, and 200s to a `requireRange` request) that carried two or more ETags for the same
+///   length and Last-Modified mark the head `etagRotating`: evidence, for the engine, of an origin
+///   whose ETags change on every answer (one file replaced once gives the same new ETag every time).
 /// - With `requireRange`, a 200 to a range that does not start at 0 is retried with backoff
 ///   (`maxIgnoredRanges` times) before it is accepted: one 200 from a flaky CDN is no verdict
 ///   that the origin ignores ranges.
@@ -34,6 +43,10 @@ struct TransferState {
         case complete
         /// A 200 (whole body) answered a range the origin is known to serve: retry.
         case ignoredRange(url: String)
+        /// A 206 that says the version matched but gives another total: retry.
+        case inconsistentTotal(url: String, message: String)
+        /// Only the ETag differs from the expected version: ask once more, at once.
+        case secondLook
     }
 
     /// 200s to a `requireRange` request retried before one is accepted.
@@ -77,6 +90,12 @@ struct TransferState {
     /// 200s answered to this transfer's ranges so far.
     private(set) var ignoredRanges = 0
 
+    /// ETag, Last-Modified and length of the answers retried before the head.
+    private var retriedETags: [(String, String?, Int64?)] = []
+    /// The second look was taken.
+    private var secondLookTaken = false
+    /// The current attempt sent `If-Range`.
+    private var sentIfRange = false
     /// Current attempt: body bytes still to drop before delivering.
     private var skip: Int64 = 0
     private var attemptExpected: Int64?
@@ -100,7 +119,10 @@ struct TransferState {
         attemptExpected = nil
         attemptReceived = 0
         deliveredAtAttemptStart = delivered
-        guard let head else { return (request.rangeHeader, request.ifRange) }
+        guard let head else {
+            sentIfRange = request.rangeHeader != nil && request.ifRange != nil
+            return (request.rangeHeader, request.ifRange)
+        }
         let from = resumeOffset
         let range: String
         if let promised {
@@ -109,7 +131,9 @@ struct TransferState {
         } else {
             range = "bytes=\(from)-"
         }
-        return (range, head.ifRangeValidator ?? request.ifRange)
+        let validator = (request.ignoreETag ? head.lastModified : head.ifRangeValidator) ?? request.ifRange
+        sentIfRange = validator != nil
+        return (range, validator)
     }
 
     /// The final header block of the current attempt arrived.
@@ -129,6 +153,7 @@ struct TransferState {
         let partial = status == 206
         if !partial, request.requireRange, resumeOffset > 0, ignoredRanges < Self.maxIgnoredRanges {
             ignoredRanges += 1
+            if head == nil, let etag = block.etag { retriedETags.append((etag, block.lastModified, block.contentLength)) }
             return stop(.ignoredRange(url: finalURL))
         }
         let range = block.contentRange
@@ -143,6 +168,20 @@ struct TransferState {
                 "206 with Content-Length \(length) for Content-Range \(block.field("content-range") ?? "") (\(range!.length) bytes)")))
         }
         attemptExpected = partial ? range!.length : block.contentLength
+        if partial, sentIfRange, let total = range!.total,
+           let known = head?.totalLength ?? request.expectedLength, total != known {
+            return stop(.inconsistentTotal(url: finalURL, message:
+                "a 206 to If-Range (the same version) with the total \(total), not \(known)"))
+        }
+
+        if head == nil, !secondLookTaken, sentIfRange, let sent = request.ifRange, sent.hasPrefix("\""),
+           let etag = block.etag, etag != sent, let date = block.lastModified, date == request.expectedLastModified,
+           let total = partial ? range!.total : block.contentLength, total == request.expectedLength,
+           !Self.rotating(retriedETags, etag: etag, date: date, length: total) {
+            secondLookTaken = true
+            retriedETags.append((etag, date, total))
+            return stop(.secondLook)
+        }
 
         if let head {
             if let why = changeReason(from: head, to: block) {
@@ -159,12 +198,15 @@ struct TransferState {
             return .proceed
         }
 
-        let first = ResponseHead(
+        var first = ResponseHead(
             status: partial ? 206 : 200, finalURL: finalURL,
             bodyStart: partial ? range!.start : 0,
             totalLength: partial ? range!.total : block.contentLength,
             contentType: block.contentType, etag: block.etag, lastModified: block.lastModified,
             acceptsRanges: partial || block.advertisesByteRanges)
+        if let etag = first.etag, let date = first.lastModified, let length = first.totalLength {
+            first.etagRotating = Self.rotating(retriedETags, etag: etag, date: date, length: length)
+        }
         head = first
         promised = attemptExpected
         return .deliver(first)
@@ -203,6 +245,10 @@ struct TransferState {
             case let .ignoredRange(url):
                 return retry(.invalidResponse(url: url, message: "the origin answered a range request with the whole file"),
                              retryAfter: nil)
+            case let .inconsistentTotal(url, message):
+                return retry(.invalidResponse(url: url, message: message), retryAfter: nil)
+            case .secondLook:
+                return .retry(after: 0)
             case let .status(status, url, retryAfter):
                 let error = FetchError.http(status: status, url: url)
                 // 508 (a loop) answers the same every time.
@@ -241,10 +287,15 @@ struct TransferState {
         return .abort
     }
 
+    /// Two or more ETags among `seen` and `etag` for the same date and length.
+    static func rotating(_ seen: [(String, String?, Int64?)], etag: String, date: String, length: Int64) -> Bool {
+        Set(seen.filter { $0.1 == date && $0.2 == length }.map(\.0) + [etag]).count >= 2
+    }
+
     /// Why a resume answer describes a different resource than the head, or nil.
     func changeReason(from head: ResponseHead, to block: ResponseHeaderBlock) -> String? {
         let total = block.status == 206 ? block.contentRange?.total : block.contentLength
         return RemoteVersion.changeReason(etag: head.etag, lastModified: head.lastModified, length: head.totalLength,
-                                          to: block.etag, block.lastModified, total)
+                                          to: block.etag, block.lastModified, total, ignoringETag: request.ignoreETag)
     }
 }

@@ -92,7 +92,7 @@ extension FileSystemCore {
     /// Applies a fetched listing (or its failure) and answers everyone waiting for it.
     func listingFetched(_ result: Result<[UInt8], CacheError>, node: Node, idx: IndexState, url: String,
                                 timeout: TimeInterval?) {
-        let parsed: Result<[ListingEntry], CacheError>
+        var parsed: Result<[ListingEntry], CacheError>
         switch result {
         case let .success(bytes):
             do { parsed = .success(try DirectoryListing.parse(bytes, url: url, logger: logger)) } catch {
@@ -100,13 +100,23 @@ extension FileSystemCore {
             }
         case let .failure(error): parsed = .failure(error)
         }
+        let cost: Int64 = (try? parsed.get()).map(Self.listingCost) ?? 0
         let (waiters, invalidations, failure, n): ([(CacheError?) -> Void], Invalidations, CacheError?, KernelNotifier?) = lock.withLock {
             idx.fetching = false
             let waiters = idx.waiters
             idx.waiters = []
+            if case let .success(entries) = parsed, node.attached {
+                // All listings together stay within the budget; this one replaces its own cost.
+                let others = table.listingBytes - idx.cost
+                if others + cost > options.listingBudget {
+                    parsed = .failure(.badResponse(url: url, message:
+                        "the listing of \(entries.count) entries (about \(Self.mib(cost))) does not fit the listing memory budget of \(Self.mib(options.listingBudget)) (\(Self.mib(others)) taken by other listings)"))
+                }
+            }
             switch parsed {
             case let .success(entries):
                 let inval = node.attached ? applyListing(node, idx, entries) : Invalidations()
+                if node.attached { table.setListingCost(idx, cost) }
                 return (waiters, inval, nil, notifier)
             case let .failure(error):
                 if idx.listedAt != nil {
@@ -126,6 +136,18 @@ extension FileSystemCore {
         for (parent, name) in invalidations.entries { n?.invalidateEntry(parent: parent, name: name) }
         for ino in invalidations.inodes { n?.invalidateInode(ino, data: false) }
         for w in waiters { w(failure) }
+    }
+
+    /// What a listing's entries are taken to cost in memory, once in the tree: a node, its file or
+    /// directory state and the names' set and dictionary entries (about 512 bytes measured per
+    /// entry beyond its strings), and its name and URL twice (the node and the listing's own
+    /// copies). 200k entries of nginx's listing measured about 1 KiB each in the daemon.
+    static func listingCost(_ entries: [ListingEntry]) -> Int64 {
+        entries.reduce(0) { $0 + 512 + 2 * Int64($1.name.utf8.count + $1.url.utf8.count) }
+    }
+
+    static func mib(_ bytes: Int64) -> String {
+        String(format: "%.1f MiB", Double(bytes) / Double(1 << 20))
     }
 
     /// The size a listing gives, if a file may have it: a negative size or one past

@@ -52,6 +52,8 @@ final class IndexState {
     var listed: Set<String> = []
     var fetching = false
     var waiters: [(CacheError?) -> Void] = []
+    /// What the entries of its current listing cost (`InodeTable.listingBytes`).
+    var cost: Int64 = 0
 
     init(url: String) { self.url = url }
 }
@@ -107,6 +109,15 @@ struct InodeTable {
     static let rootIno: UInt64 = 1  // FUSE_ROOT_ID
     private(set) var nodes: [UInt64: Node] = [:]
     private var nextIno: UInt64 = 2
+    /// What the listings of attached directories cost together (`MountOptions.listingBudget`):
+    /// a directory's cost is let go when it is detached.
+    private(set) var listingBytes: Int64 = 0
+
+    /// `idx`'s listing now costs `cost`.
+    mutating func setListingCost(_ idx: IndexState, _ cost: Int64) {
+        listingBytes += cost - idx.cost
+        idx.cost = cost
+    }
 
     init(rootMtime: Date) {
         let root = Node(ino: Self.rootIno, parent: Self.rootIno, name: "", origin: .spec,
@@ -147,6 +158,7 @@ struct InodeTable {
             parent.index?.listed.remove(node.name)
         }
         node.attached = false
+        if let idx = node.directory?.index { setListingCost(idx, 0) }
         if let dir = node.directory {
             for (_, child) in dir.children { removed += detach(child) }
         }

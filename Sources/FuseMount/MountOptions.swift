@@ -38,6 +38,11 @@ public struct MountOptions: Sendable {
     /// the kernel then reads them straight from the cache's data file, at the disk's speed, with
     /// no request per read. Where the kernel or the daemon cannot, files open as usual.
     public var passthrough = true
+    /// Memory all `--index` listings together may take in the tree (estimated per entry, see
+    /// `FileSystemCore.listingCost`): a listing that would pass it fails (EIO on its directory),
+    /// each listing being capped at 64 MiB of bytes besides.
+    public var listingBudget: Int64 = MountOptions.defaultListingBudget
+    public static let defaultListingBudget: Int64 = 256 << 20
 
     public init(revalidateAfter: TimeInterval = 600, listingTTL: TimeInterval? = nil,
                 readDeadline: TimeInterval? = 65, fuseOptions: [String] = [], maxRead: Int = MountOptions.defaultMaxRead,

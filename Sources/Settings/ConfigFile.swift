@@ -16,7 +16,7 @@ public struct ConfigFile: Equatable, Sendable {
     /// The keys the file may set; anything else is a typo worth reporting.
     static let knownKeys: Set<String> = [
         "cache-dir", "cache-size", "slice-size", "revalidate-after", "read-timeout", "ignore-query",
-        "header", "upstream-proxy", "insecure", "log-level", "log-file",
+        "header", "upstream-proxy", "insecure", "ignore-etag", "log-level", "log-file",
         "user-agent", "ca-certificate", "netrc-file", "user", "password-file", "cache-max-age", "read-ahead-max",
         "uid", "gid", "umask",
         "max-connections", "bwlimit",

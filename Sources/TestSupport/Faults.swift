@@ -33,6 +33,9 @@ public struct Faults: Sendable {
     public var silent = false
     /// Wait this long before answering at all.
     public var delayBeforeHeaders: TimeInterval = 0
+    /// A new ETag on every answer of a file, with the same length and Last-Modified (load-balanced
+    /// backends whose ETags include the inode): `"rot-1"`, `"rot-2"`, and so on.
+    public var rotateETag = false
 
     public init(dropAfterBytes: Int64? = nil, dropCount: Int = Int.max, ignoreRange: Bool = false,
                 noAcceptRanges: Bool = false, noContentLength: Bool = false, status: Int? = nil,

@@ -175,6 +175,7 @@ final class OriginState: @unchecked Sendable {
         var statusUsed = 0
         var dropsUsed = 0
         var rangeRequests = 0
+        var etagsRotated = 0
     }
 
     private let lock = NSLock()
@@ -226,12 +227,17 @@ final class OriginState: @unchecked Sendable {
         lock.withLock {
             let key = faultKey(uri)
             let fs = key.map { self.faults[$0]! } ?? FaultState(faults: Faults())
-            let resource = resources[uri] ?? resources[Self.stripQuery(uri)]
+            var resource = resources[uri] ?? resources[Self.stripQuery(uri)]
                 ?? Self.stripQuery(uri).removingPercentEncoding.flatMap { resources[$0] }  // "/a%20b" serves "/a b"
             var faults = fs.faults
             if let every = faults.ignoreRangeEvery, let key, ResponsePlanner.header("range", in: headers.lowercasedNames) != nil {
                 if self.faults[key]!.rangeRequests % max(1, every) == 0 { faults.ignoreRange = true }
                 self.faults[key]!.rangeRequests += 1
+            }
+            if fs.faults.rotateETag, let key, case let .file(body, _, lastModified, contentType)? = resource?.content {
+                self.faults[key]!.etagsRotated += 1
+                resource = OriginResource(content: .file(body, etag: "\"rot-\(self.faults[key]!.etagsRotated)\"",
+                                                         lastModified: lastModified, contentType: contentType))
             }
             let plan = ResponsePlanner.plan(
                 method: method, headers: headers.lowercasedNames, resource: resource, faults: faults,

@@ -51,6 +51,10 @@ struct CacheOptions: ParsableArguments {
     @Flag(name: .customLong("insecure"), help: "Do not verify the origin's TLS certificate.")
     var insecure = false
 
+    @Flag(name: .customLong("ignore-etag"),
+          help: "Tell versions of a file apart by length and Last-Modified only, never by ETag, and send Last-Modified as If-Range (for load-balanced origins whose ETags change on every answer; such origins are also noticed and logged by themselves).")
+    var ignoreETag = false
+
     @Option(name: .customLong("allow-host"),
             help: ArgumentHelp("Only proxy origins whose host matches this glob (e.g. *.example.com, media.local:8080); repeatable. Default: any host. Link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, metadata.google.internal, ...) are refused by every command unless a pattern names that host or address exactly.", valueName: "pattern"))
     var allowHosts: [String] = []
@@ -119,6 +123,10 @@ struct CacheOptions: ParsableArguments {
         r.insecure = insecure
         if !insecure, let file, let value = file["insecure"] {
             r.insecure = try BoolValue.parse(value, option: "'insecure' in \(file.path)")
+        }
+        r.ignoreETag = ignoreETag
+        if !ignoreETag, let file, let value = file["ignore-etag"] {
+            r.ignoreETag = try BoolValue.parse(value, option: "'ignore-etag' in \(file.path)")
         }
         r.allowedHosts = allowHosts
         if let v = pick(logLevel, "log-level") { r.logLevel = try Self.parseLevel(v.text, option: v.option) }
@@ -214,6 +222,8 @@ struct ResolvedCacheOptions: Equatable {
     var headers: [String] = []
     var upstreamProxy: String?
     var insecure = false
+    /// `--ignore-etag`.
+    var ignoreETag = false
     /// `--allow-host` patterns: origins the proxy serves; exact ones also open refused addresses.
     var allowedHosts: [String] = []
     /// nil: the command's own default.
@@ -243,6 +253,7 @@ struct ResolvedCacheOptions: Equatable {
             let name = $0.split(separator: ":", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces).lowercased()
             return name == "authorization" || name == "cookie"
         }.map { "header \($0)" }
+        c.ignoreETag = ignoreETag
         c.maxReadAhead = maxReadAhead
         c.initialReadAhead = min(c.initialReadAhead, maxReadAhead)
         transfer.apply(to: &c)

@@ -66,6 +66,7 @@ final class EntryStateMachineTests: XCTestCase {
             var position: Int64 = 0
             var lengthKnown = false
             var wholeBodyRunning = false
+            var provenance = HeadDecision.Provenance()
             var action: Machine.HeadAction
             var proceeds: Bool?
             var next: State
@@ -135,6 +136,26 @@ final class EntryStateMachineTests: XCTestCase {
             Row(line: #line, state: .live(facts(opens: [1], probes: [5])), current: false, head: head(),
                 action: .stop, next: .live(facts(opens: [1], probes: [5]))),
             Row(line: #line, state: .removed, head: head(), action: .stop, next: .removed),
+            // Not a version of this file (a portal's login page): the probe's opens get the cached
+            // copy (or fail without a length); the entry and its count of ignored ranges stay.
+            Row(line: #line, state: .live(facts(opens: [1], probes: [5], ignored: 2)), head: head(200, total: 53, acceptsRanges: false),
+                differs: true, lengthKnown: true, provenance: .init(namesVersion: false, otherMediaType: true),
+                action: .failedRevalidation("a 200 of another media type, with no ETag or Last-Modified", answer: [1], staleCopy: true),
+                proceeds: nil, next: .live(facts(probes: [5], ignored: 2))),
+            Row(line: #line, state: .live(facts(opens: [1], probes: [5])), head: head(200, total: 53, acceptsRanges: false),
+                differs: true, provenance: .init(namesVersion: false, rangeAsked: true, rangesServed: true),
+                action: .failedRevalidation("a 200 to a range request of an origin that serves ranges, with no ETag or Last-Modified",
+                                            answer: [1], staleCopy: false),
+                proceeds: nil, next: .live(facts(probes: [5]))),
+            Row(line: #line, state: .live(facts(opens: [1], probes: [5])), fetch: 9, head: head(200, total: 53, acceptsRanges: false),
+                differs: true, position: 100, lengthKnown: true, provenance: .init(namesVersion: false, otherMediaType: true),
+                action: .failedRevalidation("a 200 of another media type, with no ETag or Last-Modified", answer: [], staleCopy: true),
+                proceeds: nil, next: .live(facts(opens: [1], probes: [5]))),
+            // A first answer is believed whatever it is.
+            Row(line: #line, state: .probing(facts(opens: [1], probes: [5])), head: head(200, total: 53, acceptsRanges: false),
+                differs: true, provenance: .init(namesVersion: false, otherMediaType: true),
+                action: .apply(d(.adoptFirst, .whole(ignoredRange: false)), answer: [1], reprobe: nil), proceeds: true,
+                next: .live(facts(probes: [5]))),
         ]
         for row in rows {
             var machine = Machine(state: row.state)
@@ -142,7 +163,7 @@ final class EntryStateMachineTests: XCTestCase {
             let action = machine.headArrived(fetch: row.fetch, current: row.current, head: row.head,
                                              differs: row.differs, position: row.position,
                                              lengthKnown: row.lengthKnown, wholeBodyRunning: row.wholeBodyRunning,
-                                             makeFetchID: { ids += 1; return ids })
+                                             provenance: row.provenance, makeFetchID: { ids += 1; return ids })
             XCTAssertEqual(action, row.action, line: row.line)
             XCTAssertEqual(machine.state, row.next, line: row.line)
             if case let .apply(decision, _, _) = action { XCTAssertEqual(decision.proceeds, row.proceeds, line: row.line) }

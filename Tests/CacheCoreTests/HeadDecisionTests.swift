@@ -4,9 +4,50 @@ import XCTest
 /// What a response head means, as a table: version first, then body.
 final class HeadDecisionTests: XCTestCase {
     private func decide(isNew: Bool = false, differs: Bool = false, status: Int = 206, bodyStart: Int64 = 100,
-                        acceptsRanges: Bool = true, position: Int64 = 100, wholeBodyRunning: Bool = false) -> HeadDecision {
+                        acceptsRanges: Bool = true, position: Int64 = 100, wholeBodyRunning: Bool = false,
+                        provenance: HeadDecision.Provenance = .init()) -> HeadDecision {
         HeadDecision.decide(isNew: isNew, differs: differs, status: status, bodyStart: bodyStart,
-                            acceptsRanges: acceptsRanges, position: position, wholeBodyRunning: wholeBodyRunning)
+                            acceptsRanges: acceptsRanges, position: position, wholeBodyRunning: wholeBodyRunning,
+                            provenance: provenance)
+    }
+
+    /// A captive portal's "Please log in" page is no new version of the file: a failed revalidation.
+    func testA200ThatNamesNoVersionAndLooksLikeAnotherResourceIsAFailedRevalidation() {
+        typealias P = HeadDecision.Provenance
+        let otherType = "a 200 of another media type, with no ETag or Last-Modified"
+        let ignoredRange = "a 200 to a range request of an origin that serves ranges, with no ETag or Last-Modified"
+        struct Row { var line: UInt; var differs = true; var status = 200; var position: Int64 = 0; var acceptsRanges = false
+                     var provenance: P; var version: HeadDecision.Version }
+        let rows: [Row] = [
+            // Another media type, no validators: the portal page, to a probe or a read.
+            Row(line: #line, provenance: P(namesVersion: false, otherMediaType: true, rangeAsked: true, rangesServed: true),
+                version: .failedRevalidation(otherType)),
+            Row(line: #line, position: 100, provenance: P(namesVersion: false, otherMediaType: true),
+                version: .failedRevalidation(otherType)),
+            // The same media type, no validators, but a whole body to a range of a ranges origin.
+            Row(line: #line, provenance: P(namesVersion: false, rangeAsked: true, rangesServed: true),
+                version: .failedRevalidation(ignoredRange)),
+            Row(line: #line, acceptsRanges: true, provenance: P(namesVersion: false, rangeAsked: true, rangesServed: true),
+                version: .failedRevalidation(ignoredRange)),
+            // An If-Range 200 that names its version is a real new version, whatever its type.
+            Row(line: #line, provenance: P(namesVersion: true, otherMediaType: true, rangeAsked: true, rangesServed: true),
+                version: .newVersionFromStart),
+            // No validators, but nothing else amiss: an origin without ranges or validators changed.
+            Row(line: #line, provenance: P(namesVersion: false, rangeAsked: true, rangesServed: false), version: .newVersionFromStart),
+            Row(line: #line, provenance: P(namesVersion: false, rangeAsked: false, rangesServed: true), version: .newVersionFromStart),
+            // The same version, or a 206, is never distrusted by this rule.
+            Row(line: #line, differs: false, provenance: P(namesVersion: false, otherMediaType: true), version: .confirm),
+            Row(line: #line, status: 206, provenance: P(namesVersion: false, otherMediaType: true), version: .newVersionRefetch),
+        ]
+        for row in rows {
+            let d = decide(differs: row.differs, status: row.status, bodyStart: row.status == 206 ? row.position : 0,
+                           acceptsRanges: row.acceptsRanges, position: row.position, provenance: row.provenance)
+            XCTAssertEqual(d.version, row.version, line: row.line)
+            if case .failedRevalidation = row.version {
+                XCTAssertEqual(d.body, .none, line: row.line)
+                XCTAssertFalse(d.proceeds, line: row.line)
+            }
+        }
     }
 
     func testTheFirstAnswerMakesTheEntryAndASameVersionAnswerConfirmsIt() {

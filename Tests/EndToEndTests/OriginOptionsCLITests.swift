@@ -95,6 +95,7 @@ extension CLITests {
             (["--cache-max-age", "soon"], "invalid duration 'soon' for --cache-max-age"),
             (["--cache-max-age", "0s"], "must be at least 1s"),
             (["--read-ahead-max", "lots"], "invalid size 'lots' for --read-ahead-max"),
+            (["--config", try write("ignore-etag = maybe\n", "config-etag")], "invalid value 'maybe' for 'ignore-etag' in"),
             (["--config", config], "invalid duration 'forever' for 'cache-max-age' in \(config)"),
         ]
         for (args, fragment) in cases {
@@ -104,10 +105,26 @@ extension CLITests {
         }
     }
 
+    func testIgnoreETagFromTheCommandLineOrTheConfigFileSendsLastModifiedAsIfRange() throws {
+        let length = 3 << 20
+        origin.setGeneratedFile("/e.bin", length: Int64(length), seed: 65)
+        let config = try write("ignore-etag = yes\n", "config-ignore-etag")
+        for args in [["--ignore-etag"], ["--config", config]] {
+            origin.resetLog()
+            try? FileManager.default.removeItem(atPath: cacheDir)
+            let r = try run(["cat", origin.url("/e.bin")] + args, environment: ["HOME": temp.path])
+            XCTAssertEqual(r.status, 0, r.stderr)
+            XCTAssertTrue(r.stdout == OriginServer.generatedBytes(seed: 65, offset: 0, count: length))
+            let ifRanges = origin.requests.compactMap(\.ifRange)
+            XCTAssertFalse(ifRanges.isEmpty, "\(args): ranges after the first were asked with If-Range")
+            XCTAssertTrue(ifRanges.allSatisfy { !$0.hasPrefix("\"") }, "\(args): no ETag as If-Range: \(ifRanges)")
+        }
+    }
+
     func testHelpListsTheNewOptions() throws {
         let r = try run(["help", "mount"], cacheDirectory: nil)
         for option in ["--user-agent", "--ca-certificate", "--netrc-file", "--user ", "--password-file", "--cache-max-age",
-                       "--read-ahead-max", "--uid", "--gid", "--umask"] {
+                       "--read-ahead-max", "--uid", "--gid", "--umask", "--ignore-etag"] {
             XCTAssertTrue(r.text.contains(option), "\(option) missing from help:\n\(r.text)")
         }
     }

@@ -124,6 +124,117 @@ final class TransferStateTests: XCTestCase {
         XCTAssertEqual(s.attemptEnded(.failed(message: "write error", retryable: false)), .finish(.remoteChanged(url: url)))
     }
 
+    func testA206ToIfRangeWithAnotherTotalIsABadResponseRetriedNotANewVersion() {
+        var request = FetchRequest(url: url, start: 100, end: 200, ifRange: "\"v1\"")
+        request.expectedLength = 1000
+        var s = TransferState(request: request, policy: policy)
+        let flipped = block(["HTTP/1.1 206 Partial Content", "Content-Range: bytes 100-199/2000", "Content-Length: 100",
+                             "ETag: \"v1\"", "Accept-Ranges: bytes"])
+        for _ in 0..<2 {
+            XCTAssertEqual(s.beginAttempt().ifRange, "\"v1\"")
+            XCTAssertEqual(s.receiveHead(flipped, finalURL: url), .abort)
+            guard case .retry = s.attemptEnded(.ok) else { return XCTFail("a flipped total is retried") }
+        }
+        _ = s.beginAttempt()
+        XCTAssertEqual(s.receiveHead(flipped, finalURL: url), .abort)
+        XCTAssertEqual(s.attemptEnded(.ok), .finish(.invalidResponse(url: url, message:
+            "a 206 to If-Range (the same version) with the total 2000, not 1000")), "then a bad response, not remoteChanged")
+
+        var again = TransferState(request: request, policy: policy)
+        _ = again.beginAttempt()
+        XCTAssertEqual(again.receiveHead(flipped, finalURL: url), .abort)
+        guard case .retry = again.attemptEnded(.ok) else { return XCTFail() }
+        _ = again.beginAttempt()
+        guard case .deliver(let head) = again.receiveHead(block(partialHead), finalURL: url) else { return XCTFail() }
+        XCTAssertEqual(head.totalLength, 1000, "the retry's answer is taken")
+    }
+
+    func testAResumeWhoseTotalFlipsIsRetriedNotRemoteChanged() {
+        var s = interrupted(after: 40)
+        XCTAssertEqual(s.beginAttempt().ifRange, "\"v1\"")
+        let flipped = block(["HTTP/1.1 206 Partial Content", "Content-Range: bytes 140-199/2000", "Content-Length: 60",
+                             "ETag: \"v1\"", "Last-Modified: Mon, 01 Jan 2024 00:00:00 GMT"])
+        XCTAssertEqual(s.receiveHead(flipped, finalURL: url), .abort)
+        guard case .retry = s.attemptEnded(.ok) else { return XCTFail("retried") }
+        _ = s.beginAttempt()
+        let fine = block(["HTTP/1.1 206 Partial Content", "Content-Range: bytes 140-199/1000", "Content-Length: 60",
+                          "ETag: \"v1\"", "Last-Modified: Mon, 01 Jan 2024 00:00:00 GMT"])
+        XCTAssertEqual(s.receiveHead(fine, finalURL: url), .proceed)
+    }
+
+    func testAResumeWhoseETagAloneChangedIsAChangeUnlessTheEngineSaysETagsRotate() {
+        let rotated = block(["HTTP/1.1 200 OK", "Content-Length: 1000",
+                             "ETag: \"v2\"", "Last-Modified: Mon, 01 Jan 2024 00:00:00 GMT"])
+        var s = interrupted(after: 40)
+        _ = s.beginAttempt()
+        XCTAssertEqual(s.receiveHead(rotated, finalURL: url), .abort, "maybe another file of the same size and date")
+        XCTAssertEqual(s.attemptEnded(.ok), .finish(.remoteChanged(url: url)))
+
+        var request = FetchRequest(url: url, start: 100, end: 200)
+        request.ignoreETag = true   // the engine knows this origin's ETags rotate (or --ignore-etag)
+        var r = TransferState(request: request, policy: policy)
+        _ = r.beginAttempt()
+        _ = r.receiveHead(block(partialHead), finalURL: url)
+        _ = r.receiveBody(count: 40)
+        _ = r.attemptEnded(.failed(message: "reset", retryable: true))
+        _ = r.beginAttempt()
+        XCTAssertEqual(r.receiveHead(rotated, finalURL: url), .proceed, "same length and Last-Modified: the same file")
+    }
+
+    func testWholeBodiesRetriedWithOtherETagsForTheSameFileMarkTheHeadAsRotating() {
+        func run(_ etags: [String]) -> ResponseHead? {
+            var s = TransferState(request: FetchRequest(url: url, start: 100, end: 200, ifRange: "\"v0\"", requireRange: true),
+                                  policy: policy)
+            for etag in etags {
+                _ = s.beginAttempt()
+                let answer = block(["HTTP/1.1 200 OK", "Content-Length: 1000", "ETag: \(etag)",
+                                    "Last-Modified: Mon, 01 Jan 2024 00:00:00 GMT"])
+                if case let .deliver(head) = s.receiveHead(answer, finalURL: url) { return head }
+                _ = s.attemptEnded(.ok)
+            }
+            return nil
+        }
+        XCTAssertEqual(run(["\"r1\"", "\"r2\"", "\"r3\""])?.etagRotating, true, "three answers, three ETags: rotating")
+        XCTAssertEqual(run(["\"v2\"", "\"v2\"", "\"v2\""])?.etagRotating, false, "a file replaced once: one new ETag")
+    }
+
+    func testAnAnswerWhoseETagAloneDiffersGetsASecondLook() {
+        let date = "Mon, 01 Jan 2024 00:00:00 GMT"
+        func run(_ etags: [String]) -> (ResponseHead?, Int) {
+            var request = FetchRequest(url: url, start: 0, end: 100, ifRange: "\"v1\"")
+            request.expectedLength = 1000
+            request.expectedLastModified = date
+            var s = TransferState(request: request, policy: policy)
+            for etag in etags {
+                _ = s.beginAttempt()
+                let answer = block(["HTTP/1.1 200 OK", "Content-Length: 1000", "ETag: \(etag)", "Last-Modified: \(date)"])
+                if case let .deliver(head) = s.receiveHead(answer, finalURL: url) { return (head, s.attempts) }
+                XCTAssertEqual(s.attemptEnded(.ok), .retry(after: 0), "asked again at once")
+            }
+            return (nil, s.attempts)
+        }
+        let rotating = run(["\"r1\"", "\"r2\""])
+        XCTAssertEqual(rotating.0?.etagRotating, true)
+        XCTAssertEqual(rotating.1, 2)
+        let replaced = run(["\"v2\"", "\"v2\""])
+        XCTAssertEqual(replaced.0?.etagRotating, false, "the same new ETag twice: the file was replaced")
+        XCTAssertEqual(replaced.1, 2, "one second look, no more")
+    }
+
+    func testIgnoringETagsAResumeSendsLastModifiedAndComparesNoETag() {
+        var request = FetchRequest(url: url, start: 100, end: 200)
+        request.ignoreETag = true
+        var s = TransferState(request: request, policy: policy)
+        _ = s.beginAttempt()
+        _ = s.receiveHead(block(partialHead), finalURL: url)
+        _ = s.receiveBody(count: 40)
+        _ = s.attemptEnded(.failed(message: "reset", retryable: true))
+        XCTAssertEqual(s.beginAttempt().ifRange, "Mon, 01 Jan 2024 00:00:00 GMT")
+        let other = block(["HTTP/1.1 206 Partial Content", "Content-Range: bytes 140-199/1000", "Content-Length: 60",
+                           "ETag: \"v9\""])
+        XCTAssertEqual(s.receiveHead(other, finalURL: url), .proceed)
+    }
+
     func testRetriesBackOffExponentiallyThenGiveUp() {
         var s = TransferState(request: FetchRequest(url: url), policy: policy)
         let error = block(["HTTP/1.1 502 Bad Gateway", "Content-Length: 0"])

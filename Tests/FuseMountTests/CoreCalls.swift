@@ -17,9 +17,9 @@ final class CoreCalls {
     let core: FileSystemCore
     let clock = Clock()
 
-    init(backend: MountBackend, tree: MountTreeSpec, options: MountOptions = MountOptions()) {
-        var logger = Logger(label: "test.core")
-        logger.logLevel = .critical
+    init(backend: MountBackend, tree: MountTreeSpec, options: MountOptions = MountOptions(), logger: Logger? = nil) {
+        var logger = logger ?? Logger(label: "test.core")
+        if logger.label == "test.core" { logger.logLevel = .critical }
         let clock = clock
         core = FileSystemCore(backend: backend, spec: tree, options: options, logger: logger, now: { clock.now })
     }
