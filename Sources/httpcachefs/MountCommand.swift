@@ -122,11 +122,13 @@ struct MountCommand: AsyncParsableCommand {
             fuseOptions: owned.fuseOptions)
         mountOptions.passthrough = !noPassthrough
         owned.ownership.apply(to: &mountOptions)
-        let fs = FuseFileSystem(engine: engine, tree: tree, options: mountOptions, logger: logger)
         // The proxy first: a busy port fails the mount before anything is mounted.
         var server: ProxyServer?
+        let fs: FuseFileSystem
         do {
             if !noProxy { server = try await startProxy(engine: engine, metrics: metrics, cache: resolved, logger: logger) }
+            let checked = try await check(tree, engine: engine, listingTTL: mountOptions.listingTTL, ready: ready, logger: logger)
+            fs = FuseFileSystem(engine: engine, tree: checked, options: mountOptions, logger: logger)
             try await onDedicatedThread(name: "httpcachefs-mount") { try fs.start(at: prepared.path) }
         } catch {
             let started = server
@@ -145,7 +147,7 @@ struct MountCommand: AsyncParsableCommand {
                 fs.unmount()
             },
             reload: { Self.reloadURLList(urlListPath, fs: fs, logger: logger) })
-        logger.info("mounted \(prepared.path): \(tree.files.count) files, \(tree.indexes.count) indexes\(byURL ? ", by-URL directory .url" : "") (cache: \(resolved.directory))")
+        logger.info("mounted \(prepared.path): \(fs.tree.files.count) files, \(fs.tree.indexes.count) indexes\(byURL ? ", by-URL directory .url" : "") (cache: \(resolved.directory))")
         ready?.ready()
         SystemdNotify.send("READY=1\nSTATUS=mounted \(prepared.path)")
         let loopError = try await onDedicatedThread(name: "httpcachefs-mount") { fs.wait() }
@@ -154,6 +156,40 @@ struct MountCommand: AsyncParsableCommand {
         try await onDedicatedThread(name: "httpcachefs-mount") { engine.shutdown() }
         if let loopError { logger.error("FUSE session ended on an error: \(loopError)") }
         logger.info("unmounted \(prepared.path)")
+    }
+
+    /// `MountCheck` on every URL and listing given: each problem is one line on the terminal (the
+    /// waiting parent prints what the daemon reports), failed entries are left out, and a mount
+    /// with nothing left fails. A tree with the by-URL directory always has something to mount.
+    private func check(_ tree: MountTreeSpec, engine: CacheEngine, listingTTL: TimeInterval,
+                       ready: ReadyChannel?, logger: Logger) async throws -> MountTreeSpec {
+        let total = tree.files.count + tree.indexes.count
+        guard total > 0 else { return tree }
+        let results = await MountCheck(engine: engine, listingTTL: listingTTL).run(tree)
+        func tell(_ line: String) {
+            if let ready { ready.note("httpcachefs: " + line) } else { LogSink.standardError.write(line: "httpcachefs: " + line) }
+        }
+        var failed = 0
+        for (_, verdict) in results {
+            switch verdict {
+            case .ok: break
+            case let .warning(text):
+                logger.warning("\(text)")
+                tell("warning: " + text)
+            case let .failed(text):
+                failed += 1
+                logger.error("\(text)")
+                tell(text)
+            }
+        }
+        guard failed > 0 else { return tree }
+        if failed == total && !tree.byURL {
+            throw CommandFailure("nothing to mount: \(total == 1 ? "the URL given failed" : "all \(total) URLs and listings given failed")")
+        }
+        let note = "mounting \(total - failed) of \(total) entries; \(failed) failed (above)"
+        logger.warning("\(note)")
+        tell("warning: " + note)
+        return MountCheck.keeping(tree, results)
     }
 
     /// Arguments, URL list and indexes as one checked tree (clashes are errors naming both sides).
