@@ -72,6 +72,7 @@ final class LibraryRefreshTests: XCTestCase {
         kill(pid, SIGHUP)
         h.waitUntil("b.txt shows after SIGHUP") { (try? POSIX.list(h.mountpoint)) == ["a.txt", "b.txt", "sub"] }
         h.waitUntil("s2.txt shows after SIGHUP") { (try? POSIX.list(h.path("sub"))) == ["s1.txt", "s2.txt"] }
+        XCTAssertEqual(try POSIX.list(h.path("sub")), ["s1.txt", "s2.txt"], h.log)
         XCTAssertFalse(h.log.contains("no --url-list to re-read"), h.log)
 
         // `refresh` on a daemon without a proxy sends it SIGHUP.
