@@ -13,7 +13,7 @@ extension FileSystemCore {
     /// Re-reads, now, every listing at or under `path` (components from the mount's root; a file
     /// stands for its directory) that has been listed before, and the one at `path` itself. Each
     /// is fetched from the origin (the cached copy is revalidated at once), then applied as a
-    /// listing whose TTL ran out is. `completion` gets nil when `path` is not in the mount.
+    /// listing whose TTL ran out is (`listingFetched`). `completion` gets nil when `path` is not in the mount.
     func refreshListings(under path: [String], completion: @escaping @Sendable (ListingRefresh?) -> Void) {
         let found: [(ino: UInt64, url: String)]? = lock.withLock {
             var node = table.root
@@ -42,11 +42,25 @@ extension FileSystemCore {
                 case let .failure(error):
                     result.fail("\(DisplayURL.redacted(url)): \(error)")
                     group.leave()
-                case .success:
-                    refreshListing(dirIno: ino) { error in
-                        if let error { result.fail("\(DisplayURL.redacted(url)): \(error)") } else { result.count() }
+                case let .success(bytes):
+                    // Applied as the mount applies a listing it fetched itself (waiters answered).
+                    do {
+                        _ = try DirectoryListing.parse(bytes, url: url, logger: logger)
+                    } catch {
+                        result.fail("\(DisplayURL.redacted(url)): \(error)")
                         group.leave()
+                        return
                     }
+                    let target: (Node, IndexState)? = lock.withLock {
+                        guard let node = table.node(ino), let idx = node.directory?.index, idx.url == url else { return nil }
+                        idx.fetching = true
+                        return (node, idx)
+                    }
+                    if let (node, idx) = target {
+                        listingFetched(.success(bytes), node: node, idx: idx, url: url, timeout: nil)
+                    }
+                    result.count()
+                    group.leave()
                 }
             }
         }
