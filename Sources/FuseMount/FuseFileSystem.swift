@@ -105,6 +105,14 @@ public final class FuseFileSystem: @unchecked Sendable {
         core.reload(spec: tree)
     }
 
+    /// Re-reads the directory listings at and under `path` (components inside the mount; empty:
+    /// the whole mount) now, whatever their TTL. nil when `path` is not in the mount.
+    public func refreshListings(under path: [String]) async -> ListingRefresh? {
+        await withCheckedContinuation { continuation in
+            core.refreshListings(under: path) { continuation.resume(returning: $0) }
+        }
+    }
+
     /// Linux caps FUSE readahead at 128 KiB unless the mount's BDI says otherwise, which cuts
     /// every sequential read into 128 KiB requests. One max_read (1 MiB) of kernel readahead
     /// is the sweet spot measured here: 2.4x faster cold reads than 128 KiB; 4 MiB and more were

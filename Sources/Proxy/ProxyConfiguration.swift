@@ -37,6 +37,11 @@ public struct ProxyConfiguration: Sendable, Equatable {
     /// arrives carrying it came back to the proxy that sent it (an origin redirecting into the
     /// proxy, or a chain of proxies), and gets 508 instead of a fetch that would loop. nil: none.
     public var loopMarker: String? = nil
+    /// The secret that control requests (`POST /.httpcachefs/control/...`: refresh, cache rm and
+    /// clear) carry in `X-Httpcachefs-Control`: only in the owner-only runtime file, so only the
+    /// cache's owner (and root) can send them. A custom header also keeps web pages from sending
+    /// them at all (a cross-site request with one needs a preflight this proxy never grants).
+    public var controlKey: String = ProxyConfiguration.generateToken()
 
     public init(bindAddress: String = "127.0.0.1",
                 port: Int = ProxyConfiguration.defaultPort,

@@ -114,7 +114,8 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
             return
         }
         let route = service.router.route(method: head.method.rawValue, target: head.uri, headerBytes: headerBytes,
-                                         host: head.headers.first(name: "host"), port: boundPort())
+                                         host: head.headers.first(name: "host"), port: boundPort(),
+                                         controlKey: head.headers.first(name: ControlRequest.keyHeader))
         switch route {
         case .ping:
             respond(context: context, status: 200, contentType: "text/plain; charset=utf-8", body: Array("pong\n".utf8))
@@ -145,6 +146,22 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
             respondText(context: context, status: status, message, extra: extra)
         case let .proxy(url):
             startProxy(context: context, url: url, head: head)
+        case let .control(request):
+            guard peerIsLoopback else {
+                respondText(context: context, status: 403, "control requests are taken from this machine only")
+                return
+            }
+            logger.info("control request", metadata: ["request": "\(requestLine)"])
+            let id = connection.request.id
+            let loop = context.eventLoop
+            let bound = NIOLoopBound((handler: self, context: context), eventLoop: loop)
+            service.control(request) { answer in
+                loop.execute {
+                    let (handler, context) = bound.value
+                    guard handler.connection.prepared(request: id) == .proceed else { return }
+                    handler.respondText(context: context, status: answer.status, answer.text)
+                }
+            }
         }
     }
 

@@ -20,6 +20,9 @@ public enum ProxyRoute: Equatable, Sendable {
     case proxy(url: String)
     /// Answer with this status and a one-line text explanation.
     case reject(status: Int, message: String)
+    /// A control request that carried the control key (the handler still requires a peer on
+    /// this machine).
+    case control(ControlRequest)
 }
 
 public struct ProxyRouter: Sendable {
@@ -47,8 +50,10 @@ public struct ProxyRouter: Sendable {
     ///   - host: the Host header, if any.
     ///   - port: the port the proxy listens on (known once bound); nil or 0: the configured one,
     ///     or any port when that is 0 too (picked at bind, not known yet).
-    public func route(method: String, target: String, headerBytes: Int, host: String? = nil, port: Int? = nil) -> ProxyRoute {
-        guard method == "GET" || method == "HEAD" else {
+    ///   - controlKey: the `X-Httpcachefs-Control` header, if any.
+    public func route(method: String, target: String, headerBytes: Int, host: String? = nil, port: Int? = nil,
+                      controlKey: String? = nil) -> ProxyRoute {
+        guard method == "GET" || method == "HEAD" || method == "POST" else {
             return .reject(status: 405, message: "only GET and HEAD are supported")
         }
         guard target.utf8.count <= configuration.maxRequestTargetBytes else {
@@ -62,6 +67,7 @@ public struct ProxyRouter: Sendable {
         guard target.hasPrefix("/") else {
             return .reject(status: 400, message: "not an open proxy: request targets must be proxy URLs (/u/...)")
         }
+        if method == "POST" { return controlRoute(target: target, controlKey: controlKey) }
         let path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? target
         if path == "/ping" { return .ping }
         // DNS rebinding: a web page whose name suddenly resolves to 127.0.0.1 could otherwise read
@@ -120,6 +126,36 @@ public struct ProxyRouter: Sendable {
         case Self.documentPath: return .statusDocument(tokenPresented: tokenPresented)
         case Self.metricsPath: return .metrics
         default: return nil
+        }
+    }
+
+    /// `POST /.httpcachefs/control/{refresh,rm,clear}` (after `/t/TOKEN` when the proxy has a
+    /// token), with the control key; any other POST is 405 as before.
+    private func controlRoute(target: String, controlKey: String?) -> ProxyRoute {
+        let notAllowed = ProxyRoute.reject(status: 405, message: "only GET and HEAD are supported")
+        var path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? target
+        if let expected = configuration.token, !expected.isEmpty {
+            guard let given = tokenPrefix(of: path), constantTimeEqual(given, expected) else {
+                return .reject(status: 403, message: "this proxy requires its token: use the URLs printed by 'httpcachefs url'")
+            }
+            path.removeFirst(3 + given.count)
+        }
+        guard path.hasPrefix(ControlRequest.pathPrefix) else { return notAllowed }
+        let action = path.dropFirst(ControlRequest.pathPrefix.count)
+        guard ["refresh", "rm", "clear"].contains(action) else { return notAllowed }
+        guard let controlKey, constantTimeEqual(controlKey, configuration.controlKey) else {
+            return .reject(status: 403, message: "control requests need the key in this daemon's runtime file (\(ProxyStatus.runtimeFileName)): use 'httpcachefs refresh' or 'httpcachefs cache rm/clear'")
+        }
+        let items = URLComponents(string: "http://x" + target)?.queryItems ?? []
+        switch action {
+        case "refresh":
+            return .control(.refresh(path: items.first { $0.name == "path" }?.value))
+        case "rm":
+            let urls = items.filter { $0.name == "url" }.compactMap(\.value)
+            guard !urls.isEmpty else { return .reject(status: 400, message: "no url= to remove") }
+            return .control(.remove(urls: urls))
+        default:
+            return .control(.clear)
         }
     }
 

@@ -36,12 +36,15 @@ public final class ProxyServer: Sendable {
 
     /// - Parameter metricsText: the text exposition `/metrics` serves (the owner of the metrics
     ///   backend renders it, e.g. `PrometheusExport.text(for:)`); nil: `/metrics` is 404.
+    /// - Parameter refresh: what `POST /.httpcachefs/control/refresh?path=P` does (a mount
+    ///   re-reading its listings under P, nil: the whole mount); nil: such requests get 404.
     public init(engine: CacheEngine, configuration: ProxyConfiguration, logger: Logger,
-                metricsText: (@Sendable () -> String)? = nil) {
+                metricsText: (@Sendable () -> String)? = nil,
+                refresh: (@Sendable (String?) async -> ControlAnswer)? = nil) {
         self.configuration = configuration
         self.logger = logger
         self.service = ProxyService(engine: engine, configuration: configuration, logger: logger,
-                                    metricsText: metricsText)
+                                    metricsText: metricsText, refresh: refresh)
     }
 
     deinit { stop() }
@@ -109,9 +112,10 @@ public final class ProxyServer: Sendable {
         running.channel = channel
         running.boundPort = port
         if !config.cacheDirectory.isEmpty {
-            let status = ProxyStatus(version: config.version, port: port, bindAddress: config.bindAddress,
+            var status = ProxyStatus(version: config.version, port: port, bindAddress: config.bindAddress,
                                      tokenRequired: config.token != nil, cacheDirectory: config.cacheDirectory,
                                      token: config.token, pid: getpid())
+            status.controlKey = config.controlKey
             do { try status.writeRuntimeFile(cacheDirectory: config.cacheDirectory) } catch {
                 logger.warning("cannot write the proxy runtime file; 'httpcachefs url' will need --port",
                                metadata: ["error": "\(error)"])

@@ -15,10 +15,13 @@ final class ProxyService: Sendable {
     let logger: Logger
     /// The `/metrics` text, from whoever owns the metrics backend; nil when there is none.
     let metricsText: (@Sendable () -> String)?
+    /// The mount's listing refresh, if a mount runs alongside.
+    let refresh: (@Sendable (String?) async -> ControlAnswer)?
 
     init(engine: CacheEngine, configuration: ProxyConfiguration, logger: Logger,
-         metricsText: (@Sendable () -> String)? = nil) {
+         metricsText: (@Sendable () -> String)? = nil, refresh: (@Sendable (String?) async -> ControlAnswer)? = nil) {
         self.metricsText = metricsText
+        self.refresh = refresh
         self.engine = engine
         self.configuration = configuration
         self.router = ProxyRouter(configuration: configuration)

@@ -20,6 +20,8 @@ public struct ProxyStatus: Codable, Sendable, Equatable {
     public var token: String?
     /// The serving process (runtime file only).
     public var pid: Int32?
+    /// The key control requests carry (runtime file only; `ProxyConfiguration.controlKey`).
+    public var controlKey: String?
 
     public static let serviceName = "httpcachefs"
     public static let runtimeFileName = "proxy.json"

@@ -1,5 +1,6 @@
 import CacheCore
 import Foundation
+import Proxy
 
 /// This cache as a CLI command reaches it: opened in this process, or, while a daemon (`mount`,
 /// `proxy`) holds its lock, through that daemon.
@@ -45,6 +46,29 @@ struct HeldCache {
     func client() throws -> DaemonClient {
         guard let daemon = try DaemonClient.find(cacheDirectory: directory, options: options) else { throw lockedError }
         return daemon
+    }
+
+    /// The daemon's proxy as its runtime file describes it, for control requests (`cache rm`,
+    /// `cache clear`); nil when it runs none. The file counts only if its pid holds the lock, as
+    /// in `DaemonClient.find`.
+    func controlProxy() -> ProxyStatus? {
+        guard let status = ProxyStatus.readRuntimeFile(cacheDirectory: directory), let pid = status.pid else { return nil }
+        switch CacheLockHolder.holder(ofCacheDirectory: directory) {
+        case .held(by: pid): return status
+        case .unknown where kill(pid, 0) == 0: return status
+        default: return nil
+        }
+    }
+
+    /// Sends a control request to the daemon; the answer's lines. Fails with the lock error when
+    /// the daemon runs no proxy. Blocking.
+    func control(_ action: String, query: [(String, String)] = []) throws -> (pid: Int32, lines: [String]) {
+        guard let proxy = controlProxy() else { throw lockedError }
+        let answer = try DaemonControl.send(action, query: query, to: proxy)
+        guard answer.status == 200 else {
+            throw CommandFailure("the daemon holding the cache (pid \(proxy.pid ?? 0)) answered \(answer.status): \(answer.lines.joined(separator: "; "))")
+        }
+        return (proxy.pid ?? 0, answer.lines)
     }
 
     /// What the cache holds: its index as last written, with the daemon's live figures when it

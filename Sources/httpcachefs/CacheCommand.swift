@@ -13,13 +13,20 @@ struct CacheCommand: AsyncParsableCommand {
 
 extension CacheCommand {
     /// Runs `body` with the cache open on a dedicated thread, reporting errors as one line.
+    /// While a daemon holds the cache: `held` (asking the daemon), or the lock error without it.
     static func withEngine<T>(_ options: CacheOptions, name: String,
+                              held: ((HeldCache) throws -> T)? = nil,
                               _ body: @escaping (CacheEngine) throws -> T) async throws -> T {
         try await runReportingErrors {
             try await onBlockingPool {
-                let engine = try options.openEngine()
-                defer { engine.shutdown() }
-                return try body(engine)
+                switch try CacheAccess.openBlocking(options) {
+                case let .engine(engine):
+                    defer { engine.shutdown() }
+                    return try body(engine)
+                case let .daemon(daemon):
+                    guard let held else { throw daemon.lockedError }
+                    return try held(daemon)
+                }
             }
         }
     }
@@ -168,7 +175,26 @@ extension CacheCommand {
 
         func run() async throws {
             let urls = urls
-            try await CacheCommand.withEngine(cache, name: "rm") { engine in
+            try await CacheCommand.withEngine(cache, name: "rm", held: { held in
+                // Through the daemon that holds the cache: it forgets the files in its own engine.
+                let rules = try held.options.configuration().keyRules
+                for url in urls { _ = try rules.key(for: url) }
+                let answer = try held.control("rm", query: urls.map { ("url", $0) })
+                var missing: [String] = [], failures: [String] = []
+                for line in answer.lines {
+                    let fields = line.split(separator: "\t", maxSplits: 2).map(String.init)
+                    switch fields.first {
+                    case "removed" where fields.count == 3:
+                        CacheCommand.printLine("removed \(DisplayURL.redacted(fields[2])) (\(Format.bytes(Int64(fields[1]) ?? 0))) through the daemon holding the cache (pid \(answer.pid))")
+                    case "missing" where fields.count >= 2: missing.append(fields[1])
+                    default: failures.append(fields.dropFirst().joined(separator: ": "))
+                    }
+                }
+                if !failures.isEmpty { throw CommandFailure("could not remove \(failures.joined(separator: "; "))") }
+                if !missing.isEmpty {
+                    throw CommandFailure("not in the cache: \(missing.map(DisplayURL.redacted).joined(separator: ", "))")
+                }
+            }) { engine in
                 var missing: [String] = []
                 for url in urls {
                     let s = try? CacheCommand.status(of: url, in: engine)
@@ -192,7 +218,14 @@ extension CacheCommand {
         @OptionGroup var cache: CacheOptions
 
         func run() async throws {
-            try await CacheCommand.withEngine(cache, name: "clear") { engine in
+            try await CacheCommand.withEngine(cache, name: "clear", held: { held in
+                let answer = try held.control("clear")
+                let fields = answer.lines.first?.split(separator: "\t").map(String.init) ?? []
+                guard fields.count == 3, fields[0] == "cleared", let n = Int(fields[1]), let bytes = Int64(fields[2]) else {
+                    throw CommandFailure("unexpected answer from the daemon (pid \(answer.pid)): \(answer.lines.joined(separator: "; "))")
+                }
+                CacheCommand.printLine("cleared \(n) file\(n == 1 ? "" : "s") (\(Format.bytes(bytes))) through the daemon holding the cache (pid \(answer.pid))")
+            }) { engine in
                 let before = engine.usage
                 try engine.clear()
                 CacheCommand.printLine("cleared \(before.entries) file\(before.entries == 1 ? "" : "s") (\(Format.bytes(before.bytes)))")

@@ -102,12 +102,22 @@ enum Daemon {
         return String(line.prefix(500))
     }
 
-    /// The first line the child wrote, or nil at EOF / timeout.
+    /// The child's report (its first line that is not a note), or nil at EOF / timeout. Notes
+    /// (`note: LINE`) are printed to stderr as they come.
     private static func readReport(_ fd: Int32, timeout: TimeInterval) -> String? {
         var bytes: [UInt8] = []
         let deadline = Date().addingTimeInterval(timeout)
         var buf = [UInt8](repeating: 0, count: 4096)
         while true {
+            while let newline = bytes.firstIndex(of: 10) {
+                let line = String(decoding: bytes[..<newline], as: UTF8.self)
+                bytes.removeSubrange(...newline)
+                if line.hasPrefix("note: ") {
+                    LogSink.standardError.write(line: String(line.dropFirst("note: ".count)))
+                } else if !line.isEmpty {
+                    return line
+                }
+            }
             let left = deadline.timeIntervalSinceNow
             if left <= 0 { return nil }
             var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
@@ -118,10 +128,9 @@ enum Daemon {
             if n < 0 && errno == EINTR { continue }
             if n <= 0 { break }
             bytes += buf[0..<n]
-            if bytes.contains(10) { break }
         }
-        let line = String(decoding: bytes, as: UTF8.self).split(separator: "\n").first.map(String.init)
-        return line.flatMap { $0.isEmpty ? nil : $0 }
+        let line = String(decoding: bytes, as: UTF8.self)
+        return line.isEmpty ? nil : line
     }
 
     private static func isAlive(_ pid: pid_t) -> Bool {
@@ -146,6 +155,16 @@ final class ReadyChannel: @unchecked Sendable {
     init(fd: Int32) { self.fd = fd }
 
     public func ready() { report("ready") }
+
+    /// A line for the waiting parent to print on its terminal before the final report
+    /// (a URL the mount check found wrong). Ignored once the report is sent.
+    public func note(_ line: String) {
+        lock.withLock {
+            guard fd >= 0 else { return }
+            let bytes = Array(("note: " + line.replacingOccurrences(of: "\n", with: " ") + "\n").utf8)
+            _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        }
+    }
 
     public func fail(_ reason: String) { report("error: " + reason.replacingOccurrences(of: "\n", with: " ")) }
 

@@ -9,7 +9,7 @@ struct HTTPCacheFS: AsyncParsableCommand {
         version: Version.string,
         subcommands: [
             CatCommand.self, PreloadCommand.self, CacheCommand.self,
-            MountCommand.self, ProxyCommand.self, URLCommand.self, StatusCommand.self,
+            MountCommand.self, ProxyCommand.self, URLCommand.self, StatusCommand.self, RefreshCommand.self,
         ]
     )
 }

@@ -30,7 +30,7 @@ struct MountCommand: AsyncParsableCommand {
             unreachable or 5xx after retries or past --read-timeout -> EIO.
 
             Unmount with 'fusermount3 -u MOUNTPOINT', or SIGINT / SIGTERM to the daemon (SIGHUP \
-            re-reads the URL list). -o passes options to FUSE, e.g. -o allow_other (for users \
+            re-reads the URL list and every listing; so does 'httpcachefs refresh'). -o passes options to FUSE, e.g. -o allow_other (for users \
             other than root this needs 'user_allow_other' in /etc/fuse.conf). The proxy runs on \
             --proxy-port (default 8718) unless --no-proxy; a port in use fails the mount.
             """
@@ -122,12 +122,22 @@ struct MountCommand: AsyncParsableCommand {
             fuseOptions: owned.fuseOptions)
         mountOptions.passthrough = !noPassthrough
         owned.ownership.apply(to: &mountOptions)
-        let fs = FuseFileSystem(engine: engine, tree: tree, options: mountOptions, logger: logger)
         // The proxy first: a busy port fails the mount before anything is mounted.
         var server: ProxyServer?
+        let fs: FuseFileSystem
+        let urlListPath = urlList.map(Mountpoint.absolute)
+        let mounted = MountedFileSystem()   // what the proxy's refresh requests act on, once mounted
         do {
-            if !noProxy { server = try await startProxy(engine: engine, metrics: metrics, cache: resolved, logger: logger) }
+            if !noProxy {
+                server = try await startProxy(engine: engine, metrics: metrics, cache: resolved, logger: logger) { path in
+                    guard let fs = mounted.value else { return ControlAnswer(status: 503, text: "the mount is not ready yet") }
+                    return await Self.refresh(path: path, urlList: urlListPath, fs: fs, logger: logger)
+                }
+            }
+            let checked = try await check(tree, engine: engine, listingTTL: mountOptions.listingTTL, ready: ready, logger: logger)
+            fs = FuseFileSystem(engine: engine, tree: checked, options: mountOptions, logger: logger)
             try await onBlockingPool { try fs.start(at: prepared.path) }
+            mounted.value = fs
         } catch {
             let started = server
             try? await onBlockingPool {
@@ -137,15 +147,16 @@ struct MountCommand: AsyncParsableCommand {
             throw error
         }
 
-        let urlListPath = urlList.map(Mountpoint.absolute)
         let signals = MountSignals(
             stop: { sig in
                 logger.info("signal \(sig): unmounting \(prepared.path)")
                 SystemdNotify.send("STOPPING=1")
                 fs.unmount()
             },
-            reload: { Self.reloadURLList(urlListPath, fs: fs, logger: logger) })
-        logger.info("mounted \(prepared.path): \(tree.files.count) files, \(tree.indexes.count) indexes\(byURL ? ", by-URL directory .url" : "") (cache: \(resolved.directory))")
+            reload: {
+                Task { _ = await Self.refresh(path: nil, urlList: urlListPath, fs: fs, logger: logger, why: "SIGHUP") }
+            })
+        logger.info("mounted \(prepared.path): \(fs.tree.files.count) files, \(fs.tree.indexes.count) indexes\(byURL ? ", by-URL directory .url" : "") (cache: \(resolved.directory))")
         ready?.ready()
         SystemdNotify.send("READY=1\nSTATUS=mounted \(prepared.path)")
         let loopError = try await onBlockingPool { fs.wait() }
@@ -154,6 +165,40 @@ struct MountCommand: AsyncParsableCommand {
         try await onBlockingPool { engine.shutdown() }
         if let loopError { logger.error("FUSE session ended on an error: \(loopError)") }
         logger.info("unmounted \(prepared.path)")
+    }
+
+    /// `MountCheck` on every URL and listing given: each problem is one line on the terminal (the
+    /// waiting parent prints what the daemon reports), failed entries are left out, and a mount
+    /// with nothing left fails. A tree with the by-URL directory always has something to mount.
+    private func check(_ tree: MountTreeSpec, engine: CacheEngine, listingTTL: TimeInterval,
+                       ready: ReadyChannel?, logger: Logger) async throws -> MountTreeSpec {
+        let total = tree.files.count + tree.indexes.count
+        guard total > 0 else { return tree }
+        let results = await MountCheck(engine: engine, listingTTL: listingTTL).run(tree)
+        func tell(_ line: String) {
+            if let ready { ready.note("httpcachefs: " + line) } else { LogSink.standardError.write(line: "httpcachefs: " + line) }
+        }
+        var failed = 0
+        for (_, verdict) in results {
+            switch verdict {
+            case .ok: break
+            case let .warning(text):
+                logger.warning("\(text)")
+                tell("warning: " + text)
+            case let .failed(text):
+                failed += 1
+                logger.error("\(text)")
+                tell(text)
+            }
+        }
+        guard failed > 0 else { return tree }
+        if failed == total && !tree.byURL {
+            throw CommandFailure("nothing to mount: \(total == 1 ? "the URL given failed" : "all \(total) URLs and listings given failed")")
+        }
+        let note = "mounting \(total - failed) of \(total) entries; \(failed) failed (above)"
+        logger.warning("\(note)")
+        tell("warning: " + note)
+        return MountCheck.keeping(tree, results)
     }
 
     /// Arguments, URL list and indexes as one checked tree (clashes are errors naming both sides).
@@ -169,12 +214,33 @@ struct MountCommand: AsyncParsableCommand {
                                        indexes: indexes, byURL: byURL)
     }
 
-    /// SIGHUP: the URL list again. A bad list is logged and the current tree stays.
-    static func reloadURLList(_ path: String?, fs: FuseFileSystem, logger: Logger) {
-        guard let path else {
-            logger.info("SIGHUP: no --url-list to re-read")
-            return
+    /// `refresh` (a control request to the proxy) and SIGHUP: the URL list again, if there is
+    /// one, then every listing under `path` (inside the mount; nil: all of them), now.
+    static func refresh(path: String?, urlList: String?, fs: FuseFileSystem, logger: Logger,
+                        why: String = "refresh") async -> ControlAnswer {
+        let components = (path ?? "").split(separator: "/").map(String.init).filter { $0 != "." }
+        if components.contains("..") { return ControlAnswer(status: 400, text: "the path may not contain '..'") }
+        var lines: [String] = []
+        var failed = false
+        if let urlList {
+            let (line, ok) = reloadURLList(urlList, fs: fs, logger: logger)
+            lines.append(line)
+            failed = !ok
         }
+        let shown = "/" + components.joined(separator: "/")
+        guard let outcome = await fs.refreshListings(under: components) else {
+            return ControlAnswer(status: 404, text: "not in the mount: \(shown)")
+        }
+        lines.append("re-read \(outcome.listings) listing\(outcome.listings == 1 ? "" : "s") under \(shown)")
+        lines += outcome.failures.map { "failed: " + $0 }
+        for line in lines { logger.info("\(why): \(line)") }
+        failed = failed || !outcome.failures.isEmpty
+        return ControlAnswer(status: failed ? 502 : 200, text: lines.joined(separator: "\n"))
+    }
+
+    /// The URL list again: a summary line, and whether it could be used. A bad list is logged
+    /// and the current tree stays.
+    static func reloadURLList(_ path: String, fs: FuseFileSystem, logger: Logger) -> (String, Bool) {
         do {
             let entries = try URLListParser.load(path: path)
             let old = fs.tree
@@ -182,9 +248,12 @@ struct MountCommand: AsyncParsableCommand {
             fs.reload(tree: new)
             let before = Set(old.files.map { $0.path.joined(separator: "/") + "\u{0}" + $0.url })
             let after = Set(new.files.map { $0.path.joined(separator: "/") + "\u{0}" + $0.url })
-            logger.info("reloaded \(path): \(new.files.count) files (\(after.subtracting(before).count) new, \(before.subtracting(after).count) removed)")
+            let line = "reloaded \(path): \(new.files.count) files (\(after.subtracting(before).count) new, \(before.subtracting(after).count) removed)"
+            logger.info("\(line)")
+            return (line, true)
         } catch {
             logger.error("SIGHUP: keeping the current files, \(path) is not usable: \(error)")
+            return ("keeping the current files, \(path) is not usable: \(error)", false)
         }
     }
 
@@ -192,10 +261,10 @@ struct MountCommand: AsyncParsableCommand {
     /// what to do: a mount running without the proxy users expect, or `url` printing URLs on a
     /// port that belongs to another daemon, would fail later and far less clearly.
     private func startProxy(engine: CacheEngine, metrics: PrometheusExport, cache: ResolvedCacheOptions,
-                            logger: Logger) async throws -> ProxyServer {
+                            logger: Logger, refresh: @escaping @Sendable (String?) async -> ControlAnswer) async throws -> ProxyServer {
         let (configuration, generated) = proxy.configuration(cache: cache)
         let server = ProxyServer(engine: engine, configuration: configuration, logger: logger,
-                                 metricsText: { metrics.text(for: engine) })
+                                 metricsText: { metrics.text(for: engine) }, refresh: refresh)
         let port: Int
         do {
             port = try await onBlockingPool { try server.start() }
@@ -242,6 +311,16 @@ struct MountCommand: AsyncParsableCommand {
         let env = ProcessInfo.processInfo.environment
         if let state = env["XDG_STATE_HOME"], !state.isEmpty { return state + "/httpcachefs/mount.log" }
         return (env["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()) + "/.local/state/httpcachefs/mount.log"
+    }
+}
+
+/// The mount once it is up, for requests that may arrive before.
+final class MountedFileSystem: @unchecked Sendable {
+    private let lock = NSLock()
+    private var fs: FuseFileSystem?
+    var value: FuseFileSystem? {
+        get { lock.withLock { fs } }
+        set { lock.withLock { fs = newValue } }
     }
 }
 

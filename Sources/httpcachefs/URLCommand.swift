@@ -144,6 +144,13 @@ enum LoopbackGet {
     static let maxResponseBytes = 256 << 20
 
     static func get(host: String, port: Int, path: String, timeout: Int = 2) -> [UInt8]? {
+        guard let (status, body) = request("GET", host: host, port: port, path: path, timeout: timeout), status == 200 else { return nil }
+        return body
+    }
+
+    /// One HTTP/1.0 request without a body; the status and body, or nil when nothing answers.
+    static func request(_ method: String, host: String, port: Int, path: String, headers: [(String, String)] = [],
+                        timeout: Int) -> (status: Int, body: [UInt8])? {
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_flags = AI_NUMERICHOST
@@ -159,7 +166,8 @@ enum LoopbackGet {
         guard connect(fd, ai.pointee.ai_addr, ai.pointee.ai_addrlen) == 0 else { return nil }
         // An IPv6 address goes in brackets: the proxy refuses a Host it cannot read as one.
         let hostHeader = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]:\(port)" : "\(host):\(port)"
-        let request = Array("GET \(path) HTTP/1.0\r\nHost: \(hostHeader)\r\n\r\n".utf8)
+        let extra = headers.map { "\($0.0): \($0.1)\r\n" }.joined() + (method == "POST" ? "Content-Length: 0\r\n" : "")
+        let request = Array("\(method) \(path) HTTP/1.0\r\nHost: \(hostHeader)\r\n\(extra)\r\n".utf8)
         guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else { return nil }
         var response: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 16 << 10)
@@ -168,9 +176,9 @@ enum LoopbackGet {
             if n <= 0 { break }
             response += buffer[0..<n]
         }
-        guard let headEnd = response.firstRange(of: [13, 10, 13, 10]),
-              String(decoding: response[..<headEnd.lowerBound], as: UTF8.self).hasPrefix("HTTP/1.1 200")
-                || String(decoding: response[..<headEnd.lowerBound], as: UTF8.self).hasPrefix("HTTP/1.0 200") else { return nil }
-        return Array(response[headEnd.upperBound...])
+        guard let headEnd = response.firstRange(of: [13, 10, 13, 10]) else { return nil }
+        let statusLine = String(decoding: response[..<headEnd.lowerBound], as: UTF8.self).split(separator: " ", maxSplits: 2)
+        guard statusLine.count >= 2, statusLine[0].hasPrefix("HTTP/1."), let status = Int(statusLine[1]) else { return nil }
+        return (status, Array(response[headEnd.upperBound...]))
     }
 }

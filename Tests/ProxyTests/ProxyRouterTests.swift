@@ -74,6 +74,30 @@ final class ProxyRouterTests: XCTestCase {
         XCTAssertNotEqual(token, ProxyConfiguration.generateToken())
     }
 
+    func testControlRequestsNeedPOSTTheKeyAndTheToken() {
+        var config = ProxyConfiguration()
+        config.controlKey = "k3y"
+        let router = ProxyRouter(configuration: config)
+        let refresh = "/.httpcachefs/control/refresh?path=/tv/Some%20Show"
+        XCTAssertEqual(router.route(method: "POST", target: refresh, headerBytes: 0, controlKey: "k3y"),
+                       .control(.refresh(path: "/tv/Some Show")))
+        XCTAssertEqual(router.route(method: "POST", target: "/.httpcachefs/control/refresh", headerBytes: 0, controlKey: "k3y"),
+                       .control(.refresh(path: nil)))
+        XCTAssertEqual(router.route(method: "POST", target: "/.httpcachefs/control/rm?url=http%3A%2F%2Fa%2Fb&url=http://c/d", headerBytes: 0, controlKey: "k3y"),
+                       .control(.remove(urls: ["http://a/b", "http://c/d"])))
+        XCTAssertEqual(router.route(method: "POST", target: "/.httpcachefs/control/clear", headerBytes: 0, controlKey: "k3y"), .control(.clear))
+        XCTAssertEqual(statusOf(router.route(method: "POST", target: "/.httpcachefs/control/clear", headerBytes: 0)), 403)
+        XCTAssertEqual(statusOf(router.route(method: "POST", target: "/.httpcachefs/control/clear", headerBytes: 0, controlKey: "k3")), 403)
+        XCTAssertEqual(statusOf(router.route(method: "GET", target: "/.httpcachefs/control/clear", headerBytes: 0, controlKey: "k3y")), 404)
+        XCTAssertEqual(statusOf(router.route(method: "POST", target: "/.httpcachefs/control/rm", headerBytes: 0, controlKey: "k3y")), 400)
+        XCTAssertEqual(statusOf(router.route(method: "POST", target: "/.httpcachefs/control/shutdown", headerBytes: 0, controlKey: "k3y")), 405)
+
+        config.token = "tok"
+        let tokened = ProxyRouter(configuration: config)
+        XCTAssertEqual(statusOf(tokened.route(method: "POST", target: "/.httpcachefs/control/clear", headerBytes: 0, controlKey: "k3y")), 403)
+        XCTAssertEqual(tokened.route(method: "POST", target: "/t/tok/.httpcachefs/control/clear", headerBytes: 0, controlKey: "k3y"), .control(.clear))
+    }
+
     private func statusOf(_ route: ProxyRoute) -> Int? {
         if case let .reject(status, _) = route { return status }
         return nil

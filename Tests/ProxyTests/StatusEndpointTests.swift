@@ -200,7 +200,9 @@ final class StatusEndpointTests: XCTestCase {
             let errors = String(dom[start.upperBound..<end.lowerBound])   // text only: a tooltip repeats the URL
                 .replacingOccurrences(of: #" title="[^"]*""#, with: "", options: .regularExpression)
             let missing = h.origin.url("/missing.mp4")
-            if errors.components(separatedBy: missing).count != 2 || errors.components(separatedBy: "404").count != 2 {
+            // The status counted without the URL: the origin's port may hold "404" (40453).
+            if errors.components(separatedBy: missing).count != 2
+                || errors.replacingOccurrences(of: missing, with: "").components(separatedBy: "404").count != 2 {
                 failures.append("errors table: the URL or the status repeated: \(errors)")
             }
         } else {

@@ -1,0 +1,77 @@
+import CacheCore
+import Foundation
+
+/// What `refresh` did: how many listings were read again, and the ones that could not be.
+public struct ListingRefresh: Sendable, Equatable {
+    public var listings = 0
+    /// One line per listing that failed ("URL: reason"); it keeps its previous contents.
+    public var failures: [String] = []
+}
+
+/// Listings re-read on demand (`httpcachefs refresh`, SIGHUP), regardless of their TTL.
+extension FileSystemCore {
+    /// Re-reads, now, every listing at or under `path` (components from the mount's root; a file
+    /// stands for its directory) that has been listed before, and the one at `path` itself. Each
+    /// is fetched from the origin (the cached copy is revalidated at once), then applied as a
+    /// listing whose TTL ran out is (`listingFetched`). `completion` gets nil when `path` is not in the mount.
+    func refreshListings(under path: [String], completion: @escaping @Sendable (ListingRefresh?) -> Void) {
+        let found: [(ino: UInt64, url: String)]? = lock.withLock {
+            var node = table.root
+            for name in path {
+                guard node.directory != nil, let child = table.child(of: node.ino, named: name) else { return nil }
+                node = child
+            }
+            if node.directory == nil, let parent = table.node(node.parent) { node = parent }
+            var found: [(UInt64, String)] = []
+            var queue = [node.ino]
+            while let ino = queue.popLast() {
+                guard let n = table.node(ino), let dir = n.directory, dir.byURL == nil else { continue }
+                if let idx = dir.index, idx.listedAt != nil || ino == node.ino { found.append((ino, idx.url)) }
+                queue += dir.children.values
+            }
+            return found
+        }
+        guard let found else { return completion(nil) }
+        let group = DispatchGroup()
+        let result = LockedRefresh()
+        for (ino, url) in found {
+            group.enter()
+            // maxAge 0: the cache asks the origin now; the listing below then finds that copy fresh.
+            backend.fetchWhole(url: url, limit: Self.listingLimit, maxAge: 0) { [self] fetched in
+                switch fetched {
+                case let .failure(error):
+                    result.fail("\(DisplayURL.redacted(url)): \(error)")
+                    group.leave()
+                case let .success(bytes):
+                    // Applied as the mount applies a listing it fetched itself (waiters answered).
+                    do {
+                        _ = try DirectoryListing.parse(bytes, url: url, logger: logger)
+                    } catch {
+                        result.fail("\(DisplayURL.redacted(url)): \(error)")
+                        group.leave()
+                        return
+                    }
+                    let target: (Node, IndexState)? = lock.withLock {
+                        guard let node = table.node(ino), let idx = node.directory?.index, idx.url == url else { return nil }
+                        idx.fetching = true
+                        return (node, idx)
+                    }
+                    if let (node, idx) = target {
+                        listingFetched(.success(bytes), node: node, idx: idx, url: url, timeout: nil)
+                    }
+                    result.count()
+                    group.leave()
+                }
+            }
+        }
+        group.notify(queue: .global()) { completion(result.value) }
+    }
+}
+
+private final class LockedRefresh: @unchecked Sendable {
+    private let lock = NSLock()
+    private var refresh = ListingRefresh()
+    var value: ListingRefresh { lock.withLock { refresh } }
+    func count() { lock.withLock { refresh.listings += 1 } }
+    func fail(_ line: String) { lock.withLock { refresh.failures.append(line) } }
+}

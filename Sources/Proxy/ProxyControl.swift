@@ -1,0 +1,67 @@
+import CacheCore
+import Foundation
+
+/// What a control request asks of the daemon (`POST /.httpcachefs/control/ACTION`).
+public enum ControlRequest: Equatable, Sendable {
+    /// Re-read the listings (and the URL list) under this path inside the mount; nil: all.
+    case refresh(path: String?)
+    /// `cache rm`: forget these URLs.
+    case remove(urls: [String])
+    /// `cache clear`.
+    case clear
+
+    public static let pathPrefix = "/.httpcachefs/control/"
+    public static let keyHeader = "X-Httpcachefs-Control"
+}
+
+/// The answer to a control request: an HTTP status and plain text, one item a line.
+public struct ControlAnswer: Sendable, Equatable {
+    public var status: Int
+    public var text: String
+    public init(status: Int, text: String) {
+        self.status = status
+        self.text = text
+    }
+}
+
+extension ProxyService {
+    /// Carries out `request`; `completion` runs on some other thread.
+    func control(_ request: ControlRequest, completion: @escaping @Sendable (ControlAnswer) -> Void) {
+        let engine = self.engine
+        switch request {
+        case let .refresh(path):
+            guard let refresh else {
+                return completion(ControlAnswer(status: 404, text: "this daemon runs no mount: there are no listings to refresh"))
+            }
+            Task { completion(await refresh(path)) }
+        case let .remove(urls):
+            // Machine-readable lines, tab-separated: the command renders them.
+            DispatchQueue.global().async {
+                var lines: [String] = []
+                for url in urls {
+                    guard let status = engine.status(url: url) else {
+                        lines.append("missing\t\(url)")
+                        continue
+                    }
+                    do {
+                        try engine.remove(url: url)
+                        lines.append("removed\t\(status.cachedBytes)\t\(url)")
+                    } catch {
+                        lines.append("failed\t\(url)\t\(error)")
+                    }
+                }
+                completion(ControlAnswer(status: 200, text: lines.joined(separator: "\n")))
+            }
+        case .clear:
+            DispatchQueue.global().async {
+                let before = engine.usage
+                do {
+                    try engine.clear()
+                    completion(ControlAnswer(status: 200, text: "cleared\t\(before.entries)\t\(before.bytes)"))
+                } catch {
+                    completion(ControlAnswer(status: 500, text: "\(error)"))
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,31 @@
+import Foundation
+import Proxy
+
+/// Control requests to a running daemon's proxy (`POST /.httpcachefs/control/ACTION`), with the
+/// control key from its owner-only runtime file: `refresh`, and `cache rm` / `cache clear`
+/// while a daemon holds the cache.
+enum DaemonControl {
+    struct Answer {
+        var status: Int
+        var lines: [String]
+    }
+
+    /// Sends `action` with `query` to the proxy `status` describes (read from the runtime file).
+    /// Blocking: call on a dedicated thread. `timeout` bounds each wait for the answer.
+    static func send(_ action: String, query: [(String, String)] = [], to status: ProxyStatus,
+                     timeout: Int = 180) throws -> Answer {
+        guard let key = status.controlKey else {
+            throw CommandFailure("the daemon (pid \(status.pid.map(String.init) ?? "?")) takes no control requests (an older version): restart it")
+        }
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~/")
+        let q = query.map { "\($0.0)=\($0.1.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")" }.joined(separator: "&")
+        let path = status.tokenPath(ControlRequest.pathPrefix + action) + (q.isEmpty ? "" : "?" + q)
+        guard let (code, body) = LoopbackGet.request("POST", host: status.localConnectHost, port: status.port, path: path,
+                                                     headers: [(ControlRequest.keyHeader, key)], timeout: timeout) else {
+            throw CommandFailure("the daemon's proxy (pid \(status.pid.map(String.init) ?? "?"), port \(status.port)) does not answer")
+        }
+        let lines = String(decoding: body, as: UTF8.self).split(separator: "\n").map(String.init)
+        return Answer(status: code, lines: lines)
+    }
+}

@@ -1,0 +1,164 @@
+import CacheCore
+import Foundation
+import FuseMount
+
+/// What `mount` does before it reports ready: one request for each URL and listing it was given
+/// (through the engine, so the answers seed the cache), a few at a time, so that a 404, an
+/// unknown host or an `--index` on a file is told on the terminal instead of only in the log.
+///
+/// An entry fails (and is left out of the mount) when the origin answers with an error, cannot be
+/// reached and nothing of it is cached, or a listing is not one. An origin that cannot be reached
+/// for an entry the cache holds is only a warning: cached content stays usable offline. An entry
+/// that gets no answer within `timeout` stays in the mount, with a warning.
+struct MountCheck {
+    enum Verdict: Equatable {
+        case ok
+        /// Mounted, with this warning.
+        case warning(String)
+        /// Left out of the mount for this reason.
+        case failed(String)
+    }
+
+    enum Target: Equatable {
+        case file(MountTreeSpec.File)
+        case index(MountTreeSpec.Index)
+
+        var isIndex: Bool { if case .index = self { return true } else { return false } }
+
+        var url: String {
+            switch self {
+            case let .file(f): return f.url
+            case let .index(i): return i.url
+            }
+        }
+    }
+
+    let engine: CacheEngine
+    let listingTTL: TimeInterval
+    var timeout: TimeInterval = 15
+    var concurrency = 8
+
+    /// Every target of `tree` with its verdict, in the tree's order.
+    func run(_ tree: MountTreeSpec) async -> [(target: Target, verdict: Verdict)] {
+        let targets = tree.files.map(Target.file) + tree.indexes.map(Target.index)
+        var verdicts = [Verdict](repeating: .ok, count: targets.count)
+        await withTaskGroup(of: (Int, Verdict).self) { group in
+            var next = 0
+            func addNext() {
+                guard next < targets.count else { return }
+                let (i, target) = (next, targets[next])
+                next += 1
+                group.addTask { (i, await check(target)) }
+            }
+            for _ in 0..<min(concurrency, targets.count) { addNext() }
+            while let (i, verdict) = await group.next() {
+                verdicts[i] = verdict
+                addNext()
+            }
+        }
+        return Array(zip(targets, verdicts)).map { ($0.0, $0.1) }
+    }
+
+    /// The tree without the entries that failed.
+    static func keeping(_ tree: MountTreeSpec, _ results: [(target: Target, verdict: Verdict)]) -> MountTreeSpec {
+        let failed = results.filter { if case .failed = $0.verdict { return true } else { return false } }.map(\.target)
+        var kept = tree
+        kept.files.removeAll { failed.contains(.file($0)) }
+        kept.indexes.removeAll { failed.contains(.index($0)) }
+        return kept
+    }
+
+    func check(_ target: Target) async -> Verdict {
+        let url = target.url
+        let started = Date()
+        let answer: Result<EntryInfo, CacheError>? = await withCheckedContinuation { continuation in
+            let once = Once { continuation.resume(returning: $0) }
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { once.fire(nil) }
+            switch target {
+            case .file:
+                engine.open(url: url) { once.fire($0) }
+            case .index:
+                checkListing(url) { once.fire($0) }
+            }
+        }
+        switch answer {
+        case let .success(info)?:
+            // The engine serves a stale copy when the origin cannot be asked: still validated
+            // before its maximum age ran out means nobody answered.
+            let maxAge = target.isIndex ? listingTTL : engine.configuration.revalidateAfter
+            if info.validatedAt < started.addingTimeInterval(-maxAge) {
+                return .warning("\(DisplayURL.redacted(url)): the origin did not answer; serving what the cache holds")
+            }
+            return .ok
+        case nil:
+            return .warning("\(DisplayURL.redacted(url)): no answer within \(Int(timeout))s; mounted anyway")
+        case let .failure(error)?:
+            let why = Self.reason(error)
+            if Self.isOriginAway(error), engine.status(url: url) != nil {
+                return .warning("\(DisplayURL.redacted(url)): \(why); serving what the cache holds")
+            }
+            return .failed("\(DisplayURL.redacted(url)): \(why)")
+        }
+    }
+
+    /// Fetches the listing (the mount's first `ls` finds it in the cache) and parses it.
+    private func checkListing(_ url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
+        let ttl = listingTTL
+        engine.open(url: url, maxAge: ttl) { [engine] result in
+            switch result {
+            case let .failure(error): completion(.failure(error))
+            case let .success(info):
+                if let type = info.contentType?.lowercased(), !Self.mayBeListing(type) {
+                    return completion(.failure(.badResponse(url: url, message: "not a listing (\(type))")))
+                }
+                EngineBackend(engine: engine).fetchWhole(url: url, limit: 64 << 20, maxAge: ttl) { fetched in
+                    completion(fetched.flatMap { bytes in
+                        do {
+                            _ = try DirectoryListing.parse(bytes, url: url)
+                            return .success(info)
+                        } catch {
+                            return .failure(.badResponse(url: url, message: "not a listing"))
+                        }
+                    })
+                }
+            }
+        }
+    }
+
+    static func mayBeListing(_ contentType: String) -> Bool {
+        ["html", "json", "xml", "text/plain"].contains { contentType.contains($0) }
+    }
+
+    /// The origin could not be asked (rather than answering no).
+    static func isOriginAway(_ error: CacheError) -> Bool {
+        switch error {
+        case .unreachable, .timeout: return true
+        case let .httpStatus(_, status): return status >= 500
+        default: return false
+        }
+    }
+
+    /// The reason alone, without the URL (the line starts with it).
+    static func reason(_ error: CacheError) -> String {
+        switch error {
+        case let .notFound(_, status), let .forbidden(_, status), let .httpStatus(_, status): return "HTTP \(status)"
+        case let .unreachable(_, message): return message
+        case .timeout: return "timed out"
+        case let .badResponse(_, message): return message
+        case let .refusedAddress(_, reason): return "refused: \(reason)"
+        case let .invalidURL(_, reason): return "invalid URL: \(reason)"
+        default: return error.description
+        }
+    }
+}
+
+/// Runs its body for the first value only.
+private final class Once<T>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var body: ((T) -> Void)?
+    init(_ body: @escaping (T) -> Void) { self.body = body }
+    func fire(_ value: T) {
+        let b: ((T) -> Void)? = lock.withLock { defer { body = nil }; return body }
+        b?(value)
+    }
+}

@@ -1,0 +1,65 @@
+import CacheCore
+import Foundation
+import Glibc
+import TestSupport
+import XCTest
+@testable import FuseMount
+
+/// `mount` checks every URL and listing it is given before it returns: each failure is a line on
+/// the terminal, failed entries are left out, and a mount with nothing left fails.
+final class MountCheckTests: XCTestCase {
+    var h: DaemonHarness!
+
+    override func setUpWithError() throws {
+        h = try DaemonHarness()
+        h.origin.setFile("/b.txt", data: Array("bee\n".utf8))
+        h.origin.setGeneratedFile("/film.mp4", length: 64 << 10, seed: 7, contentType: "video/mp4")
+        h.origin.setGeneratedFile("/film/", length: 64 << 10, seed: 7, contentType: "video/mp4")
+    }
+
+    override func tearDown() {
+        h?.cleanup()
+    }
+
+    /// A port nothing listens on: the connection is refused at once.
+    var refusedURL: String { "http://127.0.0.1:1/gone.mp4" }
+
+    func testFailuresAreToldOnTheTerminalAndTheRestIsMounted() throws {
+        let r = try h.mount([h.origin.url("/b.txt"), h.origin.url("/missing.mp4"), refusedURL,
+                             "--index", "films=" + h.origin.url("/film/")])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(r.stderr.contains("httpcachefs: \(h.origin.url("/missing.mp4")): HTTP 404"), r.stderr)
+        XCTAssertTrue(r.stderr.contains("httpcachefs: \(refusedURL): "), r.stderr)
+        XCTAssertTrue(r.stderr.contains("httpcachefs: \(h.origin.url("/film/")): not a listing"), r.stderr)
+        XCTAssertTrue(r.stderr.contains("warning: mounting 1 of 4 entries; 3 failed"), r.stderr)
+        XCTAssertEqual(try POSIX.list(h.mountpoint), ["b.txt"])
+        XCTAssertEqual(try POSIX.readAll(h.path("b.txt")), Array("bee\n".utf8))
+    }
+
+    func testNothingMountableFailsTheCommand() throws {
+        let r = try h.mount([h.origin.url("/missing.mp4"), refusedURL])
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertTrue(r.stderr.contains("httpcachefs: \(h.origin.url("/missing.mp4")): HTTP 404"), r.stderr)
+        XCTAssertTrue(r.stderr.contains("httpcachefs: \(refusedURL): "), r.stderr)
+        XCTAssertTrue(r.stderr.contains("nothing to mount: all 2 URLs and listings given failed"), r.stderr)
+        XCTAssertFalse(Mountpoint.isMounted(h.mountpoint))
+        XCTAssertNil(h.daemonPID())
+    }
+
+    func testCachedEntriesMountWhileTheOriginIsDown() throws {
+        let url = h.origin.url("/b.txt")
+        XCTAssertEqual(try h.mount([url]).status, 0)
+        XCTAssertEqual(try POSIX.readAll(h.path("b.txt")), Array("bee\n".utf8))
+        let pid = try XCTUnwrap(h.daemonPID())
+        kill(pid, SIGTERM)
+        h.waitUntil("the first daemon exits") { !h.isAlive(pid) }
+
+        h.origin.stop()
+        let r = try h.mount([url, "--revalidate-after", "0s"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(r.stderr.contains("httpcachefs: warning: \(url): "), r.stderr)
+        XCTAssertTrue(r.stderr.contains("the origin did not answer; serving what the cache holds"), r.stderr)
+        XCTAssertEqual(try POSIX.list(h.mountpoint), ["b.txt"])
+        XCTAssertEqual(try POSIX.readAll(h.path("b.txt")), Array("bee\n".utf8))
+    }
+}
