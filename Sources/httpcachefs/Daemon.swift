@@ -23,6 +23,18 @@ enum Daemon {
         return ReadyChannel(fd: fd)
     }
 
+    /// Descriptors this process inherited (from mount(8), a shell, a test harness) must not live
+    /// on in the daemon: whoever waits for them to close (Foundation's `Process` watches a socket
+    /// its child inherits; `$(...)` a pipe) would otherwise wait until the unmount.
+    static func markInheritedDescriptorsCloseOnExec(keeping keep: Set<Int32>) {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") else { return }
+        for name in names {
+            guard let fd = Int32(name), fd > 2, !keep.contains(fd) else { continue }
+            let flags = fcntl(fd, F_GETFD)
+            if flags >= 0 { _ = fcntl(fd, F_SETFD, flags | FD_CLOEXEC) }
+        }
+    }
+
     /// Starts `executable` with `arguments` (argv[0] included) detached, and waits up to
     /// `timeout` for it to report. Returns the child's pid once it is ready.
     public static func launch(executable: String, arguments: [String], logPath: String?,
@@ -70,6 +82,7 @@ enum Daemon {
         // Where this start's lines begin in the log: a daemon that dies without a report is
         // explained by the last of them, not by an older run's.
         let logStart = logFD >= 0 ? UInt64(max(0, lseek(logFD, 0, SEEK_END))) : 0
+        markInheritedDescriptorsCloseOnExec(keeping: [writeEnd])
         var pid: pid_t = 0
         let rc = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
         close(writeEnd)
