@@ -42,8 +42,14 @@ public enum ExternalTool {
         try process.run()
         var status: Int32 = -1
         if done.wait(timeout: .now() + timeout) == .timedOut {
+            // Foundation reports the end only once every holder of the child's watch descriptor
+            // is gone: a grandchild that inherited it (a daemon the tool started) would keep a
+            // plain wait here forever. Ask, then insist, then give up on hearing about it.
             process.terminate()
-            done.wait()
+            if done.wait(timeout: .now() + 5) == .timedOut {
+                kill(process.processIdentifier, SIGKILL)
+                _ = done.wait(timeout: .now() + 5)
+            }
         } else {
             status = process.terminationStatus
         }
