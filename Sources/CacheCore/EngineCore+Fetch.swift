@@ -279,11 +279,15 @@ final class EntrySink: FetchSink, @unchecked Sendable {
             if !entry.pending.isEmpty { gaps = gaps.flatMap { entry.pending.ranges.gaps(in: $0) } }
             var ahead: Int64 = 0
             for gap in gaps {
-                var early = [gap]
-                for w in entry.waiters where w.generation == generation && w.range.overlaps(gap) {
-                    early = early.flatMap { RangeSet([w.range]).gaps(in: $0) }
+                // Read-ahead: the part of the new bytes no waiting read asked for. Most arrivals
+                // are wholly one or the other, and then nothing is allocated here.
+                if entry.waiters.contains(where: { $0.generation == generation && $0.range.overlaps(gap) }) {
+                    var early = RangeSet([gap])
+                    for w in entry.waiters where w.generation == generation { _ = early.remove(w.range) }
+                    for r in early.ranges { ahead += entry.unreadAhead.insert(r) }
+                } else {
+                    ahead += entry.unreadAhead.insert(gap)
                 }
-                for r in early { ahead += entry.unreadAhead.insert(r) }
                 var offset = gap.lowerBound
                 while offset < gap.upperBound {
                     // A chunk stays within one slice: the writer writes it to one file.
