@@ -268,6 +268,19 @@ enum Clients {
         try run(curl: curl, jobs: urls.map { ([$0], expected) })
     }
 
+    /// Runs `body` and returns its result with the CPU time (user + system) its child processes
+    /// used meanwhile: those that ended and were waited for, as `getrusage(RUSAGE_CHILDREN)` counts.
+    static func measuringChildCPU<T>(_ body: () throws -> T) throws -> (result: T, cpu: Double) {
+        func used() -> Double {
+            var usage = rusage()
+            getrusage(RUSAGE_CHILDREN.rawValue, &usage)
+            return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+        }
+        let before = used()
+        let result = try body()
+        return (result, used() - before)
+    }
+
     /// Downloads `url` (of `length` bytes) as `streams` contiguous ranges, all started at once by
     /// one curl process (`--parallel`): the fastest a client that knows the file's length fetches
     /// it. Returns the time until the last range was in, as curl measured it (from the start of
