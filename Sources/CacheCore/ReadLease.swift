@@ -27,6 +27,11 @@ public final class ReadLease: @unchecked Sendable {
 
     /// The bytes of the read, in order.
     public let pieces: [Piece]
+
+    /// Some of the bytes are in data files: sending them may wait on the disk.
+    public var readsFromDisk: Bool {
+        pieces.contains { if case .file = $0 { return true } else { return false } }
+    }
     public let count: Int
     /// Keeps the descriptors of the file pieces open for as long as the lease lives.
     private let files: [DataFile]

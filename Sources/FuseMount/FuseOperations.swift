@@ -9,6 +9,12 @@ import Glibc
 ///
 /// Kept in a library file on purpose: closures in main.swift would be main-actor isolated and
 /// trap when libfuse calls them from its own thread.
+/// A request handed to another thread: libfuse's replies may be sent from any thread, once.
+struct SendableRequest: @unchecked Sendable {
+    let req: fuse_req_t
+    init(_ req: fuse_req_t) { self.req = req }
+}
+
 enum FuseOperations {
     /// Sends a read's bytes from where they are: data files go to the kernel as fd-backed
     /// buffers, bytes that arrived from the network as they are, both in one reply (a read that
@@ -127,13 +133,22 @@ enum FuseOperations {
             guard let req, let fi else { return }
             let s = FuseOperations.session(req)
             s.core.read(fh: fi.pointee.fh, offset: Int64(off), size: size) { result in
-                s.reply {
-                    switch result {
-                    case let .success(lease):
-                        FuseOperations.reply(req, with: lease)
+                switch result {
+                case let .success(lease) where lease.readsFromDisk:
+                    // The kernel splices these bytes from the data file while the reply is
+                    // written, which can wait on the disk: never on the loop thread (a hit is
+                    // answered right there), and several at once, so a slow disk is read in
+                    // parallel.
+                    let reply = SendableRequest(req)
+                    s.diskReplies.submit {
+                        s.reply { FuseOperations.reply(reply.req, with: lease) }
                         lease.release()
-                    case let .failure(e): fuse_reply_err(req, e.code)
                     }
+                case let .success(lease):
+                    s.reply { FuseOperations.reply(req, with: lease) }
+                    lease.release()
+                case let .failure(e):
+                    s.reply { _ = fuse_reply_err(req, e.code) }
                 }
             }
         }

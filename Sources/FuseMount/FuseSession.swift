@@ -1,3 +1,4 @@
+import CacheCore
 import CFuse3
 import Foundation
 import Glibc
@@ -20,6 +21,9 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     let core: FileSystemCore
     let options: MountOptions
     let logger: Logger
+    /// Sends the replies whose bytes the kernel splices from data files (see `FuseOperations`'
+    /// read): eight at once, as many as a disk or a NAS usefully reads in parallel.
+    let diskReplies = BlockingIOPool(name: "httpcachefs-fuse-disk", threads: 8)
     /// Called once, on the loop thread, once the kernel has processed our INIT reply (the
     /// kernel applies it while we write it, so after process_buf returns the mount is usable).
     var onReady: (() -> Void)?
@@ -208,6 +212,7 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     private func teardown() {
         core.attach(backing: nil)
         gate.write { open = false }
+        diskReplies.finish()  // the queued replies see the closed gate and release their leases
         core.attach(notifier: nil)
         core.shutdown()
         notifyQueue.sync {}  // let queued notifications see the closed gate

@@ -1,0 +1,97 @@
+import Foundation
+
+/// A fixed set of threads for work that blocks on the disk, so the threads that take requests
+/// (the FUSE loop, the curl loop, the event loops) never do.
+///
+/// Why not GCD: a concurrent queue grows a thread for every job that blocks (up to 64), so a slow
+/// disk turns into a crowd of threads; here the number is fixed, and a job waits its turn. Why
+/// not `NIOThreadPool`: `CacheCore` and `FuseMount` know no NIO.
+///
+/// Jobs run in the order they were submitted, up to `threads` at once. A job must not wait for
+/// another job of the same pool (it could be queued behind it). `finish()` lets the queued jobs
+/// run and ends the threads; a job submitted after it runs on the caller's thread, so whatever it
+/// holds (a lease, a descriptor) is still released.
+public final class BlockingIOPool: @unchecked Sendable {
+    // @unchecked: `jobs`, `finished` and `running` are only touched with `condition` held.
+    private let condition = NSCondition()
+    private var jobs: [@Sendable () -> Void] = []
+    private var head = 0
+    private var finished = false
+    private var running = 0
+    private var started = false
+
+    public let name: String
+    public let threads: Int
+
+    public init(name: String, threads: Int) {
+        precondition(threads > 0, "a pool needs a thread")
+        self.name = name
+        self.threads = threads
+    }
+
+    /// The threads start with the first job: a pool that is never used costs none.
+    private func startThreads() {
+        started = true
+        running = threads
+        for i in 0..<threads {
+            let thread = Thread { [self] in work() }
+            thread.name = "\(name)-\(i)"
+            thread.start()
+        }
+    }
+
+    /// Queues `job`; runs it at once on this thread if the pool has finished.
+    public func submit(_ job: @escaping @Sendable () -> Void) {
+        condition.lock()
+        if finished {
+            condition.unlock()
+            job()
+            return
+        }
+        if !started { startThreads() }
+        jobs.append(job)
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Runs what is queued, then ends the threads; returns once they have ended. Never call it
+    /// from a job of this pool.
+    public func finish() {
+        condition.lock()
+        finished = true
+        condition.broadcast()
+        while running > 0 { condition.wait() }
+        condition.unlock()
+    }
+
+    /// Jobs queued and not yet started (for tests and the status page).
+    public var queued: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return jobs.count - head
+    }
+
+    private func work() {
+        condition.lock()
+        while true {
+            if head < jobs.count {
+                let job = jobs[head]
+                head += 1
+                if head > 64 && head * 2 > jobs.count {   // drop what was run, now and then
+                    jobs.removeFirst(head)
+                    head = 0
+                }
+                condition.unlock()
+                job()
+                condition.lock()
+            } else if finished {
+                running -= 1
+                condition.broadcast()
+                condition.unlock()
+                return
+            } else {
+                condition.wait()
+            }
+        }
+    }
+}
