@@ -74,7 +74,7 @@ final class MountCheckTests: XCTestCase {
         h.waitUntil("the first daemon exits") { !h.isAlive(pid) }
 
         h.origin.stop()
-        let r = try h.mount(["--index", index, "--revalidate-after", "0s", "--index-ttl", "0s"])
+        let r = try h.mount(["--index", index, "--revalidate-after", "0s"])
         XCTAssertEqual(r.status, 0, r.stderr)
         XCTAssertTrue(r.stderr.contains("httpcachefs: warning: \(h.origin.url("/lib/")): "), r.stderr)
         XCTAssertTrue(r.stderr.contains("serving what the cache holds"), r.stderr)
