@@ -246,9 +246,10 @@ private final class WatchedSink: FetchSink, FetchRetryObserving, OriginReachObse
     func fetchWillRetry() { (sink as? FetchRetryObserving)?.fetchWillRetry() }
 
     /// The first attempt that cannot reach the origin ends the transfer (no retries against an
-    /// origin that is away: the reader hears at once, and the probe finds when it is back).
+    /// origin that is away: the reader hears at once, and the probe finds when it is back). A
+    /// transfer that had an answer before counts too: its reconnection found nobody.
     func fetchCouldNotReach(_ error: FetchError) {
-        guard unreachable == nil, !answered else { return }
+        guard unreachable == nil else { return }
         unreachable = error
         if !isProbe { owner.unreachable(origin, error) }
         cancelTransfer()
