@@ -65,6 +65,7 @@ final class StaleListingTests: XCTestCase {
             XCTAssertEqual(try c.lookup("a.bin").get().size, 3)
         }
         try waitForOpens(2)
+        try waitUntilNoRefreshRuns(c)
         for _ in 0..<20 { XCTAssertEqual(try c.list().get(), ["a.bin"]) }
         XCTAssertEqual(backend.opens.count, 2, "the failed refresh holds the next one back")
         c.clock.advance(FileSystemCore.listingRetryDelay + 1)
@@ -76,6 +77,15 @@ final class StaleListingTests: XCTestCase {
         XCTAssertEqual(MountOptions().listingTTL, 60)
         XCTAssertEqual(MountOptions(revalidateAfter: 0).listingTTL, 60)
         XCTAssertEqual(MountOptions(revalidateAfter: 0, listingTTL: 5).listingTTL, 5)
+    }
+
+    /// The root listing's refresh has ended (its failure applied).
+    private func waitUntilNoRefreshRuns(_ c: CoreCalls, file: StaticString = #filePath, line: UInt = #line) throws {
+        let deadline = Date().addingTimeInterval(20)
+        while c.core.lock.withLock({ c.core.table.root.directory?.index?.fetching ?? false }) {
+            guard Date() < deadline else { return XCTFail("the refresh never ended", file: file, line: line) }
+            usleep(2_000)
+        }
     }
 
     private func waitForOpens(_ n: Int, file: StaticString = #filePath, line: UInt = #line) throws {
