@@ -37,7 +37,7 @@ final class OriginHealthSource: RangeSource, @unchecked Sendable {
         var probeURL: String
     }
 
-    init(_ inner: RangeSource, logger: Logger, firstProbeDelay: TimeInterval = 1, maxProbeDelay: TimeInterval = 30,
+    init(_ inner: RangeSource, logger: Logger, firstProbeDelay: TimeInterval = 1, maxProbeDelay: TimeInterval = 10,
          now: @escaping @Sendable () -> Date = { Date() }) {
         self.inner = inner
         self.logger = logger
