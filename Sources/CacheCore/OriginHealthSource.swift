@@ -194,7 +194,8 @@ private struct WatchedHandle: FetchHandle {
 private final class WatchedSink: FetchSink, FetchRetryObserving, OriginReachObserving, @unchecked Sendable {
     let sink: FetchSink?
     let origin: String
-    unowned let owner: OriginHealthSource
+    /// Strong: a transfer may end after the engine let go of its source (shutdown order).
+    let owner: OriginHealthSource
     let isProbe: Bool
     private let lock = NSLock()
     private var handle: FetchHandle?      // guarded by lock
