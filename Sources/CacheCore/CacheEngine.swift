@@ -51,6 +51,7 @@ public final class CacheEngine: @unchecked Sendable {
 
     /// Flushes the index and releases the directory lock. Pending reads fail with `.cancelled`.
     public func shutdown() {
+        originHealth.stop()
         core.shutdown()
         afterShutdown?()
     }

@@ -28,6 +28,7 @@ final class OriginHealthSource: RangeSource, @unchecked Sendable {
     private let queue = DispatchQueue(label: "httpcachefs.origin-health")
     private let lock = NSLock()
     private var origins: [String: Origin] = [:]   // guarded by lock
+    private var stopped = false                     // guarded by lock
     private let firstProbeDelay: TimeInterval
     private let maxProbeDelay: TimeInterval
 
@@ -66,6 +67,9 @@ final class OriginHealthSource: RangeSource, @unchecked Sendable {
             }.sorted { $0.origin < $1.origin }
         }
     }
+
+    /// No more probes (the engine shut down).
+    func stop() { lock.withLock { stopped = true } }
 
     // MARK: RangeSource
 
@@ -126,7 +130,7 @@ final class OriginHealthSource: RangeSource, @unchecked Sendable {
     private func probeDue(_ name: String) {
         let when = now()
         let (action, url): (OriginHealth.Action, String?) = lock.withLock {
-            guard var o = origins[name] else { return (.none, nil) }
+            guard !stopped, var o = origins[name] else { return (.none, nil) }
             let action = o.health.probeDue(now: when)
             origins[name] = o
             return (action, o.probeURL)
