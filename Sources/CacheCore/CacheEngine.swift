@@ -20,6 +20,8 @@ public final class CacheEngine: @unchecked Sendable {
     public let metrics: CacheMetrics
     /// The source as the engine sees it: counts and lists the transfers.
     let tracker: FetchTracker
+    /// Which origins are down (offline mode): inside the tracker, around the real source.
+    let originHealth: OriginHealthSource
 
     /// Runs once the engine has shut down (see `init`).
     private let afterShutdown: (@Sendable () -> Void)?
@@ -39,13 +41,17 @@ public final class CacheEngine: @unchecked Sendable {
         self.afterShutdown = afterShutdown
         let metrics = CacheMetrics(factory: metricsFactory)
         self.metrics = metrics
-        self.tracker = FetchTracker(source, metrics: metrics)
-        self.core = try EngineCore(configuration: configuration, source: tracker, logger: logger, metrics: metrics)
+        let health = OriginHealthSource(source, logger: logger)
+        self.originHealth = health
+        self.tracker = FetchTracker(health, metrics: metrics)
+        self.core = try EngineCore(configuration: configuration, source: tracker, logger: logger, metrics: metrics,
+                                   originHealth: health)
         core.addChangeObserver { _ in metrics.remoteChanges.add(1) }
     }
 
     /// Flushes the index and releases the directory lock. Pending reads fail with `.cancelled`.
     public func shutdown() {
+        originHealth.stop()
         core.shutdown()
         afterShutdown?()
     }
@@ -64,7 +70,10 @@ public final class CacheEngine: @unchecked Sendable {
                      completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let metrics = metrics
         core.open(url: url, maxAge: maxAge ?? core.configuration.revalidateAfter, takeFirstBytes: takeFirstBytes) { result in
-            if case let .failure(error) = result { metrics.noteError(error, url: url, range: nil) }
+            if case let .failure(error) = result {
+                if error != .cancelled { metrics.noteFailedOpen() }
+                metrics.noteError(error, url: url, range: nil)
+            }
             completion(result)
         }
     }
@@ -95,6 +104,12 @@ public final class CacheEngine: @unchecked Sendable {
 
     /// Called (on an engine thread) whenever an entry is found to have changed remotely.
     public func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void) { core.addChangeObserver(handler) }
+
+    /// The origins that cannot be reached now (requests to them fail at once; see `OriginHealth`).
+    public var originsDown: [OriginDown] { originHealth.downOrigins() }
+
+    /// The origin of `url` is down now (cached bytes are served without asking it).
+    public func isOriginDown(url: String) -> Bool { originHealth.isDown(url: url) }
 
     /// Status of one entry for `cache info`, or nil if unknown.
     public func status(url: String) -> EntryStatus? { core.status(url: url) }

@@ -20,6 +20,10 @@ public final class CacheMetrics: @unchecked Sendable {
     // Indexed by `ReadDoor.index`, then [cache, origin] / [hit, miss].
     private let servedBytes: [[Tally]]
     private let reads: [[Tally]]
+    /// Reads that failed (not cancelled), by door: counted in the hit ratio's reads.
+    private let failedReads: [Tally]
+    /// Opens that failed (no bytes could be read at all): also no hit.
+    private let failedOpens: Tally
     /// FUSE read latency (engine part: from the read to its answer) and proxy time to first byte.
     private let fuseReadSeconds: [CoreMetrics.Timer]
     private let proxyFirstByteSeconds: [CoreMetrics.Timer]
@@ -40,6 +44,7 @@ public final class CacheMetrics: @unchecked Sendable {
     let remoteChanges: Tally
     private let errors: [ErrorKind: Tally]
     private let usedBytes: CoreMetrics.Gauge, capacityBytes: CoreMetrics.Gauge, freeFloorBytes: CoreMetrics.Gauge, entries: CoreMetrics.Gauge, slices: CoreMetrics.Gauge, inFlight: CoreMetrics.Gauge
+    private let originsDown: CoreMetrics.Gauge
 
     private let lock = NSLock()
     private var recent = RecentErrors(capacity: 50)    // guarded by lock
@@ -48,7 +53,7 @@ public final class CacheMetrics: @unchecked Sendable {
     /// The `# HELP` text of each metric family (swift-metrics carries none, and Prometheus wants it).
     public static let help: [String: String] = [
         "httpcachefs_served_bytes_total": "Bytes answered to readers, by where they came from (cache: data files, origin: arrived while the read waited) and by door (fuse, proxy, cli).",
-        "httpcachefs_reads_total": "Reads answered, by door and result (hit: all bytes were cached).",
+        "httpcachefs_reads_total": "Reads by door and result (hit: all bytes were cached; miss: some came from the origin; failed: no answer but an error).",
         "httpcachefs_fuse_read_duration_seconds": "Time from a FUSE read to its answer from the cache engine, by result.",
         "httpcachefs_proxy_first_byte_seconds": "Time from a proxy request's head to its first body bytes, by result.",
         "httpcachefs_read_wait_seconds": "Time reads that needed origin bytes waited for them, by door.",
@@ -68,12 +73,16 @@ public final class CacheMetrics: @unchecked Sendable {
         "httpcachefs_cache_entries": "Files the cache knows.",
         "httpcachefs_cache_slices": "Slice files holding cached bytes.",
         "httpcachefs_fetches_in_flight": "Origin transfers running now.",
+        "httpcachefs_failed_opens_total": "Opens that failed (no read could start); with failed reads, counted as reads that were no hit in the hit ratio.",
+        "httpcachefs_origins_down": "Origins that cannot be reached now (cached bytes are served, other reads fail at once until a probe gets an answer).",
     ]
 
     /// Makes every metric through `factory`; the default records nothing but the totals (a cache
     /// with no `/metrics`: the CLI, most tests).
     public init(factory: any MetricsFactory = NOOPMetricsHandler.instance) {
         let results = ["hit", "miss"]
+        failedOpens = Tally("httpcachefs_failed_opens_total", [], factory)
+        failedReads = ReadDoor.allCases.map { Tally("httpcachefs_reads_total", [("door", $0.rawValue), ("result", "failed")], factory) }
         servedBytes = ReadDoor.allCases.map { door in
             ["cache", "origin"].map { Tally("httpcachefs_served_bytes_total", [("door", door.rawValue), ("source", $0)], factory) }
         }
@@ -110,6 +119,7 @@ public final class CacheMetrics: @unchecked Sendable {
         entries = gauge("httpcachefs_cache_entries")
         slices = gauge("httpcachefs_cache_slices")
         inFlight = gauge("httpcachefs_fetches_in_flight")
+        originsDown = gauge("httpcachefs_origins_down")
     }
 
     // MARK: Events
@@ -126,6 +136,13 @@ public final class CacheMetrics: @unchecked Sendable {
     }
 
     /// A proxy response's first body bytes are ready, `nanoseconds` after its request arrived.
+    /// A read failed (`noteError` records why): it counts as a read that was no hit.
+    func noteFailedRead(door: ReadDoor) { failedReads[door.index].add(1) }
+
+    /// An open failed (a file never cached while its origin is down, a 404...): its reader got
+    /// nothing, which the hit ratio counts as a read that was no hit.
+    func noteFailedOpen() { failedOpens.add(1) }
+
     func noteFirstByte(hit: Bool, nanoseconds: Int64) {
         proxyFirstByteSeconds[hit ? 0 : 1].recordNanoseconds(nanoseconds)
     }
@@ -174,7 +191,8 @@ public final class CacheMetrics: @unchecked Sendable {
     public var totals: Totals {
         func sum(_ rows: [[Tally]], _ column: Int) -> Int64 { rows.reduce(0) { $0 + $1[column].total } }
         return Totals(servedFromCache: sum(servedBytes, 0), servedFromOrigin: sum(servedBytes, 1),
-                      hits: sum(reads, 0), misses: sum(reads, 1), originBytes: originBytes.total,
+                      hits: sum(reads, 0), misses: sum(reads, 1), failedReads: failedReads.reduce(0) { $0 + $1.total } + failedOpens.total,
+                      originBytes: originBytes.total,
                       originRequests: Dictionary(uniqueKeysWithValues: OriginClass.allCases.map { ($0.rawValue, originRequests[$0.index].total) }),
                       retries: retries.total, evictions: evictions.total, evictedBytes: evictedBytes.total,
                       remoteChanges: remoteChanges.total,
@@ -182,7 +200,8 @@ public final class CacheMetrics: @unchecked Sendable {
     }
 
     /// Sets the gauges from `summary`, just before the backend is read.
-    func recordGauges(summary: CacheSummary, fetchesInFlight: Int) {
+    func recordGauges(summary: CacheSummary, fetchesInFlight: Int, originsDown down: Int = 0) {
+        originsDown.record(down)
         usedBytes.record(summary.usedBytes)
         capacityBytes.record(summary.capacityBytes)
         freeFloorBytes.record(summary.freeFloorBytes)
@@ -295,6 +314,8 @@ public struct Totals: Sendable, Codable, Equatable {
     public var servedFromOrigin: Int64
     public var hits: Int64
     public var misses: Int64
+    /// Reads and opens that failed (the origin down, an error answer...): no hit. Absent from older documents.
+    public var failedReads: Int64?
     public var originBytes: Int64
     /// By class: "2xx", "3xx", "4xx", "5xx", "error".
     public var originRequests: [String: Int64]

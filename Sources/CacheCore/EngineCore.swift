@@ -19,6 +19,8 @@ final class EngineCore: @unchecked Sendable {
     /// The configuration in force; `sliceSize` is the one the cache was created with.
     let configuration: CacheConfiguration
     let source: RangeSource
+    /// Which origins are down: an entry of one is served as cached, not revalidated.
+    let originHealth: OriginHealthSource?
     let logger: Logger
     let metrics: CacheMetrics
     let store: DataFiles
@@ -78,8 +80,10 @@ final class EngineCore: @unchecked Sendable {
     /// Origins whose ETags changed while length and Last-Modified did not (`differs`).
     private var rotatingETagOrigins: Set<String> = []   // guarded by counterLock
 
-    init(configuration: CacheConfiguration, source: RangeSource, logger: Logger, metrics: CacheMetrics = CacheMetrics()) throws {
+    init(configuration: CacheConfiguration, source: RangeSource, logger: Logger, metrics: CacheMetrics = CacheMetrics(),
+         originHealth: OriginHealthSource? = nil) throws {
         self.metrics = metrics
+        self.originHealth = originHealth
         var configuration = configuration
         self.source = source
         self.logger = logger
@@ -229,6 +233,8 @@ final class EngineCore: @unchecked Sendable {
         let shard = shard(for: key)
         var probe: (EntryState, ReadPlanner.Fetch, Int)?
         var answer: Result<EntryInfo, CacheError>?
+        let originDown = originHealth?.isDown(url: url) ?? false
+        var skipped = false
         shard.locked {
             // The clock is read under the lock: a transfer may confirm the entry (validatedAt)
             // just before, and an age read earlier would come out negative, hence "fresh".
@@ -243,7 +249,12 @@ final class EngineCore: @unchecked Sendable {
                 entry = EntryState(id: -1, info: info, lastAccess: now.timeIntervalSince1970)
                 shard.entries[key] = entry
             }
-            let fresh = maxAge > 0 && entry.info.length != nil && now.timeIntervalSince(entry.info.validatedAt) < maxAge
+            var fresh = maxAge > 0 && entry.info.length != nil && now.timeIntervalSince(entry.info.validatedAt) < maxAge
+            if !fresh, originDown, entry.isPersisted, entry.info.length != nil {
+                // Offline: the origin cannot be asked; what the cache holds is served as it is.
+                fresh = true
+                skipped = true
+            }
             switch entry.machine.openRequested(completion, fresh: fresh, makeFetchID: makeID) {
             case .answer:
                 answer = .success(entry.info)
@@ -259,6 +270,9 @@ final class EngineCore: @unchecked Sendable {
                 entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: end, reader: nil, pinned: true, priority: .waiting, now: Date().timeIntervalSince1970)
                 probe = (entry, ReadPlanner.Fetch(start: 0, end: end), id)
             }
+        }
+        if skipped {
+            logger.info("origin down: revalidation skipped, serving the cached copy", metadata: ["url": "\(DisplayURL.redacted(url))"])
         }
         if let answer {
             completionQueue.async { completion(answer) }

@@ -38,6 +38,7 @@ final class ReadAccounting: @unchecked Sendable {
                 metrics.noteFirstByte(hit: fromOrigin == 0, nanoseconds: Int64(now - requestStart))
             }
         case let .failure(error):
+            if error != .cancelled { metrics.noteFailedRead(door: door) }
             metrics.noteError(error, url: url, range: offset..<offset.addingClamped(Int64(max(1, length))))
         }
     }

@@ -23,6 +23,9 @@ public struct StatusDocument: Sendable, Codable, Equatable {
     public var fetches: [FetchInFlight]
     /// Newest first.
     public var errors: [ErrorRecord]
+    /// Origins that cannot be reached now (offline mode: cached bytes are served, the rest fails
+    /// at once), by name; empty while every origin answers. Absent in documents of older versions.
+    public var originsDown: [OriginDown]? = nil
 
     public static func decode(_ bytes: [UInt8]) throws -> StatusDocument {
         try makeDecoder().decode(StatusDocument.self, from: Data(bytes))
@@ -55,7 +58,8 @@ public struct CacheSummary: Sendable, Codable, Equatable {
     public var files: Int
     public var slices: Int
     public var sliceSize: Int64
-    /// Hits over reads since the start; nil before the first read.
+    /// Hits over reads since the start, failed reads counted as reads (a read that failed is
+    /// not a hit); nil before the first read.
     public var hitRatio: Double?
 }
 
@@ -77,7 +81,7 @@ extension CacheSummary {
                 last = max(last, end)
             }
         }
-        let reads = totals.map { $0.hits + $0.misses } ?? 0
+        let reads = totals.map { $0.hits + $0.misses + ($0.failedReads ?? 0) } ?? 0
         self.init(directory: showDirectory ? config.directory : nil,
                             usedBytes: files.reduce(0) { $0 + $1.cachedBytes }, capacityBytes: config.capacity,
                             freeFloorBytes: floor, filesystemFreeBytes: free, files: files.count, slices: slices,
@@ -155,13 +159,19 @@ extension CacheEngine {
             version: version, pid: getpid(), startedAt: metrics.startedAt,
             uptimeSeconds: now.timeIntervalSince(metrics.startedAt), doors: metrics.currentDoors,
             cache: summary(files: list, showDirectory: showDirectory, totals: totals),
-            totals: totals, files: files, fetches: fetches, errors: metrics.recentErrors)
+            totals: totals, files: files, fetches: fetches, errors: metrics.recentErrors,
+            originsDown: originsDown.map { o in
+                var o = o
+                o.lastError = DisplayURL.redactingPasswords(in: o.lastError)
+                return o
+            })
     }
 
     /// Sets the metric gauges (bytes used, capacity, entries, fetches in flight) from the cache's
     /// state: the metrics backend's owner calls this just before it renders a scrape.
     public func recordMetricGauges() {
-        metrics.recordGauges(summary: summary(files: list(), showDirectory: false, totals: nil), fetchesInFlight: tracker.inFlightCount)
+        metrics.recordGauges(summary: summary(files: list(), showDirectory: false, totals: nil), fetchesInFlight: tracker.inFlightCount,
+                             originsDown: originHealth.downOrigins().count)
     }
 
     func summary(files: [EntryStatus], showDirectory: Bool, totals: Totals?) -> CacheSummary {

@@ -47,6 +47,17 @@ enum CurlEasy {
 
     /// Curl results worth another attempt: the connection broke, or was refused (an origin
     /// restarting). DNS failures, bad URLs, TLS verification failures, too many redirects are not.
+    /// The origin could not be reached at all: no connection, no address for its name, no
+    /// answer in time (offline mode marks it down; see `OriginReachObserving`).
+    static func isUnreachable(_ code: CURLcode) -> Bool {
+        switch code {
+        case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_OPERATION_TIMEDOUT:
+            return true
+        default:
+            return false
+        }
+    }
+
     static func isRetryable(_ code: CURLcode) -> Bool {
         switch code {
         case CURLE_COULDNT_CONNECT, CURLE_PARTIAL_FILE, CURLE_HTTP2, CURLE_HTTP2_STREAM, CURLE_GOT_NOTHING,

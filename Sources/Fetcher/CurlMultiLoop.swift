@@ -341,6 +341,12 @@ final class CurlMultiLoop: @unchecked Sendable {
         default:
             result = .failed(message: t.failureMessage(code), retryable: CurlEasy.isRetryable(code))
         }
+        if CurlEasy.isUnreachable(code), !t.state.headSeen, let observer = t.sink as? OriginReachObserving {
+            // Before the retry is planned: offline mode ends the transfer now (`OriginHealth`).
+            let url = t.state.request.url
+            observer.fetchCouldNotReach(code == CURLE_OPERATION_TIMEDOUT
+                ? .timeout(url: url) : .network(url: url, message: t.failureMessage(code)))
+        }
         t.endAttempt()
         recycle(easy)
         switch t.state.attemptEnded(result) {

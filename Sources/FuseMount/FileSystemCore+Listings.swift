@@ -7,17 +7,23 @@ import Logging
 extension FileSystemCore {
     // MARK: Directories
 
+    /// A listing past its TTL but within the stale window is served at once while one refresh
+    /// runs in the background (stale-while-revalidate): `ls` never waits on the origin for a
+    /// directory it listed lately, and shows what changed on the next look. Only a directory
+    /// never listed, or not for longer than the window, waits for its listing.
     func opendir(_ ino: UInt64, reply: @escaping (Result<UInt64, FSErrno>) -> Void) {
-        let refresh: Result<Bool, FSErrno> = lock.withLock {
+        let age: Result<ListingAge, FSErrno> = lock.withLock {
             guard let node = table.node(ino) else { return .failure(FSErrno(ENOENT)) }
             guard let dir = node.directory else { return .failure(FSErrno(ENOTDIR)) }
-            if let idx = dir.index, !isFresh(idx) { return .success(true) }
-            return .success(false)
+            return .success(dir.index.map(listingAge) ?? .fresh)
         }
-        switch refresh {
+        switch age {
         case let .failure(e): reply(.failure(e))
-        case .success(false): reply(snapshot(ino))
-        case .success(true):
+        case .success(.fresh): reply(snapshot(ino))
+        case .success(.stale):
+            refreshInBackground(dirIno: ino)
+            reply(snapshot(ino))
+        case .success(.expired):
             refreshListing(dirIno: ino) { [self] error in
                 if let error { return reply(.failure(FSErrno(error.errno))) }
                 reply(snapshot(ino))
@@ -57,9 +63,30 @@ extension FileSystemCore {
 
     // MARK: Listings
 
-    func isFresh(_ idx: IndexState) -> Bool {
-        guard let listed = idx.listedAt else { return false }
-        return now() < listed.addingTimeInterval(options.listingTTL)
+    /// How a listing may be used now (caller holds the lock).
+    enum ListingAge: Equatable {
+        /// Within its TTL: used as it is.
+        case fresh
+        /// Past its TTL, within the stale window: used at once, refreshed in the background.
+        case stale
+        /// Never listed, or past the stale window: refreshed before it is used.
+        case expired
+    }
+
+    func listingAge(_ idx: IndexState) -> ListingAge {
+        guard let listed = idx.listedAt else { return .expired }
+        let age = now().timeIntervalSince(listed)
+        if age < options.listingTTL { return .fresh }
+        return age < options.listingTTL + options.listingStaleWindow ? .stale : .expired
+    }
+
+    func isFresh(_ idx: IndexState) -> Bool { listingAge(idx) == .fresh }
+
+    /// Starts a refresh of a listing nobody waits for (one at a time per listing: a refresh
+    /// under way is joined, not repeated). A failure keeps the listing and waits
+    /// `listingRetryDelay` before the next try, so an origin that is down sees no storm.
+    func refreshInBackground(dirIno: UInt64) {
+        refreshListing(dirIno: dirIno) { _ in }
     }
 
     /// Fetches the listing of an index directory (one fetch at a time per directory; callers

@@ -143,6 +143,7 @@ final class FileSystemCore: @unchecked Sendable {
         case done(Result<Attr, FSErrno>)
         case resolve(Node, FileState)
         case refreshListing
+        case missingRefreshing
         case byURL(ByURLLevel)
     }
 
@@ -157,7 +158,15 @@ final class FileSystemCore: @unchecked Sendable {
                 return .done(.success(attr(child)))
             }
             if let level = dir.byURL { return .byURL(level) }
-            if let idx = dir.index, !afterListing, !isFresh(idx) { return .refreshListing }
+            if let idx = dir.index, !afterListing {
+                switch listingAge(idx) {
+                case .fresh: break
+                // A name the listing lacks (a scanner's folder.jpg, a shell's probe) is answered
+                // now, as `ls` is; the refresh shows a new file to the next lookup.
+                case .stale: return .missingRefreshing
+                case .expired: return .refreshListing
+                }
+            }
             return .done(.failure(FSErrno(ENOENT)))
         }
         switch step {
@@ -177,6 +186,9 @@ final class FileSystemCore: @unchecked Sendable {
                 if let error { return reply(.failure(FSErrno(error.errno))) }
                 lookup(parent: parent, name: name, afterListing: true, reply: reply)
             }
+        case .missingRefreshing:
+            refreshInBackground(dirIno: parent)
+            reply(.failure(FSErrno(ENOENT)))
         case let .byURL(level):
             resolveByURL(parent: parent, level: level, name: name, reply: reply)
         }

@@ -6,8 +6,22 @@ public struct MountOptions: Sendable {
     /// How long the kernel may trust a name and its attributes (follows `--revalidate-after`).
     /// When it expires, getattr revalidates the file with the origin (through the cache).
     public var revalidateAfter: TimeInterval
-    /// How long a directory listing from `--index` is reused before it is fetched again.
+    /// How long a directory listing from `--index` is used before it is fetched again
+    /// (`--index-ttl`). Past it, the listing is still served at once while a refresh runs in the
+    /// background (stale-while-revalidate), for `listingStaleWindow` more.
     public var listingTTL: TimeInterval
+    /// One minute: with stale-while-revalidate a listing past its TTL costs no wait, only one
+    /// small background request per directory looked at, so the TTL trades that request against
+    /// how soon a file added at the origin shows up. rclone's directory cache keeps 5 minutes
+    /// but makes `ls` wait when it expires; a minute here shows new files about as soon as
+    /// someone looks twice, and a library scan of thousands of folders asks for each at most
+    /// once a minute.
+    public static let defaultListingTTL: TimeInterval = 60
+    /// How long past its TTL a listing is still served at once (refreshed in the background).
+    /// A directory nobody looked at for longer waits for its listing, so a scan that runs twice
+    /// a day sees the files added in between, not the listing of its previous run. An origin
+    /// that is down fails that wait at once and the old listing is served.
+    public var listingStaleWindow: TimeInterval = 3600
     /// A FUSE read that has not completed after this long fails with EIO, even if the engine
     /// forgot to time it out: no read ever hangs. nil disables this backstop.
     public var readDeadline: TimeInterval?
@@ -49,7 +63,7 @@ public struct MountOptions: Sendable {
                 uid: UInt32 = getuid(), gid: UInt32 = getgid(), fsName: String = "httpcachefs",
                 debug: Bool = false) {
         self.revalidateAfter = revalidateAfter
-        self.listingTTL = listingTTL ?? revalidateAfter
+        self.listingTTL = listingTTL ?? Self.defaultListingTTL
         self.readDeadline = readDeadline
         self.fuseOptions = fuseOptions
         self.maxRead = maxRead

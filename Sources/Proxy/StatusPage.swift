@@ -80,6 +80,7 @@ tr.detail dd { margin:0; word-break:break-all; }
 <body>
 <header><h1>httpcachefs</h1><span class="meta" id="meta">loading…</span><span class="meta" id="state"></span></header>
 <main>
+<div id="offline" role="alert" hidden style="background:#fef3f2;border:1px solid var(--err);color:var(--err);padding:.6em .9em;border-radius:6px;margin:.8em 0"></div>
 <section class="cards" id="cards"></section>
 <h2>Files <span class="legend muted"><span style="background:var(--cached)"></span>cached<span style="background:var(--fetching)"></span>fetching now<span style="background:var(--empty)"></span>not cached</span></h2>
 <div class="scroll"><table id="files">
@@ -209,6 +210,9 @@ function cause(e) {
 function draw(doc) {
   if (!doc) return;
   const c = doc.cache, t = doc.totals;
+  const down = doc.originsDown || [];
+  $("#offline").hidden = !down.length;
+  $("#offline").textContent = down.map(o => "Origin down: " + o.origin + " since " + new Date(o.since).toLocaleTimeString() + " (" + o.lastError + "); serving what the cache holds, other reads fail at once until it answers.").join(" ");
   $("#meta").textContent = "version " + doc.version + " · pid " + doc.pid + " · up " + duration(doc.uptimeSeconds) + (c.directory ? " · " + c.directory : "");
   const use = el("div", {class: "usebar"}, el("div", {class: "used", style: "width:" + Math.min(100, 100 * c.usedBytes / Math.max(1, c.capacityBytes)) + "%"}));
   $("#cards").replaceChildren(

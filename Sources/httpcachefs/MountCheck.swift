@@ -76,17 +76,18 @@ struct MountCheck {
             DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { once.fire(nil) }
             switch target {
             case .file:
-                engine.open(url: url) { once.fire($0) }
+                // maxAge 0: asked now even when cached and fresh, so an origin that is down is
+                // told at mount (one small revalidation per entry).
+                engine.open(url: url, maxAge: 0) { once.fire($0) }
             case .index:
                 checkListing(url) { once.fire($0) }
             }
         }
         switch answer {
         case let .success(info)?:
-            // The engine serves a stale copy when the origin cannot be asked: still validated
-            // before its maximum age ran out means nobody answered.
-            let maxAge = target.isIndex ? listingTTL : engine.configuration.revalidateAfter
-            if info.validatedAt < started.addingTimeInterval(-maxAge) {
+            // The engine serves a stale copy when the origin cannot be asked (or is known to be
+            // down): not validated since the check started means nobody answered.
+            if info.validatedAt < started {
                 return .warning("\(DisplayURL.redacted(url)): the origin did not answer; serving what the cache holds")
             }
             return .ok
@@ -104,7 +105,7 @@ struct MountCheck {
     /// Fetches the listing (the mount's first `ls` finds it in the cache) and parses it.
     private func checkListing(_ url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let ttl = listingTTL
-        engine.open(url: url, maxAge: ttl) { [engine] result in
+        engine.open(url: url, maxAge: 0) { [engine] result in
             switch result {
             case let .failure(error): completion(.failure(error))
             case let .success(info):

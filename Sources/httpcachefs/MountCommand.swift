@@ -51,7 +51,7 @@ struct MountCommand: AsyncParsableCommand {
     var indexes: [String] = []
 
     @Option(name: .customLong("index-ttl"),
-            help: ArgumentHelp("How long a directory listing is reused before it is fetched again (default: --revalidate-after).", valueName: "duration"))
+            help: ArgumentHelp("How long a directory listing is used before it is fetched again; past it, the listing is served at once and refreshed in the background (default: 1m).", valueName: "duration"))
     var indexTTL: String?
 
     @Flag(name: .customLong("by-url"), help: "Resolve any URL under MOUNTPOINT/.url/https/HOST/PATH (a query may end the last name).")

@@ -116,6 +116,9 @@ struct StatusCommand: AsyncParsableCommand {
             let ratio = doc.cache.hitRatio.map { String(format: "%.1f%%", $0 * 100) } ?? "-"
             rows.append(["  served:", "\(Format.bytes(t.servedFromCache)) from cache, \(Format.bytes(t.servedFromOrigin)) from origin, hit ratio \(ratio), \(doc.errors.count) recent errors"])
             rows.append(["  fetching:", doc.fetches.isEmpty ? "nothing" : "\(doc.fetches.count) transfer\(doc.fetches.count == 1 ? "" : "s")"])
+            for o in doc.originsDown ?? [] {
+                rows.append(["  origin down:", "\(o.origin) since \(Format.date(o.since)) (\(o.lastError)); serving the cache, probing"])
+            }
         }
         if let note = r.note { rows.append(["  note:", note]) }
         lines.append(Format.table(rows))

@@ -16,6 +16,8 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
     private var files: [String: File] = [:]          // guarded by lock
     private var errors: [String: CacheError] = [:]   // guarded by lock
     private var silent: Set<String> = []             // guarded by lock
+    private var held: Set<String> = []               // guarded by lock
+    private var heldOpens: [() -> Void] = []         // guarded by lock
     private var observers: [@Sendable (EntryInfo) -> Void] = []  // guarded by lock
     private var openLog: [String] = []               // guarded by lock
     private(set) var reads: [(url: String, offset: Int64, length: Int)] = []  // guarded by lock
@@ -42,6 +44,17 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
 
     func setError(_ url: String, _ error: CacheError) { lock.withLock { errors[url] = error } }
     func setSilent(_ url: String) { lock.withLock { _ = silent.insert(url) } }
+    /// Opens of `url` wait until `releaseHeld()` (a refresh the test lets finish when it chooses).
+    func setHeld(_ url: String) { lock.withLock { _ = held.insert(url) } }
+    var heldCount: Int { lock.withLock { heldOpens.count } }
+    func releaseHeld() {
+        let opens: [() -> Void] = lock.withLock {
+            held = []
+            defer { heldOpens = [] }
+            return heldOpens
+        }
+        opens.forEach { $0() }
+    }
     /// Reports `length` for `url` whatever its bytes (an index holding a hostile length).
     func setClaimedLength(_ url: String, _ length: Int64) { lock.withLock { claimedLengths[url] = length } }
     var openCount: Int { lock.withLock { openLog.count } }
@@ -62,6 +75,18 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
         let outcome: Result<EntryInfo, CacheError>? = lock.withLock {
             openLog.append(url)
             if silent.contains(url) { return nil }
+            if held.contains(url) {
+                heldOpens.append { [self] in
+                    // Answered as it stands when released (not logged as a second open).
+                    let outcome: Result<EntryInfo, CacheError> = lock.withLock {
+                        if let e = errors[url] { return .failure(e) }
+                        guard let f = files[url] else { return .failure(.notFound(url: url, status: 404)) }
+                        return .success(info(url, f))
+                    }
+                    queue.async { completion(outcome) }
+                }
+                return nil
+            }
             if let e = errors[url] { return .failure(e) }
             guard let f = files[url] else { return .failure(.notFound(url: url, status: 404)) }
             return .success(info(url, f))

@@ -24,7 +24,8 @@ final class ListingBudgetTests: XCTestCase {
             backend.setFile("http://o/\(dir)/", ListingCostTests.nginxAutoindex("/\(dir)/", files(2000)))
         }
         let tree = try MountTreeSpec.build(indexes: ["a", "b", "c"].map { try MountTreeSpec.parseIndex("\($0) = http://o/\($0)/") })
-        var options = MountOptions(revalidateAfter: 600)
+        var options = MountOptions(revalidateAfter: 600, listingTTL: 600)
+        options.listingStaleWindow = 0   // an expired listing is fetched before it is shown
         let one = try cost("a", 2000)
         options.listingBudget = 2 * one + one / 2   // room for two listings, not three
         let log = RecordedLog()
@@ -55,7 +56,8 @@ final class ListingBudgetTests: XCTestCase {
         backend.setFile("http://o/top/sub/", ListingCostTests.nginxAutoindex("/top/sub/", files(2000)))
         let tree = try MountTreeSpec.build(indexes: [try MountTreeSpec.parseIndex("top = http://o/top/"),
                                                      try MountTreeSpec.parseIndex("b = http://o/b/")])
-        var options = MountOptions(revalidateAfter: 600)
+        var options = MountOptions(revalidateAfter: 600, listingTTL: 600)
+        options.listingStaleWindow = 0   // an expired listing is fetched before it is shown
         let one = try cost("a", 2000)
         options.listingBudget = one + one / 2
         let c = CoreCalls(backend: backend, tree: tree, options: options)

@@ -38,7 +38,9 @@ final class ListingCostTests: XCTestCase {
     func testAFreshListingConfirmsSizesSoStatNeedsNoRequestAfterRevalidateAfter() throws {
         backend.setFile("http://o/pub/", Self.nginxAutoindex("/pub/", [("a.bin", 1000)]))
         let tree = try MountTreeSpec.build(indexes: [try MountTreeSpec.parseIndex("http://o/pub/")])
-        let c = CoreCalls(backend: backend, tree: tree, options: MountOptions(revalidateAfter: 600))
+        var options = MountOptions(revalidateAfter: 600, listingTTL: 600)
+        options.listingStaleWindow = 0   // the expired listing is fetched before it is shown
+        let c = CoreCalls(backend: backend, tree: tree, options: options)
         XCTAssertEqual(try c.list().get(), ["a.bin"])
         let ino = try c.lookup("a.bin").get().ino
         c.clock.advance(700)  // both the listing and the file's check are now older than 600 s

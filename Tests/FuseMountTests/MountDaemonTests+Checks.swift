@@ -62,4 +62,26 @@ final class MountCheckTests: XCTestCase {
         XCTAssertEqual(try POSIX.list(h.mountpoint), ["b.txt"])
         XCTAssertEqual(try POSIX.readAll(h.path("b.txt")), Array("bee\n".utf8))
     }
+
+    func testAnIndexWhoseOriginIsDownMountsFromItsCachedListingsWithAWarning() throws {
+        OfflineMountTests.serveLibrary(h.origin)
+        let index = "lib=" + h.origin.url("/lib/")
+        XCTAssertEqual(try h.mount(["--index", index]).status, 0)
+        XCTAssertEqual(try POSIX.list(h.path("lib/films")), ["cached.mkv", "never.mkv"])
+        XCTAssertEqual(try POSIX.readAll(h.path("lib/notes.txt")), Array("notes\n".utf8))
+        let pid = try XCTUnwrap(h.daemonPID())
+        kill(pid, SIGTERM)
+        h.waitUntil("the first daemon exits") { !h.isAlive(pid) }
+
+        h.origin.stop()
+        let r = try h.mount(["--index", index, "--revalidate-after", "0s"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(r.stderr.contains("httpcachefs: warning: \(h.origin.url("/lib/")): "), r.stderr)
+        XCTAssertTrue(r.stderr.contains("serving what the cache holds"), r.stderr)
+        XCTAssertEqual(try POSIX.list(h.path("lib")), ["films", "notes.txt"])
+        XCTAssertEqual(try POSIX.list(h.path("lib/films")), ["cached.mkv", "never.mkv"])
+        XCTAssertEqual(try POSIX.readAll(h.path("lib/notes.txt")), Array("notes\n".utf8))
+        XCTAssertEqual(POSIX.errnoOf { _ = try POSIX.readAll(h.path("lib/films/never.mkv")) }, EIO)
+        XCTAssertTrue(h.log.contains("origin unreachable"), h.log)
+    }
 }

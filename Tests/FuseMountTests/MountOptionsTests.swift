@@ -28,7 +28,7 @@ final class MountOptionsTests: XCTestCase {
     }
 
     func testListingsAreTrustedAsLongAsFilesByDefault() {
-        XCTAssertEqual(MountOptions(revalidateAfter: 42).listingTTL, 42)
+        XCTAssertEqual(MountOptions(revalidateAfter: 42).listingTTL, MountOptions.defaultListingTTL)
         XCTAssertEqual(MountOptions(revalidateAfter: 42, listingTTL: 5).listingTTL, 5)
     }
 }

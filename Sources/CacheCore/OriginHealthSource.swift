@@ -1,0 +1,287 @@
+import Foundation
+import Logging
+
+/// A sink that wants to hear when an attempt of its transfer could not reach the origin at all
+/// (connection refused, no route, a failed name lookup, a connect timeout), before the source
+/// retries it. Sources call it; the source may still retry unless the transfer is cancelled.
+public protocol OriginReachObserving: AnyObject {
+    func fetchCouldNotReach(_ error: FetchError)
+}
+
+/// Offline mode: the engine's source, wrapped so that an origin that cannot be reached costs one
+/// failure, not one per request.
+///
+/// Owns one `OriginHealth` per origin (`scheme://host:port` of the requested URL). While an
+/// origin is down, `start` fails a transfer at once (on `queue`, with a network error that says
+/// so) instead of passing it on: reads of bytes never cached fail within milliseconds, and the
+/// engine serves what it holds without asking (`isDown`). The first attempt that cannot reach an
+/// origin marks it down and ends its transfer then (the source's retries of it are cancelled).
+/// One probe at a time (a 1-byte ranged GET of the last URL asked of that origin) checks whether
+/// it is back, backing off (`OriginHealth`); any answer of any transfer brings it back up.
+///
+/// Threads: `start` runs on the engine's callers; sink callbacks on the source's thread; probe
+/// timers on `queue`. One lock guards the table; nothing is called under it.
+final class OriginHealthSource: RangeSource, @unchecked Sendable {
+    let inner: RangeSource
+    let logger: Logger
+    let now: @Sendable () -> Date
+    private let queue = DispatchQueue(label: "httpcachefs.origin-health")
+    private let lock = NSLock()
+    private var origins: [String: Origin] = [:]   // guarded by lock
+    private var stopped = false                     // guarded by lock
+    private let firstProbeDelay: TimeInterval
+    private let maxProbeDelay: TimeInterval
+
+    struct Origin {
+        var health: OriginHealth
+        /// The last URL asked of it: what a probe asks for (one byte).
+        var probeURL: String
+    }
+
+    init(_ inner: RangeSource, logger: Logger, firstProbeDelay: TimeInterval = 1, maxProbeDelay: TimeInterval = 10,
+         now: @escaping @Sendable () -> Date = { Date() }) {
+        self.inner = inner
+        self.logger = logger
+        self.firstProbeDelay = firstProbeDelay
+        self.maxProbeDelay = maxProbeDelay
+        self.now = now
+    }
+
+    static func originName(_ url: String) -> String { EngineCore.originName(url) }
+
+    // MARK: Reading the table
+
+    /// The origin of `url` is down now: requests to it fail at once.
+    func isDown(url: String) -> Bool {
+        let name = Self.originName(url)
+        return lock.withLock { origins[name]?.health.isDown ?? false }
+    }
+
+    /// The origins that are down, by name.
+    func downOrigins() -> [OriginDown] {
+        lock.withLock {
+            origins.compactMap { name, o -> OriginDown? in
+                guard case let .down(since, error, failures, next, _) = o.health.state else { return nil }
+                return OriginDown(origin: DisplayURL.redacted(name), since: since, lastError: DisplayURL.redactingPasswords(in: error),
+                                  failedAttempts: failures, nextProbeAt: next)
+            }.sorted { $0.origin < $1.origin }
+        }
+    }
+
+    /// No more probes (the engine shut down).
+    func stop() { lock.withLock { stopped = true } }
+
+    // MARK: RangeSource
+
+    func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
+        let name = Self.originName(request.url)
+        let down: (Date, String)? = lock.withLock {
+            var o = origins[name] ?? Origin(health: OriginHealth(firstProbeDelay: firstProbeDelay, maxProbeDelay: maxProbeDelay),
+                                            probeURL: request.url)
+            o.probeURL = request.url
+            origins[name] = o
+            if case let .down(since, error, _, _, _) = o.health.state { return (since, error) }
+            return nil
+        }
+        if let (since, error) = down {
+            let failure = FetchError.network(url: request.url, message:
+                "the origin \(DisplayURL.redacted(name)) is down (since \(Self.clock(since)): \(error)); not asked until it answers a probe")
+            queue.async { sink.fetchDidFinish(failure) }
+            return NotStarted()
+        }
+        let watched = WatchedSink(sink: sink, origin: name, owner: self, isProbe: false)
+        let handle = inner.start(request, sink: watched)
+        watched.setHandle(handle)
+        return WatchedHandle(inner: handle, sink: watched)
+    }
+
+    // MARK: Events
+
+    func unreachable(_ name: String, _ error: FetchError) {
+        let when = now()
+        let action = lock.withLock { origins[name]?.health.unreachable(Self.message(error), now: when) ?? .none }
+        if case let .wentDown(at) = action {
+            logger.warning("origin unreachable: serving what the cache holds, failing the rest at once, probing until it answers",
+                           metadata: ["origin": "\(DisplayURL.redacted(name))", "error": "\(error)"])
+            schedule(name, at: at)
+        }
+    }
+
+    func reached(_ name: String) {
+        let when = now()
+        let action = lock.withLock { origins[name]?.health.reached(now: when) ?? .none }
+        if case let .cameBack(since) = action {
+            logger.notice("origin reachable again", metadata: [
+                "origin": "\(DisplayURL.redacted(name))", "down_for": "\(String(format: "%.1f", when.timeIntervalSince(since)))s"])
+        }
+    }
+
+    func probeFailed(_ name: String, _ error: FetchError) {
+        let when = now()
+        let action = lock.withLock { origins[name]?.health.probeFailed(Self.message(error), now: when) ?? .none }
+        if case let .probeLater(at) = action { schedule(name, at: at) }
+    }
+
+    private func schedule(_ name: String, at: Date) {
+        let delay = max(0, at.timeIntervalSince(now()))
+        queue.asyncAfter(deadline: .now() + delay) { [weak self] in self?.probeDue(name) }
+    }
+
+    private func probeDue(_ name: String) {
+        let when = now()
+        let (action, url): (OriginHealth.Action, String?) = lock.withLock {
+            guard !stopped, var o = origins[name] else { return (.none, nil) }
+            let action = o.health.probeDue(now: when)
+            origins[name] = o
+            return (action, o.probeURL)
+        }
+        switch action {
+        case .sendProbe:
+            guard let url else { return }
+            logger.debug("probing origin", metadata: ["origin": "\(DisplayURL.redacted(name))"])
+            let sink = WatchedSink(sink: nil, origin: name, owner: self, isProbe: true)
+            sink.setHandle(inner.start(FetchRequest(url: url, start: 0, end: 1, priority: .waiting), sink: sink))
+        case let .probeLater(at):
+            schedule(name, at: at)
+        default:
+            break
+        }
+    }
+
+    static func message(_ error: FetchError) -> String {
+        switch error {
+        case let .network(_, message): return message
+        case .timeout: return "timed out"
+        default: return "\(error)"
+        }
+    }
+
+    static func clock(_ date: Date) -> String {
+        let f = DateFormatter()
+        f.dateFormat = "yyyy-MM-dd HH:mm:ss'Z'"
+        f.timeZone = TimeZone(identifier: "UTC")
+        return f.string(from: date)
+    }
+}
+
+/// An origin that is down, for the status document.
+public struct OriginDown: Sendable, Codable, Equatable {
+    /// `scheme://host:port`.
+    public var origin: String
+    public var since: Date
+    public var lastError: String
+    /// The request that found it down and the probes since.
+    public var failedAttempts: Int
+    public var nextProbeAt: Date
+}
+
+/// A transfer failed before it started (its origin is down).
+private struct NotStarted: FetchHandle {
+    func cancel() {}
+}
+
+private struct WatchedHandle: FetchHandle {
+    let inner: FetchHandle
+    let sink: WatchedSink
+    func cancel() {
+        sink.cancelledByCaller()
+        inner.cancel()
+    }
+    func resume() { inner.resume() }
+    func setPriority(_ priority: FetchPriority, waitedSeconds: Double) { inner.setPriority(priority, waitedSeconds: waitedSeconds) }
+}
+
+/// Passes one transfer's callbacks on, telling the health table what they say of the origin: a
+/// head or an HTTP status means it answered; an attempt that could not reach it (the source's
+/// `OriginReachObserving` call, or a network error or timeout with no answer) means it is down.
+/// A probe's sink (`sink` nil) only reports.
+private final class WatchedSink: FetchSink, FetchRetryObserving, OriginReachObserving, @unchecked Sendable {
+    let sink: FetchSink?
+    let origin: String
+    /// Strong: a transfer may end after the engine let go of its source (shutdown order).
+    let owner: OriginHealthSource
+    let isProbe: Bool
+    private let lock = NSLock()
+    private var handle: FetchHandle?      // guarded by lock
+    private var cancelOnSet = false       // guarded by lock
+    private var callerCancelled = false   // guarded by lock
+    /// Source thread only.
+    private var answered = false
+    private var unreachable: FetchError?
+
+    init(sink: FetchSink?, origin: String, owner: OriginHealthSource, isProbe: Bool) {
+        self.sink = sink
+        self.origin = origin
+        self.owner = owner
+        self.isProbe = isProbe
+    }
+
+    func setHandle(_ h: FetchHandle) {
+        let cancel: Bool = lock.withLock {
+            handle = h
+            return cancelOnSet
+        }
+        if cancel { h.cancel() }
+    }
+
+    func cancelledByCaller() { lock.withLock { callerCancelled = true } }
+
+    private func cancelTransfer() {
+        let h: FetchHandle? = lock.withLock {
+            if handle == nil { cancelOnSet = true }
+            return handle
+        }
+        h?.cancel()
+    }
+
+    func fetchDidReceiveHead(_ head: ResponseHead) -> Bool {
+        answered = true
+        if isProbe {
+            owner.reached(origin)
+            return false
+        }
+        owner.reached(origin)
+        return sink!.fetchDidReceiveHead(head)
+    }
+
+    func fetchDidReceive(_ bytes: UnsafeRawBufferPointer) -> Bool { sink?.fetchDidReceive(bytes) ?? false }
+    func fetchOffer(_ bytes: UnsafeRawBufferPointer) -> FetchFlow { sink?.fetchOffer(bytes) ?? .stop }
+    func fetchDidDrain() { sink?.fetchDidDrain() }
+
+    func fetchWillRetry() { (sink as? FetchRetryObserving)?.fetchWillRetry() }
+
+    /// The first attempt that cannot reach the origin ends the transfer (no retries against an
+    /// origin that is away: the reader hears at once, and the probe finds when it is back). A
+    /// transfer that had an answer before counts too: its reconnection found nobody.
+    func fetchCouldNotReach(_ error: FetchError) {
+        guard unreachable == nil else { return }
+        unreachable = error
+        if !isProbe { owner.unreachable(origin, error) }
+        cancelTransfer()
+    }
+
+    func fetchDidFinish(_ error: FetchError?) {
+        if isProbe && answered { return }   // reported with the head (then cancelled)
+        var error = error
+        if error == .cancelled, let unreachable, !lock.withLock({ callerCancelled }) { error = unreachable }
+        switch error {
+        case .http?:
+            if !answered { owner.reached(origin) }
+        case .network?, .timeout?:
+            // A read that stalls after the answer is a timeout too; a connection dropped
+            // mid-body (a network error after the head) is not the origin being away.
+            let away: Bool
+            if case .timeout? = error { away = true } else { away = !answered }
+            if away {
+                if isProbe { owner.probeFailed(origin, error!) } else if unreachable == nil { owner.unreachable(origin, error!) }
+            } else if isProbe {
+                owner.reached(origin)
+            }
+        case nil, .invalidResponse?, .remoteChanged?:
+            if isProbe || !answered { owner.reached(origin) }
+        case .cancelled?, .refusedAddress?:
+            if isProbe { owner.probeFailed(origin, error!) }
+        }
+        sink?.fetchDidFinish(error)
+    }
+}

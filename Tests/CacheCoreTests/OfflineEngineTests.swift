@@ -1,0 +1,128 @@
+import Foundation
+import XCTest
+@testable import CacheCore
+
+/// Offline mode in the engine, over a scripted origin that can be made unreachable: the first
+/// failure marks it down; then cached bytes are served without asking it, other reads fail at
+/// once (nothing reaches the origin but the probes), the status document says so, and a probe
+/// that gets an answer brings it back.
+final class OfflineEngineTests: XCTestCase {
+    private var dir: String!
+    private let url = "http://origin.test/media/film.mp4"
+    private let other = "http://origin.test/media/other.mp4"
+
+    override func setUp() { dir = NSTemporaryDirectory() + "httpcachefs-offline-\(UUID().uuidString)" }
+    override func tearDown() { try? FileManager.default.removeItem(atPath: dir) }
+
+    /// The scripted origin, or a refused connection for every request while `away`.
+    final class AwaySource: RangeSource, @unchecked Sendable {
+        let inner = ScriptedSource()
+        private let lock = NSLock()
+        private var away = false
+        private var refused: [FetchRequest] = []
+
+        func setAway(_ value: Bool) { lock.withLock { away = value } }
+        var refusedRequests: [FetchRequest] { lock.withLock { refused } }
+
+        func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
+            let isAway: Bool = lock.withLock {
+                if away { refused.append(request) }
+                return away
+            }
+            guard isAway else { return inner.start(request, sink: sink) }
+            DispatchQueue.global().async {
+                sink.fetchDidFinish(.network(url: request.url, message: "Failed to connect to origin.test port 80: Connection refused"))
+            }
+            return ScriptedSource.Handle()
+        }
+    }
+
+    private func waitUntil(_ what: String, _ condition: () -> Bool) {
+        let deadline = Date().addingTimeInterval(20)
+        while !condition() {
+            guard Date() < deadline else { return XCTFail("timed out waiting for: \(what)") }
+            usleep(10_000)
+        }
+    }
+
+    func testWhileTheOriginIsDownCachedBytesAreServedAndTheRestFailsAtOnce() async throws {
+        let data = randomBytes(2 << 20, seed: 3), otherData = randomBytes(1 << 20, seed: 4)
+        let source = AwaySource()
+        source.inner.set(url, .init(bytes: data, etag: "\"f\""))
+        source.inner.set(other, .init(bytes: otherData, etag: "\"o\""))
+        // --revalidate-after 0s: every open would ask the origin.
+        let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0, sliceSize: 1 << 20,
+                                                                      revalidateAfter: 0, readTimeout: 10),
+                                    source: source)
+        defer { cache.shutdown() }
+        let info = try await cache.open(url: url)
+        let first = try await cache.makeReader(for: info, end: 1 << 20).read(offset: 0, length: 1 << 20)
+        XCTAssertEqual(first, Array(data[0..<(1 << 20)]))
+        waitUntil("the first MiB is on disk") { cache.status(url: url)?.cachedBytes ?? 0 >= 1 << 20 }
+
+        source.setAway(true)
+        do {
+            _ = try await cache.open(url: other)
+            XCTFail("a file never cached cannot be opened while its origin is away")
+        } catch let CacheError.unreachable(_, message) {
+            XCTAssertTrue(message.contains("Connection refused"), message)
+        }
+        XCTAssertEqual(cache.originsDown.map(\.origin), ["http://origin.test"])
+        XCTAssertTrue(cache.isOriginDown(url: url))
+        let refusedBefore = source.refusedRequests.count
+
+        // Cached: opened without asking (revalidation skipped), read byte for byte.
+        let stale = try await cache.open(url: url)
+        XCTAssertEqual(stale.generation, info.generation)
+        let reader = cache.makeReader(for: stale)
+        defer { reader.close() }
+        let cachedBytes = try await reader.read(offset: 4096, length: 100_000)
+        XCTAssertEqual(cachedBytes, Array(data[4096..<104_096]))
+        // Never cached: fails at once, saying why, without a request to the origin.
+        do {
+            _ = try await reader.read(offset: 1_500_000, length: 1000)
+            XCTFail("bytes never cached cannot be read while the origin is down")
+        } catch let CacheError.unreachable(_, message) {
+            XCTAssertTrue(message.contains("is down"), message)
+        }
+        XCTAssertTrue(source.refusedRequests.dropFirst(refusedBefore).allSatisfy { $0.start == 0 && $0.end == 1 },
+                      "only one-byte probes reach an origin that is down: \(source.refusedRequests)")
+
+        let doc = cache.statusDocument(version: "test", showDirectory: false)
+        let down = try XCTUnwrap(doc.originsDown?.first)
+        XCTAssertEqual(down.origin, "http://origin.test")
+        XCTAssertTrue(down.lastError.contains("Connection refused"), down.lastError)
+        XCTAssertEqual(doc.totals.failedReads, 2, "the failed open and the failed read")
+        XCTAssertEqual(doc.cache.hitRatio, 1.0 / 4.0, "one hit among a miss, a failed open and a failed read")
+
+        source.setAway(false)
+        waitUntil("a probe finds the origin back") { cache.originsDown.isEmpty }
+        let late = try await reader.read(offset: 1_500_000, length: 1000)
+        XCTAssertEqual(late, Array(data[1_500_000..<1_501_000]))
+        let otherInfo = try await cache.open(url: other)
+        XCTAssertEqual(otherInfo.length, Int64(otherData.count))
+    }
+
+    func testAnyAnswerBringsItBackAndItSaysSoOnce() async throws {
+        let source = AwaySource()
+        source.inner.set(url, .init(bytes: randomBytes(1000, seed: 5), etag: "\"f\""))
+        let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0, readTimeout: 10),
+                                    source: source)
+        defer { cache.shutdown() }
+        source.setAway(true)
+        await XCTAssertThrowsErrorAsync(try await cache.open(url: url))
+        XCTAssertEqual(cache.originsDown.count, 1)
+        source.setAway(false)
+        waitUntil("the probe's answer") { cache.originsDown.isEmpty }
+        let back = try await cache.open(url: url)
+        XCTAssertEqual(back.length, 1000)
+        XCTAssertEqual(cache.statusDocument(version: "t", showDirectory: false).originsDown, [])
+    }
+}
+
+func XCTAssertThrowsErrorAsync<T>(_ body: @autoclosure () async throws -> T, file: StaticString = #filePath, line: UInt = #line) async {
+    do {
+        _ = try await body()
+        XCTFail("no error thrown", file: file, line: line)
+    } catch {}
+}

@@ -1,0 +1,98 @@
+import CacheCore
+import Foundation
+import Glibc
+import XCTest
+@testable import FuseMount
+
+/// Stale-while-revalidate listings, with a clock the test moves and a backend that answers when
+/// the test says: a listing past `--index-ttl` is served at once and refreshed in the background,
+/// one refresh at a time, and an origin that is down gets no storm of refreshes.
+final class StaleListingTests: XCTestCase {
+    let backend = FakeBackend()
+    let pub = "http://o/pub/"
+
+    func listing(_ names: [String]) -> [UInt8] {
+        ListingCostTests.nginxAutoindex("/pub/", names.map { ($0, 3) })
+    }
+
+    func calls(ttl: TimeInterval = 60) throws -> CoreCalls {
+        backend.setFile(pub, listing(["a.bin"]))
+        let tree = try MountTreeSpec.build(indexes: [try MountTreeSpec.parseIndex(pub)])
+        let c = CoreCalls(backend: backend, tree: tree, options: MountOptions(listingTTL: ttl))
+        XCTAssertEqual(try c.list().get(), ["a.bin"])
+        return c
+    }
+
+    /// Lists until `names` show (each `ls` is answered at once; the refresh lands in between).
+    func waitForListing(_ c: CoreCalls, _ names: [String], file: StaticString = #filePath, line: UInt = #line) throws {
+        let deadline = Date().addingTimeInterval(20)
+        while try c.list().get() != names {
+            guard Date() < deadline else { return XCTFail("the listing never became \(names)", file: file, line: line) }
+            usleep(5_000)
+        }
+    }
+
+    func testAStaleListingIsServedAtOnceThenTheRefreshedOne() throws {
+        let c = try calls()
+        backend.setFile(pub, listing(["a.bin", "b.bin"]))
+        backend.setHeld(pub)
+        c.clock.advance(61)
+        // The refresh is held at the origin: these answers cannot have waited for it.
+        XCTAssertEqual(try c.list().get(), ["a.bin"], "the old listing, at once")
+        XCTAssertEqual(try c.list().get(), ["a.bin"])
+        XCTAssertEqual(try c.lookup("b.bin"), .failure(FSErrno(ENOENT)), "a name the old listing lacks is answered at once too")
+        XCTAssertEqual(backend.opens, [pub, pub], "one refresh in flight for the listing, however many looks")
+        XCTAssertEqual(backend.heldCount, 1)
+        backend.releaseHeld()
+        try waitForListing(c, ["a.bin", "b.bin"])
+        XCTAssertEqual(try c.lookup("b.bin").get().size, 3)
+        XCTAssertEqual(backend.opens, [pub, pub], "fresh again: no further refresh")
+    }
+
+    func testAListingPastTheStaleWindowIsRefreshedBeforeItIsShown() throws {
+        let c = try calls()
+        backend.setFile(pub, listing(["a.bin", "b.bin"]))
+        c.clock.advance(60 + MountOptions(listingTTL: 60).listingStaleWindow + 1)
+        XCTAssertEqual(try c.list().get(), ["a.bin", "b.bin"], "a directory nobody looked at for long waits for its listing")
+    }
+
+    func testAnOriginThatIsDownGetsOneRefreshPerRetryDelayNotOnePerLook() throws {
+        let c = try calls()
+        backend.setError(pub, .unreachable(url: pub, message: "the origin http://o is down"))
+        c.clock.advance(61)
+        for _ in 0..<20 {
+            XCTAssertEqual(try c.list().get(), ["a.bin"])
+            XCTAssertEqual(try c.lookup("a.bin").get().size, 3)
+        }
+        try waitForOpens(2)
+        try waitUntilNoRefreshRuns(c)
+        for _ in 0..<20 { XCTAssertEqual(try c.list().get(), ["a.bin"]) }
+        XCTAssertEqual(backend.opens.count, 2, "the failed refresh holds the next one back")
+        c.clock.advance(FileSystemCore.listingRetryDelay + 1)
+        XCTAssertEqual(try c.list().get(), ["a.bin"])
+        try waitForOpens(3)
+    }
+
+    func testTheDefaultTTLIsAMinuteWhateverRevalidateAfterSays() {
+        XCTAssertEqual(MountOptions().listingTTL, 60)
+        XCTAssertEqual(MountOptions(revalidateAfter: 0).listingTTL, 60)
+        XCTAssertEqual(MountOptions(revalidateAfter: 0, listingTTL: 5).listingTTL, 5)
+    }
+
+    /// The root listing's refresh has ended (its failure applied).
+    private func waitUntilNoRefreshRuns(_ c: CoreCalls, file: StaticString = #filePath, line: UInt = #line) throws {
+        let deadline = Date().addingTimeInterval(20)
+        while c.core.lock.withLock({ c.core.table.root.directory?.index?.fetching ?? false }) {
+            guard Date() < deadline else { return XCTFail("the refresh never ended", file: file, line: line) }
+            usleep(2_000)
+        }
+    }
+
+    private func waitForOpens(_ n: Int, file: StaticString = #filePath, line: UInt = #line) throws {
+        let deadline = Date().addingTimeInterval(20)
+        while backend.opens.count < n {
+            guard Date() < deadline else { return XCTFail("never \(n) opens: \(backend.opens)", file: file, line: line) }
+            usleep(2_000)
+        }
+    }
+}
