@@ -57,6 +57,12 @@ final class PackageTests: XCTestCase {
             XCTAssertTrue(files.contains(path), "the package has no \(path): \(files)")
         }
 
+        // postinst made the directories root mounts and systemd instances use by default.
+        for directory in ["/var/cache/httpcachefs", "/var/log/httpcachefs", "/etc/httpcachefs"] {
+            var isDirectory: ObjCBool = false
+            XCTAssertTrue(fm.fileExists(atPath: directory, isDirectory: &isDirectory) && isDirectory.boolValue, "postinst made no \(directory)")
+        }
+
         // The binary runs with no Swift anywhere it looks: no toolchain on PATH, no Swift library.
         let version = try plain(["/usr/bin/httpcachefs", "--version"])
         XCTAssertEqual(version.status, 0, version.stderr)
