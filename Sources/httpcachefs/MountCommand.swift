@@ -32,7 +32,7 @@ struct MountCommand: AsyncParsableCommand {
             Unmount with 'httpcachefs unmount MOUNTPOINT', or SIGINT / SIGTERM to the daemon, which \
             detaches the mount at once and serves files still open until they are closed or \
             --stop-timeout passes (a second signal ends it at once; SIGHUP \
-            re-reads the URL list and every listing; so does 'httpcachefs refresh'). -o passes options to FUSE, e.g. -o allow_other (for users \
+            re-reads the URL list and every listing; so does 'httpcachefs refresh'). -o takes every setting in its fstab spelling too (cache_size=20G, by_url; a typo gets 'did you mean') and passes the rest to FUSE, e.g. -o allow_other (for users \
             other than root this needs 'user_allow_other' in /etc/fuse.conf). The proxy runs on \
             --proxy-port (default 8718) unless --no-proxy; a port in use fails the mount.
             """
