@@ -26,6 +26,17 @@ public struct ConfigFile: Equatable, Sendable {
     public var values: [String: String] = [:]
     /// Repeatable keys, in file order.
     public var lists: [String: [String]] = [:]
+    /// The line each value came from, for messages (`describe`).
+    var valueLines: [String: Int] = [:]
+    var listLines: [String: [Int]] = [:]
+
+    /// How to name `key` in a message: `'cache-size' at FILE:3` (the `item`th value of a
+    /// repeatable key: its own line).
+    public func describe(_ key: String, item: Int? = nil) -> String {
+        let lines = listLines[key] ?? []
+        let line = item.flatMap { $0 < lines.count ? lines[$0] : nil } ?? valueLines[key] ?? lines.first
+        return "'\(key)' at \(path)" + (line.map { ":\($0)" } ?? "")
+    }
 
     public subscript(key: String) -> String? { values[key] }
     public func list(_ key: String) -> [String] { lists[key] ?? [] }
@@ -77,8 +88,10 @@ public struct ConfigFile: Equatable, Sendable {
             }
             if repeatableKeys.contains(key) {
                 file.lists[key, default: []].append(value)
+                file.listLines[key, default: []].append(index + 1)
             } else {
                 file.values[key] = value
+                file.valueLines[key] = index + 1
             }
         }
         return file

@@ -117,17 +117,17 @@ struct CacheOptions: ParsableArguments {
 
         let commandLineHeaders = try headers.map { try HeaderLine.validate($0) }
         let overridden = Set(commandLineHeaders.map(HeaderLine.name(of:)))
-        let fileHeaders = try (file?.list("header") ?? []).map { try HeaderLine.validate($0, option: "'header' in \(file!.path)") }
+        let fileHeaders = try (file?.list("header") ?? []).enumerated().map { try HeaderLine.validate($1, option: file!.describe("header", item: $0)) }
         r.headers = fileHeaders.filter { !overridden.contains(HeaderLine.name(of: $0)) } + commandLineHeaders
 
         if let v = pick(upstreamProxy, "upstream-proxy") { r.upstreamProxy = try Self.checkProxy(v.text, option: v.option) }
         r.insecure = insecure
         if !insecure, let file, let value = file["insecure"] {
-            r.insecure = try BoolValue.parse(value, option: "'insecure' in \(file.path)")
+            r.insecure = try BoolValue.parse(value, option: file.describe("insecure"))
         }
         r.ignoreETag = ignoreETag
         if !ignoreETag, let file, let value = file["ignore-etag"] {
-            r.ignoreETag = try BoolValue.parse(value, option: "'ignore-etag' in \(file.path)")
+            r.ignoreETag = try BoolValue.parse(value, option: file.describe("ignore-etag"))
         }
         r.allowedHosts = allowHosts.isEmpty ? (file?.list("allow-host") ?? []) : allowHosts
         if let v = pick(logLevel, "log-level") { r.logLevel = try Self.parseLevel(v.text, option: v.option) }

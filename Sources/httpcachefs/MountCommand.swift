@@ -96,7 +96,7 @@ struct MountCommand: AsyncParsableCommand {
         func flag(_ given: Bool, _ key: String) throws -> Bool {
             if given { return true }
             guard let file, let value = file[key] else { return false }
-            return try BoolValue.parse(value, option: "'\(key)' in \(file.path)")
+            return try BoolValue.parse(value, option: file.describe(key))
         }
         var s = Settings(urlList: setting(urlList, "url-list", in: file)?.text,
                          indexes: indexes.isEmpty ? (file?.list("index") ?? []) : indexes,

@@ -112,10 +112,10 @@ struct OriginOptions: ParsableArguments {
 }
 
 /// The flag's value, else the config file's under `key`, with how to name it in a message
-/// (`--key`, or `'key' in FILE`).
+/// (`--key`, or `'key' at FILE:LINE`).
 func setting(_ flag: String?, _ key: String, in file: ConfigFile?) -> (text: String, option: String)? {
     if let flag { return (flag, "--\(key)") }
-    if let file, let value = file[key] { return (value, "'\(key)' in \(file.path)") }
+    if let file, let value = file[key] { return (value, file.describe(key)) }
     return nil
 }
 

@@ -84,11 +84,11 @@ extension CLITests {
         try "index = http://127.0.0.1:9/films/\nproxy_port = 99999\n".write(toFile: config, atomically: true, encoding: .utf8)
         let port = try run(["mount", mountpoint, "--config", config])
         XCTAssertEqual(port.status, 64)
-        XCTAssertOneLineError(port, contains: "invalid port '99999' for 'proxy-port' in \(config)")
+        XCTAssertOneLineError(port, contains: "invalid port '99999' for 'proxy-port' at \(config):2")
 
         try "url-list = \(temp.appending("none.list"))\nstop_timeout = soon\n".write(toFile: config, atomically: true, encoding: .utf8)
         let timeout = try run(["mount", mountpoint, "--config", config])
-        XCTAssertOneLineError(timeout, contains: "invalid duration 'soon' for 'stop-timeout' in \(config)")
+        XCTAssertOneLineError(timeout, contains: "invalid duration 'soon' for 'stop-timeout' at \(config):2")
     }
 }
 
