@@ -157,7 +157,7 @@ cat > "$root/DEBIAN/postrm" <<'EOF'
 #!/bin/sh
 set -e
 if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then systemctl daemon-reload || true; fi
-if [ "$1" = purge ]; then rm -rf /var/cache/httpcachefs /var/log/httpcachefs; fi
+if [ "$1" = purge ]; then rm -rf /var/cache/httpcachefs /var/log/httpcachefs; rmdir /etc/httpcachefs 2>/dev/null || true; fi
 exit 0
 EOF
 chmod 0755 "$root/DEBIAN/postinst" "$root/DEBIAN/prerm" "$root/DEBIAN/postrm"
