@@ -104,6 +104,6 @@ let package = Package(
         .testTarget(name: "SettingsTests", dependencies: ["Settings"], swiftSettings: v5),
         .testTarget(name: "HLSTests", dependencies: ["HLS"], swiftSettings: v5),
         .testTarget(name: "ProxyTests", dependencies: ["Proxy", "HLS", "Fetcher", "MetricsExport", "TestSupport"], swiftSettings: v5),
-        .testTarget(name: "EndToEndTests", dependencies: ["CacheCore", "Fetcher", "TestSupport", .product(name: "Logging", package: "swift-log")], swiftSettings: v5),
+        .testTarget(name: "EndToEndTests", dependencies: ["CacheCore", "Fetcher", "Settings", "TestSupport", .product(name: "Logging", package: "swift-log")], swiftSettings: v5),
     ]
 )

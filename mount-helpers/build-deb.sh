@@ -130,6 +130,38 @@ Description: mount HTTP(S) URLs as read-only files, with a persistent cache
  /etc/fstab) and the systemd unit httpcachefs@NAME.
 EOF
 
+# Maintainer scripts. postinst: the directories a root mount and the systemd instances use by
+# default (/var/cache/httpcachefs/NAME, logs in /var/log/httpcachefs, /etc/httpcachefs/NAME.conf).
+# prerm: on removal, stop running httpcachefs@NAME instances, whose mounts must not outlive the
+# binary (an upgrade leaves them running on the old one). postrm: purge removes caches and logs.
+cat > "$root/DEBIAN/postinst" <<'EOF'
+#!/bin/sh
+set -e
+if [ "$1" = configure ]; then
+    install -d -m 0755 /etc/httpcachefs /var/cache/httpcachefs /var/log/httpcachefs
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then systemctl daemon-reload || true; fi
+fi
+exit 0
+EOF
+cat > "$root/DEBIAN/prerm" <<'EOF'
+#!/bin/sh
+set -e
+if [ "$1" = remove ] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+    for unit in $(systemctl list-units --all --plain --no-legend 'httpcachefs@*.service' | awk '{print $1}'); do
+        systemctl stop "$unit" || true
+    done
+fi
+exit 0
+EOF
+cat > "$root/DEBIAN/postrm" <<'EOF'
+#!/bin/sh
+set -e
+if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then systemctl daemon-reload || true; fi
+if [ "$1" = purge ]; then rm -rf /var/cache/httpcachefs /var/log/httpcachefs; rmdir /etc/httpcachefs 2>/dev/null || true; fi
+exit 0
+EOF
+chmod 0755 "$root/DEBIAN/postinst" "$root/DEBIAN/prerm" "$root/DEBIAN/postrm"
+
 deb=$scratch/$name.deb
 dpkg-deb --build --root-owner-group "$root" "$deb" >&2
 echo "$deb"

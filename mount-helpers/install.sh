@@ -92,5 +92,5 @@ reload_systemd
 
 echo "installed $destdir$bin_path"
 echo "installed $helper and $helper_link (mount -t fuse.httpcachefs, /etc/fstab)"
-echo "installed $unit (systemctl enable --now httpcachefs@NAME mounts /etc/httpcachefs/NAME.list on /mnt/NAME)"
+echo "installed $unit (systemctl enable --now httpcachefs@NAME mounts what /etc/httpcachefs/NAME.conf describes on /mnt/NAME)"
 case ":$PATH:" in *":$prefix/bin:"*) ;; *) echo "note: $prefix/bin is not on PATH" ;; esac

@@ -84,10 +84,15 @@ public struct CacheConfiguration: Sendable {
         self.streamSeconds = streamSeconds
     }
 
-    /// `$XDG_CACHE_HOME/httpcachefs`, else `~/.cache/httpcachefs`.
+    /// `$HTTPCACHEFS_CACHE_DIR` (the systemd unit sets it per instance, so a `cache-dir` in the
+    /// instance's config file still wins), else `$XDG_CACHE_HOME/httpcachefs`, else for root
+    /// `/var/cache/httpcachefs` (fstab mounts run as root, whose `~/.cache` is no place for a
+    /// library's cache), else `~/.cache/httpcachefs`.
     public static var defaultDirectory: String {
         let env = ProcessInfo.processInfo.environment
+        if let dir = env["HTTPCACHEFS_CACHE_DIR"], !dir.isEmpty { return dir }
         if let xdg = env["XDG_CACHE_HOME"], !xdg.isEmpty { return xdg + "/httpcachefs" }
+        if geteuid() == 0 { return "/var/cache/httpcachefs" }
         let home = env["HOME"] ?? NSHomeDirectory()
         return home + "/.cache/httpcachefs"
     }

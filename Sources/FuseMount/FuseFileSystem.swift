@@ -88,6 +88,14 @@ public final class FuseFileSystem: @unchecked Sendable {
     /// Asks the loop to end and unmount. Returns at once; `wait()` for the end.
     public func unmount() { session.stop() }
 
+    /// The first half of a graceful stop: the mountpoint is detached at once (nothing new opens
+    /// there; it shows the directory underneath again), files already open are still served, and
+    /// the loop ends by itself once the last is closed. `unmount()` ends it sooner (a timeout).
+    public func detach() throws { try session.detach() }
+
+    /// Files open through the mount now.
+    public var openFileCount: Int { core.openFileCount }
+
     /// Blocks until `run()` has returned (after `unmount()` or an external unmount).
     /// Returns the loop's error, if it ended on one.
     @discardableResult

@@ -14,6 +14,10 @@ import Logging
 /// Replies pass a gate (a read-write lock): teardown closes it before the session is destroyed,
 /// so a late engine completion never writes to a freed session or to a reused fd number.
 ///
+/// Graceful stop: `detach()` lazily unmounts the mountpoint (nothing new can open there) while the
+/// session keeps serving the files already open; the kernel ends the connection once the last of
+/// them is closed, which ends `run()` like an external unmount. `stop()` ends it at once.
+///
 /// Passthrough: libfuse's I/O goes through our callbacks (`fuse_session_custom_io`), which do
 /// what libfuse does, except that the INIT reply asks the kernel for passthrough when it offered
 /// it; the file system then registers backing files (ioctls on /dev/fuse) for fully cached files.
@@ -47,6 +51,10 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     private let wakeWrite: Int32
     private let gate = ReadWriteLock()
     private var open = false           // guarded by gate
+    /// `detach()` took the mount out of the namespace: teardown must not unmount the path again
+    /// (another mount may be there by then), only close /dev/fuse.
+    private var detached = false       // guarded by detachLock
+    private let detachLock = NSLock()
     private let notifyQueue = DispatchQueue(label: "httpcachefs.fuse.notify")
 
     init(core: FileSystemCore, options: MountOptions, logger: Logger) {
@@ -209,6 +217,18 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
         _ = write(wakeWrite, &one, 1)
     }
 
+    /// Takes the mount out of the namespace (a lazy unmount: `umount2(MNT_DETACH)` as root, else
+    /// `fusermount3 -u -z`): new opens by path fail, open files keep working through this session,
+    /// and `run()` ends once the kernel lets go of the last of them. Safe from any thread.
+    func detach() throws {
+        guard let path = mountpoint else { return }
+        try detachLock.withLock {
+            guard !detached else { return }
+            try Mountpoint.unmount(path, lazy: true)
+            detached = true
+        }
+    }
+
     private func teardown() {
         core.attach(backing: nil)
         gate.write { open = false }
@@ -217,7 +237,11 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
         core.shutdown()
         notifyQueue.sync {}  // let queued notifications see the closed gate
         if let se {
-            fuse_session_unmount(se)  // lazy unmount; closes /dev/fuse, which aborts the connection
+            // Closing /dev/fuse (in destroy) aborts the connection: reads still waiting in the
+            // kernel fail with ENOTCONN rather than returning anything short.
+            if !detachLock.withLock({ detached }) {
+                fuse_session_unmount(se)  // lazy unmount; closes /dev/fuse
+            }
             fuse_session_destroy(se)
         }
         se = nil

@@ -10,19 +10,15 @@ import Foundation
 ///     header = X-Client: tv
 ///
 /// Keys are the long option names without `--`, with `_` or `-` between words (`cache_size`, as
-/// in fstab options, is `cache-size`). `header` and `ignore-query` may repeat.
+/// in fstab options, is `cache-size`). Every long option is a key (`SettingsTable`, with the few
+/// that are not and why); `header`, `ignore-query`, `index`, `allow-host` and `proxy-name` may repeat,
+/// and a flag is `name = yes`.
 /// Command-line flags win over the file (see `CacheOptions.resolve()`).
 public struct ConfigFile: Equatable, Sendable {
-    /// The keys the file may set; anything else is a typo worth reporting.
-    static let knownKeys: Set<String> = [
-        "cache-dir", "cache-size", "slice-size", "revalidate-after", "read-timeout", "ignore-query",
-        "header", "upstream-proxy", "insecure", "ignore-etag", "log-level", "log-file",
-        "user-agent", "ca-certificate", "netrc-file", "user", "password-file", "cache-max-age", "read-ahead-max",
-        "uid", "gid", "umask",
-        "max-connections", "bwlimit",
-    ]
+    /// The keys the file may set (`SettingsTable`); anything else is a typo worth reporting.
+    static let knownKeys: Set<String> = Set(SettingsTable.all.filter(\.inConfig).map(\.name))
     /// Keys that accumulate instead of replacing.
-    static let repeatableKeys: Set<String> = ["header", "ignore-query"]
+    static let repeatableKeys: Set<String> = Set(SettingsTable.all.filter { $0.kind == .list }.map(\.name))
 
     /// Where the file came from, for messages.
     public var path: String
@@ -30,6 +26,17 @@ public struct ConfigFile: Equatable, Sendable {
     public var values: [String: String] = [:]
     /// Repeatable keys, in file order.
     public var lists: [String: [String]] = [:]
+    /// The line each value came from, for messages (`describe`).
+    var valueLines: [String: Int] = [:]
+    var listLines: [String: [Int]] = [:]
+
+    /// How to name `key` in a message: `'cache-size' at FILE:3` (the `item`th value of a
+    /// repeatable key: its own line).
+    public func describe(_ key: String, item: Int? = nil) -> String {
+        let lines = listLines[key] ?? []
+        let line = item.flatMap { $0 < lines.count ? lines[$0] : nil } ?? valueLines[key] ?? lines.first
+        return "'\(key)' at \(path)" + (line.map { ":\($0)" } ?? "")
+    }
 
     public subscript(key: String) -> String? { values[key] }
     public func list(_ key: String) -> [String] { lists[key] ?? [] }
@@ -65,22 +72,26 @@ public struct ConfigFile: Equatable, Sendable {
             if line.isEmpty || line.hasPrefix("#") { continue }
             let at = "\(path):\(index + 1)"
             guard let eq = line.firstIndex(of: "=") else {
-                throw UsageError("\(at): expected 'key = value', got '\(line)'")
+                throw UsageError("expected 'key = value' at \(at), got '\(line)'")
             }
             let written = line[..<eq].trimmingCharacters(in: .whitespaces)
-            var key = written.lowercased().replacingOccurrences(of: "_", with: "-")
-            if key.hasPrefix("--") { key.removeFirst(2) }
+            let key = SettingsTable.named(written)?.name ?? SettingsTable.normalized(written)
             var value = line[line.index(after: eq)...].trimmingCharacters(in: .whitespaces)
             if value.count >= 2, let q = value.first, q == "\"" || q == "'", value.last == q {
                 value = String(value.dropFirst().dropLast())
             }
             guard knownKeys.contains(key) else {
-                throw UsageError("\(at): unknown setting '\(written)' (known: \(knownKeys.sorted().joined(separator: ", ")))")
+                let hint = SettingsTable.suggestion(for: written, among: knownKeys.sorted())
+                    .map { "; did you mean '\(SettingsTable.spelled($0, like: written))'?" }
+                    ?? " (known: \(knownKeys.sorted().joined(separator: ", ")))"
+                throw UsageError("unknown setting '\(written)' at \(at)\(hint)")
             }
             if repeatableKeys.contains(key) {
                 file.lists[key, default: []].append(value)
+                file.listLines[key, default: []].append(index + 1)
             } else {
                 file.values[key] = value
+                file.valueLines[key] = index + 1
             }
         }
         return file

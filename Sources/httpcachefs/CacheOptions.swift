@@ -16,35 +16,35 @@ import Settings
 /// Values are kept as text here and parsed in `resolve()`, so that a bad value becomes one clear
 /// line naming the option (printed from `validate()`) instead of a usage dump.
 struct CacheOptions: ParsableArguments {
-    @Option(name: .customLong("cache-dir"),
-            help: ArgumentHelp("Cache directory (default: $XDG_CACHE_HOME/httpcachefs, else ~/.cache/httpcachefs).", valueName: "path"))
+    @Option(name: .customLong("cache-dir"), parsing: .unconditional,
+            help: ArgumentHelp("Cache directory (default: $HTTPCACHEFS_CACHE_DIR, else $XDG_CACHE_HOME/httpcachefs, else /var/cache/httpcachefs for root and ~/.cache/httpcachefs for others).", valueName: "path"))
     var cacheDirectory: String?
 
-    @Option(name: .customLong("cache-size"),
+    @Option(name: .customLong("cache-size"), parsing: .unconditional,
             help: ArgumentHelp("Most bytes to keep cached, e.g. 500M, 5G, 1.5T (default: 5G).", valueName: "size"))
     var cacheSize: String?
 
-    @Option(name: .customLong("slice-size"),
+    @Option(name: .customLong("slice-size"), parsing: .unconditional,
             help: ArgumentHelp("Size of one cache slice (the unit of accounting and eviction), 1M to 8M (default: 4M). Fixed when the cache is created.", valueName: "size"))
     var sliceSize: String?
 
-    @Option(name: .customLong("revalidate-after"),
+    @Option(name: .customLong("revalidate-after"), parsing: .unconditional,
             help: ArgumentHelp("Ask the origin whether a file changed once its metadata is older than this, e.g. 0s, 30s, 5m, 2h, 1d (default: 10m).", valueName: "duration"))
     var revalidateAfter: String?
 
-    @Option(name: .customLong("read-timeout"),
+    @Option(name: .customLong("read-timeout"), parsing: .unconditional,
             help: ArgumentHelp("Fail a read that waits on the network longer than this (default: 60s).", valueName: "duration"))
     var readTimeout: String?
 
-    @Option(name: .customLong("ignore-query"),
+    @Option(name: .customLong("ignore-query"), parsing: .unconditionalSingleValue,
             help: ArgumentHelp("Query parameters left out of the cache key (rotating tokens), comma-separated; repeatable.", valueName: "name,..."))
     var ignoreQuery: [String] = []
 
-    @Option(name: .customLong("header"),
+    @Option(name: .customLong("header"), parsing: .unconditionalSingleValue,
             help: ArgumentHelp("Extra request header sent to the origin; repeatable.", valueName: "Name: value"))
     var headers: [String] = []
 
-    @Option(name: .customLong("upstream-proxy"),
+    @Option(name: .customLong("upstream-proxy"), parsing: .unconditional,
             help: ArgumentHelp("Reach the origin through this proxy (http://, https://, socks5://).", valueName: "url"))
     var upstreamProxy: String?
 
@@ -55,19 +55,19 @@ struct CacheOptions: ParsableArguments {
           help: "Tell versions of a file apart by length and Last-Modified only, never by ETag, and send Last-Modified as If-Range (for load-balanced origins whose ETags change on every answer; such origins are also noticed and logged by themselves).")
     var ignoreETag = false
 
-    @Option(name: .customLong("allow-host"),
+    @Option(name: .customLong("allow-host"), parsing: .unconditionalSingleValue,
             help: ArgumentHelp("Only proxy origins whose host matches this glob (e.g. *.example.com, media.local:8080); repeatable. Default: any host. Link-local and cloud metadata addresses (169.254.0.0/16, fe80::/10, metadata.google.internal, ...) are refused by every command unless a pattern names that host or address exactly.", valueName: "pattern"))
     var allowHosts: [String] = []
 
-    @Option(name: .customLong("log-level"),
+    @Option(name: .customLong("log-level"), parsing: .unconditional,
             help: ArgumentHelp("trace, debug, info, notice, warning, error or critical (default: error for cat, preload and cache, whose failures print one line anyway; info for mount and proxy).", valueName: "level"))
     var logLevel: String?
 
-    @Option(name: .customLong("log-file"),
+    @Option(name: .customLong("log-file"), parsing: .unconditional,
             help: ArgumentHelp("Append log lines to this file instead of stderr.", valueName: "path"))
     var logFile: String?
 
-    @Option(name: .customLong("config"),
+    @Option(name: .customLong("config"), parsing: .unconditional,
             help: ArgumentHelp("Config file with the same settings as 'key = value' lines (default: $XDG_CONFIG_HOME/httpcachefs/config if it exists).", valueName: "file"))
     var configFile: String?
 
@@ -92,6 +92,7 @@ struct CacheOptions: ParsableArguments {
             guard !v.text.isEmpty else { throw UsageError("empty path for \(v.option)") }
             r.directory = expandingTilde(v.text)
         }
+        try Self.checkCacheDirectory(r.directory, option: pick(cacheDirectory, "cache-dir")?.option ?? "the default cache directory")
         if let v = pick(cacheSize, "cache-size") { r.capacity = try ByteSize.parse(v.text, option: v.option) }
         if let v = pick(sliceSize, "slice-size") {
             r.sliceSize = try ByteSize.parse(v.text, option: v.option)
@@ -116,22 +117,23 @@ struct CacheOptions: ParsableArguments {
 
         let commandLineHeaders = try headers.map { try HeaderLine.validate($0) }
         let overridden = Set(commandLineHeaders.map(HeaderLine.name(of:)))
-        let fileHeaders = try (file?.list("header") ?? []).map { try HeaderLine.validate($0, option: "'header' in \(file!.path)") }
+        let fileHeaders = try (file?.list("header") ?? []).enumerated().map { try HeaderLine.validate($1, option: file!.describe("header", item: $0)) }
         r.headers = fileHeaders.filter { !overridden.contains(HeaderLine.name(of: $0)) } + commandLineHeaders
 
         if let v = pick(upstreamProxy, "upstream-proxy") { r.upstreamProxy = try Self.checkProxy(v.text, option: v.option) }
         r.insecure = insecure
         if !insecure, let file, let value = file["insecure"] {
-            r.insecure = try BoolValue.parse(value, option: "'insecure' in \(file.path)")
+            r.insecure = try BoolValue.parse(value, option: file.describe("insecure"))
         }
         r.ignoreETag = ignoreETag
         if !ignoreETag, let file, let value = file["ignore-etag"] {
-            r.ignoreETag = try BoolValue.parse(value, option: "'ignore-etag' in \(file.path)")
+            r.ignoreETag = try BoolValue.parse(value, option: file.describe("ignore-etag"))
         }
-        r.allowedHosts = allowHosts
+        r.allowedHosts = allowHosts.isEmpty ? (file?.list("allow-host") ?? []) : allowHosts
         if let v = pick(logLevel, "log-level") { r.logLevel = try Self.parseLevel(v.text, option: v.option) }
         if let v = pick(logFile, "log-file") { r.logFile = expandingTilde(v.text) }
         r.configFile = file?.path
+        r.config = file
         try origin.resolve(into: &r, file: file)
         try limits.resolve(into: &r, file: file)
         r.transfer = try transfer.resolve(pick)
@@ -190,6 +192,28 @@ struct CacheOptions: ParsableArguments {
         }
     }
 
+    /// The cache directory, or the nearest part of its path that exists, must be a directory
+    /// (the cache creates the rest): a file there would otherwise surface as an error of
+    /// Foundation's naming no path ("NSCocoaErrorDomain error 512").
+    static func checkCacheDirectory(_ path: String, option: String) throws {
+        var probe = URL(fileURLWithPath: path).standardizedFileURL.path
+        while true {
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: probe, isDirectory: &isDirectory) {
+                guard isDirectory.boolValue else {
+                    if probe == URL(fileURLWithPath: path).standardizedFileURL.path {
+                        throw UsageError("cache directory \(probe) for \(option) is a file, not a directory: give a directory (it is created if missing)")
+                    }
+                    throw UsageError("cannot create cache directory \(path) for \(option): \(probe) is a file, not a directory")
+                }
+                return
+            }
+            let parent = (probe as NSString).deletingLastPathComponent
+            if parent == probe || parent.isEmpty { return }
+            probe = parent
+        }
+    }
+
     static func parseLevel(_ text: String, option: String) throws -> Logger.Level {
         let t = text.trimmingCharacters(in: .whitespaces).lowercased()
         if t == "warn" { return .warning }
@@ -231,6 +255,8 @@ struct ResolvedCacheOptions: Equatable {
     var logFile: String?
     /// The config file that was read, if any.
     var configFile: String?
+    /// Its settings, for the options of a command's own groups (`ProxyOptions`, `mount`'s).
+    var config: ConfigFile?
     /// `OriginOptions` and `CacheLimitOptions`.
     var userAgent = Version.userAgent
     var access = OriginAccess()

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CacheCore
 import Foundation
+import Glibc
 import Settings
 
 /// A command that could not do its job for a reason that is not the cache's (a file that cannot
@@ -32,9 +33,24 @@ enum ErrorReporting {
         case let error as UsageError: return error.description
         case let error as CommandFailure: return error.description
         case let error as FetchError: return error.description
+        case let error as CocoaError: return fileError(error)
         case let error as CustomStringConvertible: return error.description
         default: return String(describing: error)
         }
+    }
+
+    /// Foundation's file errors name a code ("NSCocoaErrorDomain error 512"), not the file or the
+    /// reason: both are in the error's user info.
+    static func fileError(_ error: CocoaError) -> String {
+        let path = error.filePath ?? error.url?.path
+        var reason = ""
+        if let underlying = error.underlying as NSError?, underlying.domain == NSPOSIXErrorDomain {
+            reason = String(cString: strerror(Int32(underlying.code)))
+        }
+        guard let path else { return reason.isEmpty ? "\(error.localizedDescription)" : reason }
+        let verb = error.code == .fileWriteUnknown || error.code == .fileWriteNoPermission || error.code == .fileWriteOutOfSpace
+            ? "cannot write" : "cannot use"
+        return "\(verb) \(path): \(reason.isEmpty ? error.localizedDescription : reason)"
     }
 
     /// Prints the one-line message for `error` and returns the exit code to throw.

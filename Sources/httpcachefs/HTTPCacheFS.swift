@@ -1,4 +1,7 @@
 import ArgumentParser
+import Foundation
+import Glibc
+import Settings
 
 /// The `httpcachefs` command: remote media as local files and proxy URLs, from one cache.
 @main
@@ -9,9 +12,46 @@ struct HTTPCacheFS: AsyncParsableCommand {
         version: Version.string,
         subcommands: [
             CatCommand.self, PreloadCommand.self, CacheCommand.self,
-            MountCommand.self, ProxyCommand.self, URLCommand.self, StatusCommand.self, RefreshCommand.self,
+            MountCommand.self, UnmountCommand.self, ProxyCommand.self, URLCommand.self, StatusCommand.self, RefreshCommand.self,
         ]
     )
+
+    /// `mount -o` words that are settings (`cache_size=20G`, the fstab spelling) become their
+    /// options before ArgumentParser sees them (`FstabWords`); a typo there is one error line.
+    /// A command line ArgumentParser cannot parse is one `httpcachefs: error:` line too (with
+    /// its "did you mean"), not a usage dump; help and `--version` are printed as usual.
+    static func main() async {
+        let arguments: [String]
+        do {
+            arguments = try FstabWords.expandingMountArguments(Array(CommandLine.arguments.dropFirst()))
+        } catch {
+            Glibc.exit(ErrorReporting.report(error).rawValue)
+        }
+        let command: ParsableCommand
+        do {
+            command = try parseAsRoot(arguments)
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success || error is ExitCode { exit(withError: error) }
+            let message = message(for: error).split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+                .filter { !$0.isEmpty }.joined(separator: " ")
+            // A `validate()` that printed its own line throws a bare exit code: nothing to add.
+            if message.isEmpty { Glibc.exit(code.rawValue) }
+            let help = arguments.first.map { ["mount", "unmount", "cat", "preload", "cache", "proxy", "url", "status", "refresh"].contains($0) ? "httpcachefs \($0) --help" : "httpcachefs --help" } ?? "httpcachefs --help"
+            ErrorReporting.printError("\(message) (see '\(help)')")
+            Glibc.exit(code.rawValue)
+        }
+        do {
+            if var asyncCommand = command as? AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                var plain = command
+                try plain.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
 }
 
 enum Version {

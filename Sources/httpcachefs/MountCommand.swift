@@ -14,7 +14,7 @@ import Settings
 ///
 /// Without `--foreground` the command re-executes itself as a daemon and returns once the mount
 /// is usable (exit 0) or with the reason it is not (non-zero). The daemon logs to `--log-file`,
-/// else to `$XDG_STATE_HOME/httpcachefs/mount.log` (`~/.local/state/...`).
+/// else to a log of its own per mountpoint (`defaultLogPath`).
 struct MountCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "mount",
@@ -29,8 +29,10 @@ struct MountCommand: AsyncParsableCommand {
             from Content-Length / Last-Modified. Errors: 404/410 -> ENOENT, 401/403 -> EACCES, \
             unreachable or 5xx after retries or past --read-timeout -> EIO.
 
-            Unmount with 'fusermount3 -u MOUNTPOINT', or SIGINT / SIGTERM to the daemon (SIGHUP \
-            re-reads the URL list and every listing; so does 'httpcachefs refresh'). -o passes options to FUSE, e.g. -o allow_other (for users \
+            Unmount with 'httpcachefs unmount MOUNTPOINT', or SIGINT / SIGTERM to the daemon, which \
+            detaches the mount at once and serves files still open until they are closed or \
+            --stop-timeout passes (a second signal ends it at once; SIGHUP \
+            re-reads the URL list and every listing; so does 'httpcachefs refresh'). -o takes every setting in its fstab spelling too (cache_size=20G, by_url; a typo gets 'did you mean') and passes the rest to FUSE, e.g. -o allow_other (for users \
             other than root this needs 'user_allow_other' in /etc/fuse.conf). The proxy runs on \
             --proxy-port (default 8718) unless --no-proxy; a port in use fails the mount.
             """
@@ -42,15 +44,15 @@ struct MountCommand: AsyncParsableCommand {
     @Argument(help: ArgumentHelp("Files to show at the root: URL, or NAME=URL.", valueName: "url"))
     var entries: [String] = []
 
-    @Option(name: .customLong("url-list"),
+    @Option(name: .customLong("url-list"), parsing: .unconditional,
             help: ArgumentHelp("File listing 'URL' or 'dir/name.ext = URL' per line ('#' comments); re-read on SIGHUP.", valueName: "file"))
     var urlList: String?
 
-    @Option(name: .customLong("index"),
+    @Option(name: .customLong("index"), parsing: .unconditionalSingleValue,
             help: ArgumentHelp("A web server's directory listing shown as a tree: URL (at the root) or DIR=URL; repeatable.", valueName: "url"))
     var indexes: [String] = []
 
-    @Option(name: .customLong("index-ttl"),
+    @Option(name: .customLong("index-ttl"), parsing: .unconditional,
             help: ArgumentHelp("How long a directory listing is used before it is fetched again; past it, the listing is served at once and refreshed in the background (default: 1m).", valueName: "duration"))
     var indexTTL: String?
 
@@ -71,14 +73,41 @@ struct MountCommand: AsyncParsableCommand {
           help: "Read fully cached files through the daemon too, not by the kernel from the cache's files (FUSE passthrough, used where the kernel allows).")
     var noPassthrough = false
 
+    @Option(name: .customLong("stop-timeout"), parsing: .unconditional,
+            help: ArgumentHelp("On SIGTERM or SIGINT the mount is detached at once (nothing new opens) and files still open are served until they are closed or this long has passed (default: 10s).", valueName: "duration"))
+    var stopTimeout: String?
+
     @OptionGroup var proxy: ProxyOptions
     @OptionGroup(title: "Owner and permissions") var owner: MountOwnerOptions
     @OptionGroup var cache: CacheOptions
 
-    func validate() throws {
-        if entries.isEmpty && urlList == nil && indexes.isEmpty && !byURL {
-            throw ValidationError("nothing to mount: give URLs, --url-list FILE, --index URL or --by-url")
+    /// The mount's own settings: flags over the config file (`setting`), checked.
+    struct Settings {
+        var urlList: String?
+        var indexes: [String]
+        var indexTTL: TimeInterval?
+        var byURL: Bool
+        var noProxy: Bool
+        var noPassthrough: Bool
+        var stopTimeout: TimeInterval = 10
+    }
+
+    func settings(file: ConfigFile?) throws -> Settings {
+        func flag(_ given: Bool, _ key: String) throws -> Bool {
+            if given { return true }
+            guard let file, let value = file[key] else { return false }
+            return try BoolValue.parse(value, option: file.describe(key))
         }
+        var s = Settings(urlList: setting(urlList, "url-list", in: file)?.text,
+                         indexes: indexes.isEmpty ? (file?.list("index") ?? []) : indexes,
+                         byURL: try flag(byURL, "by-url"), noProxy: try flag(noProxy, "no-proxy"),
+                         noPassthrough: try flag(noPassthrough, "no-passthrough"))
+        if let v = setting(indexTTL, "index-ttl", in: file) { s.indexTTL = try DurationValue.parse(v.text, option: v.option) }
+        if let v = setting(stopTimeout, "stop-timeout", in: file) { s.stopTimeout = try DurationValue.parse(v.text, option: v.option) }
+        if entries.isEmpty && s.urlList == nil && s.indexes.isEmpty && !s.byURL {
+            throw UsageError("nothing to mount on \(mountpoint): give URLs, --url-list FILE, --index URL or --by-url (or url-list / index in the config file)")
+        }
+        return s
     }
 
     func run() async throws {
@@ -95,12 +124,17 @@ struct MountCommand: AsyncParsableCommand {
     }
 
     private func mount(ready: ReadyChannel?) async throws {
-        let tree = try buildTree()
         let resolved = try cache.resolve()
-        let indexTTL = try self.indexTTL.map { try DurationValue.parse($0, option: "--index-ttl") }
+        let settings = try settings(file: resolved.config)
+        _ = try proxy.resolve(file: resolved.config)
+        let tree = try buildTree(settings)
+        let indexTTL = settings.indexTTL
         let owned = try owner.resolve(fuseOptions: fuseOptions.flatMap(MountOptions.splitOptionList), configFile: cache.configFile)
         let prepared = try await onBlockingPool { try Mountpoint.prepare(mountpoint) }
 
+        if ready == nil, let names = try? FileManager.default.contentsOfDirectory(atPath: prepared.path), !names.isEmpty {
+            ErrorReporting.printWarning("mountpoint \(prepared.path) is not empty: the mount hides its \(names.count) entr\(names.count == 1 ? "y" : "ies") until it is unmounted")
+        }
         if !foreground && ready == nil {
             if let note = prepared.cleanedStaleMount { ErrorReporting.printWarning(note) }
             try await daemonize(resolved: resolved)
@@ -120,15 +154,15 @@ struct MountCommand: AsyncParsableCommand {
             // The engine fails a read at --read-timeout; this backstop only fires if it did not.
             readDeadline: resolved.readTimeout + 5,
             fuseOptions: owned.fuseOptions)
-        mountOptions.passthrough = !noPassthrough
+        mountOptions.passthrough = !settings.noPassthrough
         owned.ownership.apply(to: &mountOptions)
         // The proxy first: a busy port fails the mount before anything is mounted.
         var server: ProxyServer?
         let fs: FuseFileSystem
-        let urlListPath = urlList.map(Mountpoint.absolute)
+        let urlListPath = settings.urlList.map(Mountpoint.absolute)
         let mounted = MountedFileSystem()   // what the proxy's refresh requests act on, once mounted
         do {
-            if !noProxy {
+            if !settings.noProxy {
                 server = try await startProxy(engine: engine, metrics: metrics, cache: resolved, logger: logger) { path in
                     guard let fs = mounted.value else { return ControlAnswer(status: 503, text: "the mount is not ready yet") }
                     return await Self.refresh(path: path, urlList: urlListPath, fs: fs, logger: logger)
@@ -147,16 +181,13 @@ struct MountCommand: AsyncParsableCommand {
             throw error
         }
 
+        let stopping = GracefulStop(fs: fs, path: prepared.path, timeout: settings.stopTimeout, logger: logger)
         let signals = MountSignals(
-            stop: { sig in
-                logger.info("signal \(sig): unmounting \(prepared.path)")
-                SystemdNotify.send("STOPPING=1")
-                fs.unmount()
-            },
+            stop: { sig in stopping.signal(sig) },
             reload: {
                 Task { _ = await Self.refresh(path: nil, urlList: urlListPath, fs: fs, logger: logger, why: "SIGHUP") }
             })
-        logger.info("mounted \(prepared.path): \(fs.tree.files.count) files, \(fs.tree.indexes.count) indexes\(byURL ? ", by-URL directory .url" : "") (cache: \(resolved.directory))")
+        logger.info("mounted \(prepared.path): \(fs.tree.files.count) files, \(fs.tree.indexes.count) indexes\(settings.byURL ? ", by-URL directory .url" : "") (cache: \(resolved.directory))")
         ready?.ready()
         SystemdNotify.send("READY=1\nSTATUS=mounted \(prepared.path)")
         let loopError = try await onBlockingPool { fs.wait() }
@@ -202,16 +233,16 @@ struct MountCommand: AsyncParsableCommand {
     }
 
     /// Arguments, URL list and indexes as one checked tree (clashes are errors naming both sides).
-    func buildTree() throws -> MountTreeSpec {
+    func buildTree(_ settings: Settings) throws -> MountTreeSpec {
         let arguments = try entries.map { text -> (text: String, spec: EntrySpec) in
             do { return (text, try EntrySpec.parse(text)) } catch { throw UsageError("bad argument '\(text)': \(error)") }
         }
-        let list = try urlList.map { try URLListParser.load(path: $0) } ?? []
-        let indexes = try self.indexes.map { text -> MountTreeSpec.Index in
+        let list = try settings.urlList.map { try URLListParser.load(path: $0) } ?? []
+        let indexes = try settings.indexes.map { text -> MountTreeSpec.Index in
             do { return try MountTreeSpec.parseIndex(text) } catch { throw UsageError("bad --index '\(text)': \(error)") }
         }
-        return try MountTreeSpec.build(arguments: arguments, urlList: list, urlListPath: urlList,
-                                       indexes: indexes, byURL: byURL)
+        return try MountTreeSpec.build(arguments: arguments, urlList: list, urlListPath: settings.urlList,
+                                       indexes: indexes, byURL: settings.byURL)
     }
 
     /// `refresh` (a control request to the proxy) and SIGHUP: the URL list again, if there is
@@ -262,7 +293,7 @@ struct MountCommand: AsyncParsableCommand {
     /// port that belongs to another daemon, would fail later and far less clearly.
     private func startProxy(engine: CacheEngine, metrics: PrometheusExport, cache: ResolvedCacheOptions,
                             logger: Logger, refresh: @escaping @Sendable (String?) async -> ControlAnswer) async throws -> ProxyServer {
-        let (configuration, generated) = proxy.configuration(cache: cache)
+        let (configuration, generated) = try proxy.configuration(cache: cache)
         let server = ProxyServer(engine: engine, configuration: configuration, logger: logger,
                                  metricsText: { metrics.text(for: engine) }, refresh: refresh)
         let port: Int
@@ -287,12 +318,15 @@ struct MountCommand: AsyncParsableCommand {
 
     /// Re-executes this command as a detached daemon and waits until its mount is usable.
     private func daemonize(resolved: ResolvedCacheOptions) async throws {
-        var arguments = CommandLine.arguments
+        // With -o setting words as the options they stand for, so the daemon's command line
+        // (`ps`, `status`) names its cache directory as --cache-dir like any other.
+        var arguments = [CommandLine.arguments[0]]
+            + ((try? FstabWords.expandingMountArguments(Array(CommandLine.arguments.dropFirst()))) ?? Array(CommandLine.arguments.dropFirst()))
         let at = (arguments.firstIndex(of: "mount") ?? 0) + 1
         var extra = ["--foreground"]
         var logPath = resolved.logFile
         if logPath == nil {
-            let path = Self.defaultLogPath()
+            let path = Self.defaultLogPath(mountpoint: Mountpoint.absolute(mountpoint))
             try? FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
                                                      withIntermediateDirectories: true)
             extra += ["--log-file", path]
@@ -306,11 +340,16 @@ struct MountCommand: AsyncParsableCommand {
         }
     }
 
-    /// `$XDG_STATE_HOME/httpcachefs/mount.log`, else `~/.local/state/httpcachefs/mount.log`.
-    static func defaultLogPath() -> String {
+    /// One log per mountpoint, named after it (`/mnt/media` logs to `mnt-media.log`): in
+    /// `/var/log/httpcachefs` for root (fstab mounts), else in `$XDG_STATE_HOME/httpcachefs`
+    /// (`~/.local/state/httpcachefs`).
+    static func defaultLogPath(mountpoint: String) -> String {
         let env = ProcessInfo.processInfo.environment
-        if let state = env["XDG_STATE_HOME"], !state.isEmpty { return state + "/httpcachefs/mount.log" }
-        return (env["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()) + "/.local/state/httpcachefs/mount.log"
+        let name = mountpoint.split(separator: "/").joined(separator: "-")
+        let file = (name.isEmpty ? "root" : name) + ".log"
+        if let state = env["XDG_STATE_HOME"], !state.isEmpty { return state + "/httpcachefs/" + file }
+        if geteuid() == 0 { return "/var/log/httpcachefs/" + file }
+        return (env["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()) + "/.local/state/httpcachefs/" + file
     }
 }
 
@@ -324,7 +363,7 @@ final class MountedFileSystem: @unchecked Sendable {
     }
 }
 
-/// SIGINT / SIGTERM unmount cleanly (the index is flushed after), SIGHUP reloads the URL list.
+/// SIGINT / SIGTERM stop the mount gracefully (`GracefulStop`), SIGHUP reloads the URL list.
 /// Handlers run on a queue of their own, never in signal context.
 final class MountSignals: @unchecked Sendable {
     private var sources: [DispatchSourceSignal] = []
@@ -344,5 +383,59 @@ final class MountSignals: @unchecked Sendable {
     func cancel() {
         sources.forEach { $0.cancel() }
         sources = []
+    }
+}
+
+/// SIGTERM / SIGINT to a mount: detach the mountpoint at once (new opens fail; the directory
+/// underneath shows again), keep serving the files already open, and end when the last one is
+/// closed (the kernel then ends the session) or `timeout` passes, whichever comes first. A read
+/// in flight is answered in full or, at the timeout, fails (ENOTCONN): never short or wrong.
+/// A second signal ends the session at once. Runs on the signal queue.
+final class GracefulStop: @unchecked Sendable {
+    private let fs: FuseFileSystem
+    private let path: String
+    private let timeout: TimeInterval
+    private let logger: Logger
+    private let lock = NSLock()
+    private var signalled = false   // guarded by lock
+
+    init(fs: FuseFileSystem, path: String, timeout: TimeInterval, logger: Logger) {
+        self.fs = fs
+        self.path = path
+        self.timeout = timeout
+        self.logger = logger
+    }
+
+    func signal(_ sig: Int32) {
+        let first = lock.withLock { () -> Bool in defer { signalled = true }; return !signalled }
+        guard first else {
+            logger.notice("signal \(sig) again: ending the session now, \(fs.openFileCount) files still open")
+            fs.unmount()
+            return
+        }
+        SystemdNotify.send("STOPPING=1")
+        let open = fs.openFileCount
+        do {
+            try fs.detach()
+        } catch {
+            logger.error("signal \(sig): cannot detach \(path) (\(error)); unmounting now")
+            fs.unmount()
+            return
+        }
+        guard timeout > 0 else {
+            logger.info("signal \(sig): unmounting \(path) (no --stop-timeout)")
+            fs.unmount()
+            return
+        }
+        // Even with no file open the kernel may hold the mount (a shell's working directory
+        // in it): the timeout bounds that wait too.
+        let plan = open == 0 ? "unmounting" : "serving \(open) open file\(open == 1 ? "" : "s") until closed, at most \(Format.duration(timeout))"
+        logger.info("signal \(sig): detached \(path); \(plan)")
+        DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [fs, logger] in
+            guard fs.isRunning else { return }
+            let left = fs.openFileCount
+            logger.warning("stop timeout (\(Format.duration(self.timeout))) passed with \(left) file\(left == 1 ? "" : "s") still open: ending the session; their reads fail from now on")
+            fs.unmount()
+        }
     }
 }

@@ -11,15 +11,15 @@ import Settings
 /// The kernel checks these modes (`default_permissions`), but only users the mount lets in at all
 /// reach that check: without `-o allow_other` that is the mounting user alone, whatever the modes.
 struct MountOwnerOptions: ParsableArguments {
-    @Option(name: .customLong("uid"),
+    @Option(name: .customLong("uid"), parsing: .unconditional,
             help: ArgumentHelp("Owner of every file and directory, a uid or user name (default: the mounting user); same as -o uid=N.", valueName: "uid"))
     var uid: String?
 
-    @Option(name: .customLong("gid"),
+    @Option(name: .customLong("gid"), parsing: .unconditional,
             help: ArgumentHelp("Group of every file and directory, a gid or group name (default: the mounting user's group); same as -o gid=N.", valueName: "gid"))
     var gid: String?
 
-    @Option(name: .customLong("umask"),
+    @Option(name: .customLong("umask"), parsing: .unconditional,
             help: ArgumentHelp("Octal permission bits taken from files (0444) and directories (0555), e.g. 027 for 0440/0550; same as -o umask=NNN. Other users need -o allow_other as well.", valueName: "octal"))
     var umask: String?
 

@@ -11,23 +11,23 @@ import Settings
 /// (`--password-file`, a netrc file) that the background daemon reads again itself, so its
 /// arguments hold only the file's path.
 struct OriginOptions: ParsableArguments {
-    @Option(name: .customLong("user-agent"),
+    @Option(name: .customLong("user-agent"), parsing: .unconditional,
             help: ArgumentHelp("User-Agent sent to origins (default: \(Version.userAgent)).", valueName: "string"))
     var userAgent: String?
 
-    @Option(name: .customLong("ca-certificate"),
+    @Option(name: .customLong("ca-certificate"), parsing: .unconditional,
             help: ArgumentHelp("PEM file of the CA certificate(s) that verify origins' TLS certificates, e.g. a private CA (in place of libcurl's CA bundle file; on Debian the CAs in /etc/ssl/certs stay trusted).", valueName: "file"))
     var caCertificate: String?
 
-    @Option(name: .customLong("netrc-file"),
+    @Option(name: .customLong("netrc-file"), parsing: .unconditional,
             help: ArgumentHelp("netrc file with per-host credentials for URLs that carry none (default: $NETRC, else ~/.netrc if it exists).", valueName: "file"))
     var netrcFile: String?
 
-    @Option(name: .customLong("user"),
+    @Option(name: .customLong("user"), parsing: .unconditional,
             help: ArgumentHelp("Basic-auth user for URLs that carry no credentials, sent to every origin like curl --user; the password comes from --password-file.", valueName: "name"))
     var user: String?
 
-    @Option(name: .customLong("password-file"),
+    @Option(name: .customLong("password-file"), parsing: .unconditional,
             help: ArgumentHelp("File whose first line is the password for --user (never give a password on the command line).", valueName: "file"))
     var passwordFile: String?
 
@@ -112,10 +112,10 @@ struct OriginOptions: ParsableArguments {
 }
 
 /// The flag's value, else the config file's under `key`, with how to name it in a message
-/// (`--key`, or `'key' in FILE`).
+/// (`--key`, or `'key' at FILE:LINE`).
 func setting(_ flag: String?, _ key: String, in file: ConfigFile?) -> (text: String, option: String)? {
     if let flag { return (flag, "--\(key)") }
-    if let file, let value = file[key] { return (value, "'\(key)' in \(file.path)") }
+    if let file, let value = file[key] { return (value, file.describe(key)) }
     return nil
 }
 

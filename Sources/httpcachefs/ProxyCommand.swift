@@ -5,17 +5,18 @@ import Foundation
 import Logging
 import MetricsExport
 import Proxy
+import Settings
 
 /// Proxy options shared by `httpcachefs proxy` and `httpcachefs mount` (which runs the proxy
 /// too unless `--no-proxy`). Include them with `@OptionGroup var proxy: ProxyOptions`.
 struct ProxyOptions: ParsableArguments {
-    @Option(name: [.customLong("proxy-port"), .customLong("port")],
-            help: ArgumentHelp("Port of the local proxy; 0 picks a free one.", valueName: "port"))
-    var port: Int = ProxyConfiguration.defaultPort
+    @Option(name: [.customLong("proxy-port"), .customLong("port")], parsing: .unconditional,
+            help: ArgumentHelp("Port of the local proxy; 0 picks a free one (default: \(ProxyConfiguration.defaultPort)).", valueName: "port"))
+    var port: String?
 
     @Option(name: .customLong("bind"),
-            help: ArgumentHelp("Address the proxy listens on. Anything but loopback requires a token: --token, else one is generated and printed.", valueName: "address"))
-    var bindAddress: String = "127.0.0.1"
+            help: ArgumentHelp("Address the proxy listens on (default: 127.0.0.1). Anything but loopback requires a token: --token, else one is generated and printed.", valueName: "address"))
+    var bindAddress: String?
 
     @Option(name: .customLong("token"),
             help: ArgumentHelp("Secret that proxy URLs must carry (/t/<token>/...); others get 403.", valueName: "token"))
@@ -27,26 +28,50 @@ struct ProxyOptions: ParsableArguments {
 
     init() {}
 
-    mutating func validate() throws {
-        guard (0...65535).contains(port) else { throw ValidationError("--proxy-port must be between 0 and 65535, not \(port)") }
-        if let token, token.isEmpty || token.contains(where: { !($0.isLetter || $0.isNumber || "-_.~".contains($0)) }) {
-            throw ValidationError("--token may only contain letters, digits and -_.~ (it goes into URL paths)")
+    /// The flags merged over the config file `file`, checked.
+    struct Resolved: Equatable {
+        var port = ProxyConfiguration.defaultPort
+        var bindAddress = "127.0.0.1"
+        var token: String?
+        var proxyNames: [String] = []
+    }
+
+    func resolve(file: ConfigFile?) throws -> Resolved {
+        var r = Resolved()
+        if let v = setting(port, "proxy-port", in: file) {
+            guard let n = Int(v.text.trimmingCharacters(in: .whitespaces)), (0...65535).contains(n) else {
+                throw UsageError("invalid port '\(v.text)' for \(v.option): expected a number from 0 to 65535 (0 picks a free one)")
+            }
+            r.port = n
         }
+        if let v = setting(bindAddress, "bind", in: file) {
+            guard !v.text.trimmingCharacters(in: .whitespaces).isEmpty else { throw UsageError("empty address for \(v.option)") }
+            r.bindAddress = v.text.trimmingCharacters(in: .whitespaces)
+        }
+        if let v = setting(token, "token", in: file) {
+            guard !v.text.isEmpty, !v.text.contains(where: { !($0.isLetter || $0.isNumber || "-_.~".contains($0)) }) else {
+                throw UsageError("invalid token for \(v.option): it may only contain letters, digits and -_.~ (it goes into URL paths)")
+            }
+            r.token = v.text
+        }
+        r.proxyNames = proxyNames.isEmpty ? (file?.list("proxy-name") ?? []) : proxyNames
+        return r
     }
 
     /// The server's configuration over the cache `cache` describes (its directory, and the
     /// `--allow-host` patterns, which are cache options because the fetcher uses them too);
     /// `generatedToken` is set when the bind address needed a token and none was given (print it:
     /// the user needs it to build URLs on other machines).
-    func configuration(cache: ResolvedCacheOptions) -> (configuration: ProxyConfiguration, generatedToken: String?) {
-        var token = self.token
+    func configuration(cache: ResolvedCacheOptions) throws -> (configuration: ProxyConfiguration, generatedToken: String?) {
+        let p = try resolve(file: cache.config)
+        var token = p.token
         var generated: String?
-        if token == nil, !ProxyConfiguration.isLoopback(bindAddress) {
+        if token == nil, !ProxyConfiguration.isLoopback(p.bindAddress) {
             generated = ProxyConfiguration.generateToken()
             token = generated
         }
-        var c = ProxyConfiguration(bindAddress: bindAddress, port: port, token: token, allowedHosts: cache.allowedHosts,
-                                   proxyNames: proxyNames, cacheDirectory: URL(fileURLWithPath: cache.directory).standardizedFileURL.path,  // absolute: 'url' compares it
+        var c = ProxyConfiguration(bindAddress: p.bindAddress, port: p.port, token: token, allowedHosts: cache.allowedHosts,
+                                   proxyNames: p.proxyNames, cacheDirectory: URL(fileURLWithPath: cache.directory).standardizedFileURL.path,  // absolute: 'url' compares it
                                    version: Version.string)
         c.loopMarker = LoopMarker.token
         return (c, generated)
@@ -80,12 +105,13 @@ struct ProxyCommand: AsyncParsableCommand {
             ArgumentMasking.maskOwnArguments()   // a long-lived process: no token or password in `ps`
             let options = cache
             let resolved = try options.resolve()
+            _ = try proxy.resolve(file: resolved.config)   // a bad port or token fails before the cache opens
             let logger = options.makeLogger(label: "httpcachefs.proxy", defaultLevel: .info)
             let metrics = PrometheusExport()   // the backend `/metrics` renders
             let engine = try await onBlockingPool {
                 try options.openEngine(defaultLogLevel: .info, metrics: metrics)
             }
-            let (configuration, generated) = proxy.configuration(cache: resolved)
+            let (configuration, generated) = try proxy.configuration(cache: resolved)
             let server = ProxyServer(engine: engine, configuration: configuration, logger: logger,
                                      metricsText: { metrics.text(for: engine) })
             let port: Int

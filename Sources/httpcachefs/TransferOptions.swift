@@ -7,11 +7,11 @@ import Settings
 /// `--bwlimit`. Part of `CacheOptions` (every subcommand), so `preload` and `cat` are held to the
 /// same limits as a mount; through a running daemon, the daemon's limits apply.
 struct TransferOptions: ParsableArguments {
-    @Option(name: .customLong("max-connections"),
+    @Option(name: .customLong("max-connections"), parsing: .unconditional,
             help: ArgumentHelp("Most connections to origins at once, across all hosts; parallel streams and preloads share them (default: 16).", valueName: "n"))
     var maxConnections: String?
 
-    @Option(name: .customLong("bwlimit"),
+    @Option(name: .customLong("bwlimit"), parsing: .unconditional,
             help: ArgumentHelp("Most bytes per second taken from origins, across all transfers, e.g. 10M or 500K (0: no limit, the default).", valueName: "rate"))
     var bandwidthLimit: String?
 

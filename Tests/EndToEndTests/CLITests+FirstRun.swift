@@ -243,3 +243,58 @@ extension CLITests {
         XCTAssertTrue(r.stderr.contains("more mount options go in HTTPCACHEFS_OPTS"), r.stderr)
     }
 }
+
+extension CLITests {
+    /// A `sample.mp4` left by an earlier run that is no valid MP4 (an interrupted ffmpeg, random
+    /// bytes) is made afresh, so the script's own ffprobe and the player find a film.
+    func testTryItMakesItsSampleAfreshWhenTheOneThereIsNoValidMP4() throws {
+        let binDir = try binary().deletingLastPathComponent().path
+        let fm = FileManager.default
+        guard fm.isExecutableFile(atPath: binDir + "/httpcachefs-bench"),
+              fm.isExecutableFile(atPath: "/usr/bin/ffmpeg"), fm.isExecutableFile(atPath: "/usr/bin/ffprobe") else {
+            print("⚠️  SKIPPING try-it.sh sample test: it needs ffmpeg, ffprobe and httpcachefs-bench next to \(binDir)")
+            throw XCTSkip("try-it.sh sample test needs ffmpeg, ffprobe and httpcachefs-bench")
+        }
+        let samples = temp.appending("samples")
+        try fm.createDirectory(atPath: samples, withIntermediateDirectories: true)
+        try "not a film".write(toFile: samples + "/sample.mp4", atomically: true, encoding: .utf8)
+        let mountpoint = temp.appending("try-mnt")
+        try fm.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+        let script = Self.repository.appendingPathComponent("mount-helpers/try-it.sh").path
+        // The mount is made to fail (a bad size): the sample and the origin are what this is about,
+        // and the script stops its origin when the mount fails.
+        let r = try run([script], environment: [
+            "MOUNTPOINT": mountpoint, "CACHE_DIR": temp.appending("try-cache"), "SAMPLES_DIR": samples, "ORIGIN_PORT": "0",
+            "XDG_STATE_HOME": temp.appending("state"), "HTTPCACHEFS_OPTS": "--cache-size lots", "HTTPCACHEFS_BIN_DIR": binDir,
+        ], raw: true)
+        XCTAssertEqual(r.status, 1, r.stderr)
+        XCTAssertTrue(r.stderr.contains("invalid size 'lots' for --cache-size"), r.stderr)
+        let probe = try ExternalTool.run("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "format=format_name", "-of", "csv=p=0",
+                                                               samples + "/sample.mp4"])
+        XCTAssertTrue(probe.stdout.contains("mp4"), "the sample is an MP4 again: \(probe.stdout)\(probe.stderr)")
+    }
+}
+
+extension CLITests {
+    /// The unit reads /etc/httpcachefs/NAME.conf (no URL list is required any more), keeps the
+    /// cache in /var/cache/httpcachefs/NAME and logs to its journal; systemd accepts it.
+    func testTheSystemdUnitTakesItsInstanceFromTheConfigFile() throws {
+        let unitPath = Self.repository.appendingPathComponent("mount-helpers/httpcachefs@.service").path
+        let unit = try String(contentsOfFile: unitPath, encoding: .utf8)
+        let exec = try XCTUnwrap(unit.split(separator: "\n").first { $0.hasPrefix("ExecStart=") })
+        XCTAssertTrue(exec.contains("mount --foreground /mnt/%i --config /etc/httpcachefs/%i.conf"), String(exec))
+        XCTAssertFalse(exec.contains("--url-list"), String(exec))
+        XCTAssertFalse(exec.contains("--cache-dir"), "a cache_dir in NAME.conf must be able to win: \(exec)")
+        XCTAssertTrue(unit.contains("Environment=HTTPCACHEFS_CACHE_DIR=/var/cache/httpcachefs/%i"))
+        XCTAssertTrue(unit.contains("ConditionPathExists=/etc/httpcachefs/%i.conf"))
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze") else {
+            print("⚠️  not verifying the unit: no systemd-analyze")
+            return
+        }
+        let instance = temp.appending("httpcachefs@media.service")
+        try unit.replacingOccurrences(of: "/usr/local/bin/httpcachefs", with: try binary().path)
+            .write(toFile: instance, atomically: true, encoding: .utf8)
+        let verify = try ExternalTool.run("/usr/bin/systemd-analyze", ["verify", "--man=no", instance])
+        XCTAssertEqual(verify.status, 0, verify.stdout + verify.stderr)
+    }
+}

@@ -392,7 +392,7 @@ final class CLITests: XCTestCase {
         try "cache-size = lots\n".write(toFile: config, atomically: true, encoding: .utf8)
         let bad = try run(["cache", "ls", "--config", config])
         XCTAssertEqual(bad.status, 64)
-        XCTAssertOneLineError(bad, contains: "invalid size 'lots' for 'cache-size' in \(config)")
+        XCTAssertOneLineError(bad, contains: "invalid size 'lots' for 'cache-size' at \(config):1")
     }
 
     func testDefaultConfigFileIsReadFromXDGConfigHome() throws {

@@ -95,8 +95,8 @@ extension CLITests {
             (["--cache-max-age", "soon"], "invalid duration 'soon' for --cache-max-age"),
             (["--cache-max-age", "0s"], "must be at least 1s"),
             (["--read-ahead-max", "lots"], "invalid size 'lots' for --read-ahead-max"),
-            (["--config", try write("ignore-etag = maybe\n", "config-etag")], "invalid value 'maybe' for 'ignore-etag' in"),
-            (["--config", config], "invalid duration 'forever' for 'cache-max-age' in \(config)"),
+            (["--config", try write("ignore-etag = maybe\n", "config-etag")], "invalid value 'maybe' for 'ignore-etag' at "),
+            (["--config", config], "invalid duration 'forever' for 'cache-max-age' at \(config)"),
         ]
         for (args, fragment) in cases {
             let r = try run(["cat", origin.url("/x.bin")] + args)

@@ -35,7 +35,7 @@ final class PackageTests: XCTestCase {
         var installed = false
         defer {
             if Self.isMounted(mountpoint) { _ = try? ExternalTool.run("/bin/umount", ["-l", mountpoint]) }
-            if installed { _ = try? ExternalTool.run("/usr/bin/dpkg", ["-r", "httpcachefs"], timeout: 300) }
+            if installed { _ = try? ExternalTool.run("/usr/bin/dpkg", ["--purge", "httpcachefs"], timeout: 300) }
         }
 
         var install = try ExternalTool.run("/usr/bin/dpkg", ["-i", deb], timeout: 300)
@@ -55,6 +55,12 @@ final class PackageTests: XCTestCase {
                      "/lib/systemd/system/httpcachefs@.service", "/usr/share/man/man1/httpcachefs.1.gz",
                      "/usr/share/doc/httpcachefs/copyright"] {
             XCTAssertTrue(files.contains(path), "the package has no \(path): \(files)")
+        }
+
+        // postinst made the directories root mounts and systemd instances use by default.
+        for directory in ["/var/cache/httpcachefs", "/var/log/httpcachefs", "/etc/httpcachefs"] {
+            var isDirectory: ObjCBool = false
+            XCTAssertTrue(fm.fileExists(atPath: directory, isDirectory: &isDirectory) && isDirectory.boolValue, "postinst made no \(directory)")
         }
 
         // The binary runs with no Swift anywhere it looks: no toolchain on PATH, no Swift library.
@@ -100,6 +106,13 @@ final class PackageTests: XCTestCase {
                            "\(path) is still there after dpkg -r")
         }
         XCTAssertNotEqual(try plain(["/bin/sh", "-c", "command -v httpcachefs"]).status, 0, "httpcachefs is still on PATH")
+
+        // The maintainer scripts keep the package's state until a purge, which takes the caches
+        // and logs of root mounts too.
+        let purge = try ExternalTool.run("/usr/bin/dpkg", ["--purge", "httpcachefs"], timeout: 300)
+        XCTAssertEqual(purge.status, 0, purge.stderr)
+        XCTAssertFalse(fm.fileExists(atPath: "/var/cache/httpcachefs"), "dpkg --purge left /var/cache/httpcachefs")
+        XCTAssertFalse(try ExternalTool.run("/usr/bin/dpkg-query", ["-W", "-f=${Status}", "httpcachefs"]).stdout.contains("config-files"))
     }
 
     // MARK: helpers

@@ -13,12 +13,12 @@ extension MountDaemonTests {
         let holder = try XCTUnwrap(h.daemonPID())
         let second = try secondMountpoint()
         defer { unmountQuietly(second) }
-        // No --log-file: the default log, under $XDG_STATE_HOME.
+        // No --log-file: the default log, under $XDG_STATE_HOME, named after the mountpoint.
         let state = h.directory.appending("state")
         let r = try h.run(h.binary, ["mount", second, h.origin.url("/c.txt"), "--cache-dir", h.cacheDirectory, "--no-proxy"],
                           environment: ["XDG_STATE_HOME": state])
         XCTAssertEqual(r.status, 1)
-        assertOneLine(r.stderr, contains: ["is in use by process \(holder)", "(daemon log: \(state)/httpcachefs/mount.log)"])
+        assertOneLine(r.stderr, contains: ["is in use by process \(holder)", "(daemon log: \(state)/httpcachefs/\(second.split(separator: "/").joined(separator: "-")).log)"])
         XCTAssertFalse(Mountpoint.isMounted(second))
     }
 

@@ -1,0 +1,87 @@
+import XCTest
+@testable import Settings
+
+/// The one table of settings: config keys and fstab words are made from it, with the few
+/// exceptions it names (the binary's own option list is checked against it in `CLITests`).
+final class SettingsTableTests: XCTestCase {
+    func testEverySettingIsAConfigKeyAndAnFstabWordUnlessItSaysWhyNot() {
+        for setting in SettingsTable.all {
+            XCTAssertEqual(ConfigFile.knownKeys.contains(setting.name), setting.inConfig, setting.name)
+            if !setting.inConfig || setting.fstab == .none {
+                XCTAssertNotNil(setting.why, "\(setting.name) is left out somewhere without a reason")
+            }
+        }
+        let exceptions = SettingsTable.all.filter { !$0.inConfig || $0.fstab == .none }.map(\.name).sorted()
+        XCTAssertEqual(exceptions, ["config", "foreground", "user"], "the listed few")
+        XCTAssertEqual(Set(SettingsTable.all.map(\.name)).count, SettingsTable.all.count, "no setting twice")
+    }
+
+    func testTheSettingsThatWereUnknownAreConfigKeysNow() throws {
+        let file = try ConfigFile.parse("""
+        proxy_port = 0
+        allow-host = *.example.com
+        index = films=http://h/films/
+        index = http://h/shows/
+        index_ttl = 5m
+        url-list = /etc/httpcachefs/media.list
+        by-url = yes
+        bind = 0.0.0.0
+        token = abc
+        no_proxy = no
+        no-passthrough = true
+        stop-timeout = 30s
+        """, path: "cfg")
+        XCTAssertEqual(file.list("index"), ["films=http://h/films/", "http://h/shows/"])
+        XCTAssertEqual(file["proxy-port"], "0")
+        XCTAssertEqual(file.list("allow-host"), ["*.example.com"])
+        XCTAssertEqual(file["no-passthrough"], "true")
+        XCTAssertEqual(try ConfigFile.parse("port = 8000\n", path: "cfg")["proxy-port"], "8000", "an alias is its setting")
+    }
+
+    func testATypoInTheConfigFileNamesFileLineAndTheSettingMeant() {
+        XCTAssertThrowsError(try ConfigFile.parse("# media\ncache_size = 1G\ncache_sise = 1G\n", path: "/etc/httpcachefs/media.conf")) { error in
+            XCTAssertEqual("\(error)", "unknown setting 'cache_sise' at /etc/httpcachefs/media.conf:3; did you mean 'cache_size'?")
+        }
+        XCTAssertThrowsError(try ConfigFile.parse("frobnicate = 1\n", path: "cfg")) { error in
+            XCTAssertTrue("\(error)".hasPrefix("unknown setting 'frobnicate' at cfg:1 (known: allow-host, "), "\(error)")
+        }
+        XCTAssertThrowsError(try ConfigFile.parse("foreground = yes\n", path: "cfg"), "not a config key")
+    }
+
+    func testFstabWordsBecomeOptionsAndTheRestStaysForLibfuse() throws {
+        let (arguments, fuse) = try FstabWords.split([
+            "rw", "noauto", "_netdev", "nofail", "x-systemd.automount", "comment=x", "user", "defaults",
+            "cache_size=20G", "index=http://h/films/", "by_url", "no-proxy=yes", "insecure=no", "allow_other", "uid=1000", "umask=027",
+        ])
+        XCTAssertEqual(arguments, ["--cache-size", "20G", "--index", "http://h/films/", "--by-url", "--no-proxy"])
+        XCTAssertEqual(fuse, ["allow_other", "uid=1000", "umask=027"], "ownership words are read from -o by the mount itself")
+    }
+
+    func testAnFstabTypoGetsTheWordMeantAndAMissingValueIsNamed() {
+        XCTAssertThrowsError(try FstabWords.split(["allow_other", "cache_sise=1G"])) { error in
+            XCTAssertEqual("\(error)", "unknown mount option 'cache_sise'; did you mean 'cache_size'?")
+        }
+        XCTAssertThrowsError(try FstabWords.split(["revalidate-afte=1h"])) { error in
+            XCTAssertEqual("\(error)", "unknown mount option 'revalidate-afte'; did you mean 'revalidate-after'?", "spelled as written")
+        }
+        XCTAssertThrowsError(try FstabWords.split(["cache_size"])) { error in
+            XCTAssertEqual("\(error)", "mount option 'cache_size' needs a value: cache_size=...")
+        }
+        XCTAssertEqual(try FstabWords.split(["bogus_opt", "default_permissions"]).fuseOptions, ["bogus_opt", "default_permissions"],
+                       "a word close to no setting is libfuse's to judge")
+    }
+
+    func testMountArgumentsHaveTheirSettingWordsExpandedInPlace() throws {
+        XCTAssertEqual(try FstabWords.expandingMountArguments(["mount", "/mnt/m", "-o", "cache_size=1G,allow_other", "-oby_url", "http://h/a"]),
+                       ["mount", "/mnt/m", "--cache-size", "1G", "--by-url", "http://h/a", "-o", "allow_other"])
+        XCTAssertEqual(try FstabWords.expandingMountArguments(["cat", "-o", "x"]), ["cat", "-o", "x"], "other commands are left alone")
+    }
+
+    func testSuggestionsAreForNearMissesOnly() {
+        let keys = SettingsTable.all.map(\.name)
+        XCTAssertEqual(SettingsTable.suggestion(for: "cache-szie", among: keys), "cache-size")
+        XCTAssertEqual(SettingsTable.suggestion(for: "readtimeout", among: keys), "read-timeout")
+        XCTAssertNil(SettingsTable.suggestion(for: "xyz", among: keys))
+        XCTAssertNil(SettingsTable.suggestion(for: "allow_other", among: keys))
+    }
+}
