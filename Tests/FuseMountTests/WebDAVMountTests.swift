@@ -1,0 +1,75 @@
+import CacheCore
+import Foundation
+import Glibc
+import TestSupport
+import XCTest
+@testable import FuseMount
+
+/// `--index` on a real WebDAV server that lists folders by PROPFIND alone (Debian's nginx with the
+/// dav_ext module, autoindex off): the mount shows the tree and reads the files byte-exact.
+final class WebDAVMountTests: XCTestCase {
+    var h: DaemonHarness!
+    var dav: NginxWebDAV!
+    var files: [String: [UInt8]] = [:]
+
+    override func setUpWithError() throws {
+        h = try DaemonHarness()
+        let root = h.directory.appending("dav")
+        files = [
+            "media/Film One.mkv": testBytes(count: 700_000, seed: 1),
+            "media/café.txt": Array("crème\n".utf8),
+            "media/Shows/e02.mp4": testBytes(count: 50_000, seed: 2),
+            "media/Shows/Season 1/e01.mp4": testBytes(count: 123_457, seed: 3),
+        ]
+        for (path, bytes) in files {
+            let full = root + "/" + path
+            try FileManager.default.createDirectory(atPath: (full as NSString).deletingLastPathComponent,
+                                                    withIntermediateDirectories: true)
+            FileManager.default.createFile(atPath: full, contents: Data(bytes))
+        }
+        try FileManager.default.createDirectory(atPath: root + "/media/Empty", withIntermediateDirectories: true)
+        do { dav = try NginxWebDAV(root: root) } catch let error as NginxWebDAV.Unavailable {
+            print("⚠️  SKIPPING WebDAV test: \(error)")
+            throw XCTSkip("\(error)")
+        }
+    }
+
+    override func tearDown() {
+        dav?.stop()
+        h?.cleanup()
+    }
+
+    /// Every path under `dir`, relative, folders with a trailing slash (what `ls -R` walks).
+    func tree(_ dir: String, prefix: String = "") throws -> [String] {
+        var out: [String] = []
+        for name in try POSIX.list(dir) {
+            let st = try POSIX.stat(dir + "/" + name)
+            if st.st_mode & S_IFMT == S_IFDIR {
+                out.append(prefix + name + "/")
+                out += try tree(dir + "/" + name, prefix: prefix + name + "/")
+            } else {
+                out.append(prefix + name)
+            }
+        }
+        return out
+    }
+
+    func testTheMountShowsTheTreeAndReadsTheFilesByteExact() throws {
+        // The server lists on no GET: this is what the mount has to go on.
+        XCTAssertEqual(try ExternalTool.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", dav.url("/media/")]).stdout, "403")
+        let r = try h.mount(["--index", dav.url("/media/")])
+        XCTAssertEqual(r.status, 0, r.stderr + h.log)
+        XCTAssertEqual(try tree(h.mountpoint), ["Empty/", "Film One.mkv", "Shows/", "Shows/Season 1/", "Shows/Season 1/e01.mp4",
+                                                "Shows/e02.mp4", "café.txt"], h.log)
+        for (path, bytes) in files {
+            let rel = String(path.dropFirst("media/".count))
+            let size = try POSIX.stat(h.path(rel)).st_size
+            XCTAssertEqual(Int(size), bytes.count, rel)
+            XCTAssertEqual(try POSIX.readAll(h.path(rel)), bytes, rel)
+        }
+        // Sizes came from the listing: a stat asked nothing of the file itself before its read.
+        let propfinds = dav.requests.filter { $0.method == "PROPFIND" }
+        XCTAssertEqual(Set(propfinds.map(\.uri)), ["/media/", "/media/Shows/", "/media/Shows/Season%201/", "/media/Empty/"])
+        XCTAssertTrue(propfinds.allSatisfy { $0.status == 207 }, "\(propfinds)")
+    }
+}
