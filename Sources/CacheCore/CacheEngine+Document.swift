@@ -14,7 +14,7 @@ extension CacheEngine {
 }
 
 /// Collects one answer in memory, up to a limit.
-final class DocumentSink: FetchSink, @unchecked Sendable {
+public final class DocumentSink: FetchSink, @unchecked Sendable {
     private let url: String
     private let limit: Int
     private let completion: @Sendable (Result<[UInt8], CacheError>) -> Void
@@ -23,13 +23,13 @@ final class DocumentSink: FetchSink, @unchecked Sendable {
     private var bytes: [UInt8] = []
     private var tooLarge = false
 
-    init(url: String, limit: Int, completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
+    public init(url: String, limit: Int, completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
         self.url = url
         self.limit = limit
         self.completion = completion
     }
 
-    func fetchDidReceiveHead(_ head: ResponseHead) -> Bool {
+    public func fetchDidReceiveHead(_ head: ResponseHead) -> Bool {
         if let total = head.totalLength, total > Int64(limit) {
             lock.withLock { tooLarge = true }
             return false
@@ -37,7 +37,7 @@ final class DocumentSink: FetchSink, @unchecked Sendable {
         return true
     }
 
-    func fetchDidReceive(_ chunk: UnsafeRawBufferPointer) -> Bool {
+    public func fetchDidReceive(_ chunk: UnsafeRawBufferPointer) -> Bool {
         lock.withLock {
             guard bytes.count + chunk.count <= limit else { tooLarge = true; return false }
             bytes.append(contentsOf: chunk)
@@ -45,7 +45,7 @@ final class DocumentSink: FetchSink, @unchecked Sendable {
         }
     }
 
-    func fetchDidFinish(_ error: FetchError?) {
+    public func fetchDidFinish(_ error: FetchError?) {
         let (bytes, tooLarge) = lock.withLock { (self.bytes, self.tooLarge) }
         if tooLarge {
             completion(.failure(.badResponse(url: url, message: "an answer larger than \(limit) bytes")))

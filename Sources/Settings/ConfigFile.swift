@@ -20,6 +20,7 @@ public struct ConfigFile: Equatable, Sendable {
         "user-agent", "ca-certificate", "netrc-file", "user", "password-file", "cache-max-age", "read-ahead-max",
         "uid", "gid", "umask",
         "max-connections", "bwlimit",
+        "pin-max",
     ]
     /// Keys that accumulate instead of replacing.
     static let repeatableKeys: Set<String> = ["header", "ignore-query"]

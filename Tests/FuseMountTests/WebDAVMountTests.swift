@@ -72,4 +72,26 @@ final class WebDAVMountTests: XCTestCase {
         XCTAssertEqual(Set(propfinds.map(\.uri)), ["/media/", "/media/Shows/", "/media/Shows/Season%201/", "/media/Empty/"])
         XCTAssertTrue(propfinds.allSatisfy { $0.status == 207 }, "\(propfinds)")
     }
+
+    func testRecursivePreloadFollowsWebDAVFoldersAndFetchesHeadsAndTails() throws {
+        let r = try h.run(h.binary, ["preload", "--recursive", dav.url("/media/"), "--head", "64K", "--tail", "64K",
+                                     "--cache-dir", h.cacheDirectory])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(r.stdout.contains("4 of 4 files in 4 folders"), r.stdout)
+        let gets = dav.requests.filter { $0.method == "GET" && !$0.uri.hasSuffix("/") }
+        // Each file: a one-byte probe, then the rest of its head, then its tail (files of at most
+        // 128 KiB are one range).
+        for (path, bytes) in files {
+            let uri = "/" + path.split(separator: "/").map { $0.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed)! }.joined(separator: "/")
+            let ranges = gets.filter { $0.uri == uri }.map { $0.range ?? "none" }
+            let n = bytes.count
+            let expected = n <= 128 << 10 ? ["bytes=0-0", "bytes=1-\(n - 1)"]
+                : ["bytes=0-0", "bytes=1-65535", "bytes=\(n - 65536)-\(n - 1)"]
+            XCTAssertEqual(ranges, expected, uri)
+        }
+        // Head and tail are in the cache.
+        let n = try XCTUnwrap(files["media/Film One.mkv"]).count
+        let info = try h.run(h.binary, ["cache", "info", dav.url("/media/Film%20One.mkv"), "--cache-dir", h.cacheDirectory])
+        XCTAssertTrue(info.stdout.contains("0-65535, \(n - 65536)-\(n - 1)"), info.stdout)
+    }
 }
