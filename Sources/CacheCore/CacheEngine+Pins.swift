@@ -23,6 +23,8 @@ extension CacheEngine {
         let key = try key(for: url)
         let limit = min(limit, pinLimit)
         let pins = core.userPins
+        pins.updates.lock()
+        defer { pins.updates.unlock() }
         var set = pins.ranges(key)
         let before = set.count
         for r in ranges where r.lowerBound < r.upperBound { set.insert(r) }
@@ -43,6 +45,8 @@ extension CacheEngine {
     @discardableResult
     public func unpin(url: String) throws -> Int64 {
         let key = try key(for: url)
+        core.userPins.updates.lock()
+        defer { core.userPins.updates.unlock() }
         let pinned = core.userPins.ranges(key).count
         guard pinned > 0 else { return 0 }
         do { try core.index.setPins(key: key.string, []) } catch {

@@ -9,6 +9,9 @@ import Foundation
 /// Thread-safe; its lock is a leaf (taken under shard locks, never around other locks).
 final class PinTable: @unchecked Sendable {
     private let lock = NSLock()
+    /// Held by `CacheEngine.pin`/`unpin` from the limit check to the index commit, so two pins
+    /// at once cannot both pass the limit. Never taken by eviction.
+    let updates = NSLock()
     private var pins: [CacheKey: RangeSet] = [:]   // guarded by lock
     private var total: Int64 = 0                     // guarded by lock
 
