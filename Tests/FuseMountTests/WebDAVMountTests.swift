@@ -71,6 +71,13 @@ final class WebDAVMountTests: XCTestCase {
         let propfinds = dav.requests.filter { $0.method == "PROPFIND" }
         XCTAssertEqual(Set(propfinds.map(\.uri)), ["/media/", "/media/Shows/", "/media/Shows/Season%201/", "/media/Empty/"])
         XCTAssertTrue(propfinds.allSatisfy { $0.status == 207 }, "\(propfinds)")
+
+        // A file added at the origin shows after a refresh (SIGHUP), by PROPFIND again.
+        FileManager.default.createFile(atPath: dav.root + "/media/Shows/new.mp4", contents: Data([1, 2, 3]))
+        let pid = try XCTUnwrap(h.daemonPID())
+        kill(pid, SIGHUP)
+        h.waitUntil("new.mp4 shows after SIGHUP") { (try? POSIX.list(h.path("Shows")))?.contains("new.mp4") == true }
+        XCTAssertEqual(try POSIX.readAll(h.path("Shows/new.mp4")), [1, 2, 3])
     }
 
     func testRecursivePreloadFollowsWebDAVFoldersAndFetchesHeadsAndTails() throws {
