@@ -39,6 +39,7 @@ public enum WebDAVListing {
                              logger: Logger = Logger(label: "httpcachefs.listing")) throws -> [ListingEntry] {
         guard let base = URL(string: url) else { throw ListingError.badBaseURL(url) }
         if containsDTD(bytes) { throw ListingError.notMultistatus(url: url, reason: "a document type declaration (refused: no entities)") }
+        if let why = unsafeForParser(bytes) { throw ListingError.notMultistatus(url: url, reason: why) }
         let delegate = MultistatusReader()
         let parser = XMLParser(data: Data(bytes))
         parser.shouldProcessNamespaces = true
@@ -52,17 +53,45 @@ public enum WebDAVListing {
         }
         var result: [ListingEntry] = []
         var seen = Set<String>()
+        // Children's URLs are made from the folder's own (not the href's spelling of its host or
+        // its encoding), so one file has one URL, and cache key, however the server writes it.
+        let prefix = url.hasSuffix("/") ? url : url + "/"
         for response in delegate.responses {
             guard let href = response.href,
-                  let (name, slashed, childURL) = DirectoryListing.child(href: encodedHref(href), base: base) else { continue }
+                  let (name, slashed, _) = DirectoryListing.child(href: encodedHref(href), base: base) else { continue }
             guard !seen.contains(name), DirectoryListing.isUsable(name, in: base, logger: logger) else { continue }
             seen.insert(name)
             let isDir = response.isCollection || slashed
-            result.append(ListingEntry(name: name, isDirectory: isDir,
-                                       url: isDir && !childURL.hasSuffix("/") ? childURL + "/" : childURL,
+            let encoded = name.addingPercentEncoding(withAllowedCharacters: DirectoryListing.pathSegmentAllowed) ?? name
+            result.append(ListingEntry(name: name, isDirectory: isDir, url: prefix + encoded + (isDir ? "/" : ""),
                                        size: isDir ? nil : response.length, modified: response.modified))
         }
         return result
+    }
+
+    /// Why `bytes` must not reach `XMLParser`, or nil. FoundationXML ends the process on some
+    /// input libxml2 hands it (found by fuzzing: bytes that are no UTF-8 in an element name, a
+    /// processing instruction without data), so only what a multistatus is made of gets through:
+    /// valid UTF-8, no declared encoding but UTF-8, no control characters but tab, CR and LF, and
+    /// no `<?` or `<!` construct but the leading XML declaration.
+    static func unsafeForParser(_ bytes: [UInt8]) -> String? {
+        guard String(validating: bytes, as: UTF8.self) != nil else { return "not UTF-8" }
+        if bytes.contains(where: { $0 < 0x20 && $0 != 9 && $0 != 10 && $0 != 13 }) { return "a control character" }
+        // Processing instructions (FoundationXML reads one without data through a null pointer),
+        // comments, CDATA and declarations: a multistatus needs none, only its XML declaration.
+        let start = bytes.firstIndex(where: { $0 != 32 && $0 != 9 && $0 != 10 && $0 != 13 }) ?? 0
+        let declaration = Array("<?xml ".utf8)
+        for i in bytes.indices.dropLast() where bytes[i] == 60 && (bytes[i + 1] == 63 || bytes[i + 1] == 33) {
+            if i == start, bytes[i...].starts(with: declaration) { continue }
+            return bytes[i + 1] == 63 ? "a processing instruction" : "a comment, CDATA or declaration"
+        }
+        // `<?xml ... encoding="X"?>`: only UTF-8 (what the bytes were checked as).
+        let head = String(decoding: bytes.prefix(256), as: UTF8.self).lowercased()
+        if let decl = head.range(of: "encoding="), head.hasPrefix("<?xml") || head.drop(while: { $0.isWhitespace }).hasPrefix("<?xml") {
+            let value = head[decl.upperBound...].dropFirst().prefix(while: { $0 != "\"" && $0 != "'" })
+            if value != "utf-8" && value != "utf8" { return "an encoding other than UTF-8 (\(value))" }
+        }
+        return nil
     }
 
     /// True when the document declares a DTD (before its first element is all that matters, but

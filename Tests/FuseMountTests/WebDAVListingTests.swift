@@ -107,6 +107,27 @@ final class WebDAVListingTests: XCTestCase {
                                  ListingEntry(name: "dup.mkv", isDirectory: false, url: base + "dup.mkv", size: 1)])
     }
 
+    /// Inputs on which FoundationXML itself ended the process (found by the fuzzer) are refused
+    /// before they reach it, as are the other constructs a multistatus never needs.
+    func testInputsThatCrashTheXMLParserAreRefusedBeforeIt() throws {
+        let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("FuzzCorpus/FuzzWebDAVListing")
+        for name in ["crash-invalid-utf8-name", "crash-empty-processing-instruction"] {
+            let bytes = Array(try Data(contentsOf: corpus.appendingPathComponent(name)).dropFirst())
+            XCTAssertThrowsError(try WebDAVListing.parse(bytes, url: base), name)
+        }
+        for (xml, why) in [("<?xml version=\"1.0\"?><?x?><D:multistatus xmlns:D=\"DAV:\"/>", "a processing instruction"),
+                           ("<D:multistatus xmlns:D=\"DAV:\"><!-- hi --></D:multistatus>", "a comment"),
+                           ("<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><D:multistatus xmlns:D=\"DAV:\"/>", "an encoding other than UTF-8"),
+                           ("<D:multistatus xmlns:D=\"DAV:\">\u{1}</D:multistatus>", "a control character")] {
+            XCTAssertThrowsError(try parse(xml)) { XCTAssertTrue("\($0)".contains(why), "\($0)") }
+        }
+        XCTAssertEqual(try parse("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<D:multistatus xmlns:D=\"DAV:\"></D:multistatus>"), [])
+        // However the server spells the host, a child's URL is the folder's own.
+        XCTAssertEqual(try parse(Self.multistatus([Self.response("http://DAV.example/media/a.mp4", length: 1)])).map(\.url),
+                       [base + "a.mp4"])
+    }
+
     func testASeedOfTheFuzzCorpusParses() throws {
         let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("FuzzCorpus/FuzzWebDAVListing/nginx-dav-ext")
