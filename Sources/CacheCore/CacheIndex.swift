@@ -119,6 +119,18 @@ final class CacheIndex: @unchecked Sendable {
         migrator.registerMigration("v2-meta") { db in
             try db.execute(sql: "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
         }
+        // Pinned ranges (`preload --pin`), by cache key rather than entry id: a pin outlives the
+        // versions of its file, and may be set before the file is first cached.
+        migrator.registerMigration("v3-pin") { db in
+            try db.execute(sql: """
+                CREATE TABLE pin (
+                    key TEXT NOT NULL,
+                    start INTEGER NOT NULL,
+                    "end" INTEGER NOT NULL,
+                    PRIMARY KEY (key, start)
+                ) WITHOUT ROWID
+                """)
+        }
         try migrator.migrate(pool)
         // Ids are never reused (AUTOINCREMENT's sequence remembers deleted ones), so data files
         // of a removed entry can never be taken for a new one's.
@@ -180,6 +192,31 @@ final class CacheIndex: @unchecked Sendable {
             try pool.write { db in
                 try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES ('capacity', ?)",
                                arguments: ["\(capacity)"])
+            }
+        }
+    }
+
+    /// Every pinned range, by cache key.
+    func loadPins() throws -> [String: [Range<Int64>]] {
+        try pool.read { db in
+            var pins: [String: [Range<Int64>]] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT key, start, \"end\" FROM pin") {
+                let key: String = row[0], start: Int64 = row[1], end: Int64 = row[2]
+                if start < end { pins[key, default: []].append(start..<end) }
+            }
+            return pins
+        }
+    }
+
+    /// Replaces the pinned ranges of `key` (none: unpinned), committed before it returns.
+    func setPins(key: String, _ ranges: [Range<Int64>]) throws {
+        try queue.sync {
+            try write { db in
+                try db.execute(sql: "DELETE FROM pin WHERE key = ?", arguments: [key])
+                for r in ranges {
+                    try db.execute(sql: "INSERT INTO pin (key, start, \"end\") VALUES (?, ?, ?)",
+                                   arguments: [key, r.lowerBound, r.upperBound])
+                }
             }
         }
     }

@@ -6,6 +6,7 @@ import Foundation
 public struct CacheSnapshot: Sendable {
     public let configuration: CacheConfiguration
     private let entries: [CacheKey: EntryStatus]
+    private let pins: PinTable
 
     /// - Parameter configuration: where the cache is; its capacity is replaced by the one the
     ///   process using the cache recorded.
@@ -15,6 +16,7 @@ public struct CacheSnapshot: Sendable {
         do {
             let index = try CacheIndex(path: configuration.directory + "/index.sqlite")
             loaded = try index.loadAll()
+            pins = PinTable(try index.loadPins())
             if let capacity = index.recordedCapacity() { configuration.capacity = capacity }
         } catch {
             throw CacheError.storage(path: configuration.directory + "/index.sqlite", message: "\(error)")
@@ -45,6 +47,13 @@ public struct CacheSnapshot: Sendable {
     public func status(url: String) -> EntryStatus? {
         (try? configuration.keyRules.key(for: url)).flatMap { entries[$0] }
     }
+
+    /// The pinned ranges of `url`'s file (`preload --pin`).
+    public func pinnedRanges(url: String) -> [Range<Int64>] {
+        (try? configuration.keyRules.key(for: url)).map { pins.ranges($0).ranges } ?? []
+    }
+
+    public var pinnedBytes: Int64 { pins.totalBytes }
 
     public var usage: CacheUsage {
         CacheUsage(bytes: entries.values.reduce(0) { $0 + $1.cachedBytes }, capacity: configuration.capacity,

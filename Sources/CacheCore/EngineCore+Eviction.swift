@@ -12,7 +12,8 @@ import Glibc
 /// readers waiting for them: a full disk slows caching down, never reads.
 ///
 /// LRU by last access at slice granularity. Pinned slices (being read or written) are skipped,
-/// so the cap can be exceeded by at most the slices in flight. An evicted slice leaves memory
+/// so the cap can be exceeded by at most the slices in flight; so are slices holding bytes the
+/// user pinned (`PinTable`, at most half the cap). An evicted slice leaves memory
 /// first (readers stop seeing it, and writers stay out of it until its rows are gone), then its
 /// range is punched out of the data file, and only then are its rows deleted: a crash in between
 /// leaves rows over a hole, which the next start finds (`SEEK_HOLE`) and drops.
@@ -97,7 +98,7 @@ extension EngineCore {
     /// Call under the entry's shard lock.
     func evictable(_ e: EntryState, key: CacheKey, shard: Int) -> [Candidate] {
         e.sliceBytes.compactMap { s, n in
-            guard n > 0, !e.isPinned(s), !e.evicting.contains(s) else { return nil }
+            guard n > 0, !e.isPinned(s), !e.evicting.contains(s), !userPins.overlaps(key, store.sliceRange(s)) else { return nil }
             return Candidate(shard: shard, key: key, slice: s, access: e.sliceAccess[s] ?? e.lastAccess, bytes: n)
         }
     }

@@ -25,6 +25,8 @@ final class EngineCore: @unchecked Sendable {
     let metrics: CacheMetrics
     let store: DataFiles
     let index: CacheIndex
+    /// Ranges the user pinned (`preload --pin`), which eviction leaves alone.
+    let userPins: PinTable
     let directoryLock: DirectoryLock
     let shards: [Shard]
     let completionQueue = DispatchQueue(label: "httpcachefs.cache.completion", attributes: .concurrent)
@@ -114,6 +116,12 @@ final class EngineCore: @unchecked Sendable {
         } catch {
             directoryLock.release()
             throw CacheError.storage(path: dir + "/index.sqlite", message: "\(error)")
+        }
+        do {
+            userPins = PinTable(try index.loadPins())
+        } catch {
+            directoryLock.release()
+            throw CacheError.storage(path: dir + "/index.sqlite", message: "cannot read the pinned ranges: \(error)")
         }
         try? index.recordCapacity(configuration.capacity)
         previousStop = (try? index.beginUse()) ?? .unknown

@@ -55,6 +55,12 @@ public struct FetchRequest: Sendable, Equatable {
     /// The `ifRange` version's Last-Modified: an answer with another ETag but this date and
     /// `expectedLength` gets a second look (see `TransferState`).
     public var expectedLastModified: String?
+    /// The method when it is not GET (a WebDAV `PROPFIND`), with this request's own headers
+    /// (`Depth: 1`) and body. Such an answer is a document read whole (`CacheEngine.fetchDocument`),
+    /// never cached bytes of the resource.
+    public var method: String?
+    public var headers: [String] = []
+    public var body: [UInt8]?
 
     public init(url: String, start: Int64 = 0, end: Int64? = nil, ifRange: String? = nil, requireRange: Bool = false,
                 priority: FetchPriority = .waiting, owner: Int? = nil) {

@@ -76,6 +76,7 @@ final class CurlTransfer {
         if !askedEncoding { list = curl_slist_append(list, "Accept-Encoding: identity") }
         for header in configuration.extraHeaders { list = curl_slist_append(list, header) }
         if let via = configuration.via { list = curl_slist_append(list, "Via: \(via)") }
+        for header in state.request.headers { list = curl_slist_append(list, header) }
         if let range { list = curl_slist_append(list, "Range: \(range)") }
         if let range, let ifRange, range.hasPrefix("bytes=") { list = curl_slist_append(list, "If-Range: \(ifRange)") }
         headerList = list
@@ -83,6 +84,12 @@ final class CurlTransfer {
         held = false
         CurlEasy.configure(easy, url: state.request.url, headers: list, pinned: pinned, configuration: configuration,
                            transfer: Unmanaged.passUnretained(self).toOpaque(), errorBuffer: errorBuffer)
+        // A WebDAV PROPFIND: curl sends the body with the method named (the pool resets handles).
+        if let method = state.request.method { _ = ccurl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method) }
+        if let body = state.request.body {
+            _ = ccurl_easy_setopt_long(easy, CURLOPT_POSTFIELDSIZE, body.count)
+            _ = ccurl_easy_setopt_string(easy, CURLOPT_COPYPOSTFIELDS, String(decoding: body, as: UTF8.self))
+        }
     }
 
     /// The attempt's easy handle is out of the multi handle: release what it used.

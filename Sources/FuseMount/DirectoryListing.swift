@@ -367,11 +367,14 @@ enum ColumnScanner {
 public enum ListingError: Error, Equatable, CustomStringConvertible {
     case badBaseURL(String)
     case notAListing(url: String)
+    /// A PROPFIND answer that is no WebDAV multistatus (see `WebDAVListing`).
+    case notMultistatus(url: String, reason: String)
 
     public var description: String {
         switch self {
         case let .badBaseURL(url): return "not a listing URL: \(url)"
         case let .notAListing(url): return "not a directory listing (neither HTML nor nginx JSON): \(url)"
+        case let .notMultistatus(url, reason): return "not a WebDAV listing (\(reason)): \(url)"
         }
     }
 }

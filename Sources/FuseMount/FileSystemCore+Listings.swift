@@ -107,26 +107,19 @@ extension FileSystemCore {
         // second still counts as progress to libcurl) must not keep `ls` waiting. The fetch may
         // go on and land in the cache; this answer no longer waits for it.
         let timeout = backend.readTimeout ?? options.readDeadline
-        let finish = ReplyOnce<Result<[UInt8], CacheError>> { [self] result in
+        let finish = ReplyOnce<Result<[ListingEntry], CacheError>> { [self] result in
             listingFetched(result, node: node, idx: idx, url: url, timeout: timeout)
         }
-        backend.fetchWhole(url: url, limit: Self.listingLimit, maxAge: options.listingTTL) { finish.fire($0) }
+        fetchListing(url: url, maxAge: options.listingTTL) { finish.fire($0) }
         if let timeout {
             deadlineQueue.asyncAfter(deadline: .now() + timeout) { finish.fire(.failure(.timeout(url: url))) }
         }
     }
 
     /// Applies a fetched listing (or its failure) and answers everyone waiting for it.
-    func listingFetched(_ result: Result<[UInt8], CacheError>, node: Node, idx: IndexState, url: String,
+    func listingFetched(_ result: Result<[ListingEntry], CacheError>, node: Node, idx: IndexState, url: String,
                                 timeout: TimeInterval?) {
-        var parsed: Result<[ListingEntry], CacheError>
-        switch result {
-        case let .success(bytes):
-            do { parsed = .success(try DirectoryListing.parse(bytes, url: url, logger: logger)) } catch {
-                parsed = .failure(.badResponse(url: url, message: "\(error)"))
-            }
-        case let .failure(error): parsed = .failure(error)
-        }
+        var parsed = result
         let cost: Int64 = (try? parsed.get()).map(Self.listingCost) ?? 0
         let (waiters, invalidations, failure, n): ([(CacheError?) -> Void], Invalidations, CacheError?, KernelNotifier?) = lock.withLock {
             idx.fetching = false

@@ -37,27 +37,20 @@ extension FileSystemCore {
         for (ino, url) in found {
             group.enter()
             // maxAge 0: the cache asks the origin now; the listing below then finds that copy fresh.
-            backend.fetchWhole(url: url, limit: Self.listingLimit, maxAge: 0) { [self] fetched in
+            fetchListing(url: url, maxAge: 0) { [self] fetched in
                 switch fetched {
                 case let .failure(error):
                     result.fail("\(DisplayURL.redacted(url)): \(error)")
                     group.leave()
-                case let .success(bytes):
+                case let .success(entries):
                     // Applied as the mount applies a listing it fetched itself (waiters answered).
-                    do {
-                        _ = try DirectoryListing.parse(bytes, url: url, logger: logger)
-                    } catch {
-                        result.fail("\(DisplayURL.redacted(url)): \(error)")
-                        group.leave()
-                        return
-                    }
                     let target: (Node, IndexState)? = lock.withLock {
                         guard let node = table.node(ino), let idx = node.directory?.index, idx.url == url else { return nil }
                         idx.fetching = true
                         return (node, idx)
                     }
                     if let (node, idx) = target {
-                        listingFetched(.success(bytes), node: node, idx: idx, url: url, timeout: nil)
+                        listingFetched(.success(entries), node: node, idx: idx, url: url, timeout: nil)
                     }
                     result.count()
                     group.leave()

@@ -95,6 +95,8 @@ final class FileSystemCore: @unchecked Sendable {
     var passthroughInodes: [UInt64: PassthroughInode] = [:] // guarded by lock
     var closed = false                      // guarded by lock
     let deadlineQueue = DispatchQueue(label: "httpcachefs.fuse.read-deadline")
+    /// Folders that list by WebDAV PROPFIND (`ListingFetch`).
+    let listingKinds = ListingKinds()
 
     struct OpenFile {
         var ino: UInt64

@@ -6,7 +6,7 @@ import Foundation
 ///
 /// Completions may run on any thread (even inline, before the call returns), never while the
 /// caller holds a lock of its own.
-public protocol MountBackend: AnyObject, Sendable {
+public protocol MountBackend: AnyObject, ListingTransport {
     /// Metadata, revalidated with the origin when stale. A changed remote file gets a new generation.
     func open(url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void)
     func makeReader(for entry: EntryInfo) -> MountReader
@@ -65,6 +65,18 @@ extension MountBackend {
 
     public var readTimeout: TimeInterval? { nil }
 
+    /// A listing's GET: `fetchWhole`.
+    public func fetchPage(url: String, limit: Int, maxAge: TimeInterval,
+                          completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
+        fetchWhole(url: url, limit: limit, maxAge: maxAge, completion: completion)
+    }
+
+    /// Default: backends without a network of their own (test fakes) know no WebDAV.
+    public func fetchDocument(_ request: FetchRequest, limit: Int,
+                              completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
+        completion(.failure(.httpStatus(url: request.url, status: 405)))
+    }
+
     /// Default: open, then read from 0 until the end, through one reader, so listing pages are
     /// cached and revalidated like any other entry.
     public func fetchWhole(url: String, limit: Int, maxAge: TimeInterval,
@@ -105,6 +117,10 @@ public final class EngineBackend: MountBackend {
         engine.open(url: url, takeFirstBytes: false, completion: completion)
     }
     public var readTimeout: TimeInterval? { engine.configuration.readTimeout }
+    public func fetchDocument(_ request: FetchRequest, limit: Int,
+                              completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
+        engine.fetchDocument(request, limit: limit, completion: completion)
+    }
     public func makeReader(for entry: EntryInfo) -> MountReader { engine.makeReader(for: entry, door: .fuse) }
     public var usage: CacheUsage { engine.usage }
     public func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void) { engine.onRemoteChange(handler) }

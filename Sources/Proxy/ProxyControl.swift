@@ -9,6 +9,10 @@ public enum ControlRequest: Equatable, Sendable {
     case remove(urls: [String])
     /// `cache clear`.
     case clear
+    /// `preload --pin`: pin these half-open ranges of `url`, within `limit` bytes pinned in all.
+    case pin(url: String, ranges: [Range<Int64>], limit: Int64)
+    /// `cache unpin`: unpin these URLs.
+    case unpin(urls: [String])
 
     public static let pathPrefix = "/.httpcachefs/control/"
     public static let keyHeader = "X-Httpcachefs-Control"
@@ -47,6 +51,27 @@ extension ProxyService {
                         try engine.remove(url: url)
                         lines.append("removed\t\(status.cachedBytes)\t\(url)")
                     } catch {
+                        lines.append("failed\t\(url)\t\(error)")
+                    }
+                }
+                completion(ControlAnswer(status: 200, text: lines.joined(separator: "\n")))
+            }
+        case let .pin(url, ranges, limit):
+            DispatchQueue.global().async {
+                do {
+                    let added = try engine.pin(url: url, ranges: ranges, limit: limit)
+                    completion(ControlAnswer(status: 200, text: "pinned\t\(added)\t\(engine.pinnedBytes)"))
+                } catch let refusal as PinRefusal {
+                    completion(ControlAnswer(status: 409, text: "\(refusal)"))
+                } catch {
+                    completion(ControlAnswer(status: 500, text: "\(error)"))
+                }
+            }
+        case let .unpin(urls):
+            DispatchQueue.global().async {
+                var lines: [String] = []
+                for url in urls {
+                    do { lines.append("unpinned\t\(try engine.unpin(url: url))\t\(url)") } catch {
                         lines.append("failed\t\(url)\t\(error)")
                     }
                 }

@@ -129,7 +129,7 @@ public struct ProxyRouter: Sendable {
         }
     }
 
-    /// `POST /.httpcachefs/control/{refresh,rm,clear}` (after `/t/TOKEN` when the proxy has a
+    /// `POST /.httpcachefs/control/{refresh,rm,clear,pin,unpin}` (after `/t/TOKEN` when the proxy has a
     /// token), with the control key; any other POST is 405 as before.
     private func controlRoute(target: String, controlKey: String?) -> ProxyRoute {
         let notAllowed = ProxyRoute.reject(status: 405, message: "only GET and HEAD are supported")
@@ -142,7 +142,7 @@ public struct ProxyRouter: Sendable {
         }
         guard path.hasPrefix(ControlRequest.pathPrefix) else { return notAllowed }
         let action = path.dropFirst(ControlRequest.pathPrefix.count)
-        guard ["refresh", "rm", "clear"].contains(action) else { return notAllowed }
+        guard ["refresh", "rm", "clear", "pin", "unpin"].contains(action) else { return notAllowed }
         guard let controlKey, constantTimeEqual(controlKey, configuration.controlKey) else {
             return .reject(status: 403, message: "control requests need the key in this daemon's runtime file (\(ProxyStatus.runtimeFileName)): use 'httpcachefs refresh' or 'httpcachefs cache rm/clear'")
         }
@@ -154,6 +154,25 @@ public struct ProxyRouter: Sendable {
             let urls = items.filter { $0.name == "url" }.compactMap(\.value)
             guard !urls.isEmpty else { return .reject(status: 400, message: "no url= to remove") }
             return .control(.remove(urls: urls))
+        case "pin":
+            // `range=START-END` half-open byte offsets, repeatable; `limit=` the most bytes pinned in all.
+            guard let url = items.first(where: { $0.name == "url" })?.value,
+                  let limit = items.first(where: { $0.name == "limit" })?.value.flatMap({ Int64($0) }) else {
+                return .reject(status: 400, message: "pin needs url= and limit=")
+            }
+            var ranges: [Range<Int64>] = []
+            for item in items where item.name == "range" {
+                let parts = (item.value ?? "").split(separator: "-").map { Int64($0) }
+                guard parts.count == 2, let lo = parts[0], let hi = parts[1], lo >= 0, lo < hi else {
+                    return .reject(status: 400, message: "bad range= for pin: \(item.value ?? "")")
+                }
+                ranges.append(lo..<hi)
+            }
+            return .control(.pin(url: url, ranges: ranges, limit: limit))
+        case "unpin":
+            let urls = items.filter { $0.name == "url" }.compactMap(\.value)
+            guard !urls.isEmpty else { return .reject(status: 400, message: "no url= to unpin") }
+            return .control(.unpin(urls: urls))
         default:
             return .control(.clear)
         }

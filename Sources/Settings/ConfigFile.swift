@@ -16,7 +16,7 @@ import Foundation
 /// Command-line flags win over the file (see `CacheOptions.resolve()`).
 public struct ConfigFile: Equatable, Sendable {
     /// The keys the file may set (`SettingsTable`); anything else is a typo worth reporting.
-    static let knownKeys: Set<String> = Set(SettingsTable.all.filter(\.inConfig).map(\.name))
+    static let knownKeys: Set<String> = Set((SettingsTable.all + SettingsTable.otherCommands).filter(\.inConfig).map(\.name))
     /// Keys that accumulate instead of replacing.
     static let repeatableKeys: Set<String> = Set(SettingsTable.all.filter { $0.kind == .list }.map(\.name))
 

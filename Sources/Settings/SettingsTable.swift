@@ -30,6 +30,12 @@ public enum SettingsTable {
         .flag("foreground", inConfig: false, why: "how the daemon runs is the command's choice (systemd passes it), not the library's"),
     ]
 
+    /// Settings of one other command that the config file may set too (not `mount` options, so
+    /// not fstab words): `preload --pin-max`.
+    public static let otherCommands: [Setting] = [
+        .value("pin-max", fstab: .none, why: "an option of preload, not of mount"),
+    ]
+
     /// Option names that are spelled otherwise as well (`--port` is `--proxy-port`).
     public static let aliases: [String: String] = ["port": "proxy-port"]
 

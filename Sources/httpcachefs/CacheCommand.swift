@@ -7,7 +7,7 @@ struct CacheCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cache",
         abstract: "Inspect and manage the cache.",
-        subcommands: [List.self, Info.self, Remove.self, Clear.self, Verify.self, Export.self]
+        subcommands: [List.self, Info.self, Remove.self, Clear.self, Unpin.self, Verify.self, Export.self]
     )
 }
 
@@ -75,13 +75,20 @@ extension CacheCommand {
                     CacheCommand.printLine("no cached files (\(engine.configuration.directory))")
                     return
                 }
-                var rows = [["URL", "SIZE", "CACHED", "LAST ACCESS"]]
+                // A PINNED column once anything is pinned (`preload --pin`).
+                let pinned = engine.pinnedBytes
+                var rows = [["URL", "SIZE", "CACHED", "LAST ACCESS"] + (pinned > 0 ? ["PINNED"] : [])]
                 for e in entries {
-                    rows.append([DisplayURL.redacted(e.info.url), e.info.length.map(Format.bytes) ?? "?",
-                                 Format.percent(e.cachedBytes, of: e.info.length), Format.date(e.lastAccess)])
+                    var row = [DisplayURL.redacted(e.info.url), e.info.length.map(Format.bytes) ?? "?",
+                               Format.percent(e.cachedBytes, of: e.info.length), Format.date(e.lastAccess)]
+                    if pinned > 0 {
+                        let bytes = engine.pinnedRanges(url: e.info.url).reduce(Int64(0)) { $0 + $1.upperBound - $1.lowerBound }
+                        row.append(bytes > 0 ? Format.bytes(bytes) : "-")
+                    }
+                    rows.append(row)
                 }
-                CacheCommand.printLine(Format.table(rows, rightAligned: [1, 2]))
-                CacheCommand.printLine("\(usage.entries) file\(usage.entries == 1 ? "" : "s"), \(Format.bytes(usage.bytes)) of \(Format.bytes(usage.capacity)) used")
+                CacheCommand.printLine(Format.table(rows, rightAligned: pinned > 0 ? [1, 2, 4] : [1, 2]))
+                CacheCommand.printLine("\(usage.entries) file\(usage.entries == 1 ? "" : "s"), \(Format.bytes(usage.bytes)) of \(Format.bytes(usage.capacity)) used" + (pinned > 0 ? ", \(Format.bytes(pinned)) pinned (at most \(Format.bytes(usage.capacity / 2)))" : ""))
             }
         }
     }
@@ -102,11 +109,11 @@ extension CacheCommand {
             let url = url
             try await CacheCommand.withListing(cache, name: "info") { engine in
                 let s = try CacheCommand.status(of: url, in: engine)
-                CacheCommand.printLine(Self.render(s))
+                CacheCommand.printLine(Self.render(s, pinned: engine.pinnedRanges(url: url)))
             }
         }
 
-        static func render(_ s: EntryStatus) -> String {
+        static func render(_ s: EntryStatus, pinned: [Range<Int64>] = []) -> String {
             let i = s.info
             var rows: [[String]] = [
                 ["URL:", DisplayURL.redacted(i.url)],
@@ -128,6 +135,10 @@ extension CacheCommand {
             ]
             if let length = i.length {
                 rows.append(["", "each cell is 1/64 of the file (\(Format.bytes((length + 63) / 64))): # cached, + partly, . not cached"])
+            }
+            if !pinned.isEmpty {
+                let bytes = pinned.reduce(Int64(0)) { $0 + $1.upperBound - $1.lowerBound }
+                rows.append(["Pinned:", "\(bytes) bytes (\(Format.bytes(bytes))): \(rangesText(pinned)); 'cache unpin' releases them"])
             }
             rows += [
                 ["Hits / misses:", "\(s.hits) / \(s.misses)"],
@@ -209,6 +220,47 @@ extension CacheCommand {
         }
     }
 
+    // MARK: unpin
+
+    struct Unpin: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "unpin", abstract: "Let eviction take the bytes 'preload --pin' kept (the bytes stay cached until then).")
+
+        @Argument(help: "URLs to unpin.")
+        var urls: [String]
+
+        @OptionGroup var cache: CacheOptions
+
+        func run() async throws {
+            let urls = urls
+            try await CacheCommand.withEngine(cache, name: "unpin", held: { held in
+                let rules = try held.options.configuration().keyRules
+                for url in urls { _ = try rules.key(for: url) }
+                let answer = try held.control("unpin", query: urls.map { ("url", $0) })
+                var missing: [String] = [], failures: [String] = []
+                for line in answer.lines {
+                    let fields = line.split(separator: "\t", maxSplits: 2).map(String.init)
+                    switch fields.first {
+                    case "unpinned" where fields.count == 3 && fields[1] == "0": missing.append(fields[2])
+                    case "unpinned" where fields.count == 3:
+                        CacheCommand.printLine("unpinned \(DisplayURL.redacted(fields[2])) (\(Format.bytes(Int64(fields[1]) ?? 0))) through the daemon holding the cache (pid \(answer.pid))")
+                    default: failures.append(fields.dropFirst().joined(separator: ": "))
+                    }
+                }
+                if !failures.isEmpty { throw CommandFailure("could not unpin \(failures.joined(separator: "; "))") }
+                if !missing.isEmpty { throw CommandFailure("nothing pinned for \(missing.map(DisplayURL.redacted).joined(separator: ", "))") }
+            }) { engine in
+                var missing: [String] = []
+                for url in urls {
+                    let bytes = try engine.unpin(url: url)
+                    if bytes == 0 { missing.append(url); continue }
+                    CacheCommand.printLine("unpinned \(DisplayURL.redacted(url)) (\(Format.bytes(bytes)))")
+                }
+                if !missing.isEmpty { throw CommandFailure("nothing pinned for \(missing.map(DisplayURL.redacted).joined(separator: ", "))") }
+            }
+        }
+    }
+
     // MARK: clear
 
     struct Clear: AsyncParsableCommand {
@@ -240,6 +292,9 @@ protocol CacheListing {
     var usage: CacheUsage { get }
     func list() -> [EntryStatus]
     func status(url: String) -> EntryStatus?
+    /// Ranges pinned by `preload --pin`, and their total over the cache.
+    func pinnedRanges(url: String) -> [Range<Int64>]
+    var pinnedBytes: Int64 { get }
 }
 
 extension CacheEngine: CacheListing {}

@@ -29,6 +29,10 @@ struct DaemonListing: CacheListing {
 
     func list() -> [EntryStatus] { snapshot.list().map(overlaid) }
 
+    /// Pins are committed to the index before the daemon reports them: the snapshot has them all.
+    func pinnedRanges(url: String) -> [Range<Int64>] { snapshot.pinnedRanges(url: url) }
+    var pinnedBytes: Int64 { snapshot.pinnedBytes }
+
     func status(url: String) -> EntryStatus? { snapshot.status(url: url).map(overlaid) }
 
     /// `s` with the daemon's figures for the same URL and version (a file that changed remotely

@@ -1,6 +1,7 @@
 import CacheCore
 import Foundation
 import FuseMount
+import Logging
 
 /// What `mount` does before it reports ready: one request for each URL and listing it was given
 /// (through the engine, so the answers seed the cache), a few at a time, so that a 404, an
@@ -71,14 +72,14 @@ struct MountCheck {
     func check(_ target: Target) async -> Verdict {
         let url = target.url
         let started = Date()
-        let answer: Result<EntryInfo, CacheError>? = await withCheckedContinuation { continuation in
+        let answer: Result<EntryInfo?, CacheError>? = await withCheckedContinuation { continuation in
             let once = Once { continuation.resume(returning: $0) }
             DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { once.fire(nil) }
             switch target {
             case .file:
                 // maxAge 0: asked now even when cached and fresh, so an origin that is down is
                 // told at mount (one small revalidation per entry).
-                engine.open(url: url, maxAge: 0) { once.fire($0) }
+                engine.open(url: url, maxAge: 0) { once.fire($0.map { $0 }) }
             case .index:
                 checkListing(url) { once.fire($0) }
             }
@@ -86,8 +87,9 @@ struct MountCheck {
         switch answer {
         case let .success(info)?:
             // The engine serves a stale copy when the origin cannot be asked (or is known to be
-            // down): not validated since the check started means nobody answered.
-            if info.validatedAt < started {
+            // down): not validated since the check started means nobody answered. (A WebDAV
+            // listing, nil, was just answered: it is never cached.)
+            if let info, info.validatedAt < started {
                 return .warning("\(DisplayURL.redacted(url)): the origin did not answer; serving what the cache holds")
             }
             return .ok
@@ -102,24 +104,29 @@ struct MountCheck {
         }
     }
 
-    /// Fetches the listing (the mount's first `ls` finds it in the cache) and parses it.
-    private func checkListing(_ url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
+    /// Fetches the listing (the mount's first `ls` finds it in the cache) and parses it; a folder
+    /// that lists on no GET is asked by WebDAV PROPFIND (`ListingFetch`), whose answer is the
+    /// verdict (nil info: nothing cached).
+    private func checkListing(_ url: String, completion: @escaping @Sendable (Result<EntryInfo?, CacheError>) -> Void) {
         let ttl = listingTTL
         engine.open(url: url, maxAge: 0) { [engine] result in
             switch result {
-            case let .failure(error): completion(.failure(error))
+            case let .failure(error):
+                guard ListingFetch.mayBeWebDAV(.failure(error)) else { return completion(.failure(error)) }
+                ListingFetch.propfind(url: url, through: EngineBackend(engine: engine), limit: 64 << 20,
+                                      logger: Logger(label: "httpcachefs.listing")) { listed in
+                    // The GET's error says more than the PROPFIND's when neither lists.
+                    completion(listed.map { _ in nil }.mapError { _ in error })
+                }
             case let .success(info):
                 if let type = info.contentType?.lowercased(), !Self.mayBeListing(type) {
                     return completion(.failure(.badResponse(url: url, message: "not a listing (\(type))")))
                 }
-                EngineBackend(engine: engine).fetchWhole(url: url, limit: 64 << 20, maxAge: ttl) { fetched in
-                    completion(fetched.flatMap { bytes in
-                        do {
-                            _ = try DirectoryListing.parse(bytes, url: url)
-                            return .success(info)
-                        } catch {
-                            return .failure(.badResponse(url: url, message: "not a listing"))
-                        }
+                ListingFetch.fetch(url: url, through: EngineBackend(engine: engine), limit: 64 << 20, maxAge: ttl,
+                                   webDAVFirst: false, logger: Logger(label: "httpcachefs.listing")) { listed in
+                    completion(listed.map { _ in info }.mapError { error in
+                        if case .badResponse = error { return .badResponse(url: url, message: "not a listing") }
+                        return error
                     })
                 }
             }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CacheCore
 import Foundation
+import FuseMount
 import HLS
 import Settings
 
@@ -17,6 +18,14 @@ struct PreloadCommand: AsyncParsableCommand {
             its media playlists, segments, init sections and keys. --variant picks the variants of a \
             master playlist: best (highest BANDWIDTH), all, or a number: the variant with that \
             BANDWIDTH, else the highest below it, else the lowest.
+
+            With --recursive, a folder URL is followed through its listings (HTML autoindex, nginx \
+            JSON or WebDAV PROPFIND), within --max-depth and --max-files and never outside the \
+            URL's path, and every file under it is preloaded: --head and --tail (the header and, \
+            for MP4, the moov atom at the end, which players and library scanners read first), or \
+            --range, or the whole file. One progress line covers the whole tree. The run stops \
+            with a message rather than pass the cache cap. --pin keeps those bytes from eviction \
+            (across restarts) within --pin-max, at most half the cap; 'cache unpin URL' releases them.
             """
     )
 
@@ -29,10 +38,67 @@ struct PreloadCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("HLS variant: best, all, or a BANDWIDTH value.", valueName: "variant"))
     var variant: String = "best"
 
+    @Flag(name: [.customShort("r"), .customLong("recursive")],
+          help: "Follow the listings under each URL (a folder) and preload every file below it.")
+    var recursive = false
+
+    @Option(name: .customLong("head"), help: ArgumentHelp("Preload the first SIZE bytes of every file (with or without --tail), e.g. 1M.", valueName: "size"))
+    var head: String?
+
+    @Option(name: .customLong("tail"), help: ArgumentHelp("Preload the last SIZE bytes of every file, e.g. 4M (an MP4's moov atom often sits there).", valueName: "size"))
+    var tail: String?
+
+    @Option(name: .customLong("max-depth"), help: ArgumentHelp("With --recursive: levels of folders followed below the URL (default: 16).", valueName: "n"))
+    var maxDepth: Int?
+
+    @Option(name: .customLong("max-files"), help: ArgumentHelp("With --recursive: most files preloaded (default: 100000).", valueName: "n"))
+    var maxFiles: Int?
+
+    @Flag(name: .customLong("pin"), help: "Keep the preloaded bytes from eviction, across restarts, until 'cache unpin URL'.")
+    var pin = false
+
+    @Option(name: .customLong("pin-max"), help: ArgumentHelp("With --pin: most bytes pinned in the whole cache (default and upper bound: half the cache cap).", valueName: "size"))
+    var pinMax: String?
+
     @OptionGroup var cache: CacheOptions
 
+    /// `--head`/`--tail`/`--range` as a plan, with its usage errors.
+    func makePlan() throws -> PreloadPlan {
+        let range = try self.range.map(ByteRangeSpec.parse(option:))
+        if range != nil, head != nil || tail != nil {
+            throw UsageError("--range cannot be combined with --head or --tail: give one or the other")
+        }
+        return PreloadPlan(head: try head.map { try ByteSize.parse($0, option: "--head") },
+                           tail: try tail.map { try ByteSize.parse($0, option: "--tail") }, range: range)
+    }
+
+    /// The pin limit in force for a cache of `capacity` bytes: --pin-max (or the config file's
+    /// `pin-max`), at most half the cap; nil without --pin.
+    func pinLimit(capacity: Int64) throws -> Int64? {
+        let file = try ConfigFile.load(explicitPath: cache.configFile)
+        guard pin else {
+            if pinMax != nil { throw UsageError("--pin-max needs --pin") }
+            return nil
+        }
+        let hard = capacity / 2
+        guard let v = setting(pinMax, "pin-max", in: file) else { return hard }
+        let limit = try ByteSize.parse(v.text, option: v.option)
+        guard limit <= hard else {
+            throw UsageError("pin limit '\(v.text)' for \(v.option) is more than half the cache cap (\(Format.bytes(capacity))): at most \(Format.bytes(hard))")
+        }
+        return limit
+    }
+
     func run() async throws {
+        if recursive {
+            let failures = try await runReportingErrors { try await runRecursive() }
+            if failures > 0 { throw ExitCode.failure }
+            return
+        }
         let failures = try await runReportingErrors { () async throws -> Int in
+            if head != nil || tail != nil || pin || pinMax != nil || maxDepth != nil || maxFiles != nil {
+                throw UsageError("--head, --tail, --pin, --pin-max, --max-depth and --max-files go with --recursive (a folder URL); for one file, give --range")
+            }
             let range = try self.range.map(ByteRangeSpec.parse(option:))
             guard let variant = HLSPreloader.VariantChoice(argument: self.variant) else {
                 throw UsageError("invalid variant '\(self.variant)' for --variant: expected best, all or a BANDWIDTH number such as 2500000")
@@ -59,6 +125,53 @@ struct PreloadCommand: AsyncParsableCommand {
         if failures > 0 { throw ExitCode.failure }
     }
 
+    /// `--recursive`: each URL as a folder (`LibraryPreload`), in this process or through the
+    /// daemon holding the cache. Returns the number of URLs with problems.
+    func runRecursive() async throws -> Int {
+        let plan = try makePlan()
+        let maxDepth = self.maxDepth ?? 16, maxFiles = self.maxFiles ?? 100_000
+        guard maxDepth >= 0 else { throw UsageError("--max-depth must be 0 or more") }
+        guard maxFiles >= 1 else { throw UsageError("--max-files must be at least 1") }
+        for url in urls { _ = try KeyRules.validate(url) }
+        let limits = LibraryPreload.Limits(maxDepth: maxDepth, maxFiles: maxFiles)
+        let logger = cache.makeLogger(label: "httpcachefs.listing", defaultLevel: .error)
+        let target: LibraryPreload.Target
+        var daemon: DaemonClient?
+        var engine: CacheEngine?
+        switch try await CacheAccess.open(cache) {
+        case let .engine(opened):
+            engine = opened
+            target = EnginePreloadTarget(engine: opened)
+        case let .daemon(held):
+            let client = try held.client()
+            daemon = client
+            target = DaemonPreloadTarget(daemon: client, held: held, snapshot: try await onBlockingPool { try held.listing() })
+        }
+        defer { daemon?.shutdown() }
+        var failures = 0
+        do {
+            let pinLimit = try pinLimit(capacity: target.capacity)
+            for url in urls {
+                let run = LibraryPreload(root: LibraryPreload.folderURL(url), plan: plan, limits: limits,
+                                         pinLimit: pinLimit, logger: logger)
+                do {
+                    let outcome = try await run.run(into: target)
+                    CacheCommand.printLine(outcome.summary)
+                    for problem in outcome.problems { ErrorReporting.printError(problem) }
+                    if !outcome.problems.isEmpty { failures += 1 }
+                } catch {
+                    _ = ErrorReporting.report(error)
+                    failures += 1
+                }
+            }
+        } catch {
+            if let engine { try await onBlockingPool { engine.shutdown() } }
+            throw error
+        }
+        if let engine { try await onBlockingPool { engine.shutdown() } }
+        return failures
+    }
+
     /// Preloads each URL with `one`, printing its summary line or its error. Returns the number
     /// of URLs that failed; the others still run.
     static func preload(urls: [String], _ one: (String) async throws -> String) async -> Int {
@@ -81,9 +194,18 @@ struct PreloadCommand: AsyncParsableCommand {
                         engine: CacheEngine) async throws -> String {
         let before = engine.status(url: url)
         let started = Date()
-        let entry = try await engine.open(url: url, takeFirstBytes: range == nil)
+        let entry: EntryInfo
+        do { entry = try await engine.open(url: url, takeFirstBytes: range == nil) } catch {
+            throw folderHint(error, url: url)
+        }
         if range == nil, try await HLSPlaylist.isPlaylist(engine: engine, entry: entry) {
             return try await preloadPlaylist(url: url, variant: variant, source: EngineHLSSource(engine: engine), via: "")
+        }
+        if Self.mayBeListing(url: url, contentType: entry.contentType, length: entry.length) {
+            let reader = engine.makeReader(for: entry)
+            let body = try? await ChunkedRead.readAll(reader, limit: Self.listingProbeLimit)
+            reader.close()
+            try Self.refuseListing(body ?? nil, url: url)
         }
         let (start, end) = try (range ?? .from(0)).resolve(length: entry.length, url: url)
         var fromCache: Int64 = 0
@@ -113,9 +235,23 @@ struct PreloadCommand: AsyncParsableCommand {
                         through daemon: DaemonClient) async throws -> String {
         let via = " through the running daemon (process \(daemon.pid))"
         let started = Date()
-        let head = try await onBlockingPool { try daemon.head(url: url) }
+        let head: DaemonClient.Head
+        do { head = try await onBlockingPool { try daemon.head(url: url) } } catch {
+            throw folderHint(error, url: url)
+        }
         if range == nil, HLSPlaylist.isPlaylistContentType(head.contentType) {
             return try await preloadPlaylist(url: url, variant: variant, source: DaemonHLSSource(daemon: daemon), via: via)
+        }
+        if Self.mayBeListing(url: url, contentType: head.contentType, length: head.length) {
+            let body: [UInt8]? = try? await onBlockingPool {
+                var bytes: [UInt8] = []
+                try daemon.stream(url: url, end: Int64(Self.listingProbeLimit)) { chunk in
+                    bytes.append(contentsOf: chunk)
+                    return true
+                }
+                return bytes
+            }
+            try Self.refuseListing(body, url: url)
         }
         let (start, end) = try (range ?? .from(0)).resolve(length: head.length, url: url)
         let bytes = try await onBlockingPool { () throws -> Int64 in
@@ -157,6 +293,29 @@ struct PreloadCommand: AsyncParsableCommand {
             throw CommandFailure("\(summary); \(report.failures.count) resource\(report.failures.count == 1 ? "" : "s") failed")
         }
         return summary
+    }
+
+    /// Listings larger than this are not looked at (preloaded as files).
+    static let listingProbeLimit = 8 << 20
+
+    /// A URL whose answer may be a folder's listing: a folder URL, or an HTML or JSON page.
+    static func mayBeListing(url: String, contentType: String?, length: Int64?) -> Bool {
+        guard (length ?? 0) <= Int64(listingProbeLimit) else { return false }
+        let type = contentType?.lowercased() ?? ""
+        return url.hasSuffix("/") || type.contains("html") || type.contains("json")
+    }
+
+    /// Fails with the way out when `body` lists files: preloading a listing would cache a page
+    /// and say nothing about the files the user meant.
+    static func refuseListing(_ body: [UInt8]?, url: String) throws {
+        guard let body, let entries = try? DirectoryListing.parse(body, url: url), !entries.isEmpty else { return }
+        throw CommandFailure("\(DisplayURL.redacted(url)) is a folder listing (\(entries.count) entries), not a file: add --recursive to preload the files under it (with --head/--tail or --range for part of each)")
+    }
+
+    /// `error` with a hint when a folder URL answered as a WebDAV folder does to GET.
+    static func folderHint(_ error: Error, url: String) -> Error {
+        guard url.hasSuffix("/"), let e = error as? CacheError, ListingFetch.mayBeWebDAV(.failure(e)) else { return error }
+        return CommandFailure("\(e); if \(DisplayURL.redacted(url)) is a folder (WebDAV lists by PROPFIND), add --recursive")
     }
 
     /// The last path component, for the progress bar.

@@ -1,0 +1,17 @@
+import CacheCore
+import Foundation
+
+/// The mount's listings through `ListingFetch`: HTML or JSON by GET, WebDAV by PROPFIND, with
+/// what each folder turned out to be remembered in `listingKinds`.
+extension FileSystemCore {
+    /// The parsed listing of the folder at `url`. Runs the completion on a backend thread.
+    func fetchListing(url: String, maxAge: TimeInterval,
+                      completion: @escaping @Sendable (Result<[ListingEntry], CacheError>) -> Void) {
+        let kinds = listingKinds
+        ListingFetch.fetch(url: url, through: backend, limit: Self.listingLimit, maxAge: maxAge,
+                           webDAVFirst: kinds.isWebDAV(url), logger: logger) { fetched in
+            if case let .success(listing) = fetched { kinds.note(listing, url: url) }
+            completion(fetched.map(\.entries))
+        }
+    }
+}

@@ -1,0 +1,124 @@
+import CacheCore
+import Foundation
+import Logging
+
+/// How a folder's listing is fetched and parsed: a GET (HTML autoindex, nginx JSON), else a WebDAV
+/// `PROPFIND` with `Depth: 1` (`WebDAVListing`), so every user of listings (the mount's tree, its
+/// refresh, the mount check, `preload --recursive`) reads WebDAV folders the same way.
+///
+/// The PROPFIND is tried when the GET does not list: an error a WebDAV folder gives to GET (403
+/// from nginx with autoindex off, 405, 501), an answer that is no listing, or a listing with no
+/// entries. A folder once listed by PROPFIND is remembered (`ListingKinds`), and its subfolders
+/// with it: their next listings go to PROPFIND first, and to GET only if that fails.
+public enum ListingFetch {
+    /// What a listing came from.
+    public enum Kind: Sendable, Equatable { case page, webDAV }
+
+    public struct Listing: Sendable {
+        public var entries: [ListingEntry]
+        public var kind: Kind
+    }
+
+    /// Fetches and parses the listing at `url`. `webDAVFirst`: it was a WebDAV folder before.
+    public static func fetch(url: String, through transport: ListingTransport, limit: Int, maxAge: TimeInterval,
+                             webDAVFirst: Bool, logger: Logger,
+                             completion: @escaping @Sendable (Result<Listing, CacheError>) -> Void) {
+        if webDAVFirst {
+            propfind(url: url, through: transport, limit: limit, logger: logger) { result in
+                switch result {
+                case .success: completion(result)
+                case .failure:
+                    page(url: url, through: transport, limit: limit, maxAge: maxAge, tryWebDAV: false, logger: logger,
+                         completion: completion)
+                }
+            }
+        } else {
+            page(url: url, through: transport, limit: limit, maxAge: maxAge, tryWebDAV: true, logger: logger,
+                 completion: completion)
+        }
+    }
+
+    /// The GET, then the PROPFIND if the GET does not list (and `tryWebDAV`).
+    private static func page(url: String, through transport: ListingTransport, limit: Int, maxAge: TimeInterval,
+                             tryWebDAV: Bool, logger: Logger,
+                             completion: @escaping @Sendable (Result<Listing, CacheError>) -> Void) {
+        transport.fetchPage(url: url, limit: limit, maxAge: maxAge) { fetched in
+            let parsed: Result<[ListingEntry], CacheError> = fetched.flatMap { bytes in
+                do { return .success(try DirectoryListing.parse(bytes, url: url, logger: logger)) } catch {
+                    return .failure(.badResponse(url: url, message: "\(error)"))
+                }
+            }
+            guard tryWebDAV, mayBeWebDAV(parsed) else { return completion(parsed.map { Listing(entries: $0, kind: .page) }) }
+            propfind(url: url, through: transport, limit: limit, logger: logger) { dav in
+                switch dav {
+                case .success: completion(dav)
+                case let .failure(error):
+                    logger.debug("no WebDAV listing either: \(DisplayURL.redacted(url)): \(error)")
+                    // The GET's answer stands: its error says more than the PROPFIND's.
+                    completion(parsed.map { Listing(entries: $0, kind: .page) })
+                }
+            }
+        }
+    }
+
+    /// The PROPFIND alone, parsed.
+    public static func propfind(url: String, through transport: ListingTransport, limit: Int, logger: Logger,
+                                 completion: @escaping @Sendable (Result<Listing, CacheError>) -> Void) {
+        transport.fetchDocument(WebDAVListing.request(url: url), limit: limit) { fetched in
+            completion(fetched.flatMap { bytes in
+                do { return .success(Listing(entries: try WebDAVListing.parse(bytes, url: url, logger: logger), kind: .webDAV)) } catch {
+                    return .failure(.badResponse(url: url, message: "\(error)"))
+                }
+            })
+        }
+    }
+
+    /// True when a GET's outcome is what a folder that lists only by PROPFIND answers.
+    public static func mayBeWebDAV(_ parsed: Result<[ListingEntry], CacheError>) -> Bool {
+        switch parsed {
+        case let .success(entries): return entries.isEmpty
+        case let .failure(.forbidden(_, status)): return status == 403
+        case let .failure(.httpStatus(_, status)): return status == 405 || status == 501
+        case .failure(.badResponse): return true
+        case .failure: return false
+        }
+    }
+}
+
+/// The two requests a listing may need. `MountBackend` provides both through the cache engine;
+/// `preload` through a daemon provides them through the daemon's proxy and its own fetcher.
+public protocol ListingTransport: Sendable {
+    /// The whole body of a GET, at most `limit` bytes, revalidated when older than `maxAge`.
+    func fetchPage(url: String, limit: Int, maxAge: TimeInterval,
+                   completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void)
+    /// The whole answer to `request` (a PROPFIND), at most `limit` bytes, not cached.
+    func fetchDocument(_ request: FetchRequest, limit: Int,
+                       completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void)
+}
+
+/// The folders known to list by PROPFIND (their listing URLs), so that their next listings, and
+/// their subfolders' first ones, skip the GET. Thread-safe.
+public final class ListingKinds: @unchecked Sendable {
+    private let lock = NSLock()
+    /// Guarded by `lock`.
+    private var webDAV = Set<String>()
+
+    public init() {}
+
+    public func isWebDAV(_ url: String) -> Bool { lock.withLock { webDAV.contains(url) } }
+
+    /// Records what `url` listed as; a WebDAV folder's subfolders are taken to be WebDAV too.
+    public func note(_ listing: ListingFetch.Listing, url: String) {
+        lock.withLock {
+            switch listing.kind {
+            case .page: webDAV.remove(url)
+            case .webDAV:
+                // A bound on what a hostile origin's folders can make this hold: forgetting only
+                // costs a GET before the next PROPFIND.
+                if webDAV.count > 100_000 { webDAV.removeAll() }
+                webDAV.insert(url)
+                for e in listing.entries where e.isDirectory { webDAV.insert(e.url) }
+            }
+        }
+    }
+}

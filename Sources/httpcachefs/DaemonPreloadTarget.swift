@@ -1,0 +1,86 @@
+import CacheCore
+import Foundation
+import FuseMount
+
+/// `preload --recursive` while a daemon holds the cache: listings' GETs and the files' ranges go
+/// through its proxy (so its cache gets them), pins through its control requests, and a WebDAV
+/// PROPFIND straight to the origin with this process's fetcher (its answer is never cached).
+struct DaemonPreloadTarget: LibraryPreload.Target {
+    let daemon: DaemonClient
+    let held: HeldCache
+    /// The daemon's cache as its index last showed it, with the cap it recorded.
+    let snapshot: DaemonListing
+
+    var transport: ListingTransport { DaemonTransport(daemon: daemon) }
+    var capacity: Int64 { snapshot.usage.capacity }
+    var via: String { " through the running daemon (process \(daemon.pid))" }
+
+    func length(of file: LibraryPreload.File) async throws -> Int64? {
+        if let size = file.size { return size }
+        let daemon = daemon
+        return try await onBlockingPool { try daemon.head(url: file.url).length }
+    }
+
+    func cachedBytes(url: String, in ranges: [Range<Int64>]) -> Int64 {
+        guard let status = snapshot.status(url: url) else { return 0 }
+        return ranges.reduce(0) { $0 + CacheCommand.Export.coveredBytes(status.cachedRanges, within: $1) }
+    }
+
+    func pin(url: String, ranges: [Range<Int64>], limit: Int64) async throws {
+        let held = held
+        let query = [("url", url), ("limit", "\(limit)")] + ranges.map { ("range", "\($0.lowerBound)-\($0.upperBound)") }
+        _ = try await onBlockingPool { try held.control("pin", query: query) }
+    }
+
+    func fetch(url: String, range: Range<Int64>, progress: @escaping @Sendable (Int64) -> Void) async throws {
+        let daemon = daemon
+        let end: Int64? = range.upperBound == .max ? nil : range.upperBound
+        try await onBlockingPool {
+            try daemon.stream(url: url, start: range.lowerBound, end: end) { chunk in
+                progress(Int64(chunk.count))
+                return true
+            }
+        }
+    }
+}
+
+/// Listings through a daemon: GET through its proxy, PROPFIND straight to the origin.
+struct DaemonTransport: ListingTransport {
+    let daemon: DaemonClient
+
+    func fetchPage(url: String, limit: Int, maxAge: TimeInterval,
+                   completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
+        let daemon = daemon
+        DispatchQueue.global().async {
+            let body = Collected(limit: limit)
+            do {
+                try daemon.stream(url: url, end: nil) { body.append($0) }
+                completion(body.tooLarge
+                    ? .failure(.badResponse(url: url, message: "a directory listing larger than \(limit) bytes"))
+                    : .success(body.bytes))
+            } catch let error as CacheError {
+                completion(.failure(error))
+            } catch {
+                completion(.failure(.badResponse(url: url, message: "\(error)")))
+            }
+        }
+    }
+
+    func fetchDocument(_ request: FetchRequest, limit: Int,
+                       completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
+        _ = daemon.source.start(request, sink: DocumentSink(url: request.url, limit: limit, completion: completion))
+    }
+
+    private final class Collected: @unchecked Sendable {
+        let limit: Int
+        // Written on the stream's thread, read after it ended.
+        var bytes: [UInt8] = []
+        var tooLarge = false
+        init(limit: Int) { self.limit = limit }
+        func append(_ chunk: UnsafeRawBufferPointer) -> Bool {
+            guard bytes.count + chunk.count <= limit else { tooLarge = true; return false }
+            bytes.append(contentsOf: chunk)
+            return true
+        }
+    }
+}

@@ -1,0 +1,104 @@
+import CacheCore
+import Foundation
+import Glibc
+import TestSupport
+import XCTest
+@testable import FuseMount
+
+/// `--index` on a real WebDAV server that lists folders by PROPFIND alone (Debian's nginx with the
+/// dav_ext module, autoindex off): the mount shows the tree and reads the files byte-exact.
+final class WebDAVMountTests: XCTestCase {
+    var h: DaemonHarness!
+    var dav: NginxWebDAV!
+    var files: [String: [UInt8]] = [:]
+
+    override func setUpWithError() throws {
+        h = try DaemonHarness()
+        let root = h.directory.appending("dav")
+        files = [
+            "media/Film One.mkv": testBytes(count: 700_000, seed: 1),
+            "media/café.txt": Array("crème\n".utf8),
+            "media/Shows/e02.mp4": testBytes(count: 50_000, seed: 2),
+            "media/Shows/Season 1/e01.mp4": testBytes(count: 123_457, seed: 3),
+        ]
+        for (path, bytes) in files {
+            let full = root + "/" + path
+            try FileManager.default.createDirectory(atPath: (full as NSString).deletingLastPathComponent,
+                                                    withIntermediateDirectories: true)
+            FileManager.default.createFile(atPath: full, contents: Data(bytes))
+        }
+        try FileManager.default.createDirectory(atPath: root + "/media/Empty", withIntermediateDirectories: true)
+        do { dav = try NginxWebDAV(root: root) } catch let error as NginxWebDAV.Unavailable {
+            print("⚠️  SKIPPING WebDAV test: \(error)")
+            throw XCTSkip("\(error)")
+        }
+    }
+
+    override func tearDown() {
+        dav?.stop()
+        h?.cleanup()
+    }
+
+    /// Every path under `dir`, relative, folders with a trailing slash (what `ls -R` walks).
+    func tree(_ dir: String, prefix: String = "") throws -> [String] {
+        var out: [String] = []
+        for name in try POSIX.list(dir) {
+            let st = try POSIX.stat(dir + "/" + name)
+            if st.st_mode & S_IFMT == S_IFDIR {
+                out.append(prefix + name + "/")
+                out += try tree(dir + "/" + name, prefix: prefix + name + "/")
+            } else {
+                out.append(prefix + name)
+            }
+        }
+        return out
+    }
+
+    func testTheMountShowsTheTreeAndReadsTheFilesByteExact() throws {
+        // The server lists on no GET: this is what the mount has to go on.
+        XCTAssertEqual(try ExternalTool.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", dav.url("/media/")]).stdout, "403")
+        let r = try h.mount(["--index", dav.url("/media/")])
+        XCTAssertEqual(r.status, 0, r.stderr + h.log)
+        XCTAssertEqual(try tree(h.mountpoint), ["Empty/", "Film One.mkv", "Shows/", "Shows/Season 1/", "Shows/Season 1/e01.mp4",
+                                                "Shows/e02.mp4", "café.txt"], h.log)
+        for (path, bytes) in files {
+            let rel = String(path.dropFirst("media/".count))
+            let size = try POSIX.stat(h.path(rel)).st_size
+            XCTAssertEqual(Int(size), bytes.count, rel)
+            XCTAssertEqual(try POSIX.readAll(h.path(rel)), bytes, rel)
+        }
+        // Sizes came from the listing: a stat asked nothing of the file itself before its read.
+        let propfinds = dav.requests.filter { $0.method == "PROPFIND" }
+        XCTAssertEqual(Set(propfinds.map(\.uri)), ["/media/", "/media/Shows/", "/media/Shows/Season%201/", "/media/Empty/"])
+        XCTAssertTrue(propfinds.allSatisfy { $0.status == 207 }, "\(propfinds)")
+
+        // A file added at the origin shows after a refresh (SIGHUP), by PROPFIND again.
+        FileManager.default.createFile(atPath: dav.root + "/media/Shows/new.mp4", contents: Data([1, 2, 3]))
+        let pid = try XCTUnwrap(h.daemonPID())
+        kill(pid, SIGHUP)
+        h.waitUntil("new.mp4 shows after SIGHUP") { (try? POSIX.list(h.path("Shows")))?.contains("new.mp4") == true }
+        XCTAssertEqual(try POSIX.readAll(h.path("Shows/new.mp4")), [1, 2, 3])
+    }
+
+    func testRecursivePreloadFollowsWebDAVFoldersAndFetchesHeadsAndTails() throws {
+        let r = try h.run(h.binary, ["preload", "--recursive", dav.url("/media/"), "--head", "64K", "--tail", "64K",
+                                     "--cache-dir", h.cacheDirectory])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(r.stdout.contains("4 of 4 files in 4 folders"), r.stdout)
+        let gets = dav.requests.filter { $0.method == "GET" && !$0.uri.hasSuffix("/") }
+        // Each file: a one-byte probe, then the rest of its head, then its tail (files of at most
+        // 128 KiB are one range).
+        for (path, bytes) in files {
+            let uri = "/" + path.split(separator: "/").map { $0.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed)! }.joined(separator: "/")
+            let ranges = gets.filter { $0.uri == uri }.map { $0.range ?? "none" }
+            let n = bytes.count
+            let expected = n <= 128 << 10 ? ["bytes=0-0", "bytes=1-\(n - 1)"]
+                : ["bytes=0-0", "bytes=1-65535", "bytes=\(n - 65536)-\(n - 1)"]
+            XCTAssertEqual(ranges, expected, uri)
+        }
+        // Head and tail are in the cache.
+        let n = try XCTUnwrap(files["media/Film One.mkv"]).count
+        let info = try h.run(h.binary, ["cache", "info", dav.url("/media/Film%20One.mkv"), "--cache-dir", h.cacheDirectory])
+        XCTAssertTrue(info.stdout.contains("0-65535, \(n - 65536)-\(n - 1)"), info.stdout)
+    }
+}
