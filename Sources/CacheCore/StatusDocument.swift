@@ -4,7 +4,7 @@ import Glibc
 #endif
 
 /// What a running cache shows of itself: the JSON of `/.httpcachefs/status.json`, which the
-/// status page draws and `httpcachefs status` prints. Documented field by field in the README;
+/// status page draws and `httpcachefs status` prints. Documented field by field in docs/reference.md;
 /// add fields, never rename them (scripts read this).
 public struct StatusDocument: Sendable, Codable, Equatable {
     /// Always "httpcachefs".
