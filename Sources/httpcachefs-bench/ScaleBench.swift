@@ -199,8 +199,12 @@ struct ScaleBench: AsyncParsableCommand {
         let engine = try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: used, freeSpaceFloor: 0), source: source)
         let before = DispatchTime.now().uptimeNanoseconds
         try await open(engine, origin: origin, range: files..<(files + newFilesAtCap))
+        let opened = DispatchTime.now().uptimeNanoseconds
         engine.shutdown()   // the writes (and the evictions they need) done
         let evictSeconds = Double(DispatchTime.now().uptimeNanoseconds - before) / 1e9
+        if ProcessInfo.processInfo.environment["SCALE_DEBUG"] != nil {
+            print("opens \(Double(opened - before) / 1e9) s, shutdown \(Double(DispatchTime.now().uptimeNanoseconds - opened) / 1e9) s")
+        }
         let left = engine.list()
         guard left.reduce(0, { $0 + $1.cachedBytes }) <= used else { throw ValidationError("the cache is over its cap after eviction") }
         return (Point(items: files, seconds: ls, memory: nil, perItem: 0), Point(items: files, seconds: start, memory: memory, perItem: 0),
