@@ -202,9 +202,8 @@ struct ScaleBench: AsyncParsableCommand {
         let opened = DispatchTime.now().uptimeNanoseconds
         engine.shutdown()   // the writes (and the evictions they need) done
         let evictSeconds = Double(DispatchTime.now().uptimeNanoseconds - before) / 1e9
-        if ProcessInfo.processInfo.environment["SCALE_DEBUG"] != nil {
-            print("opens \(Double(opened - before) / 1e9) s, shutdown \(Double(DispatchTime.now().uptimeNanoseconds - opened) / 1e9) s")
-        }
+        print(String(format: "  %d files: at the cap, %d opens took %.3f s, the engine's stop after them (writes, evictions) %.3f s",
+                     files, newFilesAtCap, Double(opened - before) / 1e9, Double(DispatchTime.now().uptimeNanoseconds - opened) / 1e9))
         let left = engine.list()
         guard left.reduce(0, { $0 + $1.cachedBytes }) <= used else { throw ValidationError("the cache is over its cap after eviction") }
         return (Point(items: files, seconds: ls, memory: nil, perItem: 0), Point(items: files, seconds: start, memory: memory, perItem: 0),
