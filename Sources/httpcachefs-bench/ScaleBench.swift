@@ -226,28 +226,31 @@ struct ScaleBench: AsyncParsableCommand {
 
     // MARK: picture
 
-    /// Per-item cost (µs) against files (log scale), one line per curve.
+    /// Per-item cost (µs) against files, both on log scales (the curves lie orders of magnitude
+    /// apart), one line per curve.
     static func svg(_ curves: [(String, [Point])]) -> String {
         let w = 640.0, h = 360.0, left = 60.0, right = 220.0, top = 20.0, bottom = 40.0
         let all = curves.flatMap(\.1)
-        let xs = all.map { log10(Double($0.items)) }, ys = all.map { $0.perItem * 1e6 }
+        let xs = all.map { log10(Double($0.items)) }
+        let ys = all.map { log10(max($0.perItem * 1e6, 0.1)) }
         let (x0, x1) = (xs.min() ?? 3, max((xs.max() ?? 5), (xs.min() ?? 3) + 0.1))
-        let yMax = max(ys.max() ?? 1, 1e-3) * 1.1
+        let (y0, y1) = (floor(ys.min() ?? 0), max(ceil(ys.max() ?? 1), floor(ys.min() ?? 0) + 1))
         func px(_ items: Int) -> Double { left + (log10(Double(items)) - x0) / (x1 - x0) * (w - left - right) }
-        func py(_ us: Double) -> Double { h - bottom - us / yMax * (h - top - bottom) }
-        let colors = ["#2f7d4f", "#1f5fa8", "#e69500", "#b42318"]
+        func py(_ us: Double) -> Double { h - bottom - (log10(max(us, 0.1)) - y0) / (y1 - y0) * (h - top - bottom) }
         var out = #"<svg xmlns="http://www.w3.org/2000/svg" width="\#(Int(w))" height="\#(Int(h))" font-family="sans-serif" font-size="11">"#
         out += #"<rect width="100%" height="100%" fill="white"/>"#
         out += #"<line x1="\#(left)" y1="\#(h - bottom)" x2="\#(w - right)" y2="\#(h - bottom)" stroke="black"/><line x1="\#(left)" y1="\#(top)" x2="\#(left)" y2="\#(h - bottom)" stroke="black"/>"#
         for p in curves.first?.1 ?? [] {
             out += #"<text x="\#(px(p.items))" y="\#(h - bottom + 16)" text-anchor="middle">\#(p.items)</text>"#
         }
-        for i in 0...4 {
-            let v = yMax * Double(i) / 4
-            out += #"<text x="\#(left - 6)" y="\#(py(v) + 4)" text-anchor="end">\#(String(format: "%.0f", v))</text>"#
+        for e in Int(y0)...Int(y1) {
+            let v = pow(10, Double(e))
+            out += #"<text x="\#(left - 6)" y="\#(py(v) + 4)" text-anchor="end">\#(v < 1 ? String(v) : String(Int(v)))</text>"#
+            out += ##"<line x1="\##(left)" y1="\##(py(v))" x2="\##(w - right)" y2="\##(py(v))" stroke="#e3e6ec"/>"##
         }
         out += #"<text x="\#((left + w - right) / 2)" y="\#(h - 6)" text-anchor="middle">files (log scale)</text>"#
-        out += #"<text x="14" y="\#((top + h - bottom) / 2)" transform="rotate(-90 14 \#((top + h - bottom) / 2))" text-anchor="middle">µs per file</text>"#
+        out += #"<text x="14" y="\#((top + h - bottom) / 2)" transform="rotate(-90 14 \#((top + h - bottom) / 2))" text-anchor="middle">µs per file (log scale)</text>"#
+        let colors = ["#2f7d4f", "#1f5fa8", "#e69500", "#b42318"]
         for (i, (name, points)) in curves.enumerated() {
             let color = colors[i % colors.count]
             let path = points.map { "\(px($0.items)),\(py($0.perItem * 1e6))" }.joined(separator: " ")
