@@ -96,6 +96,7 @@ let package = Package(
         .executableTarget(name: "httpcachefs-bench", dependencies: [
             "CacheCore", "Fetcher", "TestSupport",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: v5),
 
         .testTarget(name: "CacheCoreTests", dependencies: ["CacheCore", "MetricsExport", "TestSupport"], swiftSettings: v5),

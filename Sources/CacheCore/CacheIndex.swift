@@ -17,7 +17,7 @@ import GRDB
 /// SQLite reports the disk full, the commit is tried again, and the reserve is made anew once
 /// there is room. Write errors are logged, counted and kept for status pages.
 final class CacheIndex: @unchecked Sendable {
-    struct EntryRow: Sendable {
+    struct EntryRow: Sendable, Equatable {
         var id: Int64
         var key: String
         var url: String

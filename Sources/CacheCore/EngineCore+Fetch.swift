@@ -158,7 +158,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                 // id is all data file names need.
                 core.adopt(head, into: entry)
                 entry.id = core.index.newEntryID()
-                core.index.updateEntry(entry.row())
+                entry.saveRow(to: core.index)
             case .newVersionRefetch:
                 // Ask again for the wanted bytes of the new version, with its validator.
                 cancels = core.startNewGeneration(entry, head: head, keeping: fetchID)
@@ -180,7 +180,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                 entry.info.finalURL = head.finalURL
                 if head.status == 206 { entry.info.acceptsRanges = true }
                 if entry.info.length == nil, let l = head.totalLength { entry.info.length = l }
-                core.index.updateEntry(entry.row())
+                entry.saveRow(to: core.index)
             }
             switch decision.body {
             case .partial, .none:
@@ -522,7 +522,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                 if learnLength {
                     // The origin sent no length: the end of the body is the end of the file.
                     entry.info.length = position
-                    core.index.updateEntry(entry.row())
+                    entry.saveRow(to: core.index)
                 }
                 core.answer(answer, entry: entry, url: url)
                 if let cause { entry.noteError("\(cause)") }

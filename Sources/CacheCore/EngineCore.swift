@@ -153,7 +153,7 @@ final class EngineCore: @unchecked Sendable {
                     w += e.waiters
                     e.waiters = []
                     for id in e.inflight.removeAll() { if let h = handles.remove(id) { f.append(h) } }
-                    if e.isPersisted { index.updateEntry(e.row()) }
+                    if e.isPersisted { e.saveRow(to: index) }   // only those that changed
                 }
                 return (f, w)
             }
@@ -397,7 +397,7 @@ final class EngineCore: @unchecked Sendable {
         let cancelled = entry.inflight.removeAll(generation: old, keeping: fetchID).compactMap { handles.remove($0) }
         let id = entry.id, store = store, newGen = entry.info.generation
         if entry.isPersisted {
-            index.updateEntry(entry.row())
+            entry.saveRow(to: index)
             index.deleteOtherGenerations(entryID: id, keep: newGen) {
                 store.remove(entry: id, generation: old)
             }
@@ -422,6 +422,7 @@ final class EngineCore: @unchecked Sendable {
             let e = EntryState(id: r.id, info: info, lastAccess: r.lastAccess)
             e.hits = r.hits; e.misses = r.misses; e.bytesFromCache = r.bytesFromCache; e.bytesFromOrigin = r.bytesFromOrigin
             if let err = r.lastError { e.recentErrors = [err] }
+            e.savedRow = e.row()
             byID[r.id] = e
             shard(for: info.key).entries[info.key] = e
             counterLock.withLock { lastGeneration = max(lastGeneration, info.generation) }

@@ -102,6 +102,19 @@ final class EntryState {
         if recentErrors.count > 10 { recentErrors.removeFirst(recentErrors.count - 10) }
     }
 
+    /// The row the index holds for this entry, or will once its queued write lands: the last one
+    /// handed to it (or loaded from it). `saveRow` skips a row equal to it, so a stop (which saves
+    /// every entry) writes only the entries that changed, not the whole cache.
+    var savedRow: CacheIndex.EntryRow?
+
+    /// Hands the entry's row to `index` (written behind) unless the index has it already.
+    func saveRow(to index: CacheIndex) {
+        let now = row()
+        guard now != savedRow else { return }
+        index.updateEntry(now)
+        savedRow = now
+    }
+
     func row() -> CacheIndex.EntryRow {
         CacheIndex.EntryRow(id: id, key: info.key.string, url: info.url, finalURL: info.finalURL, length: info.length,
                             contentType: info.contentType, etag: info.etag, lastModified: info.lastModified,

@@ -82,20 +82,23 @@ struct HeadDecision: Equatable {
     ///   - provenance: what a 200 shows about where it came from (only for known entries).
     static func decide(isNew: Bool, differs: Bool, status: Int, bodyStart: Int64, acceptsRanges: Bool,
                        position: Int64, wholeBodyRunning: Bool, provenance: Provenance = Provenance()) -> HeadDecision {
+        // A body that starts past byte 0 is the range asked for: a 206, or a 200 whose leading
+        // bytes the fetcher dropped (`TransferState.usableLead`). Never "the whole file from 0".
+        let partial = status == 206 || bodyStart > 0
         let version: Version
         if isNew {
             version = .adoptFirst
         } else if differs, status == 200, let why = provenance.distrust {
             return HeadDecision(version: .failedRevalidation(why), body: .none)
         } else if differs {
-            if status == 206 || (position > 0 && acceptsRanges) {
+            if partial || (position > 0 && acceptsRanges) {
                 return HeadDecision(version: .newVersionRefetch, body: .none)
             }
             version = .newVersionFromStart
         } else {
             version = .confirm
         }
-        if status == 206 {
+        if partial {
             guard bodyStart == position else {
                 return HeadDecision(version: version, body: .wrongStart("asked for bytes from \(position), got \(bodyStart)"))
             }

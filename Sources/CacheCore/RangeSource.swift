@@ -16,7 +16,9 @@
 ///   with `.remoteChanged`.
 /// - A server that ignores `Range` answers 200: the head says so (`bodyStart == 0`) and the
 ///   body is the whole resource from byte 0. The sink decides what to keep. With
-///   `requireRange`, such an answer is first retried (a CDN node that sometimes ignores ranges).
+///   `requireRange`, such an answer is first retried (a CDN node that sometimes ignores ranges),
+///   unless the range starts near byte 0: then its lead is dropped and the head's `bodyStart` is
+///   the range's start, as for a 206.
 /// - Backpressure: a source that can pause delivers through `fetchOffer`. `.pause` means the sink
 ///   took none of those bytes: the source keeps them, stops reading from the connection, and
 ///   offers the same bytes again once its handle's `resume()` was called (possibly before the
@@ -93,7 +95,9 @@ public struct ResponseHead: Sendable, Equatable {
     public var status: Int
     /// The URL that answered, after redirects.
     public var finalURL: String
-    /// Offset in the resource of the first body byte: the Content-Range start for 206, 0 for 200.
+    /// Offset in the resource of the first body byte: the Content-Range start for 206, 0 for 200
+    /// (or, for a 200 to a range near the start, the range's start: the fetcher dropped the
+    /// bytes before it).
     public var bodyStart: Int64
     /// Length of the whole resource if known (Content-Range total, or Content-Length of a 200).
     public var totalLength: Int64?

@@ -128,6 +128,29 @@ public struct FileStatus: Sendable, Codable, Equatable {
     public var errors: [String]
     /// The path of its proxy URL (`/u/...`), filled in by the proxy that serves the document.
     public var proxyPath: String?
+    /// `scheme://host[:port]` of its URL, the group the status page shows it under.
+    public var origin: String?
+    /// Its URL's path up to and including the last `/`, percent-decoded: the folder the status
+    /// page shows it in (so `a/index.m3u8` and `b/index.m3u8` are told apart).
+    public var folder: String?
+    /// "listing" for a directory listing (a URL ending in `/`, or an HTML page), else "file";
+    /// the status page shows listings in their own table.
+    public var kind: String?
+}
+
+extension FileStatus {
+    /// Where `url` sits, for grouping: its origin, its folder, and whether it is a listing.
+    static func placement(url: String, contentType: String?) -> (origin: String, folder: String, kind: String) {
+        guard let c = URLComponents(string: url), let scheme = c.scheme, let host = c.host else {
+            return (url, "/", "file")
+        }
+        let origin = scheme + "://" + (host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host) + (c.port.map { ":\($0)" } ?? "")
+        let path = c.percentEncodedPath.isEmpty ? "/" : c.percentEncodedPath
+        let cut = path.lastIndex(of: "/").map { path[...$0] } ?? "/"
+        let folder = String(cut).removingPercentEncoding ?? String(cut)
+        let html = HeadDecision.Provenance.mediaType(contentType) == "text/html"
+        return (origin, folder, path.hasSuffix("/") || html ? "listing" : "file")
+    }
 }
 
 extension CacheEngine {
@@ -145,14 +168,16 @@ extension CacheEngine {
             fetching[key, default: RangeSet()].insert(f.position..<(f.end ?? Int64.max))
         }
         let files = list.map { s -> FileStatus in
-            FileStatus(
+            let place = FileStatus.placement(url: s.info.url, contentType: s.info.contentType)
+            return FileStatus(
                 url: s.info.url, finalURL: s.info.finalURL, name: Self.displayName(s.info.url), length: s.info.length,
                 cachedBytes: s.cachedBytes, cachedRanges: s.cachedRanges.map { [$0.lowerBound, $0.upperBound] },
                 fetchingRanges: (fetching[s.info.key]?.ranges ?? []).map { [$0.lowerBound, $0.upperBound == Int64.max ? -1 : $0.upperBound] },
                 contentType: s.info.contentType, etag: s.info.etag, lastModified: s.info.lastModified,
                 generation: s.info.generation, validatedAt: s.info.validatedAt, lastAccess: s.lastAccess,
                 hits: s.hits, misses: s.misses, bytesFromCache: s.bytesFromCache, bytesFromOrigin: s.bytesFromOrigin,
-                reads: s.readsByDoor, errors: s.recentErrors, proxyPath: nil)
+                reads: s.readsByDoor, errors: s.recentErrors, proxyPath: nil,
+                origin: place.origin, folder: place.folder, kind: place.kind)
         }
         let totals = metrics.totals
         return StatusDocument(

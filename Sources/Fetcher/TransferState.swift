@@ -26,7 +26,11 @@ import Foundation
 ///   whose ETags change on every answer (one file replaced once gives the same new ETag every time).
 /// - With `requireRange`, a 200 to a range that does not start at 0 is retried with backoff
 ///   (`maxIgnoredRanges` times) before it is accepted: one 200 from a flaky CDN is no verdict
-///   that the origin ignores ranges.
+///   that the origin ignores ranges. Unless the range starts within `usableLead` of byte 0: then
+///   the 200 is used as the range it was asked for, its leading bytes dropped (the head says
+///   `bodyStart` = the range's start, status 200), and it ends at the range's end like a 206.
+///   Cutting a 200 is not free: the origin has pushed a connection's worth of its body by the time
+///   the head is read (about 2 MiB on loopback), so reading that far costs no more than a cut.
 struct TransferState {
     let request: FetchRequest
     let policy: RetryPolicy
@@ -51,6 +55,11 @@ struct TransferState {
 
     /// 200s to a `requireRange` request retried before one is accepted.
     static let maxIgnoredRanges = 2
+
+    /// A 200 to a `requireRange` request whose range starts at most this far into the file is read
+    /// up to the range (its lead dropped) rather than cut: about what a cut costs anyway, the
+    /// origin's send buffer (Linux sizes it for ten segments: 2 MiB on loopback's 64 KiB MSS).
+    static let usableLead: Int64 = 2 << 20
 
     /// How an attempt ended on the curl side.
     enum AttemptResult: Equatable {
@@ -151,7 +160,10 @@ struct TransferState {
             return stop(.fail(.invalidResponse(url: finalURL, message: refusal)))
         }
         let partial = status == 206
-        if !partial, request.requireRange, resumeOffset > 0, ignoredRanges < Self.maxIgnoredRanges {
+        // A 200 to a range near the start: its lead is dropped, the rest is the range asked for.
+        let useLead = !partial && request.requireRange && head == nil && request.start > 0
+            && request.start <= Self.usableLead && (block.contentLength.map { request.start < $0 } ?? false)
+        if !partial, !useLead, request.requireRange, resumeOffset > 0, ignoredRanges < Self.maxIgnoredRanges {
             ignoredRanges += 1
             if head == nil, let etag = block.etag { retriedETags.append((etag, block.lastModified, block.contentLength)) }
             return stop(.ignoredRange(url: finalURL))
@@ -198,9 +210,13 @@ struct TransferState {
             return .proceed
         }
 
+        if useLead {
+            skip = request.start
+            attemptExpected = block.contentLength
+        }
         var first = ResponseHead(
             status: partial ? 206 : 200, finalURL: finalURL,
-            bodyStart: partial ? range!.start : 0,
+            bodyStart: partial ? range!.start : useLead ? request.start : 0,
             totalLength: partial ? range!.total : block.contentLength,
             contentType: block.contentType, etag: block.etag, lastModified: block.lastModified,
             acceptsRanges: partial || block.advertisesByteRanges)
@@ -208,7 +224,11 @@ struct TransferState {
             first.etagRotating = Self.rotating(retriedETags, etag: etag, date: date, length: length)
         }
         head = first
-        promised = attemptExpected
+        if useLead, let length = block.contentLength {
+            promised = min(request.end ?? length, length) - request.start
+        } else {
+            promised = attemptExpected
+        }
         return .deliver(first)
     }
 

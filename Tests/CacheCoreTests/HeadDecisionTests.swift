@@ -55,6 +55,24 @@ final class HeadDecisionTests: XCTestCase {
         XCTAssertEqual(decide(), HeadDecision(version: .confirm, body: .partial))
     }
 
+    /// A 200 whose lead the fetcher dropped (a range near the start, `TransferState.usableLead`)
+    /// is the range asked for: kept as a 206 would be, and never taken for a new version sent
+    /// whole from byte 0 (its bytes do not start there).
+    func testA200WhoseLeadWasDroppedIsTheRangeAskedFor() {
+        let rows: [(line: UInt, isNew: Bool, differs: Bool, acceptsRanges: Bool, expected: HeadDecision)] = [
+            (#line, false, false, true, HeadDecision(version: .confirm, body: .partial)),
+            (#line, false, false, false, HeadDecision(version: .confirm, body: .partial)),
+            (#line, true, false, false, HeadDecision(version: .adoptFirst, body: .partial)),
+            (#line, false, true, true, HeadDecision(version: .newVersionRefetch, body: .none)),
+            (#line, false, true, false, HeadDecision(version: .newVersionRefetch, body: .none)),
+        ]
+        for row in rows {
+            XCTAssertEqual(decide(isNew: row.isNew, differs: row.differs, status: 200, bodyStart: 100, acceptsRanges: row.acceptsRanges,
+                                  position: 100), row.expected, line: row.line)
+        }
+        XCTAssertEqual(decide(status: 200, bodyStart: 50, position: 100).body, .wrongStart("asked for bytes from 100, got 50"))
+    }
+
     func testA206ThatStartsElsewhereIsRefused() {
         XCTAssertEqual(decide(bodyStart: 0).body, .wrongStart("asked for bytes from 100, got 0"))
     }

@@ -57,11 +57,15 @@ final class TransferStateTests: XCTestCase {
         XCTAssertNil(ContentRange(parsing: "bytes 0-1000/1000"), "last byte past the total")
     }
 
+    /// A range far into the file (beyond `TransferState.usableLead`), and a file that long.
+    private let far: Int64 = 64 << 20
+    private var farLength: String { "Content-Length: \(2 * far)" }
+
     func testA200ToARangeOfAnOriginKnownToServeRangesIsRetriedBeforeItIsAccepted() {
-        let whole = ["HTTP/1.1 200 OK", "Content-Length: 1000", "ETag: \"v1\"", "Accept-Ranges: bytes"]
-        var s = TransferState(request: FetchRequest(url: url, start: 100, end: 200, requireRange: true), policy: policy)
+        let whole = ["HTTP/1.1 200 OK", farLength, "ETag: \"v1\"", "Accept-Ranges: bytes"]
+        var s = TransferState(request: FetchRequest(url: url, start: far, end: far + 100, requireRange: true), policy: policy)
         for attempt in 1...TransferState.maxIgnoredRanges {
-            XCTAssertEqual(s.beginAttempt().range, "bytes=100-199")
+            XCTAssertEqual(s.beginAttempt().range, "bytes=\(far)-\(far + 99)")
             XCTAssertEqual(s.receiveHead(block(whole), finalURL: url), .abort, "attempt \(attempt): one 200 is no verdict")
             guard case .retry(let delay) = s.attemptEnded(.ok) else { return XCTFail("attempt \(attempt) is retried") }
             XCTAssertGreaterThan(delay, 0, "with backoff")
@@ -75,14 +79,62 @@ final class TransferStateTests: XCTestCase {
     }
 
     func testA206AfterA200IsTakenAsUsual() {
-        let whole = ["HTTP/1.1 200 OK", "Content-Length: 1000", "ETag: \"v1\""]
-        var s = TransferState(request: FetchRequest(url: url, start: 100, end: 200, requireRange: true), policy: policy)
+        let whole = ["HTTP/1.1 200 OK", farLength, "ETag: \"v1\""]
+        var s = TransferState(request: FetchRequest(url: url, start: far, end: far + 100, requireRange: true), policy: policy)
         _ = s.beginAttempt()
         XCTAssertEqual(s.receiveHead(block(whole), finalURL: url), .abort)
         _ = s.attemptEnded(.ok)
         _ = s.beginAttempt()
-        guard case .deliver(let head) = s.receiveHead(block(partialHead), finalURL: url) else { return XCTFail() }
-        XCTAssertEqual(head.bodyStart, 100)
+        let partial = ["HTTP/1.1 206 Partial Content", "Content-Range: bytes \(far)-\(far + 99)/\(2 * far)", "Content-Length: 100", "ETag: \"v1\""]
+        guard case .deliver(let head) = s.receiveHead(block(partial), finalURL: url) else { return XCTFail() }
+        XCTAssertEqual(head.bodyStart, far)
+    }
+
+    /// A 200 to a range that starts near byte 0 is no worse than cutting it (the origin pushed about
+    /// that much already): it is read, its lead dropped, and it ends where the range ends.
+    func testA200ToARangeNearTheStartIsUsedFromTheRangeAndEndsAtItsEnd() {
+        let whole = ["HTTP/1.1 200 OK", "Content-Length: 1000000", "ETag: \"v1\"", "Accept-Ranges: bytes"]
+        var s = TransferState(request: FetchRequest(url: url, start: 1000, end: 1100, requireRange: true), policy: policy)
+        _ = s.beginAttempt()
+        guard case .deliver(let head) = s.receiveHead(block(whole), finalURL: url) else { return XCTFail("the 200 is used") }
+        XCTAssertEqual(head.status, 200)
+        XCTAssertEqual(head.bodyStart, 1000, "the body the sink sees starts where the range does")
+        XCTAssertEqual(head.totalLength, 1_000_000)
+        XCTAssertEqual(s.receiveBody(count: 800).length, 0, "the lead is dropped")
+        let last = s.receiveBody(count: 400)
+        XCTAssertEqual(last.offset, 200)
+        XCTAssertEqual(last.length, 100, "then the range's 100 bytes")
+        XCTAssertEqual(s.abort, .complete, "and the transfer is cut at the range's end")
+        XCTAssertEqual(s.attemptEnded(.failed(message: "write error", retryable: false)), .finish(nil))
+        XCTAssertEqual(s.ignoredRanges, 0)
+    }
+
+    /// Which 200s to a `requireRange` request are used from their range and which are cut.
+    func testWhichWholeBodiesAreUsedAndWhichAreCut() {
+        let lead = TransferState.usableLead
+        let cases: [(start: Int64, length: String?, used: Bool, why: String)] = [
+            (1, "Content-Length: 1000", true, "just past byte 0"),
+            (lead, "Content-Length: \(4 * lead)", true, "at the bound"),
+            (lead + 1, "Content-Length: \(4 * lead)", false, "past the bound: cutting costs less"),
+            (1000, nil, false, "no length: where the range is cannot be checked"),
+            (1000, "Content-Length: 1000", false, "a range past the end of this body"),
+        ]
+        for c in cases {
+            var s = TransferState(request: FetchRequest(url: url, start: c.start, end: c.start + 10, requireRange: true), policy: policy)
+            _ = s.beginAttempt()
+            let answer = s.receiveHead(block(["HTTP/1.1 200 OK"] + (c.length.map { [$0] } ?? [])), finalURL: url)
+            if c.used {
+                guard case .deliver(let head) = answer else { XCTFail("used: \(c.why)"); continue }
+                XCTAssertEqual(head.bodyStart, c.start, c.why)
+            } else {
+                XCTAssertEqual(answer, .abort, "cut: \(c.why)")
+            }
+        }
+        // Without `requireRange` (no range history) a 200 is the whole file from byte 0, as before.
+        var s = TransferState(request: FetchRequest(url: url, start: 1000, end: 1100), policy: policy)
+        _ = s.beginAttempt()
+        guard case .deliver(let head) = s.receiveHead(block(["HTTP/1.1 200 OK", "Content-Length: 1000000"]), finalURL: url) else { return XCTFail() }
+        XCTAssertEqual(head.bodyStart, 0)
     }
 
     func testWithoutAKnownRangeHistoryA200IsDeliveredAtOnce() {
@@ -183,11 +235,11 @@ final class TransferStateTests: XCTestCase {
 
     func testWholeBodiesRetriedWithOtherETagsForTheSameFileMarkTheHeadAsRotating() {
         func run(_ etags: [String]) -> ResponseHead? {
-            var s = TransferState(request: FetchRequest(url: url, start: 100, end: 200, ifRange: "\"v0\"", requireRange: true),
+            var s = TransferState(request: FetchRequest(url: url, start: far, end: far + 100, ifRange: "\"v0\"", requireRange: true),
                                   policy: policy)
             for etag in etags {
                 _ = s.beginAttempt()
-                let answer = block(["HTTP/1.1 200 OK", "Content-Length: 1000", "ETag: \(etag)",
+                let answer = block(["HTTP/1.1 200 OK", farLength, "ETag: \(etag)",
                                     "Last-Modified: Mon, 01 Jan 2024 00:00:00 GMT"])
                 if case let .deliver(head) = s.receiveHead(answer, finalURL: url) { return head }
                 _ = s.attemptEnded(.ok)

@@ -215,6 +215,113 @@ final class StatusEndpointTests: XCTestCase {
         }
     }
 
+    /// The page answers at a glance, in Chromium at desktop (1280×800) and phone (390×844) width:
+    /// files grouped by origin and folder (two `index.m3u8` in two folders), a listing in its own
+    /// table, a banner for the recent error, and a page opened at `#URL` with that row's details
+    /// open and scrolled to. Screenshots of both widths (and of the deep link at phone width) go
+    /// to `TestOutput.directory`, their paths printed, for a person to look at.
+    func testTheBrowserShowsGroupsListingsABannerAndDeepLinksAtBothWidths() throws {
+        guard let chromium = ExternalTool.find("chromium", "chromium-browser", "google-chrome") else {
+            print("⚠️  SKIPPING browser test: chromium not installed (Debian package chromium)")
+            throw XCTSkip("chromium not installed (Debian package chromium)")
+        }
+        let h = try harness()
+        defer { h.shutdown() }
+        try cachePartly(h)
+        let playlist = Array("#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXTINF:4,\nseg000.ts\n#EXT-X-ENDLIST\n".utf8)
+        for folder in ["/shows/a/", "/shows/b/"] {
+            h.origin.setFile(folder + "index.m3u8", data: playlist, contentType: "application/vnd.apple.mpegurl")
+            h.origin.setFile(folder + "seg000.ts", data: testBytes(200_000, seed: 9), contentType: "video/mp2t")
+            XCTAssertEqual(try h.get(h.path(folder + "index.m3u8")).status, 200)
+            XCTAssertEqual(try h.get(h.path(folder + "seg000.ts")).status, 200)
+        }
+        h.origin.setFile("/shows/", data: Array("<html><body><a href=\"a/\">a/</a><a href=\"b/\">b/</a></body></html>".utf8),
+                         contentType: "text/html")
+        XCTAssertEqual(try h.get(h.path("/shows/")).status, 200)
+        XCTAssertEqual(try h.get(h.path("/shows/missing.mp4")).status, 404)   // a recent error
+        h.engine.core.writes.waitIdle()
+
+        let doc = h.engine.statusDocument(version: "test", showDirectory: false)
+        let listing = try XCTUnwrap(doc.files.first { $0.url == h.origin.url("/shows/") })
+        XCTAssertEqual(listing.kind, "listing")
+        let b = try XCTUnwrap(doc.files.first { $0.url == h.origin.url("/shows/b/index.m3u8") })
+        XCTAssertEqual(b.kind, "file")
+        XCTAssertEqual(b.folder, "/shows/b/")
+        XCTAssertEqual(b.origin, h.origin.url(""))
+
+        let page = "http://127.0.0.1:\(h.port)/.httpcachefs/"
+        let deepLink = page + "#" + (b.url.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? b.url)
+        let profile = TemporaryDirectory(prefix: "httpcachefs-chromium")
+        defer { profile.remove() }
+        func flags(_ width: Int, _ height: Int) -> [String] {
+            ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(profile.path)",
+             "--virtual-time-budget=5000", "--window-size=\(width),\(height)"]
+        }
+        var failures: [String] = []
+        for (width, height) in [(1280, 800), (390, 844)] {
+            let dump = try ExternalTool.run(chromium, flags(width, height) + ["--dump-dom", deepLink], timeout: 120)
+            if dump.status != 0 { failures.append("\(width): chromium exited \(dump.status): \(dump.stderr.suffix(2000))") }
+            failures += Self.pageProblems(dump.stdout, origin: h.origin, deepLinked: b.url).map { "\(width)×\(height): \($0)" }
+            // Headless Chromium paints a page it scrolled as blank: the deep link's picture is taken
+            // in a window tall enough to show its open details without scrolling.
+            for (name, url, tall) in [("status-page-\(width)x\(height).png", page, height),
+                                      ("status-page-\(width)-deep-link-details.png", deepLink, 2000)] {
+                let shot = TestOutput.file(name)
+                try? FileManager.default.removeItem(atPath: shot)
+                _ = try ExternalTool.run(chromium, flags(width, tall) + ["--screenshot=\(shot)", url], timeout: 120)
+                if !FileManager.default.fileExists(atPath: shot) { failures.append("no screenshot \(shot)") }
+            }
+        }
+        XCTAssertTrue(failures.isEmpty, failures.joined(separator: "\n"))
+    }
+
+    /// What is wrong with a dumped status page that was opened at `#deepLinked`.
+    static func pageProblems(_ dom: String, origin: OriginServer, deepLinked: String) -> [String] {
+        var problems: [String] = []
+        func table(_ id: String) -> String {
+            guard let start = dom.range(of: "<table id=\"\(id)\""),
+                  let end = dom.range(of: "</table>", range: start.upperBound..<dom.endIndex) else { return "" }
+            return String(dom[start.lowerBound..<end.lowerBound])
+        }
+        let files = table("files"), listings = table("listings")
+        if !files.contains("<tr class=\"origin\" data-origin=\"\(origin.url(""))\"") { problems.append("no group for the origin") }
+        for folder in ["/", "/shows/a/", "/shows/b/"] where !files.contains("data-folder=\"\(folder)\"") {
+            problems.append("no folder row \(folder)")
+        }
+        for path in ["/shows/a/index.m3u8", "/shows/b/index.m3u8", "/a.mp4"] where !files.contains("<tr data-url=\"\(origin.url(path))\"") {
+            problems.append("no file row \(path)")
+        }
+        // Each index.m3u8 under its own folder: the folder rows come in order, each before its file.
+        if let a = files.range(of: "data-folder=\"/shows/a/\""), let b = files.range(of: "data-folder=\"/shows/b/\""),
+           let fa = files.range(of: "data-url=\"\(origin.url("/shows/a/index.m3u8"))\""),
+           let fb = files.range(of: "data-url=\"\(origin.url("/shows/b/index.m3u8"))\"") {
+            if !(a.lowerBound < fa.lowerBound && fa.lowerBound < b.lowerBound && b.lowerBound < fb.lowerBound) {
+                problems.append("the index.m3u8 rows are not each under their folder")
+            }
+        }
+        if files.contains("data-url=\"\(origin.url("/shows/"))\"") { problems.append("the listing is among the files") }
+        if !listings.contains("<tr data-url=\"\(origin.url("/shows/"))\"") { problems.append("the listing is not in its table") }
+        if !dom.contains("<div class=\"banner errors\"") || !dom.contains("1 error in the last") {
+            problems.append("no error banner")
+        }
+        if let banner = dom.range(of: "id=\"banners\""), let cards = dom.range(of: "id=\"cards\""), banner.lowerBound > cards.lowerBound {
+            problems.append("the banner is not at the top")
+        }
+        if !dom.contains("data-detail-of=\"\(deepLinked)\"") { problems.append("the deep-linked row's details are not open") }
+        if !dom.contains("data-scrolled-to=\"\(deepLinked)\"") { problems.append("the page did not scroll to the deep-linked row") }
+        func number(_ attribute: String) -> Int? {
+            guard let r = dom.range(of: "\(attribute)=\"") else { return nil }
+            return Int(dom[r.upperBound...].prefix { $0 != "\"" })
+        }
+        if let top = number("data-row-top"), let height = number("data-view-height") {
+            if !(0..<height).contains(top) { problems.append("the deep-linked row is at \(top) px, outside the window's \(height) px") }
+        } else {
+            problems.append("no row position recorded")
+        }
+        if !problems.isEmpty { problems.append("DOM: \(dom.prefix(3000))") }
+        return problems
+    }
+
     /// The `<tr data-url="URL">` element of the dumped DOM.
     static func row(in dom: String, url: String) -> String? {
         guard let start = dom.range(of: "<tr data-url=\"\(url)\"") else { return nil }
