@@ -21,6 +21,9 @@ public final class CacheEngine: @unchecked Sendable {
     /// The source as the engine sees it: counts and lists the transfers.
     let tracker: FetchTracker
 
+    /// The source's cache tier, if it fetches through one (`--tier`).
+    public let tier: TierReporting?
+
     /// Runs once the engine has shut down (see `init`).
     private let afterShutdown: (@Sendable () -> Void)?
 
@@ -40,6 +43,7 @@ public final class CacheEngine: @unchecked Sendable {
         let metrics = CacheMetrics(factory: metricsFactory)
         self.metrics = metrics
         self.tracker = FetchTracker(source, metrics: metrics)
+        self.tier = source as? TierReporting
         self.core = try EngineCore(configuration: configuration, source: tracker, logger: logger, metrics: metrics)
         core.addChangeObserver { _ in metrics.remoteChanges.add(1) }
     }

@@ -55,6 +55,14 @@ public struct FetchRequest: Sendable, Equatable {
     /// The `ifRange` version's Last-Modified: an answer with another ETag but this date and
     /// `expectedLength` gets a second look (see `TransferState`).
     public var expectedLastModified: String?
+    /// The entry's cache key (the URL without ignored query parameters): a cache tier keys and
+    /// routes on it, so rotating URLs of one file meet in one tier entry. nil: the URL.
+    public var cacheKey: String?
+    /// The open-time metadata probe: it checks the version with the origin itself, never
+    /// through a cache tier (which might still hold an older one).
+    public var isProbe = false
+    /// Extra request headers for this request only, each "Name: value" (a tier's version and key).
+    public var headers: [String] = []
 
     public init(url: String, start: Int64 = 0, end: Int64? = nil, ifRange: String? = nil, requireRange: Bool = false,
                 priority: FetchPriority = .waiting, owner: Int? = nil) {

@@ -23,6 +23,8 @@ public struct StatusDocument: Sendable, Codable, Equatable {
     public var fetches: [FetchInFlight]
     /// Newest first.
     public var errors: [ErrorRecord]
+    /// The cache tier's counters (`--tier`); absent without one.
+    public var tier: TierStatus?
 
     public static func decode(_ bytes: [UInt8]) throws -> StatusDocument {
         try makeDecoder().decode(StatusDocument.self, from: Data(bytes))
@@ -124,6 +126,10 @@ public struct FileStatus: Sendable, Codable, Equatable {
     public var errors: [String]
     /// The path of its proxy URL (`/u/...`), filled in by the proxy that serves the document.
     public var proxyPath: String?
+    /// With a cache tier (`--tier`): of the bytes this process fetched for the file, those from
+    /// the tier and those from the origin itself (`bytesFromOrigin` counts both).
+    public var fetchedFromTier: Int64? = nil
+    public var fetchedFromOrigin: Int64? = nil
 }
 
 extension CacheEngine {
@@ -148,14 +154,17 @@ extension CacheEngine {
                 contentType: s.info.contentType, etag: s.info.etag, lastModified: s.info.lastModified,
                 generation: s.info.generation, validatedAt: s.info.validatedAt, lastAccess: s.lastAccess,
                 hits: s.hits, misses: s.misses, bytesFromCache: s.bytesFromCache, bytesFromOrigin: s.bytesFromOrigin,
-                reads: s.readsByDoor, errors: s.recentErrors, proxyPath: nil)
+                reads: s.readsByDoor, errors: s.recentErrors, proxyPath: nil,
+                fetchedFromTier: tier?.tierSplit(ofKey: s.info.key.string)?.tier,
+                fetchedFromOrigin: tier?.tierSplit(ofKey: s.info.key.string)?.origin)
         }
         let totals = metrics.totals
         return StatusDocument(
             version: version, pid: getpid(), startedAt: metrics.startedAt,
             uptimeSeconds: now.timeIntervalSince(metrics.startedAt), doors: metrics.currentDoors,
             cache: summary(files: list, showDirectory: showDirectory, totals: totals),
-            totals: totals, files: files, fetches: fetches, errors: metrics.recentErrors)
+            totals: totals, files: files, fetches: fetches, errors: metrics.recentErrors,
+            tier: tier?.tierStatus())
     }
 
     /// Sets the metric gauges (bytes used, capacity, entries, fetches in flight) from the cache's

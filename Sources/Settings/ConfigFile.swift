@@ -19,10 +19,10 @@ public struct ConfigFile: Equatable, Sendable {
         "header", "upstream-proxy", "insecure", "ignore-etag", "log-level", "log-file",
         "user-agent", "ca-certificate", "netrc-file", "user", "password-file", "cache-max-age", "read-ahead-max",
         "uid", "gid", "umask",
-        "max-connections", "bwlimit",
+        "max-connections", "bwlimit", "tier",
     ]
     /// Keys that accumulate instead of replacing.
-    static let repeatableKeys: Set<String> = ["header", "ignore-query"]
+    static let repeatableKeys: Set<String> = ["header", "ignore-query", "tier"]
 
     /// Where the file came from, for messages.
     public var path: String
