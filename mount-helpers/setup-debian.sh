@@ -18,7 +18,7 @@ test=0
 bench=0
 for arg in "$@"; do
     case $arg in
-        --test) test=1; packages="$packages ffmpeg chromium prometheus" ;;
+        --test) test=1; packages="$packages ffmpeg chromium prometheus nginx-light" ;;
         --with-mpv) packages="$packages mpv" ;;
         --deb) packages="$packages dpkg-dev help2man binutils" ;;
         --bench) bench=1; packages="$packages nginx-light python3-pip" ;;

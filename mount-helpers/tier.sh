@@ -1,15 +1,15 @@
-#!/bin/sh
+#!/bin/bash
 # Runs one httpcachefs cache tier node: nginx with `slice` + `proxy_cache` in front of one origin.
 #
 #   tier.sh --origin URL --port P --cache-dir DIR [--size 20G] [--slice 4M] [--bind ADDR]
 #           [--ca-certificate PEM] [--user USER]
 #   tier.sh --stop --cache-dir DIR
 #
-# Writes DIR/nginx.conf from tier-nginx.conf.in (next to this script, or
-# /usr/share/httpcachefs/) and starts nginx with its pid, temporary files, logs and cache all
+# Writes DIR/nginx.conf from tier-nginx.conf.in (next to this script, or in
+# ../share/httpcachefs/ when installed as httpcachefs-tier) and starts nginx with its pid, temporary files, logs and cache all
 # under DIR (DIR/access.log shows each request and whether it was a HIT or a MISS). Works as a
 # normal user (a port above 1023) and as root (workers run as --user, default nobody, and own
-# DIR's cache). URL is the origin, http:// or https:// (TLS with SNI, verified against the
+# DIR's cache; DIR's parents must let them through). URL is the origin, http:// or https:// (TLS with SNI, verified against the
 # system's CAs or --ca-certificate), with an optional path prefix: only paths under it are
 # served. The node forwards only to that origin. --slice must match the daemons'
 # --tier ...,slice=SIZE (both default to 4M). --stop stops the node that uses DIR.
@@ -85,7 +85,7 @@ hostport=$host:$hport
 sslhost=$(printf '%s' "$host" | tr -d '[]')
 
 template=""
-for t in "$here/tier-nginx.conf.in" /usr/share/httpcachefs/tier-nginx.conf.in; do
+for t in "$here/tier-nginx.conf.in" "$here/../share/httpcachefs/tier-nginx.conf.in" /usr/share/httpcachefs/tier-nginx.conf.in; do
     [ -f "$t" ] && { template=$t; break; }
 done
 [ -n "$template" ] || { echo "tier.sh: tier-nginx.conf.in not found next to $0 or in /usr/share/httpcachefs" >&2; exit 1; }
@@ -108,6 +108,12 @@ if [ "$(id -u)" = 0 ]; then
     group=$(id -gn "$user")
     user_line="user $user $group;"
     chown -R "$user:$group" "$dir/cache" "$dir/tmp"
+    # The workers must reach DIR through its parents (a private 0700 parent stops them).
+    if [ "$user" != root ] && command -v runuser >/dev/null 2>&1 &&
+       ! runuser -u "$user" -- test -w "$dir/cache" -a -x "$dir/cache"; then
+        echo "tier.sh: nginx workers run as '$user' and cannot write $dir/cache (a parent directory is closed to them): choose a DIR they can reach, or --user root" >&2
+        exit 1
+    fi
 elif [ -n "$user" ]; then
     echo "tier.sh: --user needs root (the workers run as the caller otherwise)" >&2; exit 64
 fi
@@ -149,6 +155,12 @@ awk '{
 mv "$tmp" "$conf"
 
 "$nginx" -t -q -p "$dir" -c "$conf" -e "$dir/error.log" || { echo "tier.sh: nginx refused $conf (see above)" >&2; exit 1; }
-"$nginx" -p "$dir" -c "$conf" -e "$dir/error.log"
+# The node outlives this script: it must not keep a descriptor the caller watches for this
+# script's end (a pipe, or a test runner's process monitor). bash closes any fd by number.
+for fd in /proc/$$/fd/*; do
+    fd=${fd##*/}
+    case $fd in 0|1|2) ;; *[!0-9]*) ;; *) eval "exec $fd>&-" 2>/dev/null || true ;; esac
+done
+"$nginx" -p "$dir" -c "$conf" -e "$dir/error.log" </dev/null
 # nginx forks and returns once the master wrote its pid; the listener is open by then.
 echo "tier node for $origin listening on ${bind:-*}:$port, cache in $dir (slice $slice, size $size)"

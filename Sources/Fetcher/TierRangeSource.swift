@@ -1,5 +1,6 @@
 import CacheCore
 import Foundation
+import Logging
 
 /// A `RangeSource` that fetches the bytes of tiered origins from a cache tier (nginx nodes with
 /// `slice` + `proxy_cache`, see `mount-helpers/tier.sh`) and everything else from the origin.
@@ -23,12 +24,15 @@ public final class TierRangeSource: RangeSource, @unchecked Sendable {
     let tier: RangeSource
     let tiers: [(spec: TierSpec, router: TierRouter)]
     public let state: TierState
+    let logger: Logger?
 
     /// - Parameters:
     ///   - origin: fetches from origins (probes, fallbacks, untiered URLs).
     ///   - tier: fetches from tier nodes (few retries, short timeouts: another node or the
     ///     origin is the retry).
-    public init(origin: RangeSource, tier: RangeSource, tiers: [TierSpec], state: TierState = TierState()) {
+    public init(origin: RangeSource, tier: RangeSource, tiers: [TierSpec], state: TierState = TierState(),
+                logger: Logger? = nil) {
+        self.logger = logger
         self.origin = origin
         self.tier = tier
         self.tiers = tiers.map { ($0, TierRouter(nodes: $0.nodes, sliceSize: $0.sliceSize)) }

@@ -169,23 +169,35 @@ final class TierTransfer: FetchHandle, @unchecked Sendable {
         switch verdict {
         case .refuse: return false
         case .accept: return true
-        case let .pass(outer): return sink.fetchDidReceiveHead(outer)
+        case let .pass(outer):
+            let wanted = sink.fetchDidReceiveHead(outer)
+            if !wanted { lock.withLock { cancelled = true } }
+            return wanted
         }
     }
 
     fileprivate func attemptOffer(_ bytes: UnsafeRawBufferPointer, attempt id: Int, node: String?) -> FetchFlow {
         guard lock.withLock({ id == attempt && !done }) else { return .stop }
         let flow = sink.fetchOffer(bytes)
-        if flow == .proceed {
+        switch flow {
+        case .proceed:
             lock.withLock { position += Int64(bytes.count) }
             source.state.delivered(bytes.count, node: node, key: key)
+        case .stop:
+            // The reader's sink wants no more: the transfer ends here, on no other node.
+            lock.withLock { cancelled = true }
+        case .pause:
+            break
         }
         return flow
     }
 
     fileprivate func attemptReceive(_ bytes: UnsafeRawBufferPointer, attempt id: Int, node: String?) -> Bool {
         guard lock.withLock({ id == attempt && !done }) else { return false }
-        guard sink.fetchDidReceive(bytes) else { return false }
+        guard sink.fetchDidReceive(bytes) else {
+            lock.withLock { cancelled = true }
+            return false
+        }
         lock.withLock { position += Int64(bytes.count) }
         source.state.delivered(bytes.count, node: node, key: key)
         return true
@@ -223,7 +235,13 @@ final class TierTransfer: FetchHandle, @unchecked Sendable {
                     if let error { return error.description }
                     return position >= pieceEnd ? nil : "short body"
                 }
-                if let why { source.state.failed(node, error: why) } else { source.state.succeeded(node) }
+                if let why {
+                    source.state.failed(node, error: why)
+                    source.logger?.notice("tier node failed; its slices go to the next node or the origin",
+                                          metadata: ["node": "\(node)", "url": "\(request.url)", "error": "\(why)"])
+                } else {
+                    source.state.succeeded(node)
+                }
             }
             next()
         }

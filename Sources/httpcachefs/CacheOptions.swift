@@ -177,7 +177,7 @@ struct CacheOptions: ParsableArguments {
         // timeouts: the next node or the origin is the retry), and wraps the origin's.
         let tier = resolved.transfer.tiers.isEmpty ? nil
             : CurlRangeSource(configuration: resolved.tierFetcherConfiguration, logger: fetchLogger)
-        let source: RangeSource = tier.map { TierRangeSource(origin: origin, tier: $0, tiers: resolved.transfer.tiers) } ?? origin
+        let source: RangeSource = tier.map { TierRangeSource(origin: origin, tier: $0, tiers: resolved.transfer.tiers, logger: fetchLogger) } ?? origin
         let shutdownSources: @Sendable () -> Void = { origin.shutdown(); tier?.shutdown() }
         do {
             return try CacheEngine(configuration: configuration, source: source,

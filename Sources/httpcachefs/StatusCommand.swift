@@ -116,6 +116,12 @@ struct StatusCommand: AsyncParsableCommand {
             let ratio = doc.cache.hitRatio.map { String(format: "%.1f%%", $0 * 100) } ?? "-"
             rows.append(["  served:", "\(Format.bytes(t.servedFromCache)) from cache, \(Format.bytes(t.servedFromOrigin)) from origin, hit ratio \(ratio), \(doc.errors.count) recent errors"])
             rows.append(["  fetching:", doc.fetches.isEmpty ? "nothing" : "\(doc.fetches.count) transfer\(doc.fetches.count == 1 ? "" : "s")"])
+            if let tier = doc.tier {
+                rows.append(["  Tier:", "\(Format.bytes(tier.nodes.reduce(0) { $0 + $1.bytes })) from \(tier.nodes.count) node\(tier.nodes.count == 1 ? "" : "s"), \(Format.bytes(tier.originBytes)) from the origin"])
+                for n in tier.nodes {
+                    rows.append(["    \(n.node):", "\(Format.bytes(n.bytes)), \(n.errors) error\(n.errors == 1 ? "" : "s")\(n.backedOff ? ", skipped (back-off)" : "")"])
+                }
+            }
         }
         if let note = r.note { rows.append(["  note:", note]) }
         lines.append(Format.table(rows))

@@ -217,3 +217,20 @@ final class GarbageServer: @unchecked Sendable {
 
     func stop() { shutdown(fd, Int32(SHUT_RDWR)); close(fd) }
 }
+
+extension TierSourceTests {
+    func testAReaderThatStopsEndsTheTransferOnNoOtherNode() {
+        let tier = makeTier(nodes: ["http://127.0.0.1:\(node.port)"])
+        var request = FetchRequest(url: origin.url("/f.bin"), start: 0, end: 300_000, ifRange: etag)
+        request.expectedLength = Int64(data.count)
+        let sink = RecordingSink()
+        sink.stopAfterBytes = 150_000
+        _ = tier.start(request, sink: sink)
+        wait(for: [sink.finished], timeout: 30)
+        XCTAssertEqual(sink.result(), .cancelled)
+        XCTAssertEqual(sink.violations, [])
+        XCTAssertEqual(origin.requests.count, 0, "a reader's stop is not a node failure")
+        XCTAssertEqual(tier.tierStatus().nodes.first?.errors, 0)
+        XCTAssertEqual(Array(sink.body.prefix(150_000)), Array(data[0..<min(sink.body.count, 150_000)]))
+    }
+}
