@@ -77,6 +77,9 @@ public struct TierSpec: Sendable, Equatable {
                         pathPrefix: prefix, nodes: nodes, sliceSize: slice)
     }
 
+    /// `parseSize` for tools (the benchmark); 4 MiB when unreadable.
+    public static func parseSizeForBench(_ text: String) -> Int64 { parseSize(text) ?? defaultSliceSize }
+
     /// `4M`, `512K`, `1G`, or a byte count.
     static func parseSize(_ text: String) -> Int64? {
         var t = text.trimmingCharacters(in: .whitespaces).uppercased()

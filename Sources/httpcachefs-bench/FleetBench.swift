@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Fetcher
 import TestSupport
 #if canImport(Glibc)
 import Glibc
@@ -41,6 +42,9 @@ struct FleetBench: ParsableCommand {
     @Option(help: "Emulated link: Mbit/s shared by all connections.")
     var linkMbit: Double = 800
 
+    @Option(help: "The tier's slice size (tier.sh --slice and --tier ...,slice=).")
+    var slice: String = "4M"
+
     @Option(help: "Random 64 KiB reads measured.")
     var randomReads: Int = 60
 
@@ -71,12 +75,12 @@ struct FleetBench: ParsableCommand {
         for name in ["a", "b"] {
             let dir = work.appending("tier-\(name)"), port = try Self.freePort()
             guard try Spawned.run(script, ["--origin", origin.url(""), "--port", String(port), "--cache-dir", dir,
-                                           "--bind", "127.0.0.1", "--size", "4G"]) == 0 else {
+                                           "--bind", "127.0.0.1", "--size", "4G", "--slice", slice]) == 0 else {
                 throw ValidationError("tier.sh could not start a node (is nginx installed?)")
             }
             nodes.append((dir, "http://127.0.0.1:\(port)"))
         }
-        let tier = "\(origin.url(""))=\(nodes.map(\.url).joined(separator: ","))"
+        let tier = "\(origin.url(""))=\(nodes.map(\.url).joined(separator: ",")),slice=\(slice)"
         var daemons: [pid_t] = []
         defer { for pid in daemons { kill(pid, SIGTERM); var s: Int32 = 0; waitpid(pid, &s, 0) } }
         func host(_ name: String) throws -> String {
@@ -114,7 +118,10 @@ struct FleetBench: ParsableCommand {
         guard let proxy = URLComponents(string: proxyURL), let proxyPort = proxy.port else { throw ValidationError("no proxy URL: \(proxyURL)") }
         var rng = SystemRandomNumberGenerator()
         var through: [Double] = [], direct: [Double] = []
-        let nodePort = URLComponents(string: nodes[0].url)!.port!
+        // The reference asks a node exactly as the daemon does (same version, same key): a hit.
+        let head = try RawHTTP.request(port: origin.port, method: "HEAD", path: "/film.mkv", timeout: 30)
+        let etag = head.headers.first { $0.0.lowercased() == "etag" }?.1 ?? ""
+        let tierHeaders = [("X-Httpcachefs-Version", "\(etag) \(length)"), ("X-Httpcachefs-Key", url)]
         for _ in 0..<randomReads {
             let start = Int.random(in: 0..<(length - 65_536) / 65_536, using: &rng) * 65_536
             let range = [("Range", "bytes=\(start)-\(start + 65_535)")]
@@ -123,7 +130,10 @@ struct FleetBench: ParsableCommand {
             through.append(Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9)
             guard r.status == 206, r.body.count == 65_536 else { throw ValidationError("random read: status \(r.status)") }
             t0 = DispatchTime.now().uptimeNanoseconds
-            _ = try RawHTTP.request(port: nodePort, path: "/film.mkv", headers: range, timeout: 30)
+            let order = TierRouter(nodes: nodes.map(\.url), sliceSize: Int64(TierSpec.parseSizeForBench(slice)))
+                .order(key: url, slice: Int64(start) / Int64(TierSpec.parseSizeForBench(slice)))
+            let home = URLComponents(string: nodes[order[0]].url)!.port!
+            _ = try RawHTTP.request(port: home, path: "/film.mkv", headers: range + tierHeaders, timeout: 30)
             direct.append(Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9)
         }
         let p50 = through.sorted()[through.count / 2], directP50 = direct.sorted()[direct.count / 2]
