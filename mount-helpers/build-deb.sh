@@ -55,6 +55,7 @@ DESTDIR=$root PREFIX=/usr SBINDIR=/sbin UNITDIR=/lib/systemd/system \
 strip --strip-unneeded "$root/usr/bin/httpcachefs"
 grep -q '^installed_binary=/usr/bin/httpcachefs$' "$root/sbin/mount.httpcachefs"
 grep -q '^ExecStart=/usr/bin/httpcachefs ' "$root/lib/systemd/system/httpcachefs@.service"
+[ -x "$root/usr/bin/httpcachefs-tier" ] && [ -f "$root/usr/share/httpcachefs/tier-nginx.conf.in" ]
 
 # The man page: the top-level --help, then each subcommand's (and the cache subcommands').
 mkdir -p "$root/usr/share/man/man1" "$root/usr/share/doc/httpcachefs"
@@ -120,6 +121,7 @@ Architecture: $arch
 Maintainer: $maintainer
 Installed-Size: $(du -sk --exclude=DEBIAN "$root" | cut -f1)
 Depends: fuse3, $libdeps
+Suggests: nginx-light | nginx
 Section: utils
 Priority: optional
 Description: mount HTTP(S) URLs as read-only files, with a persistent cache
@@ -127,7 +129,8 @@ Description: mount HTTP(S) URLs as read-only files, with a persistent cache
  as read-only files with FUSE, and serves the same files through a local HTTP
  proxy, from one persistent on-disk cache that fetches only the byte ranges
  that are read. Includes the mount(8) helper (mount -t fuse.httpcachefs,
- /etc/fstab) and the systemd unit httpcachefs@NAME.
+ /etc/fstab), the systemd unit httpcachefs@NAME, and httpcachefs-tier, which
+ runs an nginx cache tier node shared by a fleet of hosts (Suggests: nginx-light).
 EOF
 
 # Maintainer scripts. postinst: the directories a root mount and the systemd instances use by

@@ -14,7 +14,9 @@
 #   UNITDIR  where the systemd unit goes (default /etc/systemd/system)
 # Installed: $PREFIX/bin/httpcachefs (0755); $SBINDIR/mount.httpcachefs (0755) and
 # $SBINDIR/mount.fuse.httpcachefs (a symlink to it), for `-t httpcachefs` and `-t fuse.httpcachefs`;
-# $UNITDIR/httpcachefs@.service (0644). The helper and the unit run $PREFIX/bin/httpcachefs.
+# $UNITDIR/httpcachefs@.service (0644); $PREFIX/bin/httpcachefs-tier (tier.sh, 0755: runs an
+# nginx cache tier node) and $PREFIX/share/httpcachefs/tier-nginx.conf.in (its template, 0644).
+# The helper and the unit run $PREFIX/bin/httpcachefs.
 # Uninstall removes exactly these files (same variables), after stopping and disabling every
 # httpcachefs@NAME instance (on a running systemd; else it removes their .wants links, which
 # would point at nothing); caches, logs and /etc/httpcachefs stay.
@@ -44,6 +46,8 @@ bin_path=$prefix/bin/httpcachefs
 helper=$destdir$sbindir/mount.httpcachefs
 helper_link=$destdir$sbindir/mount.fuse.httpcachefs
 unit=$destdir$unitdir/httpcachefs@.service
+tier=$destdir$prefix/bin/httpcachefs-tier
+tier_template=$destdir$prefix/share/httpcachefs/tier-nginx.conf.in
 
 # systemd reads unit files at daemon-reload; only when installing onto this very system.
 reload_systemd() {
@@ -68,7 +72,7 @@ if [ "$action" = uninstall ]; then
         done
     fi
     enabled_instances | while read -r link; do rm -f "$link" && echo "removed $link"; done
-    for f in "$destdir$bin_path" "$helper_link" "$helper" "$unit"; do
+    for f in "$destdir$bin_path" "$helper_link" "$helper" "$unit" "$tier" "$tier_template"; do
         if [ -e "$f" ] || [ -L "$f" ]; then rm -f "$f" && echo "removed $f"; fi
     done
     reload_systemd
@@ -88,9 +92,13 @@ chmod 755 "$helper.tmp" && mv -f "$helper.tmp" "$helper"
 ln -sf mount.httpcachefs "$helper_link"
 sed "s|/usr/local/bin/httpcachefs|$bin_path|g" "$here/httpcachefs@.service" > "$unit.tmp"
 chmod 644 "$unit.tmp" && mv -f "$unit.tmp" "$unit"
+install -d "$(dirname "$tier_template")"
+install -m 755 "$here/tier.sh" "$tier"
+install -m 644 "$here/tier-nginx.conf.in" "$tier_template"
 reload_systemd
 
 echo "installed $destdir$bin_path"
 echo "installed $helper and $helper_link (mount -t fuse.httpcachefs, /etc/fstab)"
+echo "installed $tier and $tier_template (an nginx cache tier node for a fleet: httpcachefs-tier --help)"
 echo "installed $unit (systemctl enable --now httpcachefs@NAME mounts what /etc/httpcachefs/NAME.conf describes on /mnt/NAME)"
 case ":$PATH:" in *":$prefix/bin:"*) ;; *) echo "note: $prefix/bin is not on PATH" ;; esac

@@ -23,6 +23,9 @@ public final class CacheEngine: @unchecked Sendable {
     /// Which origins are down (offline mode): inside the tracker, around the real source.
     let originHealth: OriginHealthSource
 
+    /// The source's cache tier, if it fetches through one (`--tier`).
+    public let tier: TierReporting?
+
     /// Runs once the engine has shut down (see `init`).
     private let afterShutdown: (@Sendable () -> Void)?
 
@@ -43,6 +46,7 @@ public final class CacheEngine: @unchecked Sendable {
         self.metrics = metrics
         let health = OriginHealthSource(source, logger: logger)
         self.originHealth = health
+        self.tier = source as? TierReporting
         self.tracker = FetchTracker(health, metrics: metrics)
         self.core = try EngineCore(configuration: configuration, source: tracker, logger: logger, metrics: metrics,
                                    originHealth: health)

@@ -7,11 +7,11 @@ extension EngineCore {
     /// Starts the transfer for a fetch already registered in the entry's in-flight table.
     func launch(fetchID: Int, entry: EntryState, key: CacheKey, fetch: ReadPlanner.Fetch) {
         let shard = shard(for: key)
-        let (url, ifRange, generation, rangesKnown, priority, owner, length, lastModified): (String, String?, Int64, Bool, FetchPriority, Int?, Int64?, String?) = shard.locked {
+        let (url, ifRange, generation, rangesKnown, priority, owner, length, lastModified, isProbe): (String, String?, Int64, Bool, FetchPriority, Int?, Int64?, String?, Bool) = shard.locked {
             let f = entry.inflight.fetches[fetchID]
             return (entry.info.url, entry.isPersisted ? ifRangeValidator(entry.info) : nil, entry.info.generation,
                     entry.isPersisted && entry.info.acceptsRanges, f?.priority ?? .waiting, f?.owner,
-                    entry.isPersisted ? entry.info.length : nil, entry.info.lastModified)
+                    entry.isPersisted ? entry.info.length : nil, entry.info.lastModified, entry.machine.isProbe(fetchID))
         }
         // An origin that answered ranges before is held to it: a 200 from byte 0 is retried
         // (a flaky CDN), not taken as a verdict that it ignores ranges.
@@ -20,6 +20,8 @@ extension EngineCore {
         request.ignoreETag = ignoresETag(url: url)
         request.expectedLength = ifRange == nil ? nil : length
         request.expectedLastModified = ifRange == nil ? nil : lastModified
+        request.cacheKey = key.string
+        request.isProbe = isProbe
         let sink = EntrySink(core: self, entry: entry, shard: shard, fetchID: fetchID, generation: generation,
                              start: fetch.start, rangeAsked: request.rangeHeader != nil)
         sinksIdle.lock(); activeSinks += 1; sinksIdle.unlock()

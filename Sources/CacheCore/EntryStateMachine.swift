@@ -65,6 +65,15 @@ struct EntryStateMachine<Open> {
     var isProbing: Bool { if case .probing = state { true } else { false } }
     var isRemoved: Bool { if case .removed = state { true } else { false } }
 
+    /// Whether `fetch` is a metadata probe (the open-time check of the version, which a fetch
+    /// through a cache tier must not replace: it goes to the origin itself).
+    func isProbe(_ fetch: Int) -> Bool {
+        switch state {
+        case let .probing(f), let .live(f): f.probes.contains(fetch)
+        case .removed: false
+        }
+    }
+
     var ignoredRanges: Int {
         switch state {
         case let .probing(f), let .live(f): f.ignoredRanges

@@ -57,12 +57,19 @@ public struct FetchRequest: Sendable, Equatable {
     /// The `ifRange` version's Last-Modified: an answer with another ETag but this date and
     /// `expectedLength` gets a second look (see `TransferState`).
     public var expectedLastModified: String?
-    /// The method when it is not GET (a WebDAV `PROPFIND`), with this request's own headers
-    /// (`Depth: 1`) and body. Such an answer is a document read whole (`CacheEngine.fetchDocument`),
-    /// never cached bytes of the resource.
+    /// The method when it is not GET (a WebDAV `PROPFIND`), with its body. Such an answer is a
+    /// document read whole (`CacheEngine.fetchDocument`), never cached bytes of the resource.
     public var method: String?
-    public var headers: [String] = []
     public var body: [UInt8]?
+    /// The entry's cache key (the URL without ignored query parameters): a cache tier keys and
+    /// routes on it, so rotating URLs of one file meet in one tier entry. nil: the URL.
+    public var cacheKey: String?
+    /// The open-time metadata probe: it checks the version with the origin itself, never
+    /// through a cache tier (which might still hold an older one).
+    public var isProbe = false
+    /// Extra request headers for this request only, each "Name: value" (WebDAV's `Depth: 1`, a
+    /// tier's version and key).
+    public var headers: [String] = []
 
     public init(url: String, start: Int64 = 0, end: Int64? = nil, ifRange: String? = nil, requireRange: Bool = false,
                 priority: FetchPriority = .waiting, owner: Int? = nil) {

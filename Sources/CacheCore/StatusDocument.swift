@@ -26,6 +26,8 @@ public struct StatusDocument: Sendable, Codable, Equatable {
     /// Origins that cannot be reached now (offline mode: cached bytes are served, the rest fails
     /// at once), by name; empty while every origin answers. Absent in documents of older versions.
     public var originsDown: [OriginDown]? = nil
+    /// The cache tier's counters (`--tier`); absent without one.
+    public var tier: TierStatus?
 
     public static func decode(_ bytes: [UInt8]) throws -> StatusDocument {
         try makeDecoder().decode(StatusDocument.self, from: Data(bytes))
@@ -136,6 +138,10 @@ public struct FileStatus: Sendable, Codable, Equatable {
     /// "listing" for a directory listing (a URL ending in `/`, or an HTML page), else "file";
     /// the status page shows listings in their own table.
     public var kind: String?
+    /// With a cache tier (`--tier`): of the bytes this process fetched for the file, those from
+    /// the tier and those from the origin itself (`bytesFromOrigin` counts both).
+    public var fetchedFromTier: Int64? = nil
+    public var fetchedFromOrigin: Int64? = nil
 }
 
 extension FileStatus {
@@ -177,7 +183,9 @@ extension CacheEngine {
                 generation: s.info.generation, validatedAt: s.info.validatedAt, lastAccess: s.lastAccess,
                 hits: s.hits, misses: s.misses, bytesFromCache: s.bytesFromCache, bytesFromOrigin: s.bytesFromOrigin,
                 reads: s.readsByDoor, errors: s.recentErrors, proxyPath: nil,
-                origin: place.origin, folder: place.folder, kind: place.kind)
+                origin: place.origin, folder: place.folder, kind: place.kind,
+                fetchedFromTier: tier?.tierSplit(ofKey: s.info.key.string)?.tier,
+                fetchedFromOrigin: tier?.tierSplit(ofKey: s.info.key.string)?.origin)
         }
         let totals = metrics.totals
         return StatusDocument(
@@ -189,7 +197,8 @@ extension CacheEngine {
                 var o = o
                 o.lastError = DisplayURL.redactingPasswords(in: o.lastError)
                 return o
-            })
+            },
+            tier: tier?.tierStatus())
     }
 
     /// Sets the metric gauges (bytes used, capacity, entries, fetches in flight) from the cache's

@@ -75,6 +75,7 @@ final class CurlTransfer {
         }
         if !askedEncoding { list = curl_slist_append(list, "Accept-Encoding: identity") }
         for header in configuration.extraHeaders { list = curl_slist_append(list, header) }
+        for header in state.request.headers { list = curl_slist_append(list, header) }
         if let via = configuration.via { list = curl_slist_append(list, "Via: \(via)") }
         for header in state.request.headers { list = curl_slist_append(list, header) }
         if let range { list = curl_slist_append(list, "Range: \(range)") }

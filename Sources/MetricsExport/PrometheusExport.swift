@@ -35,7 +35,31 @@ public final class PrometheusExport: Sendable {
     /// `factory`: its gauges are set first, and each family gets its `# HELP` line.
     public func text(for engine: CacheEngine) -> String {
         engine.recordMetricGauges()
-        return Self.addingHelp(to: registry.emitToString())
+        var text = Self.addingHelp(to: registry.emitToString())
+        if let tier = engine.tier?.tierStatus() { text += Self.tierText(tier) }
+        return text
+    }
+
+    /// The cache tier's families (`--tier`), written here: their labels (node URLs) come from
+    /// the configuration, not from the engine's metrics.
+    static func tierText(_ tier: TierStatus) -> String {
+        func label(_ node: String) -> String {
+            node.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+        }
+        var out = ""
+        out += "# HELP httpcachefs_tier_bytes_total Bytes each cache tier node delivered (answers of the right version only).\n"
+        out += "# TYPE httpcachefs_tier_bytes_total counter\n"
+        for n in tier.nodes { out += "httpcachefs_tier_bytes_total{node=\"\(label(n.node))\"} \(n.bytes)\n" }
+        out += "# HELP httpcachefs_tier_errors_total Failed or refused answers of each cache tier node.\n"
+        out += "# TYPE httpcachefs_tier_errors_total counter\n"
+        for n in tier.nodes { out += "httpcachefs_tier_errors_total{node=\"\(label(n.node))\"} \(n.errors)\n" }
+        out += "# HELP httpcachefs_tier_backed_off 1 while a cache tier node is skipped after a failure.\n"
+        out += "# TYPE httpcachefs_tier_backed_off gauge\n"
+        for n in tier.nodes { out += "httpcachefs_tier_backed_off{node=\"\(label(n.node))\"} \(n.backedOff ? 1 : 0)\n" }
+        out += "# HELP httpcachefs_tier_origin_bytes_total Bytes of tiered origins fetched from the origin itself (open-time checks, fallbacks).\n"
+        out += "# TYPE httpcachefs_tier_origin_bytes_total counter\n"
+        out += "httpcachefs_tier_origin_bytes_total \(tier.originBytes)\n"
+        return out
     }
 
     /// Puts a `# HELP` line (from `CacheMetrics.help`) before each `# TYPE` line whose family

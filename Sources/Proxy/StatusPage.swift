@@ -125,6 +125,8 @@ tr.detail dd { margin:0; word-break:break-all; }
 <div class="scroll"><table id="fetches"><thead><tr><th class="name">URL</th><th>Range</th><th class="num">Received</th><th class="num">Rate</th><th>Class</th><th class="num">Age</th></tr></thead><tbody></tbody></table></div>
 <h2>Doors</h2>
 <div class="scroll"><table id="doors"><thead><tr><th>Kind</th><th>Where</th><th>Bind</th><th>Token required</th></tr></thead><tbody></tbody></table></div>
+<h2 id="tier-title" hidden>Tier</h2>
+<div class="scroll" id="tier-box" hidden><table id="tier"><thead><tr><th>Node</th><th class="num wide">Bytes</th><th class="num">Errors</th><th>State</th></tr></thead><tbody></tbody></table></div>
 <h2 id="recent-errors">Recent errors</h2>
 <div class="scroll"><table id="errors"><thead><tr><th>Time</th><th class="name">URL</th><th>Range</th><th>Status / cause</th></tr></thead><tbody></tbody></table></div>
 </main>
@@ -327,6 +329,12 @@ function draw(doc) {
   drawFiles(entries.filter(f => f.kind !== "listing"));
   drawListings(entries.filter(f => f.kind === "listing"));
   fill("#fetches", doc.fetches.map(f => [f.url, range(f.start, f.end == null ? -1 : f.end - 1), bytes(f.bytes), bytes(f.bytesPerSecond) + "/s", f.priority || "", duration(f.ageSeconds)]), "Nothing is being fetched.");
+  if (doc.tier) {
+    document.getElementById("tier-title").hidden = false;
+    document.getElementById("tier-box").hidden = false;
+    fill("#tier", doc.tier.nodes.map(n => [n.node, bytes(n.bytes), String(n.errors), n.backedOff ? "skipped (back-off)" : "ok"])
+      .concat([["origin (checks, fallbacks)", bytes(doc.tier.originBytes), "", ""]]), "No node.");
+  }
   fill("#doors", doc.doors.map(d => d.kind === "mount" ? ["mount", d.mountpoint, "", ""] : ["proxy", "port " + d.port, d.bindAddress, d.tokenRequired ? "yes" : "no"]), "No mount or proxy.");
   fill("#errors", doc.errors.map(e => [new Date(e.time).toLocaleString(), e.url, e.start == null ? "open" : range(e.start, e.end), cause(e)]), "No errors.");
   if (scrollTo) {

@@ -20,6 +20,7 @@ public enum SettingsTable {
         .value("password-file"),
         // CacheLimitOptions and TransferOptions.
         .value("cache-max-age"), .value("read-ahead-max"), .value("max-connections"), .value("bwlimit"),
+        .list("tier", fstab: .none, why: "its value holds commas, which end an fstab word: put it in the config file"),
         // ProxyOptions: mount and proxy.
         .value("proxy-port"), .value("bind"), .value("token"), .list("proxy-name"),
         // MountOwnerOptions: already -o words of their own (MountOwnership reads them there).

@@ -136,7 +136,7 @@ struct CacheOptions: ParsableArguments {
         r.config = file
         try origin.resolve(into: &r, file: file)
         try limits.resolve(into: &r, file: file)
-        r.transfer = try transfer.resolve(pick)
+        r.transfer = try transfer.resolve(pick, fileTiers: file?.list("tier") ?? [], filePath: file?.path)
         return r
     }
 
@@ -172,14 +172,22 @@ struct CacheOptions: ParsableArguments {
     func openEngine(defaultLogLevel: Logger.Level = .error, metrics: PrometheusExport? = nil) throws -> CacheEngine {
         let configuration = try configuration()
         OpenFileLimit.raiseToHard(logger: makeLogger(label: "httpcachefs.cache", defaultLevel: defaultLogLevel))
-        let source = try makeSource(logger: makeLogger(label: "httpcachefs.fetch", defaultLevel: defaultLogLevel))
+        let resolved = try resolve()
+        let fetchLogger = makeLogger(label: "httpcachefs.fetch", defaultLevel: defaultLogLevel)
+        let origin = CurlRangeSource(configuration: resolved.fetcherConfiguration, logger: fetchLogger)
+        // With `--tier`, a second libcurl source talks to the tier nodes (no retries, short
+        // timeouts: the next node or the origin is the retry), and wraps the origin's.
+        let tier = resolved.transfer.tiers.isEmpty ? nil
+            : CurlRangeSource(configuration: resolved.tierFetcherConfiguration, logger: fetchLogger)
+        let source: RangeSource = tier.map { TierRangeSource(origin: origin, tier: $0, tiers: resolved.transfer.tiers, logger: fetchLogger) } ?? origin
+        let shutdownSources: @Sendable () -> Void = { origin.shutdown(); tier?.shutdown() }
         do {
             return try CacheEngine(configuration: configuration, source: source,
                                    logger: makeLogger(label: "httpcachefs.cache", defaultLevel: defaultLogLevel),
                                    metricsFactory: metrics?.factory ?? NOOPMetricsHandler.instance,
-                                   afterShutdown: { source.shutdown() })
+                                   afterShutdown: shutdownSources)
         } catch {
-            source.shutdown()
+            shutdownSources()
             throw error
         }
     }
@@ -310,6 +318,18 @@ struct ResolvedCacheOptions: Equatable {
         c.access = access
         c.via = LoopMarker.via
         transfer.apply(to: &c)
+        return c
+    }
+
+    /// For the cache tier's nodes: the origin's settings (headers and credentials are forwarded
+    /// by the node to its origin), but no retries and short timeouts, since a failed node is
+    /// retried on the next node or the origin at once.
+    var tierFetcherConfiguration: FetcherConfiguration {
+        var c = fetcherConfiguration
+        c.maxRetries = 0
+        c.connectTimeout = min(c.connectTimeout, 2)
+        c.lowSpeedTime = min(c.lowSpeedTime, 5)
+        c.maxBytesPerSecond = 0
         return c
     }
 }

@@ -119,6 +119,12 @@ struct StatusCommand: AsyncParsableCommand {
             for o in doc.originsDown ?? [] {
                 rows.append(["  origin down:", "\(o.origin) since \(Format.date(o.since)) (\(o.lastError)); serving the cache, probing"])
             }
+            if let tier = doc.tier {
+                rows.append(["  Tier:", "\(Format.bytes(tier.nodes.reduce(0) { $0 + $1.bytes })) from \(tier.nodes.count) node\(tier.nodes.count == 1 ? "" : "s"), \(Format.bytes(tier.originBytes)) from the origin"])
+                for n in tier.nodes {
+                    rows.append(["    \(n.node):", "\(Format.bytes(n.bytes)), \(n.errors) error\(n.errors == 1 ? "" : "s")\(n.backedOff ? ", skipped (back-off)" : "")"])
+                }
+            }
         }
         if let note = r.note { rows.append(["  note:", note]) }
         lines.append(Format.table(rows))

@@ -15,12 +15,18 @@ struct TransferOptions: ParsableArguments {
             help: ArgumentHelp("Most bytes per second taken from origins, across all transfers, e.g. 10M or 500K (0: no limit, the default).", valueName: "rate"))
     var bandwidthLimit: String?
 
+    @Option(name: .customLong("tier"),
+            help: ArgumentHelp("Fetch misses of URLs under ORIGIN (scheme, host, port, optional path prefix) from a cache tier of nginx nodes (mount-helpers/tier.sh): ORIGIN=NODE[,NODE...][,slice=4M]; repeatable. Open-time checks still go to the origin; a node that fails is skipped and the origin serves its slices.", valueName: "origin=node,..."))
+    var tiers: [String] = []
+
     init() {}
 
     struct Resolved: Equatable {
         var maxConnections = 16
         /// 0: no limit.
         var bytesPerSecond: Int64 = 0
+        /// `--tier`: origins whose misses go to a cache tier.
+        var tiers: [TierSpec] = []
 
         /// A reader never asks for more parallel streams than there are connections.
         func apply(to c: inout CacheConfiguration) {
@@ -34,9 +40,18 @@ struct TransferOptions: ParsableArguments {
         }
     }
 
-    /// The values from the flags, else the config file (`pick` gives the text and how to name it).
-    func resolve(_ pick: (String?, String) -> (text: String, option: String)?) throws -> Resolved {
+    /// The values from the flags, else the config file (`pick` gives the text and how to name it;
+    /// `fileTiers` are the file's `tier` lines, used when no `--tier` flag is given).
+    func resolve(_ pick: (String?, String) -> (text: String, option: String)?, fileTiers: [String] = [],
+                 filePath: String? = nil) throws -> Resolved {
         var r = Resolved()
+        let tierTexts = tiers.isEmpty ? fileTiers : tiers
+        let tierOption = tiers.isEmpty ? "'tier' in \(filePath ?? "the config file")" : "--tier"
+        for text in tierTexts {
+            do { r.tiers.append(try TierSpec.parse(text)) } catch {
+                throw UsageError("\(error.description) for \(tierOption)")
+            }
+        }
         if let v = pick(maxConnections, "max-connections") {
             guard let n = Int(v.text.trimmingCharacters(in: .whitespaces)), (1...1024).contains(n) else {
                 throw UsageError("invalid connection count '\(v.text)' for \(v.option): expected a whole number from 1 to 1024")

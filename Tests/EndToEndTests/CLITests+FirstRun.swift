@@ -118,6 +118,8 @@ extension CLITests {
         XCTAssertEqual(mode("/sbin/mount.httpcachefs"), 0o755)
         XCTAssertEqual(try fm.destinationOfSymbolicLink(atPath: destdir + "/sbin/mount.fuse.httpcachefs"), "mount.httpcachefs")
         XCTAssertEqual(mode("/etc/systemd/system/httpcachefs@.service"), 0o644)
+        XCTAssertEqual(mode("/usr/local/bin/httpcachefs-tier"), 0o755)
+        XCTAssertEqual(mode("/usr/local/share/httpcachefs/tier-nginx.conf.in"), 0o644)
         XCTAssertTrue(fm.contentsEqual(atPath: destdir + "/usr/local/bin/httpcachefs", andPath: try binary().path))
         let helper = try String(contentsOfFile: destdir + "/sbin/mount.httpcachefs", encoding: .utf8)
         XCTAssertTrue(helper.contains("\ninstalled_binary=/usr/local/bin/httpcachefs\n"), "the helper runs the installed binary")
@@ -150,7 +152,8 @@ extension CLITests {
         XCTAssertEqual(uninstall.status, 0, uninstall.stderr)
         for path in ["/usr/local/bin/httpcachefs", "/sbin/mount.httpcachefs", "/sbin/mount.fuse.httpcachefs",
                      "/etc/systemd/system/httpcachefs@.service",
-                     "/etc/systemd/system/multi-user.target.wants/httpcachefs@media.service"] {
+                     "/etc/systemd/system/multi-user.target.wants/httpcachefs@media.service",
+                     "/usr/local/bin/httpcachefs-tier", "/usr/local/share/httpcachefs/tier-nginx.conf.in"] {
             XCTAssertNil(try? fm.attributesOfItem(atPath: destdir + path), "\(path) is still there")
         }
     }

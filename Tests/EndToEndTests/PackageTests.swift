@@ -53,7 +53,8 @@ final class PackageTests: XCTestCase {
             .split(separator: "\n").map(String.init)
         for path in ["/usr/bin/httpcachefs", "/sbin/mount.httpcachefs", "/sbin/mount.fuse.httpcachefs",
                      "/lib/systemd/system/httpcachefs@.service", "/usr/share/man/man1/httpcachefs.1.gz",
-                     "/usr/share/doc/httpcachefs/copyright"] {
+                     "/usr/share/doc/httpcachefs/copyright", "/usr/bin/httpcachefs-tier",
+                     "/usr/share/httpcachefs/tier-nginx.conf.in"] {
             XCTAssertTrue(files.contains(path), "the package has no \(path): \(files)")
         }
 

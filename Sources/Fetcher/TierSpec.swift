@@ -1,0 +1,116 @@
+import Foundation
+
+/// One `--tier ORIGIN=NODE[,NODE...][,slice=SIZE]`: the origin whose misses go to a cache tier,
+/// the tier's nodes, and the slice size the nodes cache in (nginx `slice`, 4 MiB by default as
+/// in `mount-helpers/tier.sh`).
+///
+/// The origin is a scheme, host, port and an optional path prefix; a URL is under it when all
+/// four match (the prefix on a `/` boundary). Nodes are `http://host:port` (or `host:port`):
+/// the daemon talks plain HTTP to its tier on the local network; the node talks TLS to the origin.
+public struct TierSpec: Sendable, Equatable {
+    public var scheme: String
+    public var host: String
+    public var port: Int
+    /// "" or "/media": URLs whose path starts with it (on a `/` boundary).
+    public var pathPrefix: String
+    /// Node base URLs, `http://host:port`, in the order given (routing does not depend on it).
+    public var nodes: [String]
+    public var sliceSize: Int64
+
+    public static let defaultSliceSize: Int64 = 4 << 20
+
+    public init(scheme: String, host: String, port: Int, pathPrefix: String = "", nodes: [String],
+                sliceSize: Int64 = TierSpec.defaultSliceSize) {
+        self.scheme = scheme
+        self.host = host
+        self.port = port
+        self.pathPrefix = pathPrefix
+        self.nodes = nodes
+        self.sliceSize = sliceSize
+    }
+
+    /// Why a `--tier` value was refused.
+    public struct ParseError: Error, CustomStringConvertible, Equatable {
+        public var description: String
+    }
+
+    /// Parses `ORIGIN=NODE[,NODE...][,slice=SIZE]`; SIZE as `4M`, `1M`, `512K` or bytes.
+    public static func parse(_ text: String) throws(ParseError) -> TierSpec {
+        func fail(_ why: String) -> ParseError {
+            ParseError(description: "invalid tier '\(text)': \(why) (expected ORIGIN=NODE[,NODE...][,slice=SIZE], e.g. https://media.example.com=http://10.0.0.5:8080,http://10.0.0.6:8080)")
+        }
+        guard let eq = text.firstIndex(of: "=") else { throw fail("no '=' between the origin and the nodes") }
+        let originText = text[..<eq].trimmingCharacters(in: .whitespaces)
+        guard let origin = URLComponents(string: originText), let scheme = origin.scheme?.lowercased(),
+              scheme == "http" || scheme == "https", let host = origin.host?.lowercased(), !host.isEmpty else {
+            throw fail("the origin '\(originText)' is not an http or https URL")
+        }
+        guard origin.query == nil, origin.fragment == nil, origin.user == nil else {
+            throw fail("the origin '\(originText)' may carry a path prefix but no query, fragment or user")
+        }
+        var prefix = origin.percentEncodedPath
+        while prefix.hasSuffix("/") { prefix.removeLast() }
+        var nodes: [String] = []
+        var slice = defaultSliceSize
+        for item in text[text.index(after: eq)...].split(separator: ",") {
+            let word = item.trimmingCharacters(in: .whitespaces)
+            if word.isEmpty { continue }
+            if word.lowercased().hasPrefix("slice=") {
+                guard let size = Self.parseSize(String(word.dropFirst(6))), size >= 64 << 10, size <= 1 << 30 else {
+                    throw fail("slice size '\(word.dropFirst(6))' is not a size from 64K to 1G")
+                }
+                slice = size
+                continue
+            }
+            let withScheme = word.contains("://") ? word : "http://" + word
+            guard let node = URLComponents(string: withScheme), let nodeScheme = node.scheme?.lowercased(),
+                  nodeScheme == "http" || nodeScheme == "https", let nodeHost = node.host, !nodeHost.isEmpty,
+                  node.path.isEmpty || node.path == "/", node.query == nil else {
+                throw fail("the node '\(word)' is not a base URL like http://10.0.0.5:8080")
+            }
+            let hostPart = nodeHost.contains(":") && !nodeHost.hasPrefix("[") ? "[\(nodeHost)]" : nodeHost
+            nodes.append("\(nodeScheme)://\(hostPart)\(node.port.map { ":\($0)" } ?? "")")
+        }
+        guard !nodes.isEmpty else { throw fail("no tier node") }
+        guard Set(nodes).count == nodes.count else { throw fail("a node is named twice") }
+        return TierSpec(scheme: scheme, host: host, port: origin.port ?? (scheme == "https" ? 443 : 80),
+                        pathPrefix: prefix, nodes: nodes, sliceSize: slice)
+    }
+
+    /// `parseSize` for tools (the benchmark); 4 MiB when unreadable.
+    public static func parseSizeForBench(_ text: String) -> Int64 { parseSize(text) ?? defaultSliceSize }
+
+    /// `4M`, `512K`, `1G`, or a byte count.
+    static func parseSize(_ text: String) -> Int64? {
+        var t = text.trimmingCharacters(in: .whitespaces).uppercased()
+        if t.hasSuffix("IB") { t.removeLast(2) } else if t.hasSuffix("B") { t.removeLast() }
+        var shift: Int64 = 0
+        switch t.last {
+        case "K": shift = 10
+        case "M": shift = 20
+        case "G": shift = 30
+        default: break
+        }
+        if shift > 0 { t.removeLast() }
+        guard let n = Int64(t), n > 0, n < (1 << 40) else { return nil }
+        return n << shift
+    }
+
+    /// Whether `url` is under this origin (scheme, host, port and path prefix).
+    public func covers(_ url: String) -> Bool {
+        guard let c = URLComponents(string: url), c.scheme?.lowercased() == scheme, c.host?.lowercased() == host,
+              (c.port ?? (scheme == "https" ? 443 : 80)) == port else { return false }
+        guard !pathPrefix.isEmpty else { return true }
+        let path = c.percentEncodedPath
+        return path == pathPrefix || path.hasPrefix(pathPrefix + "/")
+    }
+
+    /// The URL a node is asked for `url`: the node's base with the origin URL's path and query
+    /// (the node forwards both to its one origin, the query's rotating tokens included).
+    public func nodeURL(_ node: String, for url: String) -> String? {
+        guard let c = URLComponents(string: url) else { return nil }
+        var path = c.percentEncodedPath
+        if path.isEmpty { path = "/" }
+        return node + path + (c.percentEncodedQuery.map { "?" + $0 } ?? "")
+    }
+}

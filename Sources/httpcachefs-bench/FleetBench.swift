@@ -1,0 +1,252 @@
+import ArgumentParser
+import Foundation
+import Fetcher
+import TestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `httpcachefs-bench fleet`: several hosts behind one nginx cache tier (issue 21).
+///
+/// An in-process origin behind an emulated link (20 ms RTT, per-stream and shared caps), two
+/// tier nodes started with `mount-helpers/tier.sh`, and `httpcachefs proxy` daemons on loopback,
+/// each with its own cache (one per "host"). Every figure is a ratio against a reference measured
+/// in the same run:
+/// - three hosts reading one cold file at once, against one host alone without a tier (time), and
+///   the origin's bytes against the file's length;
+/// - a fourth host reading the file the others read, against the same read from a plain nginx
+///   on loopback serving the file from disk (the tier is the limit, not the origin);
+/// - random 64 KiB reads through the warm tier (p50), against one loopback round trip plus the
+///   transfer straight from a tier node;
+/// - a node stopped in the middle of three hosts' reads: every read must complete byte-exact.
+struct FleetBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fleet",
+        abstract: "Three hosts and two nginx tier nodes (tier.sh) in front of an origin behind an emulated link.")
+
+    @Option(help: "The httpcachefs binary (default: the one next to this benchmark).")
+    var binary: String?
+
+    @Option(help: "mount-helpers/tier.sh (default: the one in this source tree).")
+    var tierScript: String?
+
+    @Option(help: "File size in MiB.")
+    var mib: Int = 256
+
+    @Option(help: "Emulated link: round trip in milliseconds.")
+    var linkRttMs: Double = 20
+
+    @Option(help: "Emulated link: Mbit/s per connection.")
+    var linkStreamMbit: Double = 200
+
+    @Option(help: "Emulated link: Mbit/s shared by all connections.")
+    var linkMbit: Double = 800
+
+    @Option(help: "The tier's slice size (tier.sh --slice and --tier ...,slice=).")
+    var slice: String = "4M"
+
+    @Option(help: "Random 64 KiB reads measured.")
+    var randomReads: Int = 60
+
+    func run() throws {
+        let httpcachefs = binary ?? CoreBench.siblingBinary()
+        let script = tierScript ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("mount-helpers/tier.sh").path
+        let work = TemporaryDirectory(prefix: "httpcachefs-fleet")
+        // Reachable by nginx workers running as nobody when run as root.
+        chmod(work.path, 0o755)
+        defer { work.remove() }
+        let length = mib << 20
+        let file = work.appending("film.mkv")
+        try Self.writeGenerated(file, length: length, seed: 2121)
+
+        let origin = try OriginServer()
+        try origin.setDiskFile("/film.mkv", file: file)
+        origin.emulateLink(.milliseconds(linkRttMs / 2, perConnectionMbit: linkStreamMbit, sharedMbit: linkMbit))
+        let url = origin.url("/film.mkv")
+        print("fleet: \(mib) MiB behind \(linkRttMs) ms RTT, \(linkStreamMbit) Mbit/s per stream, \(linkMbit) Mbit/s shared")
+
+        // Reference 1: one host alone, no tier.
+        let alone = try Spawned.time(httpcachefs, ["cat", url, "--cache-dir", work.appending("alone")])
+        origin.resetLog()
+
+        var nodes: [(dir: String, url: String)] = []
+        defer { for n in nodes { _ = try? Spawned.run(script, ["--stop", "--cache-dir", n.dir]) } }
+        for name in ["a", "b"] {
+            let dir = work.appending("tier-\(name)"), port = try Self.freePort()
+            guard try Spawned.run(script, ["--origin", origin.url(""), "--port", String(port), "--cache-dir", dir,
+                                           "--bind", "127.0.0.1", "--size", "4G", "--slice", slice]) == 0 else {
+                throw ValidationError("tier.sh could not start a node (is nginx installed?)")
+            }
+            nodes.append((dir, "http://127.0.0.1:\(port)"))
+        }
+        let tier = "\(origin.url(""))=\(nodes.map(\.url).joined(separator: ",")),slice=\(slice)"
+        var daemons: [pid_t] = []
+        defer { for pid in daemons { kill(pid, SIGTERM); var s: Int32 = 0; waitpid(pid, &s, 0) } }
+        func host(_ name: String) throws -> String {
+            let cache = work.appending("host-\(name)")
+            daemons.append(try Self.spawn(httpcachefs, ["proxy", "--proxy-port", "0", "--cache-dir", cache, "--tier", tier]))
+            let deadline = Date().addingTimeInterval(30)
+            while !FileManager.default.fileExists(atPath: cache + "/proxy.json") {
+                guard Date() < deadline else { throw ValidationError("the proxy of \(name) did not start") }
+                usleep(20_000)
+            }
+            return cache
+        }
+
+        // 1. Three hosts, cold, at once.
+        let three = try (1...3).map { try host("cold-\($0)") }
+        let times = Locked([Double](repeating: 0, count: 3))
+        DispatchQueue.concurrentPerform(iterations: 3) { i in
+            let t = (try? Spawned.time(httpcachefs, ["cat", url, "--cache-dir", three[i]])) ?? .infinity
+            times.value[i] = t
+        }
+        let coldThree = times.value.max() ?? .infinity
+        let originBytes = origin.bytesServed(path: "/film.mkv")
+
+        // 2. A fourth host after them, against a warm plain nginx on loopback.
+        let warm = try Spawned.time(httpcachefs, ["cat", url, "--cache-dir", try host("after")])
+        let plain = try Self.plainNginx(work: work, root: work.path)
+        defer { _ = kill(plain.pid, SIGTERM) }
+        let plainURL = "http://127.0.0.1:\(plain.port)/film.mkv"
+        _ = try Spawned.time("/usr/bin/cat", [file])   // the page cache holds it, as the tier's does
+        let nginxWarm = try Spawned.time(httpcachefs, ["cat", plainURL, "--cache-dir", work.appending("plain")])
+
+        // 3. Random 64 KiB reads through the warm tier, against a round trip to a node.
+        let randomHost = try host("random")
+        let proxyURL = try Self.output(httpcachefs, ["url", url, "--cache-dir", randomHost]).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let proxy = URLComponents(string: proxyURL), let proxyPort = proxy.port else { throw ValidationError("no proxy URL: \(proxyURL)") }
+        var rng = SystemRandomNumberGenerator()
+        var through: [Double] = [], direct: [Double] = []
+        // The reference asks a node exactly as the daemon does (same version, same key): a hit.
+        let head = try RawHTTP.request(port: origin.port, method: "HEAD", path: "/film.mkv", timeout: 30)
+        let etag = head.headers.first { $0.0.lowercased() == "etag" }?.1 ?? ""
+        let tierHeaders = [("X-Httpcachefs-Version", "\(etag) \(length)"), ("X-Httpcachefs-Key", url)]
+        for _ in 0..<randomReads {
+            let start = Int.random(in: 0..<(length - 65_536) / 65_536, using: &rng) * 65_536
+            let range = [("Range", "bytes=\(start)-\(start + 65_535)")]
+            var t0 = DispatchTime.now().uptimeNanoseconds
+            let r = try RawHTTP.request(port: proxyPort, path: proxy.percentEncodedPath, headers: range, timeout: 30)
+            through.append(Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9)
+            guard r.status == 206, r.body.count == 65_536 else { throw ValidationError("random read: status \(r.status)") }
+            t0 = DispatchTime.now().uptimeNanoseconds
+            let order = TierRouter(nodes: nodes.map(\.url), sliceSize: Int64(TierSpec.parseSizeForBench(slice)))
+                .order(key: url, slice: Int64(start) / Int64(TierSpec.parseSizeForBench(slice)))
+            let home = URLComponents(string: nodes[order[0]].url)!.port!
+            _ = try RawHTTP.request(port: home, path: "/film.mkv", headers: range + tierHeaders, timeout: 30)
+            direct.append(Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9)
+        }
+        let p50 = through.sorted()[through.count / 2], directP50 = direct.sorted()[direct.count / 2]
+
+        // 4. A node stopped in the middle of three hosts' reads.
+        let last = try (1...3).map { try host("kill-\($0)") }
+        let statuses = Locked([Int32](repeating: -1, count: 3))
+        let group = DispatchGroup()
+        for i in 0..<3 {
+            DispatchQueue.global().async(group: group) {
+                let cmd = "\"$0\" cat \"$1\" --cache-dir \"$2\" | cmp -s - \"$3\""
+                statuses.value[i] = (try? Spawned.run("/bin/sh", ["-c", cmd, httpcachefs, url, last[i], file])) ?? -1
+            }
+        }
+        usleep(300_000)
+        _ = try Spawned.run(script, ["--stop", "--cache-dir", nodes[0].dir])
+        group.wait()
+        let exact = statuses.value.filter { $0 == 0 }.count
+
+        print(String(format: "origin bytes, 3 cold hosts at once: %d (%.3fx the file)", originBytes, Double(originBytes) / Double(length)))
+        print(String(format: "3 cold hosts at once %.2f s vs 1 host alone without a tier %.2f s: %.2fx", coldThree, alone, coldThree / alone))
+        print(String(format: "host after host %.2f s vs warm plain nginx on loopback %.2f s: %.2fx", warm, nginxWarm, warm / nginxWarm))
+        print(String(format: "random 64 KiB through a warm tier p50 %.2f ms vs a node round trip + transfer %.2f ms: %.2fx",
+                     p50 * 1000, directP50 * 1000, p50 / directP50))
+        print("node stopped mid-read: \(exact) of 3 reads complete and byte-exact")
+        if exact != 3 { throw ExitCode(1) }
+    }
+
+    static func writeGenerated(_ path: String, length: Int, seed: UInt64) throws {
+        FileManager.default.createFile(atPath: path, contents: nil)
+        let h = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        defer { try? h.close() }
+        var offset = 0
+        while offset < length {
+            let n = min(8 << 20, length - offset)
+            try h.write(contentsOf: OriginServer.generatedBytes(seed: seed, offset: Int64(offset), count: n))
+            offset += n
+        }
+    }
+
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 }
+        }
+        guard ok else { throw ValidationError("no free port") }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+
+    /// A daemon in the background (output discarded); its pid.
+    static func spawn(_ path: String, _ args: [String]) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let argv = ([path] + args).map { strdup($0) } + [nil]
+        let envp = ProcessInfo.processInfo.environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { argv.forEach { free($0) }; envp.forEach { free($0) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, path, &actions, nil, argv, envp)
+        guard rc == 0 else { throw ValidationError("cannot run \(path): \(String(cString: strerror(rc)))") }
+        return pid
+    }
+
+    static func output(_ path: String, _ args: [String]) throws -> String {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: path)
+        p.arguments = args
+        let pipe = Pipe()
+        p.standardOutput = pipe
+        try p.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// A plain nginx serving `root` on loopback (foreground master, killed by pid).
+    static func plainNginx(work: TemporaryDirectory, root: String) throws -> (pid: pid_t, port: Int) {
+        let dir = work.appending("plain-nginx")
+        try FileManager.default.createDirectory(atPath: dir + "/tmp", withIntermediateDirectories: true)
+        let port = try freePort()
+        let user = geteuid() == 0 ? "user root;\n" : ""
+        let conf = """
+        \(user)daemon off; worker_processes 2; pid \(dir)/nginx.pid; error_log \(dir)/error.log;
+        events {} http { access_log off; sendfile on; client_body_temp_path \(dir)/tmp/b; proxy_temp_path \(dir)/tmp/p;
+        fastcgi_temp_path \(dir)/tmp/f; uwsgi_temp_path \(dir)/tmp/u; scgi_temp_path \(dir)/tmp/s;
+        server { listen 127.0.0.1:\(port); root \(root); } }
+        """
+        try conf.write(toFile: dir + "/nginx.conf", atomically: true, encoding: .utf8)
+        let pid = try spawn("/usr/sbin/nginx", ["-p", dir, "-c", dir + "/nginx.conf", "-e", dir + "/error.log"])
+        let deadline = Date().addingTimeInterval(10)
+        while (try? RawHTTP.request(port: port, method: "HEAD", path: "/film.mkv", timeout: 1)) == nil {
+            guard Date() < deadline else { throw ValidationError("the plain nginx did not start") }
+            usleep(20_000)
+        }
+        return (pid, port)
+    }
+}
+
+/// A value shared with worker threads.
+final class Locked<T>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var _value: T
+    init(_ value: T) { _value = value }
+    var value: T {
+        get { lock.withLock { _value } }
+        set { lock.withLock { _value = newValue } }
+    }
+}
