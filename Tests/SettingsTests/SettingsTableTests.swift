@@ -12,7 +12,7 @@ final class SettingsTableTests: XCTestCase {
             }
         }
         let exceptions = SettingsTable.all.filter { !$0.inConfig || $0.fstab == .none }.map(\.name).sorted()
-        XCTAssertEqual(exceptions, ["config", "foreground", "user"], "the listed few")
+        XCTAssertEqual(exceptions, ["config", "foreground", "tier", "user"], "the listed few")
         XCTAssertEqual(Set(SettingsTable.all.map(\.name)).count, SettingsTable.all.count, "no setting twice")
     }
 
