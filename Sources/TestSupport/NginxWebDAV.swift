@@ -39,7 +39,7 @@ public final class NginxWebDAV: @unchecked Sendable {
         directory = TemporaryDirectory(prefix: "httpcachefs-nginx")
         var lastError = ""
         for _ in 0..<5 {
-            let port = try Self.freePort()
+            let port = try LoopbackPort.free()
             let conf = directory.appending("nginx.conf")
             try Self.configuration(root: root, port: port, directory: directory.path)
                 .write(toFile: conf, atomically: true, encoding: .utf8)
@@ -110,25 +110,6 @@ public final class NginxWebDAV: @unchecked Sendable {
             }
         }
         """
-    }
-
-    /// A loopback port nobody listens on now (the kernel's pick).
-    static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw Unavailable(description: "socket: errno \(errno)") }
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = 0
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { p -> Bool in
-                bind(fd, p, len) == 0 && getsockname(fd, p, &len) == 0
-            }
-        }
-        guard bound else { throw Unavailable(description: "bind: errno \(errno)") }
-        return Int(UInt16(bigEndian: addr.sin_port))
     }
 
     static func accepts(port: Int) -> Bool {

@@ -73,7 +73,7 @@ struct FleetBench: ParsableCommand {
         var nodes: [(dir: String, url: String)] = []
         defer { for n in nodes { _ = try? Spawned.run(script, ["--stop", "--cache-dir", n.dir]) } }
         for name in ["a", "b"] {
-            let dir = work.appending("tier-\(name)"), port = try Self.freePort()
+            let dir = work.appending("tier-\(name)"), port = try LoopbackPort.free()
             guard try Spawned.run(script, ["--origin", origin.url(""), "--port", String(port), "--cache-dir", dir,
                                            "--bind", "127.0.0.1", "--size", "4G", "--slice", slice]) == 0 else {
                 throw ValidationError("tier.sh could not start a node (is nginx installed?)")
@@ -85,7 +85,7 @@ struct FleetBench: ParsableCommand {
         defer { for pid in daemons { kill(pid, SIGTERM); var s: Int32 = 0; waitpid(pid, &s, 0) } }
         func host(_ name: String) throws -> String {
             let cache = work.appending("host-\(name)")
-            daemons.append(try Self.spawn(httpcachefs, ["proxy", "--proxy-port", "0", "--cache-dir", cache, "--tier", tier]))
+            daemons.append(try Spawned.start(httpcachefs, ["proxy", "--proxy-port", "0", "--cache-dir", cache, "--tier", tier]))
             let deadline = Date().addingTimeInterval(30)
             while !FileManager.default.fileExists(atPath: cache + "/proxy.json") {
                 guard Date() < deadline else { throw ValidationError("the proxy of \(name) did not start") }
@@ -174,37 +174,6 @@ struct FleetBench: ParsableCommand {
         }
     }
 
-    static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 }
-        }
-        guard ok else { throw ValidationError("no free port") }
-        return Int(UInt16(bigEndian: addr.sin_port))
-    }
-
-    /// A daemon in the background (output discarded); its pid.
-    static func spawn(_ path: String, _ args: [String]) throws -> pid_t {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        let argv = ([path] + args).map { strdup($0) } + [nil]
-        let envp = ProcessInfo.processInfo.environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { argv.forEach { free($0) }; envp.forEach { free($0) } }
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, path, &actions, nil, argv, envp)
-        guard rc == 0 else { throw ValidationError("cannot run \(path): \(String(cString: strerror(rc)))") }
-        return pid
-    }
-
     static func output(_ path: String, _ args: [String]) throws -> String {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: path)
@@ -221,7 +190,7 @@ struct FleetBench: ParsableCommand {
     static func plainNginx(work: TemporaryDirectory, root: String) throws -> (pid: pid_t, port: Int) {
         let dir = work.appending("plain-nginx")
         try FileManager.default.createDirectory(atPath: dir + "/tmp", withIntermediateDirectories: true)
-        let port = try freePort()
+        let port = try LoopbackPort.free()
         let user = geteuid() == 0 ? "user root;\n" : ""
         let conf = """
         \(user)daemon off; worker_processes 2; pid \(dir)/nginx.pid; error_log \(dir)/error.log;
@@ -230,7 +199,7 @@ struct FleetBench: ParsableCommand {
         server { listen 127.0.0.1:\(port); root \(root); } }
         """
         try conf.write(toFile: dir + "/nginx.conf", atomically: true, encoding: .utf8)
-        let pid = try spawn("/usr/sbin/nginx", ["-p", dir, "-c", dir + "/nginx.conf", "-e", dir + "/error.log"])
+        let pid = try Spawned.start("/usr/sbin/nginx", ["-p", dir, "-c", dir + "/nginx.conf", "-e", dir + "/error.log"])
         let deadline = Date().addingTimeInterval(10)
         while (try? RawHTTP.request(port: port, method: "HEAD", path: "/film.mkv", timeout: 1)) == nil {
             guard Date() < deadline else { throw ValidationError("the plain nginx did not start") }

@@ -214,7 +214,7 @@ final class NginxProcess {
             throw ValidationError("no nginx at \(binary) (apt-get install nginx-light, or pass --nginx)")
         }
         try FileManager.default.createDirectory(atPath: workDirectory + "/logs", withIntermediateDirectories: true)
-        port = try Clients.freePort()
+        port = try LoopbackPort.free()
         let conf = """
         worker_processes 2;
         daemon off;
@@ -401,22 +401,4 @@ enum Clients {
         }
     }
 
-    /// A port that was free a moment ago (bind to 0, read it, release it).
-    static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = 0
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { p -> Int32 in
-                guard bind(fd, p, len) == 0 else { return -1 }
-                return getsockname(fd, p, &len)
-            }
-        }
-        guard bound == 0 else { throw ValidationError("cannot find a free port: errno \(errno)") }
-        return Int(UInt16(bigEndian: addr.sin_port))
-    }
 }

@@ -22,7 +22,7 @@ extension CLITests {
             throw XCTSkip("nginx is not installed (mount-helpers/setup-debian.sh --test installs nginx-light)")
         }
         let dir = temp.appending("tier-\(name)")
-        let port = try Self.freePort()
+        let port = try LoopbackPort.free()
         // As root, the workers would run as nobody, who cannot enter this test's private directory.
         let user = geteuid() == 0 ? ["--user", "root"] : []
         let r = try run([tierScript, "--origin", origin, "--port", String(port), "--cache-dir", dir, "--slice", slice,
@@ -58,20 +58,6 @@ extension CLITests {
     /// `httpcachefs cat URL` through the daemon holding `cache`.
     func catThrough(_ cache: String, _ url: String, extra: [String] = []) throws -> Result {
         try run(["cat", url, "--cache-dir", cache] + extra, cacheDirectory: nil)
-    }
-
-    static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 }
-        }
-        guard ok else { throw CocoaError(.fileWriteUnknown) }
-        return Int(UInt16(bigEndian: addr.sin_port))
     }
 
     /// Runs `body` for each index at once and waits for all.

@@ -29,7 +29,7 @@ final class FleetMountTests: XCTestCase {
         h.origin.setGeneratedFile("/film.mkv", length: Int64(length), seed: 2131)
         let dir = h.directory.appending("tier")
         tierDirectory = dir
-        let port = try Self.freePort()
+        let port = try LoopbackPort.free()
         let user = geteuid() == 0 ? ["--user", "root"] : []
         let started = try h.run(script, ["--origin", h.origin.url(""), "--port", String(port), "--cache-dir", dir,
                                          "--bind", "127.0.0.1", "--slice", "1M"] + user)
@@ -52,17 +52,4 @@ final class FleetMountTests: XCTestCase {
                                  "the second host asked the origin only to check the version")
     }
 
-    static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 }
-        }
-        guard ok else { throw XCTSkip("no free port") }
-        return Int(UInt16(bigEndian: addr.sin_port))
-    }
 }
