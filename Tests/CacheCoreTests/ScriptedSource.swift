@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 @testable import CacheCore
 
 /// An in-memory origin behind the RangeSource protocol: serves one or more files in chunks on a
@@ -69,19 +70,7 @@ final class ScriptedSource: RangeSource, @unchecked Sendable {
     }
 }
 
+/// Deterministic test bytes, from the one generator the origin serves too.
 func randomBytes(_ n: Int, seed: UInt64) -> [UInt8] {
-    // xorshift64, eight bytes a step: fast enough in debug builds for files of tens of MiB.
-    var x = seed | 1
-    var out = [UInt8](repeating: 0, count: n)
-    out.withUnsafeMutableBytes { raw in
-        var i = 0
-        while i < n {
-            x ^= x << 13; x ^= x >> 7; x ^= x << 17
-            withUnsafeBytes(of: x.littleEndian) { word in
-                for j in 0..<min(8, n - i) { raw[i + j] = word[j] }
-            }
-            i += 8
-        }
-    }
-    return out
+    OriginServer.generatedBytes(seed: seed, offset: 0, count: n)
 }

@@ -1,5 +1,6 @@
 @testable import CacheCore
 import Foundation
+import TestSupport
 @testable import FuseMount
 
 /// An in-memory cache stand-in: files by URL, with generations, scripted errors and silence.
@@ -148,13 +149,8 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
     }
 }
 
-/// Deterministic test bytes: byte i of file `seed` is a hash of both, so misplaced ranges show.
+/// Deterministic test bytes: the one generator the origin serves too (`OriginServer.generatedBytes`),
+/// so byte i of file `seed` is a hash of both and misplaced ranges show.
 func testBytes(count: Int, seed: UInt64 = 1) -> [UInt8] {
-    var out = [UInt8](repeating: 0, count: count)
-    var x = seed &* 0x9E37_79B9_7F4A_7C15
-    for i in 0..<count {
-        if i % 8 == 0 { x = (x ^ (x >> 31)) &* 0xBF58_476D_1CE4_E5B9 &+ UInt64(i) }
-        out[i] = UInt8(truncatingIfNeeded: x >> ((i % 8) * 8))
-    }
-    return out
+    OriginServer.generatedBytes(seed: seed, offset: 0, count: count)
 }
