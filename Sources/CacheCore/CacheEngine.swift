@@ -22,6 +22,8 @@ public final class CacheEngine: @unchecked Sendable {
     let tracker: FetchTracker
     /// Which origins are down (offline mode): inside the tracker, around the real source.
     let originHealth: OriginHealthSource
+    /// The last good answer to each kept document request (WebDAV listings).
+    let keptDocuments: KeptDocuments
 
     /// Runs once the engine has shut down (see `init`).
     private let afterShutdown: (@Sendable () -> Void)?
@@ -43,6 +45,7 @@ public final class CacheEngine: @unchecked Sendable {
         self.metrics = metrics
         let health = OriginHealthSource(source, logger: logger)
         self.originHealth = health
+        self.keptDocuments = KeptDocuments(cacheDirectory: configuration.directory)
         self.tracker = FetchTracker(health, metrics: metrics)
         self.core = try EngineCore(configuration: configuration, source: tracker, logger: logger, metrics: metrics,
                                    originHealth: health)
@@ -129,7 +132,10 @@ public final class CacheEngine: @unchecked Sendable {
     }
 
     /// Forgets every entry.
-    public func clear() throws { try core.clear() }
+    public func clear() throws {
+        try core.clear()
+        keptDocuments.removeAll()
+    }
 
     /// Bytes cached now, and the cap in force.
     public var usage: CacheUsage { core.usage }

@@ -72,7 +72,7 @@ extension MountBackend {
     }
 
     /// Default: backends without a network of their own (test fakes) know no WebDAV.
-    public func fetchDocument(_ request: FetchRequest, limit: Int,
+    public func fetchDocument(_ request: FetchRequest, limit: Int, maxAge: TimeInterval,
                               completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
         completion(.failure(.httpStatus(url: request.url, status: 405)))
     }
@@ -117,10 +117,11 @@ public final class EngineBackend: MountBackend {
         engine.open(url: url, takeFirstBytes: false, completion: completion)
     }
     public var readTimeout: TimeInterval? { engine.configuration.readTimeout }
-    public func fetchDocument(_ request: FetchRequest, limit: Int,
+    public func fetchDocument(_ request: FetchRequest, limit: Int, maxAge: TimeInterval,
                               completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
-        engine.fetchDocument(request, limit: limit, completion: completion)
+        engine.fetchDocument(request, limit: limit, maxAge: maxAge, completion: completion)
     }
+    public func hasKeptListing(_ request: FetchRequest) -> Bool { engine.hasKeptDocument(request) }
     public func makeReader(for entry: EntryInfo) -> MountReader { engine.makeReader(for: entry, door: .fuse) }
     public var usage: CacheUsage { engine.usage }
     public func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void) { engine.onRemoteChange(handler) }

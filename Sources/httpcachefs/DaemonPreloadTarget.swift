@@ -66,7 +66,7 @@ struct DaemonTransport: ListingTransport {
         }
     }
 
-    func fetchDocument(_ request: FetchRequest, limit: Int,
+    func fetchDocument(_ request: FetchRequest, limit: Int, maxAge: TimeInterval,
                        completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
         _ = daemon.source.start(request, sink: DocumentSink(url: request.url, limit: limit, completion: completion))
     }
