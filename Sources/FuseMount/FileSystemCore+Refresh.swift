@@ -43,6 +43,10 @@ extension FileSystemCore {
                     result.fail("\(DisplayURL.redacted(url)): \(error)")
                     group.leave()
                 case let .success(entries):
+                    // The cache's copy, served because the origin is down: nothing was re-read.
+                    // It stays in use, past its TTL, so the next look asks again (`listingFetched`);
+                    // kept as fresh, it would hide what changed for a whole --index-ttl.
+                    let unconfirmed = backend.isOriginDown(url: url)
                     // Applied as the mount applies a listing it fetched itself (waiters answered).
                     let target: (Node, IndexState)? = lock.withLock {
                         guard let node = table.node(ino), let idx = node.directory?.index, idx.url == url else { return nil }
@@ -50,9 +54,13 @@ extension FileSystemCore {
                         return (node, idx)
                     }
                     if let (node, idx) = target {
-                        listingFetched(.success(entries), node: node, idx: idx, url: url, timeout: nil)
+                        listingFetched(.success(entries), node: node, idx: idx, url: url, timeout: nil, unconfirmed: unconfirmed)
                     }
-                    result.count()
+                    if unconfirmed {
+                        result.fail("\(DisplayURL.redacted(url)): the origin is down; the cached listing stays in use and is asked again on the next look")
+                    } else {
+                        result.count()
+                    }
                     group.leave()
                 }
             }

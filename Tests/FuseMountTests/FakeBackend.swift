@@ -28,6 +28,7 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
     /// What the backend reports as its read timeout (listings are held to it).
     var readTimeout: TimeInterval?
     private var claimedLengths: [String: Int64] = [:]  // guarded by lock
+    private var down = false                             // guarded by lock
     private let queue = DispatchQueue(label: "fake-backend", attributes: .concurrent)
 
     func setFile(_ url: String, _ bytes: [UInt8], lastModified: String? = "Mon, 01 Jan 2024 00:00:00 GMT",
@@ -57,6 +58,10 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
     }
     /// Reports `length` for `url` whatever its bytes (an index holding a hostile length).
     func setClaimedLength(_ url: String, _ length: Int64) { lock.withLock { claimedLengths[url] = length } }
+    /// The origin is down: what this backend answers is taken as the cache's copy, not asked
+    /// (set the old bytes to stand for that copy).
+    func setOriginDown(_ isDown: Bool) { lock.withLock { down = isDown } }
+    func isOriginDown(url: String) -> Bool { lock.withLock { down } }
     var openCount: Int { lock.withLock { openLog.count } }
     /// The URLs opened, in order (read under the lock: FUSE threads append while tests look).
     var opens: [String] { lock.withLock { openLog } }
