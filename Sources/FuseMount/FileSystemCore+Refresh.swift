@@ -40,6 +40,12 @@ extension FileSystemCore {
             fetchListing(url: url, maxAge: 0) { [self] fetched in
                 switch fetched {
                 case let .failure(error):
+                    // The listing stays in use, but past its TTL: the next look tries again
+                    // (a failure there holds further tries back for `listingRetryDelay`).
+                    lock.withLock {
+                        guard let idx = table.node(ino)?.directory?.index, idx.url == url, let listed = idx.listedAt else { return }
+                        idx.listedAt = min(listed, now().addingTimeInterval(-options.listingTTL))
+                    }
                     result.fail("\(DisplayURL.redacted(url)): \(error)")
                     group.leave()
                 case let .success(entries):

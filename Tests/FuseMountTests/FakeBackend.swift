@@ -43,7 +43,7 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
         if let changed { for o in lock.withLock({ observers }) { o(changed) } }
     }
 
-    func setError(_ url: String, _ error: CacheError) { lock.withLock { errors[url] = error } }
+    func setError(_ url: String, _ error: CacheError?) { lock.withLock { errors[url] = error } }
     func setSilent(_ url: String) { lock.withLock { _ = silent.insert(url) } }
     /// Opens of `url` wait until `releaseHeld()` (a refresh the test lets finish when it chooses).
     func setHeld(_ url: String) { lock.withLock { _ = held.insert(url) } }

@@ -95,6 +95,17 @@ final class StaleListingTests: XCTestCase {
         XCTAssertEqual(backend.openCount, opens, "read from the origin again: fresh for its TTL")
     }
 
+    /// A refresh that fails (a timeout under load) keeps the listing in use, past its TTL: the
+    /// next look asks again rather than showing the old listing for the whole --index-ttl.
+    func testAFailedRefreshLeavesTheListingForTheNextLookToAskAgain() throws {
+        let c = try calls(ttl: 3600)
+        backend.setError(pub, .timeout(url: pub))
+        XCTAssertEqual(try refresh(c).failures, ["\(pub): \(CacheError.timeout(url: pub))"])
+        backend.setError(pub, nil)
+        backend.setFile(pub, listing(["a.bin", "b.bin"]))
+        try waitForListing(c, ["a.bin", "b.bin"])
+    }
+
     /// A refresh the origin answered counts as re-read, and its listing is fresh for its TTL.
     func testARefreshTheOriginAnswersIsFreshForItsTTL() throws {
         let c = try calls(ttl: 3600)
