@@ -51,6 +51,9 @@ extension CacheEngine {
         _ = tracker.start(request, sink: sink)
     }
 
+    /// True when `url`'s last answer carried a `DAV:` header (its origin speaks WebDAV).
+    public func answeredDAV(url: String) -> Bool { core.answeredDAV(url: url) }
+
     /// True when a kept answer to `request` (a document request) is on disk.
     public func hasKeptDocument(_ request: FetchRequest) -> Bool {
         guard let method = request.method, let key = try? key(for: request.url) else { return false }

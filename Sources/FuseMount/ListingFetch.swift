@@ -8,7 +8,8 @@ import Logging
 ///
 /// The PROPFIND is tried when the GET does not list: an error a WebDAV folder gives to GET (403
 /// from nginx with autoindex off, 405, 501), an answer that is no listing, or a listing with no
-/// entries. A folder once listed by PROPFIND is remembered (`ListingKinds`), and its subfolders
+/// entries; and when the GET's answer carried a `DAV:` header (a WebDAV server's folder page,
+/// whose links need not be the folder's files). If that PROPFIND fails, the GET's listing stands. A folder once listed by PROPFIND is remembered (`ListingKinds`), and its subfolders
 /// with it: their next listings go to PROPFIND first, and to GET only if that fails. So is a
 /// folder whose PROPFIND answer the cache keeps (`ListingTransport.hasKeptListing`): a mount
 /// started while its WebDAV origin is down lists from the kept answers at once.
@@ -54,7 +55,7 @@ public enum ListingFetch {
                     return .failure(.badResponse(url: url, message: "\(error)"))
                 }
             }
-            guard tryWebDAV, mayBeWebDAV(parsed) else { return completion(parsed.map { Listing(entries: $0, kind: .page) }) }
+            guard tryWebDAV, mayBeWebDAV(parsed) || transport.answeredDAV(url: url) else { return completion(parsed.map { Listing(entries: $0, kind: .page) }) }
             propfind(url: url, through: transport, limit: limit, maxAge: maxAge, logger: logger) { dav in
                 switch dav {
                 case .success: completion(dav)
@@ -104,11 +105,15 @@ public protocol ListingTransport: Sendable {
                        completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void)
     /// True when the transport keeps an answer to `request` (the folder listed by PROPFIND before).
     func hasKeptListing(_ request: FetchRequest) -> Bool
+    /// True when the last GET of `url` carried a `DAV:` header.
+    func answeredDAV(url: String) -> Bool
 }
 
 extension ListingTransport {
     /// Default: nothing kept.
     public func hasKeptListing(_ request: FetchRequest) -> Bool { false }
+    /// Default: no headers seen.
+    public func answeredDAV(url: String) -> Bool { false }
 }
 
 /// The folders known to list by PROPFIND (their listing URLs), so that their next listings, and

@@ -129,6 +129,7 @@ public final class EngineBackend: MountBackend {
         engine.fetchDocument(request, limit: limit, maxAge: maxAge, completion: completion)
     }
     public func hasKeptListing(_ request: FetchRequest) -> Bool { engine.hasKeptDocument(request) }
+    public func answeredDAV(url: String) -> Bool { engine.answeredDAV(url: url) }
     public func makeReader(for entry: EntryInfo) -> MountReader { engine.makeReader(for: entry, door: .fuse) }
     public var usage: CacheUsage { engine.usage }
     public func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void) { engine.onRemoteChange(handler) }

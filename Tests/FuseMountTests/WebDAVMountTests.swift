@@ -104,6 +104,21 @@ final class WebDAVMountTests: XCTestCase {
         XCTAssertTrue(info.stdout.contains("0-65535, \(n - 65536)-\(n - 1)"), info.stdout)
     }
 
+    /// A WebDAV server whose folder answers GET with a page (an index.html, not a listing) and a
+    /// `DAV:` header is listed by PROPFIND: the mount shows the folder's files, not the page's links.
+    func testAFolderPageWithADAVHeaderIsListedByPROPFIND() throws {
+        let page = #"<html><body><a href="about.html">About</a> <a href="Film%20One.mkv">Watch</a></body></html>"#
+        FileManager.default.createFile(atPath: dav.root + "/media/index.html", contents: Data(page.utf8))
+        let head = try ExternalTool.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-D", "-", dav.url("/media/")]).stdout
+        XCTAssertTrue(head.hasPrefix("HTTP/1.1 200"), head)
+        XCTAssertTrue(head.lowercased().contains("dav: 1,2"), head)
+
+        let r = try h.mount(["--index", dav.url("/media/")])
+        XCTAssertEqual(r.status, 0, r.stderr + h.log)
+        XCTAssertEqual(try tree(h.mountpoint), ["Empty/", "Film One.mkv", "Shows/", "Shows/Season 1/", "Shows/Season 1/e01.mp4",
+                                                "Shows/e02.mp4", "café.txt", "index.html"], h.log)
+    }
+
     /// PROPFIND listings are kept in the cache as GET listings are: a remount while the WebDAV
     /// server is down starts from them, with a warning on the terminal, and shows the whole tree
     /// and the cached bytes.
