@@ -107,8 +107,11 @@ extension FileSystemCore {
         // second still counts as progress to libcurl) must not keep `ls` waiting. The fetch may
         // go on and land in the cache; this answer no longer waits for it.
         let timeout = backend.readTimeout ?? options.readDeadline
+        // Down when the fetch starts or when it ends: either way the answer may be the cache's copy.
+        let downAtStart = backend.isOriginDown(url: url)
         let finish = ReplyOnce<Result<[ListingEntry], CacheError>> { [self] result in
-            listingFetched(result, node: node, idx: idx, url: url, timeout: timeout, unconfirmed: backend.isOriginDown(url: url))
+            listingFetched(result, node: node, idx: idx, url: url, timeout: timeout,
+                           unconfirmed: downAtStart || backend.isOriginDown(url: url))
         }
         fetchListing(url: url, maxAge: options.listingTTL) { finish.fire($0) }
         if let timeout {

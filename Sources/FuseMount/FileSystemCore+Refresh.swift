@@ -36,6 +36,7 @@ extension FileSystemCore {
         let result = LockedRefresh()
         for (ino, url) in found {
             group.enter()
+            let downAtStart = backend.isOriginDown(url: url)
             // maxAge 0: the cache asks the origin now; the listing below then finds that copy fresh.
             fetchListing(url: url, maxAge: 0) { [self] fetched in
                 switch fetched {
@@ -52,7 +53,7 @@ extension FileSystemCore {
                     // The cache's copy, served because the origin is down: nothing was re-read.
                     // It stays in use, past its TTL, so the next look asks again (`listingFetched`);
                     // kept as fresh, it would hide what changed for a whole --index-ttl.
-                    let unconfirmed = backend.isOriginDown(url: url)
+                    let unconfirmed = downAtStart || backend.isOriginDown(url: url)
                     // Applied as the mount applies a listing it fetched itself (waiters answered).
                     let target: (Node, IndexState)? = lock.withLock {
                         guard let node = table.node(ino), let idx = node.directory?.index, idx.url == url else { return nil }

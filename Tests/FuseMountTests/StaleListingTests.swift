@@ -86,6 +86,8 @@ final class StaleListingTests: XCTestCase {
         XCTAssertEqual(refreshed.listings, 0)
         XCTAssertEqual(refreshed.failures, ["\(pub): the origin is down; the cached listing stays in use and is asked again on the next look"])
         XCTAssertEqual(try c.list().get(), ["a.bin"], "the cached listing stays in use")
+        // That look started a refresh (answered from the cache again): let it end first.
+        try waitUntilNoRefreshRuns(c)
 
         backend.setOriginDown(false)
         backend.setFile(pub, listing(["a.bin", "b.bin"]))
