@@ -22,6 +22,8 @@ public final class CacheEngine: @unchecked Sendable {
     let tracker: FetchTracker
     /// Which origins are down (offline mode): inside the tracker, around the real source.
     let originHealth: OriginHealthSource
+    /// The last good answer to each kept document request (WebDAV listings).
+    let keptDocuments: KeptDocuments
 
     /// The source's cache tier, if it fetches through one (`--tier`).
     public let tier: TierReporting?
@@ -47,6 +49,7 @@ public final class CacheEngine: @unchecked Sendable {
         let health = OriginHealthSource(source, logger: logger)
         self.originHealth = health
         self.tier = source as? TierReporting
+        self.keptDocuments = KeptDocuments(cacheDirectory: configuration.directory)
         self.tracker = FetchTracker(health, metrics: metrics)
         self.core = try EngineCore(configuration: configuration, source: tracker, logger: logger, metrics: metrics,
                                    originHealth: health)
@@ -133,7 +136,10 @@ public final class CacheEngine: @unchecked Sendable {
     }
 
     /// Forgets every entry.
-    public func clear() throws { try core.clear() }
+    public func clear() throws {
+        try core.clear()
+        keptDocuments.removeAll()
+    }
 
     /// Bytes cached now, and the cap in force.
     public var usage: CacheUsage { core.usage }

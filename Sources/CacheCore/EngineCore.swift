@@ -81,6 +81,8 @@ final class EngineCore: @unchecked Sendable {
     private var lastNoRoomWarning = 0.0   // guarded by counterLock
     /// Origins whose ETags changed while length and Last-Modified did not (`differs`).
     private var rotatingETagOrigins: Set<String> = []   // guarded by counterLock
+    /// Entries whose last answer carried a `DAV:` header (`answeredDAV`).
+    private var davEntries: Set<CacheKey> = []   // guarded by counterLock
 
     init(configuration: CacheConfiguration, source: RangeSource, logger: Logger, metrics: CacheMetrics = CacheMetrics(),
          originHealth: OriginHealthSource? = nil) throws {
@@ -372,6 +374,26 @@ final class EngineCore: @unchecked Sendable {
         entry.info.lastModified = head.lastModified
         entry.info.acceptsRanges = head.acceptsRanges || head.status == 206
         entry.info.validatedAt = Date()
+        noteDAV(head.webDAV, key: entry.info.key)
+    }
+
+    /// Records whether `key`'s last answer carried a `DAV:` header. Bounded: forgetting only
+    /// costs a folder its PROPFIND until its next answer.
+    private func noteDAV(_ webDAV: Bool, key: CacheKey) {
+        counterLock.lock(); defer { counterLock.unlock() }
+        if webDAV {
+            if davEntries.count > 100_000 { davEntries.removeAll() }
+            davEntries.insert(key)
+        } else {
+            davEntries.remove(key)
+        }
+    }
+
+    /// True when `url`'s last answer (in this process) carried a `DAV:` header.
+    func answeredDAV(url: String) -> Bool {
+        guard let key = try? configuration.keyRules.key(for: url) else { return false }
+        counterLock.lock(); defer { counterLock.unlock() }
+        return davEntries.contains(key)
     }
 
     /// The remote file changed: start a new generation. Old slices are dropped (rows first, files

@@ -116,6 +116,9 @@ public struct ResponseHead: Sendable, Equatable {
     /// Answers to this transfer before this one carried other ETags for the same length and
     /// Last-Modified: the origin's ETags change on every answer (see `TransferState`).
     public var etagRotating = false
+    /// The answer carried a `DAV:` header: the origin speaks WebDAV (a folder's GET page may then
+    /// be no listing, and PROPFIND lists it).
+    public var webDAV = false
 
     public init(status: Int, finalURL: String, bodyStart: Int64, totalLength: Int64?,
                 contentType: String? = nil, etag: String? = nil, lastModified: String? = nil,

@@ -33,6 +33,8 @@ struct ResponseHeaderBlock: Equatable {
     var etag: String? { field("etag") }
     var lastModified: String? { field("last-modified") }
     var contentType: String? { field("content-type") }
+    /// A `DAV:` compliance header ("1", "1,2", ...): the origin speaks WebDAV.
+    var webDAV: Bool { !(field("dav")?.trimmingCharacters(in: .whitespaces).isEmpty ?? true) }
     var advertisesByteRanges: Bool {
         field("accept-ranges")?.lowercased().split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces) == "bytes" } ?? false
     }

@@ -220,6 +220,7 @@ struct TransferState {
             totalLength: partial ? range!.total : block.contentLength,
             contentType: block.contentType, etag: block.etag, lastModified: block.lastModified,
             acceptsRanges: partial || block.advertisesByteRanges)
+        first.webDAV = block.webDAV
         if let etag = first.etag, let date = first.lastModified, let length = first.totalLength {
             first.etagRotating = Self.rotating(retriedETags, etag: etag, date: date, length: length)
         }

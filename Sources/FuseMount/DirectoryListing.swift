@@ -79,7 +79,8 @@ public enum DirectoryListing {
             guard item.type == "file" || isDir, isUsable(item.name, in: base, logger: logger),
                   seen.insert(item.name).inserted else { continue }
             let encoded = item.name.addingPercentEncoding(withAllowedCharacters: pathSegmentAllowed) ?? item.name
-            let child = base.absoluteString + encoded + (isDir ? "/" : "")
+            guard let prefix = folderPrefix(base) else { continue }
+            let child = prefix + encoded + (isDir ? "/" : "")
             result.append(ListingEntry(name: item.name, isDirectory: isDir, url: child,
                                        size: isDir ? nil : item.size,
                                        modified: item.mtime.flatMap(parseHTTPDate)))
@@ -135,10 +136,20 @@ public enum DirectoryListing {
         if isDir { rest.removeLast() }
         guard !rest.isEmpty, !rest.contains("/") else { return nil }
         let name = rest.removingPercentEncoding ?? rest
-        var url = rc
-        url.fragment = nil
-        guard let s = url.string else { return nil }
-        return (name, isDir, s)
+        // The child's URL is the folder's own with the href's last segment (as the server encoded
+        // it): an absolute href's spelling of the host ("MEDIA.example") or its lack of the
+        // folder's credentials must not make a second URL, and cache key, for one file.
+        guard let prefix = folderPrefix(base) else { return nil }
+        return (name, isDir, prefix + rest + (isDir ? "/" : ""))
+    }
+
+    /// The folder's URL as children's URLs start: no query or fragment, ending in `/`.
+    static func folderPrefix(_ base: URL) -> String? {
+        guard var c = URLComponents(url: base, resolvingAgainstBaseURL: false) else { return nil }
+        c.query = nil
+        c.fragment = nil
+        if !c.percentEncodedPath.hasSuffix("/") { c.percentEncodedPath += "/" }
+        return c.string
     }
 
     /// Why a listed name cannot be an entry of the mount.

@@ -107,8 +107,11 @@ extension FileSystemCore {
         // second still counts as progress to libcurl) must not keep `ls` waiting. The fetch may
         // go on and land in the cache; this answer no longer waits for it.
         let timeout = backend.readTimeout ?? options.readDeadline
+        // Down when the fetch starts or when it ends: either way the answer may be the cache's copy.
+        let downAtStart = backend.isOriginDown(url: url)
         let finish = ReplyOnce<Result<[ListingEntry], CacheError>> { [self] result in
-            listingFetched(result, node: node, idx: idx, url: url, timeout: timeout)
+            listingFetched(result, node: node, idx: idx, url: url, timeout: timeout,
+                           unconfirmed: downAtStart || backend.isOriginDown(url: url))
         }
         fetchListing(url: url, maxAge: options.listingTTL) { finish.fire($0) }
         if let timeout {
@@ -117,8 +120,13 @@ extension FileSystemCore {
     }
 
     /// Applies a fetched listing (or its failure) and answers everyone waiting for it.
+    /// `unconfirmed`: the listing is the cache's copy, served without asking an origin that is
+    /// down. It is applied (the best there is) but counts as past its TTL, so the next look
+    /// refreshes it in the background: once the origin is back, what changed there shows at once
+    /// rather than a whole `--index-ttl` later. (Asking a down origin costs nothing: the cache
+    /// answers at once without the network, so this brings no storm.)
     func listingFetched(_ result: Result<[ListingEntry], CacheError>, node: Node, idx: IndexState, url: String,
-                                timeout: TimeInterval?) {
+                        timeout: TimeInterval?, unconfirmed: Bool = false) {
         var parsed = result
         let cost: Int64 = (try? parsed.get()).map(Self.listingCost) ?? 0
         let (waiters, invalidations, failure, n): ([(CacheError?) -> Void], Invalidations, CacheError?, KernelNotifier?) = lock.withLock {
@@ -137,6 +145,7 @@ extension FileSystemCore {
             case let .success(entries):
                 let inval = node.attached ? applyListing(node, idx, entries) : Invalidations()
                 if node.attached { table.setListingCost(idx, cost) }
+                if unconfirmed, node.attached { idx.listedAt = now().addingTimeInterval(-options.listingTTL) }
                 return (waiters, inval, nil, notifier)
             case let .failure(error):
                 if idx.listedAt != nil {

@@ -36,13 +36,24 @@ extension FileSystemCore {
         let result = LockedRefresh()
         for (ino, url) in found {
             group.enter()
+            let downAtStart = backend.isOriginDown(url: url)
             // maxAge 0: the cache asks the origin now; the listing below then finds that copy fresh.
             fetchListing(url: url, maxAge: 0) { [self] fetched in
                 switch fetched {
                 case let .failure(error):
+                    // The listing stays in use, but past its TTL: the next look tries again
+                    // (a failure there holds further tries back for `listingRetryDelay`).
+                    lock.withLock {
+                        guard let idx = table.node(ino)?.directory?.index, idx.url == url, let listed = idx.listedAt else { return }
+                        idx.listedAt = min(listed, now().addingTimeInterval(-options.listingTTL))
+                    }
                     result.fail("\(DisplayURL.redacted(url)): \(error)")
                     group.leave()
                 case let .success(entries):
+                    // The cache's copy, served because the origin is down: nothing was re-read.
+                    // It stays in use, past its TTL, so the next look asks again (`listingFetched`);
+                    // kept as fresh, it would hide what changed for a whole --index-ttl.
+                    let unconfirmed = downAtStart || backend.isOriginDown(url: url)
                     // Applied as the mount applies a listing it fetched itself (waiters answered).
                     let target: (Node, IndexState)? = lock.withLock {
                         guard let node = table.node(ino), let idx = node.directory?.index, idx.url == url else { return nil }
@@ -50,9 +61,13 @@ extension FileSystemCore {
                         return (node, idx)
                     }
                     if let (node, idx) = target {
-                        listingFetched(.success(entries), node: node, idx: idx, url: url, timeout: nil)
+                        listingFetched(.success(entries), node: node, idx: idx, url: url, timeout: nil, unconfirmed: unconfirmed)
                     }
-                    result.count()
+                    if unconfirmed {
+                        result.fail("\(DisplayURL.redacted(url)): the origin is down; the cached listing stays in use and is asked again on the next look")
+                    } else {
+                        result.count()
+                    }
                     group.leave()
                 }
             }

@@ -8,8 +8,15 @@ import Logging
 ///
 /// The PROPFIND is tried when the GET does not list: an error a WebDAV folder gives to GET (403
 /// from nginx with autoindex off, 405, 501), an answer that is no listing, or a listing with no
-/// entries. A folder once listed by PROPFIND is remembered (`ListingKinds`), and its subfolders
-/// with it: their next listings go to PROPFIND first, and to GET only if that fails.
+/// entries; and when the GET's answer carried a `DAV:` header (a WebDAV server's folder page,
+/// whose links need not be the folder's files). If that PROPFIND fails, the GET's listing stands. A folder once listed by PROPFIND is remembered (`ListingKinds`), and its subfolders
+/// with it: their next listings go to PROPFIND first, and to GET only if that fails. So is a
+/// folder whose PROPFIND answer the cache keeps (`ListingTransport.hasKeptListing`): a mount
+/// started while its WebDAV origin is down lists from the kept answers at once.
+///
+/// PROPFIND answers are kept by the transport with the same `maxAge` as GET listings, so a
+/// WebDAV listing is answered from the cache while fresh, asked again when older, and served as
+/// it is while the origin is down (`CacheEngine.fetchDocument`).
 public enum ListingFetch {
     /// What a listing came from.
     public enum Kind: Sendable, Equatable { case page, webDAV }
@@ -23,8 +30,8 @@ public enum ListingFetch {
     public static func fetch(url: String, through transport: ListingTransport, limit: Int, maxAge: TimeInterval,
                              webDAVFirst: Bool, logger: Logger,
                              completion: @escaping @Sendable (Result<Listing, CacheError>) -> Void) {
-        if webDAVFirst {
-            propfind(url: url, through: transport, limit: limit, logger: logger) { result in
+        if webDAVFirst || transport.hasKeptListing(WebDAVListing.request(url: url)) {
+            propfind(url: url, through: transport, limit: limit, maxAge: maxAge, logger: logger) { result in
                 switch result {
                 case .success: completion(result)
                 case .failure:
@@ -48,8 +55,8 @@ public enum ListingFetch {
                     return .failure(.badResponse(url: url, message: "\(error)"))
                 }
             }
-            guard tryWebDAV, mayBeWebDAV(parsed) else { return completion(parsed.map { Listing(entries: $0, kind: .page) }) }
-            propfind(url: url, through: transport, limit: limit, logger: logger) { dav in
+            guard tryWebDAV, mayBeWebDAV(parsed) || transport.answeredDAV(url: url) else { return completion(parsed.map { Listing(entries: $0, kind: .page) }) }
+            propfind(url: url, through: transport, limit: limit, maxAge: maxAge, logger: logger) { dav in
                 switch dav {
                 case .success: completion(dav)
                 case let .failure(error):
@@ -61,10 +68,11 @@ public enum ListingFetch {
         }
     }
 
-    /// The PROPFIND alone, parsed.
-    public static func propfind(url: String, through transport: ListingTransport, limit: Int, logger: Logger,
-                                 completion: @escaping @Sendable (Result<Listing, CacheError>) -> Void) {
-        transport.fetchDocument(WebDAVListing.request(url: url), limit: limit) { fetched in
+    /// The PROPFIND alone, parsed (its answer kept by the transport, younger than `maxAge` used).
+    public static func propfind(url: String, through transport: ListingTransport, limit: Int, maxAge: TimeInterval,
+                                logger: Logger,
+                                completion: @escaping @Sendable (Result<Listing, CacheError>) -> Void) {
+        transport.fetchDocument(WebDAVListing.request(url: url), limit: limit, maxAge: maxAge) { fetched in
             completion(fetched.flatMap { bytes in
                 do { return .success(Listing(entries: try WebDAVListing.parse(bytes, url: url, logger: logger), kind: .webDAV)) } catch {
                     return .failure(.badResponse(url: url, message: "\(error)"))
@@ -91,9 +99,21 @@ public protocol ListingTransport: Sendable {
     /// The whole body of a GET, at most `limit` bytes, revalidated when older than `maxAge`.
     func fetchPage(url: String, limit: Int, maxAge: TimeInterval,
                    completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void)
-    /// The whole answer to `request` (a PROPFIND), at most `limit` bytes, not cached.
-    func fetchDocument(_ request: FetchRequest, limit: Int,
+    /// The whole answer to `request` (a PROPFIND), at most `limit` bytes; a transport that keeps
+    /// answers answers from the kept one when it is younger than `maxAge` or the origin is away.
+    func fetchDocument(_ request: FetchRequest, limit: Int, maxAge: TimeInterval,
                        completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void)
+    /// True when the transport keeps an answer to `request` (the folder listed by PROPFIND before).
+    func hasKeptListing(_ request: FetchRequest) -> Bool
+    /// True when the last GET of `url` carried a `DAV:` header.
+    func answeredDAV(url: String) -> Bool
+}
+
+extension ListingTransport {
+    /// Default: nothing kept.
+    public func hasKeptListing(_ request: FetchRequest) -> Bool { false }
+    /// Default: no headers seen.
+    public func answeredDAV(url: String) -> Bool { false }
 }
 
 /// The folders known to list by PROPFIND (their listing URLs), so that their next listings, and

@@ -25,6 +25,9 @@ public protocol MountBackend: AnyObject, ListingTransport {
     /// How long a read may wait on the network (`--read-timeout`); a directory listing is held to
     /// it as a whole. nil: no limit of the backend's own.
     var readTimeout: TimeInterval? { get }
+    /// True while the origin of `url` is known to be down: what the cache answers for it now was
+    /// not asked of the origin, however small the max age given.
+    func isOriginDown(url: String) -> Bool
 }
 
 /// One reader per open file handle: the engine does sequential detection and read-ahead per reader.
@@ -65,6 +68,9 @@ extension MountBackend {
 
     public var readTimeout: TimeInterval? { nil }
 
+    /// Default: backends without origins of their own (test fakes) never have one down.
+    public func isOriginDown(url: String) -> Bool { false }
+
     /// A listing's GET: `fetchWhole`.
     public func fetchPage(url: String, limit: Int, maxAge: TimeInterval,
                           completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
@@ -72,7 +78,7 @@ extension MountBackend {
     }
 
     /// Default: backends without a network of their own (test fakes) know no WebDAV.
-    public func fetchDocument(_ request: FetchRequest, limit: Int,
+    public func fetchDocument(_ request: FetchRequest, limit: Int, maxAge: TimeInterval,
                               completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
         completion(.failure(.httpStatus(url: request.url, status: 405)))
     }
@@ -117,10 +123,13 @@ public final class EngineBackend: MountBackend {
         engine.open(url: url, takeFirstBytes: false, completion: completion)
     }
     public var readTimeout: TimeInterval? { engine.configuration.readTimeout }
-    public func fetchDocument(_ request: FetchRequest, limit: Int,
+    public func isOriginDown(url: String) -> Bool { engine.isOriginDown(url: url) }
+    public func fetchDocument(_ request: FetchRequest, limit: Int, maxAge: TimeInterval,
                               completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
-        engine.fetchDocument(request, limit: limit, completion: completion)
+        engine.fetchDocument(request, limit: limit, maxAge: maxAge, completion: completion)
     }
+    public func hasKeptListing(_ request: FetchRequest) -> Bool { engine.hasKeptDocument(request) }
+    public func answeredDAV(url: String) -> Bool { engine.answeredDAV(url: url) }
     public func makeReader(for entry: EntryInfo) -> MountReader { engine.makeReader(for: entry, door: .fuse) }
     public var usage: CacheUsage { engine.usage }
     public func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void) { engine.onRemoteChange(handler) }

@@ -47,7 +47,9 @@ extension HLSPlaylist {
         case .byContentType: return true
         case .no: return false
         case .byFirstBytes:
-            let reader = engine.makeReader(for: entry)
+            // A reader that ends there: when the open took no first bytes along (a preload's
+            // exact range), the sniff must not read ahead 256 KiB the caller did not ask for.
+            let reader = engine.makeReader(for: entry, end: 64)
             defer { reader.close() }
             let first = try await ChunkedRead.read(reader, offset: 0, count: 64)
             return isPlaylist(contentType: entry.contentType, firstBytes: first)

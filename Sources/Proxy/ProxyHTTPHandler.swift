@@ -171,10 +171,11 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
                                            ifNoneMatch: head.headers.first(name: "if-none-match"),
                                            ifModifiedSince: head.headers.first(name: "if-modified-since"))
         let isHead = head.method == .HEAD
+        let exact = head.headers.contains(name: ProxyURL.exactRangeHeader)
         let id = connection.request.id
         let loop = context.eventLoop
         let bound = NIOLoopBound((handler: self, context: context), eventLoop: loop)
-        service.prepare(url: url, conditions: conditions, isHead: isHead) { result in
+        service.prepare(url: url, conditions: conditions, isHead: isHead, exactRange: exact) { result in
             loop.execute {
                 let (handler, context) = bound.value
                 guard handler.connection.prepared(request: id) == .proceed else { return }

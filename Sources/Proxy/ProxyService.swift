@@ -37,10 +37,12 @@ final class ProxyService: Sendable {
     }
 
     /// Opens `url` and plans the answer. `completion` runs on an engine or pool thread.
-    /// - Parameter isHead: a HEAD request: the origin is asked for metadata, not for a body.
-    func prepare(url: String, conditions: RequestConditions, isHead: Bool = false,
+    /// - Parameters:
+    ///   - isHead: a HEAD request: the origin is asked for metadata, not for a body.
+    ///   - exactRange: fetch no bytes beyond those asked (`ProxyURL.exactRangeHeader`).
+    func prepare(url: String, conditions: RequestConditions, isHead: Bool = false, exactRange: Bool = false,
                  completion: @escaping @Sendable (Result<Prepared, CacheError>) -> Void) {
-        engine.open(url: url, takeFirstBytes: !isHead) { [self] result in
+        engine.open(url: url, takeFirstBytes: !isHead && !exactRange) { [self] result in
             switch result {
             case let .failure(error):
                 completion(.failure(error))

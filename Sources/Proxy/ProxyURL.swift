@@ -15,6 +15,11 @@ import Foundation
 /// `/u/<b64>/<relative>`, which `decode` resolves against the original URL. Only references on
 /// the original's own scheme, host and port are followed that way.
 public enum ProxyURL {
+    /// A request header (any value) asking the proxy for the range asked and nothing more: the
+    /// file's open takes no first bytes along (a one-byte probe instead of the usual 256 KiB).
+    /// Sent by `preload` through a daemon, so that `--head 64K --tail 64K` fetches just those.
+    public static let exactRangeHeader = "X-HTTPCacheFS-Exact-Range"
+
     /// A proxy URL for `original`. `base` is `http://host:port` (no trailing slash), or "" for a
     /// root-relative URL (what the HLS rewriter emits, so it works whatever Host the player used).
     public static func make(original: String, base: String, token: String?) -> String {

@@ -107,6 +107,8 @@ public final class NginxWebDAV: @unchecked Sendable {
                 root \(root);
                 autoindex off;
                 dav_ext_methods PROPFIND OPTIONS;
+                # As WebDAV servers do: every answer says it speaks WebDAV.
+                add_header DAV "1,2" always;
             }
         }
         """

@@ -39,11 +39,14 @@ struct DaemonClient {
 
     /// Streams `[start, end)` of `url` (end nil: to its end) through the daemon. `consume` gets the
     /// bytes in order and returns false to stop early. Blocking: call from a dedicated thread.
+    /// - Parameter exact: the daemon fetches no more than the range (no first bytes taken along
+    ///   at the file's open: `ProxyURL.exactRangeHeader`).
     @discardableResult
-    func stream(url: String, start: Int64 = 0, end: Int64?,
+    func stream(url: String, start: Int64 = 0, end: Int64?, exact: Bool = false,
                 consume: @escaping (UnsafeRawBufferPointer) -> Bool) throws -> Head {
         let sink = BlockingSink(consume: consume)
-        let request = FetchRequest(url: ProxyURL.make(original: url, base: base, token: token), start: start, end: end)
+        var request = FetchRequest(url: ProxyURL.make(original: url, base: base, token: token), start: start, end: end)
+        if exact { request.headers = ["\(ProxyURL.exactRangeHeader): 1"] }
         _ = source.start(request, sink: sink)
         sink.done.wait()
         if let error = sink.error, !(error == .cancelled && sink.stoppedByConsumer) {
@@ -53,8 +56,8 @@ struct DaemonClient {
     }
 
     /// The file's length and type, from a one-byte request (the daemon serves it from its cache).
-    func head(url: String) throws -> Head {
-        try stream(url: url, end: 1) { _ in true }
+    func head(url: String, exact: Bool = false) throws -> Head {
+        try stream(url: url, end: 1, exact: exact) { _ in true }
     }
 
     /// What went wrong, named by the original URL rather than the proxy's. The proxy answers 502

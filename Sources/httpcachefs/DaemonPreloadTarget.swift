@@ -18,7 +18,7 @@ struct DaemonPreloadTarget: LibraryPreload.Target {
     func length(of file: LibraryPreload.File) async throws -> Int64? {
         if let size = file.size { return size }
         let daemon = daemon
-        return try await onBlockingPool { try daemon.head(url: file.url).length }
+        return try await onBlockingPool { try daemon.head(url: file.url, exact: true).length }
     }
 
     func cachedBytes(url: String, in ranges: [Range<Int64>]) -> Int64 {
@@ -36,7 +36,7 @@ struct DaemonPreloadTarget: LibraryPreload.Target {
         let daemon = daemon
         let end: Int64? = range.upperBound == .max ? nil : range.upperBound
         try await onBlockingPool {
-            try daemon.stream(url: url, start: range.lowerBound, end: end) { chunk in
+            try daemon.stream(url: url, start: range.lowerBound, end: end, exact: true) { chunk in
                 progress(Int64(chunk.count))
                 return true
             }
@@ -66,7 +66,7 @@ struct DaemonTransport: ListingTransport {
         }
     }
 
-    func fetchDocument(_ request: FetchRequest, limit: Int,
+    func fetchDocument(_ request: FetchRequest, limit: Int, maxAge: TimeInterval,
                        completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
         _ = daemon.source.start(request, sink: DocumentSink(url: request.url, limit: limit, completion: completion))
     }

@@ -97,7 +97,8 @@ struct MountCheck {
             return .warning("\(DisplayURL.redacted(url)): no answer within \(Int(timeout))s; mounted anyway")
         case let .failure(error)?:
             let why = Self.reason(error)
-            if Self.isOriginAway(error), engine.status(url: url) != nil {
+            if Self.isOriginAway(error),
+               engine.status(url: url) != nil || (target.isIndex && engine.hasKeptDocument(WebDAVListing.request(url: url))) {
                 return .warning("\(DisplayURL.redacted(url)): \(why); serving what the cache holds")
             }
             return .failed("\(DisplayURL.redacted(url)): \(why)")
@@ -105,25 +106,34 @@ struct MountCheck {
     }
 
     /// Fetches the listing (the mount's first `ls` finds it in the cache) and parses it; a folder
-    /// that lists on no GET is asked by WebDAV PROPFIND (`ListingFetch`), whose answer is the
-    /// verdict (nil info: nothing cached).
+    /// that lists on no GET is asked by WebDAV PROPFIND (`ListingFetch`), whose answer the cache
+    /// keeps. The info is the GET's (nil for a WebDAV listing, with the time its kept answer was
+    /// confirmed at, `.distantPast` when it was served because the origin is away).
     private func checkListing(_ url: String, completion: @escaping @Sendable (Result<EntryInfo?, CacheError>) -> Void) {
         let ttl = listingTTL
+        let backend = EngineBackend(engine: engine)
+        let logger = Logger(label: "httpcachefs.listing")
         engine.open(url: url, maxAge: 0) { [engine] result in
             switch result {
             case let .failure(error):
-                guard ListingFetch.mayBeWebDAV(.failure(error)) else { return completion(.failure(error)) }
-                ListingFetch.propfind(url: url, through: EngineBackend(engine: engine), limit: 64 << 20,
-                                      logger: Logger(label: "httpcachefs.listing")) { listed in
-                    // The GET's error says more than the PROPFIND's when neither lists.
+                let kept = engine.hasKeptDocument(WebDAVListing.request(url: url))
+                guard ListingFetch.mayBeWebDAV(.failure(error)) || (kept && Self.isOriginAway(error)) else {
+                    return completion(.failure(error))
+                }
+                ListingFetch.propfind(url: url, through: backend, limit: 64 << 20, maxAge: 0, logger: logger) { listed in
+                    // The GET's error says more than the PROPFIND's when neither lists. A kept
+                    // answer served for an origin that is away is a warning, as a cached GET's is.
+                    if case .success = listed, Self.isOriginAway(error) {
+                        return completion(.failure(error))
+                    }
                     completion(listed.map { _ in nil }.mapError { _ in error })
                 }
             case let .success(info):
                 if let type = info.contentType?.lowercased(), !Self.mayBeListing(type) {
                     return completion(.failure(.badResponse(url: url, message: "not a listing (\(type))")))
                 }
-                ListingFetch.fetch(url: url, through: EngineBackend(engine: engine), limit: 64 << 20, maxAge: ttl,
-                                   webDAVFirst: false, logger: Logger(label: "httpcachefs.listing")) { listed in
+                ListingFetch.fetch(url: url, through: backend, limit: 64 << 20, maxAge: ttl,
+                                   webDAVFirst: false, logger: logger) { listed in
                     completion(listed.map { _ in info }.mapError { error in
                         if case .badResponse = error { return .badResponse(url: url, message: "not a listing") }
                         return error

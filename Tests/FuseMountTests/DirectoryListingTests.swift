@@ -153,6 +153,23 @@ final class DirectoryListingTests: XCTestCase {
         XCTAssertEqual(try parse(html).first?.size, 5)
     }
 
+    /// Children's URLs come from the folder's URL, not from how an href spells the host: one
+    /// file, one URL (and cache key), and the folder's credentials kept.
+    func testChildURLsAreTheFoldersOwnWhateverTheHrefSpellsTheHostAs() throws {
+        let folder = "http://user:pw@Media.Example:8080/pub/"
+        let html = """
+        <a href="http://MEDIA.example:8080/pub/a%20b.mkv">a b.mkv</a> <a href="HTTP://media.example:8080/pub/Sub/">Sub/</a>
+        <a href="c.mkv">c.mkv</a>
+        """
+        XCTAssertEqual(try parse(html, base: folder).map(\.url), [
+            "http://user:pw@Media.Example:8080/pub/a%20b.mkv", "http://user:pw@Media.Example:8080/pub/Sub/",
+            "http://user:pw@Media.Example:8080/pub/c.mkv"])
+        // A folder URL without its trailing slash gets one in its children's (JSON names are
+        // no relative links, so they are under it).
+        XCTAssertEqual(try parse(ListingFixtures.nginxJSON, base: "http://example.com/pub").map(\.url),
+                       ["http://example.com/pub/docs/", "http://example.com/pub/My%20Movie.mp4"])
+    }
+
     func testNamesWithLineBreaksOrControlCharactersAreDropped() throws {
         let html = """
         <pre><a href="good.mp4">good.mp4</a>

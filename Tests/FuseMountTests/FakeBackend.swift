@@ -29,6 +29,7 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
     /// What the backend reports as its read timeout (listings are held to it).
     var readTimeout: TimeInterval?
     private var claimedLengths: [String: Int64] = [:]  // guarded by lock
+    private var down = false                             // guarded by lock
     private let queue = DispatchQueue(label: "fake-backend", attributes: .concurrent)
 
     func setFile(_ url: String, _ bytes: [UInt8], lastModified: String? = "Mon, 01 Jan 2024 00:00:00 GMT",
@@ -43,7 +44,7 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
         if let changed { for o in lock.withLock({ observers }) { o(changed) } }
     }
 
-    func setError(_ url: String, _ error: CacheError) { lock.withLock { errors[url] = error } }
+    func setError(_ url: String, _ error: CacheError?) { lock.withLock { errors[url] = error } }
     func setSilent(_ url: String) { lock.withLock { _ = silent.insert(url) } }
     /// Opens of `url` wait until `releaseHeld()` (a refresh the test lets finish when it chooses).
     func setHeld(_ url: String) { lock.withLock { _ = held.insert(url) } }
@@ -58,6 +59,10 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
     }
     /// Reports `length` for `url` whatever its bytes (an index holding a hostile length).
     func setClaimedLength(_ url: String, _ length: Int64) { lock.withLock { claimedLengths[url] = length } }
+    /// The origin is down: what this backend answers is taken as the cache's copy, not asked
+    /// (set the old bytes to stand for that copy).
+    func setOriginDown(_ isDown: Bool) { lock.withLock { down = isDown } }
+    func isOriginDown(url: String) -> Bool { lock.withLock { down } }
     var openCount: Int { lock.withLock { openLog.count } }
     /// The URLs opened, in order (read under the lock: FUSE threads append while tests look).
     var opens: [String] { lock.withLock { openLog } }

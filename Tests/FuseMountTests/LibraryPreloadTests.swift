@@ -122,6 +122,27 @@ final class LibraryPreloadTests: XCTestCase {
         XCTAssertFalse(try cache(["info", h.origin.url("/lib/a.mp4")]).stdout.contains("Pinned:"))
     }
 
+    /// Through a daemon, as without one, each file costs the origin its planned ranges and nothing
+    /// more: the daemon's proxy takes no first 256 KiB along when it opens a file for preload.
+    func testThroughARunningDaemonOnlyTheHeadsAndTailsAreFetched() throws {
+        let m = try h.mount(["--index", h.origin.url("/lib/"), "--proxy-port", "0"], proxy: true)
+        XCTAssertEqual(m.status, 0, m.stderr + h.log)
+        h.origin.resetLog()
+        let (head, tail): (Int64, Int64) = (64 << 10, 64 << 10)
+        let r = try preload(["--recursive", h.origin.url("/lib/"), "--head", "64K", "--tail", "64K"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(r.stdout.contains("through the running daemon") && r.stdout.contains("4 of 4 files"), r.stdout)
+        for (path, length) in files {
+            let wanted = RangeSet([0..<min(head, length), max(0, length - tail)..<length])
+            var seen = RangeSet()
+            for range in fetched(path) {
+                XCTAssertTrue(wanted.contains(range), "\(path): \(range) is outside the head and tail")
+                XCTAssertEqual(seen.insert(range), range.upperBound - range.lowerBound, "\(path): \(range) fetched twice")
+            }
+            XCTAssertEqual(seen, wanted, "\(path): \(h.origin.requests.filter { $0.path == path }.map(\.range))")
+        }
+    }
+
     func testThroughARunningDaemonIntoItsCacheWithPins() throws {
         let m = try h.mount(["--index", h.origin.url("/lib/"), "--proxy-port", "0"], proxy: true)
         XCTAssertEqual(m.status, 0, m.stderr + h.log)

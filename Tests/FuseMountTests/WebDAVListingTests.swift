@@ -192,7 +192,7 @@ final class DAVBackend: ListingTransport, @unchecked Sendable {
         pages.fetchPage(url: url, limit: limit, maxAge: maxAge, completion: completion)
     }
 
-    func fetchDocument(_ request: FetchRequest, limit: Int,
+    func fetchDocument(_ request: FetchRequest, limit: Int, maxAge: TimeInterval,
                        completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
         let doc: String? = lock.withLock {
             propfinds.append(request.url)

@@ -1,6 +1,8 @@
 import CacheCore
+import Fetcher
 import Foundation
 import Glibc
+import Logging
 import TestSupport
 import XCTest
 @testable import FuseMount
@@ -100,5 +102,83 @@ final class WebDAVMountTests: XCTestCase {
         let n = try XCTUnwrap(files["media/Film One.mkv"]).count
         let info = try h.run(h.binary, ["cache", "info", dav.url("/media/Film%20One.mkv"), "--cache-dir", h.cacheDirectory])
         XCTAssertTrue(info.stdout.contains("0-65535, \(n - 65536)-\(n - 1)"), info.stdout)
+    }
+
+    /// A WebDAV server whose folder answers GET with a page (an index.html, not a listing) and a
+    /// `DAV:` header is listed by PROPFIND: the mount shows the folder's files, not the page's links.
+    func testAFolderPageWithADAVHeaderIsListedByPROPFIND() throws {
+        let page = #"<html><body><a href="about.html">About</a> <a href="Film%20One.mkv">Watch</a></body></html>"#
+        FileManager.default.createFile(atPath: dav.root + "/media/index.html", contents: Data(page.utf8))
+        let head = try ExternalTool.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-D", "-", dav.url("/media/")]).stdout
+        XCTAssertTrue(head.hasPrefix("HTTP/1.1 200"), head)
+        XCTAssertTrue(head.lowercased().contains("dav: 1,2"), head)
+
+        let r = try h.mount(["--index", dav.url("/media/")])
+        XCTAssertEqual(r.status, 0, r.stderr + h.log)
+        XCTAssertEqual(try tree(h.mountpoint), ["Empty/", "Film One.mkv", "Shows/", "Shows/Season 1/", "Shows/Season 1/e01.mp4",
+                                                "Shows/e02.mp4", "café.txt", "index.html"], h.log)
+    }
+
+    /// PROPFIND listings are kept in the cache as GET listings are: a remount while the WebDAV
+    /// server is down starts from them, with a warning on the terminal, and shows the whole tree
+    /// and the cached bytes.
+    func testAMountWhoseWebDAVOriginIsDownStartsFromTheKeptListings() throws {
+        let r = try h.mount(["--index", dav.url("/media/")])
+        XCTAssertEqual(r.status, 0, r.stderr + h.log)
+        let listed = try tree(h.mountpoint)
+        XCTAssertEqual(listed.count, 7, h.log)
+        XCTAssertEqual(try POSIX.readAll(h.path("café.txt")), files["media/café.txt"])
+        let pid = try XCTUnwrap(h.daemonPID())
+        XCTAssertEqual(try h.run(h.binary, ["unmount", h.mountpoint]).status, 0)
+        h.waitUntil("the daemon ends") { !h.isAlive(pid) }
+
+        dav.stop()
+        let again = try h.mount(["--index", dav.url("/media/")])
+        XCTAssertEqual(again.status, 0, again.stderr + h.log)
+        XCTAssertTrue(again.stderr.contains("warning: \(dav.url("/media/")): "), again.stderr)
+        XCTAssertTrue(again.stderr.contains("serving what the cache holds"), again.stderr)
+        XCTAssertEqual(try tree(h.mountpoint), listed, h.log)
+        XCTAssertEqual(try POSIX.readAll(h.path("café.txt")), files["media/café.txt"])
+        XCTAssertEqual(Int(try POSIX.stat(h.path("Film One.mkv")).st_size), files["media/Film One.mkv"]?.count)
+    }
+
+    /// A kept listing is answered from the cache while it is younger than the TTL, asked again
+    /// when older (a refresh asks at once), and served as it is when the origin cannot be reached.
+    func testKeptPropfindAnswersFollowTheListingTTL() throws {
+        let source = CurlRangeSource(configuration: FetcherConfiguration(lowSpeedTime: 2, maxRetries: 1, retryBaseDelay: 0.05),
+                                     logger: Logger(label: "webdav-kept-test"))
+        let engine = try CacheEngine(configuration: CacheConfiguration(directory: h.directory.appending("engine"), freeSpaceFloor: 0),
+                                     source: source)
+        defer {
+            engine.shutdown()
+            source.shutdown()
+        }
+        let request = WebDAVListing.request(url: dav.url("/media/"))
+        func propfind(maxAge: TimeInterval) throws -> [UInt8] {
+            let box = ResultBox<[UInt8]>()
+            let done = DispatchSemaphore(value: 0)
+            engine.fetchDocument(request, limit: 1 << 20, maxAge: maxAge) {
+                box.set($0)
+                done.signal()
+            }
+            guard done.wait(timeout: .now() + 20) == .success else { throw CacheError.timeout(url: request.url) }
+            return try box.get()
+        }
+        func asked() -> Int { dav.requests.filter { $0.method == "PROPFIND" }.count }
+
+        XCTAssertFalse(engine.hasKeptDocument(request))
+        let first = try propfind(maxAge: 60)
+        XCTAssertTrue(engine.hasKeptDocument(request))
+        XCTAssertEqual(asked(), 1)
+        XCTAssertEqual(try propfind(maxAge: 60), first)
+        XCTAssertEqual(asked(), 1, "a fresh kept answer is used as it is")
+        _ = try propfind(maxAge: 0)
+        XCTAssertEqual(asked(), 2, "max age 0 asks the origin")
+
+        dav.stop()
+        XCTAssertEqual(try propfind(maxAge: 0), first, "the kept answer stands in for an origin that is down")
+        XCTAssertEqual(try propfind(maxAge: 0), first)
+        try engine.clear()
+        XCTAssertFalse(engine.hasKeptDocument(request))
     }
 }
