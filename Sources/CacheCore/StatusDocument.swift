@@ -198,7 +198,11 @@ extension CacheEngine {
                 o.lastError = DisplayURL.redactingPasswords(in: o.lastError)
                 return o
             },
-            tier: tier?.tierStatus())
+            tier: tier.map { t in
+                var status = t.tierStatus()
+                status.readAheadMax = configuration.maxReadAhead
+                return status
+            })
     }
 
     /// Sets the metric gauges (bytes used, capacity, entries, fetches in flight) from the cache's

@@ -20,6 +20,10 @@ public struct TierStatus: Sendable, Codable, Equatable {
     public var nodes: [Node]
     /// Bytes of tiered files that came from the origin (open-time probes and fallbacks).
     public var originBytes: Int64
+    /// The largest read-ahead of a reader that takes bytes as fast as they come (a copy): with a
+    /// tier it is larger by default, to overlap the nodes' cache-lock waits. Set by the engine;
+    /// absent in documents of older versions.
+    public var readAheadMax: Int64? = nil
 
     public init(nodes: [Node], originBytes: Int64) {
         self.nodes = nodes

@@ -48,6 +48,10 @@ struct FleetBench: ParsableCommand {
     @Option(help: "Random 64 KiB reads measured.")
     var randomReads: Int = 60
 
+    @Option(name: .customLong("daemon-option"), parsing: .unconditionalSingleValue,
+            help: ArgumentHelp("An option for every host's daemon, e.g. --daemon-option=--read-ahead-max=128M (repeatable).", valueName: "option"))
+    var daemonOptions: [String] = []
+
     func run() throws {
         let httpcachefs = binary ?? CoreBench.siblingBinary()
         let script = tierScript ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -86,7 +90,7 @@ struct FleetBench: ParsableCommand {
         func host(_ name: String, tiered: Bool = true) throws -> String {
             let cache = work.appending("host-\(name)")
             daemons.append(try Spawned.start(httpcachefs, ["proxy", "--proxy-port", "0", "--cache-dir", cache]
-                                                              + (tiered ? ["--tier", tier] : [])))
+                                                              + (tiered ? ["--tier", tier] : []) + daemonOptions))
             let deadline = Date().addingTimeInterval(30)
             while !FileManager.default.fileExists(atPath: cache + "/proxy.json") {
                 guard Date() < deadline else { throw ValidationError("the proxy of \(name) did not start") }

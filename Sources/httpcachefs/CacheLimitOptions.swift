@@ -11,7 +11,7 @@ struct CacheLimitOptions: ParsableArguments {
     var maxAge: String?
 
     @Option(name: .customLong("read-ahead-max"), parsing: .unconditional,
-            help: ArgumentHelp("Largest read-ahead of a sequential reader: it starts at 256K and grows fourfold per sequential read up to this (default: 32M; 0: no read-ahead beyond what is read).", valueName: "size"))
+            help: ArgumentHelp("Largest read-ahead of a sequential reader: it starts at 256K and grows fourfold per sequential read up to this (default: 32M, with --tier 256M; 0: no read-ahead beyond what is read).", valueName: "size"))
     var maxReadAhead: String?
 
     init() {}

@@ -120,7 +120,7 @@ struct StatusCommand: AsyncParsableCommand {
                 rows.append(["  origin down:", "\(o.origin) since \(Format.date(o.since)) (\(o.lastError)); serving the cache, probing"])
             }
             if let tier = doc.tier {
-                rows.append(["  Tier:", "\(Format.bytes(tier.nodes.reduce(0) { $0 + $1.bytes })) from \(tier.nodes.count) node\(tier.nodes.count == 1 ? "" : "s"), \(Format.bytes(tier.originBytes)) from the origin"])
+                rows.append(["  Tier:", "\(Format.bytes(tier.nodes.reduce(0) { $0 + $1.bytes })) from \(tier.nodes.count) node\(tier.nodes.count == 1 ? "" : "s"), \(Format.bytes(tier.originBytes)) from the origin\(tier.readAheadMax.map { ", read-ahead up to \(Format.bytes($0))" } ?? "")"])
                 for n in tier.nodes {
                     rows.append(["    \(n.node):", "\(Format.bytes(n.bytes)), \(n.errors) error\(n.errors == 1 ? "" : "s")\(n.backedOff ? ", skipped (back-off)" : "")"])
                 }

@@ -179,6 +179,19 @@ extension CLITests {
         XCTAssertTrue(text.contains("httpcachefs_tier_errors_total{node=\"\(a.url)\"} 0"), text)
         let status = try run(["status"], cacheDirectory: nil)
         XCTAssertTrue(status.text.contains("Tier:") && status.text.contains(a.url), status.text + status.stderr)
+        // A copy through a tier keeps more slices in flight (the nodes' cache lock re-checks
+        // every 500 ms), unless --read-ahead-max says otherwise.
+        XCTAssertTrue(status.text.contains("read-ahead up to 256 MiB"), status.text)
+    }
+
+    func testFleetAnExplicitReadAheadMaxWinsOverTheTiersDefault() throws {
+        let a = try startTierNode("a", origin: origin.url(""))
+        let host = try startFleetHost("a", tier: "\(origin.url(""))=\(a.url),slice=1M", extra: ["--read-ahead-max", "8M"])
+        let port = try XCTUnwrap(Self.runtimePort(host))
+        let doc = try RawHTTP.request(port: port, path: "/.httpcachefs/status.json")
+        let json = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(doc.body)) as? [String: Any])
+        let tier = try XCTUnwrap(json["tier"] as? [String: Any], "status.json has the tier")
+        XCTAssertEqual(tier["readAheadMax"] as? Int, 8 << 20)
     }
 
     func testFleetABadTierOptionIsOneClearError() throws {
