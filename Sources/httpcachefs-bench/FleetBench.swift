@@ -104,7 +104,7 @@ struct FleetBench: ParsableCommand {
         let times = Locked([Double](repeating: 0, count: 3))
         DispatchQueue.concurrentPerform(iterations: 3) { i in
             let t = (try? Spawned.time(httpcachefs, ["cat", url, "--cache-dir", three[i]])) ?? .infinity
-            times.value[i] = t
+            times.mutate { $0[i] = t }
         }
         let coldThree = times.value.max() ?? .infinity
         let originBytes = origin.bytesServed(path: "/film.mkv")
@@ -151,7 +151,8 @@ struct FleetBench: ParsableCommand {
         for i in 0..<3 {
             DispatchQueue.global().async(group: group) {
                 let cmd = "\"$0\" cat \"$1\" --cache-dir \"$2\" | cmp -s - \"$3\""
-                statuses.value[i] = (try? Spawned.run("/bin/sh", ["-c", cmd, httpcachefs, url, last[i], file])) ?? -1
+                let status = (try? Spawned.run("/bin/sh", ["-c", cmd, httpcachefs, url, last[i], file])) ?? -1
+                statuses.mutate { $0[i] = status }
             }
         }
         usleep(300_000)
@@ -212,16 +213,5 @@ struct FleetBench: ParsableCommand {
             usleep(20_000)
         }
         return (pid, port)
-    }
-}
-
-/// A value shared with worker threads.
-final class Locked<T>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var _value: T
-    init(_ value: T) { _value = value }
-    var value: T {
-        get { lock.withLock { _value } }
-        set { lock.withLock { _value = newValue } }
     }
 }

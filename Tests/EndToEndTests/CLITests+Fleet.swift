@@ -80,7 +80,7 @@ extension CLITests {
         let results = Locked([Int: Result]())
         concurrently(3) { i in
             let r = try self.catThrough(hosts[i], url)
-            results.value[i] = r
+            results.mutate { $0[i] = r }
         }
         for i in 0..<3 {
             let r = try XCTUnwrap(results.value[i])
@@ -110,7 +110,8 @@ extension CLITests {
         let group = DispatchGroup()
         for i in 0..<2 {
             DispatchQueue.global().async(group: group) {
-                results.value[i] = try? self.catThrough(hosts[i], url)
+                let r = try? self.catThrough(hosts[i], url)
+                results.mutate { $0[i] = r }
             }
         }
         try waitUntil("node a served a slice") { a.accessLog.contains(" 206 ") }
@@ -197,16 +198,5 @@ extension CLITests {
     func testFleetABadTierOptionIsOneClearError() throws {
         let r = try run(["cat", origin.url("/x"), "--tier", "http://o"])
         XCTAssertOneLineError(r, contains: "invalid tier 'http://o': no '=' between the origin and the nodes")
-    }
-}
-
-/// A value shared between a test and the threads it starts.
-final class Locked<T>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var _value: T
-    init(_ value: T) { _value = value }
-    var value: T {
-        get { lock.withLock { _value } }
-        set { lock.withLock { _value = newValue } }
     }
 }

@@ -174,16 +174,6 @@ final class TierSourceTests: XCTestCase {
     }
 }
 
-/// A mutable value shared with a clock closure.
-final class Locked<T: Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var _value: T
-    init(_ value: T) { _value = value }
-    var value: T {
-        get { lock.withLock { _value } }
-        set { lock.withLock { _value = newValue } }
-    }
-}
 
 /// Accepts connections on loopback and answers each with bytes that are not HTTP.
 final class GarbageServer: @unchecked Sendable {
