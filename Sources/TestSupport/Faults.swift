@@ -75,10 +75,15 @@ public struct RequestRecord: Sendable {
     public var headers: [(String, String)]
     /// When it arrived (`ProcessInfo.systemUptime`): benchmarks show how a read ramps up.
     public var receivedAt: TimeInterval
+    /// The TCP connection it came on, numbered from 1 in accept order (0: not known):
+    /// `OriginServer.wireBytes(connection:)` says what crossed on it.
+    public var connection: Int
 
     public init(method: String, path: String, range: String?, ifRange: String?, status: Int,
-                bodyBytes: Int64, headers: [(String, String)], receivedAt: TimeInterval = ProcessInfo.processInfo.systemUptime) {
+                bodyBytes: Int64, headers: [(String, String)], receivedAt: TimeInterval = ProcessInfo.processInfo.systemUptime,
+                connection: Int = 0) {
         self.receivedAt = receivedAt
+        self.connection = connection
         self.method = method
         self.path = path
         self.range = range

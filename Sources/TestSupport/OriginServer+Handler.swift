@@ -35,7 +35,13 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// Paces the body being written through the emulated link, if any (OriginServer+Link.swift).
     private var pacer: LinkPacer?
 
-    init(state: OriginState) { self.state = state }
+    /// The connection's number (`RequestRecord.connection`).
+    private let connection: Int
+
+    init(state: OriginState, connection: Int) {
+        self.state = state
+        self.connection = connection
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
@@ -68,7 +74,7 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
     private func receive(context: ChannelHandlerContext, head: HTTPRequestHead) {
         let headers = head.headers.map { ($0.name, $0.value) }
         let method = head.method.rawValue
-        let (id, silent, faultDelay) = state.begin(method: method, uri: head.uri, headers: headers)
+        let (id, silent, faultDelay) = state.begin(method: method, uri: head.uri, headers: headers, connection: connection)
         if silent { return }  // never answer; the client's timeout is under test
         let delay = faultDelay + (state.link?.emulation.roundTrip ?? 0)
         if delay > 0 {

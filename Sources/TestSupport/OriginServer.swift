@@ -39,11 +39,16 @@ public final class OriginServer: @unchecked Sendable {
             .childChannelOption(ChannelOptions.writeBufferWaterMark,
                                 value: ChannelOptions.Types.WriteBufferWaterMark(low: 256 << 10, high: 1 << 20))
             .childChannelInitializer { channel in
-                state.connectionAccepted()
-                channel.closeFuture.whenComplete { _ in state.connectionClosed() }
+                let connection = state.connectionAccepted()
+                state.wire.track(channel, connection: connection)
+                // Its wire bytes first: a connection no longer open is counted in `bytesAcked`.
+                channel.closeFuture.whenComplete { _ in
+                    state.wire.closed(channel)
+                    state.connectionClosed()
+                }
                 return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(OriginHandler(state: state))
+                    try channel.pipeline.syncOperations.addHandler(OriginHandler(state: state, connection: connection))
                 }
             }
         do {
@@ -132,9 +137,13 @@ public final class OriginServer: @unchecked Sendable {
     public var connectionsAccepted: Int { state.connections.accepted }
     /// The most TCP connections open at once since start.
     public var peakConnections: Int { state.connections.peak }
+    /// TCP connections open now (closed ones are counted once their channel has closed).
+    public var connectionsOpen: Int { state.connections.open }
 
     /// Body bytes handed to connections for `path` (matching the request target exactly, or
-    /// without its query) since the last `resetLog()`.
+    /// without its query) since the last `resetLog()`. An answer the client cut counts all it had
+    /// queued (channel and kernel send buffer, about 2 MiB on loopback), most of which never left
+    /// the machine: `bytesAcked` (OriginServer+Wire.swift) counts what crossed.
     public func bytesServed(path: String) -> Int64 {
         state.requests.filter { $0.path == path || $0.pathWithoutQuery == path }.reduce(0) { $0 + $1.bodyBytes }
     }
@@ -152,6 +161,7 @@ public final class OriginServer: @unchecked Sendable {
         stopped = true
         try? channel.close().wait()
         try? group.syncShutdownGracefully()
+        state.wire.closeAll()
     }
 
     /// `"<FNV-1a 64 of data>-<length>"` in quotes: a strong ETag that changes with the content.
@@ -198,25 +208,29 @@ final class OriginState: @unchecked Sendable {
     func removeResource(_ path: String) { lock.withLock { _ = resources.removeValue(forKey: path) } }
     func setFaults(_ path: String, _ f: Faults) { lock.withLock { faults[path] = FaultState(faults: f) } }
     var requests: [RequestRecord] { lock.withLock { log } }
+    /// What crossed the wire, per connection (OriginServer+Wire.swift).
+    let wire = WireLedger()
     private var accepted = 0, open = 0, peak = 0  // guarded by lock
-    func connectionAccepted() { lock.withLock { accepted += 1; open += 1; peak = max(peak, open) } }
+    /// Returns the connection's number (1, 2, ...), as `RequestRecord.connection` gives it.
+    func connectionAccepted() -> Int { lock.withLock { accepted += 1; open += 1; peak = max(peak, open); return accepted } }
     func connectionClosed() { lock.withLock { open -= 1 } }
-    var connections: (accepted: Int, peak: Int) { lock.withLock { (accepted, peak) } }
+    var connections: (accepted: Int, peak: Int, open: Int) { lock.withLock { (accepted, peak, open) } }
     func resetLog() {
         lock.withLock {
             logBase += log.count
             log.removeAll()
         }
+        wire.reset()
     }
 
     /// Logs a request; says whether to stay silent, and how long to wait before answering.
-    func begin(method: String, uri: String, headers: [(String, String)]) -> (id: Int, silent: Bool, delay: TimeInterval) {
+    func begin(method: String, uri: String, headers: [(String, String)], connection: Int) -> (id: Int, silent: Bool, delay: TimeInterval) {
         lock.withLock {
             let id = logBase + log.count
             log.append(RequestRecord(method: method, path: uri,
                                      range: ResponsePlanner.header("range", in: headers.lowercasedNames),
                                      ifRange: ResponsePlanner.header("if-range", in: headers.lowercasedNames),
-                                     status: 0, bodyBytes: 0, headers: headers))
+                                     status: 0, bodyBytes: 0, headers: headers, connection: connection))
             let f = faultKey(uri).map { self.faults[$0]!.faults } ?? Faults()
             return (id, f.silent, f.delayBeforeHeaders)
         }
