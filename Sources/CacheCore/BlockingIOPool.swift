@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A fixed set of threads for work that blocks on the disk, so the threads that take requests
 /// (the FUSE loop, the curl loop, the event loops) never do.
@@ -34,10 +37,35 @@ public final class BlockingIOPool: @unchecked Sendable {
         started = true
         running = threads
         for i in 0..<threads {
-            let thread = Thread { [self] in work() }
+            let kernelName = Self.kernelName(name, i)
+            let thread = Thread { [self] in
+                Self.nameCurrentThread(kernelName)
+                work()
+            }
             thread.name = "\(name)-\(i)"
             thread.start()
         }
+    }
+
+    /// Gives the calling thread `name` (at most 15 bytes) where the kernel shows it. Foundation's
+    /// `Thread.name` does not reach the kernel here, and Glibc's `pthread_setname_np` is not
+    /// visible to Swift; /proc/thread-self/comm is what both end up writing. Best effort.
+    public static func nameCurrentThread(_ name: String) {
+        let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        _ = name.withCString { write(fd, $0, strlen($0)) }
+        close(fd)
+    }
+
+    /// The name `top`, `perf` and /proc show for thread `index`. The kernel keeps 15 bytes and
+    /// refuses a longer name outright (the thread then shows its creator's name, a GCD queue's,
+    /// which made profiles say the FUSE replies ran on GCD): `httpcachefs-` is dropped, and what
+    /// is still too long keeps its end, where the index is.
+    static func kernelName(_ name: String, _ index: Int) -> String {
+        var short = name.hasPrefix("httpcachefs-") ? String(name.dropFirst("httpcachefs-".count)) : name
+        short += "-\(index)"
+        while short.utf8.count > 15 { short.removeFirst() }
+        return short
     }
 
     /// Queues `job`; runs it at once on this thread if the pool has finished.

@@ -72,22 +72,6 @@ struct DataFiles: Sendable {
         return fd
     }
 
-    /// Asks the kernel to start reading `range` into the page cache. Best effort: a file that is
-    /// gone meanwhile is simply skipped. Asked a slice at a time: in one call over a whole
-    /// read-ahead window, warm reads through the daemon ran at 1.0–1.4 GB/s here, in slice-sized
-    /// steps (as with one file per slice) at 1.3–2.2 GB/s.
-    func adviseWillNeed(entry: Int64, generation: Int64, range: Range<Int64>) {
-        let fd = open(path(entry: entry, generation: generation), O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        var offset = range.lowerBound
-        while offset < range.upperBound {
-            let end = min(range.upperBound, (sliceIndex(of: offset) + 1) * sliceSize)
-            _ = posix_fadvise(fd, off_t(offset), off_t(end - offset), POSIX_FADV_WILLNEED)
-            offset = end
-        }
-        close(fd)
-    }
-
     /// Writes all of `bytes` at `offset` of the data file.
     func write(fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64, path: @autoclosure () -> String) throws {
         var done = 0

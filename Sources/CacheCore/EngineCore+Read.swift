@@ -7,8 +7,9 @@ import Foundation
 /// Runs on the caller's thread (a FUSE worker, a proxy event loop, a CLI thread) under the
 /// entry's shard lock for the planning only; the lease is made outside it. A hit does no disk
 /// I/O: it hands out descriptors the reader keeps open (opening the data file at most once per
-/// reader), and `adviseQueue` has the kernel read a sequential reader's next bytes
-/// ahead. Waiters are answered on `completionQueue` (or inline on the fetch thread when memory
+/// reader); the disk is read when the front door sends the bytes (FUSE splices them, the proxy
+/// sends the file), with the kernel's own read-ahead on that descriptor, as for any file read
+/// in order. Waiters are answered on `completionQueue` (or inline on the fetch thread when memory
 /// covers them), from the bytes that arrived for them (within the `AssemblyBudget`), bytes still
 /// queued for the writer, and the data file for the rest. Under the lock the engine only decides
 /// where each run comes from (`ReadRun`); copies and opens happen after. It may block on nothing
@@ -32,7 +33,6 @@ extension EngineCore {
         let now = configuration.clock().timeIntervalSince1970
         // entry, range, row id, the runs (bytes still pending for the writer in memory)
         var hit: (EntryState, Range<Int64>, Int64, [ReadRun])?
-        var diskAhead: [Range<Int64>] = []
         var toLaunch: [(EntryState, ReadPlanner.Fetch, Int)] = []
         var immediate: Result<ReadLease, CacheError>?
         var verifyFirst: (EntryState, [Int64])?
@@ -112,7 +112,6 @@ extension EngineCore {
                 entry.bytesFromCache += request.length
                 touch(entry, request, now)
                 hit = (entry, request, entry.id, runs(request, pending: entry.pending))
-                diskAhead = diskReadAhead(reader, entry, after: request)
             } else {
                 entry.misses += 1
                 let waiter = Waiter(reader: reader.id, files: reader.files, range: request, generation: generation,
@@ -135,10 +134,6 @@ extension EngineCore {
         if let (entry, range, id, runs) = hit {
             completion(lease(entry: entry, shard: shard, id: id, generation: generation, files: reader.files,
                              range: range, runs: runs, originBytes: 0))   // a hit: nothing waited for
-            if !diskAhead.isEmpty {
-                let store = store, ahead = diskAhead
-                adviseQueue.async { for r in ahead { store.adviseWillNeed(entry: id, generation: generation, range: r) } }
-            }
         }
     }
 
@@ -157,19 +152,6 @@ extension EngineCore {
         }
         if at < range.upperBound { out.append(ReadRun(range: at..<range.upperBound, source: .disk)) }
         return out
-    }
-
-    /// The cached bytes a sequential reader will want next, not yet asked from the disk: the
-    /// kernel starts reading them into the page cache while this read is sent, so the next reads
-    /// do not wait on the disk one by one. Call under the shard lock.
-    private func diskReadAhead(_ reader: ReaderState, _ entry: EntryState, after request: Range<Int64>) -> [Range<Int64>] {
-        guard reader.readAhead > initialReadAhead else { return [] }   // sequential readers only
-        let from = max(request.upperBound, reader.diskAheadTo)
-        let to = request.upperBound.addingClamped(reader.readAhead)
-        // Ask again only once half of what was asked has been read.
-        guard from < to, reader.diskAheadTo <= request.upperBound.addingClamped(reader.readAhead / 2) else { return [] }
-        reader.diskAheadTo = to
-        return entry.coverage.intersection(from..<to)
     }
 
     /// A lease over `range`, whose slices the caller pinned: memory runs as given, the rest from

@@ -30,9 +30,6 @@ final class EngineCore: @unchecked Sendable {
     let directoryLock: DirectoryLock
     let shards: [Shard]
     let completionQueue = DispatchQueue(label: "httpcachefs.cache.completion", attributes: .concurrent)
-    /// Where a sequential reader's cached bytes are asked into the page cache (`posix_fadvise`
-    /// allocates the pages before it returns): off the thread that answers the read.
-    let adviseQueue = DispatchQueue(label: "httpcachefs.cache.advise")
     /// Checks slices from before this start against their checksums (`EngineCore+Verify`).
     let verifyQueue = DispatchQueue(label: "httpcachefs.cache.verify")
     /// The scrub has a check queued or running.

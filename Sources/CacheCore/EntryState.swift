@@ -223,9 +223,6 @@ final class ReaderState: @unchecked Sendable {
     /// The front door its reads come through, for the per-file counts.
     let door: ReadDoor
     var readAhead: Int64
-    /// How far ahead cached bytes were asked from the disk (a sequential reader's page-cache
-    /// read-ahead on the data file).
-    var diskAheadTo: Int64 = 0
     var closed = false
     /// A warm-up (`preload`): its fetches run in the lowest class.
     let background: Bool

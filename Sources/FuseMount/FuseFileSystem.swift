@@ -75,7 +75,10 @@ public final class FuseFileSystem: @unchecked Sendable {
     /// the mount (so it is usable), or throws.
     public func start(at mountpoint: String, timeout: TimeInterval = 30) throws {
         try mount(at: mountpoint)
-        let thread = Thread { [self] in run() }
+        let thread = Thread { [self] in
+            BlockingIOPool.nameCurrentThread("fuse-loop")  // as `top` and `perf` show it
+            run()
+        }
         thread.name = "httpcachefs-fuse"
         thread.start()
         if ready.wait(timeout: .now() + timeout) == .timedOut {

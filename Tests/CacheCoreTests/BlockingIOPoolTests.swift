@@ -1,5 +1,6 @@
-import CacheCore
+@testable import CacheCore
 import Foundation
+import TestSupport
 import XCTest
 
 final class BlockingIOPoolTests: XCTestCase {
@@ -65,5 +66,30 @@ final class BlockingIOPoolTests: XCTestCase {
         private var n = 0   // guarded by lock
         func add() { lock.withLock { n += 1 } }
         var value: Int { lock.withLock { n } }
+    }
+
+    /// The kernel refuses thread names over 15 bytes (the thread would show its creator's name):
+    /// the pool's threads get a short one that still says which pool and which thread.
+    func testThreadNamesFitTheKernelsFifteenBytes() {
+        XCTAssertEqual(BlockingIOPool.kernelName("httpcachefs-fuse-disk", 3), "fuse-disk-3")
+        XCTAssertEqual(BlockingIOPool.kernelName("disk", 12), "disk-12")
+        let long = BlockingIOPool.kernelName("httpcachefs-a-very-long-pool-name", 7)
+        XCTAssertEqual(long.utf8.count, 15)
+        XCTAssertTrue(long.hasSuffix("-7"), long)
+    }
+
+    /// The name is the one the kernel shows (`top`, `perf`, /proc), not only Foundation's.
+    func testItsThreadsCarryTheirNameInTheKernel() {
+        let pool = BlockingIOPool(name: "httpcachefs-test-pool", threads: 1)
+        let seen = DispatchSemaphore(value: 0)
+        let name = Locked("")
+        pool.submit {
+            let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
+            name.mutate { $0 = comm.trimmingCharacters(in: .whitespacesAndNewlines) }
+            seen.signal()
+        }
+        XCTAssertEqual(seen.wait(timeout: .now() + 30), .success)
+        XCTAssertEqual(name.value, "test-pool-0")
+        pool.finish()
     }
 }

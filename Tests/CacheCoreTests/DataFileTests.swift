@@ -47,6 +47,40 @@ final class DataFileTests: XCTestCase {
         XCTAssertEqual(FileManager.default.contents(atPath: path).map(Array.init), data)
     }
 
+    /// A sequential reader's hits are all sent from the one descriptor it keeps open: the
+    /// kernel's read-ahead on that descriptor is what brings cached bytes in ahead of it (nothing
+    /// else asks the disk for them), so a read must not open the file anew and start it over.
+    func testASequentialReaderSendsEveryHitFromTheOneDescriptorItKeepsOpen() async throws {
+        let data = randomBytes(4 << 20, seed: 24)
+        let source = ScriptedSource()
+        source.set(url, .init(bytes: data, etag: "\"a\""))
+        let cache = try engine(source)
+        defer { cache.shutdown() }
+        let info = try await cache.open(url: url)
+        _ = try await cache.makeReader(for: info).read(offset: 0, length: data.count)
+        cache.core.writes.waitIdle()
+        source.resetCounters()
+
+        let reader = cache.makeReader(for: info)
+        defer { reader.close() }
+        var descriptors: Set<Int32> = []
+        var read: [UInt8] = []
+        for offset in stride(from: 0, to: data.count, by: 128 << 10) {
+            let lease = try await withCheckedThrowingContinuation { continuation in
+                reader.lease(offset: Int64(offset), length: 128 << 10) { continuation.resume(with: $0) }
+            }
+            for piece in lease.pieces {
+                guard case let .file(fd, _, _) = piece else { return XCTFail("a hit at \(offset) came from memory, not the data file") }
+                descriptors.insert(fd)
+            }
+            read += try lease.bytes()
+            lease.release()
+        }
+        XCTAssertEqual(read, data)
+        XCTAssertEqual(descriptors.count, 1, "every hit from the reader's one open descriptor")
+        XCTAssertEqual(source.bytesServed, 0, "all hits: nothing came from the origin")
+    }
+
     func testRowsOverAHoleAreDroppedAtStartAndTheBytesFetchedAgain() async throws {
         // A crash between an eviction's punch and its index commit leaves rows over a hole.
         let data = randomBytes(3 << 20, seed: 22)
