@@ -111,6 +111,7 @@ struct FleetBench: ParsableCommand {
         }
         let coldThree = times.value.max() ?? .infinity
         let originBytes = origin.bytesServed(path: "/film.mkv")
+        let coldTier = three.map { Self.tierCounters(cacheDirectory: $0) }
 
         // 2. A fourth host after them, against a warm plain nginx on loopback.
         let warm = try Spawned.time(httpcachefs, ["cat", url, "--cache-dir", try host("after")])
@@ -147,6 +148,8 @@ struct FleetBench: ParsableCommand {
         let exact = statuses.value.filter { $0 == 0 }.count
 
         print(String(format: "origin bytes, 3 cold hosts at once: %d (%.3fx the file)", originBytes, Double(originBytes) / Double(length)))
+        print(String(format: "  the 3 cold hosts' daemons: %d tier errors, %.1f MiB they took from the origin themselves (open-time checks, fall-backs)",
+                     coldTier.map(\.errors).reduce(0, +), Double(coldTier.map(\.originBytes).reduce(0, +)) / 1_048_576))
         print(String(format: "3 cold hosts at once %.2f s vs 1 host alone without a tier %.2f s: %.2fx", coldThree, alone, coldThree / alone))
         print(String(format: "host after host %.2f s vs warm plain nginx on loopback %.2f s: %.2fx", warm, nginxWarm, warm / nginxWarm))
         random.print()
@@ -241,6 +244,24 @@ struct FleetBench: ParsableCommand {
     #else
     static let oDirect: Int32 = 0o40000
     #endif
+
+    /// Tier errors and origin bytes a daemon counted (its status document), zeros if unreadable.
+    static func tierCounters(cacheDirectory: String) -> (errors: Int, originBytes: Int) {
+        struct Proxy: Decodable { var port: Int }
+        struct Status: Decodable {
+            struct Tier: Decodable {
+                struct Node: Decodable { var errors: Int }
+                var nodes: [Node]
+                var originBytes: Int
+            }
+            var tier: Tier?
+        }
+        guard let data = FileManager.default.contents(atPath: cacheDirectory + "/proxy.json"),
+              let port = try? JSONDecoder().decode(Proxy.self, from: data).port,
+              let r = try? RawHTTP.request(port: port, path: "/.httpcachefs/status.json", timeout: 10),
+              let tier = try? JSONDecoder().decode(Status.self, from: Data(r.body)).tier else { return (0, 0) }
+        return (tier.nodes.map(\.errors).reduce(0, +), tier.originBytes)
+    }
 
     static func writeGenerated(_ path: String, length: Int, seed: UInt64) throws {
         FileManager.default.createFile(atPath: path, contents: nil)
