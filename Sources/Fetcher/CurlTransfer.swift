@@ -77,7 +77,6 @@ final class CurlTransfer {
         for header in configuration.extraHeaders { list = curl_slist_append(list, header) }
         for header in state.request.headers { list = curl_slist_append(list, header) }
         if let via = configuration.via { list = curl_slist_append(list, "Via: \(via)") }
-        for header in state.request.headers { list = curl_slist_append(list, header) }
         if let range { list = curl_slist_append(list, "Range: \(range)") }
         if let range, let ifRange, range.hasPrefix("bytes=") { list = curl_slist_append(list, "If-Range: \(ifRange)") }
         headerList = list
@@ -178,7 +177,10 @@ final class CurlTransfer {
                 return .pause
             case .stop:
                 state.sinkCancelled()
-                return .abort
+                // The engine stops a fetch with its last byte: when that is also the answer's
+                // last byte, curl finishes the answer and keeps the connection for the next
+                // request (an abort would close it). The sink still hears `.cancelled`.
+                return state.attemptBodyComplete ? .taken : .abort
             }
         }
         return state.abort == nil ? .taken : .abort

@@ -252,6 +252,9 @@ struct TransferState {
     /// The sink returned false from a callback.
     mutating func sinkCancelled() { abort = .sinkCancelled }
 
+    /// Every body byte of the current attempt's answer has arrived (its length was known).
+    var attemptBodyComplete: Bool { attemptExpected.map { attemptReceived >= $0 } ?? false }
+
     /// The current attempt ended: finish, or retry after a delay.
     mutating func attemptEnded(_ result: AttemptResult) -> Next {
         let progressed = delivered > deliveredAtAttemptStart

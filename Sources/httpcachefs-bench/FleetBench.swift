@@ -16,8 +16,11 @@ import Glibc
 ///   the origin's bytes against the file's length;
 /// - a fourth host reading the file the others read, against the same read from a plain nginx
 ///   on loopback serving the file from disk (the tier is the limit, not the origin);
-/// - random 64 KiB reads through the warm tier (p50), against one loopback round trip plus the
-///   transfer straight from a tier node;
+/// - random 64 KiB reads through the warm tier (p50), each a miss at a fresh daemon, against one
+///   loopback round trip plus the transfer straight from a tier node (the ratio), and
+///   against that plus the front door (what the same daemon's proxy adds to a plain nginx's answer
+///   for a hit); the same through the daemon's FUSE mount (O_DIRECT), whose front door is the
+///   kernel;
 /// - a node stopped in the middle of three hosts' reads: every read must complete byte-exact.
 struct FleetBench: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -108,6 +111,7 @@ struct FleetBench: ParsableCommand {
         }
         let coldThree = times.value.max() ?? .infinity
         let originBytes = origin.bytesServed(path: "/film.mkv")
+        let coldTier = three.map { Self.tierCounters(cacheDirectory: $0) }
 
         // 2. A fourth host after them, against a warm plain nginx on loopback.
         let warm = try Spawned.time(httpcachefs, ["cat", url, "--cache-dir", try host("after")])
@@ -117,32 +121,21 @@ struct FleetBench: ParsableCommand {
         _ = try Spawned.time("/usr/bin/cat", [file])   // the page cache holds it, as the tier's does
         // Through a daemon of its own, as the tiered host reads: the same proxy hop on both sides.
         let nginxWarm = try Spawned.time(httpcachefs, ["cat", plainURL, "--cache-dir", try host("plain", tiered: false)])
+        // What the tiered host pays that the loopback reference cannot: the open-time check goes
+        // to the origin, over the link (by design: the version comes from the origin). Measured as
+        // a fresh daemon's first byte, each side from its own origin; the difference is its cost.
+        let check = try Spawned.time(httpcachefs, ["cat", url, "--range", "0-0", "--cache-dir", try host("check")])
+        let plainCheck = try Spawned.time(httpcachefs, ["cat", plainURL, "--range", "0-0", "--cache-dir", try host("plain-check", tiered: false)])
+        let checkCost = max(0, check - plainCheck)
 
-        // 3. Random 64 KiB reads through the warm tier, against a round trip to a node.
-        let randomHost = try host("random")
-        let proxyURL = try Self.output(httpcachefs, ["url", url, "--cache-dir", randomHost]).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard let proxy = URLComponents(string: proxyURL), let proxyPort = proxy.port else { throw ValidationError("no proxy URL: \(proxyURL)") }
-        var rng = SystemRandomNumberGenerator()
-        var through: [Double] = [], direct: [Double] = []
-        // The reference asks a node exactly as the daemon does (same version, same key): a hit.
-        let head = try RawHTTP.request(port: origin.port, method: "HEAD", path: "/film.mkv", timeout: 30)
-        let etag = head.headers.first { $0.0.lowercased() == "etag" }?.1 ?? ""
-        let tierHeaders = [("X-Httpcachefs-Version", "\(etag) \(length)"), ("X-Httpcachefs-Key", url)]
-        for _ in 0..<randomReads {
-            let start = Int.random(in: 0..<(length - 65_536) / 65_536, using: &rng) * 65_536
-            let range = [("Range", "bytes=\(start)-\(start + 65_535)")]
-            var t0 = DispatchTime.now().uptimeNanoseconds
-            let r = try RawHTTP.request(port: proxyPort, path: proxy.percentEncodedPath, headers: range, timeout: 30)
-            through.append(Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9)
-            guard r.status == 206, r.body.count == 65_536 else { throw ValidationError("random read: status \(r.status)") }
-            t0 = DispatchTime.now().uptimeNanoseconds
-            let order = TierRouter(nodes: nodes.map(\.url), sliceSize: Int64(TierSpec.parseSizeForBench(slice)))
-                .order(key: url, slice: Int64(start) / Int64(TierSpec.parseSizeForBench(slice)))
-            let home = URLComponents(string: nodes[order[0]].url)!.port!
-            _ = try RawHTTP.request(port: home, path: "/film.mkv", headers: range + tierHeaders, timeout: 30)
-            direct.append(Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9)
-        }
-        let p50 = through.sorted()[through.count / 2], directP50 = direct.sorted()[direct.count / 2]
+        // 3. Random 64 KiB reads through the warm tier, against a round trip to a node. One daemon
+        // (a mount with its proxy) on a fresh cache: every read is a miss there and a hit at the
+        // node. Interleaved per read: a miss through its proxy, the same request straight to the
+        // home node (the reference), the same read again through the proxy (a hit: the
+        // front door alone) and from the plain nginx (what any HTTP server costs for it); then a
+        // miss and a hit through the FUSE mount (O_DIRECT, so the page cache answers nothing).
+        let random = try randomReads(httpcachefs: httpcachefs, work: work, url: url, length: length, tier: tier,
+                                     nodes: nodes.map(\.url), originPort: origin.port, plainPort: plain.port)
 
         // 4. A node stopped in the middle of three hosts' reads.
         let last = try (1...3).map { try host("kill-\($0)") }
@@ -161,12 +154,121 @@ struct FleetBench: ParsableCommand {
         let exact = statuses.value.filter { $0 == 0 }.count
 
         print(String(format: "origin bytes, 3 cold hosts at once: %d (%.3fx the file)", originBytes, Double(originBytes) / Double(length)))
+        print(String(format: "  the 3 cold hosts' daemons: %d tier errors, %.1f MiB they took from the origin themselves (open-time checks, fall-backs)",
+                     coldTier.map(\.errors).reduce(0, +), Double(coldTier.map(\.originBytes).reduce(0, +)) / 1_048_576))
         print(String(format: "3 cold hosts at once %.2f s vs 1 host alone without a tier %.2f s: %.2fx", coldThree, alone, coldThree / alone))
         print(String(format: "host after host %.2f s vs warm plain nginx on loopback %.2f s: %.2fx", warm, nginxWarm, warm / nginxWarm))
-        print(String(format: "random 64 KiB through a warm tier p50 %.2f ms vs a node round trip + transfer %.2f ms: %.2fx",
-                     p50 * 1000, directP50 * 1000, p50 / directP50))
+        print(String(format: "  of which the open-time check over the link: %.3f s (a first byte %.3f s vs %.3f s on loopback); the rest %.2fx",
+                     checkCost, check, plainCheck, (warm - checkCost) / nginxWarm))
+        random.print()
         print("node stopped mid-read: \(exact) of 3 reads complete and byte-exact")
         if exact != 3 { throw ExitCode(1) }
+    }
+
+    /// Latencies (seconds) of the random 64 KiB reads, each list in the order measured.
+    struct RandomReads {
+        var proxyMiss: [Double] = [], node: [Double] = [], proxyHit: [Double] = [], plain: [Double] = []
+        var fuseMiss: [Double] = [], fuseHit: [Double] = []
+        var fuseNote = ""
+
+        static func p50(_ t: [Double]) -> Double { t.isEmpty ? .nan : t.sorted()[t.count / 2] }
+
+        func print() {
+            let miss = Self.p50(proxyMiss), node = Self.p50(node), hit = Self.p50(proxyHit), plain = Self.p50(plain)
+            // The front door: what the daemon's proxy adds to a plain HTTP server's answer.
+            let door = max(0, hit - plain)
+            Swift.print(String(format: "random 64 KiB through a warm tier p50 %.2f ms vs a node round trip + transfer %.2f ms: %.2fx",
+                               miss * 1000, node * 1000, miss / node))
+            Swift.print(String(format: "  front door: a hit through the same proxy p50 %.2f ms, a plain nginx %.2f ms (the proxy adds %.2f ms)",
+                               hit * 1000, plain * 1000, door * 1000))
+            Swift.print(String(format: "  miss through the proxy %.2f ms vs node round trip + front door %.2f ms: %.2fx",
+                               miss * 1000, (node + door) * 1000, miss / (node + door)))
+            if fuseMiss.isEmpty {
+                Swift.print("  through the FUSE mount: not measured (\(fuseNote))")
+            } else {
+                let fm = Self.p50(fuseMiss), fh = Self.p50(fuseHit)
+                Swift.print(String(format: "  through the FUSE mount (O_DIRECT): miss p50 %.2f ms, hit %.2f ms; miss vs node %.2fx, vs node + hit %.2fx",
+                                   fm * 1000, fh * 1000, fm / node, fm / (node + fh)))
+            }
+        }
+    }
+
+    func randomReads(httpcachefs: String, work: TemporaryDirectory, url: String, length: Int, tier: String,
+                     nodes: [String], originPort: Int, plainPort: Int) throws -> RandomReads {
+        let mount = try MountDaemon(binary: httpcachefs, mountpoint: work.appending("random-mnt"),
+                                    cacheDirectory: work.appending("host-random"), cacheSize: 4 << 30,
+                                    entries: ["film.mkv=\(url)"], logFile: work.appending("random.log"),
+                                    extraArguments: ["--tier", tier] + daemonOptions)
+        defer { mount.unmount() }
+        let proxyURL = try mount.proxyURL(for: url)
+        guard let proxy = URLComponents(string: proxyURL), let proxyPort = proxy.port else { throw ValidationError("no proxy URL: \(proxyURL)") }
+        // The reference asks a node exactly as the daemon does (same version, same key): a hit.
+        let head = try RawHTTP.request(port: originPort, method: "HEAD", path: "/film.mkv", timeout: 30)
+        let etag = head.headers.first { $0.0.lowercased() == "etag" }?.1 ?? ""
+        let tierHeaders = [("X-Httpcachefs-Version", "\(etag) \(length)"), ("X-Httpcachefs-Key", url)]
+        let sliceSize = Int64(TierSpec.parseSizeForBench(slice))
+        let router = TierRouter(nodes: nodes, sliceSize: sliceSize)
+        // Distinct 64 KiB slots: no read finds bytes an earlier one brought.
+        var slots = Array(0..<(length / 65_536 - 1)).shuffled()
+        var out = RandomReads()
+        let fd = open(work.appending("random-mnt/film.mkv"), O_RDONLY | Self.oDirect)
+        if fd < 0 { out.fuseNote = "O_DIRECT open: \(String(cString: strerror(errno)))" }
+        defer { if fd >= 0 { close(fd) } }
+        var buffer: UnsafeMutableRawPointer?
+        guard posix_memalign(&buffer, 4096, 65_536) == 0, let buffer else { throw ValidationError("no aligned buffer") }
+        defer { free(buffer) }
+        func timed(_ body: () throws -> Void) rethrows -> Double {
+            let t0 = DispatchTime.now().uptimeNanoseconds
+            try body()
+            return Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
+        }
+        for _ in 0..<randomReads {
+            let start = slots.removeLast() * 65_536
+            let range = [("Range", "bytes=\(start)-\(start + 65_535)")]
+            func viaProxy() throws {
+                let r = try RawHTTP.request(port: proxyPort, path: proxy.percentEncodedPath, headers: range, timeout: 30)
+                guard r.status == 206, r.body.count == 65_536 else { throw ValidationError("random read: status \(r.status)") }
+            }
+            out.proxyMiss.append(try timed(viaProxy))
+            let home = URLComponents(string: nodes[router.order(key: url, slice: Int64(start) / sliceSize)[0]])!.port!
+            out.node.append(try timed { _ = try RawHTTP.request(port: home, path: "/film.mkv", headers: range + tierHeaders, timeout: 30) })
+            out.proxyHit.append(try timed(viaProxy))
+            out.plain.append(try timed { _ = try RawHTTP.request(port: plainPort, path: "/film.mkv", headers: range, timeout: 30) })
+            guard fd >= 0 else { continue }
+            let at = off_t(slots.removeLast() * 65_536)
+            for hit in [false, true] {
+                var n = 0
+                let t = timed { n = pread(fd, buffer, 65_536, at) }
+                guard n == 65_536 else { throw ValidationError("FUSE read at \(at): \(n < 0 ? String(cString: strerror(errno)) : "\(n) bytes")") }
+                if hit { out.fuseHit.append(t) } else { out.fuseMiss.append(t) }
+            }
+        }
+        return out
+    }
+
+    /// O_DIRECT (Glibc does not export it to Swift): reads that bypass the page cache.
+    #if arch(arm64)
+    static let oDirect: Int32 = 0o200000
+    #else
+    static let oDirect: Int32 = 0o40000
+    #endif
+
+    /// Tier errors and origin bytes a daemon counted (its status document), zeros if unreadable.
+    static func tierCounters(cacheDirectory: String) -> (errors: Int, originBytes: Int) {
+        struct Proxy: Decodable { var port: Int }
+        struct Status: Decodable {
+            struct Tier: Decodable {
+                struct Node: Decodable { var errors: Int }
+                var nodes: [Node]
+                var originBytes: Int
+            }
+            var tier: Tier?
+        }
+        guard let data = FileManager.default.contents(atPath: cacheDirectory + "/proxy.json"),
+              let port = try? JSONDecoder().decode(Proxy.self, from: data).port,
+              let r = try? RawHTTP.request(port: port, path: "/.httpcachefs/status.json", timeout: 10),
+              let tier = try? JSONDecoder().decode(Status.self, from: Data(r.body)).tier else { return (0, 0) }
+        return (tier.nodes.map(\.errors).reduce(0, +), tier.originBytes)
     }
 
     static func writeGenerated(_ path: String, length: Int, seed: UInt64) throws {

@@ -96,6 +96,28 @@ extension CLITests {
         XCTAssertFalse(a.accessLog.isEmpty || b.accessLog.isEmpty, "both nodes served slices")
     }
 
+    /// A host's misses, one after another, go to the node over one kept connection: no connect
+    /// per miss, and no answer that waits on a delayed ACK (the node has `tcp_nopush off`).
+    func testFleetAHostsMissesOneAfterAnotherShareOneConnectionToTheNode() throws {
+        let length = 8 << 20
+        origin.setGeneratedFile("/film.mkv", length: Int64(length), seed: 2104)
+        let node = try startTierNode("a", origin: origin.url(""))
+        let host = try startFleetHost("0", tier: "\(origin.url(""))=\(node.url),slice=1M")
+        let url = origin.url("/film.mkv")
+        let expected = OriginServer.generatedBytes(seed: 2104, offset: 0, count: length)
+        // Ranges inside one slice each: one request to the node per read.
+        let starts = [3, 6, 1, 5].map { $0 << 20 + 100_000 }
+        for start in starts {
+            let r = try catThrough(host, url, extra: ["--range", "\(start)-\(start + 65_535)"])
+            XCTAssertEqual(r.status, 0, r.stderr)
+            XCTAssertTrue(r.stdout == Array(expected[start..<(start + 65_536)]), "bytes at \(start)")
+        }
+        let lines = node.accessLog.split(separator: "\n").filter { $0.contains("range=\"bytes=") }
+        XCTAssertEqual(lines.count, starts.count, node.accessLog)
+        let connections = Set(lines.compactMap { $0.split(separator: " ").first { $0.hasPrefix("conn=") } })
+        XCTAssertEqual(connections.count, 1, "one connection for every miss:\n\(node.accessLog)")
+    }
+
     func testFleetANodeStoppedMidReadCostsNoReadAndNoWrongByte() throws {
         let length = 24 << 20
         origin.setGeneratedFile("/show.mkv", length: Int64(length), seed: 2102)

@@ -211,6 +211,18 @@ final class CurlRangeSourceTests: XCTestCase {
         XCTAssertEqual(origin.requests.last?.headers.filter { $0.0.lowercased() == "accept-encoding" }.count, 1)
     }
 
+    func testARequestsOwnHeadersAreSentOnce() {
+        let sink = RecordingSink()
+        sinks.append(sink)
+        var request = FetchRequest(url: origin.url("/f.bin"), start: 0, end: 10)
+        request.headers = ["X-Httpcachefs-Version: \"v1\" 100000"]
+        _ = source.start(request, sink: sink)
+        wait(for: [sink.finished], timeout: 30)
+        XCTAssertNil(sink.result())
+        XCTAssertEqual(origin.requests.last?.headers.filter { $0.0.lowercased() == "x-httpcachefs-version" }.map(\.1),
+                       ["\"v1\" 100000"])
+    }
+
     func testA206BodyShorterThanItsRangeIsABadResponseNotTheRangesBytes() {
         // An origin compressing the range it was asked for: Content-Length is the compressed size.
         origin.setResponse("/gz", status: 206, headers: [("Content-Range", "bytes 1000-1999/100000"), ("Content-Encoding", "gzip")],
@@ -309,6 +321,31 @@ final class CurlRangeSourceTests: XCTestCase {
         sink.stopAfterBytes = 1
         fetch("/f.bin", sink: sink)
         XCTAssertEqual(sink.result(), .cancelled)
+    }
+
+    /// The engine's sink says `.stop` with the last byte of a fetch (its planned end is reached):
+    /// curl has the whole answer then, so the connection stays open for the next request (an
+    /// abort would close it, and every miss would pay a new connection, a TLS handshake too).
+    func testASinkStoppingOnTheLastByteKeepsTheConnection() {
+        for range in [(0, 4000), (50_000, 90_000), (10, 20)] as [(Int64, Int64)] {
+            let sink = RecordingSink()
+            sink.stopAfterBytes = Int(range.1 - range.0)
+            fetch("/f.bin", range.0, range.1, sink: sink)
+            XCTAssertEqual(sink.result(), .cancelled, "the sink's stop is still what it hears")
+            XCTAssertEqual(sink.body, Array(data[Int(range.0)..<Int(range.1)]))
+        }
+        XCTAssertEqual(origin.requests.count, 3)
+        XCTAssertEqual(origin.connectionsAccepted, 1, "one connection for the three requests")
+    }
+
+    func testASinkStoppingMidBodyStillClosesTheAttempt() {
+        origin.setGeneratedFile("/big", length: 6 << 20, seed: 11)   // more than one receive buffer
+        let sink = RecordingSink()
+        sink.stopAfterBytes = 1
+        fetch("/big", sink: sink)
+        XCTAssertEqual(sink.result(), .cancelled)
+        fetch("/f.bin", 0, 10)
+        XCTAssertEqual(origin.connectionsAccepted, 2, "the rest of the first answer was not read: a new connection")
     }
 
     func testShutdownCancelsLiveTransfersAndRefusesNewOnes() {
