@@ -57,6 +57,8 @@ final class EngineCore: @unchecked Sendable {
     let evictionLock = NSLock()
     /// Evicted slices whose rows are still to be deleted (their commit failed on a full disk).
     var unfinishedEvictions: [(CacheIndex.SliceID, EntryState, Shard)] = []   // guarded by evictionLock
+    /// The oldest slices of eviction's last scan, which its next rounds take from.
+    let evictionQueue = EvictionQueue()
     /// How the process before this one left the cache (logged at start).
     let previousStop: CacheIndex.PreviousStop
     /// Points where tests interleave other work deterministically (a removal while a transfer

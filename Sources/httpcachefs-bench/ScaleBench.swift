@@ -14,8 +14,8 @@ import Glibc
 ///   origin): `ls -lR` of the mount, timed, with the daemon's peak memory over it;
 /// - a cache holding that many files (4 KiB each, filled by an in-process engine): `cache ls`
 ///   timed, and a daemon's start (`mount` until usable) timed, with its memory after;
-/// - eviction at the cap: 1000 new files opened into a cache full of that many, timed (each new
-///   file evicts an old one).
+/// - eviction at the cap: 1000 new files opened into a cache full of that many (written back to
+///   disk first), timed (each new file evicts an old one).
 ///
 /// Per-item cost is the figure that must not grow from the smallest size to the largest (target
 /// ≤ 1.5): the time above the same step with no files (an empty tree, an empty cache, measured
@@ -195,15 +195,20 @@ struct ScaleBench: AsyncParsableCommand {
         let memory = try daemon.peakMemory()
         daemon.unmount()
 
-        // At the cap: every new file's bytes need an old file's room.
+        // At the cap: every new file's bytes need an old file's room. Written back first, as in a
+        // cache that has been there a while: evicting bytes still only in the page cache frees no
+        // blocks, so without this the small sizes (filled seconds ago) would evict for nothing
+        // what the large ones (filled minutes ago) pay the file system for.
+        sync()
         let engine = try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: used, freeSpaceFloor: 0), source: source)
         let before = DispatchTime.now().uptimeNanoseconds
         try await open(engine, origin: origin, range: files..<(files + newFilesAtCap))
         let opened = DispatchTime.now().uptimeNanoseconds
         engine.shutdown()   // the writes (and the evictions they need) done
         let evictSeconds = Double(DispatchTime.now().uptimeNanoseconds - before) / 1e9
-        print(String(format: "  %d files: at the cap, %d opens took %.3f s, the engine's stop after them (writes, evictions) %.3f s",
-                     files, newFilesAtCap, Double(opened - before) / 1e9, Double(DispatchTime.now().uptimeNanoseconds - opened) / 1e9))
+        print(String(format: "  %d files: at the cap, %d opens took %.3f s, the engine's stop after them (writes, evictions) %.3f s; %d slices evicted",
+                     files, newFilesAtCap, Double(opened - before) / 1e9, Double(DispatchTime.now().uptimeNanoseconds - opened) / 1e9,
+                     engine.metrics.totals.evictions))
         let left = engine.list()
         guard left.reduce(0, { $0 + $1.cachedBytes }) <= used else { throw ValidationError("the cache is over its cap after eviction") }
         return (Point(items: files, seconds: ls, memory: nil, perItem: 0), Point(items: files, seconds: start, memory: memory, perItem: 0),

@@ -1,0 +1,130 @@
+import XCTest
+@testable import CacheCore
+
+/// Rounds of eviction: bounded in slices beyond what the write needs, taken from the oldest
+/// slices of the last scan, each checked again before it goes.
+final class EvictionRoundTests: XCTestCase {
+    private var dir: String!
+    private let url = "http://origin.test/hls/all-segments.bin"
+    /// Small slices, so one file holds more slices than a round may take.
+    private let slice: Int64 = 4096
+    private let slices = 1200
+
+    override func setUp() {
+        dir = NSTemporaryDirectory() + "httpcachefs-evictround-\(UUID().uuidString)"
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    /// An engine holding all `slices` slices of one file, slice `s` last read at time `s`.
+    private func filledEngine() async throws -> (CacheEngine, EntryState, [UInt8]) {
+        let data = randomBytes(slices * Int(slice), seed: 61)
+        let source = ScriptedSource()
+        source.set(url, .init(bytes: data, etag: "\"a\""))
+        let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0,
+                                                                      sliceSize: slice, readTimeout: 10),
+                                    source: source)
+        let info = try await cache.open(url: url)
+        let reader = cache.makeReader(for: info)
+        _ = try await reader.read(offset: 0, length: data.count)
+        reader.close()
+        cache.core.writes.waitIdle()
+        let entry = try XCTUnwrap(entry(cache))
+        let shard = cache.core.shard(for: entry.info.key)
+        shard.locked { for s in 0..<Int64(slices) { entry.sliceAccess[s] = Double(s) } }
+        XCTAssertEqual(cachedSlices(cache, entry), Set(0..<Int64(slices)))
+        return (cache, entry, data)
+    }
+
+    private func entry(_ cache: CacheEngine) -> EntryState? {
+        guard let key = try? cache.core.configuration.keyRules.key(for: url) else { return nil }
+        let shard = cache.core.shard(for: key)
+        return shard.locked { shard.entries[key] }
+    }
+
+    private func cachedSlices(_ cache: CacheEngine, _ entry: EntryState) -> Set<Int64> {
+        cache.core.shard(for: entry.info.key).locked { Set(entry.sliceBytes.keys) }
+    }
+
+    private func evict(_ cache: CacheEngine, bytes: Int64, needed: Int64) -> Int64 {
+        cache.core.evictionLock.withLock { cache.core.evict(bytes: bytes, needed: needed) }
+    }
+
+    func testARoundEvictsAtMostRoundSlicesBeyondWhatTheWriteNeeds() async throws {
+        let (cache, entry, _) = try await filledEngine()
+        defer { cache.shutdown() }
+        // Room for one slice is needed, and the whole cache was asked as headroom.
+        let freed = evict(cache, bytes: Int64(slices) * slice, needed: slice)
+        XCTAssertEqual(freed, Int64(EngineCore.roundSlices) * slice)
+        XCTAssertEqual(cache.metrics.totals.evictions, Int64(EngineCore.roundSlices))
+        XCTAssertEqual(cachedSlices(cache, entry), Set(Int64(EngineCore.roundSlices)..<Int64(slices)), "the oldest went")
+    }
+
+    func testWhatTheWriteNeedsIsFreedWhateverTheNumberOfSlices() async throws {
+        let (cache, entry, _) = try await filledEngine()
+        defer { cache.shutdown() }
+        let needed = Int64(EngineCore.roundSlices + 100) * slice
+        XCTAssertEqual(evict(cache, bytes: needed + 10 * slice, needed: needed), needed, "no headroom past a full round")
+        XCTAssertEqual(cachedSlices(cache, entry).count, slices - EngineCore.roundSlices - 100)
+    }
+
+    func testASliceReadAfterTheScanIsNotEvictedInItsOldTurn() async throws {
+        let (cache, entry, _) = try await filledEngine()
+        defer { cache.shutdown() }
+        XCTAssertEqual(evict(cache, bytes: 2 * slice, needed: 2 * slice), 2 * slice)   // scans; 0 and 1 go
+        // Slice 2 is read now: no longer among the oldest, though the queue still lists it.
+        cache.core.shard(for: entry.info.key).locked { entry.sliceAccess[2] = Double(slices) }
+        XCTAssertEqual(evict(cache, bytes: 2 * slice, needed: 2 * slice), 2 * slice)
+        XCTAssertEqual(Set(0..<6).subtracting(cachedSlices(cache, entry)), [0, 1, 3, 4])
+    }
+
+    func testASlicePinnedAfterTheScanIsNotEvicted() async throws {
+        let (cache, entry, _) = try await filledEngine()
+        defer { cache.shutdown() }
+        XCTAssertEqual(evict(cache, bytes: slice, needed: slice), slice)
+        // A read under way pins slice 1; the user pins slice 2.
+        cache.core.shard(for: entry.info.key).locked { entry.pin(1...1, generation: entry.info.generation) }
+        _ = try cache.pin(url: url, ranges: [2 * slice..<(3 * slice)], limit: 1 << 30)
+        XCTAssertEqual(evict(cache, bytes: 2 * slice, needed: 2 * slice), 2 * slice)
+        XCTAssertEqual(Set(0..<6).subtracting(cachedSlices(cache, entry)), [0, 3, 4])
+        cache.core.shard(for: entry.info.key).locked { entry.unpin(1...1, generation: entry.info.generation) }
+    }
+
+    func testEvictedBytesAreFetchedAgainAndTheRestServedFromTheCache() async throws {
+        let (cache, entry, data) = try await filledEngine()
+        XCTAssertEqual(evict(cache, bytes: Int64(slices) * slice, needed: slice), Int64(EngineCore.roundSlices) * slice)
+        cache.shutdown()
+        // After a restart the index agrees with the disk: the evicted slices are gone, the rest
+        // read back as they were.
+        let source = ScriptedSource()
+        source.set(url, .init(bytes: data, etag: "\"a\""))
+        let again = try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0,
+                                                                      sliceSize: slice, readTimeout: 10),
+                                    source: source)
+        defer { again.shutdown() }
+        let reloaded = try XCTUnwrap(self.entry(again))
+        XCTAssertEqual(cachedSlices(again, reloaded), Set(Int64(EngineCore.roundSlices)..<Int64(slices)))
+        _ = entry
+        let info = try await again.open(url: url)
+        let reader = again.makeReader(for: info)
+        defer { reader.close() }
+        let bytes = try await reader.read(offset: 0, length: data.count)
+        XCTAssertEqual(bytes, data)
+        XCTAssertEqual(source.bytesServed, Int64(EngineCore.roundSlices) * slice, "only the evicted slices came from the origin")
+    }
+
+    func testTheQueueKeepsTheOldestCandidatesUpToItsLimitInOrder() {
+        let queue = EvictionQueue(limit: 3, maxAge: 30)
+        XCTAssertTrue(queue.isEmpty)
+        XCTAssertTrue(queue.isStale(now: 0), "never scanned")
+        let candidates = (0..<5).map { EngineCore.Candidate(shard: 0, key: CacheKey(rawValue: "k"), slice: Int64($0), access: Double($0), bytes: 1) }
+        queue.refill(candidates, at: 100)
+        XCTAssertEqual(queue.count, 3)
+        XCTAssertEqual([queue.pop(), queue.pop(), queue.pop()].map { $0?.slice }, [0, 1, 2])
+        XCTAssertNil(queue.pop())
+        XCTAssertFalse(queue.isStale(now: 130))
+        XCTAssertTrue(queue.isStale(now: 131))
+    }
+}
