@@ -46,7 +46,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Atomics", package: "swift-atomics"),
-        ], swiftSettings: v5),
+        ]),
         // The metrics backend: a Prometheus registry per engine and the `/metrics` text. CacheCore
         // knows only swift-metrics; the executable chooses this backend and hands it to the proxy.
         .target(name: "MetricsExport", dependencies: [

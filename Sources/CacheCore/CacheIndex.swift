@@ -426,7 +426,7 @@ final class CacheIndex: @unchecked Sendable {
     }
 
     /// Deletes extent rows of an entry's other generations (after a remote change), then the files.
-    func deleteOtherGenerations(entryID: Int64, keep generation: Int64, afterCommit: @escaping () -> Void) {
+    func deleteOtherGenerations(entryID: Int64, keep generation: Int64, afterCommit: @escaping @Sendable () -> Void) {
         queue.async { [self] in
             flushPendingOnQueue()
             do {

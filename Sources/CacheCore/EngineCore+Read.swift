@@ -314,7 +314,7 @@ extension EngineCore {
             }
             if clip.isEmpty {
                 entry.unpin(slices(of: w.range), generation: w.generation)
-                completionQueue.async { w.completion(.success(.empty)) }
+                completionQueue.async { [done = w.completion] in done(.success(.empty)) }
                 continue
             }
             touch(entry, clip, now)
@@ -326,9 +326,9 @@ extension EngineCore {
             }
             let fromDisk = runs.contains { if case .disk = $0.source { true } else { false } }
             let id = entry.id
-            let answer = { [self] in
-                w.completion(lease(entry: entry, shard: shard, id: id, generation: w.generation, files: w.files,
-                                   range: w.range, runs: runs))
+            let answer = { @Sendable [self, done = w.completion, generation = w.generation, files = w.files, range = w.range] in
+                done(lease(entry: entry, shard: shard, id: id, generation: generation, files: files,
+                           range: range, runs: runs))
             }
             if let inline, !fromDisk { inline.pointee.append(answer) } else { completionQueue.async(execute: answer) }
         }
@@ -358,7 +358,7 @@ extension EngineCore {
         let error = CacheError.remoteChanged(url: entry.info.url)
         logger.warning("the file changed remotely; reads of the old version fail", metadata: [
             "url": "\(entry.info.url)", "reads": "\(stale.count)"])
-        for w in stale { completionQueue.async { w.completion(.failure(error)) } }
+        for w in stale { completionQueue.async { [done = w.completion] in done(.failure(error)) } }
     }
 
     /// Plans the waiters again after a fetch ended (or the generation changed): starts fetches
@@ -426,6 +426,6 @@ extension EngineCore {
             return (mine, orphaned.compactMap { handles.existing($0) })
         }
         cancels.forEach { $0.cancel() }
-        for w in waiters { completionQueue.async { w.completion(.failure(.cancelled)) } }
+        for w in waiters { completionQueue.async { [done = w.completion] in done(.failure(.cancelled)) } }
     }
 }

@@ -160,7 +160,7 @@ final class EngineCore: @unchecked Sendable {
                 return (f, w)
             }
             fetches.forEach { $0.cancel() }
-            waiters.forEach { w in completionQueue.async { w.completion(.failure(.cancelled)) } }
+            waiters.forEach { w in completionQueue.async { [done = w.completion] in done(.failure(.cancelled)) } }
         }
         // Transfers hand their last extent to the index when they finish: wait for them (briefly),
         // or bytes already on disk would not be recorded.
@@ -576,7 +576,7 @@ final class EngineCore: @unchecked Sendable {
             }
             for (w, url) in expired {
                 logger.warning("read timed out", metadata: ["url": "\(url)", "range": "\(w.range.lowerBound)-\(w.range.upperBound - 1)"])
-                completionQueue.async { w.completion(.failure(.timeout(url: url))) }
+                completionQueue.async { [done = w.completion] in done(.failure(.timeout(url: url))) }
             }
         }
     }

@@ -8,7 +8,10 @@ import Foundation
 /// decides, the engine and `EntrySink` carry out. Work that ran without the lock (a transfer's
 /// write, a read from disk, an eviction) checks `isCurrent` for its generation before it records
 /// anything, so a removed entry or an old version never gains bytes, coverage or pins again.
-final class EntryState {
+// @unchecked: every field is read and written only inside its shard's `locked` (the lock lives in
+// `Shard`, which the compiler cannot tie to these fields); the reference itself crosses threads
+// (a transfer's sink, a queued verify or answer) and is dereferenced again only under that lock.
+final class EntryState: @unchecked Sendable {
     typealias OpenCompletion = @Sendable (Result<EntryInfo, CacheError>) -> Void
 
     /// Index row id; data file names use it. -1 until the first successful answer.
@@ -248,7 +251,7 @@ final class Shard: @unchecked Sendable {
     let lock = NSLock()
     var entries: [CacheKey: EntryState] = [:]   // guarded by lock
 
-    @inline(__always)
+    @inline(__always) @discardableResult
     func locked<T>(_ body: () throws -> T) rethrows -> T {
         lock.lock()
         defer { lock.unlock() }
