@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -181,19 +182,19 @@ extension EngineCore {
 }
 
 /// Bytes that transfers may write before the cap and the free space must be looked at again.
-final class SpaceAllowance: @unchecked Sendable {
-    private let lock = NSLock()
-    private var bytes: Int64 = 0   // guarded by lock
+final class SpaceAllowance: Sendable {
+    private let bytes = Mutex<Int64>(0)
 
     /// Takes `n` bytes of the allowance, if that much is left.
     func take(_ n: Int64) -> Bool {
-        lock.lock(); defer { lock.unlock() }
-        guard bytes >= n else { return false }
-        bytes -= n
-        return true
+        bytes.withLock { bytes in
+            guard bytes >= n else { return false }
+            bytes -= n
+            return true
+        }
     }
 
     func refill(_ n: Int64) {
-        lock.lock(); bytes = max(0, n); lock.unlock()
+        bytes.withLock { $0 = max(0, n) }
     }
 }

@@ -179,7 +179,7 @@ extension EngineCore {
                range: Range<Int64>, runs: [ReadRun],
                originBytes: Int? = nil) -> Result<ReadLease, CacheError> {
         let pinned = slices(of: range)
-        let unpin = { shard.locked { entry.unpin(pinned, generation: generation) } }
+        let unpin: @Sendable () -> Void = { shard.locked { entry.unpin(pinned, generation: generation) } }
         var pieces: [ReadLease.Piece] = []
         var file: DataFile?
         for r in runs {

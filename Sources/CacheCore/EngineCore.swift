@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Atomics
 import Logging
 #if canImport(Glibc)
@@ -583,47 +584,47 @@ final class EngineCore: @unchecked Sendable {
 }
 
 /// Handles of running transfers by fetch id, kept apart from the pure in-flight table.
-final class HandleTable: @unchecked Sendable {
-    private let lock = NSLock()
-    private var boxes: [Int: FetchHandleBox] = [:]
+final class HandleTable: Sendable {
+    private let boxes = Mutex<[Int: FetchHandleBox]>([:])
 
     func box(_ id: Int) -> FetchHandleBox {
-        lock.lock(); defer { lock.unlock() }
-        if let b = boxes[id] { return b }
-        let b = FetchHandleBox()
-        boxes[id] = b
-        return b
+        boxes.withLock { boxes in
+            if let b = boxes[id] { return b }
+            let b = FetchHandleBox()
+            boxes[id] = b
+            return b
+        }
     }
 
     /// The box of a transfer still running, without creating one.
     func existing(_ id: Int) -> FetchHandleBox? {
-        lock.lock(); defer { lock.unlock() }
-        return boxes[id]
+        boxes.withLock { $0[id] }
     }
 
     func remove(_ id: Int) -> FetchHandleBox? {
-        lock.lock(); defer { lock.unlock() }
-        return boxes.removeValue(forKey: id)
+        boxes.withLock { $0.removeValue(forKey: id) }
     }
 }
 
 /// The handle of one transfer, which may be asked to cancel or resume before `start` has
 /// returned it (its first bytes can arrive, and pause it, before that).
-final class FetchHandleBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var _handle: FetchHandle?
-    private var cancelled = false
-    private var resumed = false
-    /// The last class asked for before the handle was there.
-    private var priority: (FetchPriority, Double)?
+final class FetchHandleBox: Sendable {
+    private struct State {
+        var handle: FetchHandle?
+        var cancelled = false
+        var resumed = false
+        /// The last class asked for before the handle was there.
+        var priority: (FetchPriority, Double)?
+    }
+    private let state = Mutex(State())
 
-    var handle: FetchHandle? { lock.lock(); defer { lock.unlock() }; return _handle }
+    var handle: FetchHandle? { state.withLock { $0.handle } }
 
     func set(_ h: FetchHandle) {
-        lock.lock()
-        _handle = h
-        let c = cancelled, r = resumed, p = priority
-        lock.unlock()
+        let (c, r, p) = state.withLock { s in
+            s.handle = h
+            return (s.cancelled, s.resumed, s.priority)
+        }
         if c { h.cancel() }
         if r { h.resume() }
         if let (p, waited) = p { h.setPriority(p, waitedSeconds: waited) }
@@ -631,26 +632,24 @@ final class FetchHandleBox: @unchecked Sendable {
 
     /// Passed on in the order asked (callers hold the entry's shard lock).
     func setPriority(_ p: FetchPriority, waitedSeconds: Double) {
-        lock.lock()
-        let h = _handle
-        if h == nil { priority = (p, waitedSeconds) }
-        lock.unlock()
+        let h = state.withLock { s in
+            if s.handle == nil { s.priority = (p, waitedSeconds) }
+            return s.handle
+        }
         h?.setPriority(p, waitedSeconds: waitedSeconds)
     }
 
     func resume() {
-        lock.lock()
-        resumed = true
-        let h = _handle
-        lock.unlock()
-        h?.resume()
+        state.withLock { s in
+            s.resumed = true
+            return s.handle
+        }?.resume()
     }
 
     func cancel() {
-        lock.lock()
-        cancelled = true
-        let h = _handle
-        lock.unlock()
-        h?.cancel()
+        state.withLock { s in
+            s.cancelled = true
+            return s.handle
+        }?.cancel()
     }
 }
