@@ -140,7 +140,7 @@ extension EngineCore {
             // writer may use these slices while their rows are there (they stay marked
             // `evicting`). Commit again, now, or from the sweeper.
             logger.warning("eviction freed the disk before its index commit", metadata: ["error": "\(error)"])
-            unfinishedEvictions += removed
+            unfinishedEvictions.withLock { $0 += removed }
             finishEvictions()
         }
         metrics.noteEviction(slices: removed.count, bytes: freed)
@@ -152,11 +152,11 @@ extension EngineCore {
 extension EngineCore {
     /// Deletes the rows of evictions whose commit failed (a full disk). Call under `evictionLock`.
     func finishEvictions() {
-        guard !unfinishedEvictions.isEmpty else { return }
-        let pending = unfinishedEvictions
+        let pending = unfinishedEvictions.withLock { $0 }
+        guard !pending.isEmpty else { return }
         do {
             try index.deleteSlices(pending.map(\.0)) {}
-            unfinishedEvictions = []
+            unfinishedEvictions.withLock { $0 = [] }
             release(pending)
         } catch {
             logger.error("eviction could not update the index yet; will retry", metadata: ["error": "\(error)"])

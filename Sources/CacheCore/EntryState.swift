@@ -214,6 +214,8 @@ final class Waiter {
 }
 
 /// Per-reader state: sequential detection and read-ahead window. Guarded by the entry's shard lock.
+// @unchecked: the `var`s are read and written only inside the shard's `locked` (as `EntryState`'s);
+// the rest is immutable or Sendable (`files`).
 final class ReaderState: @unchecked Sendable {
     let id: Int
     /// The version this reader was made for; it never follows the entry to another one.
@@ -247,6 +249,12 @@ final class ReaderState: @unchecked Sendable {
 }
 
 /// One lock domain of the engine's per-entry state.
+///
+/// Not a `Mutex<[CacheKey: EntryState]>`: the engine keeps references to entries across the lock
+/// (a transfer's sink, a queued verify) and locks again to use them, which a `Mutex`'s region
+/// rules forbid; the lock here guards the table and every `EntryState`, `ReaderState` and
+/// `Waiter` of its entries.
+// @unchecked: `entries` is read and written only inside `locked`.
 final class Shard: @unchecked Sendable {
     let lock = NSLock()
     var entries: [CacheKey: EntryState] = [:]   // guarded by lock

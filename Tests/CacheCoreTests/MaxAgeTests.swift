@@ -44,9 +44,7 @@ final class MaxAgeTests: XCTestCase {
     }
 
     private func waitForTransfers(_ core: EngineCore) {
-        core.sinksIdle.lock()
-        while core.activeSinks > 0 { core.sinksIdle.wait() }
-        core.sinksIdle.unlock()
+        core.sinksIdle.wait()
     }
 
     private func cachedBytes(_ cache: CacheEngine, _ url: String) -> Int64 { cache.status(url: url)?.cachedBytes ?? -1 }
