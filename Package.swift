@@ -12,9 +12,11 @@
 import PackageDescription
 
 /// Swift 5 language mode, for the targets not yet checked by the compiler: the C callbacks (FUSE,
-/// curl) and the engine cross threads by design and are guarded by explicit locks. `Settings`,
-/// `HLS` and `Proxy` build in Swift 6 mode (the tools version's default) with no `@unchecked
-/// Sendable`: NIO handlers stay on their event loop and cross threads only as `NIOLoopBound`.
+/// curl) cross threads by design and are guarded by explicit locks. `CacheCore`, `Settings`,
+/// `HLS`, `Proxy` and `MetricsExport` build in Swift 6 mode (the tools version's default).
+/// `Settings`, `HLS` and `Proxy` have no `@unchecked Sendable` (NIO handlers stay on their event
+/// loop and cross threads only as `NIOLoopBound`); `CacheCore`'s few left say why next to them
+/// (docs/threads.md lists them).
 let v5: [SwiftSetting] = [.swiftLanguageMode(.v5)]
 
 let package = Package(
