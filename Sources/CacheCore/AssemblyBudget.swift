@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// The memory that reads waiting for bytes may hold, across the engine.
 ///
@@ -15,7 +14,7 @@ import Synchronization
 /// has its own lock, held for an addition.
 final class AssemblyBudget: Sendable {
     let limit: Int
-    private let used = Mutex(0)
+    private let used = LockedValue(0)
 
     init(limit: Int) { self.limit = limit }
 

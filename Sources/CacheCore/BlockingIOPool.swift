@@ -13,7 +13,7 @@ import Foundation
 /// holds (a lease, a descriptor) is still released.
 public final class BlockingIOPool: @unchecked Sendable {
     // @unchecked: `jobs`, `head`, `finished`, `running` and `started` are only touched with
-    // `condition` held (idle threads wait on it: a condition variable, which `Mutex` has not).
+    // `condition` held (idle threads wait on it: a condition variable, which `LockedValue` has not).
     private let condition = NSCondition()
     private var jobs: [@Sendable () -> Void] = []
     private var head = 0

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Requests whose answer is a small document read whole: a WebDAV `PROPFIND` (the listing of a
 /// folder that lists on no GET). They go through the engine's source, so they obey the same
@@ -86,7 +85,7 @@ public final class DocumentSink: FetchSink, Sendable {
         var bytes: [UInt8] = []
         var tooLarge = false
     }
-    private let collected = Mutex(Collected())
+    private let collected = LockedValue(Collected())
 
     public init(url: String, limit: Int, completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
         self.url = url

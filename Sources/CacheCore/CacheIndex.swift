@@ -1,6 +1,5 @@
 import Foundation
 import GRDB
-import Synchronization
 
 /// The persistent index: entries and the extents of their slices, in SQLite (WAL mode).
 ///
@@ -65,9 +64,9 @@ final class CacheIndex: Sendable {
         var writeErrors = 0
         var onWriteError: (@Sendable (String) -> Void)?
     }
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
     /// Changed on `queue` only.
-    private let closed = Mutex(false)
+    private let closed = LockedValue(false)
     /// Told about every failed write (the engine logs it).
     var onWriteError: (@Sendable (String) -> Void)? {
         get { state.withLock { $0.onWriteError } }

@@ -1,7 +1,6 @@
 import Atomics
 import CoreMetrics
 import Foundation
-import Synchronization
 
 /// What one cache counts, for `/metrics`, the status page and `httpcachefs status`.
 ///
@@ -51,7 +50,7 @@ public final class CacheMetrics: Sendable {
         var recent = RecentErrors(capacity: 50)
         var doors: [DoorInfo] = []
     }
-    private let listed = Mutex(Listed())
+    private let listed = LockedValue(Listed())
 
     /// The `# HELP` text of each metric family (swift-metrics carries none, and Prometheus wants it).
     public static let help: [String: String] = [

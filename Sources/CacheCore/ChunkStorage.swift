@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// The memory of one batch of arrivals (`EntrySink`), from the moment libcurl hands the first
 /// over until the writer has written them and no read needs them any more: then its buffer goes
@@ -41,7 +40,7 @@ final class ChunkPool: Sendable {
         var lists: [Int: [UInt]] = [:]
         var bytes = 0
     }
-    private let free = Mutex(Free())
+    private let free = LockedValue(Free())
     /// Most bytes of free buffers kept for reuse.
     let keep: Int
 

@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import Synchronization
 
 /// A reader that answers reads with leases: `CacheReader`, and the mount's readers (test fakes
 /// among them) through `MountReader`.
@@ -143,7 +142,7 @@ public enum ChunkedRead {
             var offset: Int64
             var cancelled = false
         }
-        private let progress: Mutex<Progress>
+        private let progress: LockedValue<Progress>
         var offset: Int64 {
             get { progress.withLock { $0.offset } }
             set { progress.withLock { $0.offset = newValue } }
@@ -158,7 +157,7 @@ public enum ChunkedRead {
             self.chunkSize = chunkSize
             self.consume = consume
             self.completion = completion
-            self.progress = Mutex(Progress(offset: start))
+            self.progress = LockedValue(Progress(offset: start))
         }
 
         func cancel() {
@@ -210,7 +209,7 @@ public func waitFor<T: Sendable, E: Error>(_ call: (@escaping @Sendable (Result<
 
 private final class ResultBox<T: Sendable, E: Error>: Sendable {
     private let semaphore = DispatchSemaphore(value: 0)
-    private let result = Mutex<Result<T, E>?>(nil)   // written once before the signal, read after the wait
+    private let result = LockedValue<Result<T, E>?>(nil)   // written once before the signal, read after the wait
 
     func set(_ r: Result<T, E>) {
         result.withLock { $0 = r }
@@ -226,7 +225,7 @@ private final class ResultBox<T: Sendable, E: Error>: Sendable {
 /// The chunks of one run, gathered (runs are chained, so appends never overlap; the lock makes
 /// the hand-over to the caller's thread explicit).
 private final class Collected: Sendable {
-    private let bytes = Mutex<[UInt8]>([])
+    private let bytes = LockedValue<[UInt8]>([])
 
     var value: [UInt8] { bytes.withLock { $0 } }
 
@@ -243,7 +242,7 @@ private final class CancellationBox: Sendable {
         var switchOff: ChunkedRead.Cancellation?
         var cancelled = false
     }
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     func set(_ c: ChunkedRead.Cancellation) {
         let cancelNow = state.withLock { s in

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -183,7 +182,7 @@ extension EngineCore {
 
 /// Bytes that transfers may write before the cap and the free space must be looked at again.
 final class SpaceAllowance: Sendable {
-    private let bytes = Mutex<Int64>(0)
+    private let bytes = LockedValue<Int64>(0)
 
     /// Takes `n` bytes of the allowance, if that much is left.
     func take(_ n: Int64) -> Bool {

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// `--cache-max-age`: entries nobody read for that long leave the cache, besides the size cap.
 ///
@@ -40,7 +39,7 @@ extension EngineCore {
 /// The entries readers have open, by key: max-age eviction leaves them alone however long ago
 /// they were last read. Readers register when made and leave when closed (or dropped).
 final class OpenReaders: Sendable {
-    private let readers = Mutex<[CacheKey: Set<Int>]>([:])
+    private let readers = LockedValue<[CacheKey: Set<Int>]>([:])
 
     func open(_ key: CacheKey, reader: Int) {
         readers.withLock { _ = $0[key, default: []].insert(reader) }

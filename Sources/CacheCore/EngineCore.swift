@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Atomics
 import Logging
 #if canImport(Glibc)
@@ -63,8 +62,8 @@ final class EngineCore: Sendable {
         /// Entries whose last answer carried a `DAV:` header (`answeredDAV`).
         var davEntries: Set<CacheKey> = []
     }
-    private let counters = Mutex(Counters())
-    private let sweeper = Mutex<DispatchSourceTimer?>(nil)
+    private let counters = LockedValue(Counters())
+    private let sweeper = LockedValue<DispatchSourceTimer?>(nil)
     /// Transfers whose sink has not finished yet (entered when a transfer starts, left when its
     /// last extent is handed to the index), so shutdown can wait for their last extents.
     let sinksIdle = DispatchGroup()
@@ -72,7 +71,7 @@ final class EngineCore: Sendable {
     let evictionLock = NSLock()
     /// Evicted slices whose rows are still to be deleted (their commit failed on a full disk).
     /// Changed under `evictionLock` only; a leaf lock of its own for the compiler's sake.
-    let unfinishedEvictions = Mutex<[(CacheIndex.SliceID, EntryState, Shard)]>([])
+    let unfinishedEvictions = LockedValue<[(CacheIndex.SliceID, EntryState, Shard)]>([])
     /// How the process before this one left the cache (logged at start).
     let previousStop: CacheIndex.PreviousStop
     /// Points where tests interleave other work deterministically (a removal while a transfer
@@ -590,7 +589,7 @@ final class EngineCore: Sendable {
 
 /// Handles of running transfers by fetch id, kept apart from the pure in-flight table.
 final class HandleTable: Sendable {
-    private let boxes = Mutex<[Int: FetchHandleBox]>([:])
+    private let boxes = LockedValue<[Int: FetchHandleBox]>([:])
 
     func box(_ id: Int) -> FetchHandleBox {
         boxes.withLock { boxes in
@@ -621,7 +620,7 @@ final class FetchHandleBox: Sendable {
         /// The last class asked for before the handle was there.
         var priority: (FetchPriority, Double)?
     }
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     var handle: FetchHandle? { state.withLock { $0.handle } }
 

@@ -250,8 +250,8 @@ final class ReaderState: @unchecked Sendable {
 
 /// One lock domain of the engine's per-entry state.
 ///
-/// Not a `Mutex<[CacheKey: EntryState]>`: the engine keeps references to entries across the lock
-/// (a transfer's sink, a queued verify) and locks again to use them, which a `Mutex`'s region
+/// Not a `LockedValue<[CacheKey: EntryState]>`: the engine keeps references to entries across the lock
+/// (a transfer's sink, a queued verify) and locks again to use them, which a `LockedValue`'s region
 /// rules forbid; the lock here guards the table and every `EntryState`, `ReaderState` and
 /// `Waiter` of its entries.
 // @unchecked: `entries` is read and written only inside `locked`.

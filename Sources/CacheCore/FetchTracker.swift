@@ -1,6 +1,5 @@
 import Atomics
 import Foundation
-import Synchronization
 
 /// A sink that wants to hear of each retried attempt of its transfer (sources call it; the
 /// retried attempt's bytes never reach the sink, so it cannot tell otherwise).
@@ -14,7 +13,7 @@ public protocol FetchRetryObserving: AnyObject {
 final class FetchTracker: RangeSource, Sendable {
     let inner: RangeSource
     let metrics: CacheMetrics
-    private let running = Mutex<[ObjectIdentifier: TrackedSink]>([:])
+    private let running = LockedValue<[ObjectIdentifier: TrackedSink]>([:])
 
     init(_ inner: RangeSource, metrics: CacheMetrics) {
         self.inner = inner

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Logging
 
 /// A sink that wants to hear when an attempt of its transfer could not reach the origin at all
@@ -31,7 +30,7 @@ final class OriginHealthSource: RangeSource, Sendable {
         var origins: [String: Origin] = [:]
         var stopped = false
     }
-    private let table = Mutex(Table())
+    private let table = LockedValue(Table())
     private let firstProbeDelay: TimeInterval
     private let maxProbeDelay: TimeInterval
 
@@ -212,7 +211,7 @@ private final class WatchedSink: FetchSink, FetchRetryObserving, OriginReachObse
         var answered = false
         var unreachable: FetchError?
     }
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     init(sink: FetchSink?, origin: String, owner: OriginHealthSource, isProbe: Bool) {
         self.sink = sink

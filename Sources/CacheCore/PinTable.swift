@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Byte ranges the user pinned (`preload --pin`): eviction leaves every slice that overlaps one.
 /// Not to be confused with a slice's in-use pin (`EntryState.isPinned`: a read or write under way).
@@ -13,7 +12,7 @@ final class PinTable: Sendable {
         var pins: [CacheKey: RangeSet] = [:]
         var total: Int64 = 0
     }
-    private let state: Mutex<State>
+    private let state: LockedValue<State>
     /// Held by `CacheEngine.pin`/`unpin` from the limit check to the index commit, so two pins
     /// at once cannot both pass the limit. Never taken by eviction.
     let updates = NSLock()
@@ -25,7 +24,7 @@ final class PinTable: Sendable {
             s.pins[CacheKey(rawValue: key)] = set
             s.total += set.count
         }
-        state = Mutex(s)
+        state = LockedValue(s)
     }
 
     var totalBytes: Int64 { state.withLock { $0.total } }

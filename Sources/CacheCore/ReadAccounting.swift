@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Counts the reads of one `CacheReader`: bytes by source and door, hit or miss, latency, and
 /// failures (with their range) for the recent-errors list. A proxy response's first answered
@@ -13,13 +12,13 @@ final class ReadAccounting: Sendable {
     let door: ReadDoor
     let url: String
     /// Nil once the first byte was counted.
-    private let requestStartedAt: Mutex<UInt64?>
+    private let requestStartedAt: LockedValue<UInt64?>
 
     init(metrics: CacheMetrics, door: ReadDoor, entry: EntryInfo, requestStartedAt: UInt64?) {
         self.metrics = metrics
         self.door = door
         self.url = entry.url
-        self.requestStartedAt = Mutex(requestStartedAt)
+        self.requestStartedAt = LockedValue(requestStartedAt)
     }
 
     func readEnded(_ result: Result<ReadLease, CacheError>, offset: Int64, length: Int, startedAt: UInt64) {

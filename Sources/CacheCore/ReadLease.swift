@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -36,7 +35,7 @@ public final class ReadLease: Sendable {
     public let count: Int
     /// Keeps the descriptors of the file pieces open for as long as the lease lives.
     private let files: [DataFile]
-    private let onRelease: Mutex<(@Sendable () -> Void)?>
+    private let onRelease: LockedValue<(@Sendable () -> Void)?>
 
     /// Bytes the read waited for from the origin (the rest was in the cache, on disk or still
     /// in the writer's queue): what the counters call a miss.
@@ -48,7 +47,7 @@ public final class ReadLease: Sendable {
         self.count = pieces.reduce(0) { $0 + $1.count }
         self.originBytes = originBytes ?? pieces.reduce(0) { if case let .memory(b) = $1 { return $0 + b.count } else { return $0 } }
         self.files = files
-        self.onRelease = Mutex(onRelease)
+        self.onRelease = LockedValue(onRelease)
     }
 
     /// A lease on bytes in memory (sources that hold them there, test fakes).
@@ -116,7 +115,7 @@ final class ReaderFiles: Sendable {
         var file: DataFile?
         var closed = false
     }
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     /// The open file, opening it with `open` if needed.
     func file(open: () throws -> Int32) throws -> DataFile {

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,12 +11,12 @@ public final class WholeFile: Sendable {
     /// The data file, read-only. Valid until the object is gone.
     public let fd: Int32
     public let generation: Int64
-    private let onRelease: Mutex<(@Sendable () -> Void)?>
+    private let onRelease: LockedValue<(@Sendable () -> Void)?>
 
     init(fd: Int32, generation: Int64, onRelease: @escaping @Sendable () -> Void) {
         self.fd = fd
         self.generation = generation
-        self.onRelease = Mutex(onRelease)
+        self.onRelease = LockedValue(onRelease)
     }
 
     /// Lets eviction have the slices again. Idempotent.

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// The writer of arriving bytes: slice writes, checksums and index records, off the fetch thread.
 ///
@@ -24,7 +23,7 @@ final class WriteQueue: Sendable {
 
     /// One writer thread and its jobs. Fields guarded by `condition`.
     // @unchecked: every field is read and written with `condition` held (the lane thread waits on
-    // it for jobs, `waitIdle` for an empty lane: a condition variable, which `Mutex` has not).
+    // it for jobs, `waitIdle` for an empty lane: a condition variable, which `LockedValue` has not).
     private final class Lane: @unchecked Sendable {
         let condition = NSCondition()
         var jobs: [@Sendable () -> Void] = []
@@ -46,7 +45,7 @@ final class WriteQueue: Sendable {
         var paused: [Int: @Sendable () -> Void] = [:]
         var peak: Int64 = 0
     }
-    private let reservations = Mutex(Reservations())
+    private let reservations = LockedValue(Reservations())
 
     init(lanes: Int, budget: Budget) {
         self.budget = budget
