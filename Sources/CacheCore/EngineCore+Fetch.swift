@@ -24,7 +24,7 @@ extension EngineCore {
         request.isProbe = isProbe
         let sink = EntrySink(core: self, entry: entry, shard: shard, fetchID: fetchID, generation: generation,
                              start: fetch.start, rangeAsked: request.rangeHeader != nil)
-        sinksIdle.enter()
+        sinksIdle.lock(); activeSinks.withLock { $0 += 1 }; sinksIdle.unlock()
         let box = handles.box(fetchID)
         logger.debug("fetch", metadata: ["url": "\(url)", "range": "\(fetch)"])
         box.set(source.start(request, sink: sink))
@@ -498,7 +498,10 @@ final class EntrySink: FetchSink, @unchecked Sendable {
             core.writes.submit(transfer: fetchID) { [self] in
                 closeExtent()
                 closeFile()
-                core.sinksIdle.leave()
+                core.sinksIdle.lock()
+                core.activeSinks.withLock { $0 -= 1 }
+                core.sinksIdle.broadcast()
+                core.sinksIdle.unlock()
             }
         }
         let url = shard.locked { entry.info.url }

@@ -64,9 +64,11 @@ final class EngineCore: Sendable {
     }
     private let counters = LockedValue(Counters())
     private let sweeper = LockedValue<DispatchSourceTimer?>(nil)
-    /// Transfers whose sink has not finished yet (entered when a transfer starts, left when its
-    /// last extent is handed to the index), so shutdown can wait for their last extents.
-    let sinksIdle = DispatchGroup()
+    /// Transfers whose sink has not finished yet, so shutdown can wait for their last extents:
+    /// changed with `sinksIdle` held and broadcast there. (Not a `DispatchGroup`: one freed while
+    /// a sink that never finished had entered it ends the process.)
+    let sinksIdle = NSCondition()
+    let activeSinks = LockedValue(0)
     /// Held by whoever evicts (one at a time).
     let evictionLock = NSLock()
     /// Evicted slices whose rows are still to be deleted (their commit failed on a full disk).
@@ -169,7 +171,10 @@ final class EngineCore: Sendable {
         }
         // Transfers hand their last extent to the index when they finish: wait for them (briefly),
         // or bytes already on disk would not be recorded.
-        _ = sinksIdle.wait(timeout: .now() + 5)
+        sinksIdle.lock()
+        let deadline = Date().addingTimeInterval(5)
+        while activeSinks.withLock({ $0 }) > 0 && sinksIdle.wait(until: deadline) {}
+        sinksIdle.unlock()
         writes.stop()
         do {
             try index.close()

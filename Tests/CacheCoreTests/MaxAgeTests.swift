@@ -44,7 +44,9 @@ final class MaxAgeTests: XCTestCase {
     }
 
     private func waitForTransfers(_ core: EngineCore) {
-        core.sinksIdle.wait()
+        core.sinksIdle.lock()
+        while core.activeSinks.withLock({ $0 }) > 0 { core.sinksIdle.wait() }
+        core.sinksIdle.unlock()
     }
 
     private func cachedBytes(_ cache: CacheEngine, _ url: String) -> Int64 { cache.status(url: url)?.cachedBytes ?? -1 }
