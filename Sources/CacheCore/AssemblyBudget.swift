@@ -12,23 +12,22 @@ import Foundation
 ///
 /// Fill and release run under shard locks of any shard, and on completion threads: the count
 /// has its own lock, held for an addition.
-final class AssemblyBudget: @unchecked Sendable {
+final class AssemblyBudget: Sendable {
     let limit: Int
-    private let lock = NSLock()
-    private var used = 0   // guarded by lock
+    private let used = LockedValue(0)
 
     init(limit: Int) { self.limit = limit }
 
     /// Takes `bytes` if they fit (or unconditionally, `force`); false leaves nothing taken.
     func take(_ bytes: Int, force: Bool = false) -> Bool {
-        lock.withLock {
+        used.withLock { used in
             guard force || used + bytes <= limit else { return false }
             used += bytes
             return true
         }
     }
 
-    func give(_ bytes: Int) { lock.withLock { used -= bytes } }
+    func give(_ bytes: Int) { used.withLock { $0 -= bytes } }
 
-    var inUse: Int { lock.withLock { used } }
+    var inUse: Int { used.withLock { $0 } }
 }

@@ -15,7 +15,8 @@ import Glibc
 /// run and ends the threads; a job submitted after it runs on the caller's thread, so whatever it
 /// holds (a lease, a descriptor) is still released.
 public final class BlockingIOPool: @unchecked Sendable {
-    // @unchecked: `jobs`, `finished` and `running` are only touched with `condition` held.
+    // @unchecked: `jobs`, `head`, `finished`, `running` and `started` are only touched with
+    // `condition` held (idle threads wait on it: a condition variable, which `LockedValue` has not).
     private let condition = NSCondition()
     private var jobs: [@Sendable () -> Void] = []
     private var head = 0

@@ -76,14 +76,16 @@ extension CacheEngine {
 }
 
 /// Collects one answer in memory, up to a limit.
-public final class DocumentSink: FetchSink, @unchecked Sendable {
+public final class DocumentSink: FetchSink, Sendable {
     private let url: String
     private let limit: Int
     private let completion: @Sendable (Result<[UInt8], CacheError>) -> Void
-    private let lock = NSLock()
-    // Guarded by `lock` (the source calls in order, but not always on one thread).
-    private var bytes: [UInt8] = []
-    private var tooLarge = false
+    // Locked: the source calls in order, but not always on one thread.
+    private struct Collected {
+        var bytes: [UInt8] = []
+        var tooLarge = false
+    }
+    private let collected = LockedValue(Collected())
 
     public init(url: String, limit: Int, completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
         self.url = url
@@ -93,22 +95,22 @@ public final class DocumentSink: FetchSink, @unchecked Sendable {
 
     public func fetchDidReceiveHead(_ head: ResponseHead) -> Bool {
         if let total = head.totalLength, total > Int64(limit) {
-            lock.withLock { tooLarge = true }
+            collected.withLock { $0.tooLarge = true }
             return false
         }
         return true
     }
 
     public func fetchDidReceive(_ chunk: UnsafeRawBufferPointer) -> Bool {
-        lock.withLock {
-            guard bytes.count + chunk.count <= limit else { tooLarge = true; return false }
-            bytes.append(contentsOf: chunk)
+        collected.withLock { c in
+            guard c.bytes.count + chunk.count <= limit else { c.tooLarge = true; return false }
+            c.bytes.append(contentsOf: chunk)
             return true
         }
     }
 
     public func fetchDidFinish(_ error: FetchError?) {
-        let (bytes, tooLarge) = lock.withLock { (self.bytes, self.tooLarge) }
+        let (bytes, tooLarge) = collected.withLock { ($0.bytes, $0.tooLarge) }
         if tooLarge {
             completion(.failure(.badResponse(url: url, message: "an answer larger than \(limit) bytes")))
         } else if let error {

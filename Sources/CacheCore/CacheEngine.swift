@@ -11,7 +11,7 @@ import Logging
 /// land, and the disk (page cache) is the only buffer: memory stays bounded by design.
 ///
 /// Completions run on engine threads, never on Swift's cooperative pool: call back quickly.
-public final class CacheEngine: @unchecked Sendable {
+public final class CacheEngine: Sendable {
     /// The configuration in force (the slice size is the one the cache was created with).
     public var configuration: CacheConfiguration { core.configuration }
     let logger: Logger
@@ -149,7 +149,7 @@ public final class CacheEngine: @unchecked Sendable {
 }
 
 /// One reader's view of one entry: sequential detection, read-ahead and interest.
-public final class CacheReader: @unchecked Sendable {
+public final class CacheReader: Sendable {
     let core: EngineCore
     let state: ReaderState
     let accounting: ReadAccounting

@@ -16,7 +16,7 @@ import GRDB
 /// (eviction itself is a commit): `index.reserve`, a few MiB set aside at start, is given up when
 /// SQLite reports the disk full, the commit is tried again, and the reserve is made anew once
 /// there is room. Write errors are logged, counted and kept for status pages.
-final class CacheIndex: @unchecked Sendable {
+final class CacheIndex: Sendable {
     struct EntryRow: Sendable, Equatable {
         var id: Int64
         var key: String
@@ -54,16 +54,24 @@ final class CacheIndex: @unchecked Sendable {
 
     let pool: DatabasePool
     private let queue = DispatchQueue(label: "httpcachefs.index.writer")
-    private let lock = NSLock()
-    private var pendingExtents: [ExtentRow] = []   // guarded by lock
-    private var pendingEntries: [Int64: EntryRow] = [:]   // guarded by lock
-    private var flushScheduled = false   // guarded by lock
-    private var closed = false   // on queue
-    private var nextID: Int64 = 1   // guarded by lock
-    private var _lastWriteError: String?   // guarded by lock
-    private var _writeErrors = 0   // guarded by lock
+    /// What waits for the writer, and the counters. A leaf lock: nothing is called under it.
+    private struct State {
+        var pendingExtents: [ExtentRow] = []
+        var pendingEntries: [Int64: EntryRow] = [:]
+        var flushScheduled = false
+        var nextID: Int64 = 1
+        var lastWriteError: String?
+        var writeErrors = 0
+        var onWriteError: (@Sendable (String) -> Void)?
+    }
+    private let state = LockedValue(State())
+    /// Changed on `queue` only.
+    private let closed = LockedValue(false)
     /// Told about every failed write (the engine logs it).
-    var onWriteError: (@Sendable (String) -> Void)?
+    var onWriteError: (@Sendable (String) -> Void)? {
+        get { state.withLock { $0.onWriteError } }
+        set { state.withLock { $0.onWriteError = newValue } }
+    }
 
     /// The space kept for commits on a full disk.
     let reservePath: String
@@ -134,25 +142,26 @@ final class CacheIndex: @unchecked Sendable {
         try migrator.migrate(pool)
         // Ids are never reused (AUTOINCREMENT's sequence remembers deleted ones), so data files
         // of a removed entry can never be taken for a new one's.
-        nextID = try pool.read { db in
+        let firstID = try pool.read { db in
             let seq = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'entry'") ?? 0
             let max = try Int64.fetchOne(db, sql: "SELECT max(id) FROM entry") ?? 0
             return Swift.max(seq, max) + 1
         }
+        state.withLock { $0.nextID = firstID }
         makeReserve()
     }
 
     /// A new entry id; its row is written behind with `updateEntry`.
     func newEntryID() -> Int64 {
-        lock.lock(); defer { lock.unlock() }
-        nextID += 1
-        return nextID - 1
+        state.withLock { s in
+            s.nextID += 1
+            return s.nextID - 1
+        }
     }
 
     /// The last write that failed and how many did, for status pages.
     var writeHealth: (errors: Int, last: String?) {
-        lock.lock(); defer { lock.unlock() }
-        return (_writeErrors, _lastWriteError)
+        state.withLock { ($0.writeErrors, $0.lastWriteError) }
     }
 
     // MARK: The reserve
@@ -181,8 +190,12 @@ final class CacheIndex: @unchecked Sendable {
 
     private func noteWriteError(_ error: Error) {
         let text = "\(error)"
-        lock.lock(); _writeErrors += 1; _lastWriteError = text; lock.unlock()
-        onWriteError?(text)
+        let tell = state.withLock { s in
+            s.writeErrors += 1
+            s.lastWriteError = text
+            return s.onWriteError
+        }
+        tell?(text)
     }
 
     /// The cap of the process using the cache, for readers of a snapshot (who have no cap of
@@ -273,11 +286,9 @@ final class CacheIndex: @unchecked Sendable {
     /// the stop was clean. The index cannot be used afterwards.
     func close() throws {
         try queue.sync {
-            guard !closed else { return }   // a second shutdown
+            guard !closed.withLock({ $0 }) else { return }   // a second shutdown
             flushPendingOnQueue()
-            lock.lock()
-            let complete = pendingExtents.isEmpty && pendingEntries.isEmpty
-            lock.unlock()
+            let complete = state.withLock { $0.pendingExtents.isEmpty && $0.pendingEntries.isEmpty }
             if complete {
                 try write { db in
                     try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES ('stop', 'clean')")
@@ -285,7 +296,7 @@ final class CacheIndex: @unchecked Sendable {
             }
             try pool.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
             try pool.close()
-            closed = true
+            closed.withLock { $0 = true }
         }
     }
 
@@ -315,28 +326,24 @@ final class CacheIndex: @unchecked Sendable {
 
     /// Records (behind) the latest state of an entry row.
     func updateEntry(_ row: EntryRow) {
-        lock.lock()
-        pendingEntries[row.id] = row
-        lock.unlock()
+        state.withLock { $0.pendingEntries[row.id] = row }
         scheduleFlush()
     }
 
     /// Records (behind) that an extent's bytes are on disk. Call only after the write returned.
     func addExtent(_ extent: ExtentRow) {
-        lock.lock()
-        pendingExtents.append(extent)
-        lock.unlock()
+        state.withLock { $0.pendingExtents.append(extent) }
         scheduleFlush()
     }
 
     private func scheduleFlush() {
-        lock.lock()
-        let schedule = !flushScheduled
-        flushScheduled = true
-        lock.unlock()
+        let schedule = state.withLock { s in
+            defer { s.flushScheduled = true }
+            return !s.flushScheduled
+        }
         if schedule {
             queue.asyncAfter(deadline: .now() + 0.05) { [self] in
-                lock.lock(); flushScheduled = false; lock.unlock()
+                state.withLock { $0.flushScheduled = false }
                 flushPendingOnQueue()
             }
         }
@@ -344,12 +351,13 @@ final class CacheIndex: @unchecked Sendable {
 
     /// Commits everything pending. Runs on `queue`.
     private func flushPendingOnQueue() {
-        lock.lock()
-        let extents = pendingExtents
-        let entries = pendingEntries
-        pendingExtents.removeAll(keepingCapacity: true)
-        pendingEntries.removeAll()
-        lock.unlock()
+        let (extents, entries) = state.withLock { s in
+            defer {
+                s.pendingExtents.removeAll(keepingCapacity: true)
+                s.pendingEntries.removeAll()
+            }
+            return (s.pendingExtents, s.pendingEntries)
+        }
         guard !extents.isEmpty || !entries.isEmpty else { return }
         do {
             try write { db in
@@ -386,22 +394,22 @@ final class CacheIndex: @unchecked Sendable {
             noteWriteError(error)
             // Kept for the next flush (a full disk gets room again): dropping them would leave
             // an entry without its row, whose extents could then never be recorded.
-            lock.lock()
-            pendingExtents.insert(contentsOf: extents, at: 0)
-            for (id, row) in entries where pendingEntries[id] == nil { pendingEntries[id] = row }
-            lock.unlock()
+            state.withLock { s in
+                s.pendingExtents.insert(contentsOf: extents, at: 0)
+                for (id, row) in entries where s.pendingEntries[id] == nil { s.pendingEntries[id] = row }
+            }
         }
     }
 
     /// Drops rows still waiting to be written (a flush failed on a full disk) that a delete makes
     /// void: written after it, they would bring back rows for bytes that are gone.
     private func forgetPending(slices: Set<SliceID> = [], entries: Set<Int64> = []) {
-        lock.lock()
-        pendingExtents.removeAll {
-            entries.contains($0.entryID) || slices.contains(SliceID(entryID: $0.entryID, generation: $0.generation, slice: $0.slice))
+        state.withLock { s in
+            s.pendingExtents.removeAll {
+                entries.contains($0.entryID) || slices.contains(SliceID(entryID: $0.entryID, generation: $0.generation, slice: $0.slice))
+            }
+            for id in entries { s.pendingEntries[id] = nil }
         }
-        for id in entries { pendingEntries[id] = nil }
-        lock.unlock()
     }
 
     /// Commits everything pending and waits for it.
@@ -426,7 +434,7 @@ final class CacheIndex: @unchecked Sendable {
     }
 
     /// Deletes extent rows of an entry's other generations (after a remote change), then the files.
-    func deleteOtherGenerations(entryID: Int64, keep generation: Int64, afterCommit: @escaping () -> Void) {
+    func deleteOtherGenerations(entryID: Int64, keep generation: Int64, afterCommit: @escaping @Sendable () -> Void) {
         queue.async { [self] in
             flushPendingOnQueue()
             do {

@@ -13,7 +13,7 @@ import Foundation
 /// a read, one histogram sample and one short lock on a per-file table; nothing on the read path
 /// allocates. Gauges (bytes used, capacity, entries, fetches in flight) are set just before a
 /// scrape (`CacheEngine.recordMetricGauges()`).
-public final class CacheMetrics: @unchecked Sendable {
+public final class CacheMetrics: Sendable {
     /// When this cache was opened (the daemon's start, for a daemon).
     public let startedAt = Date()
 
@@ -46,9 +46,11 @@ public final class CacheMetrics: @unchecked Sendable {
     private let usedBytes: CoreMetrics.Gauge, capacityBytes: CoreMetrics.Gauge, freeFloorBytes: CoreMetrics.Gauge, entries: CoreMetrics.Gauge, slices: CoreMetrics.Gauge, inFlight: CoreMetrics.Gauge
     private let originsDown: CoreMetrics.Gauge
 
-    private let lock = NSLock()
-    private var recent = RecentErrors(capacity: 50)    // guarded by lock
-    private var doors: [DoorInfo] = []                  // guarded by lock
+    private struct Listed {
+        var recent = RecentErrors(capacity: 50)
+        var doors: [DoorInfo] = []
+    }
+    private let listed = LockedValue(Listed())
 
     /// The `# HELP` text of each metric family (swift-metrics carries none, and Prometheus wants it).
     public static let help: [String: String] = [
@@ -165,28 +167,26 @@ public final class CacheMetrics: @unchecked Sendable {
         }
         let record = ErrorRecord(time: Date(), url: url, start: range?.lowerBound, end: range.map { $0.upperBound - 1 },
                                  kind: kind.rawValue, status: status, cause: error.description)
-        lock.lock()
-        recent.append(record)
-        lock.unlock()
+        listed.withLock { $0.recent.append(record) }
     }
 
     // MARK: Doors
 
     /// Records a door of this cache (a mountpoint, a proxy listener) for the status document.
     public func addDoor(_ door: DoorInfo) {
-        lock.lock(); doors.append(door); lock.unlock()
+        listed.withLock { $0.doors.append(door) }
     }
 
     public func removeDoor(_ door: DoorInfo) {
-        lock.lock(); doors.removeAll { $0 == door }; lock.unlock()
+        listed.withLock { $0.doors.removeAll { $0 == door } }
     }
 
     // MARK: Reading the counts
 
-    public var currentDoors: [DoorInfo] { lock.lock(); defer { lock.unlock() }; return doors }
+    public var currentDoors: [DoorInfo] { listed.withLock { $0.doors } }
 
     /// The recent errors, newest first.
-    public var recentErrors: [ErrorRecord] { lock.lock(); defer { lock.unlock() }; return recent.newestFirst }
+    public var recentErrors: [ErrorRecord] { listed.withLock { $0.recent.newestFirst } }
 
     public var totals: Totals {
         func sum(_ rows: [[Tally]], _ column: Int) -> Int64 { rows.reduce(0) { $0 + $1[column].total } }
@@ -270,7 +270,7 @@ enum ErrorKind: String, CaseIterable {
 
 /// A counter whose total can be read back (a backend's counter cannot), for the status
 /// document. The total is a lock-free add; the backend's counter is whatever the factory made.
-final class Tally: @unchecked Sendable {
+final class Tally: Sendable {
     private let value = ManagedAtomic<Int64>(0)
     private let counter: CoreMetrics.Counter
 

@@ -10,6 +10,9 @@ import Foundation
 /// transfer's turns; a larger arrival from a source other than libcurl gets its own size,
 /// unpooled), the budget counts their capacity, and the pool keeps at most the budget's worth of
 /// free buffers: live plus kept memory stays within twice the budget, whatever the pattern.
+// @unchecked: `base` is raw memory. The fetch thread writes the arrivals into it before the
+// storage is shared; from then on (write queue, pending views, waiting reads) it is only read,
+// and it goes back to the pool in `deinit`, when nobody holds it any more.
 final class ChunkStorage: @unchecked Sendable {
     let base: UnsafeMutableRawPointer
     let capacity: Int
@@ -30,43 +33,45 @@ final class ChunkStorage: @unchecked Sendable {
 }
 
 /// Free chunk buffers by size class. Thread-safe.
-final class ChunkPool: @unchecked Sendable {
+final class ChunkPool: Sendable {
     static let classes = [16 << 10, 32 << 10, 64 << 10, 128 << 10]
-    private let lock = NSLock()
-    private var free: [Int: [UnsafeMutableRawPointer]] = [:]   // guarded by lock
-    private var freeBytes = 0   // guarded by lock
+    /// Free buffers, as addresses (a buffer in the pool belongs to nobody).
+    private struct Free {
+        var lists: [Int: [UInt]] = [:]
+        var bytes = 0
+    }
+    private let free = LockedValue(Free())
     /// Most bytes of free buffers kept for reuse.
     let keep: Int
 
     init(keep: Int) { self.keep = keep }
 
     deinit {
-        for list in free.values { for p in list { p.deallocate() } }
+        free.withLock { f in
+            for list in f.lists.values { for p in list { UnsafeMutableRawPointer(bitPattern: p)?.deallocate() } }
+        }
     }
 
     /// The capacity a chunk of `count` bytes takes: its size class, or exactly `count` above them.
     static func capacity(for count: Int) -> Int { classes.first { $0 >= count } ?? count }
 
     func take(capacity: Int) -> UnsafeMutableRawPointer {
-        lock.lock()
-        if let p = free[capacity]?.popLast() {
-            freeBytes -= capacity
-            lock.unlock()
+        let kept: UInt? = free.withLock { f in
+            guard let p = f.lists[capacity]?.popLast() else { return nil }
+            f.bytes -= capacity
             return p
         }
-        lock.unlock()
-        return .allocate(byteCount: capacity, alignment: 16)
+        return kept.flatMap { UnsafeMutableRawPointer(bitPattern: $0) } ?? .allocate(byteCount: capacity, alignment: 16)
     }
 
     func give(_ p: UnsafeMutableRawPointer, capacity: Int) {
-        lock.lock()
-        if Self.classes.contains(capacity), freeBytes + capacity <= keep {
-            free[capacity, default: []].append(p)
-            freeBytes += capacity
-            lock.unlock()
-            return
+        let address = UInt(bitPattern: p)
+        let kept: Bool = free.withLock { f in
+            guard Self.classes.contains(capacity), f.bytes + capacity <= keep else { return false }
+            f.lists[capacity, default: []].append(address)
+            f.bytes += capacity
+            return true
         }
-        lock.unlock()
-        p.deallocate()
+        if !kept { p.deallocate() }
     }
 }

@@ -129,17 +129,24 @@ public enum ChunkedRead {
     }
 
     /// One run: the position and the consumer. Steps are chained (one runs at a time, each
-    /// started by the previous one's completion), so `offset` needs no lock; `cancelled` does.
-    fileprivate final class Loop: @unchecked Sendable {
+    /// started by the previous one's completion), so `offset` is never contended; it is kept
+    /// with `cancelled` under one lock all the same, which makes each step's hand-over explicit.
+    fileprivate final class Loop: Sendable {
         let reader: LeaseReading
         let start: Int64
         let end: Int64?
         let chunkSize: Int
         let consume: @Sendable ([UInt8]) throws -> Bool
         let completion: @Sendable (Result<Outcome, Error>) -> Void
-        var offset: Int64
-        private let lock = NSLock()
-        private var cancelled = false   // guarded by lock
+        private struct Progress {
+            var offset: Int64
+            var cancelled = false
+        }
+        private let progress: LockedValue<Progress>
+        var offset: Int64 {
+            get { progress.withLock { $0.offset } }
+            set { progress.withLock { $0.offset = newValue } }
+        }
 
         init(reader: LeaseReading, start: Int64, end: Int64?, chunkSize: Int,
              consume: @escaping @Sendable ([UInt8]) throws -> Bool,
@@ -150,19 +157,15 @@ public enum ChunkedRead {
             self.chunkSize = chunkSize
             self.consume = consume
             self.completion = completion
-            self.offset = start
+            self.progress = LockedValue(Progress(offset: start))
         }
 
         func cancel() {
-            lock.lock()
-            cancelled = true
-            lock.unlock()
+            progress.withLock { $0.cancelled = true }
         }
 
         private var isCancelled: Bool {
-            lock.lock()
-            defer { lock.unlock() }
-            return cancelled
+            progress.withLock { $0.cancelled }
         }
 
         /// Asks for the next chunk, or finishes.
@@ -198,63 +201,61 @@ public enum ChunkedRead {
 
 /// Waits on the calling thread for a completion-based call: for dedicated threads only (the
 /// CLI's), since it would starve Swift's cooperative pool if a task called it.
-public func waitFor<T, E: Error>(_ call: (@escaping @Sendable (Result<T, E>) -> Void) -> Void) throws -> T {
+public func waitFor<T: Sendable, E: Error>(_ call: (@escaping @Sendable (Result<T, E>) -> Void) -> Void) throws -> T {
     let box = ResultBox<T, E>()
     call { box.set($0) }
     return try box.wait()
 }
 
-private final class ResultBox<T, E: Error>: @unchecked Sendable {
+private final class ResultBox<T: Sendable, E: Error>: Sendable {
     private let semaphore = DispatchSemaphore(value: 0)
-    private var result: Result<T, E>?   // written once before the signal, read after the wait
+    private let result = LockedValue<Result<T, E>?>(nil)   // written once before the signal, read after the wait
 
     func set(_ r: Result<T, E>) {
-        result = r
+        result.withLock { $0 = r }
         semaphore.signal()
     }
 
     func wait() throws -> T {
         semaphore.wait()
-        return try result!.get()
+        return try result.withLock { $0 }!.get()
     }
 }
 
 /// The chunks of one run, gathered (runs are chained, so appends never overlap; the lock makes
 /// the hand-over to the caller's thread explicit).
-private final class Collected: @unchecked Sendable {
-    private let lock = NSLock()
-    private var bytes: [UInt8] = []
+private final class Collected: Sendable {
+    private let bytes = LockedValue<[UInt8]>([])
 
-    var value: [UInt8] { lock.lock(); defer { lock.unlock() }; return bytes }
+    var value: [UInt8] { bytes.withLock { $0 } }
 
     @Sendable func append(_ chunk: [UInt8]) -> Bool {
-        lock.lock()
-        bytes += chunk
-        lock.unlock()
+        bytes.withLock { $0 += chunk }
         return true
     }
 }
 
 /// Hands a run's cancellation switch from the continuation to the cancellation handler, which
 /// may run first.
-private final class CancellationBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var switchOff: ChunkedRead.Cancellation?
-    private var cancelled = false
+private final class CancellationBox: Sendable {
+    private struct State {
+        var switchOff: ChunkedRead.Cancellation?
+        var cancelled = false
+    }
+    private let state = LockedValue(State())
 
     func set(_ c: ChunkedRead.Cancellation) {
-        lock.lock()
-        switchOff = c
-        let cancelNow = cancelled
-        lock.unlock()
+        let cancelNow = state.withLock { s in
+            s.switchOff = c
+            return s.cancelled
+        }
         if cancelNow { c.cancel() }
     }
 
     func cancel() {
-        lock.lock()
-        cancelled = true
-        let c = switchOff
-        lock.unlock()
-        c?.cancel()
+        state.withLock { s in
+            s.cancelled = true
+            return s.switchOff
+        }?.cancel()
     }
 }

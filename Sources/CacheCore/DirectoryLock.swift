@@ -5,7 +5,7 @@ import Glibc
 
 /// An exclusive `flock` on `<cache dir>/lock`, held for the life of the engine, so that two
 /// processes never write one cache. The file names the holder, for the error the second one shows.
-final class DirectoryLock: @unchecked Sendable {
+final class DirectoryLock: Sendable {
     private let fd: Int32
     let path: String
 

@@ -25,7 +25,7 @@ import Glibc
 /// Runs on the thread of the transfer that needed room (under `evictionLock`) or on the sweeper's.
 /// Takes each shard lock briefly; the punches and the index commit happen under no shard lock.
 extension EngineCore {
-    struct Candidate {
+    struct Candidate: Sendable {
         var shard: Int
         var key: CacheKey
         var slice: Int64
@@ -176,7 +176,7 @@ extension EngineCore {
             // writer may use these slices while their rows are there (they stay marked
             // `evicting`). Commit again, now, or from the sweeper.
             logger.warning("eviction freed the disk before its index commit", metadata: ["error": "\(error)"])
-            unfinishedEvictions += removed
+            unfinishedEvictions.withLock { $0 += removed }
             finishEvictions()
         }
         metrics.noteEviction(slices: removed.count, bytes: freed)
@@ -188,11 +188,11 @@ extension EngineCore {
 extension EngineCore {
     /// Deletes the rows of evictions whose commit failed (a full disk). Call under `evictionLock`.
     func finishEvictions() {
-        guard !unfinishedEvictions.isEmpty else { return }
-        let pending = unfinishedEvictions
+        let pending = unfinishedEvictions.withLock { $0 }
+        guard !pending.isEmpty else { return }
         do {
             try index.deleteSlices(pending.map(\.0)) {}
-            unfinishedEvictions = []
+            unfinishedEvictions.withLock { $0 = [] }
             release(pending)
         } catch {
             logger.error("eviction could not update the index yet; will retry", metadata: ["error": "\(error)"])
@@ -221,11 +221,14 @@ extension EngineCore {
 /// until it is used up or `maxAge` old (then they scan again). Slices that are not in it are
 /// younger than all in it (new slices, slices read since) or were pinned at the scan; a candidate
 /// read or pinned since is skipped when its turn comes. Keeps `limit` candidates at most.
-/// Guarded by `evictionLock`.
-final class EvictionQueue: @unchecked Sendable {
-    private var candidates: [EngineCore.Candidate] = []
-    private var next = 0
-    private var scannedAt = -Double.infinity
+/// Used under `evictionLock`; its own leaf lock is for the compiler's sake (uncontended).
+final class EvictionQueue: Sendable {
+    private struct State {
+        var candidates: [EngineCore.Candidate] = []
+        var next = 0
+        var scannedAt = -Double.infinity
+    }
+    private let state = LockedValue(State())
     let limit: Int
     let maxAge: Double
 
@@ -234,44 +237,51 @@ final class EvictionQueue: @unchecked Sendable {
         self.maxAge = maxAge
     }
 
-    var isEmpty: Bool { next >= candidates.count }
-    var count: Int { candidates.count - next }
+    var isEmpty: Bool { state.withLock { $0.next >= $0.candidates.count } }
+    var count: Int { state.withLock { $0.candidates.count - $0.next } }
 
-    func isStale(now: Double) -> Bool { now - scannedAt > maxAge }
+    func isStale(now: Double) -> Bool { state.withLock { now - $0.scannedAt > maxAge } }
 
     /// Keeps the oldest `limit` of `scanned` (oldest first).
     func refill(_ scanned: [EngineCore.Candidate], at now: Double) {
-        candidates = Array(scanned.prefix(limit))
-        next = 0
-        scannedAt = now
+        let kept = Array(scanned.prefix(limit))
+        state.withLock {
+            $0.candidates = kept
+            $0.next = 0
+            $0.scannedAt = now
+        }
     }
 
     func pop() -> EngineCore.Candidate? {
-        guard next < candidates.count else { return nil }
-        next += 1
-        return candidates[next - 1]
+        state.withLock {
+            guard $0.next < $0.candidates.count else { return nil }
+            $0.next += 1
+            return $0.candidates[$0.next - 1]
+        }
     }
 
     func clear() {
-        candidates = []
-        next = 0
+        state.withLock {
+            $0.candidates = []
+            $0.next = 0
+        }
     }
 }
 
 /// Bytes that transfers may write before the cap and the free space must be looked at again.
-final class SpaceAllowance: @unchecked Sendable {
-    private let lock = NSLock()
-    private var bytes: Int64 = 0   // guarded by lock
+final class SpaceAllowance: Sendable {
+    private let bytes = LockedValue<Int64>(0)
 
     /// Takes `n` bytes of the allowance, if that much is left.
     func take(_ n: Int64) -> Bool {
-        lock.lock(); defer { lock.unlock() }
-        guard bytes >= n else { return false }
-        bytes -= n
-        return true
+        bytes.withLock { bytes in
+            guard bytes >= n else { return false }
+            bytes -= n
+            return true
+        }
     }
 
     func refill(_ n: Int64) {
-        lock.lock(); bytes = max(0, n); lock.unlock()
+        bytes.withLock { $0 = max(0, n) }
     }
 }

@@ -24,7 +24,7 @@ extension EngineCore {
         request.isProbe = isProbe
         let sink = EntrySink(core: self, entry: entry, shard: shard, fetchID: fetchID, generation: generation,
                              start: fetch.start, rangeAsked: request.rangeHeader != nil)
-        sinksIdle.lock(); activeSinks += 1; sinksIdle.unlock()
+        sinksIdle.lock(); activeSinks.withLock { $0 += 1 }; sinksIdle.unlock()
         let box = handles.box(fetchID)
         logger.debug("fetch", metadata: ["url": "\(url)", "range": "\(fetch)"])
         box.set(source.start(request, sink: sink))
@@ -71,6 +71,9 @@ extension EntryInfo {
 /// (the entry may have been removed or moved to a new version meanwhile). What a head and the end
 /// of the transfer mean for the entry (its version, the opens waiting, a failed first probe) is
 /// decided by the entry's `EntryStateMachine`; the sink carries out the actions it returns.
+// @unchecked: the `var`s below are confined, not locked: the source's to its callbacks (which
+// never overlap: the `FetchSink` contract), the writer's to the transfer's `WriteQueue` lane (a
+// transfer's jobs run there one after the other); the rest is immutable and Sendable.
 final class EntrySink: FetchSink, @unchecked Sendable {
     let core: EngineCore
     let entry: EntryState
@@ -496,7 +499,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                 closeExtent()
                 closeFile()
                 core.sinksIdle.lock()
-                core.activeSinks -= 1
+                core.activeSinks.withLock { $0 -= 1 }
                 core.sinksIdle.broadcast()
                 core.sinksIdle.unlock()
             }

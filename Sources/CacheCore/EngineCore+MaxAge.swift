@@ -38,21 +38,20 @@ extension EngineCore {
 
 /// The entries readers have open, by key: max-age eviction leaves them alone however long ago
 /// they were last read. Readers register when made and leave when closed (or dropped).
-final class OpenReaders: @unchecked Sendable {
-    private let lock = NSLock()
-    private var readers: [CacheKey: Set<Int>] = [:]   // guarded by lock
+final class OpenReaders: Sendable {
+    private let readers = LockedValue<[CacheKey: Set<Int>]>([:])
 
     func open(_ key: CacheKey, reader: Int) {
-        lock.withLock { _ = readers[key, default: []].insert(reader) }
+        readers.withLock { _ = $0[key, default: []].insert(reader) }
     }
 
     /// Idempotent: a reader closed twice leaves once.
     func close(_ key: CacheKey, reader: Int) {
-        lock.withLock {
+        readers.withLock { readers in
             readers[key]?.remove(reader)
             if readers[key]?.isEmpty == true { readers[key] = nil }
         }
     }
 
-    func contains(_ key: CacheKey) -> Bool { lock.withLock { readers[key] != nil } }
+    func contains(_ key: CacheKey) -> Bool { readers.withLock { $0[key] != nil } }
 }

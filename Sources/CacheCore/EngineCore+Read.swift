@@ -161,7 +161,7 @@ extension EngineCore {
                range: Range<Int64>, runs: [ReadRun],
                originBytes: Int? = nil) -> Result<ReadLease, CacheError> {
         let pinned = slices(of: range)
-        let unpin = { shard.locked { entry.unpin(pinned, generation: generation) } }
+        let unpin: @Sendable () -> Void = { shard.locked { entry.unpin(pinned, generation: generation) } }
         var pieces: [ReadLease.Piece] = []
         var file: DataFile?
         for r in runs {
@@ -296,7 +296,7 @@ extension EngineCore {
             }
             if clip.isEmpty {
                 entry.unpin(slices(of: w.range), generation: w.generation)
-                completionQueue.async { w.completion(.success(.empty)) }
+                completionQueue.async { [done = w.completion] in done(.success(.empty)) }
                 continue
             }
             touch(entry, clip, now)
@@ -308,9 +308,9 @@ extension EngineCore {
             }
             let fromDisk = runs.contains { if case .disk = $0.source { true } else { false } }
             let id = entry.id
-            let answer = { [self] in
-                w.completion(lease(entry: entry, shard: shard, id: id, generation: w.generation, files: w.files,
-                                   range: w.range, runs: runs))
+            let answer = { @Sendable [self, done = w.completion, generation = w.generation, files = w.files, range = w.range] in
+                done(lease(entry: entry, shard: shard, id: id, generation: generation, files: files,
+                           range: range, runs: runs))
             }
             if let inline, !fromDisk { inline.pointee.append(answer) } else { completionQueue.async(execute: answer) }
         }
@@ -340,7 +340,7 @@ extension EngineCore {
         let error = CacheError.remoteChanged(url: entry.info.url)
         logger.warning("the file changed remotely; reads of the old version fail", metadata: [
             "url": "\(entry.info.url)", "reads": "\(stale.count)"])
-        for w in stale { completionQueue.async { w.completion(.failure(error)) } }
+        for w in stale { completionQueue.async { [done = w.completion] in done(.failure(error)) } }
     }
 
     /// Plans the waiters again after a fetch ended (or the generation changed): starts fetches
@@ -408,6 +408,6 @@ extension EngineCore {
             return (mine, orphaned.compactMap { handles.existing($0) })
         }
         cancels.forEach { $0.cancel() }
-        for w in waiters { completionQueue.async { w.completion(.failure(.cancelled)) } }
+        for w in waiters { completionQueue.async { [done = w.completion] in done(.failure(.cancelled)) } }
     }
 }

@@ -15,7 +15,7 @@ import Glibc
 /// Files: this one holds setup, metadata (open, probe, remote change); `+Read` the read path;
 /// `+Fetch` the sink that takes arriving bytes and writes them on its lane; `+Eviction` the cap;
 /// `+Maintenance` list/remove/verify.
-final class EngineCore: @unchecked Sendable {
+final class EngineCore: Sendable {
     /// The configuration in force; `sliceSize` is the one the cache was created with.
     let configuration: CacheConfiguration
     let source: RangeSource
@@ -41,22 +41,36 @@ final class EngineCore: @unchecked Sendable {
     /// Bytes fetched ahead of time when an entry is first opened (file headers, a moov atom start).
     let probeLength: Int64 = 256 << 10
 
-    private let counterLock = NSLock()
-    private var nextID = 1   // guarded by counterLock
-    /// The last generation handed out. Generations are unique in the process, not only per entry:
-    /// an entry removed and made anew for the same URL (`cache rm`, a playlist refresh) must not
-    /// start again at a version its old readers are bound to. Above every stored one.
-    private var lastGeneration: Int64 = 0   // guarded by counterLock
-    private var observers: [@Sendable (EntryInfo) -> Void] = []   // guarded by counterLock
-    /// Bytes on disk across all entries. Guarded by counterLock.
-    private var _totalBytes: Int64 = 0
-    private var sweeper: DispatchSourceTimer?
-    /// Transfers whose sink has not finished yet, so shutdown can wait for their last extents.
+    /// The engine's small shared state, under one leaf lock (never held around another lock).
+    private struct Counters {
+        var nextID = 1
+        /// The last generation handed out. Generations are unique in the process, not only per
+        /// entry: an entry removed and made anew for the same URL (`cache rm`, a playlist refresh)
+        /// must not start again at a version its old readers are bound to. Above every stored one.
+        var lastGeneration: Int64 = 0
+        var observers: [@Sendable (EntryInfo) -> Void] = []
+        /// Bytes on disk across all entries.
+        var totalBytes: Int64 = 0
+        var testHook: (@Sendable (Step) -> Void)?
+        /// When a transfer last warned that it could not cache (a full disk): once a minute is enough.
+        var lastNoRoomWarning = 0.0
+        /// Origins whose ETags changed while length and Last-Modified did not (`differs`).
+        var rotatingETagOrigins: Set<String> = []
+        /// Entries whose last answer carried a `DAV:` header (`answeredDAV`).
+        var davEntries: Set<CacheKey> = []
+    }
+    private let counters = LockedValue(Counters())
+    private let sweeper = LockedValue<DispatchSourceTimer?>(nil)
+    /// Transfers whose sink has not finished yet, so shutdown can wait for their last extents:
+    /// changed with `sinksIdle` held and broadcast there. (Not a `DispatchGroup`: one freed while
+    /// a sink that never finished had entered it ends the process.)
     let sinksIdle = NSCondition()
-    var activeSinks = 0   // guarded by sinksIdle
+    let activeSinks = LockedValue(0)
+    /// Held by whoever evicts (one at a time).
     let evictionLock = NSLock()
     /// Evicted slices whose rows are still to be deleted (their commit failed on a full disk).
-    var unfinishedEvictions: [(CacheIndex.SliceID, EntryState, Shard)] = []   // guarded by evictionLock
+    /// Changed under `evictionLock` only; a leaf lock of its own for the compiler's sake.
+    let unfinishedEvictions = LockedValue<[(CacheIndex.SliceID, EntryState, Shard)]>([])
     /// The oldest slices of eviction's last scan, which its next rounds take from.
     let evictionQueue = EvictionQueue()
     /// How the process before this one left the cache (logged at start).
@@ -64,11 +78,10 @@ final class EngineCore: @unchecked Sendable {
     /// Points where tests interleave other work deterministically (a removal while a transfer
     /// writes, a write while an eviction commits). Nil outside tests.
     enum Step { case sinkWillWrite(offset: Int64), evictionFreedSlices }
-    var testHook: ((Step) -> Void)? {
-        get { counterLock.lock(); defer { counterLock.unlock() }; return _testHook }
-        set { counterLock.lock(); _testHook = newValue; counterLock.unlock() }
+    var testHook: (@Sendable (Step) -> Void)? {
+        get { counters.withLock { $0.testHook } }
+        set { counters.withLock { $0.testHook = newValue } }
     }
-    private var _testHook: ((Step) -> Void)?   // guarded by counterLock
     /// Writes arriving bytes off the fetch thread, within the write budget.
     let writes: WriteQueue
     let assembly: AssemblyBudget
@@ -76,12 +89,6 @@ final class EngineCore: @unchecked Sendable {
     let space = SpaceAllowance()
     /// Entries with an open reader, which `--cache-max-age` leaves alone.
     let openReaders = OpenReaders()
-    /// When a transfer last warned that it could not cache (a full disk): once a minute is enough.
-    private var lastNoRoomWarning = 0.0   // guarded by counterLock
-    /// Origins whose ETags changed while length and Last-Modified did not (`differs`).
-    private var rotatingETagOrigins: Set<String> = []   // guarded by counterLock
-    /// Entries whose last answer carried a `DAV:` header (`answeredDAV`).
-    private var davEntries: Set<CacheKey> = []   // guarded by counterLock
 
     init(configuration: CacheConfiguration, source: RangeSource, logger: Logger, metrics: CacheMetrics = CacheMetrics(),
          originHealth: OriginHealthSource? = nil) throws {
@@ -146,7 +153,7 @@ final class EngineCore: @unchecked Sendable {
     }
 
     func shutdown() {
-        sweeper?.cancel()
+        sweeper.withLock { $0?.cancel() }
         for shard in shards {
             let (fetches, waiters): ([FetchHandleBox], [Waiter]) = shard.locked {
                 var f: [FetchHandleBox] = [], w: [Waiter] = []
@@ -159,13 +166,13 @@ final class EngineCore: @unchecked Sendable {
                 return (f, w)
             }
             fetches.forEach { $0.cancel() }
-            waiters.forEach { w in completionQueue.async { w.completion(.failure(.cancelled)) } }
+            waiters.forEach { w in completionQueue.async { [done = w.completion] in done(.failure(.cancelled)) } }
         }
         // Transfers hand their last extent to the index when they finish: wait for them (briefly),
         // or bytes already on disk would not be recorded.
         sinksIdle.lock()
         let deadline = Date().addingTimeInterval(5)
-        while activeSinks > 0 && sinksIdle.wait(until: deadline) {}
+        while activeSinks.withLock({ $0 }) > 0 && sinksIdle.wait(until: deadline) {}
         sinksIdle.unlock()
         writes.stop()
         do {
@@ -181,24 +188,26 @@ final class EngineCore: @unchecked Sendable {
     // MARK: Ids, shards, counters
 
     func makeID() -> Int {
-        counterLock.lock(); defer { counterLock.unlock() }
-        nextID += 1
-        return nextID
+        counters.withLock { c in
+            c.nextID += 1
+            return c.nextID
+        }
     }
 
     /// A generation no reader in this process was ever bound to.
     func makeGeneration() -> Int64 {
-        counterLock.lock(); defer { counterLock.unlock() }
-        lastGeneration += 1
-        return lastGeneration
+        counters.withLock { c in
+            c.lastGeneration += 1
+            return c.lastGeneration
+        }
     }
 
     func shard(for key: CacheKey) -> Shard { shards[Int(key.stableHash % UInt64(shards.count))] }
 
-    var totalBytes: Int64 { counterLock.lock(); defer { counterLock.unlock() }; return _totalBytes }
+    var totalBytes: Int64 { counters.withLock { $0.totalBytes } }
 
     func addBytes(_ n: Int64) {
-        counterLock.lock(); _totalBytes += n; counterLock.unlock()
+        counters.withLock { $0.totalBytes += n }
     }
 
     /// Running transfers' handles, by fetch id (the table itself is pure state).
@@ -206,10 +215,11 @@ final class EngineCore: @unchecked Sendable {
 
     /// True at most once a minute: whether a full disk is worth a warning now.
     func shouldWarnNoRoom(now: Double) -> Bool {
-        counterLock.lock(); defer { counterLock.unlock() }
-        guard now - lastNoRoomWarning >= 60 else { return false }
-        lastNoRoomWarning = now
-        return true
+        return counters.withLock { c in
+            guard now - c.lastNoRoomWarning >= 60 else { return false }
+            c.lastNoRoomWarning = now
+            return true
+        }
     }
 
     // MARK: Metadata
@@ -221,11 +231,11 @@ final class EngineCore: @unchecked Sendable {
     }
 
     func addChangeObserver(_ h: @escaping @Sendable (EntryInfo) -> Void) {
-        counterLock.lock(); observers.append(h); counterLock.unlock()
+        counters.withLock { $0.observers.append(h) }
     }
 
     func notifyChanged(_ info: EntryInfo) {
-        counterLock.lock(); let obs = observers; counterLock.unlock()
+        let obs = counters.withLock { $0.observers }
         completionQueue.async { obs.forEach { $0(info) } }
     }
 
@@ -349,15 +359,12 @@ final class EngineCore: @unchecked Sendable {
 
     func hasRotatingETags(_ url: String) -> Bool {
         let origin = Self.originName(url)
-        counterLock.lock(); defer { counterLock.unlock() }
-        return rotatingETagOrigins.contains(origin)
+        return counters.withLock { $0.rotatingETagOrigins.contains(origin) }
     }
 
     private func noteRotatingETags(_ url: String) {
         let origin = Self.originName(url)
-        counterLock.lock()
-        let first = rotatingETagOrigins.insert(origin).inserted
-        counterLock.unlock()
+        let first = counters.withLock { $0.rotatingETagOrigins.insert(origin).inserted }
         if first {
             logger.notice("the origin's ETags change on every answer; using length and Last-Modified", metadata: [
                 "origin": "\(origin)", "url": "\(url)"])
@@ -379,20 +386,20 @@ final class EngineCore: @unchecked Sendable {
     /// Records whether `key`'s last answer carried a `DAV:` header. Bounded: forgetting only
     /// costs a folder its PROPFIND until its next answer.
     private func noteDAV(_ webDAV: Bool, key: CacheKey) {
-        counterLock.lock(); defer { counterLock.unlock() }
-        if webDAV {
-            if davEntries.count > 100_000 { davEntries.removeAll() }
-            davEntries.insert(key)
-        } else {
-            davEntries.remove(key)
+        counters.withLock { c in
+            if webDAV {
+                if c.davEntries.count > 100_000 { c.davEntries.removeAll() }
+                c.davEntries.insert(key)
+            } else {
+                c.davEntries.remove(key)
+            }
         }
     }
 
     /// True when `url`'s last answer (in this process) carried a `DAV:` header.
     func answeredDAV(url: String) -> Bool {
         guard let key = try? configuration.keyRules.key(for: url) else { return false }
-        counterLock.lock(); defer { counterLock.unlock() }
-        return davEntries.contains(key)
+        return counters.withLock { $0.davEntries.contains(key) }
     }
 
     /// The remote file changed: start a new generation. Old slices are dropped (rows first, files
@@ -446,7 +453,7 @@ final class EngineCore: @unchecked Sendable {
             e.savedRow = e.row()
             byID[r.id] = e
             shard(for: info.key).entries[info.key] = e
-            counterLock.withLock { lastGeneration = max(lastGeneration, info.generation) }
+            counters.withLock { $0.lastGeneration = max($0.lastGeneration, info.generation) }
         }
         // Slice files of the layout before data files are moved in first.
         let check = StartupCheck(store: store, logger: logger, open: configuration.openDataFileForCheck)
@@ -514,26 +521,29 @@ final class EngineCore: @unchecked Sendable {
     // MARK: Read timeouts
 
     private func startSweeper() {
-        let t = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "httpcachefs.cache.sweeper"))
-        t.schedule(deadline: .now() + 0.25, repeating: 0.25)
-        var ticks = 0
-        t.setEventHandler { [weak self] in
-            guard let self else { return }
-            self.expireWaiters()
-            ticks += 1
-            // The free-space floor can be crossed by other programs' files: look once a second,
-            // and set the index's reserve aside again once a full disk has room for it.
-            if ticks % 4 == 0 {
-                self.evictIfNeeded()
-                self.evictExpired(now: self.configuration.clock())
-                self.scrubOne()
-                if self.evictionLock.try() { self.finishEvictions(); self.evictionLock.unlock() }
-                if !self.index.hasReserve, self.roomLeft() > 2 * Int64(CacheIndex.reserveSize) { self.index.makeReserve() }
+        // Made under the lock that keeps it: the timer and its handler never leave it.
+        sweeper.withLock { sweeper in
+            let t = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "httpcachefs.cache.sweeper"))
+            t.schedule(deadline: .now() + 0.25, repeating: 0.25)
+            var ticks = 0
+            t.setEventHandler { [weak self] in
+                guard let self else { return }
+                self.expireWaiters()
+                ticks += 1
+                // The free-space floor can be crossed by other programs' files: look once a second,
+                // and set the index's reserve aside again once a full disk has room for it.
+                if ticks % 4 == 0 {
+                    self.evictIfNeeded()
+                    self.evictExpired(now: self.configuration.clock())
+                    self.scrubOne()
+                    if self.evictionLock.try() { self.finishEvictions(); self.evictionLock.unlock() }
+                    if !self.index.hasReserve, self.roomLeft() > 2 * Int64(CacheIndex.reserveSize) { self.index.makeReserve() }
+                }
+                if ticks % 20 == 0 { self.writeReadStats() }
             }
-            if ticks % 20 == 0 { self.writeReadStats() }
+            t.resume()
+            sweeper = t
         }
-        t.resume()
-        sweeper = t
     }
 
     /// Hands the rows of entries read since the last call to the index (batched behind, as every
@@ -575,54 +585,54 @@ final class EngineCore: @unchecked Sendable {
             }
             for (w, url) in expired {
                 logger.warning("read timed out", metadata: ["url": "\(url)", "range": "\(w.range.lowerBound)-\(w.range.upperBound - 1)"])
-                completionQueue.async { w.completion(.failure(.timeout(url: url))) }
+                completionQueue.async { [done = w.completion] in done(.failure(.timeout(url: url))) }
             }
         }
     }
 }
 
 /// Handles of running transfers by fetch id, kept apart from the pure in-flight table.
-final class HandleTable: @unchecked Sendable {
-    private let lock = NSLock()
-    private var boxes: [Int: FetchHandleBox] = [:]
+final class HandleTable: Sendable {
+    private let boxes = LockedValue<[Int: FetchHandleBox]>([:])
 
     func box(_ id: Int) -> FetchHandleBox {
-        lock.lock(); defer { lock.unlock() }
-        if let b = boxes[id] { return b }
-        let b = FetchHandleBox()
-        boxes[id] = b
-        return b
+        boxes.withLock { boxes in
+            if let b = boxes[id] { return b }
+            let b = FetchHandleBox()
+            boxes[id] = b
+            return b
+        }
     }
 
     /// The box of a transfer still running, without creating one.
     func existing(_ id: Int) -> FetchHandleBox? {
-        lock.lock(); defer { lock.unlock() }
-        return boxes[id]
+        boxes.withLock { $0[id] }
     }
 
     func remove(_ id: Int) -> FetchHandleBox? {
-        lock.lock(); defer { lock.unlock() }
-        return boxes.removeValue(forKey: id)
+        boxes.withLock { $0.removeValue(forKey: id) }
     }
 }
 
 /// The handle of one transfer, which may be asked to cancel or resume before `start` has
 /// returned it (its first bytes can arrive, and pause it, before that).
-final class FetchHandleBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var _handle: FetchHandle?
-    private var cancelled = false
-    private var resumed = false
-    /// The last class asked for before the handle was there.
-    private var priority: (FetchPriority, Double)?
+final class FetchHandleBox: Sendable {
+    private struct State {
+        var handle: FetchHandle?
+        var cancelled = false
+        var resumed = false
+        /// The last class asked for before the handle was there.
+        var priority: (FetchPriority, Double)?
+    }
+    private let state = LockedValue(State())
 
-    var handle: FetchHandle? { lock.lock(); defer { lock.unlock() }; return _handle }
+    var handle: FetchHandle? { state.withLock { $0.handle } }
 
     func set(_ h: FetchHandle) {
-        lock.lock()
-        _handle = h
-        let c = cancelled, r = resumed, p = priority
-        lock.unlock()
+        let (c, r, p) = state.withLock { s in
+            s.handle = h
+            return (s.cancelled, s.resumed, s.priority)
+        }
         if c { h.cancel() }
         if r { h.resume() }
         if let (p, waited) = p { h.setPriority(p, waitedSeconds: waited) }
@@ -630,26 +640,24 @@ final class FetchHandleBox: @unchecked Sendable {
 
     /// Passed on in the order asked (callers hold the entry's shard lock).
     func setPriority(_ p: FetchPriority, waitedSeconds: Double) {
-        lock.lock()
-        let h = _handle
-        if h == nil { priority = (p, waitedSeconds) }
-        lock.unlock()
+        let h = state.withLock { s in
+            if s.handle == nil { s.priority = (p, waitedSeconds) }
+            return s.handle
+        }
         h?.setPriority(p, waitedSeconds: waitedSeconds)
     }
 
     func resume() {
-        lock.lock()
-        resumed = true
-        let h = _handle
-        lock.unlock()
-        h?.resume()
+        state.withLock { s in
+            s.resumed = true
+            return s.handle
+        }?.resume()
     }
 
     func cancel() {
-        lock.lock()
-        cancelled = true
-        let h = _handle
-        lock.unlock()
-        h?.cancel()
+        state.withLock { s in
+            s.cancelled = true
+            return s.handle
+        }?.cancel()
     }
 }

@@ -8,7 +8,10 @@ import Foundation
 /// decides, the engine and `EntrySink` carry out. Work that ran without the lock (a transfer's
 /// write, a read from disk, an eviction) checks `isCurrent` for its generation before it records
 /// anything, so a removed entry or an old version never gains bytes, coverage or pins again.
-final class EntryState {
+// @unchecked: every field is read and written only inside its shard's `locked` (the lock lives in
+// `Shard`, which the compiler cannot tie to these fields); the reference itself crosses threads
+// (a transfer's sink, a queued verify or answer) and is dereferenced again only under that lock.
+final class EntryState: @unchecked Sendable {
     typealias OpenCompletion = @Sendable (Result<EntryInfo, CacheError>) -> Void
 
     /// Index row id; data file names use it. -1 until the first successful answer.
@@ -211,6 +214,8 @@ final class Waiter {
 }
 
 /// Per-reader state: sequential detection and read-ahead window. Guarded by the entry's shard lock.
+// @unchecked: the `var`s are read and written only inside the shard's `locked` (as `EntryState`'s);
+// the rest is immutable or Sendable (`files`).
 final class ReaderState: @unchecked Sendable {
     let id: Int
     /// The version this reader was made for; it never follows the entry to another one.
@@ -241,11 +246,17 @@ final class ReaderState: @unchecked Sendable {
 }
 
 /// One lock domain of the engine's per-entry state.
+///
+/// Not a `LockedValue<[CacheKey: EntryState]>`: the engine keeps references to entries across the lock
+/// (a transfer's sink, a queued verify) and locks again to use them, which a `LockedValue`'s region
+/// rules forbid; the lock here guards the table and every `EntryState`, `ReaderState` and
+/// `Waiter` of its entries.
+// @unchecked: `entries` is read and written only inside `locked`.
 final class Shard: @unchecked Sendable {
     let lock = NSLock()
     var entries: [CacheKey: EntryState] = [:]   // guarded by lock
 
-    @inline(__always)
+    @inline(__always) @discardableResult
     func locked<T>(_ body: () throws -> T) rethrows -> T {
         lock.lock()
         defer { lock.unlock() }

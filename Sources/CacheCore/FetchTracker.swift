@@ -10,11 +10,10 @@ public protocol FetchRetryObserving: AnyObject {
 /// The engine's source, seen from outside: wraps the real `RangeSource` so that every transfer
 /// the engine starts is counted (answer class, body bytes, retries) and listed while it runs
 /// (URL, range, bytes so far, age) for the status page, without a line in the fetch path.
-final class FetchTracker: RangeSource, @unchecked Sendable {
+final class FetchTracker: RangeSource, Sendable {
     let inner: RangeSource
     let metrics: CacheMetrics
-    private let lock = NSLock()
-    private var running: [ObjectIdentifier: TrackedSink] = [:]   // guarded by lock
+    private let running = LockedValue<[ObjectIdentifier: TrackedSink]>([:])
 
     init(_ inner: RangeSource, metrics: CacheMetrics) {
         self.inner = inner
@@ -23,23 +22,21 @@ final class FetchTracker: RangeSource, @unchecked Sendable {
 
     func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
         let tracked = TrackedSink(request: request, sink: sink, tracker: self)
-        lock.lock(); running[ObjectIdentifier(tracked)] = tracked; lock.unlock()
+        running.withLock { $0[ObjectIdentifier(tracked)] = tracked }
         return TrackedHandle(inner: inner.start(request, sink: tracked), sink: tracked)
     }
 
     fileprivate func ended(_ sink: TrackedSink) {
-        lock.lock(); running[ObjectIdentifier(sink)] = nil; lock.unlock()
+        running.withLock { $0[ObjectIdentifier(sink)] = nil }
     }
 
     /// The transfers running now, oldest first.
     func inFlight(now: Date = Date()) -> [FetchInFlight] {
-        lock.lock()
-        let sinks = Array(running.values)
-        lock.unlock()
+        let sinks = running.withLock { Array($0.values) }
         return sinks.map { $0.snapshot(now: now) }.sorted { $0.ageSeconds > $1.ageSeconds }
     }
 
-    var inFlightCount: Int { lock.lock(); defer { lock.unlock() }; return running.count }
+    var inFlightCount: Int { running.withLock { $0.count } }
 }
 
 /// One transfer in flight, for the status document.
@@ -72,7 +69,7 @@ private struct TrackedHandle: FetchHandle {
 
 /// Passes one transfer's callbacks on, counting on the way (callbacks of one transfer come in
 /// order on the source's thread; the counters are atomics because the status page reads them).
-private final class TrackedSink: FetchSink, FetchRetryObserving, @unchecked Sendable {
+private final class TrackedSink: FetchSink, FetchRetryObserving, Sendable {
     let request: FetchRequest
     let sink: FetchSink
     let tracker: FetchTracker

@@ -14,7 +14,7 @@ import Foundation
 /// Written to a temporary file, then renamed into place. `clear` removes them with the rest.
 ///
 /// Any thread; calls do small blocking file I/O (one listing), as the index's writes do.
-final class KeptDocuments: @unchecked Sendable {
+final class KeptDocuments: Sendable {
     struct Document: Equatable {
         var storedAt: Date
         var body: [UInt8]

@@ -16,10 +16,12 @@ enum LinuxFileCalls {
     private typealias CopyFileRange = @convention(c) (Int32, UnsafeMutablePointer<off_t>?, Int32,
                                                       UnsafeMutablePointer<off_t>?, Int, UInt32) -> Int
 
-    private static let libc = dlopen(nil, RTLD_NOW)
-    private static let fallocateFn: Fallocate? = dlsym(libc, "fallocate").map { unsafeBitCast($0, to: Fallocate.self) }
+    /// The C library's `name` (the process's global symbols; `dlopen(nil)` hands out one shared,
+    /// counted handle, so it is not kept).
+    private static func symbol(_ name: String) -> UnsafeMutableRawPointer? { dlsym(dlopen(nil, RTLD_NOW), name) }
+    private static let fallocateFn: Fallocate? = symbol("fallocate").map { unsafeBitCast($0, to: Fallocate.self) }
     private static let copyFileRangeFn: CopyFileRange? =
-        dlsym(libc, "copy_file_range").map { unsafeBitCast($0, to: CopyFileRange.self) }
+        symbol("copy_file_range").map { unsafeBitCast($0, to: CopyFileRange.self) }
 
     /// Frees the blocks of `length` bytes at `offset`, keeping the file's size. -1 and errno on
     /// failure (ENOTSUP where the file system cannot punch holes).

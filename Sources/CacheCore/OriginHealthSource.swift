@@ -21,14 +21,16 @@ public protocol OriginReachObserving: AnyObject {
 ///
 /// Threads: `start` runs on the engine's callers; sink callbacks on the source's thread; probe
 /// timers on `queue`. One lock guards the table; nothing is called under it.
-final class OriginHealthSource: RangeSource, @unchecked Sendable {
+final class OriginHealthSource: RangeSource, Sendable {
     let inner: RangeSource
     let logger: Logger
     let now: @Sendable () -> Date
     private let queue = DispatchQueue(label: "httpcachefs.origin-health")
-    private let lock = NSLock()
-    private var origins: [String: Origin] = [:]   // guarded by lock
-    private var stopped = false                     // guarded by lock
+    private struct Table {
+        var origins: [String: Origin] = [:]
+        var stopped = false
+    }
+    private let table = LockedValue(Table())
     private let firstProbeDelay: TimeInterval
     private let maxProbeDelay: TimeInterval
 
@@ -54,13 +56,13 @@ final class OriginHealthSource: RangeSource, @unchecked Sendable {
     /// The origin of `url` is down now: requests to it fail at once.
     func isDown(url: String) -> Bool {
         let name = Self.originName(url)
-        return lock.withLock { origins[name]?.health.isDown ?? false }
+        return table.withLock { $0.origins[name]?.health.isDown ?? false }
     }
 
     /// The origins that are down, by name.
     func downOrigins() -> [OriginDown] {
-        lock.withLock {
-            origins.compactMap { name, o -> OriginDown? in
+        table.withLock {
+            $0.origins.compactMap { name, o -> OriginDown? in
                 guard case let .down(since, error, failures, next, _) = o.health.state else { return nil }
                 return OriginDown(origin: DisplayURL.redacted(name), since: since, lastError: DisplayURL.redactingPasswords(in: error),
                                   failedAttempts: failures, nextProbeAt: next)
@@ -69,17 +71,17 @@ final class OriginHealthSource: RangeSource, @unchecked Sendable {
     }
 
     /// No more probes (the engine shut down).
-    func stop() { lock.withLock { stopped = true } }
+    func stop() { table.withLock { $0.stopped = true } }
 
     // MARK: RangeSource
 
     func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
         let name = Self.originName(request.url)
-        let down: (Date, String)? = lock.withLock {
-            var o = origins[name] ?? Origin(health: OriginHealth(firstProbeDelay: firstProbeDelay, maxProbeDelay: maxProbeDelay),
+        let down: (Date, String)? = table.withLock { table in
+            var o = table.origins[name] ?? Origin(health: OriginHealth(firstProbeDelay: firstProbeDelay, maxProbeDelay: maxProbeDelay),
                                             probeURL: request.url)
             o.probeURL = request.url
-            origins[name] = o
+            table.origins[name] = o
             if case let .down(since, error, _, _, _) = o.health.state { return (since, error) }
             return nil
         }
@@ -99,7 +101,7 @@ final class OriginHealthSource: RangeSource, @unchecked Sendable {
 
     func unreachable(_ name: String, _ error: FetchError) {
         let when = now()
-        let action = lock.withLock { origins[name]?.health.unreachable(Self.message(error), now: when) ?? .none }
+        let action = table.withLock { $0.origins[name]?.health.unreachable(Self.message(error), now: when) ?? .none }
         if case let .wentDown(at) = action {
             logger.warning("origin unreachable: serving what the cache holds, failing the rest at once, probing until it answers",
                            metadata: ["origin": "\(DisplayURL.redacted(name))", "error": "\(error)"])
@@ -109,7 +111,7 @@ final class OriginHealthSource: RangeSource, @unchecked Sendable {
 
     func reached(_ name: String) {
         let when = now()
-        let action = lock.withLock { origins[name]?.health.reached(now: when) ?? .none }
+        let action = table.withLock { $0.origins[name]?.health.reached(now: when) ?? .none }
         if case let .cameBack(since) = action {
             logger.notice("origin reachable again", metadata: [
                 "origin": "\(DisplayURL.redacted(name))", "down_for": "\(String(format: "%.1f", when.timeIntervalSince(since)))s"])
@@ -118,7 +120,7 @@ final class OriginHealthSource: RangeSource, @unchecked Sendable {
 
     func probeFailed(_ name: String, _ error: FetchError) {
         let when = now()
-        let action = lock.withLock { origins[name]?.health.probeFailed(Self.message(error), now: when) ?? .none }
+        let action = table.withLock { $0.origins[name]?.health.probeFailed(Self.message(error), now: when) ?? .none }
         if case let .probeLater(at) = action { schedule(name, at: at) }
     }
 
@@ -129,10 +131,10 @@ final class OriginHealthSource: RangeSource, @unchecked Sendable {
 
     private func probeDue(_ name: String) {
         let when = now()
-        let (action, url): (OriginHealth.Action, String?) = lock.withLock {
-            guard !stopped, var o = origins[name] else { return (.none, nil) }
+        let (action, url): (OriginHealth.Action, String?) = table.withLock { table in
+            guard !table.stopped, var o = table.origins[name] else { return (.none, nil) }
             let action = o.health.probeDue(now: when)
-            origins[name] = o
+            table.origins[name] = o
             return (action, o.probeURL)
         }
         switch action {
@@ -195,19 +197,21 @@ private struct WatchedHandle: FetchHandle {
 /// head or an HTTP status means it answered; an attempt that could not reach it (the source's
 /// `OriginReachObserving` call, or a network error or timeout with no answer) means it is down.
 /// A probe's sink (`sink` nil) only reports.
-private final class WatchedSink: FetchSink, FetchRetryObserving, OriginReachObserving, @unchecked Sendable {
+private final class WatchedSink: FetchSink, FetchRetryObserving, OriginReachObserving, Sendable {
     let sink: FetchSink?
     let origin: String
     /// Strong: a transfer may end after the engine let go of its source (shutdown order).
     let owner: OriginHealthSource
     let isProbe: Bool
-    private let lock = NSLock()
-    private var handle: FetchHandle?      // guarded by lock
-    private var cancelOnSet = false       // guarded by lock
-    private var callerCancelled = false   // guarded by lock
-    /// Source thread only.
-    private var answered = false
-    private var unreachable: FetchError?
+    private struct State {
+        var handle: FetchHandle?
+        var cancelOnSet = false
+        var callerCancelled = false
+        /// Set by the source's callbacks (in order, on its thread), read at its finish.
+        var answered = false
+        var unreachable: FetchError?
+    }
+    private let state = LockedValue(State())
 
     init(sink: FetchSink?, origin: String, owner: OriginHealthSource, isProbe: Bool) {
         self.sink = sink
@@ -217,25 +221,25 @@ private final class WatchedSink: FetchSink, FetchRetryObserving, OriginReachObse
     }
 
     func setHandle(_ h: FetchHandle) {
-        let cancel: Bool = lock.withLock {
-            handle = h
-            return cancelOnSet
+        let cancel: Bool = state.withLock { s in
+            s.handle = h
+            return s.cancelOnSet
         }
         if cancel { h.cancel() }
     }
 
-    func cancelledByCaller() { lock.withLock { callerCancelled = true } }
+    func cancelledByCaller() { state.withLock { $0.callerCancelled = true } }
 
     private func cancelTransfer() {
-        let h: FetchHandle? = lock.withLock {
-            if handle == nil { cancelOnSet = true }
-            return handle
+        let h: FetchHandle? = state.withLock { s in
+            if s.handle == nil { s.cancelOnSet = true }
+            return s.handle
         }
         h?.cancel()
     }
 
     func fetchDidReceiveHead(_ head: ResponseHead) -> Bool {
-        answered = true
+        state.withLock { $0.answered = true }
         if isProbe {
             owner.reached(origin)
             return false
@@ -254,16 +258,20 @@ private final class WatchedSink: FetchSink, FetchRetryObserving, OriginReachObse
     /// origin that is away: the reader hears at once, and the probe finds when it is back). A
     /// transfer that had an answer before counts too: its reconnection found nobody.
     func fetchCouldNotReach(_ error: FetchError) {
-        guard unreachable == nil else { return }
-        unreachable = error
+        let first = state.withLock { s in
+            defer { if s.unreachable == nil { s.unreachable = error } }
+            return s.unreachable == nil
+        }
+        guard first else { return }
         if !isProbe { owner.unreachable(origin, error) }
         cancelTransfer()
     }
 
     func fetchDidFinish(_ error: FetchError?) {
+        let (answered, unreachable, callerCancelled) = state.withLock { ($0.answered, $0.unreachable, $0.callerCancelled) }
         if isProbe && answered { return }   // reported with the head (then cancelled)
         var error = error
-        if error == .cancelled, let unreachable, !lock.withLock({ callerCancelled }) { error = unreachable }
+        if error == .cancelled, let unreachable, !callerCancelled { error = unreachable }
         switch error {
         case .http?:
             if !answered { owner.reached(origin) }

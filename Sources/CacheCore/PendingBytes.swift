@@ -7,7 +7,7 @@
 /// overlap each other or the entry's coverage, and all belong to the entry's current generation
 /// (a new generation drops them; their writer then records nothing).
 struct PendingBytes {
-    final class Chunk: @unchecked Sendable {
+    final class Chunk: Sendable {
         let range: Range<Int64>
         private let storage: ChunkStorage
         private let offset: Int
@@ -62,7 +62,7 @@ struct PendingBytes {
 
     /// Pending bytes seen under the shard lock and copied out after it: the view keeps its chunk
     /// (and the chunk's room in the write budget) until then, so the copy needs no lock.
-    struct View: @unchecked Sendable {
+    struct View: Sendable {
         let range: Range<Int64>
         let chunk: Chunk
         let lo: Int

@@ -7,18 +7,18 @@ import Foundation
 /// Hit or miss is read off the answer itself (`ReadLease.originBytes`): a read answered from the
 /// cache (data files, or bytes still queued for the writer) is a hit; one that waited for bytes
 /// from the origin is a miss.
-final class ReadAccounting: @unchecked Sendable {
+final class ReadAccounting: Sendable {
     let metrics: CacheMetrics
     let door: ReadDoor
     let url: String
-    private let lock = NSLock()
-    private var requestStartedAt: UInt64?   // guarded by lock; nil once the first byte was counted
+    /// Nil once the first byte was counted.
+    private let requestStartedAt: LockedValue<UInt64?>
 
     init(metrics: CacheMetrics, door: ReadDoor, entry: EntryInfo, requestStartedAt: UInt64?) {
         self.metrics = metrics
         self.door = door
         self.url = entry.url
-        self.requestStartedAt = requestStartedAt
+        self.requestStartedAt = LockedValue(requestStartedAt)
     }
 
     func readEnded(_ result: Result<ReadLease, CacheError>, offset: Int64, length: Int, startedAt: UInt64) {
@@ -30,10 +30,10 @@ final class ReadAccounting: @unchecked Sendable {
             metrics.noteRead(door: door, cacheBytes: fromCache, originBytes: fromOrigin,
                              nanoseconds: Int64(now &- startedAt))
             guard door == .proxy else { return }
-            lock.lock()
-            let requestStart = requestStartedAt
-            requestStartedAt = nil
-            lock.unlock()
+            let requestStart = requestStartedAt.withLock { s in
+                defer { s = nil }
+                return s
+            }
             if let requestStart, now >= requestStart {
                 metrics.noteFirstByte(hit: fromOrigin == 0, nanoseconds: Int64(now - requestStart))
             }

@@ -11,7 +11,7 @@ import Glibc
 /// the read waited are pieces of memory. The slices stay pinned (eviction leaves them alone) until
 /// the lease is released: call `release()` once the reply is sent; `deinit` releases it too, so a
 /// lease dropped on an error path never keeps its pins.
-public final class ReadLease: @unchecked Sendable {
+public final class ReadLease: Sendable {
     public enum Piece: Sendable {
         /// `count` bytes of an open data file at `offset` within the file.
         case file(fd: Int32, offset: Int64, count: Int)
@@ -35,20 +35,19 @@ public final class ReadLease: @unchecked Sendable {
     public let count: Int
     /// Keeps the descriptors of the file pieces open for as long as the lease lives.
     private let files: [DataFile]
-    private let lock = NSLock()
-    private var onRelease: (() -> Void)?   // guarded by lock
+    private let onRelease: LockedValue<(@Sendable () -> Void)?>
 
     /// Bytes the read waited for from the origin (the rest was in the cache, on disk or still
     /// in the writer's queue): what the counters call a miss.
     public let originBytes: Int
 
     /// - Parameter originBytes: nil: the memory pieces (bytes that arrived while the read waited).
-    init(pieces: [Piece], files: [DataFile], originBytes: Int? = nil, onRelease: (() -> Void)?) {
+    init(pieces: [Piece], files: [DataFile], originBytes: Int? = nil, onRelease: (@Sendable () -> Void)?) {
         self.pieces = pieces
         self.count = pieces.reduce(0) { $0 + $1.count }
         self.originBytes = originBytes ?? pieces.reduce(0) { if case let .memory(b) = $1 { return $0 + b.count } else { return $0 } }
         self.files = files
-        self.onRelease = onRelease
+        self.onRelease = LockedValue(onRelease)
     }
 
     /// A lease on bytes in memory (sources that hold them there, test fakes).
@@ -61,11 +60,10 @@ public final class ReadLease: @unchecked Sendable {
 
     /// The slices may be evicted again. Safe to call more than once.
     public func release() {
-        lock.lock()
-        let done = onRelease
-        onRelease = nil
-        lock.unlock()
-        done?()
+        onRelease.withLock { f in
+            defer { f = nil }
+            return f
+        }?()
     }
 
     deinit { release() }
@@ -101,7 +99,7 @@ public final class ReadLease: @unchecked Sendable {
 }
 
 /// One open data file. Closed when the last reader or lease holding it lets go.
-final class DataFile: @unchecked Sendable {
+final class DataFile: Sendable {
     let fd: Int32
 
     init(fd: Int32) { self.fd = fd }
@@ -117,32 +115,34 @@ final class DataFile: @unchecked Sendable {
 /// time, and cost the daemon three times the CPU of the rest of a warm read.) A reader reads
 /// one version, so one file; an evicted slice's blocks are freed by punching a hole, which an
 /// open descriptor does not hold.
-final class ReaderFiles: @unchecked Sendable {
-    private let lock = NSLock()
-    private var file: DataFile?   // guarded by lock
-    private var closed = false    // guarded by lock
+final class ReaderFiles: Sendable {
+    private struct State {
+        var file: DataFile?
+        var closed = false
+    }
+    private let state = LockedValue(State())
 
     /// The open file, opening it with `open` if needed.
     func file(open: () throws -> Int32) throws -> DataFile {
-        if let f = lock.withLock({ file }) { return f }
+        if let f = state.withLock({ $0.file }) { return f }
         let f = DataFile(fd: try open())
-        lock.withLock { if !closed && file == nil { file = f } }
+        state.withLock { s in if !s.closed && s.file == nil { s.file = f } }
         return f
     }
 
     /// Lets go of the file (leases still holding it keep it open until they are released).
     func closeAll() {
-        lock.withLock {
-            closed = true
-            file = nil
+        state.withLock { s in
+            s.closed = true
+            s.file = nil
         }
     }
 }
 
 /// Where one run of a read's bytes comes from, as the engine decides it under the shard lock;
 /// the lease is built from runs after the lock is let go (so copies and opens run without it).
-struct ReadRun {
-    enum Source {
+struct ReadRun: Sendable {
+    enum Source: Sendable {
         /// The data file.
         case disk
         /// Bytes that reached a waiting read.

@@ -7,23 +7,24 @@ import Glibc
 /// `release()` (or deinit). For handing the file to the kernel, which then reads it without the
 /// engine (FUSE passthrough): nothing of it may be evicted meanwhile, and a changed remote file
 /// gets a new data file, so the bytes behind `fd` are this version's for as long as it is held.
-public final class WholeFile: @unchecked Sendable {
+public final class WholeFile: Sendable {
     /// The data file, read-only. Valid until the object is gone.
     public let fd: Int32
     public let generation: Int64
-    private let lock = NSLock()
-    private var onRelease: (() -> Void)?   // guarded by lock
+    private let onRelease: LockedValue<(@Sendable () -> Void)?>
 
-    init(fd: Int32, generation: Int64, onRelease: @escaping () -> Void) {
+    init(fd: Int32, generation: Int64, onRelease: @escaping @Sendable () -> Void) {
         self.fd = fd
         self.generation = generation
-        self.onRelease = onRelease
+        self.onRelease = LockedValue(onRelease)
     }
 
     /// Lets eviction have the slices again. Idempotent.
     public func release() {
-        let f: (() -> Void)? = lock.withLock { defer { onRelease = nil }; return onRelease }
-        f?()
+        onRelease.withLock { f in
+            defer { f = nil }
+            return f
+        }?()
     }
 
     deinit {
@@ -57,7 +58,7 @@ extension EngineCore {
             return (e, e.id, all)
         }
         guard let (entry, id, all) = held else { return nil }
-        let unpin = { shard.locked { entry.unpin(all, generation: generation) } }
+        let unpin: @Sendable () -> Void = { shard.locked { entry.unpin(all, generation: generation) } }
         guard let fd = try? store.openForReading(entry: id, generation: generation) else {
             unpin()
             return nil

@@ -12,7 +12,7 @@ import Foundation
 /// then pauses (the fetch thread goes on with the others) and its `onRoom` runs once the lanes
 /// have drained the queue to half of `total` and its own part to half of `perTransfer`. Lanes
 /// block on the disk and on shard locks; the fetch thread never blocks here.
-final class WriteQueue: @unchecked Sendable {
+final class WriteQueue: Sendable {
     /// Bytes that may wait for the disk, in all and per transfer (`CacheConfiguration`: 4 MiB
     /// and 1 MiB, a millisecond of writes here: a fast transfer runs a little ahead of the disk
     /// while 32 busy transfers keep the daemon within its memory target).
@@ -22,9 +22,11 @@ final class WriteQueue: @unchecked Sendable {
     }
 
     /// One writer thread and its jobs. Fields guarded by `condition`.
+    // @unchecked: every field is read and written with `condition` held (the lane thread waits on
+    // it for jobs, `waitIdle` for an empty lane: a condition variable, which `LockedValue` has not).
     private final class Lane: @unchecked Sendable {
         let condition = NSCondition()
-        var jobs: [() -> Void] = []
+        var jobs: [@Sendable () -> Void] = []
         var busy = false
         var held = false
         var stopping = false
@@ -36,12 +38,14 @@ final class WriteQueue: @unchecked Sendable {
     let pool: ChunkPool
     private let lanes: [Lane]
     private let exited = DispatchGroup()
-    private let lock = NSLock()
-    private var reserved: Int64 = 0   // guarded by lock
-    private var reservedBy: [Int: Int64] = [:]   // guarded by lock
-    /// Transfers refused a reservation, with what resumes them.
-    private var paused: [Int: @Sendable () -> Void] = [:]   // guarded by lock
-    private var peak: Int64 = 0   // guarded by lock
+    private struct Reservations {
+        var reserved: Int64 = 0
+        var reservedBy: [Int: Int64] = [:]
+        /// Transfers refused a reservation, with what resumes them.
+        var paused: [Int: @Sendable () -> Void] = [:]
+        var peak: Int64 = 0
+    }
+    private let reservations = LockedValue(Reservations())
 
     init(lanes: Int, budget: Budget) {
         self.budget = budget
@@ -61,19 +65,19 @@ final class WriteQueue: @unchecked Sendable {
     /// Takes `bytes` of the budget for `transfer`, or, when that would exceed it, takes nothing,
     /// remembers `onRoom` and returns false: the transfer pauses until `onRoom` runs.
     func reserve(_ bytes: Int64, transfer: Int, onRoom: @escaping @Sendable () -> Void) -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        let mine = reservedBy[transfer] ?? 0
-        // An empty queue takes any chunk, so a budget smaller than one chunk cannot stall.
-        guard reserved == 0 || (reserved + bytes <= budget.total && mine + bytes <= budget.perTransfer) else {
-            paused[transfer] = onRoom
-            return false
+        reservations.withLock { r in
+            let mine = r.reservedBy[transfer] ?? 0
+            // An empty queue takes any chunk, so a budget smaller than one chunk cannot stall.
+            guard r.reserved == 0 || (r.reserved + bytes <= budget.total && mine + bytes <= budget.perTransfer) else {
+                r.paused[transfer] = onRoom
+                return false
+            }
+            r.reserved += bytes
+            r.reservedBy[transfer] = mine + bytes
+            if !r.paused.isEmpty { r.paused[transfer] = nil }   // it goes on (a source that cannot pause asked again)
+            r.peak = max(r.peak, r.reserved)
+            return true
         }
-        reserved += bytes
-        reservedBy[transfer] = mine + bytes
-        if !paused.isEmpty { paused[transfer] = nil }   // it goes on (a source that cannot pause asked again)
-        peak = max(peak, reserved)
-        return true
     }
 
     /// Gives back bytes reserved by `transfer` (written, or not queued after all). A paused
@@ -81,39 +85,37 @@ final class WriteQueue: @unchecked Sendable {
     /// share: resuming at the first byte of room would pause it again at the next chunk.
     func release(_ bytes: Int64, transfer: Int) {
         guard bytes > 0 else { return }
-        lock.lock()
-        reserved -= bytes
-        let left = (reservedBy[transfer] ?? 0) - bytes
-        reservedBy[transfer] = left > 0 ? left : nil
-        var wake: [@Sendable () -> Void] = []
-        if !paused.isEmpty, reserved <= budget.total / 2 {
-            for (t, resume) in paused where (reservedBy[t] ?? 0) <= budget.perTransfer / 2 {
-                paused[t] = nil
-                wake.append(resume)
+        let wake: [@Sendable () -> Void] = reservations.withLock { r in
+            r.reserved -= bytes
+            let left = (r.reservedBy[transfer] ?? 0) - bytes
+            r.reservedBy[transfer] = left > 0 ? left : nil
+            var wake: [@Sendable () -> Void] = []
+            if !r.paused.isEmpty, r.reserved <= budget.total / 2 {
+                for (t, resume) in r.paused where (r.reservedBy[t] ?? 0) <= budget.perTransfer / 2 {
+                    r.paused[t] = nil
+                    wake.append(resume)
+                }
             }
+            return wake
         }
-        lock.unlock()
         wake.forEach { $0() }
     }
 
     /// The transfer ended: it will not need resuming.
     func forget(transfer: Int) {
-        lock.lock()
-        paused[transfer] = nil
-        lock.unlock()
+        reservations.withLock { $0.paused[transfer] = nil }
     }
 
     /// Bytes queued now, the most ever queued at once, and how many transfers are paused.
     var usage: (reserved: Int64, peak: Int64, paused: Int) {
-        lock.lock(); defer { lock.unlock() }
-        return (reserved, peak, paused.count)
+        reservations.withLock { ($0.reserved, $0.peak, $0.paused.count) }
     }
 
     // MARK: Jobs
 
     /// Runs `job` on the lane of `transfer`, after the jobs queued there before it. The lane's
     /// thread starts with its first job (an engine that fails to open never starts one).
-    func submit(transfer: Int, _ job: @escaping () -> Void) {
+    func submit(transfer: Int, _ job: @escaping @Sendable () -> Void) {
         let lane = lanes[transfer % lanes.count]
         lane.condition.lock()
         if !lane.started {
@@ -163,7 +165,7 @@ final class WriteQueue: @unchecked Sendable {
             while (lane.jobs.isEmpty || lane.held) && !lane.stopping { lane.condition.wait() }
             if lane.jobs.isEmpty { break }
             // Each job is dropped as soon as it ran: the chunks it holds go back to the budget.
-            var jobs = lane.jobs.reversed() as [() -> Void]
+            var jobs = lane.jobs.reversed() as [@Sendable () -> Void]
             lane.jobs = []
             lane.busy = true
             lane.condition.unlock()

@@ -28,6 +28,10 @@ import Logging
 /// the loop hands curl no more transfers than the total: the rest wait in `waiting`, in order,
 /// holding no easy handle. (curl would queue them itself, but each with its easy handle and
 /// receive buffer: 100 read-ahead streams waiting for 16 connections held 13 MiB.)
+// @unchecked: a C boundary. The multi handle, the easy handles and the pinned-address list are
+// raw pointers owned by libcurl, used only on the loop thread (with the "loop thread only" state),
+// which frees them before `exited` is signalled; other threads only queue work in the inbox,
+// under `lock`.
 final class CurlMultiLoop: @unchecked Sendable {
     private let configuration: FetcherConfiguration
     private let logger: Logger

@@ -8,7 +8,7 @@ import Logging
 /// Implements the contract documented on `RangeSource` (one head, one continuous body, errors
 /// without head, resume with If-Range, retries). The mechanics live in `CurlMultiLoop` (thread,
 /// curl) and `TransferState` (what each answer means).
-public final class CurlRangeSource: RangeSource, @unchecked Sendable {
+public final class CurlRangeSource: RangeSource, Sendable {
     public let configuration: FetcherConfiguration
     private let loop: CurlMultiLoop
 

@@ -19,7 +19,7 @@ import Logging
 /// node's cache key) and the entry's cache key (`X-Httpcachefs-Key`, so rotating query tokens
 /// meet in one tier entry); every answer is checked against that version before a byte is
 /// passed on. Cache keys stay the origin's URLs: turning the tier on or off keeps the cache.
-public final class TierRangeSource: RangeSource, @unchecked Sendable {
+public final class TierRangeSource: RangeSource, Sendable {
     let origin: RangeSource
     let tier: RangeSource
     let tiers: [(spec: TierSpec, router: TierRouter)]
@@ -97,7 +97,7 @@ struct TierVersion: Equatable {
 }
 
 /// Passes an origin transfer through, counting its bytes as the origin's.
-final class OriginCountingSink: FetchSink, @unchecked Sendable {
+final class OriginCountingSink: FetchSink, Sendable {
     let inner: FetchSink
     let state: TierState
     let key: String

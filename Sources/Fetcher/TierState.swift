@@ -2,6 +2,8 @@ import Foundation
 
 /// What the tier source shares across its transfers: node health and the counters the status
 /// page and `/metrics` show. Any thread; one lock, held only to read or bump values.
+// @unchecked: every `var` is read and written with `lock` held (a `Mutex` would say so to the
+// compiler; not converted yet, to keep this file's diff out of the tier work under way).
 public final class TierState: @unchecked Sendable {
     private let lock = NSLock()
     // Protected by `lock`.

@@ -16,6 +16,9 @@ import Foundation
 /// version's, so a switch mid-piece mixes nothing. If even the origin's answer is another
 /// version, the fetch ends with `.remoteChanged` (the engine re-probes at the next open), as a
 /// direct fetch would.
+// @unchecked: the state below is read and written with `lock` held, and the sink is called
+// outside it; not converted to a `Mutex` yet, to keep this file's diff out of the tier work
+// under way.
 final class TierTransfer: FetchHandle, @unchecked Sendable {
     let request: FetchRequest
     let sink: FetchSink
@@ -250,7 +253,7 @@ final class TierTransfer: FetchHandle, @unchecked Sendable {
 
 /// The sink of one attempt: forwards to its transfer, tagged with the attempt, so a late
 /// callback of an attempt that was replaced does nothing.
-private final class PieceSink: FetchSink, @unchecked Sendable {
+private final class PieceSink: FetchSink, Sendable {
     let transfer: TierTransfer
     let attempt: Int
     let node: String?

@@ -16,7 +16,7 @@ final class CacheEngineTests: XCTestCase {
     /// Blocks until no fetch sink is running (a condition wait: not from an async context's own lock).
     private static func waitUntilSinksAreIdle(_ core: EngineCore) {
         core.sinksIdle.lock()
-        while core.activeSinks > 0 { core.sinksIdle.wait() }
+        while core.activeSinks.withLock({ $0 }) > 0 { core.sinksIdle.wait() }
         core.sinksIdle.unlock()
     }
 

@@ -45,7 +45,7 @@ final class MaxAgeTests: XCTestCase {
 
     private func waitForTransfers(_ core: EngineCore) {
         core.sinksIdle.lock()
-        while core.activeSinks > 0 { core.sinksIdle.wait() }
+        while core.activeSinks.withLock({ $0 }) > 0 { core.sinksIdle.wait() }
         core.sinksIdle.unlock()
     }
 
