@@ -50,6 +50,14 @@ struct ScaleBench: AsyncParsableCommand {
         var memory: Int64?
         /// Seconds per file, fixed costs taken out.
         var perItem: Double
+        /// False when the time above the step with no files is within that step's own noise
+        /// (a quarter of it, or 10 ms): its per-item figure would be noise divided by the files.
+        var measurable = true
+
+        mutating func above(_ base: Double) {
+            perItem = max(0, seconds - base) / Double(items)
+            measurable = seconds - base >= max(0.010, 0.25 * base)
+        }
     }
 
     mutating func run() async throws {
@@ -74,11 +82,11 @@ struct ScaleBench: AsyncParsableCommand {
             let origin = try OriginServer()
             defer { origin.stop() }
             var tree = try Self.listingTree(files: n, origin: origin, binary: binary, temp: temp)
-            tree.perItem = max(0, tree.seconds - base.tree) / Double(n)
+            tree.above(base.tree)
             curves[0].1.append(tree)
             var (ls, start, evict) = try await Self.cachedFiles(files: n, origin: origin, binary: binary, temp: temp)
-            ls.perItem = max(0, ls.seconds - base.ls) / Double(n)
-            start.perItem = max(0, start.seconds - base.start) / Double(n)
+            ls.above(base.ls)
+            start.above(base.start)
             curves[1].1.append(ls)
             curves[2].1.append(start)
             curves[3].1.append(evict)
@@ -98,10 +106,18 @@ struct ScaleBench: AsyncParsableCommand {
         }
     }
 
-    static func perItem(_ p: Point) -> String { String(format: "%.1f µs", p.perItem * 1e6) }
+    static func perItem(_ p: Point) -> String {
+        String(format: "%.1f µs", p.perItem * 1e6) + (p.measurable ? "" : " (noise)")
+    }
 
+    /// From the smallest point whose time stands above the no-file step's noise: a 1k point within
+    /// it would make any growth look enormous (a few microseconds of noise over 1000 files).
     static func growth(_ points: [Point]) -> String {
-        String(format: "%.2f x (target <= %.1f)", points.last!.perItem / max(points.first!.perItem, 1e-12), target)
+        guard let first = points.first(where: \.measurable), first.items < points.last!.items else {
+            return "not measurable (within the noise of the step with no files)"
+        }
+        let from = first.items == points.first!.items ? "" : " from \(first.items)"
+        return String(format: "%.2f x%@ (target <= %.1f)", points.last!.perItem / max(first.perItem, 1e-12), from, target)
     }
 
     /// The steps with no files: `ls -lR` of an empty tree, `cache ls` of an empty cache, a daemon's
