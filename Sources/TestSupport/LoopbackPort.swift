@@ -29,3 +29,35 @@ public enum LoopbackPort {
         return Int(UInt16(bigEndian: addr.sin_port))
     }
 }
+
+extension LoopbackPort {
+    /// A TCP socket connected to `host:port` (an IPv4 address), with a receive timeout so a
+    /// server that stops answering fails the caller instead of hanging it. `receiveBuffer` sets
+    /// `SO_RCVBUF` before the connect, so the window is scaled for it. The caller closes it.
+    public static func connect(port: Int, host: String = "127.0.0.1", timeout: TimeInterval = 10,
+                               receiveBuffer: Int? = nil) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Unavailable(description: "socket: \(String(cString: strerror(errno)))") }
+        var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - floor(timeout)) * 1e6))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        if var size = receiveBuffer.map(Int32.init) {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        guard inet_pton(AF_INET, host, &addr.sin_addr) == 1 else {
+            close(fd)
+            throw Unavailable(description: "bad IPv4 host \(host)")
+        }
+        let connected = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            let cause = String(cString: strerror(errno))
+            close(fd)
+            throw Unavailable(description: "connect to \(host):\(port): \(cause)")
+        }
+        return fd
+    }
+}

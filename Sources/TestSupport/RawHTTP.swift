@@ -41,21 +41,11 @@ public enum RawHTTP {
     /// Sends `bytes` as is and returns everything received until the server closes.
     public static func exchange(port: Int, host: String = "127.0.0.1", send bytes: [UInt8],
                                 timeout: TimeInterval = 10) throws -> [UInt8] {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw Failure(description: "socket: errno \(errno)") }
-        defer { close(fd) }
-        var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - floor(timeout)) * 1e6))
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        guard inet_pton(AF_INET, host, &addr.sin_addr) == 1 else { throw Failure(description: "bad IPv4 host \(host)") }
-        let connected = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
+        let fd: Int32
+        do { fd = try LoopbackPort.connect(port: port, host: host, timeout: timeout) } catch {
+            throw Failure(description: "\(error)")
         }
-        guard connected == 0 else { throw Failure(description: "connect to \(host):\(port): errno \(errno)") }
+        defer { close(fd) }
         var sent = 0
         while sent < bytes.count {
             let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }

@@ -373,22 +373,7 @@ enum Clients {
     }
 
     static func connectLoopback(port: Int) throws -> Int32 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw ValidationError("socket: errno \(errno)") }
-        var tv = timeval(tv_sec: 30, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let ok = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard ok == 0 else {
-            close(fd)
-            throw ValidationError("connect to 127.0.0.1:\(port): errno \(errno)")
-        }
-        return fd
+        do { return try LoopbackPort.connect(port: port, timeout: 30) } catch { throw ValidationError("\(error)") }
     }
 
     static func sendAll(_ fd: Int32, _ text: String) throws {

@@ -84,25 +84,7 @@ private final class BlockingClient {
     private(set) var received = 0
 
     init(port: Int, receiveBuffer: Int?) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw ClientFailure("socket: errno \(errno)") }
-        var tv = timeval(tv_sec: 20, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        if var size = receiveBuffer.map(Int32.init) {
-            // Before connecting, so the window is scaled for it.
-            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard rc == 0 else {
-            Glibc.close(fd)
-            throw ClientFailure("connect: errno \(errno)")
-        }
+        fd = try LoopbackPort.connect(port: port, timeout: 20, receiveBuffer: receiveBuffer)
     }
 
     deinit { close() }
