@@ -13,7 +13,7 @@ import Glibc
 /// `body` must not take another one that is ever held around it.
 // @unchecked: the value is only reached through `withLock`, with the mutex held; the `sending`
 // parameter and result keep non-Sendable state from leaving it (as `Mutex` does).
-final class LockedValue<Value>: @unchecked Sendable {
+public final class LockedValue<Value>: @unchecked Sendable {
     /// The value (the header) and its mutex (the one element), in one allocation.
     private final class Storage: ManagedBuffer<Value, pthread_mutex_t> {
         deinit { _ = withUnsafeMutablePointerToElements { pthread_mutex_destroy($0) } }
@@ -24,7 +24,7 @@ final class LockedValue<Value>: @unchecked Sendable {
     private let value: UnsafeMutablePointer<Value>
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
-    init(_ initial: sending Value) {
+    public init(_ initial: sending Value) {
         storage = unsafeDowncast(Storage.create(minimumCapacity: 1) { _ in initial }, to: Storage.self)
         (value, mutex) = storage.withUnsafeMutablePointers { ($0, $1) }
         mutex.initialize(to: pthread_mutex_t())
@@ -32,7 +32,7 @@ final class LockedValue<Value>: @unchecked Sendable {
     }
 
     @inline(__always)
-    func withLock<Result, E: Error>(
+    public func withLock<Result, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
         pthread_mutex_lock(mutex)

@@ -1,17 +1,17 @@
+import CacheCore
 import Foundation
 
 /// What the tier source shares across its transfers: node health and the counters the status
-/// page and `/metrics` show. Any thread; one lock, held only to read or bump values.
-// @unchecked: every `var` is read and written with `lock` held (a `Mutex` would say so to the
-// compiler; not converted yet, to keep this file's diff out of the tier work under way).
-public final class TierState: @unchecked Sendable {
-    private let lock = NSLock()
-    // Protected by `lock`.
-    private var health: TierHealth
-    private var nodeBytes: [String: Int64] = [:]
-    private var nodeErrors: [String: Int64] = [:]
-    private var originBytesCount: Int64 = 0
-    private var keyBytes: [String: Origins] = [:]
+/// page and `/metrics` show. Any thread; one leaf lock, held only to read or bump values.
+public final class TierState: Sendable {
+    private struct Counters {
+        var health: TierHealth
+        var nodeBytes: [String: Int64] = [:]
+        var nodeErrors: [String: Int64] = [:]
+        var originBytes: Int64 = 0
+        var keyBytes: [String: Origins] = [:]
+    }
+    private let counters: LockedValue<Counters>
     /// Seconds, monotonic; tests inject their own.
     let clock: @Sendable () -> Double
 
@@ -20,7 +20,7 @@ public final class TierState: @unchecked Sendable {
 
     public init(health: TierHealth = TierHealth(),
                 clock: @escaping @Sendable () -> Double = { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }) {
-        self.health = health
+        counters = LockedValue(Counters(health: health))
         self.clock = clock
     }
 
@@ -48,36 +48,36 @@ public final class TierState: @unchecked Sendable {
 
     public func snapshot() -> Snapshot {
         let now = clock()
-        return lock.withLock {
-            Snapshot(nodeBytes: nodeBytes, nodeErrors: nodeErrors, originBytes: originBytesCount,
-                     backedOff: health.backedOff(now: now))
+        return counters.withLock {
+            Snapshot(nodeBytes: $0.nodeBytes, nodeErrors: $0.nodeErrors, originBytes: $0.originBytes,
+                     backedOff: $0.health.backedOff(now: now))
         }
     }
 
     /// Where the bytes of the file with cache key `key` came from (nil: none fetched here).
-    public func origins(ofKey key: String) -> Origins? { lock.withLock { keyBytes[key] } }
+    public func origins(ofKey key: String) -> Origins? { counters.withLock { $0.keyBytes[key] } }
 
     func isAvailable(_ node: String) -> Bool {
         let now = clock()
-        return lock.withLock { health.isAvailable(node, now: now) }
+        return counters.withLock { $0.health.isAvailable(node, now: now) }
     }
 
     func failed(_ node: String, error: String) {
         let now = clock()
-        lock.withLock {
-            health.failed(node, now: now, error: error)
-            nodeErrors[node, default: 0] += 1
+        counters.withLock {
+            $0.health.failed(node, now: now, error: error)
+            $0.nodeErrors[node, default: 0] += 1
         }
     }
 
-    func succeeded(_ node: String) { lock.withLock { health.succeeded(node) } }
+    func succeeded(_ node: String) { counters.withLock { $0.health.succeeded(node) } }
 
     func delivered(_ count: Int, node: String?, key: String) {
-        lock.withLock {
-            if let node { nodeBytes[node, default: 0] += Int64(count) } else { originBytesCount += Int64(count) }
-            if keyBytes[key] == nil, keyBytes.count >= Self.keptKeys { keyBytes.removeAll(keepingCapacity: true) }
-            if node != nil { keyBytes[key, default: Origins()].tierBytes += Int64(count) }
-            else { keyBytes[key, default: Origins()].originBytes += Int64(count) }
+        counters.withLock { c in
+            if let node { c.nodeBytes[node, default: 0] += Int64(count) } else { c.originBytes += Int64(count) }
+            if c.keyBytes[key] == nil, c.keyBytes.count >= Self.keptKeys { c.keyBytes.removeAll(keepingCapacity: true) }
+            if node != nil { c.keyBytes[key, default: Origins()].tierBytes += Int64(count) }
+            else { c.keyBytes[key, default: Origins()].originBytes += Int64(count) }
         }
     }
 }

@@ -17,8 +17,8 @@ import Foundation
 /// version, the fetch ends with `.remoteChanged` (the engine re-probes at the next open), as a
 /// direct fetch would.
 // @unchecked: the state below is read and written with `lock` held, and the sink is called
-// outside it; not converted to a `Mutex` yet, to keep this file's diff out of the tier work
-// under way.
+// outside it. Left on an `NSLock` for now: its dozen lock regions each read and write several of
+// these fields, and moving them into one `LockedValue` is a change of its own (issue 20).
 final class TierTransfer: FetchHandle, @unchecked Sendable {
     let request: FetchRequest
     let sink: FetchSink
