@@ -65,7 +65,7 @@ struct FleetBench: ParsableCommand {
         defer { work.remove() }
         let length = mib << 20
         let file = work.appending("film.mkv")
-        try Self.writeGenerated(file, length: length, seed: 2121)
+        try ProxyBench.writeGenerated(path: file, length: Int64(length), seed: 2121)
 
         let origin = try OriginServer()
         try origin.setDiskFile("/film.mkv", file: file)
@@ -269,18 +269,6 @@ struct FleetBench: ParsableCommand {
               let r = try? RawHTTP.request(port: port, path: "/.httpcachefs/status.json", timeout: 10),
               let tier = try? JSONDecoder().decode(Status.self, from: Data(r.body)).tier else { return (0, 0) }
         return (tier.nodes.map(\.errors).reduce(0, +), tier.originBytes)
-    }
-
-    static func writeGenerated(_ path: String, length: Int, seed: UInt64) throws {
-        FileManager.default.createFile(atPath: path, contents: nil)
-        let h = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
-        defer { try? h.close() }
-        var offset = 0
-        while offset < length {
-            let n = min(8 << 20, length - offset)
-            try h.write(contentsOf: OriginServer.generatedBytes(seed: seed, offset: Int64(offset), count: n))
-            offset += n
-        }
     }
 
     static func output(_ path: String, _ args: [String]) throws -> String {
