@@ -132,15 +132,17 @@ enum FuseOperations {
         ops.read = { req, _, size, off, fi in
             guard let req, let fi else { return }
             let s = FuseOperations.session(req)
-            s.core.read(fh: fi.pointee.fh, offset: Int64(off), size: size) { result in
+            let fh = fi.pointee.fh  // libfuse's fi lives on its stack: not for the completion
+            s.core.read(fh: fh, offset: Int64(off), size: size) { result in
                 switch result {
                 case let .success(lease) where lease.readsFromDisk:
                     // The kernel splices these bytes from the data file while the reply is
                     // written, which can wait on the disk: never on the loop thread (a hit is
                     // answered right there), and several at once, so a slow disk is read in
-                    // parallel.
+                    // parallel (other readers' replies; one reader's go in order, see
+                    // `BlockingIOPool.submit(key:_:)`).
                     let reply = SendableRequest(req)
-                    s.diskReplies.submit {
+                    s.diskReplies.submit(key: fh) {
                         s.reply { FuseOperations.reply(reply.req, with: lease) }
                         lease.release()
                     }

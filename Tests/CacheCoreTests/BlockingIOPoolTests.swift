@@ -44,6 +44,44 @@ final class BlockingIOPoolTests: XCTestCase {
         pool.finish()
     }
 
+    /// One key's jobs run one at a time, in the order submitted, while another key's job and an
+    /// unkeyed one run beside them: a reader's replies splice its descriptor in order, and a
+    /// second reader is not held up by the first one's slow disk.
+    func testJobsOfOneKeyRunInOrderOneAtATimeBesideOtherKeys() {
+        let pool = BlockingIOPool(name: "test-pool", threads: 4)
+        let gate = DispatchSemaphore(value: 0)
+        let firstStarted = DispatchSemaphore(value: 0)
+        let order = LockedValue<[Int]>([])
+        let othersRan = DispatchGroup()
+        let allRan = DispatchGroup()
+        allRan.enter()
+        pool.submit(key: 7) {
+            firstStarted.signal()
+            gate.wait()
+            order.withLock { $0.append(0) }
+            allRan.leave()
+        }
+        XCTAssertEqual(firstStarted.wait(timeout: .now() + 30), .success)
+        for i in 1...5 {
+            allRan.enter()
+            pool.submit(key: 7) {
+                order.withLock { $0.append(i) }
+                allRan.leave()
+            }
+        }
+        othersRan.enter()
+        pool.submit(key: 8) { othersRan.leave() }
+        othersRan.enter()
+        pool.submit { othersRan.leave() }
+        XCTAssertEqual(othersRan.wait(timeout: .now() + 30), .success, "another key and an unkeyed job ran while key 7 was busy")
+        XCTAssertEqual(order.withLock { $0 }, [], "key 7's later jobs wait for its first")
+        XCTAssertEqual(pool.queued, 5, "held jobs count as queued")
+        gate.signal()
+        XCTAssertEqual(allRan.wait(timeout: .now() + 30), .success)
+        XCTAssertEqual(order.withLock { $0 }, [0, 1, 2, 3, 4, 5])
+        pool.finish()
+    }
+
     /// `finish` runs what was queued; a job submitted afterwards runs on the caller's thread, so
     /// what it holds is still released.
     func testFinishDrainsAndLaterJobsRunInline() {
