@@ -50,8 +50,7 @@ public final class NginxWebDAV: @unchecked Sendable {
             process.standardError = FileHandle.nullDevice
             try process.run()
             // Up when the port answers; gone (a port taken meanwhile) means another try.
-            let deadline = Date().addingTimeInterval(10)
-            while process.isRunning, Date() < deadline, !Self.accepts(port: port) { usleep(10_000) }
+            eventually(timeout: 10) { !process.isRunning || Self.accepts(port: port) }
             if process.isRunning, Self.accepts(port: port) {
                 self.port = port
                 self.process = process

@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+import TestSupport
 
 final class CacheEngineTests: XCTestCase {
     private var dir: String!
@@ -107,8 +108,9 @@ final class CacheEngineTests: XCTestCase {
         let got = try await reader.read(offset: far, length: 64 << 10)
         XCTAssertEqual(got, Array(data[Int(far)..<Int(far + (64 << 10))]))
         let servedAtSeek = source.bytesServed
-        try await Task.sleep(nanoseconds: 500_000_000)
-        // Only the new position's small read-ahead may still arrive; the old window has stopped.
+        // Every transfer has ended: the old window's were stopped, the new position's finished.
+        XCTAssertTrue(eventually { cache.tracker.inFlightCount == 0 }, "a transfer kept running after the seek")
+        // Only the new position's small read-ahead may have arrived since; the old window stopped.
         let after = source.bytesServed - servedAtSeek
         XCTAssertLessThan(after, 1 << 20, "the old read-ahead kept downloading after the seek: \(after) bytes")
         reader.close()

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import CacheCore
+import TestSupport
 
 /// Offline mode in the engine, over a scripted origin that can be made unreachable: the first
 /// failure marks it down; then cached bytes are served without asking it, other reads fail at
@@ -38,11 +39,7 @@ final class OfflineEngineTests: XCTestCase {
     }
 
     private func waitUntil(_ what: String, _ condition: () -> Bool) {
-        let deadline = Date().addingTimeInterval(20)
-        while !condition() {
-            guard Date() < deadline else { return XCTFail("timed out waiting for: \(what)") }
-            usleep(10_000)
-        }
+        if !eventually(timeout: 20, condition) { XCTFail("timed out waiting for: \(what)") }
     }
 
     func testWhileTheOriginIsDownCachedBytesAreServedAndTheRestFailsAtOnce() async throws {

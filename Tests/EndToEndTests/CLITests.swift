@@ -442,8 +442,7 @@ final class CLITests: XCTestCase {
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: err))
         try process.run()
-        let deadline = Date().addingTimeInterval(60)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
+        eventually(timeout: 60) { !process.isRunning }
         if process.isRunning {
             process.terminate()
             process.waitUntilExit()
@@ -488,13 +487,9 @@ final class CLITests: XCTestCase {
     }
 
     func waitUntil(_ what: String, _ condition: () -> Bool) throws {
-        let deadline = Date().addingTimeInterval(30)
-        while !condition() {
-            guard Date() < deadline else {
-                XCTFail("gave up waiting after 30s: \(what)")
-                throw CocoaError(.userCancelled)
-            }
-            usleep(10_000)
+        guard eventually(timeout: 30, condition) else {
+            XCTFail("gave up waiting after 30s: \(what)")
+            throw CocoaError(.userCancelled)
         }
     }
 

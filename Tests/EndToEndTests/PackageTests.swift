@@ -167,13 +167,9 @@ final class PackageTests: XCTestCase {
     }
 
     func waitUntil(_ what: String, _ condition: () -> Bool) throws {
-        let deadline = Date().addingTimeInterval(30)
-        while !condition() {
-            guard Date() < deadline else {
-                XCTFail("gave up waiting after 30s: \(what)")
-                throw CocoaError(.userCancelled)
-            }
-            usleep(20_000)
+        guard eventually(timeout: 30, condition) else {
+            XCTFail("gave up waiting after 30s: \(what)")
+            throw CocoaError(.userCancelled)
         }
     }
 }

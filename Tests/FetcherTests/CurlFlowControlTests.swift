@@ -89,7 +89,7 @@ extension CurlFlowControlTests {
         defer { source.shutdown() }
         let holding = RecordingSink(), waiting = RecordingSink()
         let first = source.start(FetchRequest(url: origin.url("/hold")), sink: holding)
-        while origin.requestCount(path: "/hold") == 0 { usleep(1000) }
+        XCTAssertTrue(eventually { origin.requestCount(path: "/hold") > 0 }, "the request never reached the origin")
         let second = source.start(FetchRequest(url: origin.url("/next")), sink: waiting)
         second.cancel()
         wait(for: [waiting.finished], timeout: 10)

@@ -302,7 +302,7 @@ final class CurlRangeSourceTests: XCTestCase {
         let sink = RecordingSink()
         sinks.append(sink)
         let handle = source.start(FetchRequest(url: origin.url("/f.bin")), sink: sink)
-        while origin.requestCount(path: "/f.bin") == 0 { usleep(1000) }
+        XCTAssertTrue(eventually { origin.requestCount(path: "/f.bin") > 0 }, "the request never reached the origin")
         handle.cancel()
         wait(for: [sink.finished], timeout: 30)
         XCTAssertEqual(sink.result(), .cancelled)
@@ -353,7 +353,7 @@ final class CurlRangeSourceTests: XCTestCase {
         let sink = RecordingSink()
         sinks.append(sink)
         _ = source.start(FetchRequest(url: origin.url("/f.bin")), sink: sink)
-        while origin.requestCount(path: "/f.bin") == 0 { usleep(1000) }
+        XCTAssertTrue(eventually { origin.requestCount(path: "/f.bin") > 0 }, "the request never reached the origin")
         source.shutdown()
         XCTAssertEqual(sink.result(), .cancelled)
         let late = RecordingSink()

@@ -68,11 +68,7 @@ final class OriginServerWireTests: XCTestCase {
     }
 
     private func waitUntil(_ what: String, _ condition: () -> Bool) {
-        let deadline = Date().addingTimeInterval(20)
-        while !condition() {
-            guard Date() < deadline else { return XCTFail("timed out waiting for: \(what)") }
-            usleep(5_000)
-        }
+        if !eventually(timeout: 20, condition) { XCTFail("timed out waiting for: \(what)") }
     }
 }
 

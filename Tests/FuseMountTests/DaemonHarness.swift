@@ -84,14 +84,7 @@ final class DaemonHarness {
     /// Polls `condition` (a state change in another process) for at most `timeout`.
     func waitUntil(_ what: String, timeout: TimeInterval = 30, file: StaticString = #filePath, line: UInt = #line,
                    _ condition: () -> Bool) {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !condition() {
-            if Date() > deadline {
-                XCTFail("timed out waiting for: \(what)", file: file, line: line)
-                return
-            }
-            usleep(20_000)
-        }
+        if !eventually(timeout: timeout, condition) { XCTFail("timed out waiting for: \(what)", file: file, line: line) }
     }
 
     var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
@@ -133,14 +126,13 @@ enum Subprocess {
 
     /// The exit status (128 + signal if killed), or nil if still running after `timeout`.
     static func wait(_ pid: pid_t, timeout: TimeInterval) -> Int32? {
-        let deadline = Date().addingTimeInterval(timeout)
-        var status: Int32 = 0
-        while true {
+        var status: Int32 = 0, code: Int32?
+        eventually(timeout: timeout) {
             let r = waitpid(pid, &status, WNOHANG)
-            if r == pid { return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f) }
-            if r < 0 && errno != EINTR { return -1 }
-            if Date() > deadline { return nil }
-            usleep(10_000)
+            if r == pid { code = status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f) }
+            if r < 0 && errno != EINTR { code = -1 }
+            return code != nil
         }
+        return code
     }
 }

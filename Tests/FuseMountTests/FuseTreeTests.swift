@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import XCTest
 @testable import FuseMount
+import TestSupport
 
 /// Directory indexes, the by-URL directory, URL-list reloads and remote changes, on real mounts
 /// over the in-memory backend.
@@ -59,10 +60,8 @@ final class FuseTreeTests: XCTestCase {
         backend.setFile("http://o/pub/", nginxListing([("kept.bin", 2), ("new.bin", 3)]))
         // Stale-while-revalidate: an `ls` may still show the old listing while the refresh it
         // started runs; a later one shows the server's.
-        let deadline = Date().addingTimeInterval(20)
-        while try POSIX.list(mount.mountpoint) != ["kept.bin", "new.bin"] {
-            guard Date() < deadline else { return XCTFail("the refreshed listing never showed") }
-            usleep(5_000)
+        guard try eventually(timeout: 20, { try POSIX.list(mount.mountpoint) == ["kept.bin", "new.bin"] }) else {
+            return XCTFail("the refreshed listing never showed")
         }
         XCTAssertEqual(POSIX.errnoOf { _ = try POSIX.stat(mount.path("old.bin")) }, ENOENT)
         XCTAssertEqual(try POSIX.stat(mount.path("kept.bin")).st_ino, keptIno, "an unchanged entry keeps its inode")

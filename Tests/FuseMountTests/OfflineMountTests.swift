@@ -58,11 +58,7 @@ final class OfflineMountTests: XCTestCase {
 
         restarted = try OriginServer(port: port)
         Self.serveLibrary(restarted!)
-        let deadline = Date().addingTimeInterval(30)
-        while !m.engine.originsDown.isEmpty {
-            guard Date() < deadline else { return XCTFail("the origin never came back up") }
-            usleep(20_000)
-        }
+        guard eventually(timeout: 30, { m.engine.originsDown.isEmpty }) else { return XCTFail("the origin never came back up") }
         try withinBound(30, "the file never cached, once the origin is back") {
             XCTAssertEqual(try POSIX.readAll(m.path("lib/films/never.mkv")), OriginServer.generatedBytes(seed: 22, offset: 0, count: 1 << 20))
         }

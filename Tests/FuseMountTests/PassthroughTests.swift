@@ -45,7 +45,7 @@ final class PassthroughTests: XCTestCase {
 
     /// The kernel sends a file's release after close() returns.
     private func waitForReleases(_ m: EngineMount) throws {
-        for _ in 0..<500 where try passthroughHandles(m) > 0 { usleep(10_000) }
+        try eventually { try passthroughHandles(m) == 0 }
         XCTAssertEqual(try passthroughHandles(m), 0, "the release of the last handle reached the daemon")
     }
 
@@ -94,7 +94,7 @@ final class PassthroughTests: XCTestCase {
         XCTAssertTrue(try POSIX.pread(second, offset: 0, count: Int(length)) == data)
         close(first)
         close(second)
-        for _ in 0..<500 where m.mount.fs.core.openFileCount > 0 { usleep(10_000) }
+        eventually { m.mount.fs.core.openFileCount == 0 }
         let third = try POSIX.open(m.path("v.bin"))
         defer { close(third) }
         XCTAssertEqual(try passthroughHandles(m), 1, "alone, it opens with passthrough")
@@ -126,9 +126,9 @@ final class PassthroughTests: XCTestCase {
         // Fully cached by now, alone on its inode: the next open of the new version is passthrough.
         m.engine.core.writes.waitIdle()
         let core = m.mount.fs.core
-        for _ in 0..<500 where core.openFileCount > 0 { usleep(10_000) }
+        eventually { core.openFileCount == 0 }
         XCTAssertNil(core.lock.withLock { core.passthroughInodes[oldIno] }, "the old version's backing file was let go")
-        for _ in 0..<500 where core.lock.withLock({ core.table.node(oldIno) }) != nil { usleep(10_000) }
+        eventually { core.lock.withLock({ core.table.node(oldIno) }) == nil }
         XCTAssertNil(core.lock.withLock { core.table.node(oldIno) }, "the kernel forgot the old inode")
         let third = try POSIX.open(m.path("v.bin"))
         defer { close(third) }

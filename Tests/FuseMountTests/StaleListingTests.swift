@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import XCTest
 @testable import FuseMount
+import TestSupport
 
 /// Stale-while-revalidate listings, with a clock the test moves and a backend that answers when
 /// the test says: a listing past `--index-ttl` is served at once and refreshed in the background,
@@ -25,10 +26,8 @@ final class StaleListingTests: XCTestCase {
 
     /// Lists until `names` show (each `ls` is answered at once; the refresh lands in between).
     func waitForListing(_ c: CoreCalls, _ names: [String], file: StaticString = #filePath, line: UInt = #line) throws {
-        let deadline = Date().addingTimeInterval(20)
-        while try c.list().get() != names {
-            guard Date() < deadline else { return XCTFail("the listing never became \(names)", file: file, line: line) }
-            usleep(5_000)
+        if try !eventually(timeout: 20, { try c.list().get() == names }) {
+            XCTFail("the listing never became \(names)", file: file, line: line)
         }
     }
 
@@ -134,18 +133,14 @@ final class StaleListingTests: XCTestCase {
 
     /// The root listing's refresh has ended (its failure applied).
     private func waitUntilNoRefreshRuns(_ c: CoreCalls, file: StaticString = #filePath, line: UInt = #line) throws {
-        let deadline = Date().addingTimeInterval(20)
-        while c.core.lock.withLock({ c.core.table.root.directory?.index?.fetching ?? false }) {
-            guard Date() < deadline else { return XCTFail("the refresh never ended", file: file, line: line) }
-            usleep(2_000)
+        if !eventually(timeout: 20, { !c.core.lock.withLock({ c.core.table.root.directory?.index?.fetching ?? false }) }) {
+            XCTFail("the refresh never ended", file: file, line: line)
         }
     }
 
     private func waitForOpens(_ n: Int, file: StaticString = #filePath, line: UInt = #line) throws {
-        let deadline = Date().addingTimeInterval(20)
-        while backend.opens.count < n {
-            guard Date() < deadline else { return XCTFail("never \(n) opens: \(backend.opens)", file: file, line: line) }
-            usleep(2_000)
+        if !eventually(timeout: 20, { backend.opens.count >= n }) {
+            XCTFail("never \(n) opens: \(backend.opens)", file: file, line: line)
         }
     }
 }

@@ -157,10 +157,8 @@ final class StatusEndpointTests: XCTestCase {
         let request = Array("GET \(h.path("/c.mp4")) HTTP/1.1\r\nHost: 127.0.0.1\r\nRange: bytes=2000000-2099999\r\nConnection: close\r\n\r\n".utf8)
         let port = h.port
         DispatchQueue.global().async { _ = try? RawHTTP.exchange(port: port, send: request, timeout: 120) }   // ends with the harness
-        let deadline = Date().addingTimeInterval(30)
-        while h.engine.statusDocument(version: "test", showDirectory: false).fetches.isEmpty {
-            guard Date() < deadline else { return XCTFail("the trickled fetch never started") }
-            usleep(10_000)
+        guard eventually(timeout: 30, { !h.engine.statusDocument(version: "test", showDirectory: false).fetches.isEmpty }) else {
+            return XCTFail("the trickled fetch never started")
         }
         let url = "http://127.0.0.1:\(h.port)/.httpcachefs/"
         let profile = TemporaryDirectory(prefix: "httpcachefs-chromium")
