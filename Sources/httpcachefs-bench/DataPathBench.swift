@@ -318,6 +318,11 @@ struct DataPathBench: ParsableCommand {
         print(table.render())
     }
 
+    /// Reads of each kind behind a warm figure without passthrough; the best of each counts. A
+    /// read with the page cache dropped varies by half from one to the next on this VM's disk
+    /// (0.33–0.6 s for the same plain GiB): two were too few for the best to be the disk's.
+    static let warmRounds = 4
+
     /// The warm figures of a mount with `--no-passthrough` on the same cache: one 1 GiB file, and
     /// eight players on eight files of an eighth of it at once, each against plain files of the
     /// same bytes on the same disk, the page cache dropped before each read.
@@ -346,7 +351,7 @@ struct DataPathBench: ParsableCommand {
 
         table.measure([.nopass], "mount --no-passthrough, warm sequential") {
             var plain = Double.infinity, t = Double.infinity
-            for _ in 0..<2 {
+            for _ in 0..<Self.warmRounds {
                 try Readers.dropPageCache()
                 plain = min(plain, try MountBench.readWhole(www + "/big.bin", expected: big))
                 try Readers.dropPageCache()
@@ -359,7 +364,7 @@ struct DataPathBench: ParsableCommand {
         }
         table.measure([.players], "mount --no-passthrough, \(players) warm readers at once") {
             var plain = Double.infinity, t = Double.infinity
-            for _ in 0..<2 {
+            for _ in 0..<Self.warmRounds {
                 try Readers.dropPageCache()
                 plain = min(plain, try Readers.concurrently(players) { _ = try MountBench.readWhole(www + "/p\($0).bin", expected: each) })
                 try Readers.dropPageCache()
