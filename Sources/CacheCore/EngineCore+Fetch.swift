@@ -23,7 +23,7 @@ extension EngineCore {
         request.cacheKey = key.string
         request.isProbe = isProbe
         let sink = EntrySink(core: self, entry: entry, shard: shard, fetchID: fetchID, generation: generation,
-                             start: fetch.start, rangeAsked: request.rangeHeader != nil)
+                             start: fetch.start, rangeAsked: request.rangeHeader != nil, file: key.hashValue)
         sinksIdle.lock(); activeSinks.withLock { $0 += 1 }; sinksIdle.unlock()
         let box = handles.box(fetchID)
         logger.debug("fetch", metadata: ["url": "\(url)", "range": "\(fetch)"])
@@ -59,8 +59,8 @@ extension EntryInfo {
 /// the write budget when it is full, or pausing the transfer when there is none), and under the
 /// shard lock hands it to the reads waiting for it, answers those it completes, registers its
 /// new bytes (those neither on disk nor pending already) as pending, and advances the transfer's
-/// cursor. Once the source drained a turn, the batch's new chunks go to the writer lane of this
-/// transfer (`WriteQueue`, one per transfer, in arrival order), which writes them to their data
+/// cursor. Once the source drained a turn, the batch's new chunks go to the writer lane of the
+/// entry's data file (`WriteQueue`, one per file, in arrival order), which writes them to their data
 /// files (adjacent ones in one `pwrite`) if there is room (`makeRoom`, which may evict), extends
 /// the extent's XXH64, records coverage and drops the chunks from pending; the batch's room in
 /// the budget comes back once all its chunks are done. Bytes that cannot be written (a full
@@ -81,6 +81,8 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     let fetchID: Int
     /// The request had a `Range` header (for `HeadDecision.Provenance`).
     let rangeAsked: Bool
+    /// Names the entry's data file for the writer: its jobs all run on that file's lane.
+    let file: Int
     /// Resumes the paused transfer once the writers have drained.
     private let onRoom: @Sendable () -> Void
     /// Only touched from the source's callback thread (callbacks never overlap).
@@ -115,8 +117,9 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     static let batchCapacity = ChunkPool.classes.last!
 
     init(core: EngineCore, entry: EntryState, shard: Shard, fetchID: Int, generation: Int64, start: Int64,
-         rangeAsked: Bool) {
+         rangeAsked: Bool, file: Int) {
         self.core = core
+        self.file = file
         self.rangeAsked = rangeAsked
         self.entry = entry
         self.shard = shard
@@ -265,7 +268,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
         guard !unsent.isEmpty else { return }
         let chunks = unsent, generation = unsentGeneration
         unsent = []
-        core.writes.submit(transfer: fetchID) { [self] in write(chunks, generation: generation) }
+        core.writes.submit(file: file) { [self] in write(chunks, generation: generation) }
     }
 
     /// Takes an arrival, copied into `storage` at `at` (its room in the write budget is given
@@ -495,7 +498,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
         core.writes.forget(transfer: fetchID)
         // The last extent goes to the index once the lane wrote what is queued before it.
         defer {
-            core.writes.submit(transfer: fetchID) { [self] in
+            core.writes.submit(file: file) { [self] in
                 closeExtent()
                 closeFile()
                 core.sinksIdle.lock()

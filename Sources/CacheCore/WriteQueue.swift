@@ -3,9 +3,11 @@ import Foundation
 /// The writer of arriving bytes: slice writes, checksums and index records, off the fetch thread.
 ///
 /// Design: a few lanes (threads), each with its own FIFO of jobs and its own condition, so a
-/// submit wakes only the lane it feeds. Every job of one transfer goes to the same lane (chosen by
-/// its fetch id), so a transfer's bytes are written in the order they arrived and its extent's
-/// checksum grows in order; a lane takes all its queued jobs at once. Memory is bounded by
+/// submit wakes only the lane it feeds. Every job for one data file goes to the same lane (chosen
+/// by the entry's cache key), so one file has one writer (two lanes writing one file contended
+/// for its inode lock: `rwsem_spin_on_owner` in a cold read's profile), and a transfer's bytes are
+/// written in the order they arrived and its extent's checksum grows in order; a lane takes all
+/// its queued jobs at once. Memory is bounded by
 /// design: a transfer reserves a buffer's capacity before it copies arrivals into it (`buffer`),
 /// and a reservation that would take the transfer past `perTransfer` or everyone past `total` is
 /// refused. The transfer
@@ -113,10 +115,11 @@ final class WriteQueue: Sendable {
 
     // MARK: Jobs
 
-    /// Runs `job` on the lane of `transfer`, after the jobs queued there before it. The lane's
-    /// thread starts with its first job (an engine that fails to open never starts one).
-    func submit(transfer: Int, _ job: @escaping @Sendable () -> Void) {
-        let lane = lanes[transfer % lanes.count]
+    /// Runs `job` on the lane of `file` (a key naming the data file: every job for one file
+    /// runs on one lane), after the jobs queued there before it. The lane's thread starts with its
+    /// first job (an engine that fails to open never starts one).
+    func submit(file: Int, _ job: @escaping @Sendable () -> Void) {
+        let lane = lanes[Int(UInt(bitPattern: file) % UInt(lanes.count))]
         lane.condition.lock()
         if !lane.started {
             lane.started = true

@@ -46,12 +46,22 @@ final class WriteQueueTests: XCTestCase {
         XCTAssertFalse(queue.reserve(1, transfer: 2, onRoom: {}))
     }
 
-    func testJobsOfOneTransferRunInOrder() {
+    func testJobsOfOneFileRunInOrder() {
         let order = Order()
-        for i in 0..<100 { queue.submit(transfer: 7) { order.append(i) } }
+        for i in 0..<100 { queue.submit(file: 7) { order.append(i) } }
         queue.waitIdle()
         XCTAssertEqual(order.values, Array(0..<100))
         queue.stop()
+    }
+
+    func testEveryJobOfOneFileRunsOnOneLane() {
+        let lanes = WriteQueue(lanes: 2, budget: .init(total: 1000, perTransfer: 400))
+        let threads = Order()
+        // However many transfers feed it: one writer thread for the file.
+        for _ in 0..<50 { lanes.submit(file: 7) { threads.append(Int(bitPattern: UInt(pthread_self()))) } }
+        lanes.waitIdle()
+        XCTAssertEqual(Set(threads.values).count, 1)
+        lanes.stop()
     }
 
     private final class Order: @unchecked Sendable {
