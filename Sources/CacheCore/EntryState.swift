@@ -185,10 +185,19 @@ final class Waiter {
         }
         for gap in gaps {
             let at = offset + Int(gap.lowerBound - bytes.lowerBound)
-            let piece = (range: gap, bytes: ChunkBytes(retention, offset: at, count: Int(gap.length)), kept: force)
             let i = held.firstIndex { $0.range.lowerBound > gap.lowerBound } ?? held.endIndex
-            held.insert(piece, at: i)
             filled.insert(gap)
+            // libcurl hands 16 KiB at a time: the arrivals that follow each other in one chunk
+            // become one piece, so a reply is one buffer, not eight.
+            if i > 0, held[i - 1].range.upperBound == gap.lowerBound, held[i - 1].kept == force,
+               held[i - 1].bytes.retention.storage === storage, held[i - 1].bytes.offset + held[i - 1].bytes.count == at {
+                let before = held[i - 1]
+                held[i - 1] = (before.range.lowerBound..<gap.upperBound,
+                               ChunkBytes(before.bytes.retention, offset: before.bytes.offset, count: before.bytes.count + Int(gap.length)),
+                               force)
+                continue
+            }
+            held.insert((range: gap, bytes: ChunkBytes(retention, offset: at, count: Int(gap.length)), kept: force), at: i)
         }
     }
 

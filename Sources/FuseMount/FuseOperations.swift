@@ -33,6 +33,27 @@ enum FuseOperations {
                 break
             }
         }
+        if !lease.readsFromDisk {
+            // Memory only (a read that waited, answered from several chunks): one `writev`.
+            // Through `fuse_reply_data` libfuse would stage memory buffers in a pipe to splice.
+            var memories: [[UInt8]] = []
+            var chunks: [UnsafeRawPointer?] = []
+            for piece in lease.pieces {
+                switch piece {
+                case let .chunk(c): chunks.append(c.bytes.baseAddress)
+                case let .memory(bytes): memories.append(bytes); chunks.append(nil)
+                case .file: break
+                }
+            }
+            withAddresses(of: memories[...]) { addresses in
+                var next = addresses.makeIterator()
+                var iov = zip(lease.pieces, chunks).map { piece, address in
+                    iovec(iov_base: UnsafeMutableRawPointer(mutating: address ?? next.next()!), iov_len: piece.count)
+                }
+                _ = fuse_reply_iov(req, &iov, Int32(iov.count))
+            }
+            return
+        }
         var fds: [Int32] = [], offsets: [off_t] = [], sizes: [Int] = []
         var memories: [[UInt8]] = []
         var chunks: [UnsafeRawPointer?] = []

@@ -100,6 +100,34 @@ final class BufferPathTests: GatedEngineTestCase {
         assertNoMemoryHeld(cache)
     }
 
+    func testArrivalsThatFollowEachOtherInOneChunkAreOnePieceOfTheAnswer() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { cache.shutdown() }
+        let info = try open(cache, source)
+        let piece: Int64 = 16 << 10   // what libcurl hands over at a time
+        try {
+            let box = ResultBox<ReadLease>(), answered = expectation(description: "read")
+            lease(cache, info, offset: at, count: 8 * piece, into: box, answered)
+            let t = try XCTUnwrap(source.transfers.last)
+            t.partial(length: length)
+            for i in 0..<8 { _ = t.offer(bytes(at + Int64(i) * piece, piece), more: i < 7) }   // one turn
+            wait(for: [answered], timeout: 5)
+            let lease = try box.get()
+            XCTAssertEqual(try lease.bytes(), Array(bytes(at, 8 * piece)))
+            let addresses = lease.pieces.compactMap(chunkAddress)
+            XCTAssertEqual(addresses.count, lease.pieces.count, "all from memory")
+            XCTAssertLessThan(lease.pieces.count, 8, "buffers grow within the turn, and hold several arrivals")
+            for i in addresses.indices.dropLast() {
+                XCTAssertNotEqual(addresses[i] + lease.pieces[i].count, addresses[i + 1],
+                                  "bytes that follow each other in one buffer are one piece")
+            }
+            lease.release()
+            t.finish()
+        }()
+        assertNoMemoryHeld(cache)
+    }
+
     func testAHitOnBytesQueuedForTheWriterPointsAtTheirChunk() throws {
         let source = GatedSource()
         let cache = try engine(source)
