@@ -18,8 +18,9 @@ struct SendableRequest: @unchecked Sendable {
 enum FuseOperations {
     /// Sends a read's bytes from where they are: data files go to the kernel as fd-backed
     /// buffers, bytes that arrived from the network as the pooled chunks they landed in (their
-    /// addresses, in one `fuse_bufvec`), both in one reply (a read that partly waited has both).
-    /// No copy passes through Swift; the lease keeps the chunks alive until the reply is written.
+    /// addresses: one `writev` when that is all, else beside the files in one `fuse_bufvec`; a
+    /// read that partly waited has both). No copy passes through Swift; the lease keeps the
+    /// chunks alive until the reply is written.
     static func reply(_ req: fuse_req_t, with lease: ReadLease) {
         if lease.pieces.count == 1 {
             switch lease.pieces[0] {
