@@ -41,13 +41,14 @@ public struct CacheConfiguration: Sendable {
     public var ignoreETag = false
     /// The time reads are stamped with and entries are aged by: tests pass a clock of their own.
     public var clock: @Sendable () -> Date = { Date() }
-    /// Arrived bytes that may wait for the disk writer, in all and per transfer: memory bounded
-    /// by design (a transfer past its share pauses until the writer drained).
+    /// The `MemoryBudget`'s shares. Arrived bytes that may wait for the disk writer, in all and
+    /// per transfer: memory bounded by design (a transfer past its share pauses until the writer
+    /// drained).
     public var writeBudget: Int64 = 4 << 20
     public var writeBudgetPerTransfer: Int64 = 1 << 20
-    /// Bytes that reads waiting for them may hold in their own buffers (`AssemblyBudget`); past
-    /// it, they are answered from the write queue and the data file.
-    public var assemblyBudget: Int64 = 16 << 20
+    /// Chunk memory that reads may hold (waiting for the rest of their bytes, or answered and
+    /// not yet replied); past it, they are answered from the write queue and the data file.
+    public var readRetentionBudget: Int64 = 16 << 20
     /// How the start's check opens a data file (`open(2)`, read-only); tests make it fail.
     /// -1 and errno on failure.
     var openDataFileForCheck: @Sendable (String) -> Int32 = { Glibc.open($0, O_RDONLY | O_CLOEXEC) }

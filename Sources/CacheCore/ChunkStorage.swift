@@ -1,35 +1,120 @@
 import Foundation
 
-/// The memory of one batch of arrivals (`EntrySink`), from the moment libcurl hands the first
-/// over until the writer has written them and no read needs them any more: then its buffer goes
-/// back to the pool and its room in the write budget is given back (`deinit`).
+/// The memory of one batch of arrivals (`EntrySink`): libcurl's bytes land here once, and every
+/// consumer shares them by reference, never by copy: the writer (`PendingBytes.Chunk`), the reads
+/// waiting for them and their answers (`ChunkBytes`, a `ReadLease` piece that FUSE replies from
+/// as it is and the proxy copies once into its `ByteBuffer`). The buffer goes back to the pool
+/// when the last of them let go (`deinit`).
+///
+/// Who holds it is counted here, for the `MemoryBudget`: the writer's holds (the sink's batch
+/// while it fills, then each chunk queued for the writer) keep its capacity in the queued share
+/// until the last is done; the reads' holds (`ChunkRetention`) keep it in the retained share
+/// while any read holds it. The two are independent, so reads that keep a chunk alive never keep
+/// its transfer paused (see `MemoryBudget`).
 ///
 /// Why a pool: buffers are allocated on the fetch thread and freed on a writer lane, thousands
 /// per GiB; through malloc that churn left the daemon's heap fragmented, so it kept about 25 MiB
 /// more than the budget allowed. Buffers come in four sizes (16 to 128 KiB, sized for a
 /// transfer's turns; a larger arrival from a source other than libcurl gets its own size,
-/// unpooled), the budget counts their capacity, and the pool keeps at most the budget's worth of
-/// free buffers: live plus kept memory stays within twice the budget, whatever the pattern.
+/// unpooled), the budget counts their capacity, and the pool keeps at most the queued share's
+/// worth of free buffers.
 // @unchecked: `base` is raw memory. The fetch thread writes the arrivals into it before the
-// storage is shared; from then on (write queue, pending views, waiting reads) it is only read,
-// and it goes back to the pool in `deinit`, when nobody holds it any more.
+// storage is shared; from then on (write queue, pending views, waiting reads, leases) it is only
+// read, and it goes back to the pool in `deinit`, when nobody holds it any more. `holds` is a
+// `LockedValue`.
 final class ChunkStorage: @unchecked Sendable {
     let base: UnsafeMutableRawPointer
     let capacity: Int
-    private let queue: WriteQueue
+    private let pool: ChunkPool
+    private let memory: MemoryBudget
     private let transfer: Int
+    private struct Holds {
+        /// The sink's batch (1 at first), plus one per chunk queued for the writer.
+        var writer = 1
+        var readers = 0
+    }
+    private let holds = LockedValue(Holds())
 
-    init(base: UnsafeMutableRawPointer, capacity: Int, queue: WriteQueue, transfer: Int) {
+    /// A buffer whose capacity `transfer` has reserved in `memory`'s queued share.
+    init(base: UnsafeMutableRawPointer, capacity: Int, pool: ChunkPool, memory: MemoryBudget, transfer: Int) {
         self.base = base
         self.capacity = capacity
-        self.queue = queue
+        self.pool = pool
+        self.memory = memory
         self.transfer = transfer
     }
 
     deinit {
-        queue.pool.give(base, capacity: capacity)
-        queue.release(Int64(capacity), transfer: transfer)
+        pool.give(base, capacity: capacity)
+        // Every hold is given back before the last reference goes, but a writer's hold dropped
+        // without its job (an engine stopped mid-transfer) must not keep the share.
+        let writer = holds.withLock { $0.writer }
+        if writer > 0 { memory.release(Int64(capacity), transfer: transfer) }
     }
+
+    /// A chunk of it was queued for the writer.
+    func holdForWriter() { holds.withLock { $0.writer += 1 } }
+
+    /// The writer is done with a chunk (or the sink with its batch): the last gives the queued
+    /// share back, whoever else still holds the memory.
+    func writerDone() {
+        let last: Bool = holds.withLock { h in
+            h.writer -= 1
+            return h.writer == 0
+        }
+        if last { memory.release(Int64(capacity), transfer: transfer) }
+    }
+
+    /// A read holds it: the first takes its capacity from the retained share (past the cap,
+    /// `force`). False (nothing held) when the share has no room.
+    func retain(force: Bool) -> Bool {
+        holds.withLock { h in
+            if h.readers == 0, !memory.retain(Int64(capacity), force: force) { return false }
+            h.readers += 1
+            return true
+        }
+    }
+
+    func unretain() {
+        holds.withLock { h in
+            h.readers -= 1
+            if h.readers == 0 { memory.unretain(Int64(capacity)) }
+        }
+    }
+}
+
+/// One read's hold on a chunk: counted in the retained share until it is dropped.
+final class ChunkRetention: Sendable {
+    let storage: ChunkStorage
+
+    init?(_ storage: ChunkStorage, force: Bool) {
+        guard storage.retain(force: force) else { return nil }
+        self.storage = storage
+    }
+
+    deinit { storage.unretain() }
+}
+
+/// Bytes of a pooled chunk that a read holds: no copy of them was made. A `ReadLease` piece;
+/// the memory stays valid (and counted) while the value or a copy of it lives.
+public struct ChunkBytes: Sendable {
+    let retention: ChunkRetention
+    let offset: Int
+    public let count: Int
+
+    /// Valid while this value (or the lease holding it) lives.
+    public var bytes: UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: retention.storage.base + offset, count: count)
+    }
+
+    init(_ retention: ChunkRetention, offset: Int, count: Int) {
+        self.retention = retention
+        self.offset = offset
+        self.count = count
+    }
+
+    /// Bytes `lo ..< hi` of these (no copy, the same hold).
+    func slice(_ lo: Int, _ hi: Int) -> ChunkBytes { ChunkBytes(retention, offset: offset + lo, count: hi - lo) }
 }
 
 /// Free chunk buffers by size class. Thread-safe.

@@ -23,7 +23,7 @@ extension EngineCore {
         request.cacheKey = key.string
         request.isProbe = isProbe
         let sink = EntrySink(core: self, entry: entry, shard: shard, fetchID: fetchID, generation: generation,
-                             start: fetch.start, rangeAsked: request.rangeHeader != nil)
+                             start: fetch.start, rangeAsked: request.rangeHeader != nil, file: key.hashValue)
         sinksIdle.lock(); activeSinks.withLock { $0 += 1 }; sinksIdle.unlock()
         let box = handles.box(fetchID)
         logger.debug("fetch", metadata: ["url": "\(url)", "range": "\(fetch)"])
@@ -55,15 +55,17 @@ extension EntryInfo {
 /// Receives one transfer and turns it into slice bytes, coverage and answered readers.
 ///
 /// Two threads, one job each. The source's thread (libcurl's, one callback at a time) only moves
-/// bytes: it copies each arrival once, into the transfer's batch buffer (taking a new one from
-/// the write budget when it is full, or pausing the transfer when there is none), and under the
-/// shard lock hands it to the reads waiting for it, answers those it completes, registers its
-/// new bytes (those neither on disk nor pending already) as pending, and advances the transfer's
-/// cursor. Once the source drained a turn, the batch's new chunks go to the writer lane of this
-/// transfer (`WriteQueue`, one per transfer, in arrival order), which writes them to their data
-/// files (adjacent ones in one `pwrite`) if there is room (`makeRoom`, which may evict), extends
-/// the extent's XXH64, records coverage and drops the chunks from pending; the batch's room in
-/// the budget comes back once all its chunks are done. Bytes that cannot be written (a full
+/// bytes: it copies each arrival once, into the transfer's batch buffer (a pooled `ChunkStorage`,
+/// taking a new one from the `MemoryBudget`'s queued share when it is full, or pausing the
+/// transfer when there is none): the only user-space copy of a miss. Under the shard lock it
+/// hands the reads waiting for it references to their part of the buffer (no copy), answers those
+/// it completes, registers its new bytes (those neither on disk nor pending already) as pending,
+/// and advances the transfer's cursor. Once the source drained a turn, the batch's new chunks go
+/// to the writer lane of the entry's data file (`WriteQueue`, one per file, in arrival order),
+/// which writes them to their data files (adjacent ones in one `pwrite`) if there is room
+/// (`makeRoom`, which may evict), extends the extent's XXH64, records coverage and drops the
+/// chunks from pending; the batch's room in the queued share comes back once all its chunks are
+/// done, whether or not reads still hold the buffer. Bytes that cannot be written (a full
 /// disk, a slice being evicted) already reached the waiting reads: the cache stops filling,
 /// reads do not fail. The index learns of an extent only after its bytes were written. The slice
 /// being written is pinned while its file is open, so eviction never takes a file from under a
@@ -81,6 +83,8 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     let fetchID: Int
     /// The request had a `Range` header (for `HeadDecision.Provenance`).
     let rangeAsked: Bool
+    /// Names the entry's data file for the writer: its jobs all run on that file's lane.
+    let file: Int
     /// Resumes the paused transfer once the writers have drained.
     private let onRoom: @Sendable () -> Void
     /// Only touched from the source's callback thread (callbacks never overlap).
@@ -115,8 +119,9 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     static let batchCapacity = ChunkPool.classes.last!
 
     init(core: EngineCore, entry: EntryState, shard: Shard, fetchID: Int, generation: Int64, start: Int64,
-         rangeAsked: Bool) {
+         rangeAsked: Bool, file: Int) {
         self.core = core
+        self.file = file
         self.rangeAsked = rangeAsked
         self.entry = entry
         self.shard = shard
@@ -257,19 +262,21 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     }
 
     /// Hands the batch's chunks to the writer lane, in one job, and lets go of its buffer: a
-    /// transfer waiting for the network holds no room in the write budget, which others may
-    /// need (a buffer is freed once its chunks are written and no read needs them).
+    /// transfer waiting for the network holds no room in the queued share, which others may
+    /// need (a buffer's room comes back once its chunks are written; it is freed once no read
+    /// holds it either).
     private func sendBatch() {
+        batch?.writerDone()
         batch = nil
         batchUsed = 0
         guard !unsent.isEmpty else { return }
         let chunks = unsent, generation = unsentGeneration
         unsent = []
-        core.writes.submit(transfer: fetchID) { [self] in write(chunks, generation: generation) }
+        core.writes.submit(file: file) { [self] in write(chunks, generation: generation) }
     }
 
-    /// Takes an arrival, copied into `storage` at `at` (its room in the write budget is given
-    /// back once the writer is done with it and no read needs it; see `ChunkStorage`).
+    /// Takes an arrival, copied into `storage` at `at` (its room in the queued share is given
+    /// back once the writer is done with it; see `ChunkStorage`).
     private func accept(_ arrival: UnsafeRawBufferPointer, _ storage: ChunkStorage, _ at: Int) -> FetchFlow {
         if let from = arrival.baseAddress { (storage.base + at).copyMemory(from: from, byteCount: arrival.count) }
         let bytes = UnsafeRawBufferPointer(start: storage.base + at, count: arrival.count)
@@ -304,7 +311,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                 }
             }
             for w in entry.waiters where w.generation == generation && w.range.overlaps(range) {
-                w.fill(bytes, at: range.lowerBound)
+                w.fill(range, in: storage, at: at)
             }
             entry.bytesFromOrigin += Int64(bytes.count)
             if ahead > 0 { core.metrics.readAheadBytes.add(ahead) }
@@ -358,10 +365,10 @@ final class EntrySink: FetchSink, @unchecked Sendable {
             for c in chunks { entry.pending.remove(c) }
             guard entry.isCurrent(generation) else { return }
             // Bytes the disk refused leave the queue for nowhere: reads that took them as queued
-            // (their buffer did not fit the budget) get them now, past the budget.
+            // (the retained share had no room for them) hold them now, past the cap.
             for c in chunks where !written.contains(c.range) {
                 for w in entry.waiters where w.generation == generation && w.range.overlaps(c.range) {
-                    w.fill(c.bytes, at: c.range.lowerBound, force: true)
+                    w.fill(c.range, in: c.storage, at: c.offset, force: true)
                 }
             }
             entry.unpin(slices, generation: generation)
@@ -374,6 +381,9 @@ final class EntrySink: FetchSink, @unchecked Sendable {
             }
             core.addBytes(added)
         }
+        // Their room in the queued share comes back now, whoever else still holds their memory
+        // (reads, answers): what reads hold never keeps a transfer paused (see `MemoryBudget`).
+        for c in chunks { c.writerDone() }
     }
 
     /// Writes new bytes of one slice if there is room, extending the current extent's checksum.
@@ -492,10 +502,10 @@ final class EntrySink: FetchSink, @unchecked Sendable {
 
     func fetchDidFinish(_ error: FetchError?) {
         sendBatch()
-        core.writes.forget(transfer: fetchID)
+        core.memory.forget(transfer: fetchID)
         // The last extent goes to the index once the lane wrote what is queued before it.
         defer {
-            core.writes.submit(transfer: fetchID) { [self] in
+            core.writes.submit(file: file) { [self] in
                 closeExtent()
                 closeFile()
                 core.sinksIdle.lock()

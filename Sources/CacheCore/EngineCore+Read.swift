@@ -10,10 +10,11 @@ import Foundation
 /// reader); the disk is read when the front door sends the bytes (FUSE splices them, the proxy
 /// sends the file), with the kernel's own read-ahead on that descriptor, as for any file read
 /// in order. Waiters are answered on `completionQueue` (or inline on the fetch thread when memory
-/// covers them), from the bytes that arrived for them (within the `AssemblyBudget`), bytes still
-/// queued for the writer, and the data file for the rest. Under the lock the engine only decides
-/// where each run comes from (`ReadRun`); copies and opens happen after. It may block on nothing
-/// but the shard lock.
+/// covers them), from the bytes that arrived for them (held in the chunks they landed in, within
+/// the `MemoryBudget`'s retained share), bytes still queued for the writer (the same chunks) and
+/// the data file for the rest: a miss's bytes are never copied in user space here. Under the lock
+/// the engine only decides where each run comes from (`ReadRun`); opens happen after. It may
+/// block on nothing but the shard lock.
 extension EngineCore {
     func makeReaderState(entry: EntryInfo, end: Int64?, door: ReadDoor = .cli, background: Bool = false) -> ReaderState {
         ReaderState(id: makeID(), entry: entry, end: end, door: door, initialReadAhead: initialReadAhead, background: background)
@@ -115,9 +116,9 @@ extension EngineCore {
             } else {
                 entry.misses += 1
                 let waiter = Waiter(reader: reader.id, files: reader.files, range: request, generation: generation,
-                                    deadline: now + configuration.readTimeout, budget: assembly, completion: completion)
+                                    deadline: now + configuration.readTimeout, completion: completion)
                 waiter.background = reader.background
-                for v in entry.pending.views(in: request) { waiter.fill(v.bytes, at: v.range.lowerBound) }
+                for v in entry.pending.views(in: request) { waiter.fill(v.range, in: v.chunk.storage, at: v.storageOffset) }
                 entry.waiters.append(waiter)
             }
             reprioritize(entry)
@@ -138,7 +139,7 @@ extension EngineCore {
     }
 
     /// How a hit on `range` is answered: from the data file, except bytes still pending for
-    /// the writer, which come from memory (views: copied once the shard lock is let go). Call
+    /// the writer, which come from memory (views of their chunks, held by the lease). Call
     /// under the shard lock.
     func runs(_ range: Range<Int64>, pending: PendingBytes) -> [ReadRun] {
         let inMemory = pending.views(in: range)
@@ -154,7 +155,7 @@ extension EngineCore {
         return out
     }
 
-    /// A lease over `range`, whose slices the caller pinned: memory runs as given, the rest from
+    /// A lease over `range`, whose slices the caller pinned: memory runs as the chunks they are in, the rest from
     /// the reader's open data file (opened here if needed: no lock is held). Releasing it
     /// unpins. A data file that cannot be opened is forgotten (fetched again), never served.
     func lease(entry: EntryState, shard: Shard, id: Int64, generation: Int64, files: ReaderFiles,
@@ -168,10 +169,10 @@ extension EngineCore {
             let run = r.range
             switch r.source {
             case let .bytes(bytes):
-                pieces.append(.memory(bytes))
+                pieces.append(.chunk(bytes))
                 continue
             case let .pending(view):
-                pieces.append(.memory(view.copy()))
+                pieces.append(.chunk(view.retained()))
                 continue
             case .disk:
                 break
@@ -280,8 +281,8 @@ extension EngineCore {
         }
     }
 
-    /// Completes every waiter whose bytes are all here now: in memory (copied in as they
-    /// arrived) or on disk. Call under the shard lock. Answers that open the data file run on the
+    /// Completes every waiter whose bytes are all here now: in memory (held as they arrived, or
+    /// queued for the writer) or on disk. Call under the shard lock. Answers that open the data file run on the
     /// completion queue; with `inline`, answers wholly from memory are handed back instead, for
     /// the caller to run once it released the lock (the fetch thread answers a waiting read from
     /// the arriving bytes without a hop to another thread).
@@ -301,8 +302,8 @@ extension EngineCore {
             }
             touch(entry, clip, now)
             // The waiter pinned `w.range`; the lease releases those pins.
-            // What it holds comes from its buffer, what waits for the writer from the queue, the
-            // rest (bytes it had no budget for, or that were on disk before it) from the slices.
+            // What it holds comes from its chunks, what waits for the writer from the queue's, the
+            // rest (bytes it had no room to hold, or that were on disk before it) from the slices.
             let runs = w.runs(of: clip).flatMap { run, bytes in
                 bytes.map { [ReadRun(range: run, source: .bytes($0))] } ?? self.runs(run, pending: entry.pending)
             }

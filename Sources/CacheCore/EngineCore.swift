@@ -82,9 +82,10 @@ final class EngineCore: Sendable {
         get { counters.withLock { $0.testHook } }
         set { counters.withLock { $0.testHook = newValue } }
     }
-    /// Writes arriving bytes off the fetch thread, within the write budget.
+    /// Writes arriving bytes off the fetch thread.
     let writes: WriteQueue
-    let assembly: AssemblyBudget
+    /// The memory of arriving bytes: what waits for the writer, and what reads hold.
+    let memory: MemoryBudget
     /// Bytes transfers may write before the cap and free space are looked at again.
     let space = SpaceAllowance()
     /// Entries with an open reader, which `--cache-max-age` leaves alone.
@@ -139,9 +140,9 @@ final class EngineCore: Sendable {
         }
         self.configuration = configuration
         store = DataFiles(root: dir, sliceSize: configuration.sliceSize)
-        writes = WriteQueue(lanes: 2, budget: .init(total: configuration.writeBudget,
-                                                    perTransfer: configuration.writeBudgetPerTransfer))
-        assembly = AssemblyBudget(limit: Int(configuration.assemblyBudget))
+        memory = MemoryBudget(limits: .init(queued: configuration.writeBudget, perTransfer: configuration.writeBudgetPerTransfer,
+                                            retained: configuration.readRetentionBudget))
+        writes = WriteQueue(lanes: 2, memory: memory)
         shards = (0..<max(1, configuration.shardCount)).map { _ in Shard() }
         try load()
         switch previousStop {

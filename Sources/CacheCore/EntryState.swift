@@ -129,10 +129,12 @@ final class EntryState: @unchecked Sendable {
 }
 
 /// A read waiting for bytes to land. A class, so a transfer can fill it in place: bytes that
-/// arrive for it are copied straight in (`received`), and it is answered from memory when they
-/// cover it, with no read back from disk (and even when the disk is full). Its buffer comes out
-/// of the engine's `AssemblyBudget`; while that is spent it copies nothing, and its missing bytes
-/// come from the write queue and the data file when all are there.
+/// arrive for it are not copied, it keeps references to the parts of the chunks they landed in
+/// (`held`), and it is answered from them when they cover it, with no read back from disk (and
+/// even when the disk is full). What it holds is counted in the `MemoryBudget`'s retained share;
+/// when that has no room it lets go of all it holds (bytes the disk refused excepted: nothing
+/// else has them), holds nothing more, and its bytes come from the write queue and the data file
+/// when all are there.
 final class Waiter {
     let reader: Int
     /// The reader's open data file, for the parts answered from disk.
@@ -148,42 +150,64 @@ final class Waiter {
     var background = false
     var replans = 0
     let completion: @Sendable (Result<ReadLease, CacheError>) -> Void
-    /// Bytes of `range` that arrived while it waited (indexed from `range.lowerBound`), and which.
-    private(set) var received: [UInt8] = []
+    /// Bytes of `range` that arrived while it waited, where they are: sorted, disjoint, exactly
+    /// `filled`. `kept`: bytes the disk refused, which it must not let go of.
+    private(set) var held: [(range: Range<Int64>, bytes: ChunkBytes, kept: Bool)] = []
     private(set) var filled = RangeSet()
-    private let budget: AssemblyBudget
+    /// False once the retained share had no room for it: it holds only bytes the disk refused.
+    private(set) var retaining = true
 
     init(reader: Int, files: ReaderFiles, range: Range<Int64>, generation: Int64, deadline: Double,
-         budget: AssemblyBudget, completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void) {
+         completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void) {
         self.reader = reader
         self.files = files
         self.range = range
         self.generation = generation
         self.deadline = deadline
-        self.budget = budget
         self.completion = completion
     }
 
-    deinit { if !received.isEmpty { budget.give(received.count) } }
+    /// Holds the part of `bytes` (entry offsets, at `offset` in `storage`) that this read wants and
+    /// does not have yet, if the retained share has room (always, `force`: bytes the disk refused,
+    /// which nothing else holds). Without room it lets go of everything it may let go of.
+    func fill(_ bytes: Range<Int64>, in storage: ChunkStorage, at offset: Int, force: Bool = false) {
+        let overlap = range.clamped(to: bytes)
+        guard !overlap.isEmpty, force || retaining else { return }
+        if force {
+            // Held already through another chunk: the same bytes, now the only copy left.
+            for i in held.indices where held[i].range.overlaps(overlap) { held[i].kept = true }
+        }
+        let gaps = filled.gaps(in: overlap)
+        guard !gaps.isEmpty else { return }
+        guard let retention = ChunkRetention(storage, force: force) else {
+            letGo()
+            return
+        }
+        for gap in gaps {
+            let at = offset + Int(gap.lowerBound - bytes.lowerBound)
+            let i = held.firstIndex { $0.range.lowerBound > gap.lowerBound } ?? held.endIndex
+            filled.insert(gap)
+            // libcurl hands 16 KiB at a time: the arrivals that follow each other in one chunk
+            // become one piece, so a reply is one buffer, not eight.
+            if i > 0, held[i - 1].range.upperBound == gap.lowerBound, held[i - 1].kept == force,
+               held[i - 1].bytes.retention.storage === storage, held[i - 1].bytes.offset + held[i - 1].bytes.count == at {
+                let before = held[i - 1]
+                held[i - 1] = (before.range.lowerBound..<gap.upperBound,
+                               ChunkBytes(before.bytes.retention, offset: before.bytes.offset, count: before.bytes.count + Int(gap.length)),
+                               force)
+                continue
+            }
+            held.insert((range: gap, bytes: ChunkBytes(retention, offset: at, count: Int(gap.length)), kept: force), at: i)
+        }
+    }
 
-    /// Copies the part of `bytes` (which start at entry offset `at`) that this read wants, if
-    /// its buffer fits the budget (always, `force`: bytes nothing else holds).
-    func fill(_ bytes: UnsafeRawBufferPointer, at start: Int64, force: Bool = false) {
-        let chunk = start..<(start + Int64(bytes.count))
-        let overlap = range.clamped(to: chunk)
-        guard !overlap.isEmpty else { return }
-        if received.isEmpty {
-            let n = Int(range.length)
-            guard budget.take(n, force: force) else { return }
-            // Not zeroed: only the `filled` parts are ever read back.
-            received = [UInt8](unsafeUninitializedCapacity: n) { _, count in count = n }
-        }
-        let from = Int(overlap.lowerBound - start), to = Int(overlap.lowerBound - range.lowerBound)
-        received.withUnsafeMutableBytes { dst in
-            dst.baseAddress!.advanced(by: to).copyMemory(from: bytes.baseAddress!.advanced(by: from),
-                                                         byteCount: Int(overlap.length))
-        }
-        filled.insert(overlap)
+    /// The retained share is spent: keep only what nothing else holds, and hold nothing more.
+    /// What it let go of is still in the write queue or on disk (pinned by this read).
+    private func letGo() {
+        retaining = false
+        held.removeAll { !$0.kept }
+        filled = RangeSet()
+        for h in held { filled.insert(h.range) }
     }
 
     /// Whether every byte of `range` (clipped to `within`) is here, on disk (`cached`) or queued
@@ -196,16 +220,16 @@ final class Waiter {
         return true
     }
 
-    /// The bytes of `wanted` (a prefix of `range`) that arrived here, as runs in order, with the
-    /// gaps between them (to be read from disk) as nil.
-    func runs(of wanted: Range<Int64>) -> [(Range<Int64>, [UInt8]?)] {
-        var out: [(Range<Int64>, [UInt8]?)] = []
+    /// The bytes of `wanted` (a prefix of `range`) that it holds, as runs in order (no copy),
+    /// with the gaps between them (to be read from the queue or disk) as nil.
+    func runs(of wanted: Range<Int64>) -> [(Range<Int64>, ChunkBytes?)] {
+        var out: [(Range<Int64>, ChunkBytes?)] = []
         var at = wanted.lowerBound
-        for r in filled.ranges where r.overlaps(wanted) {
-            let run = r.clamped(to: wanted)
+        for h in held where h.range.overlaps(wanted) {
+            let run = h.range.clamped(to: wanted)
             if run.lowerBound > at { out.append((at..<run.lowerBound, nil)) }
-            let lo = Int(run.lowerBound - range.lowerBound), hi = Int(run.upperBound - range.lowerBound)
-            out.append((run, lo == 0 && hi == received.count ? received : Array(received[lo..<hi])))
+            let lo = Int(run.lowerBound - h.range.lowerBound)
+            out.append((run, h.bytes.slice(lo, lo + Int(run.length))))
             at = run.upperBound
         }
         if at < wanted.upperBound { out.append((at..<wanted.upperBound, nil)) }

@@ -7,17 +7,22 @@
 /// overlap each other or the entry's coverage, and all belong to the entry's current generation
 /// (a new generation drops them; their writer then records nothing).
 struct PendingBytes {
+    /// Holds its storage for the writer (the queued share) from creation until `writerDone`.
     final class Chunk: Sendable {
         let range: Range<Int64>
-        private let storage: ChunkStorage
-        private let offset: Int
+        let storage: ChunkStorage
+        let offset: Int
 
         /// Bytes `offset ..< offset + range.length` of `storage`.
         init(range: Range<Int64>, storage: ChunkStorage, offset: Int) {
             self.range = range
             self.storage = storage
             self.offset = offset
+            storage.holdForWriter()
         }
+
+        /// The writer wrote it, or let it go: its part of the queued share is given back.
+        func writerDone() { storage.writerDone() }
 
         var bytes: UnsafeRawBufferPointer {
             UnsafeRawBufferPointer(start: storage.base + offset, count: Int(range.length))
@@ -60,17 +65,21 @@ struct PendingBytes {
         return all
     }
 
-    /// Pending bytes seen under the shard lock and copied out after it: the view keeps its chunk
-    /// (and the chunk's room in the write budget) until then, so the copy needs no lock.
+    /// Pending bytes seen under the shard lock and put in a lease after it: the view keeps its
+    /// chunk's memory alive until then.
     struct View: Sendable {
         let range: Range<Int64>
         let chunk: Chunk
         let lo: Int
 
-        /// Valid while the view lives.
-        var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: chunk.bytes[lo..<(lo + Int(range.length))]) }
+        /// Where the bytes are in the chunk's storage.
+        var storageOffset: Int { chunk.offset + lo }
 
-        func copy() -> [UInt8] { Array(bytes) }
+        /// The bytes as a lease piece: the same memory, held for one reply (retained past the
+        /// cap: the answer is built already, and it lives for one reply).
+        func retained() -> ChunkBytes {
+            ChunkBytes(ChunkRetention(chunk.storage, force: true)!, offset: storageOffset, count: Int(range.length))
+        }
     }
 
     /// The pending bytes within `range`, in order, as views (no copy).

@@ -8,30 +8,37 @@ import Glibc
 /// Cached bytes are pieces of data files (descriptors the reader keeps open), so a front door
 /// can hand them to the kernel without copying: FUSE replies with fd-backed buffers (spliced
 /// where the kernel allows), the proxy with `sendfile`. Bytes that arrived from the network while
-/// the read waited are pieces of memory. The slices stay pinned (eviction leaves them alone) until
+/// the read waited, or still wait for the writer, are pieces of the pooled chunks they landed in
+/// (`ChunkBytes`: no copy; FUSE replies with their addresses, the proxy copies them once into a
+/// `ByteBuffer`), held and counted in the `MemoryBudget` until the lease is gone. The slices stay
+/// pinned (eviction leaves them alone) until
 /// the lease is released: call `release()` once the reply is sent; `deinit` releases it too, so a
 /// lease dropped on an error path never keeps its pins.
 public final class ReadLease: Sendable {
     public enum Piece: Sendable {
         /// `count` bytes of an open data file at `offset` within the file.
         case file(fd: Int32, offset: Int64, count: Int)
+        /// Bytes that arrived from the network, where they landed (no copy).
+        case chunk(ChunkBytes)
+        /// Bytes a source holds in an array (`init(bytes:)`: sources that hold them, tests).
         case memory([UInt8])
 
         public var count: Int {
             switch self {
             case let .file(_, _, count): return count
+            case let .chunk(c): return c.count
             case let .memory(bytes): return bytes.count
             }
         }
+
+        var isFile: Bool { if case .file = self { true } else { false } }
     }
 
     /// The bytes of the read, in order.
     public let pieces: [Piece]
 
     /// Some of the bytes are in data files: sending them may wait on the disk.
-    public var readsFromDisk: Bool {
-        pieces.contains { if case .file = $0 { return true } else { return false } }
-    }
+    public var readsFromDisk: Bool { pieces.contains(where: \.isFile) }
     public let count: Int
     /// Keeps the descriptors of the file pieces open for as long as the lease lives.
     private let files: [DataFile]
@@ -41,11 +48,12 @@ public final class ReadLease: Sendable {
     /// in the writer's queue): what the counters call a miss.
     public let originBytes: Int
 
-    /// - Parameter originBytes: nil: the memory pieces (bytes that arrived while the read waited).
+    /// - Parameter originBytes: nil: the memory pieces (bytes that arrived while the read waited,
+    ///   or that wait for the writer).
     init(pieces: [Piece], files: [DataFile], originBytes: Int? = nil, onRelease: (@Sendable () -> Void)?) {
         self.pieces = pieces
         self.count = pieces.reduce(0) { $0 + $1.count }
-        self.originBytes = originBytes ?? pieces.reduce(0) { if case let .memory(b) = $1 { return $0 + b.count } else { return $0 } }
+        self.originBytes = originBytes ?? pieces.reduce(0) { $1.isFile ? $0 : $0 + $1.count }
         self.files = files
         self.onRelease = LockedValue(onRelease)
     }
@@ -83,6 +91,9 @@ public final class ReadLease: Sendable {
                     bytes.withUnsafeBufferPointer { src in
                         _ = UnsafeMutableBufferPointer(rebasing: buffer[at..<(at + bytes.count)]).initialize(from: src)
                     }
+                case let .chunk(c):
+                    UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[at..<(at + c.count)])
+                        .copyMemory(from: c.bytes)
                 case let .file(fd, offset, n):
                     do throws(ReadFullyFailure) {
                         try readFully(fd, into: UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[at..<(at + n)]),
@@ -140,14 +151,14 @@ final class ReaderFiles: Sendable {
 }
 
 /// Where one run of a read's bytes comes from, as the engine decides it under the shard lock;
-/// the lease is built from runs after the lock is let go (so copies and opens run without it).
+/// the lease is built from runs after the lock is let go (so opens run without it).
 struct ReadRun: Sendable {
     enum Source: Sendable {
         /// The data file.
         case disk
-        /// Bytes that reached a waiting read.
-        case bytes([UInt8])
-        /// Bytes queued for the writer, copied when the lease is built.
+        /// Bytes that reached a waiting read (held in their chunk).
+        case bytes(ChunkBytes)
+        /// Bytes queued for the writer, held in their chunk when the lease is built.
         case pending(PendingBytes.View)
     }
 

@@ -17,21 +17,57 @@ struct SendableRequest: @unchecked Sendable {
 
 enum FuseOperations {
     /// Sends a read's bytes from where they are: data files go to the kernel as fd-backed
-    /// buffers, bytes that arrived from the network as they are, both in one reply (a read that
-    /// partly waited has both). No copy passes through Swift.
+    /// buffers, bytes that arrived from the network as the pooled chunks they landed in (their
+    /// addresses: one `writev` when that is all, else beside the files in one `fuse_bufvec`; a
+    /// read that partly waited has both). No copy passes through Swift; the lease keeps the
+    /// chunks alive until the reply is written.
     static func reply(_ req: fuse_req_t, with lease: ReadLease) {
-        if lease.pieces.count == 1, case let .memory(bytes) = lease.pieces[0] {
-            bytes.withUnsafeBytes { _ = fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
+        if lease.pieces.count == 1 {
+            switch lease.pieces[0] {
+            case let .chunk(c):
+                _ = fuse_reply_buf(req, c.bytes.baseAddress?.assumingMemoryBound(to: CChar.self), c.count)
+                return
+            case let .memory(bytes):
+                bytes.withUnsafeBytes { _ = fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
+                return
+            case .file:
+                break
+            }
+        }
+        if !lease.readsFromDisk {
+            // Memory only (a read that waited, answered from several chunks): one `writev`.
+            // Through `fuse_reply_data` libfuse would stage memory buffers in a pipe to splice.
+            var memories: [[UInt8]] = []
+            var chunks: [UnsafeRawPointer?] = []
+            for piece in lease.pieces {
+                switch piece {
+                case let .chunk(c): chunks.append(c.bytes.baseAddress)
+                case let .memory(bytes): memories.append(bytes); chunks.append(nil)
+                case .file: break
+                }
+            }
+            withAddresses(of: memories[...]) { addresses in
+                var next = addresses.makeIterator()
+                var iov = zip(lease.pieces, chunks).map { piece, address in
+                    iovec(iov_base: UnsafeMutableRawPointer(mutating: address ?? next.next()!), iov_len: piece.count)
+                }
+                _ = fuse_reply_iov(req, &iov, Int32(iov.count))
+            }
             return
         }
         var fds: [Int32] = [], offsets: [off_t] = [], sizes: [Int] = []
         var memories: [[UInt8]] = []
+        var chunks: [UnsafeRawPointer?] = []
         fds.reserveCapacity(lease.pieces.count)
         for piece in lease.pieces {
             switch piece {
             case let .file(fd, offset, _):
                 fds.append(fd)
                 offsets.append(off_t(offset))
+            case let .chunk(c):
+                fds.append(-2)
+                offsets.append(off_t(chunks.count))   // which of `chunks`
+                chunks.append(c.bytes.baseAddress)
             case let .memory(bytes):
                 fds.append(-1)
                 offsets.append(off_t(memories.count))   // which of `memories`
@@ -40,8 +76,15 @@ enum FuseOperations {
             sizes.append(piece.count)
         }
         withAddresses(of: memories[...]) { addresses in
-            let mems = fds.indices.map { fds[$0] < 0 ? addresses[Int(offsets[$0])] : nil }
-            _ = cfuse3_reply_pieces(req, fds, offsets, mems, sizes, fds.count)
+            let mems = fds.indices.map { i -> UnsafeRawPointer? in
+                switch fds[i] {
+                case -1: addresses[Int(offsets[i])]
+                case -2: chunks[Int(offsets[i])]
+                default: nil
+                }
+            }
+            let kinds = fds.map { max($0, -1) }   // the shim: a negative descriptor is memory
+            _ = cfuse3_reply_pieces(req, kinds, offsets, mems, sizes, fds.count)
         }
     }
 

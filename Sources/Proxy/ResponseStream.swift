@@ -7,7 +7,7 @@ import NIOPosix
 ///
 /// Each chunk is a `ReadLease`: cached bytes go out as file regions of the data file
 /// (`sendfile`, no copy through user space), bytes that arrived from the network while the read
-/// waited as buffers. The lease (and with it the pins on its slices) is released when its last
+/// waited as buffers (copied once from the pooled chunks they landed in). The lease (and with it the pins on its slices) is released when its last
 /// write completed.
 ///
 /// Backpressure: the next chunk is leased only after the previous one was handed to the channel
@@ -145,13 +145,19 @@ final class ResponseStream {
     }
 
     /// The lease's pieces as body parts: file regions over their own descriptors (the channel
-    /// may still send them after the reader moved on), memory as buffers.
+    /// may still send them after the reader moved on), memory as buffers (a chunk's bytes are
+    /// copied once, here: the engine knows no NIO, and the lease is released when they are
+    /// written, not when the buffer is).
     private func bodyParts(of lease: ReadLease) -> [IOData]? {
         var parts: [IOData] = []
         for piece in lease.pieces {
             switch piece {
             case let .memory(bytes):
                 parts.append(.byteBuffer(context.channel.allocator.buffer(bytes: bytes)))
+            case let .chunk(c):
+                var buffer = context.channel.allocator.buffer(capacity: c.count)
+                buffer.writeBytes(c.bytes)
+                parts.append(.byteBuffer(buffer))
             case let .file(fd, offset, count):
                 let copy = dup(fd)
                 guard copy >= 0 else {

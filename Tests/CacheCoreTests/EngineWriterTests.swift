@@ -33,7 +33,7 @@ final class EngineWriterTests: GatedEngineTestCase {
         XCTAssertEqual(t.offer(bytes(at, chunk)), .proceed)
         XCTAssertEqual(t.offer(bytes(at + chunk, chunk)), .proceed)
         XCTAssertEqual(t.offer(bytes(at + 2 * chunk, chunk)), .pause, "its share waits for the disk: it pauses")
-        XCTAssertEqual(cache.core.writes.usage.reserved, 2 * chunk, "the paused chunk took no room")
+        XCTAssertEqual(cache.core.memory.usage.queued, 2 * chunk, "the paused chunk took no room")
         XCTAssertEqual(t.resumeCount, 0)
 
         cache.core.writes.releaseWrites()
@@ -46,7 +46,7 @@ final class EngineWriterTests: GatedEngineTestCase {
         t.finish()
         cache.core.writes.waitIdle()
         XCTAssertEqual(cache.status(url: url)?.cachedRanges, [0..<(256 << 10), at..<(at + 4 * chunk)])
-        XCTAssertEqual(cache.core.writes.usage.reserved, 0)
+        XCTAssertEqual(cache.core.memory.usage.queued, 0)
     }
 
     func testTheBytesOfOneTurnOfTheSourceShareABufferAndOneWriteOnceItDrains() throws {
@@ -62,10 +62,10 @@ final class EngineWriterTests: GatedEngineTestCase {
         // A first turn of 128 KiB: buffers grow to the size of the transfer's turns.
         for i in 0..<8 { _ = t.offer(bytes(at - Int64(8 - i) * piece, piece), more: i < 7) }
         cache.core.writes.waitIdle()
-        XCTAssertEqual(cache.core.writes.usage.reserved, 0)
+        XCTAssertEqual(cache.core.memory.usage.queued, 0)
         writes.reset()
         for i in 0..<3 { XCTAssertEqual(t.offer(bytes(at + Int64(i) * piece, piece), more: true), .proceed) }
-        XCTAssertEqual(cache.core.writes.usage.reserved, Int64(EntrySink.batchCapacity), "one buffer holds them")
+        XCTAssertEqual(cache.core.memory.usage.queued, Int64(EntrySink.batchCapacity), "one buffer holds them")
         cache.core.writes.waitIdle()
         XCTAssertEqual(writes.value, 0, "nothing goes to the writer while the turn goes on")
         XCTAssertEqual(cache.status(url: url)?.cachedRanges, [0..<(256 << 10), (at - 8 * piece)..<at])
@@ -81,7 +81,7 @@ final class EngineWriterTests: GatedEngineTestCase {
         cache.core.writes.waitIdle()
         XCTAssertEqual(writes.value, 1, "one write for the turn")
         XCTAssertEqual(cache.status(url: url)?.cachedRanges, [0..<(256 << 10), (at - 8 * piece)..<(at + 4 * piece)])
-        XCTAssertEqual(cache.core.writes.usage.reserved, 0,
+        XCTAssertEqual(cache.core.memory.usage.queued, 0,
                        "a transfer waiting for the network holds no room in the write budget")
         t.finish()
         cache.core.writes.waitIdle()
@@ -149,9 +149,9 @@ final class EngineWriterTests: GatedEngineTestCase {
         XCTAssertEqual(cache.status(url: url)?.cachedRanges, [0..<(256 << 10), at..<(at + chunk)])
     }
 
-    func testAReadTheAssemblyBudgetCannotHoldTakesItsBytesFromTheSlicesAndTheQueue() throws {
+    func testAReadTheRetainedShareCannotHoldTakesItsBytesFromTheSlicesAndTheQueue() throws {
         let source = GatedSource()
-        let cache = try engine(source, assemblyBudget: 0)   // no waiting read may keep a buffer
+        let cache = try engine(source, retainBudget: 0)   // no waiting read may keep a buffer
         defer { cache.shutdown() }
         let info = try open(cache, source)
         let box = ResultBox<[UInt8]>(), answered = expectation(description: "read")
@@ -166,27 +166,27 @@ final class EngineWriterTests: GatedEngineTestCase {
         _ = t.offer(bytes(at + 3 * chunk, chunk))   // the rest waits for the writer
         wait(for: [answered], timeout: 5)
         XCTAssertEqual(try box.get(), Array(bytes(at, 4 * chunk)), "half from the data file, half from the queue")
-        XCTAssertEqual(cache.core.assembly.inUse, 0, "nothing was copied for it on arrival")
+        XCTAssertEqual(cache.core.memory.usage.retained, 0, "it held nothing on arrival")
         XCTAssertEqual(source.transfers.count, 2, "the probe and this read's transfer, no other")
         cache.core.writes.releaseWrites()
         t.finish()
         cache.core.writes.waitIdle()
     }
 
-    func testBytesTheDiskRefusesReachAReadTheAssemblyBudgetCouldNotHold() throws {
+    func testBytesTheDiskRefusesReachAReadTheRetainedShareCouldNotHold() throws {
         let source = GatedSource()
-        let cache = try engine(source, capacity: 0, assemblyBudget: 0)   // nothing may be written
+        let cache = try engine(source, capacity: 0, retainBudget: 0)   // nothing may be written
         defer { cache.shutdown() }
         let info = try open(cache, source)
         let box = ResultBox<[UInt8]>(), answered = expectation(description: "read")
         let t = try startRead(cache, source, info, offset: at, count: 2 * chunk, into: box, answered)
         cache.core.writes.holdWrites()   // else the writer may refuse them before the check below
         _ = t.offer(bytes(at, chunk))
-        XCTAssertEqual(cache.core.assembly.inUse, 0, "queued, not copied")
+        XCTAssertEqual(cache.core.memory.usage.retained, 0, "queued, not held by the read")
         cache.core.writes.releaseWrites()
         cache.core.writes.waitIdle()   // the writer refuses it: the bytes leave the queue
         XCTAssertEqual(cache.status(url: url)?.cachedRanges, [], "nothing on disk")
-        XCTAssertEqual(cache.core.assembly.inUse, Int(2 * chunk), "handed to the read past the budget")
+        XCTAssertEqual(cache.core.memory.usage.retained, chunk, "handed to the read past the cap (its chunk)")
         _ = t.offer(bytes(at + chunk, chunk))
         wait(for: [answered], timeout: 5)
         XCTAssertEqual(try box.get(), Array(bytes(at, 2 * chunk)))
@@ -215,7 +215,7 @@ final class EngineWriterTests: GatedEngineTestCase {
         XCTAssertEqual(cache.usage.bytes, 0, "a removed entry gains no bytes")
         XCTAssertEqual(dataFiles(), [], "the writer left no file behind")
         XCTAssertNil(cache.status(url: url))
-        XCTAssertEqual(cache.core.writes.usage.reserved, 0, "its room was given back")
+        XCTAssertEqual(cache.core.memory.usage.queued, 0, "its room was given back")
     }
 
     func testTheWriteBudgetHoldsAcrossTransfersAndEveryPausedOneResumes() throws {
@@ -238,9 +238,9 @@ final class EngineWriterTests: GatedEngineTestCase {
             if next[i] < 4 { paused.append(t) }
         }
         XCTAssertEqual(next.reduce(0, +) * chunk, budget, "exactly the budget was taken")
-        XCTAssertLessThanOrEqual(cache.core.writes.usage.peak, budget, "never more queued than the budget")
+        XCTAssertLessThanOrEqual(cache.core.memory.usage.peakQueued, budget, "never more queued than the budget")
         XCTAssertEqual(paused.count, 4, "every transfer ends up paused")
-        XCTAssertEqual(cache.core.writes.usage.paused, 4)
+        XCTAssertEqual(cache.core.memory.usage.paused, 4)
 
         cache.core.writes.releaseWrites()
         cache.core.writes.waitIdle()
@@ -258,7 +258,7 @@ final class EngineWriterTests: GatedEngineTestCase {
         }
         waitForExpectations(timeout: 5)
         cache.core.writes.waitIdle()
-        XCTAssertLessThanOrEqual(cache.core.writes.usage.peak, budget)
+        XCTAssertLessThanOrEqual(cache.core.memory.usage.peakQueued, budget)
         XCTAssertEqual(cache.usage.bytes, (256 << 10) + 4 * 4 * chunk)
     }
 }
