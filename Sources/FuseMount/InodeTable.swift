@@ -51,7 +51,7 @@ final class IndexState {
     /// Names that came from the listing (static children with the same name win).
     var listed: Set<String> = []
     var fetching = false
-    var waiters: [(CacheError?) -> Void] = []
+    var waiters: [@Sendable (CacheError?) -> Void] = []
     /// What the entries of its current listing cost (`InodeTable.listingBytes`).
     var cost: Int64 = 0
 

@@ -135,7 +135,7 @@ final class StaleListingTests: XCTestCase {
     /// The root listing's refresh has ended (its failure applied).
     private func waitUntilNoRefreshRuns(_ c: CoreCalls, file: StaticString = #filePath, line: UInt = #line) throws {
         let deadline = Date().addingTimeInterval(20)
-        while c.core.lock.withLock({ c.core.table.root.directory?.index?.fetching ?? false }) {
+        while c.core.state.withLock({ $0.table.root.directory?.index?.fetching ?? false }) {
             guard Date() < deadline else { return XCTFail("the refresh never ended", file: file, line: line) }
             usleep(2_000)
         }
