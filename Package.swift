@@ -11,9 +11,10 @@
 // FuseMount and Proxy never import each other; only the executable wires the libcurl source in.
 import PackageDescription
 
-/// Swift 5 language mode, for the targets not yet checked by the compiler. `CacheCore`,
-/// `Fetcher`, `FuseMount`, `Settings`, `HLS`, `Proxy` and `MetricsExport` build in Swift 6 mode
-/// (the tools version's default). `Settings`, `HLS` and `Proxy` have no `@unchecked Sendable`
+/// Swift 5 language mode, for the targets not yet checked by the compiler (the test support,
+/// the benchmarks and the tests). `CacheCore`, `Fetcher`, `FuseMount`, `Settings`, `HLS`,
+/// `Proxy`, `MetricsExport` and the `httpcachefs` executable build in Swift 6 mode (the tools
+/// version's default). `Settings`, `HLS` and `Proxy` have no `@unchecked Sendable`
 /// (NIO handlers stay on their event loop and cross threads only as `NIOLoopBound`); the few
 /// left in `CacheCore`, `Fetcher` and `FuseMount` say why next to them (docs/threads.md lists them).
 let v5: [SwiftSetting] = [.swiftLanguageMode(.v5)]
@@ -83,7 +84,7 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOPosix", package: "swift-nio"),
-        ], swiftSettings: v5),
+        ]),
 
         // Test support: an in-process loopback origin with fault injection, temporary cache dirs.
         .target(name: "TestSupport", dependencies: [

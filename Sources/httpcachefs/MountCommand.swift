@@ -334,9 +334,9 @@ struct MountCommand: AsyncParsableCommand {
         }
         arguments.insert(contentsOf: extra, at: min(at, arguments.count))
         let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        let log = logPath
+        let log = logPath, launched = arguments
         _ = try await onBlockingPool {
-            try Daemon.launch(executable: executable, arguments: arguments, logPath: log)
+            try Daemon.launch(executable: executable, arguments: launched, logPath: log)
         }
     }
 
