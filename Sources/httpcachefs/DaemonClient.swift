@@ -76,6 +76,9 @@ struct DaemonClient {
 }
 
 /// Collects one transfer for a caller that waits for it.
+// @unchecked: `consume` is the caller's closure (it appends to the caller's locals), run on the
+// source's thread while the caller is blocked on `done`, as a synchronous call would; the fields
+// below are written there before `done` is signalled and read by the caller after its wait.
 private final class BlockingSink: FetchSink, @unchecked Sendable {
     let consume: (UnsafeRawBufferPointer) -> Bool
     let done = DispatchSemaphore(value: 0)
