@@ -136,7 +136,10 @@ extension FileSystemCore {
             idx.fetching = false
             let waiters = idx.waiters
             idx.waiters = []
-            if case let .success(entries) = parsed, node.attached {
+            // Still this directory's listing: a reload may have given it another URL meanwhile,
+            // whose names this listing must not bring.
+            let current = node.attached && node.directory?.index === idx
+            if case let .success(entries) = parsed, current {
                 // All listings together stay within the budget; this one replaces its own cost.
                 let others = s.table.listingBytes - idx.cost
                 if others + cost > options.listingBudget {
@@ -146,9 +149,9 @@ extension FileSystemCore {
             }
             switch parsed {
             case let .success(entries):
-                let inval = node.attached ? applyListing(node, idx, entries, &s) : Invalidations()
-                if node.attached { s.table.setListingCost(idx, cost) }
-                if unconfirmed, node.attached { idx.listedAt = now().addingTimeInterval(-options.listingTTL) }
+                let inval = current ? applyListing(node, idx, entries, &s) : Invalidations()
+                if current { s.table.setListingCost(idx, cost) }
+                if unconfirmed, current { idx.listedAt = now().addingTimeInterval(-options.listingTTL) }
                 return (waiters, inval, nil, s.notifier)
             case let .failure(error):
                 if idx.listedAt != nil {
