@@ -63,7 +63,7 @@ extension FileSystemCore {
 
     // MARK: Listings
 
-    /// How a listing may be used now (caller holds the lock).
+    /// How a listing may be used now (under the lock: it reads the listing's state).
     enum ListingAge: Equatable {
         /// Within its TTL: used as it is.
         case fresh

@@ -89,18 +89,17 @@ struct LineLogHandler: LogHandler {
 /// The process-wide logging setup: bootstrapped once, so loggers that libraries create with a
 /// plain `Logger(label:)` land in the same place with the same level.
 enum LoggingSetup {
-    private static let lock = NSLock()
-    nonisolated(unsafe) private static var installed: (sink: LogSink, level: Logger.Level)?
+    private static let installed = LockedValue<(sink: LogSink, level: Logger.Level)?>(nil)
 
     /// Installs `sink` and `level` the first time; later calls get the first setup back
     /// (`LoggingSystem.bootstrap` may only run once per process).
     static func install(sink: @autoclosure () -> LogSink, level: Logger.Level) -> (sink: LogSink, level: Logger.Level) {
-        lock.lock()
-        defer { lock.unlock() }
-        if let installed { return installed }
-        let chosen = (sink: sink(), level: level)
-        installed = chosen
-        LoggingSystem.bootstrap { label in LineLogHandler(label: label, sink: chosen.sink, level: chosen.level) }
-        return chosen
+        installed.withLock { installed in
+            if let installed { return installed }
+            let chosen = (sink: sink(), level: level)
+            installed = chosen
+            LoggingSystem.bootstrap { label in LineLogHandler(label: label, sink: chosen.sink, level: chosen.level) }
+            return chosen
+        }
     }
 }
