@@ -11,12 +11,12 @@
 // FuseMount and Proxy never import each other; only the executable wires the libcurl source in.
 import PackageDescription
 
-/// Swift 5 language mode, for the targets not yet checked by the compiler: the FUSE callbacks
-/// cross threads by design and are guarded by explicit locks. `CacheCore`, `Fetcher`, `Settings`,
-/// `HLS`, `Proxy` and `MetricsExport` build in Swift 6 mode (the tools version's default).
-/// `Settings`, `HLS` and `Proxy` have no `@unchecked Sendable` (NIO handlers stay on their event
-/// loop and cross threads only as `NIOLoopBound`); `CacheCore`'s and `Fetcher`'s few left say
-/// why next to them (docs/threads.md lists them).
+/// Swift 5 language mode, for the targets not yet checked by the compiler (the test support,
+/// the benchmarks and the tests). `CacheCore`, `Fetcher`, `FuseMount`, `Settings`, `HLS`,
+/// `Proxy`, `MetricsExport` and the `httpcachefs` executable build in Swift 6 mode (the tools
+/// version's default). `Settings`, `HLS` and `Proxy` have no `@unchecked Sendable`
+/// (NIO handlers stay on their event loop and cross threads only as `NIOLoopBound`); the few
+/// left in `CacheCore`, `Fetcher` and `FuseMount` say why next to them (docs/threads.md lists them).
 let v5: [SwiftSetting] = [.swiftLanguageMode(.v5)]
 
 let package = Package(
@@ -63,7 +63,7 @@ let package = Package(
         // libfuse3 low-level file system over CacheCore.
         .target(name: "FuseMount", dependencies: [
             "CacheCore", "CFuse3", .product(name: "Logging", package: "swift-log"),
-        ], swiftSettings: v5),
+        ]),
         // HLS playlists (parsing, rewriting), their loader and the stream preloader, over
         // CacheCore: no NIO, so `preload` needs no server.
         .target(name: "HLS", dependencies: ["CacheCore"]),
@@ -84,7 +84,7 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOPosix", package: "swift-nio"),
-        ], swiftSettings: v5),
+        ]),
 
         // Test support: an in-process loopback origin with fault injection, temporary cache dirs.
         .target(name: "TestSupport", dependencies: [

@@ -5,7 +5,7 @@ import Foundation
 /// boundary), each piece from its home node, the next nodes, or the origin.
 ///
 /// Design: a small state (next byte `position`, the attempt in flight, the nodes tried for the
-/// current piece) under one lock; attempts run one after another on the tier's or the origin's
+/// current piece) in one `LockedValue`; attempts run one after another on the tier's or the origin's
 /// source thread, so the outer sink sees one head, one continuous body and one end, in order, as
 /// `RangeSource` promises. The outer sink is never called with the lock held (it may cancel or
 /// resume from inside a callback).
@@ -16,10 +16,7 @@ import Foundation
 /// version's, so a switch mid-piece mixes nothing. If even the origin's answer is another
 /// version, the fetch ends with `.remoteChanged` (the engine re-probes at the next open), as a
 /// direct fetch would.
-// @unchecked: the state below is read and written with `lock` held, and the sink is called
-// outside it. Left on an `NSLock` for now: its dozen lock regions each read and write several of
-// these fields, and moving them into one `LockedValue` is a change of its own (issue 20).
-final class TierTransfer: FetchHandle, @unchecked Sendable {
+final class TierTransfer: FetchHandle, Sendable {
     let request: FetchRequest
     let sink: FetchSink
     let version: TierVersion
@@ -29,23 +26,28 @@ final class TierTransfer: FetchHandle, @unchecked Sendable {
     let source: TierRangeSource
     let end: Int64
 
-    private let lock = NSLock()
-    // Protected by `lock`.
-    private var position: Int64
-    private var headSent = false
-    private var cancelled = false
-    private var done = false
-    private var attempt = 0
-    private var current: FetchHandle?
-    /// Node of the attempt in flight; nil: the origin.
-    private var currentNode: String?
-    private var pieceEnd: Int64 = 0
-    /// Nodes tried for the piece that starts at `triedFor`.
-    private var tried: Set<String> = []
-    private var triedPiece: Int64 = -1
-    /// Why the attempt in flight was refused by this transfer (its head), if it was.
-    private var refusal: String?
-    private var priority: (FetchPriority, Double)?
+    /// What changes as the attempts go by; each lock region reads and writes several fields at once.
+    private struct State {
+        /// The next byte to pass on to the outer sink.
+        var position: Int64
+        var headSent = false
+        var cancelled = false
+        var done = false
+        /// Number of the attempt in flight; a callback tagged with another is late and ignored.
+        var attempt = 0
+        var current: FetchHandle?
+        /// Node of the attempt in flight; nil: the origin.
+        var currentNode: String?
+        var pieceEnd: Int64 = 0
+        /// Nodes tried for the piece that starts at `triedPiece`.
+        var tried: Set<String> = []
+        var triedPiece: Int64 = -1
+        /// Why the attempt in flight was refused by this transfer (its head), if it was.
+        var refusal: String?
+        var priority: (FetchPriority, Double)?
+    }
+
+    private let state: LockedValue<State>
 
     init(request: FetchRequest, sink: FetchSink, version: TierVersion, key: String, spec: TierSpec,
          router: TierRouter, source: TierRangeSource) {
@@ -57,25 +59,25 @@ final class TierTransfer: FetchHandle, @unchecked Sendable {
         self.router = router
         self.source = source
         end = version.end(of: request)
-        position = request.start
+        state = LockedValue(State(position: request.start))
     }
 
     // MARK: FetchHandle
 
     func cancel() {
-        let handle: FetchHandle? = lock.withLock {
-            cancelled = true
-            return current
+        let handle: FetchHandle? = state.withLock { s in
+            s.cancelled = true
+            return s.current
         }
         handle?.cancel()
     }
 
-    func resume() { lock.withLock { current }?.resume() }
+    func resume() { state.withLock { $0.current }?.resume() }
 
     func setPriority(_ priority: FetchPriority, waitedSeconds: Double) {
-        let handle: FetchHandle? = lock.withLock {
-            self.priority = (priority, waitedSeconds)
-            return current
+        let handle: FetchHandle? = state.withLock { s in
+            s.priority = (priority, waitedSeconds)
+            return s.current
         }
         handle?.setPriority(priority, waitedSeconds: waitedSeconds)
     }
@@ -85,38 +87,38 @@ final class TierTransfer: FetchHandle, @unchecked Sendable {
     /// Starts the next attempt, or ends the transfer. Called with no attempt in flight.
     func next() {
         enum Step { case finish(FetchError?), start(FetchRequest, node: String?, id: Int) }
-        let step: Step = lock.withLock {
-            if done { return .finish(nil) }
-            if cancelled { return .finish(.cancelled) }
-            if position >= end { return .finish(nil) }
-            let piece = router.piece(at: position, end: end)
-            if piece.index != triedPiece {
-                triedPiece = piece.index
-                tried = []
+        let step: Step = state.withLock { s in
+            if s.done { return .finish(nil) }
+            if s.cancelled { return .finish(.cancelled) }
+            if s.position >= end { return .finish(nil) }
+            let piece = router.piece(at: s.position, end: end)
+            if piece.index != s.triedPiece {
+                s.triedPiece = piece.index
+                s.tried = []
             }
-            pieceEnd = piece.end
-            attempt += 1
-            refusal = nil
-            current = nil
+            s.pieceEnd = piece.end
+            s.attempt += 1
+            s.refusal = nil
+            s.current = nil
             let order = router.order(key: key, slice: piece.index).map { router.nodes[$0] }
-            if let node = order.first(where: { !tried.contains($0) && source.state.isAvailable($0) }),
+            if let node = order.first(where: { !s.tried.contains($0) && source.state.isAvailable($0) }),
                let url = spec.nodeURL(node, for: request.url) {
-                tried.insert(node)
-                currentNode = node
+                s.tried.insert(node)
+                s.currentNode = node
                 var r = FetchRequest(url: url, start: piece.start, end: piece.end, requireRange: true,
-                                     priority: priority?.0 ?? request.priority, owner: request.owner)
+                                     priority: s.priority?.0 ?? request.priority, owner: request.owner)
                 r.headers = ["\(TierRangeSource.versionHeader): \(version.headerValue)",
                              "\(TierRangeSource.keyHeader): \(Self.headerSafe(key))"]
-                return .start(r, node: node, id: attempt)
+                return .start(r, node: node, id: s.attempt)
             }
-            currentNode = nil
+            s.currentNode = nil
             var r = FetchRequest(url: request.url, start: piece.start, end: piece.end, ifRange: version.validator,
-                                 requireRange: true, priority: priority?.0 ?? request.priority, owner: request.owner)
+                                 requireRange: true, priority: s.priority?.0 ?? request.priority, owner: request.owner)
             r.ignoreETag = request.ignoreETag
             r.expectedLength = version.length
             r.expectedLastModified = request.expectedLastModified
             r.cacheKey = request.cacheKey
-            return .start(r, node: nil, id: attempt)
+            return .start(r, node: nil, id: s.attempt)
         }
         switch step {
         case let .finish(error):
@@ -124,10 +126,10 @@ final class TierTransfer: FetchHandle, @unchecked Sendable {
         case let .start(r, node, id):
             let piece = PieceSink(transfer: self, attempt: id, node: node)
             let handle = (node == nil ? source.origin : source.tier).start(r, sink: piece)
-            let (cancelNow, prio): (Bool, (FetchPriority, Double)?) = lock.withLock {
-                guard attempt == id else { return (false, nil) }
-                current = handle
-                return (cancelled, priority)
+            let (cancelNow, prio): (Bool, (FetchPriority, Double)?) = state.withLock { s in
+                guard s.attempt == id else { return (false, nil) }
+                s.current = handle
+                return (s.cancelled, s.priority)
             }
             if cancelNow { handle.cancel() }
             if let prio, prio.0 != r.priority { handle.setPriority(prio.0, waitedSeconds: prio.1) }
@@ -135,10 +137,10 @@ final class TierTransfer: FetchHandle, @unchecked Sendable {
     }
 
     private func finish(_ error: FetchError?) {
-        let first: Bool = lock.withLock {
-            if done { return false }
-            done = true
-            current = nil
+        let first: Bool = state.withLock { s in
+            if s.done { return false }
+            s.done = true
+            s.current = nil
             return true
         }
         if first { sink.fetchDidFinish(error) }
@@ -149,18 +151,21 @@ final class TierTransfer: FetchHandle, @unchecked Sendable {
         text.addingPercentEncoding(withAllowedCharacters: .init(charactersIn: Unicode.Scalar(0x21)...Unicode.Scalar(0x7e))) ?? text
     }
 
+    /// Whether a callback of attempt `id` still speaks for this transfer.
+    private func isCurrent(_ id: Int) -> Bool { state.withLock { id == $0.attempt && !$0.done } }
+
     // MARK: From the attempt's sink (its source's thread)
 
     fileprivate func attemptHead(_ head: ResponseHead, attempt id: Int) -> Bool {
         enum Verdict { case refuse, pass(ResponseHead), accept }
-        let verdict: Verdict = lock.withLock {
-            guard id == attempt, !cancelled else { return .refuse }
-            if let why = version.mismatch(head, offset: position) {
-                refusal = why
+        let verdict: Verdict = state.withLock { s in
+            guard id == s.attempt, !s.cancelled else { return .refuse }
+            if let why = version.mismatch(head, offset: s.position) {
+                s.refusal = why
                 return .refuse
             }
-            if headSent { return .accept }
-            headSent = true
+            if s.headSent { return .accept }
+            s.headSent = true
             var outer = head
             outer.status = request.rangeHeader == nil ? 200 : 206
             outer.finalURL = request.url
@@ -174,21 +179,21 @@ final class TierTransfer: FetchHandle, @unchecked Sendable {
         case .accept: return true
         case let .pass(outer):
             let wanted = sink.fetchDidReceiveHead(outer)
-            if !wanted { lock.withLock { cancelled = true } }
+            if !wanted { state.withLock { $0.cancelled = true } }
             return wanted
         }
     }
 
     fileprivate func attemptOffer(_ bytes: UnsafeRawBufferPointer, attempt id: Int, node: String?) -> FetchFlow {
-        guard lock.withLock({ id == attempt && !done }) else { return .stop }
+        guard isCurrent(id) else { return .stop }
         let flow = sink.fetchOffer(bytes)
         switch flow {
         case .proceed:
-            lock.withLock { position += Int64(bytes.count) }
+            state.withLock { $0.position += Int64(bytes.count) }
             source.state.delivered(bytes.count, node: node, key: key)
         case .stop:
             // The reader's sink wants no more: the transfer ends here, on no other node.
-            lock.withLock { cancelled = true }
+            state.withLock { $0.cancelled = true }
         case .pause:
             break
         }
@@ -196,48 +201,44 @@ final class TierTransfer: FetchHandle, @unchecked Sendable {
     }
 
     fileprivate func attemptReceive(_ bytes: UnsafeRawBufferPointer, attempt id: Int, node: String?) -> Bool {
-        guard lock.withLock({ id == attempt && !done }) else { return false }
+        guard isCurrent(id) else { return false }
         guard sink.fetchDidReceive(bytes) else {
-            lock.withLock { cancelled = true }
+            state.withLock { $0.cancelled = true }
             return false
         }
-        lock.withLock { position += Int64(bytes.count) }
+        state.withLock { $0.position += Int64(bytes.count) }
         source.state.delivered(bytes.count, node: node, key: key)
         return true
     }
 
     fileprivate func attemptDrain(attempt id: Int) {
-        guard lock.withLock({ id == attempt && !done }) else { return }
+        guard isCurrent(id) else { return }
         sink.fetchDidDrain()
     }
 
     fileprivate func attemptFinished(_ error: FetchError?, attempt id: Int, node: String?) {
-        enum After { case next, finish(FetchError?), ignore }
-        let after: After = lock.withLock {
-            guard id == attempt, !done else { return .ignore }
-            current = nil
-            if cancelled { return .finish(.cancelled) }
-            let complete = error == nil && position >= pieceEnd
-            if complete { return .next }
+        enum After { case next(failure: String?), finish(FetchError?), ignore }
+        let after: After = state.withLock { s in
+            guard id == s.attempt, !s.done else { return .ignore }
+            s.current = nil
+            if s.cancelled { return .finish(.cancelled) }
+            let complete = error == nil && s.position >= s.pieceEnd
+            if complete { return .next(failure: s.refusal) }
             if node == nil {
                 // The origin itself: its answer to this version is final.
-                if let refusal { return .finish(.remoteChanged(url: request.url + " (\(refusal))")) }
+                if let refusal = s.refusal { return .finish(.remoteChanged(url: request.url + " (\(refusal))")) }
                 return .finish(error ?? .invalidResponse(url: request.url, message: "short body"))
             }
-            return .next
+            // A node's attempt that ended early: why, for its back-off (read in the same region).
+            return .next(failure: s.refusal ?? error?.description ?? "short body")
         }
         switch after {
         case .ignore:
             return
         case let .finish(e):
             finish(e)
-        case .next:
+        case let .next(why):
             if let node {
-                let why: String? = lock.withLock {
-                    if let refusal { return refusal }
-                    if let error { return error.description }
-                    return position >= pieceEnd ? nil : "short body"
-                }
                 if let why {
                     source.state.failed(node, error: why)
                     source.logger?.notice("tier node failed; its slices go to the next node or the origin",

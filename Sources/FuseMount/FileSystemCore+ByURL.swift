@@ -8,28 +8,27 @@ extension FileSystemCore {
     // MARK: By-URL directory
 
     func resolveByURL(parent: UInt64, level: ByURLLevel, name: String,
-                              reply: @escaping (Result<Attr, FSErrno>) -> Void) {
+                      reply: @escaping @Sendable (Result<Attr, FSErrno>) -> Void) {
         switch level {
         case .schemes:
             guard ByURLPath.schemes.contains(name) else { return reply(.failure(FSErrno(ENOENT))) }
-            reply(addResolved(parent: parent, name: name, content: .directory(DirectoryState(mtime: mountTime, byURL: .hosts(scheme: name)))))
+            reply(addResolved(parent: parent, name: name, content: .directory(byURL: .hosts(scheme: name), mtime: mountTime)))
         case let .hosts(scheme):
             guard ByURLPath.validHost(name) else { return reply(.failure(FSErrno(ENOENT))) }
-            reply(addResolved(parent: parent, name: name, content: .directory(DirectoryState(mtime: mountTime, byURL: .path(base: "\(scheme)://\(name)")))))
+            reply(addResolved(parent: parent, name: name, content: .directory(byURL: .path(base: "\(scheme)://\(name)"), mtime: mountTime)))
         case let .path(base):
             let url = ByURLPath.childURL(base: base, name: name)
             backend.open(url: url) { [self] result in
                 switch Self.checkedLength(result) {
                 case let .success(info):
                     if Self.isDirectoryRedirect(requested: url, final: info.finalURL) {
-                        return reply(addResolved(parent: parent, name: name, content: .directory(DirectoryState(mtime: now(), byURL: .path(base: url)))))
+                        return reply(addResolved(parent: parent, name: name, content: .directory(byURL: .path(base: url), mtime: now())))
                     }
-                    let file = FileState(url: url)
-                    reply(addResolved(parent: parent, name: name, content: .file(file), info: info))
+                    reply(addResolved(parent: parent, name: name, content: .file(url: url), info: info))
                 case .failure(.notFound) where !name.contains("?"):
                     // Servers answer 404 for path prefixes (S3, CDNs): a name that is not a file
                     // may still lead to one, so it is a directory.
-                    reply(addResolved(parent: parent, name: name, content: .directory(DirectoryState(mtime: now(), byURL: .path(base: url)))))
+                    reply(addResolved(parent: parent, name: name, content: .directory(byURL: .path(base: url), mtime: now())))
                 case let .failure(error):
                     logger.warning("by-URL lookup failed: \(url): \(error)")
                     reply(.failure(FSErrno(error.errno)))
@@ -39,25 +38,36 @@ extension FileSystemCore {
     }
 
     /// `ls MOUNTPOINT/.url` shows where to go on: `http` and `https` exist before any lookup.
-    /// Caller holds `lock`. They are resolved nodes like the ones a lookup makes, so the same
+    /// Under the lock (`s`). They are resolved nodes like the ones a lookup makes, so the same
     /// lookup counting and pruning applies; the next listing adds them again if pruned.
-    func addSchemeDirectories(under node: Node) {
-        for scheme in ByURLPath.schemes.sorted() where table.child(of: node.ino, named: scheme) == nil {
-            table.add(parent: node.ino, name: scheme, origin: .resolved,
+    func addSchemeDirectories(under node: Node, _ s: inout State) {
+        for scheme in ByURLPath.schemes.sorted() where s.table.child(of: node.ino, named: scheme) == nil {
+            s.table.add(parent: node.ino, name: scheme, origin: .resolved,
                       content: .directory(DirectoryState(mtime: mountTime, byURL: .hosts(scheme: scheme))))
         }
     }
 
-    func addResolved(parent: UInt64, name: String, content: NodeContent, info: EntryInfo? = nil) -> Result<Attr, FSErrno> {
-        lock.withLock {
-            if let existing = table.child(of: parent, named: name) {
-                table.lookedUp(existing.ino)
+    /// What a by-URL name resolved to; its node is made under the lock, where nodes live.
+    enum Resolved {
+        case directory(byURL: ByURLLevel, mtime: Date)
+        case file(url: String)
+    }
+
+    func addResolved(parent: UInt64, name: String, content: Resolved, info: EntryInfo? = nil) -> Result<Attr, FSErrno> {
+        state.withLock { s in
+            if let existing = s.table.child(of: parent, named: name) {
+                s.table.lookedUp(existing.ino)
                 return .success(attr(existing))
             }
-            guard let p = table.node(parent), p.attached, p.directory != nil else { return .failure(FSErrno(ENOENT)) }
-            let node = table.add(parent: parent, name: name, origin: .resolved, content: content)
-            if let info, let f = node.file { record(info, for: node, f) }
-            table.lookedUp(node.ino)
+            guard let p = s.table.node(parent), p.attached, p.directory != nil else { return .failure(FSErrno(ENOENT)) }
+            let made: NodeContent
+            switch content {
+            case let .directory(level, mtime): made = .directory(DirectoryState(mtime: mtime, byURL: level))
+            case let .file(url): made = .file(FileState(url: url))
+            }
+            let node = s.table.add(parent: parent, name: name, origin: .resolved, content: made)
+            if let info, let f = node.file { record(info, for: node, f, &s) }
+            s.table.lookedUp(node.ino)
             return .success(attr(node))
         }
     }

@@ -12,16 +12,17 @@ import Logging
 extension FileSystemCore {
     // MARK: Files
 
-    func open(_ ino: UInt64, flags: Int32, reply: @escaping (Result<OpenReply, FSErrno>) -> Void) {
+    func open(_ ino: UInt64, flags: Int32, reply: @escaping @Sendable (Result<OpenReply, FSErrno>) -> Void) {
         if flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0 { return reply(.failure(FSErrno(EROFS))) }
-        let target: Result<(Node, FileState, String), FSErrno> = lock.withLock {
-            guard let node = table.node(ino) else { return .failure(FSErrno(ENOENT)) }
+        let target: Result<String, FSErrno> = state.withLock { s in
+            guard let node = s.table.node(ino) else { return .failure(FSErrno(ENOENT)) }
             guard let f = node.file else { return .failure(FSErrno(EISDIR)) }
-            return .success((node, f, f.url))
+            return .success(f.url)
         }
-        guard case let .success((node, file, url)) = target else {
-            if case let .failure(e) = target { reply(.failure(e)) }
-            return
+        let url: String
+        switch target {
+        case let .success(u): url = u
+        case let .failure(e): return reply(.failure(e))
         }
         backend.open(url: url) { [self] result in
             switch Self.checkedLength(result) {
@@ -29,8 +30,7 @@ extension FileSystemCore {
                 logger.error("open failed: \(url): \(error)")
                 reply(.failure(FSErrno(error.errno)))
             case let .success(info):
-                finishOpen(ino: ino, node: node, file: file, url: url, info: info,
-                           reader: backend.makeReader(for: info), reply: reply)
+                finishOpen(ino: ino, url: url, info: info, reader: backend.makeReader(for: info), reply: reply)
             }
         }
     }
@@ -42,44 +42,49 @@ extension FileSystemCore {
     /// refuses both a second backing file and an ordinary open beside it): the name moves to a
     /// new inode, and the open fails with ESTALE, which makes the kernel repeat its lookup and
     /// the open once, on the new inode. The old handles keep their version on the old inode.
-    private func finishOpen(ino: UInt64, node: Node, file: FileState, url: String, info: EntryInfo,
-                            reader: MountReader, reply: @escaping (Result<OpenReply, FSErrno>) -> Void) {
+    private func finishOpen(ino: UInt64, url: String, info: EntryInfo, reader: MountReader,
+                            reply: @escaping @Sendable (Result<OpenReply, FSErrno>) -> Void) {
         enum Outcome {
             case opened(OpenReply, changed: Bool, KernelNotifier?)
             case stale(moved: UInt64?, parent: UInt64, name: String, KernelNotifier?)
             case closed
+            /// The inode went meanwhile (the kernel forgot it: nobody waits for this open).
+            case gone
         }
         // Asked only when it may be used (it pins the file and counts a hit): no backing file
         // for the inode yet, and no ordinary open beside which the kernel would refuse one.
-        let wanted = lock.withLock {
-            backing != nil && passthroughInodes[ino] == nil && !openFiles.values.contains { $0.ino == ino }
+        let wanted = state.withLock { s in
+            s.backing != nil && s.passthroughInodes[ino] == nil && !s.openFiles.values.contains { $0.ino == ino }
         }
         let whole = wanted ? reader.wholeFile() : nil
-        var unused = whole
-        let outcome: Outcome = lock.withLock {
-            if closed { return .closed }
-            let choice = passthroughChoice(ino: ino, generation: info.generation, whole: whole)
+        let (outcome, registered): (Outcome, Bool) = state.withLock { s in
+            if s.closed { return (.closed, false) }
+            guard let node = s.table.node(ino), let file = node.file else { return (.gone, false) }
+            let choice = passthroughChoice(ino: ino, generation: info.generation, whole: whole, &s)
             let backingID: Int32?
             switch choice {
             case .busy:
-                let moved = table.renumber(ino)
-                if let moved, let f = moved.file { record(info, for: moved, f) }
-                return .stale(moved: moved?.ino, parent: node.parent, name: node.name, notifier)
+                let moved = s.table.renumber(ino)
+                if let moved, let f = moved.file { record(info, for: moved, f, &s) }
+                return (.stale(moved: moved?.ino, parent: node.parent, name: node.name, s.notifier), false)
             case .none: backingID = nil
             case let .shared(id): backingID = id
-            case let .registered(id): backingID = id; unused = nil
+            case let .registered(id): backingID = id
             }
             let oldSize = file.size
-            record(info, for: node, file)
+            record(info, for: node, file, &s)
             let keep = file.lastOpenGeneration == info.generation
             let changed = oldSize != file.size || (file.lastOpenGeneration != nil && !keep)
             file.lastOpenGeneration = info.generation
-            let fh = nextHandle
-            nextHandle += 1
-            openFiles[fh] = OpenFile(ino: ino, url: url, reader: reader, passthrough: backingID != nil)
-            return .opened(OpenReply(fh: fh, keepCache: keep, backingID: backingID), changed: changed, notifier)
+            let fh = s.nextHandle
+            s.nextHandle += 1
+            s.openFiles[fh] = OpenFile(ino: ino, url: url, reader: reader, passthrough: backingID != nil)
+            let reply = OpenReply(fh: fh, keepCache: keep, backingID: backingID)
+            if case .registered = choice { return (.opened(reply, changed: changed, s.notifier), true) }
+            return (.opened(reply, changed: changed, s.notifier), false)
         }
-        unused?.release()
+        // The whole file is kept only when it was registered as the inode's backing file.
+        if !registered { whole?.release() }
         switch outcome {
         case let .opened(open, changed, n):
             // The open reply carries no attributes: a new size must reach the kernel this way,
@@ -96,12 +101,15 @@ extension FileSystemCore {
         case .closed:
             reader.close()
             reply(.failure(FSErrno(EIO)))
+        case .gone:
+            reader.close()
+            reply(.failure(FSErrno(ENOENT)))
         }
     }
 
     /// Reads through the handle's reader; fails with EIO once `readDeadline` passes.
-    func read(fh: UInt64, offset: Int64, size: Int, reply: @escaping (Result<ReadLease, FSErrno>) -> Void) {
-        guard let file = lock.withLock({ openFiles[fh] }) else { return reply(.failure(FSErrno(EBADF))) }
+    func read(fh: UInt64, offset: Int64, size: Int, reply: @escaping @Sendable (Result<ReadLease, FSErrno>) -> Void) {
+        guard let file = state.withLock({ $0.openFiles[fh] }) else { return reply(.failure(FSErrno(EBADF))) }
         // The kernel passes any offset up to Int64.max (pread at 2^63 - 2). No file here extends
         // past FileLength.limit, so reading there is reading at the end of the file.
         guard offset >= 0 else { return reply(.failure(FSErrno(EINVAL))) }
@@ -132,13 +140,13 @@ extension FileSystemCore {
 
     func release(fh: UInt64) {
         var done: WholeFile?
-        let file: OpenFile? = lock.withLock {
-            guard let f = openFiles.removeValue(forKey: fh) else { return nil }
+        let file: OpenFile? = state.withLock { s in
+            guard let f = s.openFiles.removeValue(forKey: fh) else { return nil }
             // The kernel let go of the backing file when the inode's last such file closed.
-            if f.passthrough, let p = passthroughInodes[f.ino],
-               !openFiles.values.contains(where: { $0.ino == f.ino && $0.passthrough }) {
-                passthroughInodes[f.ino] = nil
-                backing?.unregister(p.backingID)
+            if f.passthrough, let p = s.passthroughInodes[f.ino],
+               !s.openFiles.values.contains(where: { $0.ino == f.ino && $0.passthrough }) {
+                s.passthroughInodes[f.ino] = nil
+                s.backing?.unregister(p.backingID)
                 done = p.file
             }
             return f
@@ -159,33 +167,32 @@ extension FileSystemCore {
         case busy
     }
 
-    /// How a new handle of `ino` for `generation` opens. Call under the lock (the ioctl that
+    /// How a new handle of `ino` for `generation` opens. Under the lock (`s`; the ioctl that
     /// registers a backing file is quick and calls nothing back).
-    func passthroughChoice(ino: UInt64, generation: Int64, whole: WholeFile?) -> PassthroughChoice {
-        if let p = passthroughInodes[ino] {
+    func passthroughChoice(ino: UInt64, generation: Int64, whole: WholeFile?, _ s: inout State) -> PassthroughChoice {
+        if let p = s.passthroughInodes[ino] {
             return p.file.generation == generation ? .shared(p.backingID) : .busy
         }
         // The kernel refuses passthrough while the inode has ordinary opens (its page cache is in use).
-        guard let whole, let backing, !openFiles.values.contains(where: { $0.ino == ino }),
+        guard let whole, let backing = s.backing, !s.openFiles.values.contains(where: { $0.ino == ino }),
               let id = backing.register(whole.fd) else { return .none }
-        passthroughInodes[ino] = PassthroughInode(backingID: id, file: whole)
+        s.passthroughInodes[ino] = PassthroughInode(backingID: id, file: whole)
         return .registered(id)
     }
 }
 
 /// A completion that runs at most once (a read's answer races its deadline).
-final class ReplyOnce<T>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var fn: ((T) -> Void)?  // guarded by lock
+final class ReplyOnce<T: Sendable>: Sendable {
+    private let fn: LockedValue<(@Sendable (T) -> Void)?>
 
-    init(_ fn: @escaping (T) -> Void) { self.fn = fn }
+    init(_ fn: @escaping @Sendable (T) -> Void) { self.fn = LockedValue(fn) }
 
-    var hasFired: Bool { lock.withLock { fn == nil } }
+    var hasFired: Bool { fn.withLock { $0 == nil } }
 
     /// Runs the completion if nobody did yet; true if this call did.
     @discardableResult
     func fire(_ value: T) -> Bool {
-        guard let f = lock.withLock({ () -> ((T) -> Void)? in defer { fn = nil }; return fn }) else { return false }
+        guard let f = fn.withLock({ f in defer { f = nil }; return f }) else { return false }
         f(value)
         return true
     }

@@ -11,9 +11,9 @@ extension FileSystemCore {
     /// runs in the background (stale-while-revalidate): `ls` never waits on the origin for a
     /// directory it listed lately, and shows what changed on the next look. Only a directory
     /// never listed, or not for longer than the window, waits for its listing.
-    func opendir(_ ino: UInt64, reply: @escaping (Result<UInt64, FSErrno>) -> Void) {
-        let age: Result<ListingAge, FSErrno> = lock.withLock {
-            guard let node = table.node(ino) else { return .failure(FSErrno(ENOENT)) }
+    func opendir(_ ino: UInt64, reply: @escaping @Sendable (Result<UInt64, FSErrno>) -> Void) {
+        let age: Result<ListingAge, FSErrno> = state.withLock { s in
+            guard let node = s.table.node(ino) else { return .failure(FSErrno(ENOENT)) }
             guard let dir = node.directory else { return .failure(FSErrno(ENOTDIR)) }
             return .success(dir.index.map(listingAge) ?? .fresh)
         }
@@ -33,37 +33,37 @@ extension FileSystemCore {
 
     /// Directory contents are frozen at opendir so readdir offsets stay valid.
     func snapshot(_ ino: UInt64) -> Result<UInt64, FSErrno> {
-        lock.withLock {
-            guard let node = table.node(ino), let dir = node.directory else { return .failure(FSErrno(ENOENT)) }
-            if dir.byURL == .schemes { addSchemeDirectories(under: node) }
+        state.withLock { s in
+            guard let node = s.table.node(ino), let dir = node.directory else { return .failure(FSErrno(ENOENT)) }
+            if dir.byURL == .schemes { addSchemeDirectories(under: node, &s) }
             var entries = [DirEntry(name: ".", ino: ino, isDirectory: true),
                            DirEntry(name: "..", ino: node.parent, isDirectory: true)]
             for (name, childIno) in dir.children.sorted(by: { $0.key < $1.key }) {
-                guard let child = table.node(childIno) else { continue }
+                guard let child = s.table.node(childIno) else { continue }
                 entries.append(DirEntry(name: name, ino: childIno, isDirectory: child.directory != nil))
             }
-            let fh = nextHandle
-            nextHandle += 1
-            openDirs[fh] = entries
+            let fh = s.nextHandle
+            s.nextHandle += 1
+            s.openDirs[fh] = entries
             return .success(fh)
         }
     }
 
     /// Entries from `offset` on (offsets are indexes into the snapshot), or nil for a bad handle.
     func readdir(fh: UInt64, offset: Int) -> ArraySlice<DirEntry>? {
-        lock.withLock {
-            guard let entries = openDirs[fh] else { return nil }
+        state.withLock { s in
+            guard let entries = s.openDirs[fh] else { return nil }
             return offset < entries.count ? entries[max(offset, 0)...] : []
         }
     }
 
     func releasedir(fh: UInt64) {
-        lock.withLock { _ = openDirs.removeValue(forKey: fh) }
+        state.withLock { _ = $0.openDirs.removeValue(forKey: fh) }
     }
 
     // MARK: Listings
 
-    /// How a listing may be used now (caller holds the lock).
+    /// How a listing may be used now (under the lock: it reads the listing's state).
     enum ListingAge: Equatable {
         /// Within its TTL: used as it is.
         case fresh
@@ -91,16 +91,16 @@ extension FileSystemCore {
 
     /// Fetches the listing of an index directory (one fetch at a time per directory; callers
     /// that arrive meanwhile wait for it). On failure a previous listing stays in use.
-    func refreshListing(dirIno: UInt64, completion: @escaping (CacheError?) -> Void) {
-        let start: (Node, IndexState, String)? = lock.withLock {
-            guard let node = table.node(dirIno), let idx = node.directory?.index else { return nil }
+    func refreshListing(dirIno: UInt64, completion: @escaping @Sendable (CacheError?) -> Void) {
+        let start: (fetch: UInt64, url: String)? = state.withLock { s in
+            guard let node = s.table.node(dirIno), let idx = node.directory?.index else { return nil }
             idx.waiters.append(completion)
             if idx.fetching { return nil }
             idx.fetching = true
-            return (node, idx, idx.url)
+            return (s.beginListingFetch(node, idx), idx.url)
         }
-        guard let (node, idx, url) = start else {
-            if lock.withLock({ table.node(dirIno)?.directory?.index == nil }) { completion(nil) }
+        guard let (fetch, url) = start else {
+            if state.withLock({ $0.table.node(dirIno)?.directory?.index == nil }) { completion(nil) }
             return
         }
         // The read timeout holds for the listing as a whole: an origin trickling it (one byte a
@@ -110,7 +110,7 @@ extension FileSystemCore {
         // Down when the fetch starts or when it ends: either way the answer may be the cache's copy.
         let downAtStart = backend.isOriginDown(url: url)
         let finish = ReplyOnce<Result<[ListingEntry], CacheError>> { [self] result in
-            listingFetched(result, node: node, idx: idx, url: url, timeout: timeout,
+            listingFetched(result, fetch: fetch, url: url, timeout: timeout,
                            unconfirmed: downAtStart || backend.isOriginDown(url: url))
         }
         fetchListing(url: url, maxAge: options.listingTTL) { finish.fire($0) }
@@ -125,17 +125,23 @@ extension FileSystemCore {
     /// refreshes it in the background: once the origin is back, what changed there shows at once
     /// rather than a whole `--index-ttl` later. (Asking a down origin costs nothing: the cache
     /// answers at once without the network, so this brings no storm.)
-    func listingFetched(_ result: Result<[ListingEntry], CacheError>, node: Node, idx: IndexState, url: String,
+    func listingFetched(_ result: Result<[ListingEntry], CacheError>, fetch: UInt64, url: String,
                         timeout: TimeInterval?, unconfirmed: Bool = false) {
         var parsed = result
         let cost: Int64 = (try? parsed.get()).map(Self.listingCost) ?? 0
-        let (waiters, invalidations, failure, n): ([(CacheError?) -> Void], Invalidations, CacheError?, KernelNotifier?) = lock.withLock {
+        typealias Outcome = (waiters: [@Sendable (CacheError?) -> Void], Invalidations, CacheError?, KernelNotifier?)
+        let (waiters, invalidations, failure, n): Outcome = state.withLock { s in
+            // Each fetch ends once (`ReplyOnce`): not finding it would be a bug, which costs nothing here.
+            guard let (node, idx) = s.listingFetches.removeValue(forKey: fetch) else { return ([], Invalidations(), nil, nil) }
             idx.fetching = false
             let waiters = idx.waiters
             idx.waiters = []
-            if case let .success(entries) = parsed, node.attached {
+            // Still this directory's listing: a reload may have given it another URL meanwhile,
+            // whose names this listing must not bring.
+            let current = node.attached && node.directory?.index === idx
+            if case let .success(entries) = parsed, current {
                 // All listings together stay within the budget; this one replaces its own cost.
-                let others = table.listingBytes - idx.cost
+                let others = s.table.listingBytes - idx.cost
                 if others + cost > options.listingBudget {
                     parsed = .failure(.badResponse(url: url, message:
                         "the listing of \(entries.count) entries (about \(Self.mib(cost))) does not fit the listing memory budget of \(Self.mib(options.listingBudget)) (\(Self.mib(others)) taken by other listings)"))
@@ -143,17 +149,17 @@ extension FileSystemCore {
             }
             switch parsed {
             case let .success(entries):
-                let inval = node.attached ? applyListing(node, idx, entries) : Invalidations()
-                if node.attached { table.setListingCost(idx, cost) }
-                if unconfirmed, node.attached { idx.listedAt = now().addingTimeInterval(-options.listingTTL) }
-                return (waiters, inval, nil, notifier)
+                let inval = current ? applyListing(node, idx, entries, &s) : Invalidations()
+                if current { s.table.setListingCost(idx, cost) }
+                if unconfirmed, current { idx.listedAt = now().addingTimeInterval(-options.listingTTL) }
+                return (waiters, inval, nil, s.notifier)
             case let .failure(error):
                 if idx.listedAt != nil {
                     // Serve the stale listing for a while rather than failing every lookup.
                     idx.listedAt = now().addingTimeInterval(Self.listingRetryDelay - options.listingTTL)
-                    return (waiters, Invalidations(), nil, notifier)
+                    return (waiters, Invalidations(), nil, s.notifier)
                 }
-                return (waiters, Invalidations(), error, notifier)
+                return (waiters, Invalidations(), error, s.notifier)
             }
         }
         if case let .failure(error) = parsed {
@@ -186,19 +192,19 @@ extension FileSystemCore {
         e.size.flatMap { FileLength.isRepresentable($0) ? $0 : nil }
     }
 
-    /// Merges a fresh listing into a directory. Caller holds the lock.
-    func applyListing(_ node: Node, _ idx: IndexState, _ entries: [ListingEntry]) -> Invalidations {
+    /// Merges a fresh listing into a directory. Under the lock (`s`).
+    func applyListing(_ node: Node, _ idx: IndexState, _ entries: [ListingEntry], _ s: inout State) -> Invalidations {
         var invalidations = Invalidations()
         guard let dir = node.directory else { return invalidations }
         let names = Set(entries.map(\.name))
         for name in idx.listed where !names.contains(name) {
-            if let ino = dir.children[name], table.node(ino)?.origin == .listing { invalidations.entries += table.detach(ino) }
+            if let ino = dir.children[name], s.table.node(ino)?.origin == .listing { invalidations.entries += s.table.detach(ino) }
         }
         idx.listed = []
         let t = now()
         for e in entries {
             let size = Self.usableSize(e)
-            if let existing = table.child(of: node.ino, named: e.name) {
+            if let existing = s.table.child(of: node.ino, named: e.name) {
                 if existing.origin != .listing { continue }  // files given explicitly win
                 if e.isDirectory, let d = existing.directory, d.index?.url == e.url {
                     if let m = e.modified { d.mtime = m }
@@ -215,12 +221,12 @@ extension FileSystemCore {
                     idx.listed.insert(e.name)
                     continue
                 }
-                invalidations.entries += table.detach(existing.ino)
+                invalidations.entries += s.table.detach(existing.ino)
             }
             let content: NodeContent = e.isDirectory
                 ? .directory(DirectoryState(mtime: e.modified ?? t, index: IndexState(url: e.url)))
                 : .file(FileState(url: e.url, size: size, mtime: e.modified))
-            table.add(parent: node.ino, name: e.name, origin: .listing, content: content)
+            s.table.add(parent: node.ino, name: e.name, origin: .listing, content: content)
             idx.listed.insert(e.name)
         }
         idx.listedAt = t

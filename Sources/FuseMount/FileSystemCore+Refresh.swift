@@ -15,17 +15,17 @@ extension FileSystemCore {
     /// is fetched from the origin (the cached copy is revalidated at once), then applied as a
     /// listing whose TTL ran out is (`listingFetched`). `completion` gets nil when `path` is not in the mount.
     func refreshListings(under path: [String], completion: @escaping @Sendable (ListingRefresh?) -> Void) {
-        let found: [(ino: UInt64, url: String)]? = lock.withLock {
-            var node = table.root
+        let found: [(ino: UInt64, url: String)]? = state.withLock { s in
+            var node = s.table.root
             for name in path {
-                guard node.directory != nil, let child = table.child(of: node.ino, named: name) else { return nil }
+                guard node.directory != nil, let child = s.table.child(of: node.ino, named: name) else { return nil }
                 node = child
             }
-            if node.directory == nil, let parent = table.node(node.parent) { node = parent }
+            if node.directory == nil, let parent = s.table.node(node.parent) { node = parent }
             var found: [(UInt64, String)] = []
             var queue = [node.ino]
             while let ino = queue.popLast() {
-                guard let n = table.node(ino), let dir = n.directory, dir.byURL == nil else { continue }
+                guard let n = s.table.node(ino), let dir = n.directory, dir.byURL == nil else { continue }
                 if let idx = dir.index, idx.listedAt != nil || ino == node.ino { found.append((ino, idx.url)) }
                 queue += dir.children.values
             }
@@ -33,7 +33,7 @@ extension FileSystemCore {
         }
         guard let found else { return completion(nil) }
         let group = DispatchGroup()
-        let result = LockedRefresh()
+        let result = LockedValue(ListingRefresh())
         for (ino, url) in found {
             group.enter()
             let downAtStart = backend.isOriginDown(url: url)
@@ -43,11 +43,11 @@ extension FileSystemCore {
                 case let .failure(error):
                     // The listing stays in use, but past its TTL: the next look tries again
                     // (a failure there holds further tries back for `listingRetryDelay`).
-                    lock.withLock {
-                        guard let idx = table.node(ino)?.directory?.index, idx.url == url, let listed = idx.listedAt else { return }
+                    state.withLock { s in
+                        guard let idx = s.table.node(ino)?.directory?.index, idx.url == url, let listed = idx.listedAt else { return }
                         idx.listedAt = min(listed, now().addingTimeInterval(-options.listingTTL))
                     }
-                    result.fail("\(DisplayURL.redacted(url)): \(error)")
+                    result.withLock { $0.failures.append("\(DisplayURL.redacted(url)): \(error)") }
                     group.leave()
                 case let .success(entries):
                     // The cache's copy, served because the origin is down: nothing was re-read.
@@ -55,31 +55,25 @@ extension FileSystemCore {
                     // kept as fresh, it would hide what changed for a whole --index-ttl.
                     let unconfirmed = downAtStart || backend.isOriginDown(url: url)
                     // Applied as the mount applies a listing it fetched itself (waiters answered).
-                    let target: (Node, IndexState)? = lock.withLock {
-                        guard let node = table.node(ino), let idx = node.directory?.index, idx.url == url else { return nil }
+                    let fetch: UInt64? = state.withLock { s in
+                        guard let node = s.table.node(ino), let idx = node.directory?.index, idx.url == url else { return nil }
                         idx.fetching = true
-                        return (node, idx)
+                        return s.beginListingFetch(node, idx)
                     }
-                    if let (node, idx) = target {
-                        listingFetched(.success(entries), node: node, idx: idx, url: url, timeout: nil, unconfirmed: unconfirmed)
+                    if let fetch {
+                        listingFetched(.success(entries), fetch: fetch, url: url, timeout: nil, unconfirmed: unconfirmed)
                     }
-                    if unconfirmed {
-                        result.fail("\(DisplayURL.redacted(url)): the origin is down; the cached listing stays in use and is asked again on the next look")
-                    } else {
-                        result.count()
+                    result.withLock { r in
+                        if unconfirmed {
+                            r.failures.append("\(DisplayURL.redacted(url)): the origin is down; the cached listing stays in use and is asked again on the next look")
+                        } else {
+                            r.listings += 1
+                        }
                     }
                     group.leave()
                 }
             }
         }
-        group.notify(queue: .global()) { completion(result.value) }
+        group.notify(queue: .global()) { completion(result.withLock { $0 }) }
     }
-}
-
-private final class LockedRefresh: @unchecked Sendable {
-    private let lock = NSLock()
-    private var refresh = ListingRefresh()
-    var value: ListingRefresh { lock.withLock { refresh } }
-    func count() { lock.withLock { refresh.listings += 1 } }
-    func fail(_ line: String) { lock.withLock { refresh.failures.append(line) } }
 }

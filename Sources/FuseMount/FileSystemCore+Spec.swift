@@ -10,13 +10,13 @@ extension FileSystemCore {
     /// Replaces the spec-built part of the tree with `newSpec`, keeping every node whose path
     /// and URL did not change (so open files and kernel caches survive a reload).
     func reload(spec newSpec: MountTreeSpec) {
-        let (invalidations, n) = lock.withLock { (apply(spec: newSpec), notifier) }
+        let (invalidations, n) = state.withLock { s in (apply(spec: newSpec, &s), s.notifier) }
         for (parent, name) in invalidations { n?.invalidateEntry(parent: parent, name: name) }
         n?.flush()  // when reload returns, removed names are gone from the kernel's cache too
     }
 
-    /// Caller holds the lock (or is init).
-    func apply(spec newSpec: MountTreeSpec) -> [(parent: UInt64, name: String)] {
+    /// Under the lock (`s`).
+    func apply(spec newSpec: MountTreeSpec, _ s: inout State) -> [(parent: UInt64, name: String)] {
         enum Want: Equatable { case file(String), index(String), directory, byURL }
         var wanted: [[String]: Want] = [:]
         for f in newSpec.files {
@@ -37,10 +37,10 @@ extension FileSystemCore {
 
         var invalidations: [(UInt64, String)] = []
         // Root index: changed URL means a different listing.
-        let root = table.root.directory!
+        let root = s.table.root.directory!
         if root.index?.url != rootIndex {
             for name in root.index?.listed ?? [] {
-                if let ino = root.children[name] { invalidations += table.detach(ino) }
+                if let ino = root.children[name] { invalidations += s.table.detach(ino) }
             }
             root.index = rootIndex.map(IndexState.init)
         }
@@ -55,14 +55,14 @@ extension FileSystemCore {
             }
         }
         func prune(_ dirIno: UInt64, _ path: [String]) {
-            guard let dir = table.node(dirIno)?.directory else { return }
+            guard let dir = s.table.node(dirIno)?.directory else { return }
             for (name, ino) in dir.children.sorted(by: { $0.key < $1.key }) {
-                guard let child = table.node(ino), child.origin == .spec else { continue }
+                guard let child = s.table.node(ino), child.origin == .spec else { continue }
                 let childPath = path + [name]
                 if let want = wanted[childPath], want == have(child) {
                     if child.directory != nil { prune(ino, childPath) }
                 } else {
-                    invalidations += table.detach(ino)
+                    invalidations += s.table.detach(ino)
                 }
             }
         }
@@ -70,9 +70,9 @@ extension FileSystemCore {
         // Add what is missing, parents first.
         for (path, want) in wanted.sorted(by: { $0.key.count < $1.key.count || ($0.key.count == $1.key.count && $0.key.lexicographicallyPrecedes($1.key)) }) {
             var parent: UInt64? = InodeTable.rootIno
-            for name in path.dropLast() { parent = parent.flatMap { table.child(of: $0, named: name)?.ino } }
-            guard let parent, table.node(parent)?.directory != nil, let name = path.last else { continue }
-            if let existing = table.child(of: parent, named: name), existing.origin == .spec { continue }
+            for name in path.dropLast() { parent = parent.flatMap { s.table.child(of: $0, named: name)?.ino } }
+            guard let parent, s.table.node(parent)?.directory != nil, let name = path.last else { continue }
+            if let existing = s.table.child(of: parent, named: name), existing.origin == .spec { continue }
             let content: NodeContent
             switch want {
             case let .file(url): content = .file(FileState(url: url))
@@ -80,12 +80,12 @@ extension FileSystemCore {
             case .directory: content = .directory(DirectoryState(mtime: mountTime))
             case .byURL: content = .directory(DirectoryState(mtime: mountTime, byURL: .schemes))
             }
-            let hadListed = table.child(of: parent, named: name) != nil
-            table.add(parent: parent, name: name, origin: .spec, content: content)
-            table.node(parent)?.directory?.index?.listed.remove(name)
+            let hadListed = s.table.child(of: parent, named: name) != nil
+            s.table.add(parent: parent, name: name, origin: .spec, content: content)
+            s.table.node(parent)?.directory?.index?.listed.remove(name)
             if hadListed { invalidations.append((parent, name)) }
         }
-        currentSpec = newSpec
+        s.currentSpec = newSpec
         return invalidations
     }
 }

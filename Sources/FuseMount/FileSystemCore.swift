@@ -67,10 +67,19 @@ protocol BackingFiles: AnyObject, Sendable {
 /// The file system in plain Swift: names, attributes, handles, listings, revalidation.
 ///
 /// Every operation answers through a completion, called exactly once, possibly later from an
-/// engine thread; nothing here waits on the network. One lock guards all state, is never held
-/// while calling the backend, the notifier or a completion, and no operation takes it for longer
-/// than a dictionary update (listing parsing happens outside it).
-final class FileSystemCore: @unchecked Sendable {
+/// engine thread; nothing here waits on the network. All mutable state is one `State` in one
+/// `LockedValue`, which is never held while calling the backend, the notifier or a completion,
+/// and no operation holds it for longer than a dictionary update (listing parsing happens
+/// outside it).
+///
+/// The tree's nodes (`Node`, `FileState`, `IndexState`) are classes that live inside `State` and
+/// never leave the lock: work that goes on outside it (a lookup at the origin, a listing's fetch)
+/// names its node by inode number, which is never reused, or by its entry in
+/// `State.listingFetches`, and finds it again under the lock when it ends.
+///
+/// Threads: the FUSE loop calls in; completions run on engine threads (the curl loop, the
+/// completion queue) and on `deadlineQueue`.
+final class FileSystemCore: Sendable {
     let backend: MountBackend
     let options: MountOptions
     let logger: Logger
@@ -81,19 +90,39 @@ final class FileSystemCore: @unchecked Sendable {
     /// After a failed refresh, a stale listing is served this long before trying again.
     static let listingRetryDelay: TimeInterval = 30
 
-    let lock = NSLock()
-    var table: InodeTable                   // guarded by lock
-    var currentSpec: MountTreeSpec          // guarded by lock
-    var openFiles: [UInt64: OpenFile] = [:] // guarded by lock
-    var openDirs: [UInt64: [DirEntry]] = [:] // guarded by lock
-    var nextHandle: UInt64 = 1              // guarded by lock
-    var inodesByKey: [CacheKey: Set<UInt64>] = [:] // guarded by lock
-    var notifier: KernelNotifier?           // guarded by lock
-    var backing: BackingFiles?              // guarded by lock
-    /// Inodes open with passthrough: all their opens share one backing file (the kernel refuses
-    /// a second one, and any open without passthrough, while one is attached).
-    var passthroughInodes: [UInt64: PassthroughInode] = [:] // guarded by lock
-    var closed = false                      // guarded by lock
+    /// Everything that changes, under one lock.
+    struct State {
+        var table: InodeTable
+        var currentSpec = MountTreeSpec()
+        var openFiles: [UInt64: OpenFile] = [:]
+        var openDirs: [UInt64: [DirEntry]] = [:]
+        var nextHandle: UInt64 = 1
+        var inodesByKey: [CacheKey: Set<UInt64>] = [:]
+        var notifier: KernelNotifier?
+        var backing: BackingFiles?
+        /// Inodes open with passthrough: all their opens share one backing file (the kernel
+        /// refuses a second one, and any open without passthrough, while one is attached).
+        var passthroughInodes: [UInt64: PassthroughInode] = [:]
+        var closed = false
+        /// Listings being fetched, by fetch number: the directory and its listing's state as
+        /// they were when the fetch began. A reload may replace a directory's listing state
+        /// meanwhile; the fetch still answers the callers that waited on the one it began for.
+        var listingFetches: [UInt64: (node: Node, idx: IndexState)] = [:]
+        var nextListingFetch: UInt64 = 1
+
+        /// Records a listing fetch about to begin; its number for `listingFetched`.
+        mutating func beginListingFetch(_ node: Node, _ idx: IndexState) -> UInt64 {
+            let fetch = nextListingFetch
+            nextListingFetch += 1
+            listingFetches[fetch] = (node, idx)
+            return fetch
+        }
+    }
+
+    let state: LockedValue<State>
+    /// Read deadlines and listing timeouts: GCD timers whose handlers only fail a reply that is
+    /// still waiting (`ReplyOnce`), so they never block; a queue of their own keeps them off
+    /// the FUSE loop, which must not wait, and out of the engine's queues.
     let deadlineQueue = DispatchQueue(label: "httpcachefs.fuse.read-deadline")
     /// Folders that list by WebDAV PROPFIND (`ListingFetch`).
     let listingKinds = ListingKinds()
@@ -117,46 +146,47 @@ final class FileSystemCore: @unchecked Sendable {
         self.options = options
         self.logger = logger
         self.now = now
-        self.mountTime = now()
-        self.table = InodeTable(rootMtime: mountTime)
-        self.currentSpec = MountTreeSpec()
-        _ = apply(spec: spec)
+        let mountTime = now()
+        self.mountTime = mountTime
+        state = LockedValue(State(table: InodeTable(rootMtime: mountTime)))
+        state.withLock { _ = apply(spec: spec, &$0) }
         backend.onRemoteChange { [weak self] info in self?.remoteChanged(info) }
     }
 
     /// The tree spec in force.
-    var spec: MountTreeSpec { lock.withLock { currentSpec } }
+    var spec: MountTreeSpec { state.withLock { $0.currentSpec } }
 
     func attach(notifier: KernelNotifier?) {
-        lock.withLock { self.notifier = notifier }
+        state.withLock { $0.notifier = notifier }
     }
 
     func attach(backing: BackingFiles?) {
-        lock.withLock { self.backing = backing }
+        state.withLock { $0.backing = backing }
     }
 
     // MARK: Names and attributes
 
-    func lookup(parent: UInt64, name: String, reply: @escaping (Result<Attr, FSErrno>) -> Void) {
+    func lookup(parent: UInt64, name: String, reply: @escaping @Sendable (Result<Attr, FSErrno>) -> Void) {
         lookup(parent: parent, name: name, afterListing: false, reply: reply)
     }
 
     private enum LookupStep {
         case done(Result<Attr, FSErrno>)
-        case resolve(Node, FileState)
+        /// The file's size is unknown: ask the cache about `url` for inode `ino`.
+        case resolve(ino: UInt64, url: String)
         case refreshListing
         case missingRefreshing
         case byURL(ByURLLevel)
     }
 
     func lookup(parent: UInt64, name: String, afterListing: Bool,
-                        reply: @escaping (Result<Attr, FSErrno>) -> Void) {
-        let step: LookupStep = lock.withLock {
-            guard let p = table.node(parent) else { return .done(.failure(FSErrno(ENOENT))) }
+                reply: @escaping @Sendable (Result<Attr, FSErrno>) -> Void) {
+        let step: LookupStep = state.withLock { s in
+            guard let p = s.table.node(parent) else { return .done(.failure(FSErrno(ENOENT))) }
             guard let dir = p.directory else { return .done(.failure(FSErrno(ENOTDIR))) }
-            if let child = table.child(of: parent, named: name) {
-                if let f = child.file, needsResolve(f) { return .resolve(child, f) }
-                table.lookedUp(child.ino)
+            if let child = s.table.child(of: parent, named: name) {
+                if let f = child.file, needsResolve(f) { return .resolve(ino: child.ino, url: f.url) }
+                s.table.lookedUp(child.ino)
                 return .done(.success(attr(child)))
             }
             if let level = dir.byURL { return .byURL(level) }
@@ -174,12 +204,12 @@ final class FileSystemCore: @unchecked Sendable {
         switch step {
         case let .done(result):
             reply(result)
-        case let .resolve(node, file):
-            resolve(node, file) { [self] error in
+        case let .resolve(ino, url):
+            resolve(ino: ino, url: url) { [self] error in
                 if let error { return reply(.failure(FSErrno(error.errno))) }
-                reply(lock.withLock {
-                    guard node.attached else { return .failure(FSErrno(ENOENT)) }
-                    table.lookedUp(node.ino)
+                reply(state.withLock { s in
+                    guard let node = s.table.node(ino), node.attached else { return .failure(FSErrno(ENOENT)) }
+                    s.table.lookedUp(ino)
                     return .success(attr(node))
                 })
             }
@@ -197,20 +227,24 @@ final class FileSystemCore: @unchecked Sendable {
     }
 
     func forget(_ ino: UInt64, count: UInt64) {
-        lock.withLock { table.forget(ino, count: count) }
+        state.withLock { $0.table.forget(ino, count: count) }
     }
 
-    func getattr(_ ino: UInt64, reply: @escaping (Result<Attr, FSErrno>) -> Void) {
-        let step: LookupStep = lock.withLock {
-            guard let node = table.node(ino) else { return .done(.failure(FSErrno(ENOENT))) }
-            if let f = node.file, needsResolve(f) { return .resolve(node, f) }
+    func getattr(_ ino: UInt64, reply: @escaping @Sendable (Result<Attr, FSErrno>) -> Void) {
+        let step: LookupStep = state.withLock { s in
+            guard let node = s.table.node(ino) else { return .done(.failure(FSErrno(ENOENT))) }
+            if let f = node.file, needsResolve(f) { return .resolve(ino: ino, url: f.url) }
             return .done(.success(attr(node)))
         }
         switch step {
-        case let .resolve(node, file):
-            resolve(node, file) { [self] error in
+        case let .resolve(ino, url):
+            resolve(ino: ino, url: url) { [self] error in
                 if let error { return reply(.failure(FSErrno(error.errno))) }
-                reply(.success(lock.withLock { attr(node) }))
+                reply(state.withLock { s in
+                    // Gone only if the kernel forgot it meanwhile, so nobody is asking any more.
+                    guard let node = s.table.node(ino) else { return .failure(FSErrno(ENOENT)) }
+                    return .success(attr(node))
+                })
             }
         case let .done(result): reply(result)
         default: reply(.failure(FSErrno(EIO)))
@@ -222,17 +256,20 @@ final class FileSystemCore: @unchecked Sendable {
     /// kernel calls getattr around reads, and each call would cost the origin a round trip.
     func needsResolve(_ f: FileState) -> Bool { f.size == nil }
 
-    /// Asks the cache about a file (which revalidates it with the origin when stale); metadata
-    /// only: stat reads no bytes.
-    func resolve(_ node: Node, _ file: FileState, completion: @escaping (CacheError?) -> Void) {
-        let url = lock.withLock { file.url }
+    /// Asks the cache about the file `url` of inode `ino` (which revalidates it with the origin
+    /// when stale), and records the answer on the inode if it is still there; metadata only:
+    /// stat reads no bytes.
+    func resolve(ino: UInt64, url: String, completion: @escaping @Sendable (CacheError?) -> Void) {
         backend.lookUp(url: url) { [self] result in
             switch Self.checkedLength(result) {
             case let .failure(error):
                 logger.warning("lookup failed: \(url): \(error)")
                 completion(error)
             case let .success(info):
-                lock.withLock { record(info, for: node, file) }
+                state.withLock { s in
+                    guard let node = s.table.node(ino), let f = node.file else { return }
+                    record(info, for: node, f, &s)
+                }
                 completion(nil)
             }
         }
@@ -245,10 +282,10 @@ final class FileSystemCore: @unchecked Sendable {
         return .failure(.badResponse(url: info.url, message: FileLength.refusal("a length of \(n) bytes in the cache index")))
     }
 
-    /// Caller holds the lock.
-    func record(_ info: EntryInfo, for node: Node, _ file: FileState) {
+    /// Under the lock (`s`).
+    func record(_ info: EntryInfo, for node: Node, _ file: FileState, _ s: inout State) {
         file.update(from: info)
-        inodesByKey[info.key, default: []].insert(node.ino)
+        s.inodesByKey[info.key, default: []].insert(node.ino)
     }
 
     func attr(_ node: Node) -> Attr {
@@ -267,17 +304,17 @@ final class FileSystemCore: @unchecked Sendable {
 
     /// The cache saw a new generation: new attributes, and the kernel's pages are stale.
     func remoteChanged(_ info: EntryInfo) {
-        let (inos, n): ([UInt64], KernelNotifier?) = lock.withLock {
+        let (inos, n): ([UInt64], KernelNotifier?) = state.withLock { s in
             var live: [UInt64] = []
-            for ino in inodesByKey[info.key] ?? [] {
-                guard let node = table.node(ino), let f = node.file else {
-                    inodesByKey[info.key]?.remove(ino)
+            for ino in s.inodesByKey[info.key] ?? [] {
+                guard let node = s.table.node(ino), let f = node.file else {
+                    s.inodesByKey[info.key]?.remove(ino)
                     continue
                 }
                 f.update(from: info)
                 live.append(ino)
             }
-            return (live, notifier)
+            return (live, s.notifier)
         }
         if !inos.isEmpty { logger.info("remote file changed: \(info.url) (generation \(info.generation))") }
         for ino in inos { n?.invalidateInode(ino, data: true) }
@@ -285,7 +322,7 @@ final class FileSystemCore: @unchecked Sendable {
 
     func statfs() -> FSStats {
         let usage = backend.usage
-        let files = lock.withLock { UInt64(table.count) }
+        let files = state.withLock { UInt64($0.table.count) }
         let bs: UInt64 = 4096
         let cap = UInt64(max(usage.capacity, usage.bytes, 0))
         let used = UInt64(max(usage.bytes, 0))
@@ -294,13 +331,13 @@ final class FileSystemCore: @unchecked Sendable {
 
     /// Closes every reader; later opens fail. Called once the session stopped.
     func shutdown() {
-        let (readers, held): ([MountReader], [WholeFile]) = lock.withLock {
-            closed = true
-            let r = openFiles.values.map(\.reader)
-            let h = passthroughInodes.values.map(\.file)   // the kernel drops its backing files with the connection
-            openFiles = [:]
-            openDirs = [:]
-            passthroughInodes = [:]
+        let (readers, held): ([MountReader], [WholeFile]) = state.withLock { s in
+            s.closed = true
+            let r = s.openFiles.values.map(\.reader)
+            let h = s.passthroughInodes.values.map(\.file)   // the kernel drops its backing files with the connection
+            s.openFiles = [:]
+            s.openDirs = [:]
+            s.passthroughInodes = [:]
             return (r, h)
         }
         for r in readers { r.close() }
@@ -310,18 +347,18 @@ final class FileSystemCore: @unchecked Sendable {
     // MARK: Introspection for tests
 
     func inode(at path: [String]) -> UInt64? {
-        lock.withLock {
+        state.withLock { s in
             var ino = InodeTable.rootIno
             for name in path {
-                guard let child = table.child(of: ino, named: name) else { return nil }
+                guard let child = s.table.child(of: ino, named: name) else { return nil }
                 ino = child.ino
             }
             return ino
         }
     }
 
-    var openFileCount: Int { lock.withLock { openFiles.count } }
-    var inodeCount: Int { lock.withLock { table.count } }
+    var openFileCount: Int { state.withLock { $0.openFiles.count } }
+    var inodeCount: Int { state.withLock { $0.table.count } }
 }
 
 struct Invalidations {

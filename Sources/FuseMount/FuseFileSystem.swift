@@ -14,16 +14,15 @@ import Logging
 /// engine.shutdown()
 /// ```
 /// Or drive the loop yourself: `mount(at:)`, then `run()` on a thread of your own.
-public final class FuseFileSystem: @unchecked Sendable {
+public final class FuseFileSystem: Sendable {
     let core: FileSystemCore
     let session: FuseSession
     public let options: MountOptions
     let logger: Logger
     private let done = DispatchSemaphore(value: 0)
     private let ready = DispatchSemaphore(value: 0)
-    private let lock = NSLock()
-    private var finished = false       // guarded by lock
-    private var loopError: String?     // guarded by lock
+    /// Set when `run()` returns: whether it did, and the loop's error if it ended on one.
+    private let outcome = LockedValue<(finished: Bool, error: String?)>((false, nil))
     /// The engine's counters, where the status document lists this mount.
     private let metrics: CacheMetrics?
 
@@ -64,10 +63,7 @@ public final class FuseFileSystem: @unchecked Sendable {
         defer { if let door { metrics?.removeDoor(door) } }
         let error = session.run()
         if let error { logger.error("FUSE loop ended: \(error)") }
-        lock.withLock {
-            finished = true
-            loopError = error
-        }
+        outcome.withLock { $0 = (true, error) }
         done.signal()
     }
 
@@ -105,10 +101,10 @@ public final class FuseFileSystem: @unchecked Sendable {
     public func wait() -> String? {
         done.wait()
         done.signal()  // let other waiters through too
-        return lock.withLock { loopError }
+        return outcome.withLock { $0.error }
     }
 
-    public var isRunning: Bool { lock.withLock { !finished } }
+    public var isRunning: Bool { outcome.withLock { !$0.finished } }
 
     /// Swaps in a new tree (URL-list reload): removed entries vanish, new ones appear, nodes
     /// that did not change keep their inodes, open files and kernel caches.

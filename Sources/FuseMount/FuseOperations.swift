@@ -10,6 +10,9 @@ import Glibc
 /// Kept in a library file on purpose: closures in main.swift would be main-actor isolated and
 /// trap when libfuse calls them from its own thread.
 /// A request handed to another thread: libfuse's replies may be sent from any thread, once.
+// @unchecked: the C boundary. A `fuse_req_t` is libfuse's, valid until its one reply, which
+// libfuse lets any thread send (its replies lock what they share); the reply goes through
+// `FuseSession.reply`, whose gate keeps it from a session already torn down.
 struct SendableRequest: @unchecked Sendable {
     let req: fuse_req_t
     init(_ req: fuse_req_t) { self.req = req }
@@ -105,7 +108,9 @@ enum FuseOperations {
         ops.lookup = { req, parent, name in
             guard let req, let name else { return }
             let s = FuseOperations.session(req)
+            let request = SendableRequest(req)  // answered later, on another thread
             s.core.lookup(parent: parent, name: String(cString: name)) { result in
+                let req = request.req
                 s.reply {
                     switch result {
                     case let .success(attr):
@@ -137,7 +142,9 @@ enum FuseOperations {
         ops.getattr = { req, ino, _ in
             guard let req else { return }
             let s = FuseOperations.session(req)
+            let request = SendableRequest(req)  // answered later, on another thread
             s.core.getattr(ino) { result in
+                let req = request.req
                 s.reply {
                     switch result {
                     case let .success(attr):
@@ -151,7 +158,9 @@ enum FuseOperations {
         ops.open = { req, ino, fi in
             guard let req, let fi else { return }
             let s = FuseOperations.session(req)
+            let request = SendableRequest(req)  // answered later, on another thread
             s.core.open(ino, flags: fi.pointee.flags) { result in
+                let req = request.req
                 s.reply {
                     switch result {
                     case let .success(open):
@@ -175,8 +184,10 @@ enum FuseOperations {
         ops.read = { req, _, size, off, fi in
             guard let req, let fi else { return }
             let s = FuseOperations.session(req)
+            let request = SendableRequest(req)  // answered later, on another thread
             let fh = fi.pointee.fh  // libfuse's fi lives on its stack: not for the completion
             s.core.read(fh: fh, offset: Int64(off), size: size) { result in
+                let req = request.req
                 switch result {
                 case let .success(lease) where lease.readsFromDisk:
                     // The kernel splices these bytes from the data file while the reply is
@@ -214,7 +225,9 @@ enum FuseOperations {
         ops.opendir = { req, ino, _ in
             guard let req else { return }
             let s = FuseOperations.session(req)
+            let request = SendableRequest(req)  // answered later, on another thread
             s.core.opendir(ino) { result in
+                let req = request.req
                 s.reply {
                     switch result {
                     case let .success(fh):

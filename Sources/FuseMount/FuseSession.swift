@@ -21,6 +21,14 @@ import Logging
 /// Passthrough: libfuse's I/O goes through our callbacks (`fuse_session_custom_io`), which do
 /// what libfuse does, except that the INIT reply asks the kernel for passthrough when it offered
 /// it; the file system then registers backing files (ioctls on /dev/fuse) for fully cached files.
+///
+/// Threads: `run()` is the FUSE loop (one thread); replies come from any thread (engine threads,
+/// the FUSE disk pool); kernel notifications that may wait on the kernel go out on `notifyQueue`.
+// @unchecked: the C boundary. `se`, libfuse's session, is set by `mount` before the loop runs
+// and freed by `teardown` on the loop thread, after the gate closed: every other thread reaches
+// it only inside the gate with `open` true (replies, notifications) or under the file system's
+// lock, which teardown takes to detach us first (backing files). The INIT fields are the loop
+// thread's; what other threads share is in `LockedValue`s or under the gate.
 final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     let core: FileSystemCore
     let options: MountOptions
@@ -30,19 +38,18 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     let diskReplies = BlockingIOPool(name: "httpcachefs-fuse-disk", threads: 8)
     /// Called once, on the loop thread, once the kernel has processed our INIT reply (the
     /// kernel applies it while we write it, so after process_buf returns the mount is usable).
-    var onReady: (() -> Void)?
+    /// Set before `run()`.
+    var onReady: (@Sendable () -> Void)?
     private var initialised = false    // loop thread only
     private var readyReported = false  // loop thread only
     /// The INIT request's id while it is processed, if the kernel offered passthrough; read by
     /// every reply's writev, on any thread.
-    private var passthroughInit: UInt64 = 0   // guarded by initLock
-    private let initLock = NSLock()
+    private let passthroughInit = LockedValue<UInt64>(0)
     /// The INIT reply asked for passthrough (the kernel then enables it; it may still refuse
     /// backing files, e.g. to a daemon without CAP_SYS_ADMIN). Written by the INIT reply.
     private var passthroughNegotiated = false // loop thread only
     /// Backing-file registration failed once: not tried again (said once in the log).
-    private var backingRefused = false       // guarded by backingLock
-    private let backingLock = NSLock()
+    private let backingRefused = LockedValue(false)
 
     private var se: OpaquePointer?     // struct fuse_session *; set in mount, freed in teardown
     private(set) var mountpoint: String?
@@ -53,8 +60,12 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     private var open = false           // guarded by gate
     /// `detach()` took the mount out of the namespace: teardown must not unmount the path again
     /// (another mount may be there by then), only close /dev/fuse.
-    private var detached = false       // guarded by detachLock
-    private let detachLock = NSLock()
+    private let detached = LockedValue(false)
+    /// Kernel notifications that can wait on the kernel: dropping an inode's pages waits on its
+    /// reads in flight, and dropping a name takes its directory's lock, which a lookup in
+    /// progress holds. Neither may wait on the FUSE loop (which answers those lookups) nor on
+    /// the disk pool (which answers those reads), so they get a serial queue of their own, in
+    /// the order they were asked; `flush()` waits for it.
     private let notifyQueue = DispatchQueue(label: "httpcachefs.fuse.notify")
 
     init(core: FileSystemCore, options: MountOptions, logger: Logger) {
@@ -118,7 +129,7 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
         guard let iov, let userdata else { return -1 }
         let s = Unmanaged<FuseSession>.fromOpaque(userdata).takeUnretainedValue()
         // Only the INIT reply, written on the loop thread while `passthroughInit` is set, is patched.
-        let unique = s.initLock.withLock { s.passthroughInit }
+        let unique = s.passthroughInit.withLock { $0 }
         var patched: Int32 = 0
         let n = cfuse3_writev_reply(fd, iov, count, unique, &patched)
         if patched != 0 { s.passthroughNegotiated = true }
@@ -133,7 +144,7 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     /// running with the pipe as its stderr.
     static func capturingFusermountOutput<T>(_ body: () -> T) -> (T, String) {
         var fds: [Int32] = [-1, -1]
-        fflush(stderr)
+        fflush(nil)  // every stream: what stdio holds for stderr goes to the real one
         guard pipe(&fds) == 0 else { return (body(), "") }
         let saved = dup(2)
         guard saved >= 0, dup2(fds[1], 2) >= 0 else {
@@ -142,7 +153,7 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
         }
         close(fds[1])
         let result = body()
-        fflush(stderr)
+        fflush(nil)
         dup2(saved, 2)
         close(saved)
         _ = fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK)
@@ -191,11 +202,11 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
             default:
                 if !initialised, options.passthrough {
                     let unique = cfuse3_init_offering_passthrough(buf.mem, Int(res))
-                    initLock.withLock { passthroughInit = unique }
+                    passthroughInit.withLock { $0 = unique }
                 }
                 fuse_session_process_buf(se, &buf)
                 if initialised && !readyReported {
-                    initLock.withLock { passthroughInit = 0 }
+                    passthroughInit.withLock { $0 = 0 }
                     readyReported = true
                     if passthroughNegotiated {
                         core.attach(backing: self)
@@ -222,7 +233,7 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     /// and `run()` ends once the kernel lets go of the last of them. Safe from any thread.
     func detach() throws {
         guard let path = mountpoint else { return }
-        try detachLock.withLock {
+        try detached.withLock { detached in
             guard !detached else { return }
             try Mountpoint.unmount(path, lazy: true)
             detached = true
@@ -239,7 +250,7 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
         if let se {
             // Closing /dev/fuse (in destroy) aborts the connection: reads still waiting in the
             // kernel fail with ENOTCONN rather than returning anything short.
-            if !detachLock.withLock({ detached }) {
+            if !detached.withLock({ $0 }) {
                 fuse_session_unmount(se)  // lazy unmount; closes /dev/fuse
             }
             fuse_session_destroy(se)
@@ -259,10 +270,10 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     // Called under the file system's lock, which teardown takes to detach us before /dev/fuse
     // closes: the descriptor is valid for every call.
     func register(_ fd: Int32) -> Int32? {
-        guard let se, !backingLock.withLock({ backingRefused }) else { return nil }
+        guard let se, !backingRefused.withLock({ $0 }) else { return nil }
         let id = cfuse3_backing_open(fuse_session_fd(se), fd)
         if id > 0 { return id }
-        let first = backingLock.withLock { () -> Bool in defer { backingRefused = true }; return !backingRefused }
+        let first = backingRefused.withLock { refused in defer { refused = true }; return !refused }
         if first {
             let why = String(cString: strerror(-id)) + (-id == EPERM ? "; it needs CAP_SYS_ADMIN" : "")
             logger.notice("FUSE passthrough is off: the kernel refused a backing file (\(why)). Cached files are read through the daemon.")
@@ -357,6 +368,8 @@ public enum FuseMountError: Error, CustomStringConvertible {
 }
 
 /// pthread read-write lock: many concurrent replies, one exclusive teardown.
+// @unchecked: a lock primitive over a C `pthread_rwlock_t` (as `LockedValue` is over a mutex):
+// the pointer is set once and only handed to pthread calls, which are thread-safe.
 final class ReadWriteLock: @unchecked Sendable {
     private let rw: UnsafeMutablePointer<pthread_rwlock_t>
 
@@ -388,53 +401,58 @@ final class ReadWriteLock: @unchecked Sendable {
 /// libfuse builds some messages from several calls (``unknown option(s): ` `` then each option,
 /// then `'` and a newline): fragments are joined until one ends a line, so a message arrives whole.
 enum FuseLog {
-    private static let lock = NSLock()
-    nonisolated(unsafe) private static var logger: Logger?   // guarded by lock
-    nonisolated(unsafe) private static var recent: [String] = [] // guarded by lock
-    nonisolated(unsafe) private static var pending = ""        // guarded by lock: a line in the making
+    private struct State {
+        var logger: Logger?
+        var recent: [String] = []
+        /// A line in the making.
+        var pending = ""
+    }
+
+    /// libfuse logs from any thread, and has one log function per process.
+    private static let state = LockedValue(State())
 
     static func install(_ logger: Logger) {
-        lock.withLock { Self.logger = logger }
+        state.withLock { $0.logger = logger }
         fuse_set_log_func { level, fmt, ap in
             guard let fmt, let ap else { return }
             var buf = [CChar](repeating: 0, count: 1024)
             _ = vsnprintf(&buf, buf.count, fmt, ap)
-            FuseLog.receive(String(cString: buf), error: level.rawValue <= FUSE_LOG_ERR.rawValue)
+            FuseLog.receive(String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self), error: level.rawValue <= FUSE_LOG_ERR.rawValue)
         }
     }
 
     /// One fragment as libfuse printed it: recorded once it completes a line.
     static func receive(_ fragment: String, error: Bool) {
-        let line: String? = lock.withLock {
-            pending += fragment
-            guard pending.hasSuffix("\n") else { return nil }
-            defer { pending = "" }
-            return pending.trimmingCharacters(in: .whitespacesAndNewlines)
+        let line: String? = state.withLock { s in
+            s.pending += fragment
+            guard s.pending.hasSuffix("\n") else { return nil }
+            defer { s.pending = "" }
+            return s.pending.trimmingCharacters(in: .whitespacesAndNewlines)
         }
         if let line, !line.isEmpty { record(line, error: error) }
     }
 
     static func record(_ line: String, error: Bool) {
-        let logger: Logger? = lock.withLock {
-            recent.append(line)
-            if recent.count > 8 { recent.removeFirst(recent.count - 8) }
-            return Self.logger
+        let logger: Logger? = state.withLock { s in
+            s.recent.append(line)
+            if s.recent.count > 8 { s.recent.removeFirst(s.recent.count - 8) }
+            return s.logger
         }
         if error { logger?.error("libfuse: \(line)") } else { logger?.debug("libfuse: \(line)") }
     }
 
     static func clear() {
-        lock.withLock {
-            recent = []
-            pending = ""
+        state.withLock { s in
+            s.recent = []
+            s.pending = ""
         }
     }
 
     /// The recent lines, and a line libfuse left unfinished.
     static func lastMessages() -> String {
-        lock.withLock {
-            let unfinished = pending.trimmingCharacters(in: .whitespacesAndNewlines)
-            return (recent + (unfinished.isEmpty ? [] : [unfinished])).joined(separator: "; ")
+        state.withLock { s in
+            let unfinished = s.pending.trimmingCharacters(in: .whitespacesAndNewlines)
+            return (s.recent + (unfinished.isEmpty ? [] : [unfinished])).joined(separator: "; ")
         }
     }
 }

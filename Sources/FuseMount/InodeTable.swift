@@ -51,7 +51,7 @@ final class IndexState {
     /// Names that came from the listing (static children with the same name win).
     var listed: Set<String> = []
     var fetching = false
-    var waiters: [(CacheError?) -> Void] = []
+    var waiters: [@Sendable (CacheError?) -> Void] = []
     /// What the entries of its current listing cost (`InodeTable.listingBytes`).
     var cost: Int64 = 0
 
@@ -104,7 +104,8 @@ final class Node {
 /// Inode numbers are never reused (a UInt64 counter), so FUSE generations can stay 0. A node
 /// that disappears from its directory (reload, newer listing) is detached at once, so lookups
 /// fail, but stays in the table while the kernel still references it: reads on an open file
-/// keep working after its entry was removed. Not thread-safe: FileSystemCore holds its lock.
+/// keep working after its entry was removed. Not thread-safe: it lives in `FileSystemCore.State`,
+/// under its lock, and so do its nodes.
 struct InodeTable {
     static let rootIno: UInt64 = 1  // FUSE_ROOT_ID
     private(set) var nodes: [UInt64: Node] = [:]

@@ -118,18 +118,17 @@ extension ListingTransport {
 
 /// The folders known to list by PROPFIND (their listing URLs), so that their next listings, and
 /// their subfolders' first ones, skip the GET. Thread-safe.
-public final class ListingKinds: @unchecked Sendable {
-    private let lock = NSLock()
-    /// Guarded by `lock`.
-    private var webDAV = Set<String>()
+public final class ListingKinds: Sendable {
+    /// The listing URLs of WebDAV folders.
+    private let webDAV = LockedValue(Set<String>())
 
     public init() {}
 
-    public func isWebDAV(_ url: String) -> Bool { lock.withLock { webDAV.contains(url) } }
+    public func isWebDAV(_ url: String) -> Bool { webDAV.withLock { $0.contains(url) } }
 
     /// Records what `url` listed as; a WebDAV folder's subfolders are taken to be WebDAV too.
     public func note(_ listing: ListingFetch.Listing, url: String) {
-        lock.withLock {
+        webDAV.withLock { webDAV in
             switch listing.kind {
             case .page: webDAV.remove(url)
             case .webDAV:

@@ -14,9 +14,9 @@ struct CacheCommand: AsyncParsableCommand {
 extension CacheCommand {
     /// Runs `body` with the cache open on a dedicated thread, reporting errors as one line.
     /// While a daemon holds the cache: `held` (asking the daemon), or the lock error without it.
-    static func withEngine<T>(_ options: CacheOptions, name: String,
-                              held: ((HeldCache) throws -> T)? = nil,
-                              _ body: @escaping (CacheEngine) throws -> T) async throws -> T {
+    static func withEngine<T: Sendable>(_ options: CacheOptions, name: String,
+                                        held: (@Sendable (HeldCache) throws -> T)? = nil,
+                                        _ body: @escaping @Sendable (CacheEngine) throws -> T) async throws -> T {
         try await runReportingErrors {
             try await onBlockingPool {
                 switch try CacheAccess.openBlocking(options) {
@@ -33,8 +33,8 @@ extension CacheCommand {
 
     /// Runs `body` with what the cache holds: the cache itself, or, while a daemon holds it, a
     /// read-only snapshot of its index with the daemon's live figures (`DaemonListing`).
-    static func withListing<T>(_ options: CacheOptions, name: String,
-                               _ body: @escaping (CacheListing) throws -> T) async throws -> T {
+    static func withListing<T: Sendable>(_ options: CacheOptions, name: String,
+                                         _ body: @escaping @Sendable (CacheListing) throws -> T) async throws -> T {
         try await runReportingErrors {
             try await onBlockingPool {
                 switch try CacheAccess.openBlocking(options) {

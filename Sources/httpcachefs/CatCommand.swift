@@ -57,15 +57,15 @@ struct CatCommand: AsyncParsableCommand {
         let (start, end) = try (range ?? .from(0)).resolve(length: entry.length, url: url)
         let reader = engine.makeReader(for: entry, end: end)
         defer { reader.close() }
-        let failure = WriteFailure()
+        let failure = LockedValue<Int32?>(nil)   // set by the consumer, on the chunked read's queue
         try await ChunkedRead.run(reader, from: start, to: end) { bytes in
             switch FileDescriptorOutput.writeAll(fd: 1, bytes[...]) {
             case .written: return true
             case .readerGone: return false
-            case let .failed(code): failure.code = code; return false
+            case let .failed(code): failure.withLock { $0 = code }; return false
             }
         }
-        if let code = failure.code {
+        if let code = failure.withLock({ $0 }) {
             throw CommandFailure("cannot write to stdout: \(String(cString: strerror(code)))")
         }
     }
@@ -73,22 +73,16 @@ struct CatCommand: AsyncParsableCommand {
     /// The same, through the proxy of the daemon that holds the cache.
     static func cat(url: String, range: ByteRangeSpec?, through daemon: DaemonClient) throws {
         let (start, end) = try (range ?? .from(0)).resolve(length: try daemon.head(url: url).length, url: url)
-        var failure: Int32?
+        let failed = LockedValue<Int32?>(nil)   // set on the fetch thread, read after the stream
         try daemon.stream(url: url, start: start, end: end) { bytes in
             switch FileDescriptorOutput.writeAll(fd: 1, bytes) {
             case .written: return true
             case .readerGone: return false
-            case let .failed(code): failure = code; return false
+            case let .failed(code): failed.withLock { $0 = code }; return false
             }
         }
-        if let failure {
+        if let failure = failed.withLock({ $0 }) {
             throw CommandFailure("cannot write to stdout: \(String(cString: strerror(failure)))")
         }
     }
-}
-
-/// A write error seen by the consumer of a chunked read (which runs on its own queue; the read
-/// completes after it, so the caller reads it afterwards).
-private final class WriteFailure: @unchecked Sendable {
-    var code: Int32?
 }

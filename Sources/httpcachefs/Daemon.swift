@@ -1,3 +1,4 @@
+import CacheCore
 import Foundation
 import Glibc
 
@@ -161,18 +162,18 @@ enum Daemon {
 }
 
 /// The daemon's end of the readiness pipe: exactly one report, then closed.
-final class ReadyChannel: @unchecked Sendable {
-    private let lock = NSLock()
-    private var fd: Int32  // guarded by lock; -1 once reported
+final class ReadyChannel: Sendable {
+    /// The pipe; -1 once reported.
+    private let pipe: LockedValue<Int32>
 
-    init(fd: Int32) { self.fd = fd }
+    init(fd: Int32) { pipe = LockedValue(fd) }
 
     public func ready() { report("ready") }
 
     /// A line for the waiting parent to print on its terminal before the final report
     /// (a URL the mount check found wrong). Ignored once the report is sent.
     public func note(_ line: String) {
-        lock.withLock {
+        pipe.withLock { fd in
             guard fd >= 0 else { return }
             let bytes = Array(("note: " + line.replacingOccurrences(of: "\n", with: " ") + "\n").utf8)
             _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
@@ -182,7 +183,7 @@ final class ReadyChannel: @unchecked Sendable {
     public func fail(_ reason: String) { report("error: " + reason.replacingOccurrences(of: "\n", with: " ")) }
 
     private func report(_ line: String) {
-        lock.withLock {
+        pipe.withLock { fd in
             guard fd >= 0 else { return }
             let bytes = Array((line + "\n").utf8)
             _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }

@@ -43,16 +43,17 @@ struct DaemonClient {
     ///   at the file's open: `ProxyURL.exactRangeHeader`).
     @discardableResult
     func stream(url: String, start: Int64 = 0, end: Int64?, exact: Bool = false,
-                consume: @escaping (UnsafeRawBufferPointer) -> Bool) throws -> Head {
+                consume: @escaping @Sendable (UnsafeRawBufferPointer) -> Bool) throws -> Head {
         let sink = BlockingSink(consume: consume)
         var request = FetchRequest(url: ProxyURL.make(original: url, base: base, token: token), start: start, end: end)
         if exact { request.headers = ["\(ProxyURL.exactRangeHeader): 1"] }
         _ = source.start(request, sink: sink)
         sink.done.wait()
-        if let error = sink.error, !(error == .cancelled && sink.stoppedByConsumer) {
+        let outcome = sink.outcome.withLock { $0 }
+        if let error = outcome.error, !(error == .cancelled && outcome.stoppedByConsumer) {
             throw Self.cacheError(error, url: url)
         }
-        return Head(length: sink.head?.totalLength, contentType: sink.head?.contentType)
+        return Head(length: outcome.head?.totalLength, contentType: outcome.head?.contentType)
     }
 
     /// The file's length and type, from a one-byte request (the daemon serves it from its cache).
@@ -76,29 +77,33 @@ struct DaemonClient {
 }
 
 /// Collects one transfer for a caller that waits for it.
-private final class BlockingSink: FetchSink, @unchecked Sendable {
-    let consume: (UnsafeRawBufferPointer) -> Bool
-    let done = DispatchSemaphore(value: 0)
-    // Written on the source's thread before `done` is signalled, read after.
-    var head: ResponseHead?
-    var error: FetchError?
-    var stoppedByConsumer = false
+private final class BlockingSink: FetchSink, Sendable {
+    struct Outcome {
+        var head: ResponseHead?
+        var error: FetchError?
+        var stoppedByConsumer = false
+    }
 
-    init(consume: @escaping (UnsafeRawBufferPointer) -> Bool) { self.consume = consume }
+    let consume: @Sendable (UnsafeRawBufferPointer) -> Bool
+    let done = DispatchSemaphore(value: 0)
+    /// Written on the source's thread before `done` is signalled, read after.
+    let outcome = LockedValue(Outcome())
+
+    init(consume: @escaping @Sendable (UnsafeRawBufferPointer) -> Bool) { self.consume = consume }
 
     func fetchDidReceiveHead(_ head: ResponseHead) -> Bool {
-        self.head = head
+        outcome.withLock { $0.head = head }
         return true
     }
 
     func fetchDidReceive(_ bytes: UnsafeRawBufferPointer) -> Bool {
         if consume(bytes) { return true }
-        stoppedByConsumer = true
+        outcome.withLock { $0.stoppedByConsumer = true }
         return false
     }
 
     func fetchDidFinish(_ error: FetchError?) {
-        self.error = error
+        outcome.withLock { $0.error = error }
         done.signal()
     }
 }

@@ -19,12 +19,14 @@ struct DaemonHLSSource: HLSSource {
     func playlist(url: String) async throws -> HLSPlaylistInfo {
         let daemon = self.daemon
         let (head, bytes) = try await onBlockingPool { () throws -> (DaemonClient.Head, [UInt8]) in
-            var bytes: [UInt8] = []
+            let bytes = LockedValue<[UInt8]>([])
             let head = try daemon.stream(url: url, end: nil) { chunk in
-                bytes += chunk
-                return bytes.count <= Self.playlistLimit
+                bytes.withLock { bytes in
+                    bytes += chunk
+                    return bytes.count <= Self.playlistLimit
+                }
             }
-            return (head, bytes)
+            return (head, bytes.withLock { $0 })
         }
         if bytes.count > Self.playlistLimit { throw HLSPreloader.PreloadError.tooLarge(url) }
         guard HLSPlaylist.isPlaylist(contentType: head.contentType, firstBytes: Array(bytes.prefix(64))) else {
@@ -40,13 +42,13 @@ struct DaemonHLSSource: HLSSource {
         let daemon = self.daemon
         return try await onBlockingPool { () throws -> Int64 in
             length(try daemon.head(url: url).length)
-            var total: Int64 = 0
+            let total = LockedValue<Int64>(0)
             try daemon.stream(url: url, end: nil) { chunk in
-                total += Int64(chunk.count)
+                total.withLock { $0 += Int64(chunk.count) }
                 received(chunk.count)
                 return true
             }
-            return total
+            return total.withLock { $0 }
         }
     }
 

@@ -71,16 +71,19 @@ struct DaemonTransport: ListingTransport {
         _ = daemon.source.start(request, sink: DocumentSink(url: request.url, limit: limit, completion: completion))
     }
 
-    private final class Collected: @unchecked Sendable {
+    /// A listing's bytes: appended on the stream's thread, read after it ended.
+    private final class Collected: Sendable {
         let limit: Int
-        // Written on the stream's thread, read after it ended.
-        var bytes: [UInt8] = []
-        var tooLarge = false
+        private let collected = LockedValue<(bytes: [UInt8], tooLarge: Bool)>(([], false))
         init(limit: Int) { self.limit = limit }
+        var bytes: [UInt8] { collected.withLock { $0.bytes } }
+        var tooLarge: Bool { collected.withLock { $0.tooLarge } }
         func append(_ chunk: UnsafeRawBufferPointer) -> Bool {
-            guard bytes.count + chunk.count <= limit else { tooLarge = true; return false }
-            bytes.append(contentsOf: chunk)
-            return true
+            collected.withLock { c in
+                guard c.bytes.count + chunk.count <= limit else { c.tooLarge = true; return false }
+                c.bytes.append(contentsOf: chunk)
+                return true
+            }
         }
     }
 }

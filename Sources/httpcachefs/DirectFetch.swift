@@ -4,28 +4,34 @@ import Foundation
 /// One ranged GET straight to the origin, bypassing the cache, collected in memory. Used by
 /// `cache verify --remote` to compare cached bytes with what the origin serves today, so it is
 /// only for small ranges.
-final class DirectFetch: FetchSink, @unchecked Sendable {
+final class DirectFetch: FetchSink, Sendable {
     struct Result {
         var head: ResponseHead
         var bytes: [UInt8]
     }
 
-    private let lock = NSLock()
+    /// What arrived so far (on the source's thread).
+    private struct State {
+        var head: ResponseHead?
+        var position: Int64 = 0
+        var bytes: [UInt8] = []
+        var error: FetchError?
+        var refusal: String?
+    }
+
+    private let state: LockedValue<State>
     private let done = DispatchSemaphore(value: 0)
     private let wantStart: Int64
     private let wantCount: Int
     /// Bytes of a 200 (range ignored) to skip before `wantStart`; refused beyond this.
     private let maxSkip: Int64 = 64 << 20
-    private var head: ResponseHead?
-    private var position: Int64 = 0
-    private var bytes: [UInt8] = []
-    private var error: FetchError?
-    private var refusal: String?
 
     private init(start: Int64, count: Int) {
         wantStart = start
         wantCount = count
-        bytes.reserveCapacity(count)
+        var initial = State()
+        initial.bytes.reserveCapacity(count)
+        state = LockedValue(initial)
     }
 
     /// Fetches `[start, start+count)` of `url` through `source`, waiting at most `timeout`.
@@ -43,45 +49,42 @@ final class DirectFetch: FetchSink, @unchecked Sendable {
     }
 
     private func result(url: String) throws -> Result {
-        lock.lock()
-        defer { lock.unlock() }
-        if let refusal { throw CommandFailure(refusal) }
-        if let error, !(error == .cancelled && bytes.count == wantCount) { throw CacheError(error, url: url) }
-        guard let head else { throw CacheError.badResponse(url: url, message: "no response head") }
-        return Result(head: head, bytes: bytes)
+        let s = state.withLock { $0 }
+        if let refusal = s.refusal { throw CommandFailure(refusal) }
+        if let error = s.error, !(error == .cancelled && s.bytes.count == wantCount) { throw CacheError(error, url: url) }
+        guard let head = s.head else { throw CacheError.badResponse(url: url, message: "no response head") }
+        return Result(head: head, bytes: s.bytes)
     }
 
     func fetchDidReceiveHead(_ head: ResponseHead) -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        self.head = head
-        position = head.bodyStart
-        if head.bodyStart > wantStart || wantStart - head.bodyStart > maxSkip {
-            refusal = "the origin ignored the range request for \(head.finalURL); cannot compare offset \(wantStart)"
-            return false
+        state.withLock { s in
+            s.head = head
+            s.position = head.bodyStart
+            if head.bodyStart > wantStart || wantStart - head.bodyStart > maxSkip {
+                s.refusal = "the origin ignored the range request for \(head.finalURL); cannot compare offset \(wantStart)"
+                return false
+            }
+            return true
         }
-        return true
     }
 
     func fetchDidReceive(_ chunk: UnsafeRawBufferPointer) -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        var slice = chunk[...]
-        if position < wantStart {
-            let skip = Int(min(Int64(slice.count), wantStart - position))
-            slice = slice.dropFirst(skip)
-            position += Int64(skip)
+        state.withLock { s in
+            var slice = chunk[...]
+            if s.position < wantStart {
+                let skip = Int(min(Int64(slice.count), wantStart - s.position))
+                slice = slice.dropFirst(skip)
+                s.position += Int64(skip)
+            }
+            let take = min(slice.count, wantCount - s.bytes.count)
+            s.bytes.append(contentsOf: slice.prefix(take))
+            s.position += Int64(take)
+            return s.bytes.count < wantCount
         }
-        let take = min(slice.count, wantCount - bytes.count)
-        bytes.append(contentsOf: slice.prefix(take))
-        position += Int64(take)
-        return bytes.count < wantCount
     }
 
     func fetchDidFinish(_ error: FetchError?) {
-        lock.lock()
-        self.error = error
-        lock.unlock()
+        state.withLock { $0.error = error }
         done.signal()
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import CacheCore
 
 /// Writing bytes to a file descriptor completely: `write(2)` may take fewer bytes than asked
 /// (pipes, signals), and a reader that went away (`| head`) shows up as EPIPE, which is a
@@ -38,33 +39,39 @@ enum FileDescriptorOutput {
 
 /// A file written under a temporary name and renamed into place only when complete, so an
 /// interrupted `cache export` never leaves a truncated file that looks finished.
-final class AtomicFileWriter {
+final class AtomicFileWriter: Sendable {
     let path: String
     private let temporaryPath: String
-    private var fd: Int32
+    /// The temporary file while it is written (writes come from the chunked read's queue); -1
+    /// once committed or abandoned.
+    private let file: LockedValue<Int32>
 
     init(path: String) throws {
         self.path = path
         self.temporaryPath = path + ".partial-\(getpid())"
-        fd = open(temporaryPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        let fd = open(temporaryPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        file = LockedValue(fd)
         guard fd >= 0 else {
             throw CommandFailure("cannot create \(temporaryPath): \(String(cString: strerror(errno)))")
         }
     }
 
     func write(_ bytes: [UInt8]) throws {
-        if case let .failed(code) = FileDescriptorOutput.writeAll(fd: fd, bytes[...]) {
+        if case let .failed(code) = file.withLock({ FileDescriptorOutput.writeAll(fd: $0, bytes[...]) }) {
             throw CommandFailure("cannot write \(path): \(String(cString: strerror(code)))")
         }
     }
 
     func commit() throws {
-        guard fsync(fd) == 0, close(fd) == 0 else {
-            let message = String(cString: strerror(errno))
-            abandon()
-            throw CommandFailure("cannot write \(path): \(message)")
+        let closed: Int32? = file.withLock { fd in
+            guard fsync(fd) == 0, close(fd) == 0 else { return errno }
+            fd = -1
+            return nil
         }
-        fd = -1
+        if let closed {
+            abandon()
+            throw CommandFailure("cannot write \(path): \(String(cString: strerror(closed)))")
+        }
         guard rename(temporaryPath, path) == 0 else {
             let message = String(cString: strerror(errno))
             unlink(temporaryPath)
@@ -74,9 +81,11 @@ final class AtomicFileWriter {
 
     /// Removes the partial file (after a failure).
     func abandon() {
-        if fd >= 0 { close(fd); fd = -1 }
+        file.withLock { fd in
+            if fd >= 0 { close(fd); fd = -1 }
+        }
         unlink(temporaryPath)
     }
 
-    deinit { if fd >= 0 { abandon() } }
+    deinit { if file.withLock({ $0 >= 0 }) { abandon() } }
 }

@@ -165,11 +165,10 @@ struct LibraryPreload {
 }
 
 /// A byte count added to from fetch threads and read by the progress line.
-final class Counter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var total: Int64 = 0   // guarded by lock
-    func add(_ n: Int64) { lock.withLock { total += n } }
-    var value: Int64 { lock.withLock { total } }
+final class Counter: Sendable {
+    private let total = LockedValue<Int64>(0)
+    func add(_ n: Int64) { total.withLock { $0 += n } }
+    var value: Int64 { total.withLock { $0 } }
 }
 
 /// `preload --recursive` into this process's cache.

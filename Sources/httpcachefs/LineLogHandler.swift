@@ -5,15 +5,15 @@ import Settings
 
 /// Where log lines go: stderr or an append-only log file, one `write(2)` per line under a lock,
 /// so lines from engine, curl and NIO threads never interleave.
-final class LogSink: @unchecked Sendable {
-    private let fd: Int32
+final class LogSink: Sendable {
+    /// The descriptor, under the lock that keeps one line's `write` from another's.
+    private let fd: LockedValue<Int32>
     private let ownsDescriptor: Bool
-    private let lock = NSLock()
 
     static let standardError = LogSink(fd: 2, ownsDescriptor: false)
 
     private init(fd: Int32, ownsDescriptor: Bool) {
-        self.fd = fd
+        self.fd = LockedValue(fd)
         self.ownsDescriptor = ownsDescriptor
     }
 
@@ -26,14 +26,12 @@ final class LogSink: @unchecked Sendable {
         return LogSink(fd: fd, ownsDescriptor: true)
     }
 
-    deinit { if ownsDescriptor { close(fd) } }
+    deinit { if ownsDescriptor { fd.withLock { _ = close($0) } } }
 
     func write(line: String) {
         var bytes = Array(line.utf8)
         bytes.append(UInt8(ascii: "\n"))
-        lock.lock()
-        defer { lock.unlock() }
-        _ = FileDescriptorOutput.writeAll(fd: fd, bytes[...])
+        fd.withLock { _ = FileDescriptorOutput.writeAll(fd: $0, bytes[...]) }
     }
 }
 
@@ -91,18 +89,17 @@ struct LineLogHandler: LogHandler {
 /// The process-wide logging setup: bootstrapped once, so loggers that libraries create with a
 /// plain `Logger(label:)` land in the same place with the same level.
 enum LoggingSetup {
-    private static let lock = NSLock()
-    nonisolated(unsafe) private static var installed: (sink: LogSink, level: Logger.Level)?
+    private static let installed = LockedValue<(sink: LogSink, level: Logger.Level)?>(nil)
 
     /// Installs `sink` and `level` the first time; later calls get the first setup back
     /// (`LoggingSystem.bootstrap` may only run once per process).
     static func install(sink: @autoclosure () -> LogSink, level: Logger.Level) -> (sink: LogSink, level: Logger.Level) {
-        lock.lock()
-        defer { lock.unlock() }
-        if let installed { return installed }
-        let chosen = (sink: sink(), level: level)
-        installed = chosen
-        LoggingSystem.bootstrap { label in LineLogHandler(label: label, sink: chosen.sink, level: chosen.level) }
-        return chosen
+        installed.withLock { installed in
+            if let installed { return installed }
+            let chosen = (sink: sink(), level: level)
+            installed = chosen
+            LoggingSystem.bootstrap { label in LineLogHandler(label: label, sink: chosen.sink, level: chosen.level) }
+            return chosen
+        }
     }
 }

@@ -171,12 +171,11 @@ struct MountCheck {
 }
 
 /// Runs its body for the first value only.
-private final class Once<T>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var body: ((T) -> Void)?
-    init(_ body: @escaping (T) -> Void) { self.body = body }
+private final class Once<T: Sendable>: Sendable {
+    private let body: LockedValue<(@Sendable (T) -> Void)?>
+    init(_ body: @escaping @Sendable (T) -> Void) { self.body = LockedValue(body) }
     func fire(_ value: T) {
-        let b: ((T) -> Void)? = lock.withLock { defer { body = nil }; return body }
+        let b = body.withLock { b in defer { b = nil }; return b }
         b?(value)
     }
 }

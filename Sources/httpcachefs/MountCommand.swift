@@ -334,9 +334,9 @@ struct MountCommand: AsyncParsableCommand {
         }
         arguments.insert(contentsOf: extra, at: min(at, arguments.count))
         let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        let log = logPath
+        let log = logPath, launched = arguments
         _ = try await onBlockingPool {
-            try Daemon.launch(executable: executable, arguments: arguments, logPath: log)
+            try Daemon.launch(executable: executable, arguments: launched, logPath: log)
         }
     }
 
@@ -354,35 +354,38 @@ struct MountCommand: AsyncParsableCommand {
 }
 
 /// The mount once it is up, for requests that may arrive before.
-final class MountedFileSystem: @unchecked Sendable {
-    private let lock = NSLock()
-    private var fs: FuseFileSystem?
+final class MountedFileSystem: Sendable {
+    private let fs = LockedValue<FuseFileSystem?>(nil)
     var value: FuseFileSystem? {
-        get { lock.withLock { fs } }
-        set { lock.withLock { fs = newValue } }
+        get { fs.withLock { $0 } }
+        set { fs.withLock { $0 = newValue } }
     }
 }
 
 /// SIGINT / SIGTERM stop the mount gracefully (`GracefulStop`), SIGHUP reloads the URL list.
 /// Handlers run on a queue of their own, never in signal context.
-final class MountSignals: @unchecked Sendable {
-    private var sources: [DispatchSourceSignal] = []
-    private let queue = DispatchQueue(label: "httpcachefs.mount.signals")
+final class MountSignals: Sendable {
+    private let sources: LockedValue<[DispatchSourceSignal]>
 
     init(stop: @escaping @Sendable (Int32) -> Void, reload: @escaping @Sendable () -> Void) {
         signal(SIGPIPE, SIG_IGN)
+        let queue = DispatchQueue(label: "httpcachefs.mount.signals")
+        var made: [DispatchSourceSignal] = []
         for sig in [SIGINT, SIGTERM, SIGHUP] {
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
             source.setEventHandler { if sig == SIGHUP { reload() } else { stop(sig) } }
             source.resume()
-            sources.append(source)
+            made.append(source)
         }
+        sources = LockedValue(made)
     }
 
     func cancel() {
-        sources.forEach { $0.cancel() }
-        sources = []
+        sources.withLock { sources in
+            sources.forEach { $0.cancel() }
+            sources = []
+        }
     }
 }
 
@@ -391,13 +394,12 @@ final class MountSignals: @unchecked Sendable {
 /// closed (the kernel then ends the session) or `timeout` passes, whichever comes first. A read
 /// in flight is answered in full or, at the timeout, fails (ENOTCONN): never short or wrong.
 /// A second signal ends the session at once. Runs on the signal queue.
-final class GracefulStop: @unchecked Sendable {
+final class GracefulStop: Sendable {
     private let fs: FuseFileSystem
     private let path: String
     private let timeout: TimeInterval
     private let logger: Logger
-    private let lock = NSLock()
-    private var signalled = false   // guarded by lock
+    private let signalled = LockedValue(false)
 
     init(fs: FuseFileSystem, path: String, timeout: TimeInterval, logger: Logger) {
         self.fs = fs
@@ -407,7 +409,7 @@ final class GracefulStop: @unchecked Sendable {
     }
 
     func signal(_ sig: Int32) {
-        let first = lock.withLock { () -> Bool in defer { signalled = true }; return !signalled }
+        let first = signalled.withLock { signalled in defer { signalled = true }; return !signalled }
         guard first else {
             logger.notice("signal \(sig) again: ending the session now, \(fs.openFileCount) files still open")
             fs.unmount()

@@ -244,12 +244,12 @@ struct PreloadCommand: AsyncParsableCommand {
         }
         if Self.mayBeListing(url: url, contentType: head.contentType, length: head.length) {
             let body: [UInt8]? = try? await onBlockingPool {
-                var bytes: [UInt8] = []
+                let bytes = LockedValue<[UInt8]>([])
                 try daemon.stream(url: url, end: Int64(Self.listingProbeLimit)) { chunk in
-                    bytes.append(contentsOf: chunk)
+                    bytes.withLock { $0.append(contentsOf: chunk) }
                     return true
                 }
-                return bytes
+                return bytes.withLock { $0 }
             }
             try Self.refuseListing(body, url: url)
         }
@@ -257,13 +257,13 @@ struct PreloadCommand: AsyncParsableCommand {
         let bytes = try await onBlockingPool { () throws -> Int64 in
             let bar = ProgressBar.isAvailable ? ProgressBar(label: Self.shortName(url), total: end.map { $0 - start }) : nil
             defer { bar?.finish() }
-            var bytes: Int64 = 0
+            let bytes = LockedValue<Int64>(0)
             try daemon.stream(url: url, start: start, end: end) { chunk in
-                bytes += Int64(chunk.count)
+                bytes.withLock { $0 += Int64(chunk.count) }
                 bar?.advance(by: Int64(chunk.count))
                 return true
             }
-            return bytes
+            return bytes.withLock { $0 }
         }
         let elapsed = Date().timeIntervalSince(started)
         return "preloaded \(url)\(via): \(bytes) bytes in \(Format.duration(elapsed)) (\(Format.rate(bytes: bytes, seconds: elapsed)))"

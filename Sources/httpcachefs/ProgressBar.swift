@@ -1,3 +1,4 @@
+import CacheCore
 import Foundation
 
 /// A one-line progress bar on stderr for `preload` on a terminal:
@@ -6,62 +7,55 @@ import Foundation
 ///
 /// Redrawn about five times a second from a timer (so a stalled download still shows its
 /// falling rate), never from the read loop; `advance` only adds under a lock.
-final class ProgressBar: @unchecked Sendable {
-    private let lock = NSLock()
-    private var label: String      // guarded by lock
-    private var total: Int64?      // guarded by lock
-    private let started = Date()
-    private var done: Int64 = 0
-    private var timer: DispatchSourceTimer?
-    private var finished = false
+final class ProgressBar: Sendable {
+    private struct Progress {
+        var label: String
+        var total: Int64?
+        var done: Int64 = 0
+        var finished = false
+    }
+
+    private let progress: LockedValue<Progress>
+    /// Redraws the bar until `finish` (cancelling twice is harmless). Its handler holds the
+    /// progress, not the bar, so the bar's `deinit` can cancel it.
+    private let timer: LockedValue<DispatchSourceTimer>
 
     /// Whether stderr is a terminal (otherwise `preload` prints summary lines only).
     static var isAvailable: Bool { isatty(2) == 1 }
 
     init(label: String, total: Int64?) {
-        self.label = label
-        self.total = total
+        let progress = LockedValue(Progress(label: label, total: total)), started = Date()
         let timer = DispatchSource.makeTimerSource(queue: DispatchQueue.global(qos: .utility))
         timer.schedule(deadline: .now(), repeating: .milliseconds(200))
-        timer.setEventHandler { [weak self] in self?.draw() }
-        self.timer = timer
+        timer.setEventHandler { Self.draw(progress, started: started) }
         timer.resume()
+        self.progress = progress
+        self.timer = LockedValue(timer)
     }
 
     func advance(by bytes: Int64) {
-        lock.lock()
-        done += bytes
-        lock.unlock()
+        progress.withLock { $0.done += bytes }
     }
 
     /// For work whose size is learnt on the way (an HLS stream): absolute progress, a total that
     /// grows, and what is being fetched now.
     func update(done: Int64, total: Int64?, label: String) {
-        lock.lock()
-        self.done = done
-        self.total = total
-        self.label = label
-        lock.unlock()
+        progress.withLock { $0 = Progress(label: label, total: total, done: done, finished: $0.finished) }
     }
 
     /// Stops redrawing and erases the bar, leaving the cursor at the start of an empty line.
     func finish() {
-        lock.lock()
-        finished = true
-        let timer = self.timer
-        self.timer = nil
-        lock.unlock()
-        timer?.cancel()
+        progress.withLock { $0.finished = true }
+        timer.withLock { $0.cancel() }
         Self.write("\r\u{1B}[K")
     }
 
-    deinit { timer?.cancel() }
+    deinit { timer.withLock { $0.cancel() } }
 
-    private func draw() {
-        lock.lock()
-        let done = self.done, total = self.total, label = self.label, finished = self.finished
-        lock.unlock()
-        if finished { return }
+    private static func draw(_ progress: LockedValue<Progress>, started: Date) {
+        let p = progress.withLock { $0 }
+        let done = p.done, total = p.total, label = p.label
+        if p.finished { return }
         let line = Self.render(label: label, done: done, total: total,
                                elapsed: Date().timeIntervalSince(started), width: Self.terminalWidth())
         Self.write("\r" + line + "\u{1B}[K")

@@ -142,23 +142,27 @@ struct ProxyCommand: AsyncParsableCommand {
 
 /// SIGINT and SIGTERM stop the proxy gracefully (connections closed, readers released, the
 /// cache index flushed) instead of killing the process mid-write.
-final class StopSignals: @unchecked Sendable {
-    private var sources: [DispatchSourceSignal] = []
-    private let queue = DispatchQueue(label: "httpcachefs.signals")
+final class StopSignals: Sendable {
+    private let sources: LockedValue<[DispatchSourceSignal]>
 
     init(_ handler: @escaping @Sendable (Int32) -> Void) {
+        let queue = DispatchQueue(label: "httpcachefs.signals")
+        var made: [DispatchSourceSignal] = []
         for sig in [SIGINT, SIGTERM] {
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
             source.setEventHandler { handler(sig) }
             source.resume()
-            sources.append(source)
+            made.append(source)
         }
+        sources = LockedValue(made)
     }
 
     func cancel() {
-        sources.forEach { $0.cancel() }
-        sources = []
+        sources.withLock { sources in
+            sources.forEach { $0.cancel() }
+            sources = []
+        }
         signal(SIGINT, SIG_DFL)
         signal(SIGTERM, SIG_DFL)
     }

@@ -25,11 +25,11 @@ final class CoreCalls {
     }
 
     /// Waits for one completion (bounded: a completion that never comes fails the test).
-    private func wait<T>(_ what: String, _ call: (@escaping (T) -> Void) -> Void) throws -> T {
+    private func wait<T: Sendable>(_ what: String, _ call: (@escaping @Sendable (T) -> Void) -> Void) throws -> T {
         let done = DispatchSemaphore(value: 0)
-        nonisolated(unsafe) var value: T?
-        call { value = $0; done.signal() }
-        guard done.wait(timeout: .now() + 20) == .success, let value else {
+        let answer = LockedValue<T?>(nil)
+        call { value in answer.withLock { $0 = value }; done.signal() }
+        guard done.wait(timeout: .now() + 20) == .success, let value = answer.withLock({ $0 }) else {
             XCTFail("\(what) never completed")
             throw XCTSkip("hung: \(what)")
         }

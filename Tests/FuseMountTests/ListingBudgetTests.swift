@@ -33,10 +33,10 @@ final class ListingBudgetTests: XCTestCase {
         let a = try c.lookup("a").get().ino, b = try c.lookup("b").get().ino, cc = try c.lookup("c").get().ino
         XCTAssertEqual(try c.list(a).get().count, 2000)
         XCTAssertEqual(try c.list(b).get().count, 2000)
-        XCTAssertEqual(c.core.lock.withLock { c.core.table.listingBytes }, 2 * one)
+        XCTAssertEqual(c.core.state.withLock { $0.table.listingBytes }, 2 * one)
         XCTAssertEqual(try c.list(cc).map(\.count), .failure(FSErrno(EIO)), "the third listing does not fit")
         XCTAssertEqual(try c.lookup("episode 00001.mkv", in: cc).map(\.size), .failure(FSErrno(EIO)))
-        XCTAssertEqual(c.core.lock.withLock { c.core.table.listingBytes }, 2 * one, "nothing of it was kept")
+        XCTAssertEqual(c.core.state.withLock { $0.table.listingBytes }, 2 * one, "nothing of it was kept")
         let line = try XCTUnwrap(log.lines.first { $0.contains("directory listing failed") }, "\(log.lines)")
         XCTAssertTrue(line.contains("http://o/c/") && line.contains("listing memory budget of"), line)
 
@@ -44,7 +44,7 @@ final class ListingBudgetTests: XCTestCase {
         XCTAssertEqual(try c.lookup("episode 00001.mkv", in: a).get().size, 1001)
         c.clock.advance(700)
         XCTAssertEqual(try c.list(b).get().count, 2000)
-        XCTAssertEqual(c.core.lock.withLock { c.core.table.listingBytes }, 2 * one)
+        XCTAssertEqual(c.core.state.withLock { $0.table.listingBytes }, 2 * one)
     }
 
     func testAListingLeavingTheTreeGivesItsShareBack() throws {

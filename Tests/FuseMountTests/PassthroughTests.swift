@@ -38,8 +38,8 @@ final class PassthroughTests: XCTestCase {
     /// Handles of the file open with passthrough, once the inode's backing file is registered.
     private func passthroughHandles(_ m: EngineMount) throws -> Int {
         let ino = try ino(m), core = m.mount.fs.core
-        return core.lock.withLock {
-            core.passthroughInodes[ino] == nil ? 0 : core.openFiles.values.filter { $0.ino == ino && $0.passthrough }.count
+        return core.state.withLock { s in
+            s.passthroughInodes[ino] == nil ? 0 : s.openFiles.values.filter { $0.ino == ino && $0.passthrough }.count
         }
     }
 
@@ -127,9 +127,9 @@ final class PassthroughTests: XCTestCase {
         m.engine.core.writes.waitIdle()
         let core = m.mount.fs.core
         eventually { core.openFileCount == 0 }
-        XCTAssertNil(core.lock.withLock { core.passthroughInodes[oldIno] }, "the old version's backing file was let go")
-        eventually { core.lock.withLock({ core.table.node(oldIno) }) == nil }
-        XCTAssertNil(core.lock.withLock { core.table.node(oldIno) }, "the kernel forgot the old inode")
+        XCTAssertNil(core.state.withLock { $0.passthroughInodes[oldIno] }, "the old version's backing file was let go")
+        eventually { core.state.withLock({ $0.table.node(oldIno) == nil }) }
+        XCTAssertTrue(core.state.withLock { $0.table.node(oldIno) == nil }, "the kernel forgot the old inode")
         let third = try POSIX.open(m.path("v.bin"))
         defer { close(third) }
         XCTAssertEqual(try passthroughHandles(m), 1)

@@ -133,7 +133,7 @@ final class StaleListingTests: XCTestCase {
 
     /// The root listing's refresh has ended (its failure applied).
     private func waitUntilNoRefreshRuns(_ c: CoreCalls, file: StaticString = #filePath, line: UInt = #line) throws {
-        if !eventually(timeout: 20, { !c.core.lock.withLock({ c.core.table.root.directory?.index?.fetching ?? false }) }) {
+        if !eventually(timeout: 20, { !c.core.state.withLock({ $0.table.root.directory?.index?.fetching ?? false }) }) {
             XCTFail("the refresh never ended", file: file, line: line)
         }
     }
