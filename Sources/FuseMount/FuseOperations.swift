@@ -195,9 +195,8 @@ enum FuseOperations {
                     // answered right there), and several at once, so a slow disk is read in
                     // parallel (other readers' replies; one reader's go in order, see
                     // `BlockingIOPool.submit(key:_:)`).
-                    let reply = SendableRequest(req)
                     s.diskReplies.submit(key: fh) {
-                        s.reply { FuseOperations.reply(reply.req, with: lease) }
+                        s.reply { FuseOperations.reply(request.req, with: lease) }
                         lease.release()
                     }
                 case let .success(lease):
