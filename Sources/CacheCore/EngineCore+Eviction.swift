@@ -22,8 +22,13 @@ import Glibc
 /// range is punched out of the data file, and only then are its rows deleted: a crash in between
 /// leaves rows over a hole, which the next start finds (`SEEK_HOLE`) and drops.
 ///
-/// Runs on the thread of the transfer that needed room (under `evictionLock`) or on the sweeper's.
-/// Takes each shard lock briefly; the punches and the index commit happen under no shard lock.
+/// Runs on the writer lane of the transfer that needed room, or on the sweeper's thread. Two
+/// phases: the choice (under `evictionLock`, one evictor at a time, and each
+/// shard lock briefly: the slices leave memory and are marked `evicting`), then the punches and
+/// the index commit under no lock at all (`complete(_:)`). The other writer lane, the
+/// sweeper and `--cache-max-age` never wait for a disk's trims or an fsync to take the lock.
+/// While a round's holes are punched, its bytes count as free (`punching`), so a second evictor
+/// does not take another round for the same shortfall; the disk holds them a little longer.
 extension EngineCore {
     struct Candidate: Sendable {
         var shard: Int
@@ -34,31 +39,37 @@ extension EngineCore {
     }
 
     /// Bytes that may still be written now without passing the cap or the free-space floor.
+    /// Bytes of rounds whose holes are being punched count as free already.
     func roomLeft() -> Int64 {
         var room = configuration.capacity - totalBytes
         var fs = statvfs()
         if configuration.freeSpaceFloor > 0 || room > 0, statvfs(configuration.directory, &fs) == 0 {
             let total = Double(fs.f_blocks) * Double(fs.f_frsize)
-            let free = Double(fs.f_bavail) * Double(fs.f_frsize)
+            let free = Double(fs.f_bavail) * Double(fs.f_frsize) + Double(punching.withLock { $0 })
             room = min(room, Int64(free - total * configuration.freeSpaceFloor))
         }
         return room
     }
 
     /// Makes room for `bytes` about to be written; false when even eviction found none (the disk
-    /// is full of other things, or of pinned slices).
+    /// is full of other things, or of pinned slices). Chooses under `evictionLock`, punches and
+    /// commits after letting it go.
     func makeRoom(for bytes: Int64) -> Bool {
         if space.take(bytes) { return true }
         evictionLock.lock()
-        defer { evictionLock.unlock() }
-        if space.take(bytes) { return true }   // someone refilled it meanwhile
+        if space.take(bytes) { evictionLock.unlock(); return true }   // someone refilled it meanwhile
         var room = roomLeft()
         if room < bytes {
             // Go a little below the limit, so eviction does not run for every piece.
             let usable = max(0, totalBytes + room)
-            evict(bytes: bytes - room + min(configuration.capacity, usable) / 20, needed: bytes - room)
+            let round = takeForEviction(bytes: bytes - room + min(configuration.capacity, usable) / 20, needed: bytes - room)
+            evictionLock.unlock()
+            complete(round)
+            evictionLock.lock()
+            if space.take(bytes) { evictionLock.unlock(); return true }
             room = roomLeft()
         }
+        defer { evictionLock.unlock() }
         guard room >= bytes else { return false }
         // Hand out at most half of what is left at a time, so the free space is looked at again
         // before it can run out (other programs write to the same disk).
@@ -70,28 +81,40 @@ extension EngineCore {
     /// the floor while nothing is written here).
     func evictIfNeeded() {
         guard evictionLock.try() else { return }   // someone is already evicting
-        defer { evictionLock.unlock() }
         let room = roomLeft()
-        guard room < 0 else { return }
+        guard room < 0 else { evictionLock.unlock(); return }
         space.refill(0)
         let usable = max(0, totalBytes + room)
-        evict(bytes: -room + min(configuration.capacity, usable) / 20, needed: -room)
+        let round = takeForEviction(bytes: -room + min(configuration.capacity, usable) / 20, needed: -room)
+        evictionLock.unlock()
+        complete(round)
     }
 
-    /// Evicts least recently used, unpinned slices: `needed` bytes whatever it takes, and on to
+    /// Evicts `target` bytes (at least `needed`) now, as a write that needs room would: takes
+    /// `evictionLock` to choose, lets it go for the disk. Returns the bytes freed.
+    @discardableResult
+    func evictNow(bytes target: Int64, needed: Int64? = nil) -> Int64 {
+        let round = evictionLock.withLock { takeForEviction(bytes: target, needed: needed) }
+        complete(round)
+        return round.bytes
+    }
+
+    /// Chooses least recently used, unpinned slices: `needed` bytes whatever it takes, and on to
     /// `target` (room to spare, so eviction does not run for every piece) while the round has
-    /// taken fewer than `roundSlices` slices. Returns the bytes freed. Call under `evictionLock`.
+    /// taken fewer than `roundSlices` slices. They leave memory now; `complete` the round, with
+    /// the lock let go, to free their blocks and rows. Call under `evictionLock`.
     ///
     /// Candidates come from `evictionQueue`, the oldest slices of the last scan, so a round does
     /// not scan and sort every slice of the cache (a round of 512 in a cache of 100k slices would
     /// pay a scan of 100k). Each is checked again under its shard lock before it goes.
-    @discardableResult
-    func evict(bytes target: Int64, needed: Int64? = nil) -> Int64 {
+    func takeForEviction(bytes target: Int64, needed: Int64? = nil) -> EvictionRound {
         let needed = needed ?? target
         let queue = evictionQueue
         let now = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
         if queue.isStale(now: now) { queue.clear() }
-        var freed: Int64 = 0, taken = 0, scanned = false
+        var round = EvictionRound()
+        var freed: Int64 { round.bytes }
+        var taken = 0, scanned = false
         func wants() -> Bool { freed < needed || (freed < target && taken < Self.roundSlices) }
         while wants() {
             if queue.isEmpty {
@@ -108,9 +131,9 @@ extension EngineCore {
                 sum += c.bytes
             }
             taken += chosen.count
-            freed += evict(chosen)
+            round.add(take(chosen))
         }
-        return freed
+        return round
     }
 
     /// Most slices a round evicts beyond the bytes the write at hand needs. 5% of the cap alone
@@ -138,14 +161,12 @@ extension EngineCore {
         }
     }
 
-    /// Evicts the `chosen` slices that are still evictable and whose entry `stillWanted` (checked
-    /// under the shard lock, where reads change what it looks at). Returns the bytes freed.
+    /// Takes the `chosen` slices that are still evictable and whose entry `stillWanted` (checked
+    /// under the shard lock, where reads change what it looks at) out of memory: readers no
+    /// longer see them, writers stay out of them (`evicting`) until `complete` deleted their rows.
     /// Call under `evictionLock`.
-    @discardableResult
-    func evict(_ chosen: [Candidate], stillWanted: (EntryState) -> Bool = { _ in true }) -> Int64 {
-        guard !chosen.isEmpty else { return 0 }
-        var removed: [(CacheIndex.SliceID, EntryState, Shard)] = []
-        var freed: Int64 = 0
+    func take(_ chosen: [Candidate], stillWanted: (EntryState) -> Bool = { _ in true }) -> EvictionRound {
+        var round = EvictionRound()
         for c in chosen {
             let shard = shards[c.shard]
             shard.locked {
@@ -158,43 +179,65 @@ extension EngineCore {
                 e.sliceAccess[c.slice] = nil
                 e.evicting.insert(c.slice)
                 addBytes(-n)
-                freed += n
-                removed.append((.init(entryID: e.id, generation: e.info.generation, slice: c.slice), e, shard))
+                round.bytes += n
+                round.slices.append((.init(entryID: e.id, generation: e.info.generation, slice: c.slice), e, shard))
             }
         }
-        guard !removed.isEmpty else { return 0 }
-        // No lock needed: readers no longer see these slices and writers stay out of them. The
-        // blocks go first, the rows after: a crash in between leaves rows over holes, which a
-        // start finds (a hole is never data) and drops.
-        punch(removed.map(\.0))
+        punching.withLock { $0 += round.bytes }
+        return round
+    }
+
+    /// Frees what `take` chose: the blocks first, the rows after (a crash in between leaves rows
+    /// over holes, which a start finds, a hole is never data, and drops). Holds no lock: readers
+    /// no longer see these slices and writers stay out of them.
+    func complete(_ round: EvictionRound) {
+        guard !round.slices.isEmpty else { return }
+        punch(round.slices.map(\.0))
+        punching.withLock { $0 -= round.bytes }
         testHook?(.evictionFreedSlices)
         do {
-            try index.deleteSlices(removed.map(\.0)) {}
-            release(removed)
+            try index.deleteSlices(round.slices.map(\.0)) {}
+            release(round.slices)
         } catch {
             // The disk is too full for even this commit. The blocks are free already, and no
             // writer may use these slices while their rows are there (they stay marked
             // `evicting`). Commit again, now, or from the sweeper.
             logger.warning("eviction freed the disk before its index commit", metadata: ["error": "\(error)"])
-            unfinishedEvictions.withLock { $0 += removed }
+            unfinishedEvictions.withLock { $0 += round.slices }
             finishEvictions()
         }
-        metrics.noteEviction(slices: removed.count, bytes: freed)
-        logger.debug("evicted", metadata: ["slices": "\(removed.count)", "bytes": "\(freed)", "total": "\(totalBytes)"])
-        return freed
+        metrics.noteEviction(slices: round.slices.count, bytes: round.bytes)
+        logger.debug("evicted", metadata: ["slices": "\(round.slices.count)", "bytes": "\(round.bytes)", "total": "\(totalBytes)"])
+    }
+}
+
+/// Slices taken out of memory for eviction, whose blocks and rows are still to go
+/// (`EngineCore.complete`).
+struct EvictionRound {
+    var slices: [(CacheIndex.SliceID, EntryState, Shard)] = []
+    /// Bytes of coverage they held.
+    var bytes: Int64 = 0
+
+    mutating func add(_ other: EvictionRound) {
+        slices += other.slices
+        bytes += other.bytes
     }
 }
 
 extension EngineCore {
-    /// Deletes the rows of evictions whose commit failed (a full disk). Call under `evictionLock`.
+    /// Deletes the rows of evictions whose commit failed (a full disk). Takes them out of the
+    /// list first, so two callers never commit the same ones; puts them back if it fails again.
     func finishEvictions() {
-        let pending = unfinishedEvictions.withLock { $0 }
+        let pending = unfinishedEvictions.withLock { list in
+            defer { list = [] }
+            return list
+        }
         guard !pending.isEmpty else { return }
         do {
             try index.deleteSlices(pending.map(\.0)) {}
-            unfinishedEvictions.withLock { $0 = [] }
             release(pending)
         } catch {
+            unfinishedEvictions.withLock { $0 = pending + $0 }
             logger.error("eviction could not update the index yet; will retry", metadata: ["error": "\(error)"])
         }
     }

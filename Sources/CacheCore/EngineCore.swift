@@ -8,8 +8,9 @@ import Glibc
 /// The engine's moving parts behind `CacheEngine`'s public face.
 ///
 /// State is sharded by cache key: each `Shard` has its own lock, so readers of unrelated files never
-/// contend. Disk and network I/O never happen under a shard lock, except the index insert of a new
-/// entry. Completions run on `completionQueue` (GCD threads, not Swift's cooperative pool); slice
+/// contend. Disk and network I/O never happen under a shard lock (an entry's id is handed out in
+/// memory, its row written behind), nor under `evictionLock`, which guards only the choice of
+/// slices to evict. Completions run on `completionQueue` (GCD threads, not Swift's cooperative pool); slice
 /// writes run on `writes` (WriteQueue's lanes), never on the fetch thread.
 ///
 /// Files: this one holds setup, metadata (open, probe, remote change); `+Read` the read path;
@@ -66,10 +67,13 @@ final class EngineCore: Sendable {
     /// a sink that never finished had entered it ends the process.)
     let sinksIdle = NSCondition()
     let activeSinks = LockedValue(0)
-    /// Held by whoever evicts (one at a time).
+    /// Held by whoever chooses slices to evict (one at a time); never across their punches or
+    /// their index commit (`EngineCore+Eviction`).
     let evictionLock = NSLock()
+    /// Bytes of evicted slices whose holes are being punched: free for `roomLeft` already.
+    let punching = LockedValue<Int64>(0)
     /// Evicted slices whose rows are still to be deleted (their commit failed on a full disk).
-    /// Changed under `evictionLock` only; a leaf lock of its own for the compiler's sake.
+    /// A leaf lock: `finishEvictions` takes them out before it commits.
     let unfinishedEvictions = LockedValue<[(CacheIndex.SliceID, EntryState, Shard)]>([])
     /// The oldest slices of eviction's last scan, which its next rounds take from.
     let evictionQueue = EvictionQueue()
@@ -536,7 +540,7 @@ final class EngineCore: Sendable {
                     self.evictIfNeeded()
                     self.evictExpired(now: self.configuration.clock())
                     self.scrubOne()
-                    if self.evictionLock.try() { self.finishEvictions(); self.evictionLock.unlock() }
+                    self.finishEvictions()
                     if !self.index.hasReserve, self.roomLeft() > 2 * Int64(CacheIndex.reserveSize) { self.index.makeReserve() }
                 }
                 if ticks % 20 == 0 { self.writeReadStats() }

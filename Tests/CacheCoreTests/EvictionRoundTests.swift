@@ -49,7 +49,7 @@ final class EvictionRoundTests: XCTestCase {
     }
 
     private func evict(_ cache: CacheEngine, bytes: Int64, needed: Int64) -> Int64 {
-        cache.core.evictionLock.withLock { cache.core.evict(bytes: bytes, needed: needed) }
+        cache.core.evictNow(bytes: bytes, needed: needed)
     }
 
     func testARoundEvictsAtMostRoundSlicesBeyondWhatTheWriteNeeds() async throws {

@@ -38,6 +38,26 @@ class GatedEngineTestCase: XCTestCase {
         return try box.get()
     }
 
+    /// Caches the whole file through an engine of its own, then stops it: the next engine finds
+    /// every slice on disk, unchecked.
+    func cacheWholeFileThenStop() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        let info = try open(cache, source)
+        let reader = cache.makeReader(for: info)
+        let answered = expectation(description: "read")
+        reader.read(offset: 256 << 10, length: Int(length - (256 << 10))) { _ in answered.fulfill() }
+        for t in source.transfers.dropFirst() {
+            t.partial(length: length)
+            t.send(data[Int(t.request.start)..<Int(t.request.end ?? length)])
+            t.finish()
+        }
+        wait(for: [answered], timeout: 30)
+        reader.close()
+        cache.core.writes.waitIdle()
+        cache.shutdown()
+    }
+
     /// The cache's data files.
     func dataFiles() -> [String] {
         let root = dir + "/data"
