@@ -22,8 +22,8 @@ import Glibc
 /// range is punched out of the data file, and only then are its rows deleted: a crash in between
 /// leaves rows over a hole, which the next start finds (`SEEK_HOLE`) and drops.
 ///
-/// Runs on the writer lane of the transfer that needed room, or on the sweeper's thread. Two
-/// phases: the choice (under `evictionLock`, one evictor at a time, and each
+/// Runs on the writer lane of the transfer that needed room, or in the sweeper's job on the
+/// engine's pool. Two phases: the choice (under `evictionLock`, one evictor at a time, and each
 /// shard lock briefly: the slices leave memory and are marked `evicting`), then the punches and
 /// the index commit under no lock at all (`complete(_:)`). The other writer lane, the
 /// sweeper and `--cache-max-age` never wait for a disk's trims or an fsync to take the lock.

@@ -13,9 +13,11 @@ class GatedEngineTestCase: XCTestCase {
     override func tearDown() { try? FileManager.default.removeItem(atPath: dir) }
 
     func engine(_ source: GatedSource, capacity: Int64 = 1 << 30,
-                writeBudget: (total: Int64, perTransfer: Int64)? = nil, assemblyBudget: Int64? = nil) throws -> CacheEngine {
+                writeBudget: (total: Int64, perTransfer: Int64)? = nil, assemblyBudget: Int64? = nil,
+                ioThreads: Int? = nil) throws -> CacheEngine {
         var configuration = CacheConfiguration(directory: dir, capacity: capacity, freeSpaceFloor: 0,
                                                sliceSize: 1 << 20, readTimeout: 10, initialReadAhead: 0)
+        if let ioThreads { configuration.blockingIOThreads = ioThreads }
         if let assemblyBudget { configuration.assemblyBudget = assemblyBudget }
         if let writeBudget {
             configuration.writeBudget = writeBudget.total
