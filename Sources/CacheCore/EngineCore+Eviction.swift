@@ -27,8 +27,9 @@ import Glibc
 /// shard lock briefly: the slices leave memory and are marked `evicting`), then the punches and
 /// the index commit under no lock at all (`complete(_:)`). The other writer lane, the
 /// sweeper and `--cache-max-age` never wait for a disk's trims or an fsync to take the lock.
-/// While a round's holes are punched, its bytes count as free (`punching`), so a second evictor
-/// does not take another round for the same shortfall; the disk holds them a little longer.
+/// A writer that needs room while a round is being completed waits for that round
+/// (`EvictionRounds`), not for the lock: its room comes from that round, and counting it before
+/// its holes are punched would let writes pass the free-space floor meanwhile.
 extension EngineCore {
     struct Candidate: Sendable {
         var shard: Int
@@ -39,13 +40,12 @@ extension EngineCore {
     }
 
     /// Bytes that may still be written now without passing the cap or the free-space floor.
-    /// Bytes of rounds whose holes are being punched count as free already.
     func roomLeft() -> Int64 {
         var room = configuration.capacity - totalBytes
         var fs = statvfs()
         if configuration.freeSpaceFloor > 0 || room > 0, statvfs(configuration.directory, &fs) == 0 {
             let total = Double(fs.f_blocks) * Double(fs.f_frsize)
-            let free = Double(fs.f_bavail) * Double(fs.f_frsize) + Double(punching.withLock { $0 })
+            let free = Double(fs.f_bavail) * Double(fs.f_frsize)
             room = min(room, Int64(free - total * configuration.freeSpaceFloor))
         }
         return room
@@ -56,7 +56,7 @@ extension EngineCore {
     /// commits after letting it go.
     func makeRoom(for bytes: Int64) -> Bool {
         if space.take(bytes) { return true }
-        evictionLock.lock()
+        lockWithNoRoundInFlight()
         if space.take(bytes) { evictionLock.unlock(); return true }   // someone refilled it meanwhile
         var room = roomLeft()
         if room < bytes {
@@ -65,7 +65,7 @@ extension EngineCore {
             let round = takeForEviction(bytes: bytes - room + min(configuration.capacity, usable) / 20, needed: bytes - room)
             evictionLock.unlock()
             complete(round)
-            evictionLock.lock()
+            lockWithNoRoundInFlight()
             if space.take(bytes) { evictionLock.unlock(); return true }
             room = roomLeft()
         }
@@ -81,6 +81,7 @@ extension EngineCore {
     /// the floor while nothing is written here).
     func evictIfNeeded() {
         guard evictionLock.try() else { return }   // someone is already evicting
+        guard rounds.idle else { evictionLock.unlock(); return }   // or completing a round
         let room = roomLeft()
         guard room < 0 else { evictionLock.unlock(); return }
         space.refill(0)
@@ -88,6 +89,17 @@ extension EngineCore {
         let round = takeForEviction(bytes: -room + min(configuration.capacity, usable) / 20, needed: -room)
         evictionLock.unlock()
         complete(round)
+    }
+
+    /// Takes `evictionLock` once no round is being completed: what the disk's free space says
+    /// is then all there is to know.
+    private func lockWithNoRoundInFlight() {
+        evictionLock.lock()
+        while !rounds.idle {   // rounds begin under the lock, so none begins while it is held
+            evictionLock.unlock()
+            rounds.waitIdle()
+            evictionLock.lock()
+        }
     }
 
     /// Evicts `target` bytes (at least `needed`) now, as a write that needs room would: takes
@@ -133,6 +145,13 @@ extension EngineCore {
             taken += chosen.count
             round.add(take(chosen))
         }
+        return begun(round)
+    }
+
+    /// Counts `round` as being completed until `complete` ran (`EvictionRounds`). Call under
+    /// `evictionLock`, once per round handed to `complete`.
+    func begun(_ round: EvictionRound) -> EvictionRound {
+        if !round.slices.isEmpty { rounds.begin() }
         return round
     }
 
@@ -164,7 +183,7 @@ extension EngineCore {
     /// Takes the `chosen` slices that are still evictable and whose entry `stillWanted` (checked
     /// under the shard lock, where reads change what it looks at) out of memory: readers no
     /// longer see them, writers stay out of them (`evicting`) until `complete` deleted their rows.
-    /// Call under `evictionLock`.
+    /// Call under `evictionLock`; hand what it took to `complete` through `begun`.
     func take(_ chosen: [Candidate], stillWanted: (EntryState) -> Bool = { _ in true }) -> EvictionRound {
         var round = EvictionRound()
         for c in chosen {
@@ -183,7 +202,6 @@ extension EngineCore {
                 round.slices.append((.init(entryID: e.id, generation: e.info.generation, slice: c.slice), e, shard))
             }
         }
-        punching.withLock { $0 += round.bytes }
         return round
     }
 
@@ -192,8 +210,8 @@ extension EngineCore {
     /// no longer see these slices and writers stay out of them.
     func complete(_ round: EvictionRound) {
         guard !round.slices.isEmpty else { return }
+        defer { rounds.end() }
         punch(round.slices.map(\.0))
-        punching.withLock { $0 -= round.bytes }
         testHook?(.evictionFreedSlices)
         do {
             try index.deleteSlices(round.slices.map(\.0)) {}
@@ -208,6 +226,40 @@ extension EngineCore {
         }
         metrics.noteEviction(slices: round.slices.count, bytes: round.bytes)
         logger.debug("evicted", metadata: ["slices": "\(round.slices.count)", "bytes": "\(round.bytes)", "total": "\(totalBytes)"])
+    }
+}
+
+/// Eviction rounds taken and not yet completed (their holes not yet punched). Begun under
+/// `evictionLock`, ended with no lock held; a writer that needs room waits for them here.
+final class EvictionRounds: @unchecked Sendable {
+    // @unchecked: `inFlight` is only touched with `condition` held (`waitIdle` waits on it: a
+    // condition variable, which `LockedValue` has not).
+    private let condition = NSCondition()
+    private var inFlight = 0
+
+    var idle: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return inFlight == 0
+    }
+
+    func begin() {
+        condition.lock()
+        inFlight += 1
+        condition.unlock()
+    }
+
+    func end() {
+        condition.lock()
+        inFlight -= 1
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func waitIdle() {
+        condition.lock()
+        while inFlight > 0 { condition.wait() }
+        condition.unlock()
     }
 }
 

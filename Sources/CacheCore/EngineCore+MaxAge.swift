@@ -26,7 +26,7 @@ extension EngineCore {
             }
         }
         // Checked again under each shard lock: a read may have come in since.
-        let round = take(chosen, stillWanted: expired)
+        let round = begun(take(chosen, stillWanted: expired))
         evictionLock.unlock()
         complete(round)
         let freed = round.bytes

@@ -84,8 +84,8 @@ final class EngineCore: Sendable {
     /// Held by whoever chooses slices to evict (one at a time); never across their punches or
     /// their index commit (`EngineCore+Eviction`).
     let evictionLock = NSLock()
-    /// Bytes of evicted slices whose holes are being punched: free for `roomLeft` already.
-    let punching = LockedValue<Int64>(0)
+    /// Eviction rounds whose holes are being punched, which a writer needing room waits for.
+    let rounds = EvictionRounds()
     /// Evicted slices whose rows are still to be deleted (their commit failed on a full disk).
     /// A leaf lock: `finishEvictions` takes them out before it commits.
     let unfinishedEvictions = LockedValue<[(CacheIndex.SliceID, EntryState, Shard)]>([])
