@@ -194,6 +194,10 @@ final class EngineCore: Sendable {
         while activeSinks.withLock({ $0 }) > 0 && sinksIdle.wait(until: deadline) {}
         sinksIdle.unlock()
         writes.stop()
+        // The cancelled reads' answers run, and so does a maintenance job or a check already
+        // queued, while the index is still open; a job submitted later (a transfer's last
+        // callback) runs on its caller's thread.
+        pool.finish()
         do {
             try index.close()
         } catch {
@@ -202,9 +206,6 @@ final class EngineCore: Sendable {
                            metadata: ["error": "\(error)"])
         }
         directoryLock.release()
-        // The cancelled reads' answers run; a job submitted later (a transfer's last callback)
-        // runs on its caller's thread.
-        pool.finish()
     }
 
     // MARK: Ids, shards, counters
