@@ -12,9 +12,11 @@ import Glibc
 ///
 /// Jobs run in the order they were submitted, up to `threads` at once; jobs submitted with the
 /// same `key` run one at a time, in that order (see `submit(key:_:)`). A job must not wait for
-/// another job of the same pool (it could be queued behind it). `finish()` lets the queued jobs
-/// run and ends the threads; a job submitted after it runs on the caller's thread, so whatever it
-/// holds (a lease, a descriptor) is still released.
+/// another job of the same pool: with every thread waiting on a job queued behind them, nothing
+/// runs again (docs/threads.md, "The one rule"). A job may *submit* jobs, and continue from their
+/// completion; `isCurrentThread` lets blocking waits assert they are not on a pool thread.
+/// `finish()` lets the queued jobs run and ends the threads; a job submitted after it runs on the
+/// caller's thread, so whatever it holds (a lease, a descriptor) is still released.
 public final class BlockingIOPool: @unchecked Sendable {
     // @unchecked: `jobs`, `head`, `busy`, `held`, `finished`, `running` and `started` are only
     // touched with `condition` held (idle threads wait on it: a condition variable, which
@@ -47,12 +49,26 @@ public final class BlockingIOPool: @unchecked Sendable {
             let kernelName = Self.kernelName(name, i)
             let thread = Thread { [self] in
                 Self.nameCurrentThread(kernelName)
+                Thread.current.threadDictionary[Self.threadKey] = ObjectIdentifier(self).hashValue
                 work()
             }
             thread.name = "\(name)-\(i)"
             thread.start()
         }
     }
+
+    /// True on one of this pool's threads (a job of it is running here).
+    public var isCurrentThread: Bool {
+        Thread.current.threadDictionary[Self.threadKey] as? Int == ObjectIdentifier(self).hashValue
+    }
+
+    /// True on a thread of any `BlockingIOPool`: where `waitFor` and the other blocking waits
+    /// must not run (what they wait for may be queued behind the waiting job).
+    public static var onAPoolThread: Bool {
+        Thread.current.threadDictionary[threadKey] != nil
+    }
+
+    private static let threadKey = "httpcachefs.BlockingIOPool"
 
     /// Gives the calling thread `name` (at most 15 bytes) where the kernel shows it. Foundation's
     /// `Thread.name` does not reach the kernel here, and Glibc's `pthread_setname_np` is not
@@ -96,14 +112,25 @@ public final class BlockingIOPool: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Runs what is queued, then ends the threads; returns once they have ended. Never call it
-    /// from a job of this pool.
+    /// Runs what is queued, then ends the threads; returns once they have ended. From a job of
+    /// this pool (an engine shut down by one of its own completions) it returns at once instead:
+    /// the other threads still run what is queued and end, and the caller's thread ends with its job.
     public func finish() {
         condition.lock()
         finished = true
         condition.broadcast()
-        while running > 0 { condition.wait() }
+        let mine = isCurrentThread ? 1 : 0
+        while running > mine { condition.wait() }
         condition.unlock()
+    }
+
+    /// Waits until the jobs submitted so far with `key` have run (tests: "the verifications
+    /// asked for are done"). Never from a job of this pool.
+    public func waitForJobs(key: UInt64) {
+        precondition(!isCurrentThread, "a job of \(name) waited for another job of its pool")
+        let done = DispatchSemaphore(value: 0)
+        submit(key: key) { done.signal() }
+        done.wait()
     }
 
     /// Jobs queued and not yet started (for tests and the status page).

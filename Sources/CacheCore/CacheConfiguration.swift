@@ -49,6 +49,13 @@ public struct CacheConfiguration: Sendable {
     /// Chunk memory that reads may hold (waiting for the rest of their bytes, or answered and
     /// not yet replied); past it, they are answered from the write queue and the data file.
     public var readRetentionBudget: Int64 = 16 << 20
+    /// Threads of the engine's one pool for blocking I/O (`EngineCore.pool`): answers of reads
+    /// that waited, checksum checks, chunked reads, eviction and removals. Eight: a job blocks on
+    /// one disk request at a time, and eight in flight keep an SSD's or a NAS's queue busy (the
+    /// FUSE disk pool's measure); more would only queue in the kernel, fewer would leave a slow
+    /// disk with one request at a time behind a long job (a scrub, an eviction round). Tests
+    /// pass 1 to show that no job waits for another.
+    public var blockingIOThreads = 8
     /// How the start's check opens a data file (`open(2)`, read-only); tests make it fail.
     /// -1 and errno on failure.
     var openDataFileForCheck: @Sendable (String) -> Int32 = { Glibc.open($0, O_RDONLY | O_CLOEXEC) }

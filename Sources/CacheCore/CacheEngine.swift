@@ -127,12 +127,19 @@ public final class CacheEngine: Sendable {
     /// Forgets one entry and deletes its slices.
     public func remove(url: String) throws { try core.remove(url: url) }
 
-    /// The same, awaited: the files are deleted on `ChunkedRead`'s queue, never on the
+    /// The same, awaited: the files are deleted in a job of the engine's pool, never on the
     /// cooperative pool.
     public func remove(url: String) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
-            ChunkedRead.queue.async { continuation.resume(with: Result { try self.remove(url: url) }) }
+            core.pool.submit { continuation.resume(with: Result { try self.remove(url: url) }) }
         }
+    }
+
+    /// Runs blocking work of the cache's (a removal, a pin, a clear asked over the proxy's
+    /// control door) as a job of the engine's pool for blocking I/O. `job` must not wait for
+    /// the engine's reads or opens (docs/threads.md).
+    public func runBlocking(_ job: @escaping @Sendable () -> Void) {
+        core.pool.submit(job)
     }
 
     /// Forgets every entry.
@@ -199,8 +206,8 @@ public final class CacheReader: Sendable {
         }
     }
 
-    /// The same read, awaited; the bytes are read out on `ChunkedRead`'s queue, never on the
-    /// cooperative pool.
+    /// The same read, awaited; the bytes are read out in a job of the engine's pool, never on
+    /// the cooperative pool.
     public func read(offset: Int64, length: Int) async throws -> [UInt8] {
         try await ChunkedRead.read(self, offset: offset, count: length)
     }

@@ -5,25 +5,43 @@ import Foundation
 /// among them) through `MountReader`.
 public protocol LeaseReading: AnyObject, Sendable {
     func lease(offset: Int64, length: Int, completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void)
+    /// Where `ChunkedRead` reads this reader's chunks out and runs their consumer: the pool
+    /// whose jobs answer its reads (an engine's), so one bounded pool does both.
+    var blockingIO: BlockingIOPool { get }
 }
 
-extension CacheReader: LeaseReading {}
+extension LeaseReading {
+    /// Readers of no engine (test fakes): a small pool of their own.
+    public var blockingIO: BlockingIOPool { ChunkedRead.sharedPool }
+}
+
+extension CacheReader: LeaseReading {
+    public var blockingIO: BlockingIOPool { core.pool }
+}
 
 /// Reading a byte range of an entry through to its end, chunk by chunk: the one loop behind
 /// `cat`, `preload`, `cache export`, playlist loads, HLS segment preloads and directory listings.
 ///
 /// Each chunk is leased from the reader and its bytes are read out (`pread`) and handed to the
-/// consumer on `queue`, a GCD queue of its own: never on Swift's cooperative pool (whose threads
-/// must not block on I/O) and never on the engine's completion queue. Reads are chained, the next
-/// one asked once the consumer took the previous chunk, so memory holds one chunk at a time, and
-/// every step is a fresh block on the queue, so a long run of cache hits (which complete inline)
-/// never deepens the stack. Three doors to the same loop: a completion, `async`, and a blocking
-/// wait for dedicated threads (the CLI's).
+/// consumer in a job of the reader's `blockingIO` pool (the engine's one pool for blocking I/O):
+/// never on Swift's cooperative pool, whose threads must not block on I/O.
+///
+/// Threads: the loop never waits for its reads. A step asks for a chunk and returns; the read's
+/// completion (inline for a hit, later from the fetch thread or a job of the same pool for a
+/// read that waited) submits the next step as a new job. So a run holds a pool thread only
+/// while it reads a chunk out and its consumer takes it, and however few threads the pool has,
+/// the jobs that answer its reads are never queued behind a job that waits for them
+/// (docs/threads.md). A consumer may block on its own I/O (`cat` writing to a pipe) but must not
+/// wait for the engine. Reads are chained, the next one asked once the consumer took the
+/// previous chunk, so memory holds one chunk at a time, and every step is a fresh job, so a long
+/// run of cache hits (which complete inline) never deepens the stack. Three doors to the same
+/// loop: a completion, `async`, and a blocking wait for the CLI's own pool (never a job of the
+/// engine's pool, never a task's thread).
 public enum ChunkedRead {
     public static let defaultChunkSize = 1 << 20
 
-    /// Where reads are answered and consumers run.
-    static let queue = DispatchQueue(label: "httpcachefs.chunked-read", attributes: .concurrent)
+    /// The pool of readers that belong to no engine (test fakes).
+    public static let sharedPool = BlockingIOPool(name: "httpcachefs-chunked", threads: 4)
 
     public enum Stop: Sendable, Equatable {
         /// The range was read to its end (or the file ended first).
@@ -58,7 +76,7 @@ public enum ChunkedRead {
                              completion: @escaping @Sendable (Result<Outcome, Error>) -> Void) -> Cancellation {
         let loop = Loop(reader: reader, start: start, end: end, chunkSize: max(1, chunkSize),
                         consume: consume, completion: completion)
-        queue.async { loop.step() }
+        reader.blockingIO.submit { loop.step() }
         return Cancellation(loop: loop)
     }
 
@@ -79,8 +97,8 @@ public enum ChunkedRead {
         }
     }
 
-    /// The same, waited for on the calling thread: dedicated threads only (the CLI's), never a
-    /// task's.
+    /// The same, waited for on the calling thread: the CLI's own pool only, never a task's thread
+    /// and never a job of the reader's pool (its steps would queue behind the wait).
     @discardableResult
     public static func runWaiting(_ reader: LeaseReading, from start: Int64 = 0, to end: Int64?,
                                   chunkSize: Int = defaultChunkSize,
@@ -173,8 +191,9 @@ public enum ChunkedRead {
             if isCancelled { return completion(.failure(CancellationError())) }
             if let end, offset >= end { return finish(.end) }
             let want = end.map { Int(min(Int64(chunkSize), $0 - offset)) } ?? chunkSize
+            let pool = reader.blockingIO
             reader.lease(offset: offset, length: want) { result in
-                ChunkedRead.queue.async { self.received(result) }
+                pool.submit { self.received(result) }
             }
         }
 
@@ -199,9 +218,11 @@ public enum ChunkedRead {
     }
 }
 
-/// Waits on the calling thread for a completion-based call: for dedicated threads only (the
-/// CLI's), since it would starve Swift's cooperative pool if a task called it.
+/// Waits on the calling thread for a completion-based call: for the CLI's own pool only. A task
+/// calling it would starve Swift's cooperative pool; a job of a `BlockingIOPool` could wait for a
+/// completion queued behind it (with every thread so waiting, for ever): asserted.
 public func waitFor<T: Sendable, E: Error>(_ call: (@escaping @Sendable (Result<T, E>) -> Void) -> Void) throws -> T {
+    assert(!BlockingIOPool.onAPoolThread, "a blocking wait on a thread of a BlockingIOPool (docs/threads.md)")
     let box = ResultBox<T, E>()
     call { box.set($0) }
     return try box.wait()

@@ -22,8 +22,14 @@ import Glibc
 /// range is punched out of the data file, and only then are its rows deleted: a crash in between
 /// leaves rows over a hole, which the next start finds (`SEEK_HOLE`) and drops.
 ///
-/// Runs on the thread of the transfer that needed room (under `evictionLock`) or on the sweeper's.
-/// Takes each shard lock briefly; the punches and the index commit happen under no shard lock.
+/// Runs on the writer lane of the transfer that needed room, or in the sweeper's job on the
+/// engine's pool. Two phases: the choice (under `evictionLock`, one evictor at a time, and each
+/// shard lock briefly: the slices leave memory and are marked `evicting`), then the punches and
+/// the index commit under no lock at all (`complete(_:)`). The other writer lane, the
+/// sweeper and `--cache-max-age` never wait for a disk's trims or an fsync to take the lock.
+/// A writer that needs room while a round is being completed waits for that round
+/// (`EvictionRounds`), not for the lock: its room comes from that round, and counting it before
+/// its holes are punched would let writes pass the free-space floor meanwhile.
 extension EngineCore {
     struct Candidate: Sendable {
         var shard: Int
@@ -46,19 +52,24 @@ extension EngineCore {
     }
 
     /// Makes room for `bytes` about to be written; false when even eviction found none (the disk
-    /// is full of other things, or of pinned slices).
+    /// is full of other things, or of pinned slices). Chooses under `evictionLock`, punches and
+    /// commits after letting it go.
     func makeRoom(for bytes: Int64) -> Bool {
         if space.take(bytes) { return true }
-        evictionLock.lock()
-        defer { evictionLock.unlock() }
-        if space.take(bytes) { return true }   // someone refilled it meanwhile
+        lockWithNoRoundInFlight()
+        if space.take(bytes) { evictionLock.unlock(); return true }   // someone refilled it meanwhile
         var room = roomLeft()
         if room < bytes {
             // Go a little below the limit, so eviction does not run for every piece.
             let usable = max(0, totalBytes + room)
-            evict(bytes: bytes - room + min(configuration.capacity, usable) / 20, needed: bytes - room)
+            let round = takeForEviction(bytes: bytes - room + min(configuration.capacity, usable) / 20, needed: bytes - room)
+            evictionLock.unlock()
+            complete(round)
+            lockWithNoRoundInFlight()
+            if space.take(bytes) { evictionLock.unlock(); return true }
             room = roomLeft()
         }
+        defer { evictionLock.unlock() }
         guard room >= bytes else { return false }
         // Hand out at most half of what is left at a time, so the free space is looked at again
         // before it can run out (other programs write to the same disk).
@@ -70,28 +81,52 @@ extension EngineCore {
     /// the floor while nothing is written here).
     func evictIfNeeded() {
         guard evictionLock.try() else { return }   // someone is already evicting
-        defer { evictionLock.unlock() }
+        guard rounds.idle else { evictionLock.unlock(); return }   // or completing a round
         let room = roomLeft()
-        guard room < 0 else { return }
+        guard room < 0 else { evictionLock.unlock(); return }
         space.refill(0)
         let usable = max(0, totalBytes + room)
-        evict(bytes: -room + min(configuration.capacity, usable) / 20, needed: -room)
+        let round = takeForEviction(bytes: -room + min(configuration.capacity, usable) / 20, needed: -room)
+        evictionLock.unlock()
+        complete(round)
     }
 
-    /// Evicts least recently used, unpinned slices: `needed` bytes whatever it takes, and on to
+    /// Takes `evictionLock` once no round is being completed: what the disk's free space says
+    /// is then all there is to know.
+    private func lockWithNoRoundInFlight() {
+        evictionLock.lock()
+        while !rounds.idle {   // rounds begin under the lock, so none begins while it is held
+            evictionLock.unlock()
+            rounds.waitIdle()
+            evictionLock.lock()
+        }
+    }
+
+    /// Evicts `target` bytes (at least `needed`) now, as a write that needs room would: takes
+    /// `evictionLock` to choose, lets it go for the disk. Returns the bytes freed.
+    @discardableResult
+    func evictNow(bytes target: Int64, needed: Int64? = nil) -> Int64 {
+        let round = evictionLock.withLock { takeForEviction(bytes: target, needed: needed) }
+        complete(round)
+        return round.bytes
+    }
+
+    /// Chooses least recently used, unpinned slices: `needed` bytes whatever it takes, and on to
     /// `target` (room to spare, so eviction does not run for every piece) while the round has
-    /// taken fewer than `roundSlices` slices. Returns the bytes freed. Call under `evictionLock`.
+    /// taken fewer than `roundSlices` slices. They leave memory now; `complete` the round, with
+    /// the lock let go, to free their blocks and rows. Call under `evictionLock`.
     ///
     /// Candidates come from `evictionQueue`, the oldest slices of the last scan, so a round does
     /// not scan and sort every slice of the cache (a round of 512 in a cache of 100k slices would
     /// pay a scan of 100k). Each is checked again under its shard lock before it goes.
-    @discardableResult
-    func evict(bytes target: Int64, needed: Int64? = nil) -> Int64 {
+    func takeForEviction(bytes target: Int64, needed: Int64? = nil) -> EvictionRound {
         let needed = needed ?? target
         let queue = evictionQueue
         let now = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
         if queue.isStale(now: now) { queue.clear() }
-        var freed: Int64 = 0, taken = 0, scanned = false
+        var round = EvictionRound()
+        var freed: Int64 { round.bytes }
+        var taken = 0, scanned = false
         func wants() -> Bool { freed < needed || (freed < target && taken < Self.roundSlices) }
         while wants() {
             if queue.isEmpty {
@@ -108,9 +143,16 @@ extension EngineCore {
                 sum += c.bytes
             }
             taken += chosen.count
-            freed += evict(chosen)
+            round.add(take(chosen))
         }
-        return freed
+        return begun(round)
+    }
+
+    /// Counts `round` as being completed until `complete` ran (`EvictionRounds`). Call under
+    /// `evictionLock`, once per round handed to `complete`.
+    func begun(_ round: EvictionRound) -> EvictionRound {
+        if !round.slices.isEmpty { rounds.begin() }
+        return round
     }
 
     /// Most slices a round evicts beyond the bytes the write at hand needs. 5% of the cap alone
@@ -138,14 +180,12 @@ extension EngineCore {
         }
     }
 
-    /// Evicts the `chosen` slices that are still evictable and whose entry `stillWanted` (checked
-    /// under the shard lock, where reads change what it looks at). Returns the bytes freed.
-    /// Call under `evictionLock`.
-    @discardableResult
-    func evict(_ chosen: [Candidate], stillWanted: (EntryState) -> Bool = { _ in true }) -> Int64 {
-        guard !chosen.isEmpty else { return 0 }
-        var removed: [(CacheIndex.SliceID, EntryState, Shard)] = []
-        var freed: Int64 = 0
+    /// Takes the `chosen` slices that are still evictable and whose entry `stillWanted` (checked
+    /// under the shard lock, where reads change what it looks at) out of memory: readers no
+    /// longer see them, writers stay out of them (`evicting`) until `complete` deleted their rows.
+    /// Call under `evictionLock`; hand what it took to `complete` through `begun`.
+    func take(_ chosen: [Candidate], stillWanted: (EntryState) -> Bool = { _ in true }) -> EvictionRound {
+        var round = EvictionRound()
         for c in chosen {
             let shard = shards[c.shard]
             shard.locked {
@@ -158,43 +198,98 @@ extension EngineCore {
                 e.sliceAccess[c.slice] = nil
                 e.evicting.insert(c.slice)
                 addBytes(-n)
-                freed += n
-                removed.append((.init(entryID: e.id, generation: e.info.generation, slice: c.slice), e, shard))
+                round.bytes += n
+                round.slices.append((.init(entryID: e.id, generation: e.info.generation, slice: c.slice), e, shard))
             }
         }
-        guard !removed.isEmpty else { return 0 }
-        // No lock needed: readers no longer see these slices and writers stay out of them. The
-        // blocks go first, the rows after: a crash in between leaves rows over holes, which a
-        // start finds (a hole is never data) and drops.
-        punch(removed.map(\.0))
+        return round
+    }
+
+    /// Frees what `take` chose: the blocks first, the rows after (a crash in between leaves rows
+    /// over holes, which a start finds, a hole is never data, and drops). Holds no lock: readers
+    /// no longer see these slices and writers stay out of them.
+    func complete(_ round: EvictionRound) {
+        guard !round.slices.isEmpty else { return }
+        defer { rounds.end() }
+        punch(round.slices.map(\.0))
         testHook?(.evictionFreedSlices)
         do {
-            try index.deleteSlices(removed.map(\.0)) {}
-            release(removed)
+            try index.deleteSlices(round.slices.map(\.0)) {}
+            release(round.slices)
         } catch {
             // The disk is too full for even this commit. The blocks are free already, and no
             // writer may use these slices while their rows are there (they stay marked
             // `evicting`). Commit again, now, or from the sweeper.
             logger.warning("eviction freed the disk before its index commit", metadata: ["error": "\(error)"])
-            unfinishedEvictions.withLock { $0 += removed }
+            unfinishedEvictions.withLock { $0 += round.slices }
             finishEvictions()
         }
-        metrics.noteEviction(slices: removed.count, bytes: freed)
-        logger.debug("evicted", metadata: ["slices": "\(removed.count)", "bytes": "\(freed)", "total": "\(totalBytes)"])
-        return freed
+        metrics.noteEviction(slices: round.slices.count, bytes: round.bytes)
+        logger.debug("evicted", metadata: ["slices": "\(round.slices.count)", "bytes": "\(round.bytes)", "total": "\(totalBytes)"])
+    }
+}
+
+/// Eviction rounds taken and not yet completed (their holes not yet punched). Begun under
+/// `evictionLock`, ended with no lock held; a writer that needs room waits for them here.
+final class EvictionRounds: @unchecked Sendable {
+    // @unchecked: `inFlight` is only touched with `condition` held (`waitIdle` waits on it: a
+    // condition variable, which `LockedValue` has not).
+    private let condition = NSCondition()
+    private var inFlight = 0
+
+    var idle: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return inFlight == 0
+    }
+
+    func begin() {
+        condition.lock()
+        inFlight += 1
+        condition.unlock()
+    }
+
+    func end() {
+        condition.lock()
+        inFlight -= 1
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func waitIdle() {
+        condition.lock()
+        while inFlight > 0 { condition.wait() }
+        condition.unlock()
+    }
+}
+
+/// Slices taken out of memory for eviction, whose blocks and rows are still to go
+/// (`EngineCore.complete`).
+struct EvictionRound {
+    var slices: [(CacheIndex.SliceID, EntryState, Shard)] = []
+    /// Bytes of coverage they held.
+    var bytes: Int64 = 0
+
+    mutating func add(_ other: EvictionRound) {
+        slices += other.slices
+        bytes += other.bytes
     }
 }
 
 extension EngineCore {
-    /// Deletes the rows of evictions whose commit failed (a full disk). Call under `evictionLock`.
+    /// Deletes the rows of evictions whose commit failed (a full disk). Takes them out of the
+    /// list first, so two callers never commit the same ones; puts them back if it fails again.
     func finishEvictions() {
-        let pending = unfinishedEvictions.withLock { $0 }
+        let pending = unfinishedEvictions.withLock { list in
+            defer { list = [] }
+            return list
+        }
         guard !pending.isEmpty else { return }
         do {
             try index.deleteSlices(pending.map(\.0)) {}
-            unfinishedEvictions.withLock { $0 = [] }
             release(pending)
         } catch {
+            unfinishedEvictions.withLock { $0 = pending + $0 }
             logger.error("eviction could not update the index yet; will retry", metadata: ["error": "\(error)"])
         }
     }

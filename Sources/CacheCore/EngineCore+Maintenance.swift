@@ -73,7 +73,7 @@ extension EngineCore {
                 return (w, e.inflight.removeAll().compactMap { handles.remove($0) }, persisted)
             }
             cancels.forEach { $0.cancel() }
-            waiters.forEach { w in completionQueue.async { [done = w.completion] in done(.failure(.cancelled)) } }
+            waiters.forEach { w in pool.submit { [done = w.completion] in done(.failure(.cancelled)) } }
             if persisted { ids.append(e.id) }
         }
         let idSet = Set(ids)

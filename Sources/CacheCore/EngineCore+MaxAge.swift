@@ -10,14 +10,13 @@ import Foundation
 /// eviction; `cache ls` shows it at 0%.
 extension EngineCore {
     /// Evicts the unpinned slices of entries last read before `now - maxAge` that no reader has
-    /// open. Returns the bytes freed (0 without `maxAge`). Takes `evictionLock`.
+    /// open. Returns the bytes freed (0 without `maxAge`). Takes `evictionLock` for the choice only.
     @discardableResult
     func evictExpired(now: Date) -> Int64 {
         guard let maxAge = configuration.maxAge else { return 0 }
         let cutoff = now.timeIntervalSince1970 - maxAge
         let expired: (EntryState) -> Bool = { [openReaders] e in e.lastAccess < cutoff && !openReaders.contains(e.info.key) }
         evictionLock.lock()
-        defer { evictionLock.unlock() }
         var chosen: [Candidate] = []
         for (i, shard) in shards.enumerated() {
             shard.locked {
@@ -27,7 +26,10 @@ extension EngineCore {
             }
         }
         // Checked again under each shard lock: a read may have come in since.
-        let freed = evict(chosen, stillWanted: expired)
+        let round = begun(take(chosen, stillWanted: expired))
+        evictionLock.unlock()
+        complete(round)
+        let freed = round.bytes
         if freed > 0 {
             logger.info("evicted entries not read within --cache-max-age", metadata: [
                 "bytes": "\(freed)", "entries": "\(Set(chosen.map(\.key)).count)", "max_age_s": "\(Int(maxAge))"])

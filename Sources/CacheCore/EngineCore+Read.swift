@@ -9,7 +9,7 @@ import Foundation
 /// I/O: it hands out descriptors the reader keeps open (opening the data file at most once per
 /// reader); the disk is read when the front door sends the bytes (FUSE splices them, the proxy
 /// sends the file), with the kernel's own read-ahead on that descriptor, as for any file read
-/// in order. Waiters are answered on `completionQueue` (or inline on the fetch thread when memory
+/// in order. Waiters are answered by jobs on `pool` (or inline on the fetch thread when memory
 /// covers them), from the bytes that arrived for them (held in the chunks they landed in, within
 /// the `MemoryBudget`'s retained share), bytes still queued for the writer (the same chunks) and
 /// the data file for the rest: a miss's bytes are never copied in user space here. Under the lock
@@ -124,7 +124,7 @@ extension EngineCore {
             reprioritize(entry)
         }
         if let (entry, unchecked) = verifyFirst {
-            verifyQueue.async { [self] in
+            pool.submit(key: Self.verifyKey) { [self] in
                 verify(entry, shard: shard, slices: unchecked, generation: generation)
                 read(reader: reader, offset: offset, length: length, completion: completion)
             }
@@ -282,8 +282,8 @@ extension EngineCore {
     }
 
     /// Completes every waiter whose bytes are all here now: in memory (held as they arrived, or
-    /// queued for the writer) or on disk. Call under the shard lock. Answers that open the data file run on the
-    /// completion queue; with `inline`, answers wholly from memory are handed back instead, for
+    /// queued for the writer) or on disk. Call under the shard lock. Answers that open the data file run as
+    /// jobs of `pool`; with `inline`, answers wholly from memory are handed back instead, for
     /// the caller to run once it released the lock (the fetch thread answers a waiting read from
     /// the arriving bytes without a hop to another thread).
     func wakeWaiters(_ entry: EntryState, shard: Shard, now: Double, inline: UnsafeMutablePointer<[() -> Void]>? = nil) {
@@ -297,7 +297,7 @@ extension EngineCore {
             }
             if clip.isEmpty {
                 entry.unpin(slices(of: w.range), generation: w.generation)
-                completionQueue.async { [done = w.completion] in done(.success(.empty)) }
+                pool.submit { [done = w.completion] in done(.success(.empty)) }
                 continue
             }
             touch(entry, clip, now)
@@ -313,7 +313,7 @@ extension EngineCore {
                 done(lease(entry: entry, shard: shard, id: id, generation: generation, files: files,
                            range: range, runs: runs))
             }
-            if let inline, !fromDisk { inline.pointee.append(answer) } else { completionQueue.async(execute: answer) }
+            if let inline, !fromDisk { inline.pointee.append(answer) } else { pool.submit(answer) }
         }
         let answered = still.count < entry.waiters.count
         entry.waiters = still
@@ -341,7 +341,7 @@ extension EngineCore {
         let error = CacheError.remoteChanged(url: entry.info.url)
         logger.warning("the file changed remotely; reads of the old version fail", metadata: [
             "url": "\(entry.info.url)", "reads": "\(stale.count)"])
-        for w in stale { completionQueue.async { [done = w.completion] in done(.failure(error)) } }
+        for w in stale { pool.submit { [done = w.completion] in done(.failure(error)) } }
     }
 
     /// Plans the waiters again after a fetch ended (or the generation changed): starts fetches
@@ -363,7 +363,7 @@ extension EngineCore {
             if let failed, w.range.overlaps(failed.range), !have.contains(w.range) {
                 entry.unpin(slices(of: w.range), generation: w.generation)
                 let err = failed.error
-                let done = w.completion; completionQueue.async { done(.failure(err)) }
+                let done = w.completion; pool.submit { done(.failure(err)) }
                 continue
             }
             let running = entry.inflight.running(generation: entry.info.generation, now: now)
@@ -374,7 +374,7 @@ extension EngineCore {
                 if w.replans > 8 {
                     entry.unpin(slices(of: w.range), generation: w.generation)
                     let err = CacheError.badResponse(url: entry.info.url, message: "the origin keeps ending transfers early")
-                    let done = w.completion; completionQueue.async { done(.failure(err)) }
+                    let done = w.completion; pool.submit { done(.failure(err)) }
                     continue
                 }
             }
@@ -409,6 +409,6 @@ extension EngineCore {
             return (mine, orphaned.compactMap { handles.existing($0) })
         }
         cancels.forEach { $0.cancel() }
-        for w in waiters { completionQueue.async { [done = w.completion] in done(.failure(.cancelled)) } }
+        for w in waiters { pool.submit { [done = w.completion] in done(.failure(.cancelled)) } }
     }
 }

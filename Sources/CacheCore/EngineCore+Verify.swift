@@ -6,8 +6,9 @@ import Foundation
 /// Owns: the check of a slice against the XXH64 its extents were recorded with, and what follows
 /// a mismatch (the extents' rows dropped, the bytes forgotten and fetched again, logged and
 /// counted). Bytes written by this process are trusted: they came from the network through it.
-/// A read whose bytes lie in unverified slices is held until they are checked (`verifyQueue`:
-/// disk reads and hashing, never on a FUSE or event-loop thread), then planned again; the
+/// A read whose bytes lie in unverified slices is held until they are checked (a job of `pool`
+/// with `verifyKey`, so checks run one at a time, in the order asked: disk reads and hashing,
+/// never on a FUSE or event-loop thread), then planned again by the same job; the
 /// sweeper checks one slice a second in the background (the scrub), so a long-running daemon
 /// ends up with every slice checked. Runs under the shard lock only to read and update the
 /// entry's `unverified` set.
@@ -24,7 +25,7 @@ extension EngineCore {
     }
 
     /// Checks `slices` of `entry` (at `generation`) against their recorded checksums. Blocking:
-    /// call on `verifyQueue`. Returns the bytes found damaged (dropped, to be fetched again).
+    /// call from a job of `pool` with `verifyKey`. Returns the bytes found damaged (dropped, to be fetched again).
     @discardableResult
     func verify(_ entry: EntryState, shard: Shard, slices wanted: [Int64], generation: Int64) -> Int64 {
         let id: Int64? = shard.locked { entry.isCurrent(generation) && entry.isPersisted ? entry.id : nil }
@@ -89,7 +90,7 @@ extension EngineCore {
             scrubbing.store(false, ordering: .releasing)
             return
         }
-        verifyQueue.async { [self] in
+        pool.submit(key: Self.verifyKey) { [self] in
             verify(entry, shard: shard, slices: [slice], generation: generation)
             scrubbing.store(false, ordering: .releasing)
         }

@@ -8,9 +8,14 @@ import Glibc
 /// The engine's moving parts behind `CacheEngine`'s public face.
 ///
 /// State is sharded by cache key: each `Shard` has its own lock, so readers of unrelated files never
-/// contend. Disk and network I/O never happen under a shard lock, except the index insert of a new
-/// entry. Completions run on `completionQueue` (GCD threads, not Swift's cooperative pool); slice
-/// writes run on `writes` (WriteQueue's lanes), never on the fetch thread.
+/// contend. Disk and network I/O never happen under a shard lock (an entry's id is handed out in
+/// memory, its row written behind), nor under `evictionLock`, which guards only the choice of
+/// slices to evict. Threads (docs/threads.md): completions of reads that waited, checksum checks,
+/// chunked reads, the sweeper's eviction and removals run as jobs on `pool`, the engine's one
+/// bounded pool for blocking I/O (not Swift's cooperative pool, not a thread per call); slice
+/// writes run on `writes` (WriteQueue's lanes), never on the fetch thread; the sweeper is a GCD
+/// timer that fails late reads and submits the rest. No job of `pool` waits for another job of
+/// it: each hands its result on by calling or submitting, never by blocking.
 ///
 /// Files: this one holds setup, metadata (open, probe, remote change); `+Read` the read path;
 /// `+Fetch` the sink that takes arriving bytes and writes them on its lane; `+Eviction` the cap;
@@ -29,9 +34,19 @@ final class EngineCore: Sendable {
     let userPins: PinTable
     let directoryLock: DirectoryLock
     let shards: [Shard]
-    let completionQueue = DispatchQueue(label: "httpcachefs.cache.completion", attributes: .concurrent)
-    /// Checks slices from before this start against their checksums (`EngineCore+Verify`).
-    let verifyQueue = DispatchQueue(label: "httpcachefs.cache.verify")
+    /// The engine's one pool for blocking I/O (`CacheConfiguration.blockingIOThreads`): answers
+    /// of reads that waited (they open the data file), failures of reads, open answers, checksum
+    /// checks (`verifyKey`: one at a time, in order), chunked reads (`ChunkedRead`), the
+    /// sweeper's eviction (`sweepKey`) and removals. Its jobs never wait for one another.
+    let pool: BlockingIOPool
+    /// Checks of slices from before this start run one at a time, in the order asked
+    /// (`EngineCore+Verify`): the serial queue they had, as a key of `pool`.
+    static let verifyKey: UInt64 = 1
+    /// The sweeper's once-a-second maintenance (eviction, max age, index rows): one at a time.
+    static let sweepKey: UInt64 = 2
+    /// A maintenance job is queued or running: the next tick skips it rather than pile up
+    /// behind a slow disk.
+    let sweeping = ManagedAtomic<Bool>(false)
     /// The scrub has a check queued or running.
     let scrubbing = ManagedAtomic<Bool>(false)
     /// The scrub found nothing left to check.
@@ -66,10 +81,13 @@ final class EngineCore: Sendable {
     /// a sink that never finished had entered it ends the process.)
     let sinksIdle = NSCondition()
     let activeSinks = LockedValue(0)
-    /// Held by whoever evicts (one at a time).
+    /// Held by whoever chooses slices to evict (one at a time); never across their punches or
+    /// their index commit (`EngineCore+Eviction`).
     let evictionLock = NSLock()
+    /// Eviction rounds whose holes are being punched, which a writer needing room waits for.
+    let rounds = EvictionRounds()
     /// Evicted slices whose rows are still to be deleted (their commit failed on a full disk).
-    /// Changed under `evictionLock` only; a leaf lock of its own for the compiler's sake.
+    /// A leaf lock: `finishEvictions` takes them out before it commits.
     let unfinishedEvictions = LockedValue<[(CacheIndex.SliceID, EntryState, Shard)]>([])
     /// The oldest slices of eviction's last scan, which its next rounds take from.
     let evictionQueue = EvictionQueue()
@@ -139,6 +157,7 @@ final class EngineCore: Sendable {
                          metadata: ["error": "\(error)"])
         }
         self.configuration = configuration
+        pool = BlockingIOPool(name: "httpcachefs-io", threads: max(1, configuration.blockingIOThreads))
         store = DataFiles(root: dir, sliceSize: configuration.sliceSize)
         memory = MemoryBudget(limits: .init(queued: configuration.writeBudget, perTransfer: configuration.writeBudgetPerTransfer,
                                             retained: configuration.readRetentionBudget))
@@ -167,7 +186,7 @@ final class EngineCore: Sendable {
                 return (f, w)
             }
             fetches.forEach { $0.cancel() }
-            waiters.forEach { w in completionQueue.async { [done = w.completion] in done(.failure(.cancelled)) } }
+            waiters.forEach { w in pool.submit { [done = w.completion] in done(.failure(.cancelled)) } }
         }
         // Transfers hand their last extent to the index when they finish: wait for them (briefly),
         // or bytes already on disk would not be recorded.
@@ -176,6 +195,10 @@ final class EngineCore: Sendable {
         while activeSinks.withLock({ $0 }) > 0 && sinksIdle.wait(until: deadline) {}
         sinksIdle.unlock()
         writes.stop()
+        // The cancelled reads' answers run, and so does a maintenance job or a check already
+        // queued, while the index is still open; a job submitted later (a transfer's last
+        // callback) runs on its caller's thread.
+        pool.finish()
         do {
             try index.close()
         } catch {
@@ -237,7 +260,7 @@ final class EngineCore: Sendable {
 
     func notifyChanged(_ info: EntryInfo) {
         let obs = counters.withLock { $0.observers }
-        completionQueue.async { obs.forEach { $0(info) } }
+        pool.submit { obs.forEach { $0(info) } }
     }
 
     /// Resolves metadata: fresh entries answer at once; unknown or stale ones start a probe (a
@@ -247,7 +270,7 @@ final class EngineCore: Sendable {
         let key: CacheKey
         do { key = try configuration.keyRules.key(for: url) } catch {
             let e = error as? CacheError ?? .invalidURL(url, reason: "\(error)")
-            completionQueue.async { completion(.failure(e)) }
+            pool.submit { completion(.failure(e)) }
             return
         }
         let shard = shard(for: key)
@@ -295,7 +318,7 @@ final class EngineCore: Sendable {
             logger.info("origin down: revalidation skipped, serving the cached copy", metadata: ["url": "\(DisplayURL.redacted(url))"])
         }
         if let answer {
-            completionQueue.async { completion(answer) }
+            pool.submit { completion(answer) }
             return
         }
         if let (entry, fetch, id) = probe {
@@ -306,7 +329,7 @@ final class EngineCore: Sendable {
     /// Answers opens (call under the shard lock); completions run later.
     func answer(_ opens: [EntryState.OpenCompletion], _ result: Result<EntryInfo, CacheError>) {
         guard !opens.isEmpty else { return }
-        completionQueue.async { opens.forEach { $0(result) } }
+        pool.submit { opens.forEach { $0(result) } }
     }
 
     /// Answers opens as the entry's state machine said (call under the shard lock).
@@ -521,6 +544,10 @@ final class EngineCore: Sendable {
 
     // MARK: Read timeouts
 
+    /// The sweeper: a GCD timer at 4 Hz that fails reads past their deadline (shard locks only,
+    /// microseconds; their answers are submitted to `pool`) and, once a second, submits one
+    /// maintenance job to `pool` (`sweep`), skipped while the last one has not finished. It does
+    /// no disk I/O on the timer's thread.
     private func startSweeper() {
         // Made under the lock that keeps it: the timer and its handler never leave it.
         sweeper.withLock { sweeper in
@@ -531,20 +558,32 @@ final class EngineCore: Sendable {
                 guard let self else { return }
                 self.expireWaiters()
                 ticks += 1
-                // The free-space floor can be crossed by other programs' files: look once a second,
-                // and set the index's reserve aside again once a full disk has room for it.
-                if ticks % 4 == 0 {
-                    self.evictIfNeeded()
-                    self.evictExpired(now: self.configuration.clock())
-                    self.scrubOne()
-                    if self.evictionLock.try() { self.finishEvictions(); self.evictionLock.unlock() }
-                    if !self.index.hasReserve, self.roomLeft() > 2 * Int64(CacheIndex.reserveSize) { self.index.makeReserve() }
+                if ticks % 4 == 0, !self.sweeping.exchange(true, ordering: .acquiring) {
+                    let writeStats = ticks % 20 == 0
+                    self.pool.submit(key: Self.sweepKey) { [weak self] in
+                        guard let self else { return }
+                        self.sweep(writeStats: writeStats)
+                        self.sweeping.store(false, ordering: .releasing)
+                    }
                 }
-                if ticks % 20 == 0 { self.writeReadStats() }
             }
             t.resume()
             sweeper = t
         }
+    }
+
+    /// The sweeper's second: eviction at the cap and the free-space floor (the floor can be
+    /// crossed by other programs' files, so it is looked at even while nothing is written),
+    /// `--cache-max-age`, evictions whose index commit failed, the index's reserve once a full
+    /// disk has room for it again, the scrub's next slice, and every fifth second the read
+    /// statistics rows. A job of `pool`.
+    func sweep(writeStats: Bool) {
+        evictIfNeeded()
+        evictExpired(now: configuration.clock())
+        scrubOne()
+        finishEvictions()
+        if !index.hasReserve, roomLeft() > 2 * Int64(CacheIndex.reserveSize) { index.makeReserve() }
+        if writeStats { writeReadStats() }
     }
 
     /// Hands the rows of entries read since the last call to the index (batched behind, as every
@@ -586,7 +625,7 @@ final class EngineCore: Sendable {
             }
             for (w, url) in expired {
                 logger.warning("read timed out", metadata: ["url": "\(url)", "range": "\(w.range.lowerBound)-\(w.range.upperBound - 1)"])
-                completionQueue.async { [done = w.completion] in done(.failure(.timeout(url: url))) }
+                pool.submit { [done = w.completion] in done(.failure(.timeout(url: url))) }
             }
         }
     }

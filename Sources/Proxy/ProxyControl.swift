@@ -29,7 +29,9 @@ public struct ControlAnswer: Sendable, Equatable {
 }
 
 extension ProxyService {
-    /// Carries out `request`; `completion` runs on some other thread.
+    /// Carries out `request`; `completion` runs on some other thread. Removals, pins and clears
+    /// commit to the index and delete files: they run as jobs of the engine's pool for blocking
+    /// I/O (`CacheEngine.runBlocking`), never on the event loop.
     func control(_ request: ControlRequest, completion: @escaping @Sendable (ControlAnswer) -> Void) {
         let engine = self.engine
         switch request {
@@ -40,7 +42,7 @@ extension ProxyService {
             Task { completion(await refresh(path)) }
         case let .remove(urls):
             // Machine-readable lines, tab-separated: the command renders them.
-            DispatchQueue.global().async {
+            engine.runBlocking {
                 var lines: [String] = []
                 for url in urls {
                     guard let status = engine.status(url: url) else {
@@ -57,7 +59,7 @@ extension ProxyService {
                 completion(ControlAnswer(status: 200, text: lines.joined(separator: "\n")))
             }
         case let .pin(url, ranges, limit):
-            DispatchQueue.global().async {
+            engine.runBlocking {
                 do {
                     let added = try engine.pin(url: url, ranges: ranges, limit: limit)
                     completion(ControlAnswer(status: 200, text: "pinned\t\(added)\t\(engine.pinnedBytes)"))
@@ -68,7 +70,7 @@ extension ProxyService {
                 }
             }
         case let .unpin(urls):
-            DispatchQueue.global().async {
+            engine.runBlocking {
                 var lines: [String] = []
                 for url in urls {
                     do { lines.append("unpinned\t\(try engine.unpin(url: url))\t\(url)") } catch {
@@ -78,7 +80,7 @@ extension ProxyService {
                 completion(ControlAnswer(status: 200, text: lines.joined(separator: "\n")))
             }
         case .clear:
-            DispatchQueue.global().async {
+            engine.runBlocking {
                 let before = engine.usage
                 do {
                     try engine.clear()

@@ -51,7 +51,9 @@ struct DaemonTransport: ListingTransport {
     func fetchPage(url: String, limit: Int, maxAge: TimeInterval,
                    completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
         let daemon = daemon
-        DispatchQueue.global().async {
+        // A blocking stream from the daemon: on the command's pool (it waits for another
+        // process, never for a job of that pool).
+        BlockingPool.shared.submit { _ in
             let body = Collected(limit: limit)
             do {
                 try daemon.stream(url: url, end: nil) { body.append($0) }

@@ -82,9 +82,7 @@ final class EngineRaceTests: GatedEngineTestCase {
         let generation = shard.locked { entry.info.generation }
         var pins = 0
         shard.locked { while entry.isPinned(0) { entry.unpin(0...0, generation: generation); pins += 1 } }
-        core.evictionLock.lock()
-        let freed = core.evict(bytes: 1)
-        core.evictionLock.unlock()
+        let freed = core.evictNow(bytes: 1)
         shard.locked { for _ in 0..<pins { entry.pin(0...0, generation: generation) } }
         return freed
     }

@@ -13,9 +13,11 @@ class GatedEngineTestCase: XCTestCase {
     override func tearDown() { try? FileManager.default.removeItem(atPath: dir) }
 
     func engine(_ source: GatedSource, capacity: Int64 = 1 << 30,
-                writeBudget: (total: Int64, perTransfer: Int64)? = nil, retainBudget: Int64? = nil) throws -> CacheEngine {
+                writeBudget: (total: Int64, perTransfer: Int64)? = nil, retainBudget: Int64? = nil,
+                ioThreads: Int? = nil) throws -> CacheEngine {
         var configuration = CacheConfiguration(directory: dir, capacity: capacity, freeSpaceFloor: 0,
                                                sliceSize: 1 << 20, readTimeout: 10, initialReadAhead: 0)
+        if let ioThreads { configuration.blockingIOThreads = ioThreads }
         if let retainBudget { configuration.readRetentionBudget = retainBudget }
         if let writeBudget {
             configuration.writeBudget = writeBudget.total
@@ -36,6 +38,26 @@ class GatedEngineTestCase: XCTestCase {
         wait(for: [opened], timeout: 5)
         cache.core.writes.waitIdle()
         return try box.get()
+    }
+
+    /// Caches the whole file through an engine of its own, then stops it: the next engine finds
+    /// every slice on disk, unchecked.
+    func cacheWholeFileThenStop() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        let info = try open(cache, source)
+        let reader = cache.makeReader(for: info)
+        let answered = expectation(description: "read")
+        reader.read(offset: 256 << 10, length: Int(length - (256 << 10))) { _ in answered.fulfill() }
+        for t in source.transfers.dropFirst() {
+            t.partial(length: length)
+            t.send(data[Int(t.request.start)..<Int(t.request.end ?? length)])
+            t.finish()
+        }
+        wait(for: [answered], timeout: 30)
+        reader.close()
+        cache.core.writes.waitIdle()
+        cache.shutdown()
     }
 
     /// The cache's data files.

@@ -49,7 +49,7 @@ final class PinTests: XCTestCase {
         cache = try engine(source)
         XCTAssertEqual(cache.pinnedRanges(url: url), [head, tail])
         _ = try await readAll(cache, other, rest.count)
-        XCTAssertEqual(cache.core.evictionLock.withLock { cache.core.evict(bytes: 64 << 20) } > 0, true)
+        XCTAssertEqual(cache.core.evictNow(bytes: 64 << 20) > 0, true)
         let kept = try XCTUnwrap(cache.status(url: url)).cachedRanges
         XCTAssertEqual(kept, [head, tail], "only the pinned slices are left")
         source.resetCounters()
@@ -63,7 +63,7 @@ final class PinTests: XCTestCase {
         // Unpinned, they go like any other bytes.
         XCTAssertEqual(try cache.unpin(url: url), 2 << 20)
         XCTAssertEqual(cache.pinnedBytes, 0)
-        _ = cache.core.evictionLock.withLock { cache.core.evict(bytes: 64 << 20) }
+        _ = cache.core.evictNow(bytes: 64 << 20)
         XCTAssertEqual(cache.status(url: url)?.cachedBytes ?? 0, 0)
         cache.shutdown()
         cache = try engine(source)

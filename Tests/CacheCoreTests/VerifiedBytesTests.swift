@@ -93,7 +93,7 @@ final class VerifiedBytesTests: XCTestCase {
         defer { cache.shutdown() }
         for _ in 0..<3 {
             cache.core.scrubOne()
-            cache.core.verifyQueue.sync {}
+            cache.core.pool.waitForJobs(key: EngineCore.verifyKey)
         }
         XCTAssertEqual(unverified(cache), [])
         XCTAssertEqual(cache.core.metrics.damagedBytes.total, 256 << 10, "the extent the open's first bytes made")
