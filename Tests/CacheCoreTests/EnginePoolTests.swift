@@ -12,7 +12,7 @@ final class EnginePoolTests: GatedEngineTestCase {
     /// the rest would queue behind them for ever.
     func testTwoHundredWaitingChunkedReadsHoldNoThreadOfAFourThreadPool() throws {
         let source = GatedSource()
-        let cache = try engine(source, assemblyBudget: 0, ioThreads: 4)   // answers come from disk, on the pool
+        let cache = try engine(source, retainBudget: 0, ioThreads: 4)   // answers come from disk, on the pool
         defer { source.finishAll(); cache.shutdown() }
         let info = try open(cache, source)
         let base: Int64 = 256 << 10, piece: Int64 = 4 << 10, runs = 200
