@@ -34,6 +34,7 @@ public final class BlockingIOPool: @unchecked Sendable {
 
     public let name: String
     public let threads: Int
+    private static let ran: @Sendable () -> Void = {}
 
     public init(name: String, threads: Int) {
         precondition(threads > 0, "a pool needs a thread")
@@ -145,8 +146,12 @@ public final class BlockingIOPool: @unchecked Sendable {
         while true {
             if head < jobs.count {
                 let job = jobs[head]
+                // Its slot lets go of the closure at once: what a job captured (a lease, the chunks
+                // it holds, counted in the memory budget) must not live on in the queue until
+                // the next compaction.
+                jobs[head] = (nil, Self.ran)
                 head += 1
-                if head > 64 && head * 2 > jobs.count {   // drop what was run, now and then
+                if head > 64 && head * 2 > jobs.count {   // drop the slots run, now and then
                     jobs.removeFirst(head)
                     head = 0
                 }

@@ -82,6 +82,25 @@ final class BlockingIOPoolTests: XCTestCase {
         pool.finish()
     }
 
+    /// What a job captured goes once the job ran, not when the queue is next compacted: a
+    /// read's answer captures its lease and the chunks it holds, counted in the memory budget.
+    func testWhatAJobCapturedIsLetGoOnceItRan() {
+        let pool = BlockingIOPool(name: "test-pool", threads: 1)
+        weak var kept: CapturedToken?
+        let ran = DispatchSemaphore(value: 0)
+        do {
+            let token = CapturedToken()
+            kept = token
+            pool.submit { [token] in
+                _ = token
+                ran.signal()
+            }
+        }
+        XCTAssertEqual(ran.wait(timeout: .now() + 30), .success)
+        XCTAssertTrue(eventually { kept == nil }, "the queue still holds the job's captures")
+        pool.finish()
+    }
+
     /// `finish` runs what was queued; a job submitted afterwards runs on the caller's thread, so
     /// what it holds is still released.
     func testFinishDrainsAndLaterJobsRunInline() {
@@ -131,3 +150,6 @@ final class BlockingIOPoolTests: XCTestCase {
         pool.finish()
     }
 }
+
+/// Something a job captures, to see when the pool lets go of it.
+private final class CapturedToken: Sendable {}
