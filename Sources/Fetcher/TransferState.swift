@@ -129,8 +129,9 @@ struct TransferState {
         attemptReceived = 0
         deliveredAtAttemptStart = delivered
         guard let head else {
-            sentIfRange = request.rangeHeader != nil && request.ifRange != nil
-            return (request.rangeHeader, request.ifRange)
+            let ifRange = request.sendsIfRange ? request.ifRange : nil
+            sentIfRange = request.rangeHeader != nil && ifRange != nil
+            return (request.rangeHeader, ifRange)
         }
         let from = resumeOffset
         let range: String
@@ -140,7 +141,7 @@ struct TransferState {
         } else {
             range = "bytes=\(from)-"
         }
-        let validator = (request.ignoreETag ? head.lastModified : head.ifRangeValidator) ?? request.ifRange
+        let validator = request.sendsIfRange ? (request.ignoreETag ? head.lastModified : head.ifRangeValidator) ?? request.ifRange : nil
         sentIfRange = validator != nil
         return (range, validator)
     }
