@@ -176,6 +176,23 @@ final class TransferStateTests: XCTestCase {
         XCTAssertEqual(s.attemptEnded(.ok), .finish(.remoteChanged(url: url)))
     }
 
+    /// A connection that breaks or stalls after every promised byte arrived ends the transfer:
+    /// resuming would ask for the empty range `bytes=200-199` (seen in the fleet bench: a node
+    /// answered it 416, which a resumed attempt reads as the file having shrunk).
+    func testNothingIsResumedOnceEveryPromisedByteWasDelivered() {
+        for ending in [TransferState.AttemptResult.failed(message: "reset", retryable: true), .timedOut] {
+            var s = TransferState(request: FetchRequest(url: url, start: 100, end: 200), policy: policy)
+            _ = s.beginAttempt()
+            _ = s.receiveHead(block(partialHead), finalURL: url)
+            XCTAssertEqual(s.receiveBody(count: 100).length, 100)
+            XCTAssertTrue(s.allDelivered)
+            XCTAssertEqual(s.attemptEnded(ending), .finish(nil), "\(ending)")
+        }
+        var short = interrupted(after: 99)
+        XCTAssertFalse(short.allDelivered)
+        XCTAssertEqual(short.beginAttempt().range, "bytes=199-199", "one byte short: resumed")
+    }
+
     func testResumeAnsweredWith200SkipsDeliveredBytesAndStopsAtThePromise() {
         var s = interrupted(after: 40)
         _ = s.beginAttempt()
