@@ -263,9 +263,10 @@ final class EngineCore: Sendable {
         pool.submit { obs.forEach { $0(info) } }
     }
 
-    /// Resolves metadata: fresh entries answer at once; unknown or stale ones start a probe (a
+    /// Resolves metadata: fresh entries answer at once (on the caller's thread with
+    /// `answerFreshInline`, else as a job of `pool`); unknown or stale ones start a probe (a
     /// small ranged GET whose head carries the validators and whose bytes are cached).
-    func open(url: String, maxAge: TimeInterval, takeFirstBytes: Bool = true,
+    func open(url: String, maxAge: TimeInterval, takeFirstBytes: Bool = true, answerFreshInline: Bool = false,
               completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let key: CacheKey
         do { key = try configuration.keyRules.key(for: url) } catch {
@@ -318,7 +319,7 @@ final class EngineCore: Sendable {
             logger.info("origin down: revalidation skipped, serving the cached copy", metadata: ["url": "\(DisplayURL.redacted(url))"])
         }
         if let answer {
-            pool.submit { completion(answer) }
+            if answerFreshInline, case .success = answer { completion(answer) } else { pool.submit { completion(answer) } }
             return
         }
         if let (entry, fetch, id) = probe {

@@ -70,6 +70,12 @@ public struct FetchRequest: Sendable, Equatable {
     /// Extra request headers for this request only, each "Name: value" (WebDAV's `Depth: 1`, a
     /// tier's version and key).
     public var headers: [String] = []
+    /// Send `If-Range` (the request's validator, or on a resumed attempt the first answer's).
+    /// False for a cache tier node: nginx's slice module starts at the file's first slice when a
+    /// request carries `If-Range`, so a resumed piece deep in a file made the node read, or
+    /// fetch from the origin, every slice before it. A node's cache key carries the version
+    /// instead, and a resumed answer is still checked against the first one's validators.
+    public var sendsIfRange = true
 
     public init(url: String, start: Int64 = 0, end: Int64? = nil, ifRange: String? = nil, requireRange: Bool = false,
                 priority: FetchPriority = .waiting, owner: Int? = nil) {

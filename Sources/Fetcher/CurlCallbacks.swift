@@ -13,8 +13,7 @@ enum CurlCallbacks {
         let count = size * nmemb
         guard let ptr, let userdata else { return 0 }
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
-        let line = String(decoding: UnsafeRawBufferPointer(start: ptr, count: count), as: UTF8.self)
-        return transfer.didReceiveHeaderLine(line) ? count : 0
+        return transfer.didReceiveHeaderLine(UnsafeRawBufferPointer(start: ptr, count: count)) ? count : 0
     }
 
     static let write: ccurl_data_callback = { ptr, size, nmemb, userdata in

@@ -250,7 +250,8 @@ final class CurlMultiLoop: @unchecked Sendable {
     private func preempt() -> Bool {
         var victim: CurlTransfer?
         for id in transferOfEasy.values {
-            guard let t = live[id], t.priority >= .far, t.state.head?.status != 200 else { continue }
+            // One that has every byte it promised has nothing to resume: its connection frees itself.
+            guard let t = live[id], t.priority >= .far, t.state.head?.status != 200, !t.state.allDelivered else { continue }
             if victim.map({ t.priority > $0.priority }) ?? true { victim = t }
         }
         guard let t = victim, let easy = t.easy else { return false }

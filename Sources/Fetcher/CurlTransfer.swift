@@ -146,8 +146,8 @@ final class CurlTransfer {
     /// The host of the URL curl is fetching now (the request's, or a redirect's).
     private var currentHost: String? { AddressPolicy.host(of: effectiveURL ?? state.request.url) }
 
-    /// One header line. Returns false to abort the attempt.
-    func didReceiveHeaderLine(_ line: String) -> Bool {
+    /// One header line, as curl's bytes (valid during the call). Returns false to abort the attempt.
+    func didReceiveHeaderLine(_ line: UnsafeRawBufferPointer) -> Bool {
         if state.abort != nil { return false }
         guard let block = parser.feed(line), !block.isInterim else { return true }
         return handleHead(block)

@@ -67,19 +67,28 @@ struct ResponseHeaderBlock: Equatable {
 }
 
 /// Accumulates header lines into blocks.
+///
+/// Works on the line's bytes as curl hands them over (on the curl loop, for every response):
+/// trimming with Foundation's `CharacterSet` cost more there than taking the body's bytes did.
+/// Whitespace is what HTTP calls optional whitespace, space and tab (RFC 9110 section 5.6.3).
 struct ResponseHeaderParser {
-    private static let lineEnd = CharacterSet(charactersIn: "\r\n")
     /// The block being read, or the last one read.
     private(set) var current = ResponseHeaderBlock()
 
     /// Feeds one raw header line (with its CRLF). Returns the block when this line completed it.
     mutating func feed(_ raw: String) -> ResponseHeaderBlock? {
-        // Not `hasSuffix("\n")`: "\r\n" is one Character in Swift.
-        let line = raw.trimmingCharacters(in: Self.lineEnd)
-        if line.hasPrefix("HTTP/") {
+        var raw = raw
+        return raw.withUTF8 { feed(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// The same, from the bytes curl passes to its header callback (valid during the call only).
+    mutating func feed(_ raw: UnsafeRawBufferPointer) -> ResponseHeaderBlock? {
+        let line = Self.trimmed(raw[...], lineEnds: true)
+        if line.starts(with: "HTTP/".utf8) {
             current = ResponseHeaderBlock()
-            let parts = line.split(separator: " ", maxSplits: 2)
-            current.status = parts.count >= 2 ? Int(parts[1]) ?? 0 : 0
+            // The status is the second word: "HTTP/1.1 206 Partial Content", "HTTP/2 200".
+            let words = line.split(separator: 32, maxSplits: 2, omittingEmptySubsequences: true)
+            current.status = words.count >= 2 ? Int(Self.string(words[1])) ?? 0 : 0
             return nil
         }
         if line.isEmpty {
@@ -87,17 +96,37 @@ struct ResponseHeaderParser {
             current.complete = true
             return current
         }
-        if line.first == " " || line.first == "\t", let last = current.fields.popLast() {
+        if line.first == 32 || line.first == 9, let last = current.fields.popLast() {
             // Obsolete line folding: continues the previous field.
-            current.fields.append((last.0, last.1 + " " + line.trimmingCharacters(in: .whitespaces)))
+            current.fields.append((last.0, last.1 + " " + Self.string(Self.trimmed(line))))
             return nil
         }
-        if let colon = line.firstIndex(of: ":") {
-            let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-            current.fields.append((name, value))
+        if let colon = line.firstIndex(of: 58) {
+            let name = Self.trimmed(line[..<colon])
+            let value = Self.trimmed(line[(colon + 1)...])
+            // Field names are ASCII tokens: lowercased byte by byte.
+            let lower = String(unsafeUninitializedCapacity: name.count) { out in
+                for (i, b) in name.enumerated() { out[i] = b >= 65 && b <= 90 ? b + 32 : b }
+                return name.count
+            }
+            current.fields.append((lower, Self.string(value)))
         }
         return nil
+    }
+
+    /// `bytes` without leading and trailing spaces and tabs, or CRs and LFs with `lineEnds`
+    /// (a folded line keeps the blank that says it is one).
+    private static func trimmed(_ bytes: Slice<UnsafeRawBufferPointer>, lineEnds: Bool = false) -> Slice<UnsafeRawBufferPointer> {
+        func blank(_ b: UInt8) -> Bool { lineEnds ? b == 13 || b == 10 : b == 32 || b == 9 }
+        var lo = bytes.startIndex, hi = bytes.endIndex
+        while lo < hi, blank(bytes[lo]) { lo += 1 }
+        while hi > lo, blank(bytes[hi - 1]) { hi -= 1 }
+        return bytes[lo..<hi]
+    }
+
+    /// The bytes as text (invalid UTF-8 repaired, as `String(decoding:)` does).
+    private static func string(_ bytes: Slice<UnsafeRawBufferPointer>) -> String {
+        String(decoding: UnsafeRawBufferPointer(rebasing: bytes), as: UTF8.self)
     }
 }
 

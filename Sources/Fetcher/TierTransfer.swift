@@ -107,6 +107,7 @@ final class TierTransfer: FetchHandle, Sendable {
                 s.currentNode = node
                 var r = FetchRequest(url: url, start: piece.start, end: piece.end, requireRange: true,
                                      priority: s.priority?.0 ?? request.priority, owner: request.owner)
+                r.sendsIfRange = false   // nginx's slice module would start at slice 0 (see FetchRequest)
                 r.headers = ["\(TierRangeSource.versionHeader): \(version.headerValue)",
                              "\(TierRangeSource.keyHeader): \(Self.headerSafe(key))"]
                 return .start(r, node: node, id: s.attempt)

@@ -129,8 +129,9 @@ struct TransferState {
         attemptReceived = 0
         deliveredAtAttemptStart = delivered
         guard let head else {
-            sentIfRange = request.rangeHeader != nil && request.ifRange != nil
-            return (request.rangeHeader, request.ifRange)
+            let ifRange = request.sendsIfRange ? request.ifRange : nil
+            sentIfRange = request.rangeHeader != nil && ifRange != nil
+            return (request.rangeHeader, ifRange)
         }
         let from = resumeOffset
         let range: String
@@ -140,7 +141,7 @@ struct TransferState {
         } else {
             range = "bytes=\(from)-"
         }
-        let validator = (request.ignoreETag ? head.lastModified : head.ifRangeValidator) ?? request.ifRange
+        let validator = request.sendsIfRange ? (request.ignoreETag ? head.lastModified : head.ifRangeValidator) ?? request.ifRange : nil
         sentIfRange = validator != nil
         return (range, validator)
     }
@@ -255,6 +256,10 @@ struct TransferState {
     /// Every body byte of the current attempt's answer has arrived (its length was known).
     var attemptBodyComplete: Bool { attemptExpected.map { attemptReceived >= $0 } ?? false }
 
+    /// Every byte the head promised went to the sink: there is nothing left to resume (a resumed
+    /// attempt would ask for the empty range `bytes=N-(N-1)`, which a server answers 416).
+    var allDelivered: Bool { promised.map { delivered >= $0 } ?? false }
+
     /// The current attempt ended: finish, or retry after a delay.
     mutating func attemptEnded(_ result: AttemptResult) -> Next {
         let progressed = delivered > deliveredAtAttemptStart
@@ -292,9 +297,11 @@ struct TransferState {
             }
             return .finish(nil)
         case .timedOut:
+            if allDelivered { return .finish(nil) }
             // A stall after progress is worth a new connection; a server that never answers is not.
             return progressed ? retry(.timeout(url: request.url), retryAfter: immediate) : .finish(.timeout(url: request.url))
         case let .failed(message, retryable):
+            if allDelivered { return .finish(nil) }   // the connection broke after the last byte
             let error = FetchError.network(url: request.url, message: message)
             return retryable ? retry(error, retryAfter: immediate) : .finish(error)
         }

@@ -176,7 +176,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
         let loop = context.eventLoop
         let bound = NIOLoopBound((handler: self, context: context), eventLoop: loop)
         service.prepare(url: url, conditions: conditions, isHead: isHead, exactRange: exact) { result in
-            loop.execute {
+            let proceed: @Sendable () -> Void = {
                 let (handler, context) = bound.value
                 guard handler.connection.prepared(request: id) == .proceed else { return }
                 switch result {
@@ -186,6 +186,9 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
                     handler.serve(context: context, prepared, isHead: isHead)
                 }
             }
+            // A fresh entry is answered right here on the loop, inside `prepare`: serving it in
+            // this turn saves the wake-up of a hop (the other answers come from engine threads).
+            if loop.inEventLoop { proceed() } else { loop.execute(proceed) }
         }
     }
 

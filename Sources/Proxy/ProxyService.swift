@@ -36,13 +36,15 @@ final class ProxyService: Sendable {
         case memory([UInt8], ResponsePlan)
     }
 
-    /// Opens `url` and plans the answer. `completion` runs on an engine or pool thread.
+    /// Opens `url` and plans the answer. `completion` runs on the caller's thread before this
+    /// returns when the entry is fresh and is not a playlist candidate (the common case: no
+    /// origin request, no task), else later on an engine or pool thread.
     /// - Parameters:
     ///   - isHead: a HEAD request: the origin is asked for metadata, not for a body.
     ///   - exactRange: fetch no bytes beyond those asked (`ProxyURL.exactRangeHeader`).
     func prepare(url: String, conditions: RequestConditions, isHead: Bool = false, exactRange: Bool = false,
                  completion: @escaping @Sendable (Result<Prepared, CacheError>) -> Void) {
-        engine.open(url: url, takeFirstBytes: !isHead && !exactRange) { [self] result in
+        engine.open(url: url, takeFirstBytes: !isHead && !exactRange, answerFreshInline: true) { [self] result in
             switch result {
             case let .failure(error):
                 completion(.failure(error))

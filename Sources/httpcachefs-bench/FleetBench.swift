@@ -112,6 +112,7 @@ struct FleetBench: ParsableCommand {
         let coldThree = times.value.max() ?? .infinity
         let originBytes = origin.bytesServed(path: "/film.mkv")
         let coldTier = three.map { Self.tierCounters(cacheDirectory: $0) }
+        let coldRequests = origin.requests.filter { $0.pathWithoutQuery == "/film.mkv" }
 
         // 2. A fourth host after them, against a warm plain nginx on loopback.
         let warm = try Spawned.time(httpcachefs, ["cat", url, "--cache-dir", try host("after")])
@@ -152,10 +153,14 @@ struct FleetBench: ParsableCommand {
         _ = try Spawned.run(script, ["--stop", "--cache-dir", nodes[0].dir])
         group.wait()
         let exact = statuses.value.filter { $0 == 0 }.count
+        // Read now, not after the cold reads: a request a node still serves is logged when it ends
+        // (the stopped node has ended all of its own by now).
+        let twice = Self.rangesFetchedTwice(coldRequests, nodeLogs: nodes.map { $0.dir + "/access.log" })
 
         print(String(format: "origin bytes, 3 cold hosts at once: %d (%.3fx the file)", originBytes, Double(originBytes) / Double(length)))
         print(String(format: "  the 3 cold hosts' daemons: %d tier errors, %.1f MiB they took from the origin themselves (open-time checks, fall-backs)",
                      coldTier.map(\.errors).reduce(0, +), Double(coldTier.map(\.originBytes).reduce(0, +)) / 1_048_576))
+        for line in twice { print("  " + line) }
         print(String(format: "3 cold hosts at once %.2f s vs 1 host alone without a tier %.2f s: %.2fx", coldThree, alone, coldThree / alone))
         print(String(format: "host after host %.2f s vs warm plain nginx on loopback %.2f s: %.2fx", warm, nginxWarm, warm / nginxWarm))
         print(String(format: "  of which the open-time check over the link: %.3f s (a first byte %.3f s vs %.3f s on loopback); the rest %.2fx",
@@ -170,6 +175,8 @@ struct FleetBench: ParsableCommand {
         var proxyMiss: [Double] = [], node: [Double] = [], proxyHit: [Double] = [], plain: [Double] = []
         var fuseMiss: [Double] = [], fuseHit: [Double] = []
         var fuseNote = ""
+        /// Times a miss waited for the daemon's fetches before it (the previous read's read-ahead).
+        var waitedForQuiet = 0
 
         static func p50(_ t: [Double]) -> Double { t.isEmpty ? .nan : t.sorted()[t.count / 2] }
 
@@ -179,6 +186,7 @@ struct FleetBench: ParsableCommand {
             let door = max(0, hit - plain)
             Swift.print(String(format: "random 64 KiB through a warm tier p50 %.2f ms vs a node round trip + transfer %.2f ms: %.2fx",
                                miss * 1000, node * 1000, miss / node))
+            Swift.print("  (each miss started with no fetch in flight at the daemon; \(waitedForQuiet) of \(proxyMiss.count + fuseMiss.count) waited for one)")
             Swift.print(String(format: "  front door: a hit through the same proxy p50 %.2f ms, a plain nginx %.2f ms (the proxy adds %.2f ms)",
                                hit * 1000, plain * 1000, door * 1000))
             Swift.print(String(format: "  miss through the proxy %.2f ms vs node round trip + front door %.2f ms: %.2fx",
@@ -229,6 +237,11 @@ struct FleetBench: ParsableCommand {
                 let r = try RawHTTP.request(port: proxyPort, path: proxy.percentEncodedPath, headers: range, timeout: 30)
                 guard r.status == 206, r.body.count == 65_536 else { throw ValidationError("random read: status \(r.status)") }
             }
+            // Each miss starts on a quiet daemon, as a random read on an idle host does: the FUSE
+            // hit before it re-reads a block, which the engine takes as reading on and follows with
+            // up to 1 MiB of read-ahead; its arrival and writes took the CPU from the next miss
+            // (0.3-0.8 ms of its p50 on two shared cores).
+            out.waitedForQuiet += try Self.waitUntilNoFetch(proxyPort: proxyPort)
             out.proxyMiss.append(try timed(viaProxy))
             let home = URLComponents(string: nodes[router.order(key: url, slice: Int64(start) / sliceSize)[0]])!.port!
             out.node.append(try timed { _ = try RawHTTP.request(port: home, path: "/film.mkv", headers: range + tierHeaders, timeout: 30) })
@@ -236,6 +249,7 @@ struct FleetBench: ParsableCommand {
             out.plain.append(try timed { _ = try RawHTTP.request(port: plainPort, path: "/film.mkv", headers: range, timeout: 30) })
             guard fd >= 0 else { continue }
             let at = off_t(slots.removeLast() * 65_536)
+            out.waitedForQuiet += try Self.waitUntilNoFetch(proxyPort: proxyPort)
             for hit in [false, true] {
                 var n = 0
                 let t = timed { n = pread(fd, buffer, 65_536, at) }
@@ -244,6 +258,58 @@ struct FleetBench: ParsableCommand {
             }
         }
         return out
+    }
+
+    /// The ranges the origin sent more than once (a slice a node fetched twice), each with what
+    /// the nodes' access logs say about requests inside it: which node, cache status, connection.
+    static func rangesFetchedTwice(_ requests: [RequestRecord], nodeLogs: [String]) -> [String] {
+        let t0 = requests.map(\.receivedAt).min() ?? 0
+        // A node's requests carry no Accept-Encoding (the template clears it); a daemon's do.
+        let fromNodes = requests.filter { r in r.range != nil && !r.headers.contains { $0.0.lowercased() == "accept-encoding" } }
+        let byRange = Dictionary(grouping: fromNodes, by: { $0.range! })
+        var out: [String] = []
+        for (range, asked) in byRange.sorted(by: { $0.key < $1.key }) where asked.count > 1 {
+            let when = asked.map { String(format: "%.3f s (connection %d, %d bytes)", $0.receivedAt - t0, $0.connection, $0.bodyBytes) }
+            out.append("the origin sent \(range) \(asked.count) times: at \(when.joined(separator: ", "))")
+            for a in asked { out.append("  asked with " + a.headers.map { "\($0.0): \($0.1)" }.joined(separator: "; ")) }
+            guard let bounds = Self.bounds(of: range) else { continue }
+            for (i, path) in nodeLogs.enumerated() {
+                let lines = (try? String(contentsOfFile: path, encoding: .utf8))?.split(separator: "\n") ?? []
+                let inside = lines.filter { line in
+                    if !line.contains("if_range=\"-\"") { return true }   // the slice module starts at byte 0
+                    guard let r = line.range(of: "range=\"") else { return false }
+                    let value = line[r.upperBound...].prefix { $0 != "\"" }
+                    guard let b = Self.bounds(of: String(value)) else { return true }   // no range: from byte 0
+                    return b.lowerBound >= bounds.lowerBound && b.lowerBound <= bounds.upperBound
+                }
+                for line in inside { out.append("  node \(i == 0 ? "a" : "b"): \(line)") }
+            }
+        }
+        return out
+    }
+
+    /// `bytes=A-B` as A...B.
+    static func bounds(of range: String) -> ClosedRange<Int64>? {
+        guard range.hasPrefix("bytes=") else { return nil }
+        let parts = range.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 2, let a = Int64(parts[0]), let b = Int64(parts[1]), a <= b else { return nil }
+        return a...b
+    }
+
+    /// Waits (bounded) until the daemon behind `proxyPort` has no fetch in flight; 1 if it had
+    /// one, else 0.
+    static func waitUntilNoFetch(proxyPort: Int) throws -> Int {
+        struct Status: Decodable { struct Fetch: Decodable {}; var fetches: [Fetch] }
+        let deadline = Date().addingTimeInterval(10)
+        var waited = 0
+        while true {
+            let r = try RawHTTP.request(port: proxyPort, path: "/.httpcachefs/status.json", timeout: 10)
+            let status = try JSONDecoder().decode(Status.self, from: Data(r.body))
+            if status.fetches.isEmpty { return waited }
+            guard Date() < deadline else { throw ValidationError("the daemon kept \(status.fetches.count) fetches in flight for 10 s") }
+            waited = 1
+            usleep(1_000)
+        }
     }
 
     /// O_DIRECT (Glibc does not export it to Swift): reads that bypass the page cache.

@@ -148,6 +148,26 @@ final class TierSourceTests: XCTestCase {
         XCTAssertGreaterThan(tier.tierStatus().nodes[0].bytes, 0)
     }
 
+    /// A piece resumed on the same node (a retry, or a connection handed to a waiting read) asks
+    /// for the rest with no `If-Range`: with one, nginx's slice module starts at the file's first
+    /// slice, and the node read or fetched every slice before the piece (seen in the fleet bench
+    /// as a slice the origin sent twice).
+    func testAPieceResumedOnANodeCarriesNoIfRange() throws {
+        node.setFaults("/f.bin", Faults(dropAfterBytes: 30_000, dropCount: 1))
+        let retrying = CurlRangeSource(configuration: FetcherConfiguration(userAgent: "tier-tests", connectTimeout: 5, lowSpeedTime: 10,
+                                                                           maxRetries: 1, retryBaseDelay: 0.01),
+                                       logger: Logger(label: "tier-tests"))
+        defer { retrying.shutdown() }
+        let spec = TierSpec(scheme: "http", host: "127.0.0.1", port: origin.port, nodes: ["http://127.0.0.1:\(node.port)"], sliceSize: 100_000)
+        let tier = TierRangeSource(origin: originSource, tier: retrying, tiers: [spec])
+        let sink = fetch(tier, 0, 100_000)
+        XCTAssertNil(sink.result())
+        XCTAssertEqual(sink.body, Array(data[0..<100_000]), "byte-exact across the resume")
+        XCTAssertEqual(node.requests.map(\.range), ["bytes=0-99999", "bytes=30000-99999"], "resumed on the node")
+        XCTAssertEqual(node.requests.map(\.ifRange), [nil, nil], "never an If-Range to a node")
+        XCTAssertEqual(origin.requests.count, 0)
+    }
+
     func testTheNextNodeInTheSlicesOrderIsTriedBeforeTheOrigin() throws {
         let second = try OriginServer()
         defer { second.stop() }

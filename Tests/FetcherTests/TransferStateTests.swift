@@ -157,6 +157,42 @@ final class TransferStateTests: XCTestCase {
         XCTAssertEqual(resume.ifRange, "\"v1\"")
     }
 
+    /// A tier node's piece (`sendsIfRange` false) resumes with the rest of its range and no
+    /// `If-Range`, which would make nginx's slice module start at the file's first slice; the
+    /// resumed answer is still held to the first one's version.
+    func testATierPieceResumesWithoutIfRangeAndStillRefusesAnotherVersion() {
+        var request = FetchRequest(url: url, start: 100, end: 200, requireRange: true)
+        request.sendsIfRange = false
+        var s = TransferState(request: request, policy: policy)
+        XCTAssertNil(s.beginAttempt().ifRange)
+        guard case .deliver = s.receiveHead(block(partialHead), finalURL: url) else { return XCTFail() }
+        _ = s.receiveBody(count: 40)
+        XCTAssertEqual(s.attemptEnded(.failed(message: "reset", retryable: true)), .retry(after: 0))
+        let resume = s.beginAttempt()
+        XCTAssertEqual(resume.range, "bytes=140-199")
+        XCTAssertNil(resume.ifRange, "no If-Range to a tier node")
+        let other = ["HTTP/1.1 206 Partial Content", "Content-Range: bytes 140-199/1000", "Content-Length: 60", "ETag: \"v2\""]
+        XCTAssertEqual(s.receiveHead(block(other), finalURL: url), .abort)
+        XCTAssertEqual(s.attemptEnded(.ok), .finish(.remoteChanged(url: url)))
+    }
+
+    /// A connection that breaks or stalls after every promised byte arrived ends the transfer:
+    /// resuming would ask for the empty range `bytes=200-199` (seen in the fleet bench: a node
+    /// answered it 416, which a resumed attempt reads as the file having shrunk).
+    func testNothingIsResumedOnceEveryPromisedByteWasDelivered() {
+        for ending in [TransferState.AttemptResult.failed(message: "reset", retryable: true), .timedOut] {
+            var s = TransferState(request: FetchRequest(url: url, start: 100, end: 200), policy: policy)
+            _ = s.beginAttempt()
+            _ = s.receiveHead(block(partialHead), finalURL: url)
+            XCTAssertEqual(s.receiveBody(count: 100).length, 100)
+            XCTAssertTrue(s.allDelivered)
+            XCTAssertEqual(s.attemptEnded(ending), .finish(nil), "\(ending)")
+        }
+        var short = interrupted(after: 99)
+        XCTAssertFalse(short.allDelivered)
+        XCTAssertEqual(short.beginAttempt().range, "bytes=199-199", "one byte short: resumed")
+    }
+
     func testResumeAnsweredWith200SkipsDeliveredBytesAndStopsAtThePromise() {
         var s = interrupted(after: 40)
         _ = s.beginAttempt()

@@ -212,6 +212,29 @@ final class ProxyServerTests: XCTestCase {
         XCTAssertEqual(text.components(separatedBy: "HTTP/1.1 206 Partial Content").count - 1, 5)
     }
 
+    /// Once the entry is fresh its opens answer on the event loop itself, inside the request's
+    /// turn (no hop to an engine thread): pipelined requests still get their own bytes, in order,
+    /// and a miss among hits (bytes not cached yet) waits its turn.
+    func testPipelinedRangesOfAFreshEntryAreServedInOrderAndByteExact() throws {
+        let p = h.path("/media/video.mp4")
+        XCTAssertEqual(try h.get(p, [("Range", "bytes=0-99")]).status, 206)   // the entry is fresh from here on
+        let ranges = [0..<100, 50..<150, 90_000..<95_000, 10..<20, 99_990..<100_000]
+        var raw = ""
+        for r in ranges { raw += "GET \(p) HTTP/1.1\r\nHost: 127.0.0.1\r\nRange: bytes=\(r.lowerBound)-\(r.upperBound - 1)\r\n\r\n" }
+        raw += "GET /ping HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        var rest = try RawHTTP.exchange(port: h.port, send: Array(raw.utf8), timeout: 20)[...]
+        for r in ranges {
+            let head = try XCTUnwrap(rest.firstRange(of: [13, 10, 13, 10]), "a response for \(r)")
+            let text = String(decoding: rest[rest.startIndex..<head.lowerBound], as: UTF8.self)
+            XCTAssertTrue(text.hasPrefix("HTTP/1.1 206"), text)
+            XCTAssertTrue(text.contains("Content-Range: bytes \(r.lowerBound)-\(r.upperBound - 1)/\(size)"), text)
+            let body = rest[head.upperBound..<(head.upperBound + r.count)]
+            XCTAssertEqual(Array(body), Array(data[r]), "bytes of \(r)")
+            rest = rest[(head.upperBound + r.count)...]
+        }
+        XCTAssertTrue(String(decoding: rest, as: UTF8.self).hasSuffix("pong\n"))
+    }
+
     /// Two players on one cold file: one download (the engine's single flight).
     func testConcurrentClientsOnOneColdFileCauseOneDownload() throws {
         let length = 8 << 20
