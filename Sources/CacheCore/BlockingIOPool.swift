@@ -95,11 +95,8 @@ public final class BlockingIOPool: @unchecked Sendable {
     /// Queues `job`; runs it at once on this thread if the pool has finished.
     ///
     /// - Parameter key: jobs with the same key run one after another, in the order submitted,
-    ///   while other keys' jobs use the other threads. A FUSE reader's replies use its handle:
-    ///   they splice from one open descriptor, whose read-ahead state the kernel keeps per open
-    ///   file. Eight threads splicing one file's consecutive pieces at once, out of order, made
-    ///   the kernel take every splice for a new stream and scan the page cache for its read-ahead
-    ///   marker each time (a fifth of a warm read's CPU); in order, it reads ahead as for `cat`.
+    ///   while other keys' jobs use the other threads (the engine's checks of one start, its
+    ///   maintenance rounds).
     public func submit(key: UInt64? = nil, _ job: @escaping @Sendable () -> Void) {
         condition.lock()
         if finished {

@@ -45,8 +45,8 @@ final class BlockingIOPoolTests: XCTestCase {
     }
 
     /// One key's jobs run one at a time, in the order submitted, while another key's job and an
-    /// unkeyed one run beside them: a reader's replies splice its descriptor in order, and a
-    /// second reader is not held up by the first one's slow disk.
+    /// unkeyed one run beside them: the checks of one start stay in order, and nothing else
+    /// waits behind a long one.
     func testJobsOfOneKeyRunInOrderOneAtATimeBesideOtherKeys() {
         let pool = BlockingIOPool(name: "test-pool", threads: 4)
         let gate = DispatchSemaphore(value: 0)
