@@ -56,7 +56,10 @@ final class WriteQueue: Sendable {
         if !lane.started {
             lane.started = true
             exited.enter()
-            let thread = Thread { [self] in run(lane) }
+            let thread = Thread { [self] in
+                BlockingIOPool.nameCurrentThread("writer")  // as `top -H` and `perf` show it
+                run(lane)
+            }
             thread.name = "httpcachefs-writer"
             thread.start()
         }

@@ -74,7 +74,10 @@ final class CurlMultiLoop: @unchecked Sendable {
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, max(1, configuration.maxTotalConnections))
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(4, configuration.maxConnections * 2))
         exited.enter()
-        let thread = Thread { [self] in self.run() }
+        let thread = Thread { [self] in
+            BlockingIOPool.nameCurrentThread("curl")  // as `top -H` and `perf` show it
+            self.run()
+        }
         thread.name = "httpcachefs-curl"
         self.thread = thread
         thread.start()
