@@ -28,9 +28,11 @@ public enum ExternalTool {
         let dir = TemporaryDirectory(prefix: "httpcachefs-tool")
         defer { dir.remove() }
         let files = ["in", "out", "err"].map(dir.appending)
-        FileManager.default.createFile(atPath: files[0], contents: Data(input.utf8))
-        FileManager.default.createFile(atPath: files[1], contents: nil)
-        FileManager.default.createFile(atPath: files[2], contents: nil)
+        for (path, contents) in zip(files, [Data(input.utf8), nil, nil]) {
+            guard FileManager.default.createFile(atPath: path, contents: contents) else {
+                throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path])
+            }
+        }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments

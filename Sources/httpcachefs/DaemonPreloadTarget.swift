@@ -35,7 +35,7 @@ struct DaemonPreloadTarget: LibraryPreload.Target {
     func fetch(url: String, range: Range<Int64>, progress: @escaping @Sendable (Int64) -> Void) async throws {
         let daemon = daemon
         let end: Int64? = range.upperBound == .max ? nil : range.upperBound
-        try await onBlockingPool {
+        _ = try await onBlockingPool {
             try daemon.stream(url: url, start: range.lowerBound, end: end, exact: true) { chunk in
                 progress(Int64(chunk.count))
                 return true
