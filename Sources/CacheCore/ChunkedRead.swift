@@ -245,7 +245,7 @@ private final class ResultBox<T: Sendable, E: Error>: Sendable {
 
 /// The chunks of one run, gathered (runs are chained, so appends never overlap; the lock makes
 /// the hand-over to the caller's thread explicit).
-private final class Collected: Sendable {
+final class Collected: Sendable {
     private let bytes = LockedValue<[UInt8]>([])
 
     var value: [UInt8] { bytes.withLock { $0 } }

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import CacheCore
+import TestSupport
 
 /// The engine's one pool for blocking I/O (docs/threads.md): its jobs never wait for one
 /// another, so a pool of one thread or four does what a crowd of threads did, and a slow disk
@@ -39,7 +40,7 @@ final class EnginePoolTests: GatedEngineTestCase {
             }
         }
         defer { readers.forEach { $0.close() } }
-        XCTAssertTrue(waitUntil { self.waiters(cache) == runs + 1 }, "every run asked its read while the others waited: \(waiters(cache))")
+        XCTAssertTrue(eventually { self.waiters(cache) == runs + 1 }, "every run asked its read while the others waited: \(waiters(cache))")
         XCTAssertEqual(source.transfers.count, 2, "the runs wait for the transfer that runs")
         for t in source.transfers.dropFirst() {
             t.partial(length: length)
@@ -117,25 +118,5 @@ final class EnginePoolTests: GatedEngineTestCase {
 
     private func waiters(_ cache: CacheEngine) -> Int {
         cache.core.shards.reduce(0) { n, shard in n + shard.locked { shard.entries.values.reduce(0) { $0 + $1.waiters.count } } }
-    }
-
-    /// Polls `condition` until it holds, for at most 30 s (a condition, not a duration).
-    private func waitUntil(_ condition: @escaping () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(30)
-        while !condition() {
-            if Date() > deadline { return false }
-            usleep(1000)
-        }
-        return true
-    }
-}
-
-/// The chunks of one run, gathered.
-private final class Collected: Sendable {
-    private let bytes = LockedValue<[UInt8]>([])
-    var value: [UInt8] { bytes.withLock { $0 } }
-    @Sendable func append(_ chunk: [UInt8]) -> Bool {
-        bytes.withLock { $0 += chunk }
-        return true
     }
 }

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import XCTest
 @testable import FuseMount
+import TestSupport
 
 /// A listing's fetch outlives what it was for: a reload gives its directory another listing URL
 /// while the fetch is held at the origin. The callers that waited are still answered, and the
@@ -25,8 +26,7 @@ final class ListingReloadTests: XCTestCase {
         // Never listed: this lookup waits for the old listing, which the origin holds.
         let answered = DispatchSemaphore(value: 0)
         c.core.lookup(parent: InodeTable.rootIno, name: "a.bin") { _ in answered.signal() }
-        let deadline = Date().addingTimeInterval(20)
-        while backend.heldCount == 0 && Date() < deadline { usleep(1_000) }
+        eventually(timeout: 20) { backend.heldCount > 0 }
         XCTAssertEqual(backend.heldCount, 1, "the old listing's fetch is under way")
 
         c.core.reload(spec: try tree(new))
