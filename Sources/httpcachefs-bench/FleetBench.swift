@@ -115,13 +115,18 @@ struct FleetBench: ParsableCommand {
         let coldRequests = origin.requests.filter { $0.pathWithoutQuery == "/film.mkv" }
 
         // 2. A fourth host after them, against a warm plain nginx on loopback.
-        let warm = try Spawned.time(httpcachefs, ["cat", url, "--cache-dir", try host("after")])
+        // Each side three times, interleaved, each time a host with an empty cache of its own; the
+        // best of each counts (one read is about 0.3 s here, and single reads varied by a third).
         let plain = try Self.plainNginx(work: work, root: work.path)
         defer { _ = kill(plain.pid, SIGTERM) }
         let plainURL = "http://127.0.0.1:\(plain.port)/film.mkv"
         _ = try Spawned.time("/usr/bin/cat", [file])   // the page cache holds it, as the tier's does
-        // Through a daemon of its own, as the tiered host reads: the same proxy hop on both sides.
-        let nginxWarm = try Spawned.time(httpcachefs, ["cat", plainURL, "--cache-dir", try host("plain", tiered: false)])
+        var warm = Double.infinity, nginxWarm = Double.infinity
+        for round in 1...3 {
+            warm = min(warm, try Spawned.time(httpcachefs, ["cat", url, "--cache-dir", try host("after-\(round)")]))
+            // Through a daemon of its own, as the tiered host reads: the same proxy hop on both sides.
+            nginxWarm = min(nginxWarm, try Spawned.time(httpcachefs, ["cat", plainURL, "--cache-dir", try host("plain-\(round)", tiered: false)]))
+        }
         // What the tiered host pays that the loopback reference cannot: the open-time check goes
         // to the origin, over the link (by design: the version comes from the origin). Measured as
         // a fresh daemon's first byte, each side from its own origin; the difference is its cost.
@@ -162,7 +167,7 @@ struct FleetBench: ParsableCommand {
                      coldTier.map(\.errors).reduce(0, +), Double(coldTier.map(\.originBytes).reduce(0, +)) / 1_048_576))
         for line in twice { print("  " + line) }
         print(String(format: "3 cold hosts at once %.2f s vs 1 host alone without a tier %.2f s: %.2fx", coldThree, alone, coldThree / alone))
-        print(String(format: "host after host %.2f s vs warm plain nginx on loopback %.2f s: %.2fx", warm, nginxWarm, warm / nginxWarm))
+        print(String(format: "host after host %.2f s vs warm plain nginx on loopback %.2f s (best of 3 each): %.2fx", warm, nginxWarm, warm / nginxWarm))
         print(String(format: "  of which the open-time check over the link: %.3f s (a first byte %.3f s vs %.3f s on loopback); the rest %.2fx",
                      checkCost, check, plainCheck, (warm - checkCost) / nginxWarm))
         random.print()
