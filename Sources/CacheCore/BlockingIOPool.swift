@@ -95,8 +95,7 @@ public final class BlockingIOPool: @unchecked Sendable {
     /// Queues `job`; runs it at once on this thread if the pool has finished.
     ///
     /// - Parameter key: jobs with the same key run one after another, in the order submitted,
-    ///   while other keys' jobs use the other threads (the engine's checks of one start, its
-    ///   maintenance rounds).
+    ///   while other keys' jobs use the other threads (the engine's checks of one start).
     public func submit(key: UInt64? = nil, _ job: @escaping @Sendable () -> Void) {
         condition.lock()
         if finished {

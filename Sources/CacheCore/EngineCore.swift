@@ -37,15 +37,15 @@ final class EngineCore: Sendable {
     /// The engine's one pool for blocking I/O (`CacheConfiguration.blockingIOThreads`): answers
     /// of reads that waited (they open the data file), failures of reads, open answers, checksum
     /// checks (`verifyKey`: one at a time, in order), chunked reads (`ChunkedRead`), the
-    /// sweeper's eviction (`sweepKey`) and removals. Its jobs never wait for one another.
+    /// sweeper's maintenance (one at a time: `sweeping`) and removals. Its jobs never wait for
+    /// one another.
     let pool: BlockingIOPool
     /// Checks of slices from before this start run one at a time, in the order asked
     /// (`EngineCore+Verify`): the serial queue they had, as a key of `pool`.
     static let verifyKey: UInt64 = 1
-    /// The sweeper's once-a-second maintenance (eviction, max age, index rows): one at a time.
-    static let sweepKey: UInt64 = 2
-    /// A maintenance job is queued or running: the next tick skips it rather than pile up
-    /// behind a slow disk.
+    /// The sweeper's once-a-second maintenance job (eviction, max age, index rows) is queued or
+    /// running: the next tick skips it rather than pile up behind a slow disk, so there is one
+    /// at a time.
     let sweeping = ManagedAtomic<Bool>(false)
     /// The scrub has a check queued or running.
     let scrubbing = ManagedAtomic<Bool>(false)
@@ -561,7 +561,7 @@ final class EngineCore: Sendable {
                 ticks += 1
                 if ticks % 4 == 0, !self.sweeping.exchange(true, ordering: .acquiring) {
                     let writeStats = ticks % 20 == 0
-                    self.pool.submit(key: Self.sweepKey) { [weak self] in
+                    self.pool.submit { [weak self] in
                         guard let self else { return }
                         self.sweep(writeStats: writeStats)
                         self.sweeping.store(false, ordering: .releasing)

@@ -179,14 +179,12 @@ final class Waiter {
         }
         let gaps = filled.gaps(in: overlap)
         guard !gaps.isEmpty else { return }
-        guard let retention = ChunkRetention(storage, force: force) else {
-            letGo()
-            return
-        }
+        // A new hold only for a piece that does not extend the one before it (most arrivals do:
+        // that one's hold keeps the chunk already).
+        var retention: ChunkRetention?
         for gap in gaps {
             let at = offset + Int(gap.lowerBound - bytes.lowerBound)
             let i = held.firstIndex { $0.range.lowerBound > gap.lowerBound } ?? held.endIndex
-            filled.insert(gap)
             // libcurl hands 16 KiB at a time: the arrivals that follow each other in one chunk
             // become one piece, so a reply is one buffer, not eight.
             if i > 0, held[i - 1].range.upperBound == gap.lowerBound, held[i - 1].kept == force,
@@ -195,9 +193,15 @@ final class Waiter {
                 held[i - 1] = (before.range.lowerBound..<gap.upperBound,
                                ChunkBytes(before.bytes.retention, offset: before.bytes.offset, count: before.bytes.count + Int(gap.length)),
                                force)
+                filled.insert(gap)
                 continue
             }
-            held.insert((range: gap, bytes: ChunkBytes(retention, offset: at, count: Int(gap.length)), kept: force), at: i)
+            if retention == nil {
+                retention = ChunkRetention(storage, force: force)
+                guard retention != nil else { return letGo() }
+            }
+            filled.insert(gap)
+            held.insert((range: gap, bytes: ChunkBytes(retention!, offset: at, count: Int(gap.length)), kept: force), at: i)
         }
     }
 

@@ -7,8 +7,9 @@ import NIOPosix
 ///
 /// Each chunk is a `ReadLease`: cached bytes go out as file regions of the data file
 /// (`sendfile`, no copy through user space), bytes that arrived from the network while the read
-/// waited as buffers (copied once from the pooled chunks they landed in). The lease (and with it the pins on its slices) is released when its last
-/// write completed.
+/// waited as buffers (copied once from the pooled chunks they landed in). A lease with file
+/// pieces (and with it the pins on its slices) is released when its last write completed; one
+/// of memory only as soon as it is copied.
 ///
 /// Backpressure: the next chunk is leased only after the previous one was handed to the channel
 /// and while the channel is writable (it stops being writable above the high water mark);
@@ -132,8 +133,15 @@ final class ResponseStream {
                     return
                 }
                 let written = context.eventLoop.makePromise(of: Void.self)
-                written.futureResult.whenComplete { _ in
-                    for part in parts { if case let .fileRegion(region) = part { try? region.fileHandle.close() } }
+                if lease.readsFromDisk {
+                    // File pieces stay pinned (and their descriptors open) until the kernel sent them.
+                    written.futureResult.whenComplete { _ in
+                        for part in parts { if case let .fileRegion(region) = part { try? region.fileHandle.close() } }
+                        lease.release()
+                    }
+                } else {
+                    // Memory only: the buffers are copies, so the chunks go back now, not when a
+                    // slow client has taken them (they count in the reads' memory share).
                     lease.release()
                 }
                 for (i, part) in parts.enumerated() {
@@ -146,8 +154,7 @@ final class ResponseStream {
 
     /// The lease's pieces as body parts: file regions over their own descriptors (the channel
     /// may still send them after the reader moved on), memory as buffers (a chunk's bytes are
-    /// copied once, here: the engine knows no NIO, and the lease is released when they are
-    /// written, not when the buffer is).
+    /// copied once, here: the engine knows no NIO).
     private func bodyParts(of lease: ReadLease) -> [IOData]? {
         var parts: [IOData] = []
         for piece in lease.pieces {
