@@ -39,6 +39,17 @@ static inline int cfuse3_reply_pieces(fuse_req_t req, const int *fds, const off_
     return rc;
 }
 
+// Puts `size` bytes of `fd` at `pos` into the kernel's page cache of `ino` at `offset`
+// (FUSE_NOTIFY_STORE; libfuse splices them where it can). The bytes must lie within the inode's
+// size: the kernel would extend it.
+static inline int cfuse3_notify_store_fd(struct fuse_session *se, fuse_ino_t ino, off_t offset, int fd, off_t pos, size_t size) {
+    struct fuse_bufvec v = FUSE_BUFVEC_INIT(size);
+    v.buf[0].flags = (enum fuse_buf_flags)(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
+    v.buf[0].fd = fd;
+    v.buf[0].pos = pos;
+    return fuse_lowlevel_notify_store(se, ino, offset, &v, FUSE_BUF_SPLICE_MOVE);
+}
+
 // FUSE passthrough (Linux 6.9+): the kernel reads an open file from a backing file of ours,
 // without a round trip per read. Debian's libfuse 3.14 predates it, so the little of the
 // protocol it needs is here: the INIT flag, the backing-file ioctls and the open reply.

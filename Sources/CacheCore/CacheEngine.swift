@@ -195,6 +195,13 @@ public final class CacheReader: Sendable {
         }
     }
 
+    /// `[offset, offset+length)` if all of it is cached on disk for this reader's version: a lease
+    /// at once, with nothing fetched and the reader's read-ahead untouched; else nil. For putting
+    /// bytes ahead of a reader where it will find them (the kernel's page cache).
+    public func cachedLease(offset: Int64, length: Int) -> ReadLease? {
+        core.cachedLease(reader: state, offset: offset, length: length)
+    }
+
     /// The same read, as bytes (read from the data file on the completing thread): for callers
     /// that parse what they read rather than send it on.
     public func read(offset: Int64, length: Int,

@@ -138,6 +138,39 @@ extension EngineCore {
         }
     }
 
+    /// A lease on `[offset, offset+length)` (clipped to the end of the file) if all of it is on
+    /// disk, checked, and of the reader's version; nil otherwise. Nothing is fetched or waited
+    /// for, and the reader's read-ahead and pace stay as they are: the mount puts these bytes
+    /// into the kernel's page cache ahead of a sequential reader, who then reads them without
+    /// asking us. Counted as bytes served from the cache.
+    func cachedLease(reader: ReaderState, offset: Int64, length: Int) -> ReadLease? {
+        let key = reader.entry.key
+        let generation = reader.entry.generation
+        let shard = shard(for: key)
+        let now = configuration.clock().timeIntervalSince1970
+        var found: (EntryState, Range<Int64>, Int64)?
+        shard.locked {
+            guard !reader.closed, let entry = shard.entries[key], entry.isPersisted,
+                  entry.info.generation == generation else { return }
+            let wanted = offset.addingClamped(Int64(max(0, length)))
+            let end = entry.info.length.map { min($0, wanted) } ?? wanted
+            guard offset >= 0, end > offset else { return }
+            let range = offset..<end
+            guard entry.coverage.contains(range), entry.pending.views(in: range).isEmpty,
+                  unverifiedSlices(entry, in: range).isEmpty else { return }
+            entry.pin(slices(of: range), generation: generation)
+            entry.bytesFromCache += range.length
+            entry.lastAccess = now
+            entry.readStatsDirty = true
+            touch(entry, range, now)
+            found = (entry, range, entry.id)
+        }
+        guard let (entry, range, id) = found else { return nil }
+        let result = lease(entry: entry, shard: shard, id: id, generation: generation, files: reader.files,
+                           range: range, runs: [ReadRun(range: range, source: .disk)], originBytes: 0)
+        return try? result.get()
+    }
+
     /// How a hit on `range` is answered: from the data file, except bytes still pending for
     /// the writer, which come from memory (views of their chunks, held by the lease). Call
     /// under the shard lock.

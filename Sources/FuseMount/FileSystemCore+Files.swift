@@ -45,7 +45,9 @@ extension FileSystemCore {
     private func finishOpen(ino: UInt64, url: String, info: EntryInfo, reader: MountReader,
                             reply: @escaping @Sendable (Result<OpenReply, FSErrno>) -> Void) {
         enum Outcome {
-            case opened(OpenReply, changed: Bool, KernelNotifier?)
+            /// `behindStores`: the page cache of this file was filled; the reply waits for the
+            /// stores queued before it.
+            case opened(OpenReply, changed: Bool, behindStores: Bool, KernelNotifier?)
             case stale(moved: UInt64?, parent: UInt64, name: String, KernelNotifier?)
             case closed
             /// The inode went meanwhile (the kernel forgot it: nobody waits for this open).
@@ -78,19 +80,31 @@ extension FileSystemCore {
             file.lastOpenGeneration = info.generation
             let fh = s.nextHandle
             s.nextHandle += 1
-            s.openFiles[fh] = OpenFile(ino: ino, url: url, reader: reader, passthrough: backingID != nil)
+            let fills = backingID == nil && options.pageCacheFill > 0 && info.length != nil
+            s.openFiles[fh] = OpenFile(ino: ino, url: url, reader: reader, passthrough: backingID != nil,
+                                       generation: info.generation, size: info.length,
+                                       fill: fills ? LockedValue(PageCacheFill(window: options.pageCacheFill)) : nil)
             let reply = OpenReply(fh: fh, keepCache: keep, backingID: backingID)
-            if case .registered = choice { return (.opened(reply, changed: changed, s.notifier), true) }
-            return (.opened(reply, changed: changed, s.notifier), false)
+            let opened = Outcome.opened(reply, changed: changed, behindStores: file.filled, s.notifier)
+            if case .registered = choice { return (opened, true) }
+            return (opened, false)
         }
         // The whole file is kept only when it was registered as the inode's backing file.
         if !registered { whole?.release() }
         switch outcome {
-        case let .opened(open, changed, n):
+        case let .opened(open, changed, behindStores, n):
             // The open reply carries no attributes: a new size must reach the kernel this way,
             // before the first read clips at the old one.
             if changed { n?.invalidateAttributesNow(ino) }
-            reply(.success(open))
+            if behindStores, let n {
+                // A store of another version may be on its way into the page cache: it checked
+                // that its version was current before this open made another one current. The
+                // reply goes out after it, and the kernel drops it when this open does not keep
+                // the cache; a store queued later finds its version no longer current.
+                n.afterQueued { reply(.success(open)) }
+            } else {
+                reply(.success(open))
+            }
         case let .stale(moved, parent, name, n):
             reader.close()
             if let moved {
@@ -118,10 +132,15 @@ extension FileSystemCore {
         let range = "bytes \(offset)-\(offset.addingClamped(Int64(size)) - 1)"
         // Right here on the FUSE thread: a hit does no I/O (the reply sends from the data file),
         // a miss completes later from an engine thread.
-        file.reader.lease(offset: offset, length: size) { [logger] result in
+        file.reader.lease(offset: offset, length: size) { [self, logger] result in
             switch result {
             case let .success(lease):
+                let hit = lease.originBytes == 0
+                let count = lease.count
                 once.fire(.success(lease))
+                if let fill = file.fill, count > 0 {
+                    fillPageCache(file, fill, after: offset..<(offset + Int64(count)), hit: hit)
+                }
             case let .failure(error):
                 if once.fire(.failure(FSErrno(error.errno))), error != .cancelled {
                     logger.error("read failed: \(file.url) \(range): \(error)")
@@ -137,6 +156,40 @@ extension FileSystemCore {
             }
         }
     }
+
+    /// Puts cached bytes ahead of a sequential reader into the kernel's page cache, as its
+    /// `PageCacheFill` says, in stores of at most `storeSize` bytes, up to the first byte not
+    /// cached. On the thread that answered the read (the FUSE loop for a hit): it takes leases
+    /// under the shard lock and queues the stores, nothing more.
+    private func fillPageCache(_ file: OpenFile, _ fill: LockedValue<PageCacheFill>, after range: Range<Int64>, hit: Bool) {
+        guard let size = file.size else { return }
+        let stretches = fill.withLock { $0.read(range, hit: hit, size: size) }
+        guard !stretches.isEmpty else { return }
+        let (n, first): (KernelNotifier?, Bool) = state.withLock { s in
+            guard let f = s.table.node(file.ino)?.file, f.lastOpenGeneration == file.generation else { return (nil, false) }
+            defer { f.filled = true }
+            return (s.notifier, !f.filled)
+        }
+        guard let n else { return }
+        if first { logger.debug("filling the page cache ahead of the reader: \(file.url)") }
+        let ino = file.ino, generation = file.generation
+        let current: @Sendable () -> Bool = { [weak self] in
+            self?.state.withLock { $0.table.node(ino)?.file?.lastOpenGeneration == generation } ?? false
+        }
+        for stretch in stretches {
+            var at = stretch.lowerBound
+            while at < stretch.upperBound {
+                let count = Int(min(Int64(Self.storeSize), stretch.upperBound - at))
+                guard let lease = file.reader.cachedLease(offset: at, length: count) else { return }
+                n.store(ino, at: at, lease, if: current)
+                at += Int64(count)
+            }
+        }
+    }
+
+    /// One store's bytes: libfuse splices them through a pipe, which a daemon run by a user can
+    /// grow to 1 MiB at most (`/proc/sys/fs/pipe-max-size`).
+    static let storeSize = 512 << 10
 
     func release(fh: UInt64) {
         var done: WholeFile?

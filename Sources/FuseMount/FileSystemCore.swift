@@ -54,6 +54,12 @@ protocol KernelNotifier: AnyObject, Sendable {
     func invalidateAttributesNow(_ ino: UInt64)
     /// Waits until queued invalidations were sent (never call from a FUSE operation).
     func flush()
+    /// Puts the lease's bytes into the page cache of `ino` at `offset` (queued, in order with
+    /// the invalidations: storing waits on the kernel's reads in flight), if `current()` still
+    /// says so when it is their turn; then releases the lease.
+    func store(_ ino: UInt64, at offset: Int64, _ lease: ReadLease, if current: @escaping @Sendable () -> Bool)
+    /// Runs `body` once everything queued before it was sent.
+    func afterQueued(_ body: @escaping @Sendable () -> Void)
 }
 
 /// The kernel's passthrough (Linux 6.9+): a file registered with it can back open files, which
@@ -132,6 +138,11 @@ final class FileSystemCore: Sendable {
         var url: String
         var reader: MountReader
         var passthrough = false
+        /// The version this handle reads, and its size (nil: unknown).
+        var generation: Int64 = 0
+        var size: Int64?
+        /// Where the page cache is filled ahead of this handle's reader; nil: not filled.
+        var fill: LockedValue<PageCacheFill>?
     }
 
     /// An inode's backing file, registered while any of its handles (`OpenFile.passthrough`) is open.

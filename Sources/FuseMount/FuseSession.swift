@@ -66,7 +66,14 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     /// progress holds. Neither may wait on the FUSE loop (which answers those lookups) nor on
     /// the disk pool (which answers those reads), so they get a serial queue of their own, in
     /// the order they were asked; `flush()` waits for it.
-    private let notifyQueue = DispatchQueue(label: "httpcachefs.fuse.notify")
+    ///
+    /// Stores into the page cache (`PageCacheFill`) go out here too, several at once (a disk
+    /// is read in parallel); invalidations, and the open replies that must not overtake a store
+    /// (`afterQueued`), are barriers: they wait for every store queued before them, and stores
+    /// queued after them wait for them.
+    private let notifyQueue = DispatchQueue(label: "httpcachefs.fuse.notify", attributes: .concurrent)
+    /// Bytes put into the kernel's page cache ahead of readers.
+    let storedBytes = LockedValue<Int64>(0)
 
     init(core: FileSystemCore, options: MountOptions, logger: Logger) {
         self.core = core
@@ -246,7 +253,7 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
         diskReplies.finish()  // the queued replies see the closed gate and release their leases
         core.attach(notifier: nil)
         core.shutdown()
-        notifyQueue.sync {}  // let queued notifications see the closed gate
+        notifyQueue.sync(flags: .barrier) {}  // let queued notifications see the closed gate
         if let se {
             // Closing /dev/fuse (in destroy) aborts the connection: reads still waiting in the
             // kernel fail with ENOTCONN rather than returning anything short.
@@ -290,7 +297,7 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     // MARK: KernelNotifier
 
     func invalidateInode(_ ino: UInt64, data: Bool) {
-        notifyQueue.async { [self] in
+        notifyQueue.async(flags: .barrier) { [self] in
             gate.read {
                 guard open, let se else { return }
                 let rc = fuse_lowlevel_notify_inval_inode(se, ino, data ? 0 : -1, 0)
@@ -300,7 +307,7 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     }
 
     func invalidateEntry(parent: UInt64, name: String) {
-        notifyQueue.async { [self] in
+        notifyQueue.async(flags: .barrier) { [self] in
             gate.read {
                 guard open, let se else { return }
                 let rc = name.withCString { fuse_lowlevel_notify_inval_entry(se, parent, $0, strlen($0)) }
@@ -317,7 +324,37 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     }
 
     func flush() {
-        notifyQueue.sync {}
+        notifyQueue.sync(flags: .barrier) {}
+    }
+
+    /// On `notifyQueue`: storing waits for pages the kernel has locked for reads in flight, so
+    /// it must not run where those reads are answered (the FUSE loop, the disk pool): tried on
+    /// the disk pool, its eight threads all waited on pages whose replies were queued behind
+    /// them. Ordered against invalidations and open replies (barriers), which the version
+    /// check needs (`FileSystemCore.finishOpen`).
+    func store(_ ino: UInt64, at offset: Int64, _ lease: ReadLease, if current: @escaping @Sendable () -> Bool) {
+        notifyQueue.async { [self] in
+            defer { lease.release() }
+            guard current() else { return }
+            gate.read {
+                guard open, let se else { return }
+                var at = offset
+                for piece in lease.pieces {
+                    guard case let .file(fd, position, count) = piece else { return }
+                    let rc = cfuse3_notify_store_fd(se, ino, off_t(at), fd, off_t(position), count)
+                    if rc != 0 {
+                        if rc != -ENOENT { logger.debug("store \(count) bytes at \(at) of inode \(ino): \(rc)") }
+                        return
+                    }
+                    at += Int64(count)
+                    storedBytes.withLock { $0 += Int64(count) }
+                }
+            }
+        }
+    }
+
+    func afterQueued(_ body: @escaping @Sendable () -> Void) {
+        notifyQueue.async(flags: .barrier, execute: body)
     }
 
     // MARK: INIT

@@ -22,6 +22,9 @@ final class FileState {
     /// Generation of the entry at the last open: equal at the next open means the kernel's
     /// page cache still holds this generation's bytes and may be kept.
     var lastOpenGeneration: Int64?
+    /// Bytes were put into the kernel's page cache for this file (`PageCacheFill`): its opens
+    /// are answered behind the stores queued before them (see `FileSystemCore.finishOpen`).
+    var filled = false
 
     init(url: String, size: Int64? = nil, mtime: Date? = nil) {
         self.url = url

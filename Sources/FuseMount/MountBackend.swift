@@ -40,11 +40,17 @@ public protocol MountReader: LeaseReading {
     /// The reader's version whole, if all of it is cached, for the kernel to read by itself
     /// (passthrough); held until released. nil: read through `lease`.
     func wholeFile() -> WholeFile?
+    /// `[offset, offset+length)` at once if all of it is cached on disk for this version, with
+    /// nothing fetched and the reader's read-ahead untouched; else nil.
+    func cachedLease(offset: Int64, length: Int) -> ReadLease?
 }
 
 extension MountReader {
     /// Readers without data files (test fakes) are always read through `lease`.
     public func wholeFile() -> WholeFile? { nil }
+
+    /// Readers without data files (test fakes) have nothing to put into the page cache.
+    public func cachedLease(offset: Int64, length: Int) -> ReadLease? { nil }
 
     /// Readers that hold bytes in memory (test fakes) lease them as they are.
     public func lease(offset: Int64, length: Int, completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void) {

@@ -52,6 +52,10 @@ public struct MountOptions: Sendable {
     /// the kernel then reads them straight from the cache's data file, at the disk's speed, with
     /// no request per read. Where the kernel or the daemon cannot, files open as usual.
     public var passthrough = true
+    /// How far ahead of a sequential reader of cached bytes the daemon puts them into the
+    /// kernel's page cache (`PageCacheFill`); 0: not at all, every read asks the daemon.
+    public var pageCacheFill: Int64 = MountOptions.defaultPageCacheFill
+    public static let defaultPageCacheFill: Int64 = 16 << 20
     /// Memory all `--index` listings together may take in the tree (estimated per entry, see
     /// `FileSystemCore.listingCost`): a listing that would pass it fails (EIO on its directory),
     /// each listing being capped at 64 MiB of bytes besides.

@@ -73,6 +73,10 @@ struct MountCommand: AsyncParsableCommand {
           help: "Read fully cached files through the daemon too, not by the kernel from the cache's files (FUSE passthrough, used where the kernel allows).")
     var noPassthrough = false
 
+    @Option(name: .customLong("page-cache-fill"), parsing: .unconditional,
+            help: ArgumentHelp("How far ahead of a program reading a cached file in order the daemon puts the file's bytes into the kernel's page cache, so its reads need no round trip to the daemon; 0 turns it off (default: 16M).", valueName: "size"))
+    var pageCacheFill: String?
+
     @Option(name: .customLong("stop-timeout"), parsing: .unconditional,
             help: ArgumentHelp("On SIGTERM or SIGINT the mount is detached at once (nothing new opens) and files still open are served until they are closed or this long has passed (default: 10s).", valueName: "duration"))
     var stopTimeout: String?
@@ -90,6 +94,7 @@ struct MountCommand: AsyncParsableCommand {
         var noProxy: Bool
         var noPassthrough: Bool
         var stopTimeout: TimeInterval = 10
+        var pageCacheFill = MountOptions.defaultPageCacheFill
     }
 
     func settings(file: ConfigFile?) throws -> Settings {
@@ -104,6 +109,11 @@ struct MountCommand: AsyncParsableCommand {
                          noPassthrough: try flag(noPassthrough, "no-passthrough"))
         if let v = setting(indexTTL, "index-ttl", in: file) { s.indexTTL = try DurationValue.parse(v.text, option: v.option) }
         if let v = setting(stopTimeout, "stop-timeout", in: file) { s.stopTimeout = try DurationValue.parse(v.text, option: v.option) }
+        if let v = setting(pageCacheFill, "page-cache-fill", in: file) {
+            let size = try ByteSize.parse(v.text, option: v.option)
+            guard size <= 1 << 30 else { throw UsageError("page cache fill '\(v.text)' for \(v.option) is too large: at most 1G") }
+            s.pageCacheFill = size
+        }
         if entries.isEmpty && s.urlList == nil && s.indexes.isEmpty && !s.byURL {
             throw UsageError("nothing to mount on \(mountpoint): give URLs, --url-list FILE, --index URL or --by-url (or url-list / index in the config file)")
         }
@@ -155,6 +165,7 @@ struct MountCommand: AsyncParsableCommand {
             readDeadline: resolved.readTimeout + 5,
             fuseOptions: owned.fuseOptions)
         mountOptions.passthrough = !settings.noPassthrough
+        mountOptions.pageCacheFill = settings.pageCacheFill
         owned.ownership.apply(to: &mountOptions)
         // The proxy first: a busy port fails the mount before anything is mounted.
         var server: ProxyServer?
