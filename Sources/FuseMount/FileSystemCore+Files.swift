@@ -176,14 +176,25 @@ extension FileSystemCore {
         let current: @Sendable () -> Bool = { [weak self] in
             self?.state.withLock { $0.table.node(ino)?.file?.lastOpenGeneration == generation } ?? false
         }
+        // One job per part of a stretch (before and after its tripwire): a few stores in
+        // flight per reader, each job's in order.
         for stretch in stretches {
-            var at = stretch.lowerBound
-            while at < stretch.upperBound {
-                let count = Int(min(Int64(Self.storeSize), stretch.upperBound - at))
-                guard let lease = file.reader.cachedLease(offset: at, length: count) else { return }
-                n.store(ino, at: at, lease, if: current)
-                at += Int64(count)
+            var uncached = false
+            _ = n.store(ino, if: current) {
+                var pieces: [(offset: Int64, lease: ReadLease)] = []
+                var at = stretch.lowerBound
+                while at < stretch.upperBound {
+                    let count = Int(min(Int64(Self.storeSize), stretch.upperBound - at))
+                    guard let lease = file.reader.cachedLease(offset: at, length: count) else {
+                        uncached = true
+                        break
+                    }
+                    pieces.append((at, lease))
+                    at += Int64(count)
+                }
+                return pieces
             }
+            if uncached { return }   // not cached from there on
         }
     }
 

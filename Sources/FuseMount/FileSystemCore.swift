@@ -54,10 +54,13 @@ protocol KernelNotifier: AnyObject, Sendable {
     func invalidateAttributesNow(_ ino: UInt64)
     /// Waits until queued invalidations were sent (never call from a FUSE operation).
     func flush()
-    /// Puts the lease's bytes into the page cache of `ino` at `offset` (queued, in order with
-    /// the invalidations: storing waits on the kernel's reads in flight), if `current()` still
-    /// says so when it is their turn; then releases the lease.
-    func store(_ ino: UInt64, at offset: Int64, _ lease: ReadLease, if current: @escaping @Sendable () -> Bool)
+    /// Puts each lease's bytes into the page cache of `ino` at its offset, one after another
+    /// (queued, ordered against the invalidations: storing waits on the kernel's reads in
+    /// flight), while `current()` says so; then releases the leases. The leases are asked of
+    /// `pieces` only when there is room for another store job: false when there was none (the
+    /// kernel then asks for those bytes itself, as it would without filling).
+    func store(_ ino: UInt64, if current: @escaping @Sendable () -> Bool,
+               pieces: () -> [(offset: Int64, lease: ReadLease)]) -> Bool
     /// Runs `body` once everything queued before it was sent.
     func afterQueued(_ body: @escaping @Sendable () -> Void)
 }
