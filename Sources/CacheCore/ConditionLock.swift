@@ -54,7 +54,12 @@ public final class ConditionLock<Value>: @unchecked Sendable {
         mutex = Self.field(primitives, \.mutex)
         condition = Self.field(primitives, \.condition)
         precondition(pthread_mutex_init(mutex, nil) == 0, "pthread_mutex_init")
-        precondition(pthread_cond_init(condition, nil) == 0, "pthread_cond_init")
+        // Timed waits count on the monotonic clock: a change of the wall clock does not end them.
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        precondition(pthread_cond_init(condition, &attributes) == 0, "pthread_cond_init")
+        pthread_condattr_destroy(&attributes)
     }
 
     /// The address of one field of the primitives (an `&p.pointee.field` argument would be
@@ -96,6 +101,24 @@ public final class ConditionLock<Value>: @unchecked Sendable {
     @inline(__always)
     public func wait(until ready: (borrowing Value) -> Bool) {
         waitFor { (value: inout Value) -> Void? in ready(value) ? () : nil }
+    }
+
+    /// Waits until `ready` holds for the value or `timeout` seconds have passed (a shutdown that
+    /// waits for work to end, but not for ever). Returns whether `ready` holds.
+    public func wait(until ready: (borrowing Value) -> Bool, timeout: Double) -> Bool {
+        var deadline = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &deadline)
+        let whole = timeout.rounded(.down)
+        let nanoseconds = deadline.tv_nsec + Int((timeout - whole) * 1e9)
+        deadline.tv_sec += Int(whole) + nanoseconds / 1_000_000_000
+        deadline.tv_nsec = nanoseconds % 1_000_000_000
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        nonisolated(unsafe) let value = value
+        while !ready(value.pointee) {
+            if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT { return ready(value.pointee) }
+        }
+        return true
     }
 
     /// Wakes one waiter (it runs its body again). For a change only one waiter can act on.

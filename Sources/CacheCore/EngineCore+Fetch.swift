@@ -24,7 +24,7 @@ extension EngineCore {
         request.isProbe = isProbe
         let sink = EntrySink(core: self, entry: entry, shard: shard, fetchID: fetchID, generation: generation,
                              start: fetch.start, rangeAsked: request.rangeHeader != nil, file: key.hashValue)
-        sinksIdle.lock(); activeSinks.withLock { $0 += 1 }; sinksIdle.unlock()
+        activeSinks.withLock { $0 += 1 }
         let box = handles.box(fetchID)
         logger.debug("fetch", metadata: ["url": "\(url)", "range": "\(fetch)"])
         box.set(source.start(request, sink: sink))
@@ -508,10 +508,8 @@ final class EntrySink: FetchSink, @unchecked Sendable {
             core.writes.submit(file: file) { [self] in
                 closeExtent()
                 closeFile()
-                core.sinksIdle.lock()
                 core.activeSinks.withLock { $0 -= 1 }
-                core.sinksIdle.broadcast()
-                core.sinksIdle.unlock()
+                core.activeSinks.broadcast()   // shutdown, waiting for the last ones
             }
         }
         let url = shard.locked { entry.info.url }

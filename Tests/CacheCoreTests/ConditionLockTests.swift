@@ -105,4 +105,20 @@ final class ConditionLockTests: XCTestCase {
         XCTAssertEqual(tokens, 0)
         XCTAssertEqual(taken.sorted(), Array(0..<6), "a waiter took two tokens or none")
     }
+
+    /// A timed wait ends when the change comes, and says so; without the change it ends at its
+    /// timeout and says it did not come.
+    func testATimedWaitEndsWithTheChangeOrAtItsTimeout() {
+        let lock = ConditionLock(Gate())
+        XCTAssertFalse(lock.wait(until: { $0.open }, timeout: 0.02), "nobody opened it")
+        let result = LockedValue<Bool?>(nil)
+        Thread {
+            let opened = lock.wait(until: { $0.open }, timeout: 300)
+            result.withLock { $0 = opened }
+        }.start()
+        lock.withLock { $0.open = true }
+        lock.broadcast()
+        XCTAssertTrue(eventually { result.withLock { $0 } != nil })
+        XCTAssertEqual(result.withLock { $0 }, true)
+    }
 }
