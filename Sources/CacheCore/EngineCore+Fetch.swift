@@ -278,8 +278,8 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     /// Takes an arrival, copied into `storage` at `at` (its room in the queued share is given
     /// back once the writer is done with it; see `ChunkStorage`).
     private func accept(_ arrival: UnsafeRawBufferPointer, _ storage: ChunkStorage, _ at: Int) -> FetchFlow {
-        if let from = arrival.baseAddress { (storage.base + at).copyMemory(from: from, byteCount: arrival.count) }
-        let bytes = UnsafeRawBufferPointer(start: storage.base + at, count: arrival.count)
+        storage.write(arrival, at: at)   // published below, under the shard lock (see `ChunkStorage`)
+        let bytes = storage.bytes(at: at, count: arrival.count)
         let range = position..<(position + Int64(bytes.count))
         var queued: [PendingBytes.Chunk] = []
         var answers: [() -> Void] = []
