@@ -241,26 +241,33 @@ final class Waiter {
     }
 }
 
-/// Per-reader state: sequential detection and read-ahead window. Guarded by the entry's shard lock.
-// @unchecked: the `var`s are read and written only inside the shard's `locked` (as `EntryState`'s);
-// the rest is immutable or Sendable (`files`).
-final class ReaderState: @unchecked Sendable {
+/// Per-reader state: sequential detection and read-ahead window.
+final class ReaderState: Sendable {
     let id: Int
     /// The version this reader was made for; it never follows the entry to another one.
     let entry: EntryInfo
     /// The data file of that version, once a read opened it.
     let files = ReaderFiles()
-    var lastEnd: Int64 = -1
     /// Where the reader stops reading, if it said: its read-ahead ends there.
     let end: Int64?
     /// The front door its reads come through, for the per-file counts.
     let door: ReadDoor
-    var readAhead: Int64
-    var closed = false
     /// A warm-up (`preload`): its fetches run in the lowest class.
     let background: Bool
-    /// How it consumes, since its last seek: see `ReaderPace`.
-    var pace = ReaderPace(now: 0, at: 0)
+
+    /// What its reads so far say about it.
+    struct Progress {
+        var lastEnd: Int64 = -1
+        var readAhead: Int64
+        /// How it consumes, since its last seek: see `ReaderPace`.
+        var pace = ReaderPace(now: 0, at: 0)
+        var closed = false
+    }
+    /// Read and changed only under the entry's shard lock (by `read` and `close`), so its own
+    /// lock is never contended: it is there for the compiler's sake, so this class is checked
+    /// `Sendable` (a reader crosses threads: a FUSE handle, a queued verify, a chunked read). A
+    /// leaf lock inside the shard's, a few per read.
+    let progress: LockedValue<Progress>
 
     init(id: Int, entry: EntryInfo, end: Int64? = nil, door: ReadDoor = .cli, initialReadAhead: Int64,
          background: Bool = false) {
@@ -268,8 +275,8 @@ final class ReaderState: @unchecked Sendable {
         self.entry = entry
         self.end = end
         self.door = door
-        self.readAhead = initialReadAhead
         self.background = background
+        progress = LockedValue(Progress(readAhead: initialReadAhead))
     }
 }
 
@@ -277,8 +284,8 @@ final class ReaderState: @unchecked Sendable {
 ///
 /// Not a `LockedValue<[CacheKey: EntryState]>`: the engine keeps references to entries across the lock
 /// (a transfer's sink, a queued verify) and locks again to use them, which a `LockedValue`'s region
-/// rules forbid; the lock here guards the table and every `EntryState`, `ReaderState` and
-/// `Waiter` of its entries.
+/// rules forbid; the lock here guards the table and every `EntryState` and `Waiter` of its
+/// entries (and, with a leaf lock of their own, the `ReaderState.progress` of their readers).
 // @unchecked: `entries` is read and written only inside `locked`.
 final class Shard: @unchecked Sendable {
     let lock = NSLock()
