@@ -8,9 +8,16 @@ import Foundation
 /// decides, the engine and `EntrySink` carry out. Work that ran without the lock (a transfer's
 /// write, a read from disk, an eviction) checks `isCurrent` for its generation before it records
 /// anything, so a removed entry or an old version never gains bytes, coverage or pins again.
-// @unchecked: every field is read and written only inside its shard's `locked` (the lock lives in
-// `Shard`, which the compiler cannot tie to these fields); the reference itself crosses threads
-// (a transfer's sink, a queued verify or answer) and is dereferenced again only under that lock.
+// @unchecked: every stored property is read and written only inside `locked` of the shard its
+// key maps to (`EngineCore.shard(for:)`): a lock that lives in `Shard`, which the compiler cannot
+// tie to these fields. The reference itself leaves the lock and crosses threads (a transfer's
+// `EntrySink`, the launches, hits and checks a locked block hands out, a queued verify, eviction
+// rounds and their unfinished commits, maintenance lists) and is dereferenced again only under
+// that shard's lock, where a step that ran outside it checks `isCurrent(generation)` before it
+// records anything. Its `Waiter`s (not `Sendable`) never leave the lock: what crosses is their
+// completion. To be checked: the engine would have to name entries outside the lock by key and
+// generation and look them up again under it (as the mount's tree names nodes by inode number),
+// and the locked blocks return only `Sendable` values (docs/threads.md).
 final class EntryState: @unchecked Sendable {
     typealias OpenCompletion = @Sendable (Result<EntryInfo, CacheError>) -> Void
 
@@ -286,10 +293,13 @@ final class ReaderState: Sendable {
 /// (a transfer's sink, a queued verify) and locks again to use them, which a `LockedValue`'s region
 /// rules forbid; the lock here guards the table and every `EntryState` and `Waiter` of its
 /// entries (and, with a leaf lock of their own, the `ReaderState.progress` of their readers).
-// @unchecked: `entries` is read and written only inside `locked`.
+// @unchecked: `entries` is read and written only inside `locked`, and so is every `EntryState`
+// in it (see there); `lock` is `Sendable`. Checked, it would be a `LockedValue` of the table,
+// once no entry reference has to outlive a locked block.
 final class Shard: @unchecked Sendable {
     let lock = NSLock()
-    var entries: [CacheKey: EntryState] = [:]   // guarded by lock
+    /// Guarded by `lock`.
+    var entries: [CacheKey: EntryState] = [:]
 
     @inline(__always) @discardableResult
     func locked<T>(_ body: () throws -> T) rethrows -> T {
