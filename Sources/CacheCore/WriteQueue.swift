@@ -91,26 +91,9 @@ final class WriteQueue: Sendable {
         }
     }
 
-    /// What a lane's thread does next: run every job queued (in order), or end (stopping, with
-    /// none left).
-    private enum Turn {
-        case run([@Sendable () -> Void])
-        case end
-    }
-
     private func run(_ lane: ConditionLock<Lane>) {
-        while true {
-            let turn: Turn = lane.waitFor { l in
-                guard (!l.jobs.isEmpty && !l.held) || l.stopping else { return nil }   // wait
-                guard !l.jobs.isEmpty else { return .end }
-                let jobs = l.jobs
-                l.jobs = []
-                l.busy = true
-                return .run(jobs)
-            }
-            guard case let .run(taken) = turn else { break }
+        while var jobs = take(lane) {
             // Each job is dropped as soon as it ran: the chunks it holds may go back to the pool.
-            var jobs = taken.reversed() as [@Sendable () -> Void]
             while let job = jobs.popLast() { job() }
             let idle: Bool = lane.withLock { l in
                 l.busy = false
@@ -119,5 +102,17 @@ final class WriteQueue: Sendable {
             if idle { lane.broadcast() }   // wakes `waitIdle` (the lane itself is not waiting now)
         }
         exited.leave()
+    }
+
+    /// Every job queued on `lane`, last first (popped as they run), once there are some and the
+    /// lane is not held; nil once it is stopping with none left. The lane is `busy` from then on.
+    private func take(_ lane: ConditionLock<Lane>) -> [@Sendable () -> Void]? {
+        lane.waitFor { l -> [@Sendable () -> Void]?? in
+            guard (!l.jobs.isEmpty && !l.held) || l.stopping else { return nil }   // wait
+            guard !l.jobs.isEmpty else { return .some(nil) }                        // end
+            defer { l.jobs = [] }
+            l.busy = true
+            return .some(l.jobs.reversed())
+        }
     }
 }
