@@ -17,24 +17,24 @@ import Glibc
 /// completion; `isCurrentThread` lets blocking waits assert they are not on a pool thread.
 /// `finish()` lets the queued jobs run and ends the threads; a job submitted after it runs on the
 /// caller's thread, so whatever it holds (a lease, a descriptor) is still released.
-public final class BlockingIOPool: @unchecked Sendable {
-    // @unchecked: `jobs`, `head`, `busy`, `held`, `finished`, `running` and `started` are only
-    // touched with `condition` held (idle threads wait on it: a condition variable, which
-    // `LockedValue` has not).
-    private let condition = NSCondition()
-    private typealias Job = (key: UInt64?, run: @Sendable () -> Void)
-    private var jobs: [Job] = []
-    /// Keys with a job running, and the jobs of those keys that came up meanwhile, in order.
-    private var busy: Set<UInt64> = []
-    private var held: [UInt64: [@Sendable () -> Void]] = [:]
-    private var head = 0
-    private var finished = false
-    private var running = 0
-    private var started = false
+public final class BlockingIOPool: Sendable {
+    fileprivate typealias Job = (key: UInt64?, run: @Sendable () -> Void)
+    /// The queue and the threads' count; idle threads wait on it for a job, `finish` for the
+    /// threads to end.
+    fileprivate struct State {
+        var jobs: [Job] = []
+        /// Keys with a job running, and the jobs of those keys that came up meanwhile, in order.
+        var busy: Set<UInt64> = []
+        var held: [UInt64: [@Sendable () -> Void]] = [:]
+        var head = 0
+        var finished = false
+        var running = 0
+        var started = false
+    }
+    private let state = ConditionLock(State())
 
     public let name: String
     public let threads: Int
-    private static let ran: @Sendable () -> Void = {}
 
     public init(name: String, threads: Int) {
         precondition(threads > 0, "a pool needs a thread")
@@ -42,10 +42,9 @@ public final class BlockingIOPool: @unchecked Sendable {
         self.threads = threads
     }
 
-    /// The threads start with the first job: a pool that is never used costs none.
+    /// The threads start with the first job: a pool that is never used costs none (`submit`
+    /// counts them `running` when it calls this).
     private func startThreads() {
-        started = true
-        running = threads
         for i in 0..<threads {
             let kernelName = Self.kernelName(name, i)
             let thread = Thread { [self] in
@@ -97,28 +96,30 @@ public final class BlockingIOPool: @unchecked Sendable {
     /// - Parameter key: jobs with the same key run one after another, in the order submitted,
     ///   while other keys' jobs use the other threads (the engine's checks of one start).
     public func submit(key: UInt64? = nil, _ job: @escaping @Sendable () -> Void) {
-        condition.lock()
-        if finished {
-            condition.unlock()
-            job()
-            return
+        enum Queued { case queued, first, finished }
+        let queued: Queued = state.withLock { s in
+            if s.finished { return .finished }
+            s.jobs.append((key, job))
+            guard !s.started else { return .queued }
+            s.started = true
+            s.running = threads   // under the lock, as `started`: `finish` waits for them
+            return .first
         }
-        if !started { startThreads() }
-        jobs.append((key, job))
-        condition.signal()
-        condition.unlock()
+        switch queued {
+        case .finished: job()
+        case .queued: state.signal()
+        case .first: startThreads()
+        }
     }
 
     /// Runs what is queued, then ends the threads; returns once they have ended. From a job of
     /// this pool (an engine shut down by one of its own completions) it returns at once instead:
     /// the other threads still run what is queued and end, and the caller's thread ends with its job.
     public func finish() {
-        condition.lock()
-        finished = true
-        condition.broadcast()
+        state.withLock { $0.finished = true }
+        state.broadcast()
         let mine = isCurrentThread ? 1 : 0
-        while running > mine { condition.wait() }
-        condition.unlock()
+        state.wait(until: { $0.running <= mine })
     }
 
     /// Waits until the jobs submitted so far with `key` have run (tests: "the verifications
@@ -132,54 +133,70 @@ public final class BlockingIOPool: @unchecked Sendable {
 
     /// Jobs queued and not yet started (for tests and the status page).
     public var queued: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return jobs.count - head + held.values.reduce(0) { $0 + $1.count }
+        state.withLock { s in s.jobs.count - s.head + s.held.values.reduce(0) { $0 + $1.count } }
+    }
+
+    /// What a thread does next: run a job (and, with a key, the jobs of that key that come up
+    /// while it runs), or end.
+    fileprivate enum Turn {
+        case run(@Sendable () -> Void, key: UInt64?)
+        case end
     }
 
     private func work() {
-        condition.lock()
+        /// The key of the job this thread just ran: its next held job runs here, in order.
+        var ran: UInt64?
         while true {
-            if head < jobs.count {
-                let job = jobs[head]
-                // Its slot lets go of the closure at once: what a job captured (a lease, the chunks
-                // it holds, counted in the memory budget) must not live on in the queue until
-                // the next compaction.
-                jobs[head] = (nil, Self.ran)
-                head += 1
-                if head > 64 && head * 2 > jobs.count {   // drop the slots run, now and then
-                    jobs.removeFirst(head)
-                    head = 0
+            let turn: Turn = state.waitFor { s in
+                if let key = ran {
+                    ran = nil
+                    if let next = s.nextHeld(key) { return .run(next, key: key) }
+                    s.busy.remove(key)
                 }
-                guard let key = job.key else {
-                    condition.unlock()
-                    job.run()
-                    condition.lock()
-                    continue
-                }
-                if busy.contains(key) {
-                    held[key, default: []].append(job.run)  // its key's running job runs it next
-                    continue
-                }
-                busy.insert(key)
-                var next: (@Sendable () -> Void)? = job.run
-                while let run = next {
-                    condition.unlock()
-                    run()
-                    condition.lock()
-                    next = held[key].flatMap { $0.isEmpty ? nil : $0.first }
-                    if next != nil { held[key]!.removeFirst() }
-                    if held[key]?.isEmpty == true { held[key] = nil }
-                }
-                busy.remove(key)
-            } else if finished {
-                running -= 1
-                condition.broadcast()
-                condition.unlock()
-                return
-            } else {
-                condition.wait()
+                return s.take()
             }
+            guard case let .run(job, key) = turn else { break }
+            job()
+            ran = key
         }
+        state.broadcast()   // `finish`, waiting for `running` to come down
+    }
+}
+
+extension BlockingIOPool.State {
+    fileprivate static let ran: @Sendable () -> Void = {}
+
+    /// The next job of `key` that waited for the one just run, if any.
+    fileprivate mutating func nextHeld(_ key: UInt64) -> (@Sendable () -> Void)? {
+        guard var list = held[key], !list.isEmpty else { return nil }
+        let next = list.removeFirst()
+        held[key] = list.isEmpty ? nil : list
+        return next
+    }
+
+    /// The next job to run on a free thread, `.end` once finished with none left, or nil (wait).
+    fileprivate mutating func take() -> BlockingIOPool.Turn? {
+        while head < jobs.count {
+            let job = jobs[head]
+            // Its slot lets go of the closure at once: what a job captured (a lease, the chunks
+            // it holds, counted in the memory budget) must not live on in the queue until the
+            // next compaction.
+            jobs[head] = (nil, Self.ran)
+            head += 1
+            if head > 64 && head * 2 > jobs.count {   // drop the slots run, now and then
+                jobs.removeFirst(head)
+                head = 0
+            }
+            guard let key = job.key else { return .run(job.run, key: nil) }
+            if busy.contains(key) {
+                held[key, default: []].append(job.run)  // its key's running job runs it next
+                continue
+            }
+            busy.insert(key)
+            return .run(job.run, key: key)
+        }
+        guard finished else { return nil }
+        running -= 1
+        return .end
     }
 }

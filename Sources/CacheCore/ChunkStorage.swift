@@ -18,12 +18,21 @@ import Foundation
 /// transfer's turns; a larger arrival from a source other than libcurl gets its own size,
 /// unpooled), the budget counts their capacity, and the pool keeps at most the queued share's
 /// worth of free buffers.
-// @unchecked: `base` is raw memory. The fetch thread writes the arrivals into it before the
-// storage is shared; from then on (write queue, pending views, waiting reads, leases) it is only
-// read, and it goes back to the pool in `deinit`, when nobody holds it any more. `holds` is a
-// `LockedValue`.
+// @unchecked: raw memory (`base`), which no Swift type can make `Sendable`; `holds` is a
+// `LockedValue`, the rest is immutable. The bytes are safe to share by this protocol:
+// - One writer, at the front only. The sink that took the buffer (`EntrySink`, on its transfer's
+//   callback thread, one callback at a time) copies each arrival into the part no one else has a
+//   view of yet (`write(_:at:)` at its `batchUsed`, which only grows), then publishes it: the
+//   views of those bytes (`PendingBytes.Chunk`, a `Waiter`'s `ChunkBytes`) are made under the
+//   entry's shard lock, after the copy, so a thread that finds a view (under that lock, or from
+//   a job submitted after it) sees the bytes written. Published bytes are never written again.
+// - Once the sink lets go of the buffer (`writerDone` of its batch hold) nobody writes to it.
+// - Readers (the writer lane, waiting reads, leases, FUSE, the proxy) read only through views,
+//   and only the bytes of their view, all published.
+// - The memory goes back to the pool in `deinit`, when no reference, and so no view, is left;
+//   the pool hands it to its next sink only then.
 final class ChunkStorage: @unchecked Sendable {
-    let base: UnsafeMutableRawPointer
+    private let base: UnsafeMutableRawPointer
     let capacity: Int
     private let pool: ChunkPool
     private let memory: MemoryBudget
@@ -50,6 +59,20 @@ final class ChunkStorage: @unchecked Sendable {
         // without its job (an engine stopped mid-transfer) must not keep the share.
         let writer = holds.withLock { $0.writer }
         if writer > 0 { memory.release(Int64(capacity), transfer: transfer) }
+    }
+
+    /// Copies an arrival in at `offset`, a part of the buffer not yet published. The sink that
+    /// took the buffer only, before it makes views of those bytes (see `@unchecked` above).
+    @inline(__always)
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int) {
+        precondition(offset >= 0 && offset + bytes.count <= capacity, "an arrival past its chunk")
+        if let from = bytes.baseAddress { (base + offset).copyMemory(from: from, byteCount: bytes.count) }
+    }
+
+    /// Bytes `offset ..< offset + count`, published already: valid while this storage lives.
+    @inline(__always)
+    func bytes(at offset: Int, count: Int) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: base + offset, count: count)
     }
 
     /// A chunk of it was queued for the writer.
@@ -104,7 +127,7 @@ public struct ChunkBytes: Sendable {
 
     /// Valid while this value (or the lease holding it) lives.
     public var bytes: UnsafeRawBufferPointer {
-        UnsafeRawBufferPointer(start: retention.storage.base + offset, count: count)
+        retention.storage.bytes(at: offset, count: count)
     }
 
     init(_ retention: ChunkRetention, offset: Int, count: Int) {

@@ -231,36 +231,20 @@ extension EngineCore {
 
 /// Eviction rounds taken and not yet completed (their holes not yet punched). Begun under
 /// `evictionLock`, ended with no lock held; a writer that needs room waits for them here.
-final class EvictionRounds: @unchecked Sendable {
-    // @unchecked: `inFlight` is only touched with `condition` held (`waitIdle` waits on it: a
-    // condition variable, which `LockedValue` has not).
-    private let condition = NSCondition()
-    private var inFlight = 0
+final class EvictionRounds: Sendable {
+    /// Rounds begun and not ended.
+    private let inFlight = ConditionLock(0)
 
-    var idle: Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        return inFlight == 0
-    }
+    var idle: Bool { inFlight.withLock { $0 == 0 } }
 
-    func begin() {
-        condition.lock()
-        inFlight += 1
-        condition.unlock()
-    }
+    func begin() { inFlight.withLock { $0 += 1 } }
 
     func end() {
-        condition.lock()
-        inFlight -= 1
-        condition.broadcast()
-        condition.unlock()
+        inFlight.withLock { $0 -= 1 }
+        inFlight.broadcast()   // every writer waiting in `waitIdle`
     }
 
-    func waitIdle() {
-        condition.lock()
-        while inFlight > 0 { condition.wait() }
-        condition.unlock()
-    }
+    func waitIdle() { inFlight.wait(until: { $0 == 0 }) }
 }
 
 /// Slices taken out of memory for eviction, whose blocks and rows are still to go

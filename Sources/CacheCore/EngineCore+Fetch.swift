@@ -24,7 +24,7 @@ extension EngineCore {
         request.isProbe = isProbe
         let sink = EntrySink(core: self, entry: entry, shard: shard, fetchID: fetchID, generation: generation,
                              start: fetch.start, rangeAsked: request.rangeHeader != nil, file: key.hashValue)
-        sinksIdle.lock(); activeSinks.withLock { $0 += 1 }; sinksIdle.unlock()
+        activeSinks.withLock { $0 += 1 }
         let box = handles.box(fetchID)
         logger.debug("fetch", metadata: ["url": "\(url)", "range": "\(fetch)"])
         box.set(source.start(request, sink: sink))
@@ -73,9 +73,16 @@ extension EntryInfo {
 /// (the entry may have been removed or moved to a new version meanwhile). What a head and the end
 /// of the transfer mean for the entry (its version, the opens waiting, a failed first probe) is
 /// decided by the entry's `EntryStateMachine`; the sink carries out the actions it returns.
-// @unchecked: the `var`s below are confined, not locked: the source's to its callbacks (which
-// never overlap: the `FetchSink` contract), the writer's to the transfer's `WriteQueue` lane (a
-// transfer's jobs run there one after the other); the rest is immutable and Sendable.
+// @unchecked: the `var`s below are confined to one thread at a time, not locked. The source's
+// (`generation`, `position`, `failure`, `batch`, `batchUsed`, `unsent`, `unsentGeneration`,
+// `turnBytes`, `lastTurnBytes`) are touched only from the `FetchSink` callbacks, which never
+// overlap, whichever thread they come from (the `FetchSink` contract).
+// The writer's (`fd`, `fdSlice`, `fdGeneration`, `fdEntryID`, `extent`, `noRoomUntil`) only from
+// the jobs it submits to its file's `WriteQueue` lane, which runs them one after the other, each
+// submitted after the last (the lane's lock orders them). The `let`s are `Sendable`; `entry` is
+// reached under `shard`'s lock. Checked, each part would need a lock taken on every 16 KiB
+// arrival and every write job for nothing (no two threads ever meet on them), or the writer's
+// part kept by the lane itself.
 final class EntrySink: FetchSink, @unchecked Sendable {
     let core: EngineCore
     let entry: EntryState
@@ -278,8 +285,8 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     /// Takes an arrival, copied into `storage` at `at` (its room in the queued share is given
     /// back once the writer is done with it; see `ChunkStorage`).
     private func accept(_ arrival: UnsafeRawBufferPointer, _ storage: ChunkStorage, _ at: Int) -> FetchFlow {
-        if let from = arrival.baseAddress { (storage.base + at).copyMemory(from: from, byteCount: arrival.count) }
-        let bytes = UnsafeRawBufferPointer(start: storage.base + at, count: arrival.count)
+        storage.write(arrival, at: at)   // published below, under the shard lock (see `ChunkStorage`)
+        let bytes = storage.bytes(at: at, count: arrival.count)
         let range = position..<(position + Int64(bytes.count))
         var queued: [PendingBytes.Chunk] = []
         var answers: [() -> Void] = []
@@ -508,10 +515,8 @@ final class EntrySink: FetchSink, @unchecked Sendable {
             core.writes.submit(file: file) { [self] in
                 closeExtent()
                 closeFile()
-                core.sinksIdle.lock()
                 core.activeSinks.withLock { $0 -= 1 }
-                core.sinksIdle.broadcast()
-                core.sinksIdle.unlock()
+                core.activeSinks.broadcast()   // shutdown, waiting for the last ones
             }
         }
         let url = shard.locked { entry.info.url }

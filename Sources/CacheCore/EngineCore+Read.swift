@@ -39,7 +39,7 @@ extension EngineCore {
         var verifyFirst: (EntryState, [Int64])?
 
         shard.locked {
-            guard !reader.closed else { immediate = .failure(.cancelled); return }
+            guard !reader.progress.withLock({ $0.closed }) else { immediate = .failure(.cancelled); return }
             guard let entry = shard.entries[key], entry.isPersisted else {
                 immediate = .failure(.storage(path: configuration.directory, message: "entry was removed from the cache: \(key)"))
                 return
@@ -74,7 +74,11 @@ extension EngineCore {
             // seek; over bytes other readers wait for, the page cache they share skipped them.
             let othersWant = running.filter { f in entry.inflight.fetches[f.id]?.interest.contains { $0 != reader.id } ?? false }
             let uptime = Self.uptime
-            if updateReadAhead(reader, request: request, cached: present, running: othersWant, now: uptime) == .seek {
+            let (pattern, kind, readAhead, paceClass) = reader.progress.withLock { p in
+                let pattern = updateReadAhead(&p, request: request, cached: present, running: othersWant, now: uptime)
+                return (pattern, p.pace.kind(now: uptime), p.readAhead, p.pace.readAheadPriority(now: uptime))
+            }
+            if pattern == .seek {
                 // Bytes ahead of the old position are no longer this reader's concern: its fetches
                 // there stop unless someone else (or one of its reads still waiting) needs them.
                 let waiting = entry.waiters.filter { $0.reader == reader.id }.map(\.range)
@@ -90,11 +94,10 @@ extension EngineCore {
 
             // A player's read-ahead is one stream: its rate is small, and parallel streams would
             // share the link with the bytes it waits for.
-            let kind = reader.pace.kind(now: uptime)
-            let planner = ReadPlanner(readAhead: reader.readAhead, seekThreshold: max(2 << 20, reader.readAhead / 2),
-                                      streamSize: kind == .paced ? nil : streamSize(readAhead: reader.readAhead, rate: entry.inflight.observedRate),
+            let planner = ReadPlanner(readAhead: readAhead, seekThreshold: max(2 << 20, readAhead / 2),
+                                      streamSize: kind == .paced ? nil : streamSize(readAhead: readAhead, rate: entry.inflight.observedRate),
                                       readerEnd: reader.end)
-            let readAheadClass: FetchPriority = reader.background ? .preload : reader.pace.readAheadPriority(now: uptime)
+            let readAheadClass: FetchPriority = reader.background ? .preload : paceClass
             var plan = planner.plan(request: request, length: entry.info.length, cached: present, running: running)
             if !entry.info.acceptsRanges { wholeBodyOnly(&plan, running: running) }
             for t in plan.truncations { entry.inflight.truncate(t.fetch, at: t.end) }
@@ -105,7 +108,7 @@ extension EngineCore {
                                      reader: reader.id, pinned: !entry.info.acceptsRanges, priority: readAheadClass, now: now)
                 toLaunch.append((entry, f, id))
             }
-            reader.pace.note(readEnd: request.upperBound, missed: !plan.isHit, now: uptime)
+            reader.progress.withLock { $0.pace.note(readEnd: request.upperBound, missed: !plan.isHit, now: uptime) }
             // Pinned while it reads or waits, so eviction cannot take bytes it needs.
             entry.pin(slices(of: request), generation: generation)
             if plan.isHit {
@@ -150,7 +153,7 @@ extension EngineCore {
         let now = configuration.clock().timeIntervalSince1970
         var found: (EntryState, Range<Int64>, Int64)?
         shard.locked {
-            guard !reader.closed, let entry = shard.entries[key], entry.isPersisted,
+            guard !reader.progress.withLock({ $0.closed }), let entry = shard.entries[key], entry.isPersisted,
                   entry.info.generation == generation else { return }
             let wanted = offset.addingClamped(Int64(max(0, length)))
             let end = entry.info.length.map { min($0, wanted) } ?? wanted
@@ -258,7 +261,7 @@ extension EngineCore {
     /// doubling), but never past what the reader consumes in a few seconds (`ReaderPace`): a
     /// player gets read-ahead in proportion to its bitrate, a copy on a fast link the whole
     /// window. A seek resets both. `running`: the fetches other readers wait for.
-    private func updateReadAhead(_ reader: ReaderState, request: Range<Int64>, cached: RangeSet,
+    private func updateReadAhead(_ reader: inout ReaderState.Progress, request: Range<Int64>, cached: RangeSet,
                                  running: [ReadPlanner.RunningFetch], now: Double) -> AccessPattern {
         if ReadPlanner.continuesSequentially(request, lastEnd: reader.lastEnd, slack: 1 << 20, behind: reader.readAhead,
                                              cached: cached, running: running) {
@@ -431,7 +434,7 @@ extension EngineCore {
         let shard = shard(for: key)
         reader.files.closeAll()
         let (waiters, cancels): ([Waiter], [FetchHandleBox]) = shard.locked {
-            reader.closed = true
+            reader.progress.withLock { $0.closed = true }
             guard let entry = shard.entries[key] else { return ([], []) }
             let mine = entry.waiters.filter { $0.reader == reader.id }
             entry.waiters.removeAll { $0.reader == reader.id }

@@ -76,11 +76,10 @@ final class EngineCore: Sendable {
     }
     private let counters = LockedValue(Counters())
     private let sweeper = LockedValue<DispatchSourceTimer?>(nil)
-    /// Transfers whose sink has not finished yet, so shutdown can wait for their last extents:
-    /// changed with `sinksIdle` held and broadcast there. (Not a `DispatchGroup`: one freed while
-    /// a sink that never finished had entered it ends the process.)
-    let sinksIdle = NSCondition()
-    let activeSinks = LockedValue(0)
+    /// Transfers whose sink has not finished yet, so shutdown can wait for their last extents
+    /// (broadcast when one finishes). Not a `DispatchGroup`: one freed while a sink that never
+    /// finished had entered it ends the process.
+    let activeSinks = ConditionLock(0)
     /// Held by whoever chooses slices to evict (one at a time); never across their punches or
     /// their index commit (`EngineCore+Eviction`).
     let evictionLock = NSLock()
@@ -190,10 +189,7 @@ final class EngineCore: Sendable {
         }
         // Transfers hand their last extent to the index when they finish: wait for them (briefly),
         // or bytes already on disk would not be recorded.
-        sinksIdle.lock()
-        let deadline = Date().addingTimeInterval(5)
-        while activeSinks.withLock({ $0 }) > 0 && sinksIdle.wait(until: deadline) {}
-        sinksIdle.unlock()
+        _ = activeSinks.wait(until: { $0 == 0 }, timeout: 5)
         writes.stop()
         // The cancelled reads' answers run, and so does a maintenance job or a check already
         // queued, while the index is still open; a job submitted later (a transfer's last

@@ -8,9 +8,16 @@ import Foundation
 /// decides, the engine and `EntrySink` carry out. Work that ran without the lock (a transfer's
 /// write, a read from disk, an eviction) checks `isCurrent` for its generation before it records
 /// anything, so a removed entry or an old version never gains bytes, coverage or pins again.
-// @unchecked: every field is read and written only inside its shard's `locked` (the lock lives in
-// `Shard`, which the compiler cannot tie to these fields); the reference itself crosses threads
-// (a transfer's sink, a queued verify or answer) and is dereferenced again only under that lock.
+// @unchecked: every stored property is read and written only inside `locked` of the shard its
+// key maps to (`EngineCore.shard(for:)`): a lock that lives in `Shard`, which the compiler cannot
+// tie to these fields. The reference itself leaves the lock and crosses threads (a transfer's
+// `EntrySink`, the launches, hits and checks a locked block hands out, a queued verify, eviction
+// rounds and their unfinished commits, maintenance lists) and is dereferenced again only under
+// that shard's lock, where a step that ran outside it checks `isCurrent(generation)` before it
+// records anything. Its `Waiter`s (not `Sendable`) never leave the lock: what crosses is their
+// completion. To be checked: the engine would have to name entries outside the lock by key and
+// generation and look them up again under it (as the mount's tree names nodes by inode number),
+// and the locked blocks return only `Sendable` values (docs/threads.md).
 final class EntryState: @unchecked Sendable {
     typealias OpenCompletion = @Sendable (Result<EntryInfo, CacheError>) -> Void
 
@@ -241,26 +248,33 @@ final class Waiter {
     }
 }
 
-/// Per-reader state: sequential detection and read-ahead window. Guarded by the entry's shard lock.
-// @unchecked: the `var`s are read and written only inside the shard's `locked` (as `EntryState`'s);
-// the rest is immutable or Sendable (`files`).
-final class ReaderState: @unchecked Sendable {
+/// Per-reader state: sequential detection and read-ahead window.
+final class ReaderState: Sendable {
     let id: Int
     /// The version this reader was made for; it never follows the entry to another one.
     let entry: EntryInfo
     /// The data file of that version, once a read opened it.
     let files = ReaderFiles()
-    var lastEnd: Int64 = -1
     /// Where the reader stops reading, if it said: its read-ahead ends there.
     let end: Int64?
     /// The front door its reads come through, for the per-file counts.
     let door: ReadDoor
-    var readAhead: Int64
-    var closed = false
     /// A warm-up (`preload`): its fetches run in the lowest class.
     let background: Bool
-    /// How it consumes, since its last seek: see `ReaderPace`.
-    var pace = ReaderPace(now: 0, at: 0)
+
+    /// What its reads so far say about it.
+    struct Progress {
+        var lastEnd: Int64 = -1
+        var readAhead: Int64
+        /// How it consumes, since its last seek: see `ReaderPace`.
+        var pace = ReaderPace(now: 0, at: 0)
+        var closed = false
+    }
+    /// Read and changed only under the entry's shard lock (by `read` and `close`), so its own
+    /// lock is never contended: it is there for the compiler's sake, so this class is checked
+    /// `Sendable` (a reader crosses threads: a FUSE handle, a queued verify, a chunked read). A
+    /// leaf lock inside the shard's, a few per read.
+    let progress: LockedValue<Progress>
 
     init(id: Int, entry: EntryInfo, end: Int64? = nil, door: ReadDoor = .cli, initialReadAhead: Int64,
          background: Bool = false) {
@@ -268,8 +282,8 @@ final class ReaderState: @unchecked Sendable {
         self.entry = entry
         self.end = end
         self.door = door
-        self.readAhead = initialReadAhead
         self.background = background
+        progress = LockedValue(Progress(readAhead: initialReadAhead))
     }
 }
 
@@ -277,12 +291,15 @@ final class ReaderState: @unchecked Sendable {
 ///
 /// Not a `LockedValue<[CacheKey: EntryState]>`: the engine keeps references to entries across the lock
 /// (a transfer's sink, a queued verify) and locks again to use them, which a `LockedValue`'s region
-/// rules forbid; the lock here guards the table and every `EntryState`, `ReaderState` and
-/// `Waiter` of its entries.
-// @unchecked: `entries` is read and written only inside `locked`.
+/// rules forbid; the lock here guards the table and every `EntryState` and `Waiter` of its
+/// entries (and, with a leaf lock of their own, the `ReaderState.progress` of their readers).
+// @unchecked: `entries` is read and written only inside `locked`, and so is every `EntryState`
+// in it (see there); `lock` is `Sendable`. Checked, it would be a `LockedValue` of the table,
+// once no entry reference has to outlive a locked block.
 final class Shard: @unchecked Sendable {
     let lock = NSLock()
-    var entries: [CacheKey: EntryState] = [:]   // guarded by lock
+    /// Guarded by `lock`.
+    var entries: [CacheKey: EntryState] = [:]
 
     @inline(__always) @discardableResult
     func locked<T>(_ body: () throws -> T) rethrows -> T {

@@ -25,7 +25,7 @@ struct PendingBytes {
         func writerDone() { storage.writerDone() }
 
         var bytes: UnsafeRawBufferPointer {
-            UnsafeRawBufferPointer(start: storage.base + offset, count: Int(range.length))
+            storage.bytes(at: offset, count: Int(range.length))
         }
     }
 

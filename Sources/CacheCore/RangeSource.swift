@@ -143,7 +143,9 @@ public struct ResponseHead: Sendable, Equatable {
     public var ifRangeValidator: String? { FetchRequest.ifRangeValidator(etag: etag, lastModified: lastModified) }
 }
 
-/// Receives one transfer. Methods are called on the source's thread.
+/// Receives one transfer. Methods are called on the source's thread, one at a time, each after
+/// the last returned (a tier transfer's attempts may run on another source's thread, still one
+/// after another): a sink may keep its transfer's state in plain fields (`EntrySink`).
 public protocol FetchSink: AnyObject, Sendable {
     /// Called once before the body. Return false to cancel the transfer.
     func fetchDidReceiveHead(_ head: ResponseHead) -> Bool

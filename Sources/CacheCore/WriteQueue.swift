@@ -13,11 +13,9 @@ import Foundation
 /// the others) until the lanes drained. Lanes block on the disk and on shard locks; the fetch
 /// thread never blocks here.
 final class WriteQueue: Sendable {
-    /// One writer thread and its jobs. Fields guarded by `condition`.
-    // @unchecked: every field is read and written with `condition` held (the lane thread waits on
-    // it for jobs, `waitIdle` for an empty lane: a condition variable, which `LockedValue` has not).
-    private final class Lane: @unchecked Sendable {
-        let condition = NSCondition()
+    /// One writer thread and its jobs. The lane's thread waits on it for jobs, `waitIdle` for
+    /// an empty lane.
+    private struct Lane {
         var jobs: [@Sendable () -> Void] = []
         var busy = false
         var held = false
@@ -28,12 +26,12 @@ final class WriteQueue: Sendable {
     let memory: MemoryBudget
     /// Buffers for the chunks that wait here (see `ChunkStorage`).
     let pool: ChunkPool
-    private let lanes: [Lane]
+    private let lanes: [ConditionLock<Lane>]
     private let exited = DispatchGroup()
 
     init(lanes: Int, memory: MemoryBudget) {
         self.memory = memory
-        self.lanes = (0..<max(1, lanes)).map { _ in Lane() }
+        self.lanes = (0..<max(1, lanes)).map { _ in ConditionLock(Lane()) }
         pool = ChunkPool(keep: Int(memory.limits.queued))
     }
 
@@ -52,10 +50,15 @@ final class WriteQueue: Sendable {
     /// first job (an engine that fails to open never starts one).
     func submit(file: Int, _ job: @escaping @Sendable () -> Void) {
         let lane = lanes[Int(UInt(bitPattern: file) % UInt(lanes.count))]
-        lane.condition.lock()
-        if !lane.started {
-            lane.started = true
-            exited.enter()
+        let start: Bool = lane.withLock { l in
+            l.jobs.append(job)
+            guard !l.started else { return false }
+            l.started = true
+            exited.enter()   // under the lock, as `started`: `stop` waits for this thread
+            return true
+        }
+        lane.broadcast()   // the lane, and any `waitIdle` (a signal could wake only that)
+        if start {
             let thread = Thread { [self] in
                 BlockingIOPool.nameCurrentThread("writer")  // as `top -H` and `perf` show it
                 run(lane)
@@ -63,18 +66,11 @@ final class WriteQueue: Sendable {
             thread.name = "httpcachefs-writer"
             thread.start()
         }
-        lane.jobs.append(job)
-        lane.condition.broadcast()   // the lane, and any `waitIdle` (a signal could wake only that)
-        lane.condition.unlock()
     }
 
     /// Waits until every queued job has run (shutdown; tests).
     func waitIdle() {
-        for lane in lanes {
-            lane.condition.lock()
-            while !lane.jobs.isEmpty || lane.busy { lane.condition.wait() }
-            lane.condition.unlock()
-        }
+        for lane in lanes { lane.wait(until: { $0.jobs.isEmpty && !$0.busy }) }
     }
 
     /// Tests: no job starts until `releaseWrites` (the bytes stay pending).
@@ -88,32 +84,35 @@ final class WriteQueue: Sendable {
         exited.wait()
     }
 
-    private func eachLane(_ change: (Lane) -> Void) {
+    private func eachLane(_ change: (inout Lane) -> Void) {
         for lane in lanes {
-            lane.condition.lock()
-            change(lane)
-            lane.condition.broadcast()
-            lane.condition.unlock()
+            lane.withLock { change(&$0) }
+            lane.broadcast()
         }
     }
 
-    private func run(_ lane: Lane) {
-        lane.condition.lock()
-        while true {
-            while (lane.jobs.isEmpty || lane.held) && !lane.stopping { lane.condition.wait() }
-            if lane.jobs.isEmpty { break }
+    private func run(_ lane: ConditionLock<Lane>) {
+        while var jobs = take(lane) {
             // Each job is dropped as soon as it ran: the chunks it holds may go back to the pool.
-            var jobs = lane.jobs.reversed() as [@Sendable () -> Void]
-            lane.jobs = []
-            lane.busy = true
-            lane.condition.unlock()
             while let job = jobs.popLast() { job() }
-            lane.condition.lock()
-            lane.busy = false
-            // Wakes `waitIdle` (the lane itself is not waiting now).
-            if lane.jobs.isEmpty { lane.condition.broadcast() }
+            let idle: Bool = lane.withLock { l in
+                l.busy = false
+                return l.jobs.isEmpty
+            }
+            if idle { lane.broadcast() }   // wakes `waitIdle` (the lane itself is not waiting now)
         }
-        lane.condition.unlock()
         exited.leave()
+    }
+
+    /// Every job queued on `lane`, last first (popped as they run), once there are some and the
+    /// lane is not held; nil once it is stopping with none left. The lane is `busy` from then on.
+    private func take(_ lane: ConditionLock<Lane>) -> [@Sendable () -> Void]? {
+        lane.waitFor { l -> [@Sendable () -> Void]?? in
+            guard (!l.jobs.isEmpty && !l.held) || l.stopping else { return nil }   // wait
+            guard !l.jobs.isEmpty else { return .some(nil) }                        // end
+            defer { l.jobs = [] }
+            l.busy = true
+            return .some(l.jobs.reversed())
+        }
     }
 }

@@ -20,7 +20,7 @@ final class BufferPathTests: GatedEngineTestCase {
         let shard = cache.core.shard(for: info.key)
         let chunks = shard.locked { shard.entries[info.key]?.pending.chunks ?? [] }
         var out: [Int64: UnsafeRawPointer] = [:]
-        for c in chunks { out[c.range.lowerBound] = UnsafeRawPointer(c.storage.base + c.offset) }
+        for c in chunks { out[c.range.lowerBound] = c.bytes.baseAddress }
         return out
     }
 

@@ -16,9 +16,7 @@ final class CacheEngineTests: XCTestCase {
 
     /// Blocks until no fetch sink is running (a condition wait: not from an async context's own lock).
     private static func waitUntilSinksAreIdle(_ core: EngineCore) {
-        core.sinksIdle.lock()
-        while core.activeSinks.withLock({ $0 }) > 0 { core.sinksIdle.wait() }
-        core.sinksIdle.unlock()
+        core.activeSinks.wait(until: { $0 == 0 })
     }
 
     private func engine(_ source: ScriptedSource, capacity: Int64 = 1 << 30, slice: Int64 = 1 << 20) throws -> CacheEngine {

@@ -44,9 +44,7 @@ final class MaxAgeTests: XCTestCase {
     }
 
     private func waitForTransfers(_ core: EngineCore) {
-        core.sinksIdle.lock()
-        while core.activeSinks.withLock({ $0 }) > 0 { core.sinksIdle.wait() }
-        core.sinksIdle.unlock()
+        core.activeSinks.wait(until: { $0 == 0 })
     }
 
     private func cachedBytes(_ cache: CacheEngine, _ url: String) -> Int64 { cache.status(url: url)?.cachedBytes ?? -1 }

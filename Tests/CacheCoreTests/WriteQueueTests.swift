@@ -77,6 +77,25 @@ final class WriteQueueTests: XCTestCase {
         lanes.stop()
     }
 
+    /// Jobs taken from the lane together still let go of each job's captures once it ran (the
+    /// chunks a write job holds go back to the pool then), not after the last of them.
+    func testALaneLetsGoOfEachJobOnceItRan() {
+        final class Token: Sendable {}
+        weak var kept: Token?
+        let stillKept = LockedValue<Bool?>(nil)
+        queue.holdWrites()   // both jobs are queued before the lane takes them, together
+        do {
+            let token = Token()
+            kept = token
+            queue.submit(file: 1) { _ = token }
+        }
+        queue.submit(file: 1) { [weak kept] in stillKept.withLock { $0 = kept != nil } }
+        queue.releaseWrites()
+        queue.waitIdle()
+        XCTAssertEqual(stillKept.withLock { $0 }, false, "the first job's captures lived on while the second ran")
+        queue.stop()
+    }
+
     private final class Order: @unchecked Sendable {
         private let lock = NSLock()
         private var v: [Int] = []
