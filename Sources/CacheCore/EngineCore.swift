@@ -40,6 +40,8 @@ final class EngineCore: Sendable {
     /// sweeper's maintenance (one at a time: `sweeping`) and removals. Its jobs never wait for
     /// one another.
     let pool: BlockingIOPool
+    /// Read descriptors of data files that readers closed, for the next reader of that version.
+    let idleFiles = IdleDataFiles()
     /// Checks of slices from before this start run one at a time, in the order asked
     /// (`EngineCore+Verify`): the serial queue they had, as a key of `pool`.
     static let verifyKey: UInt64 = 1
@@ -446,6 +448,7 @@ final class EngineCore: Sendable {
         entry.sliceBytes = [:]
         entry.sliceAccess = [:]
         entry.resetPins()
+        idleFiles.dropAll(of: entry)
         failStaleWaiters(entry)
         let cancelled = entry.inflight.removeAll(generation: old, keeping: fetchID).compactMap { handles.remove($0) }
         let id = entry.id, store = store, newGen = entry.info.generation
