@@ -29,9 +29,10 @@ extension HLSPlaylist {
         guard MediaTypeHints.isGeneric(contentType) || (contentType ?? "").mediaTypeEssence.hasPrefix("text/") else {
             return .no
         }
+        // The length first: it needs no parsing of the URLs (asked on every proxy request).
+        if let length, length <= sniffLimit { return .byFirstBytes }
         let ext = MediaTypeHints.pathExtension(of: url) ?? MediaTypeHints.pathExtension(of: finalURL)
         if ext == "m3u8" || ext == "m3u" { return .byFirstBytes }
-        if let length, length <= sniffLimit { return .byFirstBytes }
         return .no
     }
 
