@@ -42,6 +42,8 @@ final class EngineCore: Sendable {
     let pool: BlockingIOPool
     /// Read descriptors of data files that readers closed, for the next reader of that version.
     let idleFiles = IdleDataFiles()
+    /// The keys of the URLs opened lately: the proxy opens its entry on every request.
+    let recentKeys = RecentKeys()
     /// Checks of slices from before this start run one at a time, in the order asked
     /// (`EngineCore+Verify`): the serial queue they had, as a key of `pool`.
     static let verifyKey: UInt64 = 1
@@ -271,7 +273,7 @@ final class EngineCore: Sendable {
     func open(url: String, maxAge: TimeInterval, takeFirstBytes: Bool = true, answerFreshInline: Bool = false,
               completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let key: CacheKey
-        do { key = try configuration.keyRules.key(for: url) } catch {
+        do { key = try recentKeys.key(for: url, rules: configuration.keyRules) } catch {
             let e = error as? CacheError ?? .invalidURL(url, reason: "\(error)")
             pool.submit { completion(.failure(e)) }
             return
