@@ -24,9 +24,13 @@ struct DataFiles: Sendable {
 
     var dataDirectory: String { root + "/data" }
 
+    /// `data/<two hex digits>`: the low byte of the entry id. Built by hand: `String(format:)`
+    /// (Foundation's formatter) cost more than the `open` it named, on every read's open.
     func directory(entry: Int64) -> String {
-        dataDirectory + "/" + String(format: "%02x", Int(entry & 0xFF))
+        let low = Int(entry & 0xFF)
+        return dataDirectory + "/" + Self.hexDigits[low >> 4] + Self.hexDigits[low & 0xF]
     }
+    private static let hexDigits = (0..<16).map { String($0, radix: 16) }
 
     func path(entry: Int64, generation: Int64) -> String {
         directory(entry: entry) + "/\(entry)-\(generation).data"

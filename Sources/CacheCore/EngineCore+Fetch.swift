@@ -553,6 +553,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                 launches = core.replanWaiters(entry, failed: cause.map { (undelivered, $0) }, endedShort: endedShort)
                 if removeIfUnused, entry.waiters.isEmpty, entry.inflight.isEmpty, shard.entries[entry.info.key] === entry {
                     shard.entries.removeValue(forKey: entry.info.key)
+                    core.idleFiles.dropAll(of: entry)
                     if case let .leave(opens) = entry.markRemoved() { core.answer(opens, .failure(.cancelled)) }
                 }
             }

@@ -62,6 +62,7 @@ extension EngineCore {
                 let persisted = e.isPersisted
                 // Only the entry in the shard is this one's to remove (a detached copy has no bytes).
                 if shard.entries[e.info.key] === e { shard.entries.removeValue(forKey: e.info.key) }
+                idleFiles.dropAll(of: e)
                 if case let .leave(opens) = e.markRemoved() {
                     addBytes(-e.coverage.count)
                     answer(opens, .failure(.cancelled))

@@ -214,7 +214,10 @@ extension EngineCore {
                 break
             }
             do {
-                let f = try file ?? files.file { try store.openForReading(entry: id, generation: generation) }
+                let f = try file ?? files.file {
+                    try idleFiles.take(entry, generation: generation)
+                        ?? DataFile(fd: store.openForReading(entry: id, generation: generation))
+                }
                 file = f
                 pieces.append(.file(fd: f.fd, offset: run.lowerBound, count: run.count))
             } catch {
@@ -432,10 +435,14 @@ extension EngineCore {
     func close(reader: ReaderState) {
         let key = reader.entry.key
         let shard = shard(for: key)
-        reader.files.closeAll()
+        let file = reader.files.closeAll()
+        var overflow: DataFile?   // a kept descriptor given up for room: closed when this returns, after the lock
         let (waiters, cancels): ([Waiter], [FetchHandleBox]) = shard.locked {
             reader.progress.withLock { $0.closed = true }
             guard let entry = shard.entries[key] else { return ([], []) }
+            if let file, entry.isCurrent(reader.entry.generation) {
+                overflow = idleFiles.give(file, of: entry, generation: reader.entry.generation)
+            }
             let mine = entry.waiters.filter { $0.reader == reader.id }
             entry.waiters.removeAll { $0.reader == reader.id }
             for w in mine { entry.unpin(slices(of: w.range), generation: w.generation) }

@@ -40,6 +40,10 @@ final class EngineCore: Sendable {
     /// sweeper's maintenance (one at a time: `sweeping`) and removals. Its jobs never wait for
     /// one another.
     let pool: BlockingIOPool
+    /// Read descriptors of data files that readers closed, for the next reader of that version.
+    let idleFiles = IdleDataFiles()
+    /// The keys of the URLs opened lately: the proxy opens its entry on every request.
+    let recentKeys = RecentKeys()
     /// Checks of slices from before this start run one at a time, in the order asked
     /// (`EngineCore+Verify`): the serial queue they had, as a key of `pool`.
     static let verifyKey: UInt64 = 1
@@ -265,7 +269,7 @@ final class EngineCore: Sendable {
     func open(url: String, maxAge: TimeInterval, takeFirstBytes: Bool = true, answerFreshInline: Bool = false,
               completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let key: CacheKey
-        do { key = try configuration.keyRules.key(for: url) } catch {
+        do { key = try recentKeys.key(for: url, rules: configuration.keyRules) } catch {
             let e = error as? CacheError ?? .invalidURL(url, reason: "\(error)")
             pool.submit { completion(.failure(e)) }
             return
@@ -442,6 +446,7 @@ final class EngineCore: Sendable {
         entry.sliceBytes = [:]
         entry.sliceAccess = [:]
         entry.resetPins()
+        idleFiles.dropAll(of: entry)
         failStaleWaiters(entry)
         let cancelled = entry.inflight.removeAll(generation: old, keeping: fetchID).compactMap { handles.remove($0) }
         let id = entry.id, store = store, newGen = entry.info.generation

@@ -133,19 +133,22 @@ final class ReaderFiles: Sendable {
     }
     private let state = LockedValue(State())
 
-    /// The open file, opening it with `open` if needed.
-    func file(open: () throws -> Int32) throws -> DataFile {
+    /// The open file, getting one from `open` if needed (a kept descriptor or a new one).
+    func file(open: () throws -> DataFile) throws -> DataFile {
         if let f = state.withLock({ $0.file }) { return f }
-        let f = DataFile(fd: try open())
+        let f = try open()
         state.withLock { s in if !s.closed && s.file == nil { s.file = f } }
         return f
     }
 
     /// Lets go of the file (leases still holding it keep it open until they are released).
-    func closeAll() {
+    /// Returns it, for the engine to keep for the next reader (`IdleDataFiles`).
+    @discardableResult
+    func closeAll() -> DataFile? {
         state.withLock { s in
             s.closed = true
-            s.file = nil
+            defer { s.file = nil }
+            return s.file
         }
     }
 }

@@ -34,7 +34,7 @@ struct ResponseHeaderBlock: Equatable {
     var lastModified: String? { field("last-modified") }
     var contentType: String? { field("content-type") }
     /// A `DAV:` compliance header ("1", "1,2", ...): the origin speaks WebDAV.
-    var webDAV: Bool { !(field("dav")?.trimmingCharacters(in: .whitespaces).isEmpty ?? true) }
+    var webDAV: Bool { !(field("dav").map { Self.trimmingOWS(Substring($0)).isEmpty } ?? true) }
     var advertisesByteRanges: Bool {
         field("accept-ranges")?.lowercased().split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces) == "bytes" } ?? false
     }
@@ -58,7 +58,21 @@ struct ResponseHeaderBlock: Equatable {
         return Int64(text) ?? .max
     }
 
-    static func digits(_ text: String) -> Int64? { digits(Substring(text.trimmingCharacters(in: .whitespaces))) }
+    static func digits(_ text: String) -> Int64? { digits(trimmingOWS(Substring(text))) }
+
+    /// `text` without the spaces and tabs around it (HTTP's optional whitespace). By hand, not
+    /// with Foundation's `CharacterSet`: the curl loop reads every answer's head on a miss's
+    /// path, and `Content-Range` alone took five such trims.
+    static func trimmingOWS(_ text: Substring) -> Substring {
+        var lo = text.startIndex, hi = text.endIndex
+        while lo < hi, text[lo] == " " || text[lo] == "\t" { lo = text.index(after: lo) }
+        while lo < hi {
+            let before = text.index(before: hi)
+            guard text[before] == " " || text[before] == "\t" else { break }
+            hi = before
+        }
+        return text[lo..<hi]
+    }
 
     /// `Retry-After` in seconds (the HTTP-date form is ignored: backoff applies instead).
     var retryAfter: TimeInterval? {
@@ -145,15 +159,15 @@ struct ContentRange: Equatable {
     }
 
     init?(parsing value: String) {
-        let v = value.trimmingCharacters(in: .whitespaces)
-        guard v.lowercased().hasPrefix("bytes ") else { return nil }
-        let spec = v.dropFirst("bytes ".count).trimmingCharacters(in: .whitespaces)
+        let v = ResponseHeaderBlock.trimmingOWS(Substring(value))
+        guard v.prefix(6).lowercased() == "bytes " else { return nil }
+        let spec = ResponseHeaderBlock.trimmingOWS(v.dropFirst(6))
         guard let slash = spec.firstIndex(of: "/"), let dash = spec[..<slash].firstIndex(of: "-") else { return nil }
         // Every number stays within FileLength.limit, so `last + 1` cannot overflow.
-        guard let first = Int64(spec[..<dash].trimmingCharacters(in: .whitespaces)),
-              let last = Int64(spec[spec.index(after: dash)..<slash].trimmingCharacters(in: .whitespaces)),
+        guard let first = Int64(ResponseHeaderBlock.trimmingOWS(spec[..<dash])),
+              let last = Int64(ResponseHeaderBlock.trimmingOWS(spec[spec.index(after: dash)..<slash])),
               first >= 0, last >= first, last < FileLength.limit else { return nil }
-        let totalText = spec[spec.index(after: slash)...].trimmingCharacters(in: .whitespaces)
+        let totalText = ResponseHeaderBlock.trimmingOWS(spec[spec.index(after: slash)...])
         var total: Int64?
         if totalText != "*" {
             guard let t = Int64(totalText), t > last, FileLength.isRepresentable(t) else { return nil }
@@ -164,7 +178,19 @@ struct ContentRange: Equatable {
 
     /// The largest number in a `Content-Range` value (saturating), whether or not it parses.
     static func largestNumber(in value: String) -> Int64? {
-        value.split(whereSeparator: { !($0.isASCII && $0.isNumber) })
-            .compactMap { ResponseHeaderBlock.digits($0) }.max()
+        var largest: Int64?
+        var number: Int64?
+        for byte in value.utf8 {
+            guard byte >= 48 && byte <= 57 else {
+                if let n = number { largest = max(largest ?? n, n) }
+                number = nil
+                continue
+            }
+            let (times, o1) = (number ?? 0).multipliedReportingOverflow(by: 10)
+            let (plus, o2) = times.addingReportingOverflow(Int64(byte - 48))
+            number = o1 || o2 ? .max : plus
+        }
+        if let n = number { largest = max(largest ?? n, n) }
+        return largest
     }
 }

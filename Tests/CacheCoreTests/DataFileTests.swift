@@ -81,6 +81,52 @@ final class DataFileTests: XCTestCase {
         XCTAssertEqual(source.bytesServed, 0, "all hits: nothing came from the origin")
     }
 
+    /// The proxy makes a reader per request: a closed reader's descriptor is kept for the next
+    /// reader of the same version (no `open` per request), and never outlives that version.
+    func testAClosedReadersDescriptorServesTheNextReaderOfItsVersionOnly() async throws {
+        let v1 = randomBytes(2 << 20, seed: 25), v2 = randomBytes(2 << 20, seed: 26)
+        let source = ScriptedSource()
+        source.set(url, .init(bytes: v1, etag: "\"v1\""))
+        let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0,
+                                                                     sliceSize: slice, revalidateAfter: 0, readTimeout: 10),
+                                    source: source)
+        defer { cache.shutdown() }
+        let idle = cache.core.idleFiles
+        var info = try await cache.open(url: url)
+        _ = try await cache.makeReader(for: info).read(offset: 0, length: v1.count)
+        cache.core.writes.waitIdle()
+
+        func readAndClose(_ info: EntryInfo) async throws -> [UInt8] {
+            let reader = cache.makeReader(for: info)
+            defer { reader.close() }
+            return try await reader.read(offset: 0, length: 2 << 20)
+        }
+        let before = try await readAndClose(info)
+        XCTAssertEqual(before, v1)
+        XCTAssertEqual(idle.count, 1, "the closed reader's descriptor is kept")
+        let again = try await readAndClose(info)
+        XCTAssertEqual(again, v1)
+        XCTAssertEqual(idle.count, 1, "the next reader took it and gave it back: still one")
+
+        source.set(url, .init(bytes: v2, etag: "\"v2\""))
+        info = try await cache.open(url: url)
+        XCTAssertEqual(info.etag, "\"v2\"")
+        XCTAssertEqual(idle.count, 0, "a new version drops the old one's descriptors")
+        let changed = try await readAndClose(info)
+        XCTAssertEqual(changed, v2, "never the old version's file")
+        cache.core.writes.waitIdle()
+        let hit = try await readAndClose(info)
+        XCTAssertEqual(hit, v2)
+        XCTAssertEqual(idle.count, 1)
+
+        try await cache.remove(url: url)
+        XCTAssertEqual(idle.count, 0, "a removed entry's descriptors are dropped")
+        source.set(url, .init(bytes: v1, etag: "\"v1\""))
+        info = try await cache.open(url: url)
+        let fresh = try await readAndClose(info)
+        XCTAssertEqual(fresh, v1, "the entry made anew reads its own file")
+    }
+
     func testRowsOverAHoleAreDroppedAtStartAndTheBytesFetchedAgain() async throws {
         // A crash between an eviction's punch and its index commit leaves rows over a hole.
         let data = randomBytes(3 << 20, seed: 22)

@@ -55,6 +55,15 @@ final class TransferStateTests: XCTestCase {
         XCTAssertNil(ContentRange(parsing: "bytes */1000"))
         XCTAssertNil(ContentRange(parsing: "bytes 9-5/1000"))
         XCTAssertNil(ContentRange(parsing: "bytes 0-1000/1000"), "last byte past the total")
+        // Optional whitespace around the parts, any case of the unit.
+        XCTAssertEqual(ContentRange(parsing: " \tBYTES  3 - 7 / 10\t "), ContentRange(start: 3, end: 8, total: 10))
+        XCTAssertEqual(ContentRange(parsing: "Bytes 3-7/ *"), ContentRange(start: 3, end: 8, total: nil))
+        XCTAssertNil(ContentRange(parsing: "bytes3-7/10"))
+        XCTAssertNil(ContentRange(parsing: "items 3-7/10"))
+        XCTAssertNil(ContentRange(parsing: "bytes a-7/10"))
+        XCTAssertEqual(ContentRange.largestNumber(in: "bytes 3-70/10"), 70)
+        XCTAssertEqual(ContentRange.largestNumber(in: "bytes 0-9/99999999999999999999999"), .max, "saturates")
+        XCTAssertNil(ContentRange.largestNumber(in: "bytes */*"))
     }
 
     /// A range far into the file (beyond `TransferState.usableLead`), and a file that long.

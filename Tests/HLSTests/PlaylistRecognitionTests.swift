@@ -26,4 +26,16 @@ final class PlaylistRecognitionTests: XCTestCase {
         XCTAssertEqual(HLSPlaylist.candidacy(contentType: nil, url: "http://a/get?id=1", finalURL: "http://cdn/v/index.m3u8",
                                              length: nil), .byFirstBytes)
     }
+
+    /// The extension of the path's last segment: never of the host, a query or a fragment.
+    func testPathExtensionIsThePathsOwn() {
+        let rows: [(String, String?)] = [
+            ("http://a/v/index.M3U8", "m3u8"), ("http://a/v/index.m3u8?token=x.mp4", "m3u8"),
+            ("https://a:8080/v/film.mp4#t=10.5", "mp4"), ("http://a/get?id=1.m3u8", nil),
+            ("http://cdn.example.com", nil), ("http://cdn.example.com/", nil), ("http://a/v/.hidden", nil),
+            ("http://a/v/name.", nil), ("http://a/%E2%82%AC.ts", "ts"),
+            ("http://a?b=c.m3u8", nil), ("/relative/seg.ts?x", "ts"),
+        ]
+        for (url, ext) in rows { XCTAssertEqual(MediaTypeHints.pathExtension(of: url), ext, url) }
+    }
 }

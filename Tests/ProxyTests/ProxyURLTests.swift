@@ -35,6 +35,22 @@ final class ProxyURLTests: XCTestCase {
         XCTAssertEqual(try ProxyURL.decode(path: "/u/\(b64)/v.mp4").url, "http://a/v.mp4")
     }
 
+    /// The table decoder agrees with Foundation's on every length and both alphabets, padded or
+    /// not, and refuses what Foundation refuses.
+    func testBase64URLDecodesAsFoundationDoes() {
+        var g = SystemRandomNumberGenerator()
+        for count in 0..<70 {
+            let bytes = (0..<count).map { _ in UInt8.random(in: 0...255, using: &g) }
+            let standard = Data(bytes).base64EncodedString()
+            let url = Base64URL.encode(bytes)
+            XCTAssertEqual(Base64URL.decode(url), count == 0 ? nil : bytes, "base64url of \(count) bytes")
+            XCTAssertEqual(Base64URL.decode(standard), count == 0 ? nil : bytes, "padded standard base64 of \(count) bytes")
+        }
+        for bad in ["", "=", "a", "abcde", "ab=c", "ab c", "ab.c", "a\u{e9}bc", "abc=d", "ab\nc"] {
+            XCTAssertNil(Base64URL.decode(bad), bad)
+        }
+    }
+
     func testRejectsEverythingButHTTP() {
         for bad in ["ftp://a/b", "file:///etc/passwd", "javascript:alert(1)", "gopher://a/", "//a/b", "http:///nohost",
                     "http://a/b\r\nX-Injected: 1", "http://a/b\nc", "http://a/b\rc", "http://a/b\u{0}c"] {
