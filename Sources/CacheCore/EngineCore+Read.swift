@@ -142,7 +142,8 @@ extension EngineCore {
     }
 
     /// A lease on `[offset, offset+length)` (clipped to the end of the file) if all of it is on
-    /// disk, checked, and of the reader's version; nil otherwise. Nothing is fetched or waited
+    /// disk, checked, and of the reader's version, and nothing of the entry is being fetched;
+    /// nil otherwise. Nothing is fetched or waited
     /// for, and the reader's read-ahead and pace stay as they are: the mount puts these bytes
     /// into the kernel's page cache ahead of a sequential reader, who then reads them without
     /// asking us. Counted as bytes served from the cache.
@@ -159,7 +160,10 @@ extension EngineCore {
             let end = entry.info.length.map { min($0, wanted) } ?? wanted
             guard offset >= 0, end > offset else { return }
             let range = offset..<end
-            guard entry.coverage.contains(range), entry.pending.views(in: range).isEmpty,
+            // Not while the entry fetches: a reader served from the page cache sends no reads,
+            // and the engine's read-ahead, which follows its reads, would take its next read
+            // past the filled bytes for a seek and start over small.
+            guard entry.inflight.isEmpty, entry.coverage.contains(range), entry.pending.views(in: range).isEmpty,
                   unverifiedSlices(entry, in: range).isEmpty else { return }
             entry.pin(slices(of: range), generation: generation)
             entry.bytesFromCache += range.length
