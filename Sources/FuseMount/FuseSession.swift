@@ -329,11 +329,6 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
         notifyQueue.sync(flags: .barrier) {}
     }
 
-    /// On `notifyQueue`: storing waits for pages the kernel has locked for reads in flight, so
-    /// it must not run where those reads are answered (the FUSE loop, the disk pool): tried on
-    /// the disk pool, its eight threads all waited on pages whose replies were queued behind
-    /// them. Ordered against invalidations and open replies (barriers), which the version
-    /// check needs (`FileSystemCore.finishOpen`).
     /// At most this many files filled at once, each with as many store jobs as its reader
     /// asks for. Filling helps a reader or two; eight readers at once keep the disk pool busy
     /// with the kernel's own read-ahead, and filling theirs too was slower on two cores (0.82x
@@ -341,6 +336,11 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     /// most of its gain.
     static let filesFilled = 2
 
+    /// On `notifyQueue`: storing waits for pages the kernel has locked for reads in flight, so
+    /// it must not run where those reads are answered (the FUSE loop, the disk pool): tried on
+    /// the disk pool, its eight threads all waited on pages whose replies were queued behind
+    /// them. Ordered against invalidations and open replies (barriers), which the version
+    /// check needs (`FileSystemCore.finishOpen`).
     func store(_ ino: UInt64, if current: @escaping @Sendable () -> Bool,
                pieces make: () -> [(offset: Int64, lease: ReadLease)]) -> Bool {
         guard storesInFlight.withLock({ jobs in
@@ -348,14 +348,21 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
             jobs[ino, default: 0] += 1
             return true
         }) else { return false }
+        let ended: @Sendable () -> Void = { [storesInFlight] in
+            storesInFlight.withLock { jobs in
+                let left = (jobs[ino] ?? 1) - 1
+                jobs[ino] = left > 0 ? left : nil
+            }
+        }
         let pieces = make()
+        guard !pieces.isEmpty else {
+            ended()   // nothing cached there: no job
+            return true
+        }
         notifyQueue.async { [self] in
             defer {
                 for p in pieces { p.lease.release() }
-                storesInFlight.withLock { jobs in
-                    let left = (jobs[ino] ?? 1) - 1
-                    jobs[ino] = left > 0 ? left : nil
-                }
+                ended()
             }
             for (offset, lease) in pieces {
                 guard current(), store(ino, at: offset, lease) else { return }
