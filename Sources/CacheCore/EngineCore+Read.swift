@@ -457,5 +457,6 @@ extension EngineCore {
         }
         cancels.forEach { $0.cancel() }
         for w in waiters { pool.submit { [done = w.completion] in done(.failure(.cancelled)) } }
+        withExtendedLifetime(overflow) {}   // its close, here, outside the shard lock
     }
 }
