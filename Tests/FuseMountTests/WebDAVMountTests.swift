@@ -27,7 +27,7 @@ final class WebDAVMountTests: XCTestCase {
             let full = root + "/" + path
             try FileManager.default.createDirectory(atPath: (full as NSString).deletingLastPathComponent,
                                                     withIntermediateDirectories: true)
-            FileManager.default.createFile(atPath: full, contents: Data(bytes))
+            XCTAssertTrue(FileManager.default.createFile(atPath: full, contents: Data(bytes)), "cannot write \(full)")
         }
         try FileManager.default.createDirectory(atPath: root + "/media/Empty", withIntermediateDirectories: true)
         do { dav = try NginxWebDAV(root: root) } catch let error as NginxWebDAV.Unavailable {
