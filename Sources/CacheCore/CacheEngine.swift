@@ -195,7 +195,7 @@ public final class CacheReader: Sendable {
         }
     }
 
-    /// `[offset, offset+length)` if all of it is cached on disk for this reader's version: a lease
+    /// `[offset, offset+length)` if this reader's version is all cached on disk: a lease
     /// at once, with nothing fetched and the reader's read-ahead untouched; else nil. For putting
     /// bytes ahead of a reader where it will find them (the kernel's page cache).
     public func cachedLease(offset: Int64, length: Int) -> ReadLease? {

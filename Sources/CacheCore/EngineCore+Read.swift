@@ -141,9 +141,8 @@ extension EngineCore {
         }
     }
 
-    /// A lease on `[offset, offset+length)` (clipped to the end of the file) if all of it is on
-    /// disk, checked, and of the reader's version, and nothing of the entry is being fetched;
-    /// nil otherwise. Nothing is fetched or waited
+    /// A lease on `[offset, offset+length)` (clipped to the end of the file) if the whole file is
+    /// on disk, the range is checked, and it is of the reader's version; nil otherwise. Nothing is fetched or waited
     /// for, and the reader's read-ahead and pace stay as they are: the mount puts these bytes
     /// into the kernel's page cache ahead of a sequential reader, who then reads them without
     /// asking us. Counted as bytes served from the cache.
@@ -160,10 +159,11 @@ extension EngineCore {
             let end = entry.info.length.map { min($0, wanted) } ?? wanted
             guard offset >= 0, end > offset else { return }
             let range = offset..<end
-            // Not while the entry fetches: a reader served from the page cache sends no reads,
-            // and the engine's read-ahead, which follows its reads, would take its next read
-            // past the filled bytes for a seek and start over small.
-            guard entry.inflight.isEmpty, entry.coverage.contains(range), entry.pending.views(in: range).isEmpty,
+            // Only a file all on disk: a reader served from the page cache sends no reads, and
+            // the engine's read-ahead, which follows them, would take its next read of a file
+            // still being fetched for a seek and start over small (seen: a cold GiB over
+            // loopback at less than half its speed when a wave of read-ahead had just ended).
+            guard let size = entry.info.length, entry.coverage.contains(0..<size), entry.pending.isEmpty,
                   unverifiedSlices(entry, in: range).isEmpty else { return }
             entry.pin(slices(of: range), generation: generation)
             entry.bytesFromCache += range.length

@@ -40,7 +40,7 @@ public protocol MountReader: LeaseReading {
     /// The reader's version whole, if all of it is cached, for the kernel to read by itself
     /// (passthrough); held until released. nil: read through `lease`.
     func wholeFile() -> WholeFile?
-    /// `[offset, offset+length)` at once if all of it is cached on disk for this version, with
+    /// `[offset, offset+length)` at once if this version is all cached on disk, with
     /// nothing fetched and the reader's read-ahead untouched; else nil.
     func cachedLease(offset: Int64, length: Int) -> ReadLease?
 }
