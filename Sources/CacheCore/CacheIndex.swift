@@ -470,14 +470,25 @@ final class CacheIndex: Sendable {
         }
     }
 
-    /// Extent rows of one generation of one entry, committed (flushes first).
-    func extents(entryID: Int64, generation: Int64) throws -> [ExtentRow] {
+    /// Extent rows of one generation of one entry, committed (flushes first); only those of
+    /// `slices` when given (a read's check asks for its slices: reading all of a film's rows for
+    /// each of its slices cost more than hashing the bytes, its rows read once per slice).
+    func extents(entryID: Int64, generation: Int64, slices: [Int64]? = nil) throws -> [ExtentRow] {
         flush()
+        var sql = "SELECT slice, start, \"end\", checksum FROM extent WHERE entry_id = ? AND generation = ?"
+        var arguments: [any DatabaseValueConvertible] = [entryID, generation]
+        if let slices {
+            guard !slices.isEmpty else { return [] }
+            sql += " AND slice IN (" + Array(repeating: "?", count: slices.count).joined(separator: ",") + ")"
+            arguments += slices.map { $0 as any DatabaseValueConvertible }
+        }
+        sql += " ORDER BY start"
         return try pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM extent WHERE entry_id = ? AND generation = ? ORDER BY start",
-                             arguments: [entryID, generation]).map {
-                ExtentRow(entryID: $0["entry_id"], generation: $0["generation"], slice: $0["slice"],
-                          start: $0["start"], end: $0["end"], checksum: UInt64(bitPattern: $0["checksum"] as Int64))
+            // Columns by position: GRDB looks a name up case-insensitively, lowercasing it on
+            // every access.
+            try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments)).map {
+                ExtentRow(entryID: entryID, generation: generation, slice: $0[0],
+                          start: $0[1], end: $0[2], checksum: UInt64(bitPattern: $0[3] as Int64))
             }
         }
     }

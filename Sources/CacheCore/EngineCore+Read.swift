@@ -37,6 +37,7 @@ extension EngineCore {
         var toLaunch: [(EntryState, ReadPlanner.Fetch, Int)] = []
         var immediate: Result<ReadLease, CacheError>?
         var verifyFirst: (EntryState, [Int64])?
+        var verifyAhead: (EntryState, [Int64])?
 
         shard.locked {
             guard !reader.progress.withLock({ $0.closed }) else { immediate = .failure(.cancelled); return }
@@ -53,11 +54,16 @@ extension EngineCore {
             let end = entry.info.length.map { min($0, wanted) } ?? wanted
             guard offset >= 0, end > offset else { immediate = .success(.empty); return }
             let request = offset..<end
-            // Bytes from before this start are served once their checksums were checked.
-            let unchecked = unverifiedSlices(entry, in: request)
-            if !unchecked.isEmpty {
-                verifyFirst = (entry, unchecked)
-                return
+            // Bytes from before this start are served once their checksums were checked; the
+            // slices the reader comes to next are checked meanwhile.
+            if !entry.unverified.isEmpty {
+                let ahead = slicesToVerifyAhead(entry, after: request)
+                if !ahead.isEmpty { verifyAhead = (entry, ahead) }
+                let unchecked = unverifiedSlices(entry, in: request)
+                if !unchecked.isEmpty {
+                    verifyFirst = (entry, unchecked)
+                    return
+                }
             }
             // The same reader asks again for bytes that just timed out (the kernel retries a
             // failed read-ahead at once): one timeout per read, not one per retry.
@@ -131,8 +137,14 @@ extension EngineCore {
                 verify(entry, shard: shard, slices: unchecked, generation: generation)
                 read(reader: reader, offset: offset, length: length, completion: completion)
             }
-            return
         }
+        if let (entry, ahead) = verifyAhead {
+            // After the read's own check (jobs of one key run in order).
+            pool.submit(key: Self.verifyKey) { [self] in
+                verify(entry, shard: shard, slices: ahead, generation: generation)
+            }
+        }
+        if verifyFirst != nil { return }
         for (entry, f, id) in toLaunch { launch(fetchID: id, entry: entry, key: key, fetch: f) }
         if let immediate { completion(immediate); return }
         if let (entry, range, id, runs) = hit {

@@ -24,15 +24,37 @@ extension EngineCore {
         return slices(of: range).filter { entry.unverified.contains($0) }
     }
 
+    /// How many slices past a read are checked ahead of its reader (a film read after a restart
+    /// otherwise waits for each slice's disk read and hash in turn, and the disk idles while the
+    /// reader reads).
+    static let verifyAheadSlices: Int64 = 2
+
+    /// The cached, unchecked slices just past `request` that no job is checking yet; marked as
+    /// queued. Call under the shard lock.
+    func slicesToVerifyAhead(_ entry: EntryState, after request: Range<Int64>) -> [Int64] {
+        let first = store.sliceIndex(of: max(request.lowerBound, request.upperBound - 1)) + 1
+        let ahead = (first..<(first + Self.verifyAheadSlices)).filter {
+            entry.unverified.contains($0) && !entry.verifyQueued.contains($0)
+        }
+        entry.verifyQueued.formUnion(ahead)
+        return ahead
+    }
+
     /// Checks `slices` of `entry` (at `generation`) against their recorded checksums. Blocking:
     /// call from a job of `pool` with `verifyKey`. Returns the bytes found damaged (dropped, to be fetched again).
     @discardableResult
-    func verify(_ entry: EntryState, shard: Shard, slices wanted: [Int64], generation: Int64) -> Int64 {
-        let id: Int64? = shard.locked { entry.isCurrent(generation) && entry.isPersisted ? entry.id : nil }
-        guard let id else { return 0 }
+    func verify(_ entry: EntryState, shard: Shard, slices asked: [Int64], generation: Int64) -> Int64 {
+        // Only what is still unchecked: reads of one slice queue a check each (the kernel's
+        // read-ahead has several in flight), and the checks ahead of a reader queue theirs.
+        let (id, wanted): (Int64?, [Int64]) = shard.locked {
+            entry.verifyQueued.subtract(asked)
+            guard entry.isCurrent(generation) && entry.isPersisted else { return (nil, []) }
+            return (entry.id, asked.filter { entry.unverified.contains($0) })
+        }
+        guard let id, !wanted.isEmpty else { return 0 }
         let extents: [CacheIndex.ExtentRow]
         do {
-            extents = try index.extents(entryID: id, generation: generation).filter { wanted.contains($0.slice) }
+            extents = try index.extents(entryID: id, generation: generation, slices: wanted)
         } catch {
             logger.warning("cannot read the index to check cached bytes; they stay unchecked", metadata: ["error": "\(error)"])
             return 0

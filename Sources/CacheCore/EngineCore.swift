@@ -442,6 +442,7 @@ final class EngineCore: Sendable {
         entry.coverage = RangeSet()
         entry.unreadAhead = RangeSet()
         entry.unverified = []
+        entry.verifyQueued = []
         entry.pending.removeAll()
         entry.sliceBytes = [:]
         entry.sliceAccess = [:]

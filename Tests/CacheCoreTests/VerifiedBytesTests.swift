@@ -87,6 +87,41 @@ final class VerifiedBytesTests: XCTestCase {
         XCTAssertNotNil(cache.core.wholeFile(reader: reader), "checked whole: passthrough may have it")
     }
 
+    func testAReadChecksTheSlicesItsReaderComesToNext() async throws {
+        try await cacheThenDamage(at: nil)
+        let origin = source()
+        let cache = try engine(origin)
+        defer { cache.shutdown() }
+        let info = try await cache.open(url: url)
+        let reader = cache.makeReader(for: info)
+        let first = try await reader.read(offset: 0, length: 64 << 10)
+        XCTAssertTrue(first[...] == original[0..<(64 << 10)])
+        cache.core.pool.waitForJobs(key: EngineCore.verifyKey)
+        XCTAssertEqual(unverified(cache), [], "slice 0 for the read, slices 1 and 2 ahead of it")
+        let rest = try await reader.read(offset: 64 << 10, length: size)
+        reader.close()
+        XCTAssertTrue(rest[...] == original[(64 << 10)...])
+        XCTAssertEqual(origin.bytesServed, 0, "all from disk")
+    }
+
+    func testDamageFoundAheadOfAReaderIsFetchedAgainWhenItGetsThere() async throws {
+        try await cacheThenDamage(at: (2 << 20) + 4096)
+        let origin = source()
+        let cache = try engine(origin)
+        defer { cache.shutdown() }
+        let info = try await cache.open(url: url)
+        let before = origin.bytesServed
+        let reader = cache.makeReader(for: info)
+        _ = try await reader.read(offset: 0, length: 4096)
+        cache.core.pool.waitForJobs(key: EngineCore.verifyKey)
+        XCTAssertGreaterThan(cache.core.metrics.damagedBytes.total, 0, "found by the check ahead")
+        XCTAssertEqual(origin.bytesServed - before, 0, "nothing fetched before the reader gets there")
+        let bytes = try await reader.read(offset: 0, length: size)
+        reader.close()
+        XCTAssertTrue(bytes == original, "every byte as the origin has it")
+        XCTAssertGreaterThanOrEqual(origin.bytesServed - before, 1 << 20, "the damaged slice came from the origin again")
+    }
+
     func testTheScrubChecksSlicesNobodyReads() async throws {
         try await cacheThenDamage(at: 100)
         let cache = try engine(source())
