@@ -55,7 +55,11 @@ public struct MountOptions: Sendable {
     /// How far ahead of a sequential reader of cached bytes the daemon puts them into the
     /// kernel's page cache (`PageCacheFill`); 0: not at all, every read asks the daemon.
     public var pageCacheFill: Int64 = MountOptions.defaultPageCacheFill
-    public static let defaultPageCacheFill: Int64 = 16 << 20
+    /// Off: on Linux 6.18 the kernel's own read-ahead asked the daemon for every page the fill
+    /// stored (1058 reads of a GiB with the fill and without), so each byte was copied into the
+    /// page cache twice and a warm GiB read 0.63 s filled against 0.45-0.47 s not (root
+    /// `--no-passthrough`; 0.72 against 0.49 for a daemon run by a user). docs/benchmarks.md.
+    public static let defaultPageCacheFill: Int64 = 0
     /// Memory all `--index` listings together may take in the tree (estimated per entry, see
     /// `FileSystemCore.listingCost`): a listing that would pass it fails (EIO on its directory),
     /// each listing being capped at 64 MiB of bytes besides.

@@ -305,13 +305,13 @@ struct DataPathBench: ParsableCommand {
         }
         // Phase 3: without FUSE passthrough, as a mount run by a user (not root) reads a warm
         // file, and as every partly cached file is read: through the daemon.
-        if !only.isDisjoint(with: [.nopass, .players]) {
+        if !only.isDisjoint(with: [.nopass, .players, .restart]) {
             daemon.unmount()
             do {
                 try measureWithoutPassthrough(into: &table, binary: binary, origin: origin, temp: temp, www: www,
                                               cacheSize: cacheSize, big: sizes.big)
             } catch {
-                table.measure([.nopass, .players], "mount without passthrough") { throw error }
+                table.measure([.nopass, .players, .restart], "mount without passthrough") { throw error }
             }
         }
         daemon.unmount()
@@ -338,9 +338,12 @@ struct DataPathBench: ParsableCommand {
             try ProxyBench.writeGenerated(path: www + "/big.bin", length: big, seed: 0xB16)
         }
         let entries = ["big.bin=\(origin.url("/big.bin"))"] + (0..<players).map { "p\($0).bin=\(origin.url("/players/p\($0).bin"))" }
-        let daemon = try MountDaemon(binary: binary, mountpoint: temp.appending("mnt-nopass"), cacheDirectory: temp.appending("cache"),
-                                     cacheSize: cacheSize, entries: entries, logFile: temp.appending("mount-nopass.log"),
-                                     extraArguments: ["--no-passthrough"])
+        let start = {
+            try MountDaemon(binary: binary, mountpoint: temp.appending("mnt-nopass"), cacheDirectory: temp.appending("cache"),
+                            cacheSize: cacheSize, entries: entries, logFile: temp.appending("mount-nopass.log"),
+                            extraArguments: ["--no-passthrough"])
+        }
+        var daemon = try start()
         defer { daemon.unmount() }
         let mnt = daemon.mountpoint
         // Fill the cache (big.bin may be there from the loopback figure already).
@@ -348,6 +351,20 @@ struct DataPathBench: ParsableCommand {
         _ = try Readers.concurrently(players) { _ = try MountBench.readWhole(mnt + "/p\($0).bin", expected: each) }
         try daemon.waitUntilCached(url: origin.url("/big.bin"), length: big)
         for i in 0..<players { try daemon.waitUntilCached(url: origin.url("/players/p\(i).bin"), length: each) }
+
+        // A restart: bytes from before it are served once their checksums were checked.
+        table.measure([.restart], "mount, first read of a cached file after a restart") {
+            daemon.unmount()
+            try Readers.dropPageCache()
+            let plain = try MountBench.readWhole(www + "/big.bin", expected: big)
+            daemon = try start()
+            try Readers.dropPageCache()
+            let t = try MountBench.readWhole(mnt + "/big.bin", expected: big)
+            return [Figure(name: "mount, first read of a cached \(CoreBench.human(big)) after a restart (every slice checked), page cache dropped",
+                           measured: Self.seconds(t) + ", " + Self.megabytes(big, t),
+                           reference: "plain file, same disk: " + Self.seconds(plain) + ", " + Self.megabytes(big, plain),
+                           ratio: plain / t, unit: "x throughput", target: .atLeast(0.33))]
+        }
 
         table.measure([.nopass], "mount --no-passthrough, warm sequential") {
             var plain = Double.infinity, t = Double.infinity
@@ -433,7 +450,7 @@ struct DataPathBench: ParsableCommand {
 
 /// The figures of `datapath`, as `--only` names them.
 enum DataPathFigure: String, CaseIterable {
-    case calibration, link, random, readers, loopback, cpu, warm, proxy, memory, nopass, players, rclone
+    case calibration, link, random, readers, loopback, cpu, warm, proxy, memory, nopass, players, restart, rclone
 }
 
 /// The emulated link's knobs, as command-line options.

@@ -74,7 +74,7 @@ struct MountCommand: AsyncParsableCommand {
     var noPassthrough = false
 
     @Option(name: .customLong("page-cache-fill"), parsing: .unconditional,
-            help: ArgumentHelp("How far ahead of a program reading a cached file in order the daemon puts the file's bytes into the kernel's page cache, so its reads need no round trip to the daemon; 0 turns it off (default: 16M).", valueName: "size"))
+            help: ArgumentHelp("How far ahead of a program reading a cached file in order the daemon puts the file's bytes into the kernel's page cache, so its reads need no round trip to the daemon (e.g. 16M); 0 turns it off (default: 0, off: on current kernels the kernel's read-ahead asks for the stored pages anyway).", valueName: "size"))
     var pageCacheFill: String?
 
     @Option(name: .customLong("stop-timeout"), parsing: .unconditional,
