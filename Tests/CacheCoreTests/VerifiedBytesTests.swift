@@ -50,12 +50,18 @@ final class VerifiedBytesTests: XCTestCase {
         return found
     }
 
-    func testDamagedBytesAreFetchedAgainNotServed() async throws {
-        try await cacheThenDamage(at: (1 << 20) + 12345)
+    /// The file cached by an engine that stopped, damaged at `offset` (if any), opened by a new
+    /// engine (a restart) with an origin of its own.
+    private func restarted(damagedAt offset: Int64?) async throws -> (ScriptedSource, CacheEngine, EntryInfo) {
+        try await cacheThenDamage(at: offset)
         let origin = source()
         let cache = try engine(origin)
+        return (origin, cache, try await cache.open(url: url))
+    }
+
+    func testDamagedBytesAreFetchedAgainNotServed() async throws {
+        let (origin, cache, info) = try await restarted(damagedAt: (1 << 20) + 12345)
         defer { cache.shutdown() }
-        let info = try await cache.open(url: url)
         let before = origin.bytesServed
         let reader = cache.makeReader(for: info)
         let bytes = try await reader.read(offset: 0, length: size)
@@ -88,11 +94,8 @@ final class VerifiedBytesTests: XCTestCase {
     }
 
     func testAReadChecksTheSlicesItsReaderComesToNext() async throws {
-        try await cacheThenDamage(at: nil)
-        let origin = source()
-        let cache = try engine(origin)
+        let (origin, cache, info) = try await restarted(damagedAt: nil)
         defer { cache.shutdown() }
-        let info = try await cache.open(url: url)
         let reader = cache.makeReader(for: info)
         let first = try await reader.read(offset: 0, length: 64 << 10)
         XCTAssertTrue(first[...] == original[0..<(64 << 10)])
@@ -105,11 +108,8 @@ final class VerifiedBytesTests: XCTestCase {
     }
 
     func testDamageFoundAheadOfAReaderIsFetchedAgainWhenItGetsThere() async throws {
-        try await cacheThenDamage(at: (2 << 20) + 4096)
-        let origin = source()
-        let cache = try engine(origin)
+        let (origin, cache, info) = try await restarted(damagedAt: (2 << 20) + 4096)
         defer { cache.shutdown() }
-        let info = try await cache.open(url: url)
         let before = origin.bytesServed
         let reader = cache.makeReader(for: info)
         _ = try await reader.read(offset: 0, length: 4096)
