@@ -73,17 +73,12 @@ extension EntryInfo {
 /// (the entry may have been removed or moved to a new version meanwhile). What a head and the end
 /// of the transfer mean for the entry (its version, the opens waiting, a failed first probe) is
 /// decided by the entry's `EntryStateMachine`; the sink carries out the actions it returns.
-// @unchecked: the `var`s below are confined to one thread at a time, not locked. The source's
-// (`generation`, `position`, `failure`, `batch`, `batchUsed`, `unsent`, `unsentGeneration`,
-// `turnBytes`, `lastTurnBytes`) are touched only from the `FetchSink` callbacks, which never
-// overlap, whichever thread they come from (the `FetchSink` contract).
-// The writer's (`fd`, `fdSlice`, `fdGeneration`, `fdEntryID`, `extent`, `noRoomUntil`) only from
-// the jobs it submits to its file's `WriteQueue` lane, which runs them one after the other, each
-// submitted after the last (the lane's lock orders them). The `let`s are `Sendable`; `entry` is
-// reached under `shard`'s lock. Checked, each part would need a lock taken on every 16 KiB
-// arrival and every write job for nothing (no two threads ever meet on them), or the writer's
-// part kept by the lane itself.
-final class EntrySink: FetchSink, @unchecked Sendable {
+// Checked `Sendable`: its state is in two `LockedValue`s, one per side, each taken by that side
+// alone (`arrivals` by the source's callbacks, `writer` by the jobs on the file's lane), so
+// neither is ever contended. What that costs: one uncontended pthread mutex (about 20 ns) per
+// callback, i.e. per 16 KiB arrival, beside the microsecond its copy and the shard lock take, and
+// one per write job (a batch of up to 128 KiB, beside its `pwrite`). Nothing per byte.
+final class EntrySink: FetchSink {
     let core: EngineCore
     let entry: EntryState
     let shard: Shard
@@ -94,36 +89,54 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     let file: Int
     /// Resumes the paused transfer once the writers have drained.
     private let onRoom: @Sendable () -> Void
-    /// Only touched from the source's callback thread (callbacks never overlap).
-    private var generation: Int64
-    private var position: Int64
-    private var failure: CacheError?
-    /// Only touched on the transfer's writer lane.
-    private var fd: Int32 = -1
-    private var fdSlice: Int64 = -1
-    private var fdGeneration: Int64 = -1
-    private var fdEntryID: Int64 = -1
-    private var extent: (slice: Int64, start: Int64, end: Int64, hash: XXH64)?
-    /// After a write found no room, bytes only go to waiting reads until then (uptime seconds).
-    private var noRoomUntil: Double = 0
-    /// The buffer arrivals are copied into, one after the other, and how much of it is taken.
-    /// Its chunks (pending already, so reads see them) go to the writer together once it is full
-    /// or the source drained (`fetchDidDrain`, after each turn of libcurl's loop; each
-    /// `fetchDidReceive`), and when a head arrives or the transfer ends: libcurl hands a body
-    /// over 16 KiB at a time, and a writer job, lane wake-up and `pwrite` per 16 KiB cost this
-    /// daemon about 1 CPU-second per GiB (a loopback read took 2.0 CPU-seconds per GiB, 1.0
-    /// with batches). Source thread only.
-    private var batch: ChunkStorage?
-    private var batchUsed = 0
-    private var unsent: [PendingBytes.Chunk] = []
-    private var unsentGeneration: Int64 = 0
-    /// Bytes taken in this turn of the source so far, and in the last turn. A new buffer is
-    /// sized for a turn like the last one, or, in a turn that filled one, for twice what came
-    /// so far, within the pool's sizes: a transfer over a slow link takes little of the write
-    /// budget per turn, one on loopback 128 KiB buffers.
-    private var turnBytes = 0
-    private var lastTurnBytes = 0
     static let batchCapacity = ChunkPool.classes.last!
+
+    /// The source's side: what one callback leaves for the next. Taken for the length of each
+    /// callback, which never overlap (the `FetchSink` contract); lock order: this, then the shard
+    /// lock, the lanes', the memory budget's. The read answers an arrival completes run inside
+    /// it too (they never call back into this sink: a `cancel` or `resume` of its handle only
+    /// queues for its source).
+    private struct Arrivals {
+        /// The version its bytes belong to, and the next byte's offset.
+        var generation: Int64
+        var position: Int64
+        /// Why the transfer failed although the source did not (a head that is not this file, a
+        /// wrong start), reported at its end.
+        var failure: CacheError?
+        /// The buffer arrivals are copied into, one after the other, and how much of it is
+        /// taken. Its chunks (pending already, so reads see them) go to the writer together once
+        /// it is full or the source drained (`fetchDidDrain`, after each turn of libcurl's loop;
+        /// each `fetchDidReceive`), and when a head arrives or the transfer ends: libcurl hands a
+        /// body over 16 KiB at a time, and a writer job, lane wake-up and `pwrite` per 16 KiB cost
+        /// this daemon about 1 CPU-second per GiB (a loopback read took 2.0 CPU-seconds per GiB,
+        /// 1.0 with batches).
+        var batch: ChunkStorage?
+        var batchUsed = 0
+        var unsent: [PendingBytes.Chunk] = []
+        var unsentGeneration: Int64 = 0
+        /// Bytes taken in this turn of the source so far, and in the last turn. A new buffer is
+        /// sized for a turn like the last one, or, in a turn that filled one, for twice what came
+        /// so far, within the pool's sizes: a transfer over a slow link takes little of the write
+        /// budget per turn, one on loopback 128 KiB buffers.
+        var turnBytes = 0
+        var lastTurnBytes = 0
+    }
+    private let arrivals: LockedValue<Arrivals>
+
+    /// The writer's side: the data file and extent being written. Taken for the length of each
+    /// job on the file's `WriteQueue` lane, which runs them one after the other; held around
+    /// the disk write, the eviction lock (`makeRoom`) and the shard lock, and taken by nothing
+    /// that holds one of those.
+    private struct Writer {
+        var fd: Int32 = -1
+        var slice: Int64 = -1
+        var generation: Int64 = -1
+        var entryID: Int64 = -1
+        var extent: (slice: Int64, start: Int64, end: Int64, hash: XXH64)?
+        /// After a write found no room, bytes only go to waiting reads until then (uptime seconds).
+        var noRoomUntil: Double = 0
+    }
+    private let writer = LockedValue(Writer())
 
     init(core: EngineCore, entry: EntryState, shard: Shard, fetchID: Int, generation: Int64, start: Int64,
          rangeAsked: Bool, file: Int) {
@@ -133,92 +146,94 @@ final class EntrySink: FetchSink, @unchecked Sendable {
         self.entry = entry
         self.shard = shard
         self.fetchID = fetchID
-        self.generation = generation
-        self.position = start
+        arrivals = LockedValue(Arrivals(generation: generation, position: start))
         onRoom = { [handles = core.handles] in handles.existing(fetchID)?.resume() }
     }
 
     /// Carries out what the entry's state machine makes of the head (under the shard lock), then
     /// cancels and launches what it asked for.
     func fetchDidReceiveHead(_ head: ResponseHead) -> Bool {
-        sendBatch()   // what came before this head is written as it was received
         var cancels: [FetchHandleBox] = []
         var launches: [(EntryState, ReadPlanner.Fetch, Int)] = []
         var reprobe: Int?
-        let proceed: Bool = shard.locked {
-            let wholeBodyRunning = entry.inflight.fetches.values.contains {
-                $0.id != fetchID && $0.generation == generation && $0.pinned && $0.start == 0 && $0.end == nil
-            }
-            let action = entry.machine.headArrived(
-                fetch: fetchID, current: entry.inflight.fetches[fetchID] != nil && entry.isCurrent(generation),
-                head: head, differs: entry.isPersisted && core.differs(entry.info, head), position: position,
-                lengthKnown: entry.info.length != nil, wholeBodyRunning: wholeBodyRunning,
-                provenance: .init(head: head, entry: entry.info, rangeAsked: rangeAsked), makeFetchID: core.makeID)
-            if case let .failedRevalidation(why, opens, staleCopy) = action {
-                // A captive portal, a login page: the cached bytes stay, as for an origin that is down.
-                let cause = CacheError.badResponse(url: entry.info.url, message: "not this file (\(why)); a captive portal or login page?")
-                failure = cause
-                core.logger.warning("the origin's answer does not look like this file; keeping the cached copy", metadata: [
-                    "url": "\(entry.info.url)", "status": "\(head.status)", "content_type": "\(head.contentType ?? "-")",
-                    "length": "\(head.totalLength.map(String.init) ?? "?")", "why": "\(why)"])
-                if !opens.isEmpty {
-                    core.answer(.init(opens: opens, with: staleCopy ? .staleCopy(cause) : .failure(cause)), entry: entry, url: entry.info.url)
+        let proceed: Bool = arrivals.withLock { t in
+            sendBatch(&t)   // what came before this head is written as it was received
+            return shard.locked {
+                let generation = t.generation
+                let wholeBodyRunning = entry.inflight.fetches.values.contains {
+                    $0.id != fetchID && $0.generation == generation && $0.pinned && $0.start == 0 && $0.end == nil
                 }
-                return false
-            }
-            guard case let .apply(decision, opens, reprobeID) = action else { return false }
-            switch decision.version {
-            case .failedRevalidation:
-                return false   // answered above
-            case .adoptFirst:
-                // The entry becomes real now, never for an error. Its row is written behind; the
-                // id is all data file names need.
-                core.adopt(head, into: entry)
-                entry.id = core.index.newEntryID()
-                entry.saveRow(to: core.index)
-            case .newVersionRefetch:
-                // Ask again for the wanted bytes of the new version, with its validator.
-                cancels = core.startNewGeneration(entry, head: head, keeping: fetchID)
-                entry.inflight.finish(fetchID)
-                launches = core.replanWaiters(entry, failed: nil)
-                if let reprobeID {
-                    entry.inflight.start(id: reprobeID, generation: entry.info.generation, start: 0, end: nil, reader: nil, pinned: true, priority: .waiting, now: Date().timeIntervalSince1970)
-                    reprobe = reprobeID
+                let action = entry.machine.headArrived(
+                    fetch: fetchID, current: entry.inflight.fetches[fetchID] != nil && entry.isCurrent(generation),
+                    head: head, differs: entry.isPersisted && core.differs(entry.info, head), position: t.position,
+                    lengthKnown: entry.info.length != nil, wholeBodyRunning: wholeBodyRunning,
+                    provenance: .init(head: head, entry: entry.info, rangeAsked: rangeAsked), makeFetchID: core.makeID)
+                if case let .failedRevalidation(why, opens, staleCopy) = action {
+                    // A captive portal, a login page: the cached bytes stay, as for an origin that is down.
+                    let cause = CacheError.badResponse(url: entry.info.url, message: "not this file (\(why)); a captive portal or login page?")
+                    t.failure = cause
+                    core.logger.warning("the origin's answer does not look like this file; keeping the cached copy", metadata: [
+                        "url": "\(entry.info.url)", "status": "\(head.status)", "content_type": "\(head.contentType ?? "-")",
+                        "length": "\(head.totalLength.map(String.init) ?? "?")", "why": "\(why)"])
+                    if !opens.isEmpty {
+                        core.answer(.init(opens: opens, with: staleCopy ? .staleCopy(cause) : .failure(cause)), entry: entry, url: entry.info.url)
+                    }
+                    return false
                 }
-            case .newVersionFromStart:
-                let originalEnd = entry.inflight.fetches[fetchID]?.end
-                let wasPinned = entry.inflight.fetches[fetchID]?.pinned ?? false
-                cancels = core.startNewGeneration(entry, head: head, keeping: fetchID)
-                generation = entry.info.generation
-                entry.inflight.rebase(fetchID, cursor: 0, end: originalEnd, generation: generation, pinned: wasPinned)
-                launches = core.replanWaiters(entry, failed: nil)
-            case .confirm:
-                entry.info.validatedAt = Date()
-                entry.info.finalURL = head.finalURL
-                if head.status == 206 { entry.info.acceptsRanges = true }
-                if entry.info.length == nil, let l = head.totalLength { entry.info.length = l }
-                entry.saveRow(to: core.index)
-            }
-            switch decision.body {
-            case .partial, .none:
-                break
-            case let .wrongStart(message):
-                failure = .badResponse(url: entry.info.url, message: message)
-            case .giveWay:
-                entry.info.acceptsRanges = false
-            case let .whole(ignoredRange):
-                // Keep all of it (bytes already on disk are skipped), and let nobody cancel it:
-                // asking again would start over.
-                if ignoredRange {
-                    core.logger.warning("the origin answered a range request with the whole file", metadata: [
-                        "url": "\(entry.info.url)", "times": "\(entry.machine.ignoredRanges)"])
+                guard case let .apply(decision, opens, reprobeID) = action else { return false }
+                switch decision.version {
+                case .failedRevalidation:
+                    return false   // answered above
+                case .adoptFirst:
+                    // The entry becomes real now, never for an error. Its row is written behind; the
+                    // id is all data file names need.
+                    core.adopt(head, into: entry)
+                    entry.id = core.index.newEntryID()
+                    entry.saveRow(to: core.index)
+                case .newVersionRefetch:
+                    // Ask again for the wanted bytes of the new version, with its validator.
+                    cancels = core.startNewGeneration(entry, head: head, keeping: fetchID)
+                    entry.inflight.finish(fetchID)
+                    launches = core.replanWaiters(entry, failed: nil)
+                    if let reprobeID {
+                        entry.inflight.start(id: reprobeID, generation: entry.info.generation, start: 0, end: nil, reader: nil, pinned: true, priority: .waiting, now: Date().timeIntervalSince1970)
+                        reprobe = reprobeID
+                    }
+                case .newVersionFromStart:
+                    let originalEnd = entry.inflight.fetches[fetchID]?.end
+                    let wasPinned = entry.inflight.fetches[fetchID]?.pinned ?? false
+                    cancels = core.startNewGeneration(entry, head: head, keeping: fetchID)
+                    t.generation = entry.info.generation
+                    entry.inflight.rebase(fetchID, cursor: 0, end: originalEnd, generation: t.generation, pinned: wasPinned)
+                    launches = core.replanWaiters(entry, failed: nil)
+                case .confirm:
+                    entry.info.validatedAt = Date()
+                    entry.info.finalURL = head.finalURL
+                    if head.status == 206 { entry.info.acceptsRanges = true }
+                    if entry.info.length == nil, let l = head.totalLength { entry.info.length = l }
+                    entry.saveRow(to: core.index)
                 }
-                entry.info.acceptsRanges = false
-                position = 0
-                entry.inflight.rebase(fetchID, cursor: 0, end: nil, generation: generation, pinned: true)
+                switch decision.body {
+                case .partial, .none:
+                    break
+                case let .wrongStart(message):
+                    t.failure = .badResponse(url: entry.info.url, message: message)
+                case .giveWay:
+                    entry.info.acceptsRanges = false
+                case let .whole(ignoredRange):
+                    // Keep all of it (bytes already on disk are skipped), and let nobody cancel it:
+                    // asking again would start over.
+                    if ignoredRange {
+                        core.logger.warning("the origin answered a range request with the whole file", metadata: [
+                            "url": "\(entry.info.url)", "times": "\(entry.machine.ignoredRanges)"])
+                    }
+                    entry.info.acceptsRanges = false
+                    t.position = 0
+                    entry.inflight.rebase(fetchID, cursor: 0, end: nil, generation: t.generation, pinned: true)
+                }
+                core.answer(opens, .success(entry.info))
+                return decision.proceeds
             }
-            core.answer(opens, .success(entry.info))
-            return decision.proceeds
         }
         cancels.forEach { $0.cancel() }
         for (e, f, id) in launches { core.launch(fetchID: id, entry: e, key: e.info.key, fetch: f) }
@@ -229,42 +244,50 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     }
 
     func fetchOffer(_ bytes: UnsafeRawBufferPointer) -> FetchFlow {
-        guard let (storage, at) = room(for: bytes.count, onRoom: onRoom) else { return .pause }
-        return accept(bytes, storage, at)
+        arrivals.withLock { t in
+            guard let (storage, at) = room(for: bytes.count, &t, onRoom: onRoom) else { return .pause }
+            return accept(bytes, storage, at, &t)
+        }
     }
 
-    /// A source that cannot pause waits here for room.
+    /// A source that cannot pause waits here for room (not holding `arrivals`).
     func fetchDidReceive(_ bytes: UnsafeRawBufferPointer) -> Bool {
         let room = DispatchSemaphore(value: 0)
         while true {
-            if let (storage, at) = self.room(for: bytes.count, onRoom: { room.signal() }) {
-                defer { fetchDidDrain() }
-                return accept(bytes, storage, at) == .proceed
+            let flow: FetchFlow? = arrivals.withLock { t in
+                guard let (storage, at) = self.room(for: bytes.count, &t, onRoom: { room.signal() }) else { return nil }
+                defer { drained(&t) }
+                return accept(bytes, storage, at, &t)
             }
+            if let flow { return flow == .proceed }
             room.wait()
         }
     }
 
     func fetchDidDrain() {
-        lastTurnBytes = turnBytes
-        turnBytes = 0
-        sendBatch()
+        arrivals.withLock { drained(&$0) }
+    }
+
+    private func drained(_ t: inout Arrivals) {
+        t.lastTurnBytes = t.turnBytes
+        t.turnBytes = 0
+        sendBatch(&t)
     }
 
     /// Where `count` arriving bytes go: the rest of the batch buffer, or a new one from the write
     /// budget (the full one goes to the writer first; `turnBytes` says how large). Nil when the
     /// budget has no room: `onRoom` runs once it has.
-    private func room(for count: Int, onRoom: @escaping @Sendable () -> Void) -> (ChunkStorage, Int)? {
-        if let b = batch, b.capacity - batchUsed >= count {
-            defer { batchUsed += count }
-            return (b, batchUsed)
+    private func room(for count: Int, _ t: inout Arrivals, onRoom: @escaping @Sendable () -> Void) -> (ChunkStorage, Int)? {
+        if let b = t.batch, b.capacity - t.batchUsed >= count {
+            defer { t.batchUsed += count }
+            return (b, t.batchUsed)
         }
-        sendBatch()
-        let expected = min(turnBytes > 0 ? 2 * turnBytes : lastTurnBytes, Self.batchCapacity)
+        sendBatch(&t)
+        let expected = min(t.turnBytes > 0 ? 2 * t.turnBytes : t.lastTurnBytes, Self.batchCapacity)
         guard let b = core.writes.buffer(capacity: ChunkPool.capacity(for: max(count, expected)),
                                          transfer: fetchID, onRoom: onRoom) else { return nil }
-        batch = b
-        batchUsed = count
+        t.batch = b
+        t.batchUsed = count
         return (b, 0)
     }
 
@@ -272,22 +295,26 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     /// transfer waiting for the network holds no room in the queued share, which others may
     /// need (a buffer's room comes back once its chunks are written; it is freed once no read
     /// holds it either).
-    private func sendBatch() {
-        batch?.writerDone()
-        batch = nil
-        batchUsed = 0
-        guard !unsent.isEmpty else { return }
-        let chunks = unsent, generation = unsentGeneration
-        unsent = []
-        core.writes.submit(file: file) { [self] in write(chunks, generation: generation) }
+    private func sendBatch(_ t: inout Arrivals) {
+        t.batch?.writerDone()
+        t.batch = nil
+        t.batchUsed = 0
+        guard !t.unsent.isEmpty else { return }
+        let chunks = t.unsent, generation = t.unsentGeneration
+        t.unsent = []
+        core.writes.submit(file: file) { [self] in
+            writer.withLock { write(chunks, generation: generation, &$0) }
+        }
     }
 
     /// Takes an arrival, copied into `storage` at `at` (its room in the queued share is given
     /// back once the writer is done with it; see `ChunkStorage`).
-    private func accept(_ arrival: UnsafeRawBufferPointer, _ storage: ChunkStorage, _ at: Int) -> FetchFlow {
+    private func accept(_ arrival: UnsafeRawBufferPointer, _ storage: ChunkStorage, _ at: Int,
+                        _ t: inout Arrivals) -> FetchFlow {
         storage.write(arrival, at: at)   // published below, under the shard lock (see `ChunkStorage`)
         let bytes = storage.bytes(at: at, count: arrival.count)
-        let range = position..<(position + Int64(bytes.count))
+        let range = t.position..<(t.position + Int64(bytes.count))
+        let generation = t.generation
         var queued: [PendingBytes.Chunk] = []
         var answers: [() -> Void] = []
         let now = Date().timeIntervalSince1970
@@ -326,15 +353,15 @@ final class EntrySink: FetchSink, @unchecked Sendable {
             return entry.inflight.advance(fetchID, to: range.upperBound, now: now)
         }
         answers.forEach { $0() }
-        position = range.upperBound
-        turnBytes += bytes.count
+        t.position = range.upperBound
+        t.turnBytes += bytes.count
         if !queued.isEmpty {
-            if !unsent.isEmpty, unsentGeneration != generation { sendBatch() }
-            unsent += queued
-            unsentGeneration = generation
+            if !t.unsent.isEmpty, t.unsentGeneration != generation { sendBatch(&t) }
+            t.unsent += queued
+            t.unsentGeneration = generation
         }
-        if let b = batch, batchUsed == b.capacity {
-            sendBatch()
+        if let b = t.batch, t.batchUsed == b.capacity {
+            sendBatch(&t)
         }
         guard let progress else { return .stop }
         return progress == .proceed ? .proceed : .stop
@@ -343,7 +370,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     // MARK: Writer lane
 
     /// Writes pending chunks, records what was written, and gives their room back.
-    private func write(_ chunks: [PendingBytes.Chunk], generation: Int64) {
+    private func write(_ chunks: [PendingBytes.Chunk], generation: Int64, _ w: inout Writer) {
         // Pinned from before the write until the coverage is recorded: an eviction in between
         // would delete rows and files of bytes the record below then claims.
         let slices = core.slices(of: chunks[0].range.lowerBound..<chunks[chunks.count - 1].range.upperBound)
@@ -362,7 +389,7 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                 count += chunks[j].bytes.count
                 j += 1
             }
-            if store(UnsafeRawBufferPointer(start: first.baseAddress, count: count), at: start, slice: slice, generation: generation) {
+            if store(UnsafeRawBufferPointer(start: first.baseAddress, count: count), at: start, slice: slice, generation: generation, &w) {
                 written += chunks[i..<j].map(\.range)
             }
             i = j
@@ -395,44 +422,45 @@ final class EntrySink: FetchSink, @unchecked Sendable {
 
     /// Writes new bytes of one slice if there is room, extending the current extent's checksum.
     /// False when they were not written: they then reached only the reads waiting for them.
-    private func store(_ piece: UnsafeRawBufferPointer, at offset: Int64, slice: Int64, generation: Int64) -> Bool {
+    private func store(_ piece: UnsafeRawBufferPointer, at offset: Int64, slice: Int64, generation: Int64,
+                       _ w: inout Writer) -> Bool {
         let uptime = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
-        guard uptime >= noRoomUntil else { return false }
+        guard uptime >= w.noRoomUntil else { return false }
         guard core.makeRoom(for: Int64(piece.count)) else {
-            noRoom(uptime, "no room left under the cap and the free-space floor")
+            noRoom(uptime, "no room left under the cap and the free-space floor", &w)
             return false
         }
         do {
-            guard try openSlice(slice, generation: generation) else { return false }
+            guard try openSlice(slice, generation: generation, &w) else { return false }
             do {
-                try core.store.write(fd: fd, piece, at: offset, path: core.store.path(entry: fdEntryID, generation: generation))
+                try core.store.write(fd: w.fd, piece, at: offset, path: core.store.path(entry: w.entryID, generation: generation))
             } catch let e as StorageError where e.isDiskFull {
                 // Another program filled the disk: make room and try once more.
                 core.space.refill(0)
                 guard core.makeRoom(for: Int64(piece.count)) else { throw e }
-                try core.store.write(fd: fd, piece, at: offset, path: core.store.path(entry: fdEntryID, generation: generation))
+                try core.store.write(fd: w.fd, piece, at: offset, path: core.store.path(entry: w.entryID, generation: generation))
             }
         } catch {
             // Whatever was half written is not recorded: the extent restarts after the hole.
-            closeExtent()
-            noRoom(uptime, "\(error)")
+            closeExtent(&w)
+            noRoom(uptime, "\(error)", &w)
             return false
         }
-        if let x = extent, x.slice == slice, x.end == offset, x.end - x.start < (1 << 20) {
-            extent!.end = offset + Int64(piece.count)
-            extent!.hash.update(piece)
+        if let x = w.extent, x.slice == slice, x.end == offset, x.end - x.start < (1 << 20) {
+            w.extent!.end = offset + Int64(piece.count)
+            w.extent!.hash.update(piece)
         } else {
-            closeExtent()
+            closeExtent(&w)
             var hash = XXH64()
             hash.update(piece)
-            extent = (slice, offset, offset + Int64(piece.count), hash)
+            w.extent = (slice, offset, offset + Int64(piece.count), hash)
         }
         return true
     }
 
     /// Stops caching for a second (reads keep being answered), with a warning now and then.
-    private func noRoom(_ uptime: Double, _ why: String) {
-        noRoomUntil = uptime + 1
+    private func noRoom(_ uptime: Double, _ why: String, _ w: inout Writer) {
+        w.noRoomUntil = uptime + 1
         let url = shard.locked { () -> String in
             entry.noteError("not cached (\(why)); served from the network")
             return entry.info.url
@@ -445,12 +473,12 @@ final class EntrySink: FetchSink, @unchecked Sendable {
     /// Makes `slice` the one being written (pinned, its version's data file open). False (nothing
     /// open) when the slice is being evicted or the entry moved on; the file a removed entry's
     /// writer created is deleted again.
-    private func openSlice(_ slice: Int64, generation: Int64) throws -> Bool {
-        if fd >= 0, fdSlice == slice, fdGeneration == generation { return true }
-        closeExtent()
-        if fd >= 0, fdGeneration == generation {
+    private func openSlice(_ slice: Int64, generation: Int64, _ w: inout Writer) throws -> Bool {
+        if w.fd >= 0, w.slice == slice, w.generation == generation { return true }
+        closeExtent(&w)
+        if w.fd >= 0, w.generation == generation {
             // The same data file: only the pin moves to the next slice.
-            let old = fdSlice
+            let old = w.slice
             let moved: Bool = shard.locked {
                 guard entry.isCurrent(generation), !entry.evicting.contains(slice) else { return false }
                 entry.pin(slice...slice, generation: generation)
@@ -458,11 +486,11 @@ final class EntrySink: FetchSink, @unchecked Sendable {
                 return true
             }
             if moved {
-                fdSlice = slice
+                w.slice = slice
                 return true
             }
         }
-        closeFile()
+        closeFile(&w)
         let id: Int64? = shard.locked {
             guard entry.isCurrent(generation), !entry.evicting.contains(slice) else { return nil }
             entry.pin(slice...slice, generation: generation)
@@ -482,39 +510,46 @@ final class EntrySink: FetchSink, @unchecked Sendable {
             core.store.remove(entry: id, generation: generation)
             return false
         }
-        fd = opened
-        fdSlice = slice
-        fdGeneration = generation
-        fdEntryID = id
+        w.fd = opened
+        w.slice = slice
+        w.generation = generation
+        w.entryID = id
         return true
     }
 
     /// Hands the finished extent to the index (its bytes are already written), unless the entry
     /// moved on: then its rows are going or gone, and the bytes with them.
-    private func closeExtent() {
-        guard let x = extent else { return }
-        extent = nil
-        guard shard.locked({ entry.isCurrent(fdGeneration) }) else { return }
-        core.index.addExtent(.init(entryID: fdEntryID, generation: fdGeneration, slice: x.slice, start: x.start, end: x.end, checksum: x.hash.value))
+    private func closeExtent(_ w: inout Writer) {
+        guard let x = w.extent else { return }
+        w.extent = nil
+        let generation = w.generation
+        guard shard.locked({ entry.isCurrent(generation) }) else { return }
+        core.index.addExtent(.init(entryID: w.entryID, generation: generation, slice: x.slice, start: x.start, end: x.end, checksum: x.hash.value))
     }
 
-    private func closeFile() {
-        guard fd >= 0 else { return }
-        close(fd)
-        fd = -1
-        let s = fdSlice, g = fdGeneration
+    private func closeFile(_ w: inout Writer) {
+        guard w.fd >= 0 else { return }
+        close(w.fd)
+        w.fd = -1
+        let s = w.slice, g = w.generation
         shard.locked { entry.unpin(s...s, generation: g) }
-        fdSlice = -1
+        w.slice = -1
     }
 
     func fetchDidFinish(_ error: FetchError?) {
-        sendBatch()
+        // The last callback: what it reads of the source's side is final.
+        let (failure, position, generation) = arrivals.withLock { t in
+            sendBatch(&t)
+            return (t.failure, t.position, t.generation)
+        }
         core.memory.forget(transfer: fetchID)
         // The last extent goes to the index once the lane wrote what is queued before it.
         defer {
             core.writes.submit(file: file) { [self] in
-                closeExtent()
-                closeFile()
+                writer.withLock { w in
+                    closeExtent(&w)
+                    closeFile(&w)
+                }
                 core.activeSinks.withLock { $0 -= 1 }
                 core.activeSinks.broadcast()   // shutdown, waiting for the last ones
             }

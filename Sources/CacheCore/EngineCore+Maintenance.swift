@@ -58,7 +58,7 @@ extension EngineCore {
     private func removeEntries(_ victims: [(Shard, EntryState)]) throws {
         var ids: [Int64] = []
         for (shard, e) in victims {
-            let (waiters, cancels, persisted): ([Waiter], [FetchHandleBox], Bool) = shard.locked {
+            let (waiting, cancels, persisted): ([Waiter.Completion], [FetchHandleBox], Bool) = shard.locked {
                 let persisted = e.isPersisted
                 // Only the entry in the shard is this one's to remove (a detached copy has no bytes).
                 if shard.entries[e.info.key] === e { shard.entries.removeValue(forKey: e.info.key) }
@@ -69,12 +69,12 @@ extension EngineCore {
                 }
                 e.coverage = RangeSet()
                 e.sliceBytes = [:]
-                let w = e.waiters
+                let w = e.waiters.map(\.completion)
                 e.waiters = []
                 return (w, e.inflight.removeAll().compactMap { handles.remove($0) }, persisted)
             }
             cancels.forEach { $0.cancel() }
-            waiters.forEach { w in pool.submit { [done = w.completion] in done(.failure(.cancelled)) } }
+            waiting.forEach { done in pool.submit { done(.failure(.cancelled)) } }
             if persisted { ids.append(e.id) }
         }
         let idSet = Set(ids)

@@ -453,7 +453,7 @@ extension EngineCore {
         let shard = shard(for: key)
         let file = reader.files.closeAll()
         var overflow: DataFile?   // a kept descriptor given up for room: closed when this returns, after the lock
-        let (waiters, cancels): ([Waiter], [FetchHandleBox]) = shard.locked {
+        let (waiting, cancels): ([Waiter.Completion], [FetchHandleBox]) = shard.locked {
             reader.progress.withLock { $0.closed = true }
             guard let entry = shard.entries[key] else { return ([], []) }
             if let file, entry.isCurrent(reader.entry.generation) {
@@ -465,10 +465,10 @@ extension EngineCore {
             let orphaned = entry.inflight.release(reader: reader.id)
             if !mine.isEmpty { reprioritize(entry) }
             // Orphaned fetches stop at their next chunk (advance says .stop); cancel them now too.
-            return (mine, orphaned.compactMap { handles.existing($0) })
+            return (mine.map(\.completion), orphaned.compactMap { handles.existing($0) })
         }
         cancels.forEach { $0.cancel() }
-        for w in waiters { pool.submit { [done = w.completion] in done(.failure(.cancelled)) } }
+        for done in waiting { pool.submit { done(.failure(.cancelled)) } }
         withExtendedLifetime(overflow) {}   // its close, here, outside the shard lock
     }
 }

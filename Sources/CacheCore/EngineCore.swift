@@ -178,10 +178,10 @@ final class EngineCore: Sendable {
     func shutdown() {
         sweeper.withLock { $0?.cancel() }
         for shard in shards {
-            let (fetches, waiters): ([FetchHandleBox], [Waiter]) = shard.locked {
-                var f: [FetchHandleBox] = [], w: [Waiter] = []
+            let (fetches, waiting): ([FetchHandleBox], [Waiter.Completion]) = shard.locked {
+                var f: [FetchHandleBox] = [], w: [Waiter.Completion] = []
                 for e in shard.entries.values {
-                    w += e.waiters
+                    w += e.waiters.map(\.completion)
                     e.waiters = []
                     for id in e.inflight.removeAll() { if let h = handles.remove(id) { f.append(h) } }
                     if e.isPersisted { e.saveRow(to: index) }   // only those that changed
@@ -189,7 +189,7 @@ final class EngineCore: Sendable {
                 return (f, w)
             }
             fetches.forEach { $0.cancel() }
-            waiters.forEach { w in pool.submit { [done = w.completion] in done(.failure(.cancelled)) } }
+            waiting.forEach { done in pool.submit { done(.failure(.cancelled)) } }
         }
         // Transfers hand their last extent to the index when they finish: wait for them (briefly),
         // or bytes already on disk would not be recorded.
@@ -610,8 +610,8 @@ final class EngineCore: Sendable {
     /// waiting a second `readTimeout` (`EngineCore.read`).
     func expireWaiters(now: Double = Date().timeIntervalSince1970) {
         for shard in shards {
-            let expired: [(Waiter, String)] = shard.locked {
-                var out: [(Waiter, String)] = []
+            let expired: [(done: Waiter.Completion, range: Range<Int64>, url: String)] = shard.locked {
+                var out: [(done: Waiter.Completion, range: Range<Int64>, url: String)] = []
                 for e in shard.entries.values where !e.waiters.isEmpty {
                     let (late, onTime) = (e.waiters.filter { $0.deadline <= now }, e.waiters.filter { $0.deadline > now })
                     guard !late.isEmpty else { continue }
@@ -621,14 +621,14 @@ final class EngineCore: Sendable {
                         e.timedOut.append((reader: w.reader, range: w.range, at: now))
                         e.unpin(slices(of: w.range), generation: w.generation)
                         e.noteError("read \(w.range.lowerBound)-\(w.range.upperBound - 1) timed out")
-                        out.append((w, e.info.url))
+                        out.append((w.completion, w.range, e.info.url))
                     }
                 }
                 return out
             }
-            for (w, url) in expired {
-                logger.warning("read timed out", metadata: ["url": "\(url)", "range": "\(w.range.lowerBound)-\(w.range.upperBound - 1)"])
-                pool.submit { [done = w.completion] in done(.failure(.timeout(url: url))) }
+            for (done, range, url) in expired {
+                logger.warning("read timed out", metadata: ["url": "\(url)", "range": "\(range.lowerBound)-\(range.upperBound - 1)"])
+                pool.submit { done(.failure(.timeout(url: url))) }
             }
         }
     }

@@ -15,8 +15,9 @@ import Foundation
 // rounds and their unfinished commits, maintenance lists) and is dereferenced again only under
 // that shard's lock, where a step that ran outside it checks `isCurrent(generation)` before it
 // records anything. Its `Waiter`s (not `Sendable`) never leave the lock: what crosses is their
-// completion. To be checked: the engine would have to name entries outside the lock by key and
-// generation and look them up again under it (as the mount's tree names nodes by inode number),
+// completion. To be checked: the engine would have to name entries outside the lock by a handle
+// (their key and a number of their own, not the generation: a transfer follows its entry across
+// versions) and look them up again under it (as the mount's tree names nodes by inode number),
 // and the locked blocks return only `Sendable` values (docs/threads.md).
 final class EntryState: @unchecked Sendable {
     typealias OpenCompletion = @Sendable (Result<EntryInfo, CacheError>) -> Void
@@ -158,7 +159,9 @@ final class Waiter {
     /// A warm-up's read: nobody is waiting on it, so its transfer keeps the lowest class.
     var background = false
     var replans = 0
-    let completion: @Sendable (Result<ReadLease, CacheError>) -> Void
+    /// How the read is answered: what leaves the shard lock in its stead, a `Waiter` never does.
+    typealias Completion = @Sendable (Result<ReadLease, CacheError>) -> Void
+    let completion: Completion
     /// Bytes of `range` that arrived while it waited, where they are: sorted, disjoint, exactly
     /// `filled`. `kept`: bytes the disk refused, which it must not let go of.
     private(set) var held: [(range: Range<Int64>, bytes: ChunkBytes, kept: Bool)] = []

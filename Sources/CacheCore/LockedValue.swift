@@ -9,8 +9,9 @@ import Glibc
 /// Why not `Mutex` itself: on Linux it locks with atomics and `futex` calls that ThreadSanitizer
 /// does not see, so every value a `Mutex` guards is reported as a race (the CI runs the tests
 /// under ThreadSanitizer); `pthread_mutex_lock` is what it watches. As cheap as the `NSLock` this
-/// replaces: two allocations (this object, and the value with its mutex), no recursion. A leaf lock:
-/// `body` must not take another one that is ever held around it.
+/// replaces: two allocations (this object, and the value with its mutex), no recursion. Mostly a
+/// leaf lock; `body` must never take another one that is ever held around it (`EntrySink`'s two
+/// are held around the shard lock, which is why nothing under a shard lock takes them).
 // @unchecked: the value is only reached through `withLock`, with the mutex held; the `sending`
 // parameter and result keep non-Sendable state from leaving it (as `Mutex` does).
 public final class LockedValue<Value>: @unchecked Sendable {

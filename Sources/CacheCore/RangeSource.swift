@@ -145,7 +145,7 @@ public struct ResponseHead: Sendable, Equatable {
 
 /// Receives one transfer. Methods are called on the source's thread, one at a time, each after
 /// the last returned (a tier transfer's attempts may run on another source's thread, still one
-/// after another): a sink may keep its transfer's state in plain fields (`EntrySink`).
+/// after another): a sink's lock for its transfer's state is never contended (`EntrySink`).
 public protocol FetchSink: AnyObject, Sendable {
     /// Called once before the body. Return false to cancel the transfer.
     func fetchDidReceiveHead(_ head: ResponseHead) -> Bool
