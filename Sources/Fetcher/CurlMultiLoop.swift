@@ -171,6 +171,7 @@ final class CurlMultiLoop: @unchecked Sendable {
             for p in priorities where live[p.id] != nil {
                 live[p.id]!.priority = p.priority
                 scheduler.setPriority(p.id, p.priority, waited: p.waited, now: now)
+                throttle?.reclass(p.id, p.priority)
             }
             for t in starts { launch(t) }
             for id in cancels { if let t = live[id] { cancelNow(t) } }

@@ -124,3 +124,133 @@ final class ThrottlePriorityTests: XCTestCase {
         XCTAssertNotNil(t.wait(now: 0), "transfer 1 still waits for a token")
     }
 }
+
+/// `--bwlimit` with a read waiting among read-ahead streams, on a simulated loop: every turn the
+/// loop lets go of the transfers that are due, then libcurl offers each transfer that is not
+/// paused one 16 KiB chunk, in its own order (as `curl_multi_perform` does).
+final class ThrottleSharingTests: XCTestCase {
+
+    /// A source: how many chunks transfer `id`'s origin has sent by `now` (what libcurl can offer,
+    /// less what passed). A paused transfer's chunk is offered again, as libcurl does.
+    typealias Arrived = (_ id: Int, _ now: UInt64) -> Int
+
+    /// The loop's side: which transfers the throttle paused, the classes it last told it, the time.
+    final class Loop {
+        let throttle: Throttle
+        var paused = Set<Int>()
+        var classes: [Int: FetchPriority] = [:]
+        var now: UInt64 = 0
+        init(_ throttle: Throttle) { self.throttle = throttle }
+
+        /// Bytes each transfer got over `seconds` more simulated seconds, one turn per millisecond.
+        func run(_ classes: [Int: FetchPriority], seconds: UInt64, arrived: Arrived) -> [Int: Int] {
+            for (id, c) in classes where self.classes[id] != c { throttle.reclass(id, c) }   // as the inbox does
+            self.classes = classes
+            var got: [Int: Int] = [:]
+            let end = now + seconds * 1000 * ms
+            while now < end {
+                for id in throttle.due(now: now) { paused.remove(id) }
+                // The order libcurl offers in varies; the waiting transfer is neither first nor last.
+                let order = classes.keys.sorted().rotated(by: Int(now / ms) % classes.count)
+                for id in order where !paused.contains(id) && got[id, default: 0] / chunk < arrived(id, now) {
+                    if throttle.admit(chunk, transfer: id, priority: classes[id]!, now: now) {
+                        got[id, default: 0] += chunk
+                    } else {
+                        paused.insert(id)
+                    }
+                }
+                now += ms
+            }
+            return got
+        }
+    }
+
+    func run(_ t: Throttle, classes: [Int: FetchPriority], seconds: UInt64, arrived: Arrived) -> [Int: Int] {
+        Loop(t).run(classes, seconds: seconds, arrived: arrived)
+    }
+
+    func testAWaitingTransferTakesTheWholeBudgetFromSeventeenReadAheadStreams() {
+        let t = Throttle(bytesPerSecond: 1 << 20, now: 0)
+        var classes: [Int: FetchPriority] = [0: .waiting]
+        for id in 1...17 { classes[id] = .far }
+        let got = run(t, classes: classes, seconds: 4) { _, _ in .max }
+        let total = got.values.reduce(0, +)
+        XCTAssertGreaterThanOrEqual(Double(got[0] ?? 0), 0.95 * Double(total),
+                                    "the read's bytes come at the limit's rate, not at one share in eighteen")
+        let bound: Double = 4 * 1048576 + 2 * 52429 + 16384   // four seconds at the rate, a burst and a chunk
+        XCTAssertLessThanOrEqual(Double(total), bound, "the limit holds")
+    }
+
+    func testReadAheadTakesWhatAWaitingTransferItsSourceKeepsSlowLeaves() {
+        let t = Throttle(bytesPerSecond: 1 << 20, now: 0)
+        let classes: [Int: FetchPriority] = [0: .waiting, 1: .near, 2: .far]
+        // The waiting transfer's origin sends a chunk every 50 ms (320 KiB/s).
+        let got = run(t, classes: classes, seconds: 4) { id, now in id == 0 ? Int(now / ms) / 50 + 1 : .max }
+        XCTAssertEqual(got[0], 80 * chunk, "every chunk its origin sent passed")
+        let total = got.values.reduce(0, +)
+        let floor: Double = 0.9 * 4 * 1048576
+        XCTAssertGreaterThanOrEqual(Double(total), floor, "no token is left unused")
+        XCTAssertGreaterThan(got[1] ?? 0, got[2] ?? 0, "near read-ahead before far")
+    }
+
+    func testReadAheadGetsTheBudgetBackSoonAfterTheReadIsAnswered() {
+        let t = Throttle(bytesPerSecond: 1 << 20, now: 0)
+        let classes: [Int: FetchPriority] = [0: .waiting, 1: .far]
+        // The read is answered after one second: its transfer has nothing more to offer.
+        let got = run(t, classes: classes, seconds: 3) { id, now in id == 0 && now >= 1000 * ms ? 0 : .max }
+        let floor: Double = 0.95 * 2 * 1048576
+        XCTAssertGreaterThanOrEqual(Double(got[1] ?? 0), floor,
+                                    "the last two seconds are read-ahead's")
+    }
+
+    func testReadAheadArrivesNearestFirstAsOneStreamWouldBringIt() {
+        let t = Throttle(bytesPerSecond: 1 << 20, now: 0)
+        var classes: [Int: FetchPriority] = [:]
+        for id in 1...18 { classes[id] = .far }   // a player's 18 streams of 1 MiB, in offset order
+        let mib = (1 << 20) / chunk
+        let loop = Loop(t)
+        let first = loop.run(classes, seconds: 1) { _, _ in mib }
+        XCTAssertGreaterThanOrEqual(first[1] ?? 0, (1 << 20) - 2 * chunk, "the first MiB in the first second")
+        let second = loop.run(classes, seconds: 1) { id, _ in mib - (first[id] ?? 0) / chunk }
+        XCTAssertGreaterThanOrEqual((first[2] ?? 0) + (second[2] ?? 0), (1 << 20) - 2 * chunk, "then the second")
+        let others = (4...18).map { (first[$0] ?? 0) + (second[$0] ?? 0) }.reduce(0, +)
+        XCTAssertLessThanOrEqual(others, 2 * chunk, "the far ones wait their turn")
+    }
+
+    func testAReadAheadStreamPausedForATokenGetsTheNextOnesOnceAReadWaitsOnIt() {
+        let t = Throttle(bytesPerSecond: 1 << 20, now: 0)
+        XCTAssertTrue(t.admit(64 << 10, transfer: 9, priority: .near, now: 0), "the bucket goes into debt")
+        XCTAssertFalse(t.admit(chunk, transfer: 1, priority: .far, now: 0))
+        XCTAssertFalse(t.admit(chunk, transfer: 2, priority: .near, now: 0))
+        t.reclass(1, .waiting)   // a read now waits on transfer 1's bytes
+        t.reclass(3, .waiting)   // one that is not paused is not made so
+        XCTAssertEqual(t.due(now: 1_000 * ms), [1], "the read's transfer first, not the near stream")
+        XCTAssertEqual(t.due(now: 1_000 * ms), [2])
+        XCTAssertEqual(t.due(now: 1_000 * ms), [])
+    }
+
+    func testReadAheadPausedAtItsOldClassWaitsBehindTheRead() {
+        let t = Throttle(bytesPerSecond: 1 << 20, now: 0)
+        // A far stream and five near ones, paused for tokens in turn; then a read waits on the
+        // far one (the player caught up with it).
+        let loop = Loop(t)
+        var classes: [Int: FetchPriority] = [1: .far]
+        for id in 2...6 { classes[id] = .near }
+        _ = loop.run(classes, seconds: 1) { _, _ in .max }
+        classes[1] = .waiting
+        let got = loop.run(classes, seconds: 2) { _, _ in .max }
+        let total = got.values.reduce(0, +)
+        XCTAssertGreaterThanOrEqual(Double(got[1] ?? 0), 0.95 * Double(total))
+    }
+}
+
+private let ms: UInt64 = 1_000_000
+private let chunk = 16 << 10
+
+private extension Array {
+    func rotated(by n: Int) -> [Element] {
+        guard !isEmpty else { return self }
+        let cut = n % count
+        return Array(self[cut...]) + Array(self[..<cut])
+    }
+}
