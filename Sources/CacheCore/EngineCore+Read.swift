@@ -38,6 +38,7 @@ extension EngineCore {
         var immediate: Result<ReadLease, CacheError>?
         var verifyFirst: (EntryState, [Int64])?
         var verifyAhead: (EntryState, [Int64])?
+        var leftBehind: [FetchHandleBox] = []
 
         shard.locked {
             guard !reader.progress.withLock({ $0.closed }) else { immediate = .failure(.cancelled); return }
@@ -80,6 +81,7 @@ extension EngineCore {
             // seek; over bytes other readers wait for, the page cache they share skipped them.
             let othersWant = running.filter { f in entry.inflight.fetches[f.id]?.interest.contains { $0 != reader.id } ?? false }
             let uptime = Self.uptime
+            var orphaned: [Int] = []
             let (pattern, kind, readAhead, paceClass) = reader.progress.withLock { p in
                 let pattern = updateReadAhead(&p, request: request, cached: present, running: othersWant, now: uptime)
                 return (pattern, p.pace.kind(now: uptime), p.readAhead, p.pace.readAheadPriority(now: uptime))
@@ -88,7 +90,7 @@ extension EngineCore {
                 // Bytes ahead of the old position are no longer this reader's concern: its fetches
                 // there stop unless someone else (or one of its reads still waiting) needs them.
                 let waiting = entry.waiters.filter { $0.reader == reader.id }.map(\.range)
-                _ = entry.inflight.release(reader: reader.id, keeping: waiting)
+                orphaned = entry.inflight.release(reader: reader.id, keeping: waiting)
             }
             if !entry.unreadAhead.isEmpty {
                 let read = entry.unreadAhead.remove(request)
@@ -131,7 +133,13 @@ extension EngineCore {
                 entry.waiters.append(waiter)
             }
             reprioritize(entry)
+            // What the seek left behind stops now, not at its next bytes: held for the read
+            // (paused, so it gets none), it would keep its connection, and the origin would go on
+            // filling that connection's buffers from the link the read needs. (Unless this read
+            // joined it: a seek forward into a stream's own range waits on that stream.)
+            leftBehind = orphaned.filter { entry.inflight.fetches[$0]?.interest.isEmpty ?? false }.compactMap { handles.existing($0) }
         }
+        leftBehind.forEach { $0.cancel() }
         if let (entry, unchecked) = verifyFirst {
             pool.submit(key: Self.verifyKey) { [self] in
                 verify(entry, shard: shard, slices: unchecked, generation: generation)

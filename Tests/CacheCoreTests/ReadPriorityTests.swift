@@ -62,6 +62,33 @@ final class ReadPriorityTests: GatedEngineTestCase {
         t.finish()
     }
 
+    func testASeekStopsTheReadAheadItLeftBehindAtOnceThoughItReceivesNothing() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { source.finishAll(); cache.shutdown() }
+        let info = try open(cache, source)
+        let reader = cache.makeReader(for: info)
+        let first = expectation(description: "first read")
+        _ = read(reader, at, first)
+        let t = try XCTUnwrap(source.transfers.last)
+        t.partial(length: length)
+        _ = t.offer(bytes(at, chunk))
+        wait(for: [first], timeout: 5)
+        // Its read-ahead now gets no bytes (held for another read, or a slow link), so it never
+        // reaches a point where it could notice nobody wants it.
+        let second = expectation(description: "the read after the seek")
+        let box = read(reader, 3 << 20, second)
+        XCTAssertTrue(t.isCancelled, "stopped by the seek itself, not at bytes that may not come")
+        let t2 = try XCTUnwrap(source.transfers.last)
+        XCTAssertEqual(t2.request.start, 3 << 20)
+        t2.partial(length: length)
+        _ = t2.offer(bytes(3 << 20, chunk))
+        wait(for: [second], timeout: 5)
+        XCTAssertEqual(try box.get(), Array(bytes(3 << 20, chunk)))
+        t.finish(.cancelled)
+        t2.finish()
+    }
+
     func testAWarmUpStaysInTheLowestClassWhileItWaits() throws {
         let source = GatedSource()
         let cache = try engine(source)

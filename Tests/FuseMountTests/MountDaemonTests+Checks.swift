@@ -36,6 +36,17 @@ final class MountCheckTests: XCTestCase {
         XCTAssertEqual(try POSIX.readAll(h.path("b.txt")), Array("bee\n".utf8))
     }
 
+    func testTheCheckAsksEachFileForOneByteNotItsFirstBytes() throws {
+        // Four films on a thin link: their headers would share it with the first play.
+        for name in ["a", "b", "c"] { h.origin.setGeneratedFile("/\(name).mp4", length: 4 << 20, seed: 7, contentType: "video/mp4") }
+        let r = try h.mount(["a", "b", "c"].map { h.origin.url("/\($0).mp4") })
+        XCTAssertEqual(r.status, 0, r.stderr)
+        for name in ["a", "b", "c"] {
+            XCTAssertEqual(h.origin.bytesServed(path: "/\(name).mp4"), 1, "\(name).mp4 is checked, not read")
+        }
+        XCTAssertEqual(try POSIX.readAll(h.path("b.mp4")).count, 4 << 20)
+    }
+
     func testNothingMountableFailsTheCommand() throws {
         let r = try h.mount([h.origin.url("/missing.mp4"), refusedURL])
         XCTAssertNotEqual(r.status, 0)
