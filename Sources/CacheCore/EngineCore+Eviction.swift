@@ -163,8 +163,10 @@ extension EngineCore {
     private func scanEvictable() -> [Candidate] {
         var candidates: [Candidate] = []
         for (i, shard) in shards.enumerated() {
-            shard.locked {
-                for (key, e) in shard.entries where e.isPersisted { candidates += evictable(e, key: key, shard: i) }
+            candidates += shard.locked { entries in
+                var found: [Candidate] = []
+                for e in entries.all where e.isPersisted { found += evictable(e, key: e.key, shard: i) }
+                return found
             }
         }
         candidates.sort { $0.access < $1.access }
@@ -184,22 +186,26 @@ extension EngineCore {
     /// under the shard lock, where reads change what it looks at) out of memory: readers no
     /// longer see them, writers stay out of them (`evicting`) until `complete` deleted their rows.
     /// Call under `evictionLock`; hand what it took to `complete` through `begun`.
-    func take(_ chosen: [Candidate], stillWanted: (EntryState) -> Bool = { _ in true }) -> EvictionRound {
+    func take(_ chosen: [Candidate], stillWanted: @Sendable (EntryState) -> Bool = { _ in true }) -> EvictionRound {
         var round = EvictionRound()
         for c in chosen {
             let shard = shards[c.shard]
-            shard.locked {
+            let taken: EvictedSlice? = shard.locked { entries in
                 // A candidate of an earlier scan may have been read, pinned or evicted since.
-                guard let e = shard.entries[c.key], e.isPersisted, !e.isPinned(c.slice), e.sliceBytes[c.slice] != nil,
+                guard let e = entries[c.key], e.isPersisted, !e.isPinned(c.slice), e.sliceBytes[c.slice] != nil,
                       !e.evicting.contains(c.slice), (e.sliceAccess[c.slice] ?? e.lastAccess) == c.access,
-                      !userPins.overlaps(c.key, store.sliceRange(c.slice)), stillWanted(e) else { return }
+                      !userPins.overlaps(c.key, store.sliceRange(c.slice)), stillWanted(e) else { return nil }
                 let n = e.coverage.remove(store.sliceRange(c.slice))
                 e.sliceBytes[c.slice] = nil
                 e.sliceAccess[c.slice] = nil
                 e.evicting.insert(c.slice)
                 addBytes(-n)
-                round.bytes += n
-                round.slices.append((.init(entryID: e.id, generation: e.info.generation, slice: c.slice), e, shard))
+                return EvictedSlice(id: .init(entryID: e.id, generation: e.info.generation, slice: c.slice),
+                                    entry: e.handle, shard: shard, bytes: n)
+            }
+            if let taken {
+                round.bytes += taken.bytes
+                round.slices.append(taken)
             }
         }
         return round
@@ -211,10 +217,10 @@ extension EngineCore {
     func complete(_ round: EvictionRound) {
         guard !round.slices.isEmpty else { return }
         defer { rounds.end() }
-        punch(round.slices.map(\.0))
+        punch(round.slices.map(\.id))
         testHook?(.evictionFreedSlices)
         do {
-            try index.deleteSlices(round.slices.map(\.0)) {}
+            try index.deleteSlices(round.slices.map(\.id)) {}
             release(round.slices)
         } catch {
             // The disk is too full for even this commit. The blocks are free already, and no
@@ -247,10 +253,19 @@ final class EvictionRounds: Sendable {
     func waitIdle() { inFlight.wait(until: { $0 == 0 }) }
 }
 
+/// A slice taken out of memory for eviction: its row, its entry (found again under `shard`'s lock
+/// to let writers back in once its rows are gone), and the bytes of coverage it held.
+struct EvictedSlice: Sendable {
+    let id: CacheIndex.SliceID
+    let entry: EntryHandle
+    let shard: Shard
+    let bytes: Int64
+}
+
 /// Slices taken out of memory for eviction, whose blocks and rows are still to go
 /// (`EngineCore.complete`).
 struct EvictionRound {
-    var slices: [(CacheIndex.SliceID, EntryState, Shard)] = []
+    var slices: [EvictedSlice] = []
     /// Bytes of coverage they held.
     var bytes: Int64 = 0
 
@@ -270,7 +285,7 @@ extension EngineCore {
         }
         guard !pending.isEmpty else { return }
         do {
-            try index.deleteSlices(pending.map(\.0)) {}
+            try index.deleteSlices(pending.map(\.id)) {}
             release(pending)
         } catch {
             unfinishedEvictions.withLock { $0 = pending + $0 }
@@ -291,8 +306,9 @@ extension EngineCore {
     }
 
     /// Writers may use these slices again: their rows are gone.
-    private func release(_ slices: [(CacheIndex.SliceID, EntryState, Shard)]) {
-        for (s, e, shard) in slices { shard.locked { e.evicting.remove(s.slice) } }
+    /// A removed entry (nothing found) has nothing to release.
+    private func release(_ slices: [EvictedSlice]) {
+        for s in slices { s.shard.locked { _ = $0[s.entry]?.evicting.remove(s.id.slice) } }
     }
 }
 

@@ -3,15 +3,35 @@ import Foundation
 import Glibc
 #endif
 
+/// A fetch a locked block registered in its entry's in-flight table, to be started once the
+/// shard lock is let go (`EngineCore.launch`).
+struct Launch: Sendable {
+    let entry: EntryHandle
+    let fetch: ReadPlanner.Fetch
+    let id: Int
+}
+
 extension EngineCore {
-    /// Starts the transfer for a fetch already registered in the entry's in-flight table.
-    func launch(fetchID: Int, entry: EntryState, key: CacheKey, fetch: ReadPlanner.Fetch) {
+    func launch(_ l: Launch) { launch(fetchID: l.id, entry: l.entry, fetch: l.fetch) }
+
+    /// Starts the transfer for a fetch already registered in the entry's in-flight table. None
+    /// if the entry left its table since (removed: its fetches are gone with it, and a transfer
+    /// would only stop at its first bytes).
+    func launch(fetchID: Int, entry handle: EntryHandle, fetch: ReadPlanner.Fetch) {
+        let key = handle.key
         let shard = shard(for: key)
-        let (url, ifRange, generation, rangesKnown, priority, owner, length, lastModified, isProbe): (String, String?, Int64, Bool, FetchPriority, Int?, Int64?, String?, Bool) = shard.locked {
+        typealias Facts = (url: String, ifRange: String?, generation: Int64, rangesKnown: Bool, priority: FetchPriority,
+                           owner: Int?, length: Int64?, lastModified: String?, isProbe: Bool)
+        let facts: Facts? = shard.locked { entries in
+            guard let entry = entries[handle] else { return nil }
             let f = entry.inflight.fetches[fetchID]
             return (entry.info.url, entry.isPersisted ? ifRangeValidator(entry.info) : nil, entry.info.generation,
                     entry.isPersisted && entry.info.acceptsRanges, f?.priority ?? .waiting, f?.owner,
                     entry.isPersisted ? entry.info.length : nil, entry.info.lastModified, entry.machine.isProbe(fetchID))
+        }
+        guard let (url, ifRange, generation, rangesKnown, priority, owner, length, lastModified, isProbe) = facts else {
+            logger.debug("fetch not started: its entry was removed", metadata: ["url": "\(key)", "range": "\(fetch)"])
+            return
         }
         // An origin that answered ranges before is held to it: a 200 from byte 0 is retried
         // (a flaky CDN), not taken as a verdict that it ignores ranges.
@@ -22,8 +42,8 @@ extension EngineCore {
         request.expectedLastModified = ifRange == nil ? nil : lastModified
         request.cacheKey = key.string
         request.isProbe = isProbe
-        let sink = EntrySink(core: self, entry: entry, shard: shard, fetchID: fetchID, generation: generation,
-                             start: fetch.start, rangeAsked: request.rangeHeader != nil, file: key.hashValue)
+        let sink = EntrySink(core: self, entry: handle, shard: shard, fetchID: fetchID, generation: generation,
+                             start: fetch.start, rangeAsked: request.rangeHeader != nil, file: key.hashValue, url: url)
         activeSinks.withLock { $0 += 1 }
         let box = handles.box(fetchID)
         logger.debug("fetch", metadata: ["url": "\(url)", "range": "\(fetch)"])
@@ -69,19 +89,27 @@ extension EntryInfo {
 /// disk, a slice being evicted) already reached the waiting reads: the cache stops filling,
 /// reads do not fail. The index learns of an extent only after its bytes were written. The slice
 /// being written is pinned while its file is open, so eviction never takes a file from under a
-/// writer. Every step that ran without the lock checks `isCurrent` before it records anything
-/// (the entry may have been removed or moved to a new version meanwhile). What a head and the end
+/// writer. The sink names its entry by its `EntryHandle`: every step finds it again under the
+/// shard lock (nothing found: it was removed, and the step records nothing) and checks
+/// `isCurrent` before it records anything (the entry may have moved to a new version
+/// meanwhile; the transfer follows it on `newVersionFromStart`). What a head and the end
 /// of the transfer mean for the entry (its version, the opens waiting, a failed first probe) is
 /// decided by the entry's `EntryStateMachine`; the sink carries out the actions it returns.
 // Checked `Sendable`: its state is in two `LockedValue`s, one per side, each taken by that side
 // alone (`arrivals` by the source's callbacks, `writer` by the jobs on the file's lane), so
 // neither is ever contended. What that costs: one uncontended pthread mutex (about 20 ns) per
 // callback, i.e. per 16 KiB arrival, beside the microsecond its copy and the shard lock take, and
-// one per write job (a batch of up to 128 KiB, beside its `pwrite`). Nothing per byte.
+// one per write job (a batch of up to 128 KiB, beside its `pwrite`); and, under the shard lock,
+// one lookup of its entry in the shard's table (hashing the key) per arrival and per locked step
+// of a write job. Nothing per byte, no allocation.
 final class EntrySink: FetchSink {
     let core: EngineCore
-    let entry: EntryState
+    /// Its entry, found again under the shard lock by each step (one table lookup per arrival):
+    /// nothing found means the entry was removed, and the step records nothing.
+    let entry: EntryHandle
     let shard: Shard
+    /// The URL it was started for: what its log lines name once its entry is gone.
+    let url: String
     let fetchID: Int
     /// The request had a `Range` header (for `HeadDecision.Provenance`).
     let rangeAsked: Bool
@@ -138,9 +166,10 @@ final class EntrySink: FetchSink {
     }
     private let writer = LockedValue(Writer())
 
-    init(core: EngineCore, entry: EntryState, shard: Shard, fetchID: Int, generation: Int64, start: Int64,
-         rangeAsked: Bool, file: Int) {
+    init(core: EngineCore, entry: EntryHandle, shard: Shard, fetchID: Int, generation: Int64, start: Int64,
+         rangeAsked: Bool, file: Int, url: String) {
         self.core = core
+        self.url = url
         self.file = file
         self.rangeAsked = rangeAsked
         self.entry = entry
@@ -154,11 +183,14 @@ final class EntrySink: FetchSink {
     /// cancels and launches what it asked for.
     func fetchDidReceiveHead(_ head: ResponseHead) -> Bool {
         var cancels: [FetchHandleBox] = []
-        var launches: [(EntryState, ReadPlanner.Fetch, Int)] = []
+        var launches: [Launch] = []
         var reprobe: Int?
         let proceed: Bool = arrivals.withLock { t in
             sendBatch(&t)   // what came before this head is written as it was received
-            return shard.locked {
+            return shard.locked { entries in
+                // Removed: the machine would say `.stop` (not current), as for any transfer of
+                // a version that is gone.
+                guard let entry = entries[self.entry] else { return false }
                 let generation = t.generation
                 let wholeBodyRunning = entry.inflight.fetches.values.contains {
                     $0.id != fetchID && $0.generation == generation && $0.pinned && $0.start == 0 && $0.end == nil
@@ -236,9 +268,9 @@ final class EntrySink: FetchSink {
             }
         }
         cancels.forEach { $0.cancel() }
-        for (e, f, id) in launches { core.launch(fetchID: id, entry: e, key: e.info.key, fetch: f) }
+        launches.forEach(core.launch)
         if let reprobe {
-            core.launch(fetchID: reprobe, entry: entry, key: entry.info.key, fetch: .init(start: 0, end: nil))
+            core.launch(fetchID: reprobe, entry: entry, fetch: .init(start: 0, end: nil))
         }
         return proceed
     }
@@ -316,10 +348,10 @@ final class EntrySink: FetchSink {
         let range = t.position..<(t.position + Int64(bytes.count))
         let generation = t.generation
         var queued: [PendingBytes.Chunk] = []
-        var answers: [() -> Void] = []
+        var answers: [@Sendable () -> Void] = []
         let now = Date().timeIntervalSince1970
-        let progress: InFlightTable.Progress? = shard.locked {
-            guard entry.inflight.fetches[fetchID] != nil, entry.isCurrent(generation) else { return nil }
+        let progress: InFlightTable.Progress? = shard.locked { entries in
+            guard let entry = entries[self.entry], entry.inflight.fetches[fetchID] != nil, entry.isCurrent(generation) else { return nil }
             // Which bytes are new? (They may be on disk or pending through another fetch.)
             var gaps = entry.coverage.gaps(in: range)
             if !entry.pending.isEmpty { gaps = gaps.flatMap { entry.pending.ranges.gaps(in: $0) } }
@@ -349,7 +381,7 @@ final class EntrySink: FetchSink {
             }
             entry.bytesFromOrigin += Int64(bytes.count)
             if ahead > 0 { core.metrics.readAheadBytes.add(ahead) }
-            core.wakeWaiters(entry, shard: shard, now: now, inline: &answers)
+            answers = core.wakeWaiters(entry, shard: shard, now: now, inline: true)
             return entry.inflight.advance(fetchID, to: range.upperBound, now: now)
         }
         answers.forEach { $0() }
@@ -374,7 +406,7 @@ final class EntrySink: FetchSink {
         // Pinned from before the write until the coverage is recorded: an eviction in between
         // would delete rows and files of bytes the record below then claims.
         let slices = core.slices(of: chunks[0].range.lowerBound..<chunks[chunks.count - 1].range.upperBound)
-        shard.locked { entry.pin(slices, generation: generation) }
+        shard.locked { $0[entry]?.pin(slices, generation: generation) }
         core.testHook?(.sinkWillWrite(offset: chunks[0].range.lowerBound))
         var written: [Range<Int64>] = []
         // Chunks that follow each other in the file, the slice and memory are written at once.
@@ -395,7 +427,9 @@ final class EntrySink: FetchSink {
             i = j
         }
         let now = Date().timeIntervalSince1970
-        shard.locked {
+        shard.locked { entries in
+            // Removed: its pending bytes went with it.
+            guard let entry = entries[self.entry] else { return }
             for c in chunks { entry.pending.remove(c) }
             guard entry.isCurrent(generation) else { return }
             // Bytes the disk refused leave the queue for nowhere: reads that took them as queued
@@ -461,10 +495,14 @@ final class EntrySink: FetchSink {
     /// Stops caching for a second (reads keep being answered), with a warning now and then.
     private func noRoom(_ uptime: Double, _ why: String, _ w: inout Writer) {
         w.noRoomUntil = uptime + 1
-        let url = shard.locked { () -> String in
+        // Noted on the entry while it is in its table; a removed entry's note is lost, as its
+        // errors are (it was noted on an entry nobody would see again), and never lands on a
+        // new entry for the same key.
+        let url = shard.locked { entries -> String? in
+            guard let entry = entries[self.entry] else { return nil }
             entry.noteError("not cached (\(why)); served from the network")
             return entry.info.url
-        }
+        } ?? self.url
         if core.shouldWarnNoRoom(now: Date().timeIntervalSince1970) {
             core.logger.warning("cannot cache; reads are served from the network", metadata: ["url": "\(url)", "why": "\(why)"])
         }
@@ -479,8 +517,8 @@ final class EntrySink: FetchSink {
         if w.fd >= 0, w.generation == generation {
             // The same data file: only the pin moves to the next slice.
             let old = w.slice
-            let moved: Bool = shard.locked {
-                guard entry.isCurrent(generation), !entry.evicting.contains(slice) else { return false }
+            let moved: Bool = shard.locked { entries in
+                guard let entry = entries[self.entry], entry.isCurrent(generation), !entry.evicting.contains(slice) else { return false }
                 entry.pin(slice...slice, generation: generation)
                 entry.unpin(old...old, generation: generation)
                 return true
@@ -491,8 +529,8 @@ final class EntrySink: FetchSink {
             }
         }
         closeFile(&w)
-        let id: Int64? = shard.locked {
-            guard entry.isCurrent(generation), !entry.evicting.contains(slice) else { return nil }
+        let id: Int64? = shard.locked { entries in
+            guard let entry = entries[self.entry], entry.isCurrent(generation), !entry.evicting.contains(slice) else { return nil }
             entry.pin(slice...slice, generation: generation)
             return entry.id
         }
@@ -501,11 +539,11 @@ final class EntrySink: FetchSink {
         do {
             opened = try core.store.openForWriting(entry: id, generation: generation)
         } catch {
-            shard.locked { entry.unpin(slice...slice, generation: generation) }
+            shard.locked { $0[entry]?.unpin(slice...slice, generation: generation) }
             throw error
         }
         // Removed while the file was being opened: the removal's sweep may already have run.
-        guard shard.locked({ entry.isCurrent(generation) }) else {
+        guard isCurrent(generation) else {
             close(opened)
             core.store.remove(entry: id, generation: generation)
             return false
@@ -517,13 +555,18 @@ final class EntrySink: FetchSink {
         return true
     }
 
+    /// Whether the entry is still in its table at `generation` (under the shard lock).
+    private func isCurrent(_ generation: Int64) -> Bool {
+        shard.locked { $0[entry]?.isCurrent(generation) ?? false }
+    }
+
     /// Hands the finished extent to the index (its bytes are already written), unless the entry
     /// moved on: then its rows are going or gone, and the bytes with them.
     private func closeExtent(_ w: inout Writer) {
         guard let x = w.extent else { return }
         w.extent = nil
         let generation = w.generation
-        guard shard.locked({ entry.isCurrent(generation) }) else { return }
+        guard isCurrent(generation) else { return }
         core.index.addExtent(.init(entryID: w.entryID, generation: generation, slice: x.slice, start: x.start, end: x.end, checksum: x.hash.value))
     }
 
@@ -532,7 +575,7 @@ final class EntrySink: FetchSink {
         close(w.fd)
         w.fd = -1
         let s = w.slice, g = w.generation
-        shard.locked { entry.unpin(s...s, generation: g) }
+        shard.locked { $0[entry]?.unpin(s...s, generation: g) }
         w.slice = -1
     }
 
@@ -554,15 +597,17 @@ final class EntrySink: FetchSink {
                 core.activeSinks.broadcast()   // shutdown, waiting for the last ones
             }
         }
-        let url = shard.locked { entry.info.url }
+        let url = shard.locked { $0[entry]?.info.url } ?? self.url
         let cause: CacheError? = failure ?? error.flatMap { $0 == .cancelled ? nil : CacheError($0, url: url) }
         if let cause {
             core.logger.warning("fetch failed", metadata: ["url": "\(url)", "from": "\(position)", "error": "\(cause)"])
         }
-        var launches: [(EntryState, ReadPlanner.Fetch, Int)] = []
-        shard.locked {
-            let fetch = entry.inflight.finish(fetchID)
+        var launches: [Launch] = []
+        shard.locked { entries in
             _ = core.handles.remove(fetchID)
+            // Removed: its fetches went with it, and its machine would say `.none`.
+            guard let entry = entries[self.entry] else { return }
+            let fetch = entry.inflight.finish(fetchID)
             let action = entry.machine.transferFinished(
                 fetch: fetchID, current: entry.info.generation == generation,
                 reachedEOF: error == nil && failure == nil && fetch?.end == nil,
@@ -586,13 +631,12 @@ final class EntrySink: FetchSink {
                 let undelivered = min(position, end)..<end
                 let endedShort = error == nil && failure == nil && !undelivered.isEmpty && end != Int64.max
                 launches = core.replanWaiters(entry, failed: cause.map { (undelivered, $0) }, endedShort: endedShort)
-                if removeIfUnused, entry.waiters.isEmpty, entry.inflight.isEmpty, shard.entries[entry.info.key] === entry {
-                    shard.entries.removeValue(forKey: entry.info.key)
-                    core.idleFiles.dropAll(of: entry)
-                    if case let .leave(opens) = entry.markRemoved() { core.answer(opens, .failure(.cancelled)) }
+                if removeIfUnused, entry.waiters.isEmpty, entry.inflight.isEmpty, let (_, action) = entries.remove(self.entry) {
+                    core.idleFiles.dropAll(of: self.entry)
+                    if case let .leave(opens) = action { core.answer(opens, .failure(.cancelled)) }
                 }
             }
         }
-        for (e, f, id) in launches { core.launch(fetchID: id, entry: e, key: e.info.key, fetch: f) }
+        launches.forEach(core.launch)
     }
 }

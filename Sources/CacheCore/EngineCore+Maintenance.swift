@@ -15,55 +15,56 @@ extension EngineCore {
     func status(url: String) -> EntryStatus? {
         guard let key = try? configuration.keyRules.key(for: url) else { return nil }
         let shard = shard(for: key)
-        return shard.locked { shard.entries[key].flatMap { $0.isPersisted ? status(of: $0) : nil } }
+        return shard.locked { $0[key].flatMap { $0.isPersisted ? status(of: $0) : nil } }
     }
 
     /// The index row id of `url`'s entry, if it has one.
     func entryID(url: String) -> Int64? {
         guard let key = try? configuration.keyRules.key(for: url) else { return nil }
         let shard = shard(for: key)
-        return shard.locked { shard.entries[key].flatMap { $0.isPersisted ? $0.id : nil } }
+        return shard.locked { $0[key].flatMap { $0.isPersisted ? $0.id : nil } }
     }
 
     func list() -> [EntryStatus] {
         var out: [EntryStatus] = []
         for shard in shards {
-            shard.locked { for e in shard.entries.values where e.isPersisted { out.append(status(of: e)) } }
+            out += shard.locked { $0.all.filter(\.isPersisted).map(status(of:)) }
         }
         return out.sorted { $0.info.url < $1.info.url }
     }
 
     var usage: CacheUsage {
         var n = 0
-        for shard in shards { shard.locked { n += shard.entries.values.filter(\.isPersisted).count } }
+        for shard in shards { n += shard.locked { $0.all.filter(\.isPersisted).count } }
         return CacheUsage(bytes: totalBytes, capacity: configuration.capacity, entries: n)
     }
 
     func remove(url: String) throws {
         let key = try configuration.keyRules.key(for: url)
         let shard = shard(for: key)
-        guard let e = shard.locked({ shard.entries[key] }), e.isPersisted else {
+        guard let e = shard.locked({ $0[key].flatMap { $0.isPersisted ? $0.handle : nil } }) else {
             throw CacheError.notFound(url: url, status: 0)
         }
         try removeEntries([(shard, e)])
     }
 
     func clear() throws {
-        var all: [(Shard, EntryState)] = []
-        for shard in shards { shard.locked { for e in shard.entries.values { all.append((shard, e)) } } }
+        var all: [(Shard, EntryHandle)] = []
+        for shard in shards { all += shard.locked { $0.all.map { (shard, $0.handle) } } }
         try removeEntries(all)
     }
 
     /// Forgets entries: readers waiting on them fail, transfers stop, rows go, then files.
-    private func removeEntries(_ victims: [(Shard, EntryState)]) throws {
+    private func removeEntries(_ victims: [(Shard, EntryHandle)]) throws {
         var ids: [Int64] = []
-        for (shard, e) in victims {
-            let (waiting, cancels, persisted): ([Waiter.Completion], [FetchHandleBox], Bool) = shard.locked {
-                let persisted = e.isPersisted
-                // Only the entry in the shard is this one's to remove (a detached copy has no bytes).
-                if shard.entries[e.info.key] === e { shard.entries.removeValue(forKey: e.info.key) }
-                idleFiles.dropAll(of: e)
-                if case let .leave(opens) = e.markRemoved() {
+        for (shard, handle) in victims {
+            let (waiting, cancels, persisted): ([Waiter.Completion], [FetchHandleBox], Int64?) = shard.locked { entries in
+                // Not there: removed since it was listed, by whoever removed it.
+                guard let persisted = entries[handle]?.isPersisted, let (e, action) = entries.remove(handle) else {
+                    return ([], [], nil)
+                }
+                idleFiles.dropAll(of: handle)
+                if case let .leave(opens) = action {
                     addBytes(-e.coverage.count)
                     answer(opens, .failure(.cancelled))
                 }
@@ -71,11 +72,11 @@ extension EngineCore {
                 e.sliceBytes = [:]
                 let w = e.waiters.map(\.completion)
                 e.waiters = []
-                return (w, e.inflight.removeAll().compactMap { handles.remove($0) }, persisted)
+                return (w, e.inflight.removeAll().compactMap { handles.remove($0) }, persisted ? e.id : nil)
             }
             cancels.forEach { $0.cancel() }
             waiting.forEach { done in pool.submit { done(.failure(.cancelled)) } }
-            if persisted { ids.append(e.id) }
+            if let persisted { ids.append(persisted) }
         }
         let idSet = Set(ids)
         try index.deleteEntries(ids) {
@@ -93,10 +94,11 @@ extension EngineCore {
     /// index and from memory, so they are fetched again instead of served.
     func verify() -> VerifyReport {
         var report = VerifyReport(extentsChecked: 0, bytesChecked: 0, problems: [])
-        var entries: [(Shard, EntryState)] = []
-        for shard in shards { shard.locked { for e in shard.entries.values where e.isPersisted { entries.append((shard, e)) } } }
+        var entries: [(Shard, EntryHandle)] = []
+        for shard in shards { entries += shard.locked { $0.all.filter(\.isPersisted).map { (shard, $0.handle) } } }
         for (shard, e) in entries {
-            let (id, gen, url) = shard.locked { (e.id, e.info.generation, e.info.url) }
+            // Removed since it was listed (nothing found): nothing of it to check.
+            guard let (id, gen, url) = shard.locked({ $0[e].map { ($0.id, $0.info.generation, $0.info.url) } }) else { continue }
             let extents: [CacheIndex.ExtentRow]
             do { extents = try index.extents(entryID: id, generation: gen) } catch {
                 report.problems.append("\(url): cannot read the index: \(error)")
@@ -104,9 +106,9 @@ extension EngineCore {
             }
             for x in extents {
                 let range = x.start..<x.end
-                shard.locked { e.pin(slices(of: range), generation: gen) }
+                shard.locked { $0[e]?.pin(slices(of: range), generation: gen) }
                 let result = readFromDisk(entryID: id, generation: gen, range: range)
-                shard.locked { e.unpin(slices(of: range), generation: gen) }
+                shard.locked { $0[e]?.unpin(slices(of: range), generation: gen) }
                 report.extentsChecked += 1
                 report.bytesChecked += range.length
                 var problem: String?

@@ -15,14 +15,16 @@ extension EngineCore {
     func evictExpired(now: Date) -> Int64 {
         guard let maxAge = configuration.maxAge else { return 0 }
         let cutoff = now.timeIntervalSince1970 - maxAge
-        let expired: (EntryState) -> Bool = { [openReaders] e in e.lastAccess < cutoff && !openReaders.contains(e.info.key) }
+        let expired: @Sendable (EntryState) -> Bool = { [openReaders] e in e.lastAccess < cutoff && !openReaders.contains(e.info.key) }
         evictionLock.lock()
         var chosen: [Candidate] = []
         for (i, shard) in shards.enumerated() {
-            shard.locked {
-                for (key, e) in shard.entries where e.isPersisted && !e.sliceBytes.isEmpty && expired(e) {
-                    chosen += evictable(e, key: key, shard: i)
+            chosen += shard.locked { entries in
+                var found: [Candidate] = []
+                for e in entries.all where e.isPersisted && !e.sliceBytes.isEmpty && expired(e) {
+                    found += evictable(e, key: e.key, shard: i)
                 }
+                return found
             }
         }
         // Checked again under each shard lock: a read may have come in since.

@@ -33,16 +33,16 @@ extension EngineCore {
         let shard = shard(for: key)
         let now = configuration.clock().timeIntervalSince1970
         // entry, range, row id, the runs (bytes still pending for the writer in memory)
-        var hit: (EntryState, Range<Int64>, Int64, [ReadRun])?
-        var toLaunch: [(EntryState, ReadPlanner.Fetch, Int)] = []
+        var hit: (EntryHandle, Range<Int64>, Int64, [ReadRun])?
+        var toLaunch: [Launch] = []
         var immediate: Result<ReadLease, CacheError>?
-        var verifyFirst: (EntryState, [Int64])?
-        var verifyAhead: (EntryState, [Int64])?
+        var verifyFirst: (EntryHandle, [Int64])?
+        var verifyAhead: (EntryHandle, [Int64])?
         var leftBehind: [FetchHandleBox] = []
 
-        shard.locked {
+        shard.locked { entries in
             guard !reader.progress.withLock({ $0.closed }) else { immediate = .failure(.cancelled); return }
-            guard let entry = shard.entries[key], entry.isPersisted else {
+            guard let entry = entries[key], entry.isPersisted else {
                 immediate = .failure(.storage(path: configuration.directory, message: "entry was removed from the cache: \(key)"))
                 return
             }
@@ -59,10 +59,10 @@ extension EngineCore {
             // slices the reader comes to next are checked meanwhile.
             if !entry.unverified.isEmpty {
                 let ahead = slicesToVerifyAhead(entry, after: request)
-                if !ahead.isEmpty { verifyAhead = (entry, ahead) }
+                if !ahead.isEmpty { verifyAhead = (entry.handle, ahead) }
                 let unchecked = unverifiedSlices(entry, in: request)
                 if !unchecked.isEmpty {
-                    verifyFirst = (entry, unchecked)
+                    verifyFirst = (entry.handle, unchecked)
                     return
                 }
             }
@@ -114,7 +114,7 @@ extension EngineCore {
                 let id = makeID()
                 entry.inflight.start(id: id, generation: generation, start: f.start, end: f.end,
                                      reader: reader.id, pinned: !entry.info.acceptsRanges, priority: readAheadClass, now: now)
-                toLaunch.append((entry, f, id))
+                toLaunch.append(Launch(entry: entry.handle, fetch: f, id: id))
             }
             reader.progress.withLock { $0.pace.note(readEnd: request.upperBound, missed: !plan.isHit, now: uptime) }
             // Pinned while it reads or waits, so eviction cannot take bytes it needs.
@@ -123,7 +123,7 @@ extension EngineCore {
                 entry.hits += 1
                 entry.bytesFromCache += request.length
                 touch(entry, request, now)
-                hit = (entry, request, entry.id, runs(request, pending: entry.pending))
+                hit = (entry.handle, request, entry.id, runs(request, pending: entry.pending))
             } else {
                 entry.misses += 1
                 let waiter = Waiter(reader: reader.id, files: reader.files, range: request, generation: generation,
@@ -153,7 +153,7 @@ extension EngineCore {
             }
         }
         if verifyFirst != nil { return }
-        for (entry, f, id) in toLaunch { launch(fetchID: id, entry: entry, key: key, fetch: f) }
+        toLaunch.forEach(launch)
         if let immediate { completion(immediate); return }
         if let (entry, range, id, runs) = hit {
             completion(lease(entry: entry, shard: shard, id: id, generation: generation, files: reader.files,
@@ -171,9 +171,9 @@ extension EngineCore {
         let generation = reader.entry.generation
         let shard = shard(for: key)
         let now = configuration.clock().timeIntervalSince1970
-        var found: (EntryState, Range<Int64>, Int64)?
-        shard.locked {
-            guard !reader.progress.withLock({ $0.closed }), let entry = shard.entries[key], entry.isPersisted,
+        var found: (EntryHandle, Range<Int64>, Int64)?
+        shard.locked { entries in
+            guard !reader.progress.withLock({ $0.closed }), let entry = entries[key], entry.isPersisted,
                   entry.info.generation == generation else { return }
             let wanted = offset.addingClamped(Int64(max(0, length)))
             let end = entry.info.length.map { min($0, wanted) } ?? wanted
@@ -190,7 +190,7 @@ extension EngineCore {
             entry.lastAccess = now
             entry.readStatsDirty = true
             touch(entry, range, now)
-            found = (entry, range, entry.id)
+            found = (entry.handle, range, entry.id)
         }
         guard let (entry, range, id) = found else { return nil }
         let result = lease(entry: entry, shard: shard, id: id, generation: generation, files: reader.files,
@@ -218,11 +218,11 @@ extension EngineCore {
     /// A lease over `range`, whose slices the caller pinned: memory runs as the chunks they are in, the rest from
     /// the reader's open data file (opened here if needed: no lock is held). Releasing it
     /// unpins. A data file that cannot be opened is forgotten (fetched again), never served.
-    func lease(entry: EntryState, shard: Shard, id: Int64, generation: Int64, files: ReaderFiles,
+    func lease(entry: EntryHandle, shard: Shard, id: Int64, generation: Int64, files: ReaderFiles,
                range: Range<Int64>, runs: [ReadRun],
                originBytes: Int? = nil) -> Result<ReadLease, CacheError> {
         let pinned = slices(of: range)
-        let unpin: @Sendable () -> Void = { shard.locked { entry.unpin(pinned, generation: generation) } }
+        let unpin: @Sendable () -> Void = { shard.locked { $0[entry]?.unpin(pinned, generation: generation) } }
         var pieces: [ReadLease.Piece] = []
         var file: DataFile?
         for r in runs {
@@ -332,9 +332,9 @@ extension EngineCore {
     }
 
     /// Drops bytes from coverage whose data file turned out to be unreadable.
-    func forget(entry: EntryState, shard: Shard, range: Range<Int64>, generation: Int64) {
-        shard.locked {
-            guard entry.info.generation == generation else { return }
+    func forget(entry: EntryHandle, shard: Shard, range: Range<Int64>, generation: Int64) {
+        shard.locked { entries in
+            guard let entry = entries[entry], entry.info.generation == generation else { return }
             for s in slices(of: range) {
                 let r = store.sliceRange(s)
                 let removed = entry.coverage.remove(r)
@@ -346,11 +346,13 @@ extension EngineCore {
 
     /// Completes every waiter whose bytes are all here now: in memory (held as they arrived, or
     /// queued for the writer) or on disk. Call under the shard lock. Answers that open the data file run as
-    /// jobs of `pool`; with `inline`, answers wholly from memory are handed back instead, for
+    /// jobs of `pool`; with `inline`, answers wholly from memory are returned instead, for
     /// the caller to run once it released the lock (the fetch thread answers a waiting read from
     /// the arriving bytes without a hop to another thread).
-    func wakeWaiters(_ entry: EntryState, shard: Shard, now: Double, inline: UnsafeMutablePointer<[() -> Void]>? = nil) {
-        guard !entry.waiters.isEmpty else { return }
+    @discardableResult
+    func wakeWaiters(_ entry: EntryState, shard: Shard, now: Double, inline: Bool = false) -> [@Sendable () -> Void] {
+        guard !entry.waiters.isEmpty else { return [] }
+        var inlined: [@Sendable () -> Void] = []
         var still: [Waiter] = []
         for w in entry.waiters {
             let clip = w.range.lowerBound..<max(w.range.lowerBound, min(w.range.upperBound, entry.info.length ?? Int64.max))
@@ -371,16 +373,17 @@ extension EngineCore {
                 bytes.map { [ReadRun(range: run, source: .bytes($0))] } ?? self.runs(run, pending: entry.pending)
             }
             let fromDisk = runs.contains { if case .disk = $0.source { true } else { false } }
-            let id = entry.id
+            let id = entry.id, handle = entry.handle
             let answer = { @Sendable [self, done = w.completion, generation = w.generation, files = w.files, range = w.range] in
-                done(lease(entry: entry, shard: shard, id: id, generation: generation, files: files,
+                done(lease(entry: handle, shard: shard, id: id, generation: generation, files: files,
                            range: range, runs: runs))
             }
-            if let inline, !fromDisk { inline.pointee.append(answer) } else { pool.submit(answer) }
+            if inline, !fromDisk { inlined.append(answer) } else { pool.submit(answer) }
         }
         let answered = still.count < entry.waiters.count
         entry.waiters = still
         if answered { reprioritize(entry) }
+        return inlined
     }
 
     /// Tells the transfers of `entry` whose class changed (a read began or stopped waiting on
@@ -412,9 +415,9 @@ extension EngineCore {
     /// - Parameter endedShort: the transfer that ended delivered less than it promised on its own
     ///   (not stopped by us): waiters that need yet another fetch count it, and give up after 8.
     func replanWaiters(_ entry: EntryState, failed: (range: Range<Int64>, error: CacheError)?,
-                       endedShort: Bool = false) -> [(EntryState, ReadPlanner.Fetch, Int)] {
+                       endedShort: Bool = false) -> [Launch] {
         failStaleWaiters(entry)
-        var launches: [(EntryState, ReadPlanner.Fetch, Int)] = []
+        var launches: [Launch] = []
         var still: [Waiter] = []
         let planner = ReadPlanner(readAhead: 0)
         let now = Date().timeIntervalSince1970
@@ -446,7 +449,7 @@ extension EngineCore {
                 let id = makeID()
                 entry.inflight.start(id: id, generation: entry.info.generation, start: f.start, end: f.end,
                                      reader: w.reader, pinned: !entry.info.acceptsRanges, now: now)
-                launches.append((entry, f, id))
+                launches.append(Launch(entry: entry.handle, fetch: f, id: id))
             }
             still.append(w)
         }
@@ -461,11 +464,11 @@ extension EngineCore {
         let shard = shard(for: key)
         let file = reader.files.closeAll()
         var overflow: DataFile?   // a kept descriptor given up for room: closed when this returns, after the lock
-        let (waiting, cancels): ([Waiter.Completion], [FetchHandleBox]) = shard.locked {
+        let (waiting, cancels): ([Waiter.Completion], [FetchHandleBox]) = shard.locked { entries in
             reader.progress.withLock { $0.closed = true }
-            guard let entry = shard.entries[key] else { return ([], []) }
+            guard let entry = entries[key] else { return ([], []) }
             if let file, entry.isCurrent(reader.entry.generation) {
-                overflow = idleFiles.give(file, of: entry, generation: reader.entry.generation)
+                overflow = idleFiles.give(file, of: entry.handle, generation: reader.entry.generation)
             }
             let mine = entry.waiters.filter { $0.reader == reader.id }
             entry.waiters.removeAll { $0.reader == reader.id }

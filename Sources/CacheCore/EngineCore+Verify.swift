@@ -43,10 +43,12 @@ extension EngineCore {
     /// Checks `slices` of `entry` (at `generation`) against their recorded checksums. Blocking:
     /// call from a job of `pool` with `verifyKey`. Returns the bytes found damaged (dropped, to be fetched again).
     @discardableResult
-    func verify(_ entry: EntryState, shard: Shard, slices asked: [Int64], generation: Int64) -> Int64 {
+    func verify(_ entry: EntryHandle, shard: Shard, slices asked: [Int64], generation: Int64) -> Int64 {
         // Only what is still unchecked: reads of one slice queue a check each (the kernel's
         // read-ahead has several in flight), and the checks ahead of a reader queue theirs.
-        let (id, wanted): (Int64?, [Int64]) = shard.locked {
+        // Removed (nothing found): nothing to check.
+        let (id, wanted): (Int64?, [Int64]) = shard.locked { entries in
+            guard let entry = entries[entry] else { return (nil, []) }
             entry.verifyQueued.subtract(asked)
             guard entry.isCurrent(generation) && entry.isPersisted else { return (nil, []) }
             return (entry.id, asked.filter { entry.unverified.contains($0) })
@@ -62,7 +64,7 @@ extension EngineCore {
         var damaged: Int64 = 0
         for slice in wanted {
             let range = store.sliceRange(slice)
-            shard.locked { entry.pin(slice...slice, generation: generation) }
+            shard.locked { $0[entry]?.pin(slice...slice, generation: generation) }
             var bad: [CacheIndex.ExtentRow] = []
             for x in extents where x.slice == slice {
                 switch readFromDisk(entryID: id, generation: generation, range: x.start..<x.end) {
@@ -70,12 +72,13 @@ extension EngineCore {
                 case .failure: bad.append(x)
                 }
             }
-            shard.locked { entry.unpin(slice...slice, generation: generation) }
+            shard.locked { $0[entry]?.unpin(slice...slice, generation: generation) }
             if bad.isEmpty {
-                shard.locked { if entry.isCurrent(generation) { entry.unverified.remove(slice) } }
+                markVerified(slice, of: entry, shard: shard, generation: generation)
                 continue
             }
-            let url = shard.locked { () -> String in
+            let url = shard.locked { entries -> String in
+                guard let entry = entries[entry] else { return entry.key.string }
                 entry.noteError("cached bytes were damaged on disk; fetched again")
                 return entry.info.url
             }
@@ -89,9 +92,15 @@ extension EngineCore {
             // other extents are fine, but cheap to fetch again.
             for x in extents where x.slice == slice { try? index.deleteExtent(x) }
             forget(entry: entry, shard: shard, range: range, generation: generation)
-            shard.locked { if entry.isCurrent(generation) { entry.unverified.remove(slice) } }
+            markVerified(slice, of: entry, shard: shard, generation: generation)
         }
         return damaged
+    }
+
+    private func markVerified(_ slice: Int64, of entry: EntryHandle, shard: Shard, generation: Int64) {
+        shard.locked { entries in
+            if let entry = entries[entry], entry.isCurrent(generation) { entry.unverified.remove(slice) }
+        }
     }
 
     /// The scrub: checks one unverified slice of some entry, if any (the sweeper calls it once a
@@ -99,12 +108,13 @@ extension EngineCore {
     func scrubOne() {
         // Slices become unverified only at start: once a look finds none, there is nothing more.
         guard !scrubDone.load(ordering: .relaxed), !scrubbing.exchange(true, ordering: .acquiring) else { return }
-        var found: (Shard, EntryState, Int64, Int64)?
+        var found: (Shard, EntryHandle, Int64, Int64)?
         for shard in shards where found == nil {
-            shard.locked {
-                for e in shard.entries.values where e.isPersisted {
-                    if let s = e.unverified.first { found = (shard, e, s, e.info.generation); return }
+            found = shard.locked { entries in
+                for e in entries.all where e.isPersisted {
+                    if let s = e.unverified.first { return (shard, e.handle, s, e.info.generation) }
                 }
+                return nil
             }
         }
         guard let (shard, entry, slice, generation) = found else {

@@ -91,7 +91,7 @@ final class EngineCore: Sendable {
     let rounds = EvictionRounds()
     /// Evicted slices whose rows are still to be deleted (their commit failed on a full disk).
     /// A leaf lock: `finishEvictions` takes them out before it commits.
-    let unfinishedEvictions = LockedValue<[(CacheIndex.SliceID, EntryState, Shard)]>([])
+    let unfinishedEvictions = LockedValue<[EvictedSlice]>([])
     /// The oldest slices of eviction's last scan, which its next rounds take from.
     let evictionQueue = EvictionQueue()
     /// How the process before this one left the cache (logged at start).
@@ -178,9 +178,9 @@ final class EngineCore: Sendable {
     func shutdown() {
         sweeper.withLock { $0?.cancel() }
         for shard in shards {
-            let (fetches, waiting): ([FetchHandleBox], [Waiter.Completion]) = shard.locked {
+            let (fetches, waiting): ([FetchHandleBox], [Waiter.Completion]) = shard.locked { entries in
                 var f: [FetchHandleBox] = [], w: [Waiter.Completion] = []
-                for e in shard.entries.values {
+                for e in entries.all {
                     w += e.waiters.map(\.completion)
                     e.waiters = []
                     for id in e.inflight.removeAll() { if let h = handles.remove(id) { f.append(h) } }
@@ -251,7 +251,7 @@ final class EngineCore: Sendable {
     func cachedInfo(url: String) -> EntryInfo? {
         guard let key = try? configuration.keyRules.key(for: url) else { return nil }
         let shard = shard(for: key)
-        return shard.locked { shard.entries[key].flatMap { $0.isPersisted ? $0.info : nil } }
+        return shard.locked { $0[key].flatMap { $0.isPersisted ? $0.info : nil } }
     }
 
     func addChangeObserver(_ h: @escaping @Sendable (EntryInfo) -> Void) {
@@ -275,23 +275,23 @@ final class EngineCore: Sendable {
             return
         }
         let shard = shard(for: key)
-        var probe: (EntryState, ReadPlanner.Fetch, Int)?
+        var probe: Launch?
         var answer: Result<EntryInfo, CacheError>?
         let originDown = originHealth?.isDown(url: url) ?? false
         var skipped = false
-        shard.locked {
+        shard.locked { entries in
             // The clock is read under the lock: a transfer may confirm the entry (validatedAt)
             // just before, and an age read earlier would come out negative, hence "fresh".
             let now = Date()
             let entry: EntryState
-            if let existing = shard.entries[key] {
+            if let existing = entries[key] {
                 entry = existing
             } else {
                 let info = EntryInfo(key: key, url: url, finalURL: url, length: nil, contentType: nil, etag: nil,
                                      lastModified: nil, acceptsRanges: true, generation: makeGeneration(),
                                      validatedAt: .distantPast)
                 entry = EntryState(id: -1, info: info, lastAccess: now.timeIntervalSince1970)
-                shard.entries[key] = entry
+                entries.add(entry)
             }
             var fresh = maxAge > 0 && entry.info.length != nil && now.timeIntervalSince(entry.info.validatedAt) < maxAge
             if !fresh, originDown, entry.isPersisted, entry.info.length != nil {
@@ -312,7 +312,7 @@ final class EngineCore: Sendable {
                 let headerCached = entry.coverage.contains(0..<min(probeLength, entry.info.length ?? probeLength))
                 let end = !takeFirstBytes || headerCached ? 1 : probeLength
                 entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: end, reader: nil, pinned: true, priority: .waiting, now: Date().timeIntervalSince1970)
-                probe = (entry, ReadPlanner.Fetch(start: 0, end: end), id)
+                probe = Launch(entry: entry.handle, fetch: ReadPlanner.Fetch(start: 0, end: end), id: id)
             }
         }
         if skipped {
@@ -322,9 +322,7 @@ final class EngineCore: Sendable {
             if answerFreshInline, case .success = answer { completion(answer) } else { pool.submit { completion(answer) } }
             return
         }
-        if let (entry, fetch, id) = probe {
-            launch(fetchID: id, entry: entry, key: key, fetch: fetch)
-        }
+        if let probe { launch(probe) }
     }
 
     /// Answers opens (call under the shard lock); completions run later.
@@ -447,7 +445,7 @@ final class EngineCore: Sendable {
         entry.sliceBytes = [:]
         entry.sliceAccess = [:]
         entry.resetPins()
-        idleFiles.dropAll(of: entry)
+        idleFiles.dropAll(of: entry.handle)
         failStaleWaiters(entry)
         let cancelled = entry.inflight.removeAll(generation: old, keeping: fetchID).compactMap { handles.remove($0) }
         let id = entry.id, store = store, newGen = entry.info.generation
@@ -471,15 +469,19 @@ final class EngineCore: Sendable {
         do { loaded = try index.loadAll() } catch {
             throw CacheError.storage(path: configuration.directory + "/index.sqlite", message: "\(error)")
         }
-        var byID: [Int64: EntryState] = [:]
+        // Each entry is made in its shard's table, under its lock (the table is a `LockedValue`):
+        // what the steps below need of it is its key and version, by row id.
+        var byID: [Int64: (key: CacheKey, generation: Int64)] = [:]
         for r in loaded.entries {
             let info = r.info
-            let e = EntryState(id: r.id, info: info, lastAccess: r.lastAccess)
-            e.hits = r.hits; e.misses = r.misses; e.bytesFromCache = r.bytesFromCache; e.bytesFromOrigin = r.bytesFromOrigin
-            if let err = r.lastError { e.recentErrors = [err] }
-            e.savedRow = e.row()
-            byID[r.id] = e
-            shard(for: info.key).entries[info.key] = e
+            shard(for: info.key).locked { entries in
+                let e = EntryState(id: r.id, info: info, lastAccess: r.lastAccess)
+                e.hits = r.hits; e.misses = r.misses; e.bytesFromCache = r.bytesFromCache; e.bytesFromOrigin = r.bytesFromOrigin
+                if let err = r.lastError { e.recentErrors = [err] }
+                e.savedRow = e.row()
+                entries.add(e)
+            }
+            byID[r.id] = (info.key, info.generation)
             counters.withLock { $0.lastGeneration = max($0.lastGeneration, info.generation) }
         }
         // Slice files of the layout before data files are moved in first.
@@ -498,16 +500,21 @@ final class EngineCore: Sendable {
         for x in loaded.extents {
             extentsBySlice[.init(entryID: x.entryID, generation: x.generation, slice: x.slice), default: []].append(x)
         }
-        let outcome = check.run(extents: extentsBySlice) { file in byID[file.entry]?.info.generation == file.generation }
-        for sid in outcome.kept {
-            guard let e = byID[sid.entryID] else { continue }
-            for x in extentsBySlice[sid] ?? [] {
-                let added = e.coverage.insert(x.start..<x.end)
-                e.sliceBytes[x.slice, default: 0] += added
-                addBytes(added)
+        let outcome = check.run(extents: extentsBySlice) { file in byID[file.entry]?.generation == file.generation }
+        for (entryID, kept) in Dictionary(grouping: outcome.kept, by: \.entryID) {
+            guard let key = byID[entryID]?.key else { continue }
+            shard(for: key).locked { entries in
+                guard let e = entries[key] else { return }
+                for sid in kept {
+                    for x in extentsBySlice[sid] ?? [] {
+                        let added = e.coverage.insert(x.start..<x.end)
+                        e.sliceBytes[x.slice, default: 0] += added
+                        addBytes(added)
+                    }
+                    e.sliceAccess[sid.slice] = e.lastAccess
+                    e.unverified.insert(sid.slice)
+                }
             }
-            e.sliceAccess[sid.slice] = e.lastAccess
-            e.unverified.insert(sid.slice)
         }
         let stale = outcome.stale, orphans = outcome.orphans
         if !stale.isEmpty || !orphans.isEmpty || outcome.unusedSlices > 0 {
@@ -593,9 +600,9 @@ final class EngineCore: Sendable {
     /// index write): last access and hit counts would otherwise reach it only with the next fetch.
     func writeReadStats() {
         for shard in shards {
-            let rows: [CacheIndex.EntryRow] = shard.locked {
+            let rows: [CacheIndex.EntryRow] = shard.locked { entries in
                 var out: [CacheIndex.EntryRow] = []
-                for e in shard.entries.values where e.readStatsDirty {
+                for e in entries.all where e.readStatsDirty {
                     e.readStatsDirty = false
                     if e.isPersisted { out.append(e.row()) }
                 }
@@ -610,9 +617,9 @@ final class EngineCore: Sendable {
     /// waiting a second `readTimeout` (`EngineCore.read`).
     func expireWaiters(now: Double = Date().timeIntervalSince1970) {
         for shard in shards {
-            let expired: [(done: Waiter.Completion, range: Range<Int64>, url: String)] = shard.locked {
+            let expired: [(done: Waiter.Completion, range: Range<Int64>, url: String)] = shard.locked { entries in
                 var out: [(done: Waiter.Completion, range: Range<Int64>, url: String)] = []
-                for e in shard.entries.values where !e.waiters.isEmpty {
+                for e in entries.all where !e.waiters.isEmpty {
                     let (late, onTime) = (e.waiters.filter { $0.deadline <= now }, e.waiters.filter { $0.deadline > now })
                     guard !late.isEmpty else { continue }
                     e.waiters = onTime

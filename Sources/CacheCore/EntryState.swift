@@ -1,25 +1,20 @@
 import Foundation
+import Atomics
 
-/// Everything the engine holds in memory about one entry. Guarded by its shard's lock.
+/// Everything the engine holds in memory about one entry. Guarded by its shard's lock, and never
+/// leaves it: it lives in its shard's `EntryTable`, and what crosses threads is its `handle`.
 ///
 /// Its life (`probing`: no index row yet, id -1, until the first good answer; then `live`; and
 /// `removed` once it left its shard: `cache rm`, a live playlist refresh, `clear`), the opens
 /// waiting for a probe and which transfers are probes are `machine`'s: `EntryStateMachine`
 /// decides, the engine and `EntrySink` carry out. Work that ran without the lock (a transfer's
-/// write, a read from disk, an eviction) checks `isCurrent` for its generation before it records
+/// write, a read from disk, an eviction) finds the entry again by its handle, which finds
+/// nothing once it was removed, and checks `isCurrent` for its generation before it records
 /// anything, so a removed entry or an old version never gains bytes, coverage or pins again.
-// @unchecked: every stored property is read and written only inside `locked` of the shard its
-// key maps to (`EngineCore.shard(for:)`): a lock that lives in `Shard`, which the compiler cannot
-// tie to these fields. The reference itself leaves the lock and crosses threads (a transfer's
-// `EntrySink`, the launches, hits and checks a locked block hands out, a queued verify, eviction
-// rounds and their unfinished commits, maintenance lists) and is dereferenced again only under
-// that shard's lock, where a step that ran outside it checks `isCurrent(generation)` before it
-// records anything. Its `Waiter`s (not `Sendable`) never leave the lock: what crosses is their
-// completion. To be checked: the engine would have to name entries outside the lock by a handle
-// (their key and a number of their own, not the generation: a transfer follows its entry across
-// versions) and look them up again under it (as the mount's tree names nodes by inode number),
-// and the locked blocks return only `Sendable` values (docs/threads.md).
-final class EntryState: @unchecked Sendable {
+/// Not `Sendable`, and checked so (no `@unchecked`): the compiler keeps it inside its shard's
+/// `LockedValue` (a reference is neither captured by nor stored outside a locked block, and
+/// `Shard.locked` returns only `Sendable` types), with its `Waiter`s and state machine.
+final class EntryState {
     typealias OpenCompletion = @Sendable (Result<EntryInfo, CacheError>) -> Void
 
     /// Index row id; data file names use it. -1 until the first successful answer.
@@ -66,7 +61,17 @@ final class EntryState: @unchecked Sendable {
     var readsByDoor = DoorReads()
     var recentErrors: [String] = []
 
+    /// The key it is kept under (never changes) and its number, never reused: what names it
+    /// outside the lock.
+    let key: CacheKey
+    let serial: UInt64
+    var handle: EntryHandle { EntryHandle(key: key, serial: serial) }
+    /// The numbers given to entries so far, in this process.
+    private static let serials = ManagedAtomic<UInt64>(0)
+
     init(id: Int64, info: EntryInfo, lastAccess: Double) {
+        self.key = info.key
+        self.serial = Self.serials.loadThenWrappingIncrement(ordering: .relaxed) + 1
         self.id = id
         self.info = info
         self.lastAccess = lastAccess
@@ -82,6 +87,7 @@ final class EntryState: @unchecked Sendable {
 
     /// The entry left its shard: nothing may be added to it any more. Returns what the machine
     /// says the caller must do (fail the opens waiting, give its bytes back) the first time.
+    /// Called by `EntryTable.remove` only (and tests of a lone entry): the two go together.
     @discardableResult
     func markRemoved() -> EntryStateMachine<OpenCompletion>.RemoveAction {
         let action = machine.removed()
@@ -292,24 +298,77 @@ final class ReaderState: Sendable {
     }
 }
 
-/// One lock domain of the engine's per-entry state.
+/// Names an entry outside its shard's lock: its key and the number it was made with.
 ///
-/// Not a `LockedValue<[CacheKey: EntryState]>`: the engine keeps references to entries across the lock
-/// (a transfer's sink, a queued verify) and locks again to use them, which a `LockedValue`'s region
-/// rules forbid; the lock here guards the table and every `EntryState` and `Waiter` of its
-/// entries (and, with a leaf lock of their own, the `ReaderState.progress` of their readers).
-// @unchecked: `entries` is read and written only inside `locked`, and so is every `EntryState`
-// in it (see there); `lock` is `Sendable`. Checked, it would be a `LockedValue` of the table,
-// once no entry reference has to outlive a locked block.
-final class Shard: @unchecked Sendable {
-    let lock = NSLock()
-    /// Guarded by `lock`.
-    var entries: [CacheKey: EntryState] = [:]
+/// What crosses threads in an entry's stead (a transfer's sink, the launches and hits a locked
+/// block hands out, a queued check, eviction rounds, kept descriptors): `EntryState` is not
+/// `Sendable`, and never leaves its shard's lock. Not the key alone, nor key and generation: a
+/// transfer follows its entry across versions (`newVersionFromStart`), and a new entry for the
+/// same key (after `cache rm`, a playlist refresh) is another entry. `serial` is never reused.
+struct EntryHandle: Hashable, Sendable {
+    let key: CacheKey
+    let serial: UInt64
+}
 
-    @inline(__always) @discardableResult
-    func locked<T>(_ body: () throws -> T) rethrows -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body()
+/// One lock domain of the engine's per-entry state: a table of entries under one lock, which
+/// guards the table and every `EntryState` and `Waiter` of its entries (and, with a leaf lock of
+/// their own, the `ReaderState.progress` of their readers). Every locked block returns only
+/// `Sendable` values (`LockedValue`'s `sending` rules); work outside the lock names an entry by
+/// its `EntryHandle` and finds it again under the lock (`EntryTable.subscript(_: EntryHandle)`).
+///
+/// A struct over the `LockedValue` (no indirection beside it) rather than the `LockedValue`
+/// itself, so that a block's result is `Sendable` by its type: `sending` alone lets a block
+/// return an entry of the table (the compiler does not see that the result is in the table's
+/// region), which this rules out.
+struct Shard: Sendable {
+    private let table: LockedValue<EntryTable>
+
+    init() { table = LockedValue(EntryTable()) }
+
+    @inline(__always)
+    func locked<T: Sendable>(_ body: (inout sending EntryTable) -> T) -> T {
+        table.withLock { body(&$0) }
+    }
+
+    /// `locked` if no other thread holds the lock now; nil without waiting otherwise (tests).
+    func lockedIfAvailable<T: Sendable>(_ body: (inout sending EntryTable) -> T) -> T? {
+        table.withLockIfAvailable { body(&$0) }
+    }
+}
+
+/// The entries of one shard, by key.
+///
+/// An entry leaves its table when, and only when, it is marked removed (`remove`, the one
+/// place that does either), so a lookup by handle that finds nothing means exactly that the
+/// entry was removed: what a step that ran without the lock checks, beside `isCurrent`.
+struct EntryTable {
+    private var byKey: [CacheKey: EntryState] = [:]
+
+    init() {}
+
+    /// The entry of `key` now, whichever it is.
+    subscript(key: CacheKey) -> EntryState? { byKey[key] }
+
+    /// The entry `handle` names, if it is still in its table (not removed).
+    @inline(__always)
+    subscript(handle: EntryHandle) -> EntryState? {
+        guard let e = byKey[handle.key], e.serial == handle.serial else { return nil }
+        return e
+    }
+
+    var all: Dictionary<CacheKey, EntryState>.Values { byKey.values }
+
+    /// Puts a new entry in (none may be there for its key).
+    mutating func add(_ entry: EntryState) {
+        precondition(byKey[entry.key] == nil, "an entry is already in the table under \(entry.key)")
+        byKey[entry.key] = entry
+    }
+
+    /// Takes the entry `handle` names out and marks it removed; nil if it was not there (removed
+    /// already). What the removal returns is the caller's to carry out (fail the opens waiting).
+    mutating func remove(_ handle: EntryHandle) -> (entry: EntryState, action: EntryStateMachine<EntryState.OpenCompletion>.RemoveAction)? {
+        guard let e = self[handle] else { return nil }
+        byKey.removeValue(forKey: handle.key)
+        return (e, e.markRemoved())
     }
 }

@@ -42,4 +42,14 @@ public final class LockedValue<Value>: @unchecked Sendable {
         nonisolated(unsafe) let value = value
         return try body(&value.pointee)
     }
+
+    /// `withLock` if the lock is free now; nil, without waiting, if another thread holds it.
+    public func withLockIfAvailable<Result, E: Error>(
+        _ body: (inout sending Value) throws(E) -> sending Result
+    ) throws(E) -> sending Result? {
+        guard pthread_mutex_trylock(mutex) == 0 else { return nil }
+        defer { pthread_mutex_unlock(mutex) }
+        nonisolated(unsafe) let value = value
+        return try body(&value.pointee)
+    }
 }

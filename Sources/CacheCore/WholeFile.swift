@@ -41,8 +41,8 @@ extension EngineCore {
         let key = reader.entry.key, generation = reader.entry.generation
         let shard = shard(for: key)
         let now = configuration.clock().timeIntervalSince1970
-        let held: (EntryState, Int64, ClosedRange<Int64>)? = shard.locked {
-            guard let e = shard.entries[key], e.isCurrent(generation), e.isPersisted,
+        let held: (EntryHandle, Int64, ClosedRange<Int64>)? = shard.locked { entries in
+            guard let e = entries[key], e.isCurrent(generation), e.isPersisted,
                   let length = e.info.length, length > 0, e.coverage.contains(0..<length) else { return nil }
             // Handed to the kernel, bytes are no longer seen: only a file checked whole goes
             // (reads through the engine and the scrub check the rest; the next open gets it).
@@ -55,10 +55,10 @@ extension EngineCore {
             e.readStatsDirty = true
             e.readsByDoor.add(reader.door)
             touch(e, 0..<length, now)
-            return (e, e.id, all)
+            return (e.handle, e.id, all)
         }
         guard let (entry, id, all) = held else { return nil }
-        let unpin: @Sendable () -> Void = { shard.locked { entry.unpin(all, generation: generation) } }
+        let unpin: @Sendable () -> Void = { shard.locked { $0[entry]?.unpin(all, generation: generation) } }
         guard let fd = try? store.openForReading(entry: id, generation: generation) else {
             unpin()
             return nil

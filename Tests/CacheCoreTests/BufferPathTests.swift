@@ -18,7 +18,7 @@ final class BufferPathTests: GatedEngineTestCase {
     /// The chunks queued for the writer (entry offset → address of their first byte).
     private func pendingAddresses(_ cache: CacheEngine, _ info: EntryInfo) -> [Int64: UnsafeRawPointer] {
         let shard = cache.core.shard(for: info.key)
-        let chunks = shard.locked { shard.entries[info.key]?.pending.chunks ?? [] }
+        let chunks = shard.locked { $0[info.key]?.pending.chunks ?? [] }
         var out: [Int64: UnsafeRawPointer] = [:]
         for c in chunks { out[c.range.lowerBound] = c.bytes.baseAddress }
         return out

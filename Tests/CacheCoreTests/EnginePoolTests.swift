@@ -112,11 +112,11 @@ final class EnginePoolTests: GatedEngineTestCase {
 
     private func unverified(_ cache: CacheEngine) -> Set<Int64> {
         var found = Set<Int64>()
-        for shard in cache.core.shards { shard.locked { for e in shard.entries.values { found.formUnion(e.unverified) } } }
+        for shard in cache.core.shards { shard.locked { for e in $0.all { found.formUnion(e.unverified) } } }
         return found
     }
 
     private func waiters(_ cache: CacheEngine) -> Int {
-        cache.core.shards.reduce(0) { n, shard in n + shard.locked { shard.entries.values.reduce(0) { $0 + $1.waiters.count } } }
+        cache.core.shards.reduce(0) { n, shard in n + shard.locked { $0.all.reduce(0) { $0 + $1.waiters.count } } }
     }
 }

@@ -34,6 +34,68 @@ final class EngineRaceTests: GatedEngineTestCase {
         XCTAssertNil(cache.status(url: url))
     }
 
+    /// A fetch a locked block planned, whose entry was removed (and made anew for the same URL)
+    /// before it was launched, starts no transfer: its handle names the removed entry, which
+    /// the launch no longer finds (before handles, the transfer started and stopped at its
+    /// first bytes).
+    func testALaunchWhoseEntryLeftBeforeItStartedStartsNoTransfer() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { cache.shutdown() }
+        _ = try open(cache, source)
+        let core = cache.core
+        let key = try cache.key(for: url)
+        let shard = core.shard(for: key)
+        let entry = try XCTUnwrap(shard.locked { $0[key]?.handle })
+        let id = core.makeID()
+        shard.locked { entries in
+            let e = entries[entry]!
+            e.inflight.start(id: id, generation: e.info.generation, start: 1 << 20, end: 2 << 20, reader: nil,
+                             now: Date().timeIntervalSince1970)
+        }
+        try cache.remove(url: url)
+        cache.open(url: url) { _ in }   // a new entry for the same key (its probe starts)
+        XCTAssertNotEqual(shard.locked { $0[key]?.handle }, entry, "another entry, another handle")
+        let before = source.transfers.count
+        core.launch(Launch(entry: entry, fetch: .init(start: 1 << 20, end: 2 << 20), id: id))
+        XCTAssertEqual(source.transfers.count, before, "no transfer for the removed entry")
+        XCTAssertNil(core.handles.existing(id))
+        XCTAssertEqual(core.activeSinks.withLock { $0 }, 1, "only the new entry's probe has a sink")
+        source.finishAll()
+    }
+
+    /// A transfer that finds no room to write after its entry was removed notes it nowhere: the
+    /// note is lost with the removed entry (as before handles, when it went to an entry nobody
+    /// saw again), and never lands on a new entry for the same URL.
+    func testTheNoRoomNoteOfARemovedEntryIsLostNotGivenToTheNextEntryOfItsURL() throws {
+        let source = GatedSource()
+        let cache = try engine(source, capacity: 16 << 10)   // no room for a 64 KiB write
+        defer { cache.shutdown() }
+        let info = try open(cache, source)
+        let key = try cache.key(for: url)
+        let reader = cache.makeReader(for: info)
+        let answered = expectation(description: "read")
+        reader.read(offset: 2 << 20, length: 64 << 10) { _ in answered.fulfill() }
+        let transfer = try XCTUnwrap(source.transfers.last)
+        XCTAssertTrue(transfer.partial(length: length))
+        let wrote = expectation(description: "the writer took the bytes")
+        cache.core.testHook = { step in
+            guard case .sinkWillWrite = step else { return }
+            cache.core.testHook = nil
+            try? cache.remove(url: self.url)
+            cache.open(url: self.url) { _ in }   // a new entry for the key, probing
+            wrote.fulfill()
+        }
+        transfer.send(data[(2 << 20)..<((2 << 20) + (64 << 10))])
+        wait(for: [answered, wrote], timeout: 5)
+        cache.core.writes.waitIdle()
+        transfer.finish()
+        let errors = cache.core.shard(for: key).locked { $0[key]?.recentErrors }
+        XCTAssertEqual(errors, [], "the new entry has no note of the removed one's write")
+        reader.close()
+        source.finishAll()
+    }
+
     func testAnEvictionCommittingWhileATransferWritesTheSameSliceKeepsMemoryAndIndexInStep() throws {
         let source = GatedSource()
         let cache = try engine(source)
@@ -78,12 +140,14 @@ final class EngineRaceTests: GatedEngineTestCase {
         let core = cache.core
         let key = try! cache.key(for: url)
         let shard = core.shard(for: key)
-        let entry = shard.locked { shard.entries[key]! }
-        let generation = shard.locked { entry.info.generation }
-        var pins = 0
-        shard.locked { while entry.isPinned(0) { entry.unpin(0...0, generation: generation); pins += 1 } }
+        let (entry, generation) = shard.locked { ($0[key]!.handle, $0[key]!.info.generation) }
+        let pins = shard.locked { entries in
+            var pins = 0
+            while entries[entry]!.isPinned(0) { entries[entry]!.unpin(0...0, generation: generation); pins += 1 }
+            return pins
+        }
         let freed = core.evictNow(bytes: 1)
-        shard.locked { for _ in 0..<pins { entry.pin(0...0, generation: generation) } }
+        shard.locked { for _ in 0..<pins { $0[entry]!.pin(0...0, generation: generation) } }
         return freed
     }
 

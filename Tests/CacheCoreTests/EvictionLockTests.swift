@@ -18,11 +18,7 @@ final class EvictionLockTests: GatedEngineTestCase {
             guard case .evictionFreedSlices = step else { return }
             let evictionFree = core.evictionLock.try()
             if evictionFree { core.evictionLock.unlock() }
-            let shardsFree = core.shards.allSatisfy { shard in
-                guard shard.lock.try() else { return false }
-                shard.lock.unlock()
-                return true
-            }
+            let shardsFree = core.shards.allSatisfy { shard in shard.lockedIfAvailable { _ in true } ?? false }
             seen.withLock { $0 = (evictionFree, shardsFree) }
         }
         core.space.refill(0)

@@ -19,7 +19,7 @@ final class EvictionRoundTests: XCTestCase {
     }
 
     /// An engine holding all `slices` slices of one file, slice `s` last read at time `s`.
-    private func filledEngine() async throws -> (CacheEngine, EntryState, [UInt8]) {
+    private func filledEngine() async throws -> (CacheEngine, EntryHandle, [UInt8]) {
         let data = randomBytes(slices * Int(slice), seed: 61)
         let source = ScriptedSource()
         source.set(url, .init(bytes: data, etag: "\"a\""))
@@ -32,20 +32,19 @@ final class EvictionRoundTests: XCTestCase {
         reader.close()
         cache.core.writes.waitIdle()
         let entry = try XCTUnwrap(entry(cache))
-        let shard = cache.core.shard(for: entry.info.key)
-        shard.locked { for s in 0..<Int64(slices) { entry.sliceAccess[s] = Double(s) } }
+        let shard = cache.core.shard(for: entry.key)
+        shard.locked { entries in for s in 0..<Int64(slices) { entries[entry]!.sliceAccess[s] = Double(s) } }
         XCTAssertEqual(cachedSlices(cache, entry), Set(0..<Int64(slices)))
         return (cache, entry, data)
     }
 
-    private func entry(_ cache: CacheEngine) -> EntryState? {
+    private func entry(_ cache: CacheEngine) -> EntryHandle? {
         guard let key = try? cache.core.configuration.keyRules.key(for: url) else { return nil }
-        let shard = cache.core.shard(for: key)
-        return shard.locked { shard.entries[key] }
+        return cache.core.shard(for: key).locked { $0[key]?.handle }
     }
 
-    private func cachedSlices(_ cache: CacheEngine, _ entry: EntryState) -> Set<Int64> {
-        cache.core.shard(for: entry.info.key).locked { Set(entry.sliceBytes.keys) }
+    private func cachedSlices(_ cache: CacheEngine, _ entry: EntryHandle) -> Set<Int64> {
+        cache.core.shard(for: entry.key).locked { $0[entry].map { Set($0.sliceBytes.keys) } ?? [] }
     }
 
     /// Evicts as a write would; a round taken in several batches is still one round to
@@ -79,7 +78,7 @@ final class EvictionRoundTests: XCTestCase {
         defer { cache.shutdown() }
         XCTAssertEqual(evict(cache, bytes: 2 * slice, needed: 2 * slice), 2 * slice)   // scans; 0 and 1 go
         // Slice 2 is read now: no longer among the oldest, though the queue still lists it.
-        cache.core.shard(for: entry.info.key).locked { entry.sliceAccess[2] = Double(slices) }
+        cache.core.shard(for: entry.key).locked { $0[entry]!.sliceAccess[2] = Double(slices) }
         XCTAssertEqual(evict(cache, bytes: 2 * slice, needed: 2 * slice), 2 * slice)
         XCTAssertEqual(Set(0..<6).subtracting(cachedSlices(cache, entry)), [0, 1, 3, 4])
     }
@@ -89,11 +88,11 @@ final class EvictionRoundTests: XCTestCase {
         defer { cache.shutdown() }
         XCTAssertEqual(evict(cache, bytes: slice, needed: slice), slice)
         // A read under way pins slice 1; the user pins slice 2.
-        cache.core.shard(for: entry.info.key).locked { entry.pin(1...1, generation: entry.info.generation) }
+        cache.core.shard(for: entry.key).locked { let e = $0[entry]!; e.pin(1...1, generation: e.info.generation) }
         _ = try cache.pin(url: url, ranges: [2 * slice..<(3 * slice)], limit: 1 << 30)
         XCTAssertEqual(evict(cache, bytes: 2 * slice, needed: 2 * slice), 2 * slice)
         XCTAssertEqual(Set(0..<6).subtracting(cachedSlices(cache, entry)), [0, 3, 4])
-        cache.core.shard(for: entry.info.key).locked { entry.unpin(1...1, generation: entry.info.generation) }
+        cache.core.shard(for: entry.key).locked { let e = $0[entry]!; e.unpin(1...1, generation: e.info.generation) }
     }
 
     func testEvictedBytesAreFetchedAgainAndTheRestServedFromTheCache() async throws {

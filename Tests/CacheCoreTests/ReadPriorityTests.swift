@@ -175,7 +175,7 @@ final class ReadTimeoutRetryTests: GatedEngineTestCase {
         let cancelled = expectation(description: "another open's read, cancelled at its close")
         otherReader.read(offset: 1 << 20, length: 4096) { _ in cancelled.fulfill() }
         var waiting = 0
-        for shard in cache.core.shards { shard.locked { for e in shard.entries.values { waiting += e.waiters.count } } }
+        for shard in cache.core.shards { shard.locked { for e in $0.all { waiting += e.waiters.count } } }
         XCTAssertEqual(waiting, 1, "another open's read waits for the bytes, as any read does")
         otherReader.close()
         reader.close()

@@ -46,7 +46,7 @@ final class VerifiedBytesTests: XCTestCase {
 
     private func unverified(_ cache: CacheEngine) -> Set<Int64> {
         var found = Set<Int64>()
-        for shard in cache.core.shards { shard.locked { for e in shard.entries.values { found.formUnion(e.unverified) } } }
+        for shard in cache.core.shards { shard.locked { for e in $0.all { found.formUnion(e.unverified) } } }
         return found
     }
 
