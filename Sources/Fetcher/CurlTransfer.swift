@@ -164,7 +164,7 @@ final class CurlTransfer {
             if parser.current.isInterim { return .taken }  // body of a redirect curl follows
             guard handleHead(parser.current) else { return .abort }
         }
-        if let throttle, !throttle.admit(bytes.count, transfer: id, priority: priority) { return .pause }
+        if let throttle, !throttle.admit(bytes.count, transfer: id, priority: priority, owner: state.request.owner) { return .pause }
         let before = state
         let (offset, length) = state.receiveBody(count: bytes.count)
         if length > 0 {

@@ -47,34 +47,47 @@ struct TokenBucket: Sendable, Equatable {
 /// left again. Loop thread only (the write callbacks run there too); the clock is passed in, so
 /// tests drive it without waiting.
 ///
-/// Tokens go in order: the higher class first, and within a class the older transfer (a lower
-/// id). While a transfer waits for a token, one after it gets none, and when a token is left the
-/// first one waiting gets it. So under a limit the bytes a reader waits for never share it with
-/// read-ahead, and read-ahead arrives nearest first (the planner starts a reader's streams in the
-/// order of their offsets), as one stream would bring it, instead of eighteen streams each
-/// crawling at an eighteenth of the rate while the player catches up with the first. No token is
-/// left unused: a transfer with nothing to receive asks for none, and the next one gets them.
+/// Tokens go in order, and no token is left unused (a transfer with nothing to receive asks for
+/// none, and the next one gets them). While a transfer waits for a token, one after it gets none,
+/// and when a token is left the first one waiting gets it. The order:
+/// - the higher class first: under a limit, the bytes a reader waits for never share it with
+///   read-ahead;
+/// - within a class, each reader's (`owner`'s) transfers oldest first (a lower id: the planner
+///   starts a reader's streams in the order of their offsets), so its read-ahead arrives nearest
+///   first, as one stream would bring it, not as eighteen streams each crawling at an
+///   eighteenth of the rate while the player catches up with the first;
+/// - across readers, the first waiting transfer of each in turn, the one served longest ago
+///   first: two players under one limit each get their nearest bytes at half the rate, and
+///   neither's read-ahead waits for all of the other's.
 final class Throttle {
     private var bucket: TokenBucket
+    private struct Paused { var priority: FetchPriority; var owner: Int? }
     /// The transfers waiting for a token, by their class now (`reclass` keeps it current).
-    private var paused: [Int: FetchPriority] = [:]
+    private var paused: [Int: Paused] = [:]
+    /// When each reader last took tokens (a count of admissions), for the turns across readers.
+    private var served: [Int: UInt64] = [:]
+    private var admissions: UInt64 = 0
 
     init(bytesPerSecond: Int64, now: UInt64 = DispatchTime.now().uptimeNanoseconds) {
         bucket = TokenBucket(bytesPerSecond: bytesPerSecond, now: now)
     }
 
-    /// Whether `count` bytes of `transfer` pass now; if not, the transfer pauses.
-    func admit(_ count: Int, transfer: Int, priority: FetchPriority,
+    /// Whether `count` bytes of `transfer` (of reader `owner`) pass now; if not, it pauses.
+    func admit(_ count: Int, transfer: Int, priority: FetchPriority, owner: Int? = nil,
                now: UInt64 = DispatchTime.now().uptimeNanoseconds) -> Bool {
-        if let first = first, Self.rank(first) < Self.rank((transfer, priority)) {
-            paused[transfer] = priority
+        let me = Paused(priority: priority, owner: owner)
+        if let first, first != transfer, rank(first, paused[first]!) < rank(transfer, me) {
+            paused[transfer] = me
             return false
         }
         if bucket.take(count, now: now) {
             paused[transfer] = nil
+            admissions += 1
+            if served.count >= 4096 { served.removeAll() }   // readers come and go: only the turn matters
+            served[Self.group(transfer, owner)] = admissions
             return true
         }
-        paused[transfer] = priority
+        paused[transfer] = me
         return false
     }
 
@@ -82,14 +95,14 @@ final class Throttle {
     /// get the next tokens: left at its old class, it waited behind every read-ahead stream
     /// (under `--bwlimit 1M`, mpv's last read then took 4-8 s while five near streams ran).
     func reclass(_ transfer: Int, _ priority: FetchPriority) {
-        if paused[transfer] != nil { paused[transfer] = priority }
+        paused[transfer]?.priority = priority
     }
 
     /// The first transfer waiting, once a token is left (it is then no longer paused here).
     func due(now: UInt64) -> [Int] {
         guard let first, bucket.wait(now: now) == 0 else { return [] }
-        paused[first.key] = nil
-        return [first.key]
+        paused[first] = nil
+        return [first]
     }
 
     /// The transfer ended or moved on: it waits for no token.
@@ -98,7 +111,15 @@ final class Throttle {
     /// Nanoseconds until paused transfers are due; nil when none is paused.
     func wait(now: UInt64) -> UInt64? { paused.isEmpty ? nil : bucket.wait(now: now) }
 
-    private var first: (key: Int, value: FetchPriority)? { paused.min { Self.rank($0) < Self.rank($1) } }
+    /// The paused transfer that goes first.
+    private var first: Int? { paused.min { rank($0.key, $0.value) < rank($1.key, $1.value) }?.key }
 
-    private static func rank(_ t: (key: Int, value: FetchPriority)) -> (Int, Int) { (t.value.rawValue, t.key) }
+    /// (class, when its reader was last served, the transfer's age): within the highest class
+    /// waiting, the reader served longest ago, and its oldest transfer.
+    private func rank(_ transfer: Int, _ p: Paused) -> (Int, UInt64, Int) {
+        (p.priority.rawValue, served[Self.group(transfer, p.owner)] ?? 0, transfer)
+    }
+
+    /// A transfer with no reader is its own group.
+    private static func group(_ transfer: Int, _ owner: Int?) -> Int { owner ?? -1 - transfer }
 }

@@ -139,6 +139,8 @@ final class ThrottleSharingTests: XCTestCase {
         let throttle: Throttle
         var paused = Set<Int>()
         var classes: [Int: FetchPriority] = [:]
+        /// Whose each transfer is (a reader's id); one reader unless told.
+        var owners: [Int: Int] = [:]
         var now: UInt64 = 0
         init(_ throttle: Throttle) { self.throttle = throttle }
 
@@ -153,7 +155,7 @@ final class ThrottleSharingTests: XCTestCase {
                 // The order libcurl offers in varies; the waiting transfer is neither first nor last.
                 let order = classes.keys.sorted().rotated(by: Int(now / ms) % classes.count)
                 for id in order where !paused.contains(id) && got[id, default: 0] / chunk < arrived(id, now) {
-                    if throttle.admit(chunk, transfer: id, priority: classes[id]!, now: now) {
+                    if throttle.admit(chunk, transfer: id, priority: classes[id]!, owner: owners[id] ?? 1, now: now) {
                         got[id, default: 0] += chunk
                     } else {
                         paused.insert(id)
@@ -215,6 +217,22 @@ final class ThrottleSharingTests: XCTestCase {
         XCTAssertGreaterThanOrEqual((first[2] ?? 0) + (second[2] ?? 0), (1 << 20) - 2 * chunk, "then the second")
         let others = (4...18).map { (first[$0] ?? 0) + (second[$0] ?? 0) }.reduce(0, +)
         XCTAssertLessThanOrEqual(others, 2 * chunk, "the far ones wait their turn")
+    }
+
+    func testTwoPlayersUnderOneLimitEachGetTheirNearestBytesAtHalfTheRate() {
+        let t = Throttle(bytesPerSecond: 1 << 20, now: 0)
+        let loop = Loop(t)
+        var classes: [Int: FetchPriority] = [:]
+        for id in 1...10 {   // player A's streams 1-5, player B's 6-10, each in offset order
+            classes[id] = .far
+            loop.owners[id] = id <= 5 ? 100 : 200
+        }
+        let got = loop.run(classes, seconds: 1) { _, _ in .max }
+        let total = Double(got.values.reduce(0, +))
+        for nearest in [1, 6] {
+            XCTAssertGreaterThanOrEqual(Double(got[nearest] ?? 0), 0.45 * total, "stream \(nearest): half the rate")
+        }
+        XCTAssertLessThanOrEqual((got[2] ?? 0) + (got[7] ?? 0), 2 * chunk, "the further streams wait their turn")
     }
 
     func testAReadAheadStreamPausedForATokenGetsTheNextOnesOnceAReadWaitsOnIt() {
