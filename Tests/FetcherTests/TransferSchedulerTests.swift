@@ -125,7 +125,7 @@ final class ThrottlePriorityTests: XCTestCase {
     }
 }
 
-/// `--bwlimit` with a read waiting among read-ahead streams, on a simulated loop: every turn the
+/// `--bwlimit` with reads and read-ahead streams sharing it, on a simulated loop: every turn the
 /// loop lets go of the transfers that are due, then libcurl offers each transfer that is not
 /// paused one 16 KiB chunk, in its own order (as `curl_multi_perform` does).
 final class ThrottleSharingTests: XCTestCase {
@@ -183,7 +183,7 @@ final class ThrottleSharingTests: XCTestCase {
         XCTAssertLessThanOrEqual(Double(total), bound, "the limit holds")
     }
 
-    func testReadAheadTakesWhatAWaitingTransferItsSourceKeepsSlowLeaves() {
+    func testReadAheadTakesTheTokensAWaitingTransferSlowedByItsOriginLeaves() {
         let t = Throttle(bytesPerSecond: 1 << 20, now: 0)
         let classes: [Int: FetchPriority] = [0: .waiting, 1: .near, 2: .far]
         // The waiting transfer's origin sends a chunk every 50 ms (320 KiB/s).
@@ -247,7 +247,7 @@ final class ThrottleSharingTests: XCTestCase {
         XCTAssertEqual(t.due(now: 1_000 * ms), [])
     }
 
-    func testReadAheadPausedAtItsOldClassWaitsBehindTheRead() {
+    func testAReadOnAStreamPausedAsFarGetsTheBudgetFromFiveNearStreams() {
         let t = Throttle(bytesPerSecond: 1 << 20, now: 0)
         // A far stream and five near ones, paused for tokens in turn; then a read waits on the
         // far one (the player caught up with it).
