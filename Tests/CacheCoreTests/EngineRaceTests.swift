@@ -20,8 +20,8 @@ final class EngineRaceTests: GatedEngineTestCase {
         XCTAssertTrue(transfer.partial(length: length))
         // The entry is removed (a live playlist refresh) after the writer took the bytes and
         // before it wrote and recorded them.
-        cache.core.testHook = { step in
-            if case .sinkWillWrite = step { cache.core.testHook = nil; try? cache.remove(url: self.url) }
+        cache.core.testHook = { [url] step in
+            if case .sinkWillWrite = step { cache.core.testHook = nil; try? cache.remove(url: url) }
         }
         transfer.send(data[(2 << 20)..<((2 << 20) + (64 << 10))])
         wait(for: [answered], timeout: 5)
@@ -79,11 +79,11 @@ final class EngineRaceTests: GatedEngineTestCase {
         let transfer = try XCTUnwrap(source.transfers.last)
         XCTAssertTrue(transfer.partial(length: length))
         let wrote = expectation(description: "the writer took the bytes")
-        cache.core.testHook = { step in
+        cache.core.testHook = { [url] step in
             guard case .sinkWillWrite = step else { return }
             cache.core.testHook = nil
-            try? cache.remove(url: self.url)
-            cache.open(url: self.url) { _ in }   // a new entry for the key, probing
+            try? cache.remove(url: url)
+            cache.open(url: url) { _ in }   // a new entry for the key, probing
             wrote.fulfill()
         }
         transfer.send(data[(2 << 20)..<((2 << 20) + (64 << 10))])
@@ -109,11 +109,12 @@ final class EngineRaceTests: GatedEngineTestCase {
         reader.read(offset: 512 << 10, length: 64 << 10) { read.set($0); answered.fulfill() }
         let transfer = try XCTUnwrap(source.transfers.last)
         transfer.partial(length: length)
+        let slice0Bytes = data[(512 << 10)..<((512 << 10) + (64 << 10))]
         cache.core.testHook = { step in
             guard case .evictionFreedSlices = step else { return }
             cache.core.testHook = nil
             // Between the punch and the row delete, the transfer delivers bytes of slice 0.
-            transfer.send(self.data[(512 << 10)..<((512 << 10) + (64 << 10))])
+            transfer.send(slice0Bytes)
         }
         // Evict slice 0 only (the read pins it now, so unpin by evicting before it was pinned:
         // the transfer's bytes are the ones under test).

@@ -228,10 +228,12 @@ final class EngineWriterTests: GatedEngineTestCase {
         let info = try open(cache, source)
         cache.core.writes.holdWrites()
         var transfers: [(GatedSource.Transfer, Int64)] = []
+        var reads: [XCTestExpectation] = []
         for i in 0..<4 {
             let offset = at + Int64(i) * (512 << 10)
+            reads.append(expectation(description: "read \(i)"))
             transfers.append((try startRead(cache, source, info, offset: offset, count: 4 * chunk, into: ResultBox<[UInt8]>(),
-                                            expectation(description: "read \(i)")), offset))
+                                            reads[i]), offset))
         }
         var paused: [GatedSource.Transfer] = []
         var next = [Int64](repeating: 0, count: transfers.count)
@@ -258,7 +260,7 @@ final class EngineWriterTests: GatedEngineTestCase {
             }
             t.finish()
         }
-        waitForExpectations(timeout: 5)
+        wait(for: reads, timeout: 5)
         cache.core.writes.waitIdle()
         XCTAssertLessThanOrEqual(cache.core.memory.usage.peakQueued, budget)
         XCTAssertEqual(cache.usage.bytes, (256 << 10) + 4 * 4 * chunk)

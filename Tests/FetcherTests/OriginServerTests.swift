@@ -195,14 +195,13 @@ final class OriginServerTests: XCTestCase {
         origin.setGeneratedFile("/g", length: 1 << 20, seed: 9)
         let expected = OriginServer.generatedBytes(seed: 9, offset: 0, count: 1 << 20)
         let port = origin.port
-        let ok = NSLock()
-        var good = 0
+        let good = Locked(0)
         DispatchQueue.concurrentPerform(iterations: 12) { _ in
             if let r = try? RawHTTP.request(port: port, path: "/g"), r.body == expected {
-                ok.lock(); good += 1; ok.unlock()
+                good.mutate { $0 += 1 }
             }
         }
-        XCTAssertEqual(good, 12)
+        XCTAssertEqual(good.value, 12)
     }
 
     func testTemporaryDirectoryIsCreatedAndRemoved() throws {

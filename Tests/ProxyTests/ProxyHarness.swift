@@ -9,7 +9,7 @@ import XCTest
 
 /// The whole front door on loopback: an in-process origin, the libcurl source, a real engine in
 /// a temporary directory, and the proxy on a free port.
-final class ProxyHarness {
+final class ProxyHarness: Sendable {
     let origin: OriginServer
     let directory: TemporaryDirectory
     let source: CurlRangeSource
