@@ -12,7 +12,7 @@
 import PackageDescription
 
 /// Swift 5 language mode, for the targets not yet checked by the compiler (the test support,
-/// the benchmarks, `FuseMountTests` and `EndToEndTests`). `CacheCore`, `Fetcher`, `FuseMount`,
+/// the benchmarks and `EndToEndTests`). `CacheCore`, `Fetcher`, `FuseMount`,
 /// `Settings`, `HLS`, `Proxy`, `MetricsExport`, the `httpcachefs` executable and the other test
 /// targets build in Swift 6 mode (the tools version's default). `Settings`, `HLS` and `Proxy` have no `@unchecked Sendable`
 /// (NIO handlers stay on their event loop and cross threads only as `NIOLoopBound`); the few
@@ -103,7 +103,7 @@ let package = Package(
 
         .testTarget(name: "CacheCoreTests", dependencies: ["CacheCore", "MetricsExport", "TestSupport"]),
         .testTarget(name: "FetcherTests", dependencies: ["Fetcher", "TestSupport"]),
-        .testTarget(name: "FuseMountTests", dependencies: ["FuseMount", "Fetcher", "TestSupport"], swiftSettings: v5),
+        .testTarget(name: "FuseMountTests", dependencies: ["FuseMount", "Fetcher", "TestSupport"]),
         .testTarget(name: "SettingsTests", dependencies: ["Settings"]),
         .testTarget(name: "HLSTests", dependencies: ["HLS"]),
         .testTarget(name: "ProxyTests", dependencies: ["Proxy", "HLS", "Fetcher", "MetricsExport", "TestSupport"]),

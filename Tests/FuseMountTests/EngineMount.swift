@@ -8,7 +8,7 @@ import XCTest
 
 /// The real stack in process: loopback origin → libcurl source → cache engine in a temporary
 /// directory → FUSE mount on a temporary directory.
-final class EngineMount {
+final class EngineMount: Sendable {
     let origin: OriginServer
     let cacheDirectory: TemporaryDirectory
     let source: CurlRangeSource
@@ -67,7 +67,7 @@ struct SplitMix64: RandomNumberGenerator {
 /// Runs `body` on its own thread and waits at most `seconds`: a hung file system call fails the
 /// test instead of hanging the suite.
 func withinBound<T>(_ seconds: TimeInterval, _ what: String, file: StaticString = #filePath, line: UInt = #line,
-                    _ body: @escaping () throws -> T) throws -> T {
+                    _ body: @escaping @Sendable () throws -> T) throws -> T {
     let done = DispatchSemaphore(value: 0)
     nonisolated(unsafe) var result: Result<T, Error>?
     let t = Thread {

@@ -7,7 +7,7 @@ import XCTest
 
 /// Reads through a real mount over the real cache and a loopback origin.
 final class FuseEngineTests: XCTestCase {
-    func expected(_ seed: UInt64, _ offset: Int64, _ count: Int) -> [UInt8] {
+    static func expected(_ seed: UInt64, _ offset: Int64, _ count: Int) -> [UInt8] {
         OriginServer.generatedBytes(seed: seed, offset: offset, count: count)
     }
 
@@ -19,7 +19,7 @@ final class FuseEngineTests: XCTestCase {
         XCTAssertEqual(try POSIX.stat(m.path("v.bin")).st_size, Int(length))
         let bytes = try withinBound(120, "sequential read") { try POSIX.readAll(m.path("v.bin")) }
         XCTAssertEqual(bytes.count, Int(length))
-        XCTAssertTrue(bytes == expected(11, 0, Int(length)), "bytes differ from the origin's")
+        XCTAssertTrue(bytes == Self.expected(11, 0, Int(length)), "bytes differ from the origin's")
         let served = m.origin.bytesServed(path: "/v.bin")
         XCTAssertLessThan(served, length + length / 4, "each byte fetched about once: \(served)")
 
@@ -28,7 +28,7 @@ final class FuseEngineTests: XCTestCase {
         let fd = try POSIX.open(m.path("v.bin"))
         _ = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
         close(fd)
-        XCTAssertTrue(try POSIX.readAll(m.path("v.bin")) == expected(11, 0, Int(length)))
+        XCTAssertTrue(try POSIX.readAll(m.path("v.bin")) == Self.expected(11, 0, Int(length)))
         XCTAssertEqual(m.origin.bytesServed(path: "/v.bin"), 0)
     }
 
@@ -38,7 +38,7 @@ final class FuseEngineTests: XCTestCase {
                                 cache: { $0.revalidateAfter = 0 },
                                 setup: { $0.setGeneratedFile("/v.bin", length: length, seed: 13) })
         defer { m.stop() }
-        XCTAssertTrue(try POSIX.readAll(m.path("v.bin")) == expected(13, 0, Int(length)))   // now fully cached
+        XCTAssertTrue(try POSIX.readAll(m.path("v.bin")) == Self.expected(13, 0, Int(length)))   // now fully cached
         // One open, the file read again from the disk cache (the kernel's copy dropped), with
         // stats in between: one revalidation for the open, none per read or per stat.
         let fd = try POSIX.open(m.path("v.bin"))
@@ -48,7 +48,7 @@ final class FuseEngineTests: XCTestCase {
         var offset: Int64 = 0
         while offset < length {
             let chunk = try POSIX.pread(fd, offset: offset, count: 1 << 20)
-            XCTAssertTrue(chunk == expected(13, offset, chunk.count), "bytes at \(offset)")
+            XCTAssertTrue(chunk == Self.expected(13, offset, chunk.count), "bytes at \(offset)")
             _ = try POSIX.stat(m.path("v.bin"))
             offset += Int64(chunk.count)
         }
@@ -63,7 +63,7 @@ final class FuseEngineTests: XCTestCase {
         defer { m.stop() }
         let fd = try POSIX.open(m.path("v.bin"))
         defer { close(fd) }
-        XCTAssertTrue(try POSIX.pread(fd, offset: 0, count: 64 << 10) == expected(31, 0, 64 << 10))
+        XCTAssertTrue(try POSIX.pread(fd, offset: 0, count: 64 << 10) == Self.expected(31, 0, 64 << 10))
         // The origin replaces the file with another version of the same size.
         m.origin.setGeneratedFile("/v.bin", length: length, seed: 32)
         // The open file's next uncached read finds the new version: an error, never its bytes.
@@ -73,8 +73,8 @@ final class FuseEngineTests: XCTestCase {
         // A new open revalidates and reads the new version only.
         let again = try POSIX.open(m.path("v.bin"))
         defer { close(again) }
-        XCTAssertTrue(try POSIX.pread(again, offset: 0, count: 64 << 10) == expected(32, 0, 64 << 10), "new bytes from the start")
-        XCTAssertTrue(try POSIX.pread(again, offset: 4 << 20, count: 64 << 10) == expected(32, 4 << 20, 64 << 10))
+        XCTAssertTrue(try POSIX.pread(again, offset: 0, count: 64 << 10) == Self.expected(32, 0, 64 << 10), "new bytes from the start")
+        XCTAssertTrue(try POSIX.pread(again, offset: 4 << 20, count: 64 << 10) == Self.expected(32, 4 << 20, 64 << 10))
     }
 
     func testRandomReadsAreByteExact() throws {
@@ -84,15 +84,15 @@ final class FuseEngineTests: XCTestCase {
         defer { m.stop() }
         let fd = try POSIX.open(m.path("r.bin"))
         defer { close(fd) }
-        var rng = SplitMix64(state: 42)
         try withinBound(120, "random reads") {
+            var rng = SplitMix64(state: 42)
             for _ in 0..<150 {
                 let offset = Int64.random(in: 0..<length, using: &rng)
                 let count = Int.random(in: 1...(300 << 10), using: &rng)
                 let got = try POSIX.pread(fd, offset: offset, count: count)
                 let want = Int(min(Int64(count), length - offset))
                 XCTAssertEqual(got.count, want)
-                XCTAssertTrue(got == self.expected(12, offset, want), "mismatch at \(offset)+\(count)")
+                XCTAssertTrue(got == Self.expected(12, offset, want), "mismatch at \(offset)+\(count)")
             }
         }
         XCTAssertEqual(try POSIX.pread(fd, offset: length, count: 10), [], "EOF")
@@ -114,7 +114,7 @@ final class FuseEngineTests: XCTestCase {
                 do {
                     if worker % 4 == 0 {
                         let all = try POSIX.readAll(m.path(name), chunk: 256 << 10)
-                        if all != self.expected(seed, 0, Int(len)) { failures.withLock { problems.append("\(worker): whole-file read differs") } }
+                        if all != Self.expected(seed, 0, Int(len)) { failures.withLock { problems.append("\(worker): whole-file read differs") } }
                         return
                     }
                     let fd = try POSIX.open(m.path(name))
@@ -124,7 +124,7 @@ final class FuseEngineTests: XCTestCase {
                         let off = Int64.random(in: 0..<len, using: &rng)
                         let n = Int.random(in: 1...(128 << 10), using: &rng)
                         let got = try POSIX.pread(fd, offset: off, count: n)
-                        if got != self.expected(seed, off, Int(min(Int64(n), len - off))) {
+                        if got != Self.expected(seed, off, Int(min(Int64(n), len - off))) {
                             failures.withLock { problems.append("\(worker): \(name) \(off)+\(n) differs") }
                         }
                     }

@@ -17,7 +17,7 @@ func requireFuse(file: StaticString = #filePath, line: UInt = #line) throws {
 }
 
 /// A real in-process FUSE mount on a fresh temporary directory; `stop()` unmounts it.
-final class InProcessMount {
+final class InProcessMount: Sendable {
     let mountpoint: String
     let fs: FuseFileSystem
 

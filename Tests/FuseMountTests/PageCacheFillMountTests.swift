@@ -9,7 +9,7 @@ import XCTest
 /// mount without passthrough: the bytes are exact, and a file changed remotely never shows
 /// what was put there for its old version.
 final class PageCacheFillMountTests: XCTestCase {
-    func expected(_ seed: UInt64, _ count: Int64) -> [UInt8] {
+    static func expected(_ seed: UInt64, _ count: Int64) -> [UInt8] {
         OriginServer.generatedBytes(seed: seed, offset: 0, count: Int(count))
     }
 
@@ -40,14 +40,14 @@ final class PageCacheFillMountTests: XCTestCase {
         let length: Int64 = 24 << 20
         let m = try mount(files: ["v.bin": (length, 41)])
         defer { m.stop() }
-        XCTAssertTrue(try withinBound(120, "cold read") { try POSIX.readAll(m.path("v.bin")) } == expected(41, length))
+        XCTAssertTrue(try withinBound(120, "cold read") { try POSIX.readAll(m.path("v.bin")) } == Self.expected(41, length))
         waitUntilCached(m, "v.bin", length)
         try dropPageCache(m.path("v.bin"))
         m.origin.resetLog()
         let before = stored(m)
         // The kernel's read-ahead of a user's daemon: 128 KiB reads.
         let bytes = try withinBound(120, "warm read") { try POSIX.readAll(m.path("v.bin"), chunk: 128 << 10) }
-        XCTAssertTrue(bytes == expected(41, length), "bytes differ from the origin's")
+        XCTAssertTrue(bytes == Self.expected(41, length), "bytes differ from the origin's")
         XCTAssertGreaterThan(stored(m), before, "bytes went into the page cache ahead of the reader")
         XCTAssertEqual(m.origin.bytesServed(path: "/v.bin"), 0, "all from the cache")
     }
@@ -58,13 +58,13 @@ final class PageCacheFillMountTests: XCTestCase {
         defer { m.stop() }
         for version: UInt64 in 50...53 {
             m.origin.setGeneratedFile("/v.bin", length: length, seed: version)
-            XCTAssertTrue(try withinBound(120, "first read of \(version)") { try POSIX.readAll(m.path("v.bin")) } == expected(version, length),
+            XCTAssertTrue(try withinBound(120, "first read of \(version)") { try POSIX.readAll(m.path("v.bin")) } == Self.expected(version, length),
                           "version \(version) on its first open")
             waitUntilCached(m, "v.bin", length)
             let before = stored(m)
             // Read again from the cache, the page cache dropped: filled ahead of the reader.
             try dropPageCache(m.path("v.bin"))
-            XCTAssertTrue(try withinBound(120, "second read of \(version)") { try POSIX.readAll(m.path("v.bin"), chunk: 128 << 10) } == expected(version, length),
+            XCTAssertTrue(try withinBound(120, "second read of \(version)") { try POSIX.readAll(m.path("v.bin"), chunk: 128 << 10) } == Self.expected(version, length),
                           "version \(version) from the cache")
             XCTAssertGreaterThan(stored(m), before, "version \(version) was put into the page cache")
         }
@@ -74,7 +74,7 @@ final class PageCacheFillMountTests: XCTestCase {
         let length: Int64 = 16 << 20
         let m = try mount(files: ["v.bin": (length, 60)], revalidateAfter: 0)
         defer { m.stop() }
-        XCTAssertTrue(try POSIX.readAll(m.path("v.bin")) == expected(60, length))
+        XCTAssertTrue(try POSIX.readAll(m.path("v.bin")) == Self.expected(60, length))
         waitUntilCached(m, "v.bin", length)
         try dropPageCache(m.path("v.bin"))
         // An old handle reads on in order (each of its reads fills ahead of it) ...
@@ -89,10 +89,10 @@ final class PageCacheFillMountTests: XCTestCase {
             while at < length, (try? POSIX.pread(old, offset: at, count: 128 << 10)) != nil { at += 128 << 10 }
         }
         let bytes = try withinBound(120, "the new version") { try POSIX.readAll(m.path("v.bin"), chunk: 128 << 10) }
-        XCTAssertTrue(bytes == expected(61, length), "the new open shows the new version only")
+        XCTAssertTrue(bytes == Self.expected(61, length), "the new open shows the new version only")
         XCTAssertEqual(reading.wait(timeout: .now() + 120), .success)
         let again = try withinBound(120, "the new version again") { try POSIX.readAll(m.path("v.bin"), chunk: 128 << 10) }
-        XCTAssertTrue(again == expected(61, length), "and so does the next one")
+        XCTAssertTrue(again == Self.expected(61, length), "and so does the next one")
     }
 
     func testManyReadersOfCachedFilesAtOnceAllFinishExactly() throws {
@@ -104,14 +104,14 @@ final class PageCacheFillMountTests: XCTestCase {
         let m = try mount(files: files)
         defer { m.stop() }
         for i in 0..<count {
-            XCTAssertTrue(try POSIX.readAll(m.path("f\(i).bin")) == expected(70 + UInt64(i), length))
+            XCTAssertTrue(try POSIX.readAll(m.path("f\(i).bin")) == Self.expected(70 + UInt64(i), length))
             waitUntilCached(m, "f\(i).bin", length)
             try dropPageCache(m.path("f\(i).bin"))
         }
         let results = Locked<[Int: Bool]>([:])
         try withinBound(120, "\(count) readers at once") {
             DispatchQueue.concurrentPerform(iterations: count) { i in
-                let ok = (try? POSIX.readAll(m.path("f\(i).bin"), chunk: 128 << 10)) == self.expected(70 + UInt64(i), length)
+                let ok = (try? POSIX.readAll(m.path("f\(i).bin"), chunk: 128 << 10)) == Self.expected(70 + UInt64(i), length)
                 results.mutate { $0[i] = ok }
             }
         }
