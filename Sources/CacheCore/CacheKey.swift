@@ -72,6 +72,7 @@ public struct KeyRules: Sendable, Equatable {
 
     /// Parses `url` and checks that it is an absolute http(s) URL with a host and no CR/LF.
     public static func validate(_ url: String) throws -> URLComponents {
+        if let c = recentlyValid.cached(url) { return c }
         // Scalars, not Characters: "\r\n" is one Character equal to neither "\r" nor "\n".
         if url.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" }) {
             throw CacheError.invalidURL(url, reason: "contains a line break")
@@ -85,6 +86,10 @@ public struct KeyRules: Sendable, Equatable {
         guard let host = c.host, !host.isEmpty else {
             throw CacheError.invalidURL(url, reason: "no host")
         }
+        recentlyValid.store(c, for: url)
         return c
     }
+
+    /// URLs `validate` passed lately (each proxied request validates its URL; a player repeats one).
+    private static let recentlyValid = RecentResults<URLComponents>()
 }

@@ -376,9 +376,14 @@ final class EngineCore: Sendable {
 
     /// "scheme://host:port" of a URL: what "an origin" is for rotating ETags.
     static func originName(_ url: String) -> String {
-        guard let c = URLComponents(string: url), let host = c.host else { return url }
-        return "\(c.scheme ?? "http")://\(host.lowercased())" + (c.port.map { ":\($0)" } ?? "")
+        recentOriginNames.value(for: url) { url in
+            guard let c = URLComponents(string: url), let host = c.host else { return url }
+            return "\(c.scheme ?? "http")://\(host.lowercased())" + (c.port.map { ":\($0)" } ?? "")
+        }
     }
+
+    /// `originName` is asked several times per fetch (health, rotating ETags, If-Range).
+    private static let recentOriginNames = RecentResults<String>()
 
     func hasRotatingETags(_ url: String) -> Bool {
         let origin = Self.originName(url)

@@ -108,9 +108,14 @@ public struct TierSpec: Sendable, Equatable {
     /// The URL a node is asked for `url`: the node's base with the origin URL's path and query
     /// (the node forwards both to its one origin, the query's rotating tokens included).
     public func nodeURL(_ node: String, for url: String) -> String? {
+        Self.nodePath(for: url).map { node + $0 }
+    }
+
+    /// What `nodeURL` puts after the node's base: the URL's path ("/" if it has none) and query.
+    static func nodePath(for url: String) -> String? {
         guard let c = URLComponents(string: url) else { return nil }
         var path = c.percentEncodedPath
         if path.isEmpty { path = "/" }
-        return node + path + (c.percentEncodedQuery.map { "?" + $0 } ?? "")
+        return path + (c.percentEncodedQuery.map { "?" + $0 } ?? "")
     }
 }

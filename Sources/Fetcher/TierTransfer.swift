@@ -25,6 +25,11 @@ final class TierTransfer: FetchHandle, Sendable {
     let router: TierRouter
     let source: TierRangeSource
     let end: Int64
+    /// The request's path and query for a node (`TierSpec.nodePath`), and the two headers every
+    /// node request carries: the same for every piece, so made once (percent-encoding the key
+    /// and formatting the version per piece showed in a proxied miss's profile).
+    private let nodePath: String?
+    private let nodeHeaders: [String]
 
     /// What changes as the attempts go by; each lock region reads and writes several fields at once.
     private struct State {
@@ -59,6 +64,9 @@ final class TierTransfer: FetchHandle, Sendable {
         self.router = router
         self.source = source
         end = version.end(of: request)
+        nodePath = TierSpec.nodePath(for: request.url)
+        nodeHeaders = ["\(TierRangeSource.versionHeader): \(version.headerValue)",
+                       "\(TierRangeSource.keyHeader): \(Self.headerSafe(key))"]
         state = LockedValue(State(position: request.start))
     }
 
@@ -102,14 +110,13 @@ final class TierTransfer: FetchHandle, Sendable {
             s.current = nil
             let order = router.order(key: key, slice: piece.index).map { router.nodes[$0] }
             if let node = order.first(where: { !s.tried.contains($0) && source.state.isAvailable($0) }),
-               let url = spec.nodeURL(node, for: request.url) {
+               let path = nodePath {
                 s.tried.insert(node)
                 s.currentNode = node
-                var r = FetchRequest(url: url, start: piece.start, end: piece.end, requireRange: true,
+                var r = FetchRequest(url: node + path, start: piece.start, end: piece.end, requireRange: true,
                                      priority: s.priority?.0 ?? request.priority, owner: request.owner)
                 r.sendsIfRange = false   // nginx's slice module would start at slice 0 (see FetchRequest)
-                r.headers = ["\(TierRangeSource.versionHeader): \(version.headerValue)",
-                             "\(TierRangeSource.keyHeader): \(Self.headerSafe(key))"]
+                r.headers = nodeHeaders
                 return .start(r, node: node, id: s.attempt)
             }
             s.currentNode = nil

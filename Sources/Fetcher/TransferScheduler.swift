@@ -80,7 +80,7 @@ struct TransferScheduler: Sendable {
 
     /// The origin part of a URL (`scheme://host:port`), by which transfers share a path.
     static func origin(of url: String) -> String {
-        guard let schemeEnd = url.range(of: "://") else { return url }
+        guard let schemeEnd = url.firstByteRange(of: "://") else { return url }
         let rest = url[schemeEnd.upperBound...]
         let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
         let hostPort = authority.split(separator: "@", omittingEmptySubsequences: false).last ?? authority

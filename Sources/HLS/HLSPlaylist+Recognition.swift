@@ -76,7 +76,7 @@ public enum MediaTypeHints {
     public static func pathExtension(of url: String) -> String? {
         var path = Substring(url)
         if let end = path.firstIndex(where: { $0 == "?" || $0 == "#" }) { path = path[..<end] }
-        if let scheme = path.range(of: "://") {
+        if let scheme = path.firstByteRange(of: "://") {
             let authorityOn = path[scheme.upperBound...]
             guard let slash = authorityOn.firstIndex(of: "/") else { return nil }
             path = authorityOn[slash...]

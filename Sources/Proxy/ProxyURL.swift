@@ -53,7 +53,7 @@ public enum ProxyURL {
         guard let bytes = Base64URL.decode(afterU[..<end]) else {
             throw ProxyURLError.invalid("the proxy URL's encoded segment is not base64url")
         }
-        guard let decoded = String(bytes: bytes, encoding: .utf8) else {
+        guard let decoded = String(validating: bytes, as: UTF8.self) else {
             throw ProxyURLError.invalid("the proxy URL's encoded segment is not UTF-8 text")
         }
         let original = try validated(decoded)

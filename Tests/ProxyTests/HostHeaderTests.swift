@@ -107,6 +107,17 @@ final class HostHeaderTests: XCTestCase {
         }
     }
 
+    func testAnAddressLiteralIsASCIIHexDigitsDotsAndColonsOnly() {
+        XCTAssertEqual(IPLiteral("127.0.0.1")?.bytes, [127, 0, 0, 1])
+        XCTAssertEqual(IPLiteral("[::1]")?.isLoopback, true)
+        XCTAssertEqual(IPLiteral("::ffff:127.0.0.1")?.isLoopback, true)
+        XCTAssertEqual(IPLiteral("FE80::1")?.bytes.count, 16)
+        for text in ["", "[", "[]", "127.1", "0x7f.0.0.1", "127.0.0.1.", "\u{FF11}27.0.0.1", "::1%lo",
+                     "[::1", "::1]", "127.0.0.1\u{301}", String(repeating: "1", count: 46), "1.2.3.4 "] {
+            XCTAssertNil(IPLiteral(text), text.debugDescription)
+        }
+    }
+
     func testPeerAddressesAreParsedNotMatchedByPrefix() {
         for loopback in ["127.0.0.1", "127.255.0.9", "::1", "[::1]", "::ffff:127.0.0.1", "::ffff:127.0.0.2", "localhost"] {
             XCTAssertTrue(ProxyConfiguration.isLoopback(loopback), loopback)
