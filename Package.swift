@@ -11,13 +11,10 @@
 // FuseMount and Proxy never import each other; only the executable wires the libcurl source in.
 import PackageDescription
 
-/// Swift 5 language mode, for the targets not yet checked by the compiler (the test support,
-/// the benchmarks and `EndToEndTests`). `CacheCore`, `Fetcher`, `FuseMount`,
-/// `Settings`, `HLS`, `Proxy`, `MetricsExport`, the `httpcachefs` executable and the other test
-/// targets build in Swift 6 mode (the tools version's default). `Settings`, `HLS` and `Proxy` have no `@unchecked Sendable`
-/// (NIO handlers stay on their event loop and cross threads only as `NIOLoopBound`); the few
-/// left in `CacheCore`, `Fetcher` and `FuseMount` say why next to them (docs/threads.md lists them).
-let v5: [SwiftSetting] = [.swiftLanguageMode(.v5)]
+// Every target builds in Swift 6 language mode (the tools version's default). `Settings`, `HLS`
+// and `Proxy` have no `@unchecked Sendable` (NIO handlers stay on their event loop and cross
+// threads only as `NIOLoopBound`); the few left in `CacheCore`, `Fetcher` and `FuseMount` say
+// why next to them (docs/threads.md lists them).
 
 let package = Package(
     name: "httpcachefs",
@@ -93,13 +90,13 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
-        ], swiftSettings: v5),
+        ]),
         // Benchmarks: a program, not a test. Prints ratios against references measured in the same run.
         .executableTarget(name: "httpcachefs-bench", dependencies: [
             "CacheCore", "Fetcher", "TestSupport",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
-        ], swiftSettings: v5),
+        ]),
 
         .testTarget(name: "CacheCoreTests", dependencies: ["CacheCore", "MetricsExport", "TestSupport"]),
         .testTarget(name: "FetcherTests", dependencies: ["Fetcher", "TestSupport"]),
@@ -107,6 +104,6 @@ let package = Package(
         .testTarget(name: "SettingsTests", dependencies: ["Settings"]),
         .testTarget(name: "HLSTests", dependencies: ["HLS"]),
         .testTarget(name: "ProxyTests", dependencies: ["Proxy", "HLS", "Fetcher", "MetricsExport", "TestSupport"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["CacheCore", "Fetcher", "Settings", "TestSupport", .product(name: "Logging", package: "swift-log")], swiftSettings: v5),
+        .testTarget(name: "EndToEndTests", dependencies: ["CacheCore", "Fetcher", "Settings", "TestSupport", .product(name: "Logging", package: "swift-log")]),
     ]
 )

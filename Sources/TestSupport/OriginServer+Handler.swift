@@ -78,7 +78,7 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
         if silent { return }  // never answer; the client's timeout is under test
         let delay = faultDelay + (state.link?.emulation.roundTrip ?? 0)
         if delay > 0 {
-            timer = context.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay * 1e9))) {
+            timer = context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(Int64(delay * 1e9))) {
                 self.timer = nil
                 guard self.active else { return }
                 self.respond(context: context, id: id, head: head, headers: headers)
@@ -97,7 +97,7 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
                                             headers: responseHeaders)
         if plan.dropAfterBytes == 0 {
             // Headers only, then hang up.
-            context.writeAndFlush(wrapOutboundOut(.head(responseHead))).whenComplete { _ in
+            context.writeAndFlush(wrapOutboundOut(.head(responseHead))).assumeIsolated().whenComplete { _ in
                 context.close(promise: nil)
             }
             return
@@ -159,7 +159,7 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
             if s.next == limit, s.dropAt != nil {
                 // The fault: the last bytes before the drop reach the socket, then the connection dies.
                 streaming = nil
-                context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer)))).whenComplete { _ in
+                context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer)))).assumeIsolated().whenComplete { _ in
                     context.close(promise: nil)
                 }
                 return
@@ -176,12 +176,12 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
         if let bps = s.bytesPerSecond {
             let quantum = Double(max(1, bps / 20))
             let interval = TimeAmount.nanoseconds(Int64(quantum / Double(bps) * 1e9))
-            timer = context.eventLoop.scheduleTask(in: interval) {
+            timer = context.eventLoop.assumeIsolated().scheduleTask(in: interval) {
                 self.timer = nil
                 self.pump(context: context)
             }
         } else if let linkResume {
-            timer = context.eventLoop.scheduleTask(deadline: .uptimeNanoseconds(linkResume)) {
+            timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: .uptimeNanoseconds(linkResume)) {
                 self.timer = nil
                 self.pump(context: context)
             }
@@ -192,6 +192,6 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     private func end(context: ChannelHandlerContext, keepAlive: Bool) {
         let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
-        if !keepAlive { done.whenComplete { _ in context.close(promise: nil) } }
+        if !keepAlive { done.assumeIsolated().whenComplete { _ in context.close(promise: nil) } }
     }
 }

@@ -1,3 +1,4 @@
+import CacheCore
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -7,16 +8,18 @@ import Glibc
 /// SIGHUP): a `defer` does not run when a signal ends the process, and a FUSE mount whose daemon
 /// is gone leaves "Transport endpoint is not connected" behind.
 enum MountCleanup {
-    private static let lock = NSLock()
-    private static var mountpoints: [String] = []  // guarded by lock
-    private static var directories: [String] = []  // guarded by lock
-    private static var daemons: [pid_t] = []  // guarded by lock
-    private static var sources: [DispatchSourceSignal] = []  // guarded by lock
+    private struct Registry {
+        var mountpoints: [String] = []
+        var directories: [String] = []
+        var daemons: [pid_t] = []
+        var sources: [DispatchSourceSignal] = []
+    }
+    private static let registry = LockedValue(Registry())
 
     /// Unmounts what is registered, then ends the process, on SIGINT, SIGTERM or SIGHUP. Once.
     static func installSignalHandlers() {
-        lock.withLock {
-            guard sources.isEmpty else { return }
+        registry.withLock { r in
+            guard r.sources.isEmpty else { return }
             for sig in [SIGINT, SIGTERM, SIGHUP] {
                 signal(sig, SIG_IGN)
                 let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
@@ -26,26 +29,26 @@ enum MountCleanup {
                     exit(128 + sig)
                 }
                 source.resume()
-                sources.append(source)
+                r.sources.append(source)
             }
         }
     }
 
-    static func register(mountpoint: String) { lock.withLock { mountpoints.append(mountpoint) } }
-    static func unregister(mountpoint: String) { lock.withLock { mountpoints.removeAll { $0 == mountpoint } } }
+    static func register(mountpoint: String) { registry.withLock { $0.mountpoints.append(mountpoint) } }
+    static func unregister(mountpoint: String) { registry.withLock { $0.mountpoints.removeAll { $0 == mountpoint } } }
 
     /// A mount's daemon (not a child of this process), ended if it outlives its lazy unmount.
-    static func register(daemon: pid_t) { lock.withLock { daemons.append(daemon) } }
-    static func unregister(daemon: pid_t) { lock.withLock { daemons.removeAll { $0 == daemon } } }
+    static func register(daemon: pid_t) { registry.withLock { $0.daemons.append(daemon) } }
+    static func unregister(daemon: pid_t) { registry.withLock { $0.daemons.removeAll { $0 == daemon } } }
 
     /// A directory removed after the unmounts when interrupted (the benchmark's temporary files).
-    static func register(directory: String) { lock.withLock { directories.append(directory) } }
+    static func register(directory: String) { registry.withLock { $0.directories.append(directory) } }
 
     /// Ends this process's children (players, rclone: a player would keep a lazily unmounted
     /// mount alive), unmounts lazily (`fusermount3 -u -z`), ends registered daemons still there
     /// after a second, then removes the registered directories.
     static func cleanUp() {
-        let (mounts, dirs, pids) = lock.withLock { (mountpoints, directories, daemons) }
+        let (mounts, dirs, pids) = registry.withLock { ($0.mountpoints, $0.directories, $0.daemons) }
         for child in children() { kill(child, SIGTERM) }
         for mountpoint in mounts.reversed() { _ = try? Spawned.run("/bin/fusermount3", ["-u", "-z", mountpoint]) }
         for _ in 0..<20 where pids.contains(where: { kill($0, 0) == 0 }) { usleep(50_000) }  // the daemons flush and exit

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CacheCore
 import Foundation
 import TestSupport
 #if canImport(Glibc)
@@ -68,9 +69,9 @@ final class PlaybackSession {
             }
         case .three:
             return try withMount(side, link: PlaybackBench.link(20)) { mnt in
-                let walls = Walls(count: 3)
+                let walls = Walls(count: 3), ffmpeg = ffmpeg
                 _ = try Readers.concurrently(3) { i in
-                    walls.set(i, try self.play(mnt + "/" + PlaybackFilm.names[i], from: 30, seconds: 20))
+                    walls.set(i, try Self.play(ffmpeg: ffmpeg, mnt + "/" + PlaybackFilm.names[i], from: 30, seconds: 20))
                 }
                 let times = walls.values
                 let sent = PlaybackFilm.names.reduce(Int64(0)) { $0 + originBytes($1) }
@@ -181,6 +182,11 @@ final class PlaybackSession {
     /// and returns the wall time from start to exit, or infinity if it was killed after three
     /// times the play plus a minute. Fails if the player fails or played less than asked.
     func play(_ file: String, from start: Double, seconds: Double, mpv: String? = nil) throws -> Double {
+        try Self.play(ffmpeg: ffmpeg, file, from: start, seconds: seconds, mpv: mpv)
+    }
+
+    /// `play` for one of several players at once (no session state: called from their threads).
+    static func play(ffmpeg: String, _ file: String, from start: Double, seconds: Double, mpv: String? = nil) throws -> Double {
         let (executable, arguments): (String, [String]) = mpv.map {
             ($0, ["--no-config", "--vo=null", "--ao=null", "--start=\(Int(start))", "--length=\(Int(seconds))", file])
         } ?? (ffmpeg, ["-hide_banner", "-nostdin", "-re", "-ss", "\(Int(start))", "-i", file, "-t", "\(Int(seconds))", "-f", "null", "-"])
@@ -237,11 +243,10 @@ final class PlaybackSession {
 }
 
 /// Wall times of concurrent players, each set by its own thread.
-private final class Walls: @unchecked Sendable {
-    private let lock = NSLock()
-    private var times: [Double]  // guarded by lock
+private final class Walls: Sendable {
+    private let times: LockedValue<[Double]>
 
-    init(count: Int) { times = Array(repeating: .nan, count: count) }
-    func set(_ i: Int, _ t: Double) { lock.withLock { times[i] = t } }
-    var values: [Double] { lock.withLock { times } }
+    init(count: Int) { times = LockedValue(Array(repeating: .nan, count: count)) }
+    func set(_ i: Int, _ t: Double) { times.withLock { $0[i] = t } }
+    var values: [Double] { times.withLock { $0 } }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CacheCore
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -9,7 +10,7 @@ enum Readers {
     /// Runs `body(i)` for every `i < count`, each on its own thread, all started together (not a
     /// thread pool: on 2 cores a pool would run 2 readers at a time). Returns the wall time until
     /// the last one finished; rethrows the first failure.
-    static func concurrently(_ count: Int, _ body: @escaping (Int) throws -> Void) throws -> Double {
+    static func concurrently(_ count: Int, _ body: @escaping @Sendable (Int) throws -> Void) throws -> Double {
         let done = DispatchGroup()
         let failure = FirstFailure()
         let start = DispatchTime.now().uptimeNanoseconds
@@ -27,12 +28,11 @@ enum Readers {
     }
 
     /// The first error any reader thread reported.
-    private final class FirstFailure: @unchecked Sendable {
-        private let lock = NSLock()
-        private var first: Error?  // guarded by lock
+    private final class FirstFailure: Sendable {
+        private let first = LockedValue<Error?>(nil)
 
-        func record(_ error: Error) { lock.withLock { if first == nil { first = error } } }
-        var error: Error? { lock.withLock { first } }
+        func record(_ error: Error) { first.withLock { if $0 == nil { $0 = error } } }
+        var error: Error? { first.withLock { $0 } }
     }
 
     /// Bytes of the file open at `fd` that are in the kernel's page cache (mincore over a shared

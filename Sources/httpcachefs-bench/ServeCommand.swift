@@ -49,7 +49,7 @@ struct ServeCommand: ParsableCommand {
             }
         }
         print("listing: \(origin.url("/"))")
-        fflush(stdout)  // the URLs are the readiness signal for scripts reading a redirected stdout
+        fflush(nil)  // every stream: the URLs are the readiness signal for scripts reading a redirected stdout
         while true { sleep(3600) }
     }
 }

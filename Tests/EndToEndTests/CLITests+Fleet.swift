@@ -57,7 +57,7 @@ extension CLITests {
 
     /// `httpcachefs cat URL` through the daemon holding `cache`.
     func catThrough(_ cache: String, _ url: String, extra: [String] = []) throws -> Result {
-        try run(["cat", url, "--cache-dir", cache] + extra, cacheDirectory: nil)
+        try runner.catThrough(cache, url, extra: extra)
     }
 
     /// Runs `body` for each index at once and waits for all.
@@ -78,8 +78,9 @@ extension CLITests {
         let url = origin.url("/film.mkv")
         let expected = OriginServer.generatedBytes(seed: 2101, offset: 0, count: length)
         let results = Locked([Int: Result]())
+        let runner = runner
         concurrently(3) { i in
-            let r = try self.catThrough(hosts[i], url)
+            let r = try runner.catThrough(hosts[i], url)
             results.mutate { $0[i] = r }
         }
         for i in 0..<3 {
@@ -132,10 +133,10 @@ extension CLITests {
         let url = origin.url("/show.mkv")
         let expected = OriginServer.generatedBytes(seed: 2102, offset: 0, count: length)
         let results = Locked([Int: Result]())
-        let group = DispatchGroup()
+        let group = DispatchGroup(), runner = runner
         for i in 0..<2 {
             DispatchQueue.global().async(group: group) {
-                let r = try? self.catThrough(hosts[i], url)
+                let r = try? runner.catThrough(hosts[i], url)
                 results.mutate { $0[i] = r }
             }
         }
@@ -223,5 +224,12 @@ extension CLITests {
     func testFleetABadTierOptionIsOneClearError() throws {
         let r = try run(["cat", origin.url("/x"), "--tier", "http://o"])
         XCTAssertOneLineError(r, contains: "invalid tier 'http://o': no '=' between the origin and the nodes")
+    }
+}
+
+extension CLIRunner {
+    /// `httpcachefs cat URL` with the host `cache` (a fleet host's cache directory).
+    func catThrough(_ cache: String, _ url: String, extra: [String] = []) throws -> Result {
+        try run(["cat", url, "--cache-dir", cache] + extra, cacheDirectory: nil)
     }
 }

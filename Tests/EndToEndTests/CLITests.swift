@@ -418,73 +418,23 @@ final class CLITests: XCTestCase {
 
     // MARK: running the binary
 
-    struct Result {
-        var status: Int32
-        var stdout: [UInt8]
-        var stderr: String
-        var text: String { String(decoding: stdout, as: UTF8.self) }
-    }
+    typealias Result = CLIRunner.Result
 
     /// The binary under test: `$HTTPCACHEFS_BINARY` (CI sets it to the release build), else the
     /// `httpcachefs` built next to this test bundle (`swift test` builds every product).
-    func binary() throws -> URL { URL(fileURLWithPath: try BinaryUnderTest.locate()) }
+    func binary() throws -> URL { try CLIRunner.binary() }
 
-    /// Runs `httpcachefs args... --cache-dir <this test's cache>` (or, with `raw`, `args` as a
-    /// whole command line) with stdin closed, and waits at most a minute.
+    /// What runs the binary for this test (a value: reader threads may each use it).
+    var runner: CLIRunner { CLIRunner(temp: temp) }
+
+    /// Runs `httpcachefs args... --cache-dir <this test's cache>` (see `CLIRunner.run`).
     func run(_ args: [String], cacheDirectory: String?? = .some(nil), environment: [String: String] = [:],
              raw: Bool = false) throws -> Result {
-        let process = try makeProcess(args, cacheDirectory: cacheDirectory, environment: environment, raw: raw)
-        let out = temp.appending("stdout-\(UUID().uuidString)")
-        let err = temp.appending("stderr-\(UUID().uuidString)")
-        _ = FileManager.default.createFile(atPath: out, contents: nil)
-        _ = FileManager.default.createFile(atPath: err, contents: nil)
-        defer { try? FileManager.default.removeItem(atPath: out); try? FileManager.default.removeItem(atPath: err) }
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: err))
-        try process.run()
-        eventually(timeout: 60) { !process.isRunning }
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
-            XCTFail("httpcachefs \(args.joined(separator: " ")) did not finish within a minute")
-        }
-        process.waitUntilExit()
-        return Result(status: process.terminationStatus,
-                      stdout: Array(try Data(contentsOf: URL(fileURLWithPath: out))),
-                      stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+        try runner.run(args, cacheDirectory: cacheDirectory, environment: environment, raw: raw)
     }
 
     /// Starts `httpcachefs args...` in the background (output discarded).
-    func start(_ args: [String]) throws -> Process {
-        let process = try makeProcess(args, cacheDirectory: .some(nil), environment: [:], raw: false)
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        return process
-    }
-
-    /// `cacheDirectory`: `.some(nil)` = this test's cache dir, `nil` = no `--cache-dir` flag.
-    private func makeProcess(_ args: [String], cacheDirectory: String??, environment: [String: String],
-                             raw: Bool) throws -> Process {
-        let binary = try self.binary()
-        let process = Process()
-        var env = ProcessInfo.processInfo.environment
-        env["XDG_CONFIG_HOME"] = temp.appending("no-config")   // never the developer's own config
-        env["XDG_CACHE_HOME"] = temp.appending("xdg-cache")
-        env.merge(environment) { _, new in new }
-        process.environment = env
-        process.standardInput = FileHandle.nullDevice
-        if raw {
-            process.executableURL = URL(fileURLWithPath: args[0])
-            process.arguments = Array(args.dropFirst())
-        } else {
-            process.executableURL = binary
-            var full = args
-            if case let .some(dir) = cacheDirectory { full += ["--cache-dir", dir ?? cacheDir] }
-            process.arguments = full
-        }
-        return process
-    }
+    func start(_ args: [String]) throws -> Process { try runner.start(args) }
 
     func waitUntil(_ what: String, _ condition: () -> Bool) throws {
         guard eventually(timeout: 30, condition) else {
