@@ -63,6 +63,13 @@ extension HeadDecision.Provenance {
     /// "text/html; charset=utf-8" → "text/html"; nil for none.
     static func mediaType(_ contentType: String?) -> String? {
         guard let contentType else { return nil }
+        // ASCII (every Content-Type in practice): where `.whitespaces` is SP and HTAB, exactly
+        // what `mediaTypeEssence` trims, read as bytes (Foundation's trimming showed in a miss's
+        // profile on the curl loop).
+        if contentType.utf8.allSatisfy({ $0 < 0x80 }) {
+            let type = contentType.mediaTypeEssence
+            return type.isEmpty ? nil : type
+        }
         let type = contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
         return type.isEmpty ? nil : type
     }

@@ -29,6 +29,14 @@ public struct IPAddress: Hashable, Sendable, CustomStringConvertible {
     }
 
     private init?(_ text: String, lenientIPv4: Bool) {
+        // Asked for every request's host (`AddressPolicy`). ASCII text, every host curl connects
+        // to, is read as bytes: the same answer as the Character-wise reading below (in ASCII a
+        // Character is one byte, but for "\r\n", which is no address byte either way).
+        if text.utf8.allSatisfy({ $0 < 0x80 }) {
+            guard let bytes = Self.parseASCII(Array(text.utf8), lenientIPv4: lenientIPv4) else { return nil }
+            self.bytes = bytes
+            return
+        }
         var t = Substring(text)
         if t.hasPrefix("["), t.hasSuffix("]") { t = t.dropFirst().dropLast() }
         if let zone = t.firstIndex(of: "%") { t = t[..<zone] }
@@ -43,6 +51,35 @@ public struct IPAddress: Hashable, Sendable, CustomStringConvertible {
             let parsed = lenientIPv4 ? inet_aton(s, &a) != 0 : inet_pton(AF_INET, s, &a) == 1
             guard parsed else { return nil }
             bytes = Self.mappedPrefix + withUnsafeBytes(of: a) { Array($0) }
+        }
+    }
+
+    /// `init(_:lenientIPv4:)` for ASCII text.
+    private static func parseASCII(_ text: [UInt8], lenientIPv4: Bool) -> [UInt8]? {
+        var t = text[...]
+        if t.first == UInt8(ascii: "["), t.last == UInt8(ascii: "]") { t = t.dropFirst().dropLast() }
+        if let zone = t.firstIndex(of: UInt8(ascii: "%")) { t = t[..<zone] }
+        let s = Array(t) + [0]
+        if t.contains(UInt8(ascii: ":")) {
+            var a = in6_addr()
+            guard s.withUnsafeBufferPointer({ inet_pton(AF_INET6, $0.baseAddress, &a) }) == 1 else { return nil }
+            return withUnsafeBytes(of: a) { Array($0) }
+        }
+        guard !t.isEmpty, t.allSatisfy(isIPv4Byte) else { return nil }
+        var a = in_addr()
+        let parsed = s.withUnsafeBufferPointer { p in
+            lenientIPv4 ? inet_aton(p.baseAddress, &a) != 0 : inet_pton(AF_INET, p.baseAddress, &a) == 1
+        }
+        guard parsed else { return nil }
+        return mappedPrefix + withUnsafeBytes(of: a) { Array($0) }
+    }
+
+    /// Hex digits, '.', 'x' and 'X': what an IPv4 literal may hold (`0xa9.254.169.254`).
+    private static func isIPv4Byte(_ b: UInt8) -> Bool {
+        switch b {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"),
+             UInt8(ascii: "A")...UInt8(ascii: "F"), UInt8(ascii: "."), UInt8(ascii: "x"), UInt8(ascii: "X"): return true
+        default: return false
         }
     }
 

@@ -108,4 +108,17 @@ final class AddressPolicyTests: XCTestCase {
         XCTAssertTrue(reason.contains("--allow-host 169.254.169.254"), reason)
         XCTAssertTrue(try XCTUnwrap(refusal("fe80::1")).contains("--allow-host [fe80::1]"))
     }
+
+    func testAHostIsReadAsAnAddressOnlyWhenItIsOneInEveryEncoding() {
+        let metadata = IPAddress("169.254.169.254")
+        XCTAssertNotNil(metadata)
+        for host in ["169.254.169.254", "0xa9.254.169.254", "2852039166", "0251.0376.0251.0376", "[::ffff:169.254.169.254]"] {
+            XCTAssertEqual(IPAddress(urlHost: host), metadata, host)
+        }
+        XCTAssertEqual(IPAddress(urlHost: "[fe80::1%eth0]"), IPAddress("fe80::1"))
+        XCTAssertNil(IPAddress("0xa9.254.169.254"), "strict form: no hex parts")
+        for host in ["", "[", "[]", "example.com", "169.254.169.254\u{301}", "\u{FF11}69.254.169.254", "1.2.3.4 ", "::g"] {
+            XCTAssertNil(IPAddress(urlHost: host), host.debugDescription)
+        }
+    }
 }
