@@ -11,19 +11,33 @@ extension StringProtocol {
     /// The lower-cased `type/subtype` of a Content-Type, without parameters.
     public var mediaTypeEssence: String {
         // Asked several times per proxied request: ASCII text (every Content-Type in practice)
-        // is cut and lower-cased byte by byte, with the same result as the general way below.
-        let bytes = utf8
-        if bytes.allSatisfy({ $0 < 0x80 }) {
-            let semicolon = UInt8(ascii: ";"), space = UInt8(ascii: " "), tab = UInt8(ascii: "\t")
-            // split's first piece: empty pieces before it are skipped, as `split` omits them.
-            var start = bytes.startIndex
-            while start < bytes.endIndex, bytes[start] == semicolon { bytes.formIndex(after: &start) }
-            let end = bytes[start...].firstIndex(of: semicolon) ?? bytes.endIndex
-            var piece = Array(bytes[start..<end])[...]
-            while let first = piece.first, first == space || first == tab { piece = piece.dropFirst() }
-            while let last = piece.last, last == space || last == tab { piece = piece.dropLast() }
-            return String(decoding: piece.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
-        }
+        // is cut and lower-cased as bytes, with the same result as the general way below. One
+        // String first, so that the byte work is concrete code, not generic code that a caller
+        // in another module runs unspecialized (which was slower than Foundation).
+        var text = description
+        if let essence = text.withUTF8({ HTTPSyntax.asciiMediaTypeEssence($0) }) { return essence }
         return String(split(separator: ";", maxSplits: 1).first ?? "").trimmingOWS().lowercased()
+    }
+}
+
+enum HTTPSyntax {
+    /// `mediaTypeEssence` of ASCII text; nil if the text is not ASCII.
+    static func asciiMediaTypeEssence(_ b: UnsafeBufferPointer<UInt8>) -> String? {
+        if b.contains(where: { $0 >= 0x80 }) { return nil }
+        let semicolon = UInt8(ascii: ";"), space = UInt8(ascii: " "), tab = UInt8(ascii: "\t")
+        // `split`'s first piece: the empty pieces before it are skipped, as `split` omits them.
+        var lo = 0
+        while lo < b.count, b[lo] == semicolon { lo += 1 }
+        var hi = lo
+        while hi < b.count, b[hi] != semicolon { hi += 1 }
+        while lo < hi, b[lo] == space || b[lo] == tab { lo += 1 }
+        while hi > lo, b[hi - 1] == space || b[hi - 1] == tab { hi -= 1 }
+        return String(unsafeUninitializedCapacity: hi - lo) { out in
+            for i in 0..<(hi - lo) {
+                let c = b[lo + i]
+                out[i] = c >= 0x41 && c <= 0x5A ? c | 0x20 : c
+            }
+            return hi - lo
+        }
     }
 }

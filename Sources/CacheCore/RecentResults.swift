@@ -37,7 +37,10 @@ public final class RecentResults<Value: Sendable>: Sendable {
 extension StringProtocol {
     /// Where the ASCII text `needle` first occurs, found byte by byte. Foundation's `range(of:)`
     /// (what `String.range(of:)` and `contains(_:)` resolve to with Foundation imported) goes
-    /// through `NSString` and showed in the proxy's per-request profile.
+    /// through `NSString` and showed in the proxy's per-request profile. Inlinable: callers in
+    /// other modules specialize it (generic code run unspecialized walks bytes through witness
+    /// tables).
+    @inlinable
     public func firstByteRange(of needle: StaticString) -> Range<String.Index>? {
         let n = UnsafeBufferPointer(start: needle.utf8Start, count: needle.utf8CodeUnitCount)
         guard let first = n.first else { return nil }

@@ -1,3 +1,4 @@
+import CacheCore
 import Foundation
 
 /// One `--tier ORIGIN=NODE[,NODE...][,slice=SIZE]`: the origin whose misses go to a cache tier,
@@ -98,12 +99,28 @@ public struct TierSpec: Sendable, Equatable {
 
     /// Whether `url` is under this origin (scheme, host, port and path prefix).
     public func covers(_ url: String) -> Bool {
-        guard let c = URLComponents(string: url), c.scheme?.lowercased() == scheme, c.host?.lowercased() == host,
-              (c.port ?? (scheme == "https" ? 443 : 80)) == port else { return false }
+        guard let p = Self.parts(of: url), p.scheme == scheme, p.host == host, p.port == port else { return false }
         guard !pathPrefix.isEmpty else { return true }
-        let path = c.percentEncodedPath
-        return path == pathPrefix || path.hasPrefix(pathPrefix + "/")
+        return p.path == pathPrefix || p.path.hasPrefix(pathPrefix + "/")
     }
+
+    /// What `covers` compares of a URL: scheme and host lower-cased, the port filled in.
+    struct URLParts: Sendable {
+        let scheme: String, host: String, port: Int, path: String
+    }
+
+    /// Asked for every fetch, of the same few URLs: parsed once each (`URLComponents` with its
+    /// IDNA host showed in a proxied miss's profile). Nil if the URL does not parse.
+    static func parts(of url: String) -> URLParts? {
+        recentParts.value(for: url) { url in
+            guard let c = URLComponents(string: url), let scheme = c.scheme?.lowercased(),
+                  let host = c.host?.lowercased() else { return nil }
+            return URLParts(scheme: scheme, host: host, port: c.port ?? (scheme == "https" ? 443 : 80),
+                            path: c.percentEncodedPath)
+        }
+    }
+
+    private static let recentParts = RecentResults<URLParts?>()
 
     /// The URL a node is asked for `url`: the node's base with the origin URL's path and query
     /// (the node forwards both to its one origin, the query's rotating tokens included).
@@ -113,9 +130,14 @@ public struct TierSpec: Sendable, Equatable {
 
     /// What `nodeURL` puts after the node's base: the URL's path ("/" if it has none) and query.
     static func nodePath(for url: String) -> String? {
-        guard let c = URLComponents(string: url) else { return nil }
-        var path = c.percentEncodedPath
-        if path.isEmpty { path = "/" }
-        return path + (c.percentEncodedQuery.map { "?" + $0 } ?? "")
+        recentNodePaths.value(for: url) { url in
+            guard let c = URLComponents(string: url) else { return nil }
+            var path = c.percentEncodedPath
+            if path.isEmpty { path = "/" }
+            return path + (c.percentEncodedQuery.map { "?" + $0 } ?? "")
+        }
     }
+
+    /// Each tier transfer asks this of its URL, and a player's transfers share one.
+    private static let recentNodePaths = RecentResults<String?>()
 }

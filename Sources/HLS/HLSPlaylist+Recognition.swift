@@ -74,6 +74,13 @@ public enum MediaTypeHints {
     /// proxy asks this of every request for a file of generic type (two URLs each), and the
     /// parse cost 4% of a warm hit's CPU.
     public static func pathExtension(of url: String) -> String? {
+        recentExtensions.value(for: url, extensionOf)
+    }
+
+    /// The proxy asks for the same few URLs' extensions over and over.
+    private static let recentExtensions = RecentResults<String?>()
+
+    private static func extensionOf(_ url: String) -> String? {
         var path = Substring(url)
         if let end = path.firstIndex(where: { $0 == "?" || $0 == "#" }) { path = path[..<end] }
         if let scheme = path.firstByteRange(of: "://") {

@@ -99,11 +99,16 @@ public enum ProxyURL {
     /// The original's last path segment, percent-encoded as in the original; "" when the path
     /// ends with a slash (the proxy URL then ends with one too).
     static func lastSegment(of url: String) -> String {
-        guard let c = URLComponents(string: url) else { return "" }
-        let path = c.percentEncodedPath
-        guard !path.hasSuffix("/"), let last = path.split(separator: "/").last else { return "" }
-        return String(last)
+        recentLastSegments.value(for: url) { url in
+            guard let c = URLComponents(string: url) else { return "" }
+            let path = c.percentEncodedPath
+            guard !path.hasSuffix("/"), let last = path.split(separator: "/").last else { return "" }
+            return String(last)
+        }
     }
+
+    /// Every proxied request compares its name with the original's (`decode`): parsed once per URL.
+    private static let recentLastSegments = RecentResults<String>()
 
     private static func same(_ a: String, _ b: String) -> Bool {
         a == b || (a.removingPercentEncoding ?? a) == (b.removingPercentEncoding ?? b)
