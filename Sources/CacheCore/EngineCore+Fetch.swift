@@ -66,10 +66,8 @@ extension HeadDecision.Provenance {
         // ASCII (every Content-Type in practice): where `.whitespaces` is SP and HTAB, exactly
         // what `mediaTypeEssence` trims, read as bytes (Foundation's trimming showed in a miss's
         // profile on the curl loop).
-        if contentType.utf8.allSatisfy({ $0 < 0x80 }) {
-            let type = contentType.mediaTypeEssence
-            return type.isEmpty ? nil : type
-        }
+        var text = contentType
+        if let type = text.withUTF8(HTTPSyntax.asciiMediaTypeEssence) { return type.isEmpty ? nil : type }
         let type = contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
         return type.isEmpty ? nil : type
     }

@@ -42,8 +42,9 @@ final class EngineCore: Sendable {
     let pool: BlockingIOPool
     /// Read descriptors of data files that readers closed, for the next reader of that version.
     let idleFiles = IdleDataFiles()
-    /// The keys of the URLs opened lately: the proxy opens its entry on every request.
-    let recentKeys = RecentKeys()
+    /// The keys of the URLs opened lately: the proxy opens its entry on every request, and a key
+    /// is a function of the URL and the rules, which never change for the engine's life.
+    let recentKeys = RecentResults<CacheKey>(capacity: 256)
     /// Checks of slices from before this start run one at a time, in the order asked
     /// (`EngineCore+Verify`): the serial queue they had, as a key of `pool`.
     static let verifyKey: UInt64 = 1
@@ -269,7 +270,7 @@ final class EngineCore: Sendable {
     func open(url: String, maxAge: TimeInterval, takeFirstBytes: Bool = true, answerFreshInline: Bool = false,
               completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let key: CacheKey
-        do { key = try recentKeys.key(for: url, rules: configuration.keyRules) } catch {
+        do { key = try recentKeys.value(for: url) { try configuration.keyRules.key(for: $0) } } catch {
             let e = error as? CacheError ?? .invalidURL(url, reason: "\(error)")
             pool.submit { completion(.failure(e)) }
             return

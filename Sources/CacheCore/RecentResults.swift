@@ -2,7 +2,8 @@
 ///
 /// Why: a player's requests name one URL over and over, and parsing it with Foundation's
 /// `URLComponents` (IDNA for the host included) on every request was a tenth of the proxy's CPU
-/// per request. A hit here is one dictionary look-up under an uncontended lock.
+/// per request: the open's cache key, the URL's validation, its origin's name, a tier's view of
+/// it. A hit here is one dictionary look-up under an uncontended lock.
 ///
 /// Only for functions whose result depends on the string alone. Bounded: at `capacity` entries
 /// the table starts over (simpler than an LRU, and a working set that large is a scan, which
@@ -25,36 +26,12 @@ public final class RecentResults<Value: Sendable>: Sendable {
         }
     }
 
-    /// The memorised result for `key`, or `make(key)`, run outside the lock and remembered.
-    public func value(for key: String, _ make: (String) -> Value) -> Value {
+    /// The memorised result for `key`, or `make(key)`, run outside the lock and remembered (an
+    /// error is not remembered: errors are rare, and cheap to make again).
+    public func value(for key: String, _ make: (String) throws -> Value) rethrows -> Value {
         if let v = cached(key) { return v }
-        let v = make(key)
+        let v = try make(key)
         store(v, for: key)
         return v
-    }
-}
-
-extension StringProtocol {
-    /// Where the ASCII text `needle` first occurs, found byte by byte. Foundation's `range(of:)`
-    /// (what `String.range(of:)` and `contains(_:)` resolve to with Foundation imported) goes
-    /// through `NSString` and showed in the proxy's per-request profile. Inlinable: callers in
-    /// other modules specialize it (generic code run unspecialized walks bytes through witness
-    /// tables).
-    @inlinable
-    public func firstByteRange(of needle: StaticString) -> Range<String.Index>? {
-        let n = UnsafeBufferPointer(start: needle.utf8Start, count: needle.utf8CodeUnitCount)
-        guard let first = n.first else { return nil }
-        let bytes = utf8
-        var i = bytes.startIndex
-        while let at = bytes[i...].firstIndex(of: first) {
-            var j = at, k = 0
-            while k < n.count, j < bytes.endIndex, bytes[j] == n[k] {
-                bytes.formIndex(after: &j)
-                k += 1
-            }
-            if k == n.count { return at..<j }
-            i = bytes.index(after: at)
-        }
-        return nil
     }
 }

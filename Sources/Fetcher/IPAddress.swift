@@ -32,8 +32,9 @@ public struct IPAddress: Hashable, Sendable, CustomStringConvertible {
         // Asked for every request's host (`AddressPolicy`). ASCII text, every host curl connects
         // to, is read as bytes: the same answer as the Character-wise reading below (in ASCII a
         // Character is one byte, but for "\r\n", which is no address byte either way).
-        if text.utf8.allSatisfy({ $0 < 0x80 }) {
-            guard let bytes = Self.parseASCII(Array(text.utf8), lenientIPv4: lenientIPv4) else { return nil }
+        let utf8 = Array(text.utf8)
+        if utf8.allSatisfy({ $0 < 0x80 }) {
+            guard let bytes = Self.parseASCII(utf8, lenientIPv4: lenientIPv4) else { return nil }
             self.bytes = bytes
             return
         }

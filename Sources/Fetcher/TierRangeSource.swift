@@ -51,7 +51,7 @@ public final class TierRangeSource: RangeSource, Sendable {
             return origin.start(request, sink: OriginCountingSink(sink, state: state, key: key))
         }
         let transfer = TierTransfer(request: request, sink: sink, version: version, key: key,
-                                    spec: tiered.spec, router: tiered.router, source: self)
+                                    router: tiered.router, source: self)
         transfer.next()
         return transfer
     }

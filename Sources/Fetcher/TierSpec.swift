@@ -122,13 +122,9 @@ public struct TierSpec: Sendable, Equatable {
 
     private static let recentParts = RecentResults<URLParts?>()
 
-    /// The URL a node is asked for `url`: the node's base with the origin URL's path and query
-    /// (the node forwards both to its one origin, the query's rotating tokens included).
-    public func nodeURL(_ node: String, for url: String) -> String? {
-        Self.nodePath(for: url).map { node + $0 }
-    }
-
-    /// What `nodeURL` puts after the node's base: the URL's path ("/" if it has none) and query.
+    /// What a node is asked for `url`, after the node's base: the origin URL's path ("/" if it
+    /// has none) and query (the node forwards both to its one origin, the query's rotating
+    /// tokens included).
     static func nodePath(for url: String) -> String? {
         recentNodePaths.value(for: url) { url in
             guard let c = URLComponents(string: url) else { return nil }

@@ -21,7 +21,6 @@ final class TierTransfer: FetchHandle, Sendable {
     let sink: FetchSink
     let version: TierVersion
     let key: String
-    let spec: TierSpec
     let router: TierRouter
     let source: TierRangeSource
     let end: Int64
@@ -54,13 +53,12 @@ final class TierTransfer: FetchHandle, Sendable {
 
     private let state: LockedValue<State>
 
-    init(request: FetchRequest, sink: FetchSink, version: TierVersion, key: String, spec: TierSpec,
+    init(request: FetchRequest, sink: FetchSink, version: TierVersion, key: String,
          router: TierRouter, source: TierRangeSource) {
         self.request = request
         self.sink = sink
         self.version = version
         self.key = key
-        self.spec = spec
         self.router = router
         self.source = source
         end = version.end(of: request)

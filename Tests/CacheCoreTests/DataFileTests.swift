@@ -159,7 +159,7 @@ final class DataFileTests: XCTestCase {
         let bucket = (path as NSString).deletingLastPathComponent
         for s in 0..<3 {
             let part = Array(data[(s << 20)..<min(data.count, (s + 1) << 20)])
-            FileManager.default.createFile(atPath: bucket + "/\(name)-\(s).slice", contents: Data(part))
+            _ = FileManager.default.createFile(atPath: bucket + "/\(name)-\(s).slice", contents: Data(part))
         }
         try FileManager.default.removeItem(atPath: path)
 

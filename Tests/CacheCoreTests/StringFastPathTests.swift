@@ -25,17 +25,4 @@ final class StringFastPathTests: XCTestCase {
             XCTAssertEqual(Substring(s).mediaTypeEssence, general(s), s.debugDescription)
         }
     }
-
-    func testRecentResultsWorkEachKeyOutOnceAndStartOverWhenFull() {
-        let memo = RecentResults<Int>(capacity: 2)
-        var made: [String] = []
-        func value(_ k: String) -> Int { memo.value(for: k) { made.append($0); return $0.count } }
-        XCTAssertEqual(value("a"), 1)
-        XCTAssertEqual(value("a"), 1)
-        XCTAssertEqual(value("bb"), 2)
-        XCTAssertEqual(made, ["a", "bb"])
-        XCTAssertEqual(value("ccc"), 3)   // full: starts over with "ccc"
-        XCTAssertNil(memo.cached("a"))
-        XCTAssertEqual(memo.cached("ccc"), 3)
-    }
 }

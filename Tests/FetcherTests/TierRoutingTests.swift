@@ -49,8 +49,9 @@ final class TierRoutingTests: XCTestCase {
             ("https://other.example.com/lib/a.mkv", false),
         ]
         for (url, covered) in cases { XCTAssertEqual(spec.covers(url), covered, url) }
-        XCTAssertEqual(spec.nodeURL("http://n:1", for: "https://media.example.com/lib/a%20b.mkv?token=x&t=2"),
-                       "http://n:1/lib/a%20b.mkv?token=x&t=2")
+        XCTAssertEqual(TierSpec.nodePath(for: "https://media.example.com/lib/a%20b.mkv?token=x&t=2"),
+                       "/lib/a%20b.mkv?token=x&t=2")
+        XCTAssertEqual(TierSpec.nodePath(for: "https://media.example.com"), "/")
     }
 
     func testPiecesEndAtSliceBoundariesAndAskOnlyForTheBytesWanted() {
