@@ -80,7 +80,11 @@ struct TierVersion: Equatable {
     func end(of request: FetchRequest) -> Int64 { min(request.end ?? length, length) }
 
     /// The header value the node's cache key includes: a new version is a new tier entry.
-    var headerValue: String { "\(validator.replacingOccurrences(of: "\n", with: " ")) \(length)" }
+    var headerValue: String {
+        // A validator with a line break is rare: look for one before Foundation's replace.
+        let oneLine = validator.utf8.contains(UInt8(ascii: "\n")) ? validator.replacingOccurrences(of: "\n", with: " ") : validator
+        return "\(oneLine) \(length)"
+    }
 
     /// Why `head` (to a request for bytes from `offset`) is not this version's bytes from
     /// `offset`; nil when it is.

@@ -138,4 +138,14 @@ final class TierRoutingTests: XCTestCase {
             XCTAssertEqual(version.mismatch(h, offset: offset), want, "case \(i)")
         }
     }
+
+    func testTierHeadersAreOneLineAndAgreeWithPercentEncodingEverywhere() {
+        let visible = CharacterSet(charactersIn: Unicode.Scalar(0x21)...Unicode.Scalar(0x7e))
+        for key in ["http://o/film.mkv?sig=a%2Fb&x=1", "http://o/a b", "http://o/caf\u{e9}", "http://o/\r\nX: y",
+                    "http://o/~!*'()", "", "http://o/\u{7f}", "http://o/\u{1F3AC}"] {
+            XCTAssertEqual(TierTransfer.headerSafe(key), key.addingPercentEncoding(withAllowedCharacters: visible), key)
+        }
+        XCTAssertEqual(TierVersion(validator: "\"v1\"", length: 10).headerValue, "\"v1\" 10")
+        XCTAssertEqual(TierVersion(validator: "\"a\nb\"", length: 10).headerValue, "\"a b\" 10")
+    }
 }
