@@ -9,7 +9,8 @@ import Logging
 /// - A URL under no `--tier` origin: straight to the origin source, untouched.
 /// - The open-time probe, and any fetch whose version the engine does not know yet (no `If-Range`
 ///   validator or no length): to the origin, so the version a reader binds to is always the
-///   origin's current one (a tier may still hold an older one).
+///   origin's current one (a tier may still hold an older one). The probe goes without `If-Range`,
+///   so a changed file costs the origin the probe's range, not a whole body per host.
 /// - Every other fetch is cut at the tier's slice boundaries (`TierRouter.piece`); each piece goes
 ///   to its home node, then the next nodes in its rendezvous order, then the origin
 ///   (`TierTransfer`). The engine's parallel streams and read-ahead keep their shape: each of
@@ -47,7 +48,19 @@ public final class TierRangeSource: RangeSource, Sendable {
             return origin.start(request, sink: sink)
         }
         let key = request.cacheKey ?? request.url
-        guard !request.isProbe, let version = TierVersion(request), request.start < version.end(of: request) else {
+        if request.isProbe {
+            // The open-time check asks the origin without `If-Range`: its answer is the range asked
+            // for (a byte or a file's header) with the current version's validators either way.
+            // With `If-Range`, a changed file came back as a 200 with its whole body, which the
+            // origin pushed into the connection before it was cut (several MiB on loopback, a
+            // link's worth on a WAN) for every host that held the old version: the new version's
+            // bytes belong to the tier. The engine takes another validator on a 206 as a new
+            // version and plans its reads again, through the tier.
+            var check = request
+            check.sendsIfRange = false
+            return origin.start(check, sink: OriginCountingSink(sink, state: state, key: key))
+        }
+        guard let version = TierVersion(request), request.start < version.end(of: request) else {
             return origin.start(request, sink: OriginCountingSink(sink, state: state, key: key))
         }
         let transfer = TierTransfer(request: request, sink: sink, version: version, key: key,

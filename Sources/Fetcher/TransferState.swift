@@ -19,7 +19,8 @@ import Foundation
 ///   not the length the request expects, or differs from the head's on a resume, is a bad
 ///   response, retried like a 5xx: not a new version (a total that flips between answers).
 /// - `ignoreETag` compares no ETags and resumes with Last-Modified as `If-Range`.
-/// - An answer to an `If-Range` ETag that carries another ETag but the expected length and
+/// - An answer to an `If-Range` ETag (or to a tiered open-time check, which carries the cached
+///   ETag without sending it) that carries another ETag but the expected length and
 ///   Last-Modified is asked once more at once (a second look). Answers retried before the head
 ///   (that one, and 200s to a `requireRange` request) that carried two or more ETags for the same
 ///   length and Last-Modified mark the head `etagRotating`: evidence, for the engine, of an origin
@@ -187,7 +188,10 @@ struct TransferState {
                 "a 206 to If-Range (the same version) with the total \(total), not \(known)"))
         }
 
-        if head == nil, !secondLookTaken, sentIfRange, let sent = request.ifRange, sent.hasPrefix("\""),
+        // A tiered open-time check carries the cached validator without sending it: its answer
+        // gets the same second look.
+        let comparesValidator = sentIfRange || (request.isProbe && !request.sendsIfRange)
+        if head == nil, !secondLookTaken, comparesValidator, let sent = request.ifRange, sent.hasPrefix("\""),
            let etag = block.etag, etag != sent, let date = block.lastModified, date == request.expectedLastModified,
            let total = partial ? range!.total : block.contentLength, total == request.expectedLength,
            !Self.rotating(retriedETags, etag: etag, date: date, length: total) {

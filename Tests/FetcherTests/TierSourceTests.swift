@@ -89,6 +89,19 @@ final class TierSourceTests: XCTestCase {
         XCTAssertEqual(tier.tierStatus().originBytes, 1001)
     }
 
+    func testAnOpenCheckOfAChangedFileCostsTheOriginOnlyItsRange() {
+        let tier = makeTier(nodes: ["http://127.0.0.1:\(node.port)"])
+        // The cache holds "v0"; the origin has moved on to `etag`.
+        let sink = fetch(tier, 0, 1, version: "\"v0\"", probe: true)
+        XCTAssertNil(sink.result())
+        XCTAssertEqual(sink.heads.first?.status, 206, "the range, not the whole new body")
+        XCTAssertEqual(sink.heads.first?.etag, etag, "with the new version's validators")
+        XCTAssertEqual(sink.body, [data[0]])
+        XCTAssertEqual(origin.requests.map(\.range), ["bytes=0-0"])
+        XCTAssertEqual(origin.requests.map(\.ifRange), [nil], "no If-Range on the open-time check")
+        XCTAssertEqual(node.requests.count, 0)
+    }
+
     /// Each bad answer: the bytes still arrive exactly, from the origin, and the node is skipped
     /// next time (in back-off) until the clock passes its delay.
     private func checkRefused(_ what: String, file: StaticString = #filePath, line: UInt = #line,

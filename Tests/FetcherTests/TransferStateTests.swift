@@ -318,6 +318,45 @@ final class TransferStateTests: XCTestCase {
         XCTAssertEqual(replaced.1, 2, "one second look, no more")
     }
 
+    func testATieredOpenCheckSendsNoIfRangeButStillTakesASecondLook() {
+        let date = "Mon, 01 Jan 2024 00:00:00 GMT"
+        func run(_ etags: [String]) -> (ResponseHead?, [String?]) {
+            var request = FetchRequest(url: url, start: 0, end: 1, ifRange: "\"v1\"")
+            request.expectedLength = 1000
+            request.expectedLastModified = date
+            request.isProbe = true
+            request.sendsIfRange = false
+            var s = TransferState(request: request, policy: policy)
+            var sent: [String?] = []
+            for etag in etags {
+                sent.append(s.beginAttempt().ifRange)
+                let answer = block(["HTTP/1.1 206 Partial Content", "Content-Range: bytes 0-0/1000", "Content-Length: 1",
+                                    "ETag: \(etag)", "Last-Modified: \(date)"])
+                if case let .deliver(head) = s.receiveHead(answer, finalURL: url) { return (head, sent) }
+                XCTAssertEqual(s.attemptEnded(.ok), .retry(after: 0), "asked again at once")
+            }
+            return (nil, sent)
+        }
+        let rotating = run(["\"r1\"", "\"r2\""])
+        XCTAssertEqual(rotating.0?.etagRotating, true)
+        XCTAssertEqual(rotating.1, [nil, nil], "never an If-Range")
+        let replaced = run(["\"v2\"", "\"v2\""])
+        XCTAssertEqual(replaced.0?.etagRotating, false, "the same new ETag twice: the file was replaced")
+        XCTAssertEqual(replaced.0?.etag, "\"v2\"")
+        let same = run(["\"v1\""])
+        XCTAssertEqual(same.0?.etag, "\"v1\"", "the same version: answered at once")
+        // Another total without If-Range is a new version for the engine to see, not a bad answer.
+        var request = FetchRequest(url: url, start: 0, end: 1, ifRange: "\"v1\"")
+        request.expectedLength = 1000
+        request.isProbe = true
+        request.sendsIfRange = false
+        var s = TransferState(request: request, policy: policy)
+        _ = s.beginAttempt()
+        let longer = block(["HTTP/1.1 206 Partial Content", "Content-Range: bytes 0-0/2000", "Content-Length: 1", "ETag: \"v2\""])
+        guard case let .deliver(head) = s.receiveHead(longer, finalURL: url) else { return XCTFail("delivered") }
+        XCTAssertEqual(head.totalLength, 2000)
+    }
+
     func testIgnoringETagsAResumeSendsLastModifiedAndComparesNoETag() {
         var request = FetchRequest(url: url, start: 100, end: 200)
         request.ignoreETag = true
