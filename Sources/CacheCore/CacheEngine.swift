@@ -72,7 +72,10 @@ public final class CacheEngine: Sendable {
     ///   - maxAge: revalidate if the entry was confirmed longer ago than this (instead of
     ///     `revalidateAfter`): a live playlist or a directory listing with its own TTL.
     ///   - takeFirstBytes: let the probe bring the file's first 256 KiB along (headers, a moov
-    ///     atom's start, a playlist); false for metadata alone (a HEAD request): one byte.
+    ///     atom's start, a playlist); false for metadata alone (a HEAD request): one byte. Never
+    ///     for a URL behind a cache tier: the probe goes to the origin, and those bytes are the
+    ///     tier's to send (each host's first open of a file cost the origin 256 KiB), one byte
+    ///     then answers the version and the first read asks the tier for the rest.
     ///   - answerFreshInline: an entry that is fresh (nothing to ask the origin) is answered on
     ///     the caller's thread, before `open` returns, instead of on an engine thread. For a
     ///     caller that would hop back to its own thread anyway (the proxy's event loop): two
@@ -80,6 +83,7 @@ public final class CacheEngine: Sendable {
     public func open(url: String, maxAge: TimeInterval? = nil, takeFirstBytes: Bool = true, answerFreshInline: Bool = false,
                      completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let metrics = metrics
+        let takeFirstBytes = takeFirstBytes && !(tier?.fetchesThroughTier(url) ?? false)
         core.open(url: url, maxAge: maxAge ?? core.configuration.revalidateAfter, takeFirstBytes: takeFirstBytes,
                   answerFreshInline: answerFreshInline) { result in
             if case let .failure(error) = result {
@@ -124,7 +128,14 @@ public final class CacheEngine: Sendable {
     public func isOriginDown(url: String) -> Bool { originHealth.isDown(url: url) }
 
     /// Status of one entry for `cache info`, or nil if unknown.
-    public func status(url: String) -> EntryStatus? { core.status(url: url) }
+    public func status(url: String) -> EntryStatus? {
+        guard var s = core.status(url: url) else { return nil }
+        if let split = tier?.tierSplit(ofKey: s.info.key.string) {
+            s.fetchedFromTier = split.tier
+            s.fetchedFromOrigin = split.origin
+        }
+        return s
+    }
 
     /// Status of every entry, for `cache ls`.
     public func list() -> [EntryStatus] { core.list() }
@@ -246,6 +257,11 @@ public struct EntryStatus: Sendable {
     public var recentErrors: [String]
     /// Reads since this process started, by door (not kept in the index).
     public var readsByDoor = DoorReads()
+    /// With a cache tier (`--tier`): of the bytes this process (the daemon, for `cache info`
+    /// while one runs) fetched for the file, those a tier node sent and those the origin sent
+    /// itself. nil: no tier, or nothing fetched.
+    public var fetchedFromTier: Int64?
+    public var fetchedFromOrigin: Int64?
 }
 
 public struct CacheUsage: Sendable, Equatable {

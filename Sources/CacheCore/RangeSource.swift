@@ -169,7 +169,8 @@ public enum FetchFlow: Sendable, Equatable {
     case proceed
     /// Not taken: offer them again after `FetchHandle.resume()`.
     case pause
-    /// Not wanted: cancel the transfer.
+    /// Send no more: cancel the transfer. The bytes offered may have been taken (a fetch's
+    /// last bytes are, with `.stop`) or not (the fetch was dropped meanwhile).
     case stop
 }
 

@@ -133,7 +133,8 @@ final class OriginCountingSink: FetchSink, Sendable {
     }
     func fetchOffer(_ bytes: UnsafeRawBufferPointer) -> FetchFlow {
         let flow = inner.fetchOffer(bytes)
-        if flow == .proceed { state.delivered(bytes.count, node: nil, key: key) }
+        // `.stop` too: a fetch's last bytes are taken with it (the probe's only byte, say).
+        if flow != .pause { state.delivered(bytes.count, node: nil, key: key) }
         return flow
     }
     func fetchDidDrain() { inner.fetchDidDrain() }
@@ -153,4 +154,6 @@ extension TierRangeSource: TierReporting {
     public func tierSplit(ofKey key: String) -> (tier: Int64, origin: Int64)? {
         state.origins(ofKey: key).map { ($0.tierBytes, $0.originBytes) }
     }
+
+    public func fetchesThroughTier(_ url: String) -> Bool { tiers.contains { $0.spec.covers(url) } }
 }

@@ -201,8 +201,10 @@ final class TierTransfer: FetchHandle, Sendable {
             state.withLock { $0.position += Int64(bytes.count) }
             source.state.delivered(bytes.count, node: node, key: key)
         case .stop:
-            // The reader's sink wants no more: the transfer ends here, on no other node.
+            // The reader's sink wants no more: the transfer ends here, on no other node. The
+            // bytes came from this node all the same (a fetch's last ones are taken with `.stop`).
             state.withLock { $0.cancelled = true }
+            source.state.delivered(bytes.count, node: node, key: key)
         case .pause:
             break
         }

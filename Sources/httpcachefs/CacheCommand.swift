@@ -143,8 +143,14 @@ extension CacheCommand {
             rows += [
                 ["Hits / misses:", "\(s.hits) / \(s.misses)"],
                 ["From cache:", "\(s.bytesFromCache) bytes (\(Format.bytes(s.bytesFromCache))) saved"],
-                ["From origin:", "\(s.bytesFromOrigin) bytes (\(Format.bytes(s.bytesFromOrigin)))"],
+                [s.fetchedFromTier == nil ? "From origin:" : "Fetched:", "\(s.bytesFromOrigin) bytes (\(Format.bytes(s.bytesFromOrigin)))"],
             ]
+            if let tier = s.fetchedFromTier, let origin = s.fetchedFromOrigin {
+                // Behind a cache tier: which fetches a node answered, as the fetching process
+                // (the daemon, while one runs) counted them since it started.
+                rows.append(["  from the tier:", "\(tier) bytes (\(Format.bytes(tier))) since the daemon started"])
+                rows.append(["  from the origin:", "\(origin) bytes (\(Format.bytes(origin))) since the daemon started"])
+            }
             if s.recentErrors.isEmpty {
                 rows.append(["Recent errors:", "none"])
             } else {

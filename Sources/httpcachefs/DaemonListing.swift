@@ -49,6 +49,8 @@ struct DaemonListing: CacheListing {
         s.lastAccess = f.lastAccess
         s.info.validatedAt = f.validatedAt
         s.recentErrors = f.errors
+        s.fetchedFromTier = f.fetchedFromTier
+        s.fetchedFromOrigin = f.fetchedFromOrigin
         return s
     }
 

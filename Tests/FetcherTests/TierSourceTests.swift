@@ -89,6 +89,27 @@ final class TierSourceTests: XCTestCase {
         XCTAssertEqual(tier.tierStatus().originBytes, 1001)
     }
 
+    /// The engine takes a fetch's last bytes with `.stop`: they count where they came from too
+    /// (`cache info` showed a tiered file short of its length, and its check's byte nowhere).
+    func testBytesTakenWithTheirFetchsStopAreCountedForTheirNodeAndTheOrigin() {
+        let tier = makeTier(nodes: ["http://127.0.0.1:\(node.port)"])
+        func run(_ start: Int64, _ end: Int64, probe: Bool) {
+            var request = FetchRequest(url: origin.url("/f.bin"), start: start, end: end, ifRange: etag)
+            request.expectedLength = Int64(data.count)
+            request.isProbe = probe
+            let sink = RecordingSink()
+            sink.stopAfterBytes = Int(end - start)
+            _ = tier.start(request, sink: sink)
+            wait(for: [sink.finished], timeout: 30)
+            XCTAssertEqual(sink.body.count, Int(end - start))
+        }
+        run(0, 1, probe: true)
+        run(50_000, 250_000, probe: false)
+        let split = tier.tierSplit(ofKey: origin.url("/f.bin"))
+        XCTAssertEqual(split?.origin, 1, "the check's byte")
+        XCTAssertEqual(split?.tier, 200_000, "every byte the node sent, the last piece's last ones too")
+    }
+
     func testAnOpenCheckOfAChangedFileCostsTheOriginOnlyItsRange() {
         let tier = makeTier(nodes: ["http://127.0.0.1:\(node.port)"])
         // The cache holds "v0"; the origin has moved on to `etag`.
