@@ -60,6 +60,10 @@ final class EngineCore: Sendable {
     var initialReadAhead: Int64 { configuration.initialReadAhead }
     /// Bytes fetched ahead of time when an entry is first opened (file headers, a moov atom start).
     let probeLength: Int64 = 256 << 10
+    /// How far a body without a length may run before it is taken for an endless stream (an
+    /// internet radio station, a hostile origin) and stopped: half the capacity, so such a body
+    /// can neither evict more than half of what the cache holds nor download forever.
+    var unknownLengthLimit: Int64 { max(configuration.capacity / 2, configuration.sliceSize) }
 
     /// The engine's small shared state, under one leaf lock (never held around another lock).
     private struct Counters {
