@@ -84,13 +84,25 @@ public final class CacheEngine: Sendable {
                      completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let metrics = metrics
         let takeFirstBytes = takeFirstBytes && !(tier?.fetchesThroughTier(url) ?? false)
-        core.open(url: url, maxAge: maxAge ?? core.configuration.revalidateAfter, takeFirstBytes: takeFirstBytes,
-                  answerFreshInline: answerFreshInline) { result in
+        let answer = AnswerOnce { (result: Result<EntryInfo, CacheError>) in
             if case let .failure(error) = result {
                 if error != .cancelled { metrics.noteFailedOpen() }
                 metrics.noteError(error, url: url, range: nil)
             }
             completion(result)
+        }
+        core.open(url: url, maxAge: maxAge ?? core.configuration.revalidateAfter, takeFirstBytes: takeFirstBytes,
+                  answerFreshInline: answerFreshInline) { answer.fire($0) }
+        // An open waits at most the read timeout, as a read does. Its probe's own timeouts end
+        // an origin that does not answer or stalls, but not one that answers without a length
+        // and never ends its body (an endless stream): the open would wait for that end, and a
+        // `stat` in the mount would hang in the kernel. The transfer goes on (its bytes are
+        // cached, up to `EngineCore.unknownLengthLimit`); a later open may find its end. The
+        // engine's sweeper, which fails late reads, fails late opens too (`expireOpens`).
+        if !answer.isAnswered {
+            core.waitingOpens.withLock {
+                $0.append((deadline: Date().timeIntervalSince1970 + core.configuration.readTimeout, url: url, answer: answer))
+            }
         }
     }
 
@@ -281,4 +293,23 @@ public struct VerifyReport: Sendable {
     public var bytesChecked: Int64
     /// Human-readable descriptions of what was wrong (and dropped).
     public var problems: [String]
+}
+
+/// A completion called once, by whichever comes first (an engine's answer or a deadline). The
+/// sweeper's list of waiting opens holds only this box, which lets go of the completion once it
+/// is called.
+final class AnswerOnce<Value: Sendable>: Sendable {
+    private let pending: LockedValue<(@Sendable (Value) -> Void)?>
+
+    init(_ completion: @escaping @Sendable (Value) -> Void) { pending = LockedValue(completion) }
+
+    var isAnswered: Bool { pending.withLock { $0 == nil } }
+
+    func fire(_ value: Value) {
+        let completion: (@Sendable (Value) -> Void)? = pending.withLock { p in
+            defer { p = nil }
+            return p
+        }
+        completion?(value)
+    }
 }

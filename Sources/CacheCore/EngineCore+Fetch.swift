@@ -355,8 +355,13 @@ final class EntrySink: FetchSink {
         var queued: [PendingBytes.Chunk] = []
         var answers: [@Sendable () -> Void] = []
         let now = Date().timeIntervalSince1970
+        var endless = false
         let progress: InFlightTable.Progress? = shard.locked { entries in
             guard let entry = entries[self.entry], entry.inflight.fetches[fetchID] != nil, entry.isCurrent(generation) else { return nil }
+            if entry.info.length == nil, range.upperBound > core.unknownLengthLimit {
+                endless = true
+                return nil
+            }
             // Which bytes are new? (They may be on disk or pending through another fetch.)
             var gaps = entry.coverage.gaps(in: range)
             if !entry.pending.isEmpty { gaps = gaps.flatMap { entry.pending.ranges.gaps(in: $0) } }
@@ -388,6 +393,11 @@ final class EntrySink: FetchSink {
             if ahead > 0 { core.metrics.readAheadBytes.add(ahead) }
             answers = core.wakeWaiters(entry, shard: shard, now: now, inline: true)
             return entry.inflight.advance(fetchID, to: range.upperBound, now: now)
+        }
+        if endless {
+            t.failure = .badResponse(url: url, message: "no length, and still no end after \(core.unknownLengthLimit) bytes "
+                + "(half the cache's capacity): an endless stream, not a file")
+            return .stop
         }
         answers.forEach { $0() }
         t.position = range.upperBound

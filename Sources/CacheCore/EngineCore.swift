@@ -60,6 +60,10 @@ final class EngineCore: Sendable {
     var initialReadAhead: Int64 { configuration.initialReadAhead }
     /// Bytes fetched ahead of time when an entry is first opened (file headers, a moov atom start).
     let probeLength: Int64 = 256 << 10
+    /// How far a body without a length may run before it is taken for an endless stream (an
+    /// internet radio station, a hostile origin) and stopped: half the capacity, so such a body
+    /// can neither evict more than half of what the cache holds nor download forever.
+    var unknownLengthLimit: Int64 { max(configuration.capacity / 2, configuration.sliceSize) }
 
     /// The engine's small shared state, under one leaf lock (never held around another lock).
     private struct Counters {
@@ -573,6 +577,7 @@ final class EngineCore: Sendable {
             t.setEventHandler { [weak self] in
                 guard let self else { return }
                 self.expireWaiters()
+                self.expireOpens()
                 ticks += 1
                 if ticks % 4 == 0, !self.sweeping.exchange(true, ordering: .acquiring) {
                     let writeStats = ticks % 20 == 0
@@ -615,6 +620,29 @@ final class EngineCore: Sendable {
                 return out
             }
             rows.forEach(index.updateEntry)
+        }
+    }
+
+    /// Opens not answered yet (`CacheEngine.open`), each with its deadline: the sweeper fails
+    /// those past it with `.timeout` and drops those answered meanwhile.
+    let waitingOpens = LockedValue<[(deadline: Double, url: String, answer: AnswerOnce<Result<EntryInfo, CacheError>>)]>([])
+
+    /// Fails opens past their deadline (`waitingOpens`); their answers are submitted to `pool`.
+    func expireOpens(now: Double = Date().timeIntervalSince1970) {
+        let late: [(url: String, answer: AnswerOnce<Result<EntryInfo, CacheError>>)] = waitingOpens.withLock { opens in
+            guard !opens.isEmpty else { return [] }
+            var late: [(url: String, answer: AnswerOnce<Result<EntryInfo, CacheError>>)] = []
+            opens.removeAll { open in
+                if open.answer.isAnswered { return true }
+                guard open.deadline <= now else { return false }
+                late.append((open.url, open.answer))
+                return true
+            }
+            return late
+        }
+        for (url, answer) in late {
+            logger.warning("open timed out", metadata: ["url": "\(DisplayURL.redacted(url))"])
+            pool.submit { answer.fire(.failure(.timeout(url: url))) }
         }
     }
 

@@ -18,6 +18,14 @@ extension StringProtocol {
         if let essence = text.withUTF8({ HTTPSyntax.asciiMediaTypeEssence($0) }) { return essence }
         return String(split(separator: ";", maxSplits: 1).first ?? "").trimmingOWS().lowercased()
     }
+
+    /// Whether the text can go out as a header field's value (RFC 9110 5.5): no control character
+    /// but HTAB. An origin's ETag, Last-Modified or Content-Type may hold one (curl hands a header
+    /// line on as it came), and the proxy's HTTP encoder refuses such a value by closing the
+    /// connection: the client would get no answer at all.
+    public var isSendableFieldValue: Bool {
+        utf8.allSatisfy { $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }
+    }
 }
 
 enum HTTPSyntax {

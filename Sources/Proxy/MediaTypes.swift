@@ -1,3 +1,4 @@
+import CacheCore
 import Foundation
 import HLS
 
@@ -27,6 +28,8 @@ public enum MediaTypes {
     /// The type to send: the origin's if it is specific, else one from the URL's extension,
     /// else `application/octet-stream`.
     public static func contentType(origin: String?, url: String) -> String {
+        // A type that cannot be sent (a control character in it) says nothing either.
+        let origin = origin.flatMap { $0.isSendableFieldValue ? $0 : nil }
         if let origin, !isGeneric(origin) { return origin }
         if let ext = pathExtension(of: url), let t = byExtension[ext] { return t }
         return origin.flatMap { $0.isEmpty ? nil : $0 } ?? "application/octet-stream"

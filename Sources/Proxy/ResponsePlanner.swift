@@ -16,6 +16,21 @@ public struct Representation: Sendable, Equatable {
     }
 }
 
+extension Representation {
+    /// The same, without the origin's values that cannot be sent as header fields (a control
+    /// character in an ETag, a Last-Modified or a Content-Type): such a validator is left out (a
+    /// client's If-Range then gets the whole body, which is always right), such a type becomes
+    /// `application/octet-stream`. Sent as they are, NIO's encoder would refuse the head and
+    /// close the connection, so every request for that file would get no answer.
+    var sendable: Representation {
+        var rep = self
+        if !rep.contentType.isSendableFieldValue { rep.contentType = "application/octet-stream" }
+        if let etag = rep.etag, !etag.isSendableFieldValue { rep.etag = nil }
+        if let lm = rep.lastModified, !lm.isSendableFieldValue { rep.lastModified = nil }
+        return rep
+    }
+}
+
 /// The request header fields that decide the status and the body.
 public struct RequestConditions: Sendable, Equatable {
     public var range: String?
@@ -87,6 +102,7 @@ public enum ResponsePlanner {
 
     public static func plan(_ rep: Representation, _ request: RequestConditions,
                             boundary: String = "httpcachefs-boundary") -> ResponsePlan {
+        let rep = rep.sendable
         var headers: [(String, String)] = [("Accept-Ranges", "bytes")]
         if let etag = rep.etag { headers.append(("ETag", etag)) }
         if let lm = rep.lastModified { headers.append(("Last-Modified", lm)) }

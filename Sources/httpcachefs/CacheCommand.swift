@@ -55,8 +55,12 @@ extension CacheCommand {
         return status
     }
 
-    static func printLine(_ s: String) {
-        _ = FileDescriptorOutput.writeAll(fd: 1, Array((s + "\n").utf8)[...])
+    /// Made `Format.terminalSafe`: tables and summaries quote what origins sent (`cache info`
+    /// shows an entry's ETag and Content-Type as the origin wrote them). `json`: the text is a
+    /// JSON document, left as it is (its encoder escaped the C0 controls; `\u{7F}` would make it
+    /// invalid JSON).
+    static func printLine(_ s: String, json: Bool = false) {
+        _ = FileDescriptorOutput.writeAll(fd: 1, Array(((json ? s : Format.terminalSafe(s)) + "\n").utf8)[...])
     }
 
     // MARK: ls

@@ -49,6 +49,25 @@ enum Format {
         return p < 99.95 ? String(format: p < 10 ? "%.1f%%" : "%.0f%%", p) : "99.9%"
     }
 
+    /// `text` as it may reach a terminal: every control character but tab and newline (C0, DEL
+    /// and C1, where ESC and CSI start terminal escape sequences) written as `\u{1B}`. What the
+    /// CLI prints quotes outside input (an origin's ETag and Content-Type in `cache info`, its
+    /// header values in an error message), and a hostile origin must not be able to retitle,
+    /// clear or otherwise drive the user's terminal through them.
+    static func terminalSafe(_ text: String) -> String {
+        func unsafe(_ v: UInt32) -> Bool { (v < 0x20 && v != 0x09 && v != 0x0A) || (v >= 0x7F && v <= 0x9F) }
+        guard text.unicodeScalars.contains(where: { unsafe($0.value) }) else { return text }
+        var out = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            if unsafe(scalar.value) {
+                out.append(contentsOf: "\\u{\(String(scalar.value, radix: 16, uppercase: true))}".unicodeScalars)
+            } else {
+                out.append(scalar)
+            }
+        }
+        return String(out)
+    }
+
     /// `2026-11-21 12:00:00Z`: UTC, sortable, unambiguous.
     static func date(_ date: Date) -> String {
         LineLogHandler.timestamp(date).replacingOccurrences(of: "T", with: " ")

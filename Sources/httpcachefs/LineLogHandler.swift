@@ -28,8 +28,10 @@ final class LogSink: Sendable {
 
     deinit { if ownsDescriptor { fd.withLock { _ = close($0) } } }
 
+    /// Every line is made `Format.terminalSafe`: errors, warnings and log lines quote what
+    /// origins sent, and stderr and a log file being followed are terminals.
     func write(line: String) {
-        var bytes = Array(line.utf8)
+        var bytes = Array(Format.terminalSafe(line).utf8)
         bytes.append(UInt8(ascii: "\n"))
         fd.withLock { _ = FileDescriptorOutput.writeAll(fd: $0, bytes[...]) }
     }

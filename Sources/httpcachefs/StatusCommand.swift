@@ -26,7 +26,7 @@ struct StatusCommand: AsyncParsableCommand {
             try await onBlockingPool {
                 let reports = DaemonDiscovery.find().map(Report.init)
                 if json {
-                    CacheCommand.printLine(String(decoding: try Self.encoder.encode(reports), as: UTF8.self))
+                    CacheCommand.printLine(String(decoding: try Self.encoder.encode(reports), as: UTF8.self), json: true)
                 } else if reports.isEmpty {
                     CacheCommand.printLine("no httpcachefs daemon is running (none holds a cache directory open)")
                 } else {

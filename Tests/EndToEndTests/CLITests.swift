@@ -176,6 +176,28 @@ final class CLITests: XCTestCase {
         XCTAssertTrue(try run(["cache", "ls"]).text.hasPrefix("no cached files"))
     }
 
+    /// What an origin sends is quoted by `cache info` (its ETag and Content-Type) and by error
+    /// messages (a Content-Range that does not parse): an ESC or BEL in it used to reach the
+    /// terminal as is, so a hostile origin could retitle or clear the user's terminal. Control
+    /// characters are now written as `\u{1B}`.
+    func testAnOriginsControlCharactersNeverReachTheTerminal() throws {
+        origin.setFile("/esc.bin", data: Array(repeating: 7, count: 1000), etag: "\"v\u{1B}]0;owned\u{07}\"",
+                       contentType: "video/mp4\u{1B}[2J")
+        XCTAssertEqual(try run(["cat", origin.url("/esc.bin")]).status, 0)
+        let info = try run(["cache", "info", origin.url("/esc.bin")])
+        XCTAssertEqual(info.status, 0, info.stderr)
+        XCTAssertFalse(info.stdout.contains { ($0 < 0x20 && $0 != 0x0A) || $0 == 0x7F }, info.text.debugDescription)
+        XCTAssertEqual(field("ETag:", in: info.text), "\"v\\u{1B}]0;owned\\u{7}\"")
+        XCTAssertEqual(field("Content type:", in: info.text), "video/mp4\\u{1B}[2J")
+
+        origin.setResponse("/bad206.bin", status: 206, headers: [("Content-Range", "bytes \u{1B}[31m0-9/10")],
+                           body: Array(repeating: 1, count: 10))
+        let bad = try run(["cat", origin.url("/bad206.bin")])
+        XCTAssertNotEqual(bad.status, 0)
+        XCTAssertFalse(bad.stderr.unicodeScalars.contains { $0.value == 0x1B }, bad.stderr.debugDescription)
+        XCTAssertOneLineError(bad, contains: "bytes \\u{1B}[31m0-9/10")
+    }
+
     // MARK: export
 
     func testExportNeedsAFullyCachedFileUnlessFetching() throws {

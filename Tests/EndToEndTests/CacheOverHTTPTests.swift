@@ -26,10 +26,11 @@ final class CacheOverHTTPTests: XCTestCase {
         temp.remove()
     }
 
-    func makeCache(readAhead: Int64 = 1 << 20, revalidateAfter: TimeInterval = 600, capacity: Int64 = 1 << 30) throws -> CacheEngine {
+    func makeCache(readAhead: Int64 = 1 << 20, revalidateAfter: TimeInterval = 600, capacity: Int64 = 1 << 30,
+                   readTimeout: TimeInterval = 20) throws -> CacheEngine {
         try CacheEngine(configuration: CacheConfiguration(directory: temp.appending("cache"), capacity: capacity,
                                                           freeSpaceFloor: 0, sliceSize: 1 << 20,
-                                                          revalidateAfter: revalidateAfter, readTimeout: 20,
+                                                          revalidateAfter: revalidateAfter, readTimeout: readTimeout,
                                                           initialReadAhead: readAhead, maxReadAhead: max(readAhead, 8 << 20)),
                         source: source)
     }
@@ -243,6 +244,46 @@ final class CacheOverHTTPTests: XCTestCase {
             XCTAssertTrue(got == expected(UInt64(20 + i), (1 << 20)..<(2 << 20)), "wrong bytes for \(path)")
             cache.shutdown()
             try FileManager.default.removeItem(atPath: temp.appending("cache"))
+        }
+    }
+
+    /// An origin that answers without a length and never ends its body (an internet radio
+    /// station, a hostile origin): the open waited for that end forever, and the transfer went
+    /// on filling the cache up to its cap, evicting every other file. It now stops at half the
+    /// capacity, the open fails saying why, and the other file keeps its bytes.
+    func testAnEndlessBodyWithoutALengthStopsAtHalfTheCapacity() async throws {
+        origin.setGeneratedFile("/kept.bin", length: 2 << 20, seed: 40)
+        origin.setGeneratedFile("/radio.mp3", length: 1 << 40, seed: 41)
+        origin.setFaults("/radio.mp3", Faults(ignoreRange: true, noAcceptRanges: true, noContentLength: true))
+        let cache = try makeCache(capacity: 16 << 20)
+        defer { cache.shutdown() }
+        let kept = try await cache.open(url: origin.url("/kept.bin"))
+        _ = try await cache.makeReader(for: kept).read(offset: 0, length: 2 << 20)
+        do {
+            let info = try await cache.open(url: origin.url("/radio.mp3"))
+            XCTFail("an endless body opened: \(info)")
+        } catch let error as CacheError {
+            XCTAssertTrue("\(error)".contains("endless stream"), "\(error)")
+        }
+        XCTAssertLessThanOrEqual(cache.status(url: origin.url("/radio.mp3"))?.cachedBytes ?? 0, 8 << 20)
+        XCTAssertEqual(cache.status(url: origin.url("/kept.bin"))?.cachedBytes, 2 << 20, "the other file keeps its bytes")
+        let again = try await cache.makeReader(for: kept).read(offset: 0, length: 2 << 20)
+        XCTAssertTrue(again == expected(40, 0..<(2 << 20)))
+    }
+
+    /// The same origin trickling: the body never reaches the limit soon, and libcurl sees
+    /// progress, so nothing ended the open; a `stat` in the mount hung in the kernel. An open
+    /// now waits at most the read timeout, as a read does.
+    func testAnOpenWaitingForABodyWithoutALengthFailsAfterTheReadTimeout() async throws {
+        origin.setGeneratedFile("/trickle.mp3", length: 1 << 40, seed: 42)
+        origin.setFaults("/trickle.mp3", Faults(ignoreRange: true, noAcceptRanges: true, noContentLength: true, bytesPerSecond: 20_000))
+        let cache = try makeCache(capacity: 1 << 30, readTimeout: 1)
+        defer { cache.shutdown() }
+        do {
+            let info = try await cache.open(url: origin.url("/trickle.mp3"))
+            XCTFail("a body without an end opened: \(info)")
+        } catch let error as CacheError {
+            XCTAssertEqual(error, .timeout(url: origin.url("/trickle.mp3")))
         }
     }
 

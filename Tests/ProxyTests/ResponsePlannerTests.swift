@@ -54,6 +54,36 @@ final class ResponsePlannerTests: XCTestCase {
         }
     }
 
+    func testOriginValuesThatCannotBeSentAsHeaderFieldsAreLeftOut() {
+        // What an origin's header line may hold once curl has handed it on: DEL, SOH, ESC, a
+        // bare CR. HTAB and non-ASCII text are allowed (RFC 9110 5.5) and stay.
+        let bad = ["video/mp4\u{7F}", "garbage date \u{01}", "\"a\u{1B}]0;x\u{07}\"", "\"a\rb\""]
+        for value in bad {
+            let hostile = Representation(length: 10, contentType: value, etag: value, lastModified: value)
+            for range in [nil, "bytes=0-1", "bytes=0-1,4-5", "bytes=20-"] {
+                let plan = ResponsePlanner.plan(hostile, RequestConditions(range: range))
+                let label = "\(value.debugDescription) \(range ?? "-")"
+                XCTAssertTrue(plan.headers.allSatisfy { $0.1.isSendableFieldValue }, label)
+                XCTAssertNil(plan.header("ETag"), label)
+                XCTAssertNil(plan.header("Last-Modified"), label)
+                if case let .parts(parts) = plan.body {
+                    for case let .literal(bytes) in parts {
+                        XCTAssertFalse(String(decoding: bytes, as: UTF8.self).contains(value), label)
+                    }
+                }
+            }
+            XCTAssertEqual(ResponsePlanner.plan(hostile, RequestConditions()).header("Content-Type"), "application/octet-stream")
+        }
+        // An If-Range naming the dropped validator gets the whole body, never a range of it.
+        let hostile = Representation(length: 10, contentType: "video/mp4", etag: "\"a\u{7F}\"")
+        XCTAssertEqual(ResponsePlanner.plan(hostile, RequestConditions(range: "bytes=0-1", ifRange: "\"a\u{7F}\"")).status, 200)
+        let fine = Representation(length: 10, contentType: "video/mp4;\tcodecs=\"avc1\"", etag: "\"caf\u{E9}\"")
+        let plan = ResponsePlanner.plan(fine, RequestConditions())
+        XCTAssertEqual(plan.header("Content-Type"), "video/mp4;\tcodecs=\"avc1\"")
+        XCTAssertEqual(plan.header("ETag"), "\"caf\u{E9}\"")
+        XCTAssertEqual(MediaTypes.contentType(origin: "x\u{7F}", url: "http://o/a.mp4"), "video/mp4")
+    }
+
     func testSuccessfulAnswersCarryTypeAndValidators() {
         let plan = ResponsePlanner.plan(rep, RequestConditions(range: "bytes=0-1"))
         XCTAssertEqual(plan.header("Content-Type"), "video/mp4")
