@@ -99,10 +99,10 @@ private final class TrackedSink: FetchSink, FetchRetryObserving, Sendable {
     }
 
     /// Forwarded as an offer, so the engine's writer can still pause the transfer; bytes count
-    /// once taken (a paused offer comes again).
+    /// once taken (a paused offer comes again), also with `.stop` (a fetch's last bytes).
     func fetchOffer(_ bytes: UnsafeRawBufferPointer) -> FetchFlow {
         let flow = sink.fetchOffer(bytes)
-        if flow == .proceed {
+        if flow != .pause {
             received.wrappingIncrement(by: Int64(bytes.count), ordering: .relaxed)
             tracker.metrics.originBytes.add(Int64(bytes.count))
         }

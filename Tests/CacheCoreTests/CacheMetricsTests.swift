@@ -54,6 +54,29 @@ final class CacheMetricsTests: XCTestCase {
         return box
     }
 
+    /// A source that can pause offers bytes; the engine takes a fetch's last ones with `.stop`.
+    /// Those count as fetched too (the count once took `.stop` for a refusal).
+    func testOfferedBytesTakenWithTheFetchsStopCountAsFetched() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { cache.shutdown() }
+        let info = try XCTUnwrap(try open(cache, source).get())
+        let before = cache.metrics.totals.originBytes
+        let start = 2 << 20
+        var flows: [FetchFlow] = []
+        let read = try read(cache.makeReader(for: info), Int64(start), 64 << 10, drive: { t in
+            t.partial(length: self.length, etag: "\"a\"")
+            let end = Int(t.request.end!)
+            flows.append(t.offer(self.data[start..<(end - 1000)], more: true))
+            flows.append(t.offer(self.data[(end - 1000)..<end]))
+            t.finish()
+        }, source: source)
+        XCTAssertEqual(try read.get(), Array(data[start..<(start + (64 << 10))]))
+        XCTAssertEqual(flows.last, .stop, "the fetch's last bytes, taken with .stop")
+        let fetched = Int64(source.transfers.last!.request.end!) - Int64(start)
+        XCTAssertEqual(cache.metrics.totals.originBytes - before, fetched)
+    }
+
     func testCountsDocumentAndMetricsTextAfterAScriptedSequenceOfReads() throws {
         let source = GatedSource()
         let cache = try engine(source)
