@@ -27,7 +27,15 @@ struct ResponseHeaderBlock: Equatable {
 
     /// Only lengths this cache can represent; a larger claim is `lengthRefusal`.
     var contentLength: Int64? {
-        field("content-length").flatMap(Self.digits).flatMap { FileLength.isRepresentable($0) ? $0 : nil }
+        contentLengths.first.flatMap(Self.digits).flatMap { FileLength.isRepresentable($0) ? $0 : nil }
+    }
+
+    /// Every Content-Length value: each field, and each member of a comma-separated list (RFC
+    /// 9110 8.6 lets a recipient take "42, 42" as 42 when all members agree).
+    private var contentLengths: [Substring] {
+        fields.filter { $0.0 == "content-length" }
+            .flatMap { $0.1.split(separator: ",", omittingEmptySubsequences: false) }
+            .map(Self.trimmingOWS)
     }
     var contentRange: ContentRange? { field("content-range").flatMap(ContentRange.init(parsing:)) }
     var etag: String? { field("etag") }
@@ -42,8 +50,17 @@ struct ResponseHeaderBlock: Equatable {
     /// its file has more than `FileLength.limit` bytes (`Content-Length` or `Content-Range`
     /// numbers past 2^62, up to Int64.max or beyond) is wrong or hostile: that file fails with
     /// this message, and no such number ever reaches the cache's arithmetic.
+    ///
+    /// A Content-Length that is not a number ("12abc"), or values that disagree (two fields, or a
+    /// list), are refused too (RFC 9112 6.3: an unrecoverable error): curl frames the body by one
+    /// reading of them and the cache would believe another.
     var lengthRefusal: String? {
-        if let raw = field("content-length"), let n = Self.digits(raw), !FileLength.isRepresentable(n) {
+        let lengths = contentLengths
+        if !lengths.isEmpty, lengths.contains(where: { Self.digits($0) == nil }) || Set(lengths.map { Self.digits($0) }).count > 1 {
+            let raw = fields.filter { $0.0 == "content-length" }.map(\.1).joined(separator: " / ")
+            return "a malformed or conflicting Content-Length (\(raw))"
+        }
+        if let raw = field("content-length"), let n = contentLength ?? Self.digits(raw), !FileLength.isRepresentable(n) {
             return FileLength.refusal("Content-Length: \(raw)")
         }
         if let raw = field("content-range"), let n = ContentRange.largestNumber(in: raw), !FileLength.isRepresentable(n) {

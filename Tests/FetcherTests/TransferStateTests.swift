@@ -484,6 +484,24 @@ final class TransferStateTests: XCTestCase {
         XCTAssertNil(block(["HTTP/1.1 200 OK", "Content-Length: 9223372036854775807"]).contentLength)
     }
 
+    func testAMalformedOrConflictingContentLengthIsRefusedAndAnAgreeingListIsOneLength() {
+        for lines in [["Content-Length: 12abc"], ["Content-Length: 10", "Content-Length: 20"], ["Content-Length: 10, 20"],
+                      ["Content-Length: -5"], ["Content-Length: "], ["Content-Length: 1e3"]] {
+            let b = block(["HTTP/1.1 200 OK"] + lines)
+            XCTAssertTrue(b.lengthRefusal?.contains("malformed or conflicting Content-Length") ?? false, "\(lines): \(b.lengthRefusal ?? "accepted")")
+        }
+        for lines in [["Content-Length: 42, 42"], ["Content-Length: 42", "Content-Length: 42"], ["Content-Length:  42 "]] {
+            let b = block(["HTTP/1.1 200 OK"] + lines)
+            XCTAssertNil(b.lengthRefusal, "\(lines)")
+            XCTAssertEqual(b.contentLength, 42, "\(lines)")
+        }
+        // The fetch fails at once, nothing reaching the sink.
+        var s = TransferState(request: FetchRequest(url: url, start: 0, end: 100), policy: policy)
+        _ = s.beginAttempt()
+        XCTAssertEqual(s.receiveHead(block(["HTTP/1.1 200 OK", "Content-Length: 10", "Content-Length: 20"]), finalURL: url), .abort)
+        guard case .finish(.invalidResponse?) = s.attemptEnded(.ok) else { return XCTFail("refused") }
+    }
+
     func testAnAnswerClaimingAHugeLengthFailsTheFetchWithoutRetrying() {
         for head in [["HTTP/1.1 206 Partial Content", "Content-Range: bytes 0-9/9223372036854775807", "Content-Length: 10"],
                      ["HTTP/1.1 200 OK", "Content-Length: 9223372036854775807"]] {
