@@ -16,8 +16,10 @@ public protocol OriginReachObserving: AnyObject {
 /// so) instead of passing it on: reads of bytes never cached fail within milliseconds, and the
 /// engine serves what it holds without asking (`isDown`). The first attempt that cannot reach an
 /// origin marks it down and ends its transfer then (the source's retries of it are cancelled).
-/// One probe at a time (a 1-byte ranged GET of the last URL asked of that origin) checks whether
-/// it is back, backing off (`OriginHealth`); any answer of any transfer brings it back up.
+/// One probe at a time (a 1-byte ranged GET of the last URL of that origin that was answered, else
+/// the last one asked) checks whether it is back, backing off (`OriginHealth`); any answer of any
+/// transfer brings it back up. (The last URL asked may be the one that hangs: an origin that
+/// stalls on one URL stayed "down" for as long as nothing else was asked of it.)
 ///
 /// Threads: `start` runs on the engine's callers; sink callbacks on the source's thread; probe
 /// timers on `queue`. One lock guards the table; nothing is called under it.
@@ -36,8 +38,10 @@ final class OriginHealthSource: RangeSource, Sendable {
 
     struct Origin {
         var health: OriginHealth
-        /// The last URL asked of it: what a probe asks for (one byte).
+        /// The last URL asked of it: what a probe asks for (one byte) if none was answered.
         var probeURL: String
+        /// The last URL it answered with a head: what a probe asks for.
+        var answeredURL: String?
     }
 
     init(_ inner: RangeSource, logger: Logger, firstProbeDelay: TimeInterval = 1, maxProbeDelay: TimeInterval = 10,
@@ -91,7 +95,7 @@ final class OriginHealthSource: RangeSource, Sendable {
             queue.async { sink.fetchDidFinish(failure) }
             return NotStarted()
         }
-        let watched = WatchedSink(sink: sink, origin: name, owner: self, isProbe: false)
+        let watched = WatchedSink(sink: sink, origin: name, url: request.url, owner: self, isProbe: false)
         let handle = inner.start(request, sink: watched)
         watched.setHandle(handle)
         return WatchedHandle(inner: handle, sink: watched)
@@ -109,9 +113,13 @@ final class OriginHealthSource: RangeSource, Sendable {
         }
     }
 
-    func reached(_ name: String) {
+    /// - Parameter url: the URL it answered with a head (nil: some other answer).
+    func reached(_ name: String, url: String? = nil) {
         let when = now()
-        let action = table.withLock { $0.origins[name]?.health.reached(now: when) ?? .none }
+        let action = table.withLock { table -> OriginHealth.Action in
+            if let url { table.origins[name]?.answeredURL = url }
+            return table.origins[name]?.health.reached(now: when) ?? .none
+        }
         if case let .cameBack(since) = action {
             logger.notice("origin reachable again", metadata: [
                 "origin": "\(DisplayURL.redacted(name))", "down_for": "\(String(format: "%.1f", when.timeIntervalSince(since)))s"])
@@ -135,13 +143,13 @@ final class OriginHealthSource: RangeSource, Sendable {
             guard !table.stopped, var o = table.origins[name] else { return (.none, nil) }
             let action = o.health.probeDue(now: when)
             table.origins[name] = o
-            return (action, o.probeURL)
+            return (action, o.answeredURL ?? o.probeURL)
         }
         switch action {
         case .sendProbe:
             guard let url else { return }
             logger.debug("probing origin", metadata: ["origin": "\(DisplayURL.redacted(name))"])
-            let sink = WatchedSink(sink: nil, origin: name, owner: self, isProbe: true)
+            let sink = WatchedSink(sink: nil, origin: name, url: url, owner: self, isProbe: true)
             sink.setHandle(inner.start(FetchRequest(url: url, start: 0, end: 1, priority: .waiting), sink: sink))
         case let .probeLater(at):
             schedule(name, at: at)
@@ -200,6 +208,7 @@ private struct WatchedHandle: FetchHandle {
 private final class WatchedSink: FetchSink, FetchRetryObserving, OriginReachObserving, Sendable {
     let sink: FetchSink?
     let origin: String
+    let url: String
     /// Strong: a transfer may end after the engine let go of its source (shutdown order).
     let owner: OriginHealthSource
     let isProbe: Bool
@@ -213,9 +222,10 @@ private final class WatchedSink: FetchSink, FetchRetryObserving, OriginReachObse
     }
     private let state = LockedValue(State())
 
-    init(sink: FetchSink?, origin: String, owner: OriginHealthSource, isProbe: Bool) {
+    init(sink: FetchSink?, origin: String, url: String, owner: OriginHealthSource, isProbe: Bool) {
         self.sink = sink
         self.origin = origin
+        self.url = url
         self.owner = owner
         self.isProbe = isProbe
     }
@@ -240,11 +250,8 @@ private final class WatchedSink: FetchSink, FetchRetryObserving, OriginReachObse
 
     func fetchDidReceiveHead(_ head: ResponseHead) -> Bool {
         state.withLock { $0.answered = true }
-        if isProbe {
-            owner.reached(origin)
-            return false
-        }
-        owner.reached(origin)
+        owner.reached(origin, url: url)
+        if isProbe { return false }
         return sink!.fetchDidReceiveHead(head)
     }
 

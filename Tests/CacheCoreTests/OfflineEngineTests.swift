@@ -100,6 +100,38 @@ final class OfflineEngineTests: XCTestCase {
         XCTAssertEqual(otherInfo.length, Int64(otherData.count))
     }
 
+    /// One URL that stalls (a timeout) while the origin answers others: the probe asks the last
+    /// URL that was answered, not the stalling one, so the origin comes back at the first probe.
+    func testTheProbeAsksAURLTheOriginAnsweredNotTheOneThatStalled() async throws {
+        let hang = "http://origin.test/media/hangs.mp4"
+        final class StallingSource: RangeSource, @unchecked Sendable {
+            let inner = ScriptedSource()
+            let stalls: String
+            private let lock = NSLock()
+            private var asked: [FetchRequest] = []
+            init(stalls: String) { self.stalls = stalls }
+            var requests: [FetchRequest] { lock.withLock { asked } }
+            func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
+                lock.withLock { asked.append(request) }
+                guard request.url == stalls else { return inner.start(request, sink: sink) }
+                DispatchQueue.global().async { sink.fetchDidFinish(.timeout(url: request.url)) }
+                return ScriptedSource.Handle()
+            }
+        }
+        let source = StallingSource(stalls: hang)
+        source.inner.set(url, .init(bytes: randomBytes(1000, seed: 6), etag: "\"f\""))
+        let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0, readTimeout: 10),
+                                    source: source)
+        defer { cache.shutdown() }
+        _ = try await cache.open(url: url)
+        await XCTAssertThrowsErrorAsync(try await cache.open(url: hang))
+        XCTAssertEqual(cache.originsDown.count, 1, "a stall counts as the origin away")
+        let asked = source.requests.count
+        waitUntil("the probe's answer") { cache.originsDown.isEmpty }
+        let probes = source.requests.dropFirst(asked)
+        XCTAssertEqual(probes.map(\.url), [url], "one probe, of the URL that was answered")
+    }
+
     func testAnyAnswerBringsItBackAndItSaysSoOnce() async throws {
         let source = AwaySource()
         source.inner.set(url, .init(bytes: randomBytes(1000, seed: 5), etag: "\"f\""))
