@@ -18,11 +18,15 @@ extension StringProtocol {
         if let essence = text.withUTF8({ HTTPSyntax.asciiMediaTypeEssence($0) }) { return essence }
         return String(split(separator: ";", maxSplits: 1).first ?? "").trimmingOWS().lowercased()
     }
+}
 
+extension String {
     /// Whether the text can go out as a header field's value (RFC 9110 5.5): no control character
     /// but HTAB. An origin's ETag, Last-Modified or Content-Type may hold one (curl hands a header
     /// line on as it came), and the proxy's HTTP encoder refuses such a value by closing the
-    /// connection: the client would get no answer at all.
+    /// connection: the client would get no answer at all. Concrete and inlinable: the proxy asks
+    /// it of three values per answer, from another module (generic code would run unspecialized).
+    @inlinable
     public var isSendableFieldValue: Bool {
         utf8.allSatisfy { $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }
     }
