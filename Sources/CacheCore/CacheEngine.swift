@@ -72,10 +72,10 @@ public final class CacheEngine: Sendable {
     ///   - maxAge: revalidate if the entry was confirmed longer ago than this (instead of
     ///     `revalidateAfter`): a live playlist or a directory listing with its own TTL.
     ///   - takeFirstBytes: let the probe bring the file's first 256 KiB along (headers, a moov
-    ///     atom's start, a playlist); false for metadata alone (a HEAD request): one byte. Never
-    ///     for a URL behind a cache tier: the probe goes to the origin, and those bytes are the
-    ///     tier's to send (each host's first open of a file cost the origin 256 KiB), one byte
-    ///     then answers the version and the first read asks the tier for the rest.
+    ///     atom's start, a playlist); false for metadata alone (a HEAD request): one byte. Also
+    ///     behind a cache tier: asking it one byte and the tier the header (the origin then sent
+    ///     the file and three bytes for three hosts, not 1.003x) made three cold hosts 1.5x
+    ///     slower in `httpcachefs-bench fleet` (docs/fleet.md, "The open-time check").
     ///   - answerFreshInline: an entry that is fresh (nothing to ask the origin) is answered on
     ///     the caller's thread, before `open` returns, instead of on an engine thread. For a
     ///     caller that would hop back to its own thread anyway (the proxy's event loop): two
@@ -83,7 +83,6 @@ public final class CacheEngine: Sendable {
     public func open(url: String, maxAge: TimeInterval? = nil, takeFirstBytes: Bool = true, answerFreshInline: Bool = false,
                      completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let metrics = metrics
-        let takeFirstBytes = takeFirstBytes && !(tier?.fetchesThroughTier(url) ?? false)
         let answer = AnswerOnce { (result: Result<EntryInfo, CacheError>) in
             if case let .failure(error) = result {
                 if error != .cancelled { metrics.noteFailedOpen() }

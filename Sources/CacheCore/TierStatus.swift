@@ -37,6 +37,4 @@ public protocol TierReporting: Sendable {
     /// Bytes of the file with cache key `key` from the tier and from the origin, in this
     /// process's life; nil: none fetched.
     func tierSplit(ofKey key: String) -> (tier: Int64, origin: Int64)?
-    /// Whether misses for `url` go to the tier (its origin is behind one).
-    func fetchesThroughTier(_ url: String) -> Bool
 }

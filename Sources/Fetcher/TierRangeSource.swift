@@ -154,6 +154,4 @@ extension TierRangeSource: TierReporting {
     public func tierSplit(ofKey key: String) -> (tier: Int64, origin: Int64)? {
         state.origins(ofKey: key).map { ($0.tierBytes, $0.originBytes) }
     }
-
-    public func fetchesThroughTier(_ url: String) -> Bool { tiers.contains { $0.spec.covers(url) } }
 }

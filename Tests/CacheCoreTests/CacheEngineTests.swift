@@ -46,36 +46,6 @@ final class CacheEngineTests: XCTestCase {
         cache.shutdown()
     }
 
-    /// A source behind a cache tier, as the engine sees it: the scripted origin plus the report.
-    private final class TieredSource: RangeSource, TierReporting {
-        let inner: ScriptedSource
-        init(_ inner: ScriptedSource) { self.inner = inner }
-        func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle { inner.start(request, sink: sink) }
-        func tierStatus() -> TierStatus { TierStatus(nodes: [], originBytes: 0) }
-        func tierSplit(ofKey key: String) -> (tier: Int64, origin: Int64)? { nil }
-        func fetchesThroughTier(_ url: String) -> Bool { url.hasPrefix("http://origin.test/media/") }
-    }
-
-    func testTheOpenOfATieredFileAsksTheOriginOneByteAndLeavesTheHeaderToTheTier() async throws {
-        let data = randomBytes(1 << 20, seed: 12)
-        let source = ScriptedSource()
-        source.set(url, .init(bytes: data, etag: "\"a\""))
-        let other = "http://elsewhere.test/b.mp4"
-        source.set(other, .init(bytes: data, etag: "\"b\""))
-        let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0,
-                                                                      sliceSize: 1 << 20, readTimeout: 10),
-                                    source: TieredSource(source))
-        defer { cache.shutdown() }
-        let info = try await cache.open(url: url)
-        XCTAssertEqual(info.length, Int64(data.count))
-        XCTAssertEqual(source.requestLog.map(\.end), [1], "the check: one byte")
-        let head = try await cache.makeReader(for: info).read(offset: 0, length: 4096)
-        XCTAssertEqual(head, Array(data[0..<4096]), "the header, from a fetch of its own")
-        source.resetCounters()
-        _ = try await cache.open(url: other)
-        XCTAssertEqual(source.requestLog.first?.end, 256 << 10, "an untiered file's check brings its header along")
-    }
-
     func testHitsAndLastAccessReachTheIndexWithoutAFetch() async throws {
         let data = randomBytes(1 << 20, seed: 11)
         let source = ScriptedSource()

@@ -90,8 +90,7 @@ extension CLITests {
         }
         // Once per slice, give or take: nginx's cache lock lets an occasional second miss for a
         // slice through when several arrive at once (measured: up to about 1 in 10 slices with
-        // three cold hosts); the three open-time checks add a byte each (the header is the
-        // tier's to send). Without the tier: 3x.
+        // three cold hosts); the three open-time checks add 256 KiB each. Without the tier: 3x.
         let served = origin.bytesServed(path: "/film.mkv")
         XCTAssertLessThanOrEqual(Double(served), Double(length) * 1.15,
                                  "the origin sent \(served) bytes for a \(length)-byte file: \(origin.requests.count) requests")
@@ -174,8 +173,8 @@ extension CLITests {
         XCTAssertEqual(again.status, 0, again.stderr)
         XCTAssertTrue(again.stdout == v2, "host a reads v2 after its next open")
         // The tier fetched v2 once (under v2's key); each host's open asked the origin for its
-        // range only, one byte (host a's check carries no If-Range, so the change came back as
-        // that byte, not as v2's whole body). Under load a slice may go twice.
+        // range only (host b, new: 256 KiB; host a: a byte, its check carrying no If-Range, so
+        // the change came back as that byte, not as v2's whole body). Under load a slice may go twice.
         XCTAssertLessThanOrEqual(Double(origin.bytesServed(path: "/doc.mkv")), 1.5 * Double(length))
     }
 
@@ -190,8 +189,7 @@ extension CLITests {
         XCTAssertEqual(r.status, 0, r.stderr)
         XCTAssertTrue(r.stdout == OriginServer.generatedBytes(seed: 2104, offset: 0, count: 5 << 20), "wrong bytes")
         XCTAssertTrue(a.accessLog.contains("cache=MISS"), "the node fetched over TLS: \(a.accessLog)")
-        // The node's five slices and the open-time check's byte (no 256 KiB header from the origin).
-        XCTAssertLessThanOrEqual(origin.bytesServed(path: "/secure.mkv"), Int64(5 << 20) + 4096)
+        XCTAssertLessThanOrEqual(origin.bytesServed(path: "/secure.mkv"), Int64(5 << 20) + (256 << 10))
     }
 
     func testFleetStatusAndMetricsShowTheTier() throws {
@@ -209,12 +207,15 @@ extension CLITests {
         // A copy through a tier keeps more slices in flight (the nodes' cache lock re-checks
         // every 500 ms), unless --read-ahead-max says otherwise.
         XCTAssertTrue(status.text.contains("read-ahead up to 256 MiB"), status.text)
-        // `cache info` says where the file's bytes came from: all but the open's check, the tier.
+        // `cache info` says where the file's bytes came from: the header with the open's check
+        // from the origin, the rest from the tier.
         let info = try run(["cache", "info", origin.url("/m.mkv"), "--cache-dir", host], cacheDirectory: nil)
         XCTAssertEqual(info.status, 0, info.stderr)
         XCTAssertTrue(info.text.contains("from the tier:") && info.text.contains("from the origin:"), info.text)
         let tierLine = try XCTUnwrap(info.text.split(separator: "\n").first { $0.contains("from the tier:") })
-        XCTAssertTrue(tierLine.contains("\((3 << 20) - 1) bytes") || tierLine.contains("\(3 << 20) bytes"), info.text)
+        XCTAssertTrue(tierLine.contains("\((3 << 20) - (256 << 10)) bytes"), info.text)
+        let originLine = try XCTUnwrap(info.text.split(separator: "\n").first { $0.contains("from the origin:") })
+        XCTAssertTrue(originLine.contains("\(256 << 10) bytes"), info.text)
     }
 
     func testFleetAnExplicitReadAheadMaxWinsOverTheTiersDefault() throws {

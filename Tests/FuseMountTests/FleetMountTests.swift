@@ -48,8 +48,8 @@ final class FleetMountTests: XCTestCase {
         let other = h.directory.appending("other-cache")
         let r = try h.run(h.binary, ["cat", h.origin.url("/film.mkv"), "--cache-dir", other, "--tier", tier])
         XCTAssertEqual(r.status, 0, r.stderr)
-        XCTAssertLessThanOrEqual(h.origin.bytesServed(path: "/film.mkv") - first, 4096,
-                                 "the second host asked the origin only to check the version (a byte)")
+        XCTAssertLessThanOrEqual(h.origin.bytesServed(path: "/film.mkv") - first, Int64(256 << 10),
+                                 "the second host asked the origin only to check the version")
     }
 
 }
