@@ -72,10 +72,9 @@ public final class CacheEngine: Sendable {
     ///   - maxAge: revalidate if the entry was confirmed longer ago than this (instead of
     ///     `revalidateAfter`): a live playlist or a directory listing with its own TTL.
     ///   - takeFirstBytes: let the probe bring the file's first 256 KiB along (headers, a moov
-    ///     atom's start, a playlist); false for metadata alone (a HEAD request): one byte. Also
-    ///     behind a cache tier: asking it one byte and the tier the header (the origin then sent
-    ///     the file and three bytes for three hosts, not 1.003x) made three cold hosts 1.5x
-    ///     slower in `httpcachefs-bench fleet` (docs/fleet.md, "The open-time check").
+    ///     atom's start, a playlist); false for metadata alone (a HEAD request): one byte. The
+    ///     same behind a cache tier: leaving the header to the tier saved the origin 0.3% of a
+    ///     file but made three cold hosts 1.5x slower (docs/fleet.md, "The open-time check").
     ///   - answerFreshInline: an entry that is fresh (nothing to ask the origin) is answered on
     ///     the caller's thread, before `open` returns, instead of on an engine thread. For a
     ///     caller that would hop back to its own thread anyway (the proxy's event loop): two
