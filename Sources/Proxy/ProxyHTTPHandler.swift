@@ -113,9 +113,11 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
                         "loop detected: this request came from this proxy's own fetches (an origin redirects into the proxy?)")
             return
         }
-        let route = service.router.route(method: head.method.rawValue, target: head.uri, headerBytes: headerBytes,
-                                         host: head.headers.first(name: "host"), port: boundPort(),
-                                         controlKey: head.headers.first(name: ControlRequest.keyHeader))
+        let hostLines = head.headers["host"]
+        let route = ProxyRouter.hostFieldRefusal(lines: hostLines, http11: head.version.major > 1 || (head.version.major == 1 && head.version.minor >= 1))
+            ?? service.router.route(method: head.method.rawValue, target: head.uri, headerBytes: headerBytes,
+                                    host: hostLines.first, port: boundPort(),
+                                    controlKey: head.headers.first(name: ControlRequest.keyHeader))
         switch route {
         case .ping:
             respond(context: context, status: 200, contentType: "text/plain; charset=utf-8", body: Array("pong\n".utf8))

@@ -43,6 +43,20 @@ public struct ProxyRouter: Sendable {
                                          extraNames: configuration.proxyNames)
     }
 
+    /// RFC 9112 §3.2: a server must answer 400 to an HTTP/1.1 request without a Host header and
+    /// to any request with more than one. Browsers always send exactly one, so the rebinding check
+    /// below never needed this; but a request whose Host the check cannot see (missing) or could
+    /// read two ways (two lines, the first checked, another used by something in between) is not
+    /// one to serve. HTTP/1.0 may leave Host out.
+    /// - Parameters:
+    ///   - lines: the values of every Host line in the request.
+    ///   - http11: whether the request is HTTP/1.1 or later.
+    public static func hostFieldRefusal(lines: [String], http11: Bool) -> ProxyRoute? {
+        if lines.count > 1 { return .reject(status: 400, message: "more than one Host header (RFC 9112 §3.2)") }
+        if lines.isEmpty && http11 { return .reject(status: 400, message: "an HTTP/1.1 request needs a Host header (RFC 9112 §3.2)") }
+        return nil
+    }
+
     /// - Parameters:
     ///   - method: the request method, upper-case as sent.
     ///   - target: the request target exactly as sent.

@@ -56,6 +56,26 @@ final class ProxySecurityTests: XCTestCase {
         XCTAssertEqual(try RawHTTP.parse(garbage).status, 400)
     }
 
+    /// RFC 9112 §3.2: an HTTP/1.1 request needs exactly one Host line; the rebinding check cannot
+    /// judge a request without one, or read two.
+    func testAnHTTP11RequestWithoutOneHostLineIsRefused() throws {
+        let h = try ProxyHarness()
+        defer { h.shutdown() }
+        h.origin.setFile("/a.mp4", data: testBytes(1000))
+        func status(_ request: String) throws -> Int {
+            try RawHTTP.parse(RawHTTP.exchange(port: h.port, send: Array(request.utf8))).status
+        }
+        let path = h.path("/a.mp4")
+        XCTAssertEqual(try status("GET \(path) HTTP/1.1\r\nConnection: close\r\n\r\n"), 400)
+        XCTAssertEqual(try status("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n"), 400)
+        XCTAssertEqual(try status("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\nHost: 127.0.0.1\r\n\r\n"), 400)
+        // HTTP/1.0 may leave Host out; one Host line is served.
+        XCTAssertEqual(try status("GET \(path) HTTP/1.0\r\n\r\n"), 200)
+        XCTAssertEqual(try status("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"), 200)
+        XCTAssertEqual(ProxyRouter.hostFieldRefusal(lines: [], http11: false), nil)
+        XCTAssertEqual(ProxyRouter.hostFieldRefusal(lines: ["a"], http11: true), nil)
+    }
+
     /// Only a pattern naming one host exactly may open a refused address: `*` never does.
     func testOnlyAnExactAllowHostPatternNamesOneHost() {
         XCTAssertEqual(HostPattern("169.254.169.254").exactHost, "169.254.169.254")
