@@ -31,6 +31,9 @@ CURLcode ccurl_easy_setopt_prereq_function(CURL *easy, ccurl_prereq_callback cal
 CURLcode ccurl_easy_getinfo_string(CURL *easy, CURLINFO info, const char **value) {
     return curl_easy_getinfo(easy, info, value);
 }
+CURLcode ccurl_easy_getinfo_long(CURL *easy, CURLINFO info, long *value) {
+    return curl_easy_getinfo(easy, info, value);
+}
 CURLMcode ccurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
     return curl_multi_setopt(multi, option, value);
 }

@@ -347,6 +347,8 @@ final class CurlMultiLoop: @unchecked Sendable {
             result = .ok
         case CURLE_OPERATION_TIMEDOUT:
             result = .timedOut
+        case _ where t.endedOnStaleConnection(code, easy: easy):
+            result = .staleConnection(message: t.failureMessage(code))
         default:
             result = .failed(message: t.failureMessage(code), retryable: CurlEasy.isRetryable(code))
         }

@@ -84,6 +84,7 @@ final class CurlTransfer {
         held = false
         CurlEasy.configure(easy, url: state.request.url, headers: list, pinned: pinned, configuration: configuration,
                            transfer: Unmanaged.passUnretained(self).toOpaque(), errorBuffer: errorBuffer)
+        if state.wantsFreshConnection { _ = ccurl_easy_setopt_long(easy, CURLOPT_FRESH_CONNECT, 1) }
         // A WebDAV PROPFIND: curl sends the body with the method named (the pool resets handles).
         if let method = state.request.method { _ = ccurl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method) }
         if let body = state.request.body {
@@ -107,6 +108,14 @@ final class CurlTransfer {
         let text = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
         guard code == CURLE_OUT_OF_MEMORY, !state.headSeen else { return text }
         return "response headers too large (over libcurl's 100 KB), or out of memory (\(text))"
+    }
+
+    /// Whether the attempt on `easy` ended on a connection kept from an earlier answer that
+    /// answered with something other than HTTP (see `TransferState.AttemptResult.staleConnection`).
+    func endedOnStaleConnection(_ code: CURLcode, easy: UnsafeMutableRawPointer) -> Bool {
+        guard code == CURLE_UNSUPPORTED_PROTOCOL || code == CURLE_WEIRD_SERVER_REPLY, !state.headSeen else { return false }
+        var connects = 0
+        return ccurl_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &connects) == CURLE_OK && connects == 0
     }
 
     /// The policy's refusal as the transfer's error, if it is what ended this failed attempt:

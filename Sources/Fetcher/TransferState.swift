@@ -67,6 +67,11 @@ struct TransferState {
         case ok
         case timedOut
         case failed(message: String, retryable: Bool)
+        /// A connection kept from an earlier answer answered this request with something that is
+        /// not HTTP (curl: "Received HTTP/0.9", a garbled status line), before any head: an origin
+        /// that sent bytes after an earlier body left them in the socket. Nothing is wrong with the
+        /// request; a new connection is.
+        case staleConnection(message: String)
     }
 
     enum HeadAction: Equatable {
@@ -95,6 +100,14 @@ struct TransferState {
     private(set) var headSeen = false
     /// Consecutive failures without progress.
     private(set) var failures = 0
+    /// Attempts ended by a stale kept connection (`AttemptResult.staleConnection`): each is retried
+    /// at once on a new connection without counting as a failure, a few times per transfer at
+    /// most (a new connection cannot be stale, so more would mean something else is wrong).
+    private(set) var staleConnections = 0
+    /// The next attempts open a connection of their own (`CURLOPT_FRESH_CONNECT`): the pool may
+    /// hold more connections the same origin left bytes in.
+    private(set) var wantsFreshConnection = false
+    static let maxStaleConnections = 2
     /// What differed when a resume showed the resource changed (for the log).
     private(set) var changeDetail: String?
     /// 200s answered to this transfer's ranges so far.
@@ -304,6 +317,14 @@ struct TransferState {
             if allDelivered { return .finish(nil) }
             // A stall after progress is worth a new connection; a server that never answers is not.
             return progressed ? retry(.timeout(url: request.url), retryAfter: immediate) : .finish(.timeout(url: request.url))
+        case let .staleConnection(message):
+            if allDelivered { return .finish(nil) }
+            guard staleConnections < Self.maxStaleConnections else {
+                return .finish(.network(url: request.url, message: message))
+            }
+            staleConnections += 1
+            wantsFreshConnection = true
+            return .retry(after: 0)
         case let .failed(message, retryable):
             if allDelivered { return .finish(nil) }   // the connection broke after the last byte
             let error = FetchError.network(url: request.url, message: message)

@@ -36,6 +36,9 @@ public struct Faults: Sendable {
     /// A new ETag on every answer of a file, with the same length and Last-Modified (load-balanced
     /// backends whose ETags include the inode): `"rot-1"`, `"rot-2"`, and so on.
     public var rotateETag = false
+    /// Bytes sent after each body, beyond its Content-Length, on a connection kept open: the next
+    /// answer on that connection then starts with them (a broken origin or middlebox).
+    public var garbageAfterBody: [UInt8]? = nil
 
     public init(dropAfterBytes: Int64? = nil, dropCount: Int = Int.max, ignoreRange: Bool = false,
                 noAcceptRanges: Bool = false, noContentLength: Bool = false, status: Int? = nil,

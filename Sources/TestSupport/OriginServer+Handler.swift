@@ -25,6 +25,7 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
         var dropAt: Int64?
         var bytesPerSecond: Int?
         var keepAlive: Bool
+        var garbage: [UInt8]?
     }
 
     private let state: OriginState
@@ -109,7 +110,7 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
         streaming = Streaming(id: id, body: body, next: body.start,
                               dropAt: plan.dropAfterBytes.map { body.start + $0 },
-                              bytesPerSecond: plan.bytesPerSecond, keepAlive: keepAlive)
+                              bytesPerSecond: plan.bytesPerSecond, keepAlive: keepAlive, garbage: plan.garbageAfterBody)
         // A trickle is its own, slower link.
         pacer = state.link.flatMap { $0.isPaced && plan.bytesPerSecond == nil ? LinkPacer(link: $0, now: Self.uptime) : nil }
         pump(context: context)
@@ -168,6 +169,9 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
         if s.next >= limit {
             streaming = nil
+            if let garbage = s.garbage {
+                context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: garbage)))), promise: nil)
+            }
             end(context: context, keepAlive: s.keepAlive)
             return
         }

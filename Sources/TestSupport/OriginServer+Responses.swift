@@ -65,6 +65,8 @@ struct ResponsePlan {
     /// Close the connection after this many body bytes.
     var dropAfterBytes: Int64?
     var bytesPerSecond: Int?
+    /// Sent after the body, beyond its length (`Faults.garbageAfterBody`).
+    var garbageAfterBody: [UInt8]?
     /// The status came from `Faults.status` (consumes one of `statusCount`).
     var statusFromFault = false
 }
@@ -91,6 +93,7 @@ enum ResponsePlanner {
             plan.headers.append(("Transfer-Encoding", "chunked"))
         }
         plan.bytesPerSecond = faults.bytesPerSecond.map { max(1, $0) }
+        plan.garbageAfterBody = faults.garbageAfterBody
         return plan
     }
 

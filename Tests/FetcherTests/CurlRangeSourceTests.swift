@@ -234,6 +234,23 @@ final class CurlRangeSourceTests: XCTestCase {
         XCTAssertEqual(sink.body, [], "not one byte of it is taken for the file's")
     }
 
+    /// An origin that sends bytes after each body leaves them in the kept connection, where the
+    /// next request reads them as its answer ("HTTP/0.9"): that request is sent again on a new
+    /// connection, not failed, and the origin is not taken for unreachable.
+    func testBytesAfterABodyCostTheNextRequestItsKeptConnectionNotItsAnswer() throws {
+        var faults = Faults()
+        faults.garbageAfterBody = Array("GARBAGE GARBAGE\r\n\r\n".utf8)
+        origin.setFaults("/f.bin", faults)
+        for (start, end) in [(0, 1000), (1000, 50_000), (50_000, 100_000)] as [(Int64, Int64)] {
+            let sink = fetch("/f.bin", start, end)
+            XCTAssertNil(sink.result(), "\(start)-\(end)")
+            XCTAssertEqual(sink.body, Array(data[Int(start)..<Int(end)]))
+            XCTAssertEqual(sink.heads.count, 1)
+        }
+        XCTAssertEqual(origin.requests.count, 3, "each range asked once: the garbage is read at once, before a request goes out")
+        XCTAssertEqual(Set(origin.requests.map(\.connection)).count, 3, "each on a new connection")
+    }
+
     func testAResponseHeaderOverCurlsLimitSaysSo() {
         origin.setResponse("/big-header", status: 200, headers: [("X-Padding", String(repeating: "a", count: 200_000))],
                            body: Array("hello".utf8))

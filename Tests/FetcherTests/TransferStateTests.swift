@@ -29,6 +29,20 @@ final class TransferStateTests: XCTestCase {
         "ETag: \"v1\"", "Last-Modified: Mon, 01 Jan 2024 00:00:00 GMT", "Accept-Ranges: bytes",
     ]
 
+    func testAStaleKeptConnectionIsRetriedAtOnceOnANewOneAFewTimesWithoutCountingAsAFailure() {
+        var s = TransferState(request: FetchRequest(url: url, start: 100, end: 200), policy: policy)
+        _ = s.beginAttempt()
+        XCTAssertFalse(s.wantsFreshConnection)
+        XCTAssertEqual(s.attemptEnded(.staleConnection(message: "Received HTTP/0.9 when not allowed")), .retry(after: 0))
+        XCTAssertTrue(s.wantsFreshConnection, "the pool may hold more connections with the origin's stray bytes")
+        XCTAssertEqual(s.failures, 0)
+        _ = s.beginAttempt()
+        XCTAssertEqual(s.attemptEnded(.staleConnection(message: "again")), .retry(after: 0))
+        _ = s.beginAttempt()
+        XCTAssertEqual(s.attemptEnded(.staleConnection(message: "and again")),
+                       .finish(.network(url: url, message: "and again")), "a new connection cannot be stale: something else is wrong")
+    }
+
     func testOnlyTheLastHeaderBlockCounts() {
         var parser = ResponseHeaderParser()
         let redirect = ["HTTP/1.1 302 Found\r\n", "Location: /b\r\n", "\r\n"].compactMap { parser.feed($0) }.first

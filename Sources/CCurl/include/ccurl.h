@@ -33,6 +33,7 @@ CURLcode ccurl_easy_setopt_opensocket_function(CURL *easy, ccurl_opensocket_call
 CURLcode ccurl_easy_setopt_prereq_function(CURL *easy, ccurl_prereq_callback callback);
 
 CURLcode ccurl_easy_getinfo_string(CURL *easy, CURLINFO info, const char **value);
+CURLcode ccurl_easy_getinfo_long(CURL *easy, CURLINFO info, long *value);
 
 CURLMcode ccurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value);
 
