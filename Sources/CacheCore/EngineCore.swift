@@ -627,10 +627,22 @@ final class EngineCore: Sendable {
     /// those past it with `.timeout` and drops those answered meanwhile.
     let waitingOpens = LockedValue<[(deadline: Double, url: String, answer: AnswerOnce<Result<EntryInfo, CacheError>>)]>([])
 
+    /// URLs whose every open timed out, each with the time its transfer is stopped if no open
+    /// comes for it meanwhile (`expireOpens`).
+    let abandonedOpens = LockedValue<[String: Double]>([:])
+
+    /// How long a transfer whose opens all timed out goes on without anyone waiting. An open
+    /// waits for the end of a body without a length, so a slow one (a generated file) fails
+    /// its first open while its download goes on, and an open again within this time finds it
+    /// done or nearer; an endless one (a radio station) is stopped, instead of downloading up
+    /// to half the cache's capacity for nobody.
+    static let abandonedTransferGrace: Double = 60
+
     /// Fails opens past their deadline (`waitingOpens`); their answers are submitted to `pool`.
+    /// A URL left with no open waiting has its transfer without a length stopped
+    /// `abandonedTransferGrace` later, unless an open for it comes meanwhile.
     func expireOpens(now: Double = Date().timeIntervalSince1970) {
-        let late: [(url: String, answer: AnswerOnce<Result<EntryInfo, CacheError>>)] = waitingOpens.withLock { opens in
-            guard !opens.isEmpty else { return [] }
+        let (late, stop): ([(url: String, answer: AnswerOnce<Result<EntryInfo, CacheError>>)], [String]) = waitingOpens.withLock { opens in
             var late: [(url: String, answer: AnswerOnce<Result<EntryInfo, CacheError>>)] = []
             opens.removeAll { open in
                 if open.answer.isAnswered { return true }
@@ -638,12 +650,42 @@ final class EngineCore: Sendable {
                 late.append((open.url, open.answer))
                 return true
             }
-            return late
+            // Under the same lock as the opens: an open registered meanwhile is seen here.
+            return abandonedOpens.withLock { abandoned in
+                guard !late.isEmpty || !abandoned.isEmpty else { return (late, []) }
+                let waiting = Set(opens.map(\.url))
+                for open in late where !waiting.contains(open.url) && abandoned[open.url] == nil {
+                    abandoned[open.url] = now + Self.abandonedTransferGrace
+                }
+                var stop: [String] = []
+                for (url, at) in abandoned where waiting.contains(url) || at <= now {
+                    abandoned[url] = nil
+                    if !waiting.contains(url) { stop.append(url) }
+                }
+                return (late, stop)
+            }
         }
         for (url, answer) in late {
             logger.warning("open timed out", metadata: ["url": "\(DisplayURL.redacted(url))"])
             pool.submit { answer.fire(.failure(.timeout(url: url))) }
         }
+        for url in stop { stopTransfersWithoutLength(url: url) }
+    }
+
+    /// Cancels the transfers of `url`'s entry while its length is unknown: no open was answered
+    /// (an open waits for the end of such a body), so no reader reads it and nobody waits.
+    func stopTransfersWithoutLength(url: String) {
+        guard let key = try? configuration.keyRules.key(for: url) else { return }
+        let ids: [Int] = shard(for: key).locked { entries in
+            guard let entry = entries[key], entry.info.length == nil else { return [] }
+            return Array(entry.inflight.fetches.keys)
+        }
+        let running = ids.compactMap { handles.existing($0) }
+        guard !running.isEmpty else { return }
+        logger.warning("stopped a download without a length that nobody waits for", metadata: [
+            "url": "\(DisplayURL.redacted(url))", "after": "\(Int(Self.abandonedTransferGrace))s without an open",
+        ])
+        running.forEach { $0.cancel() }
     }
 
     /// Fails reads that waited longer than `readTimeout`, and remembers them for a moment: the
