@@ -89,18 +89,35 @@ extension FileSystemCore {
         refreshListing(dirIno: dirIno) { _ in }
     }
 
+    /// What `refreshListing` found under the lock.
+    private enum ListingRefreshStart {
+        /// No listing to fetch: the directory has none, or it is fresh by now.
+        case answered
+        /// A fetch is under way: the caller waits for it.
+        case joined
+        case fetch(UInt64, url: String)
+    }
+
     /// Fetches the listing of an index directory (one fetch at a time per directory; callers
     /// that arrive meanwhile wait for it). On failure a previous listing stays in use.
+    ///
+    /// A listing that is fresh by now is answered at once, with no fetch. `opendir` and `lookup`
+    /// judge its age on the FUSE thread before they call, and a refresh may end on an engine
+    /// thread in between: fetching again would ignore what that refresh settled (a success's TTL,
+    /// a failure's `listingRetryDelay`). The flaky no-storm test counted that extra request: a look
+    /// that found the listing stale just before the failed refresh landed asked the origin that is
+    /// down again at once.
     func refreshListing(dirIno: UInt64, completion: @escaping @Sendable (CacheError?) -> Void) {
-        let start: (fetch: UInt64, url: String)? = state.withLock { s in
-            guard let node = s.table.node(dirIno), let idx = node.directory?.index else { return nil }
+        let start: ListingRefreshStart = state.withLock { s in
+            guard let node = s.table.node(dirIno), let idx = node.directory?.index else { return .answered }
+            if !idx.fetching, isFresh(idx) { return .answered }
             idx.waiters.append(completion)
-            if idx.fetching { return nil }
+            if idx.fetching { return .joined }
             idx.fetching = true
-            return (s.beginListingFetch(node, idx), idx.url)
+            return .fetch(s.beginListingFetch(node, idx), url: idx.url)
         }
-        guard let (fetch, url) = start else {
-            if state.withLock({ $0.table.node(dirIno)?.directory?.index == nil }) { completion(nil) }
+        guard case let .fetch(fetch, url) = start else {
+            if case .answered = start { completion(nil) }
             return
         }
         // The read timeout holds for the listing as a whole: an origin trickling it (one byte a
