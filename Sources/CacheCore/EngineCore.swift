@@ -627,9 +627,11 @@ final class EngineCore: Sendable {
     /// those past it with `.timeout` and drops those answered meanwhile.
     let waitingOpens = LockedValue<[(deadline: Double, url: String, answer: AnswerOnce<Result<EntryInfo, CacheError>>)]>([])
 
-    /// URLs whose every open timed out, each with the time its transfer is stopped if no open
-    /// comes for it meanwhile (`expireOpens`).
-    let abandonedOpens = LockedValue<[String: Double]>([:])
+    /// Entries whose every open timed out, each with the URL last asked and the time its
+    /// transfer is stopped if no open comes for it meanwhile (`expireOpens`). By key, not URL: an
+    /// open of another URL of the same file (a rotating token left out with `--ignore-query`)
+    /// waits on the same transfer.
+    let abandonedOpens = LockedValue<[CacheKey: (url: String, at: Double)]>([:])
 
     /// How long a transfer whose opens all timed out goes on without anyone waiting. An open
     /// waits for the end of a body without a length, so a slow one (a generated file) fails
@@ -653,14 +655,16 @@ final class EngineCore: Sendable {
             // Under the same lock as the opens: an open registered meanwhile is seen here.
             return abandonedOpens.withLock { abandoned in
                 guard !late.isEmpty || !abandoned.isEmpty else { return (late, []) }
-                let waiting = Set(opens.map(\.url))
-                for open in late where !waiting.contains(open.url) && abandoned[open.url] == nil {
-                    abandoned[open.url] = now + Self.abandonedTransferGrace
+                let key = { (url: String) in try? self.recentKeys.value(for: url) { try self.configuration.keyRules.key(for: $0) } }
+                let waiting = Set(opens.compactMap { key($0.url) })
+                for open in late {
+                    guard let k = key(open.url), !waiting.contains(k), abandoned[k] == nil else { continue }
+                    abandoned[k] = (open.url, now + Self.abandonedTransferGrace)
                 }
                 var stop: [String] = []
-                for (url, at) in abandoned where waiting.contains(url) || at <= now {
-                    abandoned[url] = nil
-                    if !waiting.contains(url) { stop.append(url) }
+                for (k, a) in abandoned where waiting.contains(k) || a.at <= now {
+                    abandoned[k] = nil
+                    if !waiting.contains(k) { stop.append(a.url) }
                 }
                 return (late, stop)
             }
