@@ -160,6 +160,15 @@ extension FileStatus {
 }
 
 extension CacheEngine {
+    /// The bytes `f` is still to bring (to `Int64.max`: to the end of the file), or nil. A
+    /// transfer's position can pass the end it asked for: an origin that ignores Range answers
+    /// with the whole file from byte 0, and the transfer reads on through it (such a position
+    /// once made `position..<end` trap, ending the daemon, its mount and its proxy).
+    static func stillToCome(_ f: FetchInFlight) -> Range<Int64>? {
+        let end = f.end ?? Int64.max
+        return f.position < end ? f.position..<end : nil
+    }
+
     /// The status document as of now.
     /// - Parameters:
     ///   - version: the program's version.
@@ -170,8 +179,8 @@ extension CacheEngine {
         let fetches = tracker.inFlight(now: now)
         var fetching: [CacheKey: RangeSet] = [:]
         for f in fetches {
-            guard let key = try? key(for: f.url) else { continue }
-            fetching[key, default: RangeSet()].insert(f.position..<(f.end ?? Int64.max))
+            guard let rest = Self.stillToCome(f), let key = try? key(for: f.url) else { continue }
+            fetching[key, default: RangeSet()].insert(rest)
         }
         let files = list.map { s -> FileStatus in
             let place = FileStatus.placement(url: s.info.url, contentType: s.info.contentType)

@@ -77,6 +77,33 @@ final class CacheMetricsTests: XCTestCase {
         XCTAssertEqual(cache.metrics.totals.originBytes - before, fetched)
     }
 
+    /// An origin that ignores Range answers a read at 2 MiB with the whole file from byte 0: the
+    /// transfer's position passes the end it asked for before it ends. The status document still
+    /// draws (it once trapped on `position..<end`, and the daemon, its mount and proxy ended
+    /// with it whenever the status page, `status.json` or `httpcachefs status` asked).
+    func testTheDocumentDrawsATransferPastItsAskedEnd() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { cache.shutdown() }
+        let info = try XCTUnwrap(try open(cache, source).get())
+        let reader = cache.makeReader(for: info)
+        defer { reader.close() }
+        let start = 2 << 20
+        reader.read(offset: Int64(start), length: 64 << 10) { _ in }
+        let t = try XCTUnwrap(source.transfers.last)
+        let end = Int(try XCTUnwrap(t.request.end))
+        XCTAssertGreaterThan(t.request.start, 0)
+        _ = t.sink.fetchDidReceiveHead(ResponseHead(status: 200, finalURL: url, bodyStart: 0, totalLength: length,
+                                                    etag: "\"a\"", acceptsRanges: false))
+        _ = t.send(data[0..<(end + 1000)])
+        let inFlight = try XCTUnwrap(cache.tracker.inFlight().first)
+        XCTAssertGreaterThan(inFlight.position, Int64(end), "the transfer ran past its end")
+        let document = cache.statusDocument(version: "test", showDirectory: false)
+        XCTAssertEqual(document.fetches.count, 1)
+        XCTAssertEqual(document.files.first?.fetchingRanges, [])
+        t.finish()
+    }
+
     func testCountsDocumentAndMetricsTextAfterAScriptedSequenceOfReads() throws {
         let source = GatedSource()
         let cache = try engine(source)
