@@ -207,7 +207,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
             plan = p
             source = .memory(bytes)
         }
-        let head = responseHead(status: plan.status, headers: plan.headers, body: plan.body)
+        let head = responseHead(status: plan.status, headers: plan.headers + Self.originContentHeaders, body: plan.body)
         let body: ResponseBody = isHead ? .parts([]) : plan.body
         let id = connection.request.id
         let stream = ResponseStream(context: context, head: head, body: body, source: source) { [weak self] outcome in
@@ -217,6 +217,17 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
         self.stream = stream
         stream.start()
     }
+
+    /// Sent with every body that came from an origin. The proxy serves every origin under its
+    /// own origin (`http://127.0.0.1:8718`), the status page's and `status.json`'s: an HTML or
+    /// SVG file a hostile origin serves, opened in a browser through the proxy, would otherwise
+    /// run its script there and read `status.json` (every cached URL of every origin, their
+    /// query tokens included). `sandbox` runs no script, submits no form and opens no popup in
+    /// such a document; `allow-same-origin` keeps its origin, since Chromium's page for a video
+    /// opened on its own loads the video with CORS, which an opaque origin would fail (no
+    /// `Access-Control-Allow-Origin`). Media elements, players and `fetch` of playlists (hls.js)
+    /// ignore the header.
+    static let originContentHeaders: [(String, String)] = [("Content-Security-Policy", "sandbox allow-same-origin")]
 
     /// The engine's status document, with each file's proxy URL (carrying the token only when
     /// the request did) and the cache directory for clients on this machine only; URL

@@ -56,6 +56,30 @@ final class ProxySecurityTests: XCTestCase {
         XCTAssertEqual(try RawHTTP.parse(garbage).status, 400)
     }
 
+    /// An origin's HTML (or SVG) opened in a browser through the proxy shares the proxy's origin
+    /// with the status page: sandboxed (no script; its origin kept, so a video opened on its own
+    /// still loads), its script cannot run there and read `status.json`.
+    func testOriginContentIsSandboxedAwayFromTheStatusPagesOrigin() throws {
+        let h = try ProxyHarness()
+        defer { h.shutdown() }
+        let page = Array("<script>fetch('/.httpcachefs/status.json')</script>".utf8)
+        h.origin.setFile("/evil.html", data: page, contentType: "text/html")
+        h.origin.setFile("/a.mp4", data: testBytes(1000), contentType: "video/mp4")
+        h.origin.setFile("/v.m3u8", data: Array("#EXTM3U\n#EXTINF:4,\na.mp4\n#EXT-X-ENDLIST\n".utf8),
+                         contentType: "application/vnd.apple.mpegurl")
+        for (path, headers) in [("/evil.html", []), ("/evil.html", [("Range", "bytes=0-3")]),
+                                ("/a.mp4", []), ("/v.m3u8", [])] as [(String, [(String, String)])] {
+            let response = try h.get(h.path(path), headers)
+            XCTAssertTrue([200, 206].contains(response.status), "\(path): \(response.status)")
+            XCTAssertEqual(response.header("Content-Security-Policy"), "sandbox allow-same-origin", path)
+        }
+        XCTAssertEqual(try h.get(h.path("/evil.html"), method: "HEAD").header("Content-Security-Policy"), "sandbox allow-same-origin")
+        // The status page keeps its own policy, which lets its script run.
+        let status = try h.get("/.httpcachefs/")
+        XCTAssertEqual(status.status, 200)
+        XCTAssertTrue(status.header("Content-Security-Policy")?.contains("script-src 'unsafe-inline'") == true)
+    }
+
     /// RFC 9112 §3.2: an HTTP/1.1 request needs exactly one Host line; the rebinding check cannot
     /// judge a request without one, or read two.
     func testAnHTTP11RequestWithoutOneHostLineIsRefused() throws {
