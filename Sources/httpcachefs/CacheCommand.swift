@@ -167,8 +167,13 @@ extension CacheCommand {
         /// The file as `width` cells from start to end: `#` all cached, `+` partly, `.` not at all.
         static func coverageMap(_ ranges: [Range<Int64>], length: Int64, width: Int = 64) -> String {
             guard length > 0 else { return "(empty file)" }
+            // `length * cell / width` in full width: an origin may claim up to 2^62 bytes, and that
+            // times a cell number passes Int64 (the map trapped for any length past 128 PiB).
+            func boundary(_ cell: Int) -> Int64 {
+                Int64(width).dividingFullWidth(length.multipliedFullWidth(by: Int64(cell))).quotient
+            }
             let cells = (0..<width).map { cell -> Character in
-                let lo = length * Int64(cell) / Int64(width), hi = max(lo + 1, length * Int64(cell + 1) / Int64(width))
+                let lo = boundary(cell), hi = max(lo + 1, boundary(cell + 1))
                 let cached = ranges.reduce(Int64(0)) { $0 + max(0, min($1.upperBound, hi) - max($1.lowerBound, lo)) }
                 return cached >= hi - lo ? "#" : cached > 0 ? "+" : "."
             }

@@ -176,6 +176,19 @@ final class CLITests: XCTestCase {
         XCTAssertTrue(try run(["cache", "ls"]).text.hasPrefix("no cached files"))
     }
 
+    /// An origin may claim any length up to 2^62 bytes: `cache info` draws the coverage map of
+    /// such a file (it once multiplied the length by a cell's number and trapped past 128 PiB).
+    func testCacheInfoDrawsTheMapOfAFileClaimingTheLargestLength() throws {
+        let largest = Int64(1) << 62
+        origin.setLengthClaim("/huge.bin", .contentRangeTotal(String(largest)))
+        let cat = try run(["cat", origin.url("/huge.bin"), "--range", "0-9"])
+        XCTAssertEqual(cat.status, 0, cat.stderr)
+        let info = try run(["cache", "info", origin.url("/huge.bin")])
+        XCTAssertEqual(info.status, 0, info.stderr)
+        XCTAssertEqual(field("Length:", in: info.text)?.hasPrefix("\(largest) bytes"), true, info.text)
+        XCTAssertEqual(field("Coverage map:", in: info.text), "[+" + String(repeating: ".", count: 63) + "]", info.text)
+    }
+
     /// What an origin sends is quoted by `cache info` (its ETag and Content-Type) and by error
     /// messages (a Content-Range that does not parse): an ESC or BEL in it used to reach the
     /// terminal as is, so a hostile origin could retitle or clear the user's terminal. Control
