@@ -75,11 +75,15 @@ public final class CacheEngine: Sendable {
     ///     atom's start, a playlist); false for metadata alone (a HEAD request): one byte. The
     ///     same behind a cache tier: leaving the header to the tier saved the origin 0.3% of a
     ///     file but made three cold hosts 1.5x slower (docs/fleet.md, "The open-time check").
+    ///   - unknownLengthLimit: if the body has no length, the most it may bring before the open
+    ///     fails and its transfer stops (a directory listing's cap); nil: the engine's own, half
+    ///     the cache's capacity.
     ///   - answerFreshInline: an entry that is fresh (nothing to ask the origin) is answered on
     ///     the caller's thread, before `open` returns, instead of on an engine thread. For a
     ///     caller that would hop back to its own thread anyway (the proxy's event loop): two
     ///     thread wake-ups fewer per request. The caller must hold no lock the completion takes.
     public func open(url: String, maxAge: TimeInterval? = nil, takeFirstBytes: Bool = true, answerFreshInline: Bool = false,
+                     unknownLengthLimit: Int64? = nil,
                      completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let metrics = metrics
         let answer = AnswerOnce { (result: Result<EntryInfo, CacheError>) in
@@ -90,7 +94,7 @@ public final class CacheEngine: Sendable {
             completion(result)
         }
         core.open(url: url, maxAge: maxAge ?? core.configuration.revalidateAfter, takeFirstBytes: takeFirstBytes,
-                  answerFreshInline: answerFreshInline) { answer.fire($0) }
+                  answerFreshInline: answerFreshInline, unknownLengthLimit: unknownLengthLimit) { answer.fire($0) }
         // An open waits at most the read timeout, as a read does. Its probe's own timeouts end
         // an origin that does not answer or stalls, but not one that answers without a length
         // and never ends its body (an endless stream): the open would wait for that end, and a

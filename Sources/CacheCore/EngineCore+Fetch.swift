@@ -355,11 +355,11 @@ final class EntrySink: FetchSink {
         var queued: [PendingBytes.Chunk] = []
         var answers: [@Sendable () -> Void] = []
         let now = Date().timeIntervalSince1970
-        var endless = false
+        var endless: Int64?
         let progress: InFlightTable.Progress? = shard.locked { entries in
             guard let entry = entries[self.entry], entry.inflight.fetches[fetchID] != nil, entry.isCurrent(generation) else { return nil }
-            if entry.info.length == nil, range.upperBound > core.unknownLengthLimit {
-                endless = true
+            if entry.info.length == nil, range.upperBound > entry.unknownLengthLimit ?? core.unknownLengthLimit {
+                endless = entry.unknownLengthLimit ?? core.unknownLengthLimit
                 return nil
             }
             // Which bytes are new? (They may be on disk or pending through another fetch.)
@@ -394,9 +394,10 @@ final class EntrySink: FetchSink {
             answers = core.wakeWaiters(entry, shard: shard, now: now, inline: true)
             return entry.inflight.advance(fetchID, to: range.upperBound, now: now)
         }
-        if endless {
-            t.failure = .badResponse(url: url, message: "no length, and still no end after \(core.unknownLengthLimit) bytes "
-                + "(half the cache's capacity): an endless stream, not a file")
+        if let limit = endless {
+            t.failure = .badResponse(url: url, message: limit == core.unknownLengthLimit
+                ? "no length, and still no end after \(limit) bytes (half the cache's capacity): an endless stream, not a file"
+                : "no length, and still no end after \(limit) bytes, the most its reader takes")
             return .stop
         }
         answers.forEach { $0() }

@@ -272,7 +272,7 @@ final class EngineCore: Sendable {
     /// `answerFreshInline`, else as a job of `pool`); unknown or stale ones start a probe (a
     /// small ranged GET whose head carries the validators and whose bytes are cached).
     func open(url: String, maxAge: TimeInterval, takeFirstBytes: Bool = true, answerFreshInline: Bool = false,
-              completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
+              unknownLengthLimit: Int64? = nil, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let key: CacheKey
         do { key = try recentKeys.value(for: url) { try configuration.keyRules.key(for: $0) } } catch {
             let e = error as? CacheError ?? .invalidURL(url, reason: "\(error)")
@@ -298,6 +298,7 @@ final class EngineCore: Sendable {
                 entry = EntryState(id: -1, info: info, lastAccess: now.timeIntervalSince1970)
                 entries.add(entry)
             }
+            if let limit = unknownLengthLimit { entry.unknownLengthLimit = min(limit, entry.unknownLengthLimit ?? limit) }
             var fresh = maxAge > 0 && entry.info.length != nil && now.timeIntervalSince(entry.info.validatedAt) < maxAge
             if !fresh, originDown, entry.isPersisted, entry.info.length != nil {
                 // Offline: the origin cannot be asked; what the cache holds is served as it is.

@@ -40,6 +40,10 @@ final class EntryState {
     var misses: Int64 = 0
     var bytesFromCache: Int64 = 0
     var bytesFromOrigin: Int64 = 0
+    /// The most a body without a length may bring before it fails, when an open asked for less
+    /// than the engine's own limit (`EngineCore.unknownLengthLimit`): a directory listing is
+    /// capped at 64 MiB, and an endless one is stopped there, not at half the cache's capacity.
+    var unknownLengthLimit: Int64?
     /// Bytes that arrived while no read waited for them (read-ahead), not read since: what a
     /// read takes from here counts as read-ahead that was read (`CacheMetrics`).
     var unreadAhead = RangeSet()

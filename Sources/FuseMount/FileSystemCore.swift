@@ -94,8 +94,8 @@ final class FileSystemCore: Sendable {
     let logger: Logger
     let now: @Sendable () -> Date
     let mountTime: Date
-    /// Listings larger than this are refused (someone pointed --index at a video).
-    static let listingLimit = 64 << 20
+    /// Listings larger than this are refused (`ListingFetch.limit`).
+    static let listingLimit = ListingFetch.limit
     /// After a failed refresh, a stale listing is served this long before trying again.
     static let listingRetryDelay: TimeInterval = 30
 

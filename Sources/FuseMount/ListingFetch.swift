@@ -18,6 +18,10 @@ import Logging
 /// WebDAV listing is answered from the cache while fresh, asked again when older, and served as
 /// it is while the origin is down (`CacheEngine.fetchDocument`).
 public enum ListingFetch {
+    /// Listings larger than this are refused (someone pointed --index at a video); one without
+    /// a length is stopped there.
+    public static let limit = 64 << 20
+
     /// What a listing came from.
     public enum Kind: Sendable, Equatable { case page, webDAV }
 

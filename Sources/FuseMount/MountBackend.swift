@@ -15,6 +15,10 @@ public protocol MountBackend: AnyObject, ListingTransport {
     func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void)
     /// Metadata, revalidated when older than `maxAge` (a listing with its own TTL).
     func open(url: String, maxAge: TimeInterval, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void)
+    /// The same, for a body read whole up to `limit` bytes (a listing): one without a length
+    /// fails, and its download stops, once it passes `limit`.
+    func open(url: String, maxAge: TimeInterval, limit: Int,
+              completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void)
     /// The whole body of a small resource (directory listings), at most `limit` bytes, revalidated
     /// when older than `maxAge`.
     func fetchWhole(url: String, limit: Int, maxAge: TimeInterval,
@@ -67,6 +71,12 @@ extension MountBackend {
         open(url: url, completion: completion)
     }
 
+    /// Default: backends without downloads of their own (test fakes) have nothing to stop.
+    public func open(url: String, maxAge: TimeInterval, limit: Int,
+                     completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
+        open(url: url, maxAge: maxAge, completion: completion)
+    }
+
     /// Default: an ordinary open.
     public func lookUp(url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         open(url: url, completion: completion)
@@ -93,7 +103,7 @@ extension MountBackend {
     /// cached and revalidated like any other entry.
     public func fetchWhole(url: String, limit: Int, maxAge: TimeInterval,
                            completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
-        open(url: url, maxAge: maxAge) { result in
+        open(url: url, maxAge: maxAge, limit: limit) { result in
             switch result {
             case let .failure(error): completion(.failure(error))
             case let .success(info):
@@ -122,6 +132,10 @@ public final class EngineBackend: MountBackend {
     public func open(url: String, maxAge: TimeInterval,
                      completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         engine.open(url: url, maxAge: maxAge, completion: completion)
+    }
+    public func open(url: String, maxAge: TimeInterval, limit: Int,
+                     completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
+        engine.open(url: url, maxAge: maxAge, unknownLengthLimit: Int64(limit), completion: completion)
     }
     /// A one-byte probe instead of the usual 256 KiB: `ls -la` of a large listing without sizes
     /// must not download the start of every file.

@@ -116,14 +116,14 @@ struct MountCheck {
         let ttl = listingTTL
         let backend = EngineBackend(engine: engine)
         let logger = Logger(label: "httpcachefs.listing")
-        engine.open(url: url, maxAge: 0) { [engine] result in
+        engine.open(url: url, maxAge: 0, unknownLengthLimit: Int64(ListingFetch.limit)) { [engine] result in
             switch result {
             case let .failure(error):
                 let kept = engine.hasKeptDocument(WebDAVListing.request(url: url))
                 guard ListingFetch.mayBeWebDAV(.failure(error)) || (kept && Self.isOriginAway(error)) else {
                     return completion(.failure(error))
                 }
-                ListingFetch.propfind(url: url, through: backend, limit: 64 << 20, maxAge: 0, logger: logger) { listed in
+                ListingFetch.propfind(url: url, through: backend, limit: ListingFetch.limit, maxAge: 0, logger: logger) { listed in
                     // The GET's error says more than the PROPFIND's when neither lists. A kept
                     // answer served for an origin that is away is a warning, as a cached GET's is.
                     if case .success = listed, Self.isOriginAway(error) {
@@ -135,7 +135,7 @@ struct MountCheck {
                 if let type = info.contentType?.lowercased(), !Self.mayBeListing(type) {
                     return completion(.failure(.badResponse(url: url, message: "not a listing (\(type))")))
                 }
-                ListingFetch.fetch(url: url, through: backend, limit: 64 << 20, maxAge: ttl,
+                ListingFetch.fetch(url: url, through: backend, limit: ListingFetch.limit, maxAge: ttl,
                                    webDAVFirst: false, logger: logger) { listed in
                     completion(listed.map { _ in info }.mapError { error in
                         if case .badResponse = error { return .badResponse(url: url, message: "not a listing") }

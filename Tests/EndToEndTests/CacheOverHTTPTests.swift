@@ -271,6 +271,23 @@ final class CacheOverHTTPTests: XCTestCase {
         XCTAssertTrue(again == expected(40, 0..<(2 << 20)))
     }
 
+    /// An open that reads its body whole up to a limit (a directory listing: 64 MiB) stops an
+    /// endless body there, not at half the cache's capacity: the helper's endless `--index`
+    /// listing went on to 1.5 GB while every `ls` failed.
+    func testAnEndlessBodyOpenedWithALimitStopsAtThatLimit() throws {
+        origin.setGeneratedFile("/endless-listing/", length: 1 << 40, seed: 43)
+        origin.setFaults("/endless-listing/", Faults(ignoreRange: true, noAcceptRanges: true, noContentLength: true))
+        let cache = try makeCache(capacity: 1 << 30)
+        defer { cache.shutdown() }
+        let answered = expectation(description: "open")
+        let box = Locked<Result<EntryInfo, CacheError>?>(nil)
+        cache.open(url: origin.url("/endless-listing/"), maxAge: 0, unknownLengthLimit: 1 << 20) { box.value = $0; answered.fulfill() }
+        wait(for: [answered], timeout: 30)
+        guard case let .failure(error)? = box.value else { return XCTFail("an endless body opened: \(String(describing: box.value))") }
+        XCTAssertTrue("\(error)".contains("no end after 1048576 bytes, the most its reader takes"), "\(error)")
+        XCTAssertLessThanOrEqual(cache.status(url: origin.url("/endless-listing/"))?.cachedBytes ?? 0, 1 << 20)
+    }
+
     /// The same origin trickling: the body never reaches the limit soon, and libcurl sees
     /// progress, so nothing ended the open; a `stat` in the mount hung in the kernel. An open
     /// now waits at most the read timeout, as a read does.
