@@ -45,7 +45,7 @@ public enum HLSPlaylist {
     ///
     /// A byte order mark before `#EXTM3U` is kept, and the line stays the header it is.
     public static func rewrite(_ text: String, playlistURL: String, transform: (String) -> String) -> String {
-        let base = URL(string: playlistURL)
+        let base = ReferenceBase(playlistURL)
         var out = ""
         out.reserveCapacity(text.utf8.count + text.utf8.count / 2)
         let (bom, body) = splitByteOrderMark(text)
@@ -81,7 +81,7 @@ public enum HLSPlaylist {
         return result
     }
 
-    private static func rewriteLine(_ line: Substring, base: URL?, transform: (String) -> String) -> String {
+    private static func rewriteLine(_ line: Substring, base: ReferenceBase, transform: (String) -> String) -> String {
         let trimmed = line.trimmingOWS()
         if trimmed.isEmpty { return String(line) }
         if trimmed.hasPrefix("#") {
@@ -91,7 +91,7 @@ public enum HLSPlaylist {
             }
             return "#\(tag):\(rewritten)"
         }
-        guard let absolute = resolve(String(trimmed), base: base) else { return String(line) }
+        guard let absolute = base.resolve(String(trimmed)) else { return String(line) }
         return transform(absolute)
     }
 
@@ -102,12 +102,12 @@ public enum HLSPlaylist {
     }
 
     /// Replaces the value of the `URI` attribute, if there is one and it resolves to http(s).
-    private static func rewriteURIAttribute(_ attributes: Substring, base: URL?, transform: (String) -> String) -> String? {
+    private static func rewriteURIAttribute(_ attributes: Substring, base: ReferenceBase, transform: (String) -> String) -> String? {
         var result = ""
         var changed = false
         for attr in attributeList(attributes) {
             if !result.isEmpty { result += "," }
-            if attr.name == "URI", let value = attr.uriValue, let absolute = resolve(value, base: base) {
+            if attr.name == "URI", let value = attr.uriValue, let absolute = base.resolve(value) {
                 result += "URI=\"\(transform(absolute))\""
                 changed = true
             } else {
@@ -168,11 +168,6 @@ public enum HLSPlaylist {
 
     /// Resolves a reference (relative, root-relative or absolute) against the playlist URL;
     /// nil unless the result is http(s).
-    static func resolve(_ reference: String, base: URL?) -> String? {
-        guard let url = URL(string: reference, relativeTo: base)?.absoluteURL,
-              let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else { return nil }
-        return url.absoluteString
-    }
 
     /// The `URI` attribute's reference (the last one, as in `attributes`).
     static func uri(_ s: Substring) -> String? {
@@ -239,7 +234,7 @@ public struct HLSPlaylistInfo: Sendable, Equatable {
     /// against `playlistURL` (the final URL after redirects). Lines are split and a byte order
     /// mark is skipped exactly as `HLSPlaylist.rewrite` does, so both see the same references.
     public init(parsing text: String, playlistURL: String) {
-        let base = URL(string: playlistURL)
+        let base = ReferenceBase(playlistURL)
         var pendingVariant: [String: String]?
         var seen = Set<String>()
         func addResource(_ url: String) {
@@ -262,17 +257,17 @@ public struct HLSPlaylistInfo: Sendable, Equatable {
                     pendingVariant = HLSPlaylist.attributes(attrText)
                 case "EXT-X-MEDIA":
                     let a = HLSPlaylist.attributes(attrText)
-                    if let uri = HLSPlaylist.uri(attrText), let url = HLSPlaylist.resolve(uri, base: base) {
+                    if let uri = HLSPlaylist.uri(attrText), let url = base.resolve(uri) {
                         renditions.append(Rendition(url: url, type: a["TYPE"] ?? "", groupID: a["GROUP-ID"] ?? ""))
                     }
                 case "EXT-X-KEY", "EXT-X-MAP":
-                    if let uri = HLSPlaylist.uri(attrText), let url = HLSPlaylist.resolve(uri, base: base) { addResource(url) }
+                    if let uri = HLSPlaylist.uri(attrText), let url = base.resolve(uri) { addResource(url) }
                 default:
                     continue
                 }
                 continue
             }
-            guard let url = HLSPlaylist.resolve(String(line), base: base) else { continue }
+            guard let url = base.resolve(String(line)) else { continue }
             if let attrs = pendingVariant {
                 variants.append(Variant(url: url, bandwidth: attrs["BANDWIDTH"].flatMap { Int($0) },
                                         audioGroup: attrs["AUDIO"], videoGroup: attrs["VIDEO"],
