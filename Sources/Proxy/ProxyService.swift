@@ -12,6 +12,8 @@ final class ProxyService: Sendable {
     let configuration: ProxyConfiguration
     let router: ProxyRouter
     let loader: PlaylistLoader
+    /// Playlist rewrites under way at once (`AsyncGate`).
+    let rewrites = AsyncGate(limit: 2)
     let logger: Logger
     /// The `/metrics` text, from whoever owns the metrics backend; nil when there is none.
     let metricsText: (@Sendable () -> String)?
@@ -88,12 +90,13 @@ final class ProxyService: Sendable {
             // Sniffed and not a playlist: an ordinary small file.
             return .entry(loaded.entry, plan(entry: loaded.entry, conditions))
         }
-        let text = String(decoding: loaded.bytes, as: UTF8.self)
         let token = configuration.token
-        let rewritten = HLSPlaylist.rewrite(text, playlistURL: loaded.entry.finalURL) {
-            ProxyURL.make(original: $0, base: "", token: token)
+        let body = await rewrites.run { [bytes = loaded.bytes, finalURL = loaded.entry.finalURL] in
+            let rewritten = HLSPlaylist.rewrite(String(decoding: bytes, as: UTF8.self), playlistURL: finalURL) {
+                ProxyURL.make(original: $0, base: "", token: token)
+            }
+            return Array(rewritten.utf8)
         }
-        let body = Array(rewritten.utf8)
         let contentType = HLSPlaylist.isPlaylistContentType(loaded.entry.contentType)
             ? loaded.entry.contentType! : "application/vnd.apple.mpegurl"
         // The rewritten body is not the origin's: its validators would lie, so none are sent.
