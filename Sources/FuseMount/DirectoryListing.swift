@@ -159,6 +159,10 @@ public enum DirectoryListing {
         /// A C0 control character or DEL (CR and LF included): legal in a Linux name, but it would
         /// break every `ls`, script and log line that shows it.
         case controlCharacter
+        /// A character that reorders the text around it (U+202A–U+202E, U+2066–U+2069, the marks
+        /// U+200E, U+200F, U+061C): `‮4pm.exe` would show in `ls` and on the status page as
+        /// something it is not ("Trojan Source" names).
+        case bidiControl
         /// Longer than `PathName.maxComponentBytes` in UTF-8: the kernel refuses such names.
         case tooLong
     }
@@ -167,8 +171,16 @@ public enum DirectoryListing {
     static func rejection(of name: String) -> Rejection? {
         if name.isEmpty || name == "." || name == ".." || name.contains("/") || name.contains("\0") { return .notAName }
         if name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) { return .controlCharacter }
+        if name.unicodeScalars.contains(where: isBidiControl) { return .bidiControl }
         if name.utf8.count > PathName.maxComponentBytes { return .tooLong }
         return nil
+    }
+
+    static func isBidiControl(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x202A...0x202E, 0x2066...0x2069, 0x200E, 0x200F, 0x061C: return true
+        default: return false
+        }
     }
 
     /// True when `name` can be an entry; logs why not when that is news to the user.
@@ -179,6 +191,9 @@ public enum DirectoryListing {
         case .controlCharacter:
             // debugDescription escapes the control characters, so the log line stays one line.
             logger.debug("listing \(base.absoluteString): skipped \(name.debugDescription): a control character in the name")
+            return false
+        case .bidiControl:
+            logger.warning("listing \(base.absoluteString): skipped \(name.unicodeScalars.map { isBidiControl($0) ? "\\u{\(String($0.value, radix: 16))}" : String($0) }.joined()): a character that reorders text, which would make the name read as something else")
             return false
         case .tooLong:
             logger.warning("listing \(base.absoluteString): skipped a name of \(name.utf8.count) bytes (longest allowed: \(PathName.maxComponentBytes)): \(String(name.prefix(64)).debugDescription)…")

@@ -181,6 +181,19 @@ final class DirectoryListingTests: XCTestCase {
         XCTAssertEqual(try parse(json).map(\.name), ["good.mp4"])
     }
 
+    /// A right-to-left override makes `\u{202E}4pm.exe` read as `exe.mp4` in `ls`: such names
+    /// are skipped ("Trojan Source"); other scripts, right-to-left ones included, stay.
+    func testNamesWithCharactersThatReorderTextAreDropped() throws {
+        let html = """
+        <pre><a href="%E2%80%AEgnp.exe.mp4">x</a> <a href="a%E2%81%A6b.mp4">y</a> <a href="lrm%E2%80%8E.mp4">z</a>
+        <a href="%D7%A1%D7%A8%D7%98.mp4">x</a> <a href="caf%C3%A9.mp4">x</a>
+        </pre>
+        """
+        XCTAssertEqual(try parse(html).map(\.name), ["\u{5E1}\u{5E8}\u{5D8}.mp4", "caf\u{E9}.mp4"])
+        let json = #"[{"name":"\u202egnp.exe.mp4","type":"file"},{"name":"ok.mp4","type":"file"}]"#
+        XCTAssertEqual(try parse(json).map(\.name), ["ok.mp4"])
+    }
+
     func testANameTooLongForTheKernelIsSkippedAndTheRestIsListed() throws {
         let long = String(repeating: "x", count: 5000) + ".mp4"
         let html = "<pre><a href=\"\(long)\">\(long)</a>  01-Jan-2024 00:00  5\n<a href=\"ok.mp4\">ok.mp4</a>  01-Jan-2024 00:00  7\n</pre>"
