@@ -24,6 +24,19 @@ final class DirectoryLock: Sendable {
         _ = me.withCString { pwrite(fd, $0, strlen($0), 0) }
     }
 
+    /// Why the lock file at `path` is no longer this one, or nil while it is: the cache
+    /// directory was deleted (`rm -rf` while the daemon runs) or replaced. Files open in it are
+    /// still read, but nothing new can be kept there, and another daemon may start on the path.
+    func displaced() -> String? {
+        var mine = stat()
+        guard fstat(fd, &mine) == 0 else { return nil }
+        if mine.st_nlink == 0 { return "its lock file was deleted" }
+        var there = stat()
+        guard stat(path, &there) == 0 else { return "its lock file is gone (\(String(cString: strerror(errno))))" }
+        if there.st_dev != mine.st_dev || there.st_ino != mine.st_ino { return "another lock file took its place" }
+        return nil
+    }
+
     func release() {
         ftruncate(fd, 0)
         flock(fd, LOCK_UN)

@@ -605,7 +605,26 @@ final class EngineCore: Sendable {
         scrubOne()
         finishEvictions()
         if !index.hasReserve, roomLeft() > 2 * Int64(CacheIndex.reserveSize) { index.makeReserve() }
-        if writeStats { writeReadStats() }
+        if writeStats {
+            writeReadStats()
+            checkDirectory()
+        }
+    }
+
+    /// Set once the cache directory was found deleted or replaced (`checkDirectory`).
+    let directoryLost = ManagedAtomic<Bool>(false)
+
+    /// Says once, as an error, that the cache directory was deleted or replaced under the running
+    /// engine; returns why (nil while it is in place). Every five seconds, from the sweeper.
+    @discardableResult
+    func checkDirectory() -> String? {
+        guard let why = directoryLock.displaced() else { return nil }
+        if !directoryLost.exchange(true, ordering: .relaxed) {
+            logger.error("the cache directory was deleted or replaced while this daemon runs: files already open are still read, but nothing new is kept, and 'httpcachefs status' no longer finds this daemon; stop it and start it again", metadata: [
+                "directory": "\(configuration.directory)", "why": "\(why)",
+            ])
+        }
+        return why
     }
 
     /// Hands the rows of entries read since the last call to the index (batched behind, as every
