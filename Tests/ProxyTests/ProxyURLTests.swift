@@ -1,3 +1,4 @@
+import Foundation
 import XCTest
 @testable import Proxy
 
@@ -10,6 +11,37 @@ final class ProxyURLTests: XCTestCase {
         XCTAssertFalse(url.dropFirst(7).contains("="), "base64url, no padding: \(url)")
         let path = String(url.dropFirst("http://127.0.0.1:8718".count))
         XCTAssertEqual(try ProxyURL.decode(path: path), ProxyTarget(url: original, token: nil))
+    }
+
+    /// The table encoder writes what Foundation's base64, made URL-safe and unpadded, writes.
+    func testTheEncoderAgreesWithFoundationForEveryLength() {
+        var generator = SystemRandomNumberGenerator()
+        for n in 0..<70 {
+            let bytes = (0..<n).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let foundation = Data(bytes).base64EncodedString()
+                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            XCTAssertEqual(Base64URL.encode(bytes), foundation)
+            XCTAssertEqual(Base64URL.decode(Base64URL.encode(bytes)) ?? [], bytes)
+        }
+    }
+
+    /// The last segment read off the bytes is the one `URLComponents` finds, or Foundation is asked.
+    func testThePlainLastSegmentIsFoundationsOne() {
+        func foundation(_ url: String) -> String {
+            guard let c = URLComponents(string: url) else { return "" }
+            let path = c.percentEncodedPath
+            guard !path.hasSuffix("/"), let last = path.split(separator: "/").last else { return "" }
+            return String(last)
+        }
+        let urls = [
+            "http://h/a/b/seg_001.ts", "https://h:8443/a/list.m3u8?token=x/y#f/g", "http://h", "http://h/", "http://h?x=/a",
+            "http://h#a/b", "http://user:pw@h/a/b.ts", "https://h/a//b.ts", "http://h/a/b/", "http://h/a;p=1/b.ts;q",
+            "http://h/%20a.ts", "http://[::1]/a.ts", "http://h/a b.ts", "ftp://h/a.ts", "http://h/caf\u{E9}.ts",
+            "http://h/a/b.ts?", "http://h/a(1).ts",
+        ]
+        for url in urls {
+            XCTAssertEqual(ProxyURL.lastSegment(of: url), foundation(url), url)
+        }
     }
 
     func testTokenPrefix() throws {
