@@ -26,7 +26,7 @@ public enum SettingsTable {
         // MountOwnerOptions: already -o words of their own (MountOwnership reads them there).
         .value("uid", fstab: .fuseWord), .value("gid", fstab: .fuseWord), .value("umask", fstab: .fuseWord),
         // The mount command.
-        .value("url-list"), .list("index"), .value("index-ttl"), .flag("by-url"), .flag("no-proxy"),
+        .value("url-list"), .list("index"), .value("index-ttl"), .value("listing-memory"), .flag("by-url"), .flag("no-proxy"),
         .flag("no-passthrough"), .value("page-cache-fill"), .value("stop-timeout"),
         .flag("foreground", inConfig: false, why: "how the daemon runs is the command's choice (systemd passes it), not the library's"),
     ]

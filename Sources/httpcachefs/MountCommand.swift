@@ -56,6 +56,10 @@ struct MountCommand: AsyncParsableCommand {
             help: ArgumentHelp("How long a directory listing is used before it is fetched again; past it, the listing is served at once and refreshed in the background (default: 1m).", valueName: "duration"))
     var indexTTL: String?
 
+    @Option(name: .customLong("listing-memory"), parsing: .unconditional,
+            help: ArgumentHelp("Memory all --index listings together may take, about 1.2K per entry; a listing past it fails (default: 256M).", valueName: "size"))
+    var listingMemory: String?
+
     @Flag(name: .customLong("by-url"), help: "Resolve any URL under MOUNTPOINT/.url/https/HOST/PATH (a query may end the last name).")
     var byURL = false
 
@@ -90,6 +94,7 @@ struct MountCommand: AsyncParsableCommand {
         var urlList: String?
         var indexes: [String]
         var indexTTL: TimeInterval?
+        var listingMemory = MountOptions.defaultListingBudget
         var byURL: Bool
         var noProxy: Bool
         var noPassthrough: Bool
@@ -108,6 +113,11 @@ struct MountCommand: AsyncParsableCommand {
                          byURL: try flag(byURL, "by-url"), noProxy: try flag(noProxy, "no-proxy"),
                          noPassthrough: try flag(noPassthrough, "no-passthrough"))
         if let v = setting(indexTTL, "index-ttl", in: file) { s.indexTTL = try DurationValue.parse(v.text, option: v.option) }
+        if let v = setting(listingMemory, "listing-memory", in: file) {
+            let size = try ByteSize.parse(v.text, option: v.option)
+            guard size >= 1 << 20 else { throw UsageError("listing memory '\(v.text)' for \(v.option) is too small: at least 1M") }
+            s.listingMemory = size
+        }
         if let v = setting(stopTimeout, "stop-timeout", in: file) { s.stopTimeout = try DurationValue.parse(v.text, option: v.option) }
         if let v = setting(pageCacheFill, "page-cache-fill", in: file) {
             let size = try ByteSize.parse(v.text, option: v.option)
@@ -166,6 +176,7 @@ struct MountCommand: AsyncParsableCommand {
             fuseOptions: owned.fuseOptions)
         mountOptions.passthrough = !settings.noPassthrough
         mountOptions.pageCacheFill = settings.pageCacheFill
+        mountOptions.listingBudget = settings.listingMemory
         owned.ownership.apply(to: &mountOptions)
         // The proxy first: a busy port fails the mount before anything is mounted.
         var server: ProxyServer?

@@ -47,6 +47,14 @@ extension CLITests {
         XCTAssertOneLineError(port, contains: "invalid port '-5' for --proxy-port")
     }
 
+    func testATooSmallListingMemoryIsOneLine() throws {
+        let mountpoint = temp.appending("mnt-lm")
+        try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+        let r = try run(["mount", mountpoint, "--index", "http://127.0.0.1:1/", "--listing-memory", "64K"])
+        XCTAssertEqual(r.status, 64)
+        XCTAssertOneLineError(r, contains: "listing memory '64K' for --listing-memory is too small: at least 1M")
+    }
+
     func testMountWithNothingToMountIsOneLine() throws {
         let mountpoint = temp.appending("mnt")
         try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
