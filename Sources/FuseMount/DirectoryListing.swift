@@ -73,11 +73,11 @@ public enum DirectoryListing {
             throw ListingError.notAListing(url: base.absoluteString)
         }
         var result: [ListingEntry] = []
-        var seen = Set<String>()
+        var seen = Set<EntryName>()
         for item in items {
             let isDir = item.type == "directory"
             guard item.type == "file" || isDir, isUsable(item.name, in: base, logger: logger),
-                  seen.insert(item.name).inserted else { continue }
+                  seen.insert(EntryName(item.name)).inserted else { continue }
             let encoded = item.name.addingPercentEncoding(withAllowedCharacters: pathSegmentAllowed) ?? item.name
             guard let prefix = folderPrefix(base) else { continue }
             let child = prefix + encoded + (isDir ? "/" : "")
@@ -93,19 +93,19 @@ public enum DirectoryListing {
     static func parseHTML(_ text: String, base: URL, logger: Logger) -> [ListingEntry] {
         let links = extractLinks(Array(text.utf8))
         var result: [ListingEntry] = []
-        var index: [String: Int] = [:]
+        var index: [EntryName: Int] = [:]
         for link in links {
             guard let (name, isDir, url) = child(href: link.href, base: base),
-                  index[name] != nil || isUsable(name, in: base, logger: logger) else { continue }
+                  index[EntryName(name)] != nil || isUsable(name, in: base, logger: logger) else { continue }
             let columns = ColumnScanner.scan(link.tail)
             let entry = ListingEntry(name: name, isDirectory: isDir, url: url,
                                      size: isDir ? nil : columns.size, modified: columns.date)
-            if let i = index[name] {
+            if let i = index[EntryName(name)] {
                 // An icon link and a name link to the same child: keep what either one knew.
                 if result[i].size == nil { result[i].size = entry.size }
                 if result[i].modified == nil { result[i].modified = entry.modified }
             } else {
-                index[name] = result.count
+                index[EntryName(name)] = result.count
                 result.append(entry)
             }
         }

@@ -40,7 +40,7 @@ extension FileSystemCore {
                            DirEntry(name: "..", ino: node.parent, isDirectory: true)]
             for (name, childIno) in dir.children.sorted(by: { $0.key < $1.key }) {
                 guard let child = s.table.node(childIno) else { continue }
-                entries.append(DirEntry(name: name, ino: childIno, isDirectory: child.directory != nil))
+                entries.append(DirEntry(name: name.string, ino: childIno, isDirectory: child.directory != nil))
             }
             let fh = s.nextHandle
             s.nextHandle += 1
@@ -214,7 +214,7 @@ extension FileSystemCore {
     func applyListing(_ node: Node, _ idx: IndexState, _ entries: [ListingEntry], _ s: inout State) -> Invalidations {
         var invalidations = Invalidations()
         guard let dir = node.directory else { return invalidations }
-        let names = Set(entries.map(\.name))
+        let names = Set(entries.map { EntryName($0.name) })
         for name in idx.listed where !names.contains(name) {
             if let ino = dir.children[name], s.table.node(ino)?.origin == .listing { invalidations.entries += s.table.detach(ino) }
         }
@@ -226,7 +226,7 @@ extension FileSystemCore {
                 if existing.origin != .listing { continue }  // files given explicitly win
                 if e.isDirectory, let d = existing.directory, d.index?.url == e.url {
                     if let m = e.modified { d.mtime = m }
-                    idx.listed.insert(e.name)
+                    idx.listed.insert(EntryName(e.name))
                     continue
                 }
                 if !e.isDirectory, let f = existing.file, f.url == e.url {
@@ -236,7 +236,7 @@ extension FileSystemCore {
                         invalidations.inodes.append(existing.ino)
                     }
                     if f.info == nil, let m = e.modified { f.mtime = m }
-                    idx.listed.insert(e.name)
+                    idx.listed.insert(EntryName(e.name))
                     continue
                 }
                 invalidations.entries += s.table.detach(existing.ino)
@@ -245,7 +245,7 @@ extension FileSystemCore {
                 ? .directory(DirectoryState(mtime: e.modified ?? t, index: IndexState(url: e.url)))
                 : .file(FileState(url: e.url, size: size, mtime: e.modified))
             s.table.add(parent: node.ino, name: e.name, origin: .listing, content: content)
-            idx.listed.insert(e.name)
+            idx.listed.insert(EntryName(e.name))
         }
         idx.listedAt = t
         return invalidations

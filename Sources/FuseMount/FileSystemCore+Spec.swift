@@ -58,7 +58,7 @@ extension FileSystemCore {
             guard let dir = s.table.node(dirIno)?.directory else { return }
             for (name, ino) in dir.children.sorted(by: { $0.key < $1.key }) {
                 guard let child = s.table.node(ino), child.origin == .spec else { continue }
-                let childPath = path + [name]
+                let childPath = path + [name.string]
                 if let want = wanted[childPath], want == have(child) {
                     if child.directory != nil { prune(ino, childPath) }
                 } else {
@@ -82,7 +82,7 @@ extension FileSystemCore {
             }
             let hadListed = s.table.child(of: parent, named: name) != nil
             s.table.add(parent: parent, name: name, origin: .spec, content: content)
-            s.table.node(parent)?.directory?.index?.listed.remove(name)
+            s.table.node(parent)?.directory?.index?.listed.remove(EntryName(name))
             if hadListed { invalidations.append((parent, name)) }
         }
         s.currentSpec = newSpec

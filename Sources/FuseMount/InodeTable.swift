@@ -52,7 +52,7 @@ final class IndexState {
     var url: String
     var listedAt: Date?
     /// Names that came from the listing (static children with the same name win).
-    var listed: Set<String> = []
+    var listed: Set<EntryName> = []
     var fetching = false
     var waiters: [@Sendable (CacheError?) -> Void] = []
     /// What the entries of its current listing cost (`InodeTable.listingBytes`).
@@ -62,7 +62,7 @@ final class IndexState {
 }
 
 final class DirectoryState {
-    var children: [String: UInt64] = [:]
+    var children: [EntryName: UInt64] = [:]
     var mtime: Date
     var index: IndexState?
     var byURL: ByURLLevel?
@@ -136,7 +136,7 @@ struct InodeTable {
     func node(_ ino: UInt64) -> Node? { nodes[ino] }
 
     func child(of parent: UInt64, named name: String) -> Node? {
-        guard let ino = nodes[parent]?.directory?.children[name] else { return nil }
+        guard let ino = nodes[parent]?.directory?.children[EntryName(name)] else { return nil }
         return nodes[ino]
     }
 
@@ -144,11 +144,11 @@ struct InodeTable {
     @discardableResult
     mutating func add(parent: UInt64, name: String, origin: NodeOrigin, content: NodeContent) -> Node {
         guard let dir = nodes[parent]?.directory else { preconditionFailure("add under a non-directory") }
-        if let old = dir.children[name] { _ = detach(old) }
+        if let old = dir.children[EntryName(name)] { _ = detach(old) }
         let node = Node(ino: nextIno, parent: parent, name: name, origin: origin, content: content)
         nextIno += 1
         nodes[node.ino] = node
-        dir.children[name] = node.ino
+        dir.children[EntryName(name)] = node.ino
         return node
     }
 
@@ -157,9 +157,9 @@ struct InodeTable {
     mutating func detach(_ ino: UInt64) -> [(parent: UInt64, name: String)] {
         guard let node = nodes[ino], node.attached, ino != Self.rootIno else { return [] }
         var removed: [(UInt64, String)] = [(node.parent, node.name)]
-        if let parent = nodes[node.parent]?.directory, parent.children[node.name] == ino {
-            parent.children[node.name] = nil
-            parent.index?.listed.remove(node.name)
+        if let parent = nodes[node.parent]?.directory, parent.children[EntryName(node.name)] == ino {
+            parent.children[EntryName(node.name)] = nil
+            parent.index?.listed.remove(EntryName(node.name))
         }
         node.attached = false
         if let idx = node.directory?.index { setListingCost(idx, 0) }
@@ -178,13 +178,13 @@ struct InodeTable {
     /// then opens on a new inode, which the kernel finds once its lookup is repeated.
     mutating func renumber(_ ino: UInt64) -> Node? {
         guard let old = nodes[ino], old.attached, case let .file(f) = old.content,
-              let dir = nodes[old.parent]?.directory, dir.children[old.name] == ino else { return nil }
+              let dir = nodes[old.parent]?.directory, dir.children[EntryName(old.name)] == ino else { return nil }
         let file = FileState(url: f.url, size: f.size, mtime: f.mtime)
         file.info = f.info
         let node = Node(ino: nextIno, parent: old.parent, name: old.name, origin: old.origin, content: .file(file))
         nextIno += 1
         nodes[node.ino] = node
-        dir.children[old.name] = node.ino
+        dir.children[EntryName(old.name)] = node.ino
         old.attached = false
         dropIfUnreferenced(old)
         return node

@@ -52,15 +52,15 @@ public enum WebDAVListing {
             throw ListingError.notMultistatus(url: url, reason: why)
         }
         var result: [ListingEntry] = []
-        var seen = Set<String>()
+        var seen = Set<EntryName>()
         // Children's URLs are made from the folder's own (not the href's spelling of its host or
         // its encoding), so one file has one URL, and cache key, however the server writes it.
         let prefix = url.hasSuffix("/") ? url : url + "/"
         for response in delegate.responses {
             guard let href = response.href,
                   let (name, slashed, _) = DirectoryListing.child(href: encodedHref(href), base: base) else { continue }
-            guard !seen.contains(name), DirectoryListing.isUsable(name, in: base, logger: logger) else { continue }
-            seen.insert(name)
+            guard !seen.contains(EntryName(name)), DirectoryListing.isUsable(name, in: base, logger: logger) else { continue }
+            seen.insert(EntryName(name))
             let isDir = response.isCollection || slashed
             let encoded = name.addingPercentEncoding(withAllowedCharacters: DirectoryListing.pathSegmentAllowed) ?? name
             result.append(ListingEntry(name: name, isDirectory: isDir, url: prefix + encoded + (isDir ? "/" : ""),

@@ -35,6 +35,22 @@ final class ListingCostTests: XCTestCase {
         XCTAssertEqual(entries.first?.modified, Date(timeIntervalSince1970: 1_704_362_400))
     }
 
+    /// `café` with one é and with e and a combining accent are two names to Linux and to the
+    /// origin: both are listed and each is reached by its own bytes (Swift's String equality
+    /// made them one key, and the second file could not be reached).
+    func testNamesEqualOnlyUnderUnicodeNormalizationAreTwoFiles() throws {
+        let composed = "caf\u{E9}.mp4", decomposed = "cafe\u{301}.mp4"
+        XCTAssertEqual(composed, decomposed, "canonically equivalent for Swift")
+        backend.setFile("http://o/pub/", Self.nginxAutoindex("/pub/", [(composed, 1000), (decomposed, 2000)]))
+        let tree = try MountTreeSpec.build(indexes: [try MountTreeSpec.parseIndex("http://o/pub/")])
+        let c = CoreCalls(backend: backend, tree: tree, options: MountOptions(revalidateAfter: 600, listingTTL: 600))
+        let names = try c.list().get()
+        XCTAssertEqual(names.count, 2)
+        XCTAssertEqual(Set(names.map { Array($0.utf8) }), [Array(composed.utf8), Array(decomposed.utf8)])
+        XCTAssertEqual(try c.lookup(composed).get().size, 1000)
+        XCTAssertEqual(try c.lookup(decomposed).get().size, 2000)
+    }
+
     func testAFreshListingConfirmsSizesSoStatNeedsNoRequestAfterRevalidateAfter() throws {
         backend.setFile("http://o/pub/", Self.nginxAutoindex("/pub/", [("a.bin", 1000)]))
         let tree = try MountTreeSpec.build(indexes: [try MountTreeSpec.parseIndex("http://o/pub/")])
