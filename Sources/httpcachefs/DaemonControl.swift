@@ -17,6 +17,9 @@ enum DaemonControl {
         guard let key = status.controlKey else {
             throw CommandFailure("the daemon (pid \(status.pid.map(String.init) ?? "?")) takes no control requests (an older version): restart it")
         }
+        if let pid = status.pid, ListenerOwner.listens(pid: pid, port: status.port) == false {
+            throw CommandFailure("port \(status.port), which the daemon's \(ProxyStatus.runtimeFileName) names, is not the daemon's (pid \(pid)): another program listens there; its control key was not sent. Restart the daemon")
+        }
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~/")
         let q = query.map { "\($0.0)=\($0.1.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")" }.joined(separator: "&")

@@ -97,6 +97,27 @@ extension CLITests {
     }
 
     /// The port in `<cache>/proxy.json`, once a proxy wrote it.
+    /// The control key goes only to a port the daemon itself listens on: a `proxy.json` that
+    /// names another program's port (the daemon's proxy gone, the port taken) gets an error, and
+    /// that program gets nothing.
+    func testCacheClearSendsTheControlKeyOnlyToTheDaemonsOwnPort() throws {
+        let daemon = try start(["proxy", "--proxy-port", "0"])
+        defer { daemon.terminate(); daemon.waitUntilExit() }
+        var port: Int?
+        try waitUntil("the proxy wrote its proxy.json") { port = Self.runtimePort(cacheDir); return port != nil }
+        let path = cacheDir + "/proxy.json"
+        var object = try XCTUnwrap(try JSONSerialization.jsonObject(with: try XCTUnwrap(FileManager.default.contents(atPath: path))) as? [String: Any])
+        XCTAssertEqual(object["port"] as? Int, port)
+        object["port"] = origin.port   // the in-test origin listens there: another program
+        try JSONSerialization.data(withJSONObject: object).write(to: URL(fileURLWithPath: path))
+        XCTAssertEqual(Self.runtimePort(cacheDir), origin.port)
+        origin.resetLog()
+        let r = try run(["cache", "clear"])
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertTrue(r.stderr.contains("is not the daemon's") && r.stderr.contains("control key was not sent"), r.stderr)
+        XCTAssertEqual(origin.requests.count, 0, "the other program was sent nothing")
+    }
+
     static func runtimePort(_ cache: String) -> Int? {
         guard let data = FileManager.default.contents(atPath: cache + "/proxy.json"),
               let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
