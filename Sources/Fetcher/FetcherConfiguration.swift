@@ -86,6 +86,28 @@ public struct FetcherConfiguration: Sendable {
         self.pinnedAddresses = pinnedAddresses
     }
 
+    /// The settings for a cache tier's nodes, from the origin's (headers and credentials are
+    /// forwarded by the node to its origin): no retries and short timeouts, since a failed node is
+    /// retried on the next node or the origin at once. A node must also keep up a speed a reader
+    /// can use (`tierLowSpeedLimit`) over a window shorter than the origin's (half of it, so
+    /// under `--read-timeout`, which bounds the origin's): a node that trickles a few bytes a
+    /// second passed a 1 byte/s floor, so every read of its slices timed out, the node was never
+    /// backed off, and the next read asked it again.
+    public func forTierNodes() -> FetcherConfiguration {
+        var c = self
+        c.maxRetries = 0
+        c.connectTimeout = min(c.connectTimeout, 2)
+        c.lowSpeedLimit = max(c.lowSpeedLimit, Self.tierLowSpeedLimit)
+        c.lowSpeedTime = max(1, min(c.lowSpeedTime / 2, 5))
+        c.maxBytesPerSecond = 0
+        return c
+    }
+
+    /// 64 KiB/s: a node on the local network answers from its cache at link speed, and one
+    /// streaming a miss from the origin at the origin's; below this a film's bytes come faster
+    /// from the origin, where the piece goes on from the same byte.
+    public static let tierLowSpeedLimit = 64 << 10
+
     var retryPolicy: RetryPolicy {
         RetryPolicy(maxRetries: maxRetries, baseDelay: retryBaseDelay, maxDelay: maxRetryDelay)
     }

@@ -331,15 +331,6 @@ struct ResolvedCacheOptions: Equatable {
         return c
     }
 
-    /// For the cache tier's nodes: the origin's settings (headers and credentials are forwarded
-    /// by the node to its origin), but no retries and short timeouts, since a failed node is
-    /// retried on the next node or the origin at once.
-    var tierFetcherConfiguration: FetcherConfiguration {
-        var c = fetcherConfiguration
-        c.maxRetries = 0
-        c.connectTimeout = min(c.connectTimeout, 2)
-        c.lowSpeedTime = min(c.lowSpeedTime, 5)
-        c.maxBytesPerSecond = 0
-        return c
-    }
+    /// For the cache tier's nodes (`FetcherConfiguration.forTierNodes`).
+    var tierFetcherConfiguration: FetcherConfiguration { fetcherConfiguration.forTierNodes() }
 }

@@ -172,6 +172,32 @@ final class TierSourceTests: XCTestCase {
         checkRefused("garbage", nodeURL: "http://127.0.0.1:\(garbage.port)")
     }
 
+    /// A node that trickles (a few KiB a second: above libcurl's old 1 byte/s floor) is given up
+    /// within the node's window, backed off, and the piece goes on at the origin from the same
+    /// byte. Before, every read of its slices waited for `--read-timeout` and failed, and the
+    /// node, never counted as failed, was asked again by the next read.
+    func testATricklingNodeIsGivenUpAndBackedOff() throws {
+        node.setFaults("/f.bin", Faults(bytesPerSecond: 2_000))
+        let nodeSource = CurlRangeSource(configuration: FetcherConfiguration(userAgent: "tier-tests", connectTimeout: 5,
+                                                                            lowSpeedTime: 2).forTierNodes(),
+                                         logger: Logger(label: "tier-tests"))
+        defer { nodeSource.shutdown() }
+        let spec = TierSpec(scheme: "http", host: "127.0.0.1", port: origin.port, nodes: ["http://127.0.0.1:\(node.port)"],
+                            sliceSize: 100_000)
+        let clock = now
+        let tier = TierRangeSource(origin: originSource, tier: nodeSource, tiers: [spec],
+                                   state: TierState(health: TierHealth(baseDelay: 30, maxDelay: 60), clock: { clock.value }))
+        let sink = fetch(tier, 0, 100_000)
+        XCTAssertNil(sink.result())
+        XCTAssertEqual(sink.body, Array(data[0..<100_000]), "byte-exact across the switch")
+        let status = tier.tierStatus()
+        XCTAssertEqual(status.nodes.first?.errors, 1)
+        XCTAssertEqual(status.nodes.first?.backedOff, true)
+        XCTAssertEqual(origin.requests.count, 1, "the origin served the rest of the piece")
+        XCTAssertEqual(FetcherConfiguration(lowSpeedTime: 60).forTierNodes().lowSpeedTime, 5)
+        XCTAssertEqual(FetcherConfiguration(lowSpeedTime: 4).forTierNodes().lowSpeedTime, 2, "under --read-timeout")
+    }
+
     func testANodeThatDiesMidPieceIsResumedFromTheNextByteElsewhere() throws {
         node.setFaults("/f.bin", Faults(dropAfterBytes: 30_000))
         let tier = makeTier(nodes: ["http://127.0.0.1:\(node.port)"])
