@@ -49,6 +49,9 @@ public struct TierSpec: Sendable, Equatable {
         guard origin.query == nil, origin.fragment == nil, origin.user == nil else {
             throw fail("the origin '\(originText)' may carry a path prefix but no query, fragment or user")
         }
+        guard origin.port.map({ (1...65535).contains($0) }) ?? true else {
+            throw fail("the origin '\(originText)' has no valid port (1-65535)")
+        }
         var prefix = origin.percentEncodedPath
         while prefix.hasSuffix("/") { prefix.removeLast() }
         var nodes: [String] = []
@@ -68,6 +71,13 @@ public struct TierSpec: Sendable, Equatable {
                   nodeScheme == "http" || nodeScheme == "https", let nodeHost = node.host, !nodeHost.isEmpty,
                   node.path.isEmpty || node.path == "/", node.query == nil else {
                 throw fail("the node '\(word)' is not a base URL like http://10.0.0.5:8080")
+            }
+            // A node's user or fragment was dropped without a word (no credentials are ever sent
+            // to a node: it forwards the daemon's to its origin), and a port past 65535 made
+            // every request to the node fail: said here instead.
+            guard node.user == nil, node.password == nil, node.fragment == nil,
+                  node.port.map({ (1...65535).contains($0) }) ?? true else {
+                throw fail("the node '\(word)' is not a base URL like http://10.0.0.5:8080 (no user, fragment, or port past 65535)")
             }
             let hostPart = nodeHost.contains(":") && !nodeHost.hasPrefix("[") ? "[\(nodeHost)]" : nodeHost
             nodes.append("\(nodeScheme)://\(hostPart)\(node.port.map { ":\($0)" } ?? "")")

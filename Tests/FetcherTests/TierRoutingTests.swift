@@ -27,6 +27,10 @@ final class TierRoutingTests: XCTestCase {
             ("http://o=http://n:1,slice=3", "not a size"),
             ("http://o=http://n:1,slice=2G", "not a size"),
             ("http://o=http://n:1,http://n:1", "named twice"),
+            ("http://o=http://u:p@n:1", "no user"),
+            ("http://o=http://n:1#x", "no user, fragment"),
+            ("http://o=http://n:99999", "port past 65535"),
+            ("http://o:70000=http://n:1", "no valid port"),
         ]
         for (text, why) in cases {
             XCTAssertThrowsError(try TierSpec.parse(text), text) { error in
