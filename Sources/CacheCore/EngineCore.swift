@@ -370,6 +370,16 @@ final class EngineCore: Sendable {
                                           to: head.etag, head.lastModified, head.totalLength, ignoringETag: ignoreETag) != nil
     }
 
+    /// A probe's whole answer that names no version and no length (nginx's chunked autoindex
+    /// page) cannot show that the cached version is still the origin's: taken as the same, its
+    /// bytes were written over the cached copy while the entry kept the old length, so a listing
+    /// that grew was read cut at the old length (`refresh` never showed a new file) and one that
+    /// shrank kept the old copy's tail. The probe starts a new version, whose length its end
+    /// gives. (Only a probe: a read's transfer of such a file is the version the probe bound.)
+    static func cannotConfirm(_ head: ResponseHead) -> Bool {
+        head.status == 200 && head.etag == nil && head.lastModified == nil && head.totalLength == nil
+    }
+
     /// Versions of this entry are compared without ETags (`--ignore-etag`, or its origin's ETags rotate).
     func ignoresETag(url: String) -> Bool {
         configuration.ignoreETag || hasRotatingETags(url)

@@ -247,6 +247,26 @@ final class CacheOverHTTPTests: XCTestCase {
         }
     }
 
+    /// A page that names no version and no length (nginx's autoindex: chunked, no ETag, no
+    /// Last-Modified) and changed: its revalidation was taken as the same version, the new bytes
+    /// were written over the cached ones under the old length, and a listing that grew was read
+    /// cut at the old length (`refresh` never showed a new file; one that shrank kept the old
+    /// tail). Each answer is now a version of its own, read whole.
+    func testAPageWithNoVersionAndNoLengthIsReadWholeAfterItChanges() async throws {
+        let short = Array("<a href=\"a.bin\">a.bin</a>\n".utf8)
+        let long = Array("<a href=\"a.bin\">a.bin</a>\n<a href=\"b.bin\">b.bin</a>\n<a href=\"c.bin\">c.bin</a>\n".utf8)
+        origin.setFaults("/dir/", Faults(noContentLength: true))
+        let cache = try makeCache(revalidateAfter: 0)
+        defer { cache.shutdown() }
+        for page in [short, long, short] {
+            origin.setResponse("/dir/", status: 200, headers: [("Content-Type", "text/html")], body: page)
+            let info = try await cache.open(url: origin.url("/dir/"))
+            XCTAssertEqual(info.length, Int64(page.count))
+            let got = try await cache.makeReader(for: info).read(offset: 0, length: page.count)
+            XCTAssertEqual(String(decoding: got, as: UTF8.self), String(decoding: page, as: UTF8.self))
+        }
+    }
+
     /// An origin that answers without a length and never ends its body (an internet radio
     /// station, a hostile origin): the open waited for that end forever, and the transfer went
     /// on filling the cache up to its cap, evicting every other file. It now stops at half the
