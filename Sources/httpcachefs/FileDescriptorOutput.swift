@@ -39,20 +39,34 @@ enum FileDescriptorOutput {
 
 /// A file written under a temporary name and renamed into place only when complete, so an
 /// interrupted `cache export` never leaves a truncated file that looks finished.
+///
+/// A path that names something other than a regular file (`/dev/stdout`, `/dev/null`, a FIFO, a
+/// socket, or a link to one) is written straight into, as `cp` does: the rename replaced the
+/// device node or link itself with a regular file (`cache export URL /dev/full` as root turned
+/// `/dev/full` into a 5 MB file and reported success). A directory is refused.
 final class AtomicFileWriter: Sendable {
     let path: String
-    private let temporaryPath: String
+    /// nil: `path` is written directly (it is not a regular file).
+    private let temporaryPath: String?
     /// The temporary file while it is written (writes come from the chunked read's queue); -1
     /// once committed or abandoned.
     private let file: LockedValue<Int32>
 
     init(path: String) throws {
         self.path = path
-        self.temporaryPath = path + ".partial-\(getpid())"
-        let fd = open(temporaryPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        var st = stat()
+        let direct = stat(path, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG
+        if direct && (st.st_mode & S_IFMT) == S_IFDIR {
+            file = LockedValue(-1)
+            temporaryPath = nil
+            throw CommandFailure("cannot write \(path): it is a directory")
+        }
+        let target = direct ? path : path + ".partial-\(getpid())"
+        temporaryPath = direct ? nil : target
+        let fd = direct ? open(path, O_WRONLY | O_CLOEXEC) : open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         file = LockedValue(fd)
         guard fd >= 0 else {
-            throw CommandFailure("cannot create \(temporaryPath): \(String(cString: strerror(errno)))")
+            throw CommandFailure("cannot \(direct ? "open" : "create") \(target): \(String(cString: strerror(errno)))")
         }
     }
 
@@ -63,8 +77,10 @@ final class AtomicFileWriter: Sendable {
     }
 
     func commit() throws {
+        let direct = temporaryPath == nil
         let closed: Int32? = file.withLock { fd in
-            guard fsync(fd) == 0, close(fd) == 0 else { return errno }
+            // A pipe or a device may not sync (EINVAL): only a file's sync failure counts.
+            guard fsync(fd) == 0 || (direct && (errno == EINVAL || errno == EROFS)), close(fd) == 0 else { return errno }
             fd = -1
             return nil
         }
@@ -72,6 +88,7 @@ final class AtomicFileWriter: Sendable {
             abandon()
             throw CommandFailure("cannot write \(path): \(String(cString: strerror(closed)))")
         }
+        guard let temporaryPath else { return }
         guard rename(temporaryPath, path) == 0 else {
             let message = String(cString: strerror(errno))
             unlink(temporaryPath)
@@ -84,7 +101,7 @@ final class AtomicFileWriter: Sendable {
         file.withLock { fd in
             if fd >= 0 { close(fd); fd = -1 }
         }
-        unlink(temporaryPath)
+        if let temporaryPath { unlink(temporaryPath) }
     }
 
     deinit { if file.withLock({ $0 >= 0 }) { abandon() } }

@@ -236,6 +236,27 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(origin.bytesServed(path: "/e.bin"), 0)
     }
 
+    /// An export to something other than a regular file is written into it: the rename into
+    /// place replaced a device node or a link with a regular file (as root, `cache export URL
+    /// /dev/full` made `/dev/full` a 5 MB file and said "exported").
+    func testExportToADeviceWritesIntoItAndLeavesItInPlace() throws {
+        origin.setGeneratedFile("/d.bin", length: 100_000, seed: 32)
+        XCTAssertEqual(try run(["cat", origin.url("/d.bin")]).status, 0)
+        let link = temp.appending("null")
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "/dev/null")
+        let r = try run(["cache", "export", origin.url("/d.bin"), link])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertEqual(try FileManager.default.destinationOfSymbolicLink(atPath: link), "/dev/null", "the link was replaced")
+        var st = stat()
+        XCTAssertEqual(stat("/dev/null", &st), 0)
+        XCTAssertEqual(st.st_mode & S_IFMT, S_IFCHR, "/dev/null is still a device")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: temp.path).filter { $0.contains(".partial-") }, [])
+
+        let dir = try run(["cache", "export", origin.url("/d.bin"), temp.path])
+        XCTAssertEqual(dir.status, 1)
+        XCTAssertOneLineError(dir, contains: "it is a directory")
+    }
+
     func testExportOfAnUnknownURLFails() throws {
         let r = try run(["cache", "export", origin.url("/never.bin"), temp.appending("x")])
         XCTAssertEqual(r.status, 1)
