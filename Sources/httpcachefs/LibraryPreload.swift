@@ -5,7 +5,7 @@ import Logging
 
 /// `preload --recursive URL/`: warms a media library. Follows the listings under the URL (HTML,
 /// nginx JSON, WebDAV PROPFIND, through `ListingFetch` as the mount reads them), breadth first,
-/// within `--max-depth` folders and `--max-files` files, never leaving the URL's path or host;
+/// within `--max-depth` folders and `--max-files` files (and as many folders), never leaving the URL's path or host;
 /// then caches each file's `PreloadPlan` ranges with one progress line for the whole tree.
 ///
 /// Stays within the cap: before each file it adds that file's planned bytes to what this run
@@ -87,6 +87,14 @@ struct LibraryPreload {
             for entry in listed.entries where entry.url.hasPrefix(root) {
                 if entry.isDirectory {
                     guard depth + 1 <= limits.maxDepth else { deeperSkipped += 1; continue }
+                    // Folders count against --max-files too: a tree of folders without files (a
+                    // server whose every folder lists 50 subfolders, a symlink loop with two
+                    // links) was listed without end, every URL queued in memory, and nothing
+                    // printed until the end that never came.
+                    guard queue.count < limits.maxFiles else {
+                        tree.notes.append("stopped listing at \(limits.maxFiles) folders (--max-files counts folders too); the rest is not preloaded")
+                        return tree
+                    }
                     if seen.insert(entry.url).inserted { queue.append((entry.url, depth + 1)) }
                 } else if tree.files.count < limits.maxFiles {
                     tree.files.append(File(url: entry.url, size: entry.size))

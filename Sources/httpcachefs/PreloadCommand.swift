@@ -51,7 +51,7 @@ struct PreloadCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-depth"), help: ArgumentHelp("With --recursive: levels of folders followed below the URL (default: 16).", valueName: "n"))
     var maxDepth: Int?
 
-    @Option(name: .customLong("max-files"), help: ArgumentHelp("With --recursive: most files preloaded (default: 100000).", valueName: "n"))
+    @Option(name: .customLong("max-files"), help: ArgumentHelp("With --recursive: most files preloaded, and most folders listed (default: 100000).", valueName: "n"))
     var maxFiles: Int?
 
     @Flag(name: .customLong("pin"), help: "Keep the preloaded bytes from eviction, across restarts, until 'cache unpin URL'.")

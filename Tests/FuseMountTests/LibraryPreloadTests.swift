@@ -78,6 +78,21 @@ final class LibraryPreloadTests: XCTestCase {
         XCTAssertEqual(files.map { fetched($0.0) }.flatMap { $0 }, [], "a warm library is not fetched again")
     }
 
+    /// A tree of folders with no files (every folder listing more folders, as a symlink loop
+    /// with two links does) stops at --max-files folders instead of being listed without end.
+    func testATreeOfFoldersAloneStopsAtMaxFilesFolders() throws {
+        list("/loop/", ["a/", "b/"])
+        for top in ["a", "b"] {
+            list("/loop/\(top)/", ["a/", "b/"])
+            for inner in ["a", "b"] { list("/loop/\(top)/\(inner)/", ["a/", "b/"]) }
+        }
+        let r = try preload(["--recursive", h.origin.url("/loop/"), "--max-files", "3"])
+        XCTAssertTrue(r.stdout.contains("stopped listing at 3 folders (--max-files counts folders too)")
+                      || r.stderr.contains("stopped listing at 3 folders (--max-files counts folders too)"), r.stdout + r.stderr)
+        XCTAssertEqual(h.origin.requests.filter { $0.path.hasPrefix("/loop/") }.map(\.path).filter { $0.split(separator: "/").count > 2 }, [],
+                       "no folder below the first level was listed")
+    }
+
     func testAListingWithoutRecursiveIsNamedWithTheWayOut() throws {
         let r = try preload([h.origin.url("/lib/"), "--range", "0-1M"])
         XCTAssertNotEqual(r.status, 0)
