@@ -57,6 +57,21 @@ extension CacheEngine {
     }
 }
 
+extension CacheEngine {
+    /// Unpins every file (`clear`).
+    func unpinAll() throws {
+        let pins = core.userPins
+        pins.updates.lock()
+        defer { pins.updates.unlock() }
+        for key in pins.all().keys {
+            do { try core.index.setPins(key: key.string, []) } catch {
+                throw CacheError.storage(path: configuration.directory + "/index.sqlite", message: "cannot record the unpin: \(error)")
+            }
+            pins.set(key, RangeSet())
+        }
+    }
+}
+
 /// A pin that would pass the pin limit: what was asked, what is pinned, and the way out.
 public struct PinRefusal: Error, Equatable, CustomStringConvertible {
     public var url: String

@@ -172,10 +172,13 @@ public final class CacheEngine: Sendable {
         core.pool.submit(job)
     }
 
-    /// Forgets every entry.
+    /// Forgets every entry, and releases every pin. Pins outlived `cache clear` ("cleared 17
+    /// files"): with no file left, `cache ls` showed none of them, yet they still counted
+    /// against `--pin-max` and refused the next `preload --pin`.
     public func clear() throws {
         try core.clear()
         keptDocuments.removeAll()
+        try unpinAll()
     }
 
     /// Bytes cached now, and the cap in force.

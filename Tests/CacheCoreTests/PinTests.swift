@@ -71,6 +71,20 @@ final class PinTests: XCTestCase {
         cache.shutdown()
     }
 
+    /// `cache clear` releases the pins too: they outlived it, invisible in `cache ls` (no file
+    /// left to show them on), and still refused the next pin past `--pin-max`.
+    func testClearReleasesEveryPin() throws {
+        var cache = try engine(ScriptedSource())
+        XCTAssertNoThrow(try cache.pin(url: url, ranges: [0..<(3 << 20)], limit: cache.pinLimit))
+        try cache.clear()
+        XCTAssertEqual(cache.pinnedBytes, 0)
+        XCTAssertNoThrow(try cache.pin(url: other, ranges: [0..<(3 << 20)], limit: 3 << 20), "the old pin no longer counts")
+        cache.shutdown()
+        cache = try engine(ScriptedSource())
+        defer { cache.shutdown() }
+        XCTAssertEqual(cache.pinnedRanges(url: url), [], "the release was recorded")
+    }
+
     func testPinsPastTheLimitAreRefusedWithTheWayOut() throws {
         let cache = try engine(ScriptedSource())
         defer { cache.shutdown() }
