@@ -49,26 +49,23 @@ extension CacheEngine {
         defer { core.userPins.updates.unlock() }
         let pinned = core.userPins.ranges(key).count
         guard pinned > 0 else { return 0 }
+        try unpinHoldingUpdates(key)
+        return pinned
+    }
+
+    /// Unpins every file (`clear`).
+    func unpinAll() throws {
+        core.userPins.updates.lock()
+        defer { core.userPins.updates.unlock() }
+        for key in core.userPins.all().keys { try unpinHoldingUpdates(key) }
+    }
+
+    /// Drops `key`'s pins from the index, then from the table (call holding `userPins.updates`).
+    private func unpinHoldingUpdates(_ key: CacheKey) throws {
         do { try core.index.setPins(key: key.string, []) } catch {
             throw CacheError.storage(path: configuration.directory + "/index.sqlite", message: "cannot record the unpin: \(error)")
         }
         core.userPins.set(key, RangeSet())
-        return pinned
-    }
-}
-
-extension CacheEngine {
-    /// Unpins every file (`clear`).
-    func unpinAll() throws {
-        let pins = core.userPins
-        pins.updates.lock()
-        defer { pins.updates.unlock() }
-        for key in pins.all().keys {
-            do { try core.index.setPins(key: key.string, []) } catch {
-                throw CacheError.storage(path: configuration.directory + "/index.sqlite", message: "cannot record the unpin: \(error)")
-            }
-            pins.set(key, RangeSet())
-        }
     }
 }
 

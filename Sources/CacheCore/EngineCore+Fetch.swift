@@ -356,12 +356,15 @@ final class EntrySink: FetchSink {
         var queued: [PendingBytes.Chunk] = []
         var answers: [@Sendable () -> Void] = []
         let now = Date().timeIntervalSince1970
-        var endless: Int64?
+        var endless: (limit: Int64, asked: Bool)?
         let progress: InFlightTable.Progress? = shard.locked { entries in
             guard let entry = entries[self.entry], entry.inflight.fetches[fetchID] != nil, entry.isCurrent(generation) else { return nil }
-            if entry.info.length == nil, range.upperBound > entry.unknownLengthLimit ?? core.unknownLengthLimit {
-                endless = entry.unknownLengthLimit ?? core.unknownLengthLimit
-                return nil
+            if entry.info.length == nil {
+                let limit = entry.unknownLengthLimit ?? core.unknownLengthLimit
+                if range.upperBound > limit {
+                    endless = (limit, entry.unknownLengthLimit != nil)
+                    return nil
+                }
             }
             // Which bytes are new? (They may be on disk or pending through another fetch.)
             var gaps = entry.coverage.gaps(in: range)
@@ -395,10 +398,10 @@ final class EntrySink: FetchSink {
             answers = core.wakeWaiters(entry, shard: shard, now: now, inline: true)
             return entry.inflight.advance(fetchID, to: range.upperBound, now: now)
         }
-        if let limit = endless {
-            t.failure = .badResponse(url: url, message: limit == core.unknownLengthLimit
-                ? "no length, and still no end after \(limit) bytes (half the cache's capacity): an endless stream, not a file"
-                : "no length, and still no end after \(limit) bytes, the most its reader takes")
+        if let (limit, asked) = endless {
+            t.failure = .badResponse(url: url, message: asked
+                ? "no length, and still no end after \(limit) bytes, the most its reader takes"
+                : "no length, and still no end after \(limit) bytes (half the cache's capacity): an endless stream, not a file")
             return .stop
         }
         answers.forEach { $0() }

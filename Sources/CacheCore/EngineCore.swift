@@ -704,7 +704,7 @@ final class EngineCore: Sendable {
             // that accepts and never answers) gets the cached copy, as for an origin known to be
             // down: it failed with EIO, because the transfer's own timeout (the same length)
             // came a moment after the open's, and only then was the origin marked down.
-            if let info = cachedCopy(url: url) {
+            if let info = cachedInfo(url: url), info.length != nil {
                 logger.warning("the origin did not answer the open's check in time; serving the cached copy",
                                metadata: ["url": "\(DisplayURL.redacted(url))"])
                 pool.submit { answer.fire(.success(info)) }
@@ -714,15 +714,6 @@ final class EngineCore: Sendable {
             pool.submit { answer.fire(.failure(.timeout(url: url))) }
         }
         for url in stop { stopTransfersWithoutLength(url: url) }
-    }
-
-    /// The info of `url`'s entry if the cache holds a version of it whose length is known.
-    func cachedCopy(url: String) -> EntryInfo? {
-        guard let key = try? configuration.keyRules.key(for: url) else { return nil }
-        return shard(for: key).locked { entries in
-            guard let entry = entries[key], entry.isPersisted, entry.info.length != nil else { return nil }
-            return entry.info
-        }
     }
 
     /// Cancels the transfers of `url`'s entry while its length is unknown: no open was answered

@@ -207,7 +207,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
             plan = p
             source = .memory(bytes)
         }
-        let head = responseHead(status: plan.status, headers: plan.headers + Self.originContentHeaders, body: plan.body)
+        let head = responseHead(status: plan.status, headers: plan.headers, body: plan.body, fromOrigin: true)
         let body: ResponseBody = isHead ? .parts([]) : plan.body
         let id = connection.request.id
         let stream = ResponseStream(context: context, head: head, body: body, source: source) { [weak self] outcome in
@@ -227,7 +227,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
     /// opened on its own loads the video with CORS, which an opaque origin would fail (no
     /// `Access-Control-Allow-Origin`). Media elements, players and `fetch` of playlists (hls.js)
     /// ignore the header.
-    static let originContentHeaders: [(String, String)] = [("Content-Security-Policy", "sandbox allow-same-origin")]
+    static let originContentPolicy = "sandbox allow-same-origin"
 
     /// The engine's status document, with each file's proxy URL (carrying the token only when
     /// the request did) and the cache directory for clients on this machine only; URL
@@ -278,9 +278,12 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
 
     // MARK: Writing
 
-    private func responseHead(status: Int, headers: [(String, String)], body: ResponseBody) -> HTTPResponseHead {
+    /// - Parameter fromOrigin: the body is an origin's (`originContentPolicy`).
+    private func responseHead(status: Int, headers: [(String, String)], body: ResponseBody,
+                              fromOrigin: Bool = false) -> HTTPResponseHead {
         var h = HTTPHeaders(headers)
         h.add(name: "Server", value: "httpcachefs/\(service.configuration.version)")
+        if fromOrigin { h.add(name: "Content-Security-Policy", value: Self.originContentPolicy) }
         let version = connection.request.version
         if case .untilEnd = body, version == .http1_0 {
             // HTTP/1.0 has no chunked encoding: the end of the body is the end of the connection.
