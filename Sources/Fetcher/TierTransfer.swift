@@ -49,6 +49,8 @@ final class TierTransfer: FetchHandle, Sendable {
         /// Why the attempt in flight was refused by this transfer (its head), if it was.
         var refusal: String?
         var priority: (FetchPriority, Double)?
+        /// A resume came while no attempt's handle was stored: the next one gets it.
+        var resumeOnSet = false
     }
 
     private let state: LockedValue<State>
@@ -78,7 +80,17 @@ final class TierTransfer: FetchHandle, Sendable {
         handle?.cancel()
     }
 
-    func resume() { state.withLock { $0.current }?.resume() }
+    /// Passed to the attempt in flight. An attempt's first bytes can arrive, and pause it, before
+    /// its handle is stored here (its source may run it on another thread at once), and the
+    /// sink's resume can come just as early: it is then kept for that handle, never dropped (a
+    /// dropped one left its piece paused for good; a spare one does nothing).
+    func resume() {
+        let handle: FetchHandle? = state.withLock { s in
+            if s.current == nil { s.resumeOnSet = true }
+            return s.current
+        }
+        handle?.resume()
+    }
 
     func setPriority(_ priority: FetchPriority, waitedSeconds: Double) {
         let handle: FetchHandle? = state.withLock { s in
@@ -132,12 +144,14 @@ final class TierTransfer: FetchHandle, Sendable {
         case let .start(r, node, id):
             let piece = PieceSink(transfer: self, attempt: id, node: node)
             let handle = (node == nil ? source.origin : source.tier).start(r, sink: piece)
-            let (cancelNow, prio): (Bool, (FetchPriority, Double)?) = state.withLock { s in
-                guard s.attempt == id else { return (false, nil) }
+            let (cancelNow, prio, resumeNow): (Bool, (FetchPriority, Double)?, Bool) = state.withLock { s in
+                guard s.attempt == id else { return (false, nil, false) }
                 s.current = handle
-                return (s.cancelled, s.priority)
+                defer { s.resumeOnSet = false }
+                return (s.cancelled, s.priority, s.resumeOnSet)
             }
             if cancelNow { handle.cancel() }
+            if resumeNow { handle.resume() }
             if let prio, prio.0 != r.priority { handle.setPriority(prio.0, waitedSeconds: prio.1) }
         }
     }
