@@ -5,7 +5,7 @@
 //   httpcachefs (CLI, wiring) ──> FuseMount ──> CFuse3
 //                             ──> Proxy (NIO) ──> HLS
 //                             ──> HLS (playlists, preloader; no NIO)
-//                             ──> Fetcher ──> CCurl
+//                             ──> Fetcher ──> CCurl, NIO (the tier's node client)
 //                             ──> MetricsExport (the Prometheus backend of CacheCore's swift-metrics)
 //   all of them               ──> CacheCore
 // FuseMount and Proxy never import each other; only the executable wires the libcurl source in.
@@ -53,9 +53,14 @@ let package = Package(
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
         ]),
-        // libcurl multi implementation of CacheCore.RangeSource.
+        // libcurl multi implementation of CacheCore.RangeSource, and the cache tier's sources
+        // (routing, version checks, and a SwiftNIO client for plain-HTTP nodes).
         .target(name: "Fetcher", dependencies: [
             "CacheCore", "CCurl", .product(name: "Logging", package: "swift-log"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ]),
         // libfuse3 low-level file system over CacheCore.
         .target(name: "FuseMount", dependencies: [

@@ -33,6 +33,8 @@ public struct ProxyConfiguration: Sendable, Equatable {
     public var maxPlaylistBytes: Int
     /// Event loop threads.
     public var threads: Int
+    /// One per core, up to four.
+    public static var defaultThreads: Int { min(4, max(1, ProcessInfo.processInfo.activeProcessorCount)) }
     /// This daemon's mark in the `Via` header of every request its fetcher sends: a request that
     /// arrives carrying it came back to the proxy that sent it (an origin redirecting into the
     /// proxy, or a chain of proxies), and gets 508 instead of a fetch that would loop. nil: none.
@@ -55,7 +57,7 @@ public struct ProxyConfiguration: Sendable, Equatable {
                 maxRequestTargetBytes: Int = 16 * 1024,
                 maxHeaderBytes: Int = 32 * 1024,
                 maxPlaylistBytes: Int = 8 << 20,
-                threads: Int = min(4, max(1, ProcessInfo.processInfo.activeProcessorCount))) {
+                threads: Int = ProxyConfiguration.defaultThreads) {
         self.bindAddress = bindAddress
         self.port = port
         self.token = token

@@ -23,9 +23,13 @@ public final class ProxyServer: Sendable {
     public let configuration: ProxyConfiguration
     let service: ProxyService
     let logger: Logger
+    /// Loops given by the owner (shared with the cache tier's node client, so a proxied miss is
+    /// fetched on the loop its request arrived on); nil: the server makes and stops its own.
+    private let givenGroup: MultiThreadedEventLoopGroup?
 
     /// What exists while the server runs; all nil when stopped.
     private struct Running {
+        /// The server's own loops (none when they were given).
         var group: MultiThreadedEventLoopGroup?
         var channel: Channel?
         var boundPort: Int?
@@ -33,16 +37,22 @@ public final class ProxyServer: Sendable {
     }
 
     private let running = NIOLockedValueBox(Running())
+    /// Open client connections: closed by `stop()` (loops that were given go on running).
+    private let connections = OpenChannels()
 
     /// - Parameter metricsText: the text exposition `/metrics` serves (the owner of the metrics
     ///   backend renders it, e.g. `PrometheusExport.text(for:)`); nil: `/metrics` is 404.
     /// - Parameter refresh: what `POST /.httpcachefs/control/refresh?path=P` does (a mount
     ///   re-reading its listings under P, nil: the whole mount); nil: such requests get 404.
+    /// - Parameter eventLoopGroup: loops to serve on, which the caller stops after `stop()`; nil:
+    ///   `configuration.threads` loops of the server's own.
     public init(engine: CacheEngine, configuration: ProxyConfiguration, logger: Logger,
                 metricsText: (@Sendable () -> String)? = nil,
-                refresh: (@Sendable (String?) async -> ControlAnswer)? = nil) {
+                refresh: (@Sendable (String?) async -> ControlAnswer)? = nil,
+                eventLoopGroup: MultiThreadedEventLoopGroup? = nil) {
         self.configuration = configuration
         self.logger = logger
+        givenGroup = eventLoopGroup
         self.service = ProxyService(engine: engine, configuration: configuration, logger: logger,
                                     metricsText: metricsText, refresh: refresh)
     }
@@ -61,7 +71,8 @@ public final class ProxyServer: Sendable {
         guard configuration.isLoopbackOnly || !(configuration.token ?? "").isEmpty else {
             throw ProxyServerError.tokenRequired(bindAddress: configuration.bindAddress)
         }
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.threads))
+        let group = givenGroup ?? MultiThreadedEventLoopGroup(numberOfThreads: max(1, configuration.threads))
+        let ownsGroup = givenGroup == nil
         let service = self.service
         let config = configuration
         let portBox = NIOLockedValueBox(0)   // the bound port, known only after bind
@@ -84,8 +95,9 @@ public final class ProxyServer: Sendable {
             // A response pauses reading from the cache with 1 MiB queued, resumes below 256 KiB.
             .childChannelOption(ChannelOptions.writeBufferWaterMark,
                                 value: ChannelOptions.Types.WriteBufferWaterMark(low: 256 << 10, high: 1 << 20))
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+            .childChannelInitializer { [connections] channel in
+                connections.add(channel)
+                return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: false,
                                                          withOutboundHeaderValidation: true,
@@ -100,7 +112,7 @@ public final class ProxyServer: Sendable {
         do {
             channel = try bootstrap.bind(host: config.bindAddress, port: config.port).wait()
         } catch {
-            try? group.syncShutdownGracefully()
+            if ownsGroup { try? group.syncShutdownGracefully() }
             if (error as? IOError)?.errnoCode == EADDRINUSE {
                 throw ProxyServerError.portInUse(address: config.bindAddress, port: config.port)
             }
@@ -108,7 +120,7 @@ public final class ProxyServer: Sendable {
         }
         let port = channel.localAddress?.port ?? config.port
         portBox.withLockedValue { $0 = port }
-        running.group = group
+        running.group = ownsGroup ? group : nil
         running.channel = channel
         running.boundPort = port
         if !config.cacheDirectory.isEmpty {
@@ -137,14 +149,15 @@ public final class ProxyServer: Sendable {
             return running
         }
         let (channel, group, door) = (stopped.channel, stopped.group, stopped.door)
-        guard let channel, let group else { return }
+        guard let channel else { return }
         if let door { service.engine.metrics.removeDoor(door) }
         if !configuration.cacheDirectory.isEmpty,
            ProxyStatus.readRuntimeFile(cacheDirectory: configuration.cacheDirectory)?.pid == getpid() {
             try? FileManager.default.removeItem(atPath: ProxyStatus.runtimeFilePath(cacheDirectory: configuration.cacheDirectory))
         }
         try? channel.close().wait()
-        try? group.syncShutdownGracefully()
+        connections.closeAll()
+        try? group?.syncShutdownGracefully()
         logger.info("proxy stopped")
     }
 
@@ -165,6 +178,23 @@ public final class ProxyServer: Sendable {
     public func waitUntilStopped() async {
         guard let channel = running.withLockedValue({ $0.channel }) else { return }
         try? await channel.closeFuture.get()
+    }
+}
+
+/// The channels of a server's open connections, each forgotten when it closes.
+final class OpenChannels: Sendable {
+    private let channels = NIOLockedValueBox([ObjectIdentifier: Channel]())
+
+    func add(_ channel: Channel) {
+        let id = ObjectIdentifier(channel)
+        channels.withLockedValue { $0[id] = channel }
+        channel.closeFuture.whenComplete { [self] _ in _ = channels.withLockedValue { $0.removeValue(forKey: id) } }
+    }
+
+    /// Closes every open connection and waits until each closed.
+    func closeAll() {
+        let open = channels.withLockedValue { Array($0.values) }
+        for c in open { try? c.close().wait() }
     }
 }
 

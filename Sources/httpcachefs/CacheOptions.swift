@@ -185,11 +185,23 @@ struct CacheOptions: ParsableArguments {
         let resolved = try resolve()
         let fetchLogger = makeLogger(label: "httpcachefs.fetch", defaultLevel: defaultLogLevel)
         let origin = CurlRangeSource(configuration: resolved.fetcherConfiguration, logger: fetchLogger)
-        // With `--tier`, a second libcurl source talks to the tier nodes (no retries, short
-        // timeouts: the next node or the origin is the retry), and wraps the origin's.
-        let tier = resolved.transfer.tiers.isEmpty ? nil
-            : CurlRangeSource(configuration: resolved.tierFetcherConfiguration, logger: fetchLogger)
-        let source: RangeSource = tier.map { TierRangeSource(origin: origin, tier: $0, tiers: resolved.transfer.tiers, logger: fetchLogger) } ?? origin
+        // With `--tier`, a second source talks to the tier nodes (no retries, short timeouts: the
+        // next node or the origin is the retry), and wraps the origin's: a SwiftNIO client on the
+        // daemon's event loops (a proxied miss stays on its loop), or libcurl for what that client
+        // does not do (TLS nodes, proxies, netrc).
+        let tiers = resolved.transfer.tiers
+        let tierConfiguration = resolved.tierFetcherConfiguration
+        let tier: (source: RangeSource, shutdown: @Sendable () -> Void)?
+        if tiers.isEmpty {
+            tier = nil
+        } else if NodeRangeSource.canServe(nodes: tiers.flatMap(\.nodes), configuration: tierConfiguration) {
+            let nodes = NodeRangeSource(configuration: tierConfiguration, group: DaemonLoops.shared, logger: fetchLogger)
+            tier = (nodes, { nodes.shutdown() })
+        } else {
+            let curl = CurlRangeSource(configuration: tierConfiguration, logger: fetchLogger)
+            tier = (curl, { curl.shutdown() })
+        }
+        let source: RangeSource = tier.map { TierRangeSource(origin: origin, tier: $0.source, tiers: tiers, logger: fetchLogger) } ?? origin
         let shutdownSources: @Sendable () -> Void = { origin.shutdown(); tier?.shutdown() }
         do {
             return try CacheEngine(configuration: configuration, source: source,

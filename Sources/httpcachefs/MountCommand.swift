@@ -317,7 +317,8 @@ struct MountCommand: AsyncParsableCommand {
                             logger: Logger, refresh: @escaping @Sendable (String?) async -> ControlAnswer) async throws -> ProxyServer {
         let (configuration, generated) = try proxy.configuration(cache: cache)
         let server = ProxyServer(engine: engine, configuration: configuration, logger: logger,
-                                 metricsText: { metrics.text(for: engine) }, refresh: refresh)
+                                 metricsText: { metrics.text(for: engine) }, refresh: refresh,
+                                 eventLoopGroup: DaemonLoops.shared)
         let port: Int
         do {
             port = try await onBlockingPool { try server.start() }

@@ -113,7 +113,7 @@ struct ProxyCommand: AsyncParsableCommand {
             }
             let (configuration, generated) = try proxy.configuration(cache: resolved)
             let server = ProxyServer(engine: engine, configuration: configuration, logger: logger,
-                                     metricsText: { metrics.text(for: engine) })
+                                     metricsText: { metrics.text(for: engine) }, eventLoopGroup: DaemonLoops.shared)
             let port: Int
             do {
                 port = try await onBlockingPool { try server.start() }

@@ -97,9 +97,10 @@ extension CLITests {
         XCTAssertFalse(a.accessLog.isEmpty || b.accessLog.isEmpty, "both nodes served slices")
     }
 
-    /// A host's misses, one after another, go to the node over one kept connection: no connect
-    /// per miss, and no answer that waits on a delayed ACK (the node has `tcp_nopush off`).
-    func testFleetAHostsMissesOneAfterAnotherShareOneConnectionToTheNode() throws {
+    /// A host's misses, one after another, go to the node over kept connections: no connect per
+    /// miss (at most one connection per event loop of the daemon: a miss is asked on the loop its
+    /// request arrived on), and no answer that waits on a delayed ACK (`tcp_nopush off`).
+    func testFleetAHostsMissesOneAfterAnotherShareKeptConnectionsToTheNode() throws {
         let length = 8 << 20
         origin.setGeneratedFile("/film.mkv", length: Int64(length), seed: 2104)
         let node = try startTierNode("a", origin: origin.url(""))
@@ -107,7 +108,7 @@ extension CLITests {
         let url = origin.url("/film.mkv")
         let expected = OriginServer.generatedBytes(seed: 2104, offset: 0, count: length)
         // Ranges inside one slice each: one request to the node per read.
-        let starts = [3, 6, 1, 5].map { $0 << 20 + 100_000 }
+        let starts = [3, 6, 1, 5, 7, 2, 4].map { $0 << 20 + 100_000 }   // slice 0: the open-time check brought it
         for start in starts {
             let r = try catThrough(host, url, extra: ["--range", "\(start)-\(start + 65_535)"])
             XCTAssertEqual(r.status, 0, r.stderr)
@@ -119,7 +120,8 @@ extension CLITests {
         let lines = lines()
         XCTAssertEqual(lines.count, starts.count, node.accessLog)
         let connections = Set(lines.compactMap { $0.split(separator: " ").first { $0.hasPrefix("conn=") } })
-        XCTAssertEqual(connections.count, 1, "one connection for every miss:\n\(node.accessLog)")
+        let loops = min(4, max(1, ProcessInfo.processInfo.activeProcessorCount))   // the daemon's event loops
+        XCTAssertLessThanOrEqual(connections.count, min(loops, starts.count - 1), "kept connections, not one per miss:\n\(node.accessLog)")
     }
 
     func testFleetANodeStoppedMidReadCostsNoReadAndNoWrongByte() throws {

@@ -9,11 +9,15 @@ import XCTest
 /// answers garbage): good answers are taken from the node; a 502, garbage, a wrong
 /// Content-Range or another version's ETag is refused, the node backs off, and the same bytes
 /// come from the origin, byte-exact. The real nginx tier is in the end-to-end `FleetTests`.
-final class TierSourceTests: XCTestCase {
+///
+/// The nodes are asked through libcurl here and through the SwiftNIO node client in
+/// `NodeSourceTierTests`, which runs every test of this class again.
+class TierSourceTests: XCTestCase {
     var origin: OriginServer!
     var node: OriginServer!
     var originSource: CurlRangeSource!
-    var tierSource: CurlRangeSource!
+    var tierSource: RangeSource!
+    private var stops: [() -> Void] = []
     var now = Locked(100.0)
     let data: [UInt8] = OriginServer.generatedBytes(seed: 21, offset: 0, count: 300_000)
 
@@ -27,12 +31,25 @@ final class TierSourceTests: XCTestCase {
         var tierConfig = config
         tierConfig.maxRetries = 0
         originSource = CurlRangeSource(configuration: config, logger: Logger(label: "tier-tests"))
-        tierSource = CurlRangeSource(configuration: tierConfig, logger: Logger(label: "tier-tests"))
+        tierSource = nodeSource(tierConfig)
+    }
+
+    /// The source the nodes are asked through (stopped at the test's end).
+    func makeNodeSource(_ configuration: FetcherConfiguration) -> (RangeSource, () -> Void) {
+        let curl = CurlRangeSource(configuration: configuration, logger: Logger(label: "tier-tests"))
+        return (curl, { curl.shutdown() })
+    }
+
+    func nodeSource(_ configuration: FetcherConfiguration) -> RangeSource {
+        let (source, stop) = makeNodeSource(configuration)
+        stops.append(stop)
+        return source
     }
 
     override func tearDown() {
         originSource?.shutdown()
-        tierSource?.shutdown()
+        for stop in stops { stop() }
+        stops = []
         origin?.stop()
         node?.stop()
     }
@@ -178,10 +195,7 @@ final class TierSourceTests: XCTestCase {
     /// node, never counted as failed, was asked again by the next read.
     func testATricklingNodeIsGivenUpAndBackedOff() throws {
         node.setFaults("/f.bin", Faults(bytesPerSecond: 2_000))
-        let nodeSource = CurlRangeSource(configuration: FetcherConfiguration(userAgent: "tier-tests", connectTimeout: 5,
-                                                                            lowSpeedTime: 2).forTierNodes(),
-                                         logger: Logger(label: "tier-tests"))
-        defer { nodeSource.shutdown() }
+        let nodeSource = nodeSource(FetcherConfiguration(userAgent: "tier-tests", connectTimeout: 5, lowSpeedTime: 2).forTierNodes())
         let spec = TierSpec(scheme: "http", host: "127.0.0.1", port: origin.port, nodes: ["http://127.0.0.1:\(node.port)"],
                             sliceSize: 100_000)
         let clock = now
@@ -214,10 +228,8 @@ final class TierSourceTests: XCTestCase {
     /// as a slice the origin sent twice).
     func testAPieceResumedOnANodeCarriesNoIfRange() throws {
         node.setFaults("/f.bin", Faults(dropAfterBytes: 30_000, dropCount: 1))
-        let retrying = CurlRangeSource(configuration: FetcherConfiguration(userAgent: "tier-tests", connectTimeout: 5, lowSpeedTime: 10,
-                                                                           maxRetries: 1, retryBaseDelay: 0.01),
-                                       logger: Logger(label: "tier-tests"))
-        defer { retrying.shutdown() }
+        let retrying = nodeSource(FetcherConfiguration(userAgent: "tier-tests", connectTimeout: 5, lowSpeedTime: 10,
+                                                       maxRetries: 1, retryBaseDelay: 0.01))
         let spec = TierSpec(scheme: "http", host: "127.0.0.1", port: origin.port, nodes: ["http://127.0.0.1:\(node.port)"], sliceSize: 100_000)
         let tier = TierRangeSource(origin: originSource, tier: retrying, tiers: [spec])
         let sink = fetch(tier, 0, 100_000)
