@@ -8,7 +8,7 @@ import NIOHTTP1
 ///
 /// Runs on the connection's event loop. An idle connection (in the pool) has no owner: bytes
 /// arriving on it are not an answer to anything, so it is closed.
-final class NodeConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
+final class NodeConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPClientResponsePart
 
     /// The transfer whose request is on this connection; nil while idle.

@@ -23,12 +23,12 @@ import NIOPosix
 /// does it for nodes: the same request headers (user agent, `--header`, `Via`, `--user`), the
 /// same `TransferState` deciding what each answer means, the connect timeout and the low-speed
 /// floor of `FetcherConfiguration.forTierNodes`, the address policy, kept connections (per loop
-/// and node), and `--max-connections` requests in flight at once, the rest waiting in class order.
+/// and node), and `--max-connections` requests in flight per node, the rest waiting in class order.
 public final class NodeRangeSource: RangeSource, Sendable {
     public let configuration: FetcherConfiguration
     let logger: Logger
     /// The loops transfers run on.
-    public let group: EventLoopGroup
+    let group: EventLoopGroup
     private let ownedGroup: MultiThreadedEventLoopGroup?
     /// Each loop's connections and watched transfers, made once for every loop of `group`.
     private let loops: [ObjectIdentifier: NodeLoopState]

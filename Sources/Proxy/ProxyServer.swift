@@ -37,7 +37,7 @@ public final class ProxyServer: Sendable {
     }
 
     private let running = NIOLockedValueBox(Running())
-    /// Open client connections: closed by `stop()` (loops that were given go on running).
+    /// Open client connections on loops that were given (they go on running): closed by `stop()`.
     private let connections = OpenChannels()
 
     /// - Parameter metricsText: the text exposition `/metrics` serves (the owner of the metrics
@@ -96,7 +96,8 @@ public final class ProxyServer: Sendable {
             .childChannelOption(ChannelOptions.writeBufferWaterMark,
                                 value: ChannelOptions.Types.WriteBufferWaterMark(low: 256 << 10, high: 1 << 20))
             .childChannelInitializer { [connections] channel in
-                connections.add(channel)
+                // Loops of the server's own close every connection as they stop; given ones do not.
+                if !ownsGroup { connections.add(channel) }
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: false,
