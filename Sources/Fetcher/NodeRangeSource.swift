@@ -179,7 +179,7 @@ public final class NodeRangeSource: RangeSource, Sendable {
     func connect(to target: NodeTarget, on loop: EventLoop) -> EventLoopFuture<NodeConnection> {
         ClientBootstrap(group: loop)
             .connectTimeout(.milliseconds(Int64(max(1, configuration.connectTimeout * 1000))))
-            .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
             .channelOption(ChannelOptions.autoRead, value: false)
             // A read takes what the socket holds, up to libcurl's buffer size: a node's answer to
             // a 64 KiB read is one read, not NIO's adaptive 2, 4, 8... KiB of a new connection.

@@ -76,6 +76,7 @@ public final class ProxyServer: Sendable {
         let service = self.service
         let config = configuration
         let portBox = NIOLockedValueBox(0)   // the bound port, known only after bind
+        let logger = self.logger
         // Beyond these the parser itself gives up (431); below them the router answers 414/431
         // with its own, smaller limits.
         let limits: NIOHTTPDecoderLimitConfiguration = {
@@ -91,7 +92,10 @@ public final class ProxyServer: Sendable {
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            // TCP_NODELAY is a TCP-level option (`tcpOption`): `socketOption(.tcp_nodelay)` is
+            // SOL_SOCKET's option of the same number, SO_DEBUG, which only root may set (a normal
+            // user's proxy closed every connection it accepted). Set in the initializer, so a
+            // refusal is logged and the connection kept.
             // A response pauses reading from the cache with 1 MiB queued, resumes below 256 KiB.
             .childChannelOption(ChannelOptions.writeBufferWaterMark,
                                 value: ChannelOptions.Types.WriteBufferWaterMark(low: 256 << 10, high: 1 << 20))
@@ -99,6 +103,8 @@ public final class ProxyServer: Sendable {
                 // Loops of the server's own close every connection as they stop; given ones do not.
                 if !ownsGroup { connections.add(channel) }
                 return channel.eventLoop.makeCompletedFuture {
+                    SocketOptionLog.set(ChannelOptions.tcpOption(.tcp_nodelay), value: 1, name: "TCP_NODELAY", on: channel,
+                                        logger: logger)
                     let sync = channel.pipeline.syncOperations
                     try sync.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: false,
                                                          withOutboundHeaderValidation: true,

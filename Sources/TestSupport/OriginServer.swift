@@ -34,7 +34,7 @@ public final class OriginServer: @unchecked Sendable {
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
             // Streaming pauses when 1 MiB is queued and resumes below 256 KiB.
             .childChannelOption(ChannelOptions.writeBufferWaterMark,
                                 value: ChannelOptions.Types.WriteBufferWaterMark(low: 256 << 10, high: 1 << 20))
