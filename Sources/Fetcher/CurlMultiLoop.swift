@@ -93,6 +93,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         let id = nextID
         nextID += 1
         inboxStarts.append(CurlTransfer(id: id, request: request, sink: sink, policy: configuration.retryPolicy,
+                                        redirects: configuration.redirectRules,
                                         addressPolicy: configuration.addressPolicy, throttle: throttle))
         curl_multi_wakeup(multi)  // under the lock: the loop frees `multi` only after `stopping`
         lock.unlock()
@@ -295,16 +296,22 @@ final class CurlMultiLoop: @unchecked Sendable {
     }
 
     private func attach(_ t: CurlTransfer) {
-        // A refused name or address literal fails before any lookup or connection.
-        if let reason = configuration.addressPolicy.refusal(url: t.state.request.url) {
-            finish(t, .refusedAddress(url: t.state.request.url, reason: reason))
+        // A refused name or address literal fails before any lookup or connection (every hop).
+        let url = t.state.upcomingURL
+        if let reason = configuration.addressPolicy.refusal(url: url) {
+            finish(t, .refusedAddress(url: url, reason: reason))
             return
         }
         guard let easy = idleEasy.popLast() ?? curl_easy_init() else {
-            finish(t, .network(url: t.state.request.url, message: "curl_easy_init failed"))
+            finish(t, .network(url: url, message: "curl_easy_init failed"))
             return
         }
         t.beginAttempt(on: easy, configuration: configuration, pinned: pinned)
+        if !t.sendsCredentials, configuration.hasScopedCredentials, let origin = URLOrigin(t.state.url),
+           configuration.access.scope.firstWithheld(origin) {
+            logger.info("credentials withheld: this origin was not given on the command line (name it with --credential-host to send them)",
+                        metadata: ["origin": "\(origin)"])
+        }
         transferOfEasy[easy] = t.id
         let attached = transferOfEasy.count
         lock.withLock { peakAttachedCount = max(peakAttachedCount, attached) }
@@ -340,6 +347,14 @@ final class CurlMultiLoop: @unchecked Sendable {
             finish(t, refused)
             return
         }
+        if !t.state.headSeen, let fault = CurlEasy.requestFault(code, url: t.state.url) {
+            // The request's own fault (a malformed URL): never retried, and no word on its origin.
+            let url = t.state.url
+            t.endAttempt()
+            recycle(easy)
+            finish(t, .refusedAddress(url: url, reason: "\(fault) (\(t.failureMessage(code)))"))
+            return
+        }
         let result: TransferState.AttemptResult
         switch code {
         case CURLE_OK:
@@ -352,9 +367,10 @@ final class CurlMultiLoop: @unchecked Sendable {
         default:
             result = .failed(message: t.failureMessage(code), retryable: CurlEasy.isRetryable(code))
         }
-        if CurlEasy.isUnreachable(code), !t.state.headSeen, let observer = t.sink as? OriginReachObserving {
+        if CurlEasy.isUnreachable(code), !t.state.headSeen, t.state.atRequestOrigin, let observer = t.sink as? OriginReachObserving {
             // Before the retry is planned: offline mode ends the transfer now (`OriginHealth`).
-            let url = t.state.request.url
+            // Only about the requested origin: a redirect's target that cannot be reached is not it.
+            let url = t.state.url
             observer.fetchCouldNotReach(code == CURLE_OPERATION_TIMEDOUT
                 ? .timeout(url: url) : .network(url: url, message: t.failureMessage(code)))
         }
@@ -366,6 +382,12 @@ final class CurlMultiLoop: @unchecked Sendable {
                 logger.info("remote file changed during transfer", metadata: ["url": "\(t.state.request.url)", "why": "\(detail)"])
             }
             finish(t, error)
+        case let .redirect(target):
+            logger.debug("following a redirect", metadata: [
+                "url": "\(DisplayURL.redacted(t.state.request.url))", "to": "\(DisplayURL.redacted(target))",
+                "hop": "\(t.state.hops)",
+            ])
+            launch(t)
         case let .retry(delay):
             logger.debug("retrying transfer", metadata: [
                 "url": "\(t.state.request.url)", "after": "\(delay)s", "attempt": "\(t.state.attempts + 1)",

@@ -39,13 +39,16 @@ final class CurlTransfer {
     /// `scheme://host:port`: transfers to one origin share a path.
     let origin: String
 
-    init(id: Int, request: FetchRequest, sink: FetchSink, policy: RetryPolicy, addressPolicy: AddressPolicy,
-         throttle: Throttle?) {
+    /// The current hop carries the user's credentials (set by `beginAttempt`).
+    private(set) var sendsCredentials = false
+
+    init(id: Int, request: FetchRequest, sink: FetchSink, policy: RetryPolicy, redirects: RedirectRules,
+         addressPolicy: AddressPolicy, throttle: Throttle?) {
         self.id = id
         self.throttle = throttle
         self.sink = sink
         self.addressPolicy = addressPolicy
-        self.state = TransferState(request: request, policy: policy)
+        self.state = TransferState(request: request, policy: policy, redirects: redirects)
         priority = request.priority
         origin = TransferScheduler.origin(of: request.url)
         errorBuffer = .allocate(capacity: ccurl_error_size)
@@ -57,7 +60,11 @@ final class CurlTransfer {
         errorBuffer.deallocate()
     }
 
-    /// Prepares `easy` for the next attempt and returns the headers set on it.
+    /// Prepares `easy` for the next attempt, or the next hop of a redirect, and sets its headers.
+    ///
+    /// The user's credentials (`--user`, every `--header`) go only to a credential origin
+    /// (`OriginAccess.scope`), and on a redirect only to a hop at the request's own origin. Our
+    /// own headers (`Accept-Encoding`, the request's, `Via`, `Range`, `If-Range`) go on every hop.
     func beginAttempt(on easy: UnsafeMutableRawPointer, configuration: FetcherConfiguration,
                       pinned: UnsafeMutablePointer<curl_slist>?) {
         let (range, ifRange) = state.beginAttempt()
@@ -66,15 +73,18 @@ final class CurlTransfer {
         refusal = nil
         refusedLastAddress = false
         refusedRequest = false
+        sendsCredentials = configuration.hasScopedCredentials && state.atRequestOrigin
+            && configuration.access.scope.covers(state.request.url)
+        let userHeaders = sendsCredentials ? configuration.extraHeaders : []
         var list: UnsafeMutablePointer<curl_slist>?
         // The cache keeps the file's own bytes: without this, an origin may compress on the fly
         // (no Accept-Encoding means any coding is acceptable), and ranges of a compressed body
         // are not the file's. A user's --header may still ask for another.
-        let askedEncoding = configuration.extraHeaders.contains {
+        let askedEncoding = userHeaders.contains {
             $0.split(separator: ":", maxSplits: 1).first?.trimmingCharacters(in: .whitespaces).lowercased() == "accept-encoding"
         }
         if !askedEncoding { list = curl_slist_append(list, "Accept-Encoding: identity") }
-        for header in configuration.extraHeaders { list = curl_slist_append(list, header) }
+        for header in userHeaders { list = curl_slist_append(list, header) }
         for header in state.request.headers { list = curl_slist_append(list, header) }
         if let via = configuration.via { list = curl_slist_append(list, "Via: \(via)") }
         if let range { list = curl_slist_append(list, "Range: \(range)") }
@@ -82,12 +92,13 @@ final class CurlTransfer {
         headerList = list
         self.easy = easy
         held = false
-        CurlEasy.configure(easy, url: state.request.url, headers: list, pinned: pinned, configuration: configuration,
+        CurlEasy.configure(easy, url: state.url, headers: list, pinned: pinned, configuration: configuration,
+                           credentials: sendsCredentials,
                            transfer: Unmanaged.passUnretained(self).toOpaque(), errorBuffer: errorBuffer)
         if state.wantsFreshConnection { _ = ccurl_easy_setopt_long(easy, CURLOPT_FRESH_CONNECT, 1) }
         // A WebDAV PROPFIND: curl sends the body with the method named (the pool resets handles).
-        if let method = state.request.method { _ = ccurl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method) }
-        if let body = state.request.body {
+        if let method = state.method { _ = ccurl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method) }
+        if let body = state.body {
             _ = ccurl_easy_setopt_long(easy, CURLOPT_POSTFIELDSIZE, body.count)
             _ = ccurl_easy_setopt_string(easy, CURLOPT_COPYPOSTFIELDS, String(decoding: body, as: UTF8.self))
         }
@@ -122,7 +133,7 @@ final class CurlTransfer {
     /// every address curl wanted was refused, or a request was stopped before it was sent.
     func refusalError(_ code: CURLcode) -> FetchError? {
         guard code != CURLE_OK, let refusal, refusedRequest || refusedLastAddress else { return nil }
-        return .refusedAddress(url: state.request.url, reason: refusal)
+        return .refusedAddress(url: state.url, reason: refusal)
     }
 
     // MARK: Callbacks (loop thread, inside curl_multi_perform)
@@ -153,7 +164,7 @@ final class CurlTransfer {
     }
 
     /// The host of the URL curl is fetching now (the request's, or a redirect's).
-    private var currentHost: String? { AddressPolicy.host(of: effectiveURL ?? state.request.url) }
+    private var currentHost: String? { AddressPolicy.host(of: state.url) }
 
     /// One header line, as curl's bytes (valid during the call). Returns false to abort the attempt.
     func didReceiveHeaderLine(_ line: UnsafeRawBufferPointer) -> Bool {
@@ -170,8 +181,13 @@ final class CurlTransfer {
         if state.abort != nil { return .abort }
         if !state.headSeen {
             // Normally the head was handled at its blank line; this covers odd framings.
-            if parser.current.isInterim { return .taken }  // body of a redirect curl follows
+            if parser.current.isInterim { return .taken }
             guard handleHead(parser.current) else { return .abort }
+        }
+        if state.redirectTarget != nil {
+            // A redirect's body, dropped: read to its end, the hop's connection is kept.
+            _ = state.receiveBody(count: bytes.count)
+            return state.redirectBodyTooLong ? .abort : .taken
         }
         if let throttle, !throttle.admit(bytes.count, transfer: id, priority: priority, owner: state.request.owner) { return .pause }
         let before = state
@@ -202,7 +218,10 @@ final class CurlTransfer {
     }
 
     private func handleHead(_ block: ResponseHeaderBlock) -> Bool {
-        switch state.receiveHead(block, finalURL: effectiveURL ?? state.request.url) {
+        let location = (300..<400).contains(block.status) ? block.field("location").flatMap { URLOrigin.resolve($0, against: state.url) } : nil
+        switch state.receiveHead(block, finalURL: state.url, location: location) {
+        case .redirect:
+            return true
         case let .deliver(head):
             if !sink.fetchDidReceiveHead(head) {
                 state.sinkCancelled()
@@ -216,10 +235,4 @@ final class CurlTransfer {
         }
     }
 
-    private var effectiveURL: String? {
-        guard let easy else { return nil }
-        var p: UnsafePointer<CChar>?
-        guard ccurl_easy_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &p) == CURLE_OK, let p else { return nil }
-        return String(cString: p)
-    }
 }

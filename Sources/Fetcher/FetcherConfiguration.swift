@@ -1,3 +1,4 @@
+import CacheCore
 import Foundation
 
 /// How the libcurl fetcher talks to origins.
@@ -8,7 +9,8 @@ import Foundation
 public struct FetcherConfiguration: Sendable {
     /// `User-Agent`, e.g. "httpcachefs/0.1".
     public var userAgent: String
-    /// Extra request headers, each "Name: value".
+    /// Extra request headers, each "Name: value" (`--header`): credentials, every one of them
+    /// (an API key looks like any other header), sent only where `access.scope` allows.
     public var extraHeaders: [String]
     /// Sent as `Via` on every request: the daemon's proxy refuses a request that carries it
     /// (`ProxyConfiguration.loopMarker`), so a redirect back into the proxy ends at once. nil: none.
@@ -51,8 +53,15 @@ public struct FetcherConfiguration: Sendable {
     /// Fixed name resolutions in libcurl's `CURLOPT_RESOLVE` form, `HOST:PORT:ADDRESS`: the
     /// named host is connected at that address without asking DNS (tests pin names to loopback).
     public var pinnedAddresses: [String]
-    /// Trust and credentials: a private CA, a netrc file, a user and password.
+    /// Trust and credentials: a private CA, a netrc file, a user and password, where they go.
     public var access = OriginAccess()
+    /// Redirects are followed by the fetcher itself, hop by hop (`TransferState`), at most this
+    /// many per attempt; false: a 3xx is an error status (a tier node never redirects).
+    public var followsRedirects = true
+    public static let maxRedirects = 10
+    /// `--allow-host` patterns: when given, a redirect to another origin must match one (the
+    /// proxy checks the first URL itself). Empty: any host.
+    public var allowedHosts: [HostPattern] = []
 
     public init(userAgent: String = "httpcachefs",
                 extraHeaders: [String] = [],
@@ -93,8 +102,14 @@ public struct FetcherConfiguration: Sendable {
     /// under `--read-timeout`, which bounds the origin's): a node that trickles a few bytes a
     /// second passed a 1 byte/s floor, so every read of its slices timed out, the node was never
     /// backed off, and the next read asked it again.
+    ///
+    /// Nodes get the user's credentials (they forward them to the tier's origin, a credential
+    /// origin), so the node source's scope covers every URL it is asked for, and it follows no
+    /// redirect: nothing a node answers can send them elsewhere.
     public func forTierNodes() -> FetcherConfiguration {
         var c = self
+        c.access.scope = CredentialScope(coversEverything: true)
+        c.followsRedirects = false
         c.maxRetries = 0
         c.connectTimeout = min(c.connectTimeout, 2)
         c.lowSpeedLimit = max(c.lowSpeedLimit, Self.tierLowSpeedLimit)
@@ -111,6 +126,23 @@ public struct FetcherConfiguration: Sendable {
     var retryPolicy: RetryPolicy {
         RetryPolicy(maxRetries: maxRetries, baseDelay: retryBaseDelay, maxDelay: maxRetryDelay)
     }
+
+    var redirectRules: RedirectRules {
+        RedirectRules(follow: followsRedirects, maxHops: Self.maxRedirects, allowedHosts: allowedHosts)
+    }
+
+    /// Whether anything is configured that `access.scope` limits (a user, a `--header`).
+    var hasScopedCredentials: Bool { access.user != nil || !extraHeaders.isEmpty }
+}
+
+/// How `TransferState` follows redirects.
+struct RedirectRules: Equatable {
+    var follow = true
+    var maxHops = FetcherConfiguration.maxRedirects
+    /// `--allow-host`: a hop to another origin must match one (when any is given).
+    var allowedHosts: [HostPattern] = []
+
+    static let never = RedirectRules(follow: false)
 }
 
 /// The retry knobs `TransferState` needs.

@@ -68,7 +68,9 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
         self.sink = sink
         self.target = target
         slots = source.slots(of: target.node)
-        state = TransferState(request: request, policy: source.configuration.retryPolicy)
+        // A node never redirects: a 3xx is that node's error (the piece goes elsewhere), so nothing
+        // it answers can take the forwarded credentials off-node.
+        state = TransferState(request: request, policy: source.configuration.retryPolicy, redirects: .never)
         priority = request.priority
     }
 
@@ -193,7 +195,7 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
                 }
             case .proceed:
                 break
-            case .abort:
+            case .abort, .redirect:   // (no redirect is followed: `.never`)
                 dropAnswer()
             }
         case let .body(bytes):
@@ -309,6 +311,8 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
         switch state.attemptEnded(result) {
         case let .finish(error):
             finish(error)
+        case let .redirect(url):   // never with `.never`: a node's answer, refused
+            finish(.invalidResponse(url: url, message: "a tier node redirected"))
         case let .retry(after):
             if cancelled { return finish(.cancelled) }
             source.logger.debug("retrying tier transfer", metadata: [

@@ -3,8 +3,8 @@ import Foundation
 
 /// One HTTP response header block, as libcurl's header callback delivers it line by line.
 ///
-/// With redirects (and 1xx interim answers) the callback sees several blocks in a row; only the
-/// final one describes the body, so a new status line starts a fresh block.
+/// With 1xx interim answers the callback sees several blocks in a row; only the final one
+/// describes the body, so a new status line starts a fresh block.
 struct ResponseHeaderBlock: Equatable {
     var status: Int = 0
     /// Lower-cased name and value, in order.
@@ -19,11 +19,9 @@ struct ResponseHeaderBlock: Equatable {
     /// The last field called `name` (lower-case).
     func field(_ name: String) -> String? { fields.last { $0.0 == name }?.1 }
 
-    /// A block libcurl will not hand a body for: an interim 1xx, or a redirect it follows.
-    var isInterim: Bool {
-        if (100..<200).contains(status) { return true }
-        return (300..<400).contains(status) && status != 304 && field("location") != nil
-    }
+    /// An interim 1xx answer: the final one follows. (A redirect is a final answer: the fetcher
+    /// follows it itself, `TransferState`.)
+    var isInterim: Bool { (100..<200).contains(status) }
 
     /// Only lengths this cache can represent; a larger claim is `lengthRefusal`.
     var contentLength: Int64? {

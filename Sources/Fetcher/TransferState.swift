@@ -32,9 +32,23 @@ import Foundation
 ///   `bodyStart` = the range's start, status 200), and it ends at the range's end like a 206.
 ///   Cutting a 200 is not free: the origin has pushed a connection's worth of its body by the time
 ///   the head is read (about 2 MiB on loopback), so reading that far costs no more than a cut.
+///
+/// Redirects are followed here, not by libcurl, so that every hop passes the same rules: a 3xx
+/// (not 304) with a `Location` ends the hop (its small body is read and dropped, keeping the
+/// connection), and the attempt goes on at the absolute target (`Next.redirect`), at most
+/// `RedirectRules.maxHops` hops, never one seen before in the attempt (a loop), only to http and
+/// https, and, with `--allow-host`, only to another origin a pattern allows (else the transfer
+/// fails with `.refusedAddress`, which the proxy answers 403). Every attempt (a retry, a resume)
+/// starts again from the request's URL, as an origin's redirect may change (a signed CDN URL).
+/// A 303 turns a method other than GET/HEAD into a GET without body; 301, 302, 307, 308 keep
+/// method and body (a WebDAV `PROPFIND` to `/dir` answered 301 `/dir/` stays a PROPFIND).
+/// Credentials go only to a hop at the request's own origin (`atRequestOrigin`), curl's rule,
+/// for every header the user added. Failures carry the hop's URL, so that an unreachable
+/// redirect target is never taken for the requested origin being down.
 struct TransferState {
     let request: FetchRequest
     let policy: RetryPolicy
+    let redirects: RedirectRules
 
     /// Why the current attempt was stopped from our side (the curl result is then moot).
     enum Abort: Equatable {
@@ -53,6 +67,9 @@ struct TransferState {
         /// Only the ETag differs from the expected version: ask once more, at once.
         case secondLook
     }
+
+    /// A redirect body longer than this is not read to its end: the hop's connection is closed.
+    static let maxRedirectBody: Int64 = 64 << 10
 
     /// 200s to a `requireRange` request retried before one is accepted.
     static let maxIgnoredRanges = 2
@@ -81,12 +98,31 @@ struct TransferState {
         case proceed
         /// Stop the attempt (`abort` says why).
         case abort
+        /// A redirect to this absolute URL: read its body (dropped) to the end, then go there.
+        case redirect(to: String)
     }
 
     enum Next: Equatable {
         case finish(FetchError?)
         case retry(after: TimeInterval)
+        /// Start the next hop of this attempt at once, at `url`.
+        case redirect(to: String)
     }
+
+    /// The URL of the current hop: the request's, or a redirect's target.
+    private(set) var url: String
+    /// Redirects followed in the current attempt, and the URLs its hops asked.
+    private(set) var hops = 0
+    private var visited: [String] = []
+    /// The current hop answered a redirect to this URL (its body is being dropped).
+    private(set) var redirectTarget: String?
+    private var redirectBody: Int64 = 0
+    /// The next `beginAttempt` is the hop to this URL, not a new attempt.
+    private var pendingHop: String?
+    /// A 303 turned the request's method into GET (without body) for the rest of the attempt.
+    private var seeOther = false
+    /// The current hop is at the request's own origin (scheme, host, port).
+    private(set) var atRequestOrigin = true
 
     /// The head given to the sink.
     private(set) var head: ResponseHead?
@@ -125,17 +161,44 @@ struct TransferState {
     private var attemptReceived: Int64 = 0
     private var deliveredAtAttemptStart: Int64 = 0
 
-    init(request: FetchRequest, policy: RetryPolicy) {
+    init(request: FetchRequest, policy: RetryPolicy, redirects: RedirectRules = RedirectRules()) {
         self.request = request
         self.policy = policy
+        self.redirects = redirects
+        url = request.url
     }
+
+    /// The request's origin: parsed only when a redirect needs it (most transfers have none).
+    private var requestOrigin: URLOrigin? { URLOrigin(request.url) }
+
+    /// The URL the next `beginAttempt` asks: a redirect's target, or the request's.
+    var upcomingURL: String { pendingHop ?? request.url }
+
+    /// The method of the current hop (nil: GET), and its body.
+    var method: String? { seeOther ? nil : request.method }
+    var body: [UInt8]? { seeOther ? nil : request.body }
+
+    /// Whether the current hop's body is a redirect's, too long to read to its end.
+    var redirectBodyTooLong: Bool { redirectTarget != nil && redirectBody > Self.maxRedirectBody }
 
     /// Resource offset of the next byte the sink is owed.
     var resumeOffset: Int64 { (head?.bodyStart ?? request.start) + delivered }
 
     /// Starts an attempt; returns its `Range` and `If-Range` header values.
     mutating func beginAttempt() -> (range: String?, ifRange: String?) {
-        attempts += 1
+        if let next = pendingHop {
+            pendingHop = nil
+            url = next
+        } else {
+            attempts += 1
+            url = request.url
+            hops = 0
+            visited = [request.url]
+            seeOther = false
+        }
+        atRequestOrigin = url == request.url || (URLOrigin(url).map { $0 == requestOrigin } ?? false)
+        redirectTarget = nil
+        redirectBody = 0
         abort = nil
         headSeen = false
         skip = 0
@@ -160,10 +223,15 @@ struct TransferState {
         return (range, validator)
     }
 
-    /// The final header block of the current attempt arrived.
-    mutating func receiveHead(_ block: ResponseHeaderBlock, finalURL: String) -> HeadAction {
+    /// The final header block of the current hop arrived.
+    /// - Parameter location: the block's `Location` made absolute against the hop's URL
+    ///   (`URLOrigin.resolve`), nil if it has none or it is no URL.
+    mutating func receiveHead(_ block: ResponseHeaderBlock, finalURL: String, location: String? = nil) -> HeadAction {
         headSeen = true
         let status = block.status
+        if redirects.follow, (300..<400).contains(status), status != 304, let raw = block.field("location") {
+            return redirect(status: status, raw: raw, to: location)
+        }
         guard (200..<300).contains(status) else {
             if head != nil && status == 416 {
                 // Our resume range came from the original length: the resource shrank.
@@ -251,8 +319,40 @@ struct TransferState {
         return .deliver(first)
     }
 
+    /// A redirect answer: the hop to `target`, or why not.
+    private mutating func redirect(status: Int, raw: String, to target: String?) -> HeadAction {
+        let unusable = FetchError.invalidResponse(url: url, message: "a \(status) redirect to '\(raw.prefix(200))', which is not a usable URL")
+        guard let target else { return stop(.fail(unusable)) }
+        let scheme = target.prefix { $0 != ":" }.lowercased()
+        guard scheme == "http" || scheme == "https" else {
+            return stop(.fail(.refusedAddress(url: target, reason:
+                "\(DisplayURL.redacted(url)) redirected there: only http and https redirects are followed")))
+        }
+        guard let origin = URLOrigin(target) else { return stop(.fail(unusable)) }
+        guard hops < redirects.maxHops else {
+            return stop(.fail(.invalidResponse(url: url, message:
+                "more than \(redirects.maxHops) redirects (the last to \(DisplayURL.redacted(target)))")))
+        }
+        guard !visited.contains(target) else {
+            return stop(.fail(.invalidResponse(url: url, message:
+                "a redirect loop: \(DisplayURL.redacted(target)) was asked before in this chain")))
+        }
+        if !redirects.allowedHosts.isEmpty, origin != requestOrigin,
+           !redirects.allowedHosts.contains(where: { $0.matches(origin) }) {
+            return stop(.fail(.refusedAddress(url: target, reason:
+                "\(DisplayURL.redacted(url)) redirected to host '\(origin.hostPort)', which --allow-host does not allow")))
+        }
+        redirectTarget = target
+        if status == 303, let method = request.method, method != "GET", method != "HEAD" { seeOther = true }
+        return .redirect(to: target)
+    }
+
     /// `count` body bytes of the current attempt arrived: returns the slice to give the sink.
     mutating func receiveBody(count: Int) -> (offset: Int, length: Int) {
+        if redirectTarget != nil {
+            redirectBody += Int64(count)
+            return (count, 0)   // a redirect's body: dropped
+        }
         attemptReceived += Int64(count)
         let dropped = Int(min(skip, Int64(count)))
         skip -= Int64(dropped)
@@ -279,6 +379,14 @@ struct TransferState {
 
     /// The current attempt ended: finish, or retry after a delay.
     mutating func attemptEnded(_ result: AttemptResult) -> Next {
+        if let target = redirectTarget {
+            // However its body ended: the target is known.
+            redirectTarget = nil
+            hops += 1
+            visited.append(target)
+            pendingHop = target
+            return .redirect(to: target)
+        }
         let progressed = delivered > deliveredAtAttemptStart
         if progressed { failures = 0 }
         // A connection that broke after moving bytes is resumed at once: the reader is waiting.
@@ -305,10 +413,10 @@ struct TransferState {
         switch result {
         case .ok:
             guard headSeen else {
-                return .finish(.invalidResponse(url: request.url, message: "the answer had no final header block"))
+                return .finish(.invalidResponse(url: url, message: "the answer had no final header block"))
             }
             if let promised, delivered < promised {
-                return retry(.invalidResponse(url: request.url,
+                return retry(.invalidResponse(url: url,
                                               message: "short body: \(delivered) of \(promised) bytes"),
                              retryAfter: immediate)
             }
@@ -316,18 +424,18 @@ struct TransferState {
         case .timedOut:
             if allDelivered { return .finish(nil) }
             // A stall after progress is worth a new connection; a server that never answers is not.
-            return progressed ? retry(.timeout(url: request.url), retryAfter: immediate) : .finish(.timeout(url: request.url))
+            return progressed ? retry(.timeout(url: url), retryAfter: immediate) : .finish(.timeout(url: url))
         case let .staleConnection(message):
             if allDelivered { return .finish(nil) }
             guard staleConnections < Self.maxStaleConnections else {
-                return .finish(.network(url: request.url, message: message))
+                return .finish(.network(url: url, message: message))
             }
             staleConnections += 1
             wantsFreshConnection = true
             return .retry(after: 0)
         case let .failed(message, retryable):
             if allDelivered { return .finish(nil) }   // the connection broke after the last byte
-            let error = FetchError.network(url: request.url, message: message)
+            let error = FetchError.network(url: url, message: message)
             return retryable ? retry(error, retryAfter: immediate) : .finish(error)
         }
     }

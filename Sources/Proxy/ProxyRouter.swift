@@ -1,3 +1,4 @@
+import CacheCore
 import Foundation
 
 /// What the server does with one request head, decided without touching the network: the

@@ -17,7 +17,7 @@ public enum SettingsTable {
         // OriginOptions.
         .value("user-agent"), .value("ca-certificate"), .value("netrc-file"),
         .value("user", fstab: .none, why: "fstab's own 'user' word lets users mount; the origin's user goes in the config file"),
-        .value("password-file"),
+        .value("password-file"), .list("credential-host"),
         // CacheLimitOptions and TransferOptions.
         .value("cache-max-age"), .value("read-ahead-max"), .value("max-connections"), .value("bwlimit"),
         .list("tier", fstab: .none, why: "its value holds commas, which end an fstab word: put it in the config file"),

@@ -17,17 +17,18 @@ enum CacheAccess {
 
     /// Opens the cache `options` describe; a lock held by another process is `.daemon`.
     /// Blocking: call on a dedicated thread (or use the async `open`).
-    static func openBlocking(_ options: CacheOptions) throws -> CacheAccess {
+    /// - Parameter credentialURLs: the command's URL arguments (`CacheOptions.openEngine`).
+    static func openBlocking(_ options: CacheOptions, credentialURLs: [String] = []) throws -> CacheAccess {
         do {
-            return .engine(try options.openEngine())
+            return .engine(try options.openEngine(credentialURLs: credentialURLs))
         } catch let CacheError.locked(path, holder) {
             return .daemon(HeldCache(options: options, directory: path, holder: holder))
         }
     }
 
     /// `openBlocking` on the blocking pool.
-    static func open(_ options: CacheOptions) async throws -> CacheAccess {
-        try await onBlockingPool { try openBlocking(options) }
+    static func open(_ options: CacheOptions, credentialURLs: [String] = []) async throws -> CacheAccess {
+        try await onBlockingPool { try openBlocking(options, credentialURLs: credentialURLs) }
     }
 }
 

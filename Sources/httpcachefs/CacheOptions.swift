@@ -170,8 +170,11 @@ struct CacheOptions: ParsableArguments {
     }
 
     /// The libcurl source these options describe (a direct route to the origins, no cache).
-    func makeSource(logger: Logger) throws -> CurlRangeSource {
-        CurlRangeSource(configuration: try fetcherConfiguration(), logger: logger)
+    /// - Parameter credentialURLs: URLs the user gave: their origins get the credentials.
+    func makeSource(logger: Logger, credentialURLs: [String] = []) throws -> CurlRangeSource {
+        let configuration = try fetcherConfiguration()
+        configuration.access.scope.add(urls: credentialURLs)
+        return CurlRangeSource(configuration: configuration, logger: logger)
     }
 
     /// Opens the cache these options describe, over a libcurl source; takes the directory lock
@@ -179,12 +182,17 @@ struct CacheOptions: ParsableArguments {
     /// Loggers are `httpcachefs.cache` and `httpcachefs.fetch` (see `makeLogger` for the level).
     /// - Parameter metrics: the backend of the engine's metrics, for a process that serves
     ///   `/metrics` (a daemon's proxy); nil: only the status document's totals are kept.
-    func openEngine(defaultLogLevel: Logger.Level = .error, metrics: PrometheusExport? = nil) throws -> CacheEngine {
+    /// - Parameter credentialURLs: the URLs the user gave (mounted, listings, URL-list entries,
+    ///   `cat`/`preload` arguments): their origins get `--user` and `--header` (`CredentialScope`).
+    func openEngine(defaultLogLevel: Logger.Level = .error, metrics: PrometheusExport? = nil,
+                    credentialURLs: [String] = []) throws -> CacheEngine {
         let configuration = try configuration()
         OpenFileLimit.raiseToHard(logger: makeLogger(label: "httpcachefs.cache", defaultLevel: defaultLogLevel))
         let resolved = try resolve()
         let fetchLogger = makeLogger(label: "httpcachefs.fetch", defaultLevel: defaultLogLevel)
-        let origin = CurlRangeSource(configuration: resolved.fetcherConfiguration, logger: fetchLogger)
+        let originConfiguration = resolved.fetcherConfiguration
+        originConfiguration.access.scope.add(urls: credentialURLs)
+        let origin = CurlRangeSource(configuration: originConfiguration, logger: fetchLogger)
         // With `--tier`, a second source talks to the tier nodes (no retries, short timeouts: the
         // next node or the origin is the retry), and wraps the origin's: a SwiftNIO client on the
         // daemon's event loops (a proxied miss stays on its loop), or libcurl for what that client
@@ -290,6 +298,8 @@ struct ResolvedCacheOptions: Equatable {
     /// `OriginOptions` and `CacheLimitOptions`.
     var userAgent = Version.userAgent
     var access = OriginAccess()
+    /// `--credential-host` patterns (`OriginOptions`).
+    var credentialHosts: [String] = []
     var maxAge: TimeInterval?
     var maxReadAhead = CacheConfiguration.defaultMaxReadAhead
     var transfer = TransferOptions.Resolved()
@@ -338,6 +348,10 @@ struct ResolvedCacheOptions: Equatable {
         c.connectTimeout = min(c.connectTimeout, readTimeout)
         c.lowSpeedTime = max(1, min(c.lowSpeedTime, readTimeout))
         c.access = access
+        // Credentials go to the hosts named and the tiers' origins; a command adds its URLs'.
+        c.access.scope = CredentialScope(hosts: credentialHosts.map(HostPattern.init))
+        c.access.scope.add(origins: transfer.tiers.map { URLOrigin(scheme: $0.scheme, host: $0.host, port: $0.port) })
+        c.allowedHosts = allowedHosts.map(HostPattern.init)
         c.via = LoopMarker.via
         transfer.apply(to: &c)
         return c

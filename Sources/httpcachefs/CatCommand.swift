@@ -34,7 +34,7 @@ struct CatCommand: AsyncParsableCommand {
             let options = cache
             let url = url
             let engine: CacheEngine
-            switch try await CacheAccess.open(options) {
+            switch try await CacheAccess.open(options, credentialURLs: [url]) {
             case let .engine(opened):
                 engine = opened
             case let .daemon(held):

@@ -166,8 +166,10 @@ struct MountCommand: AsyncParsableCommand {
         if let note = prepared.cleanedStaleMount { logger.warning("\(note)") }
         let options = cache
         let metrics = PrometheusExport()   // the backend `/metrics` renders
+        // The URLs given are the credential origins (a URL list re-read later adds none).
+        let credentialURLs = tree.files.map(\.url) + tree.indexes.map(\.url)
         let engine = try await onBlockingPool {
-            try options.openEngine(defaultLogLevel: .info, metrics: metrics)
+            try options.openEngine(defaultLogLevel: .info, metrics: metrics, credentialURLs: credentialURLs)
         }
         var mountOptions = MountOptions(
             revalidateAfter: resolved.revalidateAfter, listingTTL: indexTTL,

@@ -4,8 +4,11 @@ import Foundation
 import Settings
 
 /// How requests present themselves to origins and whom they trust: `--user-agent`,
-/// `--ca-certificate`, `--netrc-file`, `--user` and `--password-file`. Part of `CacheOptions`
-/// (every subcommand), each also a config-file key of the same name.
+/// `--ca-certificate`, `--netrc-file`, `--user`, `--password-file` and `--credential-host`. Part
+/// of `CacheOptions` (every subcommand), each also a config-file key of the same name.
+///
+/// Credentials (`--user`, every `--header`) go only to credential origins: those of the URLs the
+/// command was given, and the hosts `--credential-host` names (`CredentialScope`).
 ///
 /// No password is ever taken on the command line, where `ps` shows it: it comes from a file
 /// (`--password-file`, a netrc file) that the background daemon reads again itself, so its
@@ -24,12 +27,16 @@ struct OriginOptions: ParsableArguments {
     var netrcFile: String?
 
     @Option(name: .customLong("user"), parsing: .unconditional,
-            help: ArgumentHelp("Basic-auth user for URLs that carry no credentials, sent to every origin like curl --user; the password comes from --password-file.", valueName: "name"))
+            help: ArgumentHelp("Basic-auth user for URLs that carry no credentials, sent only to the origins of the URLs given (and --credential-host), never after a redirect to another origin; the password comes from --password-file.", valueName: "name"))
     var user: String?
 
     @Option(name: .customLong("password-file"), parsing: .unconditional,
             help: ArgumentHelp("File whose first line is the password for --user (never give a password on the command line).", valueName: "file"))
     var passwordFile: String?
+
+    @Option(name: .customLong("credential-host"), parsing: .unconditionalSingleValue,
+            help: ArgumentHelp("Also send --user and --header credentials to this host (a glob like --allow-host: media.example.com, *.example.com, host:8443); repeatable. By default they go only to the origins (scheme, host, port) of the URLs given: mounted URLs, --index, --url-list entries, cat/preload URLs, --tier origins.", valueName: "host[:port]"))
+    var credentialHosts: [String] = []
 
     init() {}
 
@@ -59,6 +66,22 @@ struct OriginOptions: ParsableArguments {
             }
             r.access.password = Secret(try Self.readPassword(password.text, option: password.option))
         }
+        if !credentialHosts.isEmpty {
+            r.credentialHosts = try credentialHosts.map { try Self.checkCredentialHost($0, option: "--credential-host") }
+        } else if let file {
+            r.credentialHosts = try file.list("credential-host").enumerated().map {
+                try Self.checkCredentialHost($1, option: file.describe("credential-host", item: $0))
+            }
+        }
+    }
+
+    /// A host name, address or glob, with an optional port: no scheme, path or spaces.
+    static func checkCredentialHost(_ text: String, option: String) throws -> String {
+        let t = text.trimmingCharacters(in: .whitespaces)
+        guard !t.isEmpty, !t.contains("/"), !t.contains("@"), !t.contains(where: \.isWhitespace), !hasControlCharacter(t) else {
+            throw UsageError("invalid host '\(text)' for \(option): expected a host name, address or glob with an optional port, like media.example.com, *.example.com or 10.0.0.5:8443")
+        }
+        return t
     }
 
     static func checkUserAgent(_ text: String, option: String) throws -> String {

@@ -106,7 +106,7 @@ struct PreloadCommand: AsyncParsableCommand {
             for url in urls { _ = try KeyRules.validate(url) }
             let options = cache
             let engine: CacheEngine
-            switch try await CacheAccess.open(options) {
+            switch try await CacheAccess.open(options, credentialURLs: urls) {
             case let .engine(opened):
                 engine = opened
             case let .daemon(held):
@@ -138,7 +138,7 @@ struct PreloadCommand: AsyncParsableCommand {
         let target: LibraryPreload.Target
         var daemon: DaemonClient?
         var engine: CacheEngine?
-        switch try await CacheAccess.open(cache) {
+        switch try await CacheAccess.open(cache, credentialURLs: urls) {
         case let .engine(opened):
             engine = opened
             target = EnginePreloadTarget(engine: opened)

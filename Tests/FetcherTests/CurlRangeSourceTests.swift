@@ -204,7 +204,10 @@ final class CurlRangeSourceTests: XCTestCase {
         fetch("/f.bin", 0, 10)
         XCTAssertEqual(origin.requests.last?.header("accept-encoding"), "identity",
                        "no on-the-fly compression: ranges of a compressed body are not the file's")
-        let asking = makeSource { $0.extraHeaders = ["Accept-Encoding: br"] }
+        let asking = makeSource {
+            $0.extraHeaders = ["Accept-Encoding: br"]
+            $0.access.scope = CredentialScope(urls: [origin.url("/")])   // the user's headers go to the user's origins
+        }
         defer { asking.shutdown() }
         fetch("/f.bin", 0, 10, via: asking)
         XCTAssertEqual(origin.requests.last?.header("accept-encoding"), "br")

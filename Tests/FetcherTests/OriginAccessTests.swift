@@ -43,7 +43,9 @@ final class OriginAccessTests: XCTestCase {
     }
 
     func testUserAndPasswordGoAsBasicAuth() {
-        let sink = fetch(origin.url("/f.bin")) { $0.access = OriginAccess(user: "alice", password: Secret("s3cret pw")) }
+        let sink = fetch(origin.url("/f.bin")) {
+            $0.access = OriginAccess(user: "alice", password: Secret("s3cret pw"), scope: CredentialScope(urls: [origin.url("/")]))
+        }
         XCTAssertNil(sink.result())
         XCTAssertEqual(sink.body, Array(data[0..<1000]))
         XCTAssertEqual(origin.requests.last?.header("authorization"), basic("alice", "s3cret pw"))
@@ -51,7 +53,7 @@ final class OriginAccessTests: XCTestCase {
 
     func testCredentialsInTheURLWinOverTheUser() throws {
         let url = origin.url("/f.bin").replacingOccurrences(of: "http://", with: "http://bob:hunter2@")
-        let sink = fetch(url) { $0.access = OriginAccess(user: "alice", password: Secret("s3cret")) }
+        let sink = fetch(url) { $0.access = OriginAccess(user: "alice", password: Secret("s3cret"), scope: CredentialScope(urls: [url])) }
         XCTAssertNil(sink.result())
         XCTAssertEqual(origin.requests.last?.header("authorization"), basic("bob", "hunter2"))
     }

@@ -45,8 +45,10 @@ final class TransferStateTests: XCTestCase {
 
     func testOnlyTheLastHeaderBlockCounts() {
         var parser = ResponseHeaderParser()
+        let interim = ["HTTP/1.1 100 Continue\r\n", "\r\n"].compactMap { parser.feed($0) }.first
+        XCTAssertEqual(interim?.isInterim, true)
         let redirect = ["HTTP/1.1 302 Found\r\n", "Location: /b\r\n", "\r\n"].compactMap { parser.feed($0) }.first
-        XCTAssertEqual(redirect?.isInterim, true)
+        XCTAssertEqual(redirect?.isInterim, false, "a redirect is a final answer: TransferState follows it")
         let final = ["HTTP/2 200\r\n", "content-length: 5\r\n", "\r\n"].compactMap { parser.feed($0) }.first
         XCTAssertEqual(final?.status, 200)
         XCTAssertEqual(final?.isInterim, false)

@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+import CacheCore
 @testable import Proxy
 
 final class ProxyURLTests: XCTestCase {

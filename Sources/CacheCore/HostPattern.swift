@@ -1,4 +1,4 @@
-/// A `--allow-host` pattern: a shell-style glob over the host name, case-insensitive.
+/// A `--allow-host` or `--credential-host` pattern: a shell-style glob over the host name, case-insensitive.
 ///
 /// `*` matches any run of characters (dots included, so `*.example.com` matches
 /// `a.b.example.com` but not `example.com` itself), `?` exactly one. A pattern may carry a port
