@@ -89,4 +89,42 @@ public struct OriginHealth: Sendable, Equatable {
         state = .down(since: since, lastError: error, failures: failures + 1, nextProbe: at, probing: false)
         return .probeLater(at: at)
     }
+
+    /// What a finished transfer says about its origin.
+    public enum Evidence: Sendable, Equatable {
+        /// It answered (or, for a probe, is there): up.
+        case reached
+        /// It could not be reached: down (a request), or still down (a probe).
+        case unreachable
+        /// Nothing about the origin itself.
+        case none
+    }
+
+    /// What a transfer to the origin that ended with `error` says about that origin. Only what
+    /// concerns the origin itself counts against it: no connection, no address, a timeout (and
+    /// 5xx after retries, which stays an answer). A request's own fault (a malformed URL, another
+    /// scheme: `.refusedAddress`) says nothing, and a failure at another origin, where a redirect
+    /// sent the request (`failedElsewhere`), says the origin answered.
+    /// - Parameters:
+    ///   - answered: the transfer had a head before it failed.
+    ///   - isProbe: the transfer was the probe of an origin that is down.
+    ///   - failedElsewhere: the error names a URL at another origin (a redirect's target).
+    public static func evidence(of error: FetchError?, answered: Bool, isProbe: Bool, failedElsewhere: Bool) -> Evidence {
+        switch error {
+        case .http?:
+            return answered ? .none : .reached
+        case .network?, .timeout?:
+            if failedElsewhere { return answered && !isProbe ? .none : .reached }
+            // A read that stalls after the answer is a timeout too; a connection dropped
+            // mid-body (a network error after the head) is not the origin being away.
+            let away: Bool
+            if case .timeout? = error { away = true } else { away = !answered }
+            if away { return .unreachable }
+            return isProbe ? .reached : .none
+        case nil, .invalidResponse?, .remoteChanged?:
+            return isProbe || !answered ? .reached : .none
+        case .cancelled?, .refusedAddress?:
+            return isProbe ? .unreachable : .none
+        }
+    }
 }

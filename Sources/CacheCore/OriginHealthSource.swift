@@ -201,10 +201,11 @@ private struct WatchedHandle: FetchHandle {
     func setPriority(_ priority: FetchPriority, waitedSeconds: Double) { inner.setPriority(priority, waitedSeconds: waitedSeconds) }
 }
 
-/// Passes one transfer's callbacks on, telling the health table what they say of the origin: a
-/// head or an HTTP status means it answered; an attempt that could not reach it (the source's
-/// `OriginReachObserving` call, or a network error or timeout with no answer) means it is down.
-/// A probe's sink (`sink` nil) only reports.
+/// Passes one transfer's callbacks on, telling the health table what they say of the origin
+/// (`OriginHealth.evidence`): a head or an HTTP status means it answered; an attempt that could
+/// not reach it (the source's `OriginReachObserving` call, or a network error or timeout with no
+/// answer, at this origin: not at a redirect's target) means it is down; the request's own fault
+/// (a malformed URL) means nothing. A probe's sink (`sink` nil) only reports.
 private final class WatchedSink: FetchSink, FetchRetryObserving, OriginReachObserving, Sendable {
     let sink: FetchSink?
     let origin: String
@@ -265,6 +266,9 @@ private final class WatchedSink: FetchSink, FetchRetryObserving, OriginReachObse
     /// origin that is away: the reader hears at once, and the probe finds when it is back). A
     /// transfer that had an answer before counts too: its reconnection found nobody.
     func fetchCouldNotReach(_ error: FetchError) {
+        // A redirect's target that cannot be reached is not this origin (the source says so only
+        // of the requested origin; this holds for any source).
+        if let failed = Self.failedURL(error), OriginHealthSource.originName(failed) != origin { return }
         let first = state.withLock { s in
             defer { if s.unreachable == nil { s.unreachable = error } }
             return s.unreachable == nil
@@ -274,28 +278,27 @@ private final class WatchedSink: FetchSink, FetchRetryObserving, OriginReachObse
         cancelTransfer()
     }
 
+    /// The URL a network failure or timeout is about: the hop that failed.
+    static func failedURL(_ error: FetchError) -> String? {
+        switch error {
+        case let .network(url, _), let .timeout(url): return url
+        default: return nil
+        }
+    }
+
     func fetchDidFinish(_ error: FetchError?) {
         let (answered, unreachable, callerCancelled) = state.withLock { ($0.answered, $0.unreachable, $0.callerCancelled) }
         if isProbe && answered { return }   // reported with the head (then cancelled)
         var error = error
         if error == .cancelled, let unreachable, !callerCancelled { error = unreachable }
-        switch error {
-        case .http?:
-            if !answered { owner.reached(origin) }
-        case .network?, .timeout?:
-            // A read that stalls after the answer is a timeout too; a connection dropped
-            // mid-body (a network error after the head) is not the origin being away.
-            let away: Bool
-            if case .timeout? = error { away = true } else { away = !answered }
-            if away {
-                if isProbe { owner.probeFailed(origin, error!) } else if unreachable == nil { owner.unreachable(origin, error!) }
-            } else if isProbe {
-                owner.reached(origin)
-            }
-        case nil, .invalidResponse?, .remoteChanged?:
-            if isProbe || !answered { owner.reached(origin) }
-        case .cancelled?, .refusedAddress?:
-            if isProbe { owner.probeFailed(origin, error!) }
+        let failedElsewhere = error.flatMap(Self.failedURL).map { OriginHealthSource.originName($0) != origin } ?? false
+        switch OriginHealth.evidence(of: error, answered: answered, isProbe: isProbe, failedElsewhere: failedElsewhere) {
+        case .reached:
+            owner.reached(origin)
+        case .unreachable:
+            if isProbe { owner.probeFailed(origin, error!) } else if unreachable == nil { owner.unreachable(origin, error!) }
+        case .none:
+            break
         }
         sink?.fetchDidFinish(error)
     }

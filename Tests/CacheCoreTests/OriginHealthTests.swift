@@ -68,4 +68,26 @@ final class OriginHealthTests: XCTestCase {
         XCTAssertEqual(h.probeFailed("refused", now: at(2)), .none)
         XCTAssertEqual(h.state, .up)
     }
+
+    func testOnlyEvidenceAboutTheOriginItselfMarksItDown() {
+        let url = "http://origin.test/f"
+        let refused = FetchError.network(url: url, message: "Failed to connect to origin.test port 80: Connection refused")
+        let table: [(String, FetchError?, answered: Bool, probe: Bool, elsewhere: Bool, OriginHealth.Evidence)] = [
+            ("no connection", refused, false, false, false, .unreachable),
+            ("a timeout, even after the head", .timeout(url: url), true, false, false, .unreachable),
+            ("a dropped connection mid-body", refused, true, false, false, .none),
+            ("an error status", .http(status: 503, url: url), false, false, false, .reached),
+            ("a malformed URL (a raw space)", .refusedAddress(url: "http://origin.test/a b", reason: "not a valid URL"), false, false, false, .none),
+            ("a redirect to file://", .refusedAddress(url: "file:///etc/passwd", reason: "only http and https"), false, false, false, .none),
+            ("a redirect to a closed port", .network(url: "http://origin.test:9/x", message: "Connection refused"), false, false, true, .reached),
+            ("a redirect to a host that times out", .timeout(url: "http://cdn.test/x"), false, false, true, .reached),
+            ("too many redirects", .invalidResponse(url: url, message: "more than 10 redirects"), false, false, false, .reached),
+            ("a probe refused", refused, false, true, false, .unreachable),
+            ("a probe redirected to a closed port", .network(url: "http://cdn.test/x", message: "refused"), false, true, true, .reached),
+            ("a probe of a URL now refused by policy", .refusedAddress(url: url, reason: "x"), false, true, false, .unreachable),
+        ]
+        for (what, error, answered, probe, elsewhere, expected) in table {
+            XCTAssertEqual(OriginHealth.evidence(of: error, answered: answered, isProbe: probe, failedElsewhere: elsewhere), expected, what)
+        }
+    }
 }
