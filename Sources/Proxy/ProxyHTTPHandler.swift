@@ -26,7 +26,10 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
     private var stream: ResponseStream?
     private var headDeadline: Scheduled<Void>?
     private var peerIsLoopback = false
-    private var requestLine = ""
+    /// The request's method and target as the log shows them (`loggable`), made when first logged.
+    private var requestMethod = ""
+    private var requestTarget = ""
+    private var requestLine: String { "\(requestMethod) \(Self.loggable(requestTarget))" }
     private var started = NIODeadline.now()
     /// When the current request's head arrived (`DispatchTime` uptime), for time to first byte.
     private var startedNanos: UInt64 = 0
@@ -105,7 +108,8 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
         _ = connection.requestHead(version: head.version, keepAlive: head.isKeepAlive, isHead: head.method == .HEAD)
         started = .now()
         startedNanos = DispatchTime.now().uptimeNanoseconds
-        requestLine = "\(head.method.rawValue) \(Self.redactingToken(head.uri))"
+        requestMethod = head.method.rawValue
+        requestTarget = head.uri
         let headerBytes = head.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
         if let marker = service.configuration.loopMarker, head.headers["via"].contains(where: { $0.contains(marker) }) {
             connection.closeAfterResponse()
@@ -242,6 +246,15 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
     }
 
     /// Logs never carry the token: `/t/<token>/...` becomes `/t/-/...`.
+    /// A request target for a log line: a proxy URL as the URL it names, its user-info password
+    /// masked (`/?url=` percent-encodes it, `/u/` base64-encodes it: neither hides it); anything
+    /// else without its token and with any password masked.
+    static func loggable(_ target: String) -> String {
+        if let decoded = try? ProxyURL.decode(path: target) { return DisplayURL.redacted(decoded.url) }
+        let shown = redactingToken(target)
+        return DisplayURL.redactingPasswords(in: shown.removingPercentEncoding ?? shown)
+    }
+
     static func redactingToken(_ target: String) -> String {
         guard target.hasPrefix("/t/") else { return target }
         let rest = target.dropFirst(3)

@@ -2,8 +2,9 @@ import Foundation
 
 /// Hides the secrets in a long-running process's own arguments, which `ps` and
 /// `/proc/PID/cmdline` show to every user on the machine: the password of a URL's user-info
-/// (`https://user:***@host/`), the value of a credential header (`--header "Authorization: ***"`)
-/// and the proxy's `--token`.
+/// (`https://user:***@host/`), the value of every `--header` (each is a credential: an API key, a
+/// session, `X-Auth-Password` look like any other header), also as an fstab word
+/// (`-o header=Name: ***`), and the proxy's `--token`.
 ///
 /// The background mount re-executes itself with the user's arguments, so without this a password
 /// typed once would stay on view for the daemon's whole life. Its own options never need it:
@@ -43,7 +44,23 @@ enum ArgumentMasking {
         if argument.hasPrefix("--header=") {
             return headerValue(argument, from: argument.index(argument.startIndex, offsetBy: "--header=".count)).map { [$0] } ?? []
         }
+        if previous == "-o" || argument.hasPrefix("-o") { return fstabHeaderValues(argument) + (userInfoPassword(argument).map { [$0] } ?? []) }
         return userInfoPassword(argument).map { [$0] } ?? []
+    }
+
+    /// The values of `header=Name: value` words in a `-o` list (a value ends at the next comma).
+    static func fstabHeaderValues(_ text: String) -> [Range<String.Index>] {
+        var ranges: [Range<String.Index>] = []
+        var from = text.startIndex
+        while let word = text.range(of: "header=", range: from..<text.endIndex) {
+            let end = text[word.upperBound...].firstIndex(of: ",") ?? text.endIndex
+            if let colon = text[word.upperBound..<end].firstIndex(of: ":") {
+                let value = text[text.index(after: colon)..<end].drop { $0 == " " }
+                if !value.isEmpty { ranges.append(value.startIndex..<value.endIndex) }
+            }
+            from = end
+        }
+        return ranges
     }
 
     /// The password in the user-info of a URL inside `text` (`NAME=https://u:PW@host/...` too).
@@ -56,15 +73,11 @@ enum ArgumentMasking {
         return start < at ? start..<at : nil
     }
 
-    /// The value of a header that carries credentials: Authorization, Proxy-Authorization, Cookie,
-    /// and any name with "token", "key" or "secret" in it.
+    /// The value of a `--header`: every one is taken for a credential (a name list missed
+    /// `X-Auth-Password`; the header's name stays readable).
     static func headerValue(_ text: String, from start: String.Index? = nil) -> Range<String.Index>? {
         let line = text[(start ?? text.startIndex)...]
         guard let colon = line.firstIndex(of: ":") else { return nil }
-        let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
-        let secret = ["authorization", "proxy-authorization", "cookie"].contains(name)
-            || ["token", "key", "secret"].contains { name.contains($0) }
-        guard secret else { return nil }
         let value = text[text.index(after: colon)...].drop { $0 == " " }
         return value.isEmpty ? nil : value.startIndex..<value.endIndex
     }

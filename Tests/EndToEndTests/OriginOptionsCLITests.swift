@@ -133,7 +133,8 @@ extension CLITests {
 extension CLITests {
     func testTheProxysTokenAndCredentialHeadersAreMaskedInItsPSLine() throws {
         let proxy = try start(["proxy", "--proxy-port", "0", "--bind", "127.0.0.1", "--token", "tok-secret",
-                               "--header", "Authorization: Bearer bearer-secret"])
+                               "--header", "Authorization: Bearer bearer-secret", "--header", "X-Auth-Password: pw-secret",
+                               "--header=X-Tenant: tenant-secret"])
         defer { proxy.terminate(); proxy.waitUntilExit() }
         let cmdline = { String(decoding: FileManager.default.contents(atPath: "/proc/\(proxy.processIdentifier)/cmdline") ?? Data(), as: UTF8.self) }
         // Masked in argument order: once the header's value is gone, so is the token. (Until the
@@ -142,5 +143,7 @@ extension CLITests {
         XCTAssertFalse(cmdline().contains("tok-secret"), cmdline())
         XCTAssertTrue(cmdline().contains("--token\u{0}**********\u{0}"), cmdline())
         XCTAssertTrue(cmdline().contains("Authorization: ********************"), cmdline())
+        XCTAssertTrue(cmdline().contains("X-Auth-Password: *********"), "every --header is a credential: \(cmdline())")
+        XCTAssertTrue(cmdline().contains("--header=X-Tenant: *************"), cmdline())
     }
 }
