@@ -30,6 +30,26 @@ extension CLITests {
         }
     }
 
+    func testCatsCredentialsStayWithItsURLsOriginAcrossARedirectToAnotherOne() throws {
+        let canary = try OriginServer()
+        defer { canary.stop() }
+        canary.setFile("/c.bin", data: Array(repeating: 7, count: 5000))
+        origin.setFaults("/go", Faults(redirectTo: canary.url("/c.bin")))
+        let password = try write("pw\n", "pw")
+        let r = try run(["cat", origin.url("/go"), "--user", "alice", "--password-file", password,
+                         "--header", "X-Api-Key: key-1", "--header", "Cookie: s=1"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertEqual(r.stdout.count, 5000)
+        XCTAssertEqual(origin.requests.first?.header("x-api-key"), "key-1", "the URL given is a credential origin")
+        XCTAssertEqual(origin.requests.first?.header("authorization"), basic("alice", "pw"))
+        XCTAssertFalse(canary.requests.isEmpty)
+        for request in canary.requests {
+            for name in ["authorization", "x-api-key", "cookie"] {
+                XCTAssertNil(request.header(name), "\(name) followed the redirect to another origin")
+            }
+        }
+    }
+
     func testTheDefaultUserAgentStaysAndNoCredentialsGoUnasked() throws {
         origin.setGeneratedFile("/d.bin", length: 100, seed: 62)
         let r = try run(["cat", origin.url("/d.bin")], environment: ["HOME": temp.path])
@@ -97,6 +117,8 @@ extension CLITests {
             (["--read-ahead-max", "lots"], "invalid size 'lots' for --read-ahead-max"),
             (["--config", try write("ignore-etag = maybe\n", "config-etag")], "invalid value 'maybe' for 'ignore-etag' at "),
             (["--config", config], "invalid duration 'forever' for 'cache-max-age' at \(config)"),
+            (["--credential-host", "https://media.test/"], "invalid host 'https://media.test/' for --credential-host"),
+            (["--config", try write("credential-host = a b\n", "config-host")], "invalid host 'a b' for 'credential-host' at "),
         ]
         for (args, fragment) in cases {
             let r = try run(["cat", origin.url("/x.bin")] + args)
@@ -124,7 +146,7 @@ extension CLITests {
     func testHelpListsTheNewOptions() throws {
         let r = try run(["help", "mount"], cacheDirectory: nil)
         for option in ["--user-agent", "--ca-certificate", "--netrc-file", "--user ", "--password-file", "--cache-max-age",
-                       "--read-ahead-max", "--uid", "--gid", "--umask", "--ignore-etag"] {
+                       "--read-ahead-max", "--uid", "--gid", "--umask", "--ignore-etag", "--credential-host"] {
             XCTAssertTrue(r.text.contains(option), "\(option) missing from help:\n\(r.text)")
         }
     }
