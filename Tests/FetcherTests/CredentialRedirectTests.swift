@@ -30,13 +30,14 @@ final class CredentialRedirectTests: XCTestCase {
         canary?.stop()
     }
 
-    private func fetch(_ url: String, method: String? = nil, _ tweak: (inout FetcherConfiguration) -> Void = { _ in }) -> RecordingSink {
+    private func fetch(_ url: String, method: String? = nil, logger: Logger = Logger(label: "credential-tests"),
+                       _ tweak: (inout FetcherConfiguration) -> Void = { _ in }) -> RecordingSink {
         var c = FetcherConfiguration(userAgent: "httpcachefs-tests", extraHeaders: secretHeaders, connectTimeout: 5,
                                      lowSpeedTime: 10, maxRetries: 0)
         c.access = OriginAccess(user: "alice", password: Secret("pw"), scope: CredentialScope(urls: [home.url("/movies/a.mkv")]))
         c.via = "1.1 httpcachefs-test"
         tweak(&c)
-        let source = CurlRangeSource(configuration: c, logger: Logger(label: "credential-tests"))
+        let source = CurlRangeSource(configuration: c, logger: logger)
         sources.append(source)
         let sink = RecordingSink()
         var request = FetchRequest(url: url, start: 0, end: 100)
@@ -74,6 +75,24 @@ final class CredentialRedirectTests: XCTestCase {
         XCTAssertNil(direct.result(), "the fetch itself works, without credentials")
         XCTAssertEqual(direct.body, Array(data[0..<100]))
         assertNoCredentials(canary.requests, "a direct fetch of an origin the user never gave (a proxy URL)")
+    }
+
+    func testWithheldCredentialsAreLoggedOncePerOriginWithoutTheSecrets() {
+        let log = RecordedLog()
+        var c = FetcherConfiguration(userAgent: "httpcachefs-tests", extraHeaders: secretHeaders, connectTimeout: 5, maxRetries: 0)
+        c.access = OriginAccess(user: "alice", password: Secret("pw"), scope: CredentialScope(urls: [home.url("/")]))
+        let source = CurlRangeSource(configuration: c, logger: log.logger)
+        sources.append(source)
+        for url in [canary.url("/f.bin"), canary.url("/f.bin"), home.url("/f.bin")] {
+            let sink = RecordingSink()
+            _ = source.start(FetchRequest(url: url, start: 0, end: 10), sink: sink)
+            wait(for: [sink.finished], timeout: 30)
+        }
+        let withheld = log.lines.filter { $0.contains("credentials withheld") }
+        XCTAssertEqual(withheld.count, 1, "\(log.lines)")
+        XCTAssertTrue(withheld.first?.hasPrefix("info ") ?? false, "\(withheld)")
+        XCTAssertTrue(withheld.first?.contains("origin=http://127.0.0.1:\(canary.port)") ?? false, "\(withheld)")
+        for line in log.lines { XCTAssertFalse(line.contains("key-123") || line.contains("session=abc") || line.contains("pw"), line) }
     }
 
     func testARedirectToAnotherOriginCarriesNoCredentialOfAnyKind() {
