@@ -2,12 +2,13 @@ import Foundation
 
 /// Pinned ranges (`preload --pin`): bytes eviction leaves alone, so the start and end of a
 /// library's files (where players and scanners read first) stay cached under any pressure.
-/// The total is bounded: at most `pinLimit` (half the cap), so eviction always has room.
+/// Counted in what they keep (whole slices, up to the file's end: `PinTable`), and bounded by
+/// `pinLimit` (half the cap), so eviction always has room and the cap holds.
 extension CacheEngine {
     /// The most bytes that may be pinned at all: half the cap.
     public var pinLimit: Int64 { configuration.capacity / 2 }
 
-    /// Bytes pinned over every file (the ranges' lengths, cached or not yet).
+    /// Bytes the pins keep over every file: the slices they overlap (cached or not yet).
     public var pinnedBytes: Int64 { core.userPins.totalBytes }
 
     /// The pinned ranges of `url`'s file.
@@ -15,9 +16,15 @@ extension CacheEngine {
         (try? key(for: url)).map { core.userPins.ranges($0).ranges } ?? []
     }
 
-    /// Adds `ranges` to the pinned ranges of `url`'s file, unless the total would pass `limit`
-    /// (itself at most `pinLimit`). Committed to the index before it returns: pins survive a
-    /// restart. Returns the bytes newly pinned.
+    /// The bytes the pins of `url`'s file keep (whole slices).
+    public func pinnedBytes(url: String) -> Int64 {
+        (try? key(for: url)).map { core.userPins.heldBytes($0) } ?? 0
+    }
+
+    /// Adds `ranges` to the pinned ranges of `url`'s file, unless what the pins keep would pass
+    /// `limit` (itself at most `pinLimit`). Committed to the index before it returns: pins
+    /// survive a restart. Returns the bytes the pins keep more than before (whole slices: one
+    /// pinned byte keeps its slice).
     @discardableResult
     public func pin(url: String, ranges: [Range<Int64>], limit: Int64) throws -> Int64 {
         let key = try key(for: url)
@@ -28,17 +35,19 @@ extension CacheEngine {
         var set = pins.ranges(key)
         let before = set.count
         for r in ranges where r.lowerBound < r.upperBound { set.insert(r) }
-        let added = set.count - before
-        guard added > 0 else { return 0 }
-        let total = pins.totalBytes + added
+        guard set.count > before else { return 0 }
+        let length = core.cachedInfo(url: url)?.length
+        let pinned = pins.totalBytes
+        let total = pins.totalIf(key, set, length: length)
         if total > limit {
-            throw PinRefusal(url: url, adding: added, pinned: pins.totalBytes, limit: limit, hardLimit: pinLimit)
+            throw PinRefusal(url: url, adding: total - pinned, pinned: pinned, limit: limit, hardLimit: pinLimit,
+                             sliceSize: configuration.sliceSize)
         }
         do { try core.index.setPins(key: key.string, set.ranges) } catch {
             throw CacheError.storage(path: configuration.directory + "/index.sqlite", message: "cannot record the pin: \(error)")
         }
-        pins.set(key, set)
-        return added
+        pins.set(key, set, length: length)
+        return total - pinned
     }
 
     /// Unpins every range of `url`'s file; returns the bytes unpinned (0: none were).
@@ -47,8 +56,8 @@ extension CacheEngine {
         let key = try key(for: url)
         core.userPins.updates.lock()
         defer { core.userPins.updates.unlock() }
-        let pinned = core.userPins.ranges(key).count
-        guard pinned > 0 else { return 0 }
+        guard !core.userPins.ranges(key).isEmpty else { return 0 }
+        let pinned = core.userPins.heldBytes(key)
         try unpinHoldingUpdates(key)
         return pinned
     }
@@ -76,8 +85,12 @@ public struct PinRefusal: Error, Equatable, CustomStringConvertible {
     public var pinned: Int64
     public var limit: Int64
     public var hardLimit: Int64
+    /// Pins keep whole slices of this many bytes.
+    public var sliceSize: Int64 = 0
 
     public var description: String {
-        "cannot pin \(adding) more bytes of \(DisplayURL.redacted(url)): \(pinned) bytes are pinned already and the limit is \(limit) bytes (--pin-max; at most half the cache cap, \(hardLimit) bytes); unpin with 'httpcachefs cache unpin URL' or raise the cap"
+        "cannot pin \(adding) more bytes of \(DisplayURL.redacted(url)): \(pinned) bytes are pinned already and the limit is \(limit) bytes (--pin-max; at most half the cache cap, \(hardLimit) bytes)"
+            + (sliceSize > 0 ? "; a pin keeps whole slices of \(sliceSize) bytes (or the file up to its end)" : "")
+            + "; unpin with 'httpcachefs cache unpin URL' or raise the cap"
     }
 }

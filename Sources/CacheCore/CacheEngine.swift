@@ -77,7 +77,8 @@ public final class CacheEngine: Sendable {
     ///     file but made three cold hosts 1.5x slower (docs/fleet.md, "The open-time check").
     ///   - unknownLengthLimit: if the body has no length, the most it may bring before the open
     ///     fails and its transfer stops (a directory listing's cap); nil: the engine's own, half
-    ///     the cache's capacity.
+    ///     the cache's capacity. Given only for listing pages: an entry opened with one is a
+    ///     listing, whose changes are not counted or logged as remote file changes.
     ///   - answerFreshInline: an entry that is fresh (nothing to ask the origin) is answered on
     ///     the caller's thread, before `open` returns, instead of on an engine thread. For a
     ///     caller that would hop back to its own thread anyway (the proxy's event loop): two
@@ -154,8 +155,16 @@ public final class CacheEngine: Sendable {
     /// Status of every entry, for `cache ls`.
     public func list() -> [EntryStatus] { core.list() }
 
-    /// Forgets one entry and deletes its slices.
-    public func remove(url: String) throws { try core.remove(url: url) }
+    /// Forgets one entry and deletes its slices, and releases its pins: a removed file's pins
+    /// went on counting against `--pin-max` (and keeping its slices once fetched again). A URL
+    /// that is only pinned, not cached, has its pins released and is no error.
+    public func remove(url: String) throws {
+        let unpinned = try unpin(url: url)
+        do { try core.remove(url: url) } catch let error as CacheError {
+            if case .notFound = error, unpinned > 0 { return }
+            throw error
+        }
+    }
 
     /// The same, awaited: the files are deleted in a job of the engine's pool, never on the
     /// cooperative pool.

@@ -77,7 +77,17 @@ final class CacheIndex: Sendable {
     let reservePath: String
     static let reserveSize = 4 << 20
 
-    init(path: String) throws {
+    /// The cache directory, held open by the engine: the reserve is made and given up through
+    /// it (nil: by path, for a snapshot read by another process).
+    private let held: HeldDirectory?
+
+    /// SQLite opens the database by path, once, at the engine's start (with both locks taken);
+    /// its connections then keep their descriptors. Reader connections opened later by path
+    /// could in theory meet a replaced directory's index: what they read is only checked against
+    /// the held data files' bytes (`EngineCore+Verify`), so a foreign row drops bytes, never
+    /// serves them.
+    init(path: String, held: HeldDirectory? = nil) throws {
+        self.held = held
         reservePath = (path as NSString).deletingLastPathComponent + "/index.reserve"
         var config = Configuration()
         config.busyMode = .timeout(10)
@@ -168,22 +178,31 @@ final class CacheIndex: Sendable {
 
     /// Sets the reserve aside if it is not there (and there is room for it).
     func makeReserve() {
-        guard access(reservePath, F_OK) != 0 else { return }
-        let fd = open(reservePath + ".new", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard !hasReserve else { return }
+        let fd = held.map { $0.open("index.reserve.new", O_WRONLY | O_CREAT | O_TRUNC, mode: 0o600) }
+            ?? open(reservePath + ".new", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return }
         let ok = posix_fallocate(fd, 0, off_t(Self.reserveSize)) == 0
         Glibc.close(fd)
-        if ok { rename(reservePath + ".new", reservePath) } else { unlink(reservePath + ".new") }
+        if let held {
+            if ok { held.rename("index.reserve.new", to: "index.reserve") } else { held.unlink("index.reserve.new") }
+        } else {
+            if ok { rename(reservePath + ".new", reservePath) } else { unlink(reservePath + ".new") }
+        }
     }
 
-    var hasReserve: Bool { access(reservePath, F_OK) == 0 }
+    var hasReserve: Bool { held.map { $0.exists("index.reserve") } ?? (access(reservePath, F_OK) == 0) }
+
+    private func giveUpReserve() {
+        if let held { held.unlink("index.reserve") } else { unlink(reservePath) }
+    }
 
     /// Runs a write; if SQLite finds the disk full, gives up the reserve and tries once more.
     private func write(_ body: (Database) throws -> Void) throws {
         do {
             try pool.write(body)
         } catch let error as DatabaseError where error.resultCode == .SQLITE_FULL && hasReserve {
-            unlink(reservePath)
+            giveUpReserve()
             try pool.write(body)
         }
     }
@@ -236,6 +255,12 @@ final class CacheIndex: Sendable {
 
     func recordedCapacity() -> Int64? {
         (try? pool.read { db in try String.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'capacity'") })
+            .flatMap { $0.flatMap { Int64($0) } }
+    }
+
+    /// The slice size recorded, read only (a snapshot's view).
+    func recordedSliceSize() -> Int64? {
+        (try? pool.read { db in try String.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'slice_size'") })
             .flatMap { $0.flatMap { Int64($0) } }
     }
 

@@ -16,7 +16,10 @@ public struct CacheSnapshot: Sendable {
         do {
             let index = try CacheIndex(path: configuration.directory + "/index.sqlite")
             loaded = try index.loadAll()
-            pins = PinTable(try index.loadPins())
+            let lengths = Dictionary(loaded.entries.compactMap { r in r.info.length.map { (r.info.key, $0) } },
+                                     uniquingKeysWith: { a, _ in a })
+            pins = PinTable(try index.loadPins(), sliceSize: index.recordedSliceSize() ?? CacheConfiguration.defaultSliceSize,
+                            lengths: lengths)
             if let capacity = index.recordedCapacity() { configuration.capacity = capacity }
         } catch {
             throw CacheError.storage(path: configuration.directory + "/index.sqlite", message: "\(error)")
@@ -53,6 +56,12 @@ public struct CacheSnapshot: Sendable {
         (try? configuration.keyRules.key(for: url)).map { pins.ranges($0).ranges } ?? []
     }
 
+    /// The bytes the pins of `url`'s file keep (whole slices, up to its end).
+    public func pinnedBytes(url: String) -> Int64 {
+        (try? configuration.keyRules.key(for: url)).map { pins.heldBytes($0) } ?? 0
+    }
+
+    /// The bytes the pins keep over every file.
     public var pinnedBytes: Int64 { pins.totalBytes }
 
     public var usage: CacheUsage {

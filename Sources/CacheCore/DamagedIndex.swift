@@ -15,9 +15,9 @@ import Logging
 /// permission, a full disk) are thrown as before: they say nothing about the file's contents.
 extension CacheIndex {
     /// Opens the index at `path`, setting it aside and starting a new one if it is damaged.
-    static func openSettingAsideIfDamaged(path: String, logger: Logger) throws -> CacheIndex {
+    static func openSettingAsideIfDamaged(path: String, held: HeldDirectory? = nil, logger: Logger) throws -> CacheIndex {
         do {
-            let index = try CacheIndex(path: path)
+            let index = try CacheIndex(path: path, held: held)
             let problems = try index.quickCheck()
             guard !problems.isEmpty else { return index }
             try? index.pool.close()
@@ -25,7 +25,7 @@ extension CacheIndex {
         } catch let error as DatabaseError where isDamage(error) {
             try setAside(path: path, cause: "\(error)", logger: logger)
         }
-        return try CacheIndex(path: path)
+        return try CacheIndex(path: path, held: held)
     }
 
     /// What `PRAGMA quick_check` found wrong; empty when the index is sound.

@@ -14,26 +14,39 @@ import Glibc
 /// changed remote file can never be read through an old file. Which bytes of a file are valid is
 /// the index's business; this type only moves bytes, and retries on EINTR.
 struct DataFiles: Sendable {
-    let root: String
+    /// The cache directory, held open: every data file is opened, made and deleted relative to
+    /// it, never by path, so a directory replaced under the engine never hands it another
+    /// cache's files (`HeldDirectory`).
+    let held: HeldDirectory
     let sliceSize: Int64
 
-    init(root: String, sliceSize: Int64) {
-        self.root = root
+    init(held: HeldDirectory, sliceSize: Int64) {
+        self.held = held
         self.sliceSize = sliceSize
     }
 
+    var root: String { held.path }
+    /// The data folder's path, for the start's scan (which runs with both locks taken, before
+    /// any data file is opened).
     var dataDirectory: String { root + "/data" }
 
-    /// `data/<two hex digits>`: the low byte of the entry id. Built by hand: `String(format:)`
-    /// (Foundation's formatter) cost more than the `open` it named, on every read's open.
-    func directory(entry: Int64) -> String {
+    /// `data/<two hex digits>`, relative to the cache directory: the low byte of the entry id.
+    /// Built by hand: `String(format:)` (Foundation's formatter) cost more than the `open` it
+    /// named, on every read's open.
+    func folder(entry: Int64) -> String {
         let low = Int(entry & 0xFF)
-        return dataDirectory + "/" + Self.hexDigits[low >> 4] + Self.hexDigits[low & 0xF]
+        return "data/" + Self.hexDigits[low >> 4] + Self.hexDigits[low & 0xF]
     }
     private static let hexDigits = (0..<16).map { String($0, radix: 16) }
 
+    /// The data file's name relative to the cache directory.
+    func relativePath(entry: Int64, generation: Int64) -> String {
+        folder(entry: entry) + "/\(entry)-\(generation).data"
+    }
+
+    /// Its full path, for messages and the start's scan.
     func path(entry: Int64, generation: Int64) -> String {
-        directory(entry: entry) + "/\(entry)-\(generation).data"
+        held.display(relativePath(entry: entry, generation: generation))
     }
 
     /// Parses a data file name back into its parts (startup scan, removal sweep).
@@ -57,22 +70,23 @@ struct DataFiles: Sendable {
     func sliceRange(_ slice: Int64) -> Range<Int64> { (slice * sliceSize)..<((slice + 1) * sliceSize) }
 
     func openForWriting(entry: Int64, generation: Int64) throws -> Int32 {
-        let dir = directory(entry: entry)
-        let p = path(entry: entry, generation: generation)
-        var fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        let rel = relativePath(entry: entry, generation: generation)
+        var fd = held.open(rel, O_RDWR | O_CREAT, mode: 0o600)
         if fd < 0 && errno == ENOENT {
-            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
-                                                    attributes: [.posixPermissions: 0o700])
-            fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            // Its folder is made on demand (`data` too, if it went). In a deleted cache directory
+            // this fails too: nothing new is kept there.
+            _ = held.makeDirectory("data")
+            if held.makeDirectory(folder(entry: entry)) != 0 { throw StorageError(path: held.display(folder(entry: entry)), errno: errno) }
+            fd = held.open(rel, O_RDWR | O_CREAT, mode: 0o600)
         }
-        if fd < 0 { throw StorageError(path: p, errno: errno) }
+        if fd < 0 { throw StorageError(path: held.display(rel), errno: errno) }
         return fd
     }
 
     func openForReading(entry: Int64, generation: Int64) throws -> Int32 {
-        let p = path(entry: entry, generation: generation)
-        let fd = open(p, O_RDONLY | O_CLOEXEC)
-        if fd < 0 { throw StorageError(path: p, errno: errno) }
+        let rel = relativePath(entry: entry, generation: generation)
+        let fd = held.open(rel, O_RDONLY)
+        if fd < 0 { throw StorageError(path: held.display(rel), errno: errno) }
         return fd
     }
 
@@ -93,15 +107,13 @@ struct DataFiles: Sendable {
     /// Throws if the file is missing or short: the caller treats that as a miss, never as data.
     func read(entry: Int64, generation: Int64, range: Range<Int64>,
               into buffer: UnsafeMutableRawBufferPointer, at bufferOffset: Int) throws {
-        let p = path(entry: entry, generation: generation)
-        let fd = open(p, O_RDONLY | O_CLOEXEC)
-        if fd < 0 { throw StorageError(path: p, errno: errno) }
+        let fd = try openForReading(entry: entry, generation: generation)
         defer { close(fd) }
         do throws(ReadFullyFailure) {
             try readFully(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[bufferOffset..<(bufferOffset + range.count)]),
                           at: range.lowerBound)
         } catch {
-            throw StorageError(path: p, error)
+            throw StorageError(path: path(entry: entry, generation: generation), error)
         }
     }
 
@@ -110,7 +122,7 @@ struct DataFiles: Sendable {
     func punch(entry: Int64, generation: Int64, slices: [Int64]) throws {
         guard !slices.isEmpty else { return }
         let p = path(entry: entry, generation: generation)
-        let fd = open(p, O_WRONLY | O_CLOEXEC)
+        let fd = held.open(relativePath(entry: entry, generation: generation), O_WRONLY)
         if fd < 0 {
             if errno == ENOENT { return }   // nothing to free
             throw StorageError(path: p, errno: errno)
@@ -126,7 +138,7 @@ struct DataFiles: Sendable {
 
     /// Deletes the data file of one generation.
     func remove(entry: Int64, generation: Int64) {
-        unlink(path(entry: entry, generation: generation))
+        held.unlink(relativePath(entry: entry, generation: generation))
     }
 
     /// True when every byte of `range` is in the file: it is long enough and no hole lies inside
@@ -149,14 +161,15 @@ extension DataFiles {
     /// an evicted slice's blocks: where it cannot (FAT, exFAT, some network file systems), the
     /// cache would outgrow its cap on disk, so it refuses to start, saying why. A probe that
     /// cannot even be written (a full disk) proves nothing and lets the start go on.
-    static func checkHolePunching(in directory: String,
+    static func checkHolePunching(in held: HeldDirectory,
                                   punch: (Int32, Int64, Int64) -> Int32 = LinuxFileCalls.punchHole) throws {
-        let path = directory + "/.punch-probe-\(getpid())"
-        let fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        let directory = held.display("data")
+        let probe = "data/.punch-probe-\(getpid())"
+        let fd = held.open(probe, O_RDWR | O_CREAT | O_TRUNC, mode: 0o600)
         guard fd >= 0 else { return }
         defer {
             close(fd)
-            unlink(path)
+            held.unlink(probe)
         }
         let block = [UInt8](repeating: 1, count: 8192)
         guard block.withUnsafeBytes({ pwrite(fd, $0.baseAddress, $0.count, 0) }) == block.count else { return }

@@ -80,11 +80,12 @@ extension EngineCore {
         }
         let idSet = Set(ids)
         try index.deleteEntries(ids) {
-            let fm = FileManager.default
-            for sub in (try? fm.contentsOfDirectory(atPath: store.dataDirectory)) ?? [] {
-                let dir = store.dataDirectory + "/" + sub
-                for name in (try? fm.contentsOfDirectory(atPath: dir)) ?? [] {
-                    if let p = DataFiles.parse(fileName: name), idSet.contains(p.entry) { unlink(dir + "/" + name) }
+            // Through the held directory, never by path (`HeldDirectory`).
+            let held = store.held
+            for sub in held.names(in: "data") ?? [] {
+                let folder = "data/" + sub
+                for name in held.names(in: folder) ?? [] {
+                    if let p = DataFiles.parse(fileName: name), idSet.contains(p.entry) { held.unlink(folder + "/" + name) }
                 }
             }
         }

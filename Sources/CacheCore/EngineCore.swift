@@ -132,11 +132,21 @@ final class EngineCore: Sendable {
         } catch {
             throw CacheError.storage(path: dir, message: "cannot create the cache directory: \((error as? StorageError)?.message ?? error.localizedDescription)")
         }
-        try DataFiles.checkHolePunching(in: dir + "/data")
+        // The directory is held open from here on: the lock, the data files and the index's
+        // reserve are named relative to it (`HeldDirectory`), and the owner lock outside it
+        // keeps a second process off the path even after a delete (`DirectoryLock`).
+        let held: HeldDirectory
+        do { held = try HeldDirectory(path: dir) } catch {
+            throw CacheError.storage(path: dir, message: "cannot open the cache directory: \((error as? StorageError)?.message ?? "\(error)")")
+        }
+        directoryLock = try DirectoryLock(directory: held, note: { [logger] in logger.notice("\($0)") })
+        do { try DataFiles.checkHolePunching(in: held) } catch {
+            directoryLock.release()
+            throw error
+        }
         configuration.keyRules.credentialKey = CredentialKey.load(directory: dir)
-        directoryLock = try DirectoryLock(directory: dir)
         do {
-            index = try CacheIndex.openSettingAsideIfDamaged(path: dir + "/index.sqlite", logger: logger)
+            index = try CacheIndex.openSettingAsideIfDamaged(path: dir + "/index.sqlite", held: held, logger: logger)
         } catch {
             directoryLock.release()
             throw CacheError.storage(path: dir + "/index.sqlite", message: "\(error)")
@@ -153,7 +163,7 @@ final class EngineCore: Sendable {
             throw CacheError.storage(path: dir + "/index.sqlite", message: "\(error)")
         }
         do {
-            userPins = PinTable(try index.loadPins())
+            userPins = PinTable(try index.loadPins(), sliceSize: configuration.sliceSize)
         } catch {
             directoryLock.release()
             throw CacheError.storage(path: dir + "/index.sqlite", message: "cannot read the pinned ranges: \(error)")
@@ -166,12 +176,13 @@ final class EngineCore: Sendable {
         }
         self.configuration = configuration
         pool = BlockingIOPool(name: "httpcachefs-io", threads: max(1, configuration.blockingIOThreads))
-        store = DataFiles(root: dir, sliceSize: configuration.sliceSize)
+        store = DataFiles(held: held, sliceSize: configuration.sliceSize)
         memory = MemoryBudget(limits: .init(queued: configuration.writeBudget, perTransfer: configuration.writeBudgetPerTransfer,
                                             retained: configuration.readRetentionBudget))
         writes = WriteQueue(lanes: 2, memory: memory)
         shards = (0..<max(1, configuration.shardCount)).map { _ in Shard() }
         try load()
+        holdPinsUnderTheCap()
         switch previousStop {
         case .clean: logger.info("cache opened after a clean stop", metadata: ["directory": "\(dir)"])
         case .unclean: logger.notice("cache opened after an unclean stop (the last process did not close it)", metadata: ["directory": "\(dir)"])
@@ -451,7 +462,11 @@ final class EngineCore: Sendable {
     /// the old version fail (their readers are bound to it). Call under the shard lock.
     func startNewGeneration(_ entry: EntryState, head: ResponseHead, keeping fetchID: Int) -> [FetchHandleBox] {
         let old = entry.info.generation
-        logger.notice("remote file changed; dropping cached bytes", metadata: [
+        // A listing page that changed (an autoindex page has no validators, so every re-read is a
+        // new version) is told at debug level only and counted nowhere: changes count files.
+        let isFile = !entry.isListingPage
+        logger.log(level: isFile ? .notice : .debug,
+                   isFile ? "remote file changed; dropping cached bytes" : "listing page changed; dropping its cached copy", metadata: [
             "url": "\(entry.info.url)", "etag": "\(entry.info.etag ?? "-") -> \(head.etag ?? "-")",
             "length": "\(entry.info.length.map(String.init) ?? "?") -> \(head.totalLength.map(String.init) ?? "?")"])
         entry.info.generation = makeGeneration()
@@ -476,7 +491,7 @@ final class EngineCore: Sendable {
                 store.remove(entry: id, generation: old)
             }
         }
-        notifyChanged(entry.info)
+        if isFile { notifyChanged(entry.info) }
         return cancelled
     }
 
@@ -635,6 +650,26 @@ final class EngineCore: Sendable {
             ])
         }
         return why
+    }
+
+    /// At start: the pins learn their files' lengths (a pin's last slice ends at its file's
+    /// end), and pins that keep more than half the cap (pinned under a larger cap, a restart with
+    /// a smaller `--cache-size`) are released, whole files at a time, until they fit, so the cap
+    /// holds with pins in every case. Said as a warning, with the way to pin again.
+    func holdPinsUnderTheCap() {
+        for (key, set) in userPins.all() {
+            if let length = shard(for: key).locked({ $0[key]?.info.length }) { userPins.set(key, set, length: length) }
+        }
+        let limit = configuration.capacity / 2
+        guard userPins.totalBytes > limit else { return }
+        var released: [String] = []
+        for key in userPins.all().keys.sorted(by: { $0.string > $1.string }) where userPins.totalBytes > limit {
+            do { try index.setPins(key: key.string, []) } catch { break }
+            userPins.set(key, RangeSet())
+            released.append(key.string)
+        }
+        logger.warning("pins kept more than half the cache's cap; released the pins of some files so that the cap holds (pin them again with a larger --cache-size)", metadata: [
+            "released": "\(released.count)", "pinned": "\(userPins.totalBytes)", "limit": "\(limit)"])
     }
 
     /// Hands the rows of entries read since the last call to the index (batched behind, as every

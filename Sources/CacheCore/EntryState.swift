@@ -44,6 +44,10 @@ final class EntryState {
     /// than the engine's own limit (`EngineCore.unknownLengthLimit`): a directory listing is
     /// capped at 64 MiB, and an endless one is stopped there, not at half the cache's capacity.
     var unknownLengthLimit: Int64?
+    /// True for a directory listing's page: only listings open with a limit of their own
+    /// (`unknownLengthLimit`, `CacheEngine.open`). A page that changed is a new version like any
+    /// other, but not "a remote file changed": no notice, no `remoteChanges` (issue 38).
+    var isListingPage: Bool { unknownLengthLimit != nil }
     /// Bytes that arrived while no read waited for them (read-ahead), not read since: what a
     /// read takes from here counts as read-ahead that was read (`CacheMetrics`).
     var unreadAhead = RangeSet()

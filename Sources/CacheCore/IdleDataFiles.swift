@@ -50,6 +50,9 @@ final class IdleDataFiles: Sendable {
         slots.withLock { s in s.removeAll { $0.entry == entry } }
     }
 
+    /// Forgets every kept descriptor (tests: the next read opens its file).
+    func removeAll() { slots.withLock { $0.removeAll() } }
+
     /// How many are kept (tests).
     var count: Int { slots.withLock { $0.count } }
 }

@@ -86,7 +86,7 @@ extension CacheCommand {
                     var row = [DisplayURL.redacted(e.info.url), e.info.length.map(Format.bytes) ?? "?",
                                Format.percent(e.cachedBytes, of: e.info.length), Format.date(e.lastAccess)]
                     if pinned > 0 {
-                        let bytes = engine.pinnedRanges(url: e.info.url).reduce(Int64(0)) { $0 + $1.upperBound - $1.lowerBound }
+                        let bytes = engine.pinnedBytes(url: e.info.url)   // what the pins keep: whole slices
                         row.append(bytes > 0 ? Format.bytes(bytes) : "-")
                     }
                     rows.append(row)
@@ -307,8 +307,9 @@ protocol CacheListing {
     var usage: CacheUsage { get }
     func list() -> [EntryStatus]
     func status(url: String) -> EntryStatus?
-    /// Ranges pinned by `preload --pin`, and their total over the cache.
+    /// Ranges pinned by `preload --pin`, the bytes they keep (whole slices), and their total.
     func pinnedRanges(url: String) -> [Range<Int64>]
+    func pinnedBytes(url: String) -> Int64
     var pinnedBytes: Int64 { get }
 }
 

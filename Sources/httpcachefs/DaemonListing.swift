@@ -31,6 +31,7 @@ struct DaemonListing: CacheListing {
 
     /// Pins are committed to the index before the daemon reports them: the snapshot has them all.
     func pinnedRanges(url: String) -> [Range<Int64>] { snapshot.pinnedRanges(url: url) }
+    func pinnedBytes(url: String) -> Int64 { snapshot.pinnedBytes(url: url) }
     var pinnedBytes: Int64 { snapshot.pinnedBytes }
 
     func status(url: String) -> EntryStatus? { snapshot.status(url: url).map(overlaid) }

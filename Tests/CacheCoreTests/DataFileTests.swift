@@ -191,13 +191,14 @@ final class DataFileTests: XCTestCase {
     }
 
     func testACacheDirectoryThatCannotPunchHolesIsRefusedWithItsReason() throws {
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        XCTAssertNoThrow(try DataFiles.checkHolePunching(in: dir), "this file system punches holes")
+        try FileManager.default.createDirectory(atPath: dir + "/data", withIntermediateDirectories: true)
+        let held = try HeldDirectory(path: dir)
+        XCTAssertNoThrow(try DataFiles.checkHolePunching(in: held), "this file system punches holes")
         let unsupported: (Int32, Int64, Int64) -> Int32 = { _, _, _ in errno = EOPNOTSUPP; return -1 }
-        XCTAssertThrowsError(try DataFiles.checkHolePunching(in: dir, punch: unsupported)) { error in
+        XCTAssertThrowsError(try DataFiles.checkHolePunching(in: held, punch: unsupported)) { error in
             XCTAssertTrue("\(error)".contains("cannot punch holes"), "\(error)")
         }
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir), [], "the probe is gone")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir + "/data"), [], "the probe is gone")
     }
 
     private static func allocated(_ path: String) -> Int64 {

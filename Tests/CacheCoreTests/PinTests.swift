@@ -99,4 +99,85 @@ final class PinTests: XCTestCase {
         // Pinning what is pinned already costs nothing.
         XCTAssertEqual(try cache.pin(url: url, ranges: [0..<(1 << 20)], limit: 3 << 20), 0)
     }
+
+    /// Issue 36, item 6: pins were counted in requested bytes while eviction keeps whole
+    /// slices: `--head 1 --tail 1 --pin` over 10 files "pinned 20 bytes" and kept 60 MiB under
+    /// a 64 MiB cap. They now count the slices they keep (up to the file's end), against the limit.
+    func testPinsCountTheSlicesTheyKeepAndAreRefusedPastTheLimitInThem() async throws {
+        let source = ScriptedSource()
+        let files = (0..<3).map { "http://origin.test/media/film\($0).mp4" }
+        for (i, u) in files.enumerated() { source.set(u, .init(bytes: randomBytes(3 << 20, seed: UInt64(50 + i)), etag: "\"\(i)\"")) }
+        let small = "http://origin.test/media/poster.jpg"
+        source.set(small, .init(bytes: randomBytes(100_000, seed: 59), etag: "\"p\""))
+        let cache = try engine(source)
+        defer { cache.shutdown() }
+        for u in files + [small] { _ = try await readAll(cache, u, u == small ? 100_000 : 3 << 20) }
+        let last = Int64(3 << 20)
+        // One byte at each end keeps two slices: 2 MiB, not 2 bytes.
+        XCTAssertEqual(try cache.pin(url: files[0], ranges: [0..<1, (last - 1)..<last], limit: cache.pinLimit), 2 << 20)
+        XCTAssertEqual(cache.pinnedBytes, 2 << 20)
+        XCTAssertEqual(cache.pinnedBytes(url: files[0]), 2 << 20)
+        // A small file's pin keeps the file, not a whole slice.
+        XCTAssertEqual(try cache.pin(url: small, ranges: [0..<1], limit: cache.pinLimit), 100_000)
+        // Two bytes in one slice keep it once.
+        XCTAssertEqual(try cache.pin(url: files[1], ranges: [0..<1, 10..<11], limit: cache.pinLimit), 1 << 20)
+        XCTAssertEqual(cache.pinnedBytes, (3 << 20) + 100_000)
+        // The limit (4 MiB, half the cap) is checked in kept bytes: two more slices do not fit.
+        XCTAssertThrowsError(try cache.pin(url: files[2], ranges: [0..<1, (last - 1)..<last], limit: cache.pinLimit)) { error in
+            let text = "\(error)"
+            XCTAssertTrue(text.contains("cannot pin 2097152 more bytes") && text.contains("whole slices of 1048576 bytes"), text)
+        }
+        XCTAssertEqual(cache.pinnedBytes, (3 << 20) + 100_000, "a refused pin pins nothing")
+
+        // The cap holds: with everything else evicted, what is left is at most what the pins
+        // keep (a pinned slice evicted before its pin is not fetched by it).
+        _ = cache.core.evictNow(bytes: 64 << 20)
+        let kept = cache.list().reduce(Int64(0)) { $0 + $1.cachedBytes }
+        XCTAssertLessThanOrEqual(kept, cache.pinnedBytes)
+        XCTAssertEqual(cache.status(url: small)?.cachedBytes, 100_000)
+        XCTAssertEqual(cache.status(url: files[2])?.cachedBytes ?? 0, 0)
+    }
+
+    /// `cache rm` of a pinned file left its pin counted (and its slices kept once fetched again).
+    func testRemovingAFileReleasesItsPins() async throws {
+        let film = randomBytes(2 << 20, seed: 61)
+        let source = ScriptedSource()
+        source.set(url, .init(bytes: film, etag: "\"f\""))
+        var cache = try engine(source)
+        _ = try await readAll(cache, url, film.count)
+        try cache.pin(url: url, ranges: [0..<1], limit: cache.pinLimit)
+        // Pinned before it was ever cached: `cache rm` releases it, and is no error.
+        try cache.pin(url: other, ranges: [0..<1], limit: cache.pinLimit)
+        XCTAssertEqual(cache.pinnedBytes, 2 << 20)
+        try await cache.remove(url: url)
+        try await cache.remove(url: other)
+        XCTAssertEqual(cache.pinnedBytes, 0)
+        XCTAssertEqual(cache.pinnedRanges(url: url), [])
+        do {
+            try await cache.remove(url: other)
+            XCTFail("neither cached nor pinned: not found")
+        } catch let error as CacheError {
+            guard case .notFound = error else { return XCTFail("\(error)") }
+        }
+        cache.shutdown()
+        cache = try engine(source)
+        defer { cache.shutdown() }
+        XCTAssertEqual(cache.pinnedRanges(url: url), [], "the release was recorded")
+        XCTAssertEqual(cache.pinnedBytes, 0)
+    }
+
+    /// Pins made under a larger cap ("60.0 MiB of 16.0 MiB used, 20 B pinned" after a restart
+    /// with `--cache-size 16M`): at start, pins past half the cap are released until they fit.
+    func testPinsPastHalfASmallerCapAreReleasedAtStart() throws {
+        var cache = try engine(ScriptedSource(), capacity: 16 << 20)
+        try cache.pin(url: url, ranges: [0..<(4 << 20)], limit: cache.pinLimit)
+        try cache.pin(url: other, ranges: [0..<(3 << 20)], limit: cache.pinLimit)
+        XCTAssertEqual(cache.pinnedBytes, 7 << 20)
+        cache.shutdown()
+        cache = try engine(ScriptedSource(), capacity: 8 << 20)
+        defer { cache.shutdown() }
+        XCTAssertLessThanOrEqual(cache.pinnedBytes, cache.pinLimit)
+        XCTAssertEqual(cache.pinnedRanges(url: url), [0..<(4 << 20)], "whole files are released, the rest kept")
+        XCTAssertEqual(cache.pinnedRanges(url: other), [])
+    }
 }

@@ -7,9 +7,13 @@ import TestSupport
 final class ScriptedSource: RangeSource, @unchecked Sendable {
     struct File {
         var bytes: [UInt8]
-        var etag: String
+        /// Nil: the answer names no ETag (nor, unless `lastModified`, any validator).
+        var etag: String?
         var status: Int? = nil
         var ignoresRanges = false
+        var lastModified: String? = nil
+        /// A whole answer without a length (chunked: nginx's autoindex page).
+        var hidesLength = false
     }
 
     private let lock = NSLock()
@@ -51,8 +55,9 @@ final class ScriptedSource: RangeSource, @unchecked Sendable {
             let whole = file.ignoresRanges
             let start = whole ? 0 : request.start
             let end = whole ? len : min(request.end ?? len, len)
-            let head = ResponseHead(status: whole ? 200 : 206, finalURL: request.url, bodyStart: start, totalLength: len,
-                                    contentType: "video/mp4", etag: file.etag, lastModified: nil, acceptsRanges: !whole)
+            let head = ResponseHead(status: whole ? 200 : 206, finalURL: request.url, bodyStart: start,
+                                    totalLength: whole && file.hidesLength ? nil : len,
+                                    contentType: "video/mp4", etag: file.etag, lastModified: file.lastModified, acceptsRanges: !whole)
             guard sink.fetchDidReceiveHead(head) else { sink.fetchDidFinish(.cancelled); return }
             var p = start
             while p < end {

@@ -1,0 +1,111 @@
+import Foundation
+
+/// The overlap check: a version change that no validator can show, found in the bytes (issue 36,
+/// item 5).
+///
+/// With a strong ETag, every request after the first carries it in `If-Range`, and a changed
+/// file answers 200 with another ETag: the engine starts a new version, and nothing mixes. An
+/// origin with no ETag (a weak one, or `--ignore-etag`) and no Last-Modified, or one whose
+/// Last-Modified did not change (a file replaced with its date kept: `cp -p`, `rsync -t`,
+/// object stores that copy metadata), gives the engine nothing to tell two versions of the same
+/// length apart: a 24 MiB file replaced during one open was read as 1.4 M words of the old version
+/// and 1.7 M of the new, and the mixed slices stayed cached.
+///
+/// So for such a version, a range request that starts past byte 0 also asks for the
+/// `overlapLength` bytes just before its start (4 KiB: one page, a few tenths of a percent of a
+/// read-ahead request, not a second request), and when they arrive they are compared with the
+/// bytes the cache holds there (pending in memory, or on disk). A request whose own first bytes
+/// are held already (an open's probe over a cached head) compares those. Same bytes: the new
+/// range is taken as before (the overlap itself is never delivered twice). Other bytes: the
+/// file changed. The engine starts a new version (the old slices go, rows first), the reads of
+/// the old version fail with `remoteChanged` (the open must be made again), the transfer stops,
+/// and nothing it brought is kept: the comparison comes before any of its bytes is delivered.
+///
+/// Limits, said in docs/consistency.md: a change that leaves those 4 KiB as they were (a file
+/// edited in the middle, in place) is not seen until a request overlaps the edit; a request
+/// whose overlap is neither held nor arrived yet when its bytes come (a read-ahead started
+/// while the one before it was still on its way, a seek into an uncached stretch) is not
+/// compared. With a strong ETag none of this applies, and nothing is asked twice.
+///
+/// Threads: `overlapStart` under the shard lock (in `launch`); `heldBytes` on the transfer's
+/// callback thread, taking the shard lock briefly and reading at most 4 KiB of a data file
+/// (normally in the page cache: just written or read) with its slices pinned.
+extension EngineCore {
+    /// Bytes asked again before a range, to compare.
+    static let overlapLength: Int64 = 4096
+
+    /// True when `info`'s version can be checked only by its bytes: no strong ETag to send in
+    /// `If-Range` (none, a weak one, or ETags ignored for its origin).
+    func needsOverlapCheck(_ info: EntryInfo) -> Bool {
+        guard let etag = info.etag, !etag.hasPrefix("W/") else { return true }
+        return ignoresETag(url: info.url)
+    }
+
+    /// The range to compare for a fetch from `start` of `entry` (under the shard lock): the
+    /// `overlapLength` bytes before it (asked for too), or its own first ones when they are held
+    /// already; nil for an entry with a strong ETag, a new one, or a fetch from 0 with nothing
+    /// held.
+    func overlapCheck(_ entry: EntryState, start: Int64, end: Int64?) -> (check: Range<Int64>, extendsRequest: Bool)? {
+        guard entry.isPersisted, needsOverlapCheck(entry.info) else { return nil }
+        if start > 0 {
+            return (max(0, start - Self.overlapLength)..<start, true)
+        }
+        var own = start..<(start + Self.overlapLength)
+        if let end { own = own.clamped(to: start..<end) }
+        if let length = entry.info.length { own = own.clamped(to: 0..<length) }
+        guard !own.isEmpty, entry.pending.adding(to: entry.coverage).contains(own) else { return nil }
+        return (own, false)
+    }
+
+    /// The bytes of `range` that the entry holds at `generation`, from memory (pending) or its
+    /// data file; nil unless all of them are held (nothing to compare).
+    func heldBytes(_ handle: EntryHandle, shard: Shard, generation: Int64, range: Range<Int64>) -> [UInt8]? {
+        enum Held { case memory([UInt8]), disk(id: Int64, slices: ClosedRange<Int64>) }
+        let held: Held? = shard.locked { entries in
+            guard let e = entries[handle], e.isCurrent(generation), e.isPersisted else { return nil }
+            if e.coverage.contains(range) {
+                let slices = self.slices(of: range)
+                e.pin(slices, generation: generation)   // not evicted under the read
+                return .disk(id: e.id, slices: slices)
+            }
+            let views = e.pending.views(in: range)
+            guard views.reduce(Int64(0), { $0 + $1.range.length }) == range.length else { return nil }
+            var out: [UInt8] = []
+            out.reserveCapacity(Int(range.length))
+            for v in views { out += UnsafeRawBufferPointer(rebasing: v.chunk.bytes[v.lo..<(v.lo + Int(v.range.length))]) }
+            return .memory(out)
+        }
+        switch held {
+        case nil: return nil
+        case let .memory(bytes): return bytes
+        case let .disk(id, slices):
+            defer { shard.locked { $0[handle]?.unpin(slices, generation: generation) } }
+            return try? [UInt8](unsafeUninitializedCapacity: Int(range.length)) { buf, count in
+                try store.read(entry: id, generation: generation, range: range, into: UnsafeMutableRawBufferPointer(buf), at: 0)
+                count = Int(range.length)
+            }
+        }
+    }
+
+    /// The overlap's bytes differ: the file changed though its validators did not say so. Starts
+    /// a new version (under the shard lock; the old slices go and the old version's waiting reads
+    /// fail), to be probed again by the next open. Returns what to cancel and launch after the
+    /// locks.
+    func overlapDiffered(_ handle: EntryHandle, shard: Shard, generation: Int64, fetchID: Int,
+                         at range: Range<Int64>) -> (cancels: [FetchHandleBox], launches: [Launch]) {
+        shard.locked { entries in
+            guard let entry = entries[handle], entry.isCurrent(generation) else { return ([], []) }
+            logger.warning("the file changed at its origin though its validators did not (no strong ETag); the bytes before a new range differ from the cached ones", metadata: [
+                "url": "\(entry.info.url)", "at": "\(range.lowerBound)", "etag": "\(entry.info.etag ?? "-")",
+                "last_modified": "\(entry.info.lastModified ?? "-")"])
+            let info = entry.info
+            let head = ResponseHead(status: 200, finalURL: info.finalURL, bodyStart: 0, totalLength: info.length,
+                                    contentType: info.contentType, etag: info.etag, lastModified: info.lastModified,
+                                    acceptsRanges: info.acceptsRanges)
+            let cancels = startNewGeneration(entry, head: head, keeping: fetchID)
+            entry.info.validatedAt = .distantPast   // what the origin now has is asked at the next open
+            entry.saveRow(to: index)
+            return (cancels, replanWaiters(entry, failed: nil))
+        }
+    }
+}
