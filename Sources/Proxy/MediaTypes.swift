@@ -7,7 +7,9 @@ import HLS
 /// The origin's type is passed through unless it says nothing useful (absent, or a generic
 /// `application/octet-stream`): many origins (object stores, plain file servers) answer that for
 /// everything, and browsers refuse to play `<video>` without a media type, while the extension
-/// (kept at the end of every proxy URL for exactly this reason) names the format.
+/// (kept at the end of every proxy URL for exactly this reason) names the format. `text/plain`
+/// is replaced too for the extensions below: nginx's default type for a name its table does not
+/// know (`.mkv`, `.m4s`), which no player takes for media.
 public enum MediaTypes {
     static let byExtension: [String: String] = [
         "mp4": "video/mp4", "m4v": "video/mp4", "m4s": "video/iso.segment", "mkv": "video/x-matroska",
@@ -30,10 +32,14 @@ public enum MediaTypes {
     public static func contentType(origin: String?, url: String) -> String {
         // A type that cannot be sent (a control character in it) says nothing either.
         let origin = origin.flatMap { $0.isSendableFieldValue ? $0 : nil }
-        if let origin, !isGeneric(origin) { return origin }
+        if let origin, !isGeneric(origin), !(isPlainText(origin) && knowsExtension(of: url)) { return origin }
         if let ext = pathExtension(of: url), let t = byExtension[ext] { return t }
         return origin.flatMap { $0.isEmpty ? nil : $0 } ?? "application/octet-stream"
     }
+
+    private static func isPlainText(_ contentType: String) -> Bool { contentType.mediaTypeEssence == "text/plain" }
+
+    private static func knowsExtension(of url: String) -> Bool { pathExtension(of: url).map { byExtension[$0] != nil } ?? false }
 
     /// Lower-cased extension of the URL's last path segment, if any.
     public static func pathExtension(of url: String) -> String? { MediaTypeHints.pathExtension(of: url) }

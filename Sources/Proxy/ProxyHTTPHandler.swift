@@ -26,6 +26,9 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
     private var stream: ResponseStream?
     private var headDeadline: Scheduled<Void>?
     private var peerIsLoopback = false
+    /// Whether the client is a local process of the daemon's user: nil until an owner-only page
+    /// asks (`ownerMayRead`).
+    private var peerIsOwner: Bool?
     /// The request's method and target as the log shows them (`loggable`), made when first logged.
     private var requestMethod = ""
     private var requestTarget = ""
@@ -129,13 +132,16 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
             let status = ProxyStatus(serving: service.configuration, port: boundPort(),
                                      peerIsLoopback: peerIsLoopback, tokenPresented: tokenPresented)
             respond(context: context, status: 200, contentType: "application/json", body: status.encoded())
-        case .statusPage:
+        case let .statusPage(proof):
+            guard ownerMayRead(proof, context: context) else { return refuseNonOwner(context: context) }
             respond(context: context, status: 200, contentType: "text/html; charset=utf-8", body: StatusPage.html,
                     extra: StatusPage.headers)
-        case let .statusDocument(tokenPresented):
+        case let .statusDocument(proof):
+            guard ownerMayRead(proof, context: context) else { return refuseNonOwner(context: context) }
             respond(context: context, status: 200, contentType: "application/json",
-                    body: statusDocument(tokenPresented: tokenPresented).encoded(), extra: [("Cache-Control", "no-store")])
-        case .metrics:
+                    body: statusDocument(tokenPresented: proof == .token).encoded(), extra: [("Cache-Control", "no-store")])
+        case let .metrics(proof):
+            guard ownerMayRead(proof, context: context) else { return refuseNonOwner(context: context) }
             guard let metricsText = service.metricsText else {
                 respondText(context: context, status: 404, "no metrics are exported by this proxy")
                 return
@@ -171,11 +177,35 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
         }
     }
 
+    /// Whether an owner-only page may be answered: the request proved itself (control key,
+    /// token), or the client is a local process of the daemon's own user (or root), as the
+    /// kernel's socket tables say (`PeerOwner`); asked once per connection.
+    private func ownerMayRead(_ proof: OwnerProof, context: ChannelHandlerContext) -> Bool {
+        if proof != .none { return true }
+        if let peerIsOwner { return peerIsOwner }
+        var uid: UInt32?
+        if let remote = context.remoteAddress, let local = context.localAddress,
+           let peer = PeerOwner.Endpoint(ip: remote.ipAddress ?? "", port: remote.port),
+           let mine = PeerOwner.Endpoint(ip: local.ipAddress ?? "", port: local.port) {
+            uid = PeerOwner.uid(peer: peer, local: mine)
+        }
+        let answer = uid.map { service.configuration.ownerUIDs.contains($0) } ?? false
+        peerIsOwner = answer
+        return answer
+    }
+
+    private func refuseNonOwner(context: ChannelHandlerContext) {
+        respondText(context: context, status: 403,
+                    "this daemon's status and metrics are for its own user: ask as that user, or send the control key from its \(ProxyStatus.runtimeFileName) (header \(ControlRequest.keyHeader)), or use the proxy's token")
+    }
+
     private func startProxy(context: ChannelHandlerContext, url: String, head: HTTPRequestHead) {
         let conditions = RequestConditions(range: head.headers.first(name: "range"),
                                            ifRange: head.headers.first(name: "if-range"),
                                            ifNoneMatch: head.headers.first(name: "if-none-match"),
-                                           ifModifiedSince: head.headers.first(name: "if-modified-since"))
+                                           ifModifiedSince: head.headers.first(name: "if-modified-since"),
+                                           ifMatch: Self.joined(head.headers["if-match"]),
+                                           ifUnmodifiedSince: head.headers.first(name: "if-unmodified-since"))
         let isHead = head.method == .HEAD
         let exact = head.headers.contains(name: ProxyURL.exactRangeHeader)
         let id = connection.request.id
@@ -240,12 +270,12 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
         var document = service.engine.statusDocument(version: service.configuration.version, showDirectory: peerIsLoopback)
         let token = tokenPresented ? service.configuration.token : nil
         for i in document.files.indices {
-            document.files[i].proxyPath = ProxyURL.make(original: document.files[i].url, base: "", token: token)
+            document.files[i].proxyPath = ProxyURL.make(original: document.files[i].url, base: "", token: token,
+                                                        key: service.configuration.signingKey)
         }
         return document.redactedForDisplay()
     }
 
-    /// Logs never carry the token: `/t/<token>/...` becomes `/t/-/...`.
     /// A request target for a log line: a proxy URL as the URL it names, its user-info password
     /// masked (`/?url=` percent-encodes it, `/u/` base64-encodes it: neither hides it); anything
     /// else without its token and with any password masked.
@@ -255,10 +285,20 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
         return DisplayURL.redactingPasswords(in: shown.removingPercentEncoding ?? shown)
     }
 
+    /// A list field sent on several lines is one list (RFC 9110 §5.3); nil when absent.
+    static func joined(_ lines: [String]) -> String? { lines.isEmpty ? nil : lines.joined(separator: ", ") }
+
+    /// Logs never carry the token or a signature (a pasted log would hand out the URL):
+    /// `/t/<token>/...` becomes `/t/-/...`, `/s/<sig>/...` becomes `/s/-/...`.
     static func redactingToken(_ target: String) -> String {
-        guard target.hasPrefix("/t/") else { return target }
-        let rest = target.dropFirst(3)
-        return "/t/-" + rest[(rest.firstIndex(of: "/") ?? rest.endIndex)...]
+        var out = ""
+        var rest = Substring(target)
+        for marker in ["/t/", "/s/"] where rest.hasPrefix(marker) {
+            let after = rest.dropFirst(3)
+            out += marker + "-"
+            rest = after[(after.firstIndex(of: "/") ?? after.endIndex)...]
+        }
+        return out + rest
     }
 
     private static func needsSource(_ body: ResponseBody) -> Bool {

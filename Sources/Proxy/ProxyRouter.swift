@@ -8,13 +8,14 @@ public enum ProxyRoute: Equatable, Sendable {
     /// The status document. `tokenPresented`: the request carried the valid token (only then may
     /// the answer contain it).
     case status(tokenPresented: Bool)
-    /// The status page (`/.httpcachefs/`).
-    case statusPage
-    /// The status document the page draws (`/.httpcachefs/status.json`). `tokenPresented` as above
-    /// (its proxy URLs carry the token only then).
-    case statusDocument(tokenPresented: Bool)
-    /// Prometheus metrics (`/metrics`).
-    case metrics
+    /// The status page (`/.httpcachefs/`). Owner-only: with `proof` `.none` the handler serves it
+    /// only to a local client of the daemon's own user (`PeerOwner`).
+    case statusPage(proof: OwnerProof)
+    /// The status document the page draws (`/.httpcachefs/status.json`); owner-only as above. Its
+    /// proxy URLs carry the token when the request did.
+    case statusDocument(proof: OwnerProof)
+    /// Prometheus metrics (`/metrics`); owner-only as above.
+    case metrics(proof: OwnerProof)
     /// Answer 302 with this `Location` (`/` goes to the status page).
     case redirect(location: String)
     /// Serve this original URL from the cache.
@@ -24,6 +25,16 @@ public enum ProxyRoute: Equatable, Sendable {
     /// A control request that carried the control key (the handler still requires a peer on
     /// this machine).
     case control(ControlRequest)
+}
+
+/// What a request for an owner-only page (status page, `status.json`, `/metrics`) proved by
+/// itself; with `.none`, only the peer's uid can let it in.
+public enum OwnerProof: Equatable, Sendable {
+    /// It carried the control key (from the owner-only runtime file).
+    case controlKey
+    /// It carried the proxy's token (which the owner hands to the clients it chooses).
+    case token
+    case none
 }
 
 public struct ProxyRouter: Sendable {
@@ -82,23 +93,32 @@ public struct ProxyRouter: Sendable {
         guard target.hasPrefix("/") else {
             return .reject(status: 400, message: "not an open proxy: request targets must be proxy URLs (/u/...)")
         }
-        if method == "POST" { return controlRoute(target: target, controlKey: controlKey) }
         let path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? target
+        let boundPort = [port ?? 0, configuration.port].first { $0 > 0 }
+        if method == "POST" {
+            // The key is required too; the Host check keeps a rebinding page from even trying.
+            if let host, !hostCheck.accepts(host, port: boundPort) {
+                return .reject(status: 403, message: "Host '\(host)' is not this machine: control requests go to 127.0.0.1 or localhost")
+            }
+            return controlRoute(target: target, controlKey: controlKey)
+        }
         if path == "/ping" { return .ping }
         // DNS rebinding: a web page whose name suddenly resolves to 127.0.0.1 could otherwise read
         // whatever it makes this proxy fetch (including hosts on the LAN), or the status document
         // (which tells loopback peers the cache directory). Without a token, and always for the
         // status document, only requests addressed to this machine are served: a Host that is
         // exactly one of its names or addresses (`HostHeaderCheck`), and its port.
-        if configuration.token == nil || path == Self.statusPath, let host,
-           !hostCheck.accepts(host, port: [port ?? 0, configuration.port].first { $0 > 0 }) {
+        if configuration.token == nil || path == Self.statusPath, let host, !hostCheck.accepts(host, port: boundPort) {
             // A proxy that has a token sends a LAN client to it, not to an option it already has.
             let remedy = configuration.token?.isEmpty == false ? "or this proxy's token: /t/TOKEN\(path)" : "(or run with --token)"
             return .reject(status: 403, message: "Host '\(host)' is not this machine: use 127.0.0.1 or localhost \(remedy)")
         }
         if path == Self.statusPath { return .status(tokenPresented: false) }
-        if configuration.token?.isEmpty ?? true, let own = ownPage(path, prefix: "", tokenPresented: false, query: path != target) { return own }
+        let keyPresented = controlKey.map { constantTimeEqual($0, configuration.controlKey) } ?? false
+        if configuration.token?.isEmpty ?? true,
+           let own = ownPage(path, prefix: "", proof: keyPresented ? .controlKey : .none, query: path != target) { return own }
 
+        let tokenPresented: Bool
         if let expected = configuration.token, !expected.isEmpty {
             guard let given = tokenPrefix(of: path), constantTimeEqual(given, expected) else {
                 return .reject(status: 403, message: "this proxy requires its token: use the URLs printed by 'httpcachefs url'")
@@ -108,7 +128,10 @@ public struct ProxyRouter: Sendable {
             if rest == Self.statusPath { return .status(tokenPresented: true) }
             // The token defeats DNS rebinding (a foreign page cannot know it): any Host may see
             // these, which is what a browser on the LAN sends.
-            if let own = ownPage(rest, prefix: "/t/" + given, tokenPresented: true, query: path != target) { return own }
+            if let own = ownPage(rest, prefix: "/t/" + given, proof: .token, query: path != target) { return own }
+            tokenPresented = true
+        } else {
+            tokenPresented = false
         }
 
         let decoded: ProxyTarget
@@ -118,6 +141,12 @@ public struct ProxyRouter: Sendable {
             return .reject(status: 404, message: ProxyURLError.notProxyPath.description)
         } catch {
             return .reject(status: 400, message: "\(error)")
+        }
+        // The proxy serves its owner: a web page in any browser on this machine, or another local
+        // user, can send requests here, but cannot sign a URL (`ProxySigningKey`).
+        guard tokenPresented || keyPresented || decoded.isSigned(by: configuration.signingKey) else {
+            let what = decoded.signature == nil ? "is not signed" : "has a signature that is not this proxy's for it"
+            return .reject(status: 403, message: "this proxy URL \(what): get one from 'httpcachefs url URL' (the proxy serves only URLs its owner made)")
         }
         if !allowed.isEmpty {
             guard let c = URLComponents(string: decoded.url), let host = c.host else {
@@ -133,13 +162,13 @@ public struct ProxyRouter: Sendable {
 
     /// The status page, its document and the metrics, at `path` after any token prefix.
     /// - Parameter query: the target has a query (`/?url=...` is a proxy URL, not the page).
-    private func ownPage(_ path: String, prefix: String, tokenPresented: Bool, query: Bool) -> ProxyRoute? {
+    private func ownPage(_ path: String, prefix: String, proof: OwnerProof, query: Bool) -> ProxyRoute? {
         switch path {
         case "", "/", "/.httpcachefs":
             return query ? nil : .redirect(location: prefix + Self.pagePath)
-        case Self.pagePath: return .statusPage
-        case Self.documentPath: return .statusDocument(tokenPresented: tokenPresented)
-        case Self.metricsPath: return .metrics
+        case Self.pagePath: return .statusPage(proof: proof)
+        case Self.documentPath: return .statusDocument(proof: proof)
+        case Self.metricsPath: return .metrics(proof: proof)
         default: return nil
         }
     }

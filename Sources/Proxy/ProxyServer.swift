@@ -176,9 +176,10 @@ public final class ProxyServer: Sendable {
         port.map { ProxyConfiguration.localBase(bindAddress: configuration.bindAddress, port: $0) }
     }
 
-    /// The proxy URL for `original` on this server (with its token), or nil when not running.
+    /// The proxy URL for `original` on this server (with its token or signature), or nil when
+    /// not running.
     public func proxyURL(for original: String) -> String? {
-        baseURL.map { ProxyURL.make(original: original, base: $0, token: configuration.token) }
+        baseURL.map { ProxyURL.make(original: original, base: $0, token: configuration.token, key: configuration.signingKey) }
     }
 
     /// Returns once the listener is closed (after `stop()`).

@@ -90,10 +90,10 @@ final class ProxyService: Sendable {
             // Sniffed and not a playlist: an ordinary small file.
             return .entry(loaded.entry, plan(entry: loaded.entry, conditions))
         }
-        let token = configuration.token
+        let (token, key) = (configuration.token, configuration.signingKey)
         let body = await rewrites.run { [bytes = loaded.bytes, finalURL = loaded.entry.finalURL] in
             let rewritten = HLSPlaylist.rewrite(String(decoding: bytes, as: UTF8.self), playlistURL: finalURL) {
-                ProxyURL.make(original: $0, base: "", token: token)
+                ProxyURL.make(original: $0, base: "", token: token, key: key)
             }
             return Array(rewritten.utf8)
         }

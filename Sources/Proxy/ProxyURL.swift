@@ -4,16 +4,23 @@ import Foundation
 /// Proxy URLs: the original URL rides in one path segment, and the path ends with the original's
 /// own last segment.
 ///
-///     http://127.0.0.1:8718/u/<base64url(original)>/video.mp4
+///     http://127.0.0.1:8718/s/<signature>/u/<base64url(original)>/video.mp4
 ///     http://192.168.1.5:8718/t/<token>/u/<base64url(original)>/video.mp4
-///     http://127.0.0.1:8718/?url=<percent-encoded original>       (accepted, never generated)
+///     http://127.0.0.1:8718/?url=<percent-encoded original>&sig=<signature>   (accepted, never generated)
 ///
 /// Why the last segment: players and browsers sniff the extension (`.m3u8`, `.mp4`) to pick a
-/// demuxer. Why a segment and not a query: the directory of a proxy URL, `/u/<b64>/`, then
-/// mirrors the original's directory, so a relative reference the proxy did not rewrite (a DASH
-/// manifest's segment names, a subtitle next to the video) resolves to
-/// `/u/<b64>/<relative>`, which `decode` resolves against the original URL. Only references on
-/// the original's own scheme, host and port are followed that way.
+/// demuxer. Why a segment and not a query: the directory of a proxy URL, `/s/<sig>/u/<b64>/`,
+/// then mirrors the original's directory, so a relative reference the proxy did not rewrite (a
+/// DASH manifest's segment names, a subtitle next to the video) resolves to
+/// `/s/<sig>/u/<b64>/<relative>`, which `decode` resolves against the original URL. Only
+/// references on the original's own scheme, host and port are followed that way.
+///
+/// Proof of ownership: the daemon fetches only what its owner asked for, so a URL carries either
+/// the token (`/t/`, for proxies reachable from the network) or `/s/<signature>`, the
+/// `ProxySigningKey` MAC of the original (the base64url segment). The router checks it. The
+/// signature covers the original and nothing else: a relative reference under a signed URL is
+/// served because it stays on the signed original's origin (scheme, host and port), which the
+/// owner chose; the owner's signature vouches for that origin's paths as a player resolves them.
 public enum ProxyURL {
     /// A request header (any value) asking the proxy for the range asked and nothing more: the
     /// file's open takes no first bytes along (a one-byte probe instead of the usual 256 KiB).
@@ -22,30 +29,33 @@ public enum ProxyURL {
 
     /// A proxy URL for `original`. `base` is `http://host:port` (no trailing slash), or "" for a
     /// root-relative URL (what the HLS rewriter emits, so it works whatever Host the player used).
-    public static func make(original: String, base: String, token: String?) -> String {
+    /// With a token the URL carries the token (proof enough); else, with a key, its signature;
+    /// with neither, no proof (the proxy refuses it: only tests of that refusal make one).
+    public static func make(original: String, base: String, token: String?, key: ProxySigningKey?) -> String {
         var s = base
-        if let token, !token.isEmpty { s += "/t/" + token }
+        if let token, !token.isEmpty {
+            s += "/t/" + token
+        } else if let key {
+            s += "/s/" + key.signature(for: original)
+        }
         s += "/u/" + Base64URL.encode(Array(original.utf8)) + "/" + lastSegment(of: original)
         return s
     }
 
-    /// The original URL named by a request target (path and optional query), and the token the
-    /// target carried. Throws `ProxyURLError.notProxyPath` for targets that are not proxy URLs
-    /// (404), `.invalid` for proxy URLs that do not decode to a safe http(s) URL (400).
+    /// The original URL named by a request target (path and optional query), and the token and
+    /// signature the target carried (checked by the router, not here). Throws
+    /// `ProxyURLError.notProxyPath` for targets that are not proxy URLs (404), `.invalid` for
+    /// proxy URLs that do not decode to a safe http(s) URL (400).
     public static func decode(path target: String) throws -> ProxyTarget {
         let (path, query) = splitQuery(target)
         var rest = Substring(path)
-        var token: String?
-        if rest.hasPrefix("/t/") {
-            let afterT = rest.dropFirst(3)
-            let end = afterT.firstIndex(of: "/") ?? afterT.endIndex
-            token = String(afterT[..<end])
-            rest = afterT[end...]
-            if rest.isEmpty { rest = "/" }
-        }
+        let token = takePrefix("/t/", of: &rest)
+        var signature = takePrefix("/s/", of: &rest)
         if rest == "/" || rest.isEmpty {
             guard let query, let encoded = queryValue(query, name: "url") else { throw ProxyURLError.notProxyPath }
-            return ProxyTarget(url: try validated(encoded), token: token)
+            if signature == nil { signature = queryValue(query, name: "sig") }
+            let url = try validated(encoded)
+            return ProxyTarget(url: url, token: token, signature: signature, signedURL: url)
         }
         guard rest.hasPrefix("/u/") else { throw ProxyURLError.notProxyPath }
         let afterU = rest.dropFirst(3)
@@ -59,10 +69,23 @@ public enum ProxyURL {
         let original = try validated(decoded)
         var remainder = end < afterU.endIndex ? String(afterU[afterU.index(after: end)...]) : ""
         if remainder.isEmpty || same(remainder, lastSegment(of: original)) {
-            return ProxyTarget(url: original, token: token)
+            return ProxyTarget(url: original, token: token, signature: signature, signedURL: original)
         }
         if let query { remainder += "?" + query }
-        return ProxyTarget(url: try resolve(remainder, against: original), token: token)
+        return ProxyTarget(url: try resolve(remainder, against: original), token: token, signature: signature,
+                           signedURL: original)
+    }
+
+    /// `abc` for a path starting `/t/abc/` (`marker` "/t/"), which is then taken off `rest`
+    /// (leaving "/" at least).
+    private static func takePrefix(_ marker: String, of rest: inout Substring) -> String? {
+        guard rest.hasPrefix(marker) else { return nil }
+        let after = rest.dropFirst(marker.count)
+        let end = after.firstIndex(of: "/") ?? after.endIndex
+        let value = String(after[..<end])
+        rest = after[end...]
+        if rest.isEmpty { rest = "/" }
+        return value
     }
 
     /// A reference under `/u/<b64>/` other than the original's own name: resolved like a
@@ -164,10 +187,23 @@ public struct ProxyTarget: Equatable, Sendable {
     public var url: String
     /// The token from a `/t/<token>/` prefix, if any.
     public var token: String?
+    /// The signature from `/s/<sig>/` (or `&sig=` of the query form), if any.
+    public var signature: String?
+    /// The URL the signature covers: the encoded original, which `url` differs from when the
+    /// target is a relative reference under it.
+    public var signedURL: String
 
-    public init(url: String, token: String?) {
+    public init(url: String, token: String?, signature: String? = nil, signedURL: String? = nil) {
         self.url = url
         self.token = token
+        self.signature = signature
+        self.signedURL = signedURL ?? url
+    }
+
+    /// Whether the target carries `key`'s signature of the original it encodes.
+    public func isSigned(by key: ProxySigningKey) -> Bool {
+        guard let signature else { return false }
+        return key.verifies(signature: signature, for: signedURL)
     }
 }
 
@@ -179,7 +215,7 @@ public enum ProxyURLError: Error, Equatable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .notProxyPath: return "not a proxy URL: use /u/<base64url of the URL>/<name> or /?url=<URL>"
+        case .notProxyPath: return "not a proxy URL: get one from 'httpcachefs url URL'"
         case let .invalid(message): return message
         }
     }

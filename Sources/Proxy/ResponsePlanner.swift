@@ -37,12 +37,18 @@ public struct RequestConditions: Sendable, Equatable {
     public var ifRange: String?
     public var ifNoneMatch: String?
     public var ifModifiedSince: String?
+    /// Every `If-Match` line, joined as one list.
+    public var ifMatch: String?
+    public var ifUnmodifiedSince: String?
 
-    public init(range: String? = nil, ifRange: String? = nil, ifNoneMatch: String? = nil, ifModifiedSince: String? = nil) {
+    public init(range: String? = nil, ifRange: String? = nil, ifNoneMatch: String? = nil, ifModifiedSince: String? = nil,
+                ifMatch: String? = nil, ifUnmodifiedSince: String? = nil) {
         self.range = range
         self.ifRange = ifRange
         self.ifNoneMatch = ifNoneMatch
         self.ifModifiedSince = ifModifiedSince
+        self.ifMatch = ifMatch
+        self.ifUnmodifiedSince = ifUnmodifiedSince
     }
 }
 
@@ -107,6 +113,15 @@ public enum ResponsePlanner {
         if let etag = rep.etag { headers.append(("ETag", etag)) }
         if let lm = rep.lastModified { headers.append(("Last-Modified", lm)) }
 
+        // RFC 9110 §13.2.2's order: If-Match (or, without it, If-Unmodified-Since), then
+        // If-None-Match (or, without it, If-Modified-Since), then If-Range below.
+        if let failed = failedPrecondition(rep, request) {
+            let text = Array("precondition failed: \(failed)\n".utf8)
+            return ResponsePlan(status: 412,
+                                headers: [("Content-Type", "text/plain; charset=utf-8")] + headers
+                                    + [("Content-Length", String(text.count))],
+                                body: .parts([.literal(text)]))
+        }
         if notModified(rep, request) {
             return ResponsePlan(status: 304, headers: headers, body: .parts([]))
         }
@@ -200,14 +215,36 @@ public enum ResponsePlanner {
         return a == b
     }
 
+    /// RFC 9110 §13.1.1 / §13.1.4: why the request's If-Match or If-Unmodified-Since fails
+    /// (answered 412), nil when it holds or is absent. If-Match: `*` matches (the proxy only
+    /// plans for a representation it has); otherwise a listed tag must equal the current ETag by
+    /// strong comparison (a weak tag on either side never matches). If-Unmodified-Since counts
+    /// only without If-Match, and is ignored when it is not an HTTP-date or the representation
+    /// has no Last-Modified.
+    static func failedPrecondition(_ rep: Representation, _ request: RequestConditions) -> String? {
+        if let ifMatch = request.ifMatch {
+            let list = EntityTagList(ifMatch)
+            if list.any { return nil }
+            guard let etag = rep.etag, !etag.hasPrefix("W/"), list.tags.contains(etag) else {
+                return rep.etag == nil ? "If-Match, and the file has no ETag" : "If-Match does not name the file's ETag \(rep.etag!)"
+            }
+            return nil
+        }
+        if let ius = request.ifUnmodifiedSince, let since = HTTPDate.parse(ius),
+           let lm = rep.lastModified, let modified = HTTPDate.parse(lm), modified > since {
+            return "the file was modified (\(lm)) after If-Unmodified-Since"
+        }
+        return nil
+    }
+
     /// RFC 9110 13.1.2 / 13.1.3 for GET and HEAD: If-None-Match (weak comparison) wins over
     /// If-Modified-Since, which is only looked at without it.
     static func notModified(_ rep: Representation, _ request: RequestConditions) -> Bool {
         if let inm = request.ifNoneMatch {
+            let list = EntityTagList(inm)
+            if list.any { return true }
             guard let etag = rep.etag else { return false }
-            let tags = inm.split(separator: ",").map { String($0.trimmingOWS()) }
-            if tags.contains("*") { return true }
-            return tags.contains { weakTag($0) == weakTag(etag) }
+            return list.tags.contains { weakTag($0) == weakTag(etag) }
         }
         if let ims = request.ifModifiedSince, let lm = rep.lastModified,
            let since = HTTPDate.parse(ims), let modified = HTTPDate.parse(lm) {
@@ -217,4 +254,38 @@ public enum ResponsePlanner {
     }
 
     private static func weakTag(_ tag: String) -> String { tag.hasPrefix("W/") ? String(tag.dropFirst(2)) : tag }
+}
+
+/// An `If-Match` / `If-None-Match` value (RFC 9110 §8.8.3): `*`, or entity-tags separated by
+/// commas. Read tag by tag, not split at commas: a tag may contain one (`"a,b"`). Text that is not
+/// a tag is skipped up to the next comma; it matches nothing.
+struct EntityTagList: Equatable {
+    var any = false
+    /// The tags as written, `W/` and quotes included.
+    var tags: [String] = []
+
+    init(_ value: String) {
+        let bytes = Array(value.utf8)
+        var i = 0
+        func skipSeparators() {
+            while i < bytes.count, bytes[i] == UInt8(ascii: " ") || bytes[i] == UInt8(ascii: "\t") || bytes[i] == UInt8(ascii: ",") { i += 1 }
+        }
+        skipSeparators()
+        while i < bytes.count {
+            let start = i
+            if bytes[i] == UInt8(ascii: "*") {
+                any = true
+                i += 1
+            } else {
+                if bytes[i...].starts(with: Array("W/".utf8)) { i += 2 }
+                if i < bytes.count, bytes[i] == UInt8(ascii: "\""), let close = bytes[(i + 1)...].firstIndex(of: UInt8(ascii: "\"")) {
+                    tags.append(String(decoding: bytes[start...close], as: UTF8.self))
+                    i = close + 1
+                } else {
+                    while i < bytes.count, bytes[i] != UInt8(ascii: ",") { i += 1 }
+                }
+            }
+            skipSeparators()
+        }
+    }
 }

@@ -12,6 +12,8 @@ import Proxy
 struct DaemonClient {
     let base: String
     let token: String?
+    /// The cache's signing key (`<cache dir>/proxy-key`), which the daemon's proxy URLs need.
+    let key: ProxySigningKey?
     let pid: Int32
     let source: CurlRangeSource
 
@@ -27,7 +29,12 @@ struct DaemonClient {
         default: return nil
         }
         let source = try options.makeSource(logger: options.makeLogger(label: "httpcachefs.fetch", defaultLevel: .error))
-        return DaemonClient(base: status.localBase, token: status.token, pid: pid, source: source)
+        let key = ProxySigningKey.read(cacheDirectory: cacheDirectory)
+        if key == nil && status.token == nil {
+            source.shutdown()
+            throw CommandFailure("the daemon (pid \(pid)) holding the cache serves only signed URLs, and the key \(ProxySigningKey.filePath(cacheDirectory: cacheDirectory)) cannot be read: restart the daemon as this user (it makes the key)")
+        }
+        return DaemonClient(base: status.localBase, token: status.token, key: key, pid: pid, source: source)
     }
 
     func shutdown() { source.shutdown() }
@@ -45,7 +52,7 @@ struct DaemonClient {
     func stream(url: String, start: Int64 = 0, end: Int64?, exact: Bool = false,
                 consume: @escaping @Sendable (UnsafeRawBufferPointer) -> Bool) throws -> Head {
         let sink = BlockingSink(consume: consume)
-        var request = FetchRequest(url: ProxyURL.make(original: url, base: base, token: token), start: start, end: end)
+        var request = FetchRequest(url: proxyURL(url), start: start, end: end)
         if exact { request.headers = ["\(ProxyURL.exactRangeHeader): 1"] }
         _ = source.start(request, sink: sink)
         sink.done.wait()
@@ -55,6 +62,9 @@ struct DaemonClient {
         }
         return Head(length: outcome.head?.totalLength, contentType: outcome.head?.contentType)
     }
+
+    /// The daemon's proxy URL for `url`.
+    func proxyURL(_ url: String) -> String { ProxyURL.make(original: url, base: base, token: token, key: key) }
 
     /// The file's length and type, from a one-byte request (the daemon serves it from its cache).
     func head(url: String, exact: Bool = false) throws -> Head {

@@ -32,7 +32,7 @@ struct DaemonHLSSource: HLSSource {
         guard HLSPlaylist.isPlaylist(contentType: head.contentType, firstBytes: Array(bytes.prefix(64))) else {
             throw HLSPreloader.PreloadError.notAPlaylist(url)
         }
-        let proxied = ProxyURL.make(original: url, base: daemon.base, token: daemon.token)
+        let proxied = daemon.proxyURL(url)
         return HLSPlaylistInfo(parsing: String(decoding: bytes, as: UTF8.self), playlistURL: proxied)
             .mapURLs(original(of:))
     }

@@ -61,7 +61,8 @@ struct ProxyOptions: ParsableArguments {
     /// The server's configuration over the cache `cache` describes (its directory, and the
     /// `--allow-host` patterns, which are cache options because the fetcher uses them too);
     /// `generatedToken` is set when the bind address needed a token and none was given (print it:
-    /// the user needs it to build URLs on other machines).
+    /// the user needs it to build URLs on other machines). Loads the cache's signing key
+    /// (`<cache dir>/proxy-key`, made on first use): call it while holding the cache.
     func configuration(cache: ResolvedCacheOptions) throws -> (configuration: ProxyConfiguration, generatedToken: String?) {
         let p = try resolve(file: cache.config)
         var token = p.token
@@ -74,6 +75,11 @@ struct ProxyOptions: ParsableArguments {
                                    proxyNames: p.proxyNames, cacheDirectory: URL(fileURLWithPath: cache.directory).standardizedFileURL.path,  // absolute: 'url' compares it
                                    version: Version.string)
         c.loopMarker = LoopMarker.token
+        do {
+            c.signingKey = try ProxySigningKey.loadOrCreate(cacheDirectory: c.cacheDirectory)
+        } catch {
+            throw CommandFailure("\(error): the proxy signs its URLs with it; check the cache directory's permissions")
+        }
         return (c, generated)
     }
 }
@@ -86,7 +92,10 @@ struct ProxyCommand: AsyncParsableCommand {
         discussion: """
             Players that only take URLs (a browser's <video>, a TV app, ffplay) get the same cache \
             as the mount. Get a file's proxy URL with 'httpcachefs url URL'; it looks like \
-            http://127.0.0.1:8718/u/<base64url of the URL>/<its file name>. Ranges, HEAD and \
+            http://127.0.0.1:8718/s/<signature>/u/<base64url of the URL>/<its file name>: the \
+            signature (a MAC under the key in <cache dir>/proxy-key) shows the proxy that its \
+            owner made the URL, so no web page and no other local user can make it fetch \
+            anything; unsigned requests get 403. Ranges, HEAD and \
             HLS playlists (rewritten so segments, keys and init sections come through the proxy \
             too) are supported. Several ranges in one request are answered as multipart/byteranges \
             (or the whole file, 200, for overlapping or more than 16 ranges). The proxy listens on \

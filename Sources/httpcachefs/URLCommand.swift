@@ -21,7 +21,9 @@ struct URLCommand: AsyncParsableCommand {
             Asks the proxy of the daemon ('httpcachefs mount' or 'httpcachefs proxy') that holds \
             the cache directory for its port and token. With --port, that port is used even if no \
             proxy answers right now (a warning says so). The URL ends with the original's file \
-            name, so players that look at the extension (.mp4, .m3u8) still work.
+            name, so players that look at the extension (.mp4, .m3u8) still work. It carries a \
+            signature made with the cache's key (<cache dir>/proxy-key, readable by its owner \
+            only), or the token: the proxy serves no URL without one.
             """
     )
 
@@ -71,7 +73,12 @@ struct URLCommand: AsyncParsableCommand {
                 }
                 throw CommandFailure("no httpcachefs proxy serves the cache \(directory): \(why); start 'httpcachefs mount' or 'httpcachefs proxy' with --cache-dir \(directory), or pass --port")
             }
-            CacheCommand.printLine(ProxyURL.make(original: url, base: base, token: urlToken))
+            // The signature: proof for the proxy that its owner made this URL.
+            let key = urlToken == nil ? ProxySigningKey.read(cacheDirectory: directory) : nil
+            if urlToken == nil && key == nil {
+                ErrorReporting.printWarning("the cache's signing key \(ProxySigningKey.filePath(cacheDirectory: directory)) cannot be read (another user's cache, or no daemon ever ran on it): the proxy refuses this URL unsigned (403)")
+            }
+            CacheCommand.printLine(ProxyURL.make(original: url, base: base, token: urlToken, key: key))
         }
     }
 

@@ -47,7 +47,7 @@ extension CLITests {
 
         let found = try run(["url", url, "--cache-dir", cacheA], cacheDirectory: nil)
         XCTAssertEqual(found.status, 0, found.stderr)
-        XCTAssertTrue(found.text.hasPrefix("http://127.0.0.1:\(port)/u/"), found.text)
+        XCTAssertTrue(found.text.hasPrefix("http://127.0.0.1:\(port)/s/"), "signed: \(found.text)")
         XCTAssertTrue(found.text.hasSuffix("/m.mp4\n"), found.text)
 
         // Cache B: nobody holds it, though a proxy.json (copied from A) names A's live proxy.

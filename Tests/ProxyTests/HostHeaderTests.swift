@@ -13,7 +13,7 @@ final class HostHeaderTests: XCTestCase {
     private func route(_ host: String, _ configuration: ProxyConfiguration = ProxyConfiguration(),
                        target: String? = nil) -> ProxyRoute {
         ProxyRouter(configuration: configuration)
-            .route(method: "GET", target: target ?? ProxyURL.make(original: original, base: "", token: nil),
+            .route(method: "GET", target: target ?? ProxyURL.make(original: original, base: "", token: nil, key: configuration.signingKey),
                    headerBytes: 0, host: host, port: port)
     }
 
@@ -98,7 +98,7 @@ final class HostHeaderTests: XCTestCase {
     /// Before the proxy is bound with port 0 the port is unknown: then any port is accepted.
     func testAnUnknownPortAcceptsAnyPort() {
         let router = ProxyRouter(configuration: ProxyConfiguration(port: 0))
-        let target = ProxyURL.make(original: original, base: "", token: nil)
+        let target = ProxyURL.make(original: original, base: "", token: nil, key: router.configuration.signingKey)
         XCTAssertEqual(router.route(method: "GET", target: target, headerBytes: 0, host: "127.0.0.1:4242"), .proxy(url: original))
         XCTAssertEqual(router.route(method: "GET", target: target, headerBytes: 0, host: "127.0.0.1:4242", port: 0), .proxy(url: original),
                        "a handler asked before the bound port was recorded")

@@ -26,7 +26,7 @@ final class ProxyHLSTests: XCTestCase {
                 let rest = line[r.upperBound...]
                 out.append(try ProxyURL.decode(path: String(rest.prefix { $0 != "\"" })).url)
             } else {
-                XCTAssertTrue(line.hasPrefix("/u/"), "root-relative proxy URL: \(line)")
+                XCTAssertTrue(line.hasPrefix("/s/"), "root-relative signed proxy URL: \(line)")
                 out.append(try ProxyURL.decode(path: String(line)).url)
             }
         }

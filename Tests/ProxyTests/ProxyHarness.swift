@@ -41,9 +41,14 @@ final class ProxyHarness: Sendable {
         port = try server.start()
     }
 
-    /// The proxy path (root-relative, with the token if any) for an origin path.
+    /// The proxy path (root-relative, with the token if any, else signed) for an origin path.
     func path(_ originPath: String, token: String? = nil) -> String {
-        ProxyURL.make(original: origin.url(originPath), base: "", token: token ?? configuration.token)
+        signed(origin.url(originPath), token: token)
+    }
+
+    /// The proxy path of any URL, as `httpcachefs url` makes it for this proxy.
+    func signed(_ original: String, token: String? = nil) -> String {
+        ProxyURL.make(original: original, base: "", token: token ?? configuration.token, key: configuration.signingKey)
     }
 
     /// A full proxy URL for players.

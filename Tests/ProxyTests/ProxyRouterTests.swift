@@ -11,15 +11,17 @@ final class ProxyRouterTests: XCTestCase {
                        .reject(status: 400, message: "not an open proxy: request targets must be proxy URLs (/u/...)"))
         XCTAssertEqual(statusOf(router.route(method: "CONNECT", target: "cdn.example.com:443", headerBytes: 0)), 405)
         XCTAssertEqual(statusOf(router.route(method: "GET", target: "*", headerBytes: 0)), 400)
-        XCTAssertEqual(statusOf(router.route(method: "POST", target: ProxyURL.make(original: video, base: "", token: nil), headerBytes: 0)), 405)
+        XCTAssertEqual(statusOf(router.route(method: "POST", target: ProxyURL.make(original: video, base: "", token: nil, key: router.configuration.signingKey), headerBytes: 0)), 405)
         XCTAssertEqual(statusOf(router.route(method: "GET", target: "/favicon.ico", headerBytes: 0)), 404)
     }
 
     func testProxiesEncodedURLs() {
         let router = ProxyRouter(configuration: ProxyConfiguration())
-        XCTAssertEqual(router.route(method: "GET", target: ProxyURL.make(original: video, base: "", token: nil), headerBytes: 10),
+        XCTAssertEqual(router.route(method: "GET", target: ProxyURL.make(original: video, base: "", token: nil, key: router.configuration.signingKey), headerBytes: 10),
                        .proxy(url: video))
-        XCTAssertEqual(router.route(method: "HEAD", target: "/?url=" + video.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!, headerBytes: 10),
+        let signature = router.configuration.signingKey.signature(for: video)
+        XCTAssertEqual(router.route(method: "HEAD", target: "/?url=" + video.addingPercentEncoding(withAllowedCharacters: .alphanumerics)! + "&sig=" + signature,
+                                    headerBytes: 10),
                        .proxy(url: video))
         XCTAssertEqual(router.route(method: "GET", target: "/ping", headerBytes: 0), .ping)
         XCTAssertEqual(router.route(method: "GET", target: "/.httpcachefs/status", headerBytes: 0), .status(tokenPresented: false))
@@ -28,16 +30,16 @@ final class ProxyRouterTests: XCTestCase {
     func testRejectedSchemesAndLineBreaks() {
         let router = ProxyRouter(configuration: ProxyConfiguration())
         for bad in ["file:///etc/passwd", "ftp://a/b", "http://a/b\r\nSet-Cookie: x", "gopher://x"] {
-            XCTAssertEqual(statusOf(router.route(method: "GET", target: ProxyURL.make(original: bad, base: "", token: nil), headerBytes: 0)), 400, bad)
+            XCTAssertEqual(statusOf(router.route(method: "GET", target: ProxyURL.make(original: bad, base: "", token: nil, key: router.configuration.signingKey), headerBytes: 0)), 400, bad)
         }
     }
 
     func testTokenIsRequiredWhenConfigured() {
         let router = ProxyRouter(configuration: ProxyConfiguration(bindAddress: "0.0.0.0", token: "s3cret"))
-        XCTAssertEqual(statusOf(router.route(method: "GET", target: ProxyURL.make(original: video, base: "", token: nil), headerBytes: 0)), 403)
-        XCTAssertEqual(statusOf(router.route(method: "GET", target: ProxyURL.make(original: video, base: "", token: "wrong"), headerBytes: 0)), 403)
+        XCTAssertEqual(statusOf(router.route(method: "GET", target: ProxyURL.make(original: video, base: "", token: nil, key: router.configuration.signingKey), headerBytes: 0)), 403)
+        XCTAssertEqual(statusOf(router.route(method: "GET", target: ProxyURL.make(original: video, base: "", token: "wrong", key: router.configuration.signingKey), headerBytes: 0)), 403)
         XCTAssertEqual(statusOf(router.route(method: "GET", target: "/?url=http%3A%2F%2Fa%2Fb", headerBytes: 0)), 403)
-        XCTAssertEqual(router.route(method: "GET", target: ProxyURL.make(original: video, base: "", token: "s3cret"), headerBytes: 0),
+        XCTAssertEqual(router.route(method: "GET", target: ProxyURL.make(original: video, base: "", token: "s3cret", key: router.configuration.signingKey), headerBytes: 0),
                        .proxy(url: video))
         // Liveness and the status document need no token; only a request that carries it may
         // learn it from the document.
@@ -49,10 +51,10 @@ final class ProxyRouterTests: XCTestCase {
 
     func testAllowedHosts() {
         let router = ProxyRouter(configuration: ProxyConfiguration(allowedHosts: ["*.example.com", "media.local:8080"]))
-        XCTAssertEqual(router.route(method: "GET", target: ProxyURL.make(original: video, base: "", token: nil), headerBytes: 0), .proxy(url: video))
-        XCTAssertEqual(statusOf(router.route(method: "GET", target: ProxyURL.make(original: "http://evil.test/x.mp4", base: "", token: nil), headerBytes: 0)), 403)
-        XCTAssertEqual(statusOf(router.route(method: "GET", target: ProxyURL.make(original: "http://media.local:8080/x.mp4", base: "", token: nil), headerBytes: 0)), nil)
-        XCTAssertEqual(statusOf(router.route(method: "GET", target: ProxyURL.make(original: "http://media.local/x.mp4", base: "", token: nil), headerBytes: 0)), 403)
+        XCTAssertEqual(router.route(method: "GET", target: ProxyURL.make(original: video, base: "", token: nil, key: router.configuration.signingKey), headerBytes: 0), .proxy(url: video))
+        XCTAssertEqual(statusOf(router.route(method: "GET", target: ProxyURL.make(original: "http://evil.test/x.mp4", base: "", token: nil, key: router.configuration.signingKey), headerBytes: 0)), 403)
+        XCTAssertEqual(statusOf(router.route(method: "GET", target: ProxyURL.make(original: "http://media.local:8080/x.mp4", base: "", token: nil, key: router.configuration.signingKey), headerBytes: 0)), nil)
+        XCTAssertEqual(statusOf(router.route(method: "GET", target: ProxyURL.make(original: "http://media.local/x.mp4", base: "", token: nil, key: router.configuration.signingKey), headerBytes: 0)), 403)
     }
 
     func testSizeLimits() {
@@ -108,7 +110,7 @@ final class ProxyRouterTests: XCTestCase {
 final class DNSRebindingTests: XCTestCase {
     func testHostHeaderMustNameThisMachineWithoutAToken() {
         let router = ProxyRouter(configuration: ProxyConfiguration())
-        let target = ProxyURL.make(original: "http://cdn.example.com/v.mp4", base: "", token: nil)
+        let target = ProxyURL.make(original: "http://cdn.example.com/v.mp4", base: "", token: nil, key: router.configuration.signingKey)
         for ok in ["127.0.0.1:8718", "127.0.0.1", "localhost:8718", "LOCALHOST", "[::1]:8718", "app.localhost:8718",
                    ProcessInfo.processInfo.hostName + ":8718"] {
             XCTAssertEqual(router.route(method: "GET", target: target, headerBytes: 0, host: ok), .proxy(url: "http://cdn.example.com/v.mp4"), ok)
@@ -120,7 +122,7 @@ final class DNSRebindingTests: XCTestCase {
         }
         // With a token (needed beyond loopback), any Host will do: the token is the guard.
         let lan = ProxyRouter(configuration: ProxyConfiguration(bindAddress: "0.0.0.0", token: "t"))
-        let tokened = ProxyURL.make(original: "http://cdn.example.com/v.mp4", base: "", token: "t")
+        let tokened = ProxyURL.make(original: "http://cdn.example.com/v.mp4", base: "", token: "t", key: lan.configuration.signingKey)
         XCTAssertEqual(lan.route(method: "GET", target: tokened, headerBytes: 0, host: "192.168.1.20:8718"), .proxy(url: "http://cdn.example.com/v.mp4"))
         // ...except for the status document, which tells loopback peers the cache directory.
         guard case let .reject(403, message) = lan.route(method: "GET", target: "/.httpcachefs/status", headerBytes: 0, host: "evil.example") else {

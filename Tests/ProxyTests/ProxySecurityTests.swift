@@ -40,10 +40,10 @@ final class ProxySecurityTests: XCTestCase {
         // Absolute-form: the classic open-proxy request.
         XCTAssertEqual(try h.get(h.origin.url("/a.mp4")).status, 400)
         // Only http(s); no line breaks smuggled in the encoded URL.
-        XCTAssertEqual(try h.get(ProxyURL.make(original: "file:///etc/passwd", base: "", token: nil)).status, 400)
-        XCTAssertEqual(try h.get(ProxyURL.make(original: h.origin.url("/a.mp4") + "\r\nX: y", base: "", token: nil)).status, 400)
+        XCTAssertEqual(try h.get(h.signed("file:///etc/passwd")).status, 400)
+        XCTAssertEqual(try h.get(h.signed(h.origin.url("/a.mp4") + "\r\nX: y")).status, 400)
         // A host outside --allow-host.
-        XCTAssertEqual(try h.get(ProxyURL.make(original: "http://localhost:\(h.origin.port)/a.mp4", base: "", token: nil)).status, 403)
+        XCTAssertEqual(try h.get(h.signed("http://localhost:\(h.origin.port)/a.mp4")).status, 403)
         // Oversized request target and header fields.
         XCTAssertEqual(try h.get("/u/" + String(repeating: "A", count: 3000)).status, 414)
         XCTAssertEqual(try h.get(h.path("/a.mp4"), [("X-Big", String(repeating: "b", count: 5000))]).status, 431)
@@ -191,13 +191,13 @@ final class ProxySecurityTests: XCTestCase {
             """.utf8))
 
         XCTAssertEqual(try h.get(h.path("/a.mp4")).status, 200)
-        let direct = try h.get(ProxyURL.make(original: forbidden.url("/a.mp4"), base: "", token: nil))
+        let direct = try h.get(h.signed(forbidden.url("/a.mp4")))
         XCTAssertEqual(direct.status, 403)
         XCTAssertTrue(String(decoding: direct.body, as: UTF8.self).contains("refused to fetch"),
                       String(decoding: direct.body, as: UTF8.self))
         XCTAssertEqual(try h.get(h.path("/go.mp4")).status, 403, "after a redirect")
         XCTAssertEqual(h.origin.requestCount(path: "/go.mp4"), 1, "never retried")
-        XCTAssertEqual(try h.get(ProxyURL.make(original: "http://nas.test:\(forbidden.port)/a.mp4", base: "", token: nil)).status,
+        XCTAssertEqual(try h.get(h.signed("http://nas.test:\(forbidden.port)/a.mp4")).status,
                        403, "a name that resolves there")
 
         let playlist = try h.get(h.path("/hls/index.m3u8"))

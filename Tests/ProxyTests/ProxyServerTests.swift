@@ -133,7 +133,7 @@ final class ProxyServerTests: XCTestCase {
         let closed = try OriginServer()
         let deadURL = closed.url("/gone.mp4")
         closed.stop()
-        let unreachable = try h.get(ProxyURL.make(original: deadURL, base: "", token: nil))
+        let unreachable = try h.get(h.signed(deadURL))
         XCTAssertEqual(unreachable.status, 502)
     }
 
@@ -153,8 +153,11 @@ final class ProxyServerTests: XCTestCase {
     }
 
     func testQueryForm() throws {
-        let encoded = h.origin.url("/media/video.mp4").addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
-        let r = try h.get("/?url=" + encoded, [("Range", "bytes=0-9")])
+        let original = h.origin.url("/media/video.mp4")
+        let encoded = original.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let signature = h.configuration.signingKey.signature(for: original)
+        XCTAssertEqual(try h.get("/?url=" + encoded).status, 403, "unsigned")
+        let r = try h.get("/?url=" + encoded + "&sig=" + signature, [("Range", "bytes=0-9")])
         XCTAssertEqual(r.status, 206)
         XCTAssertEqual(r.body, Array(data[0..<10]))
     }

@@ -6,12 +6,16 @@ import CacheCore
 final class ProxyURLTests: XCTestCase {
     func testEndsWithTheOriginalsLastSegmentAndRoundTrips() throws {
         let original = "https://cdn.example.com/media/movie%20one.mp4?sig=a+b&x=1"
-        let url = ProxyURL.make(original: original, base: "http://127.0.0.1:8718", token: nil)
-        XCTAssertTrue(url.hasPrefix("http://127.0.0.1:8718/u/"), url)
+        let key = ProxySigningKey.generate()
+        let url = ProxyURL.make(original: original, base: "http://127.0.0.1:8718", token: nil, key: key)
+        XCTAssertTrue(url.hasPrefix("http://127.0.0.1:8718/s/\(key.signature(for: original))/u/"), url)
         XCTAssertTrue(url.hasSuffix("/movie%20one.mp4"), url)
         XCTAssertFalse(url.dropFirst(7).contains("="), "base64url, no padding: \(url)")
         let path = String(url.dropFirst("http://127.0.0.1:8718".count))
-        XCTAssertEqual(try ProxyURL.decode(path: path), ProxyTarget(url: original, token: nil))
+        let target = try ProxyURL.decode(path: path)
+        XCTAssertEqual(target, ProxyTarget(url: original, token: nil, signature: key.signature(for: original)))
+        XCTAssertTrue(target.isSigned(by: key))
+        XCTAssertFalse(target.isSigned(by: .generate()), "another daemon's key")
     }
 
     /// The table encoder writes what Foundation's base64, made URL-safe and unpadded, writes.
@@ -46,13 +50,13 @@ final class ProxyURLTests: XCTestCase {
     }
 
     func testTokenPrefix() throws {
-        let url = ProxyURL.make(original: "http://a/b.ts", base: "", token: "tok")
+        let url = ProxyURL.make(original: "http://a/b.ts", base: "", token: "tok", key: .generate())
         XCTAssertTrue(url.hasPrefix("/t/tok/u/"), url)
         XCTAssertEqual(try ProxyURL.decode(path: url), ProxyTarget(url: "http://a/b.ts", token: "tok"))
     }
 
     func testDirectoryURLsKeepTheirTrailingSlash() throws {
-        let url = ProxyURL.make(original: "http://a/dir/", base: "", token: nil)
+        let url = ProxyURL.make(original: "http://a/dir/", base: "", token: nil, key: nil)
         XCTAssertTrue(url.hasSuffix("/"), url)
         XCTAssertEqual(try ProxyURL.decode(path: url).url, "http://a/dir/")
     }
@@ -110,6 +114,56 @@ final class ProxyURLTests: XCTestCase {
         XCTAssertEqual(try ProxyURL.decode(path: base + "/video/seg-1.m4s").url, "http://o.test/show/video/seg-1.m4s")
         XCTAssertEqual(try ProxyURL.decode(path: base + "/seg-2.m4s?n=2").url, "http://o.test/show/seg-2.m4s?n=2")
         XCTAssertThrowsError(try ProxyURL.decode(path: base + "/http://evil.test/x"))
+    }
+
+    /// Under a signed URL, a relative reference is checked against the signature of the original
+    /// it is relative to (the encoded one), and stays on that original's origin.
+    func testRelativeReferencesUnderASignedURLCarryTheOriginalsSignature() throws {
+        let key = ProxySigningKey.generate()
+        let manifest = "http://o.test/show/manifest.mpd"
+        let base = String(ProxyURL.make(original: manifest, base: "", token: nil, key: key).dropLast("manifest.mpd".count))
+        let segment = try ProxyURL.decode(path: base + "video/seg-1.m4s")
+        XCTAssertEqual(segment.url, "http://o.test/show/video/seg-1.m4s")
+        XCTAssertEqual(segment.signedURL, manifest)
+        XCTAssertTrue(segment.isSigned(by: key))
+        XCTAssertThrowsError(try ProxyURL.decode(path: base + "http://evil.test/x"), "another origin")
+        XCTAssertThrowsError(try ProxyURL.decode(path: base + "//evil.test/x"), "another origin, scheme-relative")
+    }
+
+    /// A signature is for one URL: not for another, not cut short, not another daemon's.
+    func testASignatureIsForOneURLOfOneDaemon() throws {
+        let key = ProxySigningKey.generate()
+        let a = "http://o.test/a.mp4", b = "http://o.test/b.mp4"
+        let signedA = ProxyURL.make(original: a, base: "", token: nil, key: key)
+        let swapped = signedA.replacingOccurrences(of: Base64URL.encode(Array(a.utf8)), with: Base64URL.encode(Array(b.utf8)))
+            .replacingOccurrences(of: "/a.mp4", with: "/b.mp4")
+        XCTAssertEqual(try ProxyURL.decode(path: swapped).url, b)
+        XCTAssertFalse(try ProxyURL.decode(path: swapped).isSigned(by: key), "a's signature on b")
+        let sig = key.signature(for: a)
+        XCTAssertEqual(sig.count, 22, "128 bits, base64url")
+        for bad in [String(sig.dropLast()), sig + "A", "", String(repeating: "A", count: 22), key.signature(for: a + "?")] {
+            XCTAssertFalse(key.verifies(signature: bad, for: a), bad)
+        }
+        XCTAssertFalse(ProxySigningKey.generate().verifies(signature: sig, for: a))
+        let query = "/?url=" + a.addingPercentEncoding(withAllowedCharacters: .alphanumerics)! + "&sig=" + sig
+        XCTAssertTrue(try ProxyURL.decode(path: query).isSigned(by: key), "the query form's &sig=")
+    }
+
+    /// The key file: made once, owner-only, the same for every reader; a damaged one is replaced.
+    func testTheKeyFileIsMadeOnceAndKeptPrivate() throws {
+        let dir = NSTemporaryDirectory() + "proxy-key-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        XCTAssertNil(ProxySigningKey.read(cacheDirectory: dir))
+        let made = try ProxySigningKey.loadOrCreate(cacheDirectory: dir)
+        XCTAssertEqual(try ProxySigningKey.loadOrCreate(cacheDirectory: dir), made, "kept across restarts")
+        XCTAssertEqual(ProxySigningKey.read(cacheDirectory: dir), made)
+        let path = ProxySigningKey.filePath(cacheDirectory: dir)
+        XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int, 0o600)
+        try Data("short\n".utf8).write(to: URL(fileURLWithPath: path))
+        let replaced = try ProxySigningKey.loadOrCreate(cacheDirectory: dir)
+        XCTAssertNotEqual(replaced, made)
+        XCTAssertEqual(ProxySigningKey.read(cacheDirectory: dir), replaced)
     }
 }
 

@@ -172,4 +172,61 @@ final class ResponsePlannerTests: XCTestCase {
             XCTAssertEqual(plan.contentLength, Int64(text.count))
         }
     }
+
+    /// RFC 9110 §13.1.1, §13.1.4 and §13.2.2: If-Match and If-Unmodified-Since, alone and with
+    /// the other conditions, in the order the RFC evaluates them.
+    func testPreconditionTable() {
+        let modified = "Mon, 01 Jan 2024 00:00:00 GMT", before = "Sat, 01 Jan 2000 00:00:00 GMT", after = "Tue, 02 Jan 2024 00:00:00 GMT"
+        let weak = Representation(length: 10_000, contentType: "video/mp4", etag: "W/\"v1\"", lastModified: modified)
+        let bare = Representation(length: 10_000, contentType: "video/mp4")
+        let cases: [(String, Representation, RequestConditions, Int)] = [
+            // If-Match: strong comparison of listed tags; `*` matches any current representation.
+            ("match", rep, RequestConditions(ifMatch: "\"v1\""), 200),
+            ("match in a list", rep, RequestConditions(ifMatch: "\"x\", \"v1\""), 200),
+            ("a tag with a comma", rep, RequestConditions(ifMatch: "\"a,b\""), 412),
+            ("wrong tag", rep, RequestConditions(ifMatch: "\"wrong\""), 412),
+            ("wrong tag with Range", rep, RequestConditions(range: "bytes=0-9", ifMatch: "\"wrong\""), 412),
+            ("weak request tag", rep, RequestConditions(ifMatch: "W/\"v1\""), 412),
+            ("weak current tag", weak, RequestConditions(ifMatch: "W/\"v1\""), 412),
+            ("weak current tag, strong request", weak, RequestConditions(ifMatch: "\"v1\""), 412),
+            ("star", rep, RequestConditions(ifMatch: "*"), 200),
+            ("star without an ETag", bare, RequestConditions(ifMatch: "*"), 200),
+            ("no ETag", bare, RequestConditions(ifMatch: "\"v1\""), 412),
+            ("garbage", rep, RequestConditions(ifMatch: "v1"), 412),
+            // If-Unmodified-Since: 412 when modified after the date.
+            ("unmodified since 2000", rep, RequestConditions(range: "bytes=0-9", ifUnmodifiedSince: before), 412),
+            ("unmodified since the same second", rep, RequestConditions(ifUnmodifiedSince: modified), 200),
+            ("unmodified since later", rep, RequestConditions(range: "bytes=0-9", ifUnmodifiedSince: after), 206),
+            ("not a date: ignored", rep, RequestConditions(ifUnmodifiedSince: "yesterday"), 200),
+            ("no Last-Modified: ignored", bare, RequestConditions(ifUnmodifiedSince: before), 200),
+            // If-Match wins over If-Unmodified-Since (which is then not looked at).
+            ("If-Match holds, date would fail", rep, RequestConditions(ifMatch: "\"v1\"", ifUnmodifiedSince: before), 200),
+            ("If-Match fails, date would hold", rep, RequestConditions(ifMatch: "\"x\"", ifUnmodifiedSince: after), 412),
+            // Step 1-2 before step 3-4: a failed precondition is 412 even where 304 would follow.
+            ("412 before 304", rep, RequestConditions(ifNoneMatch: "\"v1\"", ifMatch: "\"x\""), 412),
+            ("If-Match holds, then 304", rep, RequestConditions(ifNoneMatch: "\"v1\"", ifMatch: "\"v1\""), 304),
+            ("date holds, then If-Modified-Since 304", rep, RequestConditions(ifModifiedSince: modified, ifUnmodifiedSince: after), 304),
+            // Then If-Range (step 5).
+            ("If-Match holds, If-Range fails", rep, RequestConditions(range: "bytes=0-9", ifRange: "\"v0\"", ifMatch: "\"v1\""), 200),
+            ("If-Match holds, If-Range holds", rep, RequestConditions(range: "bytes=0-9", ifRange: "\"v1\"", ifMatch: "\"v1\""), 206),
+        ]
+        for (label, representation, conditions, status) in cases {
+            let plan = ResponsePlanner.plan(representation, conditions)
+            XCTAssertEqual(plan.status, status, label)
+            if status == 412 {
+                XCTAssertEqual(plan.header("Content-Type"), "text/plain; charset=utf-8", label)
+                XCTAssertEqual(plan.header("Content-Length"), plan.contentLength.map(String.init), label)
+                XCTAssertNil(plan.header("Content-Range"), label)
+            }
+        }
+    }
+
+    func testEntityTagLists() {
+        XCTAssertEqual(EntityTagList("\"a\", W/\"b\" ,\"c,d\"").tags, ["\"a\"", "W/\"b\"", "\"c,d\""])
+        XCTAssertEqual(EntityTagList("*").any, true)
+        XCTAssertEqual(EntityTagList("\"a\", *").any, true)
+        XCTAssertEqual(EntityTagList("junk, \"a\"").tags, ["\"a\""])
+        XCTAssertEqual(EntityTagList("\"unterminated").tags, [])
+        XCTAssertEqual(EntityTagList("").tags, [])
+    }
 }

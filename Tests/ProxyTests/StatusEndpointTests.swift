@@ -119,9 +119,9 @@ final class StatusEndpointTests: XCTestCase {
                 return XCTFail("\(path) served without the token")
             }
         }
-        XCTAssertEqual(wide.route(method: "GET", target: "/t/\(token)/metrics", headerBytes: 0, host: "192.168.1.20"), .metrics)
+        XCTAssertEqual(wide.route(method: "GET", target: "/t/\(token)/metrics", headerBytes: 0, host: "192.168.1.20"), .metrics(proof: .token))
         XCTAssertEqual(wide.route(method: "GET", target: "/t/\(token)/.httpcachefs/status.json", headerBytes: 0, host: "nas"),
-                       .statusDocument(tokenPresented: true))
+                       .statusDocument(proof: .token))
     }
 
     /// Prometheus's own parser accepts a real scrape.

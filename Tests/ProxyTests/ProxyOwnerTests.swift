@@ -1,0 +1,190 @@
+import Foundation
+import TestSupport
+import XCTest
+@testable import Proxy
+
+/// The proxy serves its owner: it fetches only URLs its owner signed (or that carry the token or
+/// the control key), and shows its status and metrics only to its owner's user.
+final class ProxyOwnerTests: XCTestCase {
+    /// A page on any web site embeds `<img src="http://127.0.0.1:8718/?url=...">`: the browser
+    /// sends it with a foreign Origin and no signature. Refused, and the named origin (a canary
+    /// that records every request) never hears of it, in every URL form.
+    func testABrowserPageCannotMakeTheProxyFetch() throws {
+        let h = try ProxyHarness()
+        defer { h.shutdown() }
+        let canary = try OriginServer()
+        defer { canary.stop() }
+        canary.setFile("/steal", data: testBytes(100))
+        let target = canary.url("/steal")
+        let browser = [("Origin", "https://evil.example"), ("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "no-cors")]
+        let forms = [
+            ProxyURL.make(original: target, base: "", token: nil, key: nil),
+            "/?url=" + target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!,
+            "/?url=" + target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)! + "&sig=AAAAAAAAAAAAAAAAAAAAAA",
+            ProxyURL.make(original: target, base: "", token: nil, key: .generate()),
+        ]
+        for form in forms {
+            let answer = try h.get(form, browser)
+            XCTAssertEqual(answer.status, 403, form)
+            XCTAssertTrue(String(decoding: answer.body, as: UTF8.self).contains("httpcachefs url"), "says where to get a URL")
+        }
+        XCTAssertTrue(canary.requests.isEmpty, "the canary origin saw \(canary.requests.count) requests")
+
+        // The owner's URL for it works, from anywhere it is used.
+        let signed = try h.get(h.signed(target), browser)
+        XCTAssertEqual(signed.status, 200)
+        XCTAssertEqual(signed.body, testBytes(100))
+    }
+
+    /// One URL's signature does not open another, even on the same origin under another name.
+    func testASignatureForAnotherURLFails() throws {
+        let h = try ProxyHarness()
+        defer { h.shutdown() }
+        h.origin.setFile("/a.mp4", data: testBytes(1000))
+        h.origin.setFile("/b.mp4", data: testBytes(1000, seed: 2))
+        let signedA = h.path("/a.mp4")
+        let b64A = Base64URL.encode(Array(h.origin.url("/a.mp4").utf8)), b64B = Base64URL.encode(Array(h.origin.url("/b.mp4").utf8))
+        let forged = signedA.replacingOccurrences(of: b64A, with: b64B).replacingOccurrences(of: "/a.mp4", with: "/b.mp4")
+        XCTAssertEqual(try h.get(forged).status, 403)
+        XCTAssertEqual(h.origin.requestCount(path: "/b.mp4"), 0)
+        XCTAssertEqual(try h.get(signedA).status, 200)
+    }
+
+    /// A relative reference under a signed URL (a DASH segment next to its manifest) is served:
+    /// the signature covers the manifest, and the reference stays on its origin.
+    func testRelativeReferencesUnderASignedURLWork() throws {
+        let h = try ProxyHarness()
+        defer { h.shutdown() }
+        h.origin.setFile("/show/manifest.mpd", data: Array("<MPD/>".utf8))
+        h.origin.setFile("/show/video/seg-1.m4s", data: testBytes(500))
+        let manifest = h.path("/show/manifest.mpd")
+        let directory = String(manifest.dropLast("manifest.mpd".count))
+        let segment = try h.get(directory + "video/seg-1.m4s")
+        XCTAssertEqual(segment.status, 200)
+        XCTAssertEqual(segment.body, testBytes(500))
+        let unsigned = ProxyURL.make(original: h.origin.url("/show/manifest.mpd"), base: "", token: nil, key: nil)
+        XCTAssertEqual(try h.get(String(unsigned.dropLast("manifest.mpd".count)) + "video/seg-1.m4s").status, 403)
+    }
+
+    /// The control key (which only the owner can read) is proof too: `preload` through a daemon
+    /// may send it.
+    func testTheControlKeyLetsAFetchIn() throws {
+        let h = try ProxyHarness()
+        defer { h.shutdown() }
+        h.origin.setFile("/a.mp4", data: testBytes(100))
+        let unsigned = ProxyURL.make(original: h.origin.url("/a.mp4"), base: "", token: nil, key: nil)
+        XCTAssertEqual(try h.get(unsigned, [(ControlRequest.keyHeader, h.configuration.controlKey)]).status, 200)
+        XCTAssertEqual(try h.get(unsigned, [(ControlRequest.keyHeader, "wrong")]).status, 403)
+    }
+
+    /// Status page, status.json and /metrics: the daemon's own user (this test's) gets them; a
+    /// client of another user does not, unless it sends the control key.
+    func testOwnerPagesAnswerTheOwnersUserOnly() throws {
+        let mine = try ProxyHarness()
+        defer { mine.shutdown() }
+        for path in ["/.httpcachefs/", "/.httpcachefs/status.json", "/metrics"] {
+            XCTAssertEqual(try mine.get(path).status, 200, path)
+        }
+
+        var config = ProxyConfiguration(port: 0)
+        config.ownerUIDs = [4242]   // the daemon runs as uid 4242; this test's process is another user
+        let other = try ProxyHarness(configuration: config)
+        defer { other.shutdown() }
+        for path in ["/.httpcachefs/", "/.httpcachefs/status.json", "/metrics"] {
+            let refused = try other.get(path)
+            XCTAssertEqual(refused.status, 403, path)
+            XCTAssertTrue(String(decoding: refused.body, as: UTF8.self).contains("own user"), path)
+            XCTAssertEqual(try other.get(path, [(ControlRequest.keyHeader, other.configuration.controlKey)]).status, 200, path)
+        }
+        XCTAssertEqual(try other.get("/ping").status, 200, "liveness stays open")
+    }
+
+    /// Control requests check Host like every other request (a rebinding page cannot even try).
+    func testControlRequestsWithAForeignHostAreRefused() throws {
+        var config = ProxyConfiguration()
+        config.controlKey = "k3y"
+        let router = ProxyRouter(configuration: config)
+        for host in ["evil.example", "127.0.0.1.evil.example:8718", "127.0.0.1:9999"] {
+            guard case .reject(403, _) = router.route(method: "POST", target: "/.httpcachefs/control/clear", headerBytes: 0,
+                                                      host: host, port: 8718, controlKey: "k3y") else {
+                return XCTFail("control request for Host \(host) accepted")
+            }
+        }
+        XCTAssertEqual(router.route(method: "POST", target: "/.httpcachefs/control/clear", headerBytes: 0,
+                                    host: "127.0.0.1:8718", port: 8718, controlKey: "k3y"), .control(.clear))
+
+        let h = try ProxyHarness()
+        defer { h.shutdown() }
+        let request = "POST /.httpcachefs/control/clear HTTP/1.1\r\nHost: evil.example:\(h.port)\r\n\(ControlRequest.keyHeader): \(h.configuration.controlKey)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        XCTAssertEqual(try RawHTTP.parse(RawHTTP.exchange(port: h.port, send: Array(request.utf8))).status, 403)
+    }
+
+    /// What the owner-only pages proved by themselves, as the router sees it.
+    func testTheRouterNamesTheProofOfOwnerPages() {
+        var config = ProxyConfiguration()
+        config.controlKey = "k3y"
+        let router = ProxyRouter(configuration: config)
+        XCTAssertEqual(router.route(method: "GET", target: "/metrics", headerBytes: 0), .metrics(proof: .none))
+        XCTAssertEqual(router.route(method: "GET", target: "/metrics", headerBytes: 0, controlKey: "k3y"), .metrics(proof: .controlKey))
+        XCTAssertEqual(router.route(method: "GET", target: "/metrics", headerBytes: 0, controlKey: "k3"), .metrics(proof: .none))
+        XCTAssertEqual(router.route(method: "GET", target: "/.httpcachefs/status.json", headerBytes: 0), .statusDocument(proof: .none))
+        XCTAssertEqual(router.route(method: "GET", target: "/.httpcachefs/", headerBytes: 0), .statusPage(proof: .none))
+    }
+}
+
+/// Which local user a client is, from the kernel's socket tables (fed as text here).
+final class PeerOwnerTests: XCTestCase {
+    private let tcp = """
+          sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+           0: 0100007F:220E 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 100 1 0000000000000000 100 0 0 10 0
+           1: 0100007F:D431 0100007F:220E 01 00000000:00000000 00:00000000 00000000  1001        0 101 1 0000000000000000 20 4 30 10 -1
+           2: 0100007F:220E 0100007F:D431 01 00000000:00000000 00:00000000 00000000  1000        0 102 1 0000000000000000 20 4 30 10 -1
+           3: 0100007F:D432 0100007F:220E 01 00000000:00000000 00:00000000 00000000  1000        0 103 1 0000000000000000 20 4 30 10 -1
+        """
+    private let tcp6 = """
+          sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+           0: 00000000000000000000000001000000:9C40 00000000000000000000000001000000:220E 01 00000000:00000000 00:00000000 00000000     0        0 200 1 0000000000000000 20 4 30 10 -1
+        """
+    private let proxy = PeerOwner.Endpoint(address: [127, 0, 0, 1], port: 8718)
+
+    func testTheClientsSocketNamesItsUser() {
+        let other = PeerOwner.Endpoint(address: [127, 0, 0, 1], port: 0xD431)
+        let owner = PeerOwner.Endpoint(address: [127, 0, 0, 1], port: 0xD432)
+        XCTAssertEqual(PeerOwner.uid(peer: other, local: proxy, tables: [tcp, tcp6], littleEndian: true), 1001,
+                       "the client's socket, not the proxy's end of the same connection (uid 1000)")
+        XCTAssertEqual(PeerOwner.uid(peer: owner, local: proxy, tables: [tcp, tcp6], littleEndian: true), 1000)
+        XCTAssertNil(PeerOwner.uid(peer: PeerOwner.Endpoint(address: [127, 0, 0, 1], port: 1), local: proxy, tables: [tcp, tcp6],
+                                   littleEndian: true), "not a local process")
+    }
+
+    func testIPv6AndMappedAddresses() {
+        var v6Loopback = [UInt8](repeating: 0, count: 16)
+        v6Loopback[15] = 1
+        XCTAssertEqual(PeerOwner.uid(peer: PeerOwner.Endpoint(address: v6Loopback, port: 40000),
+                                     local: PeerOwner.Endpoint(address: v6Loopback, port: 8718), tables: [tcp, tcp6], littleEndian: true), 0)
+        // A dual-stack listener sees an IPv4 client as ::ffff:127.0.0.1; its socket is in the IPv4 table.
+        let mapped = PeerOwner.Endpoint(ip: "::ffff:127.0.0.1", port: 0xD431)
+        XCTAssertEqual(mapped?.address, [127, 0, 0, 1])
+        XCTAssertEqual(PeerOwner.uid(peer: mapped!, local: PeerOwner.Endpoint(ip: "::ffff:127.0.0.1", port: 8718)!,
+                                     tables: [tcp], littleEndian: true), 1001)
+    }
+
+    func testTheTablesWordsAreInTheMachinesByteOrder() {
+        XCTAssertEqual(PeerOwner.endpoint("0100007F:220E", littleEndian: true), proxy)
+        XCTAssertEqual(PeerOwner.endpoint("7F000001:220E", littleEndian: false), proxy)
+        XCTAssertNil(PeerOwner.endpoint("7F00001:220E", littleEndian: true))
+        XCTAssertNil(PeerOwner.endpoint("nonsense", littleEndian: true))
+    }
+
+    /// On this machine: a connection of this process is found, with this process's uid.
+    func testARealConnectionIsFoundWithThisUser() throws {
+        let h = try ProxyHarness()
+        defer { h.shutdown() }
+        let fd = try LoopbackPort.connect(port: h.port, host: "127.0.0.1", timeout: 5)
+        defer { close(fd) }
+        var address = sockaddr_in(), length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        let peer = PeerOwner.Endpoint(address: [127, 0, 0, 1], port: Int(UInt16(bigEndian: address.sin_port)))
+        XCTAssertEqual(PeerOwner.uid(peer: peer, local: PeerOwner.Endpoint(address: [127, 0, 0, 1], port: h.port)), UInt32(geteuid()))
+    }
+}
