@@ -79,6 +79,23 @@ struct UnprivilegedUser {
     /// `httpcachefs args...` as the user.
     func httpcachefs(_ args: [String]) throws -> Outcome { try run(binary, args) }
 
+    /// Starts `httpcachefs args...` as the user in the background (output discarded); the
+    /// test's tear-down ends it by pid.
+    @discardableResult
+    func start(_ args: [String]) throws -> pid_t {
+        let argv = (["/usr/sbin/runuser", "-u", Self.name, "--", "/usr/bin/env", "-i", "--chdir=\(home)"] + environment + [binary] + args)
+            .map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        for fd in Int32(0)...2 { posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0) }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, argv[0]!, &actions, nil, argv, environ)
+        guard rc == 0 else { throw Failure("cannot start runuser: \(String(cString: strerror(rc)))") }
+        return pid
+    }
+
     /// Runs a program as root with stdin from /dev/null; stdout and stderr captured to files of
     /// the test (the daemon a `mount` leaves behind must not hold a pipe this waits on).
     static func exec(_ program: String, _ args: [String], timeout: TimeInterval = 60) throws -> Outcome {

@@ -49,7 +49,8 @@ final class UnprivilegedUserTests: XCTestCase {
 
     override func tearDown() {
         if let user {
-            if let pid = daemonPID() { kill(pid, SIGKILL) }
+            // Every process of this test (its directory is in their command lines), by pid.
+            for pid in processes(mentioning: user.root) { kill(pid, SIGKILL) }
             if isMounted(mountpoint) { _ = umount2(mountpoint, Int32(MNT_DETACH)) }
         }
         if let mode = fuseModeToRestore { chmod("/dev/fuse", mode) }
@@ -128,7 +129,74 @@ final class UnprivilegedUserTests: XCTestCase {
         }
     }
 
+    /// Commands without --cache-dir use the one running daemon's cache (here not the default
+    /// one); `url` takes a path inside the mount, `--proxy-port` and URLs as people write them;
+    /// both spellings of a name are one cache entry; with two daemons, commands ask which.
+    /// As the test user, so no daemon of another test (all root) is counted.
+    func testCommandsFindTheirDaemonAndTakeURLsAsPeopleWriteThem() throws {
+        origin.setGeneratedFile("/lib/Zero Hour (1995).mkv", length: 2 << 20 + 17, seed: 41)
+        origin.setGeneratedFile("/lib/Alpha Centauri (1971).mp4", length: 1 << 20, seed: 42)
+        list("/lib/", ["movie.bin", "Zero%20Hour%20(1995).mkv", "sub/"])
+        let cache = user.home + "/media-cache"
+        let mount = try user.httpcachefs(["mount", mountpoint, "--index", origin.url("/lib/"), "--cache-dir", cache,
+                                          "--proxy-port", "0"])
+        XCTAssertEqual(mount.status, 0, "mount: \(mount.stderr)")
+        guard mount.status == 0 else { return }
+
+        // A raw space and parentheses, without --cache-dir: the daemon's cache, a working link.
+        let zero = OriginServer.generatedBytes(seed: 41, offset: 0, count: 2 << 20 + 17)
+        let raw = try user.httpcachefs(["url", origin.url("/lib/Zero Hour (1995).mkv")])
+        XCTAssertEqual(raw.status, 0, "url with a raw space: \(raw.stderr)")
+        XCTAssertTrue(raw.text.hasSuffix("/Zero%20Hour%20(1995).mkv\n"), raw.text)
+        XCTAssertTrue(try fetch(raw.text) == zero, "the proxy URL of a raw-space URL serves the file")
+
+        // A path inside the mount: the same file, the same cache entry.
+        let byPath = try user.httpcachefs(["url", mountpoint + "/Zero Hour (1995).mkv"])
+        XCTAssertEqual(byPath.status, 0, "url PATH: \(byPath.stderr)")
+        XCTAssertEqual(byPath.text, raw.text, "a mounted file's proxy URL is its URL's")
+        let port = try XCTUnwrap(URLComponents(string: raw.text.trimmingCharacters(in: .whitespacesAndNewlines))?.port)
+        let named = try user.httpcachefs(["url", "--proxy-port", String(port), origin.url("/lib/movie.bin")])
+        XCTAssertEqual(named.status, 0, "url --proxy-port, as mount names it: \(named.stderr)")
+        let outside = try user.httpcachefs(["url", user.home])
+        XCTAssertEqual(outside.status, 1)
+        XCTAssertTrue(outside.stderr.contains("neither an http(s) URL nor a path inside an httpcachefs mount"), outside.stderr)
+
+        // Two spellings, one entry: preloaded as Python's quote writes it, read as typed.
+        let encoded = origin.url("/lib/Alpha%20Centauri%20%281971%29.mp4")
+        let preload = try user.httpcachefs(["preload", encoded])
+        XCTAssertEqual(preload.status, 0, "preload: \(preload.stderr)")
+        XCTAssertTrue(preload.text.contains("through the running daemon"), preload.text)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: user.home + "/.cache/httpcachefs/index.sqlite"),
+                       "preload without --cache-dir filled the default cache, not the daemon's")
+        origin.resetLog()
+        let typed = try user.httpcachefs(["url", origin.url("/lib/Alpha Centauri (1971).mp4")])
+        XCTAssertEqual(typed.status, 0, typed.stderr)
+        XCTAssertTrue(try fetch(typed.text) == OriginServer.generatedBytes(seed: 42, offset: 0, count: 1 << 20))
+        XCTAssertEqual(origin.requests.reduce(0) { $0 + $1.bodyBytes }, 0, "the typed spelling missed the preloaded entry")
+        let ls = try user.httpcachefs(["cache", "ls"])
+        XCTAssertEqual(ls.status, 0, ls.stderr)
+        XCTAssertEqual(ls.text.split(separator: "\n").filter { $0.contains("Alpha") }.count, 1, ls.text)
+
+        // A second daemon: commands name both and ask.
+        _ = try user.start(["proxy", "--proxy-port", "0", "--cache-dir", user.home + "/second"])
+        XCTAssertTrue(eventually(timeout: 30) { FileManager.default.fileExists(atPath: self.user.home + "/second/proxy.json") })
+        let which = try user.httpcachefs(["url", origin.url("/lib/movie.bin")])
+        XCTAssertEqual(which.status, 64, which.stderr)
+        XCTAssertTrue(which.stderr.contains("2 httpcachefs daemons of yours are running"), which.stderr)
+        XCTAssertTrue(which.stderr.contains("cache \(cache), mounted on \(mountpoint)"), which.stderr)
+        XCTAssertTrue(which.stderr.contains("--cache-dir"), which.stderr)
+        XCTAssertEqual(which.stderr.split(separator: "\n").count, 1, which.stderr)
+    }
+
     // MARK: helpers
+
+    /// GET of a proxy URL as `url` printed it.
+    func fetch(_ printed: String) throws -> [UInt8] {
+        let c = try XCTUnwrap(URLComponents(string: printed.trimmingCharacters(in: .whitespacesAndNewlines)), printed)
+        let response = try RawHTTP.request(port: try XCTUnwrap(c.port), path: c.percentEncodedPath + (c.percentEncodedQuery.map { "?" + $0 } ?? ""))
+        XCTAssertEqual(response.status, 200, printed)
+        return response.body
+    }
 
     /// An nginx-style autoindex page for `names` (directories end in `/`).
     func list(_ path: String, _ names: [String]) {
@@ -144,13 +212,19 @@ final class UnprivilegedUserTests: XCTestCase {
 
     /// The daemon serving our mountpoint, by its command line (never by name).
     func daemonPID() -> pid_t? {
-        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
-            guard let pid = pid_t(entry), pid != getpid(),
-                  let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { continue }
-            let args = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
-            if args.contains("--foreground") && args.contains(mountpoint) { return pid }
+        processes(mentioning: mountpoint).first { pid in
+            let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") ?? Data()
+            return data.split(separator: 0).contains { String(decoding: $0, as: UTF8.self) == "--foreground" }
         }
-        return nil
+    }
+
+    /// Processes with an argument that contains `text` (this test's unique directory).
+    func processes(mentioning text: String) -> [pid_t] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { entry in
+            guard let pid = pid_t(entry), pid != getpid(),
+                  let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { return nil }
+            return data.split(separator: 0).contains { String(decoding: $0, as: UTF8.self).contains(text) } ? pid : nil
+        }
     }
 
     func isZombie(_ pid: pid_t) -> Bool {
