@@ -149,6 +149,7 @@ final class CacheIndex: Sendable {
                 ) WITHOUT ROWID
                 """)
         }
+        migrator.registerMigration("v4-url-spelling") { db in try Self.respellKeys(db) }
         try migrator.migrate(pool)
         // Ids are never reused (AUTOINCREMENT's sequence remembers deleted ones), so data files
         // of a removed entry can never be taken for a new one's.

@@ -2,9 +2,12 @@ import Foundation
 
 /// The identity of a cache entry: the URL made canonical.
 ///
-/// Scheme and host are lower-cased, the default port is dropped, the fragment is dropped, and
-/// query parameters named by `KeyRules.ignoredQueryNames` (rotating tokens) are removed, so
-/// `video.mp4?token=1` and `video.mp4?token=2` share one entry. Requests still use the full URL.
+/// The URL in its one spelling (`URLSpelling`: escaped as curl would, RFC 3986 §6.2.2, `( ) ' ! *`
+/// raw in the path; so `Alpha Centauri (1971).mp4` and `Alpha%20Centauri%20%281971%29.mp4` are
+/// one entry), with query parameters named by `KeyRules.ignoredQueryNames` (rotating tokens)
+/// removed, so `video.mp4?token=1` and `video.mp4?token=2` share one entry. Requests still use
+/// the full URL. Keys written by versions before the spelling are respelled once when the index
+/// is opened (`CacheIndex`, migration `v4-url-spelling`).
 public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible {
     public let string: String
     public init(rawValue: String) { self.string = rawValue }
@@ -70,14 +73,19 @@ public struct KeyRules: Sendable, Equatable {
         return CacheKey(rawValue: s)
     }
 
-    /// Parses `url` and checks that it is an absolute http(s) URL with a host and no CR/LF.
+    /// `url` in its one spelling (`URLSpelling`), for every place a URL enters: a URL that
+    /// cannot be made valid is `CacheError.invalidURL` with the reason, never a dead link.
+    public static func normalized(_ url: String) throws -> String {
+        do { return try URLSpelling.normalize(url) } catch let error as URLSpelling.Invalid {
+            throw CacheError.invalidURL(url, reason: error.reason)
+        }
+    }
+
+    /// Parses `url` in its one spelling and checks that it is an absolute http(s) URL with a
+    /// host and no control characters (`normalized` says why not).
     public static func validate(_ url: String) throws -> URLComponents {
         if let c = recentlyValid.cached(url) { return c }
-        // Scalars, not Characters: "\r\n" is one Character equal to neither "\r" nor "\n".
-        if url.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" }) {
-            throw CacheError.invalidURL(url, reason: "contains a line break")
-        }
-        guard let c = URLComponents(string: url) else {
+        guard let c = URLComponents(string: try normalized(url)) else {
             throw CacheError.invalidURL(url, reason: "not a URL")
         }
         guard let scheme = c.scheme?.lowercased(), scheme == "http" || scheme == "https" else {

@@ -140,7 +140,8 @@ public enum DirectoryListing {
         // it): an absolute href's spelling of the host ("MEDIA.example") or its lack of the
         // folder's credentials must not make a second URL, and cache key, for one file.
         guard let prefix = folderPrefix(base) else { return nil }
-        return (name, isDir, prefix + rest + (isDir ? "/" : ""))
+        let url = prefix + rest + (isDir ? "/" : "")
+        return (name, isDir, (try? URLSpelling.normalize(url)) ?? url)   // one spelling per resource
     }
 
     /// The folder's URL as children's URLs start: no query or fragment, ending in `/`.

@@ -23,13 +23,12 @@ public struct EntrySpec: Equatable, Sendable {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         guard !trimmed.isEmpty else { throw EntrySpecError.empty }
         if let (name, url) = splitNamed(trimmed) {
-            try validateURL(url)
-            return EntrySpec(path: try PathName.components(name), url: url)
+            return EntrySpec(path: try PathName.components(name), url: try validateURL(url))
         }
-        try validateURL(trimmed)
-        let name = try FileName.derive(fromURL: trimmed)
+        let url = try validateURL(trimmed)
+        let name = try FileName.derive(fromURL: url)
         try PathName.validate(component: name, in: name)  // a long last segment is no file name
-        return EntrySpec(path: [name], url: trimmed)
+        return EntrySpec(path: [name], url: url)
     }
 
     static func splitNamed(_ s: String) -> (String, String)? {
@@ -54,8 +53,12 @@ public struct EntrySpec: Equatable, Sendable {
         return !scheme.isEmpty && scheme.allSatisfy { $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." }
     }
 
-    static func validateURL(_ url: String) throws {
-        do { _ = try KeyRules.validate(url) } catch let error as CacheError {
+    /// The URL in its one spelling (`URLSpelling`: a raw space becomes %20), or why it cannot be.
+    static func validateURL(_ url: String) throws -> String {
+        do {
+            _ = try KeyRules.validate(url)
+            return try KeyRules.normalized(url)
+        } catch let error as CacheError {
             throw EntrySpecError.invalidURL(url, reason: error.description)
         }
     }

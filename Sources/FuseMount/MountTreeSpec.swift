@@ -69,7 +69,7 @@ public struct MountTreeSpec: Equatable, Sendable {
             path = try PathName.components(name)
             url = u
         }
-        try EntrySpec.validateURL(url)
+        url = try EntrySpec.validateURL(url)
         if let q = url.firstIndex(where: { $0 == "?" || $0 == "#" }) {
             // A query on a listing URL is kept, but the slash belongs to the path.
             let base = url[..<q]

@@ -63,7 +63,8 @@ public enum WebDAVListing {
             seen.insert(EntryName(name))
             let isDir = response.isCollection || slashed
             let encoded = name.addingPercentEncoding(withAllowedCharacters: DirectoryListing.pathSegmentAllowed) ?? name
-            result.append(ListingEntry(name: name, isDirectory: isDir, url: prefix + encoded + (isDir ? "/" : ""),
+            let url = prefix + encoded + (isDir ? "/" : "")
+            result.append(ListingEntry(name: name, isDirectory: isDir, url: (try? URLSpelling.normalize(url)) ?? url,
                                        size: isDir ? nil : response.length, modified: response.modified))
         }
         return result

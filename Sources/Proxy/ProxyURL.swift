@@ -116,7 +116,7 @@ public enum ProxyURL {
             if case let .invalidURL(_, reason) = error { throw ProxyURLError.invalid("not proxied: \(reason)") }
             throw ProxyURLError.invalid("not proxied: \(error)")
         }
-        return url
+        return (try? URLSpelling.normalize(url)) ?? url   // one spelling per resource
     }
 
     /// The original's last path segment, percent-encoded as in the original; "" when the path

@@ -71,6 +71,8 @@ extension CacheCommand {
 
         @OptionGroup var cache: CacheOptions
 
+        mutating func validate() throws { try cache.useTheRunningDaemonsCache(command: "cache ls") }
+
         func run() async throws {
             try await CacheCommand.withListing(cache, name: "ls") { engine in
                 let entries = engine.list().sorted { $0.info.url < $1.info.url }
@@ -108,6 +110,8 @@ extension CacheCommand {
         var url: String
 
         @OptionGroup var cache: CacheOptions
+
+        mutating func validate() throws { try cache.useTheRunningDaemonsCache(command: "cache info") }
 
         func run() async throws {
             let url = url
@@ -199,6 +203,8 @@ extension CacheCommand {
 
         @OptionGroup var cache: CacheOptions
 
+        mutating func validate() throws { try cache.useTheRunningDaemonsCache(command: "cache rm") }
+
         func run() async throws {
             let urls = urls
             try await CacheCommand.withEngine(cache, name: "rm", held: { held in
@@ -246,6 +252,8 @@ extension CacheCommand {
 
         @OptionGroup var cache: CacheOptions
 
+        mutating func validate() throws { try cache.useTheRunningDaemonsCache(command: "cache unpin") }
+
         func run() async throws {
             let urls = urls
             try await CacheCommand.withEngine(cache, name: "unpin", held: { held in
@@ -283,6 +291,8 @@ extension CacheCommand {
             commandName: "clear", abstract: "Forget every cached file.")
 
         @OptionGroup var cache: CacheOptions
+
+        mutating func validate() throws { try cache.useTheRunningDaemonsCache(command: "cache clear") }
 
         func run() async throws {
             try await CacheCommand.withEngine(cache, name: "clear", held: { held in

@@ -25,6 +25,8 @@ extension CacheCommand {
 
         @OptionGroup var cache: CacheOptions
 
+        mutating func validate() throws { try cache.useTheRunningDaemonsCache(command: "cache export") }
+
         func run() async throws {
             let (url, file, fetch) = (url, file, fetch)
             try await CacheCommand.withEngine(cache, name: "export") { engine in

@@ -82,6 +82,29 @@ struct CacheOptions: ParsableArguments {
         do { _ = try resolve() } catch { throw ErrorReporting.report(error) }
     }
 
+    /// For commands that work on a daemon's cache (`url`, `cat`, `preload`, `cache …`): when no
+    /// cache directory was named (no `--cache-dir`, no `cache-dir` in the config file, no
+    /// `$HTTPCACHEFS_CACHE_DIR`) and exactly one daemon of this user holds a cache, that cache;
+    /// several: an error naming each (pid, cache, mountpoints) that asks for `--cache-dir`. None:
+    /// the default cache, as before. Call from the command's `validate()`.
+    mutating func useTheRunningDaemonsCache(command: String) throws {
+        do {
+            let env = ProcessInfo.processInfo.environment["HTTPCACHEFS_CACHE_DIR"] ?? ""
+            guard cacheDirectory == nil, env.isEmpty,
+                  (try ConfigFile.load(explicitPath: configFile))?["cache-dir"] == nil else { return }
+            let daemons = DaemonDiscovery.mine()
+            if daemons.count == 1 {
+                cacheDirectory = daemons[0].cacheDirectory
+            } else if daemons.count > 1 {
+                throw UsageError("\(daemons.count) httpcachefs daemons of yours are running: "
+                                 + daemons.map(\.described).joined(separator: "; ")
+                                 + "; say which cache '\(command)' uses with --cache-dir")
+            }
+        } catch {
+            throw ErrorReporting.report(error)
+        }
+    }
+
     /// The options merged with the config file and defaults, parsed and checked.
     func resolve() throws -> ResolvedCacheOptions {
         let file = try ConfigFile.load(explicitPath: configFile)

@@ -26,6 +26,8 @@ extension CacheCommand {
 
         @OptionGroup var cache: CacheOptions
 
+        mutating func validate() throws { try cache.useTheRunningDaemonsCache(command: "cache verify") }
+
         func run() async throws {
             let remote = remote
             let options = cache

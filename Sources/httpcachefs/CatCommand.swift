@@ -26,6 +26,11 @@ struct CatCommand: AsyncParsableCommand {
 
     @OptionGroup var cache: CacheOptions
 
+    mutating func validate() throws {
+        url = try URLArgument.normalize(url)
+        try cache.useTheRunningDaemonsCache(command: "cat")
+    }
+
     func run() async throws {
         try await runReportingErrors {
             let range = try self.range.map(ByteRangeSpec.parse(option:))

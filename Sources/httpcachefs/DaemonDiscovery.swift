@@ -25,6 +25,27 @@ struct DaemonDiscovery {
         /// The httpcachefs mount its command line names, if it is mounted: what a daemon without
         /// a proxy (no status document) can still tell about its mounts.
         var mountpoints: [String] = []
+        /// The command line as its arguments, and the working directory it was started in
+        /// (relative paths in it are relative to that).
+        var arguments: [String] = []
+        var cwd: String?
+        /// The user it runs as (the owner of `/proc/PID`): commands look for this user's own.
+        var uid: uid_t?
+
+        /// How a message names it: pid, cache and mountpoints.
+        var described: String {
+            "pid \(pid) (cache \(cacheDirectory)" + (mountpoints.isEmpty ? ", no mount" : ", mounted on " + mountpoints.joined(separator: ", ")) + ")"
+        }
+    }
+
+    /// The daemons (`mount`, `proxy`) of the user running this command (as root: root's own).
+    /// Other holders of a cache (a `cat`, a `preload` of its own) come and go: not counted.
+    static func mine(procRoot: String = "/proc") -> [Daemon] {
+        var seen = Set<String>()
+        return find(procRoot: procRoot).filter {
+            $0.uid == geteuid() && ["mount", "proxy"].contains($0.arguments.dropFirst().first ?? "")
+                && seen.insert($0.cacheDirectory).inserted
+        }
     }
 
     /// `procRoot` is `/proc` except in tests.
@@ -46,9 +67,12 @@ struct DaemonDiscovery {
                 let arguments = commandLine(procRoot, name)
                 let mounts = (try? String(contentsOfFile: "\(procRoot)/\(name)/mounts", encoding: .utf8)) ?? ""
                 let cwd = try? fm.destinationOfSymbolicLink(atPath: "\(procRoot)/\(name)/cwd")
+                var st = stat()
+                let uid: uid_t? = stat("\(procRoot)/\(name)", &st) == 0 ? st.st_uid : nil
                 found.append(Daemon(pid: pid, cacheDirectory: directory, command: arguments.joined(separator: " "),
                                     uptimeSeconds: uptime(procRoot, name), proxy: proxy,
-                                    mountpoints: mountpoints(arguments: arguments, cwd: cwd, mounts: mounts)))
+                                    mountpoints: mountpoints(arguments: arguments, cwd: cwd, mounts: mounts),
+                                    arguments: arguments, cwd: cwd, uid: uid))
             }
         }
         return found.sorted { $0.pid < $1.pid }

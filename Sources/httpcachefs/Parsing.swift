@@ -45,3 +45,13 @@ extension ByteRangeSpec {
     }
 }
 
+
+/// A URL argument (`cat URL`, `preload URL...`, `url URL`) in its one spelling, where it enters:
+/// `http://host/Zero Hour (1995).mkv` becomes `http://host/Zero%20Hour%20(1995).mkv`, the URL
+/// every later step (the request, the cache key, a proxy URL) uses; one that cannot be made valid
+/// is a one-line error naming why. Called from the commands' `validate()`.
+enum URLArgument {
+    static func normalize(_ url: String) throws -> String {
+        do { return try KeyRules.normalized(url) } catch { throw ErrorReporting.report(error) }
+    }
+}

@@ -62,6 +62,11 @@ struct PreloadCommand: AsyncParsableCommand {
 
     @OptionGroup var cache: CacheOptions
 
+    mutating func validate() throws {
+        urls = try urls.map(URLArgument.normalize)
+        try cache.useTheRunningDaemonsCache(command: "preload")
+    }
+
     /// `--head`/`--tail`/`--range` as a plan, with its usage errors.
     func makePlan() throws -> PreloadPlan {
         let range = try self.range.map(ByteRangeSpec.parse(option:))

@@ -30,7 +30,7 @@ struct RefreshCommand: AsyncParsableCommand {
     static func refresh(_ given: String?) throws {
         let cwd = FileManager.default.currentDirectoryPath
         let target = given.map { ($0.hasPrefix("/") ? $0 : cwd + "/" + $0) }.map { ($0 as NSString).standardizingPath }
-        let daemons = DaemonDiscovery.find().flatMap { d in d.mountpoints.map { (daemon: d, mountpoint: $0) } }
+        let daemons = DaemonDiscovery.mine().flatMap { d in d.mountpoints.map { (daemon: d, mountpoint: $0) } }
         func inside(_ p: String, _ mp: String) -> Bool { p == mp || mp == "/" || p.hasPrefix(mp + "/") }
         let chosen: (daemon: DaemonDiscovery.Daemon, mountpoint: String)
         let where_ = target ?? (cwd as NSString).standardizingPath
@@ -39,11 +39,11 @@ struct RefreshCommand: AsyncParsableCommand {
         } else if given == nil, daemons.count == 1 {
             chosen = daemons[0]
         } else if daemons.isEmpty {
-            throw CommandFailure("no httpcachefs mount is running")
+            throw CommandFailure("no httpcachefs mount of yours is running: start one with 'httpcachefs mount MOUNTPOINT URL...'")
         } else {
-            let list = daemons.map(\.mountpoint).joined(separator: ", ")
-            throw CommandFailure(given == nil ? "which mount? give a path inside one of: \(list)"
-                                              : "\(where_) is in no httpcachefs mount (mounts: \(list))")
+            let list = daemons.map { "\($0.mountpoint) (pid \($0.daemon.pid), cache \($0.daemon.cacheDirectory))" }.joined(separator: ", ")
+            throw CommandFailure(given == nil ? "\(daemons.count) httpcachefs mounts of yours are running: give a path inside one of: \(list)"
+                                              : "\(where_) is in no httpcachefs mount of yours (mounts: \(list))")
         }
         let relative = target.map { String($0.dropFirst(chosen.mountpoint.count)) } ?? ""
         let shown = chosen.mountpoint + (relative.isEmpty ? "" : relative)

@@ -19,7 +19,7 @@ struct URLCommand: AsyncParsableCommand {
         abstract: "Print the local proxy URL of a remote file or HLS playlist.",
         discussion: """
             Asks the proxy of the daemon ('httpcachefs mount' or 'httpcachefs proxy') that holds \
-            the cache directory for its port and token. With --port, that port is used even if no \
+            the cache directory for its port and token (without --cache-dir: the one daemon of yours that runs). URL may also be a file inside a mount. With --proxy-port, that port is used even if no \
             proxy answers right now (a warning says so). The URL ends with the original's file \
             name, so players that look at the extension (.mp4, .m3u8) still work. It carries a \
             signature made with the cache's key (<cache dir>/proxy-key, readable by its owner \
@@ -27,10 +27,11 @@ struct URLCommand: AsyncParsableCommand {
             """
     )
 
-    @Argument(help: "The original http(s) URL.")
+    @Argument(help: "The original http(s) URL, or a file inside a mount.")
     var url: String
 
-    @Option(help: ArgumentHelp("Port of the proxy, instead of asking the running one.", valueName: "port"))
+    @Option(name: [.customLong("proxy-port"), .customLong("port")],
+            help: ArgumentHelp("Port of the proxy, instead of asking the running one (--port is the older name).", valueName: "port"))
     var port: Int?
 
     @Option(help: ArgumentHelp("Host of the proxy in the printed URL (default: 127.0.0.1, or what the proxy reports).", valueName: "host"))
@@ -41,9 +42,21 @@ struct URLCommand: AsyncParsableCommand {
 
     @OptionGroup var cache: CacheOptions
 
+    /// A path inside a mount becomes the URL shown there (its daemon's cache then counts); a URL
+    /// takes its one spelling; without --cache-dir, the one running daemon's cache is used.
+    mutating func validate() throws {
+        do {
+            if let found = try MountPathURL.resolve(url, daemons: DaemonDiscovery.mine()) {
+                url = found.url
+                if cache.cacheDirectory == nil { cache.cacheDirectory = found.daemon.cacheDirectory }
+            }
+        } catch { throw ErrorReporting.report(error) }
+        url = try URLArgument.normalize(url)
+        try cache.useTheRunningDaemonsCache(command: "url")
+    }
+
     func run() async throws {
         try await runReportingErrors {
-            _ = try KeyRules.validate(url)
             let directory = try cache.resolve().directory
             let (port, host, token) = (self.port, self.host, self.token)
             let lookup = try await onBlockingPool {
@@ -71,7 +84,7 @@ struct URLCommand: AsyncParsableCommand {
                 if case let .found(status) = other, let served = status.cacheDirectory, !Self.sameDirectory(served, directory) {
                     throw CommandFailure("no httpcachefs proxy serves the cache \(directory): \(why); the proxy on port \(status.port) serves the cache \(served): pass --cache-dir \(served)")
                 }
-                throw CommandFailure("no httpcachefs proxy serves the cache \(directory): \(why); start 'httpcachefs mount' or 'httpcachefs proxy' with --cache-dir \(directory), or pass --port")
+                throw CommandFailure("no httpcachefs proxy serves the cache \(directory): \(why); start 'httpcachefs mount' or 'httpcachefs proxy' with --cache-dir \(directory), or pass --proxy-port")
             }
             // The signature: proof for the proxy that its owner made this URL.
             let key = urlToken == nil ? ProxySigningKey.read(cacheDirectory: directory) : nil

@@ -161,9 +161,10 @@ final class DirectoryListingTests: XCTestCase {
         <a href="http://MEDIA.example:8080/pub/a%20b.mkv">a b.mkv</a> <a href="HTTP://media.example:8080/pub/Sub/">Sub/</a>
         <a href="c.mkv">c.mkv</a>
         """
+        // In their one spelling (URLSpelling): the host lower-case.
         XCTAssertEqual(try parse(html, base: folder).map(\.url), [
-            "http://user:pw@Media.Example:8080/pub/a%20b.mkv", "http://user:pw@Media.Example:8080/pub/Sub/",
-            "http://user:pw@Media.Example:8080/pub/c.mkv"])
+            "http://user:pw@media.example:8080/pub/a%20b.mkv", "http://user:pw@media.example:8080/pub/Sub/",
+            "http://user:pw@media.example:8080/pub/c.mkv"])
         // A folder URL without its trailing slash gets one in its children's (JSON names are
         // no relative links, so they are under it).
         XCTAssertEqual(try parse(ListingFixtures.nginxJSON, base: "http://example.com/pub").map(\.url),

@@ -5,7 +5,8 @@ final class EntrySpecTests: XCTestCase {
     func testAPlainURLIsNamedAfterItsLastSegmentDecoded() throws {
         let spec = try EntrySpec.parse("https://example.com/media/My%20Movie.mp4?token=abc#t=10")
         XCTAssertEqual(spec.path, ["My Movie.mp4"])
-        XCTAssertEqual(spec.url, "https://example.com/media/My%20Movie.mp4?token=abc#t=10")
+        // In its one spelling (URLSpelling): the fragment, never sent, is dropped.
+        XCTAssertEqual(spec.url, "https://example.com/media/My%20Movie.mp4?token=abc")
     }
 
     func testANameBeforeTheURLWinsAndMayHoldDirectories() throws {
@@ -26,9 +27,10 @@ final class EntrySpecTests: XCTestCase {
     }
 
     func testURLsWithoutAFileNameNeedAName() {
+        // A bare host is its root folder (`http://h/`, its one spelling).
         XCTAssertThrowsError(try EntrySpec.parse("http://h")) { error in
-            XCTAssertEqual(error as? EntrySpecError, .noName(url: "http://h"))
-            XCTAssertTrue("\(error)".contains("give a name: NAME=http://h"), "\(error)")
+            XCTAssertEqual(error as? EntrySpecError, .noName(url: "http://h/"))
+            XCTAssertTrue("\(error)".contains("mount its listing with --index http://h/"), "\(error)")
         }
     }
 
@@ -85,7 +87,7 @@ final class URLListParserTests: XCTestCase {
         Episode #1.mkv = http://h/e1.mkv # first
         """
         let entries = try URLListParser.parse(text)
-        XCTAssertEqual(entries.map(\.spec.url), ["http://h/movie.mp4#t=10", "http://h/e1.mkv"])
+        XCTAssertEqual(entries.map(\.spec.url), ["http://h/movie.mp4", "http://h/e1.mkv"], "the fragment is never sent: dropped")
         XCTAssertEqual(entries.map(\.spec.path), [["movie.mp4"], ["Episode #1.mkv"]])
     }
 

@@ -1,0 +1,79 @@
+import CacheCore
+import Foundation
+import FuseMount
+import Settings
+
+/// `httpcachefs url PATH`: the remote URL of a file (or folder) inside a running mount, read off
+/// the mount's own description, so no request to the daemon is needed.
+///
+/// The daemon serving PATH is the user's daemon whose mountpoint holds it (the deepest one);
+/// its command line (`/proc/PID/cmdline`, relative paths against its working directory) and
+/// config file give the tree it was started with (`MountCommand.buildTree`): a file named by an
+/// argument or the URL list maps to its URL, a path under an `--index` to the listing's URL with
+/// each further name percent-encoded (as listings are), `.url/https/HOST/PATH` to that URL.
+/// The result is in its one spelling (`URLSpelling`), which is also how a listing's own link is
+/// keyed, so the proxy URL serves the bytes the mount shows.
+enum MountPathURL {
+    struct Found {
+        var url: String
+        var daemon: DaemonDiscovery.Daemon
+    }
+
+    /// nil when `text` is no path (a URL); an error when it is a path but in no mount, or the
+    /// mount cannot say which URL it shows there.
+    static func resolve(_ text: String, daemons: [DaemonDiscovery.Daemon]) throws -> Found? {
+        guard !text.contains("://") else { return nil }
+        let cwd = FileManager.default.currentDirectoryPath
+        let path = ((text.hasPrefix("/") ? text : cwd + "/" + text) as NSString).standardizingPath
+        func inside(_ mp: String) -> Bool { path == mp || mp == "/" || path.hasPrefix(mp + "/") }
+        let candidates = daemons.flatMap { d in d.mountpoints.map { (daemon: d, mountpoint: $0) } }
+        guard let chosen = candidates.filter({ inside($0.mountpoint) }).max(by: { $0.mountpoint.count < $1.mountpoint.count }) else {
+            let mounts = candidates.map(\.mountpoint)
+            throw CommandFailure("'\(text)' is neither an http(s) URL nor a path inside an httpcachefs mount"
+                                 + (mounts.isEmpty ? " (none is running)" : " (mounts: \(mounts.joined(separator: ", ")))"))
+        }
+        let components = path.dropFirst(chosen.mountpoint == "/" ? 1 : chosen.mountpoint.count)
+            .split(separator: "/").map(String.init)
+        let tree = try tree(of: chosen.daemon)
+        guard let url = url(of: components, in: tree) else {
+            throw CommandFailure("\(path) is in the mount \(chosen.mountpoint), but no file or listing of it is there")
+        }
+        return Found(url: try KeyRules.normalized(url), daemon: chosen.daemon)
+    }
+
+    /// The URL shown at `components` (below the mountpoint), or nil.
+    static func url(of components: [String], in tree: MountTreeSpec) -> String? {
+        if let file = tree.files.first(where: { $0.path == components }) { return file.url }
+        if tree.byURL, components.first == MountTreeSpec.byURLName, components.count >= 3,
+           ["http", "https"].contains(components[1]) {
+            return components[1] + "://" + components[2...].joined(separator: "/")
+        }
+        let index = tree.indexes.filter { components.starts(with: $0.path) }.max { $0.path.count < $1.path.count }
+        guard let index else { return nil }
+        let rest = components.dropFirst(index.path.count)
+        let encoded = rest.map { $0.addingPercentEncoding(withAllowedCharacters: segmentAllowed) ?? $0 }
+        // The listing URL ends in '/' (before any query, which children do not carry).
+        let base = index.url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? index.url
+        return base + encoded.joined(separator: "/")
+    }
+
+    /// RFC 3986 pchar less `/`: what a name inside one path segment keeps as it is.
+    static let segmentAllowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=:@")
+
+    /// The tree the daemon was started with, from its command line and config file.
+    static func tree(of daemon: DaemonDiscovery.Daemon) throws -> MountTreeSpec {
+        guard let at = daemon.arguments.dropFirst().firstIndex(of: "mount"),
+              var command = try? MountCommand.parse(Array(daemon.arguments[(at + 1)...])) else {
+            throw CommandFailure("cannot read the command line of the daemon (pid \(daemon.pid)) serving this mount")
+        }
+        let absolute = { (p: String) in p.hasPrefix("/") || daemon.cwd == nil ? p : daemon.cwd! + "/" + p }
+        command.urlList = command.urlList.map(absolute)
+        command.cache.configFile = command.cache.configFile.map(absolute)
+        do {
+            let settings = try command.settings(file: try ConfigFile.load(explicitPath: command.cache.configFile))
+            return try command.buildTree(settings)
+        } catch {
+            throw CommandFailure("cannot tell the files of the mount of pid \(daemon.pid): \(error)")
+        }
+    }
+}

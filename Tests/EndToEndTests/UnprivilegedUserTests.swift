@@ -1,0 +1,233 @@
+import Foundation
+import Glibc
+import TestSupport
+import XCTest
+
+/// Every front door of a daemon run by a normal user, not root: the mount, a byte-exact read,
+/// `httpcachefs url` and its proxy URL, the status page, `status.json`, `/metrics`, `preload`,
+/// `refresh` and `unmount`, against the loopback origin of this process.
+///
+/// Everything else runs as root, which hid a proxy that reset every connection of a normal user
+/// (a socket option only root may set was asked for). Here the daemon and every command run as
+/// `httpcachefs-test` with its own HOME, so its default cache (`~/.cache/httpcachefs`) and log
+/// (`~/.local/state/httpcachefs/`) are the ones a user gets. Proxy URLs are only ever taken from
+/// what `httpcachefs url` prints, never built here.
+final class UnprivilegedUserTests: XCTestCase {
+    var origin: OriginServer!
+    /// The test's directory under /tmp (not $TMPDIR: the user must reach it), the user's.
+    var root: String?
+    var user: UnprivilegedUser!
+    /// The mode of /dev/fuse to put back, when the set-up had to open it up.
+    var fuseModeToRestore: mode_t?
+    var mountpoint: String { user.root + "/mnt" }
+
+    override func setUpWithError() throws {
+        let binary = try BinaryUnderTest.locate()
+        var template = Array("/tmp/httpcachefs-user.XXXXXX".utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw UnprivilegedUser.Failure("mkdtemp under /tmp: \(String(cString: strerror(errno)))")
+        }
+        root = String(cString: made)
+        user = try UnprivilegedUser.prepare(binaryUnderTest: binary, root: root!)
+        // Debian's udev makes /dev/fuse 0666 (fusermount3, setuid root, does the mounting); a
+        // container's device node may be 0600. Give it Debian's mode for the test, and say so.
+        if try !user.canOpenFuseDevice() {
+            var st = stat()
+            if stat("/dev/fuse", &st) == 0 { fuseModeToRestore = st.st_mode & 0o7777 }
+            print("⚠️  /dev/fuse is not open to \(UnprivilegedUser.name); setting mode 0666 (Debian's) for this test")
+            chmod("/dev/fuse", 0o666)
+        }
+        origin = try OriginServer()
+        list("/lib/", ["movie.bin", "extra.txt", "sub/"])
+        list("/lib/sub/", ["s1.txt"])
+        origin.setGeneratedFile("/lib/movie.bin", length: 5 << 20 + 4321, seed: 39)
+        origin.setFile("/lib/extra.txt", data: Array("extra\n".utf8))
+        origin.setFile("/lib/sub/s1.txt", data: Array("s1\n".utf8))
+        origin.setFile("/lib/sub/s2.txt", data: Array("s2\n".utf8))
+        origin.setGeneratedFile("/lib/later.bin", length: 3 << 20, seed: 40)
+    }
+
+    override func tearDown() {
+        if let user {
+            // Every process of this test (its directory is in their command lines), by pid.
+            for pid in processes(mentioning: user.root) { kill(pid, SIGKILL) }
+            if isMounted(mountpoint) { _ = umount2(mountpoint, Int32(MNT_DETACH)) }
+        }
+        if let mode = fuseModeToRestore { chmod("/dev/fuse", mode) }
+        origin?.stop()
+        if let root { try? FileManager.default.removeItem(atPath: root) }
+    }
+
+    func testADaemonOfANormalUserServesEveryFrontDoor() throws {
+        // mount: in the background, with the user's default cache and log.
+        let mount = try user.httpcachefs(["mount", mountpoint, "--index", origin.url("/lib/"), "--index-ttl", "1h",
+                                          "--proxy-port", "0"])
+        XCTAssertEqual(mount.status, 0, "mount as \(UnprivilegedUser.name): \(mount.stderr)")
+        guard mount.status == 0 else { return }
+        XCTAssertTrue(isMounted(mountpoint), "not mounted after the command returned")
+        let log = user.home + "/.local/state/httpcachefs/" + mountpoint.split(separator: "/").joined(separator: "-") + ".log"
+        XCTAssertTrue(FileManager.default.fileExists(atPath: log), "the daemon logs to \(log)")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: user.home + "/.cache/httpcachefs/index.sqlite"),
+                      "the user's default cache is ~/.cache/httpcachefs")
+
+        // A byte-exact read through the mount (only the user may look in: no allow_other).
+        let movie = OriginServer.generatedBytes(seed: 39, offset: 0, count: 5 << 20 + 4321)
+        let cat = try user.run("/bin/cat", [mountpoint + "/movie.bin"])
+        XCTAssertEqual(cat.status, 0, cat.stderr)
+        XCTAssertTrue(cat.stdout == movie, "the mount served \(cat.stdout.count) bytes that differ from the origin's")
+
+        // url: the proxy URL of the file, taken as printed, and fetched.
+        let url = try user.httpcachefs(["url", origin.url("/lib/movie.bin")])
+        XCTAssertEqual(url.status, 0, "url: \(url.stderr)")
+        let proxyURL = try XCTUnwrap(URLComponents(string: url.text.trimmingCharacters(in: .whitespacesAndNewlines)), url.text)
+        let port = try XCTUnwrap(proxyURL.port, url.text)
+        let target = proxyURL.percentEncodedPath + (proxyURL.percentEncodedQuery.map { "?" + $0 } ?? "")
+        origin.resetLog()
+        let ranged = try RawHTTP.request(port: port, path: target, headers: [("Range", "bytes=1000-1999")])
+        XCTAssertEqual(ranged.status, 206, "\(url.text): \(ranged.status)")
+        XCTAssertTrue(ranged.body == Array(movie[1000..<2000]), "the proxy served other bytes")
+        let whole = try RawHTTP.request(port: port, path: target)
+        XCTAssertEqual(whole.status, 200)
+        XCTAssertTrue(whole.body == movie, "the proxy's whole file differs from the origin's")
+        XCTAssertEqual(origin.bytesServed(path: "/lib/movie.bin"), 0, "bytes read through the mount are hits for the proxy")
+
+        // The status page, status.json and /metrics on the same port.
+        let page = try RawHTTP.request(port: port, path: "/.httpcachefs/")
+        XCTAssertEqual(page.status, 200)
+        XCTAssertTrue(String(decoding: page.body, as: UTF8.self).contains("<html"), "the status page is HTML")
+        let document = try RawHTTP.request(port: port, path: "/.httpcachefs/status.json")
+        XCTAssertEqual(document.status, 200)
+        XCTAssertTrue(String(decoding: document.body, as: UTF8.self).contains("movie.bin"), "status.json lists the cached file")
+        let metrics = try RawHTTP.request(port: port, path: "/metrics")
+        XCTAssertEqual(metrics.status, 200)
+        XCTAssertTrue(String(decoding: metrics.body, as: UTF8.self).contains("httpcachefs_"), "Prometheus text")
+
+        // preload, through the running daemon: afterwards the file is read with no origin bytes.
+        let preload = try user.httpcachefs(["preload", origin.url("/lib/later.bin")])
+        XCTAssertEqual(preload.status, 0, "preload: \(preload.stderr)")
+        XCTAssertTrue((preload.text + preload.stderr).contains("through the running daemon"), preload.text + preload.stderr)
+        origin.resetLog()
+        let later = try user.httpcachefs(["cat", origin.url("/lib/later.bin")])
+        XCTAssertEqual(later.status, 0, later.stderr)
+        XCTAssertTrue(later.stdout == OriginServer.generatedBytes(seed: 40, offset: 0, count: 3 << 20))
+        XCTAssertEqual(origin.bytesServed(path: "/lib/later.bin"), 0, "preload left bytes uncached")
+
+        // refresh: a file added at the origin shows up in the mount now.
+        list("/lib/sub/", ["s1.txt", "s2.txt"])
+        let refresh = try user.httpcachefs(["refresh", mountpoint + "/sub"])
+        XCTAssertEqual(refresh.status, 0, "refresh: \(refresh.stderr)")
+        let ls = try user.run("/bin/ls", [mountpoint + "/sub"])
+        XCTAssertEqual(ls.text.split(separator: "\n"), ["s1.txt", "s2.txt"], ls.stderr)
+
+        // unmount: the mount goes, and so does the daemon.
+        let pid = daemonPID()
+        let unmount = try user.httpcachefs(["unmount", mountpoint])
+        XCTAssertEqual(unmount.status, 0, "unmount: \(unmount.stderr)")
+        XCTAssertFalse(isMounted(mountpoint))
+        if let pid {
+            XCTAssertTrue(eventually(timeout: 30) { kill(pid, 0) != 0 || self.isZombie(pid) }, "the daemon \(pid) outlived its mount")
+        }
+    }
+
+    /// Commands without --cache-dir use the one running daemon's cache (here not the default
+    /// one); `url` takes a path inside the mount, `--proxy-port` and URLs as people write them;
+    /// both spellings of a name are one cache entry; with two daemons, commands ask which.
+    /// As the test user, so no daemon of another test (all root) is counted.
+    func testCommandsFindTheirDaemonAndTakeURLsAsPeopleWriteThem() throws {
+        origin.setGeneratedFile("/lib/Zero Hour (1995).mkv", length: 2 << 20 + 17, seed: 41)
+        origin.setGeneratedFile("/lib/Alpha Centauri (1971).mp4", length: 1 << 20, seed: 42)
+        list("/lib/", ["movie.bin", "Zero%20Hour%20(1995).mkv", "sub/"])
+        let cache = user.home + "/media-cache"
+        let mount = try user.httpcachefs(["mount", mountpoint, "--index", origin.url("/lib/"), "--cache-dir", cache,
+                                          "--proxy-port", "0"])
+        XCTAssertEqual(mount.status, 0, "mount: \(mount.stderr)")
+        guard mount.status == 0 else { return }
+
+        // A raw space and parentheses, without --cache-dir: the daemon's cache, a working link.
+        let zero = OriginServer.generatedBytes(seed: 41, offset: 0, count: 2 << 20 + 17)
+        let raw = try user.httpcachefs(["url", origin.url("/lib/Zero Hour (1995).mkv")])
+        XCTAssertEqual(raw.status, 0, "url with a raw space: \(raw.stderr)")
+        XCTAssertTrue(raw.text.hasSuffix("/Zero%20Hour%20(1995).mkv\n"), raw.text)
+        XCTAssertTrue(try fetch(raw.text) == zero, "the proxy URL of a raw-space URL serves the file")
+
+        // A path inside the mount: the same file, the same cache entry.
+        let byPath = try user.httpcachefs(["url", mountpoint + "/Zero Hour (1995).mkv"])
+        XCTAssertEqual(byPath.status, 0, "url PATH: \(byPath.stderr)")
+        XCTAssertEqual(byPath.text, raw.text, "a mounted file's proxy URL is its URL's")
+        let port = try XCTUnwrap(URLComponents(string: raw.text.trimmingCharacters(in: .whitespacesAndNewlines))?.port)
+        let named = try user.httpcachefs(["url", "--proxy-port", String(port), origin.url("/lib/movie.bin")])
+        XCTAssertEqual(named.status, 0, "url --proxy-port, as mount names it: \(named.stderr)")
+        let outside = try user.httpcachefs(["url", user.home])
+        XCTAssertEqual(outside.status, 1)
+        XCTAssertTrue(outside.stderr.contains("neither an http(s) URL nor a path inside an httpcachefs mount"), outside.stderr)
+
+        // Two spellings, one entry: preloaded as Python's quote writes it, read as typed.
+        let encoded = origin.url("/lib/Alpha%20Centauri%20%281971%29.mp4")
+        let preload = try user.httpcachefs(["preload", encoded])
+        XCTAssertEqual(preload.status, 0, "preload: \(preload.stderr)")
+        XCTAssertTrue(preload.text.contains("through the running daemon"), preload.text)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: user.home + "/.cache/httpcachefs/index.sqlite"),
+                       "preload without --cache-dir filled the default cache, not the daemon's")
+        origin.resetLog()
+        let typed = try user.httpcachefs(["url", origin.url("/lib/Alpha Centauri (1971).mp4")])
+        XCTAssertEqual(typed.status, 0, typed.stderr)
+        XCTAssertTrue(try fetch(typed.text) == OriginServer.generatedBytes(seed: 42, offset: 0, count: 1 << 20))
+        XCTAssertEqual(origin.requests.reduce(0) { $0 + $1.bodyBytes }, 0, "the typed spelling missed the preloaded entry")
+        let ls = try user.httpcachefs(["cache", "ls"])
+        XCTAssertEqual(ls.status, 0, ls.stderr)
+        XCTAssertEqual(ls.text.split(separator: "\n").filter { $0.contains("Alpha") }.count, 1, ls.text)
+
+        // A second daemon: commands name both and ask.
+        _ = try user.start(["proxy", "--proxy-port", "0", "--cache-dir", user.home + "/second"])
+        XCTAssertTrue(eventually(timeout: 30) { FileManager.default.fileExists(atPath: self.user.home + "/second/proxy.json") })
+        let which = try user.httpcachefs(["url", origin.url("/lib/movie.bin")])
+        XCTAssertEqual(which.status, 64, which.stderr)
+        XCTAssertTrue(which.stderr.contains("2 httpcachefs daemons of yours are running"), which.stderr)
+        XCTAssertTrue(which.stderr.contains("cache \(cache), mounted on \(mountpoint)"), which.stderr)
+        XCTAssertTrue(which.stderr.contains("--cache-dir"), which.stderr)
+        XCTAssertEqual(which.stderr.split(separator: "\n").count, 1, which.stderr)
+    }
+
+    // MARK: helpers
+
+    /// GET of a proxy URL as `url` printed it.
+    func fetch(_ printed: String) throws -> [UInt8] {
+        let c = try XCTUnwrap(URLComponents(string: printed.trimmingCharacters(in: .whitespacesAndNewlines)), printed)
+        let response = try RawHTTP.request(port: try XCTUnwrap(c.port), path: c.percentEncodedPath + (c.percentEncodedQuery.map { "?" + $0 } ?? ""))
+        XCTAssertEqual(response.status, 200, printed)
+        return response.body
+    }
+
+    /// An nginx-style autoindex page for `names` (directories end in `/`).
+    func list(_ path: String, _ names: [String]) {
+        let rows = names.map { "<a href=\"\($0)\">\($0)</a>                 01-Jan-2024 00:00    -\n" }.joined()
+        let html = "<html><head><title>Index of \(path)</title></head><body><h1>Index of \(path)</h1><hr><pre><a href=\"../\">../</a>\n\(rows)</pre><hr></body></html>\n"
+        origin.setResponse(path, status: 200, headers: [("Content-Type", "text/html")], body: Array(html.utf8))
+    }
+
+    func isMounted(_ path: String) -> Bool {
+        let mounts = (try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)) ?? ""
+        return mounts.split(separator: "\n").contains { $0.split(separator: " ").dropFirst().first.map(String.init) == path }
+    }
+
+    /// The daemon serving our mountpoint, by its command line (never by name).
+    func daemonPID() -> pid_t? {
+        processes(mentioning: mountpoint).first { pid in
+            let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") ?? Data()
+            return data.split(separator: 0).contains { String(decoding: $0, as: UTF8.self) == "--foreground" }
+        }
+    }
+
+    /// Processes with an argument that contains `text` (this test's unique directory).
+    func processes(mentioning text: String) -> [pid_t] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { entry in
+            guard let pid = pid_t(entry), pid != getpid(),
+                  let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { return nil }
+            return data.split(separator: 0).contains { String(decoding: $0, as: UTF8.self).contains(text) } ? pid : nil
+        }
+    }
+
+    func isZombie(_ pid: pid_t) -> Bool {
+        (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))?.contains(") Z ") ?? true
+    }
+}
