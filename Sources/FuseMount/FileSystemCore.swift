@@ -32,6 +32,10 @@ struct OpenReply: Equatable {
     var keepCache: Bool
     /// Open with passthrough to this backing file: the kernel reads the file without us.
     var backingID: Int32? = nil
+    /// Direct I/O (`FOPEN_DIRECT_IO`): the kernel passes the reader's reads as they are, with
+    /// no read-ahead of its own and no page cache for this handle. For scanners: a probe's
+    /// 32 KiB reads otherwise arrive as the kernel's ever larger read-ahead requests.
+    var directIO = false
 }
 
 struct FSStats: Equatable {

@@ -159,7 +159,8 @@ enum FuseOperations {
             guard let req, let fi else { return }
             let s = FuseOperations.session(req)
             let request = SendableRequest(req)  // answered later, on another thread
-            s.core.open(ino, flags: fi.pointee.flags) { result in
+            let readerClass = s.readerClass(of: req)
+            s.core.open(ino, flags: fi.pointee.flags, readerClass: readerClass) { result in
                 let req = request.req
                 s.reply {
                     switch result {
@@ -171,6 +172,7 @@ enum FuseOperations {
                             var out = fuse_file_info()  // libfuse's fi lives on its stack: reply with a copy
                             out.fh = open.fh
                             out.keep_cache = open.keepCache ? 1 : 0
+                            out.direct_io = open.directIO ? 1 : 0
                             rc = fuse_reply_open(req, &out)
                         }
                         if rc == -ENOENT {
