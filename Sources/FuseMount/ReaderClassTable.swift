@@ -54,13 +54,13 @@ public struct ReaderClassTable: Sendable, Equatable {
         let names = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
         for name in names {
             if name.isEmpty {
-                throw ReaderClassError("\(option) '\(text)' has an empty name: give process names separated by commas, e.g. ffprobe,mediainfo")
+                throw ReaderClassError("empty process name in '\(text)' for \(option): give names separated by commas, e.g. ffprobe,mediainfo")
             }
             if name.contains("/") {
-                throw ReaderClassError("\(option) '\(name)' is a path: give the program's name as `ps -o comm` shows it (e.g. \((name as NSString).lastPathComponent))")
+                throw ReaderClassError("process name '\(name)' for \(option) is a path: give the program's name as `ps -o comm` shows it (e.g. \((name as NSString).lastPathComponent))")
             }
             if name.utf8.count > 255 || name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
-                throw ReaderClassError("\(option) '\(name.prefix(40))' is not a process name: at most 255 bytes, no control characters")
+                throw ReaderClassError("process name '\(name.prefix(40))' for \(option) is not one: at most 255 bytes, no control characters")
             }
         }
         return names

@@ -134,8 +134,10 @@ struct MountCommand: AsyncParsableCommand {
             s.pageCacheFill = size
         }
         for (given, key, readerClass) in [(scanners, "scanner", ReaderClass.scanner), (backgroundReaders, "background-reader", .background)] {
-            let option = given.isEmpty ? (file.map { $0.describe(key) } ?? "--\(key)") : "--\(key)"
-            for text in given.isEmpty ? (file?.list(key) ?? []) : given {
+            // Flags replace the config file's lines, as for every list; each line is named in errors.
+            let texts = given.isEmpty ? (file?.list(key) ?? []) : given
+            for (i, text) in texts.enumerated() {
+                let option = given.isEmpty ? (file.map { $0.describe(key, item: i) } ?? "--\(key)") : "--\(key)"
                 do { try s.readerClasses.add(text, as: readerClass, option: option) } catch let e as ReaderClassError {
                     throw UsageError(e.message)
                 }

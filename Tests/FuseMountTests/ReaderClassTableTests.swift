@@ -45,16 +45,16 @@ final class ReaderClassTableTests: XCTestCase {
     func testBadNamesAreRefusedWithWhatToDo() {
         var t = table
         let bad: [(String, String)] = [
-            ("ffprobe,,mediainfo", "empty name"),
-            ("", "empty name"),
+            ("ffprobe,,mediainfo", "empty process name"),
+            ("", "empty process name"),
             ("/usr/bin/ffprobe", "is a path"),
-            ("tab\there", "not a process name"),
+            ("tab\there", "no control characters"),
             (String(repeating: "x", count: 300), "at most 255 bytes"),
         ]
         for (text, why) in bad {
             XCTAssertThrowsError(try t.add(text, as: .scanner, option: "--scanner"), text) { error in
                 let message = (error as? ReaderClassError)?.message ?? ""
-                XCTAssertTrue(message.hasPrefix("--scanner"), message)
+                XCTAssertTrue(message.contains("for --scanner"), message)
                 XCTAssertTrue(message.contains(why), message)
                 XCTAssertFalse(message.contains("\n"), "one line: \(message)")
             }
