@@ -109,6 +109,10 @@ final class FileSystemCore: Sendable {
         var currentSpec = MountTreeSpec()
         var openFiles: [UInt64: OpenFile] = [:]
         var openDirs: [UInt64: [DirEntry]] = [:]
+        /// Directory handles whose entries the kernel may keep from an earlier opendir.
+        var keptDirs: Set<UInt64> = []
+        /// LOOKUP requests answered (for tests: READDIRPLUS spares `ls -l` one per name).
+        var lookupRequests = 0
         var nextHandle: UInt64 = 1
         var inodesByKey: [CacheKey: Set<UInt64>] = [:]
         var notifier: KernelNotifier?
@@ -200,6 +204,7 @@ final class FileSystemCore: Sendable {
     func lookup(parent: UInt64, name: String, afterListing: Bool,
                 reply: @escaping @Sendable (Result<Attr, FSErrno>) -> Void) {
         let step: LookupStep = state.withLock { s in
+            if !afterListing { s.lookupRequests += 1 }
             guard let p = s.table.node(parent) else { return .done(.failure(FSErrno(ENOENT))) }
             guard let dir = p.directory else { return .done(.failure(FSErrno(ENOTDIR))) }
             if let child = s.table.child(of: parent, named: name) {
@@ -377,6 +382,7 @@ final class FileSystemCore: Sendable {
 
     var openFileCount: Int { state.withLock { $0.openFiles.count } }
     var inodeCount: Int { state.withLock { $0.table.count } }
+    var lookupRequests: Int { state.withLock { $0.lookupRequests } }
 }
 
 struct Invalidations {
