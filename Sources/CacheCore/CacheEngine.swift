@@ -126,10 +126,13 @@ public final class CacheEngine: Sendable {
     ///   - requestStartedAt: for a proxy response, when its request arrived
     ///     (`DispatchTime.now().uptimeNanoseconds`): its first read is its time to first byte.
     ///   - background: a warm-up (`preload`): its fetches run in the lowest class, after every
-    ///     other reader's.
+    ///     other reader's (the same as `readerClass: .background`).
+    ///   - readerClass: who reads (a scanner, a player, a process nobody listed): its read-ahead
+    ///     and the class of its fetches (`ReaderClass`).
     public func makeReader(for entry: EntryInfo, end: Int64? = nil, door: ReadDoor = .cli,
-                           requestStartedAt: UInt64? = nil, background: Bool = false) -> CacheReader {
-        CacheReader(core: core, entry: entry, end: end, background: background,
+                           requestStartedAt: UInt64? = nil, background: Bool = false,
+                           readerClass: ReaderClass = .player) -> CacheReader {
+        CacheReader(core: core, entry: entry, end: end, readerClass: background ? .background : readerClass,
                     accounting: ReadAccounting(metrics: metrics, door: door, entry: entry, requestStartedAt: requestStartedAt))
     }
 
@@ -203,9 +206,9 @@ public final class CacheReader: Sendable {
     let state: ReaderState
     let accounting: ReadAccounting
 
-    init(core: EngineCore, entry: EntryInfo, end: Int64?, background: Bool = false, accounting: ReadAccounting) {
+    init(core: EngineCore, entry: EntryInfo, end: Int64?, readerClass: ReaderClass = .player, accounting: ReadAccounting) {
         self.core = core
-        self.state = core.makeReaderState(entry: entry, end: end, door: accounting.door, background: background)
+        self.state = core.makeReaderState(entry: entry, end: end, door: accounting.door, readerClass: readerClass)
         self.accounting = accounting
         core.openReaders.open(entry.key, reader: state.id)
     }

@@ -16,8 +16,8 @@ import Foundation
 /// the engine only decides where each run comes from (`ReadRun`); opens happen after. It may
 /// block on nothing but the shard lock.
 extension EngineCore {
-    func makeReaderState(entry: EntryInfo, end: Int64?, door: ReadDoor = .cli, background: Bool = false) -> ReaderState {
-        ReaderState(id: makeID(), entry: entry, end: end, door: door, initialReadAhead: initialReadAhead, background: background)
+    func makeReaderState(entry: EntryInfo, end: Int64?, door: ReadDoor = .cli, readerClass: ReaderClass = .player) -> ReaderState {
+        ReaderState(id: makeID(), entry: entry, end: end, door: door, initialReadAhead: initialReadAhead, readerClass: readerClass)
     }
 
     /// Plans one read. A hit is answered right here on the caller's thread with a lease on the
@@ -83,7 +83,7 @@ extension EngineCore {
             let uptime = Self.uptime
             var orphaned: [Int] = []
             let (pattern, kind, readAhead, paceClass) = reader.progress.withLock { p in
-                let pattern = updateReadAhead(&p, request: request, cached: present, running: othersWant, now: uptime)
+                let pattern = updateReadAhead(&p, readerClass: reader.readerClass, request: request, cached: present, running: othersWant, now: uptime)
                 return (pattern, p.pace.kind(now: uptime), p.readAhead, p.pace.readAheadPriority(now: uptime))
             }
             if pattern == .seek {
@@ -103,9 +103,10 @@ extension EngineCore {
             // A player's read-ahead is one stream: its rate is small, and parallel streams would
             // share the link with the bytes it waits for.
             let planner = ReadPlanner(readAhead: readAhead, seekThreshold: max(2 << 20, readAhead / 2),
-                                      streamSize: kind == .paced ? nil : streamSize(readAhead: readAhead, rate: entry.inflight.observedRate),
+                                      streamSize: kind == .paced || reader.readerClass == .scanner
+                                          ? nil : streamSize(readAhead: readAhead, rate: entry.inflight.observedRate),
                                       readerEnd: reader.end)
-            let readAheadClass: FetchPriority = reader.background ? .preload : paceClass
+            let readAheadClass: FetchPriority = reader.readerClass.fixedFetchClass ?? paceClass
             var plan = planner.plan(request: request, length: entry.info.length, cached: present, running: running)
             if !entry.info.acceptsRanges { wholeBodyOnly(&plan, running: running) }
             for t in plan.truncations { entry.inflight.truncate(t.fetch, at: t.end) }
@@ -128,7 +129,7 @@ extension EngineCore {
                 entry.misses += 1
                 let waiter = Waiter(reader: reader.id, files: reader.files, range: request, generation: generation,
                                     deadline: now + configuration.readTimeout, completion: completion)
-                waiter.background = reader.background
+                waiter.background = reader.yieldsWhenWaiting
                 for v in entry.pending.views(in: request) { waiter.fill(v.range, in: v.chunk.storage, at: v.storageOffset) }
                 entry.waiters.append(waiter)
             }
@@ -288,17 +289,25 @@ extension EngineCore {
     /// doubling), but never past what the reader consumes in a few seconds (`ReaderPace`): a
     /// player gets read-ahead in proportion to its bitrate, a copy on a fast link the whole
     /// window. A seek resets both. `running`: the fetches other readers wait for.
-    private func updateReadAhead(_ reader: inout ReaderState.Progress, request: Range<Int64>, cached: RangeSet,
-                                 running: [ReadPlanner.RunningFetch], now: Double) -> AccessPattern {
+    ///
+    /// A scanner keeps its fixed margin; an unknown reader gets none until it earned it
+    /// (`ReaderClass`): `ReaderClass.earnAfter` reads in a row, each continuing the one before.
+    private func updateReadAhead(_ reader: inout ReaderState.Progress, readerClass: ReaderClass, request: Range<Int64>,
+                                 cached: RangeSet, running: [ReadPlanner.RunningFetch], now: Double) -> AccessPattern {
         if ReadPlanner.continuesSequentially(request, lastEnd: reader.lastEnd, slack: 1 << 20, behind: reader.readAhead,
                                              cached: cached, running: running) {
-            let grown = min(configuration.maxReadAhead, max(reader.readAhead * 4, initialReadAhead))
-            reader.readAhead = min(grown, reader.pace.readAheadBound(now: now, floor: initialReadAhead))
+            reader.inARow += 1
+            if reader.inARow >= ReaderClass.earnAfter { reader.earned = true }
+            if readerClass != .scanner && reader.earned {
+                let grown = min(configuration.maxReadAhead, max(reader.readAhead * 4, initialReadAhead))
+                reader.readAhead = min(grown, reader.pace.readAheadBound(now: now, floor: initialReadAhead))
+            }
             reader.lastEnd = max(reader.lastEnd, request.upperBound)
             return .sequential
         }
         let first = reader.lastEnd < 0
-        reader.readAhead = initialReadAhead
+        reader.inARow = 0
+        reader.readAhead = readerClass == .scanner ? ReaderClass.scanMargin : reader.earned ? initialReadAhead : 0
         reader.lastEnd = request.upperBound
         reader.pace.restart(now: now, at: request.lowerBound)
         return first ? .first : .seek

@@ -278,8 +278,10 @@ final class ReaderState: Sendable {
     let end: Int64?
     /// The front door its reads come through, for the per-file counts.
     let door: ReadDoor
-    /// A warm-up (`preload`): its fetches run in the lowest class.
-    let background: Bool
+    /// Who reads (`ReaderClass`): what read-ahead it gets and the class of its fetches.
+    let readerClass: ReaderClass
+    /// Its reads never make a fetch `.waiting` (a scanner, a warm-up): they keep their class.
+    var yieldsWhenWaiting: Bool { readerClass.fixedFetchClass != nil }
 
     /// What its reads so far say about it.
     struct Progress {
@@ -288,6 +290,10 @@ final class ReaderState: Sendable {
         /// How it consumes, since its last seek: see `ReaderPace`.
         var pace = ReaderPace(now: 0, at: 0)
         var closed = false
+        /// Reads in a row so far that continued the one before; and whether it has earned
+        /// read-ahead (an unknown reader, once that reached `ReaderClass.earnAfter`).
+        var inARow = 0
+        var earned = true
     }
     /// Read and changed only under the entry's shard lock (by `read` and `close`), so its own
     /// lock is never contended: it is there for the compiler's sake, so this class is checked
@@ -296,13 +302,19 @@ final class ReaderState: Sendable {
     let progress: LockedValue<Progress>
 
     init(id: Int, entry: EntryInfo, end: Int64? = nil, door: ReadDoor = .cli, initialReadAhead: Int64,
-         background: Bool = false) {
+         readerClass: ReaderClass = .player) {
         self.id = id
         self.entry = entry
         self.end = end
         self.door = door
-        self.background = background
-        progress = LockedValue(Progress(readAhead: initialReadAhead))
+        self.readerClass = readerClass
+        var progress = Progress(readAhead: initialReadAhead)
+        switch readerClass {
+        case .scanner: progress.readAhead = ReaderClass.scanMargin
+        case .unknown: progress.readAhead = 0; progress.earned = false
+        case .player, .background: break
+        }
+        self.progress = LockedValue(progress)
     }
 }
 

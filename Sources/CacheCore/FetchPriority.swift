@@ -15,8 +15,11 @@ public enum FetchPriority: Int, Sendable, Comparable, CaseIterable, Codable, Cus
     /// Read-ahead of a reader that paces itself (a player), or of one not yet known: wanted, but
     /// seconds from now.
     case far = 2
+    /// A scanner's fetches (`ReaderClass.scanner`: a media server probing its library), even
+    /// those it waits on: after every player's, before warm-up.
+    case scan = 3
     /// Warm-up (`preload`): only what no reader needs.
-    case preload = 3
+    case preload = 4
 
     public static func < (a: FetchPriority, b: FetchPriority) -> Bool { a.rawValue < b.rawValue }
 
@@ -25,6 +28,7 @@ public enum FetchPriority: Int, Sendable, Comparable, CaseIterable, Codable, Cus
         case .waiting: return "waiting"
         case .near: return "near"
         case .far: return "far"
+        case .scan: return "scan"
         case .preload: return "preload"
         }
     }

@@ -11,7 +11,8 @@ import CacheCore
 ///   While one is, every transfer of a lower class to that origin is held, except the near
 ///   read-ahead of the reader the late read belongs to: a copy's own streams are what fills a link
 ///   that caps each connection, and on a link that one connection fills they take nothing from it.
-/// - `.preload` transfers are held while any transfer of a higher class to that origin runs.
+/// - `.scan` and `.preload` transfers are held while any transfer of a higher class to that
+///   origin runs: a library scan takes what the players leave, warm-up what the scan leaves.
 /// - Nothing else is held: on a link with room, read-ahead runs at full speed. Reads that are
 ///   not behind cost read-ahead nothing, so a copy on a fast link keeps all its streams.
 /// Held transfers are let go as soon as no rule holds them; `nextCheck` says when a waiting read
@@ -71,7 +72,7 @@ struct TransferScheduler: Sendable {
             if let owners = behindOwners[t.origin] {
                 let ownStream = t.priority == .near && t.owner != nil && owners.contains(t.owner) && owners.count == 1
                 if !ownStream { held.insert(id) }
-            } else if t.priority == .preload, let b = best[t.origin], b < .preload {
+            } else if t.priority >= .scan, let b = best[t.origin], b < t.priority {
                 held.insert(id)
             }
         }

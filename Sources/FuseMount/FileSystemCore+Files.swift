@@ -12,7 +12,10 @@ import Logging
 extension FileSystemCore {
     // MARK: Files
 
-    func open(_ ino: UInt64, flags: Int32, reply: @escaping @Sendable (Result<OpenReply, FSErrno>) -> Void) {
+    /// - Parameter readerClass: who opens (by its process, `ReaderClassTable`): a scanner's open
+    ///   takes no first bytes along, reads with direct I/O and the scanner's small read-ahead.
+    func open(_ ino: UInt64, flags: Int32, readerClass: ReaderClass = .player,
+              reply: @escaping @Sendable (Result<OpenReply, FSErrno>) -> Void) {
         if flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0 { return reply(.failure(FSErrno(EROFS))) }
         let target: Result<String, FSErrno> = state.withLock { s in
             guard let node = s.table.node(ino) else { return .failure(FSErrno(ENOENT)) }
@@ -24,15 +27,19 @@ extension FileSystemCore {
         case let .success(u): url = u
         case let .failure(e): return reply(.failure(e))
         }
-        backend.open(url: url) { [self] result in
+        let opened: @Sendable (Result<EntryInfo, CacheError>) -> Void = { [self] result in
             switch Self.checkedLength(result) {
             case let .failure(error):
                 logger.error("open failed: \(url): \(error)")
                 reply(.failure(FSErrno(error.errno)))
             case let .success(info):
-                finishOpen(ino: ino, url: url, info: info, reader: backend.makeReader(for: info), reply: reply)
+                finishOpen(ino: ino, url: url, info: info, reader: backend.makeReader(for: info, readerClass: readerClass),
+                           directIO: readerClass == .scanner, reply: reply)
             }
         }
+        // A probe reads a few dozen KiB: the first 256 KiB an open brings along would be most
+        // of what the scan costs. Its open asks for one byte (`lookUp`) and its reads for the rest.
+        if readerClass == .scanner { backend.lookUp(url: url, completion: opened) } else { backend.open(url: url, completion: opened) }
     }
 
     /// Makes the handle of a revalidated open: with passthrough when the version is all cached
@@ -42,7 +49,7 @@ extension FileSystemCore {
     /// refuses both a second backing file and an ordinary open beside it): the name moves to a
     /// new inode, and the open fails with ESTALE, which makes the kernel repeat its lookup and
     /// the open once, on the new inode. The old handles keep their version on the old inode.
-    private func finishOpen(ino: UInt64, url: String, info: EntryInfo, reader: MountReader,
+    private func finishOpen(ino: UInt64, url: String, info: EntryInfo, reader: MountReader, directIO: Bool,
                             reply: @escaping @Sendable (Result<OpenReply, FSErrno>) -> Void) {
         enum Outcome {
             /// `behindStores`: the page cache of this file was filled; the reply waits for the
@@ -80,11 +87,12 @@ extension FileSystemCore {
             file.lastOpenGeneration = info.generation
             let fh = s.nextHandle
             s.nextHandle += 1
-            let fills = backingID == nil && options.pageCacheFill > 0 && info.length != nil
+            let direct = directIO && backingID == nil   // passthrough reads no byte through us
+            let fills = backingID == nil && !direct && options.pageCacheFill > 0 && info.length != nil
             s.openFiles[fh] = OpenFile(ino: ino, url: url, reader: reader, passthrough: backingID != nil,
                                        generation: info.generation, size: info.length,
                                        fill: fills ? LockedValue(PageCacheFill(window: options.pageCacheFill)) : nil)
-            let reply = OpenReply(fh: fh, keepCache: keep, backingID: backingID)
+            let reply = OpenReply(fh: fh, keepCache: keep, backingID: backingID, directIO: direct)
             let opened = Outcome.opened(reply, changed: changed, behindStores: file.filled, s.notifier)
             if case .registered = choice { return (opened, true) }
             return (opened, false)

@@ -45,7 +45,42 @@ extension FileSystemCore {
             let fh = s.nextHandle
             s.nextHandle += 1
             s.openDirs[fh] = entries
+            // The kernel keeps the entries this handle reads until a change here (a refresh
+            // that added, removed or renumbered a name) makes the next opendir drop them.
+            if dir.cachedVersion == dir.version { s.keptDirs.insert(fh) }
+            dir.cachedVersion = dir.version
             return .success(fh)
+        }
+    }
+
+    /// Whether the kernel may keep what it cached of this handle's directory (`keep_cache` on
+    /// opendir): nothing in it changed since the opendir that made that copy.
+    func keepsDirectoryCache(fh: UInt64) -> Bool {
+        state.withLock { $0.keptDirs.contains(fh) }
+    }
+
+    /// READDIRPLUS: entries from `offset` on, each with its attributes, handed to `add` in order
+    /// until it returns false (the kernel's buffer is full). An entry added with attributes
+    /// counts as a lookup (the kernel makes a dentry of it and forgets it later), so `ls -l` of
+    /// a large folder costs no LOOKUP per name. "." and "..", names detached since the opendir
+    /// and files whose size is not known yet go without attributes: the kernel looks those up
+    /// itself. Under the lock: `add` only writes into the reply's buffer. False for a bad handle.
+    func readdirplus(fh: UInt64, offset: Int, add: (_ index: Int, DirEntry, Attr?) -> Bool) -> Bool {
+        state.withLock { s in
+            guard let entries = s.openDirs[fh] else { return false }
+            var i = max(offset, 0)
+            while i < entries.count {
+                let entry = entries[i]
+                var attr: Attr?
+                if entry.name != ".", entry.name != "..", let node = s.table.node(entry.ino), node.attached,
+                   !(node.file.map(needsResolve) ?? false) {
+                    attr = self.attr(node)
+                }
+                guard add(i, entry, attr) else { break }
+                if attr != nil { s.table.lookedUp(entry.ino) }
+                i += 1
+            }
+            return true
         }
     }
 
@@ -58,7 +93,10 @@ extension FileSystemCore {
     }
 
     func releasedir(fh: UInt64) {
-        state.withLock { _ = $0.openDirs.removeValue(forKey: fh) }
+        state.withLock {
+            _ = $0.openDirs.removeValue(forKey: fh)
+            $0.keptDirs.remove(fh)
+        }
     }
 
     // MARK: Listings

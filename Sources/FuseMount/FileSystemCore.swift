@@ -32,6 +32,10 @@ struct OpenReply: Equatable {
     var keepCache: Bool
     /// Open with passthrough to this backing file: the kernel reads the file without us.
     var backingID: Int32? = nil
+    /// Direct I/O (`FOPEN_DIRECT_IO`): the kernel passes the reader's reads as they are, with
+    /// no read-ahead of its own and no page cache for this handle. For scanners: a probe's
+    /// 32 KiB reads otherwise arrive as the kernel's ever larger read-ahead requests.
+    var directIO = false
 }
 
 struct FSStats: Equatable {
@@ -105,6 +109,10 @@ final class FileSystemCore: Sendable {
         var currentSpec = MountTreeSpec()
         var openFiles: [UInt64: OpenFile] = [:]
         var openDirs: [UInt64: [DirEntry]] = [:]
+        /// Directory handles whose entries the kernel may keep from an earlier opendir.
+        var keptDirs: Set<UInt64> = []
+        /// LOOKUP requests answered (for tests: READDIRPLUS spares `ls -l` one per name).
+        var lookupRequests = 0
         var nextHandle: UInt64 = 1
         var inodesByKey: [CacheKey: Set<UInt64>] = [:]
         var notifier: KernelNotifier?
@@ -196,6 +204,7 @@ final class FileSystemCore: Sendable {
     func lookup(parent: UInt64, name: String, afterListing: Bool,
                 reply: @escaping @Sendable (Result<Attr, FSErrno>) -> Void) {
         let step: LookupStep = state.withLock { s in
+            if !afterListing { s.lookupRequests += 1 }
             guard let p = s.table.node(parent) else { return .done(.failure(FSErrno(ENOENT))) }
             guard let dir = p.directory else { return .done(.failure(FSErrno(ENOTDIR))) }
             if let child = s.table.child(of: parent, named: name) {
@@ -373,6 +382,7 @@ final class FileSystemCore: Sendable {
 
     var openFileCount: Int { state.withLock { $0.openFiles.count } }
     var inodeCount: Int { state.withLock { $0.table.count } }
+    var lookupRequests: Int { state.withLock { $0.lookupRequests } }
 }
 
 struct Invalidations {

@@ -159,7 +159,8 @@ enum FuseOperations {
             guard let req, let fi else { return }
             let s = FuseOperations.session(req)
             let request = SendableRequest(req)  // answered later, on another thread
-            s.core.open(ino, flags: fi.pointee.flags) { result in
+            let readerClass = s.readerClass(of: req)
+            s.core.open(ino, flags: fi.pointee.flags, readerClass: readerClass) { result in
                 let req = request.req
                 s.reply {
                     switch result {
@@ -171,6 +172,7 @@ enum FuseOperations {
                             var out = fuse_file_info()  // libfuse's fi lives on its stack: reply with a copy
                             out.fh = open.fh
                             out.keep_cache = open.keepCache ? 1 : 0
+                            out.direct_io = open.directIO ? 1 : 0
                             rc = fuse_reply_open(req, &out)
                         }
                         if rc == -ENOENT {
@@ -233,6 +235,10 @@ enum FuseOperations {
                     case let .success(fh):
                         var out = fuse_file_info()
                         out.fh = fh
+                        // The kernel keeps the entries it read (and READDIRPLUS's attributes
+                        // with them) until a refresh changes this directory.
+                        out.cache_readdir = 1
+                        out.keep_cache = s.core.keepsDirectoryCache(fh: fh) ? 1 : 0
                         if fuse_reply_open(req, &out) == -ENOENT { s.core.releasedir(fh: fh) }
                     case let .failure(e): fuse_reply_err(req, e.code)
                     }
@@ -256,6 +262,32 @@ enum FuseOperations {
                 if need > size - used { break }
                 used += need
             }
+            s.reply { fuse_reply_buf(req, buf, used) }
+        }
+        ops.readdirplus = { req, _, size, off, fi in
+            guard let req, let fi else { return }
+            let s = FuseOperations.session(req)
+            let buf = UnsafeMutablePointer<CChar>.allocate(capacity: max(size, 1))
+            defer { buf.deallocate() }
+            var used = 0
+            let known = s.core.readdirplus(fh: fi.pointee.fh, offset: Int(off)) { index, entry, attr in
+                var e = fuse_entry_param()
+                if let attr {
+                    e.ino = attr.ino
+                    e.attr = FuseOperations.stat(attr, s.options)
+                    e.attr_timeout = attr.ttl
+                    e.entry_timeout = attr.ttl
+                } else {
+                    // ino 0: a name without attributes, which the kernel looks up if it needs them.
+                    e.attr.st_ino = ino_t(entry.ino)
+                    e.attr.st_mode = entry.isDirectory ? S_IFDIR : S_IFREG
+                }
+                let need = entry.name.withCString { fuse_add_direntry_plus(req, buf + used, size - used, $0, &e, off_t(index + 1)) }
+                if need > size - used { return false }
+                used += need
+                return true
+            }
+            guard known else { return s.reply { fuse_reply_err(req, EBADF) } }
             s.reply { fuse_reply_buf(req, buf, used) }
         }
         ops.releasedir = { req, _, fi in

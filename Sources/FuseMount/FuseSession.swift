@@ -403,6 +403,12 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
         // Cached bytes go to the kernel straight from their data files (fd-backed replies), or, for fully cached files opened with passthrough, are read by the kernel itself.
         conn.pointee.want |= UInt32(FUSE_CAP_SPLICE_WRITE) & conn.pointee.capable
         conn.pointee.want &= ~UInt32(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_MOVE)
+        // Every READDIR a READDIRPLUS, with each name's attributes: `ls -l` of a folder of
+        // 200,000 names reads them all with its getdents, not with a LOOKUP each. (Not "auto",
+        // which stops after the first buffer unless lookups came in between: `ls` reads the
+        // whole folder before its first stat.)
+        conn.pointee.want |= UInt32(FUSE_CAP_READDIRPLUS) & conn.pointee.capable
+        conn.pointee.want &= ~UInt32(FUSE_CAP_READDIRPLUS_AUTO)
         // Readahead of several readers and files in flight at once, all answered asynchronously.
         conn.pointee.max_background = 64
         conn.pointee.congestion_threshold = 48

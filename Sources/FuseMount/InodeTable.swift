@@ -66,6 +66,11 @@ final class DirectoryState {
     var mtime: Date
     var index: IndexState?
     var byURL: ByURLLevel?
+    /// Bumped whenever a name is added, removed or renumbered here: the kernel may keep its
+    /// copy of this directory's entries (`cache_readdir`) for as long as this stays what it was
+    /// when the copy was made (`cachedVersion`, as of the last opendir).
+    var version: UInt64 = 0
+    var cachedVersion: UInt64?
 
     init(mtime: Date, index: IndexState? = nil, byURL: ByURLLevel? = nil) {
         self.mtime = mtime
@@ -149,6 +154,7 @@ struct InodeTable {
         nextIno += 1
         nodes[node.ino] = node
         dir.children[EntryName(name)] = node.ino
+        dir.version &+= 1
         return node
     }
 
@@ -160,6 +166,7 @@ struct InodeTable {
         if let parent = nodes[node.parent]?.directory, parent.children[EntryName(node.name)] == ino {
             parent.children[EntryName(node.name)] = nil
             parent.index?.listed.remove(EntryName(node.name))
+            parent.version &+= 1
         }
         node.attached = false
         if let idx = node.directory?.index { setListingCost(idx, 0) }
@@ -185,6 +192,7 @@ struct InodeTable {
         nextIno += 1
         nodes[node.ino] = node
         dir.children[EntryName(old.name)] = node.ino
+        dir.version &+= 1
         old.attached = false
         dropIfUnreferenced(old)
         return node

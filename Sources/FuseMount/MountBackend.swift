@@ -10,6 +10,9 @@ public protocol MountBackend: AnyObject, ListingTransport {
     /// Metadata, revalidated with the origin when stale. A changed remote file gets a new generation.
     func open(url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void)
     func makeReader(for entry: EntryInfo) -> MountReader
+    /// A reader for a process of `readerClass` (`ReaderClass`: its read-ahead and the class of
+    /// its fetches).
+    func makeReader(for entry: EntryInfo, readerClass: ReaderClass) -> MountReader
     var usage: CacheUsage { get }
     /// Called whenever an entry is found to have changed remotely.
     func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void)
@@ -65,6 +68,9 @@ extension MountReader {
 extension CacheReader: MountReader {}
 
 extension MountBackend {
+    /// Default: backends without read-ahead of their own (test fakes) read alike for everyone.
+    public func makeReader(for entry: EntryInfo, readerClass: ReaderClass) -> MountReader { makeReader(for: entry) }
+
     /// Default: backends without a freshness control of their own use their usual policy.
     public func open(url: String, maxAge: TimeInterval,
                      completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
@@ -151,6 +157,9 @@ public final class EngineBackend: MountBackend {
     public func hasKeptListing(_ request: FetchRequest) -> Bool { engine.hasKeptDocument(request) }
     public func answeredDAV(url: String) -> Bool { engine.answeredDAV(url: url) }
     public func makeReader(for entry: EntryInfo) -> MountReader { engine.makeReader(for: entry, door: .fuse) }
+    public func makeReader(for entry: EntryInfo, readerClass: ReaderClass) -> MountReader {
+        engine.makeReader(for: entry, door: .fuse, readerClass: readerClass)
+    }
     public var usage: CacheUsage { engine.usage }
     public func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void) { engine.onRemoteChange(handler) }
 }

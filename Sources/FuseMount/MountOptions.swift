@@ -64,6 +64,9 @@ public struct MountOptions: Sendable {
     /// `FileSystemCore.listingCost`): a listing that would pass it fails (EIO on its directory),
     /// each listing being capped at 64 MiB of bytes besides.
     public var listingBudget: Int64 = MountOptions.defaultListingBudget
+    /// Which processes read as scanners, players or in the background (`ReaderClass`): the
+    /// built-in table with `--scanner` and `--background-reader` added.
+    public var readerClasses = ReaderClassTable.builtIn
     public static let defaultListingBudget: Int64 = 256 << 20
 
     public init(revalidateAfter: TimeInterval = 600, listingTTL: TimeInterval? = nil,

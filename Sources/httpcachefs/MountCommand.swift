@@ -85,6 +85,14 @@ struct MountCommand: AsyncParsableCommand {
             help: ArgumentHelp("On SIGTERM or SIGINT the mount is detached at once (nothing new opens) and files still open are served until they are closed or this long has passed (default: 10s).", valueName: "duration"))
     var stopTimeout: String?
 
+    @Option(name: .customLong("scanner"), parsing: .unconditionalSingleValue,
+            help: ArgumentHelp("Programs that scan a media library, by process name, comma-separated (repeatable); added to ffprobe, mediainfo, exiftool, minidlnad, gerbera, Plex Media Scanner: they get almost no read-ahead and only what players leave of the link.", valueName: "name"))
+    var scanners: [String] = []
+
+    @Option(name: .customLong("background-reader"), parsing: .unconditionalSingleValue,
+            help: ArgumentHelp("Programs whose reads only take what the link has left (thumbnail or subtitle extractors), by process name, comma-separated (repeatable); added to ffmpegthumbnailer.", valueName: "name"))
+    var backgroundReaders: [String] = []
+
     @OptionGroup var proxy: ProxyOptions
     @OptionGroup(title: "Owner and permissions") var owner: MountOwnerOptions
     @OptionGroup var cache: CacheOptions
@@ -100,6 +108,7 @@ struct MountCommand: AsyncParsableCommand {
         var noPassthrough: Bool
         var stopTimeout: TimeInterval = 10
         var pageCacheFill = MountOptions.defaultPageCacheFill
+        var readerClasses = ReaderClassTable.builtIn
     }
 
     func settings(file: ConfigFile?) throws -> Settings {
@@ -123,6 +132,16 @@ struct MountCommand: AsyncParsableCommand {
             let size = try ByteSize.parse(v.text, option: v.option)
             guard size <= 1 << 30 else { throw UsageError("page cache fill '\(v.text)' for \(v.option) is too large: at most 1G") }
             s.pageCacheFill = size
+        }
+        for (given, key, readerClass) in [(scanners, "scanner", ReaderClass.scanner), (backgroundReaders, "background-reader", .background)] {
+            // Flags replace the config file's lines, as for every list; each line is named in errors.
+            let texts = given.isEmpty ? (file?.list(key) ?? []) : given
+            for (i, text) in texts.enumerated() {
+                let option = given.isEmpty ? (file.map { $0.describe(key, item: i) } ?? "--\(key)") : "--\(key)"
+                do { try s.readerClasses.add(text, as: readerClass, option: option) } catch let e as ReaderClassError {
+                    throw UsageError(e.message)
+                }
+            }
         }
         if entries.isEmpty && s.urlList == nil && s.indexes.isEmpty && !s.byURL {
             throw UsageError("nothing to mount on \(mountpoint): give URLs, --url-list FILE, --index URL or --by-url (or url-list / index in the config file)")
@@ -178,6 +197,7 @@ struct MountCommand: AsyncParsableCommand {
             fuseOptions: owned.fuseOptions)
         mountOptions.passthrough = !settings.noPassthrough
         mountOptions.pageCacheFill = settings.pageCacheFill
+        mountOptions.readerClasses = settings.readerClasses
         mountOptions.listingBudget = settings.listingMemory
         owned.ownership.apply(to: &mountOptions)
         // The proxy first: a busy port fails the mount before anything is mounted.
