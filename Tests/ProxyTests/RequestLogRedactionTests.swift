@@ -7,7 +7,7 @@ import XCTest
 final class RequestLogRedactionTests: XCTestCase {
     func testAProxyURLIsLoggedAsTheURLItNamesWithItsPasswordMasked() {
         let original = "http://alice:s3cr%40t@media.test/film.mkv"
-        let made = ProxyURL.make(original: original, base: "", token: "tok-secret")
+        let made = ProxyURL.make(original: original, base: "", token: "tok-secret", key: .generate())
         let table: [(String, String)] = [
             (made, "http://alice:***@media.test/film.mkv"),
             ("/?url=http%3A%2F%2Falice%3As3cr%2540t%40media.test%2Ffilm.mkv", "http://alice:***@media.test/film.mkv"),
