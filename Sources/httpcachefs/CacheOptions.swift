@@ -170,11 +170,10 @@ struct CacheOptions: ParsableArguments {
     }
 
     /// The libcurl source these options describe (a direct route to the origins, no cache).
-    /// - Parameter credentialURLs: URLs the user gave: their origins get the credentials.
-    func makeSource(logger: Logger, credentialURLs: [String] = []) throws -> CurlRangeSource {
-        let configuration = try fetcherConfiguration()
-        configuration.access.scope.add(urls: credentialURLs)
-        return CurlRangeSource(configuration: configuration, logger: logger)
+    /// Credentials go only to `--credential-host` hosts and `--tier` origins (its users, `cache
+    /// verify --remote` and the client of a daemon's proxy, were given no origin's URL).
+    func makeSource(logger: Logger) throws -> CurlRangeSource {
+        CurlRangeSource(configuration: try fetcherConfiguration(), logger: logger)
     }
 
     /// Opens the cache these options describe, over a libcurl source; takes the directory lock
