@@ -1,4 +1,6 @@
 /// A `--allow-host` or `--credential-host` pattern: a shell-style glob over the host name, case-insensitive.
+/// (Here, not in Proxy: the proxy checks a request's URL with it, the fetcher every redirect hop
+/// and where credentials may go.)
 ///
 /// `*` matches any run of characters (dots included, so `*.example.com` matches
 /// `a.b.example.com` but not `example.com` itself), `?` exactly one. A pattern may carry a port

@@ -309,8 +309,10 @@ final class CurlMultiLoop: @unchecked Sendable {
         t.beginAttempt(on: easy, configuration: configuration, pinned: pinned)
         if !t.sendsCredentials, configuration.hasScopedCredentials, let origin = URLOrigin(t.state.url),
            configuration.access.scope.firstWithheld(origin) {
-            logger.info("credentials withheld: this origin was not given on the command line (name it with --credential-host to send them)",
-                        metadata: ["origin": "\(origin)"])
+            logger.info(t.state.atRequestOrigin
+                ? "credentials withheld: this origin was not given on the command line (name it with --credential-host to send them)"
+                : "credentials withheld after a redirect to another origin (as curl does; give a URL at that origin to send them there)",
+                metadata: ["origin": "\(origin)"])
         }
         transferOfEasy[easy] = t.id
         let attached = transferOfEasy.count

@@ -20,8 +20,9 @@ import NIOPosix
 ///
 /// What it does not do, and leaves to the libcurl source (`canServe`): TLS nodes, proxies
 /// (`--proxy`, `http_proxy`, `all_proxy`), netrc files. Everything else is as the libcurl source
-/// does it for nodes: the same request headers (user agent, `--header`, `Via`, `--user`), the
-/// same `TransferState` deciding what each answer means, the connect timeout and the low-speed
+/// does it for nodes: the same request headers (user agent, `--header`, `Via`, `--user`: a node
+/// forwards them to the tier's origin, a credential origin; a node's redirect is its error, never
+/// followed, so they cannot leave the node), the same `TransferState` deciding what each answer means, the connect timeout and the low-speed
 /// floor of `FetcherConfiguration.forTierNodes`, the address policy, kept connections (per loop
 /// and node), and `--max-connections` requests in flight per node, the rest waiting in class order.
 public final class NodeRangeSource: RangeSource, Sendable {

@@ -7,7 +7,7 @@ import Foundation
 /// Credentials belong to origins: a netrc file names its machines, and libcurl sends its entry
 /// only to that host; `user` and `password`, like every `--header`, go only to the origins of
 /// `scope` (the URLs the user gave and `--credential-host`), and on a redirect only to a hop at
-/// the request's own origin (`TransferState.sendsCredentials`). A URL that carries its own
+/// the request's own origin (`CurlTransfer.sendsCredentials`). A URL that carries its own
 /// user-info keeps it.
 public struct OriginAccess: Sendable, Equatable {
     /// PEM file with the CA certificate(s) that verify origins' TLS certificates

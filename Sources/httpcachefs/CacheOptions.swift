@@ -193,11 +193,10 @@ struct CacheOptions: ParsableArguments {
     }
 
     /// The libcurl source these options describe (a direct route to the origins, no cache).
-    /// - Parameter credentialURLs: URLs the user gave: their origins get the credentials.
-    func makeSource(logger: Logger, credentialURLs: [String] = []) throws -> CurlRangeSource {
-        let configuration = try fetcherConfiguration()
-        configuration.access.scope.add(urls: credentialURLs)
-        return CurlRangeSource(configuration: configuration, logger: logger)
+    /// Credentials go only to `--credential-host` hosts and `--tier` origins (its users, `cache
+    /// verify --remote` and the client of a daemon's proxy, were given no origin's URL).
+    func makeSource(logger: Logger) throws -> CurlRangeSource {
+        CurlRangeSource(configuration: try fetcherConfiguration(), logger: logger)
     }
 
     /// Opens the cache these options describe, over a libcurl source; takes the directory lock
@@ -207,13 +206,16 @@ struct CacheOptions: ParsableArguments {
     ///   `/metrics` (a daemon's proxy); nil: only the status document's totals are kept.
     /// - Parameter credentialURLs: the URLs the user gave (mounted, listings, URL-list entries,
     ///   `cat`/`preload` arguments): their origins get `--user` and `--header` (`CredentialScope`).
+    ///   - credentials: the scope to use, made by `ResolvedCacheOptions.credentialScope` (a mount
+    ///     keeps it, to add a re-read URL list's origins); nil: made here.
     func openEngine(defaultLogLevel: Logger.Level = .error, metrics: PrometheusExport? = nil,
-                    credentialURLs: [String] = []) throws -> CacheEngine {
+                    credentialURLs: [String] = [], credentials: CredentialScope? = nil) throws -> CacheEngine {
         let configuration = try configuration()
         OpenFileLimit.raiseToHard(logger: makeLogger(label: "httpcachefs.cache", defaultLevel: defaultLogLevel))
         let resolved = try resolve()
         let fetchLogger = makeLogger(label: "httpcachefs.fetch", defaultLevel: defaultLogLevel)
-        let originConfiguration = resolved.fetcherConfiguration
+        var originConfiguration = resolved.fetcherConfiguration
+        if let credentials { originConfiguration.access.scope = credentials }
         originConfiguration.access.scope.add(urls: credentialURLs)
         let origin = CurlRangeSource(configuration: originConfiguration, logger: fetchLogger)
         // With `--tier`, a second source talks to the tier nodes (no retries, short timeouts: the
@@ -371,13 +373,19 @@ struct ResolvedCacheOptions: Equatable {
         c.connectTimeout = min(c.connectTimeout, readTimeout)
         c.lowSpeedTime = max(1, min(c.lowSpeedTime, readTimeout))
         c.access = access
-        // Credentials go to the hosts named and the tiers' origins; a command adds its URLs'.
-        c.access.scope = CredentialScope(hosts: credentialHosts.map(HostPattern.init))
-        c.access.scope.add(origins: transfer.tiers.map { URLOrigin(scheme: $0.scheme, host: $0.host, port: $0.port) })
+        c.access.scope = credentialScope()
         c.allowedHosts = allowedHosts.map(HostPattern.init)
         c.via = LoopMarker.via
         transfer.apply(to: &c)
         return c
+    }
+
+    /// Where credentials go: the hosts named (`--credential-host`), the tiers' origins, and the
+    /// origins of `urls` (a command adds those of the URLs it was given).
+    func credentialScope(urls: [String] = []) -> CredentialScope {
+        let scope = CredentialScope(urls: urls, hosts: credentialHosts.map(HostPattern.init))
+        scope.add(origins: transfer.tiers.map { URLOrigin(scheme: $0.scheme, host: $0.host, port: $0.port) })
+        return scope
     }
 
     /// For the cache tier's nodes (`FetcherConfiguration.forTierNodes`).

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CacheCore
 import Dispatch
+import Fetcher
 import Foundation
 import FuseMount
 import Logging
@@ -185,10 +186,10 @@ struct MountCommand: AsyncParsableCommand {
         if let note = prepared.cleanedStaleMount { logger.warning("\(note)") }
         let options = cache
         let metrics = PrometheusExport()   // the backend `/metrics` renders
-        // The URLs given are the credential origins (a URL list re-read later adds none).
-        let credentialURLs = tree.files.map(\.url) + tree.indexes.map(\.url)
+        // The URLs given are the credential origins (a re-read URL list adds its own: `refresh`).
+        let credentials = resolved.credentialScope(urls: tree.files.map(\.url) + tree.indexes.map(\.url))
         let engine = try await onBlockingPool {
-            try options.openEngine(defaultLogLevel: .info, metrics: metrics, credentialURLs: credentialURLs)
+            try options.openEngine(defaultLogLevel: .info, metrics: metrics, credentials: credentials)
         }
         var mountOptions = MountOptions(
             revalidateAfter: resolved.revalidateAfter, listingTTL: indexTTL,
@@ -209,7 +210,7 @@ struct MountCommand: AsyncParsableCommand {
             if !settings.noProxy {
                 server = try await startProxy(engine: engine, metrics: metrics, cache: resolved, logger: logger) { path in
                     guard let fs = mounted.value else { return ControlAnswer(status: 503, text: "the mount is not ready yet") }
-                    return await Self.refresh(path: path, urlList: urlListPath, fs: fs, logger: logger)
+                    return await Self.refresh(path: path, urlList: urlListPath, fs: fs, logger: logger, credentials: credentials)
                 }
             }
             let checked = try await check(tree, engine: engine, listingTTL: mountOptions.listingTTL, ready: ready, logger: logger)
@@ -229,7 +230,7 @@ struct MountCommand: AsyncParsableCommand {
         let signals = MountSignals(
             stop: { sig in stopping.signal(sig) },
             reload: {
-                Task { _ = await Self.refresh(path: nil, urlList: urlListPath, fs: fs, logger: logger, why: "SIGHUP") }
+                Task { _ = await Self.refresh(path: nil, urlList: urlListPath, fs: fs, logger: logger, why: "SIGHUP", credentials: credentials) }
             })
         logger.info("mounted \(prepared.path): \(fs.tree.files.count) files, \(fs.tree.indexes.count) indexes\(settings.byURL ? ", by-URL directory .url" : "") (cache: \(resolved.directory))")
         ready?.ready()
@@ -291,14 +292,16 @@ struct MountCommand: AsyncParsableCommand {
 
     /// `refresh` (a control request to the proxy) and SIGHUP: the URL list again, if there is
     /// one, then every listing under `path` (inside the mount; nil: all of them), now.
+    /// - Parameter credentials: gets the origins of the URL list's entries (the user's URLs).
     static func refresh(path: String?, urlList: String?, fs: FuseFileSystem, logger: Logger,
-                        why: String = "refresh") async -> ControlAnswer {
+                        why: String = "refresh", credentials: CredentialScope? = nil) async -> ControlAnswer {
         let components = (path ?? "").split(separator: "/").map(String.init).filter { $0 != "." }
         if components.contains("..") { return ControlAnswer(status: 400, text: "the path may not contain '..'") }
         var lines: [String] = []
         var failed = false
         if let urlList {
             let (line, ok) = reloadURLList(urlList, fs: fs, logger: logger)
+            credentials?.add(urls: fs.tree.files.map(\.url))
             lines.append(line)
             failed = !ok
         }

@@ -153,6 +153,28 @@ extension CLITests {
 }
 
 extension CLITests {
+    /// The first attack: a proxy URL naming another host made the daemon send it Basic
+    /// auth and the API key. Whatever the proxy answers, no credential reaches that host.
+    func testAProxyURLForAnotherHostGetsNoneOfTheDaemonsCredentials() throws {
+        let canary = try OriginServer()
+        defer { canary.stop() }
+        canary.setFile("/steal", data: Array("loot".utf8))
+        let password = temp.appending("pw")
+        try "pw\n".write(toFile: password, atomically: true, encoding: .utf8)
+        let proxy = try start(["proxy", "--proxy-port", "0", "--bind", "127.0.0.1", "--user", "alice", "--password-file", password,
+                               "--header", "X-Api-Key: key-1", "--header", "Authorization: Bearer bearer-1",
+                               "--credential-host", "127.0.0.1:\(origin.port)"])
+        defer { proxy.terminate(); proxy.waitUntilExit() }
+        var port: Int?
+        try waitUntil("the proxy wrote its proxy.json") { port = Self.runtimePort(cacheDir); return port != nil }
+        let target = canary.url("/steal").addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        _ = try? RawHTTP.request(port: try XCTUnwrap(port), path: "/?url=" + target)
+        for request in canary.requests {
+            XCTAssertNil(request.header("authorization"), "the daemon's Basic auth or bearer token reached another host")
+            XCTAssertNil(request.header("x-api-key"), "the daemon's API key reached another host")
+        }
+    }
+
     func testTheProxysTokenAndCredentialHeadersAreMaskedInItsPSLine() throws {
         let proxy = try start(["proxy", "--proxy-port", "0", "--bind", "127.0.0.1", "--token", "tok-secret",
                                "--header", "Authorization: Bearer bearer-secret", "--header", "X-Auth-Password: pw-secret",

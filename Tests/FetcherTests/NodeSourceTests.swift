@@ -86,6 +86,30 @@ final class NodeSourceTests: XCTestCase {
         XCTAssertEqual(request.header("host"), "127.0.0.1:\(node.port)")
     }
 
+    /// Credentials go to nodes by design (a node forwards them to the tier's origin), so a node's
+    /// redirect is never followed, by either node client: it is that node's error.
+    func testANodesRedirectIsItsErrorAndNoCredentialLeavesTheNode() throws {
+        let canary = try OriginServer()
+        defer { canary.stop() }
+        canary.setFile("/f.bin", data: data)
+        node.setFaults("/f.bin", Faults(redirectTo: canary.url("/f.bin")))
+        var configuration = FetcherConfiguration(userAgent: "node-tests", extraHeaders: ["X-Api-Key: key-1"], connectTimeout: 5,
+                                                 lowSpeedTime: 10, maxRetries: 0)
+        configuration.access = OriginAccess(user: "ann", password: Secret("pw"))
+        let nodes = configuration.forTierNodes()
+        let curl = CurlRangeSource(configuration: nodes, logger: Logger(label: "node-tests"))
+        defer { curl.shutdown() }
+        for source in [makeSource(nodes), curl] as [RangeSource] {
+            XCTAssertEqual(fetch(source, 0, 10).result(), .http(status: 302, url: node.url("/f.bin")), "\(type(of: source))")
+        }
+        XCTAssertEqual(canary.requests.count, 0, "nothing followed the node's redirect")
+        XCTAssertEqual(node.requests.count, 2)
+        for request in node.requests {
+            XCTAssertEqual(request.header("authorization"), "Basic " + Data("ann:pw".utf8).base64EncodedString())
+            XCTAssertEqual(request.header("x-api-key"), "key-1")
+        }
+    }
+
     func testRequestsOneAfterAnotherShareOneKeptConnection() {
         let source = makeSource()
         for (start, end) in [(0, 1000), (1000, 300_000), (300_000, 1_000_000)] as [(Int64, Int64)] {

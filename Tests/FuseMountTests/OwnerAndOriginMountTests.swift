@@ -114,7 +114,7 @@ final class OwnerAndOriginMountTests: XCTestCase {
             .map { String(decoding: $0, as: UTF8.self) }
         XCTAssertTrue(args.contains(h.origin.url("/b.txt").replacingOccurrences(of: "http://", with: "http://bob:**********@")), "\(args)")
         XCTAssertTrue(args.contains("X-Api-Key: **********"), "\(args)")
-        XCTAssertTrue(args.contains("X-Client: tv"), "other headers stay readable: \(args)")
+        XCTAssertTrue(args.contains("X-Client: **"), "every header is a credential, its name stays readable: \(args)")
     }
 
     func testReadAheadMaxCapsWhatOneSequentialReaderAsksFor() throws {
