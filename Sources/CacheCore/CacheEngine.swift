@@ -49,10 +49,10 @@ public final class CacheEngine: Sendable {
         let health = OriginHealthSource(source, logger: logger)
         self.originHealth = health
         self.tier = source as? TierReporting
-        self.keptDocuments = KeptDocuments(cacheDirectory: configuration.directory)
         self.tracker = FetchTracker(health, metrics: metrics)
         self.core = try EngineCore(configuration: configuration, source: tracker, logger: logger, metrics: metrics,
                                    originHealth: health)
+        self.keptDocuments = KeptDocuments(held: core.store.held)
         core.addChangeObserver { _ in metrics.remoteChanges.add(1) }
     }
 

@@ -22,14 +22,14 @@ extension EngineCore {
         let shard = shard(for: key)
         typealias Facts = (url: String, ifRange: String?, generation: Int64, rangesKnown: Bool, priority: FetchPriority,
                            owner: Int?, length: Int64?, lastModified: String?, isProbe: Bool,
-                           overlap: (check: Range<Int64>, extendsRequest: Bool)?)
+                           overlap: OverlapPlan?)
         let facts: Facts? = shard.locked { entries in
             guard let entry = entries[handle] else { return nil }
             let f = entry.inflight.fetches[fetchID]
             return (entry.info.url, entry.isPersisted ? ifRangeValidator(entry.info) : nil, entry.info.generation,
                     entry.isPersisted && entry.info.acceptsRanges, f?.priority ?? .waiting, f?.owner,
                     entry.isPersisted ? entry.info.length : nil, entry.info.lastModified, entry.machine.isProbe(fetchID),
-                    overlapCheck(entry, start: fetch.start, end: fetch.end))
+                    overlapPlan(entry, start: fetch.start, end: fetch.end))
         }
         guard let (url, ifRange, generation, rangesKnown, priority, owner, length, lastModified, isProbe, overlap) = facts else {
             logger.debug("fetch not started: its entry was removed", metadata: ["url": "\(key)", "range": "\(fetch)"])
@@ -37,10 +37,10 @@ extension EngineCore {
         }
         // An origin that answered ranges before is held to it: a 200 from byte 0 is retried
         // (a flaky CDN), not taken as a verdict that it ignores ranges.
-        // Without a strong validator, the bytes just before the range come too, to be compared
-        // with the cached ones (`VersionOverlap`).
-        let requestStart = overlap?.extendsRequest == true ? overlap!.check.lowerBound : fetch.start
-        var request = FetchRequest(url: url, start: requestStart, end: fetch.end, ifRange: ifRange,
+        // Without a strong validator, the bytes just before and after the range come too, to be
+        // compared with the held ones (`VersionOverlap`).
+        let requestStart = overlap?.requestStart ?? fetch.start
+        var request = FetchRequest(url: url, start: requestStart, end: overlap?.requestEnd ?? fetch.end, ifRange: ifRange,
                                    requireRange: rangesKnown && fetch.start > 0, priority: priority, owner: owner)
         request.ignoreETag = ignoresETag(url: url)
         request.expectedLength = ifRange == nil ? nil : length
@@ -49,7 +49,7 @@ extension EngineCore {
         request.isProbe = isProbe
         let sink = EntrySink(core: self, entry: handle, shard: shard, fetchID: fetchID, generation: generation,
                              start: requestStart, rangeAsked: request.rangeHeader != nil, file: key.hashValue, url: url,
-                             overlap: overlap?.check, deliverFrom: fetch.start)
+                             checks: overlap?.checks ?? [], deliver: fetch.start..<(fetch.end ?? .max))
         activeSinks.withLock { $0 += 1 }
         let box = handles.box(fetchID)
         logger.debug("fetch", metadata: ["url": "\(url)", "range": "\(fetch)"])
@@ -159,11 +159,11 @@ final class EntrySink: FetchSink {
         /// budget per turn, one on loopback 128 KiB buffers.
         var turnBytes = 0
         var lastTurnBytes = 0
-        /// The overlap check (`VersionOverlap`): bytes to compare with the held ones as they
-        /// arrive, before any of them is delivered; nil once done (or for none).
-        var check: Range<Int64>?
-        /// Bytes below this were asked only to be compared: never delivered (0: none).
-        var deliverFrom: Int64 = 0
+        /// The overlap checks (`VersionOverlap`): bytes to compare with the held ones as they
+        /// arrive, before any of them is delivered; each goes once passed.
+        var checks: [Range<Int64>]
+        /// The bytes it delivers: those outside were asked only to be compared.
+        var deliver: Range<Int64>
     }
     private let arrivals: LockedValue<Arrivals>
 
@@ -183,7 +183,7 @@ final class EntrySink: FetchSink {
     private let writer = LockedValue(Writer())
 
     init(core: EngineCore, entry: EntryHandle, shard: Shard, fetchID: Int, generation: Int64, start: Int64,
-         rangeAsked: Bool, file: Int, url: String, overlap: Range<Int64>? = nil, deliverFrom: Int64 = 0) {
+         rangeAsked: Bool, file: Int, url: String, checks: [Range<Int64>] = [], deliver: Range<Int64> = 0..<Int64.max) {
         self.core = core
         self.url = url
         self.file = file
@@ -191,7 +191,7 @@ final class EntrySink: FetchSink {
         self.entry = entry
         self.shard = shard
         self.fetchID = fetchID
-        arrivals = LockedValue(Arrivals(generation: generation, position: start, check: overlap, deliverFrom: deliverFrom))
+        arrivals = LockedValue(Arrivals(generation: generation, position: start, checks: checks, deliver: deliver))
         onRoom = { [handles = core.handles] in handles.existing(fetchID)?.resume() }
     }
 
@@ -278,13 +278,13 @@ final class EntrySink: FetchSink {
                     }
                     entry.info.acceptsRanges = false
                     t.position = 0
-                    t.deliverFrom = 0   // all of it is kept; the overlap is still compared as it passes
+                    t.deliver = 0..<Int64.max   // all of it is kept; the overlaps are still compared as they pass
                     entry.inflight.rebase(fetchID, cursor: 0, end: nil, generation: t.generation, pinned: true)
                 }
                 if t.generation != generation {
                     // A new version by its head: nothing held of it to compare, and all it brings is its.
-                    t.check = nil
-                    t.deliverFrom = 0
+                    t.checks = []
+                    t.deliver = 0..<Int64.max
                 }
                 core.answer(opens, .success(entry.info))
                 return decision.proceeds
@@ -299,83 +299,82 @@ final class EntrySink: FetchSink {
     }
 
     func fetchOffer(_ bytes: UnsafeRawBufferPointer) -> FetchFlow {
-        var differed: (cancels: [FetchHandleBox], launches: [Launch])?
-        let flow: FetchFlow = arrivals.withLock { t in
-            let skip = compareOnly(bytes.count, t)
-            let rest = UnsafeRawBufferPointer(rebasing: bytes[skip...])
-            var room: (ChunkStorage, Int)?
-            if !rest.isEmpty {
-                // No room: none of these bytes is taken (they come again), so nothing is compared yet.
-                guard let r = self.room(for: rest.count, &t, onRoom: onRoom) else { return .pause }
-                room = r
-            }
-            if let d = compareOverlap(bytes, &t) {
-                differed = d
-                return .stop
-            }
-            t.position += Int64(skip)
-            guard let (storage, at) = room else { return .proceed }
-            return accept(rest, storage, at, &t)
-        }
+        var differed: Differed?
+        let flow: FetchFlow? = arrivals.withLock { t in take(bytes, &t, onRoom: onRoom, differed: &differed) }
         differed?.cancels.forEach { $0.cancel() }
         differed?.launches.forEach(core.launch)
-        return flow
+        return flow ?? .pause
     }
 
     /// A source that cannot pause waits here for room (not holding `arrivals`).
     func fetchDidReceive(_ bytes: UnsafeRawBufferPointer) -> Bool {
         let room = DispatchSemaphore(value: 0)
-        var differed: (cancels: [FetchHandleBox], launches: [Launch])?
+        var differed: Differed?
         defer {
             differed?.cancels.forEach { $0.cancel() }
             differed?.launches.forEach(core.launch)
         }
         while true {
             let flow: FetchFlow? = arrivals.withLock { t in
-                let skip = compareOnly(bytes.count, t)
-                let rest = UnsafeRawBufferPointer(rebasing: bytes[skip...])
-                var space: (ChunkStorage, Int)?
-                if !rest.isEmpty {
-                    guard let r = self.room(for: rest.count, &t, onRoom: { room.signal() }) else { return nil }
-                    space = r
-                }
-                defer { drained(&t) }
-                if let d = compareOverlap(bytes, &t) {
-                    differed = d
-                    return .stop
-                }
-                t.position += Int64(skip)
-                guard let (storage, at) = space else { return .proceed }
-                return accept(rest, storage, at, &t)
+                guard let flow = take(bytes, &t, onRoom: { room.signal() }, differed: &differed) else { return nil }
+                drained(&t)
+                return flow
             }
             if let flow { return flow == .proceed }
             room.wait()
         }
     }
 
-    /// How many of `count` bytes arriving at the cursor were asked only to be compared (they lie
-    /// before the fetch's own start): those are never delivered.
-    private func compareOnly(_ count: Int, _ t: Arrivals) -> Int {
-        guard t.position < t.deliverFrom else { return 0 }
-        return Int(min(Int64(count), t.deliverFrom - t.position))
+    /// What a changed version leaves to do after the locks.
+    private typealias Differed = (cancels: [FetchHandleBox], launches: [Launch])
+
+    /// Takes an arrival at the cursor: compares what falls in the overlap checks, then delivers
+    /// the part within `deliver` (the bytes around it were asked only to be compared). Nil when
+    /// there is no room for it: nothing was taken (the same bytes come again).
+    private func take(_ bytes: UnsafeRawBufferPointer, _ t: inout Arrivals, onRoom: @escaping @Sendable () -> Void,
+                      differed: inout Differed?) -> FetchFlow? {
+        let p = t.position, end = p + Int64(bytes.count)
+        let lo = min(max(p, t.deliver.lowerBound), end), hi = max(lo, min(end, t.deliver.upperBound))
+        let front = Int(lo - p), middle = Int(hi - lo)
+        var space: (ChunkStorage, Int)?
+        if middle > 0 {
+            guard let r = room(for: middle, &t, onRoom: onRoom) else { return nil }
+            space = r
+        }
+        if let d = compareOverlaps(bytes, &t) {
+            differed = d
+            return .stop
+        }
+        t.position += Int64(front)
+        var flow = FetchFlow.proceed
+        if let (storage, at) = space {
+            flow = accept(UnsafeRawBufferPointer(rebasing: bytes[front..<(front + middle)]), storage, at, &t)
+            // Its range is done, but the bytes after it are still to be compared.
+            if flow == .stop, t.failure == nil, t.position == t.deliver.upperBound, !t.checks.isEmpty { flow = .proceed }
+        }
+        t.position += Int64(bytes.count - front - middle)
+        return flow
     }
 
-    /// Compares the part of an arrival (at the cursor) that falls in the overlap check with the
+    /// Compares the parts of an arrival (at the cursor) that fall in the overlap checks with the
     /// bytes held there (`VersionOverlap`). Nil while they match (or nothing is held to compare
-    /// with); when they differ, the entry moved to a new version, and what to cancel and launch.
-    private func compareOverlap(_ bytes: UnsafeRawBufferPointer, _ t: inout Arrivals) -> (cancels: [FetchHandleBox], launches: [Launch])? {
-        guard let check = t.check else { return nil }
+    /// with); when they differ, the entry moved to a new version: what to cancel and launch.
+    private func compareOverlaps(_ bytes: UnsafeRawBufferPointer, _ t: inout Arrivals) -> Differed? {
+        guard !t.checks.isEmpty else { return nil }
         let range = t.position..<(t.position + Int64(bytes.count))
-        let part = range.clamped(to: check)
-        if range.upperBound >= check.upperBound { t.check = nil }   // done with this arrival
-        guard !part.isEmpty,
-              let held = core.heldBytes(entry, shard: shard, generation: t.generation, range: part) else { return nil }
-        let lo = Int(part.lowerBound - range.lowerBound)
-        let arrived = UnsafeRawBufferPointer(rebasing: bytes[lo..<(lo + Int(part.length))])
-        if held.elementsEqual(arrived) { return nil }
-        t.check = nil
-        t.failure = .remoteChanged(url: url)
-        return core.overlapDiffered(entry, shard: shard, generation: t.generation, fetchID: fetchID, at: part)
+        let checks = t.checks
+        t.checks.removeAll { $0.upperBound <= range.upperBound }   // passed with this arrival
+        for check in checks {
+            let part = range.clamped(to: check)
+            guard !part.isEmpty,
+                  let held = core.heldBytes(entry, shard: shard, generation: t.generation, range: part) else { continue }
+            let lo = Int(part.lowerBound - range.lowerBound)
+            if held.elementsEqual(UnsafeRawBufferPointer(rebasing: bytes[lo..<(lo + Int(part.length))])) { continue }
+            t.checks = []
+            t.failure = .remoteChanged(url: url)
+            return core.overlapDiffered(entry, shard: shard, generation: t.generation, fetchID: fetchID, at: part)
+        }
+        return nil
     }
 
     func fetchDidDrain() {

@@ -11,23 +11,26 @@ import Foundation
 /// length apart: a 24 MiB file replaced during one open was read as 1.4 M words of the old version
 /// and 1.7 M of the new, and the mixed slices stayed cached.
 ///
-/// So for such a version, a range request that starts past byte 0 also asks for the
-/// `overlapLength` bytes just before its start (4 KiB: one page, a few tenths of a percent of a
+/// So for such a version, a range request also asks for the `overlapLength` bytes just before
+/// its start and just after its end (4 KiB each: a page, a few tenths of a percent of a
 /// read-ahead request, not a second request), and when they arrive they are compared with the
-/// bytes the cache holds there (pending in memory, or on disk). A request whose own first bytes
+/// bytes the cache holds there (pending in memory, or on disk), if it holds them by then. Two
+/// adjacent streams (parallel read-ahead, one started before the change and one after) are
+/// compared where they meet, by whichever gets there second. A request whose own first bytes
 /// are held already (an open's probe over a cached head) compares those. Same bytes: the new
-/// range is taken as before (the overlap itself is never delivered twice). Other bytes: the
+/// range is taken as before (the overlaps are never delivered). Other bytes: the
 /// file changed. The engine starts a new version (the old slices go, rows first), the reads of
 /// the old version fail with `remoteChanged` (the open must be made again), the transfer stops,
 /// and nothing it brought is kept: the comparison comes before any of its bytes is delivered.
 ///
-/// Limits, said in docs/consistency.md: a change that leaves those 4 KiB as they were (a file
-/// edited in the middle, in place) is not seen until a request overlaps the edit; a request
-/// whose overlap is neither held nor arrived yet when its bytes come (a read-ahead started
-/// while the one before it was still on its way, a seek into an uncached stretch) is not
-/// compared. With a strong ETag none of this applies, and nothing is asked twice.
+/// Limits, said in docs/design.md: a change that leaves the compared bytes as they were (a file
+/// edited in place, in the middle) is not seen; a request with no held neighbour (a seek into
+/// an uncached stretch, with nothing read next to it later) is not compared; and where two
+/// streams are compared only when the second reaches the first, a reader may have read across
+/// their meeting point just before: its next read fails, and nothing mixed is kept. With a
+/// strong ETag none of this applies, and nothing is asked twice.
 ///
-/// Threads: `overlapStart` under the shard lock (in `launch`); `heldBytes` on the transfer's
+/// Threads: `overlapPlan` under the shard lock (in `launch`); `heldBytes` on the transfer's
 /// callback thread, taking the shard lock briefly and reading at most 4 KiB of a data file
 /// (normally in the page cache: just written or read) with its slices pinned.
 extension EngineCore {
@@ -41,20 +44,29 @@ extension EngineCore {
         return ignoresETag(url: info.url)
     }
 
-    /// The range to compare for a fetch from `start` of `entry` (under the shard lock): the
-    /// `overlapLength` bytes before it (asked for too), or its own first ones when they are held
-    /// already; nil for an entry with a strong ETag, a new one, or a fetch from 0 with nothing
-    /// held.
-    func overlapCheck(_ entry: EntryState, start: Int64, end: Int64?) -> (check: Range<Int64>, extendsRequest: Bool)? {
+    /// What a fetch of `start ..< end` of `entry` asks and compares (under the shard lock): the
+    /// `overlapLength` bytes before it and after it, asked too, or its own first ones when they
+    /// are held already (an open's probe over a cached head). Nil for an entry with a strong
+    /// ETag or a new one.
+    func overlapPlan(_ entry: EntryState, start: Int64, end: Int64?) -> OverlapPlan? {
         guard entry.isPersisted, needsOverlapCheck(entry.info) else { return nil }
+        var plan = OverlapPlan(checks: [], requestStart: start, requestEnd: end)
         if start > 0 {
-            return (max(0, start - Self.overlapLength)..<start, true)
+            plan.requestStart = max(0, start - Self.overlapLength)
+            plan.checks.append(plan.requestStart..<start)
+        } else {
+            var own = start..<(start + Self.overlapLength)
+            if let end { own = own.clamped(to: start..<end) }
+            if let length = entry.info.length { own = own.clamped(to: 0..<length) }
+            if !own.isEmpty, entry.pending.adding(to: entry.coverage).contains(own) { plan.checks.append(own) }
         }
-        var own = start..<(start + Self.overlapLength)
-        if let end { own = own.clamped(to: start..<end) }
-        if let length = entry.info.length { own = own.clamped(to: 0..<length) }
-        guard !own.isEmpty, entry.pending.adding(to: entry.coverage).contains(own) else { return nil }
-        return (own, false)
+        // After: a stream that ends where another (started later, from the new version) began
+        // is compared with that one's first bytes when it gets there.
+        if let end, let length = entry.info.length, end < length {
+            plan.requestEnd = min(length, end + Self.overlapLength)
+            plan.checks.append(end..<plan.requestEnd!)
+        }
+        return plan.checks.isEmpty ? nil : plan
     }
 
     /// The bytes of `range` that the entry holds at `generation`, from memory (pending) or its
@@ -108,4 +120,13 @@ extension EngineCore {
             return (cancels, replanWaiters(entry, failed: nil))
         }
     }
+}
+
+/// What a fetch of a version without a strong validator asks for and compares.
+struct OverlapPlan: Equatable {
+    /// Ranges whose arriving bytes are compared with the held ones.
+    var checks: [Range<Int64>]
+    /// The request's range: the fetch's, widened by the overlaps.
+    var requestStart: Int64
+    var requestEnd: Int64?
 }

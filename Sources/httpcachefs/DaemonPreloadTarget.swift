@@ -26,10 +26,15 @@ struct DaemonPreloadTarget: LibraryPreload.Target {
         return ranges.reduce(0) { $0 + CacheCommand.Export.coveredBytes(status.cachedRanges, within: $1) }
     }
 
-    func pin(url: String, ranges: [Range<Int64>], limit: Int64) async throws {
+    func pin(url: String, ranges: [Range<Int64>], limit: Int64) async throws -> Int64 {
         let held = held
         let query = [("url", url), ("limit", "\(limit)")] + ranges.map { ("range", "\($0.lowerBound)-\($0.upperBound)") }
-        _ = try await onBlockingPool { try held.control("pin", query: query) }
+        let answer = try await onBlockingPool { try held.control("pin", query: query) }
+        // "pinned <added> <total>"
+        return answer.lines.first.flatMap { line in
+            let fields = line.split(separator: "\t")
+            return fields.count >= 2 && fields[0] == "pinned" ? Int64(fields[1]) : nil
+        } ?? 0
     }
 
     func fetch(url: String, range: Range<Int64>, progress: @escaping @Sendable (Int64) -> Void) async throws {

@@ -42,7 +42,8 @@ struct LibraryPreload {
         func length(of file: File) async throws -> Int64?
         /// Bytes of `ranges` the cache holds already.
         func cachedBytes(url: String, in ranges: [Range<Int64>]) -> Int64
-        func pin(url: String, ranges: [Range<Int64>], limit: Int64) async throws
+        /// Pins `ranges`; returns the bytes the pins keep more than before (whole slices).
+        func pin(url: String, ranges: [Range<Int64>], limit: Int64) async throws -> Int64
         /// Caches `range` (an `Int64.max` end: to the end of the file); `progress` gets each chunk's size.
         func fetch(url: String, range: Range<Int64>, progress: @escaping @Sendable (Int64) -> Void) async throws
         /// " through the running daemon (process N)", or "".
@@ -141,11 +142,10 @@ struct LibraryPreload {
                     break
                 }
                 if let pinLimit {
-                    do { try await target.pin(url: file.url, ranges: ranges, limit: pinLimit) } catch {
+                    do { pinned += try await target.pin(url: file.url, ranges: ranges, limit: pinLimit) } catch {
                         problems.append("stopped before \(DisplayURL.redacted(file.url)): \(error); \(done) of \(tree.files.count) files preloaded")
                         break
                     }
-                    pinned += size
                 }
                 fromCache += target.cachedBytes(url: file.url, in: ranges)
                 for r in ranges {
@@ -161,7 +161,7 @@ struct LibraryPreload {
         let elapsed = Date().timeIntervalSince(started)
         let bytes = progress.value
         var summary = "preloaded \(DisplayURL.redacted(root)) recursively\(target.via): \(done) of \(tree.files.count) file\(tree.files.count == 1 ? "" : "s") in \(tree.folders) folder\(tree.folders == 1 ? "" : "s") (\(plan.description)), \(bytes) bytes in \(Format.duration(elapsed)) (\(Format.rate(bytes: bytes, seconds: elapsed))), \(fromCache) bytes from cache"
-        if pinLimit != nil { summary += ", \(pinned) bytes pinned" }
+        if pinLimit != nil { summary += ", \(pinned) bytes pinned (whole slices)" }
         for note in tree.notes { summary += "\n  note: \(note)" }
         return Outcome(summary: summary, problems: problems)
     }
@@ -196,9 +196,9 @@ struct EnginePreloadTarget: LibraryPreload.Target {
         return ranges.reduce(0) { $0 + CacheCommand.Export.coveredBytes(status.cachedRanges, within: $1) }
     }
 
-    func pin(url: String, ranges: [Range<Int64>], limit: Int64) async throws {
+    func pin(url: String, ranges: [Range<Int64>], limit: Int64) async throws -> Int64 {
         let engine = engine
-        try await onBlockingPool { _ = try engine.pin(url: url, ranges: ranges, limit: limit) }
+        return try await onBlockingPool { try engine.pin(url: url, ranges: ranges, limit: limit) }
     }
 
     func fetch(url: String, range: Range<Int64>, progress: @escaping @Sendable (Int64) -> Void) async throws {

@@ -130,4 +130,33 @@ final class OverlapCheckTests: XCTestCase {
         XCTAssertEqual(source.requestLog.map(\.start), [1 << 20])
         reader.close()
     }
+
+    /// Two streams of one file, the later from the new version: parallel read-ahead, or a
+    /// reader that read the middle first. The stream that ends where held bytes begin asks for
+    /// their first 4 KiB too, and compares.
+    func testAStreamThatEndsWhereHeldBytesBeginIsComparedThere() async throws {
+        let old = randomBytes(3 << 20, seed: 76), new = randomBytes(3 << 20, seed: 77)
+        let source = ScriptedSource()
+        source.set(url, .init(bytes: old, etag: nil, lastModified: date))
+        let cache = try engine(source)
+        defer { cache.shutdown() }
+        let reader = cache.makeReader(for: try await cache.open(url: url, takeFirstBytes: false))
+        let middle = try await read(reader, (1 << 20)..<(2 << 20))
+        XCTAssertEqual(middle, Array(old[(1 << 20)..<(2 << 20)]))
+        cache.core.writes.waitIdle()
+
+        source.set(url, .init(bytes: new, etag: nil, lastModified: date))
+        source.resetCounters()
+        do {
+            let first = try await read(reader, 0..<(1 << 20))
+            XCTFail("read \(first.count) bytes of the new version before the old middle")
+        } catch {
+            XCTAssertTrue(isRemoteChanged(error), "\(error)")
+        }
+        let asked = try XCTUnwrap(source.requestLog.first)
+        XCTAssertEqual(asked.start, 0)
+        XCTAssertEqual(asked.end, (1 << 20) + 4096, "the 4 KiB after the range came too")
+        XCTAssertEqual(cache.status(url: url)?.cachedBytes ?? 0, 0, "the old middle went")
+        reader.close()
+    }
 }

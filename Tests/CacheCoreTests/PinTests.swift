@@ -180,4 +180,23 @@ final class PinTests: XCTestCase {
         XCTAssertEqual(cache.pinnedRanges(url: url), [0..<(4 << 20)], "whole files are released, the rest kept")
         XCTAssertEqual(cache.pinnedRanges(url: other), [])
     }
+
+    /// What a set of pinned ranges keeps, as a table: whole slices, each slice once, the last
+    /// one cut at the file's end when it is known.
+    func testWhatPinsKeepIsTheirWholeSlices() {
+        let m: Int64 = 1 << 20
+        let rows: [(ranges: [Range<Int64>], length: Int64?, held: Int64)] = [
+            ([], nil, 0),
+            ([0..<1], nil, m),
+            ([0..<1], 300_000, 300_000),                         // a small file: the file
+            ([0..<1, 10..<11], nil, m),                          // one slice, counted once
+            ([0..<1, (m - 1)..<(m + 1)], nil, 2 * m),            // a range across a boundary
+            ([0..<1, (5 * m - 1)..<(5 * m)], 5 * m, 2 * m),      // head and tail of 5 MiB
+            ([0..<1, (5 * m)..<(5 * m + 10)], 5 * m + 10, m + 10), // a tail in a short last slice
+            ([(3 * m)..<(3 * m + 1)], 2 * m, 0),                 // past the end of a shorter version
+        ]
+        for row in rows {
+            XCTAssertEqual(PinTable.held(RangeSet(row.ranges), sliceSize: m, length: row.length), row.held, "\(row)")
+        }
+    }
 }

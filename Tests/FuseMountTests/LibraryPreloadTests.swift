@@ -109,32 +109,38 @@ final class LibraryPreloadTests: XCTestCase {
         XCTAssertEqual(fetched("/lib/sub/b.mkv"), [0..<1], "nothing more of the file that did not fit")
     }
 
+    /// Pins count the slices they keep (4 MiB here, each up to its file's end), not the bytes
+    /// asked for: a 1 MiB head of a 5 MiB file keeps 4 MiB (issue 36, item 6).
     func testPinnedHeadsStayUnderPressureAndTheLimitIsClear() throws {
-        let pin = try preload(["--recursive", h.origin.url("/lib/"), "--head", "1M", "--pin", "--cache-size", "8M"])
+        let pin = try preload(["--recursive", h.origin.url("/lib/"), "--head", "1M", "--pin", "--cache-size", "16M"])
         XCTAssertEqual(pin.status, 0, pin.stderr)
-        XCTAssertTrue(pin.stdout.contains("2711652 bytes pinned"), pin.stdout)  // 1M + 1M + 600K + 100
-        let ls = try cache(["ls", "--cache-size", "8M"])
-        XCTAssertTrue(ls.stdout.contains("PINNED") && ls.stdout.contains("2.59 MiB pinned (at most 4.00 MiB)"), ls.stdout)
+        XCTAssertTrue(pin.stdout.contains("7954549 bytes pinned"), pin.stdout)  // 4M + (3M + 17) + 600K + 100
+        let ls = try cache(["ls", "--cache-size", "16M"])
+        XCTAssertTrue(ls.stdout.contains("PINNED") && ls.stdout.contains("7.59 MiB pinned (at most 8.00 MiB)"), ls.stdout)
 
-        // Pressure: 7 MiB more through an 8 MiB cap. The pinned heads stay.
-        h.origin.setGeneratedFile("/big.bin", length: 7 << 20, seed: 9)
-        XCTAssertEqual(try h.run(h.binary, ["cat", h.origin.url("/big.bin"), "--cache-dir", h.cacheDirectory, "--cache-size", "8M"]).status, 0)
-        let info = try cache(["info", h.origin.url("/lib/a.mp4"), "--cache-size", "8M"])
+        // Pressure: 15 MiB more through a 16 MiB cap. The pinned heads stay.
+        h.origin.setGeneratedFile("/big.bin", length: 15 << 20, seed: 9)
+        XCTAssertEqual(try h.run(h.binary, ["cat", h.origin.url("/big.bin"), "--cache-dir", h.cacheDirectory, "--cache-size", "16M"]).status, 0)
+        let info = try cache(["info", h.origin.url("/lib/a.mp4"), "--cache-size", "16M"])
         XCTAssertTrue(info.stdout.contains("Cached ranges:   0-1048575") && info.stdout.contains("Pinned:"), info.stdout)
 
         // Past --pin-max: refused before anything is fetched, with the way out.
         h.origin.resetLog()
-        let refused = try preload(["--recursive", h.origin.url("/lib/"), "--tail", "1M", "--pin", "--pin-max", "3M", "--cache-size", "8M"])
+        let refused = try preload(["--recursive", h.origin.url("/lib/"), "--tail", "1M", "--pin", "--pin-max", "3M", "--cache-size", "16M"])
         XCTAssertNotEqual(refused.status, 0)
-        XCTAssertTrue(refused.stderr.contains("cannot pin") && refused.stderr.contains("cache unpin"), refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("cannot pin") && refused.stderr.contains("whole slices")
+                      && refused.stderr.contains("cache unpin"), refused.stderr)
         XCTAssertEqual(fetched("/lib/a.mp4").filter { $0.upperBound > 1 }, [])
-        let tooHigh = try preload(["--recursive", h.origin.url("/lib/"), "--pin", "--pin-max", "5M", "--cache-size", "8M"])
+        let tooHigh = try preload(["--recursive", h.origin.url("/lib/"), "--pin", "--pin-max", "9M", "--cache-size", "16M"])
         XCTAssertTrue(tooHigh.stderr.contains("more than half the cache cap"), tooHigh.stderr)
 
         let unpin = try cache(["unpin", h.origin.url("/lib/a.mp4")])
         XCTAssertEqual(unpin.status, 0, unpin.stderr)
-        XCTAssertTrue(unpin.stdout.contains("unpinned \(h.origin.url("/lib/a.mp4")) (1.00 MiB)"), unpin.stdout)
+        XCTAssertTrue(unpin.stdout.contains("unpinned \(h.origin.url("/lib/a.mp4")) (4.00 MiB)"), unpin.stdout)
         XCTAssertFalse(try cache(["info", h.origin.url("/lib/a.mp4")]).stdout.contains("Pinned:"))
+        // `cache rm` releases a file's pins with its bytes.
+        XCTAssertEqual(try cache(["rm", h.origin.url("/lib/sub/b.mkv")]).status, 0)
+        XCTAssertTrue(try cache(["ls", "--cache-size", "16M"]).stdout.contains("600 KiB pinned"), "only c.mp4 and small.txt stay pinned")
     }
 
     /// Through a daemon, as without one, each file costs the origin its planned ranges and nothing
