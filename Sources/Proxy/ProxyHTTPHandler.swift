@@ -108,7 +108,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
         _ = connection.requestHead(version: head.version, keepAlive: head.isKeepAlive, isHead: head.method == .HEAD)
         started = .now()
         startedNanos = DispatchTime.now().uptimeNanoseconds
-        requestLine = "\(head.method.rawValue) \(Self.redactingToken(head.uri))"
+        requestLine = "\(head.method.rawValue) \(Self.displayTarget(head.uri))"
         let headerBytes = head.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
         if let marker = service.configuration.loopMarker, head.headers["via"].contains(where: { $0.contains(marker) }) {
             connection.closeAfterResponse()
@@ -125,8 +125,10 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
         case .ping:
             respond(context: context, status: 200, contentType: "text/plain; charset=utf-8", body: Array("pong\n".utf8))
         case let .status(tokenPresented):
+            // The cache directory only to the owner's user (`url` checks it is the one it means).
             let status = ProxyStatus(serving: service.configuration, port: boundPort(),
-                                     peerIsLoopback: peerIsLoopback, tokenPresented: tokenPresented)
+                                     peerIsLoopback: peerIsLoopback && ownerMayRead(.none, context: context),
+                                     tokenPresented: tokenPresented)
             respond(context: context, status: 200, contentType: "application/json", body: status.encoded())
         case let .statusPage(proof):
             guard ownerMayRead(proof, context: context) else { return refuseNonOwner(context: context) }
@@ -275,9 +277,12 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
     /// A list field sent on several lines is one list (RFC 9110 §5.3); nil when absent.
     static func joined(_ lines: [String]) -> String? { lines.isEmpty ? nil : lines.joined(separator: ", ") }
 
-    /// Logs never carry the token or a signature (a pasted log would hand out the URL):
-    /// `/t/<token>/...` becomes `/t/-/...`, `/s/<sig>/...` becomes `/s/-/...`.
-    static func redactingToken(_ target: String) -> String {
+    /// A request target as logs show it. Never the token or a signature (a pasted log would hand
+    /// out the URL): `/t/<token>/...` becomes `/t/-/...`, `/s/<sig>/...` becomes `/s/-/...`, and
+    /// `&sig=` of the query form `sig=-`. Never a URL's password either: the query form's
+    /// percent-encoded original (`?url=http%3A%2F%2Fu%3Apw%40host`) is decoded for the log, so
+    /// its password is found and masked as in every other log line (`DisplayURL`).
+    static func displayTarget(_ target: String) -> String {
         var out = ""
         var rest = Substring(target)
         for marker in ["/t/", "/s/"] where rest.hasPrefix(marker) {
@@ -285,7 +290,13 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
             out += marker + "-"
             rest = after[(after.firstIndex(of: "/") ?? after.endIndex)...]
         }
-        return out + rest
+        out += rest
+        guard out.contains("url=") else { return out }
+        let decoded = out.split(separator: "&", omittingEmptySubsequences: false).map { part -> String in
+            if part.hasPrefix("sig=") { return "sig=-" }
+            return String(part).removingPercentEncoding ?? String(part)
+        }.joined(separator: "&")
+        return DisplayURL.redactingPasswords(in: decoded)
     }
 
     private static func needsSource(_ body: ResponseBody) -> Bool {

@@ -188,3 +188,20 @@ final class PeerOwnerTests: XCTestCase {
         XCTAssertEqual(PeerOwner.uid(peer: peer, local: PeerOwner.Endpoint(address: [127, 0, 0, 1], port: h.port)), UInt32(geteuid()))
     }
 }
+
+/// What the logs show of a request target: no token, no signature, no URL password.
+final class ProxyLogLineTests: XCTestCase {
+    func testTargetsAreLoggedWithoutSecrets() {
+        let cases: [(String, String)] = [
+            ("/t/s3cret/u/aHR0cA/v.mp4", "/t/-/u/aHR0cA/v.mp4"),
+            ("/s/AbCdEfGhIjKlMnOpQrStUv/u/aHR0cA/v.mp4", "/s/-/u/aHR0cA/v.mp4"),
+            ("/t/s3cret/s/AbCd/u/aHR0cA/v.mp4", "/t/-/s/-/u/aHR0cA/v.mp4"),
+            ("/?url=http%3A%2F%2Falice%3AZq9pw%40h.test%2Fa.mp4&sig=AbCd", "/?url=http://alice:***@h.test/a.mp4&sig=-"),
+            ("/?url=http%3A%2F%2Fh.test%2Fa.mp4%3Fk%3D1%26sig%3Dorigin", "/?url=http://h.test/a.mp4?k=1&sig=origin"),
+            ("/.httpcachefs/status.json", "/.httpcachefs/status.json"),
+        ]
+        for (target, logged) in cases {
+            XCTAssertEqual(ProxyHTTPHandler.displayTarget(target), logged, target)
+        }
+    }
+}
