@@ -176,6 +176,17 @@ final class PeerOwnerTests: XCTestCase {
         XCTAssertNil(PeerOwner.endpoint("nonsense", littleEndian: true))
     }
 
+    /// `/proc` files report no size; they are read to their end, not one read's worth (4 KiB).
+    func testProcFilesAreReadToTheirEnd() throws {
+        XCTAssertGreaterThan(ProcFile.read("/proc/self/maps")?.utf8.count ?? 0, 4096, "a test process maps more than a page of text")
+        let path = NSTemporaryDirectory() + "procfile-\(UUID().uuidString)"
+        let text = String(repeating: "0123456789abcdef\n", count: 20_000)
+        try text.write(toFile: path, atomically: false, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        XCTAssertEqual(ProcFile.read(path), text)
+        XCTAssertNil(ProcFile.read("/nonexistent/proc/file"))
+    }
+
     /// On this machine: a connection of this process is found, with this process's uid.
     func testARealConnectionIsFoundWithThisUser() throws {
         let h = try ProxyHarness()
@@ -203,5 +214,20 @@ final class ProxyLogLineTests: XCTestCase {
         for (target, logged) in cases {
             XCTAssertEqual(ProxyHTTPHandler.displayTarget(target), logged, target)
         }
+    }
+}
+
+/// Preconditions over a socket: the planner's answers reach the client.
+final class ProxyPreconditionTests: XCTestCase {
+    func testIfMatchAndIfUnmodifiedSinceFailWith412() throws {
+        let h = try ProxyHarness()
+        defer { h.shutdown() }
+        h.origin.setFile("/v.mp4", data: testBytes(10_000), etag: "\"v1\"", lastModified: Date(timeIntervalSince1970: 1_700_000_000))
+        XCTAssertEqual(try h.get(h.path("/v.mp4"), [("If-Match", "\"wrong\""), ("Range", "bytes=0-9")]).status, 412)
+        XCTAssertEqual(try h.get(h.path("/v.mp4"), [("If-Unmodified-Since", "Sat, 01 Jan 2000 00:00:00 GMT"), ("Range", "bytes=0-9")]).status, 412)
+        let matched = try h.get(h.path("/v.mp4"), [("If-Match", "\"v1\""), ("Range", "bytes=0-9")])
+        XCTAssertEqual(matched.status, 206)
+        XCTAssertEqual(matched.body, Array(testBytes(10_000)[0..<10]))
+        XCTAssertEqual(try h.get(h.path("/v.mp4"), [("If-Match", "*")]).status, 200)
     }
 }
