@@ -98,7 +98,7 @@ final class ProxyHLSTests: XCTestCase {
         setPlaylist("/p.m3u8", "#EXTM3U\n#EXTINF:2,\ns.ts\n#EXT-X-ENDLIST\n")
         let r = try h.get(h.path("/p.m3u8"))
         XCTAssertEqual(r.status, 200)
-        XCTAssertTrue(String(decoding: r.body, as: UTF8.self).contains("\n/t/tk/u/"))
+        XCTAssertTrue(String(decoding: r.body, as: UTF8.self).contains("\n/t/tk/s/"))
     }
 
     func testLivePlaylistIsMarkedNoCache() throws {

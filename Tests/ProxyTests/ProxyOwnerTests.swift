@@ -231,3 +231,23 @@ final class ProxyPreconditionTests: XCTestCase {
         XCTAssertEqual(try h.get(h.path("/v.mp4"), [("If-Match", "*")]).status, 200)
     }
 }
+
+/// A URL made with the token carries the signature too: it keeps working if the proxy is
+/// restarted without the token, and a proxy with a token still wants the token.
+final class TokenAndSignatureTests: XCTestCase {
+    func testAURLWithBothProofsWorksWithAndWithoutTheToken() {
+        let key = ProxySigningKey.generate()
+        let url = "http://cdn.example.com/v.mp4"
+        let both = ProxyURL.make(original: url, base: "", token: "tok", key: key)
+        var plain = ProxyConfiguration()
+        plain.signingKey = key
+        XCTAssertEqual(ProxyRouter(configuration: plain).route(method: "GET", target: both, headerBytes: 0), .proxy(url: url))
+        var tokened = plain
+        tokened.token = "tok"
+        XCTAssertEqual(ProxyRouter(configuration: tokened).route(method: "GET", target: both, headerBytes: 0), .proxy(url: url))
+        let signedOnly = ProxyURL.make(original: url, base: "", token: nil, key: key)
+        guard case .reject(403, _) = ProxyRouter(configuration: tokened).route(method: "GET", target: signedOnly, headerBytes: 0) else {
+            return XCTFail("a signature does not stand in for the token")
+        }
+    }
+}

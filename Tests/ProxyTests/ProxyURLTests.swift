@@ -49,9 +49,10 @@ final class ProxyURLTests: XCTestCase {
     }
 
     func testTokenPrefix() throws {
-        let url = ProxyURL.make(original: "http://a/b.ts", base: "", token: "tok", key: .generate())
-        XCTAssertTrue(url.hasPrefix("/t/tok/u/"), url)
-        XCTAssertEqual(try ProxyURL.decode(path: url), ProxyTarget(url: "http://a/b.ts", token: "tok"))
+        let key = ProxySigningKey.generate()
+        let url = ProxyURL.make(original: "http://a/b.ts", base: "", token: "tok", key: key)
+        XCTAssertTrue(url.hasPrefix("/t/tok/s/"), "the token and the signature: \(url)")
+        XCTAssertEqual(try ProxyURL.decode(path: url), ProxyTarget(url: "http://a/b.ts", token: "tok", signature: key.signature(for: "http://a/b.ts")))
     }
 
     func testDirectoryURLsKeepTheirTrailingSlash() throws {

@@ -110,7 +110,7 @@ final class StatusEndpointTests: XCTestCase {
         XCTAssertEqual(try get(h, "/t/\(token)/").header("Location"), "/t/\(token)/.httpcachefs/")
         let doc = try StatusDocument.decode(try get(h, "/t/\(token)/.httpcachefs/status.json").body)
         XCTAssertEqual(doc.doors.first?.tokenRequired, true)
-        XCTAssertEqual(doc.files.first?.proxyPath?.hasPrefix("/t/\(token)/u/"), true, "its links work for whoever holds the token")
+        XCTAssertEqual(doc.files.first?.proxyPath?.hasPrefix("/t/\(token)/s/"), true, "its links work for whoever holds the token")
 
         // The same rules in the router, for a proxy bound beyond loopback.
         let wide = ProxyRouter(configuration: ProxyConfiguration(bindAddress: "0.0.0.0", port: 8718, token: token))
