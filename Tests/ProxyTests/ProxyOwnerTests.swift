@@ -99,6 +99,15 @@ final class ProxyOwnerTests: XCTestCase {
         XCTAssertEqual(try other.get("/ping").status, 200, "liveness stays open")
     }
 
+    /// The runtime file (control key, token) is owner-only, and was never anything else.
+    func testTheRuntimeFileIsOwnerOnly() throws {
+        let h = try ProxyHarness()
+        defer { h.shutdown() }
+        let path = ProxyStatus.runtimeFilePath(cacheDirectory: h.directory.path)
+        XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int, 0o600)
+        XCTAssertEqual(ProxyStatus.readRuntimeFile(cacheDirectory: h.directory.path)?.controlKey, h.configuration.controlKey)
+    }
+
     /// Control requests check Host like every other request (a rebinding page cannot even try).
     func testControlRequestsWithAForeignHostAreRefused() throws {
         var config = ProxyConfiguration()
