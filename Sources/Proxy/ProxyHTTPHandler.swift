@@ -13,7 +13,9 @@ import NIOPosix
 /// feeds it events and carries out its actions. Confined to the channel's event loop;
 /// completions from the engine hop back onto it, and those of a request that is no longer
 /// current are dropped by the state machine. Not `Sendable`: what crosses threads is a
-/// `NIOLoopBound` of it, whose value only the loop may take.
+/// `NIOLoopBound` of it, whose value only the loop may take. The one file read on the loop: the
+/// kernel's socket tables, once per connection that asks for an owner-only page without proof
+/// (`ownerMayRead`), generated in memory, no disk.
 final class ProxyHTTPHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
