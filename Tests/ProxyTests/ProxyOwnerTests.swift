@@ -99,6 +99,30 @@ final class ProxyOwnerTests: XCTestCase {
         XCTAssertEqual(try other.get("/ping").status, 200, "liveness stays open")
     }
 
+    /// A real second local user (nobody, uid 65534, through `setpriv`; root only): refused the
+    /// status document, the page and the metrics, and cannot fetch an unsigned URL; this test's
+    /// user gets them.
+    func testAnotherLocalUserIsRefused() throws {
+        guard geteuid() == 0, let setpriv = ExternalTool.find("setpriv"), let curl = ExternalTool.find("curl") else {
+            throw XCTSkip("needs root, setpriv (util-linux) and curl to act as another user")
+        }
+        let h = try ProxyHarness()
+        defer { h.shutdown() }
+        h.origin.setFile("/private.mp4", data: testBytes(1000))
+        XCTAssertEqual(try h.get(h.path("/private.mp4")).status, 200)
+        func status(_ path: String, asNobody: Bool) throws -> String {
+            let request = [curl, "--noproxy", "*", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(h.port)\(path)"]
+            let command = asNobody ? [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"] + request : request
+            return try ExternalTool.run(command[0], Array(command.dropFirst()), timeout: 30).stdout
+        }
+        for path in ["/.httpcachefs/status.json", "/.httpcachefs/", "/metrics"] {
+            XCTAssertEqual(try status(path, asNobody: true), "403", path)
+            XCTAssertEqual(try status(path, asNobody: false), "200", path)
+        }
+        let unsigned = ProxyURL.make(original: h.origin.url("/private.mp4"), base: "", token: nil, key: nil)
+        XCTAssertEqual(try status(unsigned, asNobody: true), "403")
+    }
+
     /// The runtime file (control key, token) is owner-only, and was never anything else.
     func testTheRuntimeFileIsOwnerOnly() throws {
         let h = try ProxyHarness()
