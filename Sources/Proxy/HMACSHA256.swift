@@ -47,7 +47,7 @@ public struct HMACSHA256: Sendable {
 
 /// SHA-256, streaming: `update` as often as needed, then `finish` once.
 public struct SHA256: Sendable {
-    private var h: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) =
+    private var h: State =
         (0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19)
     /// Bytes not yet compressed (fewer than 64).
     private var pending: [UInt8] = []
@@ -64,21 +64,22 @@ public struct SHA256: Sendable {
     public mutating func update(_ bytes: [UInt8]) {
         totalBytes &+= UInt64(bytes.count)
         var start = 0
+        var state = h
         if !pending.isEmpty {
             let take = min(64 - pending.count, bytes.count)
             pending += bytes[0..<take]
             start = take
             guard pending.count == 64 else { return }
-            let block = pending
+            pending.withUnsafeBufferPointer { Self.compress(&state, $0.baseAddress!) }
             pending.removeAll(keepingCapacity: true)
-            block.withUnsafeBufferPointer { compress($0, at: 0) }
         }
         bytes.withUnsafeBufferPointer { buffer in
             while start + 64 <= buffer.count {
-                compress(buffer, at: start)
+                Self.compress(&state, buffer.baseAddress! + start)
                 start += 64
             }
         }
+        h = state
         if start < bytes.count { pending += bytes[start...] }
     }
 
@@ -101,7 +102,7 @@ public struct SHA256: Sendable {
         return out
     }
 
-    private static let k: [UInt32] = [
+    private static let roundConstants: [UInt32] = [
         0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
         0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
         0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
@@ -112,29 +113,44 @@ public struct SHA256: Sendable {
         0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
     ]
 
-    private mutating func compress(_ block: UnsafeBufferPointer<UInt8>, at offset: Int) {
-        @inline(__always) func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { (x >> n) | (x << (32 - n)) }
-        var w = [UInt32](repeating: 0, count: 64)
-        for t in 0..<16 {
-            let i = offset + t * 4
-            w[t] = UInt32(block[i]) << 24 | UInt32(block[i + 1]) << 16 | UInt32(block[i + 2]) << 8 | UInt32(block[i + 3])
-        }
-        for t in 16..<64 {
-            let s0 = rotr(w[t - 15], 7) ^ rotr(w[t - 15], 18) ^ (w[t - 15] >> 3)
-            let s1 = rotr(w[t - 2], 17) ^ rotr(w[t - 2], 19) ^ (w[t - 2] >> 10)
-            w[t] = w[t - 16] &+ s0 &+ w[t - 7] &+ s1
-        }
+    typealias State = (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32)
+
+    /// One 64-byte block into `h`. Static, on local values, the message schedule on the stack:
+    /// a method touching `self` inside closures, and a heap array per block, cost twenty times
+    /// as much.
+    @inline(__always)
+    private static func compress(_ h: inout State, _ block: UnsafePointer<UInt8>) {
+        @inline(__always) func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { (x &>> n) | (x &<< (32 &- n)) }
+        var w: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32,
+                UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32,
+                UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32,
+                UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+             0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         var (a, b, c, d, e, f, g, hh) = h
-        let k = Self.k
-        for t in 0..<64 {
-            let s1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)
-            let ch = (e & f) ^ (~e & g)
-            let t1 = hh &+ s1 &+ ch &+ k[t] &+ w[t]
-            let s0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)
-            let maj = (a & b) ^ (a & c) ^ (b & c)
-            let t2 = s0 &+ maj
-            hh = g; g = f; f = e; e = d &+ t1
-            d = c; c = b; b = a; a = t1 &+ t2
+        withUnsafeMutableBytes(of: &w) { raw in
+            let w = raw.bindMemory(to: UInt32.self)
+            for t in 0..<16 {
+                let i = t &* 4
+                w[t] = UInt32(block[i]) &<< 24 | UInt32(block[i &+ 1]) &<< 16 | UInt32(block[i &+ 2]) &<< 8 | UInt32(block[i &+ 3])
+            }
+            for t in 16..<64 {
+                let s0 = rotr(w[t &- 15], 7) ^ rotr(w[t &- 15], 18) ^ (w[t &- 15] &>> 3)
+                let s1 = rotr(w[t &- 2], 17) ^ rotr(w[t &- 2], 19) ^ (w[t &- 2] &>> 10)
+                w[t] = w[t &- 16] &+ s0 &+ w[t &- 7] &+ s1
+            }
+            roundConstants.withUnsafeBufferPointer { k in
+                for t in 0..<64 {
+                    let s1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)
+                    let ch = (e & f) ^ (~e & g)
+                    let t1 = hh &+ s1 &+ ch &+ k[t] &+ w[t]
+                    let s0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)
+                    let maj = (a & b) ^ (a & c) ^ (b & c)
+                    let t2 = s0 &+ maj
+                    hh = g; g = f; f = e; e = d &+ t1
+                    d = c; c = b; b = a; a = t1 &+ t2
+                }
+            }
         }
         h = (h.0 &+ a, h.1 &+ b, h.2 &+ c, h.3 &+ d, h.4 &+ e, h.5 &+ f, h.6 &+ g, h.7 &+ hh)
     }

@@ -79,21 +79,24 @@ enum PeerOwner {
     /// The uid of the local process at `peer`, read from this machine's tables; nil when it is
     /// not a local process (or the tables cannot be read).
     static func uid(peer: Endpoint, local: Endpoint, procRoot: String = "/proc") -> UInt32? {
-        let tables = ["tcp", "tcp6"].compactMap { readWhole("\(procRoot)/net/\($0)") }
+        let tables = ["tcp", "tcp6"].compactMap { ProcFile.read("\(procRoot)/net/\($0)") }
         return uid(peer: peer, local: local, tables: tables)
     }
+}
 
+/// Files under `/proc`, read whole.
+public enum ProcFile {
     /// A `/proc` file read to its end. Foundation's `String(contentsOfFile:)` trusts the size
     /// `stat` reports, which is 0 for these files, and returns what one read gave: the first
     /// 4 KiB of a table of hundreds of sockets.
-    static func readWhole(_ path: String) -> String? {
+    public static func read(_ path: String) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
         while true {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { continue }
             if n <= 0 { break }
             bytes += buffer[0..<n]

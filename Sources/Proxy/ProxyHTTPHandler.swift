@@ -13,7 +13,9 @@ import NIOPosix
 /// feeds it events and carries out its actions. Confined to the channel's event loop;
 /// completions from the engine hop back onto it, and those of a request that is no longer
 /// current are dropped by the state machine. Not `Sendable`: what crosses threads is a
-/// `NIOLoopBound` of it, whose value only the loop may take.
+/// `NIOLoopBound` of it, whose value only the loop may take. The one file read on the loop: the
+/// kernel's socket tables, once per connection that asks for an owner-only page without proof
+/// (`ownerMayRead`), generated in memory, no disk.
 final class ProxyHTTPHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -129,8 +131,10 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
         case .ping:
             respond(context: context, status: 200, contentType: "text/plain; charset=utf-8", body: Array("pong\n".utf8))
         case let .status(tokenPresented):
+            // The cache directory only to the owner's user (`url` checks it is the one it means).
             let status = ProxyStatus(serving: service.configuration, port: boundPort(),
-                                     peerIsLoopback: peerIsLoopback, tokenPresented: tokenPresented)
+                                     peerIsLoopback: peerIsLoopback && ownerMayRead(.none, context: context),
+                                     tokenPresented: tokenPresented)
             respond(context: context, status: 200, contentType: "application/json", body: status.encoded())
         case let .statusPage(proof):
             guard ownerMayRead(proof, context: context) else { return refuseNonOwner(context: context) }
@@ -278,19 +282,22 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
 
     /// A request target for a log line: a proxy URL as the URL it names, its user-info password
     /// masked (`/?url=` percent-encodes it, `/u/` base64-encodes it: neither hides it); anything
-    /// else without its token and with any password masked.
+    /// else as `displayTarget` shows it, percent-decoded, with any password masked.
     static func loggable(_ target: String) -> String {
         if let decoded = try? ProxyURL.decode(path: target) { return DisplayURL.redacted(decoded.url) }
-        let shown = redactingToken(target)
+        let shown = displayTarget(target)
         return DisplayURL.redactingPasswords(in: shown.removingPercentEncoding ?? shown)
     }
 
     /// A list field sent on several lines is one list (RFC 9110 §5.3); nil when absent.
     static func joined(_ lines: [String]) -> String? { lines.isEmpty ? nil : lines.joined(separator: ", ") }
 
-    /// Logs never carry the token or a signature (a pasted log would hand out the URL):
-    /// `/t/<token>/...` becomes `/t/-/...`, `/s/<sig>/...` becomes `/s/-/...`.
-    static func redactingToken(_ target: String) -> String {
+    /// A request target as logs show it. Never the token or a signature (a pasted log would hand
+    /// out the URL): `/t/<token>/...` becomes `/t/-/...`, `/s/<sig>/...` becomes `/s/-/...`, and
+    /// `&sig=` of the query form `sig=-`. Never a URL's password either: the query form's
+    /// percent-encoded original (`?url=http%3A%2F%2Fu%3Apw%40host`) is decoded for the log, so
+    /// its password is found and masked as in every other log line (`DisplayURL`).
+    static func displayTarget(_ target: String) -> String {
         var out = ""
         var rest = Substring(target)
         for marker in ["/t/", "/s/"] where rest.hasPrefix(marker) {
@@ -298,7 +305,13 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
             out += marker + "-"
             rest = after[(after.firstIndex(of: "/") ?? after.endIndex)...]
         }
-        return out + rest
+        out += rest
+        guard out.contains("url=") else { return out }
+        let decoded = out.split(separator: "&", omittingEmptySubsequences: false).map { part -> String in
+            if part.hasPrefix("sig=") { return "sig=-" }
+            return String(part).removingPercentEncoding ?? String(part)
+        }.joined(separator: "&")
+        return DisplayURL.redactingPasswords(in: decoded)
     }
 
     private static func needsSource(_ body: ResponseBody) -> Bool {

@@ -2,7 +2,11 @@ import CacheCore
 import Foundation
 
 /// What the server does with one request head, decided without touching the network: the
-/// security rules live here, in one pure function with a table test.
+/// security rules live here, in one pure function with a table test. In order: method and sizes;
+/// the Host check (DNS rebinding; always for control requests); the token when the proxy has
+/// one; then a fetch needs its proof of ownership (the URL's signature, the token or the control
+/// key), and `--allow-host`. The one rule it cannot decide, who the client is for the owner-only
+/// pages, it hands on as `OwnerProof` to the handler, which asks the kernel (`PeerOwner`).
 public enum ProxyRoute: Equatable, Sendable {
     case ping
     /// The status document. `tokenPresented`: the request carried the valid token (only then may

@@ -18,7 +18,9 @@ import NIOPosix
 ///   connections and clients that stop reading) → `ProxyHTTPHandler` (route, plan, stream).
 ///
 /// Security: loopback only unless a token is set; only the encoded URL forms are proxied (never
-/// `GET http://...`), only http(s) origins, optionally only `allowedHosts`.
+/// `GET http://...`), and only with proof that the owner made the URL (its signature under
+/// `ProxySigningKey`, the token, or the control key); only http(s) origins, optionally only
+/// `allowedHosts`. The status pages and metrics answer the owner's user only (`PeerOwner`).
 public final class ProxyServer: Sendable {
     public let configuration: ProxyConfiguration
     let service: ProxyService

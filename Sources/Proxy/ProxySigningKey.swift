@@ -82,11 +82,9 @@ public struct ProxySigningKey: Sendable, Equatable {
         let path = filePath(cacheDirectory: cacheDirectory)
         if let existing = try readPrivate(path) { return existing }
         let fresh = generate()
-        let tmp = path + ".\(getpid()).tmp"
-        unlink(tmp)
-        guard FileManager.default.createFile(atPath: tmp, contents: Data((Base64URL.encode(fresh.key) + "\n").utf8),
-                                             attributes: [.posixPermissions: 0o600]) else {
-            throw ProxySigningKeyError(path: tmp, cause: "cannot create it")
+        let tmp: String
+        do { tmp = try OwnerOnlyFile.writeTemporary(Array((Base64URL.encode(fresh.key) + "\n").utf8), near: path) } catch {
+            throw ProxySigningKeyError(path: path, cause: "\(error)")
         }
         defer { unlink(tmp) }
         if link(tmp, path) == 0 { return fresh }

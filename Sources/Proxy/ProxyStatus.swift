@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// What a running proxy says about itself: the JSON of `GET /.httpcachefs/status`, and the
 /// content of `<cache directory>/proxy.json`, which a running proxy keeps so that
@@ -74,18 +71,10 @@ public struct ProxyStatus: Codable, Sendable, Equatable {
         return decode(Array(data))
     }
 
-    /// Writes the runtime file (owner-only: it may hold the token), atomically.
+    /// Writes the runtime file (owner-only from its first byte: it holds the control key and may
+    /// hold the token), atomically.
     func writeRuntimeFile(cacheDirectory: String) throws {
-        let path = Self.runtimeFilePath(cacheDirectory: cacheDirectory)
-        let tmp = path + ".tmp"
-        guard FileManager.default.createFile(atPath: tmp, contents: Data(encoded()), attributes: [.posixPermissions: 0o600]) else {
-            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: tmp])
-        }
-        guard rename(tmp, path) == 0 else {
-            let cause = String(cString: strerror(errno))
-            unlink(tmp)
-            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path, NSLocalizedDescriptionKey: cause])
-        }
+        try OwnerOnlyFile.replace(Self.runtimeFilePath(cacheDirectory: cacheDirectory), with: encoded())
     }
 }
 

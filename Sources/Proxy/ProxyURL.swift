@@ -5,7 +5,7 @@ import Foundation
 /// own last segment.
 ///
 ///     http://127.0.0.1:8718/s/<signature>/u/<base64url(original)>/video.mp4
-///     http://192.168.1.5:8718/t/<token>/u/<base64url(original)>/video.mp4
+///     http://192.168.1.5:8718/t/<token>/s/<signature>/u/<base64url(original)>/video.mp4
 ///     http://127.0.0.1:8718/?url=<percent-encoded original>&sig=<signature>   (accepted, never generated)
 ///
 /// Why the last segment: players and browsers sniff the extension (`.m3u8`, `.mp4`) to pick a
@@ -29,15 +29,13 @@ public enum ProxyURL {
 
     /// A proxy URL for `original`. `base` is `http://host:port` (no trailing slash), or "" for a
     /// root-relative URL (what the HLS rewriter emits, so it works whatever Host the player used).
-    /// With a token the URL carries the token (proof enough); else, with a key, its signature;
-    /// with neither, no proof (the proxy refuses it: only tests of that refusal make one).
+    /// The URL carries the token if given, and the signature if a key is: either is proof, and
+    /// with both it keeps working whether the proxy runs with that token or without one. With
+    /// neither it carries no proof (the proxy refuses it: only tests of that refusal make one).
     public static func make(original: String, base: String, token: String?, key: ProxySigningKey?) -> String {
         var s = base
-        if let token, !token.isEmpty {
-            s += "/t/" + token
-        } else if let key {
-            s += "/s/" + key.signature(for: original)
-        }
+        if let token, !token.isEmpty { s += "/t/" + token }
+        if let key { s += "/s/" + key.signature(for: original) }
         s += "/u/" + Base64URL.encode(Array(original.utf8)) + "/" + lastSegment(of: original)
         return s
     }

@@ -137,12 +137,20 @@ let sortKey = "access", sortAsc = false, open = new Set(), last = null, scrollTo
 const $ = (s) => document.querySelector(s);
 /// Errors newer than this (ms) raise the banner.
 const recentErrorWindow = 15 * 60 * 1000;
+// Bidirectional controls (U+202A-202E, U+2066-2069, U+200E/F, U+061C) reorder the text after
+// them: "a\u202Efdp.exe" reads "aexe.pdf". Every text and tooltip shows them as a visible mark
+// instead (the mount skips such names altogether).
+const bidiControls = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
+function visible(s) {
+  return String(s).replace(bidiControls, c => "[U+" + c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0") + "]");
+}
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
-    if (k === "style") e.style.cssText = v; else if (k === "text") e.textContent = v; else e.setAttribute(k, v);
+    if (k === "style") e.style.cssText = v; else if (k === "text") e.textContent = visible(v);
+    else e.setAttribute(k, k === "title" ? visible(v) : v);
   }
-  for (const k of kids) if (k != null) e.append(k);
+  for (const k of kids) if (k != null) e.append(typeof k === "string" ? visible(k) : k);
   return e;
 }
 function bytes(n) {
@@ -280,7 +288,7 @@ function fill(id, rows, empty) {
   for (const r of rows) body.append(el("tr", {}, ...r.map((c, i) => {
     const cls = heads[i] ? heads[i].className : "";
     const td = el("td", cls ? {class: cls} : {});
-    if (c instanceof Node) td.append(c); else { td.textContent = String(c); if (cls === "name") td.title = String(c); }
+    if (c instanceof Node) td.append(c); else { td.textContent = visible(c); if (cls === "name") td.title = visible(c); }
     return td;
   })));
   if (!rows.length) body.append(el("tr", {}, el("td", {colspan: String(heads.length), class: "muted", text: empty})));
@@ -313,7 +321,7 @@ function drawBanners(doc) {
 function draw(doc) {
   if (!doc) return;
   const c = doc.cache, t = doc.totals;
-  $("#meta").textContent = "version " + doc.version + " · pid " + doc.pid + " · up " + duration(doc.uptimeSeconds) + (c.directory ? " · " + c.directory : "");
+  $("#meta").textContent = "version " + doc.version + " · pid " + doc.pid + " · up " + duration(doc.uptimeSeconds) + (c.directory ? " · " + visible(c.directory) : "");
   const use = el("div", {class: "usebar"}, el("div", {class: "used", style: "width:" + Math.min(100, 100 * c.usedBytes / Math.max(1, c.capacityBytes)) + "%"}));
   drawBanners(doc);
   $("#cards").replaceChildren(

@@ -1,4 +1,5 @@
 import Foundation
+import Proxy
 
 /// Whether a process listens on a TCP port, read from `/proc`: the listening sockets of
 /// `/proc/net/tcp` and `tcp6` on that port, against the sockets among the process's descriptors.
@@ -20,7 +21,8 @@ enum ListenerOwner {
         }
         var readable = false
         for table in ["tcp", "tcp6"] {
-            guard let text = try? String(contentsOfFile: "\(procRoot)/net/\(table)", encoding: .utf8) else { continue }
+            // Read to the end: Foundation's `String(contentsOfFile:)` returns the first 4 KiB of it.
+            guard let text = ProcFile.read("\(procRoot)/net/\(table)") else { continue }
             readable = true
             if listeningInodes(text, port: port).contains(where: sockets.contains) { return true }
         }

@@ -87,7 +87,7 @@ struct URLCommand: AsyncParsableCommand {
                 throw CommandFailure("no httpcachefs proxy serves the cache \(directory): \(why); start 'httpcachefs mount' or 'httpcachefs proxy' with --cache-dir \(directory), or pass --proxy-port")
             }
             // The signature: proof for the proxy that its owner made this URL.
-            let key = urlToken == nil ? ProxySigningKey.read(cacheDirectory: directory) : nil
+            let key = ProxySigningKey.read(cacheDirectory: directory)
             if urlToken == nil && key == nil {
                 ErrorReporting.printWarning("the cache's signing key \(ProxySigningKey.filePath(cacheDirectory: directory)) cannot be read (another user's cache, or no daemon ever ran on it): the proxy refuses this URL unsigned (403)")
             }

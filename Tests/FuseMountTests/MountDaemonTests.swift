@@ -126,8 +126,13 @@ final class MountDaemonTests: XCTestCase {
         let line = try XCTUnwrap(h.log.split(separator: "\n").first { $0.contains("proxy listening on http://127.0.0.1:") })
         let port = try XCTUnwrap(Int(line.split(separator: ":").last.map(String.init) ?? ""), String(line))
         h.origin.resetLog()
-        let encoded = h.origin.url("/a.bin").addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
-        let response = try RawHTTP.request(port: port, path: "/?url=\(encoded)", headers: [("Range", "bytes=0-99")])
+        // The URL a user gets from `httpcachefs url` (signed with the cache's key).
+        let url = try h.run(h.binary, ["url", h.origin.url("/a.bin"), "--cache-dir", h.cacheDirectory])
+        XCTAssertEqual(url.status, 0, url.stderr)
+        let base = "http://127.0.0.1:\(port)"
+        XCTAssertTrue(url.stdout.hasPrefix(base + "/s/"), url.stdout)
+        let path = String(url.stdout.trimmingCharacters(in: .whitespacesAndNewlines).dropFirst(base.count))
+        let response = try RawHTTP.request(port: port, path: path, headers: [("Range", "bytes=0-99")])
         XCTAssertEqual(response.status, 206)
         XCTAssertEqual(response.body, OriginServer.generatedBytes(seed: 31, offset: 0, count: 100))
         XCTAssertEqual(h.origin.requestCount(path: "/a.bin"), 0, "bytes read through the mount are hits for the proxy")

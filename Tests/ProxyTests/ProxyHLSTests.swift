@@ -24,10 +24,14 @@ final class ProxyHLSTests: XCTestCase {
             if line.hasPrefix("#") {
                 guard let r = line.range(of: "URI=\"") else { continue }
                 let rest = line[r.upperBound...]
-                out.append(try ProxyURL.decode(path: String(rest.prefix { $0 != "\"" })).url)
+                let target = try ProxyURL.decode(path: String(rest.prefix { $0 != "\"" }))
+                XCTAssertTrue(target.isSigned(by: h.configuration.signingKey), "signed: \(line)")
+                out.append(target.url)
             } else {
                 XCTAssertTrue(line.hasPrefix("/s/"), "root-relative signed proxy URL: \(line)")
-                out.append(try ProxyURL.decode(path: String(line)).url)
+                let target = try ProxyURL.decode(path: String(line))
+                XCTAssertTrue(target.isSigned(by: h.configuration.signingKey), "signed by this proxy: \(line)")
+                out.append(target.url)
             }
         }
         return out
@@ -94,7 +98,7 @@ final class ProxyHLSTests: XCTestCase {
         setPlaylist("/p.m3u8", "#EXTM3U\n#EXTINF:2,\ns.ts\n#EXT-X-ENDLIST\n")
         let r = try h.get(h.path("/p.m3u8"))
         XCTAssertEqual(r.status, 200)
-        XCTAssertTrue(String(decoding: r.body, as: UTF8.self).contains("\n/t/tk/u/"))
+        XCTAssertTrue(String(decoding: r.body, as: UTF8.self).contains("\n/t/tk/s/"))
     }
 
     func testLivePlaylistIsMarkedNoCache() throws {

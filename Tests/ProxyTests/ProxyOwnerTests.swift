@@ -99,6 +99,39 @@ final class ProxyOwnerTests: XCTestCase {
         XCTAssertEqual(try other.get("/ping").status, 200, "liveness stays open")
     }
 
+    /// A real second local user (nobody, uid 65534, through `setpriv`; root only): refused the
+    /// status document, the page and the metrics, and cannot fetch an unsigned URL; this test's
+    /// user gets them.
+    func testAnotherLocalUserIsRefused() throws {
+        guard geteuid() == 0, let setpriv = ExternalTool.find("setpriv"), let curl = ExternalTool.find("curl") else {
+            throw XCTSkip("needs root, setpriv (util-linux) and curl to act as another user")
+        }
+        let h = try ProxyHarness()
+        defer { h.shutdown() }
+        h.origin.setFile("/private.mp4", data: testBytes(1000))
+        XCTAssertEqual(try h.get(h.path("/private.mp4")).status, 200)
+        func status(_ path: String, asNobody: Bool) throws -> String {
+            let request = [curl, "--noproxy", "*", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(h.port)\(path)"]
+            let command = asNobody ? [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"] + request : request
+            return try ExternalTool.run(command[0], Array(command.dropFirst()), timeout: 30).stdout
+        }
+        for path in ["/.httpcachefs/status.json", "/.httpcachefs/", "/metrics"] {
+            XCTAssertEqual(try status(path, asNobody: true), "403", path)
+            XCTAssertEqual(try status(path, asNobody: false), "200", path)
+        }
+        let unsigned = ProxyURL.make(original: h.origin.url("/private.mp4"), base: "", token: nil, key: nil)
+        XCTAssertEqual(try status(unsigned, asNobody: true), "403")
+    }
+
+    /// The runtime file (control key, token) is owner-only, and was never anything else.
+    func testTheRuntimeFileIsOwnerOnly() throws {
+        let h = try ProxyHarness()
+        defer { h.shutdown() }
+        let path = ProxyStatus.runtimeFilePath(cacheDirectory: h.directory.path)
+        XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int, 0o600)
+        XCTAssertEqual(ProxyStatus.readRuntimeFile(cacheDirectory: h.directory.path)?.controlKey, h.configuration.controlKey)
+    }
+
     /// Control requests check Host like every other request (a rebinding page cannot even try).
     func testControlRequestsWithAForeignHostAreRefused() throws {
         var config = ProxyConfiguration()
@@ -176,6 +209,17 @@ final class PeerOwnerTests: XCTestCase {
         XCTAssertNil(PeerOwner.endpoint("nonsense", littleEndian: true))
     }
 
+    /// `/proc` files report no size; they are read to their end, not one read's worth (4 KiB).
+    func testProcFilesAreReadToTheirEnd() throws {
+        XCTAssertGreaterThan(ProcFile.read("/proc/self/maps")?.utf8.count ?? 0, 4096, "a test process maps more than a page of text")
+        let path = NSTemporaryDirectory() + "procfile-\(UUID().uuidString)"
+        let text = String(repeating: "0123456789abcdef\n", count: 20_000)
+        try text.write(toFile: path, atomically: false, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        XCTAssertEqual(ProcFile.read(path), text)
+        XCTAssertNil(ProcFile.read("/nonexistent/proc/file"))
+    }
+
     /// On this machine: a connection of this process is found, with this process's uid.
     func testARealConnectionIsFoundWithThisUser() throws {
         let h = try ProxyHarness()
@@ -186,5 +230,57 @@ final class PeerOwnerTests: XCTestCase {
         _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
         let peer = PeerOwner.Endpoint(address: [127, 0, 0, 1], port: Int(UInt16(bigEndian: address.sin_port)))
         XCTAssertEqual(PeerOwner.uid(peer: peer, local: PeerOwner.Endpoint(address: [127, 0, 0, 1], port: h.port)), UInt32(geteuid()))
+    }
+}
+
+/// What the logs show of a request target: no token, no signature, no URL password.
+final class ProxyLogLineTests: XCTestCase {
+    func testTargetsAreLoggedWithoutSecrets() {
+        let cases: [(String, String)] = [
+            ("/t/s3cret/u/aHR0cA/v.mp4", "/t/-/u/aHR0cA/v.mp4"),
+            ("/s/AbCdEfGhIjKlMnOpQrStUv/u/aHR0cA/v.mp4", "/s/-/u/aHR0cA/v.mp4"),
+            ("/t/s3cret/s/AbCd/u/aHR0cA/v.mp4", "/t/-/s/-/u/aHR0cA/v.mp4"),
+            ("/?url=http%3A%2F%2Falice%3AZq9pw%40h.test%2Fa.mp4&sig=AbCd", "/?url=http://alice:***@h.test/a.mp4&sig=-"),
+            ("/?url=http%3A%2F%2Fh.test%2Fa.mp4%3Fk%3D1%26sig%3Dorigin", "/?url=http://h.test/a.mp4?k=1&sig=origin"),
+            ("/.httpcachefs/status.json", "/.httpcachefs/status.json"),
+        ]
+        for (target, logged) in cases {
+            XCTAssertEqual(ProxyHTTPHandler.displayTarget(target), logged, target)
+        }
+    }
+}
+
+/// Preconditions over a socket: the planner's answers reach the client.
+final class ProxyPreconditionTests: XCTestCase {
+    func testIfMatchAndIfUnmodifiedSinceFailWith412() throws {
+        let h = try ProxyHarness()
+        defer { h.shutdown() }
+        h.origin.setFile("/v.mp4", data: testBytes(10_000), etag: "\"v1\"", lastModified: Date(timeIntervalSince1970: 1_700_000_000))
+        XCTAssertEqual(try h.get(h.path("/v.mp4"), [("If-Match", "\"wrong\""), ("Range", "bytes=0-9")]).status, 412)
+        XCTAssertEqual(try h.get(h.path("/v.mp4"), [("If-Unmodified-Since", "Sat, 01 Jan 2000 00:00:00 GMT"), ("Range", "bytes=0-9")]).status, 412)
+        let matched = try h.get(h.path("/v.mp4"), [("If-Match", "\"v1\""), ("Range", "bytes=0-9")])
+        XCTAssertEqual(matched.status, 206)
+        XCTAssertEqual(matched.body, Array(testBytes(10_000)[0..<10]))
+        XCTAssertEqual(try h.get(h.path("/v.mp4"), [("If-Match", "*")]).status, 200)
+    }
+}
+
+/// A URL made with the token carries the signature too: it keeps working if the proxy is
+/// restarted without the token, and a proxy with a token still wants the token.
+final class TokenAndSignatureTests: XCTestCase {
+    func testAURLWithBothProofsWorksWithAndWithoutTheToken() {
+        let key = ProxySigningKey.generate()
+        let url = "http://cdn.example.com/v.mp4"
+        let both = ProxyURL.make(original: url, base: "", token: "tok", key: key)
+        var plain = ProxyConfiguration()
+        plain.signingKey = key
+        XCTAssertEqual(ProxyRouter(configuration: plain).route(method: "GET", target: both, headerBytes: 0), .proxy(url: url))
+        var tokened = plain
+        tokened.token = "tok"
+        XCTAssertEqual(ProxyRouter(configuration: tokened).route(method: "GET", target: both, headerBytes: 0), .proxy(url: url))
+        let signedOnly = ProxyURL.make(original: url, base: "", token: nil, key: key)
+        guard case .reject(403, _) = ProxyRouter(configuration: tokened).route(method: "GET", target: signedOnly, headerBytes: 0) else {
+            return XCTFail("a signature does not stand in for the token")
+        }
     }
 }

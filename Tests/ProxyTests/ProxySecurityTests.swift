@@ -28,7 +28,7 @@ final class ProxySecurityTests: XCTestCase {
         XCTAssertEqual(try h.get(h.path("/a.mp4", token: "")).status, 403)
         XCTAssertEqual(try h.get(h.path("/a.mp4", token: "wrong")).status, 403)
         XCTAssertEqual(try h.get(h.path("/a.mp4")).status, 200)
-        XCTAssertEqual(h.server.proxyURL(for: h.origin.url("/a.mp4"))?.contains("/t/tok3n/u/"), true)
+        XCTAssertEqual(h.server.proxyURL(for: h.origin.url("/a.mp4"))?.contains("/t/tok3n/s/"), true)
     }
 
     func testRejections() throws {
@@ -157,7 +157,7 @@ final class ProxySecurityTests: XCTestCase {
         XCTAssertTrue(status.contains("\"token\":\"\(token)\""), status)
         XCTAssertTrue(try answer(get(carrier)).hasPrefix("HTTP/1.1 200"))
         XCTAssertTrue(try answer(get(h.path("/missing.mp4"))).hasPrefix("HTTP/1.1 404"))
-        XCTAssertTrue(try answer(get(h.path("/hls/index.m3u8"))).contains("/t/\(token)/u/"))
+        XCTAssertTrue(try answer(get(h.path("/hls/index.m3u8"))).contains("/t/\(token)/s/"))
 
         XCTAssertFalse(log.lines.isEmpty, "the proxy logged at trace level")
         for line in log.lines { XCTAssertFalse(line.contains(token), "log line: \(line)") }

@@ -110,7 +110,7 @@ final class StatusEndpointTests: XCTestCase {
         XCTAssertEqual(try get(h, "/t/\(token)/").header("Location"), "/t/\(token)/.httpcachefs/")
         let doc = try StatusDocument.decode(try get(h, "/t/\(token)/.httpcachefs/status.json").body)
         XCTAssertEqual(doc.doors.first?.tokenRequired, true)
-        XCTAssertEqual(doc.files.first?.proxyPath?.hasPrefix("/t/\(token)/u/"), true, "its links work for whoever holds the token")
+        XCTAssertEqual(doc.files.first?.proxyPath?.hasPrefix("/t/\(token)/s/"), true, "its links work for whoever holds the token")
 
         // The same rules in the router, for a proxy bound beyond loopback.
         let wide = ProxyRouter(configuration: ProxyConfiguration(bindAddress: "0.0.0.0", port: 8718, token: token))
@@ -211,6 +211,29 @@ final class StatusEndpointTests: XCTestCase {
             _ = try? ExternalTool.run(chromium, flags + ["--screenshot=\(shot)", url], timeout: 120)
             XCTFail("status page: \(failures.joined(separator: "; ")) (screenshot: \(shot))\n\(dom.prefix(4000))")
         }
+    }
+
+    /// A name with a right-to-left override (`a\u{202E}fdp.exe` reads "aexe.pdf") is shown with
+    /// the control as a visible mark, never applied.
+    func testABrowserShowsBidiControlsInNamesAsMarks() throws {
+        guard let chromium = ExternalTool.find("chromium", "chromium-browser", "google-chrome") else {
+            print("⚠️  SKIPPING browser test: chromium not installed (Debian package chromium)")
+            throw XCTSkip("chromium not installed (Debian package chromium)")
+        }
+        let h = try harness()
+        defer { h.shutdown() }
+        let path = "/a%E2%80%AEfdp.exe"
+        h.origin.setFile(path, data: testBytes(1000))
+        XCTAssertEqual(try h.get(h.path(path)).status, 200)
+        let doc = try StatusDocument.decode(try h.get("/.httpcachefs/status.json").body)
+        XCTAssertTrue(doc.files.contains { $0.name.contains("\u{202E}") }, "the document carries the name as it is")
+        let profile = TemporaryDirectory(prefix: "httpcachefs-chromium")
+        defer { profile.remove() }
+        let flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(profile.path)",
+                     "--virtual-time-budget=5000", "--window-size=1280,800"]
+        let dom = try ExternalTool.run(chromium, flags + ["--dump-dom", "http://127.0.0.1:\(h.port)/.httpcachefs/"], timeout: 120).stdout
+        XCTAssertTrue(dom.contains("a[U+202E]fdp.exe"), String(dom.prefix(4000)))
+        XCTAssertFalse(dom.replacingOccurrences(of: "%E2%80%AE", with: "").contains("\u{202E}"), "no raw override in the page")
     }
 
     /// The page answers at a glance, in Chromium at desktop (1280×800) and phone (390×844) width:

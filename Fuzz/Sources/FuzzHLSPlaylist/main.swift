@@ -16,7 +16,7 @@ public func fuzzHLSPlaylist(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let info = HLSPlaylistInfo(parsing: text, playlistURL: playlistURL)
 
     let rewritten = HLSPlaylist.rewrite(text, playlistURL: playlistURL) {
-        ProxyURL.make(original: $0, base: "", token: nil)
+        ProxyURL.make(original: $0, base: "", token: nil, key: key)
     }
     let before = HLSPlaylist.lines(text), after = HLSPlaylist.lines(rewritten)
     fuzzCheck(before.count == after.count, "rewrite changed \(before.count) lines into \(after.count)")
@@ -32,13 +32,16 @@ public func fuzzHLSPlaylist(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
               "\(info.resources.count) resources became \(again.resources.count) after the rewrite")
     for (original, proxied) in zip(info.resources + info.variants.map(\.url),
                                    again.resources + again.variants.map(\.url)) {
-        fuzzCheck(proxied.hasPrefix(proxyBase + "/u/"), "\(original) was not rewritten: \(proxied)")
+        fuzzCheck(proxied.hasPrefix(proxyBase + "/s/"), "\(original) was not rewritten to a signed URL: \(proxied)")
         if let decoded = try? ProxyURL.decode(path: String(proxied.dropFirst(proxyBase.count))) {
             fuzzCheck(decoded.url == original, "\(original) was rewritten to \(proxied), which names \(decoded.url)")
+            fuzzCheck(decoded.isSigned(by: key), "\(original) was rewritten to \(proxied), which this proxy would refuse")
         }
     }
     return 0
 }
+
+let key = ProxySigningKey(bytes: [UInt8](repeating: 0x42, count: 32))!
 
 /// A line the player reads as a tag or comment (blanks, then `#`; the first line may start with a
 /// byte order mark).
