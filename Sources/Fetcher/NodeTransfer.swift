@@ -239,7 +239,7 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
     private func deliver(_ bytes: ByteBuffer) -> Bool {
         if state.abort != nil { return true }   // the rest of an answer already complete: dropped
         let before = state
-        let (offset, length) = state.receiveBody(count: bytes.readableBytes)
+        let (offset, length) = bytes.withUnsafeReadableBytes { state.receiveBody($0) }
         if length > 0 {
             let flow = bytes.withUnsafeReadableBytes { all in
                 sink.fetchOffer(UnsafeRawBufferPointer(rebasing: all[offset..<(offset + length)]))
