@@ -54,7 +54,8 @@ final class ResumeOverlapOverHTTPTests: XCTestCase {
     }
 
     private func run(_ source: RangeSource, _ request: FetchRequest, _ sink: RecordingSink) {
-        _ = source.start(request, sink: sink)
+        let handle = source.start(request, sink: sink)
+        sink.pausing?.set(handle)
         wait(for: [sink.finished], timeout: 30)
         XCTAssertEqual(sink.violations, [])
     }
@@ -84,6 +85,27 @@ final class ResumeOverlapOverHTTPTests: XCTestCase {
         XCTAssertNil(sink.result())
         XCTAssertEqual(sink.body, Array(data[1000..<90_000]))
         XCTAssertEqual(origin.requests.map(\.range), ["bytes=1000-89999", "bytes=26904-89999"])
+    }
+
+    /// A sink that pauses every other offer gets every byte offered twice: the compared bytes
+    /// are compared again with them, never taken as new ones.
+    func testASinkThatPausesChangesNothing() {
+        for replace in [false, true] {
+            origin.setFile("/f.bin", data: data, etag: "")
+            origin.resetLog()
+            origin.setFaults("/f.bin", Faults(dropAfterBytes: 30_000, dropCount: 1))
+            let sink = replacing("/f.bin", on: origin, after: 30_000, replace: replace)
+            sink.pausing = ResumeBox()
+            run(curl(config), FetchRequest(url: origin.url("/f.bin")), sink)
+            XCTAssertGreaterThan(sink.pauses, 0)
+            if replace {
+                XCTAssertEqual(sink.result(), .remoteChanged(url: origin.url("/f.bin")))
+                XCTAssertEqual(sink.body, Array(data[0..<30_000]))
+            } else {
+                XCTAssertNil(sink.result())
+                XCTAssertEqual(sink.body, data)
+            }
+        }
     }
 
     func testAStrongETagResumeAsksForNoByteTwice() {
@@ -150,6 +172,34 @@ final class ResumeOverlapOverHTTPTests: XCTestCase {
                 XCTAssertEqual(sink.body, data)
             }
         }
+    }
+
+    /// A node that dies mid-piece, and the next node in the slice's order holding other bytes under
+    /// the same Last-Modified: that node is refused before it passes a byte on, and the origin
+    /// serves the rest, byte-exact.
+    func testANextNodeWithOtherBytesBeforeTheResumePointIsRefused() throws {
+        let second = try OriginServer()
+        defer { second.stop() }
+        let nodes = ["http://127.0.0.1:\(node.port)", "http://127.0.0.1:\(second.port)"]
+        let router = TierRouter(nodes: nodes, sliceSize: 100_000)
+        let order = router.order(key: origin.url("/f.bin"), slice: 0).map { [node!, second][$0] }
+        order[0].setFile("/f.bin", data: data, etag: "")
+        order[0].setFaults("/f.bin", Faults(dropAfterBytes: 30_000))
+        order[1].setFile("/f.bin", data: other, etag: "")
+        var nodeConfig = config
+        nodeConfig.maxRetries = 0
+        let spec = TierSpec(scheme: "http", host: "127.0.0.1", port: origin.port, nodes: nodes, sliceSize: 100_000)
+        let tier = TierRangeSource(origin: curl(config), tier: curl(nodeConfig), tiers: [spec])
+        var request = FetchRequest(url: origin.url("/f.bin"), start: 0, end: 100_000, ifRange: "Mon, 01 Jan 2024 00:00:00 GMT")
+        request.expectedLength = 100_000
+        let sink = RecordingSink()
+        run(tier, request, sink)
+        XCTAssertNil(sink.result())
+        XCTAssertEqual(sink.body, data, "nothing of the other node's bytes")
+        XCTAssertEqual(order[1].requests.map(\.range), ["bytes=25904-99999"], "the next node was asked from the same slice")
+        XCTAssertEqual(origin.requests.map(\.range), ["bytes=25904-99999"], "the origin served the rest")
+        let refused = nodes[order[1] === node ? 0 : 1]
+        XCTAssertEqual(tier.tierStatus().nodes.first { $0.node == refused }?.backedOff, true, "the refused node backs off")
     }
 }
 
