@@ -310,6 +310,11 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
         loopState.unwatch(self)
         switch state.attemptEnded(result) {
         case let .finish(error):
+            if let detail = state.changeDetail, case .remoteChanged = error {
+                source.logger.info("tier node's file changed during transfer", metadata: [
+                    "url": "\(DisplayURL.redacted(state.request.url))", "why": "\(detail)",
+                ])
+            }
             finish(error)
         case let .redirect(url):   // never with `.never`: a node's answer, refused
             finish(.invalidResponse(url: url, message: "a tier node redirected"))
