@@ -10,7 +10,8 @@
 /// ones before anything new is delivered: other bytes are another version (the transfer ends with
 /// `.remoteChanged`); the same ones are dropped, and the answer goes on.
 ///
-/// Owned by one transfer (`TransferState`, `TierTransfer`): runs on that transfer's thread.
+/// Owned by one transfer (`TransferState`, `TierTransfer` under its lock): runs on that transfer's
+/// thread, blocks on nothing; copies at most 8 KiB per delivered chunk, and only for such versions.
 struct ResumeOverlap: Equatable {
     /// Bytes kept and asked again: a page, a few tenths of a percent of a resumed answer.
     static let length = 4096
