@@ -62,6 +62,7 @@ struct ResumeOverlap: Equatable {
         let want = expected.dropFirst(matched).prefix(n)
         guard want.elementsEqual(bytes.prefix(n)) else { return nil }
         matched += n
+        if matched == expected.count { beginFresh() }   // all compared: the kept bytes' buffer is theirs alone again
         return n
     }
 }
