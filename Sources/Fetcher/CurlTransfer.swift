@@ -186,12 +186,12 @@ final class CurlTransfer {
         }
         if state.redirectTarget != nil {
             // A redirect's body, dropped: read to its end, the hop's connection is kept.
-            _ = state.receiveBody(count: bytes.count)
+            _ = state.receiveBody(bytes)
             return state.redirectBodyTooLong ? .abort : .taken
         }
         if let throttle, !throttle.admit(bytes.count, transfer: id, priority: priority, owner: state.request.owner) { return .pause }
         let before = state
-        let (offset, length) = state.receiveBody(count: bytes.count)
+        let (offset, length) = state.receiveBody(bytes)
         if length > 0 {
             let slice = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)])
             switch sink.fetchOffer(slice) {

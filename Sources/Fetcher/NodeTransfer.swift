@@ -239,7 +239,7 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
     private func deliver(_ bytes: ByteBuffer) -> Bool {
         if state.abort != nil { return true }   // the rest of an answer already complete: dropped
         let before = state
-        let (offset, length) = state.receiveBody(count: bytes.readableBytes)
+        let (offset, length) = bytes.withUnsafeReadableBytes { state.receiveBody($0) }
         if length > 0 {
             let flow = bytes.withUnsafeReadableBytes { all in
                 sink.fetchOffer(UnsafeRawBufferPointer(rebasing: all[offset..<(offset + length)]))
@@ -310,6 +310,11 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
         loopState.unwatch(self)
         switch state.attemptEnded(result) {
         case let .finish(error):
+            if let detail = state.changeDetail, case .remoteChanged = error {
+                source.logger.info("tier node's file changed during transfer", metadata: [
+                    "url": "\(DisplayURL.redacted(state.request.url))", "why": "\(detail)",
+                ])
+            }
             finish(error)
         case let .redirect(url):   // never with `.never`: a node's answer, refused
             finish(.invalidResponse(url: url, message: "a tier node redirected"))

@@ -16,6 +16,16 @@ import Foundation
 /// version's, so a switch mid-piece mixes nothing. If even the origin's answer is another
 /// version, the fetch ends with `.remoteChanged` (the engine re-probes at the next open), as a
 /// direct fetch would.
+///
+/// A version known only by its Last-Modified (no strong ETag, or ETags ignored) cannot show, in a
+/// head, a file replaced within the same second: an attempt that goes on where another stopped
+/// (a node that died mid-piece, the origin after a node) could splice two versions. So for such a
+/// version every attempt after the first byte also asks for the last bytes passed on
+/// (`ResumeOverlap`: up to 4 KiB; to a node, only those of the same slice, so that the node is
+/// not made to fetch the slice before), and compares them before passing anything on. Other
+/// bytes from a node refuse that node; from the origin, they end the fetch with `.remoteChanged`.
+/// A piece that starts a slice on a node therefore compares nothing (its node is keyed by the
+/// same validator, and blind in the same way).
 final class TierTransfer: FetchHandle, Sendable {
     let request: FetchRequest
     let sink: FetchSink
@@ -29,6 +39,8 @@ final class TierTransfer: FetchHandle, Sendable {
     /// and formatting the version per piece showed in a proxied miss's profile).
     private let nodePath: String?
     private let nodeHeaders: [String]
+    /// The version shows only in its bytes (see above): attempts after the first byte compare.
+    private let checksSplices: Bool
 
     /// What changes as the attempts go by; each lock region reads and writes several fields at once.
     private struct State {
@@ -51,6 +63,10 @@ final class TierTransfer: FetchHandle, Sendable {
         var priority: (FetchPriority, Double)?
         /// A resume came while no attempt's handle was stored: the next one gets it.
         var resumeOnSet = false
+        /// The last bytes passed on, and what the attempt in flight must start with.
+        var overlap = ResumeOverlap()
+        /// Bytes before `position` the attempt in flight asked again, to compare.
+        var askedAgain: Int64 = 0
     }
 
     private let state: LockedValue<State>
@@ -67,6 +83,7 @@ final class TierTransfer: FetchHandle, Sendable {
         nodePath = TierSpec.nodePath(for: request.url)
         nodeHeaders = ["\(TierRangeSource.versionHeader): \(version.headerValue)",
                        "\(TierRangeSource.keyHeader): \(Self.headerSafe(key))"]
+        checksSplices = !version.validator.hasPrefix("\"") || version.ignoreETag
         state = LockedValue(State(position: request.start))
     }
 
@@ -119,18 +136,26 @@ final class TierTransfer: FetchHandle, Sendable {
             s.refusal = nil
             s.current = nil
             let order = router.order(key: key, slice: piece.index).map { router.nodes[$0] }
-            if let node = order.first(where: { !s.tried.contains($0) && source.state.isAvailable($0) }),
-               let path = nodePath {
+            let node = order.first(where: { !s.tried.contains($0) && source.state.isAvailable($0) })
+            // To a node, only bytes of the same slice are asked again.
+            let sliceStart = piece.index * router.sliceSize
+            let limit = s.position > request.start && checksSplices
+                ? Int(min(Int64(ResumeOverlap.length), s.position - (node == nil || nodePath == nil ? request.start : max(request.start, sliceStart))))
+                : 0
+            s.overlap.beginFresh()
+            s.askedAgain = limit > 0 ? Int64(s.overlap.beginResume(limit: limit)) : 0
+            let from = piece.start - s.askedAgain
+            if let node, let path = nodePath {
                 s.tried.insert(node)
                 s.currentNode = node
-                var r = FetchRequest(url: node + path, start: piece.start, end: piece.end, requireRange: true,
+                var r = FetchRequest(url: node + path, start: from, end: piece.end, requireRange: true,
                                      priority: s.priority?.0 ?? request.priority, owner: request.owner)
                 r.sendsIfRange = false   // nginx's slice module would start at slice 0 (see FetchRequest)
                 r.headers = nodeHeaders
                 return .start(r, node: node, id: s.attempt)
             }
             s.currentNode = nil
-            var r = FetchRequest(url: request.url, start: piece.start, end: piece.end, ifRange: version.validator,
+            var r = FetchRequest(url: request.url, start: from, end: piece.end, ifRange: version.validator,
                                  requireRange: true, priority: s.priority?.0 ?? request.priority, owner: request.owner)
             r.ignoreETag = request.ignoreETag
             r.expectedLength = version.length
@@ -183,7 +208,7 @@ final class TierTransfer: FetchHandle, Sendable {
         enum Verdict { case refuse, pass(ResponseHead), accept }
         let verdict: Verdict = state.withLock { s in
             guard id == s.attempt, !s.cancelled else { return .refuse }
-            if let why = version.mismatch(head, offset: s.position) {
+            if let why = version.mismatch(head, offset: s.position - s.askedAgain) {
                 s.refusal = why
                 return .refuse
             }
@@ -207,12 +232,40 @@ final class TierTransfer: FetchHandle, Sendable {
         }
     }
 
+    /// How many of an attempt's next `bytes` are ones asked again (compared equal, not passed on),
+    /// or nil when they differ (the attempt is refused) or the attempt is no longer current.
+    /// Nothing is recorded: the caller commits once the rest was taken (`taken`).
+    private func compared(_ bytes: UnsafeRawBufferPointer, attempt id: Int) -> Int? {
+        state.withLock { s in
+            guard id == s.attempt, !s.done else { return nil }
+            guard s.overlap.pending > 0 else { return 0 }
+            var overlap = s.overlap
+            guard let n = overlap.compare(bytes) else {
+                s.refusal = "the \(s.askedAgain) bytes before byte \(s.position) differ from the ones passed on"
+                return nil
+            }
+            return n
+        }
+    }
+
+    /// An attempt's `bytes` were taken: the first `skipped` (compared) are done with, the rest
+    /// were passed on.
+    private func taken(_ bytes: UnsafeRawBufferPointer, skipped: Int) {
+        state.withLock { s in
+            if skipped > 0 { _ = s.overlap.compare(UnsafeRawBufferPointer(rebasing: bytes[..<skipped])) }
+            let rest = UnsafeRawBufferPointer(rebasing: bytes[skipped...])
+            if checksSplices { s.overlap.keep(rest) }
+            s.position += Int64(rest.count)
+        }
+    }
+
     fileprivate func attemptOffer(_ bytes: UnsafeRawBufferPointer, attempt id: Int, node: String?) -> FetchFlow {
-        guard isCurrent(id) else { return .stop }
-        let flow = sink.fetchOffer(bytes)
+        guard let skipped = compared(bytes, attempt: id) else { return .stop }
+        let rest = UnsafeRawBufferPointer(rebasing: bytes[skipped...])
+        let flow: FetchFlow = rest.isEmpty ? .proceed : sink.fetchOffer(rest)
         switch flow {
         case .proceed:
-            state.withLock { $0.position += Int64(bytes.count) }
+            taken(bytes, skipped: skipped)
             source.state.delivered(bytes.count, node: node, key: key)
         case .stop:
             // The reader's sink wants no more: the transfer ends here, on no other node. The
@@ -226,12 +279,13 @@ final class TierTransfer: FetchHandle, Sendable {
     }
 
     fileprivate func attemptReceive(_ bytes: UnsafeRawBufferPointer, attempt id: Int, node: String?) -> Bool {
-        guard isCurrent(id) else { return false }
-        guard sink.fetchDidReceive(bytes) else {
+        guard let skipped = compared(bytes, attempt: id) else { return false }
+        let rest = UnsafeRawBufferPointer(rebasing: bytes[skipped...])
+        guard rest.isEmpty || sink.fetchDidReceive(rest) else {
             state.withLock { $0.cancelled = true }
             return false
         }
-        state.withLock { $0.position += Int64(bytes.count) }
+        taken(bytes, skipped: skipped)
         source.state.delivered(bytes.count, node: node, key: key)
         return true
     }

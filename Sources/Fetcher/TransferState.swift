@@ -13,6 +13,12 @@ import Foundation
 /// - Error statuses never reach the sink. 5xx, 429 and 408 are retried (429/503 after their
 ///   `Retry-After`), dropped connections resume (at once if the attempt moved bytes), a stall
 ///   is retried only if the attempt moved some bytes first. Progress resets the retry budget.
+/// - A head without a strong validator (no ETag, a weak one, `ignoreETag`, or rotating ETags; a
+///   Last-Modified alone survives a same-second replacement) cannot show a change on a resume:
+///   the transfer keeps the last bytes it delivered (`ResumeOverlap`), a resume asks again from
+///   that many bytes before the resume point (a 200 has them among its skipped lead), and they are
+///   compared before anything new is delivered: other bytes are `.remoteChanged` ("the bytes
+///   before the resume point differ"); equal ones are dropped. A strong ETag asks nothing again.
 /// - Bytes beyond what the head promised (a 200 resume past the requested range) end the
 ///   transfer successfully.
 /// - A 206 to an `If-Range` (the origin says the version matched) whose Content-Range total is
@@ -160,6 +166,11 @@ struct TransferState {
     private var attemptExpected: Int64?
     private var attemptReceived: Int64 = 0
     private var deliveredAtAttemptStart: Int64 = 0
+    /// The last delivered bytes, kept to check a resume against: nil for a head with a strong
+    /// ETag (its `If-Range` shows a change), or before the head.
+    private(set) var overlap: ResumeOverlap?
+    /// Bytes before `resumeOffset` the current attempt asked again (to compare).
+    private(set) var askedAgain: Int64 = 0
 
     init(request: FetchRequest, policy: RetryPolicy, redirects: RedirectRules = RedirectRules()) {
         self.request = request
@@ -205,12 +216,15 @@ struct TransferState {
         attemptExpected = nil
         attemptReceived = 0
         deliveredAtAttemptStart = delivered
+        askedAgain = 0
+        overlap?.beginFresh()
         guard let head else {
             let ifRange = request.sendsIfRange ? request.ifRange : nil
             sentIfRange = request.rangeHeader != nil && ifRange != nil
             return (request.rangeHeader, ifRange)
         }
-        let from = resumeOffset
+        askedAgain = Int64(overlap?.beginResume() ?? 0)
+        let from = resumeOffset - askedAgain
         let range: String
         if let promised {
             let last = head.bodyStart + promised - 1
@@ -287,7 +301,7 @@ struct TransferState {
                 return stop(.fail(.remoteChanged(url: request.url)))
             }
             let answerStart = partial ? range!.start : 0
-            let wanted = resumeOffset
+            let wanted = resumeOffset - askedAgain
             if answerStart > wanted {
                 return stop(.fail(.invalidResponse(url: finalURL, message:
                     "resume asked for byte \(wanted), the answer starts at \(answerStart)")))
@@ -311,6 +325,7 @@ struct TransferState {
             first.etagRotating = Self.rotating(retriedETags, etag: etag, date: date, length: length)
         }
         head = first
+        overlap = Self.hasStrongValidator(first, ignoringETag: request.ignoreETag) ? nil : ResumeOverlap()
         if useLead, let length = block.contentLength {
             promised = min(request.end ?? length, length) - request.start
         } else {
@@ -347,18 +362,30 @@ struct TransferState {
         return .redirect(to: target)
     }
 
-    /// `count` body bytes of the current attempt arrived: returns the slice to give the sink.
-    mutating func receiveBody(count: Int) -> (offset: Int, length: Int) {
+    /// Body bytes of the current attempt arrived: returns the slice of them to give the sink.
+    /// Bytes asked again before a resume point are compared with the delivered ones first (and
+    /// dropped); when they differ, nothing is delivered and the transfer stops (`.remoteChanged`).
+    mutating func receiveBody(_ bytes: UnsafeRawBufferPointer) -> (offset: Int, length: Int) {
+        let count = bytes.count
         if redirectTarget != nil {
             redirectBody += Int64(count)
             return (count, 0)   // a redirect's body: dropped
         }
         attemptReceived += Int64(count)
-        let dropped = Int(min(skip, Int64(count)))
+        var dropped = Int(min(skip, Int64(count)))
         skip -= Int64(dropped)
+        if let pending = overlap?.pending, pending > 0, dropped < count {
+            guard let compared = overlap!.compare(UnsafeRawBufferPointer(rebasing: bytes[dropped...])) else {
+                changeDetail = "the \(askedAgain) bytes before the resume point (byte \(resumeOffset)) differ from the delivered ones"
+                abort = .fail(.remoteChanged(url: request.url))
+                return (count, 0)
+            }
+            dropped += compared
+        }
         var length = count - dropped
         if let promised { length = Int(min(Int64(length), max(0, promised - delivered))) }
         delivered += Int64(length)
+        if length > 0 { overlap?.keep(UnsafeRawBufferPointer(rebasing: bytes[dropped..<(dropped + length)])) }
         if let promised, delivered >= promised {
             let surplus = dropped + length < count
             let more = attemptExpected.map { attemptReceived < $0 } ?? false
@@ -454,6 +481,13 @@ struct TransferState {
     /// Two or more ETags among `seen` and `etag` for the same date and length.
     static func rotating(_ seen: [(String, String?, Int64?)], etag: String, date: String, length: Int64) -> Bool {
         Set(seen.filter { $0.1 == date && $0.2 == length }.map(\.0) + [etag]).count >= 2
+    }
+
+    /// Whether `head`'s version shows in its validators on a resume: a strong ETag, sent in
+    /// `If-Range` and compared, that neither the request ignores nor the origin rotates.
+    static func hasStrongValidator(_ head: ResponseHead, ignoringETag: Bool) -> Bool {
+        guard let etag = head.etag, !etag.hasPrefix("W/"), !ignoringETag else { return false }
+        return !head.etagRotating
     }
 
     /// Why a resume answer describes a different resource than the head, or nil.
