@@ -20,8 +20,8 @@ struct CacheOptions: ParsableArguments {
             help: ArgumentHelp("Cache directory (default: $HTTPCACHEFS_CACHE_DIR, else $XDG_CACHE_HOME/httpcachefs, else /var/cache/httpcachefs for root and ~/.cache/httpcachefs for others).", valueName: "path"))
     var cacheDirectory: String?
 
-    @Option(name: .customLong("cache-size"), parsing: .unconditional,
-            help: ArgumentHelp("Most bytes to keep cached, e.g. 500M, 5G, 1.5T (default: 5G).", valueName: "size"))
+    @Option(name: [.customLong("cache-size"), .customLong("vfs-cache-max-size")], parsing: .unconditional,
+            help: ArgumentHelp("Most bytes to keep cached, e.g. 500M, 5G, 1.5T (default: 5G). rclone name: --vfs-cache-max-size.", valueName: "size"))
     var cacheSize: String?
 
     @Option(name: .customLong("slice-size"), parsing: .unconditional,

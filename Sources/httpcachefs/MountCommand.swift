@@ -52,8 +52,8 @@ struct MountCommand: AsyncParsableCommand {
             help: ArgumentHelp("A web server's directory listing shown as a tree: URL (at the root) or DIR=URL; repeatable.", valueName: "url"))
     var indexes: [String] = []
 
-    @Option(name: .customLong("index-ttl"), parsing: .unconditional,
-            help: ArgumentHelp("How long a directory listing is used before it is fetched again; past it, the listing is served at once and refreshed in the background (default: 1m).", valueName: "duration"))
+    @Option(name: [.customLong("index-ttl"), .customLong("dir-cache-time")], parsing: .unconditional,
+            help: ArgumentHelp("How long a directory listing is used before it is fetched again; past it, the listing is served at once and refreshed in the background (default: 1m). rclone name: --dir-cache-time.", valueName: "duration"))
     var indexTTL: String?
 
     @Option(name: .customLong("listing-memory"), parsing: .unconditional,
@@ -65,6 +65,9 @@ struct MountCommand: AsyncParsableCommand {
 
     @Flag(name: [.customShort("f"), .customLong("foreground")], help: "Stay attached and log to stderr instead of going to the background.")
     var foreground = false
+
+    @Flag(name: .customLong("daemon"), help: "rclone name: go to the background, which is the default.")
+    var daemon = false
 
     @Option(name: .customShort("o", allowingJoined: true),
             help: ArgumentHelp("FUSE mount options, comma-separated (e.g. allow_other); repeatable.", valueName: "options"))
@@ -149,6 +152,7 @@ struct MountCommand: AsyncParsableCommand {
         _ = try proxy.resolve(file: resolved.config)
         let tree = try buildTree(settings)
         let indexTTL = settings.indexTTL
+        if daemon && foreground && ready == nil { throw UsageError("--daemon and --foreground contradict each other: give one (the background is the default)") }
         let owned = try owner.resolve(fuseOptions: fuseOptions.flatMap(MountOptions.splitOptionList), configFile: cache.configFile)
         let prepared = try await onBlockingPool { try Mountpoint.prepare(mountpoint) }
 

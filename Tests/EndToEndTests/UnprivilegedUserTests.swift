@@ -188,6 +188,20 @@ final class UnprivilegedUserTests: XCTestCase {
         XCTAssertEqual(which.stderr.split(separator: "\n").count, 1, which.stderr)
     }
 
+    /// A mount written as an rclone user writes it: rclone's names for the same settings work,
+    /// --file-perms/--dir-perms become the modes (write bits dropped: read-only).
+    func testAMountWithRclonesNames() throws {
+        let mount = try user.httpcachefs(["mount", mountpoint, "--index", origin.url("/lib/"), "--no-proxy",
+                                          "--daemon", "--read-only", "--dir-cache-time", "5m0s", "--vfs-cache-max-size", "1G",
+                                          "--buffer-size", "16M", "--vfs-cache-max-age", "30d",
+                                          "--file-perms", "0640", "--dir-perms", "0750"])
+        XCTAssertEqual(mount.status, 0, "mount with rclone's names: \(mount.stderr)")
+        guard mount.status == 0 else { return }
+        let modes = try user.run("/usr/bin/stat", ["-c", "%a %n", mountpoint + "/movie.bin", mountpoint + "/sub"])
+        XCTAssertEqual(modes.text, "440 \(mountpoint)/movie.bin\n550 \(mountpoint)/sub\n", modes.stderr)
+        XCTAssertEqual(try user.httpcachefs(["unmount", mountpoint]).status, 0)
+    }
+
     // MARK: helpers
 
     /// GET of a proxy URL as `url` printed it.

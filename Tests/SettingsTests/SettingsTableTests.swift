@@ -12,7 +12,7 @@ final class SettingsTableTests: XCTestCase {
             }
         }
         let exceptions = SettingsTable.all.filter { !$0.inConfig || $0.fstab == .none }.map(\.name).sorted()
-        XCTAssertEqual(exceptions, ["config", "foreground", "tier", "user"], "the listed few")
+        XCTAssertEqual(exceptions, ["allow-other", "config", "daemon", "foreground", "read-only", "tier", "user"], "the listed few")
         XCTAssertEqual(Set(SettingsTable.all.map(\.name)).count, SettingsTable.all.count, "no setting twice")
     }
 
@@ -82,6 +82,40 @@ final class SettingsTableTests: XCTestCase {
         XCTAssertEqual(SettingsTable.suggestion(for: "cache-szie", among: keys), "cache-size")
         XCTAssertEqual(SettingsTable.suggestion(for: "readtimeout", among: keys), "read-timeout")
         XCTAssertNil(SettingsTable.suggestion(for: "xyz", among: keys))
-        XCTAssertNil(SettingsTable.suggestion(for: "allow_other", among: keys))
+        XCTAssertNil(SettingsTable.suggestion(for: "noatime", among: keys))
+    }
+
+    // MARK: rclone's names
+
+    func testRcloneNamesThatMeanTheSameAreAliasesEverywhere() throws {
+        for (rclone, ours) in [("vfs-cache-max-size", "cache-size"), ("vfs-cache-max-age", "cache-max-age"),
+                               ("dir-cache-time", "index-ttl"), ("buffer-size", "read-ahead-max"),
+                               ("vfs-read-ahead", "read-ahead-max"), ("max-read-ahead", "read-ahead-max")] {
+            XCTAssertEqual(SettingsTable.named(rclone)?.name, ours, rclone)
+            XCTAssertEqual(SettingsTable.aliases[rclone], ours, rclone)
+        }
+        let file = try ConfigFile.parse("vfs_cache_max_size = 20G\ndir-cache-time = 5m\n", path: "c")
+        XCTAssertEqual(file["cache-size"], "20G")
+        XCTAssertEqual(file["index-ttl"], "5m")
+        XCTAssertEqual(try FstabWords.expandingMountArguments(["mount", "/m", "-o", "vfs_cache_max_size=1G,allow_other", "http://h/a"]),
+                       ["mount", "/m", "--cache-size", "1G", "http://h/a", "-o", "allow_other"])
+        XCTAssertEqual(SettingsTable.named("allow_other")?.name, "allow-other")
+    }
+
+    func testRcloneNamesThatMeanSomethingElseAreRefusedWithTheWayOut() {
+        let cases: [([String], String)] = [
+            (["mount", "/m", "--vfs-cache-mode", "full"], "--vfs-cache-mode is rclone's: httpcachefs always caches as rclone's --vfs-cache-mode full does"),
+            (["mount", "/m", "--vfs-cache-mode=writes"], "drop --vfs-cache-mode"),
+            (["cat", "http://h/a", "--vfs-read-chunk-size", "32M"], "--slice-size"),
+            (["mount", "/m", "--poll-interval", "1m"], "httpcachefs refresh"),
+            (["cat", "http://h/a", "--timeout", "5m"], "--read-timeout"),
+        ]
+        for (arguments, message) in cases {
+            XCTAssertThrowsError(try FstabWords.expandingMountArguments(arguments), "\(arguments)") { error in
+                XCTAssertTrue("\(error)".contains(message), "\(error)")
+                XCTAssertFalse("\(error)".contains("\n"))
+            }
+        }
+        XCTAssertNoThrow(try FstabWords.expandingMountArguments(["cat", "--", "--timeout"]), "after --, an argument")
     }
 }
