@@ -204,6 +204,7 @@ struct CacheOptions: ParsableArguments {
     ///   `/metrics` (a daemon's proxy); nil: only the status document's totals are kept.
     func openEngine(defaultLogLevel: Logger.Level = .error, metrics: PrometheusExport? = nil) throws -> CacheEngine {
         let configuration = try configuration()
+        try Self.checkWritable(configuration.directory)
         OpenFileLimit.raiseToHard(logger: makeLogger(label: "httpcachefs.cache", defaultLevel: defaultLogLevel))
         let resolved = try resolve()
         let fetchLogger = makeLogger(label: "httpcachefs.fetch", defaultLevel: defaultLogLevel)
@@ -265,6 +266,26 @@ struct CacheOptions: ParsableArguments {
             if parent == probe || parent.isEmpty { return }
             probe = parent
         }
+    }
+
+    /// A cache this process writes must be writable by its user: an existing directory of
+    /// another's (root's `/var/cache/httpcachefs`) is said to be so, not "cannot create".
+    static func checkWritable(_ path: String) throws {
+        var probe = URL(fileURLWithPath: path).standardizedFileURL.path
+        while access(probe, F_OK) != 0 {
+            let parent = (probe as NSString).deletingLastPathComponent
+            if parent == probe || parent.isEmpty { return }
+            probe = parent
+        }
+        guard access(probe, W_OK | X_OK) != 0 else { return }
+        var st = stat()
+        let owner = stat(probe, &st) == 0 ? (getpwuid(st.st_uid).map { String(cString: $0.pointee.pw_name) } ?? "uid \(st.st_uid)") : "?"
+        let mode = String(st.st_mode & 0o777, radix: 8)
+        let other = "give one of your own with --cache-dir (the default for you is ~/.cache/httpcachefs)"
+        if probe == URL(fileURLWithPath: path).standardizedFileURL.path {
+            throw CommandFailure("cache directory \(probe) exists but is not writable by you (owner \(owner), mode 0\(mode)): \(other)")
+        }
+        throw CommandFailure("cannot create cache directory \(path): \(probe) is not writable by you (owner \(owner), mode 0\(mode)); \(other)")
     }
 
     static func parseLevel(_ text: String, option: String) throws -> Logger.Level {

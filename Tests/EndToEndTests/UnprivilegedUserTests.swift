@@ -202,6 +202,33 @@ final class UnprivilegedUserTests: XCTestCase {
         XCTAssertEqual(try user.httpcachefs(["unmount", mountpoint]).status, 0)
     }
 
+    /// What a normal user meets, each one line with the fix: a cache directory of root's, a
+    /// second mount on a mountpoint, /dev/fuse closed to them.
+    func testMessagesANormalUserMeetsSayWhatToDo() throws {
+        let rootsCache = user.root + "/roots-cache"
+        try FileManager.default.createDirectory(atPath: rootsCache, withIntermediateDirectories: true)   // root's, 0755
+        let cat = try user.httpcachefs(["cat", origin.url("/lib/extra.txt"), "--cache-dir", rootsCache])
+        XCTAssertEqual(cat.status, 1)
+        XCTAssertTrue(cat.stderr.contains("cache directory \(rootsCache) exists but is not writable by you (owner root, mode 0755)"), cat.stderr)
+        XCTAssertTrue(cat.stderr.contains("--cache-dir"), cat.stderr)
+        XCTAssertEqual(cat.stderr.split(separator: "\n").count, 1, cat.stderr)
+
+        XCTAssertEqual(try user.httpcachefs(["mount", mountpoint, origin.url("/lib/extra.txt"), "--no-proxy"]).status, 0)
+        let twice = try user.httpcachefs(["mount", mountpoint, origin.url("/lib/extra.txt"), "--no-proxy"])
+        XCTAssertNotEqual(twice.status, 0)
+        XCTAssertTrue(twice.stderr.contains("unmount it first (httpcachefs unmount \(mountpoint))"), twice.stderr)
+        XCTAssertEqual(try user.httpcachefs(["unmount", mountpoint]).status, 0)
+
+        var st = stat()
+        guard stat("/dev/fuse", &st) == 0 else { return }
+        chmod("/dev/fuse", 0o600)
+        defer { chmod("/dev/fuse", st.st_mode & 0o7777) }
+        let closed = try user.httpcachefs(["mount", mountpoint, origin.url("/lib/extra.txt"), "--no-proxy"])
+        XCTAssertNotEqual(closed.status, 0)
+        XCTAssertTrue(closed.stderr.contains("/dev/fuse (mode 0600) cannot be opened by this user: as root, chmod 0666 /dev/fuse"), closed.stderr)
+        XCTAssertEqual(closed.stderr.split(separator: "\n").count, 1, closed.stderr)
+    }
+
     // MARK: helpers
 
     /// GET of a proxy URL as `url` printed it.
