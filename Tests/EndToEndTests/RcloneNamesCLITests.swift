@@ -17,6 +17,13 @@ extension CLITests {
             XCTAssertTrue(help.text.contains(name), "help mount lists \(name)")
         }
         XCTAssertTrue(help.text.contains("rclone name"), help.text)
+
+        // A --bwlimit timetable as rclone writes it (the limit itself: BandwidthTimetableTests).
+        let timed = try run(["cat", origin.url("/r.bin"), "--bwlimit", "00:00,64M 12:00,off"])
+        XCTAssertEqual(timed.status, 0, timed.stderr)
+        let bare = try run(["cat", origin.url("/r.bin"), "--bwlimit", "512"])
+        XCTAssertEqual(bare.status, 64)
+        XCTAssertOneLineError(bare, contains: "has no unit: write 512K for KiB/s")
     }
 
     func testRclonesNamesThatMeanSomethingElseAreOneLineWithTheWayOut() throws {

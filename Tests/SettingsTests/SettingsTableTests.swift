@@ -119,3 +119,35 @@ final class SettingsTableTests: XCTestCase {
         XCTAssertNoThrow(try FstabWords.expandingMountArguments(["cat", "--", "--timeout"]), "after --, an argument")
     }
 }
+
+/// `--bwlimit` as one rate or as rclone's timetables.
+final class BandwidthLimitValueTests: XCTestCase {
+    func testOneRateOrATimetableAsRcloneWritesIt() throws {
+        XCTAssertEqual(try BandwidthLimitValue.parse("10M", option: "--bwlimit"), .constant(10 << 20))
+        XCTAssertEqual(try BandwidthLimitValue.parse("500K/s", option: "--bwlimit"), .constant(500 << 10))
+        XCTAssertEqual(try BandwidthLimitValue.parse("off", option: "--bwlimit"), .constant(0))
+        XCTAssertEqual(try BandwidthLimitValue.parse("08:00,512k 23:00,off", option: "--bwlimit"),
+                       .timetable(weekly: false, entries: [.init(minute: 480, bytesPerSecond: 512 << 10), .init(minute: 1380, bytesPerSecond: 0)]))
+        XCTAssertEqual(try BandwidthLimitValue.parse("Sat-00:00,off Mon-08:00,10M:2M", option: "--bwlimit"),
+                       .timetable(weekly: true, entries: [.init(minute: 480, bytesPerSecond: 2 << 20),
+                                                          .init(minute: 5 * 1440, bytesPerSecond: 0)]),
+                       "sorted; UP:DOWN takes the download side")
+    }
+
+    func testBadTimetablesSayWhatIsWrong() {
+        let cases: [(String, String)] = [
+            ("08:00,512K 23:00", "expected HH:MM,RATE"),
+            ("25:00,1M", "invalid time '25:00'"),
+            ("Fun-08:00,1M", "invalid day 'Fun'"),
+            ("Mon-08:00,1M 09:00,off", "mixes entries with and without a day"),
+            ("08:00,1M 08:00,2M", "gives '08:00' twice"),
+            ("512", "has no unit: write 512K for KiB/s (rclone's reading) or 512B"),
+            ("08:00,fast", "invalid size 'fast'"),
+        ]
+        for (text, message) in cases {
+            XCTAssertThrowsError(try BandwidthLimitValue.parse(text, option: "--bwlimit"), text) { error in
+                XCTAssertTrue("\(error)".contains(message), "\(text): \(error)")
+            }
+        }
+    }
+}
