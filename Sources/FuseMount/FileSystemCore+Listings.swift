@@ -213,9 +213,16 @@ extension FileSystemCore {
     }
 
     /// Merges a fresh listing into a directory. Under the lock (`s`).
-    func applyListing(_ node: Node, _ idx: IndexState, _ entries: [ListingEntry], _ s: inout State) -> Invalidations {
+    func applyListing(_ node: Node, _ idx: IndexState, _ listed: [ListingEntry], _ s: inout State) -> Invalidations {
         var invalidations = Invalidations()
         guard let dir = node.directory else { return invalidations }
+        // `--include`/`--exclude`: what they leave out is as if not listed.
+        var entries = listed
+        if let filter = options.listingFilter {
+            let base = s.table.path(of: node)
+            let prefix = base == "/" ? "/" : base + "/"
+            entries = listed.filter { filter.allows(prefix + $0.name, isDirectory: $0.isDirectory) }
+        }
         let names = Set(entries.map { EntryName($0.name) })
         for name in idx.listed where !names.contains(name) {
             if let ino = dir.children[name], s.table.node(ino)?.origin == .listing { invalidations.entries += s.table.detach(ino) }

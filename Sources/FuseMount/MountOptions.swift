@@ -64,6 +64,8 @@ public struct MountOptions: Sendable {
     /// `FileSystemCore.listingCost`): a listing that would pass it fails (EIO on its directory),
     /// each listing being capped at 64 MiB of bytes besides.
     public var listingBudget: Int64 = MountOptions.defaultListingBudget
+    /// `--include`/`--exclude`: entries of listings the mount leaves out (nil: none).
+    public var listingFilter: ListingFilter?
     public static let defaultListingBudget: Int64 = 256 << 20
 
     public init(revalidateAfter: TimeInterval = 600, listingTTL: TimeInterval? = nil,

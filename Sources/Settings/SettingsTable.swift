@@ -30,6 +30,7 @@ public enum SettingsTable {
         .flag("allow-other", fstab: .none, why: "its fstab word is libfuse's own allow_other"),
         .flag("read-only", inConfig: false, fstab: .none, why: "always so: the mount is read-only (fstab's 'ro' is dropped)"),
         .flag("daemon", inConfig: false, fstab: .none, why: "the default; how the daemon runs is the command's choice"),
+        .list("include"), .list("exclude"),
         // The mount command.
         .value("url-list"), .list("index"), .value("index-ttl"), .value("listing-memory"), .flag("by-url"), .flag("no-proxy"),
         .flag("no-passthrough"), .value("page-cache-fill"), .value("stop-timeout"),

@@ -60,6 +60,14 @@ struct MountCommand: AsyncParsableCommand {
             help: ArgumentHelp("Memory all --index listings together may take, about 1.2K per entry; a listing past it fails (default: 256M).", valueName: "size"))
     var listingMemory: String?
 
+    @Option(name: .customLong("include"), parsing: .unconditionalSingleValue,
+            help: ArgumentHelp("rclone name: show only listed entries matching this glob, as rclone's filter rules read it (*.mkv, /Films/**, {a,b}); repeatable.", valueName: "glob"))
+    var includes: [String] = []
+
+    @Option(name: .customLong("exclude"), parsing: .unconditionalSingleValue,
+            help: ArgumentHelp("rclone name: leave out listed entries matching this glob (*.nfo, Extras/ for a folder and all in it); repeatable. Includes are tried first, then excludes, as rclone does.", valueName: "glob"))
+    var excludes: [String] = []
+
     @Flag(name: .customLong("by-url"), help: "Resolve any URL under MOUNTPOINT/.url/https/HOST/PATH (a query may end the last name).")
     var byURL = false
 
@@ -103,6 +111,7 @@ struct MountCommand: AsyncParsableCommand {
         var noPassthrough: Bool
         var stopTimeout: TimeInterval = 10
         var pageCacheFill = MountOptions.defaultPageCacheFill
+        var listingFilter: ListingFilter?
     }
 
     func settings(file: ConfigFile?) throws -> Settings {
@@ -126,6 +135,12 @@ struct MountCommand: AsyncParsableCommand {
             let size = try ByteSize.parse(v.text, option: v.option)
             guard size <= 1 << 30 else { throw UsageError("page cache fill '\(v.text)' for \(v.option) is too large: at most 1G") }
             s.pageCacheFill = size
+        }
+        do {
+            s.listingFilter = try ListingFilter(include: includes.isEmpty ? (file?.list("include") ?? []) : includes,
+                                                exclude: excludes.isEmpty ? (file?.list("exclude") ?? []) : excludes)
+        } catch {
+            throw UsageError("bad --include/--exclude: \(error)")
         }
         if entries.isEmpty && s.urlList == nil && s.indexes.isEmpty && !s.byURL {
             throw UsageError("nothing to mount on \(mountpoint): give URLs, --url-list FILE, --index URL or --by-url (or url-list / index in the config file)")
@@ -181,6 +196,7 @@ struct MountCommand: AsyncParsableCommand {
         mountOptions.passthrough = !settings.noPassthrough
         mountOptions.pageCacheFill = settings.pageCacheFill
         mountOptions.listingBudget = settings.listingMemory
+        mountOptions.listingFilter = settings.listingFilter
         owned.ownership.apply(to: &mountOptions)
         // The proxy first: a busy port fails the mount before anything is mounted.
         var server: ProxyServer?

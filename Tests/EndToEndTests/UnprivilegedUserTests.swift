@@ -194,11 +194,14 @@ final class UnprivilegedUserTests: XCTestCase {
         let mount = try user.httpcachefs(["mount", mountpoint, "--index", origin.url("/lib/"), "--no-proxy",
                                           "--daemon", "--read-only", "--dir-cache-time", "5m0s", "--vfs-cache-max-size", "1G",
                                           "--buffer-size", "16M", "--vfs-cache-max-age", "30d",
-                                          "--file-perms", "0640", "--dir-perms", "0750"])
+                                          "--file-perms", "0640", "--dir-perms", "0750", "--exclude", "*.txt"])
         XCTAssertEqual(mount.status, 0, "mount with rclone's names: \(mount.stderr)")
         guard mount.status == 0 else { return }
         let modes = try user.run("/usr/bin/stat", ["-c", "%a %n", mountpoint + "/movie.bin", mountpoint + "/sub"])
         XCTAssertEqual(modes.text, "440 \(mountpoint)/movie.bin\n550 \(mountpoint)/sub\n", modes.stderr)
+        // --exclude, as rclone's filter reads it: every .txt of every listing left out.
+        let ls = try user.run("/bin/ls", [mountpoint, mountpoint + "/sub"])
+        XCTAssertEqual(ls.text, "\(mountpoint):\nmovie.bin\nsub\n\n\(mountpoint)/sub:\n", ls.stderr)
         XCTAssertEqual(try user.httpcachefs(["unmount", mountpoint]).status, 0)
     }
 
