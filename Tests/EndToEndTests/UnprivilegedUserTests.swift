@@ -186,6 +186,9 @@ final class UnprivilegedUserTests: XCTestCase {
         XCTAssertTrue(which.stderr.contains("cache \(cache), mounted on \(mountpoint)"), which.stderr)
         XCTAssertTrue(which.stderr.contains("--cache-dir"), which.stderr)
         XCTAssertEqual(which.stderr.split(separator: "\n").count, 1, which.stderr)
+        let byPort = try user.httpcachefs(["url", "--proxy-port", String(port), origin.url("/lib/movie.bin")])
+        XCTAssertEqual(byPort.status, 0, "a port names the daemon: \(byPort.stderr)")
+        XCTAssertEqual(byPort.stderr, "", "its own cache, no warning about another")
     }
 
     /// A mount written as an rclone user writes it: rclone's names for the same settings work,
