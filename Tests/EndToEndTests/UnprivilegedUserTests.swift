@@ -50,7 +50,11 @@ final class UnprivilegedUserTests: XCTestCase {
     override func tearDown() {
         if let user {
             // Every process of this test (its directory is in their command lines), by pid.
-            for pid in processes(mentioning: user.root) { kill(pid, SIGKILL) }
+            for pid in processes(mentioning: user.root) {
+                kill(pid, SIGKILL)
+                var status: Int32 = 0
+                _ = waitpid(pid, &status, 0)   // reaps what `start` spawned; others are not ours (ECHILD)
+            }
             if isMounted(mountpoint) { _ = umount2(mountpoint, Int32(MNT_DETACH)) }
         }
         if let mode = fuseModeToRestore { chmod("/dev/fuse", mode) }
