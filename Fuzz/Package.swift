@@ -22,7 +22,7 @@ let parsers: Target.Dependency = .product(name: "httpcachefs-parsers", package: 
 /// One fuzz executable per parser family, each with a seed corpus in `Tests/FuzzCorpus/<name>/`.
 let fuzzTargets = [
     "FuzzByteRanges", "FuzzProxyURL", "FuzzHLSPlaylist", "FuzzDirectoryListing", "FuzzURLList",
-    "FuzzConfigFile", "FuzzResponseHeaders", "FuzzReadPlanner", "FuzzHostHeader", "FuzzWebDAVListing",
+    "FuzzConfigFile", "FuzzResponseHeaders", "FuzzReadPlanner", "FuzzHostHeader", "FuzzWebDAVListing", "FuzzURLSpelling",
 ]
 
 let package = Package(

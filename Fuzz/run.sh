@@ -17,7 +17,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(dirname "$here")
 all=(FuzzByteRanges FuzzProxyURL FuzzHLSPlaylist FuzzDirectoryListing FuzzURLList FuzzConfigFile
-     FuzzResponseHeaders FuzzReadPlanner FuzzHostHeader FuzzWebDAVListing)
+     FuzzResponseHeaders FuzzReadPlanner FuzzHostHeader FuzzWebDAVListing FuzzURLSpelling)
 
 merge=no
 seconds=60

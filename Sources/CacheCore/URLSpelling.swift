@@ -105,7 +105,13 @@ public enum URLSpelling {
             port = hostPort[(c + 1)...]
         }
         guard !host.isEmpty else { throw Invalid(reason: "no host") }
-        if let bad = host.first(where: { !isHostByte($0) }) {
+        if host.first == UInt8(ascii: "[") {
+            // An IP literal: hex digits, colons and dots (an IPv4 tail) inside the brackets.
+            let inside = host.dropFirst().dropLast()
+            guard !inside.isEmpty, inside.allSatisfy({ hexValue($0) != nil || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") }) else {
+                throw Invalid(reason: "the host '\(String(decoding: host, as: UTF8.self))' is not an IPv6 address")
+            }
+        } else if let bad = host.first(where: { !isHostByte($0) }) {
             if bad >= 0x80 { throw Invalid(reason: "the host is not ASCII: write it as its xn-- (punycode) name") }
             throw Invalid(reason: "the host contains '\(String(UnicodeScalar(bad)))', which no host name has")
         }
@@ -187,9 +193,9 @@ public enum URLSpelling {
         }
     }
 
-    private static func isHostByte(_ b: UInt8) -> Bool {
-        isUnreserved(b) || "!$&'()*+,;=:[]%".utf8.contains(b)
-    }
+    /// A host name's characters: letters, digits, `-`, `.`, `_`, `~` (RFC 3986 allows escapes
+    /// and sub-delimiters in a reg-name too, but no resolver takes them).
+    private static func isHostByte(_ b: UInt8) -> Bool { isUnreserved(b) }
 
     private static func isAlpha(_ b: UInt8) -> Bool { (0x41...0x5A).contains(b) || (0x61...0x7A).contains(b) }
     private static func isDigit(_ b: UInt8) -> Bool { (0x30...0x39).contains(b) }

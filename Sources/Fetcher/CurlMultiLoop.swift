@@ -66,7 +66,8 @@ final class CurlMultiLoop: @unchecked Sendable {
         self.configuration = configuration
         self.logger = logger
         multi = curl_multi_init()
-        throttle = configuration.maxBytesPerSecond > 0 ? Throttle(bytesPerSecond: configuration.maxBytesPerSecond) : nil
+        throttle = configuration.bandwidthTimetable.map { Throttle(timetable: $0) }
+            ?? (configuration.maxBytesPerSecond > 0 ? Throttle(bytesPerSecond: configuration.maxBytesPerSecond) : nil)
         scheduler = TransferScheduler(patience: UInt64(max(0, configuration.yieldAfter) * 1e9))
         pinned = configuration.pinnedAddresses.reduce(nil) { curl_slist_append($0, $1) }
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, ccurl_pipe_multiplex)
@@ -181,6 +182,7 @@ final class CurlMultiLoop: @unchecked Sendable {
                 t.retryAt = nil
                 launch(t)
             }
+            throttle?.follow(date: Date(), now: now)
             for id in resumes + (throttle?.due(now: now) ?? []) {
                 // curl may offer the kept bytes right here, inside curl_easy_pause. A held
                 // transfer goes on once the scheduler lets it go.

@@ -43,6 +43,9 @@ public struct FetcherConfiguration: Sendable {
     public var maxTotalConnections: Int
     /// Origin bytes per second across all transfers (`--bwlimit`); 0: no limit.
     public var maxBytesPerSecond: Int64 = 0
+    /// `--bwlimit` as a timetable (`08:00,512K 23:00,off`): the limit changes at its times, and
+    /// `maxBytesPerSecond` is not used.
+    public var bandwidthTimetable: BandwidthTimetable?
     /// A read waiting this long on a transfer makes the lower classes of its origin yield
     /// (`TransferScheduler`): long enough that a copy's reads on a fast link never trigger it
     /// (each waits a few milliseconds for its bytes), short enough that a player's next bytes
@@ -115,6 +118,7 @@ public struct FetcherConfiguration: Sendable {
         c.lowSpeedLimit = max(c.lowSpeedLimit, Self.tierLowSpeedLimit)
         c.lowSpeedTime = max(1, min(c.lowSpeedTime / 2, 5))
         c.maxBytesPerSecond = 0
+        c.bandwidthTimetable = nil
         return c
     }
 

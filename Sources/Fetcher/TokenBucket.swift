@@ -1,5 +1,6 @@
 import CacheCore
 import Dispatch
+import Foundation
 
 /// `--bwlimit`: one budget of origin bytes per second shared by every transfer of the multi loop.
 ///
@@ -59,8 +60,16 @@ struct TokenBucket: Sendable, Equatable {
 /// - across readers, the first waiting transfer of each in turn, the one served longest ago
 ///   first: two players under one limit each get their nearest bytes at half the rate, and
 ///   neither's read-ahead waits for all of the other's.
+///
+/// With a timetable (`--bwlimit "08:00,512K 23:00,off"`) the rate changes at its times: the loop
+/// calls `follow` with the wall clock and uptime (at most one look a second), a new rate starts a
+/// new bucket, and `off` lets every paused transfer go and admits all until the next limit.
 final class Throttle {
-    private var bucket: TokenBucket
+    /// nil: no limit right now (a timetable's `off`).
+    private var bucket: TokenBucket?
+    private let timetable: BandwidthTimetable?
+    private var rate: Int64
+    private var nextLook: UInt64 = 0
     private struct Paused { var priority: FetchPriority; var owner: Int? }
     /// The transfers waiting for a token, by their class now (`reclass` keeps it current).
     private var paused: [Int: Paused] = [:]
@@ -70,12 +79,46 @@ final class Throttle {
 
     init(bytesPerSecond: Int64, now: UInt64 = DispatchTime.now().uptimeNanoseconds) {
         bucket = TokenBucket(bytesPerSecond: bytesPerSecond, now: now)
+        rate = bytesPerSecond
+        timetable = nil
+    }
+
+    /// Follows `timetable`, starting with its rate at `date`.
+    init(timetable: BandwidthTimetable, date: Date = Date(), calendar: Calendar = .current,
+         now: UInt64 = DispatchTime.now().uptimeNanoseconds) {
+        self.timetable = timetable
+        rate = timetable.bytesPerSecond(at: date, calendar: calendar)
+        bucket = rate > 0 ? TokenBucket(bytesPerSecond: rate, now: now) : nil
+        nextLook = now + 1_000_000_000
+    }
+
+    /// The limit in force now (bytes per second; 0: none).
+    var bytesPerSecond: Int64 { rate }
+
+    /// With a timetable: takes its rate at `date` (looked at once a second of `now` at most).
+    func follow(date: @autoclosure () -> Date, calendar: Calendar = .current, now: UInt64) {
+        guard let timetable, now >= nextLook else { return }
+        nextLook = now + 1_000_000_000
+        setRate(timetable.bytesPerSecond(at: date(), calendar: calendar), now: now)
+    }
+
+    /// A new limit from `now` on (0: none): a fresh bucket, so neither saved tokens nor a debt
+    /// of the old rate carries over.
+    func setRate(_ bytesPerSecond: Int64, now: UInt64) {
+        guard bytesPerSecond != rate else { return }
+        rate = bytesPerSecond
+        bucket = bytesPerSecond > 0 ? TokenBucket(bytesPerSecond: bytesPerSecond, now: now) : nil
     }
 
     /// Whether `count` bytes of `transfer` (of reader `owner`) pass now; if not, it pauses.
     func admit(_ count: Int, transfer: Int, priority: FetchPriority, owner: Int? = nil,
                now: UInt64 = DispatchTime.now().uptimeNanoseconds) -> Bool {
         let me = Paused(priority: priority, owner: owner)
+        guard var bucket else {
+            paused[transfer] = nil
+            return true
+        }
+        defer { self.bucket = bucket }
         if let first, first != transfer, rank(first, paused[first]!) < rank(transfer, me) {
             paused[transfer] = me
             return false
@@ -100,6 +143,12 @@ final class Throttle {
 
     /// The first transfer waiting, once a token is left (it is then no longer paused here).
     func due(now: UInt64) -> [Int] {
+        guard let bucket else {
+            // No limit now: every paused transfer goes on, in order.
+            let all = paused.sorted { rank($0.key, $0.value) < rank($1.key, $1.value) }.map(\.key)
+            paused.removeAll()
+            return all
+        }
         guard let first, bucket.wait(now: now) == 0 else { return [] }
         paused[first] = nil
         return [first]
@@ -109,7 +158,7 @@ final class Throttle {
     func forget(_ transfer: Int) { paused[transfer] = nil }
 
     /// Nanoseconds until paused transfers are due; nil when none is paused.
-    func wait(now: UInt64) -> UInt64? { paused.isEmpty ? nil : bucket.wait(now: now) }
+    func wait(now: UInt64) -> UInt64? { paused.isEmpty ? nil : bucket?.wait(now: now) ?? 0 }
 
     /// The paused transfer that goes first.
     private var first: Int? { paused.min { rank($0.key, $0.value) < rank($1.key, $1.value) }?.key }

@@ -81,7 +81,7 @@ public enum DirectoryListing {
             let encoded = item.name.addingPercentEncoding(withAllowedCharacters: pathSegmentAllowed) ?? item.name
             guard let prefix = folderPrefix(base) else { continue }
             let child = prefix + encoded + (isDir ? "/" : "")
-            result.append(ListingEntry(name: item.name, isDirectory: isDir, url: child,
+            result.append(ListingEntry(name: item.name, isDirectory: isDir, url: (try? URLSpelling.normalize(child)) ?? child,
                                        size: isDir ? nil : item.size,
                                        modified: item.mtime.flatMap(parseHTTPDate)))
         }

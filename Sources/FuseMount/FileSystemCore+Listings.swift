@@ -164,8 +164,10 @@ extension FileSystemCore {
         let timeout = backend.readTimeout ?? options.readDeadline
         // Down when the fetch starts or when it ends: either way the answer may be the cache's copy.
         let downAtStart = backend.isOriginDown(url: url)
+        // The log says how long it really waited: a stalled transfer fails before the timeout.
+        let started = DispatchTime.now().uptimeNanoseconds
         let finish = ReplyOnce<Result<[ListingEntry], CacheError>> { [self] result in
-            listingFetched(result, fetch: fetch, url: url, timeout: timeout,
+            listingFetched(result, fetch: fetch, url: url, waited: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9,
                            unconfirmed: downAtStart || backend.isOriginDown(url: url))
         }
         fetchListing(url: url, maxAge: options.listingTTL) { finish.fire($0) }
@@ -181,7 +183,7 @@ extension FileSystemCore {
     /// rather than a whole `--index-ttl` later. (Asking a down origin costs nothing: the cache
     /// answers at once without the network, so this brings no storm.)
     func listingFetched(_ result: Result<[ListingEntry], CacheError>, fetch: UInt64, url: String,
-                        timeout: TimeInterval?, unconfirmed: Bool = false) {
+                        waited: TimeInterval?, unconfirmed: Bool = false) {
         var parsed = result
         let cost: Int64 = (try? parsed.get()).map(Self.listingCost) ?? 0
         typealias Outcome = (waiters: [@Sendable (CacheError?) -> Void], Invalidations, CacheError?, KernelNotifier?)
@@ -218,7 +220,7 @@ extension FileSystemCore {
             }
         }
         if case let .failure(error) = parsed {
-            let why = error == .timeout(url: url) ? "timed out after \(timeout ?? 0)s" : "\(error)"
+            let why = error == .timeout(url: url) ? "timed out after \(String(format: "%.1f", waited ?? 0))s" : "\(error)"
             logger.error("directory listing failed: \(url): \(why)\(failure == nil ? "; serving the previous listing" : "")")
         } else if case let .success(entries) = parsed {
             logger.debug("listed \(url): \(entries.count) entries")
@@ -249,9 +251,16 @@ extension FileSystemCore {
     }
 
     /// Merges a fresh listing into a directory. Under the lock (`s`).
-    func applyListing(_ node: Node, _ idx: IndexState, _ entries: [ListingEntry], _ s: inout State) -> Invalidations {
+    func applyListing(_ node: Node, _ idx: IndexState, _ listed: [ListingEntry], _ s: inout State) -> Invalidations {
         var invalidations = Invalidations()
         guard let dir = node.directory else { return invalidations }
+        // `--include`/`--exclude`: what they leave out is as if not listed.
+        var entries = listed
+        if let filter = options.listingFilter {
+            let base = s.table.path(of: node)
+            let prefix = base == "/" ? "/" : base + "/"
+            entries = listed.filter { filter.allows(prefix + $0.name, isDirectory: $0.isDirectory) }
+        }
         let names = Set(entries.map { EntryName($0.name) })
         for name in idx.listed where !names.contains(name) {
             if let ino = dir.children[name], s.table.node(ino)?.origin == .listing { invalidations.entries += s.table.detach(ino) }

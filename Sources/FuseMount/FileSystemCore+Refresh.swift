@@ -61,7 +61,7 @@ extension FileSystemCore {
                         return s.beginListingFetch(node, idx)
                     }
                     if let fetch {
-                        listingFetched(.success(entries), fetch: fetch, url: url, timeout: nil, unconfirmed: unconfirmed)
+                        listingFetched(.success(entries), fetch: fetch, url: url, waited: nil, unconfirmed: unconfirmed)
                     }
                     result.withLock { r in
                         if unconfirmed {

@@ -67,6 +67,8 @@ public struct MountOptions: Sendable {
     /// Which processes read as scanners, players or in the background (`ReaderClass`): the
     /// built-in table with `--scanner` and `--background-reader` added.
     public var readerClasses = ReaderClassTable.builtIn
+    /// `--include`/`--exclude`: entries of listings the mount leaves out (nil: none).
+    public var listingFilter: ListingFilter?
     public static let defaultListingBudget: Int64 = 256 << 20
 
     public init(revalidateAfter: TimeInterval = 600, listingTTL: TimeInterval? = nil,

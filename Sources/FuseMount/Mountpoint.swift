@@ -78,6 +78,10 @@ public enum Mountpoint {
         let p = absolute(path)
         var note: String?
         guard access("/dev/fuse", F_OK) == 0 else { throw MountpointError.noFuseDevice }
+        var device = Glibc.stat()
+        if access("/dev/fuse", R_OK | W_OK) != 0, stat("/dev/fuse", &device) == 0 {
+            throw MountpointError.fuseDeviceDenied(mode: device.st_mode & 0o777)
+        }
         var st = Glibc.stat()
         // stat() may be answered from the kernel's attribute cache even when the daemon is
         // gone; statvfs() always asks the daemon, so it tells a dead FUSE mount from a live one.
@@ -133,6 +137,8 @@ public enum Mountpoint {
 
 public enum MountpointError: Error, Equatable, CustomStringConvertible {
     case noFuseDevice
+    /// /dev/fuse is there but this user may not open it (a container's 0600 node).
+    case fuseDeviceDenied(mode: mode_t)
     case missing(String)
     case notADirectory(String)
     case unusable(String, String)
@@ -144,11 +150,14 @@ public enum MountpointError: Error, Equatable, CustomStringConvertible {
         switch self {
         case .noFuseDevice:
             return "no /dev/fuse: load the fuse module (modprobe fuse), or give the container the device (--device /dev/fuse --cap-add SYS_ADMIN)"
+        case let .fuseDeviceDenied(mode):
+            return "/dev/fuse (mode 0\(String(mode, radix: 8))) cannot be opened by this user: as root, chmod 0666 /dev/fuse (Debian's mode; udev's 50-udev-default.rules sets it), or in a container pass the device with --device /dev/fuse"
         case let .missing(p): return "mountpoint \(p) does not exist (mkdir -p \(p))"
         case let .notADirectory(p): return "mountpoint \(p) is not a directory"
         case let .unusable(p, why): return "mountpoint \(p) is unusable: \(why)"
         case let .busy(p, fsType, source):
-            return "mountpoint \(p) is busy: \(source) (\(fsType)) is already mounted there; unmount it first (fusermount3 -u \(p))"
+            let unmount = fsType.contains("httpcachefs") || source.contains("httpcachefs") ? "httpcachefs unmount \(p)" : "fusermount3 -u \(p)"
+            return "mountpoint \(p) is busy: \(source) (\(fsType)) is already mounted there; unmount it first (\(unmount))"
         case let .staleNotCleaned(p, why):
             return "mountpoint \(p) holds a stale mount that could not be cleaned (\(why)); try: fusermount3 -u -z \(p)"
         case let .unmountFailed(p, why): return "cannot unmount \(p): \(why)"

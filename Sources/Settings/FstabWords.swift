@@ -52,7 +52,10 @@ public enum FstabWords {
 
     /// `httpcachefs mount ... -o WORDS ...` with every setting word in `-o` turned into its
     /// option (see `split`); other commands' arguments are returned as they are.
+    /// rclone's options that mean something else here are refused first, whatever the command
+    /// (`RcloneNames`).
     public static func expandingMountArguments(_ arguments: [String]) throws -> [String] {
+        try RcloneNames.check(arguments)
         guard arguments.first == "mount" else { return arguments }
         var out = ["mount"]
         var fuse: [String] = []

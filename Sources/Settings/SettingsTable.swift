@@ -25,6 +25,12 @@ public enum SettingsTable {
         .value("proxy-port"), .value("bind"), .value("token"), .list("proxy-name"),
         // MountOwnerOptions: already -o words of their own (MountOwnership reads them there).
         .value("uid", fstab: .fuseWord), .value("gid", fstab: .fuseWord), .value("umask", fstab: .fuseWord),
+        .value("file-perms"), .value("dir-perms"),
+        // rclone's flags (rclone names): -o allow_other, and two that are always so here.
+        .flag("allow-other", fstab: .none, why: "its fstab word is libfuse's own allow_other"),
+        .flag("read-only", inConfig: false, fstab: .none, why: "always so: the mount is read-only (fstab's 'ro' is dropped)"),
+        .flag("daemon", inConfig: false, fstab: .none, why: "the default; how the daemon runs is the command's choice"),
+        .list("include"), .list("exclude"),
         // The mount command.
         .value("url-list"), .list("index"), .value("index-ttl"), .value("listing-memory"), .flag("by-url"), .flag("no-proxy"),
         .flag("no-passthrough"), .value("page-cache-fill"), .value("stop-timeout"),
@@ -38,8 +44,24 @@ public enum SettingsTable {
         .value("pin-max", fstab: .none, why: "an option of preload, not of mount"),
     ]
 
-    /// Option names that are spelled otherwise as well (`--port` is `--proxy-port`).
-    public static let aliases: [String: String] = ["port": "proxy-port"]
+    /// Option names that are spelled otherwise as well (`--port` is `--proxy-port`), rclone's
+    /// names among them (`rcloneNames`).
+    public static let aliases: [String: String] = ["port": "proxy-port"].merging(rcloneNames) { a, _ in a }
+
+    /// rclone mount's names for settings that mean the same here ("rclone name" in `--help`):
+    /// most people arriving come from rclone. Taken on the command line, in the config file and
+    /// as -o words. rclone's names that mean something else are refused with the way out
+    /// (`RcloneNames.refused`); `--allow-other`, `--read-only` and `--daemon` are rows of their own.
+    public static let rcloneNames: [String: String] = [
+        "vfs-cache-max-size": "cache-size",
+        "vfs-cache-max-age": "cache-max-age",
+        "dir-cache-time": "index-ttl",
+        // rclone's in-memory buffer, its on-disk read-ahead and FUSE's read-ahead: here one
+        // read-ahead, grown while a reader reads in order, bounded by this.
+        "buffer-size": "read-ahead-max",
+        "vfs-read-ahead": "read-ahead-max",
+        "max-read-ahead": "read-ahead-max",
+    ]
 
     /// The setting named `key`, written with dashes or underscores, any case.
     public static func named(_ key: String) -> Setting? {

@@ -6,12 +6,13 @@ import Settings
 /// How long bytes stay and how far reads run ahead: `--cache-max-age` and `--read-ahead-max`.
 /// Part of `CacheOptions` (every subcommand), each also a config-file key of the same name.
 struct CacheLimitOptions: ParsableArguments {
-    @Option(name: .customLong("cache-max-age"), parsing: .unconditional,
-            help: ArgumentHelp("Evict files not read for this long, besides the --cache-size cap, e.g. 12h, 30d (default: no age limit). Open files are kept.", valueName: "duration"))
+    @Option(name: [.customLong("cache-max-age"), .customLong("vfs-cache-max-age")], parsing: .unconditional,
+            help: ArgumentHelp("Evict files not read for this long, besides the --cache-size cap, e.g. 12h, 30d (default: no age limit). Open files are kept. rclone name: --vfs-cache-max-age.", valueName: "duration"))
     var maxAge: String?
 
-    @Option(name: .customLong("read-ahead-max"), parsing: .unconditional,
-            help: ArgumentHelp("Largest read-ahead of a sequential reader: it starts at 256K and grows fourfold per sequential read up to this (default: 32M, with --tier 256M; 0: no read-ahead beyond what is read).", valueName: "size"))
+    @Option(name: [.customLong("read-ahead-max"), .customLong("buffer-size"), .customLong("vfs-read-ahead"), .customLong("max-read-ahead")],
+            parsing: .unconditional,
+            help: ArgumentHelp("Largest read-ahead of a sequential reader: it starts at 256K and grows fourfold per sequential read up to this (default: 32M, with --tier 256M; 0: no read-ahead beyond what is read). rclone names: --buffer-size, --vfs-read-ahead, --max-read-ahead (one read-ahead here).", valueName: "size"))
     var maxReadAhead: String?
 
     init() {}

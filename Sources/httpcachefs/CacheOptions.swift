@@ -20,8 +20,8 @@ struct CacheOptions: ParsableArguments {
             help: ArgumentHelp("Cache directory (default: $HTTPCACHEFS_CACHE_DIR, else $XDG_CACHE_HOME/httpcachefs, else /var/cache/httpcachefs for root and ~/.cache/httpcachefs for others).", valueName: "path"))
     var cacheDirectory: String?
 
-    @Option(name: .customLong("cache-size"), parsing: .unconditional,
-            help: ArgumentHelp("Most bytes to keep cached, e.g. 500M, 5G, 1.5T (default: 5G).", valueName: "size"))
+    @Option(name: [.customLong("cache-size"), .customLong("vfs-cache-max-size")], parsing: .unconditional,
+            help: ArgumentHelp("Most bytes to keep cached, e.g. 500M, 5G, 1.5T (default: 5G). rclone name: --vfs-cache-max-size.", valueName: "size"))
     var cacheSize: String?
 
     @Option(name: .customLong("slice-size"), parsing: .unconditional,
@@ -211,6 +211,7 @@ struct CacheOptions: ParsableArguments {
     func openEngine(defaultLogLevel: Logger.Level = .error, metrics: PrometheusExport? = nil,
                     credentialURLs: [String] = [], credentials: CredentialScope? = nil) throws -> CacheEngine {
         let configuration = try configuration()
+        try Self.checkWritable(configuration.directory)
         OpenFileLimit.raiseToHard(logger: makeLogger(label: "httpcachefs.cache", defaultLevel: defaultLogLevel))
         let resolved = try resolve()
         let fetchLogger = makeLogger(label: "httpcachefs.fetch", defaultLevel: defaultLogLevel)
@@ -275,6 +276,26 @@ struct CacheOptions: ParsableArguments {
             if parent == probe || parent.isEmpty { return }
             probe = parent
         }
+    }
+
+    /// A cache this process writes must be writable by its user: an existing directory of
+    /// another's (root's `/var/cache/httpcachefs`) is said to be so, not "cannot create".
+    static func checkWritable(_ path: String) throws {
+        var probe = URL(fileURLWithPath: path).standardizedFileURL.path
+        while access(probe, F_OK) != 0 {
+            let parent = (probe as NSString).deletingLastPathComponent
+            if parent == probe || parent.isEmpty { return }
+            probe = parent
+        }
+        guard access(probe, W_OK | X_OK) != 0 else { return }
+        var st = stat()
+        let owner = stat(probe, &st) == 0 ? (getpwuid(st.st_uid).map { String(cString: $0.pointee.pw_name) } ?? "uid \(st.st_uid)") : "?"
+        let mode = String(st.st_mode & 0o777, radix: 8)
+        let other = "give one of your own with --cache-dir (the default for you is ~/.cache/httpcachefs)"
+        if probe == URL(fileURLWithPath: path).standardizedFileURL.path {
+            throw CommandFailure("cache directory \(probe) exists but is not writable by you (owner \(owner), mode 0\(mode)): \(other)")
+        }
+        throw CommandFailure("cannot create cache directory \(path): \(probe) is not writable by you (owner \(owner), mode 0\(mode)); \(other)")
     }
 
     static func parseLevel(_ text: String, option: String) throws -> Logger.Level {

@@ -62,6 +62,9 @@ struct LibraryPreload {
     /// Pin each file's ranges, within this many bytes in all (nil: no pins).
     let pinLimit: Int64?
     let logger: Logger
+    /// `--include`/`--exclude`, with paths from the root folder (`/Films/a.mkv`), as a mount of
+    /// that folder would apply them.
+    var filter: ListingFilter? = nil
 
     /// The root as a folder URL (a trailing slash, so relative links resolve inside it).
     static func folderURL(_ url: String) -> String { url.hasSuffix("/") ? url : url + "/" }
@@ -86,6 +89,10 @@ struct LibraryPreload {
             }
             tree.folders += 1
             for entry in listed.entries where entry.url.hasPrefix(root) {
+                if let filter {
+                    let relative = String(entry.url.dropFirst(root.count))
+                    if !filter.allows("/" + (relative.removingPercentEncoding ?? relative), isDirectory: entry.isDirectory) { continue }
+                }
                 if entry.isDirectory {
                     guard depth + 1 <= limits.maxDepth else { deeperSkipped += 1; continue }
                     // Folders count against --max-files too: a tree of folders without files (a

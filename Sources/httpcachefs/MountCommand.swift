@@ -53,19 +53,30 @@ struct MountCommand: AsyncParsableCommand {
             help: ArgumentHelp("A web server's directory listing shown as a tree: URL (at the root) or DIR=URL; repeatable.", valueName: "url"))
     var indexes: [String] = []
 
-    @Option(name: .customLong("index-ttl"), parsing: .unconditional,
-            help: ArgumentHelp("How long a directory listing is used before it is fetched again; past it, the listing is served at once and refreshed in the background (default: 1m).", valueName: "duration"))
+    @Option(name: [.customLong("index-ttl"), .customLong("dir-cache-time")], parsing: .unconditional,
+            help: ArgumentHelp("How long a directory listing is used before it is fetched again; past it, the listing is served at once and refreshed in the background (default: 1m). rclone name: --dir-cache-time.", valueName: "duration"))
     var indexTTL: String?
 
     @Option(name: .customLong("listing-memory"), parsing: .unconditional,
             help: ArgumentHelp("Memory all --index listings together may take, about 1.2K per entry; a listing past it fails (default: 256M).", valueName: "size"))
     var listingMemory: String?
 
+    @Option(name: .customLong("include"), parsing: .unconditionalSingleValue,
+            help: ArgumentHelp("rclone name: show only listed entries matching this glob, as rclone's filter rules read it (*.mkv, /Films/**, {a,b}); repeatable.", valueName: "glob"))
+    var includes: [String] = []
+
+    @Option(name: .customLong("exclude"), parsing: .unconditionalSingleValue,
+            help: ArgumentHelp("rclone name: leave out listed entries matching this glob (*.nfo, Extras/ for a folder and all in it); repeatable. Includes are tried first, then excludes, as rclone does.", valueName: "glob"))
+    var excludes: [String] = []
+
     @Flag(name: .customLong("by-url"), help: "Resolve any URL under MOUNTPOINT/.url/https/HOST/PATH (a query may end the last name).")
     var byURL = false
 
     @Flag(name: [.customShort("f"), .customLong("foreground")], help: "Stay attached and log to stderr instead of going to the background.")
     var foreground = false
+
+    @Flag(name: .customLong("daemon"), help: "rclone name: go to the background, which is the default.")
+    var daemon = false
 
     @Option(name: .customShort("o", allowingJoined: true),
             help: ArgumentHelp("FUSE mount options, comma-separated (e.g. allow_other); repeatable.", valueName: "options"))
@@ -110,6 +121,7 @@ struct MountCommand: AsyncParsableCommand {
         var stopTimeout: TimeInterval = 10
         var pageCacheFill = MountOptions.defaultPageCacheFill
         var readerClasses = ReaderClassTable.builtIn
+        var listingFilter: ListingFilter?
     }
 
     func settings(file: ConfigFile?) throws -> Settings {
@@ -144,6 +156,12 @@ struct MountCommand: AsyncParsableCommand {
                 }
             }
         }
+        do {
+            s.listingFilter = try ListingFilter(include: includes.isEmpty ? (file?.list("include") ?? []) : includes,
+                                                exclude: excludes.isEmpty ? (file?.list("exclude") ?? []) : excludes)
+        } catch {
+            throw UsageError("bad --include/--exclude: \(error)")
+        }
         if entries.isEmpty && s.urlList == nil && s.indexes.isEmpty && !s.byURL {
             throw UsageError("nothing to mount on \(mountpoint): give URLs, --url-list FILE, --index URL or --by-url (or url-list / index in the config file)")
         }
@@ -169,6 +187,7 @@ struct MountCommand: AsyncParsableCommand {
         _ = try proxy.resolve(file: resolved.config)
         let tree = try buildTree(settings)
         let indexTTL = settings.indexTTL
+        if daemon && foreground && ready == nil { throw UsageError("--daemon and --foreground contradict each other: give one (the background is the default)") }
         let owned = try owner.resolve(fuseOptions: fuseOptions.flatMap(MountOptions.splitOptionList), configFile: cache.configFile)
         let prepared = try await onBlockingPool { try Mountpoint.prepare(mountpoint) }
 
@@ -200,6 +219,7 @@ struct MountCommand: AsyncParsableCommand {
         mountOptions.pageCacheFill = settings.pageCacheFill
         mountOptions.readerClasses = settings.readerClasses
         mountOptions.listingBudget = settings.listingMemory
+        mountOptions.listingFilter = settings.listingFilter
         owned.ownership.apply(to: &mountOptions)
         // The proxy first: a busy port fails the mount before anything is mounted.
         var server: ProxyServer?

@@ -60,6 +60,14 @@ struct PreloadCommand: AsyncParsableCommand {
     @Option(name: .customLong("pin-max"), help: ArgumentHelp("With --pin: most bytes pinned in the whole cache (default and upper bound: half the cache cap).", valueName: "size"))
     var pinMax: String?
 
+    @Option(name: .customLong("include"), parsing: .unconditionalSingleValue,
+            help: ArgumentHelp("With --recursive: preload only files matching this glob, as 'mount --include' (rclone's filter rules); repeatable.", valueName: "glob"))
+    var includes: [String] = []
+
+    @Option(name: .customLong("exclude"), parsing: .unconditionalSingleValue,
+            help: ArgumentHelp("With --recursive: leave out files and folders matching this glob, as 'mount --exclude'; repeatable.", valueName: "glob"))
+    var excludes: [String] = []
+
     @OptionGroup var cache: CacheOptions
 
     mutating func validate() throws {
@@ -101,8 +109,8 @@ struct PreloadCommand: AsyncParsableCommand {
             return
         }
         let failures = try await runReportingErrors { () async throws -> Int in
-            if head != nil || tail != nil || pin || pinMax != nil || maxDepth != nil || maxFiles != nil {
-                throw UsageError("--head, --tail, --pin, --pin-max, --max-depth and --max-files go with --recursive (a folder URL); for one file, give --range")
+            if head != nil || tail != nil || pin || pinMax != nil || maxDepth != nil || maxFiles != nil || !includes.isEmpty || !excludes.isEmpty {
+                throw UsageError("--head, --tail, --pin, --pin-max, --max-depth, --max-files, --include and --exclude go with --recursive (a folder URL); for one file, give --range")
             }
             let range = try self.range.map(ByteRangeSpec.parse(option:))
             guard let variant = HLSPreloader.VariantChoice(argument: self.variant) else {
@@ -139,6 +147,10 @@ struct PreloadCommand: AsyncParsableCommand {
         guard maxFiles >= 1 else { throw UsageError("--max-files must be at least 1") }
         for url in urls { _ = try KeyRules.validate(url) }
         let limits = LibraryPreload.Limits(maxDepth: maxDepth, maxFiles: maxFiles)
+        let filter: ListingFilter?
+        do { filter = try ListingFilter(include: includes, exclude: excludes) } catch {
+            throw UsageError("bad --include/--exclude: \(error)")
+        }
         let logger = cache.makeLogger(label: "httpcachefs.listing", defaultLevel: .error)
         let target: LibraryPreload.Target
         var daemon: DaemonClient?
@@ -157,8 +169,9 @@ struct PreloadCommand: AsyncParsableCommand {
         do {
             let pinLimit = try pinLimit(capacity: target.capacity)
             for url in urls {
-                let run = LibraryPreload(root: LibraryPreload.folderURL(url), plan: plan, limits: limits,
+                var run = LibraryPreload(root: LibraryPreload.folderURL(url), plan: plan, limits: limits,
                                          pinLimit: pinLimit, logger: logger)
+                run.filter = filter
                 do {
                     let outcome = try await run.run(into: target)
                     CacheCommand.printLine(outcome.summary)

@@ -12,7 +12,7 @@ struct TransferOptions: ParsableArguments {
     var maxConnections: String?
 
     @Option(name: .customLong("bwlimit"), parsing: .unconditional,
-            help: ArgumentHelp("Most bytes per second taken from origins, across all transfers, e.g. 10M or 500K (0: no limit, the default).", valueName: "rate"))
+            help: ArgumentHelp("Most bytes per second taken from origins, across all transfers, e.g. 10M or 500K (0: no limit, the default); or a timetable as rclone writes it, \"08:00,512K 23:00,off\" (Mon-08:00,... for days of the week), in local time.", valueName: "rate"))
     var bandwidthLimit: String?
 
     @Option(name: .customLong("tier"),
@@ -25,6 +25,8 @@ struct TransferOptions: ParsableArguments {
         var maxConnections = 16
         /// 0: no limit.
         var bytesPerSecond: Int64 = 0
+        /// A timetable instead of one rate.
+        var timetable: BandwidthTimetable?
         /// `--tier`: origins whose misses go to a cache tier.
         var tiers: [TierSpec] = []
 
@@ -37,6 +39,7 @@ struct TransferOptions: ParsableArguments {
             c.maxTotalConnections = maxConnections
             c.maxConnections = maxConnections
             c.maxBytesPerSecond = bytesPerSecond
+            c.bandwidthTimetable = timetable
         }
     }
 
@@ -59,10 +62,14 @@ struct TransferOptions: ParsableArguments {
             r.maxConnections = n
         }
         if let v = pick(bandwidthLimit, "bwlimit") {
-            // "10M" and "10M/s" both mean 10 MiB per second.
-            var text = v.text.trimmingCharacters(in: .whitespaces)
-            if text.lowercased().hasSuffix("/s") { text.removeLast(2) }
-            r.bytesPerSecond = try ByteSize.parse(text, option: v.option)
+            // "10M" and "10M/s" both mean 10 MiB per second; "08:00,512K 23:00,off" changes.
+            switch try BandwidthLimitValue.parse(v.text, option: v.option) {
+            case let .constant(rate):
+                r.bytesPerSecond = rate
+            case let .timetable(weekly, entries):
+                r.timetable = BandwidthTimetable(entries: entries.map { .init(minute: $0.minute, bytesPerSecond: $0.bytesPerSecond) },
+                                                 weekly: weekly)
+            }
         }
         return r
     }

@@ -52,7 +52,14 @@ struct URLCommand: AsyncParsableCommand {
             }
         } catch { throw ErrorReporting.report(error) }
         url = try URLArgument.normalize(url)
-        try cache.useTheRunningDaemonsCache(command: "url")
+        if let port {
+            // The port names the daemon: its cache, when none is named (no warning about another).
+            if cache.cacheDirectory == nil, let daemon = DaemonDiscovery.mine().first(where: { $0.proxy?.port == port }) {
+                cache.cacheDirectory = daemon.cacheDirectory
+            }
+        } else {
+            try cache.useTheRunningDaemonsCache(command: "url")
+        }
     }
 
     func run() async throws {

@@ -38,6 +38,25 @@ final class URLSpellingTests: XCTestCase {
         }
     }
 
+    /// The fuzz target's invariants (Fuzz/Sources/FuzzURLSpelling) over 20,000 seeded random
+    /// URLs made of the characters that matter: accepted ones are printable ASCII that Foundation
+    /// parses with a host (never a dead link), idempotent, and keyed as their input.
+    func testEveryAcceptedURLIsValidIdempotentAndKeyedAsItsInput() throws {
+        var rng = SplitMix(seed: 39)
+        let pieces = ["a", "Z", "0", " ", "%", "%2", "%28", "%7e", "%2F", "(", ")", "'", "!", "*", "/", "./", "../", "?", "#",
+                      "&", "=", "+", ";", ":", "@", "[", "]", "{", "|", "\\", "é", "\u{1F3AC}", "\"", "<", "~", ".", "-"]
+        let heads = ["http://h", "HTTPS://Media.Example:443", "http://u:p@h:8080", "http://[::1]", "http://h:"]
+        for _ in 0..<20_000 {
+            var url = heads[Int(rng.next() % UInt64(heads.count))]
+            for _ in 0..<Int(rng.next() % 12) { url += pieces[Int(rng.next() % UInt64(pieces.count))] }
+            guard let normal = try? URLSpelling.normalize(url) else { continue }
+            XCTAssertTrue(normal.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }, normal)
+            XCTAssertNotNil(URLComponents(string: normal)?.host, "\(url) -> \(normal)")
+            XCTAssertEqual(try URLSpelling.normalize(normal), normal, url)
+            XCTAssertEqual(try KeyRules().key(for: normal), try KeyRules().key(for: url), url)
+        }
+    }
+
     func testURLsThatCannotBeMadeValidSayWhy() {
         let cases: [(String, String)] = [
             ("http://h/a\r\nX-Evil: 1", "contains a line break"),
@@ -103,5 +122,18 @@ final class URLSpellingTests: XCTestCase {
             """, arguments: [id, key, key, key])
         try db.execute(sql: "INSERT INTO extent (entry_id, generation, slice, start, \"end\", checksum) VALUES (?, 1, 0, 0, ?, 0)",
                        arguments: [id, bytes])
+    }
+}
+
+/// A small seeded generator: the same URLs on every run.
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }

@@ -50,7 +50,11 @@ final class UnprivilegedUserTests: XCTestCase {
     override func tearDown() {
         if let user {
             // Every process of this test (its directory is in their command lines), by pid.
-            for pid in processes(mentioning: user.root) { kill(pid, SIGKILL) }
+            for pid in processes(mentioning: user.root) {
+                kill(pid, SIGKILL)
+                var status: Int32 = 0
+                _ = waitpid(pid, &status, 0)   // reaps what `start` spawned; others are not ours (ECHILD)
+            }
             if isMounted(mountpoint) { _ = umount2(mountpoint, Int32(MNT_DETACH)) }
         }
         if let mode = fuseModeToRestore { chmod("/dev/fuse", mode) }
@@ -186,6 +190,53 @@ final class UnprivilegedUserTests: XCTestCase {
         XCTAssertTrue(which.stderr.contains("cache \(cache), mounted on \(mountpoint)"), which.stderr)
         XCTAssertTrue(which.stderr.contains("--cache-dir"), which.stderr)
         XCTAssertEqual(which.stderr.split(separator: "\n").count, 1, which.stderr)
+        let byPort = try user.httpcachefs(["url", "--proxy-port", String(port), origin.url("/lib/movie.bin")])
+        XCTAssertEqual(byPort.status, 0, "a port names the daemon: \(byPort.stderr)")
+        XCTAssertEqual(byPort.stderr, "", "its own cache, no warning about another")
+    }
+
+    /// A mount written as an rclone user writes it: rclone's names for the same settings work,
+    /// --file-perms/--dir-perms become the modes (write bits dropped: read-only).
+    func testAMountWithRclonesNames() throws {
+        let mount = try user.httpcachefs(["mount", mountpoint, "--index", origin.url("/lib/"), "--no-proxy",
+                                          "--daemon", "--read-only", "--dir-cache-time", "5m0s", "--vfs-cache-max-size", "1G",
+                                          "--buffer-size", "16M", "--vfs-cache-max-age", "30d",
+                                          "--file-perms", "0640", "--dir-perms", "0750", "--exclude", "*.txt"])
+        XCTAssertEqual(mount.status, 0, "mount with rclone's names: \(mount.stderr)")
+        guard mount.status == 0 else { return }
+        let modes = try user.run("/usr/bin/stat", ["-c", "%a %n", mountpoint + "/movie.bin", mountpoint + "/sub"])
+        XCTAssertEqual(modes.text, "440 \(mountpoint)/movie.bin\n550 \(mountpoint)/sub\n", modes.stderr)
+        // --exclude, as rclone's filter reads it: every .txt of every listing left out.
+        let ls = try user.run("/bin/ls", [mountpoint, mountpoint + "/sub"])
+        XCTAssertEqual(ls.text, "\(mountpoint):\nmovie.bin\nsub\n\n\(mountpoint)/sub:\n", ls.stderr)
+        XCTAssertEqual(try user.httpcachefs(["unmount", mountpoint]).status, 0)
+    }
+
+    /// What a normal user meets, each one line with the fix: a cache directory of root's, a
+    /// second mount on a mountpoint, /dev/fuse closed to them.
+    func testMessagesANormalUserMeetsSayWhatToDo() throws {
+        let rootsCache = user.root + "/roots-cache"
+        try FileManager.default.createDirectory(atPath: rootsCache, withIntermediateDirectories: true)   // root's, 0755
+        let cat = try user.httpcachefs(["cat", origin.url("/lib/extra.txt"), "--cache-dir", rootsCache])
+        XCTAssertEqual(cat.status, 1)
+        XCTAssertTrue(cat.stderr.contains("cache directory \(rootsCache) exists but is not writable by you (owner root, mode 0755)"), cat.stderr)
+        XCTAssertTrue(cat.stderr.contains("--cache-dir"), cat.stderr)
+        XCTAssertEqual(cat.stderr.split(separator: "\n").count, 1, cat.stderr)
+
+        XCTAssertEqual(try user.httpcachefs(["mount", mountpoint, origin.url("/lib/extra.txt"), "--no-proxy"]).status, 0)
+        let twice = try user.httpcachefs(["mount", mountpoint, origin.url("/lib/extra.txt"), "--no-proxy"])
+        XCTAssertNotEqual(twice.status, 0)
+        XCTAssertTrue(twice.stderr.contains("unmount it first (httpcachefs unmount \(mountpoint))"), twice.stderr)
+        XCTAssertEqual(try user.httpcachefs(["unmount", mountpoint]).status, 0)
+
+        var st = stat()
+        guard stat("/dev/fuse", &st) == 0 else { return }
+        chmod("/dev/fuse", 0o600)
+        defer { chmod("/dev/fuse", st.st_mode & 0o7777) }
+        let closed = try user.httpcachefs(["mount", mountpoint, origin.url("/lib/extra.txt"), "--no-proxy"])
+        XCTAssertNotEqual(closed.status, 0)
+        XCTAssertTrue(closed.stderr.contains("/dev/fuse (mode 0600) cannot be opened by this user: as root, chmod 0666 /dev/fuse"), closed.stderr)
+        XCTAssertEqual(closed.stderr.split(separator: "\n").count, 1, closed.stderr)
     }
 
     // MARK: helpers

@@ -12,7 +12,7 @@ final class SettingsTableTests: XCTestCase {
             }
         }
         let exceptions = SettingsTable.all.filter { !$0.inConfig || $0.fstab == .none }.map(\.name).sorted()
-        XCTAssertEqual(exceptions, ["config", "foreground", "tier", "user"], "the listed few")
+        XCTAssertEqual(exceptions, ["allow-other", "config", "daemon", "foreground", "read-only", "tier", "user"], "the listed few")
         XCTAssertEqual(Set(SettingsTable.all.map(\.name)).count, SettingsTable.all.count, "no setting twice")
     }
 
@@ -82,6 +82,72 @@ final class SettingsTableTests: XCTestCase {
         XCTAssertEqual(SettingsTable.suggestion(for: "cache-szie", among: keys), "cache-size")
         XCTAssertEqual(SettingsTable.suggestion(for: "readtimeout", among: keys), "read-timeout")
         XCTAssertNil(SettingsTable.suggestion(for: "xyz", among: keys))
-        XCTAssertNil(SettingsTable.suggestion(for: "allow_other", among: keys))
+        XCTAssertNil(SettingsTable.suggestion(for: "noatime", among: keys))
+    }
+
+    // MARK: rclone's names
+
+    func testRcloneNamesThatMeanTheSameAreAliasesEverywhere() throws {
+        for (rclone, ours) in [("vfs-cache-max-size", "cache-size"), ("vfs-cache-max-age", "cache-max-age"),
+                               ("dir-cache-time", "index-ttl"), ("buffer-size", "read-ahead-max"),
+                               ("vfs-read-ahead", "read-ahead-max"), ("max-read-ahead", "read-ahead-max")] {
+            XCTAssertEqual(SettingsTable.named(rclone)?.name, ours, rclone)
+            XCTAssertEqual(SettingsTable.aliases[rclone], ours, rclone)
+        }
+        let file = try ConfigFile.parse("vfs_cache_max_size = 20G\ndir-cache-time = 5m\n", path: "c")
+        XCTAssertEqual(file["cache-size"], "20G")
+        XCTAssertEqual(file["index-ttl"], "5m")
+        XCTAssertEqual(try FstabWords.expandingMountArguments(["mount", "/m", "-o", "vfs_cache_max_size=1G,allow_other", "http://h/a"]),
+                       ["mount", "/m", "--cache-size", "1G", "http://h/a", "-o", "allow_other"])
+        XCTAssertEqual(SettingsTable.named("allow_other")?.name, "allow-other")
+    }
+
+    func testRcloneNamesThatMeanSomethingElseAreRefusedWithTheWayOut() {
+        let cases: [([String], String)] = [
+            (["mount", "/m", "--vfs-cache-mode", "full"], "--vfs-cache-mode is rclone's: httpcachefs always caches as rclone's --vfs-cache-mode full does"),
+            (["mount", "/m", "--vfs-cache-mode=writes"], "drop --vfs-cache-mode"),
+            (["cat", "http://h/a", "--vfs-read-chunk-size", "32M"], "--slice-size"),
+            (["mount", "/m", "--poll-interval", "1m"], "httpcachefs refresh"),
+            (["cat", "http://h/a", "--timeout", "5m"], "--read-timeout"),
+        ]
+        for (arguments, message) in cases {
+            XCTAssertThrowsError(try FstabWords.expandingMountArguments(arguments), "\(arguments)") { error in
+                XCTAssertTrue("\(error)".contains(message), "\(error)")
+                XCTAssertFalse("\(error)".contains("\n"))
+            }
+        }
+        XCTAssertNoThrow(try FstabWords.expandingMountArguments(["cat", "--", "--timeout"]), "after --, an argument")
+    }
+}
+
+/// `--bwlimit` as one rate or as rclone's timetables.
+final class BandwidthLimitValueTests: XCTestCase {
+    func testOneRateOrATimetableAsRcloneWritesIt() throws {
+        XCTAssertEqual(try BandwidthLimitValue.parse("10M", option: "--bwlimit"), .constant(10 << 20))
+        XCTAssertEqual(try BandwidthLimitValue.parse("500K/s", option: "--bwlimit"), .constant(500 << 10))
+        XCTAssertEqual(try BandwidthLimitValue.parse("off", option: "--bwlimit"), .constant(0))
+        XCTAssertEqual(try BandwidthLimitValue.parse("08:00,512k 23:00,off", option: "--bwlimit"),
+                       .timetable(weekly: false, entries: [.init(minute: 480, bytesPerSecond: 512 << 10), .init(minute: 1380, bytesPerSecond: 0)]))
+        XCTAssertEqual(try BandwidthLimitValue.parse("Sat-00:00,off Mon-08:00,10M:2M", option: "--bwlimit"),
+                       .timetable(weekly: true, entries: [.init(minute: 480, bytesPerSecond: 2 << 20),
+                                                          .init(minute: 5 * 1440, bytesPerSecond: 0)]),
+                       "sorted; UP:DOWN takes the download side")
+    }
+
+    func testBadTimetablesSayWhatIsWrong() {
+        let cases: [(String, String)] = [
+            ("08:00,512K 23:00", "expected HH:MM,RATE"),
+            ("25:00,1M", "invalid time '25:00'"),
+            ("Fun-08:00,1M", "invalid day 'Fun'"),
+            ("Mon-08:00,1M 09:00,off", "mixes entries with and without a day"),
+            ("08:00,1M 08:00,2M", "gives '08:00' twice"),
+            ("512", "has no unit: write 512K for KiB/s (rclone's reading) or 512B"),
+            ("08:00,fast", "invalid size 'fast'"),
+        ]
+        for (text, message) in cases {
+            XCTAssertThrowsError(try BandwidthLimitValue.parse(text, option: "--bwlimit"), text) { error in
+                XCTAssertTrue("\(error)".contains(message), "\(text): \(error)")
+            }
+        }
     }
 }
