@@ -141,6 +141,8 @@ final class FileSystemCore: Sendable {
     /// still waiting (`ReplyOnce`), so they never block; a queue of their own keeps them off
     /// the FUSE loop, which must not wait, and out of the engine's queues.
     let deadlineQueue = DispatchQueue(label: "httpcachefs.fuse.read-deadline")
+    /// Warm-ups of files pinned with `setfattr` still running (tests wait for them).
+    let warmUps = DispatchGroup()
     /// Folders that list by WebDAV PROPFIND (`ListingFetch`).
     let listingKinds = ListingKinds()
 

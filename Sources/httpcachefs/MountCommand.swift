@@ -93,6 +93,10 @@ struct MountCommand: AsyncParsableCommand {
             help: ArgumentHelp("Programs whose reads only take what the link has left (thumbnail or subtitle extractors), by process name, comma-separated (repeatable); added to ffmpegthumbnailer.", valueName: "name"))
     var backgroundReaders: [String] = []
 
+    @Flag(name: .customLong("xattr-pins"),
+          help: "Let root pin a file with 'setfattr -n user.httpcachefs.pin -v 1 FILE' (head and tail, warmed; 'setfattr -x' unpins). The kernel then sees the mount as writable; every write is still refused (EROFS).")
+    var xattrPins = false
+
     @OptionGroup var proxy: ProxyOptions
     @OptionGroup(title: "Owner and permissions") var owner: MountOwnerOptions
     @OptionGroup var cache: CacheOptions
@@ -109,6 +113,7 @@ struct MountCommand: AsyncParsableCommand {
         var stopTimeout: TimeInterval = 10
         var pageCacheFill = MountOptions.defaultPageCacheFill
         var readerClasses = ReaderClassTable.builtIn
+        var xattrPins = false
     }
 
     func settings(file: ConfigFile?) throws -> Settings {
@@ -143,6 +148,7 @@ struct MountCommand: AsyncParsableCommand {
                 }
             }
         }
+        s.xattrPins = try flag(xattrPins, "xattr-pins")
         if entries.isEmpty && s.urlList == nil && s.indexes.isEmpty && !s.byURL {
             throw UsageError("nothing to mount on \(mountpoint): give URLs, --url-list FILE, --index URL or --by-url (or url-list / index in the config file)")
         }
@@ -196,6 +202,7 @@ struct MountCommand: AsyncParsableCommand {
         mountOptions.passthrough = !settings.noPassthrough
         mountOptions.pageCacheFill = settings.pageCacheFill
         mountOptions.readerClasses = settings.readerClasses
+        mountOptions.xattrPins = settings.xattrPins
         mountOptions.listingBudget = settings.listingMemory
         owned.ownership.apply(to: &mountOptions)
         // The proxy first: a busy port fails the mount before anything is mounted.
