@@ -29,7 +29,7 @@ public enum SettingsTable {
         .value("url-list"), .list("index"), .value("index-ttl"), .value("listing-memory"), .flag("by-url"), .flag("no-proxy"),
         .flag("no-passthrough"), .value("page-cache-fill"), .value("stop-timeout"),
         .list("scanner"), .list("background-reader"), .flag("xattr-pins"),
-        .value("on-change", fstab: .none, why: "a command holds spaces and commas, which end an fstab word: put it in the config file"),
+        .value("on-change"),
         .flag("foreground", inConfig: false, why: "how the daemon runs is the command's choice (systemd passes it), not the library's"),
     ]
 
