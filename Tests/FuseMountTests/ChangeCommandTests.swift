@@ -89,3 +89,12 @@ final class RefreshChangesTests: XCTestCase {
         XCTAssertEqual(runs.first?.count, 4, "each once")
     }
 }
+
+extension RefreshChangesTests {
+    func testAReloadedURLListReportsTheFilesAddedRemovedOrMoved() throws {
+        let old = try treeFromList("a.mkv = http://o.test/a.mkv\nfilms/b.mkv = http://o.test/b.mkv\nfilms/c.mkv = http://o.test/c.mkv")
+        let new = try treeFromList("a.mkv = http://o.test/a.mkv\nfilms/b.mkv = http://o.test/b2.mkv\nfilms/d.mkv = http://o.test/d.mkv")
+        XCTAssertEqual(FileSystemCore.changedPaths(from: old, to: new), ["films/b.mkv", "films/c.mkv", "films/d.mkv"])
+        XCTAssertEqual(FileSystemCore.changedPaths(from: new, to: new), [])
+    }
+}
