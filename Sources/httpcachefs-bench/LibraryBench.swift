@@ -31,6 +31,9 @@ struct LibraryBench: AsyncParsableCommand {
     @Option(help: "Seconds of each generated film.")
     var seconds = 20
 
+    @Option(help: "Entries of the one-folder listings timed with ls -l, comma-separated (0: none).")
+    var folderSizes = "20000,200000"
+
     @Option(help: "The httpcachefs binary (default: the one next to this benchmark; build with 'swift build -c release').")
     var binary: String?
 
@@ -108,6 +111,55 @@ struct LibraryBench: AsyncParsableCommand {
         let ratio = Double(probeOrigin) / Double(max(readLocally, 1))
         print(String(format: "  probes read %.2f MiB of the local copy; the cold probes fetched %.2f MiB of film bytes: %.2fx (goal at most %.1fx) %@",
                      Double(readLocally) / 1048576, Double(probeOrigin) / 1048576, ratio, Self.goal, ratio <= Self.goal ? "ok" : "MISSED"))
+        daemon.unmount()
+        origin.emulateLink(nil)
+        let sizes = try folderSizes.split(separator: ",").compactMap { part -> Int? in
+            guard let n = Int(part.trimmingCharacters(in: .whitespaces)), n >= 0 else {
+                throw ValidationError("--folder-sizes: '\(part)' is not a number of entries")
+            }
+            return n > 0 ? n : nil
+        }
+        var folderRows: [[String]] = []
+        for n in sizes { folderRows.append(try Self.bigFolder(entries: n, origin: origin, binary: binary, temp: temp)) }
+        if !folderRows.isEmpty {
+            print(Self.table(header: ["ls -l of one folder", "local", "warm (goal 2x)", "listing fetched, kernel cold (goal 3x)", "per entry, warm"],
+                             rows: folderRows))
+        }
+    }
+
+    /// `ls -l` of one folder of `entries` files: a local folder of empty files against the mount
+    /// of a JSON listing, warm (a second run) and with the listing fetched but the kernel cold
+    /// (a new mount on the same cache directory, whose kept listing is fresh).
+    static func bigFolder(entries: Int, origin: OriginServer, binary: String, temp: TemporaryDirectory) throws -> [String] {
+        let local = temp.appending("big-\(entries)")
+        try FileManager.default.createDirectory(atPath: local, withIntermediateDirectories: true)
+        let date = "Mon, 23 Nov 2026 10:00:00 GMT"
+        var items: [String] = []
+        items.reserveCapacity(entries)
+        for i in 0..<entries {
+            let name = String(format: "file%07d.mkv", i)
+            let fd = open(local + "/" + name, O_CREAT | O_WRONLY, 0o644)
+            if fd >= 0 { close(fd) }
+            items.append(#"{"name":"\#(name)","type":"file","mtime":"\#(date)","size":\#(1_000_000 + i)}"#)
+        }
+        origin.setFile("/big\(entries)/", data: Array(("[" + items.joined(separator: ",\n") + "]").utf8), contentType: "application/json")
+        func ls(_ dir: String) throws -> Double { try Spawned.time("/bin/sh", ["-c", "ls -l '\(dir)' > /dev/null"]) }
+        _ = try ls(local)
+        let localWarm = try ls(local)
+        let mnt = temp.appending("big-mnt-\(entries)"), cache = temp.appending("big-cache-\(entries)")
+        let arguments = ["--index", origin.url("/big\(entries)/"), "--index-ttl", "1h"]
+        var daemon = try MountDaemon(binary: binary, mountpoint: mnt, cacheDirectory: cache, cacheSize: 1 << 30, entries: [],
+                                     logFile: temp.appending("big-\(entries).log"), proxy: false, extraArguments: arguments)
+        _ = try ls(mnt)   // fetches the listing
+        let warm = try ls(mnt)
+        daemon.unmount()
+        daemon = try MountDaemon(binary: binary, mountpoint: mnt, cacheDirectory: cache, cacheSize: 1 << 30, entries: [],
+                                 logFile: temp.appending("big-\(entries).log"), proxy: false, extraArguments: arguments)
+        defer { daemon.unmount() }
+        let kernelCold = try ls(mnt)
+        return ["\(entries) entries", String(format: "%.2f s", localWarm), String(format: "%.2f s (%.1fx)", warm, warm / max(localWarm, 1e-6)),
+                String(format: "%.2f s (%.1fx)", kernelCold, kernelCold / max(localWarm, 1e-6)),
+                String(format: "%.1f µs", warm / Double(entries) * 1e6)]
     }
 
     /// Columns padded to their widest cell.
