@@ -17,6 +17,7 @@ extension FileSystemCore {
     }
 
     func getxattr(_ ino: UInt64, name: String) -> Result<[UInt8], FSErrno> {
+        xattrRequests.withLock { $0 += 1 }
         switch CacheAttributes.name(name) {
         case .other: return .failure(FSErrno(ENOTSUP))
         case .unknownOurs: return .failure(FSErrno(ENODATA))

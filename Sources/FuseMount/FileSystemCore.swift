@@ -149,6 +149,9 @@ final class FileSystemCore: Sendable {
     let deadlineQueue = DispatchQueue(label: "httpcachefs.fuse.read-deadline")
     /// Warm-ups of files pinned with `setfattr` still running (tests wait for them).
     let warmUps = DispatchGroup()
+    /// GETXATTR requests answered (for tests: `ls -l` asks for `security.selinux` once per
+    /// mount, not once per file, since we answer ENOTSUP).
+    let xattrRequests = LockedValue(0)
     /// Folders that list by WebDAV PROPFIND (`ListingFetch`).
     let listingKinds = ListingKinds()
 

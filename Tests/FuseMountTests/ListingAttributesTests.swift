@@ -48,6 +48,18 @@ final class ListingAttributesTests: XCTestCase {
         XCTAssertEqual(m.mount.fs.core.lookupRequests, 0, "the names came with their attributes (READDIRPLUS)")
     }
 
+    func testLsDashLItselfAsksTheDaemonNothingPerName() throws {
+        let files = (0..<200).map { (name: String(format: "film-%03d.mkv", $0), size: 1000 + $0) }
+        let m = try mount(files)
+        defer { m.stop() }
+        let ls = try ExternalTool.run(ExternalTool.find("ls")!, ["-l", m.mount.mountpoint], timeout: 60)
+        XCTAssertEqual(ls.status, 0, ls.stderr)
+        XCTAssertEqual(ls.stdout.split(separator: "\n").filter { $0.hasSuffix(".mkv") }.count, files.count)
+        XCTAssertEqual(m.mount.fs.core.lookupRequests, 0, "no LOOKUP per name")
+        // ls asks for each file's security label; ENOTSUP makes it stop asking on this mount.
+        XCTAssertLessThanOrEqual(m.mount.fs.core.xattrRequests.withLock { $0 }, 2, "no GETXATTR per name")
+    }
+
     func testStatAfterARefreshShowsTheNewSize() throws {
         let m = try mount([("a.mkv", 100), ("b.mkv", 200)])
         defer { m.stop() }
