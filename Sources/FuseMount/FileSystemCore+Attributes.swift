@@ -81,8 +81,8 @@ extension FileSystemCore {
                     return reply(.failure(FSErrno(error is PinRefusal ? ENOSPC : (error as? CacheError)?.errno ?? EIO)))
                 }
                 logger.info("\(pin ? "pinned" : "unpinned") \(DisplayURL.redacted(url))\(pin ? " (\(ranges.count == 1 ? "whole" : "head and tail"))" : "")")
+                if pin { warm(info, ranges) }   // started before the reply: it counts in `warmUps` by then
                 reply(.success(()))
-                if pin { warm(info, ranges) }
             }
         }
     }
