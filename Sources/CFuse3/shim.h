@@ -11,6 +11,7 @@
 #include <sys/ioctl.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <sys/xattr.h>   // for tests of the mount's extended attributes (getxattr and kin)
 #include <unistd.h>
 
 // Replies to a read with pieces of open files (fd-backed buffers, as passthrough_ll does) and of

@@ -132,8 +132,10 @@ public final class CacheEngine: Sendable {
     public func makeReader(for entry: EntryInfo, end: Int64? = nil, door: ReadDoor = .cli,
                            requestStartedAt: UInt64? = nil, background: Bool = false,
                            readerClass: ReaderClass = .player) -> CacheReader {
-        CacheReader(core: core, entry: entry, end: end, readerClass: background ? .background : readerClass,
-                    accounting: ReadAccounting(metrics: metrics, door: door, entry: entry, requestStartedAt: requestStartedAt))
+        let readerClass = background ? .background : readerClass
+        return CacheReader(core: core, entry: entry, end: end, readerClass: readerClass,
+                           accounting: ReadAccounting(metrics: metrics, door: door, entry: entry, requestStartedAt: requestStartedAt,
+                                                      readerClass: readerClass))
     }
 
     /// Called (on an engine thread) whenever an entry is found to have changed remotely.

@@ -45,6 +45,12 @@ public final class CacheMetrics: Sendable {
     private let errors: [ErrorKind: Tally]
     private let usedBytes: CoreMetrics.Gauge, capacityBytes: CoreMetrics.Gauge, freeFloorBytes: CoreMetrics.Gauge, entries: CoreMetrics.Gauge, slices: CoreMetrics.Gauge, inFlight: CoreMetrics.Gauge
     private let originsDown: CoreMetrics.Gauge
+    /// By `ReaderClass` (its index in `allCases`): reads, the bytes they were answered
+    /// ([cache, origin]), and the origin requests their plans started with the bytes asked for.
+    private let classReads: [Tally]
+    private let classBytes: [[Tally]]
+    private let classFetches: [Tally]
+    private let classFetchBytes: [Tally]
 
     private struct Listed {
         var recent = RecentErrors(capacity: 50)
@@ -76,6 +82,10 @@ public final class CacheMetrics: Sendable {
         "httpcachefs_cache_slices": "Slice files holding cached bytes.",
         "httpcachefs_fetches_in_flight": "Origin transfers running now.",
         "httpcachefs_failed_opens_total": "Opens that failed (no read could start); with failed reads, counted as reads that were no hit in the hit ratio.",
+        "httpcachefs_reader_reads_total": "Reads by the class of their reader (scanner, player, unknown, background: by the process that opened the file).",
+        "httpcachefs_reader_served_bytes_total": "Bytes answered to readers by reader class and by where they came from (cache, origin).",
+        "httpcachefs_reader_fetches_total": "Origin requests started for readers' reads and read-ahead, by reader class.",
+        "httpcachefs_reader_fetch_bytes_total": "Bytes those requests asked for, by reader class (a request stopped early by a seek or a close delivers less).",
         "httpcachefs_origins_down": "Origins that cannot be reached now (cached bytes are served, other reads fail at once until a probe gets an answer).",
     ]
 
@@ -122,6 +132,26 @@ public final class CacheMetrics: Sendable {
         slices = gauge("httpcachefs_cache_slices")
         inFlight = gauge("httpcachefs_fetches_in_flight")
         originsDown = gauge("httpcachefs_origins_down")
+        classReads = ReaderClass.allCases.map { Tally("httpcachefs_reader_reads_total", [("reader", $0.rawValue)], factory) }
+        classBytes = ReaderClass.allCases.map { c in
+            ["cache", "origin"].map { Tally("httpcachefs_reader_served_bytes_total", [("reader", c.rawValue), ("source", $0)], factory) }
+        }
+        classFetches = ReaderClass.allCases.map { Tally("httpcachefs_reader_fetches_total", [("reader", $0.rawValue)], factory) }
+        classFetchBytes = ReaderClass.allCases.map { Tally("httpcachefs_reader_fetch_bytes_total", [("reader", $0.rawValue)], factory) }
+    }
+
+    /// A read of a reader of `readerClass` was answered.
+    func noteRead(readerClass: ReaderClass, cacheBytes: Int64, originBytes: Int64) {
+        let i = readerClass.index
+        classReads[i].add(1)
+        if cacheBytes > 0 { classBytes[i][0].add(cacheBytes) }
+        if originBytes > 0 { classBytes[i][1].add(originBytes) }
+    }
+
+    /// A reader of `readerClass` started an origin request for `bytes` (nil: to an end not known).
+    func noteFetch(readerClass: ReaderClass, bytes: Int64?) {
+        classFetches[readerClass.index].add(1)
+        if let bytes, bytes > 0 { classFetchBytes[readerClass.index].add(bytes) }
     }
 
     // MARK: Events
@@ -196,7 +226,12 @@ public final class CacheMetrics: Sendable {
                       originRequests: Dictionary(uniqueKeysWithValues: OriginClass.allCases.map { ($0.rawValue, originRequests[$0.index].total) }),
                       retries: retries.total, evictions: evictions.total, evictedBytes: evictedBytes.total,
                       remoteChanges: remoteChanges.total,
-                      errors: Dictionary(uniqueKeysWithValues: errors.map { ($0.key.rawValue, $0.value.total) }))
+                      errors: Dictionary(uniqueKeysWithValues: errors.map { ($0.key.rawValue, $0.value.total) }),
+                      readers: Dictionary(uniqueKeysWithValues: ReaderClass.allCases.map { c in
+                          (c.rawValue, ReaderTotals(reads: classReads[c.index].total, fromCache: classBytes[c.index][0].total,
+                                                    fromOrigin: classBytes[c.index][1].total, fetches: classFetches[c.index].total,
+                                                    fetchedBytes: classFetchBytes[c.index].total))
+                      }))
     }
 
     /// Sets the gauges from `summary`, just before the backend is read.
@@ -325,6 +360,22 @@ public struct Totals: Sendable, Codable, Equatable {
     public var remoteChanges: Int64
     /// By kind (the `kind` label of `httpcachefs_errors_total`).
     public var errors: [String: Int64]
+    /// By reader class (`ReaderClass`: scanner, player, unknown, background). Absent from older documents.
+    public var readers: [String: ReaderTotals]? = nil
+}
+
+/// What the readers of one class read and cost the origin.
+public struct ReaderTotals: Sendable, Codable, Equatable {
+    public var reads: Int64
+    public var fromCache: Int64
+    public var fromOrigin: Int64
+    /// Origin requests their reads and read-ahead started, and the bytes those asked for.
+    public var fetches: Int64
+    public var fetchedBytes: Int64
+}
+
+extension ReaderClass {
+    var index: Int { Self.allCases.firstIndex(of: self)! }
 }
 
 /// A way into this cache: a mountpoint, or a proxy listener.

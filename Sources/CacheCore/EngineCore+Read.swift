@@ -116,6 +116,7 @@ extension EngineCore {
                 entry.inflight.start(id: id, generation: generation, start: f.start, end: f.end,
                                      reader: reader.id, pinned: !entry.info.acceptsRanges, priority: readAheadClass, now: now)
                 toLaunch.append(Launch(entry: entry.handle, fetch: f, id: id))
+                metrics.noteFetch(readerClass: reader.readerClass, bytes: (f.end ?? entry.info.length).map { $0 - f.start })
             }
             reader.progress.withLock { $0.pace.note(readEnd: request.upperBound, missed: !plan.isHit, now: uptime) }
             // Pinned while it reads or waits, so eviction cannot take bytes it needs.

@@ -10,13 +10,15 @@ import Foundation
 final class ReadAccounting: Sendable {
     let metrics: CacheMetrics
     let door: ReadDoor
+    let readerClass: ReaderClass
     let url: String
     /// Nil once the first byte was counted.
     private let requestStartedAt: LockedValue<UInt64?>
 
-    init(metrics: CacheMetrics, door: ReadDoor, entry: EntryInfo, requestStartedAt: UInt64?) {
+    init(metrics: CacheMetrics, door: ReadDoor, entry: EntryInfo, requestStartedAt: UInt64?, readerClass: ReaderClass = .player) {
         self.metrics = metrics
         self.door = door
+        self.readerClass = readerClass
         self.url = entry.url
         self.requestStartedAt = LockedValue(requestStartedAt)
     }
@@ -29,6 +31,7 @@ final class ReadAccounting: Sendable {
             let now = DispatchTime.now().uptimeNanoseconds
             metrics.noteRead(door: door, cacheBytes: fromCache, originBytes: fromOrigin,
                              nanoseconds: Int64(now &- startedAt))
+            metrics.noteRead(readerClass: readerClass, cacheBytes: fromCache, originBytes: fromOrigin)
             guard door == .proxy else { return }
             let requestStart = requestStartedAt.withLock { s in
                 defer { s = nil }

@@ -227,6 +227,7 @@ extension FileSystemCore {
         }
         for (parent, name) in invalidations.entries { n?.invalidateEntry(parent: parent, name: name) }
         for ino in invalidations.inodes { n?.invalidateInode(ino, data: false) }
+        report(changes: invalidations.changed)
         for w in waiters { w(failure) }
     }
 
@@ -261,9 +262,16 @@ extension FileSystemCore {
             let prefix = base == "/" ? "/" : base + "/"
             entries = listed.filter { filter.allows(prefix + $0.name, isDirectory: $0.isDirectory) }
         }
+        // A first listing adds every name: that is no change anybody must hear of.
+        let reports = idx.listedAt != nil
+        let dirPath = reports ? path(of: node, s) : ""
+        func changed(_ name: String) { if reports { invalidations.changed.append(dirPath.isEmpty ? name : dirPath + "/" + name) } }
         let names = Set(entries.map { EntryName($0.name) })
         for name in idx.listed where !names.contains(name) {
-            if let ino = dir.children[name], s.table.node(ino)?.origin == .listing { invalidations.entries += s.table.detach(ino) }
+            if let ino = dir.children[name], let gone = s.table.node(ino), gone.origin == .listing {
+                changed(gone.name)
+                invalidations.entries += s.table.detach(ino)
+            }
         }
         idx.listed = []
         let t = now()
@@ -279,6 +287,7 @@ extension FileSystemCore {
                 if !e.isDirectory, let f = existing.file, f.url == e.url {
                     if let size, size != f.size {
                         // The listing says the file changed; the next open asks the origin.
+                        if f.size != nil { changed(e.name) }
                         f.size = size
                         invalidations.inodes.append(existing.ino)
                     }
@@ -291,6 +300,7 @@ extension FileSystemCore {
             let content: NodeContent = e.isDirectory
                 ? .directory(DirectoryState(mtime: e.modified ?? t, index: IndexState(url: e.url)))
                 : .file(FileState(url: e.url, size: size, mtime: e.modified))
+            changed(e.name)
             s.table.add(parent: node.ino, name: e.name, origin: .listing, content: content)
             idx.listed.insert(EntryName(e.name))
         }

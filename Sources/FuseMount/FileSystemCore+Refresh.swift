@@ -32,6 +32,7 @@ extension FileSystemCore {
             return found
         }
         guard let found else { return completion(nil) }
+        beginChangeBatch()   // the command hears of every listing's changes at once
         let group = DispatchGroup()
         let result = LockedValue(ListingRefresh())
         for (ino, url) in found {
@@ -74,6 +75,9 @@ extension FileSystemCore {
                 }
             }
         }
-        group.notify(queue: .global()) { completion(result.withLock { $0 }) }
+        group.notify(queue: .global()) { [self] in
+            endChangeBatch()
+            completion(result.withLock { $0 })
+        }
     }
 }

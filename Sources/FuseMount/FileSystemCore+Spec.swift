@@ -10,9 +10,25 @@ extension FileSystemCore {
     /// Replaces the spec-built part of the tree with `newSpec`, keeping every node whose path
     /// and URL did not change (so open files and kernel caches survive a reload).
     func reload(spec newSpec: MountTreeSpec) {
-        let (invalidations, n) = state.withLock { s in (apply(spec: newSpec, &s), s.notifier) }
+        let (invalidations, n, old) = state.withLock { s in
+            let old = s.currentSpec
+            return (apply(spec: newSpec, &s), s.notifier, old)
+        }
         for (parent, name) in invalidations { n?.invalidateEntry(parent: parent, name: name) }
         n?.flush()  // when reload returns, removed names are gone from the kernel's cache too
+        report(changes: Self.changedPaths(from: old, to: newSpec))
+    }
+
+    /// Files and listed folders a reload added, removed or pointed elsewhere (`--on-change`).
+    static func changedPaths(from old: MountTreeSpec, to new: MountTreeSpec) -> [String] {
+        func entries(_ spec: MountTreeSpec) -> [String: String] {
+            var out: [String: String] = [:]
+            for f in spec.files { out[f.path.joined(separator: "/")] = f.url }
+            for i in spec.indexes where !i.path.isEmpty { out[i.path.joined(separator: "/")] = i.url }
+            return out
+        }
+        let before = entries(old), after = entries(new)
+        return Set(before.keys).union(after.keys).filter { before[$0] != after[$0] }.sorted()
     }
 
     /// Under the lock (`s`).

@@ -113,6 +113,12 @@ final class FileSystemCore: Sendable {
         var keptDirs: Set<UInt64> = []
         /// LOOKUP requests answered (for tests: READDIRPLUS spares `ls -l` one per name).
         var lookupRequests = 0
+        /// Who hears of files a refresh added, removed or changed (`--on-change`), and the paths
+        /// held back while a `refresh` re-reads several listings (`changeBatches` > 0), so the
+        /// command runs once for all of them.
+        var onChange: (@Sendable ([String]) -> Void)?
+        var changeBatches = 0
+        var pendingChanges: [String] = []
         var nextHandle: UInt64 = 1
         var inodesByKey: [CacheKey: Set<UInt64>] = [:]
         var notifier: KernelNotifier?
@@ -141,6 +147,11 @@ final class FileSystemCore: Sendable {
     /// still waiting (`ReplyOnce`), so they never block; a queue of their own keeps them off
     /// the FUSE loop, which must not wait, and out of the engine's queues.
     let deadlineQueue = DispatchQueue(label: "httpcachefs.fuse.read-deadline")
+    /// Warm-ups of files pinned with `setfattr` still running (tests wait for them).
+    let warmUps = DispatchGroup()
+    /// GETXATTR requests answered (for tests: `ls -l` asks for `security.selinux` once per
+    /// mount, not once per file, since we answer ENOTSUP).
+    let xattrRequests = LockedValue(0)
     /// Folders that list by WebDAV PROPFIND (`ListingFetch`).
     let listingKinds = ListingKinds()
 
@@ -388,4 +399,7 @@ final class FileSystemCore: Sendable {
 struct Invalidations {
     var entries: [(parent: UInt64, name: String)] = []
     var inodes: [UInt64] = []
+    /// Paths in the mount of files a listing added, removed or changed (not on its first
+    /// listing, which adds everything): what `--on-change` hears.
+    var changed: [String] = []
 }

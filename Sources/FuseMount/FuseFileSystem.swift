@@ -112,6 +112,17 @@ public final class FuseFileSystem: Sendable {
         core.reload(spec: tree)
     }
 
+    /// Calls `handler` (on an engine or FUSE thread; it must not block) with the paths of files
+    /// and folders a refresh added, removed or changed, under the mountpoint: once per listing
+    /// refreshed as its TTL ran out, once for all the listings of `refreshListings`.
+    public func onChange(_ handler: @escaping @Sendable ([String]) -> Void) {
+        let session = session
+        core.setChangeHandler { paths in
+            let root = session.mountpoint ?? ""
+            handler(paths.map { root + "/" + $0 })
+        }
+    }
+
     /// Re-reads the directory listings at and under `path` (components inside the mount; empty:
     /// the whole mount) now, whatever their TTL. nil when `path` is not in the mount.
     public func refreshListings(under path: [String]) async -> ListingRefresh? {

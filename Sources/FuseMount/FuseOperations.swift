@@ -330,11 +330,50 @@ enum FuseOperations {
         ops.link = { req, _, _, _ in FuseOperations.refuse(req) }
         ops.write = { req, _, _, _, _, _ in FuseOperations.refuse(req) }
         ops.create = { req, _, _, _, _ in FuseOperations.refuse(req) }
-        ops.setxattr = { req, _, _, _, _, _ in FuseOperations.refuse(req) }
-        ops.removexattr = { req, _, _ in FuseOperations.refuse(req) }
+        ops.getxattr = { req, ino, name, size in
+            guard let req, let name else { return }
+            let s = FuseOperations.session(req)
+            let result = s.core.getxattr(ino, name: String(cString: name))
+            FuseOperations.replyXattr(req, s, result, size: size)
+        }
+        ops.listxattr = { req, ino, size in
+            guard let req else { return }
+            let s = FuseOperations.session(req)
+            FuseOperations.replyXattr(req, s, s.core.listxattr(ino), size: size)
+        }
+        ops.setxattr = { req, ino, name, value, size, _ in
+            guard let req, let name else { return }
+            let s = FuseOperations.session(req)
+            let bytes = value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
+            let request = SendableRequest(req)  // answered later, on another thread
+            s.core.setxattr(ino, name: String(cString: name), value: bytes) { result in
+                s.reply { _ = fuse_reply_err(request.req, result.failureCode) }
+            }
+        }
+        ops.removexattr = { req, ino, name in
+            guard let req, let name else { return }
+            let s = FuseOperations.session(req)
+            let request = SendableRequest(req)  // answered later, on another thread
+            s.core.removexattr(ino, name: String(cString: name)) { result in
+                s.reply { _ = fuse_reply_err(request.req, result.failureCode) }
+            }
+        }
         ops.fallocate = { req, _, _, _, _, _ in FuseOperations.refuse(req) }
         ops.copy_file_range = { req, _, _, _, _, _, _, _, _ in FuseOperations.refuse(req) }
         return ops
+    }
+
+    /// An attribute's value, or its length when the caller asked for it (size 0), or ERANGE.
+    static func replyXattr(_ req: fuse_req_t, _ s: FuseSession, _ result: Result<[UInt8], FSErrno>, size: Int) {
+        switch result {
+        case let .failure(e): s.reply { fuse_reply_err(req, e.code) }
+        case let .success(value):
+            switch CacheAttributes.reply(value, size: size) {
+            case let .size(n): s.reply { fuse_reply_xattr(req, n) }
+            case let .error(code): s.reply { fuse_reply_err(req, code) }
+            case let .bytes(b): s.reply { b.withUnsafeBytes { _ = fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) } }
+            }
+        }
     }
 
     static func session(_ req: fuse_req_t) -> FuseSession {

@@ -35,6 +35,13 @@ public protocol MountBackend: AnyObject, ListingTransport {
     /// True while the origin of `url` is known to be down: what the cache answers for it now was
     /// not asked of the origin, however small the max age given.
     func isOriginDown(url: String) -> Bool
+    /// What the cache holds of `url` (for the `user.httpcachefs.*` attributes); nil: nothing.
+    func status(url: String) -> EntryStatus?
+    /// The ranges of `url` kept from eviction.
+    func pinnedRanges(url: String) -> [Range<Int64>]
+    /// Keeps `ranges` of `url` from eviction (within the cache's pin limit), or, with none,
+    /// lets every range of it go. Blocking (it records the pins): not on the FUSE loop.
+    func setPins(url: String, ranges: [Range<Int64>]) throws
 }
 
 /// One reader per open file handle: the engine does sequential detection and read-ahead per reader.
@@ -92,6 +99,13 @@ extension MountBackend {
 
     /// Default: backends without origins of their own (test fakes) never have one down.
     public func isOriginDown(url: String) -> Bool { false }
+
+    /// Default: backends without a cache of their own (test fakes) hold nothing, pin nothing.
+    public func status(url: String) -> EntryStatus? { nil }
+    public func pinnedRanges(url: String) -> [Range<Int64>] { [] }
+    public func setPins(url: String, ranges: [Range<Int64>]) throws {
+        throw CacheError.storage(path: "", message: "this mount keeps no pins")
+    }
 
     /// A listing's GET: `fetchWhole`.
     public func fetchPage(url: String, limit: Int, maxAge: TimeInterval,
@@ -162,4 +176,9 @@ public final class EngineBackend: MountBackend {
     }
     public var usage: CacheUsage { engine.usage }
     public func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void) { engine.onRemoteChange(handler) }
+    public func status(url: String) -> EntryStatus? { engine.status(url: url) }
+    public func pinnedRanges(url: String) -> [Range<Int64>] { engine.pinnedRanges(url: url) }
+    public func setPins(url: String, ranges: [Range<Int64>]) throws {
+        if ranges.isEmpty { try engine.unpin(url: url) } else { try engine.pin(url: url, ranges: ranges, limit: engine.pinLimit) }
+    }
 }

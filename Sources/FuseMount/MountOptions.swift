@@ -69,6 +69,12 @@ public struct MountOptions: Sendable {
     public var readerClasses = ReaderClassTable.builtIn
     /// `--include`/`--exclude`: entries of listings the mount leaves out (nil: none).
     public var listingFilter: ListingFilter?
+    /// `--xattr-pins`: `setfattr -n user.httpcachefs.pin -v 1 FILE` pins a file. The kernel
+    /// refuses every xattr change on a read-only mount (EROFS) before asking the daemon, so the
+    /// mount is then writable for the kernel: the daemon itself still refuses every write,
+    /// create, rename and attribute change with EROFS. Files are 0444, so only root (or a user
+    /// with CAP_FOWNER) may set it.
+    public var xattrPins = false
     public static let defaultListingBudget: Int64 = 256 << 20
 
     public init(revalidateAfter: TimeInterval = 600, listingTTL: TimeInterval? = nil,
@@ -94,12 +100,14 @@ public struct MountOptions: Sendable {
         list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
     }
 
-    /// The full option list given to libfuse: always read-only, with kernel permission checks
+    /// The full option list given to libfuse: read-only, with kernel permission checks
     /// (modes are 0444 / 0555) and reads just under 1 MiB (`defaultMaxRead`); the user's options come last.
+    ///
+    /// With `xattrPins` it is writable for the kernel only (see there); `-o rw` is dropped.
     var libfuseOptions: [String] {
-        var opts = ["fsname=\(fsName.replacingOccurrences(of: ",", with: "_"))", "subtype=httpcachefs", "ro",
+        var opts = ["fsname=\(fsName.replacingOccurrences(of: ",", with: "_"))", "subtype=httpcachefs", xattrPins ? "rw" : "ro",
                     "default_permissions", "max_read=\(maxRead)"]
-        for o in fuseOptions where !opts.contains(o) && o != "rw" {
+        for o in fuseOptions where !opts.contains(o) && o != "rw" && o != "ro" {
             if o.hasPrefix("max_read=") || o.hasPrefix("fsname=") || o.hasPrefix("subtype=") {
                 opts.removeAll { $0.hasPrefix(String(o.prefix(while: { $0 != "=" })) + "=") }
             }

@@ -332,7 +332,12 @@ function draw(doc) {
     card("Served from cache", bytes(t.servedFromCache)),
     card("Served from origin", bytes(t.servedFromOrigin)),
     card("Origin bytes", bytes(t.originBytes)),
-    card("Fetches in flight", String(doc.fetches.length)));
+    card("Fetches in flight", String(doc.fetches.length)),
+    // Reads by reader class (scanner, player, unknown, background): what each kind of program
+    // read, and what it cost the origin.
+    ...Object.entries(t.readers || {}).filter(([, r]) => r.reads > 0).map(([name, r]) =>
+      card("Read by " + name + " programs", bytes(r.fromCache + r.fromOrigin),
+        el("div", {class: "k", text: r.reads + " reads · " + r.fetches + " origin requests for " + bytes(r.fetchedBytes)}))));
   const entries = doc.files.map(place);
   drawFiles(entries.filter(f => f.kind !== "listing"));
   drawListings(entries.filter(f => f.kind === "listing"));

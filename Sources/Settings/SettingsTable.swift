@@ -34,7 +34,8 @@ public enum SettingsTable {
         // The mount command.
         .value("url-list"), .list("index"), .value("index-ttl"), .value("listing-memory"), .flag("by-url"), .flag("no-proxy"),
         .flag("no-passthrough"), .value("page-cache-fill"), .value("stop-timeout"),
-        .list("scanner"), .list("background-reader"),
+        .list("scanner"), .list("background-reader"), .flag("xattr-pins"),
+        .value("on-change"),
         .flag("foreground", inConfig: false, why: "how the daemon runs is the command's choice (systemd passes it), not the library's"),
     ]
 

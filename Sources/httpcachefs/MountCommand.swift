@@ -105,6 +105,14 @@ struct MountCommand: AsyncParsableCommand {
             help: ArgumentHelp("Programs whose reads only take what the link has left (thumbnail or subtitle extractors), by process name, comma-separated (repeatable); added to ffmpegthumbnailer.", valueName: "name"))
     var backgroundReaders: [String] = []
 
+    @Option(name: .customLong("on-change"), parsing: .unconditional,
+            help: ArgumentHelp("A shell command run once after a refresh (timed, 'httpcachefs refresh', SIGHUP) finds files added, removed or changed, with their paths on its standard input, one a line (e.g. to tell Jellyfin or Plex to rescan); ended after 60s.", valueName: "command"))
+    var onChange: String?
+
+    @Flag(name: .customLong("xattr-pins"),
+          help: "Let root pin a file with 'setfattr -n user.httpcachefs.pin -v 1 FILE' (head and tail, warmed; 'setfattr -x' unpins). The kernel then sees the mount as writable; every write is still refused (EROFS).")
+    var xattrPins = false
+
     @OptionGroup var proxy: ProxyOptions
     @OptionGroup(title: "Owner and permissions") var owner: MountOwnerOptions
     @OptionGroup var cache: CacheOptions
@@ -122,6 +130,8 @@ struct MountCommand: AsyncParsableCommand {
         var pageCacheFill = MountOptions.defaultPageCacheFill
         var readerClasses = ReaderClassTable.builtIn
         var listingFilter: ListingFilter?
+        var xattrPins = false
+        var onChange: String?
     }
 
     func settings(file: ConfigFile?) throws -> Settings {
@@ -161,6 +171,11 @@ struct MountCommand: AsyncParsableCommand {
                                                 exclude: excludes.isEmpty ? (file?.list("exclude") ?? []) : excludes)
         } catch {
             throw UsageError("bad --include/--exclude: \(error)")
+        }
+        s.xattrPins = try flag(xattrPins, "xattr-pins")
+        if let v = setting(onChange, "on-change", in: file) {
+            do { try ChangeCommand.check(v.text, option: v.option) } catch let e as ChangeCommandError { throw UsageError(e.message) }
+            s.onChange = v.text
         }
         if entries.isEmpty && s.urlList == nil && s.indexes.isEmpty && !s.byURL {
             throw UsageError("nothing to mount on \(mountpoint): give URLs, --url-list FILE, --index URL or --by-url (or url-list / index in the config file)")
@@ -218,6 +233,7 @@ struct MountCommand: AsyncParsableCommand {
         mountOptions.passthrough = !settings.noPassthrough
         mountOptions.pageCacheFill = settings.pageCacheFill
         mountOptions.readerClasses = settings.readerClasses
+        mountOptions.xattrPins = settings.xattrPins
         mountOptions.listingBudget = settings.listingMemory
         mountOptions.listingFilter = settings.listingFilter
         owned.ownership.apply(to: &mountOptions)
@@ -237,6 +253,10 @@ struct MountCommand: AsyncParsableCommand {
             fs = FuseFileSystem(engine: engine, tree: checked, options: mountOptions, logger: logger)
             try await onBlockingPool { try fs.start(at: prepared.path) }
             mounted.value = fs
+            if let command = settings.onChange {
+                let runner = ChangeCommand(command: command, logger: logger)
+                fs.onChange { runner.run(paths: $0) }
+            }
         } catch {
             let started = server
             try? await onBlockingPool {

@@ -52,6 +52,12 @@ final class ReadPriorityReaderClassTests: GatedEngineTestCase {
         XCTAssertLessThanOrEqual(fetched.last!.upperBound, end + ReaderClass.scanMargin,
                                  "six reads in a row earn a scanner no read-ahead: \(fetched)")
         XCTAssertEqual(fetched.reduce(Int64(0)) { $0 + Int64($1.count) }, 6 * chunk + ReaderClass.scanMargin, "every byte fetched once")
+        let counted = try XCTUnwrap(cache.metrics.totals.readers?["scanner"], "counted by class for /metrics and the status page")
+        XCTAssertEqual(counted.reads, 6)
+        XCTAssertEqual(counted.fetches, Int64(fetched.count))
+        XCTAssertEqual(counted.fetchedBytes, 6 * chunk + ReaderClass.scanMargin)
+        XCTAssertEqual(counted.fromCache + counted.fromOrigin, 6 * chunk)
+        XCTAssertEqual(cache.metrics.totals.readers?["player"]?.reads, 0)
     }
 
     func testAnUnknownReaderGetsNoReadAheadUntilItReadsOnThenEarnsIt() throws {

@@ -25,3 +25,13 @@ extension CLITests {
         XCTAssertOneLineError(r, contains: "process name './probe' for 'scanner' at \(config):2")
     }
 }
+
+extension CLITests {
+    func testAnOnChangeProgramThatDoesNotExistIsOneLine() throws {
+        let mountpoint = temp.appending("mnt-on-change")
+        try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+        let r = try run(["mount", mountpoint, "http://127.0.0.1:9/film.mkv", "--on-change", "/nonexistent/tell-jellyfin --now"])
+        XCTAssertEqual(r.status, 64)
+        XCTAssertOneLineError(r, contains: "--on-change command '/nonexistent/tell-jellyfin' does not exist: give a program that exists, or one on PATH")
+    }
+}

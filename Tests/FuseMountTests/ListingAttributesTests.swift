@@ -13,7 +13,8 @@ final class ListingAttributesTests: XCTestCase {
     private func list(_ o: OriginServer, _ files: [(name: String, size: Int)]) {
         let rows = files.map { "<a href=\"\($0.name)\">\($0.name)</a>                 01-Jan-2024 00:00    \($0.size)\n" }.joined()
         let html = "<html><head><title>Index of /lib/</title></head><body><h1>Index of /lib/</h1><hr><pre><a href=\"../\">../</a>\n\(rows)</pre><hr></body></html>\n"
-        o.setResponse("/lib/", status: 200, headers: [("Content-Type", "text/html")], body: Array(html.utf8))
+        // With an ETag and ranges, as a file server sends a page: the refresh sees the change by it.
+        o.setFile("/lib/", data: Array(html.utf8), contentType: "text/html")
         for f in files { o.setFile("/lib/" + f.name, data: [UInt8](repeating: 65, count: f.size)) }
     }
 
@@ -48,13 +49,23 @@ final class ListingAttributesTests: XCTestCase {
         XCTAssertEqual(m.mount.fs.core.lookupRequests, 0, "the names came with their attributes (READDIRPLUS)")
     }
 
+    func testLsDashLItselfAsksTheDaemonNothingPerName() throws {
+        let files = (0..<200).map { (name: String(format: "film-%03d.mkv", $0), size: 1000 + $0) }
+        let m = try mount(files)
+        defer { m.stop() }
+        let ls = try ExternalTool.run(ExternalTool.find("ls")!, ["-l", m.mount.mountpoint], timeout: 60)
+        XCTAssertEqual(ls.status, 0, ls.stderr)
+        XCTAssertEqual(ls.stdout.split(separator: "\n").filter { $0.hasSuffix(".mkv") }.count, files.count)
+        XCTAssertEqual(m.mount.fs.core.lookupRequests, 0, "no LOOKUP per name")
+        // ls asks for each file's security label; ENOTSUP makes it stop asking on this mount.
+        XCTAssertLessThanOrEqual(m.mount.fs.core.xattrRequests.withLock { $0 }, 2, "no GETXATTR per name")
+    }
+
     func testStatAfterARefreshShowsTheNewSize() throws {
         let m = try mount([("a.mkv", 100), ("b.mkv", 200)])
         defer { m.stop() }
         XCTAssertEqual(try POSIX.list(m.mount.mountpoint), ["a.mkv", "b.mkv"])
         XCTAssertEqual(try size(m.path("a.mkv")), 100)
-        // (A longer page: with no validators, as nginx sends its autoindex, the cache tells a
-        // listing changed by its length.)
         list(m.origin, [("a.mkv", 1500), ("b.mkv", 200)])
         // The kernel holds a.mkv's attributes for the listing's lifetime; only the refresh's
         // word takes them back.

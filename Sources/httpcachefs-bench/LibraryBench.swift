@@ -1,0 +1,279 @@
+import ArgumentParser
+import CacheCore
+import Foundation
+import TestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `httpcachefs-bench library`: a media server's scan of a generated library through the mount,
+/// against the same scan of a local copy, in one run.
+///
+/// The library: `--films` films (MKV, MP4 with its index first and last, WebM, made once each
+/// with ffmpeg and served under every film's name), each with a poster and subtitles, and a show
+/// with seasons; served by the in-process origin as JSON listings behind an emulated home link
+/// (20 ms RTT, 50 Mbit/s shared). Steps, cold (nothing cached) then warm: `find`, `ls -lR`, then
+/// Jellyfin's probe of every film (`ffprobe -i FILE -threads 0 -v warning -print_format json
+/// -show_streams -show_chapters -show_format`), one after another, then `ffmpegthumbnailer -t 10`
+/// on every film where it is installed. Figures: times against the local copy's, and the origin
+/// bytes and requests for film bytes against the bytes the probes read of the local copy (strace
+/// counts them; goal at most 1.5x).
+struct LibraryBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "library",
+        abstract: "A media server's scan (find, ls -lR, ffprobe of every film) through the mount against a local copy: times, origin bytes against bytes read.",
+        discussion: "Needs ffmpeg, ffprobe, strace and /dev/fuse. Quick run: --films 20."
+    )
+
+    @Option(help: "Films in the library (besides the show's episodes).")
+    var films = 100
+
+    @Option(help: "Seconds of each generated film.")
+    var seconds = 20
+
+    @Option(help: "Entries of the one-folder listings timed with ls -l, comma-separated (0: none).")
+    var folderSizes = "20000,200000"
+
+    @Option(help: "The httpcachefs binary (default: the one next to this benchmark; build with 'swift build -c release').")
+    var binary: String?
+
+    static let link = LinkEmulation.milliseconds(10, perConnectionMbit: 0, sharedMbit: 50)
+    static let goal = 1.5
+
+    func run() async throws {
+        guard films >= 1, seconds >= 2 else { throw ValidationError("--films at least 1, --seconds at least 2") }
+        let binary = binary ?? CoreBench.siblingBinary()
+        guard FileManager.default.isExecutableFile(atPath: binary) else {
+            throw ValidationError("no httpcachefs binary at \(binary); build it (swift build -c release) or pass --binary")
+        }
+        guard let ffmpeg = ExternalTool.find("ffmpeg"), let ffprobe = ExternalTool.find("ffprobe"), let strace = ExternalTool.find("strace") else {
+            throw ValidationError("needs ffmpeg, ffprobe and strace (apt-get install ffmpeg strace)")
+        }
+        let thumbnailer = ExternalTool.find("ffmpegthumbnailer")
+        let temp = TemporaryDirectory(prefix: "httpcachefs-bench-library")
+        defer { temp.remove() }
+
+        print("library benchmark: \(films) films of \(seconds) s and a show, link \(LinkOptions.describe(Self.link)), binary \(binary)")
+        let kinds = try Self.makeFilms(ffmpeg: ffmpeg, seconds: seconds, in: temp.appending("src"))
+        let library = Self.layout(films: films, kinds: kinds)
+        let local = temp.appending("local")
+        for (path, data) in library { try Self.write(data, to: local + "/" + path) }
+        let total = library.reduce(0) { $0 + $1.data.count }
+        print(String(format: "  %d files, %.1f MiB (%@)", library.count, Double(total) / 1048576,
+                     kinds.map { "\($0.ext) \($0.data.count / 1024) KiB" }.joined(separator: ", ")))
+
+        let origin = try OriginServer()
+        defer { origin.stop() }
+        Self.serve(library, origin: origin)
+        origin.emulateLink(Self.link)
+        let daemon = try MountDaemon(binary: binary, mountpoint: temp.appending("mnt"), cacheDirectory: temp.appending("cache"),
+                                     cacheSize: 8 << 30, entries: [], logFile: temp.appending("mount.log"), proxy: false,
+                                     extraArguments: ["--index", origin.url("/lib/")])
+        defer { daemon.unmount() }
+        let filmPaths = library.map(\.path).filter { $0.hasSuffix(".mkv") || $0.hasSuffix(".mp4") || $0.hasSuffix(".webm") }.sorted()
+
+        // What the probes read of the local copy, as strace counts it.
+        var readLocally: Int64 = 0
+        for path in filmPaths { readLocally += try Self.probeReads(strace: strace, ffprobe: ffprobe, file: local + "/" + path) }
+
+        var rows: [[String]] = []
+        func step(_ name: String, _ run: (String) throws -> Void) throws {
+            let l = try Self.timed { try run(local) }
+            origin.resetLog()
+            let cold = try Self.timed { try run(daemon.mountpoint) }
+            let coldBytes = Self.filmBytes(origin), coldRequests = Self.filmRequests(origin)
+            let warm = try Self.timed { try run(daemon.mountpoint) }
+            rows.append([name, String(format: "%.2f s", l), String(format: "%.2f s (%.1fx)", cold, cold / max(l, 1e-6)),
+                         String(format: "%.2f s (%.1fx)", warm, warm / max(l, 1e-6)),
+                         String(format: "%.2f MiB, %d requests", Double(coldBytes) / 1048576, coldRequests)])
+        }
+        try step("find") { root in _ = try Spawned.time("/usr/bin/find", [root]) }
+        try step("ls -lR") { root in _ = try Spawned.time("/bin/ls", ["-lR", root]) }
+        var probeOrigin: Int64 = 0
+        try step("ffprobe every film") { root in
+            if root == daemon.mountpoint && probeOrigin == 0 { origin.resetLog() }
+            for path in filmPaths {
+                _ = try Spawned.time(ffprobe, ["-i", root + "/" + path, "-threads", "0", "-v", "warning", "-print_format", "json",
+                                               "-show_streams", "-show_chapters", "-show_format"])
+            }
+            if root == daemon.mountpoint && probeOrigin == 0 { probeOrigin = max(1, Self.filmBytes(origin)) }
+        }
+        if let thumbnailer {
+            try step("ffmpegthumbnailer -t 10") { root in
+                for path in filmPaths {
+                    _ = try Spawned.time(thumbnailer, ["-i", root + "/" + path, "-o", temp.appending("thumb.png"), "-t", "10"])
+                }
+            }
+        } else {
+            print("  (ffmpegthumbnailer not installed: its step is left out)")
+        }
+        print(Self.table(header: ["step", "local copy", "mount, cold", "mount, warm", "origin, cold (film bytes)"], rows: rows))
+        let ratio = Double(probeOrigin) / Double(max(readLocally, 1))
+        print(String(format: "  probes read %.2f MiB of the local copy; the cold probes fetched %.2f MiB of film bytes: %.2fx (goal at most %.1fx) %@",
+                     Double(readLocally) / 1048576, Double(probeOrigin) / 1048576, ratio, Self.goal, ratio <= Self.goal ? "ok" : "MISSED"))
+        daemon.unmount()
+        origin.emulateLink(nil)
+        let sizes = try folderSizes.split(separator: ",").compactMap { part -> Int? in
+            guard let n = Int(part.trimmingCharacters(in: .whitespaces)), n >= 0 else {
+                throw ValidationError("--folder-sizes: '\(part)' is not a number of entries")
+            }
+            return n > 0 ? n : nil
+        }
+        var folderRows: [[String]] = []
+        for n in sizes { folderRows.append(try Self.bigFolder(entries: n, origin: origin, binary: binary, temp: temp)) }
+        if !folderRows.isEmpty {
+            print(Self.table(header: ["ls -l of one folder", "local", "warm (goal 2x)", "listing fetched, kernel cold (goal 3x)", "per entry, warm"],
+                             rows: folderRows))
+        }
+    }
+
+    /// `ls -l` of one folder of `entries` files: a local folder of empty files against the mount
+    /// of a JSON listing, warm (a second run) and with the listing fetched but the kernel cold
+    /// (a new mount on the same cache directory, whose kept listing is fresh).
+    static func bigFolder(entries: Int, origin: OriginServer, binary: String, temp: TemporaryDirectory) throws -> [String] {
+        let local = temp.appending("big-\(entries)")
+        try FileManager.default.createDirectory(atPath: local, withIntermediateDirectories: true)
+        let date = "Mon, 23 Nov 2026 10:00:00 GMT"
+        var items: [String] = []
+        items.reserveCapacity(entries)
+        for i in 0..<entries {
+            let name = String(format: "file%07d.mkv", i)
+            let fd = open(local + "/" + name, O_CREAT | O_WRONLY, 0o644)
+            if fd >= 0 { close(fd) }
+            items.append(#"{"name":"\#(name)","type":"file","mtime":"\#(date)","size":\#(1_000_000 + i)}"#)
+        }
+        origin.setFile("/big\(entries)/", data: Array(("[" + items.joined(separator: ",\n") + "]").utf8), contentType: "application/json")
+        func ls(_ dir: String) throws -> Double { try Spawned.time("/bin/sh", ["-c", "ls -l '\(dir)' > /dev/null"]) }
+        _ = try ls(local)
+        let localWarm = try ls(local)
+        let mnt = temp.appending("big-mnt-\(entries)"), cache = temp.appending("big-cache-\(entries)")
+        let arguments = ["--index", origin.url("/big\(entries)/"), "--index-ttl", "1h"]
+        var daemon = try MountDaemon(binary: binary, mountpoint: mnt, cacheDirectory: cache, cacheSize: 1 << 30, entries: [],
+                                     logFile: temp.appending("big-\(entries).log"), proxy: false, extraArguments: arguments)
+        _ = try ls(mnt)   // fetches the listing
+        let warm = try ls(mnt)
+        daemon.unmount()
+        daemon = try MountDaemon(binary: binary, mountpoint: mnt, cacheDirectory: cache, cacheSize: 1 << 30, entries: [],
+                                 logFile: temp.appending("big-\(entries).log"), proxy: false, extraArguments: arguments)
+        defer { daemon.unmount() }
+        let kernelCold = try ls(mnt)
+        return ["\(entries) entries", String(format: "%.2f s", localWarm), String(format: "%.2f s (%.1fx)", warm, warm / max(localWarm, 1e-6)),
+                String(format: "%.2f s (%.1fx)", kernelCold, kernelCold / max(localWarm, 1e-6)),
+                String(format: "%.1f µs", warm / Double(entries) * 1e6)]
+    }
+
+    /// Columns padded to their widest cell.
+    static func table(header: [String], rows: [[String]]) -> String {
+        let all = [header] + rows
+        let widths = header.indices.map { i in all.map { $0[i].count }.max() ?? 0 }
+        return all.map { row in "  " + row.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: "  ") }
+            .joined(separator: "\n")
+    }
+
+    // MARK: the library
+
+    struct Film { var ext: String; var data: [UInt8] }
+
+    /// One film of each kind, made with ffmpeg's test sources.
+    static func makeFilms(ffmpeg: String, seconds: Int, in dir: String) throws -> [Film] {
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let input = ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=\(seconds):size=640x360:rate=25",
+                     "-f", "lavfi", "-i", "sine=duration=\(seconds)"]
+        let h264 = ["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac"]
+        let variants: [(String, String, [String])] = [
+            ("mkv", "film.mkv", h264),
+            ("mp4", "film-index-last.mp4", h264),
+            ("mp4", "film-index-first.mp4", h264 + ["-movflags", "+faststart"]),
+            ("webm", "film.webm", ["-c:v", "libvpx", "-deadline", "realtime", "-cpu-used", "8", "-b:v", "1M", "-c:a", "libopus"]),
+        ]
+        return try variants.map { ext, name, codec in
+            let out = dir + "/" + name
+            guard try Spawned.run(ffmpeg, input + codec + [out]) == 0, let data = FileManager.default.contents(atPath: out) else {
+                throw ValidationError("ffmpeg could not make \(name)")
+            }
+            return Film(ext: ext, data: [UInt8](data))
+        }
+    }
+
+    /// Paths and bytes: films in folders of their own with a poster and subtitles, and a show.
+    static func layout(films: Int, kinds: [Film]) -> [(path: String, data: [UInt8])] {
+        var files: [(path: String, data: [UInt8])] = []
+        let poster = [UInt8](repeating: 0xFF, count: 40 << 10)
+        let subtitles = Array("1\n00:00:01,000 --> 00:00:02,000\nHello\n".utf8)
+        for i in 0..<films {
+            let film = kinds[i % kinds.count]
+            let folder = String(format: "Movies/Film %03d (2024)", i)
+            files.append(("\(folder)/Film \(i).\(film.ext)", film.data))
+            files.append(("\(folder)/poster.jpg", poster))
+            files.append(("\(folder)/Film \(i).en.srt", subtitles))
+        }
+        for season in 1...2 {
+            for episode in 1...4 {
+                files.append((String(format: "Shows/The Show/Season %02d/The Show S%02dE%02d.mkv", season, season, episode), kinds[0].data))
+            }
+        }
+        return files
+    }
+
+    /// Every file at `/lib/PATH`, and a JSON listing (nginx's `autoindex_format json`) per folder.
+    static func serve(_ files: [(path: String, data: [UInt8])], origin: OriginServer) {
+        var folders: [String: [String]] = ["": []]
+        let date = "Mon, 23 Nov 2026 10:00:00 GMT"
+        func escaped(_ s: String) -> String { s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") }
+        for (path, data) in files {
+            origin.setFile("/lib/" + Self.encoded(path), data: data)
+            var parts = path.split(separator: "/").map(String.init)
+            let name = parts.removeLast()
+            folders[parts.joined(separator: "/"), default: []].append(#"{"name":"\#(escaped(name))","type":"file","mtime":"\#(date)","size":\#(data.count)}"#)
+            while !parts.isEmpty {
+                let dir = parts.removeLast()
+                let parent = parts.joined(separator: "/")
+                let entry = #"{"name":"\#(escaped(dir))","type":"directory","mtime":"\#(date)"}"#
+                if folders[parent, default: []].contains(entry) { break }
+                folders[parent, default: []].append(entry)
+            }
+        }
+        for (folder, entries) in folders {
+            let path = "/lib/" + (folder.isEmpty ? "" : Self.encoded(folder) + "/")
+            origin.setFile(path, data: Array(("[" + entries.joined(separator: ",\n") + "]").utf8), contentType: "application/json")
+        }
+    }
+
+    static func encoded(_ path: String) -> String {
+        path.split(separator: "/").map { $0.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? String($0) }
+            .joined(separator: "/")
+    }
+
+    static func write(_ data: [UInt8], to path: String) throws {
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        guard FileManager.default.createFile(atPath: path, contents: Data(data)) else { throw ValidationError("cannot write \(path)") }
+    }
+
+    // MARK: measuring
+
+    static func timed(_ body: () throws -> Void) throws -> Double {
+        let start = DispatchTime.now().uptimeNanoseconds
+        try body()
+        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+    }
+
+    /// Body bytes and requests for film files (not listings, posters or subtitles).
+    static func isFilm(_ r: RequestRecord) -> Bool {
+        let p = r.pathWithoutQuery
+        return p.hasSuffix(".mkv") || p.hasSuffix(".mp4") || p.hasSuffix(".webm")
+    }
+    static func filmBytes(_ origin: OriginServer) -> Int64 { origin.requests.filter(isFilm).reduce(0) { $0 + $1.bodyBytes } }
+    static func filmRequests(_ origin: OriginServer) -> Int { origin.requests.filter(isFilm).count }
+
+    /// Bytes Jellyfin's probe reads of `file`, as strace counts its reads of it.
+    static func probeReads(strace: String, ffprobe: String, file: String) throws -> Int64 {
+        let out = try ExternalTool.run(strace, ["-f", "-qq", "-e", "trace=read,pread64", "-P", file, "--", ffprobe,
+                                                "-i", file, "-threads", "0", "-v", "warning", "-print_format", "json",
+                                                "-show_streams", "-show_chapters", "-show_format"], timeout: 120)
+        var total: Int64 = 0
+        for line in out.stderr.split(separator: "\n") where line.contains("read") {
+            if let n = line.split(separator: "=").last.flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }), n > 0 { total += n }
+        }
+        return total
+    }
+}
