@@ -28,6 +28,17 @@ public struct StatusDocument: Sendable, Codable, Equatable {
     public var originsDown: [OriginDown]? = nil
     /// The cache tier's counters (`--tier`); absent without one.
     public var tier: TierStatus?
+    /// Which view of the cache this is (`StatusView`): absent for the full document (every file),
+    /// "summary" (no files, folder totals), "folder" (one page of one folder's files).
+    public var view: String? = nil
+    /// Summary and folder views: the filter they were asked with (a substring of names and URLs).
+    public var filter: String? = nil
+    /// Summary view: the folders holding files that match the filter, by origin then path, at
+    /// most `StatusView.folderLimit` of them (`foldersTotal` counts them all).
+    public var folders: [FolderTotals]? = nil
+    public var foldersTotal: Int? = nil
+    /// Folder view: which page of which folder `files` is.
+    public var page: FilePage? = nil
 
     public static func decode(_ bytes: [UInt8]) throws -> StatusDocument {
         try makeDecoder().decode(StatusDocument.self, from: Data(bytes))
@@ -45,6 +56,73 @@ public struct StatusDocument: Sendable, Codable, Equatable {
         decoder.dateDecodingStrategy = .iso8601
         return decoder
     }
+}
+
+/// What part of the cache a status document holds: the whole of it (every file: the document of
+/// older versions, kept for scripts), a summary small enough to poll at any library size (totals,
+/// transfers, errors, origins, folder totals: no file), or one page of one folder's files.
+/// The query of `status.json` names it (`?view=summary`, `?folder=ID&page=N`, `?url=URL`).
+public enum StatusView: Sendable, Equatable {
+    case full
+    /// Folder totals of the files whose name or URL contains `filter` (case-insensitive; empty:
+    /// every file).
+    case summary(filter: String)
+    /// Page `page` (from 0) of folder `folder` (`FolderTotals.id`), `pageSize` files a page, of
+    /// the files matching `filter`, in `order`.
+    case folder(id: String, page: Int, pageSize: Int, filter: String, order: FileOrder)
+    /// The page of its folder that holds `url`'s file (a deep link), `pageSize` files a page.
+    case locate(url: String, pageSize: Int, order: FileOrder)
+
+    /// The most folders a summary lists: past it the filter narrows them (a summary stays small
+    /// however the library is laid out).
+    public static let folderLimit = 200
+    public static let defaultPageSize = 100
+    public static let maxPageSize = 1000
+}
+
+/// The order of a folder's files in its pages.
+public enum FileOrder: String, Sendable, Equatable, CaseIterable {
+    /// By name, A to Z.
+    case name
+    /// Largest first.
+    case size
+    /// Most cached (by fraction) first.
+    case cached
+    /// Last read first.
+    case access
+}
+
+/// One folder of the status page: the files of one origin whose URL paths share everything up
+/// to the last `/`, added up.
+public struct FolderTotals: Sendable, Codable, Equatable {
+    /// Stable while the folder exists: what `status.json?folder=` takes.
+    public var id: String
+    public var origin: String
+    /// Percent-decoded, ending in `/` (`FileStatus.folder`).
+    public var path: String
+    /// Entries that are files, and directory listings.
+    public var files: Int
+    public var listings: Int
+    /// Of the files whose length is known.
+    public var lengthBytes: Int64
+    public var cachedBytes: Int64
+    /// What the pins of its files keep (`preload --pin`).
+    public var pinnedBytes: Int64
+    /// Files being fetched now, and files with errors noted.
+    public var fetching: Int
+    public var withErrors: Int
+}
+
+/// Which page of a folder a folder view holds.
+public struct FilePage: Sendable, Codable, Equatable {
+    public var folder: FolderTotals
+    /// From 0.
+    public var page: Int
+    public var pageSize: Int
+    /// Files of the folder matching the filter, over all pages.
+    public var matching: Int
+    public var pages: Int
+    public var order: String
 }
 
 /// The cache as a whole.
@@ -173,7 +251,8 @@ extension CacheEngine {
     /// - Parameters:
     ///   - version: the program's version.
     ///   - showDirectory: include the cache directory (clients on this machine only).
-    public func statusDocument(version: String, showDirectory: Bool) -> StatusDocument {
+    ///   - view: the whole cache (every file), a summary, or one page of one folder.
+    public func statusDocument(version: String, showDirectory: Bool, view: StatusView = .full) -> StatusDocument {
         let now = Date()
         let list = list()
         let fetches = tracker.inFlight(now: now)
@@ -182,26 +261,12 @@ extension CacheEngine {
             guard let rest = Self.stillToCome(f), let key = try? key(for: f.url) else { continue }
             fetching[key, default: RangeSet()].insert(rest)
         }
-        let files = list.map { s -> FileStatus in
-            let place = FileStatus.placement(url: s.info.url, contentType: s.info.contentType)
-            return FileStatus(
-                url: s.info.url, finalURL: s.info.finalURL, name: Self.displayName(s.info.url), length: s.info.length,
-                cachedBytes: s.cachedBytes, cachedRanges: s.cachedRanges.map { [$0.lowerBound, $0.upperBound] },
-                fetchingRanges: (fetching[s.info.key]?.ranges ?? []).map { [$0.lowerBound, $0.upperBound == Int64.max ? -1 : $0.upperBound] },
-                contentType: s.info.contentType, etag: s.info.etag, lastModified: s.info.lastModified,
-                generation: s.info.generation, validatedAt: s.info.validatedAt, lastAccess: s.lastAccess,
-                hits: s.hits, misses: s.misses, bytesFromCache: s.bytesFromCache, bytesFromOrigin: s.bytesFromOrigin,
-                reads: s.readsByDoor, errors: s.recentErrors, proxyPath: nil,
-                origin: place.origin, folder: place.folder, kind: place.kind,
-                fetchedFromTier: tier?.tierSplit(ofKey: s.info.key.string)?.tier,
-                fetchedFromOrigin: tier?.tierSplit(ofKey: s.info.key.string)?.origin)
-        }
         let totals = metrics.totals
-        return StatusDocument(
+        var document = StatusDocument(
             version: version, pid: getpid(), startedAt: metrics.startedAt,
             uptimeSeconds: now.timeIntervalSince(metrics.startedAt), doors: metrics.currentDoors,
             cache: summary(files: list, showDirectory: showDirectory, totals: totals),
-            totals: totals, files: files, fetches: fetches, errors: metrics.recentErrors,
+            totals: totals, files: [], fetches: fetches, errors: metrics.recentErrors,
             originsDown: originsDown.map { o in
                 var o = o
                 o.lastError = DisplayURL.redactingPasswords(in: o.lastError)
@@ -212,6 +277,118 @@ extension CacheEngine {
                 status.readAheadMax = configuration.maxReadAhead
                 return status
             })
+        switch view {
+        case .full:
+            document.files = list.map { fileStatus($0, fetching: fetching) }
+        case let .summary(filter):
+            let folders = folderGroups(list, filter: filter, fetching: fetching)
+            document.view = "summary"
+            document.filter = filter
+            document.folders = folders.prefix(StatusView.folderLimit).map(\.totals)
+            document.foldersTotal = folders.count
+        case let .folder(id, page, pageSize, filter, order):
+            document.view = "folder"
+            document.filter = filter
+            guard let folder = folderGroups(list, filter: filter, fetching: fetching).first(where: { $0.totals.id == id }) else { break }
+            fill(&document, folder: folder, page: page, pageSize: pageSize, order: order, fetching: fetching)
+        case let .locate(url, pageSize, order):
+            document.view = "folder"
+            document.filter = ""
+            guard let entry = list.first(where: { $0.info.url == url }) ?? (try? key(for: url)).flatMap({ k in list.first { $0.info.key == k } }),
+                  let folder = folderGroups(list, filter: "", fetching: fetching).first(where: { $0.entries.contains { $0.info.key == entry.info.key } })
+            else { break }
+            let index = Self.ordered(folder.entries, by: order).firstIndex { $0.info.key == entry.info.key } ?? 0
+            fill(&document, folder: folder, page: index / max(1, pageSize), pageSize: pageSize, order: order, fetching: fetching)
+        }
+        return document
+    }
+
+    /// One entry as the document shows it.
+    private func fileStatus(_ s: EntryStatus, fetching: [CacheKey: RangeSet]) -> FileStatus {
+        let place = FileStatus.placement(url: s.info.url, contentType: s.info.contentType)
+        let split = tier?.tierSplit(ofKey: s.info.key.string)
+        return FileStatus(
+            url: s.info.url, finalURL: s.info.finalURL, name: Self.displayName(s.info.url), length: s.info.length,
+            cachedBytes: s.cachedBytes, cachedRanges: s.cachedRanges.map { [$0.lowerBound, $0.upperBound] },
+            fetchingRanges: (fetching[s.info.key]?.ranges ?? []).map { [$0.lowerBound, $0.upperBound == Int64.max ? -1 : $0.upperBound] },
+            contentType: s.info.contentType, etag: s.info.etag, lastModified: s.info.lastModified,
+            generation: s.info.generation, validatedAt: s.info.validatedAt, lastAccess: s.lastAccess,
+            hits: s.hits, misses: s.misses, bytesFromCache: s.bytesFromCache, bytesFromOrigin: s.bytesFromOrigin,
+            reads: s.readsByDoor, errors: s.recentErrors, proxyPath: nil,
+            origin: place.origin, folder: place.folder, kind: place.kind,
+            fetchedFromTier: split?.tier, fetchedFromOrigin: split?.origin)
+    }
+
+    /// A folder's totals and its entries (those matching the filter).
+    struct FolderGroup {
+        var totals: FolderTotals
+        var entries: [EntryStatus]
+    }
+
+    /// The entries matching `filter` (case-insensitive, in the URL or the displayed name), by
+    /// folder, folders by origin then path. One pass over the list: no file is encoded.
+    func folderGroups(_ list: [EntryStatus], filter: String, fetching: [CacheKey: RangeSet]) -> [FolderGroup] {
+        let needle = filter.lowercased()
+        var groups: [FolderGroup] = []
+        var index: [String: Int] = [:]
+        for s in list {
+            if !needle.isEmpty, !s.info.url.lowercased().contains(needle), !Self.displayName(s.info.url).lowercased().contains(needle) { continue }
+            let place = FileStatus.placement(url: s.info.url, contentType: s.info.contentType)
+            let name = place.origin + "\n" + place.folder
+            let i: Int
+            if let known = index[name] {
+                i = known
+            } else {
+                i = groups.count
+                index[name] = i
+                groups.append(FolderGroup(totals: FolderTotals(id: Self.folderID(name), origin: place.origin, path: place.folder, files: 0, listings: 0,
+                                                               lengthBytes: 0, cachedBytes: 0, pinnedBytes: 0, fetching: 0, withErrors: 0), entries: []))
+            }
+            if place.kind == "listing" { groups[i].totals.listings += 1 } else { groups[i].totals.files += 1 }
+            groups[i].totals.lengthBytes += s.info.length ?? 0
+            groups[i].totals.cachedBytes += s.cachedBytes
+            groups[i].totals.pinnedBytes += core.userPins.heldBytes(s.info.key)
+            if fetching[s.info.key] != nil { groups[i].totals.fetching += 1 }
+            if !s.recentErrors.isEmpty { groups[i].totals.withErrors += 1 }
+            groups[i].entries.append(s)
+        }
+        return groups.sorted { ($0.totals.origin, $0.totals.path) < ($1.totals.origin, $1.totals.path) }
+    }
+
+    /// Page `page` of `folder` into `document` (an empty page past the last).
+    private func fill(_ document: inout StatusDocument, folder: FolderGroup, page: Int, pageSize: Int, order: FileOrder,
+                      fetching: [CacheKey: RangeSet]) {
+        let size = max(1, pageSize)
+        let ordered = Self.ordered(folder.entries, by: order)
+        let start = min(ordered.count, page * size)
+        document.files = ordered[start..<min(ordered.count, start + size)].map { fileStatus($0, fetching: fetching) }
+        document.page = FilePage(folder: folder.totals, page: page, pageSize: size, matching: ordered.count,
+                                 pages: (ordered.count + size - 1) / size, order: order.rawValue)
+    }
+
+    /// `entries` in `order`, ties by URL. Each entry's sort key is worked out once (a name is a
+    /// URL parse), not at each of the n log n comparisons.
+    static func ordered(_ entries: [EntryStatus], by order: FileOrder) -> [EntryStatus] {
+        func key(_ s: EntryStatus) -> (String, Double) {
+            switch order {
+            case .name: return (displayName(s.info.url).lowercased(), 0)
+            case .size: return ("", -Double(s.info.length ?? 0))
+            case .cached: return ("", -(s.info.length.map { $0 > 0 ? Double(s.cachedBytes) / Double($0) : 0 } ?? 0))
+            case .access: return ("", -s.lastAccess.timeIntervalSinceReferenceDate)
+            }
+        }
+        return entries.map { (key($0), $0) }
+            .sorted { a, b in a.0 != b.0 ? a.0 < b.0 : a.1.info.url < b.1.info.url }
+            .map(\.1)
+    }
+
+    /// A folder's id: FNV-1a (64 bits, hex) of its origin and path, stable across polls and
+    /// restarts, short in a query.
+    static func folderID(_ name: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in name.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        let hex = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
     }
 
     /// Sets the metric gauges (bytes used, capacity, entries, fetches in flight) from the cache's

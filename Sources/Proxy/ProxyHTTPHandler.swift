@@ -142,8 +142,17 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
                     extra: StatusPage.headers)
         case let .statusDocument(proof):
             guard ownerMayRead(proof, context: context) else { return refuseNonOwner(context: context) }
+            let view: StatusView
+            switch StatusDocumentQuery.view(target: head.uri) {
+            case let .success(v): view = v
+            case let .failure(error): return respondText(context: context, status: 400, "status.json: \(error)")
+            }
+            let document = statusDocument(tokenPresented: proof == .token, view: view)
+            if document.view == "folder", document.page == nil {
+                return respondText(context: context, status: 404, "status.json: no such folder or file now (emptied, or the filter matches none of its files): reload the page")
+            }
             respond(context: context, status: 200, contentType: "application/json",
-                    body: statusDocument(tokenPresented: proof == .token).encoded(), extra: [("Cache-Control", "no-store")])
+                    body: document.encoded(), extra: [("Cache-Control", "no-store")])
         case let .metrics(proof):
             guard ownerMayRead(proof, context: context) else { return refuseNonOwner(context: context) }
             guard let metricsText = service.metricsText else {
@@ -270,8 +279,8 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
     /// The engine's status document, with each file's proxy URL (carrying the token only when
     /// the request did) and the cache directory for clients on this machine only; URL
     /// passwords masked.
-    private func statusDocument(tokenPresented: Bool) -> StatusDocument {
-        var document = service.engine.statusDocument(version: service.configuration.version, showDirectory: peerIsLoopback)
+    private func statusDocument(tokenPresented: Bool, view: StatusView) -> StatusDocument {
+        var document = service.engine.statusDocument(version: service.configuration.version, showDirectory: peerIsLoopback, view: view)
         let token = tokenPresented ? service.configuration.token : nil
         for i in document.files.indices {
             document.files[i].proxyPath = ProxyURL.make(original: document.files[i].url, base: "", token: token,

@@ -2,19 +2,28 @@
 /// inline, nothing fetched from elsewhere) that draws `status.json` (a relative URL, so the same
 /// page works under a token prefix) and redraws it every 3 seconds without reloading.
 ///
-/// Layout, top to bottom: banners (`#banners`, one `div.banner` each: recent errors; more kinds
-/// can be added with `banner()`), summary cards, files grouped by origin (`tr.origin`) and folder
-/// (`tr.folder`), directory listings in their own table, fetches in flight, doors, recent errors.
-/// Every table sits in a `.scroll` box that scrolls sideways at phone width, the name column
-/// staying in view (sticky), rather than hiding columns.
+/// Built for libraries of 100k files: what it polls is the summary (`status.json?view=summary`:
+/// totals, transfers, errors, origins, folder totals; no file), whose size does not grow with the
+/// number of files; a folder's files are fetched a page at a time (`?folder=ID&page=N`) only while
+/// that folder is open. The page's work per poll is the same at 100 files and at 100k.
+///
+/// Layout, top to bottom: banners (`#banners`, one `div.banner` each: origins down, recent
+/// errors), summary cards, what is happening now (`#now`: fetches in flight, recent errors, the
+/// tier), then the files: a filter box (`#filter`: a substring of names and URLs, matched by the
+/// daemon), folders grouped by origin (`tr.origin`), each folder a row with its totals
+/// (`tr.folder`, collapsed) that opens onto a page of its files (`tr.folder-files`, with a pager),
+/// then the doors. At phone width (<= 720 px) secondary columns (`.secondary`) are hidden, so
+/// what matters (name, cached, coverage) fits without scrolling sideways.
 ///
 /// Coverage bars are drawn to scale: each cached range is a segment whose `left` and `width` are
 /// its offset and length as percentages of the file; ranges being fetched now are segments of
 /// another colour. Rows carry `data-url`, bars `data-cached-fraction`, so tests (and scripts) can
 /// find them in the rendered DOM. A file's name (its full URL on hover) links to `#URL`, which
 /// opens its details (all ranges, validators, generation, errors, proxy URL); a page opened at
-/// `#URL` opens that row and scrolls it into view. The files table sorts by a click on a header
-/// (within each folder).
+/// `#URL` asks for the page of its folder that holds it (`?url=URL`), opens that row and scrolls
+/// it into view. The files of a folder sort by a click on a header (done by the daemon, over the
+/// whole folder). Text from outside (names, URLs, causes) goes in as text, never as markup, and
+/// characters that reorder text (bidi controls) are shown as visible marks.
 enum StatusPage {
     static let headers: [(String, String)] = [
         ("Cache-Control", "no-store"),
@@ -55,46 +64,55 @@ h2 .count { color:var(--muted); font-weight:normal; }
 .card .v { font-size:17px; font-variant-numeric:tabular-nums; white-space:nowrap; }
 .usebar { position:relative; height:10px; background:var(--empty); border-radius:3px; margin-top:6px; overflow:hidden; }
 .usebar .used { position:absolute; left:0; top:0; bottom:0; background:var(--cached); }
-/* Tables never shrink below what their columns need: at phone width their box scrolls sideways. */
 .scroll { overflow-x:auto; -webkit-overflow-scrolling:touch; }
 table { border-collapse:separate; border-spacing:0; width:100%; font-variant-numeric:tabular-nums; }
-#files, #listings { min-width:900px; }
 th, td { text-align:left; padding:5px 8px; border-bottom:1px solid var(--line); vertical-align:middle; white-space:nowrap; }
 th.sort { cursor:pointer; user-select:none; }
 th.sort:hover { text-decoration:underline; }
 th.sorted::after { content:" \25BE"; }
 th.sorted.asc::after { content:" \25B4"; }
 td.num, th.num { text-align:right; }
-td.name { max-width:340px; overflow:hidden; text-overflow:ellipsis; }
+td.name { max-width:420px; overflow:hidden; text-overflow:ellipsis; }
 th.name { text-align:left; }
 td.name a { color:inherit; }
-/* The name stays in view while the rest of a wide table scrolls under it. */
-#files td.name, #files th.name, #listings td.name, #listings th.name { position:sticky; left:0; background:var(--bg); z-index:1; }
-th.cov { width:40%; }
+th.cov { width:35%; }
 tr.origin th { background:var(--group); font-size:13px; padding-top:8px; }
-tr.folder td { color:var(--muted); font-size:12px; padding:3px 8px; background:var(--panel); }
-tr.origin .lbl, tr.folder .lbl { position:sticky; left:8px; }
-tr.target > td, #files tr.target > td.name, #listings tr.target > td.name { background:var(--target); }
-.bar { position:relative; height:14px; min-width:160px; width:100%; background:var(--empty); border-radius:3px; overflow:hidden; }
+tr.folder td { background:var(--panel); }
+tr.folder td.name button { all:unset; cursor:pointer; display:block; overflow:hidden; text-overflow:ellipsis; }
+tr.folder td.name button::before { content:"\25B8  "; color:var(--muted); }
+tr.folder.open td.name button::before { content:"\25BE  "; }
+tr.folder-files > td { padding:0 0 8px 14px; background:var(--panel); }
+tr.folder-files table { background:var(--bg); table-layout:auto; }
+.pager { display:flex; gap:12px; align-items:center; padding:6px 8px; color:var(--muted); }
+.pager button { font:inherit; }
+.toolbar { display:flex; flex-wrap:wrap; gap:6px 12px; align-items:center; margin:4px 0 8px; }
+#filter { font:inherit; padding:5px 8px; border:1px solid var(--line); border-radius:6px; width:min(360px, 100%); }
+tr.target > td { background:var(--target); }
+.bar { position:relative; height:14px; min-width:120px; width:100%; background:var(--empty); border-radius:3px; overflow:hidden; }
 .seg { position:absolute; top:0; bottom:0; min-width:1px; }
 .seg.cached { background:var(--cached); }
 .seg.fetching { background:var(--fetching); }
 .legend span { display:inline-block; width:10px; height:10px; border-radius:2px; margin:0 4px 0 10px; vertical-align:-1px; }
 tr.detail td { background:var(--panel); white-space:normal; }
-/* Details stay as wide as the screen, not the table, so they read without scrolling sideways. */
-tr.detail dl { position:sticky; left:8px; max-width:min(1200px, calc(100vw - 48px)); display:grid; grid-template-columns:max-content 1fr; gap:2px 12px; margin:4px 0; }
+tr.detail dl { max-width:min(1200px, calc(100vw - 48px)); display:grid; grid-template-columns:max-content 1fr; gap:2px 12px; margin:4px 0; }
 tr.detail dt { color:var(--muted); }
 tr.detail dd { margin:0; word-break:break-all; }
+.kind { color:var(--muted); font-size:12px; margin-left:4px; }
+.bidi { color:var(--err); font-size:11px; border:1px solid var(--errline); border-radius:3px; padding:0 2px; }
 .muted { color:var(--muted); }
 .err { color:var(--err); }
 .stale { color:var(--err); font-weight:600; }
 @media (max-width: 720px) {
   header { padding:8px; }
   main { padding:6px 8px 20px; }
-  td.name { max-width:150px; }
-  .bar { min-width:120px; }
-  th.cov { width:auto; }
+  /* What matters stays (name, cached, coverage); the rest is in a file's details. */
+  .secondary { display:none; }
   th, td { padding:4px 5px; }
+  td.name { max-width:44vw; }
+  tr.folder td.name { max-width:56vw; }
+  tr.folder-files > td { padding-left:4px; }
+  .bar { min-width:56px; }
+  th.cov { width:30%; }
   tr.detail dl { grid-template-columns:1fr; max-width:calc(100vw - 32px); }
   tr.detail dd { margin-bottom:4px; }
   /* A URL or cause in full over several lines, rather than a table wider than the phone. */
@@ -107,33 +125,29 @@ tr.detail dd { margin:0; word-break:break-all; }
 <main>
 <section id="banners"><div id="offline" hidden></div></section>
 <section class="cards" id="cards"></section>
-<h2 id="files-title">Files <span class="legend muted"><span style="background:var(--cached)"></span>cached<span style="background:var(--fetching)"></span>fetching now<span style="background:var(--empty)"></span>not cached</span></h2>
-<div class="scroll"><table id="files">
-<thead><tr>
-<th class="sort name" data-key="name">File</th>
-<th class="sort num" data-key="size">Size</th>
-<th class="sort num" data-key="cached">Cached</th>
-<th class="cov">Coverage</th>
-<th class="num">Mount reads</th>
-<th class="num">Proxy reads</th>
-<th class="sort" data-key="access">Last access</th>
-</tr></thead>
-<tbody></tbody></table></div>
-<h2 id="listings-title">Directory listings <span class="count" id="listings-count"></span></h2>
-<div class="scroll"><table id="listings"><thead><tr><th class="name">Listing</th><th>Origin</th><th class="num">Size</th><th>Validated</th><th>Last access</th><th>Errors</th></tr></thead><tbody></tbody></table></div>
-<h2>Fetches in flight</h2>
-<div class="scroll"><table id="fetches"><thead><tr><th class="name">URL</th><th>Range</th><th class="num">Received</th><th class="num">Rate</th><th>Class</th><th class="num">Age</th></tr></thead><tbody></tbody></table></div>
-<h2>Doors</h2>
-<div class="scroll"><table id="doors"><thead><tr><th>Kind</th><th>Where</th><th>Bind</th><th>Token required</th></tr></thead><tbody></tbody></table></div>
+<section id="now">
+<h2 id="fetches-title">Fetching now <span class="count" id="fetches-count"></span></h2>
+<div class="scroll"><table id="fetches"><thead><tr><th class="name">URL</th><th class="secondary">Range</th><th class="num">Received</th><th class="num">Rate</th><th class="secondary">Class</th><th class="num secondary">Age</th></tr></thead><tbody></tbody></table></div>
+<h2 id="recent-errors">Recent errors <span class="count" id="errors-count"></span></h2>
+<div class="scroll"><table id="errors"><thead><tr><th>Time</th><th class="name">URL</th><th class="secondary">Range</th><th>Status / cause</th></tr></thead><tbody></tbody></table></div>
 <h2 id="tier-title" hidden>Tier</h2>
 <div class="scroll" id="tier-box" hidden><table id="tier"><thead><tr><th>Node</th><th class="num wide">Bytes</th><th class="num">Errors</th><th>State</th></tr></thead><tbody></tbody></table></div>
-<h2 id="recent-errors">Recent errors</h2>
-<div class="scroll"><table id="errors"><thead><tr><th>Time</th><th class="name">URL</th><th>Range</th><th>Status / cause</th></tr></thead><tbody></tbody></table></div>
+</section>
+<h2 id="files-title">Files <span class="count" id="files-count"></span> <span class="legend muted"><span style="background:var(--cached)"></span>cached<span style="background:var(--fetching)"></span>fetching now<span style="background:var(--empty)"></span>not cached</span></h2>
+<div class="toolbar"><input id="filter" type="search" placeholder="Filter names and URLs" aria-label="Filter names and URLs" autocomplete="off"><span class="muted" id="folders-note"></span></div>
+<table id="folders">
+<thead><tr><th class="name">Folder</th><th class="num">Files</th><th class="num secondary">Size</th><th class="num">Cached</th><th class="num secondary">Pinned</th></tr></thead>
+<tbody></tbody></table>
+<h2>Doors</h2>
+<div class="scroll"><table id="doors"><thead><tr><th>Kind</th><th>Where</th><th>Bind</th><th>Token required</th></tr></thead><tbody></tbody></table></div>
 </main>
 <script>
 "use strict";
+// The summary last polled; per open folder (by id) the page asked for and the last answer to it;
+// the files whose details are open; the order of every folder's files; the filter.
+let summary = null, openFolders = new Map(), pages = new Map(), open = new Set(), order = "name", filter = "";
 // `scrollTo`: a row to scroll into view once it is drawn (the page was opened at `#URL`).
-let sortKey = "access", sortAsc = false, open = new Set(), last = null, scrollTo = null;
+let scrollTo = null, autoOpened = false;
 const $ = (s) => document.querySelector(s);
 /// Errors newer than this (ms) raise the banner.
 const recentErrorWindow = 15 * 60 * 1000;
@@ -144,14 +158,32 @@ const bidiControls = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
 function visible(s) {
   return String(s).replace(bidiControls, c => "[U+" + c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0") + "]");
 }
+/// The recent errors shown before "show all".
+const errorsShown = 10;
+let allErrors = false;
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
-    if (k === "style") e.style.cssText = v; else if (k === "text") e.textContent = visible(v);
+    if (k === "style") e.style.cssText = v; else if (k === "text") e.append(...shown(v));
     else e.setAttribute(k, k === "title" ? visible(v) : v);
   }
   for (const k of kids) if (k != null) e.append(typeof k === "string" ? visible(k) : k);
   return e;
+}
+// Text as nodes, each character that reorders text (bidi controls) a visible mark instead, so a
+// name cannot read as something else.
+const bidi = /[\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C]/g;
+function shown(text) {
+  text = String(text);
+  if (!bidi.test(text)) return [text];
+  bidi.lastIndex = 0;
+  const out = []; let at = 0;
+  for (const m of text.matchAll(bidi)) {
+    out.push(text.slice(at, m.index), el("span", {class: "bidi", title: "a character that reorders text"}, "U+" + m[0].codePointAt(0).toString(16).toUpperCase()));
+    at = m.index + 1;
+  }
+  out.push(text.slice(at));
+  return out;
 }
 function bytes(n) {
   if (n == null) return "?";
@@ -173,16 +205,9 @@ function duration(s) {
   return Math.floor(s / 3600) + " h " + Math.round((s % 3600) / 60) + " min";
 }
 const fraction = (f) => f.length ? f.cachedBytes / f.length : 0;
+const percent = (a, b) => b > 0 ? (100 * a / b).toFixed(1) + " %" : "–";
 function range(a, b) { return a + "–" + (b == null || b < 0 ? "end" : b); }
 function card(k, v, extra) { return el("div", {class: "card"}, el("div", {class: "k", text: k}), el("div", {class: "v", text: v}), extra); }
-// A document from an older daemon has no origin/folder/kind: work them out from the URL.
-function place(f) {
-  if (f.origin != null && f.folder != null) return f;
-  let u = null; try { u = new URL(f.url); } catch (e) {}
-  const path = u ? u.pathname : "/";
-  return Object.assign({}, f, {origin: u ? u.origin : f.url, folder: decodeURIComponent(path.slice(0, path.lastIndexOf("/") + 1)) || "/",
-    kind: path.endsWith("/") || /^text\/html/i.test(f.contentType || "") ? "listing" : "file"});
-}
 // The file's name as the row shows it: its last segment, and a sign that a query follows.
 function shortName(f) { return f.name + (f.url.includes("?") ? " ?…" : ""); }
 /// A banner at the top of the page: `kind` is its class (e.g. "errors"), `title` in bold.
@@ -199,7 +224,7 @@ function coverage(f) {
 }
 function detail(f, columns) {
   const dl = el("dl");
-  const row = (k, v) => dl.append(el("dt", {text: k}), el("dd", {}, v));
+  const row = (k, v) => dl.append(el("dt", {text: k}), el("dd", {}, ...(v instanceof Node ? [v] : shown(v))));
   row("URL", f.url);
   if (f.finalURL !== f.url) row("Final URL", f.finalURL);
   if (f.proxyPath) row("Proxy URL", el("a", {href: new URL(f.proxyPath, location.href).href, text: new URL(f.proxyPath, location.href).href}));
@@ -212,6 +237,7 @@ function detail(f, columns) {
   row("Content-Type", f.contentType || "none");
   row("Generation", String(f.generation));
   row("Validated", ago(f.validatedAt));
+  row("Last access", ago(f.lastAccess));
   row("Hits / misses", f.hits + " / " + f.misses + " (from cache " + bytes(f.bytesFromCache) + ", from origin " + bytes(f.bytesFromOrigin) + ")");
   row("Reads since start", "mount " + f.reads.fuse + ", proxy " + f.reads.proxy + ", other " + f.reads.cli);
   row("Errors", f.errors.length ? el("div", {class: "err"}, ...f.errors.map(e => el("div", {text: e}))) : "none");
@@ -220,65 +246,98 @@ function detail(f, columns) {
 // A name that opens (or closes) its row's details, and is the row's deep link.
 function nameLink(f, text) {
   const a = el("a", {href: "#" + encodeURIComponent(f.url), title: f.url, text: text});
-  a.onclick = (e) => { e.preventDefault(); open.has(f.url) ? open.delete(f.url) : open.add(f.url); history.replaceState(null, "", "#" + encodeURIComponent(f.url)); draw(last); };
+  a.onclick = (e) => { e.preventDefault(); open.has(f.url) ? open.delete(f.url) : open.add(f.url); history.replaceState(null, "", "#" + encodeURIComponent(f.url)); drawFolders(); };
   return a;
 }
-// Files by origin, then folder (both in name order), each folder's files in the chosen order.
-function drawFiles(files) {
-  const value = {name: f => f.name.toLowerCase(), size: f => f.length || 0, cached: fraction, access: f => Date.parse(f.lastAccess)};
-  const sorted = files.slice().sort((a, b) => { const x = value[sortKey](a), y = value[sortKey](b); return (x < y ? -1 : x > y ? 1 : 0) * (sortAsc ? 1 : -1); });
-  const groups = new Map();
-  for (const f of sorted) {
-    if (!groups.has(f.origin)) groups.set(f.origin, new Map());
-    const folders = groups.get(f.origin);
-    if (!folders.has(f.folder)) folders.set(f.folder, []);
-    folders.get(f.folder).push(f);
+function query(params) { return "status.json?" + new URLSearchParams(params).toString(); }
+async function getJSON(url) {
+  const r = await fetch(url, {cache: "no-store"});
+  if (r.status === 404) return null;
+  if (!r.ok) throw new Error("HTTP " + r.status + ": " + (await r.text()).trim());
+  return r.json();
+}
+// One page of an open folder's files, asked of the daemon (it filters and sorts the whole folder).
+async function loadPage(id) {
+  const doc = await getJSON(query({folder: id, page: openFolders.get(id), filter: filter, order: order}));
+  if (doc && doc.page) pages.set(id, doc); else { openFolders.delete(id); pages.delete(id); }
+}
+const filesHeader = [["File", "name sort", "name"], ["Size", "num sort secondary", "size"], ["Cached", "num sort", "cached"], ["Coverage", "cov"],
+  ["Mount reads", "num secondary"], ["Proxy reads", "num secondary"], ["Last access", "sort secondary", "access"]];
+// The open folder's files: one table, one page, a pager under it.
+function folderFiles(folder, doc) {
+  const p = doc.page, thead = el("tr");
+  for (const [label, cls, key] of filesHeader) {
+    const th = el("th", {class: cls + (key && key === order ? " sorted" + (order === "name" ? " asc" : "") : ""), text: label});
+    if (key) th.onclick = async () => { order = key; await Promise.all([...openFolders.keys()].map(loadPage)); drawFolders(); };
+    thead.append(th);
   }
   const body = el("tbody");
-  for (const origin of [...groups.keys()].sort()) {
-    const folders = groups.get(origin);
-    const all = [...folders.values()].flat();
-    body.append(el("tr", {class: "origin", "data-origin": origin}, el("th", {colspan: "7"}, el("span", {class: "lbl"}, origin + " ",
-      el("span", {class: "muted", text: all.length + (all.length === 1 ? " file · " : " files · ") + bytes(all.reduce((n, f) => n + f.cachedBytes, 0)) + " cached"})))));
-    for (const folder of [...folders.keys()].sort()) {
-      body.append(el("tr", {class: "folder", "data-folder": folder}, el("td", {colspan: "7"}, el("span", {class: "lbl", text: folder}))));
-      for (const f of folders.get(folder)) {
-        body.append(el("tr", {"data-url": f.url, class: open.has(f.url) ? "target" : ""},
-          el("td", {class: "name"}, nameLink(f, shortName(f))),
-          el("td", {class: "num", text: bytes(f.length)}),
-          el("td", {class: "num", text: (100 * fraction(f)).toFixed(1) + " %"}),
-          el("td", {}, coverage(f)),
-          el("td", {class: "num", text: String(f.reads.fuse)}),
-          el("td", {class: "num", text: String(f.reads.proxy)}),
-          el("td", {text: ago(f.lastAccess)})));
-        if (open.has(f.url)) body.append(detail(f, 7));
-      }
+  for (const f of doc.files) {
+    const listing = f.kind === "listing";
+    body.append(el("tr", {"data-url": f.url, class: open.has(f.url) ? "target" : ""},
+      el("td", {class: "name"}, nameLink(f, shortName(f)), listing ? el("span", {class: "kind", text: "listing"}) : null),
+      el("td", {class: "num secondary", text: bytes(f.length == null && listing ? f.cachedBytes : f.length)}),
+      el("td", {class: "num", text: (100 * fraction(f)).toFixed(1) + " %"}),
+      el("td", {class: "cov"}, coverage(f)),
+      el("td", {class: "num secondary", text: String(f.reads.fuse)}),
+      el("td", {class: "num secondary", text: String(f.reads.proxy)}),
+      el("td", {class: "secondary", text: ago(f.lastAccess)})));
+    if (open.has(f.url)) body.append(detail(f, filesHeader.length));
+  }
+  const turn = (to) => async () => { openFolders.set(folder.id, to); await loadPage(folder.id); drawFolders(); };
+  const prev = el("button", {type: "button", text: "‹ previous"}), next = el("button", {type: "button", text: "next ›"});
+  prev.disabled = p.page <= 0; next.disabled = p.page + 1 >= p.pages;
+  prev.onclick = turn(p.page - 1); next.onclick = turn(p.page + 1);
+  const first = p.page * p.pageSize;
+  const pager = el("div", {class: "pager", "data-page": String(p.page), "data-pages": String(p.pages)}, prev,
+    el("span", {text: "files " + Math.min(first + 1, p.matching) + "–" + Math.min(first + p.pageSize, p.matching) + " of " + p.matching + " · page " + (p.page + 1) + " of " + Math.max(1, p.pages)}), next);
+  return el("tr", {class: "folder-files", "data-files-of": folder.id}, el("td", {colspan: "5"},
+    el("table", {class: "files"}, el("thead", {}, thead), body), p.pages > 1 ? pager : null));
+}
+// Folders by origin, each a row with its totals; an open folder is followed by its page of files.
+function drawFolders() {
+  if (!summary) return;
+  const folders = summary.folders || [], body = el("tbody");
+  let origin = null;
+  for (const folder of folders) {
+    if (folder.origin !== origin) {
+      origin = folder.origin;
+      const mine = folders.filter(f => f.origin === origin), files = mine.reduce((n, f) => n + f.files + f.listings, 0);
+      body.append(el("tr", {class: "origin", "data-origin": origin}, el("th", {colspan: "5", text: origin + " "},
+        el("span", {class: "muted", text: files + (files === 1 ? " file · " : " files · ") + bytes(mine.reduce((n, f) => n + f.cachedBytes, 0)) + " cached"}))));
+    }
+    const isOpen = openFolders.has(folder.id);
+    const toggle = el("button", {type: "button", "aria-expanded": String(isOpen), title: folder.origin + folder.path, text: folder.path});
+    toggle.onclick = async () => {
+      if (openFolders.has(folder.id)) { openFolders.delete(folder.id); pages.delete(folder.id); } else { openFolders.set(folder.id, 0); await loadPage(folder.id); }
+      drawFolders();
+    };
+    const count = folder.files + (folder.listings ? " + " + folder.listings + (folder.listings === 1 ? " listing" : " listings") : "");
+    body.append(el("tr", {class: "folder" + (isOpen ? " open" : ""), "data-folder": folder.path, "data-folder-id": folder.id},
+      el("td", {class: "name"}, toggle),
+      el("td", {class: "num", text: count}),
+      el("td", {class: "num secondary", text: bytes(folder.lengthBytes)}),
+      el("td", {class: "num"}, el("span", {class: "secondary", text: bytes(folder.cachedBytes) + " · "}), percent(folder.cachedBytes, folder.lengthBytes)),
+      el("td", {class: "num secondary", text: folder.pinnedBytes ? bytes(folder.pinnedBytes) : "–"})));
+    if (isOpen && pages.has(folder.id)) body.append(folderFiles(folder, pages.get(folder.id)));
+  }
+  if (!folders.length) body.append(el("tr", {}, el("td", {colspan: "5", class: "muted", text: filter ? "No file matches the filter." : "No files are cached."})));
+  $("#folders tbody").replaceWith(body);
+  const total = summary.foldersTotal || 0;
+  $("#folders-note").textContent = (total > folders.length ? folders.length + " of " + total + " folders shown: type in the filter to narrow them" : total + (total === 1 ? " folder" : " folders")) + (filter ? " with matches" : "");
+  $("#files-count").textContent = "(" + summary.cache.files + ")";
+  // For tests and scripts: how wide the page is drawn against the window (wider: it scrolls sideways).
+  Object.assign(document.body.dataset, {pageWidth: document.documentElement.scrollWidth, viewWidth: innerWidth});
+  if (scrollTo) {
+    const row = [...document.querySelectorAll("tr[data-url]")].find(r => r.dataset.url === scrollTo);
+    // `data-scrolled-to` and `data-row-top` (px from the top of the window, whose height is
+    // `data-view-height`) say to tests and scripts where the page scrolled.
+    if (row) {
+      row.scrollIntoView({block: "center"});
+      Object.assign(document.body.dataset, {scrolledTo: scrollTo, rowTop: Math.round(row.getBoundingClientRect().top), viewHeight: innerHeight});
+      scrollTo = null;
     }
   }
-  if (!files.length) body.append(el("tr", {}, el("td", {colspan: "7", class: "muted", text: "No files are cached."})));
-  $("#files tbody").replaceWith(body);
-  for (const th of document.querySelectorAll("th.sort")) {
-    th.classList.toggle("sorted", th.dataset.key === sortKey);
-    th.classList.toggle("asc", th.dataset.key === sortKey && sortAsc);
-  }
-}
-function drawListings(listings) {
-  const body = el("tbody");
-  const sorted = listings.slice().sort((a, b) => a.url < b.url ? -1 : a.url > b.url ? 1 : 0);
-  for (const f of sorted) {
-    let path = f.url; try { path = decodeURIComponent(new URL(f.url).pathname); } catch (e) {}
-    body.append(el("tr", {"data-url": f.url, class: open.has(f.url) ? "target" : ""},
-      el("td", {class: "name"}, nameLink(f, path)),
-      el("td", {text: f.origin}),
-      el("td", {class: "num", text: bytes(f.length == null ? f.cachedBytes : f.length)}),
-      el("td", {text: ago(f.validatedAt)}),
-      el("td", {text: ago(f.lastAccess)}),
-      el("td", {class: f.errors.length ? "err" : "muted", text: f.errors.length ? f.errors[0] : "none"})));
-    if (open.has(f.url)) body.append(detail(f, 6));
-  }
-  if (!listings.length) body.append(el("tr", {}, el("td", {colspan: "6", class: "muted", text: "No directory listings are cached."})));
-  $("#listings tbody").replaceWith(body);
-  $("#listings-count").textContent = listings.length ? "(" + listings.length + ")" : "";
 }
 // Each cell takes its column header's class (num: right-aligned under a right-aligned header;
 // name: cut with an ellipsis, whole in its tooltip).
@@ -288,7 +347,7 @@ function fill(id, rows, empty) {
   for (const r of rows) body.append(el("tr", {}, ...r.map((c, i) => {
     const cls = heads[i] ? heads[i].className : "";
     const td = el("td", cls ? {class: cls} : {});
-    if (c instanceof Node) td.append(c); else { td.textContent = visible(c); if (cls === "name") td.title = visible(c); }
+    if (c instanceof Node) td.append(c); else { td.append(...shown(c)); if (cls === "name") td.title = visible(c); }
     return td;
   })));
   if (!rows.length) body.append(el("tr", {}, el("td", {colspan: String(heads.length), class: "muted", text: empty})));
@@ -299,7 +358,7 @@ function cause(e) {
   let c = e.cause.endsWith(": " + e.url) ? e.cause.slice(0, -(e.url.length + 2)) : e.cause;
   return e.status && !c.includes("HTTP " + e.status) ? "HTTP " + e.status + ": " + c : c;
 }
-// Banners: errors of the last minutes, newest named, with a link down to the full list.
+// Banners: origins down, and errors of the last minutes, newest named.
 function drawBanners(doc) {
   const now = Date.now(), recent = doc.errors.filter(e => now - Date.parse(e.time) < recentErrorWindow);
   const banners = [];
@@ -318,8 +377,7 @@ function drawBanners(doc) {
   }
   $("#banners").replaceChildren(...banners);
 }
-function draw(doc) {
-  if (!doc) return;
+function drawSummary(doc) {
   const c = doc.cache, t = doc.totals;
   $("#meta").textContent = "version " + doc.version + " · pid " + doc.pid + " · up " + duration(doc.uptimeSeconds) + (c.directory ? " · " + visible(c.directory) : "");
   const use = el("div", {class: "usebar"}, el("div", {class: "used", style: "width:" + Math.min(100, 100 * c.usedBytes / Math.max(1, c.capacityBytes)) + "%"}));
@@ -338,35 +396,38 @@ function draw(doc) {
     ...Object.entries(t.readers || {}).filter(([, r]) => r.reads > 0).map(([name, r]) =>
       card("Read by " + name + " programs", bytes(r.fromCache + r.fromOrigin),
         el("div", {class: "k", text: r.reads + " reads · " + r.fetches + " origin requests for " + bytes(r.fetchedBytes)}))));
-  const entries = doc.files.map(place);
-  drawFiles(entries.filter(f => f.kind !== "listing"));
-  drawListings(entries.filter(f => f.kind === "listing"));
   fill("#fetches", doc.fetches.map(f => [f.url, range(f.start, f.end == null ? -1 : f.end - 1), bytes(f.bytes), bytes(f.bytesPerSecond) + "/s", f.priority || "", duration(f.ageSeconds)]), "Nothing is being fetched.");
+  $("#fetches-count").textContent = doc.fetches.length ? "(" + doc.fetches.length + ")" : "";
+  const errors = allErrors ? doc.errors : doc.errors.slice(0, errorsShown);
+  fill("#errors", errors.map(e => [new Date(e.time).toLocaleString(), e.url, e.start == null ? "open" : range(e.start, e.end), cause(e)]), "No errors.");
+  if (doc.errors.length > errorsShown) {
+    const more = el("a", {href: "#recent-errors", text: allErrors ? "show fewer" : "show all " + doc.errors.length});
+    more.onclick = (ev) => { ev.preventDefault(); allErrors = !allErrors; drawSummary(summary); };
+    $("#errors-count").replaceChildren(more);
+  } else {
+    $("#errors-count").textContent = doc.errors.length ? "(" + doc.errors.length + ")" : "";
+  }
   if (doc.tier) {
-    document.getElementById("tier-title").hidden = false;
-    document.getElementById("tier-box").hidden = false;
+    $("#tier-title").hidden = false;
+    $("#tier-box").hidden = false;
     fill("#tier", doc.tier.nodes.map(n => [n.node, bytes(n.bytes), String(n.errors), n.backedOff ? "skipped (back-off)" : "ok"])
       .concat([["origin (checks, fallbacks)", bytes(doc.tier.originBytes), "", ""]]), "No node.");
   }
   fill("#doors", doc.doors.map(d => d.kind === "mount" ? ["mount", d.mountpoint, "", ""] : ["proxy", "port " + d.port, d.bindAddress, d.tokenRequired ? "yes" : "no"]), "No mount or proxy.");
-  fill("#errors", doc.errors.map(e => [new Date(e.time).toLocaleString(), e.url, e.start == null ? "open" : range(e.start, e.end), cause(e)]), "No errors.");
-  if (scrollTo) {
-    const row = [...document.querySelectorAll("tr[data-url]")].find(r => r.dataset.url === scrollTo);
-    // `data-scrolled-to` and `data-row-top` (px from the top of the window, whose height is
-    // `data-view-height`) say to tests and scripts where the page scrolled.
-    if (row) {
-      row.scrollIntoView({block: "center"});
-      Object.assign(document.body.dataset, {scrolledTo: scrollTo, rowTop: Math.round(row.getBoundingClientRect().top), viewHeight: innerHeight});
-      scrollTo = null;
-    }
-  }
 }
+// One poll: the summary, then the page of each open folder.
 async function refresh() {
   try {
-    const r = await fetch("status.json", {cache: "no-store"});
-    if (!r.ok) throw new Error("HTTP " + r.status);
-    last = await r.json();
-    draw(last);
+    const doc = await getJSON(query({view: "summary", filter: filter}));
+    if (!doc) throw new Error("HTTP 404");
+    // A cache of one folder shows its files at once (once: closing it sticks).
+    if (!autoOpened && (doc.folders || []).length === 1 && !filter) { autoOpened = true; openFolders.set(doc.folders[0].id, 0); }
+    await Promise.all([...openFolders.keys()].map(loadPage));
+    summary = doc;
+    drawSummary(summary);
+    drawFolders();
+    // For the benchmark: ms from the page's start to its first full drawing.
+    if (!document.body.dataset.firstDrawMs) document.body.dataset.firstDrawMs = Math.round(performance.now());
     $("#state").textContent = "updated " + new Date().toLocaleTimeString();
     $("#state").className = "meta";
   } catch (e) {
@@ -374,18 +435,26 @@ async function refresh() {
     $("#state").className = "meta stale";
   }
 }
-for (const th of document.querySelectorAll("th.sort")) {
-  th.onclick = () => { if (sortKey === th.dataset.key) sortAsc = !sortAsc; else { sortKey = th.dataset.key; sortAsc = sortKey === "name"; } draw(last); };
-}
-// A link to `#URL` (a row's name) opens that row's details and scrolls it into view.
-function followHash() {
+let typing = null;
+$("#filter").addEventListener("input", () => {
+  clearTimeout(typing);
+  typing = setTimeout(() => { filter = $("#filter").value.trim(); for (const id of openFolders.keys()) openFolders.set(id, 0); refresh(); }, 250);
+});
+// A link to `#URL` (a row's name) opens the page of its folder that holds it, its details open.
+async function followHash() {
   if (location.hash.length <= 1 || location.hash === "#recent-errors") return;
   let url = location.hash.slice(1); try { url = decodeURIComponent(url); } catch (e) {}
-  open.add(url); scrollTo = url; draw(last);
+  try {
+    const doc = await getJSON(query({url: url, order: order}));
+    if (!doc || !doc.page) return;
+    filter = ""; $("#filter").value = "";
+    openFolders.set(doc.page.folder.id, doc.page.page); pages.set(doc.page.folder.id, doc);
+    open.add(url); scrollTo = url;
+    drawFolders();
+  } catch (e) {}
 }
 window.addEventListener("hashchange", followHash);
-followHash();
-refresh();
+refresh().then(followHash);
 setInterval(refresh, 3000);
 </script>
 </body>

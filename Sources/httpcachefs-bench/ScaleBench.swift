@@ -15,7 +15,12 @@ import Glibc
 /// - a cache holding that many files (4 KiB each, filled by an in-process engine): `cache ls`
 ///   timed, and a daemon's start (`mount` until usable) timed, with its memory after;
 /// - eviction at the cap: 1000 new files opened into a cache full of that many (written back to
-///   disk first), timed (each new file evicts an old one).
+///   disk first), timed (each new file evicts an old one);
+/// - the status page over that cache (a daemon with its proxy): `status.json?view=summary` (what
+///   the page polls) and one page of 100 files of a folder, each timed over loopback (best of
+///   three), and the page drawn by headless Chromium (if installed): the page's own figure of
+///   milliseconds from its start to its first full drawing (`data-first-draw-ms`). These should
+///   stay flat (goal: under 1 s at 100k files); their per-item figure is simply time / files.
 ///
 /// Per-item cost is the figure that must not grow from the smallest size to the largest (target
 /// ≤ 1.5): the time above the same step with no files (an empty tree, an empty cache, measured
@@ -73,7 +78,8 @@ struct ScaleBench: AsyncParsableCommand {
             throw ValidationError("no httpcachefs binary at \(binary); build it (swift build -c release) or pass --binary")
         }
         print("scale benchmark: \(counts.map(String.init).joined(separator: ", ")) files, binary \(binary)")
-        var curves: [(String, [Point])] = [("ls -lR of an --index tree", []), ("cache ls", []), ("daemon start", []), ("new file at the cap (evicts one)", [])]
+        var curves: [(String, [Point])] = [("ls -lR of an --index tree", []), ("cache ls", []), ("daemon start", []), ("new file at the cap (evicts one)", []),
+                                           ("status.json?view=summary", []), ("status.json, a page of 100", []), ("status page drawn (Chromium)", [])]
         let base = try Self.baselines(binary: binary)
         print(String(format: "  with no files: ls -lR %.3f s, cache ls %.3f s, daemon start %.3f s", base.tree, base.ls, base.start))
         for n in counts {
@@ -84,16 +90,17 @@ struct ScaleBench: AsyncParsableCommand {
             var tree = try Self.listingTree(files: n, origin: origin, binary: binary, temp: temp)
             tree.above(base.tree)
             curves[0].1.append(tree)
-            var (ls, start, evict) = try await Self.cachedFiles(files: n, origin: origin, binary: binary, temp: temp)
+            var (ls, start, evict, status) = try await Self.cachedFiles(files: n, origin: origin, binary: binary, temp: temp)
             ls.above(base.ls)
             start.above(base.start)
             curves[1].1.append(ls)
             curves[2].1.append(start)
             curves[3].1.append(evict)
+            for (i, point) in status.enumerated() { curves[4 + i].1.append(point) }
             print("  \(n) files measured")
         }
         var rows = [["", "files", "seconds", "per item", "memory", "per-item growth"]]
-        for (name, points) in curves {
+        for (name, points) in curves where !points.isEmpty {
             for (i, p) in points.enumerated() {
                 rows.append([i == 0 ? name : "", "\(p.items)", String(format: "%.3f", p.seconds), Self.perItem(p),
                              p.memory.map(CoreBench.human) ?? "", i == points.count - 1 ? Self.growth(points) : ""])
@@ -188,7 +195,7 @@ struct ScaleBench: AsyncParsableCommand {
 
     /// Fills a cache with `files` files of 4 KiB (an in-process engine), then times `cache ls`, a
     /// daemon's start over it, and 1000 new files opened at the cap.
-    static func cachedFiles(files: Int, origin: OriginServer, binary: String, temp: TemporaryDirectory) async throws -> (Point, Point, Point) {
+    static func cachedFiles(files: Int, origin: OriginServer, binary: String, temp: TemporaryDirectory) async throws -> (Point, Point, Point, [Point]) {
         let dir = temp.appending("cache")
         for i in 0..<(files + newFilesAtCap) {
             origin.setGeneratedFile(String(format: "/c/%07d.bin", i), length: Int64(cachedFileLength), seed: UInt64(i))
@@ -210,6 +217,7 @@ struct ScaleBench: AsyncParsableCommand {
         let start = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
         let memory = try daemon.peakMemory()
         daemon.unmount()
+        let status = try statusPage(files: files, directory: dir, origin: origin, binary: binary, temp: temp)
 
         // At the cap: every new file's bytes need an old file's room. Written back first, as in a
         // cache that has been there a while: evicting bytes still only in the page cache frees no
@@ -228,7 +236,58 @@ struct ScaleBench: AsyncParsableCommand {
         let left = engine.list()
         guard left.reduce(0, { $0 + $1.cachedBytes }) <= used else { throw ValidationError("the cache is over its cap after eviction") }
         return (Point(items: files, seconds: ls, memory: nil, perItem: 0), Point(items: files, seconds: start, memory: memory, perItem: 0),
-                Point(items: files, seconds: evictSeconds, memory: nil, perItem: evictSeconds / Double(newFilesAtCap)))
+                Point(items: files, seconds: evictSeconds, memory: nil, perItem: evictSeconds / Double(newFilesAtCap)), status)
+    }
+
+    // MARK: the status page
+
+    /// A daemon with its proxy over the cache of `files` files (all in one folder, `/c/`: the
+    /// largest page a folder can be asked for): the summary and a page of 100 timed over loopback
+    /// (best of three), and the page's first drawing in headless Chromium (skipped without it).
+    static func statusPage(files: Int, directory: String, origin: OriginServer, binary: String, temp: TemporaryDirectory) throws -> [Point] {
+        let daemon = try MountDaemon(binary: binary, mountpoint: temp.appending("mnt3"), cacheDirectory: directory, cacheSize: 64 << 30,
+                                     entries: ["one.bin=" + origin.url("/c/0000000.bin")], logFile: temp.appending("status.log"))
+        defer { daemon.unmount() }
+        guard let runtime = FileManager.default.contents(atPath: directory + "/proxy.json"),
+              let object = try? JSONSerialization.jsonObject(with: runtime) as? [String: Any], let port = object["port"] as? Int else {
+            throw ValidationError("the daemon over \(directory) left no proxy.json with its port")
+        }
+        func best(_ path: String) throws -> (Double, Int) {
+            var seconds = Double.infinity, size = 0
+            for _ in 0..<3 {
+                let began = DispatchTime.now().uptimeNanoseconds
+                let r = try RawHTTP.request(port: port, path: path, timeout: 120)
+                seconds = min(seconds, Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9)
+                guard r.status == 200 else { throw ValidationError("GET \(path): HTTP \(r.status): \(String(decoding: r.body.prefix(300), as: UTF8.self))") }
+                size = r.body.count
+            }
+            return (seconds, size)
+        }
+        let (summary, summaryBytes) = try best("/.httpcachefs/status.json?view=summary")
+        guard let body = try? RawHTTP.request(port: port, path: "/.httpcachefs/status.json?view=summary", timeout: 120).body,
+              let doc = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+              let folder = (doc["folders"] as? [[String: Any]])?.first?["id"] as? String else {
+            throw ValidationError("the summary names no folder")
+        }
+        let (page, pageBytes) = try best("/.httpcachefs/status.json?folder=\(folder)&page=\(files / 200)")
+        var points = [Point(items: files, seconds: summary, memory: nil, perItem: summary / Double(files)),
+                      Point(items: files, seconds: page, memory: nil, perItem: page / Double(files))]
+        var drawn = "not measured (no chromium)"
+        if let chromium = ExternalTool.find("chromium", "chromium-browser", "google-chrome") {
+            let profile = temp.appending("chromium")
+            let run = try ExternalTool.run(chromium, ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(profile)",
+                                                      "--timeout=10000", "--window-size=1280,800", "--dump-dom",
+                                                      "http://127.0.0.1:\(port)/.httpcachefs/"], timeout: 120)
+            guard let r = run.stdout.range(of: "data-first-draw-ms=\""),
+                  let ms = Double(run.stdout[r.upperBound...].prefix { $0 != "\"" }) else {
+                throw ValidationError("the page did not draw within 10 s in chromium (exit \(run.status)): \(run.stderr.suffix(500))")
+            }
+            points.append(Point(items: files, seconds: ms / 1000, memory: nil, perItem: ms / 1000 / Double(files)))
+            drawn = String(format: "%.0f ms", ms)
+        }
+        print(String(format: "  %d files: status.json summary %.1f ms (%d bytes), a page of 100 %.1f ms (%d bytes), page drawn ",
+                     files, summary * 1000, summaryBytes, page * 1000, pageBytes) + drawn)
+        return points
     }
 
     /// Opens (and so caches: each file fits the first fetch) the files numbered `range`, 32 at a time.

@@ -24,7 +24,9 @@ struct StatusCommand: AsyncParsableCommand {
         let json = json
         try await runReportingErrors {
             try await onBlockingPool {
-                let reports = DaemonDiscovery.find().map(Report.init)
+                // The text needs no file: it asks for the summary, which stays small at any
+                // library size; --json prints the whole document, as it always has.
+                let reports = DaemonDiscovery.find().map { Report($0, wholeDocument: json) }
                 if json {
                     CacheCommand.printLine(String(decoding: try Self.encoder.encode(reports), as: UTF8.self), json: true)
                 } else if reports.isEmpty {
@@ -60,7 +62,7 @@ struct StatusCommand: AsyncParsableCommand {
         /// Without a status document: the mount its command line names, if mounted.
         var mounts: [String]?
 
-        init(_ d: DaemonDiscovery.Daemon) {
+        init(_ d: DaemonDiscovery.Daemon, wholeDocument: Bool) {
             pid = d.pid
             command = d.command
             cacheDirectory = d.cacheDirectory
@@ -72,7 +74,7 @@ struct StatusCommand: AsyncParsableCommand {
                 return
             }
             proxy = p.localBase
-            if let body = LoopbackGet.get(host: p.localConnectHost, port: p.port, path: p.tokenPath(ProxyRouter.documentPath)),
+            if let body = LoopbackGet.get(host: p.localConnectHost, port: p.port, path: p.tokenPath(ProxyRouter.documentPath + (wholeDocument ? "" : "?view=summary"))),
                let document = try? StatusDocument.decode(body) {
                 status = document
                 uptimeSeconds = document.uptimeSeconds
