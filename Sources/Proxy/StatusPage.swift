@@ -98,7 +98,6 @@ tr.detail dl { max-width:min(1200px, calc(100vw - 48px)); display:grid; grid-tem
 tr.detail dt { color:var(--muted); }
 tr.detail dd { margin:0; word-break:break-all; }
 .kind { color:var(--muted); font-size:12px; margin-left:4px; }
-.bidi { color:var(--err); font-size:11px; border:1px solid var(--errline); border-radius:3px; padding:0 2px; }
 .muted { color:var(--muted); }
 .err { color:var(--err); }
 .stale { color:var(--err); font-weight:600; }
@@ -170,21 +169,8 @@ function el(tag, attrs, ...kids) {
   for (const k of kids) if (k != null) e.append(typeof k === "string" ? visible(k) : k);
   return e;
 }
-// Text as nodes, each character that reorders text (bidi controls) a visible mark instead, so a
-// name cannot read as something else.
-const bidi = /[\u202A-\u202E\u2066-\u2069\u200E\u200F\u061C]/g;
-function shown(text) {
-  text = String(text);
-  if (!bidi.test(text)) return [text];
-  bidi.lastIndex = 0;
-  const out = []; let at = 0;
-  for (const m of text.matchAll(bidi)) {
-    out.push(text.slice(at, m.index), el("span", {class: "bidi", title: "a character that reorders text"}, "U+" + m[0].codePointAt(0).toString(16).toUpperCase()));
-    at = m.index + 1;
-  }
-  out.push(text.slice(at));
-  return out;
-}
+// Text as nodes for `append`, each bidi control a visible mark (`visible`).
+function shown(text) { return [visible(text)]; }
 function bytes(n) {
   if (n == null) return "?";
   const u = ["B", "KiB", "MiB", "GiB", "TiB"]; let i = 0;
