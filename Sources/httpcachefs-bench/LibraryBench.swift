@@ -31,6 +31,9 @@ struct LibraryBench: AsyncParsableCommand {
     @Option(help: "Seconds of each generated film.")
     var seconds = 20
 
+    @Option(help: "Seconds of the film played with ffmpeg -re over a 10 Mbit/s link while the scan runs (0: not played).")
+    var playSeconds = 30
+
     @Option(help: "Entries of the one-folder listings timed with ls -l, comma-separated (0: none).")
     var folderSizes = "20000,200000"
 
@@ -112,6 +115,10 @@ struct LibraryBench: AsyncParsableCommand {
         print(String(format: "  probes read %.2f MiB of the local copy; the cold probes fetched %.2f MiB of film bytes: %.2fx (goal at most %.1fx) %@",
                      Double(readLocally) / 1048576, Double(probeOrigin) / 1048576, ratio, Self.goal, ratio <= Self.goal ? "ok" : "MISSED"))
         daemon.unmount()
+        if playSeconds > 0 {
+            try Self.playDuringScan(seconds: playSeconds, ffmpeg: ffmpeg, ffprobe: ffprobe, library: library, binary: binary,
+                                    origin: origin, temp: temp)
+        }
         origin.emulateLink(nil)
         let sizes = try folderSizes.split(separator: ",").compactMap { part -> Int? in
             guard let n = Int(part.trimmingCharacters(in: .whitespaces)), n >= 0 else {
@@ -125,6 +132,39 @@ struct LibraryBench: AsyncParsableCommand {
             print(Self.table(header: ["ls -l of one folder", "local", "warm (goal 2x)", "listing fetched, kernel cold (goal 3x)", "per entry, warm"],
                              rows: folderRows))
         }
+    }
+
+    /// A film of `seconds` at about 4 Mbit/s played with `ffmpeg -re` over a 10 Mbit/s link, alone
+    /// and while every film of the library is probed (cold, a new cache): the film must stay in
+    /// real time (goal: at most 1.05x its length plus 1 s; alone it takes about 1.02x).
+    static func playDuringScan(seconds: Int, ffmpeg: String, ffprobe: String, library: [(path: String, data: [UInt8])],
+                               binary: String, origin: OriginServer, temp: TemporaryDirectory) throws {
+        let source = temp.appending("play.mkv")
+        guard try Spawned.run(ffmpeg, ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=duration=\(seconds):size=1280x720:rate=25",
+                                       "-c:v", "libx264", "-preset", "ultrafast", "-b:v", "4M", "-maxrate", "4M", "-bufsize", "2M", source]) == 0,
+              let film = FileManager.default.contents(atPath: source) else { throw ValidationError("ffmpeg could not make the played film") }
+        serve(library + [("play.mkv", [UInt8](film))], origin: origin)   // listed at the root
+        origin.emulateLink(.milliseconds(10, perConnectionMbit: 0, sharedMbit: 10))
+        let films = library.map(\.path).filter { $0.hasSuffix(".mkv") || $0.hasSuffix(".mp4") || $0.hasSuffix(".webm") }
+        var results: [String] = []
+        for withScan in [false, true] {
+            let daemon = try MountDaemon(binary: binary, mountpoint: temp.appending("play-mnt"), cacheDirectory: temp.appending("play-cache-\(withScan)"),
+                                         cacheSize: 8 << 30, entries: [], logFile: temp.appending("play.log"), proxy: false,
+                                         extraArguments: ["--index", origin.url("/lib/")])
+            defer { daemon.unmount() }
+            let root = daemon.mountpoint
+            let scan = withScan ? Thread {
+                for path in films {
+                    _ = try? Spawned.run(ffprobe, ["-v", "quiet", "-i", root + "/" + path, "-show_format", "-show_streams"])
+                }
+            } : nil
+            scan?.start()
+            let took = try Spawned.time(ffmpeg, ["-nostdin", "-v", "error", "-re", "-i", root + "/play.mkv", "-f", "null", "-"])
+            let limit = 1.05 * Double(seconds) + 1
+            results.append(String(format: "%@ %.2f s (%.3fx)%@", withScan ? "during the scan" : "alone", took, took / Double(seconds),
+                                  withScan ? (took <= limit ? " ok" : " MISSED (goal \(String(format: "%.1f", limit)) s)") : ""))
+        }
+        print("  a \(film.count / 1_000_000) MB film of \(seconds) s played with ffmpeg -re over 10 Mbit/s: " + results.joined(separator: "; "))
     }
 
     /// `ls -l` of one folder of `entries` files: a local folder of empty files against the mount
