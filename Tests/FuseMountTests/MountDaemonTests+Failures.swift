@@ -63,7 +63,7 @@ extension MountDaemonTests {
 
         let mine = try h.run(h.binary, ["url", h.origin.url("/b.txt"), "--cache-dir", h.cacheDirectory])
         XCTAssertEqual(mine.status, 0, mine.stderr)
-        XCTAssertTrue(mine.stdout.hasPrefix("http://127.0.0.1:\(port)/u/"), mine.stdout)
+        XCTAssertTrue(mine.stdout.hasPrefix("http://127.0.0.1:\(port)/s/"), "a signed proxy URL: \(mine.stdout)")
         let notMine = try h.run(h.binary, ["url", h.origin.url("/b.txt"), "--cache-dir", otherCache])
         XCTAssertEqual(notMine.status, 1)
         XCTAssertEqual(notMine.stdout, "", "never the URL of another cache's proxy")
