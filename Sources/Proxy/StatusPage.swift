@@ -111,7 +111,8 @@ tr.detail dd { margin:0; word-break:break-all; }
   /* A folder's files take the screen's width, never their content's: a long name is cut
      (whole in its details), details wrap. */
   #folders, table.files { table-layout:fixed; }
-  /* The hidden columns of the folders take no width (a fixed layout counts every column). */
+  /* Hidden cells take no place in their row, so the three shown fill the first three columns;
+     the last two (there for the rows that span five) take no width. */
   #folders col.minor { width:0; }
   #folders col.count { width:5.5em; }
   table.files th.num { width:5em; }
@@ -147,7 +148,7 @@ tr.detail dd { margin:0; word-break:break-all; }
 <h2 id="files-title">Files <span class="count" id="files-count"></span> <span class="legend muted"><span style="background:var(--cached)"></span>cached<span style="background:var(--fetching)"></span>fetching now<span style="background:var(--empty)"></span>not cached</span></h2>
 <div class="toolbar"><input id="filter" type="search" placeholder="Filter names and URLs" aria-label="Filter names and URLs" autocomplete="off"><span class="muted" id="folders-note"></span></div>
 <table id="folders">
-<colgroup><col><col class="count"><col class="minor"><col class="count"><col class="minor"></colgroup>
+<colgroup><col><col class="count"><col class="count"><col class="minor"><col class="minor"></colgroup>
 <thead><tr><th class="name">Folder</th><th class="num">Files</th><th class="num secondary">Size</th><th class="num">Cached</th><th class="num secondary">Pinned</th></tr></thead>
 <tbody></tbody></table>
 <h2>Doors</h2>
