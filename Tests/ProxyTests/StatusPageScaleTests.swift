@@ -9,7 +9,8 @@ import XCTest
 /// (500 px: headless Chromium's narrowest layout; pictures at 390 px in a frame):
 /// what is happening (a banner, the fetches and errors) comes before the files; the 40 folders
 /// are rows with their totals; a deep link opens one folder on the page of its files that holds
-/// the file (one page: at most 100 rows); nothing is wider than the window. Screenshots of both
+/// the file (one page: at most 100 rows); names with markup or bidi controls are drawn inert and
+/// marked; nothing is wider than the window. Screenshots of both
 /// widths go to `TestOutput.directory`, their paths printed, for a person to look at.
 final class StatusPageScaleTests: XCTestCase {
     func testTenThousandFilesDrawAsFoldersWithWhatIsHappeningFirstAtBothWidths() async throws {
@@ -17,7 +18,9 @@ final class StatusPageScaleTests: XCTestCase {
             print("⚠️  SKIPPING browser test: chromium not installed (Debian package chromium)")
             throw XCTSkip("chromium not installed (Debian package chromium)")
         }
-        let library = try await StatusViewsTests.Library(paths: StatusViewsTests.paths(files: 10_000, folders: 40))
+        // Two hostile names on the deep link's page: markup, and a character that reorders text.
+        let hostile = ["/show07/e0150%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E.mkv", "/show07/e0151%E2%80%AEvkm.exe"]
+        let library = try await StatusViewsTests.Library(paths: StatusViewsTests.paths(files: 10_000, folders: 40) + hostile)
         defer { library.close() }
         do { _ = try await library.engine.open(url: StatusViewsTests.Library.origin + "/show01/missing.mkv") } catch {}   // a recent error
         let server = ProxyServer(engine: library.engine, configuration: ProxyConfiguration(port: 0), logger: Logger(label: "status-scale"))
@@ -89,7 +92,12 @@ final class StatusPageScaleTests: XCTestCase {
         let folderRows = dom.components(separatedBy: "<tr class=\"folder").count - 1 - (dom.components(separatedBy: "<tr class=\"folder-files").count - 1)
         if folderRows != 40 { problems.append("\(folderRows) folder rows, expected 40") }
         if !dom.contains("<tr class=\"origin\" data-origin=\"\(StatusViewsTests.Library.origin)\"") { problems.append("no group for the origin") }
-        if !dom.contains("10000 files") { problems.append("the origin's row does not count 10000 files") }
+        if !dom.contains("10002 files") { problems.append("the origin's row does not count 10002 files") }
+        // Names go in as text: the markup is shown, not made; the reordering character is a mark.
+        if dom.contains("<img") || !dom.contains("e0150&lt;img src=x onerror=alert(1)&gt;.mkv") { problems.append("a name's markup was not shown as text") }
+        if dom.contains("\u{202E}") || !dom.contains("e0151<span class=\"bidi\" title=\"a character that reorders text\">U+202E</span>vkm.exe") {
+            problems.append("the bidi control in a name is not shown as a mark")
+        }
         let fileRows = dom.components(separatedBy: "<tr data-url=").count - 1
         if !(1...100).contains(fileRows) { problems.append("\(fileRows) file rows, expected one page (1 to 100)") }
         if !dom.contains("<tr data-url=\"\(deepLinked)\"") { problems.append("the deep-linked file's row is not drawn") }
