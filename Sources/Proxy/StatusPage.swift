@@ -10,7 +10,7 @@
 /// Layout, top to bottom: banners (`#banners`, one `div.banner` each: origins down, recent
 /// errors), summary cards, what is happening now (`#now`: fetches in flight, recent errors, the
 /// tier), then the files: a filter box (`#filter`: a substring of names and URLs, matched by the
-/// daemon), folders grouped by origin (`tr.origin`), each folder a row with its totals
+/// daemon; kept in the address as `?filter=`), folders grouped by origin (`tr.origin`), each folder a row with its totals
 /// (`tr.folder`, collapsed) that opens onto a page of its files (`tr.folder-files`, with a pager),
 /// then the doors. At phone width (<= 720 px) secondary columns (`.secondary`) are hidden, so
 /// what matters (name, cached, coverage) fits without scrolling sideways.
@@ -441,11 +441,20 @@ async function refresh() {
     $("#state").className = "meta stale";
   }
 }
+// The filter is kept in the page's address (`?filter=S`), so a filtered view can be bookmarked.
+function setFilter(value) {
+  filter = value;
+  const params = new URLSearchParams(location.search);
+  if (filter) params.set("filter", filter); else params.delete("filter");
+  history.replaceState(null, "", location.pathname + (params.toString() ? "?" + params : "") + location.hash);
+}
 let typing = null;
 $("#filter").addEventListener("input", () => {
   clearTimeout(typing);
-  typing = setTimeout(() => { filter = $("#filter").value.trim(); for (const id of openFolders.keys()) openFolders.set(id, 0); refresh(); }, 250);
+  typing = setTimeout(() => { setFilter($("#filter").value.trim()); for (const id of openFolders.keys()) openFolders.set(id, 0); refresh(); }, 250);
 });
+filter = (new URLSearchParams(location.search).get("filter") || "").trim();
+$("#filter").value = filter;
 // A link to `#URL` (a row's name) opens the page of its folder that holds it, its details open.
 async function followHash() {
   if (location.hash.length <= 1 || location.hash === "#recent-errors") return;
@@ -453,7 +462,7 @@ async function followHash() {
   try {
     const doc = await getJSON(query({url: url, order: order}));
     if (!doc || !doc.page) return;
-    filter = ""; $("#filter").value = "";
+    setFilter(""); $("#filter").value = "";
     openFolders.set(doc.page.folder.id, doc.page.page); pages.set(doc.page.folder.id, doc);
     open.add(url); scrollTo = url;
     drawFolders();

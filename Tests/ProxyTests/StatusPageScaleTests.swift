@@ -53,6 +53,15 @@ final class StatusPageScaleTests: XCTestCase {
             let collapsed = try ExternalTool.run(chromium, flags(width, height) + ["--dump-dom", page], timeout: 120).stdout
             if collapsed.contains("<tr data-url=") { failures.append("\(width)×\(height): a file row with every folder collapsed") }
             failures += Self.widthProblems(collapsed).map { "\(width)×\(height), collapsed: \($0)" }
+            // Filtered (`?filter=`, as the box keeps it): only the folders with a match, counting
+            // only the matches (e0010…e0019 of each folder's 250).
+            let filtered = try ExternalTool.run(chromium, flags(width, height) + ["--dump-dom", page + "?filter=E001"], timeout: 120).stdout
+            let shownFolders = filtered.components(separatedBy: "<tr class=\"folder").count - 1 - (filtered.components(separatedBy: "<tr class=\"folder-files").count - 1)
+            if shownFolders != 40 || !filtered.contains("400 files") || !filtered.contains("40 folders with matches") {
+                failures.append("\(width)×\(height), filtered: \(shownFolders) folder rows; DOM: \(filtered.prefix(2000))")
+            }
+            let none = try ExternalTool.run(chromium, flags(width, height) + ["--dump-dom", page + "?filter=no-such-name"], timeout: 120).stdout
+            if !none.contains("No file matches the filter.") { failures.append("\(width)×\(height): a filter matching nothing does not say so") }
         }
         // The window, and the whole page (every folder row, or the deep link's open folder) in a
         // window tall enough for it; at 390 px in a frame of that width.
