@@ -10,7 +10,7 @@
 /// Layout, top to bottom: banners (`#banners`, one `div.banner` each: origins down, recent
 /// errors), summary cards, what is happening now (`#now`: fetches in flight, recent errors, the
 /// tier), then the files: a filter box (`#filter`: a substring of names and URLs, matched by the
-/// daemon), folders grouped by origin (`tr.origin`), each folder a row with its totals
+/// daemon; kept in the address as `?filter=`), folders grouped by origin (`tr.origin`), each folder a row with its totals
 /// (`tr.folder`, collapsed) that opens onto a page of its files (`tr.folder-files`, with a pager),
 /// then the doors. At phone width (<= 720 px) secondary columns (`.secondary`) are hidden, so
 /// what matters (name, cached, coverage) fits without scrolling sideways.
@@ -107,12 +107,24 @@ tr.detail dd { margin:0; word-break:break-all; }
   /* What matters stays (name, cached, coverage); the rest is in a file's details. */
   .secondary { display:none; }
   th, td { padding:4px 5px; }
-  td.name { max-width:44vw; }
-  tr.folder td.name { max-width:56vw; }
+  /* A folder's files take the screen's width, never their content's: a long name is cut
+     (whole in its details), details wrap. */
+  #folders, table.files { table-layout:fixed; }
+  /* Hidden cells take no place in their row, so the three shown fill the first three columns;
+     the last two (there for the rows that span five) take no width. */
+  #folders col.minor { width:0; }
+  #folders col.count { width:5.5em; }
+  table.files th.num { width:5em; }
+  table.files th.cov { width:28%; }
+  td.name { max-width:none; }
+  /* Group headers wrap rather than widen the table. */
+  tr.origin th { white-space:normal; }
+  #folders td.num { overflow:hidden; text-overflow:ellipsis; }
   tr.folder-files > td { padding-left:4px; }
   .bar { min-width:56px; }
   th.cov { width:30%; }
-  tr.detail dl { grid-template-columns:1fr; max-width:calc(100vw - 32px); }
+  /* As wide as its row, no wider (100vw counts the scroll bar, and the frames around it). */
+  tr.detail dl { grid-template-columns:1fr; max-width:none; }
   tr.detail dd { margin-bottom:4px; }
   /* A URL or cause in full over several lines, rather than a table wider than the phone. */
   #fetches td.name, #errors td { white-space:normal; word-break:break-all; max-width:none; }
@@ -135,6 +147,7 @@ tr.detail dd { margin:0; word-break:break-all; }
 <h2 id="files-title">Files <span class="count" id="files-count"></span> <span class="legend muted"><span style="background:var(--cached)"></span>cached<span style="background:var(--fetching)"></span>fetching now<span style="background:var(--empty)"></span>not cached</span></h2>
 <div class="toolbar"><input id="filter" type="search" placeholder="Filter names and URLs" aria-label="Filter names and URLs" autocomplete="off"><span class="muted" id="folders-note"></span></div>
 <table id="folders">
+<colgroup><col><col class="count"><col class="count"><col class="minor"><col class="minor"></colgroup>
 <thead><tr><th class="name">Folder</th><th class="num">Files</th><th class="num secondary">Size</th><th class="num">Cached</th><th class="num secondary">Pinned</th></tr></thead>
 <tbody></tbody></table>
 <h2>Doors</h2>
@@ -312,14 +325,20 @@ function drawFolders() {
   const total = summary.foldersTotal || 0;
   $("#folders-note").textContent = (total > folders.length ? folders.length + " of " + total + " folders shown: type in the filter to narrow them" : total + (total === 1 ? " folder" : " folders")) + (filter ? " with matches" : "");
   $("#files-count").textContent = "(" + summary.cache.files + ")";
-  // For tests and scripts: how wide the page is drawn against the window (wider: it scrolls sideways).
-  Object.assign(document.body.dataset, {pageWidth: document.documentElement.scrollWidth, viewWidth: innerWidth});
+  // For tests and scripts: how wide the page is drawn against the window without its scroll bar
+  // (wider: it scrolls sideways), and then the first element that sticks out.
+  const view = document.documentElement.clientWidth, drawn = document.documentElement.scrollWidth;
+  Object.assign(document.body.dataset, {pageWidth: drawn, viewWidth: view});
+  if (drawn > view) {
+    const wide = [...document.querySelectorAll("main *")].find(e => e.getBoundingClientRect().right > view);
+    if (wide) document.body.dataset.tooWide = wide.tagName + (wide.id ? "#" + wide.id : "") + (wide.className ? "." + wide.className : "");
+  }
   if (scrollTo) {
     const row = [...document.querySelectorAll("tr[data-url]")].find(r => r.dataset.url === scrollTo);
     // `data-scrolled-to` and `data-row-top` (px from the top of the window, whose height is
     // `data-view-height`) say to tests and scripts where the page scrolled.
     if (row) {
-      row.scrollIntoView({block: "center"});
+      row.scrollIntoView({block: "center", inline: "nearest"});
       Object.assign(document.body.dataset, {scrolledTo: scrollTo, rowTop: Math.round(row.getBoundingClientRect().top), viewHeight: innerHeight});
       scrollTo = null;
     }
@@ -421,11 +440,20 @@ async function refresh() {
     $("#state").className = "meta stale";
   }
 }
+// The filter is kept in the page's address (`?filter=S`), so a filtered view can be bookmarked.
+function setFilter(value) {
+  filter = value;
+  const params = new URLSearchParams(location.search);
+  if (filter) params.set("filter", filter); else params.delete("filter");
+  history.replaceState(null, "", location.pathname + (params.toString() ? "?" + params : "") + location.hash);
+}
 let typing = null;
 $("#filter").addEventListener("input", () => {
   clearTimeout(typing);
-  typing = setTimeout(() => { filter = $("#filter").value.trim(); for (const id of openFolders.keys()) openFolders.set(id, 0); refresh(); }, 250);
+  typing = setTimeout(() => { setFilter($("#filter").value.trim()); for (const id of openFolders.keys()) openFolders.set(id, 0); refresh(); }, 250);
 });
+filter = (new URLSearchParams(location.search).get("filter") || "").trim();
+$("#filter").value = filter;
 // A link to `#URL` (a row's name) opens the page of its folder that holds it, its details open.
 async function followHash() {
   if (location.hash.length <= 1 || location.hash === "#recent-errors") return;
@@ -433,7 +461,7 @@ async function followHash() {
   try {
     const doc = await getJSON(query({url: url, order: order}));
     if (!doc || !doc.page) return;
-    filter = ""; $("#filter").value = "";
+    setFilter(""); $("#filter").value = "";
     openFolders.set(doc.page.folder.id, doc.page.page); pages.set(doc.page.folder.id, doc);
     open.add(url); scrollTo = url;
     drawFolders();

@@ -41,8 +41,10 @@ final class StatusViewsTests: XCTestCase {
         static let origin = "http://media.example"
 
         init(paths: [String]) async throws {
+            var logger = Logger(label: "status-views")
+            logger.logLevel = .critical
             engine = try CacheEngine(configuration: CacheConfiguration(directory: directory.path, freeSpaceFloor: 0), source: source,
-                                     logger: Logger(label: "status-views"))
+                                     logger: logger)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 var next = 0
                 func add() {
