@@ -49,7 +49,11 @@ extension EngineCore {
         request.isProbe = isProbe
         let sink = EntrySink(core: self, entry: handle, shard: shard, fetchID: fetchID, generation: generation,
                              start: requestStart, rangeAsked: request.rangeHeader != nil, file: key.hashValue, url: url,
-                             checks: overlap?.checks ?? [], deliver: fetch.start..<(fetch.end ?? .max))
+                             checks: overlap?.checks ?? [],
+                             // Without checks, everything the answer brings is kept (an origin that
+                             // answers more than the range asked for saves the next fetch); with
+                             // them, the compared bytes around the range are not the range's.
+                             deliver: overlap == nil ? fetch.start..<Int64.max : fetch.start..<(fetch.end ?? .max))
         activeSinks.withLock { $0 += 1 }
         let box = handles.box(fetchID)
         logger.debug("fetch", metadata: ["url": "\(url)", "range": "\(fetch)"])
