@@ -174,14 +174,38 @@ extension FileSystemCore {
         }
     }
 
+    /// Listings of index directories already fetched and parsed before the mount (the mount
+    /// check's, `at` the time that check began): applied as if this mount had fetched them then,
+    /// through the same budget, so the first `ls` neither fetches nor parses the page again (a
+    /// hostile listing cost its parse twice). A directory listed or being listed meanwhile keeps
+    /// its own; a listing no directory has is dropped.
+    func seedListings(_ listings: [String: ListingFetch.Listing], at: Date) {
+        guard !listings.isEmpty else { return }
+        let fetches: [(fetch: UInt64, url: String, listing: ListingFetch.Listing)] = state.withLock { s in
+            var found: [(UInt64, String, ListingFetch.Listing)] = []
+            for node in s.table.nodes.values where node.attached {
+                guard let idx = node.directory?.index, idx.listedAt == nil, !idx.fetching,
+                      let listing = listings[idx.url] else { continue }
+                idx.fetching = true
+                found.append((s.beginListingFetch(node, idx), idx.url, listing))
+            }
+            return found
+        }
+        for seed in fetches {
+            listingKinds.note(seed.listing, url: seed.url)
+            listingFetched(.success(seed.listing.entries), fetch: seed.fetch, url: seed.url, timeout: nil, listedAt: at)
+        }
+    }
+
     /// Applies a fetched listing (or its failure) and answers everyone waiting for it.
     /// `unconfirmed`: the listing is the cache's copy, served without asking an origin that is
     /// down. It is applied (the best there is) but counts as past its TTL, so the next look
     /// refreshes it in the background: once the origin is back, what changed there shows at once
     /// rather than a whole `--index-ttl` later. (Asking a down origin costs nothing: the cache
-    /// answers at once without the network, so this brings no storm.)
+    /// answers at once without the network, so this brings no storm.) `listedAt`: when the
+    /// listing was fetched, if before now (`seedListings`).
     func listingFetched(_ result: Result<[ListingEntry], CacheError>, fetch: UInt64, url: String,
-                        timeout: TimeInterval?, unconfirmed: Bool = false) {
+                        timeout: TimeInterval?, unconfirmed: Bool = false, listedAt: Date? = nil) {
         var parsed = result
         let cost: Int64 = (try? parsed.get()).map(Self.listingCost) ?? 0
         typealias Outcome = (waiters: [@Sendable (CacheError?) -> Void], Invalidations, CacheError?, KernelNotifier?)
@@ -206,6 +230,7 @@ extension FileSystemCore {
             case let .success(entries):
                 let inval = current ? applyListing(node, idx, entries, &s) : Invalidations()
                 if current { s.table.setListingCost(idx, cost) }
+                if let listedAt, current, let applied = idx.listedAt { idx.listedAt = min(listedAt, applied) }
                 if unconfirmed, current { idx.listedAt = now().addingTimeInterval(-options.listingTTL) }
                 return (waiters, inval, nil, s.notifier)
             case let .failure(error):

@@ -59,6 +59,11 @@ public enum ListingFetch {
                     return .failure(.badResponse(url: url, message: "\(error)"))
                 }
             }
+            // The page's bytes are let go once this returns (only its entries are kept, and
+            // counted by the listing budget); a large page's freed heap goes back to the system.
+            if case let .success(bytes) = fetched, bytes.count >= HeapTrim.threshold {
+                DispatchQueue.global(qos: .utility).async { HeapTrim.releaseFreedMemory() }
+            }
             guard tryWebDAV, mayBeWebDAV(parsed) || transport.answeredDAV(url: url) else { return completion(parsed.map { Listing(entries: $0, kind: .page) }) }
             propfind(url: url, through: transport, limit: limit, maxAge: maxAge, logger: logger) { dav in
                 switch dav {
@@ -77,6 +82,9 @@ public enum ListingFetch {
                                 logger: Logger,
                                 completion: @escaping @Sendable (Result<Listing, CacheError>) -> Void) {
         transport.fetchDocument(WebDAVListing.request(url: url), limit: limit, maxAge: maxAge) { fetched in
+            if case let .success(bytes) = fetched, bytes.count >= HeapTrim.threshold {
+                DispatchQueue.global(qos: .utility).async { HeapTrim.releaseFreedMemory() }
+            }
             completion(fetched.flatMap { bytes in
                 do { return .success(Listing(entries: try WebDAVListing.parse(bytes, url: url, logger: logger), kind: .webDAV)) } catch {
                     return .failure(.badResponse(url: url, message: "\(error)"))

@@ -56,9 +56,11 @@ public enum WebDAVListing {
         // Children's URLs are made from the folder's own (not the href's spelling of its host or
         // its encoding), so one file has one URL, and cache key, however the server writes it.
         let prefix = url.hasSuffix("/") ? url : url + "/"
+        guard let resolver = DirectoryListing.ChildResolver(base: base) else { throw ListingError.badBaseURL(url) }
         for response in delegate.responses {
-            guard let href = response.href,
-                  let (name, slashed, _) = DirectoryListing.child(href: encodedHref(href), base: base) else { continue }
+            // An href longer than any URL is skipped before it is encoded or resolved.
+            guard let href = response.href, href.utf8.count <= DirectoryListing.maxHrefBytes,
+                  let (name, slashed, _) = resolver.child(encodedHref(href)) else { continue }
             guard !seen.contains(EntryName(name)), DirectoryListing.isUsable(name, in: base, logger: logger) else { continue }
             seen.insert(EntryName(name))
             let isDir = response.isCollection || slashed
