@@ -155,6 +155,8 @@ public enum DirectoryListing {
         let basePath: String
         /// The folder's URL as children's URLs start (`folderPrefix`).
         let prefix: String
+        /// `prefix` in its one spelling (`URLSpelling`), if it has one.
+        let normalPrefix: String?
         /// A plain relative segment resolves under the folder without Foundation: the folder's
         /// path ends in `/` (else a relative href replaces its last segment).
         let plainSegmentsAreChildren: Bool
@@ -166,6 +168,7 @@ public enum DirectoryListing {
             components = bc
             basePath = bc.percentEncodedPath.hasSuffix("/") ? bc.percentEncodedPath : bc.percentEncodedPath + "/"
             self.prefix = prefix
+            normalPrefix = try? URLSpelling.normalize(prefix)
             plainSegmentsAreChildren = bc.percentEncodedPath.hasSuffix("/")
         }
 
@@ -207,8 +210,18 @@ public enum DirectoryListing {
             // The child's URL is the folder's own with the href's last segment (as the server encoded
             // it): an absolute href's spelling of the host ("MEDIA.example") or its lack of the
             // folder's credentials must not make a second URL, and cache key, for one file.
+            // A segment of unreserved characters alone is spelled the same in any spelling: only
+            // the folder's part needs normalizing, and that was done once.
+            if let normalPrefix, rest != ".", rest != "..", rest.utf8.allSatisfy(Self.isUnreserved) {
+                return (name, isDir, normalPrefix + rest + (isDir ? "/" : ""))
+            }
             let url = prefix + rest + (isDir ? "/" : "")
             return (name, isDir, (try? URLSpelling.normalize(url)) ?? url)   // one spelling per resource
+        }
+
+        /// RFC 3986 unreserved: letters, digits, `-`, `.`, `_`, `~`.
+        static func isUnreserved(_ c: UInt8) -> Bool {
+            (c >= 97 && c <= 122) || (c >= 65 && c <= 90) || (c >= 48 && c <= 57) || c == 45 || c == 46 || c == 95 || c == 126
         }
 
         /// `rawHref` when it is one path segment that resolves to itself under any folder (with a
@@ -451,6 +464,8 @@ enum ColumnScanner {
 
     /// The columns in `tail`, the bytes after a link (bounded by the caller: `maxTailBytes`).
     static func scan(_ tail: ArraySlice<UInt8>) -> Columns {
+        // A date needs a `-` and a `:` (`parseDay`, `parseTime`); without one there is nothing to find.
+        guard tail.contains(45), tail.contains(58) else { return Columns(date: nil, size: nil) }
         let text = stripTags(tail)
         // isWhitespace, not a list of characters: nginx ends lines with CRLF, which Swift sees as one
         // Character "\r\n" (neither "\r" nor "\n"), and "1005\r\n" is no size.

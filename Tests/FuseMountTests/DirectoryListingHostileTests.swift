@@ -96,6 +96,11 @@ final class DirectoryListingHostileTests: XCTestCase {
         for href in ["..", "../", ".", "./", "a%2", "a%zz", "%", "a:b", "a b", "a&amp;b", "a?b", "a#b", "a/b", "a/b/", "é"] {
             XCTAssertNil(DirectoryListing.ChildResolver.plainSegment(href), href)
         }
+        // The same with a folder whose URL is not in its one spelling (upper-case host, `%7E`).
+        let unusual = try XCTUnwrap(DirectoryListing.ChildResolver(base: try XCTUnwrap(URL(string: "HTTP://H.example/%7Euser/a%2fb/"))))
+        for href in hrefs where DirectoryListing.ChildResolver.plainSegment(href) != nil {
+            XCTAssertEqual(unusual.child(href)?.2, unusual.resolved(href)?.2, href)
+        }
         // Against a folder URL without its trailing slash, a relative link is no child.
         let noSlash = try XCTUnwrap(DirectoryListing.ChildResolver(base: try XCTUnwrap(URL(string: "http://h/pub"))))
         XCTAssertNil(noSlash.child("f.mkv")?.0)
