@@ -1,6 +1,7 @@
 import CacheCore
 import Foundation
 import Glibc
+import Logging
 import TestSupport
 import XCTest
 @testable import FuseMount
@@ -104,6 +105,28 @@ final class DirectoryListingHostileTests: XCTestCase {
         // Against a folder URL without its trailing slash, a relative link is no child.
         let noSlash = try XCTUnwrap(DirectoryListing.ChildResolver(base: try XCTUnwrap(URL(string: "http://h/pub"))))
         XCTAssertNil(noSlash.child("f.mkv")?.0)
+    }
+
+    /// The fuzzer's corpus under the fuzzer's invariants (its first byte picks the base URL there;
+    /// here every seed goes through both): names the kernel accepts, each once, under the folder.
+    func testEverySeedOfTheFuzzCorpusKeepsTheFuzzersInvariants() throws {
+        let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("FuzzCorpus/FuzzDirectoryListing")
+        let seeds = try FileManager.default.contentsOfDirectory(atPath: corpus.path)
+        XCTAssertFalse(seeds.isEmpty)
+        var quiet = Logger(label: "test.fuzz-seeds")
+        quiet.logLevel = .critical
+        for seed in seeds {
+            let bytes = Array(try Data(contentsOf: corpus.appendingPathComponent(seed)).dropFirst())
+            for folder in ["http://files.example/pub/", "https://files.example:8443/a%20b/c/"] {
+                guard let entries = try? DirectoryListing.parse(bytes, url: folder, logger: quiet) else { continue }
+                XCTAssertEqual(Set(entries.map(\.name)).count, entries.count, seed)
+                for e in entries {
+                    XCTAssertNil(DirectoryListing.rejection(of: e.name), "\(seed): \(e.name.debugDescription)")
+                    XCTAssertTrue(e.url.hasPrefix(folder), "\(seed): \(e.url)")
+                }
+            }
+        }
     }
 
     // MARK: Parsed once
