@@ -35,6 +35,12 @@ public struct ListingEntry: Equatable, Sendable {
 /// A listing is outside input: an entry whose name the mount cannot show (a control character,
 /// which would break `ls` output and log lines, or more than 255 bytes, which the kernel refuses)
 /// is skipped with a log line, and the rest of the listing is served.
+///
+/// Cost, for hostile pages too: one pass over the bytes (no String of the whole page, no scan
+/// that goes back), an href over `maxHrefBytes` measured and skipped, at most `maxTailBytes`
+/// after each link read for its columns, other attributes stepped over. What the result holds
+/// is its entries alone, which the listing budget counts (`FileSystemCore.listingCost`). Runs on
+/// whichever thread delivered the page (a backend thread); blocks on nothing.
 public enum DirectoryListing {
     /// Longest href taken as a link: far longer than any URL a server or browser uses (a name
     /// the mount can show is at most 255 bytes, 765 percent-encoded). A longer one is skipped by
