@@ -212,7 +212,7 @@ public enum DirectoryListing {
 
         /// The child whose last segment, as the server encoded it, is `rest`.
         private func make(rest: String, isDir: Bool) -> (String, Bool, String) {
-            let name = rest.removingPercentEncoding ?? rest
+            let name = rest.utf8.contains(37) ? rest.removingPercentEncoding ?? rest : rest   // '%'
             // The child's URL is the folder's own with the href's last segment (as the server encoded
             // it): an absolute href's spelling of the host ("MEDIA.example") or its lack of the
             // folder's credentials must not make a second URL, and cache key, for one file.
@@ -298,9 +298,11 @@ public enum DirectoryListing {
 
     /// Nil when `name` can be an entry of the mount.
     static func rejection(of name: String) -> Rejection? {
-        if name.isEmpty || name == "." || name == ".." || name.contains("/") || name.contains("\0") { return .notAName }
-        if name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) { return .controlCharacter }
-        if name.unicodeScalars.contains(where: isBidiControl) { return .bidiControl }
+        // Bytes, not Characters: every character checked here but the bidi controls is ASCII.
+        let utf8 = name.utf8
+        if utf8.isEmpty || name == "." || name == ".." || utf8.contains(47) || utf8.contains(0) { return .notAName }
+        if utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) { return .controlCharacter }
+        if utf8.contains(where: { $0 >= 0x80 }), name.unicodeScalars.contains(where: isBidiControl) { return .bidiControl }
         if name.utf8.count > PathName.maxComponentBytes { return .tooLong }
         return nil
     }
@@ -446,7 +448,7 @@ public enum DirectoryListing {
     static func isSpace(_ c: UInt8) -> Bool { c == 32 || c == 9 || c == 10 || c == 13 }
 
     static func decodeEntities(_ s: String) -> String {
-        guard s.contains("&") else { return s }
+        guard s.utf8.contains(38) else { return s }   // '&'
         var out = s
         for (entity, char) in [("&quot;", "\""), ("&#39;", "'"), ("&#x27;", "'"), ("&apos;", "'"),
                                ("&lt;", "<"), ("&gt;", ">"), ("&nbsp;", " "), ("&amp;", "&")] {
@@ -472,10 +474,7 @@ enum ColumnScanner {
     static func scan(_ tail: ArraySlice<UInt8>) -> Columns {
         // A date needs a `-` and a `:` (`parseDay`, `parseTime`); without one there is nothing to find.
         guard tail.contains(45), tail.contains(58) else { return Columns(date: nil, size: nil) }
-        let text = stripTags(tail)
-        // isWhitespace, not a list of characters: nginx ends lines with CRLF, which Swift sees as one
-        // Character "\r\n" (neither "\r" nor "\n"), and "1005\r\n" is no size.
-        let tokens = text.split(whereSeparator: \.isWhitespace).map(String.init)
+        let tokens = self.tokens(stripTags(tail))
         var i = 0
         while i + 1 < tokens.count {
             if let day = parseDay(tokens[i]), let time = parseTime(tokens[i + 1]) {
@@ -490,6 +489,15 @@ enum ColumnScanner {
     }
 
     static func scan(_ tail: String) -> Columns { scan(Array(tail.utf8)[...]) }
+
+    /// The words of `text`. ASCII text (what listings' columns are) is split on its bytes; other
+    /// text on `isWhitespace`, which also knows U+00A0 and its kind. Not a list of characters for
+    /// the latter: nginx ends lines with CRLF, which Swift sees as one Character "\r\n" (neither
+    /// "\r" nor "\n"), and "1005\r\n" is no size.
+    static func tokens(_ text: String) -> [String] {
+        guard text.utf8.allSatisfy({ $0 < 0x80 }) else { return text.split(whereSeparator: \.isWhitespace).map(String.init) }
+        return text.utf8.split(whereSeparator: { $0 == 32 || ($0 >= 9 && $0 <= 13) }).map { String(decoding: $0, as: UTF8.self) }
+    }
 
     /// The text of `bytes` without its tags (each tag a space), entities decoded.
     static func stripTags(_ bytes: ArraySlice<UInt8>) -> String {
