@@ -57,15 +57,19 @@ public enum DirectoryListing {
 
     /// The entries of the listing in `bytes`. One pass over the bytes: the page is never copied
     /// into a String whole, and what the result holds is its entries alone (the caller drops the
-    /// bytes after this returns).
+    /// bytes after this returns). `maxEntries`: more fail with `tooManyEntries` as soon as they
+    /// are found (a listing the memory budget could never hold is not built whole first).
     public static func parse(_ bytes: [UInt8], url: String,
-                             logger: Logger = Logger(label: "httpcachefs.listing")) throws -> [ListingEntry] {
+                             logger: Logger = Logger(label: "httpcachefs.listing"),
+                             maxEntries: Int = .max) throws -> [ListingEntry] {
         if let observe = parseObserver.withLock({ $0 }) { observe(url) }
         guard let base = URL(string: url) else { throw ListingError.badBaseURL(url) }
         let first = bytes.first(where: { !isSpace($0) && $0 != 11 && $0 != 12 })
-        if first == UInt8(ascii: "[") { return try parseNginxJSON(bytes, base: base, logger: logger) }
+        if first == UInt8(ascii: "[") { return try parseNginxJSON(bytes, base: base, logger: logger, maxEntries: maxEntries) }
         guard bytes.contains(UInt8(ascii: "<")) else { throw ListingError.notAListing(url: url) }
-        return parseHTML(bytes, base: base, logger: logger)
+        let entries = parseHTML(bytes, base: base, logger: logger, maxEntries: maxEntries)
+        guard entries.count <= maxEntries else { throw ListingError.tooManyEntries(url: url, limit: maxEntries) }
+        return entries
     }
 
     // MARK: nginx JSON
@@ -89,7 +93,7 @@ public enum DirectoryListing {
         private enum CodingKeys: String, CodingKey { case name, type, mtime, size }
     }
 
-    static func parseNginxJSON(_ bytes: [UInt8], base: URL, logger: Logger) throws -> [ListingEntry] {
+    static func parseNginxJSON(_ bytes: [UInt8], base: URL, logger: Logger, maxEntries: Int = .max) throws -> [ListingEntry] {
         let items: [JSONItem]
         do { items = try JSONDecoder().decode([JSONItem].self, from: Data(bytes)) } catch {
             throw ListingError.notAListing(url: base.absoluteString)
@@ -103,6 +107,7 @@ public enum DirectoryListing {
             let encoded = item.name.addingPercentEncoding(withAllowedCharacters: pathSegmentAllowed) ?? item.name
             guard let prefix = folderPrefix(base) else { continue }
             let child = prefix + encoded + (isDir ? "/" : "")
+            guard result.count < maxEntries else { throw ListingError.tooManyEntries(url: base.absoluteString, limit: maxEntries) }
             result.append(ListingEntry(name: item.name, isDirectory: isDir, url: child,
                                        size: isDir ? nil : item.size,
                                        modified: item.mtime.flatMap(parseHTTPDate)))
@@ -112,22 +117,24 @@ public enum DirectoryListing {
 
     // MARK: HTML (nginx, Apache, lighttpd)
 
-    static func parseHTML(_ bytes: [UInt8], base: URL, logger: Logger) -> [ListingEntry] {
+    /// Stops once it has more than `maxEntries` entries (the caller fails the listing then).
+    static func parseHTML(_ bytes: [UInt8], base: URL, logger: Logger, maxEntries: Int = .max) -> [ListingEntry] {
         var result: [ListingEntry] = []
         var index: [EntryName: Int] = [:]
         var tooLong = 0, longest = 0
         let resolver = ChildResolver(base: base)
         extractLinks(bytes) { link in
+            guard result.count <= maxEntries else { return false }
             let href: String
             switch link.href {
             case let .tooLong(length):
                 tooLong += 1
                 longest = max(longest, length)
-                return
+                return true
             case let .text(text): href = text
             }
             guard let resolver, let (name, isDir, url) = resolver.child(href),
-                  index[EntryName(name)] != nil || isUsable(name, in: base, logger: logger) else { return }
+                  index[EntryName(name)] != nil || isUsable(name, in: base, logger: logger) else { return true }
             let columns = ColumnScanner.scan(bytes[link.tail])
             let entry = ListingEntry(name: name, isDirectory: isDir, url: url,
                                      size: isDir ? nil : columns.size, modified: columns.date)
@@ -139,6 +146,7 @@ public enum DirectoryListing {
                 index[EntryName(name)] = result.count
                 result.append(entry)
             }
+            return true
         }
         if tooLong > 0 {
             logger.warning("listing \(DisplayURL.redacted(base.absoluteString)): skipped \(tooLong) link\(tooLong == 1 ? "" : "s") longer than \(maxHrefBytes) bytes (the longest: \(longest) bytes); no file has such a URL")
@@ -355,9 +363,11 @@ public enum DirectoryListing {
     /// A byte scanner in one pass (every byte is looked at a bounded number of times, whatever
     /// the page holds: no tag, quote or `</a>` missing makes it go back): listings can be large
     /// and hostile, and this needs no HTML grammar beyond tags and quoted attributes.
-    static func extractLinks(_ b: [UInt8], _ visit: (Link) -> Void) {
+    /// `visit` returns false to stop the scan.
+    static func extractLinks(_ b: [UInt8], _ visit: (Link) -> Bool) {
         var pendingHref: Link.Href?
         var tailStart = 0
+        var stopped = false
         var i = 0
         let n = b.count
         func startsTag(_ at: Int, _ name: [UInt8]) -> Bool {
@@ -369,11 +379,11 @@ public enum DirectoryListing {
         func finishPending(upTo end: Int) {
             if let href = pendingHref {
                 let start = min(tailStart, end)
-                visit(Link(href: href, tail: start..<min(end, start + maxTailBytes)))
+                stopped = !visit(Link(href: href, tail: start..<min(end, start + maxTailBytes)))
                 pendingHref = nil
             }
         }
-        while i < n {
+        while i < n, !stopped {
             // '<' followed by 'a' or '/': any other tag is stepped over at once.
             guard b[i] == 60, i + 1 < n, b[i + 1] == 47 || lower(b[i + 1]) == 97 else { i += 1; continue }
             if startsTag(i, [97]) {  // <a
@@ -398,7 +408,7 @@ public enum DirectoryListing {
                 i += 1
             }
         }
-        finishPending(upTo: n)
+        if !stopped { finishPending(upTo: n) }
     }
 
     /// The first `href` of the tag starting at `start`, and the index after its `>`. Other
@@ -557,12 +567,16 @@ public enum ListingError: Error, Equatable, CustomStringConvertible {
     case notAListing(url: String)
     /// A PROPFIND answer that is no WebDAV multistatus (see `WebDAVListing`).
     case notMultistatus(url: String, reason: String)
+    /// More entries than the listing memory budget could hold (`--listing-memory`).
+    case tooManyEntries(url: String, limit: Int)
 
     public var description: String {
         switch self {
         case let .badBaseURL(url): return "not a listing URL: \(url)"
         case let .notAListing(url): return "not a directory listing (neither HTML nor nginx JSON): \(url)"
         case let .notMultistatus(url, reason): return "not a WebDAV listing (\(reason)): \(url)"
+        case let .tooManyEntries(url, limit):
+            return "more than \(limit) entries, more than the listing memory budget can hold (each costs at least 1 KiB; --listing-memory raises it): \(url)"
         }
     }
 }

@@ -34,6 +34,7 @@ final class DirectoryListingHostileTests: XCTestCase {
         var found: [DirectoryListing.Link.Href] = []
         DirectoryListing.extractLinks(page("<a href=\"\(href(links))\">x</a><a href='\(href(links + 1))'>y</a><a href=\(href(links + 2))>z</a>")) {
             found.append($0.href)
+            return true
         }
         XCTAssertEqual(found, [.text(href(links)), .tooLong(links + 1), .tooLong(links + 2)])
     }
@@ -179,6 +180,33 @@ final class DirectoryListingHostileTests: XCTestCase {
     }
 
     // MARK: Memory
+
+    func testAListingWithMoreEntriesThanAllowedFailsAsItIsParsed() throws {
+        let html = page((0..<3).map { "<a href=\"f\($0)\">f</a>\n" }.joined())
+        XCTAssertEqual(try DirectoryListing.parse(html, url: base, maxEntries: 3).count, 3)
+        XCTAssertThrowsError(try DirectoryListing.parse(html, url: base, maxEntries: 2)) {
+            XCTAssertEqual($0 as? ListingError, .tooManyEntries(url: base, limit: 2))
+        }
+        let json = Array(#"[{"name":"a","type":"file"},{"name":"b","type":"file"}]"#.utf8)
+        XCTAssertThrowsError(try DirectoryListing.parse(json, url: base, maxEntries: 1)) {
+            XCTAssertEqual($0 as? ListingError, .tooManyEntries(url: base, limit: 1))
+        }
+    }
+
+    /// Each entry costs the budget at least 1 KiB: a page with more entries than the whole budget
+    /// could hold fails while it is parsed, its directory answers EIO, and the log says why.
+    func testAPageWithMoreEntriesThanTheBudgetCanHoldFailsWithoutBeingBuiltWhole() throws {
+        let backend = FakeBackend()
+        backend.setFile(base, page((0..<11).map { "<a href=\"f\($0)\">f</a>\n" }.joined()))
+        var options = MountOptions(revalidateAfter: 600, listingTTL: 600)
+        options.listingBudget = 10 << 10   // room for 10 entries at most
+        let log = RecordedLog()
+        let c = CoreCalls(backend: backend, tree: try MountTreeSpec.build(indexes: [try MountTreeSpec.parseIndex(base)]),
+                          options: options, logger: log.logger)
+        XCTAssertEqual(try c.list().map(\.count), .failure(FSErrno(EIO)))
+        XCTAssertTrue(log.lines.contains { $0.contains("more than 10 entries") && $0.contains("--listing-memory") }, "\(log.lines)")
+        XCTAssertEqual(c.core.state.withLock { $0.table.listingBytes }, 0)
+    }
 
     /// What a listing keeps is its entries (names and URLs, each a bounded copy: no page bytes or
     /// tails ride along), and the budget counts them: a page of many long names costs what it
