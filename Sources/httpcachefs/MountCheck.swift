@@ -40,6 +40,8 @@ struct MountCheck {
     /// (`FuseFileSystem.seedListings`) rather than parsing each page again.
     let listings = LockedValue<[String: ListingFetch.Listing]>([:])
     var timeout: TimeInterval = 15
+    /// More entries than the listing memory budget could hold fail a listing as it is parsed.
+    var maxListingEntries = Int.max
     var concurrency = 8
 
     /// Every target of `tree` with its verdict, in the tree's order.
@@ -140,7 +142,7 @@ struct MountCheck {
                     return completion(.failure(.badResponse(url: url, message: "not a listing (\(type))")))
                 }
                 ListingFetch.fetch(url: url, through: backend, limit: ListingFetch.limit, maxAge: ttl,
-                                   webDAVFirst: false, logger: logger) { [listings] listed in
+                                   webDAVFirst: false, logger: logger, maxEntries: maxListingEntries) { [listings] listed in
                     if case let .success(listing) = listed { listings.withLock { $0[url] = listing } }
                     completion(listed.map { _ in info }.mapError { error in
                         if case .badResponse = error { return .badResponse(url: url, message: "not a listing") }

@@ -214,7 +214,7 @@ struct MountCommand: AsyncParsableCommand {
                 }
             }
             let checkStarted = Date()
-            let (checked, listings) = try await check(tree, engine: engine, listingTTL: mountOptions.listingTTL, ready: ready, logger: logger)
+            let (checked, listings) = try await check(tree, engine: engine, options: mountOptions, ready: ready, logger: logger)
             fs = FuseFileSystem(engine: engine, tree: checked, options: mountOptions, logger: logger)
             fs.seedListings(listings, at: checkStarted)
             try await onBlockingPool { try fs.start(at: prepared.path) }
@@ -249,11 +249,12 @@ struct MountCommand: AsyncParsableCommand {
     /// waiting parent prints what the daemon reports), failed entries are left out, and a mount
     /// with nothing left fails. A tree with the by-URL directory always has something to mount.
     /// Also the listings the check parsed, for the mount to take as its first ones.
-    private func check(_ tree: MountTreeSpec, engine: CacheEngine, listingTTL: TimeInterval,
+    private func check(_ tree: MountTreeSpec, engine: CacheEngine, options: MountOptions,
                        ready: ReadyChannel?, logger: Logger) async throws -> (MountTreeSpec, [String: ListingFetch.Listing]) {
         let total = tree.files.count + tree.indexes.count
         guard total > 0 else { return (tree, [:]) }
-        let mountCheck = MountCheck(engine: engine, listingTTL: listingTTL)
+        var mountCheck = MountCheck(engine: engine, listingTTL: options.listingTTL)
+        mountCheck.maxListingEntries = Int(max(options.listingBudget / 1024, 1))   // as the mount's own fetches
         let results = await mountCheck.run(tree)
         let listings = mountCheck.listings.withLock { $0 }
         func tell(_ line: String) {
