@@ -133,6 +133,8 @@ extension FileSystemCore {
         case answered
         /// A fetch is under way: the caller waits for it.
         case joined
+        /// Refused by the memory budget lately (`IndexState.refused`): the same answer, no fetch.
+        case refused(CacheError)
         case fetch(UInt64, url: String)
     }
 
@@ -149,6 +151,8 @@ extension FileSystemCore {
         let start: ListingRefreshStart = state.withLock { s in
             guard let node = s.table.node(dirIno), let idx = node.directory?.index else { return .answered }
             if !idx.fetching, isFresh(idx) { return .answered }
+            if !idx.fetching, idx.listedAt == nil, let refused = idx.refused,
+               now().timeIntervalSince(refused.at) < Self.listingRetryDelay { return .refused(refused.error) }
             idx.waiters.append(completion)
             if idx.fetching { return .joined }
             idx.fetching = true
@@ -156,6 +160,7 @@ extension FileSystemCore {
         }
         guard case let .fetch(fetch, url) = start else {
             if case .answered = start { completion(nil) }
+            if case let .refused(error) = start { completion(error) }
             return
         }
         // The read timeout holds for the listing as a whole: an origin trickling it (one byte a
@@ -222,8 +227,12 @@ extension FileSystemCore {
                 // All listings together stay within the budget; this one replaces its own cost.
                 let others = s.table.listingBytes - idx.cost
                 if others + cost > options.listingBudget {
-                    parsed = .failure(.badResponse(url: url, message:
-                        "the listing of \(entries.count) entries (about \(Self.mib(cost))) does not fit the listing memory budget of \(Self.mib(options.listingBudget)) (\(Self.mib(others)) taken by other listings; --listing-memory raises it)"))
+                    let refusal = CacheError.badResponse(url: url, message:
+                        "the listing of \(entries.count) entries (about \(Self.mib(cost))) does not fit the listing memory budget of \(Self.mib(options.listingBudget)) (\(Self.mib(others)) taken by other listings; --listing-memory raises it)")
+                    parsed = .failure(refusal)
+                    idx.refused = (refusal, now())
+                } else {
+                    idx.refused = nil
                 }
             }
             switch parsed {
