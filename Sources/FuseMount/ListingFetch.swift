@@ -36,7 +36,7 @@ public enum ListingFetch {
                              webDAVFirst: Bool, logger: Logger, maxEntries: Int = .max,
                              completion: @escaping @Sendable (Result<Listing, CacheError>) -> Void) {
         if webDAVFirst || transport.hasKeptListing(WebDAVListing.request(url: url)) {
-            propfind(url: url, through: transport, limit: limit, maxAge: maxAge, logger: logger) { result in
+            propfind(url: url, through: transport, limit: limit, maxAge: maxAge, logger: logger, maxEntries: maxEntries) { result in
                 switch result {
                 case .success: completion(result)
                 case .failure:
@@ -69,7 +69,7 @@ public enum ListingFetch {
             }
             // A page that lists too much is a listing: no PROPFIND for it.
             guard tryWebDAV, !tooMany, mayBeWebDAV(parsed) || transport.answeredDAV(url: url) else { return completion(parsed.map { Listing(entries: $0, kind: .page) }) }
-            propfind(url: url, through: transport, limit: limit, maxAge: maxAge, logger: logger) { dav in
+            propfind(url: url, through: transport, limit: limit, maxAge: maxAge, logger: logger, maxEntries: maxEntries) { dav in
                 switch dav {
                 case .success: completion(dav)
                 case let .failure(error):
@@ -83,14 +83,14 @@ public enum ListingFetch {
 
     /// The PROPFIND alone, parsed (its answer kept by the transport, younger than `maxAge` used).
     public static func propfind(url: String, through transport: ListingTransport, limit: Int, maxAge: TimeInterval,
-                                logger: Logger,
+                                logger: Logger, maxEntries: Int = .max,
                                 completion: @escaping @Sendable (Result<Listing, CacheError>) -> Void) {
         transport.fetchDocument(WebDAVListing.request(url: url), limit: limit, maxAge: maxAge) { fetched in
             if case let .success(bytes) = fetched, bytes.count >= HeapTrim.threshold {
                 DispatchQueue.global(qos: .utility).async { HeapTrim.releaseFreedMemory() }
             }
             completion(fetched.flatMap { bytes in
-                do { return .success(Listing(entries: try WebDAVListing.parse(bytes, url: url, logger: logger), kind: .webDAV)) } catch {
+                do { return .success(Listing(entries: try WebDAVListing.parse(bytes, url: url, logger: logger, maxEntries: maxEntries), kind: .webDAV)) } catch {
                     return .failure(.badResponse(url: url, message: "\(error)"))
                 }
             })

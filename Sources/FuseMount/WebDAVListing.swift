@@ -35,19 +35,25 @@ public enum WebDAVListing {
         return request
     }
 
+    /// `maxEntries`: an answer with more fails with `tooManyEntries` as soon as they are read.
     public static func parse(_ bytes: [UInt8], url: String,
-                             logger: Logger = Logger(label: "httpcachefs.listing")) throws -> [ListingEntry] {
+                             logger: Logger = Logger(label: "httpcachefs.listing"),
+                             maxEntries: Int = .max) throws -> [ListingEntry] {
         guard let base = URL(string: url) else { throw ListingError.badBaseURL(url) }
         if containsDTD(bytes) { throw ListingError.notMultistatus(url: url, reason: "a document type declaration (refused: no entities)") }
         if let why = unsafeForParser(bytes) { throw ListingError.notMultistatus(url: url, reason: why) }
         let delegate = MultistatusReader()
+        // The folder's own response comes on top of its entries.
+        delegate.maxResponses = maxEntries == .max ? .max : maxEntries + 1
         let parser = XMLParser(data: Data(bytes))
         parser.shouldProcessNamespaces = true
         parser.shouldReportNamespacePrefixes = false
         parser.shouldResolveExternalEntities = false
         parser.delegate = delegate
         // A document cut short can still parse without an error: it must have closed its root.
-        guard parser.parse(), delegate.closedMultistatus else {
+        let parsed = parser.parse()
+        if delegate.tooMany { throw ListingError.tooManyEntries(url: url, limit: maxEntries) }
+        guard parsed, delegate.closedMultistatus else {
             let why = parser.parserError.map { "\($0.localizedDescription)" } ?? "no DAV: multistatus element"
             throw ListingError.notMultistatus(url: url, reason: why)
         }
@@ -151,6 +157,9 @@ final class MultistatusReader: NSObject, XMLParserDelegate {
 
     private(set) var responses: [Response] = []
     private(set) var closedMultistatus = false
+    /// More responses than this stop the parse (`tooMany`).
+    var maxResponses = Int.max
+    private(set) var tooMany = false
     /// Local names of the open DAV: elements (nil for elements of other namespaces).
     private var path: [String?] = []
     private var response: Response?
@@ -204,6 +213,10 @@ final class MultistatusReader: NSObject, XMLParserDelegate {
         case "response":
             if let r = response { responses.append(r) }
             response = nil
+            if responses.count > maxResponses {
+                tooMany = true
+                parser.abortParsing()
+            }
         default: break
         }
     }

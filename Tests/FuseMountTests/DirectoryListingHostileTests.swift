@@ -193,6 +193,19 @@ final class DirectoryListingHostileTests: XCTestCase {
         }
     }
 
+    func testAWebDAVAnswerWithMoreEntriesThanAllowedFailsAsItIsParsed() throws {
+        func answer(_ n: Int) -> [UInt8] {
+            let responses = (["/pub/"] + (0..<n).map { "/pub/f\($0)" }).map {
+                "<D:response><D:href>\($0)</D:href><D:propstat><D:prop><D:resourcetype/></D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response>"
+            }
+            return Array("<?xml version=\"1.0\" encoding=\"utf-8\"?><D:multistatus xmlns:D=\"DAV:\">\(responses.joined())</D:multistatus>".utf8)
+        }
+        XCTAssertEqual(try WebDAVListing.parse(answer(3), url: base, maxEntries: 3).count, 3)
+        XCTAssertThrowsError(try WebDAVListing.parse(answer(4), url: base, maxEntries: 3)) {
+            XCTAssertEqual($0 as? ListingError, .tooManyEntries(url: base, limit: 3))
+        }
+    }
+
     /// Each entry costs the budget at least 1 KiB: a page with more entries than the whole budget
     /// could hold fails while it is parsed, its directory answers EIO, and the log says why.
     func testAPageWithMoreEntriesThanTheBudgetCanHoldFailsWithoutBeingBuiltWhole() throws {
