@@ -198,7 +198,9 @@ extension FileSystemCore {
         }
         for seed in fetches {
             listingKinds.note(seed.listing, url: seed.url)
-            listingFetched(.success(seed.listing.entries), fetch: seed.fetch, url: seed.url, timeout: nil, listedAt: at)
+            // Served from the cache while the origin is down: applied, and refreshed on the next look.
+            listingFetched(.success(seed.listing.entries), fetch: seed.fetch, url: seed.url, timeout: nil,
+                           unconfirmed: backend.isOriginDown(url: seed.url), listedAt: at)
         }
     }
 

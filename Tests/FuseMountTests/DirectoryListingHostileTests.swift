@@ -179,6 +179,22 @@ final class DirectoryListingHostileTests: XCTestCase {
         XCTAssertEqual(backend.opens, [url])
     }
 
+    /// A listing the check had from the cache while the origin was down is used, and refreshed on
+    /// the first look (in the background), as a fetched one would be.
+    func testASeededListingServedWhileTheOriginIsDownIsRefreshedOnTheFirstLook() throws {
+        let backend = FakeBackend()
+        let url = "http://o/seeded-down/"
+        backend.setFile(url, ListingCostTests.nginxAutoindex("/seeded-down/", [("a.mkv", 1), ("b.mkv", 2)]))
+        backend.setOriginDown(true)
+        let c = CoreCalls(backend: backend, tree: try MountTreeSpec.build(indexes: [try MountTreeSpec.parseIndex(url)]),
+                          options: MountOptions(revalidateAfter: 600, listingTTL: 600))
+        let entries = try DirectoryListing.parse(ListingCostTests.nginxAutoindex("/seeded-down/", [("a.mkv", 1)]), url: url)
+        c.core.seedListings([url: ListingFetch.Listing(entries: entries, kind: .page)], at: c.clock.now)
+        // The refresh may land before or after this look's snapshot: either way a.mkv is there.
+        XCTAssertTrue(try c.list().get().contains("a.mkv"))
+        XCTAssertEqual(backend.opens, [url], "the first look asked for a refresh")
+    }
+
     // MARK: Memory
 
     func testAListingWithMoreEntriesThanAllowedFailsAsItIsParsed() throws {
