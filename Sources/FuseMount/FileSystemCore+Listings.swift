@@ -133,6 +133,8 @@ extension FileSystemCore {
         case answered
         /// A fetch is under way: the caller waits for it.
         case joined
+        /// Refused by the memory budget lately (`IndexState.refused`): the same answer, no fetch.
+        case refused(CacheError)
         case fetch(UInt64, url: String)
     }
 
@@ -149,6 +151,8 @@ extension FileSystemCore {
         let start: ListingRefreshStart = state.withLock { s in
             guard let node = s.table.node(dirIno), let idx = node.directory?.index else { return .answered }
             if !idx.fetching, isFresh(idx) { return .answered }
+            if !idx.fetching, idx.listedAt == nil, let refused = idx.refused,
+               now().timeIntervalSince(refused.at) < Self.listingRetryDelay { return .refused(refused.error) }
             idx.waiters.append(completion)
             if idx.fetching { return .joined }
             idx.fetching = true
@@ -156,6 +160,7 @@ extension FileSystemCore {
         }
         guard case let .fetch(fetch, url) = start else {
             if case .answered = start { completion(nil) }
+            if case let .refused(error) = start { completion(error) }
             return
         }
         // The read timeout holds for the listing as a whole: an origin trickling it (one byte a
@@ -176,14 +181,40 @@ extension FileSystemCore {
         }
     }
 
+    /// Listings of index directories already fetched and parsed before the mount (the mount
+    /// check's, `at` the time that check began): applied as if this mount had fetched them then,
+    /// through the same budget, so the first `ls` neither fetches nor parses the page again (a
+    /// hostile listing cost its parse twice). A directory listed or being listed meanwhile keeps
+    /// its own; a listing no directory has is dropped.
+    func seedListings(_ listings: [String: ListingFetch.Listing], at: Date) {
+        guard !listings.isEmpty else { return }
+        let fetches: [(fetch: UInt64, url: String, listing: ListingFetch.Listing)] = state.withLock { s in
+            var found: [(UInt64, String, ListingFetch.Listing)] = []
+            for node in s.table.nodes.values where node.attached {
+                guard let idx = node.directory?.index, idx.listedAt == nil, !idx.fetching,
+                      let listing = listings[idx.url] else { continue }
+                idx.fetching = true
+                found.append((s.beginListingFetch(node, idx), idx.url, listing))
+            }
+            return found
+        }
+        for seed in fetches {
+            listingKinds.note(seed.listing, url: seed.url)
+            // Served from the cache while the origin is down: applied, and refreshed on the next look.
+            listingFetched(.success(seed.listing.entries), fetch: seed.fetch, url: seed.url, waited: nil,
+                           unconfirmed: backend.isOriginDown(url: seed.url), listedAt: at)
+        }
+    }
+
     /// Applies a fetched listing (or its failure) and answers everyone waiting for it.
     /// `unconfirmed`: the listing is the cache's copy, served without asking an origin that is
     /// down. It is applied (the best there is) but counts as past its TTL, so the next look
     /// refreshes it in the background: once the origin is back, what changed there shows at once
     /// rather than a whole `--index-ttl` later. (Asking a down origin costs nothing: the cache
-    /// answers at once without the network, so this brings no storm.)
+    /// answers at once without the network, so this brings no storm.) `listedAt`: when the
+    /// listing was fetched, if before now (`seedListings`).
     func listingFetched(_ result: Result<[ListingEntry], CacheError>, fetch: UInt64, url: String,
-                        waited: TimeInterval?, unconfirmed: Bool = false) {
+                        waited: TimeInterval?, unconfirmed: Bool = false, listedAt: Date? = nil) {
         var parsed = result
         let cost: Int64 = (try? parsed.get()).map(Self.listingCost) ?? 0
         typealias Outcome = (waiters: [@Sendable (CacheError?) -> Void], Invalidations, CacheError?, KernelNotifier?)
@@ -200,14 +231,19 @@ extension FileSystemCore {
                 // All listings together stay within the budget; this one replaces its own cost.
                 let others = s.table.listingBytes - idx.cost
                 if others + cost > options.listingBudget {
-                    parsed = .failure(.badResponse(url: url, message:
-                        "the listing of \(entries.count) entries (about \(Self.mib(cost))) does not fit the listing memory budget of \(Self.mib(options.listingBudget)) (\(Self.mib(others)) taken by other listings; --listing-memory raises it)"))
+                    let refusal = CacheError.badResponse(url: url, message:
+                        "the listing of \(entries.count) entries (about \(Self.mib(cost))) does not fit the listing memory budget of \(Self.mib(options.listingBudget)) (\(Self.mib(others)) taken by other listings; --listing-memory raises it)")
+                    parsed = .failure(refusal)
+                    idx.refused = (refusal, now())
+                } else {
+                    idx.refused = nil
                 }
             }
             switch parsed {
             case let .success(entries):
                 let inval = current ? applyListing(node, idx, entries, &s) : Invalidations()
                 if current { s.table.setListingCost(idx, cost) }
+                if let listedAt, current, let applied = idx.listedAt { idx.listedAt = min(listedAt, applied) }
                 if unconfirmed, current { idx.listedAt = now().addingTimeInterval(-options.listingTTL) }
                 return (waiters, inval, nil, s.notifier)
             case let .failure(error):

@@ -50,6 +50,13 @@ public final class FuseFileSystem: Sendable {
     public var mountpoint: String? { session.mountpoint }
 
     /// Mounts at `mountpoint` (which must exist). Requests are served once `run()` runs.
+    /// Listings fetched and parsed before the mount (the mount check's, keyed by listing URL,
+    /// fetched from `at` on): the tree takes them as its first listings, so nothing is fetched
+    /// or parsed twice. Call before `mount`/`start`.
+    public func seedListings(_ listings: [String: ListingFetch.Listing], at: Date) {
+        core.seedListings(listings, at: at)
+    }
+
     public func mount(at mountpoint: String) throws {
         try session.mount(at: mountpoint)
         metrics?.addDoor(.mount(session.mountpoint ?? mountpoint))

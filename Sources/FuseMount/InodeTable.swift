@@ -57,6 +57,10 @@ final class IndexState {
     var waiters: [@Sendable (CacheError?) -> Void] = []
     /// What the entries of its current listing cost (`InodeTable.listingBytes`).
     var cost: Int64 = 0
+    /// The last listing refused by the memory budget (with no listing before it), and when: looks
+    /// within `FileSystemCore.listingRetryDelay` get that answer without fetching and parsing the
+    /// page again.
+    var refused: (error: CacheError, at: Date)?
 
     init(url: String) { self.url = url }
 }

@@ -31,36 +31,45 @@ public enum ListingFetch {
     }
 
     /// Fetches and parses the listing at `url`. `webDAVFirst`: it was a WebDAV folder before.
+    /// `maxEntries`: a page with more fails as it is parsed (`DirectoryListing.parse`).
     public static func fetch(url: String, through transport: ListingTransport, limit: Int, maxAge: TimeInterval,
-                             webDAVFirst: Bool, logger: Logger,
+                             webDAVFirst: Bool, logger: Logger, maxEntries: Int = .max,
                              completion: @escaping @Sendable (Result<Listing, CacheError>) -> Void) {
         if webDAVFirst || transport.hasKeptListing(WebDAVListing.request(url: url)) {
-            propfind(url: url, through: transport, limit: limit, maxAge: maxAge, logger: logger) { result in
+            propfind(url: url, through: transport, limit: limit, maxAge: maxAge, logger: logger, maxEntries: maxEntries) { result in
                 switch result {
                 case .success: completion(result)
                 case .failure:
                     page(url: url, through: transport, limit: limit, maxAge: maxAge, tryWebDAV: false, logger: logger,
-                         completion: completion)
+                         maxEntries: maxEntries, completion: completion)
                 }
             }
         } else {
             page(url: url, through: transport, limit: limit, maxAge: maxAge, tryWebDAV: true, logger: logger,
-                 completion: completion)
+                 maxEntries: maxEntries, completion: completion)
         }
     }
 
     /// The GET, then the PROPFIND if the GET does not list (and `tryWebDAV`).
     private static func page(url: String, through transport: ListingTransport, limit: Int, maxAge: TimeInterval,
-                             tryWebDAV: Bool, logger: Logger,
+                             tryWebDAV: Bool, logger: Logger, maxEntries: Int,
                              completion: @escaping @Sendable (Result<Listing, CacheError>) -> Void) {
         transport.fetchPage(url: url, limit: limit, maxAge: maxAge) { fetched in
+            var tooMany = false
             let parsed: Result<[ListingEntry], CacheError> = fetched.flatMap { bytes in
-                do { return .success(try DirectoryListing.parse(bytes, url: url, logger: logger)) } catch {
+                do { return .success(try DirectoryListing.parse(bytes, url: url, logger: logger, maxEntries: maxEntries)) } catch {
+                    if case .tooManyEntries? = error as? ListingError { tooMany = true }
                     return .failure(.badResponse(url: url, message: "\(error)"))
                 }
             }
-            guard tryWebDAV, mayBeWebDAV(parsed) || transport.answeredDAV(url: url) else { return completion(parsed.map { Listing(entries: $0, kind: .page) }) }
-            propfind(url: url, through: transport, limit: limit, maxAge: maxAge, logger: logger) { dav in
+            // The page's bytes are let go once this returns (only its entries are kept, and
+            // counted by the listing budget); a large page's freed heap goes back to the system.
+            if case let .success(bytes) = fetched, bytes.count >= HeapTrim.threshold {
+                DispatchQueue.global(qos: .utility).async { HeapTrim.releaseFreedMemory() }
+            }
+            // A page that lists too much is a listing: no PROPFIND for it.
+            guard tryWebDAV, !tooMany, mayBeWebDAV(parsed) || transport.answeredDAV(url: url) else { return completion(parsed.map { Listing(entries: $0, kind: .page) }) }
+            propfind(url: url, through: transport, limit: limit, maxAge: maxAge, logger: logger, maxEntries: maxEntries) { dav in
                 switch dav {
                 case .success: completion(dav)
                 case let .failure(error):
@@ -74,11 +83,14 @@ public enum ListingFetch {
 
     /// The PROPFIND alone, parsed (its answer kept by the transport, younger than `maxAge` used).
     public static func propfind(url: String, through transport: ListingTransport, limit: Int, maxAge: TimeInterval,
-                                logger: Logger,
+                                logger: Logger, maxEntries: Int = .max,
                                 completion: @escaping @Sendable (Result<Listing, CacheError>) -> Void) {
         transport.fetchDocument(WebDAVListing.request(url: url), limit: limit, maxAge: maxAge) { fetched in
+            if case let .success(bytes) = fetched, bytes.count >= HeapTrim.threshold {
+                DispatchQueue.global(qos: .utility).async { HeapTrim.releaseFreedMemory() }
+            }
             completion(fetched.flatMap { bytes in
-                do { return .success(Listing(entries: try WebDAVListing.parse(bytes, url: url, logger: logger), kind: .webDAV)) } catch {
+                do { return .success(Listing(entries: try WebDAVListing.parse(bytes, url: url, logger: logger, maxEntries: maxEntries), kind: .webDAV)) } catch {
                     return .failure(.badResponse(url: url, message: "\(error)"))
                 }
             })

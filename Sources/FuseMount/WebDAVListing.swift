@@ -35,19 +35,25 @@ public enum WebDAVListing {
         return request
     }
 
+    /// `maxEntries`: an answer with more fails with `tooManyEntries` as soon as they are read.
     public static func parse(_ bytes: [UInt8], url: String,
-                             logger: Logger = Logger(label: "httpcachefs.listing")) throws -> [ListingEntry] {
+                             logger: Logger = Logger(label: "httpcachefs.listing"),
+                             maxEntries: Int = .max) throws -> [ListingEntry] {
         guard let base = URL(string: url) else { throw ListingError.badBaseURL(url) }
         if containsDTD(bytes) { throw ListingError.notMultistatus(url: url, reason: "a document type declaration (refused: no entities)") }
         if let why = unsafeForParser(bytes) { throw ListingError.notMultistatus(url: url, reason: why) }
         let delegate = MultistatusReader()
+        // The folder's own response comes on top of its entries.
+        delegate.maxResponses = maxEntries == .max ? .max : maxEntries + 1
         let parser = XMLParser(data: Data(bytes))
         parser.shouldProcessNamespaces = true
         parser.shouldReportNamespacePrefixes = false
         parser.shouldResolveExternalEntities = false
         parser.delegate = delegate
         // A document cut short can still parse without an error: it must have closed its root.
-        guard parser.parse(), delegate.closedMultistatus else {
+        let parsed = parser.parse()
+        if delegate.tooMany { throw ListingError.tooManyEntries(url: url, limit: maxEntries) }
+        guard parsed, delegate.closedMultistatus else {
             let why = parser.parserError.map { "\($0.localizedDescription)" } ?? "no DAV: multistatus element"
             throw ListingError.notMultistatus(url: url, reason: why)
         }
@@ -56,9 +62,11 @@ public enum WebDAVListing {
         // Children's URLs are made from the folder's own (not the href's spelling of its host or
         // its encoding), so one file has one URL, and cache key, however the server writes it.
         let prefix = url.hasSuffix("/") ? url : url + "/"
+        guard let resolver = DirectoryListing.ChildResolver(base: base) else { throw ListingError.badBaseURL(url) }
         for response in delegate.responses {
-            guard let href = response.href,
-                  let (name, slashed, _) = DirectoryListing.child(href: encodedHref(href), base: base) else { continue }
+            // An href longer than any URL is skipped before it is encoded or resolved.
+            guard let href = response.href, href.utf8.count <= DirectoryListing.maxHrefBytes,
+                  let (name, slashed, _) = resolver.child(encodedHref(href)) else { continue }
             guard !seen.contains(EntryName(name)), DirectoryListing.isUsable(name, in: base, logger: logger) else { continue }
             seen.insert(EntryName(name))
             let isDir = response.isCollection || slashed
@@ -149,6 +157,9 @@ final class MultistatusReader: NSObject, XMLParserDelegate {
 
     private(set) var responses: [Response] = []
     private(set) var closedMultistatus = false
+    /// More responses than this stop the parse (`tooMany`).
+    var maxResponses = Int.max
+    private(set) var tooMany = false
     /// Local names of the open DAV: elements (nil for elements of other namespaces).
     private var path: [String?] = []
     private var response: Response?
@@ -202,6 +213,10 @@ final class MultistatusReader: NSObject, XMLParserDelegate {
         case "response":
             if let r = response { responses.append(r) }
             response = nil
+            if responses.count > maxResponses {
+                tooMany = true
+                parser.abortParsing()
+            }
         default: break
         }
     }

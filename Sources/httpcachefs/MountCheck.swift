@@ -36,7 +36,12 @@ struct MountCheck {
 
     let engine: CacheEngine
     let listingTTL: TimeInterval
+    /// The listings the check fetched and parsed, by URL: the mount takes them as its first
+    /// (`FuseFileSystem.seedListings`) rather than parsing each page again.
+    let listings = LockedValue<[String: ListingFetch.Listing]>([:])
     var timeout: TimeInterval = 15
+    /// More entries than the listing memory budget could hold fail a listing as it is parsed.
+    var maxListingEntries = Int.max
     var concurrency = 8
 
     /// Every target of `tree` with its verdict, in the tree's order.
@@ -123,7 +128,8 @@ struct MountCheck {
                 guard ListingFetch.mayBeWebDAV(.failure(error)) || (kept && Self.isOriginAway(error)) else {
                     return completion(.failure(error))
                 }
-                ListingFetch.propfind(url: url, through: backend, limit: ListingFetch.limit, maxAge: 0, logger: logger) { listed in
+                ListingFetch.propfind(url: url, through: backend, limit: ListingFetch.limit, maxAge: 0, logger: logger) { [listings] listed in
+                    if case let .success(listing) = listed { listings.withLock { $0[url] = listing } }
                     // The GET's error says more than the PROPFIND's when neither lists. A kept
                     // answer served for an origin that is away is a warning, as a cached GET's is.
                     if case .success = listed, Self.isOriginAway(error) {
@@ -136,7 +142,8 @@ struct MountCheck {
                     return completion(.failure(.badResponse(url: url, message: "not a listing (\(type))")))
                 }
                 ListingFetch.fetch(url: url, through: backend, limit: ListingFetch.limit, maxAge: ttl,
-                                   webDAVFirst: false, logger: logger) { listed in
+                                   webDAVFirst: false, logger: logger, maxEntries: maxListingEntries) { [listings] listed in
+                    if case let .success(listing) = listed { listings.withLock { $0[url] = listing } }
                     completion(listed.map { _ in info }.mapError { error in
                         if case .badResponse = error { return .badResponse(url: url, message: "not a listing") }
                         return error

@@ -249,8 +249,10 @@ struct MountCommand: AsyncParsableCommand {
                     return await Self.refresh(path: path, urlList: urlListPath, fs: fs, logger: logger, credentials: credentials)
                 }
             }
-            let checked = try await check(tree, engine: engine, listingTTL: mountOptions.listingTTL, ready: ready, logger: logger)
+            let checkStarted = Date()
+            let (checked, listings) = try await check(tree, engine: engine, options: mountOptions, ready: ready, logger: logger)
             fs = FuseFileSystem(engine: engine, tree: checked, options: mountOptions, logger: logger)
+            fs.seedListings(listings, at: checkStarted)
             try await onBlockingPool { try fs.start(at: prepared.path) }
             mounted.value = fs
             if let command = settings.onChange {
@@ -286,11 +288,15 @@ struct MountCommand: AsyncParsableCommand {
     /// `MountCheck` on every URL and listing given: each problem is one line on the terminal (the
     /// waiting parent prints what the daemon reports), failed entries are left out, and a mount
     /// with nothing left fails. A tree with the by-URL directory always has something to mount.
-    private func check(_ tree: MountTreeSpec, engine: CacheEngine, listingTTL: TimeInterval,
-                       ready: ReadyChannel?, logger: Logger) async throws -> MountTreeSpec {
+    /// Also the listings the check parsed, for the mount to take as its first ones.
+    private func check(_ tree: MountTreeSpec, engine: CacheEngine, options: MountOptions,
+                       ready: ReadyChannel?, logger: Logger) async throws -> (MountTreeSpec, [String: ListingFetch.Listing]) {
         let total = tree.files.count + tree.indexes.count
-        guard total > 0 else { return tree }
-        let results = await MountCheck(engine: engine, listingTTL: listingTTL).run(tree)
+        guard total > 0 else { return (tree, [:]) }
+        var mountCheck = MountCheck(engine: engine, listingTTL: options.listingTTL)
+        mountCheck.maxListingEntries = Int(max(options.listingBudget / 1024, 1))   // as the mount's own fetches
+        let results = await mountCheck.run(tree)
+        let listings = mountCheck.listings.withLock { $0 }
         func tell(_ line: String) {
             if let ready { ready.note("httpcachefs: " + line) } else { LogSink.standardError.write(line: "httpcachefs: " + line) }
         }
@@ -307,14 +313,14 @@ struct MountCommand: AsyncParsableCommand {
                 tell(text)
             }
         }
-        guard failed > 0 else { return tree }
+        guard failed > 0 else { return (tree, listings) }
         if failed == total && !tree.byURL {
             throw CommandFailure("nothing to mount: \(total == 1 ? "the URL given failed" : "all \(total) URLs and listings given failed")")
         }
         let note = "mounting \(total - failed) of \(total) entries; \(failed) failed (above)"
         logger.warning("\(note)")
         tell("warning: " + note)
-        return MountCheck.keeping(tree, results)
+        return (MountCheck.keeping(tree, results), listings)
     }
 
     /// Arguments, URL list and indexes as one checked tree (clashes are errors naming both sides).

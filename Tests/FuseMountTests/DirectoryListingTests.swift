@@ -99,6 +99,13 @@ final class DirectoryListingTests: XCTestCase {
         XCTAssertEqual(entries[3].size, 42)
     }
 
+    /// Columns split on any whitespace: CRLF, tabs and no-break spaces (U+00A0, as `&nbsp;` or raw).
+    func testColumnsSeparatedByNoBreakSpacesOrTabsAreRead() throws {
+        let entries = try parse("<pre><a href=\"a\">a</a>\u{A0}04-Jan-2024\u{A0}10:00\u{A0}42\r\n<a href=\"b\">b</a>&nbsp;04-Jan-2024\t10:00\t43\r\n</pre>")
+        XCTAssertEqual(entries.map(\.size), [42, 43])
+        XCTAssertEqual(entries.map(\.modified), [date(2024, 1, 4, 10, 0), date(2024, 1, 4, 10, 0)])
+    }
+
     func testApproximateSizesAreDroppedNotGuessed() throws {
         let entries = try parse(ListingFixtures.nginxHTMLApproximate)
         XCTAssertEqual(entries.count, 1)

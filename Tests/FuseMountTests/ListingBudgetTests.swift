@@ -47,6 +47,23 @@ final class ListingBudgetTests: XCTestCase {
         XCTAssertEqual(c.core.state.withLock { $0.table.listingBytes }, 2 * one)
     }
 
+    /// A refused listing is not fetched and parsed again on every look (a hostile page would cost
+    /// its parse per `ls`): looks within the retry delay get the same answer.
+    func testARefusedListingIsAskedAgainOnlyAfterTheRetryDelay() throws {
+        backend.setFile("http://o/a/", ListingCostTests.nginxAutoindex("/a/", files(100)))
+        var options = MountOptions(revalidateAfter: 600, listingTTL: 600)
+        options.listingBudget = try cost("a", 100) - 1
+        let c = CoreCalls(backend: backend, tree: try MountTreeSpec.build(indexes: [try MountTreeSpec.parseIndex("http://o/a/")]),
+                          options: options)
+        XCTAssertEqual(try c.list().map(\.count), .failure(FSErrno(EIO)))
+        XCTAssertEqual(try c.list().map(\.count), .failure(FSErrno(EIO)))
+        XCTAssertEqual(try c.lookup("episode 00001.mkv").map(\.size), .failure(FSErrno(EIO)))
+        XCTAssertEqual(backend.opens, ["http://o/a/"], "one fetch for three looks")
+        c.clock.advance(FileSystemCore.listingRetryDelay + 1)
+        XCTAssertEqual(try c.list().map(\.count), .failure(FSErrno(EIO)))
+        XCTAssertEqual(backend.opens, ["http://o/a/", "http://o/a/"])
+    }
+
     func testAListingLeavingTheTreeGivesItsShareBack() throws {
         backend.setFile("http://o/a/", ListingCostTests.nginxAutoindex("/a/", files(2000)))
         backend.setFile("http://o/b/", ListingCostTests.nginxAutoindex("/b/", files(2000)))
