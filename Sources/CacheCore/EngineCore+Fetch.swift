@@ -218,7 +218,7 @@ final class EntrySink: FetchSink {
                 let action = entry.machine.headArrived(
                     fetch: fetchID, current: entry.inflight.fetches[fetchID] != nil && entry.isCurrent(generation),
                     head: head, differs: entry.isPersisted && (core.differs(entry.info, head)
-                        || (entry.machine.isProbe(fetchID) && EngineCore.cannotConfirm(head))), position: t.position,
+                        || (entry.machine.isProbe(fetchID) && EngineCore.cannotConfirm(head, listingPage: entry.isListingPage))), position: t.position,
                     lengthKnown: entry.info.length != nil, wholeBodyRunning: wholeBodyRunning,
                     provenance: .init(head: head, entry: entry.info, rangeAsked: rangeAsked), makeFetchID: core.makeID)
                 if case let .failedRevalidation(why, opens, staleCopy) = action {

@@ -387,8 +387,17 @@ final class EngineCore: Sendable {
     /// that grew was read cut at the old length (`refresh` never showed a new file) and one that
     /// shrank kept the old copy's tail. The probe starts a new version, whose length its end
     /// gives. (Only a probe: a read's transfer of such a file is the version the probe bound.)
-    static func cannotConfirm(_ head: ResponseHead) -> Bool {
-        head.status == 200 && head.etag == nil && head.lastModified == nil && head.totalLength == nil
+    ///
+    /// A listing page's probe (`EntryState.isListingPage`: a refresh, a listing past its TTL)
+    /// that names no version cannot confirm it either, length or not: a page changed to one of
+    /// the same length (a size "300" become "400", a name swapped for one as long) looked like
+    /// the same version, the whole answer's bytes were dropped as cached already, and the
+    /// refresh served the old page as a success. Its answer is the page's new version, read
+    /// anew (a 206 of it is asked again as a new version's).
+    static func cannotConfirm(_ head: ResponseHead, listingPage: Bool = false) -> Bool {
+        guard head.etag == nil, head.lastModified == nil else { return false }
+        if listingPage { return head.status == 200 || head.status == 206 }
+        return head.status == 200 && head.totalLength == nil
     }
 
     /// Versions of this entry are compared without ETags (`--ignore-etag`, or its origin's ETags rotate).

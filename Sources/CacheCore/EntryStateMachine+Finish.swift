@@ -54,15 +54,24 @@ extension EntryStateMachine {
         }
         defer { store(f, live: live) }
         let isProbe = f.probes.remove(fetch) != nil
+        // Opens waiting belong to the newest probe: they came after every older transfer began
+        // (a probe whose head answered its own opens, still streaming the whole page), and one
+        // with max-age 0 (`refresh`) asks what the origin has now. An older transfer that ended
+        // answered them with the version it knew: the refresh's reader was bound to the old
+        // page (served whole with no validators, its bytes were all held), and the refresh
+        // reported success with the old listing, about one run in six.
+        let newerProbe = f.probes.contains { $0 > fetch }
         guard current else {
             // It is what the opens get, once its length is known (else the transfer that learns
             // it answers them).
-            guard isProbe, lengthKnown, f.opens != nil else { return .otherVersion(answer: nil) }
+            guard isProbe, !newerProbe, lengthKnown, f.opens != nil else { return .otherVersion(answer: nil) }
             return .otherVersion(answer: Answer(opens: Self.takeOpens(&f), with: .info))
         }
         var answer: Answer?
         let learnLength = reachedEOF && !lengthKnown
-        if learnLength, f.opens != nil {
+        if newerProbe {
+            // The newest probe answers.
+        } else if learnLength, f.opens != nil {
             // Any transfer that learns the length may answer: its version is the entry's.
             answer = Answer(opens: Self.takeOpens(&f), with: .info)
         } else if isProbe, f.opens != nil {

@@ -207,6 +207,17 @@ final class EntryStateMachineTests: XCTestCase {
             Row(line: #line, state: .live(facts(probes: [5, 6])),
                 action: .settle(learnLength: false, answer: nil, removeIfUnused: false),
                 next: .live(facts(probes: [6]))),
+            // An older probe that ends (its head answered its own opens) leaves the opens of a
+            // newer one to it: they asked after it began (a refresh, max-age 0).
+            Row(line: #line, state: .live(facts(opens: [1], probes: [5, 6])),
+                action: .settle(learnLength: false, answer: nil, removeIfUnused: false),
+                next: .live(facts(opens: [1], probes: [6]))),
+            Row(line: #line, state: .live(facts(opens: [1], probes: [5, 6])), reachedEOF: true, lengthKnown: false,
+                action: .settle(learnLength: true, answer: nil, removeIfUnused: false),
+                next: .live(facts(opens: [1], probes: [6]))),
+            Row(line: #line, state: .live(facts(opens: [1], probes: [4, 5])),
+                action: .settle(learnLength: false, answer: answer([1], .info), removeIfUnused: false),
+                next: .live(facts(probes: [4]))),
             // The end of a body with no length is the end of the file, whoever fetched it.
             Row(line: #line, state: .live(facts(opens: [1], probes: [5])), fetch: 9, reachedEOF: true, lengthKnown: false,
                 action: .settle(learnLength: true, answer: answer([1], .info), removeIfUnused: false),
@@ -228,6 +239,8 @@ final class EntryStateMachineTests: XCTestCase {
             Row(line: #line, state: .live(facts(opens: [1], probes: [5])), current: false,
                 action: .otherVersion(answer: answer([1], .info)), next: .live(facts())),
             Row(line: #line, state: .live(facts(opens: [1], probes: [5, 6])), current: false, lengthKnown: false,
+                action: .otherVersion(answer: nil), next: .live(facts(opens: [1], probes: [6]))),
+            Row(line: #line, state: .live(facts(opens: [1], probes: [5, 6])), current: false,
                 action: .otherVersion(answer: nil), next: .live(facts(opens: [1], probes: [6]))),
             Row(line: #line, state: .live(facts(opens: [1], probes: [5])), fetch: 9, current: false,
                 action: .otherVersion(answer: nil), next: .live(facts(opens: [1], probes: [5]))),
