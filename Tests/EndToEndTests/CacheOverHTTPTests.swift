@@ -26,12 +26,12 @@ final class CacheOverHTTPTests: XCTestCase {
         temp.remove()
     }
 
-    func makeCache(readAhead: Int64 = 1 << 20, revalidateAfter: TimeInterval = 600, capacity: Int64 = 1 << 30,
-                   readTimeout: TimeInterval = 20) throws -> CacheEngine {
+    func makeCache(readAhead: Int64 = 1 << 20, maxReadAhead: Int64? = nil, revalidateAfter: TimeInterval = 600,
+                   capacity: Int64 = 1 << 30, readTimeout: TimeInterval = 20) throws -> CacheEngine {
         try CacheEngine(configuration: CacheConfiguration(directory: temp.appending("cache"), capacity: capacity,
                                                           freeSpaceFloor: 0, sliceSize: 1 << 20,
                                                           revalidateAfter: revalidateAfter, readTimeout: readTimeout,
-                                                          initialReadAhead: readAhead, maxReadAhead: max(readAhead, 8 << 20)),
+                                                          initialReadAhead: readAhead, maxReadAhead: maxReadAhead ?? max(readAhead, 8 << 20)),
                         source: source)
     }
 
