@@ -13,6 +13,9 @@ public enum ControlRequest: Equatable, Sendable {
     case pin(url: String, ranges: [Range<Int64>], limit: Int64)
     /// `cache unpin`: unpin these URLs.
     case unpin(urls: [String])
+    /// The daemon's mountpoints (`mount` adding one, `unmount` detaching one, `refresh` of one
+    /// named by `mount=`): carried to the owner's `mounts` handler as the action and its query.
+    case mounts(action: String, query: [URLQueryItem])
 
     public static let pathPrefix = "/.httpcachefs/control/"
     public static let keyHeader = "X-Httpcachefs-Control"
@@ -89,6 +92,11 @@ extension ProxyService {
                     completion(ControlAnswer(status: 500, text: "\(error)"))
                 }
             }
+        case let .mounts(action, query):
+            guard let mounts else {
+                return completion(ControlAnswer(status: 404, text: "this daemon takes no mounts (it is 'httpcachefs proxy', or an older version)"))
+            }
+            Task { completion(await mounts(action, query)) }
         }
     }
 }

@@ -176,7 +176,12 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
                 respondText(context: context, status: 403, "control requests are taken from this machine only")
                 return
             }
-            logger.info("control request", metadata: ["request": "\(requestLine)"])
+            // A mount's arguments may hold headers and tokens: its action alone is logged.
+            if case let .mounts(action, _) = request {
+                logger.info("control request", metadata: ["request": "\(requestMethod) \(ControlRequest.pathPrefix)\(action) (arguments not logged)"])
+            } else {
+                logger.info("control request", metadata: ["request": "\(requestLine)"])
+            }
             let id = connection.request.id
             let loop = context.eventLoop
             let bound = NIOLoopBound((handler: self, context: context), eventLoop: loop)

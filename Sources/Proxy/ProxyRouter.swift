@@ -177,7 +177,7 @@ public struct ProxyRouter: Sendable {
         }
     }
 
-    /// `POST /.httpcachefs/control/{refresh,rm,clear,pin,unpin}` (after `/t/TOKEN` when the proxy has a
+    /// `POST /.httpcachefs/control/{refresh,rm,clear,pin,unpin,mount,unmount}` (after `/t/TOKEN` when the proxy has a
     /// token), with the control key; any other POST is 405 as before.
     private func controlRoute(target: String, controlKey: String?) -> ProxyRoute {
         let notAllowed = ProxyRoute.reject(status: 405, message: "only GET and HEAD are supported")
@@ -190,12 +190,14 @@ public struct ProxyRouter: Sendable {
         }
         guard path.hasPrefix(ControlRequest.pathPrefix) else { return notAllowed }
         let action = path.dropFirst(ControlRequest.pathPrefix.count)
-        guard ["refresh", "rm", "clear", "pin", "unpin"].contains(action) else { return notAllowed }
+        guard ["refresh", "rm", "clear", "pin", "unpin", "mount", "unmount"].contains(action) else { return notAllowed }
         guard let controlKey, constantTimeEqual(controlKey, configuration.controlKey) else {
             return .reject(status: 403, message: "control requests need the key in this daemon's runtime file (\(ProxyStatus.runtimeFileName)): use 'httpcachefs refresh' or 'httpcachefs cache rm/clear'")
         }
         let items = URLComponents(string: "http://x" + target)?.queryItems ?? []
         switch action {
+        case "refresh" where items.contains { $0.name == "mount" }, "mount", "unmount":
+            return .control(.mounts(action: String(action), query: items))
         case "refresh":
             return .control(.refresh(path: items.first { $0.name == "path" }?.value))
         case "rm":

@@ -46,17 +46,21 @@ public final class ProxyServer: Sendable {
     ///   backend renders it, e.g. `PrometheusExport.text(for:)`); nil: `/metrics` is 404.
     /// - Parameter refresh: what `POST /.httpcachefs/control/refresh?path=P` does (a mount
     ///   re-reading its listings under P, nil: the whole mount); nil: such requests get 404.
+    /// - Parameter mounts: what `POST /.httpcachefs/control/{mount,unmount}` (and a `refresh` that
+    ///   names its `mount=`) do: the daemon adding, detaching or refreshing one of its mountpoints;
+    ///   nil: such requests get 404.
     /// - Parameter eventLoopGroup: loops to serve on, which the caller stops after `stop()`; nil:
     ///   `configuration.threads` loops of the server's own.
     public init(engine: CacheEngine, configuration: ProxyConfiguration, logger: Logger,
                 metricsText: (@Sendable () -> String)? = nil,
                 refresh: (@Sendable (String?) async -> ControlAnswer)? = nil,
+                mounts: (@Sendable (String, [URLQueryItem]) async -> ControlAnswer)? = nil,
                 eventLoopGroup: MultiThreadedEventLoopGroup? = nil) {
         self.configuration = configuration
         self.logger = logger
         givenGroup = eventLoopGroup
         self.service = ProxyService(engine: engine, configuration: configuration, logger: logger,
-                                    metricsText: metricsText, refresh: refresh)
+                                    metricsText: metricsText, refresh: refresh, mounts: mounts)
     }
 
     deinit { stop() }

@@ -19,11 +19,15 @@ final class ProxyService: Sendable {
     let metricsText: (@Sendable () -> String)?
     /// The mount's listing refresh, if a mount runs alongside.
     let refresh: (@Sendable (String?) async -> ControlAnswer)?
+    /// The mounts' control (`ControlRequest.mounts`), if the daemon serves mounts.
+    let mounts: (@Sendable (String, [URLQueryItem]) async -> ControlAnswer)?
 
     init(engine: CacheEngine, configuration: ProxyConfiguration, logger: Logger,
-         metricsText: (@Sendable () -> String)? = nil, refresh: (@Sendable (String?) async -> ControlAnswer)? = nil) {
+         metricsText: (@Sendable () -> String)? = nil, refresh: (@Sendable (String?) async -> ControlAnswer)? = nil,
+         mounts: (@Sendable (String, [URLQueryItem]) async -> ControlAnswer)? = nil) {
         self.metricsText = metricsText
         self.refresh = refresh
+        self.mounts = mounts
         self.engine = engine
         self.configuration = configuration
         self.router = ProxyRouter(configuration: configuration)

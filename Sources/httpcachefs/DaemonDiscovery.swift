@@ -71,7 +71,8 @@ struct DaemonDiscovery {
                 let uid: uid_t? = stat("\(procRoot)/\(name)", &st) == 0 ? st.st_uid : nil
                 found.append(Daemon(pid: pid, cacheDirectory: directory, command: arguments.joined(separator: " "),
                                     uptimeSeconds: uptime(procRoot, name), proxy: proxy,
-                                    mountpoints: mountpoints(arguments: arguments, cwd: cwd, mounts: mounts),
+                                    mountpoints: mountpoints(arguments: arguments, cwd: cwd, mounts: mounts,
+                                                             added: DaemonMounts.listed(cacheDirectory: directory, pid: pid)),
                                     arguments: arguments, cwd: cwd, uid: uid))
             }
         }
@@ -84,18 +85,22 @@ struct DaemonDiscovery {
     }
 
     /// The mountpoint of a `mount` command line (made absolute against the process's working
-    /// directory), if `mounts` (its `/proc/PID/mounts`) lists a FUSE mount there.
-    static func mountpoints(arguments: [String], cwd: String?, mounts: String) -> [String] {
-        guard let at = arguments.dropFirst().firstIndex(of: "mount"),
-              let command = try? MountCommand.parse(Array(arguments[(at + 1)...])) else { return [] }
-        var path = command.mountpoint
-        if !path.hasPrefix("/"), let cwd { path = cwd + "/" + path }
-        path = (path as NSString).standardizingPath
-        let mounted = mounts.split(separator: "\n").contains { line in
-            let fields = line.split(separator: " ")
-            return fields.count > 2 && fields[2].hasPrefix("fuse") && unescapeMountField(fields[1]) == path
+    /// directory) and those `added` to the daemon later (`DaemonMounts`, its `mounts` file), each
+    /// if `mounts` (its `/proc/PID/mounts`) lists a FUSE mount there.
+    static func mountpoints(arguments: [String], cwd: String?, mounts: String, added: [String] = []) -> [String] {
+        var paths: [String] = []
+        if let at = arguments.dropFirst().firstIndex(of: "mount"),
+           let command = try? MountCommand.parse(Array(arguments[(at + 1)...])) {
+            var path = command.mountpoint
+            if !path.hasPrefix("/"), let cwd { path = cwd + "/" + path }
+            paths.append((path as NSString).standardizingPath)
         }
-        return mounted ? [path] : []
+        for path in added where !paths.contains(path) { paths.append(path) }
+        let mounted = Set(mounts.split(separator: "\n").compactMap { line -> String? in
+            let fields = line.split(separator: " ")
+            return fields.count > 2 && fields[2].hasPrefix("fuse") ? unescapeMountField(fields[1]) : nil
+        })
+        return paths.filter(mounted.contains)
     }
 
     /// `/proc/mounts` writes space, tab, newline and backslash as `\040`-style octal escapes.

@@ -199,9 +199,8 @@ struct MountCommand: AsyncParsableCommand {
     private func mount(ready: ReadyChannel?) async throws {
         let resolved = try cache.resolve()
         let settings = try settings(file: resolved.config)
-        _ = try proxy.resolve(file: resolved.config)
+        let proxyResolved = try proxy.resolve(file: resolved.config)
         let tree = try buildTree(settings)
-        let indexTTL = settings.indexTTL
         if daemon && foreground && ready == nil { throw UsageError("--daemon and --foreground contradict each other: give one (the background is the default)") }
         let owned = try owner.resolve(fuseOptions: fuseOptions.flatMap(MountOptions.splitOptionList), configFile: cache.configFile)
         let prepared = try await onBlockingPool { try Mountpoint.prepare(mountpoint) }
@@ -209,9 +208,22 @@ struct MountCommand: AsyncParsableCommand {
         if ready == nil, let names = try? FileManager.default.contentsOfDirectory(atPath: prepared.path), !names.isEmpty {
             ErrorReporting.printWarning("mountpoint \(prepared.path) is not empty: the mount hides its \(names.count) entr\(names.count == 1 ? "y" : "ies") until it is unmounted")
         }
+        // A daemon of this user already serving this cache takes the mountpoint: one engine, one
+        // cap, one proxy for every mount of the cache (`MountJoin`).
+        if ready == nil, let running = MountJoin.runningDaemon(cacheDirectory: resolved.directory) {
+            try await join(running, at: prepared.path, cacheDirectory: resolved.directory)
+            return
+        }
         if !foreground && ready == nil {
             if let note = prepared.cleanedStaleMount { ErrorReporting.printWarning(note) }
-            try await daemonize(resolved: resolved)
+            do {
+                try await daemonize(resolved: resolved)
+            } catch {
+                // Two mounts of one cache started at once (fstab lines at boot): the one whose
+                // daemon lost the race for the lock joins the winner's.
+                guard let running = try await daemonThatWonTheLock(after: error, cacheDirectory: resolved.directory) else { throw error }
+                try await join(running, at: prepared.path, cacheDirectory: resolved.directory)
+            }
             return
         }
 
@@ -222,11 +234,83 @@ struct MountCommand: AsyncParsableCommand {
         let metrics = PrometheusExport()   // the backend `/metrics` renders
         // The URLs given are the credential origins (a re-read URL list adds its own: `refresh`).
         let credentials = resolved.credentialScope(urls: tree.files.map(\.url) + tree.indexes.map(\.url))
-        let engine = try await onBlockingPool {
-            try options.openEngine(defaultLogLevel: .info, metrics: metrics, credentials: credentials)
+        let engine: CacheEngine
+        do {
+            engine = try await onBlockingPool {
+                try options.openEngine(defaultLogLevel: .info, metrics: metrics, credentials: credentials)
+            }
+        } catch {
+            // `--foreground` (systemd instances started together) losing the race: join too.
+            guard ready == nil, let running = try await daemonThatWonTheLock(after: error, cacheDirectory: resolved.directory) else { throw error }
+            try await join(running, at: prepared.path, cacheDirectory: resolved.directory)
+            return
         }
+        let mounts = DaemonMounts(cacheDirectory: resolved.directory, logger: logger)
+        let host = MountHost(engine: engine, cache: resolved, proxy: settings.noProxy ? nil : proxyResolved,
+                             credentials: credentials, mounts: mounts, logger: logger)
+        // The proxy first: a busy port fails the mount before anything is mounted.
+        var server: ProxyServer?
+        let first: DaemonMounts.Mount
+        do {
+            if !settings.noProxy {
+                server = try await startProxy(engine: engine, metrics: metrics, cache: resolved, logger: logger,
+                                              refresh: { await host.refresh(path: $0) },
+                                              mounts: { await host.control($0, query: $1) })
+            }
+            first = try await startMountpoint(at: prepared.path, settings: settings, tree: tree, owned: owned, host: host) { line in
+                if let ready { ready.note("httpcachefs: " + line) } else { LogSink.standardError.write(line: "httpcachefs: " + line) }
+            }
+            _ = mounts.add(first)
+        } catch {
+            let started = server
+            try? await onBlockingPool {
+                started?.stop()
+                engine.shutdown()
+            }
+            throw error
+        }
+
+        let signals = MountSignals(
+            stop: { sig in mounts.stopAll(signal: sig) },
+            reload: {
+                Task { _ = await host.refresh(path: nil, why: "SIGHUP") }
+            })
+        ready?.ready()
+        SystemdNotify.send("READY=1\nSTATUS=mounted \(prepared.path)")
+        try await onBlockingPool { mounts.waitUntilEmpty() }
+        signals.cancel()
+        server?.stop()
+        try await onBlockingPool { engine.shutdown() }
+        logger.info("last mountpoint gone (\(first.path) was the first): daemon ends")
+    }
+
+    /// Hands this mount to `running` (`MountJoin`); with `--foreground`, stays attached until
+    /// the mountpoint goes.
+    private func join(_ running: MountJoin.Running, at path: String, cacheDirectory: String) async throws {
+        let join = MountJoin(daemon: running, mountpoint: path, cacheDirectory: cacheDirectory)
+        try await onBlockingPool { try join.add(arguments: Self.daemonArguments()) }
+        if foreground {
+            ArgumentMasking.maskOwnArguments()   // it stays: no password in its `ps` line
+            try await onBlockingPool { try join.stayAttached() }
+        }
+    }
+
+    /// After `error`: if it was the cache's lock, held by a `mount` daemon of this user that
+    /// started meanwhile, that daemon once it serves its first mountpoint; else nil.
+    private func daemonThatWonTheLock(after error: Error, cacheDirectory: String) async throws -> MountJoin.Running? {
+        guard ErrorReporting.message(for: error).contains("is in use by process") else { return nil }
+        return try await onBlockingPool { MountJoin.waitUntilServing(cacheDirectory: cacheDirectory) }
+    }
+
+    /// This command's mountpoint on the daemon's engine (`host`): its tree checked (each problem
+    /// a line to `tell`; nothing left fails), its FUSE session started on a thread of its own,
+    /// usable when this returns. The caller hands it to `host.mounts`.
+    func startMountpoint(at path: String, settings: Settings, tree: MountTreeSpec,
+                         owned: (ownership: MountOwnership, fuseOptions: [String]), host: MountHost,
+                         tell: @escaping @Sendable (String) -> Void) async throws -> DaemonMounts.Mount {
+        let resolved = host.cache, engine = host.engine, logger = host.logger
         var mountOptions = MountOptions(
-            revalidateAfter: resolved.revalidateAfter, listingTTL: indexTTL,
+            revalidateAfter: resolved.revalidateAfter, listingTTL: settings.indexTTL,
             // The engine fails a read at --read-timeout; this backstop only fires if it did not.
             readDeadline: resolved.readTimeout + 5,
             fuseOptions: owned.fuseOptions)
@@ -237,52 +321,40 @@ struct MountCommand: AsyncParsableCommand {
         mountOptions.listingBudget = settings.listingMemory
         mountOptions.listingFilter = settings.listingFilter
         owned.ownership.apply(to: &mountOptions)
-        // The proxy first: a busy port fails the mount before anything is mounted.
-        var server: ProxyServer?
-        let fs: FuseFileSystem
-        let urlListPath = settings.urlList.map(Mountpoint.absolute)
-        let mounted = MountedFileSystem()   // what the proxy's refresh requests act on, once mounted
-        do {
-            if !settings.noProxy {
-                server = try await startProxy(engine: engine, metrics: metrics, cache: resolved, logger: logger) { path in
-                    guard let fs = mounted.value else { return ControlAnswer(status: 503, text: "the mount is not ready yet") }
-                    return await Self.refresh(path: path, urlList: urlListPath, fs: fs, logger: logger, credentials: credentials)
+        let checkStarted = Date()
+        let (checked, listings) = try await check(tree, engine: engine, options: mountOptions, tell: tell, logger: logger)
+        let fs = FuseFileSystem(engine: engine, tree: checked, options: mountOptions, logger: logger)
+        fs.seedListings(listings, at: checkStarted)
+        try await onBlockingPool { try fs.start(at: path) }
+        if let command = settings.onChange {
+            let runner = ChangeCommand(command: command, logger: logger)
+            fs.onChange { runner.run(paths: $0) }
+        }
+        logger.info("mounted \(path): \(fs.tree.files.count) files, \(fs.tree.indexes.count) indexes\(settings.byURL ? ", by-URL directory .url" : "") (cache: \(resolved.directory))")
+        return DaemonMounts.Mount(path: path, fs: fs,
+                                  stop: GracefulStop(fs: fs, path: path, timeout: settings.stopTimeout, logger: logger),
+                                  urlList: settings.urlList.map(Mountpoint.absolute))
+    }
+
+    /// This command's arguments after `mount`, as a running daemon re-parses them: -o setting
+    /// words expanded (as `daemonize` does), and `--url-list` / `--config` made absolute (the
+    /// daemon works in another directory).
+    static func daemonArguments() -> [String] {
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        arguments = (try? FstabWords.expandingMountArguments(arguments)) ?? arguments
+        if let at = arguments.firstIndex(of: "mount") { arguments.removeSubrange(...at) }
+        var i = 0
+        while i < arguments.count {
+            for option in ["--url-list", "--config"] {
+                if arguments[i] == option, i + 1 < arguments.count {
+                    arguments[i + 1] = Mountpoint.absolute(arguments[i + 1])
+                } else if arguments[i].hasPrefix(option + "=") {
+                    arguments[i] = option + "=" + Mountpoint.absolute(String(arguments[i].dropFirst(option.count + 1)))
                 }
             }
-            let checkStarted = Date()
-            let (checked, listings) = try await check(tree, engine: engine, options: mountOptions, ready: ready, logger: logger)
-            fs = FuseFileSystem(engine: engine, tree: checked, options: mountOptions, logger: logger)
-            fs.seedListings(listings, at: checkStarted)
-            try await onBlockingPool { try fs.start(at: prepared.path) }
-            mounted.value = fs
-            if let command = settings.onChange {
-                let runner = ChangeCommand(command: command, logger: logger)
-                fs.onChange { runner.run(paths: $0) }
-            }
-        } catch {
-            let started = server
-            try? await onBlockingPool {
-                started?.stop()
-                engine.shutdown()
-            }
-            throw error
+            i += 1
         }
-
-        let stopping = GracefulStop(fs: fs, path: prepared.path, timeout: settings.stopTimeout, logger: logger)
-        let signals = MountSignals(
-            stop: { sig in stopping.signal(sig) },
-            reload: {
-                Task { _ = await Self.refresh(path: nil, urlList: urlListPath, fs: fs, logger: logger, why: "SIGHUP", credentials: credentials) }
-            })
-        logger.info("mounted \(prepared.path): \(fs.tree.files.count) files, \(fs.tree.indexes.count) indexes\(settings.byURL ? ", by-URL directory .url" : "") (cache: \(resolved.directory))")
-        ready?.ready()
-        SystemdNotify.send("READY=1\nSTATUS=mounted \(prepared.path)")
-        let loopError = try await onBlockingPool { fs.wait() }
-        signals.cancel()
-        server?.stop()
-        try await onBlockingPool { engine.shutdown() }
-        if let loopError { logger.error("FUSE session ended on an error: \(loopError)") }
-        logger.info("unmounted \(prepared.path)")
+        return arguments
     }
 
     /// `MountCheck` on every URL and listing given: each problem is one line on the terminal (the
@@ -290,16 +362,13 @@ struct MountCommand: AsyncParsableCommand {
     /// with nothing left fails. A tree with the by-URL directory always has something to mount.
     /// Also the listings the check parsed, for the mount to take as its first ones.
     private func check(_ tree: MountTreeSpec, engine: CacheEngine, options: MountOptions,
-                       ready: ReadyChannel?, logger: Logger) async throws -> (MountTreeSpec, [String: ListingFetch.Listing]) {
+                       tell: (String) -> Void, logger: Logger) async throws -> (MountTreeSpec, [String: ListingFetch.Listing]) {
         let total = tree.files.count + tree.indexes.count
         guard total > 0 else { return (tree, [:]) }
         var mountCheck = MountCheck(engine: engine, listingTTL: options.listingTTL)
         mountCheck.maxListingEntries = Int(max(options.listingBudget / 1024, 1))   // as the mount's own fetches
         let results = await mountCheck.run(tree)
         let listings = mountCheck.listings.withLock { $0 }
-        func tell(_ line: String) {
-            if let ready { ready.note("httpcachefs: " + line) } else { LogSink.standardError.write(line: "httpcachefs: " + line) }
-        }
         var failed = 0
         for (_, verdict) in results {
             switch verdict {
@@ -385,10 +454,11 @@ struct MountCommand: AsyncParsableCommand {
     /// what to do: a mount running without the proxy users expect, or `url` printing URLs on a
     /// port that belongs to another daemon, would fail later and far less clearly.
     private func startProxy(engine: CacheEngine, metrics: PrometheusExport, cache: ResolvedCacheOptions,
-                            logger: Logger, refresh: @escaping @Sendable (String?) async -> ControlAnswer) async throws -> ProxyServer {
+                            logger: Logger, refresh: @escaping @Sendable (String?) async -> ControlAnswer,
+                            mounts: @escaping @Sendable (String, [URLQueryItem]) async -> ControlAnswer) async throws -> ProxyServer {
         let (configuration, generated) = try proxy.configuration(cache: cache)
         let server = ProxyServer(engine: engine, configuration: configuration, logger: logger,
-                                 metricsText: { metrics.text(for: engine) }, refresh: refresh,
+                                 metricsText: { metrics.text(for: engine) }, refresh: refresh, mounts: mounts,
                                  eventLoopGroup: DaemonLoops.shared)
         let port: Int
         do {
@@ -447,15 +517,6 @@ struct MountCommand: AsyncParsableCommand {
     }
 }
 
-/// The mount once it is up, for requests that may arrive before.
-final class MountedFileSystem: Sendable {
-    private let fs = LockedValue<FuseFileSystem?>(nil)
-    var value: FuseFileSystem? {
-        get { fs.withLock { $0 } }
-        set { fs.withLock { $0 = newValue } }
-    }
-}
-
 /// SIGINT / SIGTERM stop the mount gracefully (`GracefulStop`), SIGHUP reloads the URL list.
 /// Handlers run on a queue of their own, never in signal context.
 final class MountSignals: Sendable {
@@ -509,7 +570,6 @@ final class GracefulStop: Sendable {
             fs.unmount()
             return
         }
-        SystemdNotify.send("STOPPING=1")
         let open = fs.openFileCount
         do {
             try fs.detach()

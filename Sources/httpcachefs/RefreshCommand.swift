@@ -54,7 +54,8 @@ struct RefreshCommand: AsyncParsableCommand {
             CacheCommand.printLine("sent SIGHUP to pid \(chosen.daemon.pid) (it runs no proxy): it re-reads every listing of \(chosen.mountpoint) in the background")
             return
         }
-        let answer = try DaemonControl.send("refresh", query: relative.isEmpty ? [] : [("path", relative)], to: proxy)
+        // `mount=` names which of the daemon's mountpoints (a daemon may serve several).
+        let answer = try DaemonControl.send("refresh", query: [("mount", chosen.mountpoint)] + (relative.isEmpty ? [] : [("path", relative)]), to: proxy)
         guard answer.status == 200 else {
             throw CommandFailure("refresh of \(shown): " + answer.lines.joined(separator: "; "))
         }

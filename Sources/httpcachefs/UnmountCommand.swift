@@ -4,8 +4,9 @@ import FuseMount
 import Glibc
 
 /// `httpcachefs unmount MOUNTPOINT`: `fusermount3 -u` (umount as root) for a httpcachefs mount,
-/// lazily when files are open there, saying so. The daemon then ends by itself: at once, or,
-/// after a lazy unmount, once the last open file is closed (see `GracefulStop`).
+/// lazily when files are open there, saying so. The daemon's session of that mountpoint then ends
+/// by itself: at once, or, after a lazy unmount, once the last open file is closed (see
+/// `GracefulStop`); the daemon ends with its last mountpoint (`DaemonMounts`).
 struct UnmountCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "unmount",
@@ -13,7 +14,8 @@ struct UnmountCommand: AsyncParsableCommand {
         discussion: """
             A busy mount (files open, or a shell inside it) is detached instead: it disappears \
             from MOUNTPOINT at once, files already open keep reading until they are closed, and \
-            the daemon exits then.
+            the daemon exits then. A daemon serving several mountpoints of one cache keeps \
+            running until its last one is unmounted.
             """
     )
 
@@ -36,7 +38,7 @@ struct UnmountCommand: AsyncParsableCommand {
             } catch MountpointError.unmountFailed(_, let why) where why.localizedCaseInsensitiveContains("busy") {
                 try await onBlockingPool { try Mountpoint.unmount(path, lazy: true) }
                 ErrorReporting.printWarning("\(path) is busy (files are open there): detached it lazily; it is gone from \(path) now, "
-                    + "open files keep reading until they are closed, then the daemon exits")
+                    + "open files keep reading until they are closed, then its daemon lets it go (and ends, if it was its last mountpoint)")
             }
         }
     }

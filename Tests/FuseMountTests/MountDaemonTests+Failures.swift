@@ -8,9 +8,15 @@ import XCTest
 /// A background mount that cannot start says why on the terminal, where the user looks, and
 /// where the daemon's log is: never `ExitCode(rawValue: 1)`.
 extension MountDaemonTests {
-    func testAMountOnACacheHeldByAnotherMountPrintsTheDaemonsReasonAndItsLog() throws {
-        XCTAssertEqual(try h.mount([h.origin.url("/b.txt")]).status, 0)
-        let holder = try XCTUnwrap(h.daemonPID())
+    /// A cache another mount daemon of the user holds is joined (SeveralMountsSharedCacheTests);
+    /// one a `proxy` holds is not: the daemon fails on the cache's lock and says so.
+    func testAMountOnACacheHeldByAProxyPrintsTheDaemonsReasonAndItsLog() throws {
+        let holder = try Subprocess.spawn(h.binary, ["proxy", "--cache-dir", h.cacheDirectory, "--proxy-port", "0"])
+        defer {
+            kill(holder, SIGTERM)
+            _ = Subprocess.wait(holder, timeout: 30)
+        }
+        h.waitUntil("the proxy holds the cache") { FileManager.default.fileExists(atPath: h.cacheDirectory + "/proxy.json") }
         let second = try secondMountpoint()
         defer { unmountQuietly(second) }
         // No --log-file: the default log, under $XDG_STATE_HOME, named after the mountpoint.

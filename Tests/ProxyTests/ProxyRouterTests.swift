@@ -94,6 +94,20 @@ final class ProxyRouterTests: XCTestCase {
         XCTAssertEqual(statusOf(router.route(method: "POST", target: "/.httpcachefs/control/rm", headerBytes: 0, controlKey: "k3y")), 400)
         XCTAssertEqual(statusOf(router.route(method: "POST", target: "/.httpcachefs/control/shutdown", headerBytes: 0, controlKey: "k3y")), 405)
 
+        // The daemon's mountpoints: `mount` and `unmount`, and a `refresh` that names its mount.
+        XCTAssertEqual(router.route(method: "POST", target: "/.httpcachefs/control/mount?path=/home/me/tv&arg=--index&arg=http%3A%2F%2Fnas%2FTV%2F",
+                                    headerBytes: 0, controlKey: "k3y"),
+                       .control(.mounts(action: "mount", query: [URLQueryItem(name: "path", value: "/home/me/tv"),
+                                                                 URLQueryItem(name: "arg", value: "--index"),
+                                                                 URLQueryItem(name: "arg", value: "http://nas/TV/")])))
+        XCTAssertEqual(router.route(method: "POST", target: "/.httpcachefs/control/unmount?path=/home/me/tv", headerBytes: 0, controlKey: "k3y"),
+                       .control(.mounts(action: "unmount", query: [URLQueryItem(name: "path", value: "/home/me/tv")])))
+        XCTAssertEqual(router.route(method: "POST", target: "/.httpcachefs/control/refresh?mount=/home/me/tv&path=/Show", headerBytes: 0, controlKey: "k3y"),
+                       .control(.mounts(action: "refresh", query: [URLQueryItem(name: "mount", value: "/home/me/tv"),
+                                                                   URLQueryItem(name: "path", value: "/Show")])))
+        XCTAssertEqual(statusOf(router.route(method: "POST", target: "/.httpcachefs/control/mount?path=/x", headerBytes: 0, controlKey: "k3")), 403,
+                       "adding a mountpoint needs the control key like every control request")
+
         config.token = "tok"
         let tokened = ProxyRouter(configuration: config)
         XCTAssertEqual(statusOf(tokened.route(method: "POST", target: "/.httpcachefs/control/clear", headerBytes: 0, controlKey: "k3y")), 403)

@@ -1,0 +1,135 @@
+import Foundation
+import FuseMount
+import Glibc
+import TestSupport
+import XCTest
+
+/// Several mountpoints on one cache: a `mount` whose cache a running daemon holds adds its
+/// mountpoint to that daemon (one process, one engine and cap, one proxy), each mountpoint with
+/// its own tree; the daemon ends with its last mountpoint. Real mounts of the real binary.
+final class SeveralMountsSharedCacheTests: XCTestCase {
+    private var h: DaemonHarness!
+    private var second: String { h.directory.appending("tv") }
+
+    override func setUpWithError() throws {
+        h = try DaemonHarness()
+        try FileManager.default.createDirectory(atPath: second, withIntermediateDirectories: true)
+        h.origin.setGeneratedFile("/movies/film.mkv", length: 5 << 20, seed: 81)
+        h.origin.setGeneratedFile("/tv/episode.mkv", length: 3 << 20, seed: 82)
+    }
+
+    override func tearDown() {
+        if let h, Mountpoint.isMounted(second) { _ = umount2(second, Int32(MNT_DETACH)) }
+        h?.cleanup()
+    }
+
+    /// `mount` of the second mountpoint on the same cache, as a user types it.
+    private func mountSecond(_ extra: [String] = []) throws -> DaemonHarness.Outcome {
+        try h.run(h.binary, ["mount", second, h.origin.url("/tv/episode.mkv"), "--cache-dir", h.cacheDirectory,
+                             "--log-file", h.logFile, "--proxy-port", "0"] + extra)
+    }
+
+    private func mountFirst() throws -> pid_t {
+        let first = try h.mount([h.origin.url("/movies/film.mkv"), "--proxy-port", "0", "--cache-size", "64M"], proxy: true)
+        XCTAssertEqual(first.status, 0, first.stderr + h.log)
+        return try XCTUnwrap(h.daemonPID())
+    }
+
+    /// The daemons `status --json` reports for our cache.
+    private func statusOfOurCache() throws -> [[String: Any]] {
+        let json = try h.run(h.binary, ["status", "--json"])
+        XCTAssertEqual(json.status, 0, json.stderr)
+        let all = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]], json.stdout)
+        return all.filter { ($0["cacheDirectory"] as? String) == h.cacheDirectory }
+    }
+
+    func testASecondMountOnTheSameCacheJoinsTheRunningDaemonAndEachUnmountLetsOneGo() throws {
+        let pid = try mountFirst()
+        let r = try mountSecond()
+        XCTAssertEqual(r.status, 0, r.stderr + h.log)
+        XCTAssertTrue(r.stderr.contains("mounted \(second) on the daemon (pid \(pid))"), r.stderr)
+        XCTAssertEqual(Mountpoint.entry(at: second)?.fsType, "fuse.httpcachefs")
+
+        // Each tree is its own; both are byte-exact.
+        XCTAssertEqual(try POSIX.list(h.mountpoint), ["film.mkv"])
+        XCTAssertEqual(try POSIX.list(second), ["episode.mkv"])
+        XCTAssertTrue(try POSIX.readAll(h.path("film.mkv")) == OriginServer.generatedBytes(seed: 81, offset: 0, count: 5 << 20))
+        XCTAssertTrue(try POSIX.readAll(second + "/episode.mkv") == OriginServer.generatedBytes(seed: 82, offset: 0, count: 3 << 20))
+
+        // One daemon, one cap (the first mount's 64M), one status document listing both mounts.
+        let daemons = try statusOfOurCache()
+        XCTAssertEqual(daemons.map { $0["pid"] as? Int }, [Int(pid)], "one process serves the cache")
+        let status = try XCTUnwrap(daemons.first?["status"] as? [String: Any])
+        let capacity = (status["cache"] as? [String: Any])?["capacityBytes"] as? Int
+        XCTAssertEqual(capacity, 64 << 20)
+        let mounts = ((status["doors"] as? [[String: Any]]) ?? []).compactMap { $0["mountpoint"] as? String }
+        XCTAssertEqual(Set(mounts), [h.mountpoint, second], "\(status["doors"] ?? "")")
+
+        // Unmounting the first keeps the second (and the daemon); the last one ends it.
+        let unmount = try h.run(h.binary, ["unmount", h.mountpoint])
+        XCTAssertEqual(unmount.status, 0, unmount.stderr)
+        h.waitUntil("the first mountpoint is let go") { h.log.contains("unmounted \(h.mountpoint); 1 mountpoint still served") }
+        XCTAssertTrue(h.isAlive(pid), h.log)
+        XCTAssertTrue(try POSIX.readAll(second + "/episode.mkv") == OriginServer.generatedBytes(seed: 82, offset: 0, count: 3 << 20))
+
+        XCTAssertEqual(try h.run("/bin/fusermount3", ["-u", second]).status, 0, "unmounted from outside")
+        h.waitUntil("the daemon ends with its last mountpoint") { !h.isAlive(pid) }
+        XCTAssertTrue(h.log.contains("unmounted \(second): it was the last mountpoint, the daemon ends"), h.log)
+    }
+
+    func testAMountAskingForAnotherCacheSizeIsRefusedInOneLine() throws {
+        let pid = try mountFirst()
+        let r = try mountSecond(["--cache-size", "128M"])
+        XCTAssertNotEqual(r.status, 0)
+        let lines = r.stderr.split(separator: "\n")
+        XCTAssertEqual(lines.count, 1, r.stderr)
+        XCTAssertTrue(r.stderr.contains("(pid \(pid)) serving cache \(h.cacheDirectory) runs with --cache-size 64"), r.stderr)
+        XCTAssertTrue(r.stderr.contains("this mount asks for --cache-size 128"), r.stderr)
+        XCTAssertTrue(r.stderr.contains("give this mount its own --cache-dir"), r.stderr)
+        XCTAssertFalse(Mountpoint.isMounted(second))
+        XCTAssertTrue(h.isAlive(pid))
+
+        // The same value, said again, is no conflict.
+        let same = try mountSecond(["--cache-size", "64M"])
+        XCTAssertEqual(same.status, 0, same.stderr + h.log)
+    }
+
+    func testADaemonWithoutAProxyTakesNoMoreMountsAndSaysWhatToDo() throws {
+        XCTAssertEqual(try h.mount([h.origin.url("/movies/film.mkv")]).status, 0, h.log)   // --no-proxy
+        let pid = try XCTUnwrap(h.daemonPID())
+        let r = try mountSecond()
+        XCTAssertEqual(r.status, 1)
+        XCTAssertEqual(r.stderr.split(separator: "\n").count, 1, r.stderr)
+        XCTAssertTrue(r.stderr.contains("is in use by process \(pid), a mount daemon run with --no-proxy"), r.stderr)
+        XCTAssertTrue(r.stderr.contains("restart it without --no-proxy"), r.stderr)
+        XCTAssertFalse(Mountpoint.isMounted(second))
+    }
+
+    func testAMountpointAlreadyMountedIsRefusedBeforeTheDaemonIsAsked() throws {
+        _ = try mountFirst()
+        let r = try h.run(h.binary, ["mount", h.mountpoint, h.origin.url("/tv/episode.mkv"), "--cache-dir", h.cacheDirectory])
+        XCTAssertEqual(r.status, 1)
+        XCTAssertEqual(r.stderr.split(separator: "\n").count, 1, r.stderr)
+        XCTAssertTrue(r.stderr.contains("busy"), r.stderr)
+        XCTAssertEqual(try POSIX.list(h.mountpoint), ["film.mkv"], "the first mount is untouched")
+    }
+
+    /// A systemd instance (`mount --foreground`) on a running daemon's cache stays attached: it
+    /// ends when its mountpoint goes, and SIGTERM (systemctl stop) unmounts only its own.
+    func testAnAttachedForegroundMountEndsWithItsMountpointAndUnmountsItOnSIGTERM() throws {
+        let pid = try mountFirst()
+        let err = h.directory.appending("attached.err")
+        let attached = try Subprocess.spawn(h.binary, ["mount", "--foreground", second, h.origin.url("/tv/episode.mkv"),
+                                                        "--cache-dir", h.cacheDirectory, "--log-file", h.logFile, "--proxy-port", "0"],
+                                            stderr: err)
+        h.waitUntil("the second mountpoint is mounted") { Mountpoint.entry(at: second)?.fsType == "fuse.httpcachefs" }
+        XCTAssertTrue(try POSIX.readAll(second + "/episode.mkv") == OriginServer.generatedBytes(seed: 82, offset: 0, count: 3 << 20))
+        XCTAssertNil(Subprocess.wait(attached, timeout: 0), "the attached command stays while its mountpoint is mounted")
+
+        kill(attached, SIGTERM)
+        XCTAssertEqual(Subprocess.wait(attached, timeout: 30), 0, (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+        XCTAssertFalse(Mountpoint.isMounted(second))
+        XCTAssertTrue(Mountpoint.isMounted(h.mountpoint), "only the attached command's mountpoint goes")
+        XCTAssertTrue(h.isAlive(pid))
+    }
+}
