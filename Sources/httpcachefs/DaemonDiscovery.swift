@@ -25,6 +25,8 @@ struct DaemonDiscovery {
         /// The httpcachefs mount its command line names, if it is mounted: what a daemon without
         /// a proxy (no status document) can still tell about its mounts.
         var mountpoints: [String] = []
+        /// The arguments of each mountpoint a later `mount` added (`DaemonMounts`), by mountpoint.
+        var addedArguments: [String: [String]] = [:]
         /// The command line as its arguments, and the working directory it was started in
         /// (relative paths in it are relative to that).
         var arguments: [String] = []
@@ -64,6 +66,7 @@ struct DaemonDiscovery {
                 guard !seen.contains(directory), fm.fileExists(atPath: directory + "/index.sqlite") else { continue }
                 seen.insert(directory)
                 let proxy = ProxyStatus.readRuntimeFile(cacheDirectory: directory).flatMap { $0.pid == pid ? $0 : nil }
+                let listed = DaemonMounts.listed(cacheDirectory: directory, pid: pid)
                 let arguments = commandLine(procRoot, name)
                 let mounts = (try? String(contentsOfFile: "\(procRoot)/\(name)/mounts", encoding: .utf8)) ?? ""
                 let cwd = try? fm.destinationOfSymbolicLink(atPath: "\(procRoot)/\(name)/cwd")
@@ -72,7 +75,8 @@ struct DaemonDiscovery {
                 found.append(Daemon(pid: pid, cacheDirectory: directory, command: arguments.joined(separator: " "),
                                     uptimeSeconds: uptime(procRoot, name), proxy: proxy,
                                     mountpoints: mountpoints(arguments: arguments, cwd: cwd, mounts: mounts,
-                                                             added: DaemonMounts.listed(cacheDirectory: directory, pid: pid)),
+                                                             added: listed.map(\.path)),
+                                    addedArguments: Dictionary(listed.compactMap { l in l.arguments.map { (l.path, $0) } }) { a, _ in a },
                                     arguments: arguments, cwd: cwd, uid: uid))
             }
         }

@@ -24,6 +24,20 @@ final class DaemonMounts: Sendable {
         var stop: GracefulStop
         /// The URL list this mountpoint re-reads on refresh (absolute), if it has one.
         var urlList: String?
+        /// The arguments of the `mount` that added it (after `mount`, paths absolute); nil for
+        /// the daemon's own, which its command line holds.
+        var arguments: [String]? = nil
+    }
+
+    /// `<cache dir>/mounts`: which process serves which mountpoints, and with which arguments
+    /// (`url PATH` builds a mountpoint's tree from them). Owner-only: arguments may hold secrets.
+    struct RuntimeFile: Codable, Equatable {
+        struct Listed: Codable, Equatable {
+            var path: String
+            var arguments: [String]?
+        }
+        var pid: Int32
+        var mounts: [Listed]
     }
 
     private struct State {
@@ -104,20 +118,33 @@ final class DaemonMounts: Sendable {
     private var runtimePath: String { cacheDirectory + "/" + Self.runtimeFileName }
 
     private func writeRuntimeFile() {
-        let paths = all.map(\.path)
-        SystemdNotify.send("STATUS=mounted " + paths.joined(separator: ", "))
-        let text = ([String(getpid())] + paths).joined(separator: "\n") + "\n"
-        do { try Data(text.utf8).write(to: URL(fileURLWithPath: runtimePath), options: .atomic) } catch {
-            logger.warning("cannot write \(runtimePath) ('httpcachefs status' and 'refresh' may not see every mountpoint): \(error)")
+        let mounts = all
+        SystemdNotify.send("STATUS=mounted " + mounts.map(\.path).joined(separator: ", "))
+        let file = RuntimeFile(pid: getpid(), mounts: mounts.map { RuntimeFile.Listed(path: $0.path, arguments: $0.arguments) })
+        do { try Self.writeOwnerOnly(runtimePath, Array(try JSONEncoder().encode(file))) } catch {
+            logger.warning("cannot write \(runtimePath) ('httpcachefs status', 'url' and 'refresh' may not see every mountpoint): \(error)")
+        }
+    }
+
+    /// Written whole under a temporary name (mode 0600 from its creation), then renamed over.
+    private static func writeOwnerOnly(_ path: String, _ bytes: [UInt8]) throws {
+        let temporary = path + ".tmp-\(getpid())"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw CommandFailure("cannot create \(temporary): \(String(cString: strerror(errno)))") }
+        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        guard written == bytes.count, rename(temporary, path) == 0 else {
+            let why = String(cString: strerror(errno))
+            unlink(temporary)
+            throw CommandFailure("cannot write \(path): \(why)")
         }
     }
 
     /// The mountpoints `<cache dir>/mounts` lists for the process `pid` (none when the file is
     /// another process's, or missing).
-    static func listed(cacheDirectory: String, pid: Int32) -> [String] {
-        guard let text = try? String(contentsOfFile: cacheDirectory + "/" + runtimeFileName, encoding: .utf8) else { return [] }
-        let lines = text.split(separator: "\n").map(String.init)
-        guard lines.first == String(pid) else { return [] }
-        return Array(lines.dropFirst())
+    static func listed(cacheDirectory: String, pid: Int32) -> [RuntimeFile.Listed] {
+        guard let data = FileManager.default.contents(atPath: cacheDirectory + "/" + runtimeFileName),
+              let file = try? JSONDecoder().decode(RuntimeFile.self, from: data), file.pid == pid else { return [] }
+        return file.mounts
     }
 }

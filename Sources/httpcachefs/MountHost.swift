@@ -113,9 +113,10 @@ final class MountHost: Sendable {
                 throw CommandFailure("\(prepared.path) is already a mountpoint of this daemon: 'httpcachefs unmount \(prepared.path)' first")
             }
             credentials.add(urls: tree.files.map(\.url) + tree.indexes.map(\.url))
-            let mount = try await command.startMountpoint(at: prepared.path, settings: settings, tree: tree, owned: owned, host: self) { line in
+            var mount = try await command.startMountpoint(at: prepared.path, settings: settings, tree: tree, owned: owned, host: self) { line in
                 notes.withLock { $0.append(line) }
             }
+            mount.arguments = arguments
             guard mounts.add(mount) else {
                 mount.fs.unmount()
                 throw CommandFailure("the daemon (pid \(getpid())) is ending (its last mountpoint just went): run the mount again, it then starts its own")

@@ -34,7 +34,7 @@ enum MountPathURL {
         }
         let components = path.dropFirst(chosen.mountpoint == "/" ? 1 : chosen.mountpoint.count)
             .split(separator: "/").map(String.init)
-        let tree = try tree(of: chosen.daemon)
+        let tree = try tree(of: chosen.daemon, mountpoint: chosen.mountpoint)
         guard let url = url(of: components, in: tree) else {
             throw CommandFailure("\(path) is in the mount \(chosen.mountpoint), but no file or listing of it is there")
         }
@@ -60,10 +60,18 @@ enum MountPathURL {
     /// RFC 3986 pchar less `/`: what a name inside one path segment keeps as it is.
     static let segmentAllowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=:@")
 
-    /// The tree the daemon was started with, from its command line and config file.
-    static func tree(of daemon: DaemonDiscovery.Daemon) throws -> MountTreeSpec {
-        guard let at = daemon.arguments.dropFirst().firstIndex(of: "mount"),
-              var command = try? MountCommand.parse(Array(daemon.arguments[(at + 1)...])) else {
+    /// The tree the daemon serves at `mountpoint`, from its command line and config file, or,
+    /// for a mountpoint a later `mount` added, from that command's arguments (`DaemonMounts`).
+    static func tree(of daemon: DaemonDiscovery.Daemon, mountpoint: String) throws -> MountTreeSpec {
+        let arguments: [String]
+        if let added = daemon.addedArguments[mountpoint] {
+            arguments = added
+        } else if let at = daemon.arguments.dropFirst().firstIndex(of: "mount") {
+            arguments = Array(daemon.arguments[(at + 1)...])
+        } else {
+            arguments = []
+        }
+        guard !arguments.isEmpty, var command = try? MountCommand.parse(arguments) else {
             throw CommandFailure("cannot read the command line of the daemon (pid \(daemon.pid)) serving this mount")
         }
         let absolute = { (p: String) in p.hasPrefix("/") || daemon.cwd == nil ? p : daemon.cwd! + "/" + p }

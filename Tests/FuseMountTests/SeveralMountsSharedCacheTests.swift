@@ -18,9 +18,18 @@ final class SeveralMountsSharedCacheTests: XCTestCase {
         h.origin.setGeneratedFile("/tv/episode.mkv", length: 3 << 20, seed: 82)
     }
 
+    /// Leaves nothing behind: a process of the second mountpoint (a daemon of its own, had a
+    /// test failed, or an attached command), found by its command line, then the mounts.
     override func tearDown() {
-        if let h, Mountpoint.isMounted(second) { _ = umount2(second, Int32(MNT_DETACH)) }
-        h?.cleanup()
+        guard h != nil else { return }
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+            guard let pid = pid_t(entry), pid != getpid(),
+                  let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { continue }
+            let args = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+            if args.contains("--foreground") && args.contains(second) { kill(pid, SIGKILL) }
+        }
+        if Mountpoint.isMounted(second) { _ = umount2(second, Int32(MNT_DETACH)) }
+        h.cleanup()
     }
 
     /// `mount` of the second mountpoint on the same cache, as a user types it.
@@ -75,6 +84,73 @@ final class SeveralMountsSharedCacheTests: XCTestCase {
         XCTAssertEqual(try h.run("/bin/fusermount3", ["-u", second]).status, 0, "unmounted from outside")
         h.waitUntil("the daemon ends with its last mountpoint") { !h.isAlive(pid) }
         XCTAssertTrue(h.log.contains("unmounted \(second): it was the last mountpoint, the daemon ends"), h.log)
+    }
+
+    /// `url PATH` and `refresh PATH` act on the tree of the mountpoint PATH is in, even where
+    /// both trees have a file of the same name.
+    func testUrlAndRefreshOfAPathUseTheTreeOfItsOwnMountpoint() throws {
+        let first = try h.mount(["a.mkv=" + h.origin.url("/movies/film.mkv"), "--proxy-port", "0"], proxy: true)
+        XCTAssertEqual(first.status, 0, first.stderr + h.log)
+        let list = h.directory.appending("tv.list")
+        try "a.mkv = \(h.origin.url("/tv/episode.mkv"))\n".write(toFile: list, atomically: true, encoding: .utf8)
+        let r = try h.run(h.binary, ["mount", second, "--url-list", list, "--cache-dir", h.cacheDirectory,
+                                     "--log-file", h.logFile, "--proxy-port", "0"])
+        XCTAssertEqual(r.status, 0, r.stderr + h.log)
+
+        for (mountpoint, seed) in [(h.mountpoint, UInt64(81)), (second, 82)] {
+            let url = try h.run(h.binary, ["url", mountpoint + "/a.mkv"])
+            XCTAssertEqual(url.status, 0, url.stderr)
+            let c = try XCTUnwrap(URLComponents(string: url.stdout.trimmingCharacters(in: .whitespacesAndNewlines)), url.stdout)
+            let response = try RawHTTP.request(port: try XCTUnwrap(c.port), path: c.percentEncodedPath, headers: [("Range", "bytes=0-99")], timeout: 30)
+            XCTAssertEqual(response.status, 206)
+            XCTAssertEqual(response.body, OriginServer.generatedBytes(seed: seed, offset: 0, count: 100), "url \(mountpoint)/a.mkv")
+        }
+
+        try "a.mkv = \(h.origin.url("/tv/episode.mkv"))\nb.mkv = \(h.origin.url("/tv/episode.mkv"))\n"
+            .write(toFile: list, atomically: true, encoding: .utf8)
+        let refresh = try h.run(h.binary, ["refresh", second])
+        XCTAssertEqual(refresh.status, 0, refresh.stderr)
+        XCTAssertEqual(try POSIX.list(second).sorted(), ["a.mkv", "b.mkv"], refresh.stdout)
+        XCTAssertEqual(try POSIX.list(h.mountpoint), ["a.mkv"])
+    }
+
+    /// Two fstab lines naming one cache_dir: the second helper's mount joins the first's daemon;
+    /// `umount` of either lets only that one go.
+    func testTwoFstabMountsOfOneCacheShareTheDaemon() throws {
+        let helper = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("mount-helpers/mount.httpcachefs").path
+        let options = "_netdev,nofail,cache_dir=\(h.cacheDirectory),log_file=\(h.logFile),proxy_port=0"
+        for (source, mountpoint) in [(h.origin.url("/movies/film.mkv"), h.mountpoint), (h.origin.url("/tv/episode.mkv"), second)] {
+            let r = try h.run(helper, [source, mountpoint, "-o", options], environment: ["HTTPCACHEFS": h.binary])
+            XCTAssertEqual(r.status, 0, r.stderr + h.log)
+        }
+        let pid = try XCTUnwrap(h.daemonPID())
+        XCTAssertEqual(try statusOfOurCache().map { $0["pid"] as? Int }, [Int(pid)])
+        XCTAssertTrue(try POSIX.readAll(second + "/episode.mkv") == OriginServer.generatedBytes(seed: 82, offset: 0, count: 3 << 20))
+
+        XCTAssertEqual(try h.run("/bin/umount", [second]).status, 0)
+        h.waitUntil("the second mountpoint is let go") { h.log.contains("unmounted \(second); 1 mountpoint still served") }
+        XCTAssertTrue(h.isAlive(pid))
+        XCTAssertEqual(try POSIX.list(h.mountpoint), ["film.mkv"])
+        XCTAssertEqual(try h.run("/bin/umount", [h.mountpoint]).status, 0)
+        h.waitUntil("the daemon ends with its last mountpoint") { !h.isAlive(pid) }
+    }
+
+    /// Mounts of one cache started together (fstab at boot): whichever daemon loses the race for
+    /// the cache's lock, its mount joins the winner's; both succeed, one daemon serves both.
+    func testTwoMountsOfOneCacheStartedTogetherEndUpOnOneDaemon() throws {
+        let outputs = (0..<2).map { h.directory.appending("together-\($0).err") }
+        let commands = [(h.mountpoint, h.origin.url("/movies/film.mkv")), (second, h.origin.url("/tv/episode.mkv"))]
+        let pids = try zip(commands, outputs).map { command, err in
+            try Subprocess.spawn(h.binary, ["mount", command.0, command.1, "--cache-dir", h.cacheDirectory,
+                                            "--log-file", h.logFile, "--proxy-port", "0"], stderr: err)
+        }
+        for (pid, err) in zip(pids, outputs) {
+            XCTAssertEqual(Subprocess.wait(pid, timeout: 120), 0, ((try? String(contentsOfFile: err, encoding: .utf8)) ?? "") + h.log)
+        }
+        XCTAssertEqual(try statusOfOurCache().count, 1, "one daemon serves the cache")
+        XCTAssertEqual(try POSIX.list(h.mountpoint), ["film.mkv"])
+        XCTAssertEqual(try POSIX.list(second), ["episode.mkv"])
     }
 
     func testAMountAskingForAnotherCacheSizeIsRefusedInOneLine() throws {
