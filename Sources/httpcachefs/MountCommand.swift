@@ -36,6 +36,12 @@ struct MountCommand: AsyncParsableCommand {
             re-reads the URL list and every listing; so does 'httpcachefs refresh'). -o takes every setting in its fstab spelling too (cache_size=20G, by_url; a typo gets 'did you mean') and passes the rest to FUSE, e.g. -o allow_other (for users \
             other than root this needs 'user_allow_other' in /etc/fuse.conf). The proxy runs on \
             --proxy-port (default 8718) unless --no-proxy; a port in use fails the mount.
+
+            Several mounts on one cache: a mount whose cache a running mount daemon of yours \
+            holds is added to that daemon (its own tree and mount options; one cap, one proxy, one \
+            status page). Cache options left out follow the daemon; one given with another value \
+            is refused. 'httpcachefs unmount' lets one mountpoint go; the daemon ends with its \
+            last. With --foreground the command stays attached until its mountpoint goes.
             """
     )
 
