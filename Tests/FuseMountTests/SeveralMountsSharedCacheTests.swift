@@ -165,6 +165,17 @@ final class SeveralMountsSharedCacheTests: XCTestCase {
         XCTAssertFalse(Mountpoint.isMounted(second))
         XCTAssertTrue(h.isAlive(pid))
 
+        // The proxy is the daemon's too; a secret is named, never shown.
+        let port = try h.run(h.binary, ["mount", second, h.origin.url("/tv/episode.mkv"), "--cache-dir", h.cacheDirectory,
+                                        "--log-file", h.logFile, "--proxy-port", "8719"])
+        XCTAssertEqual(port.stderr.split(separator: "\n").count, 1, port.stderr)
+        XCTAssertTrue(port.stderr.contains("runs with --proxy-port 0; this mount asks for --proxy-port 8719: drop --proxy-port"), port.stderr)
+        let token = try mountSecond(["--token", "s3cret-value"])
+        XCTAssertNotEqual(token.status, 0)
+        XCTAssertTrue(token.stderr.contains("asks for another --token"), token.stderr)
+        XCTAssertFalse(token.stderr.contains("s3cret-value") || h.log.contains("s3cret-value"), token.stderr)
+        XCTAssertFalse(Mountpoint.isMounted(second))
+
         // The same value, said again, is no conflict.
         let same = try mountSecond(["--cache-size", "64M"])
         XCTAssertEqual(same.status, 0, same.stderr + h.log)
