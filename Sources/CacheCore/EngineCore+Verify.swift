@@ -79,7 +79,7 @@ extension EngineCore {
             }
             let url = shard.locked { entries -> String in
                 guard let entry = entries[entry] else { return entry.key.string }
-                entry.noteError("cached bytes were damaged on disk; fetched again")
+                entry.noteError("cached bytes were damaged on disk; fetched again", at: configuration.clock())
                 return entry.info.url
             }
             for x in bad {
@@ -100,31 +100,6 @@ extension EngineCore {
     private func markVerified(_ slice: Int64, of entry: EntryHandle, shard: Shard, generation: Int64) {
         shard.locked { entries in
             if let entry = entries[entry], entry.isCurrent(generation) { entry.unverified.remove(slice) }
-        }
-    }
-
-    /// The scrub: checks one unverified slice of some entry, if any (the sweeper calls it once a
-    /// second, so a cache is checked at about one slice per second besides the reads).
-    func scrubOne() {
-        // Slices become unverified only at start: once a look finds none, there is nothing more.
-        guard !scrubDone.load(ordering: .relaxed), !scrubbing.exchange(true, ordering: .acquiring) else { return }
-        var found: (Shard, EntryHandle, Int64, Int64)?
-        for shard in shards where found == nil {
-            found = shard.locked { entries in
-                for e in entries.all where e.isPersisted {
-                    if let s = e.unverified.first { return (shard, e.handle, s, e.info.generation) }
-                }
-                return nil
-            }
-        }
-        guard let (shard, entry, slice, generation) = found else {
-            scrubDone.store(true, ordering: .relaxed)
-            scrubbing.store(false, ordering: .releasing)
-            return
-        }
-        pool.submit(key: Self.verifyKey) { [self] in
-            verify(entry, shard: shard, slices: [slice], generation: generation)
-            scrubbing.store(false, ordering: .releasing)
         }
     }
 }

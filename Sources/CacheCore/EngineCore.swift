@@ -18,8 +18,8 @@ import Glibc
 /// it: each hands its result on by calling or submitting, never by blocking.
 ///
 /// Files: this one holds setup, metadata (open, probe, remote change); `+Read` the read path;
-/// `+Fetch` the sink that takes arriving bytes and writes them on its lane; `+Eviction` the cap;
-/// `+Maintenance` list/remove/verify.
+/// `+Fetch` the sink that takes arriving bytes and writes them on its lane; `Evictor` the cap;
+/// `+Maintenance` list/remove/verify; `Evictor` and `Maintenance` are parts that own their state.
 final class EngineCore: Sendable {
     /// The configuration in force; `sliceSize` is the one the cache was created with.
     let configuration: CacheConfiguration
@@ -37,7 +37,7 @@ final class EngineCore: Sendable {
     /// The engine's one pool for blocking I/O (`CacheConfiguration.blockingIOThreads`): answers
     /// of reads that waited (they open the data file), failures of reads, open answers, checksum
     /// checks (`verifyKey`: one at a time, in order), chunked reads (`ChunkedRead`), the
-    /// sweeper's maintenance (one at a time: `sweeping`) and removals. Its jobs never wait for
+    /// sweeper's maintenance (one at a time: `Maintenance.sweeping`) and removals. Its jobs never wait for
     /// one another.
     let pool: BlockingIOPool
     /// Read descriptors of data files that readers closed, for the next reader of that version.
@@ -46,16 +46,8 @@ final class EngineCore: Sendable {
     /// is a function of the URL and the rules, which never change for the engine's life.
     let recentKeys = RecentResults<CacheKey>(capacity: 256)
     /// Checks of slices from before this start run one at a time, in the order asked
-    /// (`EngineCore+Verify`): the serial queue they had, as a key of `pool`.
-    static let verifyKey: UInt64 = 1
-    /// The sweeper's once-a-second maintenance job (eviction, max age, index rows) is queued or
-    /// running: the next tick skips it rather than pile up behind a slow disk, so there is one
-    /// at a time.
-    let sweeping = ManagedAtomic<Bool>(false)
-    /// The scrub has a check queued or running.
-    let scrubbing = ManagedAtomic<Bool>(false)
-    /// The scrub found nothing left to check.
-    let scrubDone = ManagedAtomic<Bool>(false)
+    /// (`Maintenance.verifyKey`).
+    static let verifyKey = Maintenance.verifyKey
 
     var initialReadAhead: Int64 { configuration.initialReadAhead }
     /// Bytes fetched ahead of time when an entry is first opened (file headers, a moov atom start).
@@ -73,8 +65,6 @@ final class EngineCore: Sendable {
         /// must not start again at a version its old readers are bound to. Above every stored one.
         var lastGeneration: Int64 = 0
         var observers: [@Sendable (EntryInfo) -> Void] = []
-        /// Bytes on disk across all entries.
-        var totalBytes: Int64 = 0
         var testHook: (@Sendable (Step) -> Void)?
         /// When a transfer last warned that it could not cache (a full disk): once a minute is enough.
         var lastNoRoomWarning = 0.0
@@ -84,21 +74,15 @@ final class EngineCore: Sendable {
         var davEntries: Set<CacheKey> = []
     }
     private let counters = LockedValue(Counters())
-    private let sweeper = LockedValue<DispatchSourceTimer?>(nil)
     /// Transfers whose sink has not finished yet, so shutdown can wait for their last extents
     /// (broadcast when one finishes). Not a `DispatchGroup`: one freed while a sink that never
     /// finished had entered it ends the process.
     let activeSinks = ConditionLock(0)
-    /// Held by whoever chooses slices to evict (one at a time); never across their punches or
-    /// their index commit (`EngineCore+Eviction`).
-    let evictionLock = NSLock()
-    /// Eviction rounds whose holes are being punched, which a writer needing room waits for.
-    let rounds = EvictionRounds()
-    /// Evicted slices whose rows are still to be deleted (their commit failed on a full disk).
-    /// A leaf lock: `finishEvictions` takes them out before it commits.
-    let unfinishedEvictions = LockedValue<[EvictedSlice]>([])
-    /// The oldest slices of eviction's last scan, which its next rounds take from.
-    let evictionQueue = EvictionQueue()
+    /// The cap and the free-space floor: bytes on disk, room for writes, eviction rounds
+    /// (`Evictor`).
+    let evictor: Evictor
+    /// The sweeper, max age, the scrub, read statistics rows, the directory check (`Maintenance`).
+    let maintenance: Maintenance
     /// How the process before this one left the cache (logged at start).
     let previousStop: CacheIndex.PreviousStop
     /// Points where tests interleave other work deterministically (a removal while a transfer
@@ -106,14 +90,21 @@ final class EngineCore: Sendable {
     enum Step { case sinkWillWrite(offset: Int64), evictionFreedSlices }
     var testHook: (@Sendable (Step) -> Void)? {
         get { counters.withLock { $0.testHook } }
-        set { counters.withLock { $0.testHook = newValue } }
+        set {
+            counters.withLock { $0.testHook = newValue }
+            if let hook = newValue {
+                evictor.onFreedSlices = { @Sendable in hook(.evictionFreedSlices) }
+            } else {
+                evictor.onFreedSlices = nil
+            }
+        }
     }
     /// Writes arriving bytes off the fetch thread.
     let writes: WriteQueue
     /// The memory of arriving bytes: what waits for the writer, and what reads hold.
     let memory: MemoryBudget
     /// Bytes transfers may write before the cap and free space are looked at again.
-    let space = SpaceAllowance()
+    var space: SpaceAllowance { evictor.space }
     /// Entries with an open reader, which `--cache-max-age` leaves alone.
     let openReaders = OpenReaders()
 
@@ -146,7 +137,8 @@ final class EngineCore: Sendable {
         }
         configuration.keyRules.credentialKey = CredentialKey.load(directory: dir)
         do {
-            index = try CacheIndex.openSettingAsideIfDamaged(path: dir + "/index.sqlite", held: held, logger: logger)
+            index = try CacheIndex.openSettingAsideIfDamaged(path: dir + "/index.sqlite", held: held, logger: logger,
+                                                             now: configuration.clock)
         } catch {
             directoryLock.release()
             throw CacheError.storage(path: dir + "/index.sqlite", message: "\(error)")
@@ -181,6 +173,10 @@ final class EngineCore: Sendable {
                                             retained: configuration.readRetentionBudget))
         writes = WriteQueue(lanes: 2, memory: memory)
         shards = (0..<max(1, configuration.shardCount)).map { _ in Shard() }
+        evictor = Evictor(configuration: configuration, shards: shards, store: store, index: index, userPins: userPins,
+                          logger: logger, metrics: metrics)
+        maintenance = Maintenance(configuration: configuration, shards: shards, index: index, pool: pool, evictor: evictor,
+                                  directoryLock: directoryLock, openReaders: openReaders, logger: logger)
         try load()
         holdPinsUnderTheCap()
         switch previousStop {
@@ -188,11 +184,18 @@ final class EngineCore: Sendable {
         case .unclean: logger.notice("cache opened after an unclean stop (the last process did not close it)", metadata: ["directory": "\(dir)"])
         case .unknown: logger.debug("cache opened", metadata: ["directory": "\(dir)"])   // new: nothing to say
         }
-        startSweeper()
+        maintenance.start(.init(
+            expireLate: { [weak self] now in
+                self?.expireWaiters(now: now)
+                self?.expireOpens(now: now)
+            },
+            check: { [weak self] shard, entry, slice, generation in
+                self?.verify(entry, shard: shard, slices: [slice], generation: generation)
+            }))
     }
 
     func shutdown() {
-        sweeper.withLock { $0?.cancel() }
+        maintenance.stop()
         for shard in shards {
             let (fetches, waiting): ([FetchHandleBox], [Waiter.Completion]) = shard.locked { entries in
                 var f: [FetchHandleBox] = [], w: [Waiter.Completion] = []
@@ -244,11 +247,12 @@ final class EngineCore: Sendable {
 
     func shard(for key: CacheKey) -> Shard { shards[Int(key.stableHash % UInt64(shards.count))] }
 
-    var totalBytes: Int64 { counters.withLock { $0.totalBytes } }
+    var totalBytes: Int64 { evictor.totalBytes }
 
-    func addBytes(_ n: Int64) {
-        counters.withLock { $0.totalBytes += n }
-    }
+    func addBytes(_ n: Int64) { evictor.addBytes(n) }
+
+    /// Makes room for `bytes` about to be written (`Evictor.makeRoom`).
+    func makeRoom(for bytes: Int64) -> Bool { evictor.makeRoom(for: bytes) }
 
     /// Running transfers' handles, by fetch id (the table itself is pure state).
     let handles = HandleTable()
@@ -443,7 +447,7 @@ final class EngineCore: Sendable {
         entry.info.etag = head.etag
         entry.info.lastModified = head.lastModified
         entry.info.acceptsRanges = head.acceptsRanges || head.status == 206
-        entry.info.validatedAt = Date()
+        entry.info.validatedAt = configuration.clock()
         noteDAV(head.webDAV, key: entry.info.key)
     }
 
@@ -599,68 +603,6 @@ final class EngineCore: Sendable {
 
     // MARK: Read timeouts
 
-    /// The sweeper: a GCD timer at 4 Hz that fails reads past their deadline (shard locks only,
-    /// microseconds; their answers are submitted to `pool`) and, once a second, submits one
-    /// maintenance job to `pool` (`sweep`), skipped while the last one has not finished. It does
-    /// no disk I/O on the timer's thread.
-    private func startSweeper() {
-        // Made under the lock that keeps it: the timer and its handler never leave it.
-        sweeper.withLock { sweeper in
-            let t = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "httpcachefs.cache.sweeper"))
-            t.schedule(deadline: .now() + 0.25, repeating: 0.25)
-            var ticks = 0
-            t.setEventHandler { [weak self] in
-                guard let self else { return }
-                self.expireWaiters()
-                self.expireOpens()
-                ticks += 1
-                if ticks % 4 == 0, !self.sweeping.exchange(true, ordering: .acquiring) {
-                    let writeStats = ticks % 20 == 0
-                    self.pool.submit { [weak self] in
-                        guard let self else { return }
-                        self.sweep(writeStats: writeStats)
-                        self.sweeping.store(false, ordering: .releasing)
-                    }
-                }
-            }
-            t.resume()
-            sweeper = t
-        }
-    }
-
-    /// The sweeper's second: eviction at the cap and the free-space floor (the floor can be
-    /// crossed by other programs' files, so it is looked at even while nothing is written),
-    /// `--cache-max-age`, evictions whose index commit failed, the index's reserve once a full
-    /// disk has room for it again, the scrub's next slice, and every fifth second the read
-    /// statistics rows. A job of `pool`.
-    func sweep(writeStats: Bool) {
-        evictIfNeeded()
-        evictExpired(now: configuration.clock())
-        scrubOne()
-        finishEvictions()
-        if !index.hasReserve, roomLeft() > 2 * Int64(CacheIndex.reserveSize) { index.makeReserve() }
-        if writeStats {
-            writeReadStats()
-            checkDirectory()
-        }
-    }
-
-    /// Set once the cache directory was found deleted or replaced (`checkDirectory`).
-    let directoryLost = ManagedAtomic<Bool>(false)
-
-    /// Says once, as an error, that the cache directory was deleted or replaced under the running
-    /// engine; returns why (nil while it is in place). Every five seconds, from the sweeper.
-    @discardableResult
-    func checkDirectory() -> String? {
-        guard let why = directoryLock.displaced() else { return nil }
-        if !directoryLost.exchange(true, ordering: .relaxed) {
-            logger.error("the cache directory was deleted or replaced while this daemon runs: files already open are still read, but nothing new is kept, and 'httpcachefs status' no longer finds this daemon; stop it and start it again", metadata: [
-                "directory": "\(configuration.directory)", "why": "\(why)",
-            ])
-        }
-        return why
-    }
-
     /// At start: the pins learn their files' lengths (a pin's last slice ends at its file's
     /// end), and pins that keep more than half the cap (pinned under a larger cap, a restart with
     /// a smaller `--cache-size`) are released, whole files at a time, until they fit, so the cap
@@ -679,22 +621,6 @@ final class EngineCore: Sendable {
         }
         logger.warning("pins kept more than half the cache's cap; released the pins of some files so that the cap holds (pin them again with a larger --cache-size)", metadata: [
             "released": "\(released.count)", "pinned": "\(userPins.totalBytes)", "limit": "\(limit)"])
-    }
-
-    /// Hands the rows of entries read since the last call to the index (batched behind, as every
-    /// index write): last access and hit counts would otherwise reach it only with the next fetch.
-    func writeReadStats() {
-        for shard in shards {
-            let rows: [CacheIndex.EntryRow] = shard.locked { entries in
-                var out: [CacheIndex.EntryRow] = []
-                for e in entries.all where e.readStatsDirty {
-                    e.readStatsDirty = false
-                    if e.isPersisted { out.append(e.row()) }
-                }
-                return out
-            }
-            rows.forEach(index.updateEntry)
-        }
     }
 
     /// Opens not answered yet (`CacheEngine.open`), each with its deadline: the sweeper fails
