@@ -33,11 +33,7 @@ extension EngineCore {
     /// queued. Call under the shard lock.
     func slicesToVerifyAhead(_ entry: EntryState, after request: Range<Int64>) -> [Int64] {
         let first = store.sliceIndex(of: max(request.lowerBound, request.upperBound - 1)) + 1
-        let ahead = (first..<(first + Self.verifyAheadSlices)).filter {
-            entry.unverified.contains($0) && !entry.verifyQueued.contains($0)
-        }
-        entry.verifyQueued.formUnion(ahead)
-        return ahead
+        return entry.machine.verifyAheadRequested(Array(first..<(first + Self.verifyAheadSlices)))
     }
 
     /// Checks `slices` of `entry` (at `generation`) against their recorded checksums. Blocking:
@@ -49,9 +45,9 @@ extension EngineCore {
         // Removed (nothing found): nothing to check.
         let (id, wanted): (Int64?, [Int64]) = shard.locked { entries in
             guard let entry = entries[entry] else { return (nil, []) }
-            entry.verifyQueued.subtract(asked)
+            let unchecked = entry.machine.verifyStarted(asked)
             guard entry.isCurrent(generation) && entry.isPersisted else { return (nil, []) }
-            return (entry.id, asked.filter { entry.unverified.contains($0) })
+            return (entry.id, unchecked)
         }
         guard let id, !wanted.isEmpty else { return 0 }
         let extents: [CacheIndex.ExtentRow]
@@ -99,7 +95,7 @@ extension EngineCore {
 
     private func markVerified(_ slice: Int64, of entry: EntryHandle, shard: Shard, generation: Int64) {
         shard.locked { entries in
-            if let entry = entries[entry], entry.isCurrent(generation) { entry.unverified.remove(slice) }
+            if let entry = entries[entry], entry.isCurrent(generation) { entry.machine.verifyFinished(slice) }
         }
     }
 }

@@ -178,7 +178,7 @@ final class EngineCore: Sendable {
         maintenance = Maintenance(configuration: configuration, shards: shards, index: index, pool: pool, evictor: evictor,
                                   directoryLock: directoryLock, openReaders: openReaders, logger: logger)
         try load()
-        holdPinsUnderTheCap()
+        evictor.holdPinsUnderTheCap()
         switch previousStop {
         case .clean: logger.info("cache opened after a clean stop", metadata: ["directory": "\(dir)"])
         case .unclean: logger.notice("cache opened after an unclean stop (the last process did not close it)", metadata: ["directory": "\(dir)"])
@@ -488,8 +488,7 @@ final class EngineCore: Sendable {
         addBytes(-entry.coverage.count)
         entry.coverage = RangeSet()
         entry.unreadAhead = RangeSet()
-        entry.unverified = []
-        entry.verifyQueued = []
+        entry.machine.uncheckedSlicesForgotten()
         entry.pending.removeAll()
         entry.sliceBytes = [:]
         entry.sliceAccess = [:]
@@ -561,8 +560,8 @@ final class EngineCore: Sendable {
                         addBytes(added)
                     }
                     e.sliceAccess[sid.slice] = e.lastAccess
-                    e.unverified.insert(sid.slice)
                 }
+                e.machine.loadedUnchecked(kept.map(\.slice))
             }
         }
         let stale = outcome.stale, orphans = outcome.orphans
@@ -602,26 +601,6 @@ final class EngineCore: Sendable {
     }
 
     // MARK: Read timeouts
-
-    /// At start: the pins learn their files' lengths (a pin's last slice ends at its file's
-    /// end), and pins that keep more than half the cap (pinned under a larger cap, a restart with
-    /// a smaller `--cache-size`) are released, whole files at a time, until they fit, so the cap
-    /// holds with pins in every case. Said as a warning, with the way to pin again.
-    func holdPinsUnderTheCap() {
-        for (key, set) in userPins.all() {
-            if let length = shard(for: key).locked({ $0[key]?.info.length }) { userPins.set(key, set, length: length) }
-        }
-        let limit = configuration.capacity / 2
-        guard userPins.totalBytes > limit else { return }
-        var released: [String] = []
-        for key in userPins.all().keys.sorted(by: { $0.string > $1.string }) where userPins.totalBytes > limit {
-            do { try index.setPins(key: key.string, []) } catch { break }
-            userPins.set(key, RangeSet())
-            released.append(key.string)
-        }
-        logger.warning("pins kept more than half the cache's cap; released the pins of some files so that the cap holds (pin them again with a larger --cache-size)", metadata: [
-            "released": "\(released.count)", "pinned": "\(userPins.totalBytes)", "limit": "\(limit)"])
-    }
 
     /// Opens not answered yet (`CacheEngine.open`), each with its deadline: the sweeper fails
     /// those past it with `.timeout` and drops those answered meanwhile.

@@ -54,9 +54,9 @@ final class EntryState {
     var unreadAhead = RangeSet()
     /// Slices on disk since before this start whose extents were not checked against their
     /// checksums yet: their bytes are served only after the check (`EngineCore+Verify`).
-    var unverified = Set<Int64>()
+    var unverified: Set<Int64> { machine.unverified }
     /// Unchecked slices a job will check ahead of a reader (`slicesToVerifyAhead`): not queued twice.
-    var verifyQueued = Set<Int64>()
+    var verifyQueued: Set<Int64> { machine.verifyQueued }
     /// Reads that timed out lately, by reader: the kernel's retry of one (the same file handle,
     /// the same bytes) fails at once instead of waiting `readTimeout` again.
     var timedOut: [(reader: Int, range: Range<Int64>, at: Double)] = []

@@ -52,6 +52,10 @@ struct EntryStateMachine<Open> {
         var ignoredRanges = 0
         /// Slices whose rows an eviction is deleting (`EntryStateMachine+Eviction`).
         var evicting: Set<Int64> = []
+        /// Slices not checked since this start, and those queued for a check
+        /// (`EntryStateMachine+Verify`).
+        var unverified: Set<Int64> = []
+        var verifyQueued: Set<Int64> = []
     }
 
     private(set) var state: State

@@ -268,4 +268,24 @@ final class Evictor: Sendable {
             return Candidate(shard: shard, key: key, slice: s, access: e.sliceAccess[s] ?? e.lastAccess, bytes: n)
         }
     }
+
+    /// At start: the pins learn their files' lengths (a pin's last slice ends at its file's
+    /// end), and pins that keep more than half the cap (pinned under a larger cap, a restart with
+    /// a smaller `--cache-size`) are released, whole files at a time, until they fit, so the cap
+    /// holds with pins in every case. Said as a warning, with the way to pin again.
+    func holdPinsUnderTheCap() {
+        for (key, set) in userPins.all() {
+            if let length = shards[Int(key.stableHash % UInt64(shards.count))].locked({ $0[key]?.info.length }) { userPins.set(key, set, length: length) }
+        }
+        let limit = configuration.capacity / 2
+        guard userPins.totalBytes > limit else { return }
+        var released: [String] = []
+        for key in userPins.all().keys.sorted(by: { $0.string > $1.string }) where userPins.totalBytes > limit {
+            do { try index.setPins(key: key.string, []) } catch { break }
+            userPins.set(key, RangeSet())
+            released.append(key.string)
+        }
+        logger.warning("pins kept more than half the cache's cap; released the pins of some files so that the cap holds (pin them again with a larger --cache-size)", metadata: [
+            "released": "\(released.count)", "pinned": "\(userPins.totalBytes)", "limit": "\(limit)"])
+    }
 }
