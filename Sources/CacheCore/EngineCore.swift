@@ -9,17 +9,21 @@ import Glibc
 ///
 /// State is sharded by cache key: each `Shard` has its own lock, so readers of unrelated files never
 /// contend. Disk and network I/O never happen under a shard lock (an entry's id is handed out in
-/// memory, its row written behind), nor under `evictionLock`, which guards only the choice of
-/// slices to evict. Threads (docs/threads.md): completions of reads that waited, checksum checks,
+/// memory, its row written behind), nor under the evictor's lock, which guards only the choice
+/// of slices to evict. Threads (docs/threads.md): completions of reads that waited, checksum checks,
 /// chunked reads, the sweeper's eviction and removals run as jobs on `pool`, the engine's one
 /// bounded pool for blocking I/O (not Swift's cooperative pool, not a thread per call); slice
-/// writes run on `writes` (WriteQueue's lanes), never on the fetch thread; the sweeper is a GCD
-/// timer that fails late reads and submits the rest. No job of `pool` waits for another job of
+/// writes run on `writes` (WriteQueue's lanes), never on the fetch thread; the sweeper
+/// (`Maintenance`) is a GCD timer that fails late reads and submits the rest. No job of `pool` waits for another job of
 /// it: each hands its result on by calling or submitting, never by blocking.
 ///
-/// Files: this one holds setup, metadata (open, probe, remote change); `+Read` the read path;
-/// `+Fetch` the sink that takes arriving bytes and writes them on its lane; `Evictor` the cap;
-/// `+Maintenance` list/remove/verify; `Evictor` and `Maintenance` are parts that own their state.
+/// Files: this one holds the shards, the wiring and metadata (open, probe, remote change);
+/// `+Read` the read path; `+Fetch` the sink that takes arriving bytes and writes them on its
+/// lane; `+Maintenance` list/remove/verify (`cache ls/rm/verify`); `+Verify` the checksum check.
+/// Parts that own their state, each with its design note: `Evictor` (the cap, the free-space
+/// floor, eviction rounds), `Maintenance` (the sweeper, max age, the scrub, read statistics, the
+/// directory check), `CacheLoad` (the start), `EngineClock` (time, injected by tests). An
+/// entry's decisions are its `EntryStateMachine`'s.
 final class EngineCore: Sendable {
     /// The configuration in force; `sliceSize` is the one the cache was created with.
     let configuration: CacheConfiguration
@@ -177,7 +181,9 @@ final class EngineCore: Sendable {
                           logger: logger, metrics: metrics)
         maintenance = Maintenance(configuration: configuration, shards: shards, index: index, pool: pool, evictor: evictor,
                                   directoryLock: directoryLock, openReaders: openReaders, logger: logger)
-        try load()
+        let lastGeneration = try CacheLoad(configuration: configuration, store: store, index: index, shards: shards,
+                                           evictor: evictor, logger: logger).run()
+        counters.withLock { $0.lastGeneration = lastGeneration }
         evictor.holdPinsUnderTheCap()
         switch previousStop {
         case .clean: logger.info("cache opened after a clean stop", metadata: ["directory": "\(dir)"])
@@ -245,7 +251,10 @@ final class EngineCore: Sendable {
         }
     }
 
-    func shard(for key: CacheKey) -> Shard { shards[Int(key.stableHash % UInt64(shards.count))] }
+    func shard(for key: CacheKey) -> Shard { Self.shard(for: key, in: shards) }
+
+    /// The shard a key's entry lives in (the parts that hold the shards ask the same).
+    static func shard(for key: CacheKey, in shards: [Shard]) -> Shard { shards[Int(key.stableHash % UInt64(shards.count))] }
 
     var totalBytes: Int64 { evictor.totalBytes }
 
@@ -505,99 +514,6 @@ final class EngineCore: Sendable {
         }
         if isFile { notifyChanged(entry.info) }
         return cancelled
-    }
-
-    // MARK: Startup
-
-    /// Loads the index into memory, dropping extents whose files are gone or were being evicted
-    /// when a previous process died, and deleting data files (and punching slices) that no row
-    /// describes; what cannot be checked is kept (`StartupCheck`).
-    private func load() throws {
-        let loaded: (entries: [CacheIndex.EntryRow], extents: [CacheIndex.ExtentRow])
-        do { loaded = try index.loadAll() } catch {
-            throw CacheError.storage(path: configuration.directory + "/index.sqlite", message: "\(error)")
-        }
-        // Each entry is made in its shard's table, under its lock (the table is a `LockedValue`):
-        // what the steps below need of it is its key and version, by row id.
-        var byID: [Int64: (key: CacheKey, generation: Int64)] = [:]
-        for r in loaded.entries {
-            let info = r.info
-            shard(for: info.key).locked { entries in
-                let e = EntryState(id: r.id, info: info, lastAccess: r.lastAccess)
-                e.hits = r.hits; e.misses = r.misses; e.bytesFromCache = r.bytesFromCache; e.bytesFromOrigin = r.bytesFromOrigin
-                if let err = r.lastError { e.recentErrors = [err] }
-                e.savedRow = e.row()
-                entries.add(e)
-            }
-            byID[r.id] = (info.key, info.generation)
-            counters.withLock { $0.lastGeneration = max($0.lastGeneration, info.generation) }
-        }
-        // Slice files of the layout before data files are moved in first.
-        let check = StartupCheck(store: store, logger: logger, open: configuration.openDataFileForCheck)
-        for bucket in check.listed(store.dataDirectory) ?? [] {
-            let dir = store.dataDirectory + "/" + bucket
-            for name in check.listed(dir) ?? [] {
-                if let p = DataFiles.parseLegacySlice(fileName: name) {
-                    migrate(slice: dir + "/" + name, p.slice, into: p.entry, p.generation)
-                } else if name.hasSuffix(".evicting") {
-                    unlink(dir + "/" + name)   // an eviction of the old layout that did not finish
-                }
-            }
-        }
-        var extentsBySlice: [CacheIndex.SliceID: [CacheIndex.ExtentRow]] = [:]
-        for x in loaded.extents {
-            extentsBySlice[.init(entryID: x.entryID, generation: x.generation, slice: x.slice), default: []].append(x)
-        }
-        let outcome = check.run(extents: extentsBySlice) { file in byID[file.entry]?.generation == file.generation }
-        for (entryID, kept) in Dictionary(grouping: outcome.kept, by: \.entryID) {
-            guard let key = byID[entryID]?.key else { continue }
-            shard(for: key).locked { entries in
-                guard let e = entries[key] else { return }
-                for sid in kept {
-                    for x in extentsBySlice[sid] ?? [] {
-                        let added = e.coverage.insert(x.start..<x.end)
-                        e.sliceBytes[x.slice, default: 0] += added
-                        addBytes(added)
-                    }
-                    e.sliceAccess[sid.slice] = e.lastAccess
-                }
-                e.machine.loadedUnchecked(kept.map(\.slice))
-            }
-        }
-        let stale = outcome.stale, orphans = outcome.orphans
-        if !stale.isEmpty || !orphans.isEmpty || outcome.unusedSlices > 0 {
-            logger.info("cleaning the cache: dropping rows whose bytes are gone, deleting what no row describes", metadata: [
-                "stale_slices": "\(stale.count)", "orphan_files": "\(orphans.count)", "unused_slices": "\(outcome.unusedSlices)"])
-            try? index.deleteSlices(Array(stale)) {
-                for f in orphans { store.remove(entry: f.entry, generation: f.generation) }
-            }
-        }
-        if outcome.unchecked > 0 {
-            logger.warning("some cached files could not be checked at start and were kept as they were",
-                           metadata: ["unchecked": "\(outcome.unchecked)"])
-        }
-    }
-
-    /// Moves a slice file of the layout before data files into its data file (start only). The
-    /// slice file is gone afterwards; bytes that did not make it read as a hole, whose rows are
-    /// then dropped (and the bytes fetched again).
-    private func migrate(slice path: String, _ slice: Int64, into entry: Int64, _ generation: Int64) {
-        defer { unlink(path) }
-        let from = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-        guard from >= 0 else { return }
-        defer { Glibc.close(from) }
-        guard let to = try? store.openForWriting(entry: entry, generation: generation) else { return }
-        defer { Glibc.close(to) }
-        var st = stat()
-        guard fstat(from, &st) == 0 else { return }
-        var inOffset = off_t(0), outOffset = off_t(slice * configuration.sliceSize)
-        var left = Int(st.st_size)
-        while left > 0 {
-            let n = LinuxFileCalls.copyFileRange(from: from, at: &inOffset, to: to, at: &outOffset, length: left)
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return }
-            left -= n
-        }
     }
 
     // MARK: Read timeouts

@@ -275,7 +275,7 @@ final class Evictor: Sendable {
     /// holds with pins in every case. Said as a warning, with the way to pin again.
     func holdPinsUnderTheCap() {
         for (key, set) in userPins.all() {
-            if let length = shards[Int(key.stableHash % UInt64(shards.count))].locked({ $0[key]?.info.length }) { userPins.set(key, set, length: length) }
+            if let length = EngineCore.shard(for: key, in: shards).locked({ $0[key]?.info.length }) { userPins.set(key, set, length: length) }
         }
         let limit = configuration.capacity / 2
         guard userPins.totalBytes > limit else { return }
