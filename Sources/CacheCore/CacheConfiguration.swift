@@ -39,8 +39,14 @@ public struct CacheConfiguration: Sendable {
     /// `--ignore-etag`: versions are told apart by length and Last-Modified only, and `If-Range`
     /// carries Last-Modified (for origins whose ETags change on every answer).
     public var ignoreETag = false
-    /// The time reads are stamped with and entries are aged by: tests pass a clock of their own.
-    public var clock: @Sendable () -> Date = { Date() }
+    /// The engine's clocks (`EngineClock`): tests pass clocks of their own.
+    public var engineClock = EngineClock.system
+    /// The time reads are stamped with and entries are aged by (`engineClock`'s wall clock):
+    /// tests pass a clock of their own.
+    public var clock: @Sendable () -> Date {
+        get { engineClock.wall }
+        set { engineClock.wall = newValue }
+    }
     /// The `MemoryBudget`'s shares. Arrived bytes that may wait for the disk writer, in all and
     /// per transfer: memory bounded by design (a transfer past its share pauses until the writer
     /// drained).

@@ -18,7 +18,7 @@ extension CacheEngine {
             return
         }
         let kept = keptDocuments.load(method: method, key: key)
-        if let kept, maxAge > 0, Date().timeIntervalSince(kept.storedAt) < maxAge {
+        if let kept, maxAge > 0, core.configuration.clock().timeIntervalSince(kept.storedAt) < maxAge {
             return completion(.success(kept.body))
         }
         let url = DisplayURL.redacted(request.url)
@@ -27,14 +27,14 @@ extension CacheEngine {
             return completion(.success(kept.body))
         }
         let store = keptDocuments
-        let logger = self.logger
+        let logger = self.logger, clock = core.configuration.clock
         let sink = DocumentSink(url: request.url, limit: limit) { result in
             switch result {
             case let .success(body):
                 // Only a multistatus is worth keeping (the fetcher tells no 207 from a 200: a
                 // server answering PROPFIND with a page must not replace a good listing).
                 if Self.looksLikeMultistatus(body) {
-                    do { try store.store(method: method, key: key, body: body, at: Date()) } catch {
+                    do { try store.store(method: method, key: key, body: body, at: clock()) } catch {
                         logger.warning("cannot keep a listing for offline use", metadata: ["url": "\(url)", "error": "\(error)"])
                     }
                 }

@@ -44,12 +44,12 @@ public final class CacheEngine: Sendable {
                 afterShutdown: (@Sendable () -> Void)? = nil) throws {
         self.logger = logger
         self.afterShutdown = afterShutdown
-        let metrics = CacheMetrics(factory: metricsFactory)
+        let metrics = CacheMetrics(factory: metricsFactory, clock: configuration.engineClock)
         self.metrics = metrics
-        let health = OriginHealthSource(source, logger: logger)
+        let health = OriginHealthSource(source, logger: logger, now: configuration.clock)
         self.originHealth = health
         self.tier = source as? TierReporting
-        self.tracker = FetchTracker(health, metrics: metrics)
+        self.tracker = FetchTracker(health, metrics: metrics, clock: configuration.clock)
         self.core = try EngineCore(configuration: configuration, source: tracker, logger: logger, metrics: metrics,
                                    originHealth: health)
         self.keptDocuments = KeptDocuments(held: core.store.held)
@@ -104,7 +104,7 @@ public final class CacheEngine: Sendable {
         // engine's sweeper, which fails late reads, fails late opens too (`expireOpens`).
         if !answer.isAnswered {
             core.waitingOpens.withLock {
-                $0.append((deadline: Date().timeIntervalSince1970 + core.configuration.readTimeout, url: url, answer: answer))
+                $0.append((deadline: core.configuration.engineClock.now + core.configuration.readTimeout, url: url, answer: answer))
             }
         }
     }
@@ -124,7 +124,7 @@ public final class CacheEngine: Sendable {
     ///     read-ahead stops there, so the origin sends exactly the bytes asked for.
     ///   - door: where its reads come from, for the counters.
     ///   - requestStartedAt: for a proxy response, when its request arrived
-    ///     (`DispatchTime.now().uptimeNanoseconds`): its first read is its time to first byte.
+    ///     (`EngineClock.uptimeNanoseconds`): its first read is its time to first byte.
     ///   - background: a warm-up (`preload`): its fetches run in the lowest class, after every
     ///     other reader's (the same as `readerClass: .background`).
     ///   - readerClass: who reads (a scanner, a player, a process nobody listed): its read-ahead
@@ -135,7 +135,7 @@ public final class CacheEngine: Sendable {
         let readerClass = background ? .background : readerClass
         return CacheReader(core: core, entry: entry, end: end, readerClass: readerClass,
                            accounting: ReadAccounting(metrics: metrics, door: door, entry: entry, requestStartedAt: requestStartedAt,
-                                                      readerClass: readerClass))
+                                                      readerClass: readerClass, clock: core.configuration.engineClock))
     }
 
     /// Called (on an engine thread) whenever an entry is found to have changed remotely.
@@ -230,7 +230,7 @@ public final class CacheReader: Sendable {
     /// does no I/O but, at most, opening the data file once per reader), else on an engine thread.
     public func lease(offset: Int64, length: Int,
                       completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void) {
-        let accounting = accounting, started = DispatchTime.now().uptimeNanoseconds
+        let accounting = accounting, started = core.configuration.engineClock.uptimeNanoseconds()
         core.read(reader: state, offset: offset, length: length) { result in
             accounting.readEnded(result, offset: offset, length: length, startedAt: started)
             completion(result)

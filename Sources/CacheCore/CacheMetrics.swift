@@ -15,7 +15,9 @@ import Foundation
 /// scrape (`CacheEngine.recordMetricGauges()`).
 public final class CacheMetrics: Sendable {
     /// When this cache was opened (the daemon's start, for a daemon).
-    public let startedAt = Date()
+    public let startedAt: Date
+    /// Stamps the recent errors.
+    private let clock: EngineClock
 
     // Indexed by `ReadDoor.index`, then [cache, origin] / [hit, miss].
     private let servedBytes: [[Tally]]
@@ -91,7 +93,9 @@ public final class CacheMetrics: Sendable {
 
     /// Makes every metric through `factory`; the default records nothing but the totals (a cache
     /// with no `/metrics`: the CLI, most tests).
-    public init(factory: any MetricsFactory = NOOPMetricsHandler.instance) {
+    public init(factory: any MetricsFactory = NOOPMetricsHandler.instance, clock: EngineClock = .system) {
+        self.clock = clock
+        startedAt = clock.wall()
         let results = ["hit", "miss"]
         failedOpens = Tally("httpcachefs_failed_opens_total", [], factory)
         failedReads = ReadDoor.allCases.map { Tally("httpcachefs_reads_total", [("door", $0.rawValue), ("result", "failed")], factory) }
@@ -195,7 +199,7 @@ public final class CacheMetrics: Sendable {
         case let .notFound(_, s), let .forbidden(_, s), let .httpStatus(_, s): status = s
         default: status = nil
         }
-        let record = ErrorRecord(time: Date(), url: url, start: range?.lowerBound, end: range.map { $0.upperBound - 1 },
+        let record = ErrorRecord(time: clock.wall(), url: url, start: range?.lowerBound, end: range.map { $0.upperBound - 1 },
                                  kind: kind.rawValue, status: status, cause: error.description)
         listed.withLock { $0.recent.append(record) }
     }

@@ -15,15 +15,16 @@ import Logging
 /// permission, a full disk) are thrown as before: they say nothing about the file's contents.
 extension CacheIndex {
     /// Opens the index at `path`, setting it aside and starting a new one if it is damaged.
-    static func openSettingAsideIfDamaged(path: String, held: HeldDirectory? = nil, logger: Logger) throws -> CacheIndex {
+    static func openSettingAsideIfDamaged(path: String, held: HeldDirectory? = nil, logger: Logger,
+                                          now: @Sendable () -> Date = EngineClock.system.wall) throws -> CacheIndex {
         do {
             let index = try CacheIndex(path: path, held: held)
             let problems = try index.quickCheck()
             guard !problems.isEmpty else { return index }
             try? index.pool.close()
-            try setAside(path: path, cause: problems.prefix(3).joined(separator: "; "), logger: logger)
+            try setAside(path: path, cause: problems.prefix(3).joined(separator: "; "), logger: logger, at: now())
         } catch let error as DatabaseError where isDamage(error) {
-            try setAside(path: path, cause: "\(error)", logger: logger)
+            try setAside(path: path, cause: "\(error)", logger: logger, at: now())
         }
         return try CacheIndex(path: path, held: held)
     }
@@ -40,8 +41,8 @@ extension CacheIndex {
     }
 
     /// Renames the index and its WAL and shared-memory files out of the way.
-    private static func setAside(path: String, cause: String, logger: Logger) throws {
-        let stamp = Self.stamp(Date())
+    private static func setAside(path: String, cause: String, logger: Logger, at time: Date) throws {
+        let stamp = Self.stamp(time)
         let target = path + ".damaged-" + stamp
         guard rename(path, target) == 0 else {
             throw StorageError(path: path, message: "the index is damaged (\(cause)) and cannot be set aside: "

@@ -33,11 +33,7 @@ extension EngineCore {
     /// queued. Call under the shard lock.
     func slicesToVerifyAhead(_ entry: EntryState, after request: Range<Int64>) -> [Int64] {
         let first = store.sliceIndex(of: max(request.lowerBound, request.upperBound - 1)) + 1
-        let ahead = (first..<(first + Self.verifyAheadSlices)).filter {
-            entry.unverified.contains($0) && !entry.verifyQueued.contains($0)
-        }
-        entry.verifyQueued.formUnion(ahead)
-        return ahead
+        return entry.machine.verifyAheadRequested(Array(first..<(first + Self.verifyAheadSlices)))
     }
 
     /// Checks `slices` of `entry` (at `generation`) against their recorded checksums. Blocking:
@@ -49,9 +45,9 @@ extension EngineCore {
         // Removed (nothing found): nothing to check.
         let (id, wanted): (Int64?, [Int64]) = shard.locked { entries in
             guard let entry = entries[entry] else { return (nil, []) }
-            entry.verifyQueued.subtract(asked)
+            let unchecked = entry.machine.verifyStarted(asked)
             guard entry.isCurrent(generation) && entry.isPersisted else { return (nil, []) }
-            return (entry.id, asked.filter { entry.unverified.contains($0) })
+            return (entry.id, unchecked)
         }
         guard let id, !wanted.isEmpty else { return 0 }
         let extents: [CacheIndex.ExtentRow]
@@ -79,7 +75,7 @@ extension EngineCore {
             }
             let url = shard.locked { entries -> String in
                 guard let entry = entries[entry] else { return entry.key.string }
-                entry.noteError("cached bytes were damaged on disk; fetched again")
+                entry.noteError("cached bytes were damaged on disk; fetched again", at: configuration.clock())
                 return entry.info.url
             }
             for x in bad {
@@ -99,32 +95,7 @@ extension EngineCore {
 
     private func markVerified(_ slice: Int64, of entry: EntryHandle, shard: Shard, generation: Int64) {
         shard.locked { entries in
-            if let entry = entries[entry], entry.isCurrent(generation) { entry.unverified.remove(slice) }
-        }
-    }
-
-    /// The scrub: checks one unverified slice of some entry, if any (the sweeper calls it once a
-    /// second, so a cache is checked at about one slice per second besides the reads).
-    func scrubOne() {
-        // Slices become unverified only at start: once a look finds none, there is nothing more.
-        guard !scrubDone.load(ordering: .relaxed), !scrubbing.exchange(true, ordering: .acquiring) else { return }
-        var found: (Shard, EntryHandle, Int64, Int64)?
-        for shard in shards where found == nil {
-            found = shard.locked { entries in
-                for e in entries.all where e.isPersisted {
-                    if let s = e.unverified.first { return (shard, e.handle, s, e.info.generation) }
-                }
-                return nil
-            }
-        }
-        guard let (shard, entry, slice, generation) = found else {
-            scrubDone.store(true, ordering: .relaxed)
-            scrubbing.store(false, ordering: .releasing)
-            return
-        }
-        pool.submit(key: Self.verifyKey) { [self] in
-            verify(entry, shard: shard, slices: [slice], generation: generation)
-            scrubbing.store(false, ordering: .releasing)
+            if let entry = entries[entry], entry.isCurrent(generation) { entry.machine.verifyFinished(slice) }
         }
     }
 }

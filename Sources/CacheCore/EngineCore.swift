@@ -9,17 +9,21 @@ import Glibc
 ///
 /// State is sharded by cache key: each `Shard` has its own lock, so readers of unrelated files never
 /// contend. Disk and network I/O never happen under a shard lock (an entry's id is handed out in
-/// memory, its row written behind), nor under `evictionLock`, which guards only the choice of
-/// slices to evict. Threads (docs/threads.md): completions of reads that waited, checksum checks,
+/// memory, its row written behind), nor under the evictor's lock, which guards only the choice
+/// of slices to evict. Threads (docs/threads.md): completions of reads that waited, checksum checks,
 /// chunked reads, the sweeper's eviction and removals run as jobs on `pool`, the engine's one
 /// bounded pool for blocking I/O (not Swift's cooperative pool, not a thread per call); slice
-/// writes run on `writes` (WriteQueue's lanes), never on the fetch thread; the sweeper is a GCD
-/// timer that fails late reads and submits the rest. No job of `pool` waits for another job of
+/// writes run on `writes` (WriteQueue's lanes), never on the fetch thread; the sweeper
+/// (`Maintenance`) is a GCD timer that fails late reads and submits the rest. No job of `pool` waits for another job of
 /// it: each hands its result on by calling or submitting, never by blocking.
 ///
-/// Files: this one holds setup, metadata (open, probe, remote change); `+Read` the read path;
-/// `+Fetch` the sink that takes arriving bytes and writes them on its lane; `+Eviction` the cap;
-/// `+Maintenance` list/remove/verify.
+/// Files: this one holds the shards, the wiring and metadata (open, probe, remote change);
+/// `+Read` the read path; `+Fetch` the sink that takes arriving bytes and writes them on its
+/// lane; `+Maintenance` list/remove/verify (`cache ls/rm/verify`); `+Verify` the checksum check.
+/// Parts that own their state, each with its design note: `Evictor` (the cap, the free-space
+/// floor, eviction rounds), `Maintenance` (the sweeper, max age, the scrub, read statistics, the
+/// directory check), `CacheLoad` (the start), `EngineClock` (time, injected by tests). An
+/// entry's decisions are its `EntryStateMachine`'s.
 final class EngineCore: Sendable {
     /// The configuration in force; `sliceSize` is the one the cache was created with.
     let configuration: CacheConfiguration
@@ -37,7 +41,7 @@ final class EngineCore: Sendable {
     /// The engine's one pool for blocking I/O (`CacheConfiguration.blockingIOThreads`): answers
     /// of reads that waited (they open the data file), failures of reads, open answers, checksum
     /// checks (`verifyKey`: one at a time, in order), chunked reads (`ChunkedRead`), the
-    /// sweeper's maintenance (one at a time: `sweeping`) and removals. Its jobs never wait for
+    /// sweeper's maintenance (one at a time: `Maintenance.sweeping`) and removals. Its jobs never wait for
     /// one another.
     let pool: BlockingIOPool
     /// Read descriptors of data files that readers closed, for the next reader of that version.
@@ -46,16 +50,8 @@ final class EngineCore: Sendable {
     /// is a function of the URL and the rules, which never change for the engine's life.
     let recentKeys = RecentResults<CacheKey>(capacity: 256)
     /// Checks of slices from before this start run one at a time, in the order asked
-    /// (`EngineCore+Verify`): the serial queue they had, as a key of `pool`.
-    static let verifyKey: UInt64 = 1
-    /// The sweeper's once-a-second maintenance job (eviction, max age, index rows) is queued or
-    /// running: the next tick skips it rather than pile up behind a slow disk, so there is one
-    /// at a time.
-    let sweeping = ManagedAtomic<Bool>(false)
-    /// The scrub has a check queued or running.
-    let scrubbing = ManagedAtomic<Bool>(false)
-    /// The scrub found nothing left to check.
-    let scrubDone = ManagedAtomic<Bool>(false)
+    /// (`Maintenance.verifyKey`).
+    static let verifyKey = Maintenance.verifyKey
 
     var initialReadAhead: Int64 { configuration.initialReadAhead }
     /// Bytes fetched ahead of time when an entry is first opened (file headers, a moov atom start).
@@ -73,8 +69,6 @@ final class EngineCore: Sendable {
         /// must not start again at a version its old readers are bound to. Above every stored one.
         var lastGeneration: Int64 = 0
         var observers: [@Sendable (EntryInfo) -> Void] = []
-        /// Bytes on disk across all entries.
-        var totalBytes: Int64 = 0
         var testHook: (@Sendable (Step) -> Void)?
         /// When a transfer last warned that it could not cache (a full disk): once a minute is enough.
         var lastNoRoomWarning = 0.0
@@ -84,21 +78,15 @@ final class EngineCore: Sendable {
         var davEntries: Set<CacheKey> = []
     }
     private let counters = LockedValue(Counters())
-    private let sweeper = LockedValue<DispatchSourceTimer?>(nil)
     /// Transfers whose sink has not finished yet, so shutdown can wait for their last extents
     /// (broadcast when one finishes). Not a `DispatchGroup`: one freed while a sink that never
     /// finished had entered it ends the process.
     let activeSinks = ConditionLock(0)
-    /// Held by whoever chooses slices to evict (one at a time); never across their punches or
-    /// their index commit (`EngineCore+Eviction`).
-    let evictionLock = NSLock()
-    /// Eviction rounds whose holes are being punched, which a writer needing room waits for.
-    let rounds = EvictionRounds()
-    /// Evicted slices whose rows are still to be deleted (their commit failed on a full disk).
-    /// A leaf lock: `finishEvictions` takes them out before it commits.
-    let unfinishedEvictions = LockedValue<[EvictedSlice]>([])
-    /// The oldest slices of eviction's last scan, which its next rounds take from.
-    let evictionQueue = EvictionQueue()
+    /// The cap and the free-space floor: bytes on disk, room for writes, eviction rounds
+    /// (`Evictor`).
+    let evictor: Evictor
+    /// The sweeper, max age, the scrub, read statistics rows, the directory check (`Maintenance`).
+    let maintenance: Maintenance
     /// How the process before this one left the cache (logged at start).
     let previousStop: CacheIndex.PreviousStop
     /// Points where tests interleave other work deterministically (a removal while a transfer
@@ -106,14 +94,21 @@ final class EngineCore: Sendable {
     enum Step { case sinkWillWrite(offset: Int64), evictionFreedSlices }
     var testHook: (@Sendable (Step) -> Void)? {
         get { counters.withLock { $0.testHook } }
-        set { counters.withLock { $0.testHook = newValue } }
+        set {
+            counters.withLock { $0.testHook = newValue }
+            if let hook = newValue {
+                evictor.onFreedSlices = { @Sendable in hook(.evictionFreedSlices) }
+            } else {
+                evictor.onFreedSlices = nil
+            }
+        }
     }
     /// Writes arriving bytes off the fetch thread.
     let writes: WriteQueue
     /// The memory of arriving bytes: what waits for the writer, and what reads hold.
     let memory: MemoryBudget
     /// Bytes transfers may write before the cap and free space are looked at again.
-    let space = SpaceAllowance()
+    var space: SpaceAllowance { evictor.space }
     /// Entries with an open reader, which `--cache-max-age` leaves alone.
     let openReaders = OpenReaders()
 
@@ -146,7 +141,8 @@ final class EngineCore: Sendable {
         }
         configuration.keyRules.credentialKey = CredentialKey.load(directory: dir)
         do {
-            index = try CacheIndex.openSettingAsideIfDamaged(path: dir + "/index.sqlite", held: held, logger: logger)
+            index = try CacheIndex.openSettingAsideIfDamaged(path: dir + "/index.sqlite", held: held, logger: logger,
+                                                             now: configuration.clock)
         } catch {
             directoryLock.release()
             throw CacheError.storage(path: dir + "/index.sqlite", message: "\(error)")
@@ -181,18 +177,31 @@ final class EngineCore: Sendable {
                                             retained: configuration.readRetentionBudget))
         writes = WriteQueue(lanes: 2, memory: memory)
         shards = (0..<max(1, configuration.shardCount)).map { _ in Shard() }
-        try load()
-        holdPinsUnderTheCap()
+        evictor = Evictor(configuration: configuration, shards: shards, store: store, index: index, userPins: userPins,
+                          logger: logger, metrics: metrics)
+        maintenance = Maintenance(configuration: configuration, shards: shards, index: index, pool: pool, evictor: evictor,
+                                  directoryLock: directoryLock, openReaders: openReaders, logger: logger)
+        let lastGeneration = try CacheLoad(configuration: configuration, store: store, index: index, shards: shards,
+                                           evictor: evictor, logger: logger).run()
+        counters.withLock { $0.lastGeneration = lastGeneration }
+        evictor.holdPinsUnderTheCap()
         switch previousStop {
         case .clean: logger.info("cache opened after a clean stop", metadata: ["directory": "\(dir)"])
         case .unclean: logger.notice("cache opened after an unclean stop (the last process did not close it)", metadata: ["directory": "\(dir)"])
         case .unknown: logger.debug("cache opened", metadata: ["directory": "\(dir)"])   // new: nothing to say
         }
-        startSweeper()
+        maintenance.start(.init(
+            expireLate: { [weak self] now in
+                self?.expireWaiters(now: now)
+                self?.expireOpens(now: now)
+            },
+            check: { [weak self] shard, entry, slice, generation in
+                self?.verify(entry, shard: shard, slices: [slice], generation: generation)
+            }))
     }
 
     func shutdown() {
-        sweeper.withLock { $0?.cancel() }
+        maintenance.stop()
         for shard in shards {
             let (fetches, waiting): ([FetchHandleBox], [Waiter.Completion]) = shard.locked { entries in
                 var f: [FetchHandleBox] = [], w: [Waiter.Completion] = []
@@ -242,13 +251,17 @@ final class EngineCore: Sendable {
         }
     }
 
-    func shard(for key: CacheKey) -> Shard { shards[Int(key.stableHash % UInt64(shards.count))] }
+    func shard(for key: CacheKey) -> Shard { Self.shard(for: key, in: shards) }
 
-    var totalBytes: Int64 { counters.withLock { $0.totalBytes } }
+    /// The shard a key's entry lives in (the parts that hold the shards ask the same).
+    static func shard(for key: CacheKey, in shards: [Shard]) -> Shard { shards[Int(key.stableHash % UInt64(shards.count))] }
 
-    func addBytes(_ n: Int64) {
-        counters.withLock { $0.totalBytes += n }
-    }
+    var totalBytes: Int64 { evictor.totalBytes }
+
+    func addBytes(_ n: Int64) { evictor.addBytes(n) }
+
+    /// Makes room for `bytes` about to be written (`Evictor.makeRoom`).
+    func makeRoom(for bytes: Int64) -> Bool { evictor.makeRoom(for: bytes) }
 
     /// Running transfers' handles, by fetch id (the table itself is pure state).
     let handles = HandleTable()
@@ -443,7 +456,7 @@ final class EngineCore: Sendable {
         entry.info.etag = head.etag
         entry.info.lastModified = head.lastModified
         entry.info.acceptsRanges = head.acceptsRanges || head.status == 206
-        entry.info.validatedAt = Date()
+        entry.info.validatedAt = configuration.clock()
         noteDAV(head.webDAV, key: entry.info.key)
     }
 
@@ -484,8 +497,7 @@ final class EngineCore: Sendable {
         addBytes(-entry.coverage.count)
         entry.coverage = RangeSet()
         entry.unreadAhead = RangeSet()
-        entry.unverified = []
-        entry.verifyQueued = []
+        entry.machine.uncheckedSlicesForgotten()
         entry.pending.removeAll()
         entry.sliceBytes = [:]
         entry.sliceAccess = [:]
@@ -504,198 +516,7 @@ final class EngineCore: Sendable {
         return cancelled
     }
 
-    // MARK: Startup
-
-    /// Loads the index into memory, dropping extents whose files are gone or were being evicted
-    /// when a previous process died, and deleting data files (and punching slices) that no row
-    /// describes; what cannot be checked is kept (`StartupCheck`).
-    private func load() throws {
-        let loaded: (entries: [CacheIndex.EntryRow], extents: [CacheIndex.ExtentRow])
-        do { loaded = try index.loadAll() } catch {
-            throw CacheError.storage(path: configuration.directory + "/index.sqlite", message: "\(error)")
-        }
-        // Each entry is made in its shard's table, under its lock (the table is a `LockedValue`):
-        // what the steps below need of it is its key and version, by row id.
-        var byID: [Int64: (key: CacheKey, generation: Int64)] = [:]
-        for r in loaded.entries {
-            let info = r.info
-            shard(for: info.key).locked { entries in
-                let e = EntryState(id: r.id, info: info, lastAccess: r.lastAccess)
-                e.hits = r.hits; e.misses = r.misses; e.bytesFromCache = r.bytesFromCache; e.bytesFromOrigin = r.bytesFromOrigin
-                if let err = r.lastError { e.recentErrors = [err] }
-                e.savedRow = e.row()
-                entries.add(e)
-            }
-            byID[r.id] = (info.key, info.generation)
-            counters.withLock { $0.lastGeneration = max($0.lastGeneration, info.generation) }
-        }
-        // Slice files of the layout before data files are moved in first.
-        let check = StartupCheck(store: store, logger: logger, open: configuration.openDataFileForCheck)
-        for bucket in check.listed(store.dataDirectory) ?? [] {
-            let dir = store.dataDirectory + "/" + bucket
-            for name in check.listed(dir) ?? [] {
-                if let p = DataFiles.parseLegacySlice(fileName: name) {
-                    migrate(slice: dir + "/" + name, p.slice, into: p.entry, p.generation)
-                } else if name.hasSuffix(".evicting") {
-                    unlink(dir + "/" + name)   // an eviction of the old layout that did not finish
-                }
-            }
-        }
-        var extentsBySlice: [CacheIndex.SliceID: [CacheIndex.ExtentRow]] = [:]
-        for x in loaded.extents {
-            extentsBySlice[.init(entryID: x.entryID, generation: x.generation, slice: x.slice), default: []].append(x)
-        }
-        let outcome = check.run(extents: extentsBySlice) { file in byID[file.entry]?.generation == file.generation }
-        for (entryID, kept) in Dictionary(grouping: outcome.kept, by: \.entryID) {
-            guard let key = byID[entryID]?.key else { continue }
-            shard(for: key).locked { entries in
-                guard let e = entries[key] else { return }
-                for sid in kept {
-                    for x in extentsBySlice[sid] ?? [] {
-                        let added = e.coverage.insert(x.start..<x.end)
-                        e.sliceBytes[x.slice, default: 0] += added
-                        addBytes(added)
-                    }
-                    e.sliceAccess[sid.slice] = e.lastAccess
-                    e.unverified.insert(sid.slice)
-                }
-            }
-        }
-        let stale = outcome.stale, orphans = outcome.orphans
-        if !stale.isEmpty || !orphans.isEmpty || outcome.unusedSlices > 0 {
-            logger.info("cleaning the cache: dropping rows whose bytes are gone, deleting what no row describes", metadata: [
-                "stale_slices": "\(stale.count)", "orphan_files": "\(orphans.count)", "unused_slices": "\(outcome.unusedSlices)"])
-            try? index.deleteSlices(Array(stale)) {
-                for f in orphans { store.remove(entry: f.entry, generation: f.generation) }
-            }
-        }
-        if outcome.unchecked > 0 {
-            logger.warning("some cached files could not be checked at start and were kept as they were",
-                           metadata: ["unchecked": "\(outcome.unchecked)"])
-        }
-    }
-
-    /// Moves a slice file of the layout before data files into its data file (start only). The
-    /// slice file is gone afterwards; bytes that did not make it read as a hole, whose rows are
-    /// then dropped (and the bytes fetched again).
-    private func migrate(slice path: String, _ slice: Int64, into entry: Int64, _ generation: Int64) {
-        defer { unlink(path) }
-        let from = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-        guard from >= 0 else { return }
-        defer { Glibc.close(from) }
-        guard let to = try? store.openForWriting(entry: entry, generation: generation) else { return }
-        defer { Glibc.close(to) }
-        var st = stat()
-        guard fstat(from, &st) == 0 else { return }
-        var inOffset = off_t(0), outOffset = off_t(slice * configuration.sliceSize)
-        var left = Int(st.st_size)
-        while left > 0 {
-            let n = LinuxFileCalls.copyFileRange(from: from, at: &inOffset, to: to, at: &outOffset, length: left)
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return }
-            left -= n
-        }
-    }
-
     // MARK: Read timeouts
-
-    /// The sweeper: a GCD timer at 4 Hz that fails reads past their deadline (shard locks only,
-    /// microseconds; their answers are submitted to `pool`) and, once a second, submits one
-    /// maintenance job to `pool` (`sweep`), skipped while the last one has not finished. It does
-    /// no disk I/O on the timer's thread.
-    private func startSweeper() {
-        // Made under the lock that keeps it: the timer and its handler never leave it.
-        sweeper.withLock { sweeper in
-            let t = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "httpcachefs.cache.sweeper"))
-            t.schedule(deadline: .now() + 0.25, repeating: 0.25)
-            var ticks = 0
-            t.setEventHandler { [weak self] in
-                guard let self else { return }
-                self.expireWaiters()
-                self.expireOpens()
-                ticks += 1
-                if ticks % 4 == 0, !self.sweeping.exchange(true, ordering: .acquiring) {
-                    let writeStats = ticks % 20 == 0
-                    self.pool.submit { [weak self] in
-                        guard let self else { return }
-                        self.sweep(writeStats: writeStats)
-                        self.sweeping.store(false, ordering: .releasing)
-                    }
-                }
-            }
-            t.resume()
-            sweeper = t
-        }
-    }
-
-    /// The sweeper's second: eviction at the cap and the free-space floor (the floor can be
-    /// crossed by other programs' files, so it is looked at even while nothing is written),
-    /// `--cache-max-age`, evictions whose index commit failed, the index's reserve once a full
-    /// disk has room for it again, the scrub's next slice, and every fifth second the read
-    /// statistics rows. A job of `pool`.
-    func sweep(writeStats: Bool) {
-        evictIfNeeded()
-        evictExpired(now: configuration.clock())
-        scrubOne()
-        finishEvictions()
-        if !index.hasReserve, roomLeft() > 2 * Int64(CacheIndex.reserveSize) { index.makeReserve() }
-        if writeStats {
-            writeReadStats()
-            checkDirectory()
-        }
-    }
-
-    /// Set once the cache directory was found deleted or replaced (`checkDirectory`).
-    let directoryLost = ManagedAtomic<Bool>(false)
-
-    /// Says once, as an error, that the cache directory was deleted or replaced under the running
-    /// engine; returns why (nil while it is in place). Every five seconds, from the sweeper.
-    @discardableResult
-    func checkDirectory() -> String? {
-        guard let why = directoryLock.displaced() else { return nil }
-        if !directoryLost.exchange(true, ordering: .relaxed) {
-            logger.error("the cache directory was deleted or replaced while this daemon runs: files already open are still read, but nothing new is kept, and 'httpcachefs status' no longer finds this daemon; stop it and start it again", metadata: [
-                "directory": "\(configuration.directory)", "why": "\(why)",
-            ])
-        }
-        return why
-    }
-
-    /// At start: the pins learn their files' lengths (a pin's last slice ends at its file's
-    /// end), and pins that keep more than half the cap (pinned under a larger cap, a restart with
-    /// a smaller `--cache-size`) are released, whole files at a time, until they fit, so the cap
-    /// holds with pins in every case. Said as a warning, with the way to pin again.
-    func holdPinsUnderTheCap() {
-        for (key, set) in userPins.all() {
-            if let length = shard(for: key).locked({ $0[key]?.info.length }) { userPins.set(key, set, length: length) }
-        }
-        let limit = configuration.capacity / 2
-        guard userPins.totalBytes > limit else { return }
-        var released: [String] = []
-        for key in userPins.all().keys.sorted(by: { $0.string > $1.string }) where userPins.totalBytes > limit {
-            do { try index.setPins(key: key.string, []) } catch { break }
-            userPins.set(key, RangeSet())
-            released.append(key.string)
-        }
-        logger.warning("pins kept more than half the cache's cap; released the pins of some files so that the cap holds (pin them again with a larger --cache-size)", metadata: [
-            "released": "\(released.count)", "pinned": "\(userPins.totalBytes)", "limit": "\(limit)"])
-    }
-
-    /// Hands the rows of entries read since the last call to the index (batched behind, as every
-    /// index write): last access and hit counts would otherwise reach it only with the next fetch.
-    func writeReadStats() {
-        for shard in shards {
-            let rows: [CacheIndex.EntryRow] = shard.locked { entries in
-                var out: [CacheIndex.EntryRow] = []
-                for e in entries.all where e.readStatsDirty {
-                    e.readStatsDirty = false
-                    if e.isPersisted { out.append(e.row()) }
-                }
-                return out
-            }
-            rows.forEach(index.updateEntry)
-        }
-    }
 
     /// Opens not answered yet (`CacheEngine.open`), each with its deadline: the sweeper fails
     /// those past it with `.timeout` and drops those answered meanwhile.
@@ -802,76 +623,5 @@ final class EngineCore: Sendable {
                 pool.submit { done(.failure(.timeout(url: url))) }
             }
         }
-    }
-}
-
-/// Handles of running transfers by fetch id, kept apart from the pure in-flight table.
-final class HandleTable: Sendable {
-    private let boxes = LockedValue<[Int: FetchHandleBox]>([:])
-
-    func box(_ id: Int) -> FetchHandleBox {
-        boxes.withLock { boxes in
-            if let b = boxes[id] { return b }
-            let b = FetchHandleBox()
-            boxes[id] = b
-            return b
-        }
-    }
-
-    /// The box of a transfer still running, without creating one.
-    func existing(_ id: Int) -> FetchHandleBox? {
-        boxes.withLock { $0[id] }
-    }
-
-    func remove(_ id: Int) -> FetchHandleBox? {
-        boxes.withLock { $0.removeValue(forKey: id) }
-    }
-}
-
-/// The handle of one transfer, which may be asked to cancel or resume before `start` has
-/// returned it (its first bytes can arrive, and pause it, before that).
-final class FetchHandleBox: Sendable {
-    private struct State {
-        var handle: FetchHandle?
-        var cancelled = false
-        var resumed = false
-        /// The last class asked for before the handle was there.
-        var priority: (FetchPriority, Double)?
-    }
-    private let state = LockedValue(State())
-
-    var handle: FetchHandle? { state.withLock { $0.handle } }
-
-    func set(_ h: FetchHandle) {
-        let (c, r, p) = state.withLock { s in
-            s.handle = h
-            return (s.cancelled, s.resumed, s.priority)
-        }
-        if c { h.cancel() }
-        if r { h.resume() }
-        if let (p, waited) = p { h.setPriority(p, waitedSeconds: waited) }
-    }
-
-    /// Passed on in the order asked (callers hold the entry's shard lock).
-    func setPriority(_ p: FetchPriority, waitedSeconds: Double) {
-        let h = state.withLock { s in
-            if s.handle == nil { s.priority = (p, waitedSeconds) }
-            return s.handle
-        }
-        h?.setPriority(p, waitedSeconds: waitedSeconds)
-    }
-
-    func resume() {
-        state.withLock { s in
-            s.resumed = true
-            return s.handle
-        }?.resume()
-    }
-
-    func cancel() {
-        state.withLock { s in
-            s.cancelled = true
-            return s.handle
-        }?.cancel()
     }
 }

@@ -34,8 +34,9 @@ final class EntryState {
     /// them). Reset with each new generation: pins of an older one are released as no-ops.
     private(set) var pins: [Int64: Int] = [:]
     /// Slices whose rows an eviction is deleting right now: nothing is written into them until
-    /// that commit is done, or the row delete would take the new extents too.
-    var evicting: Set<Int64> = []
+    /// that commit is done, or the row delete would take the new extents too (the machine's
+    /// marks: `EntryStateMachine+Eviction`).
+    var evicting: Set<Int64> { machine.evicting }
     var hits: Int64 = 0
     var misses: Int64 = 0
     var bytesFromCache: Int64 = 0
@@ -53,9 +54,9 @@ final class EntryState {
     var unreadAhead = RangeSet()
     /// Slices on disk since before this start whose extents were not checked against their
     /// checksums yet: their bytes are served only after the check (`EngineCore+Verify`).
-    var unverified = Set<Int64>()
+    var unverified: Set<Int64> { machine.unverified }
     /// Unchecked slices a job will check ahead of a reader (`slicesToVerifyAhead`): not queued twice.
-    var verifyQueued = Set<Int64>()
+    var verifyQueued: Set<Int64> { machine.verifyQueued }
     /// Reads that timed out lately, by reader: the kernel's retry of one (the same file handle,
     /// the same bytes) fails at once instead of waiting `readTimeout` again.
     var timedOut: [(reader: Int, range: Range<Int64>, at: Double)] = []
@@ -124,8 +125,10 @@ final class EntryState {
     /// A new generation starts with no pins: every pin taken before belongs to the old one.
     func resetPins() { pins = [:] }
 
-    func noteError(_ message: String) {
-        recentErrors.append("\(ISO8601DateFormatter().string(from: Date())) \(message)")
+    /// Keeps `message` among the recent errors, stamped with `time` (the engine's clock; the
+    /// machine's where a caller has none at hand).
+    func noteError(_ message: String, at time: Date = EngineClock.system.wall()) {
+        recentErrors.append("\(ISO8601DateFormatter().string(from: time)) \(message)")
         if recentErrors.count > 10 { recentErrors.removeFirst(recentErrors.count - 10) }
     }
 

@@ -50,6 +50,12 @@ struct EntryStateMachine<Open> {
         /// Answers of the whole body to a ranged request in a row, with no 206 between (for the
         /// log); a new version starts again at 0.
         var ignoredRanges = 0
+        /// Slices whose rows an eviction is deleting (`EntryStateMachine+Eviction`).
+        var evicting: Set<Int64> = []
+        /// Slices not checked since this start, and those queued for a check
+        /// (`EntryStateMachine+Verify`).
+        var unverified: Set<Int64> = []
+        var verifyQueued: Set<Int64> = []
     }
 
     private(set) var state: State
@@ -84,6 +90,23 @@ struct EntryStateMachine<Open> {
     /// Replaces the facts of a probing or live entry, keeping which of the two it is.
     mutating func store(_ facts: Facts, live: Bool) {
         state = live ? .live(facts) : .probing(facts)
+    }
+
+    /// Changes the facts of a probing or live entry in place, keeping which of the two it is
+    /// (the state lets go of them meanwhile, so a set in them is changed, not copied); nil for
+    /// a removed entry.
+    @discardableResult
+    mutating func changeFacts<T>(_ body: (inout Facts) -> T) -> T? {
+        let live: Bool
+        var f: Facts
+        switch state {
+        case let .probing(facts): (live, f) = (false, facts)
+        case let .live(facts): (live, f) = (true, facts)
+        case .removed: return nil
+        }
+        state = .removed
+        defer { store(f, live: live) }
+        return body(&f)
     }
 
     // MARK: Open requested

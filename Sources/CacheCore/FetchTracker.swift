@@ -13,11 +13,14 @@ public protocol FetchRetryObserving: AnyObject {
 final class FetchTracker: RangeSource, Sendable {
     let inner: RangeSource
     let metrics: CacheMetrics
+    /// When transfers started and how old they are now (the engine's wall clock).
+    let clock: @Sendable () -> Date
     private let running = LockedValue<[ObjectIdentifier: TrackedSink]>([:])
 
-    init(_ inner: RangeSource, metrics: CacheMetrics) {
+    init(_ inner: RangeSource, metrics: CacheMetrics, clock: @escaping @Sendable () -> Date = EngineClock.system.wall) {
         self.inner = inner
         self.metrics = metrics
+        self.clock = clock
     }
 
     func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
@@ -31,7 +34,8 @@ final class FetchTracker: RangeSource, Sendable {
     }
 
     /// The transfers running now, oldest first.
-    func inFlight(now: Date = Date()) -> [FetchInFlight] {
+    func inFlight(now: Date? = nil) -> [FetchInFlight] {
+        let now = now ?? clock()
         let sinks = running.withLock { Array($0.values) }
         return sinks.map { $0.snapshot(now: now) }.sorted { $0.ageSeconds > $1.ageSeconds }
     }
@@ -73,7 +77,7 @@ private final class TrackedSink: FetchSink, FetchRetryObserving, Sendable {
     let request: FetchRequest
     let sink: FetchSink
     let tracker: FetchTracker
-    let started = Date()
+    let started: Date
     private let bodyStart: ManagedAtomic<Int64>
     private let received = ManagedAtomic<Int64>(0)
     let priority: ManagedAtomic<Int>
@@ -82,6 +86,7 @@ private final class TrackedSink: FetchSink, FetchRetryObserving, Sendable {
         self.request = request
         self.sink = sink
         self.tracker = tracker
+        started = tracker.clock()
         bodyStart = ManagedAtomic(request.start)
         priority = ManagedAtomic(request.priority.rawValue)
     }

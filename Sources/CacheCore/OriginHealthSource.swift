@@ -45,7 +45,7 @@ final class OriginHealthSource: RangeSource, Sendable {
     }
 
     init(_ inner: RangeSource, logger: Logger, firstProbeDelay: TimeInterval = 1, maxProbeDelay: TimeInterval = 10,
-         now: @escaping @Sendable () -> Date = { Date() }) {
+         now: @escaping @Sendable () -> Date = EngineClock.system.wall) {
         self.inner = inner
         self.logger = logger
         self.firstProbeDelay = firstProbeDelay

@@ -12,10 +12,14 @@ final class ReadAccounting: Sendable {
     let door: ReadDoor
     let readerClass: ReaderClass
     let url: String
+    /// How long reads took (its monotonic clock).
+    let clock: EngineClock
     /// Nil once the first byte was counted.
     private let requestStartedAt: LockedValue<UInt64?>
 
-    init(metrics: CacheMetrics, door: ReadDoor, entry: EntryInfo, requestStartedAt: UInt64?, readerClass: ReaderClass = .player) {
+    init(metrics: CacheMetrics, door: ReadDoor, entry: EntryInfo, requestStartedAt: UInt64?, readerClass: ReaderClass = .player,
+         clock: EngineClock = .system) {
+        self.clock = clock
         self.metrics = metrics
         self.door = door
         self.readerClass = readerClass
@@ -28,7 +32,7 @@ final class ReadAccounting: Sendable {
         case let .success(lease):
             guard lease.count > 0 else { return }
             let fromOrigin = Int64(lease.originBytes), fromCache = Int64(lease.count) - fromOrigin
-            let now = DispatchTime.now().uptimeNanoseconds
+            let now = clock.uptimeNanoseconds()
             metrics.noteRead(door: door, cacheBytes: fromCache, originBytes: fromOrigin,
                              nanoseconds: Int64(now &- startedAt))
             metrics.noteRead(readerClass: readerClass, cacheBytes: fromCache, originBytes: fromOrigin)

@@ -253,7 +253,7 @@ extension CacheEngine {
     ///   - showDirectory: include the cache directory (clients on this machine only).
     ///   - view: the whole cache (every file), a summary, or one page of one folder.
     public func statusDocument(version: String, showDirectory: Bool, view: StatusView = .full) -> StatusDocument {
-        let now = Date()
+        let now = core.configuration.clock()
         let list = list()
         let fetches = tracker.inFlight(now: now)
         var fetching: [CacheKey: RangeSet] = [:]

@@ -60,7 +60,7 @@ final class CacheEngineTests: XCTestCase {
         // Pure hits change nothing a fetch would write: the sweeper's pass hands them over.
         _ = try await cache.makeReader(for: info).read(offset: 0, length: 4096)
         _ = try await cache.makeReader(for: info).read(offset: 4096, length: 4096)
-        core.writeReadStats()
+        core.maintenance.writeReadStats()
         core.index.flush()
         let row = try XCTUnwrap(CacheSnapshot(configuration: cache.configuration).status(url: url))
         XCTAssertEqual(row.hits, 2)

@@ -181,7 +181,7 @@ final class DataFileTests: XCTestCase {
         let cache = try engine(source)
         defer { cache.shutdown() }
         XCTAssertEqual(Self.allocated(path), 4 << 20)
-        XCTAssertGreaterThan(cache.core.evictNow(bytes: 2 << 20), 0)
+        XCTAssertGreaterThan(cache.core.evictor.evictNow(bytes: 2 << 20), 0)
         let left = try XCTUnwrap(cache.status(url: url)).cachedBytes
         XCTAssertLessThan(left, 4 << 20)
         XCTAssertEqual(Self.allocated(path), left, "the disk holds exactly what the index lists")

@@ -63,7 +63,7 @@ final class EnginePoolTests: GatedEngineTestCase {
         let source = GatedSource()
         let cache = try engine(source, ioThreads: 1)
         defer { source.finishAll(); cache.shutdown() }
-        cache.core.scrubDone.store(true, ordering: .relaxed)   // only the reads check slices here
+        cache.core.maintenance.scrubDone.store(true, ordering: .relaxed)   // only the reads check slices here
         XCTAssertEqual(unverified(cache), [0, 1, 2, 3])
         let info = try XCTUnwrap(cache.cachedInfo(url: url))
         let reader = cache.makeReader(for: info)
@@ -81,7 +81,7 @@ final class EnginePoolTests: GatedEngineTestCase {
         let source = GatedSource()
         let cache = try engine(source, ioThreads: 2)
         defer { source.finishAll(); cache.shutdown() }
-        cache.core.scrubDone.store(true, ordering: .relaxed)
+        cache.core.maintenance.scrubDone.store(true, ordering: .relaxed)
         let info = try XCTUnwrap(cache.cachedInfo(url: url))
         // A check already running (a slow disk): the reads' checks queue behind it.
         let checking = DispatchSemaphore(value: 0), gate = DispatchSemaphore(value: 0)

@@ -147,7 +147,7 @@ final class EngineRaceTests: GatedEngineTestCase {
             while entries[entry]!.isPinned(0) { entries[entry]!.unpin(0...0, generation: generation); pins += 1 }
             return pins
         }
-        let freed = core.evictNow(bytes: 1)
+        let freed = core.evictor.evictNow(bytes: 1)
         shard.locked { for _ in 0..<pins { $0[entry]!.pin(0...0, generation: generation) } }
         return freed
     }

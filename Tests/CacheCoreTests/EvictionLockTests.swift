@@ -16,8 +16,8 @@ final class EvictionLockTests: GatedEngineTestCase {
         let seen = LockedValue<(eviction: Bool, shards: Bool)?>(nil)
         core.testHook = { step in
             guard case .evictionFreedSlices = step else { return }
-            let evictionFree = core.evictionLock.try()
-            if evictionFree { core.evictionLock.unlock() }
+            let evictionFree = core.evictor.lock.try()
+            if evictionFree { core.evictor.lock.unlock() }
             let shardsFree = core.shards.allSatisfy { shard in shard.lockedIfAvailable { _ in true } ?? false }
             seen.withLock { $0 = (evictionFree, shardsFree) }
         }

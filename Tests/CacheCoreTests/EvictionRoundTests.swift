@@ -50,8 +50,8 @@ final class EvictionRoundTests: XCTestCase {
     /// Evicts as a write would; a round taken in several batches is still one round to
     /// complete, so none is left in flight for the next write needing room to wait for.
     private func evict(_ cache: CacheEngine, bytes: Int64, needed: Int64, file: StaticString = #filePath, line: UInt = #line) -> Int64 {
-        let freed = cache.core.evictNow(bytes: bytes, needed: needed)
-        XCTAssertTrue(cache.core.rounds.idle, "no eviction round left in flight", file: file, line: line)
+        let freed = cache.core.evictor.evictNow(bytes: bytes, needed: needed)
+        XCTAssertTrue(cache.core.evictor.rounds.idle, "no eviction round left in flight", file: file, line: line)
         return freed
     }
 
@@ -60,17 +60,17 @@ final class EvictionRoundTests: XCTestCase {
         defer { cache.shutdown() }
         // Room for one slice is needed, and the whole cache was asked as headroom.
         let freed = evict(cache, bytes: Int64(slices) * slice, needed: slice)
-        XCTAssertEqual(freed, Int64(EngineCore.roundSlices) * slice)
-        XCTAssertEqual(cache.metrics.totals.evictions, Int64(EngineCore.roundSlices))
-        XCTAssertEqual(cachedSlices(cache, entry), Set(Int64(EngineCore.roundSlices)..<Int64(slices)), "the oldest went")
+        XCTAssertEqual(freed, Int64(Evictor.roundSlices) * slice)
+        XCTAssertEqual(cache.metrics.totals.evictions, Int64(Evictor.roundSlices))
+        XCTAssertEqual(cachedSlices(cache, entry), Set(Int64(Evictor.roundSlices)..<Int64(slices)), "the oldest went")
     }
 
     func testWhatTheWriteNeedsIsFreedWhateverTheNumberOfSlices() async throws {
         let (cache, entry, _) = try await filledEngine()
         defer { cache.shutdown() }
-        let needed = Int64(EngineCore.roundSlices + 100) * slice
+        let needed = Int64(Evictor.roundSlices + 100) * slice
         XCTAssertEqual(evict(cache, bytes: needed + 10 * slice, needed: needed), needed, "no headroom past a full round")
-        XCTAssertEqual(cachedSlices(cache, entry).count, slices - EngineCore.roundSlices - 100)
+        XCTAssertEqual(cachedSlices(cache, entry).count, slices - Evictor.roundSlices - 100)
     }
 
     func testASliceReadAfterTheScanIsNotEvictedInItsOldTurn() async throws {
@@ -97,7 +97,7 @@ final class EvictionRoundTests: XCTestCase {
 
     func testEvictedBytesAreFetchedAgainAndTheRestServedFromTheCache() async throws {
         let (cache, entry, data) = try await filledEngine()
-        XCTAssertEqual(evict(cache, bytes: Int64(slices) * slice, needed: slice), Int64(EngineCore.roundSlices) * slice)
+        XCTAssertEqual(evict(cache, bytes: Int64(slices) * slice, needed: slice), Int64(Evictor.roundSlices) * slice)
         cache.shutdown()
         // After a restart the index agrees with the disk: the evicted slices are gone, the rest
         // read back as they were.
@@ -108,21 +108,21 @@ final class EvictionRoundTests: XCTestCase {
                                     source: source)
         defer { again.shutdown() }
         let reloaded = try XCTUnwrap(self.entry(again))
-        XCTAssertEqual(cachedSlices(again, reloaded), Set(Int64(EngineCore.roundSlices)..<Int64(slices)))
+        XCTAssertEqual(cachedSlices(again, reloaded), Set(Int64(Evictor.roundSlices)..<Int64(slices)))
         _ = entry
         let info = try await again.open(url: url)
         let reader = again.makeReader(for: info)
         defer { reader.close() }
         let bytes = try await reader.read(offset: 0, length: data.count)
         XCTAssertEqual(bytes, data)
-        XCTAssertEqual(source.bytesServed, Int64(EngineCore.roundSlices) * slice, "only the evicted slices came from the origin")
+        XCTAssertEqual(source.bytesServed, Int64(Evictor.roundSlices) * slice, "only the evicted slices came from the origin")
     }
 
     func testTheQueueKeepsTheOldestCandidatesUpToItsLimitInOrder() {
         let queue = EvictionQueue(limit: 3, maxAge: 30)
         XCTAssertTrue(queue.isEmpty)
         XCTAssertTrue(queue.isStale(now: 0), "never scanned")
-        let candidates = (0..<5).map { EngineCore.Candidate(shard: 0, key: CacheKey(rawValue: "k"), slice: Int64($0), access: Double($0), bytes: 1) }
+        let candidates = (0..<5).map { Evictor.Candidate(shard: 0, key: CacheKey(rawValue: "k"), slice: Int64($0), access: Double($0), bytes: 1) }
         queue.refill(candidates, at: 100)
         XCTAssertEqual(queue.count, 3)
         XCTAssertEqual([queue.pop(), queue.pop(), queue.pop()].map { $0?.slice }, [0, 1, 2])

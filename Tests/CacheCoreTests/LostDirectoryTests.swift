@@ -16,10 +16,10 @@ final class LostDirectoryTests: XCTestCase {
         let log = RecordedLog()
         let cache = try engine(dir, log: log)
         defer { cache.shutdown() }
-        XCTAssertNil(cache.core.checkDirectory(), "in place")
+        XCTAssertNil(cache.core.maintenance.checkDirectory(), "in place")
         try FileManager.default.removeItem(atPath: dir)
-        XCTAssertEqual(cache.core.checkDirectory(), "its lock file was deleted")
-        XCTAssertNotNil(cache.core.checkDirectory())
+        XCTAssertEqual(cache.core.maintenance.checkDirectory(), "its lock file was deleted")
+        XCTAssertNotNil(cache.core.maintenance.checkDirectory())
         XCTAssertEqual(log.lines.filter { $0.contains("cache directory was deleted or replaced") }.count, 1, "said once")
     }
 
@@ -32,6 +32,6 @@ final class LostDirectoryTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         XCTAssertNotNil(FileManager.default.createFile(atPath: dir + "/lock", contents: Data()))
-        XCTAssertEqual(cache.core.checkDirectory(), "another lock file took its place")
+        XCTAssertEqual(cache.core.maintenance.checkDirectory(), "another lock file took its place")
     }
 }

@@ -74,12 +74,12 @@ final class MaxAgeTests: XCTestCase {
         // t = 30 min: c is read and closed.
         clock.advance(hour / 2)
         try await readAll(cache, c, bytes[c]!).close()
-        cache.core.evictExpired(now: clock.now)
+        cache.core.maintenance.evictExpired(now: clock.now)
         XCTAssertEqual(cache.usage.bytes, 5 << 20, "nothing is an hour old yet")
 
         // t = 61 min: a is past the age and goes; b is as old but open; c was read 31 min ago.
         clock.advance(hour / 2 + 60)
-        cache.core.evictExpired(now: clock.now)
+        cache.core.maintenance.evictExpired(now: clock.now)
         XCTAssertEqual(cachedBytes(cache, a), 0)
         XCTAssertEqual(cachedBytes(cache, b), 2 << 20, "an open entry keeps its bytes")
         XCTAssertEqual(cachedBytes(cache, c), 1 << 20)
@@ -88,7 +88,7 @@ final class MaxAgeTests: XCTestCase {
 
         // b is closed: now its age counts.
         openB.close()
-        cache.core.evictExpired(now: clock.now)
+        cache.core.maintenance.evictExpired(now: clock.now)
         XCTAssertEqual(cachedBytes(cache, b), 0)
 
         // A new read of a is a miss that fetches it again, with the right bytes, and restarts its age.
@@ -96,7 +96,7 @@ final class MaxAgeTests: XCTestCase {
         try await readAll(cache, a, bytes[a]!).close()
         XCTAssertEqual(source.bytesServed, 2 << 20)
         clock.advance(hour / 2)   // t = 91 min: c (read at 30) goes, a (read at 61) stays
-        cache.core.evictExpired(now: clock.now)
+        cache.core.maintenance.evictExpired(now: clock.now)
         XCTAssertEqual(cachedBytes(cache, a), 2 << 20)
         XCTAssertEqual(cachedBytes(cache, c), 0)
     }
@@ -111,7 +111,7 @@ final class MaxAgeTests: XCTestCase {
         defer { cache.shutdown() }
         try await readAll(cache, url, data).close()
         clock.advance(365 * 86400)
-        cache.core.evictExpired(now: clock.now)
+        cache.core.maintenance.evictExpired(now: clock.now)
         XCTAssertEqual(cachedBytes(cache, url), 1 << 20)
     }
 }

@@ -49,7 +49,7 @@ final class PinTests: XCTestCase {
         cache = try engine(source)
         XCTAssertEqual(cache.pinnedRanges(url: url), [head, tail])
         _ = try await readAll(cache, other, rest.count)
-        XCTAssertEqual(cache.core.evictNow(bytes: 64 << 20) > 0, true)
+        XCTAssertEqual(cache.core.evictor.evictNow(bytes: 64 << 20) > 0, true)
         let kept = try XCTUnwrap(cache.status(url: url)).cachedRanges
         XCTAssertEqual(kept, [head, tail], "only the pinned slices are left")
         source.resetCounters()
@@ -63,7 +63,7 @@ final class PinTests: XCTestCase {
         // Unpinned, they go like any other bytes.
         XCTAssertEqual(try cache.unpin(url: url), 2 << 20)
         XCTAssertEqual(cache.pinnedBytes, 0)
-        _ = cache.core.evictNow(bytes: 64 << 20)
+        _ = cache.core.evictor.evictNow(bytes: 64 << 20)
         XCTAssertEqual(cache.status(url: url)?.cachedBytes ?? 0, 0)
         cache.shutdown()
         cache = try engine(source)
@@ -131,7 +131,7 @@ final class PinTests: XCTestCase {
 
         // The cap holds: with everything else evicted, what is left is at most what the pins
         // keep (a pinned slice evicted before its pin is not fetched by it).
-        _ = cache.core.evictNow(bytes: 64 << 20)
+        _ = cache.core.evictor.evictNow(bytes: 64 << 20)
         let kept = cache.list().reduce(Int64(0)) { $0 + $1.cachedBytes }
         XCTAssertLessThanOrEqual(kept, cache.pinnedBytes)
         XCTAssertEqual(cache.status(url: small)?.cachedBytes, 100_000)

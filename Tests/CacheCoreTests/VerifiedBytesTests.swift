@@ -127,7 +127,7 @@ final class VerifiedBytesTests: XCTestCase {
         let cache = try engine(source())
         defer { cache.shutdown() }
         for _ in 0..<3 {
-            cache.core.scrubOne()
+            cache.core.maintenance.scrubOne()
             cache.core.pool.waitForJobs(key: EngineCore.verifyKey)
         }
         XCTAssertEqual(unverified(cache), [])

@@ -73,13 +73,13 @@ final class PassthroughTests: XCTestCase {
 
         // While it is open, eviction cannot take its bytes (the kernel reads them without us).
         let core = m.engine.core
-        XCTAssertEqual(core.evictNow(bytes: length), 0, "pinned while open")
+        XCTAssertEqual(core.evictor.evictNow(bytes: length), 0, "pinned while open")
         close(fd)
         try waitForReleases(m)
         // The handle leaves the mount's table first; its reader and pin are let go just after.
         var freed: Int64 = 0
         eventually {
-            freed += core.evictNow(bytes: length - freed)
+            freed += core.evictor.evictNow(bytes: length - freed)
             return freed >= length
         }
         XCTAssertEqual(freed, length, "evictable once closed")

@@ -8,33 +8,18 @@ import Foundation
 /// a read or a write) stay, and so does every slice of an entry that a reader has open: a player
 /// paused for a week keeps its file. The entry's row stays (with no bytes), as after the cap's
 /// eviction; `cache ls` shows it at 0%.
-extension EngineCore {
+extension Maintenance {
     /// Evicts the unpinned slices of entries last read before `now - maxAge` that no reader has
-    /// open. Returns the bytes freed (0 without `maxAge`). Takes `evictionLock` for the choice only.
+    /// open. Returns the bytes freed (0 without `maxAge`). Takes the evictor's lock for the choice only.
     @discardableResult
     func evictExpired(now: Date) -> Int64 {
         guard let maxAge = configuration.maxAge else { return 0 }
         let cutoff = now.timeIntervalSince1970 - maxAge
         let expired: @Sendable (EntryState) -> Bool = { [openReaders] e in e.lastAccess < cutoff && !openReaders.contains(e.info.key) }
-        evictionLock.lock()
-        var chosen: [Candidate] = []
-        for (i, shard) in shards.enumerated() {
-            chosen += shard.locked { entries in
-                var found: [Candidate] = []
-                for e in entries.all where e.isPersisted && !e.sliceBytes.isEmpty && expired(e) {
-                    found += evictable(e, key: e.key, shard: i)
-                }
-                return found
-            }
-        }
-        // Checked again under each shard lock: a read may have come in since.
-        let round = begun(take(chosen, stillWanted: expired))
-        evictionLock.unlock()
-        complete(round)
-        let freed = round.bytes
+        let (freed, entries) = evictor.evict(where: expired)
         if freed > 0 {
             logger.info("evicted entries not read within --cache-max-age", metadata: [
-                "bytes": "\(freed)", "entries": "\(Set(chosen.map(\.key)).count)", "max_age_s": "\(Int(maxAge))"])
+                "bytes": "\(freed)", "entries": "\(entries)", "max_age_s": "\(Int(maxAge))"])
         }
         return freed
     }

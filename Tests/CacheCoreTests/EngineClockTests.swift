@@ -1,0 +1,41 @@
+import Foundation
+import XCTest
+@testable import CacheCore
+
+/// The engine reads time only from its `EngineClock`, which tests inject: what the status page
+/// and metrics show of time follows a clock the test moves, so nothing here waits or allows for
+/// the machine's clock.
+final class EngineClockTests: GatedEngineTestCase {
+    /// A wall clock that moves only when told to (the monotonic one is the machine's).
+    final class MovableClock: @unchecked Sendable {
+        private let lock = NSLock()
+        private var date = Date(timeIntervalSince1970: 1_900_000_000)
+        var now: Date { lock.withLock { date } }
+        func advance(_ seconds: TimeInterval) { lock.withLock { date += seconds } }
+        var engineClock: EngineClock {
+            EngineClock(wall: { self.now }, uptimeNanoseconds: EngineClock.system.uptimeNanoseconds)
+        }
+    }
+
+    func testMetricsStampTheStartAndErrorsWithTheEnginesClock() {
+        let clock = MovableClock()
+        let metrics = CacheMetrics(clock: clock.engineClock)
+        XCTAssertEqual(metrics.startedAt, clock.now)
+        clock.advance(90)
+        metrics.noteError(.timeout(url: url), url: url, range: 0..<10)
+        XCTAssertEqual(metrics.recentErrors.first?.time, clock.now, "stamped when it happened, by the same clock")
+    }
+
+    func testATransfersAgeOnTheStatusPageIsTheEnginesClockSinceItStarted() throws {
+        let clock = MovableClock()
+        let source = GatedSource()
+        let cache = try engine(source, clock: clock.engineClock)
+        defer { source.finishAll(); cache.shutdown() }
+        cache.open(url: url) { _ in }
+        XCTAssertEqual(source.transfers.count, 1, "the open's probe runs")
+        clock.advance(30)
+        let fetching = cache.tracker.inFlight()
+        XCTAssertEqual(fetching.map(\.ageSeconds), [30], "started 30 s ago by the engine's clock")
+        XCTAssertEqual(cache.core.metrics.startedAt.distance(to: clock.now), 30)
+    }
+}
