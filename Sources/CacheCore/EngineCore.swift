@@ -778,18 +778,14 @@ final class EngineCore: Sendable {
 
     /// Fails reads that waited longer than `readTimeout`, and remembers them for a moment: the
     /// kernel asks a failed read-ahead again at once, and that retry fails now instead of
-    /// waiting a second `readTimeout` (`EngineCore.read`).
-    func expireWaiters(now: Double = Date().timeIntervalSince1970) {
+    /// waiting a second `readTimeout` (`EntryStateMachine.tick`). `now`: the injected clock's.
+    func expireWaiters(now: Double? = nil) {
+        let now = now ?? configuration.clock().timeIntervalSince1970
         for shard in shards {
             let expired: [(done: Waiter.Completion, range: Range<Int64>, url: String)] = shard.locked { entries in
                 var out: [(done: Waiter.Completion, range: Range<Int64>, url: String)] = []
                 for e in entries.all where !e.waiters.isEmpty {
-                    let (late, onTime) = (e.waiters.filter { $0.deadline <= now }, e.waiters.filter { $0.deadline > now })
-                    guard !late.isEmpty else { continue }
-                    e.waiters = onTime
-                    e.timedOut.removeAll { now - $0.at > EntryState.retryWindow }
-                    for w in late {
-                        e.timedOut.append((reader: w.reader, range: w.range, at: now))
+                    for w in e.machine.tick(now: now) {
                         e.unpin(slices(of: w.range), generation: w.generation)
                         e.noteError("read \(w.range.lowerBound)-\(w.range.upperBound - 1) timed out")
                         out.append((w.completion, w.range, e.info.url))
