@@ -716,31 +716,14 @@ final class EngineCore: Sendable {
 
     /// Fails opens past their deadline (`waitingOpens`); their answers are submitted to `pool`.
     /// A URL left with no open waiting has its transfer without a length stopped
-    /// `abandonedTransferGrace` later, unless an open for it comes meanwhile.
+    /// `abandonedTransferGrace` later, unless an open for it comes meanwhile (`OpenDeadlines`).
     func expireOpens(now: Double = Date().timeIntervalSince1970) {
-        let (late, stop): ([(url: String, answer: AnswerOnce<Result<EntryInfo, CacheError>>)], [String]) = waitingOpens.withLock { opens in
-            var late: [(url: String, answer: AnswerOnce<Result<EntryInfo, CacheError>>)] = []
-            opens.removeAll { open in
-                if open.answer.isAnswered { return true }
-                guard open.deadline <= now else { return false }
-                late.append((open.url, open.answer))
-                return true
-            }
+        let (late, stop) = waitingOpens.withLock { opens in
             // Under the same lock as the opens: an open registered meanwhile is seen here.
-            return abandonedOpens.withLock { abandoned in
-                guard !late.isEmpty || !abandoned.isEmpty else { return (late, []) }
-                let key = { (url: String) in try? self.recentKeys.value(for: url) { try self.configuration.keyRules.key(for: $0) } }
-                let waiting = Set(opens.compactMap { key($0.url) })
-                for open in late {
-                    guard let k = key(open.url), !waiting.contains(k), abandoned[k] == nil else { continue }
-                    abandoned[k] = (open.url, now + Self.abandonedTransferGrace)
-                }
-                var stop: [String] = []
-                for (k, a) in abandoned where waiting.contains(k) || a.at <= now {
-                    abandoned[k] = nil
-                    if !waiting.contains(k) { stop.append(a.url) }
-                }
-                return (late, stop)
+            abandonedOpens.withLock { abandoned in
+                OpenDeadlines.tick(opens: &opens, abandoned: &abandoned, now: now, grace: Self.abandonedTransferGrace,
+                                   isAnswered: { $0.isAnswered },
+                                   key: { try? self.recentKeys.value(for: $0) { try self.configuration.keyRules.key(for: $0) } })
             }
         }
         for (url, answer) in late {
