@@ -291,14 +291,11 @@ final class EngineCore: Sendable {
             return
         }
         let shard = shard(for: key)
-        var probe: Launch?
-        var answer: Result<EntryInfo, CacheError>?
         let originDown = originHealth?.isDown(url: url) ?? false
-        var skipped = false
-        shard.locked { entries in
+        let (answer, probe, skipped) = shard.locked { entries -> (Result<EntryInfo, CacheError>?, Launch?, Bool) in
             // The clock is read under the lock: a transfer may confirm the entry (validatedAt)
             // just before, and an age read earlier would come out negative, hence "fresh".
-            let now = Date()
+            let now = configuration.clock()
             let entry: EntryState
             if let existing = entries[key] {
                 entry = existing
@@ -310,26 +307,24 @@ final class EngineCore: Sendable {
                 entries.add(entry)
             }
             if let limit = unknownLengthLimit { entry.unknownLengthLimit = min(limit, entry.unknownLengthLimit ?? limit) }
-            var fresh = maxAge > 0 && entry.info.length != nil && now.timeIntervalSince(entry.info.validatedAt) < maxAge
-            if !fresh, originDown, entry.isPersisted, entry.info.length != nil {
-                // Offline: the origin cannot be asked; what the cache holds is served as it is.
-                fresh = true
-                skipped = true
-            }
-            switch entry.machine.openRequested(completion, fresh: fresh, makeFetchID: makeID) {
+            let freshness = EntryMachine.Freshness(maxAge: maxAge, lengthKnown: entry.info.length != nil,
+                                                   age: now.timeIntervalSince(entry.info.validatedAt),
+                                                   originDown: originDown, live: entry.isPersisted)
+            switch entry.machine.openRequested(completion, fresh: freshness.fresh, makeFetchID: makeID) {
             case .answer:
-                answer = .success(entry.info)
+                return (.success(entry.info), nil, freshness.offline)
             case .cancel:
-                answer = .failure(.cancelled)
+                return (.failure(.cancelled), nil, false)
             case .wait:
-                break
+                return (nil, nil, false)
             case let .startProbe(id):
                 entry.info.url = url
                 // Revalidating a cached head costs one byte; a new entry takes the first bytes along.
                 let headerCached = entry.coverage.contains(0..<min(probeLength, entry.info.length ?? probeLength))
                 let end = !takeFirstBytes || headerCached ? 1 : probeLength
-                entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: end, reader: nil, pinned: true, priority: .waiting, now: Date().timeIntervalSince1970)
-                probe = Launch(entry: entry.handle, fetch: ReadPlanner.Fetch(start: 0, end: end), id: id)
+                entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: end, reader: nil, pinned: true,
+                                     priority: .waiting, now: now.timeIntervalSince1970)
+                return (nil, Launch(entry: entry.handle, fetch: ReadPlanner.Fetch(start: 0, end: end), id: id), false)
             }
         }
         if skipped {
