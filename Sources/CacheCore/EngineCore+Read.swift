@@ -37,7 +37,6 @@ extension EngineCore {
         let generation = reader.entry.generation
         let shard = shard(for: key)
         let now = configuration.clock().timeIntervalSince1970
-        let uptime = Self.uptime
         let request = EntryMachine.ReadRequest(reader: reader.id, readerClass: reader.readerClass, readerEnd: reader.end,
                                                door: reader.door, background: reader.yieldsWhenWaiting,
                                                generation: generation, offset: offset, length: length,
@@ -49,6 +48,7 @@ extension EngineCore {
                 return (EntryMachine.ReadAction(.fail(why)), nil, -1, readFailure(why, key: key, entry: nil))
             }
             let facts = readFacts(entry)
+            let uptime = Self.uptime
             let action = reader.progress.withLock { p in
                 entry.machine.readRequested(request, facts: facts, inflight: &entry.inflight, progress: &p, now: now, uptime: uptime,
                                             readAheadRule: { p, request, present, othersWant in
@@ -63,10 +63,7 @@ extension EngineCore {
                 entry.pin(slices(of: pinned), generation: generation)
             }
             if case let .hit(range, _) = action.answer { touch(entry, range, now) }
-            // Under the lock, so that the fetcher hears the changes in the order they were made.
-            for change in action.priorities {
-                handles.existing(change.id)?.setPriority(change.priority, waitedSeconds: change.waitedSeconds)
-            }
+            pass(action.priorities)
             guard case let .fail(why) = action.answer else { return (action, entry.handle, entry.id, nil) }
             return (action, entry.handle, entry.id, readFailure(why, key: key, entry: entry))
         }

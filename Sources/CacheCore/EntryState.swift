@@ -6,8 +6,10 @@ import Atomics
 ///
 /// Its life (`probing`: no index row yet, id -1, until the first good answer; then `live`; and
 /// `removed` once it left its shard: `cache rm`, a live playlist refresh, `clear`), the opens
-/// waiting for a probe and which transfers are probes are `machine`'s: `EntryStateMachine`
-/// decides, the engine and `EntrySink` carry out. Work that ran without the lock (a transfer's
+/// waiting for a probe and which transfers are probes are `machine`'s, and so is its reader side
+/// (`EntryReads`: the reads waiting, the reads that timed out lately, read-ahead not read yet,
+/// the read counts; the fields below that forward there): `EntryStateMachine` decides, the
+/// engine and `EntrySink` carry out. Work that ran without the lock (a transfer's
 /// write, a read from disk, an eviction) finds the entry again by its handle, which finds
 /// nothing once it was removed, and checks `isCurrent` for its generation before it records
 /// anything, so a removed entry or an old version never gains bytes, coverage or pins again.
