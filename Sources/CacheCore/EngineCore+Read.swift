@@ -298,7 +298,8 @@ extension EngineCore {
     @discardableResult
     func wakeWaiters(_ entry: EntryState, shard: Shard, now: Double, inline: Bool = false) -> [@Sendable () -> Void] {
         guard !entry.waiters.isEmpty else { return [] }
-        let (woken, priorities) = entry.machine.waitersWoken(waiterFacts(entry), inflight: &entry.inflight, uptime: Self.uptime)
+        let woken = entry.machine.waitersWoken(waiterFacts(entry))
+        guard !woken.isEmpty else { return [] }
         var inlined: [@Sendable () -> Void] = []
         for wake in woken {
             let w = wake.waiter, clip = wake.clip
@@ -322,7 +323,7 @@ extension EngineCore {
             }
             if inline, !fromDisk { inlined.append(answer) } else { pool.submit(answer) }
         }
-        pass(priorities)
+        reprioritize(entry)
         return inlined
     }
 

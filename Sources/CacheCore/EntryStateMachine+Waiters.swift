@@ -23,11 +23,10 @@ extension EntryStateMachine {
     }
 
     /// Takes out every waiter whose bytes are all here now (in memory, as they arrived or queued
-    /// for the writer, or on disk), in the order they came; the classes of the transfers change
-    /// if any was.
-    mutating func waitersWoken(_ facts: WaiterFacts, inflight: inout InFlightTable,
-                               uptime: Double) -> (woken: [Woken], priorities: [InFlightTable.PriorityChange]) {
-        guard !reads.waiters.isEmpty else { return ([], []) }
+    /// for the writer, or on disk), in the order they came. If any was, the transfers' classes
+    /// change (`prioritized`).
+    mutating func waitersWoken(_ facts: WaiterFacts) -> [Woken] {
+        guard !reads.waiters.isEmpty else { return [] }
         var woken: [Woken] = []
         var still: [Waiter] = []
         for w in reads.waiters {
@@ -38,9 +37,9 @@ extension EntryStateMachine {
                 still.append(w)
             }
         }
-        guard !woken.isEmpty else { return ([], []) }
+        guard !woken.isEmpty else { return [] }
         reads.waiters = still
-        return (woken, prioritized(&inflight, uptime: uptime))
+        return woken
     }
 
     // MARK: Another version
