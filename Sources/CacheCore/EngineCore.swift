@@ -319,12 +319,11 @@ final class EngineCore: Sendable {
                 return (nil, nil, false)
             case let .startProbe(id):
                 entry.info.url = url
-                // Revalidating a cached head costs one byte; a new entry takes the first bytes along.
-                let headerCached = entry.coverage.contains(0..<min(probeLength, entry.info.length ?? probeLength))
-                let end = !takeFirstBytes || headerCached ? 1 : probeLength
-                entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: end, reader: nil, pinned: true,
+                let fetch = EntryMachine.probeFetch(takeFirstBytes: takeFirstBytes, coverage: entry.coverage,
+                                                    length: entry.info.length, probeLength: probeLength)
+                entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: fetch.end, reader: nil, pinned: true,
                                      priority: .waiting, now: now.timeIntervalSince1970)
-                return (nil, Launch(entry: entry.handle, fetch: ReadPlanner.Fetch(start: 0, end: end), id: id), false)
+                return (nil, Launch(entry: entry.handle, fetch: fetch, id: id), false)
             }
         }
         if skipped {

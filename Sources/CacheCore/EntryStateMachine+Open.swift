@@ -18,4 +18,12 @@ extension EntryStateMachine {
             fresh = fresh || offline
         }
     }
+
+    /// What a metadata probe asks for: revalidating a cached head costs one byte; a new entry
+    /// (or one whose head is not on disk) takes its first `probeLength` bytes along (file
+    /// headers, a moov atom's start), unless the open said not to.
+    static func probeFetch(takeFirstBytes: Bool, coverage: RangeSet, length: Int64?, probeLength: Int64) -> ReadPlanner.Fetch {
+        let headerCached = coverage.contains(0..<min(probeLength, length ?? probeLength))
+        return ReadPlanner.Fetch(start: 0, end: !takeFirstBytes || headerCached ? 1 : probeLength)
+    }
 }

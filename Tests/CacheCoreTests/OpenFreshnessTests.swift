@@ -27,4 +27,21 @@ final class OpenFreshnessTests: XCTestCase {
             XCTAssertEqual(f.offline, row.offline, line: row.line)
         }
     }
+
+    /// A probe revalidates a cached head with one byte; otherwise it brings the first 256 KiB along.
+    func testProbeFetch() {
+        let p: Int64 = 256 << 10
+        struct Row { var line: UInt; var take = true; var coverage = RangeSet(); var length: Int64?; var end: Int64 }
+        let rows: [Row] = [
+            Row(line: #line, length: nil, end: p),                                        // a new entry
+            Row(line: #line, take: false, length: nil, end: 1),                           // told not to
+            Row(line: #line, coverage: RangeSet([0..<p]), length: 1 << 20, end: 1),      // its head is on disk
+            Row(line: #line, coverage: RangeSet([0..<p - 1]), length: 1 << 20, end: p),  // not all of it
+            Row(line: #line, coverage: RangeSet([0..<100]), length: 100, end: 1),        // a small file, all there
+        ]
+        for row in rows {
+            let f = EntryStateMachine<Int>.probeFetch(takeFirstBytes: row.take, coverage: row.coverage, length: row.length, probeLength: p)
+            XCTAssertEqual(f, ReadPlanner.Fetch(start: 0, end: row.end), line: row.line)
+        }
+    }
 }
