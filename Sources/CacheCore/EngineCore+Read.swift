@@ -12,9 +12,14 @@ import Foundation
 /// in order. Waiters are answered by jobs on `pool` (or inline on the fetch thread when memory
 /// covers them), from the bytes that arrived for them (held in the chunks they landed in, within
 /// the `MemoryBudget`'s retained share), bytes still queued for the writer (the same chunks) and
-/// the data file for the rest: a miss's bytes are never copied in user space here. Under the lock
-/// the engine only decides where each run comes from (`ReadRun`); opens happen after. It may
-/// block on nothing but the shard lock.
+/// the data file for the rest: a miss's bytes are never copied in user space here. It may block
+/// on nothing but the shard lock.
+///
+/// Every decision is the entry's state machine's (`EntryStateMachine+Read`, `+Waiters`, `+Tick`):
+/// under the shard lock the engine gathers what the machine reads (`ReadFacts`), calls it, and
+/// carries out under the lock only what must stay in order with it (pins, slice access times,
+/// classes passed on to transfers); launches, cancels, checks, opens of the data file and
+/// answers happen after.
 extension EngineCore {
     func makeReaderState(entry: EntryInfo, end: Int64?, door: ReadDoor = .cli, readerClass: ReaderClass = .player) -> ReaderState {
         ReaderState(id: makeID(), entry: entry, end: end, door: door, initialReadAhead: initialReadAhead, readerClass: readerClass)
@@ -32,134 +37,91 @@ extension EngineCore {
         let generation = reader.entry.generation
         let shard = shard(for: key)
         let now = configuration.clock().timeIntervalSince1970
-        // entry, range, row id, the runs (bytes still pending for the writer in memory)
-        var hit: (EntryHandle, Range<Int64>, Int64, [ReadRun])?
-        var toLaunch: [Launch] = []
-        var immediate: Result<ReadLease, CacheError>?
-        var verifyFirst: (EntryHandle, [Int64])?
-        var verifyAhead: (EntryHandle, [Int64])?
-        var leftBehind: [FetchHandleBox] = []
-
-        shard.locked { entries in
-            guard !reader.progress.withLock({ $0.closed }) else { immediate = .failure(.cancelled); return }
-            guard let entry = entries[key], entry.isPersisted else {
-                immediate = .failure(.storage(path: configuration.directory, message: "entry was removed from the cache: \(key)"))
-                return
+        let request = EntryMachine.ReadRequest(reader: reader.id, readerClass: reader.readerClass, readerEnd: reader.end,
+                                               door: reader.door, background: reader.yieldsWhenWaiting,
+                                               generation: generation, offset: offset, length: length,
+                                               files: reader.files, completion: completion)
+        // The machine decides; under the lock the engine only pins, touches and passes on classes.
+        let (action, entry, id, failure) = shard.locked { entries -> (EntryMachine.ReadAction, EntryHandle?, Int64, CacheError?) in
+            guard let entry = entries[key] else {
+                let why: EntryMachine.ReadFailure = reader.progress.withLock { $0.closed } ? .cancelled : .removed
+                return (EntryMachine.ReadAction(.fail(why)), nil, -1, readFailure(why, key: key, entry: nil))
             }
-            guard entry.info.generation == generation else {
-                entry.noteError("a reader of an older version was refused (the file changed remotely)")
-                immediate = .failure(.remoteChanged(url: entry.info.url))
-                return
-            }
-            let wanted = offset.addingClamped(Int64(max(0, length)))  // offsets come from clients and the kernel
-            let end = entry.info.length.map { min($0, wanted) } ?? wanted
-            guard offset >= 0, end > offset else { immediate = .success(.empty); return }
-            let request = offset..<end
-            // Bytes from before this start are served once their checksums were checked; the
-            // slices the reader comes to next are checked meanwhile.
-            if !entry.unverified.isEmpty {
-                let ahead = slicesToVerifyAhead(entry, after: request)
-                if !ahead.isEmpty { verifyAhead = (entry.handle, ahead) }
-                let unchecked = unverifiedSlices(entry, in: request)
-                if !unchecked.isEmpty {
-                    verifyFirst = (entry.handle, unchecked)
-                    return
-                }
-            }
-            // The same reader asks again for bytes that just timed out (the kernel retries a
-            // failed read-ahead at once): one timeout per read, not one per retry.
-            if !entry.timedOut.isEmpty, entry.timedOut.contains(where: {
-                $0.reader == reader.id && $0.range.overlaps(request) && now - $0.at <= EntryState.retryWindow
-            }), !entry.pending.adding(to: entry.coverage).contains(request) {
-                immediate = .failure(.timeout(url: entry.info.url))
-                return
-            }
-            // Bytes waiting for the writer count as present: their transfer has passed them.
-            let present = entry.pending.adding(to: entry.coverage)
-            let running = entry.inflight.running(generation: generation, now: now)
-            // A jump forward over bytes that only this reader's own read-ahead is fetching is a
-            // seek; over bytes other readers wait for, the page cache they share skipped them.
-            let othersWant = running.filter { f in entry.inflight.fetches[f.id]?.interest.contains { $0 != reader.id } ?? false }
+            let facts = readFacts(entry)
             let uptime = Self.uptime
-            var orphaned: [Int] = []
-            let (pattern, kind, readAhead, paceClass) = reader.progress.withLock { p in
-                let pattern = updateReadAhead(&p, readerClass: reader.readerClass, request: request, cached: present, running: othersWant, now: uptime)
-                return (pattern, p.pace.kind(now: uptime), p.readAhead, p.pace.readAheadPriority(now: uptime))
+            let action = reader.progress.withLock { p in
+                entry.machine.readRequested(request, facts: facts, inflight: &entry.inflight, progress: &p, now: now, uptime: uptime,
+                                            readAheadRule: { p, request, present, othersWant in
+                                                updateReadAhead(&p, readerClass: reader.readerClass, request: request,
+                                                                cached: present, running: othersWant, now: uptime)
+                                            },
+                                            streamSize: streamSize, makeFetchID: makeID)
             }
-            if pattern == .seek {
-                // Bytes ahead of the old position are no longer this reader's concern: its fetches
-                // there stop unless someone else (or one of its reads still waiting) needs them.
-                let waiting = entry.waiters.filter { $0.reader == reader.id }.map(\.range)
-                orphaned = entry.inflight.release(reader: reader.id, keeping: waiting)
+            if !action.verifyAhead.isEmpty { entry.verifyQueued.formUnion(action.verifyAhead) }
+            if let pinned = action.pinned {
+                // Pinned while it reads or waits, so eviction cannot take bytes it needs.
+                entry.pin(slices(of: pinned), generation: generation)
             }
-            if !entry.unreadAhead.isEmpty {
-                let read = entry.unreadAhead.remove(request)
-                if read > 0 { metrics.readAheadReadBytes.add(read) }
-            }
-            entry.lastAccess = now
-            entry.readStatsDirty = true
-            entry.readsByDoor.add(reader.door)
-
-            // A player's read-ahead is one stream: its rate is small, and parallel streams would
-            // share the link with the bytes it waits for.
-            let planner = ReadPlanner(readAhead: readAhead, seekThreshold: max(2 << 20, readAhead / 2),
-                                      streamSize: kind == .paced || reader.readerClass == .scanner
-                                          ? nil : streamSize(readAhead: readAhead, rate: entry.inflight.observedRate),
-                                      readerEnd: reader.end)
-            let readAheadClass: FetchPriority = reader.readerClass.fixedFetchClass ?? paceClass
-            var plan = planner.plan(request: request, length: entry.info.length, cached: present, running: running)
-            if !entry.info.acceptsRanges { wholeBodyOnly(&plan, running: running) }
-            for t in plan.truncations { entry.inflight.truncate(t.fetch, at: t.end) }
-            for step in plan.steps { if case let .wait(_, id) = step { entry.inflight.addInterest(reader.id, in: id) } }
-            for f in plan.fetches {
-                let id = makeID()
-                entry.inflight.start(id: id, generation: generation, start: f.start, end: f.end,
-                                     reader: reader.id, pinned: !entry.info.acceptsRanges, priority: readAheadClass, now: now)
-                toLaunch.append(Launch(entry: entry.handle, fetch: f, id: id))
-                metrics.noteFetch(readerClass: reader.readerClass, bytes: (f.end ?? entry.info.length).map { $0 - f.start })
-            }
-            reader.progress.withLock { $0.pace.note(readEnd: request.upperBound, missed: !plan.isHit, now: uptime) }
-            // Pinned while it reads or waits, so eviction cannot take bytes it needs.
-            entry.pin(slices(of: request), generation: generation)
-            if plan.isHit {
-                entry.hits += 1
-                entry.bytesFromCache += request.length
-                touch(entry, request, now)
-                hit = (entry.handle, request, entry.id, runs(request, pending: entry.pending))
-            } else {
-                entry.misses += 1
-                let waiter = Waiter(reader: reader.id, files: reader.files, range: request, generation: generation,
-                                    deadline: now + configuration.readTimeout, completion: completion)
-                waiter.background = reader.yieldsWhenWaiting
-                for v in entry.pending.views(in: request) { waiter.fill(v.range, in: v.chunk.storage, at: v.storageOffset) }
-                entry.waiters.append(waiter)
-            }
-            reprioritize(entry)
-            // What the seek left behind stops now, not at its next bytes: held for the read
-            // (paused, so it gets none), it would keep its connection, and the origin would go on
-            // filling that connection's buffers from the link the read needs. (Unless this read
-            // joined it: a seek forward into a stream's own range waits on that stream.)
-            leftBehind = orphaned.filter { entry.inflight.fetches[$0]?.interest.isEmpty ?? false }.compactMap { handles.existing($0) }
+            if case let .hit(range, _) = action.answer { touch(entry, range, now) }
+            pass(action.priorities)
+            guard case let .fail(why) = action.answer else { return (action, entry.handle, entry.id, nil) }
+            return (action, entry.handle, entry.id, readFailure(why, key: key, entry: entry))
         }
-        leftBehind.forEach { $0.cancel() }
-        if let (entry, unchecked) = verifyFirst {
+        action.cancel.compactMap { handles.existing($0) }.forEach { $0.cancel() }
+        if action.readAheadRead > 0 { metrics.readAheadReadBytes.add(action.readAheadRead) }
+        if case let .verifyFirst(unchecked) = action.answer, let entry {
             pool.submit(key: Self.verifyKey) { [self] in
                 verify(entry, shard: shard, slices: unchecked, generation: generation)
                 read(reader: reader, offset: offset, length: length, completion: completion)
             }
         }
-        if let (entry, ahead) = verifyAhead {
+        if !action.verifyAhead.isEmpty, let entry {
             // After the read's own check (jobs of one key run in order).
-            pool.submit(key: Self.verifyKey) { [self] in
+            pool.submit(key: Self.verifyKey) { [self, ahead = action.verifyAhead] in
                 verify(entry, shard: shard, slices: ahead, generation: generation)
             }
         }
-        if verifyFirst != nil { return }
-        toLaunch.forEach(launch)
-        if let immediate { completion(immediate); return }
-        if let (entry, range, id, runs) = hit {
+        for f in action.launches {
+            metrics.noteFetch(readerClass: reader.readerClass, bytes: f.bytes)
+            if let entry { launch(Launch(entry: entry, fetch: f.fetch, id: f.id)) }
+        }
+        switch action.answer {
+        case .fail:
+            completion(.failure(failure ?? .cancelled))
+        case .empty:
+            completion(.success(.empty))
+        case let .hit(range, runs):
+            guard let entry else { return }
             completion(lease(entry: entry, shard: shard, id: id, generation: generation, files: reader.files,
                              range: range, runs: runs, originBytes: 0))   // a hit: nothing waited for
+        case .verifyFirst, .wait:
+            break
+        }
+    }
+
+    typealias EntryMachine = EntryStateMachine<EntryState.OpenCompletion>
+
+    /// What a read finds of `entry` beside its machine (call under the shard lock).
+    private func readFacts(_ entry: EntryState) -> EntryMachine.ReadFacts {
+        EntryMachine.ReadFacts(generation: entry.info.generation, length: entry.info.length,
+                               acceptsRanges: entry.info.acceptsRanges, coverage: entry.coverage, pending: entry.pending,
+                               unverified: entry.unverified, verifyQueued: entry.verifyQueued, sliceSize: store.sliceSize,
+                               readTimeout: configuration.readTimeout)
+    }
+
+    /// The error a read fails with, as the machine said (call under the shard lock: a read of an
+    /// older version is noted among the entry's errors).
+    private func readFailure(_ why: EntryMachine.ReadFailure, key: CacheKey, entry: EntryState?) -> CacheError {
+        switch why {
+        case .cancelled:
+            return .cancelled
+        case .removed:
+            return .storage(path: configuration.directory, message: "entry was removed from the cache: \(key)")
+        case .remoteChanged:
+            entry?.noteError("a reader of an older version was refused (the file changed remotely)")
+            return .remoteChanged(url: entry?.info.url ?? "")
+        case .timedOut:
+            return .timeout(url: entry?.info.url ?? "")
         }
     }
 
@@ -173,26 +135,14 @@ extension EngineCore {
         let generation = reader.entry.generation
         let shard = shard(for: key)
         let now = configuration.clock().timeIntervalSince1970
-        var found: (EntryHandle, Range<Int64>, Int64)?
-        shard.locked { entries in
-            guard !reader.progress.withLock({ $0.closed }), let entry = entries[key], entry.isPersisted,
-                  entry.info.generation == generation else { return }
-            let wanted = offset.addingClamped(Int64(max(0, length)))
-            let end = entry.info.length.map { min($0, wanted) } ?? wanted
-            guard offset >= 0, end > offset else { return }
-            let range = offset..<end
-            // Only a file all on disk: a reader served from the page cache sends no reads, and
-            // the engine's read-ahead, which follows them, would take its next read of a file
-            // still being fetched for a seek and start over small (seen: a cold GiB over
-            // loopback at less than half its speed when a wave of read-ahead had just ended).
-            guard let size = entry.info.length, entry.coverage.contains(0..<size), entry.pending.isEmpty,
-                  unverifiedSlices(entry, in: range).isEmpty else { return }
+        let found: (EntryHandle, Range<Int64>, Int64)? = shard.locked { entries in
+            guard let entry = entries[key] else { return nil }
+            guard let range = entry.machine.cachedReadRequested(offset: offset, length: length, generation: generation,
+                                                                closed: reader.progress.withLock({ $0.closed }),
+                                                                facts: readFacts(entry), now: now) else { return nil }
             entry.pin(slices(of: range), generation: generation)
-            entry.bytesFromCache += range.length
-            entry.lastAccess = now
-            entry.readStatsDirty = true
             touch(entry, range, now)
-            found = (entry.handle, range, entry.id)
+            return (entry.handle, range, entry.id)
         }
         guard let (entry, range, id) = found else { return nil }
         let result = lease(entry: entry, shard: shard, id: id, generation: generation, files: reader.files,
@@ -200,22 +150,8 @@ extension EngineCore {
         return try? result.get()
     }
 
-    /// How a hit on `range` is answered: from the data file, except bytes still pending for
-    /// the writer, which come from memory (views of their chunks, held by the lease). Call
-    /// under the shard lock.
-    func runs(_ range: Range<Int64>, pending: PendingBytes) -> [ReadRun] {
-        let inMemory = pending.views(in: range)
-        guard !inMemory.isEmpty else { return [ReadRun(range: range, source: .disk)] }
-        var out: [ReadRun] = []
-        var at = range.lowerBound
-        for v in inMemory {
-            if v.range.lowerBound > at { out.append(ReadRun(range: at..<v.range.lowerBound, source: .disk)) }
-            out.append(ReadRun(range: v.range, source: .pending(v)))
-            at = v.range.upperBound
-        }
-        if at < range.upperBound { out.append(ReadRun(range: at..<range.upperBound, source: .disk)) }
-        return out
-    }
+    /// How a hit on `range` is answered (`EntryReads.runs`). Call under the shard lock.
+    func runs(_ range: Range<Int64>, pending: PendingBytes) -> [ReadRun] { EntryReads.runs(range, pending: pending) }
 
     /// A lease over `range`, whose slices the caller pinned: memory runs as the chunks they are in, the rest from
     /// the reader's open data file (opened here if needed: no lock is held). Releasing it
@@ -267,20 +203,6 @@ extension EngineCore {
         guard let rate, configuration.maxStreams > 1, readAhead >= 2 * configuration.minStreamSize else { return nil }
         let byRate = ReadPlanner.bytes(catchingUpAt: rate, for: configuration.streamSeconds)
         return max(configuration.minStreamSize, byRate, readAhead / Int64(2 * configuration.maxStreams))
-    }
-
-    /// An origin that ignores ranges answers every request with the whole body from byte 0, so
-    /// one such transfer at a time feeds every reader (single flight), and none is cut short by
-    /// a seek: asking again would start over from byte 0.
-    private func wholeBodyOnly(_ plan: inout ReadPlanner.Plan, running: [ReadPlanner.RunningFetch]) {
-        plan.truncations = []
-        guard !plan.fetches.isEmpty else { return }
-        if running.isEmpty {
-            plan.fetches = [ReadPlanner.Fetch(start: 0, end: nil)]
-        } else {
-            plan.fetches = []
-            plan.steps = running.map { .wait($0.cursor..<($0.end ?? Int64.max), fetch: $0.id) }
-        }
     }
 
     enum AccessPattern { case first, sequential, seek }
@@ -354,22 +276,33 @@ extension EngineCore {
         }
     }
 
+    /// What the waiters of `entry` find when they look again (call under the shard lock).
+    private func waiterFacts(_ entry: EntryState) -> EntryMachine.WaiterFacts {
+        EntryMachine.WaiterFacts(generation: entry.info.generation, length: entry.info.length,
+                                 acceptsRanges: entry.info.acceptsRanges, coverage: entry.coverage, pending: entry.pending)
+    }
+
+    /// Passes changes of class on to the transfers (call under the shard lock, so that the
+    /// fetcher hears them in the order they were made: the handle only queues them for its loop).
+    private func pass(_ changes: [InFlightTable.PriorityChange]) {
+        for change in changes {
+            handles.existing(change.id)?.setPriority(change.priority, waitedSeconds: change.waitedSeconds)
+        }
+    }
+
     /// Completes every waiter whose bytes are all here now: in memory (held as they arrived, or
-    /// queued for the writer) or on disk. Call under the shard lock. Answers that open the data file run as
-    /// jobs of `pool`; with `inline`, answers wholly from memory are returned instead, for
-    /// the caller to run once it released the lock (the fetch thread answers a waiting read from
-    /// the arriving bytes without a hop to another thread).
+    /// queued for the writer) or on disk (`EntryStateMachine.waitersWoken`). Call under the shard
+    /// lock. Answers that open the data file run as jobs of `pool`; with `inline`, answers wholly
+    /// from memory are returned instead, for the caller to run once it released the lock (the
+    /// fetch thread answers a waiting read from the arriving bytes without a hop to another thread).
     @discardableResult
     func wakeWaiters(_ entry: EntryState, shard: Shard, now: Double, inline: Bool = false) -> [@Sendable () -> Void] {
         guard !entry.waiters.isEmpty else { return [] }
+        let woken = entry.machine.waitersWoken(waiterFacts(entry))
+        guard !woken.isEmpty else { return [] }
         var inlined: [@Sendable () -> Void] = []
-        var still: [Waiter] = []
-        for w in entry.waiters {
-            let clip = w.range.lowerBound..<max(w.range.lowerBound, min(w.range.upperBound, entry.info.length ?? Int64.max))
-            guard w.isComplete(within: clip, cached: entry.coverage, pending: entry.pending.ranges) else {
-                still.append(w)
-                continue
-            }
+        for wake in woken {
+            let w = wake.waiter, clip = wake.clip
             if clip.isEmpty {
                 entry.unpin(slices(of: w.range), generation: w.generation)
                 pool.submit { [done = w.completion] in done(.success(.empty)) }
@@ -390,9 +323,7 @@ extension EngineCore {
             }
             if inline, !fromDisk { inlined.append(answer) } else { pool.submit(answer) }
         }
-        let answered = still.count < entry.waiters.count
-        entry.waiters = still
-        if answered { reprioritize(entry) }
+        reprioritize(entry)
         return inlined
     }
 
@@ -400,10 +331,7 @@ extension EngineCore {
     /// them). Under the shard lock, so that the fetcher hears the changes in the order they were
     /// made (the handle only queues them for its loop).
     func reprioritize(_ entry: EntryState) {
-        let waiting = entry.waiters.filter { !$0.background }.map { (range: $0.range, since: $0.since) }
-        for change in entry.inflight.prioritize(waiting: waiting, now: Self.uptime) {
-            handles.existing(change.id)?.setPriority(change.priority, waitedSeconds: change.waitedSeconds)
-        }
+        pass(entry.machine.prioritized(&entry.inflight, uptime: Self.uptime))
     }
 
     /// Seconds since boot: how long reads waited, whatever clock the engine reads dates from.
@@ -411,9 +339,8 @@ extension EngineCore {
 
     /// Fails every waiter of an older generation: its reader is bound to the version it opened.
     func failStaleWaiters(_ entry: EntryState) {
-        let stale = entry.waiters.filter { $0.generation != entry.info.generation }
+        let stale = entry.machine.staleWaitersRemoved(generation: entry.info.generation)
         guard !stale.isEmpty else { return }
-        entry.waiters.removeAll { $0.generation != entry.info.generation }
         let error = CacheError.remoteChanged(url: entry.info.url)
         logger.warning("the file changed remotely; reads of the old version fail", metadata: [
             "url": "\(entry.info.url)", "reads": "\(stale.count)"])
@@ -421,51 +348,26 @@ extension EngineCore {
     }
 
     /// Plans the waiters again after a fetch ended (or the generation changed): starts fetches
-    /// for bytes nobody is fetching any more. Call under the shard lock; launch what it returns.
+    /// for bytes nobody is fetching any more (`EntryStateMachine.waitersReplanned`). Call under
+    /// the shard lock; launch what it returns.
     /// - Parameter endedShort: the transfer that ended delivered less than it promised on its own
     ///   (not stopped by us): waiters that need yet another fetch count it, and give up after 8.
     func replanWaiters(_ entry: EntryState, failed: (range: Range<Int64>, error: CacheError)?,
                        endedShort: Bool = false) -> [Launch] {
         failStaleWaiters(entry)
-        var launches: [Launch] = []
-        var still: [Waiter] = []
-        let planner = ReadPlanner(readAhead: 0)
-        let now = Date().timeIntervalSince1970
-        for w in entry.waiters {
-            // What it has: bytes on disk, bytes queued for the writer (which reach it even if the
-            // disk refuses them), and bytes that reached it in memory (a full disk).
-            var have = entry.pending.adding(to: entry.coverage)
-            for r in w.filled.ranges { have.insert(r) }
-            if let failed, w.range.overlaps(failed.range), !have.contains(w.range) {
-                entry.unpin(slices(of: w.range), generation: w.generation)
-                let err = failed.error
-                let done = w.completion; pool.submit { done(.failure(err)) }
-                continue
+        let action = entry.machine.waitersReplanned(waiterFacts(entry), failedRange: failed?.range, endedShort: endedShort,
+                                                    inflight: &entry.inflight, now: configuration.clock().timeIntervalSince1970,
+                                                    uptime: Self.uptime, makeFetchID: makeID)
+        for (w, why) in action.failed {
+            entry.unpin(slices(of: w.range), generation: w.generation)
+            let err: CacheError = switch why {
+            case .transferFailed: failed?.error ?? .cancelled
+            case .endsEarly: .badResponse(url: entry.info.url, message: "the origin keeps ending transfers early")
             }
-            let running = entry.inflight.running(generation: entry.info.generation, now: now)
-            var plan = planner.plan(request: w.range, length: entry.info.length, cached: have, running: running)
-            if !entry.info.acceptsRanges { wholeBodyOnly(&plan, running: running) }
-            if !plan.fetches.isEmpty && endedShort {
-                w.replans += 1
-                if w.replans > 8 {
-                    entry.unpin(slices(of: w.range), generation: w.generation)
-                    let err = CacheError.badResponse(url: entry.info.url, message: "the origin keeps ending transfers early")
-                    let done = w.completion; pool.submit { done(.failure(err)) }
-                    continue
-                }
-            }
-            for step in plan.steps { if case let .wait(_, id) = step { entry.inflight.addInterest(w.reader, in: id) } }
-            for f in plan.fetches {
-                let id = makeID()
-                entry.inflight.start(id: id, generation: entry.info.generation, start: f.start, end: f.end,
-                                     reader: w.reader, pinned: !entry.info.acceptsRanges, now: now)
-                launches.append(Launch(entry: entry.handle, fetch: f, id: id))
-            }
-            still.append(w)
+            let done = w.completion; pool.submit { done(.failure(err)) }
         }
-        entry.waiters = still
-        reprioritize(entry)
-        return launches
+        pass(action.priorities)
+        return action.launches.map { Launch(entry: entry.handle, fetch: $0.fetch, id: $0.id) }
     }
 
     /// The reader is done: fail its pending reads and cancel fetches nobody else wants.
@@ -480,11 +382,9 @@ extension EngineCore {
             if let file, entry.isCurrent(reader.entry.generation) {
                 overflow = idleFiles.give(file, of: entry.handle, generation: reader.entry.generation)
             }
-            let mine = entry.waiters.filter { $0.reader == reader.id }
-            entry.waiters.removeAll { $0.reader == reader.id }
+            let (mine, orphaned, priorities) = entry.machine.readerClosed(reader.id, inflight: &entry.inflight, uptime: Self.uptime)
             for w in mine { entry.unpin(slices(of: w.range), generation: w.generation) }
-            let orphaned = entry.inflight.release(reader: reader.id)
-            if !mine.isEmpty { reprioritize(entry) }
+            pass(priorities)
             // Orphaned fetches stop at their next chunk (advance says .stop); cancel them now too.
             return (mine.map(\.completion), orphaned.compactMap { handles.existing($0) })
         }

@@ -304,14 +304,11 @@ final class EngineCore: Sendable {
             return
         }
         let shard = shard(for: key)
-        var probe: Launch?
-        var answer: Result<EntryInfo, CacheError>?
         let originDown = originHealth?.isDown(url: url) ?? false
-        var skipped = false
-        shard.locked { entries in
+        let (answer, probe, skipped) = shard.locked { entries -> (Result<EntryInfo, CacheError>?, Launch?, Bool) in
             // The clock is read under the lock: a transfer may confirm the entry (validatedAt)
             // just before, and an age read earlier would come out negative, hence "fresh".
-            let now = Date()
+            let now = configuration.clock()
             let entry: EntryState
             if let existing = entries[key] {
                 entry = existing
@@ -323,26 +320,23 @@ final class EngineCore: Sendable {
                 entries.add(entry)
             }
             if let limit = unknownLengthLimit { entry.unknownLengthLimit = min(limit, entry.unknownLengthLimit ?? limit) }
-            var fresh = maxAge > 0 && entry.info.length != nil && now.timeIntervalSince(entry.info.validatedAt) < maxAge
-            if !fresh, originDown, entry.isPersisted, entry.info.length != nil {
-                // Offline: the origin cannot be asked; what the cache holds is served as it is.
-                fresh = true
-                skipped = true
-            }
-            switch entry.machine.openRequested(completion, fresh: fresh, makeFetchID: makeID) {
+            let freshness = EntryMachine.Freshness(maxAge: maxAge, lengthKnown: entry.info.length != nil,
+                                                   age: now.timeIntervalSince(entry.info.validatedAt),
+                                                   originDown: originDown, live: entry.isPersisted)
+            switch entry.machine.openRequested(completion, fresh: freshness.fresh, makeFetchID: makeID) {
             case .answer:
-                answer = .success(entry.info)
+                return (.success(entry.info), nil, freshness.offline)
             case .cancel:
-                answer = .failure(.cancelled)
+                return (.failure(.cancelled), nil, false)
             case .wait:
-                break
+                return (nil, nil, false)
             case let .startProbe(id):
                 entry.info.url = url
-                // Revalidating a cached head costs one byte; a new entry takes the first bytes along.
-                let headerCached = entry.coverage.contains(0..<min(probeLength, entry.info.length ?? probeLength))
-                let end = !takeFirstBytes || headerCached ? 1 : probeLength
-                entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: end, reader: nil, pinned: true, priority: .waiting, now: Date().timeIntervalSince1970)
-                probe = Launch(entry: entry.handle, fetch: ReadPlanner.Fetch(start: 0, end: end), id: id)
+                let fetch = EntryMachine.probeFetch(takeFirstBytes: takeFirstBytes, coverage: entry.coverage,
+                                                    length: entry.info.length, probeLength: probeLength)
+                entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: fetch.end, reader: nil, pinned: true,
+                                     priority: .waiting, now: now.timeIntervalSince1970)
+                return (nil, Launch(entry: entry.handle, fetch: fetch, id: id), false)
             }
         }
         if skipped {
@@ -537,31 +531,14 @@ final class EngineCore: Sendable {
 
     /// Fails opens past their deadline (`waitingOpens`); their answers are submitted to `pool`.
     /// A URL left with no open waiting has its transfer without a length stopped
-    /// `abandonedTransferGrace` later, unless an open for it comes meanwhile.
+    /// `abandonedTransferGrace` later, unless an open for it comes meanwhile (`OpenDeadlines`).
     func expireOpens(now: Double = Date().timeIntervalSince1970) {
-        let (late, stop): ([(url: String, answer: AnswerOnce<Result<EntryInfo, CacheError>>)], [String]) = waitingOpens.withLock { opens in
-            var late: [(url: String, answer: AnswerOnce<Result<EntryInfo, CacheError>>)] = []
-            opens.removeAll { open in
-                if open.answer.isAnswered { return true }
-                guard open.deadline <= now else { return false }
-                late.append((open.url, open.answer))
-                return true
-            }
+        let (late, stop) = waitingOpens.withLock { opens in
             // Under the same lock as the opens: an open registered meanwhile is seen here.
-            return abandonedOpens.withLock { abandoned in
-                guard !late.isEmpty || !abandoned.isEmpty else { return (late, []) }
-                let key = { (url: String) in try? self.recentKeys.value(for: url) { try self.configuration.keyRules.key(for: $0) } }
-                let waiting = Set(opens.compactMap { key($0.url) })
-                for open in late {
-                    guard let k = key(open.url), !waiting.contains(k), abandoned[k] == nil else { continue }
-                    abandoned[k] = (open.url, now + Self.abandonedTransferGrace)
-                }
-                var stop: [String] = []
-                for (k, a) in abandoned where waiting.contains(k) || a.at <= now {
-                    abandoned[k] = nil
-                    if !waiting.contains(k) { stop.append(a.url) }
-                }
-                return (late, stop)
+            abandonedOpens.withLock { abandoned in
+                OpenDeadlines.tick(opens: &opens, abandoned: &abandoned, now: now, grace: Self.abandonedTransferGrace,
+                                   isAnswered: { $0.isAnswered },
+                                   key: { try? self.recentKeys.value(for: $0) { try self.configuration.keyRules.key(for: $0) } })
             }
         }
         for (url, answer) in late {
@@ -599,18 +576,14 @@ final class EngineCore: Sendable {
 
     /// Fails reads that waited longer than `readTimeout`, and remembers them for a moment: the
     /// kernel asks a failed read-ahead again at once, and that retry fails now instead of
-    /// waiting a second `readTimeout` (`EngineCore.read`).
-    func expireWaiters(now: Double = Date().timeIntervalSince1970) {
+    /// waiting a second `readTimeout` (`EntryStateMachine.tick`). `now`: the injected clock's.
+    func expireWaiters(now: Double? = nil) {
+        let now = now ?? configuration.clock().timeIntervalSince1970
         for shard in shards {
             let expired: [(done: Waiter.Completion, range: Range<Int64>, url: String)] = shard.locked { entries in
                 var out: [(done: Waiter.Completion, range: Range<Int64>, url: String)] = []
                 for e in entries.all where !e.waiters.isEmpty {
-                    let (late, onTime) = (e.waiters.filter { $0.deadline <= now }, e.waiters.filter { $0.deadline > now })
-                    guard !late.isEmpty else { continue }
-                    e.waiters = onTime
-                    e.timedOut.removeAll { now - $0.at > EntryState.retryWindow }
-                    for w in late {
-                        e.timedOut.append((reader: w.reader, range: w.range, at: now))
+                    for w in e.machine.tick(now: now) {
                         e.unpin(slices(of: w.range), generation: w.generation)
                         e.noteError("read \(w.range.lowerBound)-\(w.range.upperBound - 1) timed out")
                         out.append((w.completion, w.range, e.info.url))

@@ -6,8 +6,10 @@ import Atomics
 ///
 /// Its life (`probing`: no index row yet, id -1, until the first good answer; then `live`; and
 /// `removed` once it left its shard: `cache rm`, a live playlist refresh, `clear`), the opens
-/// waiting for a probe and which transfers are probes are `machine`'s: `EntryStateMachine`
-/// decides, the engine and `EntrySink` carry out. Work that ran without the lock (a transfer's
+/// waiting for a probe and which transfers are probes are `machine`'s, and so is its reader side
+/// (`EntryReads`: the reads waiting, the reads that timed out lately, read-ahead not read yet,
+/// the read counts; the fields below that forward there): `EntryStateMachine` decides, the
+/// engine and `EntrySink` carry out. Work that ran without the lock (a transfer's
 /// write, a read from disk, an eviction) finds the entry again by its handle, which finds
 /// nothing once it was removed, and checks `isCurrent` for its generation before it records
 /// anything, so a removed entry or an old version never gains bytes, coverage or pins again.
@@ -26,7 +28,11 @@ final class EntryState {
     /// Bytes of `info.generation` that arrived and wait for the writer (never in `coverage`).
     var pending = PendingBytes()
     var inflight = InFlightTable()
-    var waiters: [Waiter] = []
+    /// Reads waiting for bytes to land (the machine's: `EntryReads`).
+    var waiters: [Waiter] {
+        get { machine.reads.waiters }
+        _modify { yield &machine.reads.waiters }
+    }
     /// Bytes present per slice, and when each slice was last read or written (LRU).
     var sliceBytes: [Int64: Int64] = [:]
     var sliceAccess: [Int64: Double] = [:]
@@ -37,9 +43,19 @@ final class EntryState {
     /// that commit is done, or the row delete would take the new extents too (the machine's
     /// marks: `EntryStateMachine+Eviction`).
     var evicting: Set<Int64> { machine.evicting }
-    var hits: Int64 = 0
-    var misses: Int64 = 0
-    var bytesFromCache: Int64 = 0
+    /// The read counts are the machine's (`EntryReads`).
+    var hits: Int64 {
+        get { machine.reads.hits }
+        _modify { yield &machine.reads.hits }
+    }
+    var misses: Int64 {
+        get { machine.reads.misses }
+        _modify { yield &machine.reads.misses }
+    }
+    var bytesFromCache: Int64 {
+        get { machine.reads.bytesFromCache }
+        _modify { yield &machine.reads.bytesFromCache }
+    }
     var bytesFromOrigin: Int64 = 0
     /// The most a body without a length may bring before it fails, when an open asked for less
     /// than the engine's own limit (`EngineCore.unknownLengthLimit`): a directory listing is
@@ -49,25 +65,30 @@ final class EntryState {
     /// (`unknownLengthLimit`, `CacheEngine.open`). A page that changed is a new version like any
     /// other, but not "a remote file changed": no notice, no `remoteChanges` (issue 38).
     var isListingPage: Bool { unknownLengthLimit != nil }
-    /// Bytes that arrived while no read waited for them (read-ahead), not read since: what a
-    /// read takes from here counts as read-ahead that was read (`CacheMetrics`).
-    var unreadAhead = RangeSet()
+    /// Read-ahead not read yet (the machine's: `EntryReads.unreadAhead`).
+    var unreadAhead: RangeSet {
+        get { machine.reads.unreadAhead }
+        _modify { yield &machine.reads.unreadAhead }
+    }
     /// Slices on disk since before this start whose extents were not checked against their
     /// checksums yet: their bytes are served only after the check (`EngineCore+Verify`).
     var unverified: Set<Int64> { machine.unverified }
     /// Unchecked slices a job will check ahead of a reader (`slicesToVerifyAhead`): not queued twice.
     var verifyQueued: Set<Int64> { machine.verifyQueued }
-    /// Reads that timed out lately, by reader: the kernel's retry of one (the same file handle,
-    /// the same bytes) fails at once instead of waiting `readTimeout` again.
-    var timedOut: [(reader: Int, range: Range<Int64>, at: Double)] = []
-    static let retryWindow = 2.0
-    var lastAccess: Double
-    /// Reads changed `lastAccess` or the counts since the row was last handed to the index (the
-    /// sweeper writes such rows every few seconds, so `cache ls`/`info` of another process and a
-    /// restart see them).
-    var readStatsDirty = false
-    /// Reads since the start, by the door of their reader (for the status page).
-    var readsByDoor = DoorReads()
+    /// When it was last read, whether the read stats changed since the index had them, the reads
+    /// by door: the machine's (`EntryReads`).
+    var lastAccess: Double {
+        get { machine.reads.lastAccess }
+        _modify { yield &machine.reads.lastAccess }
+    }
+    var readStatsDirty: Bool {
+        get { machine.reads.readStatsDirty }
+        _modify { yield &machine.reads.readStatsDirty }
+    }
+    var readsByDoor: DoorReads {
+        get { machine.reads.readsByDoor }
+        _modify { yield &machine.reads.readsByDoor }
+    }
     var recentErrors: [String] = []
 
     /// The key it is kept under (never changes) and its number, never reused: what names it
@@ -83,8 +104,8 @@ final class EntryState {
         self.serial = Self.serials.loadThenWrappingIncrement(ordering: .relaxed) + 1
         self.id = id
         self.info = info
-        self.lastAccess = lastAccess
         self.machine = EntryStateMachine(persisted: id >= 0)
+        self.machine.reads.lastAccess = lastAccess
     }
 
     /// Has an index row and is still in its shard.
@@ -172,7 +193,7 @@ final class Waiter {
     let deadline: Double
     /// When it began waiting (uptime seconds): how long the oldest waiting read of a transfer has
     /// waited tells the fetcher whether read-ahead must yield to it.
-    let since = EngineCore.uptime
+    let since: Double
     /// A warm-up's read: nobody is waiting on it, so its transfer keeps the lowest class.
     var background = false
     var replans = 0
@@ -186,8 +207,9 @@ final class Waiter {
     /// False once the retained share had no room for it: it holds only bytes the disk refused.
     private(set) var retaining = true
 
-    init(reader: Int, files: ReaderFiles, range: Range<Int64>, generation: Int64, deadline: Double,
+    init(reader: Int, files: ReaderFiles, range: Range<Int64>, generation: Int64, deadline: Double, since: Double,
          completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void) {
+        self.since = since
         self.reader = reader
         self.files = files
         self.range = range

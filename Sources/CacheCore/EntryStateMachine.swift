@@ -59,6 +59,9 @@ struct EntryStateMachine<Open> {
     }
 
     private(set) var state: State
+    /// The reader side: reads waiting, reads that timed out lately, read-ahead not read yet, the
+    /// read counts (`EntryStateMachine+Read`).
+    var reads = EntryReads()
 
     /// An entry read from the index starts `live`; one made for a new URL starts `probing`.
     init(persisted: Bool) {

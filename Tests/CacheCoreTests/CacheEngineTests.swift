@@ -90,31 +90,6 @@ final class CacheEngineTests: XCTestCase {
         cache.shutdown()
     }
 
-    func testASeekStopsTheReadAheadNobodyWantsAnyMore() async throws {
-        let data = randomBytes(64 << 20, seed: 9)
-        let source = ScriptedSource(chunk: 64 << 10, chunkDelay: 4_000)   // about 16 MB/s
-        source.set(url, .init(bytes: data, etag: "\"a\""))
-        let cache = try engine(source)
-        let info = try await cache.open(url: url)
-        let reader = cache.makeReader(for: info)
-        var offset: Int64 = 0
-        for _ in 0..<6 {   // sequential: the read-ahead window grows to several MiB
-            let chunk = try await reader.read(offset: offset, length: 256 << 10)
-            offset += Int64(chunk.count)
-        }
-        let far: Int64 = 48 << 20   // past the grown window (32 MiB): no stream of the old read-ahead covers it
-        let got = try await reader.read(offset: far, length: 64 << 10)
-        XCTAssertEqual(got, Array(data[Int(far)..<Int(far + (64 << 10))]))
-        let servedAtSeek = source.bytesServed
-        // Every transfer has ended: the old window's were stopped, the new position's finished.
-        XCTAssertTrue(eventually { cache.tracker.inFlightCount == 0 }, "a transfer kept running after the seek")
-        // Only the new position's small read-ahead may have arrived since; the old window stopped.
-        let after = source.bytesServed - servedAtSeek
-        XCTAssertLessThan(after, 1 << 20, "the old read-ahead kept downloading after the seek: \(after) bytes")
-        reader.close()
-        cache.shutdown()
-    }
-
     func testCachedBytesSurviveARestart() async throws {
         let data = randomBytes(2 << 20, seed: 4)
         let source = ScriptedSource()

@@ -14,12 +14,14 @@ class GatedEngineTestCase: XCTestCase {
 
     func engine(_ source: GatedSource, capacity: Int64 = 1 << 30,
                 writeBudget: (total: Int64, perTransfer: Int64)? = nil, retainBudget: Int64? = nil,
-                ioThreads: Int? = nil, keyRules: KeyRules = KeyRules(), clock: EngineClock? = nil) throws -> CacheEngine {
+                ioThreads: Int? = nil, keyRules: KeyRules = KeyRules(), clock: EngineClock? = nil,
+                wallClock: (@Sendable () -> Date)? = nil) throws -> CacheEngine {
         var configuration = CacheConfiguration(directory: dir, capacity: capacity, freeSpaceFloor: 0,
                                                sliceSize: 1 << 20, readTimeout: 10, initialReadAhead: 0)
         if let ioThreads { configuration.blockingIOThreads = ioThreads }
         configuration.keyRules = keyRules
         if let clock { configuration.engineClock = clock }
+        if let wallClock { configuration.clock = wallClock }
         if let retainBudget { configuration.readRetentionBudget = retainBudget }
         if let writeBudget {
             configuration.writeBudget = writeBudget.total

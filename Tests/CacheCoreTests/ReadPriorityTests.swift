@@ -150,18 +150,32 @@ final class ReadPriorityTests: GatedEngineTestCase {
     }
 }
 
-/// One timeout per read: the kernel's retry of a read-ahead that timed out fails at once.
+/// One timeout per read: the kernel's retry of a read-ahead that timed out fails at once. On the
+/// engine's injected clock, which the sweeper's tick reads too (the table is
+/// `EntryStateMachineReadTests.testTick`).
 final class ReadTimeoutRetryTests: GatedEngineTestCase {
+    /// A clock that moves only when told to.
+    final class TestClock: Sendable {
+        private let date = LockedValue(Date())
+        var now: Date { date.withLock { $0 } }
+        func advance(_ seconds: TimeInterval) { date.withLock { $0 += seconds } }
+    }
+
     func testTheSameReadersRetryOfATimedOutReadFailsAtOnceAndAnotherReaderWaits() throws {
         let source = GatedSource()
-        let cache = try engine(source)
+        let clock = TestClock()
+        let cache = try engine(source, wallClock: { clock.now })
         defer { source.finishAll(); cache.shutdown() }
         let info = try open(cache, source)
         let reader = cache.makeReader(for: info)
         let timedOut = expectation(description: "first read times out")
         let first = ResultBox<[UInt8]>()
         reader.read(offset: 1 << 20, length: 65536) { first.set($0); timedOut.fulfill() }
-        cache.core.expireWaiters(now: Date().timeIntervalSince1970 + 3600)
+        clock.advance(9)
+        cache.core.expireWaiters()
+        XCTAssertEqual(waiting(cache), 1, "within the read timeout (10 s) it waits")
+        clock.advance(1)
+        cache.core.expireWaiters()
         wait(for: [timedOut], timeout: 5)
         XCTAssertThrowsError(try first.get())
 
@@ -174,11 +188,21 @@ final class ReadTimeoutRetryTests: GatedEngineTestCase {
         let otherReader = cache.makeReader(for: info)
         let cancelled = expectation(description: "another open's read, cancelled at its close")
         otherReader.read(offset: 1 << 20, length: 4096) { _ in cancelled.fulfill() }
-        var waiting = 0
-        for shard in cache.core.shards { shard.locked { for e in $0.all { waiting += e.waiters.count } } }
-        XCTAssertEqual(waiting, 1, "another open's read waits for the bytes, as any read does")
+        XCTAssertEqual(waiting(cache), 1, "another open's read waits for the bytes, as any read does")
+
+        // Past the retry window the same reader's read waits again.
+        clock.advance(EntryReads.retryWindow + 1)
+        let later = expectation(description: "a read after the window, cancelled at its close")
+        reader.read(offset: (1 << 20) + 8192, length: 4096) { _ in later.fulfill() }
+        XCTAssertEqual(waiting(cache), 2)
         otherReader.close()
         reader.close()
-        wait(for: [cancelled], timeout: 5)
+        wait(for: [cancelled, later], timeout: 5)
+    }
+
+    private func waiting(_ cache: CacheEngine) -> Int {
+        var waiting = 0
+        for shard in cache.core.shards { shard.locked { for e in $0.all { waiting += e.waiters.count } } }
+        return waiting
     }
 }
