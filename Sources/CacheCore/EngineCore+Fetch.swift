@@ -107,9 +107,13 @@ extension EntryInfo {
 /// writer. The sink names its entry by its `EntryHandle`: every step finds it again under the
 /// shard lock (nothing found: it was removed, and the step records nothing) and checks
 /// `isCurrent` before it records anything (the entry may have moved to a new version
-/// meanwhile; the transfer follows it on `newVersionFromStart`). What a head and the end
-/// of the transfer mean for the entry (its version, the opens waiting, a failed first probe) is
-/// decided by the entry's `EntryStateMachine`; the sink carries out the actions it returns.
+/// meanwhile; the transfer follows it on `newVersionFromStart`). What a head, an arrival, a
+/// finished write and the end of the transfer mean for the entry (its version, the opens
+/// waiting, an endless body, which bytes are new and which read-ahead, what a write records, a
+/// failed first probe) is decided by the entry's `EntryStateMachine` (`headArrived`,
+/// `bytesArrived`, `writeCompleted`, `transferFinished`); the sink carries out the actions it
+/// returns, and each locked step hands what is left for after the lock out as its return value.
+/// Time is the engine's clock (`CacheConfiguration.clock`), read once per step.
 // Checked `Sendable`: its state is in two `LockedValue`s, one per side, each taken by that side
 // alone (`arrivals` by the source's callbacks, `writer` by the jobs on the file's lane), so
 // neither is ever contended. What that costs: one uncontended pthread mutex (about 20 ns) per
@@ -181,7 +185,8 @@ final class EntrySink: FetchSink {
         var generation: Int64 = -1
         var entryID: Int64 = -1
         var extent: (slice: Int64, start: Int64, end: Int64, hash: XXH64)?
-        /// After a write found no room, bytes only go to waiting reads until then (uptime seconds).
+        /// After a write found no room, bytes only go to waiting reads until then (the clock's
+        /// seconds: `EntryStateMachine.mayWrite`).
         var noRoomUntil: Double = 0
     }
     private let writer = LockedValue(Writer())
@@ -199,155 +204,187 @@ final class EntrySink: FetchSink {
         onRoom = { [handles = core.handles] in handles.existing(fetchID)?.resume() }
     }
 
+    typealias Machine = EntryStateMachine<EntryState.OpenCompletion>
+
+    /// What a head leaves to do once the locks are let go.
+    private struct AfterHead: Sendable {
+        /// Whether the transfer goes on.
+        var proceed: Bool
+        var cancels: [FetchHandleBox] = []
+        var launches: [Launch] = []
+        /// A probe of the new version from byte 0 (registered already), to start.
+        var reprobe: Int?
+        static let stop = AfterHead(proceed: false)
+    }
+
     /// Carries out what the entry's state machine makes of the head (under the shard lock), then
     /// cancels and launches what it asked for.
     func fetchDidReceiveHead(_ head: ResponseHead) -> Bool {
-        var cancels: [FetchHandleBox] = []
-        var launches: [Launch] = []
-        var reprobe: Int?
-        let proceed: Bool = arrivals.withLock { t in
+        let now = core.configuration.clock()
+        let after: AfterHead = arrivals.withLock { t in
             sendBatch(&t)   // what came before this head is written as it was received
             return shard.locked { entries in
                 // Removed: the machine would say `.stop` (not current), as for any transfer of
                 // a version that is gone.
-                guard let entry = entries[self.entry] else { return false }
-                let generation = t.generation
-                let wholeBodyRunning = entry.inflight.fetches.values.contains {
-                    $0.id != fetchID && $0.generation == generation && $0.pinned && $0.start == 0 && $0.end == nil
-                }
-                let action = entry.machine.headArrived(
-                    fetch: fetchID, current: entry.inflight.fetches[fetchID] != nil && entry.isCurrent(generation),
-                    head: head, differs: entry.isPersisted && (core.differs(entry.info, head)
-                        || (entry.machine.isProbe(fetchID) && EngineCore.cannotConfirm(head, listingPage: entry.isListingPage))), position: t.position,
-                    lengthKnown: entry.info.length != nil, wholeBodyRunning: wholeBodyRunning,
-                    provenance: .init(head: head, entry: entry.info, rangeAsked: rangeAsked), makeFetchID: core.makeID)
-                if case let .failedRevalidation(why, opens, staleCopy) = action {
-                    // A captive portal, a login page: the cached bytes stay, as for an origin that is down.
-                    let cause = CacheError.badResponse(url: entry.info.url, message: "not this file (\(why)); a captive portal or login page?")
-                    t.failure = cause
-                    core.logger.warning("the origin's answer does not look like this file; keeping the cached copy", metadata: [
-                        "url": "\(entry.info.url)", "status": "\(head.status)", "content_type": "\(head.contentType ?? "-")",
-                        "length": "\(head.totalLength.map(String.init) ?? "?")", "why": "\(why)"])
-                    if !opens.isEmpty {
-                        core.answer(.init(opens: opens, with: staleCopy ? .staleCopy(cause) : .failure(cause)), entry: entry, url: entry.info.url)
-                    }
-                    return false
-                }
-                guard case let .apply(decision, opens, reprobeID) = action else { return false }
-                switch decision.version {
-                case .failedRevalidation:
-                    return false   // answered above
-                case .adoptFirst:
-                    // The entry becomes real now, never for an error. Its row is written behind; the
-                    // id is all data file names need.
-                    core.adopt(head, into: entry)
-                    entry.id = core.index.newEntryID()
-                    entry.saveRow(to: core.index)
-                case .newVersionRefetch:
-                    // Ask again for the wanted bytes of the new version, with its validator.
-                    cancels = core.startNewGeneration(entry, head: head, keeping: fetchID)
-                    entry.inflight.finish(fetchID)
-                    launches = core.replanWaiters(entry, failed: nil)
-                    if let reprobeID {
-                        entry.inflight.start(id: reprobeID, generation: entry.info.generation, start: 0, end: nil, reader: nil, pinned: true, priority: .waiting, now: Date().timeIntervalSince1970)
-                        reprobe = reprobeID
-                    }
-                case .newVersionFromStart:
-                    let originalEnd = entry.inflight.fetches[fetchID]?.end
-                    let wasPinned = entry.inflight.fetches[fetchID]?.pinned ?? false
-                    cancels = core.startNewGeneration(entry, head: head, keeping: fetchID)
-                    t.generation = entry.info.generation
-                    entry.inflight.rebase(fetchID, cursor: 0, end: originalEnd, generation: t.generation, pinned: wasPinned)
-                    launches = core.replanWaiters(entry, failed: nil)
-                case .confirm:
-                    entry.info.validatedAt = Date()
-                    entry.info.finalURL = head.finalURL
-                    if head.status == 206 { entry.info.acceptsRanges = true }
-                    if entry.info.length == nil, let l = head.totalLength { entry.info.length = l }
-                    entry.saveRow(to: core.index)
-                }
-                switch decision.body {
-                case .partial, .none:
-                    break
-                case let .wrongStart(message):
-                    t.failure = .badResponse(url: entry.info.url, message: message)
-                case .giveWay:
-                    entry.info.acceptsRanges = false
-                case let .whole(ignoredRange):
-                    // Keep all of it (bytes already on disk are skipped), and let nobody cancel it:
-                    // asking again would start over.
-                    if ignoredRange {
-                        core.logger.warning("the origin answered a range request with the whole file", metadata: [
-                            "url": "\(entry.info.url)", "times": "\(entry.machine.ignoredRanges)"])
-                    }
-                    entry.info.acceptsRanges = false
-                    t.position = 0
-                    t.deliver = 0..<Int64.max   // all of it is kept; the overlaps are still compared as they pass
-                    entry.inflight.rebase(fetchID, cursor: 0, end: nil, generation: t.generation, pinned: true)
-                }
-                if t.generation != generation {
-                    // A new version by its head: nothing held of it to compare, and all it brings is its.
-                    t.checks = []
-                    t.deliver = 0..<Int64.max
-                }
-                core.answer(opens, .success(entry.info))
-                return decision.proceeds
+                guard let entry = entries[self.entry] else { return .stop }
+                return headArrived(head, entry: entry, now: now, &t)
             }
         }
-        cancels.forEach { $0.cancel() }
-        launches.forEach(core.launch)
-        if let reprobe {
+        after.cancels.forEach { $0.cancel() }
+        after.launches.forEach(core.launch)
+        if let reprobe = after.reprobe {
             core.launch(fetchID: reprobe, entry: entry, fetch: .init(start: 0, end: nil))
         }
-        return proceed
+        return after.proceed
+    }
+
+    /// Asks the entry's machine what `head` means and carries out its version step, its body
+    /// step and its answers to the opens (under the shard lock).
+    private func headArrived(_ head: ResponseHead, entry: EntryState, now: Date, _ t: inout Arrivals) -> AfterHead {
+        let generation = t.generation
+        let wholeBodyRunning = entry.inflight.fetches.values.contains {
+            $0.id != fetchID && $0.generation == generation && $0.pinned && $0.start == 0 && $0.end == nil
+        }
+        let action = entry.machine.headArrived(
+            fetch: fetchID, current: entry.inflight.fetches[fetchID] != nil && entry.isCurrent(generation),
+            head: head, differs: entry.isPersisted && (core.differs(entry.info, head)
+                || (entry.machine.isProbe(fetchID) && EngineCore.cannotConfirm(head, listingPage: entry.isListingPage))), position: t.position,
+            lengthKnown: entry.info.length != nil, wholeBodyRunning: wholeBodyRunning,
+            provenance: .init(head: head, entry: entry.info, rangeAsked: rangeAsked), makeFetchID: core.makeID)
+        let decision: HeadDecision, opens: [EntryState.OpenCompletion], reprobeID: Int?
+        switch action {
+        case .stop:
+            return .stop
+        case let .failedRevalidation(why, waiting, staleCopy):
+            // A captive portal, a login page: the cached bytes stay, as for an origin that is down.
+            let cause = CacheError.badResponse(url: entry.info.url, message: "not this file (\(why)); a captive portal or login page?")
+            t.failure = cause
+            core.logger.warning("the origin's answer does not look like this file; keeping the cached copy", metadata: [
+                "url": "\(entry.info.url)", "status": "\(head.status)", "content_type": "\(head.contentType ?? "-")",
+                "length": "\(head.totalLength.map(String.init) ?? "?")", "why": "\(why)"])
+            if !waiting.isEmpty {
+                core.answer(.init(opens: waiting, with: staleCopy ? .staleCopy(cause) : .failure(cause)), entry: entry, url: entry.info.url)
+            }
+            return .stop
+        case let .apply(d, answer, reprobe):
+            decision = d
+            opens = answer
+            reprobeID = reprobe
+        }
+        var after = AfterHead(proceed: decision.proceeds)
+        switch decision.version {
+        case .failedRevalidation:
+            return .stop   // answered above
+        case .adoptFirst:
+            // The entry becomes real now, never for an error. Its row is written behind; the
+            // id is all data file names need.
+            core.adopt(head, into: entry)
+            entry.id = core.index.newEntryID()
+            entry.saveRow(to: core.index)
+        case .newVersionRefetch:
+            // Ask again for the wanted bytes of the new version, with its validator.
+            after.cancels = core.startNewGeneration(entry, head: head, keeping: fetchID)
+            entry.inflight.finish(fetchID)
+            after.launches = core.replanWaiters(entry, failed: nil)
+            if let reprobeID {
+                entry.inflight.start(id: reprobeID, generation: entry.info.generation, start: 0, end: nil, reader: nil, pinned: true,
+                                     priority: .waiting, now: now.timeIntervalSince1970)
+                after.reprobe = reprobeID
+            }
+        case .newVersionFromStart:
+            let originalEnd = entry.inflight.fetches[fetchID]?.end
+            let wasPinned = entry.inflight.fetches[fetchID]?.pinned ?? false
+            after.cancels = core.startNewGeneration(entry, head: head, keeping: fetchID)
+            t.generation = entry.info.generation
+            entry.inflight.rebase(fetchID, cursor: 0, end: originalEnd, generation: t.generation, pinned: wasPinned)
+            after.launches = core.replanWaiters(entry, failed: nil)
+        case .confirm:
+            entry.info = Machine.confirmed(entry.info, by: head, at: now)
+            entry.saveRow(to: core.index)
+        }
+        switch decision.body {
+        case .partial, .none, .giveWay:
+            break
+        case let .wrongStart(message):
+            t.failure = .badResponse(url: entry.info.url, message: message)
+        case let .whole(ignoredRange):
+            // Keep all of it (bytes already on disk are skipped), and let nobody cancel it:
+            // asking again would start over.
+            if ignoredRange {
+                core.logger.warning("the origin answered a range request with the whole file", metadata: [
+                    "url": "\(entry.info.url)", "times": "\(entry.machine.ignoredRanges)"])
+            }
+            t.position = 0
+            t.deliver = 0..<Int64.max   // all of it is kept; the overlaps are still compared as they pass
+            entry.inflight.rebase(fetchID, cursor: 0, end: nil, generation: t.generation, pinned: true)
+        }
+        entry.info = Machine.info(entry.info, after: decision.body)
+        if t.generation != generation {
+            // A new version by its head: nothing held of it to compare, and all it brings is its.
+            t.checks = []
+            t.deliver = 0..<Int64.max
+        }
+        core.answer(opens, .success(entry.info))
+        return after
     }
 
     func fetchOffer(_ bytes: UnsafeRawBufferPointer) -> FetchFlow {
-        var differed: Differed?
-        let flow: FetchFlow? = arrivals.withLock { t in take(bytes, &t, onRoom: onRoom, differed: &differed) }
-        differed?.cancels.forEach { $0.cancel() }
-        differed?.launches.forEach(core.launch)
-        return flow ?? .pause
+        let took: Took = arrivals.withLock { t in take(bytes, &t, onRoom: onRoom) }
+        return finish(took) ?? .pause
     }
 
     /// A source that cannot pause waits here for room (not holding `arrivals`).
     func fetchDidReceive(_ bytes: UnsafeRawBufferPointer) -> Bool {
         let room = DispatchSemaphore(value: 0)
-        var differed: Differed?
-        defer {
-            differed?.cancels.forEach { $0.cancel() }
-            differed?.launches.forEach(core.launch)
-        }
         while true {
-            let flow: FetchFlow? = arrivals.withLock { t in
-                guard let flow = take(bytes, &t, onRoom: { room.signal() }, differed: &differed) else { return nil }
+            let took: Took = arrivals.withLock { t in
+                let took = take(bytes, &t, onRoom: { room.signal() })
+                if case .noRoom = took { return took }
                 drained(&t)
-                return flow
+                return took
             }
-            if let flow { return flow == .proceed }
+            if let flow = finish(took) { return flow == .proceed }
             room.wait()
         }
     }
 
-    /// What a changed version leaves to do after the locks.
-    private typealias Differed = (cancels: [FetchHandleBox], launches: [Launch])
+    /// What became of an arrival.
+    private enum Took {
+        /// There was no room for it: nothing was taken (the same bytes come again).
+        case noRoom
+        case flow(FetchFlow)
+        /// Its overlap check found another version (`VersionOverlap`): stop, then cancel and
+        /// launch these once the locks are let go.
+        case changed(cancels: [FetchHandleBox], launches: [Launch])
+    }
+
+    /// Carries out what an arrival left for after the locks; its flow, nil without room.
+    private func finish(_ took: Took) -> FetchFlow? {
+        switch took {
+        case .noRoom:
+            return nil
+        case let .flow(flow):
+            return flow
+        case let .changed(cancels, launches):
+            cancels.forEach { $0.cancel() }
+            launches.forEach(core.launch)
+            return .stop
+        }
+    }
 
     /// Takes an arrival at the cursor: compares what falls in the overlap checks, then delivers
-    /// the part within `deliver` (the bytes around it were asked only to be compared). Nil when
-    /// there is no room for it: nothing was taken (the same bytes come again).
-    private func take(_ bytes: UnsafeRawBufferPointer, _ t: inout Arrivals, onRoom: @escaping @Sendable () -> Void,
-                      differed: inout Differed?) -> FetchFlow? {
+    /// the part within `deliver` (the bytes around it were asked only to be compared).
+    private func take(_ bytes: UnsafeRawBufferPointer, _ t: inout Arrivals, onRoom: @escaping @Sendable () -> Void) -> Took {
         let p = t.position, end = p + Int64(bytes.count)
         let lo = min(max(p, t.deliver.lowerBound), end), hi = max(lo, min(end, t.deliver.upperBound))
         let front = Int(lo - p), middle = Int(hi - lo)
         var space: (ChunkStorage, Int)?
         if middle > 0 {
-            guard let r = room(for: middle, &t, onRoom: onRoom) else { return nil }
+            guard let r = room(for: middle, &t, onRoom: onRoom) else { return .noRoom }
             space = r
         }
-        if let d = compareOverlaps(bytes, &t) {
-            differed = d
-            return .stop
+        if let (cancels, launches) = compareOverlaps(bytes, &t) {
+            return .changed(cancels: cancels, launches: launches)
         }
         t.position += Int64(front)
         var flow = FetchFlow.proceed
@@ -357,13 +394,13 @@ final class EntrySink: FetchSink {
             if flow == .stop, t.failure == nil, t.position == t.deliver.upperBound, !t.checks.isEmpty { flow = .proceed }
         }
         t.position += Int64(bytes.count - front - middle)
-        return flow
+        return .flow(flow)
     }
 
     /// Compares the parts of an arrival (at the cursor) that fall in the overlap checks with the
     /// bytes held there (`VersionOverlap`). Nil while they match (or nothing is held to compare
     /// with); when they differ, the entry moved to a new version: what to cancel and launch.
-    private func compareOverlaps(_ bytes: UnsafeRawBufferPointer, _ t: inout Arrivals) -> Differed? {
+    private func compareOverlaps(_ bytes: UnsafeRawBufferPointer, _ t: inout Arrivals) -> (cancels: [FetchHandleBox], launches: [Launch])? {
         guard !t.checks.isEmpty else { return nil }
         let range = t.position..<(t.position + Int64(bytes.count))
         let checks = t.checks
@@ -424,78 +461,87 @@ final class EntrySink: FetchSink {
         }
     }
 
+    /// What the shard lock's part of an arrival leaves for after it.
+    private enum Arrived {
+        /// Nothing was recorded (`ArrivalAction.ignore`).
+        case ignored
+        /// A body with no length passed its limit (`ArrivalAction.cutOff`).
+        case cutOff(limit: Int64, asked: Bool)
+        /// Recorded: the transfer's progress, the new chunks for the writer, the read answers
+        /// to run.
+        case taken(InFlightTable.Progress, queued: [PendingBytes.Chunk], answers: [@Sendable () -> Void])
+    }
+
     /// Takes an arrival, copied into `storage` at `at` (its room in the queued share is given
     /// back once the writer is done with it; see `ChunkStorage`).
     private func accept(_ arrival: UnsafeRawBufferPointer, _ storage: ChunkStorage, _ at: Int,
                         _ t: inout Arrivals) -> FetchFlow {
         storage.write(arrival, at: at)   // published below, under the shard lock (see `ChunkStorage`)
-        let bytes = storage.bytes(at: at, count: arrival.count)
-        let range = t.position..<(t.position + Int64(bytes.count))
+        let range = t.position..<(t.position + Int64(arrival.count))
         let generation = t.generation
-        var queued: [PendingBytes.Chunk] = []
-        var answers: [@Sendable () -> Void] = []
-        let now = Date().timeIntervalSince1970
-        var endless: (limit: Int64, asked: Bool)?
-        let progress: InFlightTable.Progress? = shard.locked { entries in
-            guard let entry = entries[self.entry], entry.inflight.fetches[fetchID] != nil, entry.isCurrent(generation) else { return nil }
-            if entry.info.length == nil {
-                let limit = entry.unknownLengthLimit ?? core.unknownLengthLimit
-                if range.upperBound > limit {
-                    endless = (limit, entry.unknownLengthLimit != nil)
-                    return nil
-                }
-            }
-            // Which bytes are new? (They may be on disk or pending through another fetch.)
-            var gaps = entry.coverage.gaps(in: range)
-            if !entry.pending.isEmpty { gaps = gaps.flatMap { entry.pending.ranges.gaps(in: $0) } }
-            var ahead: Int64 = 0
-            for gap in gaps {
-                // Read-ahead: the part of the new bytes no waiting read asked for. Most arrivals
-                // are wholly one or the other, and then nothing is allocated here.
-                if entry.waiters.contains(where: { $0.generation == generation && $0.range.overlaps(gap) }) {
-                    var early = RangeSet([gap])
-                    for w in entry.waiters where w.generation == generation { _ = early.remove(w.range) }
-                    for r in early.ranges { ahead += entry.unreadAhead.insert(r) }
-                } else {
-                    ahead += entry.unreadAhead.insert(gap)
-                }
-                var offset = gap.lowerBound
-                while offset < gap.upperBound {
-                    // A chunk stays within one slice: the writer writes it to one file.
-                    let end = min(gap.upperBound, (core.store.sliceIndex(of: offset) + 1) * core.configuration.sliceSize)
-                    let chunk = PendingBytes.Chunk(range: offset..<end, storage: storage, offset: at + Int(offset - range.lowerBound))
-                    entry.pending.add(chunk)
-                    queued.append(chunk)
-                    offset = end
-                }
-            }
-            for w in entry.waiters where w.generation == generation && w.range.overlaps(range) {
-                w.fill(range, in: storage, at: at)
-            }
-            entry.bytesFromOrigin += Int64(bytes.count)
-            if ahead > 0 { core.metrics.readAheadBytes.add(ahead) }
-            answers = core.wakeWaiters(entry, shard: shard, now: now, inline: true)
-            return entry.inflight.advance(fetchID, to: range.upperBound, now: now)
+        let now = core.configuration.clock().timeIntervalSince1970
+        let arrived: Arrived = shard.locked { entries in
+            guard let entry = entries[self.entry] else { return .ignored }
+            return bytesArrived(range, in: storage, at: at, generation: generation, entry: entry, now: now)
         }
-        if let (limit, asked) = endless {
+        switch arrived {
+        case .ignored:
+            return .stop
+        case let .cutOff(limit, asked):
             t.failure = .badResponse(url: url, message: asked
                 ? "no length, and still no end after \(limit) bytes, the most its reader takes"
                 : "no length, and still no end after \(limit) bytes (half the cache's capacity): an endless stream, not a file")
             return .stop
+        case let .taken(progress, queued, answers):
+            answers.forEach { $0() }
+            t.position = range.upperBound
+            t.turnBytes += arrival.count
+            if !queued.isEmpty {
+                if !t.unsent.isEmpty, t.unsentGeneration != generation { sendBatch(&t) }
+                t.unsent += queued
+                t.unsentGeneration = generation
+            }
+            if let b = t.batch, t.batchUsed == b.capacity {
+                sendBatch(&t)
+            }
+            return progress == .proceed ? .proceed : .stop
         }
-        answers.forEach { $0() }
-        t.position = range.upperBound
-        t.turnBytes += bytes.count
-        if !queued.isEmpty {
-            if !t.unsent.isEmpty, t.unsentGeneration != generation { sendBatch(&t) }
-            t.unsent += queued
-            t.unsentGeneration = generation
+    }
+
+    /// Asks the entry's machine whether to take bytes `range` (at `at` in `storage`), and takes
+    /// them as it says: its new bytes pending (one chunk per slice) and counted as read-ahead
+    /// where no read waits for them, all of them handed to the reads waiting, the transfer
+    /// advanced (under the shard lock).
+    private func bytesArrived(_ range: Range<Int64>, in storage: ChunkStorage, at: Int, generation: Int64,
+                              entry: EntryState, now: Double) -> Arrived {
+        switch entry.machine.bytesArrived(range: range, current: entry.inflight.fetches[fetchID] != nil && entry.isCurrent(generation),
+                                          length: entry.info.length, ownLimit: entry.unknownLengthLimit,
+                                          engineLimit: core.unknownLengthLimit) {
+        case .ignore:
+            return .ignored
+        case let .cutOff(limit, asked):
+            return .cutOff(limit: limit, asked: asked)
+        case .take:
+            break
         }
-        if let b = t.batch, t.batchUsed == b.capacity {
-            sendBatch(&t)
+        var queued: [PendingBytes.Chunk] = []
+        var ahead: Int64 = 0
+        let waiting = WaitingRanges(entry.waiters, generation: generation)
+        for gap in Machine.newBytes(in: range, coverage: entry.coverage, pending: entry.pending.ranges) {
+            ahead += Machine.markReadAhead(gap, Machine.readAhead(in: gap, waiting: waiting), in: &entry.unreadAhead)
+            for piece in Machine.chunks(of: gap, sliceSize: core.store.sliceSize) {
+                let chunk = PendingBytes.Chunk(range: piece, storage: storage, offset: at + Int(piece.lowerBound - range.lowerBound))
+                entry.pending.add(chunk)
+                queued.append(chunk)
+            }
         }
-        guard let progress else { return .stop }
-        return progress == .proceed ? .proceed : .stop
+        for w in entry.waiters where w.generation == generation && w.range.overlaps(range) {
+            w.fill(range, in: storage, at: at)
+        }
+        entry.bytesFromOrigin += range.length
+        if ahead > 0 { core.metrics.readAheadBytes.add(ahead) }
+        let answers = core.wakeWaiters(entry, shard: shard, now: now, inline: true)
+        return .taken(entry.inflight.advance(fetchID, to: range.upperBound, now: now), queued: queued, answers: answers)
     }
 
     // MARK: Writer lane
@@ -525,12 +571,13 @@ final class EntrySink: FetchSink {
             }
             i = j
         }
-        let now = Date().timeIntervalSince1970
+        let now = core.configuration.clock().timeIntervalSince1970
         shard.locked { entries in
             // Removed: its pending bytes went with it.
             guard let entry = entries[self.entry] else { return }
+            let action = entry.machine.writeCompleted(current: entry.isCurrent(generation))
             for c in chunks { entry.pending.remove(c) }
-            guard entry.isCurrent(generation) else { return }
+            guard action == .record else { return }
             // Bytes the disk refused leave the queue for nowhere: reads that took them as queued
             // (the retained share had no room for them) hold them now, past the cap.
             for c in chunks where !written.contains(c.range) {
@@ -539,14 +586,8 @@ final class EntrySink: FetchSink {
                 }
             }
             entry.unpin(slices, generation: generation)
-            var added: Int64 = 0
-            for r in written {
-                added += entry.coverage.insert(r)
-                let s = core.store.sliceIndex(of: r.lowerBound)
-                entry.sliceBytes[s, default: 0] += r.length
-                entry.sliceAccess[s] = now
-            }
-            core.addBytes(added)
+            core.addBytes(Machine.recordWritten(written, sliceSize: core.store.sliceSize, now: now, coverage: &entry.coverage,
+                                                sliceBytes: &entry.sliceBytes, sliceAccess: &entry.sliceAccess))
         }
         // Their room in the queued share comes back now, whoever else still holds their memory
         // (reads, answers): what reads hold never keeps a transfer paused (see `MemoryBudget`).
@@ -557,10 +598,10 @@ final class EntrySink: FetchSink {
     /// False when they were not written: they then reached only the reads waiting for them.
     private func store(_ piece: UnsafeRawBufferPointer, at offset: Int64, slice: Int64, generation: Int64,
                        _ w: inout Writer) -> Bool {
-        let uptime = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
-        guard uptime >= w.noRoomUntil else { return false }
+        let now = core.configuration.clock().timeIntervalSince1970
+        guard Machine.mayWrite(now: now, pausedUntil: w.noRoomUntil) else { return false }
         guard core.makeRoom(for: Int64(piece.count)) else {
-            noRoom(uptime, "no room left under the cap and the free-space floor", &w)
+            noRoom(now, "no room left under the cap and the free-space floor", &w)
             return false
         }
         do {
@@ -576,7 +617,7 @@ final class EntrySink: FetchSink {
         } catch {
             // Whatever was half written is not recorded: the extent restarts after the hole.
             closeExtent(&w)
-            noRoom(uptime, "\(error)", &w)
+            noRoom(now, "\(error)", &w)
             return false
         }
         if let x = w.extent, x.slice == slice, x.end == offset, x.end - x.start < (1 << 20) {
@@ -592,8 +633,8 @@ final class EntrySink: FetchSink {
     }
 
     /// Stops caching for a second (reads keep being answered), with a warning now and then.
-    private func noRoom(_ uptime: Double, _ why: String, _ w: inout Writer) {
-        w.noRoomUntil = uptime + 1
+    private func noRoom(_ now: Double, _ why: String, _ w: inout Writer) {
+        w.noRoomUntil = now + Machine.noRoomPause
         // Noted on the entry while it is in its table; a removed entry's note is lost, as its
         // errors are (it was noted on an entry nobody would see again), and never lands on a
         // new entry for the same key.
@@ -602,7 +643,7 @@ final class EntrySink: FetchSink {
             entry.noteError("not cached (\(why)); served from the network")
             return entry.info.url
         } ?? self.url
-        if core.shouldWarnNoRoom(now: Date().timeIntervalSince1970) {
+        if core.shouldWarnNoRoom(now: now) {
             core.logger.warning("cannot cache; reads are served from the network", metadata: ["url": "\(url)", "why": "\(why)"])
         }
     }
@@ -701,11 +742,11 @@ final class EntrySink: FetchSink {
         if let cause {
             core.logger.warning("fetch failed", metadata: ["url": "\(url)", "from": "\(position)", "error": "\(cause)"])
         }
-        var launches: [Launch] = []
-        shard.locked { entries in
+        let now = core.configuration.clock().timeIntervalSince1970
+        let launches: [Launch] = shard.locked { entries in
             _ = core.handles.remove(fetchID)
             // Removed: its fetches went with it, and its machine would say `.none`.
-            guard let entry = entries[self.entry] else { return }
+            guard let entry = entries[self.entry] else { return [] }
             let fetch = entry.inflight.finish(fetchID)
             let action = entry.machine.transferFinished(
                 fetch: fetchID, current: entry.info.generation == generation,
@@ -713,10 +754,10 @@ final class EntrySink: FetchSink {
                 lengthKnown: entry.info.length != nil, cause: cause)
             switch action {
             case .none:
-                return
+                return []
             case let .otherVersion(answer):
                 core.answer(answer, entry: entry, url: url)
-                launches = core.replanWaiters(entry, failed: nil)
+                return core.replanWaiters(entry, failed: nil)
             case let .settle(learnLength, answer, removeIfUnused):
                 if learnLength {
                     // The origin sent no length: the end of the body is the end of the file.
@@ -725,15 +766,16 @@ final class EntrySink: FetchSink {
                 }
                 core.answer(answer, entry: entry, url: url)
                 if let cause { entry.noteError("\(cause)") }
-                core.wakeWaiters(entry, shard: shard, now: Date().timeIntervalSince1970)
+                core.wakeWaiters(entry, shard: shard, now: now)
                 let end = fetch?.end ?? Int64.max
                 let undelivered = min(position, end)..<end
                 let endedShort = error == nil && failure == nil && !undelivered.isEmpty && end != Int64.max
-                launches = core.replanWaiters(entry, failed: cause.map { (undelivered, $0) }, endedShort: endedShort)
+                let launches = core.replanWaiters(entry, failed: cause.map { (undelivered, $0) }, endedShort: endedShort)
                 if removeIfUnused, entry.waiters.isEmpty, entry.inflight.isEmpty, let (_, action) = entries.remove(self.entry) {
                     core.idleFiles.dropAll(of: self.entry)
                     if case let .leave(opens) = action { core.answer(opens, .failure(.cancelled)) }
                 }
+                return launches
             }
         }
         launches.forEach(core.launch)
