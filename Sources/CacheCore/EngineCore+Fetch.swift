@@ -767,9 +767,8 @@ final class EntrySink: FetchSink {
                 core.answer(answer, entry: entry, url: url)
                 if let cause { entry.noteError("\(cause)") }
                 core.wakeWaiters(entry, shard: shard, now: now)
-                let end = fetch?.end ?? Int64.max
-                let undelivered = min(position, end)..<end
-                let endedShort = error == nil && failure == nil && !undelivered.isEmpty && end != Int64.max
+                let (undelivered, endedShort) = Machine.shortfall(position: position, end: fetch?.end,
+                                                                  clean: error == nil && failure == nil)
                 let launches = core.replanWaiters(entry, failed: cause.map { (undelivered, $0) }, endedShort: endedShort)
                 if removeIfUnused, entry.waiters.isEmpty, entry.inflight.isEmpty, let (_, action) = entries.remove(self.entry) {
                     core.idleFiles.dropAll(of: self.entry)

@@ -180,6 +180,30 @@ final class EntryStateMachineArrivalTests: XCTestCase {
         }
     }
 
+    // MARK: Transfer finished: what it left undelivered
+
+    func testShortfall() {
+        struct Row { var line: UInt; var position: Int64; var end: Int64?; var clean: Bool; var undelivered: Range<Int64>; var endedShort: Bool }
+        let rows = [
+            // All delivered: nothing left, not short.
+            Row(line: #line, position: 100, end: 100, clean: true, undelivered: 100..<100, endedShort: false),
+            // Ended cleanly before its end: short, the rest undelivered.
+            Row(line: #line, position: 60, end: 100, clean: true, undelivered: 60..<100, endedShort: true),
+            // Failed before its end: the rest undelivered, but not "short" (the failure says why).
+            Row(line: #line, position: 60, end: 100, clean: false, undelivered: 60..<100, endedShort: false),
+            // To the end of the file: its end is the file's, never short.
+            Row(line: #line, position: 60, end: nil, clean: true, undelivered: 60..<Int64.max, endedShort: false),
+            Row(line: #line, position: 60, end: nil, clean: false, undelivered: 60..<Int64.max, endedShort: false),
+            // A body that ran past its end (an origin that sent more) leaves nothing.
+            Row(line: #line, position: 150, end: 100, clean: true, undelivered: 100..<100, endedShort: false),
+        ]
+        for row in rows {
+            let (undelivered, endedShort) = Machine.shortfall(position: row.position, end: row.end, clean: row.clean)
+            XCTAssertEqual(undelivered, row.undelivered, line: row.line)
+            XCTAssertEqual(endedShort, row.endedShort, line: row.line)
+        }
+    }
+
     // MARK: Head: what a confirmation and a body change in the entry's info
 
     private func info(length: Int64? = 1000, acceptsRanges: Bool = false) -> EntryInfo {
