@@ -289,9 +289,7 @@ final class EntrySink: FetchSink {
     /// Takes an arrival at the cursor: compares what falls in the overlap checks, then delivers
     /// the part within `deliver` (the bytes around it were asked only to be compared).
     private func take(_ bytes: UnsafeRawBufferPointer, _ t: inout Arrivals, onRoom: @escaping @Sendable () -> Void) -> Took {
-        let p = t.position, end = p + Int64(bytes.count)
-        let lo = min(max(p, t.deliver.lowerBound), end), hi = max(lo, min(end, t.deliver.upperBound))
-        let front = Int(lo - p), middle = Int(hi - lo)
+        let (front, middle) = Self.split(count: bytes.count, at: t.position, deliver: t.deliver)
         var space: (ChunkStorage, Int)?
         if middle > 0 {
             guard let r = room(for: middle, &t, onRoom: onRoom) else { return .noRoom }
@@ -303,12 +301,28 @@ final class EntrySink: FetchSink {
         t.position += Int64(front)
         var flow = FetchFlow.proceed
         if let (storage, at) = space {
-            flow = accept(UnsafeRawBufferPointer(rebasing: bytes[front..<(front + middle)]), storage, at, &t)
-            // Its range is done, but the bytes after it are still to be compared.
-            if flow == .stop, t.failure == nil, t.position == t.deliver.upperBound, !t.checks.isEmpty { flow = .proceed }
+            flow = Self.flow(after: accept(UnsafeRawBufferPointer(rebasing: bytes[front..<(front + middle)]), storage, at, &t),
+                             position: t.position, deliver: t.deliver, checksLeft: !t.checks.isEmpty, failed: t.failure != nil)
         }
         t.position += Int64(bytes.count - front - middle)
         return .flow(flow)
+    }
+
+    /// How an arrival of `count` bytes at `position` divides: `front` bytes before `deliver`
+    /// (asked only to be compared), then `middle` bytes within it (delivered); the rest lies
+    /// after it (compared only).
+    static func split(count: Int, at position: Int64, deliver: Range<Int64>) -> (front: Int, middle: Int) {
+        let end = position + Int64(count)
+        let lo = min(max(position, deliver.lowerBound), end), hi = max(lo, min(end, deliver.upperBound))
+        return (Int(lo - position), Int(hi - lo))
+    }
+
+    /// A transfer's flow once an arrival's delivered part was taken: one that stopped because its
+    /// range is done (at `position`, the end of `deliver`) goes on while bytes after it are still
+    /// to be compared (`checksLeft`), unless it failed.
+    static func flow(after flow: FetchFlow, position: Int64, deliver: Range<Int64>, checksLeft: Bool, failed: Bool) -> FetchFlow {
+        guard flow == .stop, !failed, position == deliver.upperBound, checksLeft else { return flow }
+        return .proceed
     }
 
     /// Compares the parts of an arrival (at the cursor) that fall in the overlap checks with the
