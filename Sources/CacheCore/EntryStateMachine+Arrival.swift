@@ -6,12 +6,14 @@
 /// rules the sink applies with them (`newBytes`, `readAhead`, `chunks`, `recordWritten`,
 /// `mayWrite`); `EntrySink` calls them under the entry's shard lock (all but `mayWrite`, which
 /// is the writer's own), on the source's thread for an arrival and on the file's writer lane for
-/// a write, and carries out what they return. They are
-/// pure: no locks, no calls out, no allocation beyond what the answer itself is (an arrival that
-/// is all read-ahead or all wanted allocates nothing here), time only as a `now` parameter. The
-/// bookkeeping they change (coverage, bytes per slice, read-ahead not read yet) is still
-/// `EntryState`'s: the caller passes it `inout`, so what a write records is decided and done here
-/// in one place, and tested as a table.
+/// a write, and carries out what they return. They are pure: no locks, no calls out, no
+/// allocation beyond what the answer itself is (an arrival that is all read-ahead or all wanted
+/// allocates nothing here), time only as a `now` parameter. The events are `mutating`, as every
+/// event of the machine is, though they change none of its facts today: called in place on
+/// `EntryState.machine`, never on a copy of it (one per arrival). The bookkeeping they change
+/// (coverage, bytes per slice, read-ahead not read yet) is still `EntryState`'s: the caller
+/// passes it `inout`, so what a write records is decided and done here in one place, and tested
+/// as a table.
 extension EntryStateMachine {
     // MARK: Bytes arrived
 
@@ -35,7 +37,7 @@ extension EntryStateMachine {
     ///   - ownLimit: the most a body without a length may bring that its open asked for
     ///     (`EntryState.unknownLengthLimit`), if any.
     ///   - engineLimit: the engine's own limit (`EngineCore.unknownLengthLimit`).
-    func bytesArrived(range: Range<Int64>, current: Bool, length: Int64?, ownLimit: Int64?,
+    mutating func bytesArrived(range: Range<Int64>, current: Bool, length: Int64?, ownLimit: Int64?,
                       engineLimit: Int64) -> ArrivalAction {
         guard current, !isRemoved else { return .ignore }
         if length == nil {
@@ -101,7 +103,7 @@ extension EntryStateMachine {
     /// The writer lane finished a job (its chunks written, or refused by the disk) for an entry
     /// still in its table (a removed one's pending bytes went with it: nothing to ask).
     /// - Parameter current: the entry is at the job's version.
-    func writeCompleted(current: Bool) -> WriteAction {
+    mutating func writeCompleted(current: Bool) -> WriteAction {
         guard current, !isRemoved else { return .dropPending }
         return .record
     }

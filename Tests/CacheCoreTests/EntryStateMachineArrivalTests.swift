@@ -43,7 +43,7 @@ final class EntryStateMachineArrivalTests: XCTestCase {
             Row(line: #line, range: 400..<600, current: false, length: nil, action: .ignore),
         ]
         for row in rows {
-            let machine = Machine(state: row.state)
+            var machine = Machine(state: row.state)
             let action = machine.bytesArrived(range: row.range, current: row.current, length: row.length,
                                               ownLimit: row.ownLimit, engineLimit: row.engineLimit)
             XCTAssertEqual(action, row.action, line: row.line)
@@ -157,7 +157,7 @@ final class EntryStateMachineArrivalTests: XCTestCase {
             Row(line: #line, state: .removed, current: true, action: .dropPending),
         ]
         for row in rows {
-            let machine = Machine(state: row.state)
+            var machine = Machine(state: row.state)
             XCTAssertEqual(machine.writeCompleted(current: row.current), row.action, line: row.line)
             XCTAssertEqual(machine.state, row.state, line: row.line)
         }
