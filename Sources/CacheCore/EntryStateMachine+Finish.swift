@@ -81,6 +81,17 @@ extension EntryStateMachine {
         return .settle(learnLength: learnLength, answer: answer, removeIfUnused: !live && cause != nil)
     }
 
+    /// What a transfer that ended at `position` left undelivered of its range (up to `end`, nil
+    /// for none: to the end of the file), and whether it ended short: cleanly (`clean`: no error,
+    /// no failure of its own) but before the end it asked for, which the reads waiting for those
+    /// bytes learn (`EngineCore.replanWaiters`). A transfer to the end of the file never ends
+    /// short: the end of its body is the end of the file.
+    static func shortfall(position: Int64, end: Int64?, clean: Bool) -> (undelivered: Range<Int64>, endedShort: Bool) {
+        let end = end ?? Int64.max
+        let undelivered = Swift.min(position, end)..<end
+        return (undelivered, clean && !undelivered.isEmpty && end != Int64.max)
+    }
+
     /// What opens learn when a probe ends. An origin that cannot be reached (or fails with 5xx)
     /// does not hide a file the cache already holds: the stale entry is served, with a warning.
     static func openAnswer(after cause: CacheError?, live: Bool, lengthKnown: Bool) -> OpenAnswer {

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A transfer's response head arrived: which version it is, what its body will be, and whether
 /// the opens waiting can be answered. The table is `HeadDecision`'s; the side rules around it
 /// (the count of ignored ranges, a new probe for a new version of unknown length, which
@@ -78,6 +80,34 @@ extension EntryStateMachine {
             : lengthKnown || head.totalLength != nil
         guard isProbe, lengthKnownNow else { return .apply(decision, answer: [], reprobe: nil) }
         return .apply(decision, answer: Self.takeOpens(&f), reprobe: nil)
+    }
+}
+
+extension EntryStateMachine {
+    /// The entry's info once `head` confirmed its version (`HeadDecision.Version.confirm`) at
+    /// `now`: validated now, at the URL the answer came from; serving ranges if it was a 206; and
+    /// of the head's length if it knew none (a length it knew stays).
+    static func confirmed(_ info: EntryInfo, by head: ResponseHead, at now: Date) -> EntryInfo {
+        var info = info
+        info.validatedAt = now
+        info.finalURL = head.finalURL
+        if head.status == 206 { info.acceptsRanges = true }
+        if info.length == nil, let l = head.totalLength { info.length = l }
+        return info
+    }
+
+    /// The entry's info once the head's body step is done: an origin that sent the whole body
+    /// (`whole`), or whose whole body another transfer is streaming (`giveWay`), is taken to
+    /// serve no ranges; every other body changes nothing.
+    static func info(_ info: EntryInfo, after body: HeadDecision.Body) -> EntryInfo {
+        switch body {
+        case .whole, .giveWay:
+            var info = info
+            info.acceptsRanges = false
+            return info
+        case .partial, .wrongStart, .none:
+            return info
+        }
     }
 }
 

@@ -28,6 +28,9 @@ final class PinTests: XCTestCase {
         let reader = cache.makeReader(for: info)
         defer { reader.close() }
         let bytes = try await reader.read(offset: 0, length: count)
+        // The read is answered from the arriving bytes; the transfer's last batch goes to the
+        // writer only once its source drained: wait for the transfers to end, then the writer.
+        cache.core.activeSinks.wait(until: { $0 == 0 })
         cache.core.writes.waitIdle()
         return bytes
     }
