@@ -311,7 +311,7 @@ final class EngineCore: Sendable {
         shard.locked { entries in
             // The clock is read under the lock: a transfer may confirm the entry (validatedAt)
             // just before, and an age read earlier would come out negative, hence "fresh".
-            let now = Date()
+            let now = configuration.clock()
             let entry: EntryState
             if let existing = entries[key] {
                 entry = existing
@@ -341,7 +341,7 @@ final class EngineCore: Sendable {
                 // Revalidating a cached head costs one byte; a new entry takes the first bytes along.
                 let headerCached = entry.coverage.contains(0..<min(probeLength, entry.info.length ?? probeLength))
                 let end = !takeFirstBytes || headerCached ? 1 : probeLength
-                entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: end, reader: nil, pinned: true, priority: .waiting, now: Date().timeIntervalSince1970)
+                entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: end, reader: nil, pinned: true, priority: .waiting, now: now.timeIntervalSince1970)
                 probe = Launch(entry: entry.handle, fetch: ReadPlanner.Fetch(start: 0, end: end), id: id)
             }
         }
@@ -538,7 +538,7 @@ final class EngineCore: Sendable {
     /// Fails opens past their deadline (`waitingOpens`); their answers are submitted to `pool`.
     /// A URL left with no open waiting has its transfer without a length stopped
     /// `abandonedTransferGrace` later, unless an open for it comes meanwhile.
-    func expireOpens(now: Double = Date().timeIntervalSince1970) {
+    func expireOpens(now: Double) {
         let (late, stop): ([(url: String, answer: AnswerOnce<Result<EntryInfo, CacheError>>)], [String]) = waitingOpens.withLock { opens in
             var late: [(url: String, answer: AnswerOnce<Result<EntryInfo, CacheError>>)] = []
             opens.removeAll { open in
@@ -600,7 +600,7 @@ final class EngineCore: Sendable {
     /// Fails reads that waited longer than `readTimeout`, and remembers them for a moment: the
     /// kernel asks a failed read-ahead again at once, and that retry fails now instead of
     /// waiting a second `readTimeout` (`EngineCore.read`).
-    func expireWaiters(now: Double = Date().timeIntervalSince1970) {
+    func expireWaiters(now: Double) {
         for shard in shards {
             let expired: [(done: Waiter.Completion, range: Range<Int64>, url: String)] = shard.locked { entries in
                 var out: [(done: Waiter.Completion, range: Range<Int64>, url: String)] = []
