@@ -57,7 +57,7 @@ extension EngineCore {
                                             },
                                             streamSize: streamSize, makeFetchID: makeID)
             }
-            if !action.verifyAhead.isEmpty { entry.verifyQueued.formUnion(action.verifyAhead) }
+            if !action.verifyAhead.isEmpty { _ = entry.machine.verifyAheadRequested(action.verifyAhead) }
             if let pinned = action.pinned {
                 // Pinned while it reads or waits, so eviction cannot take bytes it needs.
                 entry.pin(slices(of: pinned), generation: generation)

@@ -532,7 +532,7 @@ final class EngineCore: Sendable {
     /// Fails opens past their deadline (`waitingOpens`); their answers are submitted to `pool`.
     /// A URL left with no open waiting has its transfer without a length stopped
     /// `abandonedTransferGrace` later, unless an open for it comes meanwhile (`OpenDeadlines`).
-    func expireOpens(now: Double = Date().timeIntervalSince1970) {
+    func expireOpens(now: Double) {
         let (late, stop) = waitingOpens.withLock { opens in
             // Under the same lock as the opens: an open registered meanwhile is seen here.
             abandonedOpens.withLock { abandoned in
@@ -577,8 +577,7 @@ final class EngineCore: Sendable {
     /// Fails reads that waited longer than `readTimeout`, and remembers them for a moment: the
     /// kernel asks a failed read-ahead again at once, and that retry fails now instead of
     /// waiting a second `readTimeout` (`EntryStateMachine.tick`). `now`: the injected clock's.
-    func expireWaiters(now: Double? = nil) {
-        let now = now ?? configuration.clock().timeIntervalSince1970
+    func expireWaiters(now: Double) {
         for shard in shards {
             let expired: [(done: Waiter.Completion, range: Range<Int64>, url: String)] = shard.locked { entries in
                 var out: [(done: Waiter.Completion, range: Range<Int64>, url: String)] = []

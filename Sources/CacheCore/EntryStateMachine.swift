@@ -27,6 +27,11 @@
 /// decides; arriving bytes are not either, since they change no fact held here. What a head
 /// means for the version and the body is `HeadDecision`'s table, which only this machine uses.
 ///
+/// *Marks.* It also keeps the entry's eviction marks (`evictionOffered`, `evictionCommitted`:
+/// `EntryStateMachine+Eviction`) and verify marks (`loadedUnchecked`, `verifyAheadRequested`,
+/// `verifyStarted`, `verifyFinished`, `uncheckedSlicesForgotten`: `EntryStateMachine+Verify`);
+/// `EntryState.evicting`, `unverified` and `verifyQueued` read them.
+///
 /// `Open` is what an open leaves to be answered (the engine's completion; an `Int` in tests): the
 /// machine keeps the waiting ones and hands them back in the action that answers them.
 struct EntryStateMachine<Open> {
