@@ -22,10 +22,10 @@
 /// cancelling transfers and running completions, which happen after it is released. It never
 /// locks, blocks or calls out; ids for new probes come from the caller (`makeFetchID`).
 ///
-/// *Events.* `openRequested`, `headArrived`, `transferFinished`, `removed`. A reader closing is
-/// not one: it changes the reads waiting and the interest in transfers, which `InFlightTable`
-/// decides; arriving bytes are not either, since they change no fact held here. What a head
-/// means for the version and the body is `HeadDecision`'s table, which only this machine uses.
+/// *Events.* `openRequested`, `headArrived`, `bytesArrived`, `writeCompleted`, `transferFinished`,
+/// `removed` (the arrival side's rules: `EntryStateMachine+Arrival`). A reader closing is not one:
+/// it changes the reads waiting and the interest in transfers, which `InFlightTable` decides. What
+/// a head means for the version and the body is `HeadDecision`'s table, which only this machine uses.
 ///
 /// *Marks.* It also keeps the entry's eviction marks (`evictionOffered`, `evictionCommitted`:
 /// `EntryStateMachine+Eviction`) and verify marks (`loadedUnchecked`, `verifyAheadRequested`,
