@@ -14,11 +14,9 @@ class GatedEngineTestCase: XCTestCase {
 
     func engine(_ source: GatedSource, capacity: Int64 = 1 << 30,
                 writeBudget: (total: Int64, perTransfer: Int64)? = nil, retainBudget: Int64? = nil,
-                ioThreads: Int? = nil, keyRules: KeyRules = KeyRules(),
-                clock: (@Sendable () -> Date)? = nil) throws -> CacheEngine {
+                ioThreads: Int? = nil, keyRules: KeyRules = KeyRules()) throws -> CacheEngine {
         var configuration = CacheConfiguration(directory: dir, capacity: capacity, freeSpaceFloor: 0,
                                                sliceSize: 1 << 20, readTimeout: 10, initialReadAhead: 0)
-        if let clock { configuration.clock = clock }
         if let ioThreads { configuration.blockingIOThreads = ioThreads }
         configuration.keyRules = keyRules
         if let retainBudget { configuration.readRetentionBudget = retainBudget }
