@@ -175,10 +175,10 @@ final class ReadTimeoutRetryTests: GatedEngineTestCase {
         let first = ResultBox<[UInt8]>()
         reader.read(offset: 1 << 20, length: 65536) { first.set($0); timedOut.fulfill() }
         clock.advance(9)
-        cache.core.expireWaiters()
+        cache.core.expireWaiters(now: clock.now.timeIntervalSince1970)
         XCTAssertEqual(waiting(cache), 1, "within the read timeout (10 s) it waits")
         clock.advance(1)
-        cache.core.expireWaiters()
+        cache.core.expireWaiters(now: clock.now.timeIntervalSince1970)
         wait(for: [timedOut], timeout: 5)
         XCTAssertThrowsError(try first.get())
 
