@@ -42,10 +42,11 @@ extension EngineCore {
                                                generation: generation, offset: offset, length: length,
                                                files: reader.files, completion: completion)
         // The machine decides; under the lock the engine only pins, touches and passes on classes.
-        let (action, entry, id, failure) = shard.locked { entries -> (EntryMachine.ReadAction, EntryHandle?, Int64, CacheError?) in
+        let (action, entry, id, failure, verifyAhead) = shard.locked { entries
+            -> (EntryMachine.ReadAction, EntryHandle?, Int64, CacheError?, [Int64]) in
             guard let entry = entries[key] else {
                 let why: EntryMachine.ReadFailure = reader.progress.withLock { $0.closed } ? .cancelled : .removed
-                return (EntryMachine.ReadAction(.fail(why)), nil, -1, readFailure(why, key: key, entry: nil))
+                return (EntryMachine.ReadAction(.fail(why)), nil, -1, readFailure(why, key: key, entry: nil), [])
             }
             let facts = readFacts(entry)
             let uptime = Self.uptime
@@ -57,15 +58,16 @@ extension EngineCore {
                                             },
                                             streamSize: streamSize, makeFetchID: makeID)
             }
-            if !action.verifyAhead.isEmpty { _ = entry.machine.verifyAheadRequested(action.verifyAhead) }
+            // Marked queued, so that no other read queues them again.
+            let verifyAhead = action.verifyAhead.map { slicesToVerifyAhead(entry, after: $0) } ?? []
             if let pinned = action.pinned {
                 // Pinned while it reads or waits, so eviction cannot take bytes it needs.
                 entry.pin(slices(of: pinned), generation: generation)
             }
             if case let .hit(range, _) = action.answer { touch(entry, range, now) }
             pass(action.priorities)
-            guard case let .fail(why) = action.answer else { return (action, entry.handle, entry.id, nil) }
-            return (action, entry.handle, entry.id, readFailure(why, key: key, entry: entry))
+            guard case let .fail(why) = action.answer else { return (action, entry.handle, entry.id, nil, verifyAhead) }
+            return (action, entry.handle, entry.id, readFailure(why, key: key, entry: entry), verifyAhead)
         }
         action.cancel.compactMap { handles.existing($0) }.forEach { $0.cancel() }
         if action.readAheadRead > 0 { metrics.readAheadReadBytes.add(action.readAheadRead) }
@@ -75,10 +77,10 @@ extension EngineCore {
                 read(reader: reader, offset: offset, length: length, completion: completion)
             }
         }
-        if !action.verifyAhead.isEmpty, let entry {
+        if !verifyAhead.isEmpty, let entry {
             // After the read's own check (jobs of one key run in order).
-            pool.submit(key: Self.verifyKey) { [self, ahead = action.verifyAhead] in
-                verify(entry, shard: shard, slices: ahead, generation: generation)
+            pool.submit(key: Self.verifyKey) { [self] in
+                verify(entry, shard: shard, slices: verifyAhead, generation: generation)
             }
         }
         for f in action.launches {
@@ -105,7 +107,7 @@ extension EngineCore {
     private func readFacts(_ entry: EntryState) -> EntryMachine.ReadFacts {
         EntryMachine.ReadFacts(generation: entry.info.generation, length: entry.info.length,
                                acceptsRanges: entry.info.acceptsRanges, coverage: entry.coverage, pending: entry.pending,
-                               unverified: entry.unverified, verifyQueued: entry.verifyQueued, sliceSize: store.sliceSize,
+                               unverified: entry.unverified, sliceSize: store.sliceSize,
                                readTimeout: configuration.readTimeout)
     }
 

@@ -7,8 +7,8 @@ import Atomics
 /// Its life (`probing`: no index row yet, id -1, until the first good answer; then `live`; and
 /// `removed` once it left its shard: `cache rm`, a live playlist refresh, `clear`), the opens
 /// waiting for a probe and which transfers are probes are `machine`'s, and so is its reader side
-/// (`EntryReads`: the reads waiting, the reads that timed out lately, read-ahead not read yet,
-/// the read counts; the fields below that forward there): `EntryStateMachine` decides, the
+/// (`EntryReads`: the reads waiting, those that timed out lately, read-ahead not read yet, the
+/// read counts; `EntryState+Reads` keeps their old names): `EntryStateMachine` decides, the
 /// engine and `EntrySink` carry out. Work that ran without the lock (a transfer's
 /// write, a read from disk, an eviction) finds the entry again by its handle, which finds
 /// nothing once it was removed, and checks `isCurrent` for its generation before it records
@@ -28,11 +28,6 @@ final class EntryState {
     /// Bytes of `info.generation` that arrived and wait for the writer (never in `coverage`).
     var pending = PendingBytes()
     var inflight = InFlightTable()
-    /// Reads waiting for bytes to land (the machine's: `EntryReads`).
-    var waiters: [Waiter] {
-        get { machine.reads.waiters }
-        _modify { yield &machine.reads.waiters }
-    }
     /// Bytes present per slice, and when each slice was last read or written (LRU).
     var sliceBytes: [Int64: Int64] = [:]
     var sliceAccess: [Int64: Double] = [:]
@@ -43,19 +38,6 @@ final class EntryState {
     /// that commit is done, or the row delete would take the new extents too (the machine's
     /// marks: `EntryStateMachine+Eviction`).
     var evicting: Set<Int64> { machine.evicting }
-    /// The read counts are the machine's (`EntryReads`).
-    var hits: Int64 {
-        get { machine.reads.hits }
-        _modify { yield &machine.reads.hits }
-    }
-    var misses: Int64 {
-        get { machine.reads.misses }
-        _modify { yield &machine.reads.misses }
-    }
-    var bytesFromCache: Int64 {
-        get { machine.reads.bytesFromCache }
-        _modify { yield &machine.reads.bytesFromCache }
-    }
     var bytesFromOrigin: Int64 = 0
     /// The most a body without a length may bring before it fails, when an open asked for less
     /// than the engine's own limit (`EngineCore.unknownLengthLimit`): a directory listing is
@@ -65,30 +47,11 @@ final class EntryState {
     /// (`unknownLengthLimit`, `CacheEngine.open`). A page that changed is a new version like any
     /// other, but not "a remote file changed": no notice, no `remoteChanges` (issue 38).
     var isListingPage: Bool { unknownLengthLimit != nil }
-    /// Read-ahead not read yet (the machine's: `EntryReads.unreadAhead`).
-    var unreadAhead: RangeSet {
-        get { machine.reads.unreadAhead }
-        _modify { yield &machine.reads.unreadAhead }
-    }
     /// Slices on disk since before this start whose extents were not checked against their
     /// checksums yet: their bytes are served only after the check (`EngineCore+Verify`).
     var unverified: Set<Int64> { machine.unverified }
     /// Unchecked slices a job will check ahead of a reader (`slicesToVerifyAhead`): not queued twice.
     var verifyQueued: Set<Int64> { machine.verifyQueued }
-    /// When it was last read, whether the read stats changed since the index had them, the reads
-    /// by door: the machine's (`EntryReads`).
-    var lastAccess: Double {
-        get { machine.reads.lastAccess }
-        _modify { yield &machine.reads.lastAccess }
-    }
-    var readStatsDirty: Bool {
-        get { machine.reads.readStatsDirty }
-        _modify { yield &machine.reads.readStatsDirty }
-    }
-    var readsByDoor: DoorReads {
-        get { machine.reads.readsByDoor }
-        _modify { yield &machine.reads.readsByDoor }
-    }
     var recentErrors: [String] = []
 
     /// The key it is kept under (never changes) and its number, never reused: what names it

@@ -38,9 +38,8 @@ extension EntryStateMachine {
         var acceptsRanges: Bool
         var coverage: RangeSet
         var pending: PendingBytes
-        /// Slices on disk since before this start not checked yet, and those a job checks already.
+        /// Slices on disk since before this start not checked yet.
         var unverified: Set<Int64>
-        var verifyQueued: Set<Int64>
         var sliceSize: Int64
         var readTimeout: Double
     }
@@ -72,9 +71,9 @@ extension EntryStateMachine {
             case wait(Range<Int64>)
         }
         var answer: Answer
-        /// Unchecked slices just past the read, for a job to check ahead of the reader (after
-        /// the read's own check): mark them queued.
-        var verifyAhead: [Int64] = []
+        /// The entry has unchecked slices: those just past this range are to be checked ahead of
+        /// the reader (`EngineCore.slicesToVerifyAhead`, after the read's own check).
+        var verifyAhead: Range<Int64>?
         /// Fetches to start (on the in-flight table already).
         var launches: [PlannedFetch] = []
         /// Fetches a seek left behind that nobody wants any more: cancel them now, not at their
@@ -129,7 +128,7 @@ extension EntryStateMachine {
         // Bytes from before this start are served once their checksums were checked; the
         // slices the reader comes to next are checked meanwhile.
         if !facts.unverified.isEmpty {
-            action.verifyAhead = Self.slicesToVerifyAhead(after: request, facts: facts)
+            action.verifyAhead = request
             let unchecked = Self.slices(of: request, size: facts.sliceSize).filter { facts.unverified.contains($0) }
             if !unchecked.isEmpty {
                 action.answer = .verifyFirst(unchecked)
@@ -234,15 +233,6 @@ extension EntryStateMachine {
     /// The slices of `range` (`DataFiles.sliceIndex`).
     static func slices(of range: Range<Int64>, size: Int64) -> ClosedRange<Int64> {
         (range.lowerBound / size)...(max(range.lowerBound, range.upperBound - 1) / size)
-    }
-
-    /// The cached, unchecked slices just past `request` that no job checks yet
-    /// (`EngineCore.verifyAheadSlices` of them).
-    static func slicesToVerifyAhead(after request: Range<Int64>, facts: ReadFacts) -> [Int64] {
-        let first = max(request.lowerBound, request.upperBound - 1) / facts.sliceSize + 1
-        return (first..<(first + EngineCore.verifyAheadSlices)).filter {
-            facts.unverified.contains($0) && !facts.verifyQueued.contains($0)
-        }
     }
 
     /// An origin that ignores ranges answers every request with the whole body from byte 0, so

@@ -40,7 +40,6 @@ final class EntryStateMachineReadTests: XCTestCase {
         var acceptsRanges = true
         var coverage = RangeSet()
         var unverified: Set<Int64> = []
-        var verifyQueued: Set<Int64> = []
         var running: [InFlightTable.Fetch] = []
         var timedOut: [EntryReads.TimedOut] = []
         var unreadAhead = RangeSet()
@@ -84,7 +83,7 @@ final class EntryStateMachineReadTests: XCTestCase {
         progress.closed = closed
         let facts = Machine.ReadFacts(generation: e.generation, length: e.length, acceptsRanges: e.acceptsRanges,
                                       coverage: e.coverage, pending: PendingBytes(), unverified: e.unverified,
-                                      verifyQueued: e.verifyQueued, sliceSize: Self.mb, readTimeout: 10)
+                                      sliceSize: Self.mb, readTimeout: 10)
         let read = Machine.ReadRequest(reader: 1, readerClass: readerClass, readerEnd: nil, door: .fuse, background: false,
                                        generation: generation, offset: range.lowerBound, length: Int(range.count),
                                        files: ReaderFiles(), completion: { _ in })
@@ -108,7 +107,8 @@ final class EntryStateMachineReadTests: XCTestCase {
             var generation: Int64 = 7
             var closed = false
             var said: Said
-            var verifyAhead: [Int64] = []
+            /// The range after which unchecked slices are to be checked ahead of the reader.
+            var verifyAhead: Range<Int64>?
             /// Fetches started, as start..<end (nil end: to the end of the file).
             var launches: [ReadPlanner.Fetch] = []
         }
@@ -127,9 +127,11 @@ final class EntryStateMachineReadTests: XCTestCase {
             Row(line: #line, entry: Entry(coverage: whole), range: 9 * mb..<12 * mb, said: .hit(9 * mb..<10 * mb, runs: "d")),
             // Bytes from before this start: checked first; the next slices are checked ahead.
             Row(line: #line, entry: Entry(coverage: whole, unverified: [0, 1, 2, 3]), range: 0..<mb,
-                said: .verifyFirst([0]), verifyAhead: [1, 2]),
-            Row(line: #line, entry: Entry(coverage: whole, unverified: [1, 2, 3], verifyQueued: [1]), range: 0..<mb,
-                said: .hit(0..<mb, runs: "d"), verifyAhead: [2]),
+                said: .verifyFirst([0]), verifyAhead: 0..<mb),
+            Row(line: #line, entry: Entry(coverage: whole, unverified: [1, 2, 3]), range: 0..<mb,
+                said: .hit(0..<mb, runs: "d"), verifyAhead: 0..<mb),
+            Row(line: #line, entry: Entry(coverage: whole, unverified: [0]), range: 9 * mb..<12 * mb,
+                said: .hit(9 * mb..<10 * mb, runs: "d"), verifyAhead: 9 * mb..<10 * mb),
             // Missing: a fetch starts and the read waits.
             Row(line: #line, range: 0..<mb, said: .wait(0..<mb), launches: [.init(start: 0, end: mb)]),
             Row(line: #line, entry: Entry(coverage: RangeSet([0..<mb / 2])), range: 0..<mb, said: .wait(0..<mb),
@@ -265,7 +267,7 @@ final class EntryStateMachineReadTests: XCTestCase {
             var machine = Machine(state: row.entry.state)
             let e = row.entry
             let facts = Machine.ReadFacts(generation: e.generation, length: e.length, acceptsRanges: true, coverage: e.coverage,
-                                          pending: PendingBytes(), unverified: e.unverified, verifyQueued: [],
+                                          pending: PendingBytes(), unverified: e.unverified,
                                           sliceSize: mb, readTimeout: 10)
             let got = machine.cachedReadRequested(offset: row.range.lowerBound, length: Int(row.range.count),
                                                   generation: row.generation, closed: row.closed, facts: facts, now: Self.now)

@@ -164,7 +164,10 @@ final class ReadTimeoutRetryTests: GatedEngineTestCase {
     func testTheSameReadersRetryOfATimedOutReadFailsAtOnceAndAnotherReaderWaits() throws {
         let source = GatedSource()
         let clock = TestClock()
-        let cache = try engine(source, wallClock: { clock.now })
+        var configuration = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0,
+                                               sliceSize: 1 << 20, readTimeout: 10, initialReadAhead: 0)
+        configuration.clock = { clock.now }
+        let cache = try CacheEngine(configuration: configuration, source: source)
         defer { source.finishAll(); cache.shutdown() }
         let info = try open(cache, source)
         let reader = cache.makeReader(for: info)
