@@ -49,7 +49,7 @@ extension EngineCore {
                 return (EntryMachine.ReadAction(.fail(why)), nil, -1, readFailure(why, key: key, entry: nil), [])
             }
             let facts = readFacts(entry)
-            let uptime = Self.uptime
+            let uptime = uptime
             let action = reader.progress.withLock { p in
                 entry.machine.readRequested(request, facts: facts, inflight: &entry.inflight, progress: &p, now: now, uptime: uptime,
                                             readAheadRule: { p, request, present, othersWant in
@@ -333,11 +333,11 @@ extension EngineCore {
     /// them). Under the shard lock, so that the fetcher hears the changes in the order they were
     /// made (the handle only queues them for its loop).
     func reprioritize(_ entry: EntryState) {
-        pass(entry.machine.prioritized(&entry.inflight, uptime: Self.uptime))
+        pass(entry.machine.prioritized(&entry.inflight, uptime: uptime))
     }
 
     /// Seconds since boot: how long reads waited, whatever clock the engine reads dates from.
-    static var uptime: Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
+    var uptime: Double { configuration.engineClock.uptime }
 
     /// Fails every waiter of an older generation: its reader is bound to the version it opened.
     func failStaleWaiters(_ entry: EntryState) {
@@ -359,7 +359,7 @@ extension EngineCore {
         failStaleWaiters(entry)
         let action = entry.machine.waitersReplanned(waiterFacts(entry), failedRange: failed?.range, endedShort: endedShort,
                                                     inflight: &entry.inflight, now: configuration.clock().timeIntervalSince1970,
-                                                    uptime: Self.uptime, makeFetchID: makeID)
+                                                    uptime: uptime, makeFetchID: makeID)
         for (w, why) in action.failed {
             entry.unpin(slices(of: w.range), generation: w.generation)
             let err: CacheError = switch why {
@@ -384,7 +384,7 @@ extension EngineCore {
             if let file, entry.isCurrent(reader.entry.generation) {
                 overflow = idleFiles.give(file, of: entry.handle, generation: reader.entry.generation)
             }
-            let (mine, orphaned, priorities) = entry.machine.readerClosed(reader.id, inflight: &entry.inflight, uptime: Self.uptime)
+            let (mine, orphaned, priorities) = entry.machine.readerClosed(reader.id, inflight: &entry.inflight, uptime: uptime)
             for w in mine { entry.unpin(slices(of: w.range), generation: w.generation) }
             pass(priorities)
             // Orphaned fetches stop at their next chunk (advance says .stop); cancel them now too.
