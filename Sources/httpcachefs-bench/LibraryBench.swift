@@ -17,7 +17,8 @@ import Glibc
 /// -show_streams -show_chapters -show_format`), one after another, then `ffmpegthumbnailer -t 10`
 /// on every film where it is installed. Figures: times against the local copy's, and the origin
 /// bytes and requests for film bytes against the bytes the probes read of the local copy (strace
-/// counts them; goal at most 1.5x).
+/// counts them; goal at most 1.5x). Where rclone is installed, the same cold scan through
+/// `rclone mount` (`RcloneMount`) of the same library, beside ours (goal: ours at most 0.5x).
 struct LibraryBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "library",
@@ -39,6 +40,9 @@ struct LibraryBench: AsyncParsableCommand {
 
     @Option(help: "The httpcachefs binary (default: the one next to this benchmark; build with 'swift build -c release').")
     var binary: String?
+
+    @Option(help: "rclone binary for the cold scan through rclone mount beside ours (default: rclone on PATH; none: that line is left out).")
+    var rclone: String?
 
     static let link = LinkEmulation.milliseconds(10, perConnectionMbit: 0, sharedMbit: 50)
     static let goal = 1.5
@@ -80,15 +84,21 @@ struct LibraryBench: AsyncParsableCommand {
         for path in filmPaths { readLocally += try Self.probeReads(strace: strace, ffprobe: ffprobe, file: local + "/" + path) }
 
         var rows: [[String]] = []
-        func step(_ name: String, _ run: (String) throws -> Void) throws {
+        var steps: [(String) throws -> Void] = []   // every step, for the scan through rclone
+        var coldScan = 0.0
+        @discardableResult
+        func step(_ name: String, _ run: @escaping (String) throws -> Void) throws -> Int64 {
+            steps.append(run)
             let l = try Self.timed { try run(local) }
             origin.resetLog()
             let cold = try Self.timed { try run(daemon.mountpoint) }
+            coldScan += cold
             let coldBytes = Self.filmBytes(origin), coldRequests = Self.filmRequests(origin)
             let warm = try Self.timed { try run(daemon.mountpoint) }
             rows.append([name, String(format: "%.2f s", l), String(format: "%.2f s (%.1fx)", cold, cold / max(l, 1e-6)),
                          String(format: "%.2f s (%.1fx)", warm, warm / max(l, 1e-6)),
                          String(format: "%.2f MiB, %d requests", Double(coldBytes) / 1048576, coldRequests)])
+            return coldBytes
         }
         try step("find") { root in _ = try Spawned.time("/usr/bin/find", [root]) }
         try step("ls -lR") { root in _ = try Spawned.time("/bin/ls", ["-lR", root]) }
@@ -101,12 +111,17 @@ struct LibraryBench: AsyncParsableCommand {
             }
             if root == daemon.mountpoint && probeOrigin == 0 { probeOrigin = max(1, Self.filmBytes(origin)) }
         }
+        var thumbnails: (local: Int64, origin: Int64)?
         if let thumbnailer {
-            try step("ffmpegthumbnailer -t 10") { root in
-                for path in filmPaths {
-                    _ = try Spawned.time(thumbnailer, ["-i", root + "/" + path, "-o", temp.appending("thumb.png"), "-t", "10"])
-                }
+            let arguments = { (file: String) in ["-i", file, "-o", temp.appending("thumb.png"), "-t", "10"] }
+            var readByThumbnailer: Int64 = 0
+            for path in filmPaths {
+                readByThumbnailer += try Self.reads(strace: strace, of: thumbnailer, arguments(local + "/" + path), file: local + "/" + path)
             }
+            let fetched = try step("ffmpegthumbnailer -t 10") { root in
+                for path in filmPaths { _ = try Spawned.time(thumbnailer, arguments(root + "/" + path)) }
+            }
+            thumbnails = (readByThumbnailer, fetched)
         } else {
             print("  (ffmpegthumbnailer not installed: its step is left out)")
         }
@@ -114,7 +129,26 @@ struct LibraryBench: AsyncParsableCommand {
         let ratio = Double(probeOrigin) / Double(max(readLocally, 1))
         print(String(format: "  probes read %.2f MiB of the local copy; the cold probes fetched %.2f MiB of film bytes: %.2fx (goal at most %.1fx) %@",
                      Double(readLocally) / 1048576, Double(probeOrigin) / 1048576, ratio, Self.goal, ratio <= Self.goal ? "ok" : "MISSED"))
+        if let thumbnails {
+            let all = Double(probeOrigin + thumbnails.origin) / Double(max(readLocally + thumbnails.local, 1))
+            print(String(format: "  ffmpegthumbnailer read %.2f MiB of the local copy, its cold run fetched %.2f MiB (%.2fx); probes and thumbnails together: %.2fx (goal at most %.1fx) %@",
+                         Double(thumbnails.local) / 1048576, Double(thumbnails.origin) / 1048576,
+                         Double(thumbnails.origin) / Double(max(thumbnails.local, 1)), all, Self.goal, all <= Self.goal ? "ok" : "MISSED"))
+        }
         daemon.unmount()
+        if let rclone = rclone ?? RcloneMount.onPath() {
+            do {
+                let (t, bytes, requests) = try Self.rcloneScan(binary: rclone, steps: steps, library: library, origin: origin, temp: temp)
+                let version = RcloneMount.version(binary: rclone) ?? "rclone"
+                print(String(format: "  cold scan (every step above): ours %.2f s, %@ mount (%@) %.2f s: %.2fx (goal at most 0.5x) %@; rclone fetched %.2f MiB of film bytes in %d requests",
+                             coldScan, version, RcloneMount.describedFlags, t, coldScan / max(t, 1e-6), coldScan <= 0.5 * t ? "ok" : "MISSED",
+                             Double(bytes) / 1048576, requests))
+            } catch {
+                print("  (the cold scan through rclone mount failed: \(error))")
+            }
+        } else {
+            print("  (no rclone on PATH: the cold scan through rclone mount is left out; pass --rclone)")
+        }
         if playSeconds > 0 {
             try Self.playDuringScan(seconds: playSeconds, ffmpeg: ffmpeg, ffprobe: ffprobe, library: library, binary: binary,
                                     origin: origin, temp: temp)
@@ -131,6 +165,46 @@ struct LibraryBench: AsyncParsableCommand {
         if !folderRows.isEmpty {
             print(Self.table(header: ["ls -l of one folder", "local", "warm (goal 2x)", "listing fetched, kernel cold (goal 3x)", "per entry, warm"],
                              rows: folderRows))
+        }
+    }
+
+    /// The same cold scan (`steps`, each given the mount's root) through a fresh `rclone mount` of
+    /// the library served again under `/rlib/` with HTML listings (rclone's http backend follows
+    /// links): other URLs, so its cache starts cold as ours did. Returns the time and the film
+    /// bytes and requests it cost the origin.
+    static func rcloneScan(binary: String, steps: [(String) throws -> Void], library: [(path: String, data: [UInt8])],
+                           origin: OriginServer, temp: TemporaryDirectory) throws -> (seconds: Double, bytes: Int64, requests: Int) {
+        guard RcloneMount.version(binary: binary) != nil else { throw ValidationError("\(binary) is not rclone ('version' failed)") }
+        serveForRclone(library, origin: origin)
+        let mount = try RcloneMount(binary: binary, url: origin.url("/rlib/"), mountpoint: temp.appending("rclone-mnt"),
+                                    cacheDirectory: temp.appending("rclone-cache"), logFile: temp.appending("rclone.log"),
+                                    expectedFile: "Movies")
+        defer { mount.stop() }
+        origin.resetLog()
+        let t = try timed { for run in steps { try run(mount.mountpoint) } }
+        return (t, filmBytes(origin), filmRequests(origin))
+    }
+
+    /// Every file again at `/rlib/PATH`, and an HTML listing per folder (folders as links ending
+    /// in `/`), as rclone's http backend reads a directory.
+    static func serveForRclone(_ files: [(path: String, data: [UInt8])], origin: OriginServer) {
+        var folders: [String: Set<String>] = ["": []]
+        for (path, data) in files {
+            // Not percent-encoded: rclone encodes more than we do (`(` as %28), and the origin
+            // decodes a path it does not know.
+            origin.setFile("/rlib/" + path, data: data)
+            var parts = path.split(separator: "/").map(String.init)
+            var link = encoded(parts.removeLast())
+            while true {
+                let parent = parts.joined(separator: "/")
+                folders[parent, default: []].insert(link)
+                guard let dir = parts.popLast() else { break }
+                link = encoded(dir) + "/"
+            }
+        }
+        for (folder, links) in folders {
+            let body = "<html><body><pre>\n" + links.sorted().map { "<a href=\"\($0)\">\($0)</a>\n" }.joined() + "</pre></body></html>\n"
+            origin.setFile("/rlib/" + (folder.isEmpty ? "" : folder + "/"), data: Array(body.utf8), contentType: "text/html")
         }
     }
 
@@ -307,9 +381,14 @@ struct LibraryBench: AsyncParsableCommand {
 
     /// Bytes Jellyfin's probe reads of `file`, as strace counts its reads of it.
     static func probeReads(strace: String, ffprobe: String, file: String) throws -> Int64 {
-        let out = try ExternalTool.run(strace, ["-f", "-qq", "-e", "trace=read,pread64", "-P", file, "--", ffprobe,
-                                                "-i", file, "-threads", "0", "-v", "warning", "-print_format", "json",
-                                                "-show_streams", "-show_chapters", "-show_format"], timeout: 120)
+        try reads(strace: strace, of: ffprobe, ["-i", file, "-threads", "0", "-v", "warning", "-print_format", "json",
+                                                "-show_streams", "-show_chapters", "-show_format"], file: file)
+    }
+
+    /// Bytes `program` run with `arguments` reads of `file`, as strace counts its reads of it.
+    static func reads(strace: String, of program: String, _ arguments: [String], file: String) throws -> Int64 {
+        let out = try ExternalTool.run(strace, ["-f", "-qq", "-e", "trace=read,pread64", "-P", file, "--", program] + arguments,
+                                       timeout: 120)
         var total: Int64 = 0
         for line in out.stderr.split(separator: "\n") where line.contains("read") {
             if let n = line.split(separator: "=").last.flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }), n > 0 { total += n }

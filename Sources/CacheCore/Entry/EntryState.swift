@@ -299,8 +299,8 @@ final class ReaderState: Sendable {
         var progress = Progress(readAhead: initialReadAhead)
         switch readerClass {
         case .scanner: progress.readAhead = ReaderClass.scanMargin
-        case .unknown: progress.readAhead = 0; progress.earned = false
-        case .player, .background: break
+        case .player, .unknown, .background:
+            if !readerClass.readsAheadFromOpen(door: door) { progress.readAhead = 0; progress.earned = false }
         }
         self.progress = LockedValue(progress)
     }

@@ -216,7 +216,8 @@ extension EngineCore {
     /// window. A seek resets both. `running`: the fetches other readers wait for.
     ///
     /// A scanner keeps its fixed margin; an unknown reader gets none until it earned it
-    /// (`ReaderClass`): `ReaderClass.earnAfter` reads in a row, each continuing the one before.
+    /// (`ReaderClass`): `ReaderClass.earnAfter` reads in a row, each continuing the one before,
+    /// or a first read only a streaming reader makes (`ReaderClass.earnsAtOnce`).
     private func updateReadAhead(_ reader: inout ReaderState.Progress, readerClass: ReaderClass, request: Range<Int64>,
                                  cached: RangeSet, running: [ReadPlanner.RunningFetch], now: Double) -> AccessPattern {
         if ReadPlanner.continuesSequentially(request, lastEnd: reader.lastEnd, slack: 1 << 20, behind: reader.readAhead,
@@ -231,6 +232,7 @@ extension EngineCore {
             return .sequential
         }
         let first = reader.lastEnd < 0
+        if first && ReaderClass.earnsAtOnce(firstRead: request) { reader.earned = true }
         reader.inARow = 0
         reader.readAhead = readerClass == .scanner ? ReaderClass.scanMargin : reader.earned ? initialReadAhead : 0
         reader.lastEnd = request.upperBound

@@ -13,7 +13,11 @@
 ///   it made `earnAfter` reads in a row that continue each other, then as a player's. A probe tool
 ///   nobody listed still costs about what it reads; `cat` pays a round trip or two at its start.
 /// - `background`: warm-up (`preload`) and configured extractors: its fetches rank `.preload`,
-///   taking only what the link has left.
+///   taking only what the link has left. Through the mount (a thumbnailer seeking to one frame)
+///   it earns read-ahead as an unknown reader does; the engine's own warm-up has it at once.
+///
+/// A reader that earns read-ahead earns it at once with a first read that only a streaming
+/// reader makes (`earnsAtOnce(firstRead:)`).
 public enum ReaderClass: String, Sendable, CaseIterable, Codable, CustomStringConvertible {
     case player, unknown, scanner, background
 
@@ -24,6 +28,33 @@ public enum ReaderClass: String, Sendable, CaseIterable, Codable, CustomStringCo
     /// Reads in a row, each continuing the one before, after which an unknown reader gets
     /// read-ahead.
     public static let earnAfter = 2
+    /// A first read from byte 0 at least this long earns read-ahead at once. Measured through
+    /// the mount as root (kernel read-ahead 1 MiB), the first request of each reader: 992 KiB
+    /// for one reading 1 MiB blocks (`dd bs=1M`, the datapath benchmark), 256 KiB for
+    /// `dd bs=128k`; 64 KiB for `ffprobe` and `ffmpegthumbnailer`, 128 KiB for `mediainfo` (the
+    /// kernel's initial read-ahead for their small reads). Half a MiB lies between.
+    public static let streamingFirstRead: Int64 = 512 << 10
+
+    /// Whether a reader that earns read-ahead earns it with its first read: one from byte 0 at
+    /// least `streamingFirstRead` long (a copy or `cat` reading in big blocks), so it fills the
+    /// link from its first round trip, while a probe's small first read earns nothing.
+    public static func earnsAtOnce(firstRead: Range<Int64>) -> Bool {
+        firstRead.lowerBound == 0 && Int64(firstRead.count) >= streamingFirstRead
+    }
+
+    /// Whether a reader of this class, reading through `door`, has read-ahead from its open on
+    /// (else it earns it: `earnAfter`, `earnsAtOnce`). A player has; an unknown reader earns it;
+    /// a scanner never gets more than `scanMargin`. A background reader through the mount (a
+    /// thumbnailer: a header, then a jump to one frame) earns it, so it costs about what it
+    /// reads; the engine's own warm-up (`preload`, its ranges read in chunks it wants fetched
+    /// whole) has it at once.
+    public func readsAheadFromOpen(door: ReadDoor) -> Bool {
+        switch self {
+        case .player: return true
+        case .unknown, .scanner: return false
+        case .background: return door != .fuse
+        }
+    }
 
     /// The class of its fetches, whether or not a read waits on them; nil: as its pace says
     /// (`.waiting` while a read waits, else near or far read-ahead).

@@ -160,6 +160,7 @@ enum FuseOperations {
             let s = FuseOperations.session(req)
             let request = SendableRequest(req)  // answered later, on another thread
             let readerClass = s.readerClass(of: req)
+            s.logger.trace("FUSE open", metadata: ["ino": "\(ino)", "class": "\(readerClass)"])
             s.core.open(ino, flags: fi.pointee.flags, readerClass: readerClass) { result in
                 let req = request.req
                 s.reply {
@@ -188,6 +189,9 @@ enum FuseOperations {
             let s = FuseOperations.session(req)
             let request = SendableRequest(req)  // answered later, on another thread
             let fh = fi.pointee.fh  // libfuse's fi lives on its stack: not for the completion
+            // What the kernel asks, its read-ahead included (`--log-level trace`): how a reader
+            // class's reads really arrive.
+            s.logger.trace("FUSE read", metadata: ["fh": "\(fh)", "offset": "\(off)", "size": "\(size)"])
             s.core.read(fh: fh, offset: Int64(off), size: size) { result in
                 let req = request.req
                 switch result {

@@ -1,0 +1,112 @@
+import XCTest
+@testable import CacheCore
+
+/// When read-ahead is earned (`ReaderClass.earnsAtOnce`, `readsAheadFromOpen`): a program that
+/// reads big blocks from byte 0 (`cat`, a copy, the datapath benchmark) earns it with its first
+/// read, a probe's small first read earns nothing; a background reader through the mount (a
+/// thumbnailer) earns it as an unknown reader does, while the engine's own warm-up (`preload`)
+/// has it at once. The rule as a table, then replayed on a `GatedSource`.
+final class ReadAheadEarningTests: GatedEngineTestCase {
+    func testWhichFirstReadsEarnReadAheadAtOnce() {
+        let kib: Int64 = 1 << 10
+        let table: [(read: Range<Int64>, earns: Bool, why: String)] = [
+            (0..<(1024 * kib), true, "a copy's first 1 MiB block (the kernel's first request, cut to max_read)"),
+            (0..<(512 * kib), true, "half a MiB from the start"),
+            (0..<(512 * kib - 1), false, "just under half a MiB"),
+            (0..<(128 * kib), false, "a probe's 32 KiB read, as the kernel's initial read-ahead asks it"),
+            (0..<(32 * kib), false, "a probe's read with direct I/O"),
+            ((1 << 20)..<(2 << 20), false, "a big read past byte 0: a jump, not a stream from the start"),
+            (0..<0, false, "nothing"),
+        ]
+        for row in table {
+            XCTAssertEqual(ReaderClass.earnsAtOnce(firstRead: row.read), row.earns, row.why)
+        }
+    }
+
+    func testWhichReadersHaveReadAheadFromTheirOpen() {
+        let table: [(ReaderClass, ReadDoor, Bool)] = [
+            (.player, .fuse, true), (.player, .proxy, true), (.player, .cli, true),
+            (.unknown, .fuse, false),
+            (.scanner, .fuse, false),
+            (.background, .fuse, false),   // a thumbnailer through the mount earns it
+            (.background, .cli, true),     // preload, through the engine
+            (.background, .proxy, true),
+        ]
+        for (readerClass, door, has) in table {
+            XCTAssertEqual(readerClass.readsAheadFromOpen(door: door), has, "\(readerClass) through \(door)")
+        }
+    }
+
+    private func engine(_ source: GatedSource) throws -> CacheEngine {
+        let configuration = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 1 << 20,
+                                               readTimeout: 10, initialReadAhead: 256 << 10, maxStreams: 1)
+        return try CacheEngine(configuration: configuration, source: source)
+    }
+
+    /// Reads `count` at `offset` and serves the transfer it started; returns what that transfer
+    /// asked for (nil: the read was a hit).
+    private func read(_ reader: CacheReader, _ offset: Int64, _ count: Int64, _ source: GatedSource) throws -> Range<Int64>? {
+        let before = source.transfers.count
+        let answered = expectation(description: "read at \(offset)")
+        let box = ResultBox<[UInt8]>()
+        reader.read(offset: offset, length: Int(count)) { box.set($0); answered.fulfill() }
+        let started = source.transfers.count > before ? source.transfers.last : nil
+        if let t = started {
+            t.partial(length: length)
+            t.send(data[Int(t.request.start)..<Int(t.request.end!)])
+            t.finish()
+        }
+        wait(for: [answered], timeout: 5)
+        XCTAssertEqual(try box.get(), Array(bytes(offset, count)))
+        return started.map { $0.request.start..<$0.request.end! }
+    }
+
+    func testAnUnknownReadersFirstMebibyteFromTheStartEarnsReadAheadAtOnce() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { source.finishAll(); cache.shutdown() }
+        let reader = cache.makeReader(for: try open(cache, source), door: .fuse, readerClass: .unknown)
+        let first = try XCTUnwrap(try read(reader, 0, 1 << 20, source))
+        XCTAssertGreaterThanOrEqual(first.upperBound, (1 << 20) + (256 << 10), "read-ahead from the first round trip")
+        let jump = try XCTUnwrap(try read(reader, 3 << 20, 32 << 10, source))
+        XCTAssertGreaterThan(jump.upperBound, (3 << 20) + (32 << 10), "earned, it keeps read-ahead after a seek")
+    }
+
+    func testAProbesFirstReadEarnsNothingAndNeitherDoesABigReadPastTheStart() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { source.finishAll(); cache.shutdown() }
+        let info = try open(cache, source)
+        let probe = cache.makeReader(for: info, door: .fuse, readerClass: .unknown)
+        XCTAssertNil(try read(probe, 0, 128 << 10, source), "the open's first bytes are cached")
+        XCTAssertEqual(try read(probe, 2 << 20, 32 << 10, source), (2 << 20)..<((2 << 20) + (32 << 10)),
+                       "a probe that jumps after its first 128 KiB costs what it reads")
+        let jumper = cache.makeReader(for: info, door: .fuse, readerClass: .unknown)
+        XCTAssertEqual(try read(jumper, 1 << 20, 512 << 10, source), (1 << 20)..<((1 << 20) + (512 << 10)),
+                       "a big first read past byte 0 earns nothing")
+    }
+
+    func testABackgroundReaderThroughTheMountEarnsReadAheadLikeAnUnknownOne() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { source.finishAll(); cache.shutdown() }
+        let reader = cache.makeReader(for: try open(cache, source), door: .fuse, readerClass: .background)
+        let chunk: Int64 = 32 << 10, at: Int64 = 1 << 20
+        XCTAssertEqual(try read(reader, at, chunk, source), at..<(at + chunk), "a thumbnailer's jump costs what it reads")
+        XCTAssertEqual(try read(reader, at + chunk, chunk, source), (at + chunk)..<(at + 2 * chunk))
+        let third = try XCTUnwrap(try read(reader, at + 2 * chunk, chunk, source))
+        XCTAssertGreaterThanOrEqual(third.upperBound, at + 3 * chunk + (256 << 10), "reading on, it earns read-ahead")
+        let t = try XCTUnwrap(source.transfers.last)
+        XCTAssertEqual(t.request.priority, .preload, "its fetches still take only what the link has left")
+    }
+
+    func testPreloadThroughTheEngineHasReadAheadFromItsFirstRead() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { source.finishAll(); cache.shutdown() }
+        let reader = cache.makeReader(for: try open(cache, source), background: true)
+        let at: Int64 = 1 << 20
+        let first = try XCTUnwrap(try read(reader, at, 256 << 10, source))
+        XCTAssertGreaterThanOrEqual(first.upperBound, at + (512 << 10), "its chunks are fetched ahead, as before")
+    }
+}
