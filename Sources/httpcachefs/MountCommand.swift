@@ -277,7 +277,7 @@ struct MountCommand: AsyncParsableCommand {
         logger.info("mounted \(prepared.path): \(fs.tree.files.count) files, \(fs.tree.indexes.count) indexes\(settings.byURL ? ", by-URL directory .url" : "") (cache: \(resolved.directory))")
         ready?.ready()
         SystemdNotify.send("READY=1\nSTATUS=mounted \(prepared.path)")
-        let loopError = try await onBlockingPool { fs.wait() }
+        let loopError = await fs.ended()   // no thread waits for the loop
         signals.cancel()
         server?.stop()
         try await onBlockingPool { engine.shutdown() }
