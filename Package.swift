@@ -7,7 +7,7 @@
 //                             ──> HLS (playlists, preloader; no NIO)
 //                             ──> Fetcher ──> CCurl, NIO (the tier's node client)
 //                             ──> MetricsExport (the Prometheus backend of CacheCore's swift-metrics)
-//   all of them               ──> CacheCore
+//   all of them               ──> CacheCore ──> CoreTypes (byte ranges, HTTP dates and syntax, locks)
 // FuseMount and Proxy never import each other; only the executable wires the libcurl source in.
 import PackageDescription
 
@@ -23,7 +23,7 @@ let package = Package(
         .executable(name: "httpcachefs", targets: ["httpcachefs"]),
         .executable(name: "httpcachefs-bench", targets: ["httpcachefs-bench"]),
         // For the fuzz targets in Fuzz/, a package of its own that depends on this one by path.
-        .library(name: "httpcachefs-parsers", targets: ["CacheCore", "Fetcher", "FuseMount", "HLS", "Proxy", "Settings"]),
+        .library(name: "httpcachefs-parsers", targets: ["CoreTypes", "CacheCore", "Fetcher", "FuseMount", "HLS", "Proxy", "Settings"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
@@ -39,8 +39,12 @@ let package = Package(
         .systemLibrary(name: "CFuse3", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
         .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
 
+        // The leaf both sides use: byte ranges, HTTP dates and syntax, the lock types. No
+        // dependencies; CacheCore re-exports it, so its importers see these types as before.
+        .target(name: "CoreTypes"),
         // Pure Swift cache core: keys, planner, in-flight table, slices, index, eviction, engine.
         .target(name: "CacheCore", dependencies: [
+            "CoreTypes",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -103,7 +107,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
 
-        .testTarget(name: "CacheCoreTests", dependencies: ["CacheCore", "MetricsExport", "TestSupport"]),
+        .testTarget(name: "CacheCoreTests", dependencies: ["CacheCore", "CoreTypes", "MetricsExport", "TestSupport"]),
         .testTarget(name: "FetcherTests", dependencies: ["Fetcher", "TestSupport"]),
         .testTarget(name: "FuseMountTests", dependencies: ["FuseMount", "Fetcher", "TestSupport"]),
         .testTarget(name: "SettingsTests", dependencies: ["Settings"]),

@@ -1,65 +1,131 @@
+import Atomics
 import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// A fixed set of threads for work that blocks on the disk, so the threads that take requests
+/// A bounded set of threads for work that blocks on the disk, so the threads that take requests
 /// (the FUSE loop, the curl loop, the event loops) never do.
 ///
 /// Why not GCD: a concurrent queue grows a thread for every job that blocks (up to 64), so a slow
-/// disk turns into a crowd of threads; here the number is fixed, and a job waits its turn. Why
-/// not `NIOThreadPool`: `CacheCore` and `FuseMount` know no NIO.
+/// disk turns into a crowd of threads; here the number is bounded, and a job waits its turn. Why
+/// not `NIOThreadPool`: `CacheCore` and `FuseMount` know no NIO, and it starts all its threads.
 ///
-/// Jobs run in the order they were submitted, up to `threads` at once; jobs submitted with the
-/// same `key` run one at a time, in that order (see `submit(key:_:)`). A job must not wait for
-/// another job of the same pool: with every thread waiting on a job queued behind them, nothing
-/// runs again (docs/threads.md, "The one rule"). A job may *submit* jobs, and continue from their
-/// completion; `isCurrentThread` lets blocking waits assert they are not on a pool thread.
-/// `finish()` lets the queued jobs run and ends the threads; a job submitted after it runs on the
-/// caller's thread, so whatever it holds (a lease, a descriptor) is still released.
+/// Lanes: the pool's jobs come in lanes, each with its own bound (`lane(_:threads:)`; the first
+/// lane, `jobs`, has the bound the pool was made with). A lane runs at most its bound of jobs at
+/// once, and the pool has at most the sum of the bounds in threads, so a lane's job always finds
+/// a thread when its lane is under its bound, whatever the other lanes do: a FUSE reply that
+/// splices from the disk never waits behind a check or an eviction round of the engine's lane,
+/// and the engine's jobs never behind eight slow replies. Jobs run oldest first across the lanes
+/// that have room.
+///
+/// Threads: started when a job comes that no idle thread can take (never more than the bound),
+/// and a thread idle for `idleTime` ends, so an idle daemon holds none and a burst holds what it
+/// needed. Any thread runs any lane's job. Idle threads wait each on its own semaphore, and a job
+/// wakes the one that went idle last: the work of a quiet daemon (the sweeper's second) keeps one
+/// thread, and the others end. A thread back from a job counts as idle at once (`active`, an
+/// atomic), so a job submitted meanwhile waits the microseconds until it takes it instead of
+/// starting a thread.
+///
+/// Jobs submitted with the same `key` run one at a time, in that order (see `submit(key:_:)`). A
+/// job must not wait for another job of the same lane: with every thread of it waiting on a job
+/// queued behind them, nothing runs again (docs/threads.md, "The one rule"). A job may *submit*
+/// jobs, and continue from their completion; `isCurrentThread` lets blocking waits assert they
+/// are not on a pool thread. `finish()` lets the queued jobs run and ends the threads; a job
+/// submitted after it runs on the caller's thread, so whatever it holds (a lease, a descriptor)
+/// is still released.
 public final class BlockingIOPool: Sendable {
-    fileprivate typealias Job = (key: UInt64?, run: @Sendable () -> Void)
-    /// The queue and the threads' count; idle threads wait on it for a job, `finish` for the
+    /// A lane of the pool: its jobs run at most its bound at once (see the type's note).
+    public struct Lane: Sendable, Hashable {
+        fileprivate let index: Int
+    }
+
+    /// The lane the pool was made with (`threads` at once): what `submit` without a lane uses.
+    public static let jobs = Lane(index: 0)
+
+    fileprivate typealias Job = (key: UInt64?, order: UInt64, run: @Sendable () -> Void)
+
+    /// One lane's queue and bound.
+    fileprivate struct LaneState {
+        let name: String
+        let bound: Int
+        var jobs: [Job] = []
+        var head = 0
+        var running = 0
+        var queued: Int { jobs.count - head }
+    }
+
+    /// The lanes and the threads' count; idle threads wait on it for a job, `finish` for the
     /// threads to end.
     fileprivate struct State {
-        var jobs: [Job] = []
+        var lanes: [LaneState]
         /// Keys with a job running, and the jobs of those keys that came up meanwhile, in order.
         var busy: Set<UInt64> = []
-        var held: [UInt64: [@Sendable () -> Void]] = [:]
-        var head = 0
+        var held: [UInt64: [(lane: Int, run: @Sendable () -> Void)]] = [:]
+        var nextOrder: UInt64 = 0
         var finished = false
-        var running = 0
-        var started = false
+        /// Threads started and not ended.
+        var threads = 0
+        /// Idle threads waiting for a job, the last to go idle last: a job wakes that one.
+        var waiting: [(number: Int, wake: DispatchSemaphore)] = []
+        /// The numbers in the names of the threads alive (`io-0`, `io-1`…): a new thread takes the
+        /// lowest free one, so the names stay as few as the threads.
+        var numbers: Set<Int> = []
+        var bound: Int { lanes.reduce(0) { $0 + $1.bound } }
     }
-    private let state = ConditionLock(State())
+    private let state: ConditionLock<State>
+    /// Threads running a job: raised under the lock as a thread takes one, lowered without it
+    /// as the job returns.
+    private let active = ManagedAtomic<Int>(0)
 
     public let name: String
+    /// The bound of the first lane (`jobs`).
     public let threads: Int
+    /// How long a thread waits for a job before it ends.
+    let idleTime: Double
+    /// Where its threads note the pool (`isCurrentThread`, `onAPoolThread`).
+    private let threadKey: String
 
-    public init(name: String, threads: Int) {
+    /// - Parameter waits: the pool's jobs may wait for other pools' jobs (the command line's
+    ///   pool, whose jobs wait for the engine): its threads are not where `onAPoolThread` forbids
+    ///   blocking waits.
+    public init(name: String, threads: Int, idleTime: Double = 30, waits: Bool = false) {
         precondition(threads > 0, "a pool needs a thread")
         self.name = name
         self.threads = threads
+        self.idleTime = idleTime
+        threadKey = waits ? Self.waitingThreadKey : Self.threadKey
+        state = ConditionLock(State(lanes: [LaneState(name: name, bound: threads)]))
     }
 
-    /// The threads start with the first job: a pool that is never used costs none (`submit`
-    /// counts them `running` when it calls this).
-    private func startThreads() {
-        for i in 0..<threads {
-            let kernelName = Self.kernelName(name, i)
-            let thread = Thread { [self] in
-                Self.nameCurrentThread(kernelName)
-                Thread.current.threadDictionary[Self.threadKey] = ObjectIdentifier(self).hashValue
-                work()
-            }
-            thread.name = "\(name)-\(i)"
-            thread.start()
+    /// The lane called `name`, made with a bound of `threads` the first time it is asked for
+    /// (the pool may then have that many threads more). Its jobs run beside the other lanes'.
+    public func lane(_ name: String, threads: Int) -> Lane {
+        precondition(threads > 0, "a lane needs a thread")
+        return state.withLock { s in
+            if let i = s.lanes.firstIndex(where: { $0.name == name }) { return Lane(index: i) }
+            s.lanes.append(LaneState(name: name, bound: threads))
+            return Lane(index: s.lanes.count - 1)
         }
+    }
+
+    /// Threads alive now (tests, docs/threads.md's figures).
+    public var threadCount: Int { state.withLock { $0.threads } }
+
+    private func startThread(number: Int) {
+        let kernelName = Self.kernelName(name, number)
+        let thread = Thread { [self] in
+            Self.nameCurrentThread(kernelName)
+            Thread.current.threadDictionary[threadKey] = ObjectIdentifier(self).hashValue
+            work(number: number)
+        }
+        thread.name = "\(name)-\(number)"
+        thread.start()
     }
 
     /// True on one of this pool's threads (a job of it is running here).
     public var isCurrentThread: Bool {
-        Thread.current.threadDictionary[Self.threadKey] as? Int == ObjectIdentifier(self).hashValue
+        Thread.current.threadDictionary[threadKey] as? Int == ObjectIdentifier(self).hashValue
     }
 
     /// True on a thread of any `BlockingIOPool`: where `waitFor` and the other blocking waits
@@ -69,6 +135,7 @@ public final class BlockingIOPool: Sendable {
     }
 
     private static let threadKey = "httpcachefs.BlockingIOPool"
+    private static let waitingThreadKey = "httpcachefs.BlockingIOPool.waits"
 
     /// Gives the calling thread `name` (at most 15 bytes) where the kernel shows it. Foundation's
     /// `Thread.name` does not reach the kernel here, and Glibc's `pthread_setname_np` is not
@@ -91,24 +158,32 @@ public final class BlockingIOPool: Sendable {
         return short
     }
 
-    /// Queues `job`; runs it at once on this thread if the pool has finished.
+    /// Queues `job` on `lane`; runs it at once on this thread if the pool has finished.
     ///
     /// - Parameter key: jobs with the same key run one after another, in the order submitted,
     ///   while other keys' jobs use the other threads (the engine's checks of one start).
-    public func submit(key: UInt64? = nil, _ job: @escaping @Sendable () -> Void) {
-        enum Queued { case queued, first, finished }
+    public func submit(key: UInt64? = nil, lane: Lane = BlockingIOPool.jobs, _ job: @escaping @Sendable () -> Void) {
+        enum Queued { case queued, wake(DispatchSemaphore), start(Int), finished }
         let queued: Queued = state.withLock { s in
             if s.finished { return .finished }
-            s.jobs.append((key, job))
-            guard !s.started else { return .queued }
-            s.started = true
-            s.running = threads   // under the lock, as `started`: `finish` waits for them
-            return .first
+            s.lanes[lane.index].jobs.append((key, s.nextOrder, job))
+            s.nextOrder &+= 1
+            let runnable = s.runnable
+            guard runnable > 0 else { return .queued }   // its lane is full: a thread of it takes it next
+            if let idle = s.waiting.popLast() { return .wake(idle.wake) }
+            // A thread more only when the jobs that could run now outnumber the threads coming
+            // back from a job (they take them in a moment).
+            guard s.threads < s.bound, runnable > s.threads - active.load(ordering: .relaxed) else { return .queued }
+            let number = (0...).first { !s.numbers.contains($0) }!
+            s.numbers.insert(number)
+            s.threads += 1   // under the lock: `finish` waits for it
+            return .start(number)
         }
         switch queued {
         case .finished: job()
-        case .queued: state.signal()
-        case .first: startThreads()
+        case .queued: break
+        case let .wake(semaphore): semaphore.signal()
+        case let .start(number): startThread(number: number)
         }
     }
 
@@ -116,10 +191,14 @@ public final class BlockingIOPool: Sendable {
     /// this pool (an engine shut down by one of its own completions) it returns at once instead:
     /// the other threads still run what is queued and end, and the caller's thread ends with its job.
     public func finish() {
-        state.withLock { $0.finished = true }
-        state.broadcast()
+        let idle = state.withLock { s in
+            s.finished = true
+            defer { s.waiting = [] }
+            return s.waiting.map(\.wake)
+        }
+        for wake in idle { wake.signal() }   // they run what is left, then end
         let mine = isCurrentThread ? 1 : 0
-        state.wait(until: { $0.running <= mine })
+        state.wait(until: { $0.threads <= mine })
     }
 
     /// Waits until the jobs submitted so far with `key` have run (tests: "the verifications
@@ -131,72 +210,132 @@ public final class BlockingIOPool: Sendable {
         done.wait()
     }
 
-    /// Jobs queued and not yet started (for tests and the status page).
-    public var queued: Int {
-        state.withLock { s in s.jobs.count - s.head + s.held.values.reduce(0) { $0 + $1.count } }
+    /// Tests: waits until at most `count` threads are alive (idle ones end after `idleTime`).
+    func waitForThreads(atMost count: Int) {
+        state.wait(until: { $0.threads <= count })
     }
 
-    /// What a thread does next: run a job (and, with a key, the jobs of that key that come up
-    /// while it runs), or end.
+    /// Jobs queued and not yet started (for tests and the status page).
+    public var queued: Int {
+        state.withLock { s in s.lanes.reduce(0) { $0 + $1.queued } + s.held.values.reduce(0) { $0 + $1.count } }
+    }
+
+    /// What a thread does next: run a job of a lane (and, with a key, the jobs of that key that
+    /// come up while it runs), or end.
     fileprivate enum Turn {
-        case run(@Sendable () -> Void, key: UInt64?)
+        case run(@Sendable () -> Void, key: UInt64?, lane: Int)
         case end
     }
 
-    private func work() {
-        /// The key of the job this thread just ran: its next held job runs here, in order.
-        var ran: UInt64?
+    private func work(number: Int) {
+        let wake = DispatchSemaphore(value: 0)
+        /// The job this thread just ran: its lane's count comes down, and its key's next held
+        /// job runs here, in order.
+        var ran: (key: UInt64?, lane: Int)?
         while true {
-            let turn: Turn = state.waitFor { s in
-                if let key = ran {
+            let turn: Turn? = state.withLock { s in
+                if let last = ran {
                     ran = nil
-                    if let next = s.nextHeld(key) { return .run(next, key: key) }
-                    s.busy.remove(key)
+                    s.lanes[last.lane].running -= 1
+                    if let key = last.key {
+                        if let next = s.nextHeld(key) {
+                            s.lanes[next.lane].running += 1
+                            active.wrappingIncrement(ordering: .relaxed)
+                            return .run(next.run, key: key, lane: next.lane)
+                        }
+                        s.busy.remove(key)
+                    }
                 }
-                return s.take()
+                if let turn = s.take(number: number) {
+                    if case .run = turn { active.wrappingIncrement(ordering: .relaxed) }
+                    return turn
+                }
+                s.waiting.append((number, wake))
+                return nil
             }
-            guard case let .run(job, key) = turn else { break }
-            job()
-            ran = key
+            if let turn {
+                guard case let .run(job, key, lane) = turn else { break }
+                job()
+                active.wrappingDecrement(ordering: .relaxed)
+                ran = (key, lane)
+                continue
+            }
+            guard wake.wait(timeout: .now() + idleTime) == .timedOut else { continue }
+            let ends: Bool = state.withLock { s in
+                guard let i = s.waiting.firstIndex(where: { $0.number == number }) else { return false }
+                s.waiting.remove(at: i)   // idle for `idleTime`: this thread ends
+                s.end(number: number)
+                return true
+            }
+            if ends { break }
+            wake.wait()   // a job took it off the list as the time ran out: its signal is coming
         }
-        state.broadcast()   // `finish`, waiting for `running` to come down
+        state.broadcast()   // `finish` and `waitForThreads`, waiting for `threads` to come down
     }
 }
 
 extension BlockingIOPool.State {
     fileprivate static let ran: @Sendable () -> Void = {}
 
+    /// Jobs queued that a thread could start now: each lane's, up to its room.
+    var runnable: Int {
+        lanes.reduce(0) { $0 + Swift.min($1.queued, $1.bound - $1.running) }
+    }
+
     /// The next job of `key` that waited for the one just run, if any.
-    fileprivate mutating func nextHeld(_ key: UInt64) -> (@Sendable () -> Void)? {
+    fileprivate mutating func nextHeld(_ key: UInt64) -> (lane: Int, run: @Sendable () -> Void)? {
         guard var list = held[key], !list.isEmpty else { return nil }
         let next = list.removeFirst()
         held[key] = list.isEmpty ? nil : list
         return next
     }
 
-    /// The next job to run on a free thread, `.end` once finished with none left, or nil (wait).
-    fileprivate mutating func take() -> BlockingIOPool.Turn? {
-        while head < jobs.count {
-            let job = jobs[head]
-            // Its slot lets go of the closure at once: what a job captured (a lease, the chunks
-            // it holds, counted in the memory budget) must not live on in the queue until the
-            // next compaction.
-            jobs[head] = (nil, Self.ran)
-            head += 1
-            if head > 64 && head * 2 > jobs.count {   // drop the slots run, now and then
-                jobs.removeFirst(head)
-                head = 0
+    fileprivate mutating func end(number: Int) {
+        threads -= 1
+        numbers.remove(number)
+    }
+
+    /// The oldest job of the lanes with room, `.end` once finished with none left, or nil (wait).
+    /// Once finished, the lanes' bounds no longer hold: what is left runs on every thread there is.
+    fileprivate mutating func take(number: Int) -> BlockingIOPool.Turn? {
+        while true {
+            var pick: Int?
+            for i in lanes.indices where lanes[i].queued > 0 && (finished || lanes[i].running < lanes[i].bound) {
+                if let p = pick, lanes[p].jobs[lanes[p].head].order < lanes[i].jobs[lanes[i].head].order { continue }
+                pick = i
             }
-            guard let key = job.key else { return .run(job.run, key: nil) }
+            guard let i = pick else { break }
+            let job = lanes[i].takeFirst()
+            guard let key = job.key else {
+                lanes[i].running += 1
+                return .run(job.run, key: nil, lane: i)
+            }
             if busy.contains(key) {
-                held[key, default: []].append(job.run)  // its key's running job runs it next
+                held[key, default: []].append((i, job.run))  // its key's running job runs it next
                 continue
             }
             busy.insert(key)
-            return .run(job.run, key: key)
+            lanes[i].running += 1
+            return .run(job.run, key: key, lane: i)
         }
         guard finished else { return nil }
-        running -= 1
+        end(number: number)
         return .end
+    }
+}
+
+extension BlockingIOPool.LaneState {
+    /// The lane's first job. Its slot lets go of the closure at once: what a job captured (a
+    /// lease, the chunks it holds, counted in the memory budget) must not live on in the queue
+    /// until the next compaction.
+    fileprivate mutating func takeFirst() -> BlockingIOPool.Job {
+        let job = jobs[head]
+        jobs[head] = (nil, 0, BlockingIOPool.State.ran)
+        head += 1
+        if head > 64 && head * 2 > jobs.count {   // drop the slots run, now and then
+            jobs.removeFirst(head)
+            head = 0
+        }
+        return job
     }
 }

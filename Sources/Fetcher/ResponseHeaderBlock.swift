@@ -33,14 +33,14 @@ struct ResponseHeaderBlock: Equatable {
     private var contentLengths: [Substring] {
         fields.filter { $0.0 == "content-length" }
             .flatMap { $0.1.split(separator: ",", omittingEmptySubsequences: false) }
-            .map(Self.trimmingOWS)
+            .map { $0.trimmingOWS() }
     }
     var contentRange: ContentRange? { field("content-range").flatMap(ContentRange.init(parsing:)) }
     var etag: String? { field("etag") }
     var lastModified: String? { field("last-modified") }
     var contentType: String? { field("content-type") }
     /// A `DAV:` compliance header ("1", "1,2", ...): the origin speaks WebDAV.
-    var webDAV: Bool { !(field("dav").map { Self.trimmingOWS(Substring($0)).isEmpty } ?? true) }
+    var webDAV: Bool { !(field("dav").map { $0.trimmingOWS().isEmpty } ?? true) }
     var advertisesByteRanges: Bool {
         field("accept-ranges")?.lowercased().split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces) == "bytes" } ?? false
     }
@@ -73,21 +73,7 @@ struct ResponseHeaderBlock: Equatable {
         return Int64(text) ?? .max
     }
 
-    static func digits(_ text: String) -> Int64? { digits(trimmingOWS(Substring(text))) }
-
-    /// `text` without the spaces and tabs around it (HTTP's optional whitespace). By hand, not
-    /// with Foundation's `CharacterSet`: the curl loop reads every answer's head on a miss's
-    /// path, and `Content-Range` alone took five such trims.
-    static func trimmingOWS(_ text: Substring) -> Substring {
-        var lo = text.startIndex, hi = text.endIndex
-        while lo < hi, text[lo] == " " || text[lo] == "\t" { lo = text.index(after: lo) }
-        while lo < hi {
-            let before = text.index(before: hi)
-            guard text[before] == " " || text[before] == "\t" else { break }
-            hi = before
-        }
-        return text[lo..<hi]
-    }
+    static func digits(_ text: String) -> Int64? { digits(text.trimmingOWS()) }
 
     /// `Retry-After` in seconds (the HTTP-date form is ignored: backoff applies instead).
     var retryAfter: TimeInterval? {
@@ -174,15 +160,15 @@ struct ContentRange: Equatable {
     }
 
     init?(parsing value: String) {
-        let v = ResponseHeaderBlock.trimmingOWS(Substring(value))
+        let v = value.trimmingOWS()
         guard v.prefix(6).lowercased() == "bytes " else { return nil }
-        let spec = ResponseHeaderBlock.trimmingOWS(v.dropFirst(6))
+        let spec = v.dropFirst(6).trimmingOWS()
         guard let slash = spec.firstIndex(of: "/"), let dash = spec[..<slash].firstIndex(of: "-") else { return nil }
         // Every number stays within FileLength.limit, so `last + 1` cannot overflow.
-        guard let first = Int64(ResponseHeaderBlock.trimmingOWS(spec[..<dash])),
-              let last = Int64(ResponseHeaderBlock.trimmingOWS(spec[spec.index(after: dash)..<slash])),
+        guard let first = Int64(spec[..<dash].trimmingOWS()),
+              let last = Int64(spec[spec.index(after: dash)..<slash].trimmingOWS()),
               first >= 0, last >= first, last < FileLength.limit else { return nil }
-        let totalText = ResponseHeaderBlock.trimmingOWS(spec[spec.index(after: slash)...])
+        let totalText = spec[spec.index(after: slash)...].trimmingOWS()
         var total: Int64?
         if totalText != "*" {
             guard let t = Int64(totalText), t > last, FileLength.isRepresentable(t) else { return nil }

@@ -118,6 +118,63 @@ final class BlockingIOPoolTests: XCTestCase {
         BlockingIOPool(name: "test-pool", threads: 4).finish()
     }
 
+    /// Threads start as jobs need them: one job at a time takes one thread, however many the
+    /// pool may have; an idle daemon holds none.
+    func testThreadsStartOnlyAsJobsNeedThem() {
+        let pool = BlockingIOPool(name: "test-pool", threads: 8)
+        XCTAssertEqual(pool.threadCount, 0, "a pool never used has no thread")
+        for _ in 0..<20 {
+            let ran = DispatchSemaphore(value: 0)
+            pool.submit { ran.signal() }
+            XCTAssertEqual(ran.wait(timeout: .now() + 30), .success)
+        }
+        // A thread that ran a job counts as busy until it is back for the next, so a job may
+        // start a second one meanwhile; never the eight a pool of eight may have.
+        XCTAssertLessThanOrEqual(pool.threadCount, 3, "jobs one after another share a thread or two")
+        pool.finish()
+        XCTAssertEqual(pool.threadCount, 0)
+    }
+
+    /// A thread with nothing to do for the pool's idle time ends; the next job starts one again.
+    func testAnIdleThreadEndsAndTheNextJobStartsOne() {
+        let pool = BlockingIOPool(name: "test-pool", threads: 4, idleTime: 0.01)
+        let ran = DispatchSemaphore(value: 0)
+        pool.submit { ran.signal() }
+        XCTAssertEqual(ran.wait(timeout: .now() + 30), .success)
+        pool.waitForThreads(atMost: 0)
+        pool.submit { ran.signal() }
+        XCTAssertEqual(ran.wait(timeout: .now() + 30), .success, "a job after the idle thread ended still runs")
+        pool.finish()
+    }
+
+    /// A lane's jobs run up to the lane's bound however busy the other lanes are: eight FUSE
+    /// replies that splice from a slow disk start while the engine's lane is full, and the
+    /// engine's lane never gets more than its own bound.
+    func testALaneRunsUpToItsBoundWhateverTheOtherLanesDo() {
+        let pool = BlockingIOPool(name: "test-pool", threads: 2)
+        let replies = pool.lane("replies", threads: 8)
+        XCTAssertEqual(pool.lane("replies", threads: 8), replies, "a lane asked for again is the same lane")
+        let gate = DispatchSemaphore(value: 0)
+        let started = DispatchSemaphore(value: 0)
+        let ended = DispatchGroup()
+        for _ in 0..<3 {
+            ended.enter()
+            pool.submit { started.signal(); gate.wait(); ended.leave() }
+        }
+        XCTAssertEqual(started.wait(timeout: .now() + 30), .success)
+        XCTAssertEqual(started.wait(timeout: .now() + 30), .success)
+        for i in 0..<8 {
+            ended.enter()
+            pool.submit(lane: replies) { started.signal(); gate.wait(); ended.leave() }
+            XCTAssertEqual(started.wait(timeout: .now() + 30), .success, "reply \(i) waited behind the other lane")
+        }
+        XCTAssertEqual(pool.queued, 1, "the first lane's third job waits for one of its two")
+        XCTAssertEqual(pool.threadCount, 10, "the threads are the two lanes' bounds, no more")
+        for _ in 0..<11 { gate.signal() }
+        XCTAssertEqual(ended.wait(timeout: .now() + 30), .success)
+        pool.finish()
+    }
+
     private final class Counter: @unchecked Sendable {
         private let lock = NSLock()
         private var n = 0   // guarded by lock

@@ -111,6 +111,22 @@ final class FusePlumbingTests: XCTestCase {
         XCTAssertEqual(backend.closedReaderCount, 1)
     }
 
+    /// The mount command awaits its loop's end without holding a thread: `ended()` resumes once
+    /// the loop has returned, whether it was asked while the loop ran or after.
+    func testEndedResumesOnceTheLoopHasReturned() async throws {
+        backend.setFile("http://o/a.bin", testBytes(count: 100))
+        let mount = try InProcessMount(backend: backend, tree: try spec("http://o/a.bin"))
+        let fs = mount.fs
+        async let before = fs.ended()
+        fs.unmount()
+        let error = await before
+        XCTAssertNil(error, "an unmount is no error")
+        XCTAssertFalse(fs.isRunning)
+        let after = await fs.ended()
+        XCTAssertNil(after)
+        mount.stop()
+    }
+
     func testUnmountWithAFileOpenStillEndsTheLoop() throws {
         backend.setFile("http://o/a.bin", testBytes(count: 100))
         let mount = try InProcessMount(backend: backend, tree: try spec("http://o/a.bin"))

@@ -179,6 +179,9 @@ public final class CacheEngine: Sendable {
         }
     }
 
+    /// The engine's pool for blocking I/O: the mount's disk replies are a lane of it.
+    public var blockingIO: BlockingIOPool { core.pool }
+
     /// Runs blocking work of the cache's (a removal, a pin, a clear asked over the proxy's
     /// control door) as a job of the engine's pool for blocking I/O. `job` must not wait for
     /// the engine's reads or opens (docs/threads.md).

@@ -21,8 +21,14 @@ public final class FuseFileSystem: Sendable {
     let logger: Logger
     private let done = DispatchSemaphore(value: 0)
     private let ready = DispatchSemaphore(value: 0)
-    /// Set when `run()` returns: whether it did, and the loop's error if it ended on one.
-    private let outcome = LockedValue<(finished: Bool, error: String?)>((false, nil))
+    /// Set when `run()` returns: whether it did, and the loop's error if it ended on one; and the
+    /// `ended()` callers to resume then.
+    private let outcome = LockedValue<Outcome>(Outcome())
+    private struct Outcome {
+        var finished = false
+        var error: String?
+        var waiting: [@Sendable (String?) -> Void] = []
+    }
     /// The engine's counters, where the status document lists this mount.
     private let metrics: CacheMetrics?
 
@@ -70,8 +76,14 @@ public final class FuseFileSystem: Sendable {
         defer { if let door { metrics?.removeDoor(door) } }
         let error = session.run()
         if let error { logger.error("FUSE loop ended: \(error)") }
-        outcome.withLock { $0 = (true, error) }
+        let waiting = outcome.withLock { o in
+            o.finished = true
+            o.error = error
+            defer { o.waiting = [] }
+            return o.waiting
+        }
         done.signal()
+        for resume in waiting { resume(error) }
     }
 
     /// `mount(at:)`, then `run()` on a dedicated thread; returns once the kernel initialised
@@ -109,6 +121,19 @@ public final class FuseFileSystem: Sendable {
         done.wait()
         done.signal()  // let other waiters through too
         return outcome.withLock { $0.error }
+    }
+
+    /// `wait()` without holding a thread (the mount command awaits this for its whole life):
+    /// returns once `run()` has returned, with the loop's error if it ended on one.
+    public func ended() async -> String? {
+        await withCheckedContinuation { continuation in
+            let now: String?? = outcome.withLock { o in
+                if o.finished { return .some(o.error) }
+                o.waiting.append { continuation.resume(returning: $0) }
+                return nil
+            }
+            if let now { continuation.resume(returning: now) }
+        }
     }
 
     public var isRunning: Bool { outcome.withLock { !$0.finished } }

@@ -202,7 +202,7 @@ enum FuseOperations {
                     // parallel, one reader's too. (Keeping one reader's replies in order, one at
                     // a time, spared the kernel's read-ahead a rescan per splice but made eight
                     // warm readers 5% slower: not done.)
-                    s.diskReplies.submit {
+                    s.diskReplies.submit(lane: s.diskLane) {
                         s.reply { FuseOperations.reply(request.req, with: lease) }
                         lease.release()
                     }

@@ -23,7 +23,7 @@ import Logging
 /// it; the file system then registers backing files (ioctls on /dev/fuse) for fully cached files.
 ///
 /// Threads: `run()` is the FUSE loop (one thread); replies come from any thread (engine threads,
-/// the FUSE disk pool); kernel notifications that may wait on the kernel go out on `notifyQueue`.
+/// the FUSE disk lane of the engine's pool); kernel notifications that may wait on the kernel go out on `notifyQueue`.
 // @unchecked: the C boundary. `se`, libfuse's session, is set by `mount` before the loop runs
 // and freed by `teardown` on the loop thread, after the gate closed: every other thread reaches
 // it only inside the gate with `open` true (replies, notifications) or under the file system's
@@ -34,8 +34,11 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     let options: MountOptions
     let logger: Logger
     /// Sends the replies whose bytes the kernel splices from data files (see `FuseOperations`'
-    /// read): eight at once, as many as a disk or a NAS usefully reads in parallel.
-    let diskReplies = BlockingIOPool(name: "httpcachefs-fuse-disk", threads: 8)
+    /// read): a lane of the backend's pool for blocking I/O (the engine's), eight at once, as many
+    /// as a disk or a NAS usefully reads in parallel; a lane of its own, so they never wait
+    /// behind the engine's jobs (checks, eviction rounds) nor hold the threads those need.
+    let diskReplies: BlockingIOPool
+    let diskLane: BlockingIOPool.Lane
     /// Called once, on the loop thread, once the kernel has processed our INIT reply (the
     /// kernel applies it while we write it, so after process_buf returns the mount is usable).
     /// Set before `run()`.
@@ -81,6 +84,8 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
         self.core = core
         self.options = options
         self.logger = logger
+        diskReplies = core.backend.blockingIO
+        diskLane = diskReplies.lane("fuse-disk", threads: 8)
         var fds: [Int32] = [-1, -1]
         if pipe(&fds) != 0 { fatalError("pipe: \(String(cString: strerror(errno)))") }
         for fd in fds {
@@ -252,7 +257,7 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     private func teardown() {
         core.attach(backing: nil)
         gate.write { open = false }
-        diskReplies.finish()  // the queued replies see the closed gate and release their leases
+        // The replies still queued on the pool see the closed gate and only release their leases.
         core.attach(notifier: nil)
         core.shutdown()
         notifyQueue.sync(flags: .barrier) {}  // let queued notifications see the closed gate

@@ -39,6 +39,9 @@ public protocol MountBackend: AnyObject, ListingTransport {
     func status(url: String) -> EntryStatus?
     /// The ranges of `url` kept from eviction.
     func pinnedRanges(url: String) -> [Range<Int64>]
+    /// The pool for blocking I/O whose lane sends the replies spliced from data files (the
+    /// engine's, so a daemon has one pool; docs/threads.md).
+    var blockingIO: BlockingIOPool { get }
     /// Keeps `ranges` of `url` from eviction (within the cache's pin limit), or, with none,
     /// lets every range of it go. Blocking (it records the pins): not on the FUSE loop.
     func setPins(url: String, ranges: [Range<Int64>]) throws
@@ -99,6 +102,9 @@ extension MountBackend {
 
     /// Default: backends without origins of their own (test fakes) never have one down.
     public func isOriginDown(url: String) -> Bool { false }
+
+    /// Default: backends without an engine (test fakes) use the pool of readers of no engine.
+    public var blockingIO: BlockingIOPool { ChunkedRead.sharedPool }
 
     /// Default: backends without a cache of their own (test fakes) hold nothing, pin nothing.
     public func status(url: String) -> EntryStatus? { nil }
@@ -163,6 +169,7 @@ public final class EngineBackend: MountBackend {
         engine.open(url: url, takeFirstBytes: false, completion: completion)
     }
     public var readTimeout: TimeInterval? { engine.configuration.readTimeout }
+    public var blockingIO: BlockingIOPool { engine.blockingIO }
     public func isOriginDown(url: String) -> Bool { engine.isOriginDown(url: url) }
     public func fetchDocument(_ request: FetchRequest, limit: Int, maxAge: TimeInterval,
                               completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {

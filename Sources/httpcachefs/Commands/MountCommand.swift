@@ -283,7 +283,7 @@ struct MountCommand: AsyncParsableCommand {
             })
         ready?.ready()
         SystemdNotify.send("READY=1\nSTATUS=mounted \(prepared.path)")
-        try await onBlockingPool { mounts.waitUntilEmpty() }
+        await mounts.untilEmpty()   // no thread waits for the last mountpoint
         signals.cancel()
         server?.stop()
         try await onBlockingPool { engine.shutdown() }

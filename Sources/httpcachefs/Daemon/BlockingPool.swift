@@ -1,13 +1,11 @@
-import NIOPosix
+import CacheCore
 
-/// The command line's one pool for blocking work (docs/threads.md): a fixed set of threads,
-/// started with the first job, that every command's blocking calls share. Eight, because a
-/// daemon parks one on its FUSE loop for its life and an HLS preload runs a few segment reads at
-/// once; further jobs wait their turn instead of starting threads.
+/// The command line's pool for blocking work (docs/threads.md): a `BlockingIOPool` whose jobs
+/// may wait for the engine (opening the cache, shutdown, `cache export`'s waits for its chunked
+/// reads, streams from a daemon), which is why it is not the engine's pool. Threads start as
+/// jobs need them, up to eight (an HLS preload runs a few segment reads at once), and end after
+/// ten idle seconds (a daemon uses it while it starts and stops); further jobs wait their turn
+/// instead of starting threads.
 enum BlockingPool {
-    static let shared: NIOThreadPool = {
-        let pool = NIOThreadPool(numberOfThreads: 8)
-        pool.start()
-        return pool
-    }()
+    static let shared = BlockingIOPool(name: "httpcachefs-cmd", threads: 8, idleTime: 10, waits: true)
 }

@@ -12,11 +12,11 @@ import Proxy
 /// session on its own thread (`FuseFileSystem.start`), and a waiter thread per mountpoint notices
 /// its session end, however it ends: `httpcachefs unmount`, `fusermount3 -u` or `umount` from
 /// outside, a stop signal. When the last one goes the set closes for good (a `mount` arriving
-/// after that is told the daemon is ending) and `waitUntilEmpty` returns: the daemon ends.
+/// after that is told the daemon is ending) and `untilEmpty` returns: the daemon ends.
 ///
 /// The list is also written to `<cache dir>/mounts` (the pid, then one mountpoint a line), so
 /// `status`, `refresh` and discovery name every mountpoint, not only the command line's.
-/// Thread-safe: control requests, signal handlers and waiter threads call in at any time.
+/// Thread-safe: control requests, signal handlers and the tasks awaiting sessions call in at any time.
 final class DaemonMounts: Sendable {
     struct Mount: Sendable {
         var path: String
@@ -44,12 +44,13 @@ final class DaemonMounts: Sendable {
         var mounts: [Mount] = []
         /// Set when the last mountpoint went: nothing is added any more.
         var closed = false
+        /// Who awaits the last mountpoint's going (`untilEmpty`).
+        var awaitingEmpty: [CheckedContinuation<Void, Never>] = []
     }
 
     static let runtimeFileName = "mounts"
 
     private let state = LockedValue(State())
-    private let empty = DispatchSemaphore(value: 0)
     let cacheDirectory: String
     let logger: Logger
 
@@ -68,39 +69,45 @@ final class DaemonMounts: Sendable {
         }
         guard taken else { return false }
         writeRuntimeFile()
-        let waiter = Thread { [self] in
-            let loopError = mount.fs.wait()
+        // No thread waits for a session: its end resumes this task (`FuseFileSystem.ended`).
+        Task { [self] in
+            let loopError = await mount.fs.ended()
             if let loopError { logger.error("FUSE session of \(mount.path) ended on an error: \(loopError)") }
             remove(mount.path)
         }
-        waiter.name = "httpcachefs-mount-waiter"
-        waiter.start()
         return true
     }
 
     private func remove(_ path: String) {
-        let (left, nowEmpty) = state.withLock { s -> (Int, Bool) in
+        let (left, nowEmpty, awaiting) = state.withLock { s -> (Int, Bool, [CheckedContinuation<Void, Never>]) in
             s.mounts.removeAll { $0.path == path }
             if s.mounts.isEmpty && !s.closed {
                 s.closed = true
-                return (0, true)
+                defer { s.awaitingEmpty = [] }
+                return (0, true, s.awaitingEmpty)
             }
-            return (s.mounts.count, false)
+            return (s.mounts.count, false, [])
         }
         let rest = nowEmpty ? ": it was the last mountpoint, the daemon ends" : "; \(left) mountpoint\(left == 1 ? "" : "s") still served"
         logger.info("unmounted \(path)\(rest)")
         if nowEmpty {
             try? FileManager.default.removeItem(atPath: runtimePath)
-            empty.signal()
+            awaiting.forEach { $0.resume() }
         } else {
             writeRuntimeFile()
         }
     }
 
-    /// Blocks until the last mountpoint is gone. Not on Swift's cooperative pool.
-    func waitUntilEmpty() {
-        empty.wait()
-        empty.signal()
+    /// Returns once the last mountpoint is gone, holding no thread meanwhile.
+    func untilEmpty() async {
+        await withCheckedContinuation { continuation in
+            let gone = state.withLock { s -> Bool in
+                if s.closed { return true }
+                s.awaitingEmpty.append(continuation)
+                return false
+            }
+            if gone { continuation.resume() }
+        }
     }
 
     var all: [Mount] { state.withLock { $0.mounts } }

@@ -58,7 +58,7 @@ struct DaemonTransport: ListingTransport {
         let daemon = daemon
         // A blocking stream from the daemon: on the command's pool (it waits for another
         // process, never for a job of that pool).
-        BlockingPool.shared.submit { _ in
+        BlockingPool.shared.submit {
             let body = Collected(limit: limit)
             do {
                 try daemon.stream(url: url, end: nil) { body.append($0) }

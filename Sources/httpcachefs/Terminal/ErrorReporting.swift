@@ -82,9 +82,10 @@ func runReportingErrors<T>(_ body: () async throws -> T) async throws -> T {
     }
 }
 
-/// Runs blocking work (file and pipe I/O, opening or waiting for the cache, the mount's wait for
-/// its FUSE loop) on `BlockingPool`, so Swift's cooperative pool is never blocked on I/O and no
-/// thread is made per call.
+/// Runs blocking work (file and pipe I/O, opening or waiting for the cache) on `BlockingPool`,
+/// so Swift's cooperative pool is never blocked on I/O and no thread is made per call.
 func onBlockingPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await BlockingPool.shared.runIfActive(body)
+    try await withCheckedThrowingContinuation { continuation in
+        BlockingPool.shared.submit { continuation.resume(with: Result { try body() }) }
+    }
 }

@@ -22,8 +22,10 @@ public final class LockedValue<Value>: @unchecked Sendable {
 
     /// Keeps the allocation that `value` and `mutex` point into.
     private let storage: Storage
-    private let value: UnsafeMutablePointer<Value>
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    // Reached by the inlinable `withLock`: every module's shard and leaf locks inline it, as they
+    // did when this type was in the module that used it most.
+    @usableFromInline let value: UnsafeMutablePointer<Value>
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     public init(_ initial: sending Value) {
         storage = unsafeDowncast(Storage.create(minimumCapacity: 1) { _ in initial }, to: Storage.self)
@@ -32,7 +34,7 @@ public final class LockedValue<Value>: @unchecked Sendable {
         precondition(pthread_mutex_init(mutex, nil) == 0, "pthread_mutex_init")
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     public func withLock<Result, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
@@ -44,6 +46,7 @@ public final class LockedValue<Value>: @unchecked Sendable {
     }
 
     /// `withLock` if the lock is free now; nil, without waiting, if another thread holds it.
+    @inlinable
     public func withLockIfAvailable<Result, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result? {

@@ -1,6 +1,8 @@
 /// Pieces of HTTP syntax (RFC 9110) that the proxy and the HLS module both read.
 extension StringProtocol {
-    /// Trims RFC 9110 optional whitespace (SP and HTAB).
+    /// Trims RFC 9110 optional whitespace (SP and HTAB). Inlinable: the curl loop trims every
+    /// answer's head fields with it (`Content-Range` alone five times), from another module.
+    @inlinable
     public func trimmingOWS() -> Substring {
         var s = Substring(self)
         while let f = s.first, f == " " || f == "\t" { s.removeFirst() }
@@ -32,9 +34,9 @@ extension String {
     }
 }
 
-enum HTTPSyntax {
+public enum HTTPSyntax {
     /// `mediaTypeEssence` of ASCII text; nil if the text is not ASCII.
-    static func asciiMediaTypeEssence(_ b: UnsafeBufferPointer<UInt8>) -> String? {
+    public static func asciiMediaTypeEssence(_ b: UnsafeBufferPointer<UInt8>) -> String? {
         if b.contains(where: { $0 >= 0x80 }) { return nil }
         let semicolon = UInt8(ascii: ";"), space = UInt8(ascii: " "), tab = UInt8(ascii: "\t")
         // `split`'s first piece: the empty pieces before it are skipped, as `split` omits them.

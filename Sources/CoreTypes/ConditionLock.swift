@@ -42,9 +42,10 @@ public final class ConditionLock<Value>: @unchecked Sendable {
 
     /// Keeps the allocation that the pointers point into.
     private let storage: Storage
-    private let value: UnsafeMutablePointer<Value>
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private let condition: UnsafeMutablePointer<pthread_cond_t>
+    // Reached by the inlinable lock and wait calls (a writer lane's and a pool's every job).
+    @usableFromInline let value: UnsafeMutablePointer<Value>
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline let condition: UnsafeMutablePointer<pthread_cond_t>
 
     public init(_ initial: sending Value) {
         storage = unsafeDowncast(Storage.create(minimumCapacity: 1) { _ in initial }, to: Storage.self)
@@ -69,7 +70,7 @@ public final class ConditionLock<Value>: @unchecked Sendable {
     }
 
     /// Runs `body` with the lock held.
-    @inline(__always)
+    @inlinable @inline(__always)
     public func withLock<Result, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
@@ -84,7 +85,7 @@ public final class ConditionLock<Value>: @unchecked Sendable {
     /// `signal` or `broadcast` (or wakes spuriously) and runs again. The lock is let go of only
     /// while it waits, so what `body` saw when it returned a result is what it acts on. (A body
     /// returning a `Bool` never waits: `false` is a result. That is `wait(until:)`.)
-    @inline(__always)
+    @inlinable @inline(__always)
     public func waitFor<Result, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result?
     ) throws(E) -> sending Result {
@@ -98,7 +99,7 @@ public final class ConditionLock<Value>: @unchecked Sendable {
     }
 
     /// Waits until `ready` holds for the value (checked under the lock, again after each wake-up).
-    @inline(__always)
+    @inlinable @inline(__always)
     public func wait(until ready: (borrowing Value) -> Bool) {
         waitFor { (value: inout Value) -> Void? in ready(value) ? () : nil }
     }
@@ -122,11 +123,11 @@ public final class ConditionLock<Value>: @unchecked Sendable {
     }
 
     /// Wakes one waiter (it runs its body again). For a change only one waiter can act on.
-    @inline(__always)
+    @inlinable @inline(__always)
     public func signal() { pthread_cond_signal(condition) }
 
     /// Wakes every waiter (each runs its body again). For a change several may act on, or
     /// when the waiters wait for different things.
-    @inline(__always)
+    @inlinable @inline(__always)
     public func broadcast() { pthread_cond_broadcast(condition) }
 }
