@@ -27,7 +27,7 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
     let source: NodeRangeSource
     let sink: FetchSink
     let target: NodeTarget
-    /// Its node's request slots.
+    /// The source's request slots (`TransferAdmission`'s policy).
     let slots: NodeSlots
 
     private var state: TransferState
@@ -67,7 +67,7 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
         self.source = source
         self.sink = sink
         self.target = target
-        slots = source.slots(of: target.node)
+        slots = source.slots
         // A node never redirects: a 3xx is that node's error (the piece goes elsewhere), so nothing
         // it answers can take the forwarded credentials off-node.
         state = TransferState(request: request, policy: source.configuration.retryPolicy, redirects: .never)
@@ -94,7 +94,7 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
         if let reason = source.refusal(of: target) {
             return finish(.refusedAddress(url: state.request.url, reason: reason))
         }
-        let granted = slots.acquire(id: id, priority: priority) { [self] in
+        let granted = slots.acquire(id: id, node: target.node, priority: priority) { [self] in
             loop.execute { self.slotGranted() }
         }
         if granted {
@@ -120,7 +120,7 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
     private func releaseSlot() {
         if holdsSlot {
             holdsSlot = false
-            slots.release()
+            slots.release(id: id)
         }
     }
 
