@@ -27,8 +27,9 @@ import Logging
 /// stops reading that connection, and offers them again after `curl_easy_pause(CURLPAUSE_CONT)`.
 /// `--max-connections` is CURLMOPT_MAX_HOST_CONNECTIONS and CURLMOPT_MAX_TOTAL_CONNECTIONS, and
 /// the loop hands curl no more transfers than the total (`TransferAdmission.Limits.curl`): the
-/// rest wait in `admission`'s queue, holding no easy handle. (curl would queue them itself, but each with its easy handle and
-/// receive buffer: 100 read-ahead streams waiting for 16 connections held 13 MiB.)
+/// rest wait in `admission`'s queue, holding no easy handle. (curl would queue them itself, but
+/// each with its easy handle and receive buffer: 100 read-ahead streams waiting for 16
+/// connections held 13 MiB.)
 // @unchecked: a C boundary. The multi handle, the easy handles and the pinned-address list are
 // raw pointers owned by libcurl, used only on the loop thread (with the "loop thread only" state),
 // which frees them before `exited` is signalled; other threads only queue work in the inbox,
