@@ -19,15 +19,17 @@ import Logging
 /// start and stop waiting on it. `TransferScheduler` decides which transfers yield to a read that
 /// is behind; the loop pauses their receiving (`curl_easy_pause(CURLPAUSE_RECV)`: the connection's
 /// window closes and the link carries the rest) and lets them go on when it says so. Transfers
-/// waiting for a connection start in class order, and the bandwidth limit serves classes in order.
+/// waiting for a connection start as `TransferAdmission` says (class order; the policy the tier
+/// node client follows too), and the bandwidth limit serves classes in order.
 ///
 /// Flow control: a write callback that gets `.pause` from its sink (the disk writer is behind)
 /// or finds the bandwidth limit used up returns CURL_WRITEFUNC_PAUSE; curl keeps those bytes and
 /// stops reading that connection, and offers them again after `curl_easy_pause(CURLPAUSE_CONT)`.
 /// `--max-connections` is CURLMOPT_MAX_HOST_CONNECTIONS and CURLMOPT_MAX_TOTAL_CONNECTIONS, and
-/// the loop hands curl no more transfers than the total: the rest wait in `waiting`, in order,
-/// holding no easy handle. (curl would queue them itself, but each with its easy handle and
-/// receive buffer: 100 read-ahead streams waiting for 16 connections held 13 MiB.)
+/// the loop hands curl no more transfers than the total (`TransferAdmission.Limits.curl`): the
+/// rest wait in `admission`'s queue, holding no easy handle. (curl would queue them itself, but
+/// each with its easy handle and receive buffer: 100 read-ahead streams waiting for 16
+/// connections held 13 MiB.)
 // @unchecked: a C boundary. The multi handle, the easy handles and the pinned-address list are
 // raw pointers owned by libcurl, used only on the loop thread (with the "loop thread only" state),
 // which frees them before `exited` is signalled; other threads only queue work in the inbox,
@@ -56,8 +58,8 @@ final class CurlMultiLoop: @unchecked Sendable {
     private var live: [Int: CurlTransfer] = [:]
     private var transferOfEasy: [UnsafeMutableRawPointer: Int] = [:]
     private var idleEasy: [UnsafeMutableRawPointer] = []
-    /// Transfers due to start while curl has as many as it may connect: oldest first.
-    private var waiting: [CurlTransfer] = []
+    /// Which transfers hold an easy handle (run), and which wait for one, in what order.
+    private var admission: TransferAdmission
     private let throttle: Throttle?
     private var scheduler: TransferScheduler
 
@@ -69,6 +71,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         throttle = configuration.bandwidthTimetable.map { Throttle(timetable: $0) }
             ?? (configuration.maxBytesPerSecond > 0 ? Throttle(bytesPerSecond: configuration.maxBytesPerSecond) : nil)
         scheduler = TransferScheduler(patience: UInt64(max(0, configuration.yieldAfter) * 1e9))
+        admission = TransferAdmission(limits: .curl(configuration))
         pinned = configuration.pinnedAddresses.reduce(nil) { curl_slist_append($0, $1) }
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, ccurl_pipe_multiplex)
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(1, configuration.maxConnections))
@@ -172,6 +175,7 @@ final class CurlMultiLoop: @unchecked Sendable {
             }
             for p in priorities where live[p.id] != nil {
                 live[p.id]!.priority = p.priority
+                admission.reclass(p.id, p.priority)
                 scheduler.setPriority(p.id, p.priority, waited: p.waited, now: now)
                 throttle?.reclass(p.id, p.priority)
             }
@@ -223,60 +227,43 @@ final class CurlMultiLoop: @unchecked Sendable {
         exited.leave()
     }
 
-    /// The most transfers curl holds at once: one per connection it may open.
-    private var attachedLimit: Int { max(1, configuration.maxTotalConnections) }
-
-    /// Starts waiting transfers while curl has room for them: the highest class first, and
-    /// within a class the origin holding the fewest connections, then the oldest. A transfer a read waits on that finds every connection taken
-    /// takes one from far read-ahead or preload (`preempt`).
+    /// Attaches the transfers `admission` lets run: the highest class first (see
+    /// `TransferAdmission`). A transfer a read waits on that finds every connection taken takes
+    /// one from far read-ahead, a scan or preload (`preempt`).
     private func startWaiting() {
-        waiting.removeAll { live[$0.id] == nil || $0.easy != nil }   // cancelled meanwhile
-        while !waiting.isEmpty {
-            // Within a class, the origin with the fewest connections first, then the oldest: one
-            // slow origin with hundreds of transfers queued cannot keep another waiting for them.
-            var held: [String: Int] = [:]
-            for id in transferOfEasy.values { if let t = live[id] { held[t.origin, default: 0] += 1 } }
-            var next = 0
-            for i in waiting.indices.dropFirst() {
-                let a = waiting[i], b = waiting[next]
-                if a.priority != b.priority {
-                    if a.priority < b.priority { next = i }
-                } else if held[a.origin, default: 0] < held[b.origin, default: 0] {
-                    next = i
-                }
+        while let step = admission.next(preemptible: { self.canPreempt($0) }) {
+            switch step {
+            case let .start(id):
+                if let t = live[id] { attach(t) } else { admission.leave(id) }
+            case let .preempt(victim, id):
+                if let v = live[victim] { preempt(v) }
+                if let t = live[id] { attach(t) } else { admission.leave(id) }
             }
-            guard transferOfEasy.count < attachedLimit || (waiting[next].priority == .waiting && preempt()) else { return }
-            attach(waiting.remove(at: next))
         }
     }
 
-    /// Takes the connection of one transfer of the lowest class below near read-ahead (preload
-    /// first), which goes back to wait for a connection and resumes where it was, with
-    /// `If-Range`, as after a dropped connection. One whose origin sent the whole body (a 200)
-    /// is never taken: it would start over. False when there is none.
-    private func preempt() -> Bool {
-        var victim: CurlTransfer?
-        for id in transferOfEasy.values {
-            // One that has every byte it promised has nothing to resume: its connection frees itself.
-            guard let t = live[id], t.priority >= .far, t.state.head?.status != 200, !t.state.allDelivered else { continue }
-            if victim.map({ t.priority > $0.priority }) ?? true { victim = t }
-        }
-        guard let t = victim, let easy = t.easy else { return false }
+    /// Whether `id`'s connection can be handed to a waiting read: one whose origin sent the whole
+    /// body (a 200) would start over, and one that has every byte it promised has nothing to
+    /// resume (its connection frees itself).
+    private func canPreempt(_ id: Int) -> Bool {
+        guard let t = live[id], t.easy != nil else { return false }
+        return t.state.head?.status != 200 && !t.state.allDelivered
+    }
+
+    /// Takes `t`'s connection (the admission queued it again): it resumes where it was, with
+    /// `If-Range`, as after a dropped connection.
+    private func preempt(_ t: CurlTransfer) {
+        guard let easy = t.easy else { return }
         logger.debug("connection handed to a waiting read", metadata: ["url": "\(t.state.request.url)", "class": "\(t.priority)"])
         curl_multi_remove_handle(multi, easy)
         transferOfEasy.removeValue(forKey: easy)
         t.endAttempt()
         recycle(easy)
-        waiting.append(t)
-        return true
     }
 
+    /// Queues `t` for a connection; `startWaiting` attaches it, in this turn of the loop.
     private func launch(_ t: CurlTransfer) {
-        if transferOfEasy.count >= attachedLimit || !waiting.isEmpty {
-            waiting.append(t)   // behind those already waiting
-            return
-        }
-        attach(t)
+        admission.arrive(t.id, origin: t.origin, priority: t.priority)
     }
 
     /// Pauses the receiving of the transfers the scheduler holds and lets go of the others;
@@ -339,7 +326,9 @@ final class CurlMultiLoop: @unchecked Sendable {
 
     private func attemptDone(_ easy: UnsafeMutableRawPointer, _ code: CURLcode) {
         curl_multi_remove_handle(multi, easy)
-        guard let id = transferOfEasy.removeValue(forKey: easy), let t = live[id] else {
+        let detached = transferOfEasy.removeValue(forKey: easy)
+        if let detached { admission.leave(detached) }
+        guard let id = detached, let t = live[id] else {
             recycle(easy)
             return
         }
@@ -414,6 +403,7 @@ final class CurlMultiLoop: @unchecked Sendable {
 
     private func finish(_ t: CurlTransfer, _ error: FetchError?) {
         guard live.removeValue(forKey: t.id) != nil else { return }
+        admission.leave(t.id)
         scheduler.remove(t.id)
         throttle?.forget(t.id)
         t.retryAt = nil

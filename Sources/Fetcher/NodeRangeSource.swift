@@ -24,7 +24,9 @@ import NIOPosix
 /// forwards them to the tier's origin, a credential origin; a node's redirect is its error, never
 /// followed, so they cannot leave the node), the same `TransferState` deciding what each answer means, the connect timeout and the low-speed
 /// floor of `FetcherConfiguration.forTierNodes`, the address policy, kept connections (per loop
-/// and node), and `--max-connections` requests in flight per node, the rest waiting in class order.
+/// and node), and the same fetch policy: `TransferAdmission` (`--max-connections` requests in
+/// flight per node, the rest waiting in class order) and `TransferScheduler` (read-ahead, scans
+/// and warm-up to a node yield to a read that is behind on it), through `NodeSlots`.
 public final class NodeRangeSource: RangeSource, Sendable {
     public let configuration: FetcherConfiguration
     let logger: Logger
@@ -33,10 +35,9 @@ public final class NodeRangeSource: RangeSource, Sendable {
     private let ownedGroup: MultiThreadedEventLoopGroup?
     /// Each loop's connections and watched transfers, made once for every loop of `group`.
     private let loops: [ObjectIdentifier: NodeLoopState]
-    /// Requests in flight per node (`--max-connections`, as libcurl's per-host cap), the rest
-    /// waiting: several hosts asking a node for many slices at once ask for the same slices at
-    /// once, and nginx's `proxy_cache_lock` makes the later ones wait in 500 ms steps.
-    private let slots = NIOLockedValueBox([String: NodeSlots]())
+    /// Requests in flight per node, the rest waiting (`TransferAdmission.Limits.nodes`), and
+    /// which yield to a read that is behind (`TransferScheduler`), as the libcurl loop decides.
+    let slots: NodeSlots
     /// The headers every node request carries (user agent, `--header`, `Via`, `--user`), made once.
     private let commonHeaders: [(String, String)]
     /// Node URLs as parsed, and what the address policy says of each node.
@@ -70,6 +71,10 @@ public final class NodeRangeSource: RangeSource, Sendable {
             (ObjectIdentifier($0), NodeLoopState(loop: $0, maxIdle: maxIdle))
         })
         commonHeaders = Self.commonHeaders(configuration)
+        let loops = self.group
+        slots = NodeSlots(limits: .nodes(configuration), patience: UInt64(max(0, configuration.yieldAfter) * 1e9)) { delay, work in
+            loops.next().scheduleTask(in: .nanoseconds(Int64(min(delay, UInt64(Int64.max))))) { work() }
+        }
     }
 
     deinit {
@@ -128,16 +133,6 @@ public final class NodeRangeSource: RangeSource, Sendable {
             if loops.count == 1 || loop !== current?.loop, let state = loops[ObjectIdentifier(loop)] { return state }
         }
         return current ?? loops[ObjectIdentifier(group.next())]!
-    }
-
-    /// The request slots of `node`.
-    func slots(of node: String) -> NodeSlots {
-        slots.withLockedValue { all in
-            if let s = all[node] { return s }
-            let s = NodeSlots(limit: configuration.maxConnections)
-            all[node] = s
-            return s
-        }
     }
 
     /// Why the address policy refuses `target`'s node, or nil (asked once per node).

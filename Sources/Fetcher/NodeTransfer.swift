@@ -12,7 +12,9 @@ import NIOPosix
 /// Every method runs there; `cancel`, `resume` and `setPriority` only hop onto it. The sink's
 /// callbacks therefore arrive in order, on that loop, never concurrently. Nothing here blocks:
 /// the sink answers `.pause` instead, and the connection reads nothing more (autoRead is off)
-/// until `resume`, so at most one read's worth of body waits in `pending`.
+/// until `resume`, so at most one read's worth of body waits in `pending`. The same way, a
+/// transfer the scheduler holds (`NodeSlots`: it yields to a read that is behind, as the libcurl
+/// loop's yield) reads nothing more of its answer until let go: the connection's window closes.
 ///
 /// An attempt: take a kept connection of this loop to the node (or connect), write the request,
 /// read the answer; at its end the connection goes back to the pool if it can carry another
@@ -27,7 +29,7 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
     let source: NodeRangeSource
     let sink: FetchSink
     let target: NodeTarget
-    /// Its node's request slots.
+    /// The source's request slots and holds (`NodeSlots`).
     let slots: NodeSlots
 
     private var state: TransferState
@@ -55,6 +57,10 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
     private var windowStart = NIODeadline.now()
     private var retryTask: Scheduled<Void>?
     private var holdsSlot = false
+    /// Joined `slots` (from `begin` until the slot is released or withdrawn).
+    private var joined = false
+    /// The scheduler holds it: it reads no more of its answer (`NodeSlots.isHeld`).
+    private var held = false
     private var waitingForSlot = false
     private var cancelled = false
     private var finished = false
@@ -67,7 +73,7 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
         self.source = source
         self.sink = sink
         self.target = target
-        slots = source.slots(of: target.node)
+        slots = source.slots
         // A node never redirects: a 3xx is that node's error (the piece goes elsewhere), so nothing
         // it answers can take the forwarded credentials off-node.
         state = TransferState(request: request, policy: source.configuration.retryPolicy, redirects: .never)
@@ -81,7 +87,7 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
     func setPriority(_ priority: FetchPriority, waitedSeconds: Double) {
         loop.execute {
             self.priority = priority
-            if self.waitingForSlot { self.slots.setPriority(id: self.id, priority) }
+            if self.joined { self.slots.setPriority(id: self.id, priority, waitedSeconds: waitedSeconds) }
         }
     }
 
@@ -94,9 +100,10 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
         if let reason = source.refusal(of: target) {
             return finish(.refusedAddress(url: state.request.url, reason: reason))
         }
-        let granted = slots.acquire(id: id, priority: priority) { [self] in
-            loop.execute { self.slotGranted() }
-        }
+        joined = true
+        let granted = slots.acquire(id: id, node: target.node, priority: priority, owner: state.request.owner,
+                                    wake: { [self] in loop.execute { self.slotGranted() } },
+                                    holdChanged: { [self] in loop.execute { self.holdChanged() } })
         if granted {
             holdsSlot = true
             startAttempt()
@@ -120,8 +127,17 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
     private func releaseSlot() {
         if holdsSlot {
             holdsSlot = false
-            slots.release()
+            joined = false
+            slots.release(id: id)
         }
+    }
+
+    /// The scheduler held or let go of this transfer: a transfer let go reads on.
+    private func holdChanged() {
+        let now = joined && slots.isHeld(id: id)
+        guard now != held else { return }
+        held = now
+        if !held, attemptActive, !paused, !answerEnded { connection?.channel.read() }
     }
 
     private func startAttempt() {
@@ -215,7 +231,7 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
     /// the sink is full or the answer is in.
     func readComplete() {
         drain()
-        if attemptActive, !paused, !answerEnded { connection?.channel.read() }
+        if attemptActive, !paused, !held, !answerEnded { connection?.channel.read() }
     }
 
     /// The connection broke or closed (its handler already let go of this transfer).
@@ -347,7 +363,10 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
     func cancelOnLoop() {
         guard !finished else { return }
         cancelled = true
-        if waitingForSlot && slots.withdraw(id: id) { waitingForSlot = false }
+        if waitingForSlot && slots.withdraw(id: id) {
+            waitingForSlot = false
+            joined = false
+        }
         if waitingForSlot { return }   // the slot is on its way: `slotGranted` finishes
         finish(.cancelled)
     }
@@ -362,7 +381,7 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
         guard attemptActive, !paused else { return }
         if answerEnded {
             answerComplete()
-        } else {
+        } else if !held {
             connection?.channel.read()
         }
     }
@@ -375,7 +394,7 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
     func stallCheck(now: NIODeadline) {
         guard attemptActive else { return loopState.unwatch(self) }
         let seconds = max(1, source.configuration.lowSpeedTime.rounded(.up))
-        if paused {
+        if paused || held {
             windowStart = now
             windowBytes = 0
             return

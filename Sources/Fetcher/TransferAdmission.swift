@@ -1,0 +1,161 @@
+import CacheCore
+
+/// Which transfers may run now, and in what order the others start: the one admission policy of
+/// both clients that fetch. The libcurl loop (`CurlMultiLoop`) runs a transfer while it holds an
+/// easy handle attached to the multi handle; the tier node client (`NodeRangeSource` over NIO)
+/// while it has a request in flight to its node. Each asks this policy, so a read that waits on a
+/// tier node's bytes starts before read-ahead exactly as one through libcurl does.
+///
+/// Pure state, no clock, no lock, no calls out: the client keeps it where it keeps its transfers
+/// (the curl thread; the node source's lock), tells it what happened and carries out what it
+/// says (`next`). Which transfers *yield* once running is `TransferScheduler`'s.
+///
+/// Rules:
+/// - Limits (`Limits`): at most `perOrigin` transfers running per origin (scheme, host and port)
+///   and `total` in all; nil: no limit of that kind.
+/// - A transfer that arrives waits in the queue; `next` starts the first that the limits let
+///   run: the highest class (`FetchPriority`: a waiting read, near read-ahead, far, scan, warm-up);
+///   within a class the origin with the fewest running (one slow origin with hundreds of
+///   transfers queued cannot keep another waiting for them); then the oldest arrival.
+/// - A waiting read (`.waiting`) that finds all `total` taken takes the place of a running
+///   transfer of class far or lower that the client can resume (`preemptible`), the lowest class
+///   first, then the one started last: the client stops it and it queues again as the newest.
+///   A per-origin cap is never preempted: its transfers are all to the same place.
+struct TransferAdmission: Sendable {
+    struct Limits: Sendable, Equatable {
+        var perOrigin: Int?
+        var total: Int?
+
+        /// The libcurl loop's: no more transfers attached than it may open connections
+        /// (`--max-connections`); the per-host cap is libcurl's own (CURLMOPT_MAX_HOST_CONNECTIONS),
+        /// within which HTTP/2 multiplexes many transfers over few connections.
+        static func curl(_ c: FetcherConfiguration) -> Limits {
+            Limits(perOrigin: nil, total: max(1, c.maxTotalConnections))
+        }
+
+        /// The node client's: `--max-connections` requests in flight per node (several hosts
+        /// asking a node for many slices at once ask for the same slices at once, and nginx's
+        /// `proxy_cache_lock` makes the later ones wait in 500 ms steps); each node on its own.
+        static func nodes(_ c: FetcherConfiguration) -> Limits {
+            Limits(perOrigin: max(1, c.maxConnections), total: nil)
+        }
+    }
+
+    enum Step: Equatable {
+        /// `id` runs now.
+        case start(Int)
+        /// `victim` stops and queues again (as the newest); `id` runs in its place.
+        case preempt(victim: Int, for: Int)
+    }
+
+    private struct Queued {
+        let id: Int
+        let origin: String
+        var priority: FetchPriority
+        let order: Int
+    }
+
+    private struct Running {
+        let origin: String
+        var priority: FetchPriority
+        let order: Int
+    }
+
+    let limits: Limits
+    private var queue: [Queued] = []
+    private var running: [Int: Running] = [:]
+    private var runningPerOrigin: [String: Int] = [:]
+    private var arrivals = 0
+
+    init(limits: Limits) { self.limits = limits }
+
+    /// Transfer `id` wants to run (first, or again after a retry, a redirect, a preemption).
+    mutating func arrive(_ id: Int, origin: String, priority: FetchPriority) {
+        arrivals += 1
+        queue.append(Queued(id: id, origin: origin, priority: priority, order: arrivals))
+    }
+
+    /// Transfer `id` changed class (queued or running); no effect if it is neither.
+    mutating func reclass(_ id: Int, _ priority: FetchPriority) {
+        if running[id] != nil {
+            running[id]!.priority = priority
+        } else if let i = queue.firstIndex(where: { $0.id == id }) {
+            queue[i].priority = priority
+        }
+    }
+
+    /// Takes `id` out of the queue; false if it was not queued (it may be running, or its start
+    /// may be on its way to it).
+    mutating func withdraw(_ id: Int) -> Bool {
+        guard let i = queue.firstIndex(where: { $0.id == id }) else { return false }
+        queue.remove(at: i)
+        return true
+    }
+
+    /// Transfer `id` stopped running, or is gone: its place is free; no effect if it was neither
+    /// running nor queued.
+    mutating func leave(_ id: Int) {
+        if let r = running.removeValue(forKey: id) {
+            runningPerOrigin[r.origin]! -= 1
+            if runningPerOrigin[r.origin] == 0 { runningPerOrigin.removeValue(forKey: r.origin) }
+        } else {
+            _ = withdraw(id)
+        }
+    }
+
+    /// What to start next, already counted as running; nil while nothing may. The client calls
+    /// it until nil after every change. `preemptible` says which running transfers the client
+    /// can stop and resume later (asked only when a waiting read finds every place taken).
+    mutating func next(preemptible: (Int) -> Bool = { _ in false }) -> Step? {
+        var best: Int?
+        for i in queue.indices {
+            let q = queue[i]
+            if let cap = limits.perOrigin, runningPerOrigin[q.origin, default: 0] >= cap { continue }
+            guard let b = best else {
+                best = i
+                continue
+            }
+            let c = queue[b]
+            if (q.priority, held(q.origin), q.order) < (c.priority, held(c.origin), c.order) { best = i }
+        }
+        guard let b = best else { return nil }
+        if let total = limits.total, running.count >= total {
+            guard queue[b].priority == .waiting, let victim = victim(preemptible) else { return nil }
+            let v = running[victim]!
+            leave(victim)
+            let q = queue.remove(at: b)
+            start(q)
+            arrive(victim, origin: v.origin, priority: v.priority)
+            return .preempt(victim: victim, for: q.id)
+        }
+        let q = queue.remove(at: b)
+        start(q)
+        return .start(q.id)
+    }
+
+    private func held(_ origin: String) -> Int { runningPerOrigin[origin, default: 0] }
+
+    private mutating func start(_ q: Queued) {
+        arrivals += 1
+        running[q.id] = Running(origin: q.origin, priority: q.priority, order: arrivals)
+        runningPerOrigin[q.origin, default: 0] += 1
+    }
+
+    /// The running transfer a waiting read takes the place of: far or lower, the lowest class,
+    /// then the one started last.
+    private func victim(_ preemptible: (Int) -> Bool) -> Int? {
+        var victim: (id: Int, priority: FetchPriority, order: Int)?
+        for (id, r) in running where r.priority >= .far {
+            if let v = victim, (r.priority, r.order) <= (v.priority, v.order) { continue }
+            guard preemptible(id) else { continue }
+            victim = (id, r.priority, r.order)
+        }
+        return victim?.id
+    }
+
+    /// Transfers running and queued (tests, status).
+    var counts: (running: Int, queued: Int) { (running.count, queue.count) }
+
+    /// Running transfers to `origin`.
+    func running(to origin: String) -> Int { held(origin) }
+}
