@@ -100,6 +100,17 @@ final class ReadAheadEarningTests: GatedEngineTestCase {
         XCTAssertEqual(t.request.priority, .preload, "its fetches still take only what the link has left")
     }
 
+    func testAPinsWarmUpThroughTheMountEarnsReadAheadWithItsFirstMebibyte() throws {
+        let source = GatedSource()
+        let cache = try engine(source)
+        defer { source.finishAll(); cache.shutdown() }
+        // `setfattr -n user.httpcachefs.pin` warms the head through the mount's backend, a
+        // background reader reading 1 MiB chunks from byte 0.
+        let reader = cache.makeReader(for: try open(cache, source), door: .fuse, readerClass: .background)
+        let first = try XCTUnwrap(try read(reader, 0, 1 << 20, source))
+        XCTAssertGreaterThanOrEqual(first.upperBound, (1 << 20) + (256 << 10), "its chunks are fetched ahead")
+    }
+
     func testPreloadThroughTheEngineHasReadAheadFromItsFirstRead() throws {
         let source = GatedSource()
         let cache = try engine(source)

@@ -11,13 +11,12 @@
 /// - `player`: a reader known to read on (players, copies): read-ahead as it always was.
 /// - `unknown`: a process nobody listed. It *earns* read-ahead: none past its own requests until
 ///   it made `earnAfter` reads in a row that continue each other, then as a player's. A probe tool
-///   nobody listed still costs about what it reads; `cat` pays a round trip or two at its start.
+///   nobody listed still costs about what it reads; a program reading big blocks from the start
+///   earns it with its first read (`earnsAtOnce(firstRead:)`), one reading small ones pays a
+///   round trip or two at its start.
 /// - `background`: warm-up (`preload`) and configured extractors: its fetches rank `.preload`,
 ///   taking only what the link has left. Through the mount (a thumbnailer seeking to one frame)
 ///   it earns read-ahead as an unknown reader does; the engine's own warm-up has it at once.
-///
-/// A reader that earns read-ahead earns it at once with a first read that only a streaming
-/// reader makes (`earnsAtOnce(firstRead:)`).
 public enum ReaderClass: String, Sendable, CaseIterable, Codable, CustomStringConvertible {
     case player, unknown, scanner, background
 
