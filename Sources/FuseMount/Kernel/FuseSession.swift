@@ -24,6 +24,21 @@ import Logging
 ///
 /// Threads: `run()` is the FUSE loop (one thread); replies come from any thread (engine threads,
 /// the FUSE disk pool); kernel notifications that may wait on the kernel go out on `notifyQueue`.
+///
+/// Map of this folder (`Kernel/`): libfuse and the kernel, kept thin. (`FuseMount.swift` draws
+/// the module's layers.)
+/// - `FuseSession.swift` (this file): the session, its loop, reply gate and notifications;
+///   `FuseSession+ReaderClass.swift` who sent a request.
+/// - `FuseOperations.swift`: the C op table; unpacks, calls `Core/`, replies. No decisions.
+/// - `FuseFileSystem.swift`: the public face the executable starts, reloads and unmounts.
+/// - `MountBackend.swift`: what the core needs from the cache; `EngineBackend` adapts CacheEngine.
+/// - `MountOptions.swift`: how the mount behaves. `Mountpoint.swift`: checks and unmounting.
+/// - `PageCacheFill.swift`: filling the page cache ahead of a sequential reader, pure.
+/// - `ReaderClassTable.swift`: a process's `ReaderClass` by name (`--scanner`).
+/// - `CacheError+Errno.swift`: the one errno mapping.
+/// Neighbours: calls `Core/` (`FileSystemCore`) for every operation, builds it with `Tree/`'s spec;
+/// `Core/` calls back only through `KernelNotifier` and `BackingFiles`. The executable calls
+/// `FuseFileSystem`; CacheCore is reached through `MountBackend`.
 // @unchecked: the C boundary. `se`, libfuse's session, is set by `mount` before the loop runs
 // and freed by `teardown` on the loop thread, after the gate closed: every other thread reaches
 // it only inside the gate with `open` true (replies, notifications) or under the file system's
