@@ -15,7 +15,8 @@ import Foundation
 /// - `CredentialKey.swift`: bytes fetched with credentials keyed to them (a keyed hash).
 /// - `HostPattern.swift`: `--allow-host` / `--credential-host` globs.
 /// - `DisplayURL.swift`: passwords masked wherever a URL is shown.
-/// Neighbours: a leaf; `Engine/`, `Storage/` (rows are keyed, `CacheIndex+Respell`), `Eviction/`,
+/// Neighbours: nearly a leaf (it uses `Storage/`'s XXH64 for credential hashes and `Status/`'s
+/// `RecentResults` memo); `Engine/`, `Storage/` (rows are keyed, `CacheIndex+Respell`), `Eviction/`,
 /// `Status/` and the front doors (Proxy, FuseMount, the executable) use it.
 public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible {
     public let string: String

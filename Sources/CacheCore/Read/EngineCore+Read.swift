@@ -32,8 +32,8 @@ import Foundation
 /// - `ReadAccounting.swift`: one reader's counts (hit or miss, latency, failures).
 /// Neighbours: asks `Entry/` (the machine's `readRequested` and waiters) and starts fetches through
 /// `Fetch/`; leases hold `Storage/` descriptors and `Memory/` chunks; counts go to `Status/`.
-/// Called by the front doors through `CacheReader` (`Engine/`), and by `Fetch/` and `Maintenance/`
-/// when bytes land or checks finish.
+/// Called by the front doors through `CacheReader` (`Engine/`); `Fetch/` answers its waiting
+/// reads when bytes land.
 extension EngineCore {
     func makeReaderState(entry: EntryInfo, end: Int64?, door: ReadDoor = .cli, readerClass: ReaderClass = .player) -> ReaderState {
         ReaderState(id: makeID(), entry: entry, end: end, door: door, initialReadAhead: initialReadAhead, readerClass: readerClass)

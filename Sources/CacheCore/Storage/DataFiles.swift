@@ -26,8 +26,9 @@ import Glibc
 /// - `DirectoryLock.swift`: one process per cache directory. `PrivateDirectory.swift`: 0700.
 /// - `DirectoryNames.swift`: a listing that says why it failed. `LinuxFileCalls.swift`: punch
 ///   hole and friends, looked up by name.
-/// Neighbours: calls nothing above it but `Keys/`; `Engine/` opens it, `Fetch/` writes,
-/// `Read/` reads, `Eviction/` and `Maintenance/` delete and check.
+/// Neighbours: the bottom layer; uses only `Keys/`, `Memory/`'s chunks (the writer), the engine's
+/// clock and errors, and `Read/`'s `readFully`. `Engine/` opens it, `Fetch/` writes, `Read/`
+/// reads, `Eviction/` and `Maintenance/` delete and check.
 struct DataFiles: Sendable {
     /// The cache directory, held open: every data file is opened, made and deleted relative to
     /// it, never by path, so a directory replaced under the engine never hands it another
