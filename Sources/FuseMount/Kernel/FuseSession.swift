@@ -18,13 +18,6 @@ import Logging
 /// session keeps serving the files already open; the kernel ends the connection once the last of
 /// them is closed, which ends `run()` like an external unmount. `stop()` ends it at once.
 ///
-/// Passthrough: libfuse's I/O goes through our callbacks (`fuse_session_custom_io`), which do
-/// what libfuse does, except that the INIT reply asks the kernel for passthrough when it offered
-/// it; the file system then registers backing files (ioctls on /dev/fuse) for fully cached files.
-///
-/// Threads: `run()` is the FUSE loop (one thread); replies come from any thread (engine threads,
-/// the FUSE disk pool); kernel notifications that may wait on the kernel go out on `notifyQueue`.
-///
 /// Map of this folder (`Kernel/`): libfuse and the kernel, kept thin. (`FuseMount.swift` draws
 /// the module's layers.)
 /// - `FuseSession.swift` (this file): the session, its loop, reply gate and notifications;
@@ -39,6 +32,13 @@ import Logging
 /// Neighbours: calls `Core/` (`FileSystemCore`) for every operation, builds it with `Tree/`'s spec;
 /// `Core/` calls back only through `KernelNotifier` and `BackingFiles`. The executable calls
 /// `FuseFileSystem`; CacheCore is reached through `MountBackend`.
+///
+/// Passthrough: libfuse's I/O goes through our callbacks (`fuse_session_custom_io`), which do
+/// what libfuse does, except that the INIT reply asks the kernel for passthrough when it offered
+/// it; the file system then registers backing files (ioctls on /dev/fuse) for fully cached files.
+///
+/// Threads: `run()` is the FUSE loop (one thread); replies come from any thread (engine threads,
+/// the FUSE disk pool); kernel notifications that may wait on the kernel go out on `notifyQueue`.
 // @unchecked: the C boundary. `se`, libfuse's session, is set by `mount` before the loop runs
 // and freed by `teardown` on the loop thread, after the gate closed: every other thread reaches
 // it only inside the gate with `open` true (replies, notifications) or under the file system's
