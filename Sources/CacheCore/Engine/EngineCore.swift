@@ -24,6 +24,21 @@ import Glibc
 /// floor, eviction rounds), `Maintenance` (the sweeper, max age, the scrub, read statistics, the
 /// directory check), `CacheLoad` (the start), `EngineClock` (time, injected by tests). An
 /// entry's decisions are its `EntryStateMachine`'s.
+///
+/// Map of this folder (`Engine/`): the engine's public face and the core that wires its parts.
+/// - `CacheEngine.swift`: the public face the front doors hold (readers, opens, shutdown).
+/// - `CacheEngine+Document.swift`: small documents read whole (WebDAV `PROPFIND`), kept or not.
+/// - `CacheEngine+Pins.swift`: `preload --pin` ranges and their limit (half the cap).
+/// - `EngineCore.swift` (this file): the shards, the pool, and the wiring of the parts below.
+/// - `EngineCore+Commands.swift`: `cache ls/info/rm/clear/verify` over the shards and the index.
+/// - `CacheConfiguration.swift`: where and how to cache; every knob the engine reads.
+/// - `CacheError.swift`: the errors each front door maps in one place (errno, HTTP status, a line).
+/// - `CacheLoad.swift`: the start: index into the shards, checked by `StartupCheck.swift`.
+/// - `EngineClock.swift`: the one clock CacheCore reads (tests inject it).
+/// - `HandleTable.swift`: running transfers' handles by fetch id, apart from the pure tables.
+/// Neighbours: drives `Entry/` (each entry's machine), `Read/`, `Fetch/`, `Storage/`,
+/// `Eviction/`, `Maintenance/` and `Status/`; called by the front doors (FuseMount, Proxy, the
+/// executable) through `CacheEngine`, and back by its parts through `EngineCore`.
 final class EngineCore: Sendable {
     /// The configuration in force; `sliceSize` is the one the cache was created with.
     let configuration: CacheConfiguration

@@ -34,6 +34,26 @@
 ///
 /// `Open` is what an open leaves to be answered (the engine's completion; an `Int` in tests): the
 /// machine keeps the waiting ones and hands them back in the action that answers them.
+///
+/// Map of this folder (`Entry/`): one entry's state and the pure rules that decide its life.
+/// - `EntryStateMachine.swift` (this file): the machine's states, opens and probes.
+/// - `EntryStateMachine+Open/+Head/+Arrival/+Finish.swift`: an open, a response head, bytes
+///   arriving and written, a transfer's end.
+/// - `EntryStateMachine+Read/+Waiters/+Tick.swift`: reads asked, waiting, woken, timed out.
+/// - `EntryStateMachine+Eviction/+Verify.swift`: which offered slice may leave; unchecked slices.
+/// - `EntryState.swift`: all the engine holds on one entry, under its shard lock;
+///   `EntryState+Reads.swift` keeps the old names of the reader side.
+/// - `HeadDecision.swift`: the table of what a response head means (version, body).
+/// - `InFlightTable.swift`: the entry's fetches and who still wants them.
+/// - `PendingBytes.swift`: bytes arrived and not yet written, readable meanwhile.
+/// - `OpenDeadlines.swift`: opens that time out, and endless bodies nobody opens any more.
+/// - `RemoteVersion.swift`, `VersionOverlap.swift`: did the remote file change (validators; bytes).
+/// - `FileLength.swift`: lengths from outside, and arithmetic that cannot trap on them.
+/// - `EntryInfo.swift`: one entry as the front doors see it. `WholeFile.swift`: a fully cached
+///   version held for passthrough.
+/// Neighbours: pure, calls nothing with effects; `Engine/`, `Read/`, `Fetch/`, `Eviction/` and
+/// `Maintenance/` call it under the shard lock and carry out what it returns. It reads plans from
+/// `Read/ReadPlanner` and chunks from `Memory/`.
 struct EntryStateMachine<Open> {
     enum State {
         /// No index row yet: the first good answer makes one (`id` -1 until then).

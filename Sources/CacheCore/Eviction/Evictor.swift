@@ -49,6 +49,15 @@ import Glibc
 /// A writer that needs room while a round is being completed waits for that round
 /// (`EvictionRounds`), not for the lock: its room comes from that round, and counting it before
 /// its holes are punched would let writes pass the free-space floor meanwhile.
+///
+/// Map of this folder (`Eviction/`): the cap and the free-space floor.
+/// - `Evictor.swift` (this file): the count of bytes, writers' allowance, the choice of slices.
+/// - `Evictor+Round.swift`: a chosen round taken out of memory, then freed on disk.
+/// - `EvictionQueue.swift`: the oldest slices of the last scan, taken from until stale.
+/// - `PinTable.swift`: the user's pinned ranges (`preload --pin`), counted in slices kept.
+/// Neighbours: reads the shards of `Engine/` and asks each entry's machine (`Entry/`, `evictionOffered`)
+/// before it takes a slice; deletes through `Storage/` (holes, rows). Called by `Fetch/`'s writer
+/// when it needs room and by `Maintenance/`'s sweeper.
 final class Evictor: Sendable {
     let configuration: CacheConfiguration
     let shards: [Shard]

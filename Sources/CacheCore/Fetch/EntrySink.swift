@@ -27,6 +27,20 @@ import Foundation
 /// `bytesArrived`, `writeCompleted`, `transferFinished`); the sink carries out the actions it
 /// returns, and each locked step hands what is left for after the lock out as its return value.
 /// Time is the engine's clock (`CacheConfiguration.clock`), read once per step.
+///
+/// Map of this folder (`Fetch/`): transfers, from launch to bytes written.
+/// - `EntrySink.swift` (this file): one transfer's source side: arrivals, waiters answered.
+/// - `EntrySink+Writer.swift`: its writer side: jobs on a `WriteQueue` lane, room, checksums.
+/// - `EngineCore+Fetch.swift`: launching a fetch the in-flight table registered.
+/// - `RangeSource.swift`: the protocol the cache fetches through (libcurl, tests' sources).
+/// - `FetchTracker.swift`: the source wrapped to count and list every transfer.
+/// - `OriginHealth.swift`: one origin up or down, a pure machine; `OriginHealthSource.swift`
+///   wraps the source with it (offline mode).
+/// - `FetchPriority.swift`: how urgent a transfer is (a waiting read first).
+/// - `TierStatus.swift`: what a cache tier did, for the status document.
+/// Neighbours: feeds `Entry/` (arrival, head, finish events) under the shard lock; writes through
+/// `Storage/` (`WriteQueue`, data files, index) after `Eviction/` makes room; buffers from
+/// `Memory/`. Started by `Read/` and `Engine/`; the executable plugs the real `RangeSource` in.
 // Checked `Sendable`: its state is in two `LockedValue`s, one per side, each taken by that side
 // alone (`arrivals` by the source's callbacks, `writer` by the jobs on the file's lane), so
 // neither is ever contended. What that costs: one uncontended pthread mutex (about 20 ns) per

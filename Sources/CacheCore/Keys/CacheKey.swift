@@ -8,6 +8,16 @@ import Foundation
 /// removed, so `video.mp4?token=1` and `video.mp4?token=2` share one entry. Requests still use
 /// the full URL. Keys written by versions before the spelling are respelled once when the index
 /// is opened (`CacheIndex`, migration `v4-url-spelling`).
+///
+/// Map of this folder (`Keys/`): what names an entry, and URLs as they enter and as they are shown.
+/// - `CacheKey.swift` (this file): the entry's identity, from the URL in its one spelling.
+/// - `URLSpelling.swift`: the one spelling of a URL (curl's escaping), pure.
+/// - `CredentialKey.swift`: bytes fetched with credentials keyed to them (a keyed hash).
+/// - `HostPattern.swift`: `--allow-host` / `--credential-host` globs.
+/// - `DisplayURL.swift`: passwords masked wherever a URL is shown.
+/// Neighbours: nearly a leaf (it uses `Storage/`'s XXH64 for credential hashes and `Status/`'s
+/// `RecentResults` memo); `Engine/`, `Storage/` (rows are keyed, `CacheIndex+Respell`), `Eviction/`,
+/// `Status/` and the front doors (Proxy, FuseMount, the executable) use it.
 public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible {
     public let string: String
     public init(rawValue: String) { self.string = rawValue }

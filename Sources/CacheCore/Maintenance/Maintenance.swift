@@ -21,6 +21,14 @@ import Logging
 /// *What it may block on.* In the pool's job: the evictor (its lock, punches, the index commit),
 /// a shard lock at a time, `statvfs` and the index's queue; never on another job of the pool.
 /// Time comes from the engine's clock (`CacheConfiguration.engineClock`), which tests inject.
+///
+/// Map of this folder (`Maintenance/`): work done by the clock.
+/// - `Maintenance.swift` (this file): the sweeper and its one-at-a-time flags, the scrub.
+/// - `Maintenance+MaxAge.swift`: `--cache-max-age`, through eviction.
+/// - `EngineCore+Verify.swift`: slices from before this start checked against their XXH64.
+/// Neighbours: its tick has `Engine/` expire late reads and opens (`Entry/`'s `tick`,
+/// `OpenDeadlines`); calls `Eviction/`, and reads and drops through `Storage/`. `Engine/`
+/// wires and starts it; `Read/` asks it to verify ahead of a reader.
 final class Maintenance: Sendable {
     let configuration: CacheConfiguration
     let shards: [Shard]

@@ -24,6 +24,13 @@ import Foundation
 ///
 /// Leaf lock: taken from shard locks, chunk locks and completion threads; `onRoom` runs after it
 /// is let go.
+///
+/// Map of this folder (`Memory/`): memory of arriving bytes, bounded.
+/// - `MemoryBudget.swift` (this file): the one backpressure controller (queued and held shares).
+/// - `ChunkStorage.swift`: pooled buffers bytes land in once, shared by reference.
+/// - `StringBytes.swift`: a byte search over strings without Foundation (used by other modules).
+/// Neighbours: a leaf; `Fetch/` takes chunks, `Entry/` (`PendingBytes`) and `Read/` (leases)
+/// hold them, `Engine/` owns the budget.
 final class MemoryBudget: Sendable {
     struct Limits: Sendable, Equatable {
         /// Bytes that may wait for the disk, in all and per transfer.

@@ -20,6 +20,20 @@ import Foundation
 /// carries out under the lock only what must stay in order with it (pins, slice access times,
 /// classes passed on to transfers); launches, cancels, checks, opens of the data file and
 /// answers happen after.
+///
+/// Map of this folder (`Read/`): a read, from the range asked to the lease that answers it.
+/// - `EngineCore+Read.swift` (this file): the read path: plan under the shard lock, lease outside.
+/// - `ReadPlanner.swift`: range to plan (disk, pending, wait, fetch), pure.
+/// - `ReadLease.swift`: the answer: descriptors and pooled chunks, not copies.
+/// - `ChunkedRead.swift`: `LeaseReading` and the chunked read of a lease into its consumer.
+/// - `ReadFully.swift`: the one `pread` loop of data files and served files.
+/// - `ReaderClass.swift`: who reads (player, scanner, background), and what it may cost the link.
+/// - `ReaderPace.swift`: a copy or a player, from its waits; sizes read-ahead.
+/// - `ReadAccounting.swift`: one reader's counts (hit or miss, latency, failures).
+/// Neighbours: asks `Entry/` (the machine's `readRequested` and waiters) and starts fetches through
+/// `Fetch/`; leases hold `Storage/` descriptors and `Memory/` chunks; counts go to `Status/`.
+/// Called by the front doors through `CacheReader` (`Engine/`); `Fetch/` answers its waiting
+/// reads when bytes land.
 extension EngineCore {
     func makeReaderState(entry: EntryInfo, end: Int64?, door: ReadDoor = .cli, readerClass: ReaderClass = .player) -> ReaderState {
         ReaderState(id: makeID(), entry: entry, end: end, door: door, initialReadAhead: initialReadAhead, readerClass: readerClass)

@@ -6,6 +6,15 @@ import Glibc
 /// What a running cache shows of itself: the JSON of `/.httpcachefs/status.json`, which the
 /// status page draws and `httpcachefs status` prints. Documented field by field in docs/reference.md;
 /// add fields, never rename them (scripts read this).
+///
+/// Map of this folder (`Status/`): what the cache shows of itself.
+/// - `StatusDocument.swift` (this file): the JSON of the status page and `httpcachefs status`.
+/// - `CacheMetrics.swift`: every counter, through swift-metrics, plus totals for the document.
+/// - `CacheSnapshot.swift`: a read-only view of another process's index (`cache ls`).
+/// - `RecentErrors.swift`: the last failed reads and opens. `RecentResults.swift`: a small memo of
+///   pure string functions (URL parsing on the proxy's path).
+/// Neighbours: filled from `Engine/` (shards, transfers from `Fetch/`, counts from `Read/`);
+/// read by Proxy (status page, `/metrics`), MetricsExport and the executable.
 public struct StatusDocument: Sendable, Codable, Equatable {
     /// Always "httpcachefs".
     public var service = "httpcachefs"

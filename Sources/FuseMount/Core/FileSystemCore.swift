@@ -92,6 +92,17 @@ protocol BackingFiles: AnyObject, Sendable {
 ///
 /// Threads: the FUSE loop calls in; completions run on engine threads (the curl loop, the
 /// completion queue) and on `deadlineQueue`.
+///
+/// Map of this folder (`Core/`): the file system in plain Swift, testable without FUSE.
+/// - `FileSystemCore.swift` (this file): the state, the lock, and the replies' types.
+/// - `FileSystemCore+Files.swift`: open, read with leases, release, passthrough.
+/// - `FileSystemCore+Attributes.swift`: extended attributes and `setfattr` pins, through
+///   `CacheAttributes.swift` (pure: names to answers).
+/// - `FileSystemCore+ByURL.swift`: the `.url/` tree; `ByURLPath.swift` turns its names into URLs.
+/// - `InodeTable.swift`: nodes, why each exists, and when it goes.
+/// Neighbours: called by `Kernel/` (`FuseOperations`); its tree is built and reloaded by `Tree/`
+/// and filled by `Listings/` (both extend `FileSystemCore`); reaches the cache only through
+/// `Kernel/`'s `MountBackend`.
 final class FileSystemCore: Sendable {
     let backend: MountBackend
     let options: MountOptions

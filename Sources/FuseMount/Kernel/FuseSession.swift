@@ -18,6 +18,21 @@ import Logging
 /// session keeps serving the files already open; the kernel ends the connection once the last of
 /// them is closed, which ends `run()` like an external unmount. `stop()` ends it at once.
 ///
+/// Map of this folder (`Kernel/`): libfuse and the kernel, kept thin. (`FuseMount.swift` draws
+/// the module's layers.)
+/// - `FuseSession.swift` (this file): the session, its loop, reply gate and notifications;
+///   `FuseSession+ReaderClass.swift` who sent a request.
+/// - `FuseOperations.swift`: the C op table; unpacks, calls `Core/`, replies. No decisions.
+/// - `FuseFileSystem.swift`: the public face the executable starts, reloads and unmounts.
+/// - `MountBackend.swift`: what the core needs from the cache; `EngineBackend` adapts CacheEngine.
+/// - `MountOptions.swift`: how the mount behaves. `Mountpoint.swift`: checks and unmounting.
+/// - `PageCacheFill.swift`: filling the page cache ahead of a sequential reader, pure.
+/// - `ReaderClassTable.swift`: a process's `ReaderClass` by name (`--scanner`).
+/// - `CacheError+Errno.swift`: the one errno mapping.
+/// Neighbours: calls `Core/` (`FileSystemCore`) for every operation, builds it with `Tree/`'s spec;
+/// `Core/` calls back only through `KernelNotifier` and `BackingFiles`. The executable calls
+/// `FuseFileSystem`; CacheCore is reached through `MountBackend`.
+///
 /// Passthrough: libfuse's I/O goes through our callbacks (`fuse_session_custom_io`), which do
 /// what libfuse does, except that the INIT reply asks the kernel for passthrough when it offered
 /// it; the file system then registers backing files (ioctls on /dev/fuse) for fully cached files.

@@ -41,6 +41,19 @@ public struct ListingEntry: Equatable, Sendable {
 /// after each link read for its columns, other attributes stepped over. What the result holds
 /// is its entries alone, which the listing budget counts (`FileSystemCore.listingCost`). Runs on
 /// whichever thread delivered the page (a backend thread); blocks on nothing.
+///
+/// Map of this folder (`Listings/`): folders listed by origins, fetched, parsed, filtered.
+/// - `DirectoryListing.swift` (this file): HTML and nginx JSON autoindex parsers, one pass.
+/// - `WebDAVListing.swift`: `PROPFIND` and its multistatus parser.
+/// - `ListingFetch.swift`: GET, else PROPFIND, for every user of listings;
+///   `FileSystemCore+ListingFetch.swift` the mount's use of it.
+/// - `FileSystemCore+Listings.swift`: readdir snapshots, TTL, stale-while-revalidate.
+/// - `ListingFilter.swift`: `--include` / `--exclude` as rclone reads them.
+/// - `URLListParser.swift`: `--url-list` files. `HeapTrim.swift`: the heap given back after a
+///   large page.
+/// Neighbours: fills `Core/`'s tree; fetches through `Kernel/`'s `MountBackend`
+/// (`ListingTransport`); `Tree/` refreshes through it. The executable's mount check and
+/// `preload --recursive` use `ListingFetch` too.
 public enum DirectoryListing {
     /// Longest href taken as a link: far longer than any URL a server or browser uses (a name
     /// the mount can show is at most 255 bytes, 765 percent-encoded). A longer one is skipped by

@@ -5,6 +5,16 @@ import Foundation
 ///
 /// Built once at start and again on every URL-list reload; `build` refuses anything ambiguous
 /// (two entries at one path, a file used as a directory) with both culprits named.
+///
+/// Map of this folder (`Tree/`): what the mount shows and how it changes.
+/// - `MountTreeSpec.swift` (this file): files, indexes and `.url/`, clash-checked.
+/// - `EntrySpec.swift`: one `URL` or `NAME = URL` item. `EntryName.swift`: names as bytes.
+/// - `FileSystemCore+Spec.swift`: the spec applied at start and on reload (SIGHUP).
+/// - `FileSystemCore+Refresh.swift`: listings re-read on demand (`httpcachefs refresh`).
+/// - `FileSystemCore+Changes.swift`: what a refresh changed, told to `--on-change`;
+///   `ChangeCommand.swift` runs that command.
+/// Neighbours: extends `Core/`'s `FileSystemCore`, and re-reads listings through `Listings/`;
+/// the executable builds the spec (`MountCommand.buildTree`), `Listings/`' URL lists make entries.
 public struct MountTreeSpec: Equatable, Sendable {
     /// Where an entry came from, for error messages.
     public enum Source: Equatable, Sendable, CustomStringConvertible {

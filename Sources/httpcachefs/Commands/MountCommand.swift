@@ -16,6 +16,17 @@ import Settings
 /// Without `--foreground` the command re-executes itself as a daemon and returns once the mount
 /// is usable (exit 0) or with the reason it is not (non-zero). The daemon logs to `--log-file`,
 /// else to a log of its own per mountpoint (`defaultLogPath`).
+///
+/// Map of this folder (`Commands/`): one file per subcommand (`HTTPCacheFS.swift`, at the root,
+/// lists them).
+/// - `MountCommand.swift` (this file): `mount`, and the tree it builds.
+/// - `ProxyCommand.swift`: `proxy`, `ProxyOptions` (shared with `mount`) and stop signals.
+/// - `CatCommand.swift`, `PreloadCommand.swift`, `RefreshCommand.swift`, `StatusCommand.swift`,
+///   `URLCommand.swift`, `UnmountCommand.swift`: the subcommands their names say.
+/// - `CacheCommand.swift`: `cache ls/info/rm/clear`; `CacheExportCommand.swift` `cache export`;
+///   `CacheVerifyCommand.swift` `cache verify`, with `DirectFetch.swift` for `--remote`.
+/// Neighbours: parse through `Options/`, run through `Daemon/` (background, a held cache, control
+/// requests) and `Preload/`, print through `Terminal/`; wire CacheCore, Fetcher, FuseMount and Proxy.
 struct MountCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "mount",

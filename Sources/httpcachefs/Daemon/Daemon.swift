@@ -11,6 +11,21 @@ import Glibc
 /// `ready` once mounted, or `error: <reason>`, then closes it. EOF with neither means the child
 /// died before it could report (a crash, an argument it could not parse): then the last line it
 /// wrote to the log stands in for the reason. Every failure names the log file.
+///
+/// Map of this folder (`Daemon/`): the background process, and commands that find one running.
+/// - `Daemon.swift` (this file): going to the background with a ready pipe.
+/// - `DaemonMounts.swift`, `MountHost.swift`, `MountJoin.swift`: one daemon's mountpoints, what
+///   they share, and a later `mount` joining it.
+/// - `MountCheck.swift`: the check before ready. `MountPathURL.swift`: `url PATH`.
+/// - `CacheAccess.swift`: a cache opened here or reached through its daemon; `DaemonClient.swift`,
+///   `DaemonControl.swift`, `DaemonListing.swift`, `DaemonHLSSource.swift`,
+///   `DaemonPreloadTarget.swift` the ways through.
+/// - `DaemonDiscovery.swift`, `CacheLockHolder.swift`, `ListenerOwner.swift`: finding daemons
+///   and trusting what they say, from /proc.
+/// - `DaemonLoops.swift`, `BlockingPool.swift`: the process's NIO loops and blocking pool.
+/// - `LoopMarker.swift`: the `Via` mark. `OpenFileLimit.swift`: the soft limit raised.
+/// Neighbours: called by `Commands/`; calls back into `Commands/` (`MountCommand.buildTree`),
+/// `Options/` and `Preload/`; prints through `Terminal/`.
 enum Daemon {
     public static let readyEnvironment = "HTTPCACHEFS_READY_FD"
 

@@ -15,6 +15,16 @@ import Settings
 /// `$XDG_CONFIG_HOME/httpcachefs/config` if it exists); flags on the command line win.
 /// Values are kept as text here and parsed in `resolve()`, so that a bad value becomes one clear
 /// line naming the option (printed from `validate()`) instead of a usage dump.
+///
+/// Map of this folder (`Options/`): flags and config keys, parsed to one clear line on error.
+/// - `CacheOptions.swift` (this file): the options every subcommand shares; groups below.
+/// - `CacheLimitOptions.swift`: `--cache-max-age`, `--read-ahead-max`.
+/// - `OriginOptions.swift`: user agent, CA, netrc, `--user`, credential hosts.
+/// - `TransferOptions.swift`: `--max-connections`, `--bwlimit`, `--tier`.
+/// - `MountOwnerOptions.swift`: `--uid`, `--gid`, `--umask`.
+/// - `Parsing.swift`: `--range`. `ArgumentMasking.swift`: secrets hidden from `ps`.
+/// Neighbours: used by `Commands/` and `Daemon/` (a joining mount's arguments); reads the
+/// Settings module's table; reports through `Terminal/`.
 struct CacheOptions: ParsableArguments {
     @Option(name: .customLong("cache-dir"), parsing: .unconditional,
             help: ArgumentHelp("Cache directory (default: $HTTPCACHEFS_CACHE_DIR, else $XDG_CACHE_HOME/httpcachefs, else /var/cache/httpcachefs for root and ~/.cache/httpcachefs for others).", valueName: "path"))

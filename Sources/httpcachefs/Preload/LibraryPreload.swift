@@ -13,6 +13,12 @@ import Logging
 /// eviction keeps free), rather than evicting what it preloaded a moment ago. With `--pin` each
 /// file's ranges are pinned before they are fetched, so a refused pin (`--pin-max`) fetches
 /// nothing more. Runs on the CLI's tasks; blocking work goes through the target.
+///
+/// Map of this folder (`Preload/`): what `preload` caches.
+/// - `LibraryPreload.swift` (this file): `--recursive` over a library, within the cap.
+/// - `PreloadPlan.swift`: which bytes of each file (`--head`, `--tail`, `--range`), pure.
+/// Neighbours: run by `Commands/PreloadCommand`; through a daemon by `Daemon/`'s
+/// `DaemonPreloadTarget`; lists with FuseMount's `ListingFetch`; progress via `Terminal/`.
 struct LibraryPreload {
     struct Limits {
         var maxDepth: Int

@@ -16,6 +16,14 @@ struct CommandFailure: Error, CustomStringConvertible, Equatable {
 ///
 /// Exit codes: 64 (EX_USAGE, as ArgumentParser uses) for values the user typed wrong,
 /// 1 for everything else.
+///
+/// Map of this folder (`Terminal/`): what the user sees.
+/// - `ErrorReporting.swift` (this file): errors as one line and an exit code; command bodies
+///   run on `onBlockingPool`.
+/// - `LineLogHandler.swift`: log lines to stderr or a file, one `write` each.
+/// - `ProgressBar.swift`: `preload`'s one-line bar. `Format.swift`: sizes, rates, times.
+/// - `FileDescriptorOutput.swift`: complete writes, EPIPE as a normal stop, atomic files.
+/// Neighbours: uses only `Daemon/`'s `BlockingPool`; `Commands/`, `Daemon/`, `Options/` and `Preload/` call it.
 enum ErrorReporting {
     static func exitCode(for error: Error) -> ExitCode {
         if error is UsageError { return .validationFailure }
