@@ -1,6 +1,6 @@
 /// The status page at `/.httpcachefs/`: one self-contained HTML document (CSS and a small script
 /// inline, nothing fetched from elsewhere) that draws `status.json` (a relative URL, so the same
-/// page works under a token prefix) and redraws it every 3 seconds without reloading.
+/// page works under a token prefix) and redraws it 3 seconds after each drawing, without reloading.
 ///
 /// Built for libraries of 100k files: what it polls is the summary (`status.json?view=summary`:
 /// totals, transfers, errors, origins, folder totals; no file), whose size does not grow with the
@@ -111,7 +111,7 @@ tr.detail dd { margin:0; word-break:break-all; }
   .cards { grid-template-columns:repeat(3, minmax(0, 1fr)); gap:6px; }
   .card { padding:6px 7px; }
   .card .k { font-size:11px; }
-  .card .v { font-size:15px; overflow:hidden; text-overflow:ellipsis; }
+  .card .v { font-size:15px; white-space:normal; overflow-wrap:anywhere; }
   /* A folder's files take the screen's width, never their content's: a long name is cut
      (whole in its details), details wrap. */
   #folders, table.files { table-layout:fixed; }
@@ -474,8 +474,11 @@ async function followHash() {
   } catch (e) {}
 }
 window.addEventListener("hashchange", followHash);
-refresh().then(followHash);
-setInterval(refresh, 3000);
+// The next poll 3 s after the last one was drawn, never on a fixed beat: an answer slower than
+// 3 s (a cache of 100k files on a busy machine) must not have polls pile up on the daemon, each
+// making the others slower.
+function schedule() { setTimeout(() => refresh().finally(schedule), 3000); }
+refresh().then(followHash).finally(schedule);
 </script>
 </body>
 </html>
