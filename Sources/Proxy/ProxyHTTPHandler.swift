@@ -147,12 +147,26 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
             case let .success(v): view = v
             case let .failure(error): return respondText(context: context, status: 400, "status.json: \(error)")
             }
-            let document = statusDocument(tokenPresented: proof == .token, view: view)
-            if document.view == "folder", document.page == nil {
-                return respondText(context: context, status: 404, "status.json: no such folder or file now (emptied, or the filter matches none of its files): reload the page")
+            // One pass over every entry (about 0.6 s of CPU at 100k files): built and encoded on
+            // the engine's pool for blocking work, as the control requests are, so the loop's
+            // other connections (players) are not held; answered back on the loop.
+            let id = connection.request.id
+            let loop = context.eventLoop
+            let bound = NIOLoopBound((handler: self, context: context), eventLoop: loop)
+            let (service, showDirectory, tokenPresented) = (service, peerIsLoopback, proof == .token)
+            service.engine.runBlocking {
+                let document = Self.statusDocument(service: service, showDirectory: showDirectory, tokenPresented: tokenPresented, view: view)
+                let missing = document.view == "folder" && document.page == nil
+                let body = missing ? [] : document.encoded()
+                loop.execute {
+                    let (handler, context) = bound.value
+                    guard handler.connection.prepared(request: id) == .proceed else { return }
+                    if missing {
+                        return handler.respondText(context: context, status: 404, "status.json: no such folder or file now (emptied, or the filter matches none of its files): reload the page")
+                    }
+                    handler.respond(context: context, status: 200, contentType: "application/json", body: body, extra: [("Cache-Control", "no-store")])
+                }
             }
-            respond(context: context, status: 200, contentType: "application/json",
-                    body: document.encoded(), extra: [("Cache-Control", "no-store")])
         case let .metrics(proof):
             guard ownerMayRead(proof, context: context) else { return refuseNonOwner(context: context) }
             guard let metricsText = service.metricsText else {
@@ -284,8 +298,8 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
     /// The engine's status document, with each file's proxy URL (carrying the token only when
     /// the request did) and the cache directory for clients on this machine only; URL
     /// passwords masked.
-    private func statusDocument(tokenPresented: Bool, view: StatusView) -> StatusDocument {
-        var document = service.engine.statusDocument(version: service.configuration.version, showDirectory: peerIsLoopback, view: view)
+    private static func statusDocument(service: ProxyService, showDirectory: Bool, tokenPresented: Bool, view: StatusView) -> StatusDocument {
+        var document = service.engine.statusDocument(version: service.configuration.version, showDirectory: showDirectory, view: view)
         let token = tokenPresented ? service.configuration.token : nil
         for i in document.files.indices {
             document.files[i].proxyPath = ProxyURL.make(original: document.files[i].url, base: "", token: token,

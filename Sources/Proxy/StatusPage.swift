@@ -1,6 +1,6 @@
 /// The status page at `/.httpcachefs/`: one self-contained HTML document (CSS and a small script
 /// inline, nothing fetched from elsewhere) that draws `status.json` (a relative URL, so the same
-/// page works under a token prefix) and redraws it every 3 seconds without reloading.
+/// page works under a token prefix) and redraws it 3 seconds after each drawing, without reloading.
 ///
 /// Built for libraries of 100k files: what it polls is the summary (`status.json?view=summary`:
 /// totals, transfers, errors, origins, folder totals; no file), whose size does not grow with the
@@ -107,6 +107,11 @@ tr.detail dd { margin:0; word-break:break-all; }
   /* What matters stays (name, cached, coverage); the rest is in a file's details. */
   .secondary { display:none; }
   th, td { padding:4px 5px; }
+  /* Three small cards a row, so the fetches, errors and folders start within the first screen. */
+  .cards { grid-template-columns:repeat(3, minmax(0, 1fr)); gap:6px; }
+  .card { padding:6px 7px; }
+  .card .k { font-size:11px; }
+  .card .v { font-size:15px; white-space:normal; overflow-wrap:anywhere; }
   /* A folder's files take the screen's width, never their content's: a long name is cut
      (whole in its details), details wrap. */
   #folders, table.files { table-layout:fixed; }
@@ -151,7 +156,7 @@ tr.detail dd { margin:0; word-break:break-all; }
 <thead><tr><th class="name">Folder</th><th class="num">Files</th><th class="num secondary">Size</th><th class="num">Cached</th><th class="num secondary">Pinned</th></tr></thead>
 <tbody></tbody></table>
 <h2>Doors</h2>
-<div class="scroll"><table id="doors"><thead><tr><th>Kind</th><th>Where</th><th>Bind</th><th>Token required</th></tr></thead><tbody></tbody></table></div>
+<div class="scroll"><table id="doors"><thead><tr><th>Kind</th><th>Where</th><th class="secondary">Bind</th><th class="secondary">Token required</th></tr></thead><tbody></tbody></table></div>
 </main>
 <script>
 "use strict";
@@ -311,10 +316,11 @@ function drawFolders() {
       if (openFolders.has(folder.id)) { openFolders.delete(folder.id); pages.delete(folder.id); } else { openFolders.set(folder.id, 0); await loadPage(folder.id); }
       drawFolders();
     };
-    const count = folder.files + (folder.listings ? " + " + folder.listings + (folder.listings === 1 ? " listing" : " listings") : "");
+    // The listings only where there is room: at phone width the column shows the files alone.
+    const listings = folder.listings ? el("span", {class: "secondary", text: " + " + folder.listings + (folder.listings === 1 ? " listing" : " listings")}) : null;
     body.append(el("tr", {class: "folder" + (isOpen ? " open" : ""), "data-folder": folder.path, "data-folder-id": folder.id},
       el("td", {class: "name"}, toggle),
-      el("td", {class: "num", text: count}),
+      el("td", {class: "num"}, String(folder.files), listings),
       el("td", {class: "num secondary", text: bytes(folder.lengthBytes)}),
       el("td", {class: "num"}, el("span", {class: "secondary", text: bytes(folder.cachedBytes) + " · "}), percent(folder.cachedBytes, folder.lengthBytes)),
       el("td", {class: "num secondary", text: folder.pinnedBytes ? bytes(folder.pinnedBytes) : "–"})));
@@ -468,8 +474,11 @@ async function followHash() {
   } catch (e) {}
 }
 window.addEventListener("hashchange", followHash);
-refresh().then(followHash);
-setInterval(refresh, 3000);
+// The next poll 3 s after the last one was drawn, never on a fixed beat: an answer slower than
+// 3 s (a cache of 100k files on a busy machine) must not have polls pile up on the daemon, each
+// making the others slower.
+function schedule() { setTimeout(() => refresh().finally(schedule), 3000); }
+refresh().then(followHash).finally(schedule);
 </script>
 </body>
 </html>
