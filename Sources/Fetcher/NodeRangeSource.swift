@@ -24,9 +24,8 @@ import NIOPosix
 /// forwards them to the tier's origin, a credential origin; a node's redirect is its error, never
 /// followed, so they cannot leave the node), the same `TransferState` deciding what each answer means, the connect timeout and the low-speed
 /// floor of `FetcherConfiguration.forTierNodes`, the address policy, kept connections (per loop
-/// and node), and the same fetch policy: `TransferAdmission` (`--max-connections` requests in
-/// flight per node, the rest waiting in class order) and `TransferScheduler` (read-ahead, scans
-/// and warm-up to a node yield to a read that is behind on it), through `NodeSlots`.
+/// and node), and the admission policy (`TransferAdmission`: `--max-connections` requests in flight
+/// per node, the rest waiting in class order).
 public final class NodeRangeSource: RangeSource, Sendable {
     public let configuration: FetcherConfiguration
     let logger: Logger
@@ -35,8 +34,7 @@ public final class NodeRangeSource: RangeSource, Sendable {
     private let ownedGroup: MultiThreadedEventLoopGroup?
     /// Each loop's connections and watched transfers, made once for every loop of `group`.
     private let loops: [ObjectIdentifier: NodeLoopState]
-    /// Requests in flight per node, the rest waiting (`TransferAdmission.Limits.nodes`), and
-    /// which yield to a read that is behind (`TransferScheduler`), as the libcurl loop decides.
+    /// Requests in flight per node, the rest waiting (`TransferAdmission.Limits.nodes`).
     let slots: NodeSlots
     /// The headers every node request carries (user agent, `--header`, `Via`, `--user`), made once.
     private let commonHeaders: [(String, String)]
@@ -71,10 +69,7 @@ public final class NodeRangeSource: RangeSource, Sendable {
             (ObjectIdentifier($0), NodeLoopState(loop: $0, maxIdle: maxIdle))
         })
         commonHeaders = Self.commonHeaders(configuration)
-        let loops = self.group
-        slots = NodeSlots(limits: .nodes(configuration), patience: UInt64(max(0, configuration.yieldAfter) * 1e9)) { delay, work in
-            loops.next().scheduleTask(in: .nanoseconds(Int64(min(delay, UInt64(Int64.max))))) { work() }
-        }
+        slots = NodeSlots(limits: .nodes(configuration))
     }
 
     deinit {

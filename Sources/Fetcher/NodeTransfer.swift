@@ -12,9 +12,7 @@ import NIOPosix
 /// Every method runs there; `cancel`, `resume` and `setPriority` only hop onto it. The sink's
 /// callbacks therefore arrive in order, on that loop, never concurrently. Nothing here blocks:
 /// the sink answers `.pause` instead, and the connection reads nothing more (autoRead is off)
-/// until `resume`, so at most one read's worth of body waits in `pending`. The same way, a
-/// transfer the scheduler holds (`NodeSlots`: it yields to a read that is behind, as the libcurl
-/// loop's yield) reads nothing more of its answer until let go: the connection's window closes.
+/// until `resume`, so at most one read's worth of body waits in `pending`.
 ///
 /// An attempt: take a kept connection of this loop to the node (or connect), write the request,
 /// read the answer; at its end the connection goes back to the pool if it can carry another
@@ -29,7 +27,7 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
     let source: NodeRangeSource
     let sink: FetchSink
     let target: NodeTarget
-    /// The source's request slots and holds (`NodeSlots`).
+    /// The source's request slots (`TransferAdmission`'s policy).
     let slots: NodeSlots
 
     private var state: TransferState
@@ -57,10 +55,6 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
     private var windowStart = NIODeadline.now()
     private var retryTask: Scheduled<Void>?
     private var holdsSlot = false
-    /// Joined `slots` (from `begin` until the slot is released or withdrawn).
-    private var joined = false
-    /// The scheduler holds it: it reads no more of its answer (`NodeSlots.isHeld`).
-    private var held = false
     private var waitingForSlot = false
     private var cancelled = false
     private var finished = false
@@ -87,7 +81,7 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
     func setPriority(_ priority: FetchPriority, waitedSeconds: Double) {
         loop.execute {
             self.priority = priority
-            if self.joined { self.slots.setPriority(id: self.id, priority, waitedSeconds: waitedSeconds) }
+            if self.waitingForSlot { self.slots.setPriority(id: self.id, priority) }
         }
     }
 
@@ -100,10 +94,9 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
         if let reason = source.refusal(of: target) {
             return finish(.refusedAddress(url: state.request.url, reason: reason))
         }
-        joined = true
-        let granted = slots.acquire(id: id, node: target.node, priority: priority, owner: state.request.owner,
-                                    wake: { [self] in loop.execute { self.slotGranted() } },
-                                    holdChanged: { [self] in loop.execute { self.holdChanged() } })
+        let granted = slots.acquire(id: id, node: target.node, priority: priority) { [self] in
+            loop.execute { self.slotGranted() }
+        }
         if granted {
             holdsSlot = true
             startAttempt()
@@ -127,17 +120,8 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
     private func releaseSlot() {
         if holdsSlot {
             holdsSlot = false
-            joined = false
             slots.release(id: id)
         }
-    }
-
-    /// The scheduler held or let go of this transfer: a transfer let go reads on.
-    private func holdChanged() {
-        let now = joined && slots.isHeld(id: id)
-        guard now != held else { return }
-        held = now
-        if !held, attemptActive, !paused, !answerEnded { connection?.channel.read() }
     }
 
     private func startAttempt() {
@@ -231,7 +215,7 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
     /// the sink is full or the answer is in.
     func readComplete() {
         drain()
-        if attemptActive, !paused, !held, !answerEnded { connection?.channel.read() }
+        if attemptActive, !paused, !answerEnded { connection?.channel.read() }
     }
 
     /// The connection broke or closed (its handler already let go of this transfer).
@@ -363,10 +347,7 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
     func cancelOnLoop() {
         guard !finished else { return }
         cancelled = true
-        if waitingForSlot && slots.withdraw(id: id) {
-            waitingForSlot = false
-            joined = false
-        }
+        if waitingForSlot && slots.withdraw(id: id) { waitingForSlot = false }
         if waitingForSlot { return }   // the slot is on its way: `slotGranted` finishes
         finish(.cancelled)
     }
@@ -381,7 +362,7 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
         guard attemptActive, !paused else { return }
         if answerEnded {
             answerComplete()
-        } else if !held {
+        } else {
             connection?.channel.read()
         }
     }
@@ -394,7 +375,7 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
     func stallCheck(now: NIODeadline) {
         guard attemptActive else { return loopState.unwatch(self) }
         let seconds = max(1, source.configuration.lowSpeedTime.rounded(.up))
-        if paused || held {
+        if paused {
             windowStart = now
             windowBytes = 0
             return
