@@ -315,7 +315,9 @@ struct MountCommand: AsyncParsableCommand {
     /// After `error`: if it was the cache's lock, held by a `mount` daemon of this user that
     /// started meanwhile, that daemon once it serves its first mountpoint; else nil.
     private func daemonThatWonTheLock(after error: Error, cacheDirectory: String) async throws -> MountJoin.Running? {
-        guard ErrorReporting.message(for: error).contains("is in use by process") else { return nil }
+        // "… is in use by process N (…)", or "by another process" while the winner has not yet
+        // written its pid.
+        guard ErrorReporting.message(for: error).contains("is in use by") else { return nil }
         return try await onBlockingPool { MountJoin.waitUntilServing(cacheDirectory: cacheDirectory) }
     }
 

@@ -41,10 +41,19 @@ struct MountJoin {
     /// The `mount` daemon holding `cacheDirectory` once it serves its first mountpoint (it lists
     /// it in its `mounts` file), for a mount that lost the race for the cache's lock to it; nil
     /// when the holder is none, or no `mount` daemon, or not serving within `timeout`.
-    static func waitUntilServing(cacheDirectory: String, timeout: TimeInterval = 120) -> Running? {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            guard let running = runningDaemon(cacheDirectory: cacheDirectory) else { return nil }
+    ///
+    /// A holder not yet seen on the cache directory's own lock (it took the outer lock in the
+    /// runtime directory a moment ago) is waited for up to `unknownHolderGrace`: two mounts
+    /// started together race for the locks.
+    static func waitUntilServing(cacheDirectory: String, timeout: TimeInterval = 120,
+                                 unknownHolderGrace: TimeInterval = 10) -> Running? {
+        let start = Date()
+        while Date().timeIntervalSince(start) < timeout {
+            guard let running = runningDaemon(cacheDirectory: cacheDirectory) else {
+                guard Date().timeIntervalSince(start) < unknownHolderGrace else { return nil }
+                usleep(100_000)
+                continue
+            }
             if !DaemonMounts.listed(cacheDirectory: cacheDirectory, pid: running.pid).isEmpty {
                 // Its proxy's runtime file is written before its first mountpoint is listed.
                 return runningDaemon(cacheDirectory: cacheDirectory)
