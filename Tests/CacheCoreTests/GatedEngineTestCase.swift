@@ -73,3 +73,32 @@ class GatedEngineTestCase: XCTestCase {
     /// `data[from ..< from + count]`.
     func bytes(_ from: Int64, _ count: Int64) -> ArraySlice<UInt8> { data[Int(from)..<Int(from + count)] }
 }
+
+/// The replays of reader classes and read-ahead earning (`ReadPriorityReaderClassTests`,
+/// `ReadAheadEarningTests`): one stream, 256 KiB of initial read-ahead, and reads whose
+/// transfers the test serves at once.
+extension GatedEngineTestCase {
+    func oneStreamEngine(_ source: GatedSource) throws -> CacheEngine {
+        let configuration = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 1 << 20,
+                                               readTimeout: 10, initialReadAhead: 256 << 10, maxStreams: 1)
+        return try CacheEngine(configuration: configuration, source: source)
+    }
+
+    /// Reads `count` at `offset` and serves what the transfer it started asks for; returns that
+    /// transfer (nil: the read was a hit).
+    func readServing(_ reader: CacheReader, _ offset: Int64, _ count: Int64, _ source: GatedSource) throws -> GatedSource.Transfer? {
+        let before = source.transfers.count
+        let answered = expectation(description: "read at \(offset)")
+        let box = ResultBox<[UInt8]>()
+        reader.read(offset: offset, length: Int(count)) { box.set($0); answered.fulfill() }
+        let started = source.transfers.count > before ? source.transfers.last : nil
+        if let t = started {
+            t.partial(length: length)
+            t.send(data[Int(t.request.start)..<Int(t.request.end!)])
+            t.finish()
+        }
+        wait(for: [answered], timeout: 5)
+        XCTAssertEqual(try box.get(), Array(bytes(offset, count)))
+        return started
+    }
+}

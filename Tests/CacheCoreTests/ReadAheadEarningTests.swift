@@ -37,33 +37,14 @@ final class ReadAheadEarningTests: GatedEngineTestCase {
         }
     }
 
-    private func engine(_ source: GatedSource) throws -> CacheEngine {
-        let configuration = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 1 << 20,
-                                               readTimeout: 10, initialReadAhead: 256 << 10, maxStreams: 1)
-        return try CacheEngine(configuration: configuration, source: source)
-    }
-
-    /// Reads `count` at `offset` and serves the transfer it started; returns what that transfer
-    /// asked for (nil: the read was a hit).
+    /// What the transfer a read started asked for (nil: the read was a hit).
     private func read(_ reader: CacheReader, _ offset: Int64, _ count: Int64, _ source: GatedSource) throws -> Range<Int64>? {
-        let before = source.transfers.count
-        let answered = expectation(description: "read at \(offset)")
-        let box = ResultBox<[UInt8]>()
-        reader.read(offset: offset, length: Int(count)) { box.set($0); answered.fulfill() }
-        let started = source.transfers.count > before ? source.transfers.last : nil
-        if let t = started {
-            t.partial(length: length)
-            t.send(data[Int(t.request.start)..<Int(t.request.end!)])
-            t.finish()
-        }
-        wait(for: [answered], timeout: 5)
-        XCTAssertEqual(try box.get(), Array(bytes(offset, count)))
-        return started.map { $0.request.start..<$0.request.end! }
+        try readServing(reader, offset, count, source).map { $0.request.start..<$0.request.end! }
     }
 
     func testAnUnknownReadersFirstMebibyteFromTheStartEarnsReadAheadAtOnce() throws {
         let source = GatedSource()
-        let cache = try engine(source)
+        let cache = try oneStreamEngine(source)
         defer { source.finishAll(); cache.shutdown() }
         let reader = cache.makeReader(for: try open(cache, source), door: .fuse, readerClass: .unknown)
         let first = try XCTUnwrap(try read(reader, 0, 1 << 20, source))
@@ -74,7 +55,7 @@ final class ReadAheadEarningTests: GatedEngineTestCase {
 
     func testAProbesFirstReadEarnsNothingAndNeitherDoesABigReadPastTheStart() throws {
         let source = GatedSource()
-        let cache = try engine(source)
+        let cache = try oneStreamEngine(source)
         defer { source.finishAll(); cache.shutdown() }
         let info = try open(cache, source)
         let probe = cache.makeReader(for: info, door: .fuse, readerClass: .unknown)
@@ -88,7 +69,7 @@ final class ReadAheadEarningTests: GatedEngineTestCase {
 
     func testABackgroundReaderThroughTheMountEarnsReadAheadLikeAnUnknownOne() throws {
         let source = GatedSource()
-        let cache = try engine(source)
+        let cache = try oneStreamEngine(source)
         defer { source.finishAll(); cache.shutdown() }
         let reader = cache.makeReader(for: try open(cache, source), door: .fuse, readerClass: .background)
         let chunk: Int64 = 32 << 10, at: Int64 = 1 << 20
@@ -102,7 +83,7 @@ final class ReadAheadEarningTests: GatedEngineTestCase {
 
     func testAPinsWarmUpThroughTheMountEarnsReadAheadWithItsFirstMebibyte() throws {
         let source = GatedSource()
-        let cache = try engine(source)
+        let cache = try oneStreamEngine(source)
         defer { source.finishAll(); cache.shutdown() }
         // `setfattr -n user.httpcachefs.pin` warms the head through the mount's backend, a
         // background reader reading 1 MiB chunks from byte 0.
@@ -113,7 +94,7 @@ final class ReadAheadEarningTests: GatedEngineTestCase {
 
     func testPreloadThroughTheEngineHasReadAheadFromItsFirstRead() throws {
         let source = GatedSource()
-        let cache = try engine(source)
+        let cache = try oneStreamEngine(source)
         defer { source.finishAll(); cache.shutdown() }
         let reader = cache.makeReader(for: try open(cache, source), background: true)
         let at: Int64 = 1 << 20

@@ -9,39 +9,16 @@ final class ReadPriorityReaderClassTests: GatedEngineTestCase {
     let chunk: Int64 = 32 << 10
     let at: Int64 = 1 << 20
 
-    private func engine(_ source: GatedSource) throws -> CacheEngine {
-        let configuration = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 1 << 20,
-                                               readTimeout: 10, initialReadAhead: 256 << 10, maxStreams: 1)
-        return try CacheEngine(configuration: configuration, source: source)
-    }
-
-    /// Reads `chunk` at `offset` and serves what the transfer it started asks for; returns that
-    /// transfer (nil: the read was a hit).
-    private func readServing(_ reader: CacheReader, _ offset: Int64, _ source: GatedSource) throws -> GatedSource.Transfer? {
-        let before = source.transfers.count
-        let answered = expectation(description: "read at \(offset)")
-        let box = ResultBox<[UInt8]>()
-        reader.read(offset: offset, length: Int(chunk)) { box.set($0); answered.fulfill() }
-        let started = source.transfers.count > before ? source.transfers.last : nil
-        if let t = started {
-            t.partial(length: length)
-            t.send(data[Int(t.request.start)..<Int(t.request.end!)])
-            t.finish()
-        }
-        wait(for: [answered], timeout: 5)
-        XCTAssertEqual(try box.get(), Array(bytes(offset, chunk)))
-        return started
-    }
 
     func testAScannersReadFetchesWhatItAsksAndTheMarginOnlyAndItsReadsNeverGrowIt() throws {
         let source = GatedSource()
-        let cache = try engine(source)
+        let cache = try oneStreamEngine(source)
         defer { source.finishAll(); cache.shutdown() }
         let info = try open(cache, source)
         let reader = cache.makeReader(for: info, door: .fuse, readerClass: .scanner)
         var fetched: [Range<Int64>] = []
         for i in 0..<6 {
-            if let t = try readServing(reader, at + Int64(i) * chunk, source) {
+            if let t = try readServing(reader, at + Int64(i) * chunk, chunk, source) {
                 XCTAssertEqual(t.request.priority, .scan, "a scanner's fetch ranks below every player's")
                 XCTAssertEqual(t.priorities, [], "and stays there while the scanner waits on it")
                 fetched.append(t.request.start..<t.request.end!)
@@ -62,37 +39,37 @@ final class ReadPriorityReaderClassTests: GatedEngineTestCase {
 
     func testAnUnknownReaderGetsNoReadAheadUntilItReadsOnThenEarnsIt() throws {
         let source = GatedSource()
-        let cache = try engine(source)
+        let cache = try oneStreamEngine(source)
         defer { source.finishAll(); cache.shutdown() }
         let info = try open(cache, source)
         let reader = cache.makeReader(for: info, door: .fuse, readerClass: .unknown)
-        let first = try XCTUnwrap(try readServing(reader, at, source))
+        let first = try XCTUnwrap(try readServing(reader, at, chunk, source))
         XCTAssertEqual(first.request.end, at + chunk, "an open starts with no read-ahead")
-        let second = try XCTUnwrap(try readServing(reader, at + chunk, source))
+        let second = try XCTUnwrap(try readServing(reader, at + chunk, chunk, source))
         XCTAssertEqual(second.request.end, at + 2 * chunk, "one read on is not yet reading on")
-        let third = try XCTUnwrap(try readServing(reader, at + 2 * chunk, source))
+        let third = try XCTUnwrap(try readServing(reader, at + 2 * chunk, chunk, source))
         XCTAssertGreaterThanOrEqual(third.request.end!, at + 3 * chunk + (256 << 10),
                                     "reads in a row (\(ReaderClass.earnAfter) continuing) earn a player's read-ahead")
     }
 
     func testAnUnknownReaderThatOnlySeeksNeverEarnsReadAhead() throws {
         let source = GatedSource()
-        let cache = try engine(source)
+        let cache = try oneStreamEngine(source)
         defer { source.finishAll(); cache.shutdown() }
         let info = try open(cache, source)
         let reader = cache.makeReader(for: info, door: .fuse, readerClass: .unknown)
         for offset in [at, 3 << 20, 2 << 20, at + (512 << 10)] {
-            let t = try XCTUnwrap(try readServing(reader, offset, source))
+            let t = try XCTUnwrap(try readServing(reader, offset, chunk, source))
             XCTAssertEqual(t.request.end, offset + chunk, "a probe that jumps about costs what it reads")
         }
     }
 
     func testAPlayerKeepsItsReadAheadFromTheFirstRead() throws {
         let source = GatedSource()
-        let cache = try engine(source)
+        let cache = try oneStreamEngine(source)
         defer { source.finishAll(); cache.shutdown() }
         let info = try open(cache, source)
-        let t = try XCTUnwrap(try readServing(cache.makeReader(for: info, door: .fuse, readerClass: .player), at, source))
+        let t = try XCTUnwrap(try readServing(cache.makeReader(for: info, door: .fuse, readerClass: .player), at, chunk, source))
         XCTAssertEqual(t.request.end, at + chunk + (256 << 10), "as it always was")
     }
 }
