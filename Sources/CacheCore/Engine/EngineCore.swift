@@ -221,9 +221,9 @@ final class EngineCore: Sendable {
             let (fetches, waiting): ([FetchHandleBox], [Waiter.Completion]) = shard.locked { entries in
                 var f: [FetchHandleBox] = [], w: [Waiter.Completion] = []
                 for e in entries.all {
-                    w += e.waiters.map(\.completion)
-                    e.waiters = []
-                    for id in e.inflight.removeAll() { if let h = handles.remove(id) { f.append(h) } }
+                    let (waiters, fetches) = e.machine.stopped(dropBytes: false)
+                    w += waiters.map(\.completion)
+                    for id in fetches { if let h = handles.remove(id) { f.append(h) } }
                     if e.isPersisted { e.saveRow(to: index) }   // only those that changed
                 }
                 return (f, w)
@@ -334,7 +334,7 @@ final class EngineCore: Sendable {
                 entry = EntryState(id: -1, info: info, lastAccess: now.timeIntervalSince1970)
                 entries.add(entry)
             }
-            if let limit = unknownLengthLimit { entry.unknownLengthLimit = min(limit, entry.unknownLengthLimit ?? limit) }
+            if let limit = unknownLengthLimit { entry.machine.lengthLimitAsked(limit) }
             let freshness = EntryMachine.Freshness(maxAge: maxAge, lengthKnown: entry.info.length != nil,
                                                    age: now.timeIntervalSince(entry.info.validatedAt),
                                                    originDown: originDown, live: entry.isPersisted)
@@ -346,11 +346,9 @@ final class EngineCore: Sendable {
             case .wait:
                 return (nil, nil, false)
             case let .startProbe(id):
-                entry.info.url = url
                 let fetch = EntryMachine.probeFetch(takeFirstBytes: takeFirstBytes, coverage: entry.coverage,
                                                     length: entry.info.length, probeLength: probeLength)
-                entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: fetch.end, reader: nil, pinned: true,
-                                     priority: .waiting, now: now.timeIntervalSince1970)
+                entry.machine.probeStarted(id, url: url, end: fetch.end, now: now.timeIntervalSince1970)
                 return (nil, Launch(entry: entry.handle, fetch: fetch, id: id), false)
             }
         }
@@ -459,13 +457,7 @@ final class EngineCore: Sendable {
 
     /// Copies what the origin said into the entry (call under the shard lock).
     func adopt(_ head: ResponseHead, into entry: EntryState) {
-        entry.info.finalURL = head.finalURL
-        if let length = head.totalLength { entry.info.length = length }
-        entry.info.contentType = head.contentType
-        entry.info.etag = head.etag
-        entry.info.lastModified = head.lastModified
-        entry.info.acceptsRanges = head.acceptsRanges || head.status == 206
-        entry.info.validatedAt = configuration.clock()
+        entry.machine.headAdopted(head, at: configuration.clock())
         noteDAV(head.webDAV, key: entry.info.key)
     }
 
@@ -500,20 +492,12 @@ final class EngineCore: Sendable {
                    isFile ? "remote file changed; dropping cached bytes" : "listing page changed; dropping its cached copy", metadata: [
             "url": "\(entry.info.url)", "etag": "\(entry.info.etag ?? "-") -> \(head.etag ?? "-")",
             "length": "\(entry.info.length.map(String.init) ?? "?") -> \(head.totalLength.map(String.init) ?? "?")"])
-        entry.info.generation = makeGeneration()
-        entry.info.length = nil
+        let dropped = entry.machine.generationStarted(makeGeneration(), keeping: fetchID)
         adopt(head, into: entry)
-        addBytes(-entry.coverage.count)
-        entry.coverage = RangeSet()
-        entry.unreadAhead = RangeSet()
-        entry.machine.uncheckedSlicesForgotten()
-        entry.pending.removeAll()
-        entry.sliceBytes = [:]
-        entry.sliceAccess = [:]
-        entry.resetPins()
+        addBytes(-dropped.droppedBytes)
         idleFiles.dropAll(of: entry.handle)
         failStaleWaiters(entry)
-        let cancelled = entry.inflight.removeAll(generation: old, keeping: fetchID).compactMap { handles.remove($0) }
+        let cancelled = dropped.cancel.compactMap { handles.remove($0) }
         let id = entry.id, store = store, newGen = entry.info.generation
         if entry.isPersisted {
             entry.saveRow(to: index)
