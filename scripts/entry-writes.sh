@@ -10,8 +10,9 @@
 #  2. a mutating call on such a field (`entry.coverage.insert(...)`, `entry.inflight.start(...)`);
 #  3. such a field passed `inout` (`&entry.coverage`);
 #  4. any reach into the machine's own storage, read or write: `.machine.content`,
-#     `.machine.reads`, `.machine.state` (EntryState's get-only fields read them; calls of the
-#     machine's events and queries, `entry.machine.event(...)`, are how the rest changes it).
+#     `.machine.reads`, `.machine.state` (EntryState's get-only fields read them), and calls of
+#     its internal setters `.machine.store(` / `.machine.changeFacts(`: calls of the machine's
+#     events and queries, `entry.machine.event(...)`, are how the rest changes it.
 # The compiler enforces 1-3 as well (EntryState's fields are get-only forwards to the machine);
 # this script shows it, and catches 4, which Swift's access control cannot express.
 cd "$(dirname "$0")/.." || exit 2
@@ -19,5 +20,5 @@ cd "$(dirname "$0")/.." || exit 2
 V='\b(entry|e|existing)'
 F='(id|info|coverage|pending|inflight|waiters|sliceBytes|sliceAccess|pins|evicting|hits|misses|bytesFromCache|bytesFromOrigin|unknownLengthLimit|unreadAhead|unverified|verifyQueued|timedOut|lastAccess|readStatsDirty|readsByDoor|recentErrors|savedRow|machine)'
 M='(append|insert|remove|removeAll|removeFirst|removeValue|formUnion|subtract|add|start|truncate|addInterest|release|finish|advance|rebase|prioritize|fill|updateValue)'
-grep -nE "$V\.$F(\.[a-zA-Z]+)*(\[[^]]*\])? *(=[^=]|\+=|-=)|$V\.$F(\.[a-zA-Z]+)*\.$M *(\(|\{)|&$V\.$F\b|\.machine\.(content|reads|state)\b" "$@" && exit 1
+grep -nE "$V\.$F(\.[a-zA-Z]+)*(\[[^]]*\])? *(=[^=]|\+=|-=)|$V\.$F(\.[a-zA-Z]+)*\.$M *(\(|\{)|&$V\.$F\b|\.machine\.(content|reads|state)\b|\.machine\.(store|changeFacts) *\(" "$@" && exit 1
 exit 0

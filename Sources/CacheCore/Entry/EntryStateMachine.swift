@@ -29,6 +29,15 @@
 /// it changes the reads waiting and the interest in transfers, which `InFlightTable` decides. What
 /// a head means for the version and the body is `HeadDecision`'s table, which only this machine uses.
 ///
+/// *Content.* What happens to the version and its bytes is recorded by its own events
+/// (`EntryStateMachine+Content`): `loaded`, `sliceLoaded` (the start), `lengthLimitAsked`,
+/// `probeStarted`, `headAdopted`, `indexed`, `versionConfirmed`, `bodyDecided`,
+/// `generationStarted` (a new version: what to give back and cancel), `validationForgotten`,
+/// `lengthLearned`, the transfer steps (`transferStarted`, `transferAdvanced`, `transferRebased`,
+/// `transferEnded`, `readAheadArrived`, `pendingAdded`, `pendingWritten`, `recordWritten`),
+/// the slices' (`sliceDropped`, `slicesTouched`, `slicesPinned`, `slicesUnpinned`),
+/// `wholeFileRead`, `readStatsTaken`, `rowToSave`, `errorNoted` and `stopped`.
+///
 /// *Marks.* It also keeps the entry's eviction marks (`evictionOffered`, `evictionCommitted`:
 /// `EntryStateMachine+Eviction`) and verify marks (`loadedUnchecked`, `verifyAheadRequested`,
 /// `verifyStarted`, `verifyFinished`, `uncheckedSlicesForgotten`: `EntryStateMachine+Verify`);
@@ -43,8 +52,10 @@
 ///   arriving and written, a transfer's end.
 /// - `EntryStateMachine+Read/+Waiters/+Tick.swift`: reads asked, waiting, woken, timed out.
 /// - `EntryStateMachine+Eviction/+Verify.swift`: which offered slice may leave; unchecked slices.
-/// - `EntryState.swift`: all the engine holds on one entry, under its shard lock;
-///   `EntryState+Reads.swift` keeps the old names of the reader side.
+/// - `EntryStateMachine+Content.swift`: the version and its bytes (`EntryContent`) and the
+///   events that record what happens to them.
+/// - `EntryState.swift`: the entry under its shard lock (its machine, key and handle), with the
+///   machine's facts by their old names, get-only; `EntryState+Reads.swift` those of the reader side.
 /// - `HeadDecision.swift`: the table of what a response head means (version, body).
 /// - `InFlightTable.swift`: the entry's fetches and who still wants them.
 /// - `PendingBytes.swift`: bytes arrived and not yet written, readable meanwhile.
