@@ -2,6 +2,7 @@
 # Writes to an entry's state outside its state machine (issue 37): prints each one it finds,
 # with file and line, and exits 1 if there is any. No argument: every CacheCore source except the
 # machine's own files (Sources/CacheCore/Entry/EntryStateMachine*.swift); or the files given.
+# EntryStateMachineContentTests runs it, so the suite fails when a write appears.
 #
 # What it checks, through an entry variable (entry / e / existing):
 #  1. an assignment or compound assignment to an EntryState field (the old fields: id, info,
@@ -16,7 +17,8 @@
 # The compiler enforces 1-3 as well (EntryState's fields are get-only forwards to the machine);
 # this script shows it, and catches 4, which Swift's access control cannot express.
 cd "$(dirname "$0")/.." || exit 2
-[ $# -gt 0 ] || set -- $(git ls-files 'Sources/CacheCore/*.swift' | grep -v '/EntryStateMachine[^/]*\.swift$')
+[ $# -gt 0 ] || set -- $(find Sources/CacheCore -name '*.swift' ! -name 'EntryStateMachine*.swift' | sort)
+[ $# -gt 0 ] || { echo "entry-writes.sh: no sources under Sources/CacheCore" >&2; exit 2; }
 V='\b(entry|e|existing)'
 F='(id|info|coverage|pending|inflight|waiters|sliceBytes|sliceAccess|pins|evicting|hits|misses|bytesFromCache|bytesFromOrigin|unknownLengthLimit|unreadAhead|unverified|verifyQueued|timedOut|lastAccess|readStatsDirty|readsByDoor|recentErrors|savedRow|machine)'
 M='(append|insert|remove|removeAll|removeFirst|removeValue|formUnion|subtract|add|start|truncate|addInterest|release|finish|advance|rebase|prioritize|fill|updateValue)'

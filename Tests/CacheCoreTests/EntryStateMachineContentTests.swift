@@ -232,4 +232,22 @@ final class EntryStateMachineContentTests: XCTestCase {
         XCTAssertTrue(m.content.pending.isEmpty && m.content.pins.isEmpty)
         chunk.writerDone()
     }
+
+    /// The figure of issue 37, kept: no CacheCore file but the machine's writes an entry's state
+    /// (`scripts/entry-writes.sh` lists what it checks).
+    func testNoFileOutsideTheMachineWritesAnEntrysState() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let script = root.appendingPathComponent("scripts/entry-writes.sh").path
+        try XCTSkipUnless(FileManager.default.fileExists(atPath: script), "no source tree beside the tests")
+        let run = Process()
+        run.executableURL = URL(fileURLWithPath: "/bin/sh")
+        run.arguments = [script]
+        let out = Pipe()
+        run.standardOutput = out
+        try run.run()
+        let found = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        run.waitUntilExit()
+        XCTAssertEqual(run.terminationStatus, 0, "written outside the entry's state machine:\n\(found)")
+    }
 }
