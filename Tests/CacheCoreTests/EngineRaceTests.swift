@@ -49,9 +49,7 @@ final class EngineRaceTests: GatedEngineTestCase {
         let entry = try XCTUnwrap(shard.locked { $0[key]?.handle })
         let id = core.makeID()
         shard.locked { entries in
-            let e = entries[entry]!
-            e.inflight.start(id: id, generation: e.info.generation, start: 1 << 20, end: 2 << 20, reader: nil,
-                             now: Date().timeIntervalSince1970)
+            entries[entry]!.machine.transferStarted(id, start: 1 << 20, end: 2 << 20, reader: nil, now: Date().timeIntervalSince1970)
         }
         try cache.remove(url: url)
         cache.open(url: url) { _ in }   // a new entry for the same key (its probe starts)
@@ -179,8 +177,7 @@ final class EngineRaceTests: GatedEngineTestCase {
                              generation: 1, validatedAt: Date())
         let entry = EntryState(id: 1, info: info, lastAccess: 0)
         entry.pin(0...1, generation: 1)       // a hit of version 1, reading from disk
-        entry.info.generation = 2             // the remote file changed meanwhile
-        entry.resetPins()
+        _ = entry.machine.generationStarted(2, keeping: nil)   // the remote file changed meanwhile
         entry.pin(1...1, generation: 2)       // a read of version 2 waits on slice 1
         entry.unpin(0...1, generation: 1)     // the old hit finishes
         XCTAssertTrue(entry.isPinned(1), "the new read's pin survives the old read's release")

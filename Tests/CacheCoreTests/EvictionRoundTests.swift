@@ -33,7 +33,7 @@ final class EvictionRoundTests: XCTestCase {
         cache.core.writes.waitIdle()
         let entry = try XCTUnwrap(entry(cache))
         let shard = cache.core.shard(for: entry.key)
-        shard.locked { entries in for s in 0..<Int64(slices) { entries[entry]!.sliceAccess[s] = Double(s) } }
+        shard.locked { entries in for s in 0..<Int64(slices) { entries[entry]!.machine.slicesTouched(s...s, now: Double(s)) } }
         XCTAssertEqual(cachedSlices(cache, entry), Set(0..<Int64(slices)))
         return (cache, entry, data)
     }
@@ -78,7 +78,7 @@ final class EvictionRoundTests: XCTestCase {
         defer { cache.shutdown() }
         XCTAssertEqual(evict(cache, bytes: 2 * slice, needed: 2 * slice), 2 * slice)   // scans; 0 and 1 go
         // Slice 2 is read now: no longer among the oldest, though the queue still lists it.
-        cache.core.shard(for: entry.key).locked { $0[entry]!.sliceAccess[2] = Double(slices) }
+        cache.core.shard(for: entry.key).locked { $0[entry]!.machine.slicesTouched(2...2, now: Double(slices)) }
         XCTAssertEqual(evict(cache, bytes: 2 * slice, needed: 2 * slice), 2 * slice)
         XCTAssertEqual(Set(0..<6).subtracting(cachedSlices(cache, entry)), [0, 1, 3, 4])
     }

@@ -34,9 +34,7 @@ struct CacheLoad {
             let info = r.info
             shard(for: info.key).locked { entries in
                 let e = EntryState(id: r.id, info: info, lastAccess: r.lastAccess)
-                e.hits = r.hits; e.misses = r.misses; e.bytesFromCache = r.bytesFromCache; e.bytesFromOrigin = r.bytesFromOrigin
-                if let err = r.lastError { e.recentErrors = [err] }
-                e.savedRow = e.row()
+                e.machine.loaded(r)
                 entries.add(e)
             }
             byID[r.id] = (info.key, info.generation)
@@ -64,12 +62,7 @@ struct CacheLoad {
             shard(for: key).locked { entries in
                 guard let e = entries[key] else { return }
                 for sid in kept {
-                    for x in extentsBySlice[sid] ?? [] {
-                        let added = e.coverage.insert(x.start..<x.end)
-                        e.sliceBytes[x.slice, default: 0] += added
-                        evictor.addBytes(added)
-                    }
-                    e.sliceAccess[sid.slice] = e.lastAccess
+                    evictor.addBytes(e.machine.sliceLoaded(sid.slice, extents: (extentsBySlice[sid] ?? []).lazy.map { $0.start..<$0.end }))
                 }
                 e.machine.loadedUnchecked(kept.map(\.slice))
             }

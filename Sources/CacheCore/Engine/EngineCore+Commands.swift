@@ -68,11 +68,8 @@ extension EngineCore {
                     addBytes(-e.coverage.count)
                     answer(opens, .failure(.cancelled))
                 }
-                e.coverage = RangeSet()
-                e.sliceBytes = [:]
-                let w = e.waiters.map(\.completion)
-                e.waiters = []
-                return (w, e.inflight.removeAll().compactMap { handles.remove($0) }, persisted ? e.id : nil)
+                let (waiters, fetches) = e.machine.stopped(dropBytes: true)
+                return (waiters.map(\.completion), fetches.compactMap { handles.remove($0) }, persisted ? e.id : nil)
             }
             cancels.forEach { $0.cancel() }
             waiting.forEach { done in pool.submit { done(.failure(.cancelled)) } }

@@ -18,7 +18,7 @@ import Glibc
 /// it: each hands its result on by calling or submitting, never by blocking.
 ///
 /// Files: this one holds the shards, the wiring and metadata (open, probe, remote change);
-/// `+Read` the read path; `+Fetch` the sink that takes arriving bytes and writes them on its
+/// `+Deadlines` opens and reads past their deadlines; `+Read` the read path; `+Fetch` the sink that takes arriving bytes and writes them on its
 /// lane; `+Maintenance` list/remove/verify (`cache ls/rm/verify`); `+Verify` the checksum check.
 /// Parts that own their state, each with its design note: `Evictor` (the cap, the free-space
 /// floor, eviction rounds), `Maintenance` (the sweeper, max age, the scrub, read statistics, the
@@ -31,6 +31,7 @@ import Glibc
 /// - `CacheEngine+Pins.swift`: `preload --pin` ranges and their limit (half the cap).
 /// - `EngineCore.swift` (this file): the shards, the pool, and the wiring of the parts below.
 /// - `EngineCore+Commands.swift`: `cache ls/info/rm/clear/verify` over the shards and the index.
+/// - `EngineCore+Deadlines.swift`: opens and reads past their deadlines (the sweeper's `expireLate`).
 /// - `CacheConfiguration.swift`: where and how to cache; every knob the engine reads.
 /// - `CacheError.swift`: the errors each front door maps in one place (errno, HTTP status, a line).
 /// - `CacheLoad.swift`: the start: index into the shards, checked by `StartupCheck.swift`.
@@ -221,9 +222,9 @@ final class EngineCore: Sendable {
             let (fetches, waiting): ([FetchHandleBox], [Waiter.Completion]) = shard.locked { entries in
                 var f: [FetchHandleBox] = [], w: [Waiter.Completion] = []
                 for e in entries.all {
-                    w += e.waiters.map(\.completion)
-                    e.waiters = []
-                    for id in e.inflight.removeAll() { if let h = handles.remove(id) { f.append(h) } }
+                    let (waiters, fetches) = e.machine.stopped(dropBytes: false)
+                    w += waiters.map(\.completion)
+                    for id in fetches { if let h = handles.remove(id) { f.append(h) } }
                     if e.isPersisted { e.saveRow(to: index) }   // only those that changed
                 }
                 return (f, w)
@@ -334,7 +335,7 @@ final class EngineCore: Sendable {
                 entry = EntryState(id: -1, info: info, lastAccess: now.timeIntervalSince1970)
                 entries.add(entry)
             }
-            if let limit = unknownLengthLimit { entry.unknownLengthLimit = min(limit, entry.unknownLengthLimit ?? limit) }
+            if let limit = unknownLengthLimit { entry.machine.lengthLimitAsked(limit) }
             let freshness = EntryMachine.Freshness(maxAge: maxAge, lengthKnown: entry.info.length != nil,
                                                    age: now.timeIntervalSince(entry.info.validatedAt),
                                                    originDown: originDown, live: entry.isPersisted)
@@ -346,11 +347,9 @@ final class EngineCore: Sendable {
             case .wait:
                 return (nil, nil, false)
             case let .startProbe(id):
-                entry.info.url = url
                 let fetch = EntryMachine.probeFetch(takeFirstBytes: takeFirstBytes, coverage: entry.coverage,
                                                     length: entry.info.length, probeLength: probeLength)
-                entry.inflight.start(id: id, generation: entry.info.generation, start: 0, end: fetch.end, reader: nil, pinned: true,
-                                     priority: .waiting, now: now.timeIntervalSince1970)
+                entry.machine.probeStarted(id, url: url, end: fetch.end, now: now.timeIntervalSince1970)
                 return (nil, Launch(entry: entry.handle, fetch: fetch, id: id), false)
             }
         }
@@ -459,13 +458,7 @@ final class EngineCore: Sendable {
 
     /// Copies what the origin said into the entry (call under the shard lock).
     func adopt(_ head: ResponseHead, into entry: EntryState) {
-        entry.info.finalURL = head.finalURL
-        if let length = head.totalLength { entry.info.length = length }
-        entry.info.contentType = head.contentType
-        entry.info.etag = head.etag
-        entry.info.lastModified = head.lastModified
-        entry.info.acceptsRanges = head.acceptsRanges || head.status == 206
-        entry.info.validatedAt = configuration.clock()
+        entry.machine.headAdopted(head, at: configuration.clock())
         noteDAV(head.webDAV, key: entry.info.key)
     }
 
@@ -500,20 +493,12 @@ final class EngineCore: Sendable {
                    isFile ? "remote file changed; dropping cached bytes" : "listing page changed; dropping its cached copy", metadata: [
             "url": "\(entry.info.url)", "etag": "\(entry.info.etag ?? "-") -> \(head.etag ?? "-")",
             "length": "\(entry.info.length.map(String.init) ?? "?") -> \(head.totalLength.map(String.init) ?? "?")"])
-        entry.info.generation = makeGeneration()
-        entry.info.length = nil
+        let dropped = entry.machine.generationStarted(makeGeneration(), keeping: fetchID)
         adopt(head, into: entry)
-        addBytes(-entry.coverage.count)
-        entry.coverage = RangeSet()
-        entry.unreadAhead = RangeSet()
-        entry.machine.uncheckedSlicesForgotten()
-        entry.pending.removeAll()
-        entry.sliceBytes = [:]
-        entry.sliceAccess = [:]
-        entry.resetPins()
+        addBytes(-dropped.droppedBytes)
         idleFiles.dropAll(of: entry.handle)
         failStaleWaiters(entry)
-        let cancelled = entry.inflight.removeAll(generation: old, keeping: fetchID).compactMap { handles.remove($0) }
+        let cancelled = dropped.cancel.compactMap { handles.remove($0) }
         let id = entry.id, store = store, newGen = entry.info.generation
         if entry.isPersisted {
             entry.saveRow(to: index)
@@ -525,7 +510,7 @@ final class EngineCore: Sendable {
         return cancelled
     }
 
-    // MARK: Read timeouts
+    // MARK: Deadlines (`EngineCore+Deadlines`)
 
     /// Opens not answered yet (`CacheEngine.open`), each with its deadline: the sweeper fails
     /// those past it with `.timeout` and drops those answered meanwhile.
@@ -536,79 +521,4 @@ final class EngineCore: Sendable {
     /// open of another URL of the same file (a rotating token left out with `--ignore-query`)
     /// waits on the same transfer.
     let abandonedOpens = LockedValue<[CacheKey: (url: String, at: Double)]>([:])
-
-    /// How long a transfer whose opens all timed out goes on without anyone waiting. An open
-    /// waits for the end of a body without a length, so a slow one (a generated file) fails
-    /// its first open while its download goes on, and an open again within this time finds it
-    /// done or nearer; an endless one (a radio station) is stopped, instead of downloading up
-    /// to half the cache's capacity for nobody.
-    static let abandonedTransferGrace: Double = 60
-
-    /// Fails opens past their deadline (`waitingOpens`); their answers are submitted to `pool`.
-    /// A URL left with no open waiting has its transfer without a length stopped
-    /// `abandonedTransferGrace` later, unless an open for it comes meanwhile (`OpenDeadlines`).
-    func expireOpens(now: Double) {
-        let (late, stop) = waitingOpens.withLock { opens in
-            // Under the same lock as the opens: an open registered meanwhile is seen here.
-            abandonedOpens.withLock { abandoned in
-                OpenDeadlines.tick(opens: &opens, abandoned: &abandoned, now: now, grace: Self.abandonedTransferGrace,
-                                   isAnswered: { $0.isAnswered },
-                                   key: { try? self.recentKeys.value(for: $0) { try self.configuration.keyRules.key(for: $0) } })
-            }
-        }
-        for (url, answer) in late {
-            // An open of a file the cache holds that timed out waiting on its check (an origin
-            // that accepts and never answers) gets the cached copy, as for an origin known to be
-            // down: it failed with EIO, because the transfer's own timeout (the same length)
-            // came a moment after the open's, and only then was the origin marked down.
-            if let info = cachedInfo(url: url), info.length != nil {
-                logger.warning("the origin did not answer the open's check in time; serving the cached copy",
-                               metadata: ["url": "\(DisplayURL.redacted(url))"])
-                pool.submit { answer.fire(.success(info)) }
-                continue
-            }
-            logger.warning("open timed out", metadata: ["url": "\(DisplayURL.redacted(url))"])
-            pool.submit { answer.fire(.failure(.timeout(url: url))) }
-        }
-        for url in stop { stopTransfersWithoutLength(url: url) }
-    }
-
-    /// Cancels the transfers of `url`'s entry while its length is unknown: no open was answered
-    /// (an open waits for the end of such a body), so no reader reads it and nobody waits.
-    func stopTransfersWithoutLength(url: String) {
-        guard let key = try? configuration.keyRules.key(for: url) else { return }
-        let ids: [Int] = shard(for: key).locked { entries in
-            guard let entry = entries[key], entry.info.length == nil else { return [] }
-            return Array(entry.inflight.fetches.keys)
-        }
-        let running = ids.compactMap { handles.existing($0) }
-        guard !running.isEmpty else { return }
-        logger.warning("stopped a download without a length that nobody waits for", metadata: [
-            "url": "\(DisplayURL.redacted(url))", "after": "\(Int(Self.abandonedTransferGrace))s without an open",
-        ])
-        running.forEach { $0.cancel() }
-    }
-
-    /// Fails reads that waited longer than `readTimeout`, and remembers them for a moment: the
-    /// kernel asks a failed read-ahead again at once, and that retry fails now instead of
-    /// waiting a second `readTimeout` (`EntryStateMachine.tick`). `now`: the injected clock's.
-    func expireWaiters(now: Double) {
-        for shard in shards {
-            let expired: [(done: Waiter.Completion, range: Range<Int64>, url: String)] = shard.locked { entries in
-                var out: [(done: Waiter.Completion, range: Range<Int64>, url: String)] = []
-                for e in entries.all where !e.waiters.isEmpty {
-                    for w in e.machine.tick(now: now) {
-                        e.unpin(slices(of: w.range), generation: w.generation)
-                        e.noteError("read \(w.range.lowerBound)-\(w.range.upperBound - 1) timed out")
-                        out.append((w.completion, w.range, e.info.url))
-                    }
-                }
-                return out
-            }
-            for (done, range, url) in expired {
-                logger.warning("read timed out", metadata: ["url": "\(url)", "range": "\(range.lowerBound)-\(range.upperBound - 1)"])
-                pool.submit { done(.failure(.timeout(url: url))) }
-            }
-        }
-    }
 }

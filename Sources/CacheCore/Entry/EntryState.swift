@@ -8,7 +8,9 @@ import Atomics
 /// `removed` once it left its shard: `cache rm`, a live playlist refresh, `clear`), the opens
 /// waiting for a probe and which transfers are probes are `machine`'s, and so is its reader side
 /// (`EntryReads`: the reads waiting, those that timed out lately, read-ahead not read yet, the
-/// read counts; `EntryState+Reads` keeps their old names): `EntryStateMachine` decides, the
+/// read counts; `EntryState+Reads` keeps their old names), and its version and bytes
+/// (`EntryContent`: info, coverage, pending bytes, transfers, slices, pins, errors; the fields
+/// below keep their old names, get-only): `EntryStateMachine` decides and records, the
 /// engine and `EntrySink` carry out. Work that ran without the lock (a transfer's
 /// write, a read from disk, an eviction) finds the entry again by its handle, which finds
 /// nothing once it was removed, and checks `isCurrent` for its generation before it records
@@ -19,30 +21,31 @@ import Atomics
 final class EntryState {
     typealias OpenCompletion = @Sendable (Result<EntryInfo, CacheError>) -> Void
 
-    /// Index row id; data file names use it. -1 until the first successful answer.
-    var id: Int64
+    /// The entry's state: its life, reads, version and bytes. Only its events change it; the
+    /// fields below read it, get-only, so nothing outside the machine writes one
+    /// (`scripts/entry-writes.sh` shows the rest: no file reaches into the machine's own fields).
     var machine: EntryStateMachine<OpenCompletion>
-    var info: EntryInfo
+
+    /// Index row id; data file names use it. -1 until the first successful answer.
+    var id: Int64 { machine.content.id }
+    var info: EntryInfo { machine.content.info }
     /// Bytes of `info.generation` that are on disk.
-    var coverage = RangeSet()
+    var coverage: RangeSet { machine.content.coverage }
     /// Bytes of `info.generation` that arrived and wait for the writer (never in `coverage`).
-    var pending = PendingBytes()
-    var inflight = InFlightTable()
+    var pending: PendingBytes { machine.content.pending }
+    var inflight: InFlightTable { machine.content.inflight }
     /// Bytes present per slice, and when each slice was last read or written (LRU).
-    var sliceBytes: [Int64: Int64] = [:]
-    var sliceAccess: [Int64: Double] = [:]
-    /// Slices of the current generation that must not be evicted now (a read or a write is using
-    /// them). Reset with each new generation: pins of an older one are released as no-ops.
-    private(set) var pins: [Int64: Int] = [:]
+    var sliceBytes: [Int64: Int64] { machine.content.sliceBytes }
+    var sliceAccess: [Int64: Double] { machine.content.sliceAccess }
     /// Slices whose rows an eviction is deleting right now: nothing is written into them until
     /// that commit is done, or the row delete would take the new extents too (the machine's
     /// marks: `EntryStateMachine+Eviction`).
     var evicting: Set<Int64> { machine.evicting }
-    var bytesFromOrigin: Int64 = 0
+    var bytesFromOrigin: Int64 { machine.content.bytesFromOrigin }
     /// The most a body without a length may bring before it fails, when an open asked for less
     /// than the engine's own limit (`EngineCore.unknownLengthLimit`): a directory listing is
     /// capped at 64 MiB, and an endless one is stopped there, not at half the cache's capacity.
-    var unknownLengthLimit: Int64?
+    var unknownLengthLimit: Int64? { machine.content.unknownLengthLimit }
     /// True for a directory listing's page: only listings open with a limit of their own
     /// (`unknownLengthLimit`, `CacheEngine.open`). A page that changed is a new version like any
     /// other, but not "a remote file changed": no notice, no `remoteChanges` (issue 38).
@@ -52,7 +55,7 @@ final class EntryState {
     var unverified: Set<Int64> { machine.unverified }
     /// Unchecked slices a job will check ahead of a reader (`slicesToVerifyAhead`): not queued twice.
     var verifyQueued: Set<Int64> { machine.verifyQueued }
-    var recentErrors: [String] = []
+    var recentErrors: [String] { machine.content.recentErrors }
 
     /// The key it is kept under (never changes) and its number, never reused: what names it
     /// outside the lock.
@@ -65,10 +68,7 @@ final class EntryState {
     init(id: Int64, info: EntryInfo, lastAccess: Double) {
         self.key = info.key
         self.serial = Self.serials.loadThenWrappingIncrement(ordering: .relaxed) + 1
-        self.id = id
-        self.info = info
-        self.machine = EntryStateMachine(persisted: id >= 0)
-        self.machine.reads.lastAccess = lastAccess
+        self.machine = EntryStateMachine(id: id, info: info, lastAccess: lastAccess)
     }
 
     /// Has an index row and is still in its shard.
@@ -76,67 +76,37 @@ final class EntryState {
 
     /// Still in its shard and at `generation`: what a step that ran without the lock checks
     /// before it records its result.
-    func isCurrent(_ generation: Int64) -> Bool { !machine.isRemoved && info.generation == generation }
+    func isCurrent(_ generation: Int64) -> Bool { machine.isCurrent(generation) }
 
     /// The entry left its shard: nothing may be added to it any more. Returns what the machine
     /// says the caller must do (fail the opens waiting, give its bytes back) the first time.
     /// Called by `EntryTable.remove` only (and tests of a lone entry): the two go together.
     @discardableResult
-    func markRemoved() -> EntryStateMachine<OpenCompletion>.RemoveAction {
-        let action = machine.removed()
-        pins = [:]
-        pending.removeAll()
-        return action
-    }
+    func markRemoved() -> EntryStateMachine<OpenCompletion>.RemoveAction { machine.removed() }
 
-    func pin(_ slices: ClosedRange<Int64>, generation: Int64) {
-        guard isCurrent(generation) else { return }
-        for s in slices { pins[s, default: 0] += 1 }
-    }
+    /// The machine's `slicesPinned`.
+    func pin(_ slices: ClosedRange<Int64>, generation: Int64) { machine.slicesPinned(slices, generation: generation) }
 
-    /// Releases a pin taken at `generation`; a no-op once the entry moved on (its pins were reset).
-    func unpin(_ slices: ClosedRange<Int64>, generation: Int64) {
-        guard isCurrent(generation) else { return }
-        for s in slices {
-            let n = (pins[s] ?? 1) - 1
-            pins[s] = n > 0 ? n : nil
-        }
-    }
+    /// The machine's `slicesUnpinned`: a no-op once the entry moved on (its pins were reset).
+    func unpin(_ slices: ClosedRange<Int64>, generation: Int64) { machine.slicesUnpinned(slices, generation: generation) }
 
-    func isPinned(_ slice: Int64) -> Bool { (pins[slice] ?? 0) > 0 }
-
-
-    /// A new generation starts with no pins: every pin taken before belongs to the old one.
-    func resetPins() { pins = [:] }
+    func isPinned(_ slice: Int64) -> Bool { (machine.content.pins[slice] ?? 0) > 0 }
 
     /// Keeps `message` among the recent errors, stamped with `time` (the engine's clock; the
     /// machine's where a caller has none at hand).
-    func noteError(_ message: String, at time: Date = EngineClock.system.wall()) {
-        recentErrors.append("\(ISO8601DateFormatter().string(from: time)) \(message)")
-        if recentErrors.count > 10 { recentErrors.removeFirst(recentErrors.count - 10) }
-    }
+    func noteError(_ message: String, at time: Date = EngineClock.system.wall()) { machine.errorNoted(message, at: time) }
 
     /// The row the index holds for this entry, or will once its queued write lands: the last one
     /// handed to it (or loaded from it). `saveRow` skips a row equal to it, so a stop (which saves
     /// every entry) writes only the entries that changed, not the whole cache.
-    var savedRow: CacheIndex.EntryRow?
+    var savedRow: CacheIndex.EntryRow? { machine.content.savedRow }
 
     /// Hands the entry's row to `index` (written behind) unless the index has it already.
     func saveRow(to index: CacheIndex) {
-        let now = row()
-        guard now != savedRow else { return }
-        index.updateEntry(now)
-        savedRow = now
+        if let row = machine.rowToSave() { index.updateEntry(row) }
     }
 
-    func row() -> CacheIndex.EntryRow {
-        CacheIndex.EntryRow(id: id, key: info.key.string, url: info.url, finalURL: info.finalURL, length: info.length,
-                            contentType: info.contentType, etag: info.etag, lastModified: info.lastModified,
-                            acceptsRanges: info.acceptsRanges, generation: info.generation,
-                            validatedAt: info.validatedAt.timeIntervalSince1970, lastAccess: lastAccess, hits: hits,
-                            misses: misses, bytesFromCache: bytesFromCache, bytesFromOrigin: bytesFromOrigin,
-                            lastError: recentErrors.last)
-    }
+    func row() -> CacheIndex.EntryRow { machine.row() }
 }
 
 /// A read waiting for bytes to land. A class, so a transfer can fill it in place: bytes that

@@ -8,11 +8,13 @@
 /// probes, and how many whole bodies in a row the origin sent to ranged requests. Each event
 /// returns what the engine must do; the machine changes nothing else itself.
 ///
-/// *What it does not own.* The entry's `EntryInfo` (validators, length, generation), its bytes,
-/// its waiting reads and its in-flight table stay in `EntryState`. Where a decision needs one
-/// of their facts the caller passes it in (`differs`, `lengthKnown`, `wholeBodyRunning`,
-/// `current`): the in-flight table is the one truth about which transfers run (the read path
-/// starts whole-body transfers too), so the machine asks rather than keeps a copy.
+/// It also holds the rest of the entry: its reader side (`reads`: `EntryStateMachine+Read`) and
+/// its version and bytes (`content`: `EntryInfo`, coverage, pending bytes, the in-flight table,
+/// slices, pins, errors; `EntryStateMachine+Content`). Nothing outside the machine's files
+/// writes them: `EntryState` reads them get-only, and `scripts/entry-writes.sh` shows that no
+/// other file reaches into `content`, `reads` or `state`. Some events' rules still take facts
+/// as parameters (`differs`, `lengthKnown`, `current`, the in-flight table), so that their
+/// tables can test them alone; the engine's calls pass the machine's own.
 ///
 /// *Who calls it, under which lock.* It is `EntryState.machine`, guarded like all of
 /// `EntryState` by the entry's shard lock: `EngineCore.open` (`openRequested`), `EntrySink`
@@ -26,6 +28,15 @@
 /// `removed` (the arrival side's rules: `EntryStateMachine+Arrival`). A reader closing is not one:
 /// it changes the reads waiting and the interest in transfers, which `InFlightTable` decides. What
 /// a head means for the version and the body is `HeadDecision`'s table, which only this machine uses.
+///
+/// *Content.* What happens to the version and its bytes is recorded by its own events
+/// (`EntryStateMachine+Content`): `loaded`, `sliceLoaded` (the start), `lengthLimitAsked`,
+/// `probeStarted`, `headAdopted`, `indexed`, `versionConfirmed`, `bodyDecided`,
+/// `generationStarted` (a new version: what to give back and cancel), `validationForgotten`,
+/// `lengthLearned`, the transfer steps (`transferStarted`, `transferAdvanced`, `transferRebased`,
+/// `transferEnded`, `readAheadArrived`, `pendingAdded`, `pendingWritten`, `recordWritten`),
+/// the slices' (`sliceDropped`, `slicesTouched`, `slicesPinned`, `slicesUnpinned`),
+/// `wholeFileRead`, `readStatsTaken`, `rowToSave`, `errorNoted` and `stopped`.
 ///
 /// *Marks.* It also keeps the entry's eviction marks (`evictionOffered`, `evictionCommitted`:
 /// `EntryStateMachine+Eviction`) and verify marks (`loadedUnchecked`, `verifyAheadRequested`,
@@ -41,8 +52,10 @@
 ///   arriving and written, a transfer's end.
 /// - `EntryStateMachine+Read/+Waiters/+Tick.swift`: reads asked, waiting, woken, timed out.
 /// - `EntryStateMachine+Eviction/+Verify.swift`: which offered slice may leave; unchecked slices.
-/// - `EntryState.swift`: all the engine holds on one entry, under its shard lock;
-///   `EntryState+Reads.swift` keeps the old names of the reader side.
+/// - `EntryStateMachine+Content.swift`: the version and its bytes (`EntryContent`) and the
+///   events that record what happens to them.
+/// - `EntryState.swift`: the entry under its shard lock (its machine, key and handle), with the
+///   machine's facts by their old names, get-only; `EntryState+Reads.swift` those of the reader side.
 /// - `HeadDecision.swift`: the table of what a response head means (version, body).
 /// - `InFlightTable.swift`: the entry's fetches and who still wants them.
 /// - `PendingBytes.swift`: bytes arrived and not yet written, readable meanwhile.
@@ -87,13 +100,26 @@ struct EntryStateMachine<Open> {
     /// The reader side: reads waiting, reads that timed out lately, read-ahead not read yet, the
     /// read counts (`EntryStateMachine+Read`).
     var reads = EntryReads()
+    /// The version and its bytes: row id, info, coverage, pending bytes, transfers, slices, pins,
+    /// errors (`EntryStateMachine+Content`).
+    var content: EntryContent
 
     /// An entry read from the index starts `live`; one made for a new URL starts `probing`.
-    init(persisted: Bool) {
+    init(persisted: Bool, content: EntryContent = EntryContent()) {
         state = persisted ? .live(Facts()) : .probing(Facts())
+        self.content = content
     }
 
-    init(state: State) { self.state = state }
+    /// An entry of index row `id` (-1: none yet, `probing`), at `info`, last read at `lastAccess`.
+    init(id: Int64, info: EntryInfo, lastAccess: Double) {
+        self.init(persisted: id >= 0, content: EntryContent(id: id, info: info))
+        reads.lastAccess = lastAccess
+    }
+
+    init(state: State, content: EntryContent = EntryContent()) {
+        self.state = state
+        self.content = content
+    }
 
     var isLive: Bool { if case .live = state { true } else { false } }
     var isProbing: Bool { if case .probing = state { true } else { false } }
@@ -187,8 +213,10 @@ struct EntryStateMachine<Open> {
         case none
     }
 
-    /// The entry leaves its shard.
+    /// The entry leaves its shard: it holds no pins and no pending bytes from now on.
     mutating func removed() -> RemoveAction {
+        content.pins = [:]
+        content.pending.removeAll()
         switch state {
         case .removed:
             return .none

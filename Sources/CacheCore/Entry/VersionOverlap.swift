@@ -115,7 +115,7 @@ extension EngineCore {
                                     contentType: info.contentType, etag: info.etag, lastModified: info.lastModified,
                                     acceptsRanges: info.acceptsRanges)
             let cancels = startNewGeneration(entry, head: head, keeping: fetchID)
-            entry.info.validatedAt = .distantPast   // what the origin now has is asked at the next open
+            entry.machine.validationForgotten()   // what the origin now has is asked at the next open
             entry.saveRow(to: index)
             return (cancels, replanWaiters(entry, failed: nil))
         }

@@ -49,11 +49,7 @@ extension EngineCore {
             guard unverifiedSlices(e, in: 0..<length).isEmpty else { return nil }
             let all = slices(of: 0..<length)
             e.pin(all, generation: generation)
-            e.hits += 1
-            e.bytesFromCache += length
-            e.lastAccess = now
-            e.readStatsDirty = true
-            e.readsByDoor.add(reader.door)
+            e.machine.wholeFileRead(length, door: reader.door, now: now)
             touch(e, 0..<length, now)
             return (e.handle, e.id, all)
         }

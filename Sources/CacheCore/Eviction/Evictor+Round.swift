@@ -22,9 +22,7 @@ extension Evictor {
                     bytes: e.sliceBytes[c.slice], access: e.sliceAccess[c.slice] ?? e.lastAccess, pinned: e.isPinned(c.slice),
                     userPinned: userPins.overlaps(c.key, store.sliceRange(c.slice)), wanted: stillWanted(e))
                 guard e.machine.evictionOffered(.init(slice: c.slice, access: c.access), now: now) == .take else { return nil }
-                let n = e.coverage.remove(store.sliceRange(c.slice))
-                e.sliceBytes[c.slice] = nil
-                e.sliceAccess[c.slice] = nil
+                let n = e.machine.sliceDropped(c.slice, range: store.sliceRange(c.slice))
                 addBytes(-n)
                 return EvictedSlice(id: .init(entryID: e.id, generation: e.info.generation, slice: c.slice),
                                     entry: e.handle, shard: shard, bytes: n)

@@ -41,7 +41,7 @@ extension EntrySink {
             // Removed: its pending bytes went with it.
             guard let entry = entries[self.entry] else { return }
             let action = entry.machine.writeCompleted(current: entry.isCurrent(generation))
-            for c in chunks { entry.pending.remove(c) }
+            entry.machine.pendingWritten(chunks)
             guard action == .record else { return }
             // Bytes the disk refused leave the queue for nowhere: reads that took them as queued
             // (the retained share had no room for them) hold them now, past the cap.
@@ -51,8 +51,7 @@ extension EntrySink {
                 }
             }
             entry.unpin(slices, generation: generation)
-            core.addBytes(Machine.recordWritten(written, sliceSize: core.store.sliceSize, now: now, coverage: &entry.coverage,
-                                                sliceBytes: &entry.sliceBytes, sliceAccess: &entry.sliceAccess))
+            core.addBytes(entry.machine.recordWritten(written, sliceSize: core.store.sliceSize, now: now))
         }
         // Their room in the queued share comes back now, whoever else still holds their memory
         // (reads, answers): what reads hold never keeps a transfer paused (see `MemoryBudget`).

@@ -207,16 +207,15 @@ final class EntrySink: FetchSink {
             // The entry becomes real now, never for an error. Its row is written behind; the
             // id is all data file names need.
             core.adopt(head, into: entry)
-            entry.id = core.index.newEntryID()
+            entry.machine.indexed(id: core.index.newEntryID())
             entry.saveRow(to: core.index)
         case .newVersionRefetch:
             // Ask again for the wanted bytes of the new version, with its validator.
             after.cancels = core.startNewGeneration(entry, head: head, keeping: fetchID)
-            entry.inflight.finish(fetchID)
+            entry.machine.transferEnded(fetchID)
             after.launches = core.replanWaiters(entry, failed: nil)
             if let reprobeID {
-                entry.inflight.start(id: reprobeID, generation: entry.info.generation, start: 0, end: nil, reader: nil, pinned: true,
-                                     priority: .waiting, now: now.timeIntervalSince1970)
+                entry.machine.probeStarted(reprobeID, end: nil, now: now.timeIntervalSince1970)
                 after.reprobe = reprobeID
             }
         case .newVersionFromStart:
@@ -224,10 +223,10 @@ final class EntrySink: FetchSink {
             let wasPinned = entry.inflight.fetches[fetchID]?.pinned ?? false
             after.cancels = core.startNewGeneration(entry, head: head, keeping: fetchID)
             t.generation = entry.info.generation
-            entry.inflight.rebase(fetchID, cursor: 0, end: originalEnd, generation: t.generation, pinned: wasPinned)
+            entry.machine.transferRebased(fetchID, cursor: 0, end: originalEnd, generation: t.generation, pinned: wasPinned)
             after.launches = core.replanWaiters(entry, failed: nil)
         case .confirm:
-            entry.info = Machine.confirmed(entry.info, by: head, at: now)
+            entry.machine.versionConfirmed(by: head, at: now)
             entry.saveRow(to: core.index)
         }
         switch decision.body {
@@ -244,9 +243,9 @@ final class EntrySink: FetchSink {
             }
             t.position = 0
             t.deliver = 0..<Int64.max   // all of it is kept; the overlaps are still compared as they pass
-            entry.inflight.rebase(fetchID, cursor: 0, end: nil, generation: t.generation, pinned: true)
+            entry.machine.transferRebased(fetchID, cursor: 0, end: nil, generation: t.generation, pinned: true)
         }
-        entry.info = Machine.info(entry.info, after: decision.body)
+        entry.machine.bodyDecided(decision.body)
         if t.generation != generation {
             // A new version by its head: nothing held of it to compare, and all it brings is its.
             t.checks = []
@@ -470,20 +469,20 @@ final class EntrySink: FetchSink {
         var ahead: Int64 = 0
         let waiting = WaitingRanges(entry.waiters, generation: generation)
         for gap in Machine.newBytes(in: range, coverage: entry.coverage, pending: entry.pending.ranges) {
-            ahead += Machine.markReadAhead(gap, Machine.readAhead(in: gap, waiting: waiting), in: &entry.unreadAhead)
+            ahead += entry.machine.readAheadArrived(gap, waiting: waiting)
             for piece in Machine.chunks(of: gap, sliceSize: core.store.sliceSize) {
                 let chunk = PendingBytes.Chunk(range: piece, storage: storage, offset: at + Int(piece.lowerBound - range.lowerBound))
-                entry.pending.add(chunk)
+                entry.machine.pendingAdded(chunk)
                 queued.append(chunk)
             }
         }
         for w in entry.waiters where w.generation == generation && w.range.overlaps(range) {
             w.fill(range, in: storage, at: at)
         }
-        entry.bytesFromOrigin += range.length
         if ahead > 0 { core.metrics.readAheadBytes.add(ahead) }
         let answers = core.wakeWaiters(entry, shard: shard, now: now, inline: true)
-        return .taken(entry.inflight.advance(fetchID, to: range.upperBound, now: now), queued: queued, answers: answers)
+        let progress = entry.machine.transferAdvanced(fetchID, past: range, now: now)
+        return .taken(progress, queued: queued, answers: answers)
     }
 
     func fetchDidFinish(_ error: FetchError?) {
@@ -514,7 +513,7 @@ final class EntrySink: FetchSink {
             _ = core.handles.remove(fetchID)
             // Removed: its fetches went with it, and its machine would say `.none`.
             guard let entry = entries[self.entry] else { return [] }
-            let fetch = entry.inflight.finish(fetchID)
+            let fetch = entry.machine.transferEnded(fetchID)
             let action = entry.machine.transferFinished(
                 fetch: fetchID, current: entry.info.generation == generation,
                 reachedEOF: error == nil && failure == nil && fetch?.end == nil,
@@ -528,7 +527,7 @@ final class EntrySink: FetchSink {
             case let .settle(learnLength, answer, removeIfUnused):
                 if learnLength {
                     // The origin sent no length: the end of the body is the end of the file.
-                    entry.info.length = position
+                    entry.machine.lengthLearned(position)
                     entry.saveRow(to: core.index)
                 }
                 core.answer(answer, entry: entry, url: url)

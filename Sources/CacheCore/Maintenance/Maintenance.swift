@@ -150,8 +150,7 @@ final class Maintenance: Sendable {
             let rows: [CacheIndex.EntryRow] = shard.locked { entries in
                 var out: [CacheIndex.EntryRow] = []
                 for e in entries.all where e.readStatsDirty {
-                    e.readStatsDirty = false
-                    if e.isPersisted { out.append(e.row()) }
+                    if e.machine.readStatsTaken(), e.isPersisted { out.append(e.row()) }
                 }
                 return out
             }

@@ -65,7 +65,7 @@ extension EngineCore {
             let facts = readFacts(entry)
             let uptime = uptime
             let action = reader.progress.withLock { p in
-                entry.machine.readRequested(request, facts: facts, inflight: &entry.inflight, progress: &p, now: now, uptime: uptime,
+                entry.machine.readRequested(request, facts: facts, progress: &p, now: now, uptime: uptime,
                                             readAheadRule: { p, request, present, othersWant in
                                                 updateReadAhead(&p, readerClass: reader.readerClass, request: request,
                                                                 cached: present, running: othersWant, now: uptime)
@@ -259,7 +259,7 @@ extension EngineCore {
     }
 
     func touch(_ entry: EntryState, _ range: Range<Int64>, _ now: Double) {
-        for s in slices(of: range) { entry.sliceAccess[s] = now }
+        entry.machine.slicesTouched(slices(of: range), now: now)
     }
 
     /// Reads bytes that the index says are on disk. A missing or short data file is reported as
@@ -286,10 +286,7 @@ extension EngineCore {
         shard.locked { entries in
             guard let entry = entries[entry], entry.info.generation == generation else { return }
             for s in slices(of: range) {
-                let r = store.sliceRange(s)
-                let removed = entry.coverage.remove(r)
-                entry.sliceBytes[s] = nil
-                addBytes(-removed)
+                addBytes(-entry.machine.sliceDropped(s, range: store.sliceRange(s)))
             }
         }
     }
@@ -349,7 +346,7 @@ extension EngineCore {
     /// them). Under the shard lock, so that the fetcher hears the changes in the order they were
     /// made (the handle only queues them for its loop).
     func reprioritize(_ entry: EntryState) {
-        pass(entry.machine.prioritized(&entry.inflight, uptime: uptime))
+        pass(entry.machine.prioritized(uptime: uptime))
     }
 
     /// Seconds since boot: how long reads waited, whatever clock the engine reads dates from.
@@ -374,7 +371,7 @@ extension EngineCore {
                        endedShort: Bool = false) -> [Launch] {
         failStaleWaiters(entry)
         let action = entry.machine.waitersReplanned(waiterFacts(entry), failedRange: failed?.range, endedShort: endedShort,
-                                                    inflight: &entry.inflight, now: configuration.clock().timeIntervalSince1970,
+                                                    now: configuration.clock().timeIntervalSince1970,
                                                     uptime: uptime, makeFetchID: makeID)
         for (w, why) in action.failed {
             entry.unpin(slices(of: w.range), generation: w.generation)
@@ -400,7 +397,7 @@ extension EngineCore {
             if let file, entry.isCurrent(reader.entry.generation) {
                 overflow = idleFiles.give(file, of: entry.handle, generation: reader.entry.generation)
             }
-            let (mine, orphaned, priorities) = entry.machine.readerClosed(reader.id, inflight: &entry.inflight, uptime: uptime)
+            let (mine, orphaned, priorities) = entry.machine.readerClosed(reader.id, uptime: uptime)
             for w in mine { entry.unpin(slices(of: w.range), generation: w.generation) }
             pass(priorities)
             // Orphaned fetches stop at their next chunk (advance says .stop); cancel them now too.
