@@ -78,7 +78,8 @@ final class WebDAVMountTests: XCTestCase {
         FileManager.default.createFile(atPath: dav.root + "/media/Shows/new.mp4", contents: Data([1, 2, 3]))
         let pid = try XCTUnwrap(h.daemonPID())
         kill(pid, SIGHUP)
-        h.waitUntil("new.mp4 shows after SIGHUP") { (try? POSIX.list(h.path("Shows")))?.contains("new.mp4") == true }
+        h.waitForLog("SIGHUP: re-read")  // logged once every listing is read again and applied
+        XCTAssertTrue(try POSIX.list(h.path("Shows")).contains("new.mp4"), h.log)
         XCTAssertEqual(try POSIX.readAll(h.path("Shows/new.mp4")), [1, 2, 3])
     }
 
@@ -130,7 +131,7 @@ final class WebDAVMountTests: XCTestCase {
         XCTAssertEqual(try POSIX.readAll(h.path("café.txt")), files["media/café.txt"])
         let pid = try XCTUnwrap(h.daemonPID())
         XCTAssertEqual(try h.run(h.binary, ["unmount", h.mountpoint]).status, 0)
-        h.waitUntil("the daemon ends") { !h.isAlive(pid) }
+        h.waitForExit(pid, "the daemon ends")
 
         dav.stop()
         let again = try h.mount(["--index", dav.url("/media/")])
