@@ -11,8 +11,21 @@ public enum FileEvents {
     /// still does not after `timeout`, which bounds a hang and is never a measurement. A folder
     /// that does not exist yet (a cache folder the daemon makes) is watched from its parent
     /// until it appears.
-    public static func wait(in directory: String, timeout: TimeInterval = 30, until condition: () -> Bool) -> Bool {
+    /// - Parameter process: also stop waiting once it ends (a server that failed to start): the
+    ///   answer is then what `condition` says.
+    @discardableResult
+    public static func wait(in directory: String, orExitOf process: pid_t? = nil, timeout: TimeInterval = 30,
+                            until condition: () -> Bool) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
+        var exit: Int32 = -1
+        if let process {
+            switch ProcessExit.descriptor(process) {
+            case .ended: return condition()
+            case let .open(fd): exit = fd
+            case .unavailable: break
+            }
+        }
+        defer { if exit >= 0 { close(exit) } }
         let fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
         guard fd >= 0 else { return eventually(timeout: timeout, condition) }
         defer { close(fd) }
@@ -25,7 +38,8 @@ public enum FileEvents {
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
         // Watches first, then the look: a change in between is still reported.
         while !condition() {
-            guard FileDescriptorWait.poll(fd, events: Int16(POLLIN), until: deadline) else { return condition() }
+            guard let ready = FileDescriptorWait.poll([fd, exit], events: Int16(POLLIN), until: deadline),
+                  !ready.contains(exit) else { return condition() }
             while buffer.withUnsafeMutableBytes({ read(fd, $0.baseAddress, $0.count) }) > 0 {}
             if !watching { watching = inotify_add_watch(fd, directory, mask) >= 0 }
         }

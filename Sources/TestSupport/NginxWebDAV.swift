@@ -48,9 +48,14 @@ public final class NginxWebDAV: @unchecked Sendable {
             process.arguments = ["-p", directory.path, "-c", conf, "-e", directory.appending("error.log")]
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
+            let pidFile = directory.appending("nginx.pid")
+            unlink(pidFile)   // a try killed before left its own
             try process.run()
-            // Up when the port answers; gone (a port taken meanwhile) means another try.
-            eventually(timeout: 10) { !process.isRunning || Self.accepts(port: port) }
+            // Up once it has written its pid file, which nginx does after it bound and listens on
+            // its port; gone (a port taken meanwhile) means another try.
+            FileEvents.wait(in: directory.path, orExitOf: process.processIdentifier, timeout: 10) {
+                FileManager.default.fileExists(atPath: pidFile)
+            }
             if process.isRunning, Self.accepts(port: port) {
                 self.port = port
                 self.process = process

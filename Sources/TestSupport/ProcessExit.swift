@@ -12,14 +12,32 @@ public enum ProcessExit {
     /// it still runs after `timeout`, which bounds a hang and is never a measurement. A child
     /// is not reaped here: `Subprocess`-style callers reap it with waitpid afterwards.
     public static func wait(_ pid: pid_t, timeout: TimeInterval) -> Bool {
-        guard let open = pidfdOpen else {
+        switch descriptor(pid) {
+        case .ended: return true
+        case .unavailable:
             // No pidfd_open in this libc (glibc < 2.36): the one fallback that looks again.
             return eventually(timeout: timeout) { kill(pid, 0) != 0 || isZombie(pid) }
+        case let .open(fd):
+            defer { close(fd) }
+            return FileDescriptorWait.poll(fd, events: Int16(POLLIN), timeout: timeout)
         }
+    }
+
+    public enum Descriptor {
+        /// A pidfd, readable once the process ends; the caller closes it.
+        case open(Int32)
+        /// Gone already (and reaped).
+        case ended
+        /// No pidfd_open here.
+        case unavailable
+    }
+
+    /// A pidfd for `pid` (pidfd_open(2)), to poll with other descriptors.
+    public static func descriptor(_ pid: pid_t) -> Descriptor {
+        guard let open = pidfdOpen else { return .unavailable }
         let fd = open(pid, 0)
-        guard fd >= 0 else { return errno == ESRCH }  // ESRCH: already gone and reaped
-        defer { close(fd) }
-        return FileDescriptorWait.poll(fd, events: Int16(POLLIN), timeout: timeout)
+        if fd >= 0 { return .open(fd) }
+        return errno == ESRCH ? .ended : .unavailable
     }
 
     /// Whether `pid` has ended but is not reaped (state Z in /proc/PID/stat).
@@ -43,13 +61,19 @@ public enum FileDescriptorWait {
     }
 
     public static func poll(_ fd: Int32, events: Int16, until deadline: Date) -> Bool {
+        poll([fd], events: events, until: deadline) != nil
+    }
+
+    /// The descriptors among `fds` (negative ones are skipped) that report one of `events` (or
+    /// an error or hangup), nil at the deadline.
+    public static func poll(_ fds: [Int32], events: Int16, until deadline: Date) -> [Int32]? {
+        var entries = fds.map { pollfd(fd: $0, events: events, revents: 0) }
         while true {
             let left = deadline.timeIntervalSinceNow
-            guard left > 0 else { return false }
-            var entry = pollfd(fd: fd, events: events, revents: 0)
-            let r = Glibc.poll(&entry, 1, Int32(min(left * 1000, Double(Int32.max)).rounded(.up)))
-            if r > 0 { return true }
-            if r < 0 && errno != EINTR { return false }
+            guard left > 0 else { return nil }
+            let r = Glibc.poll(&entries, nfds_t(entries.count), Int32(min(left * 1000, Double(Int32.max)).rounded(.up)))
+            if r > 0 { return entries.filter { $0.fd >= 0 && $0.revents != 0 }.map(\.fd) }
+            if r < 0 && errno != EINTR { return nil }
         }
     }
 }
