@@ -81,6 +81,16 @@ public final class NginxWebDAV: @unchecked Sendable {
         }
     }
 
+    /// The requests served so far, once `condition` holds of them. nginx logs a request once its
+    /// answer is sent, which can be after the client has it: inotify on its folder says when it
+    /// writes the log (`FileEvents`); `timeout` only bounds a hang. The requests as they stand
+    /// then (the caller asserts on them).
+    @discardableResult
+    public func requests(timeout: TimeInterval = 20, once condition: ([Request]) -> Bool) -> [Request] {
+        FileEvents.wait(in: directory.path, timeout: timeout) { condition(requests) }
+        return requests
+    }
+
     public func stop() {
         if process.isRunning {
             kill(process.processIdentifier, SIGTERM)
