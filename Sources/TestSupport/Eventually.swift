@@ -1,13 +1,15 @@
 import Foundation
 
-/// Waits until `condition` holds, for at most `timeout` seconds; false if it never did.
+/// Waits until `condition` holds, for at most `timeout` seconds, by looking again and again;
+/// false if it never did.
 ///
-/// The one way tests wait for a state change they cannot be told about: another process (a
-/// daemon, nginx, the kernel's mount table), a background refresh, a socket's close. Where the
-/// code under test can say "done" (a completion, a semaphore, a continuation), tests wait on that
-/// instead. The condition is checked at once, then after pauses that start at a millisecond and
-/// grow to 20 ms, so a condition that holds soon costs little and one that takes long does not
-/// spin. The timeout is a bound on a hang, never a measurement: nothing asserts how long it took.
+/// Only for a state nothing can tell a waiter about: the kernel's TCP counters of acknowledged
+/// bytes (`OriginServerWireTests`), and the fallbacks of the event waits on a system without
+/// pidfd_open, inotify or /proc (`ProcessExit`, `FileEvents`, `MountTableEvents`). Everything
+/// else waits on an event: a completion, a semaphore, a condition the code under test signals
+/// (`OriginServer.wait`, `RecordedLog.wait`), or what the kernel reports about another process.
+/// The condition is checked at once, then after pauses that start at a millisecond and grow to
+/// 20 ms. The timeout is a bound on a hang, never a measurement: nothing asserts how long it took.
 @discardableResult
 public func eventually(timeout: TimeInterval = 30, _ condition: () throws -> Bool) rethrows -> Bool {
     let deadline = Date().addingTimeInterval(timeout)

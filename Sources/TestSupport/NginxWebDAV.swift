@@ -48,9 +48,14 @@ public final class NginxWebDAV: @unchecked Sendable {
             process.arguments = ["-p", directory.path, "-c", conf, "-e", directory.appending("error.log")]
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
+            let pidFile = directory.appending("nginx.pid")
+            unlink(pidFile)   // a try killed before left its own
             try process.run()
-            // Up when the port answers; gone (a port taken meanwhile) means another try.
-            eventually(timeout: 10) { !process.isRunning || Self.accepts(port: port) }
+            // Up once it has written its pid file, which nginx does after it bound and listens on
+            // its port; gone (a port taken meanwhile) means another try.
+            FileEvents.wait(in: directory.path, orExitOf: process.processIdentifier, timeout: 10) {
+                FileManager.default.fileExists(atPath: pidFile)
+            }
             if process.isRunning, Self.accepts(port: port) {
                 self.port = port
                 self.process = process
@@ -74,6 +79,16 @@ public final class NginxWebDAV: @unchecked Sendable {
             guard f.count == 4, let status = Int(f[3]) else { return nil }
             return Request(method: f[0], uri: f[1], range: f[2] == "-" ? nil : f[2], status: status)
         }
+    }
+
+    /// The requests served so far, once `condition` holds of them. nginx logs a request once its
+    /// answer is sent, which can be after the client has it: inotify on its folder says when it
+    /// writes the log (`FileEvents`); `timeout` only bounds a hang. The requests as they stand
+    /// then (the caller asserts on them).
+    @discardableResult
+    public func requests(timeout: TimeInterval = 20, once condition: ([Request]) -> Bool) -> [Request] {
+        FileEvents.wait(in: directory.path, timeout: timeout) { condition(requests) }
+        return requests
     }
 
     public func stop() {

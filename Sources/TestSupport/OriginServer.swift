@@ -156,6 +156,19 @@ public final class OriginServer: @unchecked Sendable {
         state.requests.filter { $0.path == path || $0.pathWithoutQuery == path }.count
     }
 
+    /// True once `condition` holds, looking again each time this origin logs a request, answers
+    /// one, hands a connection body bytes, or opens or closes a connection: the origin says when
+    /// something changed, so a test waits on that, not on the clock. False if it still does not
+    /// hold after `timeout`, which bounds a hang and is never a measurement.
+    public func wait(timeout: TimeInterval = 30, until condition: () -> Bool) -> Bool {
+        state.wait(timeout: timeout, until: condition)
+    }
+
+    /// True once `count` requests for `path` (as `requestCount` matches it) have arrived.
+    public func waitForRequests(path: String, count: Int = 1, timeout: TimeInterval = 30) -> Bool {
+        wait(timeout: timeout) { requestCount(path: path) >= count }
+    }
+
     /// Closes the listener and every connection. Idempotent. Do not call from an event loop.
     public func stop() {
         stopLock.lock()
@@ -191,7 +204,10 @@ final class OriginState: @unchecked Sendable {
         var etagsRotated = 0
     }
 
-    private let lock = NSLock()
+    /// A condition, not a plain lock: each change a test may wait for (a request logged, body
+    /// bytes handed out, a connection opened or closed) bumps `changes` and wakes `wait(until:)`.
+    private let lock = NSCondition()
+    private var changes = 0  // guarded by lock
     private var resources: [String: OriginResource] = [:]  // guarded by lock
     private var faults: [String: FaultState] = [:]  // guarded by lock
     private var log: [RequestRecord] = []  // guarded by lock
@@ -215,13 +231,40 @@ final class OriginState: @unchecked Sendable {
     let wire = WireLedger()
     private var accepted = 0, open = 0, peak = 0  // guarded by lock
     /// Returns the connection's number (1, 2, ...), as `RequestRecord.connection` gives it.
-    func connectionAccepted() -> Int { lock.withLock { accepted += 1; open += 1; peak = max(peak, open); return accepted } }
-    func connectionClosed() { lock.withLock { open -= 1 } }
+    func connectionAccepted() -> Int { lock.withLock { accepted += 1; open += 1; peak = max(peak, open); changed(); return accepted } }
+    func connectionClosed() { lock.withLock { open -= 1; changed() } }
+
+    /// Caller holds the lock.
+    private func changed() {
+        changes &+= 1
+        lock.broadcast()
+    }
+
+    /// True once `condition` holds, looking again after each change the origin makes; false if
+    /// it still does not after `timeout` (a bound on a hang, never a measurement). `condition`
+    /// runs without the lock, so it may read the origin's counters.
+    func wait(timeout: TimeInterval, until condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        var seen = lock.withLock { changes }
+        while !condition() {
+            lock.lock()
+            while changes == seen {
+                guard lock.wait(until: deadline) else {
+                    lock.unlock()
+                    return condition()
+                }
+            }
+            seen = changes
+            lock.unlock()
+        }
+        return true
+    }
     var connections: (accepted: Int, peak: Int, open: Int) { lock.withLock { (accepted, peak, open) } }
     func resetLog() {
         lock.withLock {
             logBase += log.count
             log.removeAll()
+            changed()
         }
         wire.reset()
     }
@@ -234,6 +277,7 @@ final class OriginState: @unchecked Sendable {
                                      range: ResponsePlanner.header("range", in: headers.lowercasedNames),
                                      ifRange: ResponsePlanner.header("if-range", in: headers.lowercasedNames),
                                      status: 0, bodyBytes: 0, headers: headers, connection: connection))
+            changed()
             let f = faultKey(uri).map { self.faults[$0]!.faults } ?? Faults()
             return (id, f.silent, f.delayBeforeHeaders)
         }
@@ -266,6 +310,7 @@ final class OriginState: @unchecked Sendable {
             }
             let index = id - logBase
             if index >= 0 && index < log.count { log[index].status = plan.status }
+            changed()
             return plan
         }
     }
@@ -274,6 +319,7 @@ final class OriginState: @unchecked Sendable {
         lock.withLock {
             let index = id - logBase
             if index >= 0 && index < log.count { log[index].bodyBytes += n }
+            changed()
         }
     }
 

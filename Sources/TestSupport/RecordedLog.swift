@@ -2,9 +2,11 @@ import Foundation
 import Logging
 
 /// Every log line a test's logger receives, rendered as "level message key=value ..." with its
-/// metadata sorted, for tests that pin what is logged.
+/// metadata sorted, for tests that pin what is logged, and for tests that wait until the code
+/// says it did something (`wait(for:)`): a log line is the event.
 public final class RecordedLog: @unchecked Sendable {   // the lines are guarded by `lock`
-    private let lock = NSLock()
+    /// A condition, not a plain lock: each line appended wakes `wait(for:)` and `wait(until:)`.
+    private let lock = NSCondition()
     private var _lines: [String] = []
 
     public init() {}
@@ -12,6 +14,40 @@ public final class RecordedLog: @unchecked Sendable {   // the lines are guarded
     public var lines: [String] { lock.withLock { _lines } }
 
     public var logger: Logger { Logger(label: "recorded") { _ in Handler(sink: self) } }
+
+    /// True once a line containing `text` has been logged (before or during the wait), false if
+    /// none is after `timeout`, which bounds a hang and is never a measurement.
+    @discardableResult
+    public func wait(for text: String, timeout: TimeInterval = 30) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        lock.lock()
+        defer { lock.unlock() }
+        while !_lines.contains(where: { $0.contains(text) }) {
+            guard lock.wait(until: deadline) else { return _lines.contains { $0.contains(text) } }
+        }
+        return true
+    }
+
+    /// True once `condition` holds, looked at again after each line logged; false if it still
+    /// does not after `timeout` (a bound on a hang, never a measurement). `condition` runs
+    /// without this log's lock, so it may take the locks of the code that logs.
+    @discardableResult
+    public func wait(timeout: TimeInterval = 30, until condition: () throws -> Bool) rethrows -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        var seen = lock.withLock { _lines.count }
+        while try !condition() {
+            lock.lock()
+            while _lines.count == seen {
+                guard lock.wait(until: deadline) else {
+                    lock.unlock()
+                    return try condition()
+                }
+            }
+            seen = _lines.count
+            lock.unlock()
+        }
+        return true
+    }
 
     struct Handler: LogHandler {
         let sink: RecordedLog
@@ -24,7 +60,10 @@ public final class RecordedLog: @unchecked Sendable {   // the lines are guarded
         func log(event: LogEvent) {
             let all = metadata.merging(event.metadata ?? [:]) { $1 }
             let line = "\(event.level) \(event.message) \(all.map { "\($0)=\($1)" }.sorted().joined(separator: " "))"
-            sink.lock.withLock { sink._lines.append(line) }
+            sink.lock.withLock {
+                sink._lines.append(line)
+                sink.lock.broadcast()
+            }
         }
     }
 }

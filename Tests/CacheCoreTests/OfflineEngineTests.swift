@@ -38,8 +38,13 @@ final class OfflineEngineTests: XCTestCase {
         }
     }
 
-    private func waitUntil(_ what: String, _ condition: () -> Bool) {
-        if !eventually(timeout: 20, condition) { XCTFail("timed out waiting for: \(what)") }
+    /// Waits for the engine to say the origin is back (its "origin reachable again" notice,
+    /// logged once the health table has it up). The probe behind it fires on the origin-health
+    /// timer, which runs on the machine's clock; the wait is for the engine's word, and
+    /// `timeout` only bounds a hang.
+    private func waitForOriginBack(_ log: RecordedLog, _ cache: CacheEngine, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertTrue(log.wait(for: "origin reachable again", timeout: 20), "no probe found the origin back", file: file, line: line)
+        XCTAssertTrue(cache.originsDown.isEmpty, "\(cache.originsDown)", file: file, line: line)
     }
 
     func testWhileTheOriginIsDownCachedBytesAreServedAndTheRestFailsAtOnce() async throws {
@@ -48,14 +53,16 @@ final class OfflineEngineTests: XCTestCase {
         source.inner.set(url, .init(bytes: data, etag: "\"f\""))
         source.inner.set(other, .init(bytes: otherData, etag: "\"o\""))
         // --revalidate-after 0s: every open would ask the origin.
+        let log = RecordedLog()
         let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0, sliceSize: 1 << 20,
                                                                       revalidateAfter: 0, readTimeout: 10),
-                                    source: source)
+                                    source: source, logger: log.logger)
         defer { cache.shutdown() }
         let info = try await cache.open(url: url)
         let first = try await cache.makeReader(for: info, end: 1 << 20).read(offset: 0, length: 1 << 20)
         XCTAssertEqual(first, Array(data[0..<(1 << 20)]))
-        waitUntil("the first MiB is on disk") { cache.status(url: url)?.cachedBytes ?? 0 >= 1 << 20 }
+        cache.core.writes.waitIdle()   // the writer lane has stored what the read brought
+        XCTAssertGreaterThanOrEqual(cache.status(url: url)?.cachedBytes ?? 0, 1 << 20, "the first MiB is on disk")
 
         source.setAway(true)
         do {
@@ -93,7 +100,7 @@ final class OfflineEngineTests: XCTestCase {
         XCTAssertEqual(doc.cache.hitRatio, 1.0 / 4.0, "one hit among a miss, a failed open and a failed read")
 
         source.setAway(false)
-        waitUntil("a probe finds the origin back") { cache.originsDown.isEmpty }
+        waitForOriginBack(log, cache)
         let late = try await reader.read(offset: 1_500_000, length: 1000)
         XCTAssertEqual(late, Array(data[1_500_000..<1_501_000]))
         let otherInfo = try await cache.open(url: other)
@@ -120,14 +127,15 @@ final class OfflineEngineTests: XCTestCase {
         }
         let source = StallingSource(stalls: hang)
         source.inner.set(url, .init(bytes: randomBytes(1000, seed: 6), etag: "\"f\""))
+        let log = RecordedLog()
         let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0, readTimeout: 10),
-                                    source: source)
+                                    source: source, logger: log.logger)
         defer { cache.shutdown() }
         _ = try await cache.open(url: url)
         await XCTAssertThrowsErrorAsync(try await cache.open(url: hang))
         XCTAssertEqual(cache.originsDown.count, 1, "a stall counts as the origin away")
         let asked = source.requests.count
-        waitUntil("the probe's answer") { cache.originsDown.isEmpty }
+        waitForOriginBack(log, cache)
         let probes = source.requests.dropFirst(asked)
         XCTAssertEqual(probes.map(\.url), [url], "one probe, of the URL that was answered")
     }
@@ -135,14 +143,15 @@ final class OfflineEngineTests: XCTestCase {
     func testAnyAnswerBringsItBackAndItSaysSoOnce() async throws {
         let source = AwaySource()
         source.inner.set(url, .init(bytes: randomBytes(1000, seed: 5), etag: "\"f\""))
+        let log = RecordedLog()
         let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0, readTimeout: 10),
-                                    source: source)
+                                    source: source, logger: log.logger)
         defer { cache.shutdown() }
         source.setAway(true)
         await XCTAssertThrowsErrorAsync(try await cache.open(url: url))
         XCTAssertEqual(cache.originsDown.count, 1)
         source.setAway(false)
-        waitUntil("the probe's answer") { cache.originsDown.isEmpty }
+        waitForOriginBack(log, cache)
         let back = try await cache.open(url: url)
         XCTAssertEqual(back.length, 1000)
         XCTAssertEqual(cache.statusDocument(version: "t", showDirectory: false).originsDown, [])

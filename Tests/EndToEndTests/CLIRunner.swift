@@ -33,9 +33,11 @@ struct CLIRunner: Sendable {
         defer { try? FileManager.default.removeItem(atPath: out); try? FileManager.default.removeItem(atPath: err) }
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: err))
+        // Foundation says when the child ended (it reaps it); the minute only bounds a hang.
+        let ended = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in ended.signal() }
         try process.run()
-        eventually(timeout: 60) { !process.isRunning }
-        if process.isRunning {
+        if ended.wait(timeout: .now() + 60) == .timedOut {
             process.terminate()
             process.waitUntilExit()
             XCTFail("httpcachefs \(args.joined(separator: " ")) did not finish within a minute")

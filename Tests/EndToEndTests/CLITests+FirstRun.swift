@@ -39,11 +39,7 @@ extension CLITests {
         let cacheA = temp.appending("cache-a")
         let daemon = try startInBackground(["proxy", "--proxy-port", "0", "--cache-dir", cacheA])
         defer { daemon.terminate(); daemon.waitUntilExit() }
-        var port = 0
-        try waitUntil("the proxy wrote its proxy.json") {
-            port = Self.runtimePort(cacheA) ?? 0
-            return port != 0
-        }
+        let port = try waitForRuntimeFile(cacheA)
 
         let found = try run(["url", url, "--cache-dir", cacheA], cacheDirectory: nil)
         XCTAssertEqual(found.status, 0, found.stderr)
@@ -64,7 +60,7 @@ extension CLITests {
         origin.setFaults("/slow.bin", Faults(bytesPerSecond: 64 << 10))
         let holder = try startInBackground(["cat", origin.url("/slow.bin"), "--cache-dir", cacheB])
         defer { holder.terminate(); holder.waitUntilExit() }
-        try waitUntil("the holder reached the origin") { self.origin.requestCount(path: "/slow.bin") > 0 }
+        try waitForOriginRequest("/slow.bin", "the holder reached the origin")
         let held = try run(["url", url, "--cache-dir", cacheB], cacheDirectory: nil)
         XCTAssertEqual(held.status, 1)
         XCTAssertEqual(held.stdout, [])
@@ -103,8 +99,7 @@ extension CLITests {
     func testCacheClearSendsTheControlKeyOnlyToTheDaemonsOwnPort() throws {
         let daemon = try start(["proxy", "--proxy-port", "0"])
         defer { daemon.terminate(); daemon.waitUntilExit() }
-        var port: Int?
-        try waitUntil("the proxy wrote its proxy.json") { port = Self.runtimePort(cacheDir); return port != nil }
+        let port: Int? = try waitForRuntimeFile(cacheDir)
         let path = cacheDir + "/proxy.json"
         var object = try XCTUnwrap(try JSONSerialization.jsonObject(with: try XCTUnwrap(FileManager.default.contents(atPath: path))) as? [String: Any])
         XCTAssertEqual(object["port"] as? Int, port)
@@ -216,7 +211,7 @@ extension CLITests {
         try serve.run()
         defer { serve.terminate(); serve.waitUntilExit() }
         var lines: [String] = []
-        try waitUntil("serve printed its URLs") {
+        try waitForFiles(in: temp.path, "serve printed its URLs") {
             lines = ((try? String(contentsOfFile: stdout, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
             return lines.last?.hasPrefix("listing: ") ?? false
         }
@@ -253,8 +248,7 @@ extension CLITests {
         }
         let holder = try start(["proxy", "--proxy-port", "0"])   // holds a port, in this test's cache
         defer { holder.terminate(); holder.waitUntilExit() }
-        var port: Int?
-        try waitUntil("the proxy wrote its proxy.json") { port = Self.runtimePort(cacheDir); return port != nil }
+        let port: Int? = try waitForRuntimeFile(cacheDir)
         let mountpoint = temp.appending("try-mnt")
         try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
         let script = Self.repository.appendingPathComponent("mount-helpers/try-it.sh").path

@@ -51,7 +51,7 @@ extension CLITests {
         let daemon = try startInBackground(["proxy", "--proxy-port", "0", "--cache-dir", cache, "--tier", tier,
                                             "--log-file", cache + ".log"] + extra)
         addTeardownBlock { daemon.terminate(); daemon.waitUntilExit() }
-        try waitUntil("host \(name)'s proxy wrote its proxy.json") { Self.runtimePort(cache) != nil }
+        try waitForRuntimeFile(cache, "host \(name)'s proxy wrote its proxy.json")
         return cache
     }
 
@@ -116,7 +116,7 @@ extension CLITests {
         }
         // nginx logs a request once its answer is sent, which can be after our read has it.
         func lines() -> [Substring] { node.accessLog.split(separator: "\n").filter { $0.contains("range=\"bytes=") } }
-        try waitUntil("the node logged every read") { lines().count >= starts.count }
+        try waitForFiles(in: node.directory, "the node logged every read") { lines().count >= starts.count }
         let lines = lines()
         XCTAssertEqual(lines.count, starts.count, node.accessLog)
         let connections = Set(lines.compactMap { $0.split(separator: " ").first { $0.hasPrefix("conn=") } })
@@ -142,7 +142,7 @@ extension CLITests {
                 results.mutate { $0[i] = r }
             }
         }
-        try waitUntil("node a served a slice") { a.accessLog.contains(" 206 ") }
+        try waitForFiles(in: a.directory, "node a served a slice") { a.accessLog.contains(" 206 ") }
         try stopTierNode(a)
         XCTAssertEqual(group.wait(timeout: .now() + 120), .success, "the reads finished")
         for i in 0..<2 {

@@ -122,7 +122,7 @@ final class CLITests: XCTestCase {
         origin.setFaults("/slow.bin", Faults(bytesPerSecond: 64 << 10))
         let holder = try start(["cat", origin.url("/slow.bin")])
         defer { holder.terminate(); holder.waitUntilExit() }
-        try waitUntil("the first process reached the origin") { self.origin.requestCount(path: "/slow.bin") > 0 }
+        try waitForOriginRequest("/slow.bin", "the first process reached the origin")
         // No daemon proxy to go through: writers are refused with the holder's name...
         for command in [["cache", "clear"], ["cat", origin.url("/slow.bin")]] {
             let r = try run(command)
@@ -492,8 +492,33 @@ final class CLITests: XCTestCase {
     /// Starts `httpcachefs args...` in the background (output discarded).
     func start(_ args: [String]) throws -> Process { try runner.start(args) }
 
-    func waitUntil(_ what: String, _ condition: () -> Bool) throws {
-        guard eventually(timeout: 30, condition) else {
+    // The waits below sleep until what they wait for tells them; the 30 s only bounds a hang
+    // (a failure), never a timing a test asserts.
+
+    /// Waits until the proxy holding `cache` has written its runtime file (`proxy.json`, written
+    /// once it listens): inotify on the cache folder says when (`FileEvents`). Its port.
+    @discardableResult
+    func waitForRuntimeFile(_ cache: String, _ what: String = "the proxy wrote its proxy.json") throws -> Int {
+        var port: Int?
+        guard FileEvents.wait(in: cache, timeout: 30, until: { port = Self.runtimePort(cache); return port != nil }), let port else {
+            XCTFail("gave up waiting after 30s: \(what)")
+            throw CocoaError(.userCancelled)
+        }
+        return port
+    }
+
+    /// Waits until `condition` over the files in `folder` holds, looking again at each change
+    /// inotify reports there (`FileEvents`): a program's output, a server's access log.
+    func waitForFiles(in folder: String, _ what: String, _ condition: () -> Bool) throws {
+        guard FileEvents.wait(in: folder, timeout: 30, until: condition) else {
+            XCTFail("gave up waiting after 30s: \(what)")
+            throw CocoaError(.userCancelled)
+        }
+    }
+
+    /// Waits until the in-test origin has been asked for `path` (it tells each request it logs).
+    func waitForOriginRequest(_ path: String, _ what: String) throws {
+        guard origin.waitForRequests(path: path, timeout: 30) else {
             XCTFail("gave up waiting after 30s: \(what)")
             throw CocoaError(.userCancelled)
         }

@@ -165,8 +165,7 @@ extension CLITests {
                                "--header", "X-Api-Key: key-1", "--header", "Authorization: Bearer bearer-1",
                                "--credential-host", "127.0.0.1:\(origin.port)"])
         defer { proxy.terminate(); proxy.waitUntilExit() }
-        var port: Int?
-        try waitUntil("the proxy wrote its proxy.json") { port = Self.runtimePort(cacheDir); return port != nil }
+        let port: Int? = try waitForRuntimeFile(cacheDir)
         let target = canary.url("/steal").addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
         _ = try? RawHTTP.request(port: try XCTUnwrap(port), path: "/?url=" + target)
         for request in canary.requests {
@@ -181,9 +180,10 @@ extension CLITests {
                                "--header=X-Tenant: tenant-secret"])
         defer { proxy.terminate(); proxy.waitUntilExit() }
         let cmdline = { String(decoding: FileManager.default.contents(atPath: "/proc/\(proxy.processIdentifier)/cmdline") ?? Data(), as: UTF8.self) }
-        // Masked in argument order: once the header's value is gone, so is the token. (Until the
-        // child has exec'd, its command line is empty: wait for the masked one, not for an absence.)
-        try waitUntil("the proxy masks its arguments") { cmdline().contains("--header") && !cmdline().contains("bearer-secret") }
+        // The proxy masks its arguments first thing, before it opens the cache: once it has
+        // written its runtime file, its command line is the masked one.
+        try waitForRuntimeFile(cacheDir)
+        XCTAssertTrue(cmdline().contains("--header") && !cmdline().contains("bearer-secret"), cmdline())
         XCTAssertFalse(cmdline().contains("tok-secret"), cmdline())
         XCTAssertTrue(cmdline().contains("--token\u{0}**********\u{0}"), cmdline())
         XCTAssertTrue(cmdline().contains("Authorization: ********************"), cmdline())

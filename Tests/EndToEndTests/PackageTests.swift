@@ -92,10 +92,13 @@ final class PackageTests: XCTestCase {
         let processes = try plain(["/bin/ps", "-eo", "args"]).stdout
         XCTAssertEqual(daemon.status, 0, "the daemon is not the packaged binary: \(processes)")
 
+        let daemonPID = try XCTUnwrap(daemon.stdout.split(separator: "\n").first.flatMap { pid_t($0) }, daemon.stdout)
+
         let umount = try plain(["/bin/umount", mountpoint])
         XCTAssertEqual(umount.status, 0, umount.stderr)
-        try waitUntil("the mount is gone") { !Self.isMounted(mountpoint) }
-        try waitUntil("the daemon exits") { (try? self.plain(["/usr/bin/pgrep", "-f", "^/usr/bin/httpcachefs mount .*\(mountpoint)( |$)"]))?.status == 1 }
+        // The kernel says when the mount table changes and when the daemon ends.
+        XCTAssertTrue(MountTableEvents.wait { !Self.isMounted(mountpoint) }, "the mount is gone")
+        XCTAssertTrue(ProcessExit.wait(daemonPID, timeout: 30), "the daemon exits")
 
         let remove = try ExternalTool.run("/usr/bin/dpkg", ["-r", "httpcachefs"], timeout: 300)
         XCTAssertEqual(remove.status, 0, remove.stderr)
@@ -164,12 +167,5 @@ final class PackageTests: XCTestCase {
     static func isMounted(_ path: String) -> Bool {
         let table = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
         return table.split(separator: "\n").contains { $0.split(separator: " ").dropFirst(4).first.map(String.init) == path }
-    }
-
-    func waitUntil(_ what: String, _ condition: () -> Bool) throws {
-        guard eventually(timeout: 30, condition) else {
-            XCTFail("gave up waiting after 30s: \(what)")
-            throw CocoaError(.userCancelled)
-        }
     }
 }

@@ -10,8 +10,7 @@ extension CLITests {
         origin.setGeneratedFile("/a.bin", length: 1 << 20, seed: 5)
         let daemon = try start(["proxy", "--proxy-port", "0"])
         defer { daemon.terminate(); daemon.waitUntilExit() }
-        let runtimeFile = cacheDir + "/proxy.json"
-        try waitUntil("the proxy wrote its runtime file") { FileManager.default.fileExists(atPath: runtimeFile) }
+        try waitForRuntimeFile(cacheDir)
         // Through the daemon's proxy: the bytes land in its cache.
         XCTAssertEqual(try run(["cat", origin.url("/a.bin"), "--range", "0-65535"]).status, 0)
 
@@ -43,7 +42,7 @@ extension CLITests {
         origin.setGeneratedFile("/live.bin", length: 100_000, seed: 9)
         let daemon = try start(["proxy", "--proxy-port", "0"])
         defer { daemon.terminate(); daemon.waitUntilExit() }
-        try waitUntil("the proxy wrote its runtime file") { FileManager.default.fileExists(atPath: cacheDir + "/proxy.json") }
+        try waitForRuntimeFile(cacheDir)
         XCTAssertEqual(try run(["cat", origin.url("/live.bin")]).status, 0)
         XCTAssertEqual(try run(["cat", origin.url("/live.bin")]).status, 0)   // every byte a hit now
 
@@ -69,19 +68,20 @@ extension CLITests {
         origin.setGeneratedFile("/trickle.bin", length: 2_000_000, seed: 10)
         let daemon = try start(["proxy", "--proxy-port", "0"])
         defer { daemon.terminate(); daemon.waitUntilExit() }
-        try waitUntil("the proxy wrote its runtime file") { FileManager.default.fileExists(atPath: cacheDir + "/proxy.json") }
+        try waitForRuntimeFile(cacheDir)
         XCTAssertEqual(try run(["cat", origin.url("/trickle.bin"), "--range", "0-0"]).status, 0)   // the length is known (and 256 KiB cached)
         origin.setFaults("/trickle.bin", Faults(bytesPerSecond: 1))
+        let asked = origin.requestCount(path: "/trickle.bin")
         let reader = try start(["cat", origin.url("/trickle.bin"), "--range", "1000000-1000999"])
         defer { reader.terminate(); reader.waitUntilExit() }
+        // The origin tells when the daemon's fetch reached it; the daemon lists a fetch from
+        // before it starts it.
+        XCTAssertTrue(origin.waitForRequests(path: "/trickle.bin", count: asked + 1), "the daemon's fetch reached the origin")
 
         // `status` lists every daemon on the machine: this test reads its own daemon's part.
-        var text = ""
-        try waitUntil("status shows the fetch") {
-            let all = (try? run(["status"], cacheDirectory: nil).text) ?? ""
-            text = all.components(separatedBy: "\n\n").first { $0.hasPrefix("pid \(daemon.processIdentifier):") } ?? ""
-            return text.contains(origin.url("/trickle.bin"))
-        }
+        let all = try run(["status"], cacheDirectory: nil).text
+        let text = all.components(separatedBy: "\n\n").first { $0.hasPrefix("pid \(daemon.processIdentifier):") } ?? ""
+        XCTAssertTrue(text.contains(origin.url("/trickle.bin")), all)
         XCTAssertTrue(text.contains("fetching:  1 transfer"), text)
         XCTAssertFalse(text.contains("1 transfers"), text)
         XCTAssertTrue(text.contains(" 1000000-1000999 "), text)
@@ -98,7 +98,7 @@ extension CLITests {
         XCTAssertEqual(try run(["preload"] + urls).status, 0)
         let daemon = try start(["proxy", "--proxy-port", "0"])
         defer { daemon.terminate(); daemon.waitUntilExit() }
-        try waitUntil("the proxy wrote its runtime file") { FileManager.default.fileExists(atPath: cacheDir + "/proxy.json") }
+        try waitForRuntimeFile(cacheDir)
 
         let json = try run(["status", "--json"], cacheDirectory: nil)
         XCTAssertEqual(json.status, 0, json.stderr)

@@ -115,10 +115,10 @@ struct UnprivilegedUser {
         let rc = posix_spawn(&pid, program, &actions, nil, argv, envp)
         guard rc == 0 else { throw Failure("cannot start \(program): \(String(cString: strerror(rc)))") }
         var status: Int32 = 0, code: Int32?
-        eventually(timeout: timeout) {
-            if waitpid(pid, &status, WNOHANG) == pid { code = status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f) }
-            return code != nil
-        }
+        _ = ProcessExit.wait(pid, timeout: timeout)   // sleeps until the kernel says it ended
+        var r: pid_t
+        repeat { r = waitpid(pid, &status, WNOHANG) } while r < 0 && errno == EINTR
+        if r == pid { code = status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f) }
         if code == nil {
             kill(pid, SIGKILL)
             _ = waitpid(pid, &status, 0)

@@ -129,7 +129,7 @@ final class UnprivilegedUserTests: XCTestCase {
         XCTAssertEqual(unmount.status, 0, "unmount: \(unmount.stderr)")
         XCTAssertFalse(isMounted(mountpoint))
         if let pid {
-            XCTAssertTrue(eventually(timeout: 30) { kill(pid, 0) != 0 || self.isZombie(pid) }, "the daemon \(pid) outlived its mount")
+            XCTAssertTrue(ProcessExit.wait(pid, timeout: 30), "the daemon \(pid) outlived its mount")
         }
     }
 
@@ -183,7 +183,8 @@ final class UnprivilegedUserTests: XCTestCase {
 
         // A second daemon: commands name both and ask.
         _ = try user.start(["proxy", "--proxy-port", "0", "--cache-dir", user.home + "/second"])
-        XCTAssertTrue(eventually(timeout: 30) { FileManager.default.fileExists(atPath: self.user.home + "/second/proxy.json") })
+        XCTAssertTrue(FileEvents.wait(in: user.home + "/second") { FileManager.default.fileExists(atPath: self.user.home + "/second/proxy.json") },
+                      "the second proxy wrote its proxy.json")
         let which = try user.httpcachefs(["url", origin.url("/lib/movie.bin")])
         XCTAssertEqual(which.status, 64, which.stderr)
         XCTAssertTrue(which.stderr.contains("2 httpcachefs daemons of yours are running"), which.stderr)
@@ -276,9 +277,5 @@ final class UnprivilegedUserTests: XCTestCase {
                   let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { return nil }
             return data.split(separator: 0).contains { String(decoding: $0, as: UTF8.self).contains(text) } ? pid : nil
         }
-    }
-
-    func isZombie(_ pid: pid_t) -> Bool {
-        (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))?.contains(") Z ") ?? true
     }
 }

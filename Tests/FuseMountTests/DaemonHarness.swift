@@ -81,10 +81,34 @@ final class DaemonHarness {
         kill(pid, 0) == 0 && !((try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))?.contains(") Z ") ?? true)
     }
 
-    /// Polls `condition` (a state change in another process) for at most `timeout`.
-    func waitUntil(_ what: String, timeout: TimeInterval = 30, file: StaticString = #filePath, line: UInt = #line,
-                   _ condition: () -> Bool) {
-        if !eventually(timeout: timeout, condition) { XCTFail("timed out waiting for: \(what)", file: file, line: line) }
+    // The waits below sleep until the kernel reports the event they wait for; `timeout` only
+    // bounds a hang (a failure), never a timing the test asserts.
+
+    /// Waits for `pid` to end (`ProcessExit`: its pidfd turns readable when it exits).
+    func waitForExit(_ pid: pid_t, _ what: String, timeout: TimeInterval = 30, file: StaticString = #filePath, line: UInt = #line) {
+        if !ProcessExit.wait(pid, timeout: timeout) { XCTFail("timed out waiting for: \(what)", file: file, line: line) }
+    }
+
+    /// Waits until the mount table shows `condition` (`MountTableEvents`: the kernel reports
+    /// each mount and unmount).
+    func waitForMountTable(_ what: String, timeout: TimeInterval = 30, file: StaticString = #filePath, line: UInt = #line,
+                           _ condition: () -> Bool) {
+        if !MountTableEvents.wait(timeout: timeout, until: condition) { XCTFail("timed out waiting for: \(what)", file: file, line: line) }
+    }
+
+    /// Waits until the daemon's log holds `text` `occurrences` times or more: the daemon says
+    /// what it did, and inotify on the log's folder says when it wrote (`FileEvents`).
+    func waitForLog(_ text: String, occurrences: Int = 1, timeout: TimeInterval = 30, file: StaticString = #filePath, line: UInt = #line) {
+        if !FileEvents.wait(in: directory.path, timeout: timeout, until: { log.components(separatedBy: text).count - 1 >= occurrences }) {
+            XCTFail("timed out waiting for the log to say: \(text)\n\(log)", file: file, line: line)
+        }
+    }
+
+    /// Waits until `condition` over the files in `folder` holds, looking again at each change
+    /// inotify reports there (`FileEvents`): a runtime file written, a command's output.
+    func waitForFiles(in folder: String, _ what: String, timeout: TimeInterval = 30, file: StaticString = #filePath, line: UInt = #line,
+                      _ condition: () -> Bool) {
+        if !FileEvents.wait(in: folder, timeout: timeout, until: condition) { XCTFail("timed out waiting for: \(what)", file: file, line: line) }
     }
 
     var log: String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
@@ -124,15 +148,16 @@ enum Subprocess {
         return pid
     }
 
-    /// The exit status (128 + signal if killed), or nil if still running after `timeout`.
+    /// The exit status (128 + signal if killed), or nil if still running after `timeout` (0:
+    /// whether it has ended now). Sleeps until the child ends (`ProcessExit`), then reaps it.
     static func wait(_ pid: pid_t, timeout: TimeInterval) -> Int32? {
-        var status: Int32 = 0, code: Int32?
-        eventually(timeout: timeout) {
+        if timeout > 0 { _ = ProcessExit.wait(pid, timeout: timeout) }
+        var status: Int32 = 0
+        while true {
             let r = waitpid(pid, &status, WNOHANG)
-            if r == pid { code = status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f) }
-            if r < 0 && errno != EINTR { code = -1 }
-            return code != nil
+            if r == pid { return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f) }
+            if r < 0 && errno == EINTR { continue }
+            return r < 0 ? -1 : nil
         }
-        return code
     }
 }

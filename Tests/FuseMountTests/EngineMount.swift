@@ -19,7 +19,8 @@ final class EngineMount: Sendable {
          cache: (inout CacheConfiguration) -> Void = { _ in },
          options: MountOptions = MountOptions(readDeadline: nil),
          fetcher: FetcherConfiguration = FetcherConfiguration(lowSpeedTime: 2, maxRetries: 1, retryBaseDelay: 0.05),
-         setup: (OriginServer) -> Void = { _ in }) throws {
+         setup: (OriginServer) -> Void = { _ in },
+         engineLog: RecordedLog? = nil) throws {
         try requireFuse()
         var logger = Logger(label: "fuse-engine-test")
         logger.logLevel = ProcessInfo.processInfo.environment["FUSE_TEST_LOG"] != nil ? .debug : .critical
@@ -29,7 +30,8 @@ final class EngineMount: Sendable {
         var config = CacheConfiguration(directory: cacheDirectory.path, freeSpaceFloor: 0, sliceSize: 1 << 20)
         cache(&config)
         source = CurlRangeSource(configuration: fetcher, logger: logger)
-        engine = try CacheEngine(configuration: config, source: source, logger: logger)
+        // `engineLog`: the engine's lines recorded, for a test that waits until the engine says.
+        engine = try CacheEngine(configuration: config, source: source, logger: engineLog?.logger ?? logger)
         var opts = options
         opts.revalidateAfter = config.revalidateAfter
         mount = try InProcessMount(backend: EngineBackend(engine: engine), tree: try tree(origin), options: opts,

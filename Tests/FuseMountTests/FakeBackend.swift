@@ -4,7 +4,8 @@ import TestSupport
 @testable import FuseMount
 
 /// An in-memory cache stand-in: files by URL, with generations, scripted errors and silence.
-/// Completions run on a background queue, like the engine's.
+/// Completions run on a background queue, like the engine's. A test waits for the backend to be
+/// asked (`wait(until:)`), never on the clock.
 final class FakeBackend: MountBackend, @unchecked Sendable {
     struct File {
         var bytes: [UInt8]
@@ -13,7 +14,9 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
         var finalURL: String?
     }
 
-    private let lock = NSLock()
+    /// A condition, not a plain lock: each open asked for wakes `wait(until:)`.
+    private let lock = NSCondition()
+    private var opensAsked = 0                       // guarded by lock
     private var files: [String: File] = [:]          // guarded by lock
     private var errors: [String: CacheError] = [:]   // guarded by lock
     private var silent: Set<String> = []             // guarded by lock
@@ -49,6 +52,28 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
     /// Opens of `url` wait until `releaseHeld()` (a refresh the test lets finish when it chooses).
     func setHeld(_ url: String) { lock.withLock { _ = held.insert(url) } }
     var heldCount: Int { lock.withLock { heldOpens.count } }
+
+    /// True once `condition` holds, looked at again each time the backend is asked to open a
+    /// URL; false if it still does not after `timeout` (a bound on a hang, never a measurement).
+    /// `condition` runs without the lock.
+    @discardableResult
+    func wait(timeout: TimeInterval = 20, until condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        var seen = lock.withLock { opensAsked }
+        while !condition() {
+            lock.lock()
+            while opensAsked == seen {
+                guard lock.wait(until: deadline) else {
+                    lock.unlock()
+                    return condition()
+                }
+            }
+            seen = opensAsked
+            lock.unlock()
+        }
+        return true
+    }
+
     func releaseHeld() {
         let opens: [() -> Void] = lock.withLock {
             held = []
@@ -80,6 +105,8 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
     func open(url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let outcome: Result<EntryInfo, CacheError>? = lock.withLock {
             openLog.append(url)
+            opensAsked += 1
+            lock.broadcast()
             if silent.contains(url) { return nil }
             if held.contains(url) {
                 heldOpens.append { [self] in

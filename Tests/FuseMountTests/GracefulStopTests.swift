@@ -35,7 +35,7 @@ final class GracefulStopTests: XCTestCase {
         XCTAssertTrue(try POSIX.pread(fd, offset: 0, count: 1 << 20) == expected(0, 1 << 20))
 
         kill(pid, SIGTERM)
-        h.waitUntil("the mountpoint is detached") { !Mountpoint.isMounted(h.mountpoint) }
+        h.waitForMountTable("the mountpoint is detached") { !Mountpoint.isMounted(h.mountpoint) }
         XCTAssertEqual(POSIX.errnoOf { _ = try POSIX.open(h.path("film.mkv")) }, ENOENT, "nothing new opens: the directory underneath shows")
         XCTAssertTrue(h.isAlive(pid), "the daemon serves the open file (the stop timeout is an hour)")
 
@@ -45,7 +45,7 @@ final class GracefulStopTests: XCTestCase {
 
         close(fd)
         closed = true
-        h.waitUntil("the daemon exits once the last open file is closed") { !h.isAlive(pid) }
+        h.waitForExit(pid, "the daemon exits once the last open file is closed")
         XCTAssertTrue(h.log.contains("serving 1 open file until closed"), h.log)
         XCTAssertTrue(h.log.contains("unmounted \(h.mountpoint)"), h.log)
     }
@@ -58,7 +58,7 @@ final class GracefulStopTests: XCTestCase {
         XCTAssertTrue(try POSIX.pread(fd, offset: 0, count: 4096) == expected(0, 4096))
 
         kill(pid, SIGTERM)
-        h.waitUntil("the daemon exits at the stop timeout, the file still open") { !h.isAlive(pid) }
+        h.waitForExit(pid, "the daemon exits at the stop timeout, the file still open")
         XCTAssertTrue(h.log.contains("stop timeout (0.10s) passed with 1 file still open"), h.log)
         let after = POSIX.errnoOf { _ = try POSIX.pread(fd, offset: 2 << 20, count: 65536) }
         XCTAssertTrue([ENOTCONN, ECONNABORTED].contains(after ?? 0), "a read after the end fails: \(String(describing: after))")
@@ -70,9 +70,9 @@ final class GracefulStopTests: XCTestCase {
         let fd = try POSIX.open(h.path("film.mkv"))
         defer { close(fd) }
         kill(pid, SIGTERM)
-        h.waitUntil("the mountpoint is detached") { !Mountpoint.isMounted(h.mountpoint) }
+        h.waitForMountTable("the mountpoint is detached") { !Mountpoint.isMounted(h.mountpoint) }
         kill(pid, SIGINT)
-        h.waitUntil("the daemon exits on the second signal") { !h.isAlive(pid) }
+        h.waitForExit(pid, "the daemon exits on the second signal")
         XCTAssertTrue(h.log.contains("again: ending the session now"), h.log)
     }
 }

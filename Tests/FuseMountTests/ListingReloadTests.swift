@@ -26,7 +26,7 @@ final class ListingReloadTests: XCTestCase {
         // Never listed: this lookup waits for the old listing, which the origin holds.
         let answered = DispatchSemaphore(value: 0)
         c.core.lookup(parent: InodeTable.rootIno, name: "a.bin") { _ in answered.signal() }
-        eventually(timeout: 20) { backend.heldCount > 0 }
+        backend.wait { backend.heldCount > 0 }
         XCTAssertEqual(backend.heldCount, 1, "the old listing's fetch is under way")
 
         c.core.reload(spec: try tree(new))

@@ -63,7 +63,7 @@ final class MountCheckTests: XCTestCase {
         XCTAssertEqual(try POSIX.readAll(h.path("b.txt")), Array("bee\n".utf8))
         let pid = try XCTUnwrap(h.daemonPID())
         kill(pid, SIGTERM)
-        h.waitUntil("the first daemon exits") { !h.isAlive(pid) }
+        h.waitForExit(pid, "the first daemon exits")
 
         h.origin.stop()
         let r = try h.mount([url, "--revalidate-after", "0s"])
@@ -82,7 +82,7 @@ final class MountCheckTests: XCTestCase {
         XCTAssertEqual(try POSIX.readAll(h.path("lib/notes.txt")), Array("notes\n".utf8))
         let pid = try XCTUnwrap(h.daemonPID())
         kill(pid, SIGTERM)
-        h.waitUntil("the first daemon exits") { !h.isAlive(pid) }
+        h.waitForExit(pid, "the first daemon exits")
 
         h.origin.stop()
         let r = try h.mount(["--index", index, "--revalidate-after", "0s"])

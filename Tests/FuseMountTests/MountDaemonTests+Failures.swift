@@ -16,7 +16,7 @@ extension MountDaemonTests {
             kill(holder, SIGTERM)
             _ = Subprocess.wait(holder, timeout: 30)
         }
-        h.waitUntil("the proxy holds the cache") { FileManager.default.fileExists(atPath: h.cacheDirectory + "/proxy.json") }
+        h.waitForFiles(in: h.cacheDirectory, "the proxy holds the cache") { FileManager.default.fileExists(atPath: h.cacheDirectory + "/proxy.json") }
         let second = try secondMountpoint()
         defer { unmountQuietly(second) }
         // No --log-file: the default log, under $XDG_STATE_HOME, named after the mountpoint.

@@ -23,7 +23,7 @@ extension LibraryRefreshTests {
         XCTAssertEqual(out.status, 0, out.stderr)
         // The command runs on its own after the refresh answered: the harness waits for its file.
         let expected = Set(["b.txt", "sub/s1.txt", "sub/s22.txt"].map { h.path($0) })
-        h.waitUntil("the on-change command wrote its paths") {
+        h.waitForFiles(in: (heard as NSString).deletingLastPathComponent, "the on-change command wrote its paths") {
             Set(((try? String(contentsOfFile: heard, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)) == expected
         }
 

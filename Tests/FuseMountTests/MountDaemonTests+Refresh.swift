@@ -70,8 +70,9 @@ final class LibraryRefreshTests: XCTestCase {
         list("/lib/", ["a.txt", "b.txt", "sub/"])
         list("/lib/sub/", ["s1.txt", "s2.txt"])
         kill(pid, SIGHUP)
-        h.waitUntil("b.txt shows after SIGHUP") { (try? POSIX.list(h.mountpoint)) == ["a.txt", "b.txt", "sub"] }
-        h.waitUntil("s2.txt shows after SIGHUP") { (try? POSIX.list(h.path("sub"))) == ["s1.txt", "s2.txt"] }
+        // The daemon logs the refresh once every listing is read again and applied.
+        h.waitForLog("SIGHUP: re-read")
+        XCTAssertEqual(try POSIX.list(h.mountpoint), ["a.txt", "b.txt", "sub"], h.log)
         XCTAssertEqual(try POSIX.list(h.path("sub")), ["s1.txt", "s2.txt"], h.log)
         XCTAssertFalse(h.log.contains("no --url-list to re-read"), h.log)
 
@@ -81,6 +82,7 @@ final class LibraryRefreshTests: XCTestCase {
         let out = try refresh([h.mountpoint])
         XCTAssertEqual(out.status, 0, out.stderr)
         XCTAssertTrue(out.stdout.contains("sent SIGHUP to pid \(pid)"), out.stdout)
-        h.waitUntil("c.txt shows after refresh") { (try? POSIX.list(h.mountpoint)) == ["a.txt", "b.txt", "c.txt", "sub"] }
+        h.waitForLog("SIGHUP: re-read", occurrences: 2)
+        XCTAssertEqual(try POSIX.list(h.mountpoint), ["a.txt", "b.txt", "c.txt", "sub"], h.log)
     }
 }

@@ -29,7 +29,7 @@ final class MountDaemonTests: XCTestCase {
         let pid = try XCTUnwrap(h.daemonPID())
 
         kill(pid, SIGTERM)
-        h.waitUntil("the daemon exits after SIGTERM") { !h.isAlive(pid) }
+        h.waitForExit(pid, "the daemon exits after SIGTERM")
         XCTAssertFalse(Mountpoint.isMounted(h.mountpoint))
         XCTAssertTrue(h.log.contains("unmounted \(h.mountpoint)"), h.log)
 
@@ -44,7 +44,7 @@ final class MountDaemonTests: XCTestCase {
         let pid = try XCTUnwrap(h.daemonPID())
         let r = try h.run("/bin/fusermount3", ["-u", h.mountpoint])
         XCTAssertEqual(r.status, 0, r.stderr)
-        h.waitUntil("the daemon exits after fusermount3 -u") { !h.isAlive(pid) }
+        h.waitForExit(pid, "the daemon exits after fusermount3 -u")
         XCTAssertTrue(h.log.contains("unmounted"), h.log)
     }
 
@@ -52,7 +52,7 @@ final class MountDaemonTests: XCTestCase {
         let stderrPath = h.directory.appending("foreground.stderr")
         let pid = try Subprocess.spawn(h.binary, ["mount", "--foreground", h.mountpoint, h.origin.url("/b.txt"),
                                                   "--cache-dir", h.cacheDirectory, "--no-proxy"], stderr: stderrPath)
-        h.waitUntil("the foreground mount is up") { Mountpoint.isMounted(h.mountpoint) }
+        h.waitForMountTable("the foreground mount is up") { Mountpoint.isMounted(h.mountpoint) }
         XCTAssertEqual(try POSIX.readAll(h.path("b.txt")), Array("bee\n".utf8))
         XCTAssertNil(Subprocess.wait(pid, timeout: 0), "stays attached")
         kill(pid, SIGINT)
@@ -71,14 +71,14 @@ final class MountDaemonTests: XCTestCase {
 
         try "# moved\nsea/c.txt = \(h.origin.url("/c.txt"))\n".write(toFile: list, atomically: true, encoding: .utf8)
         kill(pid, SIGHUP)
-        h.waitUntil("the reload is logged") { h.log.contains("reloaded \(list)") }
+        h.waitForLog("reloaded \(list)")
         XCTAssertEqual(try POSIX.list(h.mountpoint), ["sea"])
         XCTAssertEqual(try POSIX.readAll(h.path("sea/c.txt")), Array("sea\n".utf8))
         XCTAssertEqual(POSIX.errnoOf { _ = try POSIX.stat(h.path("b.txt")) }, ENOENT)
 
         try "not a url\n".write(toFile: list, atomically: true, encoding: .utf8)
         kill(pid, SIGHUP)
-        h.waitUntil("the bad list is logged") { h.log.contains("keeping the current files") }
+        h.waitForLog("keeping the current files")
         XCTAssertEqual(try POSIX.list(h.mountpoint), ["sea"], "a bad list changes nothing")
         XCTAssertTrue(h.isAlive(pid))
     }
@@ -87,7 +87,7 @@ final class MountDaemonTests: XCTestCase {
         XCTAssertEqual(try h.mount([h.origin.url("/b.txt")]).status, 0)
         let pid = try XCTUnwrap(h.daemonPID())
         kill(pid, SIGKILL)
-        h.waitUntil("the daemon is gone") { !h.isAlive(pid) }
+        h.waitForExit(pid, "the daemon is gone")
         let dead = POSIX.errnoOf { _ = try POSIX.list(h.mountpoint) }
         XCTAssertTrue(dead == ENOTCONN || dead == ECONNABORTED, "a dead FUSE mount: \(String(describing: dead))")
 
@@ -149,9 +149,10 @@ final class MountDaemonTests: XCTestCase {
         }
         XCTAssertEqual(try h.mount([h.origin.url("/b.txt")]).status, 0)
         XCTAssertNotEqual(try asNobody(h.path("b.txt")).status, 0, "without allow_other only the owner gets in")
+        let pid = try XCTUnwrap(h.daemonPID())
         XCTAssertEqual(try h.run("/bin/fusermount3", ["-u", h.mountpoint]).status, 0)
-        h.waitUntil("unmounted") { !Mountpoint.isMounted(h.mountpoint) }
-        h.waitUntil("the daemon is gone") { h.daemonPID() == nil }
+        h.waitForMountTable("unmounted") { !Mountpoint.isMounted(h.mountpoint) }
+        h.waitForExit(pid, "the daemon is gone")
 
         XCTAssertEqual(try h.mount([h.origin.url("/b.txt"), "-o", "allow_other"]).status, 0)
         let r = try asNobody(h.path("b.txt"))
@@ -179,7 +180,7 @@ final class MountDaemonTests: XCTestCase {
 
         let pid = try XCTUnwrap(h.daemonPID())
         XCTAssertEqual(try h.run("/bin/umount", [h.mountpoint]).status, 0)
-        h.waitUntil("the daemon exits after umount") { !h.isAlive(pid) }
+        h.waitForExit(pid, "the daemon exits after umount")
     }
 }
 

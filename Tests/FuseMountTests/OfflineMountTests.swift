@@ -28,9 +28,10 @@ final class OfflineMountTests: XCTestCase {
     }
 
     func testWithTheOriginStoppedCachedFilesAndListingsAreServedAndTheRestFailsFast() throws {
+        let engineLog = RecordedLog()
         let m = try EngineMount(tree: { o in try MountTreeSpec.build(indexes: [try MountTreeSpec.parseIndex("lib = \(o.url("/lib/"))")]) },
                                 cache: { $0.revalidateAfter = 0 }, options: MountOptions(listingTTL: 0, readDeadline: nil),
-                                setup: Self.serveLibrary)
+                                setup: Self.serveLibrary, engineLog: engineLog)
         var restarted: OriginServer?
         defer {
             restarted?.stop()
@@ -58,7 +59,9 @@ final class OfflineMountTests: XCTestCase {
 
         restarted = try OriginServer(port: port)
         Self.serveLibrary(restarted!)
-        guard eventually(timeout: 30, { m.engine.originsDown.isEmpty }) else { return XCTFail("the origin never came back up") }
+        // The engine says so once a probe (on its origin-health timer) got an answer.
+        guard engineLog.wait(for: "origin reachable again", timeout: 30) else { return XCTFail("the origin never came back up") }
+        XCTAssertTrue(m.engine.originsDown.isEmpty)
         try withinBound(30, "the file never cached, once the origin is back") {
             XCTAssertEqual(try POSIX.readAll(m.path("lib/films/never.mkv")), OriginServer.generatedBytes(seed: 22, offset: 0, count: 1 << 20))
         }

@@ -29,9 +29,10 @@ final class OwnerAndOriginMountTests: XCTestCase {
     }
 
     private func unmount() throws {
+        let pid = try XCTUnwrap(h.daemonPID())
         XCTAssertEqual(try h.run("/bin/fusermount3", ["-u", h.mountpoint]).status, 0)
-        h.waitUntil("unmounted") { !Mountpoint.isMounted(h.mountpoint) }
-        h.waitUntil("the daemon is gone") { h.daemonPID() == nil }
+        h.waitForMountTable("unmounted") { !Mountpoint.isMounted(h.mountpoint) }
+        h.waitForExit(pid, "the daemon is gone")
     }
 
     func testOwnerAndUmaskAreWhatStatShowsAndWhatTheKernelEnforces() throws {

@@ -77,12 +77,12 @@ final class SeveralMountsSharedCacheTests: XCTestCase {
         // Unmounting the first keeps the second (and the daemon); the last one ends it.
         let unmount = try h.run(h.binary, ["unmount", h.mountpoint])
         XCTAssertEqual(unmount.status, 0, unmount.stderr)
-        h.waitUntil("the first mountpoint is let go") { h.log.contains("unmounted \(h.mountpoint); 1 mountpoint still served") }
+        h.waitForLog("unmounted \(h.mountpoint); 1 mountpoint still served")
         XCTAssertTrue(h.isAlive(pid), h.log)
         XCTAssertTrue(try POSIX.readAll(second + "/episode.mkv") == OriginServer.generatedBytes(seed: 82, offset: 0, count: 3 << 20))
 
         XCTAssertEqual(try h.run("/bin/fusermount3", ["-u", second]).status, 0, "unmounted from outside")
-        h.waitUntil("the daemon ends with its last mountpoint") { !h.isAlive(pid) }
+        h.waitForExit(pid, "the daemon ends with its last mountpoint")
         XCTAssertTrue(h.log.contains("unmounted \(second): it was the last mountpoint, the daemon ends"), h.log)
     }
 
@@ -129,11 +129,11 @@ final class SeveralMountsSharedCacheTests: XCTestCase {
         XCTAssertTrue(try POSIX.readAll(second + "/episode.mkv") == OriginServer.generatedBytes(seed: 82, offset: 0, count: 3 << 20))
 
         XCTAssertEqual(try h.run("/bin/umount", [second]).status, 0)
-        h.waitUntil("the second mountpoint is let go") { h.log.contains("unmounted \(second); 1 mountpoint still served") }
+        h.waitForLog("unmounted \(second); 1 mountpoint still served")
         XCTAssertTrue(h.isAlive(pid))
         XCTAssertEqual(try POSIX.list(h.mountpoint), ["film.mkv"])
         XCTAssertEqual(try h.run("/bin/umount", [h.mountpoint]).status, 0)
-        h.waitUntil("the daemon ends with its last mountpoint") { !h.isAlive(pid) }
+        h.waitForExit(pid, "the daemon ends with its last mountpoint")
     }
 
     /// Mounts of one cache started together (fstab at boot): whichever daemon loses the race for
@@ -209,7 +209,7 @@ final class SeveralMountsSharedCacheTests: XCTestCase {
         let attached = try Subprocess.spawn(h.binary, ["mount", "--foreground", second, h.origin.url("/tv/episode.mkv"),
                                                         "--cache-dir", h.cacheDirectory, "--log-file", h.logFile, "--proxy-port", "0"],
                                             stderr: err)
-        h.waitUntil("the second mountpoint is mounted") { Mountpoint.entry(at: second)?.fsType == "fuse.httpcachefs" }
+        h.waitForMountTable("the second mountpoint is mounted") { Mountpoint.entry(at: second)?.fsType == "fuse.httpcachefs" }
         XCTAssertTrue(try POSIX.readAll(second + "/episode.mkv") == OriginServer.generatedBytes(seed: 82, offset: 0, count: 3 << 20))
         XCTAssertNil(Subprocess.wait(attached, timeout: 0), "the attached command stays while its mountpoint is mounted")
 

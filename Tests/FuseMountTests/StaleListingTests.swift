@@ -11,6 +11,9 @@ import TestSupport
 final class StaleListingTests: XCTestCase {
     let backend = FakeBackend()
     let pub = "http://o/pub/"
+    /// The core's log: it logs each listing fetch it applies ("listed", "directory listing
+    /// failed"), which is the event the waits below wake on.
+    let log = RecordedLog()
 
     func listing(_ names: [String]) -> [UInt8] {
         ListingCostTests.nginxAutoindex("/pub/", names.map { ($0, 3) })
@@ -19,15 +22,23 @@ final class StaleListingTests: XCTestCase {
     func calls(ttl: TimeInterval = 60) throws -> CoreCalls {
         backend.setFile(pub, listing(["a.bin"]))
         let tree = try MountTreeSpec.build(indexes: [try MountTreeSpec.parseIndex(pub)])
-        let c = CoreCalls(backend: backend, tree: tree, options: MountOptions(listingTTL: ttl))
+        let c = CoreCalls(backend: backend, tree: tree, options: MountOptions(listingTTL: ttl), logger: log.logger)
         XCTAssertEqual(try c.list().get(), ["a.bin"])
         return c
     }
 
-    /// Lists until `names` show (each `ls` is answered at once; the refresh lands in between).
+    /// Listing fetches the core has applied, as it logs them ("listed …" or "… listing failed").
+    var listingsApplied: Int { log.lines.filter { $0.contains(" listed \(pub)") || $0.contains("directory listing failed") }.count }
+
+    /// Looks (each `ls` is answered at once; a stale one starts the refresh) until `names` show,
+    /// looking again only once the core has applied another listing fetch (it logs each).
     func waitForListing(_ c: CoreCalls, _ names: [String], file: StaticString = #filePath, line: UInt = #line) throws {
-        if try !eventually(timeout: 20, { try c.list().get() == names }) {
-            XCTFail("the listing never became \(names)", file: file, line: line)
+        var applied = listingsApplied
+        while try c.list().get() != names {
+            guard log.wait(timeout: 20, until: { listingsApplied > applied }) else {
+                return XCTFail("the listing never became \(names)", file: file, line: line)
+            }
+            applied = listingsApplied
         }
     }
 
@@ -136,13 +147,14 @@ final class StaleListingTests: XCTestCase {
 
     /// The root listing's refresh has ended (its failure applied).
     private func waitUntilNoRefreshRuns(_ c: CoreCalls, file: StaticString = #filePath, line: UInt = #line) throws {
-        if !eventually(timeout: 20, { !c.core.state.withLock({ $0.table.root.directory?.index?.fetching ?? false }) }) {
+        // Looked at again after each line the core logs: a refresh ends with one.
+        if !log.wait(timeout: 20, until: { !c.core.state.withLock({ $0.table.root.directory?.index?.fetching ?? false }) }) {
             XCTFail("the refresh never ended", file: file, line: line)
         }
     }
 
     private func waitForOpens(_ n: Int, file: StaticString = #filePath, line: UInt = #line) throws {
-        if !eventually(timeout: 20, { backend.opens.count >= n }) {
+        if !backend.wait(until: { backend.opens.count >= n }) {
             XCTFail("never \(n) opens: \(backend.opens)", file: file, line: line)
         }
     }

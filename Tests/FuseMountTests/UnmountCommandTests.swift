@@ -30,7 +30,7 @@ final class UnmountCommandTests: XCTestCase {
         XCTAssertEqual(r.status, 0, r.stderr)
         XCTAssertEqual(r.stderr, "")
         XCTAssertFalse(Mountpoint.isMounted(h.mountpoint))
-        h.waitUntil("the daemon exits") { !h.isAlive(pid) }
+        h.waitForExit(pid, "the daemon exits")
     }
 
     func testABusyMountIsDetachedLazilyAndSaysSoWhileTheOpenFileReadsOn() throws {
@@ -46,7 +46,7 @@ final class UnmountCommandTests: XCTestCase {
         XCTAssertTrue(try POSIX.pread(fd, offset: 0, count: 1 << 20) == OriginServer.generatedBytes(seed: 5, offset: 0, count: 1 << 20))
         close(fd)
         closed = true
-        h.waitUntil("the daemon exits once the file is closed") { !h.isAlive(pid) }
+        h.waitForExit(pid, "the daemon exits once the file is closed")
     }
 
     func testUnmountNamesWhatIsNotAMountOfOurs() throws {

@@ -156,10 +156,13 @@ final class StatusEndpointTests: XCTestCase {
         h.origin.setFaults("/c.mp4", Faults(bytesPerSecond: 100))
         let request = Array("GET \(h.path("/c.mp4")) HTTP/1.1\r\nHost: 127.0.0.1\r\nRange: bytes=2000000-2099999\r\nConnection: close\r\n\r\n".utf8)
         let port = h.port
+        let asked = h.origin.requestCount(path: "/c.mp4")
         DispatchQueue.global().async { _ = try? RawHTTP.exchange(port: port, send: request, timeout: 120) }   // ends with the harness
-        guard eventually(timeout: 30, { !h.engine.statusDocument(version: "test", showDirectory: false).fetches.isEmpty }) else {
+        // The origin tells when the fetch reached it; the engine tracks a fetch before it starts it.
+        guard h.origin.waitForRequests(path: "/c.mp4", count: asked + 1) else {
             return XCTFail("the trickled fetch never started")
         }
+        XCTAssertFalse(h.engine.statusDocument(version: "test", showDirectory: false).fetches.isEmpty, "the trickled fetch is listed")
         let url = "http://127.0.0.1:\(h.port)/.httpcachefs/"
         let profile = TemporaryDirectory(prefix: "httpcachefs-chromium")
         defer { profile.remove() }
