@@ -166,7 +166,7 @@ final class Throttle {
     /// (class, when its reader was last served, the transfer's age): within the highest class
     /// waiting, the reader served longest ago, and its oldest transfer.
     private func rank(_ transfer: Int, _ p: Paused) -> (Int, UInt64, Int) {
-        (p.priority.rawValue, served[Self.group(transfer, p.owner)] ?? 0, transfer)
+        (p.priority.rank, served[Self.group(transfer, p.owner)] ?? 0, transfer)
     }
 
     /// A transfer with no reader is its own group.

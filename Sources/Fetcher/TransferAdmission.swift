@@ -14,12 +14,16 @@ import CacheCore
 /// - Limits (`Limits`): at most `perOrigin` transfers running per origin (scheme, host and port)
 ///   and `total` in all; nil: no limit of that kind.
 /// - A transfer that arrives waits in the queue; `next` starts the first that the limits let
-///   run: the highest class (`FetchPriority`: a waiting read, near read-ahead, far, scan, warm-up);
+///   run: the highest class (`FetchPriority`: a waiting read, a scanner's waited read, near
+///   read-ahead, far, scan, warm-up), so a probe's fetch starts before a copy's next stream;
 ///   within a class the origin with the fewest running (one slow origin with hundreds of
 ///   transfers queued cannot keep another waiting for them); then the oldest arrival.
 /// - A waiting read (`.waiting`) that finds all `total` taken takes the place of a running
 ///   transfer of class far or lower that the client can resume (`preemptible`), the lowest class
 ///   first, then the one started last: the client stops it and it queues again as the newest.
+///   A scanner's waited read (`.waitedScan`) neither takes a place nor gives one up: its fetch
+///   is what the probe asks plus a small margin, so it gets the next free place, ahead of
+///   read-ahead, and is soon done.
 ///   A per-origin cap is never preempted: its transfers are all to the same place.
 struct TransferAdmission: Sendable {
     struct Limits: Sendable, Equatable {

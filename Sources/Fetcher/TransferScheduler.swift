@@ -13,6 +13,10 @@ import CacheCore
 ///   that caps each connection, and on a link that one connection fills they take nothing from it.
 /// - `.scan` and `.preload` transfers are held while any transfer of a higher class to that
 ///   origin runs: a library scan takes what the players leave, warm-up what the scan leaves.
+/// - `.waitedScan` (a scanner's read waits on it) is held while a player's waiting read to that
+///   origin runs, at once as every scan transfer is, and never for read-ahead: a film never waits
+///   for a probe, and a probe does not wait out a copy whose near streams follow each other for
+///   as long as it runs.
 /// - Nothing else is held: on a link with room, read-ahead runs at full speed. Reads that are
 ///   not behind cost read-ahead nothing, so a copy on a fast link keeps all its streams.
 /// Held transfers are let go as soon as no rule holds them; `nextCheck` says when a waiting read
@@ -72,12 +76,17 @@ struct TransferScheduler: Sendable {
             if let owners = behindOwners[t.origin] {
                 let ownStream = t.priority == .near && t.owner != nil && owners.contains(t.owner) && owners.count == 1
                 if !ownStream { held.insert(id) }
-            } else if t.priority >= .scan, let b = best[t.origin], b < t.priority {
+            } else if Self.yieldsAtOnce(t.priority), let b = best[t.origin], b < t.priority {
                 held.insert(id)
             }
         }
         return Decision(held: held, nextCheck: nextCheck)
     }
+
+    /// Whether a transfer of class `p` yields to every higher class to its origin at once, not
+    /// only to a read that is behind: a scan's (above a waited scan there is only `.waiting`)
+    /// and warm-up's.
+    static func yieldsAtOnce(_ p: FetchPriority) -> Bool { p == .waitedScan || p >= .scan }
 
     /// The origin part of a URL (`scheme://host:port`), by which transfers share a path.
     static func origin(of url: String) -> String {

@@ -12,7 +12,11 @@ import Glibc
 /// The library: `--films` films (MKV, MP4 with its index first and last, WebM, made once each
 /// with ffmpeg and served under every film's name), each with a poster and subtitles, and a show
 /// with seasons; served by the in-process origin as JSON listings behind an emulated home link
-/// (20 ms RTT, 50 Mbit/s shared). Steps, cold (nothing cached) then warm: `find`, `ls -lR`, then
+/// (20 ms RTT, 50 Mbit/s shared). The MKV and MP4 films are `--film-mb` MB each (default 300: a
+/// film's size, where a tool that reads more than it is asked pays for it), made as a media
+/// server finds them: H.264 at a film's bitrate (constant, 4 Mbit/s for 10 minutes), the MP4s
+/// remuxed from the MKV. The origin serves them from disk and the local copy hard-links them, so
+/// the bench holds none of their bytes. Steps, cold (nothing cached) then warm: `find`, `ls -lR`, then
 /// Jellyfin's probe of every film (`ffprobe -i FILE -threads 0 -v warning -print_format json
 /// -show_streams -show_chapters -show_format`), one after another, then `ffmpegthumbnailer -t 10`
 /// on every film where it is installed. Figures: times against the local copy's, and the origin
@@ -29,8 +33,11 @@ struct LibraryBench: AsyncParsableCommand {
     @Option(help: "Films in the library (besides the show's episodes).")
     var films = 100
 
-    @Option(help: "Seconds of each generated film.")
-    var seconds = 20
+    @Option(help: "Size of each MKV and MP4 film in MB, at a constant bitrate over --seconds (0: small films, ffmpeg's own bitrate).")
+    var filmMb = 300
+
+    @Option(help: "Seconds of each MKV and MP4 film (default: 600 with --film-mb, else 20); WebM films are 20 s.")
+    var seconds: Int?
 
     @Option(help: "Seconds of the film played with ffmpeg -re over a 10 Mbit/s link while the scan runs (0: not played).")
     var playSeconds = 30
@@ -48,7 +55,11 @@ struct LibraryBench: AsyncParsableCommand {
     static let goal = 1.5
 
     func run() async throws {
-        guard films >= 1, seconds >= 2 else { throw ValidationError("--films at least 1, --seconds at least 2") }
+        let seconds = self.seconds ?? (filmMb > 0 ? 600 : 20)
+        guard films >= 1, seconds >= 2, filmMb >= 0 else { throw ValidationError("--films at least 1, --seconds at least 2, --film-mb at least 0") }
+        guard filmMb == 0 || Double(filmMb) * 8 / Double(seconds) >= 0.5 else {
+            throw ValidationError("--film-mb \(filmMb) over \(seconds) s is below 0.5 Mbit/s: give more MB or fewer --seconds")
+        }
         let binary = binary ?? CoreBench.siblingBinary()
         guard FileManager.default.isExecutableFile(atPath: binary) else {
             throw ValidationError("no httpcachefs binary at \(binary); build it (swift build -c release) or pass --binary")
@@ -60,18 +71,18 @@ struct LibraryBench: AsyncParsableCommand {
         let temp = TemporaryDirectory(prefix: "httpcachefs-bench-library")
         defer { temp.remove() }
 
-        print("library benchmark: \(films) films of \(seconds) s and a show, link \(LinkOptions.describe(Self.link)), binary \(binary)")
-        let kinds = try Self.makeFilms(ffmpeg: ffmpeg, seconds: seconds, in: temp.appending("src"))
+        print("library benchmark: \(films) films of \(seconds) s\(filmMb > 0 ? " and \(filmMb) MB" : "") and a show, link \(LinkOptions.describe(Self.link)), binary \(binary)")
+        let kinds = try Self.makeFilms(ffmpeg: ffmpeg, seconds: seconds, megabytes: filmMb, in: temp.appending("src"))
         let library = Self.layout(films: films, kinds: kinds)
         let local = temp.appending("local")
-        for (path, data) in library { try Self.write(data, to: local + "/" + path) }
-        let total = library.reduce(0) { $0 + $1.data.count }
+        for (path, content) in library { try Self.write(content, to: local + "/" + path) }
+        let total = library.reduce(Int64(0)) { $0 + $1.content.size }
         print(String(format: "  %d files, %.1f MiB (%@)", library.count, Double(total) / 1048576,
-                     kinds.map { "\($0.ext) \($0.data.count / 1024) KiB" }.joined(separator: ", ")))
+                     kinds.map { String(format: "%@ %.1f MiB", $0.name, Double($0.size) / 1048576) }.joined(separator: ", ")))
 
         let origin = try OriginServer()
         defer { origin.stop() }
-        Self.serve(library, origin: origin)
+        try Self.serve(library, origin: origin)
         origin.emulateLink(Self.link)
         let daemon = try MountDaemon(binary: binary, mountpoint: temp.appending("mnt"), cacheDirectory: temp.appending("cache"),
                                      cacheSize: 8 << 30, entries: [], logFile: temp.appending("mount.log"), proxy: false,
@@ -84,15 +95,16 @@ struct LibraryBench: AsyncParsableCommand {
         for path in filmPaths { readLocally += try Self.probeReads(strace: strace, ffprobe: ffprobe, file: local + "/" + path) }
 
         var rows: [[String]] = []
-        var steps: [(String) throws -> Void] = []   // every step, for the scan through rclone
-        var coldScan = 0.0
+        var steps: [(name: String, run: (String) throws -> Void)] = []   // every step, for the scan through rclone
+        var coldSteps: [Double] = []
+        var coldScan: Double { coldSteps.reduce(0, +) }
         @discardableResult
         func step(_ name: String, _ run: @escaping (String) throws -> Void) throws -> Int64 {
-            steps.append(run)
+            steps.append((name, run))
             let l = try Self.timed { try run(local) }
             origin.resetLog()
             let cold = try Self.timed { try run(daemon.mountpoint) }
-            coldScan += cold
+            coldSteps.append(cold)
             let coldBytes = Self.filmBytes(origin), coldRequests = Self.filmRequests(origin)
             let warm = try Self.timed { try run(daemon.mountpoint) }
             rows.append([name, String(format: "%.2f s", l), String(format: "%.2f s (%.1fx)", cold, cold / max(l, 1e-6)),
@@ -138,8 +150,13 @@ struct LibraryBench: AsyncParsableCommand {
         daemon.unmount()
         if let rclone = rclone ?? RcloneMount.onPath() {
             do {
-                let (t, bytes, requests) = try Self.rcloneScan(binary: rclone, steps: steps, library: library, origin: origin, temp: temp)
+                let (times, bytes, requests) = try Self.rcloneScan(binary: rclone, steps: steps.map(\.run), library: library,
+                                                                   origin: origin, temp: temp)
+                let t = times.reduce(0, +)
                 let version = RcloneMount.version(binary: rclone) ?? "rclone"
+                print("  cold, per step: " + zip(steps.map(\.name), zip(coldSteps, times)).map {
+                    String(format: "%@ ours %.2f s, rclone %.2f s", $0.0, $0.1.0, $0.1.1)
+                }.joined(separator: "; "))
                 print(String(format: "  cold scan (every step above): ours %.2f s, %@ mount (%@) %.2f s: %.2fx (goal at most 0.5x) %@; rclone fetched %.2f MiB of film bytes in %d requests",
                              coldScan, version, RcloneMount.describedFlags, t, coldScan / max(t, 1e-6), coldScan <= 0.5 * t ? "ok" : "MISSED",
                              Double(bytes) / 1048576, requests))
@@ -170,29 +187,29 @@ struct LibraryBench: AsyncParsableCommand {
 
     /// The same cold scan (`steps`, each given the mount's root) through a fresh `rclone mount` of
     /// the library served again under `/rlib/` with HTML listings (rclone's http backend follows
-    /// links): other URLs, so its cache starts cold as ours did. Returns the time and the film
-    /// bytes and requests it cost the origin.
-    static func rcloneScan(binary: String, steps: [(String) throws -> Void], library: [(path: String, data: [UInt8])],
-                           origin: OriginServer, temp: TemporaryDirectory) throws -> (seconds: Double, bytes: Int64, requests: Int) {
+    /// links): other URLs, so its cache starts cold as ours did. Returns each step's time and the
+    /// film bytes and requests it cost the origin.
+    static func rcloneScan(binary: String, steps: [(String) throws -> Void], library: [LibraryFile],
+                           origin: OriginServer, temp: TemporaryDirectory) throws -> (seconds: [Double], bytes: Int64, requests: Int) {
         guard RcloneMount.version(binary: binary) != nil else { throw ValidationError("\(binary) is not rclone ('version' failed)") }
-        serveForRclone(library, origin: origin)
+        try serveForRclone(library, origin: origin)
         let mount = try RcloneMount(binary: binary, url: origin.url("/rlib/"), mountpoint: temp.appending("rclone-mnt"),
                                     cacheDirectory: temp.appending("rclone-cache"), logFile: temp.appending("rclone.log"),
                                     expectedFile: "Movies")
         defer { mount.stop() }
         origin.resetLog()
-        let t = try timed { for run in steps { try run(mount.mountpoint) } }
+        let t = try steps.map { run in try timed { try run(mount.mountpoint) } }
         return (t, filmBytes(origin), filmRequests(origin))
     }
 
     /// Every file again at `/rlib/PATH`, and an HTML listing per folder (folders as links ending
     /// in `/`), as rclone's http backend reads a directory.
-    static func serveForRclone(_ files: [(path: String, data: [UInt8])], origin: OriginServer) {
+    static func serveForRclone(_ files: [LibraryFile], origin: OriginServer) throws {
         var folders: [String: Set<String>] = ["": []]
-        for (path, data) in files {
+        for (path, content) in files {
             // Not percent-encoded: rclone encodes more than we do (`(` as %28), and the origin
             // decodes a path it does not know.
-            origin.setFile("/rlib/" + path, data: data)
+            try content.serve(at: "/rlib/" + path, origin: origin)
             var parts = path.split(separator: "/").map(String.init)
             var link = encoded(parts.removeLast())
             while true {
@@ -211,13 +228,13 @@ struct LibraryBench: AsyncParsableCommand {
     /// A film of `seconds` at about 4 Mbit/s played with `ffmpeg -re` over a 10 Mbit/s link, alone
     /// and while every film of the library is probed (cold, a new cache): the film must stay in
     /// real time (goal: at most 1.05x its length plus 1 s; alone it takes about 1.02x).
-    static func playDuringScan(seconds: Int, ffmpeg: String, ffprobe: String, library: [(path: String, data: [UInt8])],
+    static func playDuringScan(seconds: Int, ffmpeg: String, ffprobe: String, library: [LibraryFile],
                                binary: String, origin: OriginServer, temp: TemporaryDirectory) throws {
         let source = temp.appending("play.mkv")
         guard try Spawned.run(ffmpeg, ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=duration=\(seconds):size=1280x720:rate=25",
                                        "-c:v", "libx264", "-preset", "ultrafast", "-b:v", "4M", "-maxrate", "4M", "-bufsize", "2M", source]) == 0,
               let film = FileManager.default.contents(atPath: source) else { throw ValidationError("ffmpeg could not make the played film") }
-        serve(library + [("play.mkv", [UInt8](film))], origin: origin)   // listed at the root
+        try serve(library + [("play.mkv", .bytes([UInt8](film)))], origin: origin)   // listed at the root
         origin.emulateLink(.milliseconds(10, perConnectionMbit: 0, sharedMbit: 10))
         let films = library.map(\.path).filter { $0.hasSuffix(".mkv") || $0.hasSuffix(".mp4") || $0.hasSuffix(".webm") }
         var results: [String] = []
@@ -286,59 +303,97 @@ struct LibraryBench: AsyncParsableCommand {
 
     // MARK: the library
 
-    struct Film { var ext: String; var data: [UInt8] }
+    /// A file's bytes: held (posters, subtitles, the played film) or a file on disk (the films:
+    /// one per kind, served and hard-linked under every film's name, so none is held in memory).
+    enum Content {
+        case bytes([UInt8])
+        case disk(path: String, size: Int64)
 
-    /// One film of each kind, made with ffmpeg's test sources.
-    static func makeFilms(ffmpeg: String, seconds: Int, in dir: String) throws -> [Film] {
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        let input = ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=\(seconds):size=640x360:rate=25",
-                     "-f", "lavfi", "-i", "sine=duration=\(seconds)"]
-        let h264 = ["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac"]
-        let variants: [(String, String, [String])] = [
-            ("mkv", "film.mkv", h264),
-            ("mp4", "film-index-last.mp4", h264),
-            ("mp4", "film-index-first.mp4", h264 + ["-movflags", "+faststart"]),
-            ("webm", "film.webm", ["-c:v", "libvpx", "-deadline", "realtime", "-cpu-used", "8", "-b:v", "1M", "-c:a", "libopus"]),
-        ]
-        return try variants.map { ext, name, codec in
-            let out = dir + "/" + name
-            guard try Spawned.run(ffmpeg, input + codec + [out]) == 0, let data = FileManager.default.contents(atPath: out) else {
-                throw ValidationError("ffmpeg could not make \(name)")
+        var size: Int64 {
+            switch self {
+            case .bytes(let b): return Int64(b.count)
+            case .disk(_, let size): return size
             }
-            return Film(ext: ext, data: [UInt8](data))
+        }
+
+        func serve(at path: String, origin: OriginServer) throws {
+            switch self {
+            case .bytes(let b): origin.setFile(path, data: b)
+            case .disk(let file, _): try origin.setDiskFile(path, file: file)
+            }
         }
     }
 
-    /// Paths and bytes: films in folders of their own with a poster and subtitles, and a show.
-    static func layout(films: Int, kinds: [Film]) -> [(path: String, data: [UInt8])] {
-        var files: [(path: String, data: [UInt8])] = []
-        let poster = [UInt8](repeating: 0xFF, count: 40 << 10)
-        let subtitles = Array("1\n00:00:01,000 --> 00:00:02,000\nHello\n".utf8)
+    typealias LibraryFile = (path: String, content: Content)
+
+    struct Film { var ext: String; var name: String; var file: String; var size: Int64 }
+
+    /// One film of each kind, made with ffmpeg's test sources: with `megabytes`, the MKV is
+    /// H.264 at the constant bitrate that makes it that size over `seconds` (filler data pads
+    /// the test picture's few bits, as a film's detail would), the MP4s are remuxed from it (index
+    /// last, and first with faststart), and the WebM is a small 20 s one (libvpx is slow to make).
+    static func makeFilms(ffmpeg: String, seconds: Int, megabytes: Int, in dir: String) throws -> [Film] {
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        func input(_ seconds: Int) -> [String] {
+            ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=\(seconds):size=640x360:rate=25",
+             "-f", "lavfi", "-i", "sine=duration=\(seconds)"]
+        }
+        var h264 = ["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", "-b:a", "128k"]
+        if megabytes > 0 {
+            let video = max(100_000, Int(Double(megabytes) * 8e6 / Double(seconds)) - 140_000)
+            h264 += ["-b:v", "\(video)", "-minrate", "\(video)", "-maxrate", "\(video)", "-bufsize", "\(video / 2)",
+                     "-x264-params", "nal-hrd=cbr"]
+        }
+        func make(_ ext: String, _ name: String, _ arguments: [String]) throws -> Film {
+            let out = dir + "/" + name
+            var st = stat()
+            guard try Spawned.run(ffmpeg, arguments + [out]) == 0, stat(out, &st) == 0 else {
+                throw ValidationError("ffmpeg could not make \(name)")
+            }
+            return Film(ext: ext, name: name, file: out, size: Int64(st.st_size))
+        }
+        let mkv = try make("mkv", "film.mkv", input(seconds) + h264)
+        let remux = ["-nostdin", "-v", "error", "-y", "-i", mkv.file, "-map", "0", "-c", "copy"]
+        return [
+            mkv,
+            try make("mp4", "film-index-last.mp4", remux),
+            try make("mp4", "film-index-first.mp4", remux + ["-movflags", "+faststart"]),
+            try make("webm", "film.webm", input(20) + ["-c:v", "libvpx", "-deadline", "realtime", "-cpu-used", "8", "-b:v", "1M",
+                                                       "-c:a", "libopus"]),
+        ]
+    }
+
+    /// Paths and contents: films in folders of their own with a poster and subtitles, and a show.
+    static func layout(films: Int, kinds: [Film]) -> [LibraryFile] {
+        var files: [LibraryFile] = []
+        let poster = Content.bytes([UInt8](repeating: 0xFF, count: 40 << 10))
+        let subtitles = Content.bytes(Array("1\n00:00:01,000 --> 00:00:02,000\nHello\n".utf8))
         for i in 0..<films {
             let film = kinds[i % kinds.count]
             let folder = String(format: "Movies/Film %03d (2024)", i)
-            files.append(("\(folder)/Film \(i).\(film.ext)", film.data))
+            files.append(("\(folder)/Film \(i).\(film.ext)", .disk(path: film.file, size: film.size)))
             files.append(("\(folder)/poster.jpg", poster))
             files.append(("\(folder)/Film \(i).en.srt", subtitles))
         }
         for season in 1...2 {
             for episode in 1...4 {
-                files.append((String(format: "Shows/The Show/Season %02d/The Show S%02dE%02d.mkv", season, season, episode), kinds[0].data))
+                files.append((String(format: "Shows/The Show/Season %02d/The Show S%02dE%02d.mkv", season, season, episode),
+                              .disk(path: kinds[0].file, size: kinds[0].size)))
             }
         }
         return files
     }
 
     /// Every file at `/lib/PATH`, and a JSON listing (nginx's `autoindex_format json`) per folder.
-    static func serve(_ files: [(path: String, data: [UInt8])], origin: OriginServer) {
+    static func serve(_ files: [LibraryFile], origin: OriginServer) throws {
         var folders: [String: [String]] = ["": []]
         let date = "Mon, 23 Nov 2026 10:00:00 GMT"
         func escaped(_ s: String) -> String { s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") }
-        for (path, data) in files {
-            origin.setFile("/lib/" + Self.encoded(path), data: data)
+        for (path, content) in files {
+            try content.serve(at: "/lib/" + Self.encoded(path), origin: origin)
             var parts = path.split(separator: "/").map(String.init)
             let name = parts.removeLast()
-            folders[parts.joined(separator: "/"), default: []].append(#"{"name":"\#(escaped(name))","type":"file","mtime":"\#(date)","size":\#(data.count)}"#)
+            folders[parts.joined(separator: "/"), default: []].append(#"{"name":"\#(escaped(name))","type":"file","mtime":"\#(date)","size":\#(content.size)}"#)
             while !parts.isEmpty {
                 let dir = parts.removeLast()
                 let parent = parts.joined(separator: "/")
@@ -358,9 +413,15 @@ struct LibraryBench: AsyncParsableCommand {
             .joined(separator: "/")
     }
 
-    static func write(_ data: [UInt8], to path: String) throws {
+    /// The local copy's file at `path`: the bytes written, or a film hard-linked.
+    static func write(_ content: Content, to path: String) throws {
         try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        guard FileManager.default.createFile(atPath: path, contents: Data(data)) else { throw ValidationError("cannot write \(path)") }
+        switch content {
+        case .bytes(let data):
+            guard FileManager.default.createFile(atPath: path, contents: Data(data)) else { throw ValidationError("cannot write \(path)") }
+        case .disk(let file, _):
+            guard Glibc.link(file, path) == 0 else { throw ValidationError("cannot link \(file) to \(path): \(String(cString: strerror(errno)))") }
+        }
     }
 
     // MARK: measuring

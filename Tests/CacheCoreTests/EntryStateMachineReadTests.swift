@@ -84,7 +84,7 @@ final class EntryStateMachineReadTests: XCTestCase {
         let facts = Machine.ReadFacts(generation: e.generation, length: e.length, acceptsRanges: e.acceptsRanges,
                                       coverage: e.coverage, pending: PendingBytes(), unverified: e.unverified,
                                       sliceSize: Self.mb, readTimeout: 10)
-        let read = Machine.ReadRequest(reader: 1, readerClass: readerClass, readerEnd: nil, door: .fuse, background: false,
+        let read = Machine.ReadRequest(reader: 1, readerClass: readerClass, readerEnd: nil, door: .fuse, waitClass: readerClass.waitedFetchClass,
                                        generation: generation, offset: range.lowerBound, length: Int(range.count),
                                        files: ReaderFiles(), completion: { _ in })
         var ids = Self.newID - 1
@@ -235,6 +235,7 @@ final class EntryStateMachineReadTests: XCTestCase {
         // A scanner's fetches keep their class: they start as `.scan`.
         let scan = ask(Entry(), 0..<mb, readerClass: .scanner)
         XCTAssertEqual(scan.inflight.fetches[Self.newID]?.base, .scan)
+        XCTAssertEqual(scan.action.priorities.map(\.priority), [.waitedScan], "and rank `.waitedScan` while it waits on them")
     }
 
     // MARK: Read for the page cache

@@ -2,7 +2,7 @@ import XCTest
 @testable import CacheCore
 
 /// Reads that know their reader (`ReaderClass`): a scanner gets no read-ahead past a small fixed
-/// margin and its fetches rank `.scan` even while it waits on them; a reader nobody listed gets
+/// margin and its fetches rank `.scan`, `.waitedScan` while it waits on them; a reader nobody listed gets
 /// none until it has read on; a player's waiting read goes before a scanner's fetch. Replayed
 /// step by step on a `GatedSource`.
 final class ReadPriorityReaderClassTests: GatedEngineTestCase {
@@ -19,8 +19,9 @@ final class ReadPriorityReaderClassTests: GatedEngineTestCase {
         var fetched: [Range<Int64>] = []
         for i in 0..<6 {
             if let t = try readServing(reader, at + Int64(i) * chunk, chunk, source) {
-                XCTAssertEqual(t.request.priority, .scan, "a scanner's fetch ranks below every player's")
-                XCTAssertEqual(t.priorities, [], "and stays there while the scanner waits on it")
+                XCTAssertEqual(t.request.priority, .waitedScan,
+                               "the scanner waits on it: after every player's waiting read, before read-ahead")
+                XCTAssertFalse(t.priorities.contains(.waiting), "never a player's waiting class: \(t.priorities)")
                 fetched.append(t.request.start..<t.request.end!)
             }
         }

@@ -127,8 +127,10 @@ final class Waiter {
     /// When it began waiting (uptime seconds): how long the oldest waiting read of a transfer has
     /// waited tells the fetcher whether read-ahead must yield to it.
     let since: Double
-    /// A warm-up's read: nobody is waiting on it, so its transfer keeps the lowest class.
-    var background = false
+    /// The class its wait gives the transfers it waits on (`ReaderClass.waitedFetchClass`):
+    /// `.waiting` for a player's, `.waitedScan` for a scanner's; nil for a warm-up's, whose
+    /// transfer keeps the lowest class.
+    var waitClass: FetchPriority? = .waiting
     var replans = 0
     /// How the read is answered: what leaves the shard lock in its stead, a `Waiter` never does.
     typealias Completion = @Sendable (Result<ReadLease, CacheError>) -> Void
@@ -238,8 +240,6 @@ final class ReaderState: Sendable {
     let door: ReadDoor
     /// Who reads (`ReaderClass`): what read-ahead it gets and the class of its fetches.
     let readerClass: ReaderClass
-    /// Its reads never make a fetch `.waiting` (a scanner, a warm-up): they keep their class.
-    var yieldsWhenWaiting: Bool { readerClass.fixedFetchClass != nil }
 
     /// What its reads so far say about it.
     struct Progress {

@@ -20,8 +20,8 @@ extension EntryStateMachine {
         /// Where the reader stops reading, if it said (its read-ahead ends there).
         var readerEnd: Int64?
         var door: ReadDoor
-        /// Its reads never make a fetch `.waiting` (a scanner, a warm-up).
-        var background: Bool
+        /// The class its waits give a fetch (`ReaderClass.waitedFetchClass`).
+        var waitClass: FetchPriority?
         /// The version the reader is bound to.
         var generation: Int64
         var offset: Int64
@@ -186,7 +186,7 @@ extension EntryStateMachine {
             reads.misses += 1
             let waiter = Waiter(reader: read.reader, files: read.files, range: request, generation: read.generation,
                                 deadline: now + facts.readTimeout, since: uptime, completion: read.completion)
-            waiter.background = read.background
+            waiter.waitClass = read.waitClass
             for v in facts.pending.views(in: request) { waiter.fill(v.range, in: v.chunk.storage, at: v.storageOffset) }
             reads.waiters.append(waiter)
         }
@@ -226,8 +226,10 @@ extension EntryStateMachine {
     /// Classes the transfers again from the reads waiting now (a read began or stopped waiting
     /// on them); returns the changes for the fetcher.
     func prioritized(_ inflight: inout InFlightTable, uptime: Double) -> [InFlightTable.PriorityChange] {
-        let waiting = reads.waiters.filter { !$0.background }.map { (range: $0.range, since: $0.since) }
-        return inflight.prioritize(waiting: waiting, now: uptime)
+        func waits(_ c: FetchPriority) -> [(range: Range<Int64>, since: Double)] {
+            reads.waiters.filter { $0.waitClass == c }.map { (range: $0.range, since: $0.since) }
+        }
+        return inflight.prioritize(waiting: waits(.waiting), scanning: waits(.waitedScan), now: uptime)
     }
 
     /// The slices of `range` (`DataFiles.sliceIndex`).

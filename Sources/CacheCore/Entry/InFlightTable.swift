@@ -67,15 +67,25 @@ struct InFlightTable: Sendable {
 
     /// Classes the fetches again from the reads waiting now (`ranges` still missing, each with
     /// when it started waiting): a fetch that will deliver bytes of one is `.waiting`, since the
-    /// oldest such read began; the others fall back to their base class. Returns what changed,
-    /// for the fetcher: a fetch whose oldest waiting read changed is passed on too, since the
-    /// fetcher judges from that read's wait whether the lower classes must yield.
-    mutating func prioritize(waiting: [(range: Range<Int64>, since: Double)], now: Double) -> [PriorityChange] {
+    /// oldest such read began; else one that delivers bytes a scanner waits on (`scanning`) is
+    /// `.waitedScan` if that ranks above its own class; the others fall back to their base class.
+    /// Returns what changed, for the fetcher: a fetch whose oldest waiting read changed is passed
+    /// on too, since the fetcher judges from that read's wait whether the lower classes must yield.
+    mutating func prioritize(waiting: [(range: Range<Int64>, since: Double)], scanning: [(range: Range<Int64>, since: Double)] = [],
+                             now: Double) -> [PriorityChange] {
         var changes: [PriorityChange] = []
         for (id, f) in fetches {
             let pending = f.cursor..<max(f.cursor, f.end ?? Int64.max)
-            let since = waiting.lazy.filter { $0.range.overlaps(pending) }.map(\.since).min()
-            let priority: FetchPriority = since == nil ? f.base : .waiting
+            func oldest(_ reads: [(range: Range<Int64>, since: Double)]) -> Double? {
+                reads.lazy.filter { $0.range.overlaps(pending) }.map(\.since).min()
+            }
+            var priority = f.base
+            var since = oldest(waiting)
+            if since != nil {
+                priority = .waiting
+            } else if f.base > .waitedScan, let s = oldest(scanning) {
+                (priority, since) = (.waitedScan, s)
+            }
             guard priority != f.priority || since != f.waitingSince else { continue }
             fetches[id]?.priority = priority
             fetches[id]?.waitingSince = since

@@ -52,7 +52,7 @@ extension EngineCore {
         let shard = shard(for: key)
         let now = configuration.clock().timeIntervalSince1970
         let request = EntryMachine.ReadRequest(reader: reader.id, readerClass: reader.readerClass, readerEnd: reader.end,
-                                               door: reader.door, background: reader.yieldsWhenWaiting,
+                                               door: reader.door, waitClass: reader.readerClass.waitedFetchClass,
                                                generation: generation, offset: offset, length: length,
                                                files: reader.files, completion: completion)
         // The machine decides; under the lock the engine only pins, touches and passes on classes.

@@ -6,8 +6,10 @@
 /// reading a few dozen KiB. Read-ahead made for players turns every probe into megabytes from the
 /// origin, and the probes' fetches, if they ranked as a player's, would take a playing film's link.
 /// So:
-/// - `scanner`: read-ahead is a small fixed margin (`scanMargin`) past what it asks; its fetches,
-///   even those it waits on, rank `.scan`, below every player's read-ahead.
+/// - `scanner`: read-ahead is a small fixed margin (`scanMargin`) past what it asks; its fetches
+///   rank `.scan`, below every player's read-ahead, and those it waits on `.waitedScan`: after
+///   every player's waiting read, before read-ahead (behind a copy's streams a probe would wait
+///   for the whole copy).
 /// - `player`: a reader known to read on (players, copies): read-ahead as it always was.
 /// - `unknown`: a process nobody listed. It *earns* read-ahead: none past its own requests until
 ///   it made `earnAfter` reads in a row that continue each other, then as a player's. A probe tool
@@ -55,13 +57,24 @@ public enum ReaderClass: String, Sendable, CaseIterable, Codable, CustomStringCo
         }
     }
 
-    /// The class of its fetches, whether or not a read waits on them; nil: as its pace says
-    /// (`.waiting` while a read waits, else near or far read-ahead).
+    /// The class of its fetches while none of its reads waits on them (then
+    /// `waitedFetchClass`); nil: as its pace says (near or far read-ahead).
     public var fixedFetchClass: FetchPriority? {
         switch self {
         case .scanner: return .scan
         case .background: return .preload
         case .player, .unknown: return nil
+        }
+    }
+
+    /// The class a fetch takes while a read of this class waits on it (when that beats the
+    /// fetch's own); nil: its waits change no fetch's class (warm-up takes what is left even
+    /// while it waits).
+    public var waitedFetchClass: FetchPriority? {
+        switch self {
+        case .player, .unknown: return .waiting
+        case .scanner: return .waitedScan
+        case .background: return nil
         }
     }
 
