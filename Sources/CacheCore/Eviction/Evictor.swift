@@ -56,7 +56,8 @@ import Glibc
 /// - `EvictionQueue.swift`: the oldest slices of the last scan, taken from until stale.
 /// - `PinTable.swift`: the user's pinned ranges (`preload --pin`), counted in slices kept.
 /// Neighbours: reads the shards of `Engine/` and asks each entry's machine (`Entry/`, `evictionOffered`)
-/// before it takes a slice; deletes through `Storage/` (holes, rows). Called by `Fetch/`'s writer
+/// before it takes a slice; deletes through `Storage/`'s `SliceStore` (`freeBlocks`, then
+/// `deleteSliceRows`). Called by `Fetch/`'s writer
 /// when it needs room and by `Maintenance/`'s sweeper.
 final class Evictor: Sendable {
     let configuration: CacheConfiguration
