@@ -18,8 +18,9 @@ public final class CacheEngine: Sendable {
     let core: EngineCore
     /// This cache's counters (`statusDocument`), made through the metrics factory it was given.
     public let metrics: CacheMetrics
-    /// The source as the engine sees it: counts and lists the transfers.
-    let tracker: FetchTracker
+    /// The source as the engine sees it: counts and lists the transfers (the fetch
+    /// coordinator's; document requests start on it too).
+    var tracker: FetchTracker { core.fetches.tracker }
     /// Which origins are down (offline mode): inside the tracker, around the real source.
     let originHealth: OriginHealthSource
     /// The last good answer to each kept document request (WebDAV listings).
@@ -49,8 +50,7 @@ public final class CacheEngine: Sendable {
         let health = OriginHealthSource(source, logger: logger, now: configuration.clock)
         self.originHealth = health
         self.tier = source as? TierReporting
-        self.tracker = FetchTracker(health, metrics: metrics, clock: configuration.clock)
-        self.core = try EngineCore(configuration: configuration, source: tracker, logger: logger, metrics: metrics,
+        self.core = try EngineCore(configuration: configuration, source: health, logger: logger, metrics: metrics,
                                    originHealth: health)
         self.keptDocuments = KeptDocuments(held: core.store.held)
         core.addChangeObserver { _ in metrics.remoteChanges.add(1) }

@@ -63,29 +63,19 @@ extension EngineCore {
                 guard let persisted = entries[handle]?.isPersisted, let (e, action) = entries.remove(handle) else {
                     return ([], [], nil)
                 }
-                idleFiles.dropAll(of: handle)
+                store.forgetFiles(of: handle)
                 if case let .leave(opens) = action {
                     addBytes(-e.coverage.count)
                     answer(opens, .failure(.cancelled))
                 }
-                let (waiters, fetches) = e.machine.stopped(dropBytes: true)
-                return (waiters.map(\.completion), fetches.compactMap { handles.remove($0) }, persisted ? e.id : nil)
+                let (waiters, ids) = e.machine.stopped(dropBytes: true)
+                return (waiters.map(\.completion), fetches.stop(ids), persisted ? e.id : nil)
             }
             cancels.forEach { $0.cancel() }
             waiting.forEach { done in pool.submit { done(.failure(.cancelled)) } }
             if let persisted { ids.append(persisted) }
         }
-        let idSet = Set(ids)
-        try index.deleteEntries(ids) {
-            // Through the held directory, never by path (`HeldDirectory`).
-            let held = store.held
-            for sub in held.names(in: "data") ?? [] {
-                let folder = "data/" + sub
-                for name in held.names(in: folder) ?? [] {
-                    if let p = DataFiles.parse(fileName: name), idSet.contains(p.entry) { held.unlink(folder + "/" + name) }
-                }
-            }
-        }
+        try store.deleteEntries(ids)
     }
 
     /// Re-reads every recorded extent and compares its checksum. Bad extents are dropped from the
@@ -98,27 +88,27 @@ extension EngineCore {
             // Removed since it was listed (nothing found): nothing of it to check.
             guard let (id, gen, url) = shard.locked({ $0[e].map { ($0.id, $0.info.generation, $0.info.url) } }) else { continue }
             let extents: [CacheIndex.ExtentRow]
-            do { extents = try index.extents(entryID: id, generation: gen) } catch {
+            do { extents = try store.extents(entryID: id, generation: gen) } catch {
                 report.problems.append("\(url): cannot read the index: \(error)")
                 continue
             }
             for x in extents {
                 let range = x.start..<x.end
                 shard.locked { $0[e]?.pin(slices(of: range), generation: gen) }
-                let result = readFromDisk(entryID: id, generation: gen, range: range)
+                let result = store.check(x)
                 shard.locked { $0[e]?.unpin(slices(of: range), generation: gen) }
                 report.extentsChecked += 1
                 report.bytesChecked += range.length
-                var problem: String?
+                let problem: String
                 switch result {
-                case let .success(bytes):
-                    if XXH64.hash(bytes) != x.checksum { problem = "checksum mismatch" }
-                case let .failure(err):
-                    problem = "\(err)"
+                case .matches: continue
+                case .differs: problem = "checksum mismatch"
+                case let .unreadable(e):
+                    logger.error("cached bytes unreadable; they will be fetched again", metadata: ["error": "\(e)"])
+                    problem = "\(e.cacheError)"
                 }
-                guard let problem else { continue }
                 report.problems.append("\(url) bytes \(x.start)-\(x.end - 1): \(problem); dropped")
-                try? index.deleteExtent(x)
+                store.dropExtents([x])
                 forget(entry: e, shard: shard, range: range, generation: gen)
             }
         }

@@ -50,7 +50,7 @@ extension EngineCore {
             guard let entry = entries[key], entry.info.length == nil else { return [] }
             return Array(entry.inflight.fetches.keys)
         }
-        let running = ids.compactMap { handles.existing($0) }
+        let running = fetches.running(ids)
         guard !running.isEmpty else { return }
         logger.warning("stopped a download without a length that nobody waits for", metadata: [
             "url": "\(DisplayURL.redacted(url))", "after": "\(Int(Self.abandonedTransferGrace))s without an open",

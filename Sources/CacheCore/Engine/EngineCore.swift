@@ -13,17 +13,21 @@ import Glibc
 /// of slices to evict. Threads (docs/threads.md): completions of reads that waited, checksum checks,
 /// chunked reads, the sweeper's eviction and removals run as jobs on `pool`, the engine's one
 /// bounded pool for blocking I/O (not Swift's cooperative pool, not a thread per call); slice
-/// writes run on `writes` (WriteQueue's lanes), never on the fetch thread; the sweeper
+/// writes run on the store's writer lanes (`SliceStore.submit`), never on the fetch thread; the sweeper
 /// (`Maintenance`) is a GCD timer that fails late reads and submits the rest. No job of `pool` waits for another job of
 /// it: each hands its result on by calling or submitting, never by blocking.
 ///
 /// Files: this one holds the shards, the wiring and metadata (open, probe, remote change);
-/// `+Deadlines` opens and reads past their deadlines; `+Read` the read path; `+Fetch` the sink that takes arriving bytes and writes them on its
-/// lane; `+Maintenance` list/remove/verify (`cache ls/rm/verify`); `+Verify` the checksum check.
-/// Parts that own their state, each with its design note: `Evictor` (the cap, the free-space
-/// floor, eviction rounds), `Maintenance` (the sweeper, max age, the scrub, read statistics, the
-/// directory check), `CacheLoad` (the start), `EngineClock` (time, injected by tests). An
-/// entry's decisions are its `EntryStateMachine`'s.
+/// `+Deadlines` opens and reads past their deadlines; `+Read` the read path; `+Fetch` the
+/// hand-off of a launch to the coordinator; `+Commands` list/remove/verify (`cache
+/// ls/rm/verify`); `+Verify` the checksum check of slices from before the start.
+/// Parts that own their state, each with its design note: `SliceStore` (data files, index,
+/// writer lanes, kept descriptors; extents with their checksums), `FetchCoordinator` (launches,
+/// running handles, cancels, priorities, the tracked source, the sinks shutdown waits for),
+/// `Evictor` (the cap, the free-space floor, eviction rounds), `Maintenance` (the sweeper, max
+/// age, the scrub, read statistics, the directory check), `CacheLoad` (the start), `EngineClock`
+/// (time, injected by tests). An entry's decisions are its `EntryStateMachine`'s; the engine
+/// keeps the shards, ids and generations, the metadata path and the wiring of the parts.
 ///
 /// Map of this folder (`Engine/`): the engine's public face and the core that wires its parts.
 /// - `CacheEngine.swift`: the public face the front doors hold (readers, opens, shutdown).
@@ -32,24 +36,29 @@ import Glibc
 /// - `EngineCore.swift` (this file): the shards, the pool, and the wiring of the parts below.
 /// - `EngineCore+Commands.swift`: `cache ls/info/rm/clear/verify` over the shards and the index.
 /// - `EngineCore+Deadlines.swift`: opens and reads past their deadlines (the sweeper's `expireLate`).
+/// - `EngineCore+TestAccess.swift`: the parts' pieces as tests reach them (never the engine's code).
 /// - `CacheConfiguration.swift`: where and how to cache; every knob the engine reads.
 /// - `CacheError.swift`: the errors each front door maps in one place (errno, HTTP status, a line).
 /// - `CacheLoad.swift`: the start: index into the shards, checked by `StartupCheck.swift`.
 /// - `EngineClock.swift`: the one clock CacheCore reads (tests inject it).
-/// - `HandleTable.swift`: running transfers' handles by fetch id, apart from the pure tables.
+/// - `HandleTable.swift`: running transfers' handles by fetch id (the `FetchCoordinator`'s),
+///   apart from the pure tables.
 /// Neighbours: drives `Entry/` (each entry's machine), `Read/`, `Fetch/`, `Storage/`,
 /// `Eviction/`, `Maintenance/` and `Status/`; called by the front doors (FuseMount, Proxy, the
 /// executable) through `CacheEngine`, and back by its parts through `EngineCore`.
 final class EngineCore: Sendable {
     /// The configuration in force; `sliceSize` is the one the cache was created with.
     let configuration: CacheConfiguration
-    let source: RangeSource
+    /// Every transfer: launches, running handles, cancels, priorities, the tracked source
+    /// (`FetchCoordinator`).
+    let fetches: FetchCoordinator
     /// Which origins are down: an entry of one is served as cached, not revalidated.
     let originHealth: OriginHealthSource?
     let logger: Logger
     let metrics: CacheMetrics
-    let store: DataFiles
-    let index: CacheIndex
+    /// The bytes on disk and what is known of them: data files, index, writer lanes, kept
+    /// descriptors (`SliceStore`); the engine's parts reach the disk only through it.
+    let store: SliceStore
     /// Ranges the user pinned (`preload --pin`), which eviction leaves alone.
     let userPins: PinTable
     let directoryLock: DirectoryLock
@@ -60,8 +69,6 @@ final class EngineCore: Sendable {
     /// sweeper's maintenance (one at a time: `Maintenance.sweeping`) and removals. Its jobs never wait for
     /// one another.
     let pool: BlockingIOPool
-    /// Read descriptors of data files that readers closed, for the next reader of that version.
-    let idleFiles = IdleDataFiles()
     /// The keys of the URLs opened lately: the proxy opens its entry on every request, and a key
     /// is a function of the URL and the rules, which never change for the engine's life.
     let recentKeys = RecentResults<CacheKey>(capacity: 256)
@@ -94,10 +101,6 @@ final class EngineCore: Sendable {
         var davEntries: Set<CacheKey> = []
     }
     private let counters = LockedValue(Counters())
-    /// Transfers whose sink has not finished yet, so shutdown can wait for their last extents
-    /// (broadcast when one finishes). Not a `DispatchGroup`: one freed while a sink that never
-    /// finished had entered it ends the process.
-    let activeSinks = ConditionLock(0)
     /// The cap and the free-space floor: bytes on disk, room for writes, eviction rounds
     /// (`Evictor`).
     let evictor: Evictor
@@ -119,8 +122,6 @@ final class EngineCore: Sendable {
             }
         }
     }
-    /// Writes arriving bytes off the fetch thread.
-    let writes: WriteQueue
     /// The memory of arriving bytes: what waits for the writer, and what reads hold.
     let memory: MemoryBudget
     /// Bytes transfers may write before the cap and free space are looked at again.
@@ -133,7 +134,7 @@ final class EngineCore: Sendable {
         self.metrics = metrics
         self.originHealth = originHealth
         var configuration = configuration
-        self.source = source
+        fetches = FetchCoordinator(source: source, metrics: metrics, clock: configuration.clock, logger: logger)
         self.logger = logger
         let dir = configuration.directory
         do {
@@ -156,6 +157,7 @@ final class EngineCore: Sendable {
             throw error
         }
         configuration.keyRules.credentialKey = CredentialKey.load(directory: dir)
+        let index: CacheIndex
         do {
             index = try CacheIndex.openSettingAsideIfDamaged(path: dir + "/index.sqlite", held: held, logger: logger,
                                                              now: configuration.clock)
@@ -188,16 +190,16 @@ final class EngineCore: Sendable {
         }
         self.configuration = configuration
         pool = BlockingIOPool(name: "httpcachefs-io", threads: max(1, configuration.blockingIOThreads))
-        store = DataFiles(held: held, sliceSize: configuration.sliceSize)
+        let files = DataFiles(held: held, sliceSize: configuration.sliceSize)
         memory = MemoryBudget(limits: .init(queued: configuration.writeBudget, perTransfer: configuration.writeBudgetPerTransfer,
                                             retained: configuration.readRetentionBudget))
-        writes = WriteQueue(lanes: 2, memory: memory)
+        store = SliceStore(files: files, index: index, writes: WriteQueue(lanes: 2, memory: memory))
         shards = (0..<max(1, configuration.shardCount)).map { _ in Shard() }
-        evictor = Evictor(configuration: configuration, shards: shards, store: store, index: index, userPins: userPins,
+        evictor = Evictor(configuration: configuration, shards: shards, store: store, userPins: userPins,
                           logger: logger, metrics: metrics)
         maintenance = Maintenance(configuration: configuration, shards: shards, index: index, pool: pool, evictor: evictor,
                                   directoryLock: directoryLock, openReaders: openReaders, logger: logger)
-        let lastGeneration = try CacheLoad(configuration: configuration, store: store, index: index, shards: shards,
+        let lastGeneration = try CacheLoad(configuration: configuration, store: files, index: index, shards: shards,
                                            evictor: evictor, logger: logger).run()
         counters.withLock { $0.lastGeneration = lastGeneration }
         evictor.holdPinsUnderTheCap()
@@ -219,31 +221,30 @@ final class EngineCore: Sendable {
     func shutdown() {
         maintenance.stop()
         for shard in shards {
-            let (fetches, waiting): ([FetchHandleBox], [Waiter.Completion]) = shard.locked { entries in
+            let (running, waiting): ([FetchHandleBox], [Waiter.Completion]) = shard.locked { entries in
                 var f: [FetchHandleBox] = [], w: [Waiter.Completion] = []
                 for e in entries.all {
-                    let (waiters, fetches) = e.machine.stopped(dropBytes: false)
+                    let (waiters, ids) = e.machine.stopped(dropBytes: false)
                     w += waiters.map(\.completion)
-                    for id in fetches { if let h = handles.remove(id) { f.append(h) } }
-                    if e.isPersisted { e.saveRow(to: index) }   // only those that changed
+                    f += fetches.stop(ids)
+                    if e.isPersisted { store.save(e) }   // only those that changed
                 }
                 return (f, w)
             }
-            fetches.forEach { $0.cancel() }
+            running.forEach { $0.cancel() }
             waiting.forEach { done in pool.submit { done(.failure(.cancelled)) } }
         }
         // Transfers hand their last extent to the index when they finish: wait for them (briefly),
         // or bytes already on disk would not be recorded.
-        _ = activeSinks.wait(until: { $0 == 0 }, timeout: 5)
-        writes.stop()
+        fetches.waitForSinks(timeout: 5)
+        store.stopWriting()
         // The cancelled reads' answers run, and so does a maintenance job or a check already
         // queued, while the index is still open; a job submitted later (a transfer's last
         // callback) runs on its caller's thread.
         pool.finish()
         do {
-            try index.close()
+            try store.close()
         } catch {
-            index.flush()
             logger.warning("the cache index could not be closed; the next start will check the cache as after a crash",
                            metadata: ["error": "\(error)"])
         }
@@ -279,8 +280,6 @@ final class EngineCore: Sendable {
     /// Makes room for `bytes` about to be written (`Evictor.makeRoom`).
     func makeRoom(for bytes: Int64) -> Bool { evictor.makeRoom(for: bytes) }
 
-    /// Running transfers' handles, by fetch id (the table itself is pure state).
-    let handles = HandleTable()
 
     /// True at most once a minute: whether a full disk is worth a warning now.
     func shouldWarnNoRoom(now: Double) -> Bool {
@@ -496,15 +495,12 @@ final class EngineCore: Sendable {
         let dropped = entry.machine.generationStarted(makeGeneration(), keeping: fetchID)
         adopt(head, into: entry)
         addBytes(-dropped.droppedBytes)
-        idleFiles.dropAll(of: entry.handle)
+        store.forgetFiles(of: entry.handle)
         failStaleWaiters(entry)
-        let cancelled = dropped.cancel.compactMap { handles.remove($0) }
-        let id = entry.id, store = store, newGen = entry.info.generation
+        let cancelled = fetches.stop(dropped.cancel)
         if entry.isPersisted {
-            entry.saveRow(to: index)
-            index.deleteOtherGenerations(entryID: id, keep: newGen) {
-                store.remove(entry: id, generation: old)
-            }
+            store.save(entry)
+            store.deleteOtherVersions(entryID: entry.id, keep: entry.info.generation, old: old)
         }
         if isFile { notifyChanged(entry.info) }
         return cancelled

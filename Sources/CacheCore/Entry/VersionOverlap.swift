@@ -92,10 +92,7 @@ extension EngineCore {
         case let .memory(bytes): return bytes
         case let .disk(id, slices):
             defer { shard.locked { $0[handle]?.unpin(slices, generation: generation) } }
-            return try? [UInt8](unsafeUninitializedCapacity: Int(range.length)) { buf, count in
-                try store.read(entry: id, generation: generation, range: range, into: UnsafeMutableRawBufferPointer(buf), at: 0)
-                count = Int(range.length)
-            }
+            return try? store.read(entry: id, generation: generation, range: range)
         }
     }
 
@@ -116,7 +113,7 @@ extension EngineCore {
                                     acceptsRanges: info.acceptsRanges)
             let cancels = startNewGeneration(entry, head: head, keeping: fetchID)
             entry.machine.validationForgotten()   // what the origin now has is asked at the next open
-            entry.saveRow(to: index)
+            store.save(entry)
             return (cancels, replanWaiters(entry, failed: nil))
         }
     }

@@ -44,7 +44,7 @@ extension Evictor {
         punch(round.slices.map(\.id))
         onFreedSlices?()
         do {
-            try index.deleteSlices(round.slices.map(\.id)) {}
+            try store.deleteSliceRows(round.slices.map(\.id))
             release(round.slices)
         } catch {
             // The disk is too full for even this commit. The blocks are free already, and no
@@ -109,7 +109,7 @@ extension Evictor {
         }
         guard !pending.isEmpty else { return }
         do {
-            try index.deleteSlices(pending.map(\.id)) {}
+            try store.deleteSliceRows(pending.map(\.id))
             release(pending)
         } catch {
             unfinished.withLock { $0 = pending + $0 }
@@ -117,16 +117,9 @@ extension Evictor {
         }
     }
 
-    /// Frees the blocks of evicted slices, one data file at a time.
+    /// Frees the blocks of evicted slices, one data file at a time (`SliceStore.freeBlocks`).
     func punch(_ slices: [CacheIndex.SliceID]) {
-        let byFile = Dictionary(grouping: slices) { FileID(entry: $0.entryID, generation: $0.generation) }
-        for (file, ids) in byFile {
-            do {
-                try store.punch(entry: file.entry, generation: file.generation, slices: ids.map(\.slice))
-            } catch {
-                logger.error("evicted bytes could not be freed on disk", metadata: ["error": "\(error)"])
-            }
-        }
+        store.freeBlocks(of: slices, logger: logger)
     }
 
     /// Writers may use these slices again: their rows are gone.

@@ -12,7 +12,7 @@ import Glibc
 /// (`space`), the choice lock (`lock`), the rounds taken and not yet completed (`rounds`), the
 /// queue of the oldest slices of the last scan (`queue`) and the evictions whose index commit
 /// failed (`unfinished`). It reads the engine's shards (taking each shard lock briefly, never two
-/// at once), the data files, the index and the user's pins; it decides nothing about an entry
+/// at once), the slice store (`SliceStore`: holes, then rows) and the user's pins; it decides nothing about an entry
 /// itself: whether a slice may go is the entry state machine's `evictionOffered` event.
 ///
 /// *Which thread runs it.* The writer lane of a transfer that needs room (`makeRoom`), the
@@ -56,13 +56,14 @@ import Glibc
 /// - `EvictionQueue.swift`: the oldest slices of the last scan, taken from until stale.
 /// - `PinTable.swift`: the user's pinned ranges (`preload --pin`), counted in slices kept.
 /// Neighbours: reads the shards of `Engine/` and asks each entry's machine (`Entry/`, `evictionOffered`)
-/// before it takes a slice; deletes through `Storage/` (holes, rows). Called by `Fetch/`'s writer
+/// before it takes a slice; deletes through `Storage/`'s `SliceStore` (`freeBlocks`, then
+/// `deleteSliceRows`). Called by `Fetch/`'s writer
 /// when it needs room and by `Maintenance/`'s sweeper.
 final class Evictor: Sendable {
     let configuration: CacheConfiguration
     let shards: [Shard]
-    let store: DataFiles
-    let index: CacheIndex
+    /// Where evicted slices' blocks and rows go (`freeBlocks`, then `deleteSliceRows`).
+    let store: SliceStore
     /// Ranges the user pinned (`preload --pin`), which eviction leaves alone.
     let userPins: PinTable
     let logger: Logger
@@ -84,12 +85,11 @@ final class Evictor: Sendable {
     /// Called between a round's punches and its index commit (tests interleave a write there).
     private let freedSlicesHook = LockedValue<(@Sendable () -> Void)?>(nil)
 
-    init(configuration: CacheConfiguration, shards: [Shard], store: DataFiles, index: CacheIndex,
+    init(configuration: CacheConfiguration, shards: [Shard], store: SliceStore,
          userPins: PinTable, logger: Logger, metrics: CacheMetrics) {
         self.configuration = configuration
         self.shards = shards
         self.store = store
-        self.index = index
         self.userPins = userPins
         self.logger = logger
         self.metrics = metrics
@@ -290,7 +290,7 @@ final class Evictor: Sendable {
         guard userPins.totalBytes > limit else { return }
         var released: [String] = []
         for key in userPins.all().keys.sorted(by: { $0.string > $1.string }) where userPins.totalBytes > limit {
-            do { try index.setPins(key: key.string, []) } catch { break }
+            do { try store.index.setPins(key: key.string, []) } catch { break }
             userPins.set(key, RangeSet())
             released.append(key.string)
         }

@@ -6,7 +6,8 @@ import Glibc
 /// `EntrySink`'s writer side: the jobs a transfer's batches become on the `WriteQueue` lane of
 /// its entry's data file, run one after the other on that lane, each holding the sink's
 /// `writer` lock for its length. A job writes its chunks where there is room (`makeRoom`, which
-/// may evict), extends the extent's XXH64, hands finished extents to the index, and records what
+/// may evict), extends the extent's checksum (`ChecksummedExtent`), hands finished extents to the
+/// `SliceStore`, and records what
 /// it wrote as the entry's machine says (`writeCompleted`, `recordWritten`); after a write found
 /// no room, bytes only go to the reads waiting for a while (`mayWrite`). It may block on the disk
 /// (`pwrite`, `open`), the eviction lock and the shard lock, never on the source's side.
@@ -71,12 +72,12 @@ extension EntrySink {
         do {
             guard try openSlice(slice, generation: generation, &w) else { return false }
             do {
-                try core.store.write(fd: w.fd, piece, at: offset, path: core.store.path(entry: w.entryID, generation: generation))
+                try core.store.write(piece, at: offset, fd: w.fd, entry: w.entryID, generation: generation)
             } catch let e as StorageError where e.isDiskFull {
                 // Another program filled the disk: make room and try once more.
                 core.space.refill(0)
                 guard core.makeRoom(for: Int64(piece.count)) else { throw e }
-                try core.store.write(fd: w.fd, piece, at: offset, path: core.store.path(entry: w.entryID, generation: generation))
+                try core.store.write(piece, at: offset, fd: w.fd, entry: w.entryID, generation: generation)
             }
         } catch {
             // Whatever was half written is not recorded: the extent restarts after the hole.
@@ -84,14 +85,11 @@ extension EntrySink {
             noRoom(now, "\(error)", &w)
             return false
         }
-        if let x = w.extent, x.slice == slice, x.end == offset, x.end - x.start < (1 << 20) {
-            w.extent!.end = offset + Int64(piece.count)
-            w.extent!.hash.update(piece)
+        if let x = w.extent, x.continues(slice: slice, at: offset) {
+            w.extent!.append(piece)
         } else {
             closeExtent(&w)
-            var hash = XXH64()
-            hash.update(piece)
-            w.extent = (slice, offset, offset + Int64(piece.count), hash)
+            w.extent = ChecksummedExtent(entryID: w.entryID, generation: generation, slice: slice, at: offset, piece)
         }
         return true
     }
@@ -149,7 +147,7 @@ extension EntrySink {
         // Removed while the file was being opened: the removal's sweep may already have run.
         guard isCurrent(generation) else {
             close(opened)
-            core.store.remove(entry: id, generation: generation)
+            core.store.removeFile(entry: id, generation: generation)
             return false
         }
         w.fd = opened
@@ -164,14 +162,13 @@ extension EntrySink {
         shard.locked { $0[entry]?.isCurrent(generation) ?? false }
     }
 
-    /// Hands the finished extent to the index (its bytes are already written), unless the entry
-    /// moved on: then its rows are going or gone, and the bytes with them.
+    /// Hands the finished extent, with its checksum, to the store's index (its bytes are already
+    /// written), unless the entry moved on: then its rows are going or gone, and the bytes with them.
     func closeExtent(_ w: inout Writer) {
         guard let x = w.extent else { return }
         w.extent = nil
-        let generation = w.generation
-        guard isCurrent(generation) else { return }
-        core.index.addExtent(.init(entryID: w.entryID, generation: generation, slice: x.slice, start: x.start, end: x.end, checksum: x.hash.value))
+        guard isCurrent(x.generation) else { return }
+        core.store.record(x)
     }
 
     func closeFile(_ w: inout Writer) {

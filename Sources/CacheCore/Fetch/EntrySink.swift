@@ -28,19 +28,7 @@ import Foundation
 /// returns, and each locked step hands what is left for after the lock out as its return value.
 /// Time is the engine's clock (`CacheConfiguration.clock`), read once per step.
 ///
-/// Map of this folder (`Fetch/`): transfers, from launch to bytes written.
-/// - `EntrySink.swift` (this file): one transfer's source side: arrivals, waiters answered.
-/// - `EntrySink+Writer.swift`: its writer side: jobs on a `WriteQueue` lane, room, checksums.
-/// - `EngineCore+Fetch.swift`: launching a fetch the in-flight table registered.
-/// - `RangeSource.swift`: the protocol the cache fetches through (libcurl, tests' sources).
-/// - `FetchTracker.swift`: the source wrapped to count and list every transfer.
-/// - `OriginHealth.swift`: one origin up or down, a pure machine; `OriginHealthSource.swift`
-///   wraps the source with it (offline mode).
-/// - `FetchPriority.swift`: how urgent a transfer is (a waiting read first).
-/// - `TierStatus.swift`: what a cache tier did, for the status document.
-/// Neighbours: feeds `Entry/` (arrival, head, finish events) under the shard lock; writes through
-/// `Storage/` (`WriteQueue`, data files, index) after `Eviction/` makes room; buffers from
-/// `Memory/`. Started by `Read/` and `Engine/`; the executable plugs the real `RangeSource` in.
+/// Part of `Fetch/` (map: `FetchCoordinator.swift`).
 // Checked `Sendable`: its state is in two `LockedValue`s, one per side, each taken by that side
 // alone (`arrivals` by the source's callbacks, `writer` by the jobs on the file's lane), so
 // neither is ever contended. What that costs: one uncontended pthread mutex (about 20 ns) per
@@ -112,7 +100,8 @@ final class EntrySink: FetchSink {
         var slice: Int64 = -1
         var generation: Int64 = -1
         var entryID: Int64 = -1
-        var extent: (slice: Int64, start: Int64, end: Int64, hash: XXH64)?
+        /// The extent being written, with the checksum of its bytes so far.
+        var extent: ChecksummedExtent?
         /// After a write found no room, bytes only go to waiting reads until then (the clock's
         /// seconds: `EntryStateMachine.mayWrite`).
         var noRoomUntil: Double = 0
@@ -129,7 +118,7 @@ final class EntrySink: FetchSink {
         self.shard = shard
         self.fetchID = fetchID
         arrivals = LockedValue(Arrivals(generation: generation, position: start, checks: checks, deliver: deliver))
-        onRoom = { [handles = core.handles] in handles.existing(fetchID)?.resume() }
+        onRoom = { [fetches = core.fetches] in fetches.resume(fetchID) }
     }
 
     typealias Machine = EntryStateMachine<EntryState.OpenCompletion>
@@ -207,8 +196,8 @@ final class EntrySink: FetchSink {
             // The entry becomes real now, never for an error. Its row is written behind; the
             // id is all data file names need.
             core.adopt(head, into: entry)
-            entry.machine.indexed(id: core.index.newEntryID())
-            entry.saveRow(to: core.index)
+            entry.machine.indexed(id: core.store.newEntryID())
+            core.store.save(entry)
         case .newVersionRefetch:
             // Ask again for the wanted bytes of the new version, with its validator.
             after.cancels = core.startNewGeneration(entry, head: head, keeping: fetchID)
@@ -227,7 +216,7 @@ final class EntrySink: FetchSink {
             after.launches = core.replanWaiters(entry, failed: nil)
         case .confirm:
             entry.machine.versionConfirmed(by: head, at: now)
-            entry.saveRow(to: core.index)
+            core.store.save(entry)
         }
         switch decision.body {
         case .partial, .none, .giveWay:
@@ -379,7 +368,7 @@ final class EntrySink: FetchSink {
         }
         sendBatch(&t)
         let expected = min(t.turnBytes > 0 ? 2 * t.turnBytes : t.lastTurnBytes, Self.batchCapacity)
-        guard let b = core.writes.buffer(capacity: ChunkPool.capacity(for: max(count, expected)),
+        guard let b = core.store.buffer(capacity: ChunkPool.capacity(for: max(count, expected)),
                                          transfer: fetchID, onRoom: onRoom) else { return nil }
         t.batch = b
         t.batchUsed = count
@@ -397,7 +386,7 @@ final class EntrySink: FetchSink {
         guard !t.unsent.isEmpty else { return }
         let chunks = t.unsent, generation = t.unsentGeneration
         t.unsent = []
-        core.writes.submit(file: file) { [self] in
+        core.store.submit(file: file) { [self] in
             writer.withLock { write(chunks, generation: generation, &$0) }
         }
     }
@@ -494,13 +483,12 @@ final class EntrySink: FetchSink {
         core.memory.forget(transfer: fetchID)
         // The last extent goes to the index once the lane wrote what is queued before it.
         defer {
-            core.writes.submit(file: file) { [self] in
+            core.store.submit(file: file) { [self] in
                 writer.withLock { w in
                     closeExtent(&w)
                     closeFile(&w)
                 }
-                core.activeSinks.withLock { $0 -= 1 }
-                core.activeSinks.broadcast()   // shutdown, waiting for the last ones
+                core.fetches.sinkFinished()
             }
         }
         let url = shard.locked { $0[entry]?.info.url } ?? self.url
@@ -510,7 +498,7 @@ final class EntrySink: FetchSink {
         }
         let now = core.configuration.clock().timeIntervalSince1970
         let launches: [Launch] = shard.locked { entries in
-            _ = core.handles.remove(fetchID)
+            core.fetches.ended(fetchID)
             // Removed: its fetches went with it, and its machine would say `.none`.
             guard let entry = entries[self.entry] else { return [] }
             let fetch = entry.machine.transferEnded(fetchID)
@@ -528,7 +516,7 @@ final class EntrySink: FetchSink {
                 if learnLength {
                     // The origin sent no length: the end of the body is the end of the file.
                     entry.machine.lengthLearned(position)
-                    entry.saveRow(to: core.index)
+                    core.store.save(entry)
                 }
                 core.answer(answer, entry: entry, url: url)
                 if let cause { entry.noteError("\(cause)") }
@@ -537,7 +525,7 @@ final class EntrySink: FetchSink {
                                                                   clean: error == nil && failure == nil)
                 let launches = core.replanWaiters(entry, failed: cause.map { (undelivered, $0) }, endedShort: endedShort)
                 if removeIfUnused, entry.waiters.isEmpty, entry.inflight.isEmpty, let (_, action) = entries.remove(self.entry) {
-                    core.idleFiles.dropAll(of: self.entry)
+                    core.store.forgetFiles(of: self.entry)
                     if case let .leave(opens) = action { core.answer(opens, .failure(.cancelled)) }
                 }
                 return launches

@@ -3,7 +3,8 @@ import Foundation
 /// Verified bytes: a slice that was on disk before this start is served only once its extents
 /// matched their checksums.
 ///
-/// Owns: the check of a slice against the XXH64 its extents were recorded with, and what follows
+/// Owns: the check of a slice against the XXH64 its extents were recorded with (read back and
+/// compared by the `SliceStore`, which recorded them with their checksums), and what follows
 /// a mismatch (the extents' rows dropped, the bytes forgotten and fetched again, logged and
 /// counted). Bytes written by this process are trusted: they came from the network through it.
 /// A read whose bytes lie in unverified slices is held until they are checked (a job of `pool`
@@ -52,7 +53,7 @@ extension EngineCore {
         guard let id, !wanted.isEmpty else { return 0 }
         let extents: [CacheIndex.ExtentRow]
         do {
-            extents = try index.extents(entryID: id, generation: generation, slices: wanted)
+            extents = try store.extents(entryID: id, generation: generation, slices: wanted)
         } catch {
             logger.warning("cannot read the index to check cached bytes; they stay unchecked", metadata: ["error": "\(error)"])
             return 0
@@ -63,9 +64,12 @@ extension EngineCore {
             shard.locked { $0[entry]?.pin(slice...slice, generation: generation) }
             var bad: [CacheIndex.ExtentRow] = []
             for x in extents where x.slice == slice {
-                switch readFromDisk(entryID: id, generation: generation, range: x.start..<x.end) {
-                case let .success(bytes): if XXH64.hash(bytes) != x.checksum { bad.append(x) }
-                case .failure: bad.append(x)
+                switch store.check(x) {
+                case .matches: break
+                case .differs: bad.append(x)
+                case let .unreadable(e):
+                    logger.error("cached bytes unreadable; they will be fetched again", metadata: ["error": "\(e)"])
+                    bad.append(x)
                 }
             }
             shard.locked { $0[entry]?.unpin(slice...slice, generation: generation) }
@@ -86,7 +90,7 @@ extension EngineCore {
             metrics.damagedBytes.add(damaged)
             // The whole slice goes, rows and coverage (coverage is forgotten per slice): its
             // other extents are fine, but cheap to fetch again.
-            for x in extents where x.slice == slice { try? index.deleteExtent(x) }
+            store.dropExtents(extents.filter { $0.slice == slice })
             forget(entry: entry, shard: shard, range: range, generation: generation)
             markVerified(slice, of: entry, shard: shard, generation: generation)
         }

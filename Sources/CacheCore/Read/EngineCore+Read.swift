@@ -83,7 +83,7 @@ extension EngineCore {
             guard case let .fail(why) = action.answer else { return (action, entry.handle, entry.id, nil, verifyAhead) }
             return (action, entry.handle, entry.id, readFailure(why, key: key, entry: entry), verifyAhead)
         }
-        action.cancel.compactMap { handles.existing($0) }.forEach { $0.cancel() }
+        fetches.cancel(action.cancel)
         if action.readAheadRead > 0 { metrics.readAheadReadBytes.add(action.readAheadRead) }
         if case let .verifyFirst(unchecked) = action.answer, let entry {
             pool.submit(key: Self.verifyKey) { [self] in
@@ -192,10 +192,7 @@ extension EngineCore {
                 break
             }
             do {
-                let f = try file ?? files.file {
-                    try idleFiles.take(entry, generation: generation)
-                        ?? DataFile(fd: store.openForReading(entry: id, generation: generation))
-                }
+                let f = try file ?? files.file { try store.readFile(of: entry, id: id, generation: generation) }
                 file = f
                 pieces.append(.file(fd: f.fd, offset: run.lowerBound, count: run.count))
             } catch {
@@ -254,31 +251,10 @@ extension EngineCore {
         return first ? .first : .seek
     }
 
-    func slices(of range: Range<Int64>) -> ClosedRange<Int64> {
-        store.sliceIndex(of: range.lowerBound)...store.sliceIndex(of: max(range.lowerBound, range.upperBound - 1))
-    }
+    func slices(of range: Range<Int64>) -> ClosedRange<Int64> { store.slices(of: range) }
 
     func touch(_ entry: EntryState, _ range: Range<Int64>, _ now: Double) {
         entry.machine.slicesTouched(slices(of: range), now: now)
-    }
-
-    /// Reads bytes that the index says are on disk. A missing or short data file is reported as
-    /// an error (and its bytes forgotten by the caller), never served as zeros.
-    func readFromDisk(entryID: Int64, generation: Int64, range: Range<Int64>) -> Result<[UInt8], CacheError> {
-        guard !range.isEmpty else { return .success([]) }   // the shared empty array is not ours to write
-        do {
-            let bytes = try [UInt8](unsafeUninitializedCapacity: Int(range.length)) { buf, count in
-                try store.read(entry: entryID, generation: generation, range: range,
-                               into: UnsafeMutableRawBufferPointer(buf), at: 0)
-                count = Int(range.length)
-            }
-            return .success(bytes)
-        } catch let e as StorageError {
-            logger.error("cached bytes unreadable; they will be fetched again", metadata: ["error": "\(e)"])
-            return .failure(e.cacheError)
-        } catch {
-            return .failure(.storage(path: configuration.directory, message: "\(error)"))
-        }
     }
 
     /// Drops bytes from coverage whose data file turned out to be unreadable.
@@ -300,9 +276,7 @@ extension EngineCore {
     /// Passes changes of class on to the transfers (call under the shard lock, so that the
     /// fetcher hears them in the order they were made: the handle only queues them for its loop).
     private func pass(_ changes: [InFlightTable.PriorityChange]) {
-        for change in changes {
-            handles.existing(change.id)?.setPriority(change.priority, waitedSeconds: change.waitedSeconds)
-        }
+        fetches.prioritize(changes)
     }
 
     /// Completes every waiter whose bytes are all here now: in memory (held as they arrived, or
@@ -395,13 +369,13 @@ extension EngineCore {
             reader.progress.withLock { $0.closed = true }
             guard let entry = entries[key] else { return ([], []) }
             if let file, entry.isCurrent(reader.entry.generation) {
-                overflow = idleFiles.give(file, of: entry.handle, generation: reader.entry.generation)
+                overflow = store.keepForNextReader(file, of: entry.handle, generation: reader.entry.generation)
             }
             let (mine, orphaned, priorities) = entry.machine.readerClosed(reader.id, uptime: uptime)
             for w in mine { entry.unpin(slices(of: w.range), generation: w.generation) }
             pass(priorities)
             // Orphaned fetches stop at their next chunk (advance says .stop); cancel them now too.
-            return (mine.map(\.completion), orphaned.compactMap { handles.existing($0) })
+            return (mine.map(\.completion), fetches.running(orphaned))
         }
         cancels.forEach { $0.cancel() }
         for done in waiting { pool.submit { done(.failure(.cancelled)) } }

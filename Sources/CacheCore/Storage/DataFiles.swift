@@ -14,21 +14,7 @@ import Glibc
 /// changed remote file can never be read through an old file. Which bytes of a file are valid is
 /// the index's business; this type only moves bytes, and retries on EINTR.
 ///
-/// Map of this folder (`Storage/`): everything on disk: bytes, index, and the directory itself.
-/// - `DataFiles.swift` (this file): one sparse data file per version; slices punched out.
-/// - `CacheIndex.swift`: the SQLite index (entries, extents), written behind memory;
-///   `CacheIndex+Respell.swift` its key-spelling migration; `DamagedIndex.swift` a damaged one set aside.
-/// - `WriteQueue.swift`: the writer lanes for arriving bytes, one lane per file.
-/// - `XXH64.swift`: the checksum of every extent.
-/// - `IdleDataFiles.swift`: read descriptors kept for the next reader of the same version.
-/// - `KeptDocuments.swift`: last good answers of document requests (WebDAV listings).
-/// - `HeldDirectory.swift`: the cache directory held open; every path is relative to it.
-/// - `DirectoryLock.swift`: one process per cache directory. `PrivateDirectory.swift`: 0700.
-/// - `DirectoryNames.swift`: a listing that says why it failed. `LinuxFileCalls.swift`: punch
-///   hole and friends, looked up by name.
-/// Neighbours: the bottom layer; uses only `Keys/`, `Memory/`'s chunks (the writer), the engine's
-/// clock and errors, and `Read/`'s `readFully`. `Engine/` opens it, `Fetch/` writes, `Read/`
-/// reads, `Eviction/` and `Maintenance/` delete and check.
+/// Part of the `SliceStore` (the folder's map), which the engine's parts reach the disk through.
 struct DataFiles: Sendable {
     /// The cache directory, held open: every data file is opened, made and deleted relative to
     /// it, never by path, so a directory replaced under the engine never hands it another

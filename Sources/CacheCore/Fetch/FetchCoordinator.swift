@@ -1,0 +1,160 @@
+import Foundation
+import Logging
+
+/// The fetch coordinator: every transfer the engine runs, from the launch an entry's machine asked
+/// for to its end.
+///
+/// *What it owns.* The source transfers start on (`tracker`: the `FetchTracker` that counts and
+/// lists them for the status page, around the origin-health wrapper, around the real source),
+/// the running transfers' handles by fetch id (`HandleTable`), and the count of sinks not
+/// finished yet (`activeSinks`, which shutdown waits for so their last extents reach the index).
+/// An entry's machine decides what to fetch, cancel and reprioritize (its in-flight table is its
+/// own, pure state); this part carries it out: `launch` turns a `Launch` into `source.start`
+/// with an `EntrySink`, `cancel`/`stop` reach the handles, `prioritize` passes new classes on.
+///
+/// *Which thread runs it.* The caller's: a reader's (launches, cancels, priorities), the fetch
+/// thread's (a sink's launches and its end), the sweeper's (transfers without a length nobody
+/// waits for), shutdown. `prioritize` is called under the entry's shard lock, so the fetcher
+/// hears an entry's changes in the order they were made (a handle only queues them for its loop).
+///
+/// *What it may block on.* The handle table's leaf lock, and the shard lock once per launch to
+/// read the entry's facts. `launch` must be called with no lock held: `source.start` may call
+/// back into the sink. `waitForSinks` blocks (shutdown only).
+///
+/// Map of this folder (`Fetch/`): transfers, from launch to bytes written.
+/// - `FetchCoordinator.swift` (this file): the part that runs transfers: launches, handles,
+///   cancels, priorities, the tracked source, the sinks shutdown waits for.
+/// - `EntrySink.swift`: one transfer's source side: arrivals, waiters answered.
+/// - `EntrySink+Writer.swift`: its writer side: jobs on a `WriteQueue` lane, room, checksums.
+/// - `EngineCore+Fetch.swift`: `Launch` (a fetch the in-flight table registered) and the engine's
+///   one-line hand-off of it to the coordinator.
+/// - `RangeSource.swift`: the protocol the cache fetches through (libcurl, tests' sources).
+/// - `FetchTracker.swift`: the source wrapped to count and list every transfer.
+/// - `OriginHealth.swift`: one origin up or down, a pure machine; `OriginHealthSource.swift`
+///   wraps the source with it (offline mode).
+/// - `FetchPriority.swift`: how urgent a transfer is (a waiting read first).
+/// - `TierStatus.swift`: what a cache tier did, for the status document.
+/// Neighbours: feeds `Entry/` (arrival, head, finish events) under the shard lock; writes through
+/// `Storage/` (`SliceStore`: writer lanes, data files, index) after `Eviction/` makes room;
+/// buffers from `Memory/`; handles by fetch id in `Engine/HandleTable.swift`. Started by `Read/`
+/// and `Engine/`; the executable plugs the real `RangeSource` in.
+final class FetchCoordinator: Sendable {
+    /// The source every transfer starts on: the one given, wrapped to count every transfer and
+    /// list those running (the status page's running transfers).
+    let tracker: FetchTracker
+    let logger: Logger
+    /// Running transfers' handles, by fetch id.
+    let handles = HandleTable()
+    /// Transfers whose sink has not finished yet, so shutdown can wait for their last extents
+    /// (broadcast when one finishes). Not a `DispatchGroup`: one freed while a sink that never
+    /// finished had entered it ends the process. (Tests wait on it too.)
+    let activeSinks = ConditionLock(0)
+
+    /// - Parameters:
+    ///   - source: what transfers start on (the origin-health wrapper around the real source).
+    ///   - clock: the engine's wall clock, for the ages of running transfers.
+    init(source: RangeSource, metrics: CacheMetrics, clock: @escaping @Sendable () -> Date, logger: Logger) {
+        tracker = FetchTracker(source, metrics: metrics, clock: clock)
+        self.logger = logger
+    }
+
+    // MARK: Launches
+
+    /// Starts the transfer for a fetch already registered in the entry's in-flight table, its bytes
+    /// going to `core` through an `EntrySink`. None if the entry left its table since (removed:
+    /// its fetches are gone with it, and a transfer would only stop at its first bytes). Call with
+    /// no lock held.
+    func launch(fetchID: Int, entry handle: EntryHandle, fetch: ReadPlanner.Fetch, for core: EngineCore) {
+        let key = handle.key
+        let shard = core.shard(for: key)
+        typealias Facts = (url: String, ifRange: String?, generation: Int64, rangesKnown: Bool, priority: FetchPriority,
+                           owner: Int?, length: Int64?, lastModified: String?, isProbe: Bool,
+                           overlap: OverlapPlan?)
+        let facts: Facts? = shard.locked { entries in
+            guard let entry = entries[handle] else { return nil }
+            let f = entry.inflight.fetches[fetchID]
+            return (entry.info.url, entry.isPersisted ? core.ifRangeValidator(entry.info) : nil, entry.info.generation,
+                    entry.isPersisted && entry.info.acceptsRanges, f?.priority ?? .waiting, f?.owner,
+                    entry.isPersisted ? entry.info.length : nil, entry.info.lastModified, entry.machine.isProbe(fetchID),
+                    core.overlapPlan(entry, start: fetch.start, end: fetch.end))
+        }
+        guard let (url, ifRange, generation, rangesKnown, priority, owner, length, lastModified, isProbe, overlap) = facts else {
+            logger.debug("fetch not started: its entry was removed", metadata: ["url": "\(key)", "range": "\(fetch)"])
+            return
+        }
+        // An origin that answered ranges before is held to it: a 200 from byte 0 is retried
+        // (a flaky CDN), not taken as a verdict that it ignores ranges.
+        // Without a strong validator, the bytes just before and after the range come too, to be
+        // compared with the held ones (`VersionOverlap`).
+        let requestStart = overlap?.requestStart ?? fetch.start
+        var request = FetchRequest(url: url, start: requestStart, end: overlap?.requestEnd ?? fetch.end, ifRange: ifRange,
+                                   requireRange: rangesKnown && fetch.start > 0, priority: priority, owner: owner)
+        request.ignoreETag = core.ignoresETag(url: url)
+        request.expectedLength = ifRange == nil ? nil : length
+        request.expectedLastModified = ifRange == nil ? nil : lastModified
+        request.cacheKey = key.string
+        request.isProbe = isProbe
+        let sink = EntrySink(core: core, entry: handle, shard: shard, fetchID: fetchID, generation: generation,
+                             start: requestStart, rangeAsked: request.rangeHeader != nil, file: key.hashValue, url: url,
+                             checks: overlap?.checks ?? [],
+                             // Without checks, everything the answer brings is kept (an origin that
+                             // answers more than the range asked for saves the next fetch); with
+                             // them, the compared bytes around the range are not the range's.
+                             deliver: overlap == nil ? fetch.start..<Int64.max : fetch.start..<(fetch.end ?? .max))
+        activeSinks.withLock { $0 += 1 }
+        let box = handles.box(fetchID)
+        logger.debug("fetch", metadata: ["url": "\(url)", "range": "\(fetch)"])
+        box.set(tracker.start(request, sink: sink))
+    }
+
+    // MARK: Running transfers
+
+    /// Cancels the running transfers among `ids` (their fetches stay in the entry's table until
+    /// they end). Call after the shard lock.
+    func cancel(_ ids: some Sequence<Int>) {
+        for id in ids { handles.existing(id)?.cancel() }
+    }
+
+    /// The handles of the running transfers among `ids`.
+    func running(_ ids: some Sequence<Int>) -> [FetchHandleBox] {
+        ids.compactMap { handles.existing($0) }
+    }
+
+    /// Takes the handles of `ids` out of the table (their entry dropped the fetches: a removal, a
+    /// new version, shutdown), for the caller to cancel once it let go of the shard lock.
+    func stop(_ ids: some Sequence<Int>) -> [FetchHandleBox] {
+        ids.compactMap { handles.remove($0) }
+    }
+
+    /// A transfer ended (its sink's last callback): its handle goes.
+    func ended(_ id: Int) {
+        _ = handles.remove(id)
+    }
+
+    /// Resumes a transfer paused for room (the writer lanes drained).
+    func resume(_ id: Int) {
+        handles.existing(id)?.resume()
+    }
+
+    /// Passes changes of class on to the transfers. Call under the entry's shard lock, so that the
+    /// fetcher hears them in the order they were made (a handle only queues them for its loop).
+    func prioritize(_ changes: [InFlightTable.PriorityChange]) {
+        for change in changes {
+            handles.existing(change.id)?.setPriority(change.priority, waitedSeconds: change.waitedSeconds)
+        }
+    }
+
+    // MARK: Sinks
+
+    /// A sink finished: its last extent is with the index (shutdown waits for all of them).
+    func sinkFinished() {
+        activeSinks.withLock { $0 -= 1 }
+        activeSinks.broadcast()   // shutdown, waiting for the last ones
+    }
+
+    /// Waits up to `timeout` seconds for every sink to finish (shutdown). False if some did not.
+    @discardableResult
+    func waitForSinks(timeout: Double) -> Bool {
+        activeSinks.wait(until: { $0 == 0 }, timeout: timeout)
+    }
+}
