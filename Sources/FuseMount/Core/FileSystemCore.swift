@@ -67,6 +67,15 @@ protocol KernelNotifier: AnyObject, Sendable {
                pieces: () -> [(offset: Int64, lease: ReadLease)]) -> Bool
     /// Runs `body` once everything queued before it was sent.
     func afterQueued(_ body: @escaping @Sendable () -> Void)
+    /// Reads the file pieces of the lease `make` gives into their data files' page cache, on a
+    /// thread of its own, then releases it. `make` is asked only when there is room for another
+    /// such job: false when there was none.
+    func readAhead(_ make: () -> ReadLease?) -> Bool
+}
+
+extension KernelNotifier {
+    /// Notifiers without data files to read (test fakes) read nothing ahead.
+    func readAhead(_ make: () -> ReadLease?) -> Bool { false }
 }
 
 /// The kernel's passthrough (Linux 6.9+): a file registered with it can back open files, which
@@ -176,6 +185,8 @@ final class FileSystemCore: Sendable {
         var size: Int64?
         /// Where the page cache is filled ahead of this handle's reader; nil: not filled.
         var fill: LockedValue<PageCacheFill>?
+        /// Where the data file is read from the disk ahead of this handle's reader; nil: not.
+        var readAhead: LockedValue<DataFileReadAhead>?
     }
 
     /// An inode's backing file, registered while any of its handles (`OpenFile.passthrough`) is open.

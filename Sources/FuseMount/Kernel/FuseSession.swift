@@ -27,6 +27,7 @@ import Logging
 /// - `MountBackend.swift`: what the core needs from the cache; `EngineBackend` adapts CacheEngine.
 /// - `MountOptions.swift`: how the mount behaves. `Mountpoint.swift`: checks and unmounting.
 /// - `PageCacheFill.swift`: filling the page cache ahead of a sequential reader, pure.
+/// - `DataFileReadAhead.swift`: reading the data file from the disk ahead of one, pure.
 /// - `ReaderClassTable.swift`: a process's `ReaderClass` by name (`--scanner`).
 /// - `CacheError+Errno.swift`: the one errno mapping.
 /// Neighbours: calls `Core/` (`FileSystemCore`) for every operation, builds it with `Tree/`'s spec;
@@ -38,7 +39,8 @@ import Logging
 /// it; the file system then registers backing files (ioctls on /dev/fuse) for fully cached files.
 ///
 /// Threads: `run()` is the FUSE loop (one thread); replies come from any thread (engine threads,
-/// the FUSE disk lane of the engine's pool); kernel notifications that may wait on the kernel go out on `notifyQueue`.
+/// the FUSE disk lane of the engine's pool, which also reads data files ahead of readers); kernel
+/// notifications that may wait on the kernel go out on `notifyQueue`.
 // @unchecked: the C boundary. `se`, libfuse's session, is set by `mount` before the loop runs
 // and freed by `teardown` on the loop thread, after the gate closed: every other thread reaches
 // it only inside the gate with `open` true (replies, notifications) or under the file system's
@@ -54,6 +56,17 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     /// behind the engine's jobs (checks, eviction rounds) nor hold the threads those need.
     let diskReplies: BlockingIOPool
     let diskLane: BlockingIOPool.Lane
+    /// Data files read ahead of sequential readers (`DataFileReadAhead`), as jobs of the same
+    /// lane, queued or running: at most `readAheadJobs`, so they hold at most two of its eight
+    /// threads while they wait on the disk (and start none of their own); a reader asks again
+    /// at its next read when there was no room.
+    private let readAheadsInFlight = LockedValue(0)
+    static let readAheadJobs = 2
+    /// Where read-ahead sends its bytes: the kernel reads them into the data file's page cache
+    /// (with its large folios, as for `cat`) and copies nothing.
+    private let devNull: Int32
+    /// Bytes of data files read ahead of readers.
+    let readAheadBytes = LockedValue<Int64>(0)
     /// Called once, on the loop thread, once the kernel has processed our INIT reply (the
     /// kernel applies it while we write it, so after process_buf returns the mount is usable).
     /// Set before `run()`.
@@ -101,6 +114,7 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
         self.logger = logger
         diskReplies = core.backend.blockingIO
         diskLane = diskReplies.lane("fuse-disk", threads: 8)
+        devNull = Glibc.open("/dev/null", O_WRONLY | O_CLOEXEC)
         var fds: [Int32] = [-1, -1]
         if pipe(&fds) != 0 { fatalError("pipe: \(String(cString: strerror(errno)))") }
         for fd in fds {
@@ -114,6 +128,7 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     deinit {
         close(wakeRead)
         close(wakeWrite)
+        if devNull >= 0 { close(devNull) }
     }
 
     /// Creates the session and mounts it. libfuse's own messages are captured for the error.
@@ -412,6 +427,40 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
 
     func afterQueued(_ body: @escaping @Sendable () -> Void) {
         notifyQueue.async(flags: .barrier, execute: body)
+    }
+
+    func readAhead(_ make: () -> ReadLease?) -> Bool {
+        guard devNull >= 0, readAheadsInFlight.withLock({ jobs in
+            guard jobs < Self.readAheadJobs else { return false }
+            jobs += 1
+            return true
+        }) else { return false }
+        guard let lease = make() else {
+            readAheadsInFlight.withLock { $0 -= 1 }
+            return true   // not all cached: nothing to read
+        }
+        diskReplies.submit(lane: diskLane) { [self] in
+            defer {
+                lease.release()
+                readAheadsInFlight.withLock { $0 -= 1 }
+            }
+            // The lease keeps the descriptors open; sendfile to /dev/null reads the pages into
+            // the data file's page cache and only counts them. Errors end it: the reply's
+            // splice reads (and reports) what is missing.
+            for piece in lease.pieces {
+                guard case let .file(fd, offset, count) = piece else { continue }
+                var at = off_t(offset)
+                var left = count
+                while left > 0 {
+                    let n = sendfile(devNull, fd, &at, left)
+                    if n < 0 && errno == EINTR { continue }
+                    if n <= 0 { return }
+                    left -= n
+                }
+                readAheadBytes.withLock { $0 += Int64(count) }
+            }
+        }
+        return true
     }
 
     // MARK: INIT

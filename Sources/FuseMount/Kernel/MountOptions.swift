@@ -60,6 +60,14 @@ public struct MountOptions: Sendable {
     /// page cache twice and a warm GiB read 0.63 s filled against 0.45-0.47 s not (root
     /// `--no-passthrough`; 0.72 against 0.49 for a daemon run by a user). docs/benchmarks.md.
     public static let defaultPageCacheFill: Int64 = 0
+    /// How far ahead of a sequential reader without passthrough the daemon reads a cached
+    /// file's data file from the disk (`DataFileReadAhead`); 0: only as far as the kernel's own
+    /// read-ahead of the data file goes.
+    public var dataFileReadAhead: Int64 = MountOptions.defaultDataFileReadAhead
+    /// 32 MiB: four times the disk's own read-ahead here (`read_ahead_kb` 8192 on the VM's
+    /// virtio disk), so the disk always has the next reads queued; it costs page-cache pages
+    /// the reader is about to ask for anyway.
+    public static let defaultDataFileReadAhead: Int64 = 32 << 20
     /// Memory all `--index` listings together may take in the tree (estimated per entry, see
     /// `FileSystemCore.listingCost`): a listing that would pass it fails (EIO on its directory),
     /// each listing being capped at 64 MiB of bytes besides.
