@@ -62,8 +62,6 @@ public final class BlockingIOPool: Sendable {
     fileprivate struct LaneState {
         let name: String
         let bound: Int
-        /// Starts a thread only while none of its jobs runs (`lane(_:threads:patient:)`).
-        var patient = false
         var jobs: [Job] = []
         var head = 0
         var running = 0
@@ -123,19 +121,11 @@ public final class BlockingIOPool: Sendable {
 
     /// The lane called `name`, made with a bound of `threads` the first time it is asked for
     /// (the pool may then have that many threads more). Its jobs run beside the other lanes'.
-    ///
-    /// - Parameter patient: a job of it that finds no idle thread starts one only while none of
-    ///   its lane runs; else it waits for the next thread to finish a job (the lane's running
-    ///   job never waits for it, by the one rule, so one comes). For lanes whose jobs no reader
-    ///   waits for (the writer, the index's flushes): their stream of short jobs, each submitted
-    ///   while the threads were between jobs, started a thread apiece up to the bound (19
-    ///   threads under a cold load instead of 15). The lane still has its threads reserved: a
-    ///   job of an idle lane starts one, whatever the other threads wait on.
-    public func lane(_ name: String, threads: Int, patient: Bool = false) -> Lane {
+    public func lane(_ name: String, threads: Int) -> Lane {
         precondition(threads > 0, "a lane needs a thread")
         return state.withLock { s in
             if let i = s.lanes.firstIndex(where: { $0.name == name }) { return Lane(index: i) }
-            s.lanes.append(LaneState(name: name, bound: threads, patient: patient))
+            s.lanes.append(LaneState(name: name, bound: threads))
             return Lane(index: s.lanes.count - 1)
         }
     }
@@ -216,9 +206,6 @@ public final class BlockingIOPool: Sendable {
             // back from one saved threads but cost eight warm readers without passthrough about
             // 5% of their throughput: a spliced reply waited for another's disk read to end.)
             guard s.threads < s.bound else { return .queued }
-            // A patient lane's running job ends without waiting for this one; its thread, or
-            // another, takes it then.
-            if s.lanes[lane.index].patient, s.lanes[lane.index].running > 0 { return .queued }
             let number = (0...).first { !s.numbers.contains($0) }!
             s.numbers.insert(number)
             s.threads += 1   // under the lock: `finish` waits for it

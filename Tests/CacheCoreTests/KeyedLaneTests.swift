@@ -137,36 +137,6 @@ final class KeyedLaneTests: XCTestCase {
         pool.finish()
     }
 
-    /// A patient lane (the writer's): with one of its jobs running and no thread idle, another
-    /// file's job starts no thread and runs once a thread comes back; with none of its jobs
-    /// running, its job starts a thread even though every other thread is busy (its threads are
-    /// still reserved).
-    func testAPatientLaneStartsAThreadOnlyWhileNoneOfItsJobsRuns() {
-        let pool = BlockingIOPool(name: "test-pool", threads: 1)
-        let writer = pool.lane("writer", threads: 2, patient: true)
-        let gate = DispatchSemaphore(value: 0)
-        let started = DispatchSemaphore(value: 0)
-        let done = DispatchGroup()
-        done.enter()
-        pool.submit { started.signal(); gate.wait(); done.leave() }   // the jobs lane's thread, busy
-        XCTAssertEqual(started.wait(timeout: .now() + 30), .success)
-        done.enter()
-        pool.submit(key: 1, lane: writer) { started.signal(); gate.wait(); done.leave() }
-        XCTAssertEqual(started.wait(timeout: .now() + 30), .success, "an idle patient lane found no thread")
-        XCTAssertEqual(pool.threadCount, 2)
-        let secondRan = DispatchSemaphore(value: 0)
-        done.enter()
-        pool.submit(key: 2, lane: writer) { secondRan.signal(); done.leave() }
-        XCTAssertEqual(pool.threadCount, 2, "a thread was started while the lane ran a job")
-        XCTAssertEqual(pool.queued, 1)
-        gate.signal()   // one of the two comes back and takes it
-        XCTAssertEqual(secondRan.wait(timeout: .now() + 30), .success)
-        gate.signal()
-        XCTAssertEqual(done.wait(timeout: .now() + 30), .success)
-        XCTAssertEqual(pool.threadCount, 2)
-        pool.finish()
-    }
-
     /// Held (a test replaying a writer that is behind): no job of the lane starts, not even the
     /// next of a key whose job was running when the hold began; released, they run in order.
     func testAHeldLaneStartsNothingUntilReleasedThenRunsInOrder() {

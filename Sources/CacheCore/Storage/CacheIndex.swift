@@ -392,7 +392,7 @@ final class CacheIndex: Sendable {
     /// flushes on `scheduler`'s timers (the engine; before it, and for a snapshot's reader, rows
     /// wait for the next `flush()`, a write waited for, or `close()`).
     func writeBehind(on pool: BlockingIOPool, scheduler: Scheduler = .shared) {
-        let behind = Behind(pool: pool, lane: pool.lane("index", threads: 1, patient: true), scheduler: scheduler)
+        let behind = Behind(pool: pool, lane: pool.lane("index", threads: 1), scheduler: scheduler)
         let pending = state.withLock { s in
             s.behind = behind
             return !s.pendingExtents.isEmpty || !s.pendingEntries.isEmpty

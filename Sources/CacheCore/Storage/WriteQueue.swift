@@ -6,10 +6,8 @@ import Foundation
 /// most). Every job for one data file has the file's key, so one file has one writer at a time
 /// (two writing one file contended for its inode lock: `rwsem_spin_on_owner` in a cold read's
 /// profile), a transfer's bytes are written in the order they arrived and its extent's checksum
-/// grows in order; up to two files are written at once. The thread that ran a file's job runs the
-/// file's next one, with no wake-up between them (the pool's keys). The lane is patient: a job
-/// that finds no idle thread while the lane runs another waits for a thread to come back from
-/// its job, rather than start one (no reader waits for a write; the threads stay few). Memory is bounded by design:
+/// grows in order; two files are written at once. The thread that ran a file's job runs the
+/// file's next one, with no wake-up between them (the pool's keys). Memory is bounded by design:
 /// a transfer reserves a buffer's capacity in the `MemoryBudget`'s queued share before it copies
 /// arrivals into it (`buffer`); a reservation past the share is refused and the transfer pauses
 /// (the fetch thread goes on with the others) until the lane drained. Jobs block on the disk, on
@@ -29,7 +27,7 @@ final class WriteQueue: Sendable {
     init(jobs: BlockingIOPool, memory: MemoryBudget) {
         self.memory = memory
         self.jobs = jobs
-        lane = jobs.lane("writer", threads: Self.lanes, patient: true)
+        lane = jobs.lane("writer", threads: Self.lanes)
         pool = ChunkPool(keep: Int(memory.limits.queued))
     }
 
