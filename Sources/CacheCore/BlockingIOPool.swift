@@ -26,9 +26,17 @@ import Glibc
 /// rather than wait for a thread to come back from its job: a FUSE reply must not wait behind
 /// another's disk read.
 ///
-/// Jobs submitted with the same `key` run one at a time, in that order (see `submit(key:_:)`). A
-/// job must not wait for another job of the same lane: with every thread of it waiting on a job
-/// queued behind them, nothing runs again (docs/threads.md, "The one rule"). A job may *submit*
+/// Keyed serial lanes: jobs submitted to one lane with the same `key` run one at a time, in that
+/// order (see `submit(key:lane:_:)`), while other keys' jobs of the lane use its other threads:
+/// the writer lanes (`WriteQueue`: lane `writer`, 2, keyed by data file) and the index writer
+/// (`CacheIndex`: lane `index`, 1) are such lanes. At most one job of a key is queued or running;
+/// the key's later jobs wait beside it (`held`), and the thread that ran one runs the next, so a
+/// file's stream of write jobs costs no wake-up per job. Keys of different lanes never meet.
+///
+/// A job must not wait for another job of the same lane: with every thread of it waiting on a job
+/// queued behind them, nothing runs again (docs/threads.md, "The one rule"). It may wait for a
+/// job of *another* lane, because a lane's bound is reserved in the pool's: while that lane runs
+/// fewer than its bound, the pool has a thread for it, whatever every other lane's jobs wait on. A job may *submit*
 /// jobs, and continue from their completion; `isCurrentThread` lets blocking waits assert they
 /// are not on a pool thread. `finish()` lets the queued jobs run and ends the threads; a job
 /// submitted after it runs on the caller's thread, so whatever it holds (a lease, a descriptor)
@@ -44,6 +52,12 @@ public final class BlockingIOPool: Sendable {
 
     fileprivate typealias Job = (key: UInt64?, order: UInt64, run: @Sendable () -> Void)
 
+    /// A key of one lane: keys of different lanes are different keys.
+    fileprivate struct LaneKey: Hashable {
+        var lane: Int
+        var key: UInt64
+    }
+
     /// One lane's queue and bound.
     fileprivate struct LaneState {
         let name: String
@@ -51,16 +65,27 @@ public final class BlockingIOPool: Sendable {
         var jobs: [Job] = []
         var head = 0
         var running = 0
+        /// Jobs of its keys waiting behind a job of the same key (in `State.held`).
+        var waitingOnKeys = 0
+        /// Tests: its jobs do not start (`hold(_:)`).
+        var held = false
         var queued: Int { jobs.count - head }
+        /// Nothing of the lane is queued, waiting on a key or running.
+        var drained: Bool { queued == 0 && waitingOnKeys == 0 && running == 0 }
+        /// Jobs a thread may take now.
+        var room: Int { held ? 0 : Swift.min(queued, bound - running) }
     }
 
     /// The lanes and the threads' count; idle threads wait on it for a job, `finish` for the
     /// threads to end.
     fileprivate struct State {
         var lanes: [LaneState]
-        /// Keys with a job running, and the jobs of those keys that came up meanwhile, in order.
-        var busy: Set<UInt64> = []
-        var held: [UInt64: [(lane: Int, run: @Sendable () -> Void)]] = [:]
+        /// Keys with a job queued or running, and the jobs of those keys that came up meanwhile,
+        /// in order.
+        var busy: Set<LaneKey> = []
+        var held: [LaneKey: [@Sendable () -> Void]] = [:]
+        /// Callers of `waitUntilDrained`: a job's end wakes them.
+        var drainWaiters = 0
         var nextOrder: UInt64 = 0
         var finished = false
         /// Threads started and not ended.
@@ -158,14 +183,24 @@ public final class BlockingIOPool: Sendable {
     ///
     /// - Parameter key: jobs with the same key run one after another, in the order submitted,
     ///   while other keys' jobs use the other threads (the engine's checks of one start).
+    ///   Its later jobs wait beside the one queued or running, and the thread that runs it runs
+    ///   them: no thread is woken for them.
     public func submit(key: UInt64? = nil, lane: Lane = BlockingIOPool.jobs, _ job: @escaping @Sendable () -> Void) {
         enum Queued { case queued, wake(DispatchSemaphore), start(Int), finished }
         let queued: Queued = state.withLock { s in
             if s.finished { return .finished }
+            if let key {
+                let k = LaneKey(lane: lane.index, key: key)
+                guard s.busy.insert(k).inserted else {
+                    s.held[k, default: []].append(job)   // after its key's job, on that thread
+                    s.lanes[lane.index].waitingOnKeys += 1
+                    return .queued
+                }
+            }
             s.lanes[lane.index].jobs.append((key, s.nextOrder, job))
             s.nextOrder &+= 1
-            let runnable = s.runnable
-            guard runnable > 0 else { return .queued }   // its lane is full: a thread of it takes it next
+            // Its lane is full (or held): a thread of it takes it next, or the release wakes one.
+            guard s.lanes[lane.index].room > 0 else { return .queued }
             if let idle = s.waiting.popLast() { return .wake(idle.wake) }
             // No idle thread: a thread more, up to the bound. (Leaving the job to a thread coming
             // back from one saved threads but cost eight warm readers without passthrough about
@@ -207,6 +242,41 @@ public final class BlockingIOPool: Sendable {
         done.wait()
     }
 
+    /// Waits until `lane` has nothing queued, waiting on a key or running (shutdown: the writer
+    /// lanes' last jobs; tests). From a job of another lane it may (that lane's threads are
+    /// reserved); never from a job of `lane`.
+    public func waitUntilDrained(_ lane: Lane) {
+        state.withLock { $0.drainWaiters += 1 }
+        state.wait(until: { $0.lanes[lane.index].drained || ($0.finished && $0.threads == 0) })
+        state.withLock { $0.drainWaiters -= 1 }
+    }
+
+    /// Tests: while held, no job of `lane` starts (they stay queued), so a test can replay what
+    /// happens while, say, the writer is behind. A job running goes on, and its key's next job
+    /// waits in the queue.
+    public func hold(_ lane: Lane, _ held: Bool) {
+        let (wake, start): ([DispatchSemaphore], [Int]) = state.withLock { s in
+            s.lanes[lane.index].held = held
+            guard !held else { return ([], []) }
+            var wake: [DispatchSemaphore] = [], start: [Int] = []
+            var room = s.runnable
+            while room > 0, let idle = s.waiting.popLast() {
+                wake.append(idle.wake)
+                room -= 1
+            }
+            while room > 0, s.threads < s.bound {   // threads for what waited, as `submit` would
+                let number = (0...).first { !s.numbers.contains($0) }!
+                s.numbers.insert(number)
+                s.threads += 1
+                room -= 1
+                start.append(number)
+            }
+            return (wake, start)
+        }
+        wake.forEach { $0.signal() }
+        start.forEach { startThread(number: $0) }
+    }
+
     /// Tests: waits until at most `count` threads are alive (idle ones end after `idleTime`).
     func waitForThreads(atMost count: Int) {
         state.wait(until: { $0.threads <= count })
@@ -234,12 +304,21 @@ public final class BlockingIOPool: Sendable {
                 if let last = ran {
                     ran = nil
                     s.lanes[last.lane].running -= 1
+                    if s.drainWaiters > 0 { state.broadcast() }   // `waitUntilDrained`, once the lock is let go
                     if let key = last.key {
-                        if let next = s.nextHeld(key) {
-                            s.lanes[next.lane].running += 1
-                            return .run(next.run, key: key, lane: next.lane)
+                        let k = LaneKey(lane: last.lane, key: key)
+                        if let next = s.nextHeld(k) {
+                            s.lanes[last.lane].waitingOnKeys -= 1
+                            guard s.lanes[last.lane].held && !s.finished else {
+                                s.lanes[last.lane].running += 1
+                                return .run(next, key: key, lane: last.lane)
+                            }
+                            // A held lane: the key's next job waits in the queue for the release.
+                            s.lanes[last.lane].jobs.append((key, s.nextOrder, next))
+                            s.nextOrder &+= 1
+                        } else {
+                            s.busy.remove(k)
                         }
-                        s.busy.remove(key)
                     }
                 }
                 if let turn = s.take(number: number) { return turn }
@@ -271,11 +350,11 @@ extension BlockingIOPool.State {
 
     /// Jobs queued that a thread could start now: each lane's, up to its room.
     var runnable: Int {
-        lanes.reduce(0) { $0 + Swift.min($1.queued, $1.bound - $1.running) }
+        lanes.reduce(0) { $0 + $1.room }
     }
 
     /// The next job of `key` that waited for the one just run, if any.
-    fileprivate mutating func nextHeld(_ key: UInt64) -> (lane: Int, run: @Sendable () -> Void)? {
+    fileprivate mutating func nextHeld(_ key: BlockingIOPool.LaneKey) -> (@Sendable () -> Void)? {
         guard var list = held[key], !list.isEmpty else { return nil }
         let next = list.removeFirst()
         held[key] = list.isEmpty ? nil : list
@@ -290,25 +369,16 @@ extension BlockingIOPool.State {
     /// The oldest job of the lanes with room, `.end` once finished with none left, or nil (wait).
     /// Once finished, the lanes' bounds no longer hold: what is left runs on every thread there is.
     fileprivate mutating func take(number: Int) -> BlockingIOPool.Turn? {
-        while true {
-            var pick: Int?
-            for i in lanes.indices where lanes[i].queued > 0 && (finished || lanes[i].running < lanes[i].bound) {
-                if let p = pick, lanes[p].jobs[lanes[p].head].order < lanes[i].jobs[lanes[i].head].order { continue }
-                pick = i
-            }
-            guard let i = pick else { break }
+        var pick: Int?
+        for i in lanes.indices where lanes[i].queued > 0 && (finished || lanes[i].room > 0) {
+            if let p = pick, lanes[p].jobs[lanes[p].head].order < lanes[i].jobs[lanes[i].head].order { continue }
+            pick = i
+        }
+        if let i = pick {
+            // A keyed job in the queue is its key's only job queued or running (`submit`).
             let job = lanes[i].takeFirst()
-            guard let key = job.key else {
-                lanes[i].running += 1
-                return .run(job.run, key: nil, lane: i)
-            }
-            if busy.contains(key) {
-                held[key, default: []].append((i, job.run))  // its key's running job runs it next
-                continue
-            }
-            busy.insert(key)
             lanes[i].running += 1
-            return .run(job.run, key: key, lane: i)
+            return .run(job.run, key: job.key, lane: i)
         }
         guard finished else { return nil }
         end(number: number)

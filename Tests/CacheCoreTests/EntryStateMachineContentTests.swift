@@ -218,7 +218,7 @@ final class EntryStateMachineContentTests: XCTestCase {
 
     func testRemovalLeavesNoPinsAndNoPendingBytes() {
         let memory = MemoryBudget(limits: .init(queued: 1 << 20, perTransfer: 1 << 20, retained: 1 << 20))
-        let queue = WriteQueue(lanes: 1, memory: memory)
+        let queue = WriteQueue(jobs: BlockingIOPool(name: "test-pool", threads: 1), memory: memory)
         defer { queue.stop() }
         let storage = try! XCTUnwrap(queue.buffer(capacity: 100, transfer: 1, onRoom: {}))
         var m = Self.filled()

@@ -5,7 +5,7 @@ import XCTest
 /// transfer resumes; the retained share; and the queue's lanes.
 final class WriteQueueTests: XCTestCase {
     private let memory = MemoryBudget(limits: .init(queued: 1000, perTransfer: 400, retained: 500))
-    private lazy var queue = WriteQueue(lanes: 1, memory: memory)
+    private lazy var queue = WriteQueue(jobs: BlockingIOPool(name: "test-pool", threads: 1), memory: memory)
 
     /// A resume callback that counts how often it ran.
     private final class Resumes: @unchecked Sendable {
@@ -67,13 +67,20 @@ final class WriteQueueTests: XCTestCase {
         queue.stop()
     }
 
-    func testEveryJobOfOneFileRunsOnOneLane() {
-        let lanes = WriteQueue(lanes: 2, memory: memory)
-        let threads = Order()
-        // However many transfers feed it: one writer thread for the file.
-        for _ in 0..<50 { lanes.submit(file: 7) { threads.append(Int(bitPattern: UInt(pthread_self()))) } }
+    func testTheJobsOfOneFileNeverRunTogether() {
+        let lanes = WriteQueue(jobs: BlockingIOPool(name: "test-pool", threads: 1), memory: memory)
+        let running = LockedValue((now: 0, most: 0))
+        // However many transfers feed it: one writer at a time for the file.
+        for _ in 0..<50 {
+            lanes.submit(file: 7) {
+                running.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
+                for _ in 0..<100 { _ = running.withLock { $0.now } }
+                running.withLock { $0.now -= 1 }
+            }
+            lanes.submit(file: 8) {}   // another file's jobs run beside them
+        }
         lanes.waitIdle()
-        XCTAssertEqual(Set(threads.values).count, 1)
+        XCTAssertEqual(running.withLock { $0.most }, 1)
         lanes.stop()
     }
 

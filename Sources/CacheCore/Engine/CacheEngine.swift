@@ -52,6 +52,7 @@ public final class CacheEngine: Sendable {
         self.tier = source as? TierReporting
         self.core = try EngineCore(configuration: configuration, source: health, logger: logger, metrics: metrics,
                                    originHealth: health)
+        health.answerOn(core.pool)
         self.keptDocuments = KeptDocuments(held: core.store.held)
         core.addChangeObserver { _ in metrics.remoteChanges.add(1) }
     }

@@ -190,10 +190,11 @@ final class EngineCore: Sendable {
         }
         self.configuration = configuration
         pool = BlockingIOPool(name: "httpcachefs-io", threads: max(1, configuration.blockingIOThreads))
+        index.writeBehind(on: pool)
         let files = DataFiles(held: held, sliceSize: configuration.sliceSize)
         memory = MemoryBudget(limits: .init(queued: configuration.writeBudget, perTransfer: configuration.writeBudgetPerTransfer,
                                             retained: configuration.readRetentionBudget))
-        store = SliceStore(files: files, index: index, writes: WriteQueue(lanes: 2, memory: memory))
+        store = SliceStore(files: files, index: index, writes: WriteQueue(jobs: pool, memory: memory))
         shards = (0..<max(1, configuration.shardCount)).map { _ in Shard() }
         evictor = Evictor(configuration: configuration, shards: shards, store: store, userPins: userPins,
                           logger: logger, metrics: metrics)

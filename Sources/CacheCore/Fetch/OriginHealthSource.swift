@@ -12,7 +12,8 @@ public protocol OriginReachObserving: AnyObject {
 /// failure, not one per request.
 ///
 /// Owns one `OriginHealth` per origin (`scheme://host:port` of the requested URL). While an
-/// origin is down, `start` fails a transfer at once (on `queue`, with a network error that says
+/// origin is down, `start` fails a transfer at once (off the caller's stack, as a job of the
+/// engine's pool, with a network error that says
 /// so) instead of passing it on: reads of bytes never cached fail within milliseconds, and the
 /// engine serves what it holds without asking (`isDown`). The first attempt that cannot reach an
 /// origin marks it down and ends its transfer then (the source's retries of it are cancelled).
@@ -22,15 +23,18 @@ public protocol OriginReachObserving: AnyObject {
 /// stalls on one URL stayed "down" for as long as nothing else was asked of it.)
 ///
 /// Threads: `start` runs on the engine's callers; sink callbacks on the source's thread; probe
-/// timers on `queue`. One lock guards the table; nothing is called under it.
+/// timers on `scheduler`'s thread (they only start a probe: the curl loop's inbox). One lock guards
+/// the table; nothing is called under it.
 final class OriginHealthSource: RangeSource, Sendable {
     let inner: RangeSource
     let logger: Logger
     let now: @Sendable () -> Date
-    private let queue = DispatchQueue(label: "httpcachefs.origin-health")
+    private let scheduler: Scheduler
     private struct Table {
         var origins: [String: Origin] = [:]
         var stopped = false
+        /// Where a failure at `start` is answered (`answerOn`); none: on `scheduler`'s thread.
+        var pool: BlockingIOPool?
     }
     private let table = LockedValue(Table())
     private let firstProbeDelay: TimeInterval
@@ -45,8 +49,9 @@ final class OriginHealthSource: RangeSource, Sendable {
     }
 
     init(_ inner: RangeSource, logger: Logger, firstProbeDelay: TimeInterval = 1, maxProbeDelay: TimeInterval = 10,
-         now: @escaping @Sendable () -> Date = EngineClock.system.wall) {
+         now: @escaping @Sendable () -> Date = EngineClock.system.wall, scheduler: Scheduler = .shared) {
         self.inner = inner
+        self.scheduler = scheduler
         self.logger = logger
         self.firstProbeDelay = firstProbeDelay
         self.maxProbeDelay = maxProbeDelay
@@ -54,6 +59,11 @@ final class OriginHealthSource: RangeSource, Sendable {
     }
 
     static func originName(_ url: String) -> String { EngineCore.originName(url) }
+
+    /// Answers the transfers failed at `start` (an origin down) as jobs of `pool` (the engine's).
+    func answerOn(_ pool: BlockingIOPool) {
+        table.withLock { $0.pool = pool }
+    }
 
     // MARK: Reading the table
 
@@ -81,18 +91,21 @@ final class OriginHealthSource: RangeSource, Sendable {
 
     func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
         let name = Self.originName(request.url)
-        let down: (Date, String)? = table.withLock { table in
+        let (down, pool): ((Date, String)?, BlockingIOPool?) = table.withLock { table in
             var o = table.origins[name] ?? Origin(health: OriginHealth(firstProbeDelay: firstProbeDelay, maxProbeDelay: maxProbeDelay),
                                             probeURL: request.url)
             o.probeURL = request.url
             table.origins[name] = o
-            if case let .down(since, error, _, _, _) = o.health.state { return (since, error) }
-            return nil
+            // Stopped, the engine's pool is finishing: a job would run on this stack.
+            let pool = table.stopped ? nil : table.pool
+            if case let .down(since, error, _, _, _) = o.health.state { return ((since, error), pool) }
+            return (nil, pool)
         }
         if let (since, error) = down {
             let failure = FetchError.network(url: request.url, message:
                 "the origin \(DisplayURL.redacted(name)) is down (since \(Self.clock(since)): \(error)); not asked until it answers a probe")
-            queue.async { sink.fetchDidFinish(failure) }
+            let answer: @Sendable () -> Void = { sink.fetchDidFinish(failure) }
+            if let pool { pool.submit(answer) } else { scheduler.after(0, answer) }
             return NotStarted()
         }
         let watched = WatchedSink(sink: sink, origin: name, url: request.url, owner: self, isProbe: false)
@@ -134,7 +147,7 @@ final class OriginHealthSource: RangeSource, Sendable {
 
     private func schedule(_ name: String, at: Date) {
         let delay = max(0, at.timeIntervalSince(now()))
-        queue.asyncAfter(deadline: .now() + delay) { [weak self] in self?.probeDue(name) }
+        scheduler.after(delay) { [weak self] in self?.probeDue(name) }
     }
 
     private func probeDue(_ name: String) {

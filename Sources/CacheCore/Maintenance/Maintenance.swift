@@ -53,7 +53,9 @@ final class Maintenance: Sendable {
     let scrubDone = ManagedAtomic<Bool>(false)
     /// Set once the cache directory was found deleted or replaced (`checkDirectory`).
     let directoryLost = ManagedAtomic<Bool>(false)
-    private let sweeper = LockedValue<DispatchSourceTimer?>(nil)
+    private let sweeper = LockedValue<Scheduler.Timer?>(nil)
+    /// Where the sweeper's timer runs.
+    let scheduler: Scheduler
 
     /// What maintenance asks of the engine's other parts, given once by `start`.
     struct EngineCalls: Sendable {
@@ -67,8 +69,9 @@ final class Maintenance: Sendable {
     private let engine = LockedValue<EngineCalls?>(nil)
 
     init(configuration: CacheConfiguration, shards: [Shard], index: CacheIndex, pool: BlockingIOPool, evictor: Evictor,
-         directoryLock: DirectoryLock, openReaders: OpenReaders, logger: Logger) {
+         directoryLock: DirectoryLock, openReaders: OpenReaders, logger: Logger, scheduler: Scheduler = .shared) {
         self.configuration = configuration
+        self.scheduler = scheduler
         self.shards = shards
         self.index = index
         self.pool = pool
@@ -78,7 +81,7 @@ final class Maintenance: Sendable {
         self.logger = logger
     }
 
-    /// Starts the sweeper: a GCD timer at 4 Hz that fails reads past their deadline (shard locks
+    /// Starts the sweeper: a timer of `scheduler` at 4 Hz that fails reads past their deadline (shard locks
     /// only, microseconds; their answers are submitted to `pool`) and, once a second, submits
     /// one maintenance job to `pool` (`sweep`), skipped while the last one has not finished. It
     /// does no disk I/O on the timer's thread.
@@ -87,15 +90,14 @@ final class Maintenance: Sendable {
         let clock = configuration.engineClock
         // Made under the lock that keeps it: the timer and its handler never leave it.
         sweeper.withLock { sweeper in
-            let t = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "httpcachefs.cache.sweeper"))
-            t.schedule(deadline: .now() + 0.25, repeating: 0.25)
-            var ticks = 0
-            t.setEventHandler { [weak self] in
+            // Its ticks run one at a time, on the scheduler's thread; the count is the timer's alone.
+            let ticks = ManagedAtomic<Int>(0)
+            sweeper = scheduler.every(0.25) { [weak self] in
                 guard let self else { return }
                 calls.expireLate(clock.now)
-                ticks += 1
-                if ticks % 4 == 0, !self.sweeping.exchange(true, ordering: .acquiring) {
-                    let writeStats = ticks % 20 == 0
+                let tick = ticks.wrappingIncrementThenLoad(ordering: .relaxed)
+                if tick % 4 == 0, !self.sweeping.exchange(true, ordering: .acquiring) {
+                    let writeStats = tick % 20 == 0
                     self.pool.submit { [weak self] in
                         guard let self else { return }
                         self.sweep(writeStats: writeStats)
@@ -103,14 +105,16 @@ final class Maintenance: Sendable {
                     }
                 }
             }
-            t.resume()
-            sweeper = t
         }
     }
 
     /// Stops the sweeper (a job already submitted still runs: the pool finishes it).
     func stop() {
         sweeper.withLock { $0?.cancel() }
+    }
+
+    deinit {
+        sweeper.withLock { $0?.cancel() }   // an engine dropped without `shutdown` (tests)
     }
 
     /// The sweeper's second: eviction at the cap and the free-space floor (the floor can be

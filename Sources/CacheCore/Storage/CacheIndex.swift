@@ -4,7 +4,7 @@ import GRDB
 /// The persistent index: entries and the extents of their slices, in SQLite (WAL mode).
 ///
 /// The in-memory state of the engine is authoritative while it runs; this index is written behind
-/// it, in batches, on one serial queue, in the order things happened. Two rules keep a crash
+/// it, in batches, one writer at a time, in the order things happened. Two rules keep a crash
 /// harmless:
 /// - an extent is enqueued only after its bytes were written to the data file, so the index
 ///   never records a byte that is not on disk;
@@ -16,6 +16,17 @@ import GRDB
 /// (eviction itself is a commit): `index.reserve`, a few MiB set aside at start, is given up when
 /// SQLite reports the disk full, the commit is tried again, and the reserve is made anew once
 /// there is room. Write errors are logged, counted and kept for status pages.
+///
+/// Threads: the writer is a lock (`writer`), not a thread. A write the caller waits for (a pin,
+/// an eviction's commit, a removal, a check's flush) runs on the caller's thread holding it, as
+/// GCD's `queue.sync` on the serial queue it replaces did. Work nobody waits for (the batched
+/// flush, 50 ms after the first row pending; the deletion of an entry's other generations) is a
+/// job of the engine pool's `index` lane (1 thread), submitted by a timer of the `Scheduler`
+/// (`writeBehind(on:)`). Why nothing deadlocks: the lock is held only by a thread running SQLite
+/// or deleting files, which waits for nothing of the engine (no job, no shard or eviction lock),
+/// so a writer lane or an engine job waiting for it waits for a thread that is running, never
+/// for a job queued behind it; and the `index` lane's bound is reserved in the pool's, so its
+/// job always finds a thread, whatever every other thread waits on.
 final class CacheIndex: Sendable {
     struct EntryRow: Sendable, Equatable {
         var id: Int64
@@ -53,19 +64,33 @@ final class CacheIndex: Sendable {
     }
 
     let pool: DatabasePool
-    private let queue = DispatchQueue(label: "httpcachefs.index.writer")
+    /// The one writer: held for each write and commit (see the type's note). Nothing of the
+    /// engine is waited for under it.
+    private let writer = LockedValue(())
+    /// Where work nobody waits for runs (`writeBehind(on:)`); none: it waits for `flush()`.
+    struct Behind: Sendable {
+        let pool: BlockingIOPool
+        let lane: BlockingIOPool.Lane
+        let scheduler: Scheduler
+        func run(_ job: @escaping @Sendable () -> Void) { pool.submit(lane: lane, job) }
+    }
     /// What waits for the writer, and the counters. A leaf lock: nothing is called under it.
     private struct State {
         var pendingExtents: [ExtentRow] = []
         var pendingEntries: [Int64: EntryRow] = [:]
         var flushScheduled = false
+        /// Deletions of entries' other generations (`deleteOtherGenerations`), in order: the
+        /// writer's next holder commits them before anything else, as the serial queue's FIFO did.
+        var pendingDeletions: [(entryID: Int64, keep: Int64, afterCommit: @Sendable () -> Void)] = []
+        var behind: Behind?
+        var flushTimer: Scheduler.Timer?
         var nextID: Int64 = 1
         var lastWriteError: String?
         var writeErrors = 0
         var onWriteError: (@Sendable (String) -> Void)?
     }
     private let state = LockedValue(State())
-    /// Changed on `queue` only.
+    /// Changed under `writer` only.
     private let closed = LockedValue(false)
     /// Told about every failed write (the engine logs it).
     var onWriteError: (@Sendable (String) -> Void)? {
@@ -221,7 +246,7 @@ final class CacheIndex: Sendable {
     /// The cap of the process using the cache, for readers of a snapshot (who have no cap of
     /// their own to show).
     func recordCapacity(_ capacity: Int64) throws {
-        try queue.sync {
+        try writer.withLock { _ in
             try pool.write { db in
                 try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES ('capacity', ?)",
                                arguments: ["\(capacity)"])
@@ -243,7 +268,7 @@ final class CacheIndex: Sendable {
 
     /// Replaces the pinned ranges of `key` (none: unpinned), committed before it returns.
     func setPins(key: String, _ ranges: [Range<Int64>]) throws {
-        try queue.sync {
+        try writer.withLock { _ in
             try write { db in
                 try db.execute(sql: "DELETE FROM pin WHERE key = ?", arguments: [key])
                 for r in ranges {
@@ -268,7 +293,7 @@ final class CacheIndex: Sendable {
     /// The slice size this cache was created with. Slice files are laid out by it, so it is fixed
     /// for the life of the cache: the first value given is stored, and later ones are ignored.
     func sliceSize(proposed: Int64) throws -> Int64 {
-        try queue.sync {
+        try writer.withLock { _ in
             try pool.write { db in
                 if let stored = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'slice_size'"),
                    let v = Int64(stored) {
@@ -294,7 +319,7 @@ final class CacheIndex: Sendable {
 
     /// Marks the cache as in use, and says how the last process that used it stopped.
     func beginUse() throws -> PreviousStop {
-        try queue.sync {
+        try writer.withLock { _ in
             try pool.write { db in
                 let last = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'stop'")
                 try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES ('stop', 'running')")
@@ -311,9 +336,9 @@ final class CacheIndex: Sendable {
     /// write-ahead log into the database and closes it: the next start finds one file, and says
     /// the stop was clean. The index cannot be used afterwards.
     func close() throws {
-        try queue.sync {
+        try writer.withLock { _ in
             guard !closed.withLock({ $0 }) else { return }   // a second shutdown
-            flushPendingOnQueue()
+            flushPendingLocked()
             let complete = state.withLock { $0.pendingExtents.isEmpty && $0.pendingEntries.isEmpty }
             if complete {
                 try write { db in
@@ -324,6 +349,7 @@ final class CacheIndex: Sendable {
             try pool.close()
             closed.withLock { $0 = true }
         }
+        state.withLock { $0.flushTimer }?.cancel()   // nothing left for it
     }
 
     // MARK: Reading
@@ -362,21 +388,59 @@ final class CacheIndex: Sendable {
         scheduleFlush()
     }
 
-    private func scheduleFlush() {
-        let schedule = state.withLock { s in
-            defer { s.flushScheduled = true }
-            return !s.flushScheduled
+    /// Runs the writes nobody waits for as jobs of `pool`'s `index` lane, and the batched
+    /// flushes on `scheduler`'s timers (the engine; before it, and for a snapshot's reader, rows
+    /// wait for the next `flush()`, a write waited for, or `close()`).
+    func writeBehind(on pool: BlockingIOPool, scheduler: Scheduler = .shared) {
+        let behind = Behind(pool: pool, lane: pool.lane("index", threads: 1), scheduler: scheduler)
+        let pending = state.withLock { s in
+            s.behind = behind
+            return !s.pendingExtents.isEmpty || !s.pendingEntries.isEmpty
         }
-        if schedule {
-            queue.asyncAfter(deadline: .now() + 0.05) { [self] in
-                state.withLock { $0.flushScheduled = false }
-                flushPendingOnQueue()
-            }
-        }
+        if pending { scheduleFlush() }
     }
 
-    /// Commits everything pending. Runs on `queue`.
-    private func flushPendingOnQueue() {
+    private func scheduleFlush() {
+        let behind: Behind? = state.withLock { s in
+            guard !s.flushScheduled, let behind = s.behind else { return nil }
+            s.flushScheduled = true
+            return behind
+        }
+        guard let behind else { return }
+        let timer = behind.scheduler.after(0.05) { [self] in
+            behind.run { [self] in
+                state.withLock { $0.flushScheduled = false }
+                writer.withLock { _ in
+                    guard !closed.withLock({ $0 }) else { return }
+                    flushPendingLocked()
+                }
+            }
+        }
+        state.withLock { $0.flushTimer = timer }
+    }
+
+    /// Commits everything pending: the deletions queued, each after the rows pending before it,
+    /// then the rows. Runs holding `writer`.
+    private func flushPendingLocked() {
+        let deletions = state.withLock { s in
+            defer { s.pendingDeletions = [] }
+            return s.pendingDeletions
+        }
+        for d in deletions {
+            commitPendingRows()
+            do {
+                try write { db in
+                    try db.execute(sql: "DELETE FROM extent WHERE entry_id = ? AND generation != ?",
+                                   arguments: [d.entryID, d.keep])
+                }
+                d.afterCommit()
+            } catch { noteWriteError(error) }
+        }
+        commitPendingRows()
+    }
+
+    /// Commits the rows pending. Runs holding `writer`.
+    private func commitPendingRows() {
         let (extents, entries) = state.withLock { s in
             defer {
                 s.pendingExtents.removeAll(keepingCapacity: true)
@@ -440,14 +504,14 @@ final class CacheIndex: Sendable {
 
     /// Commits everything pending and waits for it.
     func flush() {
-        queue.sync { flushPendingOnQueue() }
+        writer.withLock { _ in flushPendingLocked() }
     }
 
     /// Deletes the rows of these slices (after committing anything pending), then runs `afterCommit`
     /// (which deletes the files): data never goes before the rows that describe it.
     func deleteSlices(_ slices: [SliceID], afterCommit: () -> Void) throws {
-        try queue.sync {
-            flushPendingOnQueue()
+        try writer.withLock { _ in
+            flushPendingLocked()
             forgetPending(slices: Set(slices))
             try write { db in
                 for s in slices {
@@ -460,23 +524,27 @@ final class CacheIndex: Sendable {
     }
 
     /// Deletes extent rows of an entry's other generations (after a remote change), then the files.
+    /// Queued like a row, in order with the rows and the writes waited for: the next holder of
+    /// the writer commits it (a job of the `index` lane, submitted now: its caller holds a shard
+    /// lock; with no lane, at once).
     func deleteOtherGenerations(entryID: Int64, keep generation: Int64, afterCommit: @escaping @Sendable () -> Void) {
-        queue.async { [self] in
-            flushPendingOnQueue()
-            do {
-                try write { db in
-                    try db.execute(sql: "DELETE FROM extent WHERE entry_id = ? AND generation != ?",
-                                   arguments: [entryID, generation])
-                }
-                afterCommit()
-            } catch { noteWriteError(error) }
+        let behind = state.withLock { s in
+            s.pendingDeletions.append((entryID, generation, afterCommit))
+            return s.behind
         }
+        let job: @Sendable () -> Void = { [self] in
+            writer.withLock { _ in
+                guard !closed.withLock({ $0 }) else { return }
+                flushPendingLocked()
+            }
+        }
+        if let behind { behind.run(job) } else { job() }
     }
 
     /// Deletes one extent row (a checksum mismatch found by verify).
     func deleteExtent(_ x: ExtentRow) throws {
-        try queue.sync {
-            flushPendingOnQueue()
+        try writer.withLock { _ in
+            flushPendingLocked()
             try write { db in
                 try db.execute(sql: "DELETE FROM extent WHERE entry_id = ? AND generation = ? AND start = ?",
                                arguments: [x.entryID, x.generation, x.start])
@@ -486,8 +554,8 @@ final class CacheIndex: Sendable {
 
     /// Deletes entries and their extents (after committing anything pending), then runs `afterCommit`.
     func deleteEntries(_ ids: [Int64], afterCommit: () -> Void) throws {
-        try queue.sync {
-            flushPendingOnQueue()
+        try writer.withLock { _ in
+            flushPendingLocked()
             forgetPending(entries: Set(ids))
             try write { db in
                 for id in ids { try db.execute(sql: "DELETE FROM entry WHERE id = ?", arguments: [id]) }

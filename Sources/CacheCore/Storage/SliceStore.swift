@@ -35,7 +35,7 @@ import Glibc
 /// - `DataFiles.swift`: one sparse data file per version; slices punched out.
 /// - `CacheIndex.swift`: the SQLite index (entries, extents), written behind memory;
 ///   `CacheIndex+Respell.swift` its key-spelling migration; `DamagedIndex.swift` a damaged one set aside.
-/// - `WriteQueue.swift`: the writer lanes for arriving bytes, one lane per file.
+/// - `WriteQueue.swift`: the writer lane for arriving bytes (the engine pool's, keyed by file).
 /// - `XXH64.swift`: the checksum of every extent.
 /// - `IdleDataFiles.swift`: read descriptors kept for the next reader of the same version.
 /// - `KeptDocuments.swift`: last good answers of document requests (WebDAV listings).

@@ -100,7 +100,7 @@ protocol BackingFiles: AnyObject, Sendable {
 /// `State.listingFetches`, and finds it again under the lock when it ends.
 ///
 /// Threads: the FUSE loop calls in; completions run on engine threads (the curl loop, the
-/// completion queue) and on `deadlineQueue`.
+/// completion queue) and on the scheduler's thread (`deadlines`).
 ///
 /// Map of this folder (`Core/`): the file system in plain Swift, testable without FUSE.
 /// - `FileSystemCore.swift` (this file): the state, the lock, and the replies' types.
@@ -163,10 +163,10 @@ final class FileSystemCore: Sendable {
     }
 
     let state: LockedValue<State>
-    /// Read deadlines and listing timeouts: GCD timers whose handlers only fail a reply that is
-    /// still waiting (`ReplyOnce`), so they never block; a queue of their own keeps them off
-    /// the FUSE loop, which must not wait, and out of the engine's queues.
-    let deadlineQueue = DispatchQueue(label: "httpcachefs.fuse.read-deadline")
+    /// Read deadlines and listing timeouts: timers of the process's scheduler (its one timer
+    /// thread), whose actions only fail a reply that is still waiting (`ReplyOnce`), so they
+    /// never block; off the FUSE loop, which must not wait, and out of the engine's pool.
+    let deadlines = Scheduler.shared
     /// Warm-ups of files pinned with `setfattr` still running (tests wait for them).
     let warmUps = DispatchGroup()
     /// GETXATTR requests answered (for tests: `ls -l` asks for `security.selinux` once per

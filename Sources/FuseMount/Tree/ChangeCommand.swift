@@ -159,13 +159,15 @@ public final class ChangeCommand: Sendable {
                 kill(-group, signal)
             }
         }
-        DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
+        // Timers of the process's scheduler: each only signals the group, under `done`'s lock.
+        let killTimer = Scheduler.shared.after(timeout) {
             end(SIGTERM)
-            DispatchQueue.global().asyncAfter(deadline: .now() + 3) { end(SIGKILL) }
+            Scheduler.shared.after(3) { end(SIGKILL) }
         }
         var info = siginfo_t()
         while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) != 0 && errno == EINTR {}
         done.withLock { $0 = true }
+        killTimer.cancel()   // not left in the scheduler for the rest of the timeout
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         // What it started may live on in its group: it is ended with it.

@@ -606,7 +606,8 @@ final class GracefulStop: Sendable {
         // in it): the timeout bounds that wait too.
         let plan = open == 0 ? "unmounting" : "serving \(open) open file\(open == 1 ? "" : "s") until closed, at most \(Format.duration(timeout))"
         logger.info("signal \(sig): detached \(path); \(plan)")
-        DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [fs, logger] in
+        // A timer of the process's scheduler: `unmount` only wakes the FUSE loop (a pipe write).
+        Scheduler.shared.after(timeout) { [fs, logger] in
             guard fs.isRunning else { return }
             let left = fs.openFileCount
             logger.warning("stop timeout (\(Format.duration(self.timeout))) passed with \(left) file\(left == 1 ? "" : "s") still open: ending the session; their reads fail from now on")

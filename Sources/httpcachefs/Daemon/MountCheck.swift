@@ -79,7 +79,7 @@ struct MountCheck {
         let started = Date()
         let answer: Result<EntryInfo?, CacheError>? = await withCheckedContinuation { continuation in
             let once = Once { continuation.resume(returning: $0) }
-            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { once.fire(nil) }
+            Scheduler.shared.after(timeout) { once.fire(nil) }   // resumes the task: brief
             switch target {
             case .file:
                 // maxAge 0: asked now even when cached and fresh, so an origin that is down is

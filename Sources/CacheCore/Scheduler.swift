@@ -1,0 +1,262 @@
+import Foundation
+
+/// The daemon's timers, on one thread: the sweeper's 4 Hz tick, origin health's probes, the
+/// mount's read and listing deadlines, the stop and mount-check timeouts, `--on-change`
+/// commands' kill timers and the index's batched flushes (docs/threads.md).
+///
+/// Design: a deadline heap (`DeadlineHeap`, a pure value type) under one lock, and one thread
+/// (`timers`) that sleeps on the lock's condition until the earliest deadline, takes what is due
+/// and runs it outside the lock. The thread starts with the first timer and ends after
+/// `idleTime` with none. Before, each of these was a labelled GCD queue or a
+/// `DispatchQueue.global()` timer: GCD gave each queue that fired a thread of its own.
+///
+/// What runs here must be brief and must not block: it fails a reply, submits a job to a
+/// `BlockingIOPool`, or hands a probe to the curl loop. A slow action delays every timer after it.
+///
+/// Time is a monotonic clock in seconds (`uptime`), injected: a scheduler made `manual` has no
+/// thread, and `advance(by:)` moves its clock and runs what came due on the caller's thread, in
+/// deadline order, each at its own deadline (a repeating timer fires once per period passed), so
+/// tests of timers need no sleeps.
+public final class Scheduler: Sendable {
+    /// A scheduled action; `cancel()` keeps it from running if it has not started.
+    public struct Timer: Sendable {
+        let scheduler: Scheduler
+        let id: UInt64
+        public func cancel() { scheduler.cancel(id) }
+    }
+
+    /// The process's scheduler (a daemon's and every command's timers).
+    public static let shared = Scheduler(name: "timers")
+
+    private struct State {
+        var heap = DeadlineHeap()
+        var nextID: UInt64 = 1
+        /// The manual clock's time (`manual` schedulers only).
+        var manualNow: Double = 0
+        var threadRunning = false
+        /// Bumped when a deadline earlier than the one the thread sleeps for comes in.
+        var changes: UInt64 = 0
+    }
+    private let state: ConditionLock<State>
+    private let name: String
+    private let uptime: (@Sendable () -> Double)?
+    private let idleTime: Double
+
+    /// A scheduler with its own thread, named `name`, on the machine's monotonic clock (or
+    /// `uptime`).
+    public init(name: String, idleTime: Double = 30, uptime: (@Sendable () -> Double)? = nil) {
+        self.name = name
+        self.idleTime = idleTime
+        self.uptime = uptime ?? { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
+        state = ConditionLock(State())
+    }
+
+    private init(manualAt start: Double) {
+        name = "manual"
+        idleTime = 0
+        uptime = nil
+        var s = State()
+        s.manualNow = start
+        state = ConditionLock(s)
+    }
+
+    /// A scheduler with no thread: time moves only with `advance(by:)` (tests).
+    public static func manual(at start: Double = 0) -> Scheduler { Scheduler(manualAt: start) }
+
+    /// Now, by this scheduler's clock (seconds).
+    public var now: Double {
+        if let uptime { return uptime() }
+        return state.withLock { $0.manualNow }
+    }
+
+    /// Runs `action` once, `delay` seconds from now.
+    @discardableResult
+    public func after(_ delay: Double, _ action: @escaping @Sendable () -> Void) -> Timer {
+        schedule(delay: delay, every: nil, action)
+    }
+
+    /// Runs `action` every `interval` seconds, the first time `interval` from now. A thread that
+    /// falls behind skips the periods it missed (as a GCD timer does); a manual clock runs each.
+    @discardableResult
+    public func every(_ interval: Double, _ action: @escaping @Sendable () -> Void) -> Timer {
+        precondition(interval > 0, "a repeating timer needs a period")
+        return schedule(delay: interval, every: interval, action)
+    }
+
+    private func schedule(delay: Double, every interval: Double?, _ action: @escaping @Sendable () -> Void) -> Timer {
+        let now = self.now
+        enum Wake { case none, thread, start }
+        let (id, wake): (UInt64, Wake) = state.withLock { s in
+            let id = s.nextID
+            s.nextID += 1
+            let earliest = s.heap.nextDeadline
+            s.heap.insert(.init(deadline: now + max(0, delay), id: id, interval: interval, action: action))
+            guard uptime != nil else { return (id, .none) }
+            guard s.threadRunning else {
+                s.threadRunning = true
+                return (id, .start)
+            }
+            guard earliest.map({ now + delay < $0 }) ?? true else { return (id, .none) }
+            s.changes &+= 1
+            return (id, .thread)
+        }
+        switch wake {
+        case .none: break
+        case .thread: state.signal()
+        case .start: startThread()
+        }
+        return Timer(scheduler: self, id: id)
+    }
+
+    func cancel(_ id: UInt64) {
+        state.withLock { $0.heap.cancel(id) }
+    }
+
+    /// Timers not yet run or cancelled (tests).
+    public var pending: Int { state.withLock { $0.heap.count } }
+
+    // MARK: The manual clock
+
+    /// Moves a manual scheduler's clock `seconds` on, running on this thread every action that
+    /// comes due, in deadline order, with the clock at each one's deadline while it runs.
+    public func advance(by seconds: Double) {
+        precondition(uptime == nil, "advance(by:) is for a manual scheduler")
+        let end = state.withLock { $0.manualNow + seconds }
+        while let action = state.withLock({ s -> (@Sendable () -> Void)? in
+            guard let item = s.heap.popDue(by: end, catchUp: false) else { return nil }
+            s.manualNow = max(s.manualNow, item.deadline)
+            return item.action
+        }) {
+            action()
+        }
+        state.withLock { $0.manualNow = max($0.manualNow, end) }
+    }
+
+    // MARK: The thread
+
+    private func startThread() {
+        let thread = Thread { [self] in
+            BlockingIOPool.nameCurrentThread(name)   // as `top -H` shows it
+            run()
+        }
+        thread.name = "httpcachefs-\(name)"
+        thread.start()
+    }
+
+    private func run() {
+        guard let uptime else { return }
+        while true {
+            enum Step { case run(@Sendable () -> Void), sleep(Double, UInt64), idle(UInt64) }
+            let step: Step = state.withLock { s in
+                let now = uptime()
+                if let item = s.heap.popDue(by: now, catchUp: true) { return .run(item.action) }
+                if let next = s.heap.nextDeadline { return .sleep(next - now, s.changes) }
+                return .idle(s.changes)
+            }
+            switch step {
+            case let .run(action):
+                action()
+            case let .sleep(seconds, seen):
+                _ = state.wait(until: { $0.changes != seen }, timeout: seconds)
+            case let .idle(seen):
+                guard !state.wait(until: { $0.changes != seen || $0.heap.count > 0 }, timeout: idleTime) else { continue }
+                let ends = state.withLock { s in
+                    guard s.heap.count == 0 else { return false }
+                    s.threadRunning = false   // the next timer starts a thread again
+                    return true
+                }
+                if ends { return }
+            }
+        }
+    }
+}
+
+/// Timers by deadline: a binary min-heap on (deadline, id), so timers due at the same moment run
+/// in the order they were made. Cancelling only forgets the id; the item is dropped when it
+/// reaches the top. A pure value: no lock, no clock.
+struct DeadlineHeap {
+    struct Item {
+        var deadline: Double
+        var id: UInt64
+        /// Repeating: the period (the item goes back in after it is taken).
+        var interval: Double?
+        var action: @Sendable () -> Void
+    }
+
+    private var items: [Item] = []
+    private var live: Set<UInt64> = []
+
+    /// Timers not yet taken or cancelled.
+    var count: Int { live.count }
+
+    /// The earliest deadline of a timer not cancelled.
+    var nextDeadline: Double? {
+        mutating get {
+            dropCancelled()
+            return items.first?.deadline
+        }
+    }
+
+    mutating func insert(_ item: Item) {
+        live.insert(item.id)
+        push(item)
+    }
+
+    mutating func cancel(_ id: UInt64) {
+        live.remove(id)
+        dropCancelled()
+    }
+
+    /// The earliest timer due by `now`, if any, taken out (a repeating one goes back in, one
+    /// period later; with `catchUp` true a period already past is skipped, so the next comes
+    /// after `now`).
+    mutating func popDue(by now: Double, catchUp: Bool) -> Item? {
+        dropCancelled()
+        guard let first = items.first, first.deadline <= now else { return nil }
+        pop()
+        if var next = first.interval.map({ period in Item(deadline: first.deadline + period, id: first.id,
+                                                          interval: period, action: first.action) }) {
+            if catchUp, next.deadline <= now, let period = next.interval {
+                next.deadline += ((now - next.deadline) / period).rounded(.down) * period + period
+            }
+            push(next)
+        } else {
+            live.remove(first.id)
+        }
+        return first
+    }
+
+    private mutating func dropCancelled() {
+        while let first = items.first, !live.contains(first.id) { pop() }
+    }
+
+    private static func before(_ a: Item, _ b: Item) -> Bool {
+        a.deadline < b.deadline || (a.deadline == b.deadline && a.id < b.id)
+    }
+
+    private mutating func push(_ item: Item) {
+        items.append(item)
+        var i = items.count - 1
+        while i > 0 {
+            let parent = (i - 1) / 2
+            guard Self.before(items[i], items[parent]) else { break }
+            items.swapAt(i, parent)
+            i = parent
+        }
+    }
+
+    private mutating func pop() {
+        items.swapAt(0, items.count - 1)
+        items.removeLast()
+        var i = 0
+        while true {
+            let l = 2 * i + 1, r = l + 1
+            var least = i
+            if l < items.count, Self.before(items[l], items[least]) { least = l }
+            if r < items.count, Self.before(items[r], items[least]) { least = r }
+            guard least != i else { return }
+            items.swapAt(i, least)
+            i = least
+        }
+    }
+}
