@@ -13,9 +13,11 @@ import Glibc
 /// of slices to evict. Threads (docs/threads.md): completions of reads that waited, checksum checks,
 /// chunked reads, the sweeper's eviction and removals run as jobs on `pool`, the engine's one
 /// bounded pool for blocking I/O (not Swift's cooperative pool, not a thread per call); slice
-/// writes run on the store's writer lanes (`SliceStore.submit`), never on the fetch thread; the sweeper
-/// (`Maintenance`) is a GCD timer that fails late reads and submits the rest. No job of `pool` waits for another job of
-/// it: each hands its result on by calling or submitting, never by blocking.
+/// writes run on the pool's `writer` lane (`SliceStore.submit`, keyed by data file), never on the
+/// fetch thread, and index writes nobody waits for on its `index` lane; the sweeper (`Maintenance`)
+/// is a timer of the one `Scheduler` that fails late reads and submits the rest. No job of `pool`
+/// waits for a job of its own lane: each hands its result on by calling or submitting, never by
+/// blocking (the one wait across lanes, a writer's on the index lock, is docs/threads.md's).
 ///
 /// Files: this one holds the shards, the wiring and metadata (open, probe, remote change);
 /// `+Deadlines` opens and reads past their deadlines; `+Read` the read path; `+Fetch` the
