@@ -42,12 +42,12 @@ public final class Scheduler: Sendable {
     private let uptime: (@Sendable () -> Double)?
     private let idleTime: Double
 
-    /// A scheduler with its own thread, named `name`, on the machine's monotonic clock (or
+    /// A scheduler with its own thread, named `name`, on the engine's monotonic clock (or
     /// `uptime`).
     public init(name: String, idleTime: Double = 30, uptime: (@Sendable () -> Double)? = nil) {
         self.name = name
         self.idleTime = idleTime
-        self.uptime = uptime ?? { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
+        self.uptime = uptime ?? { EngineClock.system.uptime }
         state = ConditionLock(State())
     }
 

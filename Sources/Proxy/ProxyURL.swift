@@ -32,7 +32,12 @@ public enum ProxyURL {
     /// The URL carries the token if given, and the signature if a key is: either is proof, and
     /// with both it keeps working whether the proxy runs with that token or without one. With
     /// neither it carries no proof (the proxy refuses it: only tests of that refusal make one).
+    ///
+    /// The original is taken in its one spelling (`URLSpelling`: no fragment, escaped as curl
+    /// does), as `decode` gives it back, so the signature covers the URL the proxy will check:
+    /// signed as written, a playlist's `seg.ts#t=10` was refused by the proxy that rewrote it.
     public static func make(original: String, base: String, token: String?, key: ProxySigningKey?) -> String {
+        let original = (try? URLSpelling.normalize(original)) ?? original
         var s = base
         if let token, !token.isEmpty { s += "/t/" + token }
         if let key { s += "/s/" + key.signature(for: original) }

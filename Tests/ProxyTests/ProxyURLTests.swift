@@ -132,6 +132,20 @@ final class ProxyURLTests: XCTestCase {
     }
 
     /// A signature is for one URL: not for another, not cut short, not another daemon's.
+    /// FuzzHLSPlaylist's seed: a reference with a fragment, or spelled otherwise than curl
+    /// would, was signed as written while the proxy checks the one spelling it decodes to, so
+    /// the proxy refused the URL it had just made.
+    func testAURLSpelledOtherwiseOrWithAFragmentIsSignedAsTheProxyChecksIt() throws {
+        let key = ProxySigningKey.generate()
+        for original in ["http://o.test/vod/seg.ts#t=10", "http://o.test/vod/%00%00%00E#EXT%5B-T",
+                         "http://O.TEST:80/a b/c.mp4", "http://o.test/x/../film (1).mkv"] {
+            let made = ProxyURL.make(original: original, base: "", token: nil, key: key)
+            let target = try ProxyURL.decode(path: made)
+            XCTAssertEqual(target.url, try URLSpelling.normalize(original), original)
+            XCTAssertTrue(target.isSigned(by: key), "\(original): the proxy refuses the URL it made")
+        }
+    }
+
     func testASignatureIsForOneURLOfOneDaemon() throws {
         let key = ProxySigningKey.generate()
         let a = "http://o.test/a.mp4", b = "http://o.test/b.mp4"
