@@ -244,20 +244,7 @@ final class OriginState: @unchecked Sendable {
     /// it still does not after `timeout` (a bound on a hang, never a measurement). `condition`
     /// runs without the lock, so it may read the origin's counters.
     func wait(timeout: TimeInterval, until condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        var seen = lock.withLock { changes }
-        while !condition() {
-            lock.lock()
-            while changes == seen {
-                guard lock.wait(until: deadline) else {
-                    lock.unlock()
-                    return condition()
-                }
-            }
-            seen = changes
-            lock.unlock()
-        }
-        return true
+        lock.waitForChanges(of: { changes }, timeout: timeout, until: condition)
     }
     var connections: (accepted: Int, peak: Int, open: Int) { lock.withLock { (accepted, peak, open) } }
     func resetLog() {

@@ -33,20 +33,7 @@ public final class RecordedLog: @unchecked Sendable {   // the lines are guarded
     /// without this log's lock, so it may take the locks of the code that logs.
     @discardableResult
     public func wait(timeout: TimeInterval = 30, until condition: () throws -> Bool) rethrows -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        var seen = lock.withLock { _lines.count }
-        while try !condition() {
-            lock.lock()
-            while _lines.count == seen {
-                guard lock.wait(until: deadline) else {
-                    lock.unlock()
-                    return try condition()
-                }
-            }
-            seen = _lines.count
-            lock.unlock()
-        }
-        return true
+        try lock.waitForChanges(of: { _lines.count }, timeout: timeout, until: condition)
     }
 
     struct Handler: LogHandler {

@@ -58,20 +58,7 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
     /// `condition` runs without the lock.
     @discardableResult
     func wait(timeout: TimeInterval = 20, until condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        var seen = lock.withLock { opensAsked }
-        while !condition() {
-            lock.lock()
-            while opensAsked == seen {
-                guard lock.wait(until: deadline) else {
-                    lock.unlock()
-                    return condition()
-                }
-            }
-            seen = opensAsked
-            lock.unlock()
-        }
-        return true
+        lock.waitForChanges(of: { opensAsked }, timeout: timeout, until: condition)
     }
 
     func releaseHeld() {
