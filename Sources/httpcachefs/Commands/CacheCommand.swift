@@ -192,6 +192,30 @@ extension CacheCommand {
         }
     }
 
+    /// `cache rm` and `cache unpin` through the daemon holding the cache: checks each URL here,
+    /// asks the daemon's control door for `action` on all of them and prints each `done` line
+    /// (`WORD\tBYTES\tURL`). Throws for the failures first, then for the URLs the daemon had
+    /// nothing for (`missing\tURL`, or with `noBytesIsNothing` a done line of 0 bytes).
+    static func eachURLThroughDaemon(_ held: HeldCache, _ action: String, urls: [String], done word: String,
+                                     failure: String, nothing: String, noBytesIsNothing: Bool = false) throws {
+        let rules = try held.options.configuration().keyRules
+        for url in urls { _ = try rules.key(for: url) }
+        let answer = try held.control(action, query: urls.map { ("url", $0) })
+        var missing: [String] = [], failures: [String] = []
+        for line in answer.lines {
+            let fields = line.split(separator: "\t", maxSplits: 2).map(String.init)
+            switch fields.first {
+            case word where fields.count == 3 && noBytesIsNothing && fields[1] == "0": missing.append(fields[2])
+            case word where fields.count == 3:
+                printLine("\(word) \(DisplayURL.redacted(fields[2])) (\(Format.bytes(Int64(fields[1]) ?? 0))) through the daemon holding the cache (pid \(answer.pid))")
+            case "missing" where fields.count >= 2: missing.append(fields[1])
+            default: failures.append(fields.dropFirst().joined(separator: ": "))
+            }
+        }
+        if !failures.isEmpty { throw CommandFailure("\(failure) \(failures.joined(separator: "; "))") }
+        if !missing.isEmpty { throw CommandFailure("\(nothing) \(missing.map(DisplayURL.redacted).joined(separator: ", "))") }
+    }
+
     // MARK: rm
 
     struct Remove: AsyncParsableCommand {
@@ -209,23 +233,8 @@ extension CacheCommand {
             let urls = urls
             try await CacheCommand.withEngine(cache, name: "rm", held: { held in
                 // Through the daemon that holds the cache: it forgets the files in its own engine.
-                let rules = try held.options.configuration().keyRules
-                for url in urls { _ = try rules.key(for: url) }
-                let answer = try held.control("rm", query: urls.map { ("url", $0) })
-                var missing: [String] = [], failures: [String] = []
-                for line in answer.lines {
-                    let fields = line.split(separator: "\t", maxSplits: 2).map(String.init)
-                    switch fields.first {
-                    case "removed" where fields.count == 3:
-                        CacheCommand.printLine("removed \(DisplayURL.redacted(fields[2])) (\(Format.bytes(Int64(fields[1]) ?? 0))) through the daemon holding the cache (pid \(answer.pid))")
-                    case "missing" where fields.count >= 2: missing.append(fields[1])
-                    default: failures.append(fields.dropFirst().joined(separator: ": "))
-                    }
-                }
-                if !failures.isEmpty { throw CommandFailure("could not remove \(failures.joined(separator: "; "))") }
-                if !missing.isEmpty {
-                    throw CommandFailure("not in the cache: \(missing.map(DisplayURL.redacted).joined(separator: ", "))")
-                }
+                try CacheCommand.eachURLThroughDaemon(held, "rm", urls: urls, done: "removed", failure: "could not remove",
+                                                      nothing: "not in the cache:")
             }) { engine in
                 var missing: [String] = []
                 for url in urls {
@@ -257,21 +266,8 @@ extension CacheCommand {
         func run() async throws {
             let urls = urls
             try await CacheCommand.withEngine(cache, name: "unpin", held: { held in
-                let rules = try held.options.configuration().keyRules
-                for url in urls { _ = try rules.key(for: url) }
-                let answer = try held.control("unpin", query: urls.map { ("url", $0) })
-                var missing: [String] = [], failures: [String] = []
-                for line in answer.lines {
-                    let fields = line.split(separator: "\t", maxSplits: 2).map(String.init)
-                    switch fields.first {
-                    case "unpinned" where fields.count == 3 && fields[1] == "0": missing.append(fields[2])
-                    case "unpinned" where fields.count == 3:
-                        CacheCommand.printLine("unpinned \(DisplayURL.redacted(fields[2])) (\(Format.bytes(Int64(fields[1]) ?? 0))) through the daemon holding the cache (pid \(answer.pid))")
-                    default: failures.append(fields.dropFirst().joined(separator: ": "))
-                    }
-                }
-                if !failures.isEmpty { throw CommandFailure("could not unpin \(failures.joined(separator: "; "))") }
-                if !missing.isEmpty { throw CommandFailure("nothing pinned for \(missing.map(DisplayURL.redacted).joined(separator: ", "))") }
+                try CacheCommand.eachURLThroughDaemon(held, "unpin", urls: urls, done: "unpinned", failure: "could not unpin",
+                                                      nothing: "nothing pinned for", noBytesIsNothing: true)
             }) { engine in
                 var missing: [String] = []
                 for url in urls {
