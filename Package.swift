@@ -69,6 +69,7 @@ let package = Package(
         // libfuse3 low-level file system over CacheCore.
         .target(name: "FuseMount", dependencies: [
             "CacheCore", "CFuse3", .product(name: "Logging", package: "swift-log"),
+            .product(name: "Atomics", package: "swift-atomics"),
         ]),
         // HLS playlists (parsing, rewriting), their loader and the stream preloader, over
         // CacheCore: no NIO, so `preload` needs no server.

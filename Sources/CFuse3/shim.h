@@ -141,4 +141,16 @@ static inline int cfuse3_reply_open_passthrough(fuse_req_t req, uint64_t fh, int
     struct iovec iov = { &out, sizeof out };
     return fuse_reply_iov(req, &iov, 1);
 }
+
+// cachestat(2) (Linux 6.5): how many pages of [off, off + len) of `fd` are in the page cache.
+// Returns that count, or -errno (ENOSYS before 6.5). Its number is 451 on every architecture;
+// glibc 2.36 has no wrapper and the kernel headers of bookworm no struct, hence both here.
+struct cfuse3_cachestat_range { uint64_t off; uint64_t len; };
+struct cfuse3_cachestat { uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted; };
+static inline int64_t cfuse3_cached_pages(int fd, uint64_t off, uint64_t len) {
+    struct cfuse3_cachestat_range range = { off, len };
+    struct cfuse3_cachestat cs;
+    memset(&cs, 0, sizeof cs);
+    return syscall(451, fd, &range, &cs, 0) < 0 ? -(int64_t)errno : (int64_t)cs.nr_cache;
+}
 #endif

@@ -65,6 +65,8 @@ public final class BlockingIOPool: Sendable {
         var jobs: [Job] = []
         var head = 0
         var running = 0
+        /// The most of its jobs that ran at once (`busiestLanes`).
+        var mostRunning = 0
         /// Jobs of its keys waiting behind a job of the same key (in `State.held`).
         var waitingOnKeys = 0
         /// Tests: its jobs do not start (`hold(_:)`).
@@ -128,6 +130,12 @@ public final class BlockingIOPool: Sendable {
             s.lanes.append(LaneState(name: name, bound: threads))
             return Lane(index: s.lanes.count - 1)
         }
+    }
+
+    /// Each lane's name and the most of its jobs that ran at once since the pool started: what
+    /// made the pool's threads (the daemon logs it at debug level when it stops).
+    public var busiestLanes: [(lane: String, mostRunning: Int)] {
+        state.withLock { $0.lanes.map { ($0.name, $0.mostRunning) } }
     }
 
     /// Threads alive now (tests, docs/threads.md's figures).
@@ -311,6 +319,7 @@ public final class BlockingIOPool: Sendable {
                             s.lanes[last.lane].waitingOnKeys -= 1
                             guard s.lanes[last.lane].held && !s.finished else {
                                 s.lanes[last.lane].running += 1
+                                s.lanes[last.lane].mostRunning = Swift.max(s.lanes[last.lane].mostRunning, s.lanes[last.lane].running)
                                 return .run(next, key: key, lane: last.lane)
                             }
                             // A held lane: the key's next job waits in the queue for the release.
@@ -378,6 +387,7 @@ extension BlockingIOPool.State {
             // A keyed job in the queue is its key's only job queued or running (`submit`).
             let job = lanes[i].takeFirst()
             lanes[i].running += 1
+            lanes[i].mostRunning = Swift.max(lanes[i].mostRunning, lanes[i].running)
             return .run(job.run, key: job.key, lane: i)
         }
         guard finished else { return nil }

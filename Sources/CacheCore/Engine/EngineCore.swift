@@ -245,6 +245,8 @@ final class EngineCore: Sendable {
         // queued, while the index is still open; a job submitted later (a transfer's last
         // callback) runs on its caller's thread.
         pool.finish()
+        logger.debug("the most jobs each lane of the blocking I/O pool ran at once",
+                     metadata: Logger.Metadata(uniqueKeysWithValues: pool.busiestLanes.map { ($0.lane, "\($0.mostRunning)") }))
         do {
             try store.close()
         } catch {

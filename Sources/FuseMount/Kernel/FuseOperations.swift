@@ -195,13 +195,22 @@ enum FuseOperations {
             s.core.read(fh: fh, offset: Int64(off), size: size) { result in
                 let req = request.req
                 switch result {
+                case let .success(lease) where lease.readsFromDisk && (LoopThread.isCurrent ? PageResidency.inMemory(lease.pieces) : BlockingIOPool.onAPoolThread):
+                    // Sent right here, with no hand-off and no thread of the lane: on the loop,
+                    // a hit whose bytes are all in the page cache (the splice copies from
+                    // memory); on a thread of the pool for blocking I/O, a read that waited and
+                    // was answered by a job (which may wait on the disk: that is its thread's job).
+                    s.reply { FuseOperations.reply(req, with: lease) }
+                    lease.release()
+                    s.repliesSpliced.sentInPlace.wrappingIncrement(ordering: .relaxed)
                 case let .success(lease) where lease.readsFromDisk:
+                    s.repliesSpliced.sentByLane.wrappingIncrement(ordering: .relaxed)
                     // The kernel splices these bytes from the data file while the reply is
-                    // written, which can wait on the disk: never on the loop thread (a hit is
-                    // answered right there), and several at once, so a slow disk is read in
-                    // parallel, one reader's too. (Keeping one reader's replies in order, one at
-                    // a time, spared the kernel's read-ahead a rescan per splice but made eight
-                    // warm readers 5% slower: not done.)
+                    // written, which can wait on the disk: never on the loop thread, and
+                    // several at once, so a slow disk is read in parallel, one reader's too.
+                    // (Keeping one reader's replies in order, one at a time, spared the
+                    // kernel's read-ahead a rescan per splice but made eight warm readers 5%
+                    // slower: not done.)
                     s.diskReplies.submit(lane: s.diskLane) {
                         s.reply { FuseOperations.reply(request.req, with: lease) }
                         lease.release()

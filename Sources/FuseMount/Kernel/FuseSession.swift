@@ -28,6 +28,8 @@ import Logging
 /// - `MountOptions.swift`: how the mount behaves. `Mountpoint.swift`: checks and unmounting.
 /// - `PageCacheFill.swift`: filling the page cache ahead of a sequential reader, pure.
 /// - `DataFileReadAhead.swift`: reading the data file from the disk ahead of one, pure.
+/// - `PageResidency.swift`: whether a reply's bytes are in the page cache (the loop sends
+///   those itself), and which thread is the loop's.
 /// - `ReaderClassTable.swift`: a process's `ReaderClass` by name (`--scanner`).
 /// - `CacheError+Errno.swift`: the one errno mapping.
 /// Neighbours: calls `Core/` (`FileSystemCore`) for every operation, builds it with `Tree/`'s spec;
@@ -38,8 +40,9 @@ import Logging
 /// what libfuse does, except that the INIT reply asks the kernel for passthrough when it offered
 /// it; the file system then registers backing files (ioctls on /dev/fuse) for fully cached files.
 ///
-/// Threads: `run()` is the FUSE loop (one thread); replies come from any thread (engine threads,
-/// the FUSE disk lane of the engine's pool, which also reads data files ahead of readers); kernel
+/// Threads: `run()` is the FUSE loop (one thread), which sends a hit's reply itself when its
+/// bytes are in memory (`PageResidency`); replies come from any thread (engine threads, the
+/// FUSE disk lane of the engine's pool, which also reads data files ahead of readers); kernel
 /// notifications that may wait on the kernel go out on `notifyQueue`.
 // @unchecked: the C boundary. `se`, libfuse's session, is set by `mount` before the loop runs
 // and freed by `teardown` on the loop thread, after the gate closed: every other thread reaches
@@ -67,6 +70,8 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     private let devNull: Int32
     /// Bytes of data files read ahead of readers.
     let readAheadBytes = LockedValue<Int64>(0)
+    /// Replies spliced from data files, by who sent them (tests; `PageResidency`).
+    let repliesSpliced = SplicedReplies()
     /// Called once, on the loop thread, once the kernel has processed our INIT reply (the
     /// kernel applies it while we write it, so after process_buf returns the mount is usable).
     /// Set before `run()`.
@@ -225,6 +230,8 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
         var failure: String?
         var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
+        LoopThread.mark(true)
+        defer { LoopThread.mark(false) }
         loop: while true {
             fds[0].revents = 0
             fds[1].revents = 0

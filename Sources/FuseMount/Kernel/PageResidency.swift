@@ -1,0 +1,65 @@
+import Atomics
+import CacheCore
+import CFuse3
+import Glibc
+
+/// Whether a read's bytes from data files are all in the page cache, so that the splice of its
+/// reply copies from memory and cannot wait for the disk. The FUSE loop then sends the reply
+/// itself: a warm reader's reply costs no hand-off to the disk lane and back, and the lane's
+/// threads are left to the replies that do wait for the disk (and to `DataFileReadAhead`,
+/// whose reads are what puts a sequential reader's next bytes in memory).
+///
+/// Asked with `cachestat(2)` (Linux 6.5), one call per piece of data file, a look-up in the
+/// page cache's tree that reads nothing. Before 6.5 it fails and every such reply goes to the
+/// lane, as before. A page can leave the cache between the look-up and the splice; the loop
+/// then waits for that read, as it would have for a reply it spliced before the lane existed.
+enum PageResidency {
+    static let pageSize = Int64(sysconf(Int32(_SC_PAGESIZE)))
+
+    /// How many pages `count` bytes at `offset` touch.
+    static func pages(offset: Int64, count: Int, pageSize: Int64 = pageSize) -> Int64 {
+        guard count > 0 else { return 0 }
+        let first = offset / pageSize
+        let last = (offset + Int64(count) - 1) / pageSize
+        return last - first + 1
+    }
+
+    /// True when every data-file piece of a read's answer is in the page cache.
+    static func inMemory(_ pieces: [ReadLease.Piece], cachedPages: (Int32, Int64, Int) -> Int64 = cached) -> Bool {
+        for piece in pieces {
+            guard case let .file(fd, offset, count) = piece, count > 0 else { continue }
+            if cachedPages(fd, offset, count) < pages(offset: offset, count: count) { return false }
+        }
+        return true
+    }
+
+    /// The kernel's count of cached pages of the range, or -1 when it cannot say.
+    static func cached(_ fd: Int32, _ offset: Int64, _ count: Int) -> Int64 {
+        max(-1, cfuse3_cached_pages(fd, UInt64(offset), UInt64(count)))
+    }
+}
+
+/// Marks the FUSE loop's thread, so that a read's completion can tell it runs there (a hit,
+/// answered inside the request) from one that runs later on another thread. A thread-specific
+/// key: no lock and no shared variable on the read path.
+enum LoopThread {
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+
+    /// Called by the loop's thread before it serves requests, and with false when it ends.
+    static func mark(_ on: Bool) {
+        pthread_setspecific(key, on ? UnsafeRawPointer(bitPattern: 1) : nil)
+    }
+
+    static var isCurrent: Bool { pthread_getspecific(key) != nil }
+}
+
+/// Counts of the replies spliced from data files: sent where the read was answered (the loop,
+/// a thread of the pool) or handed to the disk lane. Relaxed atomics: no lock on the read path.
+final class SplicedReplies: Sendable {
+    let sentInPlace = ManagedAtomic<Int>(0)
+    let sentByLane = ManagedAtomic<Int>(0)
+}
