@@ -61,6 +61,7 @@ let package = Package(
         // (routing, version checks, and a SwiftNIO client for plain-HTTP nodes).
         .target(name: "Fetcher", dependencies: [
             "CacheCore", "CCurl", .product(name: "Logging", package: "swift-log"),
+            .product(name: "Atomics", package: "swift-atomics"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -108,7 +109,7 @@ let package = Package(
         ]),
 
         .testTarget(name: "CacheCoreTests", dependencies: ["CacheCore", "CoreTypes", "MetricsExport", "TestSupport"]),
-        .testTarget(name: "FetcherTests", dependencies: ["Fetcher", "TestSupport"]),
+        .testTarget(name: "FetcherTests", dependencies: ["CacheCore", "Fetcher", "MetricsExport", "TestSupport"]),
         .testTarget(name: "FuseMountTests", dependencies: ["FuseMount", "Fetcher", "TestSupport"]),
         .testTarget(name: "SettingsTests", dependencies: ["Settings"]),
         .testTarget(name: "HLSTests", dependencies: ["HLS"]),

@@ -31,7 +31,8 @@ final class EngineMount: Sendable {
         cache(&config)
         source = CurlRangeSource(configuration: fetcher, logger: logger)
         // `engineLog`: the engine's lines recorded, for a test that waits until the engine says.
-        engine = try CacheEngine(configuration: config, source: source, logger: engineLog?.logger ?? logger)
+        engine = try CacheEngine(configuration: config, source: source, logger: engineLog?.logger ?? logger,
+                                 layers: FetchLayers.standard())
         var opts = options
         opts.revalidateAfter = config.revalidateAfter
         mount = try InProcessMount(backend: EngineBackend(engine: engine), tree: try tree(origin), options: opts,

@@ -1,9 +1,10 @@
-import Foundation
-import XCTest
 @testable import CacheCore
+import Fetcher
+import Foundation
 import TestSupport
+import XCTest
 
-/// Offline mode in the engine, over a scripted origin that can be made unreachable: the first
+/// Offline mode in the engine (Fetcher's standard layers), over a scripted origin that can be made unreachable: the first
 /// failure marks it down; then cached bytes are served without asking it, other reads fail at
 /// once (nothing reaches the origin but the probes), the status document says so, and a probe
 /// that gets an answer brings it back.
@@ -56,7 +57,7 @@ final class OfflineEngineTests: XCTestCase {
         let log = RecordedLog()
         let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0, sliceSize: 1 << 20,
                                                                       revalidateAfter: 0, readTimeout: 10),
-                                    source: source, logger: log.logger)
+                                    source: source, logger: log.logger, layers: FetchLayers.standard())
         defer { cache.shutdown() }
         let info = try await cache.open(url: url)
         let first = try await cache.makeReader(for: info, end: 1 << 20).read(offset: 0, length: 1 << 20)
@@ -129,7 +130,7 @@ final class OfflineEngineTests: XCTestCase {
         source.inner.set(url, .init(bytes: randomBytes(1000, seed: 6), etag: "\"f\""))
         let log = RecordedLog()
         let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0, readTimeout: 10),
-                                    source: source, logger: log.logger)
+                                    source: source, logger: log.logger, layers: FetchLayers.standard())
         defer { cache.shutdown() }
         _ = try await cache.open(url: url)
         await XCTAssertThrowsErrorAsync(try await cache.open(url: hang))
@@ -145,7 +146,7 @@ final class OfflineEngineTests: XCTestCase {
         source.inner.set(url, .init(bytes: randomBytes(1000, seed: 5), etag: "\"f\""))
         let log = RecordedLog()
         let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0, readTimeout: 10),
-                                    source: source, logger: log.logger)
+                                    source: source, logger: log.logger, layers: FetchLayers.standard())
         defer { cache.shutdown() }
         source.setAway(true)
         await XCTAssertThrowsErrorAsync(try await cache.open(url: url))

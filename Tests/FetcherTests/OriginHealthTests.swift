@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
-@testable import CacheCore
+import CacheCore
+@testable import Fetcher
 
 /// `OriginHealth` as a table: events at given times in, actions and states out. No clock, no sockets.
 final class OriginHealthTests: XCTestCase {
