@@ -148,13 +148,17 @@ public final class OriginHealthSource: RangeSource, OriginHealthReporting, Senda
         if case let .probeLater(at) = action { schedule(name, at: at) }
     }
 
+    /// Sets the probe timer for `at` on `scheduler`'s clock. When it fires, the probe is due
+    /// by that clock (`probeDue(at:)`), whatever the wall clock says: a wall clock set back while
+    /// the origin was down does not hold the probe back by as much, and a test's manual scheduler
+    /// fires it when the test moves its clock.
     private func schedule(_ name: String, at: Date) {
         let delay = max(0, at.timeIntervalSince(now()))
-        scheduler.after(delay) { [weak self] in self?.probeDue(name) }
+        scheduler.after(delay) { [weak self] in self?.probeDue(name, at: at) }
     }
 
-    private func probeDue(_ name: String) {
-        let when = now()
+    private func probeDue(_ name: String, at deadline: Date) {
+        let when = max(now(), deadline)
         let (action, url): (OriginHealth.Action, String?) = table.withLock { table in
             guard !table.stopped, var o = table.origins[name] else { return (.none, nil) }
             let action = o.health.probeDue(now: when)
