@@ -46,9 +46,6 @@ public final class FetchTracker: RangeSource, TransferListing, Sendable {
         return sinks.map { $0.snapshot(now: now) }.sorted { $0.ageSeconds > $1.ageSeconds }
     }
 
-    /// The transfers running now, by the engine's clock.
-    public func inFlight() -> [FetchInFlight] { inFlight(now: clock()) }
-
     public var inFlightCount: Int { running.withLock { $0.count } }
 }
 

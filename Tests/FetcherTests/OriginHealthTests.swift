@@ -1,7 +1,7 @@
-import Foundation
-import XCTest
 import CacheCore
 @testable import Fetcher
+import Foundation
+import XCTest
 
 /// `OriginHealth` as a table: events at given times in, actions and states out. No clock, no sockets.
 final class OriginHealthTests: XCTestCase {

@@ -8,10 +8,12 @@ import Logging
 /// it starts transfers on `source`, asks `originHealth` whether an origin is down (an entry of
 /// one is served as cached, not revalidated), and puts `transfers` on the status page.
 ///
-/// An engine built without layers (`FetchLayers.none`: CacheCore's own tests, a bench that
-/// measures the engine alone) starts transfers on the source as given: no origin is ever down,
-/// no transfer is listed, and the origin counters (answers by class, body bytes, retries) stay
-/// at zero. Every engine of the executable gets the standard layers.
+/// An engine built without layers (`FetchLayers.none`: CacheCore's own tests, which cannot see
+/// Fetcher) starts transfers on the source as given: no origin is ever down, no transfer is
+/// listed, and the origin counters (answers by class, body bytes, retries) stay at zero. Every
+/// engine of the executable and the benches gets the standard layers, and so do the other
+/// modules' tests over a real source (FetcherTests' `TrackedEngineTests` and
+/// `OfflineEngineTests` pin what the layers add).
 public struct FetchLayers: Sendable {
     /// What transfers start on: the outermost layer.
     public var source: RangeSource
