@@ -57,10 +57,13 @@ let package = Package(
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
         ]),
-        // libcurl multi implementation of CacheCore.RangeSource, and the cache tier's sources
-        // (routing, version checks, and a SwiftNIO client for plain-HTTP nodes).
+        // libcurl multi implementation of CacheCore.RangeSource, the cache tier's sources
+        // (routing, version checks, and a SwiftNIO client for plain-HTTP nodes), and the layers
+        // every engine's source runs in (`FetchLayers.standard`: offline mode, transfers counted).
+        // Atomics: the transfer tracker's counters, which the status page reads.
         .target(name: "Fetcher", dependencies: [
             "CacheCore", "CCurl", .product(name: "Logging", package: "swift-log"),
+            .product(name: "Atomics", package: "swift-atomics"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -93,7 +96,8 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),
 
-        // Test support: an in-process loopback origin with fault injection, temporary cache dirs.
+        // Test support: an in-process loopback origin with fault injection, temporary cache dirs,
+        // scripted and hand-driven `RangeSource`s for engine tests (CacheCore's and Fetcher's).
         .target(name: "TestSupport", dependencies: [
             "CacheCore",
             .product(name: "Logging", package: "swift-log"),
@@ -109,7 +113,7 @@ let package = Package(
         ]),
 
         .testTarget(name: "CacheCoreTests", dependencies: ["CacheCore", "CoreTypes", "MetricsExport", "TestSupport"]),
-        .testTarget(name: "FetcherTests", dependencies: ["Fetcher", "TestSupport"]),
+        .testTarget(name: "FetcherTests", dependencies: ["CacheCore", "Fetcher", "MetricsExport", "TestSupport"]),
         .testTarget(name: "FuseMountTests", dependencies: ["FuseMount", "Fetcher", "TestSupport"]),
         .testTarget(name: "SettingsTests", dependencies: ["Settings"]),
         .testTarget(name: "HLSTests", dependencies: ["HLS"]),

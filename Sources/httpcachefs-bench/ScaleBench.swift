@@ -228,7 +228,8 @@ struct ScaleBench: AsyncParsableCommand {
         // blocks, so without this the small sizes (filled seconds ago) would evict for nothing
         // what the large ones (filled minutes ago) pay the file system for.
         sync()
-        let engine = try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: used, freeSpaceFloor: 0), source: source)
+        let engine = try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: used, freeSpaceFloor: 0), source: source,
+                                     layers: FetchLayers.standard())
         let before = DispatchTime.now().uptimeNanoseconds
         try await open(engine, origin: origin, range: files..<(files + newFilesAtCap))
         let opened = DispatchTime.now().uptimeNanoseconds
@@ -251,7 +252,8 @@ struct ScaleBench: AsyncParsableCommand {
         }
         let source = CurlRangeSource(configuration: FetcherConfiguration(userAgent: "httpcachefs-bench"), logger: Logger(label: "bench"))
         defer { source.shutdown() }
-        let engine = try CacheEngine(configuration: CacheConfiguration(directory: directory, capacity: 64 << 30, freeSpaceFloor: 0), source: source)
+        let engine = try CacheEngine(configuration: CacheConfiguration(directory: directory, capacity: 64 << 30, freeSpaceFloor: 0), source: source,
+                                     layers: FetchLayers.standard())
         try await open(engine, origin: origin, range: 0..<files)
         engine.shutdown()
         guard engine.list().count == files else { throw ValidationError("the cache holds \(engine.list().count) files, not \(files)") }

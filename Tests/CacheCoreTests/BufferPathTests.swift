@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+import TestSupport
 
 /// The one buffer path: arriving bytes land once, in a pooled chunk, and the reads waiting for
 /// them, their leases and the writer share that memory by reference; one memory budget counts

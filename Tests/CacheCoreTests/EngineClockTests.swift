@@ -1,10 +1,12 @@
 import Foundation
 import XCTest
 @testable import CacheCore
+import TestSupport
 
 /// The engine reads time only from its `EngineClock`, which tests inject: what the status page
 /// and metrics show of time follows a clock the test moves, so nothing here waits or allows for
-/// the machine's clock.
+/// the machine's clock. (A running transfer's age on the status page, which the layers around
+/// the source keep, is Fetcher's `TrackedEngineTests`.)
 final class EngineClockTests: GatedEngineTestCase {
     /// A wall clock that moves only when told to (the monotonic one is the machine's).
     final class MovableClock: @unchecked Sendable {
@@ -24,18 +26,5 @@ final class EngineClockTests: GatedEngineTestCase {
         clock.advance(90)
         metrics.noteError(.timeout(url: url), url: url, range: 0..<10)
         XCTAssertEqual(metrics.recentErrors.first?.time, clock.now, "stamped when it happened, by the same clock")
-    }
-
-    func testATransfersAgeOnTheStatusPageIsTheEnginesClockSinceItStarted() throws {
-        let clock = MovableClock()
-        let source = GatedSource()
-        let cache = try engine(source, clock: clock.engineClock)
-        defer { source.finishAll(); cache.shutdown() }
-        cache.open(url: url) { _ in }
-        XCTAssertEqual(source.transfers.count, 1, "the open's probe runs")
-        clock.advance(30)
-        let fetching = cache.tracker.inFlight()
-        XCTAssertEqual(fetching.map(\.ageSeconds), [30], "started 30 s ago by the engine's clock")
-        XCTAssertEqual(cache.core.metrics.startedAt.distance(to: clock.now), 30)
     }
 }

@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+import TestSupport
 
 /// Races between a transfer's unlocked steps and removal, eviction or a remote change, each
 /// replayed in one exact order with a hand-driven source and the engine's test hook.

@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+import TestSupport
 
 /// The writer off the fetch thread: arriving bytes wait in a bounded queue for the disk, a
 /// transfer whose share is queued pauses until the writer drained, and bytes waiting for the

@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+import TestSupport
 
 /// Rounds of eviction: bounded in slices beyond what the write needs, taken from the oldest
 /// slices of the last scan, each checked again before it goes.

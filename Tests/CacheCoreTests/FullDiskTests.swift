@@ -2,6 +2,7 @@ import XCTest
 @testable import CacheCore
 #if canImport(Glibc)
 import Glibc
+import TestSupport
 #endif
 
 /// The cache on a small file system of its own (a 24 MiB tmpfs), with a cap far above it, so only

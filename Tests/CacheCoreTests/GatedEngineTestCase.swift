@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+import TestSupport
 
 /// An engine over a `GatedSource` with a 4 MiB file in 1 MiB slices, for tests that replay one
 /// exact interleaving of transfers, readers, the writer and maintenance.

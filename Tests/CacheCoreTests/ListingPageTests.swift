@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+import TestSupport
 
 /// Issue 38: a directory listing's page (nginx's autoindex: chunked, no ETag, no Last-Modified)
 /// is a new version at every re-read. That is right for its bytes, but it is not "a remote file

@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+import TestSupport
 
 /// `--cache-max-age`: entries not read for that long lose their bytes, besides the size cap; an
 /// entry a reader holds open keeps them however old its last read. Time comes from a test clock

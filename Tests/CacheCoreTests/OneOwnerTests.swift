@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import CacheCore
+import TestSupport
 
 /// Issue 36, item 4: one owner per cache directory. Daemon A ran; its cache directory was
 /// removed; a second process B on the same path found no lock (its file had gone with the

@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+import TestSupport
 
 /// Issue 36, item 5: an origin with no ETag and no Last-Modified (or an unchanged one) replaced
 /// a file with another of the same size while one open read it: the reads mixed the versions,

@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+import TestSupport
 
 /// `preload --pin`: pinned ranges stay through eviction pressure and restarts, and the total is
 /// bounded by the pin limit (at most half the cap).

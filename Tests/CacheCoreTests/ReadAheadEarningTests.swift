@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+import TestSupport
 
 /// When read-ahead is earned (`ReaderClass.earnsAtOnce`, `readsAheadFromOpen`): a program that
 /// reads big blocks from byte 0 (`cat`, a copy, the datapath benchmark) earns it with its first

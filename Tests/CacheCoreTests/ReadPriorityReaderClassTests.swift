@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+import TestSupport
 
 /// Reads that know their reader (`ReaderClass`): a scanner gets no read-ahead past a small fixed
 /// margin and its fetches rank `.scan`, `.waitedScan` while it waits on them; a reader nobody listed gets

@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+import TestSupport
 
 /// The engine tells each transfer its class: a transfer a read waits on is `.waiting` until the
 /// read is answered, read-ahead is `.far` (or `.near` for a copy), a warm-up's is `.preload`

@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+import TestSupport
 
 /// The slice store: an extent carries the checksum of exactly its bytes from the writer to the
 /// index, and a check reads it back against that checksum (as mountpoint-s3's `ChecksummedBytes`

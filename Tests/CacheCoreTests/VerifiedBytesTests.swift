@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import CacheCore
+import TestSupport
 
 /// Bytes on disk from before a start are served only once they match their checksums: damaged
 /// ones are dropped and fetched again, never served.

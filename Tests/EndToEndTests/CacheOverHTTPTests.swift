@@ -32,7 +32,7 @@ final class CacheOverHTTPTests: XCTestCase {
                                                           freeSpaceFloor: 0, sliceSize: 1 << 20,
                                                           revalidateAfter: revalidateAfter, readTimeout: readTimeout,
                                                           initialReadAhead: readAhead, maxReadAhead: maxReadAhead ?? max(readAhead, 8 << 20)),
-                        source: source)
+                        source: source, layers: FetchLayers.standard())
     }
 
     func expected(_ seed: UInt64, _ range: Range<Int64>) -> [UInt8] {
@@ -363,7 +363,7 @@ final class CacheOverHTTPTests: XCTestCase {
         origin.setGeneratedFile("/tok.bin", length: 2 << 20, seed: 9)
         let cache = try CacheEngine(configuration: CacheConfiguration(directory: temp.appending("cache"), freeSpaceFloor: 0,
                                                                      keyRules: KeyRules(ignoredQueryNames: ["token"])),
-                                    source: source)
+                                    source: source, layers: FetchLayers.standard())
         defer { cache.shutdown() }
         let a = try await cache.open(url: origin.url("/tok.bin?token=1"))
         _ = try await cache.makeReader(for: a).read(offset: 0, length: 2 << 20)

@@ -109,3 +109,25 @@ extension CLITests {
         XCTAssertEqual(((mine["status"] as? [String: Any])?["files"] as? [Any])?.count, 1000)
     }
 }
+
+extension CLITests {
+    /// The daemon's engine runs in Fetcher's layers (`openEngine`): an origin that cannot be
+    /// reached is marked down at its first failure, and `status` lists it, with the last error.
+    func testStatusListsAnOriginThatIsDown() throws {
+        let daemon = try start(["proxy", "--proxy-port", "0"])
+        defer { daemon.terminate(); daemon.waitUntilExit() }
+        try waitForRuntimeFile(cacheDir)
+        let url = origin.url("/never.bin")
+        origin.stop()
+        let failed = try run(["cat", url])
+        XCTAssertNotEqual(failed.status, 0, "a file never cached cannot be read while its origin is away")
+
+        let json = try run(["status", "--json"], cacheDirectory: nil)
+        XCTAssertEqual(json.status, 0, json.stderr)
+        let daemons = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(json.stdout)) as? [[String: Any]], json.text)
+        let mine = try XCTUnwrap(daemons.first { ($0["pid"] as? Int) == Int(daemon.processIdentifier) }, json.text)
+        let down = try XCTUnwrap((mine["status"] as? [String: Any])?["originsDown"] as? [[String: Any]], json.text)
+        XCTAssertEqual(down.map { $0["origin"] as? String }, [origin.url("")], json.text)
+        XCTAssertEqual((down.first?["lastError"] as? String)?.isEmpty, false, json.text)
+    }
+}

@@ -37,7 +37,7 @@ final class RequestFaultHealthTests: XCTestCase {
         origin.setFaults("/to-file", Faults(redirectTo: "file:///etc/passwd"))
         let engine = try CacheEngine(configuration: CacheConfiguration(directory: files.path, freeSpaceFloor: 0, sliceSize: 1 << 20,
                                                                        revalidateAfter: 0, readTimeout: 10),
-                                     source: source)
+                                     source: source, layers: FetchLayers.standard())
         defer { engine.shutdown() }
 
         for round in 1...3 {

@@ -20,7 +20,7 @@ final class EngineMount: Sendable {
          options: MountOptions = MountOptions(readDeadline: nil),
          fetcher: FetcherConfiguration = FetcherConfiguration(lowSpeedTime: 2, maxRetries: 1, retryBaseDelay: 0.05),
          setup: (OriginServer) -> Void = { _ in },
-         engineLog: RecordedLog? = nil) throws {
+         engineLog: RecordedLog? = nil, probes: Scheduler = .shared) throws {
         try requireFuse()
         var logger = Logger(label: "fuse-engine-test")
         logger.logLevel = ProcessInfo.processInfo.environment["FUSE_TEST_LOG"] != nil ? .debug : .critical
@@ -31,7 +31,9 @@ final class EngineMount: Sendable {
         cache(&config)
         source = CurlRangeSource(configuration: fetcher, logger: logger)
         // `engineLog`: the engine's lines recorded, for a test that waits until the engine says.
-        engine = try CacheEngine(configuration: config, source: source, logger: engineLog?.logger ?? logger)
+        // `probes`: where the origin-health layer's probe timers run (a test's manual scheduler).
+        engine = try CacheEngine(configuration: config, source: source, logger: engineLog?.logger ?? logger,
+                                 layers: FetchLayers.standard(probes: probes))
         var opts = options
         opts.revalidateAfter = config.revalidateAfter
         mount = try InProcessMount(backend: EngineBackend(engine: engine), tree: try tree(origin), options: opts,

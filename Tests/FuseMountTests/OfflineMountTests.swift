@@ -8,7 +8,8 @@ import XCTest
 /// The real stack (loopback origin, libcurl, engine, FUSE) with the origin stopped under a
 /// partly cached `--index` library and `--revalidate-after 0s`: listings and cached files are
 /// served, a file never cached fails with EIO instead of hanging, the status document lists the
-/// origin as down, and once the origin is back (same port) it is up again.
+/// origin as down, and once the origin is back (same port) the probe finds it up again. The
+/// probe timer runs on a manual scheduler: the probe goes out when the test moves its clock.
 final class OfflineMountTests: XCTestCase {
     static func dirListing(_ path: String, dirs: [String], files: [(String, Int)]) -> [UInt8] {
         var html = "<html><head><title>Index of \(path)</title></head><body><h1>Index of \(path)</h1><hr><pre><a href=\"../\">../</a>\n"
@@ -29,9 +30,10 @@ final class OfflineMountTests: XCTestCase {
 
     func testWithTheOriginStoppedCachedFilesAndListingsAreServedAndTheRestFailsFast() throws {
         let engineLog = RecordedLog()
+        let probes = Scheduler.manual()
         let m = try EngineMount(tree: { o in try MountTreeSpec.build(indexes: [try MountTreeSpec.parseIndex("lib = \(o.url("/lib/"))")]) },
                                 cache: { $0.revalidateAfter = 0 }, options: MountOptions(listingTTL: 0, readDeadline: nil),
-                                setup: Self.serveLibrary, engineLog: engineLog)
+                                setup: Self.serveLibrary, engineLog: engineLog, probes: probes)
         var restarted: OriginServer?
         defer {
             restarted?.stop()
@@ -59,7 +61,10 @@ final class OfflineMountTests: XCTestCase {
 
         restarted = try OriginServer(port: port)
         Self.serveLibrary(restarted!)
-        // The engine says so once a probe (on its origin-health timer) got an answer.
+        // The probe is due 1 s after the origin went down; it goes out now, on this thread, and the
+        // engine says so once it got an answer.
+        XCTAssertEqual(probes.pending, 1, "one probe timer set while the origin is down")
+        probes.advance(by: 1)
         guard engineLog.wait(for: "origin reachable again", timeout: 30) else { return XCTFail("the origin never came back up") }
         XCTAssertTrue(m.engine.originsDown.isEmpty)
         try withinBound(30, "the file never cached, once the origin is back") {

@@ -154,7 +154,7 @@ final class WebDAVMountTests: XCTestCase {
         let source = CurlRangeSource(configuration: FetcherConfiguration(lowSpeedTime: 2, maxRetries: 1, retryBaseDelay: 0.05),
                                      logger: Logger(label: "webdav-kept-test"))
         let engine = try CacheEngine(configuration: CacheConfiguration(directory: h.directory.appending("engine"), freeSpaceFloor: 0),
-                                     source: source)
+                                     source: source, layers: FetchLayers.standard())
         defer {
             engine.shutdown()
             source.shutdown()

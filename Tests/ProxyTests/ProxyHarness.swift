@@ -30,7 +30,7 @@ final class ProxyHarness: Sendable {
         source = CurlRangeSource(configuration: fetcher, logger: logger)
         let metrics = PrometheusExport()
         engine = try CacheEngine(configuration: cache(directory.path), source: source, logger: logger,
-                                 metricsFactory: metrics.factory)
+                                 metricsFactory: metrics.factory, layers: FetchLayers.standard())
         var config = configuration
         config.cacheDirectory = directory.path
         config.version = "test"

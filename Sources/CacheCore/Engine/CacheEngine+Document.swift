@@ -14,7 +14,7 @@ extension CacheEngine {
     public func fetchDocument(_ request: FetchRequest, limit: Int, maxAge: TimeInterval? = nil,
                               completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
         guard let maxAge, let method = request.method, let key = try? key(for: request.url) else {
-            _ = tracker.start(request, sink: DocumentSink(url: request.url, limit: limit, completion: completion))
+            _ = core.fetches.source.start(request, sink: DocumentSink(url: request.url, limit: limit, completion: completion))
             return
         }
         let kept = keptDocuments.load(method: method, key: key)
@@ -22,7 +22,7 @@ extension CacheEngine {
             return completion(.success(kept.body))
         }
         let url = DisplayURL.redacted(request.url)
-        if let kept, originHealth.isDown(url: request.url) {
+        if let kept, isOriginDown(url: request.url) {
             logger.info("origin down: serving the kept \(method) answer", metadata: ["url": "\(url)"])
             return completion(.success(kept.body))
         }
@@ -48,7 +48,7 @@ extension CacheEngine {
                 completion(result)
             }
         }
-        _ = tracker.start(request, sink: sink)
+        _ = core.fetches.source.start(request, sink: sink)
     }
 
     /// True when `url`'s last answer carried a `DAV:` header (its origin speaks WebDAV).

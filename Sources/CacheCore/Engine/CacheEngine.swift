@@ -18,11 +18,12 @@ public final class CacheEngine: Sendable {
     let core: EngineCore
     /// This cache's counters (`statusDocument`), made through the metrics factory it was given.
     public let metrics: CacheMetrics
-    /// The source as the engine sees it: counts and lists the transfers (the fetch
-    /// coordinator's; document requests start on it too).
-    var tracker: FetchTracker { core.fetches.tracker }
-    /// Which origins are down (offline mode): inside the tracker, around the real source.
-    let originHealth: OriginHealthSource
+    /// The transfers running now, for the status page: the layer around the source that lists
+    /// them (`FetchLayers`; nil: an engine with no layers lists none).
+    let transfers: (any TransferListing)?
+    /// Which origins are down (offline mode): a layer around the real source (`FetchLayers`;
+    /// nil: none is ever down).
+    let originHealth: (any OriginHealthReporting)?
     /// The last good answer to each kept document request (WebDAV listings).
     let keptDocuments: KeptDocuments
 
@@ -34,32 +35,39 @@ public final class CacheEngine: Sendable {
 
     /// Opens (creating if needed) the cache at `configuration.directory`, taking its lock.
     /// - Parameters:
+    ///   - source: the real source (libcurl, a tier's router, a test's).
     ///   - metricsFactory: the swift-metrics backend this engine's metrics are made with (its own,
     ///     not the process-wide one; see `CacheMetrics`). The default keeps only the totals of the
     ///     status document.
+    ///   - layers: wraps `source` before any transfer starts on it, given this engine's metrics,
+    ///     clock and logger: Fetcher's `FetchLayers.standard()` (offline mode, every transfer
+    ///     counted and listed) for every engine the executable builds. The default, none: the
+    ///     source as given, no origin ever down, no transfer counted or listed (engine tests).
     ///   - afterShutdown: runs at the end of `shutdown()`: a process that made the source for this
     ///     engine alone stops it there (its thread must not outlive the cache into `exit`).
     public init(configuration: CacheConfiguration, source: RangeSource,
                 logger: Logger = Logger(label: "httpcachefs.cache"),
                 metricsFactory: any MetricsFactory = NOOPMetricsHandler.instance,
+                layers: (RangeSource, FetchLayerContext) -> FetchLayers = FetchLayers.none,
                 afterShutdown: (@Sendable () -> Void)? = nil) throws {
         self.logger = logger
         self.afterShutdown = afterShutdown
         let metrics = CacheMetrics(factory: metricsFactory, clock: configuration.engineClock)
         self.metrics = metrics
-        let health = OriginHealthSource(source, logger: logger, now: configuration.clock)
-        self.originHealth = health
+        let layered = layers(source, FetchLayerContext(metrics: metrics, clock: configuration.clock, logger: logger))
+        self.transfers = layered.transfers
+        self.originHealth = layered.originHealth
         self.tier = source as? TierReporting
-        self.core = try EngineCore(configuration: configuration, source: health, logger: logger, metrics: metrics,
-                                   originHealth: health)
-        health.answerOn(core.pool)
+        self.core = try EngineCore(configuration: configuration, source: layered.source, logger: logger, metrics: metrics,
+                                   originHealth: layered.originHealth)
+        layered.originHealth?.answerOn(core.pool)
         self.keptDocuments = KeptDocuments(held: core.store.held)
         core.addChangeObserver { _ in metrics.remoteChanges.add(1) }
     }
 
     /// Flushes the index and releases the directory lock. Pending reads fail with `.cancelled`.
     public func shutdown() {
-        originHealth.stop()
+        originHealth?.stop()
         core.shutdown()
         afterShutdown?()
     }
@@ -142,11 +150,12 @@ public final class CacheEngine: Sendable {
     /// Called (on an engine thread) whenever an entry is found to have changed remotely.
     public func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void) { core.addChangeObserver(handler) }
 
-    /// The origins that cannot be reached now (requests to them fail at once; see `OriginHealth`).
-    public var originsDown: [OriginDown] { originHealth.downOrigins() }
+    /// The origins that cannot be reached now (requests to them fail at once; see
+    /// `OriginHealthReporting`). None for an engine without offline mode.
+    public var originsDown: [OriginDown] { originHealth?.downOrigins() ?? [] }
 
     /// The origin of `url` is down now (cached bytes are served without asking it).
-    public func isOriginDown(url: String) -> Bool { originHealth.isDown(url: url) }
+    public func isOriginDown(url: String) -> Bool { originHealth?.isDown(url: url) ?? false }
 
     /// Status of one entry for `cache info`, or nil if unknown.
     public func status(url: String) -> EntryStatus? {

@@ -51,11 +51,12 @@ import Glibc
 final class EngineCore: Sendable {
     /// The configuration in force; `sliceSize` is the one the cache was created with.
     let configuration: CacheConfiguration
-    /// Every transfer: launches, running handles, cancels, priorities, the tracked source
+    /// Every transfer: launches, running handles, cancels, priorities, the source they start on
     /// (`FetchCoordinator`).
     let fetches: FetchCoordinator
     /// Which origins are down: an entry of one is served as cached, not revalidated.
-    let originHealth: OriginHealthSource?
+    /// Nil: an engine without offline mode (`FetchLayers.none`).
+    let originHealth: (any OriginHealthReporting)?
     let logger: Logger
     let metrics: CacheMetrics
     /// The bytes on disk and what is known of them: data files, index, writer lanes, kept
@@ -132,11 +133,11 @@ final class EngineCore: Sendable {
     let openReaders = OpenReaders()
 
     init(configuration: CacheConfiguration, source: RangeSource, logger: Logger, metrics: CacheMetrics = CacheMetrics(),
-         originHealth: OriginHealthSource? = nil) throws {
+         originHealth: (any OriginHealthReporting)? = nil) throws {
         self.metrics = metrics
         self.originHealth = originHealth
         var configuration = configuration
-        fetches = FetchCoordinator(source: source, metrics: metrics, clock: configuration.clock, logger: logger)
+        fetches = FetchCoordinator(source: source, logger: logger)
         self.logger = logger
         let dir = configuration.directory
         do {

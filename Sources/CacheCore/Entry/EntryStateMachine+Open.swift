@@ -9,7 +9,7 @@ extension EntryStateMachine {
 
         /// - Parameters:
         ///   - age: seconds since the version was last checked (`validatedAt`), on the injected clock.
-        ///   - originDown: the origin is known to be down (`OriginHealth`).
+        ///   - originDown: the origin is known to be down (`OriginHealthReporting`).
         ///   - live: the entry has an index row (bytes of it may be cached).
         init(maxAge: Double, lengthKnown: Bool, age: Double, originDown: Bool, live: Bool) {
             fresh = maxAge > 0 && lengthKnown && age < maxAge

@@ -4,9 +4,8 @@ import Logging
 /// The fetch coordinator: every transfer the engine runs, from the launch an entry's machine asked
 /// for to its end.
 ///
-/// *What it owns.* The source transfers start on (`tracker`: the `FetchTracker` that counts and
-/// lists them for the status page, around the origin-health wrapper, around the real source),
-/// the running transfers' handles by fetch id (`HandleTable`), and the count of sinks not
+/// *What it owns.* The source transfers start on (`source`: the real one inside the layers
+/// whoever built the engine wrapped it in, `FetchLayers`), the running transfers' handles by fetch id (`HandleTable`), and the count of sinks not
 /// finished yet (`activeSinks`, which shutdown waits for so their last extents reach the index).
 /// An entry's machine decides what to fetch, cancel and reprioritize (its in-flight table is its
 /// own, pure state); this part carries it out: `launch` turns a `Launch` into `source.start`
@@ -23,25 +22,25 @@ import Logging
 ///
 /// Map of this folder (`Fetch/`): transfers, from launch to bytes written.
 /// - `FetchCoordinator.swift` (this file): the part that runs transfers: launches, handles,
-///   cancels, priorities, the tracked source, the sinks shutdown waits for.
+///   cancels, priorities, the sinks shutdown waits for.
 /// - `EntrySink.swift`: one transfer's source side: arrivals, waiters answered.
 /// - `EntrySink+Writer.swift`: its writer side: jobs on a `WriteQueue` lane, room, checksums.
 /// - `EngineCore+Fetch.swift`: `Launch` (a fetch the in-flight table registered) and the engine's
 ///   one-line hand-off of it to the coordinator.
 /// - `RangeSource.swift`: the protocol the cache fetches through (libcurl, tests' sources).
-/// - `FetchTracker.swift`: the source wrapped to count and list every transfer.
-/// - `OriginHealth.swift`: one origin up or down, a pure machine; `OriginHealthSource.swift`
-///   wraps the source with it (offline mode).
+/// - `FetchLayers.swift`: what the engine knows of the layers around its source (the transfer
+///   list, offline mode) and the status page's records of them; the layers themselves are
+///   Fetcher's (`FetchTracker`, `OriginHealthSource`), wired in by whoever builds the engine.
 /// - `FetchPriority.swift`: how urgent a transfer is (a waiting read first).
 /// - `TierStatus.swift`: what a cache tier did, for the status document.
 /// Neighbours: feeds `Entry/` (arrival, head, finish events) under the shard lock; writes through
 /// `Storage/` (`SliceStore`: writer lanes, data files, index) after `Eviction/` makes room;
 /// buffers from `Memory/`; handles by fetch id in `Engine/HandleTable.swift`. Started by `Read/`
-/// and `Engine/`; the executable plugs the real `RangeSource` in.
+/// and `Engine/`; the executable plugs the real `RangeSource` in, wrapped in Fetcher's layers.
 final class FetchCoordinator: Sendable {
-    /// The source every transfer starts on: the one given, wrapped to count every transfer and
-    /// list those running (the status page's running transfers).
-    let tracker: FetchTracker
+    /// The source every transfer starts on: the outermost of the engine's `FetchLayers` (with
+    /// the standard ones, Fetcher's `FetchTracker` around its `OriginHealthSource`).
+    let source: RangeSource
     let logger: Logger
     /// Running transfers' handles, by fetch id.
     let handles = HandleTable()
@@ -50,11 +49,9 @@ final class FetchCoordinator: Sendable {
     /// finished had entered it ends the process. (Tests wait on it too.)
     let activeSinks = ConditionLock(0)
 
-    /// - Parameters:
-    ///   - source: what transfers start on (the origin-health wrapper around the real source).
-    ///   - clock: the engine's wall clock, for the ages of running transfers.
-    init(source: RangeSource, metrics: CacheMetrics, clock: @escaping @Sendable () -> Date, logger: Logger) {
-        tracker = FetchTracker(source, metrics: metrics, clock: clock)
+    /// - Parameter source: what transfers start on (the outermost layer around the real source).
+    init(source: RangeSource, logger: Logger) {
+        self.source = source
         self.logger = logger
     }
 
@@ -104,7 +101,7 @@ final class FetchCoordinator: Sendable {
         activeSinks.withLock { $0 += 1 }
         let box = handles.box(fetchID)
         logger.debug("fetch", metadata: ["url": "\(url)", "range": "\(fetch)"])
-        box.set(tracker.start(request, sink: sink))
+        box.set(source.start(request, sink: sink))
     }
 
     // MARK: Running transfers

@@ -185,6 +185,18 @@ public final class CacheMetrics: Sendable {
 
     func noteOrigin(_ cls: OriginClass) { originRequests[cls.index].add(1) }
 
+    // MARK: Transfers, as the layer that watches them counts them (Fetcher's `FetchTracker`)
+
+    /// A transfer's answer arrived with `status` (a head), or it ended with that HTTP status.
+    public func noteOriginAnswer(status: Int) { noteOrigin(OriginClass(status: status)) }
+    /// A transfer ended without an answer: no connection, a timeout, a malformed answer, a
+    /// refused address.
+    public func noteOriginFailure() { noteOrigin(.error) }
+    /// Body bytes a transfer brought.
+    public func noteOriginBytes(_ count: Int64) { originBytes.add(count) }
+    /// An attempt of a transfer was retried.
+    public func noteRetry() { retries.add(1) }
+
     public func noteEviction(slices: Int, bytes: Int64) {
         evictions.add(Int64(slices))
         evictedBytes.add(bytes)

@@ -337,7 +337,7 @@ extension CacheEngine {
     public func statusDocument(version: String, showDirectory: Bool, view: StatusView = .full) -> StatusDocument {
         let now = core.configuration.clock()
         let list = list()
-        let fetches = tracker.inFlight(now: now)
+        let fetches = transfers?.inFlight(now: now) ?? []
         var fetching: [CacheKey: RangeSet] = [:]
         for f in fetches {
             guard let rest = Self.stillToCome(f), let key = try? key(for: f.url) else { continue }
@@ -476,8 +476,8 @@ extension CacheEngine {
     /// Sets the metric gauges (bytes used, capacity, entries, fetches in flight) from the cache's
     /// state: the metrics backend's owner calls this just before it renders a scrape.
     public func recordMetricGauges() {
-        metrics.recordGauges(summary: summary(files: list(), showDirectory: false, totals: nil), fetchesInFlight: tracker.inFlightCount,
-                             originsDown: originHealth.downOrigins().count)
+        metrics.recordGauges(summary: summary(files: list(), showDirectory: false, totals: nil), fetchesInFlight: transfers?.inFlightCount ?? 0,
+                             originsDown: originsDown.count)
     }
 
     func summary(files: [EntryStatus], showDirectory: Bool, totals: Totals?) -> CacheSummary {

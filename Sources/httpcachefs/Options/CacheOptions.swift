@@ -209,7 +209,9 @@ struct CacheOptions: ParsableArguments {
         CurlRangeSource(configuration: try fetcherConfiguration(), logger: logger)
     }
 
-    /// Opens the cache these options describe, over a libcurl source; takes the directory lock
+    /// Opens the cache these options describe, over a libcurl source in Fetcher's standard layers
+    /// (offline mode, every transfer counted and listed: `FetchLayers.standard`), for every
+    /// command alike (mount, proxy, cat, preload, the cache commands); takes the directory lock
     /// (`CacheError.locked` names the process holding it). Call `shutdown()` when done.
     /// Loggers are `httpcachefs.cache` and `httpcachefs.fetch` (see `makeLogger` for the level).
     /// - Parameter metrics: the backend of the engine's metrics, for a process that serves
@@ -251,7 +253,7 @@ struct CacheOptions: ParsableArguments {
             return try CacheEngine(configuration: configuration, source: source,
                                    logger: makeLogger(label: "httpcachefs.cache", defaultLevel: defaultLogLevel),
                                    metricsFactory: metrics?.factory ?? NOOPMetricsHandler.instance,
-                                   afterShutdown: shutdownSources)
+                                   layers: FetchLayers.standard(), afterShutdown: shutdownSources)
         } catch {
             shutdownSources()
             throw error

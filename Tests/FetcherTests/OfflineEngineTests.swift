@@ -1,16 +1,20 @@
-import Foundation
-import XCTest
 @testable import CacheCore
+import Fetcher
+import Foundation
 import TestSupport
+import XCTest
 
-/// Offline mode in the engine, over a scripted origin that can be made unreachable: the first
-/// failure marks it down; then cached bytes are served without asking it, other reads fail at
-/// once (nothing reaches the origin but the probes), the status document says so, and a probe
-/// that gets an answer brings it back.
+/// Offline mode in the engine (Fetcher's standard layers around a scripted origin that can be
+/// made unreachable): the first failure marks it down; then cached bytes are served without
+/// asking it, other reads fail at once (nothing reaches the origin but the probes), the status
+/// document says so, and a probe that gets an answer brings it back. The probe timer runs on a
+/// manual scheduler: a probe goes out when the test moves its clock, never on its own.
 final class OfflineEngineTests: XCTestCase {
     private var dir: String!
     private let url = "http://origin.test/media/film.mp4"
     private let other = "http://origin.test/media/other.mp4"
+    /// Where the origin-health layer's probe timers run.
+    private let probes = Scheduler.manual()
 
     override func setUp() { dir = NSTemporaryDirectory() + "httpcachefs-offline-\(UUID().uuidString)" }
     override func tearDown() { try? FileManager.default.removeItem(atPath: dir) }
@@ -38,11 +42,20 @@ final class OfflineEngineTests: XCTestCase {
         }
     }
 
-    /// Waits for the engine to say the origin is back (its "origin reachable again" notice,
-    /// logged once the health table has it up). The probe behind it fires on the origin-health
-    /// timer, which runs on the machine's clock; the wait is for the engine's word, and
-    /// `timeout` only bounds a hang.
-    private func waitForOriginBack(_ log: RecordedLog, _ cache: CacheEngine, file: StaticString = #filePath, line: UInt = #line) {
+    private func engine(_ configuration: CacheConfiguration, _ source: RangeSource, _ log: RecordedLog) throws -> CacheEngine {
+        try CacheEngine(configuration: configuration, source: source, logger: log.logger,
+                        layers: FetchLayers.standard(probes: probes))
+    }
+
+    /// Moves the probe clock to the first probe (1 s after the origin went down), which sends it
+    /// on this thread, and waits for the engine to say the origin is back (its "origin reachable
+    /// again" notice, logged once the scripted origin's answer put the health table up). The
+    /// wait is for that event; `timeout` only bounds a hang.
+    private func probeAndWaitForOriginBack(_ log: RecordedLog, _ cache: CacheEngine, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertEqual(probes.pending, 1, "one probe timer set while the origin is down", file: file, line: line)
+        XCTAssertFalse(log.lines.contains { $0.contains("probing origin") }, "no probe before its time", file: file, line: line)
+        probes.advance(by: 1)
+        XCTAssertEqual(probes.pending, 0, "the probe went out", file: file, line: line)
         XCTAssertTrue(log.wait(for: "origin reachable again", timeout: 20), "no probe found the origin back", file: file, line: line)
         XCTAssertTrue(cache.originsDown.isEmpty, "\(cache.originsDown)", file: file, line: line)
     }
@@ -54,9 +67,8 @@ final class OfflineEngineTests: XCTestCase {
         source.inner.set(other, .init(bytes: otherData, etag: "\"o\""))
         // --revalidate-after 0s: every open would ask the origin.
         let log = RecordedLog()
-        let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0, sliceSize: 1 << 20,
-                                                                      revalidateAfter: 0, readTimeout: 10),
-                                    source: source, logger: log.logger)
+        let cache = try engine(CacheConfiguration(directory: dir, freeSpaceFloor: 0, sliceSize: 1 << 20, revalidateAfter: 0, readTimeout: 10),
+                               source, log)
         defer { cache.shutdown() }
         let info = try await cache.open(url: url)
         let first = try await cache.makeReader(for: info, end: 1 << 20).read(offset: 0, length: 1 << 20)
@@ -89,8 +101,8 @@ final class OfflineEngineTests: XCTestCase {
         } catch let CacheError.unreachable(_, message) {
             XCTAssertTrue(message.contains("is down"), message)
         }
-        XCTAssertTrue(source.refusedRequests.dropFirst(refusedBefore).allSatisfy { $0.start == 0 && $0.end == 1 },
-                      "only one-byte probes reach an origin that is down: \(source.refusedRequests)")
+        XCTAssertEqual(source.refusedRequests.count, refusedBefore,
+                       "nothing reaches an origin that is down before its probe is due: \(source.refusedRequests)")
 
         let doc = cache.statusDocument(version: "test", showDirectory: false)
         let down = try XCTUnwrap(doc.originsDown?.first)
@@ -100,7 +112,7 @@ final class OfflineEngineTests: XCTestCase {
         XCTAssertEqual(doc.cache.hitRatio, 1.0 / 4.0, "one hit among a miss, a failed open and a failed read")
 
         source.setAway(false)
-        waitForOriginBack(log, cache)
+        probeAndWaitForOriginBack(log, cache)
         let late = try await reader.read(offset: 1_500_000, length: 1000)
         XCTAssertEqual(late, Array(data[1_500_000..<1_501_000]))
         let otherInfo = try await cache.open(url: other)
@@ -128,14 +140,13 @@ final class OfflineEngineTests: XCTestCase {
         let source = StallingSource(stalls: hang)
         source.inner.set(url, .init(bytes: randomBytes(1000, seed: 6), etag: "\"f\""))
         let log = RecordedLog()
-        let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0, readTimeout: 10),
-                                    source: source, logger: log.logger)
+        let cache = try engine(CacheConfiguration(directory: dir, freeSpaceFloor: 0, readTimeout: 10), source, log)
         defer { cache.shutdown() }
         _ = try await cache.open(url: url)
         await XCTAssertThrowsErrorAsync(try await cache.open(url: hang))
         XCTAssertEqual(cache.originsDown.count, 1, "a stall counts as the origin away")
         let asked = source.requests.count
-        waitForOriginBack(log, cache)
+        probeAndWaitForOriginBack(log, cache)
         let probes = source.requests.dropFirst(asked)
         XCTAssertEqual(probes.map(\.url), [url], "one probe, of the URL that was answered")
     }
@@ -144,14 +155,13 @@ final class OfflineEngineTests: XCTestCase {
         let source = AwaySource()
         source.inner.set(url, .init(bytes: randomBytes(1000, seed: 5), etag: "\"f\""))
         let log = RecordedLog()
-        let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0, readTimeout: 10),
-                                    source: source, logger: log.logger)
+        let cache = try engine(CacheConfiguration(directory: dir, freeSpaceFloor: 0, readTimeout: 10), source, log)
         defer { cache.shutdown() }
         source.setAway(true)
         await XCTAssertThrowsErrorAsync(try await cache.open(url: url))
         XCTAssertEqual(cache.originsDown.count, 1)
         source.setAway(false)
-        waitForOriginBack(log, cache)
+        probeAndWaitForOriginBack(log, cache)
         let back = try await cache.open(url: url)
         XCTAssertEqual(back.length, 1000)
         XCTAssertEqual(cache.statusDocument(version: "t", showDirectory: false).originsDown, [])

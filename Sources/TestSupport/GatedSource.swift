@@ -1,13 +1,13 @@
+import CacheCore
 import Foundation
-@testable import CacheCore
 
 /// A source the test drives by hand: a transfer does nothing until the test sends its head, its
 /// chunks and its end, on the test's own thread. Nothing happens between two steps, so races can
 /// be replayed in one exact order.
-final class GatedSource: RangeSource, @unchecked Sendable {
-    final class Transfer: FetchHandle, @unchecked Sendable {
-        let request: FetchRequest
-        let sink: FetchSink
+public final class GatedSource: RangeSource, @unchecked Sendable {
+    public final class Transfer: FetchHandle, @unchecked Sendable {
+        public let request: FetchRequest
+        public let sink: FetchSink
         private let lock = NSLock()
         private var cancelled = false
         private var finished = false
@@ -19,39 +19,39 @@ final class GatedSource: RangeSource, @unchecked Sendable {
 
         private var resumes = 0
 
-        func cancel() { lock.lock(); cancelled = true; lock.unlock() }
-        var isCancelled: Bool { lock.lock(); defer { lock.unlock() }; return cancelled }
+        public func cancel() { lock.lock(); cancelled = true; lock.unlock() }
+        public var isCancelled: Bool { lock.lock(); defer { lock.unlock() }; return cancelled }
         /// The sink asked to be offered bytes again after a `.pause`.
-        func resume() { lock.lock(); resumes += 1; lock.unlock() }
-        var resumeCount: Int { lock.lock(); defer { lock.unlock() }; return resumes }
+        public func resume() { lock.lock(); resumes += 1; lock.unlock() }
+        public var resumeCount: Int { lock.lock(); defer { lock.unlock() }; return resumes }
 
         private var classes: [FetchPriority] = []
         /// The classes the engine gave it after it started, in order.
-        func setPriority(_ priority: FetchPriority, waitedSeconds: Double) { lock.lock(); classes.append(priority); lock.unlock() }
-        var priorities: [FetchPriority] { lock.lock(); defer { lock.unlock() }; return classes }
+        public func setPriority(_ priority: FetchPriority, waitedSeconds: Double) { lock.lock(); classes.append(priority); lock.unlock() }
+        public var priorities: [FetchPriority] { lock.lock(); defer { lock.unlock() }; return classes }
 
         /// A 206 for the request's range of a file of `length` bytes.
         @discardableResult
-        func partial(length: Int64, etag: String = "\"a\"") -> Bool {
+        public func partial(length: Int64, etag: String = "\"a\"") -> Bool {
             sink.fetchDidReceiveHead(ResponseHead(status: 206, finalURL: request.url, bodyStart: request.start,
                                                   totalLength: length, etag: etag, acceptsRanges: true))
         }
 
         @discardableResult
-        func send(_ bytes: ArraySlice<UInt8>) -> Bool {
+        public func send(_ bytes: ArraySlice<UInt8>) -> Bool {
             bytes.withUnsafeBytes { sink.fetchDidReceive($0) }
         }
 
         /// Offers bytes as a source that can pause does (the sink may answer `.pause`); unless
         /// `more`, the source then has nothing more for now (`fetchDidDrain`).
-        func offer(_ bytes: ArraySlice<UInt8>, more: Bool = false) -> FetchFlow {
+        public func offer(_ bytes: ArraySlice<UInt8>, more: Bool = false) -> FetchFlow {
             let flow = bytes.withUnsafeBytes { sink.fetchOffer($0) }
             if !more { sink.fetchDidDrain() }
             return flow
         }
 
         /// Ends the transfer (once: a second call does nothing).
-        func finish(_ error: FetchError? = nil) {
+        public func finish(_ error: FetchError? = nil) {
             lock.lock()
             let first = !finished
             finished = true
@@ -63,14 +63,16 @@ final class GatedSource: RangeSource, @unchecked Sendable {
     private let lock = NSLock()
     private var started: [Transfer] = []
 
-    func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
+    public init() {}
+
+    public func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
         let t = Transfer(request: request, sink: sink)
         lock.lock(); started.append(t); lock.unlock()
         return t
     }
 
-    var transfers: [Transfer] { lock.lock(); defer { lock.unlock() }; return started }
+    public var transfers: [Transfer] { lock.lock(); defer { lock.unlock() }; return started }
 
     /// Ends every transfer still open, as a source does at shutdown.
-    func finishAll() { for t in transfers { t.finish(.cancelled) } }
+    public func finishAll() { for t in transfers { t.finish(.cancelled) } }
 }

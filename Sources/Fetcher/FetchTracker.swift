@@ -1,4 +1,5 @@
 import Atomics
+import CacheCore
 import Foundation
 
 /// A sink that wants to hear of each retried attempt of its transfer (sources call it; the
@@ -7,23 +8,29 @@ public protocol FetchRetryObserving: AnyObject {
     func fetchWillRetry()
 }
 
-/// The engine's source, seen from outside: wraps the real `RangeSource` so that every transfer
-/// the engine starts is counted (answer class, body bytes, retries) and listed while it runs
-/// (URL, range, bytes so far, age) for the status page, without a line in the fetch path.
-final class FetchTracker: RangeSource, Sendable {
+/// The outer layer of the engine's source (`FetchLayers.standard`): wraps the source so that
+/// every transfer the engine starts is counted into the engine's metrics (answer class, body
+/// bytes, retries) and listed while it runs (URL, range, bytes so far, age) for the status page,
+/// without a line in the fetch path. The engine knows it only as `TransferListing`.
+///
+/// Threads: `start` on the engine's callers; sink callbacks on the source's thread, in order per
+/// transfer (counters are atomics: the status page reads them from its own); `inFlight` on the
+/// status page's. One leaf lock guards the table of running transfers, taken once at a
+/// transfer's start and once at its end, never per chunk; nothing is called under it.
+public final class FetchTracker: RangeSource, TransferListing, Sendable {
     let inner: RangeSource
     let metrics: CacheMetrics
     /// When transfers started and how old they are now (the engine's wall clock).
     let clock: @Sendable () -> Date
     private let running = LockedValue<[ObjectIdentifier: TrackedSink]>([:])
 
-    init(_ inner: RangeSource, metrics: CacheMetrics, clock: @escaping @Sendable () -> Date = EngineClock.system.wall) {
+    public init(_ inner: RangeSource, metrics: CacheMetrics, clock: @escaping @Sendable () -> Date = EngineClock.system.wall) {
         self.inner = inner
         self.metrics = metrics
         self.clock = clock
     }
 
-    func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
+    public func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
         let tracked = TrackedSink(request: request, sink: sink, tracker: self)
         running.withLock { $0[ObjectIdentifier(tracked)] = tracked }
         return TrackedHandle(inner: inner.start(request, sink: tracked), sink: tracked)
@@ -33,30 +40,13 @@ final class FetchTracker: RangeSource, Sendable {
         running.withLock { $0[ObjectIdentifier(sink)] = nil }
     }
 
-    /// The transfers running now, oldest first.
-    func inFlight(now: Date? = nil) -> [FetchInFlight] {
-        let now = now ?? clock()
+    /// The transfers running at `now`, oldest first.
+    public func inFlight(now: Date) -> [FetchInFlight] {
         let sinks = running.withLock { Array($0.values) }
         return sinks.map { $0.snapshot(now: now) }.sorted { $0.ageSeconds > $1.ageSeconds }
     }
 
-    var inFlightCount: Int { running.withLock { $0.count } }
-}
-
-/// One transfer in flight, for the status document.
-public struct FetchInFlight: Sendable, Codable, Equatable {
-    public var url: String
-    /// First byte asked for, and one past the last (nil: to the end of the file).
-    public var start: Int64
-    public var end: Int64?
-    /// The next byte to arrive: bytes `start..<position` are here.
-    public var position: Int64
-    public var bytes: Int64
-    public var ageSeconds: Double
-    /// Average since the transfer started.
-    public var bytesPerSecond: Double
-    /// Its class now: a read waits on it, read-ahead (near or far), or preload.
-    public var priority: FetchPriority
+    public var inFlightCount: Int { running.withLock { $0.count } }
 }
 
 /// Passes the engine's calls on to the transfer, noting its class for the status page.
@@ -93,13 +83,13 @@ private final class TrackedSink: FetchSink, FetchRetryObserving, Sendable {
 
     func fetchDidReceiveHead(_ head: ResponseHead) -> Bool {
         bodyStart.store(head.bodyStart, ordering: .relaxed)
-        tracker.metrics.noteOrigin(OriginClass(status: head.status))
+        tracker.metrics.noteOriginAnswer(status: head.status)
         return sink.fetchDidReceiveHead(head)
     }
 
     func fetchDidReceive(_ bytes: UnsafeRawBufferPointer) -> Bool {
         received.wrappingIncrement(by: Int64(bytes.count), ordering: .relaxed)
-        tracker.metrics.originBytes.add(Int64(bytes.count))
+        tracker.metrics.noteOriginBytes(Int64(bytes.count))
         return sink.fetchDidReceive(bytes)
     }
 
@@ -109,7 +99,7 @@ private final class TrackedSink: FetchSink, FetchRetryObserving, Sendable {
         let flow = sink.fetchOffer(bytes)
         if flow != .pause {
             received.wrappingIncrement(by: Int64(bytes.count), ordering: .relaxed)
-            tracker.metrics.originBytes.add(Int64(bytes.count))
+            tracker.metrics.noteOriginBytes(Int64(bytes.count))
         }
         return flow
     }
@@ -119,15 +109,15 @@ private final class TrackedSink: FetchSink, FetchRetryObserving, Sendable {
     func fetchDidFinish(_ error: FetchError?) {
         tracker.ended(self)
         switch error {
-        case let .http(status, _)?: tracker.metrics.noteOrigin(OriginClass(status: status))
-        case .network?, .timeout?, .invalidResponse?, .refusedAddress?: tracker.metrics.noteOrigin(.error)
+        case let .http(status, _)?: tracker.metrics.noteOriginAnswer(status: status)
+        case .network?, .timeout?, .invalidResponse?, .refusedAddress?: tracker.metrics.noteOriginFailure()
         case .remoteChanged?, .cancelled?, nil: break
         }
         sink.fetchDidFinish(error)
     }
 
     func fetchWillRetry() {
-        tracker.metrics.retries.add(1)
+        tracker.metrics.noteRetry()
         (sink as? FetchRetryObserving)?.fetchWillRetry()
     }
 

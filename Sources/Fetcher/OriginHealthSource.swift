@@ -1,3 +1,4 @@
+import CacheCore
 import Foundation
 import Logging
 
@@ -9,7 +10,9 @@ public protocol OriginReachObserving: AnyObject {
 }
 
 /// Offline mode: the engine's source, wrapped so that an origin that cannot be reached costs one
-/// failure, not one per request.
+/// failure, not one per request. A layer of `FetchLayers.standard`, inside the `FetchTracker`;
+/// the engine reads it only as `OriginHealthReporting` (an entry of an origin that is down is
+/// served as cached, not revalidated; the status page lists the origins down).
 ///
 /// Owns one `OriginHealth` per origin (`scheme://host:port` of the requested URL). While an
 /// origin is down, `start` fails a transfer at once (off the caller's stack, as a job of the
@@ -25,7 +28,7 @@ public protocol OriginReachObserving: AnyObject {
 /// Threads: `start` runs on the engine's callers; sink callbacks on the source's thread; probe
 /// timers on `scheduler`'s thread (they only start a probe: the curl loop's inbox). One lock guards
 /// the table; nothing is called under it.
-final class OriginHealthSource: RangeSource, Sendable {
+public final class OriginHealthSource: RangeSource, OriginHealthReporting, Sendable {
     let inner: RangeSource
     let logger: Logger
     let now: @Sendable () -> Date
@@ -48,8 +51,13 @@ final class OriginHealthSource: RangeSource, Sendable {
         var answeredURL: String?
     }
 
-    init(_ inner: RangeSource, logger: Logger, firstProbeDelay: TimeInterval = 1, maxProbeDelay: TimeInterval = 10,
-         now: @escaping @Sendable () -> Date = EngineClock.system.wall, scheduler: Scheduler = .shared) {
+    /// - Parameters:
+    ///   - now: the engine's wall clock: when an origin went down, when its next probe is due
+    ///     (the status page shows both).
+    ///   - scheduler: where the probe timers run (`Scheduler.shared`; tests: a manual one, whose
+    ///     `advance(by:)` sends a due probe on the test's thread).
+    public init(_ inner: RangeSource, logger: Logger, firstProbeDelay: TimeInterval = 1, maxProbeDelay: TimeInterval = 10,
+                now: @escaping @Sendable () -> Date = EngineClock.system.wall, scheduler: Scheduler = .shared) {
         self.inner = inner
         self.scheduler = scheduler
         self.logger = logger
@@ -58,23 +66,23 @@ final class OriginHealthSource: RangeSource, Sendable {
         self.now = now
     }
 
-    static func originName(_ url: String) -> String { EngineCore.originName(url) }
+    static func originName(_ url: String) -> String { OriginDown.name(of: url) }
 
     /// Answers the transfers failed at `start` (an origin down) as jobs of `pool` (the engine's).
-    func answerOn(_ pool: BlockingIOPool) {
+    public func answerOn(_ pool: BlockingIOPool) {
         table.withLock { $0.pool = pool }
     }
 
     // MARK: Reading the table
 
     /// The origin of `url` is down now: requests to it fail at once.
-    func isDown(url: String) -> Bool {
+    public func isDown(url: String) -> Bool {
         let name = Self.originName(url)
         return table.withLock { $0.origins[name]?.health.isDown ?? false }
     }
 
     /// The origins that are down, by name.
-    func downOrigins() -> [OriginDown] {
+    public func downOrigins() -> [OriginDown] {
         table.withLock {
             $0.origins.compactMap { name, o -> OriginDown? in
                 guard case let .down(since, error, failures, next, _) = o.health.state else { return nil }
@@ -85,11 +93,11 @@ final class OriginHealthSource: RangeSource, Sendable {
     }
 
     /// No more probes (the engine shut down).
-    func stop() { table.withLock { $0.stopped = true } }
+    public func stop() { table.withLock { $0.stopped = true } }
 
     // MARK: RangeSource
 
-    func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
+    public func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
         let name = Self.originName(request.url)
         let (down, pool): ((Date, String)?, BlockingIOPool?) = table.withLock { table in
             var o = table.origins[name] ?? Origin(health: OriginHealth(firstProbeDelay: firstProbeDelay, maxProbeDelay: maxProbeDelay),
@@ -145,13 +153,17 @@ final class OriginHealthSource: RangeSource, Sendable {
         if case let .probeLater(at) = action { schedule(name, at: at) }
     }
 
+    /// Sets the probe timer for `at` on `scheduler`'s clock. When it fires, the probe is due
+    /// by that clock (`probeDue(at:)`), whatever the wall clock says: a wall clock set back while
+    /// the origin was down does not hold the probe back by as much, and a test's manual scheduler
+    /// fires it when the test moves its clock.
     private func schedule(_ name: String, at: Date) {
         let delay = max(0, at.timeIntervalSince(now()))
-        scheduler.after(delay) { [weak self] in self?.probeDue(name) }
+        scheduler.after(delay) { [weak self] in self?.probeDue(name, at: at) }
     }
 
-    private func probeDue(_ name: String) {
-        let when = now()
+    private func probeDue(_ name: String, at deadline: Date) {
+        let when = max(now(), deadline)
         let (action, url): (OriginHealth.Action, String?) = table.withLock { table in
             guard !table.stopped, var o = table.origins[name] else { return (.none, nil) }
             let action = o.health.probeDue(now: when)
@@ -185,17 +197,6 @@ final class OriginHealthSource: RangeSource, Sendable {
         f.timeZone = TimeZone(identifier: "UTC")
         return f.string(from: date)
     }
-}
-
-/// An origin that is down, for the status document.
-public struct OriginDown: Sendable, Codable, Equatable {
-    /// `scheme://host:port`.
-    public var origin: String
-    public var since: Date
-    public var lastError: String
-    /// The request that found it down and the probes since.
-    public var failedAttempts: Int
-    public var nextProbeAt: Date
 }
 
 /// A transfer failed before it started (its origin is down).

@@ -1,3 +1,4 @@
+import CacheCore
 import Foundation
 
 /// Whether one origin (`scheme://host:port`) can be reached, as a pure state machine: events in

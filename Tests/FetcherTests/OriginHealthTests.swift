@@ -1,6 +1,7 @@
+import CacheCore
+@testable import Fetcher
 import Foundation
 import XCTest
-@testable import CacheCore
 
 /// `OriginHealth` as a table: events at given times in, actions and states out. No clock, no sockets.
 final class OriginHealthTests: XCTestCase {

@@ -1,48 +1,58 @@
+import CacheCore
 import Foundation
-import TestSupport
-@testable import CacheCore
 
 /// An in-memory origin behind the RangeSource protocol: serves one or more files in chunks on a
 /// background queue, honours ranges (unless told not to), and counts what it sent.
-final class ScriptedSource: RangeSource, @unchecked Sendable {
-    struct File {
-        var bytes: [UInt8]
+public final class ScriptedSource: RangeSource, @unchecked Sendable {
+    public struct File: Sendable {
+        public var bytes: [UInt8]
         /// Nil: the answer names no ETag (nor, unless `lastModified`, any validator).
-        var etag: String?
-        var status: Int? = nil
-        var ignoresRanges = false
-        var lastModified: String? = nil
+        public var etag: String?
+        public var status: Int? = nil
+        public var ignoresRanges = false
+        public var lastModified: String? = nil
         /// A whole answer without a length (chunked: nginx's autoindex page).
-        var hidesLength = false
+        public var hidesLength = false
+
+        public init(bytes: [UInt8], etag: String? = nil, status: Int? = nil, ignoresRanges: Bool = false,
+                    lastModified: String? = nil, hidesLength: Bool = false) {
+            self.bytes = bytes
+            self.etag = etag
+            self.status = status
+            self.ignoresRanges = ignoresRanges
+            self.lastModified = lastModified
+            self.hidesLength = hidesLength
+        }
     }
 
     private let lock = NSLock()
     private var files: [String: File] = [:]
-    private(set) var requests: [FetchRequest] = []
+    public private(set) var requests: [FetchRequest] = []
     private var served: Int64 = 0
-    let chunk: Int
+    public let chunk: Int
     /// Pause between chunks, to let tests act while a transfer runs.
-    let chunkDelay: useconds_t
+    public let chunkDelay: useconds_t
     let queue = DispatchQueue(label: "scripted", attributes: .concurrent)
 
-    init(chunk: Int = 16 << 10, chunkDelay: useconds_t = 0) {
+    public init(chunk: Int = 16 << 10, chunkDelay: useconds_t = 0) {
         self.chunk = chunk
         self.chunkDelay = chunkDelay
     }
 
-    func set(_ url: String, _ file: File) { lock.lock(); files[url] = file; lock.unlock() }
-    var bytesServed: Int64 { lock.lock(); defer { lock.unlock() }; return served }
-    var requestLog: [FetchRequest] { lock.lock(); defer { lock.unlock() }; return requests }
-    func resetCounters() { lock.lock(); served = 0; requests = []; lock.unlock() }
+    public func set(_ url: String, _ file: File) { lock.lock(); files[url] = file; lock.unlock() }
+    public var bytesServed: Int64 { lock.lock(); defer { lock.unlock() }; return served }
+    public var requestLog: [FetchRequest] { lock.lock(); defer { lock.unlock() }; return requests }
+    public func resetCounters() { lock.lock(); served = 0; requests = []; lock.unlock() }
 
-    final class Handle: FetchHandle, @unchecked Sendable {
+    public final class Handle: FetchHandle, @unchecked Sendable {
         let lock = NSLock()
         var cancelled = false
-        func cancel() { lock.lock(); cancelled = true; lock.unlock() }
-        var isCancelled: Bool { lock.lock(); defer { lock.unlock() }; return cancelled }
+        public init() {}
+        public func cancel() { lock.lock(); cancelled = true; lock.unlock() }
+        public var isCancelled: Bool { lock.lock(); defer { lock.unlock() }; return cancelled }
     }
 
-    func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
+    public func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
         let handle = Handle()
         lock.lock()
         requests.append(request)
@@ -76,6 +86,6 @@ final class ScriptedSource: RangeSource, @unchecked Sendable {
 }
 
 /// Deterministic test bytes, from the one generator the origin serves too.
-func randomBytes(_ n: Int, seed: UInt64) -> [UInt8] {
+public func randomBytes(_ n: Int, seed: UInt64) -> [UInt8] {
     OriginServer.generatedBytes(seed: seed, offset: 0, count: n)
 }
