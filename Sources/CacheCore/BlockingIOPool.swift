@@ -94,6 +94,9 @@ public final class BlockingIOPool: Sendable {
         var threads = 0
         /// Idle threads waiting for a job, the last to go idle last: a job wakes that one.
         var waiting: [(number: Int, wake: DispatchSemaphore)] = []
+        /// Threads woken or started that have not yet looked for a job: each takes one, so a
+        /// job queued meanwhile starts no thread of its own while one is coming for it.
+        var coming = 0
         /// The numbers in the names of the threads alive (`io-0`, `io-1`…): a new thread takes the
         /// lowest free one, so the names stay as few as the threads.
         var numbers: Set<Int> = []
@@ -207,17 +210,20 @@ public final class BlockingIOPool: Sendable {
             }
             s.lanes[lane.index].jobs.append((key, s.nextOrder, job))
             s.nextOrder &+= 1
-            // Its lane is full (or held): a thread of it takes it next, or the release wakes one.
-            guard s.lanes[lane.index].room > 0 else { return .queued }
-            if let idle = s.waiting.popLast() { return .wake(idle.wake) }
-            // No idle thread: a thread more, up to the bound. (Leaving the job to a thread coming
-            // back from one saved threads but cost eight warm readers without passthrough about
-            // 5% of their throughput: a spliced reply waited for another's disk read to end.)
-            guard s.threads < s.bound else { return .queued }
-            let number = (0...).first { !s.numbers.contains($0) }!
-            s.numbers.insert(number)
-            s.threads += 1   // under the lock: `finish` waits for it
-            return .start(number)
+            switch ThreadDemand.forJob(laneHasRoom: s.lanes[lane.index].room > 0, runnable: s.runnable, coming: s.coming,
+                                       idle: s.waiting.count, threads: s.threads, bound: s.bound) {
+            case .none:
+                return .queued
+            case .wakeIdle:
+                s.coming += 1
+                return .wake(s.waiting.popLast()!.wake)
+            case .start:
+                let number = (0...).first { !s.numbers.contains($0) }!
+                s.numbers.insert(number)
+                s.threads += 1   // under the lock: `finish` waits for it
+                s.coming += 1
+                return .start(number)
+            }
         }
         switch queued {
         case .finished: job()
@@ -233,6 +239,7 @@ public final class BlockingIOPool: Sendable {
     public func finish() {
         let idle = state.withLock { s in
             s.finished = true
+            s.coming += s.waiting.count
             defer { s.waiting = [] }
             return s.waiting.map(\.wake)
         }
@@ -267,15 +274,17 @@ public final class BlockingIOPool: Sendable {
             s.lanes[lane.index].held = held
             guard !held else { return ([], []) }
             var wake: [DispatchSemaphore] = [], start: [Int] = []
-            var room = s.runnable
+            var room = s.runnable - s.coming
             while room > 0, let idle = s.waiting.popLast() {
                 wake.append(idle.wake)
+                s.coming += 1
                 room -= 1
             }
             while room > 0, s.threads < s.bound {   // threads for what waited, as `submit` would
                 let number = (0...).first { !s.numbers.contains($0) }!
                 s.numbers.insert(number)
                 s.threads += 1
+                s.coming += 1
                 room -= 1
                 start.append(number)
             }
@@ -307,8 +316,14 @@ public final class BlockingIOPool: Sendable {
         /// The job this thread just ran: its lane's count comes down, and its key's next held
         /// job runs here, in order.
         var ran: (key: UInt64?, lane: Int)?
+        /// Started or woken, and not yet counted out of `coming`.
+        var arriving = true
         while true {
             let turn: Turn? = state.withLock { s in
+                if arriving {
+                    s.coming -= 1
+                    arriving = false
+                }
                 if let last = ran {
                     ran = nil
                     s.lanes[last.lane].running -= 1
@@ -340,7 +355,10 @@ public final class BlockingIOPool: Sendable {
                 ran = (key, lane)
                 continue
             }
-            guard wake.wait(timeout: .now() + idleTime) == .timedOut else { continue }
+            guard wake.wait(timeout: .now() + idleTime) == .timedOut else {
+                arriving = true
+                continue
+            }
             let ends: Bool = state.withLock { s in
                 guard let i = s.waiting.firstIndex(where: { $0.number == number }) else { return false }
                 s.waiting.remove(at: i)   // idle for `idleTime`: this thread ends
@@ -349,6 +367,7 @@ public final class BlockingIOPool: Sendable {
             }
             if ends { break }
             wake.wait()   // a job took it off the list as the time ran out: its signal is coming
+            arriving = true
         }
         state.broadcast()   // `finish` and `waitForThreads`, waiting for `threads` to come down
     }
@@ -409,5 +428,31 @@ extension BlockingIOPool.LaneState {
             head = 0
         }
         return job
+    }
+}
+
+/// Which thread runs a job just queued on a `BlockingIOPool`: a pure rule (`ThreadDemandTests`).
+enum ThreadDemand: Equatable {
+    /// No thread is asked: one running, coming, or let go by its lane's bound takes it.
+    case none
+    /// The idle thread that went idle last.
+    case wakeIdle
+    /// A thread more.
+    case start
+
+    /// - Parameters:
+    ///   - laneHasRoom: the job's lane runs fewer than its bound (and is not held); else a thread
+    ///     of the lane takes it when its job ends (or the release wakes one).
+    ///   - runnable: jobs queued that threads could start now, this one included.
+    ///   - coming: threads woken or started that have not yet taken a job: each takes one, so a
+    ///     burst of jobs queued while threads start (tens of microseconds each) starts no more
+    ///     threads than it has jobs waiting.
+    static func forJob(laneHasRoom: Bool, runnable: Int, coming: Int, idle: Int, threads: Int, bound: Int) -> ThreadDemand {
+        guard laneHasRoom, runnable > coming else { return .none }
+        if idle > 0 { return .wakeIdle }
+        // No idle thread: a thread more, up to the bound. (Leaving the job to a thread coming
+        // back from one saved threads but cost eight warm readers without passthrough about 5%
+        // of their throughput: a spliced reply waited for another's disk read to end.)
+        return threads < bound ? .start : .none
     }
 }
