@@ -8,17 +8,6 @@ import TestSupport
 /// the machine's clock. (A running transfer's age on the status page, which the layers around
 /// the source keep, is Fetcher's `TrackedEngineTests`.)
 final class EngineClockTests: GatedEngineTestCase {
-    /// A wall clock that moves only when told to (the monotonic one is the machine's).
-    final class MovableClock: @unchecked Sendable {
-        private let lock = NSLock()
-        private var date = Date(timeIntervalSince1970: 1_900_000_000)
-        var now: Date { lock.withLock { date } }
-        func advance(_ seconds: TimeInterval) { lock.withLock { date += seconds } }
-        var engineClock: EngineClock {
-            EngineClock(wall: { self.now }, uptimeNanoseconds: EngineClock.system.uptimeNanoseconds)
-        }
-    }
-
     func testMetricsStampTheStartAndErrorsWithTheEnginesClock() {
         let clock = MovableClock()
         let metrics = CacheMetrics(clock: clock.engineClock)

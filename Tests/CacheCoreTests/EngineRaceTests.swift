@@ -189,15 +189,3 @@ final class EngineRaceTests: GatedEngineTestCase {
         XCTAssertFalse(entry.isPinned(1), "a removed entry takes no pins")
     }
 }
-
-/// A completion's result, handed from an engine thread to the test.
-final class ResultBox<T>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var result: Result<T, CacheError>?
-    func set(_ r: Result<T, CacheError>) { lock.lock(); result = r; lock.unlock() }
-    func get() throws -> T {
-        lock.lock(); defer { lock.unlock() }
-        guard let result else { throw CacheError.cancelled }
-        return try result.get()
-    }
-}

@@ -242,17 +242,6 @@ final class TrackedEngineTests: XCTestCase {
         XCTAssertEqual(Self.samples(exportB.text(for: b))["httpcachefs_evictions_total"], 0)
     }
 
-    /// A wall clock that moves only when told to (the monotonic one is the machine's).
-    final class MovableClock: @unchecked Sendable {
-        private let lock = NSLock()
-        private var date = Date(timeIntervalSince1970: 1_900_000_000)
-        var now: Date { lock.withLock { date } }
-        func advance(_ seconds: TimeInterval) { lock.withLock { date += seconds } }
-        var engineClock: EngineClock {
-            EngineClock(wall: { self.now }, uptimeNanoseconds: EngineClock.system.uptimeNanoseconds)
-        }
-    }
-
     /// The status page's running transfers age by the engine's clock (which the layers are
     /// given), never the machine's: the test moves it, and nothing waits.
     func testATransfersAgeOnTheStatusPageIsTheEnginesClockSinceItStarted() throws {
@@ -289,17 +278,5 @@ final class TrackedEngineTests: XCTestCase {
             out[String(parts[2])] = String(parts[3])
         }
         return out
-    }
-}
-
-/// A completion's result, handed from an engine thread to the test.
-private final class ResultBox<T>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var result: Result<T, CacheError>?
-    func set(_ r: Result<T, CacheError>) { lock.lock(); result = r; lock.unlock() }
-    func get() throws -> T {
-        lock.lock(); defer { lock.unlock() }
-        guard let result else { throw CacheError.cancelled }
-        return try result.get()
     }
 }
