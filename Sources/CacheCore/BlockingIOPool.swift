@@ -28,10 +28,12 @@ import Glibc
 ///
 /// Keyed serial lanes: jobs submitted to one lane with the same `key` run one at a time, in that
 /// order (see `submit(key:lane:_:)`), while other keys' jobs of the lane use its other threads:
-/// the writer lanes (`WriteQueue`: lane `writer`, 2, keyed by data file) and the index writer
-/// (`CacheIndex`: lane `index`, 1) are such lanes. At most one job of a key is queued or running;
-/// the key's later jobs wait beside it (`held`), and the thread that ran one runs the next, so a
-/// file's stream of write jobs costs no wake-up per job. Keys of different lanes never meet.
+/// the writer lanes (`WriteQueue`: lane `writer`, 2, keyed by data file) are such lanes; the
+/// index writer (`CacheIndex`: lane `index`) is serial by its bound of 1. At most one job of a
+/// key is queued or running; the key's later jobs wait beside it (`held`), and the thread that
+/// ran one runs the next while no other job of the lane waits, so a file's stream of write jobs
+/// costs no wake-up per job; when others wait, it joins the lane's queue behind them, so two busy
+/// files cannot keep a two-thread lane from a third. Keys of different lanes never meet.
 ///
 /// A job must not wait for another job of the same lane: with every thread of it waiting on a job
 /// queued behind them, nothing runs again (docs/threads.md, "The one rule"). It may wait for a
@@ -75,7 +77,7 @@ public final class BlockingIOPool: Sendable {
         /// Nothing of the lane is queued, waiting on a key or running.
         var drained: Bool { queued == 0 && waitingOnKeys == 0 && running == 0 }
         /// Jobs a thread may take now.
-        var room: Int { held ? 0 : Swift.min(queued, bound - running) }
+        var room: Int { held ? 0 : Swift.max(0, Swift.min(queued, bound - running)) }
     }
 
     /// The lanes and the threads' count; idle threads wait on it for a job, `finish` for the
@@ -109,8 +111,8 @@ public final class BlockingIOPool: Sendable {
     public let threads: Int
     /// How long a thread waits for a job before it ends.
     let idleTime: Double
-    /// Where its threads note the pool (`isCurrentThread`, `onAPoolThread`).
-    private let threadKey: String
+    /// Its jobs may wait for other pools' jobs (see `init`).
+    let waits: Bool
 
     /// - Parameter waits: the pool's jobs may wait for other pools' jobs (the command line's
     ///   pool, whose jobs wait for the engine): its threads are not where `onAPoolThread` forbids
@@ -120,7 +122,7 @@ public final class BlockingIOPool: Sendable {
         self.name = name
         self.threads = threads
         self.idleTime = idleTime
-        threadKey = waits ? Self.waitingThreadKey : Self.threadKey
+        self.waits = waits
         state = ConditionLock(State(lanes: [LaneState(name: name, bound: threads)]))
     }
 
@@ -148,7 +150,7 @@ public final class BlockingIOPool: Sendable {
         let kernelName = Self.kernelName(name, number)
         let thread = Thread { [self] in
             Self.nameCurrentThread(kernelName)
-            Thread.current.threadDictionary[threadKey] = ObjectIdentifier(self).hashValue
+            Self.poolOfThread.mark(Unmanaged.passUnretained(self).toOpaque())   // the thread holds `self`
             work(number: number)
         }
         thread.name = "\(name)-\(number)"
@@ -157,17 +159,19 @@ public final class BlockingIOPool: Sendable {
 
     /// True on one of this pool's threads (a job of it is running here).
     public var isCurrentThread: Bool {
-        Thread.current.threadDictionary[threadKey] as? Int == ObjectIdentifier(self).hashValue
+        Self.poolOfThread.current == Unmanaged.passUnretained(self).toOpaque()
     }
 
     /// True on a thread of any `BlockingIOPool`: where `waitFor` and the other blocking waits
     /// must not run (what they wait for may be queued behind the waiting job).
+    /// (A pool made with `waits`, the command line's, does not count.)
     public static var onAPoolThread: Bool {
-        Thread.current.threadDictionary[threadKey] != nil
+        guard let pool = poolOfThread.current else { return false }
+        return !Unmanaged<BlockingIOPool>.fromOpaque(pool).takeUnretainedValue().waits
     }
 
-    private static let threadKey = "httpcachefs.BlockingIOPool"
-    private static let waitingThreadKey = "httpcachefs.BlockingIOPool.waits"
+    /// The pool each of its threads runs for.
+    private static let poolOfThread = ThreadMark()
 
     /// Gives the calling thread `name` (at most 15 bytes) where the kernel shows it. Foundation's
     /// `Thread.name` does not reach the kernel here, and Glibc's `pthread_setname_np` is not
@@ -332,12 +336,15 @@ public final class BlockingIOPool: Sendable {
                         let k = LaneKey(lane: last.lane, key: key)
                         if let next = s.nextHeld(k) {
                             s.lanes[last.lane].waitingOnKeys -= 1
-                            guard s.lanes[last.lane].held && !s.finished else {
+                            // Right here, with no wake-up, unless other jobs of the lane wait (they
+                            // came first: two busy files must not keep a two-thread lane from a
+                            // third) or the lane is held (its release starts it).
+                            guard (s.lanes[last.lane].held || s.lanes[last.lane].queued > 0) && !s.finished else {
                                 s.lanes[last.lane].running += 1
                                 s.lanes[last.lane].mostRunning = Swift.max(s.lanes[last.lane].mostRunning, s.lanes[last.lane].running)
                                 return .run(next, key: key, lane: last.lane)
                             }
-                            // A held lane: the key's next job waits in the queue for the release.
+                            // Into the lane's queue, in order: `take` below runs the oldest.
                             s.lanes[last.lane].jobs.append((key, s.nextOrder, next))
                             s.nextOrder &+= 1
                         } else {
@@ -383,9 +390,8 @@ extension BlockingIOPool.State {
 
     /// The next job of `key` that waited for the one just run, if any.
     fileprivate mutating func nextHeld(_ key: BlockingIOPool.LaneKey) -> (@Sendable () -> Void)? {
-        guard var list = held[key], !list.isEmpty else { return nil }
-        let next = list.removeFirst()
-        held[key] = list.isEmpty ? nil : list
+        guard held[key]?.isEmpty == false, let next = held[key]?.removeFirst() else { return nil }   // in place: no copy of the list
+        if held[key]?.isEmpty == true { held[key] = nil }
         return next
     }
 

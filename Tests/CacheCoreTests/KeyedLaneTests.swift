@@ -36,6 +36,25 @@ final class KeyedLaneTests: XCTestCase {
         func order(_ key: UInt64) -> [Int] { counts.withLock { $0.order[key] ?? [] } }
     }
 
+    /// A busy file does not keep its lane from another: a key's next job, queued behind the one
+    /// running, goes after the lane's jobs that came before it, not straight onto the thread.
+    func testAKeysNextJobWaitsBehindTheLanesJobsThatCameFirst() {
+        let pool = BlockingIOPool(name: "test-pool", threads: 1)
+        let writer = pool.lane("writer", threads: 1)
+        let gate = DispatchSemaphore(value: 0)
+        let ran = LockedValue<[String]>([])
+        let done = DispatchGroup()
+        done.enter()
+        pool.submit(key: 1, lane: writer) { gate.wait(); ran.withLock { $0.append("a1") }; done.leave() }
+        done.enter()
+        pool.submit(key: 1, lane: writer) { ran.withLock { $0.append("a2") }; done.leave() }   // behind a1, its key's
+        done.enter()
+        pool.submit(key: 2, lane: writer) { ran.withLock { $0.append("b1") }; done.leave() }   // the lane is full: queued
+        gate.signal()
+        XCTAssertEqual(done.wait(timeout: .now() + 30), .success)
+        XCTAssertEqual(ran.withLock { $0 }, ["a1", "b1", "a2"])
+    }
+
     /// Many files' write jobs on a lane of two: each file's jobs run one at a time in the order
     /// submitted, and never more than two at once in all.
     func testEachKeysJobsRunInOrderOneAtATimeAndTheLaneWithinItsBound() {

@@ -35,26 +35,27 @@ enum PageResidency {
 
     /// The kernel's count of cached pages of the range, or -1 when it cannot say.
     static func cached(_ fd: Int32, _ offset: Int64, _ count: Int) -> Int64 {
-        max(-1, cfuse3_cached_pages(fd, UInt64(offset), UInt64(count)))
+        guard !unavailable.load(ordering: .relaxed) else { return -1 }
+        let n = cfuse3_cached_pages(fd, UInt64(offset), UInt64(count))
+        if n == -Int64(ENOSYS) || n == -Int64(EPERM) {
+            unavailable.store(true, ordering: .relaxed)   // a kernel before 6.5, or a seccomp filter
+        }
+        return max(-1, n)
     }
+
+    /// `cachestat` failed as it always will here: not asked again, each hit goes to the lane.
+    private static let unavailable = ManagedAtomic<Bool>(false)
 }
 
 /// Marks the FUSE loop's thread, so that a read's completion can tell it runs there (a hit,
-/// answered inside the request) from one that runs later on another thread. A thread-specific
-/// key: no lock and no shared variable on the read path.
+/// answered inside the request) from one that runs later on another thread.
 enum LoopThread {
-    private static let key: pthread_key_t = {
-        var key = pthread_key_t()
-        pthread_key_create(&key, nil)
-        return key
-    }()
+    private static let loop = ThreadMark()
 
     /// Called by the loop's thread before it serves requests, and with false when it ends.
-    static func mark(_ on: Bool) {
-        pthread_setspecific(key, on ? UnsafeRawPointer(bitPattern: 1) : nil)
-    }
+    static func mark(_ on: Bool) { loop.mark(on ? UnsafeRawPointer(bitPattern: 1) : nil) }
 
-    static var isCurrent: Bool { pthread_getspecific(key) != nil }
+    static var isCurrent: Bool { loop.current != nil }
 }
 
 /// Counts of the replies spliced from data files: sent where the read was answered (the loop,
