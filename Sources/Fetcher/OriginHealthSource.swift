@@ -66,8 +66,6 @@ public final class OriginHealthSource: RangeSource, OriginHealthReporting, Senda
         self.now = now
     }
 
-    static func originName(_ url: String) -> String { OriginDown.name(of: url) }
-
     /// Answers the transfers failed at `start` (an origin down) as jobs of `pool` (the engine's).
     public func answerOn(_ pool: BlockingIOPool) {
         table.withLock { $0.pool = pool }
@@ -77,7 +75,7 @@ public final class OriginHealthSource: RangeSource, OriginHealthReporting, Senda
 
     /// The origin of `url` is down now: requests to it fail at once.
     public func isDown(url: String) -> Bool {
-        let name = Self.originName(url)
+        let name = OriginDown.name(of: url)
         return table.withLock { $0.origins[name]?.health.isDown ?? false }
     }
 
@@ -98,7 +96,7 @@ public final class OriginHealthSource: RangeSource, OriginHealthReporting, Senda
     // MARK: RangeSource
 
     public func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
-        let name = Self.originName(request.url)
+        let name = OriginDown.name(of: request.url)
         let (down, pool): ((Date, String)?, BlockingIOPool?) = table.withLock { table in
             var o = table.origins[name] ?? Origin(health: OriginHealth(firstProbeDelay: firstProbeDelay, maxProbeDelay: maxProbeDelay),
                                             probeURL: request.url)
@@ -191,11 +189,14 @@ public final class OriginHealthSource: RangeSource, OriginHealthReporting, Senda
         }
     }
 
+    /// `2026-11-28 00:33:12Z`: said in every failure while an origin is down, so no formatter
+    /// is made for it.
     static func clock(_ date: Date) -> String {
-        let f = DateFormatter()
-        f.dateFormat = "yyyy-MM-dd HH:mm:ss'Z'"
-        f.timeZone = TimeZone(identifier: "UTC")
-        return f.string(from: date)
+        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+        var t = tm()
+        gmtime_r(&seconds, &t)
+        return String(format: "%04d-%02d-%02d %02d:%02d:%02dZ", Int(t.tm_year) + 1900, Int(t.tm_mon) + 1, Int(t.tm_mday),
+                      Int(t.tm_hour), Int(t.tm_min), Int(t.tm_sec))
     }
 }
 
@@ -282,7 +283,7 @@ private final class WatchedSink: FetchSink, FetchRetryObserving, OriginReachObse
     func fetchCouldNotReach(_ error: FetchError) {
         // A redirect's target that cannot be reached is not this origin (the source says so only
         // of the requested origin; this holds for any source).
-        if let failed = Self.failedURL(error), OriginHealthSource.originName(failed) != origin { return }
+        if let failed = Self.failedURL(error), OriginDown.name(of: failed) != origin { return }
         let first = state.withLock { s in
             defer { if s.unreachable == nil { s.unreachable = error } }
             return s.unreachable == nil
@@ -305,7 +306,7 @@ private final class WatchedSink: FetchSink, FetchRetryObserving, OriginReachObse
         if isProbe && answered { return }   // reported with the head (then cancelled)
         var error = error
         if error == .cancelled, let unreachable, !callerCancelled { error = unreachable }
-        let failedElsewhere = error.flatMap(Self.failedURL).map { OriginHealthSource.originName($0) != origin } ?? false
+        let failedElsewhere = error.flatMap(Self.failedURL).map { OriginDown.name(of: $0) != origin } ?? false
         switch OriginHealth.evidence(of: error, answered: answered, isProbe: isProbe, failedElsewhere: failedElsewhere) {
         case .reached:
             owner.reached(origin)

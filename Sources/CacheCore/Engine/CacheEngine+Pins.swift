@@ -43,7 +43,7 @@ extension CacheEngine {
             throw PinRefusal(url: url, adding: total - pinned, pinned: pinned, limit: limit, hardLimit: pinLimit,
                              sliceSize: configuration.sliceSize)
         }
-        do { try core.store.index.setPins(key: key.string, set.ranges) } catch {
+        do { try core.store.setPins(key: key.string, set.ranges) } catch {
             throw CacheError.storage(path: configuration.directory + "/index.sqlite", message: "cannot record the pin: \(error)")
         }
         pins.set(key, set, length: length)
@@ -71,7 +71,7 @@ extension CacheEngine {
 
     /// Drops `key`'s pins from the index, then from the table (call holding `userPins.updates`).
     private func unpinHoldingUpdates(_ key: CacheKey) throws {
-        do { try core.store.index.setPins(key: key.string, []) } catch {
+        do { try core.store.setPins(key: key.string, []) } catch {
             throw CacheError.storage(path: configuration.directory + "/index.sqlite", message: "cannot record the unpin: \(error)")
         }
         core.userPins.set(key, RangeSet())

@@ -23,7 +23,7 @@ public final class CacheEngine: Sendable {
     let transfers: (any TransferListing)?
     /// Which origins are down (offline mode): a layer around the real source (`FetchLayers`;
     /// nil: none is ever down).
-    let originHealth: (any OriginHealthReporting)?
+    var originHealth: (any OriginHealthReporting)? { core.originHealth }
     /// The last good answer to each kept document request (WebDAV listings).
     let keptDocuments: KeptDocuments
 
@@ -56,7 +56,6 @@ public final class CacheEngine: Sendable {
         self.metrics = metrics
         let layered = layers(source, FetchLayerContext(metrics: metrics, clock: configuration.clock, logger: logger))
         self.transfers = layered.transfers
-        self.originHealth = layered.originHealth
         self.tier = source as? TierReporting
         self.core = try EngineCore(configuration: configuration, source: layered.source, logger: logger, metrics: metrics,
                                    originHealth: layered.originHealth)

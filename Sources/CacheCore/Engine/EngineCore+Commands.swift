@@ -104,7 +104,7 @@ extension EngineCore {
                 case .matches: continue
                 case .differs: problem = "checksum mismatch"
                 case let .unreadable(e):
-                    logger.error("cached bytes unreadable; they will be fetched again", metadata: ["error": "\(e)"])
+                    logUnreadable(e)
                     problem = "\(e.cacheError)"
                 }
                 report.problems.append("\(url) bytes \(x.start)-\(x.end - 1): \(problem); dropped")

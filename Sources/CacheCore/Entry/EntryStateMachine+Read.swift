@@ -226,10 +226,16 @@ extension EntryStateMachine {
     /// Classes the transfers again from the reads waiting now (a read began or stopped waiting
     /// on them); returns the changes for the fetcher.
     func prioritized(_ inflight: inout InFlightTable, uptime: Double) -> [InFlightTable.PriorityChange] {
-        func waits(_ c: FetchPriority) -> [(range: Range<Int64>, since: Double)] {
-            reads.waiters.filter { $0.waitClass == c }.map { (range: $0.range, since: $0.since) }
+        // One pass; an array is made only for a class that has waiters.
+        var waiting: [(range: Range<Int64>, since: Double)] = [], scanning: [(range: Range<Int64>, since: Double)] = []
+        for w in reads.waiters {
+            if w.waitClass == .waiting {
+                waiting.append((w.range, w.since))
+            } else if w.waitClass == .waitedScan {
+                scanning.append((w.range, w.since))
+            }
         }
-        return inflight.prioritize(waiting: waits(.waiting), scanning: waits(.waitedScan), now: uptime)
+        return inflight.prioritize(waiting: waiting, scanning: scanning, now: uptime)
     }
 
     /// The slices of `range` (`DataFiles.sliceIndex`).

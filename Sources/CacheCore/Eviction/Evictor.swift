@@ -290,7 +290,7 @@ final class Evictor: Sendable {
         guard userPins.totalBytes > limit else { return }
         var released: [String] = []
         for key in userPins.all().keys.sorted(by: { $0.string > $1.string }) where userPins.totalBytes > limit {
-            do { try store.index.setPins(key: key.string, []) } catch { break }
+            do { try store.setPins(key: key.string, []) } catch { break }
             userPins.set(key, RangeSet())
             released.append(key.string)
         }

@@ -68,7 +68,7 @@ extension EngineCore {
                 case .matches: break
                 case .differs: bad.append(x)
                 case let .unreadable(e):
-                    logger.error("cached bytes unreadable; they will be fetched again", metadata: ["error": "\(e)"])
+                    logUnreadable(e)
                     bad.append(x)
                 }
             }

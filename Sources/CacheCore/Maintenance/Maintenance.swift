@@ -55,7 +55,7 @@ final class Maintenance: Sendable {
     let directoryLost = ManagedAtomic<Bool>(false)
     private let sweeper = LockedValue<Scheduler.Timer?>(nil)
     /// Where the sweeper's timer runs.
-    let scheduler: Scheduler
+    let scheduler = Scheduler.shared
 
     /// What maintenance asks of the engine's other parts, given once by `start`.
     struct EngineCalls: Sendable {
@@ -69,9 +69,8 @@ final class Maintenance: Sendable {
     private let engine = LockedValue<EngineCalls?>(nil)
 
     init(configuration: CacheConfiguration, shards: [Shard], index: CacheIndex, pool: BlockingIOPool, evictor: Evictor,
-         directoryLock: DirectoryLock, openReaders: OpenReaders, logger: Logger, scheduler: Scheduler = .shared) {
+         directoryLock: DirectoryLock, openReaders: OpenReaders, logger: Logger) {
         self.configuration = configuration
-        self.scheduler = scheduler
         self.shards = shards
         self.index = index
         self.pool = pool

@@ -197,7 +197,7 @@ extension EngineCore {
                 pieces.append(.file(fd: f.fd, offset: run.lowerBound, count: run.count))
             } catch {
                 unpin()
-                logger.error("cached bytes unreadable; they will be fetched again", metadata: ["error": "\(error)"])
+                logUnreadable(error)
                 forget(entry: entry, shard: shard, range: run, generation: generation)
                 return .failure((error as? StorageError)?.cacheError ?? .storage(path: configuration.directory, message: "\(error)"))
             }
@@ -255,6 +255,11 @@ extension EngineCore {
 
     func touch(_ entry: EntryState, _ range: Range<Int64>, _ now: Double) {
         entry.machine.slicesTouched(slices(of: range), now: now)
+    }
+
+    /// Says that cached bytes turned out unreadable (a read, a check, `cache verify`), once.
+    func logUnreadable(_ error: Error) {
+        logger.error("cached bytes unreadable; they will be fetched again", metadata: ["error": "\(error)"])
     }
 
     /// Drops bytes from coverage whose data file turned out to be unreadable.

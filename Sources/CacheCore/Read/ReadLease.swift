@@ -38,7 +38,7 @@ public final class ReadLease: Sendable {
     public let pieces: [Piece]
 
     /// Some of the bytes are in data files: sending them may wait on the disk.
-    public var readsFromDisk: Bool { pieces.contains(where: \.isFile) }
+    public let readsFromDisk: Bool
     public let count: Int
     /// Keeps the descriptors of the file pieces open for as long as the lease lives.
     private let files: [DataFile]
@@ -52,6 +52,7 @@ public final class ReadLease: Sendable {
     ///   or that wait for the writer).
     init(pieces: [Piece], files: [DataFile], originBytes: Int? = nil, onRelease: (@Sendable () -> Void)?) {
         self.pieces = pieces
+        self.readsFromDisk = pieces.contains(where: \.isFile)
         self.count = pieces.reduce(0) { $0 + $1.count }
         self.originBytes = originBytes ?? pieces.reduce(0) { $1.isFile ? $0 : $0 + $1.count }
         self.files = files

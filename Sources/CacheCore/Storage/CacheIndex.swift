@@ -83,7 +83,6 @@ final class CacheIndex: Sendable {
         /// writer's next holder commits them before anything else, as the serial queue's FIFO did.
         var pendingDeletions: [(entryID: Int64, keep: Int64, afterCommit: @Sendable () -> Void)] = []
         var behind: Behind?
-        var flushTimer: Scheduler.Timer?
         var nextID: Int64 = 1
         var lastWriteError: String?
         var writeErrors = 0
@@ -349,7 +348,6 @@ final class CacheIndex: Sendable {
             try pool.close()
             closed.withLock { $0 = true }
         }
-        state.withLock { $0.flushTimer }?.cancel()   // nothing left for it
     }
 
     // MARK: Reading
@@ -407,7 +405,8 @@ final class CacheIndex: Sendable {
             return behind
         }
         guard let behind else { return }
-        let timer = behind.scheduler.after(0.05) { [self] in
+        // Not kept to cancel: after `close` the flush finds the index closed and does nothing.
+        behind.scheduler.after(0.05) { [self] in
             behind.run { [self] in
                 state.withLock { $0.flushScheduled = false }
                 writer.withLock { _ in
@@ -416,7 +415,6 @@ final class CacheIndex: Sendable {
                 }
             }
         }
-        state.withLock { $0.flushTimer = timer }
     }
 
     /// Commits everything pending: the deletions queued, each after the rows pending before it,

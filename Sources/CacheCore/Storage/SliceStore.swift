@@ -58,14 +58,13 @@ final class SliceStore: Sendable {
     /// Read descriptors readers gave back, for the next reader of the same version.
     let idleFiles: IdleDataFiles
     /// Bytes per slice, the unit of accounting and eviction (the one the cache was created with).
-    let sliceSize: Int64
+    var sliceSize: Int64 { files.sliceSize }
 
     init(files: DataFiles, index: CacheIndex, writes: WriteQueue, idleFiles: IdleDataFiles = IdleDataFiles()) {
         self.files = files
         self.index = index
         self.writes = writes
         self.idleFiles = idleFiles
-        sliceSize = files.sliceSize
     }
 
     /// The cache directory, held open (`HeldDirectory`).
@@ -73,8 +72,8 @@ final class SliceStore: Sendable {
 
     // MARK: Slices
 
-    func sliceIndex(of offset: Int64) -> Int64 { offset / sliceSize }
-    func sliceRange(_ slice: Int64) -> Range<Int64> { (slice * sliceSize)..<((slice + 1) * sliceSize) }
+    func sliceIndex(of offset: Int64) -> Int64 { files.sliceIndex(of: offset) }
+    func sliceRange(_ slice: Int64) -> Range<Int64> { files.sliceRange(slice) }
     /// The slices `range` touches (one for an empty range: the one it starts in).
     func slices(of range: Range<Int64>) -> ClosedRange<Int64> {
         sliceIndex(of: range.lowerBound)...sliceIndex(of: max(range.lowerBound, range.upperBound - 1))
@@ -175,6 +174,11 @@ final class SliceStore: Sendable {
         } catch {
             return .unreadable(StorageError(path: files.path(entry: extent.entryID, generation: extent.generation), message: "\(error)"))
         }
+    }
+
+    /// Records an entry's pinned byte ranges (empty: no pins) in the index, at once. Blocking.
+    func setPins(key: String, _ ranges: [Range<Int64>]) throws {
+        try index.setPins(key: key, ranges)
     }
 
     /// Drops the rows of extents found damaged (their bytes are forgotten by the caller).

@@ -230,7 +230,10 @@ extension FileSystemCore {
     /// job once per `step` bytes. Only while at most `filesReadAhead` files are open.
     private func readDataFileAhead(_ file: OpenFile, _ ahead: LockedValue<DataFileReadAhead>, after range: Range<Int64>) {
         guard let size = file.size, let next = ahead.withLock({ $0.read(range, size: size) }) else { return }
-        guard let n = state.withLock({ $0.openFiles.count <= Self.filesReadAhead ? $0.notifier : nil }) else { return }
+        guard let n = state.withLock({ $0.openFiles.count <= Self.filesReadAhead ? $0.notifier : nil }) else {
+            ahead.withLock { $0.refused(next) }   // asked again at the next read, once fewer files are open
+            return
+        }
         let queued = n.readAhead { file.reader.cachedLease(offset: next.lowerBound, length: Int(next.count)) }
         if !queued { ahead.withLock { $0.refused(next) } }
     }
