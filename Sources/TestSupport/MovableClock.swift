@@ -5,9 +5,11 @@ import Foundation
 /// what the engine shows of time follows it, so a test neither waits nor allows for the clock.
 public final class MovableClock: @unchecked Sendable {
     private let lock = NSLock()
-    private var date = Date(timeIntervalSince1970: 1_900_000_000)
+    private var date: Date
 
-    public init() {}
+    /// - Parameter start: where it stands until moved (a fixed date by default: nothing depends on
+    ///   the machine's clock).
+    public init(start: Date = Date(timeIntervalSince1970: 1_900_000_000)) { date = start }
 
     public var now: Date { lock.withLock { date } }
 

@@ -19,13 +19,7 @@ public final class RecordedLog: @unchecked Sendable {   // the lines are guarded
     /// none is after `timeout`, which bounds a hang and is never a measurement.
     @discardableResult
     public func wait(for text: String, timeout: TimeInterval = 30) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        lock.lock()
-        defer { lock.unlock() }
-        while !_lines.contains(where: { $0.contains(text) }) {
-            guard lock.wait(until: deadline) else { return _lines.contains { $0.contains(text) } }
-        }
-        return true
+        wait(timeout: timeout) { lines.contains { $0.contains(text) } }
     }
 
     /// True once `condition` holds, looked at again after each line logged; false if it still

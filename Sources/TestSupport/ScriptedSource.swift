@@ -27,7 +27,7 @@ public final class ScriptedSource: RangeSource, @unchecked Sendable {
 
     private let lock = NSLock()
     private var files: [String: File] = [:]
-    public private(set) var requests: [FetchRequest] = []
+    private var requests: [FetchRequest] = []
     private var served: Int64 = 0
     public let chunk: Int
     /// Pause between chunks, to let tests act while a transfer runs.

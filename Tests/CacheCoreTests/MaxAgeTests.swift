@@ -20,14 +20,7 @@ final class MaxAgeTests: XCTestCase {
     }
 
     /// A clock that moves only when told to.
-    final class TestClock: @unchecked Sendable {
-        private let lock = NSLock()
-        private var date = Date()
-        var now: Date { lock.withLock { date } }
-        func advance(_ seconds: TimeInterval) { lock.withLock { date += seconds } }
-    }
-
-    private func engine(_ source: ScriptedSource, clock: TestClock, maxAge: TimeInterval?) throws -> CacheEngine {
+    private func engine(_ source: ScriptedSource, clock: MovableClock, maxAge: TimeInterval?) throws -> CacheEngine {
         var c = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 1 << 20, readTimeout: 10)
         c.maxAge = maxAge
         c.clock = { clock.now }
@@ -65,7 +58,7 @@ final class MaxAgeTests: XCTestCase {
         let bytes = [a: randomBytes(2 << 20, seed: 1), b: randomBytes(2 << 20, seed: 2), c: randomBytes(1 << 20, seed: 3)]
         let source = ScriptedSource()
         for (url, data) in bytes { source.set(url, .init(bytes: data, etag: "\"\(url.count)\"")) }
-        let clock = TestClock()
+        let clock = MovableClock(start: Date())
         let cache = try engine(source, clock: clock, maxAge: hour)
         defer { cache.shutdown() }
 
@@ -107,7 +100,7 @@ final class MaxAgeTests: XCTestCase {
         let data = randomBytes(1 << 20, seed: 9)
         let source = ScriptedSource()
         source.set(url, .init(bytes: data, etag: "\"x\""))
-        let clock = TestClock()
+        let clock = MovableClock(start: Date())
         let cache = try engine(source, clock: clock, maxAge: nil)
         defer { cache.shutdown() }
         try await readAll(cache, url, data).close()

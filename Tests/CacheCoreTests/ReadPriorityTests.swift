@@ -156,15 +156,9 @@ final class ReadPriorityTests: GatedEngineTestCase {
 /// `EntryStateMachineReadTests.testTick`).
 final class ReadTimeoutRetryTests: GatedEngineTestCase {
     /// A clock that moves only when told to.
-    final class TestClock: Sendable {
-        private let date = LockedValue(Date())
-        var now: Date { date.withLock { $0 } }
-        func advance(_ seconds: TimeInterval) { date.withLock { $0 += seconds } }
-    }
-
     func testTheSameReadersRetryOfATimedOutReadFailsAtOnceAndAnotherReaderWaits() throws {
         let source = GatedSource()
-        let clock = TestClock()
+        let clock = MovableClock(start: Date())
         var configuration = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0,
                                                sliceSize: 1 << 20, readTimeout: 10, initialReadAhead: 0)
         configuration.clock = { clock.now }

@@ -3,19 +3,13 @@ import Logging
 import XCTest
 @testable import FuseMount
 import CacheCore
+import TestSupport
 
 /// FileSystemCore without the kernel: each operation called and waited for, with a clock the
 /// test moves. For behaviour that depends on time or on numbers the kernel never sends.
 final class CoreCalls {
-    final class Clock: @unchecked Sendable {
-        private let lock = NSLock()
-        private var t = Date(timeIntervalSince1970: 1_800_000_000)  // guarded by lock
-        var now: Date { lock.withLock { t } }
-        func advance(_ seconds: TimeInterval) { lock.withLock { t += seconds } }
-    }
-
     let core: FileSystemCore
-    let clock = Clock()
+    let clock = MovableClock(start: Date(timeIntervalSince1970: 1_800_000_000))
 
     init(backend: MountBackend, tree: MountTreeSpec, options: MountOptions = MountOptions(), logger: Logger? = nil) {
         var logger = logger ?? Logger(label: "test.core")

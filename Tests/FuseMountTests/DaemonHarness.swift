@@ -78,7 +78,7 @@ final class DaemonHarness {
     }
 
     func isAlive(_ pid: pid_t) -> Bool {
-        kill(pid, 0) == 0 && !((try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))?.contains(") Z ") ?? true)
+        kill(pid, 0) == 0 && !ProcessExit.isZombie(pid)
     }
 
     // The waits below sleep until the kernel reports the event they wait for; `timeout` only

@@ -1,6 +1,7 @@
 import CacheCore
 import XCTest
 @testable import FuseMount
+import TestSupport
 
 /// WebDAV multistatus answers as servers write them (nginx dav_ext, Apache mod_dav's default
 /// namespace, odd prefixes), and hostile ones.
@@ -200,11 +201,4 @@ final class DAVBackend: ListingTransport, @unchecked Sendable {
         }
         completion(doc.map { .success(Array($0.utf8)) } ?? .failure(.httpStatus(url: request.url, status: 405)))
     }
-}
-
-final class ResultBox<T>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var result: Result<T, CacheError>?
-    func set(_ r: Result<T, CacheError>) { lock.withLock { result = r } }
-    func get() throws -> T { try lock.withLock { result! }.get() }
 }

@@ -109,7 +109,7 @@ final class ProxyHLSTests: XCTestCase {
 
     /// A live playlist older than half its target duration is fetched again; a VOD one is not.
     func testLiveFreshness() async throws {
-        let clock = TestClock()
+        let clock = MovableClock(start: Date())
         let loader = PlaylistLoader(engine: h.engine, now: { clock.now })
         let live = h.origin.url("/tv/live.m3u8"), vod = h.origin.url("/tv/vod.m3u8")
         setPlaylist("/tv/live.m3u8", "#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:10,\na.ts\n")
@@ -172,13 +172,6 @@ final class ProxyHLSTests: XCTestCase {
         let isNotPlaylist = try await HLSPlaylist.isPlaylist(engine: h.engine, entry: segment)
         XCTAssertFalse(isNotPlaylist)
     }
-}
-
-final class TestClock: @unchecked Sendable {
-    private let lock = NSLock()
-    private var t = Date()
-    var now: Date { lock.lock(); defer { lock.unlock() }; return t }
-    func advance(_ s: TimeInterval) { lock.lock(); t += s; lock.unlock() }
 }
 
 final class ProgressLog: @unchecked Sendable {
