@@ -11,13 +11,68 @@ struct Launch: Sendable {
     let id: Int
 }
 
-extension EngineCore {
-    /// Starts a launch the entry's machine asked for (`FetchCoordinator.launch`). Call with no
-    /// lock held.
-    func launch(_ l: Launch) { fetches.launch(fetchID: l.id, entry: l.entry, fetch: l.fetch, for: self) }
+/// What a transfer needs to know of its entry, read under the shard lock as it launches.
+struct LaunchFacts {
+    let url: String
+    /// The validator an `If-Range` carries: only for a version already saved.
+    let ifRange: String?
+    let generation: Int64
+    /// The origin answered ranges before: a 200 from byte 0 is retried, not taken as a verdict.
+    let rangesKnown: Bool
+    let priority: FetchPriority
+    let owner: Int?
+    let length: Int64?
+    let lastModified: String?
+    let isProbe: Bool
+    /// Without a strong validator: the bytes around the range to compare (`VersionOverlap`).
+    let overlap: OverlapPlan?
+}
 
-    func launch(fetchID: Int, entry: EntryHandle, fetch: ReadPlanner.Fetch) {
-        fetches.launch(fetchID: fetchID, entry: entry, fetch: fetch, for: self)
+extension EngineCore {
+    /// Starts a launch the entry's machine asked for. Call with no lock held.
+    func launch(_ l: Launch) { launch(fetchID: l.id, entry: l.entry, fetch: l.fetch) }
+
+    /// Starts the transfer for a fetch already registered in the entry's in-flight table, its
+    /// bytes going to this engine through an `EntrySink` (`FetchCoordinator.start`). None if the
+    /// entry left its table since (removed: its fetches are gone with it, and a transfer would
+    /// only stop at its first bytes). Call with no lock held.
+    func launch(fetchID: Int, entry handle: EntryHandle, fetch: ReadPlanner.Fetch) {
+        let key = handle.key
+        let shard = shard(for: key)
+        let facts: LaunchFacts? = shard.locked { entries in
+            guard let entry = entries[handle] else { return nil }
+            let f = entry.inflight.fetches[fetchID]
+            return LaunchFacts(url: entry.info.url, ifRange: entry.isPersisted ? ifRangeValidator(entry.info) : nil,
+                               generation: entry.info.generation, rangesKnown: entry.isPersisted && entry.info.acceptsRanges,
+                               priority: f?.priority ?? .waiting, owner: f?.owner,
+                               length: entry.isPersisted ? entry.info.length : nil, lastModified: entry.info.lastModified,
+                               isProbe: entry.machine.isProbe(fetchID), overlap: overlapPlan(entry, start: fetch.start, end: fetch.end))
+        }
+        guard let facts else {
+            logger.debug("fetch not started: its entry was removed", metadata: ["url": "\(key)", "range": "\(fetch)"])
+            return
+        }
+        // An origin that answered ranges before is held to it: a 200 from byte 0 is retried
+        // (a flaky CDN), not taken as a verdict that it ignores ranges.
+        // Without a strong validator, the bytes just before and after the range come too, to be
+        // compared with the held ones (`VersionOverlap`).
+        let requestStart = facts.overlap?.requestStart ?? fetch.start
+        var request = FetchRequest(url: facts.url, start: requestStart, end: facts.overlap?.requestEnd ?? fetch.end,
+                                   ifRange: facts.ifRange, requireRange: facts.rangesKnown && fetch.start > 0,
+                                   priority: facts.priority, owner: facts.owner)
+        request.ignoreETag = ignoresETag(url: facts.url)
+        request.expectedLength = facts.ifRange == nil ? nil : facts.length
+        request.expectedLastModified = facts.ifRange == nil ? nil : facts.lastModified
+        request.cacheKey = key.string
+        request.isProbe = facts.isProbe
+        let sink = EntrySink(core: self, entry: handle, shard: shard, fetchID: fetchID, generation: facts.generation,
+                             start: requestStart, rangeAsked: request.rangeHeader != nil, file: key.hashValue, url: facts.url,
+                             checks: facts.overlap?.checks ?? [],
+                             // Without checks, everything the answer brings is kept (an origin that
+                             // answers more than the range asked for saves the next fetch); with
+                             // them, the compared bytes around the range are not the range's.
+                             deliver: facts.overlap == nil ? fetch.start..<Int64.max : fetch.start..<(fetch.end ?? .max))
+        fetches.start(request, sink: sink, fetchID: fetchID)
     }
 }
 

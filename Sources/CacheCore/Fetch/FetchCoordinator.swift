@@ -8,25 +8,26 @@ import Logging
 /// whoever built the engine wrapped it in, `FetchLayers`), the running transfers' handles by fetch id (`HandleTable`), and the count of sinks not
 /// finished yet (`activeSinks`, which shutdown waits for so their last extents reach the index).
 /// An entry's machine decides what to fetch, cancel and reprioritize (its in-flight table is its
-/// own, pure state); this part carries it out: `launch` turns a `Launch` into `source.start`
-/// with an `EntrySink`, `cancel`/`stop` reach the handles, `prioritize` passes new classes on.
+/// own, pure state); the engine turns a `Launch` into a request and an `EntrySink`
+/// (`EngineCore+Fetch`), and this part carries it out: `start` calls `source.start` and keeps
+/// the handle, `cancel`/`stop` reach the handles, `prioritize` passes new classes on. It knows
+/// no entry and no engine.
 ///
 /// *Which thread runs it.* The caller's: a reader's (launches, cancels, priorities), the fetch
 /// thread's (a sink's launches and its end), the sweeper's (transfers without a length nobody
 /// waits for), shutdown. `prioritize` is called under the entry's shard lock, so the fetcher
 /// hears an entry's changes in the order they were made (a handle only queues them for its loop).
 ///
-/// *What it may block on.* The handle table's leaf lock, and the shard lock once per launch to
-/// read the entry's facts. `launch` must be called with no lock held: `source.start` may call
-/// back into the sink. `waitForSinks` blocks (shutdown only).
+/// *What it may block on.* The handle table's leaf lock. `start` must be called with no lock
+/// held: `source.start` may call back into the sink. `waitForSinks` blocks (shutdown only).
 ///
 /// Map of this folder (`Fetch/`): transfers, from launch to bytes written.
 /// - `FetchCoordinator.swift` (this file): the part that runs transfers: launches, handles,
 ///   cancels, priorities, the sinks shutdown waits for.
 /// - `EntrySink.swift`: one transfer's source side: arrivals, waiters answered.
 /// - `EntrySink+Writer.swift`: its writer side: jobs on a `WriteQueue` lane, room, checksums.
-/// - `EngineCore+Fetch.swift`: `Launch` (a fetch the in-flight table registered) and the engine's
-///   one-line hand-off of it to the coordinator.
+/// - `EngineCore+Fetch.swift`: `Launch` (a fetch the in-flight table registered), the entry's
+///   facts read for it under the shard lock, and the request and sink built from them.
 /// - `RangeSource.swift`: the protocol the cache fetches through (libcurl, tests' sources).
 /// - `FetchLayers.swift`: what the engine knows of the layers around its source (the transfer
 ///   list, offline mode) and the status page's records of them; the layers themselves are
@@ -57,50 +58,13 @@ final class FetchCoordinator: Sendable {
 
     // MARK: Launches
 
-    /// Starts the transfer for a fetch already registered in the entry's in-flight table, its bytes
-    /// going to `core` through an `EntrySink`. None if the entry left its table since (removed:
-    /// its fetches are gone with it, and a transfer would only stop at its first bytes). Call with
-    /// no lock held.
-    func launch(fetchID: Int, entry handle: EntryHandle, fetch: ReadPlanner.Fetch, for core: EngineCore) {
-        let key = handle.key
-        let shard = core.shard(for: key)
-        typealias Facts = (url: String, ifRange: String?, generation: Int64, rangesKnown: Bool, priority: FetchPriority,
-                           owner: Int?, length: Int64?, lastModified: String?, isProbe: Bool,
-                           overlap: OverlapPlan?)
-        let facts: Facts? = shard.locked { entries in
-            guard let entry = entries[handle] else { return nil }
-            let f = entry.inflight.fetches[fetchID]
-            return (entry.info.url, entry.isPersisted ? core.ifRangeValidator(entry.info) : nil, entry.info.generation,
-                    entry.isPersisted && entry.info.acceptsRanges, f?.priority ?? .waiting, f?.owner,
-                    entry.isPersisted ? entry.info.length : nil, entry.info.lastModified, entry.machine.isProbe(fetchID),
-                    core.overlapPlan(entry, start: fetch.start, end: fetch.end))
-        }
-        guard let (url, ifRange, generation, rangesKnown, priority, owner, length, lastModified, isProbe, overlap) = facts else {
-            logger.debug("fetch not started: its entry was removed", metadata: ["url": "\(key)", "range": "\(fetch)"])
-            return
-        }
-        // An origin that answered ranges before is held to it: a 200 from byte 0 is retried
-        // (a flaky CDN), not taken as a verdict that it ignores ranges.
-        // Without a strong validator, the bytes just before and after the range come too, to be
-        // compared with the held ones (`VersionOverlap`).
-        let requestStart = overlap?.requestStart ?? fetch.start
-        var request = FetchRequest(url: url, start: requestStart, end: overlap?.requestEnd ?? fetch.end, ifRange: ifRange,
-                                   requireRange: rangesKnown && fetch.start > 0, priority: priority, owner: owner)
-        request.ignoreETag = core.ignoresETag(url: url)
-        request.expectedLength = ifRange == nil ? nil : length
-        request.expectedLastModified = ifRange == nil ? nil : lastModified
-        request.cacheKey = key.string
-        request.isProbe = isProbe
-        let sink = EntrySink(core: core, entry: handle, shard: shard, fetchID: fetchID, generation: generation,
-                             start: requestStart, rangeAsked: request.rangeHeader != nil, file: key.hashValue, url: url,
-                             checks: overlap?.checks ?? [],
-                             // Without checks, everything the answer brings is kept (an origin that
-                             // answers more than the range asked for saves the next fetch); with
-                             // them, the compared bytes around the range are not the range's.
-                             deliver: overlap == nil ? fetch.start..<Int64.max : fetch.start..<(fetch.end ?? .max))
+    /// Starts `request` on the source, its bytes going to `sink`, and keeps its handle under
+    /// `fetchID`. The engine built both from the entry's facts (`EngineCore.launch`); this part
+    /// knows no entry. Call with no lock held: `source.start` may call back into the sink.
+    func start(_ request: FetchRequest, sink: EntrySink, fetchID: Int) {
         activeSinks.withLock { $0 += 1 }
         let box = handles.box(fetchID)
-        logger.debug("fetch", metadata: ["url": "\(url)", "range": "\(fetch)"])
+        logger.debug("fetch", metadata: ["url": "\(request.url)", "range": "\(request.rangeHeader ?? "all")"])
         box.set(source.start(request, sink: sink))
     }
 
