@@ -47,6 +47,20 @@ final class MountCheckTests: XCTestCase {
         XCTAssertEqual(try POSIX.readAll(h.path("b.mp4")).count, 4 << 20)
     }
 
+    func testMoreEntriesThanChecksAtOnceAreEachCheckedOnce() throws {
+        // Eight checks run at once; each one finished starts the next.
+        let names = (0..<20).map { "f\($0).mp4" }
+        for name in names where name != "f13.mp4" { h.origin.setGeneratedFile("/\(name)", length: 8 << 10, seed: 3, contentType: "video/mp4") }
+        let r = try h.mount(names.map { h.origin.url("/\($0)") })
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(r.stderr.contains("httpcachefs: \(h.origin.url("/f13.mp4")): HTTP 404"), r.stderr)
+        XCTAssertTrue(r.stderr.contains("warning: mounting 19 of 20 entries; 1 failed"), r.stderr)
+        XCTAssertEqual(try POSIX.list(h.mountpoint).count, 19)
+        for name in names where name != "f13.mp4" {
+            XCTAssertEqual(h.origin.requestCount(path: "/\(name)"), 1, "\(name) asked once")
+        }
+    }
+
     func testNothingMountableFailsTheCommand() throws {
         let r = try h.mount([h.origin.url("/missing.mp4"), refusedURL])
         XCTAssertNotEqual(r.status, 0)
