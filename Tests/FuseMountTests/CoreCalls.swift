@@ -50,7 +50,9 @@ final class CoreCalls {
     }
 
     func read(_ fh: UInt64, offset: Int64, size: Int) throws -> Result<[UInt8], FSErrno> {
-        let leased: Result<ReadLease, FSErrno> = try wait("read") { core.read(fh: fh, offset: offset, size: size, reply: $0) }
+        let leased: Result<ReadLease, FSErrno> = try wait("read") { done in
+            core.read(fh: fh, offset: offset, size: size) { result, _ in done(result) }
+        }
         return leased.flatMap { lease in
             defer { lease.release() }
             return (try? lease.bytes()).map { .success($0) } ?? .failure(FSErrno(EIO))

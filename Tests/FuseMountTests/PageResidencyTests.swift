@@ -26,6 +26,24 @@ final class PageResidencyTests: XCTestCase {
         XCTAssertTrue(PageResidency.inMemory([.memory([1])], cachedPages: { _, _, _ in XCTFail("no file to ask about"); return -1 }))
     }
 
+    func testTheLoopSendsAHitInMemoryOnlyWhileFewFilesAreOpen() {
+        let few = SpliceSender.filesSentOnLoop, many = SpliceSender.filesSentOnLoop + 1
+        let rows: [(onLoop: Bool, onPool: Bool, filesOpen: Int, inMemory: Bool, sender: SpliceSender, why: String)] = [
+            (true, false, 1, true, .inPlace, "one player, its pages in memory"),
+            (true, false, few, true, .inPlace, "a few players"),
+            (true, false, many, true, .lane, "many readers: their copies side by side on the lane"),
+            (true, false, 1, false, .lane, "a page on disk only: the loop never waits for the disk"),
+            (false, true, many, false, .inPlace, "a job that answered a waiting read sends it on its own thread"),
+            (false, false, 1, true, .lane, "another thread (the curl loop) hands it to the lane"),
+        ]
+        for row in rows {
+            XCTAssertEqual(SpliceSender.choose(onLoop: row.onLoop, onPool: row.onPool, filesOpen: row.filesOpen,
+                                               inMemory: { row.inMemory }), row.sender, row.why)
+        }
+        XCTAssertEqual(SpliceSender.choose(onLoop: true, onPool: false, filesOpen: many,
+                                           inMemory: { XCTFail("no cachestat when the answer is the lane anyway"); return true }), .lane)
+    }
+
     func testTheKernelCountsAFileJustWrittenAsInMemory() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("residency-\(getpid())").path
         defer { unlink(path) }

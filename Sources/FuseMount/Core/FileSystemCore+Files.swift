@@ -131,9 +131,14 @@ extension FileSystemCore {
         }
     }
 
-    /// Reads through the handle's reader; fails with EIO once `readDeadline` passes.
-    func read(fh: UInt64, offset: Int64, size: Int, reply: @escaping @Sendable (Result<ReadLease, FSErrno>) -> Void) {
-        guard let file = state.withLock({ $0.openFiles[fh] }) else { return reply(.failure(FSErrno(EBADF))) }
+    /// Reads through the handle's reader; fails with EIO once `readDeadline` passes. The reply
+    /// also gets how many files were open when the read came (`SpliceSender` sends a hit on the
+    /// loop only while few are), counted under the one look-up of the handle.
+    func read(fh: UInt64, offset: Int64, size: Int, reply: @escaping @Sendable (Result<ReadLease, FSErrno>, _ filesOpen: Int) -> Void) {
+        guard let (file, filesOpen) = state.withLock({ s in s.openFiles[fh].map { ($0, s.openFiles.count) } }) else {
+            return reply(.failure(FSErrno(EBADF)), 0)
+        }
+        let reply: @Sendable (Result<ReadLease, FSErrno>) -> Void = { reply($0, filesOpen) }
         // The kernel passes any offset up to Int64.max (pread at 2^63 - 2). No file here extends
         // past FileLength.limit, so reading there is reading at the end of the file.
         guard offset >= 0 else { return reply(.failure(FSErrno(EINVAL))) }

@@ -6,7 +6,7 @@
 /// Why: without passthrough each FUSE read of a warm file is answered by splicing its bytes from
 /// the data file, and the kernel keeps only one or two of those reads in flight (its read-ahead
 /// on the mount is one `max_read`). The data file's own read-ahead is driven by those splices,
-/// which the eight threads of the disk lane send out of order: the kernel then takes them for
+/// which the threads of the disk lane send out of order: the kernel then takes them for
 /// random reads and reads no further than each asks, so nearly every reply waited for the disk
 /// with nothing else in flight. Reading `window` bytes ahead of the reader, in order, keeps the
 /// disk busy the way a plain file's read-ahead does; the splices then find their bytes in memory.

@@ -192,14 +192,16 @@ enum FuseOperations {
             // What the kernel asks, its read-ahead included (`--log-level trace`): how a reader
             // class's reads really arrive.
             s.logger.trace("FUSE read", metadata: ["fh": "\(fh)", "offset": "\(off)", "size": "\(size)"])
-            s.core.read(fh: fh, offset: Int64(off), size: size) { result in
+            s.core.read(fh: fh, offset: Int64(off), size: size) { result, filesOpen in
                 let req = request.req
                 switch result {
-                case let .success(lease) where lease.readsFromDisk && (LoopThread.isCurrent ? PageResidency.inMemory(lease.pieces) : BlockingIOPool.onAPoolThread):
+                case let .success(lease) where lease.readsFromDisk && SpliceSender.choose(
+                    onLoop: LoopThread.isCurrent, onPool: BlockingIOPool.onAPoolThread, filesOpen: filesOpen,
+                    inMemory: { PageResidency.inMemory(lease.pieces) }) == .inPlace:
                     // Sent right here, with no hand-off and no thread of the lane: on the loop,
                     // a hit whose bytes are all in the page cache (the splice copies from
-                    // memory); on a thread of the pool for blocking I/O, a read that waited and
-                    // was answered by a job (which may wait on the disk: that is its thread's job).
+                    // memory) while few files are open; on a thread of the pool for blocking
+                    // I/O, a read that waited and was answered by a job.
                     s.reply { FuseOperations.reply(req, with: lease) }
                     lease.release()
                     s.repliesSpliced.sentInPlace.wrappingIncrement(ordering: .relaxed)

@@ -54,13 +54,14 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     let options: MountOptions
     let logger: Logger
     /// Sends the replies whose bytes the kernel splices from data files (see `FuseOperations`'
-    /// read): a lane of the backend's pool for blocking I/O (the engine's), eight at once, as many
-    /// as a disk or a NAS usefully reads in parallel; a lane of its own, so they never wait
-    /// behind the engine's jobs (checks, eviction rounds) nor hold the threads those need.
+    /// read): a lane of the backend's pool for blocking I/O (the engine's), four at once, so a
+    /// disk or a NAS is read in parallel (eight readers without passthrough were no faster with
+    /// eight threads, and the daemon ran three more: docs/threads.md); a lane of its own, so they
+    /// never wait behind the engine's jobs (checks, eviction rounds) nor hold the threads those need.
     let diskReplies: BlockingIOPool
     let diskLane: BlockingIOPool.Lane
     /// Data files read ahead of sequential readers (`DataFileReadAhead`), as jobs of the same
-    /// lane, queued or running: at most `readAheadJobs`, so they hold at most two of its eight
+    /// lane, queued or running: at most `readAheadJobs`, so they hold at most two of its four
     /// threads while they wait on the disk (and start none of their own); a reader asks again
     /// at its next read when there was no room.
     private let readAheadsInFlight = LockedValue(0)
@@ -118,7 +119,7 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
         self.options = options
         self.logger = logger
         diskReplies = core.backend.blockingIO
-        diskLane = diskReplies.lane("fuse-disk", threads: 8)
+        diskLane = diskReplies.lane("fuse-disk", threads: 4)
         devNull = Glibc.open("/dev/null", O_WRONLY | O_CLOEXEC)
         var fds: [Int32] = [-1, -1]
         if pipe(&fds) != 0 { fatalError("pipe: \(String(cString: strerror(errno)))") }
@@ -380,7 +381,7 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
 
     /// On `notifyQueue`: storing waits for pages the kernel has locked for reads in flight, so
     /// it must not run where those reads are answered (the FUSE loop, the disk pool): tried on
-    /// the disk pool, its eight threads all waited on pages whose replies were queued behind
+    /// the disk pool, its threads all waited on pages whose replies were queued behind
     /// them. Ordered against invalidations and open replies (barriers), which the version
     /// check needs (`FileSystemCore.finishOpen`).
     func store(_ ino: UInt64, if current: @escaping @Sendable () -> Bool,
