@@ -167,7 +167,7 @@ public final class BlockingIOPool: Sendable {
     /// (A pool made with `waits`, the command line's, does not count.)
     public static var onAPoolThread: Bool {
         guard let pool = poolOfThread.current else { return false }
-        return !Unmanaged<BlockingIOPool>.fromOpaque(pool).takeUnretainedValue().waits
+        return !Unmanaged<BlockingIOPool>.fromOpaque(pool)._withUnsafeGuaranteedRef { $0.waits }   // no retain
     }
 
     /// The pool each of its threads runs for.

@@ -37,11 +37,12 @@ final class PageResidencyTests: XCTestCase {
             (false, false, 1, true, .lane, "another thread (the curl loop) hands it to the lane"),
         ]
         for row in rows {
-            XCTAssertEqual(SpliceSender.choose(onLoop: row.onLoop, onPool: row.onPool, filesOpen: row.filesOpen,
-                                               inMemory: { row.inMemory }), row.sender, row.why)
+            XCTAssertEqual(SpliceSender.choose(onLoop: row.onLoop, filesOpen: row.filesOpen,
+                                               inMemory: { row.inMemory }, onPool: { row.onPool }), row.sender, row.why)
         }
-        XCTAssertEqual(SpliceSender.choose(onLoop: true, onPool: false, filesOpen: many,
-                                           inMemory: { XCTFail("no cachestat when the answer is the lane anyway"); return true }), .lane)
+        XCTAssertEqual(SpliceSender.choose(onLoop: true, filesOpen: many,
+                                           inMemory: { XCTFail("no cachestat when the answer is the lane anyway"); return true },
+                                           onPool: { XCTFail("the loop is no pool thread"); return false }), .lane)
     }
 
     func testTheKernelCountsAFileJustWrittenAsInMemory() throws {

@@ -431,11 +431,6 @@ final class EngineCore: Sendable {
         configuration.ignoreETag || hasRotatingETags(url)
     }
 
-    /// The `If-Range` validator for the entry's version: Last-Modified where ETags are ignored.
-    func ifRangeValidator(_ info: EntryInfo) -> String? {
-        ignoresETag(url: info.url) ? info.lastModified : info.ifRangeValidator
-    }
-
     /// "scheme://host:port" of a URL: what "an origin" is for rotating ETags.
     static func originName(_ url: String) -> String {
         recentOriginNames.value(for: url) { url in

@@ -38,18 +38,18 @@ extension EngineCore {
     static let overlapLength: Int64 = 4096
 
     /// True when `info`'s version can be checked only by its bytes: no strong ETag to send in
-    /// `If-Range` (none, a weak one, or ETags ignored for its origin).
-    func needsOverlapCheck(_ info: EntryInfo) -> Bool {
+    /// `If-Range` (none, a weak one, or ETags ignored for its origin: `ignoringETag`).
+    static func needsOverlapCheck(_ info: EntryInfo, ignoringETag: Bool) -> Bool {
         guard let etag = info.etag, !etag.hasPrefix("W/") else { return true }
-        return ignoresETag(url: info.url)
+        return ignoringETag
     }
 
     /// What a fetch of `start ..< end` of `entry` asks and compares (under the shard lock): the
     /// `overlapLength` bytes before it and after it, asked too, or its own first ones when they
     /// are held already (an open's probe over a cached head). Nil for an entry with a strong
     /// ETag or a new one.
-    func overlapPlan(_ entry: EntryState, start: Int64, end: Int64?) -> OverlapPlan? {
-        guard entry.isPersisted, needsOverlapCheck(entry.info) else { return nil }
+    func overlapPlan(_ entry: EntryState, start: Int64, end: Int64?, ignoringETag: Bool) -> OverlapPlan? {
+        guard entry.isPersisted, Self.needsOverlapCheck(entry.info, ignoringETag: ignoringETag) else { return nil }
         var plan = OverlapPlan(checks: [], requestStart: start, requestEnd: end)
         if start > 0 {
             plan.requestStart = max(0, start - Self.overlapLength)

@@ -14,7 +14,10 @@ struct Launch: Sendable {
 /// What a transfer needs to know of its entry, read under the shard lock as it launches.
 struct LaunchFacts {
     let url: String
-    /// The validator an `If-Range` carries: only for a version already saved.
+    /// Its origin's ETags are not compared (`--ignore-etag`, or they rotate): asked once.
+    let ignoreETag: Bool
+    /// The validator an `If-Range` carries (Last-Modified where ETags are ignored): only for a
+    /// version already saved.
     let ifRange: String?
     let generation: Int64
     /// The origin answered ranges before: a 200 from byte 0 is retried, not taken as a verdict.
@@ -42,11 +45,13 @@ extension EngineCore {
         let facts: LaunchFacts? = shard.locked { entries in
             guard let entry = entries[handle] else { return nil }
             let f = entry.inflight.fetches[fetchID]
-            return LaunchFacts(url: entry.info.url, ifRange: entry.isPersisted ? ifRangeValidator(entry.info) : nil,
+            let ignoreETag = ignoresETag(url: entry.info.url)
+            return LaunchFacts(url: entry.info.url, ignoreETag: ignoreETag,
+                               ifRange: entry.isPersisted ? (ignoreETag ? entry.info.lastModified : entry.info.ifRangeValidator) : nil,
                                generation: entry.info.generation, rangesKnown: entry.isPersisted && entry.info.acceptsRanges,
                                priority: f?.priority ?? .waiting, owner: f?.owner,
                                length: entry.isPersisted ? entry.info.length : nil, lastModified: entry.info.lastModified,
-                               isProbe: entry.machine.isProbe(fetchID), overlap: overlapPlan(entry, start: fetch.start, end: fetch.end))
+                               isProbe: entry.machine.isProbe(fetchID), overlap: overlapPlan(entry, start: fetch.start, end: fetch.end, ignoringETag: ignoreETag))
         }
         guard let facts else {
             logger.debug("fetch not started: its entry was removed", metadata: ["url": "\(key)", "range": "\(fetch)"])
@@ -60,7 +65,7 @@ extension EngineCore {
         var request = FetchRequest(url: facts.url, start: requestStart, end: facts.overlap?.requestEnd ?? fetch.end,
                                    ifRange: facts.ifRange, requireRange: facts.rangesKnown && fetch.start > 0,
                                    priority: facts.priority, owner: facts.owner)
-        request.ignoreETag = ignoresETag(url: facts.url)
+        request.ignoreETag = facts.ignoreETag
         request.expectedLength = facts.ifRange == nil ? nil : facts.length
         request.expectedLastModified = facts.ifRange == nil ? nil : facts.lastModified
         request.cacheKey = key.string

@@ -196,8 +196,8 @@ enum FuseOperations {
                 let req = request.req
                 switch result {
                 case let .success(lease) where lease.readsFromDisk && SpliceSender.choose(
-                    onLoop: LoopThread.isCurrent, onPool: BlockingIOPool.onAPoolThread, filesOpen: filesOpen,
-                    inMemory: { PageResidency.inMemory(lease.pieces) }) == .inPlace:
+                    onLoop: LoopThread.isCurrent, filesOpen: filesOpen,
+                    inMemory: { PageResidency.inMemory(lease.pieces) }, onPool: { BlockingIOPool.onAPoolThread }) == .inPlace:
                     // Sent right here, with no hand-off and no thread of the lane: on the loop,
                     // a hit whose bytes are all in the page cache (the splice copies from
                     // memory) while few files are open; on a thread of the pool for blocking

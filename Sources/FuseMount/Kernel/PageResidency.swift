@@ -58,20 +58,22 @@ enum SpliceSender: Equatable {
     /// Files open at most this many, the loop sends a hit whose pages are all in memory. Past
     /// that, the copies of several readers' replies run side by side on the lane's threads:
     /// eight warm readers sent by the one loop thread were 5-6% slower than before the loop sent
-    /// any (docs/benchmarks.md), their copies at 2.5 GB/s on one core. A few players (and a proxy beside them) stay on the loop, which keeps the
-    /// daemon's threads few where that matters most (docs/threads.md).
+    /// any (docs/benchmarks.md), their copies at 2.5 GB/s on one core. A few players (and a
+    /// proxy beside them) stay on the loop, which keeps the daemon's threads few where that
+    /// matters most (docs/threads.md).
     static let filesSentOnLoop = 4
 
     /// - Parameters:
     ///   - onLoop: the completion runs on the FUSE loop (a hit, answered inside the request).
-    ///   - onPool: it runs on a thread of the pool for blocking I/O (a read that waited and was
-    ///     answered by a job, whose thread may wait on the disk: that is its job).
     ///   - filesOpen: files open when the read came.
     ///   - inMemory: whether all the reply's data-file pages are in the page cache; asked only
     ///     when the answer depends on it (a `cachestat` call per piece).
-    static func choose(onLoop: Bool, onPool: Bool, filesOpen: Int, inMemory: () -> Bool) -> SpliceSender {
+    ///   - onPool: whether it runs on a thread of the pool for blocking I/O (a read that waited
+    ///     and was answered by a job, whose thread may wait on the disk: that is its job); asked
+    ///     only off the loop.
+    static func choose(onLoop: Bool, filesOpen: Int, inMemory: () -> Bool, onPool: () -> Bool) -> SpliceSender {
         if onLoop { return filesOpen <= filesSentOnLoop && inMemory() ? .inPlace : .lane }
-        return onPool ? .inPlace : .lane
+        return onPool() ? .inPlace : .lane
     }
 }
 
