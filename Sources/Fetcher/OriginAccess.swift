@@ -5,7 +5,8 @@ import Foundation
 /// a private CA (`--ca-certificate`), a netrc file, and `--user` / `--password-file`.
 ///
 /// Credentials belong to origins: a netrc file names its machines, and libcurl sends its entry
-/// only to that host; `user` and `password`, like every `--header`, go only to the origins of
+/// only to that host, unless only a mount not given the file named it (`CredentialScope.Grant`);
+/// `user` and `password`, like every `--header`, go only to the origins of
 /// `scope` (the URLs the user gave and `--credential-host`), and on a redirect only to a hop at
 /// the request's own origin (`CurlTransfer.sendsCredentials`). A URL that carries its own
 /// user-info keeps it.
@@ -35,7 +36,7 @@ public struct OriginAccess: Sendable, Equatable {
     /// with `credentials` (the hop may have them: see `CurlTransfer.beginAttempt`).
     func configure(_ easy: UnsafeMutableRawPointer, url: String, credentials: Bool) {
         if let caCertificate { _ = ccurl_easy_setopt_string(easy, CURLOPT_CAINFO, caCertificate) }
-        if let netrcFile {
+        if let netrcFile, scope.allowsNetrc(url) {
             _ = ccurl_easy_setopt_long(easy, CURLOPT_NETRC, Int(CURL_NETRC_OPTIONAL.rawValue))
             _ = ccurl_easy_setopt_string(easy, CURLOPT_NETRC_FILE, netrcFile)
         }

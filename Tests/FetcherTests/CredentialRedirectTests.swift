@@ -77,6 +77,50 @@ final class CredentialRedirectTests: XCTestCase {
         assertNoCredentials(canary.requests, "a direct fetch of an origin the user never gave (a proxy URL)")
     }
 
+    /// Issue 46, item 3: a mount joining the daemon names its origins with the daemon's
+    /// credentials only if it was given them. Table of grants and what each origin gets.
+    func testAGrantWithoutCredentialsKeepsThemAndTheNetrcFileFromItsOrigins() throws {
+        let a = "http://a.test/film.mkv", b = "http://b.test:8080/tv/ep.mkv", c = "https://c.test/x"
+        let scope = CredentialScope(urls: [a], hosts: [HostPattern("*.given.test")])
+        scope.grant(headers: false, netrc: false).add(urls: [b, "http://a.test/other.mkv", "http://x.given.test/y"])
+        scope.grant(headers: true, netrc: true).add(urls: [c])
+        let table: [(url: String, headers: Bool, netrc: Bool, why: String)] = [
+            (a, true, true, "the daemon's own origin"),
+            ("http://a.test/other.mkv", true, true, "the daemon's origin, named again by a mount without credentials"),
+            (b, false, false, "an origin only a mount without credentials named"),
+            ("http://b.test:8080/elsewhere", false, false, "any path of that origin"),
+            ("http://b.test/tv/ep.mkv", false, true, "another port is another origin (a proxy URL: netrc goes to its machine)"),
+            (c, true, true, "a mount given the credentials brings its origins"),
+            ("http://x.given.test/y", true, true, "--credential-host still names its hosts"),
+            ("http://unnamed.test/z", false, true, "an origin nobody named: no header, netrc to its machine"),
+        ]
+        for row in table {
+            XCTAssertEqual(scope.covers(row.url), row.headers, "headers: \(row.why)")
+            XCTAssertEqual(scope.allowsNetrc(row.url), row.netrc, "netrc: \(row.why)")
+        }
+        XCTAssertEqual(scope.netrcWithheld, [try XCTUnwrap(URLOrigin(b))])
+    }
+
+    /// Over the wire: the canary is an origin a mount given no credentials named; neither the
+    /// headers, `--user` nor the netrc file's login for its host reach it.
+    func testAnOriginNamedWithoutCredentialsGetsNoneOfThemNorTheNetrcLogin() throws {
+        let netrc = FileManager.default.temporaryDirectory.appendingPathComponent("netrc-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: netrc) }
+        try "machine 127.0.0.1 login carol password from-netrc\n".write(toFile: netrc, atomically: true, encoding: .utf8)
+        let sink = fetch(canary.url("/f.bin")) {
+            $0.access.netrcFile = netrc
+            $0.access.user = nil
+            $0.access.scope.grant(headers: false, netrc: false).add(urls: [self.canary.url("/f.bin")])
+        }
+        XCTAssertNil(sink.result())
+        assertNoCredentials(canary.requests, "an origin named by a mount given no credentials")
+        let before = canary.requests.count
+        // The same netrc file reaches its machine where nobody withheld it (the home origin).
+        XCTAssertNil(fetch(home.url("/f.bin")) { $0.access.netrcFile = netrc; $0.access.user = nil }.result())
+        XCTAssertEqual(home.requests.last?.header("authorization"), "Basic " + Data("carol:from-netrc".utf8).base64EncodedString())
+        XCTAssertEqual(canary.requests.count, before)
+    }
+
     func testWithheldCredentialsAreLoggedOncePerOriginWithoutTheSecrets() {
         let log = RecordedLog()
         var c = FetcherConfiguration(userAgent: "httpcachefs-tests", extraHeaders: secretHeaders, connectTimeout: 5, maxRetries: 0)

@@ -426,9 +426,10 @@ struct MountCommand: AsyncParsableCommand {
 
     /// `refresh` (a control request to the proxy) and SIGHUP: the URL list again, if there is
     /// one, then every listing under `path` (inside the mount; nil: all of them), now.
-    /// - Parameter credentials: gets the origins of the URL list's entries (the user's URLs).
+    /// - Parameter credentials: gets the origins of the URL list's entries (the user's URLs), as
+    ///   the mountpoint's own were named (with the daemon's credentials, or without: `MountHost`).
     static func refresh(path: String?, urlList: String?, fs: FuseFileSystem, logger: Logger,
-                        why: String = "refresh", credentials: CredentialScope? = nil) async -> ControlAnswer {
+                        why: String = "refresh", credentials: CredentialScope.Grant? = nil) async -> ControlAnswer {
         let components = (path ?? "").split(separator: "/").map(String.init).filter { $0 != "." }
         if components.contains("..") { return ControlAnswer(status: 400, text: "the path may not contain '..'") }
         var lines: [String] = []

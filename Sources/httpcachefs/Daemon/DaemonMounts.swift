@@ -1,4 +1,5 @@
 import CacheCore
+import Fetcher
 import Foundation
 import FuseMount
 import Glibc
@@ -27,6 +28,9 @@ final class DaemonMounts: Sendable {
         /// The arguments of the `mount` that added it (after `mount`, paths absolute); nil for
         /// the daemon's own, which its command line holds.
         var arguments: [String]? = nil
+        /// How its origins were named (with the daemon's credentials or without), for those of
+        /// its re-read URL list; nil for the daemon's own, named with them.
+        var credentials: CredentialScope.Grant? = nil
     }
 
     /// `<cache dir>/mounts`: which process serves which mountpoints, and with which arguments

@@ -57,7 +57,7 @@ final class MountHost: Sendable {
             guard let mount = mounts.all.first(where: { $0.path == at }) else {
                 return ControlAnswer(status: 404, text: "\(at ?? "?") is not a mountpoint of this daemon (pid \(getpid()))")
             }
-            return await MountCommand.refresh(path: path, urlList: mount.urlList, fs: mount.fs, logger: logger, credentials: credentials)
+            return await MountCommand.refresh(path: path, urlList: mount.urlList, fs: mount.fs, logger: logger, credentials: grant(of: mount))
         default:
             return ControlAnswer(status: 404, text: "unknown mount action '\(action)'")
         }
@@ -70,16 +70,32 @@ final class MountHost: Sendable {
         let all = mounts.all
         guard !all.isEmpty else { return ControlAnswer(status: 503, text: "the mount is not ready yet") }
         if all.count == 1 {
-            return await MountCommand.refresh(path: path, urlList: all[0].urlList, fs: all[0].fs, logger: logger, why: why, credentials: credentials)
+            return await MountCommand.refresh(path: path, urlList: all[0].urlList, fs: all[0].fs, logger: logger, why: why, credentials: grant(of: all[0]))
         }
         var status = 200
         var lines: [String] = []
         for mount in all {
-            let answer = await MountCommand.refresh(path: nil, urlList: mount.urlList, fs: mount.fs, logger: logger, why: why, credentials: credentials)
+            let answer = await MountCommand.refresh(path: nil, urlList: mount.urlList, fs: mount.fs, logger: logger, why: why, credentials: grant(of: mount))
             if answer.status != 200 { status = answer.status }
             lines += answer.text.split(separator: "\n").map { "\(mount.path): \($0)" }
         }
         return ControlAnswer(status: status, text: lines.joined(separator: "\n"))
+    }
+
+    /// How `mount` names its origins: the daemon's own mountpoint with its credentials.
+    private func grant(of mount: DaemonMounts.Mount) -> CredentialScope.Grant {
+        mount.credentials ?? credentials.grant(headers: true, netrc: true)
+    }
+
+    /// Whether a joining mount (options `mount`) was given the daemon's (`daemon`) credentials:
+    /// its `--header`s and login (`headers`), its netrc file (`netrc`). Only those it was given
+    /// go to its origins: one left at its default follows the daemon's cache-wide options
+    /// (`conflicts`), not its credentials (issue 46, item 3: mount A's API key reached the host
+    /// of a mount B that named none). Pure.
+    static func credentialsGiven(daemon: ResolvedCacheOptions, mount: ResolvedCacheOptions) -> (headers: Bool, netrc: Bool) {
+        let headers = mount.headers == daemon.headers && mount.access.user == daemon.access.user
+            && mount.access.password == daemon.access.password
+        return (headers, mount.access.netrcFile == daemon.access.netrcFile)
     }
 
     /// The `mount` request: `arguments` are the later command's (after `mount`), `path` its
@@ -112,11 +128,15 @@ final class MountHost: Sendable {
             guard mounts.mount(at: prepared.path) == nil else {
                 throw CommandFailure("\(prepared.path) is already a mountpoint of this daemon: 'httpcachefs unmount \(prepared.path)' first")
             }
-            credentials.add(urls: tree.files.map(\.url) + tree.indexes.map(\.url))
+            // Its origins get the daemon's credentials only if it was given them (`credentialsGiven`).
+            let given = Self.credentialsGiven(daemon: cache, mount: resolved)
+            let grant = credentials.grant(headers: given.headers, netrc: given.netrc)
+            grant.add(urls: tree.files.map(\.url) + tree.indexes.map(\.url))
             var mount = try await command.startMountpoint(at: prepared.path, settings: settings, tree: tree, owned: owned, host: self) { line in
                 notes.withLock { $0.append(line) }
             }
             mount.arguments = arguments
+            mount.credentials = grant
             guard mounts.add(mount) else {
                 mount.fs.unmount()
                 throw CommandFailure("the daemon (pid \(getpid())) is ending (its last mountpoint just went): run the mount again, it then starts its own")
