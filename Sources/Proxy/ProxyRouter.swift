@@ -149,6 +149,12 @@ public struct ProxyRouter: Sendable {
         // The proxy serves its owner: a web page in any browser on this machine, or another local
         // user, can send requests here, but cannot sign a URL (`ProxySigningKey`).
         guard tokenPresented || keyPresented || decoded.isSigned(by: configuration.signingKey) else {
+            // A signed URL is one resource (`ProxyURL`): not every path of its origin.
+            if decoded.signsOnlyTheOriginal(by: configuration.signingKey) {
+                return .reject(status: 403, message: "a signed proxy URL opens its own file only, not a relative reference under it "
+                    + "(a playlist's segments, keys and maps come signed in the playlist the proxy rewrites): "
+                    + "get a URL for this file from 'httpcachefs url URL', or use the proxy's --token URLs, under which relative references resolve")
+            }
             let what = decoded.signature == nil ? "is not signed" : "has a signature that is not this proxy's for it"
             return .reject(status: 403, message: "this proxy URL \(what): get one from 'httpcachefs url URL' (the proxy serves only URLs its owner made)")
         }

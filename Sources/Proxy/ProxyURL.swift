@@ -11,16 +11,21 @@ import Foundation
 /// Why the last segment: players and browsers sniff the extension (`.m3u8`, `.mp4`) to pick a
 /// demuxer. Why a segment and not a query: the directory of a proxy URL, `/s/<sig>/u/<b64>/`,
 /// then mirrors the original's directory, so a relative reference the proxy did not rewrite (a
-/// DASH manifest's segment names, a subtitle next to the video) resolves to
-/// `/s/<sig>/u/<b64>/<relative>`, which `decode` resolves against the original URL. Only
-/// references on the original's own scheme, host and port are followed that way.
+/// DASH manifest's segment names, a subtitle next to the video) lands at
+/// `/s/<sig>/u/<b64>/<relative>`, which `decode` resolves against the original URL (kept on the
+/// original's scheme, host and port) and marks as such (`ProxyTarget.reference`).
 ///
 /// Proof of ownership: the daemon fetches only what its owner asked for, so a URL carries either
 /// the token (`/t/`, for proxies reachable from the network) or `/s/<signature>`, the
-/// `ProxySigningKey` MAC of the original (the base64url segment). The router checks it. The
-/// signature covers the original and nothing else: a relative reference under a signed URL is
-/// served because it stays on the signed original's origin (scheme, host and port), which the
-/// owner chose; the owner's signature vouches for that origin's paths as a player resolves them.
+/// `ProxySigningKey` MAC of the original (the base64url segment). The router checks it.
+///
+/// A signed URL is one resource (issue 46, item 4): the signature covers the original exactly,
+/// and opens that and nothing else; a relative reference under it is refused (403), since it
+/// would open every path of the origin, with the owner's credentials for it, to whoever holds
+/// the URL of one public file. What a player needs besides comes signed: the playlist rewrite
+/// signs every URI it writes (segments, keys, maps, variants, renditions). Under the token, a
+/// relative reference still resolves: the token is proof for any URL at all (its holder can
+/// write `/t/<token>/u/<any URL>`), and it is what serves a DASH manifest's unrewritten names.
 public enum ProxyURL {
     /// A request header (any value) asking the proxy for the range asked and nothing more: the
     /// file's open takes no first bytes along (a one-byte probe instead of the usual 256 KiB).
@@ -75,8 +80,10 @@ public enum ProxyURL {
             return ProxyTarget(url: original, token: token, signature: signature, signedURL: original)
         }
         if let query { remainder += "?" + query }
-        return ProxyTarget(url: try resolve(remainder, against: original), token: token, signature: signature,
-                           signedURL: original)
+        var target = ProxyTarget(url: try resolve(remainder, against: original), token: token, signature: signature,
+                                 signedURL: original)
+        target.reference = remainder
+        return target
     }
 
     /// `abc` for a path starting `/t/abc/` (`marker` "/t/"), which is then taken off `rest`
@@ -195,6 +202,10 @@ public struct ProxyTarget: Equatable, Sendable {
     /// The URL the signature covers: the encoded original, which `url` differs from when the
     /// target is a relative reference under it.
     public var signedURL: String
+    /// The relative reference under the encoded original that `url` resolves (a path other than
+    /// the original's own last segment); nil when the target is the original itself. Only the
+    /// token (or the control key) opens one: a signature covers the original alone.
+    public var reference: String?
 
     public init(url: String, token: String?, signature: String? = nil, signedURL: String? = nil) {
         self.url = url
@@ -203,8 +214,19 @@ public struct ProxyTarget: Equatable, Sendable {
         self.signedURL = signedURL ?? url
     }
 
-    /// Whether the target carries `key`'s signature of the original it encodes.
+    /// Whether the target carries `key`'s signature of the very resource it names: the
+    /// original it encodes, not a relative reference under it (`signsOnlyTheOriginal`).
     public func isSigned(by key: ProxySigningKey) -> Bool {
+        reference == nil && carriesSignature(of: key)
+    }
+
+    /// A relative reference under a URL that `key` signed: the signature is genuine, and opens
+    /// the original, not this (the router says so in its 403).
+    public func signsOnlyTheOriginal(by key: ProxySigningKey) -> Bool {
+        reference != nil && carriesSignature(of: key)
+    }
+
+    private func carriesSignature(of key: ProxySigningKey) -> Bool {
         guard let signature else { return false }
         return key.verifies(signature: signature, for: signedURL)
     }

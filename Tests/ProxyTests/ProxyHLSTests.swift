@@ -85,6 +85,56 @@ final class ProxyHLSTests: XCTestCase {
         XCTAssertTrue(segLine.hasSuffix("/seg0.m4s"), "the proxy URL keeps the segment's name")
     }
 
+    /// Issue 46, item 4: a signed playlist URL opens what the rewriter signed for it, one
+    /// signature per URI (renditions, I-frame and variant playlists, then their keys, maps and
+    /// segments, nested playlists rewritten in turn), and nothing else: a name next to the
+    /// playlist that no playlist wrote gets 403 and the origin never hears of it.
+    func testEveryURIARewrittenPlaylistNamesOpensAndNothingElse() throws {
+        setPlaylist("/vod/master.m3u8", """
+        #EXTM3U
+        #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="a",NAME="en",URI="audio/en.m3u8"
+        #EXT-X-I-FRAME-STREAM-INF:BANDWIDTH=90000,URI="iframes.m3u8"
+        #EXT-X-STREAM-INF:BANDWIDTH=800000,AUDIO="a"
+        v1/index.m3u8
+
+        """)
+        let media = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-MAP:URI=\"init.mp4\"\n#EXT-X-KEY:METHOD=AES-128,URI=\"/keys/k1.key\"\n#EXTINF:2,\nseg0.m4s\n#EXT-X-ENDLIST\n"
+        for playlist in ["/vod/audio/en.m3u8", "/vod/iframes.m3u8", "/vod/v1/index.m3u8"] { setPlaylist(playlist, media) }
+        let files = ["/vod/audio/init.mp4", "/vod/audio/seg0.m4s", "/vod/init.mp4", "/vod/seg0.m4s",
+                     "/vod/v1/init.mp4", "/vod/v1/seg0.m4s", "/keys/k1.key"]
+        for (i, file) in files.enumerated() { h.origin.setFile(file, data: testBytes(300, seed: UInt64(i + 10))) }
+        h.origin.setFile("/vod/secret.bin", data: testBytes(100))
+
+        // Breadth first through every URI the rewritten playlists name, as a player would.
+        var queue = [h.path("/vod/master.m3u8")], seen: Set<String> = [], opened: Set<String> = []
+        while let next = queue.popLast() {
+            guard seen.insert(next).inserted else { continue }
+            let answer = try h.get(next)
+            XCTAssertEqual(answer.status, 200, next)
+            let target = try ProxyURL.decode(path: next)
+            XCTAssertNil(target.reference, "the rewriter writes each URI's own signed URL: \(next)")
+            opened.insert(String(target.url.dropFirst(h.origin.url("").count)))
+            guard target.url.hasSuffix(".m3u8") else { continue }
+            for line in String(decoding: answer.body, as: UTF8.self).split(separator: "\n") {
+                if let r = line.range(of: "URI=\"") {
+                    queue.append(String(line[r.upperBound...].prefix { $0 != "\"" }))
+                } else if !line.hasPrefix("#") {
+                    queue.append(String(line))
+                }
+            }
+        }
+        XCTAssertEqual(opened, Set(files + ["/vod/master.m3u8", "/vod/audio/en.m3u8", "/vod/iframes.m3u8", "/vod/v1/index.m3u8"]))
+
+        for playlist in ["/vod/master.m3u8", "/vod/v1/index.m3u8"] {
+            let name = String(playlist.split(separator: "/").last!)
+            let directory = String(h.path(playlist).dropLast(name.count))
+            for reference in ["secret.bin", "../secret.bin", "/vod/secret.bin"] {
+                XCTAssertEqual(try h.get(directory + reference).status, 403, "\(playlist): \(reference)")
+            }
+        }
+        XCTAssertEqual(h.origin.requestCount(path: "/vod/secret.bin"), 0)
+    }
+
     func testPlaylistWithAGenericTypeIsRecognisedByItsFirstLine() throws {
         setPlaylist("/x/playlist", "#EXTM3U\n#EXTINF:2,\nchunk-1.ts\n#EXT-X-ENDLIST\n", type: "application/octet-stream")
         let r = try h.get(h.path("/x/playlist"))

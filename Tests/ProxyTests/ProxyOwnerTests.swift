@@ -50,20 +50,44 @@ final class ProxyOwnerTests: XCTestCase {
         XCTAssertEqual(try h.get(signedA).status, 200)
     }
 
-    /// A relative reference under a signed URL (a DASH segment next to its manifest) is served:
-    /// the signature covers the manifest, and the reference stays on its origin.
-    func testRelativeReferencesUnderASignedURLWork() throws {
+    /// Issue 46, item 4: a signed URL for a public file opened every path of its origin, with
+    /// the owner's credentials (a Bearer-protected `/auth/payroll` was served to whoever held the
+    /// public file's URL). A relative reference under a signed URL is refused with 403, and the
+    /// origin never hears of it; the signed file itself is served.
+    func testARelativeReferenceUnderASignedURLIsRefused() throws {
         let h = try ProxyHarness()
+        defer { h.shutdown() }
+        h.origin.setFile("/public/trailer.mp4", data: testBytes(500))
+        h.origin.setFile("/auth/payroll", data: Array("salaries".utf8))
+        h.origin.setFile("/public/video/seg-1.m4s", data: testBytes(500, seed: 3))
+        let signed = h.path("/public/trailer.mp4")
+        XCTAssertEqual(try h.get(signed).status, 200)
+        let directory = String(signed.dropLast("trailer.mp4".count))
+        for reference in ["../auth/payroll", "/auth/payroll", "video/seg-1.m4s", "trailer.mp4/../../auth/payroll", "..%2Fauth%2Fpayroll"] {
+            let answer = try h.get(directory + reference)
+            XCTAssertEqual(answer.status, 403, reference)
+            XCTAssertTrue(String(decoding: answer.body, as: UTF8.self).contains("opens its own file only"), "\(reference): says why")
+        }
+        XCTAssertEqual(h.origin.requestCount(path: "/auth/payroll"), 0, "the origin never heard of it")
+        XCTAssertEqual(h.origin.requestCount(path: "/public/video/seg-1.m4s"), 0)
+        let unsigned = ProxyURL.make(original: h.origin.url("/public/trailer.mp4"), base: "", token: nil, key: nil)
+        XCTAssertEqual(try h.get(String(unsigned.dropLast("trailer.mp4".count)) + "video/seg-1.m4s").status, 403)
+    }
+
+    /// Under the token (the LAN proxy's secret of the owner's devices, proof for any URL) a
+    /// relative reference still resolves: a DASH segment next to its manifest.
+    func testRelativeReferencesUnderTheTokenWork() throws {
+        var config = ProxyConfiguration(port: 0)
+        config.token = "lan-token"
+        let h = try ProxyHarness(configuration: config)
         defer { h.shutdown() }
         h.origin.setFile("/show/manifest.mpd", data: Array("<MPD/>".utf8))
         h.origin.setFile("/show/video/seg-1.m4s", data: testBytes(500))
         let manifest = h.path("/show/manifest.mpd")
-        let directory = String(manifest.dropLast("manifest.mpd".count))
-        let segment = try h.get(directory + "video/seg-1.m4s")
+        XCTAssertTrue(manifest.hasPrefix("/t/lan-token/"), manifest)
+        let segment = try h.get(String(manifest.dropLast("manifest.mpd".count)) + "video/seg-1.m4s")
         XCTAssertEqual(segment.status, 200)
         XCTAssertEqual(segment.body, testBytes(500))
-        let unsigned = ProxyURL.make(original: h.origin.url("/show/manifest.mpd"), base: "", token: nil, key: nil)
-        XCTAssertEqual(try h.get(String(unsigned.dropLast("manifest.mpd".count)) + "video/seg-1.m4s").status, 403)
     }
 
     /// The control key (which only the owner can read) is proof too: `preload` through a daemon

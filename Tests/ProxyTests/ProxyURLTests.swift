@@ -117,16 +117,33 @@ final class ProxyURLTests: XCTestCase {
         XCTAssertThrowsError(try ProxyURL.decode(path: base + "/http://evil.test/x"))
     }
 
-    /// Under a signed URL, a relative reference is checked against the signature of the original
-    /// it is relative to (the encoded one), and stays on that original's origin.
-    func testRelativeReferencesUnderASignedURLCarryTheOriginalsSignature() throws {
+    /// A signature covers one resource (issue 46, item 4): a relative reference under a signed
+    /// URL resolves (the token may open it), but is not signed; the original itself is.
+    func testARelativeReferenceUnderASignedURLIsNotSigned() throws {
         let key = ProxySigningKey.generate()
         let manifest = "http://o.test/show/manifest.mpd"
-        let base = String(ProxyURL.make(original: manifest, base: "", token: nil, key: key).dropLast("manifest.mpd".count))
-        let segment = try ProxyURL.decode(path: base + "video/seg-1.m4s")
-        XCTAssertEqual(segment.url, "http://o.test/show/video/seg-1.m4s")
-        XCTAssertEqual(segment.signedURL, manifest)
-        XCTAssertTrue(segment.isSigned(by: key))
+        let made = ProxyURL.make(original: manifest, base: "", token: nil, key: key)
+        let base = String(made.dropLast("manifest.mpd".count))
+        let table: [(path: String, url: String, reference: String?)] = [
+            (made, manifest, nil),
+            (base, manifest, nil),
+            (made + "?t=1", manifest, nil),
+            (base + "manifest%2Empd", manifest, nil),
+            (base + "video/seg-1.m4s", "http://o.test/show/video/seg-1.m4s", "video/seg-1.m4s"),
+            (base + "../auth/payroll", "http://o.test/auth/payroll", "../auth/payroll"),
+            (base + "/auth/payroll", "http://o.test/auth/payroll", "/auth/payroll"),
+            (base + "manifest.mpd/x", "http://o.test/show/manifest.mpd/x", "manifest.mpd/x"),
+            (base + "other.mpd?x=1", "http://o.test/show/other.mpd?x=1", "other.mpd?x=1"),
+        ]
+        for row in table {
+            let target = try ProxyURL.decode(path: row.path)
+            XCTAssertEqual(target.url, row.url, row.path)
+            XCTAssertEqual(target.reference, row.reference, row.path)
+            XCTAssertEqual(target.signedURL, manifest, row.path)
+            XCTAssertEqual(target.isSigned(by: key), row.reference == nil, "signed: \(row.path)")
+            XCTAssertEqual(target.signsOnlyTheOriginal(by: key), row.reference != nil, row.path)
+            XCTAssertFalse(target.signsOnlyTheOriginal(by: .generate()), "another daemon's key: \(row.path)")
+        }
         XCTAssertThrowsError(try ProxyURL.decode(path: base + "http://evil.test/x"), "another origin")
         XCTAssertThrowsError(try ProxyURL.decode(path: base + "//evil.test/x"), "another origin, scheme-relative")
     }
