@@ -58,6 +58,8 @@ final class JoinedMountCredentialsTests: XCTestCase {
         let b = try mountpoint("b")
         let r = try join(b, other.url("/tv/episode.mkv"))
         XCTAssertEqual(r.status, 0, r.stderr + h.log)
+        XCTAssertTrue(r.stderr.contains("this mount was not given the daemon's --header, netrc file: its origins go without them"), r.stderr)
+        XCTAssertFalse(r.stderr.contains("key-a"), r.stderr)
 
         XCTAssertTrue(try POSIX.readAll(b + "/episode.mkv") == OriginServer.generatedBytes(seed: 92, offset: 0, count: 1 << 20))
         XCTAssertFalse(other.requests.isEmpty)

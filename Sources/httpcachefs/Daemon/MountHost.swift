@@ -98,6 +98,18 @@ final class MountHost: Sendable {
         return (headers, mount.access.netrcFile == daemon.access.netrcFile)
     }
 
+    /// What the joining command is told when the daemon has credentials it was not given: its
+    /// origins go without them (a 401 would otherwise be the first sign). nil: nothing withheld.
+    static func withheldNote(daemon: ResolvedCacheOptions, given: (headers: Bool, netrc: Bool)) -> String? {
+        var withheld: [String] = []
+        if !given.headers, !daemon.headers.isEmpty { withheld.append("--header") }
+        if !given.headers, daemon.access.user != nil { withheld.append("--user") }
+        if !given.netrc, daemon.access.netrcFile != nil { withheld.append("netrc file") }
+        guard !withheld.isEmpty else { return nil }
+        return "this mount was not given the daemon's \(withheld.joined(separator: ", ")): its origins go without them "
+            + "(unless another mountpoint given them names the same origin); give the same options to send them"
+    }
+
     /// The `mount` request: `arguments` are the later command's (after `mount`), `path` its
     /// mountpoint, absolute.
     func add(arguments: [String], at path: String) async -> ControlAnswer {
@@ -132,6 +144,7 @@ final class MountHost: Sendable {
             let given = Self.credentialsGiven(daemon: cache, mount: resolved)
             let grant = credentials.grant(headers: given.headers, netrc: given.netrc)
             grant.add(urls: tree.files.map(\.url) + tree.indexes.map(\.url))
+            if let note = Self.withheldNote(daemon: cache, given: given) { notes.withLock { $0.append(note) } }
             var mount = try await command.startMountpoint(at: prepared.path, settings: settings, tree: tree, owned: owned, host: self) { line in
                 notes.withLock { $0.append(line) }
             }
