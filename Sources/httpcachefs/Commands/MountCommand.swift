@@ -348,6 +348,7 @@ struct MountCommand: AsyncParsableCommand {
         if let command = settings.onChange {
             let runner = ChangeCommand(command: command, logger: logger)
             fs.onChange { runner.run(paths: $0) }
+            fs.whenEnded { runner.stop() }   // a run still under way ends with the mountpoint
         }
         logger.info("mounted \(path): \(fs.tree.files.count) files, \(fs.tree.indexes.count) indexes\(settings.byURL ? ", by-URL directory .url" : "") (cache: \(resolved.directory))")
         return DaemonMounts.Mount(path: path, fs: fs,
