@@ -61,7 +61,7 @@ extension PinPermissionTests {
 
     /// `setfattr -n user.httpcachefs.pin -v 1 FILE` (or `-x`) as `who`, in a user namespace of
     /// its own if asked: 0 or the errno.
-    func pin(_ path: String, _ set: Bool, as who: (uid: uid_t, gid: gid_t)?, namespace: Bool = false) throws -> Int32 {
+    static func pin(_ path: String, _ set: Bool, as who: (uid: uid_t, gid: gid_t)?, namespace: Bool = false) throws -> Int32 {
         let script = """
             require "syscall.ph"; my ($op, $path, $name, $value) = (@ARGV, "user.httpcachefs.pin", "1");
             my $r = $op eq "set" ? syscall(&SYS_setxattr, $path, $name, $value, 1, 0) : syscall(&SYS_removexattr, $path, $name);
@@ -80,14 +80,14 @@ extension PinPermissionTests {
         let file = m.path("film.mkv"), url = m.origin.url("/v/film.mkv")
         // The namespace gives the files' user CAP_DAC_OVERRIDE over them: the kernel lets it
         // through, and the daemon refuses.
-        XCTAssertEqual(try pin(file, true, as: Self.user, namespace: true), EPERM)
+        XCTAssertEqual(try Self.pin(file, true, as: Self.user, namespace: true), EPERM)
         XCTAssertEqual(m.engine.pinnedRanges(url: url), [])
-        XCTAssertEqual(try pin(file, true, as: Self.user), EACCES, "without one, the kernel refuses (0444)")
-        XCTAssertEqual(try pin(file, true, as: nil), 0, "root pins")
+        XCTAssertEqual(try Self.pin(file, true, as: Self.user), EACCES, "without one, the kernel refuses (0444)")
+        XCTAssertEqual(try Self.pin(file, true, as: nil), 0, "root pins")
         XCTAssertFalse(m.engine.pinnedRanges(url: url).isEmpty)
-        XCTAssertEqual(try pin(file, false, as: Self.user, namespace: true), EPERM, "nor unpins")
+        XCTAssertEqual(try Self.pin(file, false, as: Self.user, namespace: true), EPERM, "nor unpins")
         XCTAssertFalse(m.engine.pinnedRanges(url: url).isEmpty)
-        XCTAssertEqual(try pin(file, false, as: nil), 0, "root unpins")
+        XCTAssertEqual(try Self.pin(file, false, as: nil), 0, "root unpins")
         XCTAssertEqual(m.engine.pinnedRanges(url: url), [])
         XCTAssertEqual(m.mount.fs.core.warmUps.wait(timeout: .now() + 60), .success, "the warm-up ended")
     }
@@ -96,12 +96,12 @@ extension PinPermissionTests {
         let m = try mount(uid: Self.user.uid, gid: Self.user.gid, owner: Self.user.uid)
         defer { m.stop() }
         let file = m.path("film.mkv"), url = m.origin.url("/v/film.mkv")
-        XCTAssertEqual(try pin(file, true, as: Self.user), 0, "the owner pins (before: Permission denied)")
+        XCTAssertEqual(try Self.pin(file, true, as: Self.user), 0, "the owner pins (before: Permission denied)")
         XCTAssertFalse(m.engine.pinnedRanges(url: url).isEmpty)
-        XCTAssertEqual(try pin(file, false, as: Self.other), EACCES, "another user: the kernel refuses")
-        XCTAssertEqual(try pin(file, false, as: Self.other, namespace: true), EACCES, "its namespace does not own the files")
+        XCTAssertEqual(try Self.pin(file, false, as: Self.other), EACCES, "another user: the kernel refuses")
+        XCTAssertEqual(try Self.pin(file, false, as: Self.other, namespace: true), EACCES, "its namespace does not own the files")
         XCTAssertFalse(m.engine.pinnedRanges(url: url).isEmpty)
-        XCTAssertEqual(try pin(file, false, as: Self.user), 0, "the owner unpins")
+        XCTAssertEqual(try Self.pin(file, false, as: Self.user), 0, "the owner unpins")
         XCTAssertEqual(m.engine.pinnedRanges(url: url), [])
         XCTAssertEqual(m.mount.fs.core.warmUps.wait(timeout: .now() + 60), .success, "the warm-up ended")
     }
