@@ -13,6 +13,7 @@
 #include <sys/uio.h>
 #include <sys/xattr.h>   // for tests of the mount's extended attributes (getxattr and kin)
 #include <unistd.h>
+#include <spawn.h>
 
 // Replies to a read with pieces of open files (fd-backed buffers, as passthrough_ll does) and of
 // memory (an fd of -1: `mems[i]`): libfuse splices the file pieces into /dev/fuse where the kernel
@@ -152,5 +153,13 @@ static inline int64_t cfuse3_cached_pages(int fd, uint64_t off, uint64_t len) {
     struct cfuse3_cachestat cs;
     memset(&cs, 0, sizeof cs);
     return syscall(451, fd, &range, &cs, 0) < 0 ? -(int64_t)errno : (int64_t)cs.nr_cache;
+}
+
+// glibc 2.34+ has it, declared only under _GNU_SOURCE, which Swift's Glibc module is not built
+// with: a spawn that closes every descriptor from `from` up in the child, whatever its
+// close-on-exec flag (`ChangeCommand`).
+extern int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *actions, int from);
+static inline int cfuse3_spawn_close_from(posix_spawn_file_actions_t *actions, int from) {
+    return posix_spawn_file_actions_addclosefrom_np(actions, from);
 }
 #endif

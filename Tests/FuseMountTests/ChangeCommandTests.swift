@@ -11,7 +11,7 @@ import XCTest
 final class ChangeCommandTests: XCTestCase {
     let logger = Logger(label: "test.on-change")
 
-    private func run(_ command: ChangeCommand, _ paths: [String]) -> ChangeCommand.Outcome? {
+    func run(_ command: ChangeCommand, _ paths: [String]) -> ChangeCommand.Outcome? {
         let done = DispatchSemaphore(value: 0)
         let outcome = LockedValue<ChangeCommand.Outcome?>(nil)
         command.run(paths: paths) { o in outcome.withLock { $0 = o }; done.signal() }

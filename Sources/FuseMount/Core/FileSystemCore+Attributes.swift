@@ -38,22 +38,34 @@ extension FileSystemCore {
         }
     }
 
-    func setxattr(_ ino: UInt64, name: String, value: [UInt8], reply: @escaping @Sendable (Result<Void, FSErrno>) -> Void) {
+    /// `caller`: the request's uid (`PinPermission` decides; nil is no one's).
+    func setxattr(_ ino: UInt64, name: String, value: [UInt8], caller: uid_t?, reply: @escaping @Sendable (Result<Void, FSErrno>) -> Void) {
         switch CacheAttributes.name(name) {
         case .other: return reply(.failure(FSErrno(ENOTSUP)))
         case .unknownOurs, .readable: return reply(.failure(FSErrno(EPERM)))
         case .pin:
+            guard mayPin(caller) else { return reply(.failure(FSErrno(EPERM))) }
             guard let pin = CacheAttributes.pinValue(value) else { return reply(.failure(FSErrno(EINVAL))) }
             setPin(ino, pin, reply: reply)
         }
     }
 
-    func removexattr(_ ino: UInt64, name: String, reply: @escaping @Sendable (Result<Void, FSErrno>) -> Void) {
+    func removexattr(_ ino: UInt64, name: String, caller: uid_t?, reply: @escaping @Sendable (Result<Void, FSErrno>) -> Void) {
         switch CacheAttributes.name(name) {
         case .other: reply(.failure(FSErrno(ENOTSUP)))
         case .unknownOurs, .readable: reply(.failure(FSErrno(EPERM)))
-        case .pin: setPin(ino, false, reply: reply)
+        case .pin: mayPin(caller) ? setPin(ino, false, reply: reply) : reply(.failure(FSErrno(EPERM)))
         }
+    }
+
+    /// The daemon's own decision, whatever the kernel let through (`PinPermission`); a refusal
+    /// is logged, naming the uid, so the owner can tell why a pin did not take.
+    private func mayPin(_ caller: uid_t?) -> Bool {
+        guard let caller, PinPermission.decide(requestUID: caller, mountOwner: options.owner) == .allowed else {
+            logger.info("pin refused: uid \(caller.map(String.init) ?? "?") is neither the mount's owner (uid \(options.owner)) nor root")
+            return false
+        }
+        return true
     }
 
     /// Pins the file's head and tail (`CacheAttributes.pinRanges`) and warms them as a

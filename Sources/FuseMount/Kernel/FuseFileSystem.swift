@@ -138,6 +138,18 @@ public final class FuseFileSystem: Sendable {
 
     public var isRunning: Bool { outcome.withLock { !$0.finished } }
 
+    /// Calls `handler` once the loop has ended (at once if it has), on the loop's thread and
+    /// before any `ended()` caller resumes: what the mountpoint started (its `--on-change`
+    /// command) is ended before the daemon hears the mountpoint is gone and ends itself.
+    public func whenEnded(_ handler: @escaping @Sendable () -> Void) {
+        let now = outcome.withLock { o in
+            if o.finished { return true }
+            o.waiting.insert({ _ in handler() }, at: 0)
+            return false
+        }
+        if now { handler() }
+    }
+
     /// Swaps in a new tree (URL-list reload): removed entries vanish, new ones appear, nodes
     /// that did not change keep their inodes, open files and kernel caches.
     public func reload(tree: MountTreeSpec) {

@@ -361,7 +361,7 @@ enum FuseOperations {
             let s = FuseOperations.session(req)
             let bytes = value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
             let request = SendableRequest(req)  // answered later, on another thread
-            s.core.setxattr(ino, name: String(cString: name), value: bytes) { result in
+            s.core.setxattr(ino, name: String(cString: name), value: bytes, caller: FuseOperations.callerUID(req)) { result in
                 s.reply { _ = fuse_reply_err(request.req, result.failureCode) }
             }
         }
@@ -369,7 +369,7 @@ enum FuseOperations {
             guard let req, let name else { return }
             let s = FuseOperations.session(req)
             let request = SendableRequest(req)  // answered later, on another thread
-            s.core.removexattr(ino, name: String(cString: name)) { result in
+            s.core.removexattr(ino, name: String(cString: name), caller: FuseOperations.callerUID(req)) { result in
                 s.reply { _ = fuse_reply_err(request.req, result.failureCode) }
             }
         }
@@ -389,6 +389,12 @@ enum FuseOperations {
             case let .bytes(b): s.reply { b.withUnsafeBytes { _ = fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) } }
             }
         }
+    }
+
+    /// The requesting process's uid as the mount's user namespace sees it; nil when libfuse has
+    /// no context (never for a request from the kernel), which decides as no one's.
+    static func callerUID(_ req: fuse_req_t) -> uid_t? {
+        fuse_req_ctx(req).map { $0.pointee.uid }
     }
 
     static func session(_ req: fuse_req_t) -> FuseSession {

@@ -42,7 +42,7 @@ public struct MountOptions: Sendable {
     public var gid: UInt32
     /// Permission bits taken from every file's 0444 and directory's 0555 (`-o umask=027` gives
     /// 0440 and 0550). With `default_permissions` the kernel enforces the modes shown; write
-    /// bits never appear, the file system being read-only.
+    /// bits never appear, the file system being read-only, but for the owner's with `xattrPins`.
     public var umask: mode_t = 0
     /// Shown in /proc/mounts as the source.
     public var fsName: String
@@ -80,9 +80,13 @@ public struct MountOptions: Sendable {
     /// `--xattr-pins`: `setfattr -n user.httpcachefs.pin -v 1 FILE` pins a file. The kernel
     /// refuses every xattr change on a read-only mount (EROFS) before asking the daemon, so the
     /// mount is then writable for the kernel: the daemon itself still refuses every write,
-    /// create, rename and attribute change with EROFS. Files are 0444, so only root (or a user
-    /// with CAP_FOWNER) may set it.
+    /// create, rename and attribute change with EROFS. The daemon lets only `owner` and root pin
+    /// (`PinPermission`). The kernel asks for write permission on the file first, so files shown
+    /// as `owner`'s are then 0644 (less the umask): the owner's `setfattr` reaches the daemon.
     public var xattrPins = false
+    /// The mount's owner: the user who runs the daemon (not `uid`, which only says whom files
+    /// are shown as owned by). With root, the only one who may pin.
+    public var owner: UInt32 = geteuid()
     public static let defaultListingBudget: Int64 = 256 << 20
 
     public init(revalidateAfter: TimeInterval = 600, listingTTL: TimeInterval? = nil,
@@ -100,7 +104,7 @@ public struct MountOptions: Sendable {
         self.debug = debug
     }
 
-    public var fileMode: mode_t { 0o444 & ~umask }
+    public var fileMode: mode_t { (xattrPins && uid == owner ? 0o644 : 0o444) & ~umask }
     public var directoryMode: mode_t { 0o555 & ~umask }
 
     /// Splits `-o a,b=c` style strings into single options, dropping empties.

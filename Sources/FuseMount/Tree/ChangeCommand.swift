@@ -1,4 +1,5 @@
 import CacheCore
+import CFuse3
 import Foundation
 import Glibc
 import Logging
@@ -13,6 +14,13 @@ import Logging
 /// next run, together). A run that outlives `timeout` is ended (SIGTERM to its group, SIGKILL a
 /// few seconds later) and logged, as is one that fails. The paths go in through a file that is
 /// already unlinked, not a pipe: a command that never reads its input cannot block the daemon.
+///
+/// The command starts clean: it gets the paths (0), /dev/null (1) and the daemon's log (2), and
+/// no other descriptor of the daemon (the spawn closes every one from 3 up, whatever its
+/// close-on-exec flag). A command, or a child it detached, that held the proxy's listening
+/// socket would keep the port after the daemon ends; one that held the connection of the
+/// `refresh` that triggered it would keep that command waiting for its answer's end. `stop()`
+/// (the mountpoint ends) ends the run under way, its group with it.
 public final class ChangeCommand: Sendable {
     public enum Outcome: Sendable, Equatable {
         case exited(Int32)
@@ -20,6 +28,8 @@ public final class ChangeCommand: Sendable {
         /// Outlived the timeout and was ended.
         case timedOut
         case failedToStart(String)
+        /// Ended, or not started, because the mountpoint ended (`stop()`).
+        case stopped
     }
 
     public let command: String
@@ -27,6 +37,10 @@ public final class ChangeCommand: Sendable {
     private let logger: Logger
     /// Paths waiting for the next run, and whether a run is under way.
     private let state = LockedValue<(pending: [String], running: Bool, waiters: [@Sendable (Outcome) -> Void])>(([], false, []))
+    /// The group of the run under way (its pid), until it is reaped; whether `stop()` was called,
+    /// and whether it ended that run. Signalled only under this lock, and cleared under it before
+    /// the reap: a reused pid is never signalled.
+    private let live = LockedValue<(group: pid_t?, stopped: Bool, endedRun: Bool)>((nil, false, false))
 
     public init(command: String, timeout: TimeInterval = 60, logger: Logger) {
         self.command = command
@@ -59,6 +73,7 @@ public final class ChangeCommand: Sendable {
     /// the run that took them ended.
     public func run(paths: [String], completion: (@Sendable (Outcome) -> Void)? = nil) {
         guard !paths.isEmpty else { return }
+        if live.withLock({ $0.stopped }) { completion?(.stopped); return }
         let start: [String]? = state.withLock { s in
             s.pending += paths
             if let completion { s.waiters.append(completion) }
@@ -68,6 +83,15 @@ public final class ChangeCommand: Sendable {
             return s.pending
         }
         if let start { launch(start) }
+    }
+
+    /// The mountpoint ends: the run under way is ended (SIGKILL to its group, which is what it
+    /// started) and none starts any more. Returns at once; the run's thread reaps it.
+    public func stop() {
+        live.withLock { l in
+            l.stopped = true
+            if let group = l.group { kill(-group, SIGKILL); l.endedRun = true }
+        }
     }
 
     private func launch(_ paths: [String]) {
@@ -103,6 +127,8 @@ public final class ChangeCommand: Sendable {
             logger.error("--on-change command still ran after \(timeout)s and was ended: \(command)")
         case let .failedToStart(why):
             logger.error("--on-change command could not start: \(why): \(command)")
+        case .stopped:
+            logger.info("--on-change command ended with the mountpoint (\(paths.count) changed paths): \(command)")
         }
         return outcome
     }
@@ -112,6 +138,7 @@ public final class ChangeCommand: Sendable {
         var template = Array((NSTemporaryDirectory() + "/httpcachefs-changes-XXXXXX").utf8CString)
         let input = mkstemp(&template)
         guard input >= 0 else { return .failedToStart("cannot create a temporary file: \(String(cString: strerror(errno)))") }
+        _ = fcntl(input, F_SETFD, FD_CLOEXEC)   // the spawn's dup2 to 0 is what the child gets
         template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
         defer { close(input) }
         let text = Array(paths.map { $0 + "\n" }.joined().utf8)
@@ -129,6 +156,9 @@ public final class ChangeCommand: Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, input, 0)
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        // Nothing else of the daemon's: sockets (the proxy's, a control connection), the FUSE
+        // device, the cache's files, whatever another thread opened without O_CLOEXEC.
+        cfuse3_spawn_close_from(&actions, 3)
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -144,7 +174,14 @@ public final class ChangeCommand: Sendable {
         var pid: pid_t = 0
         let argv: [UnsafeMutablePointer<CChar>?] = [strdup("sh"), strdup("-c"), strdup(command), nil]
         defer { argv.forEach { free($0) } }
-        let rc = posix_spawn(&pid, "/bin/sh", &actions, &attributes, argv, environ)
+        // Spawned under `live`'s lock: `stop()` either comes first (no spawn) or sees the group.
+        let rc: Int32 = live.withLock { l in
+            guard !l.stopped else { return ECANCELED }
+            let rc = posix_spawn(&pid, "/bin/sh", &actions, &attributes, argv, environ)
+            if rc == 0 { l.group = pid }
+            return rc
+        }
+        if rc == ECANCELED { return .stopped }
         guard rc == 0 else { return .failedToStart(String(cString: strerror(rc))) }
 
         // Ended past the timeout. `done` is set before the child is reaped, under the same lock
@@ -167,12 +204,13 @@ public final class ChangeCommand: Sendable {
         var info = siginfo_t()
         while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) != 0 && errno == EINTR {}
         done.withLock { $0 = true }
+        // What it started may live on in its group: it is ended with it, before the reap.
+        live.withLock { l in l.group = nil; kill(-group, SIGKILL) }
         killTimer.cancel()   // not left in the scheduler for the rest of the timeout
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        // What it started may live on in its group: it is ended with it.
-        kill(-group, SIGKILL)
         if timedOut.withLock({ $0 }) { return .timedOut }
+        if live.withLock({ $0.endedRun }) { return .stopped }
         let signal = status & 0x7f
         return signal == 0 ? .exited((status >> 8) & 0xff) : .killedBySignal(signal)
     }

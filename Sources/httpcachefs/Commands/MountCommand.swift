@@ -127,7 +127,7 @@ struct MountCommand: AsyncParsableCommand {
     var onChange: String?
 
     @Flag(name: .customLong("xattr-pins"),
-          help: "Let root pin a file with 'setfattr -n user.httpcachefs.pin -v 1 FILE' (head and tail, warmed; 'setfattr -x' unpins). The kernel then sees the mount as writable; every write is still refused (EROFS).")
+          help: "Let the mount's owner (the user running it) and root pin a file with 'setfattr -n user.httpcachefs.pin -v 1 FILE' (head and tail, warmed; 'setfattr -x' unpins); anyone else gets EPERM. The kernel then sees the mount as writable and the owner's files as 0644; every write is still refused (EROFS).")
     var xattrPins = false
 
     @OptionGroup var proxy: ProxyOptions
@@ -348,6 +348,7 @@ struct MountCommand: AsyncParsableCommand {
         if let command = settings.onChange {
             let runner = ChangeCommand(command: command, logger: logger)
             fs.onChange { runner.run(paths: $0) }
+            fs.whenEnded { runner.stop() }   // a run still under way ends with the mountpoint
         }
         logger.info("mounted \(path): \(fs.tree.files.count) files, \(fs.tree.indexes.count) indexes\(settings.byURL ? ", by-URL directory .url" : "") (cache: \(resolved.directory))")
         return DaemonMounts.Mount(path: path, fs: fs,
