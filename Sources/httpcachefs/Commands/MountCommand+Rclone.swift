@@ -1,0 +1,58 @@
+import CacheCore
+import Foundation
+import FuseMount
+import Logging
+import Proxy
+import Settings
+
+/// The daemon-wide parts of rclone's mount options (`RcloneOptions`): the remote control
+/// (`--rc`, `RcServer`) and the timed refresh (`--poll-interval`). Both act on every mountpoint
+/// of the daemon through `MountHost`, as `httpcachefs refresh` and `cache rm` do.
+extension MountCommand {
+    /// rclone's remote control for `host`'s mountpoints, listening before the mount is reported
+    /// ready (a port in use fails the mount, naming the way out). `controlKey`: the proxy's, the
+    /// login without `--rc-user`/`--rc-pass` (nil: no proxy; the caller made sure a login is given).
+    func startRc(_ rc: RcloneOptions.RcSettings, host: MountHost, proxy: ProxyConfiguration?, logger: Logger) async throws -> RcServer {
+        let engine = host.engine, mounts = host.mounts
+        let configuration = proxy ?? ProxyConfiguration(cacheDirectory: URL(fileURLWithPath: host.cache.directory).standardizedFileURL.path,
+                                                        version: Version.string)
+        let login = rc.user.flatMap { user in rc.password.map { (user: user, password: $0) } }
+        let hooks = RcHooks(
+            engine: engine, configuration: configuration, logger: logger,
+            mounts: { await host.control($0, query: $1) },
+            mountpoints: { mounts.all.map(\.path) },
+            fileURL: { mountpoint, path in
+                guard let mount = mounts.mount(at: mountpoint) else { return nil }
+                let components = path.split(separator: "/").map(String.init)
+                guard !components.contains(".."), let url = MountPathURL.url(of: components, in: mount.fs.tree) else { return nil }
+                return (try? KeyRules.normalized(url)) ?? url
+            },
+            mountStats: { mountpoint in
+                guard let mount = mounts.mount(at: mountpoint) else { return (0, 0, 0) }
+                return (mount.fs.openFileCount, mount.fs.tree.files.count, mount.fs.tree.indexes.count)
+            })
+        let server = RcServer(host: rc.address.host, port: rc.address.port,
+                              access: RcAccess(login: login, controlKey: configuration.controlKey, bindAddress: rc.address.host),
+                              hooks: hooks, logger: logger, group: DaemonLoops.shared)
+        do {
+            _ = try await onBlockingPool { try server.start() }
+        } catch ProxyServerError.portInUse(let address, let port) {
+            throw CommandFailure("the remote control cannot listen on \(address):\(port): the port is in use (an rclone's --rc?); "
+                + "give it another with --rc-addr localhost:N (0 picks a free one), or drop --rc")
+        }
+        return server
+    }
+
+    /// rclone's `--poll-interval`: every `interval`, what `httpcachefs refresh` does, for every
+    /// mountpoint (the URL list and every listing read so far; `--on-change` hears of changes).
+    /// Cancel the task to stop it.
+    static func poll(every interval: TimeInterval, host: MountHost) -> Task<Void, Never> {
+        Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(nanoseconds: UInt64(interval * 1e9))
+                if Task.isCancelled { return }
+                _ = await host.refresh(path: nil, why: "poll-interval")
+            }
+        }
+    }
+}
