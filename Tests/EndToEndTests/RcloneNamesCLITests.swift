@@ -20,6 +20,13 @@ extension CLITests {
         }
         XCTAssertTrue(help.text.contains("rclone name"), help.text)
 
+        // rclone's log levels: -v, -vv, -q and its upper-case level names.
+        for flags in [["-v"], ["-vv"], ["-q"], ["--log-level", "DEBUG"], ["--log-level", "NOTICE"], ["--verbose", "--verbose"]] {
+            let r = try run(["cat", origin.url("/r.bin")] + flags)
+            XCTAssertEqual(r.status, 0, "\(flags): \(r.stderr)")
+            XCTAssertEqual(r.stdout.count, 1000, "\(flags)")
+        }
+
         // A --bwlimit timetable as rclone writes it (the limit itself: BandwidthTimetableTests).
         let timed = try run(["cat", origin.url("/r.bin"), "--bwlimit", "00:00,64M 12:00,off"])
         XCTAssertEqual(timed.status, 0, timed.stderr)

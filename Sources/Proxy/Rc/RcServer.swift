@@ -136,6 +136,9 @@ final class RcHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     let core: RcCore
     private var head: HTTPRequestHead?
     private var body: [UInt8]? = []
+    /// A call is being answered: an idle connection then waits for it (a recursive refresh of a
+    /// large library takes minutes), rather than being closed under it.
+    private var answering = false
 
     init(core: RcCore) { self.core = core }
 
@@ -153,6 +156,7 @@ final class RcHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
         case .end:
             guard let head else { return }
             self.head = nil
+            answering = true
             let (core, received) = (self.core, body)
             body = []
             let loop = context.eventLoop
@@ -168,6 +172,7 @@ final class RcHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     private func write(_ answer: (status: Int, body: RcValue, headers: [(String, String)]), keepAlive: Bool,
                        version: HTTPVersion, context: ChannelHandlerContext) {
+        answering = false
         guard context.channel.isActive else { return }
         let bytes = Array((answer.body.json() + "\n").utf8)
         var headers = HTTPHeaders([("Content-Type", "application/json"), ("Content-Length", "\(bytes.count)")])
@@ -182,7 +187,11 @@ final class RcHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is IdleStateHandler.IdleStateEvent { context.close(promise: nil) } else { context.fireUserInboundEventTriggered(event) }
+        if event is IdleStateHandler.IdleStateEvent {
+            if !answering { context.close(promise: nil) }
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
     }
 }
 
