@@ -95,6 +95,24 @@ final class RcloneRcTests: XCTestCase {
         XCTAssertNotNil(try json(background)["jobid"] as? Int, background.stdout)
     }
 
+    /// `recursive=true` after mounting (plex_autoscan's and the docker images' priming): every
+    /// folder is read now, so a scan then finds the tree in memory.
+    func testARecursiveRefreshReadsEveryFolderNotReadYet() throws {
+        list("/lib/sub/", ["s1.txt", "deeper/"])
+        list("/lib/sub/deeper/", ["d.txt"])
+        origin.setFile("/lib/sub/deeper/d.txt", data: Array("d\n".utf8))
+        XCTAssertEqual(try mount(["--dir-cache-time", "1h"]).status, 0)
+        origin.resetLog()
+        let r = try rc(["vfs/refresh", "recursive=true"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertEqual(try json(r)["result"] as? [String: String], ["": "OK"])
+        let listed = Set(origin.requests.map(\.path))
+        XCTAssertTrue(listed.isSuperset(of: ["/lib/", "/lib/sub/", "/lib/sub/deeper/"]), "\(listed)")
+        origin.resetLog()
+        XCTAssertEqual(try names(mountpoint + "/sub/deeper"), ["d.txt"])
+        XCTAssertEqual(origin.requests.map(\.path), [], "already read")
+    }
+
     func testForgetFetchesAFileAnew() throws {
         XCTAssertEqual(try mount([]).status, 0)
         let path = mountpoint + "/movie.bin"

@@ -105,8 +105,8 @@ final class RcTests: XCTestCase {
 
         var hooks: RcHooks {
             RcHooks(mountpoints: { self.mountpoints },
-                    refresh: { mountpoint, dir in
-                        self.asked.withLock { $0.append("refresh \(mountpoint) '\(dir)'") }
+                    refresh: { mountpoint, dir, recursive in
+                        self.asked.withLock { $0.append("refresh \(mountpoint) '\(dir)'\(recursive ? " recursive" : "")") }
                         return dir == "Nope" ? ControlAnswer(status: 404, text: "not in the mount: /Nope") : ControlAnswer(status: 200, text: "re-read 1 listing")
                     },
                     remove: { urls in
@@ -129,7 +129,7 @@ final class RcTests: XCTestCase {
         let result = try await answer("vfs/refresh", ["dir": .string("/Films/"), "dir2": .string("Nope"), "recursive": .string("true"),
                                                       "_group": .string("g")], recorder).get()
         XCTAssertEqual(result, .object(["result": .object(["/Films/": .string("OK"), "Nope": .string("not in the mount: /Nope")])]))
-        XCTAssertEqual(recorder.asked.withLock { $0 }, ["refresh /mnt/m 'Films'", "refresh /mnt/m 'Nope'"])
+        XCTAssertEqual(recorder.asked.withLock { $0 }, ["refresh /mnt/m 'Films' recursive", "refresh /mnt/m 'Nope' recursive"])
 
         let root = Recorder()
         let rootResult = try await answer("vfs/refresh", [:], root).get()

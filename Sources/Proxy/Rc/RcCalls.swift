@@ -7,8 +7,9 @@ public struct RcHooks: Sendable {
     /// The daemon's mountpoints: `vfs/list`'s names, and what `fs=` names.
     public var mountpoints: @Sendable () -> [String]
     /// Re-read the listings (and the URL list) of `mountpoint` under `dir` (relative to it):
-    /// control `refresh?mount=MOUNTPOINT&path=DIR`. 200: done.
-    public var refresh: @Sendable (_ mountpoint: String, _ dir: String) async -> ControlAnswer
+    /// control `refresh?mount=MOUNTPOINT&path=DIR`; with `recursive`, then read every folder under
+    /// it not read yet. 200: done.
+    public var refresh: @Sendable (_ mountpoint: String, _ dir: String, _ recursive: Bool) async -> ControlAnswer
     /// Drop the cached copies of these URLs: control `remove` (`cache rm`).
     public var remove: @Sendable (_ urls: [String]) async -> ControlAnswer
     /// The URL the file at `path` (relative) of `mountpoint` shows; nil: no file there.
@@ -20,7 +21,7 @@ public struct RcHooks: Sendable {
     public var version: String
 
     public init(mountpoints: @escaping @Sendable () -> [String],
-                refresh: @escaping @Sendable (String, String) async -> ControlAnswer,
+                refresh: @escaping @Sendable (String, String, Bool) async -> ControlAnswer,
                 remove: @escaping @Sendable ([String]) async -> ControlAnswer,
                 fileURL: @escaping @Sendable (String, String) -> String?,
                 mountStats: @escaping @Sendable (String) -> (openFiles: Int, files: Int, dirs: Int),
@@ -40,7 +41,8 @@ public struct RcHooks: Sendable {
 ///
 /// - `vfs/refresh` (`dir`, `dir2`..., `recursive`): the listings under each dir are re-read now
 ///   (`refresh`); `{"result": {"DIR": "OK" | why}}`. Every listing already read under the dir is
-///   re-read, recursive or not; those not read yet are read fresh when first looked at.
+///   re-read; with `recursive=true` every folder under it not read yet is read too (the tree is
+///   then in memory, as rclone's directory cache is).
 /// - `vfs/forget` (`file`..., `dir`...): a file's cached copy is dropped (the next open fetches
 ///   it anew); a dir's listings are re-read; none: every listing. `{"forgotten": [...]}`.
 /// - `vfs/stats`, `vfs/list`, `core/stats`, `core/version`, `rc/noop`, and `job/status`,
@@ -90,10 +92,10 @@ public enum RcCalls {
             if request.call == "vfs/refresh" {
                 switch refreshPlan(params) {
                 case let .failure(why): return fail(why.message)
-                case let .success(dirs):
+                case let .success(plan):
                     var result: [String: RcValue] = [:]
-                    for dir in dirs {
-                        let answer = await hooks.refresh(mountpoint, trimmed(dir))
+                    for dir in plan.dirs {
+                        let answer = await hooks.refresh(mountpoint, trimmed(dir), plan.recursive)
                         result[dir] = .string(answer.status == 200 ? "OK" : oneLine(answer.text))
                     }
                     return .success(.object(["result": .object(result)]))
@@ -103,12 +105,12 @@ public enum RcCalls {
             case let .failure(why): return fail(why.message)
             case let .success(plan):
                 var forgotten: [RcValue] = []
-                if plan.files.isEmpty && plan.dirs.isEmpty { _ = await hooks.refresh(mountpoint, "") }
+                if plan.files.isEmpty && plan.dirs.isEmpty { _ = await hooks.refresh(mountpoint, "", false) }
                 let urls = plan.files.compactMap { hooks.fileURL(mountpoint, trimmed($0)) }
                 if !urls.isEmpty { _ = await hooks.remove(urls) }
                 forgotten += plan.files.map { .string(trimmed($0)) }
                 for dir in plan.dirs {
-                    _ = await hooks.refresh(mountpoint, trimmed(dir))
+                    _ = await hooks.refresh(mountpoint, trimmed(dir), false)
                     forgotten.append(.string(trimmed(dir)))
                 }
                 return .success(.object(["forgotten": .array(forgotten)]))
@@ -131,11 +133,12 @@ public enum RcCalls {
         return .success(n)
     }
 
-    /// `vfs/refresh`'s dirs in key order (none: the root), `recursive` taken out; or why not.
-    static func refreshPlan(_ params: [String: RcValue]) -> Result<[String], RcWhy> {
+    /// `vfs/refresh`'s dirs in key order (none: the root) and `recursive`; or why not.
+    static func refreshPlan(_ params: [String: RcValue]) -> Result<(dirs: [String], recursive: Bool), RcWhy> {
         var params = params
-        if let r = params.removeValue(forKey: "recursive"), r.bool == nil {
-            return .failure("invalid value \"recursive\"=\(r.json())")
+        let recursive = params.removeValue(forKey: "recursive")
+        if let recursive, recursive.bool == nil {
+            return .failure("invalid value \"recursive\"=\(recursive.json())")
         }
         var dirs: [String] = []
         for key in params.keys.sorted() {
@@ -143,7 +146,7 @@ public enum RcCalls {
             guard key.hasPrefix("dir") else { return .failure("unknown key \"\(key)\"") }
             dirs.append(path)
         }
-        return .success(dirs.isEmpty ? [""] : dirs)
+        return .success((dirs.isEmpty ? [""] : dirs, recursive?.bool ?? false))
     }
 
     /// `vfs/forget`'s files and dirs in key order; or why not.

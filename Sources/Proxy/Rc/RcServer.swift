@@ -198,9 +198,11 @@ final class RcHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
 extension RcHooks {
     /// Hooks whose refresh and removal are the proxy's control requests, carried out as they are
     /// for `httpcachefs refresh` and `cache rm` (`ProxyService.control`): `refresh?mount=&path=`
-    /// through `mounts`, and `remove`.
+    /// through `mounts`, and `remove`. `readTree` reads every folder under a dir of a mountpoint
+    /// that was not read yet (a recursive refresh, after the re-read): a line to add, or nil.
     public init(engine: CacheEngine, configuration: ProxyConfiguration, logger: Logger,
                 mounts: @escaping @Sendable (String, [URLQueryItem]) async -> ControlAnswer,
+                readTree: @escaping @Sendable (String, String) async -> ControlAnswer,
                 mountpoints: @escaping @Sendable () -> [String],
                 fileURL: @escaping @Sendable (String, String) -> String?,
                 mountStats: @escaping @Sendable (String) -> (openFiles: Int, files: Int, dirs: Int)) {
@@ -209,9 +211,12 @@ extension RcHooks {
             await withCheckedContinuation { c in service.control(request) { c.resume(returning: $0) } }
         }
         self.init(mountpoints: mountpoints,
-                  refresh: { mountpoint, dir in
-                      await control(.mounts(action: "refresh", query: [URLQueryItem(name: "mount", value: mountpoint),
-                                                                       URLQueryItem(name: "path", value: dir)]))
+                  refresh: { mountpoint, dir, recursive in
+                      let answer = await control(.mounts(action: "refresh", query: [URLQueryItem(name: "mount", value: mountpoint),
+                                                                                    URLQueryItem(name: "path", value: dir)]))
+                      guard recursive, answer.status == 200 else { return answer }
+                      let read = await readTree(mountpoint, dir)
+                      return ControlAnswer(status: read.status, text: answer.text + "\n" + read.text)
                   },
                   remove: { await control(.remove(urls: $0)) },
                   fileURL: fileURL, mountStats: mountStats,

@@ -20,6 +20,13 @@ extension MountCommand {
         let hooks = RcHooks(
             engine: engine, configuration: configuration, logger: logger,
             mounts: { await host.control($0, query: $1) },
+            readTree: { mountpoint, dir in
+                guard mounts.mount(at: mountpoint) != nil, !dir.split(separator: "/").contains("..") else {
+                    return ControlAnswer(status: 404, text: "not in the mount: /\(dir)")
+                }
+                return (try? await onBlockingPool { Self.readFolders(mountpoint: mountpoint, dir: dir) })
+                    ?? ControlAnswer(status: 500, text: "cannot read the folders under /\(dir)")
+            },
             mountpoints: { mounts.all.map(\.path) },
             fileURL: { mountpoint, path in
                 guard let mount = mounts.mount(at: mountpoint) else { return nil }
@@ -41,6 +48,41 @@ extension MountCommand {
                 + "give it another with --rc-addr localhost:N (0 picks a free one), or drop --rc")
         }
         return server
+    }
+
+    /// A recursive `vfs/refresh`: every folder under `dir` of the mount at `mountpoint` listed
+    /// through the kernel, as `ls -R` would, so each listing not read yet is read now (rclone's
+    /// recursive refresh fills its directory cache the same way). The by-URL directory is left
+    /// out (it lists nothing); at most `limit` folders. Blocks: run it on the blocking pool,
+    /// never on a FUSE thread (the mount's own threads answer these reads).
+    static func readFolders(mountpoint: String, dir: String, limit: Int = 100_000) -> ControlAnswer {
+        let top = dir.isEmpty ? mountpoint : mountpoint + "/" + dir
+        var stack = [top], folders = 0
+        var failures: [String] = []
+        while let path = stack.popLast() {
+            guard folders < limit else {
+                failures.append("stopped after \(limit) folders")
+                break
+            }
+            guard let listing = opendir(path) else {
+                failures.append("\(path): \(String(cString: strerror(errno)))")
+                continue
+            }
+            folders += 1
+            while let entry = readdir(listing) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                if name == "." || name == ".." || (path == mountpoint && name == MountTreeSpec.byURLName) { continue }
+                var isFolder = entry.pointee.d_type == UInt8(DT_DIR)
+                if entry.pointee.d_type == UInt8(DT_UNKNOWN) {
+                    var st = stat()
+                    isFolder = lstat(path + "/" + name, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+                }
+                if isFolder { stack.append(path + "/" + name) }
+            }
+            closedir(listing)
+        }
+        let line = "read \(folders) folder\(folders == 1 ? "" : "s") under /\(dir)"
+        return ControlAnswer(status: failures.isEmpty ? 200 : 502, text: ([line] + failures.map { "failed: " + $0 }).joined(separator: "\n"))
     }
 
     /// rclone's `--poll-interval`: every `interval`, what `httpcachefs refresh` does, for every
