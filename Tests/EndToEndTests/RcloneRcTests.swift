@@ -171,6 +171,17 @@ final class RcloneRcTests: XCTestCase {
         XCTAssertEqual(try rc(["vfs/list"], user: "httpcachefs", pass: "x").status == 0, false)
     }
 
+    /// With --no-proxy there is no control key: a login of its own, and the calls work the same.
+    func testWithoutAProxyTheRemoteControlTakesItsOwnLogin() throws {
+        let m = try runner.run(["mount", mountpoint, "--index", origin.url("/lib/"), "--no-proxy", "--log-file", logFile,
+                                "--rc", "--rc-addr", "127.0.0.1:\(port)", "--rc-user", "u", "--rc-pass", "p"])
+        XCTAssertEqual(m.status, 0, m.stderr)
+        XCTAssertEqual(try names(mountpoint + "/sub"), ["s1.txt"])
+        list("/lib/sub/", ["s1.txt", "s2.txt"])
+        XCTAssertEqual(try json(try rc(["vfs/refresh", "dir=sub"]))["result"] as? [String: String], ["sub": "OK"])
+        XCTAssertEqual(try names(mountpoint + "/sub"), ["s1.txt", "s2.txt"])
+    }
+
     /// `ps` shows the daemon's command line to every user: `--rc-pass` is masked there.
     func testTheRcPasswordIsNotInTheDaemonsCommandLine() throws {
         XCTAssertEqual(try mount([], login: ["--rc-user", "u", "--rc-pass", "s3cret-pass"]).status, 0)

@@ -11,6 +11,14 @@ final class RcloneFlagsTests: XCTestCase {
         }
     }
 
+    func testTheRemoteControlsPasswordIsNoFstabWord() throws {
+        XCTAssertEqual(try FstabWords.split(["rc", "rc_addr=localhost:5572", "vfs_cache_mode=full", "allow_other"]).arguments,
+                       ["--rc", "--rc-addr", "localhost:5572", "--vfs-cache-mode", "full"])
+        XCTAssertThrowsError(try FstabWords.split(["rc", "rc_pass=s3cret"])) { error in
+            XCTAssertEqual("\(error)", "mount option 'rc_pass' would put a password in /etc/fstab, which every user can read: put rc-pass in the config file (--config, mode 0600)")
+        }
+    }
+
     /// The config file takes every name the command line takes: each setting that is a key, and
     /// each alias (rclone's names among them) as its setting.
     func testEveryOptionNameAndAliasIsAConfigKey() throws {
