@@ -3,7 +3,8 @@
 #   setup-debian.sh             what building and mounting need
 #   setup-debian.sh --test      also what the tests need (ffmpeg for the player tests, chromium
 #                               for the status page, prometheus for promtool, nginx with the
-#                               dav_ext module for the WebDAV tests) and checks that the
+#                               dav_ext module for the WebDAV tests, rclone for rclone rc
+#                               against the remote control) and checks that the
 #                               toolchain has ThreadSanitizer (the test command uses it)
 #   setup-debian.sh --deb       also what build-deb.sh needs to make a .deb: dpkg-dev
 #                               (dpkg-shlibdeps), help2man (the man page), binutils (strip)
@@ -20,7 +21,7 @@ test=0
 bench=0
 for arg in "$@"; do
     case $arg in
-        --test) test=1; packages="$packages ffmpeg chromium prometheus nginx-light libnginx-mod-http-dav-ext" ;;
+        --test) test=1; packages="$packages ffmpeg chromium prometheus nginx-light libnginx-mod-http-dav-ext rclone" ;;
         --with-mpv) packages="$packages mpv" ;;
         --deb) packages="$packages dpkg-dev help2man binutils" ;;
         --bench) bench=1; packages="$packages nginx-light python3-pip" ;;

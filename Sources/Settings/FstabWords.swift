@@ -28,6 +28,10 @@ public enum FstabWords {
             let value: String? = word.contains("=") ? String(word.drop { $0 != "=" }.dropFirst()) : nil
             let underscored = key.replacingOccurrences(of: "-", with: "_")
             if fstabOnly.contains(underscored) || underscored.hasPrefix("x_") || key.hasPrefix("x-") { continue }
+            if SettingsTable.named(key)?.name == "rc-pass" {
+                // Not handed to libfuse either, whose "unknown option" line would show it.
+                throw UsageError("mount option '\(key)' would put a password in /etc/fstab, which every user can read: put rc-pass in the config file (--config, mode 0600)")
+            }
             if let setting = SettingsTable.named(key), setting.fstab == .word {
                 switch setting.kind {
                 case .value, .list:

@@ -13,6 +13,8 @@ public enum SettingsTable {
         .value("cache-dir"), .value("cache-size"), .value("slice-size"), .value("revalidate-after"),
         .value("read-timeout"), .list("ignore-query"), .list("header"), .value("upstream-proxy"),
         .flag("insecure"), .flag("ignore-etag"), .list("allow-host"), .value("log-level"), .value("log-file"),
+        // rclone's -v / -vv and -q (also --verbose, --quiet): a log level.
+        .flag("verbose"), .flag("quiet"),
         .value("config", inConfig: false, why: "a config file does not name another one"),
         // OriginOptions.
         .value("user-agent"), .value("ca-certificate"), .value("netrc-file"),
@@ -28,9 +30,14 @@ public enum SettingsTable {
         .value("file-perms"), .value("dir-perms"),
         // rclone's flags (rclone names): -o allow_other, and two that are always so here.
         .flag("allow-other", fstab: .none, why: "its fstab word is libfuse's own allow_other"),
-        .flag("read-only", inConfig: false, fstab: .none, why: "always so: the mount is read-only (fstab's 'ro' is dropped)"),
-        .flag("daemon", inConfig: false, fstab: .none, why: "the default; how the daemon runs is the command's choice"),
+        .flag("read-only", fstab: .none, why: "always so: the mount is read-only (fstab's 'ro' is dropped)"),
+        .flag("daemon", fstab: .none, why: "the default; fstab mounts go to the background anyway"),
         .list("include"), .list("exclude"),
+        // rclone mount's own (RcloneOptions): taken as they mean here (`RcloneNames`).
+        .value("vfs-cache-mode"), .flag("no-modtime"), .value("attr-timeout"), .value("poll-interval"),
+        .value("vfs-read-chunk-size"), .value("vfs-read-chunk-size-limit"),
+        .flag("rc"), .value("rc-addr"), .value("rc-user"),
+        .value("rc-pass", fstab: .none, why: "/etc/fstab is readable by every user: put the password in the config file (mode 0600)"),
         // The mount command.
         .value("url-list"), .list("index"), .value("index-ttl"), .value("listing-memory"), .flag("by-url"), .flag("no-proxy"),
         .flag("no-passthrough"), .value("page-cache-fill"), .value("stop-timeout"),
@@ -52,7 +59,8 @@ public enum SettingsTable {
     /// rclone mount's names for settings that mean the same here ("rclone name" in `--help`):
     /// most people arriving come from rclone. Taken on the command line, in the config file and
     /// as -o words. rclone's names that mean something else are refused with the way out
-    /// (`RcloneNames.refused`); `--allow-other`, `--read-only` and `--daemon` are rows of their own.
+    /// (`RcloneNames.refused`); `--allow-other`, `--read-only`, `--daemon`, `--vfs-cache-mode`,
+    /// `--rc`... are rows of their own.
     public static let rcloneNames: [String: String] = [
         "vfs-cache-max-size": "cache-size",
         "vfs-cache-max-age": "cache-max-age",

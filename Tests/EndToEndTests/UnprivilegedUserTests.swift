@@ -213,6 +213,36 @@ final class UnprivilegedUserTests: XCTestCase {
         XCTAssertEqual(try user.httpcachefs(["unmount", mountpoint]).status, 0)
     }
 
+    /// rclone's remote control of a normal user's daemon, driven by Debian's `rclone rc` run as
+    /// that user, logging in with the control key of its own 0600 proxy.json.
+    func testRclonesRemoteControl() throws {
+        guard let rclone = ExternalTool.find("rclone") else {
+            print("⚠️  SKIPPING testRclonesRemoteControl: rclone is not installed (apt-get install -y rclone)")
+            throw XCTSkip("rclone is not installed")
+        }
+        let port = try LoopbackPort.free()
+        let mount = try user.httpcachefs(["mount", mountpoint, "--index", origin.url("/lib/"), "--proxy-port", "0",
+                                          "--vfs-cache-mode", "full", "-v", "--rc", "--rc-addr", "localhost:\(port)"])
+        XCTAssertEqual(mount.status, 0, "mount --rc as \(UnprivilegedUser.name): \(mount.stderr)")
+        guard mount.status == 0 else { return }
+        let runtime = user.home + "/.cache/httpcachefs/proxy.json"
+        var st = stat()
+        XCTAssertEqual(stat(runtime, &st), 0)
+        XCTAssertEqual(st.st_mode & 0o777, 0o600, "only its owner reads the key")
+        let key = try XCTUnwrap((try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: runtime))) as? [String: Any])?["controlKey"] as? String)
+        XCTAssertEqual(try user.run("/bin/ls", [mountpoint + "/sub"]).text, "s1.txt\n")
+        list("/lib/sub/", ["s1.txt", "s2.txt"])
+        let base = ["rc", "--config", user.home + "/rclone.conf", "--url", "http://127.0.0.1:\(port)/"]
+        let refresh = try user.run(rclone, base + ["--user", "httpcachefs", "--pass", key, "vfs/refresh", "dir=sub", "recursive=true"])
+        XCTAssertEqual(refresh.status, 0, refresh.stderr)
+        XCTAssertTrue(refresh.text.contains("\"sub\": \"OK\""), refresh.text)
+        XCTAssertEqual(try user.run("/bin/ls", [mountpoint + "/sub"]).text, "s1.txt\ns2.txt\n")
+        let anonymous = try user.run(rclone, base + ["rc/noop"])
+        XCTAssertNotEqual(anonymous.status, 0, "no login, no call")
+        XCTAssertTrue(anonymous.stderr.contains("401"), anonymous.stderr)
+        XCTAssertEqual(try user.httpcachefs(["unmount", mountpoint]).status, 0)
+    }
+
     /// What a normal user meets, each one line with the fix: a cache directory of root's, a
     /// second mount on a mountpoint, /dev/fuse closed to them.
     func testMessagesANormalUserMeetsSayWhatToDo() throws {

@@ -12,7 +12,7 @@ final class SettingsTableTests: XCTestCase {
             }
         }
         let exceptions = SettingsTable.all.filter { !$0.inConfig || $0.fstab == .none }.map(\.name).sorted()
-        XCTAssertEqual(exceptions, ["allow-other", "config", "daemon", "foreground", "read-only", "tier", "user"], "the listed few")
+        XCTAssertEqual(exceptions, ["allow-other", "config", "daemon", "foreground", "rc-pass", "read-only", "tier", "user"], "the listed few")
         XCTAssertEqual(Set(SettingsTable.all.map(\.name)).count, SettingsTable.all.count, "no setting twice")
     }
 
@@ -104,11 +104,9 @@ final class SettingsTableTests: XCTestCase {
 
     func testRcloneNamesThatMeanSomethingElseAreRefusedWithTheWayOut() {
         let cases: [([String], String)] = [
-            (["mount", "/m", "--vfs-cache-mode", "full"], "--vfs-cache-mode is rclone's: httpcachefs always caches as rclone's --vfs-cache-mode full does"),
-            (["mount", "/m", "--vfs-cache-mode=writes"], "drop --vfs-cache-mode"),
-            (["cat", "http://h/a", "--vfs-read-chunk-size", "32M"], "--slice-size"),
-            (["mount", "/m", "--poll-interval", "1m"], "httpcachefs refresh"),
             (["cat", "http://h/a", "--timeout", "5m"], "--read-timeout"),
+            (["mount", "/m", "--vfs-read-chunk-streams", "4"], "--max-connections"),
+            (["mount", "/m", "--rc", "--rc-no-auth"], "always asks for a login"),
         ]
         for (arguments, message) in cases {
             XCTAssertThrowsError(try FstabWords.expandingMountArguments(arguments), "\(arguments)") { error in

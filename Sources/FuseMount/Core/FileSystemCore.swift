@@ -351,9 +351,11 @@ final class FileSystemCore: Sendable {
         }
     }
 
-    /// Children of a listing are trusted no longer than the listing itself.
+    /// Children of a listing are trusted no longer than the listing itself; `--attr-timeout`
+    /// may shorten it further.
     func ttl(_ node: Node) -> TimeInterval {
-        node.origin == .listing ? min(options.revalidateAfter, options.listingTTL) : options.revalidateAfter
+        let trusted = node.origin == .listing ? min(options.revalidateAfter, options.listingTTL) : options.revalidateAfter
+        return min(trusted, options.attrTimeout ?? trusted)
     }
 
     // MARK: Remote changes, statistics, shutdown

@@ -77,6 +77,9 @@ public struct MountOptions: Sendable {
     public var readerClasses = ReaderClassTable.builtIn
     /// `--include`/`--exclude`: entries of listings the mount leaves out (nil: none).
     public var listingFilter: ListingFilter?
+    /// rclone's `--attr-timeout`: the longest the kernel keeps a file's attributes before asking
+    /// again (nil: as long as the cache trusts them, `revalidateAfter`; never longer than that).
+    public var attrTimeout: TimeInterval?
     /// `--xattr-pins`: `setfattr -n user.httpcachefs.pin -v 1 FILE` pins a file. The kernel
     /// refuses every xattr change on a read-only mount (EROFS) before asking the daemon, so the
     /// mount is then writable for the kernel: the daemon itself still refuses every write,

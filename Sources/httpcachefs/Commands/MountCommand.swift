@@ -131,6 +131,7 @@ struct MountCommand: AsyncParsableCommand {
     var xattrPins = false
 
     @OptionGroup var proxy: ProxyOptions
+    @OptionGroup(title: "rclone's mount options") var rclone: RcloneOptions
     @OptionGroup(title: "Owner and permissions") var owner: MountOwnerOptions
     @OptionGroup var cache: CacheOptions
 
@@ -149,6 +150,7 @@ struct MountCommand: AsyncParsableCommand {
         var listingFilter: ListingFilter?
         var xattrPins = false
         var onChange: String?
+        var rclone = RcloneOptions.Resolved()
     }
 
     func settings(file: ConfigFile?) throws -> Settings {
@@ -194,6 +196,7 @@ struct MountCommand: AsyncParsableCommand {
             do { try ChangeCommand.check(v.text, option: v.option) } catch let e as ChangeCommandError { throw UsageError(e.message) }
             s.onChange = v.text
         }
+        s.rclone = try rclone.resolve(file: file)
         if entries.isEmpty && s.urlList == nil && s.indexes.isEmpty && !s.byURL {
             throw UsageError("nothing to mount on \(mountpoint): give URLs, --url-list FILE, --index URL or --by-url (or url-list / index in the config file)")
         }
@@ -220,7 +223,11 @@ struct MountCommand: AsyncParsableCommand {
         let tree = try buildTree(settings)
         if daemon && foreground && ready == nil { throw UsageError("--daemon and --foreground contradict each other: give one (the background is the default)") }
         let owned = try owner.resolve(fuseOptions: fuseOptions.flatMap(MountOptions.splitOptionList), configFile: cache.configFile)
+        if let rc = settings.rclone.rc, rc.user == nil, settings.noProxy {
+            throw UsageError("--rc without --rc-user/--rc-pass logs in with the control key of the proxy's proxy.json, and --no-proxy runs none: give --rc-user and --rc-pass")
+        }
         let prepared = try await onBlockingPool { try Mountpoint.prepare(mountpoint) }
+        if ready == nil { for note in settings.rclone.notes { LogSink.standardError.write(line: "httpcachefs: note: " + note) } }
 
         if ready == nil, let names = try? FileManager.default.contentsOfDirectory(atPath: prepared.path), !names.isEmpty {
             ErrorReporting.printWarning("mountpoint \(prepared.path) is not empty: the mount hides its \(names.count) entr\(names.count == 1 ? "y" : "ies") until it is unmounted")
@@ -267,6 +274,7 @@ struct MountCommand: AsyncParsableCommand {
                              credentials: credentials, mounts: mounts, logger: logger)
         // The proxy first: a busy port fails the mount before anything is mounted.
         var server: ProxyServer?
+        var rcServer: RcServer?
         let first: DaemonMounts.Mount
         do {
             if !settings.noProxy {
@@ -274,13 +282,18 @@ struct MountCommand: AsyncParsableCommand {
                                               refresh: { await host.refresh(path: $0) },
                                               mounts: { await host.control($0, query: $1) })
             }
+            // The remote control too: a busy --rc-addr fails the mount before anything is mounted.
+            if let rc = settings.rclone.rc {
+                rcServer = try await startRc(rc, host: host, proxy: server?.configuration, logger: logger)
+            }
             first = try await startMountpoint(at: prepared.path, settings: settings, tree: tree, owned: owned, host: host) { line in
                 if let ready { ready.note("httpcachefs: " + line) } else { LogSink.standardError.write(line: "httpcachefs: " + line) }
             }
             _ = mounts.add(first)
         } catch {
-            let started = server
+            let started = server, rcStarted = rcServer
             try? await onBlockingPool {
+                rcStarted?.stop()
                 started?.stop()
                 engine.shutdown()
             }
@@ -292,10 +305,14 @@ struct MountCommand: AsyncParsableCommand {
             reload: {
                 Task { _ = await host.refresh(path: nil, why: "SIGHUP") }
             })
+        for note in settings.rclone.notes { logger.notice("\(note)") }
+        let poll = settings.rclone.pollInterval.map { Self.poll(every: $0, host: host) }
         ready?.ready()
         SystemdNotify.send("READY=1\nSTATUS=mounted \(prepared.path)")
         await mounts.untilEmpty()   // no thread waits for the last mountpoint
         signals.cancel()
+        poll?.cancel()
+        rcServer?.stop()
         server?.stop()
         try await onBlockingPool { engine.shutdown() }
         logger.info("last mountpoint gone (\(first.path) was the first): daemon ends")
@@ -339,6 +356,7 @@ struct MountCommand: AsyncParsableCommand {
         mountOptions.xattrPins = settings.xattrPins
         mountOptions.listingBudget = settings.listingMemory
         mountOptions.listingFilter = settings.listingFilter
+        mountOptions.attrTimeout = settings.rclone.attrTimeout
         owned.ownership.apply(to: &mountOptions)
         let checkStarted = Date()
         let (checked, listings) = try await check(tree, engine: engine, options: mountOptions, tell: tell, logger: logger)

@@ -133,6 +133,9 @@ final class MountHost: Sendable {
                 throw CommandFailure("the daemon (pid \(getpid())) serving cache \(Mountpoint.absolute(cache.directory)) runs with \(conflict.daemon); this mount asks for \(conflict.mount): "
                     + "drop \(conflict.option) (or give the same value) to add \(path) to it, or give this mount its own --cache-dir")
             }
+            if settings.rclone.rc != nil || settings.rclone.pollInterval != nil {
+                notes.withLock { $0.append("--rc and --poll-interval are the running daemon's (pid \(getpid())): its own remote control and polling, if any, serve this mountpoint too") }
+            }
             let tree = try command.buildTree(settings)
             let owned = try command.owner.resolve(fuseOptions: command.fuseOptions.flatMap(MountOptions.splitOptionList), configFile: command.cache.configFile)
             let prepared = try await onBlockingPool { try Mountpoint.prepare(path) }

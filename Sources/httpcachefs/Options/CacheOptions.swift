@@ -73,6 +73,13 @@ struct CacheOptions: ParsableArguments {
             help: ArgumentHelp("trace, debug, info, notice, warning, error or critical (default: error for cat, preload and cache, whose failures print one line anyway; info for mount and proxy).", valueName: "level"))
     var logLevel: String?
 
+    @Flag(name: [.customShort("v"), .customLong("verbose")],
+          help: "rclone name: -v logs at info, -vv at debug (--log-level wins over both).")
+    var verbose: Int
+
+    @Flag(name: [.customShort("q"), .customLong("quiet")], help: "rclone name: log errors only (--log-level wins).")
+    var quiet = false
+
     @Option(name: .customLong("log-file"), parsing: .unconditional,
             help: ArgumentHelp("Append log lines to this file instead of stderr.", valueName: "path"))
     var logFile: String?
@@ -163,7 +170,14 @@ struct CacheOptions: ParsableArguments {
             r.ignoreETag = try BoolValue.parse(value, option: file.describe("ignore-etag"))
         }
         r.allowedHosts = allowHosts.isEmpty ? (file?.list("allow-host") ?? []) : allowHosts
-        if let v = pick(logLevel, "log-level") { r.logLevel = try Self.parseLevel(v.text, option: v.option) }
+        if let v = pick(logLevel, "log-level") {
+            r.logLevel = try Self.parseLevel(v.text, option: v.option)
+        } else {
+            // rclone's -v / -vv / -q, from the command line, else the config file.
+            let count = verbose > 0 || quiet ? verbose : try file?["verbose"].map { try RcloneNames.verboseCount($0, option: file!.describe("verbose")) } ?? 0
+            let hush = verbose > 0 || quiet ? quiet : try file?["quiet"].map { try BoolValue.parse($0, option: file!.describe("quiet")) } ?? false
+            if let level = try RcloneNames.logLevelName(verbose: count, quiet: hush) { r.logLevel = try Self.parseLevel(level, option: "-v") }
+        }
         if let v = pick(logFile, "log-file") { r.logFile = expandingTilde(v.text) }
         r.configFile = file?.path
         r.config = file
