@@ -38,6 +38,10 @@ import Foundation
 ///   `bodyStart` = the range's start, status 200), and it ends at the range's end like a 206.
 ///   Cutting a 200 is not free: the origin has pushed a connection's worth of its body by the time
 ///   the head is read (about 2 MiB on loopback), so reading that far costs no more than a cut.
+/// - The head of a `requireRange` request tells the engine how many 200s its range got (those cut,
+///   and the head's own) and whether the head is a 206 (`ResponseHead.rangeAnswers`): the engine
+///   remembers per origin that ranges are unreliable, and its reads then ask for less
+///   (`RangeReliability`).
 ///
 /// Redirects are followed here, not by libcurl, so that every hop passes the same rules: a 3xx
 /// (not 304) with a `Location` ends the hop (its small body is read and dropped, keeping the
@@ -321,6 +325,10 @@ struct TransferState {
             contentType: block.contentType, etag: block.etag, lastModified: block.lastModified,
             acceptsRanges: partial || block.advertisesByteRanges)
         first.webDAV = block.webDAV
+        if request.requireRange && request.start > 0 {
+            // The engine's memory of the origin's ranges: the 200s cut before this answer, and this one.
+            first.rangeAnswers = .init(ignored: ignoredRanges + (partial ? 0 : 1), served: partial)
+        }
         if let etag = first.etag, let date = first.lastModified, let length = first.totalLength {
             first.etagRotating = Self.rotating(retriedETags, etag: etag, date: date, length: length)
         }

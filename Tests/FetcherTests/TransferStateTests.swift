@@ -162,6 +162,34 @@ final class TransferStateTests: XCTestCase {
         XCTAssertEqual(head.bodyStart, 0)
     }
 
+    /// What a head tells the engine of the origin's ranges (`ResponseHead.rangeAnswers`, which
+    /// `RangeReliability` counts): the 200s its range got (cut, or this one) and whether it is a
+    /// 206; nothing for a request that required no range.
+    func testRange200TheHeadCountsThe200sItsRangeGot() {
+        let lead = TransferState.usableLead
+        let partial = ["HTTP/1.1 206 Partial Content", "Content-Range: bytes \(far)-\(far + 99)/\(2 * far)", "Content-Length: 100", "ETag: \"v1\""]
+        let whole = ["HTTP/1.1 200 OK", farLength, "ETag: \"v1\""]
+        let cases: [(start: Int64, requireRange: Bool, answers: [[String]], expected: ResponseHead.RangeAnswers?, why: String)] = [
+            (far, true, [partial], .init(ignored: 0, served: true), "a 206 at once"),
+            (far, true, [whole, partial], .init(ignored: 1, served: true), "a 206 after one cut 200"),
+            (far, true, [whole, whole, whole], .init(ignored: 3, served: false), "the whole body after two cut 200s"),
+            (lead, true, [whole], .init(ignored: 1, served: false), "a 200 used from near the start"),
+            (far, false, [whole], nil, "no range required (no range history): nothing to count"),
+            (0, true, [whole], nil, "from byte 0: a 200 is what was asked"),
+        ]
+        for c in cases {
+            var s = TransferState(request: FetchRequest(url: url, start: c.start, end: c.start + 100, requireRange: c.requireRange), policy: policy)
+            var head: ResponseHead?
+            for answer in c.answers {
+                _ = s.beginAttempt()
+                if case let .deliver(h) = s.receiveHead(block(answer), finalURL: url) { head = h; break }
+                _ = s.attemptEnded(.ok)
+            }
+            guard let head else { XCTFail("a head: \(c.why)"); continue }
+            XCTAssertEqual(head.rangeAnswers, c.expected, c.why)
+        }
+    }
+
     func testWithoutAKnownRangeHistoryA200IsDeliveredAtOnce() {
         let whole = ["HTTP/1.1 200 OK", "Content-Length: 1000"]
         var s = TransferState(request: FetchRequest(url: url, start: 100, end: 200), policy: policy)
