@@ -11,7 +11,7 @@ extension CacheOverHTTPTests {
     /// reads without the fault. Counted on the origin's side: body bytes it handed to its sockets
     /// (`bytesServed`), cut answers included (what it had queued when the client hung up, most of
     /// which never crossed): at most 1.5 times. Before the origin's ranges were remembered as
-    /// unreliable this came to about 1.9 (each cut 200 queued 1 to 5 MiB).
+    /// unreliable this came to 1.81 (each cut 200 queued 1 to 5 MiB).
     ///
     /// The part that does not depend on timing: once the origin gave two 200s, every later
     /// request asks only the bytes of its read (no read-ahead: `RangeReliability`), the reads
