@@ -2,9 +2,10 @@ import Atomics
 
 /// Per origin (`EngineCore.originName`): whether its answers to range requests lately included
 /// 200s (the whole file: a CDN node that now and then ignores `Range`), and so whether the reads
-/// of its files should ask for less. Pure; the engine keeps one table under a leaf lock,
-/// fed by every head of a transfer that required a range (`ResponseHead.rangeAnswers`), read
-/// when a reader seeks (`EngineCore.updateReadAhead`).
+/// of its files should ask for less. Pure; the engine keeps one table under a leaf lock
+/// (`OriginRangeMemory`), fed by every head of a transfer that required a range
+/// (`ResponseHead.rangeAnswers`, in `EntrySink`), asked by every read (`EngineCore.read`, for
+/// `updateReadAhead`).
 ///
 /// Why: each 200 to a range costs what the origin pushed before the cut reached it (a receive
 /// window on a fresh connection, up to a bandwidth-delay product on a warm one; the origin's own
@@ -17,25 +18,25 @@ import Atomics
 /// The rule: unreliable while at least `unreliableAt` (2) of the origin's last `window` (32)
 /// answers to required ranges were 200s. One stray 200 is no pattern; an origin at one in ten
 /// stays marked; it is reliable again once 31 good answers in a row pushed all but one 200 out.
-public struct RangeReliability: Sendable, Equatable {
-    public static let window = 32
-    public static let unreliableAt = 2
+struct RangeReliability: Sendable, Equatable {
+    static let window = 32
+    static let unreliableAt = 2
 
     /// The last answers, oldest first: true for a 200 to a required range.
     private(set) var recent: [Bool] = []
 
-    public init() {}
+    init() {}
 
     /// 200s among the last `window` answers.
-    public var ignoredInWindow: Int { recent.lazy.filter { $0 }.count }
+    var ignoredInWindow: Int { recent.lazy.filter { $0 }.count }
 
-    public var unreliable: Bool { ignoredInWindow >= Self.unreliableAt }
+    var unreliable: Bool { ignoredInWindow >= Self.unreliableAt }
 
     /// Nothing to remember: no 200 in the window (the table drops such records).
-    public var isClean: Bool { !recent.contains(true) }
+    var isClean: Bool { !recent.contains(true) }
 
     /// One answer to a required range: a 200 (`ignored`) or a 206.
-    public mutating func note(ignored: Bool) {
+    mutating func note(ignored: Bool) {
         recent.append(ignored)
         if recent.count > Self.window { recent.removeFirst(recent.count - Self.window) }
     }
@@ -44,17 +45,17 @@ public struct RangeReliability: Sendable, Equatable {
 /// The engine's table of `RangeReliability` by origin. Holds only origins with a 200 in their
 /// window (a clean record is dropped), so its size is the number of origins that ignored a range
 /// within their last 32 answers, not of all origins ever fetched from.
-public struct RangeReliabilityTable: Sendable, Equatable {
-    public private(set) var origins: [String: RangeReliability] = [:]
+struct RangeReliabilityTable: Sendable, Equatable {
+    private(set) var origins: [String: RangeReliability] = [:]
 
-    public init() {}
+    init() {}
 
     /// How `note` changed an origin's standing (for the log).
-    public enum Change: Equatable { case none, becameUnreliable, becameReliable }
+    enum Change: Equatable { case none, becameUnreliable, becameReliable }
 
     /// A transfer's answers to a required range at `origin`: `ignored` 200s (cut and asked
     /// again, or used), then a 206 if `served`.
-    public mutating func note(origin: String, ignored: Int, served: Bool) -> Change {
+    mutating func note(origin: String, ignored: Int, served: Bool) -> Change {
         guard ignored > 0 || origins[origin] != nil else { return .none }   // a good answer of a clean origin
         var r = origins[origin] ?? RangeReliability()
         let before = r.unreliable
@@ -68,10 +69,10 @@ public struct RangeReliabilityTable: Sendable, Equatable {
         }
     }
 
-    public func unreliable(_ origin: String) -> Bool { origins[origin]?.unreliable ?? false }
+    func unreliable(_ origin: String) -> Bool { origins[origin]?.unreliable ?? false }
 
     /// Origins marked unreliable now.
-    public var unreliableCount: Int { origins.values.lazy.filter(\.unreliable).count }
+    var unreliableCount: Int { origins.values.lazy.filter(\.unreliable).count }
 }
 
 /// The engine's `RangeReliabilityTable` under its own leaf lock, with a count of the origins
