@@ -32,8 +32,9 @@ import Foundation
 ///   length and Last-Modified mark the head `etagRotating`: evidence, for the engine, of an origin
 ///   whose ETags change on every answer (one file replaced once gives the same new ETag every time).
 /// - With `requireRange`, a 200 to a range that does not start at 0 is retried with backoff
-///   (`maxIgnoredRanges` times) before it is accepted: one 200 from a flaky CDN is no verdict
-///   that the origin ignores ranges. Unless the range starts within `usableLead` of byte 0: then
+///   (`maxIgnoredRanges` times, `maxIgnoredRangesServedLately` where the origin served most of its
+///   ranges lately: `OriginRangeAnswers`) before it is accepted: one 200 from a flaky CDN is no
+///   verdict that the origin ignores ranges. Unless the range starts within `usableLead` of byte 0: then
 ///   the 200 is used as the range it was asked for, its leading bytes dropped (the head says
 ///   `bodyStart` = the range's start, status 200), and it ends at the range's end like a 206.
 ///   Cutting a 200 is not free: the origin has pushed a connection's worth of its body by the time
@@ -83,6 +84,10 @@ struct TransferState {
 
     /// 200s to a `requireRange` request retried before one is accepted.
     static let maxIgnoredRanges = 2
+    /// The same where the origin served most of its ranges lately (`rangesServedLately`): 200s in
+    /// a row are bad luck there (four in a row once in ten thousand transfers at one in ten), and
+    /// the whole file they would make the entry take is far dearer. At most `maxRetries`.
+    static let maxIgnoredRangesServedLately = 4
 
     /// A 200 to a `requireRange` request whose range starts at most this far into the file is read
     /// up to the range (its lead dropped) rather than cut: about what a cut costs anyway, the
@@ -158,6 +163,12 @@ struct TransferState {
     private(set) var changeDetail: String?
     /// 200s answered to this transfer's ranges so far.
     private(set) var ignoredRanges = 0
+    /// The origin served most of its ranges lately (`OriginRangeAnswers`, set by the owner before
+    /// each attempt): a `requireRange` request retries more 200s before it takes the whole file.
+    var rangesServedLately = false
+    /// The current attempt's answer to a required range: true for a 200, false for a 206, nil for
+    /// none yet or no required range (the owner notes it in its `OriginRangeAnswers`).
+    private(set) var rangeAnswer: Bool?
 
     /// ETag, Last-Modified and length of the answers retried before the head.
     private var retriedETags: [(String, String?, Int64?)] = []
@@ -221,6 +232,7 @@ struct TransferState {
         attemptReceived = 0
         deliveredAtAttemptStart = delivered
         askedAgain = 0
+        rangeAnswer = nil
         overlap?.beginFresh()
         guard let head else {
             let ifRange = request.sendsIfRange ? request.ifRange : nil
@@ -261,10 +273,11 @@ struct TransferState {
             return stop(.fail(.invalidResponse(url: finalURL, message: refusal)))
         }
         let partial = status == 206
+        if request.requireRange && resumeOffset > 0 { rangeAnswer = !partial }
         // A 200 to a range near the start: its lead is dropped, the rest is the range asked for.
         let useLead = !partial && request.requireRange && head == nil && request.start > 0
             && request.start <= Self.usableLead && (block.contentLength.map { request.start < $0 } ?? false)
-        if !partial, !useLead, request.requireRange, resumeOffset > 0, ignoredRanges < Self.maxIgnoredRanges {
+        if !partial, !useLead, request.requireRange, resumeOffset > 0, ignoredRanges < ignoredRangeLimit {
             ignoredRanges += 1
             if head == nil, let etag = block.etag { retriedETags.append((etag, block.lastModified, block.contentLength)) }
             return stop(.ignoredRange(url: finalURL))
@@ -404,6 +417,12 @@ struct TransferState {
 
     /// The sink returned false from a callback.
     mutating func sinkCancelled() { abort = .sinkCancelled }
+
+    /// 200s to a required range retried before one is taken as the whole file.
+    var ignoredRangeLimit: Int {
+        guard rangesServedLately else { return Self.maxIgnoredRanges }
+        return max(Self.maxIgnoredRanges, min(Self.maxIgnoredRangesServedLately, policy.maxRetries))
+    }
 
     /// Every body byte of the current attempt's answer has arrived (its length was known).
     var attemptBodyComplete: Bool { attemptExpected.map { attemptReceived >= $0 } ?? false }

@@ -18,25 +18,30 @@ import Atomics
 /// The rule: unreliable while at least `unreliableAt` (2) of the origin's last `window` (32)
 /// answers to required ranges were 200s. One stray 200 is no pattern; an origin at one in ten
 /// stays marked; it is reliable again once 31 good answers in a row pushed all but one 200 out.
-struct RangeReliability: Sendable, Equatable {
-    static let window = 32
-    static let unreliableAt = 2
+/// The fetcher keeps its own windows (`OriginRangeAnswers`) for another question: whether an
+/// origin served most of its ranges lately, so that a transfer's 200s in a row are bad luck.
+public struct RangeReliability: Sendable, Equatable {
+    public static let window = 32
+    public static let unreliableAt = 2
 
     /// The last answers, oldest first: true for a 200 to a required range.
     private(set) var recent: [Bool] = []
 
-    init() {}
+    public init() {}
 
     /// 200s among the last `window` answers.
-    var ignoredInWindow: Int { recent.lazy.filter { $0 }.count }
+    public var ignoredInWindow: Int { recent.lazy.filter { $0 }.count }
 
-    var unreliable: Bool { ignoredInWindow >= Self.unreliableAt }
+    /// 206s among the last `window` answers.
+    public var servedInWindow: Int { recent.count - ignoredInWindow }
+
+    public var unreliable: Bool { ignoredInWindow >= Self.unreliableAt }
 
     /// Nothing to remember: no 200 in the window (the table drops such records).
-    var isClean: Bool { !recent.contains(true) }
+    public var isClean: Bool { !recent.contains(true) }
 
     /// One answer to a required range: a 200 (`ignored`) or a 206.
-    mutating func note(ignored: Bool) {
+    public mutating func note(ignored: Bool) {
         recent.append(ignored)
         if recent.count > Self.window { recent.removeFirst(recent.count - Self.window) }
     }
