@@ -62,6 +62,8 @@ final class CurlMultiLoop: @unchecked Sendable {
     private var admission: TransferAdmission
     private let throttle: Throttle?
     private var scheduler: TransferScheduler
+    /// Answers to required ranges by origin: whether an origin served most of them lately.
+    private let rangeAnswers = OriginRangeAnswers()
 
     init(configuration: FetcherConfiguration, logger: Logger) {
         CurlEasy.globalInit
@@ -98,7 +100,8 @@ final class CurlMultiLoop: @unchecked Sendable {
         nextID += 1
         inboxStarts.append(CurlTransfer(id: id, request: request, sink: sink, policy: configuration.retryPolicy,
                                         redirects: configuration.redirectRules,
-                                        addressPolicy: configuration.addressPolicy, throttle: throttle))
+                                        addressPolicy: configuration.addressPolicy, throttle: throttle,
+                                        rangeAnswers: rangeAnswers))
         curl_multi_wakeup(multi)  // under the lock: the loop frees `multi` only after `stopping`
         lock.unlock()
         return id

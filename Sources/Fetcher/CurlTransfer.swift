@@ -38,13 +38,16 @@ final class CurlTransfer {
     var held = false
     /// `scheme://host:port`: transfers to one origin share a path.
     let origin: String
+    /// The loop's record of answers to required ranges by origin (loop thread only).
+    let rangeAnswers: OriginRangeAnswers?
 
     /// The current hop carries the user's credentials (set by `beginAttempt`).
     private(set) var sendsCredentials = false
 
     init(id: Int, request: FetchRequest, sink: FetchSink, policy: RetryPolicy, redirects: RedirectRules,
-         addressPolicy: AddressPolicy, throttle: Throttle?) {
+         addressPolicy: AddressPolicy, throttle: Throttle?, rangeAnswers: OriginRangeAnswers? = nil) {
         self.id = id
+        self.rangeAnswers = rangeAnswers
         self.throttle = throttle
         self.sink = sink
         self.addressPolicy = addressPolicy
@@ -67,6 +70,7 @@ final class CurlTransfer {
     /// own headers (`Accept-Encoding`, the request's, `Via`, `Range`, `If-Range`) go on every hop.
     func beginAttempt(on easy: UnsafeMutableRawPointer, configuration: FetcherConfiguration,
                       pinned: UnsafeMutablePointer<curl_slist>?) {
+        state.rangesServedLately = state.request.requireRange && (rangeAnswers?.servedLately(origin: origin) ?? false)
         let (range, ifRange) = state.beginAttempt()
         parser = ResponseHeaderParser()
         errorBuffer[0] = 0
@@ -219,7 +223,9 @@ final class CurlTransfer {
 
     private func handleHead(_ block: ResponseHeaderBlock) -> Bool {
         let location = (300..<400).contains(block.status) ? block.field("location").flatMap { URLOrigin.resolve($0, against: state.url) } : nil
-        switch state.receiveHead(block, finalURL: state.url, location: location) {
+        let action = state.receiveHead(block, finalURL: state.url, location: location)
+        if let ignored = state.rangeAnswer { rangeAnswers?.note(origin: origin, ignored: ignored) }
+        switch action {
         case .redirect:
             return true
         case let .deliver(head):

@@ -220,6 +220,7 @@ final class TierTransfer: FetchHandle, Sendable {
             outer.bodyStart = request.start
             outer.totalLength = version.length
             outer.acceptsRanges = true
+            outer.rangeAnswers = nil   // a node's, not the origin's (`RangeReliability` is per origin)
             return .pass(outer)
         }
         switch verdict {

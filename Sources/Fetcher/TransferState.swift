@@ -32,12 +32,17 @@ import Foundation
 ///   length and Last-Modified mark the head `etagRotating`: evidence, for the engine, of an origin
 ///   whose ETags change on every answer (one file replaced once gives the same new ETag every time).
 /// - With `requireRange`, a 200 to a range that does not start at 0 is retried with backoff
-///   (`maxIgnoredRanges` times) before it is accepted: one 200 from a flaky CDN is no verdict
-///   that the origin ignores ranges. Unless the range starts within `usableLead` of byte 0: then
+///   (`maxIgnoredRanges` times, `maxIgnoredRangesServedLately` where the origin served most of its
+///   ranges lately: `OriginRangeAnswers`) before it is accepted: one 200 from a flaky CDN is no
+///   verdict that the origin ignores ranges. Unless the range starts within `usableLead` of byte 0: then
 ///   the 200 is used as the range it was asked for, its leading bytes dropped (the head says
 ///   `bodyStart` = the range's start, status 200), and it ends at the range's end like a 206.
 ///   Cutting a 200 is not free: the origin has pushed a connection's worth of its body by the time
 ///   the head is read (about 2 MiB on loopback), so reading that far costs no more than a cut.
+/// - The head of a `requireRange` request tells the engine how many 200s its range got (those cut,
+///   and the head's own) and whether the head is a 206 (`ResponseHead.rangeAnswers`): the engine
+///   remembers per origin that ranges are unreliable, and its reads then ask for less
+///   (`RangeReliability`).
 ///
 /// Redirects are followed here, not by libcurl, so that every hop passes the same rules: a 3xx
 /// (not 304) with a `Location` ends the hop (its small body is read and dropped, keeping the
@@ -79,6 +84,10 @@ struct TransferState {
 
     /// 200s to a `requireRange` request retried before one is accepted.
     static let maxIgnoredRanges = 2
+    /// The same where the origin served most of its ranges lately (`rangesServedLately`): 200s in
+    /// a row are bad luck there (four in a row once in ten thousand transfers at one in ten), and
+    /// the whole file they would make the entry take is far dearer. At most `maxRetries`.
+    static let maxIgnoredRangesServedLately = 4
 
     /// A 200 to a `requireRange` request whose range starts at most this far into the file is read
     /// up to the range (its lead dropped) rather than cut: about what a cut costs anyway, the
@@ -154,6 +163,12 @@ struct TransferState {
     private(set) var changeDetail: String?
     /// 200s answered to this transfer's ranges so far.
     private(set) var ignoredRanges = 0
+    /// The origin served most of its ranges lately (`OriginRangeAnswers`, set by the owner before
+    /// each attempt): a `requireRange` request retries more 200s before it takes the whole file.
+    var rangesServedLately = false
+    /// The current attempt's answer to a required range: true for a 200, false for a 206, nil for
+    /// none yet or no required range (the owner notes it in its `OriginRangeAnswers`).
+    private(set) var rangeAnswer: Bool?
 
     /// ETag, Last-Modified and length of the answers retried before the head.
     private var retriedETags: [(String, String?, Int64?)] = []
@@ -217,6 +232,7 @@ struct TransferState {
         attemptReceived = 0
         deliveredAtAttemptStart = delivered
         askedAgain = 0
+        rangeAnswer = nil
         overlap?.beginFresh()
         guard let head else {
             let ifRange = request.sendsIfRange ? request.ifRange : nil
@@ -257,10 +273,11 @@ struct TransferState {
             return stop(.fail(.invalidResponse(url: finalURL, message: refusal)))
         }
         let partial = status == 206
+        if request.requireRange && resumeOffset > 0 { rangeAnswer = !partial }
         // A 200 to a range near the start: its lead is dropped, the rest is the range asked for.
         let useLead = !partial && request.requireRange && head == nil && request.start > 0
             && request.start <= Self.usableLead && (block.contentLength.map { request.start < $0 } ?? false)
-        if !partial, !useLead, request.requireRange, resumeOffset > 0, ignoredRanges < Self.maxIgnoredRanges {
+        if !partial, !useLead, request.requireRange, resumeOffset > 0, ignoredRanges < ignoredRangeLimit {
             ignoredRanges += 1
             if head == nil, let etag = block.etag { retriedETags.append((etag, block.lastModified, block.contentLength)) }
             return stop(.ignoredRange(url: finalURL))
@@ -321,6 +338,10 @@ struct TransferState {
             contentType: block.contentType, etag: block.etag, lastModified: block.lastModified,
             acceptsRanges: partial || block.advertisesByteRanges)
         first.webDAV = block.webDAV
+        if request.requireRange && request.start > 0 {
+            // The engine's memory of the origin's ranges: the 200s cut before this answer, and this one.
+            first.rangeAnswers = .init(ignored: ignoredRanges + (partial ? 0 : 1), served: partial)
+        }
         if let etag = first.etag, let date = first.lastModified, let length = first.totalLength {
             first.etagRotating = Self.rotating(retriedETags, etag: etag, date: date, length: length)
         }
@@ -396,6 +417,12 @@ struct TransferState {
 
     /// The sink returned false from a callback.
     mutating func sinkCancelled() { abort = .sinkCancelled }
+
+    /// 200s to a required range retried before one is taken as the whole file.
+    var ignoredRangeLimit: Int {
+        guard rangesServedLately else { return Self.maxIgnoredRanges }
+        return max(Self.maxIgnoredRanges, min(Self.maxIgnoredRangesServedLately, policy.maxRetries))
+    }
 
     /// Every body byte of the current attempt's answer has arrived (its length was known).
     var attemptBodyComplete: Bool { attemptExpected.map { attemptReceived >= $0 } ?? false }

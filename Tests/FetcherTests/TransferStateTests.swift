@@ -162,6 +162,77 @@ final class TransferStateTests: XCTestCase {
         XCTAssertEqual(head.bodyStart, 0)
     }
 
+    /// What a head tells the engine of the origin's ranges (`ResponseHead.rangeAnswers`, which
+    /// `RangeReliability` counts): the 200s its range got (cut, or this one) and whether it is a
+    /// 206; nothing for a request that required no range.
+    func testRange200TheHeadCountsThe200sItsRangeGot() {
+        let lead = TransferState.usableLead
+        let partial = ["HTTP/1.1 206 Partial Content", "Content-Range: bytes \(far)-\(far + 99)/\(2 * far)", "Content-Length: 100", "ETag: \"v1\""]
+        let whole = ["HTTP/1.1 200 OK", farLength, "ETag: \"v1\""]
+        let cases: [(start: Int64, requireRange: Bool, answers: [[String]], expected: ResponseHead.RangeAnswers?, why: String)] = [
+            (far, true, [partial], .init(ignored: 0, served: true), "a 206 at once"),
+            (far, true, [whole, partial], .init(ignored: 1, served: true), "a 206 after one cut 200"),
+            (far, true, [whole, whole, whole], .init(ignored: 3, served: false), "the whole body after two cut 200s"),
+            (lead, true, [whole], .init(ignored: 1, served: false), "a 200 used from near the start"),
+            (far, false, [whole], nil, "no range required (no range history): nothing to count"),
+            (0, true, [whole], nil, "from byte 0: a 200 is what was asked"),
+        ]
+        for c in cases {
+            var s = TransferState(request: FetchRequest(url: url, start: c.start, end: c.start + 100, requireRange: c.requireRange), policy: policy)
+            var head: ResponseHead?
+            for answer in c.answers {
+                _ = s.beginAttempt()
+                if case let .deliver(h) = s.receiveHead(block(answer), finalURL: url) { head = h; break }
+                _ = s.attemptEnded(.ok)
+            }
+            guard let head else { XCTFail("a head: \(c.why)"); continue }
+            XCTAssertEqual(head.rangeAnswers, c.expected, c.why)
+        }
+    }
+
+    /// How many 200s in a row a required range is asked again before the whole file is taken:
+    /// more where the origin served most of its ranges lately (bad luck with a flaky CDN, and the
+    /// whole file would make the entry one read whole), never more than the retries allowed. Each
+    /// attempt's answer is there for the loop's `OriginRangeAnswers`.
+    func testRange200HowMany200sInARowAreAskedAgain() {
+        let whole = ["HTTP/1.1 200 OK", farLength, "ETag: \"v1\""]
+        let cases: [(servedLately: Bool, maxRetries: Int, cut: Int, why: String)] = [
+            (false, 4, TransferState.maxIgnoredRanges, "an origin without a record: two, as before"),
+            (true, 4, TransferState.maxIgnoredRangesServedLately, "an origin that served most of its ranges lately: four"),
+            (true, 3, 3, "never more than the retries allowed"),
+            (true, 2, TransferState.maxIgnoredRanges, "with two retries allowed, two as before"),
+        ]
+        for c in cases {
+            let policy = RetryPolicy(maxRetries: c.maxRetries, baseDelay: 0.01, maxDelay: 1)
+            var s = TransferState(request: FetchRequest(url: url, start: far, end: far + 100, requireRange: true), policy: policy)
+            s.rangesServedLately = c.servedLately
+            var cuts = 0
+            while true {
+                _ = s.beginAttempt()
+                XCTAssertNil(s.rangeAnswer, "nothing heard yet: \(c.why)")
+                let action = s.receiveHead(block(whole), finalURL: url)
+                XCTAssertEqual(s.rangeAnswer, true, "a 200 to a required range: \(c.why)")
+                if case let .deliver(head) = action {
+                    XCTAssertEqual(head.bodyStart, 0, "the whole file: \(c.why)")
+                    break
+                }
+                cuts += 1
+                guard case .retry = s.attemptEnded(.ok) else { XCTFail("retried: \(c.why)"); break }
+                if cuts > 10 { XCTFail("endless: \(c.why)"); break }
+            }
+            XCTAssertEqual(cuts, c.cut, c.why)
+        }
+        var s = TransferState(request: FetchRequest(url: url, start: far, end: far + 100, requireRange: true), policy: policy)
+        _ = s.beginAttempt()
+        let partial = ["HTTP/1.1 206 Partial Content", "Content-Range: bytes \(far)-\(far + 99)/\(2 * far)", "Content-Length: 100"]
+        _ = s.receiveHead(block(partial), finalURL: url)
+        XCTAssertEqual(s.rangeAnswer, false, "a 206")
+        var free = TransferState(request: FetchRequest(url: url, start: far, end: far + 100), policy: policy)
+        _ = free.beginAttempt()
+        _ = free.receiveHead(block(whole), finalURL: url)
+        XCTAssertNil(free.rangeAnswer, "no range required: nothing to note")
+    }
+
     func testWithoutAKnownRangeHistoryA200IsDeliveredAtOnce() {
         let whole = ["HTTP/1.1 200 OK", "Content-Length: 1000"]
         var s = TransferState(request: FetchRequest(url: url, start: 100, end: 200), policy: policy)

@@ -104,6 +104,8 @@ final class EngineCore: Sendable {
         var davEntries: Set<CacheKey> = []
     }
     private let counters = LockedValue(Counters())
+    /// Origins whose ranges were lately answered 200: their reads ask for less (`RangeReliability`).
+    let originRanges = OriginRangeMemory()
     /// The cap and the free-space floor: bytes on disk, room for writes, eviction rounds
     /// (`Evictor`).
     let evictor: Evictor

@@ -138,6 +138,7 @@ final class EntrySink: FetchSink {
     /// cancels and launches what it asked for.
     func fetchDidReceiveHead(_ head: ResponseHead) -> Bool {
         let now = core.configuration.clock()
+        if let answers = head.rangeAnswers { core.noteRangeAnswers(answers, url: url) }
         let after: AfterHead = arrivals.withLock { t in
             sendBatch(&t)   // what came before this head is written as it was received
             return shard.locked { entries in

@@ -125,6 +125,20 @@ public struct ResponseHead: Sendable, Equatable {
     /// The answer carried a `DAV:` header: the origin speaks WebDAV (a folder's GET page may then
     /// be no listing, and PROPFIND lists it).
     public var webDAV = false
+    /// For a request that required a range (`FetchRequest.requireRange`): what this transfer's
+    /// answers said of the origin's ranges (the engine's `RangeReliabilityTable`). nil otherwise.
+    public var rangeAnswers: RangeAnswers?
+
+    /// 200s answered to the transfer's range so far (cut and asked again, or this answer, used as
+    /// the range or as the whole file), and whether this answer is a 206.
+    public struct RangeAnswers: Sendable, Equatable {
+        public var ignored: Int
+        public var served: Bool
+        public init(ignored: Int, served: Bool) {
+            self.ignored = ignored
+            self.served = served
+        }
+    }
 
     public init(status: Int, finalURL: String, bodyStart: Int64, totalLength: Int64?,
                 contentType: String? = nil, etag: String? = nil, lastModified: String? = nil,

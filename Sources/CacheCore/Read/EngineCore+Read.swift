@@ -51,6 +51,7 @@ extension EngineCore {
         let generation = reader.entry.generation
         let shard = shard(for: key)
         let now = configuration.clock().timeIntervalSince1970
+        let rangesUnreliable = originRanges.unreliable(url: reader.entry.url)   // one atomic load while no origin is
         let request = EntryMachine.ReadRequest(reader: reader.id, readerClass: reader.readerClass, readerEnd: reader.end,
                                                door: reader.door, waitClass: reader.readerClass.waitedFetchClass,
                                                generation: generation, offset: offset, length: length,
@@ -68,7 +69,8 @@ extension EngineCore {
                 entry.machine.readRequested(request, facts: facts, progress: &p, now: now, uptime: uptime,
                                             readAheadRule: { p, request, present, othersWant in
                                                 updateReadAhead(&p, readerClass: reader.readerClass, request: request,
-                                                                cached: present, running: othersWant, now: uptime)
+                                                                cached: present, running: othersWant, now: uptime,
+                                                                rangesUnreliable: rangesUnreliable)
                                             },
                                             streamSize: streamSize, makeFetchID: makeID)
             }
@@ -229,8 +231,12 @@ extension EngineCore {
     /// A scanner keeps its fixed margin; an unknown reader gets none until it earned it
     /// (`ReaderClass`): `ReaderClass.earnAfter` reads in a row, each continuing the one before,
     /// or a first read only a streaming reader makes (`ReaderClass.earnsAtOnce`).
+    ///
+    /// On an origin whose ranges are unreliable (`rangesUnreliable`, `RangeReliability`), a read
+    /// that starts anew loses what was earned (`ReaderClass.earnedAfterRestart`).
     private func updateReadAhead(_ reader: inout ReaderState.Progress, readerClass: ReaderClass, request: Range<Int64>,
-                                 cached: RangeSet, running: [ReadPlanner.RunningFetch], now: Double) -> AccessPattern {
+                                 cached: RangeSet, running: [ReadPlanner.RunningFetch], now: Double,
+                                 rangesUnreliable: Bool) -> AccessPattern {
         if ReadPlanner.continuesSequentially(request, lastEnd: reader.lastEnd, slack: 1 << 20, behind: reader.readAhead,
                                              cached: cached, running: running) {
             reader.inARow += 1
@@ -243,7 +249,8 @@ extension EngineCore {
             return .sequential
         }
         let first = reader.lastEnd < 0
-        if first && ReaderClass.earnsAtOnce(firstRead: request) { reader.earned = true }
+        reader.earned = ReaderClass.earnedAfterRestart(earned: reader.earned, first: first, request: request,
+                                                       rangesUnreliable: rangesUnreliable)
         reader.inARow = 0
         reader.readAhead = readerClass == .scanner ? ReaderClass.scanMargin : reader.earned ? initialReadAhead : 0
         reader.lastEnd = request.upperBound

@@ -43,6 +43,17 @@ public enum ReaderClass: String, Sendable, CaseIterable, Codable, CustomStringCo
         firstRead.lowerBound == 0 && Int64(firstRead.count) >= streamingFirstRead
     }
 
+    /// Whether a reader has read-ahead after a read that does not continue its last one (its
+    /// first, or a seek): what it had earned, except on an origin whose ranges are unreliable
+    /// (`RangeReliability`): there a read that starts anew asks only for its own bytes, and the
+    /// reader earns read-ahead again by reading on (`earnAfter`), so a random read costs what it
+    /// reads and a 200 to it (used from near the start) ends at its end. A first read a streaming
+    /// reader makes (`earnsAtOnce`) earns it at once either way.
+    public static func earnedAfterRestart(earned: Bool, first: Bool, request: Range<Int64>, rangesUnreliable: Bool) -> Bool {
+        if first && earnsAtOnce(firstRead: request) { return true }
+        return earned && !rangesUnreliable
+    }
+
     /// Whether a reader of this class, reading through `door`, has read-ahead from its open on
     /// (else it earns it: `earnAfter`, `earnsAtOnce`). A player has; an unknown reader earns it;
     /// a scanner never gets more than `scanMargin`. A background reader through the mount (a
