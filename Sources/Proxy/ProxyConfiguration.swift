@@ -51,10 +51,6 @@ public struct ProxyConfiguration: Sendable, Equatable {
     /// signature, the token, or the control key. The daemon loads the cache's key file
     /// (`ProxySigningKey.loadOrCreate`); a fresh key otherwise.
     public var signingKey: ProxySigningKey = .generate()
-    /// The users whose local clients see the status page, `status.json` and `/metrics` without
-    /// the control key or the token: the daemon's own, and root (who can read the key files
-    /// anyway). Tests set another to see a refusal.
-    var ownerUIDs: Set<UInt32> = [UInt32(geteuid()), 0]
 
     public init(bindAddress: String = "127.0.0.1",
                 port: Int = ProxyConfiguration.defaultPort,
