@@ -21,7 +21,7 @@ struct StatusCommand: AsyncParsableCommand {
             """
     )
 
-    @Flag(help: "Print JSON: one object per daemon (pid, command, cacheDirectory, uptimeSeconds, proxy, status; without a status document: cache, mounts, note).")
+    @Flag(help: "Print JSON: one object per daemon (pid, command, cacheDirectory, uptimeSeconds, proxy, page, status; without a status document: cache, mounts, note).")
     var json = false
 
     func run() async throws {
