@@ -117,6 +117,19 @@ final class ProxyOwnerTests: XCTestCase {
             XCTAssertNotEqual(through.status, 200, path)
             XCTAssertFalse(String(decoding: through.body, as: UTF8.self).contains("secret.mp4"), path)
         }
+        // A hostile playlist naming B's document as a segment: A signs the segment's URL when it
+        // rewrites the playlist, and the segment is still refused by B.
+        a.origin.setResponse("/evil.m3u8", status: 200, headers: [("Content-Type", "application/vnd.apple.mpegurl")],
+                             body: Array("#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXTINF:4,\nhttp://127.0.0.1:\(b.port)/.httpcachefs/status.json\n#EXT-X-ENDLIST\n".utf8))
+        let playlist = try a.get(a.path("/evil.m3u8"))
+        XCTAssertEqual(playlist.status, 200)
+        let segment = try XCTUnwrap(String(decoding: playlist.body, as: UTF8.self).split(separator: "\n").first { !$0.hasPrefix("#") && !$0.isEmpty })
+        let resolved = try XCTUnwrap(URL(string: String(segment), relativeTo: URL(string: "http://127.0.0.1:\(a.port)" + a.path("/evil.m3u8"))))
+        let components = try XCTUnwrap(URLComponents(url: resolved.absoluteURL, resolvingAgainstBaseURL: false))
+        XCTAssertEqual(components.port, a.port, "the segment goes through A")
+        let fetched = try a.get(components.percentEncodedPath + (components.percentEncodedQuery.map { "?" + $0 } ?? ""))
+        XCTAssertNotEqual(fetched.status, 200, "the signed segment \(segment)")
+        XCTAssertFalse(String(decoding: fetched.body, as: UTF8.self).contains("secret.mp4"))
     }
 
     /// A real second local user (nobody, uid 65534, through `setpriv`; root only): refused the
