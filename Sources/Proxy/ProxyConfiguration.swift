@@ -46,6 +46,8 @@ public struct ProxyConfiguration: Sendable, Equatable {
     /// clear) carry in `X-Httpcachefs-Control`: only in the owner-only runtime file, so only the
     /// cache's owner (and root) can send them. A custom header also keeps web pages from sending
     /// them at all (a cross-site request with one needs a preflight this proxy never grants).
+    /// It is also what proves the owner to the status page, `status.json` and `/metrics`
+    /// (`OwnerProof`; there also as `?key=`).
     public var controlKey: String = ProxyConfiguration.generateToken()
     /// What proxy URLs are signed with (`ProxyURL`): a fetch is served only with a valid
     /// signature, the token, or the control key. The daemon loads the cache's key file

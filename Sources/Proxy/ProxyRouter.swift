@@ -169,16 +169,14 @@ public struct ProxyRouter: Sendable {
     /// without a proof (nil).
     /// - Parameter query: the target has a query (`/?url=...` is a proxy URL, not the page).
     private func ownPage(_ path: String, prefix: String, proof: OwnerProof?, query: Bool) -> ProxyRoute? {
-        let page: ProxyRoute
         switch path {
         case "", "/", "/.httpcachefs":
             return query ? nil : .redirect(location: prefix + Self.pagePath)
-        case Self.pagePath: page = proof.map { .statusPage(proof: $0) } ?? Self.ownerOnly
-        case Self.documentPath: page = proof.map { .statusDocument(proof: $0) } ?? Self.ownerOnly
-        case Self.metricsPath: page = proof.map { .metrics(proof: $0) } ?? Self.ownerOnly
+        case Self.pagePath: return proof.map { .statusPage(proof: $0) } ?? Self.ownerOnly
+        case Self.documentPath: return proof.map { .statusDocument(proof: $0) } ?? Self.ownerOnly
+        case Self.metricsPath: return proof.map { .metrics(proof: $0) } ?? Self.ownerOnly
         default: return nil
         }
-        return page
     }
 
     /// The answer to an owner-only page asked for without proof.

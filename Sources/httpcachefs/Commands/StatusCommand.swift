@@ -101,7 +101,9 @@ struct StatusCommand: AsyncParsableCommand {
             proxy = p.localBase
             if d.isMine { page = DaemonControl.pageAddress(p) }
             let path = p.tokenPath(ProxyRouter.documentPath + (wholeDocument ? "" : "?view=summary"))
-            let timeout = d.isMine ? 60 : others.seconds
+            // The whole document takes a pass over every entry (seconds at 100k files); the
+            // summary is small. A deadline for the whole answer either way (`LoopbackGet`).
+            let timeout = d.isMine ? (wholeDocument ? 60 : 10) : others.seconds.map { min($0, wholeDocument ? 60 : 10) }
             if let timeout, let body = DaemonControl.ownerGet(path, from: p, timeout: timeout, maxBytes: d.isMine ? LoopbackGet.maxResponseBytes : 32 << 20),
                let document = try? StatusDocument.decode(body) {
                 status = document
