@@ -46,15 +46,13 @@ public struct ProxyConfiguration: Sendable, Equatable {
     /// clear) carry in `X-Httpcachefs-Control`: only in the owner-only runtime file, so only the
     /// cache's owner (and root) can send them. A custom header also keeps web pages from sending
     /// them at all (a cross-site request with one needs a preflight this proxy never grants).
+    /// It is also what proves the owner to the status page, `status.json` and `/metrics`
+    /// (`OwnerProof`; there also as `?key=`).
     public var controlKey: String = ProxyConfiguration.generateToken()
     /// What proxy URLs are signed with (`ProxyURL`): a fetch is served only with a valid
     /// signature, the token, or the control key. The daemon loads the cache's key file
     /// (`ProxySigningKey.loadOrCreate`); a fresh key otherwise.
     public var signingKey: ProxySigningKey = .generate()
-    /// The users whose local clients see the status page, `status.json` and `/metrics` without
-    /// the control key or the token: the daemon's own, and root (who can read the key files
-    /// anyway). Tests set another to see a refusal.
-    var ownerUIDs: Set<UInt32> = [UInt32(geteuid()), 0]
 
     public init(bindAddress: String = "127.0.0.1",
                 port: Int = ProxyConfiguration.defaultPort,

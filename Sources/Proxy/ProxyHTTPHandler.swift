@@ -13,9 +13,9 @@ import NIOPosix
 /// feeds it events and carries out its actions. Confined to the channel's event loop;
 /// completions from the engine hop back onto it, and those of a request that is no longer
 /// current are dropped by the state machine. Not `Sendable`: what crosses threads is a
-/// `NIOLoopBound` of it, whose value only the loop may take. The one file read on the loop: the
-/// kernel's socket tables, once per connection that asks for an owner-only page without proof
-/// (`ownerMayRead`), generated in memory, no disk.
+/// `NIOLoopBound` of it, whose value only the loop may take. No file is read on the loop. The
+/// owner-only pages need their proof in the request (`OwnerProof`, decided by the router): who
+/// the client is proves nothing.
 final class ProxyHTTPHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -28,9 +28,6 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
     private var stream: ResponseStream?
     private var headDeadline: Scheduled<Void>?
     private var peerIsLoopback = false
-    /// Whether the client is a local process of the daemon's user: nil until an owner-only page
-    /// asks (`ownerMayRead`).
-    private var peerIsOwner: Bool?
     /// The request's method and target as the log shows them (`loggable`), made when first logged.
     private var requestMethod = ""
     private var requestTarget = ""
@@ -130,18 +127,16 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
         switch route {
         case .ping:
             respond(context: context, status: 200, contentType: "text/plain; charset=utf-8", body: Array("pong\n".utf8))
-        case let .status(tokenPresented):
-            // The cache directory only to the owner's user (`url` checks it is the one it means).
+        case let .status(tokenPresented, keyPresented):
+            // The cache directory only to the owner (`url` checks it is the one it means).
             let status = ProxyStatus(serving: service.configuration, port: boundPort(),
-                                     peerIsLoopback: peerIsLoopback && ownerMayRead(.none, context: context),
+                                     peerIsLoopback: peerIsLoopback && keyPresented,
                                      tokenPresented: tokenPresented)
             respond(context: context, status: 200, contentType: "application/json", body: status.encoded())
-        case let .statusPage(proof):
-            guard ownerMayRead(proof, context: context) else { return refuseNonOwner(context: context) }
+        case .statusPage:
             respond(context: context, status: 200, contentType: "text/html; charset=utf-8", body: StatusPage.html,
                     extra: StatusPage.headers)
         case let .statusDocument(proof):
-            guard ownerMayRead(proof, context: context) else { return refuseNonOwner(context: context) }
             let view: StatusView
             switch StatusDocumentQuery.view(target: head.uri) {
             case let .success(v): view = v
@@ -167,8 +162,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
                     handler.respond(context: context, status: 200, contentType: "application/json", body: body, extra: [("Cache-Control", "no-store")])
                 }
             }
-        case let .metrics(proof):
-            guard ownerMayRead(proof, context: context) else { return refuseNonOwner(context: context) }
+        case .metrics:
             guard let metricsText = service.metricsText else {
                 respondText(context: context, status: 404, "no metrics are exported by this proxy")
                 return
@@ -207,28 +201,6 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
                 }
             }
         }
-    }
-
-    /// Whether an owner-only page may be answered: the request proved itself (control key,
-    /// token), or the client is a local process of the daemon's own user (or root), as the
-    /// kernel's socket tables say (`PeerOwner`); asked once per connection.
-    private func ownerMayRead(_ proof: OwnerProof, context: ChannelHandlerContext) -> Bool {
-        if proof != .none { return true }
-        if let peerIsOwner { return peerIsOwner }
-        var uid: UInt32?
-        if let remote = context.remoteAddress, let local = context.localAddress,
-           let peer = PeerOwner.Endpoint(ip: remote.ipAddress ?? "", port: remote.port),
-           let mine = PeerOwner.Endpoint(ip: local.ipAddress ?? "", port: local.port) {
-            uid = PeerOwner.uid(peer: peer, local: mine)
-        }
-        let answer = uid.map { service.configuration.ownerUIDs.contains($0) } ?? false
-        peerIsOwner = answer
-        return answer
-    }
-
-    private func refuseNonOwner(context: ChannelHandlerContext) {
-        respondText(context: context, status: 403,
-                    "this daemon's status and metrics are for its own user: ask as that user, or send the control key from its \(ProxyStatus.runtimeFileName) (header \(ControlRequest.keyHeader)), or use the proxy's token")
     }
 
     private func startProxy(context: ChannelHandlerContext, url: String, head: HTTPRequestHead) {
@@ -334,12 +306,21 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
             rest = after[(after.firstIndex(of: "/") ?? after.endIndex)...]
         }
         out += rest
+        out = redactingKey(out)
         guard out.contains("url=") else { return out }
         let decoded = out.split(separator: "&", omittingEmptySubsequences: false).map { part -> String in
             if part.hasPrefix("sig=") { return "sig=-" }
             return String(part).removingPercentEncoding ?? String(part)
         }.joined(separator: "&")
         return DisplayURL.redactingPasswords(in: decoded)
+    }
+
+    /// `key=` of a query (the control key in the status page's address) as `key=-`.
+    static func redactingKey(_ target: String) -> String {
+        guard let q = target.firstIndex(of: "?"), target[q...].contains("key=") else { return target }
+        let items = target[target.index(after: q)...].split(separator: "&", omittingEmptySubsequences: false)
+            .map { $0.hasPrefix("key=") ? "key=-" : String($0) }
+        return String(target[...q]) + items.joined(separator: "&")
     }
 
     private static func needsSource(_ body: ResponseBody) -> Bool {

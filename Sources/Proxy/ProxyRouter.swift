@@ -5,15 +5,16 @@ import Foundation
 /// security rules live here, in one pure function with a table test. In order: method and sizes;
 /// the Host check (DNS rebinding; always for control requests); the token when the proxy has
 /// one; then a fetch needs its proof of ownership (the URL's signature, the token or the control
-/// key), and `--allow-host`. The one rule it cannot decide, who the client is for the owner-only
-/// pages, it hands on as `OwnerProof` to the handler, which asks the kernel (`PeerOwner`).
+/// key), and `--allow-host`; an owner-only page needs its proof (`OwnerProof`): the control key
+/// or the token. Who the client is (its socket's uid) proves nothing: another daemon of the same
+/// user, fetching for someone else, has that uid too.
 public enum ProxyRoute: Equatable, Sendable {
     case ping
     /// The status document. `tokenPresented`: the request carried the valid token (only then may
-    /// the answer contain it).
-    case status(tokenPresented: Bool)
-    /// The status page (`/.httpcachefs/`). Owner-only: with `proof` `.none` the handler serves it
-    /// only to a local client of the daemon's own user (`PeerOwner`).
+    /// the answer contain it); `keyPresented`: the control key (only then may it name the cache
+    /// directory).
+    case status(tokenPresented: Bool, keyPresented: Bool = false)
+    /// The status page (`/.httpcachefs/`). Owner-only: served with a proof only.
     case statusPage(proof: OwnerProof)
     /// The status document the page draws (`/.httpcachefs/status.json`); owner-only as above. Its
     /// proxy URLs carry the token when the request did.
@@ -31,14 +32,13 @@ public enum ProxyRoute: Equatable, Sendable {
     case control(ControlRequest)
 }
 
-/// What a request for an owner-only page (status page, `status.json`, `/metrics`) proved by
-/// itself; with `.none`, only the peer's uid can let it in.
+/// What let a request for an owner-only page (status page, `status.json`, `/metrics`) in.
 public enum OwnerProof: Equatable, Sendable {
-    /// It carried the control key (from the owner-only runtime file).
+    /// It carried the control key (from the owner-only runtime file): the header
+    /// `X-Httpcachefs-Control`, or `?key=` (the page's address `status` prints, a scraper's URL).
     case controlKey
     /// It carried the proxy's token (which the owner hands to the clients it chooses).
     case token
-    case none
 }
 
 public struct ProxyRouter: Sendable {
@@ -117,10 +117,11 @@ public struct ProxyRouter: Sendable {
             let remedy = configuration.token?.isEmpty == false ? "or this proxy's token: /t/TOKEN\(path)" : "(or run with --token)"
             return .reject(status: 403, message: "Host '\(host)' is not this machine: use 127.0.0.1 or localhost \(remedy)")
         }
-        if path == Self.statusPath { return .status(tokenPresented: false) }
-        let keyPresented = controlKey.map { constantTimeEqual($0, configuration.controlKey) } ?? false
+        let keyPresented = presentsControlKey(controlKey)
+        if path == Self.statusPath { return .status(tokenPresented: false, keyPresented: keyPresented) }
         if configuration.token?.isEmpty ?? true,
-           let own = ownPage(path, prefix: "", proof: keyPresented ? .controlKey : .none, query: path != target) { return own }
+           let own = ownPage(path, prefix: "", proof: keyPresented || presentsQueryKey(target) ? .controlKey : nil,
+                             query: path != target) { return own }
 
         let tokenPresented: Bool
         if let expected = configuration.token, !expected.isEmpty {
@@ -129,7 +130,7 @@ public struct ProxyRouter: Sendable {
             }
             let rest = String(path.dropFirst(3 + given.utf8.count))
             if rest == "/ping" { return .ping }
-            if rest == Self.statusPath { return .status(tokenPresented: true) }
+            if rest == Self.statusPath { return .status(tokenPresented: true, keyPresented: keyPresented) }
             // The token defeats DNS rebinding (a foreign page cannot know it): any Host may see
             // these, which is what a browser on the LAN sends.
             if let own = ownPage(rest, prefix: "/t/" + given, proof: .token, query: path != target) { return own }
@@ -170,16 +171,34 @@ public struct ProxyRouter: Sendable {
         return .proxy(url: decoded.url)
     }
 
-    /// The status page, its document and the metrics, at `path` after any token prefix.
+    /// The status page, its document and the metrics, at `path` after any token prefix; refused
+    /// without a proof (nil).
     /// - Parameter query: the target has a query (`/?url=...` is a proxy URL, not the page).
-    private func ownPage(_ path: String, prefix: String, proof: OwnerProof, query: Bool) -> ProxyRoute? {
+    private func ownPage(_ path: String, prefix: String, proof: OwnerProof?, query: Bool) -> ProxyRoute? {
         switch path {
         case "", "/", "/.httpcachefs":
             return query ? nil : .redirect(location: prefix + Self.pagePath)
-        case Self.pagePath: return .statusPage(proof: proof)
-        case Self.documentPath: return .statusDocument(proof: proof)
-        case Self.metricsPath: return .metrics(proof: proof)
+        case Self.pagePath: return proof.map { .statusPage(proof: $0) } ?? Self.ownerOnly
+        case Self.documentPath: return proof.map { .statusDocument(proof: $0) } ?? Self.ownerOnly
+        case Self.metricsPath: return proof.map { .metrics(proof: $0) } ?? Self.ownerOnly
         default: return nil
+        }
+    }
+
+    /// The answer to an owner-only page asked for without proof.
+    static let ownerOnly = ProxyRoute.reject(status: 403, message: "this daemon's status and metrics are for its owner only: open the page address 'httpcachefs status' prints (it carries the key, ?key=), or send the control key from its \(ProxyStatus.runtimeFileName) (header \(ControlRequest.keyHeader)), or use the proxy's token")
+
+    /// Whether `key` (the `X-Httpcachefs-Control` header) is this daemon's control key.
+    func presentsControlKey(_ key: String?) -> Bool {
+        key.map { constantTimeEqual($0, configuration.controlKey) } ?? false
+    }
+
+    /// Whether the target's query has `key=` with this daemon's control key: the form a browser
+    /// address or a scraper's URL can carry (owner-only pages only, never a fetch).
+    private func presentsQueryKey(_ target: String) -> Bool {
+        guard let q = target.firstIndex(of: "?"), target[q...].contains("key=") else { return false }
+        return target[target.index(after: q)...].split(separator: "&").contains { item in
+            item.hasPrefix("key=") && constantTimeEqual(String(item.dropFirst(4)).removingPercentEncoding ?? "", configuration.controlKey)
         }
     }
 

@@ -20,7 +20,7 @@ import NIOPosix
 /// Security: loopback only unless a token is set; only the encoded URL forms are proxied (never
 /// `GET http://...`), and only with proof that the owner made the URL (its signature under
 /// `ProxySigningKey`, the token, or the control key); only http(s) origins, optionally only
-/// `allowedHosts`. The status pages and metrics answer the owner's user only (`PeerOwner`).
+/// `allowedHosts`. The status pages and metrics answer their owner only: a request with the control key or the token (`OwnerProof`).
 public final class ProxyServer: Sendable {
     public let configuration: ProxyConfiguration
     let service: ProxyService

@@ -1,3 +1,4 @@
+import CacheCore
 import Foundation
 
 /// What a running proxy says about itself: the JSON of `GET /.httpcachefs/status`, and the
@@ -65,10 +66,13 @@ public struct ProxyStatus: Codable, Sendable, Equatable {
 
     public static func runtimeFilePath(cacheDirectory: String) -> String { cacheDirectory + "/" + runtimeFileName }
 
-    /// Reads `<cacheDirectory>/proxy.json`, if a proxy left one.
-    public static func readRuntimeFile(cacheDirectory: String) -> ProxyStatus? {
-        guard let data = FileManager.default.contents(atPath: runtimeFilePath(cacheDirectory: cacheDirectory)) else { return nil }
-        return decode(Array(data))
+    /// Reads `<cacheDirectory>/proxy.json`, if a proxy left one, and only if it is a regular
+    /// file (not a symlink) of `owner` (by default this process's user): the file says where to
+    /// send the control key, so one another user placed is never taken (`OwnedFile`).
+    public static func readRuntimeFile(cacheDirectory: String, owner: uid_t = geteuid()) -> ProxyStatus? {
+        guard case let .success(bytes) = OwnedFile.read(runtimeFilePath(cacheDirectory: cacheDirectory), owner: owner,
+                                                        maxBytes: 64 << 10) else { return nil }
+        return decode(bytes)
     }
 
     /// Writes the runtime file (owner-only from its first byte: it holds the control key and may

@@ -22,7 +22,10 @@
 /// opens its details (all ranges, validators, generation, errors, proxy URL); a page opened at
 /// `#URL` asks for the page of its folder that holds it (`?url=URL`), opens that row and scrolls
 /// it into view. The files of a folder sort by a click on a header (done by the daemon, over the
-/// whole folder). Text from outside (names, URLs, causes) goes in as text, never as markup, and
+/// whole folder). Owner-only like the document: the address `httpcachefs status` prints carries
+/// the control key (`?key=`, kept in the address as the filter is), which the script sends as
+/// `X-Httpcachefs-Control` with each request for the document; under a token prefix the token
+/// is the proof. Text from outside (names, URLs, causes) goes in as text, never as markup, and
 /// characters that reorder text (bidi controls) are shown as visible marks.
 enum StatusPage {
     static let headers: [(String, String)] = [
@@ -254,8 +257,11 @@ function nameLink(f, text) {
   return a;
 }
 function query(params) { return "status.json?" + new URLSearchParams(params).toString(); }
+// The owner's key, from the page's address ('httpcachefs status' prints it with `?key=`): sent
+// with each request for the document as a header, never in its URL.
+const ownerKey = new URLSearchParams(location.search).get("key");
 async function getJSON(url) {
-  const r = await fetch(url, {cache: "no-store"});
+  const r = await fetch(url, {cache: "no-store", headers: ownerKey ? {"X-Httpcachefs-Control": ownerKey} : {}});
   if (r.status === 404) return null;
   if (!r.ok) throw new Error("HTTP " + r.status + ": " + (await r.text()).trim());
   return r.json();

@@ -107,8 +107,17 @@ public enum HeaderLine {
         guard !value.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
             throw UsageError("invalid header '\(text)' for \(option): the value contains a line break")
         }
+        // A daemon's control key (`ControlRequest.keyHeader`) proves its owner to a proxy's
+        // owner-only pages: sent with every fetch, it would hand a daemon's status and control
+        // to whatever a fetch reaches (another daemon's proxy, an origin's logs).
+        guard name.lowercased() != controlKeyHeader else {
+            throw UsageError("invalid header '\(name)' for \(option): it carries a daemon's control key, which is never sent with a fetch")
+        }
         return "\(name): \(value)"
     }
+
+    /// `X-Httpcachefs-Control`, lower-cased.
+    static let controlKeyHeader = "x-httpcachefs-control"
 
     /// The name part, lower-cased, for "command line wins" merging.
     public static func name(of line: String) -> String {

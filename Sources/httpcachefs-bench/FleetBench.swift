@@ -251,7 +251,7 @@ struct FleetBench: ParsableCommand {
             // hit before it re-reads a block, which the engine takes as reading on and follows with
             // up to 1 MiB of read-ahead; its arrival and writes took the CPU from the next miss
             // (0.3-0.8 ms of its p50 on two shared cores).
-            out.waitedForQuiet += try Self.waitUntilNoFetch(proxyPort: proxyPort)
+            out.waitedForQuiet += try Self.waitUntilNoFetch(proxyPort: proxyPort, cacheDirectory: work.appending("host-random"))
             out.proxyMiss.append(try timed(viaProxy))
             let home = URLComponents(string: nodes[router.order(key: url, slice: Int64(start) / sliceSize)[0]])!.port!
             out.node.append(try timed { _ = try RawHTTP.request(port: home, path: "/film.mkv", headers: range + tierHeaders, timeout: 30) })
@@ -259,7 +259,7 @@ struct FleetBench: ParsableCommand {
             out.plain.append(try timed { _ = try RawHTTP.request(port: plainPort, path: "/film.mkv", headers: range, timeout: 30) })
             guard fd >= 0 else { continue }
             let at = off_t(slots.removeLast() * 65_536)
-            out.waitedForQuiet += try Self.waitUntilNoFetch(proxyPort: proxyPort)
+            out.waitedForQuiet += try Self.waitUntilNoFetch(proxyPort: proxyPort, cacheDirectory: work.appending("host-random"))
             for hit in [false, true] {
                 var n = 0
                 let t = timed { n = pread(fd, buffer, 65_536, at) }
@@ -308,18 +308,28 @@ struct FleetBench: ParsableCommand {
 
     /// Waits (bounded) until the daemon behind `proxyPort` has no fetch in flight; 1 if it had
     /// one, else 0.
-    static func waitUntilNoFetch(proxyPort: Int) throws -> Int {
+    static func waitUntilNoFetch(proxyPort: Int, cacheDirectory: String) throws -> Int {
         struct Status: Decodable { struct Fetch: Decodable {}; var fetches: [Fetch] }
         let deadline = Date().addingTimeInterval(10)
         var waited = 0
         while true {
-            let r = try RawHTTP.request(port: proxyPort, path: "/.httpcachefs/status.json", timeout: 10)
+            let r = try RawHTTP.request(port: proxyPort, path: "/.httpcachefs/status.json",
+                                        headers: ownerKeyHeader(cacheDirectory: cacheDirectory), timeout: 10)
             let status = try JSONDecoder().decode(Status.self, from: Data(r.body))
             if status.fetches.isEmpty { return waited }
             guard Date() < deadline else { throw ValidationError("the daemon kept \(status.fetches.count) fetches in flight for 10 s") }
             waited = 1
             usleep(1_000)
         }
+    }
+
+    /// The control key of the daemon on `cacheDirectory` (its owner-only `proxy.json`), as the
+    /// header its owner-only pages (status.json) need.
+    static func ownerKeyHeader(cacheDirectory: String) -> [(String, String)] {
+        struct Runtime: Decodable { var controlKey: String? }
+        guard let data = FileManager.default.contents(atPath: cacheDirectory + "/proxy.json"),
+              let key = try? JSONDecoder().decode(Runtime.self, from: data).controlKey else { return [] }
+        return [("X-Httpcachefs-Control", key)]
     }
 
     /// O_DIRECT (Glibc does not export it to Swift): reads that bypass the page cache.
@@ -342,7 +352,8 @@ struct FleetBench: ParsableCommand {
         }
         guard let data = FileManager.default.contents(atPath: cacheDirectory + "/proxy.json"),
               let port = try? JSONDecoder().decode(Proxy.self, from: data).port,
-              let r = try? RawHTTP.request(port: port, path: "/.httpcachefs/status.json", timeout: 10),
+              let r = try? RawHTTP.request(port: port, path: "/.httpcachefs/status.json",
+                                           headers: ownerKeyHeader(cacheDirectory: cacheDirectory), timeout: 10),
               let tier = try? JSONDecoder().decode(Status.self, from: Data(r.body)).tier else { return (0, 0) }
         return (tier.nodes.map(\.errors).reduce(0, +), tier.originBytes)
     }

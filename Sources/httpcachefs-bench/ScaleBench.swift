@@ -273,6 +273,8 @@ struct ScaleBench: AsyncParsableCommand {
               let object = try? JSONSerialization.jsonObject(with: runtime) as? [String: Any], let port = object["port"] as? Int else {
             throw ValidationError("the daemon over \(directory) left no proxy.json with its port")
         }
+        // status.json and the page are owner-only: the key from the same file.
+        let owner = (object["controlKey"] as? String).map { [("X-Httpcachefs-Control", $0)] } ?? []
         // Wall time (best of three) and the daemon's CPU time per request (the mean of the three,
         // from /proc: 10 ms ticks): on a machine shared with other work the wall time is mostly
         // waiting for a core, the CPU time is the work.
@@ -283,7 +285,7 @@ struct ScaleBench: AsyncParsableCommand {
             defer { cpu.append(((try? daemon.cpuSeconds()) ?? cpuBefore) - cpuBefore) }
             for _ in 0..<3 {
                 let began = DispatchTime.now().uptimeNanoseconds
-                let r = try RawHTTP.request(port: port, path: path, timeout: 120)
+                let r = try RawHTTP.request(port: port, path: path, headers: owner, timeout: 120)
                 seconds = min(seconds, Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9)
                 guard r.status == 200 else { throw ValidationError("GET \(path): HTTP \(r.status): \(String(decoding: r.body.prefix(300), as: UTF8.self))") }
                 size = r.body.count
@@ -291,7 +293,7 @@ struct ScaleBench: AsyncParsableCommand {
             return (seconds, size)
         }
         let (summary, summaryBytes) = try best("/.httpcachefs/status.json?view=summary")
-        guard let body = try? RawHTTP.request(port: port, path: "/.httpcachefs/status.json?view=summary", timeout: 120).body,
+        guard let body = try? RawHTTP.request(port: port, path: "/.httpcachefs/status.json?view=summary", headers: owner, timeout: 120).body,
               let doc = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
               let folder = (doc["folders"] as? [[String: Any]])?.first?["id"] as? String else {
             throw ValidationError("the summary names no folder")
@@ -311,7 +313,7 @@ struct ScaleBench: AsyncParsableCommand {
             defer { browser.quit() }
             var best: ChromiumPage.Drawn?
             for _ in 0..<3 {
-                let d = try browser.draw("http://127.0.0.1:\(port)/.httpcachefs/")
+                let d = try browser.draw("http://127.0.0.1:\(port)/.httpcachefs/?key=" + (owner.first?.1 ?? ""))
                 if best == nil || d.pageMilliseconds < best!.pageMilliseconds { best = d }
             }
             let d = best!

@@ -57,6 +57,43 @@ final class PrivacyTests: XCTestCase {
         XCTAssertEqual(mode(dir), 0o700)
     }
 
+    /// Issue 46 item 1: a cache directory of another user is never opened for writing, root's
+    /// commands included (its user controls every name in it): refused, nothing made in it.
+    func testAnotherUsersCacheDirectoryIsRefused() throws {
+        guard geteuid() == 0 else { throw XCTSkip("needs root, to hand a directory to another uid") }
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        XCTAssertEqual(chown(dir, 65534, 65534), 0)
+        XCTAssertThrowsError(try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0), source: ScriptedSource())) {
+            XCTAssertTrue("\($0)".contains("belongs to uid 65534"), "\($0)")
+        }
+        XCTAssertThrowsError(try CacheSnapshot(configuration: CacheConfiguration(directory: dir))) {
+            XCTAssertTrue("\($0)".contains("belongs to uid 65534"), "\($0)")
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir), [], "files were made in another user's directory")
+    }
+
+    /// A snapshot (`cache ls` while a daemon holds the cache) changes nothing: the index read
+    /// only, no reserve set aside, no `credential.key` made; an index that is a symlink is not
+    /// opened at all (SQLite would follow it, and write beside its target).
+    func testASnapshotWritesNothingAndFollowsNoSymlink() throws {
+        let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0), source: ScriptedSource())
+        cache.shutdown()
+        for name in ["credential.key", "index.reserve"] { XCTAssertEqual(unlink(dir + "/" + name), 0, name) }
+        let before = try FileManager.default.contentsOfDirectory(atPath: dir).sorted()
+        _ = try CacheSnapshot(configuration: CacheConfiguration(directory: dir))
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir).sorted().filter { !$0.hasPrefix("index.sqlite-") },
+                       before.filter { !$0.hasPrefix("index.sqlite-") }, "the snapshot made files")
+
+        let elsewhere = (dir as NSString).deletingLastPathComponent + "/other.db"
+        XCTAssertTrue(FileManager.default.createFile(atPath: elsewhere, contents: Data()))
+        XCTAssertEqual(unlink(dir + "/index.sqlite"), 0)
+        XCTAssertEqual(symlink(elsewhere, dir + "/index.sqlite"), 0)
+        XCTAssertThrowsError(try CacheSnapshot(configuration: CacheConfiguration(directory: dir))) {
+            XCTAssertTrue("\($0)".contains("symbolic link"), "\($0)")
+        }
+        XCTAssertEqual(FileManager.default.contents(atPath: elsewhere), Data(), "the symlink's target was written")
+    }
+
     func testAURLPasswordIsMaskedForDisplay() {
         XCTAssertEqual(DisplayURL.redacted("https://alice:s3cret@media.example/a.mp4"), "https://alice:***@media.example/a.mp4")
         XCTAssertEqual(DisplayURL.redacted("http://alice:p%40ss:w@[::1]:8080/x?y=1"), "http://alice:***@[::1]:8080/x?y=1")

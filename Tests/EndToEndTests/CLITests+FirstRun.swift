@@ -119,6 +119,15 @@ extension CLITests {
         return object["port"] as? Int
     }
 
+    /// The control key of the daemon holding `cache`, from its runtime file: what an owner's
+    /// request for status.json or /metrics carries.
+    static func runtimeKeyHeader(_ cache: String) -> [(String, String)] {
+        guard let data = FileManager.default.contents(atPath: cache + "/proxy.json"),
+              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+              let key = object["controlKey"] as? String else { return [] }
+        return [("X-Httpcachefs-Control", key)]
+    }
+
     // MARK: install
 
     func testInstallPutsEachFileWhereItsToolLooksAndUninstallRemovesThem() throws {

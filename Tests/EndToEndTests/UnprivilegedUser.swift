@@ -82,8 +82,12 @@ struct UnprivilegedUser {
     /// Starts `httpcachefs args...` as the user in the background (output discarded); the
     /// test's tear-down ends it by pid.
     @discardableResult
-    func start(_ args: [String]) throws -> pid_t {
-        let argv = (["/usr/sbin/runuser", "-u", Self.name, "--", "/usr/bin/env", "-i", "--chdir=\(home)"] + environment + [binary] + args)
+    func start(_ args: [String]) throws -> pid_t { try spawn(binary, args) }
+
+    /// Starts `program args...` as the user in the background (output discarded).
+    @discardableResult
+    func spawn(_ program: String, _ args: [String]) throws -> pid_t {
+        let argv = (["/usr/sbin/runuser", "-u", Self.name, "--", "/usr/bin/env", "-i", "--chdir=\(home)"] + environment + [program] + args)
             .map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var actions = posix_spawn_file_actions_t()

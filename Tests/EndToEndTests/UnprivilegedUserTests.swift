@@ -95,16 +95,37 @@ final class UnprivilegedUserTests: XCTestCase {
         XCTAssertTrue(whole.body == movie, "the proxy's whole file differs from the origin's")
         XCTAssertEqual(origin.bytesServed(path: "/lib/movie.bin"), 0, "bytes read through the mount are hits for the proxy")
 
-        // The status page, status.json and /metrics on the same port.
-        let page = try RawHTTP.request(port: port, path: "/.httpcachefs/")
+        // The status page, status.json and /metrics on the same port: owner-only, so without
+        // the key refused even to the daemon's own user; the page at the address `status`
+        // prints (it carries the key), the document and the metrics with that key.
+        for path in ["/.httpcachefs/", "/.httpcachefs/status.json", "/metrics"] {
+            let refused = try user.run("/usr/bin/curl", ["--noproxy", "*", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(port)\(path)"])
+            XCTAssertEqual(refused.text, "403", "\(path) without the key, as the owner's user")
+        }
+        let status = try user.httpcachefs(["status"])
+        XCTAssertEqual(status.status, 0, status.stderr)
+        let address = try XCTUnwrap(status.text.split(whereSeparator: { $0 == " " || $0 == "\n" })
+            .first { $0.hasPrefix("http://") && $0.contains("/.httpcachefs/?key=") }, status.text)
+        let pageURL = try XCTUnwrap(URLComponents(string: String(address)))
+        let key = try XCTUnwrap(pageURL.queryItems?.first { $0.name == "key" }?.value)
+        XCTAssertEqual(pageURL.port, port)
+        let page = try RawHTTP.request(port: port, path: pageURL.percentEncodedPath + "?" + (pageURL.percentEncodedQuery ?? ""))
         XCTAssertEqual(page.status, 200)
         XCTAssertTrue(String(decoding: page.body, as: UTF8.self).contains("<html"), "the status page is HTML")
-        let document = try RawHTTP.request(port: port, path: "/.httpcachefs/status.json")
+        let document = try RawHTTP.request(port: port, path: "/.httpcachefs/status.json", headers: [("X-Httpcachefs-Control", key)])
         XCTAssertEqual(document.status, 200)
         XCTAssertTrue(String(decoding: document.body, as: UTF8.self).contains("movie.bin"), "status.json lists the cached file")
-        let metrics = try RawHTTP.request(port: port, path: "/metrics")
+        let metrics = try RawHTTP.request(port: port, path: "/metrics?key=" + key)
         XCTAssertEqual(metrics.status, 200)
         XCTAssertTrue(String(decoding: metrics.body, as: UTF8.self).contains("httpcachefs_"), "Prometheus text")
+
+        // Root's `status` lists this user's daemon from what its proxy publishes (asked with the
+        // key of the user's own runtime file), and prints no key of it.
+        let rootStatus = try UnprivilegedUser.exec(try BinaryUnderTest.locate(), ["status"])
+        XCTAssertEqual(rootStatus.status, 0, rootStatus.stderr)
+        XCTAssertTrue(rootStatus.text.contains(user.home + "/.cache/httpcachefs"), rootStatus.text)
+        XCTAssertTrue(rootStatus.text.contains("mount:      \(mountpoint)") || rootStatus.text.contains(mountpoint), rootStatus.text)
+        XCTAssertFalse(rootStatus.text.contains(key), "root's listing prints another user's key")
 
         // preload, through the running daemon: afterwards the file is read with no origin bytes.
         let preload = try user.httpcachefs(["preload", origin.url("/lib/later.bin")])

@@ -133,7 +133,7 @@ final class HostHeaderTests: XCTestCase {
         let h = try ProxyHarness(configuration: ProxyConfiguration(bindAddress: "127.0.0.1", port: 0))
         defer { h.shutdown() }
         func status(host: String) throws -> Int {
-            let request = "GET /.httpcachefs/status.json HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n"
+            let request = "GET /.httpcachefs/status.json HTTP/1.1\r\nHost: \(host)\r\n\(ControlRequest.keyHeader): \(h.configuration.controlKey)\r\nConnection: close\r\n\r\n"
             return try RawHTTP.parse(RawHTTP.exchange(port: h.port, send: Array(request.utf8))).status
         }
         XCTAssertEqual(try status(host: "127.0.0.1.attacker.test:\(h.port)"), 403)

@@ -28,11 +28,11 @@ final class OfflineProxyTests: XCTestCase {
         XCTAssertEqual(cached.status, 206)
         XCTAssertEqual(cached.body, Array(film[1000..<2000]))
 
-        let doc = try StatusDocument.decode(try h.get("/.httpcachefs/status.json").body)
+        let doc = try StatusDocument.decode(try h.owner("/.httpcachefs/status.json").body)
         XCTAssertEqual(doc.originsDown?.map(\.origin), [h.origin.url("")])
-        let metrics = String(decoding: try h.get("/metrics").body, as: UTF8.self)
+        let metrics = String(decoding: try h.owner("/metrics").body, as: UTF8.self)
         XCTAssertTrue(metrics.contains("httpcachefs_origins_down 1"), metrics)
-        let page = String(decoding: try h.get("/.httpcachefs/").body, as: UTF8.self)
+        let page = String(decoding: try h.owner("/.httpcachefs/").body, as: UTF8.self)
         XCTAssertTrue(page.contains("id=\"offline\""), "the page has the banner the document fills")
     }
 }

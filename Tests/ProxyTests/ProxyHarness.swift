@@ -58,6 +58,15 @@ final class ProxyHarness: Sendable {
         try RawHTTP.request(port: port, method: method, path: target, headers: headers, timeout: 20)
     }
 
+    /// The control key as an owner's request carries it: the status page, `status.json` and
+    /// `/metrics` need it (or the token).
+    var ownerHeaders: [(String, String)] { [(ControlRequest.keyHeader, configuration.controlKey)] }
+
+    /// A request for an owner-only page, with the control key.
+    func owner(_ target: String, _ headers: [(String, String)] = []) throws -> RawHTTP.Response {
+        try get(target, headers + ownerHeaders)
+    }
+
     func shutdown() {
         server.stop()
         engine.shutdown()

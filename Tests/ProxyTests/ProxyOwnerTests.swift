@@ -4,7 +4,8 @@ import XCTest
 @testable import Proxy
 
 /// The proxy serves its owner: it fetches only URLs its owner signed (or that carry the token or
-/// the control key), and shows its status and metrics only to its owner's user.
+/// the control key), and shows its status and metrics only to a request with the control key or
+/// the token.
 final class ProxyOwnerTests: XCTestCase {
     /// A page on any web site embeds `<img src="http://127.0.0.1:8718/?url=...">`: the browser
     /// sends it with a foreign Origin and no signature. Refused, and the named origin (a canary
@@ -101,31 +102,63 @@ final class ProxyOwnerTests: XCTestCase {
         XCTAssertEqual(try h.get(unsigned, [(ControlRequest.keyHeader, "wrong")]).status, 403)
     }
 
-    /// Status page, status.json and /metrics: the daemon's own user (this test's) gets them; a
-    /// client of another user does not, unless it sends the control key.
-    func testOwnerPagesAnswerTheOwnersUserOnly() throws {
-        let mine = try ProxyHarness()
-        defer { mine.shutdown() }
+    /// Status page, status.json and /metrics need the control key (header or `?key=`, the page's
+    /// address) or the token: the daemon's own user without it is refused like anyone else, since
+    /// another daemon of that user may be asking on someone else's behalf.
+    func testOwnerPagesNeedTheKeyNotTheOwnersUID() throws {
+        let h = try ProxyHarness()
+        defer { h.shutdown() }
+        let key = h.configuration.controlKey
         for path in ["/.httpcachefs/", "/.httpcachefs/status.json", "/metrics"] {
-            XCTAssertEqual(try mine.get(path).status, 200, path)
-        }
-
-        var config = ProxyConfiguration(port: 0)
-        config.ownerUIDs = [4242]   // the daemon runs as uid 4242; this test's process is another user
-        let other = try ProxyHarness(configuration: config)
-        defer { other.shutdown() }
-        for path in ["/.httpcachefs/", "/.httpcachefs/status.json", "/metrics"] {
-            let refused = try other.get(path)
+            let refused = try h.get(path)
             XCTAssertEqual(refused.status, 403, path)
-            XCTAssertTrue(String(decoding: refused.body, as: UTF8.self).contains("own user"), path)
-            XCTAssertEqual(try other.get(path, [(ControlRequest.keyHeader, other.configuration.controlKey)]).status, 200, path)
+            XCTAssertTrue(String(decoding: refused.body, as: UTF8.self).contains("owner only"), path)
+            XCTAssertEqual(try h.get(path, [(ControlRequest.keyHeader, "wrong")]).status, 403, path)
+            XCTAssertEqual(try h.get(path + "?key=wrong").status, 403, path)
+            XCTAssertEqual(try h.get(path, [(ControlRequest.keyHeader, key)]).status, 200, path)
+            XCTAssertEqual(try h.get(path + "?key=" + key).status, 200, path)
         }
-        XCTAssertEqual(try other.get("/ping").status, 200, "liveness stays open")
+        XCTAssertEqual(try h.get("/ping").status, 200, "liveness stays open")
+        // The proxy's own status names the cache directory to the key only.
+        XCTAssertNil(ProxyStatus.decode(try h.get(ProxyRouter.statusPath).body)?.cacheDirectory)
+        XCTAssertEqual(ProxyStatus.decode(try h.get(ProxyRouter.statusPath, h.ownerHeaders).body)?.cacheDirectory, h.directory.path)
+    }
+
+    /// Issue 46 item 2: daemon A, asked (by anyone who can reach it: an `allow_other` mount's
+    /// `--by-url`, a segment of a hostile playlist A signed) to fetch daemon B's owner pages, gets
+    /// them refused: B's owner check used to see A's socket, which is the owner's user.
+    func testADaemonFetchingAnotherDaemonsOwnerPagesIsRefused() throws {
+        let a = try ProxyHarness()
+        defer { a.shutdown() }
+        let b = try ProxyHarness()
+        defer { b.shutdown() }
+        b.origin.setFile("/secret.mp4", data: testBytes(100))
+        XCTAssertEqual(try b.get(b.path("/secret.mp4")).status, 200, "B has cached a URL")
+        XCTAssertEqual(try a.get(a.signed("http://127.0.0.1:\(b.port)" + b.path("/secret.mp4"))).status, 200,
+                       "A reaches B (so what follows is B's refusal)")
+        for path in ["/.httpcachefs/status.json", "/.httpcachefs/status.json?view=summary", "/metrics", "/.httpcachefs/"] {
+            let through = try a.get(a.signed("http://127.0.0.1:\(b.port)\(path)"))
+            XCTAssertNotEqual(through.status, 200, path)
+            XCTAssertFalse(String(decoding: through.body, as: UTF8.self).contains("secret.mp4"), path)
+        }
+        // A hostile playlist naming B's document as a segment: A signs the segment's URL when it
+        // rewrites the playlist, and the segment is still refused by B.
+        a.origin.setResponse("/evil.m3u8", status: 200, headers: [("Content-Type", "application/vnd.apple.mpegurl")],
+                             body: Array("#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXTINF:4,\nhttp://127.0.0.1:\(b.port)/.httpcachefs/status.json\n#EXT-X-ENDLIST\n".utf8))
+        let playlist = try a.get(a.path("/evil.m3u8"))
+        XCTAssertEqual(playlist.status, 200)
+        let segment = try XCTUnwrap(String(decoding: playlist.body, as: UTF8.self).split(separator: "\n").first { !$0.hasPrefix("#") && !$0.isEmpty })
+        let resolved = try XCTUnwrap(URL(string: String(segment), relativeTo: URL(string: "http://127.0.0.1:\(a.port)" + a.path("/evil.m3u8"))))
+        let components = try XCTUnwrap(URLComponents(url: resolved.absoluteURL, resolvingAgainstBaseURL: false))
+        XCTAssertEqual(components.port, a.port, "the segment goes through A")
+        let fetched = try a.get(components.percentEncodedPath + (components.percentEncodedQuery.map { "?" + $0 } ?? ""))
+        XCTAssertNotEqual(fetched.status, 200, "the signed segment \(segment)")
+        XCTAssertFalse(String(decoding: fetched.body, as: UTF8.self).contains("secret.mp4"))
     }
 
     /// A real second local user (nobody, uid 65534, through `setpriv`; root only): refused the
     /// status document, the page and the metrics, and cannot fetch an unsigned URL; this test's
-    /// user gets them.
+    /// user gets them with the key only.
     func testAnotherLocalUserIsRefused() throws {
         guard geteuid() == 0, let setpriv = ExternalTool.find("setpriv"), let curl = ExternalTool.find("curl") else {
             throw XCTSkip("needs root, setpriv (util-linux) and curl to act as another user")
@@ -141,7 +174,8 @@ final class ProxyOwnerTests: XCTestCase {
         }
         for path in ["/.httpcachefs/status.json", "/.httpcachefs/", "/metrics"] {
             XCTAssertEqual(try status(path, asNobody: true), "403", path)
-            XCTAssertEqual(try status(path, asNobody: false), "200", path)
+            XCTAssertEqual(try status(path, asNobody: false), "403", "the owner's user too, without the key: \(path)")
+            XCTAssertEqual(try status(path + "?key=" + h.configuration.controlKey, asNobody: false), "200", path)
         }
         let unsigned = ProxyURL.make(original: h.origin.url("/private.mp4"), base: "", token: nil, key: nil)
         XCTAssertEqual(try status(unsigned, asNobody: true), "403")
@@ -181,59 +215,26 @@ final class ProxyOwnerTests: XCTestCase {
         var config = ProxyConfiguration()
         config.controlKey = "k3y"
         let router = ProxyRouter(configuration: config)
-        XCTAssertEqual(router.route(method: "GET", target: "/metrics", headerBytes: 0), .metrics(proof: .none))
+        let refused = ProxyRouter.ownerOnly
+        XCTAssertEqual(router.route(method: "GET", target: "/metrics", headerBytes: 0), refused)
         XCTAssertEqual(router.route(method: "GET", target: "/metrics", headerBytes: 0, controlKey: "k3y"), .metrics(proof: .controlKey))
-        XCTAssertEqual(router.route(method: "GET", target: "/metrics", headerBytes: 0, controlKey: "k3"), .metrics(proof: .none))
-        XCTAssertEqual(router.route(method: "GET", target: "/.httpcachefs/status.json", headerBytes: 0), .statusDocument(proof: .none))
-        XCTAssertEqual(router.route(method: "GET", target: "/.httpcachefs/", headerBytes: 0), .statusPage(proof: .none))
+        XCTAssertEqual(router.route(method: "GET", target: "/metrics?key=k3y", headerBytes: 0), .metrics(proof: .controlKey))
+        XCTAssertEqual(router.route(method: "GET", target: "/metrics", headerBytes: 0, controlKey: "k3"), refused)
+        XCTAssertEqual(router.route(method: "GET", target: "/metrics?key=k3", headerBytes: 0), refused)
+        XCTAssertEqual(router.route(method: "GET", target: "/metrics?key=k3yy", headerBytes: 0), refused)
+        XCTAssertEqual(router.route(method: "GET", target: "/.httpcachefs/status.json", headerBytes: 0), refused)
+        XCTAssertEqual(router.route(method: "GET", target: "/.httpcachefs/status.json?view=summary&key=k3y", headerBytes: 0),
+                       .statusDocument(proof: .controlKey))
+        XCTAssertEqual(router.route(method: "GET", target: "/.httpcachefs/", headerBytes: 0), refused)
+        XCTAssertEqual(router.route(method: "GET", target: "/.httpcachefs/?key=k3y&filter=x", headerBytes: 0), .statusPage(proof: .controlKey))
+        XCTAssertEqual(router.route(method: "GET", target: "/.httpcachefs/status", headerBytes: 0), .status(tokenPresented: false, keyPresented: false))
+        XCTAssertEqual(router.route(method: "GET", target: "/.httpcachefs/status", headerBytes: 0, controlKey: "k3y"),
+                       .status(tokenPresented: false, keyPresented: true))
     }
 }
 
-/// Which local user a client is, from the kernel's socket tables (fed as text here).
-final class PeerOwnerTests: XCTestCase {
-    private let tcp = """
-          sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-           0: 0100007F:220E 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 100 1 0000000000000000 100 0 0 10 0
-           1: 0100007F:D431 0100007F:220E 01 00000000:00000000 00:00000000 00000000  1001        0 101 1 0000000000000000 20 4 30 10 -1
-           2: 0100007F:220E 0100007F:D431 01 00000000:00000000 00:00000000 00000000  1000        0 102 1 0000000000000000 20 4 30 10 -1
-           3: 0100007F:D432 0100007F:220E 01 00000000:00000000 00:00000000 00000000  1000        0 103 1 0000000000000000 20 4 30 10 -1
-        """
-    private let tcp6 = """
-          sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-           0: 00000000000000000000000001000000:9C40 00000000000000000000000001000000:220E 01 00000000:00000000 00:00000000 00000000     0        0 200 1 0000000000000000 20 4 30 10 -1
-        """
-    private let proxy = PeerOwner.Endpoint(address: [127, 0, 0, 1], port: 8718)
-
-    func testTheClientsSocketNamesItsUser() {
-        let other = PeerOwner.Endpoint(address: [127, 0, 0, 1], port: 0xD431)
-        let owner = PeerOwner.Endpoint(address: [127, 0, 0, 1], port: 0xD432)
-        XCTAssertEqual(PeerOwner.uid(peer: other, local: proxy, tables: [tcp, tcp6], littleEndian: true), 1001,
-                       "the client's socket, not the proxy's end of the same connection (uid 1000)")
-        XCTAssertEqual(PeerOwner.uid(peer: owner, local: proxy, tables: [tcp, tcp6], littleEndian: true), 1000)
-        XCTAssertNil(PeerOwner.uid(peer: PeerOwner.Endpoint(address: [127, 0, 0, 1], port: 1), local: proxy, tables: [tcp, tcp6],
-                                   littleEndian: true), "not a local process")
-    }
-
-    func testIPv6AndMappedAddresses() {
-        var v6Loopback = [UInt8](repeating: 0, count: 16)
-        v6Loopback[15] = 1
-        XCTAssertEqual(PeerOwner.uid(peer: PeerOwner.Endpoint(address: v6Loopback, port: 40000),
-                                     local: PeerOwner.Endpoint(address: v6Loopback, port: 8718), tables: [tcp, tcp6], littleEndian: true), 0)
-        // A dual-stack listener sees an IPv4 client as ::ffff:127.0.0.1; its socket is in the IPv4 table.
-        let mapped = PeerOwner.Endpoint(ip: "::ffff:127.0.0.1", port: 0xD431)
-        XCTAssertEqual(mapped?.address, [127, 0, 0, 1])
-        XCTAssertEqual(PeerOwner.uid(peer: mapped!, local: PeerOwner.Endpoint(ip: "::ffff:127.0.0.1", port: 8718)!,
-                                     tables: [tcp], littleEndian: true), 1001)
-    }
-
-    func testTheTablesWordsAreInTheMachinesByteOrder() {
-        XCTAssertEqual(PeerOwner.endpoint("0100007F:220E", littleEndian: true), proxy)
-        XCTAssertEqual(PeerOwner.endpoint("7F000001:220E", littleEndian: false), proxy)
-        XCTAssertNil(PeerOwner.endpoint("7F00001:220E", littleEndian: true))
-        XCTAssertNil(PeerOwner.endpoint("nonsense", littleEndian: true))
-    }
-
-    /// `/proc` files report no size; they are read to their end, not one read's worth (4 KiB).
+/// `/proc` files report no size; they are read to their end, not one read's worth (4 KiB).
+final class ProcFileTests: XCTestCase {
     func testProcFilesAreReadToTheirEnd() throws {
         XCTAssertGreaterThan(ProcFile.read("/proc/self/maps")?.utf8.count ?? 0, 4096, "a test process maps more than a page of text")
         let path = NSTemporaryDirectory() + "procfile-\(UUID().uuidString)"
@@ -242,18 +243,6 @@ final class PeerOwnerTests: XCTestCase {
         defer { try? FileManager.default.removeItem(atPath: path) }
         XCTAssertEqual(ProcFile.read(path), text)
         XCTAssertNil(ProcFile.read("/nonexistent/proc/file"))
-    }
-
-    /// On this machine: a connection of this process is found, with this process's uid.
-    func testARealConnectionIsFoundWithThisUser() throws {
-        let h = try ProxyHarness()
-        defer { h.shutdown() }
-        let fd = try LoopbackPort.connect(port: h.port, host: "127.0.0.1", timeout: 5)
-        defer { close(fd) }
-        var address = sockaddr_in(), length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        let peer = PeerOwner.Endpoint(address: [127, 0, 0, 1], port: Int(UInt16(bigEndian: address.sin_port)))
-        XCTAssertEqual(PeerOwner.uid(peer: peer, local: PeerOwner.Endpoint(address: [127, 0, 0, 1], port: h.port)), UInt32(geteuid()))
     }
 }
 
@@ -267,6 +256,8 @@ final class ProxyLogLineTests: XCTestCase {
             ("/?url=http%3A%2F%2Falice%3AZq9pw%40h.test%2Fa.mp4&sig=AbCd", "/?url=http://alice:***@h.test/a.mp4&sig=-"),
             ("/?url=http%3A%2F%2Fh.test%2Fa.mp4%3Fk%3D1%26sig%3Dorigin", "/?url=http://h.test/a.mp4?k=1&sig=origin"),
             ("/.httpcachefs/status.json", "/.httpcachefs/status.json"),
+            ("/.httpcachefs/?key=K3ysecret&filter=a", "/.httpcachefs/?key=-&filter=a"),
+            ("/metrics?key=K3ysecret", "/metrics?key=-"),
         ]
         for (target, logged) in cases {
             XCTAssertEqual(ProxyHTTPHandler.displayTarget(target), logged, target)

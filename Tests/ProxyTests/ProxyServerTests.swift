@@ -181,7 +181,8 @@ final class ProxyServerTests: XCTestCase {
         XCTAssertEqual(json["service"] as? String, "httpcachefs")
         XCTAssertEqual(json["version"] as? String, "test")
         XCTAssertEqual(json["port"] as? Int, h.port)
-        XCTAssertEqual(json["cacheDirectory"] as? String, h.directory.path)
+        XCTAssertNil(json["cacheDirectory"], "the cache directory is for the owner's key only")
+        XCTAssertEqual(ProxyStatus.decode(try h.get("/.httpcachefs/status", h.ownerHeaders).body)?.cacheDirectory, h.directory.path)
         XCTAssertEqual(ProxyStatus.decode(status.body)?.port, h.port)
 
         // The runtime file lets `httpcachefs url` find a proxy on any port; it goes with the proxy.

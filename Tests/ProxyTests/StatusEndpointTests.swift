@@ -19,9 +19,10 @@ final class StatusEndpointTests: XCTestCase {
         return h
     }
 
-    /// A GET with this exact Host header.
-    private func get(_ h: ProxyHarness, _ path: String, host: String = "127.0.0.1") throws -> RawHTTP.Response {
-        let request = "GET \(path) HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n"
+    /// A GET with this exact Host header; as the owner (with the control key) unless `key` is false.
+    private func get(_ h: ProxyHarness, _ path: String, host: String = "127.0.0.1", key: Bool = true) throws -> RawHTTP.Response {
+        let owner = key ? "\(ControlRequest.keyHeader): \(h.configuration.controlKey)\r\n" : ""
+        let request = "GET \(path) HTTP/1.1\r\nHost: \(host)\r\n\(owner)Connection: close\r\n\r\n"
         return try RawHTTP.parse(try RawHTTP.exchange(port: h.port, send: Array(request.utf8), timeout: 20))
     }
 
@@ -45,7 +46,9 @@ final class StatusEndpointTests: XCTestCase {
         XCTAssertEqual(root.header("Location"), "/.httpcachefs/")
         XCTAssertEqual(try get(h, "/.httpcachefs").header("Location"), "/.httpcachefs/")
 
-        let page = try get(h, "/.httpcachefs/")
+        // The page at the address 'status' prints: the key in its query.
+        XCTAssertEqual(try get(h, "/.httpcachefs/", key: false).status, 403)
+        let page = try get(h, "/.httpcachefs/?key=\(h.configuration.controlKey)", key: false)
         XCTAssertEqual(page.status, 200)
         XCTAssertEqual(page.header("Content-Type"), "text/html; charset=utf-8")
         let html = String(decoding: page.body, as: UTF8.self)
@@ -163,7 +166,7 @@ final class StatusEndpointTests: XCTestCase {
             return XCTFail("the trickled fetch never started")
         }
         XCTAssertFalse(h.engine.statusDocument(version: "test", showDirectory: false).fetches.isEmpty, "the trickled fetch is listed")
-        let url = "http://127.0.0.1:\(h.port)/.httpcachefs/"
+        let url = "http://127.0.0.1:\(h.port)/.httpcachefs/?key=\(h.configuration.controlKey)"
         let profile = TemporaryDirectory(prefix: "httpcachefs-chromium")
         defer { profile.remove() }
         let flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(profile.path)",
@@ -228,13 +231,13 @@ final class StatusEndpointTests: XCTestCase {
         let path = "/a%E2%80%AEfdp.exe"
         h.origin.setFile(path, data: testBytes(1000))
         XCTAssertEqual(try h.get(h.path(path)).status, 200)
-        let doc = try StatusDocument.decode(try h.get("/.httpcachefs/status.json").body)
+        let doc = try StatusDocument.decode(try h.owner("/.httpcachefs/status.json").body)
         XCTAssertTrue(doc.files.contains { $0.name.contains("\u{202E}") }, "the document carries the name as it is")
         let profile = TemporaryDirectory(prefix: "httpcachefs-chromium")
         defer { profile.remove() }
         let flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(profile.path)",
                      "--virtual-time-budget=5000", "--window-size=1280,800"]
-        let dom = try ExternalTool.run(chromium, flags + ["--dump-dom", "http://127.0.0.1:\(h.port)/.httpcachefs/"], timeout: 120).stdout
+        let dom = try ExternalTool.run(chromium, flags + ["--dump-dom", "http://127.0.0.1:\(h.port)/.httpcachefs/?key=\(h.configuration.controlKey)"], timeout: 120).stdout
         XCTAssertTrue(dom.contains("a[U+202E]fdp.exe"), String(dom.prefix(4000)))
         XCTAssertFalse(dom.replacingOccurrences(of: "%E2%80%AE", with: "").contains("\u{202E}"), "no raw override in the page")
     }
@@ -273,7 +276,7 @@ final class StatusEndpointTests: XCTestCase {
         XCTAssertEqual(b.folder, "/shows/b/")
         XCTAssertEqual(b.origin, h.origin.url(""))
 
-        let page = "http://127.0.0.1:\(h.port)/.httpcachefs/"
+        let page = "http://127.0.0.1:\(h.port)/.httpcachefs/?key=\(h.configuration.controlKey)"
         let deepLink = page + "#" + (b.url.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? b.url)
         let profile = TemporaryDirectory(prefix: "httpcachefs-chromium")
         defer { profile.remove() }

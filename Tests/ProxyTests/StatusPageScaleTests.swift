@@ -23,12 +23,13 @@ final class StatusPageScaleTests: XCTestCase {
         let library = try await StatusViewsTests.Library(paths: StatusViewsTests.paths(files: 10_000, folders: 40) + hostile)
         defer { library.close() }
         do { _ = try await library.engine.open(url: StatusViewsTests.Library.origin + "/show01/missing.mkv") } catch {}   // a recent error
-        let server = ProxyServer(engine: library.engine, configuration: ProxyConfiguration(port: 0), logger: Logger(label: "status-scale"))
+        let configuration = ProxyConfiguration(port: 0)
+        let server = ProxyServer(engine: library.engine, configuration: configuration, logger: Logger(label: "status-scale"))
         let port = try server.start()
         defer { server.stop() }
 
         let target = StatusViewsTests.Library.origin + "/show07/e0100.mkv"
-        let page = "http://127.0.0.1:\(port)/.httpcachefs/"
+        let page = "http://127.0.0.1:\(port)/.httpcachefs/?key=\(configuration.controlKey)"
         let deepLink = page + "#" + (target.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? target)
         let profile = TemporaryDirectory(prefix: "httpcachefs-chromium")
         defer { profile.remove() }
@@ -55,12 +56,12 @@ final class StatusPageScaleTests: XCTestCase {
             failures += Self.widthProblems(collapsed).map { "\(width)×\(height), collapsed: \($0)" }
             // Filtered (`?filter=`, as the box keeps it): only the folders with a match, counting
             // only the matches (e0010…e0019 of each folder's 250).
-            let filtered = try ExternalTool.run(chromium, flags(width, height) + ["--dump-dom", page + "?filter=E001"], timeout: 120).stdout
+            let filtered = try ExternalTool.run(chromium, flags(width, height) + ["--dump-dom", page + "&filter=E001"], timeout: 120).stdout
             let shownFolders = filtered.components(separatedBy: "<tr class=\"folder").count - 1 - (filtered.components(separatedBy: "<tr class=\"folder-files").count - 1)
             if shownFolders != 40 || !filtered.contains("400 files") || !filtered.contains("40 folders with matches") {
                 failures.append("\(width)×\(height), filtered: \(shownFolders) folder rows; DOM: \(filtered.prefix(2000))")
             }
-            let none = try ExternalTool.run(chromium, flags(width, height) + ["--dump-dom", page + "?filter=no-such-name"], timeout: 120).stdout
+            let none = try ExternalTool.run(chromium, flags(width, height) + ["--dump-dom", page + "&filter=no-such-name"], timeout: 120).stdout
             if !none.contains("No file matches the filter.") { failures.append("\(width)×\(height): a filter matching nothing does not say so") }
         }
         // The window, and the whole page (every folder row, or the deep link's open folder) in a

@@ -16,7 +16,7 @@ final class StatusPrivacyTests: XCTestCase {
         XCTAssertEqual(try h.get(h.signed(secret)).status, 200)
         XCTAssertEqual(try h.get(h.path("/public.mp4")).status, 200)
 
-        let request = "GET /.httpcachefs/status.json HTTP/1.1\r\nHost: 127.0.0.1:\(h.port)\r\nConnection: close\r\n\r\n"
+        let request = "GET /.httpcachefs/status.json HTTP/1.1\r\nHost: 127.0.0.1:\(h.port)\r\n\(ControlRequest.keyHeader): \(h.configuration.controlKey)\r\nConnection: close\r\n\r\n"
         let response = try RawHTTP.parse(try RawHTTP.exchange(port: h.port, send: Array(request.utf8)))
         XCTAssertEqual(response.status, 200)
         let text = String(decoding: response.body, as: UTF8.self)

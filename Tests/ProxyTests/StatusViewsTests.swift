@@ -185,10 +185,13 @@ final class StatusViewsTests: XCTestCase {
     func testTheProxyAnswersEachView() async throws {
         let library = try await Library(paths: Self.paths(files: 120, folders: 2))
         defer { library.close() }
-        let server = ProxyServer(engine: library.engine, configuration: ProxyConfiguration(port: 0), logger: Logger(label: "status-views"))
+        let configuration = ProxyConfiguration(port: 0)
+        let server = ProxyServer(engine: library.engine, configuration: configuration, logger: Logger(label: "status-views"))
         let port = try server.start()
         defer { server.stop() }
-        func get(_ target: String) throws -> RawHTTP.Response { try RawHTTP.request(port: port, path: target, timeout: 20) }
+        func get(_ target: String) throws -> RawHTTP.Response {
+            try RawHTTP.request(port: port, path: target, headers: [(ControlRequest.keyHeader, configuration.controlKey)], timeout: 20)
+        }
 
         let full = try StatusDocument.decode(try get("/.httpcachefs/status.json").body)
         XCTAssertEqual(full.files.count, 120)

@@ -23,7 +23,7 @@ public enum CredentialKey {
         var secret = [UInt8](repeating: 0, count: 32)
         var rng = SystemRandomNumberGenerator()
         for i in secret.indices { secret[i] = UInt8.random(in: 0...255, using: &rng) }
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else {
             // Another process made it meanwhile: use theirs.
             if let data = FileManager.default.contents(atPath: path), data.count == 32 { return [UInt8](data) }
@@ -32,6 +32,14 @@ public enum CredentialKey {
         defer { close(fd) }
         let written = secret.withUnsafeBytes { write(fd, $0.baseAddress, 32) }
         return written == 32 ? secret : []
+    }
+
+    /// The cache's secret if it has one, made by nobody here: for a read-only view of a cache
+    /// (`CacheSnapshot`), which must not write it. Empty when there is none (or it is not a
+    /// regular file of this user).
+    public static func existing(directory: String) -> [UInt8] {
+        guard case let .success(bytes) = OwnedFile.read(directory + "/" + fileName, maxBytes: 32), bytes.count == 32 else { return [] }
+        return bytes
     }
 
     /// 128 bits of keyed hash of `message`, in hex: two XXH64 runs over secret, message and

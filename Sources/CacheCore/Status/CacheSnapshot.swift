@@ -1,8 +1,12 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A read-only view of a cache's index, for `cache ls` and `cache info` while another process
-/// (a mount daemon) holds the cache. It takes no lock and changes nothing; it shows the index as
-/// last written, which trails the daemon's memory by a fraction of a second.
+/// (a mount daemon) holds the cache. It takes no lock and changes nothing (the index is opened
+/// read-only, `credential.key` only read); it shows the index as last written, which trails the
+/// daemon's memory by a fraction of a second. Only this user's cache is read (`checkOwned`).
 public struct CacheSnapshot: Sendable {
     public let configuration: CacheConfiguration
     private let entries: [CacheKey: EntryStatus]
@@ -13,8 +17,9 @@ public struct CacheSnapshot: Sendable {
     public init(configuration: CacheConfiguration) throws {
         var configuration = configuration
         let loaded: (entries: [CacheIndex.EntryRow], extents: [CacheIndex.ExtentRow])
+        try Self.checkOwned(configuration.directory)
         do {
-            let index = try CacheIndex(path: configuration.directory + "/index.sqlite")
+            let index = try CacheIndex(path: configuration.directory + "/index.sqlite", readOnly: true)
             loaded = try index.loadAll()
             let lengths = Dictionary(loaded.entries.compactMap { r in r.info.length.map { (r.info.key, $0) } },
                                      uniquingKeysWith: { a, _ in a })
@@ -24,7 +29,7 @@ public struct CacheSnapshot: Sendable {
         } catch {
             throw CacheError.storage(path: configuration.directory + "/index.sqlite", message: "\(error)")
         }
-        configuration.keyRules.credentialKey = CredentialKey.load(directory: configuration.directory)
+        configuration.keyRules.credentialKey = CredentialKey.existing(directory: configuration.directory)
         self.configuration = configuration
         var coverage: [Int64: RangeSet] = [:]
         var generationOf: [Int64: Int64] = [:]
@@ -43,6 +48,25 @@ public struct CacheSnapshot: Sendable {
                                             recentErrors: r.lastError.map { [$0] } ?? [])
         }
         self.entries = entries
+    }
+
+    /// A snapshot reads only a cache of this user: the directory is this user's, and its index a
+    /// regular file of this user, not a symlink (SQLite would follow one, and put its `-shm`
+    /// beside the target). Another user's cache is refused, not read: its user controls every
+    /// name in it.
+    static func checkOwned(_ directory: String) throws {
+        guard let owner = OwnedFile.directoryOwner(directory) else {
+            throw CacheError.storage(path: directory, message: "not a directory")
+        }
+        guard owner == geteuid() else {
+            throw CacheError.storage(path: directory, message: "the cache belongs to uid \(owner), not this user (uid \(geteuid())): it is not opened; run the command as its owner")
+        }
+        let path = directory + "/index.sqlite"
+        var st = stat()
+        guard lstat(path, &st) == 0 else { throw CacheError.storage(path: path, message: String(cString: strerror(errno))) }
+        if let refusal = OwnedFile.check(mode: st.st_mode, uid: st.st_uid, size: 0, owner: owner, maxBytes: 0) {
+            throw CacheError.storage(path: path, message: "not opened: \(refusal)")
+        }
     }
 
     public func list() -> [EntryStatus] { entries.values.sorted { $0.info.url < $1.info.url } }

@@ -110,7 +110,10 @@ final class CacheIndex: Sendable {
     /// could in theory meet a replaced directory's index: what they read is only checked against
     /// the held data files' bytes (`EngineCore+Verify`), so a foreign row drops bytes, never
     /// serves them.
-    init(path: String, held: HeldDirectory? = nil) throws {
+    /// - Parameter readOnly: a snapshot's view (`CacheSnapshot`): the database must exist and is
+    ///   opened read-only; nothing is created, migrated or set aside (no reserve). The process
+    ///   using the cache migrated it when it opened it.
+    init(path: String, held: HeldDirectory? = nil, readOnly: Bool = false) throws {
         self.held = held
         reservePath = (path as NSString).deletingLastPathComponent + "/index.reserve"
         var config = Configuration()
@@ -119,9 +122,14 @@ final class CacheIndex: Sendable {
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             try db.execute(sql: "PRAGMA foreign_keys = ON")
         }
+        if readOnly {
+            config.readonly = true
+            pool = try DatabasePool(path: path, configuration: config)
+            return
+        }
         // SQLite would create the database (and its WAL, which takes the database's mode) 0644:
         // it lists every URL, so it is made 0600 first.
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         if fd >= 0 { Glibc.close(fd) }
         pool = try DatabasePool(path: path, configuration: config)
         var migrator = DatabaseMigrator()

@@ -27,6 +27,13 @@ final class HeldDirectory: Sendable {
         var fd: Int32
         repeat { fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) } while fd < 0 && errno == EINTR
         if fd < 0 { throw StorageError(path: path, errno: errno) }
+        // The directory held is this user's (checked on the descriptor: a path swapped after
+        // `PrivateDirectory.make` looked at it is caught here), so no one else names its files.
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_uid == geteuid() else {
+            close(fd)
+            throw StorageError(path: path, message: "it belongs to uid \(st.st_uid), not this user (uid \(geteuid())): a cache is opened only by its owner")
+        }
         self.fd = fd
     }
 
@@ -35,10 +42,11 @@ final class HeldDirectory: Sendable {
     /// `path/relative`, for messages.
     func display(_ relative: String) -> String { path + "/" + relative }
 
-    /// `openat`: a descriptor, or -1 and errno.
+    /// `openat`: a descriptor, or -1 and errno. Never through a symlink (`O_NOFOLLOW`): no file
+    /// of a cache is one.
     func open(_ relative: String, _ flags: Int32, mode: mode_t = 0o600) -> Int32 {
         var result: Int32
-        repeat { result = openat(fd, relative, flags | O_CLOEXEC, mode) } while result < 0 && errno == EINTR
+        repeat { result = openat(fd, relative, flags | O_CLOEXEC | O_NOFOLLOW, mode) } while result < 0 && errno == EINTR
         return result
     }
 

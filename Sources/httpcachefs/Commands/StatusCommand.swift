@@ -12,12 +12,16 @@ struct StatusCommand: AsyncParsableCommand {
         discussion: """
             Finds every process on this machine that holds an httpcachefs cache directory open \
             (mount or proxy) and asks its proxy for its status document (the same as \
-            /.httpcachefs/status.json). A daemon without a proxy is described from its cache index \
-            and its command line: cache use and its mount. --json prints one JSON array with an object per daemon.
+            /.httpcachefs/status.json, with the key from its owner-only runtime file). A daemon \
+            without a proxy is described from its cache index and its command line: cache use \
+            and its mount. Another user's daemon (seen as root) is described by what its proxy \
+            answers, within a deadline; its cache is never opened. The page address printed for \
+            each of your daemons carries its key (?key=): open it as is. --json prints one JSON \
+            array with an object per daemon.
             """
     )
 
-    @Flag(help: "Print JSON: one object per daemon (pid, command, cacheDirectory, uptimeSeconds, proxy, status; without a status document: cache, mounts, note).")
+    @Flag(help: "Print JSON: one object per daemon (pid, command, cacheDirectory, uptimeSeconds, proxy, page, status; without a status document: cache, mounts, note).")
     var json = false
 
     func run() async throws {
@@ -26,7 +30,8 @@ struct StatusCommand: AsyncParsableCommand {
             try await onBlockingPool {
                 // The text needs no file: it asks for the summary, which stays small at any
                 // library size; --json prints the whole document, as it always has.
-                let reports = DaemonDiscovery.find().map { Report($0, wholeDocument: json) }
+                let budget = OthersBudget()
+                let reports = DaemonDiscovery.find().map { Report($0, wholeDocument: json, others: budget) }
                 if json {
                     CacheCommand.printLine(String(decoding: try Self.encoder.encode(reports), as: UTF8.self), json: true)
                 } else if reports.isEmpty {
@@ -45,6 +50,18 @@ struct StatusCommand: AsyncParsableCommand {
         return e
     }()
 
+    /// Root sees every user's daemons, and any user can make a process look like one (and answer
+    /// slowly on purpose): other users' daemons share one deadline, after which they are listed
+    /// without asking.
+    final class OthersBudget {
+        let deadline = DispatchTime.now().uptimeNanoseconds + 10_000_000_000
+        /// Whole seconds left (at least 1), nil once spent.
+        var seconds: Int? {
+            let now = DispatchTime.now().uptimeNanoseconds
+            return now < deadline ? max(1, Int((deadline - now) / 1_000_000_000)) : nil
+        }
+    }
+
     /// One daemon, as `--json` prints it.
     struct Report: Encodable {
         var pid: Int32
@@ -53,6 +70,9 @@ struct StatusCommand: AsyncParsableCommand {
         var uptimeSeconds: Double?
         /// `http://127.0.0.1:PORT`, nil without a proxy.
         var proxy: String?
+        /// The status page's address for its owner (with the key, `?key=`, or under the token):
+        /// this user's daemons only.
+        var page: String?
         /// The proxy's status document; nil without a proxy (or if it did not answer).
         var status: StatusDocument?
         /// From the index when there is no status document.
@@ -62,29 +82,41 @@ struct StatusCommand: AsyncParsableCommand {
         /// Without a status document: the mount its command line names, if mounted.
         var mounts: [String]?
 
-        init(_ d: DaemonDiscovery.Daemon, wholeDocument: Bool) {
+        /// Another user's daemon (root's listing) is described by what it publishes: its proxy's
+        /// document, asked with the key of a runtime file of that user (`DaemonDiscovery`), with
+        /// a deadline and a size bound. Its cache is never opened: that user controls every name
+        /// in it.
+        init(_ d: DaemonDiscovery.Daemon, wholeDocument: Bool, others: OthersBudget = OthersBudget()) {
             pid = d.pid
             command = d.command
             cacheDirectory = d.cacheDirectory
             uptimeSeconds = d.uptimeSeconds
+            let notMine = d.isMine ? nil : "uid \(d.uid.map(String.init) ?? "?")'s daemon: its cache is not opened"
             guard let p = d.proxy else {
-                note = "no proxy: fetches in flight are not known; cache use from the index"
+                note = notMine.map { "no proxy: " + $0 } ?? "no proxy: fetches in flight are not known; cache use from the index"
                 mounts = d.mountpoints
-                cache = Self.fromIndex(d.cacheDirectory)
+                if d.isMine { cache = Self.fromIndex(d.cacheDirectory) }
                 return
             }
             proxy = p.localBase
-            if let body = LoopbackGet.get(host: p.localConnectHost, port: p.port, path: p.tokenPath(ProxyRouter.documentPath + (wholeDocument ? "" : "?view=summary"))),
+            if d.isMine { page = DaemonControl.pageAddress(p) }
+            let path = p.tokenPath(ProxyRouter.documentPath + (wholeDocument ? "" : "?view=summary"))
+            // The whole document takes a pass over every entry (seconds at 100k files); the
+            // summary is small. A deadline for the whole answer either way (`LoopbackGet`).
+            let timeout = d.isMine ? (wholeDocument ? 60 : 10) : others.seconds.map { min($0, wholeDocument ? 60 : 10) }
+            if let timeout, let body = DaemonControl.ownerGet(path, from: p, timeout: timeout, maxBytes: d.isMine ? LoopbackGet.maxResponseBytes : 32 << 20),
                let document = try? StatusDocument.decode(body) {
                 status = document
                 uptimeSeconds = document.uptimeSeconds
             } else {
-                note = "its proxy at \(p.localBase) did not answer with a status document"
+                note = "its proxy at \(p.localBase) did not answer with a status document" + (timeout == nil ? " (not asked: the time for other users' daemons ran out)" : "")
+                    + (notMine.map { "; " + $0 } ?? "")
                 mounts = d.mountpoints
-                cache = Self.fromIndex(d.cacheDirectory)
+                if d.isMine { cache = Self.fromIndex(d.cacheDirectory) }
             }
         }
 
+        /// Read-only, and only this user's cache (`CacheSnapshot`).
         static func fromIndex(_ directory: String) -> CacheSummary? {
             guard let snapshot = try? CacheSnapshot(configuration: CacheConfiguration(directory: directory)) else { return nil }
             return snapshot.summary
@@ -103,7 +135,7 @@ struct StatusCommand: AsyncParsableCommand {
                     rows.append(["  mount:", door.mountpoint ?? "?"])
                 } else {
                     let token = door.tokenRequired == true ? " (token required)" : ""
-                    rows.append(["  proxy:", "\(door.bindAddress ?? "?"):\(door.port.map(String.init) ?? "?")\(token), page \(r.proxy ?? "")\(ProxyRouter.pagePath)"])
+                    rows.append(["  proxy:", "\(door.bindAddress ?? "?"):\(door.port.map(String.init) ?? "?")\(token)" + (r.page.map { ", page \($0)" } ?? "")])
                 }
             }
         } else if let proxy = r.proxy {

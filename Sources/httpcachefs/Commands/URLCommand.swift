@@ -114,7 +114,10 @@ struct URLCommand: AsyncParsableCommand {
 
     /// Whatever httpcachefs proxy answers on `port` (the user named it).
     static func askPort(_ port: Int) -> Lookup {
-        guard let body = LoopbackGet.get(host: "127.0.0.1", port: port, path: statusPath),
+        // A daemon of this user on that port is asked with its key: then it names its cache.
+        let mine = DaemonDiscovery.mine().compactMap(\.proxy).first { $0.port == port }
+        guard let body = mine.flatMap({ DaemonControl.ownerGet(statusPath, from: $0) })
+                ?? LoopbackGet.get(host: "127.0.0.1", port: port, path: statusPath),
               let status = ProxyStatus.decode(body) else { return .notFound("nothing answers on port \(port)") }
         return .found(status)
     }
@@ -137,8 +140,9 @@ struct URLCommand: AsyncParsableCommand {
         default:
             break
         }
-        // The proxy discloses its token only to a request that carries it.
-        guard let body = LoopbackGet.get(host: file.localConnectHost, port: file.port, path: file.tokenPath(statusPath)),
+        // The proxy discloses its token only to a request that carries it, and the cache
+        // directory only to one with the control key.
+        guard let body = DaemonControl.ownerGet(file.tokenPath(statusPath), from: file),
               let status = ProxyStatus.decode(body) else {
             return .notFound("the proxy of process \(pid) does not answer on port \(file.port)")
         }
@@ -164,20 +168,28 @@ struct URLCommand: AsyncParsableCommand {
 
 /// A minimal blocking HTTP/1.0 GET for the local status endpoints: no proxy settings from the
 /// environment can get in the way, and a dead port fails within a second or two.
+///
+/// `timeout` is a deadline for the whole exchange, not for each read: whoever listens on the
+/// port (any local user can make a process look like a daemon) could otherwise hold a command,
+/// root's `status` among them, for ever by sending one byte at a time.
 enum LoopbackGet {
     /// The largest answer read: a status document lists every file of the cache (an HLS stream
     /// alone is a file per segment), so a few MiB are ordinary; a bound still keeps a stranger on
     /// the port from filling memory.
     static let maxResponseBytes = 256 << 20
 
-    static func get(host: String, port: Int, path: String, timeout: Int = 2) -> [UInt8]? {
-        guard let (status, body) = request("GET", host: host, port: port, path: path, timeout: timeout), status == 200 else { return nil }
+    static func get(host: String, port: Int, path: String, headers: [(String, String)] = [], timeout: Int = 2,
+                    maxBytes: Int = maxResponseBytes) -> [UInt8]? {
+        guard let (status, body) = request("GET", host: host, port: port, path: path, headers: headers, timeout: timeout,
+                                           maxBytes: maxBytes), status == 200 else { return nil }
         return body
     }
 
-    /// One HTTP/1.0 request without a body; the status and body, or nil when nothing answers.
+    /// One HTTP/1.0 request without a body; the status and body, or nil when nothing answers, the
+    /// answer is longer than `maxBytes`, or it is not complete within `timeout` seconds.
     static func request(_ method: String, host: String, port: Int, path: String, headers: [(String, String)] = [],
-                        timeout: Int) -> (status: Int, body: [UInt8])? {
+                        timeout: Int, maxBytes: Int = maxResponseBytes) -> (status: Int, body: [UInt8])? {
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(timeout, 1)) * 1_000_000_000
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_flags = AI_NUMERICHOST
@@ -198,10 +210,19 @@ enum LoopbackGet {
         guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else { return nil }
         var response: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 16 << 10)
-        while response.count < maxResponseBytes {
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        while true {
+            let now = DispatchTime.now().uptimeNanoseconds
+            guard now < deadline else { return nil }
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&p, 1, Int32(min((deadline - now) / 1_000_000 + 1, UInt64(Int32.max))))
+            if ready < 0 && errno == EINTR { continue }
+            guard ready > 0 else { return nil }
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if n < 0 && (errno == EINTR || errno == EAGAIN) { continue }
             if n <= 0 { break }
             response += buffer[0..<n]
+            // Head and body together: a bound on what is kept, not on the document alone.
+            guard response.count <= maxBytes + (64 << 10) else { return nil }
         }
         guard let headEnd = response.firstRange(of: [13, 10, 13, 10]) else { return nil }
         let statusLine = String(decoding: response[..<headEnd.lowerBound], as: UTF8.self).split(separator: " ", maxSplits: 2)

@@ -3,8 +3,29 @@ import Proxy
 
 /// Control requests to a running daemon's proxy (`POST /.httpcachefs/control/ACTION`), with the
 /// control key from its owner-only runtime file: `refresh`, and `cache rm` / `cache clear`
-/// while a daemon holds the cache.
+/// while a daemon holds the cache; and the owner-only pages (`status.json`, the proxy's own
+/// status) the CLI reads, which take the same key. Every exchange has a deadline
+/// (`LoopbackGet`), and the key goes only to a port the daemon itself listens on.
 enum DaemonControl {
+    /// GET of an owner-only page (`path`, after any token prefix the caller added) of the proxy
+    /// `status` describes, with its control key: the body of a 200 answer, or nil (no key, the
+    /// port is not the daemon's, no answer within `timeout` seconds, more than `maxBytes`).
+    static func ownerGet(_ path: String, from status: ProxyStatus, timeout: Int = 2,
+                         maxBytes: Int = LoopbackGet.maxResponseBytes) -> [UInt8]? {
+        guard let key = status.controlKey else { return nil }
+        if let pid = status.pid, ListenerOwner.listens(pid: pid, port: status.port) == false { return nil }
+        return LoopbackGet.get(host: status.localConnectHost, port: status.port, path: path,
+                               headers: [(ControlRequest.keyHeader, key)], timeout: timeout, maxBytes: maxBytes)
+    }
+
+    /// The status page's address for the owner: under the token when the proxy has one, else
+    /// with the control key (`?key=`), as a notebook server's address carries its token.
+    static func pageAddress(_ status: ProxyStatus) -> String {
+        let page = status.localBase + status.tokenPath(ProxyRouter.pagePath)
+        guard status.token == nil, let key = status.controlKey else { return page }
+        return page + "?key=" + key
+    }
+
     struct Answer {
         var status: Int
         var lines: [String]

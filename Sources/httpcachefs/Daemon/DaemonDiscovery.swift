@@ -12,7 +12,9 @@ import Glibc
 /// whose directory holds `index.sqlite` names a cache and the process that serves it. Its proxy
 /// (if it runs one) is in the cache's `proxy.json`, which names the same pid; the rest (mounts,
 /// fetches, counters) comes from the proxy's status document, or, with no proxy, from the index.
-/// Only processes this user may inspect are seen (all of them as root).
+/// Only processes this user may inspect are seen (all of them as root). A cache's runtime files
+/// are read only if they are regular files of the daemon's user (never through a symlink), and
+/// nothing of a cache is opened for writing: any user can make a process look like a daemon.
 struct DaemonDiscovery {
     struct Daemon {
         var pid: Int32
@@ -33,6 +35,10 @@ struct DaemonDiscovery {
         var cwd: String?
         /// The user it runs as (the owner of `/proc/PID`): commands look for this user's own.
         var uid: uid_t?
+
+        /// It runs as the user running this command: only then are its cache's files opened
+        /// (another user's, as root, are never opened by path: `StatusCommand`).
+        var isMine: Bool { uid == geteuid() }
 
         /// How a message names it: pid, cache and mountpoints.
         var described: String {
@@ -65,13 +71,15 @@ struct DaemonDiscovery {
                 let directory = String(target.dropLast("/lock".count))
                 guard !seen.contains(directory), fm.fileExists(atPath: directory + "/index.sqlite") else { continue }
                 seen.insert(directory)
-                let proxy = ProxyStatus.readRuntimeFile(cacheDirectory: directory).flatMap { $0.pid == pid ? $0 : nil }
-                let listed = DaemonMounts.listed(cacheDirectory: directory, pid: pid)
+                var st = stat()
+                let uid: uid_t? = stat("\(procRoot)/\(name)", &st) == 0 ? st.st_uid : nil
+                // The runtime files count only as the daemon's own user's (a process can hold any
+                // file named `lock`; its user controls what lies beside it): `OwnedFile`.
+                let proxy = uid.flatMap { ProxyStatus.readRuntimeFile(cacheDirectory: directory, owner: $0) }.flatMap { $0.pid == pid ? $0 : nil }
+                let listed = uid.map { DaemonMounts.listed(cacheDirectory: directory, pid: pid, owner: $0) } ?? []
                 let arguments = commandLine(procRoot, name)
                 let mounts = (try? String(contentsOfFile: "\(procRoot)/\(name)/mounts", encoding: .utf8)) ?? ""
                 let cwd = try? fm.destinationOfSymbolicLink(atPath: "\(procRoot)/\(name)/cwd")
-                var st = stat()
-                let uid: uid_t? = stat("\(procRoot)/\(name)", &st) == 0 ? st.st_uid : nil
                 found.append(Daemon(pid: pid, cacheDirectory: directory, command: arguments.joined(separator: " "),
                                     uptimeSeconds: uptime(procRoot, name), proxy: proxy,
                                     mountpoints: mountpoints(arguments: arguments, cwd: cwd, mounts: mounts,

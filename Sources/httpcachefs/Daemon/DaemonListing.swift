@@ -58,9 +58,9 @@ struct DaemonListing: CacheListing {
     /// The status document of the daemon holding `cacheDirectory`, if it runs a proxy that
     /// answers (see `URLCommand.findProxy`: only the holder's own proxy is asked). Blocking.
     static func liveDocument(cacheDirectory: String) -> StatusDocument? {
-        guard case let .found(proxy) = URLCommand.findProxy(cacheDirectory: cacheDirectory),
-              let body = LoopbackGet.get(host: proxy.localConnectHost, port: proxy.port,
-                                         path: proxy.tokenPath(ProxyRouter.documentPath)) else { return nil }
+        guard case .found = URLCommand.findProxy(cacheDirectory: cacheDirectory),
+              let file = ProxyStatus.readRuntimeFile(cacheDirectory: cacheDirectory),
+              let body = DaemonControl.ownerGet(file.tokenPath(ProxyRouter.documentPath), from: file, timeout: 60) else { return nil }
         return try? StatusDocument.decode(body)
     }
 }

@@ -153,9 +153,9 @@ final class DaemonMounts: Sendable {
 
     /// The mountpoints `<cache dir>/mounts` lists for the process `pid` (none when the file is
     /// another process's, or missing).
-    static func listed(cacheDirectory: String, pid: Int32) -> [RuntimeFile.Listed] {
-        guard let data = FileManager.default.contents(atPath: cacheDirectory + "/" + runtimeFileName),
-              let file = try? JSONDecoder().decode(RuntimeFile.self, from: data), file.pid == pid else { return [] }
+    static func listed(cacheDirectory: String, pid: Int32, owner: uid_t = geteuid()) -> [RuntimeFile.Listed] {
+        guard case let .success(bytes) = OwnedFile.read(cacheDirectory + "/" + runtimeFileName, owner: owner),
+              let file = try? JSONDecoder().decode(RuntimeFile.self, from: Data(bytes)), file.pid == pid else { return [] }
         return file.mounts
     }
 }
