@@ -272,6 +272,13 @@ struct MountCommand: AsyncParsableCommand {
         let mounts = DaemonMounts(cacheDirectory: resolved.directory, logger: logger)
         let host = MountHost(engine: engine, cache: resolved, proxy: settings.noProxy ? nil : proxyResolved,
                              credentials: credentials, mounts: mounts, logger: logger)
+        // Signals before the first mountpoint: one sent as soon as the mount shows is never lost
+        // (ignored in the moment between the mount and the handler, it left the daemon running).
+        let signals = MountSignals(
+            stop: { sig in mounts.stopAll(signal: sig) },
+            reload: {
+                Task { _ = await host.refresh(path: nil, why: "SIGHUP") }
+            })
         // The proxy first: a busy port fails the mount before anything is mounted.
         var server: ProxyServer?
         var rcServer: RcServer?
@@ -291,6 +298,7 @@ struct MountCommand: AsyncParsableCommand {
             }
             _ = mounts.add(first)
         } catch {
+            signals.cancel()
             let started = server, rcStarted = rcServer
             try? await onBlockingPool {
                 rcStarted?.stop()
@@ -300,11 +308,6 @@ struct MountCommand: AsyncParsableCommand {
             throw error
         }
 
-        let signals = MountSignals(
-            stop: { sig in mounts.stopAll(signal: sig) },
-            reload: {
-                Task { _ = await host.refresh(path: nil, why: "SIGHUP") }
-            })
         for note in settings.rclone.notes { logger.notice("\(note)") }
         let poll = settings.rclone.pollInterval.map { Self.poll(every: $0, host: host) }
         ready?.ready()

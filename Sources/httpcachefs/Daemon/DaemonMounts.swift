@@ -50,6 +50,10 @@ final class DaemonMounts: Sendable {
         var closed = false
         /// Who awaits the last mountpoint's going (`untilEmpty`).
         var awaitingEmpty: [CheckedContinuation<Void, Never>] = []
+        /// SIGTERM / SIGINT came (`stopAll`): a mountpoint added after it stops at once. The
+        /// daemon's signal handlers are in place before its first mountpoint is, so a signal
+        /// sent as soon as the mount shows in the mount table is never lost.
+        var stopSignal: Int32?
     }
 
     static let runtimeFileName = "mounts"
@@ -66,13 +70,14 @@ final class DaemonMounts: Sendable {
     /// Takes a started mountpoint in. False (and nothing taken) once the daemon is ending: the
     /// caller unmounts it again.
     func add(_ mount: Mount) -> Bool {
-        let taken = state.withLock { s -> Bool in
-            guard !s.closed else { return false }
+        let (taken, stopSignal) = state.withLock { s -> (Bool, Int32?) in
+            guard !s.closed else { return (false, nil) }
             s.mounts.append(mount)
-            return true
+            return (true, s.stopSignal)
         }
         guard taken else { return false }
         writeRuntimeFile()
+        if let stopSignal { mount.stop.signal(stopSignal) }
         // No thread waits for a session: its end resumes this task (`FuseFileSystem.ended`).
         Task { [self] in
             let loopError = await mount.fs.ended()
@@ -123,7 +128,11 @@ final class DaemonMounts: Sendable {
     /// (Only this tells systemd the service stops: one mountpoint let go is no stop.)
     func stopAll(signal sig: Int32) {
         SystemdNotify.send("STOPPING=1")
-        for mount in all { mount.stop.signal(sig) }
+        let mounts = state.withLock { s in
+            s.stopSignal = sig
+            return s.mounts
+        }
+        for mount in mounts { mount.stop.signal(sig) }
     }
 
     private var runtimePath: String { cacheDirectory + "/" + Self.runtimeFileName }
