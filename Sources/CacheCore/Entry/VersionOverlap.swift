@@ -101,10 +101,11 @@ extension EngineCore {
     /// fail), to be probed again by the next open. Returns what to cancel and launch after the
     /// locks.
     func overlapDiffered(_ handle: EntryHandle, shard: Shard, generation: Int64, fetchID: Int,
-                         at range: Range<Int64>) -> (cancels: [FetchHandleBox], launches: [Launch]) {
+                         at range: Range<Int64>, by what: String) -> (cancels: [FetchHandleBox], launches: [Launch]) {
         shard.locked { entries in
             guard let entry = entries[handle], entry.isCurrent(generation) else { return ([], []) }
-            logger.warning("the file changed at its origin though its validators did not (no strong ETag); the bytes before a new range differ from the cached ones", metadata: [
+            logger.warning("the file changed at its origin though its validators did not (no strong ETag); compared bytes differ from the cached ones", metadata: [
+                "compared": "\(what)",
                 "url": "\(entry.info.url)", "at": "\(range.lowerBound)", "etag": "\(entry.info.etag ?? "-")",
                 "last_modified": "\(entry.info.lastModified ?? "-")"])
             let info = entry.info

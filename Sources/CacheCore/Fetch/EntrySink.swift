@@ -343,7 +343,8 @@ final class EntrySink: FetchSink {
             if held.elementsEqual(UnsafeRawBufferPointer(rebasing: bytes[lo..<(lo + Int(part.length))])) { continue }
             t.checks = []
             t.failure = .remoteChanged(url: url)
-            return core.overlapDiffered(entry, shard: shard, generation: t.generation, fetchID: fetchID, at: part)
+            return core.overlapDiffered(entry, shard: shard, generation: t.generation, fetchID: fetchID, at: part,
+                                        by: "the bytes beside a new range")
         }
         return nil
     }
