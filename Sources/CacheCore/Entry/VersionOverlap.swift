@@ -23,11 +23,13 @@ import Foundation
 /// the old version fail with `remoteChanged` (the open must be made again), the transfer stops,
 /// and nothing it brought is kept: the comparison comes before any of its bytes is delivered.
 ///
+/// A request with no held bytes before it as it launches (a seek into an uncached stretch) has
+/// nothing here to compare before its first bytes: it starts only after a sample of the held
+/// ones compared equal (`VersionSample`).
+///
 /// Limits, said in docs/design.md: a change that leaves the compared bytes as they were (a file
-/// edited in place, in the middle) is not seen; a request with no held neighbour (a seek into
-/// an uncached stretch, with nothing read next to it later) is not compared; and where two
-/// streams are compared only when the second reaches the first, a reader may have read across
-/// their meeting point just before: its next read fails, and nothing mixed is kept. With a
+/// edited in place, in the middle) is not seen; and where held bytes before a request were
+/// evicted between its launch and its first bytes, it is not compared before them. With a
 /// strong ETag none of this applies, and nothing is asked twice.
 ///
 /// Threads: `overlapPlan` under the shard lock (in `launch`); `heldBytes` on the transfer's

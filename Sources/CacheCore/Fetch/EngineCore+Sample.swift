@@ -20,6 +20,7 @@ extension EngineCore {
         sample.start = range.lowerBound
         sample.end = range.upperBound
         sample.isProbe = false
+        sample.requireRange = false   // its bytes are found where they come, in a whole answer too
         let id = makeID()
         logger.debug("version sample before a fetch with no held bytes before it", metadata: [
             "url": "\(request.url)", "sample": "\(range.lowerBound)-\(range.upperBound - 1)",

@@ -49,19 +49,26 @@ final class SampleSink: FetchSink {
     }
 
     func fetchDidReceiveHead(_ head: ResponseHead) -> Bool {
-        // Another length or date than the held version's: changed, whatever its bytes.
-        let differs: Bool? = shard.locked { entries in
-            guard let e = entries[entry], e.isCurrent(generation) else { return nil }
-            return core.differs(e.info, head)
+        enum Seen { case gone, distrusted(String), differs, same }
+        let seen: Seen = shard.locked { entries in
+            guard let e = entries[entry], e.isCurrent(generation) else { return .gone }
+            // A page of another media type that names no version (a captive portal's login
+            // page) is not a new version of this file: the fetch fails, the cached bytes stay.
+            if let why = HeadDecision.Provenance(head: head, entry: e.info, rangeAsked: false).distrust { return .distrusted(why) }
+            // Another length or date than the held version's: changed, whatever its bytes.
+            return core.differs(e.info, head) ? .differs : .same
         }
-        switch differs {
-        case nil:
+        switch seen {
+        case .gone:
             decide(.notHeld)
             return false
-        case true?:
+        case let .distrusted(why):
+            decide(.failed(.invalidResponse(url: url, message: "the version sample's answer is not this file (\(why)); a captive portal or login page?")))
+            return false
+        case .differs:
             decide(.differs)
             return false
-        case false?:
+        case .same:
             state.withLock { $0.position = head.bodyStart }
             return true
         }
