@@ -29,7 +29,14 @@ extension EngineCore {
                                     expected: expected, url: request.url) { [self] verdict in
             switch VersionSample.outcome(of: verdict) {
             case .start:
-                fetches.start(request, sink: sink, fetchID: fetchID)
+                // Dropped meanwhile (its reads went, a new version): a cancel found no transfer
+                // to stop, so none starts.
+                let wanted = shard.locked { $0[handle]?.inflight.fetches[fetchID] != nil }
+                if wanted {
+                    fetches.start(request, sink: sink, fetchID: fetchID)
+                } else {
+                    fetches.endUnstarted(sink, .cancelled)
+                }
             case .changed:
                 let (cancels, launches) = overlapDiffered(handle, shard: shard, generation: generation, fetchID: fetchID,
                                                           at: range, by: "a sample of the cached bytes, before a fetch with none held before it")
