@@ -23,6 +23,9 @@ final class SampleSink: FetchSink {
         var position: Int64 = 0
         var got: [UInt8] = []
         var decided = false
+        /// The answer is the asked range (a 206): once compared, it is let end by itself, so its
+        /// connection serves the fetch next (a transfer stopped mid-body loses its connection).
+        var exact = false
     }
     private let state = LockedValue(State())
 
@@ -69,13 +72,16 @@ final class SampleSink: FetchSink {
             decide(.differs)
             return false
         case .same:
-            state.withLock { $0.position = head.bodyStart }
+            state.withLock { s in
+                s.position = head.bodyStart
+                s.exact = head.status == 206 && head.bodyStart == range.lowerBound
+            }
             return true
         }
     }
 
     func fetchDidReceive(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        let done: Bool? = state.withLock { s in
+        let (done, exact): (Bool?, Bool) = state.withLock { s in
             let arrival = s.position..<(s.position + Int64(bytes.count))
             s.position = arrival.upperBound
             let part = arrival.clamped(to: range)
@@ -83,12 +89,12 @@ final class SampleSink: FetchSink {
                 let lo = Int(part.lowerBound - arrival.lowerBound)
                 s.got += UnsafeRawBufferPointer(rebasing: bytes[lo..<(lo + Int(part.length))])
             }
-            guard s.got.count == expected.count else { return nil }
-            return s.got == expected
+            guard !s.decided, s.got.count == expected.count else { return (nil, s.exact) }
+            return (s.got == expected, s.exact)
         }
         guard let done else { return true }
         decide(done ? .same : .differs)
-        return false
+        return exact   // a whole answer stops here; the asked range ends by itself
     }
 
     func fetchDidFinish(_ error: FetchError?) {
