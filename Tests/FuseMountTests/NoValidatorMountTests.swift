@@ -60,4 +60,46 @@ final class NoValidatorMountTests: XCTestCase {
             }
         }
     }
+
+    /// The change found by the overlap next to the cached head (not by a sample): the open's read
+    /// fails, and the first fresh open after it reads all of the new version, no read failing.
+    func testTheFirstOpenAfterAChangeWasFoundReadsEveryByte() throws {
+        let length = self.length
+        let old = OriginServer.generatedBytes(seed: 103, offset: 0, count: length)
+        let new = OriginServer.generatedBytes(seed: 104, offset: 0, count: length)
+        let m = try plainMount(old)
+        defer { m.stop() }
+        try withinBound(60, "reads across the change") {
+            let fd = try POSIX.open(m.path("v.bin"))
+            defer { close(fd) }
+            XCTAssertTrue(try POSIX.pread(fd, offset: 0, count: 1 << 20) == Array(old[0..<(1 << 20)]))
+            m.origin.setFile("/v.bin", data: new, etag: "")
+            var offset = 1 << 20
+            while offset < length {
+                do {
+                    let got = try POSIX.pread(fd, offset: Int64(offset), count: 1 << 20)
+                    XCTAssertTrue(got.elementsEqual(old[offset..<(offset + got.count)]), "bytes at \(offset) not of the old version")
+                } catch let failure as POSIX.Failure {
+                    XCTAssertTrue([EIO, ESTALE].contains(failure.errno), "\(failure)")
+                }
+                offset += 1 << 20
+            }
+        }
+        try withinBound(60, "the first open after the change was found") {
+            let fd = try POSIX.open(m.path("v.bin"))
+            defer { close(fd) }
+            var failed: [Int] = []
+            var offset = 0
+            while offset < length {
+                do {
+                    let got = try POSIX.pread(fd, offset: Int64(offset), count: 1 << 20)
+                    XCTAssertTrue(got == Array(new[offset..<(offset + (1 << 20))]), "bytes at \(offset) not of the new version")
+                } catch {
+                    failed.append(offset)
+                }
+                offset += 1 << 20
+            }
+            XCTAssertEqual(failed, [], "reads that failed")
+        }
+    }
 }
