@@ -44,7 +44,7 @@ final class VersionSampleTests: XCTestCase {
              [0..<mib], [mib..<(mib + 512 << 10)], 0..<4096),
             ("held bytes only after the range: compared after it delivered, so a sample",
              0, [mib..<(mib + 4096)], [mib..<(2 * mib)], [], mib..<(mib + 4096)),
-            ("a probe over the cached head compares its own first bytes", 0, [0..<4096], [0..<mib], [], nil),
+            ("a read from byte 0 over held bytes compares its own first ones", 0, [0..<4096], [0..<mib], [], nil),
             ("nothing held (a new version after a change): nothing to mix with", 20 * mib, [(20 * mib - 4096)..<(20 * mib)],
              [], [], nil),
         ]
@@ -52,6 +52,17 @@ final class VersionSampleTests: XCTestCase {
             XCTAssertEqual(VersionSample.plan(plain, persisted: true, ignoringETag: false, start: start, checks: checks,
                                               coverage: RangeSet(coverage), pending: RangeSet(pending)), expected, name)
         }
+        // An open's probe samples whenever bytes are held: its head answers the opens before its
+        // own first byte is compared. A listing page never does (read whole; a changed page is a
+        // new version by its probe's head).
+        XCTAssertEqual(VersionSample.plan(plain, persisted: true, ignoringETag: false, isProbe: true, start: 0, checks: [0..<1],
+                                          coverage: RangeSet([0..<mib]), pending: RangeSet()), 0..<4096, "a revalidating probe")
+        XCTAssertNil(VersionSample.plan(plain, persisted: true, ignoringETag: false, isProbe: true, start: 0, checks: [],
+                                        coverage: RangeSet(), pending: RangeSet()), "a probe with nothing held")
+        XCTAssertNil(VersionSample.plan(plain, persisted: true, ignoringETag: false, isProbe: true, listingPage: true, start: 0,
+                                        checks: [], coverage: RangeSet([0..<mib]), pending: RangeSet()), "a listing page")
+        XCTAssertNil(VersionSample.plan(plain, persisted: true, ignoringETag: false, listingPage: true, start: 20 * mib,
+                                        checks: [], coverage: RangeSet([0..<mib]), pending: RangeSet()), "a listing page's range")
     }
 
     func testTheSampledBytesAreTheFirstHeld4KiBOnDiskBeforeInMemory() {
@@ -73,14 +84,19 @@ final class VersionSampleTests: XCTestCase {
 
     func testTheSamplesAnswerStartsTheFetchOrEndsIt() {
         let refused = FetchError.network(url: url, message: "refused")
-        let rows: [(String, VersionSample.Verdict, VersionSample.Outcome)] = [
-            ("the same bytes: the fetch starts", .same, .start),
-            ("other bytes, or another length or date in its head: a new version, the fetch ends unstarted", .differs, .changed),
-            ("the held bytes went meanwhile: starts as it would without a sample", .notHeld, .start),
-            ("the sample failed: the fetch fails with its cause, having delivered nothing", .failed(refused), .fail(refused)),
+        let rows: [(String, VersionSample.Verdict, probe: Bool, VersionSample.Outcome)] = [
+            ("the same bytes: the fetch starts", .same, false, .start(knownChanged: false)),
+            ("other bytes, or another length or date in its head: a new version, the fetch ends unstarted",
+             .differs, false, .changed),
+            ("an open's probe that differed starts, its head taken as the new version (the opens get it)",
+             .differs, true, .start(knownChanged: true)),
+            ("the held bytes went meanwhile: starts as it would without a sample", .notHeld, false, .start(knownChanged: false)),
+            ("the sample failed: the fetch fails with its cause, having delivered nothing", .failed(refused), false, .fail(refused)),
+            ("a probe's sample failed: so does the probe (its opens get the cached copy, as when the origin is down)",
+             .failed(refused), true, .fail(refused)),
         ]
-        for (name, verdict, outcome) in rows {
-            XCTAssertEqual(VersionSample.outcome(of: verdict), outcome, name)
+        for (name, verdict, probe, outcome) in rows {
+            XCTAssertEqual(VersionSample.outcome(of: verdict, probe: probe), outcome, name)
         }
     }
 }

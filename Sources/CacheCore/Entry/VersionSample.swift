@@ -14,6 +14,10 @@ import Foundation
 /// another length or date in the sample's head: the file changed, exactly as when an overlap
 /// differs (`EngineCore.overlapDiffered`: a new version, the open's reads fail with
 /// `remoteChanged`, its validation is forgotten, and the next open reads the new version whole).
+/// An open's probe samples whenever bytes are held: its head answers the opens before its own
+/// first bytes are compared, so an open of a file replaced since its last check was answered
+/// with the old version and failed every read; now its sample differs first, the probe's head
+/// is taken as the new version, and the open reads that.
 /// The sample cannot be asked: the fetch fails with its cause, having delivered nothing.
 ///
 /// Why before, not beside: a transfer held open while its sample waits for a connection holds
@@ -34,19 +38,24 @@ enum VersionSample {
     /// Bytes a sample compares.
     static let length: Int64 = 4096
 
-    /// The bytes a fetch of `start ..< end` of `info`'s version samples before it starts, or nil
-    /// when it needs none: a version with a strong ETag (`If-Range` says), one not saved yet (its
-    /// first answer: nothing held to mix with), a fetch whose overlap `checks` (`overlapPlan`)
-    /// compare held bytes before its first delivered one, or nothing held at all.
-    static func plan(_ info: EntryInfo, persisted: Bool, ignoringETag: Bool, start: Int64, checks: [Range<Int64>],
-                     coverage: RangeSet, pending: RangeSet) -> Range<Int64>? {
-        guard persisted, EngineCore.needsOverlapCheck(info, ignoringETag: ignoringETag) else { return nil }
+    /// The bytes a fetch from `start` of `info`'s version samples before it starts, or nil when
+    /// it needs none: a version with a strong ETag (`If-Range` says), one not saved yet (its
+    /// first answer: nothing held to mix with), a listing page (read whole, and a page that
+    /// changed is a new version by its probe's head), a fetch whose overlap `checks`
+    /// (`overlapPlan`) compare held bytes before its first delivered one, or nothing held at all.
+    /// An open's probe (`isProbe`) samples whenever bytes are held: its head answers the opens
+    /// before its own first bytes are compared, and an open answered with the old version would
+    /// fail all its reads once they differ; the sample finds the change first, and the opens get
+    /// the new version.
+    static func plan(_ info: EntryInfo, persisted: Bool, ignoringETag: Bool, isProbe: Bool = false, listingPage: Bool = false,
+                     start: Int64, checks: [Range<Int64>], coverage: RangeSet, pending: RangeSet) -> Range<Int64>? {
+        guard persisted, !listingPage, EngineCore.needsOverlapCheck(info, ignoringETag: ignoringETag) else { return nil }
         var held = coverage
         for r in pending.ranges { held.insert(r) }
         // The 4 KiB before the range, or (from byte 0) its own first ones: compared as they come,
         // before any byte after them is delivered. The 4 KiB after its end are compared only
         // after it delivered its bytes.
-        if checks.contains(where: { $0.lowerBound <= start && held.contains($0) }) { return nil }
+        if !isProbe, checks.contains(where: { $0.lowerBound <= start && held.contains($0) }) { return nil }
         return plan(coverage: coverage, pending: pending)
     }
 
@@ -75,8 +84,10 @@ enum VersionSample {
 
     /// What the fetch waiting on a sample does.
     enum Outcome: Equatable {
-        /// Its transfer starts.
-        case start
+        /// Its transfer starts; `knownChanged`: its head is taken as another version whatever it
+        /// says (an open's probe whose sample differed: the head starts the new version, and
+        /// the opens get it).
+        case start(knownChanged: Bool)
         /// The file changed: a new version starts, and the fetch ends with `remoteChanged`,
         /// never started.
         case changed
@@ -84,12 +95,12 @@ enum VersionSample {
         case fail(FetchError)
     }
 
-    static func outcome(of verdict: Verdict) -> Outcome {
+    static func outcome(of verdict: Verdict, probe: Bool) -> Outcome {
         switch verdict {
         // Held bytes gone: a new version (nothing of it to mix with, and the fetch, of the old
         // one, stops at its first bytes) or evicted ones; goes on as without a sample.
-        case .same, .notHeld: return .start
-        case .differs: return .changed
+        case .same, .notHeld: return .start(knownChanged: false)
+        case .differs: return probe ? .start(knownChanged: true) : .changed
         case let .failed(error): return .fail(error)
         }
     }
