@@ -21,7 +21,8 @@ extension EngineCore {
         var sample = request
         sample.start = range.lowerBound
         sample.end = range.upperBound
-        sample.isProbe = false
+        // A probe's sample goes to the origin itself, as the probe does: a cache tier may still
+        // hold the old version. (`isProbe` stays as the fetch's.)
         sample.requireRange = false   // its bytes are found where they come, in a whole answer too
         let id = makeID()
         logger.debug("version sample before a fetch with no held bytes before it", metadata: [
