@@ -102,4 +102,32 @@ final class NoValidatorMountTests: XCTestCase {
             XCTAssertEqual(failed, [], "reads that failed")
         }
     }
+
+    /// The file replaced between two opens, the second one checking it (`--revalidate-after 0`):
+    /// its check samples the cached head first, and it reads the new version, every read of it.
+    func testAnOpenThatChecksAFileReplacedSinceReadsTheNewVersion() throws {
+        let length = 8 << 20
+        let old = OriginServer.generatedBytes(seed: 105, offset: 0, count: length)
+        let m = try EngineMount(tree: { try treeFromList("v.bin = \($0.url("/v.bin"))") },
+                                cache: { $0.revalidateAfter = 0 },
+                                setup: { origin in
+                                    origin.setFile("/v.bin", data: old, etag: "")
+                                    var faults = Faults()
+                                    faults.noLastModified = true
+                                    origin.setFaults("/v.bin", faults)
+                                })
+        defer { m.stop() }
+        try withinBound(60, "the first open") {
+            XCTAssertTrue(try POSIX.readAll(m.path("v.bin")) == old)
+        }
+        for newLength in [length, length + (1 << 20)] {
+            let new = OriginServer.generatedBytes(seed: UInt64(106 + newLength), offset: 0, count: newLength)
+            m.origin.setFile("/v.bin", data: new, etag: "")
+            try withinBound(60, "an open after the change (length \(newLength))") {
+                let whole = try POSIX.readAll(m.path("v.bin"))
+                XCTAssertEqual(whole.count, newLength)
+                XCTAssertTrue(whole == new, "length \(newLength): the open reads the new version")
+            }
+        }
+    }
 }
