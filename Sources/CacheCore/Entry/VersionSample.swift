@@ -30,7 +30,8 @@ import Foundation
 ///
 /// Cost, on origins without a strong ETag only: one request of 4 KiB, and a round trip before
 /// the first bytes, per fetch that launches with no held bytes before it (a seek away from
-/// cached bytes, a read-ahead launched before its predecessor brought the 4 KiB before it).
+/// cached bytes, a read-ahead launched before its predecessor brought the 4 KiB before it) and
+/// per open that checks a cached file (after `--revalidate-after`).
 /// Not caught: a change that keeps the sampled bytes (an edit in place elsewhere).
 ///
 /// Pure: the engine plans under the shard lock (`plan`) and acts on the answer (`Outcome`).
