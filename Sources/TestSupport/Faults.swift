@@ -36,6 +36,9 @@ public struct Faults: Sendable {
     /// A new ETag on every answer of a file, with the same length and Last-Modified (load-balanced
     /// backends whose ETags include the inode): `"rot-1"`, `"rot-2"`, and so on.
     public var rotateETag = false
+    /// No `Last-Modified` (with an ETag of `""`: an answer that names no version at all, as
+    /// some object stores and generated downloads send).
+    public var noLastModified = false
     /// Bytes sent after each body, beyond its Content-Length, on a connection kept open: the next
     /// answer on that connection then starts with them (a broken origin or middlebox).
     public var garbageAfterBody: [UInt8]? = nil

@@ -131,7 +131,8 @@ enum ResponsePlanner {
     private static func fileResponse(headers: [(String, String)], body: FileBody, etag: String?,
                                      lastModified: String, contentType: String, faults: Faults) -> ResponsePlan {
         let length = body.length
-        var h: [(String, String)] = [("Content-Type", contentType), ("Last-Modified", lastModified)]
+        var h: [(String, String)] = [("Content-Type", contentType)]
+        if !faults.noLastModified { h.append(("Last-Modified", lastModified)) }
         if let etag { h.append(("ETag", etag)) }
         if !faults.noAcceptRanges { h.append(("Accept-Ranges", "bytes")) }
 

@@ -23,11 +23,13 @@ import Foundation
 /// the old version fail with `remoteChanged` (the open must be made again), the transfer stops,
 /// and nothing it brought is kept: the comparison comes before any of its bytes is delivered.
 ///
+/// A request with no held bytes before it as it launches (a seek into an uncached stretch) has
+/// nothing here to compare before its first bytes: it starts only after a sample of the held
+/// ones compared equal (`VersionSample`).
+///
 /// Limits, said in docs/design.md: a change that leaves the compared bytes as they were (a file
-/// edited in place, in the middle) is not seen; a request with no held neighbour (a seek into
-/// an uncached stretch, with nothing read next to it later) is not compared; and where two
-/// streams are compared only when the second reaches the first, a reader may have read across
-/// their meeting point just before: its next read fails, and nothing mixed is kept. With a
+/// edited in place, in the middle) is not seen; and where held bytes before a request were
+/// evicted between its launch and its first bytes, it is not compared before them. With a
 /// strong ETag none of this applies, and nothing is asked twice.
 ///
 /// Threads: `overlapPlan` under the shard lock (in `launch`); `heldBytes` on the transfer's
@@ -101,10 +103,11 @@ extension EngineCore {
     /// fail), to be probed again by the next open. Returns what to cancel and launch after the
     /// locks.
     func overlapDiffered(_ handle: EntryHandle, shard: Shard, generation: Int64, fetchID: Int,
-                         at range: Range<Int64>) -> (cancels: [FetchHandleBox], launches: [Launch]) {
+                         at range: Range<Int64>, by what: String) -> (cancels: [FetchHandleBox], launches: [Launch]) {
         shard.locked { entries in
             guard let entry = entries[handle], entry.isCurrent(generation) else { return ([], []) }
-            logger.warning("the file changed at its origin though its validators did not (no strong ETag); the bytes before a new range differ from the cached ones", metadata: [
+            logger.warning("the file changed at its origin though its validators did not (no strong ETag); compared bytes differ from the cached ones", metadata: [
+                "compared": "\(what)",
                 "url": "\(entry.info.url)", "at": "\(range.lowerBound)", "etag": "\(entry.info.etag ?? "-")",
                 "last_modified": "\(entry.info.lastModified ?? "-")"])
             let info = entry.info

@@ -29,6 +29,9 @@ struct LaunchFacts {
     let isProbe: Bool
     /// Without a strong validator: the bytes around the range to compare (`VersionOverlap`).
     let overlap: OverlapPlan?
+    /// Without a strong validator and with no held bytes before the range: the held bytes to
+    /// sample before its transfer starts (`VersionSample`).
+    let sample: Range<Int64>?
 }
 
 extension EngineCore {
@@ -46,12 +49,18 @@ extension EngineCore {
             guard let entry = entries[handle] else { return nil }
             let f = entry.inflight.fetches[fetchID]
             let ignoreETag = ignoresETag(url: entry.info.url)
+            let overlap = overlapPlan(entry, start: fetch.start, end: fetch.end, ignoringETag: ignoreETag)
+            let isProbe = entry.machine.isProbe(fetchID)
             return LaunchFacts(url: entry.info.url, ignoreETag: ignoreETag,
                                ifRange: entry.isPersisted ? (ignoreETag ? entry.info.lastModified : entry.info.ifRangeValidator) : nil,
                                generation: entry.info.generation, rangesKnown: entry.isPersisted && entry.info.acceptsRanges,
                                priority: f?.priority ?? .waiting, owner: f?.owner,
                                length: entry.isPersisted ? entry.info.length : nil, lastModified: entry.info.lastModified,
-                               isProbe: entry.machine.isProbe(fetchID), overlap: overlapPlan(entry, start: fetch.start, end: fetch.end, ignoringETag: ignoreETag))
+                               isProbe: isProbe, overlap: overlap,
+                               sample: VersionSample.plan(entry.info, persisted: entry.isPersisted, ignoringETag: ignoreETag,
+                                                          isProbe: isProbe, listingPage: entry.isListingPage,
+                                                          start: fetch.start, checks: overlap?.checks ?? [],
+                                                          coverage: entry.coverage, pending: entry.pending.ranges))
         }
         guard let facts else {
             logger.debug("fetch not started: its entry was removed", metadata: ["url": "\(key)", "range": "\(fetch)"])
@@ -70,14 +79,24 @@ extension EngineCore {
         request.expectedLastModified = facts.ifRange == nil ? nil : facts.lastModified
         request.cacheKey = key.string
         request.isProbe = facts.isProbe
-        let sink = EntrySink(core: self, entry: handle, shard: shard, fetchID: fetchID, generation: facts.generation,
-                             start: requestStart, rangeAsked: request.rangeHeader != nil, file: key.hashValue, url: facts.url,
-                             checks: facts.overlap?.checks ?? [],
-                             // Without checks, everything the answer brings is kept (an origin that
-                             // answers more than the range asked for saves the next fetch); with
-                             // them, the compared bytes around the range are not the range's.
-                             deliver: facts.overlap == nil ? fetch.start..<Int64.max : fetch.start..<(fetch.end ?? .max))
-        fetches.start(request, sink: sink, fetchID: fetchID)
+        let rangeAsked = request.rangeHeader != nil
+        let sink: @Sendable (Bool) -> EntrySink = { [self] knownChanged in
+            EntrySink(core: self, entry: handle, shard: shard, fetchID: fetchID, generation: facts.generation,
+                      start: requestStart, rangeAsked: rangeAsked, file: key.hashValue, url: facts.url,
+                      checks: facts.overlap?.checks ?? [],
+                      // Without checks, everything the answer brings is kept (an origin that
+                      // answers more than the range asked for saves the next fetch); with
+                      // them, the compared bytes around the range are not the range's.
+                      deliver: facts.overlap == nil ? fetch.start..<Int64.max : fetch.start..<(fetch.end ?? .max),
+                      knownChanged: knownChanged)
+        }
+        if let sample = facts.sample {
+            // No held bytes before it (or an open's probe): a sample of the held ones first
+            // (`VersionSample`).
+            return startAfterSample(sample, request: request, sink: sink, fetchID: fetchID, entry: handle, shard: shard,
+                                    generation: facts.generation)
+        }
+        fetches.start(request, sink: sink(false), fetchID: fetchID)
     }
 }
 

@@ -51,6 +51,8 @@ final class EntrySink: FetchSink {
     let file: Int
     /// Resumes the paused transfer once the writers have drained.
     private let onRoom: @Sendable () -> Void
+    /// Its version sample differed (`VersionSample`): its head is another version, whatever it says.
+    private let knownChanged: Bool
     static let batchCapacity = ChunkPool.classes.last!
 
     /// The source's side: what one callback leaves for the next. Taken for the length of each
@@ -109,7 +111,9 @@ final class EntrySink: FetchSink {
     let writer = LockedValue(Writer())
 
     init(core: EngineCore, entry: EntryHandle, shard: Shard, fetchID: Int, generation: Int64, start: Int64,
-         rangeAsked: Bool, file: Int, url: String, checks: [Range<Int64>] = [], deliver: Range<Int64> = 0..<Int64.max) {
+         rangeAsked: Bool, file: Int, url: String, checks: [Range<Int64>] = [], deliver: Range<Int64> = 0..<Int64.max,
+         knownChanged: Bool = false) {
+        self.knownChanged = knownChanged
         self.core = core
         self.url = url
         self.file = file
@@ -165,7 +169,7 @@ final class EntrySink: FetchSink {
         }
         let action = entry.machine.headArrived(
             fetch: fetchID, current: entry.inflight.fetches[fetchID] != nil && entry.isCurrent(generation),
-            head: head, differs: entry.isPersisted && (core.differs(entry.info, head)
+            head: head, differs: entry.isPersisted && (knownChanged || core.differs(entry.info, head)
                 || (entry.machine.isProbe(fetchID) && EngineCore.cannotConfirm(head, listingPage: entry.isListingPage))), position: t.position,
             lengthKnown: entry.info.length != nil, wholeBodyRunning: wholeBodyRunning,
             provenance: .init(head: head, entry: entry.info, rangeAsked: rangeAsked), makeFetchID: core.makeID)
@@ -344,7 +348,8 @@ final class EntrySink: FetchSink {
             if held.elementsEqual(UnsafeRawBufferPointer(rebasing: bytes[lo..<(lo + Int(part.length))])) { continue }
             t.checks = []
             t.failure = .remoteChanged(url: url)
-            return core.overlapDiffered(entry, shard: shard, generation: t.generation, fetchID: fetchID, at: part)
+            return core.overlapDiffered(entry, shard: shard, generation: t.generation, fetchID: fetchID, at: part,
+                                        by: "the bytes beside a new range")
         }
         return nil
     }

@@ -26,6 +26,8 @@ import Logging
 ///   cancels, priorities, the sinks shutdown waits for.
 /// - `EntrySink.swift`: one transfer's source side: arrivals, waiters answered.
 /// - `EntrySink+Writer.swift`: its writer side: jobs on a `WriteQueue` lane, room, checksums.
+/// - `EngineCore+Sample.swift`, `SampleSink.swift`: a version sample asked before a fetch with
+///   no held bytes before it, its few bytes compared (`VersionSample`).
 /// - `EngineCore+Fetch.swift`: `Launch` (a fetch the in-flight table registered), the entry's
 ///   facts read for it under the shard lock, and the request and sink built from them.
 /// - `RangeSource.swift`: the protocol the cache fetches through (libcurl, tests' sources).
@@ -61,11 +63,18 @@ final class FetchCoordinator: Sendable {
     /// Starts `request` on the source, its bytes going to `sink`, and keeps its handle under
     /// `fetchID`. The engine built both from the entry's facts (`EngineCore.launch`); this part
     /// knows no entry. Call with no lock held: `source.start` may call back into the sink.
-    func start(_ request: FetchRequest, sink: EntrySink, fetchID: Int) {
+    func start(_ request: FetchRequest, sink: FetchSink, fetchID: Int) {
         activeSinks.withLock { $0 += 1 }
         let box = handles.box(fetchID)
         logger.debug("fetch", metadata: ["url": "\(request.url)", "range": "\(request.rangeHeader ?? "all")"])
         box.set(source.start(request, sink: sink))
+    }
+
+    /// Ends a fetch whose transfer never started (its version sample differed or failed,
+    /// `VersionSample`): its sink hears `error` as from a transfer, and is counted as one.
+    func endUnstarted(_ sink: EntrySink, _ error: FetchError) {
+        activeSinks.withLock { $0 += 1 }
+        sink.fetchDidFinish(error)
     }
 
     // MARK: Running transfers
