@@ -13,7 +13,8 @@ import Logging
 /// transfers (their sink made room, or the bandwidth limit has tokens again), `curl_multi_perform`
 /// (which runs the header/write callbacks), tell the sinks that took bytes that the turn ended
 /// (`fetchDidDrain`: they write what they gathered), collect finished attempts, then `curl_multi_poll`
-/// until a socket, a curl timer, the next retry, the bandwidth limit's next token or a wakeup.
+/// until a socket, a curl timer, the next retry, the bandwidth limit's next token, the request
+/// rate's next token (`--tpslimit`) or a wakeup.
 ///
 /// Priorities: every transfer has a class (`FetchPriority`), which the engine changes as reads
 /// start and stop waiting on it. `TransferScheduler` decides which transfers yield to a read that
@@ -214,6 +215,9 @@ final class CurlMultiLoop: @unchecked Sendable {
             if let wait = throttle?.wait(now: after) {
                 timeoutMs = min(timeoutMs, Int32(min(1000, wait / 1_000_000 + 1)))
             }
+            if let wait = admission.tokenWait(now: after) {   // --tpslimit
+                timeoutMs = min(timeoutMs, Int32(min(1000, wait / 1_000_000 + 1)))
+            }
             if let nextCheck {
                 timeoutMs = min(timeoutMs, nextCheck <= after ? 0 : Int32(min(1000, (nextCheck - after) / 1_000_000 + 1)))
             }
@@ -231,7 +235,8 @@ final class CurlMultiLoop: @unchecked Sendable {
     /// `TransferAdmission`). A transfer a read waits on that finds every connection taken takes
     /// one from far read-ahead, a scan or preload (`preempt`).
     private func startWaiting() {
-        while let step = admission.next(preemptible: { self.canPreempt($0) }) {
+        let now = DispatchTime.now().uptimeNanoseconds
+        while let step = admission.next(now: now, preemptible: { self.canPreempt($0) }) {
             switch step {
             case let .start(id):
                 if let t = live[id] { attach(t) } else { admission.leave(id) }

@@ -6,13 +6,16 @@ import CacheCore
 /// while it has a request in flight to its node. Each asks this policy, so a read that waits on a
 /// tier node's bytes starts before read-ahead exactly as one through libcurl does.
 ///
-/// Pure state, no clock, no lock, no calls out: the client keeps it where it keeps its transfers
-/// (the curl thread; the node source's lock), tells it what happened and carries out what it
-/// says (`next`). Which transfers *yield* once running is `TransferScheduler`'s.
+/// Pure state, no lock, no calls out, and no clock of its own (`next` is given the time, which
+/// only `--tpslimit` reads): the client keeps it where it keeps its transfers (the curl thread;
+/// the node source's lock), tells it what happened and carries out what it says (`next`). Which
+/// transfers *yield* once running is `TransferScheduler`'s.
 ///
 /// Rules:
 /// - Limits (`Limits`): at most `perOrigin` transfers running per origin (scheme, host and port)
-///   and `total` in all; nil: no limit of that kind.
+///   and `total` in all; nil: no limit of that kind. With `requestRate` (`--tpslimit`), a
+///   transfer starts only while its origin has a token (`RequestRate`); one that waits for a
+///   token keeps its place in the order, and `tokenWait` says when to ask again.
 /// - A transfer that arrives waits in the queue; `next` starts the first that the limits let
 ///   run: the highest class (`FetchPriority`: a waiting read, a scanner's waited read, near
 ///   read-ahead, far, scan, warm-up), so a probe's fetch starts before a copy's next stream;
@@ -29,12 +32,28 @@ struct TransferAdmission: Sendable {
     struct Limits: Sendable, Equatable {
         var perOrigin: Int?
         var total: Int?
+        /// `--tpslimit`: requests per second per origin, and the most at once after a quiet
+        /// spell (`--tpslimit-burst`); nil: no limit.
+        var requestRate: (perSecond: Double, burst: Int)? {
+            get { requestsPerSecond.map { ($0, requestBurst) } }
+            set { requestsPerSecond = newValue?.perSecond; requestBurst = newValue?.burst ?? 1 }
+        }
+        private var requestsPerSecond: Double?
+        private var requestBurst = 1
+
+        init(perOrigin: Int?, total: Int?, requestRate: (perSecond: Double, burst: Int)? = nil) {
+            self.perOrigin = perOrigin
+            self.total = total
+            self.requestRate = requestRate
+        }
 
         /// The libcurl loop's: no more transfers attached than it may open connections
-        /// (`--max-connections`); the per-host cap is libcurl's own (CURLMOPT_MAX_HOST_CONNECTIONS),
-        /// within which HTTP/2 multiplexes many transfers over few connections.
+        /// (`--max-connections`), and no more to one origin than `--max-connections-per-host`
+        /// (each transfer one request in flight; libcurl's CURLMOPT_MAX_HOST_CONNECTIONS caps the
+        /// connections under it, over which HTTP/2 multiplexes them); `--tpslimit`.
         static func curl(_ c: FetcherConfiguration) -> Limits {
-            Limits(perOrigin: nil, total: max(1, c.maxTotalConnections))
+            Limits(perOrigin: c.maxTransfersPerOrigin.map { max(1, $0) }, total: max(1, c.maxTotalConnections),
+                   requestRate: c.requestsPerSecond > 0 ? (c.requestsPerSecond, c.requestBurst) : nil)
         }
 
         /// The node client's: `--max-connections` requests in flight per node (several hosts
@@ -66,12 +85,16 @@ struct TransferAdmission: Sendable {
     }
 
     let limits: Limits
+    private var rate: RequestRate?
     private var queue: [Queued] = []
     private var running: [Int: Running] = [:]
     private var runningPerOrigin: [String: Int] = [:]
     private var arrivals = 0
 
-    init(limits: Limits) { self.limits = limits }
+    init(limits: Limits) {
+        self.limits = limits
+        rate = limits.requestRate.map { RequestRate(perSecond: $0.perSecond, burst: $0.burst) }
+    }
 
     /// Transfer `id` wants to run (first, or again after a retry, a redirect, a preemption).
     mutating func arrive(_ id: Int, origin: String, priority: FetchPriority) {
@@ -110,11 +133,13 @@ struct TransferAdmission: Sendable {
     /// What to start next, already counted as running; nil while nothing may. The client calls
     /// it until nil after every change. `preemptible` says which running transfers the client
     /// can stop and resume later (asked only when a waiting read finds every place taken).
-    mutating func next(preemptible: (Int) -> Bool = { _ in false }) -> Step? {
+    /// `now` (uptime nanoseconds) is read only under a request rate.
+    mutating func next(now: UInt64 = 0, preemptible: (Int) -> Bool = { _ in false }) -> Step? {
         var best: Int?
         for i in queue.indices {
             let q = queue[i]
             if let cap = limits.perOrigin, runningPerOrigin[q.origin, default: 0] >= cap { continue }
+            if let rate, !rate.allows(q.origin, now: now) { continue }
             guard let b = best else {
                 best = i
                 continue
@@ -128,13 +153,22 @@ struct TransferAdmission: Sendable {
             let v = running[victim]!
             leave(victim)
             let q = queue.remove(at: b)
+            _ = rate?.take(q.origin, now: now)
             start(q)
             arrive(victim, origin: v.origin, priority: v.priority)
             return .preempt(victim: victim, for: q.id)
         }
         let q = queue.remove(at: b)
+        _ = rate?.take(q.origin, now: now)
         start(q)
         return .start(q.id)
+    }
+
+    /// Under a request rate: nanoseconds from `now` until a queued transfer's origin has a token
+    /// again (when `next` may say more); nil when no queued transfer waits for one.
+    func tokenWait(now: UInt64) -> UInt64? {
+        guard let rate else { return nil }
+        return queue.lazy.map { rate.wait($0.origin, now: now) }.filter { $0 > 0 }.min()
     }
 
     private func held(_ origin: String) -> Int { runningPerOrigin[origin, default: 0] }

@@ -3,13 +3,25 @@ import CacheCore
 import Fetcher
 import Settings
 
-/// What the fetcher may take from the origins, across all of them: `--max-connections` and
-/// `--bwlimit`. Part of `CacheOptions` (every subcommand), so `preload` and `cat` are held to the
+/// What the fetcher may take from the origins: across all of them `--max-connections` and
+/// `--bwlimit`; from each `--max-connections-per-host` and `--tpslimit` (with `--tpslimit-burst`). Part of `CacheOptions` (every subcommand), so `preload` and `cat` are held to the
 /// same limits as a mount; through a running daemon, the daemon's limits apply.
 struct TransferOptions: ParsableArguments {
     @Option(name: .customLong("max-connections"), parsing: .unconditional,
             help: ArgumentHelp("Most connections to origins at once, across all hosts; parallel streams and preloads share them (default: 16).", valueName: "n"))
     var maxConnections: String?
+
+    @Option(name: .customLong("max-connections-per-host"), parsing: .unconditional,
+            help: ArgumentHelp("Most transfers at once to one origin (scheme, host and port), within --max-connections (default: --max-connections).", valueName: "n"))
+    var maxConnectionsPerHost: String?
+
+    @Option(name: .customLong("tpslimit"), parsing: .unconditional,
+            help: ArgumentHelp("Most requests per second to each origin host, e.g. 10 or 0.5 (0: no limit, the default); retries and redirects count (rclone name; rclone's limit is one for all hosts).", valueName: "n"))
+    var tpsLimit: String?
+
+    @Option(name: .customLong("tpslimit-burst"), parsing: .unconditional,
+            help: ArgumentHelp("Most requests at once to an origin host after a quiet spell, under --tpslimit (default: 1).", valueName: "n"))
+    var tpsLimitBurst: String?
 
     @Option(name: .customLong("bwlimit"), parsing: .unconditional,
             help: ArgumentHelp("Most bytes per second taken from origins, across all transfers, e.g. 10M or 500K (0: no limit, the default); or a timetable as rclone writes it, \"08:00,512K 23:00,off\" (Mon-08:00,... for days of the week), in local time.", valueName: "rate"))
@@ -23,6 +35,11 @@ struct TransferOptions: ParsableArguments {
 
     struct Resolved: Equatable {
         var maxConnections = 16
+        /// `--max-connections-per-host`; nil: `maxConnections`.
+        var maxConnectionsPerHost: Int?
+        /// `--tpslimit`: requests per second per origin; 0: no limit.
+        var requestsPerSecond: Double = 0
+        var requestBurst = 1
         /// 0: no limit.
         var bytesPerSecond: Int64 = 0
         /// A timetable instead of one rate.
@@ -31,13 +48,20 @@ struct TransferOptions: ParsableArguments {
         var tiers: [TierSpec] = []
 
         /// A reader never asks for more parallel streams than there are connections.
+        /// (A file's streams all go to its origin, so the per-host cap bounds them too.)
         func apply(to c: inout CacheConfiguration) {
-            c.maxStreams = min(c.maxStreams, maxConnections)
+            c.maxStreams = min(c.maxStreams, perHost)
         }
+
+        /// Connections to one host: the per-host cap, never above the total.
+        var perHost: Int { min(maxConnections, maxConnectionsPerHost ?? maxConnections) }
 
         func apply(to c: inout FetcherConfiguration) {
             c.maxTotalConnections = maxConnections
-            c.maxConnections = maxConnections
+            c.maxConnections = perHost
+            c.maxTransfersPerOrigin = maxConnectionsPerHost.map { _ in perHost }
+            c.requestsPerSecond = requestsPerSecond
+            c.requestBurst = requestBurst
             c.maxBytesPerSecond = bytesPerSecond
             c.bandwidthTimetable = timetable
         }
@@ -60,6 +84,27 @@ struct TransferOptions: ParsableArguments {
                 throw UsageError("invalid connection count '\(v.text)' for \(v.option): expected a whole number from 1 to 1024")
             }
             r.maxConnections = n
+        }
+        if let v = pick(maxConnectionsPerHost, "max-connections-per-host") {
+            guard let n = Int(v.text.trimmingCharacters(in: .whitespaces)), (1...1024).contains(n) else {
+                throw UsageError("invalid connection count '\(v.text)' for \(v.option): expected a whole number from 1 to 1024")
+            }
+            r.maxConnectionsPerHost = n
+        }
+        if let v = pick(tpsLimit, "tpslimit") {
+            // rclone's: a float, 0 for no limit.
+            let t = v.text.trimmingCharacters(in: .whitespaces)
+            guard let n = Double(t), n.isFinite, n >= 0, n <= 1_000_000 else {
+                throw UsageError("invalid request rate '\(v.text)' for \(v.option): expected requests per second, e.g. 10 or 0.5 (0: no limit)")
+            }
+            r.requestsPerSecond = n
+        }
+        if let v = pick(tpsLimitBurst, "tpslimit-burst") {
+            // rclone takes a burst below 1 as 1.
+            guard let n = Int(v.text.trimmingCharacters(in: .whitespaces)), (0...100_000).contains(n) else {
+                throw UsageError("invalid burst '\(v.text)' for \(v.option): expected a whole number of requests, e.g. 1 (the default) or 10")
+            }
+            r.requestBurst = max(1, n)
         }
         if let v = pick(bandwidthLimit, "bwlimit") {
             // "10M" and "10M/s" both mean 10 MiB per second; "08:00,512K 23:00,off" changes.
