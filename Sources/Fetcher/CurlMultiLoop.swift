@@ -31,6 +31,11 @@ import Logging
 /// rest wait in `admission`'s queue, holding no easy handle. (curl would queue them itself, but
 /// each with its easy handle and receive buffer: 100 read-ahead streams waiting for 16
 /// connections held 13 MiB.)
+///
+/// Egress budgets (`--egress-budget`, `EgressLedger`): a request whose origin's budget is used
+/// up for its class is not sent (it finishes with a 509, `CacheError.budgetSpent`); the bytes of
+/// every turn are counted (curl's body byte count, so bytes skipped of a 200 to a range count
+/// too), and a running transfer whose class's share is used up is stopped after that turn.
 // @unchecked: a C boundary. The multi handle, the easy handles and the pinned-address list are
 // raw pointers owned by libcurl, used only on the loop thread (with the "loop thread only" state),
 // which frees them before `exited` is signalled; other threads only queue work in the inbox,
@@ -63,6 +68,9 @@ final class CurlMultiLoop: @unchecked Sendable {
     private var admission: TransferAdmission
     private let throttle: Throttle?
     private var scheduler: TransferScheduler
+    private let ledger: EgressLedger?
+    /// The body bytes each attached easy handle had received at the last count (`meterTurn`).
+    private var counted: [UnsafeMutableRawPointer: Int64] = [:]
 
     init(configuration: FetcherConfiguration, logger: Logger) {
         CurlEasy.globalInit
@@ -73,6 +81,7 @@ final class CurlMultiLoop: @unchecked Sendable {
             ?? (configuration.maxBytesPerSecond > 0 ? Throttle(bytesPerSecond: configuration.maxBytesPerSecond) : nil)
         scheduler = TransferScheduler(patience: UInt64(max(0, configuration.yieldAfter) * 1e9))
         admission = TransferAdmission(limits: .curl(configuration))
+        ledger = configuration.egressLedger
         pinned = configuration.pinnedAddresses.reduce(nil) { curl_slist_append($0, $1) }
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, ccurl_pipe_multiplex)
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(1, configuration.maxConnections))
@@ -198,6 +207,7 @@ final class CurlMultiLoop: @unchecked Sendable {
             let nextCheck = applyHolds(now: now)
             var running: Int32 = 0
             _ = curl_multi_perform(multi, &running)
+            if ledger != nil { meterTurn() }
             // Only transfers curl holds can have taken bytes (at most the connection cap).
             for id in transferOfEasy.values {
                 guard let t = live[id], t.tookBytes else { continue }
@@ -296,6 +306,11 @@ final class CurlMultiLoop: @unchecked Sendable {
             finish(t, .refusedAddress(url: url, reason: reason))
             return
         }
+        if let ledger, let origin = EgressLedger.originKey(of: t.state.request.url),
+           let refusal = ledger.refusal(origin, priority: t.priority) {
+            refuse(t, refusal)
+            return
+        }
         guard let easy = idleEasy.popLast() ?? curl_easy_init() else {
             finish(t, .network(url: url, message: "curl_easy_init failed"))
             return
@@ -309,6 +324,7 @@ final class CurlMultiLoop: @unchecked Sendable {
                 metadata: ["origin": "\(origin)"])
         }
         transferOfEasy[easy] = t.id
+        if ledger != nil { counted[easy] = 0 }
         let attached = transferOfEasy.count
         lock.withLock { peakAttachedCount = max(peakAttachedCount, attached) }
         let added = curl_multi_add_handle(multi, easy)
@@ -416,11 +432,48 @@ final class CurlMultiLoop: @unchecked Sendable {
     }
 
     private func recycle(_ easy: UnsafeMutableRawPointer) {
+        counted.removeValue(forKey: easy)
         curl_easy_reset(easy)
         if idleEasy.count < max(4, configuration.maxConnections * 2) {
             idleEasy.append(easy)
         } else {
             curl_easy_cleanup(easy)
         }
+    }
+
+    // MARK: Egress budgets (loop thread)
+
+    /// Counts the body bytes this turn brought into each origin's budget, then stops the running
+    /// transfers whose class's share is used up.
+    private func meterTurn() {
+        guard let ledger else { return }
+        var stop: [(CurlTransfer, EgressLedger.Refusal)] = []
+        for (easy, id) in transferOfEasy {
+            guard let t = live[id], let origin = EgressLedger.originKey(of: t.state.request.url), ledger.governs(origin) else { continue }
+            var size: curl_off_t = 0
+            _ = ccurl_easy_getinfo_off_t(easy, CURLINFO_SIZE_DOWNLOAD_T, &size)
+            let delta = Int64(size) - counted[easy, default: 0]
+            guard delta > 0 else { continue }
+            counted[easy] = Int64(size)
+            ledger.add(origin, bytes: delta)
+            if let refusal = ledger.refusal(origin, priority: t.priority) { stop.append((t, refusal)) }
+        }
+        for (t, refusal) in stop { refuse(t, refusal) }
+    }
+
+    /// Ends `t` for its origin's budget: detached if it runs, finished with a 509 (what an origin
+    /// answers for a bandwidth limit of its own; the engine reads it as `CacheError.budgetSpent`).
+    private func refuse(_ t: CurlTransfer, _ refusal: EgressLedger.Refusal) {
+        if let easy = t.easy {
+            curl_multi_remove_handle(multi, easy)
+            transferOfEasy.removeValue(forKey: easy)
+            t.endAttempt()
+            recycle(easy)
+        }
+        logger.debug("egress budget: not fetched", metadata: [
+            "url": "\(DisplayURL.redacted(t.state.request.url))", "class": "\(t.priority)",
+            "used": "\(refusal.used)", "budget": "\(refusal.budget)", "spent": "\(refusal.spent)",
+        ])
+        finish(t, .http(status: 509, url: t.state.request.url))
     }
 }

@@ -48,6 +48,9 @@ public struct FetcherConfiguration: Sendable {
     public var requestsPerSecond: Double = 0
     /// Requests at once after a quiet spell (`--tpslimit-burst`), at least 1.
     public var requestBurst = 1
+    /// `--egress-budget`: each origin's bytes per period, counted and enforced by the loop
+    /// (`CurlMultiLoop`); nil: none.
+    public var egressLedger: EgressLedger?
     /// Origin bytes per second across all transfers (`--bwlimit`); 0: no limit.
     public var maxBytesPerSecond: Int64 = 0
     /// `--bwlimit` as a timetable (`08:00,512K 23:00,off`): the limit changes at its times, and
@@ -130,6 +133,7 @@ public struct FetcherConfiguration: Sendable {
         c.maxTransfersPerOrigin = nil
         c.maxConnections = c.maxTotalConnections
         c.requestsPerSecond = 0
+        c.egressLedger = nil
         return c
     }
 

@@ -4,8 +4,9 @@ import Fetcher
 import Settings
 
 /// What the fetcher may take from the origins: across all of them `--max-connections` and
-/// `--bwlimit`; from each `--max-connections-per-host` and `--tpslimit` (with `--tpslimit-burst`). Part of `CacheOptions` (every subcommand), so `preload` and `cat` are held to the
-/// same limits as a mount; through a running daemon, the daemon's limits apply.
+/// `--bwlimit`; from each `--max-connections-per-host`, `--tpslimit` (with `--tpslimit-burst`)
+/// and `--egress-budget`. Part of `CacheOptions` (every subcommand), so `preload` and `cat` are
+/// held to the same limits as a mount; through a running daemon, the daemon's limits apply.
 struct TransferOptions: ParsableArguments {
     @Option(name: .customLong("max-connections"), parsing: .unconditional,
             help: ArgumentHelp("Most connections to origins at once, across all hosts; parallel streams and preloads share them (default: 16).", valueName: "n"))
@@ -22,6 +23,10 @@ struct TransferOptions: ParsableArguments {
     @Option(name: .customLong("tpslimit-burst"), parsing: .unconditional,
             help: ArgumentHelp("Most requests at once to an origin host after a quiet spell, under --tpslimit (default: 1).", valueName: "n"))
     var tpsLimitBurst: String?
+
+    @Option(name: .customLong("egress-budget"), parsing: .unconditionalSingleValue,
+            help: ArgumentHelp("Most bytes each origin may send per day, week or month, e.g. 1G/day, 100G/month or 100G/month@15 (resets on the 15th), from local midnight; \"ORIGIN SIZE/PERIOD\" for one origin (https://cdn.example.com 10G/month); repeatable. Near its end background readers stop first, then scanners; once spent, reads that need the origin fail (cached bytes are served) until it resets. The use is kept across restarts.", valueName: "size/period"))
+    var egressBudgets: [String] = []
 
     @Option(name: .customLong("bwlimit"), parsing: .unconditional,
             help: ArgumentHelp("Most bytes per second taken from origins, across all transfers, e.g. 10M or 500K (0: no limit, the default); or a timetable as rclone writes it, \"08:00,512K 23:00,off\" (Mon-08:00,... for days of the week), in local time.", valueName: "rate"))
@@ -44,6 +49,8 @@ struct TransferOptions: ParsableArguments {
         var bytesPerSecond: Int64 = 0
         /// A timetable instead of one rate.
         var timetable: BandwidthTimetable?
+        /// `--egress-budget`.
+        var egressBudgets = EgressLedger.Rules()
         /// `--tier`: origins whose misses go to a cache tier.
         var tiers: [TierSpec] = []
 
@@ -70,8 +77,11 @@ struct TransferOptions: ParsableArguments {
     /// The values from the flags, else the config file (`pick` gives the text and how to name it;
     /// `fileTiers` are the file's `tier` lines, used when no `--tier` flag is given).
     func resolve(_ pick: (String?, String) -> (text: String, option: String)?, fileTiers: [String] = [],
-                 filePath: String? = nil) throws -> Resolved {
+                 fileBudgets: [String] = [], filePath: String? = nil) throws -> Resolved {
         var r = Resolved()
+        let budgetTexts = egressBudgets.isEmpty ? fileBudgets : egressBudgets
+        let budgetOption = egressBudgets.isEmpty ? "'egress-budget' in \(filePath ?? "the config file")" : "--egress-budget"
+        r.egressBudgets = try Self.budgetRules(budgetTexts, option: budgetOption)
         let tierTexts = tiers.isEmpty ? fileTiers : tiers
         let tierOption = tiers.isEmpty ? "'tier' in \(filePath ?? "the config file")" : "--tier"
         for text in tierTexts {
@@ -117,5 +127,35 @@ struct TransferOptions: ParsableArguments {
             }
         }
         return r
+    }
+
+    /// The budgets of `texts`: one for every origin at most, and one per origin at most.
+    static func budgetRules(_ texts: [String], option: String) throws -> EgressLedger.Rules {
+        var rules = EgressLedger.Rules()
+        for text in texts {
+            let v = try EgressBudgetValue.parse(text, option: option)
+            let period: EgressPeriod
+            switch v.period {
+            case .day: period = .day
+            case .week: period = .week
+            case let .month(d): period = .month(resetDay: d)
+            }
+            let budget = EgressBudget(bytes: v.bytes, period: period)
+            if let origin = v.origin {
+                guard let key = EgressLedger.originKey(of: origin) else {
+                    throw UsageError("invalid origin '\(origin)' in the egress budget for \(option)")
+                }
+                guard rules.origins[key] == nil else {
+                    throw UsageError("two egress budgets for \(key) in \(option): give one")
+                }
+                rules.origins[key] = budget
+            } else {
+                guard rules.everyOrigin == nil else {
+                    throw UsageError("two egress budgets for every origin in \(option): give one (ORIGIN SIZE/PERIOD for one origin)")
+                }
+                rules.everyOrigin = budget
+            }
+        }
+        return rules
     }
 }
