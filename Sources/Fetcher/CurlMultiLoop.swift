@@ -71,6 +71,8 @@ final class CurlMultiLoop: @unchecked Sendable {
     private let ledger: EgressLedger?
     /// The body bytes each attached easy handle had received at the last count (`meterTurn`).
     private var counted: [UnsafeMutableRawPointer: Int64] = [:]
+    /// The budget's origin of each live transfer that has one (set when it is first attached).
+    private var budgetOrigin: [Int: String] = [:]
 
     init(configuration: FetcherConfiguration, logger: Logger) {
         CurlEasy.globalInit
@@ -306,10 +308,12 @@ final class CurlMultiLoop: @unchecked Sendable {
             finish(t, .refusedAddress(url: url, reason: reason))
             return
         }
-        if let ledger, let origin = EgressLedger.originKey(of: t.state.request.url),
-           let refusal = ledger.refusal(origin, priority: t.priority) {
-            refuse(t, refusal)
-            return
+        if let ledger, let origin = budgetOrigin[t.id] ?? EgressLedger.originKey(of: t.state.request.url), ledger.governs(origin) {
+            budgetOrigin[t.id] = origin
+            if let refusal = ledger.refusal(origin, priority: t.priority) {
+                refuse(t, refusal)
+                return
+            }
         }
         guard let easy = idleEasy.popLast() ?? curl_easy_init() else {
             finish(t, .network(url: url, message: "curl_easy_init failed"))
@@ -427,6 +431,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         admission.leave(t.id)
         scheduler.remove(t.id)
         throttle?.forget(t.id)
+        budgetOrigin.removeValue(forKey: t.id)
         t.retryAt = nil
         t.sink.fetchDidFinish(error)
     }
@@ -449,7 +454,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         guard let ledger else { return }
         var stop: [(CurlTransfer, EgressLedger.Refusal)] = []
         for (easy, id) in transferOfEasy {
-            guard let t = live[id], let origin = EgressLedger.originKey(of: t.state.request.url), ledger.governs(origin) else { continue }
+            guard let origin = budgetOrigin[id], let t = live[id] else { continue }
             var size: curl_off_t = 0
             _ = ccurl_easy_getinfo_off_t(easy, CURLINFO_SIZE_DOWNLOAD_T, &size)
             let delta = Int64(size) - counted[easy, default: 0]
