@@ -1,4 +1,4 @@
-import CacheCore
+@testable import CacheCore
 import Foundation
 import Logging
 import TestSupport
@@ -192,5 +192,17 @@ final class EgressLedgerTests: XCTestCase {
         XCTAssertNil(l.refusal("http://other.example:80", priority: .preload), "an origin without a budget is never refused")
         l.add("http://other.example:80", bytes: 1 << 40)
         XCTAssertEqual(l.status().count, 1)
+    }
+}
+
+/// A spent budget does not hide what the cache holds: an open whose check is refused for the
+/// budget is answered from the cached copy, as when the origin is down.
+final class EgressBudgetOpenTests: XCTestCase {
+    func testAnOpenRefusedForTheBudgetServesTheCachedCopy() {
+        let spent = CacheError.budgetSpent(url: "http://a/f")
+        typealias Machine = EntryStateMachine<Int>
+        XCTAssertEqual(Machine.openAnswer(after: spent, live: true, lengthKnown: true), .staleCopy(spent))
+        XCTAssertEqual(Machine.openAnswer(after: spent, live: false, lengthKnown: false), .failure(spent), "nothing cached: the open fails")
+        XCTAssertEqual(CacheError(.http(status: 509, url: "http://a/f"), url: "http://a/f"), spent)
     }
 }

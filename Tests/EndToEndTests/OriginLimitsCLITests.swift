@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import XCTest
 
 /// The per-origin limits as the binary takes them (`--max-connections-per-host`, `--tpslimit`,
@@ -33,6 +34,14 @@ extension CLITests {
             XCTAssertEqual(r.status, 64, "\(args): \(r.stderr)")
             XCTAssertOneLineError(r, contains: message)
         }
+    }
+
+    func testThePerHostCapHoldsForARealCopy() throws {
+        origin.setGeneratedFile("/p.bin", length: 24 << 20, seed: 73)
+        let r = try run(["cat", origin.url("/p.bin"), "--max-connections", "8", "--max-connections-per-host", "1"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(r.stdout == OriginServer.generatedBytes(seed: 73, offset: 0, count: 24 << 20))
+        XCTAssertEqual(origin.peakConnections, 1, "one connection to the origin at a time")
     }
 
     func testAnEgressBudgetInTheConfigFileIsTakenAndABadOneNamesTheFile() throws {
