@@ -44,6 +44,16 @@ extension CLITests {
         XCTAssertEqual(origin.peakConnections, 1, "one connection to the origin at a time")
     }
 
+    func testARequestPastTheRateIsNotSent() throws {
+        // One request every 1000 s: the open's request goes, the rest of the file waits for a
+        // token that does not come in this test, and the read times out with nothing more sent.
+        origin.setGeneratedFile("/t.bin", length: 4 << 20, seed: 74)
+        let r = try run(["cat", origin.url("/t.bin"), "--tpslimit", "0.001", "--read-timeout", "2s"])
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertOneLineError(r, contains: "timed out")
+        XCTAssertEqual(origin.requestCount(path: "/t.bin"), 1, "one request, the burst")
+    }
+
     func testAnEgressBudgetInTheConfigFileIsTakenAndABadOneNamesTheFile() throws {
         origin.setGeneratedFile("/e.bin", length: 1000, seed: 72)
         let config = temp.appending("budget.conf")
