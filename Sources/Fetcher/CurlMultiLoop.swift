@@ -461,7 +461,8 @@ final class CurlMultiLoop: @unchecked Sendable {
             guard delta > 0 else { continue }
             counted[easy] = Int64(size)
             ledger.add(origin, bytes: delta)
-            if let refusal = ledger.refusal(origin, priority: t.priority) { stop.append((t, refusal)) }
+            // One that has every byte it asked for ends by itself (its bytes are counted).
+            if !t.state.allDelivered, let refusal = ledger.refusal(origin, priority: t.priority) { stop.append((t, refusal)) }
         }
         for (t, refusal) in stop { refuse(t, refusal) }
     }
