@@ -27,7 +27,11 @@ import CacheCore
 ///   A scanner's waited read (`.waitedScan`) neither takes a place nor gives one up: its fetch
 ///   is what the probe asks plus a small margin, so it gets the next free place, ahead of
 ///   read-ahead, and is soon done.
-///   A per-origin cap is never preempted: its transfers are all to the same place.
+///   A per-origin cap is preempted only with `preemptsWithinOrigin` (libcurl's
+///   `--max-connections-per-host`): a waiting read held back by its origin's cap takes the place
+///   of that origin's read-ahead, scan or warm-up as above (else a player behind a warm-up on a
+///   host capped at one connection waited for the whole warm-up). The node client's cap is never
+///   preempted: its transfers are all to the same place.
 struct TransferAdmission: Sendable {
     struct Limits: Sendable, Equatable {
         var perOrigin: Int?
@@ -40,11 +44,15 @@ struct TransferAdmission: Sendable {
         }
         private var requestsPerSecond: Double?
         private var requestBurst = 1
+        /// A waiting read may take the place of its own origin's lower classes under `perOrigin`.
+        var preemptsWithinOrigin = false
 
-        init(perOrigin: Int?, total: Int?, requestRate: (perSecond: Double, burst: Int)? = nil) {
+        init(perOrigin: Int?, total: Int?, requestRate: (perSecond: Double, burst: Int)? = nil,
+             preemptsWithinOrigin: Bool = false) {
             self.perOrigin = perOrigin
             self.total = total
             self.requestRate = requestRate
+            self.preemptsWithinOrigin = preemptsWithinOrigin
         }
 
         /// The libcurl loop's: no more transfers attached than it may open connections
@@ -53,7 +61,8 @@ struct TransferAdmission: Sendable {
         /// connections under it, over which HTTP/2 multiplexes them); `--tpslimit`.
         static func curl(_ c: FetcherConfiguration) -> Limits {
             Limits(perOrigin: c.maxTransfersPerOrigin.map { max(1, $0) }, total: max(1, c.maxTotalConnections),
-                   requestRate: c.requestsPerSecond > 0 ? (c.requestsPerSecond, c.requestBurst) : nil)
+                   requestRate: c.requestsPerSecond > 0 ? (c.requestsPerSecond, c.requestBurst) : nil,
+                   preemptsWithinOrigin: c.maxTransfersPerOrigin != nil)
         }
 
         /// The node client's: `--max-connections` requests in flight per node (several hosts
@@ -136,10 +145,15 @@ struct TransferAdmission: Sendable {
     /// `now` (uptime nanoseconds) is read only under a request rate.
     mutating func next(now: UInt64 = 0, preemptible: (Int) -> Bool = { _ in false }) -> Step? {
         var best: Int?
+        /// The oldest waiting read its origin's cap holds back (`preemptsWithinOrigin`).
+        var capped: Int?
         for i in queue.indices {
             let q = queue[i]
-            if let cap = limits.perOrigin, runningPerOrigin[q.origin, default: 0] >= cap { continue }
             if let rate, !rate.allows(q.origin, now: now) { continue }
+            if let cap = limits.perOrigin, runningPerOrigin[q.origin, default: 0] >= cap {
+                if limits.preemptsWithinOrigin, q.priority == .waiting, capped.map({ q.order < queue[$0].order }) ?? true { capped = i }
+                continue
+            }
             guard let b = best else {
                 best = i
                 continue
@@ -147,16 +161,14 @@ struct TransferAdmission: Sendable {
             let c = queue[b]
             if (q.priority, held(q.origin), q.order) < (c.priority, held(c.origin), c.order) { best = i }
         }
+        if let c = capped, best.map({ queue[$0].priority != .waiting }) ?? true,
+           let victim = victim(preemptible, origin: queue[c].origin) {
+            return preempt(victim, for: c, now: now)
+        }
         guard let b = best else { return nil }
         if let total = limits.total, running.count >= total {
             guard queue[b].priority == .waiting, let victim = victim(preemptible) else { return nil }
-            let v = running[victim]!
-            leave(victim)
-            let q = queue.remove(at: b)
-            _ = rate?.take(q.origin, now: now)
-            start(q)
-            arrive(victim, origin: v.origin, priority: v.priority)
-            return .preempt(victim: victim, for: q.id)
+            return preempt(victim, for: b, now: now)
         }
         let q = queue.remove(at: b)
         _ = rate?.take(q.origin, now: now)
@@ -173,6 +185,17 @@ struct TransferAdmission: Sendable {
 
     private func held(_ origin: String) -> Int { runningPerOrigin[origin, default: 0] }
 
+    /// `victim` stops and queues again; the queued transfer at `index` runs in its place.
+    private mutating func preempt(_ victim: Int, for index: Int, now: UInt64) -> Step {
+        let v = running[victim]!
+        leave(victim)
+        let q = queue.remove(at: index)
+        _ = rate?.take(q.origin, now: now)
+        start(q)
+        arrive(victim, origin: v.origin, priority: v.priority)
+        return .preempt(victim: victim, for: q.id)
+    }
+
     private mutating func start(_ q: Queued) {
         arrivals += 1
         running[q.id] = Running(origin: q.origin, priority: q.priority, order: arrivals)
@@ -181,9 +204,10 @@ struct TransferAdmission: Sendable {
 
     /// The running transfer a waiting read takes the place of: far or lower, the lowest class,
     /// then the one started last.
-    private func victim(_ preemptible: (Int) -> Bool) -> Int? {
+    /// With `origin`, only among that origin's.
+    private func victim(_ preemptible: (Int) -> Bool, origin: String? = nil) -> Int? {
         var victim: (id: Int, priority: FetchPriority, order: Int)?
-        for (id, r) in running where r.priority >= .far {
+        for (id, r) in running where r.priority >= .far && (origin == nil || r.origin == origin) {
             if let v = victim, (r.priority, r.order) <= (v.priority, v.order) { continue }
             guard preemptible(id) else { continue }
             victim = (id, r.priority, r.order)

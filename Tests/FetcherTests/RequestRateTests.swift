@@ -79,13 +79,37 @@ final class TransferAdmissionRateTests: XCTestCase {
         XCTAssertEqual(drain(&s, now: 2_000_000_000), [.start(1)])
     }
 
+    func testAWaitingReadTakesThePlaceOfItsOwnOriginsReadAheadUnderThePerHostCap() {
+        let rows: [(running: FetchPriority, arriving: FetchPriority, preemptible: Bool, within: Bool, steps: [TransferAdmission.Step])] = [
+            (.preload, .waiting, true, true, [.preempt(victim: 1, for: 2)]),   // a player behind a warm-up
+            (.far, .waiting, true, true, [.preempt(victim: 1, for: 2)]),
+            (.near, .waiting, true, true, []),        // near read-ahead is about to be read
+            (.preload, .near, true, true, []),        // only a read that waits
+            (.preload, .waiting, false, true, []),    // one that cannot be resumed keeps its place
+            (.preload, .waiting, true, false, []),    // the node client's cap: never
+        ]
+        for (i, r) in rows.enumerated() {
+            var s = TransferAdmission(limits: .init(perOrigin: 1, total: 8, preemptsWithinOrigin: r.within))
+            s.arrive(1, origin: a, priority: r.running)
+            s.arrive(3, origin: b, priority: .preload)
+            var steps: [TransferAdmission.Step] = []
+            while let step = s.next(preemptible: { _ in r.preemptible }) { steps.append(step) }
+            XCTAssertEqual(steps, [.start(1), .start(3)], "row \(i)")
+            s.arrive(2, origin: a, priority: r.arriving)
+            steps = []
+            while let step = s.next(preemptible: { _ in r.preemptible }) { steps.append(step) }
+            XCTAssertEqual(steps, r.steps, "row \(i)")
+            XCTAssertEqual(s.running(to: b), 1, "row \(i): another origin's transfer is never the victim")
+        }
+    }
+
     func testThePerHostCapComesFromTheConfiguration() {
         var c = FetcherConfiguration(maxConnections: 2, maxTotalConnections: 8)
         XCTAssertEqual(TransferAdmission.Limits.curl(c), .init(perOrigin: nil, total: 8), "no per-host cap unless given")
         c.maxTransfersPerOrigin = 2
         c.requestsPerSecond = 5
         c.requestBurst = 3
-        XCTAssertEqual(TransferAdmission.Limits.curl(c), .init(perOrigin: 2, total: 8, requestRate: (5, 3)))
+        XCTAssertEqual(TransferAdmission.Limits.curl(c), .init(perOrigin: 2, total: 8, requestRate: (5, 3), preemptsWithinOrigin: true))
         let nodes = c.forTierNodes()
         XCTAssertEqual(TransferAdmission.Limits.curl(nodes), .init(perOrigin: nil, total: 8), "a tier node is not the origin")
         XCTAssertEqual(TransferAdmission.Limits.nodes(nodes), .init(perOrigin: 8, total: nil))
