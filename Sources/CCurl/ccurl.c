@@ -34,6 +34,9 @@ CURLcode ccurl_easy_getinfo_string(CURL *easy, CURLINFO info, const char **value
 CURLcode ccurl_easy_getinfo_long(CURL *easy, CURLINFO info, long *value) {
     return curl_easy_getinfo(easy, info, value);
 }
+CURLcode ccurl_easy_getinfo_off_t(CURL *easy, CURLINFO info, curl_off_t *value) {
+    return curl_easy_getinfo(easy, info, value);
+}
 CURLMcode ccurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
     return curl_multi_setopt(multi, option, value);
 }

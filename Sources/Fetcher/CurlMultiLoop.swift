@@ -13,7 +13,8 @@ import Logging
 /// transfers (their sink made room, or the bandwidth limit has tokens again), `curl_multi_perform`
 /// (which runs the header/write callbacks), tell the sinks that took bytes that the turn ended
 /// (`fetchDidDrain`: they write what they gathered), collect finished attempts, then `curl_multi_poll`
-/// until a socket, a curl timer, the next retry, the bandwidth limit's next token or a wakeup.
+/// until a socket, a curl timer, the next retry, the bandwidth limit's next token, the request
+/// rate's next token (`--tpslimit`) or a wakeup.
 ///
 /// Priorities: every transfer has a class (`FetchPriority`), which the engine changes as reads
 /// start and stop waiting on it. `TransferScheduler` decides which transfers yield to a read that
@@ -30,6 +31,11 @@ import Logging
 /// rest wait in `admission`'s queue, holding no easy handle. (curl would queue them itself, but
 /// each with its easy handle and receive buffer: 100 read-ahead streams waiting for 16
 /// connections held 13 MiB.)
+///
+/// Egress budgets (`--egress-budget`, `EgressLedger`): a request whose origin's budget is used
+/// up for its class is not sent (it finishes with a 509, `CacheError.budgetSpent`); the bytes of
+/// every turn are counted (curl's body byte count, so bytes skipped of a 200 to a range count
+/// too), and a running transfer whose class's share is used up is stopped after that turn.
 // @unchecked: a C boundary. The multi handle, the easy handles and the pinned-address list are
 // raw pointers owned by libcurl, used only on the loop thread (with the "loop thread only" state),
 // which frees them before `exited` is signalled; other threads only queue work in the inbox,
@@ -64,6 +70,11 @@ final class CurlMultiLoop: @unchecked Sendable {
     private var scheduler: TransferScheduler
     /// Answers to required ranges by origin: whether an origin served most of them lately.
     private let rangeAnswers = OriginRangeAnswers()
+    private let ledger: EgressLedger?
+    /// The body bytes each attached easy handle had received at the last count (`meterTurn`).
+    private var counted: [UnsafeMutableRawPointer: Int64] = [:]
+    /// The budget's origin of each live transfer that has one (set when it is first attached).
+    private var budgetOrigin: [Int: String] = [:]
 
     init(configuration: FetcherConfiguration, logger: Logger) {
         CurlEasy.globalInit
@@ -74,6 +85,7 @@ final class CurlMultiLoop: @unchecked Sendable {
             ?? (configuration.maxBytesPerSecond > 0 ? Throttle(bytesPerSecond: configuration.maxBytesPerSecond) : nil)
         scheduler = TransferScheduler(patience: UInt64(max(0, configuration.yieldAfter) * 1e9))
         admission = TransferAdmission(limits: .curl(configuration))
+        ledger = configuration.egressLedger
         pinned = configuration.pinnedAddresses.reduce(nil) { curl_slist_append($0, $1) }
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, ccurl_pipe_multiplex)
         _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(1, configuration.maxConnections))
@@ -200,6 +212,7 @@ final class CurlMultiLoop: @unchecked Sendable {
             let nextCheck = applyHolds(now: now)
             var running: Int32 = 0
             _ = curl_multi_perform(multi, &running)
+            if ledger != nil { meterTurn() }
             // Only transfers curl holds can have taken bytes (at most the connection cap).
             for id in transferOfEasy.values {
                 guard let t = live[id], t.tookBytes else { continue }
@@ -215,6 +228,9 @@ final class CurlMultiLoop: @unchecked Sendable {
                 timeoutMs = due <= after ? 0 : Int32(min(1000, (due - after) / 1_000_000 + 1))
             }
             if let wait = throttle?.wait(now: after) {
+                timeoutMs = min(timeoutMs, Int32(min(1000, wait / 1_000_000 + 1)))
+            }
+            if let wait = admission.tokenWait(now: after) {   // --tpslimit
                 timeoutMs = min(timeoutMs, Int32(min(1000, wait / 1_000_000 + 1)))
             }
             if let nextCheck {
@@ -234,7 +250,8 @@ final class CurlMultiLoop: @unchecked Sendable {
     /// `TransferAdmission`). A transfer a read waits on that finds every connection taken takes
     /// one from far read-ahead, a scan or preload (`preempt`).
     private func startWaiting() {
-        while let step = admission.next(preemptible: { self.canPreempt($0) }) {
+        let now = DispatchTime.now().uptimeNanoseconds
+        while let step = admission.next(now: now, preemptible: { self.canPreempt($0) }) {
             switch step {
             case let .start(id):
                 if let t = live[id] { attach(t) } else { admission.leave(id) }
@@ -294,6 +311,13 @@ final class CurlMultiLoop: @unchecked Sendable {
             finish(t, .refusedAddress(url: url, reason: reason))
             return
         }
+        if let ledger, let origin = budgetOrigin[t.id] ?? EgressLedger.originKey(of: t.state.request.url), ledger.governs(origin) {
+            budgetOrigin[t.id] = origin
+            if let refusal = ledger.refusal(origin, priority: t.priority) {
+                refuse(t, refusal)
+                return
+            }
+        }
         guard let easy = idleEasy.popLast() ?? curl_easy_init() else {
             finish(t, .network(url: url, message: "curl_easy_init failed"))
             return
@@ -307,6 +331,7 @@ final class CurlMultiLoop: @unchecked Sendable {
                 metadata: ["origin": "\(origin)"])
         }
         transferOfEasy[easy] = t.id
+        if ledger != nil { counted[easy] = 0 }
         let attached = transferOfEasy.count
         lock.withLock { peakAttachedCount = max(peakAttachedCount, attached) }
         let added = curl_multi_add_handle(multi, easy)
@@ -409,16 +434,55 @@ final class CurlMultiLoop: @unchecked Sendable {
         admission.leave(t.id)
         scheduler.remove(t.id)
         throttle?.forget(t.id)
+        budgetOrigin.removeValue(forKey: t.id)
         t.retryAt = nil
         t.sink.fetchDidFinish(error)
     }
 
     private func recycle(_ easy: UnsafeMutableRawPointer) {
+        counted.removeValue(forKey: easy)
         curl_easy_reset(easy)
         if idleEasy.count < max(4, configuration.maxConnections * 2) {
             idleEasy.append(easy)
         } else {
             curl_easy_cleanup(easy)
         }
+    }
+
+    // MARK: Egress budgets (loop thread)
+
+    /// Counts the body bytes this turn brought into each origin's budget, then stops the running
+    /// transfers whose class's share is used up.
+    private func meterTurn() {
+        guard let ledger else { return }
+        var stop: [(CurlTransfer, EgressLedger.Refusal)] = []
+        for (easy, id) in transferOfEasy {
+            guard let origin = budgetOrigin[id], let t = live[id] else { continue }
+            var size: curl_off_t = 0
+            _ = ccurl_easy_getinfo_off_t(easy, CURLINFO_SIZE_DOWNLOAD_T, &size)
+            let delta = Int64(size) - counted[easy, default: 0]
+            guard delta > 0 else { continue }
+            counted[easy] = Int64(size)
+            ledger.add(origin, bytes: delta)
+            // One that has every byte it asked for ends by itself (its bytes are counted).
+            if !t.state.allDelivered, let refusal = ledger.refusal(origin, priority: t.priority) { stop.append((t, refusal)) }
+        }
+        for (t, refusal) in stop { refuse(t, refusal) }
+    }
+
+    /// Ends `t` for its origin's budget: detached if it runs, finished with a 509 (what an origin
+    /// answers for a bandwidth limit of its own; the engine reads it as `CacheError.budgetSpent`).
+    private func refuse(_ t: CurlTransfer, _ refusal: EgressLedger.Refusal) {
+        if let easy = t.easy {
+            curl_multi_remove_handle(multi, easy)
+            transferOfEasy.removeValue(forKey: easy)
+            t.endAttempt()
+            recycle(easy)
+        }
+        logger.debug("egress budget: not fetched", metadata: [
+            "url": "\(DisplayURL.redacted(t.state.request.url))", "class": "\(t.priority)",
+            "used": "\(refusal.used)", "budget": "\(refusal.budget)", "spent": "\(refusal.spent)",
+        ])
+        finish(t, .http(status: 509, url: t.state.request.url))
     }
 }

@@ -41,6 +41,16 @@ public struct FetcherConfiguration: Sendable {
     /// queue. Downloads hold at most one receive buffer per connection besides the engine's
     /// write budget (a transfer past its share of that is paused).
     public var maxTotalConnections: Int
+    /// Transfers at once to one origin (`--max-connections-per-host`), within `maxTotalConnections`;
+    /// nil: only the total bounds them.
+    public var maxTransfersPerOrigin: Int?
+    /// Requests per second to each origin (`--tpslimit`); 0: no limit.
+    public var requestsPerSecond: Double = 0
+    /// Requests at once after a quiet spell (`--tpslimit-burst`), at least 1.
+    public var requestBurst = 1
+    /// `--egress-budget`: each origin's bytes per period, counted and enforced by the loop
+    /// (`CurlMultiLoop`); nil: none.
+    public var egressLedger: EgressLedger?
     /// Origin bytes per second across all transfers (`--bwlimit`); 0: no limit.
     public var maxBytesPerSecond: Int64 = 0
     /// `--bwlimit` as a timetable (`08:00,512K 23:00,off`): the limit changes at its times, and
@@ -119,6 +129,11 @@ public struct FetcherConfiguration: Sendable {
         c.lowSpeedTime = max(1, min(c.lowSpeedTime / 2, 5))
         c.maxBytesPerSecond = 0
         c.bandwidthTimetable = nil
+        // A node is ours, not the origin: the origin's per-host limits are not its.
+        c.maxTransfersPerOrigin = nil
+        c.maxConnections = c.maxTotalConnections
+        c.requestsPerSecond = 0
+        c.egressLedger = nil
         return c
     }
 

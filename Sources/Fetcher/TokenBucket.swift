@@ -42,6 +42,38 @@ struct TokenBucket: Sendable, Equatable {
         b.refill(now: now)
         return b.tokens > 0 ? 0 : UInt64((-b.tokens + 1) / bytesPerSecond * 1e9)
     }
+
+    // Whole tokens (`--tpslimit`: one request is one token, and none goes into debt).
+
+    /// A bucket of `perSecond` tokens a second holding at most `burst`, full at `now`.
+    init(perSecond: Double, burst: Double, now: UInt64) {
+        bytesPerSecond = max(1e-3, perSecond)
+        self.burst = max(1, burst)
+        tokens = self.burst
+        refilledAt = now
+    }
+
+    /// Whether a whole token is left now (then it is taken).
+    mutating func takeWhole(now: UInt64) -> Bool {
+        refill(now: now)
+        guard tokens >= 1 else { return false }
+        tokens -= 1
+        return true
+    }
+
+    /// Nanoseconds from `now` until a whole token is left (0: one is left now).
+    func waitWhole(now: UInt64) -> UInt64 {
+        var b = self
+        b.refill(now: now)
+        return b.tokens >= 1 ? 0 : UInt64(((1 - b.tokens) / bytesPerSecond * 1e9).rounded(.up))
+    }
+
+    /// Whether the bucket is full at `now` (it is then the same as a fresh one).
+    func isFull(now: UInt64) -> Bool {
+        var b = self
+        b.refill(now: now)
+        return b.tokens >= burst
+    }
 }
 
 /// The multi loop's side of `--bwlimit`: the bucket, and the transfers it paused until a token is

@@ -11,6 +11,8 @@ extension CacheError {
         case .forbidden, .refusedAddress: return 403
         case .unreachable: return 502
         case .timeout: return 504
+        // With `Retry-After` (`EgressLedger.retryAfter`): the budget resets then.
+        case .budgetSpent: return 503
         case .rangeNotSatisfiable: return 416
         case .httpStatus, .badResponse, .storage, .diskFull, .locked, .remoteChanged, .cancelled: return 502
         }

@@ -17,6 +17,7 @@ public enum RcloneNames {
         "rc-htpasswd": "the remote control here takes one login: give --rc-user and --rc-pass",
         "rc-web-gui": "there is no web GUI here; the status page is http://127.0.0.1:PORT/.httpcachefs/status on the proxy",
         "rc-serve": "the proxy serves the cached files here (httpcachefs url prints their URLs): drop --rc-serve",
+        "max-transfer": "rclone's --max-transfer stops a run after that many bytes; here --egress-budget SIZE/PERIOD caps what each origin may send per day, week or month (e.g. 750G/day): use that",
     ]
 
     /// rclone's options that are taken and change nothing, and why: what does their job here.

@@ -22,6 +22,8 @@ public enum SettingsTable {
         .value("password-file"), .list("credential-host"),
         // CacheLimitOptions and TransferOptions.
         .value("cache-max-age"), .value("read-ahead-max"), .value("max-connections"), .value("bwlimit"),
+        .value("max-connections-per-host"), .value("tpslimit"), .value("tpslimit-burst"),
+        .list("egress-budget"),
         .list("tier", fstab: .none, why: "its value holds commas, which end an fstab word: put it in the config file"),
         // ProxyOptions: mount and proxy.
         .value("proxy-port"), .value("bind"), .value("token"), .list("proxy-name"),

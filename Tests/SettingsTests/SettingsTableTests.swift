@@ -107,6 +107,7 @@ final class SettingsTableTests: XCTestCase {
             (["cat", "http://h/a", "--timeout", "5m"], "--read-timeout"),
             (["mount", "/m", "--vfs-read-chunk-streams", "4"], "--max-connections"),
             (["mount", "/m", "--rc", "--rc-no-auth"], "always asks for a login"),
+            (["mount", "/m", "--max-transfer", "750G"], "--egress-budget SIZE/PERIOD"),
         ]
         for (arguments, message) in cases {
             XCTAssertThrowsError(try FstabWords.expandingMountArguments(arguments), "\(arguments)") { error in

@@ -34,6 +34,7 @@ CURLcode ccurl_easy_setopt_prereq_function(CURL *easy, ccurl_prereq_callback cal
 
 CURLcode ccurl_easy_getinfo_string(CURL *easy, CURLINFO info, const char **value);
 CURLcode ccurl_easy_getinfo_long(CURL *easy, CURLINFO info, long *value);
+CURLcode ccurl_easy_getinfo_off_t(CURL *easy, CURLINFO info, curl_off_t *value);
 
 CURLMcode ccurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value);
 

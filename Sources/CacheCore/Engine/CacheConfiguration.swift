@@ -36,6 +36,9 @@ public struct CacheConfiguration: Sendable {
     /// Entries not read for this long lose their bytes (`--cache-max-age`), besides the cap;
     /// nil: only the cap evicts. Slices in use and entries with an open reader are kept.
     public var maxAge: TimeInterval? = nil
+    /// `--egress-budget`: each origin's use, shown in the status document and /metrics (the
+    /// fetcher, given the same ledger, counts and enforces it); nil: no budget.
+    public var egressLedger: EgressLedger? = nil
     /// `--ignore-etag`: versions are told apart by length and Last-Modified only, and `If-Range`
     /// carries Last-Modified (for origins whose ETags change on every answer).
     public var ignoreETag = false

@@ -63,7 +63,7 @@ extension CacheEngine {
     /// The origin could not be asked (rather than answering no): a kept answer stands in.
     static func originAway(_ error: CacheError) -> Bool {
         switch error {
-        case .unreachable, .timeout: return true
+        case .unreachable, .timeout, .budgetSpent: return true
         case let .httpStatus(_, status): return status >= 500
         default: return false
         }

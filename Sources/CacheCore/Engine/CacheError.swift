@@ -31,6 +31,10 @@ public enum CacheError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The remote file changed under a reader bound to its old version (an open file handle, a
     /// proxy response under way): it gets this instead of bytes of another version.
     case remoteChanged(url: String)
+    /// The origin's egress budget (`--egress-budget`) is spent for this class of reader, or the
+    /// origin itself answered 509 (Bandwidth Limit Exceeded, what the fetcher answers itself
+    /// for a spent budget): nothing is fetched until it resets (`EgressLedger.retryAfter`).
+    case budgetSpent(url: String)
     /// The read was cancelled by its reader.
     case cancelled
 
@@ -49,6 +53,7 @@ public enum CacheError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .diskFull(path): return "disk full: no room for the cache at \(path)"
         case let .locked(path, holder): return "cache directory \(path) is in use by \(holder)"
         case let .remoteChanged(url): return "the remote file changed while it was open: \(url)"
+        case let .budgetSpent(url): return "egress budget spent (it resets as the status page says): \(url)"
         case .cancelled: return "cancelled"
         }
     }
@@ -58,6 +63,7 @@ public enum CacheError: Error, Sendable, Equatable, CustomStringConvertible {
         switch error {
         case let .http(status, u) where status == 404 || status == 410: self = .notFound(url: u, status: status)
         case let .http(status, u) where status == 401 || status == 403: self = .forbidden(url: u, status: status)
+        case let .http(509, u): self = .budgetSpent(url: u)
         case let .http(status, u): self = .httpStatus(url: u, status: status)
         case let .network(u, message): self = .unreachable(url: u, message: message)
         case let .timeout(u): self = .timeout(url: u)

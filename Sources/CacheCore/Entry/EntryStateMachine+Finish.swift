@@ -98,7 +98,7 @@ extension EntryStateMachine {
         let usable = live && lengthKnown
         guard let cause else { return usable ? .info : .noLength }
         switch cause {
-        case .unreachable, .timeout, .httpStatus:
+        case .unreachable, .timeout, .httpStatus, .budgetSpent:
             return usable ? .staleCopy(cause) : .failure(cause)
         default:
             return .failure(cause)

@@ -47,6 +47,8 @@ public final class CacheMetrics: Sendable {
     private let errors: [ErrorKind: Tally]
     private let usedBytes: CoreMetrics.Gauge, capacityBytes: CoreMetrics.Gauge, freeFloorBytes: CoreMetrics.Gauge, entries: CoreMetrics.Gauge, slices: CoreMetrics.Gauge, inFlight: CoreMetrics.Gauge
     private let originsDown: CoreMetrics.Gauge
+    /// For the metrics made as they are needed (one series per origin with a budget).
+    private let factory: any MetricsFactory
     /// By `ReaderClass` (its index in `allCases`): reads, the bytes they were answered
     /// ([cache, origin]), and the origin requests their plans started with the bytes asked for.
     private let classReads: [Tally]
@@ -89,11 +91,16 @@ public final class CacheMetrics: Sendable {
         "httpcachefs_reader_fetches_total": "Origin requests started for readers' reads and read-ahead, by reader class.",
         "httpcachefs_reader_fetch_bytes_total": "Bytes those requests asked for, by reader class (a request stopped early by a seek or a close delivers less).",
         "httpcachefs_origins_down": "Origins that cannot be reached now (cached bytes are served, other reads fail at once until a probe gets an answer).",
+        "httpcachefs_egress_budget_bytes": "Each origin's egress budget per period (--egress-budget).",
+        "httpcachefs_egress_budget_used_bytes": "Bytes of each origin's egress budget used this period.",
+        "httpcachefs_egress_budget_left_bytes": "Bytes left of each origin's egress budget this period (0: spent, fetches fail until the reset).",
+        "httpcachefs_egress_budget_reset_timestamp_seconds": "When each origin's egress budget resets (Unix time).",
     ]
 
     /// Makes every metric through `factory`; the default records nothing but the totals (a cache
     /// with no `/metrics`: the CLI, most tests).
     public init(factory: any MetricsFactory = NOOPMetricsHandler.instance, clock: EngineClock = .system) {
+        self.factory = factory
         self.clock = clock
         startedAt = clock.wall()
         let results = ["hit", "miss"]
@@ -250,6 +257,18 @@ public final class CacheMetrics: Sendable {
                       }))
     }
 
+    /// Sets the egress budgets' gauges (`--egress-budget`), one series per origin with a budget.
+    func recordBudgets(_ budgets: [EgressBudgetStatus]) {
+        for b in budgets {
+            let origin = [("origin", b.origin)]
+            CoreMetrics.Gauge(label: "httpcachefs_egress_budget_bytes", dimensions: origin, factory: factory).record(b.budgetBytes)
+            CoreMetrics.Gauge(label: "httpcachefs_egress_budget_used_bytes", dimensions: origin, factory: factory).record(b.usedBytes)
+            CoreMetrics.Gauge(label: "httpcachefs_egress_budget_left_bytes", dimensions: origin, factory: factory).record(b.leftBytes)
+            CoreMetrics.Gauge(label: "httpcachefs_egress_budget_reset_timestamp_seconds", dimensions: origin, factory: factory)
+                .record(b.resetsAt.timeIntervalSince1970)
+        }
+    }
+
     /// Sets the gauges from `summary`, just before the backend is read.
     func recordGauges(summary: CacheSummary, fetchesInFlight: Int, originsDown down: Int = 0) {
         originsDown.record(down)
@@ -297,7 +316,7 @@ enum ErrorKind: String, CaseIterable {
     case invalidURL = "invalid_url", notFound = "not_found", forbidden, refusedAddress = "refused_address"
     case httpStatus = "http_status", unreachable, timeout, badResponse = "bad_response"
     case rangeNotSatisfiable = "range_not_satisfiable", storage, diskFull = "disk_full"
-    case remoteChanged = "remote_changed"
+    case remoteChanged = "remote_changed", budgetSpent = "budget_spent"
 
     /// Nil for what is not a failure of the cache (a cancelled read, a held lock).
     init?(_ error: CacheError) {
@@ -314,6 +333,7 @@ enum ErrorKind: String, CaseIterable {
         case .storage: self = .storage
         case .diskFull: self = .diskFull
         case .remoteChanged: self = .remoteChanged
+        case .budgetSpent: self = .budgetSpent
         case .locked, .cancelled: return nil
         }
     }

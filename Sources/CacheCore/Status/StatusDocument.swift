@@ -35,6 +35,9 @@ public struct StatusDocument: Sendable, Codable, Equatable {
     /// Origins that cannot be reached now (offline mode: cached bytes are served, the rest fails
     /// at once), by name; empty while every origin answers. Absent in documents of older versions.
     public var originsDown: [OriginDown]? = nil
+    /// Each origin's egress budget (`--egress-budget`): used, left, when it resets, whether it is
+    /// spent and which readers yield; absent without a budget.
+    public var budgets: [EgressBudgetStatus]? = nil
     /// The cache tier's counters (`--tier`); absent without one.
     public var tier: TierStatus?
     /// Which view of the cache this is (`StatusView`): absent for the full document (every file),
@@ -359,6 +362,7 @@ extension CacheEngine {
                 status.readAheadMax = configuration.maxReadAhead
                 return status
             })
+        document.budgets = configuration.egressLedger?.status()
         switch view {
         case .full:
             document.files = list.map { fileStatus($0, fetching: fetching) }
@@ -478,6 +482,7 @@ extension CacheEngine {
     public func recordMetricGauges() {
         metrics.recordGauges(summary: summary(files: list(), showDirectory: false, totals: nil), fetchesInFlight: transfers?.inFlightCount ?? 0,
                              originsDown: originsDown.count)
+        if let budgets = configuration.egressLedger?.status() { metrics.recordBudgets(budgets) }
     }
 
     func summary(files: [EntryStatus], showDirectory: Bool, totals: Totals?) -> CacheSummary {

@@ -11,6 +11,8 @@ extension CacheError {
         case .invalidURL: return ENOENT
         case .forbidden, .refusedAddress: return EACCES
         case .httpStatus, .unreachable, .timeout, .badResponse, .rangeNotSatisfiable, .storage, .remoteChanged: return EIO
+        // A read that needs the origin fails at once; the log and status page say until when.
+        case .budgetSpent: return EIO
         // Tells the user why reads fail better than EIO would.
         case .diskFull: return ENOSPC
         case .locked: return EBUSY

@@ -160,7 +160,7 @@ struct MountCheck {
     /// The origin could not be asked (rather than answering no).
     static func isOriginAway(_ error: CacheError) -> Bool {
         switch error {
-        case .unreachable, .timeout: return true
+        case .unreachable, .timeout, .budgetSpent: return true
         case let .httpStatus(_, status): return status >= 500
         default: return false
         }

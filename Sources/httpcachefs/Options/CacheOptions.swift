@@ -183,7 +183,8 @@ struct CacheOptions: ParsableArguments {
         r.config = file
         try origin.resolve(into: &r, file: file)
         try limits.resolve(into: &r, file: file)
-        r.transfer = try transfer.resolve(pick, fileTiers: file?.list("tier") ?? [], filePath: file?.path)
+        r.transfer = try transfer.resolve(pick, fileTiers: file?.list("tier") ?? [], fileBudgets: file?.list("egress-budget") ?? [],
+                                          filePath: file?.path)
         if !r.transfer.tiers.isEmpty, setting(limits.maxReadAhead, "read-ahead-max", in: file) == nil {
             r.maxReadAhead = Self.tierReadAhead
         }
@@ -236,13 +237,19 @@ struct CacheOptions: ParsableArguments {
     ///     keeps it, to add a re-read URL list's origins); nil: made here.
     func openEngine(defaultLogLevel: Logger.Level = .error, metrics: PrometheusExport? = nil,
                     credentialURLs: [String] = [], credentials: CredentialScope? = nil) throws -> CacheEngine {
-        let configuration = try configuration()
+        var configuration = try configuration()
         try Self.checkWritable(configuration.directory)
         OpenFileLimit.raiseToHard(logger: makeLogger(label: "httpcachefs.cache", defaultLevel: defaultLogLevel))
         let resolved = try resolve()
         let fetchLogger = makeLogger(label: "httpcachefs.fetch", defaultLevel: defaultLogLevel)
         var originConfiguration = resolved.fetcherConfiguration
         if let credentials { originConfiguration.access.scope = credentials }
+        // `--egress-budget`: one ledger, counted by the origin's fetcher, shown by the engine; its
+        // use is kept in the cache directory (written only once the engine holds the cache's lock).
+        let ledger = resolved.transfer.egressBudgets.isEmpty ? nil
+            : EgressLedger(rules: resolved.transfer.egressBudgets, file: configuration.directory + "/egress-budget.json", logger: fetchLogger)
+        originConfiguration.egressLedger = ledger
+        configuration.egressLedger = ledger
         originConfiguration.access.scope.add(urls: credentialURLs)
         let origin = CurlRangeSource(configuration: originConfiguration, logger: fetchLogger)
         // With `--tier`, a second source talks to the tier nodes (no retries, short timeouts: the
@@ -267,7 +274,7 @@ struct CacheOptions: ParsableArguments {
             return try CacheEngine(configuration: configuration, source: source,
                                    logger: makeLogger(label: "httpcachefs.cache", defaultLevel: defaultLogLevel),
                                    metricsFactory: metrics?.factory ?? NOOPMetricsHandler.instance,
-                                   layers: FetchLayers.standard(), afterShutdown: shutdownSources)
+                                   layers: FetchLayers.standard(), afterShutdown: { shutdownSources(); ledger?.save() })
         } catch {
             shutdownSources()
             throw error

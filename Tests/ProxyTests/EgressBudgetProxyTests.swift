@@ -1,0 +1,36 @@
+import CacheCore
+import Fetcher
+import Foundation
+import Logging
+import TestSupport
+import XCTest
+
+/// `--egress-budget` at the proxy: past the budget a request that needs the origin gets 503 at
+/// once, without a request to the origin; what is cached is served as ever.
+final class EgressBudgetProxyTests: XCTestCase {
+    func testPastTheBudgetTheProxyAnswers503AndServesWhatIsCached() throws {
+        let ledger = EgressLedger(rules: .init(everyOrigin: EgressBudget(bytes: 100_000, period: .day)), file: nil,
+                                  logger: Logger(label: "test"))
+        var fetcher = FetcherConfiguration(lowSpeedTime: 2, maxRetries: 0)
+        fetcher.egressLedger = ledger
+        let h = try ProxyHarness(cache: { dir in
+            var c = CacheConfiguration(directory: dir)
+            c.egressLedger = ledger
+            return c
+        }, fetcher: fetcher)
+        defer { h.shutdown() }
+        h.origin.setGeneratedFile("/a", length: 60_000, seed: 1)
+        h.origin.setGeneratedFile("/b", length: 60_000, seed: 2)
+        h.origin.setGeneratedFile("/c", length: 10_000, seed: 3)
+        XCTAssertEqual(try h.get(h.path("/a")).status, 200)
+        XCTAssertEqual(try h.get(h.path("/b")).status, 200, "started within the budget: passed by one request")
+        let refused = try h.get(h.path("/c"))
+        XCTAssertEqual(refused.status, 503, String(decoding: refused.body, as: UTF8.self))
+        XCTAssertTrue(String(decoding: refused.body, as: UTF8.self).contains("egress budget spent"))
+        XCTAssertEqual(h.origin.requestCount(path: "/c"), 0, "without a request to the origin")
+        XCTAssertNotNil(h.engine.egressRetryAfter(url: h.origin.url("/c")), "the seconds to the reset, for Retry-After")
+        let cached = try h.get(h.path("/a"))
+        XCTAssertEqual(cached.status, 200)
+        XCTAssertTrue(cached.body == OriginServer.generatedBytes(seed: 1, offset: 0, count: 60_000), "cached bytes are served as ever")
+    }
+}
