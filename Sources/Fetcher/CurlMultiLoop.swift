@@ -33,7 +33,7 @@ import Logging
 /// connections held 13 MiB.)
 ///
 /// Egress budgets (`--egress-budget`, `EgressLedger`): a request whose origin's budget is used
-/// up for its class is not sent (it finishes with a 509, `CacheError.budgetSpent`); the bytes of
+/// up for its class is not sent (it finishes as `.budgetSpent`); the bytes of
 /// every turn are counted (curl's body byte count, so bytes skipped of a 200 to a range count
 /// too), and a running transfer whose class's share is used up is stopped after that turn.
 // @unchecked: a C boundary. The multi handle, the easy handles and the pinned-address list are
@@ -470,8 +470,8 @@ final class CurlMultiLoop: @unchecked Sendable {
         for (t, refusal) in stop { refuse(t, refusal) }
     }
 
-    /// Ends `t` for its origin's budget: detached if it runs, finished with a 509 (what an origin
-    /// answers for a bandwidth limit of its own; the engine reads it as `CacheError.budgetSpent`).
+    /// Ends `t` for its origin's budget: detached if it runs, finished as `.budgetSpent` (the
+    /// engine's `CacheError.budgetSpent`: EIO in the mount, 503 with `Retry-After` in the proxy).
     private func refuse(_ t: CurlTransfer, _ refusal: EgressLedger.Refusal) {
         if let easy = t.easy {
             curl_multi_remove_handle(multi, easy)
@@ -483,6 +483,6 @@ final class CurlMultiLoop: @unchecked Sendable {
             "url": "\(DisplayURL.redacted(t.state.request.url))", "class": "\(t.priority)",
             "used": "\(refusal.used)", "budget": "\(refusal.budget)", "spent": "\(refusal.spent)",
         ])
-        finish(t, .http(status: 509, url: t.state.request.url))
+        finish(t, .budgetSpent(url: t.state.request.url))
     }
 }

@@ -111,7 +111,7 @@ private final class TrackedSink: FetchSink, FetchRetryObserving, Sendable {
         switch error {
         case let .http(status, _)?: tracker.metrics.noteOriginAnswer(status: status)
         case .network?, .timeout?, .invalidResponse?, .refusedAddress?: tracker.metrics.noteOriginFailure()
-        case .remoteChanged?, .cancelled?, nil: break
+        case .remoteChanged?, .cancelled?, .budgetSpent?, nil: break   // budgetSpent: never sent
         }
         sink.fetchDidFinish(error)
     }

@@ -126,6 +126,9 @@ public struct OriginHealth: Sendable, Equatable {
             return isProbe || !answered ? .reached : .none
         case .cancelled?, .refusedAddress?:
             return isProbe ? .unreachable : .none
+        case .budgetSpent?:
+            // Never sent: the budget's verdict, not the origin's.
+            return .none
         }
     }
 }

@@ -376,7 +376,12 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
         let status = error.httpStatus
         logger.log(level: status == 404 || status == 403 ? .info : .warning, "origin error",
                    metadata: ["request": "\(requestLine)", "status": "\(status)", "error": "\(error)"])
-        respondText(context: context, status: status, "\(error)")
+        // A spent budget says when to come back: the seconds until it resets.
+        var extra: [(String, String)] = []
+        if case let .budgetSpent(url) = error, let seconds = service.engine.egressRetryAfter(url: url) {
+            extra.append(("Retry-After", String(seconds)))
+        }
+        respondText(context: context, status: status, "\(error)", extra: extra)
     }
 
     private func respondText(context: ChannelHandlerContext, status: Int, _ message: String, extra: [(String, String)] = []) {

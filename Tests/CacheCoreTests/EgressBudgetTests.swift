@@ -203,6 +203,6 @@ final class EgressBudgetOpenTests: XCTestCase {
         typealias Machine = EntryStateMachine<Int>
         XCTAssertEqual(Machine.openAnswer(after: spent, live: true, lengthKnown: true), .staleCopy(spent))
         XCTAssertEqual(Machine.openAnswer(after: spent, live: false, lengthKnown: false), .failure(spent), "nothing cached: the open fails")
-        XCTAssertEqual(CacheError(.http(status: 509, url: "http://a/f"), url: "http://a/f"), spent)
+        XCTAssertEqual(CacheError(.budgetSpent(url: "http://a/f"), url: "http://a/f"), spent)
     }
 }

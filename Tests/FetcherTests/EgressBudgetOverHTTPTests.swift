@@ -40,13 +40,13 @@ final class EgressBudgetOverHTTPTests: XCTestCase {
         func used() -> Int64 { ledger.status().first { $0.origin == key }?.usedBytes ?? 0 }
 
         let warmUp = fetch("/big", .preload)
-        XCTAssertEqual(warmUp.result(), .http(status: 509, url: origin.url("/big")), "warm-up stops at 80 %")
+        XCTAssertEqual(warmUp.result(), .budgetSpent(url: origin.url("/big")), "warm-up stops at 80 %")
         XCTAssertGreaterThanOrEqual(used(), budget / 10 * 8)
         XCTAssertLessThan(used(), budget, "and left the rest to players")
         XCTAssertTrue(warmUp.body == OriginServer.generatedBytes(seed: 11, offset: 0, count: warmUp.body.count), "what came is right")
 
         let next = fetch("/small", .preload)
-        XCTAssertEqual(next.result(), .http(status: 509, url: origin.url("/small")))
+        XCTAssertEqual(next.result(), .budgetSpent(url: origin.url("/small")))
         XCTAssertEqual(origin.requestCount(path: "/small"), 0, "warm-up past its share is not sent")
 
         let player = fetch("/small", .waiting)
@@ -54,12 +54,14 @@ final class EgressBudgetOverHTTPTests: XCTestCase {
         XCTAssertEqual(player.body.count, 50_000)
 
         let film = fetch("/big", .far)
-        XCTAssertEqual(film.result(), .http(status: 509, url: origin.url("/big")), "read-ahead stops once the budget is spent")
+        XCTAssertEqual(film.result(), .budgetSpent(url: origin.url("/big")), "read-ahead stops once the budget is spent")
         XCTAssertGreaterThanOrEqual(used(), budget)
         XCTAssertLessThan(used() - budget, 1 << 20, "passed by at most what one turn of the loop brought")
         let requests = origin.requestCount(path: "/big")
-        XCTAssertEqual(fetch("/big", .waiting).result(), .http(status: 509, url: origin.url("/big")))
+        XCTAssertEqual(fetch("/big", .waiting).result(), .budgetSpent(url: origin.url("/big")))
         XCTAssertEqual(origin.requestCount(path: "/big"), requests, "spent: not even a waiting read is sent")
-        XCTAssertEqual(CacheError(.http(status: 509, url: "u"), url: "u"), .budgetSpent(url: "u"))
+        XCTAssertEqual(CacheError(.budgetSpent(url: "u"), url: "u"), .budgetSpent(url: "u"))
+        XCTAssertEqual(CacheError(.http(status: 509, url: "u"), url: "u"), .httpStatus(url: "u", status: 509),
+                       "an origin's own 509 is its answer, not our budget")
     }
 }

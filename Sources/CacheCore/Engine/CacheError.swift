@@ -31,9 +31,8 @@ public enum CacheError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The remote file changed under a reader bound to its old version (an open file handle, a
     /// proxy response under way): it gets this instead of bytes of another version.
     case remoteChanged(url: String)
-    /// The origin's egress budget (`--egress-budget`) is spent for this class of reader, or the
-    /// origin itself answered 509 (Bandwidth Limit Exceeded, what the fetcher answers itself
-    /// for a spent budget): nothing is fetched until it resets (`EgressLedger.retryAfter`).
+    /// The origin's egress budget (`--egress-budget`) is spent for this class of reader: nothing
+    /// is fetched until it resets (`EgressLedger.retryAfter`).
     case budgetSpent(url: String)
     /// The read was cancelled by its reader.
     case cancelled
@@ -63,13 +62,13 @@ public enum CacheError: Error, Sendable, Equatable, CustomStringConvertible {
         switch error {
         case let .http(status, u) where status == 404 || status == 410: self = .notFound(url: u, status: status)
         case let .http(status, u) where status == 401 || status == 403: self = .forbidden(url: u, status: status)
-        case let .http(509, u): self = .budgetSpent(url: u)
         case let .http(status, u): self = .httpStatus(url: u, status: status)
         case let .network(u, message): self = .unreachable(url: u, message: message)
         case let .timeout(u): self = .timeout(url: u)
         case let .remoteChanged(u): self = .remoteChanged(url: u)
         case let .invalidResponse(u, message): self = .badResponse(url: u, message: message)
         case let .refusedAddress(u, reason): self = .refusedAddress(url: u, reason: reason)
+        case let .budgetSpent(u): self = .budgetSpent(url: u)
         case .cancelled: self = .cancelled
         }
         _ = url

@@ -225,6 +225,9 @@ public enum FetchError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The target is one the source refuses to connect to (a cloud metadata or link-local
     /// address): not retried, nothing cached.
     case refusedAddress(url: String, reason: String)
+    /// Not sent: the origin's egress budget (`--egress-budget`) is spent for this reader's
+    /// class. The fetcher's own verdict, never an origin's answer.
+    case budgetSpent(url: String)
     /// `cancel()` was called.
     case cancelled
 
@@ -236,6 +239,7 @@ public enum FetchError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .remoteChanged(url): return "remote file changed during transfer: \(url)"
         case let .invalidResponse(url, message): return "invalid response from \(url): \(message)"
         case let .refusedAddress(url, reason): return "refused to fetch \(url): \(reason)"
+        case let .budgetSpent(url): return "egress budget spent: not fetched: \(url)"
         case .cancelled: return "cancelled"
         }
     }

@@ -81,6 +81,7 @@ struct DaemonClient {
         case .remoteChanged: return CacheError(.remoteChanged(url: url), url: url)
         case let .invalidResponse(_, message): return .badResponse(url: url, message: message)
         case let .refusedAddress(_, reason): return .refusedAddress(url: url, reason: reason)
+        case .budgetSpent: return .budgetSpent(url: url)
         case .cancelled: return .cancelled
         }
     }
