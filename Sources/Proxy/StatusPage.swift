@@ -7,8 +7,8 @@
 /// number of files; a folder's files are fetched a page at a time (`?folder=ID&page=N`) only while
 /// that folder is open. The page's work per poll is the same at 100 files and at 100k.
 ///
-/// Layout, top to bottom: banners (`#banners`, one `div.banner` each: origins down, recent
-/// errors), summary cards, what is happening now (`#now`: fetches in flight, recent errors, the
+/// Layout, top to bottom: banners (`#banners`, one `div.banner` each: origins down, egress
+/// budgets spent or nearly so, recent errors), summary cards, what is happening now (`#now`: fetches in flight, recent errors, the
 /// tier), then the files: a filter box (`#filter`: a substring of names and URLs, matched by the
 /// daemon; kept in the address as `?filter=`), folders grouped by origin (`tr.origin`), each folder a row with its totals
 /// (`tr.folder`, collapsed) that opens onto a page of its files (`tr.folder-files`, with a pager),
@@ -384,6 +384,14 @@ function drawBanners(doc) {
       + "); serving what the cache holds, other reads fail at once until it answers.");
     if (!banners.length) b.id = "offline";
     banners.push(b);
+  }
+  // An egress budget spent, or near its end (some readers no longer fetch): when it resets.
+  for (const b of doc.budgets || []) {
+    if (!b.spent && !b.yielding) continue;
+    const resets = new Date(b.resetsAt).toLocaleString();
+    banners.push(b.spent
+      ? banner("errors budget", "Egress budget spent: " + b.origin, b.budget + " used (" + bytes(b.usedBytes) + "); cached files are served, reads that need the origin fail until " + resets + ".")
+      : banner("errors budget", "Egress budget nearly spent: " + b.origin, bytes(b.leftBytes) + " of " + b.budget + " left; " + b.yielding + " no longer fetch until " + resets + "."));
   }
   if (recent.length) {
     const e = recent[0], urls = new Set(recent.map(e => e.url)).size;

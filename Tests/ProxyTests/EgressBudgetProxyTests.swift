@@ -33,5 +33,20 @@ final class EgressBudgetProxyTests: XCTestCase {
         let cached = try h.get(h.path("/a"))
         XCTAssertEqual(cached.status, 200)
         XCTAssertTrue(cached.body == OriginServer.generatedBytes(seed: 1, offset: 0, count: 60_000), "cached bytes are served as ever")
+
+        // The status page, in Chromium: a banner at the top names the origin and when it resets.
+        guard let chromium = ExternalTool.find("chromium", "chromium-browser", "google-chrome") else {
+            print("⚠️  SKIPPING the budget banner's browser check: chromium not installed (Debian package chromium)")
+            throw XCTSkip("chromium not installed (Debian package chromium)")
+        }
+        let profile = TemporaryDirectory(prefix: "httpcachefs-chromium")
+        defer { profile.remove() }
+        let dom = try ExternalTool.run(chromium, ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                                                  "--user-data-dir=\(profile.path)", "--virtual-time-budget=5000", "--dump-dom",
+                                                  "http://127.0.0.1:\(h.port)/.httpcachefs/?key=\(h.configuration.controlKey)"],
+                                       timeout: 120).stdout
+        XCTAssertTrue(dom.contains("<div class=\"banner errors budget\""), String(dom.prefix(4000)))
+        XCTAssertTrue(dom.contains("Egress budget spent: " + h.origin.url("")), String(dom.prefix(4000)))
+        XCTAssertTrue(dom.contains("reads that need the origin fail until"), String(dom.prefix(4000)))
     }
 }
