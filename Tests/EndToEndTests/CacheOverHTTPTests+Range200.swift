@@ -18,7 +18,7 @@ extension CacheOverHTTPTests {
     /// get the right bytes, and the origin is still believed to serve ranges.
     func testRange200OneRangeInTenAnsweredWholeCostsAtMostHalfAgainTheBytes() async throws {
         let length: Int64 = 256 << 20, readLength = 64 << 10
-        var rng = Range200Generator(state: 0x46_09)
+        var rng = SplitMix64(state: 0x46_09)
         let offsets = (0..<300).map { _ in Int64.random(in: 0...(length - Int64(readLength)), using: &rng) }
         var served: [Int64] = []
         origin.resetLog()
@@ -57,14 +57,3 @@ extension CacheOverHTTPTests {
     }
 }
 
-/// SplitMix64: the same "random" offsets on every run.
-private struct Range200Generator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

@@ -56,17 +56,6 @@ func treeFromList(_ text: String, byURL: Bool = false) throws -> MountTreeSpec {
     try MountTreeSpec.build(urlList: try URLListParser.parse(text), byURL: byURL)
 }
 
-/// A small deterministic PRNG (SplitMix64) so "random" reads are the same on every run.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// Runs `body` on its own thread and waits at most `seconds`: a hung file system call fails the
 /// test instead of hanging the suite.
