@@ -73,6 +73,19 @@ extension CLITests {
         XCTAssertEqual(origin.requestCount(path: "/m.mp4"), 0, "nothing went through cache A's proxy")
     }
 
+    /// Root naming a user's cache: its runtime file and key are that user's and never read, so
+    /// the user's running daemon was reported as one that "runs no proxy".
+    func testURLOfAnotherUsersCacheSaysWhoseItIs() throws {
+        let other = temp.appending("others-cache")
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
+        guard geteuid() == 0 else { throw XCTSkip("needs root to give the directory away") }
+        XCTAssertEqual(chown(other, 65534, 65534), 0)
+        let r = try run(["url", origin.url("/m.mp4"), "--cache-dir", other], cacheDirectory: nil)
+        XCTAssertEqual(r.status, 1)
+        XCTAssertEqual(r.stdout, [])
+        XCTAssertOneLineError(r, contains: "the cache \(other) is uid 65534's, not yours (uid 0)")
+    }
+
     func testAProxyOnAPortInUseSaysWhichAndHowToPickAnother() throws {
         let r = try run(["proxy", "--proxy-port", String(origin.port)])
         XCTAssertEqual(r.status, 1)
