@@ -86,6 +86,17 @@ extension CLITests {
         XCTAssertOneLineError(r, contains: "the cache \(other) is uid 65534's, not yours (uid 0)")
     }
 
+    /// An error quoting a URL with a line break printed it on three lines, and an escape in it
+    /// reached the terminal as it was.
+    func testAnErrorQuotingALineBreakOrAnEscapeIsOneLine() throws {
+        for bad in ["http://127.0.0.1:1/a b\nc.mp4", "http://127.0.0.1:1/a\u{1B}]0;title\u{7}\r\n.mp4"] {
+            let r = try run(["cat", bad])
+            XCTAssertEqual(r.status, 64, r.stderr)
+            XCTAssertOneLineError(r, contains: "\\u{A}")
+            XCTAssertFalse(r.stderr.contains("\u{1B}") || r.stderr.contains("\r"), r.stderr)
+        }
+    }
+
     func testAProxyOnAPortInUseSaysWhichAndHowToPickAnother() throws {
         let r = try run(["proxy", "--proxy-port", String(origin.port)])
         XCTAssertEqual(r.status, 1)
