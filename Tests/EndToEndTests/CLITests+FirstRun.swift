@@ -84,6 +84,9 @@ extension CLITests {
         XCTAssertEqual(r.status, 1)
         XCTAssertEqual(r.stdout, [])
         XCTAssertOneLineError(r, contains: "the cache \(other) is uid 65534's, not yours (uid 0)")
+        // The cache's own refusal said it "cannot create" the directory that is there.
+        let ls = try run(["cache", "ls", "--cache-dir", other], cacheDirectory: nil)
+        XCTAssertOneLineError(ls, contains: "cannot use the cache directory: it belongs to uid 65534")
     }
 
     /// An error quoting a URL with a line break printed it on three lines, and an escape in it
