@@ -73,6 +73,33 @@ extension CLITests {
         XCTAssertEqual(origin.requestCount(path: "/m.mp4"), 0, "nothing went through cache A's proxy")
     }
 
+    /// Root naming a user's cache: its runtime file and key are that user's and never read, so
+    /// the user's running daemon was reported as one that "runs no proxy".
+    func testURLOfAnotherUsersCacheSaysWhoseItIs() throws {
+        let other = temp.appending("others-cache")
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
+        guard geteuid() == 0 else { throw XCTSkip("needs root to give the directory away") }
+        XCTAssertEqual(chown(other, 65534, 65534), 0)
+        let r = try run(["url", origin.url("/m.mp4"), "--cache-dir", other], cacheDirectory: nil)
+        XCTAssertEqual(r.status, 1)
+        XCTAssertEqual(r.stdout, [])
+        XCTAssertOneLineError(r, contains: "the cache \(other) is uid 65534's, not yours (uid 0)")
+        // The cache's own refusal said it "cannot create" the directory that is there.
+        let ls = try run(["cache", "ls", "--cache-dir", other], cacheDirectory: nil)
+        XCTAssertOneLineError(ls, contains: "cannot use the cache directory: it belongs to uid 65534")
+    }
+
+    /// An error quoting a URL with a line break printed it on three lines, and an escape in it
+    /// reached the terminal as it was.
+    func testAnErrorQuotingALineBreakOrAnEscapeIsOneLine() throws {
+        for bad in ["http://127.0.0.1:1/a b\nc.mp4", "http://127.0.0.1:1/a\u{1B}]0;title\u{7}\r\n.mp4"] {
+            let r = try run(["cat", bad])
+            XCTAssertEqual(r.status, 64, r.stderr)
+            XCTAssertOneLineError(r, contains: "\\u{A}")
+            XCTAssertFalse(r.stderr.contains("\u{1B}") || r.stderr.contains("\r"), r.stderr)
+        }
+    }
+
     func testAProxyOnAPortInUseSaysWhichAndHowToPickAnother() throws {
         let r = try run(["proxy", "--proxy-port", String(origin.port)])
         XCTAssertEqual(r.status, 1)

@@ -152,6 +152,35 @@ extension UnprivilegedUserTests {
         XCTAssertFalse(status.text.contains("key=fake-key"), "another user's key is not printed in a page address")
     }
 
+    /// Before: root's `status` looked into a cache-looking folder on the user's own FUSE mount
+    /// (`allow_other`): its stat and its open of `proxy.json` went to the user's FUSE daemon,
+    /// which may hold them for as long as it likes (an origin that never answers held the open
+    /// for the read timeout). Here that daemon is an httpcachefs mount whose origin logs every
+    /// request: root's `status` must send it none.
+    func testRootsStatusDoesNotLookIntoAnotherUsersFuseMount() throws {
+        let conf = (try? String(contentsOfFile: "/etc/fuse.conf", encoding: .utf8)) ?? ""
+        guard conf.split(separator: "\n").contains(where: { $0.trimmingCharacters(in: .whitespaces) == "user_allow_other" }) else {
+            throw XCTSkip("needs user_allow_other in /etc/fuse.conf (without it no other user, root included, can look into the user's mount)")
+        }
+        list("/fake/", ["lock", "index.sqlite", "proxy.json"])
+        for name in ["lock", "index.sqlite", "proxy.json"] { origin.setFile("/fake/" + name, data: Array("0123456789".utf8)) }
+        let mount = try user.httpcachefs(["mount", mountpoint, "--index", origin.url("/fake/"), "--index-ttl", "1h",
+                                          "--proxy-port", "0", "-o", "allow_other"])
+        XCTAssertEqual(mount.status, 0, mount.stderr)
+        guard mount.status == 0 else { return }
+        let holding = user.root + "/holding"
+        let holder = try user.spawn("/usr/bin/python3", ["-c", "import os, sys, time\nfd = os.open(sys.argv[1] + '/lock', os.O_RDONLY)\nopen(sys.argv[2], 'w').close()\ntime.sleep(3600)",
+                                                         mountpoint, holding])
+        XCTAssertTrue(FileEvents.wait(in: user.root, orExitOf: holder) { FileManager.default.fileExists(atPath: holding) },
+                      "the holder never opened the mount's lock")
+
+        let status = try rootStatus()
+        XCTAssertEqual(status.status, 0, status.stderr)
+        XCTAssertEqual(origin.requests.filter { $0.path == "/fake/proxy.json" }.count, 0,
+                       "root's status opened proxy.json on the user's FUSE mount: \(status.text)")
+        XCTAssertFalse(status.text.contains("'/lock'"), "the holder is listed as a daemon: \(status.text)")
+    }
+
     /// The Python process holding the fake's lock (runuser's child).
     private func fakePID(_ dir: String) throws -> pid_t {
         try XCTUnwrap(processes(mentioning: dir).first { pid in

@@ -147,7 +147,7 @@ final class EngineCore: Sendable {
             try FileManager.default.createDirectory(atPath: dir + "/data", withIntermediateDirectories: true,
                                                     attributes: [.posixPermissions: 0o700])
         } catch {
-            throw CacheError.storage(path: dir, message: "cannot create the cache directory: \((error as? StorageError)?.message ?? error.localizedDescription)")
+            throw CacheError.storage(path: dir, message: "cannot use the cache directory: \((error as? StorageError)?.message ?? error.localizedDescription)")
         }
         // The directory is held open from here on: the lock, the data files and the index's
         // reserve are named relative to it (`HeldDirectory`), and the owner lock outside it

@@ -66,6 +66,12 @@ struct URLCommand: AsyncParsableCommand {
         try await runReportingErrors {
             let directory = try cache.resolve().directory
             let (port, host, token) = (self.port, self.host, self.token)
+            // Another user's proxy.json and signing key are never read (`OwnedFile`): without
+            // this its running daemon would be reported as one that runs no proxy.
+            var st = stat()
+            if port == nil, stat(directory, &st) == 0, st.st_uid != geteuid() {
+                throw CommandFailure("the cache \(directory) is uid \(st.st_uid)'s, not yours (uid \(geteuid())): its proxy URLs are signed with that user's key, which only that user can read; run 'httpcachefs url' as that user")
+            }
             let lookup = try await onBlockingPool {
                 port.map { Self.askPort($0) } ?? Self.findProxy(cacheDirectory: directory)
             }

@@ -60,19 +60,24 @@ struct DaemonDiscovery {
     static func find(procRoot: String = "/proc") -> [Daemon] {
         let fm = FileManager.default
         let me = getpid()
+        let ownMounts = (try? String(contentsOfFile: "\(procRoot)/self/mounts", encoding: .utf8)) ?? ""
         var found: [Daemon] = []
         for name in (try? fm.contentsOfDirectory(atPath: procRoot)) ?? [] {
             guard let pid = Int32(name), pid != me else { continue }
             let fdDir = "\(procRoot)/\(name)/fd"
             var seen = Set<String>()
+            var st = stat()
+            let uid: uid_t? = stat("\(procRoot)/\(name)", &st) == 0 ? st.st_uid : nil
             for fd in (try? fm.contentsOfDirectory(atPath: fdDir)) ?? [] {
                 guard let target = try? fm.destinationOfSymbolicLink(atPath: fdDir + "/" + fd),
                       target.hasSuffix("/lock") else { continue }
                 let directory = String(target.dropLast("/lock".count))
+                // Every look at a path on a FUSE mount is answered by its daemon, which may never
+                // answer: another user's (an `allow_other` mount) could hold root's `status` in a
+                // stat or an open for as long as it likes. Such a cache is not looked into.
+                if uid != geteuid(), foreignFuseOwner(of: directory, mounts: ownMounts, me: geteuid()) != nil { continue }
                 guard !seen.contains(directory), fm.fileExists(atPath: directory + "/index.sqlite") else { continue }
                 seen.insert(directory)
-                var st = stat()
-                let uid: uid_t? = stat("\(procRoot)/\(name)", &st) == 0 ? st.st_uid : nil
                 // The runtime files count only as the daemon's own user's (a process can hold any
                 // file named `lock`; its user controls what lies beside it): `OwnedFile`.
                 let proxy = uid.flatMap { ProxyStatus.readRuntimeFile(cacheDirectory: directory, owner: $0) }.flatMap { $0.pid == pid ? $0 : nil }
@@ -113,6 +118,26 @@ struct DaemonDiscovery {
             return fields.count > 2 && fields[2].hasPrefix("fuse") ? unescapeMountField(fields[1]) : nil
         })
         return paths.filter(mounted.contains)
+    }
+
+    /// The user whose FUSE daemon serves `path`, when that is not `me`: the deepest mount of
+    /// `mounts` (`/proc/self/mounts`) holding the path is a `fuse*` one whose `user_id=` is
+    /// another uid. nil for any other file system and for `me`'s own FUSE mounts.
+    static func foreignFuseOwner(of path: String, mounts: String, me: uid_t) -> uid_t? {
+        var deepest: (mountpoint: String, fstype: Substring, options: Substring)?
+        for line in mounts.split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            guard fields.count > 3 else { continue }
+            let mountpoint = unescapeMountField(fields[1])
+            guard mountpoint == "/" || path == mountpoint || path.hasPrefix(mountpoint + "/") else { continue }
+            if deepest.map({ mountpoint.count >= $0.mountpoint.count }) ?? true {
+                deepest = (mountpoint, fields[2], fields[3])
+            }
+        }
+        guard let deepest, deepest.fstype.hasPrefix("fuse") else { return nil }
+        let owner = deepest.options.split(separator: ",").first { $0.hasPrefix("user_id=") }
+            .flatMap { uid_t($0.dropFirst("user_id=".count)) }
+        return owner.flatMap { $0 == me ? nil : $0 }
     }
 
     /// `/proc/mounts` writes space, tab, newline and backslash as `\040`-style octal escapes.

@@ -2,6 +2,9 @@ import CacheCore
 import Foundation
 import FuseMount
 import Settings
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `httpcachefs url PATH`: the remote URL of a file (or folder) inside a running mount, read off
 /// the mount's own description, so no request to the daemon is needed.
@@ -34,11 +37,27 @@ enum MountPathURL {
         }
         let components = path.dropFirst(chosen.mountpoint == "/" ? 1 : chosen.mountpoint.count)
             .split(separator: "/").map(String.init)
+        // The mount itself says whether the name is there (a lookup, answered from the listing):
+        // the tree alone maps any name under an --index to a URL, one the listing may not have.
+        var st = stat()
+        guard stat(path, &st) == 0 else {
+            let cause = String(cString: strerror(errno))
+            throw CommandFailure("\(path): \(cause) (in the mount \(chosen.mountpoint)): give a file the mount shows")
+        }
         let tree = try tree(of: chosen.daemon, mountpoint: chosen.mountpoint)
         guard let url = url(of: components, in: tree) else {
             throw CommandFailure("\(path) is in the mount \(chosen.mountpoint), but no file or listing of it is there")
         }
-        return Found(url: try KeyRules.normalized(url), daemon: chosen.daemon)
+        return Found(url: try KeyRules.normalized(asFolder(url, isFolder: (st.st_mode & S_IFMT) == S_IFDIR)), daemon: chosen.daemon)
+    }
+
+    /// A folder's URL is its listing's, which ends in '/' (before any query): the spelling the
+    /// listing is cached under and the one a server lists without a redirect.
+    static func asFolder(_ url: String, isFolder: Bool) -> String {
+        guard isFolder else { return url }
+        let parts = url.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let path = parts.first, !path.hasSuffix("/") else { return url }
+        return path + "/" + (parts.count > 1 ? "?" + parts[1] : "")
     }
 
     /// The URL shown at `components` (below the mountpoint), or nil.

@@ -68,11 +68,20 @@ enum ErrorReporting {
     }
 
     static func printError(_ message: String) {
-        LogSink.standardError.write(line: "httpcachefs: error: \(DisplayURL.redactingPasswords(in: message))")
+        LogSink.standardError.write(line: "httpcachefs: error: " + oneLine(DisplayURL.redactingPasswords(in: message)))
     }
 
     static func printWarning(_ message: String) {
-        LogSink.standardError.write(line: "httpcachefs: warning: \(DisplayURL.redactingPasswords(in: message))")
+        LogSink.standardError.write(line: "httpcachefs: warning: " + oneLine(DisplayURL.redactingPasswords(in: message)))
+    }
+
+    /// An error is one line, whatever it quotes: a URL or name (an argument, a listing's link, a
+    /// server's answer) holding a line break or a terminal escape is shown escaped (`\u{A}`,
+    /// `\u{1B}`), so it neither splits the line nor acts on the terminal.
+    static func oneLine(_ message: String) -> String {
+        var text = Substring(message)
+        while text.last?.isNewline == true { text = text.dropLast() }
+        return Format.terminalSafe(String(text)).replacingOccurrences(of: "\n", with: "\\u{A}")
     }
 }
 
