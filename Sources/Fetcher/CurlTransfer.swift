@@ -93,6 +93,13 @@ final class CurlTransfer {
         if let via = configuration.via { list = curl_slist_append(list, "Via: \(via)") }
         if let range { list = curl_slist_append(list, "Range: \(range)") }
         if let range, let ifRange, range.hasPrefix("bytes=") { list = curl_slist_append(list, "If-Range: \(ifRange)") }
+        // S3: each attempt signed anew, with its own time (a retry may come minutes later), and
+        // only at the request's own origin (a redirect elsewhere gets no signature).
+        if let s3 = configuration.s3, state.atRequestOrigin {
+            for header in s3.signedHeaders(method: state.method ?? "GET", url: state.url, date: Date()) {
+                list = curl_slist_append(list, header)
+            }
+        }
         headerList = list
         self.easy = easy
         held = false

@@ -121,6 +121,14 @@ struct MountCheck {
         let ttl = listingTTL
         let backend = EngineBackend(engine: engine)
         let logger = Logger(label: "httpcachefs.listing")
+        // A bucket's folder is no object: only its ListObjectsV2 pages answer (`S3Listing`).
+        if S3Listing.location(of: url) != nil {
+            return ListingFetch.fetch(url: url, through: backend, limit: ListingFetch.limit, maxAge: 0, webDAVFirst: false,
+                                      logger: logger, maxEntries: maxListingEntries) { [listings] listed in
+                if case let .success(listing) = listed { listings.withLock { $0[url] = listing } }
+                completion(listed.map { _ in nil })
+            }
+        }
         engine.open(url: url, maxAge: 0, unknownLengthLimit: Int64(ListingFetch.limit)) { [engine] result in
             switch result {
             case let .failure(error):

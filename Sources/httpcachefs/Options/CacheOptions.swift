@@ -91,6 +91,7 @@ struct CacheOptions: ParsableArguments {
     @OptionGroup(title: "Origin options") var origin: OriginOptions
     @OptionGroup(title: "Cache limits") var limits: CacheLimitOptions
     @OptionGroup(title: "Transfer options") var transfer: TransferOptions
+    @OptionGroup(title: "S3 options") var s3: S3Options
 
     init() {}
 
@@ -182,6 +183,7 @@ struct CacheOptions: ParsableArguments {
         r.configFile = file?.path
         r.config = file
         try origin.resolve(into: &r, file: file)
+        r.s3 = try s3.resolve()
         try limits.resolve(into: &r, file: file)
         r.transfer = try transfer.resolve(pick, fileTiers: file?.list("tier") ?? [], fileBudgets: file?.list("egress-budget") ?? [],
                                           filePath: file?.path)
@@ -382,6 +384,8 @@ struct ResolvedCacheOptions: Equatable {
     var maxAge: TimeInterval?
     var maxReadAhead = CacheConfiguration.defaultMaxReadAhead
     var transfer = TransferOptions.Resolved()
+    /// Where s3:// URLs' buckets are and the keys their requests are signed with (`S3Options`).
+    var s3: S3Endpoint?
 
     var cacheConfiguration: CacheConfiguration {
         var c = CacheConfiguration(directory: directory, capacity: capacity, sliceSize: sliceSize,
@@ -430,6 +434,7 @@ struct ResolvedCacheOptions: Equatable {
         c.access.scope = credentialScope()
         c.allowedHosts = allowedHosts.map(HostPattern.init)
         c.via = LoopMarker.via
+        c.s3 = s3
         transfer.apply(to: &c)
         return c
     }
