@@ -29,13 +29,13 @@ final class S3MountTests: XCTestCase {
         temp?.remove()
     }
 
-    func startMoto(checkSignatures: Bool) throws -> MotoS3 {
+    func startMoto(checkSignatures: Bool, objects given: [(key: String, bytes: [UInt8])]? = nil) throws -> MotoS3 {
         do {
             // moto's own signature check fails boto3's uploads of keys that need encoding.
-            let objects: [(key: String, bytes: [UInt8])] = checkSignatures ? [("films/a.mp4", film)] : [
+            let objects: [(key: String, bytes: [UInt8])] = given ?? (checkSignatures ? [("films/a.mp4", film)] : [
                 ("films/a film.mp4", film), ("films/extras/b.bin", extra), ("films/x\u{202E}y.bin", extra),
                 ("music/c.bin", extra),
-            ]
+            ])
             let server = try MotoS3(bucket: "media", objects: objects, checkSignatures: checkSignatures)
             moto = server
             return server
@@ -82,6 +82,45 @@ final class S3MountTests: XCTestCase {
         XCTAssertEqual(buffer, Array(film[500_000..<501_000]))
         let log = (try? String(contentsOfFile: temp.appending("daemon.log"), encoding: .utf8)) ?? ""
         XCTAssertFalse(log.contains(s3.secretAccessKey), "the secret is in no log line")
+
+        // A second s3:// mount of the same cache cannot join the daemon (its keys would not reach it).
+        let joining = try runner.run(["mount", try mountpoint("joining"), "--index", "s3://media/music/", "--s3-endpoint", s3.endpoint,
+                                      "--no-proxy"],
+                                     environment: ["AWS_ACCESS_KEY_ID": s3.accessKeyID, "AWS_SECRET_ACCESS_KEY": s3.secretAccessKey])
+        XCTAssertNotEqual(joining.status, 0)
+        XCTAssertTrue(joining.stderr.contains("an s3:// mount cannot join it yet"), joining.stderr)
+        // A bucket that is not there: one line that says so.
+        let missing = try runner.run(["mount", try mountpoint("missing"), "--index", "s3://nosuchbucket/films/", "--s3-endpoint", s3.endpoint,
+                                      "--no-proxy", "--log-file", temp.appending("missing.log")],
+                                     cacheDirectory: temp.appending("cache2"),
+                                     environment: ["AWS_ACCESS_KEY_ID": s3.accessKeyID, "AWS_SECRET_ACCESS_KEY": s3.secretAccessKey])
+        XCTAssertNotEqual(missing.status, 0)
+        XCTAssertTrue(missing.stderr.contains("HTTP 404 (S3: no such bucket)"), missing.stderr)
+    }
+
+    func testFFprobeAndFFmpegReadAFilmFromTheBucket() throws {
+        guard let ffmpeg = ExternalTool.find("ffmpeg"), let ffprobe = ExternalTool.find("ffprobe") else {
+            print("⚠️  SKIPPED S3MountTests.testFFprobeAndFFmpegReadAFilmFromTheBucket: ffmpeg/ffprobe not installed")
+            throw XCTSkip("ffmpeg/ffprobe not installed")
+        }
+        let movie = temp.appending("movie.mp4")
+        let made = try ExternalTool.run(ffmpeg, ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=3:size=160x120:rate=10",
+                                                 "-f", "lavfi", "-i", "sine=frequency=440:duration=3", "-c:v", "libx264",
+                                                 "-preset", "ultrafast", "-g", "10", "-c:a", "aac", "-shortest", movie])
+        XCTAssertEqual(made.status, 0, made.stderr)
+        let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: movie)))
+        let s3 = try startMoto(checkSignatures: true, objects: [("films/movie.mp4", bytes)])
+        let mnt = try mountpoint("mnt")
+        let r = try runner.run(["mount", mnt, "s3://media/films/movie.mp4", "--s3-endpoint", s3.endpoint, "--no-proxy"],
+                               environment: ["AWS_ACCESS_KEY_ID": s3.accessKeyID, "AWS_SECRET_ACCESS_KEY": s3.secretAccessKey])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        mounted.append(mnt)
+        let probe = try ExternalTool.run(ffprobe, ["-v", "error", "-show_entries", "stream=codec_type", "-of", "default=noprint_wrappers=1",
+                                                   mnt + "/movie.mp4"])
+        XCTAssertEqual(probe.status, 0, probe.stderr)
+        XCTAssertTrue(probe.stdout.contains("codec_type=video") && probe.stdout.contains("codec_type=audio"), probe.stdout)
+        let decoded = try ExternalTool.run(ffmpeg, ["-v", "error", "-i", mnt + "/movie.mp4", "-f", "null", "-"])
+        XCTAssertEqual(decoded.status, 0, decoded.stderr)
     }
 
     func testMotoCheckingSignaturesTakesTheMountsAndRefusesAWrongSecret() throws {
@@ -110,7 +149,7 @@ final class S3MountTests: XCTestCase {
                                  environment: ["AWS_ACCESS_KEY_ID": s3.accessKeyID, "AWS_SECRET_ACCESS_KEY": "wrong" + s3.secretAccessKey])
         if bad.status == 0 { mounted.append(other) }
         XCTAssertNotEqual(bad.status, 0, "a wrong secret's requests are refused: nothing to mount")
-        XCTAssertTrue(bad.stderr.contains("403"), bad.stderr)
+        XCTAssertTrue(bad.stderr.contains("HTTP 403 (S3: access denied or a wrong signature: check the keys"), bad.stderr)
         XCTAssertFalse(bad.stderr.contains(s3.secretAccessKey), bad.stderr)
     }
 }

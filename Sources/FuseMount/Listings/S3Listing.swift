@@ -47,6 +47,11 @@ public enum S3Listing {
         }
     }
 
+    /// The root of the registered bucket `url` is in (a folder or an object), if any.
+    public static func bucketRoot(of url: String) -> String? {
+        buckets.withLock { roots in roots.keys.first { url.hasPrefix($0) } }
+    }
+
     /// The ListObjectsV2 URL of one page.
     public static func pageURL(listingBase: String, prefix: String, continuation: String?) -> String {
         var url = listingBase + "?list-type=2&delimiter=%2F&encoding-type=url&prefix=" + SigV4.encode(prefix, keepSlash: false)

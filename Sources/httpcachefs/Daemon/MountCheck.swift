@@ -104,7 +104,7 @@ struct MountCheck {
         case nil:
             return .warning("\(DisplayURL.redacted(url)): no answer within \(Int(timeout))s; mounted anyway")
         case let .failure(error)?:
-            let why = Self.reason(error)
+            let why = Self.reason(error) + (S3Listing.bucketRoot(of: url) != nil ? Self.s3Hint(error, folder: target.isIndex) : "")
             if Self.isOriginAway(error),
                engine.status(url: url) != nil || (target.isIndex && engine.hasKeptDocument(WebDAVListing.request(url: url))) {
                 return .warning("\(DisplayURL.redacted(url)): \(why); serving what the cache holds")
@@ -175,6 +175,18 @@ struct MountCheck {
     }
 
     /// The reason alone, without the URL (the line starts with it).
+    /// What an S3 endpoint's refusal usually means, as a hint after the status (the answer's
+    /// error document is not read yet: issue 48).
+    static func s3Hint(_ error: CacheError, folder: Bool) -> String {
+        switch error {
+        case .forbidden: return " (S3: access denied or a wrong signature: check the keys, --s3-region and the bucket's policy)"
+        case .notFound: return folder ? " (S3: no such bucket)" : " (S3: no such key)"
+        case .httpStatus(_, 400): return " (S3: a request the endpoint refused, often signed for the wrong --s3-region)"
+        case .httpStatus(_, 301): return " (S3: the bucket is in another region: give its --s3-region)"
+        default: return ""
+        }
+    }
+
     static func reason(_ error: CacheError) -> String {
         switch error {
         case let .notFound(_, status), let .forbidden(_, status), let .httpStatus(_, status): return "HTTP \(status)"
