@@ -111,7 +111,8 @@ final class S3MountTests: XCTestCase {
         let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: movie)))
         let s3 = try startMoto(checkSignatures: true, objects: [("films/movie.mp4", bytes)])
         let mnt = try mountpoint("mnt")
-        let r = try runner.run(["mount", mnt, "s3://media/films/movie.mp4", "--s3-endpoint", s3.endpoint, "--no-proxy"],
+        let r = try runner.run(["mount", mnt, "s3://media/films/movie.mp4", "--s3-endpoint", s3.endpoint, "--no-proxy",
+                                "--log-file", temp.appending("daemon.log")],
                                environment: ["AWS_ACCESS_KEY_ID": s3.accessKeyID, "AWS_SECRET_ACCESS_KEY": s3.secretAccessKey])
         XCTAssertEqual(r.status, 0, r.stderr)
         mounted.append(mnt)
@@ -127,7 +128,8 @@ final class S3MountTests: XCTestCase {
         let s3 = try startMoto(checkSignatures: true)
         let mnt = try mountpoint("mnt")
         let good = try runner.run(["mount", mnt, "s3://media/films/a.mp4", "--s3-endpoint", s3.endpoint, "--no-proxy",
-                                   "--s3-access-key-id", s3.accessKeyID, "--s3-secret-access-key", s3.secretAccessKey])
+                                   "--s3-access-key-id", s3.accessKeyID, "--s3-secret-access-key", s3.secretAccessKey,
+                                   "--log-file", temp.appending("good.log"), "--log-level", "debug"])
         XCTAssertEqual(good.status, 0, good.stderr)
         mounted.append(mnt)
         XCTAssertEqual(Array(try Data(contentsOf: URL(fileURLWithPath: mnt + "/a.mp4"))), film, "every range signed, and taken")
@@ -144,12 +146,17 @@ final class S3MountTests: XCTestCase {
         }
 
         let other = try mountpoint("other")
-        let bad = try runner.run(["mount", other, "s3://media/films/a.mp4", "--s3-endpoint", s3.endpoint, "--no-proxy"],
+        let bad = try runner.run(["mount", other, "s3://media/films/a.mp4", "--s3-endpoint", s3.endpoint, "--no-proxy",
+                                  "--log-file", temp.appending("bad.log")],
                                  cacheDirectory: temp.appending("cache2"),
                                  environment: ["AWS_ACCESS_KEY_ID": s3.accessKeyID, "AWS_SECRET_ACCESS_KEY": "wrong" + s3.secretAccessKey])
         if bad.status == 0 { mounted.append(other) }
         XCTAssertNotEqual(bad.status, 0, "a wrong secret's requests are refused: nothing to mount")
         XCTAssertTrue(bad.stderr.contains("HTTP 403 (S3: access denied or a wrong signature: check the keys"), bad.stderr)
         XCTAssertFalse(bad.stderr.contains(s3.secretAccessKey), bad.stderr)
+        for log in ["good.log", "bad.log"] {
+            let text = (try? String(contentsOfFile: temp.appending(log), encoding: .utf8)) ?? ""
+            XCTAssertFalse(text.contains(s3.secretAccessKey), "no log line holds the secret, even at debug: \(log)")
+        }
     }
 }
