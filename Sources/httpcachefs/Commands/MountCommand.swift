@@ -441,7 +441,7 @@ struct MountCommand: AsyncParsableCommand {
     /// Arguments, URL list and indexes as one checked tree (clashes are errors naming both sides).
     func buildTree(_ settings: Settings) throws -> MountTreeSpec {
         // s3:// URLs become their objects' HTTP URLs at the endpoint (`S3Options.map`).
-        let endpoint = S3Options.mentionsS3(entries + settings.indexes) ? try cache.s3.resolve() : nil
+        let endpoint = S3Options.mentionsS3(entries + settings.indexes) ? try cache.resolve().s3 : nil
         func mapped(_ text: String) throws -> String { try endpoint.map { try S3Options.map(text, endpoint: $0) } ?? text }
         let arguments = try entries.map { text -> (text: String, spec: EntrySpec) in
             do { return (text, try EntrySpec.parse(try mapped(text))) } catch let e as UsageError { throw e } catch { throw UsageError("bad argument '\(text)': \(error)") }

@@ -183,7 +183,7 @@ struct CacheOptions: ParsableArguments {
         r.configFile = file?.path
         r.config = file
         try origin.resolve(into: &r, file: file)
-        r.s3 = try s3.resolve()
+        r.s3 = try s3.resolve(file: file)
         try limits.resolve(into: &r, file: file)
         r.transfer = try transfer.resolve(pick, fileTiers: file?.list("tier") ?? [], fileBudgets: file?.list("egress-budget") ?? [],
                                           filePath: file?.path)

@@ -7,7 +7,8 @@ import Settings
 /// Buckets as libraries: where the buckets of `s3://BUCKET/KEY` URLs are and the keys that sign
 /// their requests (`--s3-*`, else the AWS environment: `AWS_ACCESS_KEY_ID`,
 /// `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION` / `AWS_DEFAULT_REGION`,
-/// `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL`). Part of `CacheOptions`.
+/// `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL`). Part of `CacheOptions`; each is also a config-file
+/// key of the same name, and all but the secret and the token fstab words.
 ///
 /// The secret and the token are masked in the process's own arguments (`ArgumentMasking`), and
 /// appear in no log line, status page, metric or URL: an s3:// URL becomes the HTTP URL of the
@@ -40,19 +41,21 @@ struct S3Options: ParsableArguments {
 
     init() {}
 
-    /// The endpoint, region, style and keys, from the flags, else the environment.
-    func resolve(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> S3Endpoint {
+    /// The endpoint, region, style and keys, from the flags, else the config file, else the
+    /// environment.
+    func resolve(file: ConfigFile?, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> S3Endpoint {
         func env(_ names: String...) -> String? {
             for n in names { if let v = environment[n], !v.isEmpty { return v } }
             return nil
         }
-        let region = region ?? env("AWS_REGION", "AWS_DEFAULT_REGION") ?? "us-east-1"
+        func pick(_ flag: String?, _ key: String) -> String? { setting(flag, key, in: file)?.text }
+        let region = pick(self.region, "s3-region") ?? env("AWS_REGION", "AWS_DEFAULT_REGION") ?? "us-east-1"
         guard !region.isEmpty, region.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D }) else {
             throw UsageError("invalid S3 region '\(region)': expected lowercase letters, digits and hyphens, like eu-west-1")
         }
-        let id = accessKeyID ?? env("AWS_ACCESS_KEY_ID")
-        let secret = secretAccessKey ?? env("AWS_SECRET_ACCESS_KEY")
-        let token = sessionToken ?? env("AWS_SESSION_TOKEN")
+        let id = pick(accessKeyID, "s3-access-key-id") ?? env("AWS_ACCESS_KEY_ID")
+        let secret = pick(secretAccessKey, "s3-secret-access-key") ?? env("AWS_SECRET_ACCESS_KEY")
+        let token = pick(sessionToken, "s3-session-token") ?? env("AWS_SESSION_TOKEN")
         var credentials: SigV4.Credentials?
         switch (id, secret) {
         case let (id?, secret?):
@@ -68,12 +71,16 @@ struct S3Options: ParsableArguments {
         case (nil, _?):
             throw UsageError("an S3 secret access key needs its key id: give --s3-access-key-id or $AWS_ACCESS_KEY_ID")
         }
-        if let url = endpoint ?? env("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL") {
+        var pathStyle = forcePathStyle
+        if !pathStyle, let file, let value = file["s3-force-path-style"] {
+            pathStyle = try BoolValue.parse(value, option: file.describe("s3-force-path-style"))
+        }
+        if let url = pick(endpoint, "s3-endpoint") ?? env("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL") {
             do { return try S3Endpoint.parse(endpoint: url, region: region, pathStyle: true, credentials: credentials) } catch let e as S3URLError {
                 throw UsageError("bad --s3-endpoint: \(e)")
             }
         }
-        return .aws(region: region, pathStyle: forcePathStyle, credentials: credentials)
+        return .aws(region: region, pathStyle: pathStyle, credentials: credentials)
     }
 
     /// `text` (a URL, `NAME=URL` or `DIR=URL`) with an s3:// URL in it made the HTTP URL of
