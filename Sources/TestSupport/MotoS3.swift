@@ -5,7 +5,8 @@ import Glibc
 /// `mount-helpers/setup-debian.sh --test` installs), run by a small Python script on a loopback
 /// port, with one bucket holding the given objects (uploaded with boto3, signed). The script says
 /// `ready KEYID SECRET` on its standard output once the objects are in, so the test waits on that
-/// line, never on a timer; closing its standard input (`stop()`) ends it.
+/// line, never on a timer; `put` replaces an object (a line on its standard input, answered by
+/// `done`); closing its standard input (`stop()`) ends it.
 ///
 /// `checkSignatures`: moto checks every request's signature against keys its IAM made (moto's
 /// `INITIAL_NO_AUTH_ACTION_COUNT`: the first three requests, which make the user, its keys and
@@ -24,6 +25,8 @@ public final class MotoS3: @unchecked Sendable {
     public var endpoint: String { "http://127.0.0.1:\(port)" }
     private let process: Process
     private let input: Pipe
+    private let output: Pipe
+    private var puts = 0
     private let directory: TemporaryDirectory
 
     /// moto serving `bucket` with `objects` (key, bytes).
@@ -65,6 +68,7 @@ public final class MotoS3: @unchecked Sendable {
                 self.port = port
                 self.process = process
                 self.input = input
+                self.output = output
                 accessKeyID = words[1]
                 secretAccessKey = words[2]
                 return
@@ -85,6 +89,17 @@ public final class MotoS3: @unchecked Sendable {
             bytes.append(b)
         }
         return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Replaces (or adds) the object `key` with `bytes`; returns once moto has it. One caller at
+    /// a time.
+    public func put(key: String, bytes: [UInt8]) throws {
+        puts += 1
+        let path = directory.appending("put-\(puts)")
+        guard FileManager.default.createFile(atPath: path, contents: Data(bytes)) else { throw Unavailable(description: "cannot write \(path)") }
+        input.fileHandleForWriting.write(Data("put \(key) \(path)\n".utf8))
+        let answer = Self.readLine(output.fileHandleForReading)
+        guard answer == "done" else { throw Unavailable(description: "moto did not take \(key): \(answer)") }
     }
 
     /// Ends the server (its standard input closes; the script stops moto and exits).
@@ -121,7 +136,12 @@ public final class MotoS3: @unchecked Sendable {
             with open(path, "rb") as f:
                 s3.put_object(Bucket=bucket, Key=name, Body=f.read())
         print("ready", keys["AccessKeyId"], keys["SecretAccessKey"], flush=True)
-        sys.stdin.read()
+        for line in sys.stdin:
+            command, name, path = line.rstrip("\n").split(" ", 2)
+            if command == "put":
+                with open(path, "rb") as f:
+                    s3.put_object(Bucket=bucket, Key=name, Body=f.read())
+            print("done", flush=True)
         server.stop()
         """#
 }

@@ -98,6 +98,37 @@ final class S3MountTests: XCTestCase {
         XCTAssertTrue(missing.stderr.contains("HTTP 404 (S3: no such bucket)"), missing.stderr)
     }
 
+    /// An object replaced while it is open: a read of the open file gets the old version's bytes
+    /// or an error, never the new one's (S3 ETags differ per version; every answer's is compared).
+    func testAnObjectReplacedWhileOpenIsNeverMixed() throws {
+        let length = 6 << 20
+        let v1 = OriginServer.generatedBytes(seed: 60, offset: 0, count: length)
+        let v2 = OriginServer.generatedBytes(seed: 61, offset: 0, count: length)
+        let s3 = try startMoto(checkSignatures: true, objects: [("films/big.bin", v1)])
+        let mnt = try mountpoint("mnt")
+        let r = try runner.run(["mount", mnt, "s3://media/films/big.bin", "--s3-endpoint", s3.endpoint, "--no-proxy",
+                                "--read-ahead-max", "256K", "--log-file", temp.appending("daemon.log")],
+                               environment: ["AWS_ACCESS_KEY_ID": s3.accessKeyID, "AWS_SECRET_ACCESS_KEY": s3.secretAccessKey])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        mounted.append(mnt)
+        let fd = open(mnt + "/big.bin", O_RDONLY)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd) }
+        var head = [UInt8](repeating: 0, count: 4096)
+        XCTAssertEqual(head.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 4096, 0) }, 4096)
+        XCTAssertEqual(head, Array(v1[0..<4096]))
+        try s3.put(key: "films/big.bin", bytes: v2)
+        var tail = [UInt8](repeating: 0, count: 4096)
+        let n = tail.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 4096, off_t(length - 8192)) }
+        print("S3MountTests: the read after the replacement: \(n == 4096 ? "the old version's bytes" : "errno \(errno)")")
+        if n == 4096 {
+            XCTAssertEqual(tail, Array(v1[(length - 8192)..<(length - 4096)]), "an open file reads one version: the one it opened")
+        } else {
+            XCTAssertEqual(n, -1, "a short read")
+            XCTAssertEqual(errno, EIO, "the version changed: an error, not other bytes")
+        }
+    }
+
     func testFFprobeAndFFmpegReadAFilmFromTheBucket() throws {
         guard let ffmpeg = ExternalTool.find("ffmpeg"), let ffprobe = ExternalTool.find("ffprobe") else {
             print("⚠️  SKIPPED S3MountTests.testFFprobeAndFFmpegReadAFilmFromTheBucket: ffmpeg/ffprobe not installed")
