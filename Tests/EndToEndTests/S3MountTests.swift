@@ -176,6 +176,16 @@ final class S3MountTests: XCTestCase {
             XCTAssertTrue(line.contains("--s3-secret-access-key\u{0}" + String(repeating: "*", count: s3.secretAccessKey.utf8.count)), line)
         }
 
+        // cat: through its own cache, signed too; through the daemon's, refused in one line.
+        let keys = ["AWS_ACCESS_KEY_ID": s3.accessKeyID, "AWS_SECRET_ACCESS_KEY": s3.secretAccessKey]
+        let cat = try runner.run(["cat", "s3://media/films/a.mp4", "--s3-endpoint", s3.endpoint, "--range", "1000-1999"],
+                                 cacheDirectory: temp.appending("cache3"), environment: keys)
+        XCTAssertEqual(cat.status, 0, cat.stderr)
+        XCTAssertEqual(cat.stdout, Array(film[1000..<2000]))
+        let catThroughDaemon = try runner.run(["cat", "s3://media/films/a.mp4", "--s3-endpoint", s3.endpoint], environment: keys)
+        XCTAssertNotEqual(catThroughDaemon.status, 0)
+        XCTAssertTrue(catThroughDaemon.stderr.contains("cannot go through it yet"), catThroughDaemon.stderr)
+
         let other = try mountpoint("other")
         let bad = try runner.run(["mount", other, "s3://media/films/a.mp4", "--s3-endpoint", s3.endpoint, "--no-proxy",
                                   "--log-file", temp.appending("bad.log")],
