@@ -95,7 +95,7 @@ final class S3MountTests: XCTestCase {
                                      cacheDirectory: temp.appending("cache2"),
                                      environment: ["AWS_ACCESS_KEY_ID": s3.accessKeyID, "AWS_SECRET_ACCESS_KEY": s3.secretAccessKey])
         XCTAssertNotEqual(missing.status, 0)
-        XCTAssertTrue(missing.stderr.contains("HTTP 404 (S3: no such bucket)"), missing.stderr)
+        XCTAssertTrue(missing.stderr.contains("HTTP 404 (S3: NoSuchBucket: The specified bucket does not exist)"), missing.stderr)
     }
 
     /// An object replaced while it is open: a read of the open file gets the old version's bytes
@@ -193,7 +193,7 @@ final class S3MountTests: XCTestCase {
                                  environment: ["AWS_ACCESS_KEY_ID": s3.accessKeyID, "AWS_SECRET_ACCESS_KEY": "wrong" + s3.secretAccessKey])
         if bad.status == 0 { mounted.append(other) }
         XCTAssertNotEqual(bad.status, 0, "a wrong secret's requests are refused: nothing to mount")
-        XCTAssertTrue(bad.stderr.contains("HTTP 403 (S3: access denied or a wrong signature: check the keys"), bad.stderr)
+        XCTAssertTrue(bad.stderr.contains("HTTP 403 (S3: SignatureDoesNotMatch: The request signature we calculated does not match"), bad.stderr)
         XCTAssertFalse(bad.stderr.contains(s3.secretAccessKey), bad.stderr)
         for log in ["good.log", "bad.log"] {
             let text = (try? String(contentsOfFile: temp.appending(log), encoding: .utf8)) ?? ""

@@ -68,3 +68,24 @@ final class S3EndpointTests: XCTestCase {
         }
     }
 }
+
+/// S3's error documents as one line: code and message, bounded and cleaned.
+final class S3ErrorDocumentTests: XCTestCase {
+    func testCodeAndMessage() {
+        let table: [(String, S3ErrorDocument?)] = [
+            ("""
+             <?xml version="1.0" encoding="UTF-8"?>
+             <Error><Code>SignatureDoesNotMatch</Code><Message>The request signature we calculated does not match</Message><RequestId>1</RequestId></Error>
+             """, S3ErrorDocument(code: "SignatureDoesNotMatch", message: "The request signature we calculated does not match")),
+            ("<Error><Code>NoSuchKey</Code><Message>a &lt;b&gt; &amp; c\n\td</Message></Error>", S3ErrorDocument(code: "NoSuchKey", message: "a <b> & c  d")),
+            ("<Error><Code>AccessDenied</Code></Error>", S3ErrorDocument(code: "AccessDenied", message: nil)),
+            ("<Error><Message>no code</Message></Error>", nil),
+            ("<html>503 Service Unavailable</html>", nil),
+            ("", nil),
+        ]
+        for (text, expected) in table { XCTAssertEqual(S3ErrorDocument.parse(Array(text.utf8)), expected, text) }
+        let long = S3ErrorDocument.parse(Array("<Error><Code>X</Code><Message>\(String(repeating: "m", count: 5000))</Message></Error>".utf8))
+        XCTAssertEqual(long?.message?.count, S3ErrorDocument.maxText + 1)
+        XCTAssertEqual(S3ErrorDocument(code: "NoSuchBucket", message: "gone").description, "NoSuchBucket: gone")
+    }
+}

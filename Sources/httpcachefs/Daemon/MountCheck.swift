@@ -175,9 +175,14 @@ struct MountCheck {
     }
 
     /// The reason alone, without the URL (the line starts with it).
-    /// What an S3 endpoint's refusal usually means, as a hint after the status (the answer's
-    /// error document is not read yet: issue 48).
+    /// Why an S3 endpoint refused, after the status: its error document's code and message
+    /// when the fetcher read one (`S3ErrorLog`), else what such a status usually means.
     static func s3Hint(_ error: CacheError, folder: Bool) -> String {
+        switch error {
+        case let .notFound(url, _), let .forbidden(url, _), let .httpStatus(url, _):
+            if let document = S3ErrorLog.last(url: url) { return " (S3: \(document))" }
+        default: break
+        }
         switch error {
         case .forbidden: return " (S3: access denied or a wrong signature: check the keys, --s3-region and the bucket's policy)"
         case .notFound: return folder ? " (S3: no such bucket)" : " (S3: no such key)"
