@@ -129,6 +129,7 @@ final class S3MountTests: XCTestCase {
         }
     }
 
+    /// With the keys and endpoint of an AWS CLI profile (`AWS_PROFILE`, the shared files).
     func testFFprobeAndFFmpegReadAFilmFromTheBucket() throws {
         guard let ffmpeg = ExternalTool.find("ffmpeg"), let ffprobe = ExternalTool.find("ffprobe") else {
             print("⚠️  SKIPPED S3MountTests.testFFprobeAndFFmpegReadAFilmFromTheBucket: ffmpeg/ffprobe not installed")
@@ -142,9 +143,15 @@ final class S3MountTests: XCTestCase {
         let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: movie)))
         let s3 = try startMoto(checkSignatures: true, objects: [("films/movie.mp4", bytes)])
         let mnt = try mountpoint("mnt")
-        let r = try runner.run(["mount", mnt, "s3://media/films/movie.mp4", "--s3-endpoint", s3.endpoint, "--no-proxy",
-                                "--log-file", temp.appending("daemon.log")],
-                               environment: ["AWS_ACCESS_KEY_ID": s3.accessKeyID, "AWS_SECRET_ACCESS_KEY": s3.secretAccessKey])
+        // The keys and the endpoint from an AWS CLI profile (moto checks the signatures).
+        try "[films]\naws_access_key_id = \(s3.accessKeyID)\naws_secret_access_key = \(s3.secretAccessKey)\n"
+            .write(toFile: temp.appending("aws-credentials"), atomically: true, encoding: .utf8)
+        try "[profile films]\nregion = us-east-1\nendpoint_url = \(s3.endpoint)\n"
+            .write(toFile: temp.appending("aws-config"), atomically: true, encoding: .utf8)
+        let r = try runner.run(["mount", mnt, "s3://media/films/movie.mp4", "--no-proxy", "--log-file", temp.appending("daemon.log")],
+                               environment: ["AWS_PROFILE": "films", "AWS_SHARED_CREDENTIALS_FILE": temp.appending("aws-credentials"),
+                                             "AWS_CONFIG_FILE": temp.appending("aws-config"), "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "",
+                                             "AWS_ENDPOINT_URL": "", "AWS_REGION": ""])
         XCTAssertEqual(r.status, 0, r.stderr)
         mounted.append(mnt)
         let probe = try ExternalTool.run(ffprobe, ["-v", "error", "-show_entries", "stream=codec_type", "-of", "default=noprint_wrappers=1",

@@ -89,3 +89,41 @@ final class S3ErrorDocumentTests: XCTestCase {
         XCTAssertEqual(S3ErrorDocument(code: "NoSuchBucket", message: "gone").description, "NoSuchBucket: gone")
     }
 }
+
+/// `~/.aws/credentials` and `~/.aws/config` as the AWS CLI reads them.
+final class AWSSharedFilesTests: XCTestCase {
+    let credentials = """
+        # keys
+        [default]
+        aws_access_key_id = AKIDDEFAULT
+        aws_secret_access_key = secret/default
+
+        [work]
+        aws_access_key_id=AKIDWORK
+        aws_secret_access_key=secret/work
+        aws_session_token = tok
+        """
+    let config = """
+        [default]
+        region = eu-west-1
+        ; a comment
+        [profile work]
+        region = us-west-2
+        endpoint_url = http://127.0.0.1:9000
+        [profile onlyconfig]
+        aws_access_key_id = AKIDCONF
+        aws_secret_access_key = secret/conf
+        """
+
+    func testProfiles() {
+        XCTAssertEqual(AWSSharedFiles.profile("default", credentials: credentials, config: config),
+                       .init(accessKeyID: "AKIDDEFAULT", secretAccessKey: "secret/default", sessionToken: nil, region: "eu-west-1", endpointURL: nil))
+        XCTAssertEqual(AWSSharedFiles.profile("work", credentials: credentials, config: config),
+                       .init(accessKeyID: "AKIDWORK", secretAccessKey: "secret/work", sessionToken: "tok", region: "us-west-2",
+                             endpointURL: "http://127.0.0.1:9000"))
+        XCTAssertEqual(AWSSharedFiles.profile("onlyconfig", credentials: credentials, config: config).accessKeyID, "AKIDCONF")
+        XCTAssertEqual(AWSSharedFiles.profile("none", credentials: credentials, config: config),
+                       .init(accessKeyID: nil, secretAccessKey: nil, sessionToken: nil, region: nil, endpointURL: nil))
+        XCTAssertEqual(AWSSharedFiles.profile("default", credentials: nil, config: nil).accessKeyID, nil)
+    }
+}

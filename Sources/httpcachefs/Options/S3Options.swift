@@ -7,7 +7,8 @@ import Settings
 /// Buckets as libraries: where the buckets of `s3://BUCKET/KEY` URLs are and the keys that sign
 /// their requests (`--s3-*`, else the AWS environment: `AWS_ACCESS_KEY_ID`,
 /// `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION` / `AWS_DEFAULT_REGION`,
-/// `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL`). Part of `CacheOptions`; each is also a config-file
+/// `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL`), else the AWS CLI's profile (`$AWS_PROFILE` or
+/// `default` in `~/.aws/credentials` and `~/.aws/config`). Part of `CacheOptions`; each is also a config-file
 /// key of the same name, and all but the secret and the token fstab words.
 ///
 /// The secret and the token are masked in the process's own arguments (`ArgumentMasking`), and
@@ -49,13 +50,24 @@ struct S3Options: ParsableArguments {
             return nil
         }
         func pick(_ flag: String?, _ key: String) -> String? { setting(flag, key, in: file)?.text }
-        let region = pick(self.region, "s3-region") ?? env("AWS_REGION", "AWS_DEFAULT_REGION") ?? "us-east-1"
+        // The AWS CLI's profile ($AWS_PROFILE, else "default"): last, as the AWS tools take it.
+        let profile: AWSSharedFiles.Profile = {
+            let home = environment["HOME"] ?? NSHomeDirectory()
+            func read(_ path: String) -> String? { try? String(contentsOfFile: path, encoding: .utf8) }
+            return AWSSharedFiles.profile(env("AWS_PROFILE", "AWS_DEFAULT_PROFILE") ?? "default",
+                                          credentials: read(env("AWS_SHARED_CREDENTIALS_FILE") ?? home + "/.aws/credentials"),
+                                          config: read(env("AWS_CONFIG_FILE") ?? home + "/.aws/config"))
+        }()
+        let region = pick(self.region, "s3-region") ?? env("AWS_REGION", "AWS_DEFAULT_REGION") ?? profile.region ?? "us-east-1"
         guard !region.isEmpty, region.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D }) else {
             throw UsageError("invalid S3 region '\(region)': expected lowercase letters, digits and hyphens, like eu-west-1")
         }
-        let id = pick(accessKeyID, "s3-access-key-id") ?? env("AWS_ACCESS_KEY_ID")
-        let secret = pick(secretAccessKey, "s3-secret-access-key") ?? env("AWS_SECRET_ACCESS_KEY")
-        let token = pick(sessionToken, "s3-session-token") ?? env("AWS_SESSION_TOKEN")
+        var id = pick(accessKeyID, "s3-access-key-id") ?? env("AWS_ACCESS_KEY_ID")
+        var secret = pick(secretAccessKey, "s3-secret-access-key") ?? env("AWS_SECRET_ACCESS_KEY")
+        var token = pick(sessionToken, "s3-session-token") ?? env("AWS_SESSION_TOKEN")
+        if id == nil, secret == nil, token == nil {
+            (id, secret, token) = (profile.accessKeyID, profile.secretAccessKey, profile.sessionToken)
+        }
         var credentials: SigV4.Credentials?
         switch (id, secret) {
         case let (id?, secret?):
@@ -75,7 +87,7 @@ struct S3Options: ParsableArguments {
         if !pathStyle, let file, let value = file["s3-force-path-style"] {
             pathStyle = try BoolValue.parse(value, option: file.describe("s3-force-path-style"))
         }
-        if let url = pick(endpoint, "s3-endpoint") ?? env("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL") {
+        if let url = pick(endpoint, "s3-endpoint") ?? env("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL") ?? profile.endpointURL {
             do { return try S3Endpoint.parse(endpoint: url, region: region, pathStyle: true, credentials: credentials) } catch let e as S3URLError {
                 throw UsageError("bad --s3-endpoint: \(e)")
             }
