@@ -96,6 +96,19 @@ final class S3MountTests: XCTestCase {
                                      environment: ["AWS_ACCESS_KEY_ID": s3.accessKeyID, "AWS_SECRET_ACCESS_KEY": s3.secretAccessKey])
         XCTAssertNotEqual(missing.status, 0)
         XCTAssertTrue(missing.stderr.contains("HTTP 404 (S3: NoSuchBucket: The specified bucket does not exist)"), missing.stderr)
+        // A URL list of s3:// URLs, named or not.
+        let list = temp.appending("films.list")
+        try "s3://media/films/extras/b.bin\nrenamed/c.bin = s3://media/music/c.bin   # a comment\n"
+            .write(toFile: list, atomically: true, encoding: .utf8)
+        let listed = try mountpoint("listed")
+        let fromList = try runner.run(["mount", listed, "--url-list", list, "--s3-endpoint", s3.endpoint, "--no-proxy",
+                                       "--log-file", temp.appending("listed.log")],
+                                      cacheDirectory: temp.appending("cache4"),
+                                      environment: ["AWS_ACCESS_KEY_ID": s3.accessKeyID, "AWS_SECRET_ACCESS_KEY": s3.secretAccessKey])
+        XCTAssertEqual(fromList.status, 0, fromList.stderr)
+        mounted.append(listed)
+        XCTAssertEqual(Array(try Data(contentsOf: URL(fileURLWithPath: listed + "/b.bin"))), extra)
+        XCTAssertEqual(Array(try Data(contentsOf: URL(fileURLWithPath: listed + "/renamed/c.bin"))), extra)
     }
 
     /// An object replaced while it is open: a read of the open file gets the old version's bytes

@@ -102,6 +102,20 @@ final class S3ListingTests: XCTestCase {
         XCTAssertThrowsError(try list("http://127.0.0.1:9/failing/", transport))
     }
 
+    func testAURLListMapsEachEntryAndAMappingFailureNamesItsLine() throws {
+        struct Bad: Error, CustomStringConvertible { var description: String { "bad S3 URL: 'x' is no bucket name" } }
+        let map: (String) throws -> String = { text in
+            if text.contains("s3://x/") { throw Bad() }
+            return text.replacingOccurrences(of: "s3://media/", with: "http://127.0.0.1:9/media/")
+        }
+        let entries = try URLListParser.parse("s3://media/a.mp4\nb/c.mp4 = s3://media/c%20d.mp4  # note\n", mapURL: map)
+        XCTAssertEqual(entries.map(\.spec.url), ["http://127.0.0.1:9/media/a.mp4", "http://127.0.0.1:9/media/c%20d.mp4"])
+        XCTAssertEqual(entries.map(\.spec.path), [["a.mp4"], ["b", "c.mp4"]])
+        XCTAssertThrowsError(try URLListParser.parse("s3://media/a.mp4\ns3://x/y\n", mapURL: map)) { error in
+            XCTAssertEqual("\(error)", "URL list:2: bad S3 URL: 'x' is no bucket name")
+        }
+    }
+
     private func list(_ url: String, _ transport: PagedTransport) throws -> ListingFetch.Listing {
         let done = expectation(description: "listed")
         let box = LockedValue<Result<ListingFetch.Listing, CacheError>?>(nil)

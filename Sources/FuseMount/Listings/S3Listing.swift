@@ -47,6 +47,9 @@ public enum S3Listing {
         }
     }
 
+    /// Whether this process made any s3:// URL an HTTP URL (a mount that did cannot join a daemon).
+    public static var hasBuckets: Bool { buckets.withLock { !$0.isEmpty } }
+
     /// The root of the registered bucket `url` is in (a folder or an object), if any.
     public static func bucketRoot(of url: String) -> String? {
         buckets.withLock { roots in roots.keys.first { url.hasPrefix($0) } }

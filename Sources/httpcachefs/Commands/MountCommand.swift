@@ -326,7 +326,7 @@ struct MountCommand: AsyncParsableCommand {
     private func join(_ running: MountJoin.Running, at path: String, cacheDirectory: String) async throws {
         // The daemon signs with the S3 settings it was started with: a joining mount's own
         // keys and endpoint would not reach it (issue 48: not yet).
-        if S3Options.mentionsS3(entries + indexes) {
+        if S3Options.mentionsS3(entries + indexes) || S3Listing.hasBuckets {
             throw UsageError("a daemon already serves the cache \(cacheDirectory): an s3:// mount cannot join it yet; unmount its mounts first or give this mount its own --cache-dir")
         }
         let join = MountJoin(daemon: running, mountpoint: path, cacheDirectory: cacheDirectory)
@@ -440,13 +440,18 @@ struct MountCommand: AsyncParsableCommand {
 
     /// Arguments, URL list and indexes as one checked tree (clashes are errors naming both sides).
     func buildTree(_ settings: Settings) throws -> MountTreeSpec {
-        // s3:// URLs become their objects' HTTP URLs at the endpoint (`S3Options.map`).
-        let endpoint = S3Options.mentionsS3(entries + settings.indexes) ? try cache.resolve().s3 : nil
-        func mapped(_ text: String) throws -> String { try endpoint.map { try S3Options.map(text, endpoint: $0) } ?? text }
+        // s3:// URLs become their objects' HTTP URLs at the endpoint (`S3Options.map`), resolved
+        // once, at the first such URL.
+        var endpoint: S3Endpoint?
+        func mapped(_ text: String) throws -> String {
+            guard S3Options.mentionsS3([text]) else { return text }
+            if endpoint == nil { endpoint = try cache.resolve().s3 }
+            return try endpoint.map { try S3Options.map(text, endpoint: $0) } ?? text
+        }
         let arguments = try entries.map { text -> (text: String, spec: EntrySpec) in
             do { return (text, try EntrySpec.parse(try mapped(text))) } catch let e as UsageError { throw e } catch { throw UsageError("bad argument '\(text)': \(error)") }
         }
-        let list = try settings.urlList.map { try URLListParser.load(path: $0) } ?? []
+        let list = try settings.urlList.map { try URLListParser.load(path: $0, mapURL: mapped) } ?? []
         let indexes = try settings.indexes.map { text -> MountTreeSpec.Index in
             do { return try MountTreeSpec.parseIndex(try mapped(text)) } catch let e as UsageError { throw e } catch { throw UsageError("bad --index '\(text)': \(error)") }
         }

@@ -100,14 +100,12 @@ struct S3Options: ParsableArguments {
     /// Anything else is returned as it is.
     static func map(_ text: String, endpoint: S3Endpoint) throws -> String {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
-        let (head, url): (String, String)
-        if trimmed.lowercased().hasPrefix("s3://") {
-            (head, url) = ("", trimmed)
-        } else if let r = trimmed.range(of: "=s3://", options: .caseInsensitive), !trimmed[..<r.lowerBound].contains("://") {
-            (head, url) = (String(trimmed[...r.lowerBound]), String(trimmed[trimmed.index(after: r.lowerBound)...]))
-        } else {
-            return text
-        }
+        // `s3://…`, or `NAME=s3://…` (`NAME = s3://…` in a URL list).
+        guard let r = trimmed.range(of: "s3://", options: .caseInsensitive) else { return text }
+        let head = String(trimmed[..<r.lowerBound])
+        let before = head.trimmingCharacters(in: .whitespaces)
+        guard before.isEmpty || (before.hasSuffix("=") && !before.contains("://")) else { return text }
+        let url = String(trimmed[r.lowerBound...])
         do {
             guard let (bucket, key) = try S3Endpoint.split(url) else { return text }
             S3Listing.register(root: endpoint.root(bucket: bucket), listingBase: endpoint.listingBase(bucket: bucket))
