@@ -109,6 +109,12 @@ final class S3MountTests: XCTestCase {
         mounted.append(listed)
         XCTAssertEqual(Array(try Data(contentsOf: URL(fileURLWithPath: listed + "/b.bin"))), extra)
         XCTAssertEqual(Array(try Data(contentsOf: URL(fileURLWithPath: listed + "/renamed/c.bin"))), extra)
+        // preload --recursive walks the bucket's folders like the mount.
+        let preload = try runner.run(["preload", "--recursive", "s3://media/films/", "--s3-endpoint", s3.endpoint],
+                                     cacheDirectory: temp.appending("cache5"),
+                                     environment: ["AWS_ACCESS_KEY_ID": s3.accessKeyID, "AWS_SECRET_ACCESS_KEY": s3.secretAccessKey])
+        XCTAssertEqual(preload.status, 0, preload.stderr)
+        XCTAssertTrue((preload.text + preload.stderr).contains("recursively: 3 of 3 files in 2 folders"), preload.text + preload.stderr)
     }
 
     /// An object replaced while it is open: a read of the open file gets the old version's bytes
