@@ -96,6 +96,26 @@ final class S3ListingTests: XCTestCase {
         XCTAssertEqual(transport.asked, [first, second])
     }
 
+    func testManyPagesAnsweredAtOnceAreFollowedInALoopAndARepeatedTokenEndsTheListing() throws {
+        S3Listing.register(root: "http://127.0.0.1:9/many/", listingBase: "http://127.0.0.1:9/many")
+        var pages: [String: [UInt8]] = [:]
+        let count = 1500
+        for i in 0..<count {
+            let url = S3Listing.pageURL(listingBase: "http://127.0.0.1:9/many", prefix: "", continuation: i == 0 ? nil : "t\(i)")
+            pages[url] = page("<Contents><Key>f\(i).bin</Key><Size>1</Size></Contents>", truncated: i < count - 1, token: "t\(i + 1)")
+        }
+        let listed = try list("http://127.0.0.1:9/many/", PagedTransport(pages: pages))
+        XCTAssertEqual(listed.entries.count, count)
+        XCTAssertEqual(listed.entries.last?.name, "f\(count - 1).bin")
+
+        S3Listing.register(root: "http://127.0.0.1:9/loop/", listingBase: "http://127.0.0.1:9/loop")
+        let first = S3Listing.pageURL(listingBase: "http://127.0.0.1:9/loop", prefix: "", continuation: nil)
+        let again = S3Listing.pageURL(listingBase: "http://127.0.0.1:9/loop", prefix: "", continuation: "same")
+        let loop = PagedTransport(pages: [first: page("", truncated: true, token: "same"), again: page("", truncated: true, token: "same")])
+        XCTAssertThrowsError(try list("http://127.0.0.1:9/loop/", loop)) { XCTAssertTrue("\($0)".contains("continuation token twice"), "\($0)") }
+        XCTAssertEqual(loop.asked, [first, again])
+    }
+
     func testAFailedPageFailsTheListing() {
         S3Listing.register(root: "http://127.0.0.1:9/failing/", listingBase: "http://127.0.0.1:9/failing")
         let transport = PagedTransport(pages: [:])

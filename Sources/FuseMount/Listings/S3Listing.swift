@@ -28,7 +28,7 @@ public enum S3Listing {
     private static let buckets = LockedValue([String: String]())
     /// Pages fetched for one folder at most (1000 keys a page): a bound on a server that never
     /// stops handing out continuation tokens.
-    static let maxPages = 10_000
+    static let maxPages = 2_000
 
     /// Makes `root` (a bucket's root folder URL) an S3 bucket listed at `listingBase`.
     public static func register(root: String, listingBase: String) {
@@ -62,50 +62,104 @@ public enum S3Listing {
         return url
     }
 
-    /// Lists the folder at `url` (under `listingBase`, key prefix `prefix`): every page, in order.
+    /// Lists the folder at `url` (under `listingBase`, key prefix `prefix`): every page, in order,
+    /// one at a time. A transport that answers at once (pages the cache holds) is driven in a
+    /// loop, not by recursion, so a folder of many pages never deepens the stack.
     static func fetch(url: String, listingBase: String, prefix: String, through transport: ListingTransport, limit: Int,
                       maxAge: TimeInterval, logger: Logger, maxEntries: Int,
                       completion: @escaping @Sendable (Result<ListingFetch.Listing, CacheError>) -> Void) {
-        @Sendable func page(_ number: Int, token: String?, entries: [ListingEntry], names: Set<String>) {
-            let pageURL = pageURL(listingBase: listingBase, prefix: prefix, continuation: token)
-            transport.fetchPage(url: pageURL, limit: limit, maxAge: maxAge) { fetched in
-                let parsed: Result<Page, CacheError> = fetched.flatMap { bytes in
-                    do { return .success(try parse(bytes, url: url, prefix: prefix)) } catch {
-                        return .failure(.badResponse(url: pageURL, message: "\(error)"))
+        let run = Run(url: url, prefix: prefix, maxEntries: maxEntries, logger: logger)
+        /// Asks for pages from `token` on while their answers come at once; returns when one
+        /// will come later (its completion goes on from there) or the listing has ended.
+        @Sendable func pages(from token: String?) {
+            var token = token
+            while true {
+                let pageURL = pageURL(listingBase: listingBase, prefix: prefix, continuation: token)
+                // Whether fetchPage has returned, and the next token if its answer came before that.
+                let handoff = LockedValue<(returned: Bool, next: String?, answered: Bool)>((false, nil, false))
+                transport.fetchPage(url: pageURL, limit: limit, maxAge: maxAge) { fetched in
+                    guard let next = run.take(fetched, pageURL: pageURL, completion: completion) else { return }
+                    let later = handoff.withLock { h -> Bool in
+                        if h.returned { return true }
+                        (h.next, h.answered) = (next, true)
+                        return false
                     }
+                    if later { pages(from: next) }
                 }
-                switch parsed {
-                case let .failure(error): completion(.failure(error))
-                case let .success(p):
-                    var entries = entries, names = names
-                    for item in p.items {
-                        // A key part "." or ".." (or empty, from "//") has no URL of its own: URLs
-                        // drop such segments (RFC 3986), and its URL would fetch another object.
-                        guard !item.name.isEmpty, item.name != ".", item.name != ".." else {
-                            logger.warning("listing \(DisplayURL.redacted(url)): skipped the key \(prefix + item.name)\(item.isDirectory ? "/" : ""): a key part '.', '..' or empty cannot be fetched by URL")
-                            continue
-                        }
-                        let name = unique(escapedName(item.name), in: &names)
-                        let child = url + SigV4.encode(item.name, keepSlash: false) + (item.isDirectory ? "/" : "")
-                        entries.append(ListingEntry(name: name, isDirectory: item.isDirectory,
-                                                    url: (try? URLSpelling.normalize(child)) ?? child,
-                                                    size: item.size, modified: item.modified))
-                    }
-                    if entries.count > maxEntries {
-                        return completion(.failure(.badResponse(url: url, message: "\(ListingError.tooManyEntries(url: url, limit: maxEntries))")))
-                    }
-                    if let next = p.continuation, p.truncated {
-                        guard number + 1 < maxPages else {
-                            return completion(.failure(.badResponse(url: url, message: "more than \(maxPages) pages of keys")))
-                        }
-                        page(number + 1, token: next, entries: entries, names: names)
-                    } else {
-                        completion(.success(ListingFetch.Listing(entries: entries, kind: .s3)))
-                    }
+                let (answered, next) = handoff.withLock { h -> (Bool, String?) in
+                    h.returned = true
+                    return (h.answered, h.next)
                 }
+                guard answered, let next else { return }
+                token = next
             }
         }
-        page(0, token: nil, entries: [], names: [])
+        pages(from: nil)
+    }
+
+    /// One listing's entries so far. Pages are taken one at a time (the next is asked only
+    /// after this one was taken), so the lock only orders the hand-over between threads.
+    private final class Run: @unchecked Sendable {
+        let url: String
+        let prefix: String
+        let maxEntries: Int
+        let logger: Logger
+        private let lock = NSLock()
+        private var entries: [ListingEntry] = []
+        private var names = Set<String>()
+        private var tokens = Set<String>()
+
+        init(url: String, prefix: String, maxEntries: Int, logger: Logger) {
+            (self.url, self.prefix, self.maxEntries, self.logger) = (url, prefix, maxEntries, logger)
+        }
+
+        /// Takes one page's answer: the next page's token, or nil when the listing ended (then
+        /// `completion` has been called).
+        func take(_ fetched: Result<[UInt8], CacheError>, pageURL: String,
+                  completion: @Sendable (Result<ListingFetch.Listing, CacheError>) -> Void) -> String? {
+            let parsed: Result<Page, CacheError> = fetched.flatMap { bytes in
+                do { return .success(try S3Listing.parse(bytes, url: url, prefix: prefix)) } catch {
+                    return .failure(.badResponse(url: pageURL, message: "\(error)"))
+                }
+            }
+            let page: Page
+            switch parsed {
+            case let .failure(error):
+                completion(.failure(error))
+                return nil
+            case let .success(p): page = p
+            }
+            let outcome: Result<ListingFetch.Listing, CacheError>? = lock.withLock {
+                for item in page.items {
+                    // A key part "." or ".." (or empty, from "//") has no URL of its own: URLs
+                    // drop such segments (RFC 3986), and its URL would fetch another object.
+                    guard !item.name.isEmpty, item.name != ".", item.name != ".." else {
+                        logger.warning("listing \(DisplayURL.redacted(url)): skipped the key \(prefix + item.name)\(item.isDirectory ? "/" : ""): a key part '.', '..' or empty cannot be fetched by URL")
+                        continue
+                    }
+                    let name = unique(escapedName(item.name), in: &names)
+                    let child = url + SigV4.encode(item.name, keepSlash: false) + (item.isDirectory ? "/" : "")
+                    entries.append(ListingEntry(name: name, isDirectory: item.isDirectory,
+                                                url: (try? URLSpelling.normalize(child)) ?? child,
+                                                size: item.size, modified: item.modified))
+                }
+                if entries.count > maxEntries {
+                    return .failure(.badResponse(url: url, message: "\(ListingError.tooManyEntries(url: url, limit: maxEntries))"))
+                }
+                guard page.truncated, let next = page.continuation else { return .success(ListingFetch.Listing(entries: entries, kind: .s3)) }
+                // A token handed out twice would list the same keys forever.
+                guard tokens.insert(next).inserted else {
+                    return .failure(.badResponse(url: url, message: "the endpoint handed out a continuation token twice"))
+                }
+                guard tokens.count < maxPages else { return .failure(.badResponse(url: url, message: "more than \(maxPages) pages of keys")) }
+                return nil
+            }
+            if let outcome {
+                completion(outcome)
+                return nil
+            }
+            return page.continuation
+        }
     }
 
     /// One entry of a page: the part of the key after the folder's prefix (without the
