@@ -51,7 +51,11 @@ public struct S3Endpoint: Sendable, Equatable {
               !authority.contains("@"), !authority.contains(where: { $0.isWhitespace || $0.isASCII && $0.asciiValue! < 0x20 }) else {
             throw S3URLError("the endpoint '\(text)' must be only a scheme, host and port (no path, query or user)")
         }
-        return S3Endpoint(scheme: scheme, authority: authority.lowercased(), region: region, pathStyle: pathStyle, credentials: credentials)
+        // The URLs made from it are spelled as every URL is (`URLSpelling`): no default port.
+        authority = authority.lowercased()
+        let defaultPort = scheme == "https" ? ":443" : ":80"
+        if authority.hasSuffix(defaultPort), !authority.hasSuffix("]") { authority.removeLast(defaultPort.count) }
+        return S3Endpoint(scheme: scheme, authority: authority, region: region, pathStyle: pathStyle, credentials: credentials)
     }
 
     /// The bucket and key of `s3://BUCKET/KEY` (the key may be empty or a prefix ending in `/`),

@@ -23,6 +23,9 @@ final class S3EndpointTests: XCTestCase {
             XCTAssertEqual(endpoint.url(bucket: bucket, key: key), http, s3)
         }
         XCTAssertEqual(local.listingBase(bucket: "media"), "http://127.0.0.1:9000/media")
+        XCTAssertEqual(try S3Endpoint.parse(endpoint: "HTTP://Minio.Local:80", region: "us-east-1", credentials: nil).root(bucket: "media"),
+                       "http://minio.local/media/", "spelled as the tree spells URLs: lowercase, no default port")
+        XCTAssertEqual(try S3Endpoint.parse(endpoint: "https://[::1]:443", region: "us-east-1", credentials: nil).authority, "[::1]")
         XCTAssertEqual(aws.listingBase(bucket: "media"), "https://media.s3.eu-west-1.amazonaws.com/")
         XCTAssertNil(try S3Endpoint.split("https://host/x"))
         XCTAssertThrowsError(try S3Endpoint.split("s3://a/x"))

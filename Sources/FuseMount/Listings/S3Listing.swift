@@ -19,7 +19,7 @@ import Logging
 /// refused with a DTD or anything FoundationXML cannot take safely; elements count by local name
 /// (servers differ in namespaces). Keys are asked URL-encoded (`encoding-type=url`, so a key
 /// with a control character survives XML) and decoded when the answer says so. A key whose last
-/// part is no valid file name (a control or bidi character, `%`-less escapes, too long) is shown
+/// part is no valid file name (a control or bidi character, too long) is shown
 /// under an escaped name (`escapedName`), not dropped: its URL is made from the key itself. Only a
 /// key part that is `.`, `..` or empty is skipped (with a warning): URLs drop such segments, so
 /// its URL would name another object.
