@@ -212,6 +212,16 @@ final class S3MountTests: XCTestCase {
         XCTAssertNotEqual(catThroughDaemon.status, 0)
         XCTAssertTrue(catThroughDaemon.stderr.contains("cannot go through it yet"), catThroughDaemon.stderr)
 
+        // A half-set AWS environment (other tools' business) is told only to a command given s3:// URLs.
+        let half = ["AWS_ACCESS_KEY_ID": s3.accessKeyID, "AWS_SECRET_ACCESS_KEY": ""]
+        let plain = try runner.run(["cat", s3.endpoint + "/media/films/a.mp4", "--range", "0-9"],
+                                   cacheDirectory: temp.appending("cache6"), environment: half)
+        XCTAssertFalse(plain.stderr.contains("S3"), plain.stderr)
+        let needsKeys = try runner.run(["cat", "s3://media/films/a.mp4", "--s3-endpoint", s3.endpoint],
+                                       cacheDirectory: temp.appending("cache6"), environment: half)
+        XCTAssertNotEqual(needsKeys.status, 0)
+        XCTAssertTrue(needsKeys.stderr.contains("an S3 access key id needs its secret"), needsKeys.stderr)
+
         let other = try mountpoint("other")
         let bad = try runner.run(["mount", other, "s3://media/films/a.mp4", "--s3-endpoint", s3.endpoint, "--no-proxy",
                                   "--log-file", temp.appending("bad.log")],

@@ -31,8 +31,7 @@ struct CatCommand: AsyncParsableCommand {
     mutating func validate() throws {
         if S3Options.mentionsS3([url]) {
             do {
-                guard let endpoint = try cache.resolve().s3 else { return }
-                url = try S3Options.map(url, endpoint: endpoint)
+                url = try S3Options.map(url, endpoint: try cache.resolve().s3Endpoint())
             } catch { throw ErrorReporting.report(error) }
         }
         url = try URLArgument.normalize(url)

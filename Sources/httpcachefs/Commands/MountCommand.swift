@@ -445,7 +445,7 @@ struct MountCommand: AsyncParsableCommand {
         var endpoint: S3Endpoint?
         func mapped(_ text: String) throws -> String {
             guard S3Options.mentionsS3([text]) else { return text }
-            if endpoint == nil { endpoint = try cache.resolve().s3 }
+            if endpoint == nil { endpoint = try cache.resolve().s3Endpoint() }
             return try endpoint.map { try S3Options.map(text, endpoint: $0) } ?? text
         }
         let arguments = try entries.map { text -> (text: String, spec: EntrySpec) in

@@ -73,8 +73,8 @@ struct PreloadCommand: AsyncParsableCommand {
     mutating func validate() throws {
         if S3Options.mentionsS3(urls) {
             do {
-                let endpoint = try cache.resolve().s3
-                urls = try urls.map { url in try endpoint.map { try S3Options.map(url, endpoint: $0) } ?? url }
+                let endpoint = try cache.resolve().s3Endpoint()
+                urls = try urls.map { try S3Options.map($0, endpoint: endpoint) }
             } catch { throw ErrorReporting.report(error) }
         }
         urls = try urls.map(URLArgument.normalize)

@@ -42,6 +42,13 @@ struct S3Options: ParsableArguments {
 
     init() {}
 
+    /// Whether any S3 setting was given as a flag or in the config file.
+    func isGiven(file: ConfigFile?) -> Bool {
+        let flags: [String?] = [endpoint, region, accessKeyID, secretAccessKey, sessionToken]
+        let keys = ["s3-endpoint", "s3-region", "s3-access-key-id", "s3-secret-access-key", "s3-session-token", "s3-force-path-style"]
+        return forcePathStyle || flags.contains { $0 != nil } || keys.contains { file?[$0] != nil }
+    }
+
     /// The endpoint, region, style and keys, from the flags, else the config file, else the
     /// environment.
     func resolve(file: ConfigFile?, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> S3Endpoint {
