@@ -109,6 +109,18 @@ final class S3MountTests: XCTestCase {
         mounted.append(listed)
         XCTAssertEqual(Array(try Data(contentsOf: URL(fileURLWithPath: listed + "/b.bin"))), extra)
         XCTAssertEqual(Array(try Data(contentsOf: URL(fileURLWithPath: listed + "/renamed/c.bin"))), extra)
+        // mount(8)'s helper, as an fstab line would run it: the bucket's prefix as the source.
+        let helper = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("mount-helpers/mount.httpcachefs").path
+        let fstab = try mountpoint("fstab")
+        let viaHelper = try runner.run(["/bin/sh", helper, "s3://media/films/extras/", fstab, "-o",
+                                        "cache_dir=\(temp.appending("cache7")),s3_endpoint=\(s3.endpoint),no_proxy,log_file=\(temp.appending("fstab.log"))"],
+                                       environment: ["HTTPCACHEFS": try CLIRunner.binary().path,
+                                                     "AWS_ACCESS_KEY_ID": s3.accessKeyID, "AWS_SECRET_ACCESS_KEY": s3.secretAccessKey],
+                                       raw: true)
+        XCTAssertEqual(viaHelper.status, 0, viaHelper.stderr)
+        mounted.append(fstab)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: fstab), ["b.bin"])
         // preload --recursive walks the bucket's folders like the mount.
         let preload = try runner.run(["preload", "--recursive", "s3://media/films/", "--s3-endpoint", s3.endpoint],
                                      cacheDirectory: temp.appending("cache5"),
