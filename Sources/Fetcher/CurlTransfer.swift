@@ -43,6 +43,11 @@ final class CurlTransfer {
 
     /// The current hop carries the user's credentials (set by `beginAttempt`).
     private(set) var sendsCredentials = false
+    /// The current hop goes to the S3 endpoint (set by `beginAttempt`): an error answer's body
+    /// is its error document, read (`errorDocument`) rather than dropped with the connection.
+    private var toS3 = false
+    /// The body of an S3 error answer while it arrives (at most `S3ErrorDocument.maxBytes`).
+    private(set) var errorDocument: [UInt8]?
 
     init(id: Int, request: FetchRequest, sink: FetchSink, policy: RetryPolicy, redirects: RedirectRules,
          addressPolicy: AddressPolicy, throttle: Throttle?, rangeAnswers: OriginRangeAnswers? = nil) {
@@ -93,6 +98,15 @@ final class CurlTransfer {
         if let via = configuration.via { list = curl_slist_append(list, "Via: \(via)") }
         if let range { list = curl_slist_append(list, "Range: \(range)") }
         if let range, let ifRange, range.hasPrefix("bytes=") { list = curl_slist_append(list, "If-Range: \(ifRange)") }
+        // S3: each attempt signed anew, with its own time (a retry may come minutes later), and
+        // only at the request's own origin (a redirect elsewhere gets no signature).
+        errorDocument = nil
+        toS3 = configuration.s3?.signs(state.url) ?? false
+        if let s3 = configuration.s3, state.atRequestOrigin {
+            for header in s3.signedHeaders(method: state.method ?? "GET", url: state.url, date: Date()) {
+                list = curl_slist_append(list, header)
+            }
+        }
         headerList = list
         self.easy = easy
         held = false
@@ -182,6 +196,12 @@ final class CurlTransfer {
     /// Body bytes. `.pause`: none of them were taken (the sink has no room, or the bandwidth
     /// limit is used up); curl offers them again once the loop resumes the transfer.
     func didReceiveBody(_ bytes: UnsafeRawBufferPointer) -> BodyAnswer {
+        if errorDocument != nil {
+            // The attempt has ended on its status already (`state.abort`): this is only read.
+            guard errorDocument!.count + bytes.count <= S3ErrorDocument.maxBytes else { return .abort }
+            errorDocument! += bytes
+            return .taken
+        }
         if state.abort != nil { return .abort }
         if !state.headSeen {
             // Normally the head was handled at its blank line; this covers odd framings.
@@ -237,6 +257,12 @@ final class CurlTransfer {
         case .proceed:
             return true
         case .abort:
+            // An S3 endpoint's refusal: its error document says why (a small body, read whole).
+            if toS3, case .status = state.abort, block.status >= 400,
+               (block.field("content-length").flatMap { Int($0.trimmingCharacters(in: .whitespaces)) } ?? 0) <= S3ErrorDocument.maxBytes {
+                errorDocument = []
+                return true
+            }
             return false
         }
     }

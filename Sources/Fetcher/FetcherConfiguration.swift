@@ -15,6 +15,9 @@ public struct FetcherConfiguration: Sendable {
     /// Sent as `Via` on every request: the daemon's proxy refuses a request that carries it
     /// (`ProxyConfiguration.loopMarker`), so a redirect back into the proxy ends at once. nil: none.
     public var via: String? = nil
+    /// The S3 endpoint of the user's s3:// URLs: every attempt of a request to it is signed
+    /// (AWS Signature Version 4, at the attempt's time; `CurlTransfer.beginAttempt`). nil: none.
+    public var s3: S3Endpoint? = nil
     /// Proxy URL for every request (overrides the environment).
     public var upstreamProxy: String?
     /// Skip TLS certificate and host name verification.

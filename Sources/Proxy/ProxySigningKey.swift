@@ -1,3 +1,4 @@
+import CacheCore
 import Foundation
 #if canImport(Glibc)
 import Glibc

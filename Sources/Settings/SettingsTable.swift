@@ -25,6 +25,10 @@ public enum SettingsTable {
         .value("max-connections-per-host"), .value("tpslimit"), .value("tpslimit-burst"),
         .list("egress-budget"),
         .list("tier", fstab: .none, why: "its value holds commas, which end an fstab word: put it in the config file"),
+        // S3Options: s3:// URLs.
+        .value("s3-endpoint"), .value("s3-region"), .value("s3-access-key-id"), .flag("s3-force-path-style"),
+        .value("s3-secret-access-key", fstab: .none, why: "/etc/fstab is readable by every user: put it in the config file (mode 0600) or $AWS_SECRET_ACCESS_KEY"),
+        .value("s3-session-token", fstab: .none, why: "/etc/fstab is readable by every user: put it in the config file (mode 0600) or $AWS_SESSION_TOKEN"),
         // ProxyOptions: mount and proxy.
         .value("proxy-port"), .value("bind"), .value("token"), .list("proxy-name"),
         // MountOwnerOptions: already -o words of their own (MountOwnership reads them there).

@@ -1,5 +1,5 @@
 import XCTest
-@testable import Proxy
+import CoreTypes
 
 /// The hand-written SHA-256 and HMAC against the published vectors: FIPS 180-2's examples (and
 /// the padding edges around 55, 56 and 64 bytes) and RFC 4231's HMAC-SHA-256 test cases.

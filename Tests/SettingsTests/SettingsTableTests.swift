@@ -12,7 +12,7 @@ final class SettingsTableTests: XCTestCase {
             }
         }
         let exceptions = SettingsTable.all.filter { !$0.inConfig || $0.fstab == .none }.map(\.name).sorted()
-        XCTAssertEqual(exceptions, ["allow-other", "config", "daemon", "foreground", "rc-pass", "read-only", "tier", "user"], "the listed few")
+        XCTAssertEqual(exceptions, ["allow-other", "config", "daemon", "foreground", "rc-pass", "read-only", "s3-secret-access-key", "s3-session-token", "tier", "user"], "the listed few")
         XCTAssertEqual(Set(SettingsTable.all.map(\.name)).count, SettingsTable.all.count, "no setting twice")
     }
 

@@ -580,6 +580,8 @@ public enum ListingError: Error, Equatable, CustomStringConvertible {
     case notAListing(url: String)
     /// A PROPFIND answer that is no WebDAV multistatus (see `WebDAVListing`).
     case notMultistatus(url: String, reason: String)
+    /// An S3 bucket's answer that is no ListBucketResult (see `S3Listing`).
+    case notS3Listing(url: String, reason: String)
     /// More entries than the listing memory budget could hold (`--listing-memory`).
     case tooManyEntries(url: String, limit: Int)
 
@@ -588,6 +590,7 @@ public enum ListingError: Error, Equatable, CustomStringConvertible {
         case let .badBaseURL(url): return "not a listing URL: \(url)"
         case let .notAListing(url): return "not a directory listing (neither HTML nor nginx JSON): \(url)"
         case let .notMultistatus(url, reason): return "not a WebDAV listing (\(reason)): \(url)"
+        case let .notS3Listing(url, reason): return "not an S3 bucket listing (\(reason)): \(url)"
         case let .tooManyEntries(url, limit):
             return "more than \(limit) entries, more than the listing memory budget can hold (each costs at least 1 KiB; --listing-memory raises it): \(url)"
         }

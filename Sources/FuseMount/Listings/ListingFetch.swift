@@ -23,7 +23,7 @@ public enum ListingFetch {
     public static let limit = 64 << 20
 
     /// What a listing came from.
-    public enum Kind: Sendable, Equatable { case page, webDAV }
+    public enum Kind: Sendable, Equatable { case page, webDAV, s3 }
 
     public struct Listing: Sendable {
         public var entries: [ListingEntry]
@@ -35,6 +35,11 @@ public enum ListingFetch {
     public static func fetch(url: String, through transport: ListingTransport, limit: Int, maxAge: TimeInterval,
                              webDAVFirst: Bool, logger: Logger, maxEntries: Int = .max,
                              completion: @escaping @Sendable (Result<Listing, CacheError>) -> Void) {
+        // A folder of an S3 bucket (from an s3:// URL) lists by ListObjectsV2, and only so.
+        if let s3 = S3Listing.location(of: url) {
+            return S3Listing.fetch(url: url, listingBase: s3.listingBase, prefix: s3.prefix, through: transport, limit: limit,
+                                   maxAge: maxAge, logger: logger, maxEntries: maxEntries, completion: completion)
+        }
         if webDAVFirst || transport.hasKeptListing(WebDAVListing.request(url: url)) {
             propfind(url: url, through: transport, limit: limit, maxAge: maxAge, logger: logger, maxEntries: maxEntries) { result in
                 switch result {
@@ -146,7 +151,7 @@ public final class ListingKinds: Sendable {
     public func note(_ listing: ListingFetch.Listing, url: String) {
         webDAV.withLock { webDAV in
             switch listing.kind {
-            case .page: webDAV.remove(url)
+            case .page, .s3: webDAV.remove(url)
             case .webDAV:
                 // A bound on what a hostile origin's folders can make this hold: forgetting only
                 // costs a GET before the next PROPFIND.

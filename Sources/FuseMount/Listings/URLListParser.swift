@@ -20,7 +20,9 @@ public struct URLListEntry: Equatable, Sendable {
 /// (`Episode #1.mkv = URL`). Any bad line fails the whole file, so a typo never silently drops
 /// files from a mount (on SIGHUP the previous tree stays in place).
 public enum URLListParser {
-    public static func parse(_ text: String) throws -> [URLListEntry] {
+    /// `mapURL`: each entry's text (`URL` or `NAME = URL`) before it is parsed; the mount makes
+    /// s3:// URLs HTTP URLs with it. What it throws fails the file at that line.
+    public static func parse(_ text: String, mapURL: (String) throws -> String = { $0 }) throws -> [URLListEntry] {
         var entries: [URLListEntry] = []
         var lineNumber = 0
         let text = text.hasPrefix("\u{FEFF}") ? String(text.dropFirst()) : text  // byte-order mark
@@ -31,7 +33,11 @@ public enum URLListParser {
             let trimmed = line.trimmingCharacters(in: .whitespaces)
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
             let entry = withoutTrailingComment(trimmed)
-            entries.append(URLListEntry(spec: try spec(entry, line: lineNumber), line: lineNumber))
+            let mapped: String
+            do { mapped = try mapURL(entry) } catch {
+                throw URLListError(path: nil, line: lineNumber, message: "\(error)")
+            }
+            entries.append(URLListEntry(spec: try spec(mapped, line: lineNumber), line: lineNumber))
         }
         return entries
     }
@@ -52,7 +58,7 @@ public enum URLListParser {
     }
 
     /// Reads and parses `path`.
-    public static func load(path: String) throws -> [URLListEntry] {
+    public static func load(path: String, mapURL: (String) throws -> String = { $0 }) throws -> [URLListEntry] {
         let data: Data
         do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
             throw URLListError(path: path, line: nil, message: "cannot read: \(error.localizedDescription)")
@@ -60,7 +66,7 @@ public enum URLListParser {
         guard let text = String(data: data, encoding: .utf8) else {
             throw URLListError(path: path, line: nil, message: "not UTF-8 text")
         }
-        do { return try parse(text) } catch var error as URLListError {
+        do { return try parse(text, mapURL: mapURL) } catch var error as URLListError {
             error.path = path
             throw error
         }

@@ -1,6 +1,8 @@
 import ArgumentParser
 import CacheCore
 import Foundation
+import FuseMount
+import Settings
 
 /// `httpcachefs cat URL [--range A-B]`: the bytes of a remote file on stdout, through the cache
 /// (what is cached comes from disk, the rest is fetched and kept).
@@ -17,7 +19,7 @@ struct CatCommand: AsyncParsableCommand {
             """
     )
 
-    @Argument(help: "The http(s) URL to read.")
+    @Argument(help: "The http(s) URL to read, or s3://BUCKET/KEY (see the --s3-* options).")
     var url: String
 
     /// `.unconditional`, so that a suffix range like `-500` is taken as the value, not a flag.
@@ -27,6 +29,11 @@ struct CatCommand: AsyncParsableCommand {
     @OptionGroup var cache: CacheOptions
 
     mutating func validate() throws {
+        if S3Options.mentionsS3([url]) {
+            do {
+                url = try S3Options.map(url, endpoint: try cache.resolve().s3Endpoint())
+            } catch { throw ErrorReporting.report(error) }
+        }
         url = try URLArgument.normalize(url)
         try cache.useTheRunningDaemonsCache(command: "cat")
     }
@@ -43,6 +50,10 @@ struct CatCommand: AsyncParsableCommand {
             case let .engine(opened):
                 engine = opened
             case let .daemon(held):
+                // The daemon signs with its own S3 settings: this command's keys would not reach it.
+                if S3Listing.bucketRoot(of: url) != nil {
+                    throw UsageError("a daemon serves this cache: cat of an s3:// URL cannot go through it yet; give cat another --cache-dir")
+                }
                 let daemon = try held.client()
                 defer { daemon.shutdown() }
                 try await onBlockingPool { try Self.cat(url: url, range: range, through: daemon) }

@@ -324,6 +324,11 @@ struct MountCommand: AsyncParsableCommand {
     /// Hands this mount to `running` (`MountJoin`); with `--foreground`, stays attached until
     /// the mountpoint goes.
     private func join(_ running: MountJoin.Running, at path: String, cacheDirectory: String) async throws {
+        // The daemon signs with the S3 settings it was started with: a joining mount's own
+        // keys and endpoint would not reach it (issue 48: not yet).
+        if S3Options.mentionsS3(entries + indexes) || S3Listing.hasBuckets {
+            throw UsageError("a daemon already serves the cache \(cacheDirectory): an s3:// mount cannot join it yet; unmount its mounts first or give this mount its own --cache-dir")
+        }
         let join = MountJoin(daemon: running, mountpoint: path, cacheDirectory: cacheDirectory)
         try await onBlockingPool { try join.add(arguments: Self.daemonArguments()) }
         if foreground {
@@ -435,12 +440,20 @@ struct MountCommand: AsyncParsableCommand {
 
     /// Arguments, URL list and indexes as one checked tree (clashes are errors naming both sides).
     func buildTree(_ settings: Settings) throws -> MountTreeSpec {
-        let arguments = try entries.map { text -> (text: String, spec: EntrySpec) in
-            do { return (text, try EntrySpec.parse(text)) } catch { throw UsageError("bad argument '\(text)': \(error)") }
+        // s3:// URLs become their objects' HTTP URLs at the endpoint (`S3Options.map`), resolved
+        // once, at the first such URL.
+        var endpoint: S3Endpoint?
+        func mapped(_ text: String) throws -> String {
+            guard S3Options.mentionsS3([text]) else { return text }
+            if endpoint == nil { endpoint = try cache.resolve().s3Endpoint() }
+            return try endpoint.map { try S3Options.map(text, endpoint: $0) } ?? text
         }
-        let list = try settings.urlList.map { try URLListParser.load(path: $0) } ?? []
+        let arguments = try entries.map { text -> (text: String, spec: EntrySpec) in
+            do { return (text, try EntrySpec.parse(try mapped(text))) } catch let e as UsageError { throw e } catch { throw UsageError("bad argument '\(text)': \(error)") }
+        }
+        let list = try settings.urlList.map { try URLListParser.load(path: $0, mapURL: mapped) } ?? []
         let indexes = try settings.indexes.map { text -> MountTreeSpec.Index in
-            do { return try MountTreeSpec.parseIndex(text) } catch { throw UsageError("bad --index '\(text)': \(error)") }
+            do { return try MountTreeSpec.parseIndex(try mapped(text)) } catch let e as UsageError { throw e } catch { throw UsageError("bad --index '\(text)': \(error)") }
         }
         return try MountTreeSpec.build(arguments: arguments, urlList: list, urlListPath: settings.urlList,
                                        indexes: indexes, byURL: settings.byURL)

@@ -29,7 +29,7 @@ struct PreloadCommand: AsyncParsableCommand {
             """
     )
 
-    @Argument(help: "The http(s) URLs to preload.")
+    @Argument(help: "The http(s) URLs to preload, or s3://BUCKET/KEY (see the --s3-* options).")
     var urls: [String]
 
     @Option(parsing: .unconditional, help: ArgumentHelp("Byte range of every URL: A-B (inclusive), A- or -N; positions may be sizes (10M-30M, -5M).", valueName: "range"))
@@ -71,8 +71,21 @@ struct PreloadCommand: AsyncParsableCommand {
     @OptionGroup var cache: CacheOptions
 
     mutating func validate() throws {
+        if S3Options.mentionsS3(urls) {
+            do {
+                let endpoint = try cache.resolve().s3Endpoint()
+                urls = try urls.map { try S3Options.map($0, endpoint: endpoint) }
+            } catch { throw ErrorReporting.report(error) }
+        }
         urls = try urls.map(URLArgument.normalize)
         try cache.useTheRunningDaemonsCache(command: "preload")
+    }
+
+    /// The daemon signs with its own S3 settings: this command's keys would not reach it.
+    static func refuseS3ThroughDaemon() throws {
+        if S3Listing.hasBuckets {
+            throw UsageError("a daemon serves this cache: preload of s3:// URLs cannot go through it yet; give preload another --cache-dir")
+        }
     }
 
     /// `--head`/`--tail`/`--range` as a plan, with its usage errors.
@@ -123,6 +136,7 @@ struct PreloadCommand: AsyncParsableCommand {
             case let .engine(opened):
                 engine = opened
             case let .daemon(held):
+                try Self.refuseS3ThroughDaemon()
                 let daemon = try held.client()
                 defer { daemon.shutdown() }
                 return await Self.preload(urls: urls) { url in
@@ -160,6 +174,7 @@ struct PreloadCommand: AsyncParsableCommand {
             engine = opened
             target = EnginePreloadTarget(engine: opened)
         case let .daemon(held):
+            try Self.refuseS3ThroughDaemon()
             let client = try held.client()
             daemon = client
             target = DaemonPreloadTarget(daemon: client, held: held, snapshot: try await onBlockingPool { try held.listing() })

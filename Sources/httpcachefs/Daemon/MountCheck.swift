@@ -104,7 +104,7 @@ struct MountCheck {
         case nil:
             return .warning("\(DisplayURL.redacted(url)): no answer within \(Int(timeout))s; mounted anyway")
         case let .failure(error)?:
-            let why = Self.reason(error)
+            let why = Self.reason(error) + (S3Listing.bucketRoot(of: url) != nil ? Self.s3Hint(error, folder: target.isIndex) : "")
             if Self.isOriginAway(error),
                engine.status(url: url) != nil || (target.isIndex && engine.hasKeptDocument(WebDAVListing.request(url: url))) {
                 return .warning("\(DisplayURL.redacted(url)): \(why); serving what the cache holds")
@@ -121,6 +121,14 @@ struct MountCheck {
         let ttl = listingTTL
         let backend = EngineBackend(engine: engine)
         let logger = Logger(label: "httpcachefs.listing")
+        // A bucket's folder is no object: only its ListObjectsV2 pages answer (`S3Listing`).
+        if S3Listing.location(of: url) != nil {
+            return ListingFetch.fetch(url: url, through: backend, limit: ListingFetch.limit, maxAge: 0, webDAVFirst: false,
+                                      logger: logger, maxEntries: maxListingEntries) { [listings] listed in
+                if case let .success(listing) = listed { listings.withLock { $0[url] = listing } }
+                completion(listed.map { _ in nil })
+            }
+        }
         engine.open(url: url, maxAge: 0, unknownLengthLimit: Int64(ListingFetch.limit)) { [engine] result in
             switch result {
             case let .failure(error):
@@ -167,6 +175,23 @@ struct MountCheck {
     }
 
     /// The reason alone, without the URL (the line starts with it).
+    /// Why an S3 endpoint refused, after the status: its error document's code and message
+    /// when the fetcher read one (`S3ErrorLog`), else what such a status usually means.
+    static func s3Hint(_ error: CacheError, folder: Bool) -> String {
+        switch error {
+        case let .notFound(url, _), let .forbidden(url, _), let .httpStatus(url, _):
+            if let document = S3ErrorLog.last(url: url) { return " (S3: \(document))" }
+        default: break
+        }
+        switch error {
+        case .forbidden: return " (S3: access denied or a wrong signature: check the keys, --s3-region and the bucket's policy)"
+        case .notFound: return folder ? " (S3: no such bucket)" : " (S3: no such key)"
+        case .httpStatus(_, 400): return " (S3: a request the endpoint refused, often signed for the wrong --s3-region)"
+        case .httpStatus(_, 301): return " (S3: the bucket is in another region: give its --s3-region)"
+        default: return ""
+        }
+    }
+
     static func reason(_ error: CacheError) -> String {
         switch error {
         case let .notFound(_, status), let .forbidden(_, status), let .httpStatus(_, status): return "HTTP \(status)"

@@ -4,7 +4,8 @@ import Foundation
 /// `/proc/PID/cmdline` show to every user on the machine: the password of a URL's user-info
 /// (`https://user:***@host/`), the value of every `--header` (each is a credential: an API key, a
 /// session, `X-Auth-Password` look like any other header), also as an fstab word
-/// (`-o header=Name: ***`), the proxy's `--token` and the remote control's `--rc-pass`.
+/// (`-o header=Name: ***`), the proxy's `--token`, the remote control's `--rc-pass`, and
+/// `--s3-secret-access-key` and `--s3-session-token`.
 ///
 /// The background mount re-executes itself with the user's arguments, so without this a password
 /// typed once would stay on view for the daemon's whole life. Its own options never need it:
@@ -35,7 +36,7 @@ enum ArgumentMasking {
 
     /// Where `argument` (which follows `previous` on the command line) holds a secret.
     static func secretRanges(_ argument: String, after previous: String?) -> [Range<String.Index>] {
-        for option in ["--token", "--rc-pass"] {
+        for option in ["--token", "--rc-pass", "--s3-secret-access-key", "--s3-session-token"] {
             if previous == option { return argument.isEmpty ? [] : [argument.startIndex..<argument.endIndex] }
             if argument.hasPrefix(option + "=") {
                 let start = argument.index(argument.startIndex, offsetBy: option.count + 1)

@@ -91,6 +91,7 @@ struct CacheOptions: ParsableArguments {
     @OptionGroup(title: "Origin options") var origin: OriginOptions
     @OptionGroup(title: "Cache limits") var limits: CacheLimitOptions
     @OptionGroup(title: "Transfer options") var transfer: TransferOptions
+    @OptionGroup(title: "S3 options") var s3: S3Options
 
     init() {}
 
@@ -182,6 +183,13 @@ struct CacheOptions: ParsableArguments {
         r.configFile = file?.path
         r.config = file
         try origin.resolve(into: &r, file: file)
+        // Settings given for S3 are checked up front; the AWS environment and profile, which
+        // other tools set, only where an s3:// URL is used (`s3Endpoint()`).
+        if s3.isGiven(file: file) {
+            r.s3 = try s3.resolve(file: file)
+        } else {
+            do { r.s3 = try s3.resolve(file: file) } catch { r.s3Problem = "\(error)" }
+        }
         try limits.resolve(into: &r, file: file)
         r.transfer = try transfer.resolve(pick, fileTiers: file?.list("tier") ?? [], fileBudgets: file?.list("egress-budget") ?? [],
                                           filePath: file?.path)
@@ -382,6 +390,16 @@ struct ResolvedCacheOptions: Equatable {
     var maxAge: TimeInterval?
     var maxReadAhead = CacheConfiguration.defaultMaxReadAhead
     var transfer = TransferOptions.Resolved()
+    /// Where s3:// URLs' buckets are and the keys their requests are signed with (`S3Options`).
+    var s3: S3Endpoint?
+    /// Why the AWS environment or profile could not be used, if it could not.
+    var s3Problem: String?
+
+    /// The S3 settings, for a command given s3:// URLs: why not, if they cannot be used.
+    func s3Endpoint() throws -> S3Endpoint {
+        guard let s3 else { throw UsageError(s3Problem ?? "no S3 settings") }
+        return s3
+    }
 
     var cacheConfiguration: CacheConfiguration {
         var c = CacheConfiguration(directory: directory, capacity: capacity, sliceSize: sliceSize,
@@ -430,6 +448,7 @@ struct ResolvedCacheOptions: Equatable {
         c.access.scope = credentialScope()
         c.allowedHosts = allowedHosts.map(HostPattern.init)
         c.via = LoopMarker.via
+        c.s3 = s3
         transfer.apply(to: &c)
         return c
     }

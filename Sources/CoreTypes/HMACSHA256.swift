@@ -1,4 +1,5 @@
-/// SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104), in plain Swift, for signing proxy URLs.
+/// SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104), in plain Swift, for signing proxy URLs and S3
+/// requests (`SigV4`): in CoreTypes so that the proxy and the fetcher share one implementation.
 ///
 /// Why not a library: swift-crypto would bring BoringSSL into every build of the package
 /// (CI builds it four times, on two cores), and the proxy needs one keyed hash of a short string
