@@ -9,9 +9,11 @@ extension CacheOverHTTPTests {
     /// 300 seeded random 64 KiB reads (a fresh reader each, the default read-ahead) of a file whose
     /// origin answers every tenth range request with 200 and the whole file, against the same
     /// reads without the fault. Counted on the origin's side: body bytes it handed to its sockets
-    /// (`bytesServed`), cut answers included (what it had queued when the client hung up, most of
-    /// which never crossed): at most 1.5 times. Before the origin's ranges were remembered as
-    /// unreliable this came to 1.81 (each cut 200 queued 1 to 5 MiB).
+    /// (`bytesServed`), cut answers included: at most 1.5 times. The origin sits behind a fast
+    /// emulated link (2 ms, 200 Mbit/s), as every real origin does: over bare loopback a cut 200
+    /// queues 1 to 5 MiB into socket buffers before the client's hang-up lands, an amount set by
+    /// the scheduler, not by the cache (`httpcachefs-bench flaky` shows both). Before the
+    /// origin's ranges were remembered as unreliable this came to 1.81 over loopback.
     ///
     /// The part that does not depend on timing: once the origin gave two 200s, every later
     /// request asks only the bytes of its read (no read-ahead: `RangeReliability`), the reads
@@ -22,6 +24,8 @@ extension CacheOverHTTPTests {
         let offsets = (0..<300).map { _ in Int64.random(in: 0...(length - Int64(readLength)), using: &rng) }
         var served: [Int64] = []
         origin.resetLog()
+        origin.emulateLink(.milliseconds(2, perConnectionMbit: 200, sharedMbit: 0))
+        defer { origin.emulateLink(nil) }
         for faults in [Faults(), Faults(ignoreRangeEvery: 10)] {
             let path = "/range200-\(served.count).bin"
             origin.setGeneratedFile(path, length: length, seed: 46)
@@ -52,6 +56,7 @@ extension CacheOverHTTPTests {
             XCTAssertEqual(bounds.count, 2, "a bounded range: \(r.range ?? "")")
             XCTAssertLessThanOrEqual(bounds.last! - bounds.first! + 1, Int64(readLength), "asked more than the read: \(r.range ?? "")")
         }
+        print("range200: origin bytes with the fault \(served[1]), without \(served[0]): \(Double(served[1]) / Double(served[0]))x")
         XCTAssertLessThanOrEqual(Double(served[1]), 1.5 * Double(served[0]),
                                  "origin bytes with the fault \(served[1]), without \(served[0])")
     }
