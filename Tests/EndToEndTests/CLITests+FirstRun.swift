@@ -19,6 +19,29 @@ extension CLITests {
         }
     }
 
+    /// Issue 50: `--help` prints the help and exits 0 whatever a command's checks would say (a
+    /// bad value, a config file that does not load, several daemons to choose from), and says
+    /// nothing on stderr; without `--help` the same check still fails with its one line.
+    func testHelpIsPrintedWhateverTheChecksWouldSay() throws {
+        let config = temp.appending("bad-config")
+        try "slice-size = 99M\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let cases: [[String]] = [
+            ["cache", "ls", "--slice-size", "99M", "--help"],
+            ["cache", "ls", "--config", config, "--help"],
+            ["cat", "http://x/", "--cache-size", "lots", "-h"],
+            ["cache", "rm", "--help", "--slice-size", "99M"],
+        ]
+        for args in cases {
+            let r = try run(args, cacheDirectory: nil)
+            XCTAssertEqual(r.status, 0, "\(args): \(r.stderr)")
+            XCTAssertEqual(r.stderr, "", "\(args)")
+            XCTAssertTrue(r.text.contains("USAGE:"), "\(args): \(r.text)")
+        }
+        let r = try run(["cache", "ls", "--slice-size", "99M"], cacheDirectory: nil)
+        XCTAssertEqual(r.status, 64)
+        XCTAssertOneLineError(r, contains: "slice size '99M' for --slice-size is out of range")
+    }
+
     // MARK: config file
 
     func testTheConfigFileTakesTheFstabSpellingOfKeys() throws {
