@@ -375,3 +375,31 @@ extension CLITests {
         XCTAssertEqual(verify.status, 0, verify.stdout + verify.stderr)
     }
 }
+
+/// Issue 50: `cache ls` on a terminal fits its width and shows names decoded; piped, the lines
+/// are what they were (full, percent-encoded URLs that `cache rm` takes back).
+extension CLITests {
+    func testCacheLsFitsTheTerminalAndShowsNamesDecoded() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/script") else { throw XCTSkip("no script(1) for a terminal") }
+        let long = "/library/" + String(repeating: "deep-folder/", count: 12) + "My%20Film%20%C3%A9t%C3%A9%0A%1B%5B2J.bin"
+        origin.setGeneratedFile(long, length: 1000, seed: 61)
+        XCTAssertEqual(try run(["cat", origin.url(long)]).status, 0)
+
+        let piped = try run(["cache", "ls"])
+        XCTAssertEqual(piped.status, 0, piped.stderr)
+        XCTAssertTrue(piped.text.contains(origin.url(long) + "  "), "a pipe gets the encoded URL in full: \(piped.text)")
+
+        // script(1) runs the command on a terminal 100 columns wide.
+        let command = "stty cols 100 rows 24; exec \"$0\" cache ls --cache-dir \"$1\""
+        let tty = try run(["/usr/bin/script", "-qec", "/bin/sh -c '\(command)' \(try binary().path) \(cacheDir)", "/dev/null"],
+                          environment: ["COLUMNS": "300"], raw: true)
+        XCTAssertEqual(tty.status, 0, tty.stderr)
+        let lines = tty.text.replacingOccurrences(of: "\r", with: "").split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.first?.hasPrefix("URL"), true, tty.text)
+        for line in lines { XCTAssertLessThanOrEqual(line.count, 100, "wider than the terminal: \(line)") }
+        let row = try XCTUnwrap(lines.first { $0.contains("1000 B") }, tty.text)
+        XCTAssertTrue(row.contains("…"), row)
+        XCTAssertTrue(row.contains(#"été\u{A}\u{1B}[2J.bin"#), "decoded, controls escaped: \(row)")
+        XCTAssertFalse(tty.text.contains("\u{1B}[2J"), "an escape reached the terminal")
+    }
+}

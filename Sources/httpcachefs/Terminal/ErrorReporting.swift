@@ -21,7 +21,8 @@ struct CommandFailure: Error, CustomStringConvertible, Equatable {
 /// - `ErrorReporting.swift` (this file): errors as one line and an exit code; command bodies
 ///   run on `onBlockingPool`.
 /// - `LineLogHandler.swift`: log lines to stderr or a file, one `write` each.
-/// - `ProgressBar.swift`: `preload`'s one-line bar. `Format.swift`: sizes, rates, times.
+/// - `ProgressBar.swift`: `preload`'s one-line bar. `Format.swift`: sizes, rates, times, tables.
+/// - `TerminalWidth.swift`: the width a table fits (`cache ls`), nil when not a terminal.
 /// - `FileDescriptorOutput.swift`: complete writes, EPIPE as a normal stop, atomic files.
 /// Neighbours: uses only `Daemon/`'s `BlockingPool`; `Commands/`, `Daemon/`, `Options/` and `Preload/` call it.
 enum ErrorReporting {
