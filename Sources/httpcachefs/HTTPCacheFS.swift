@@ -27,11 +27,17 @@ struct HTTPCacheFS: AsyncParsableCommand {
         } catch {
             Glibc.exit(ErrorReporting.report(error).rawValue)
         }
+        // `--help` prints the help and exits 0 whatever runs: what a `validate()` reports while
+        // parsing is held back and dropped when the help is printed.
+        if asksForHelp(arguments) { ErrorReporting.holdLines() }
         let command: ParsableCommand
         do {
             command = try parseAsRoot(arguments)
+            // A help request comes back as ArgumentParser's own help command, ready to print.
+            ErrorReporting.releaseLines(discarding: String(reflecting: type(of: command)).hasPrefix("ArgumentParser."))
         } catch {
             let code = exitCode(for: error)
+            ErrorReporting.releaseLines(discarding: code == .success)
             if code == .success || error is ExitCode { exit(withError: error) }
             let message = message(for: error).split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
                 .filter { !$0.isEmpty }.joined(separator: " ")
@@ -51,6 +57,11 @@ struct HTTPCacheFS: AsyncParsableCommand {
         } catch {
             exit(withError: error)
         }
+    }
+
+    /// ArgumentParser's help words (`-h`, `--help`, `-help`) before a `--`.
+    static func asksForHelp(_ arguments: [String]) -> Bool {
+        arguments.prefix { $0 != "--" }.contains { ["-h", "--help", "-help"].contains($0) }
     }
 }
 

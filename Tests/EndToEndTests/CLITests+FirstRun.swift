@@ -19,6 +19,29 @@ extension CLITests {
         }
     }
 
+    /// Issue 50: `--help` prints the help and exits 0 whatever a command's checks would say (a
+    /// bad value, a config file that does not load, several daemons to choose from), and says
+    /// nothing on stderr; without `--help` the same check still fails with its one line.
+    func testHelpIsPrintedWhateverTheChecksWouldSay() throws {
+        let config = temp.appending("bad-config")
+        try "slice-size = 99M\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let cases: [[String]] = [
+            ["cache", "ls", "--slice-size", "99M", "--help"],
+            ["cache", "ls", "--config", config, "--help"],
+            ["cat", "http://x/", "--cache-size", "lots", "-h"],
+            ["cache", "rm", "--help", "--slice-size", "99M"],
+        ]
+        for args in cases {
+            let r = try run(args, cacheDirectory: nil)
+            XCTAssertEqual(r.status, 0, "\(args): \(r.stderr)")
+            XCTAssertEqual(r.stderr, "", "\(args)")
+            XCTAssertTrue(r.text.contains("USAGE:"), "\(args): \(r.text)")
+        }
+        let r = try run(["cache", "ls", "--slice-size", "99M"], cacheDirectory: nil)
+        XCTAssertEqual(r.status, 64)
+        XCTAssertOneLineError(r, contains: "slice size '99M' for --slice-size is out of range")
+    }
+
     // MARK: config file
 
     func testTheConfigFileTakesTheFstabSpellingOfKeys() throws {
@@ -350,5 +373,33 @@ extension CLITests {
             .write(toFile: instance, atomically: true, encoding: .utf8)
         let verify = try ExternalTool.run("/usr/bin/systemd-analyze", ["verify", "--man=no", instance])
         XCTAssertEqual(verify.status, 0, verify.stdout + verify.stderr)
+    }
+}
+
+/// Issue 50: `cache ls` on a terminal fits its width and shows names decoded; piped, the lines
+/// are what they were (full, percent-encoded URLs that `cache rm` takes back).
+extension CLITests {
+    func testCacheLsFitsTheTerminalAndShowsNamesDecoded() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/script") else { throw XCTSkip("no script(1) for a terminal") }
+        let long = "/library/" + String(repeating: "deep-folder/", count: 12) + "My%20Film%20%C3%A9t%C3%A9%0A%1B%5B2J.bin"
+        origin.setGeneratedFile(long, length: 1000, seed: 61)
+        XCTAssertEqual(try run(["cat", origin.url(long)]).status, 0)
+
+        let piped = try run(["cache", "ls"])
+        XCTAssertEqual(piped.status, 0, piped.stderr)
+        XCTAssertTrue(piped.text.contains(origin.url(long) + "  "), "a pipe gets the encoded URL in full: \(piped.text)")
+
+        // script(1) runs the command on a terminal 100 columns wide.
+        let command = "stty cols 100 rows 24; exec \"$0\" cache ls --cache-dir \"$1\""
+        let tty = try run(["/usr/bin/script", "-qec", "/bin/sh -c '\(command)' \(try binary().path) \(cacheDir)", "/dev/null"],
+                          environment: ["COLUMNS": "300"], raw: true)
+        XCTAssertEqual(tty.status, 0, tty.stderr)
+        let lines = tty.text.replacingOccurrences(of: "\r", with: "").split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.first?.hasPrefix("URL"), true, tty.text)
+        for line in lines { XCTAssertLessThanOrEqual(line.count, 100, "wider than the terminal: \(line)") }
+        let row = try XCTUnwrap(lines.first { $0.contains("1000 B") }, tty.text)
+        XCTAssertTrue(row.contains("…"), row)
+        XCTAssertTrue(row.contains(#"été\u{A}\u{1B}[2J.bin"#), "decoded, controls escaped: \(row)")
+        XCTAssertFalse(tty.text.contains("\u{1B}[2J"), "an escape reached the terminal")
     }
 }

@@ -39,6 +39,25 @@ extension CLITests {
         XCTAssertOneLineError(below, contains: "cannot create cache directory \(file)/sub for --cache-dir: \(file) is a file")
     }
 
+    /// Issue 50: a bad value names where it came from: the command line's flag, the config
+    /// file's line, or the environment variable.
+    func testABadValueNamesItsSource() throws {
+        let file = temp.appending("afile")
+        try "x".write(toFile: file, atomically: true, encoding: .utf8)
+        let config = temp.appending("c.conf")
+        try "# mine\n\ncache-dir = \(file)\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let cases: [(args: [String], env: [String: String], source: String)] = [
+            (["cache", "ls", "--cache-dir", file], [:], "for --cache-dir is a file"),
+            (["cache", "ls", "--config", config], [:], "for 'cache-dir' at \(config):3 is a file"),
+            (["cache", "ls"], ["HTTPCACHEFS_CACHE_DIR": file], "for $HTTPCACHEFS_CACHE_DIR from the environment is a file"),
+        ]
+        for c in cases {
+            let r = try run(c.args, cacheDirectory: nil, environment: c.env)
+            XCTAssertEqual(r.status, 64, "\(c.args)")
+            XCTAssertOneLineError(r, contains: c.source)
+        }
+    }
+
     func testANegativeSizeIsAnInvalidSizeNotAMissingValue() throws {
         let r = try run(["cache", "ls", "--cache-size", "-1"])
         XCTAssertEqual(r.status, 64)

@@ -181,6 +181,22 @@ final class SeveralMountsSharedCacheTests: XCTestCase {
         XCTAssertEqual(same.status, 0, same.stderr + h.log)
     }
 
+    /// Issue 50: the refusal names where the mount's value came from: a config file's line is
+    /// not "drop --cache-size" (the user typed no such flag).
+    func testARefusedValueFromTheConfigFileNamesItsLine() throws {
+        let pid = try mountFirst()
+        let config = h.directory.appending("joining.conf")
+        try "# settings\ncache-size = 128M\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let r = try mountSecond(["--config", config])
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertEqual(r.stderr.split(separator: "\n").count, 1, r.stderr)
+        XCTAssertTrue(r.stderr.contains("this mount asks for --cache-size 128"), r.stderr)
+        XCTAssertTrue(r.stderr.contains("drop 'cache-size' at \(config):2 in the config file (or give the same value)"), r.stderr)
+        XCTAssertFalse(r.stderr.contains("drop --cache-size"), r.stderr)
+        XCTAssertFalse(Mountpoint.isMounted(second))
+        XCTAssertTrue(h.isAlive(pid))
+    }
+
     func testADaemonWithoutAProxyTakesNoMoreMountsAndSaysWhatToDo() throws {
         XCTAssertEqual(try h.mount([h.origin.url("/movies/film.mkv")]).status, 0, h.log)   // --no-proxy
         let pid = try XCTUnwrap(h.daemonPID())

@@ -83,9 +83,13 @@ extension CacheCommand {
                 }
                 // A PINNED column once anything is pinned (`preload --pin`).
                 let pinned = engine.pinnedBytes
+                // On a terminal the table fits its width and names read decoded; a pipe or a file
+                // gets the full, percent-encoded URLs (what `cache rm` and `cache info` take).
+                let width = TerminalWidth.ofStandardOutput()
                 var rows = [["URL", "SIZE", "CACHED", "LAST ACCESS"] + (pinned > 0 ? ["PINNED"] : [])]
                 for e in entries {
-                    var row = [DisplayURL.redacted(e.info.url), e.info.length.map(Format.bytes) ?? "?",
+                    let url = DisplayURL.redacted(e.info.url)
+                    var row = [width == nil ? url : Format.displayName(url), e.info.length.map(Format.bytes) ?? "?",
                                Format.percent(e.cachedBytes, of: e.info.length), Format.date(e.lastAccess)]
                     if pinned > 0 {
                         let bytes = engine.pinnedBytes(url: e.info.url)   // what the pins keep: whole slices
@@ -93,6 +97,7 @@ extension CacheCommand {
                     }
                     rows.append(row)
                 }
+                rows = Format.fitted(rows, width: width, shrinking: 0)
                 CacheCommand.printLine(Format.table(rows, rightAligned: pinned > 0 ? [1, 2, 4] : [1, 2]))
                 CacheCommand.printLine("\(usage.entries) file\(usage.entries == 1 ? "" : "s"), \(Format.bytes(usage.bytes)) of \(Format.bytes(usage.capacity)) used" + (pinned > 0 ? ", \(Format.bytes(pinned)) pinned (at most \(Format.bytes(usage.capacity / 2)))" : ""))
             }

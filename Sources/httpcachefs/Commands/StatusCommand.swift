@@ -35,12 +35,19 @@ struct StatusCommand: AsyncParsableCommand {
                 if json {
                     CacheCommand.printLine(String(decoding: try Self.encoder.encode(reports), as: UTF8.self), json: true)
                 } else if reports.isEmpty {
-                    CacheCommand.printLine("no httpcachefs daemon is running (none holds a cache directory open)")
+                    CacheCommand.printLine(Self.noneFound(othersCount: DaemonDiscovery.othersCount()))
                 } else {
                     CacheCommand.printLine(reports.map(Self.render).joined(separator: "\n\n"))
                 }
             }
         }
+    }
+
+    /// What `status` says when it finds no daemon: root sees every user's, so none is running;
+    /// a user sees only their own, and is told when other users run some (issue 50).
+    static func noneFound(othersCount: Int) -> String {
+        guard geteuid() != 0, othersCount > 0 else { return "no httpcachefs daemon is running (none holds a cache directory open)" }
+        return "no httpcachefs daemon of yours is running; \(othersCount) of other users \(othersCount == 1 ? "is" : "are") (only root's 'httpcachefs status' lists them)"
     }
 
     static let encoder: JSONEncoder = {

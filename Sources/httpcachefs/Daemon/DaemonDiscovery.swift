@@ -56,6 +56,29 @@ struct DaemonDiscovery {
         }
     }
 
+    /// How many daemons other users run, counted from command lines alone (`/proc/PID/cmdline`
+    /// is readable by all, their open files are not): an `httpcachefs proxy`, or an
+    /// `httpcachefs mount … --foreground` (what a mount runs as once started). For messages only
+    /// ("none of yours; 2 of other users"): a user cannot see which caches those hold.
+    static func othersCount(procRoot: String = "/proc") -> Int {
+        let fm = FileManager.default
+        var count = 0
+        for name in (try? fm.contentsOfDirectory(atPath: procRoot)) ?? [] {
+            guard Int32(name) != nil else { continue }
+            var st = stat()
+            guard stat("\(procRoot)/\(name)", &st) == 0, st.st_uid != geteuid() else { continue }
+            if isDaemonCommandLine(commandLine(procRoot, name)) { count += 1 }
+        }
+        return count
+    }
+
+    /// `httpcachefs proxy …`, or `httpcachefs mount … --foreground`. Pure.
+    static func isDaemonCommandLine(_ arguments: [String]) -> Bool {
+        guard let program = arguments.first, (program as NSString).lastPathComponent == "httpcachefs",
+              let command = arguments.dropFirst().first else { return false }
+        return command == "proxy" || (command == "mount" && arguments.contains("--foreground"))
+    }
+
     /// `procRoot` is `/proc` except in tests.
     static func find(procRoot: String = "/proc") -> [Daemon] {
         let fm = FileManager.default
@@ -122,8 +145,9 @@ struct DaemonDiscovery {
 
     /// The user whose FUSE daemon serves `path`, when that is not `me`: the deepest mount of
     /// `mounts` (`/proc/self/mounts`) holding the path is a `fuse*` one whose `user_id=` is
-    /// another uid. nil for any other file system and for `me`'s own FUSE mounts.
-    static func foreignFuseOwner(of path: String, mounts: String, me: uid_t) -> uid_t? {
+    /// another uid. nil for any other file system (and, given `fstype`, any other FUSE one) and
+    /// for `me`'s own FUSE mounts.
+    static func foreignFuseOwner(of path: String, mounts: String, me: uid_t, fstype: String? = nil) -> uid_t? {
         var deepest: (mountpoint: String, fstype: Substring, options: Substring)?
         for line in mounts.split(separator: "\n") {
             let fields = line.split(separator: " ")
@@ -134,7 +158,7 @@ struct DaemonDiscovery {
                 deepest = (mountpoint, fields[2], fields[3])
             }
         }
-        guard let deepest, deepest.fstype.hasPrefix("fuse") else { return nil }
+        guard let deepest, deepest.fstype.hasPrefix("fuse"), fstype.map({ deepest.fstype == $0 }) ?? true else { return nil }
         let owner = deepest.options.split(separator: ",").first { $0.hasPrefix("user_id=") }
             .flatMap { uid_t($0.dropFirst("user_id=".count)) }
         return owner.flatMap { $0 == me ? nil : $0 }

@@ -131,7 +131,7 @@ final class MountHost: Sendable {
             let proxyResolved = try command.proxy.resolve(file: resolved.config)
             if let conflict = Self.conflicts(daemon: (cache, proxy), mount: (resolved, settings.noProxy ? nil : proxyResolved)).first {
                 throw CommandFailure("the daemon (pid \(getpid())) serving cache \(Mountpoint.absolute(cache.directory)) runs with \(conflict.daemon); this mount asks for \(conflict.mount): "
-                    + "drop \(conflict.option) (or give the same value) to add \(path) to it, or give this mount its own --cache-dir")
+                    + "\(Self.remedy(for: conflict.option, arguments: arguments, file: resolved.config)) (or give the same value) to add \(path) to it, or give this mount its own --cache-dir")
             }
             if settings.rclone.rc != nil || settings.rclone.pollInterval != nil {
                 notes.withLock { $0.append("--rc and --poll-interval are the running daemon's (pid \(getpid())): its own remote control and polling, if any, serve this mountpoint too") }
@@ -166,6 +166,26 @@ final class MountHost: Sendable {
             let lines = notes.withLock { $0 }.map { "note: " + $0 } + [message.replacingOccurrences(of: "\n", with: " ")]
             return ControlAnswer(status: 409, text: lines.joined(separator: "\n"))
         }
+    }
+
+    /// What to drop to end a conflict, named where the mount's value came from (issue 50): its
+    /// command line (`drop --proxy-port`), the config file and its line (`drop 'proxy-port' at
+    /// ~/.config/httpcachefs/config:3`), both (the flag wins, the line would then apply), or
+    /// `$NETRC` for the netrc file. `option` is a `Conflict.option`: one flag, or a group naming
+    /// its flags. Pure.
+    static func remedy(for option: String, arguments: [String], file: ConfigFile?) -> String {
+        let flags = option.split(whereSeparator: { " (),".contains($0) }).filter { $0.hasPrefix("--") }.map(String.init)
+        let words = arguments.prefix { $0 != "--" }
+        var places: [String] = []
+        for flag in flags where words.contains(where: { $0 == flag || $0.hasPrefix(flag + "=") }) { places.append(flag) }
+        for flag in flags {
+            let key = String(flag.dropFirst(2))
+            if let file, file[key] != nil || !file.list(key).isEmpty { places.append(file.describe(key) + " in the config file") }
+        }
+        if places.isEmpty, flags.contains("--netrc-file"), let env = ProcessInfo.processInfo.environment["NETRC"], !env.isEmpty {
+            places.append("$NETRC from the environment")
+        }
+        return places.isEmpty ? "drop \(option)" : "drop " + places.joined(separator: " and ")
     }
 
     struct Conflict: Equatable {

@@ -32,8 +32,14 @@ enum MountPathURL {
         let candidates = daemons.flatMap { d in d.mountpoints.map { (daemon: d, mountpoint: $0) } }
         guard let chosen = candidates.filter({ inside($0.mountpoint) }).max(by: { $0.mountpoint.count < $1.mountpoint.count }) else {
             let mounts = candidates.map(\.mountpoint)
+            // Another user's mount (root's `status` lists its daemon): say whose, as `url
+            // --cache-dir` of another user's cache does.
+            let table = (try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)) ?? ""
+            if let owner = DaemonDiscovery.foreignFuseOwner(of: path, mounts: table, me: geteuid(), fstype: "fuse.httpcachefs") {
+                throw CommandFailure("'\(text)' is in an httpcachefs mount of uid \(owner)'s, not yours (uid \(geteuid())): its proxy URLs are signed with that user's key, which only that user can read; run 'httpcachefs url' as that user")
+            }
             throw CommandFailure("'\(text)' is neither an http(s) URL nor a path inside an httpcachefs mount"
-                                 + (mounts.isEmpty ? " (none is running)" : " (mounts: \(mounts.joined(separator: ", ")))"))
+                                 + (mounts.isEmpty ? " (none of yours is running)" : " (mounts: \(mounts.joined(separator: ", ")))"))
         }
         let components = path.dropFirst(chosen.mountpoint == "/" ? 1 : chosen.mountpoint.count)
             .split(separator: "/").map(String.init)

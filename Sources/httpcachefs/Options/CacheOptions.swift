@@ -133,7 +133,7 @@ struct CacheOptions: ParsableArguments {
             guard !v.text.isEmpty else { throw UsageError("empty path for \(v.option)") }
             r.directory = expandingTilde(v.text)
         }
-        try Self.checkCacheDirectory(r.directory, option: pick(cacheDirectory, "cache-dir")?.option ?? "the default cache directory")
+        try Self.checkCacheDirectory(r.directory, option: pick(cacheDirectory, "cache-dir")?.option ?? Self.defaultDirectorySource())
         if let v = pick(cacheSize, "cache-size") { r.capacity = try ByteSize.parse(v.text, option: v.option) }
         if let v = pick(sliceSize, "slice-size") {
             r.sliceSize = try ByteSize.parse(v.text, option: v.option)
@@ -295,6 +295,14 @@ struct CacheOptions: ParsableArguments {
             ErrorReporting.printWarning("\(error); logging to stderr instead")
             return .standardError
         }
+    }
+
+    /// How a message names the default cache directory: by the environment variable it came
+    /// from, if any (`CacheConfiguration.defaultDirectory`), so a bad value can be found.
+    static func defaultDirectorySource(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let dir = environment["HTTPCACHEFS_CACHE_DIR"], !dir.isEmpty { return "$HTTPCACHEFS_CACHE_DIR from the environment" }
+        if let xdg = environment["XDG_CACHE_HOME"], !xdg.isEmpty { return "the default cache directory ($XDG_CACHE_HOME from the environment)" }
+        return "the default cache directory"
     }
 
     /// The cache directory, or the nearest part of its path that exists, must be a directory

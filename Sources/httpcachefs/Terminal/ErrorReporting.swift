@@ -21,7 +21,8 @@ struct CommandFailure: Error, CustomStringConvertible, Equatable {
 /// - `ErrorReporting.swift` (this file): errors as one line and an exit code; command bodies
 ///   run on `onBlockingPool`.
 /// - `LineLogHandler.swift`: log lines to stderr or a file, one `write` each.
-/// - `ProgressBar.swift`: `preload`'s one-line bar. `Format.swift`: sizes, rates, times.
+/// - `ProgressBar.swift`: `preload`'s one-line bar. `Format.swift`: sizes, rates, times, tables.
+/// - `TerminalWidth.swift`: the width a table fits (`cache ls`), nil when not a terminal.
 /// - `FileDescriptorOutput.swift`: complete writes, EPIPE as a normal stop, atomic files.
 /// Neighbours: uses only `Daemon/`'s `BlockingPool`; `Commands/`, `Daemon/`, `Options/` and `Preload/` call it.
 enum ErrorReporting {
@@ -68,11 +69,40 @@ enum ErrorReporting {
     }
 
     static func printError(_ message: String) {
-        LogSink.standardError.write(line: "httpcachefs: error: " + oneLine(DisplayURL.redactingPasswords(in: message)))
+        write("httpcachefs: error: " + oneLine(DisplayURL.redactingPasswords(in: message)))
     }
 
     static func printWarning(_ message: String) {
-        LogSink.standardError.write(line: "httpcachefs: warning: " + oneLine(DisplayURL.redactingPasswords(in: message)))
+        write("httpcachefs: warning: " + oneLine(DisplayURL.redactingPasswords(in: message)))
+    }
+
+    /// Lines held back while a command line that asks for help is parsed: ArgumentParser runs a
+    /// command's `validate()` (which reports its own errors, e.g. "2 httpcachefs daemons of yours
+    /// are running") before it looks for `--help`. `HTTPCacheFS.main` drops them when the help is
+    /// printed and prints them when it is not. Nil: lines go straight to stderr. Only the
+    /// parse, on the main thread, holds lines; nothing else runs then.
+    static let heldLines = LockedValue<[String]?>(nil)
+
+    private static func write(_ line: String) {
+        let held: Bool = heldLines.withLock { lines in
+            guard lines != nil else { return false }
+            lines!.append(line)
+            return true
+        }
+        if !held { LogSink.standardError.write(line: line) }
+    }
+
+    /// Starts holding lines back (`heldLines`).
+    static func holdLines() { heldLines.withLock { $0 = [] } }
+
+    /// Stops holding lines back and prints the held ones (`discarding`: drops them).
+    static func releaseLines(discarding: Bool) {
+        let lines = heldLines.withLock { lines -> [String] in
+            let held = lines ?? []
+            lines = nil
+            return held
+        }
+        if !discarding { for line in lines { LogSink.standardError.write(line: line) } }
     }
 
     /// An error is one line, whatever it quotes: a URL or name (an argument, a listing's link, a

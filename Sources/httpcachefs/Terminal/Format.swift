@@ -73,6 +73,42 @@ enum Format {
         LineLogHandler.timestamp(date).replacingOccurrences(of: "T", with: " ")
     }
 
+    /// A cached URL as a person reads it (`cache ls` on a terminal): percent-encoded names
+    /// decoded (`My%20Film.mkv` → `My Film.mkv`), for display only, and every control character
+    /// the decoding brings out (tab and newline included: a cell is one line) escaped as
+    /// `terminalSafe` writes them. A URL whose escapes are not UTF-8 is shown as it is.
+    static func displayName(_ url: String) -> String {
+        let decoded = url.removingPercentEncoding ?? url
+        return terminalSafe(decoded).replacingOccurrences(of: "\t", with: "\\u{9}")
+            .replacingOccurrences(of: "\n", with: "\\u{A}")
+    }
+
+    /// `text` cut to `width` characters in the middle (`http://host/lo…/name.mkv`), keeping the
+    /// start (the host) and the end (the file's name), where two long URLs differ most.
+    static func middleTruncated(_ text: String, to width: Int) -> String {
+        guard text.count > width else { return text }
+        guard width > 1 else { return String(text.prefix(max(width, 0))) }
+        let tail = (width - 1) / 2
+        return String(text.prefix(width - 1 - tail)) + "…" + String(text.suffix(tail))
+    }
+
+    /// `rows` fitted to `width` columns by shortening the cells of column `shrinking` (never
+    /// below `minimum` characters, so a very narrow terminal wraps instead of showing nothing).
+    /// Nil `width`: the rows as they are.
+    static func fitted(_ rows: [[String]], width: Int?, shrinking column: Int, minimum: Int = 16) -> [[String]] {
+        guard let width, let columns = rows.map(\.count).max(), column < columns else { return rows }
+        var widths = [Int](repeating: 0, count: columns)
+        for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
+        let others = widths.enumerated().filter { $0.offset != column }.map(\.element).reduce(0, +) + 2 * (columns - 1)
+        let room = max(width - others, minimum)
+        guard widths[column] > room else { return rows }
+        return rows.map { row in
+            var row = row
+            if column < row.count { row[column] = middleTruncated(row[column], to: room) }
+            return row
+        }
+    }
+
     /// Left-aligned columns (right-aligned where `rightAligned` says), two spaces apart.
     static func table(_ rows: [[String]], rightAligned: Set<Int> = []) -> String {
         guard let columns = rows.map(\.count).max() else { return "" }
