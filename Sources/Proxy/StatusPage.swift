@@ -354,7 +354,10 @@ function drawFolders() {
   // For tests and scripts: how wide the page is drawn against the window without its scroll bar
   // (wider: it scrolls sideways), and then the first element that sticks out.
   const view = document.documentElement.clientWidth, drawn = document.documentElement.scrollWidth;
-  Object.assign(document.body.dataset, {pageWidth: drawn, viewWidth: view});
+  // And the most lines a folder's name takes (a long name wraps, whole, rather than being cut).
+  const lines = Math.max(0, ...[...document.querySelectorAll("tr.folder td.name button")]
+    .map(b => Math.round(b.getBoundingClientRect().height / (parseFloat(getComputedStyle(b).lineHeight) || 20))));
+  Object.assign(document.body.dataset, {pageWidth: drawn, viewWidth: view, folderNameLines: lines});
   if (drawn > view) {
     const wide = [...document.querySelectorAll("main *")].find(e => e.getBoundingClientRect().right > view);
     if (wide) document.body.dataset.tooWide = wide.tagName + (wide.id ? "#" + wide.id : "") + (wide.className ? "." + wide.className : "");

@@ -63,6 +63,7 @@ final class StatusPageGlanceTests: XCTestCase {
             if dump.status != 0 { failures.append("chromium exited \(dump.status): \(dump.stderr.suffix(2000))") }
             failures += Self.problems(dump.stdout, files: [h.origin.url("/films/a.mp4"), h.origin.url(folderName + "b.mp4")])
                 .map { "\(width)×\(height): \($0)" }
+            if width < 720, Self.folderNameLines(dump.stdout) < 2 { failures.append("\(width): the long folder name is on \(Self.folderNameLines(dump.stdout)) line, not wrapped") }
         }
         failures += try Self.pictures(chromium, profile: profile, page: page, name: "2-files")
         XCTAssertTrue(failures.isEmpty, failures.joined(separator: "\n"))
@@ -91,9 +92,16 @@ final class StatusPageGlanceTests: XCTestCase {
             if folders != 7 { failures.append("\(width): \(folders) folder rows, expected 7") }
             if dom.contains("<tr data-url=") || dom.contains("<tr class=\"folder open") { failures.append("\(width): a folder open at 300 files") }
             failures += StatusPageScaleTests.widthProblems(dom).map { "\(width): \($0)" }
+            if width < 720, Self.folderNameLines(dom) < 2 { failures.append("\(width): the long folder name is on \(Self.folderNameLines(dom)) line, not wrapped") }
         }
         failures += try Self.pictures(chromium, profile: profile, page: page, name: "300-files")
         XCTAssertTrue(failures.isEmpty, failures.joined(separator: "\n"))
+    }
+
+    /// The most lines a folder's name takes on the page (`data-folder-name-lines`); 0 if unsaid.
+    static func folderNameLines(_ dom: String) -> Int {
+        guard let r = dom.range(of: "data-folder-name-lines=\"") else { return 0 }
+        return Int(dom[r.upperBound...].prefix { $0 != "\"" }) ?? 0
     }
 
     static func flags(_ profile: TemporaryDirectory, _ width: Int, _ height: Int) -> [String] {
@@ -129,6 +137,7 @@ final class StatusPageGlanceTests: XCTestCase {
             problems.append("no bandwidth card")
         }
         problems += StatusPageScaleTests.widthProblems(dom)
+        // 5. (In `pictures`) the long folder name wraps at phone width, whole.
         if !problems.isEmpty { problems.append("DOM: \(dom.prefix(3000))") }
         return problems
     }
