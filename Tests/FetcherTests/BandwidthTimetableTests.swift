@@ -58,6 +58,20 @@ final class BandwidthTimetableTests: XCTestCase {
         }
     }
 
+    /// What the daemon gives the status document: nothing without --bwlimit, a fixed limit with no
+    /// next change, a timetable's view.
+    func testTheConfigurationReportsTheLimitForTheStatusDocument() throws {
+        var c = FetcherConfiguration()
+        XCTAssertNil(c.bandwidthReport, "no limit: no 'bandwidth' in the document")
+        c.maxBytesPerSecond = 1 << 20
+        XCTAssertEqual(try XCTUnwrap(c.bandwidthReport)(date(24, 9, 0)), BandwidthLimitStatus(bytesPerSecond: 1 << 20))
+        c.bandwidthTimetable = BandwidthTimetable(entries: [.init(minute: 8 * 60, bytesPerSecond: 512 << 10),
+                                                            .init(minute: 23 * 60, bytesPerSecond: 0)], weekly: false)
+        let report = try XCTUnwrap(c.bandwidthReport)(Date())
+        XCTAssertNotNil(report.nextChange, "a timetable's next change (in the machine's time zone)")
+        XCTAssertTrue([0, 512 << 10].contains(report.bytesPerSecond))
+    }
+
     func testAWeeklyTableCountsFromMonday() {
         let table = BandwidthTimetable(entries: [.init(minute: 8 * 60, bytesPerSecond: 1 << 20),               // Mon-08:00
                                                  .init(minute: 5 * 24 * 60, bytesPerSecond: 0)], weekly: true)  // Sat-00:00
