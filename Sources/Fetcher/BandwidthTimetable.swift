@@ -1,3 +1,4 @@
+import CacheCore
 import Foundation
 
 /// `--bwlimit "08:00,512K 23:00,off"`: the bandwidth limit changing at times of day (or of the
@@ -37,11 +38,30 @@ public struct BandwidthTimetable: Equatable, Sendable {
 
     /// The limit at `date`, in `calendar`'s time zone (the machine's by default).
     public func bytesPerSecond(at date: Date, calendar: Calendar = .current) -> Int64 {
+        bytesPerSecond(atMinute: minute(of: date, calendar: calendar))
+    }
+
+    /// The status document's view (`BandwidthLimitStatus`): the limit at `date`, and when it next
+    /// changes (the next entry whose limit differs; nil when none does), to what.
+    public func status(at date: Date, calendar: Calendar = .current) -> BandwidthLimitStatus {
+        let now = minute(of: date, calendar: calendar), rate = bytesPerSecond(atMinute: now)
+        let period = weekly ? 7 * 24 * 60 : 24 * 60
+        // The entries from the first after `now`, round the day (or week) once.
+        let after = entries.filter { $0.minute > now } + entries.filter { $0.minute <= now }
+        guard let next = after.first(where: { $0.bytesPerSecond != rate }) else { return BandwidthLimitStatus(bytesPerSecond: rate) }
+        let minutes = (next.minute - now + period - 1) % period + 1
+        let start = calendar.dateInterval(of: .minute, for: date)?.start ?? date
+        return BandwidthLimitStatus(bytesPerSecond: rate, nextChange: start.addingTimeInterval(Double(minutes) * 60),
+                                    nextBytesPerSecond: next.bytesPerSecond)
+    }
+
+    /// `date`'s minute of the day (or of the week from Monday 00:00), in `calendar`'s time zone.
+    func minute(of date: Date, calendar: Calendar) -> Int {
         let c = calendar.dateComponents([.weekday, .hour, .minute], from: date)
         let ofDay = (c.hour ?? 0) * 60 + (c.minute ?? 0)
-        guard weekly else { return bytesPerSecond(atMinute: ofDay) }
+        guard weekly else { return ofDay }
         // Calendar's weekday: 1 is Sunday; the table's week starts on Monday.
         let mondayBased = ((c.weekday ?? 2) + 5) % 7
-        return bytesPerSecond(atMinute: mondayBased * 24 * 60 + ofDay)
+        return mondayBased * 24 * 60 + ofDay
     }
 }

@@ -59,6 +59,14 @@ public struct FetcherConfiguration: Sendable {
     /// `--bwlimit` as a timetable (`08:00,512K 23:00,off`): the limit changes at its times, and
     /// `maxBytesPerSecond` is not used.
     public var bandwidthTimetable: BandwidthTimetable?
+    /// `--bwlimit` for the status document (`CacheConfiguration.bandwidthLimit`): the limit at a
+    /// time and the timetable's next change; nil without a limit.
+    public var bandwidthReport: (@Sendable (Date) -> BandwidthLimitStatus)? {
+        if let table = bandwidthTimetable { return { table.status(at: $0) } }
+        guard maxBytesPerSecond > 0 else { return nil }
+        let rate = maxBytesPerSecond
+        return { _ in BandwidthLimitStatus(bytesPerSecond: rate) }
+    }
     /// A read waiting this long on a transfer makes the lower classes of its origin yield
     /// (`TransferScheduler`): long enough that a copy's reads on a fast link never trigger it
     /// (each waits a few milliseconds for its bytes), short enough that a player's next bytes

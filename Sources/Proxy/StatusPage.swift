@@ -8,10 +8,12 @@
 /// that folder is open. The page's work per poll is the same at 100 files and at 100k.
 ///
 /// Layout, top to bottom: banners (`#banners`, one `div.banner` each: origins down, egress
-/// budgets spent or nearly so, recent errors), summary cards, what is happening now (`#now`: fetches in flight, recent errors, the
+/// budgets spent or nearly so, recent errors), summary cards (each with a line on what it counts;
+/// `#bandwidth`: the `--bwlimit` in force and its next change), what is happening now (`#now`: fetches in flight, recent errors, the
 /// tier), then the files: a filter box (`#filter`: a substring of names and URLs, matched by the
 /// daemon; kept in the address as `?filter=`), folders grouped by origin (`tr.origin`), each folder a row with its totals
-/// (`tr.folder`, collapsed) that opens onto a page of its files (`tr.folder-files`, with a pager),
+/// (`tr.folder`; collapsed, but all open in a cache of at most 50 files or one folder) that opens
+/// onto a page of its files (`tr.folder-files`, with a pager),
 /// then the doors. At phone width (<= 720 px) secondary columns (`.secondary`) are hidden, so
 /// what matters (name, cached, coverage) fits without scrolling sideways.
 ///
@@ -64,6 +66,7 @@ h2 .count { color:var(--muted); font-weight:normal; }
 .cards { display:grid; grid-template-columns:repeat(auto-fit, minmax(140px, 1fr)); gap:8px; }
 .card { background:var(--panel); border-radius:6px; padding:8px 10px; }
 .card .k { color:var(--muted); font-size:12px; }
+.card .hint { color:var(--muted); font-size:11px; margin-top:2px; }
 .card .v { font-size:17px; font-variant-numeric:tabular-nums; white-space:nowrap; }
 .usebar { position:relative; height:10px; background:var(--empty); border-radius:3px; margin-top:6px; overflow:hidden; }
 .usebar .used { position:absolute; left:0; top:0; bottom:0; background:var(--cached); }
@@ -81,7 +84,7 @@ td.name a { color:inherit; }
 th.cov { width:35%; }
 tr.origin th { background:var(--group); font-size:13px; padding-top:8px; }
 tr.folder td { background:var(--panel); }
-tr.folder td.name button { all:unset; cursor:pointer; display:block; overflow:hidden; text-overflow:ellipsis; }
+tr.folder td.name button { all:unset; cursor:pointer; display:block; white-space:normal; overflow-wrap:anywhere; }
 tr.folder td.name button::before { content:"\25B8  "; color:var(--muted); }
 tr.folder.open td.name button::before { content:"\25BE  "; }
 tr.folder-files > td { padding:0 0 8px 14px; background:var(--panel); }
@@ -125,6 +128,9 @@ tr.detail dd { margin:0; word-break:break-all; }
   table.files th.num { width:5em; }
   table.files th.cov { width:28%; }
   td.name { max-width:none; }
+  /* A folder's name wraps (whole, never cut): its path is what tells folders apart. */
+  tr.folder td.name { white-space:normal; overflow-wrap:anywhere; }
+  .card .hint { font-size:10px; }
   /* Group headers wrap rather than widen the table. */
   tr.origin th { white-space:normal; }
   #folders td.num { overflow:hidden; text-overflow:ellipsis; }
@@ -167,7 +173,11 @@ tr.detail dd { margin:0; word-break:break-all; }
 // the files whose details are open; the order of every folder's files; the filter.
 let summary = null, openFolders = new Map(), pages = new Map(), open = new Set(), order = "name", filter = "";
 // `scrollTo`: a row to scroll into view once it is drawn (the page was opened at `#URL`).
-let scrollTo = null, autoOpened = false;
+let scrollTo = null;
+// The folders the reader closed: a small cache's folders open by themselves (`small`), but not these.
+const closed = new Set();
+/// A cache of at most this many files shows every folder open.
+const openAllFiles = 50;
 const $ = (s) => document.querySelector(s);
 /// Errors newer than this (ms) raise the banner.
 const recentErrorWindow = 15 * 60 * 1000;
@@ -196,7 +206,7 @@ function bytes(n) {
   if (n == null) return "?";
   const u = ["B", "KiB", "MiB", "GiB", "TiB"]; let i = 0;
   while (Math.abs(n) >= 1024 && i < u.length - 1) { n /= 1024; i++; }
-  return (i ? n.toFixed(n < 10 ? 2 : 1) : n) + " " + u[i];
+  return (i ? n.toFixed(n < 10 ? 2 : 1) : Math.round(n)) + " " + u[i];   // a rate: whole bytes
 }
 function ago(iso) {
   const s = (Date.now() - Date.parse(iso)) / 1000;
@@ -211,10 +221,14 @@ function duration(s) {
   if (s < 3600) return Math.floor(s / 60) + " min " + Math.round(s % 60) + " s";
   return Math.floor(s / 3600) + " h " + Math.round((s % 3600) / 60) + " min";
 }
+// A fetch's class (`FetchPriority`'s code in the document) by the name `httpcachefs status` gives it.
+const classNames = {0: "waiting", 5: "waited scan", 1: "near", 2: "far", 3: "scan", 4: "preload"};
+const className = (p) => p == null ? "" : (classNames[p] || String(p));
 const fraction = (f) => f.length ? f.cachedBytes / f.length : 0;
 const percent = (a, b) => b > 0 ? (100 * a / b).toFixed(1) + " %" : "–";
 function range(a, b) { return a + "–" + (b == null || b < 0 ? "end" : b); }
-function card(k, v, extra) { return el("div", {class: "card"}, el("div", {class: "k", text: k}), el("div", {class: "v", text: v}), extra); }
+// A summary figure: its name, its value, one line on what it counts (`hint`), and anything else.
+function card(k, v, hint, extra) { return el("div", {class: "card"}, el("div", {class: "k", text: k}), el("div", {class: "v", text: v}), hint ? el("div", {class: "hint", text: hint}) : null, extra); }
 // The file's name as the row shows it: its last segment, and a sign that a query follows.
 function shortName(f) { return f.name + (f.url.includes("?") ? " ?…" : ""); }
 /// A banner at the top of the page: `kind` is its class (e.g. "errors"), `title` in bold.
@@ -319,7 +333,7 @@ function drawFolders() {
     const isOpen = openFolders.has(folder.id);
     const toggle = el("button", {type: "button", "aria-expanded": String(isOpen), title: folder.origin + folder.path, text: folder.path});
     toggle.onclick = async () => {
-      if (openFolders.has(folder.id)) { openFolders.delete(folder.id); pages.delete(folder.id); } else { openFolders.set(folder.id, 0); await loadPage(folder.id); }
+      if (openFolders.has(folder.id)) { openFolders.delete(folder.id); pages.delete(folder.id); closed.add(folder.id); } else { closed.delete(folder.id); openFolders.set(folder.id, 0); await loadPage(folder.id); }
       drawFolders();
     };
     // The listings only where there is room: at phone width the column shows the files alone.
@@ -340,7 +354,10 @@ function drawFolders() {
   // For tests and scripts: how wide the page is drawn against the window without its scroll bar
   // (wider: it scrolls sideways), and then the first element that sticks out.
   const view = document.documentElement.clientWidth, drawn = document.documentElement.scrollWidth;
-  Object.assign(document.body.dataset, {pageWidth: drawn, viewWidth: view});
+  // And the most lines a folder's name takes (a long name wraps, whole, rather than being cut).
+  const lines = Math.max(0, ...[...document.querySelectorAll("tr.folder td.name button")]
+    .map(b => Math.round(b.getBoundingClientRect().height / (parseFloat(getComputedStyle(b).lineHeight) || 20))));
+  Object.assign(document.body.dataset, {pageWidth: drawn, viewWidth: view, folderNameLines: lines});
   if (drawn > view) {
     const wide = [...document.querySelectorAll("main *")].find(e => e.getBoundingClientRect().right > view);
     if (wide) document.body.dataset.tooWide = wide.tagName + (wide.id ? "#" + wide.id : "") + (wide.className ? "." + wide.className : "");
@@ -408,20 +425,22 @@ function drawSummary(doc) {
   const use = el("div", {class: "usebar"}, el("div", {class: "used", style: "width:" + Math.min(100, 100 * c.usedBytes / Math.max(1, c.capacityBytes)) + "%"}));
   drawBanners(doc);
   $("#cards").replaceChildren(
-    card("Cached, cap " + bytes(c.capacityBytes), bytes(c.usedBytes), use),
-    card("Free space, floor " + bytes(c.freeFloorBytes), bytes(c.filesystemFreeBytes)),
-    card("Files · slices", c.files + " · " + c.slices),
-    card("Hit ratio", c.hitRatio == null ? "–" : (100 * c.hitRatio).toFixed(1) + " %"),
-    card("Served from cache", bytes(t.servedFromCache)),
-    card("Served from origin", bytes(t.servedFromOrigin)),
-    card("Origin bytes", bytes(t.originBytes)),
-    card("Fetches in flight", String(doc.fetches.length)),
+    card("Cached, cap " + bytes(c.capacityBytes), bytes(c.usedBytes), "bytes the cache holds now", use),
+    card("Free space, floor " + bytes(c.freeFloorBytes), bytes(c.filesystemFreeBytes), "free on the cache's disk; eviction keeps the floor"),
+    card("Files · slices", c.files + " · " + c.slices, "files with cached bytes · slice files on disk"),
+    card("Hit ratio", c.hitRatio == null ? "–" : (100 * c.hitRatio).toFixed(1) + " %", "reads answered wholly from the cache, since start"),
+    card("Served from cache", bytes(t.servedFromCache), "bytes readers got from the cache, since start"),
+    card("Served from origin", bytes(t.servedFromOrigin), "bytes readers waited on the origin for, since start"),
+    card("Origin bytes", bytes(t.originBytes), "all bytes fetched from origins, read-ahead and warm-up too"),
+    card("Fetches in flight", String(doc.fetches.length), "transfers from origins running now"),
+    // `--bwlimit`: the limit now, and when its timetable changes it next.
+    ...(doc.bandwidth ? [bandwidthCard(doc.bandwidth)] : []),
     // Reads by reader class (scanner, player, unknown, background): what each kind of program
     // read, and what it cost the origin.
     ...Object.entries(t.readers || {}).filter(([, r]) => r.reads > 0).map(([name, r]) =>
-      card("Read by " + name + " programs", bytes(r.fromCache + r.fromOrigin),
+      card("Read by " + name + " programs", bytes(r.fromCache + r.fromOrigin), null,
         el("div", {class: "k", text: r.reads + " reads · " + r.fetches + " origin requests for " + bytes(r.fetchedBytes)}))));
-  fill("#fetches", doc.fetches.map(f => [f.url, range(f.start, f.end == null ? -1 : f.end - 1), bytes(f.bytes), bytes(f.bytesPerSecond) + "/s", f.priority || "", duration(f.ageSeconds)]), "Nothing is being fetched.");
+  fill("#fetches", doc.fetches.map(f => [f.url, range(f.start, f.end == null ? -1 : f.end - 1), bytes(f.bytes), bytes(f.bytesPerSecond) + "/s", className(f.priority), duration(f.ageSeconds)]), "Nothing is being fetched.");
   $("#fetches-count").textContent = doc.fetches.length ? "(" + doc.fetches.length + ")" : "";
   const errors = allErrors ? doc.errors : doc.errors.slice(0, errorsShown);
   fill("#errors", errors.map(e => [new Date(e.time).toLocaleString(), e.url, e.start == null ? "open" : range(e.start, e.end), cause(e)]), "No errors.");
@@ -440,13 +459,24 @@ function drawSummary(doc) {
   }
   fill("#doors", doc.doors.map(d => d.kind === "mount" ? ["mount", d.mountpoint, "", ""] : ["proxy", "port " + d.port, d.bindAddress, d.tokenRequired ? "yes" : "no"]), "No mount or proxy.");
 }
+// The bandwidth limit in force (`--bwlimit`; 0: none now, a timetable's "off"), and the timetable's next change.
+function bandwidthCard(b) {
+  const limit = (n) => n > 0 ? bytes(n) + "/s" : "no limit";
+  const next = b.nextChange ? el("div", {class: "hint", text: "then " + limit(b.nextBytesPerSecond) + " from " + new Date(b.nextChange).toLocaleString()}) : null;
+  const c = card("Bandwidth limit", limit(b.bytesPerSecond), "origin bytes a second, all transfers together", next);
+  c.id = "bandwidth";
+  return c;
+}
 // One poll: the summary, then the page of each open folder.
 async function refresh() {
   try {
     const doc = await getJSON(query({view: "summary", filter: filter}));
     if (!doc) throw new Error("HTTP 404");
-    // A cache of one folder shows its files at once (once: closing it sticks).
-    if (!autoOpened && (doc.folders || []).length === 1 && !filter) { autoOpened = true; openFolders.set(doc.folders[0].id, 0); }
+    // A small cache (at most `openAllFiles` files, or one folder) shows its files at once: every
+    // folder is open but those the reader closed (closing sticks).
+    const folders = doc.folders || [];
+    if (doc.cache.files <= openAllFiles || folders.length === 1)
+      for (const f of folders) if (!openFolders.has(f.id) && !closed.has(f.id)) openFolders.set(f.id, 0);
     await Promise.all([...openFolders.keys()].map(loadPage));
     summary = doc;
     drawSummary(summary);

@@ -33,6 +33,45 @@ final class BandwidthTimetableTests: XCTestCase {
         }
     }
 
+    /// The status document's view: the limit now, and the next entry that changes it, at its
+    /// time (round the day, or the week); none when no entry does.
+    func testTheStatusNamesTheNextChangeAndItsLimit() {
+        let daily = BandwidthTimetable(entries: [.init(minute: 8 * 60, bytesPerSecond: 512 << 10),
+                                                 .init(minute: 12 * 60, bytesPerSecond: 512 << 10),
+                                                 .init(minute: 23 * 60, bytesPerSecond: 0)], weekly: false)
+        let weekly = BandwidthTimetable(entries: [.init(minute: 8 * 60, bytesPerSecond: 1 << 20),
+                                                  .init(minute: 5 * 24 * 60, bytesPerSecond: 0)], weekly: true)
+        let same = BandwidthTimetable(entries: [.init(minute: 60, bytesPerSecond: 1 << 20)], weekly: false)
+        let cases: [(BandwidthTimetable, Date, BandwidthLimitStatus, String)] = [
+            (daily, date(24, 9, 30), .init(bytesPerSecond: 512 << 10, nextChange: date(24, 23, 0), nextBytesPerSecond: 0),
+             "12:00 changes nothing: the next change is 23:00's"),
+            (daily, date(24, 23, 0), .init(bytesPerSecond: 0, nextChange: date(25, 8, 0), nextBytesPerSecond: 512 << 10),
+             "at its minute; the next change is the next day's"),
+            (daily, date(25, 7, 59).addingTimeInterval(30), .init(bytesPerSecond: 0, nextChange: date(25, 8, 0), nextBytesPerSecond: 512 << 10),
+             "within a minute: at the next minute's start"),
+            (weekly, date(27, 9, 0), .init(bytesPerSecond: 1 << 20, nextChange: date(28, 0, 0), nextBytesPerSecond: 0), "Friday: Saturday's"),
+            (weekly, date(29, 12, 0), .init(bytesPerSecond: 0, nextChange: date(30, 8, 0), nextBytesPerSecond: 1 << 20), "round the week"),
+            (same, date(24, 9, 0), .init(bytesPerSecond: 1 << 20), "one entry: no change"),
+        ]
+        for (table, at, expected, why) in cases {
+            XCTAssertEqual(table.status(at: at, calendar: utc), expected, why)
+        }
+    }
+
+    /// What the daemon gives the status document: nothing without --bwlimit, a fixed limit with no
+    /// next change, a timetable's view.
+    func testTheConfigurationReportsTheLimitForTheStatusDocument() throws {
+        var c = FetcherConfiguration()
+        XCTAssertNil(c.bandwidthReport, "no limit: no 'bandwidth' in the document")
+        c.maxBytesPerSecond = 1 << 20
+        XCTAssertEqual(try XCTUnwrap(c.bandwidthReport)(date(24, 9, 0)), BandwidthLimitStatus(bytesPerSecond: 1 << 20))
+        c.bandwidthTimetable = BandwidthTimetable(entries: [.init(minute: 8 * 60, bytesPerSecond: 512 << 10),
+                                                            .init(minute: 23 * 60, bytesPerSecond: 0)], weekly: false)
+        let report = try XCTUnwrap(c.bandwidthReport)(Date())
+        XCTAssertNotNil(report.nextChange, "a timetable's next change (in the machine's time zone)")
+        XCTAssertTrue([0, 512 << 10].contains(report.bytesPerSecond))
+    }
+
     func testAWeeklyTableCountsFromMonday() {
         let table = BandwidthTimetable(entries: [.init(minute: 8 * 60, bytesPerSecond: 1 << 20),               // Mon-08:00
                                                  .init(minute: 5 * 24 * 60, bytesPerSecond: 0)], weekly: true)  // Sat-00:00

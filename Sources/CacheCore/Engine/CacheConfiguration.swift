@@ -39,6 +39,9 @@ public struct CacheConfiguration: Sendable {
     /// `--egress-budget`: each origin's use, shown in the status document and /metrics (the
     /// fetcher, given the same ledger, counts and enforces it); nil: no budget.
     public var egressLedger: EgressLedger? = nil
+    /// `--bwlimit`: the limit in force at a time and the timetable's next change, for the status
+    /// document (the fetcher enforces it); nil: no limit was given.
+    public var bandwidthLimit: (@Sendable (Date) -> BandwidthLimitStatus)? = nil
     /// `--ignore-etag`: versions are told apart by length and Last-Modified only, and `If-Range`
     /// carries Last-Modified (for origins whose ETags change on every answer).
     public var ignoreETag = false

@@ -40,6 +40,9 @@ public struct StatusDocument: Sendable, Codable, Equatable {
     public var budgets: [EgressBudgetStatus]? = nil
     /// The cache tier's counters (`--tier`); absent without one.
     public var tier: TierStatus?
+    /// The bandwidth limit in force (`--bwlimit`) and its timetable's next change; absent
+    /// without a limit.
+    public var bandwidth: BandwidthLimitStatus? = nil
     /// Which view of the cache this is (`StatusView`): absent for the full document (every file),
     /// "summary" (no files, folder totals), "folder" (one page of one folder's files).
     public var view: String? = nil
@@ -106,6 +109,21 @@ public enum FileOrder: String, Sendable, Equatable, CaseIterable {
 
 /// One folder of the status page: the files of one origin whose URL paths share everything up
 /// to the last `/`, added up.
+/// `--bwlimit` as the status document shows it: the origin bytes per second allowed now, across
+/// all transfers (0: none now, a timetable's `off`), and when a timetable next changes it, to what.
+public struct BandwidthLimitStatus: Sendable, Codable, Equatable {
+    public var bytesPerSecond: Int64
+    /// nil: a fixed limit, or a timetable that never changes it.
+    public var nextChange: Date?
+    public var nextBytesPerSecond: Int64?
+
+    public init(bytesPerSecond: Int64, nextChange: Date? = nil, nextBytesPerSecond: Int64? = nil) {
+        self.bytesPerSecond = bytesPerSecond
+        self.nextChange = nextChange
+        self.nextBytesPerSecond = nextBytesPerSecond
+    }
+}
+
 public struct FolderTotals: Sendable, Codable, Equatable {
     /// Stable while the folder exists: what `status.json?folder=` takes.
     public var id: String
@@ -363,6 +381,7 @@ extension CacheEngine {
                 return status
             })
         document.budgets = configuration.egressLedger?.status()
+        document.bandwidth = configuration.bandwidthLimit?(now)
         switch view {
         case .full:
             document.files = list.map { fileStatus($0, fetching: fetching) }

@@ -258,6 +258,7 @@ struct CacheOptions: ParsableArguments {
             : EgressLedger(rules: resolved.transfer.egressBudgets, file: configuration.directory + "/egress-budget.json", logger: fetchLogger)
         originConfiguration.egressLedger = ledger
         configuration.egressLedger = ledger
+        configuration.bandwidthLimit = originConfiguration.bandwidthReport
         originConfiguration.access.scope.add(urls: credentialURLs)
         let origin = CurlRangeSource(configuration: originConfiguration, logger: fetchLogger)
         // With `--tier`, a second source talks to the tier nodes (no retries, short timeouts: the
