@@ -158,9 +158,22 @@ extension UnprivilegedUserTests {
     /// for the read timeout). Here that daemon is an httpcachefs mount whose origin logs every
     /// request: root's `status` must send it none.
     func testRootsStatusDoesNotLookIntoAnotherUsersFuseMount() throws {
-        let conf = (try? String(contentsOfFile: "/etc/fuse.conf", encoding: .utf8)) ?? ""
-        guard conf.split(separator: "\n").contains(where: { $0.trimmingCharacters(in: .whitespaces) == "user_allow_other" }) else {
-            throw XCTSkip("needs user_allow_other in /etc/fuse.conf (without it no other user, root included, can look into the user's mount)")
+        // Needs user_allow_other in /etc/fuse.conf (without it no other user, root included, can
+        // look into the user's mount): added for this test when missing, as the set-up opens
+        // /dev/fuse, and put back afterwards.
+        let confPath = "/etc/fuse.conf"
+        let conf = try? String(contentsOfFile: confPath, encoding: .utf8)
+        if !(conf ?? "").split(separator: "\n").contains(where: { $0.trimmingCharacters(in: .whitespaces) == "user_allow_other" }) {
+            guard geteuid() == 0 else {
+                throw XCTSkip("needs user_allow_other in /etc/fuse.conf, which only root may add")
+            }
+            print("⚠️  /etc/fuse.conf lacks user_allow_other: adding it for this test")
+            let before = conf ?? ""
+            try (before + (before.isEmpty || before.hasSuffix("\n") ? "" : "\n") + "user_allow_other\n")
+                .write(toFile: confPath, atomically: false, encoding: .utf8)
+        }
+        defer {
+            if let conf { try? conf.write(toFile: confPath, atomically: false, encoding: .utf8) } else { unlink(confPath) }
         }
         list("/fake/", ["lock", "index.sqlite", "proxy.json"])
         for name in ["lock", "index.sqlite", "proxy.json"] { origin.setFile("/fake/" + name, data: Array("0123456789".utf8)) }
