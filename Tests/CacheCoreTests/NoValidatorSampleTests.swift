@@ -7,29 +7,8 @@ import TestSupport
 /// then the new one (8 MiB of each). Such a fetch now also asks for a sample of the cached bytes
 /// (the first cached 4 KiB, in a second small request) and holds its bytes back until the sample
 /// compares equal; a change starts a new version, and the next open reads it whole.
-final class NoValidatorSampleTests: XCTestCase {
-    private var dir: String!
+final class NoValidatorSampleTests: VersionCheckTestCase {
     private let url = "http://origin.test/media/plain.bin"
-    private let slice: Int64 = 1 << 20
-
-    override func setUp() { dir = NSTemporaryDirectory() + "httpcachefs-sample-\(UUID().uuidString)" }
-    override func tearDown() { try? FileManager.default.removeItem(atPath: dir) }
-
-    /// No read-ahead: each read fetches exactly its range, so the test says which request comes.
-    private func engine(_ source: ScriptedSource) throws -> CacheEngine {
-        try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 64 << 20, freeSpaceFloor: 0, sliceSize: slice,
-                                                          readTimeout: 10, initialReadAhead: 0, maxReadAhead: 0),
-                        source: source)
-    }
-
-    private func read(_ reader: CacheReader, _ range: Range<Int>) async throws -> [UInt8] {
-        try await reader.read(offset: Int64(range.lowerBound), length: range.count)
-    }
-
-    private func isRemoteChanged(_ error: Error) -> Bool {
-        if case .remoteChanged = error as? CacheError { return true }
-        return false
-    }
 
     /// The file changes (same length, then another length) between a read of its head and a
     /// seek past an uncached stretch: the seek's read fails, never answers with the new bytes

@@ -8,30 +8,9 @@ import TestSupport
 /// now also asks for the 4 KiB before it and compares them with the cached bytes
 /// (`VersionOverlap`); an open's probe compares the cached head. A difference is a new version:
 /// the read fails with `remoteChanged`, the old slices go, nothing mixed is kept.
-final class OverlapCheckTests: XCTestCase {
-    private var dir: String!
+final class OverlapCheckTests: VersionCheckTestCase {
     private let url = "http://origin.test/media/big.bin"
     private let date = "Mon, 01 Jan 2024 00:00:00 GMT"
-    private let slice: Int64 = 1 << 20
-
-    override func setUp() { dir = NSTemporaryDirectory() + "httpcachefs-overlap-\(UUID().uuidString)" }
-    override func tearDown() { try? FileManager.default.removeItem(atPath: dir) }
-
-    /// No read-ahead: each read fetches exactly its range, so the test says which request comes.
-    private func engine(_ source: ScriptedSource) throws -> CacheEngine {
-        try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 64 << 20, freeSpaceFloor: 0, sliceSize: slice,
-                                                          readTimeout: 10, initialReadAhead: 0, maxReadAhead: 0),
-                        source: source)
-    }
-
-    private func read(_ reader: CacheReader, _ range: Range<Int>) async throws -> [UInt8] {
-        try await reader.read(offset: Int64(range.lowerBound), length: range.count)
-    }
-
-    private func isRemoteChanged(_ error: Error) -> Bool {
-        if case .remoteChanged = error as? CacheError { return true }
-        return false
-    }
 
     func testAFileReplacedDuringAnOpenFailsTheReadAndKeepsNothingMixed() async throws {
         let old = randomBytes(3 << 20, seed: 71), new = randomBytes(3 << 20, seed: 72)
