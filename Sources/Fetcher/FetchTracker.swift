@@ -84,6 +84,7 @@ private final class TrackedSink: FetchSink, FetchRetryObserving, Sendable {
     func fetchDidReceiveHead(_ head: ResponseHead) -> Bool {
         bodyStart.store(head.bodyStart, ordering: .relaxed)
         tracker.metrics.noteOriginAnswer(status: head.status)
+        tracker.metrics.originTraffic.noteRequest(url: request.url)
         return sink.fetchDidReceiveHead(head)
     }
 
@@ -109,15 +110,21 @@ private final class TrackedSink: FetchSink, FetchRetryObserving, Sendable {
     func fetchDidFinish(_ error: FetchError?) {
         tracker.ended(self)
         switch error {
-        case let .http(status, _)?: tracker.metrics.noteOriginAnswer(status: status)
-        case .network?, .timeout?, .invalidResponse?, .refusedAddress?: tracker.metrics.noteOriginFailure()
+        case let .http(status, _)?:
+            tracker.metrics.noteOriginAnswer(status: status)
+            tracker.metrics.originTraffic.noteRequest(url: request.url)
+        case .network?, .timeout?, .invalidResponse?, .refusedAddress?:
+            tracker.metrics.noteOriginFailure()
+            tracker.metrics.originTraffic.noteRequest(url: request.url)
         case .remoteChanged?, .cancelled?, .budgetSpent?, nil: break   // budgetSpent: never sent
         }
+        tracker.metrics.originTraffic.noteBytes(url: request.url, received.load(ordering: .relaxed))
         sink.fetchDidFinish(error)
     }
 
     func fetchWillRetry() {
         tracker.metrics.noteRetry()
+        tracker.metrics.originTraffic.noteRequest(url: request.url)
         (sink as? FetchRetryObserving)?.fetchWillRetry()
     }
 

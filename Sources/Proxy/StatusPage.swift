@@ -9,9 +9,12 @@
 ///
 /// Layout, top to bottom: banners (`#banners`, one `div.banner` each: origins down, egress
 /// budgets spent or nearly so, recent errors), summary cards (each with a line on what it counts;
-/// `#bandwidth`: the `--bwlimit` in force and its next change), what is happening now (`#now`: fetches in flight, recent errors, the
+/// `#bandwidth`: the `--bwlimit` in force and its next change), what is happening now (`#now`: fetches in flight, recent errors,
+/// what each reader class read, fetched and wasted (`#readers`, a row `tr[data-reader]` each),
+/// each origin's requests a second and egress budget (`#origins`, `tr[data-origin]`), the
 /// tier), then the files: a filter box (`#filter`: a substring of names and URLs, matched by the
-/// daemon; kept in the address as `?filter=`), folders grouped by origin (`tr.origin`), each folder a row with its totals
+/// daemon; kept in the address as `?filter=`) and a choice of mount (`#mount`: the filter set to
+/// the first URL a mount serves; each folder names the mounts serving it, `.mounts`), folders grouped by origin (`tr.origin`), each folder a row with its totals
 /// (`tr.folder`; collapsed, but all open in a cache of at most 50 files or one folder) that opens
 /// onto a page of its files (`tr.folder-files`, with a pager),
 /// then the doors. At phone width (<= 720 px) secondary columns (`.secondary`) are hidden, so
@@ -104,7 +107,10 @@ tr.detail dl { max-width:min(1200px, calc(100vw - 48px)); display:grid; grid-tem
 tr.detail dt { color:var(--muted); }
 tr.detail dd { margin:0; word-break:break-all; }
 .kind { color:var(--muted); font-size:12px; margin-left:4px; }
+.mounts { display:block; font-size:12px; white-space:normal; overflow-wrap:anywhere; }
+#mount { font:inherit; padding:4px 6px; border:1px solid var(--line); border-radius:6px; max-width:100%; }
 .muted { color:var(--muted); }
+p.note { font-size:12px; margin:4px 0 0; }
 .err { color:var(--err); }
 .stale { color:var(--err); font-weight:600; }
 @media (max-width: 720px) {
@@ -155,17 +161,22 @@ tr.detail dd { margin:0; word-break:break-all; }
 <div class="scroll"><table id="fetches"><thead><tr><th class="name">URL</th><th class="secondary">Range</th><th class="num">Received</th><th class="num">Rate</th><th class="secondary">Class</th><th class="num secondary">Age</th></tr></thead><tbody></tbody></table></div>
 <h2 id="recent-errors">Recent errors <span class="count" id="errors-count"></span></h2>
 <div class="scroll"><table id="errors"><thead><tr><th>Time</th><th class="name">URL</th><th class="secondary">Range</th><th>Status / cause</th></tr></thead><tbody></tbody></table></div>
+<h2 id="readers-title">What each kind of program costs <span class="count">since start</span></h2>
+<div class="scroll"><table id="readers"><thead><tr><th>Programs</th><th class="num">Read</th><th class="num">Fetched</th><th class="num">Wasted</th><th class="num secondary">Reads</th><th class="num secondary">Requests</th></tr></thead><tbody></tbody></table></div>
+<p class="muted note">Read: bytes the programs got (from the cache or the origin). Fetched: bytes the origin sent for their reads and read-ahead. Wasted: fetched bytes that left the cache without any program reading them (kept in memory: bytes cached before the start count as neither). "open": an open's first request, made before the program's kind is known.</p>
+<h2 id="origins-title">Origins <span class="count" id="origins-note"></span></h2>
+<div class="scroll"><table id="origins"><thead><tr><th class="name">Origin</th><th class="num">Requests/s</th><th class="num secondary">Requests</th><th class="num secondary">Bytes</th><th class="num">Budget used</th><th class="num">Left</th><th class="secondary">Resets</th></tr></thead><tbody></tbody></table></div>
 <h2 id="tier-title" hidden>Tier</h2>
 <div class="scroll" id="tier-box" hidden><table id="tier"><thead><tr><th>Node</th><th class="num wide">Bytes</th><th class="num">Errors</th><th>State</th></tr></thead><tbody></tbody></table></div>
 </section>
 <h2 id="files-title">Files <span class="count" id="files-count"></span> <span class="legend muted"><span style="background:var(--cached)"></span>cached<span style="background:var(--fetching)"></span>fetching now<span style="background:var(--empty)"></span>not cached</span></h2>
-<div class="toolbar"><input id="filter" type="search" placeholder="Filter names and URLs" aria-label="Filter names and URLs" autocomplete="off"><span class="muted" id="folders-note"></span></div>
+<div class="toolbar"><input id="filter" type="search" placeholder="Filter names and URLs" aria-label="Filter names and URLs" autocomplete="off"><select id="mount" aria-label="Files of one mount" hidden><option value="">All mounts and the proxy</option></select><span class="muted" id="folders-note"></span></div>
 <table id="folders">
 <colgroup><col><col class="count"><col class="count"><col class="minor"><col class="minor"></colgroup>
 <thead><tr><th class="name">Folder</th><th class="num">Files</th><th class="num secondary">Size</th><th class="num">Cached</th><th class="num secondary">Pinned</th></tr></thead>
 <tbody></tbody></table>
 <h2>Doors</h2>
-<div class="scroll"><table id="doors"><thead><tr><th>Kind</th><th>Where</th><th class="secondary">Bind</th><th class="secondary">Token required</th></tr></thead><tbody></tbody></table></div>
+<div class="scroll"><table id="doors"><thead><tr><th>Kind</th><th class="name">Where</th><th class="name secondary">Serves / bind</th><th class="secondary">Token required</th></tr></thead><tbody></tbody></table></div>
 </main>
 <script>
 "use strict";
@@ -338,8 +349,9 @@ function drawFolders() {
     };
     // The listings only where there is room: at phone width the column shows the files alone.
     const listings = folder.listings ? el("span", {class: "secondary", text: " + " + folder.listings + (folder.listings === 1 ? " listing" : " listings")}) : null;
+    const servedBy = mountsOf(folder);
     body.append(el("tr", {class: "folder" + (isOpen ? " open" : ""), "data-folder": folder.path, "data-folder-id": folder.id},
-      el("td", {class: "name"}, toggle),
+      el("td", {class: "name"}, toggle, servedBy.length ? el("span", {class: "mounts muted", "data-mounts": servedBy.join("\n"), text: "in " + servedBy.join(", ")}) : null),
       el("td", {class: "num"}, String(folder.files), listings),
       el("td", {class: "num secondary", text: bytes(folder.lengthBytes)}),
       el("td", {class: "num"}, el("span", {class: "secondary", text: bytes(folder.cachedBytes) + " · "}), percent(folder.cachedBytes, folder.lengthBytes)),
@@ -430,16 +442,13 @@ function drawSummary(doc) {
     card("Files · slices", c.files + " · " + c.slices, "files with cached bytes · slice files on disk"),
     card("Hit ratio", c.hitRatio == null ? "–" : (100 * c.hitRatio).toFixed(1) + " %", "reads answered wholly from the cache, since start"),
     card("Served from cache", bytes(t.servedFromCache), "bytes readers got from the cache, since start"),
-    card("Served from origin", bytes(t.servedFromOrigin), "bytes readers waited on the origin for, since start"),
-    card("Origin bytes", bytes(t.originBytes), "all bytes fetched from origins, read-ahead and warm-up too"),
+    card("Served from origin", bytes(t.servedFromOrigin), "bytes of readers' answers that arrived from the origin while they waited, since start"),
+    card("Origin bytes", bytes(t.originBytes), "every byte origins sent, since start: reads, read-ahead, warm-up, opens (at least what was served from origin)"),
     card("Fetches in flight", String(doc.fetches.length), "transfers from origins running now"),
     // `--bwlimit`: the limit now, and when its timetable changes it next.
-    ...(doc.bandwidth ? [bandwidthCard(doc.bandwidth)] : []),
-    // Reads by reader class (scanner, player, unknown, background): what each kind of program
-    // read, and what it cost the origin.
-    ...Object.entries(t.readers || {}).filter(([, r]) => r.reads > 0).map(([name, r]) =>
-      card("Read by " + name + " programs", bytes(r.fromCache + r.fromOrigin), null,
-        el("div", {class: "k", text: r.reads + " reads · " + r.fetches + " origin requests for " + bytes(r.fetchedBytes)}))));
+    ...(doc.bandwidth ? [bandwidthCard(doc.bandwidth)] : []));
+  drawReaders(t.readers || {});
+  drawOrigins(doc);
   fill("#fetches", doc.fetches.map(f => [f.url, range(f.start, f.end == null ? -1 : f.end - 1), bytes(f.bytes), bytes(f.bytesPerSecond) + "/s", className(f.priority), duration(f.ageSeconds)]), "Nothing is being fetched.");
   $("#fetches-count").textContent = doc.fetches.length ? "(" + doc.fetches.length + ")" : "";
   const errors = allErrors ? doc.errors : doc.errors.slice(0, errorsShown);
@@ -457,7 +466,63 @@ function drawSummary(doc) {
     fill("#tier", doc.tier.nodes.map(n => [n.node, bytes(n.bytes), String(n.errors), n.backedOff ? "skipped (back-off)" : "ok"])
       .concat([["origin (checks, fallbacks)", bytes(doc.tier.originBytes), "", ""]]), "No node.");
   }
-  fill("#doors", doc.doors.map(d => d.kind === "mount" ? ["mount", d.mountpoint, "", ""] : ["proxy", "port " + d.port, d.bindAddress, d.tokenRequired ? "yes" : "no"]), "No mount or proxy.");
+  fill("#doors", doc.doors.map(d => d.kind === "mount" ? ["mount", d.mountpoint, (d.urls || []).join(" "), ""] : ["proxy", "port " + d.port, d.bindAddress, d.tokenRequired ? "yes" : "no"]), "No mount or proxy.");
+  drawMounts(doc.doors);
+}
+// By reader class (player, unknown, scanner, background; "open": an open's first request):
+// what each kind of program read, what the origin sent for it, and what of that was never read.
+function drawReaders(readers) {
+  const order = ["player", "unknown", "scanner", "background", "open"];
+  const rows = Object.entries(readers)
+    .filter(([, r]) => r.reads > 0 || r.receivedBytes > 0 || r.fetches > 0)
+    .sort((a, b) => order.indexOf(a[0]) - order.indexOf(b[0]))
+    .map(([name, r]) => {
+      const tr = [name, bytes(r.fromCache + r.fromOrigin), bytes(r.receivedBytes || 0), bytes(r.wastedBytes || 0),
+        name === "open" ? "" : String(r.reads), name === "open" ? "" : String(r.fetches)];
+      return tr;
+    });
+  fill("#readers", rows, "Nothing read yet.");
+  for (const [i, tr] of [...$("#readers tbody").rows].entries()) if (rows[i]) tr.dataset.reader = rows[i][0];
+}
+// Per origin: requests a second now (against `--tpslimit`), requests and bytes since start, and
+// its egress budget (`--egress-budget`): used, left, when it resets.
+function drawOrigins(doc) {
+  const budgets = new Map((doc.budgets || []).map(b => [b.origin, b]));
+  const names = new Set([...(doc.origins || []).map(o => o.origin), ...budgets.keys()]);
+  const traffic = new Map((doc.origins || []).map(o => [o.origin, o]));
+  const rows = [...names].sort().map(name => {
+    const o = traffic.get(name) || {requests: 0, bytes: 0, requestsPerSecond: 0}, b = budgets.get(name);
+    return [name, o.requestsPerSecond.toFixed(1), String(o.requests), bytes(o.bytes),
+      b ? bytes(b.usedBytes) + " of " + b.budget : "no budget", b ? bytes(b.leftBytes) : "", b ? new Date(b.resetsAt).toLocaleString() : ""];
+  });
+  fill("#origins", rows, "No origin asked yet.");
+  for (const [i, tr] of [...$("#origins tbody").rows].entries()) if (rows[i]) tr.dataset.origin = rows[i][0];
+  $("#origins-note").textContent = doc.requestRateLimit ? "(limit " + doc.requestRateLimit + " requests/s each)" : "(requests/s: the last 10 s)";
+}
+// A view by mountpoint: each mount (of several on one daemon) is a choice that shows the files
+// under the URLs it serves (the filter, set to its first URL: a substring of the files' URLs).
+// Folders show which mount serves them (`.mounts`).
+let mounts = [];
+function drawMounts(doors) {
+  mounts = doors.filter(d => d.kind === "mount" && d.urls && d.urls.length);
+  const select = $("#mount"), chosen = select.value;
+  select.hidden = mounts.length < 1;
+  const options = [el("option", {value: "", text: "All mounts and the proxy"})];
+  for (const m of mounts) options.push(el("option", {value: m.urls[0], text: "Mount " + m.mountpoint}));
+  select.replaceChildren(...options);
+  select.value = mounts.some(m => m.urls[0] === filter) ? filter : chosen && chosen === filter ? chosen : "";
+}
+$("#mount").addEventListener("change", () => {
+  const v = $("#mount").value;
+  $("#filter").value = v; setFilter(v);
+  for (const id of openFolders.keys()) openFolders.set(id, 0);
+  refresh();
+});
+/// The mountpoints serving a folder (`origin` + decoded `path`): those with a URL it lies under.
+function mountsOf(folder) {
+  const where = folder.origin + folder.path;
+  const decoded = (u) => { try { return decodeURI(u); } catch (e) { return u; } };
+  return mounts.filter(m => m.urls.some(u => where.startsWith(decoded(u)) || decoded(u).startsWith(where) && folder.path !== "/")).map(m => m.mountpoint);
 }
 // The bandwidth limit in force (`--bwlimit`; 0: none now, a timetable's "off"), and the timetable's next change.
 function bandwidthCard(b) {

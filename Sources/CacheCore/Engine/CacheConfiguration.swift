@@ -42,6 +42,9 @@ public struct CacheConfiguration: Sendable {
     /// `--bwlimit`: the limit in force at a time and the timetable's next change, for the status
     /// document (the fetcher enforces it); nil: no limit was given.
     public var bandwidthLimit: (@Sendable (Date) -> BandwidthLimitStatus)? = nil
+    /// `--tpslimit`: requests a second to each origin, for the status document (the fetcher
+    /// enforces it); nil: no limit.
+    public var requestRateLimit: Double? = nil
     /// `--ignore-etag`: versions are told apart by length and Last-Modified only, and `If-Range`
     /// carries Last-Modified (for origins whose ETags change on every answer).
     public var ignoreETag = false

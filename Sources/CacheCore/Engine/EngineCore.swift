@@ -496,6 +496,7 @@ final class EngineCore: Sendable {
             "url": "\(entry.info.url)", "etag": "\(entry.info.etag ?? "-") -> \(head.etag ?? "-")",
             "length": "\(entry.info.length.map(String.init) ?? "?") -> \(head.totalLength.map(String.init) ?? "?")"])
         let dropped = entry.machine.generationStarted(makeGeneration(), keeping: fetchID)
+        metrics.noteWasted(entry.machine.takeWasted())
         adopt(head, into: entry)
         addBytes(-dropped.droppedBytes)
         store.forgetFiles(of: entry.handle)

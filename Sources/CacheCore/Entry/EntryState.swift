@@ -131,6 +131,8 @@ final class Waiter {
     /// `.waiting` for a player's, `.waitedScan` for a scanner's; nil for a warm-up's, whose
     /// transfer keeps the lowest class.
     var waitClass: FetchPriority? = .waiting
+    /// Its reader's class: the transfers it starts when planned again are that class's.
+    var readerClass: ReaderClass = .player
     var replans = 0
     /// How the read is answered: what leaves the shard lock in its stead, a `Waiter` never does.
     typealias Completion = @Sendable (Result<ReadLease, CacheError>) -> Void

@@ -176,6 +176,7 @@ extension EntryStateMachine {
         let dropped = content.coverage.count
         content.coverage = RangeSet()
         reads.unreadAhead = RangeSet()
+        reads.wastedUncounted += reads.unreadFetched.droppedAll()
         uncheckedSlicesForgotten()
         content.pending.removeAll()
         content.sliceBytes = [:]
@@ -188,8 +189,23 @@ extension EntryStateMachine {
 
     /// A transfer's bytes `gap` are new to the entry: those no read waits for are marked as
     /// read-ahead (`markReadAhead`). Returns how many were.
-    mutating func readAheadArrived(_ gap: Range<Int64>, waiting: WaitingRanges) -> Int64 {
-        Self.markReadAhead(gap, Self.readAhead(in: gap, waiting: waiting), in: &reads.unreadAhead)
+    /// `fetchedBy`: the class of the reader whose transfer brought them (nil: the open's probe),
+    /// whose waste they are if they leave the cache unread (`UnreadFetched`).
+    mutating func readAheadArrived(_ gap: Range<Int64>, waiting: WaitingRanges, fetchedBy owner: ReaderClass? = nil) -> Int64 {
+        let ahead = Self.readAhead(in: gap, waiting: waiting)
+        switch ahead {
+        case .all: reads.unreadFetched.mark(gap, by: owner)
+        case let .only(early): for r in early.ranges { reads.unreadFetched.mark(r, by: owner) }
+        }
+        return Self.markReadAhead(gap, ahead, in: &reads.unreadAhead)
+    }
+
+    /// Fetched bytes that left the cache unread since the last call (evicted, found unreadable,
+    /// dropped for a new version), by fetcher; the engine counts them
+    /// (`CacheMetrics.noteWasted`).
+    mutating func takeWasted() -> WastedBytes {
+        defer { reads.wastedUncounted = WastedBytes() }
+        return reads.wastedUncounted
     }
 
     /// A chunk of new bytes waits for the writer.
@@ -273,6 +289,7 @@ extension EntryStateMachine {
     /// Returns the bytes the coverage lost.
     mutating func sliceDropped(_ slice: Int64, range: Range<Int64>) -> Int64 {
         let n = content.coverage.remove(range)
+        if !reads.unreadFetched.isEmpty { reads.wastedUncounted += reads.unreadFetched.dropped(range) }
         content.sliceBytes[slice] = nil
         content.sliceAccess[slice] = nil
         return n

@@ -156,6 +156,7 @@ extension EntryStateMachine {
             orphaned = inflight.release(reader: read.reader, keeping: waiting)
         }
         if !reads.unreadAhead.isEmpty { action.readAheadRead = reads.unreadAhead.remove(request) }
+        if !reads.unreadFetched.isEmpty { reads.unreadFetched.read(request) }
         reads.lastAccess = now
         reads.readStatsDirty = true
         reads.readsByDoor.add(read.door)
@@ -174,7 +175,7 @@ extension EntryStateMachine {
         for f in plan.fetches {
             let id = makeFetchID()
             inflight.start(id: id, generation: read.generation, start: f.start, end: f.end,
-                           reader: read.reader, pinned: !facts.acceptsRanges, priority: readAheadClass, now: now)
+                           reader: read.reader, readerClass: read.readerClass, pinned: !facts.acceptsRanges, priority: readAheadClass, now: now)
             action.launches.append(PlannedFetch(id: id, fetch: f, bytes: (f.end ?? facts.length).map { $0 - f.start }))
         }
         progress.pace.note(readEnd: request.upperBound, missed: !plan.isHit, now: uptime)
@@ -187,6 +188,7 @@ extension EntryStateMachine {
             let waiter = Waiter(reader: read.reader, files: read.files, range: request, generation: read.generation,
                                 deadline: now + facts.readTimeout, since: uptime, completion: read.completion)
             waiter.waitClass = read.waitClass
+            waiter.readerClass = read.readerClass
             for v in facts.pending.views(in: request) { waiter.fill(v.range, in: v.chunk.storage, at: v.storageOffset) }
             reads.waiters.append(waiter)
         }
@@ -218,6 +220,7 @@ extension EntryStateMachine {
             return nil
         }
         reads.bytesFromCache += range.length
+        if !reads.unreadFetched.isEmpty { reads.unreadFetched.read(range) }
         reads.lastAccess = now
         reads.readStatsDirty = true
         return range
@@ -275,6 +278,10 @@ struct EntryReads {
     /// Bytes that arrived while no read waited for them (read-ahead), not read since: what a
     /// read takes from here counts as read-ahead that was read (`CacheMetrics`).
     var unreadAhead = RangeSet()
+    /// The same bytes by who fetched them, and those of them that left the cache since the
+    /// engine last took the count (`EntryStateMachine.takeWasted()`).
+    var unreadFetched = UnreadFetched()
+    var wastedUncounted = WastedBytes()
     var hits: Int64 = 0
     var misses: Int64 = 0
     var bytesFromCache: Int64 = 0

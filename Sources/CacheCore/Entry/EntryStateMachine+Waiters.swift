@@ -108,7 +108,7 @@ extension EntryStateMachine {
             for f in plan.fetches {
                 let id = makeFetchID()
                 inflight.start(id: id, generation: facts.generation, start: f.start, end: f.end,
-                               reader: w.reader, pinned: !facts.acceptsRanges, now: now)
+                               reader: w.reader, readerClass: w.readerClass, pinned: !facts.acceptsRanges, now: now)
                 action.launches.append(PlannedFetch(id: id, fetch: f, bytes: (f.end ?? facts.length).map { $0 - f.start }))
             }
             still.append(w)

@@ -22,6 +22,9 @@ struct InFlightTable: Sendable {
         /// that started it.
         var base: FetchPriority = .far
         var owner: Int?
+        /// The class of that reader; nil: no reader's (the open's metadata probe). Its bytes are
+        /// that class's fetched bytes, and its waste if none is read (`UnreadFetched`).
+        var readerClass: ReaderClass?
         /// Its class now, and when the oldest read still waiting on it started waiting (as the
         /// fetcher was last told; see `prioritize`).
         var priority: FetchPriority = .far
@@ -58,11 +61,11 @@ struct InFlightTable: Sendable {
         return f.delivered >= (256 << 10) && elapsed > 0.01 ? Double(f.delivered) / elapsed : nil
     }
 
-    mutating func start(id: Int, generation: Int64, start: Int64, end: Int64?, reader: Int?, pinned: Bool = false,
-                        priority: FetchPriority = .far, now: Double) {
+    mutating func start(id: Int, generation: Int64, start: Int64, end: Int64?, reader: Int?, readerClass: ReaderClass? = nil,
+                        pinned: Bool = false, priority: FetchPriority = .far, now: Double) {
         fetches[id] = Fetch(id: id, generation: generation, start: start, cursor: start, end: end,
                             interest: reader.map { [$0] } ?? [], pinned: pinned, startedAt: now,
-                            base: priority, owner: reader, priority: priority)
+                            base: priority, owner: reader, readerClass: readerClass, priority: priority)
     }
 
     /// Classes the fetches again from the reads waiting now (`ranges` still missing, each with

@@ -23,6 +23,7 @@ extension Evictor {
                     userPinned: userPins.overlaps(c.key, store.sliceRange(c.slice)), wanted: stillWanted(e))
                 guard e.machine.evictionOffered(.init(slice: c.slice, access: c.access), now: now) == .take else { return nil }
                 let n = e.machine.sliceDropped(c.slice, range: store.sliceRange(c.slice))
+                metrics.noteWasted(e.machine.takeWasted())
                 addBytes(-n)
                 return EvictedSlice(id: .init(entryID: e.id, generation: e.info.generation, slice: c.slice),
                                     entry: e.handle, shard: shard, bytes: n)

@@ -463,8 +463,10 @@ final class EntrySink: FetchSink {
         var queued: [PendingBytes.Chunk] = []
         var ahead: Int64 = 0
         let waiting = WaitingRanges(entry.waiters, generation: generation)
+        let fetchedBy = entry.inflight.fetches[fetchID]?.readerClass
+        core.metrics.noteFetched(by: fetchedBy, bytes: range.length)
         for gap in Machine.newBytes(in: range, coverage: entry.coverage, pending: entry.pending.ranges) {
-            ahead += entry.machine.readAheadArrived(gap, waiting: waiting)
+            ahead += entry.machine.readAheadArrived(gap, waiting: waiting, fetchedBy: fetchedBy)
             for piece in Machine.chunks(of: gap, sliceSize: core.store.sliceSize) {
                 let chunk = PendingBytes.Chunk(range: piece, storage: storage, offset: at + Int(piece.lowerBound - range.lowerBound))
                 entry.machine.pendingAdded(chunk)

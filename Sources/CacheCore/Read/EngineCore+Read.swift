@@ -276,6 +276,7 @@ extension EngineCore {
             for s in slices(of: range) {
                 addBytes(-entry.machine.sliceDropped(s, range: store.sliceRange(s)))
             }
+            metrics.noteWasted(entry.machine.takeWasted())
         }
     }
 

@@ -55,6 +55,12 @@ public final class CacheMetrics: Sendable {
     private let classBytes: [[Tally]]
     private let classFetches: [Tally]
     private let classFetchBytes: [Tally]
+    /// By fetcher (`UnreadFetched.index(of:)`: the classes, then the open's probe, labelled
+    /// "open"): the bytes its transfers brought, and those of them that left the cache unread.
+    private let ownerReceived: [Tally]
+    private let ownerWasted: [Tally]
+    /// Requests and bytes by origin (`OriginTraffic`).
+    public let originTraffic: OriginTraffic
 
     private struct Listed {
         var recent = RecentErrors(capacity: 50)
@@ -90,6 +96,11 @@ public final class CacheMetrics: Sendable {
         "httpcachefs_reader_served_bytes_total": "Bytes answered to readers by reader class and by where they came from (cache, origin).",
         "httpcachefs_reader_fetches_total": "Origin requests started for readers' reads and read-ahead, by reader class.",
         "httpcachefs_reader_fetch_bytes_total": "Bytes those requests asked for, by reader class (a request stopped early by a seek or a close delivers less).",
+        "httpcachefs_reader_received_bytes_total": "Bytes the origin (or a cache tier node) sent for each reader class's requests; reader=\"open\": an open's first request, made before its reader is known.",
+        "httpcachefs_reader_wasted_bytes_total": "Of the received bytes, those that left the cache (evicted, unreadable, a new version of the file) without any reader having read them; bytes cached before the daemon's start are not counted.",
+        "httpcachefs_origin_host_requests_total": "HTTP requests sent to each origin (scheme://host:port), retries included, by when they were answered or failed.",
+        "httpcachefs_origin_host_requests_per_second": "Requests a second to each origin over the last 10 seconds (compare with --tpslimit).",
+        "httpcachefs_origin_host_bytes_total": "Body bytes received from each origin, counted as each transfer ends.",
         "httpcachefs_origins_down": "Origins that cannot be reached now (cached bytes are served, other reads fail at once until a probe gets an answer).",
         "httpcachefs_egress_budget_bytes": "Each origin's egress budget per period (--egress-budget).",
         "httpcachefs_egress_budget_used_bytes": "Bytes of each origin's egress budget used this period.",
@@ -149,6 +160,10 @@ public final class CacheMetrics: Sendable {
         }
         classFetches = ReaderClass.allCases.map { Tally("httpcachefs_reader_fetches_total", [("reader", $0.rawValue)], factory) }
         classFetchBytes = ReaderClass.allCases.map { Tally("httpcachefs_reader_fetch_bytes_total", [("reader", $0.rawValue)], factory) }
+        let owners = ReaderClass.allCases.map(\.rawValue) + [Self.openOwner]
+        ownerReceived = owners.map { Tally("httpcachefs_reader_received_bytes_total", [("reader", $0)], factory) }
+        ownerWasted = owners.map { Tally("httpcachefs_reader_wasted_bytes_total", [("reader", $0)], factory) }
+        originTraffic = OriginTraffic(factory: factory, clock: clock)
     }
 
     /// A read of a reader of `readerClass` was answered.
@@ -163,6 +178,20 @@ public final class CacheMetrics: Sendable {
     func noteFetch(readerClass: ReaderClass, bytes: Int64?) {
         classFetches[readerClass.index].add(1)
         if let bytes, bytes > 0 { classFetchBytes[readerClass.index].add(bytes) }
+    }
+
+    /// The label of the bytes an open's first request fetched, before its reader's class is known.
+    public static let openOwner = "open"
+
+    /// A transfer of a reader of `owner`'s class (nil: an open's probe) brought `bytes`.
+    func noteFetched(by owner: ReaderClass?, bytes: Int64) {
+        if bytes > 0 { ownerReceived[UnreadFetched.index(of: owner)].add(bytes) }
+    }
+
+    /// Fetched bytes left the cache unread.
+    func noteWasted(_ wasted: WastedBytes) {
+        guard !wasted.isEmpty else { return }
+        for (i, n) in wasted.bytes.enumerated() where n > 0 { ownerWasted[i].add(n) }
     }
 
     // MARK: Events
@@ -230,8 +259,9 @@ public final class CacheMetrics: Sendable {
         listed.withLock { $0.doors.append(door) }
     }
 
+    /// Removes `door` (a mount by its mountpoint alone: what it serves may have changed since).
     public func removeDoor(_ door: DoorInfo) {
-        listed.withLock { $0.doors.removeAll { $0 == door } }
+        listed.withLock { $0.doors.removeAll { $0 == door || ($0.kind == "mount" && door.kind == "mount" && $0.mountpoint == door.mountpoint) } }
     }
 
     // MARK: Reading the counts
@@ -253,8 +283,11 @@ public final class CacheMetrics: Sendable {
                       readers: Dictionary(uniqueKeysWithValues: ReaderClass.allCases.map { c in
                           (c.rawValue, ReaderTotals(reads: classReads[c.index].total, fromCache: classBytes[c.index][0].total,
                                                     fromOrigin: classBytes[c.index][1].total, fetches: classFetches[c.index].total,
-                                                    fetchedBytes: classFetchBytes[c.index].total))
-                      }))
+                                                    fetchedBytes: classFetchBytes[c.index].total,
+                                                    receivedBytes: ownerReceived[c.index].total, wastedBytes: ownerWasted[c.index].total))
+                      } + [(Self.openOwner, ReaderTotals(reads: 0, fromCache: 0, fromOrigin: 0, fetches: 0, fetchedBytes: 0,
+                                                         receivedBytes: ownerReceived[ReaderClass.allCases.count].total,
+                                                         wastedBytes: ownerWasted[ReaderClass.allCases.count].total))]))
     }
 
     /// Sets the egress budgets' gauges (`--egress-budget`), one series per origin with a budget.
@@ -408,6 +441,12 @@ public struct ReaderTotals: Sendable, Codable, Equatable {
     /// Origin requests their reads and read-ahead started, and the bytes those asked for.
     public var fetches: Int64
     public var fetchedBytes: Int64
+    /// Bytes those requests brought (an open's first request: the row "open"), and of them the
+    /// bytes that left the cache unread (evicted, unreadable, a new version): what the class
+    /// cost for nothing. In memory: bytes cached before the daemon's start count as neither.
+    /// Absent from older documents.
+    public var receivedBytes: Int64? = nil
+    public var wastedBytes: Int64? = nil
 }
 
 extension ReaderClass {
@@ -422,8 +461,20 @@ public struct DoorInfo: Sendable, Codable, Equatable {
     public var bindAddress: String?
     public var port: Int?
     public var tokenRequired: Bool?
+    /// A mount: the URLs it serves as it was mounted, each a prefix of its files' URLs (the
+    /// directories it mounts, the folders of the files it lists one by one; at most
+    /// `DoorInfo.urlLimit`), so the status page can show the files of one mount.
+    public var urls: [String]? = nil
+
+    public static let urlLimit = 50
 
     public static func mount(_ mountpoint: String) -> DoorInfo { DoorInfo(kind: "mount", mountpoint: mountpoint) }
+
+    public static func mount(_ mountpoint: String, urls: [String]) -> DoorInfo {
+        var door = DoorInfo(kind: "mount", mountpoint: mountpoint)
+        door.urls = Array(urls.prefix(urlLimit))
+        return door
+    }
 
     public static func proxy(bindAddress: String, port: Int, tokenRequired: Bool) -> DoorInfo {
         DoorInfo(kind: "proxy", bindAddress: bindAddress, port: port, tokenRequired: tokenRequired)

@@ -38,6 +38,11 @@ public struct StatusDocument: Sendable, Codable, Equatable {
     /// Each origin's egress budget (`--egress-budget`): used, left, when it resets, whether it is
     /// spent and which readers yield; absent without a budget.
     public var budgets: [EgressBudgetStatus]? = nil
+    /// Requests and bytes by origin since the start, and requests a second now (the last 10 s),
+    /// by name; `requestRateLimit`: `--tpslimit` (requests a second to each origin), absent
+    /// without one. Absent in documents of older versions.
+    public var origins: [OriginTrafficStatus]? = nil
+    public var requestRateLimit: Double? = nil
     /// The cache tier's counters (`--tier`); absent without one.
     public var tier: TierStatus?
     /// The bandwidth limit in force (`--bwlimit`) and its timetable's next change; absent
@@ -381,6 +386,8 @@ extension CacheEngine {
                 return status
             })
         document.budgets = configuration.egressLedger?.status()
+        document.origins = metrics.originTraffic.status()
+        document.requestRateLimit = configuration.requestRateLimit
         document.bandwidth = configuration.bandwidthLimit?(now)
         switch view {
         case .full:
@@ -502,6 +509,7 @@ extension CacheEngine {
         metrics.recordGauges(summary: summary(files: list(), showDirectory: false, totals: nil), fetchesInFlight: transfers?.inFlightCount ?? 0,
                              originsDown: originsDown.count)
         if let budgets = configuration.egressLedger?.status() { metrics.recordBudgets(budgets) }
+        metrics.originTraffic.recordGauges()
     }
 
     func summary(files: [EntryStatus], showDirectory: Bool, totals: Totals?) -> CacheSummary {

@@ -65,7 +65,21 @@ public final class FuseFileSystem: Sendable {
 
     public func mount(at mountpoint: String) throws {
         try session.mount(at: mountpoint)
-        metrics?.addDoor(.mount(session.mountpoint ?? mountpoint))
+        metrics?.addDoor(.mount(session.mountpoint ?? mountpoint, urls: Self.servedURLs(core.spec)))
+    }
+
+    /// What the status page shows a mount serves: its directories' URLs, then the folders of
+    /// its files listed one by one, each once.
+    static func servedURLs(_ spec: MountTreeSpec) -> [String] {
+        var seen = Set<String>(), urls: [String] = []
+        func add(_ url: String) { if seen.insert(url).inserted { urls.append(url) } }
+        for i in spec.indexes { add(i.url) }
+        for f in spec.files {
+            guard urls.count < DoorInfo.urlLimit else { break }
+            let noQuery = f.url.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? f.url
+            if let slash = noQuery.lastIndex(of: "/") { add(String(noQuery[...slash])) }
+        }
+        return urls
     }
 
     /// Serves requests on the calling thread until `unmount()`, an external unmount

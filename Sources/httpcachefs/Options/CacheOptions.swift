@@ -259,6 +259,7 @@ struct CacheOptions: ParsableArguments {
         originConfiguration.egressLedger = ledger
         configuration.egressLedger = ledger
         configuration.bandwidthLimit = originConfiguration.bandwidthReport
+        configuration.requestRateLimit = originConfiguration.requestsPerSecond > 0 ? originConfiguration.requestsPerSecond : nil
         originConfiguration.access.scope.add(urls: credentialURLs)
         let origin = CurlRangeSource(configuration: originConfiguration, logger: fetchLogger)
         // With `--tier`, a second source talks to the tier nodes (no retries, short timeouts: the
