@@ -121,7 +121,7 @@ public struct ProxyRouter: Sendable {
         if path == Self.statusPath { return .status(tokenPresented: false, keyPresented: keyPresented) }
         if configuration.token?.isEmpty ?? true,
            let own = ownPage(path, prefix: "", proof: keyPresented || presentsQueryKey(target) ? .controlKey : nil,
-                             query: path != target) { return own }
+                             query: Self.query(of: target)) { return own }
 
         let tokenPresented: Bool
         if let expected = configuration.token, !expected.isEmpty {
@@ -133,7 +133,7 @@ public struct ProxyRouter: Sendable {
             if rest == Self.statusPath { return .status(tokenPresented: true, keyPresented: keyPresented) }
             // The token defeats DNS rebinding (a foreign page cannot know it): any Host may see
             // these, which is what a browser on the LAN sends.
-            if let own = ownPage(rest, prefix: "/t/" + given, proof: .token, query: path != target) { return own }
+            if let own = ownPage(rest, prefix: "/t/" + given, proof: .token, query: Self.query(of: target)) { return own }
             tokenPresented = true
         } else {
             tokenPresented = false
@@ -173,16 +173,25 @@ public struct ProxyRouter: Sendable {
 
     /// The status page, its document and the metrics, at `path` after any token prefix; refused
     /// without a proof (nil).
-    /// - Parameter query: the target has a query (`/?url=...` is a proxy URL, not the page).
-    private func ownPage(_ path: String, prefix: String, proof: OwnerProof?, query: Bool) -> ProxyRoute? {
+    /// - Parameter query: the target's query, if it has one: `/?url=...` is a proxy URL, not the
+    ///   page; `/?key=KEY` (the page's address with the path left out) goes to the page with its
+    ///   query, with the right key only.
+    private func ownPage(_ path: String, prefix: String, proof: OwnerProof?, query: Substring?) -> ProxyRoute? {
         switch path {
         case "", "/", "/.httpcachefs":
-            return query ? nil : .redirect(location: prefix + Self.pagePath)
+            guard let query else { return .redirect(location: prefix + Self.pagePath) }
+            guard query.split(separator: "&").contains(where: { $0.hasPrefix("key=") }) else { return nil }
+            return proof == nil ? Self.ownerOnly : .redirect(location: prefix + Self.pagePath + "?" + query)
         case Self.pagePath: return proof.map { .statusPage(proof: $0) } ?? Self.ownerOnly
         case Self.documentPath: return proof.map { .statusDocument(proof: $0) } ?? Self.ownerOnly
         case Self.metricsPath: return proof.map { .metrics(proof: $0) } ?? Self.ownerOnly
         default: return nil
         }
+    }
+
+    /// What follows the target's `?`, if it has one.
+    static func query(of target: String) -> Substring? {
+        target.firstIndex(of: "?").map { target[target.index(after: $0)...] }
     }
 
     /// The answer to an owner-only page asked for without proof.

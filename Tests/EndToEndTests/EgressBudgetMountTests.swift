@@ -36,11 +36,6 @@ final class EgressBudgetMountTests: XCTestCase {
         temp?.remove()
     }
 
-    func isMounted(_ path: String) -> Bool {
-        let mounts = (try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)) ?? ""
-        return mounts.split(separator: "\n").contains { $0.split(separator: " ").dropFirst().first.map(String.init) == path }
-    }
-
     func mount() throws {
         let r = try runner.run(["mount", mountpoint, "--index", origin.url("/lib/"), "--no-proxy", "--log-file", logFile,
                                 "--egress-budget", "1M/day"])

@@ -175,7 +175,7 @@ extension UnprivilegedUserTests {
         defer {
             if let conf { try? conf.write(toFile: confPath, atomically: false, encoding: .utf8) } else { unlink(confPath) }
         }
-        list("/fake/", ["lock", "index.sqlite", "proxy.json"])
+        origin.setAutoindex("/fake/", ["lock", "index.sqlite", "proxy.json"])
         for name in ["lock", "index.sqlite", "proxy.json"] { origin.setFile("/fake/" + name, data: Array("0123456789".utf8)) }
         let mount = try user.httpcachefs(["mount", mountpoint, "--index", origin.url("/fake/"), "--index-ttl", "1h",
                                           "--proxy-port", "0", "-o", "allow_other"])

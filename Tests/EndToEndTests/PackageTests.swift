@@ -34,7 +34,7 @@ final class PackageTests: XCTestCase {
         try fm.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
         var installed = false
         defer {
-            if Self.isMounted(mountpoint) { _ = try? ExternalTool.run("/bin/umount", ["-l", mountpoint]) }
+            if isMounted(mountpoint) { _ = try? ExternalTool.run("/bin/umount", ["-l", mountpoint]) }
             if installed { _ = try? ExternalTool.run("/usr/bin/dpkg", ["--purge", "httpcachefs"], timeout: 300) }
         }
 
@@ -83,7 +83,7 @@ final class PackageTests: XCTestCase {
         let options = "cache_dir=\(temp.appending("cache")),log_file=\(temp.appending("log")),no_proxy"
         let mount = try plain(["/bin/mount", "-t", "fuse.httpcachefs", origin.url("/movie.mp4"), mountpoint, "-o", options])
         XCTAssertEqual(mount.status, 0, "mount: \(mount.stderr)\(mount.stdout)\nlog: \(log())")
-        XCTAssertTrue(Self.isMounted(mountpoint), "nothing mounted at \(mountpoint)")
+        XCTAssertTrue(isMounted(mountpoint), "nothing mounted at \(mountpoint)")
         let bytes = try XCTUnwrap(fm.contents(atPath: mountpoint + "/movie.mp4"), "cannot read the mounted file")
         XCTAssertEqual(bytes.count, length)
         XCTAssertTrue(Array(bytes) == OriginServer.generatedBytes(seed: 81, offset: 0, count: length),
@@ -97,7 +97,7 @@ final class PackageTests: XCTestCase {
         let umount = try plain(["/bin/umount", mountpoint])
         XCTAssertEqual(umount.status, 0, umount.stderr)
         // The kernel says when the mount table changes and when the daemon ends.
-        XCTAssertTrue(MountTableEvents.wait { !Self.isMounted(mountpoint) }, "the mount is gone")
+        XCTAssertTrue(MountTableEvents.wait { !isMounted(mountpoint) }, "the mount is gone")
         XCTAssertTrue(ProcessExit.wait(daemonPID, timeout: 30), "the daemon exits")
 
         let remove = try ExternalTool.run("/usr/bin/dpkg", ["-r", "httpcachefs"], timeout: 300)
@@ -164,8 +164,4 @@ final class PackageTests: XCTestCase {
 
     func log() -> String { (try? String(contentsOfFile: temp.appending("log"), encoding: .utf8)) ?? "(no log)" }
 
-    static func isMounted(_ path: String) -> Bool {
-        let table = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
-        return table.split(separator: "\n").contains { $0.split(separator: " ").dropFirst(4).first.map(String.init) == path }
-    }
 }

@@ -26,8 +26,8 @@ final class RcloneRcTests: XCTestCase {
         temp = TemporaryDirectory(prefix: "httpcachefs-rc")
         runner = CLIRunner(temp: temp)
         try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
-        list("/lib/", ["movie.bin", "sub/"])
-        list("/lib/sub/", ["s1.txt"])
+        origin.setAutoindex("/lib/", ["movie.bin", "sub/"])
+        origin.setAutoindex("/lib/sub/", ["s1.txt"])
         origin.setGeneratedFile("/lib/movie.bin", length: 3 << 20 + 17, seed: 51)
         origin.setFile("/lib/sub/s1.txt", data: Array("s1\n".utf8))
         origin.setFile("/lib/sub/s2.txt", data: Array("s2\n".utf8))
@@ -44,17 +44,6 @@ final class RcloneRcTests: XCTestCase {
     }
 
     // MARK: helpers
-
-    func list(_ path: String, _ names: [String]) {
-        let rows = names.map { "<a href=\"\($0)\">\($0)</a>                 01-Jan-2024 00:00    -\n" }.joined()
-        let html = "<html><head><title>Index of \(path)</title></head><body><h1>Index of \(path)</h1><hr><pre><a href=\"../\">../</a>\n\(rows)</pre><hr></body></html>\n"
-        origin.setResponse(path, status: 200, headers: [("Content-Type", "text/html")], body: Array(html.utf8))
-    }
-
-    func isMounted(_ path: String) -> Bool {
-        let mounts = (try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)) ?? ""
-        return mounts.split(separator: "\n").contains { $0.split(separator: " ").dropFirst().first.map(String.init) == path }
-    }
 
     /// `httpcachefs mount` of the origin's `/lib/` with the remote control on `port`.
     func mount(_ extra: [String], login: [String] = ["--rc-user", "u", "--rc-pass", "p"]) throws -> CLIRunner.Result {
@@ -81,7 +70,7 @@ final class RcloneRcTests: XCTestCase {
         XCTAssertEqual(m.status, 0, m.stderr)
         guard m.status == 0 else { return }
         XCTAssertEqual(try names(mountpoint + "/sub"), ["s1.txt"])
-        list("/lib/sub/", ["s1.txt", "s2.txt"])
+        origin.setAutoindex("/lib/sub/", ["s1.txt", "s2.txt"])
         let r = try rc(["vfs/refresh", "recursive=true", "dir=sub"])
         XCTAssertEqual(r.status, 0, r.stderr)
         XCTAssertEqual(try json(r)["result"] as? [String: String], ["sub": "OK"])
@@ -98,8 +87,8 @@ final class RcloneRcTests: XCTestCase {
     /// `recursive=true` after mounting (plex_autoscan's and the docker images' priming): every
     /// folder is read now, so a scan then finds the tree in memory.
     func testARecursiveRefreshReadsEveryFolderNotReadYet() throws {
-        list("/lib/sub/", ["s1.txt", "deeper/"])
-        list("/lib/sub/deeper/", ["d.txt"])
+        origin.setAutoindex("/lib/sub/", ["s1.txt", "deeper/"])
+        origin.setAutoindex("/lib/sub/deeper/", ["d.txt"])
         origin.setFile("/lib/sub/deeper/d.txt", data: Array("d\n".utf8))
         XCTAssertEqual(try mount(["--dir-cache-time", "1h"]).status, 0)
         origin.resetLog()
@@ -177,7 +166,7 @@ final class RcloneRcTests: XCTestCase {
                                 "--rc", "--rc-addr", "127.0.0.1:\(port)", "--rc-user", "u", "--rc-pass", "p"])
         XCTAssertEqual(m.status, 0, m.stderr)
         XCTAssertEqual(try names(mountpoint + "/sub"), ["s1.txt"])
-        list("/lib/sub/", ["s1.txt", "s2.txt"])
+        origin.setAutoindex("/lib/sub/", ["s1.txt", "s2.txt"])
         XCTAssertEqual(try json(try rc(["vfs/refresh", "dir=sub"]))["result"] as? [String: String], ["sub": "OK"])
         XCTAssertEqual(try names(mountpoint + "/sub"), ["s1.txt", "s2.txt"])
     }
@@ -209,7 +198,7 @@ final class RcloneRcTests: XCTestCase {
             XCTAssertTrue(m.stderr.contains("httpcachefs: note: ") && m.stderr.contains(note), m.stderr)
         }
         XCTAssertEqual(try names(mountpoint + "/sub"), ["s1.txt"])
-        list("/lib/sub/", ["s1.txt", "s2.txt"])
+        origin.setAutoindex("/lib/sub/", ["s1.txt", "s2.txt"])
         // No refresh asked for, and the listing kept for 1000h: only the poll re-reads it.
         let polled = FileEvents.wait(in: heard, timeout: 30) {
             (try? String(contentsOfFile: heard + "/paths", encoding: .utf8))?.contains("sub/s2.txt") == true
@@ -218,6 +207,21 @@ final class RcloneRcTests: XCTestCase {
         let log = (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? ""
         XCTAssertTrue(log.contains(" debug "), "-vv logs at debug")
         XCTAssertTrue(log.contains("poll-interval: "), log)
+    }
+
+    /// `--rc-addr 127.0.0.1:0` picks a free port and says which, as rclone does: what a
+    /// script hands `rclone rc --url`.
+    func testAPortChosenByTheSystemIsPrintedAndAnswers() throws {
+        port = 0
+        let m = try mount([])
+        XCTAssertEqual(m.status, 0, m.stderr)
+        let prefix = "httpcachefs: serving remote control on http://127.0.0.1:"
+        let line = try XCTUnwrap(m.stderr.split(separator: "\n").first { $0.hasPrefix(prefix) }, m.stderr)
+        port = try XCTUnwrap(Int(line.dropFirst(prefix.count).dropLast()), String(line))
+        XCTAssertGreaterThan(port, 0)
+        XCTAssertTrue(line.hasSuffix("/"), String(line))
+        let noop = try rc(["rc/noop", "x=1"])
+        XCTAssertEqual(noop.status, 0, noop.stderr)
     }
 
     func testARemoteControlPortInUseFailsTheMountWithTheWayOut() throws {

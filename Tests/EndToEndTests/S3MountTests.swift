@@ -44,11 +44,6 @@ final class S3MountTests: XCTestCase {
         }
     }
 
-    func isMounted(_ path: String) -> Bool {
-        let mounts = (try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)) ?? ""
-        return mounts.split(separator: "\n").contains { $0.split(separator: " ").dropFirst().first.map(String.init) == path }
-    }
-
     func mountpoint(_ name: String) throws -> String {
         let path = temp.appending(name)
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)

@@ -38,8 +38,8 @@ final class UnprivilegedUserTests: XCTestCase {
             chmod("/dev/fuse", 0o666)
         }
         origin = try OriginServer()
-        list("/lib/", ["movie.bin", "extra.txt", "sub/"])
-        list("/lib/sub/", ["s1.txt"])
+        origin.setAutoindex("/lib/", ["movie.bin", "extra.txt", "sub/"])
+        origin.setAutoindex("/lib/sub/", ["s1.txt"])
         origin.setGeneratedFile("/lib/movie.bin", length: 5 << 20 + 4321, seed: 39)
         origin.setFile("/lib/extra.txt", data: Array("extra\n".utf8))
         origin.setFile("/lib/sub/s1.txt", data: Array("s1\n".utf8))
@@ -138,7 +138,7 @@ final class UnprivilegedUserTests: XCTestCase {
         XCTAssertEqual(origin.bytesServed(path: "/lib/later.bin"), 0, "preload left bytes uncached")
 
         // refresh: a file added at the origin shows up in the mount now.
-        list("/lib/sub/", ["s1.txt", "s2.txt"])
+        origin.setAutoindex("/lib/sub/", ["s1.txt", "s2.txt"])
         let refresh = try user.httpcachefs(["refresh", mountpoint + "/sub"])
         XCTAssertEqual(refresh.status, 0, "refresh: \(refresh.stderr)")
         let ls = try user.run("/bin/ls", [mountpoint + "/sub"])
@@ -161,7 +161,7 @@ final class UnprivilegedUserTests: XCTestCase {
     func testCommandsFindTheirDaemonAndTakeURLsAsPeopleWriteThem() throws {
         origin.setGeneratedFile("/lib/Zero Hour (1995).mkv", length: 2 << 20 + 17, seed: 41)
         origin.setGeneratedFile("/lib/Alpha Centauri (1971).mp4", length: 1 << 20, seed: 42)
-        list("/lib/", ["movie.bin", "Zero%20Hour%20(1995).mkv", "sub/"])
+        origin.setAutoindex("/lib/", ["movie.bin", "Zero%20Hour%20(1995).mkv", "sub/"])
         let cache = user.home + "/media-cache"
         let mount = try user.httpcachefs(["mount", mountpoint, "--index", origin.url("/lib/"), "--cache-dir", cache,
                                           "--proxy-port", "0"])
@@ -252,7 +252,7 @@ final class UnprivilegedUserTests: XCTestCase {
         XCTAssertEqual(st.st_mode & 0o777, 0o600, "only its owner reads the key")
         let key = try XCTUnwrap((try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: runtime))) as? [String: Any])?["controlKey"] as? String)
         XCTAssertEqual(try user.run("/bin/ls", [mountpoint + "/sub"]).text, "s1.txt\n")
-        list("/lib/sub/", ["s1.txt", "s2.txt"])
+        origin.setAutoindex("/lib/sub/", ["s1.txt", "s2.txt"])
         let base = ["rc", "--config", user.home + "/rclone.conf", "--url", "http://127.0.0.1:\(port)/"]
         let refresh = try user.run(rclone, base + ["--user", "httpcachefs", "--pass", key, "vfs/refresh", "dir=sub", "recursive=true"])
         XCTAssertEqual(refresh.status, 0, refresh.stderr)
@@ -302,17 +302,6 @@ final class UnprivilegedUserTests: XCTestCase {
     }
 
     /// An nginx-style autoindex page for `names` (directories end in `/`).
-    func list(_ path: String, _ names: [String]) {
-        let rows = names.map { "<a href=\"\($0)\">\($0)</a>                 01-Jan-2024 00:00    -\n" }.joined()
-        let html = "<html><head><title>Index of \(path)</title></head><body><h1>Index of \(path)</h1><hr><pre><a href=\"../\">../</a>\n\(rows)</pre><hr></body></html>\n"
-        origin.setResponse(path, status: 200, headers: [("Content-Type", "text/html")], body: Array(html.utf8))
-    }
-
-    func isMounted(_ path: String) -> Bool {
-        let mounts = (try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)) ?? ""
-        return mounts.split(separator: "\n").contains { $0.split(separator: " ").dropFirst().first.map(String.init) == path }
-    }
-
     /// The daemon serving our mountpoint, by its command line (never by name).
     func daemonPID() -> pid_t? {
         processes(mentioning: mountpoint).first { pid in

@@ -27,6 +27,23 @@ final class ProxyRouterTests: XCTestCase {
         XCTAssertEqual(router.route(method: "GET", target: "/.httpcachefs/status", headerBytes: 0), .status(tokenPresented: false))
     }
 
+    /// `/?key=KEY`: the page's address with its path left out (as people shorten it) opens the
+    /// page, with the key only; `/?url=` stays a proxy URL.
+    func testTheRootWithTheKeyGoesToThePageAndWithoutItToNoPage() {
+        let router = ProxyRouter(configuration: ProxyConfiguration())
+        let key = router.configuration.controlKey
+        XCTAssertEqual(router.route(method: "GET", target: "/?key=\(key)", headerBytes: 0),
+                       .redirect(location: "/.httpcachefs/?key=\(key)"))
+        XCTAssertEqual(router.route(method: "GET", target: "/?filter=film&key=\(key)", headerBytes: 0),
+                       .redirect(location: "/.httpcachefs/?filter=film&key=\(key)"), "the rest of the query goes along")
+        XCTAssertEqual(statusOf(router.route(method: "GET", target: "/?key=wrong", headerBytes: 0)), 403, "never without the key")
+        XCTAssertEqual(statusOf(router.route(method: "GET", target: "/?key=", headerBytes: 0)), 403)
+        XCTAssertEqual(router.route(method: "GET", target: "/", headerBytes: 0), .redirect(location: "/.httpcachefs/"))
+        let token = ProxyRouter(configuration: ProxyConfiguration(bindAddress: "0.0.0.0", token: "s3cret"))
+        XCTAssertEqual(token.route(method: "GET", target: "/t/s3cret/?key=x", headerBytes: 0),
+                       .redirect(location: "/t/s3cret/.httpcachefs/?key=x"), "under the token, the token is the proof")
+    }
+
     func testRejectedSchemesAndLineBreaks() {
         let router = ProxyRouter(configuration: ProxyConfiguration())
         for bad in ["file:///etc/passwd", "ftp://a/b", "http://a/b\r\nSet-Cookie: x", "gopher://x"] {

@@ -23,6 +23,9 @@ final class StatusPageScaleTests: XCTestCase {
         let library = try await StatusViewsTests.Library(paths: StatusViewsTests.paths(files: 10_000, folders: 40) + hostile)
         defer { library.close() }
         do { _ = try await library.engine.open(url: StatusViewsTests.Library.origin + "/show01/missing.mkv") } catch {}   // a recent error
+        // Two mounts of the daemon: one of the whole library, one of a single show.
+        library.engine.metrics.addDoor(.mount("/mnt/library", urls: [StatusViewsTests.Library.origin + "/"]))
+        library.engine.metrics.addDoor(.mount("/mnt/one show", urls: [StatusViewsTests.Library.origin + "/show07/"]))
         let configuration = ProxyConfiguration(port: 0)
         let server = ProxyServer(engine: library.engine, configuration: configuration, logger: Logger(label: "status-scale"))
         let port = try server.start()
@@ -63,6 +66,13 @@ final class StatusPageScaleTests: XCTestCase {
             }
             let none = try ExternalTool.run(chromium, flags(width, height) + ["--dump-dom", page + "&filter=no-such-name"], timeout: 120).stdout
             if !none.contains("No file matches the filter.") { failures.append("\(width)×\(height): a filter matching nothing does not say so") }
+            // The view of one mount (the choice sets the filter to the URL it serves): its one folder.
+            let show = StatusViewsTests.Library.origin + "/show07/"
+            let mount = try ExternalTool.run(chromium, flags(width, height) + ["--dump-dom", page + "&filter=" + (show.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? show)],
+                                             timeout: 120).stdout
+            let mountFolders = mount.components(separatedBy: "<tr class=\"folder").count - 1 - (mount.components(separatedBy: "<tr class=\"folder-files").count - 1)
+            if mountFolders != 1 || !mount.contains("data-folder=\"/show07/\"") { failures.append("\(width)×\(height), one mount: \(mountFolders) folder rows") }
+            failures += Self.widthProblems(mount).map { "\(width)×\(height), one mount: \($0)" }
         }
         // The window, and the whole page (every folder row, or the deep link's open folder) in a
         // window tall enough for it; at 390 px in a frame of that width.
@@ -103,6 +113,15 @@ final class StatusPageScaleTests: XCTestCase {
         if folderRows != 40 { problems.append("\(folderRows) folder rows, expected 40") }
         if !dom.contains("<tr class=\"origin\" data-origin=\"\(StatusViewsTests.Library.origin)\"") { problems.append("no group for the origin") }
         if !dom.contains("10002 files") { problems.append("the origin's row does not count 10002 files") }
+        // The view by mountpoint: a choice of each mount, and each folder names the mounts serving it.
+        for option in ["<option value=\"\(StatusViewsTests.Library.origin)/\">Mount /mnt/library</option>",
+                       "<option value=\"\(StatusViewsTests.Library.origin)/show07/\">Mount /mnt/one show</option>"] where !dom.contains(option) {
+            problems.append("no choice \(option)")
+        }
+        if !dom.contains(">in /mnt/library, /mnt/one show</span>") { problems.append("show07 does not name both mounts serving it") }
+        if !dom.contains(">in /mnt/library</span>") { problems.append("the other folders do not name the library's mount") }
+        // What each kind of program cost, and the origin's requests.
+        if !dom.contains("<table id=\"readers\"") || !dom.contains("<table id=\"origins\"") { problems.append("no readers or origins table") }
         // Names go in as text: the markup is shown, not made; the reordering character is a mark.
         if dom.contains("<img") || !dom.contains("e0150&lt;img src=x onerror=alert(1)&gt;.mkv") { problems.append("a name's markup was not shown as text") }
         if dom.contains("\u{202E}") || !dom.contains("e0151[U+202E]vkm.exe") {

@@ -50,6 +50,12 @@ extension MountCommand {
         return server
     }
 
+    /// "serving remote control on http://HOST:PORT/", an IPv6 address in brackets.
+    static func rcServingLine(host: String, port: Int) -> String {
+        let h = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+        return "serving remote control on http://\(h):\(port)/"
+    }
+
     /// A recursive `vfs/refresh`: every folder under `dir` of the mount at `mountpoint` listed
     /// through the kernel, as `ls -R` would, so each listing not read yet is read now (rclone's
     /// recursive refresh fills its directory cache the same way). The by-URL directory is left

@@ -290,12 +290,17 @@ struct MountCommand: AsyncParsableCommand {
                                               mounts: { await host.control($0, query: $1) })
             }
             // The remote control too: a busy --rc-addr fails the mount before anything is mounted.
-            if let rc = settings.rclone.rc {
-                rcServer = try await startRc(rc, host: host, proxy: server?.configuration, logger: logger)
-            }
-            first = try await startMountpoint(at: prepared.path, settings: settings, tree: tree, owned: owned, host: host) { line in
+            let say: @Sendable (String) -> Void = { line in
                 if let ready { ready.note("httpcachefs: " + line) } else { LogSink.standardError.write(line: "httpcachefs: " + line) }
             }
+            if let rc = settings.rclone.rc {
+                let started = try await startRc(rc, host: host, proxy: server?.configuration, logger: logger)
+                rcServer = started
+                // The address it listens on, the port it chose for `--rc-addr HOST:0` included:
+                // what `rclone rc --url` takes (rclone prints the same line).
+                say(Self.rcServingLine(host: rc.address.host, port: started.port ?? rc.address.port))
+            }
+            first = try await startMountpoint(at: prepared.path, settings: settings, tree: tree, owned: owned, host: host, tell: say)
             _ = mounts.add(first)
         } catch {
             signals.cancel()
