@@ -89,8 +89,11 @@ let package = Package(
         // The config file and the syntax of option values (sizes, durations, headers): a library
         // so that the fuzz targets can reach the parsers, which an executable cannot offer.
         .target(name: "Settings"),
+        // Tables for the terminal (`cache ls`, `status`) fitted to its width, counted in cells:
+        // a library, so that their tests can reach them.
+        .target(name: "TerminalText"),
         .executableTarget(name: "httpcachefs", dependencies: [
-            "CacheCore", "Fetcher", "FuseMount", "HLS", "MetricsExport", "Proxy", "Settings",
+            "CacheCore", "Fetcher", "FuseMount", "HLS", "MetricsExport", "Proxy", "Settings", "TerminalText",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOPosix", package: "swift-nio"),
@@ -116,6 +119,7 @@ let package = Package(
         .testTarget(name: "FetcherTests", dependencies: ["CacheCore", "Fetcher", "MetricsExport", "TestSupport"]),
         .testTarget(name: "FuseMountTests", dependencies: ["FuseMount", "Fetcher", "TestSupport"]),
         .testTarget(name: "SettingsTests", dependencies: ["Settings"]),
+        .testTarget(name: "TerminalTextTests", dependencies: ["TerminalText"]),
         .testTarget(name: "HLSTests", dependencies: ["HLS"]),
         .testTarget(name: "ProxyTests", dependencies: ["Proxy", "HLS", "Fetcher", "MetricsExport", "TestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["CacheCore", "Fetcher", "Settings", "TestSupport", .product(name: "Logging", package: "swift-log")]),

@@ -136,7 +136,10 @@ EOF
 # Maintainer scripts. postinst: the directories a root mount and the systemd instances use by
 # default (/var/cache/httpcachefs/NAME, logs in /var/log/httpcachefs, /etc/httpcachefs/NAME.conf).
 # prerm: on removal, stop running httpcachefs@NAME instances, whose mounts must not outlive the
-# binary (an upgrade leaves them running on the old one). postrm: purge removes caches and logs.
+# binary (an upgrade leaves them running on the old one). postrm: purge removes caches and logs,
+# unless a daemon still holds a cache there (its `lock` file flocked: a mount not run as a unit,
+# which prerm does not stop): then it refuses, names the holder, and a purge once it has stopped
+# removes them (removing a cache under its daemon would wipe what it is serving).
 cat > "$root/DEBIAN/postinst" <<'EOF'
 #!/bin/sh
 set -e
@@ -160,7 +163,23 @@ cat > "$root/DEBIAN/postrm" <<'EOF'
 #!/bin/sh
 set -e
 if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then systemctl daemon-reload || true; fi
-if [ "$1" = purge ]; then rm -rf /var/cache/httpcachefs /var/log/httpcachefs; rmdir /etc/httpcachefs 2>/dev/null || true; fi
+if [ "$1" = purge ]; then
+    held=""
+    if [ -d /var/cache/httpcachefs ]; then
+        for lock in $(find /var/cache/httpcachefs -maxdepth 3 -type f -name lock 2>/dev/null); do
+            # A daemon holds its cache's lock (flock) for its whole life.
+            if ! flock -n -E 75 "$lock" true 2>/dev/null; then
+                held="$held ${lock%/lock} ($(head -c 200 "$lock" 2>/dev/null | tr -d '\n' || true))"
+            fi
+        done
+    fi
+    if [ -n "$held" ]; then
+        echo "httpcachefs: not removing /var/cache/httpcachefs and /var/log/httpcachefs: a running httpcachefs daemon holds a cache there:$held." >&2
+        echo "httpcachefs: unmount it (umount MOUNTPOINT), then run 'dpkg --purge httpcachefs' again." >&2
+        exit 1
+    fi
+    rm -rf /var/cache/httpcachefs /var/log/httpcachefs; rmdir /etc/httpcachefs 2>/dev/null || true
+fi
 exit 0
 EOF
 chmod 0755 "$root/DEBIAN/postinst" "$root/DEBIAN/prerm" "$root/DEBIAN/postrm"

@@ -333,13 +333,17 @@ function folderFiles(folder, doc) {
 function drawFolders() {
   if (!summary) return;
   const folders = summary.folders || [], body = el("tbody");
-  let origin = null;
+  let origin = null, sameMounts = null;
   for (const folder of folders) {
     if (folder.origin !== origin) {
       origin = folder.origin;
       const mine = folders.filter(f => f.origin === origin), files = mine.reduce((n, f) => n + f.files + f.listings, 0);
+      // The mounts serving this origin's folders: said once here when they are the same for all.
+      const served = mine.map(f => mountsOf(f).join(", "));
+      sameMounts = served.every(m => m === served[0]) ? served[0] : null;
       body.append(el("tr", {class: "origin", "data-origin": origin}, el("th", {colspan: "5", text: origin + " "},
-        el("span", {class: "muted", text: files + (files === 1 ? " file · " : " files · ") + bytes(mine.reduce((n, f) => n + f.cachedBytes, 0)) + " cached"}))));
+        el("span", {class: "muted", text: files + (files === 1 ? " file · " : " files · ") + bytes(mine.reduce((n, f) => n + f.cachedBytes, 0)) + " cached"
+          + (sameMounts ? " · in " + sameMounts : "")}))));
     }
     const isOpen = openFolders.has(folder.id);
     const toggle = el("button", {type: "button", "aria-expanded": String(isOpen), title: folder.origin + folder.path, text: folder.path});
@@ -349,7 +353,7 @@ function drawFolders() {
     };
     // The listings only where there is room: at phone width the column shows the files alone.
     const listings = folder.listings ? el("span", {class: "secondary", text: " + " + folder.listings + (folder.listings === 1 ? " listing" : " listings")}) : null;
-    const servedBy = mountsOf(folder);
+    const servedBy = sameMounts === null ? mountsOf(folder) : [];
     body.append(el("tr", {class: "folder" + (isOpen ? " open" : ""), "data-folder": folder.path, "data-folder-id": folder.id},
       el("td", {class: "name"}, toggle, servedBy.length ? el("span", {class: "mounts muted", "data-mounts": servedBy.join("\n"), text: "in " + servedBy.join(", ")}) : null),
       el("td", {class: "num"}, String(folder.files), listings),

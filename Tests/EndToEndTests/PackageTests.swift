@@ -100,6 +100,16 @@ final class PackageTests: XCTestCase {
         XCTAssertTrue(MountTableEvents.wait { !isMounted(mountpoint) }, "the mount is gone")
         XCTAssertTrue(ProcessExit.wait(daemonPID, timeout: 30), "the daemon exits")
 
+        // A daemon not run as a unit (prerm stops those) holding a cache under /var/cache/httpcachefs
+        // lives on past `dpkg -r`; a purge must not wipe its cache under it.
+        let held = "/var/cache/httpcachefs/package-test-\(getpid())"
+        let heldMount = try plain(["/bin/mount", "-t", "fuse.httpcachefs", origin.url("/movie.mp4"), mountpoint, "-o",
+                                   "cache_dir=\(held),log_file=\(temp.appending("log2")),no_proxy"])
+        XCTAssertEqual(heldMount.status, 0, "mount: \(heldMount.stderr)")
+        XCTAssertTrue(isMounted(mountpoint))
+        let heldDaemon = try plain(["/usr/bin/pgrep", "-f", "^/usr/bin/httpcachefs mount .*\(mountpoint)( |$)"]).stdout
+            .split(separator: "\n").first.flatMap { pid_t($0) }
+
         let remove = try ExternalTool.run("/usr/bin/dpkg", ["-r", "httpcachefs"], timeout: 300)
         XCTAssertEqual(remove.status, 0, remove.stderr)
         installed = false
@@ -111,10 +121,21 @@ final class PackageTests: XCTestCase {
         }
         XCTAssertNotEqual(try plain(["/bin/sh", "-c", "command -v httpcachefs"]).status, 0, "httpcachefs is still on PATH")
 
+        // A purge refuses while the daemon holds its cache there, and says so.
+        let refused = try ExternalTool.run("/usr/bin/dpkg", ["--purge", "httpcachefs"], timeout: 300)
+        XCTAssertNotEqual(refused.status, 0, "a purge under a running daemon: \(refused.stdout)\(refused.stderr)")
+        XCTAssertTrue(refused.stderr.contains("a running httpcachefs daemon holds a cache there: \(held)"), refused.stderr)
+        XCTAssertTrue(fm.fileExists(atPath: held + "/lock"), "the held cache was removed under its daemon")
+        installed = true   // its configuration files are left, for the purge below (or the cleanup's)
+        XCTAssertEqual(try plain(["/bin/umount", mountpoint]).status, 0)
+        XCTAssertTrue(MountTableEvents.wait { !isMounted(mountpoint) }, "the mount is gone")
+        if let heldDaemon { XCTAssertTrue(ProcessExit.wait(heldDaemon, timeout: 30), "the daemon exits") }
+
         // The maintainer scripts keep the package's state until a purge, which takes the caches
         // and logs of root mounts too.
         let purge = try ExternalTool.run("/usr/bin/dpkg", ["--purge", "httpcachefs"], timeout: 300)
         XCTAssertEqual(purge.status, 0, purge.stderr)
+        installed = false
         XCTAssertFalse(fm.fileExists(atPath: "/var/cache/httpcachefs"), "dpkg --purge left /var/cache/httpcachefs")
         XCTAssertFalse(try ExternalTool.run("/usr/bin/dpkg-query", ["-W", "-f=${Status}", "httpcachefs"]).stdout.contains("config-files"))
     }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CacheCore
 import Foundation
+import TerminalText
 
 /// `httpcachefs cache ...`: look into and manage the on-disk cache.
 struct CacheCommand: AsyncParsableCommand {
@@ -89,7 +90,7 @@ extension CacheCommand {
                 var rows = [["URL", "SIZE", "CACHED", "LAST ACCESS"] + (pinned > 0 ? ["PINNED"] : [])]
                 for e in entries {
                     let url = DisplayURL.redacted(e.info.url)
-                    var row = [width == nil ? url : Format.displayName(url), e.info.length.map(Format.bytes) ?? "?",
+                    var row = [width == nil ? url : TextTable.displayName(url), e.info.length.map(Format.bytes) ?? "?",
                                Format.percent(e.cachedBytes, of: e.info.length), Format.date(e.lastAccess)]
                     if pinned > 0 {
                         let bytes = engine.pinnedBytes(url: e.info.url)   // what the pins keep: whole slices
@@ -97,8 +98,8 @@ extension CacheCommand {
                     }
                     rows.append(row)
                 }
-                rows = Format.fitted(rows, width: width, shrinking: 0)
-                CacheCommand.printLine(Format.table(rows, rightAligned: pinned > 0 ? [1, 2, 4] : [1, 2]))
+                rows = TextTable.fitted(rows, width: width, shrinking: 0)
+                CacheCommand.printLine(TextTable.table(rows, rightAligned: pinned > 0 ? [1, 2, 4] : [1, 2]))
                 CacheCommand.printLine("\(usage.entries) file\(usage.entries == 1 ? "" : "s"), \(Format.bytes(usage.bytes)) of \(Format.bytes(usage.capacity)) used" + (pinned > 0 ? ", \(Format.bytes(pinned)) pinned (at most \(Format.bytes(usage.capacity / 2)))" : ""))
             }
         }
@@ -169,7 +170,7 @@ extension CacheCommand {
             } else {
                 for (n, e) in s.recentErrors.enumerated() { rows.append([n == 0 ? "Recent errors:" : "", DisplayURL.redactingPasswords(in: e)]) }
             }
-            return Format.table(rows)
+            return TextTable.table(rows)
         }
 
         /// Inclusive offsets, like `--range` and HTTP, so a line can be pasted back.

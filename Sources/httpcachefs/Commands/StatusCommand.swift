@@ -2,6 +2,7 @@ import ArgumentParser
 import CacheCore
 import Foundation
 import Proxy
+import TerminalText
 
 /// `httpcachefs status`: the daemons running on this machine (see `DaemonDiscovery`), each with
 /// its mounts, proxy, cache summary and fetches in flight.
@@ -168,14 +169,14 @@ struct StatusCommand: AsyncParsableCommand {
             }
         }
         if let note = r.note { rows.append(["  note:", note]) }
-        lines.append(Format.table(rows))
+        lines.append(TextTable.table(rows))
         if let fetches = r.status?.fetches, !fetches.isEmpty {
             var table = [["    URL", "RANGE", "RECEIVED", "RATE", "CLASS", "AGE"]]
             for f in fetches {
                 table.append(["    " + f.url, "\(f.start)-\(f.end.map { String($0 - 1) } ?? "")", Format.bytes(f.bytes),
                               Format.rate(bytes: f.bytes, seconds: f.ageSeconds), f.priority.description, Format.duration(f.ageSeconds)])
             }
-            lines.append(Format.table(table, rightAligned: [2, 3, 5]))
+            lines.append(TextTable.table(table, rightAligned: [2, 3, 5]))
         }
         return lines.joined(separator: "\n")
     }

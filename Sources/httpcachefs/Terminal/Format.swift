@@ -1,6 +1,8 @@
 import Foundation
+import TerminalText
 
-/// Human-readable numbers for tables, progress bars and summaries.
+/// Human-readable numbers for tables, progress bars and summaries (the tables themselves:
+/// `TextTable`, in the TerminalText library).
 enum Format {
     /// `512 B`, `64.0 KiB`, `1.50 GiB`: binary units, like `--cache-size` reads them.
     static func bytes(_ n: Int64) -> String {
@@ -49,77 +51,11 @@ enum Format {
         return p < 99.95 ? String(format: p < 10 ? "%.1f%%" : "%.0f%%", p) : "99.9%"
     }
 
-    /// `text` as it may reach a terminal: every control character but tab and newline (C0, DEL
-    /// and C1, where ESC and CSI start terminal escape sequences) written as `\u{1B}`. What the
-    /// CLI prints quotes outside input (an origin's ETag and Content-Type in `cache info`, its
-    /// header values in an error message), and a hostile origin must not be able to retitle,
-    /// clear or otherwise drive the user's terminal through them.
-    static func terminalSafe(_ text: String) -> String {
-        func unsafe(_ v: UInt32) -> Bool { (v < 0x20 && v != 0x09 && v != 0x0A) || (v >= 0x7F && v <= 0x9F) }
-        guard text.unicodeScalars.contains(where: { unsafe($0.value) }) else { return text }
-        var out = String.UnicodeScalarView()
-        for scalar in text.unicodeScalars {
-            if unsafe(scalar.value) {
-                out.append(contentsOf: "\\u{\(String(scalar.value, radix: 16, uppercase: true))}".unicodeScalars)
-            } else {
-                out.append(scalar)
-            }
-        }
-        return String(out)
-    }
+    /// `TextTable.terminalSafe` (outside text made safe for a terminal).
+    static func terminalSafe(_ text: String) -> String { TextTable.terminalSafe(text) }
 
     /// `2026-11-21 12:00:00Z`: UTC, sortable, unambiguous.
     static func date(_ date: Date) -> String {
         LineLogHandler.timestamp(date).replacingOccurrences(of: "T", with: " ")
-    }
-
-    /// A cached URL as a person reads it (`cache ls` on a terminal): percent-encoded names
-    /// decoded (`My%20Film.mkv` → `My Film.mkv`), for display only, and every control character
-    /// the decoding brings out (tab and newline included: a cell is one line) escaped as
-    /// `terminalSafe` writes them. A URL whose escapes are not UTF-8 is shown as it is.
-    static func displayName(_ url: String) -> String {
-        let decoded = url.removingPercentEncoding ?? url
-        return terminalSafe(decoded).replacingOccurrences(of: "\t", with: "\\u{9}")
-            .replacingOccurrences(of: "\n", with: "\\u{A}")
-    }
-
-    /// `text` cut to `width` characters in the middle (`http://host/lo…/name.mkv`), keeping the
-    /// start (the host) and the end (the file's name), where two long URLs differ most.
-    static func middleTruncated(_ text: String, to width: Int) -> String {
-        guard text.count > width else { return text }
-        guard width > 1 else { return String(text.prefix(max(width, 0))) }
-        let tail = (width - 1) / 2
-        return String(text.prefix(width - 1 - tail)) + "…" + String(text.suffix(tail))
-    }
-
-    /// `rows` fitted to `width` columns by shortening the cells of column `shrinking` (never
-    /// below `minimum` characters, so a very narrow terminal wraps instead of showing nothing).
-    /// Nil `width`: the rows as they are.
-    static func fitted(_ rows: [[String]], width: Int?, shrinking column: Int, minimum: Int = 16) -> [[String]] {
-        guard let width, let columns = rows.map(\.count).max(), column < columns else { return rows }
-        var widths = [Int](repeating: 0, count: columns)
-        for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
-        let others = widths.enumerated().filter { $0.offset != column }.map(\.element).reduce(0, +) + 2 * (columns - 1)
-        let room = max(width - others, minimum)
-        guard widths[column] > room else { return rows }
-        return rows.map { row in
-            var row = row
-            if column < row.count { row[column] = middleTruncated(row[column], to: room) }
-            return row
-        }
-    }
-
-    /// Left-aligned columns (right-aligned where `rightAligned` says), two spaces apart.
-    static func table(_ rows: [[String]], rightAligned: Set<Int> = []) -> String {
-        guard let columns = rows.map(\.count).max() else { return "" }
-        var widths = [Int](repeating: 0, count: columns)
-        for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
-        return rows.map { row in
-            row.enumerated().map { i, cell in
-                let pad = String(repeating: " ", count: widths[i] - cell.count)
-                if i == row.count - 1 && !rightAligned.contains(i) { return cell }
-                return rightAligned.contains(i) ? pad + cell : cell + pad
-            }.joined(separator: "  ")
-        }.joined(separator: "\n")
     }
 }
