@@ -446,8 +446,8 @@ function drawSummary(doc) {
     card("Files · slices", c.files + " · " + c.slices, "files with cached bytes · slice files on disk"),
     card("Hit ratio", c.hitRatio == null ? "–" : (100 * c.hitRatio).toFixed(1) + " %", "reads answered wholly from the cache, since start"),
     card("Served from cache", bytes(t.servedFromCache), "bytes readers got from the cache, since start"),
-    card("Served from origin", bytes(t.servedFromOrigin), "bytes of readers' answers that arrived from the origin while they waited, since start"),
-    card("Origin bytes", bytes(t.originBytes), "every byte origins sent, since start: reads, read-ahead, warm-up, opens (at least what was served from origin)"),
+    card("Served from origin", bytes(t.servedFromOrigin), "bytes readers got from the origin, waiting for them, since start"),
+    card("Origin bytes", bytes(t.originBytes), "every byte origins sent since start: reads, read-ahead, warm-up, opens"),
     card("Fetches in flight", String(doc.fetches.length), "transfers from origins running now"),
     // `--bwlimit`: the limit now, and when its timetable changes it next.
     ...(doc.bandwidth ? [bandwidthCard(doc.bandwidth)] : []));

@@ -73,6 +73,12 @@ final class SeveralMountsSharedCacheTests: XCTestCase {
         XCTAssertEqual(capacity, 64 << 20)
         let mounts = ((status["doors"] as? [[String: Any]]) ?? []).compactMap { $0["mountpoint"] as? String }
         XCTAssertEqual(Set(mounts), [h.mountpoint, second], "\(status["doors"] ?? "")")
+        // Each mount says what it serves, for the page's view by mountpoint.
+        let serves = Dictionary(((status["doors"] as? [[String: Any]]) ?? []).compactMap { d in
+            (d["mountpoint"] as? String).map { ($0, d["urls"] as? [String] ?? []) }
+        }, uniquingKeysWith: { a, _ in a })
+        XCTAssertEqual(serves[h.mountpoint], [h.origin.url("/movies/")])
+        XCTAssertEqual(serves[second], [h.origin.url("/tv/")])
 
         // Unmounting the first keeps the second (and the daemon); the last one ends it.
         let unmount = try h.run(h.binary, ["unmount", h.mountpoint])

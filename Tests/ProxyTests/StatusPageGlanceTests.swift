@@ -124,8 +124,8 @@ final class StatusPageGlanceTests: XCTestCase {
         for url in files where !dom.contains("<tr data-url=\"\(url)\"") { problems.append("no row for \(url)") }
         // 3. Each summary figure says what it counts.
         for line in ["bytes the cache holds now", "bytes readers got from the cache, since start",
-                     "bytes of readers' answers that arrived from the origin while they waited, since start",
-                     "every byte origins sent, since start: reads, read-ahead, warm-up, opens (at least what was served from origin)",
+                     "bytes readers got from the origin, waiting for them, since start",
+                     "every byte origins sent since start: reads, read-ahead, warm-up, opens",
                      "reads answered wholly from the cache, since start", "transfers from origins running now"]
             where !dom.contains("<div class=\"hint\">\(line)</div>") {
             problems.append("no line \"\(line)\"")
