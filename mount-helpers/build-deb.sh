@@ -164,14 +164,11 @@ cat > "$root/DEBIAN/postrm" <<'EOF'
 set -e
 if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then systemctl daemon-reload || true; fi
 if [ "$1" = purge ]; then
+    # A daemon holds its cache's lock (flock) for its whole life; the file names it.
     held=""
     if [ -d /var/cache/httpcachefs ]; then
-        for lock in $(find /var/cache/httpcachefs -maxdepth 3 -type f -name lock 2>/dev/null); do
-            # A daemon holds its cache's lock (flock) for its whole life.
-            if ! flock -n -E 75 "$lock" true 2>/dev/null; then
-                held="$held ${lock%/lock} ($(head -c 200 "$lock" 2>/dev/null | tr -d '\n' || true))"
-            fi
-        done
+        held=$(find /var/cache/httpcachefs -maxdepth 3 -type f -name lock -exec sh -c \
+            'flock -n "$1" true 2>/dev/null || printf " %s (%s)" "${1%/lock}" "$(head -c 200 "$1" | tr -d "\n")"' _ {} \; 2>/dev/null || true)
     fi
     if [ -n "$held" ]; then
         echo "httpcachefs: not removing /var/cache/httpcachefs and /var/log/httpcachefs: a running httpcachefs daemon holds a cache there:$held." >&2
