@@ -137,8 +137,13 @@ final class StatusPageGlanceTests: XCTestCase {
         } else {
             problems.append("no bandwidth card")
         }
+        // 5. What each kind of program cost (the player's reads, the opens' first requests), and
+        //    the origin's requests.
+        for row in ["<tr data-reader=\"player\">", "<tr data-reader=\"open\">", "<tr data-origin=\""] where !dom.contains(row) {
+            problems.append("no row \(row)")
+        }
         problems += StatusPageScaleTests.widthProblems(dom)
-        // 5. (In `pictures`) the long folder name wraps at phone width, whole.
+        // 6. (In `pictures`) the long folder name wraps at phone width, whole.
         if !problems.isEmpty { problems.append("DOM: \(dom.prefix(3000))") }
         return problems
     }
