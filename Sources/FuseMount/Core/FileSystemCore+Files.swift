@@ -262,6 +262,7 @@ extension FileSystemCore {
         }
         file?.reader.close()
         done?.release()
+        countLetGo()
     }
 
     enum PassthroughChoice {

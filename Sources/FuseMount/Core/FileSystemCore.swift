@@ -174,6 +174,9 @@ final class FileSystemCore: Sendable {
     let xattrRequests = LockedValue(0)
     /// Folders that list by WebDAV PROPFIND (`ListingFetch`).
     let listingKinds = ListingKinds()
+    /// Releases and forgets handled, each counted once it let go of everything (tests wait on
+    /// it: the kernel sends them after `close()` returns, with nothing else to wait for).
+    let letGo = ConditionLock(0)
 
     struct OpenFile {
         var ino: UInt64
@@ -284,6 +287,25 @@ final class FileSystemCore: Sendable {
 
     func forget(_ ino: UInt64, count: UInt64) {
         state.withLock { $0.table.forget(ino, count: count) }
+        countLetGo()
+    }
+
+    /// Counts a release or forget handled and wakes whoever waits for one (`waitForLetGo`).
+    func countLetGo() {
+        letGo.withLock { $0 += 1 }
+        letGo.broadcast()
+    }
+
+    /// Tests: true once `condition` holds, looked at again after each release or forget the
+    /// kernel sent; false if the next one does not come within `timeout` seconds, which bounds a
+    /// hang. `condition` runs without the count's lock, so it may take `state`'s.
+    func waitForLetGo(timeout: Double = 30, until condition: () throws -> Bool) rethrows -> Bool {
+        var seen = letGo.withLock { $0 }
+        while try !condition() {
+            guard letGo.wait(until: { $0 != seen }, timeout: timeout) else { return try condition() }
+            seen = letGo.withLock { $0 }
+        }
+        return true
     }
 
     func getattr(_ ino: UInt64, reply: @escaping @Sendable (Result<Attr, FSErrno>) -> Void) {
