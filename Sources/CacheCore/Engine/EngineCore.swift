@@ -195,7 +195,7 @@ final class EngineCore: Sendable {
         }
         self.configuration = configuration
         pool = BlockingIOPool(name: "httpcachefs-io", threads: max(1, configuration.blockingIOThreads))
-        index.writeBehind(on: pool)
+        index.writeBehind(on: pool, scheduler: configuration.engineClock.scheduler)
         let files = DataFiles(held: held, sliceSize: configuration.sliceSize)
         memory = MemoryBudget(limits: .init(queued: configuration.writeBudget, perTransfer: configuration.writeBudgetPerTransfer,
                                             retained: configuration.readRetentionBudget))

@@ -16,7 +16,7 @@ import Logging
 extension CacheIndex {
     /// Opens the index at `path`, setting it aside and starting a new one if it is damaged.
     static func openSettingAsideIfDamaged(path: String, held: HeldDirectory? = nil, logger: Logger,
-                                          now: @Sendable () -> Date = EngineClock.system.wall) throws -> CacheIndex {
+                                          now: @Sendable () -> Date) throws -> CacheIndex {
         do {
             let index = try CacheIndex(path: path, held: held)
             let problems = try index.quickCheck()
