@@ -88,7 +88,7 @@ let package = Package(
         ]),
         // The config file and the syntax of option values (sizes, durations, headers): a library
         // so that the fuzz targets can reach the parsers, which an executable cannot offer.
-        .target(name: "Settings"),
+        .target(name: "Settings", dependencies: ["CoreTypes"]),
         .executableTarget(name: "httpcachefs", dependencies: [
             "CacheCore", "Fetcher", "FuseMount", "HLS", "MetricsExport", "Proxy", "Settings",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
