@@ -10,10 +10,10 @@ import NIOPosix
 /// `RangeSource` for cache tier nodes (`TierRangeSource`'s `tier`) over SwiftNIO, on the
 /// daemon's own event loops.
 ///
-/// Why not libcurl, as for origins: a proxied random miss through the tier used to cross three
-/// threads (the proxy's event loop asks the curl thread, which wakes the event loop again with
-/// the bytes), and on two cores those hand-offs and curl's turn were most of what a miss cost
-/// beyond the node's own answer. Here a transfer runs on the loop that started it when that is
+/// Why not libcurl, as for origins: through it a proxied random miss through the tier crosses
+/// three threads (the proxy's event loop asks the curl thread, which wakes the event loop again
+/// with the bytes), and on two cores those hand-offs and curl's turn are most of what a miss
+/// costs beyond the node's own answer. Here a transfer runs on the loop that started it when that is
 /// one of this source's loops (`group`, which the daemon's proxy shares): the request is read,
 /// planned, asked of the node, answered and sent back without leaving the thread. Starts from
 /// other threads (FUSE workers, the engine's pool) go to the next loop.

@@ -104,7 +104,7 @@ struct CacheOptions: ParsableArguments {
     /// cache directory was named (no `--cache-dir`, no `cache-dir` in the config file, no
     /// `$HTTPCACHEFS_CACHE_DIR`) and exactly one daemon of this user holds a cache, that cache;
     /// several: an error naming each (pid, cache, mountpoints) that asks for `--cache-dir`. None:
-    /// the default cache, as before. Call from the command's `validate()`.
+    /// the default cache. Call from the command's `validate()`.
     mutating func useTheRunningDaemonsCache(command: String) throws {
         do {
             let env = ProcessInfo.processInfo.environment["HTTPCACHEFS_CACHE_DIR"] ?? ""
