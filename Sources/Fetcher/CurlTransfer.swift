@@ -18,7 +18,7 @@ final class CurlTransfer {
     private var parser = ResponseHeaderParser()
     /// CURLOPT_ERRORBUFFER: curl's detailed message for the last failure.
     let errorBuffer: UnsafeMutablePointer<CChar>
-    /// Uptime (ns) at which the next attempt is due, while waiting to retry.
+    /// When the next attempt is due (the fetcher's monotonic clock), while waiting to retry.
     var retryAt: MonotonicInstant?
     /// Bytes went to the sink since the loop's last turn: it is told the turn ended (`fetchDidDrain`).
     var tookBytes = false
