@@ -88,7 +88,7 @@ let package = Package(
         ]),
         // The config file and the syntax of option values (sizes, durations, headers): a library
         // so that the fuzz targets can reach the parsers, which an executable cannot offer.
-        .target(name: "Settings"),
+        .target(name: "Settings", dependencies: ["CoreTypes"]),
         // Tables for the terminal (`cache ls`, `status`) fitted to its width, counted in cells:
         // a library, so that their tests can reach them.
         .target(name: "TerminalText"),

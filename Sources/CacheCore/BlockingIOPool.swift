@@ -265,9 +265,19 @@ public final class BlockingIOPool: Sendable {
     /// lanes' last jobs; tests). From a job of another lane it may (that lane's threads are
     /// reserved); never from a job of `lane`.
     public func waitUntilDrained(_ lane: Lane) {
+        _ = waitUntilDrained(lane, timeout: nil)
+    }
+
+    /// The same, for at most `timeout` seconds (tests: a bound on a hang); whether it drained.
+    public func waitUntilDrained(_ lane: Lane, timeout: Double?) -> Bool {
         state.withLock { $0.drainWaiters += 1 }
-        state.wait(until: { $0.lanes[lane.index].drained || ($0.finished && $0.threads == 0) })
-        state.withLock { $0.drainWaiters -= 1 }
+        defer { state.withLock { $0.drainWaiters -= 1 } }
+        let drained = { (s: borrowing State) in s.lanes[lane.index].drained || (s.finished && s.threads == 0) }
+        guard let timeout else {
+            state.wait(until: drained)
+            return true
+        }
+        return state.wait(until: drained, timeout: timeout)
     }
 
     /// Tests: while held, no job of `lane` starts (they stay queued), so a test can replay what
@@ -298,9 +308,10 @@ public final class BlockingIOPool: Sendable {
         start.forEach { startThread(number: $0) }
     }
 
-    /// Tests: waits until at most `count` threads are alive (idle ones end after `idleTime`).
-    func waitForThreads(atMost count: Int) {
-        state.wait(until: { $0.threads <= count })
+    /// Tests: waits until at most `count` threads are alive (idle ones end after `idleTime`), or
+    /// `timeout` seconds, which bounds a hang; whether they are.
+    func waitForThreads(atMost count: Int, timeout: Double) -> Bool {
+        state.wait(until: { $0.threads <= count }, timeout: timeout)
     }
 
     /// Jobs queued and not yet started (for tests and the status page).

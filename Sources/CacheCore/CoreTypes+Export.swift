@@ -1,4 +1,4 @@
 /// The leaf module's types (byte ranges, HTTP dates and syntax, `LockedValue`, `ConditionLock`)
-/// are CacheCore's to its importers: they moved out so that both sides can use them without the
-/// engine, and every `import CacheCore` still sees them.
+/// are CacheCore's to its importers: they live in the leaf so that both sides can use them
+/// without the engine, and re-exported here, every `import CacheCore` sees them.
 @_exported import CoreTypes

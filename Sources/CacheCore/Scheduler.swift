@@ -7,8 +7,8 @@ import Foundation
 /// Design: a deadline heap (`DeadlineHeap`, a pure value type) under one lock, and one thread
 /// (`timers`) that sleeps on the lock's condition until the earliest deadline, takes what is due
 /// and runs it outside the lock. The thread starts with the first timer and ends after
-/// `idleTime` with none. Before, each of these was a labelled GCD queue or a
-/// `DispatchQueue.global()` timer: GCD gave each queue that fired a thread of its own.
+/// `idleTime` with none. One thread for every timer: GCD gives each queue or timer that fires a
+/// thread of its own (docs/design-history.md).
 ///
 /// What runs here must be brief and must not block: it fails a reply, submits a job to a
 /// `BlockingIOPool`, or hands a probe to the curl loop. A slow action delays every timer after it.

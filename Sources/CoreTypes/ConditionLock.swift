@@ -8,9 +8,9 @@ import Glibc
 ///
 /// Like `LockedValue`, the value is reached only inside the lock (`withLock`, `waitFor`), and
 /// what goes in or out is checked by the same `sending` rules, so a type that keeps its state in
-/// one is `Sendable` without `@unchecked`. A pthread mutex and condition variable, which
-/// ThreadSanitizer sees (`NSCondition` is the same pair, but it leaves the state it guards to the
-/// caller's word). A leaf lock, as `LockedValue`'s.
+/// one is `Sendable` without `@unchecked`. It is a `LockedValue` (the value and its pthread
+/// mutex) and a pthread condition variable, which ThreadSanitizer sees (`NSCondition` is the same
+/// pair, but it leaves the state it guards to the caller's word). A leaf lock, as `LockedValue`'s.
 ///
 /// Waiting: `waitFor` runs its body under the lock and, while the body returns nil, waits for a
 /// `signal`/`broadcast` and runs it again; the body is where a waiter both checks the value and
@@ -23,38 +23,16 @@ import Glibc
 // after it took it back); the `sending` parameter and result keep non-Sendable state from leaving
 // it, as `LockedValue`'s do.
 public final class ConditionLock<Value>: @unchecked Sendable {
-    /// The mutex and the condition variable, side by side after the value.
-    private struct Primitives {
-        var mutex = pthread_mutex_t()
-        var condition = pthread_cond_t()
-    }
-
-    /// The value (the header) and its primitives (the one element), in one allocation that never
-    /// moves: a pthread mutex or condition must stay where it was initialised.
-    private final class Storage: ManagedBuffer<Value, Primitives> {
-        deinit {
-            withUnsafeMutablePointerToElements { p in
-                pthread_cond_destroy(ConditionLock.field(p, \.condition))
-                pthread_mutex_destroy(ConditionLock.field(p, \.mutex))
-            }
-        }
-    }
-
-    /// Keeps the allocation that the pointers point into.
-    private let storage: Storage
-    // Reached by the inlinable lock and wait calls (a writer lane's and a pool's every job).
-    @usableFromInline let value: UnsafeMutablePointer<Value>
-    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    /// The value and its mutex: a `LockedValue`, whose lock this one is.
+    @usableFromInline let locked: LockedValue<Value>
+    /// The condition variable, in an allocation of its own that never moves (a pthread condition
+    /// must stay where it was initialised).
     @usableFromInline let condition: UnsafeMutablePointer<pthread_cond_t>
 
     public init(_ initial: sending Value) {
-        storage = unsafeDowncast(Storage.create(minimumCapacity: 1) { _ in initial }, to: Storage.self)
-        let primitives: UnsafeMutablePointer<Primitives>
-        (value, primitives) = storage.withUnsafeMutablePointers { ($0, $1) }
-        primitives.initialize(to: Primitives())
-        mutex = Self.field(primitives, \.mutex)
-        condition = Self.field(primitives, \.condition)
-        precondition(pthread_mutex_init(mutex, nil) == 0, "pthread_mutex_init")
+        locked = LockedValue(initial)
+        condition = .allocate(capacity: 1)
+        condition.initialize(to: pthread_cond_t())
         // Timed waits count on the monotonic clock: a change of the wall clock does not end them.
         var attributes = pthread_condattr_t()
         pthread_condattr_init(&attributes)
@@ -63,10 +41,9 @@ public final class ConditionLock<Value>: @unchecked Sendable {
         pthread_condattr_destroy(&attributes)
     }
 
-    /// The address of one field of the primitives (an `&p.pointee.field` argument would be
-    /// allowed to pass a temporary copy).
-    private static func field<T>(_ p: UnsafeMutablePointer<Primitives>, _ key: KeyPath<Primitives, T>) -> UnsafeMutablePointer<T> {
-        (UnsafeMutableRawPointer(p) + MemoryLayout<Primitives>.offset(of: key)!).assumingMemoryBound(to: T.self)
+    deinit {
+        pthread_cond_destroy(condition)
+        condition.deallocate()
     }
 
     /// Runs `body` with the lock held.
@@ -74,11 +51,7 @@ public final class ConditionLock<Value>: @unchecked Sendable {
     public func withLock<Result, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        // The checker cannot see through the pointer; the lock makes the value this caller's alone.
-        nonisolated(unsafe) let value = value
-        return try body(&value.pointee)
+        try locked.withLock(body)
     }
 
     /// Runs `body` with the lock held until it returns a result: after each nil it waits for a
@@ -89,9 +62,10 @@ public final class ConditionLock<Value>: @unchecked Sendable {
     public func waitFor<Result, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result?
     ) throws(E) -> sending Result {
+        let mutex = locked.mutex
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
-        nonisolated(unsafe) let value = value
+        nonisolated(unsafe) let value = locked.value
         while true {
             if let result = try body(&value.pointee) { return result }
             pthread_cond_wait(condition, mutex)
@@ -113,9 +87,10 @@ public final class ConditionLock<Value>: @unchecked Sendable {
         let nanoseconds = deadline.tv_nsec + Int((timeout - whole) * 1e9)
         deadline.tv_sec += Int(whole) + nanoseconds / 1_000_000_000
         deadline.tv_nsec = nanoseconds % 1_000_000_000
+        let mutex = locked.mutex
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
-        nonisolated(unsafe) let value = value
+        nonisolated(unsafe) let value = locked.value
         while !ready(value.pointee) {
             if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT { return ready(value.pointee) }
         }

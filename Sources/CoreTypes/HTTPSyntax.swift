@@ -15,7 +15,7 @@ extension StringProtocol {
         // Asked several times per proxied request: ASCII text (every Content-Type in practice)
         // is cut and lower-cased as bytes, with the same result as the general way below. One
         // String first, so that the byte work is concrete code, not generic code that a caller
-        // in another module runs unspecialized (which was slower than Foundation).
+        // in another module runs unspecialized (slower than Foundation's).
         var text = description
         if let essence = text.withUTF8({ HTTPSyntax.asciiMediaTypeEssence($0) }) { return essence }
         return String(split(separator: ";", maxSplits: 1).first ?? "").trimmingOWS().lowercased()

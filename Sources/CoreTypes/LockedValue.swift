@@ -8,8 +8,8 @@ import Glibc
 ///
 /// Why not `Mutex` itself: on Linux it locks with atomics and `futex` calls that ThreadSanitizer
 /// does not see, so every value a `Mutex` guards is reported as a race (the CI runs the tests
-/// under ThreadSanitizer); `pthread_mutex_lock` is what it watches. As cheap as the `NSLock` this
-/// replaces: two allocations (this object, and the value with its mutex), no recursion. Mostly a
+/// under ThreadSanitizer); `pthread_mutex_lock` is what it watches. As cheap as an `NSLock`:
+/// two allocations (this object, and the value with its mutex), no recursion. Mostly a
 /// leaf lock; `body` must never take another one that is ever held around it (`EntrySink`'s two
 /// are held around the shard lock, which is why nothing under a shard lock takes them).
 // @unchecked: the value is only reached through `withLock`, with the mutex held; the `sending`
@@ -22,8 +22,8 @@ public final class LockedValue<Value>: @unchecked Sendable {
 
     /// Keeps the allocation that `value` and `mutex` point into.
     private let storage: Storage
-    // Reached by the inlinable `withLock`: every module's shard and leaf locks inline it, as they
-    // did when this type was in the module that used it most.
+    // Reached by the inlinable `withLock` (and `ConditionLock`'s), so that every module's shard
+    // and leaf locks inline it.
     @usableFromInline let value: UnsafeMutablePointer<Value>
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 

@@ -9,16 +9,7 @@ import Foundation
 /// force is the last one that started at or before that time; before the first one of the day
 /// (or week), the last one (from the day or week before) still holds. 0 is no limit (`off`).
 public struct BandwidthTimetable: Equatable, Sendable {
-    public struct Entry: Equatable, Sendable {
-        /// Minutes after midnight (daily tables), or after Monday midnight (weekly ones).
-        public var minute: Int
-        /// Bytes per second; 0: no limit.
-        public var bytesPerSecond: Int64
-        public init(minute: Int, bytesPerSecond: Int64) {
-            self.minute = minute
-            self.bytesPerSecond = bytesPerSecond
-        }
-    }
+    public typealias Entry = BandwidthTimetableEntry
 
     /// Sorted by `minute`; never empty.
     public let entries: [Entry]

@@ -81,8 +81,10 @@ final class CurlMultiLoop: @unchecked Sendable {
         self.configuration = configuration
         self.logger = logger
         multi = curl_multi_init()
-        throttle = configuration.bandwidthTimetable.map { Throttle(timetable: $0) }
-            ?? (configuration.maxBytesPerSecond > 0 ? Throttle(bytesPerSecond: configuration.maxBytesPerSecond) : nil)
+        let clock = configuration.clock
+        throttle = configuration.bandwidthTimetable.map { Throttle(timetable: $0, date: clock.wall(), now: clock.uptimeNanoseconds()) }
+            ?? (configuration.maxBytesPerSecond > 0
+                ? Throttle(bytesPerSecond: configuration.maxBytesPerSecond, now: clock.uptimeNanoseconds()) : nil)
         scheduler = TransferScheduler(patience: UInt64(max(0, configuration.yieldAfter) * 1e9))
         admission = TransferAdmission(limits: .curl(configuration))
         ledger = configuration.egressLedger
@@ -113,7 +115,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         inboxStarts.append(CurlTransfer(id: id, request: request, sink: sink, policy: configuration.retryPolicy,
                                         redirects: configuration.redirectRules,
                                         addressPolicy: configuration.addressPolicy, throttle: throttle,
-                                        rangeAnswers: rangeAnswers))
+                                        clock: configuration.clock, rangeAnswers: rangeAnswers))
         curl_multi_wakeup(multi)  // under the lock: the loop frees `multi` only after `stopping`
         lock.unlock()
         return id
@@ -183,7 +185,7 @@ final class CurlMultiLoop: @unchecked Sendable {
                 for t in starts { live[t.id] = t }
                 break
             }
-            let now = DispatchTime.now().uptimeNanoseconds
+            let instant = configuration.clock.monotonic, now = instant.nanoseconds
             for t in starts {
                 live[t.id] = t
                 scheduler.add(t.id, origin: t.origin, priority: t.priority, owner: t.state.request.owner, now: now)
@@ -197,11 +199,11 @@ final class CurlMultiLoop: @unchecked Sendable {
             for t in starts { launch(t) }
             for id in cancels { if let t = live[id] { cancelNow(t) } }
 
-            for t in live.values where t.retryAt.map({ $0 <= now }) ?? false {
+            for t in live.values where t.retryAt.map({ $0 <= instant }) ?? false {
                 t.retryAt = nil
                 launch(t)
             }
-            throttle?.follow(date: Date(), now: now)
+            throttle?.follow(date: configuration.clock.wall(), now: now)
             for id in resumes + (throttle?.due(now: now) ?? []) {
                 // curl may offer the kept bytes right here, inside curl_easy_pause. A held
                 // transfer goes on once the scheduler lets it go.
@@ -223,9 +225,9 @@ final class CurlMultiLoop: @unchecked Sendable {
             startWaiting()
 
             var timeoutMs: Int32 = 1000
-            let after = DispatchTime.now().uptimeNanoseconds
+            let afterInstant = configuration.clock.monotonic, after = afterInstant.nanoseconds
             if let due = live.values.compactMap(\.retryAt).min() {
-                timeoutMs = due <= after ? 0 : Int32(min(1000, (due - after) / 1_000_000 + 1))
+                timeoutMs = due <= afterInstant ? 0 : Int32(min(1000, (due - afterInstant).nanoseconds / 1_000_000 + 1))
             }
             if let wait = throttle?.wait(now: after) {
                 timeoutMs = min(timeoutMs, Int32(min(1000, wait / 1_000_000 + 1)))
@@ -250,7 +252,7 @@ final class CurlMultiLoop: @unchecked Sendable {
     /// `TransferAdmission`). A transfer a read waits on that finds every connection taken takes
     /// one from far read-ahead, a scan or preload (`preempt`).
     private func startWaiting() {
-        let now = DispatchTime.now().uptimeNanoseconds
+        let now = configuration.clock.uptimeNanoseconds()
         while let step = admission.next(now: now, preemptible: { self.canPreempt($0) }) {
             switch step {
             case let .start(id):
@@ -418,7 +420,7 @@ final class CurlMultiLoop: @unchecked Sendable {
                 "url": "\(t.state.request.url)", "after": "\(delay)s", "attempt": "\(t.state.attempts + 1)",
                 "cause": "\(result)", "abort": "\(String(describing: t.state.abort))",
             ])
-            t.retryAt = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, delay) * 1e9)
+            t.retryAt = configuration.clock.monotonic + .seconds(max(0, delay))
             (t.sink as? FetchRetryObserving)?.fetchWillRetry()
         }
     }

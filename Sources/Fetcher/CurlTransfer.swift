@@ -18,8 +18,8 @@ final class CurlTransfer {
     private var parser = ResponseHeaderParser()
     /// CURLOPT_ERRORBUFFER: curl's detailed message for the last failure.
     let errorBuffer: UnsafeMutablePointer<CChar>
-    /// Uptime (ns) at which the next attempt is due, while waiting to retry.
-    var retryAt: UInt64?
+    /// When the next attempt is due (the fetcher's monotonic clock), while waiting to retry.
+    var retryAt: MonotonicInstant?
     /// Bytes went to the sink since the loop's last turn: it is told the turn ended (`fetchDidDrain`).
     var tookBytes = false
     let addressPolicy: AddressPolicy
@@ -32,6 +32,8 @@ final class CurlTransfer {
 
     /// The loop's bandwidth limit (`--bwlimit`), if any.
     let throttle: Throttle?
+    /// Whose monotonic clock the throttle's tokens are counted by (the fetcher's).
+    let clock: EngineClock
     /// Its class now (the bandwidth limit serves the higher ones first), and whether the
     /// scheduler holds it (its receiving is paused until it lets go).
     var priority: FetchPriority
@@ -50,8 +52,9 @@ final class CurlTransfer {
     private(set) var errorDocument: [UInt8]?
 
     init(id: Int, request: FetchRequest, sink: FetchSink, policy: RetryPolicy, redirects: RedirectRules,
-         addressPolicy: AddressPolicy, throttle: Throttle?, rangeAnswers: OriginRangeAnswers? = nil) {
+         addressPolicy: AddressPolicy, throttle: Throttle?, clock: EngineClock, rangeAnswers: OriginRangeAnswers? = nil) {
         self.id = id
+        self.clock = clock
         self.rangeAnswers = rangeAnswers
         self.throttle = throttle
         self.sink = sink
@@ -103,7 +106,7 @@ final class CurlTransfer {
         errorDocument = nil
         toS3 = configuration.s3?.signs(state.url) ?? false
         if let s3 = configuration.s3, state.atRequestOrigin {
-            for header in s3.signedHeaders(method: state.method ?? "GET", url: state.url, date: Date()) {
+            for header in s3.signedHeaders(method: state.method ?? "GET", url: state.url, date: configuration.clock.wall()) {
                 list = curl_slist_append(list, header)
             }
         }
@@ -213,7 +216,8 @@ final class CurlTransfer {
             _ = state.receiveBody(bytes)
             return state.redirectBodyTooLong ? .abort : .taken
         }
-        if let throttle, !throttle.admit(bytes.count, transfer: id, priority: priority, owner: state.request.owner) { return .pause }
+        if let throttle, !throttle.admit(bytes.count, transfer: id, priority: priority, owner: state.request.owner,
+                                           now: clock.uptimeNanoseconds()) { return .pause }
         let before = state
         let (offset, length) = state.receiveBody(bytes)
         if length > 0 {

@@ -24,7 +24,7 @@ public final class FetchTracker: RangeSource, TransferListing, Sendable {
     let clock: @Sendable () -> Date
     private let running = LockedValue<[ObjectIdentifier: TrackedSink]>([:])
 
-    public init(_ inner: RangeSource, metrics: CacheMetrics, clock: @escaping @Sendable () -> Date = EngineClock.system.wall) {
+    public init(_ inner: RangeSource, metrics: CacheMetrics, clock: @escaping @Sendable () -> Date) {
         self.inner = inner
         self.metrics = metrics
         self.clock = clock

@@ -7,6 +7,10 @@ import Foundation
 /// `all_proxy` and `no_proxy` from the environment. Credentials in the URL (`user:pass@host`)
 /// are sent as Basic auth by libcurl; `access` adds a netrc file and a user for other URLs.
 public struct FetcherConfiguration: Sendable {
+    /// The fetcher's time (`EngineClock`, given by the executable's wiring; tests may give their
+    /// own): the monotonic clock for retries, rate and bandwidth limits and connection checks,
+    /// the wall clock for S3 signatures and a bandwidth timetable's hour. The only clock it reads.
+    public var clock: EngineClock
     /// `User-Agent`, e.g. "httpcachefs/0.1".
     public var userAgent: String
     /// Extra request headers, each "Name: value" (`--header`): credentials, every one of them
@@ -87,7 +91,8 @@ public struct FetcherConfiguration: Sendable {
     /// proxy checks the first URL itself). Empty: any host.
     public var allowedHosts: [HostPattern] = []
 
-    public init(userAgent: String = "httpcachefs",
+    public init(clock: EngineClock,
+                userAgent: String = "httpcachefs",
                 extraHeaders: [String] = [],
                 upstreamProxy: String? = nil,
                 insecure: Bool = false,
@@ -102,6 +107,7 @@ public struct FetcherConfiguration: Sendable {
                 maxTotalConnections: Int = 32,
                 addressPolicy: AddressPolicy = .standard,
                 pinnedAddresses: [String] = []) {
+        self.clock = clock
         self.userAgent = userAgent
         self.extraHeaders = extraHeaders
         self.upstreamProxy = upstreamProxy

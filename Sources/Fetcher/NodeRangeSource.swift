@@ -10,10 +10,10 @@ import NIOPosix
 /// `RangeSource` for cache tier nodes (`TierRangeSource`'s `tier`) over SwiftNIO, on the
 /// daemon's own event loops.
 ///
-/// Why not libcurl, as for origins: a proxied random miss through the tier used to cross three
-/// threads (the proxy's event loop asks the curl thread, which wakes the event loop again with
-/// the bytes), and on two cores those hand-offs and curl's turn were most of what a miss cost
-/// beyond the node's own answer. Here a transfer runs on the loop that started it when that is
+/// Why not libcurl, as for origins: through it a proxied random miss through the tier crosses
+/// three threads (the proxy's event loop asks the curl thread, which wakes the event loop again
+/// with the bytes), and on two cores those hand-offs and curl's turn are most of what a miss
+/// costs beyond the node's own answer. Here a transfer runs on the loop that started it when that is
 /// one of this source's loops (`group`, which the daemon's proxy shares): the request is read,
 /// planned, asked of the node, answered and sent back without leaving the thread. Starts from
 /// other threads (FUSE workers, the engine's pool) go to the next loop.
@@ -91,7 +91,7 @@ public final class NodeRangeSource: RangeSource, Sendable {
     public func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
         guard let target = targets.value(for: request.url, NodeTarget.init(url:)), request.method == nil, request.body == nil else {
             let url = request.url
-            Scheduler.shared.after(0) {   // not on the caller's stack
+            configuration.clock.scheduler.after(0) {   // not on the caller's stack
                 sink.fetchDidFinish(.invalidResponse(url: url, message: "a tier node request must be a GET of an http:// URL"))
             }
             return NodeNoHandle()
@@ -107,7 +107,7 @@ public final class NodeRangeSource: RangeSource, Sendable {
         guard let transfer else {
             // Shut down: still exactly one fetchDidFinish, but not on the caller's stack (on the
             // timer thread: the loops may be gone).
-            Scheduler.shared.after(0) { sink.fetchDidFinish(.cancelled) }
+            configuration.clock.scheduler.after(0) { sink.fetchDidFinish(.cancelled) }
             return NodeNoHandle()
         }
         // Always a new turn of the loop (for a caller on it, no wake-up): the sink hears nothing

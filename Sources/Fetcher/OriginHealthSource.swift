@@ -54,10 +54,10 @@ public final class OriginHealthSource: RangeSource, OriginHealthReporting, Senda
     /// - Parameters:
     ///   - now: the engine's wall clock: when an origin went down, when its next probe is due
     ///     (the status page shows both).
-    ///   - scheduler: where the probe timers run (`Scheduler.shared`; tests: a manual one, whose
+    ///   - scheduler: where the probe timers run (the engine clock's scheduler; tests: a manual one, whose
     ///     `advance(by:)` sends a due probe on the test's thread).
     public init(_ inner: RangeSource, logger: Logger, firstProbeDelay: TimeInterval = 1, maxProbeDelay: TimeInterval = 10,
-                now: @escaping @Sendable () -> Date = EngineClock.system.wall, scheduler: Scheduler = .shared) {
+                now: @escaping @Sendable () -> Date, scheduler: Scheduler) {
         self.inner = inner
         self.scheduler = scheduler
         self.logger = logger

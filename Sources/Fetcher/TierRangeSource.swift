@@ -31,7 +31,7 @@ public final class TierRangeSource: RangeSource, Sendable {
     ///   - origin: fetches from origins (probes, fallbacks, untiered URLs).
     ///   - tier: fetches from tier nodes (few retries, short timeouts: another node or the
     ///     origin is the retry).
-    public init(origin: RangeSource, tier: RangeSource, tiers: [TierSpec], state: TierState = TierState(),
+    public init(origin: RangeSource, tier: RangeSource, tiers: [TierSpec], state: TierState,
                 logger: Logger? = nil) {
         self.logger = logger
         self.origin = origin

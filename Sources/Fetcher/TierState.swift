@@ -12,14 +12,14 @@ public final class TierState: Sendable {
         var keyBytes: [String: Origins] = [:]
     }
     private let counters: LockedValue<Counters>
-    /// Seconds, monotonic; tests inject their own.
+    /// Seconds, monotonic: the fetcher's clock (`FetcherConfiguration.clock`); tests give their own.
     let clock: @Sendable () -> Double
 
     /// The most files whose tier/origin split is remembered (a daemon's lifetime, not persisted).
     static let keptKeys = 10_000
 
     public init(health: TierHealth = TierHealth(),
-                clock: @escaping @Sendable () -> Double = { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }) {
+                clock: @escaping @Sendable () -> Double) {
         counters = LockedValue(Counters(health: health))
         self.clock = clock
     }

@@ -109,15 +109,14 @@ final class Throttle {
     private var served: [Int: UInt64] = [:]
     private var admissions: UInt64 = 0
 
-    init(bytesPerSecond: Int64, now: UInt64 = DispatchTime.now().uptimeNanoseconds) {
+    init(bytesPerSecond: Int64, now: UInt64) {
         bucket = TokenBucket(bytesPerSecond: bytesPerSecond, now: now)
         rate = bytesPerSecond
         timetable = nil
     }
 
     /// Follows `timetable`, starting with its rate at `date`.
-    init(timetable: BandwidthTimetable, date: Date = Date(), calendar: Calendar = .current,
-         now: UInt64 = DispatchTime.now().uptimeNanoseconds) {
+    init(timetable: BandwidthTimetable, date: Date, calendar: Calendar = .current, now: UInt64) {
         self.timetable = timetable
         rate = timetable.bytesPerSecond(at: date, calendar: calendar)
         bucket = rate > 0 ? TokenBucket(bytesPerSecond: rate, now: now) : nil
@@ -143,8 +142,7 @@ final class Throttle {
     }
 
     /// Whether `count` bytes of `transfer` (of reader `owner`) pass now; if not, it pauses.
-    func admit(_ count: Int, transfer: Int, priority: FetchPriority, owner: Int? = nil,
-               now: UInt64 = DispatchTime.now().uptimeNanoseconds) -> Bool {
+    func admit(_ count: Int, transfer: Int, priority: FetchPriority, owner: Int? = nil, now: UInt64) -> Bool {
         let me = Paused(priority: priority, owner: owner)
         guard var bucket else {
             paused[transfer] = nil

@@ -212,7 +212,7 @@ public struct ProxyRouter: Sendable {
     }
 
     /// `POST /.httpcachefs/control/{refresh,rm,clear,pin,unpin,mount,unmount}` (after `/t/TOKEN` when the proxy has a
-    /// token), with the control key; any other POST is 405 as before.
+    /// token), with the control key; any other POST is 405.
     private func controlRoute(target: String, controlKey: String?) -> ProxyRoute {
         let notAllowed = ProxyRoute.reject(status: 405, message: "only GET and HEAD are supported")
         var path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? target

@@ -4,7 +4,7 @@ import Foundation
 /// The query of `status.json`, read into the view it asks for (`StatusView`): pure, so each
 /// form and each mistake is a row of a table test.
 ///
-/// - no query, or none of the names below: the full document (every file), as before;
+/// - no query, or none of the names below: the full document (every file);
 /// - `view=summary[&filter=S]`: totals, transfers, errors, origins and folder totals, no file;
 /// - `folder=ID[&page=N][&per=N][&filter=S][&order=name|size|cached|access]`: one page of a folder;
 /// - `url=URL[&per=N][&order=...]`: the page of its folder that holds that file (a deep link).

@@ -1,3 +1,4 @@
+import CoreTypes
 import Foundation
 
 /// `--bwlimit`: one rate (`10M`, `500K/s`, `0` or `off` for none), or a timetable as rclone
@@ -10,14 +11,7 @@ public enum BandwidthLimitValue: Equatable, Sendable {
     /// Entries of (minute of the day, or of the week from Monday 00:00; bytes per second, 0: none).
     case timetable(weekly: Bool, entries: [Entry])
 
-    public struct Entry: Equatable, Sendable {
-        public var minute: Int
-        public var bytesPerSecond: Int64
-        public init(minute: Int, bytesPerSecond: Int64) {
-            self.minute = minute
-            self.bytesPerSecond = bytesPerSecond
-        }
-    }
+    public typealias Entry = BandwidthTimetableEntry
 
     static let days = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
     static let fullDays = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]

@@ -3,11 +3,13 @@ import Foundation
 /// Waits until `condition` holds, for at most `timeout` seconds, by looking again and again;
 /// false if it never did.
 ///
-/// Only for a state nothing can tell a waiter about: the kernel's TCP counters of acknowledged
-/// bytes (`OriginServerWireTests`), and the fallbacks of the event waits on a system without
-/// pidfd_open, inotify or /proc (`ProcessExit`, `FileEvents`, `MountTableEvents`). Everything
-/// else waits on an event: a completion, a semaphore, a condition the code under test signals
-/// (`OriginServer.wait`, `RecordedLog.wait`), or what the kernel reports about another process.
+/// Only for a state nothing can tell a waiter about, each listed with its reason in
+/// docs/development.md: the kernel's TCP counters of acknowledged bytes (`OriginServerWireTests`),
+/// and the fallbacks of the event waits on a system without pidfd_open, inotify or /proc
+/// (`ProcessExit`, `FileEvents`, `MountTableEvents`). Everything else waits on an event: a
+/// completion, a semaphore, a condition the code under test signals (`OriginServer.wait`,
+/// `RecordedLog.wait`, `CacheEngine.waitUntilCached`), or what the kernel reports about another
+/// process.
 /// The condition is checked at once, then after pauses that start at a millisecond and grow to
 /// 20 ms. The timeout is a bound on a hang, never a measurement: nothing asserts how long it took.
 @discardableResult

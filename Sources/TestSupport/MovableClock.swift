@@ -16,6 +16,7 @@ public final class MovableClock: @unchecked Sendable {
     public func advance(_ seconds: TimeInterval) { lock.withLock { date += seconds } }
 
     public var engineClock: EngineClock {
-        EngineClock(wall: { self.now }, uptimeNanoseconds: EngineClock.system.uptimeNanoseconds)
+        EngineClock(wall: { self.now }, uptimeNanoseconds: EngineClock.system.uptimeNanoseconds,
+                    scheduler: EngineClock.system.scheduler)
     }
 }

@@ -16,7 +16,7 @@ import NIOCore
 // socket is dup'ed when it is accepted (NIO does not show its descriptor: the one whose local and
 // peer addresses are the channel's is found in /proc/self/fd), read when the channel closes, and
 // closed then. The dup keeps the socket open only until the channel's close future runs, on the
-// same event loop, so the peer sees the close as before.
+// same event loop, so the peer sees the close when it would without the dup.
 //
 // Glibc's `struct tcp_info` stops before these fields, so they are read at their offsets in
 // <linux/tcp.h> (120 and 200; the struct only ever grows at its end). Linux only; elsewhere, or on

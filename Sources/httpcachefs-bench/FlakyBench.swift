@@ -140,7 +140,7 @@ struct FlakyBench: AsyncParsableCommand {
             origin.setGeneratedFile("/flaky.bin", length: length, seed: 0xF1A7)
             if let faults { origin.setFaults("/flaky.bin", faults) }
             self.faults = faults
-            source = CurlRangeSource(configuration: FetcherConfiguration(userAgent: "httpcachefs-bench", maxRetries: 5, retryBaseDelay: 0.01),
+            source = CurlRangeSource(configuration: FetcherConfiguration(clock: .system, userAgent: "httpcachefs-bench", maxRetries: 5, retryBaseDelay: 0.01),
                                      logger: Logger(label: "bench"))
             do {
                 engine = try CacheEngine(configuration: CacheConfiguration(directory: temp.appending("cache"), capacity: length + (1 << 30),

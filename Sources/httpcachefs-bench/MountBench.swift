@@ -179,7 +179,7 @@ struct MountBench: ParsableCommand {
 
     /// One libcurl range request per offset, one at a time, on a warm connection.
     static func directRangeLatencies(url: String, offsets: [Int64], length: Int) throws -> [Double] {
-        let source = CurlRangeSource(configuration: FetcherConfiguration(), logger: Logger(label: "bench.direct"))
+        let source = CurlRangeSource(configuration: FetcherConfiguration(clock: .system), logger: Logger(label: "bench.direct"))
         defer { source.shutdown() }
         var result: [Double] = []
         for offset in offsets {

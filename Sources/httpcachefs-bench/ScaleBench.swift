@@ -212,7 +212,7 @@ struct ScaleBench: AsyncParsableCommand {
     static func cachedFiles(files: Int, origin: OriginServer, binary: String, temp: TemporaryDirectory) async throws -> (Point, Point, Point, [Point]) {
         let dir = temp.appending("cache")
         let used = try await fill(files: files, origin: origin, directory: dir)
-        let source = CurlRangeSource(configuration: FetcherConfiguration(userAgent: "httpcachefs-bench"), logger: Logger(label: "bench"))
+        let source = CurlRangeSource(configuration: FetcherConfiguration(clock: .system, userAgent: "httpcachefs-bench"), logger: Logger(label: "bench"))
         defer { source.shutdown() }
         let ls = try Spawned.time(binary, ["cache", "ls", "--cache-dir", dir])
         let started = DispatchTime.now().uptimeNanoseconds
@@ -250,7 +250,7 @@ struct ScaleBench: AsyncParsableCommand {
         for i in 0..<(files + newFilesAtCap) {
             origin.setGeneratedFile(String(format: "/c/%07d.bin", i), length: Int64(cachedFileLength), seed: UInt64(i))
         }
-        let source = CurlRangeSource(configuration: FetcherConfiguration(userAgent: "httpcachefs-bench"), logger: Logger(label: "bench"))
+        let source = CurlRangeSource(configuration: FetcherConfiguration(clock: .system, userAgent: "httpcachefs-bench"), logger: Logger(label: "bench"))
         defer { source.shutdown() }
         let engine = try CacheEngine(configuration: CacheConfiguration(directory: directory, capacity: 64 << 30, freeSpaceFloor: 0), source: source,
                                      layers: FetchLayers.standard())

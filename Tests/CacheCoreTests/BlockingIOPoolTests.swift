@@ -86,18 +86,16 @@ final class BlockingIOPoolTests: XCTestCase {
     /// read's answer captures its lease and the chunks it holds, counted in the memory budget.
     func testWhatAJobCapturedIsLetGoOnceItRan() {
         let pool = BlockingIOPool(name: "test-pool", threads: 1)
-        weak var kept: CapturedToken?
-        let ran = DispatchSemaphore(value: 0)
+        let ran = DispatchSemaphore(value: 0), released = DispatchSemaphore(value: 0)
         do {
-            let token = CapturedToken()
-            kept = token
+            let token = CapturedToken(released)
             pool.submit { [token] in
                 _ = token
                 ran.signal()
             }
         }
         XCTAssertEqual(ran.wait(timeout: .now() + 30), .success)
-        XCTAssertTrue(eventually { kept == nil }, "the queue still holds the job's captures")
+        XCTAssertEqual(released.wait(timeout: .now() + 30), .success, "the queue still holds the job's captures")
         pool.finish()
     }
 
@@ -141,7 +139,7 @@ final class BlockingIOPoolTests: XCTestCase {
         let ran = DispatchSemaphore(value: 0)
         pool.submit { ran.signal() }
         XCTAssertEqual(ran.wait(timeout: .now() + 30), .success)
-        pool.waitForThreads(atMost: 0)
+        XCTAssertTrue(pool.waitForThreads(atMost: 0, timeout: 30), "the idle thread never ended")
         pool.submit { ran.signal() }
         XCTAssertEqual(ran.wait(timeout: .now() + 30), .success, "a job after the idle thread ended still runs")
         pool.finish()
@@ -208,5 +206,9 @@ final class BlockingIOPoolTests: XCTestCase {
     }
 }
 
-/// Something a job captures, to see when the pool lets go of it.
-private final class CapturedToken: Sendable {}
+/// Something a job captures, which says when the pool lets go of it (its `deinit`).
+private final class CapturedToken: Sendable {
+    private let released: DispatchSemaphore
+    init(_ released: DispatchSemaphore) { self.released = released }
+    deinit { released.signal() }
+}

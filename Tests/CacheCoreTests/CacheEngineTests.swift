@@ -243,7 +243,7 @@ final class CacheEngineTests: XCTestCase {
         _ = try await cache.makeReader(for: info).read(offset: 0, length: data.count)
         // The read may be answered from the arriving bytes before the transfer's last batch is
         // queued for the writer: wait until all of it is on disk, not only for the writer's queue.
-        XCTAssertTrue(eventually { cache.status(url: url)?.cachedBytes == Int64(data.count) })
+        XCTAssertTrue(cache.waitUntilCached(url: url, bytes: Int64(data.count)), "all of it cached")
         cache.core.writes.waitIdle()
         // Flip a byte in the slice file behind the cache's back.
         let sub = try FileManager.default.contentsOfDirectory(atPath: dir + "/data").first!

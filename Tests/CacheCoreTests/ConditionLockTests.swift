@@ -4,9 +4,9 @@ import TestSupport
 import XCTest
 
 /// `ConditionLock`: the value is reached by one thread at a time, and a waiter goes on exactly
-/// when another thread made the change it waits for. No sleeps: a test knows a waiter is
-/// waiting because it counted its checks (each check runs under the lock, and a waiter that found
-/// nothing waits before the lock is let go of, so a change made after that check wakes it).
+/// when another thread made the change it waits for. No sleeps: a waiter tells the test when it
+/// found nothing (a semaphore signalled from its check, which runs under the lock; a waiter that
+/// found nothing waits before the lock is let go of, so a change made after that check wakes it).
 final class ConditionLockTests: XCTestCase {
     private struct Gate {
         var open = false
@@ -40,16 +40,16 @@ final class ConditionLockTests: XCTestCase {
     /// A waiter that found the gate shut goes on once another thread opens it and signals.
     func testAWaiterGoesOnWhenAnotherThreadMakesTheChange() {
         let lock = ConditionLock(Gate())
-        let done = DispatchSemaphore(value: 0)
+        let done = DispatchSemaphore(value: 0), foundShut = DispatchSemaphore(value: 0)
         Thread {
             lock.waitFor { (g: inout Gate) -> Void? in
                 if g.open { return () }
-                g.waiting.insert(0)
+                if g.waiting.insert(0).inserted { foundShut.signal() }
                 return nil
             }
             done.signal()
         }.start()
-        XCTAssertTrue(eventually { lock.withLock { $0.waiting } == [0] }, "the waiter never found the gate shut")
+        XCTAssertEqual(foundShut.wait(timeout: .now() + 30), .success, "the waiter never found the gate shut")
         XCTAssertEqual(done.wait(timeout: .now()), .timedOut, "went on with the gate shut")
         lock.withLock { $0.open = true }
         lock.signal()
@@ -59,19 +59,21 @@ final class ConditionLockTests: XCTestCase {
     /// `broadcast` wakes every waiter.
     func testBroadcastReleasesEveryWaiter() {
         let lock = ConditionLock(Gate())
-        let done = DispatchGroup()
+        let done = DispatchGroup(), waiting = DispatchSemaphore(value: 0)
         for i in 0..<6 {
             done.enter()
             Thread {
                 lock.waitFor { (g: inout Gate) -> Void? in
                     if g.open { return () }
-                    g.waiting.insert(i)
+                    if g.waiting.insert(i).inserted { waiting.signal() }
                     return nil
                 }
                 done.leave()
             }.start()
         }
-        XCTAssertTrue(eventually { lock.withLock { $0.waiting.count } == 6 }, "not every waiter is waiting")
+        for i in 0..<6 {
+            XCTAssertEqual(waiting.wait(timeout: .now() + 30), .success, "waiter \(i) of 6 never found nothing to go on with")
+        }
         lock.withLock { $0.open = true }
         lock.broadcast()
         XCTAssertEqual(done.wait(timeout: .now() + 30), .success, "a waiter slept through the broadcast")
@@ -81,24 +83,30 @@ final class ConditionLockTests: XCTestCase {
     /// takes what it waited for in the same hold of the lock as its check.
     func testEachSignalledTokenIsTakenByOneWaiter() {
         let lock = ConditionLock(Gate())
-        let done = DispatchGroup()
+        let done = DispatchGroup(), waiting = DispatchSemaphore(value: 0), took = DispatchSemaphore(value: 0)
         for i in 0..<6 {
             done.enter()
             Thread {
                 lock.waitFor { (g: inout Gate) -> Void? in
-                    guard g.tokens > 0 else { g.waiting.insert(i); return nil }
+                    guard g.tokens > 0 else {
+                        if g.waiting.insert(i).inserted { waiting.signal() }
+                        return nil
+                    }
                     g.tokens -= 1
                     g.taken.append(i)
+                    took.signal()
                     return ()
                 }
                 done.leave()
             }.start()
         }
-        XCTAssertTrue(eventually { lock.withLock { $0.waiting.count } == 6 }, "not every waiter is waiting")
+        for i in 0..<6 {
+            XCTAssertEqual(waiting.wait(timeout: .now() + 30), .success, "waiter \(i) of 6 never found nothing to go on with")
+        }
         for n in 1...6 {
             lock.withLock { $0.tokens += 1 }
             lock.signal()
-            XCTAssertTrue(eventually { lock.withLock { $0.taken.count } == n }, "token \(n) was not taken")
+            XCTAssertEqual(took.wait(timeout: .now() + 30), .success, "token \(n) was not taken")
         }
         XCTAssertEqual(done.wait(timeout: .now() + 30), .success)
         let (tokens, taken) = lock.withLock { ($0.tokens, $0.taken) }
@@ -111,14 +119,15 @@ final class ConditionLockTests: XCTestCase {
     func testATimedWaitEndsWithTheChangeOrAtItsTimeout() {
         let lock = ConditionLock(Gate())
         XCTAssertFalse(lock.wait(until: { $0.open }, timeout: 0.02), "nobody opened it")
-        let result = LockedValue<Bool?>(nil)
+        let result = LockedValue<Bool?>(nil), ended = DispatchSemaphore(value: 0)
         Thread {
             let opened = lock.wait(until: { $0.open }, timeout: 300)
             result.withLock { $0 = opened }
+            ended.signal()
         }.start()
         lock.withLock { $0.open = true }
         lock.broadcast()
-        XCTAssertTrue(eventually { result.withLock { $0 } != nil })
+        XCTAssertEqual(ended.wait(timeout: .now() + 30), .success, "the timed wait never ended")
         XCTAssertEqual(result.withLock { $0 }, true)
     }
 }

@@ -40,7 +40,10 @@ final class EnginePoolTests: GatedEngineTestCase {
             }
         }
         defer { readers.forEach { $0.close() } }
-        XCTAssertTrue(eventually { self.waiters(cache) == runs + 1 }, "every run asked its read while the others waited: \(waiters(cache))")
+        // Each run's first step is a job of the pool that asks its read and returns: once the
+        // pool drained, every one of them asked.
+        XCTAssertTrue(cache.blockingIO.waitUntilDrained(BlockingIOPool.jobs, timeout: 30), "the runs' first steps never ran")
+        XCTAssertEqual(waiters(cache), runs + 1, "every run asked its read while the others waited")
         XCTAssertEqual(source.transfers.count, 2, "the runs wait for the transfer that runs")
         for t in source.transfers.dropFirst() {
             t.partial(length: length)

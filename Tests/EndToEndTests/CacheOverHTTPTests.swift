@@ -15,7 +15,7 @@ final class CacheOverHTTPTests: XCTestCase {
     override func setUpWithError() throws {
         origin = try OriginServer()
         temp = TemporaryDirectory(prefix: "httpcachefs-e2e")
-        source = CurlRangeSource(configuration: FetcherConfiguration(userAgent: "httpcachefs/test", lowSpeedTime: 5,
+        source = CurlRangeSource(configuration: FetcherConfiguration(clock: .system, userAgent: "httpcachefs/test", lowSpeedTime: 5,
                                                                      maxRetries: 3, retryBaseDelay: 0.05),
                                  logger: Logger(label: "test"))
     }

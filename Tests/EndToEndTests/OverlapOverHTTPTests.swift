@@ -44,7 +44,7 @@ extension CacheOverHTTPTests {
     /// gets one); the file changed, so the seek's read fails instead of answering with the new
     /// bytes after the old, and the next open reads the new version whole, with no error.
     func testASeekWithoutValidatorsSamplesTheCachedHeadFirstEvenOverOneConnection() async throws {
-        let one = CurlRangeSource(configuration: FetcherConfiguration(userAgent: "httpcachefs/test", lowSpeedTime: 5, maxRetries: 3,
+        let one = CurlRangeSource(configuration: FetcherConfiguration(clock: .system, userAgent: "httpcachefs/test", lowSpeedTime: 5, maxRetries: 3,
                                                                       retryBaseDelay: 0.05, maxConnections: 1, maxTotalConnections: 1),
                                   logger: Logger(label: "test"))
         defer { one.shutdown() }

@@ -61,7 +61,7 @@ final class BandwidthTimetableTests: XCTestCase {
     /// What the daemon gives the status document: nothing without --bwlimit, a fixed limit with no
     /// next change, a timetable's view.
     func testTheConfigurationReportsTheLimitForTheStatusDocument() throws {
-        var c = FetcherConfiguration()
+        var c = FetcherConfiguration(clock: .system)
         XCTAssertNil(c.bandwidthReport, "no limit: no 'bandwidth' in the document")
         c.maxBytesPerSecond = 1 << 20
         XCTAssertEqual(try XCTUnwrap(c.bandwidthReport)(date(24, 9, 0)), BandwidthLimitStatus(bytesPerSecond: 1 << 20))

@@ -15,7 +15,7 @@ final class CurlFlowControlTests: XCTestCase {
     override func tearDown() { origin?.stop(); origin = nil }
 
     private func source(_ tweak: (inout FetcherConfiguration) -> Void = { _ in }) -> CurlRangeSource {
-        var c = FetcherConfiguration(userAgent: "httpcachefs-tests", connectTimeout: 5, lowSpeedTime: 10,
+        var c = FetcherConfiguration(clock: .system, userAgent: "httpcachefs-tests", connectTimeout: 5, lowSpeedTime: 10,
                                      maxRetries: 4, retryBaseDelay: 0.01)
         tweak(&c)
         return CurlRangeSource(configuration: c, logger: Logger(label: "fetcher-tests"))
@@ -89,7 +89,7 @@ extension CurlFlowControlTests {
         defer { source.shutdown() }
         let holding = RecordingSink(), waiting = RecordingSink()
         let first = source.start(FetchRequest(url: origin.url("/hold")), sink: holding)
-        XCTAssertTrue(eventually { origin.requestCount(path: "/hold") > 0 }, "the request never reached the origin")
+        XCTAssertTrue(origin.waitForRequests(path: "/hold"), "the request never reached the origin")
         let second = source.start(FetchRequest(url: origin.url("/next")), sink: waiting)
         second.cancel()
         wait(for: [waiting.finished], timeout: 10)

@@ -30,7 +30,7 @@ final class CurlRangeSourceTests: XCTestCase {
     }
 
     private func makeSource(_ tweak: (inout FetcherConfiguration) -> Void = { _ in }) -> CurlRangeSource {
-        var c = FetcherConfiguration(userAgent: "httpcachefs-tests", connectTimeout: 5, lowSpeedTime: 10,
+        var c = FetcherConfiguration(clock: .system, userAgent: "httpcachefs-tests", connectTimeout: 5, lowSpeedTime: 10,
                                      maxRetries: 4, retryBaseDelay: 0.01)
         tweak(&c)
         return CurlRangeSource(configuration: c, logger: Logger(label: "fetcher-tests"))
@@ -322,7 +322,7 @@ final class CurlRangeSourceTests: XCTestCase {
         let sink = RecordingSink()
         sinks.append(sink)
         let handle = source.start(FetchRequest(url: origin.url("/f.bin")), sink: sink)
-        XCTAssertTrue(eventually { origin.requestCount(path: "/f.bin") > 0 }, "the request never reached the origin")
+        XCTAssertTrue(origin.waitForRequests(path: "/f.bin"), "the request never reached the origin")
         handle.cancel()
         wait(for: [sink.finished], timeout: 30)
         XCTAssertEqual(sink.result(), .cancelled)
@@ -373,7 +373,7 @@ final class CurlRangeSourceTests: XCTestCase {
         let sink = RecordingSink()
         sinks.append(sink)
         _ = source.start(FetchRequest(url: origin.url("/f.bin")), sink: sink)
-        XCTAssertTrue(eventually { origin.requestCount(path: "/f.bin") > 0 }, "the request never reached the origin")
+        XCTAssertTrue(origin.waitForRequests(path: "/f.bin"), "the request never reached the origin")
         source.shutdown()
         XCTAssertEqual(sink.result(), .cancelled)
         let late = RecordingSink()

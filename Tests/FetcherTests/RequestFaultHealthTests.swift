@@ -18,7 +18,7 @@ final class RequestFaultHealthTests: XCTestCase {
     override func setUpWithError() throws {
         origin = try OriginServer()
         origin.setFile("/good.bin", data: data)
-        source = CurlRangeSource(configuration: FetcherConfiguration(userAgent: "httpcachefs-tests", connectTimeout: 5,
+        source = CurlRangeSource(configuration: FetcherConfiguration(clock: .system, userAgent: "httpcachefs-tests", connectTimeout: 5,
                                                                      lowSpeedTime: 10, maxRetries: 1, retryBaseDelay: 0.01),
                                  logger: Logger(label: "request-fault-tests"))
     }

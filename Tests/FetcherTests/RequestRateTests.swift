@@ -104,7 +104,7 @@ final class TransferAdmissionRateTests: XCTestCase {
     }
 
     func testThePerHostCapComesFromTheConfiguration() {
-        var c = FetcherConfiguration(maxConnections: 2, maxTotalConnections: 8)
+        var c = FetcherConfiguration(clock: .system, maxConnections: 2, maxTotalConnections: 8)
         XCTAssertEqual(TransferAdmission.Limits.curl(c), .init(perOrigin: nil, total: 8), "no per-host cap unless given")
         c.maxTransfersPerOrigin = 2
         c.requestsPerSecond = 5
@@ -125,7 +125,7 @@ final class RequestRateOverHTTPTests: XCTestCase {
     override func tearDown() { origin?.stop(); origin = nil }
 
     private func source(_ tweak: (inout FetcherConfiguration) -> Void) -> CurlRangeSource {
-        var c = FetcherConfiguration(userAgent: "httpcachefs-tests", connectTimeout: 5, lowSpeedTime: 10,
+        var c = FetcherConfiguration(clock: .system, userAgent: "httpcachefs-tests", connectTimeout: 5, lowSpeedTime: 10,
                                      maxRetries: 0, retryBaseDelay: 0.01)
         tweak(&c)
         return CurlRangeSource(configuration: c, logger: Logger(label: "fetcher-tests"))

@@ -30,7 +30,7 @@ final class S3SigningTests: XCTestCase {
     }
 
     private func fetch(_ url: String, retries: Int = 0) throws -> RecordingSink {
-        var c = FetcherConfiguration(userAgent: "httpcachefs-tests", extraHeaders: [], connectTimeout: 5, lowSpeedTime: 10, maxRetries: retries)
+        var c = FetcherConfiguration(clock: .system, userAgent: "httpcachefs-tests", extraHeaders: [], connectTimeout: 5, lowSpeedTime: 10, maxRetries: retries)
         c.retryBaseDelay = 0
         c.s3 = try S3Endpoint.parse(endpoint: endpoint.url(""), region: "eu-west-1", credentials: keys)
         let source = CurlRangeSource(configuration: c, logger: Logger(label: "s3-signing-tests"))

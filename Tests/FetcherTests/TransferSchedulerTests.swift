@@ -100,11 +100,11 @@ final class TransferSchedulerTests: XCTestCase {
 /// `--bwlimit` serves the classes in order.
 final class ThrottlePriorityTests: XCTestCase {
     func testAWaitingTransferGetsTheTokensBeforeReadAhead() {
-        let t = Throttle(bytesPerSecond: 1)   // tokens for the first bytes only
-        XCTAssertTrue(t.admit(64 << 10, transfer: 1, priority: .far), "a token was left")
-        XCTAssertFalse(t.admit(1, transfer: 1, priority: .far), "in debt now")
-        XCTAssertFalse(t.admit(1, transfer: 2, priority: .waiting))
-        XCTAssertFalse(t.admit(1, transfer: 3, priority: .near))
+        let t = Throttle(bytesPerSecond: 1, now: 0)   // tokens for the first bytes only
+        XCTAssertTrue(t.admit(64 << 10, transfer: 1, priority: .far, now: 0), "a token was left")
+        XCTAssertFalse(t.admit(1, transfer: 1, priority: .far, now: 0), "in debt now")
+        XCTAssertFalse(t.admit(1, transfer: 2, priority: .waiting, now: 0))
+        XCTAssertFalse(t.admit(1, transfer: 3, priority: .near, now: 0))
         // Whatever the bucket holds, read-ahead waits while the waiting transfer does.
         t.forget(99)
         XCTAssertEqual(t.due(now: .max / 2).sorted(), [2], "the highest class first")
@@ -114,12 +114,12 @@ final class ThrottlePriorityTests: XCTestCase {
     }
 
     func testALowerClassWaitsWhileAHigherOneIsPaused() {
-        let t = Throttle(bytesPerSecond: 1 << 30)
-        XCTAssertTrue(t.admit(1, transfer: 1, priority: .far))
+        let t = Throttle(bytesPerSecond: 1 << 30, now: 0)
+        XCTAssertTrue(t.admit(1, transfer: 1, priority: .far, now: 0))
         // Transfer 2 paused for tokens (forced: a debt).
-        _ = t.admit(Int.max / 4, transfer: 2, priority: .waiting)
-        XCTAssertFalse(t.admit(1, transfer: 2, priority: .waiting))
-        XCTAssertFalse(t.admit(1, transfer: 1, priority: .far), "read-ahead waits behind it")
+        _ = t.admit(Int.max / 4, transfer: 2, priority: .waiting, now: 0)
+        XCTAssertFalse(t.admit(1, transfer: 2, priority: .waiting, now: 0))
+        XCTAssertFalse(t.admit(1, transfer: 1, priority: .far, now: 0), "read-ahead waits behind it")
         t.forget(2)   // it finished
         XCTAssertNotNil(t.wait(now: 0), "transfer 1 still waits for a token")
     }

@@ -114,12 +114,12 @@ final class TransferSchedulerWaitedScanTests: XCTestCase {
     }
 
     func testUnderBwlimitAWaitedScanFetchGetsTokensAfterAPlayersReadAndBeforeReadAhead() {
-        let t = Throttle(bytesPerSecond: 1)   // tokens for the first bytes only
-        XCTAssertTrue(t.admit(64 << 10, transfer: 1, priority: .far))
-        XCTAssertFalse(t.admit(1, transfer: 2, priority: .near))
-        XCTAssertFalse(t.admit(1, transfer: 3, priority: .waitedScan))
-        XCTAssertFalse(t.admit(1, transfer: 4, priority: .waiting))
-        XCTAssertFalse(t.admit(1, transfer: 5, priority: .scan))
+        let t = Throttle(bytesPerSecond: 1, now: 0)   // tokens for the first bytes only
+        XCTAssertTrue(t.admit(64 << 10, transfer: 1, priority: .far, now: 0))
+        XCTAssertFalse(t.admit(1, transfer: 2, priority: .near, now: 0))
+        XCTAssertFalse(t.admit(1, transfer: 3, priority: .waitedScan, now: 0))
+        XCTAssertFalse(t.admit(1, transfer: 4, priority: .waiting, now: 0))
+        XCTAssertFalse(t.admit(1, transfer: 5, priority: .scan, now: 0))
         let order = (0..<5).flatMap { _ in t.due(now: .max / 2) }
         XCTAssertEqual(order, [4, 3, 2, 5])
     }

@@ -1,4 +1,4 @@
-import CacheCore
+@testable import CacheCore
 import Foundation
 import Glibc
 import TestSupport
@@ -18,7 +18,7 @@ final class DataFileReadAheadMountTests: XCTestCase {
         defer { m.stop() }
         let expected = OriginServer.generatedBytes(seed: 77, offset: 0, count: Int(length))
         XCTAssertTrue(try withinBound(120, "cold read") { try POSIX.readAll(m.path("v.bin")) } == expected)
-        XCTAssertTrue(eventually { m.engine.status(url: m.origin.url("/v.bin"))?.cachedBytes == length }, "v.bin cached")
+        XCTAssertTrue(m.engine.waitUntilCached(url: m.origin.url("/v.bin"), bytes: length), "v.bin cached")
         // The kernel's copy dropped, as memory pressure would: every read comes to the daemon.
         let fd = try POSIX.open(m.path("v.bin"))
         _ = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
@@ -43,7 +43,7 @@ final class DataFileReadAheadMountTests: XCTestCase {
         defer { m.stop() }
         for n in names {
             _ = try withinBound(120, "cold read of \(n)") { try POSIX.readAll(m.path(n)) }
-            XCTAssertTrue(eventually { m.engine.status(url: m.origin.url("/" + n))?.cachedBytes == length }, "\(n) cached")
+            XCTAssertTrue(m.engine.waitUntilCached(url: m.origin.url("/" + n), bytes: length), "\(n) cached")
         }
         // Two other files held open while the first is read again, its page cache dropped.
         let held = try names.dropFirst().map { try POSIX.open(m.path($0)) }

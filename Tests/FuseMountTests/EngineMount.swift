@@ -18,7 +18,7 @@ final class EngineMount: Sendable {
     init(tree: (OriginServer) throws -> MountTreeSpec,
          cache: (inout CacheConfiguration) -> Void = { _ in },
          options: MountOptions = MountOptions(readDeadline: nil),
-         fetcher: FetcherConfiguration = FetcherConfiguration(lowSpeedTime: 2, maxRetries: 1, retryBaseDelay: 0.05),
+         fetcher: FetcherConfiguration = FetcherConfiguration(clock: .system, lowSpeedTime: 2, maxRetries: 1, retryBaseDelay: 0.05),
          setup: (OriginServer) -> Void = { _ in },
          engineLog: RecordedLog? = nil, probes: Scheduler = .shared) throws {
         try requireFuse()

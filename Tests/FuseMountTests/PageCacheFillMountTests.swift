@@ -1,4 +1,4 @@
-import CacheCore
+@testable import CacheCore
 import Foundation
 import Glibc
 import TestSupport
@@ -24,7 +24,7 @@ final class PageCacheFillMountTests: XCTestCase {
     }
 
     private func waitUntilCached(_ m: EngineMount, _ name: String, _ length: Int64) {
-        XCTAssertTrue(eventually { m.engine.status(url: m.origin.url("/" + name))?.cachedBytes == length }, "\(name) cached")
+        XCTAssertTrue(m.engine.waitUntilCached(url: m.origin.url("/" + name), bytes: length), "\(name) cached")
     }
 
     /// Drops the kernel's copy of the file, as memory pressure would.

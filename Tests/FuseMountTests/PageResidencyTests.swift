@@ -1,5 +1,5 @@
 import Atomics
-import CacheCore
+@testable import CacheCore
 import Foundation
 import Glibc
 import TestSupport
@@ -73,7 +73,7 @@ final class PageResidencyMountTests: XCTestCase {
         defer { m.stop() }
         let expected = OriginServer.generatedBytes(seed: 91, offset: 0, count: Int(length))
         XCTAssertTrue(try withinBound(120, "cold read") { try POSIX.readAll(m.path("v.bin")) } == expected)
-        XCTAssertTrue(eventually { m.engine.status(url: m.origin.url("/v.bin"))?.cachedBytes == length }, "v.bin cached")
+        XCTAssertTrue(m.engine.waitUntilCached(url: m.origin.url("/v.bin"), bytes: length), "v.bin cached")
         try XCTSkipIf(!kernelHasCachestat(),
                       "LOUD SKIP: this kernel has no cachestat (Linux 6.5): every spliced reply goes to the disk lane")
         // The kernel's copy of the mounted file dropped: every read comes to the daemon, whose

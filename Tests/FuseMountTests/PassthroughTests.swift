@@ -45,8 +45,8 @@ final class PassthroughTests: XCTestCase {
 
     /// The kernel sends a file's release after close() returns.
     private func waitForReleases(_ m: EngineMount) throws {
-        try eventually { try passthroughHandles(m) == 0 }
-        XCTAssertEqual(try passthroughHandles(m), 0, "the release of the last handle reached the daemon")
+        XCTAssertTrue(try m.mount.fs.core.waitForLetGo { try passthroughHandles(m) == 0 },
+                      "the release of the last handle reached the daemon")
     }
 
     private func cacheWhole(_ m: EngineMount, _ data: [UInt8]) throws {
@@ -76,13 +76,8 @@ final class PassthroughTests: XCTestCase {
         XCTAssertEqual(core.evictor.evictNow(bytes: length), 0, "pinned while open")
         close(fd)
         try waitForReleases(m)
-        // The handle leaves the mount's table first; its reader and pin are let go just after.
-        var freed: Int64 = 0
-        eventually {
-            freed += core.evictor.evictNow(bytes: length - freed)
-            return freed >= length
-        }
-        XCTAssertEqual(freed, length, "evictable once closed")
+        // A release is counted once its reader and pin were let go too.
+        XCTAssertEqual(core.evictor.evictNow(bytes: length), length, "evictable once closed")
     }
 
     func testAnOrdinaryOpenKeepsLaterOpensOrdinaryUntilItCloses() throws {
@@ -100,7 +95,7 @@ final class PassthroughTests: XCTestCase {
         XCTAssertTrue(try POSIX.pread(second, offset: 0, count: Int(length)) == data)
         close(first)
         close(second)
-        eventually { m.mount.fs.core.openFileCount == 0 }
+        XCTAssertTrue(m.mount.fs.core.waitForLetGo { m.mount.fs.core.openFileCount == 0 }, "both releases reached the daemon")
         let third = try POSIX.open(m.path("v.bin"))
         defer { close(third) }
         XCTAssertEqual(try passthroughHandles(m), 1, "alone, it opens with passthrough")
@@ -132,10 +127,9 @@ final class PassthroughTests: XCTestCase {
         // Fully cached by now, alone on its inode: the next open of the new version is passthrough.
         m.engine.core.writes.waitIdle()
         let core = m.mount.fs.core
-        eventually { core.openFileCount == 0 }
+        XCTAssertTrue(core.waitForLetGo { core.openFileCount == 0 }, "both releases reached the daemon")
         XCTAssertNil(core.state.withLock { $0.passthroughInodes[oldIno] }, "the old version's backing file was let go")
-        eventually { core.state.withLock({ $0.table.node(oldIno) == nil }) }
-        XCTAssertTrue(core.state.withLock { $0.table.node(oldIno) == nil }, "the kernel forgot the old inode")
+        XCTAssertTrue(core.waitForLetGo { core.state.withLock { $0.table.node(oldIno) == nil } }, "the kernel forgot the old inode")
         let third = try POSIX.open(m.path("v.bin"))
         defer { close(third) }
         XCTAssertEqual(try passthroughHandles(m), 1)

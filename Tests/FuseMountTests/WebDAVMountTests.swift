@@ -151,7 +151,7 @@ final class WebDAVMountTests: XCTestCase {
     /// A kept listing is answered from the cache while it is younger than the TTL, asked again
     /// when older (a refresh asks at once), and served as it is when the origin cannot be reached.
     func testKeptPropfindAnswersFollowTheListingTTL() throws {
-        let source = CurlRangeSource(configuration: FetcherConfiguration(lowSpeedTime: 2, maxRetries: 1, retryBaseDelay: 0.05),
+        let source = CurlRangeSource(configuration: FetcherConfiguration(clock: .system, lowSpeedTime: 2, maxRetries: 1, retryBaseDelay: 0.05),
                                      logger: Logger(label: "webdav-kept-test"))
         let engine = try CacheEngine(configuration: CacheConfiguration(directory: h.directory.appending("engine"), freeSpaceFloor: 0),
                                      source: source, layers: FetchLayers.standard())

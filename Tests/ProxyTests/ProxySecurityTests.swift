@@ -174,7 +174,7 @@ final class ProxySecurityTests: XCTestCase {
         forbidden.setFile("/key.bin", data: testBytes(16))
         forbidden.setFile("/a.mp4", data: testBytes(1000))
         let policy = AddressPolicy(forbiddenRanges: [AddressRange("127.0.0.2/32")!], forbiddenNames: [])
-        let h = try ProxyHarness(fetcher: FetcherConfiguration(lowSpeedTime: 2, maxRetries: 3, retryBaseDelay: 0.01,
+        let h = try ProxyHarness(fetcher: FetcherConfiguration(clock: .system, lowSpeedTime: 2, maxRetries: 3, retryBaseDelay: 0.01,
                                                                addressPolicy: policy,
                                                                pinnedAddresses: ["nas.test:\(forbidden.port):127.0.0.2"]))
         defer { h.shutdown() }

@@ -83,9 +83,9 @@ public final class EgressLedger: Sendable {
     /// - Parameters:
     ///   - file: where the use is kept (nil: in memory only, tests).
     ///   - calendar: whose midnights end the periods (the local time zone's).
-    ///   - clock: the wall clock (tests: one of their own).
+    ///   - clock: the wall clock (`EngineClock.wall`; tests: one of their own).
     public init(rules: Rules, file: String?, calendar: Calendar = .current, logger: Logger,
-                clock: @escaping @Sendable () -> Date = { Date() }) {
+                clock: @escaping @Sendable () -> Date) {
         self.rules = rules
         self.file = file
         self.calendar = calendar

@@ -9,6 +9,11 @@ public struct CacheConfiguration: Sendable {
     public var directory: String
     /// Upper bound for cached bytes (`--cache-size`).
     public var capacity: Int64
+    /// Half the cap: the most any one claim on the cache may hold, so eviction always has the
+    /// other half to work with: the user's pins all together (`CacheEngine.pinLimit`, and at
+    /// start `Evictor.holdPinsUnderTheCap`) and one body of unknown length
+    /// (`EngineCore.unknownLengthLimit`).
+    public var halfCapacity: Int64 { capacity / 2 }
     /// Keep at least this fraction of the file system free (evicting below the cap if needed).
     public var freeSpaceFloor: Double
     /// Size of one slice, the unit of accounting and eviction (`--slice-size`).

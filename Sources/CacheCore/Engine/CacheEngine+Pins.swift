@@ -6,7 +6,7 @@ import Foundation
 /// `pinLimit` (half the cap), so eviction always has room and the cap holds.
 extension CacheEngine {
     /// The most bytes that may be pinned at all: half the cap.
-    public var pinLimit: Int64 { configuration.capacity / 2 }
+    public var pinLimit: Int64 { configuration.halfCapacity }
 
     /// Bytes the pins keep over every file: the slices they overlap (cached or not yet).
     public var pinnedBytes: Int64 { core.userPins.totalBytes }

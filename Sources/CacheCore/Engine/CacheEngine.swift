@@ -54,7 +54,8 @@ public final class CacheEngine: Sendable {
         self.afterShutdown = afterShutdown
         let metrics = CacheMetrics(factory: metricsFactory, clock: configuration.engineClock)
         self.metrics = metrics
-        let layered = layers(source, FetchLayerContext(metrics: metrics, clock: configuration.clock, logger: logger))
+        let layered = layers(source, FetchLayerContext(metrics: metrics, clock: configuration.clock,
+                                                          scheduler: configuration.engineClock.scheduler, logger: logger))
         self.transfers = layered.transfers
         self.tier = source as? TierReporting
         self.core = try EngineCore(configuration: configuration, source: layered.source, logger: logger, metrics: metrics,

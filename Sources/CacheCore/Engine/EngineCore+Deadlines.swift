@@ -68,7 +68,7 @@ extension EngineCore {
                 for e in entries.all where !e.waiters.isEmpty {
                     for w in e.machine.tick(now: now) {
                         e.unpin(slices(of: w.range), generation: w.generation)
-                        e.noteError("read \(w.range.lowerBound)-\(w.range.upperBound - 1) timed out")
+                        e.noteError("read \(w.range.lowerBound)-\(w.range.upperBound - 1) timed out", at: Date(timeIntervalSince1970: now))
                         out.append((w.completion, w.range, e.info.url))
                     }
                 }

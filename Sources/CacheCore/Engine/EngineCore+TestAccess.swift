@@ -14,3 +14,11 @@ extension EngineCore {
     /// The fetch coordinator's count of sinks not finished yet.
     var activeSinks: ConditionLock<Int> { fetches.activeSinks }
 }
+
+extension CacheEngine {
+    /// Tests: true once `url` has `bytes` cached, looked at again each time a transfer's sink
+    /// finished writing (the event that makes it so); false if none comes within `timeout`.
+    func waitUntilCached(url: String, bytes: Int64, timeout: Double = 30) -> Bool {
+        core.fetches.waitForSinkEnds(timeout: timeout) { status(url: url)?.cachedBytes == bytes }
+    }
+}

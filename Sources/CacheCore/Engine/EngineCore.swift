@@ -85,7 +85,7 @@ final class EngineCore: Sendable {
     /// How far a body without a length may run before it is taken for an endless stream (an
     /// internet radio station, a hostile origin) and stopped: half the capacity, so such a body
     /// can neither evict more than half of what the cache holds nor download forever.
-    var unknownLengthLimit: Int64 { max(configuration.capacity / 2, configuration.sliceSize) }
+    var unknownLengthLimit: Int64 { max(configuration.halfCapacity, configuration.sliceSize) }
 
     /// The engine's small shared state, under one leaf lock (never held around another lock).
     private struct Counters {
@@ -195,7 +195,7 @@ final class EngineCore: Sendable {
         }
         self.configuration = configuration
         pool = BlockingIOPool(name: "httpcachefs-io", threads: max(1, configuration.blockingIOThreads))
-        index.writeBehind(on: pool)
+        index.writeBehind(on: pool, scheduler: configuration.engineClock.scheduler)
         let files = DataFiles(held: held, sliceSize: configuration.sliceSize)
         memory = MemoryBudget(limits: .init(queued: configuration.writeBudget, perTransfer: configuration.writeBudgetPerTransfer,
                                             retained: configuration.readRetentionBudget))
@@ -411,16 +411,16 @@ final class EngineCore: Sendable {
 
     /// A probe's whole answer that names no version and no length (nginx's chunked autoindex
     /// page) cannot show that the cached version is still the origin's: taken as the same, its
-    /// bytes were written over the cached copy while the entry kept the old length, so a listing
-    /// that grew was read cut at the old length (`refresh` never showed a new file) and one that
-    /// shrank kept the old copy's tail. The probe starts a new version, whose length its end
+    /// bytes would be written over the cached copy while the entry kept the old length, so a
+    /// listing that grew would be read cut at the old length (`refresh` would never show a new
+    /// file) and one that shrank would keep the old copy's tail. The probe starts a new version, whose length its end
     /// gives. (Only a probe: a read's transfer of such a file is the version the probe bound.)
     ///
     /// A listing page's probe (`EntryState.isListingPage`: a refresh, a listing past its TTL)
     /// that names no version cannot confirm it either, length or not: a page changed to one of
-    /// the same length (a size "300" become "400", a name swapped for one as long) looked like
-    /// the same version, the whole answer's bytes were dropped as cached already, and the
-    /// refresh served the old page as a success. Its answer is the page's new version, read
+    /// the same length (a size "300" become "400", a name swapped for one as long) would look
+    /// like the same version, the whole answer's bytes would be dropped as cached already, and
+    /// the refresh would serve the old page as a success. Its answer is the page's new version, read
     /// anew (a 206 of it is asked again as a new version's).
     static func cannotConfirm(_ head: ResponseHead, listingPage: Bool = false) -> Bool {
         guard head.etag == nil, head.lastModified == nil else { return false }

@@ -92,9 +92,8 @@ final class EntryState {
 
     func isPinned(_ slice: Int64) -> Bool { (machine.content.pins[slice] ?? 0) > 0 }
 
-    /// Keeps `message` among the recent errors, stamped with `time` (the engine's clock; the
-    /// machine's where a caller has none at hand).
-    func noteError(_ message: String, at time: Date = EngineClock.system.wall()) { machine.errorNoted(message, at: time) }
+    /// Keeps `message` among the recent errors, stamped with `time` (the engine's clock).
+    func noteError(_ message: String, at time: Date) { machine.errorNoted(message, at: time) }
 
     /// The row the index holds for this entry, or will once its queued write lands: the last one
     /// handed to it (or loaded from it). `saveRow` skips a row equal to it, so a stop (which saves

@@ -286,7 +286,7 @@ final class Evictor: Sendable {
         for (key, set) in userPins.all() {
             if let length = EngineCore.shard(for: key, in: shards).locked({ $0[key]?.info.length }) { userPins.set(key, set, length: length) }
         }
-        let limit = configuration.capacity / 2
+        let limit = configuration.halfCapacity
         guard userPins.totalBytes > limit else { return }
         var released: [String] = []
         for key in userPins.all().keys.sorted(by: { $0.string > $1.string }) where userPins.totalBytes > limit {

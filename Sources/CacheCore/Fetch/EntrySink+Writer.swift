@@ -102,7 +102,7 @@ extension EntrySink {
         // new entry for the same key.
         let url = shard.locked { entries -> String? in
             guard let entry = entries[self.entry] else { return nil }
-            entry.noteError("not cached (\(why)); served from the network")
+            entry.noteError("not cached (\(why)); served from the network", at: core.configuration.clock())
             return entry.info.url
         } ?? self.url
         if core.shouldWarnNoRoom(now: now) {

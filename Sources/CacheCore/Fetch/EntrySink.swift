@@ -527,7 +527,7 @@ final class EntrySink: FetchSink {
                     core.store.save(entry)
                 }
                 core.answer(answer, entry: entry, url: url)
-                if let cause { entry.noteError("\(cause)") }
+                if let cause { entry.noteError("\(cause)", at: core.configuration.clock()) }
                 core.wakeWaiters(entry, shard: shard, now: now)
                 let (undelivered, endedShort) = Machine.shortfall(position: position, end: fetch?.end,
                                                                   clean: error == nil && failure == nil)

@@ -51,6 +51,8 @@ final class FetchCoordinator: Sendable {
     /// (broadcast when one finishes). Not a `DispatchGroup`: one freed while a sink that never
     /// finished had entered it ends the process. (Tests wait on it too.)
     let activeSinks = ConditionLock(0)
+    /// Sinks finished so far (broadcast at each): what tests wait on for "all of it cached".
+    let sinkEnds = ConditionLock(0)
 
     /// - Parameter source: what transfers start on (the outermost layer around the real source).
     init(source: RangeSource, logger: Logger) {
@@ -120,6 +122,20 @@ final class FetchCoordinator: Sendable {
     func sinkFinished() {
         activeSinks.withLock { $0 -= 1 }
         activeSinks.broadcast()   // shutdown, waiting for the last ones
+        sinkEnds.withLock { $0 += 1 }
+        sinkEnds.broadcast()
+    }
+
+    /// Tests: true once `condition` holds, looked at again each time a sink finishes (its last
+    /// extent with the index); false if the next one does not come within `timeout` seconds,
+    /// which bounds a hang. `condition` runs with no lock of this part held.
+    func waitForSinkEnds(timeout: Double, until condition: () -> Bool) -> Bool {
+        var seen = sinkEnds.withLock { $0 }
+        while !condition() {
+            guard sinkEnds.wait(until: { $0 != seen }, timeout: timeout) else { return condition() }
+            seen = sinkEnds.withLock { $0 }
+        }
+        return true
     }
 
     /// Waits up to `timeout` seconds for every sink to finish (shutdown). False if some did not.

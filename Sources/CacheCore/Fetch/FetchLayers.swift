@@ -39,6 +39,8 @@ public struct FetchLayerContext: Sendable {
     public let metrics: CacheMetrics
     /// The engine's wall clock (`CacheConfiguration.clock`): transfers' ages, origins' down times.
     public let clock: @Sendable () -> Date
+    /// Where the layers' timers run: the engine clock's scheduler (`EngineClock.scheduler`).
+    public let scheduler: Scheduler
     /// The engine's logger (`httpcachefs.cache`): origins going down and coming back.
     public let logger: Logger
 }

@@ -5,7 +5,7 @@ import Logging
 /// Maintenance: what the engine does by the clock rather than because someone read or wrote.
 /// A part of the engine that owns its state (`EngineCore` wires it and starts it).
 ///
-/// *What it owns.* The sweeper (a GCD timer) and the flags that keep its work one at a time
+/// *What it owns.* The sweeper (a timer of the engine clock's scheduler) and the flags that keep its work one at a time
 /// (`sweeping`), the scrub's progress (`scrubbing`, `scrubDone`), whether the cache directory was
 /// found gone (`directoryLost`), and the serial queue of checksum checks (`verifyKey`, a key of
 /// the engine's pool). Each second's job: eviction at the cap and the floor (`Evictor`),
@@ -20,7 +20,8 @@ import Logging
 ///
 /// *What it may block on.* In the pool's job: the evictor (its lock, punches, the index commit),
 /// a shard lock at a time, `statvfs` and the index's queue; never on another job of the pool.
-/// Time comes from the engine's clock (`CacheConfiguration.engineClock`), which tests inject.
+/// Time and the sweeper's timer come from the engine's clock (`CacheConfiguration.engineClock`:
+/// its clocks and scheduler), which tests inject.
 ///
 /// Map of this folder (`Maintenance/`): work done by the clock.
 /// - `Maintenance.swift` (this file): the sweeper and its one-at-a-time flags, the scrub.
@@ -54,8 +55,8 @@ final class Maintenance: Sendable {
     /// Set once the cache directory was found deleted or replaced (`checkDirectory`).
     let directoryLost = ManagedAtomic<Bool>(false)
     private let sweeper = LockedValue<Scheduler.Timer?>(nil)
-    /// Where the sweeper's timer runs.
-    let scheduler = Scheduler.shared
+    /// Where the sweeper's timer runs: the engine's clock's (`EngineClock.scheduler`).
+    var scheduler: Scheduler { configuration.engineClock.scheduler }
 
     /// What maintenance asks of the engine's other parts, given once by `start`.
     struct EngineCalls: Sendable {

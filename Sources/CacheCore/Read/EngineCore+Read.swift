@@ -136,7 +136,7 @@ extension EngineCore {
         case .removed:
             return .storage(path: configuration.directory, message: "entry was removed from the cache: \(key)")
         case .remoteChanged:
-            entry?.noteError("a reader of an older version was refused (the file changed remotely)")
+            entry?.noteError("a reader of an older version was refused (the file changed remotely)", at: configuration.clock())
             return .remoteChanged(url: entry?.info.url ?? "")
         case .timedOut:
             return .timeout(url: entry?.info.url ?? "")

@@ -278,9 +278,9 @@ extension FileStatus {
 
 /// The origin and the percent-encoded path of a URL as the cache keeps it (`http(s)://`,
 /// authority, path, query; every byte printable ASCII, none that needs escaping), split by hand.
-/// The status views split every cached URL at each request: with `URLComponents` that was most
-/// of their cost (39% of a summary's CPU at 10k files, measured with perf), and made a poll of
-/// 100k files take seconds. Anything else (nil) goes through `URLComponents`, as before.
+/// The status views split every cached URL at each request: with `URLComponents` that is most
+/// of their cost (39% of a summary's CPU at 10k files, measured with perf), and a poll of 100k
+/// files takes seconds. Anything else (nil) goes through `URLComponents`.
 struct PlainURL {
     /// `scheme://host[:port]`, without user-info.
     var origin: String

@@ -397,7 +397,7 @@ final class CacheIndex: Sendable {
     /// Runs the writes nobody waits for as jobs of `pool`'s `index` lane, and the batched
     /// flushes on `scheduler`'s timers (the engine; before it, and for a snapshot's reader, rows
     /// wait for the next `flush()`, a write waited for, or `close()`).
-    func writeBehind(on pool: BlockingIOPool, scheduler: Scheduler = .shared) {
+    func writeBehind(on pool: BlockingIOPool, scheduler: Scheduler) {
         let behind = Behind(pool: pool, lane: pool.lane("index", threads: 1), scheduler: scheduler)
         let pending = state.withLock { s in
             s.behind = behind

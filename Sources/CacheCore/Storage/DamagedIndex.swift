@@ -12,11 +12,11 @@ import Logging
 /// and the cache starts empty: the data files it described are then orphans, which the start's
 /// check deletes. Rebuilding rows from the data files is not attempted (a data file knows its
 /// bytes, not their URL, validators or checksums). Errors that are not damage (busy, I/O, no
-/// permission, a full disk) are thrown as before: they say nothing about the file's contents.
+/// permission, a full disk) are thrown as they are: they say nothing about the file's contents.
 extension CacheIndex {
     /// Opens the index at `path`, setting it aside and starting a new one if it is damaged.
     static func openSettingAsideIfDamaged(path: String, held: HeldDirectory? = nil, logger: Logger,
-                                          now: @Sendable () -> Date = EngineClock.system.wall) throws -> CacheIndex {
+                                          now: @Sendable () -> Date) throws -> CacheIndex {
         do {
             let index = try CacheIndex(path: path, held: held)
             let problems = try index.quickCheck()

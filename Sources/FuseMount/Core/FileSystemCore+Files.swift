@@ -248,6 +248,7 @@ extension FileSystemCore {
     static let storeSize = 512 << 10
 
     func release(fh: UInt64) {
+        beginLetGo()
         var done: WholeFile?
         let file: OpenFile? = state.withLock { s in
             guard let f = s.openFiles.removeValue(forKey: fh) else { return nil }
@@ -262,6 +263,7 @@ extension FileSystemCore {
         }
         file?.reader.close()
         done?.release()
+        endLetGo()
     }
 
     enum PassthroughChoice {

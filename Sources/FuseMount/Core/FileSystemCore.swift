@@ -174,6 +174,11 @@ final class FileSystemCore: Sendable {
     let xattrRequests = LockedValue(0)
     /// Folders that list by WebDAV PROPFIND (`ListingFetch`).
     let listingKinds = ListingKinds()
+    /// Releases and forgets being handled, and those handled (each counted once it let go of
+    /// everything): tests wait on it, as the kernel sends them after `close()` returns, with
+    /// nothing else to wait for.
+    let letGo = ConditionLock(LetGo())
+    struct LetGo { var handling = 0, handled = 0 }
 
     struct OpenFile {
         var ino: UInt64
@@ -283,7 +288,37 @@ final class FileSystemCore: Sendable {
     }
 
     func forget(_ ino: UInt64, count: UInt64) {
+        beginLetGo()
         state.withLock { $0.table.forget(ino, count: count) }
+        endLetGo()
+    }
+
+    /// A release or forget starts (before it changes anything a test may look at).
+    func beginLetGo() { letGo.withLock { $0.handling += 1 } }
+
+    /// A release or forget let go of everything: counted, and whoever waits is woken.
+    func endLetGo() {
+        letGo.withLock {
+            $0.handling -= 1
+            $0.handled += 1
+        }
+        letGo.broadcast()
+    }
+
+    /// Tests: true once `condition` holds with no release or forget half done (one that made it
+    /// true has let go of its reader and pins too), looked at again after each one the kernel
+    /// sent; false if the next does not come within `timeout` seconds, which bounds a hang.
+    /// `condition` runs without the count's lock, so it may take `state`'s.
+    func waitForLetGo(timeout: Double = 30, until condition: () throws -> Bool) rethrows -> Bool {
+        var seen = letGo.withLock { $0.handled }
+        // The condition first, then `handling`: a release that changed what it saw has begun
+        // before, so it is either still counted there or done.
+        func holds() throws -> Bool { try condition() && letGo.withLock { $0.handling == 0 } }
+        while try !holds() {
+            guard letGo.wait(until: { $0.handled != seen }, timeout: timeout) else { return try holds() }
+            seen = letGo.withLock { $0.handled }
+        }
+        return true
     }
 
     func getattr(_ ino: UInt64, reply: @escaping @Sendable (Result<Attr, FSErrno>) -> Void) {

@@ -10,9 +10,9 @@ import Glibc
 /// whose reads are what puts a sequential reader's next bytes in memory).
 ///
 /// Asked with `cachestat(2)` (Linux 6.5), one call per piece of data file, a look-up in the
-/// page cache's tree that reads nothing. Before 6.5 it fails and every such reply goes to the
-/// lane, as before. A page can leave the cache between the look-up and the splice; the loop
-/// then waits for that read, as it would have for a reply it spliced before the lane existed.
+/// page cache's tree that reads nothing. On an older kernel it fails and every such reply goes
+/// to the lane. A page can leave the cache between the look-up and the splice; the loop then
+/// waits for that read, as it does for every splice of bytes not in memory.
 enum PageResidency {
     static let pageSize = Int64(sysconf(Int32(_SC_PAGESIZE)))
 

@@ -20,7 +20,8 @@ import Settings
 /// Map of this folder (`Commands/`): one file per subcommand (`HTTPCacheFS.swift`, at the root,
 /// lists them).
 /// - `MountCommand.swift` (this file): `mount`, and the tree it builds.
-/// - `ProxyCommand.swift`: `proxy`, `ProxyOptions` (shared with `mount`) and stop signals.
+/// - `ProxyCommand.swift`: `proxy`, `ProxyOptions` (shared with `mount`: its flags and the server's start);
+///   `Daemon/DaemonSignals.swift`: the stop and reload signals of both.
 /// - `CatCommand.swift`, `PreloadCommand.swift`, `RefreshCommand.swift`, `StatusCommand.swift`,
 ///   `URLCommand.swift`, `UnmountCommand.swift`: the subcommands their names say.
 /// - `CacheCommand.swift`: `cache ls/info/rm/clear`; `CacheExportCommand.swift` `cache export`;
@@ -274,11 +275,13 @@ struct MountCommand: AsyncParsableCommand {
                              credentials: credentials, mounts: mounts, logger: logger)
         // Signals before the first mountpoint: one sent as soon as the mount shows is never lost
         // (ignored in the moment between the mount and the handler, it left the daemon running).
-        let signals = MountSignals(
+        let signals = DaemonSignals(
+            queue: "httpcachefs.mount.signals",
             stop: { sig in mounts.stopAll(signal: sig) },
             reload: {
                 Task { _ = await host.refresh(path: nil, why: "SIGHUP") }
-            })
+            },
+            ignoresSIGPIPE: true)
         // The proxy first: a busy port fails the mount before anything is mounted.
         var server: ProxyServer?
         var rcServer: RcServer?
@@ -517,27 +520,15 @@ struct MountCommand: AsyncParsableCommand {
                             logger: Logger, refresh: @escaping @Sendable (String?) async -> ControlAnswer,
                             mounts: @escaping @Sendable (String, [URLQueryItem]) async -> ControlAnswer) async throws -> ProxyServer {
         let (configuration, generated) = try proxy.configuration(cache: cache)
-        let server = ProxyServer(engine: engine, configuration: configuration, logger: logger,
-                                 metricsText: { metrics.text(for: engine) }, refresh: refresh, mounts: mounts,
-                                 eventLoopGroup: DaemonLoops.shared)
-        let port: Int
-        do {
-            port = try await onBlockingPool { try server.start() }
-        } catch ProxyServerError.portInUse(let address, let port) {
-            let user = await (try? onBlockingPool { Self.portUser(port) }) ?? nil
-            throw CommandFailure("the proxy cannot listen on \(address):\(port): the port is in use\(user.map { " by \($0)" } ?? ""); "
-                + "give this mount another port with --proxy-port N (0 picks a free one; 'httpcachefs url --cache-dir \(cache.directory)' finds it) or none with --no-proxy")
+        let (server, port) = try await ProxyOptions.startServer(engine: engine, configuration: configuration, metrics: metrics, logger: logger,
+                                                                refresh: refresh, mounts: mounts) {
+            "the proxy cannot listen on \($0):\($1): the port is in use\($2); "
+                + "give this mount another port with --proxy-port N (0 picks a free one; 'httpcachefs url --cache-dir \(cache.directory)' finds it) or none with --no-proxy"
         }
         logger.info("proxy listening on \(ProxyConfiguration.localBase(bindAddress: configuration.bindAddress, port: port))")
         // The token stays out of the log: it is in the owner-only proxy.json, and 'url' uses it.
         if generated != nil { logger.notice("proxy token generated: 'httpcachefs url URL' prints proxy URLs that carry it") }
         return server
-    }
-
-    /// Who listens on a taken port, when it is one of ours: "the proxy of the cache DIR".
-    static func portUser(_ port: Int) -> String? {
-        guard case let .found(status) = URLCommand.askPort(port) else { return nil }
-        return "another httpcachefs proxy" + (status.cacheDirectory.map { " (cache \($0))" } ?? "")
     }
 
     /// Re-executes this command as a detached daemon and waits until its mount is usable.
@@ -574,33 +565,6 @@ struct MountCommand: AsyncParsableCommand {
         if let state = env["XDG_STATE_HOME"], !state.isEmpty { return state + "/httpcachefs/" + file }
         if geteuid() == 0 { return "/var/log/httpcachefs/" + file }
         return (env["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()) + "/.local/state/httpcachefs/" + file
-    }
-}
-
-/// SIGINT / SIGTERM stop the mount gracefully (`GracefulStop`), SIGHUP reloads the URL list.
-/// Handlers run on a queue of their own, never in signal context.
-final class MountSignals: Sendable {
-    private let sources: LockedValue<[DispatchSourceSignal]>
-
-    init(stop: @escaping @Sendable (Int32) -> Void, reload: @escaping @Sendable () -> Void) {
-        signal(SIGPIPE, SIG_IGN)
-        let queue = DispatchQueue(label: "httpcachefs.mount.signals")
-        var made: [DispatchSourceSignal] = []
-        for sig in [SIGINT, SIGTERM, SIGHUP] {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
-            source.setEventHandler { if sig == SIGHUP { reload() } else { stop(sig) } }
-            source.resume()
-            made.append(source)
-        }
-        sources = LockedValue(made)
-    }
-
-    func cancel() {
-        sources.withLock { sources in
-            sources.forEach { $0.cancel() }
-            sources = []
-        }
     }
 }
 

@@ -82,6 +82,30 @@ struct ProxyOptions: ParsableArguments {
         }
         return (c, generated)
     }
+
+    /// The proxy server on `engine`, listening (`proxy`'s and a mount daemon's): the server and
+    /// its port. A port that is taken throws `CommandFailure(portTaken(address, port, holder))`,
+    /// `holder` being " by another httpcachefs proxy (cache DIR)" when it is one of ours, else "".
+    static func startServer(engine: CacheEngine, configuration: ProxyConfiguration, metrics: PrometheusExport, logger: Logger,
+                            refresh: (@Sendable (String?) async -> ControlAnswer)? = nil,
+                            mounts: (@Sendable (String, [URLQueryItem]) async -> ControlAnswer)? = nil,
+                            portTaken: (_ address: String, _ port: Int, _ holder: String) -> String) async throws -> (ProxyServer, Int) {
+        let server = ProxyServer(engine: engine, configuration: configuration, logger: logger,
+                                 metricsText: { metrics.text(for: engine) }, refresh: refresh, mounts: mounts,
+                                 eventLoopGroup: DaemonLoops.shared)
+        do {
+            return (server, try await onBlockingPool { try server.start() })
+        } catch ProxyServerError.portInUse(let address, let port) {
+            let user = await (try? onBlockingPool { portUser(port) }) ?? nil
+            throw CommandFailure(portTaken(address, port, user.map { " by \($0)" } ?? ""))
+        }
+    }
+
+    /// Who listens on a taken port, when it is one of ours: "the proxy of the cache DIR".
+    static func portUser(_ port: Int) -> String? {
+        guard case let .found(status) = URLCommand.askPort(port) else { return nil }
+        return "another httpcachefs proxy" + (status.cacheDirectory.map { " (cache \($0))" } ?? "")
+    }
 }
 
 /// `httpcachefs proxy`: the local HTTP proxy alone, without a mount.
@@ -121,15 +145,11 @@ struct ProxyCommand: AsyncParsableCommand {
                 try options.openEngine(defaultLogLevel: .info, metrics: metrics)
             }
             let (configuration, generated) = try proxy.configuration(cache: resolved)
-            let server = ProxyServer(engine: engine, configuration: configuration, logger: logger,
-                                     metricsText: { metrics.text(for: engine) }, eventLoopGroup: DaemonLoops.shared)
-            let port: Int
+            let (server, port): (ProxyServer, Int)
             do {
-                port = try await onBlockingPool { try server.start() }
-            } catch ProxyServerError.portInUse(let address, let port) {
-                try? await onBlockingPool { engine.shutdown() }
-                let user = await (try? onBlockingPool { MountCommand.portUser(port) }) ?? nil
-                throw CommandFailure("cannot listen on \(address):\(port): the port is in use\(user.map { " by \($0)" } ?? ""); pick another with --proxy-port N (0 picks a free one)")
+                (server, port) = try await ProxyOptions.startServer(engine: engine, configuration: configuration, metrics: metrics, logger: logger) {
+                    "cannot listen on \($0):\($1): the port is in use\($2); pick another with --proxy-port N (0 picks a free one)"
+                }
             } catch {
                 try? await onBlockingPool { engine.shutdown() }
                 throw error
@@ -139,40 +159,10 @@ struct ProxyCommand: AsyncParsableCommand {
             if let generated {
                 CacheCommand.printLine("token (required in proxy URLs, as /t/<token>/...): \(generated)")
             }
-            let stop = StopSignals { _ in
-                server.stop()
-            }
+            let stop = DaemonSignals(queue: "httpcachefs.signals", stop: { _ in server.stop() }, restoresDefaults: true)
             await server.waitUntilStopped()
             stop.cancel()
             try await onBlockingPool { engine.shutdown() }
         }
-    }
-}
-
-/// SIGINT and SIGTERM stop the proxy gracefully (connections closed, readers released, the
-/// cache index flushed) instead of killing the process mid-write.
-final class StopSignals: Sendable {
-    private let sources: LockedValue<[DispatchSourceSignal]>
-
-    init(_ handler: @escaping @Sendable (Int32) -> Void) {
-        let queue = DispatchQueue(label: "httpcachefs.signals")
-        var made: [DispatchSourceSignal] = []
-        for sig in [SIGINT, SIGTERM] {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
-            source.setEventHandler { handler(sig) }
-            source.resume()
-            made.append(source)
-        }
-        sources = LockedValue(made)
-    }
-
-    func cancel() {
-        sources.withLock { sources in
-            sources.forEach { $0.cancel() }
-            sources = []
-        }
-        signal(SIGINT, SIG_DFL)
-        signal(SIGTERM, SIG_DFL)
     }
 }

@@ -98,7 +98,8 @@ struct MountJoin {
     func stayAttached() throws {
         let (mountpoint, daemon) = (self.mountpoint, self.daemon)
         SystemdNotify.send("READY=1\nSTATUS=mounted \(mountpoint) on the mount daemon pid \(daemon.pid)")
-        let signals = MountSignals(
+        let signals = DaemonSignals(
+            queue: "httpcachefs.mount.signals",
             stop: { _ in
                 SystemdNotify.send("STOPPING=1")
                 guard let proxy = daemon.proxy else { return }
@@ -110,7 +111,8 @@ struct MountJoin {
                 guard let proxy = daemon.proxy,
                       let answer = try? DaemonControl.send("refresh", query: [("mount", mountpoint)], to: proxy) else { return }
                 for line in answer.lines { LogSink.standardError.write(line: "httpcachefs: refresh: " + line) }
-            })
+            },
+            ignoresSIGPIPE: true)
         defer { signals.cancel() }
         // /proc/self/mounts reports POLLPRI on every change of the mount table; the timeout only
         // bounds how late a daemon that died (leaving a dead mount behind) is noticed.

@@ -104,7 +104,7 @@ struct CacheOptions: ParsableArguments {
     /// cache directory was named (no `--cache-dir`, no `cache-dir` in the config file, no
     /// `$HTTPCACHEFS_CACHE_DIR`) and exactly one daemon of this user holds a cache, that cache;
     /// several: an error naming each (pid, cache, mountpoints) that asks for `--cache-dir`. None:
-    /// the default cache, as before. Call from the command's `validate()`.
+    /// the default cache. Call from the command's `validate()`.
     mutating func useTheRunningDaemonsCache(command: String) throws {
         do {
             let env = ProcessInfo.processInfo.environment["HTTPCACHEFS_CACHE_DIR"] ?? ""
@@ -255,7 +255,8 @@ struct CacheOptions: ParsableArguments {
         // `--egress-budget`: one ledger, counted by the origin's fetcher, shown by the engine; its
         // use is kept in the cache directory (written only once the engine holds the cache's lock).
         let ledger = resolved.transfer.egressBudgets.isEmpty ? nil
-            : EgressLedger(rules: resolved.transfer.egressBudgets, file: configuration.directory + "/egress-budget.json", logger: fetchLogger)
+            : EgressLedger(rules: resolved.transfer.egressBudgets, file: configuration.directory + "/egress-budget.json", logger: fetchLogger,
+                           clock: configuration.engineClock.wall)
         originConfiguration.egressLedger = ledger
         configuration.egressLedger = ledger
         configuration.bandwidthLimit = originConfiguration.bandwidthReport
@@ -278,7 +279,10 @@ struct CacheOptions: ParsableArguments {
             let curl = CurlRangeSource(configuration: tierConfiguration, logger: fetchLogger)
             tier = (curl, { curl.shutdown() })
         }
-        let source: RangeSource = tier.map { TierRangeSource(origin: origin, tier: $0.source, tiers: tiers, logger: fetchLogger) } ?? origin
+        let clock = tierConfiguration.clock
+        let source: RangeSource = tier.map {
+            TierRangeSource(origin: origin, tier: $0.source, tiers: tiers, state: TierState(clock: { clock.uptime }), logger: fetchLogger)
+        } ?? origin
         let shutdownSources: @Sendable () -> Void = { origin.shutdown(); tier?.shutdown() }
         do {
             return try CacheEngine(configuration: configuration, source: source,
@@ -415,6 +419,7 @@ struct ResolvedCacheOptions: Equatable {
         var c = CacheConfiguration(directory: directory, capacity: capacity, sliceSize: sliceSize,
                                    revalidateAfter: revalidateAfter, readTimeout: readTimeout,
                                    keyRules: KeyRules(ignoredQueryNames: Set(ignoredQueryNames)))
+        c.engineClock = .system   // the machine's clocks and the process's timer thread, given here
         c.maxAge = maxAge
         // Bytes fetched with credentials are served only to requests with the same ones.
         if let user = access.user { c.keyRules.sharedLogin = "user \(user):\(access.password?.value ?? "")" }
@@ -446,7 +451,7 @@ struct ResolvedCacheOptions: Equatable {
     }
 
     var fetcherConfiguration: FetcherConfiguration {
-        var c = FetcherConfiguration(userAgent: userAgent, extraHeaders: headers,
+        var c = FetcherConfiguration(clock: .system, userAgent: userAgent, extraHeaders: headers,
                                      upstreamProxy: upstreamProxy, insecure: insecure,
                                      addressPolicy: AddressPolicy.standard.allowing(
                                          hosts: allowedHosts.compactMap { HostPattern($0).exactHost }))

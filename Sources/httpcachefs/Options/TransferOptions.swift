@@ -122,8 +122,7 @@ struct TransferOptions: ParsableArguments {
             case let .constant(rate):
                 r.bytesPerSecond = rate
             case let .timetable(weekly, entries):
-                r.timetable = BandwidthTimetable(entries: entries.map { .init(minute: $0.minute, bytesPerSecond: $0.bytesPerSecond) },
-                                                 weekly: weekly)
+                r.timetable = BandwidthTimetable(entries: entries, weekly: weekly)
             }
         }
         return r
