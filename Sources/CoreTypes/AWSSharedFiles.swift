@@ -12,6 +12,15 @@ public enum AWSSharedFiles {
         public var sessionToken: String?
         public var region: String?
         public var endpointURL: String?
+
+        public init(accessKeyID: String? = nil, secretAccessKey: String? = nil, sessionToken: String? = nil,
+                    region: String? = nil, endpointURL: String? = nil) {
+            self.accessKeyID = accessKeyID
+            self.secretAccessKey = secretAccessKey
+            self.sessionToken = sessionToken
+            self.region = region
+            self.endpointURL = endpointURL
+        }
     }
 
     /// The sections of an INI-style file: name to keys (lowercased) to values.

@@ -76,6 +76,7 @@ final class CurlTransfer {
     func beginAttempt(on easy: UnsafeMutableRawPointer, configuration: FetcherConfiguration,
                       pinned: UnsafeMutablePointer<curl_slist>?) {
         state.rangesServedLately = state.request.requireRange && (rangeAnswers?.servedLately(origin: origin) ?? false)
+        state.validatesWithIfMatch = configuration.goesToS3(state.request.url)
         let (range, ifRange) = state.beginAttempt()
         parser = ResponseHeaderParser()
         errorBuffer[0] = 0
@@ -97,13 +98,15 @@ final class CurlTransfer {
         for header in state.request.headers { list = curl_slist_append(list, header) }
         if let via = configuration.via { list = curl_slist_append(list, "Via: \(via)") }
         if let range { list = curl_slist_append(list, "Range: \(range)") }
-        if let range, let ifRange, range.hasPrefix("bytes=") { list = curl_slist_append(list, "If-Range: \(ifRange)") }
+        if let range, let ifRange, range.hasPrefix("bytes=") {
+            list = curl_slist_append(list, state.sentIfMatch ? "If-Match: \(ifRange)" : "If-Range: \(ifRange)")
+        }
         // S3: each attempt signed anew, with its own time (a retry may come minutes later), and
         // only at the request's own origin (a redirect elsewhere gets no signature).
         errorDocument = nil
-        toS3 = configuration.s3?.signs(state.url) ?? false
-        if let s3 = configuration.s3, state.atRequestOrigin {
-            for header in s3.signedHeaders(method: state.method ?? "GET", url: state.url, date: Date()) {
+        toS3 = configuration.goesToS3(state.url)
+        if state.atRequestOrigin {
+            for header in configuration.s3SignedHeaders(method: state.method ?? "GET", url: state.url, date: Date()) {
                 list = curl_slist_append(list, header)
             }
         }

@@ -174,8 +174,19 @@ struct TransferState {
     private var retriedETags: [(String, String?, Int64?)] = []
     /// The second look was taken.
     private var secondLookTaken = false
-    /// The current attempt sent `If-Range`.
+    /// The current attempt sent `If-Range` (or `If-Match` in its place).
     private var sentIfRange = false
+    /// The request goes to an S3 bucket (set by the owner before the first attempt): its
+    /// validator, a strong ETag, goes as `If-Match`, not `If-Range` (S3 does not read If-Range;
+    /// mountpoint-s3 does the same): a replaced object is answered 412, no byte of it.
+    var validatesWithIfMatch = false
+    /// The current attempt sent its validator as `If-Match`.
+    private(set) var sentIfMatch = false
+    /// A 412 answered an `If-Match`: the object changed. Later attempts send no `If-Match`, so
+    /// that the answer brings the new version's head, which the engine compares with the one it
+    /// holds and takes as a new version (the open's reads fail, the next open reads it), as it
+    /// does for an origin that answers a changed `If-Range` with the whole new file.
+    private(set) var ifMatchRefused = false
     /// Current attempt: body bytes still to drop before delivering.
     private var skip: Int64 = 0
     private var attemptExpected: Int64?
@@ -234,9 +245,11 @@ struct TransferState {
         askedAgain = 0
         rangeAnswer = nil
         overlap?.beginFresh()
+        sentIfMatch = false
         guard let head else {
             let ifRange = request.sendsIfRange ? request.ifRange : nil
             sentIfRange = request.rangeHeader != nil && ifRange != nil
+            sentIfMatch = sentIfRange && ifMatchUsable(ifRange)
             return (request.rangeHeader, ifRange)
         }
         askedAgain = Int64(overlap?.beginResume() ?? 0)
@@ -250,7 +263,13 @@ struct TransferState {
         }
         let validator = request.sendsIfRange ? (request.ignoreETag ? head.lastModified : head.ifRangeValidator) ?? request.ifRange : nil
         sentIfRange = validator != nil
+        sentIfMatch = sentIfRange && ifMatchUsable(validator)
         return (range, validator)
+    }
+
+    /// Whether `validator` goes as `If-Match`: to an S3 bucket, a strong ETag, no 412 yet.
+    private func ifMatchUsable(_ validator: String?) -> Bool {
+        validatesWithIfMatch && !ifMatchRefused && (validator?.hasPrefix("\"") ?? false)
     }
 
     /// The final header block of the current hop arrived.
@@ -261,6 +280,14 @@ struct TransferState {
         let status = block.status
         if redirects.follow, (300..<400).contains(status), status != 304, let raw = block.field("location") {
             return redirect(status: status, raw: raw, to: location)
+        }
+        if status == 412, sentIfMatch {
+            // The object is no longer the version asked for. Before this transfer's head: ask
+            // again without the condition (see `ifMatchRefused`); after it: a resume of another
+            // version, which this transfer cannot deliver.
+            ifMatchRefused = true
+            changeDetail = "412 to If-Match \(request.ifRange ?? head?.etag ?? "")"
+            return stop(head == nil ? .secondLook : .fail(.remoteChanged(url: request.url)))
         }
         guard (200..<300).contains(status) else {
             if head != nil && status == 416 {

@@ -415,6 +415,8 @@ struct ResolvedCacheOptions: Equatable {
                                    revalidateAfter: revalidateAfter, readTimeout: readTimeout,
                                    keyRules: KeyRules(ignoredQueryNames: Set(ignoredQueryNames)))
         c.maxAge = maxAge
+        // A bucket's bytes are its keys' (`S3Buckets.credentialIdentity`).
+        c.keyRules.s3Buckets = .process
         // Bytes fetched with credentials are served only to requests with the same ones.
         if let user = access.user { c.keyRules.sharedLogin = "user \(user):\(access.password?.value ?? "")" }
         if let netrc = access.netrcFile {
@@ -457,7 +459,8 @@ struct ResolvedCacheOptions: Equatable {
         c.access.scope = credentialScope()
         c.allowedHosts = allowedHosts.map(HostPattern.init)
         c.via = LoopMarker.via
-        c.s3 = s3
+        // Each bucket signed with the keys of the command or mount that named it (`S3Buckets`).
+        c.s3Buckets = .process
         transfer.apply(to: &c)
         return c
     }
