@@ -48,6 +48,8 @@ final class CurlTransfer {
     private var toS3 = false
     /// The body of an S3 error answer while it arrives (at most `S3ErrorDocument.maxBytes`).
     private(set) var errorDocument: [UInt8]?
+    /// The `Date` of that answer: the server's clock, for `RequestTimeTooSkewed`.
+    private(set) var errorDate: Date?
 
     init(id: Int, request: FetchRequest, sink: FetchSink, policy: RetryPolicy, redirects: RedirectRules,
          addressPolicy: AddressPolicy, throttle: Throttle?, rangeAnswers: OriginRangeAnswers? = nil) {
@@ -264,6 +266,7 @@ final class CurlTransfer {
             if toS3, case .status = state.abort, block.status >= 400,
                (block.field("content-length").flatMap { Int($0.trimmingCharacters(in: .whitespaces)) } ?? 0) <= S3ErrorDocument.maxBytes {
                 errorDocument = []
+                errorDate = block.field("date").flatMap(HTTPDate.parse)
                 return true
             }
             return false

@@ -445,6 +445,17 @@ struct TransferState {
     /// The sink returned false from a callback.
     mutating func sinkCancelled() { abort = .sinkCancelled }
 
+    /// The endpoint refused the attempt's signature for its time (`RequestTimeTooSkewed`) and
+    /// the signer has learnt the server's: the attempt is made again at once, signed anew,
+    /// once per transfer. False when it was already (the refusal then ends the transfer).
+    mutating func retryWithCorrectedClock() -> Bool {
+        guard !clockRetried, case .status = abort else { return false }
+        clockRetried = true
+        abort = .secondLook
+        return true
+    }
+    private var clockRetried = false
+
     /// 200s to a required range retried before one is taken as the whole file.
     var ignoredRangeLimit: Int {
         guard rangesServedLately else { return Self.maxIgnoredRanges }

@@ -131,4 +131,24 @@ final class S3SigningTests: XCTestCase {
         XCTAssertNil(other.header("authorization"), "the keys went to a bucket they were not given for")
         XCTAssertNil(other.header("x-amz-security-token"))
     }
+
+    /// `RequestTimeTooSkewed`: the signer learns the server's time from the refusal and the
+    /// attempt is made again at once, signed with it; a server that still refuses ends the
+    /// transfer (one retry, no loop).
+    func testASkewedClockIsCorrectedFromTheServersTimeAndTheRequestSignedAgain() throws {
+        let server = Date().addingTimeInterval(2 * 3600)
+        let stamp = SigV4.timestamp(server)
+        let iso = "\(stamp.prefix(4))-\(stamp.dropFirst(4).prefix(2))-\(stamp.dropFirst(6).prefix(2))T\(stamp.dropFirst(9).prefix(2)):\(stamp.dropFirst(11).prefix(2)):\(stamp.dropFirst(13).prefix(2))Z"
+        endpoint.setResponse("/media/skewed", status: 403, headers: [("Content-Type", "application/xml")],
+                             body: Array("<Error><Code>RequestTimeTooSkewed</Code><Message>The difference between the request time and the current time is too large.</Message><ServerTime>\(iso)</ServerTime></Error>".utf8))
+        let buckets = S3Buckets()
+        try buckets.register(S3Buckets.Bucket(bucket: "media", endpoint: try S3Endpoint.parse(endpoint: endpoint.url(""), region: "eu-west-1", credentials: keys)))
+        _ = try fetch(endpoint.url("/media/skewed"), buckets: buckets)
+        let requests = endpoint.requests
+        XCTAssertEqual(requests.count, 2, "asked again once, not in a loop")
+        let second = try XCTUnwrap(requests.last?.header("x-amz-date"))
+        let signedAt = try XCTUnwrap(HTTPDate.parseISO8601("\(second.prefix(4))-\(second.dropFirst(4).prefix(2))-\(second.dropFirst(6).prefix(2))T\(second.dropFirst(9).prefix(2)):\(second.dropFirst(11).prefix(2)):\(second.dropFirst(13).prefix(2))Z"))
+        XCTAssertLessThan(abs(signedAt.timeIntervalSince(server)), 600, "signed with the server's time: \(second) vs \(stamp)")
+        XCTAssertGreaterThan(buckets.skew, 3600)
+    }
 }
