@@ -50,8 +50,29 @@ public final class S3Buckets: Sendable, Equatable {
         }
     }
 
+    /// Temporary keys whose source gives new ones (`credential_process`): renewed in the
+    /// background once they are within `margin` of their expiration, for every bucket read with
+    /// them; requests meanwhile are signed with the keys at hand.
+    public struct Renewal: Sendable {
+        public var expiration: Date
+        public let renew: @Sendable () throws -> (credentials: SigV4.Credentials, expiration: Date?)
+        /// Told a line for the log: a renewal that failed (it is tried again a minute later).
+        public let report: @Sendable (String) -> Void
+
+        public init(expiration: Date, renew: @escaping @Sendable () throws -> (credentials: SigV4.Credentials, expiration: Date?),
+                    report: @escaping @Sendable (String) -> Void) {
+            self.expiration = expiration
+            self.renew = renew
+            self.report = report
+        }
+    }
+    /// Keys are renewed this long before they expire.
+    static let margin: TimeInterval = 300
+
     private struct State {
         var buckets: [String: Bucket] = [:]
+        /// By `S3Endpoint.credentialSource`, and whether a renewal runs.
+        var renewals: [String: (renewal: Renewal, running: Bool, notBefore: Date)] = [:]
         /// Server time minus local time, learnt from a `RequestTimeTooSkewed` answer's `Date`.
         var skew: TimeInterval = 0
     }
@@ -61,19 +82,24 @@ public final class S3Buckets: Sendable, Equatable {
 
     /// Adds `bucket`; the same bucket again with the same endpoint and keys is no change.
     /// Throws `Conflict` when it is there with other keys, region or addressing.
-    public func register(_ bucket: Bucket) throws {
+    public func register(_ bucket: Bucket, renewal: Renewal? = nil) throws {
         try state.withLock { s in
+            if let source = bucket.endpoint.credentialSource, let renewal, s.renewals[source] == nil {
+                s.renewals[source] = (renewal, false, .distantPast)
+            }
             if let known = s.buckets[bucket.root] {
-                guard known.endpoint == bucket.endpoint else { throw Conflict(root: bucket.root) }
+                guard Self.sameReader(known.endpoint, bucket.endpoint) else { throw Conflict(root: bucket.root) }
                 return
             }
             s.buckets[bucket.root] = bucket
         }
     }
 
-    /// Whether `bucket` could be registered now (no `Conflict`).
-    public func accepts(_ bucket: Bucket) -> Bool {
-        state.withLock { s in s.buckets[bucket.root].map { $0.endpoint == bucket.endpoint } ?? true }
+    /// The same endpoint, region, addressing and keys' identity (temporary keys of one source
+    /// are one reader, whichever renewal they are).
+    static func sameReader(_ a: S3Endpoint, _ b: S3Endpoint) -> Bool {
+        a.scheme == b.scheme && a.authority == b.authority && a.region == b.region && a.pathStyle == b.pathStyle
+            && a.credentialIdentity == b.credentialIdentity
     }
 
     /// The registered bucket `url` belongs to, if any.
@@ -91,9 +117,38 @@ public final class S3Buckets: Sendable, Equatable {
     /// skew learnt); empty for a URL under no bucket, or a bucket read without keys.
     public func signedHeaders(method: String, url: String, date: Date) -> [String] {
         guard let bucket = bucket(of: url), let credentials = bucket.endpoint.credentials else { return [] }
+        if let source = bucket.endpoint.credentialSource { renewIfDue(source, at: date) }
         let skew = state.withLock { $0.skew }
         return SigV4.headers(method: method, url: url, credentials: credentials, region: bucket.endpoint.region,
                              date: date.addingTimeInterval(skew)) ?? []
+    }
+
+    /// Starts the renewal of `source`'s keys on a thread of its own when they are due (never
+    /// on the caller's: it is the fetcher's loop, and the source is a program).
+    private func renewIfDue(_ source: String, at date: Date) {
+        let due: Renewal? = state.withLock { s in
+            guard let entry = s.renewals[source], !entry.running, date >= entry.notBefore,
+                  date.addingTimeInterval(Self.margin) >= entry.renewal.expiration else { return nil }
+            s.renewals[source]?.running = true
+            return entry.renewal
+        }
+        guard let due else { return }
+        Thread.detachNewThread { [self] in
+            let result = Result { try due.renew() }
+            state.withLock { s in
+                s.renewals[source]?.running = false
+                switch result {
+                case let .success(fresh):
+                    s.renewals[source]?.renewal.expiration = fresh.expiration ?? .distantFuture
+                    for (root, bucket) in s.buckets where bucket.endpoint.credentialSource == source {
+                        s.buckets[root]?.endpoint.credentials = fresh.credentials
+                    }
+                case .failure:
+                    s.renewals[source]?.notBefore = Date().addingTimeInterval(60)
+                }
+            }
+            if case let .failure(error) = result { due.report("S3: renewing the keys from \(source) failed (tried again in a minute): \(error)") }
+        }
     }
 
     /// Whose bytes an entry for `url` holds: the keys' identity (`S3Endpoint.credentialIdentity`)

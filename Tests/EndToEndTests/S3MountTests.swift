@@ -290,4 +290,32 @@ final class S3MountTests: XCTestCase {
         let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
         XCTAssertFalse(text.contains(s3.secretAccessKey), "no log line holds the secret")
     }
+
+    /// A profile's `credential_process` gives the keys (moto checks them); a profile that takes
+    /// its keys from SSO is refused in one line that names the AWS CLI's way around it.
+    func testAProfilesCredentialProcessSignsAndAnSSOProfileIsToldWithTheWayAround() throws {
+        let s3 = try startMoto(checkSignatures: true)
+        let script = temp.appending("creds.sh")
+        try "#!/bin/sh\nprintf '{\"Version\": 1, \"AccessKeyId\": \"%s\", \"SecretAccessKey\": \"%s\"}' \"$ID\" \"$SECRET\"\n"
+            .write(toFile: script, atomically: true, encoding: .utf8)
+        XCTAssertEqual(chmod(script, 0o755), 0)
+        try "[profile tool]\ncredential_process = \(script)\n[profile work]\nsso_session = work\nsso_account_id = 123456789012\n"
+            .write(toFile: temp.appending("aws-config"), atomically: true, encoding: .utf8)
+        var environment = ["AWS_CONFIG_FILE": temp.appending("aws-config"), "AWS_SHARED_CREDENTIALS_FILE": temp.appending("none"),
+                           "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "HOME": temp.path,
+                           "ID": s3.accessKeyID, "SECRET": s3.secretAccessKey, "AWS_PROFILE": "tool"]
+        let mnt = try mountpoint("mnt")
+        let r = try runner.run(["mount", mnt, "s3://media/films/a.mp4", "--s3-endpoint", s3.endpoint, "--no-proxy",
+                                "--log-file", temp.appending("daemon.log")], environment: environment)
+        XCTAssertEqual(r.status, 0, r.stderr)
+        mounted.append(mnt)
+        XCTAssertEqual(Array(try Data(contentsOf: URL(fileURLWithPath: mnt + "/a.mp4"))), film, "signed with the process's keys")
+
+        environment["AWS_PROFILE"] = "work"
+        let sso = try runner.run(["cat", "s3://media/films/a.mp4", "--s3-endpoint", s3.endpoint], cacheDirectory: temp.appending("cache2"),
+                                 environment: environment)
+        XCTAssertNotEqual(sso.status, 0)
+        XCTAssertTrue(sso.stderr.contains("the AWS profile 'work' takes its keys from AWS SSO"), sso.stderr)
+        XCTAssertTrue(sso.stderr.contains("aws configure export-credentials --profile work --format process"), sso.stderr)
+    }
 }

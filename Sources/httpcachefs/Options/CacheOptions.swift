@@ -406,7 +406,11 @@ struct ResolvedCacheOptions: Equatable {
 
     /// The S3 settings, for a command given s3:// URLs: why not, if they cannot be used.
     func s3Endpoint() throws -> S3Endpoint {
-        guard let s3 else { throw UsageError(s3Problem ?? "no S3 settings") }
+        guard var s3 else { throw UsageError(s3Problem ?? "no S3 settings") }
+        // A profile's credential_process runs here, for a command given s3:// URLs only.
+        if s3.credentials == nil, let source = s3.credentialSource, source.hasPrefix("credential_process ") {
+            s3.credentials = try S3CredentialProcess.run(String(source.dropFirst("credential_process ".count))).credentials
+        }
         return s3
     }
 

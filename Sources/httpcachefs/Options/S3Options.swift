@@ -109,8 +109,18 @@ struct S3Options: ParsableArguments {
         var id = pick(accessKeyID, "s3-access-key-id") ?? env("AWS_ACCESS_KEY_ID")
         var secret = pick(secretAccessKey, "s3-secret-access-key") ?? env("AWS_SECRET_ACCESS_KEY")
         var token = pick(sessionToken, "s3-session-token") ?? env("AWS_SESSION_TOKEN")
+        var source: String?
         if id == nil, secret == nil, token == nil {
             (id, secret, token) = (profile.accessKeyID, profile.secretAccessKey, profile.sessionToken)
+            if id == nil, secret == nil, let command = profile.credentialProcess {
+                // Run only for a command given s3:// URLs (`ResolvedCacheOptions.s3Endpoint`).
+                source = "credential_process " + command
+            } else if id == nil, secret == nil, let unsupported = profile.unsupportedSource {
+                let name = env("AWS_PROFILE", "AWS_DEFAULT_PROFILE") ?? "default"
+                throw UsageError("the AWS profile '\(name)' takes its keys from \(unsupported), which httpcachefs does not read: "
+                    + "add 'credential_process = aws configure export-credentials --profile \(name) --format process' to a profile of its own and use that, "
+                    + "or export the keys with: eval \"$(aws configure export-credentials --profile \(name) --format env)\"")
+            }
         }
         var credentials: SigV4.Credentials?
         switch (id, secret) {
@@ -131,12 +141,16 @@ struct S3Options: ParsableArguments {
         if !pathStyle, let file, let value = file["s3-force-path-style"] {
             pathStyle = try BoolValue.parse(value, option: file.describe("s3-force-path-style"))
         }
+        var resolved: S3Endpoint
         if let url = pick(endpoint, "s3-endpoint") ?? env("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL") ?? profile.endpointURL {
-            do { return try S3Endpoint.parse(endpoint: url, region: region, pathStyle: true, credentials: credentials) } catch let e as S3URLError {
+            do { resolved = try S3Endpoint.parse(endpoint: url, region: region, pathStyle: true, credentials: credentials) } catch let e as S3URLError {
                 throw UsageError("bad --s3-endpoint: \(e)")
             }
+        } else {
+            resolved = .aws(region: region, pathStyle: pathStyle, credentials: credentials)
         }
-        return .aws(region: region, pathStyle: pathStyle, credentials: credentials)
+        resolved.credentialSource = source
+        return resolved
     }
 
     /// `text` (a URL, `NAME=URL` or `DIR=URL`) with an s3:// URL in it made the HTTP URL of
@@ -152,7 +166,10 @@ struct S3Options: ParsableArguments {
         let url = String(trimmed[r.lowerBound...])
         do {
             guard let (bucket, key) = try S3Endpoint.split(url) else { return text }
-            do { try S3Buckets.process.register(S3Buckets.Bucket(bucket: bucket, endpoint: endpoint)) } catch let conflict as S3Buckets.Conflict {
+            let renewal = endpoint.credentialSource.flatMap { source in
+                source.hasPrefix("credential_process ") ? S3CredentialProcess.renewal(command: String(source.dropFirst("credential_process ".count))) : nil
+            }
+            do { try S3Buckets.process.register(S3Buckets.Bucket(bucket: bucket, endpoint: endpoint), renewal: renewal) } catch let conflict as S3Buckets.Conflict {
                 throw UsageError("s3://\(bucket): \(conflict); give this mount its own --cache-dir, or the same keys and region")
             }
             S3Listing.register(root: endpoint.root(bucket: bucket), listingBase: endpoint.listingBase(bucket: bucket))
