@@ -176,6 +176,8 @@ struct TransferState {
     private var secondLookTaken = false
     /// The current attempt sent `If-Range` (or `If-Match` in its place).
     private var sentIfRange = false
+    /// The current attempt sent a `Range`.
+    private var sentRange = false
     /// The request goes to an S3 bucket (set by the owner before the first attempt): its
     /// validator, a strong ETag, goes as `If-Match`, not `If-Range` (S3 does not read If-Range;
     /// mountpoint-s3 does the same): a replaced object is answered 412, no byte of it.
@@ -246,7 +248,9 @@ struct TransferState {
         rangeAnswer = nil
         overlap?.beginFresh()
         sentIfMatch = false
+        sentRange = true
         guard let head else {
+            sentRange = request.rangeHeader != nil
             let ifRange = request.sendsIfRange ? request.ifRange : nil
             sentIfRange = request.rangeHeader != nil && ifRange != nil
             sentIfMatch = sentIfRange && ifMatchUsable(ifRange)
@@ -299,7 +303,9 @@ struct TransferState {
         if let refusal = block.lengthRefusal {
             return stop(.fail(.invalidResponse(url: finalURL, message: refusal)))
         }
-        let partial = status == 206
+        // A 200 with the Content-Range of the range asked is that range: rclone's `serve s3`
+        // (gofakes3) answers ranges so. Without a range asked, a 200 is the whole file.
+        let partial = status == 206 || (status == 200 && sentRange && block.contentRange != nil)
         if request.requireRange && resumeOffset > 0 { rangeAnswer = !partial }
         // A 200 to a range near the start: its lead is dropped, the rest is the range asked for.
         let useLead = !partial && request.requireRange && head == nil && request.start > 0
