@@ -10,11 +10,9 @@ import Glibc
 /// `s3` backend, each cold (a new cache).
 ///
 /// The server: `rclone serve s3` (1.65 or later, which checks signatures) over a folder whose
-/// films are hard links to a few made once with ffmpeg (LibraryBench's), its bandwidth capped
-/// at `--link-mbit` (its `--bwlimit`: both mounts share the same cap). The round trip is
-/// loopback's: the S3 server is an external process, which the in-process link emulation of
-/// the other benches does not reach, so rclone's extra round trips cost it less here than on a
-/// home link. Steps: the cold scan (Jellyfin's ffprobe of every film), the warm one (ours), a
+/// films are hard links to a few made once with ffmpeg (LibraryBench's), behind the emulated
+/// home link (`LinkRelay`: `--rtt-ms` per request, `--link-mbit` shared downstream; rclone's own
+/// `--bwlimit` does not pace what `serve s3` sends). Steps: the cold scan (Jellyfin's ffprobe of every film), the warm one (ours), a
 /// film played with `ffmpeg -re` for `--play-seconds` after the scan, `ls -l` of a folder of
 /// `--objects` objects (ListObjectsV2 pages). Bytes: what the server wrote to its sockets
 /// (`/proc/PID/io` wchar) against what the probes read of the local copy (strace).
@@ -38,8 +36,11 @@ struct BucketBench: AsyncParsableCommand {
     @Option(help: "Objects in the one folder listed with ls -l (0: none).")
     var objects = 20_000
 
-    @Option(help: "The server's bandwidth in Mbit/s (rclone serve s3 --bwlimit).")
+    @Option(help: "The emulated link's downstream in Mbit/s, shared by every connection.")
     var linkMbit = 50
+
+    @Option(help: "The emulated link's round trip in milliseconds (each request waits it).")
+    var rttMs = 20
 
     @Option(help: "The httpcachefs binary (default: the one next to this benchmark).")
     var binary: String?
@@ -62,7 +63,7 @@ struct BucketBench: AsyncParsableCommand {
         guard films >= 1, filmMb >= 0, playSeconds >= 0, objects >= 0, linkMbit >= 1 else { throw ValidationError("counts and sizes must not be negative") }
         let temp = TemporaryDirectory(prefix: "httpcachefs-bench-bucket")
         defer { temp.remove() }
-        print("bucket benchmark: \(films) films\(filmMb > 0 ? " of \(filmMb) MB" : "") in a bucket of \(version) serve s3 (loopback, \(linkMbit) Mbit/s), binary \(binary)")
+        print("bucket benchmark: \(films) films\(filmMb > 0 ? " of \(filmMb) MB" : "") in a bucket of \(version) serve s3 behind \(rttMs) ms, \(linkMbit) Mbit/s, binary \(binary)")
 
         let seconds = filmMb > 0 ? 600 : 20
         let kinds = try LibraryBench.makeFilms(ffmpeg: ffmpeg, seconds: seconds, megabytes: filmMb, in: temp.appending("src"))
@@ -80,8 +81,11 @@ struct BucketBench: AsyncParsableCommand {
         var readLocally: Int64 = 0
         for path in filmPaths { readLocally += try LibraryBench.probeReads(strace: strace, ffprobe: ffprobe, file: bucket + "/" + path) }
 
-        let server = try Server(rclone: rclone, data: data, bytesPerSecond: linkMbit * 125_000, temp: temp)
+        let server = try Server(rclone: rclone, data: data, temp: temp)
         defer { server.stop() }
+        let link = try LinkRelay(toPort: server.port, rtt: Double(rttMs) / 1000, bytesPerSecond: linkMbit * 125_000)
+        defer { link.stop() }
+        let endpoint = "http://127.0.0.1:\(link.port)"
         func probeAll(_ root: String) throws {
             for path in filmPaths {
                 _ = try Spawned.time(ffprobe, ["-i", root + "/" + path, "-threads", "0", "-v", "warning", "-print_format", "json",
@@ -97,7 +101,7 @@ struct BucketBench: AsyncParsableCommand {
         // Ours.
         let daemon = try MountDaemon(binary: binary, mountpoint: temp.appending("mnt"), cacheDirectory: temp.appending("cache"),
                                      cacheSize: 8 << 30, entries: [], logFile: temp.appending("mount.log"), proxy: false,
-                                     extraArguments: ["--index", "s3://media/", "--s3-endpoint", server.endpoint,
+                                     extraArguments: ["--index", "s3://media/", "--s3-endpoint", endpoint,
                                                       "--s3-access-key-id", Self.key.id, "--s3-secret-access-key", Self.key.secret])
         defer { daemon.unmount() }
         var before = server.bytesWritten()
@@ -109,7 +113,7 @@ struct BucketBench: AsyncParsableCommand {
         daemon.unmount()
 
         // rclone mount, s3 backend.
-        let mount = try RcloneS3Mount(binary: rclone, endpoint: server.endpoint, mountpoint: temp.appending("rclone-mnt"),
+        let mount = try RcloneS3Mount(binary: rclone, endpoint: endpoint, mountpoint: temp.appending("rclone-mnt"),
                                       cacheDirectory: temp.appending("rclone-cache"), logFile: temp.appending("rclone.log"))
         defer { mount.stop() }
         before = server.bytesWritten()
@@ -136,20 +140,20 @@ struct BucketBench: AsyncParsableCommand {
     }
 
     /// `rclone serve s3` of `data` (each folder a bucket) on a loopback port it picks, checking
-    /// signatures made with `key`, its sending capped at `bytesPerSecond`.
+    /// signatures made with `key`.
     final class Server {
-        let endpoint: String
+        let port: Int
         private let pid: pid_t
 
-        init(rclone: String, data: String, bytesPerSecond: Int, temp: TemporaryDirectory) throws {
+        init(rclone: String, data: String, temp: TemporaryDirectory) throws {
             let log = temp.appending("serve.log")
             pid = try Spawned.start(rclone, ["serve", "s3", data, "--auth-key", "\(BucketBench.key.id),\(BucketBench.key.secret)",
                                              "--addr", "127.0.0.1:0", "--config", "/dev/null", "--log-file", log, "--log-level", "NOTICE",
-                                             "--bwlimit", String(bytesPerSecond), "--dir-cache-time", "1h"])
+                                             "--dir-cache-time", "1h"])
             for _ in 0..<200 {
                 let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
                 if let r = text.range(of: "Starting s3 server on [http://127.0.0.1:") {
-                    endpoint = "http://127.0.0.1:" + text[r.upperBound...].prefix { $0.isNumber }
+                    port = Int(text[r.upperBound...].prefix { $0.isNumber }) ?? 0
                     return
                 }
                 usleep(50_000)
