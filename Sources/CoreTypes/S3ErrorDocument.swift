@@ -20,6 +20,8 @@ public struct S3ErrorDocument: Sendable, Equatable, CustomStringConvertible {
         self.message = message
     }
 
+    public static func == (a: S3ErrorDocument, b: S3ErrorDocument) -> Bool { a.code == b.code && a.message == b.message }
+
     /// The document's code and message, or nil when `bytes` hold no `<Error>` with a `<Code>`.
     public static func parse(_ bytes: [UInt8]) -> S3ErrorDocument? {
         let text = String(decoding: bytes.prefix(maxBytes), as: UTF8.self)
@@ -41,6 +43,36 @@ public struct S3ErrorDocument: Sendable, Equatable, CustomStringConvertible {
 
     /// `Code: Message`.
     public var description: String { message.map { "\(code): \($0)" } ?? code }
+
+    /// What the code means for the user, and what to do, for the codes a reader meets; nil for
+    /// others (the code and message say it).
+    public var meaning: String? {
+        switch code {
+        case "AccessDenied": return "the keys may not read this object (the bucket's or the key's policy)"
+        case "NoSuchKey": return "the object is gone (deleted or renamed since it was listed): a refresh drops it"
+        case "NoSuchBucket": return "no such bucket at this endpoint"
+        case "ExpiredToken", "TokenRefreshRequired":
+            return "the session token expired: mount again with fresh keys (a profile's credential_process is run again then)"
+        case "InvalidAccessKeyId": return "the endpoint knows no such access key id"
+        case "SignatureDoesNotMatch": return "a wrong secret access key, or keys of another endpoint"
+        case "SlowDown", "ServiceUnavailable", "Throttling", "TooManyRequests":
+            return "the server asks for fewer requests: retried with growing delays (--tpslimit lowers the rate)"
+        case "RequestTimeTooSkewed": return "this machine's clock is off the server's"
+        case "PreconditionFailed": return "the object changed since it was opened"
+        default: return nil
+        }
+    }
+
+    /// The server's time a `RequestTimeTooSkewed` document names (`<ServerTime>`), if any.
+    public var serverTime: Date? { serverTimeText.flatMap(HTTPDate.parseISO8601) }
+    var serverTimeText: String?
+
+    /// The document with its `ServerTime` (for `RequestTimeTooSkewed`).
+    public static func parseWithTime(_ bytes: [UInt8]) -> S3ErrorDocument? {
+        guard var document = parse(bytes) else { return nil }
+        document.serverTimeText = element("ServerTime", in: String(decoding: bytes.prefix(maxBytes), as: UTF8.self))
+        return document
+    }
 }
 
 /// The last error document each URL was answered with, for the messages that report its failure

@@ -397,9 +397,8 @@ final class CurlMultiLoop: @unchecked Sendable {
             observer.fetchCouldNotReach(code == CURLE_OPERATION_TIMEDOUT
                 ? .timeout(url: url) : .network(url: url, message: t.failureMessage(code)))
         }
-        if let bytes = t.errorDocument, let document = S3ErrorDocument.parse(bytes) {
-            S3ErrorLog.note(document, url: t.state.url)
-            logger.warning("S3 refused the request: \(document)", metadata: ["url": "\(DisplayURL.redacted(t.state.url))"])
+        if let bytes = t.errorDocument, let document = S3ErrorDocument.parseWithTime(bytes) {
+            noteS3Refusal(document, transfer: t)
         }
         t.endAttempt()
         recycle(easy)
@@ -490,5 +489,26 @@ final class CurlMultiLoop: @unchecked Sendable {
             "used": "\(refusal.used)", "budget": "\(refusal.budget)", "spent": "\(refusal.spent)",
         ])
         finish(t, .budgetSpent(url: t.state.request.url))
+    }
+}
+
+extension CurlMultiLoop {
+    /// An S3 endpoint's refusal of `t`'s attempt: noted for the messages that report it
+    /// (`S3ErrorLog`), logged in one line with what it means; `RequestTimeTooSkewed` teaches the
+    /// signer the server's time (said once, not per request) and the attempt is made again.
+    func noteS3Refusal(_ document: S3ErrorDocument, transfer t: CurlTransfer) {
+        S3ErrorLog.note(document, url: t.state.url)
+        let url = DisplayURL.redacted(t.state.url)
+        if document.code == "RequestTimeTooSkewed", let buckets = configuration.s3Buckets,
+           let server = document.serverTime ?? t.errorDate {
+            let now = configuration.clock.wall()
+            if buckets.learnServerTime(server, now: now) {
+                logger.warning("S3: this machine's clock is \(Int(server.timeIntervalSince(now).rounded())) s off the server's: requests are signed with the server's time from now on",
+                               metadata: ["url": "\(url)"])
+            }
+            if t.state.retryWithCorrectedClock() { return }
+        }
+        let meaning = document.meaning.map { " (\($0))" } ?? ""
+        logger.warning("S3 refused the request: \(document)\(meaning)", metadata: ["url": "\(url)"])
     }
 }

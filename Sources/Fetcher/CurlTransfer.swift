@@ -50,6 +50,8 @@ final class CurlTransfer {
     private var toS3 = false
     /// The body of an S3 error answer while it arrives (at most `S3ErrorDocument.maxBytes`).
     private(set) var errorDocument: [UInt8]?
+    /// The `Date` of that answer: the server's clock, for `RequestTimeTooSkewed`.
+    private(set) var errorDate: Date?
 
     init(id: Int, request: FetchRequest, sink: FetchSink, policy: RetryPolicy, redirects: RedirectRules,
          addressPolicy: AddressPolicy, throttle: Throttle?, clock: EngineClock, rangeAnswers: OriginRangeAnswers? = nil) {
@@ -79,6 +81,7 @@ final class CurlTransfer {
     func beginAttempt(on easy: UnsafeMutableRawPointer, configuration: FetcherConfiguration,
                       pinned: UnsafeMutablePointer<curl_slist>?) {
         state.rangesServedLately = state.request.requireRange && (rangeAnswers?.servedLately(origin: origin) ?? false)
+        state.validatesWithIfMatch = configuration.goesToS3(state.request.url)
         let (range, ifRange) = state.beginAttempt()
         parser = ResponseHeaderParser()
         errorBuffer[0] = 0
@@ -100,13 +103,15 @@ final class CurlTransfer {
         for header in state.request.headers { list = curl_slist_append(list, header) }
         if let via = configuration.via { list = curl_slist_append(list, "Via: \(via)") }
         if let range { list = curl_slist_append(list, "Range: \(range)") }
-        if let range, let ifRange, range.hasPrefix("bytes=") { list = curl_slist_append(list, "If-Range: \(ifRange)") }
+        if let range, let ifRange, range.hasPrefix("bytes=") {
+            list = curl_slist_append(list, state.sentIfMatch ? "If-Match: \(ifRange)" : "If-Range: \(ifRange)")
+        }
         // S3: each attempt signed anew, with its own time (a retry may come minutes later), and
         // only at the request's own origin (a redirect elsewhere gets no signature).
         errorDocument = nil
-        toS3 = configuration.s3?.signs(state.url) ?? false
-        if let s3 = configuration.s3, state.atRequestOrigin {
-            for header in s3.signedHeaders(method: state.method ?? "GET", url: state.url, date: configuration.clock.wall()) {
+        toS3 = configuration.goesToS3(state.url)
+        if state.atRequestOrigin {
+            for header in configuration.s3SignedHeaders(method: state.method ?? "GET", url: state.url, date: configuration.clock.wall()) {
                 list = curl_slist_append(list, header)
             }
         }
@@ -265,6 +270,7 @@ final class CurlTransfer {
             if toS3, case .status = state.abort, block.status >= 400,
                (block.field("content-length").flatMap { Int($0.trimmingCharacters(in: .whitespaces)) } ?? 0) <= S3ErrorDocument.maxBytes {
                 errorDocument = []
+                errorDate = block.field("date").flatMap(HTTPDate.parse)
                 return true
             }
             return false

@@ -22,6 +22,10 @@ public struct FetcherConfiguration: Sendable {
     /// The S3 endpoint of the user's s3:// URLs: every attempt of a request to it is signed
     /// (AWS Signature Version 4, at the attempt's time; `CurlTransfer.beginAttempt`). nil: none.
     public var s3: S3Endpoint? = nil
+    /// The buckets of the user's s3:// URLs, each with its own endpoint and keys (a mount
+    /// joining a daemon brings its own): a request under one is signed with that bucket's keys
+    /// only (`S3Buckets`). nil: none.
+    public var s3Buckets: S3Buckets? = nil
     /// Proxy URL for every request (overrides the environment).
     public var upstreamProxy: String?
     /// Skip TLS certificate and host name verification.
@@ -192,5 +196,22 @@ struct RetryPolicy: Equatable {
     func delay(retry n: Int, retryAfter: TimeInterval?) -> TimeInterval {
         if let retryAfter { return min(max(0, retryAfter), maxDelay) }
         return min(baseDelay * pow(2, Double(max(0, n - 1))), maxDelay)
+    }
+}
+
+extension FetcherConfiguration {
+    /// Whether a request for `url` goes to an S3 endpoint of the user's (`s3`, `s3Buckets`):
+    /// its validator goes as `If-Match`, and an error answer's document is read.
+    func goesToS3(_ url: String) -> Bool {
+        (s3?.signs(url) ?? false) || s3Buckets?.bucket(of: url) != nil
+    }
+
+    /// The headers that sign a request for `url` at `date`: its bucket's keys, else `s3`'s;
+    /// none for a URL at neither.
+    func s3SignedHeaders(method: String, url: String, date: Date) -> [String] {
+        if let buckets = s3Buckets, buckets.bucket(of: url) != nil {
+            return buckets.signedHeaders(method: method, url: url, date: date)
+        }
+        return s3?.signedHeaders(method: method, url: url, date: date) ?? []
     }
 }

@@ -174,8 +174,21 @@ struct TransferState {
     private var retriedETags: [(String, String?, Int64?)] = []
     /// The second look was taken.
     private var secondLookTaken = false
-    /// The current attempt sent `If-Range`.
+    /// The current attempt sent `If-Range` (or `If-Match` in its place).
     private var sentIfRange = false
+    /// The current attempt sent a `Range`.
+    private var sentRange = false
+    /// The request goes to an S3 bucket (set by the owner before the first attempt): its
+    /// validator, a strong ETag, goes as `If-Match`, not `If-Range` (S3 does not read If-Range;
+    /// mountpoint-s3 does the same): a replaced object is answered 412, no byte of it.
+    var validatesWithIfMatch = false
+    /// The current attempt sent its validator as `If-Match`.
+    private(set) var sentIfMatch = false
+    /// A 412 answered an `If-Match`: the object changed. Later attempts send no `If-Match`, so
+    /// that the answer brings the new version's head, which the engine compares with the one it
+    /// holds and takes as a new version (the open's reads fail, the next open reads it), as it
+    /// does for an origin that answers a changed `If-Range` with the whole new file.
+    private(set) var ifMatchRefused = false
     /// Current attempt: body bytes still to drop before delivering.
     private var skip: Int64 = 0
     private var attemptExpected: Int64?
@@ -234,9 +247,13 @@ struct TransferState {
         askedAgain = 0
         rangeAnswer = nil
         overlap?.beginFresh()
+        sentIfMatch = false
+        sentRange = true
         guard let head else {
+            sentRange = request.rangeHeader != nil
             let ifRange = request.sendsIfRange ? request.ifRange : nil
             sentIfRange = request.rangeHeader != nil && ifRange != nil
+            sentIfMatch = sentIfRange && ifMatchUsable(ifRange)
             return (request.rangeHeader, ifRange)
         }
         askedAgain = Int64(overlap?.beginResume() ?? 0)
@@ -250,7 +267,13 @@ struct TransferState {
         }
         let validator = request.sendsIfRange ? (request.ignoreETag ? head.lastModified : head.ifRangeValidator) ?? request.ifRange : nil
         sentIfRange = validator != nil
+        sentIfMatch = sentIfRange && ifMatchUsable(validator)
         return (range, validator)
+    }
+
+    /// Whether `validator` goes as `If-Match`: to an S3 bucket, a strong ETag, no 412 yet.
+    private func ifMatchUsable(_ validator: String?) -> Bool {
+        validatesWithIfMatch && !ifMatchRefused && (validator?.hasPrefix("\"") ?? false)
     }
 
     /// The final header block of the current hop arrived.
@@ -262,6 +285,14 @@ struct TransferState {
         if redirects.follow, (300..<400).contains(status), status != 304, let raw = block.field("location") {
             return redirect(status: status, raw: raw, to: location)
         }
+        if status == 412, sentIfMatch {
+            // The object is no longer the version asked for. Before this transfer's head: ask
+            // again without the condition (see `ifMatchRefused`); after it: a resume of another
+            // version, which this transfer cannot deliver.
+            ifMatchRefused = true
+            changeDetail = "412 to If-Match \(request.ifRange ?? head?.etag ?? "")"
+            return stop(head == nil ? .secondLook : .fail(.remoteChanged(url: request.url)))
+        }
         guard (200..<300).contains(status) else {
             if head != nil && status == 416 {
                 // Our resume range came from the original length: the resource shrank.
@@ -272,7 +303,9 @@ struct TransferState {
         if let refusal = block.lengthRefusal {
             return stop(.fail(.invalidResponse(url: finalURL, message: refusal)))
         }
-        let partial = status == 206
+        // A 200 with the Content-Range of the range asked is that range: rclone's `serve s3`
+        // (gofakes3) answers ranges so. Without a range asked, a 200 is the whole file.
+        let partial = status == 206 || (status == 200 && sentRange && block.contentRange != nil)
         if request.requireRange && resumeOffset > 0 { rangeAnswer = !partial }
         // A 200 to a range near the start: its lead is dropped, the rest is the range asked for.
         let useLead = !partial && request.requireRange && head == nil && request.start > 0
@@ -417,6 +450,17 @@ struct TransferState {
 
     /// The sink returned false from a callback.
     mutating func sinkCancelled() { abort = .sinkCancelled }
+
+    /// The endpoint refused the attempt's signature for its time (`RequestTimeTooSkewed`) and
+    /// the signer has learnt the server's: the attempt is made again at once, signed anew,
+    /// once per transfer. False when it was already (the refusal then ends the transfer).
+    mutating func retryWithCorrectedClock() -> Bool {
+        guard !clockRetried, case .status = abort else { return false }
+        clockRetried = true
+        abort = .secondLook
+        return true
+    }
+    private var clockRetried = false
 
     /// 200s to a required range retried before one is taken as the whole file.
     var ignoredRangeLimit: Int {

@@ -136,6 +136,11 @@ enum ResponsePlanner {
         if let etag { h.append(("ETag", etag)) }
         if !faults.noAcceptRanges { h.append(("Accept-Ranges", "bytes")) }
 
+        // If-Match (RFC 9110 §13.1.1; S3's one version per read): another version => 412.
+        if let im = header("if-match", in: headers), im != "*",
+           !im.split(separator: ",").contains(where: { etag != nil && !etag!.hasPrefix("W/") && $0.trimmingCharacters(in: .whitespaces) == etag! }) {
+            return ResponsePlan(status: 412, headers: h + [("Content-Length", "0")], body: nil)
+        }
         // Conditional GET (revalidation): exact validator match => 304.
         if let inm = header("if-none-match", in: headers), let etag,
            inm == "*" || inm.split(separator: ",").contains(where: { weakCompare(String($0), etag) }) {

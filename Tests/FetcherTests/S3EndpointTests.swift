@@ -130,3 +130,39 @@ final class AWSSharedFilesTests: XCTestCase {
         XCTAssertEqual(AWSSharedFiles.profile("default", credentials: nil, config: nil).accessKeyID, nil)
     }
 }
+
+/// A profile's other sources of keys: `credential_process` is read (its JSON output), SSO and
+/// roles are named as unsupported (the mount says so, with the AWS CLI's way around it).
+final class AWSProfileSourcesTests: XCTestCase {
+    func testACredentialProcessAndTheSourcesHttpcachefsDoesNotReadAreTold() {
+        let config = """
+            [profile tool]
+            credential_process = /usr/local/bin/creds --account 1
+            [profile sso]
+            sso_session = work
+            sso_account_id = 123456789012
+            [profile role]
+            role_arn = arn:aws:iam::123456789012:role/reader
+            source_profile = default
+            """
+        XCTAssertEqual(AWSSharedFiles.profile("tool", credentials: nil, config: config).credentialProcess, "/usr/local/bin/creds --account 1")
+        XCTAssertNil(AWSSharedFiles.profile("tool", credentials: nil, config: config).unsupportedSource)
+        XCTAssertEqual(AWSSharedFiles.profile("sso", credentials: nil, config: config).unsupportedSource, "AWS SSO (IAM Identity Center: sso_session / sso_start_url)")
+        XCTAssertEqual(AWSSharedFiles.profile("role", credentials: nil, config: config).unsupportedSource, "an assumed role (role_arn)")
+    }
+
+    func testACredentialProcessOutputGivesKeysAndTheirExpiration() throws {
+        let output = #"{"Version": 1, "AccessKeyId": "ASIAX", "SecretAccessKey": "s/k", "SessionToken": "tok", "Expiration": "2026-11-29T10:00:00+00:00"}"#
+        let (keys, expiration) = try AWSSharedFiles.processCredentials(Array(output.utf8)).get()
+        XCTAssertEqual(keys, SigV4.Credentials(accessKeyID: "ASIAX", secretAccessKey: "s/k", sessionToken: "tok"))
+        XCTAssertEqual(expiration, HTTPDate.parseISO8601("2026-11-29T10:00:00Z"))
+        let noSecret = AWSSharedFiles.processCredentials(Array(#"{"Version": 1, "AccessKeyId": "ASIAX"}"#.utf8))
+        XCTAssertEqual(noSecret.failure, AWSSharedFiles.ProcessOutputError("its output lacks AccessKeyId or SecretAccessKey"))
+        let notJSON = AWSSharedFiles.processCredentials(Array("AccessKeyId=ASIAX secret".utf8))
+        XCTAssertEqual(notJSON.failure?.description, "its output is no JSON object", "the message never holds the output")
+    }
+}
+
+private extension Result {
+    var failure: Failure? { if case let .failure(f) = self { return f } else { return nil } }
+}

@@ -29,14 +29,17 @@ final class S3SigningTests: XCTestCase {
         elsewhere?.stop()
     }
 
-    private func fetch(_ url: String, retries: Int = 0) throws -> RecordingSink {
+    /// `buckets`: signing by bucket (as the executable does) rather than by endpoint.
+    private func fetch(_ url: String, retries: Int = 0, buckets: S3Buckets? = nil, ifRange: String? = nil) throws -> RecordingSink {
         var c = FetcherConfiguration(clock: .system, userAgent: "httpcachefs-tests", extraHeaders: [], connectTimeout: 5, lowSpeedTime: 10, maxRetries: retries)
         c.retryBaseDelay = 0
-        c.s3 = try S3Endpoint.parse(endpoint: endpoint.url(""), region: "eu-west-1", credentials: keys)
+        if let buckets { c.s3Buckets = buckets } else {
+            c.s3 = try S3Endpoint.parse(endpoint: endpoint.url(""), region: "eu-west-1", credentials: keys)
+        }
         let source = CurlRangeSource(configuration: c, logger: Logger(label: "s3-signing-tests"))
         sources.append(source)
         let sink = RecordingSink()
-        _ = source.start(FetchRequest(url: url, start: 0, end: Int64(data.count)), sink: sink)
+        _ = source.start(FetchRequest(url: url, start: 0, end: Int64(data.count), ifRange: ifRange), sink: sink)
         wait(for: [sink.finished], timeout: 30)
         return sink
     }
@@ -87,5 +90,65 @@ final class S3SigningTests: XCTestCase {
         let sink = try fetch(endpoint.url("/media/denied"))
         XCTAssertEqual(sink.body, [])
         XCTAssertEqual(S3ErrorLog.last(url: endpoint.url("/media/denied")), S3ErrorDocument(code: "AccessDenied", message: "Access Denied"))
+    }
+
+    /// One version per read: the validator of the version the open saw goes as `If-Match`; a
+    /// replaced object is answered 412 (none of its bytes), and asked again without the condition,
+    /// so that the engine sees the new version's head and takes it as a change.
+    func testARangeOfAReplacedObjectIsRefused412AndAskedAgainWithoutTheCondition() throws {
+        let sink = try fetch(endpoint.url("/media/films/a%20b.bin"), ifRange: "\"the-old-version\"")
+        XCTAssertTrue(sink.body == data, "got \(sink.body.count) bytes, \(sink.finishes)")
+        let requests = endpoint.requests
+        XCTAssertEqual(requests.count, 2)
+        XCTAssertEqual(requests.first?.header("if-match"), "\"the-old-version\"")
+        XCTAssertNil(requests.first?.header("if-range"), "S3 does not read If-Range: the condition goes as If-Match")
+        XCTAssertNil(requests.last?.header("if-match"), "after the 412, asked without the condition")
+        XCTAssertNotEqual(sink.heads.first?.etag, "\"the-old-version\"", "the new version's head reaches the engine")
+    }
+
+    func testARangeOfTheVersionOpenedCarriesIfMatchAndIsServed() throws {
+        let first = try fetch(endpoint.url("/media/films/a%20b.bin"))
+        let etag = try XCTUnwrap(first.heads.first?.etag)
+        let again = try fetch(endpoint.url("/media/films/a%20b.bin"), ifRange: etag)
+        XCTAssertTrue(again.body == data)
+        XCTAssertEqual(endpoint.requests.last?.header("if-match"), etag)
+        XCTAssertEqual(endpoint.requests.count, 2, "no 412, no second request")
+    }
+
+    /// Keys go to the buckets named with them: a mount's keys sign its bucket's requests, and
+    /// another bucket at the same endpoint, named by nobody with keys, gets none.
+    func testEachBucketIsSignedWithItsOwnKeysAndAnUnnamedBucketWithNone() throws {
+        endpoint.setFile("/other/f.bin", data: data)
+        let buckets = S3Buckets()
+        let at = try S3Endpoint.parse(endpoint: endpoint.url(""), region: "eu-west-1", credentials: keys)
+        try buckets.register(S3Buckets.Bucket(bucket: "media", endpoint: at))
+        _ = try fetch(endpoint.url("/media/films/a%20b.bin"), buckets: buckets)
+        let signed = try XCTUnwrap(endpoint.requests.last)
+        XCTAssertEqual(signed.header("authorization"), try expectedAuthorization(signed))
+        _ = try fetch(endpoint.url("/other/f.bin"), buckets: buckets)
+        let other = try XCTUnwrap(endpoint.requests.last)
+        XCTAssertEqual(other.path, "/other/f.bin")
+        XCTAssertNil(other.header("authorization"), "the keys went to a bucket they were not given for")
+        XCTAssertNil(other.header("x-amz-security-token"))
+    }
+
+    /// `RequestTimeTooSkewed`: the signer learns the server's time from the refusal and the
+    /// attempt is made again at once, signed with it; a server that still refuses ends the
+    /// transfer (one retry, no loop).
+    func testASkewedClockIsCorrectedFromTheServersTimeAndTheRequestSignedAgain() throws {
+        let server = Date().addingTimeInterval(2 * 3600)
+        let stamp = SigV4.timestamp(server)
+        let iso = "\(stamp.prefix(4))-\(stamp.dropFirst(4).prefix(2))-\(stamp.dropFirst(6).prefix(2))T\(stamp.dropFirst(9).prefix(2)):\(stamp.dropFirst(11).prefix(2)):\(stamp.dropFirst(13).prefix(2))Z"
+        endpoint.setResponse("/media/skewed", status: 403, headers: [("Content-Type", "application/xml")],
+                             body: Array("<Error><Code>RequestTimeTooSkewed</Code><Message>The difference between the request time and the current time is too large.</Message><ServerTime>\(iso)</ServerTime></Error>".utf8))
+        let buckets = S3Buckets()
+        try buckets.register(S3Buckets.Bucket(bucket: "media", endpoint: try S3Endpoint.parse(endpoint: endpoint.url(""), region: "eu-west-1", credentials: keys)))
+        _ = try fetch(endpoint.url("/media/skewed"), buckets: buckets)
+        let requests = endpoint.requests
+        XCTAssertEqual(requests.count, 2, "asked again once, not in a loop")
+        let second = try XCTUnwrap(requests.last?.header("x-amz-date"))
+        let signedAt = try XCTUnwrap(HTTPDate.parseISO8601("\(second.prefix(4))-\(second.dropFirst(4).prefix(2))-\(second.dropFirst(6).prefix(2))T\(second.dropFirst(9).prefix(2)):\(second.dropFirst(11).prefix(2)):\(second.dropFirst(13).prefix(2))Z"))
+        XCTAssertLessThan(abs(signedAt.timeIntervalSince(server)), 600, "signed with the server's time: \(second) vs \(stamp)")
+        XCTAssertGreaterThan(buckets.skew, 3600)
     }
 }

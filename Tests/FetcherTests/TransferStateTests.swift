@@ -609,4 +609,41 @@ final class TransferStateTests: XCTestCase {
         XCTAssertEqual(policy.delay(retry: 1, retryAfter: 9.2e18), 30)
         XCTAssertEqual(policy.delay(retry: 1_000_000, retryAfter: nil), 30, "backoff of a huge retry count is capped")
     }
+
+    /// rclone's `serve s3` answers a range with 200 and the range's Content-Range: those bytes.
+    func testA200WithTheRangesContentRangeIsThatRange() {
+        var s = TransferState(request: FetchRequest(url: url, start: 100, end: 200), policy: policy)
+        _ = s.beginAttempt()
+        let answer = ["HTTP/1.1 200 OK", "Content-Range: bytes 100-199/1000", "Content-Length: 100", "ETag: \"v1\""]
+        guard case let .deliver(head) = s.receiveHead(block(answer), finalURL: url) else { return XCTFail("the answer is used") }
+        XCTAssertEqual(head.status, 206)
+        XCTAssertEqual(head.bodyStart, 100)
+        XCTAssertEqual(head.totalLength, 1000, "the file's length, not the body's")
+    }
+
+    /// To an S3 bucket the version's validator goes as If-Match; a 412 is the object changed:
+    /// asked again at once without the condition (the engine compares the new head), and once
+    /// the head is known, a 412 to a resume is `remoteChanged`.
+    func testA412ToIfMatchIsAChangeAskedAgainWithoutTheCondition() {
+        var s = TransferState(request: FetchRequest(url: url, start: 100, end: 200, ifRange: "\"v1\""), policy: policy)
+        s.validatesWithIfMatch = true
+        XCTAssertEqual(s.beginAttempt().ifRange, "\"v1\"")
+        XCTAssertTrue(s.sentIfMatch)
+        XCTAssertEqual(s.receiveHead(block(["HTTP/1.1 412 Precondition Failed", "Content-Length: 0"]), finalURL: url), .abort)
+        XCTAssertEqual(s.attemptEnded(.ok), .retry(after: 0))
+        _ = s.beginAttempt()
+        XCTAssertFalse(s.sentIfMatch, "asked again without it")
+        XCTAssertTrue(s.ifMatchRefused)
+
+        var resumed = TransferState(request: FetchRequest(url: url, start: 100, end: 200), policy: policy)
+        resumed.validatesWithIfMatch = true
+        _ = resumed.beginAttempt()
+        _ = resumed.receiveHead(block(partialHead), finalURL: url)
+        _ = resumed.receiveBody(count: 10)
+        _ = resumed.attemptEnded(.failed(message: "reset", retryable: true))
+        _ = resumed.beginAttempt()
+        XCTAssertTrue(resumed.sentIfMatch, "the resume carries the head's ETag as If-Match")
+        XCTAssertEqual(resumed.receiveHead(block(["HTTP/1.1 412 Precondition Failed", "Content-Length: 0"]), finalURL: url), .abort)
+        XCTAssertEqual(resumed.attemptEnded(.ok), .finish(.remoteChanged(url: url)))
+    }
 }

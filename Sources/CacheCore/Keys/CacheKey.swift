@@ -48,6 +48,10 @@ public struct KeyRules: Sendable, Equatable {
     public var netrcFile: String? = nil
     /// The cache's secret that keys the hash of credentials (set by the engine).
     public var credentialKey: [UInt8] = []
+    /// The buckets read with S3 keys: a URL under one is keyed by those keys' identity too
+    /// (`S3Buckets.credentialIdentity`), so two accounts reading one bucket never share bytes
+    /// the other may not read. Nil: no bucket is signed.
+    public var s3Buckets: S3Buckets? = nil
 
     public init(ignoredQueryNames: Set<String> = []) {
         self.ignoredQueryNames = ignoredQueryNames
@@ -78,6 +82,7 @@ public struct KeyRules: Sendable, Equatable {
             c.queryItems = kept.isEmpty ? nil : kept
         }
         guard var s = c.string else { throw CacheError.invalidURL(url, reason: "cannot be made canonical") }
+        if let identity = s3Buckets?.credentialIdentity(of: s) { credentials.append(identity) }
         // After a '#', which no canonical URL has: bytes fetched with credentials are theirs.
         if !credentials.isEmpty { s += "#cred-" + CredentialKey.hash(credentials.joined(separator: "\n"), secret: credentialKey) }
         return CacheKey(rawValue: s)

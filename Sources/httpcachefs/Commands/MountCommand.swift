@@ -332,13 +332,13 @@ struct MountCommand: AsyncParsableCommand {
     /// Hands this mount to `running` (`MountJoin`); with `--foreground`, stays attached until
     /// the mountpoint goes.
     private func join(_ running: MountJoin.Running, at path: String, cacheDirectory: String) async throws {
-        // The daemon signs with the S3 settings it was started with: a joining mount's own
-        // keys and endpoint would not reach it (issue 48: not yet).
-        if S3Options.mentionsS3(entries + indexes) || S3Listing.hasBuckets {
-            throw UsageError("a daemon already serves the cache \(cacheDirectory): an s3:// mount cannot join it yet; unmount its mounts first or give this mount its own --cache-dir")
-        }
+        // The buckets are signed with this mount's own keys, resolved here, in this command's
+        // environment and profile (`S3Options.handOver`): the daemon's keys never go to them, nor
+        // theirs to the daemon's buckets (`S3Buckets`).
+        var arguments = Self.daemonArguments()
+        if !S3Buckets.process.isEmpty { arguments = S3Options.handOver(try cache.resolve().s3Endpoint()) + arguments }
         let join = MountJoin(daemon: running, mountpoint: path, cacheDirectory: cacheDirectory)
-        try await onBlockingPool { try join.add(arguments: Self.daemonArguments()) }
+        try await onBlockingPool { [arguments] in try join.add(arguments: arguments) }
         if foreground {
             ArgumentMasking.maskOwnArguments()   // it stays: no password in its `ps` line
             try await onBlockingPool { try join.stayAttached() }

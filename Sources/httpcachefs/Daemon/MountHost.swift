@@ -151,7 +151,7 @@ final class MountHost: Sendable {
             var mount = try await command.startMountpoint(at: prepared.path, settings: settings, tree: tree, owned: owned, host: self) { line in
                 notes.withLock { $0.append(line) }
             }
-            mount.arguments = arguments
+            mount.arguments = ArgumentMasking.masked(arguments)   // listed in the runtime file
             mount.credentials = grant
             guard mounts.add(mount) else {
                 mount.fs.unmount()

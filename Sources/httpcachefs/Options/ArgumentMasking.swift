@@ -34,6 +34,20 @@ enum ArgumentMasking {
         }
     }
 
+    /// `arguments` with their secrets masked, as `maskOwnArguments` leaves its own: for
+    /// arguments a daemon keeps and lists (a joining mount's).
+    static func masked(_ arguments: [String]) -> [String] {
+        var previous: String?
+        return arguments.map { text in
+            defer { previous = text }
+            var masked = text
+            for range in secretRanges(text, after: previous).reversed() {
+                masked.replaceSubrange(range, with: String(repeating: "*", count: text[range].count))
+            }
+            return masked
+        }
+    }
+
     /// Where `argument` (which follows `previous` on the command line) holds a secret.
     static func secretRanges(_ argument: String, after previous: String?) -> [Range<String.Index>] {
         for option in ["--token", "--rc-pass", "--s3-secret-access-key", "--s3-session-token"] {

@@ -411,7 +411,11 @@ struct ResolvedCacheOptions: Equatable {
 
     /// The S3 settings, for a command given s3:// URLs: why not, if they cannot be used.
     func s3Endpoint() throws -> S3Endpoint {
-        guard let s3 else { throw UsageError(s3Problem ?? "no S3 settings") }
+        guard var s3 else { throw UsageError(s3Problem ?? "no S3 settings") }
+        // A profile's credential_process runs here, for a command given s3:// URLs only.
+        if s3.credentials == nil, let source = s3.credentialSource, source.hasPrefix("credential_process ") {
+            s3.credentials = try S3CredentialProcess.run(String(source.dropFirst("credential_process ".count))).credentials
+        }
         return s3
     }
 
@@ -421,6 +425,8 @@ struct ResolvedCacheOptions: Equatable {
                                    keyRules: KeyRules(ignoredQueryNames: Set(ignoredQueryNames)))
         c.engineClock = .system   // the machine's clocks and the process's timer thread, given here
         c.maxAge = maxAge
+        // A bucket's bytes are its keys' (`S3Buckets.credentialIdentity`).
+        c.keyRules.s3Buckets = .process
         // Bytes fetched with credentials are served only to requests with the same ones.
         if let user = access.user { c.keyRules.sharedLogin = "user \(user):\(access.password?.value ?? "")" }
         if let netrc = access.netrcFile {
@@ -463,7 +469,8 @@ struct ResolvedCacheOptions: Equatable {
         c.access.scope = credentialScope()
         c.allowedHosts = allowedHosts.map(HostPattern.init)
         c.via = LoopMarker.via
-        c.s3 = s3
+        // Each bucket signed with the keys of the command or mount that named it (`S3Buckets`).
+        c.s3Buckets = .process
         transfer.apply(to: &c)
         return c
     }

@@ -40,7 +40,38 @@ struct S3Options: ParsableArguments {
           help: "Address buckets as ENDPOINT/BUCKET/KEY (the default with --s3-endpoint) rather than BUCKET.ENDPOINT/KEY.")
     var forcePathStyle = false
 
+    /// Set by a mount joining a running daemon on the settings it hands over: they are the
+    /// joining command's, resolved in its own environment and profile, and the daemon's own
+    /// environment, profile and config-file keys must add nothing to them (its keys go to its
+    /// own mounts' buckets only).
+    @Flag(name: .customLong("s3-given-only"), help: .hidden)
+    var givenOnly = false
+
+    /// The source of temporary keys a joining mount resolved (`S3Endpoint.credentialSource`).
+    @Option(name: .customLong("s3-credential-source"), help: .hidden)
+    var credentialSource: String?
+
     init() {}
+
+    /// The options that make a daemon resolve `endpoint` exactly (`givenOnly`): what a mount
+    /// joining it sends ahead of its own arguments. The secret and token among them travel to
+    /// the daemon's control endpoint only (loopback, with the control key); the daemon masks
+    /// them in the arguments it lists.
+    static func handOver(_ endpoint: S3Endpoint) -> [String] {
+        var words = ["--s3-given-only", "--s3-region", endpoint.region]
+        let aws = S3Endpoint.aws(region: endpoint.region, credentials: nil)
+        if endpoint.scheme != aws.scheme || endpoint.authority != aws.authority {
+            words += ["--s3-endpoint", "\(endpoint.scheme)://\(endpoint.authority)"]
+        } else if endpoint.pathStyle {
+            words.append("--s3-force-path-style")
+        }
+        if let keys = endpoint.credentials {
+            words += ["--s3-access-key-id", keys.accessKeyID, "--s3-secret-access-key", keys.secretAccessKey]
+            if let token = keys.sessionToken { words += ["--s3-session-token", token] }
+        }
+        if let source = endpoint.credentialSource { words += ["--s3-credential-source", source] }
+        return words
+    }
 
     /// Whether any S3 setting was given as a flag or in the config file.
     func isGiven(file: ConfigFile?) -> Bool {
@@ -52,13 +83,19 @@ struct S3Options: ParsableArguments {
     /// The endpoint, region, style and keys, from the flags, else the config file, else the
     /// environment.
     func resolve(file: ConfigFile?, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> S3Endpoint {
+        var endpoint = try resolveSettings(file: givenOnly ? nil : file, environment: givenOnly ? [:] : environment)
+        if givenOnly, let credentialSource, endpoint.credentials != nil { endpoint.credentialSource = credentialSource }
+        return endpoint
+    }
+
+    private func resolveSettings(file: ConfigFile?, environment: [String: String]) throws -> S3Endpoint {
         func env(_ names: String...) -> String? {
             for n in names { if let v = environment[n], !v.isEmpty { return v } }
             return nil
         }
         func pick(_ flag: String?, _ key: String) -> String? { setting(flag, key, in: file)?.text }
         // The AWS CLI's profile ($AWS_PROFILE, else "default"): last, as the AWS tools take it.
-        let profile: AWSSharedFiles.Profile = {
+        let profile: AWSSharedFiles.Profile = environment.isEmpty ? AWSSharedFiles.Profile() : {
             let home = environment["HOME"] ?? NSHomeDirectory()
             func read(_ path: String) -> String? { try? String(contentsOfFile: path, encoding: .utf8) }
             return AWSSharedFiles.profile(env("AWS_PROFILE", "AWS_DEFAULT_PROFILE") ?? "default",
@@ -72,8 +109,18 @@ struct S3Options: ParsableArguments {
         var id = pick(accessKeyID, "s3-access-key-id") ?? env("AWS_ACCESS_KEY_ID")
         var secret = pick(secretAccessKey, "s3-secret-access-key") ?? env("AWS_SECRET_ACCESS_KEY")
         var token = pick(sessionToken, "s3-session-token") ?? env("AWS_SESSION_TOKEN")
+        var source: String?
         if id == nil, secret == nil, token == nil {
             (id, secret, token) = (profile.accessKeyID, profile.secretAccessKey, profile.sessionToken)
+            if id == nil, secret == nil, let command = profile.credentialProcess {
+                // Run only for a command given s3:// URLs (`ResolvedCacheOptions.s3Endpoint`).
+                source = "credential_process " + command
+            } else if id == nil, secret == nil, let unsupported = profile.unsupportedSource {
+                let name = env("AWS_PROFILE", "AWS_DEFAULT_PROFILE") ?? "default"
+                throw UsageError("the AWS profile '\(name)' takes its keys from \(unsupported), which httpcachefs does not read: "
+                    + "add 'credential_process = aws configure export-credentials --profile \(name) --format process' to a profile of its own and use that, "
+                    + "or export the keys with: eval \"$(aws configure export-credentials --profile \(name) --format env)\"")
+            }
         }
         var credentials: SigV4.Credentials?
         switch (id, secret) {
@@ -94,12 +141,16 @@ struct S3Options: ParsableArguments {
         if !pathStyle, let file, let value = file["s3-force-path-style"] {
             pathStyle = try BoolValue.parse(value, option: file.describe("s3-force-path-style"))
         }
+        var resolved: S3Endpoint
         if let url = pick(endpoint, "s3-endpoint") ?? env("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL") ?? profile.endpointURL {
-            do { return try S3Endpoint.parse(endpoint: url, region: region, pathStyle: true, credentials: credentials) } catch let e as S3URLError {
+            do { resolved = try S3Endpoint.parse(endpoint: url, region: region, pathStyle: true, credentials: credentials) } catch let e as S3URLError {
                 throw UsageError("bad --s3-endpoint: \(e)")
             }
+        } else {
+            resolved = .aws(region: region, pathStyle: pathStyle, credentials: credentials)
         }
-        return .aws(region: region, pathStyle: pathStyle, credentials: credentials)
+        resolved.credentialSource = source
+        return resolved
     }
 
     /// `text` (a URL, `NAME=URL` or `DIR=URL`) with an s3:// URL in it made the HTTP URL of
@@ -115,6 +166,12 @@ struct S3Options: ParsableArguments {
         let url = String(trimmed[r.lowerBound...])
         do {
             guard let (bucket, key) = try S3Endpoint.split(url) else { return text }
+            let renewal = endpoint.credentialSource.flatMap { source in
+                source.hasPrefix("credential_process ") ? S3CredentialProcess.renewal(command: String(source.dropFirst("credential_process ".count))) : nil
+            }
+            do { try S3Buckets.process.register(S3Buckets.Bucket(bucket: bucket, endpoint: endpoint), renewal: renewal) } catch let conflict as S3Buckets.Conflict {
+                throw UsageError("s3://\(bucket): \(conflict); give this mount its own --cache-dir, or the same keys and region")
+            }
             S3Listing.register(root: endpoint.root(bucket: bucket), listingBase: endpoint.listingBase(bucket: bucket))
             return head + endpoint.url(bucket: bucket, key: key)
         } catch let e as S3URLError {
