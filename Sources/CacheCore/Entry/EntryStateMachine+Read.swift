@@ -149,7 +149,9 @@ extension EntryStateMachine {
         // seek; over bytes other readers wait for, the page cache they share skipped them.
         let othersWant = running.filter { f in inflight.fetches[f.id]?.interest.contains { $0 != read.reader } ?? false }
         let pattern = readAheadRule(&progress, request, present, othersWant)
-        let kind = progress.pace.kind(now: uptime), readAhead = progress.readAhead
+        let kind = progress.pace.kind(now: uptime)
+        let readAhead = kind == .unknown ? ReaderPace.boundWhileUnknown(progress.readAhead, linkRate: inflight.observedRate)
+            : progress.readAhead
         let paceClass = progress.pace.readAheadPriority(now: uptime)
         var orphaned: [Int] = []
         if pattern == .seek {

@@ -73,6 +73,19 @@ public struct ReaderPace: Sendable, Equatable {
         max(floor, ReadPlanner.bytes(catchingUpAt: rate(now: now), for: lead(now: now)))
     }
 
+    /// The read-ahead of a run whose kind is not known yet (its first `settle` seconds, after an
+    /// open or a seek): `readAhead`, but at most what one of the entry's transfers was last
+    /// measured to bring in `settle` seconds (`linkRate`), and never under `unknownFloor`. On a
+    /// thin link a player's seek then starts one stream of about a second of the link, not eight
+    /// of a MiB that share the link with the bytes it waits for (a 10 Mbit/s link carries a
+    /// second of them in 8 s); on a fat one a copy's window is not cut (a connection brings
+    /// megabytes in a second). Unmeasured (the first fetches of an entry): not bounded.
+    public static func boundWhileUnknown(_ readAhead: Int64, linkRate: Double?) -> Int64 {
+        guard let linkRate else { return readAhead }
+        return min(readAhead, max(unknownFloor, ReadPlanner.bytes(catchingUpAt: linkRate, for: settle)))
+    }
+    public static let unknownFloor: Int64 = 256 << 10
+
     /// The class of its read-ahead while no read waits on it.
     public func readAheadPriority(now: Double) -> FetchPriority {
         kind(now: now) == .greedy ? .near : .far
