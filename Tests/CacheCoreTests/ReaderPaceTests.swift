@@ -59,6 +59,19 @@ final class ReaderPaceTests: XCTestCase {
         XCTAssertEqual(p.kind(now: 3.5), .unknown)
         XCTAssertEqual(p.rate(now: 3.5), 0)
     }
+
+    func testWhileTheKindIsUnknownReadAheadIsAtMostASecondOfTheLink() {
+        let rows: [(String, window: Int64, linkRate: Double?, bound: Int64)] = [
+            ("a 10 Mbit/s link: about a second of it, no parallel streams after a seek", 16 << 20, 1_250_000, 1_250_000),
+            ("a 200 Mbit/s connection: a copy's window is not cut", 16 << 20, 25_000_000, 16 << 20),
+            ("not measured yet (an entry's first fetches): not bounded", 16 << 20, nil, 16 << 20),
+            ("a transfer measured crawling: the floor", 16 << 20, 10_000, ReaderPace.unknownFloor),
+            ("a window under the bound stays as it is", 128 << 10, 1_250_000, 128 << 10),
+        ]
+        for row in rows {
+            XCTAssertEqual(ReaderPace.boundWhileUnknown(row.window, linkRate: row.linkRate), row.bound, row.0)
+        }
+    }
 }
 
 /// Which fetches a waiting read makes urgent.
@@ -82,18 +95,5 @@ final class InFlightPriorityTests: XCTestCase {
         _ = t.advance(1, to: 500, now: 1)
         XCTAssertEqual(t.prioritize(waiting: [(100..<200, 1.0)], now: 2), [], "those bytes arrived already")
         XCTAssertEqual(t.prioritize(waiting: [(400..<600, 1.0)], now: 2).map(\.priority), [.waiting])
-    }
-
-    func testWhileTheKindIsUnknownReadAheadIsAtMostASecondOfTheLink() {
-        let rows: [(String, window: Int64, linkRate: Double?, bound: Int64)] = [
-            ("a 10 Mbit/s link: about a second of it, no parallel streams after a seek", 16 << 20, 1_250_000, 1_250_000),
-            ("a 200 Mbit/s connection: a copy's window is not cut", 16 << 20, 25_000_000, 16 << 20),
-            ("not measured yet (an entry's first fetches): not bounded", 16 << 20, nil, 16 << 20),
-            ("a transfer measured crawling: the floor", 16 << 20, 10_000, ReaderPace.unknownFloor),
-            ("a window under the bound stays as it is", 128 << 10, 1_250_000, 128 << 10),
-        ]
-        for row in rows {
-            XCTAssertEqual(ReaderPace.boundWhileUnknown(row.window, linkRate: row.linkRate), row.bound, row.0)
-        }
     }
 }
