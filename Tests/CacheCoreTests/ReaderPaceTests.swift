@@ -60,6 +60,14 @@ final class ReaderPaceTests: XCTestCase {
         XCTAssertEqual(p.rate(now: 3.5), 0)
     }
 
+    func testOnlyARunThatBeganWithASeekIsBoundWhileItsKindIsUnknown() {
+        var p = ReaderPace(now: 0, at: 0)
+        p.restart(now: 0, at: 0, seek: false)
+        XCTAssertFalse(p.afterSeek, "a reader's first run: a copy from the start fills the link at once")
+        p.restart(now: 5, at: 90 << 20)
+        XCTAssertTrue(p.afterSeek)
+    }
+
     func testWhileTheKindIsUnknownReadAheadIsAtMostASecondOfTheLink() {
         let rows: [(String, window: Int64, linkRate: Double?, bound: Int64)] = [
             ("a 10 Mbit/s link: about a second of it, no parallel streams after a seek", 16 << 20, 1_250_000, 1_250_000),

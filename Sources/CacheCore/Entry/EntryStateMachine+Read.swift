@@ -150,7 +150,7 @@ extension EntryStateMachine {
         let othersWant = running.filter { f in inflight.fetches[f.id]?.interest.contains { $0 != read.reader } ?? false }
         let pattern = readAheadRule(&progress, request, present, othersWant)
         let kind = progress.pace.kind(now: uptime)
-        let readAhead = kind == .unknown ? ReaderPace.boundWhileUnknown(progress.readAhead, linkRate: inflight.observedRate)
+        let readAhead = kind == .unknown && progress.pace.afterSeek ? ReaderPace.boundWhileUnknown(progress.readAhead, linkRate: inflight.observedRate)
             : progress.readAhead
         let paceClass = progress.pace.readAheadPriority(now: uptime)
         var orphaned: [Int] = []

@@ -276,7 +276,7 @@ extension EngineCore {
         reader.inARow = 0
         reader.readAhead = readerClass == .scanner ? ReaderClass.scanMargin : reader.earned ? initialReadAhead : 0
         reader.lastEnd = request.upperBound
-        reader.pace.restart(now: now, at: request.lowerBound)
+        reader.pace.restart(now: now, at: request.lowerBound, seek: !first)
         return first ? .first : .seek
     }
 
