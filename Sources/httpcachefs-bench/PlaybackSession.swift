@@ -82,6 +82,22 @@ final class PlaybackSession {
                     "three.origin": PlaybackValue(values: [Double(sent)], text: Self.mb(Double(sent))),
                 ]
             }
+        case .trickplay:
+            return try withMount(side, link: PlaybackBench.link(10)) { mnt in
+                let jobs = try PlaybackFilm.names.dropFirst().map { name in
+                    try Spawned.start(ffmpeg, Self.trickplayArguments(mnt + "/" + name))
+                }
+                defer { Self.stop(jobs) }
+                usleep(UInt32(Self.trickplayLead * 1e6))
+                let before = originBytes(film0)
+                let t = try play(mnt + "/" + film0, from: 30, seconds: 20)
+                let running = jobs.filter(Self.isRunning).count
+                let jobBytes = PlaybackFilm.names.dropFirst().reduce(Int64(0)) { $0 + originBytes($1) }
+                let filmBytes = Double(originBytes(film0) - before)
+                return ["trickplay": PlaybackValue(values: [t], text: Self.time(t) + " s" + (running == jobs.count ? "" : " (\(jobs.count - running) job(s) ended early)")),
+                        "trickplay.origin": PlaybackValue(values: [filmBytes],
+                                                          text: Self.mb(filmBytes) + " for the film, " + Self.mb(Double(jobBytes)) + " for the jobs")]
+            }
         case .bwlimit:
             return try withMount(side, link: nil, bwlimit: "1.25M") { mnt in
                 let t = try play(mnt + "/" + film0, from: 30, seconds: 20)
@@ -177,6 +193,31 @@ final class PlaybackSession {
     }
 
     // MARK: players
+
+    /// Seconds the trickplay-style jobs run before the film starts: they are running, as a media
+    /// server's scheduled task is when somebody starts to watch.
+    static let trickplayLead = 10.0
+
+    /// A trickplay-style job as Jellyfin's scheduled tasks run one (trickplay, chapter images,
+    /// keyframes): ffmpeg decoding the keyframes of a whole film as fast as it can read it.
+    static func trickplayArguments(_ file: String) -> [String] {
+        ["-hide_banner", "-nostdin", "-loglevel", "error", "-threads", "1", "-skip_frame", "nokey", "-i", file,
+         "-an", "-sn", "-vf", "fps=1/10,scale=320:-2", "-f", "null", "-"]
+    }
+
+    static func isRunning(_ pid: pid_t) -> Bool {
+        var status: Int32 = 0
+        return waitpid(pid, &status, WNOHANG) == 0
+    }
+
+    /// Ends the jobs and reaps them.
+    static func stop(_ pids: [pid_t]) {
+        for pid in pids {
+            kill(pid, SIGTERM)
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        }
+    }
 
     /// Plays `seconds` of `file` from `start` as a player would (`ffmpeg -re`, or mpv when given)
     /// and returns the wall time from start to exit, or infinity if it was killed after three

@@ -59,6 +59,27 @@ final class ReaderPaceTests: XCTestCase {
         XCTAssertEqual(p.kind(now: 3.5), .unknown)
         XCTAssertEqual(p.rate(now: 3.5), 0)
     }
+
+    func testOnlyARunThatBeganWithASeekIsBoundWhileItsKindIsUnknown() {
+        var p = ReaderPace(now: 0, at: 0)
+        p.restart(now: 0, at: 0, seek: false)
+        XCTAssertFalse(p.afterSeek, "a reader's first run: a copy from the start fills the link at once")
+        p.restart(now: 5, at: 90 << 20)
+        XCTAssertTrue(p.afterSeek)
+    }
+
+    func testWhileTheKindIsUnknownReadAheadIsAtMostASecondOfTheLink() {
+        let rows: [(String, window: Int64, linkRate: Double?, bound: Int64)] = [
+            ("a 10 Mbit/s link: about a second of it, no parallel streams after a seek", 16 << 20, 1_250_000, 1_250_000),
+            ("a 200 Mbit/s connection: a copy's window is not cut", 16 << 20, 25_000_000, 16 << 20),
+            ("not measured yet (an entry's first fetches): not bounded", 16 << 20, nil, 16 << 20),
+            ("a transfer measured crawling: the floor", 16 << 20, 10_000, ReaderPace.unknownFloor),
+            ("a window under the bound stays as it is", 128 << 10, 1_250_000, 128 << 10),
+        ]
+        for row in rows {
+            XCTAssertEqual(ReaderPace.boundWhileUnknown(row.window, linkRate: row.linkRate), row.bound, row.0)
+        }
+    }
 }
 
 /// Which fetches a waiting read makes urgent.

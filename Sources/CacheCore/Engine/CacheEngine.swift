@@ -234,6 +234,11 @@ public final class CacheReader: Sendable {
     /// its reads fail with `CacheError.remoteChanged` (make a new reader for the new version).
     public var entry: EntryInfo { state.entry }
 
+    /// Whether its reads are judged bulk now (`ReaderTempo`): a program of a class whose fetches
+    /// follow its pace (a player by name, an unknown one) that has read as fast as it was given
+    /// for long; its fetches yield like warm-up's.
+    public var readsInBulk: Bool { state.progress.withLock { $0.tempo?.isBulk ?? false } }
+
     /// Reads `[offset, offset+length)` clipped to the end of the file. Completes once every byte
     /// is here, with bytes of this reader's version only; an empty array at or past the end.
     ///

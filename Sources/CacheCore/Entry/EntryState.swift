@@ -248,6 +248,10 @@ final class ReaderState: Sendable {
         var readAhead: Int64
         /// How it consumes, since its last seek: see `ReaderPace`.
         var pace = ReaderPace(now: 0, at: 0)
+        /// Watched or bulk, from the times of its reads since its first (`ReaderTempo`); nil for
+        /// a class whose fetches have a fixed class anyway (scanner, background) and before its
+        /// first read.
+        var tempo: ReaderTempo?
         var closed = false
         /// Reads in a row so far that continued the one before; and whether it has earned
         /// read-ahead (an unknown reader, once that reached `ReaderClass.earnAfter`).

@@ -22,6 +22,9 @@ extension EntryStateMachine {
         var door: ReadDoor
         /// The class its waits give a fetch (`ReaderClass.waitedFetchClass`).
         var waitClass: FetchPriority?
+        /// The reader reads in bulk (`ReaderTempo`): its fetches rank `ReaderTempo.bulkFetchClass`
+        /// and its waits promote none.
+        var bulk = false
         /// The version the reader is bound to.
         var generation: Int64
         var offset: Int64
@@ -146,7 +149,9 @@ extension EntryStateMachine {
         // seek; over bytes other readers wait for, the page cache they share skipped them.
         let othersWant = running.filter { f in inflight.fetches[f.id]?.interest.contains { $0 != read.reader } ?? false }
         let pattern = readAheadRule(&progress, request, present, othersWant)
-        let kind = progress.pace.kind(now: uptime), readAhead = progress.readAhead
+        let kind = progress.pace.kind(now: uptime)
+        let readAhead = kind == .unknown && progress.pace.afterSeek ? ReaderPace.boundWhileUnknown(progress.readAhead, linkRate: inflight.observedRate)
+            : progress.readAhead
         let paceClass = progress.pace.readAheadPriority(now: uptime)
         var orphaned: [Int] = []
         if pattern == .seek {
@@ -167,7 +172,9 @@ extension EntryStateMachine {
                                   streamSize: kind == .paced || read.readerClass == .scanner
                                       ? nil : streamSize(readAhead, inflight.observedRate),
                                   readerEnd: read.readerEnd)
-        let readAheadClass: FetchPriority = read.readerClass.fixedFetchClass ?? paceClass
+        let readAheadClass: FetchPriority = read.bulk ? ReaderTempo.bulkFetchClass : read.readerClass.fixedFetchClass ?? paceClass
+        // What it started before it was judged (or while it was watched) follows the verdict.
+        inflight.rebase(owner: read.reader, bulk: read.bulk, watchedClass: read.readerClass.fixedFetchClass ?? paceClass)
         var plan = planner.plan(request: request, length: facts.length, cached: present, running: running)
         if !facts.acceptsRanges { Self.wholeBodyOnly(&plan, running: running) }
         for t in plan.truncations { inflight.truncate(t.fetch, at: t.end) }
@@ -187,7 +194,7 @@ extension EntryStateMachine {
             reads.misses += 1
             let waiter = Waiter(reader: read.reader, files: read.files, range: request, generation: read.generation,
                                 deadline: now + facts.readTimeout, since: uptime, completion: read.completion)
-            waiter.waitClass = read.waitClass
+            waiter.waitClass = read.bulk ? nil : read.waitClass
             waiter.readerClass = read.readerClass
             for v in facts.pending.views(in: request) { waiter.fill(v.range, in: v.chunk.storage, at: v.storageOffset) }
             reads.waiters.append(waiter)

@@ -97,6 +97,16 @@ struct InFlightTable: Sendable {
         return changes
     }
 
+    /// The fetches `owner` started take the class of its verdict (`ReaderTempo`): its read-ahead
+    /// drops to `ReaderTempo.bulkFetchClass` once it reads in bulk, and goes back to
+    /// `watchedClass` once it keeps pace again. The classes take effect at the next `prioritize`.
+    mutating func rebase(owner: Int, bulk: Bool, watchedClass: FetchPriority) {
+        let from: Set<FetchPriority> = bulk ? [.near, .far] : [ReaderTempo.bulkFetchClass]
+        let to = bulk ? ReaderTempo.bulkFetchClass : watchedClass
+        guard from != [to] else { return }
+        for (id, f) in fetches where f.owner == owner && from.contains(f.base) { fetches[id]?.base = to }
+    }
+
     mutating func addInterest(_ reader: Int, in id: Int) { fetches[id]?.interest.insert(reader) }
 
     /// The origin sent the body from `cursor` (0: it ignored the range) up to `end`.

@@ -29,6 +29,8 @@ import Foundation
 /// - `ReadFully.swift`: the one `pread` loop of data files and served files.
 /// - `ReaderClass.swift`: who reads (player, scanner, background), and what it may cost the link.
 /// - `ReaderPace.swift`: a copy or a player, from its waits; sizes read-ahead.
+/// - `ReaderTempo.swift`: watched or bulk, from its idle time between reads; a bulk reader's
+///   fetches yield like warm-up's.
 /// - `ReadAccounting.swift`: one reader's counts (hit or miss, latency, failures).
 /// Neighbours: asks `Entry/` (the machine's `readRequested` and waiters) and starts fetches through
 /// `Fetch/`; leases hold `Storage/` descriptors and `Memory/` chunks; counts go to `Status/`.
@@ -52,7 +54,10 @@ extension EngineCore {
         let shard = shard(for: key)
         let now = configuration.clock().timeIntervalSince1970
         let rangesUnreliable = originRanges.unreliable(url: reader.entry.url)   // one atomic load while no origin is
-        let request = EntryMachine.ReadRequest(reader: reader.id, readerClass: reader.readerClass, readerEnd: reader.end,
+        // Watched or bulk (`ReaderTempo`) is judged by when reads are asked and answered.
+        let judged = reader.readerClass.fixedFetchClass == nil
+        let completion = judged ? answerNoted(reader, completion) : completion
+        var request = EntryMachine.ReadRequest(reader: reader.id, readerClass: reader.readerClass, readerEnd: reader.end,
                                                door: reader.door, waitClass: reader.readerClass.waitedFetchClass,
                                                generation: generation, offset: offset, length: length,
                                                files: reader.files, completion: completion)
@@ -66,7 +71,8 @@ extension EngineCore {
             let facts = readFacts(entry)
             let uptime = uptime
             let action = reader.progress.withLock { p in
-                entry.machine.readRequested(request, facts: facts, progress: &p, now: now, uptime: uptime,
+                if judged { request.bulk = Self.judge(&p.tempo, now: uptime) }
+                return entry.machine.readRequested(request, facts: facts, progress: &p, now: now, uptime: uptime,
                                             readAheadRule: { p, request, present, othersWant in
                                                 updateReadAhead(&p, readerClass: reader.readerClass, request: request,
                                                                 cached: present, running: othersWant, now: uptime,
@@ -118,6 +124,22 @@ extension EngineCore {
     }
 
     typealias EntryMachine = EntryStateMachine<EntryState.OpenCompletion>
+
+    /// `completion`, which first tells the reader's `ReaderTempo` that its read was answered.
+    private func answerNoted(_ reader: ReaderState, _ completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void)
+        -> @Sendable (Result<ReadLease, CacheError>) -> Void {
+        { [self] result in
+            let now = uptime
+            reader.progress.withLock { $0.tempo?.answered(now: now) }
+            completion(result)
+        }
+    }
+
+    /// A read of a judged reader is asked (`ReaderTempo`): whether it reads in bulk.
+    static func judge(_ tempo: inout ReaderTempo?, now: Double) -> Bool {
+        if tempo == nil { tempo = ReaderTempo(now: now) }
+        return tempo!.asked(now: now) == .bulk
+    }
 
     /// What a read finds of `entry` beside its machine (call under the shard lock).
     private func readFacts(_ entry: EntryState) -> EntryMachine.ReadFacts {
@@ -254,7 +276,7 @@ extension EngineCore {
         reader.inARow = 0
         reader.readAhead = readerClass == .scanner ? ReaderClass.scanMargin : reader.earned ? initialReadAhead : 0
         reader.lastEnd = request.upperBound
-        reader.pace.restart(now: now, at: request.lowerBound)
+        reader.pace.restart(now: now, at: request.lowerBound, seek: !first)
         return first ? .first : .seek
     }
 

@@ -10,7 +10,9 @@
 ///   rank `.scan`, below every player's read-ahead, and those it waits on `.waitedScan`: after
 ///   every player's waiting read, before read-ahead (behind a copy's streams a probe would wait
 ///   for the whole copy).
-/// - `player`: a reader known to read on (players, copies): read-ahead as it always was.
+/// - `player`: a reader known to read on (players, copies): read-ahead as it always was. How it
+///   reads decides the rest (`ReaderTempo`): one that reads as fast as it is given for long (a
+///   media server's trickplay job is `ffmpeg` too) is bulk, and its fetches yield like warm-up's.
 /// - `unknown`: a process nobody listed. It *earns* read-ahead: none past its own requests until
 ///   it made `earnAfter` reads in a row that continue each other, then as a player's. A probe tool
 ///   nobody listed still costs about what it reads; a program reading big blocks from the start

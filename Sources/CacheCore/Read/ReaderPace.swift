@@ -20,6 +20,8 @@ public struct ReaderPace: Sendable, Equatable {
     /// A moving share (0...1) of the reads that waited, the last ones weighing most.
     public private(set) var missShare: Double = 0
     public private(set) var reads = 0
+    /// The run began with a seek (not with the reader's first read).
+    public private(set) var afterSeek = false
 
     /// Seconds a run must last before its kind is judged: a player reads in a burst right after
     /// it opens or seeks, which must not pass for its rate.
@@ -38,8 +40,11 @@ public struct ReaderPace: Sendable, Equatable {
         lastMiss = now
     }
 
-    /// A seek: a new run begins at `offset`.
-    public mutating func restart(now: Double, at offset: Int64) { self = ReaderPace(now: now, at: offset) }
+    /// A new run begins at `offset`: the reader's first read, or a seek.
+    public mutating func restart(now: Double, at offset: Int64, seek: Bool = true) {
+        self = ReaderPace(now: now, at: offset)
+        afterSeek = seek
+    }
 
     /// A read of this run ended at `end`; `missed`: it had to wait for the network.
     public mutating func note(readEnd end: Int64, missed: Bool, now: Double) {
@@ -72,6 +77,21 @@ public struct ReaderPace: Sendable, Equatable {
     public func readAheadBound(now: Double, floor: Int64) -> Int64 {
         max(floor, ReadPlanner.bytes(catchingUpAt: rate(now: now), for: lead(now: now)))
     }
+
+    /// The read-ahead of a run that began with a seek, while its kind is not known yet (its first
+    /// `settle` seconds): `readAhead`, but at most what one of the entry's transfers was last
+    /// measured to bring in `settle` seconds (`linkRate`), and never under `unknownFloor`. On a
+    /// thin link a player's seek then starts one stream of about a second of the link, not eight
+    /// of a MiB that share the link with the bytes it waits for (a 10 Mbit/s link carries a
+    /// second of them in 8 s); on a fat one a copy's window is not cut (a connection brings
+    /// megabytes in a second). Unmeasured (the first fetches of an entry): not bounded. A
+    /// reader's first run is not bounded either: a copy from the start fills the link from its
+    /// first round trips, and nothing of the reader's own waits yet.
+    public static func boundWhileUnknown(_ readAhead: Int64, linkRate: Double?) -> Int64 {
+        guard let linkRate else { return readAhead }
+        return min(readAhead, max(unknownFloor, ReadPlanner.bytes(catchingUpAt: linkRate, for: settle)))
+    }
+    public static let unknownFloor: Int64 = 256 << 10
 
     /// The class of its read-ahead while no read waits on it.
     public func readAheadPriority(now: Double) -> FetchPriority {
