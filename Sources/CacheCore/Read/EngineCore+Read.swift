@@ -35,8 +35,10 @@ import Foundation
 /// Called by the front doors through `CacheReader` (`Engine/`); `Fetch/` answers its waiting
 /// reads when bytes land.
 extension EngineCore {
-    func makeReaderState(entry: EntryInfo, end: Int64?, door: ReadDoor = .cli, readerClass: ReaderClass = .player) -> ReaderState {
-        ReaderState(id: makeID(), entry: entry, end: end, door: door, initialReadAhead: initialReadAhead, readerClass: readerClass)
+    func makeReaderState(entry: EntryInfo, end: Int64?, door: ReadDoor = .cli, readerClass: ReaderClass = .player,
+                         scanShare: Bool = false) -> ReaderState {
+        ReaderState(id: makeID(), entry: entry, end: end, door: door, initialReadAhead: initialReadAhead, readerClass: readerClass,
+                    fillsScanShare: evictor.scanShare.isOn && (scanShare || readerClass == .scanner))
     }
 
     /// Plans one read. A hit is answered right here on the caller's thread with a lease on the
@@ -81,6 +83,7 @@ extension EngineCore {
                 entry.pin(slices(of: pinned), generation: generation)
             }
             if case let .hit(range, _) = action.answer { touch(entry, range, now) }
+            if reader.fillsScanShare, entry.isPersisted { markScanned(entry, offset: offset, length: length) }
             pass(action.priorities)
             guard case let .fail(why) = action.answer else { return (action, entry.handle, entry.id, nil, verifyAhead) }
             return (action, entry.handle, entry.id, readFailure(why, key: key, entry: entry), verifyAhead)
@@ -264,6 +267,19 @@ extension EngineCore {
         entry.machine.slicesTouched(slices(of: range), now: now)
     }
 
+    /// A scanner (or `preload --head/--tail`) read `length` bytes at `offset`: the slices it
+    /// touched, hit or miss, are scan slices (`ScanShare`), marked in the index behind. Call
+    /// under the shard lock, on a live entry.
+    func markScanned(_ entry: EntryState, offset: Int64, length: Int) {
+        let end = min(offset + Int64(max(length, 1)), entry.info.length ?? .max)
+        guard offset < end else { return }
+        let before = entry.scanBytes
+        let marked = entry.machine.slicesScanned(slices(of: offset..<end))
+        guard !marked.isEmpty else { return }
+        evictor.scanShare.add(entry.scanBytes - before)
+        for s in marked { store.recordScanSlice(.init(entryID: entry.id, generation: entry.info.generation, slice: s)) }
+    }
+
     /// Says that cached bytes turned out unreadable (a read, a check, `cache verify`), once.
     func logUnreadable(_ error: Error) {
         logger.error("cached bytes unreadable; they will be fetched again", metadata: ["error": "\(error)"])
@@ -274,7 +290,7 @@ extension EngineCore {
         shard.locked { entries in
             guard let entry = entries[entry], entry.info.generation == generation else { return }
             for s in slices(of: range) {
-                addBytes(-entry.machine.sliceDropped(s, range: store.sliceRange(s)))
+                addBytes(-evictor.countingScanBytes(entry) { entry.machine.sliceDropped(s, range: store.sliceRange(s)) })
             }
         }
     }
