@@ -164,9 +164,45 @@ final class ScanShareEvictionTests: XCTestCase {
         }
         player.close()
         cache.core.writes.waitIdle()
-        XCTAssertLessThanOrEqual(cache.core.evictor.totalBytes, Int64(count + 4) * slice, "the cap holds")
         XCTAssertEqual(state(cache).scan, Set(scanned))
         XCTAssertEqual(state(cache).cached, Set(scanned), "the probed slices survived 4x the cap of playback")
+    }
+
+    // MARK: The parts
+
+    private func candidate(_ s: Int64, bytes: Int64 = 1, scan: Bool = false) -> Evictor.Candidate {
+        Evictor.Candidate(shard: 0, key: CacheKey(rawValue: "k"), slice: s, access: Double(s), bytes: bytes, scan: scan)
+    }
+
+    func testTheShareSplitsItsOldestBeyondItsBoundFromWhatItKeeps() {
+        struct Row { var line: UInt; var used: Int64; var bound: Int64; var excess: [Int64] }
+        let scan = [candidate(1, bytes: 10, scan: true), candidate(2, bytes: 20, scan: true), candidate(3, bytes: 30, scan: true)]
+        let rows = [
+            Row(line: #line, used: 60, bound: 60, excess: []),
+            Row(line: #line, used: 60, bound: 100, excess: []),
+            Row(line: #line, used: 60, bound: 55, excess: [1]),
+            Row(line: #line, used: 60, bound: 50, excess: [1]),
+            Row(line: #line, used: 60, bound: 49, excess: [1, 2]),
+            Row(line: #line, used: 60, bound: 0, excess: [1, 2, 3]),
+            // Pinned scan slices count in `used` but are no candidates: the others make way.
+            Row(line: #line, used: 100, bound: 60, excess: [1, 2, 3]),
+        ]
+        for row in rows {
+            let (excess, kept) = ScanShare.split(scan, used: row.used, bound: row.bound)
+            XCTAssertEqual(excess.map(\.slice), row.excess, line: row.line)
+            XCTAssertEqual(kept.map(\.slice), scan.map(\.slice).filter { !row.excess.contains($0) }, line: row.line)
+        }
+    }
+
+    func testTheQueueHandsItsLastResortOnlyWhenAsked() {
+        let queue = EvictionQueue(limit: 3, maxAge: 30)
+        queue.refill([candidate(0), candidate(1)], lastResort: [candidate(5, scan: true)], at: 0)
+        XCTAssertEqual(queue.count, 2, "the last resort is not counted as candidates")
+        XCTAssertEqual([queue.pop(), queue.pop(), queue.pop()].map { $0?.slice }, [0, 1, nil])
+        XCTAssertTrue(queue.isEmpty)
+        XCTAssertFalse(queue.isEmpty(lastResort: true))
+        XCTAssertEqual(queue.pop(lastResort: true)?.slice, 5)
+        XCTAssertNil(queue.pop(lastResort: true))
     }
 
     // MARK: Restarts
