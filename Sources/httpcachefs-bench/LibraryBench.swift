@@ -245,13 +245,14 @@ struct LibraryBench: AsyncParsableCommand {
                                      extraArguments: ["--index", origin.url("/lib/")])
         defer { daemon.unmount() }
         let root = daemon.mountpoint
-        func probeAll() throws -> (requests: Int, bytes: Int64) {
+        func probeAll() throws -> (requests: Int, bytes: Int64, which: [String]) {
             origin.resetLog()
             for path in films {
                 _ = try Spawned.time(ffprobe, ["-i", root + "/" + path, "-threads", "0", "-v", "warning", "-print_format", "json",
                                                "-show_streams", "-show_chapters", "-show_format"])
             }
-            return (filmRequests(origin), filmBytes(origin))
+            let which = origin.requests.filter(isFilm).map { "\($0.method) \($0.pathWithoutQuery) \($0.range ?? "whole") (\($0.bodyBytes) B)" }
+            return (filmRequests(origin), filmBytes(origin), which)
         }
         let first = try probeAll()
         for (path, _) in played {
@@ -268,6 +269,7 @@ struct LibraryBench: AsyncParsableCommand {
         return String(format: "  a re-scan after the cap turned over (%d films probed, then %d MiB of other files read under a %d MiB cap, probed again): first probe %d requests for %.2f MiB of film bytes; the re-scan %d requests for %.2f MiB (goal 0 requests) %@",
                       films.count, fillers * fillerSize >> 20, Int(cap >> 20), first.requests, Double(first.bytes) / 1048576,
                       again.requests, Double(again.bytes) / 1048576, again.requests == 0 ? "ok" : "MISSED")
+            + (again.which.isEmpty ? "" : "\n    the re-scan's requests: " + again.which.prefix(8).joined(separator: "; "))
     }
 
     /// A film of `seconds` at about 4 Mbit/s played with `ffmpeg -re` over a 10 Mbit/s link, alone

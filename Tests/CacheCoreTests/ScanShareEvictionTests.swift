@@ -205,6 +205,14 @@ final class ScanShareEvictionTests: XCTestCase {
         XCTAssertNil(queue.pop(lastResort: true))
     }
 
+    /// A re-scan answered from the share asks nothing ahead: its margin would be the one request
+    /// it sends, cancelled when the probe closes.
+    func testAScannerReadsNothingAheadOfReadsTheCacheAnswers() {
+        XCTAssertEqual(EngineCore.scannerMargin(0..<100, cached: RangeSet([0..<4096])), 0)
+        XCTAssertEqual(EngineCore.scannerMargin(0..<100, cached: RangeSet([0..<50])), ReaderClass.scanMargin)
+        XCTAssertEqual(EngineCore.scannerMargin(0..<100, cached: RangeSet()), ReaderClass.scanMargin)
+    }
+
     // MARK: Restarts
 
     /// Takes the share's table and migration out of an index, as a version before it left it.

@@ -244,6 +244,7 @@ extension EngineCore {
                                              cached: cached, running: running) {
             reader.inARow += 1
             if reader.inARow >= ReaderClass.earnAfter { reader.earned = true }
+            if readerClass == .scanner { reader.readAhead = Self.scannerMargin(request, cached: cached) }
             if readerClass != .scanner && reader.earned {
                 let grown = min(configuration.maxReadAhead, max(reader.readAhead * 4, initialReadAhead))
                 reader.readAhead = min(grown, reader.pace.readAheadBound(now: now, floor: initialReadAhead))
@@ -255,10 +256,18 @@ extension EngineCore {
         reader.earned = ReaderClass.earnedAfterRestart(earned: reader.earned, first: first, request: request,
                                                        rangesUnreliable: rangesUnreliable)
         reader.inARow = 0
-        reader.readAhead = readerClass == .scanner ? ReaderClass.scanMargin : reader.earned ? initialReadAhead : 0
+        reader.readAhead = readerClass == .scanner ? Self.scannerMargin(request, cached: cached) : reader.earned ? initialReadAhead : 0
         reader.lastEnd = request.upperBound
         reader.pace.restart(now: now, at: request.lowerBound)
         return first ? .first : .seek
+    }
+
+    /// A scanner's read-ahead past `request`: `ReaderClass.scanMargin` while its reads miss, none
+    /// while they are answered from the cache. A re-scan reads what the last scan read (kept in
+    /// the scan share): the margin past each of its reads would be a request the probe never
+    /// waits for, cancelled when it closes, and the only one the re-scan sends.
+    static func scannerMargin(_ request: Range<Int64>, cached: RangeSet) -> Int64 {
+        cached.contains(request) ? 0 : ReaderClass.scanMargin
     }
 
     func slices(of range: Range<Int64>) -> ClosedRange<Int64> { store.slices(of: range) }
