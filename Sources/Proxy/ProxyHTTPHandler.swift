@@ -35,6 +35,8 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
     private var started = NIODeadline.now()
     /// When the current request's head arrived (`DispatchTime` uptime), for time to first byte.
     private var startedNanos: UInt64 = 0
+    /// The request asked for its slices to go to the cap's scan share (`ProxyURL.scanShareHeader`).
+    private var fillsScanShare = false
 
     init(service: ProxyService, boundPort: @escaping () -> Int) {
         self.service = service
@@ -212,6 +214,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
                                            ifUnmodifiedSince: head.headers.first(name: "if-unmodified-since"))
         let isHead = head.method == .HEAD
         let exact = head.headers.contains(name: ProxyURL.exactRangeHeader)
+        fillsScanShare = head.headers.contains(name: ProxyURL.scanShareHeader)
         let id = connection.request.id
         let loop = context.eventLoop
         let bound = NIOLoopBound((handler: self, context: context), eventLoop: loop)
@@ -239,7 +242,8 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
         case let .entry(entry, p):
             plan = p
             if !isHead, Self.needsSource(p.body) {
-                source = .reader(service.engine.makeReader(for: entry, end: Self.lastByteEnd(p.body), door: .proxy, requestStartedAt: startedNanos))
+                source = .reader(service.engine.makeReader(for: entry, end: Self.lastByteEnd(p.body), door: .proxy, requestStartedAt: startedNanos,
+                                                                      scanShare: fillsScanShare))
             }
         case let .memory(bytes, p):
             plan = p

@@ -31,6 +31,9 @@ public enum ProxyURL {
     /// file's open takes no first bytes along (a one-byte probe instead of the usual 256 KiB).
     /// Sent by `preload` through a daemon, so that `--head 64K --tail 64K` fetches just those.
     public static let exactRangeHeader = "X-HTTPCacheFS-Exact-Range"
+    /// A request header (any value) asking that the slices the request reads go to the cap's
+    /// scan share, as a media scanner's do. Sent by `preload --head/--tail` through a daemon.
+    public static let scanShareHeader = "X-HTTPCacheFS-Scan-Share"
 
     /// A proxy URL for `original`. `base` is `http://host:port` (no trailing slash), or "" for a
     /// root-relative URL (what the HLS rewriter emits, so it works whatever Host the player used).

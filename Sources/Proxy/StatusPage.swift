@@ -444,6 +444,7 @@ function drawSummary(doc) {
     card("Cached, cap " + bytes(c.capacityBytes), bytes(c.usedBytes), "bytes the cache holds now", use),
     card("Free space, floor " + bytes(c.freeFloorBytes), bytes(c.filesystemFreeBytes), "free on the cache's disk; eviction keeps the floor"),
     card("Files · slices", c.files + " · " + c.slices, "files with cached bytes · slice files on disk"),
+    ...(c.scanShare && c.scanShare.limitBytes > 0 ? [card("Scan share, " + bytes(c.scanShare.limitBytes), bytes(c.scanShare.usedBytes), "slices scanners read (headers, tails), evicted last")] : []),
     card("Hit ratio", c.hitRatio == null ? "–" : (100 * c.hitRatio).toFixed(1) + " %", "reads answered wholly from the cache, since start"),
     card("Served from cache", bytes(t.servedFromCache), "bytes readers got from the cache, since start"),
     card("Served from origin", bytes(t.servedFromOrigin), "bytes readers got from the origin, waiting for them, since start"),

@@ -24,6 +24,8 @@ final class EntryStateMachineEvictionTests: XCTestCase {
         var userPinned = idle; userPinned.userPinned = true
         var unwanted = idle; unwanted.wanted = false
         var empty = idle; empty.bytes = nil
+        var scannedSince = idle; scannedSince.scan = true
+        var scanOffer = offer; scanOffer.scan = true
         let rows = [
             // An idle slice as the scan saw it goes, and stays marked until its rows are gone.
             Row(line: #line, state: state(), now: idle, answer: .take, next: state(evicting: [3])),
@@ -35,6 +37,8 @@ final class EntryStateMachineEvictionTests: XCTestCase {
             Row(line: #line, state: state(), now: userPinned, answer: .keep(.userPinned), next: state()),
             Row(line: #line, state: state(), now: unwanted, answer: .keep(.notWanted), next: state()),
             Row(line: #line, state: state(), now: empty, answer: .keep(.empty), next: state()),
+            // A scanner read it since it was offered as an ordinary slice: the scan share has it.
+            Row(line: #line, state: state(), now: scannedSince, answer: .keep(.scannedSince), next: state()),
             // No row yet, or gone from its shard: nothing of it is evicted.
             Row(line: #line, state: state(live: false), now: idle, answer: .keep(.notLive), next: state(live: false)),
             Row(line: #line, state: .removed, now: idle, answer: .keep(.notLive), next: .removed),
@@ -46,6 +50,11 @@ final class EntryStateMachineEvictionTests: XCTestCase {
             var marked: Set<Int64> = []
             if case let .live(f) = row.next { marked = f.evicting }
             XCTAssertEqual(machine.evicting, marked, "what writers stay out of", line: row.line)
+            // Offered as a scan slice (the share's own eviction) it is judged as any slice.
+            var scanMachine = Machine(state: row.state)
+            var now = row.now; now.scan = true
+            XCTAssertEqual(scanMachine.evictionOffered(scanOffer, now: now), row.answer == .keep(.scannedSince) ? .take : row.answer,
+                           "offered as a scan slice", line: row.line)
         }
     }
 

@@ -41,6 +41,14 @@ public struct CacheConfiguration: Sendable {
     /// Entries not read for this long lose their bytes (`--cache-max-age`), besides the cap;
     /// nil: only the cap evicts. Slices in use and entries with an open reader are kept.
     public var maxAge: TimeInterval? = nil
+    /// `--scan-share`: bytes of the cap kept for the slices scanner-class readers read
+    /// (`ScanShare`); nil: `defaultScanSharePercent` of `capacity`; 0: no share.
+    public var scanShare: Int64? = nil
+    /// The scan share in bytes, as eviction keeps it.
+    public var scanShareBytes: Int64 { max(0, min(capacity, scanShare ?? capacity * Self.defaultScanSharePercent / 100)) }
+    /// The scan share's default, in percent of the cap: 2% of 5 GiB keeps the head and tail slices
+    /// of a few thousand probed films (a probe fetches a few dozen KiB of each).
+    public static let defaultScanSharePercent: Int64 = 2
     /// `--egress-budget`: each origin's use, shown in the status document and /metrics (the
     /// fetcher, given the same ledger, counts and enforces it); nil: no budget.
     public var egressLedger: EgressLedger? = nil

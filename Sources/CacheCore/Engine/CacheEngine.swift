@@ -138,11 +138,13 @@ public final class CacheEngine: Sendable {
     ///     other reader's (the same as `readerClass: .background`).
     ///   - readerClass: who reads (a scanner, a player, a process nobody listed): its read-ahead
     ///     and the class of its fetches (`ReaderClass`).
+    ///   - scanShare: the slices it reads go to the cap's scan share (`ScanShare`), as a
+    ///     scanner's do: `preload --head/--tail`, which warms what a scan reads.
     public func makeReader(for entry: EntryInfo, end: Int64? = nil, door: ReadDoor = .cli,
                            requestStartedAt: UInt64? = nil, background: Bool = false,
-                           readerClass: ReaderClass = .player) -> CacheReader {
+                           readerClass: ReaderClass = .player, scanShare: Bool = false) -> CacheReader {
         let readerClass = background ? .background : readerClass
-        return CacheReader(core: core, entry: entry, end: end, readerClass: readerClass,
+        return CacheReader(core: core, entry: entry, end: end, readerClass: readerClass, scanShare: scanShare,
                            accounting: ReadAccounting(metrics: metrics, door: door, entry: entry, requestStartedAt: requestStartedAt,
                                                       readerClass: readerClass, clock: core.configuration.engineClock))
     }
@@ -221,9 +223,11 @@ public final class CacheReader: Sendable {
     let state: ReaderState
     let accounting: ReadAccounting
 
-    init(core: EngineCore, entry: EntryInfo, end: Int64?, readerClass: ReaderClass = .player, accounting: ReadAccounting) {
+    init(core: EngineCore, entry: EntryInfo, end: Int64?, readerClass: ReaderClass = .player, scanShare: Bool = false,
+         accounting: ReadAccounting) {
         self.core = core
-        self.state = core.makeReaderState(entry: entry, end: end, door: accounting.door, readerClass: readerClass)
+        self.state = core.makeReaderState(entry: entry, end: end, door: accounting.door, readerClass: readerClass,
+                                          scanShare: scanShare)
         self.accounting = accounting
         core.openReaders.open(entry.key, reader: state.id)
     }

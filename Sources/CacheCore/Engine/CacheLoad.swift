@@ -52,6 +52,18 @@ struct CacheLoad {
                 }
             }
         }
+        // Slices scanners read (`ScanShare`), by entry: marked once their bytes are loaded.
+        var scanSlices: [Int64: [Int64]] = [:]
+        if evictor.scanShare.isOn {
+            do {
+                for sid in try index.loadScanSlices() where byID[sid.entryID]?.generation == sid.generation {
+                    scanSlices[sid.entryID, default: []].append(sid.slice)
+                }
+            } catch {
+                logger.warning("the marks of scanners' slices could not be read; they are kept as other slices until read again",
+                               metadata: ["error": "\(error)"])
+            }
+        }
         var extentsBySlice: [CacheIndex.SliceID: [CacheIndex.ExtentRow]] = [:]
         for x in loaded.extents {
             extentsBySlice[.init(entryID: x.entryID, generation: x.generation, slice: x.slice), default: []].append(x)
@@ -65,6 +77,10 @@ struct CacheLoad {
                     evictor.addBytes(e.machine.sliceLoaded(sid.slice, extents: (extentsBySlice[sid] ?? []).lazy.map { $0.start..<$0.end }))
                 }
                 e.machine.loadedUnchecked(kept.map(\.slice))
+                if let marked = scanSlices[entryID] {
+                    e.machine.scanSlicesLoaded(marked)
+                    evictor.scanShare.add(e.scanBytes)
+                }
             }
         }
         let stale = outcome.stale, orphans = outcome.orphans

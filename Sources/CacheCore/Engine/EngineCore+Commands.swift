@@ -66,6 +66,7 @@ extension EngineCore {
                 store.forgetFiles(of: handle)
                 if case let .leave(opens) = action {
                     addBytes(-e.coverage.count)
+                    evictor.scanShare.add(-e.scanBytes)
                     answer(opens, .failure(.cancelled))
                 }
                 let (waiters, ids) = e.machine.stopped(dropBytes: true)

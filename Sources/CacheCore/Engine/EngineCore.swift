@@ -495,7 +495,7 @@ final class EngineCore: Sendable {
                    isFile ? "remote file changed; dropping cached bytes" : "listing page changed; dropping its cached copy", metadata: [
             "url": "\(entry.info.url)", "etag": "\(entry.info.etag ?? "-") -> \(head.etag ?? "-")",
             "length": "\(entry.info.length.map(String.init) ?? "?") -> \(head.totalLength.map(String.init) ?? "?")"])
-        let dropped = entry.machine.generationStarted(makeGeneration(), keeping: fetchID)
+        let dropped = evictor.countingScanBytes(entry) { entry.machine.generationStarted(makeGeneration(), keeping: fetchID) }
         metrics.noteWasted(entry.machine.takeWasted())
         adopt(head, into: entry)
         addBytes(-dropped.droppedBytes)

@@ -37,6 +37,9 @@ final class EntryState {
     /// Bytes present per slice, and when each slice was last read or written (LRU).
     var sliceBytes: [Int64: Int64] { machine.content.sliceBytes }
     var sliceAccess: [Int64: Double] { machine.content.sliceAccess }
+    /// Slices a scanner read, kept in the cap's scan share (`ScanShare`), and their bytes on disk.
+    var scanSlices: Set<Int64> { machine.content.scanSlices }
+    var scanBytes: Int64 { machine.scanBytes }
     /// Slices whose rows an eviction is deleting right now: nothing is written into them until
     /// that commit is done, or the row delete would take the new extents too (the machine's
     /// marks: `EntryStateMachine+Eviction`).
@@ -241,6 +244,9 @@ final class ReaderState: Sendable {
     let door: ReadDoor
     /// Who reads (`ReaderClass`): what read-ahead it gets and the class of its fetches.
     let readerClass: ReaderClass
+    /// The slices its reads touch become scan slices (`ScanShare`): a scanner's, or
+    /// `preload --head/--tail`'s, while the share is on.
+    let fillsScanShare: Bool
 
     /// What its reads so far say about it.
     struct Progress {
@@ -265,8 +271,9 @@ final class ReaderState: Sendable {
     let progress: LockedValue<Progress>
 
     init(id: Int, entry: EntryInfo, end: Int64? = nil, door: ReadDoor = .cli, initialReadAhead: Int64,
-         readerClass: ReaderClass = .player) {
+         readerClass: ReaderClass = .player, fillsScanShare: Bool = false) {
         self.id = id
+        self.fillsScanShare = fillsScanShare
         self.entry = entry
         self.end = end
         self.door = door

@@ -20,6 +20,9 @@ struct EntryContent {
     /// Bytes present per slice, and when each slice was last read or written (LRU).
     var sliceBytes: [Int64: Int64] = [:]
     var sliceAccess: [Int64: Double] = [:]
+    /// Slices a scanner-class reader (or `preload --head/--tail`) read: kept in the cap's scan
+    /// share (`Evictor`, `ScanShare`), evicted only by the share's own oldest.
+    var scanSlices: Set<Int64> = []
     /// Slices of the current generation that must not be evicted now (a read or a write is using
     /// them). Reset with each new generation: pins of an older one are released as no-ops.
     var pins: [Int64: Int] = [:]
@@ -72,6 +75,12 @@ extension EntryStateMachine {
         }
         content.sliceAccess[slice] = reads.lastAccess
         return added
+    }
+
+    /// Slices the index marks as read by a scanner (`CacheIndex.loadScanSlices`), loaded at
+    /// start: only those with bytes on disk keep the mark.
+    mutating func scanSlicesLoaded(_ slices: some Sequence<Int64>) {
+        for s in slices where content.sliceBytes[s] != nil { content.scanSlices.insert(s) }
     }
 
     /// The row the index holds for the entry now.
@@ -181,6 +190,7 @@ extension EntryStateMachine {
         content.pending.removeAll()
         content.sliceBytes = [:]
         content.sliceAccess = [:]
+        content.scanSlices = []
         content.pins = [:]
         return GenerationAction(droppedBytes: dropped, cancel: content.inflight.removeAll(generation: old, keeping: kept))
     }
@@ -292,7 +302,19 @@ extension EntryStateMachine {
         if !reads.unreadFetched.isEmpty { reads.wastedUncounted += reads.unreadFetched.dropped(range) }
         content.sliceBytes[slice] = nil
         content.sliceAccess[slice] = nil
+        content.scanSlices.remove(slice)
         return n
+    }
+
+    /// A scanner-class reader read `slices` (a read that touched them, hit or miss): they are
+    /// scan slices from now on, until they leave the disk. Returns those that were not yet.
+    mutating func slicesScanned(_ slices: ClosedRange<Int64>) -> [Int64] {
+        slices.filter { content.scanSlices.insert($0).inserted }
+    }
+
+    /// Bytes on disk of its scan slices: what it holds in the cap's scan share.
+    var scanBytes: Int64 {
+        content.scanSlices.reduce(0) { $0 + (content.sliceBytes[$1] ?? 0) }
     }
 
     /// Slices read or written at `now` (their last access, for eviction).
@@ -341,6 +363,7 @@ extension EntryStateMachine {
         if dropBytes {
             content.coverage = RangeSet()
             content.sliceBytes = [:]
+            content.scanSlices = []
         }
         let waiters = reads.waiters
         reads.waiters = []

@@ -16,6 +16,9 @@ extension EntryStateMachine {
         var slice: Int64
         /// When it was last read or written, as the scan saw it.
         var access: Double
+        /// A scan slice (a scanner read it) when the scan saw it: offered only to keep the
+        /// scan share within its bound, or when nothing else is left (`Evictor`).
+        var scan = false
     }
 
     /// The offered slice's facts now, read by the caller under the shard lock.
@@ -30,6 +33,8 @@ extension EntryStateMachine {
         var userPinned = false
         /// The round still wants this entry (`--cache-max-age`: still unread, no reader open).
         var wanted = true
+        /// A scanner read it (`slicesScanned`): a scan slice now.
+        var scan = false
     }
 
     enum EvictionAnswer: Equatable {
@@ -52,6 +57,9 @@ extension EntryStateMachine {
         case userPinned
         /// Read or written since the scan: no longer among the oldest.
         case readSince
+        /// A scanner read it since the scan: it is in the scan share now, which only its own
+        /// oldest leave.
+        case scannedSince
         /// The round no longer wants the entry.
         case notWanted
     }
@@ -73,6 +81,7 @@ extension EntryStateMachine {
             else if slice.bytes == nil { .empty }
             else if evicting.contains(offer.slice) { .evicting }
             else if slice.access != offer.access { .readSince }
+            else if slice.scan && !offer.scan { .scannedSince }
             else if slice.userPinned { .userPinned }
             else if !slice.wanted { .notWanted }
             else { nil }

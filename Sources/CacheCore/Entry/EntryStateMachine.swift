@@ -35,7 +35,7 @@
 /// `generationStarted` (a new version: what to give back and cancel), `validationForgotten`,
 /// `lengthLearned`, the transfer steps (`transferStarted`, `transferAdvanced`, `transferRebased`,
 /// `transferEnded`, `readAheadArrived`, `pendingAdded`, `pendingWritten`, `recordWritten`),
-/// the slices' (`sliceDropped`, `slicesTouched`, `slicesPinned`, `slicesUnpinned`),
+/// the slices' (`sliceDropped`, `slicesTouched`, `slicesScanned`, `slicesPinned`, `slicesUnpinned`),
 /// `wholeFileRead`, `readStatsTaken`, `rowToSave`, `errorNoted` and `stopped`.
 ///
 /// *Marks.* It also keeps the entry's eviction marks (`evictionOffered`, `evictionCommitted`:

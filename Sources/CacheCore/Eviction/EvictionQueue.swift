@@ -4,11 +4,15 @@ import Foundation
 /// until it is used up or `maxAge` old (then they scan again). Slices that are not in it are
 /// younger than all in it (new slices, slices read since) or were pinned at the scan; a candidate
 /// read or pinned since is skipped when its turn comes. Keeps `limit` candidates at most.
+/// Behind them, a second list taken from only as a last resort (`pop(lastResort:)`): the scan
+/// share's slices (`ScanShare`), which a write for playback never takes.
 /// Used under `lock`; its own leaf lock is for the compiler's sake (uncontended).
 final class EvictionQueue: Sendable {
     private struct State {
         var candidates: [Evictor.Candidate] = []
         var next = 0
+        /// Where the last-resort candidates begin in `candidates`.
+        var lastResortStart = 0
         var scannedAt = -Double.infinity
     }
     private let state = LockedValue(State())
@@ -20,24 +24,32 @@ final class EvictionQueue: Sendable {
         self.maxAge = maxAge
     }
 
-    var isEmpty: Bool { state.withLock { $0.next >= $0.candidates.count } }
-    var count: Int { state.withLock { $0.candidates.count - $0.next } }
+    var isEmpty: Bool { isEmpty(lastResort: false) }
+    /// No candidate left to pop (with `lastResort`: of either list).
+    func isEmpty(lastResort: Bool) -> Bool {
+        state.withLock { $0.next >= (lastResort ? $0.candidates.count : $0.lastResortStart) }
+    }
+    var count: Int { state.withLock { max(0, $0.lastResortStart - $0.next) } }
 
     func isStale(now: Double) -> Bool { state.withLock { now - $0.scannedAt > maxAge } }
 
-    /// Keeps the oldest `limit` of `scanned` (oldest first).
-    func refill(_ scanned: [Evictor.Candidate], at now: Double) {
+    /// Keeps the first `limit` of `scanned` (in the order given: oldest first), and behind them
+    /// the first `limit` of `lastResort`.
+    func refill(_ scanned: [Evictor.Candidate], lastResort: [Evictor.Candidate] = [], at now: Double) {
         let kept = Array(scanned.prefix(limit))
+        let behind = Array(lastResort.prefix(limit))
         state.withLock {
-            $0.candidates = kept
+            $0.candidates = kept + behind
+            $0.lastResortStart = kept.count
             $0.next = 0
             $0.scannedAt = now
         }
     }
 
-    func pop() -> Evictor.Candidate? {
+    /// The next candidate; past the first list only with `lastResort`.
+    func pop(lastResort: Bool = false) -> Evictor.Candidate? {
         state.withLock {
-            guard $0.next < $0.candidates.count else { return nil }
+            guard $0.next < (lastResort ? $0.candidates.count : $0.lastResortStart) else { return nil }
             $0.next += 1
             return $0.candidates[$0.next - 1]
         }
@@ -47,6 +59,7 @@ final class EvictionQueue: Sendable {
         state.withLock {
             $0.candidates = []
             $0.next = 0
+            $0.lastResortStart = 0
         }
     }
 }

@@ -20,9 +20,10 @@ extension Evictor {
                 guard let e = entries[c.key] else { return nil }
                 let now = EntryStateMachine<EntryState.OpenCompletion>.SliceFacts(
                     bytes: e.sliceBytes[c.slice], access: e.sliceAccess[c.slice] ?? e.lastAccess, pinned: e.isPinned(c.slice),
-                    userPinned: userPins.overlaps(c.key, store.sliceRange(c.slice)), wanted: stillWanted(e))
-                guard e.machine.evictionOffered(.init(slice: c.slice, access: c.access), now: now) == .take else { return nil }
-                let n = e.machine.sliceDropped(c.slice, range: store.sliceRange(c.slice))
+                    userPinned: userPins.overlaps(c.key, store.sliceRange(c.slice)), wanted: stillWanted(e),
+                    scan: e.scanSlices.contains(c.slice))
+                guard e.machine.evictionOffered(.init(slice: c.slice, access: c.access, scan: c.scan), now: now) == .take else { return nil }
+                let n = countingScanBytes(e) { e.machine.sliceDropped(c.slice, range: store.sliceRange(c.slice)) }
                 metrics.noteWasted(e.machine.takeWasted())
                 addBytes(-n)
                 return EvictedSlice(id: .init(entryID: e.id, generation: e.info.generation, slice: c.slice),

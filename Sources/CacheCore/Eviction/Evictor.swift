@@ -36,7 +36,9 @@ import Glibc
 /// for the device to trim its blocks (about 4 ms here): a round of 5% of a cap of 100k small
 /// files stalled its writer for over 10 s. Pinned slices (being read or written) are skipped,
 /// so the cap can be exceeded by at most the slices in flight; so are slices holding bytes the
-/// user pinned (`PinTable`, at most half the cap). An evicted slice leaves memory
+/// user pinned (`PinTable`, at most half the cap). Slices scanners read are kept in their own
+/// share of the cap (`ScanShare`): offered only when the share is over its bound (its own
+/// oldest), or as a last resort for the disk's floor. An evicted slice leaves memory
 /// first (readers stop seeing it, and writers stay out of it until its rows are gone), then its
 /// range is punched out of the data file, and only then are its rows deleted: a crash in between
 /// leaves rows over a hole, which the next start finds (`SEEK_HOLE`) and drops.
@@ -55,6 +57,7 @@ import Glibc
 /// - `Evictor+Round.swift`: a chosen round taken out of memory, then freed on disk.
 /// - `EvictionQueue.swift`: the oldest slices of the last scan, taken from until stale.
 /// - `PinTable.swift`: the user's pinned ranges (`preload --pin`), counted in slices kept.
+/// - `ScanShare.swift`: the share of the cap scanners' slices keep (`--scan-share`).
 /// Neighbours: reads the shards of `Engine/` and asks each entry's machine (`Entry/`, `evictionOffered`)
 /// before it takes a slice; deletes through `Storage/`'s `SliceStore` (`freeBlocks`, then
 /// `deleteSliceRows`). Called by `Fetch/`'s writer
@@ -82,6 +85,8 @@ final class Evictor: Sendable {
     let queue = EvictionQueue()
     /// Bytes transfers may write before the cap and free space are looked at again.
     let space = SpaceAllowance()
+    /// The share of the cap scanners' slices keep, and their bytes on disk.
+    let scanShare: ScanShare
     /// Called between a round's punches and its index commit (tests interleave a write there).
     private let freedSlicesHook = LockedValue<(@Sendable () -> Void)?>(nil)
 
@@ -93,6 +98,17 @@ final class Evictor: Sendable {
         self.userPins = userPins
         self.logger = logger
         self.metrics = metrics
+        scanShare = ScanShare(bound: configuration.scanShareBytes)
+    }
+
+    /// Runs `body` (a change of `e`'s slices, under its shard lock) and counts what it changed
+    /// of the bytes `e` holds in the scan share.
+    func countingScanBytes<T>(_ e: EntryState, _ body: () -> T) -> T {
+        guard !e.scanSlices.isEmpty else { return body() }
+        let before = e.scanBytes
+        let result = body()
+        scanShare.add(e.scanBytes - before)
+        return result
     }
 
     var onFreedSlices: (@Sendable () -> Void)? {
@@ -112,6 +128,8 @@ final class Evictor: Sendable {
         var slice: Int64
         var access: Double
         var bytes: Int64
+        /// A scan slice (`ScanShare`).
+        var scan = false
     }
 
     /// Bytes that may still be written now without passing the cap or the free-space floor.
@@ -137,7 +155,9 @@ final class Evictor: Sendable {
         if room < bytes {
             // Go a little below the limit, so eviction does not run for every piece.
             let usable = max(0, totalBytes + room)
-            let round = takeForEviction(bytes: bytes - room + min(configuration.capacity, usable) / 20, needed: bytes - room)
+            // Scan slices go for the room only when the cap has it and the disk's floor does not.
+            let round = takeForEviction(bytes: bytes - room + min(configuration.capacity, usable) / 20, needed: bytes - room,
+                                        lastResort: configuration.capacity - totalBytes >= bytes)
             lock.unlock()
             complete(round)
             lockWithNoRoundInFlight()
@@ -161,7 +181,8 @@ final class Evictor: Sendable {
         guard room < 0 else { lock.unlock(); return }
         space.refill(0)
         let usable = max(0, totalBytes + room)
-        let round = takeForEviction(bytes: -room + min(configuration.capacity, usable) / 20, needed: -room)
+        let round = takeForEviction(bytes: -room + min(configuration.capacity, usable) / 20, needed: -room,
+                                    lastResort: totalBytes <= configuration.capacity)
         lock.unlock()
         complete(round)
     }
@@ -180,8 +201,8 @@ final class Evictor: Sendable {
     /// Evicts `target` bytes (at least `needed`) now, as a write that needs room would: takes
     /// `lock` to choose, lets it go for the disk. Returns the bytes freed.
     @discardableResult
-    func evictNow(bytes target: Int64, needed: Int64? = nil) -> Int64 {
-        let round = lock.withLock { takeForEviction(bytes: target, needed: needed) }
+    func evictNow(bytes target: Int64, needed: Int64? = nil, lastResort: Bool = false) -> Int64 {
+        let round = lock.withLock { takeForEviction(bytes: target, needed: needed, lastResort: lastResort) }
         complete(round)
         return round.bytes
     }
@@ -194,25 +215,31 @@ final class Evictor: Sendable {
     /// Candidates come from `evictionQueue`, the oldest slices of the last scan, so a round does
     /// not scan and sort every slice of the cache (a round of 512 in a cache of 100k slices would
     /// pay a scan of 100k). Each is checked again under its shard lock before it goes.
-    func takeForEviction(bytes target: Int64, needed: Int64? = nil) -> EvictionRound {
+    ///
+    /// The scan share's slices (`ScanShare`) are not among them, except its oldest beyond its
+    /// bound (first in the queue: the share's own eviction); the rest of them come after every
+    /// other slice, taken only with `lastResort` (the disk's floor needs the room, not the cap).
+    func takeForEviction(bytes target: Int64, needed: Int64? = nil, lastResort: Bool = false) -> EvictionRound {
         let needed = needed ?? target
-                let now = configuration.engineClock.uptime
+        let now = configuration.engineClock.uptime
         if queue.isStale(now: now) { queue.clear() }
         var round = EvictionRound()
         var freed: Int64 { round.bytes }
         var taken = 0, scanned = false
         func wants() -> Bool { freed < needed || (freed < target && taken < Self.roundSlices) }
         while wants() {
-            if queue.isEmpty {
+            if queue.isEmpty(lastResort: lastResort && freed < needed) {
                 guard !scanned else { break }   // everything evictable was tried
-                queue.refill(scanEvictable(), at: now)
+                let found = scanEvictable()
+                queue.refill(found.ordinary, lastResort: found.lastResort, at: now)
                 scanned = true
-                if queue.isEmpty { break }
+                if queue.isEmpty(lastResort: lastResort && freed < needed) { break }
             }
             var chosen: [Candidate] = []
             var sum: Int64 = 0
+            // The last resort only for what the write needs, never for headroom.
             while freed + sum < needed || (freed + sum < target && taken + chosen.count < Self.roundSlices),
-                  let c = queue.pop() {
+                  let c = queue.pop(lastResort: lastResort && freed + sum < needed) {
                 chosen.append(c)
                 sum += c.bytes
             }
@@ -255,8 +282,10 @@ final class Evictor: Sendable {
     /// would be 5000 files at once in a cache of 100k 4 KiB files, for a write of one.
     static let roundSlices = 512
 
-    /// Every evictable slice, oldest first.
-    private func scanEvictable() -> [Candidate] {
+    /// Every evictable slice, in the order eviction takes them: the scan share's oldest beyond
+    /// its bound, then every other slice, oldest first (`ordinary`); then the scan slices the
+    /// share keeps, oldest first (`lastResort`).
+    func scanEvictable() -> (ordinary: [Candidate], lastResort: [Candidate]) {
         var candidates: [Candidate] = []
         for (i, shard) in shards.enumerated() {
             candidates += shard.locked { entries in
@@ -266,7 +295,10 @@ final class Evictor: Sendable {
             }
         }
         candidates.sort { $0.access < $1.access }
-        return candidates
+        let scan = candidates.filter(\.scan)
+        guard !scan.isEmpty else { return (candidates, []) }
+        let (excess, kept) = ScanShare.split(scan, used: scanShare.usedBytes, bound: scanShare.bound)
+        return (excess + candidates.filter { !$0.scan }, kept)
     }
 
     /// The slices of `e` eviction may take now: holding bytes, not in use, not on their way out.
@@ -274,7 +306,8 @@ final class Evictor: Sendable {
     func evictable(_ e: EntryState, key: CacheKey, shard: Int) -> [Candidate] {
         e.sliceBytes.compactMap { s, n in
             guard n > 0, !e.isPinned(s), !e.evicting.contains(s), !userPins.overlaps(key, store.sliceRange(s)) else { return nil }
-            return Candidate(shard: shard, key: key, slice: s, access: e.sliceAccess[s] ?? e.lastAccess, bytes: n)
+            return Candidate(shard: shard, key: key, slice: s, access: e.sliceAccess[s] ?? e.lastAccess, bytes: n,
+                             scan: e.scanSlices.contains(s))
         }
     }
 

@@ -52,7 +52,9 @@ extension EntrySink {
                 }
             }
             entry.unpin(slices, generation: generation)
-            core.addBytes(entry.machine.recordWritten(written, sliceSize: core.store.sliceSize, now: now))
+            core.addBytes(core.evictor.countingScanBytes(entry) {
+                entry.machine.recordWritten(written, sliceSize: core.store.sliceSize, now: now)
+            })
         }
         // Their room in the queued share comes back now, whoever else still holds their memory
         // (reads, answers): what reads hold never keeps a transfer paused (see `MemoryBudget`).

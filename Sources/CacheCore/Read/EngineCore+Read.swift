@@ -37,8 +37,10 @@ import Foundation
 /// Called by the front doors through `CacheReader` (`Engine/`); `Fetch/` answers its waiting
 /// reads when bytes land.
 extension EngineCore {
-    func makeReaderState(entry: EntryInfo, end: Int64?, door: ReadDoor = .cli, readerClass: ReaderClass = .player) -> ReaderState {
-        ReaderState(id: makeID(), entry: entry, end: end, door: door, initialReadAhead: initialReadAhead, readerClass: readerClass)
+    func makeReaderState(entry: EntryInfo, end: Int64?, door: ReadDoor = .cli, readerClass: ReaderClass = .player,
+                         scanShare: Bool = false) -> ReaderState {
+        ReaderState(id: makeID(), entry: entry, end: end, door: door, initialReadAhead: initialReadAhead, readerClass: readerClass,
+                    fillsScanShare: evictor.scanShare.isOn && (scanShare || readerClass == .scanner))
     }
 
     /// Plans one read. A hit is answered right here on the caller's thread with a lease on the
@@ -87,6 +89,7 @@ extension EngineCore {
                 entry.pin(slices(of: pinned), generation: generation)
             }
             if case let .hit(range, _) = action.answer { touch(entry, range, now) }
+            if reader.fillsScanShare, entry.isPersisted { markScanned(entry, offset: offset, length: length) }
             pass(action.priorities)
             guard case let .fail(why) = action.answer else { return (action, entry.handle, entry.id, nil, verifyAhead) }
             return (action, entry.handle, entry.id, readFailure(why, key: key, entry: entry), verifyAhead)
@@ -263,6 +266,7 @@ extension EngineCore {
                                              cached: cached, running: running) {
             reader.inARow += 1
             if reader.inARow >= ReaderClass.earnAfter { reader.earned = true }
+            if readerClass == .scanner { reader.readAhead = Self.scannerMargin(request, cached: cached) }
             if readerClass != .scanner && reader.earned {
                 let grown = min(configuration.maxReadAhead, max(reader.readAhead * 4, initialReadAhead))
                 reader.readAhead = min(grown, reader.pace.readAheadBound(now: now, floor: initialReadAhead))
@@ -274,16 +278,37 @@ extension EngineCore {
         reader.earned = ReaderClass.earnedAfterRestart(earned: reader.earned, first: first, request: request,
                                                        rangesUnreliable: rangesUnreliable)
         reader.inARow = 0
-        reader.readAhead = readerClass == .scanner ? ReaderClass.scanMargin : reader.earned ? initialReadAhead : 0
+        reader.readAhead = readerClass == .scanner ? Self.scannerMargin(request, cached: cached) : reader.earned ? initialReadAhead : 0
         reader.lastEnd = request.upperBound
         reader.pace.restart(now: now, at: request.lowerBound, seek: !first)
         return first ? .first : .seek
+    }
+
+    /// A scanner's read-ahead past `request`: `ReaderClass.scanMargin` while its reads miss, none
+    /// while they are answered from the cache. A re-scan reads what the last scan read (kept in
+    /// the scan share): the margin past each of its reads would be a request the probe never
+    /// waits for, cancelled when it closes, and the only one the re-scan sends.
+    static func scannerMargin(_ request: Range<Int64>, cached: RangeSet) -> Int64 {
+        cached.contains(request) ? 0 : ReaderClass.scanMargin
     }
 
     func slices(of range: Range<Int64>) -> ClosedRange<Int64> { store.slices(of: range) }
 
     func touch(_ entry: EntryState, _ range: Range<Int64>, _ now: Double) {
         entry.machine.slicesTouched(slices(of: range), now: now)
+    }
+
+    /// A scanner (or `preload --head/--tail`) read `length` bytes at `offset`: the slices it
+    /// touched, hit or miss, are scan slices (`ScanShare`), marked in the index behind. Call
+    /// under the shard lock, on a live entry.
+    func markScanned(_ entry: EntryState, offset: Int64, length: Int) {
+        let end = min(offset + Int64(max(length, 1)), entry.info.length ?? .max)
+        guard offset < end else { return }
+        let before = entry.scanBytes
+        let marked = entry.machine.slicesScanned(slices(of: offset..<end))
+        guard !marked.isEmpty else { return }
+        evictor.scanShare.add(entry.scanBytes - before)
+        for s in marked { store.recordScanSlice(.init(entryID: entry.id, generation: entry.info.generation, slice: s)) }
     }
 
     /// Says that cached bytes turned out unreadable (a read, a check, `cache verify`), once.
@@ -296,7 +321,7 @@ extension EngineCore {
         shard.locked { entries in
             guard let entry = entries[entry], entry.info.generation == generation else { return }
             for s in slices(of: range) {
-                addBytes(-entry.machine.sliceDropped(s, range: store.sliceRange(s)))
+                addBytes(-evictor.countingScanBytes(entry) { entry.machine.sliceDropped(s, range: store.sliceRange(s)) })
             }
             metrics.noteWasted(entry.machine.takeWasted())
         }

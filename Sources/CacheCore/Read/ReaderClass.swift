@@ -6,7 +6,9 @@
 /// reading a few dozen KiB. Read-ahead made for players turns every probe into megabytes from the
 /// origin, and the probes' fetches, if they ranked as a player's, would take a playing film's link.
 /// So:
-/// - `scanner`: read-ahead is a small fixed margin (`scanMargin`) past what it asks; its fetches
+/// - `scanner`: read-ahead is a small fixed margin (`scanMargin`) past what it asks, none past a
+///   read the cache answers whole (`EngineCore.scannerMargin`); the slices it reads go to the
+///   cap's scan share (`ScanShare`); its fetches
 ///   rank `.scan`, below every player's read-ahead, and those it waits on `.waitedScan`: after
 ///   every player's waiting read, before read-ahead (behind a copy's streams a probe would wait
 ///   for the whole copy).

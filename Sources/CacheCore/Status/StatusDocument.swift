@@ -176,6 +176,15 @@ public struct CacheSummary: Sendable, Codable, Equatable {
     /// Hits over reads since the start, failed reads counted as reads (a read that failed is
     /// not a hit); nil before the first read.
     public var hitRatio: Double?
+    /// The cap's scan share (`--scan-share`); nil where it is not known (a snapshot of the index).
+    public var scanShare: ScanShareStatus? = nil
+}
+
+/// The cap's scan share: what it may hold and what it holds (bytes on disk of the slices
+/// scanner-class readers read). A `limitBytes` of 0: the share is off.
+public struct ScanShareStatus: Sendable, Codable, Equatable {
+    public var limitBytes: Int64
+    public var usedBytes: Int64
 }
 
 extension CacheSummary {
@@ -513,7 +522,9 @@ extension CacheEngine {
     }
 
     func summary(files: [EntryStatus], showDirectory: Bool, totals: Totals?) -> CacheSummary {
-        CacheSummary(files: files, configuration: configuration, showDirectory: showDirectory, totals: totals)
+        var s = CacheSummary(files: files, configuration: configuration, showDirectory: showDirectory, totals: totals)
+        s.scanShare = ScanShareStatus(limitBytes: core.evictor.scanShare.bound, usedBytes: core.evictor.scanShare.usedBytes)
+        return s
     }
 
     /// The last path segment of `url`, percent-decoded (the URL itself if it has none).

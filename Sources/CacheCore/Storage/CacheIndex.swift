@@ -78,6 +78,8 @@ final class CacheIndex: Sendable {
     private struct State {
         var pendingExtents: [ExtentRow] = []
         var pendingEntries: [Int64: EntryRow] = [:]
+        /// Slices marked as read by a scanner (`addScanSlice`), written behind with the extents.
+        var pendingScanSlices: [SliceID] = []
         var flushScheduled = false
         /// Deletions of entries' other generations (`deleteOtherGenerations`), in order: the
         /// writer's next holder commits them before anything else, as the serial queue's FIFO did.
@@ -182,6 +184,19 @@ final class CacheIndex: Sendable {
                 """)
         }
         migrator.registerMigration("v4-url-spelling") { db in try Self.respellKeys(db) }
+        // Slices a scanner read (the cap's scan share, `ScanShare`): a mark per slice, gone with
+        // the slice's extents, its generation or its entry. A cache from before starts with no
+        // marks (nothing recorded which reader read what); its next scan marks them.
+        migrator.registerMigration("v5-scan-slice") { db in
+            try db.execute(sql: """
+                CREATE TABLE scan_slice (
+                    entry_id INTEGER NOT NULL REFERENCES entry(id) ON DELETE CASCADE,
+                    generation INTEGER NOT NULL,
+                    slice INTEGER NOT NULL,
+                    PRIMARY KEY (entry_id, generation, slice)
+                ) WITHOUT ROWID
+                """)
+        }
         try migrator.migrate(pool)
         // Ids are never reused (AUTOINCREMENT's sequence remembers deleted ones), so data files
         // of a removed entry can never be taken for a new one's.
@@ -346,7 +361,7 @@ final class CacheIndex: Sendable {
         try writer.withLock { _ in
             guard !closed.withLock({ $0 }) else { return }   // a second shutdown
             flushPendingLocked()
-            let complete = state.withLock { $0.pendingExtents.isEmpty && $0.pendingEntries.isEmpty }
+            let complete = state.withLock { $0.pendingExtents.isEmpty && $0.pendingEntries.isEmpty && $0.pendingScanSlices.isEmpty }
             if complete {
                 try write { db in
                     try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES ('stop', 'clean')")
@@ -368,6 +383,25 @@ final class CacheIndex: Sendable {
                           start: $0["start"], end: $0["end"], checksum: UInt64(bitPattern: $0["checksum"] as Int64))
             }
             return (entries, extents)
+        }
+    }
+
+    /// The slices marked as read by a scanner, after dropping the marks of slices no extent
+    /// describes any more (a mark written for bytes that never landed, or whose rows a crash
+    /// took before the mark's).
+    func loadScanSlices() throws -> [SliceID] {
+        try writer.withLock { _ in
+            try write { db in
+                try db.execute(sql: """
+                    DELETE FROM scan_slice WHERE NOT EXISTS (SELECT 1 FROM extent x WHERE x.entry_id = scan_slice.entry_id
+                        AND x.generation = scan_slice.generation AND x.slice = scan_slice.slice)
+                    """)
+            }
+        }
+        return try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT entry_id, generation, slice FROM scan_slice").map {
+                SliceID(entryID: $0[0], generation: $0[1], slice: $0[2])
+            }
         }
     }
 
@@ -394,6 +428,13 @@ final class CacheIndex: Sendable {
         scheduleFlush()
     }
 
+    /// Records (behind) that a scanner read `slice` (the cap's scan share). Written with the
+    /// rows pending, only while its entry's row is at that generation.
+    func addScanSlice(_ slice: SliceID) {
+        state.withLock { $0.pendingScanSlices.append(slice) }
+        scheduleFlush()
+    }
+
     /// Runs the writes nobody waits for as jobs of `pool`'s `index` lane, and the batched
     /// flushes on `scheduler`'s timers (the engine; before it, and for a snapshot's reader, rows
     /// wait for the next `flush()`, a write waited for, or `close()`).
@@ -401,7 +442,7 @@ final class CacheIndex: Sendable {
         let behind = Behind(pool: pool, lane: pool.lane("index", threads: 1), scheduler: scheduler)
         let pending = state.withLock { s in
             s.behind = behind
-            return !s.pendingExtents.isEmpty || !s.pendingEntries.isEmpty
+            return !s.pendingExtents.isEmpty || !s.pendingEntries.isEmpty || !s.pendingScanSlices.isEmpty
         }
         if pending { scheduleFlush() }
     }
@@ -438,6 +479,8 @@ final class CacheIndex: Sendable {
                 try write { db in
                     try db.execute(sql: "DELETE FROM extent WHERE entry_id = ? AND generation != ?",
                                    arguments: [d.entryID, d.keep])
+                    try db.execute(sql: "DELETE FROM scan_slice WHERE entry_id = ? AND generation != ?",
+                                   arguments: [d.entryID, d.keep])
                 }
                 d.afterCommit()
             } catch { noteWriteError(error) }
@@ -447,14 +490,15 @@ final class CacheIndex: Sendable {
 
     /// Commits the rows pending. Runs holding `writer`.
     private func commitPendingRows() {
-        let (extents, entries) = state.withLock { s in
+        let (extents, entries, scans) = state.withLock { s in
             defer {
                 s.pendingExtents.removeAll(keepingCapacity: true)
                 s.pendingEntries.removeAll()
+                s.pendingScanSlices.removeAll()
             }
-            return (s.pendingExtents, s.pendingEntries)
+            return (s.pendingExtents, s.pendingEntries, s.pendingScanSlices)
         }
-        guard !extents.isEmpty || !entries.isEmpty else { return }
+        guard !extents.isEmpty || !entries.isEmpty || !scans.isEmpty else { return }
         do {
             try write { db in
                 for e in entries.values.sorted(by: { $0.id < $1.id }) {
@@ -485,6 +529,13 @@ final class CacheIndex: Sendable {
                     try insert.execute(arguments: [x.entryID, x.generation, x.slice, x.start, x.end,
                                                    Int64(bitPattern: x.checksum), x.entryID, x.generation])
                 }
+                let mark = try db.cachedStatement(sql: """
+                    INSERT OR IGNORE INTO scan_slice (entry_id, generation, slice)
+                    SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM entry WHERE id = ? AND generation = ?)
+                    """)
+                for m in scans {
+                    try mark.execute(arguments: [m.entryID, m.generation, m.slice, m.entryID, m.generation])
+                }
             }
         } catch {
             noteWriteError(error)
@@ -492,6 +543,7 @@ final class CacheIndex: Sendable {
             // an entry without its row, whose extents could then never be recorded.
             state.withLock { s in
                 s.pendingExtents.insert(contentsOf: extents, at: 0)
+                s.pendingScanSlices.insert(contentsOf: scans, at: 0)
                 for (id, row) in entries where s.pendingEntries[id] == nil { s.pendingEntries[id] = row }
             }
         }
@@ -505,6 +557,7 @@ final class CacheIndex: Sendable {
                 entries.contains($0.entryID) || slices.contains(SliceID(entryID: $0.entryID, generation: $0.generation, slice: $0.slice))
             }
             for id in entries { s.pendingEntries[id] = nil }
+            s.pendingScanSlices.removeAll { entries.contains($0.entryID) || slices.contains($0) }
         }
     }
 
@@ -522,6 +575,8 @@ final class CacheIndex: Sendable {
             try write { db in
                 for s in slices {
                     try db.execute(sql: "DELETE FROM extent WHERE entry_id = ? AND generation = ? AND slice = ?",
+                                   arguments: [s.entryID, s.generation, s.slice])
+                    try db.execute(sql: "DELETE FROM scan_slice WHERE entry_id = ? AND generation = ? AND slice = ?",
                                    arguments: [s.entryID, s.generation, s.slice])
                 }
             }

@@ -176,6 +176,11 @@ final class SliceStore: Sendable {
         }
     }
 
+    /// Marks `slice` as read by a scanner (the cap's scan share), written behind with the rows.
+    func recordScanSlice(_ slice: CacheIndex.SliceID) {
+        index.addScanSlice(slice)
+    }
+
     /// Records an entry's pinned byte ranges (empty: no pins) in the index, at once. Blocking.
     func setPins(key: String, _ ranges: [Range<Int64>]) throws {
         try index.setPins(key: key, ranges)

@@ -49,11 +49,12 @@ struct DaemonClient {
     /// - Parameter exact: the daemon fetches no more than the range (no first bytes taken along
     ///   at the file's open: `ProxyURL.exactRangeHeader`).
     @discardableResult
-    func stream(url: String, start: Int64 = 0, end: Int64?, exact: Bool = false,
+    func stream(url: String, start: Int64 = 0, end: Int64?, exact: Bool = false, scanShare: Bool = false,
                 consume: @escaping @Sendable (UnsafeRawBufferPointer) -> Bool) throws -> Head {
         let sink = BlockingSink(consume: consume)
         var request = FetchRequest(url: proxyURL(url), start: start, end: end)
-        if exact { request.headers = ["\(ProxyURL.exactRangeHeader): 1"] }
+        if exact { request.headers.append("\(ProxyURL.exactRangeHeader): 1") }
+        if scanShare { request.headers.append("\(ProxyURL.scanShareHeader): 1") }
         _ = source.start(request, sink: sink)
         sink.done.wait()
         let outcome = sink.outcome.withLock { $0 }

@@ -37,11 +37,11 @@ struct DaemonPreloadTarget: LibraryPreload.Target {
         } ?? 0
     }
 
-    func fetch(url: String, range: Range<Int64>, progress: @escaping @Sendable (Int64) -> Void) async throws {
+    func fetch(url: String, range: Range<Int64>, scanShare: Bool, progress: @escaping @Sendable (Int64) -> Void) async throws {
         let daemon = daemon
         let end: Int64? = range.upperBound == .max ? nil : range.upperBound
         _ = try await onBlockingPool {
-            try daemon.stream(url: url, start: range.lowerBound, end: end, exact: true) { chunk in
+            try daemon.stream(url: url, start: range.lowerBound, end: end, exact: true, scanShare: scanShare) { chunk in
                 progress(Int64(chunk.count))
                 return true
             }

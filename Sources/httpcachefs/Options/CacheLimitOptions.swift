@@ -3,7 +3,8 @@ import CacheCore
 import Foundation
 import Settings
 
-/// How long bytes stay and how far reads run ahead: `--cache-max-age` and `--read-ahead-max`.
+/// How long bytes stay and how far reads run ahead: `--cache-max-age`, `--read-ahead-max` and
+/// `--scan-share`.
 /// Part of `CacheOptions` (every subcommand), each also a config-file key of the same name.
 struct CacheLimitOptions: ParsableArguments {
     @Option(name: [.customLong("cache-max-age"), .customLong("vfs-cache-max-age")], parsing: .unconditional,
@@ -14,6 +15,10 @@ struct CacheLimitOptions: ParsableArguments {
             parsing: .unconditional,
             help: ArgumentHelp("Largest read-ahead of a sequential reader: it starts at 256K and grows fourfold per sequential read up to this (default: 32M, with --tier 256M; 0: no read-ahead beyond what is read). rclone names: --buffer-size, --vfs-read-ahead, --max-read-ahead (one read-ahead here).", valueName: "size"))
     var maxReadAhead: String?
+
+    @Option(name: .customLong("scan-share"), parsing: .unconditional,
+            help: ArgumentHelp("Part of the cache size kept for the bytes media scanners read (ffprobe, mediainfo, minidlna...: headers, indexes, tails), as a percentage or a size, e.g. 2%, 100M (default: 2%; 0: none). Evicted last and only by each other, kept across restarts, so a re-scan after playback needs no origin request. preload --head/--tail fills it too.", valueName: "percent|size"))
+    var scanShare: String?
 
     init() {}
 
@@ -28,6 +33,9 @@ struct CacheLimitOptions: ParsableArguments {
             let size = try ByteSize.parse(v.text, option: v.option)
             guard size <= 1 << 30 else { throw UsageError("read-ahead '\(v.text)' for \(v.option) is too large: at most 1G") }
             r.maxReadAhead = size
+        }
+        if let v = setting(scanShare, "scan-share", in: file) {
+            r.scanShare = try ScanShareValue.parse(v.text, capacity: r.capacity, option: v.option)
         }
     }
 }

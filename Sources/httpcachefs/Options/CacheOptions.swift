@@ -18,7 +18,7 @@ import Settings
 ///
 /// Map of this folder (`Options/`): flags and config keys, parsed to one clear line on error.
 /// - `CacheOptions.swift` (this file): the options every subcommand shares; groups below.
-/// - `CacheLimitOptions.swift`: `--cache-max-age`, `--read-ahead-max`.
+/// - `CacheLimitOptions.swift`: `--cache-max-age`, `--read-ahead-max`, `--scan-share`.
 /// - `OriginOptions.swift`: user agent, CA, netrc, `--user`, credential hosts.
 /// - `TransferOptions.swift`: `--max-connections`, `--bwlimit`, `--tier`.
 /// - `MountOwnerOptions.swift`: `--uid`, `--gid`, `--umask`.
@@ -403,6 +403,8 @@ struct ResolvedCacheOptions: Equatable {
     var credentialHosts: [String] = []
     var maxAge: TimeInterval?
     var maxReadAhead = CacheConfiguration.defaultMaxReadAhead
+    /// `--scan-share` in bytes; nil: the default share of the cap.
+    var scanShare: Int64?
     var transfer = TransferOptions.Resolved()
     /// Where s3:// URLs' buckets are and the keys their requests are signed with (`S3Options`).
     var s3: S3Endpoint?
@@ -427,6 +429,7 @@ struct ResolvedCacheOptions: Equatable {
         c.maxAge = maxAge
         // A bucket's bytes are its keys' (`S3Buckets.credentialIdentity`).
         c.keyRules.s3Buckets = .process
+        c.scanShare = scanShare
         // Bytes fetched with credentials are served only to requests with the same ones.
         if let user = access.user { c.keyRules.sharedLogin = "user \(user):\(access.password?.value ?? "")" }
         if let netrc = access.netrcFile {

@@ -50,8 +50,9 @@ struct LibraryPreload {
         func cachedBytes(url: String, in ranges: [Range<Int64>]) -> Int64
         /// Pins `ranges`; returns the bytes the pins keep more than before (whole slices).
         func pin(url: String, ranges: [Range<Int64>], limit: Int64) async throws -> Int64
-        /// Caches `range` (an `Int64.max` end: to the end of the file); `progress` gets each chunk's size.
-        func fetch(url: String, range: Range<Int64>, progress: @escaping @Sendable (Int64) -> Void) async throws
+        /// Caches `range` (an `Int64.max` end: to the end of the file); `progress` gets each chunk's
+        /// size. `scanShare`: its slices go to the cap's scan share (`--head`/`--tail`).
+        func fetch(url: String, range: Range<Int64>, scanShare: Bool, progress: @escaping @Sendable (Int64) -> Void) async throws
         /// " through the running daemon (process N)", or "".
         var via: String { get }
     }
@@ -162,7 +163,7 @@ struct LibraryPreload {
                 }
                 fromCache += target.cachedBytes(url: file.url, in: ranges)
                 for r in ranges {
-                    try await target.fetch(url: file.url, range: r) { progress.add($0) }
+                    try await target.fetch(url: file.url, range: r, scanShare: plan.fillsScanShare) { progress.add($0) }
                 }
                 kept += size
                 done += 1
@@ -214,10 +215,10 @@ struct EnginePreloadTarget: LibraryPreload.Target {
         return try await onBlockingPool { try engine.pin(url: url, ranges: ranges, limit: limit) }
     }
 
-    func fetch(url: String, range: Range<Int64>, progress: @escaping @Sendable (Int64) -> Void) async throws {
+    func fetch(url: String, range: Range<Int64>, scanShare: Bool, progress: @escaping @Sendable (Int64) -> Void) async throws {
         let entry = try await engine.open(url: url, takeFirstBytes: false)
         let end: Int64? = range.upperBound == .max ? nil : range.upperBound
-        let reader = engine.makeReader(for: entry, end: end, background: true)
+        let reader = engine.makeReader(for: entry, end: end, background: true, scanShare: scanShare)
         defer { reader.close() }
         try await ChunkedRead.run(reader, from: range.lowerBound, to: end, chunkSize: 256 << 10) { bytes in
             progress(Int64(bytes.count))

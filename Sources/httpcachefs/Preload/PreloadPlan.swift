@@ -11,6 +11,9 @@ struct PreloadPlan: Equatable {
 
     var isWholeFile: Bool { head == nil && tail == nil && range == nil }
 
+    /// `--head`/`--tail` warm what a media scanner reads: their slices go to the cap's scan share.
+    var fillsScanShare: Bool { head != nil || tail != nil }
+
     /// The half-open ranges to cache of a file of `length` bytes, in order, merged where they
     /// touch. nil `length` (the origin gave none): the head alone, or the range or the whole file
     /// read to its end (an `Int64.max` end); a tail needs the length and is then left out.
