@@ -183,7 +183,14 @@ extension CLITests {
         let proxy = try start(["proxy", "--proxy-port", "0", "--bind", "127.0.0.1", "--token", "tok-secret",
                                "--header", "Authorization: Bearer bearer-secret", "--header", "X-Auth-Password: pw-secret",
                                "--header=X-Tenant: tenant-secret"])
-        defer { proxy.terminate(); proxy.waitUntilExit() }
+        defer {
+            // Bounded: a stop that was lost must fail the test, not hang it.
+            proxy.terminate()
+            if !ProcessExit.wait(proxy.processIdentifier, timeout: 30) {
+                XCTFail("the proxy did not stop within 30 s of SIGTERM"); kill(proxy.processIdentifier, SIGKILL)
+            }
+            proxy.waitUntilExit()
+        }
         let cmdline = { String(decoding: FileManager.default.contents(atPath: "/proc/\(proxy.processIdentifier)/cmdline") ?? Data(), as: UTF8.self) }
         // The proxy masks its arguments first thing, before it opens the cache: once it has
         // written its runtime file, its command line is the masked one.

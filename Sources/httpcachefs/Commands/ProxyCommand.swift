@@ -145,21 +145,28 @@ struct ProxyCommand: AsyncParsableCommand {
                 try options.openEngine(defaultLogLevel: .info, metrics: metrics)
             }
             let (configuration, generated) = try proxy.configuration(cache: resolved)
+            // Handlers first: the server writes `proxy.json` as it starts, and whoever reads it may
+            // send SIGTERM at once. A signal before the server is up stops it as soon as it is.
+            let started = LockedValue<(server: ProxyServer?, stopAsked: Bool)>((nil, false))
+            let stop = DaemonSignals(queue: "httpcachefs.signals", stop: { _ in
+                started.withLock { $0.stopAsked = true; return $0.server }?.stop()
+            }, restoresDefaults: true)
             let (server, port): (ProxyServer, Int)
             do {
                 (server, port) = try await ProxyOptions.startServer(engine: engine, configuration: configuration, metrics: metrics, logger: logger) {
                     "cannot listen on \($0):\($1): the port is in use\($2); pick another with --proxy-port N (0 picks a free one)"
                 }
             } catch {
+                stop.cancel()
                 try? await onBlockingPool { engine.shutdown() }
                 throw error
             }
+            if started.withLock({ $0.server = server; return $0.stopAsked }) { server.stop() }
             let base = ProxyConfiguration.localBase(bindAddress: configuration.bindAddress, port: port)
             CacheCommand.printLine("httpcachefs proxy listening on \(base) (cache: \(resolved.directory))")
             if let generated {
                 CacheCommand.printLine("token (required in proxy URLs, as /t/<token>/...): \(generated)")
             }
-            let stop = DaemonSignals(queue: "httpcachefs.signals", stop: { _ in server.stop() }, restoresDefaults: true)
             await server.waitUntilStopped()
             stop.cancel()
             try await onBlockingPool { engine.shutdown() }
