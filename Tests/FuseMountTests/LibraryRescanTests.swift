@@ -26,22 +26,15 @@ final class LibraryRescanTests: XCTestCase {
             films = ["mkv": randomBytes(6 << 20, seed: 1), "mp4": randomBytes(6 << 20, seed: 2)]
             return
         }
-        let base = NSTemporaryDirectory() + "httpcachefs-rescan-\(getpid())"
+        // Several MiB each, the MP4 with its index after the media: a probe reads head and tail.
         for ext in ["mkv", "mp4"] {
-            let out = "\(base).\(ext)"
-            defer { unlink(out) }
-            // Several MiB each, the MP4 with its index (moov) after the media: a probe reads the
-            // head and the tail.
-            let status = MediaPlayerTests.runQuietly(ffmpeg, [
-                "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=40:size=640x360:rate=25",
-                "-f", "lavfi", "-i", "sine=duration=40", "-c:v", "libx264", "-preset", "ultrafast", "-b:v", "900k",
-                "-pix_fmt", "yuv420p", "-c:a", "aac", out])
-            guard status == 0, let data = FileManager.default.contents(atPath: out) else {
+            switch TestFilm.make(ffmpeg: ffmpeg, ext: ext, seconds: 40, size: "640x360", videoBitrate: "900k") {
+            case let .success(film): films[ext] = film
+            case let .failure(why):
                 films = ["mkv": randomBytes(6 << 20, seed: 1), "mp4": randomBytes(6 << 20, seed: 2)]
-                print("NOTE LibraryRescanTests: ffmpeg could not generate the test \(ext) (status \(status)): probing with a scripted reader")
+                print("NOTE LibraryRescanTests: \(why.message): probing with a scripted reader")
                 return
             }
-            films[ext] = [UInt8](data)
         }
         realProbe = ffprobe
     }

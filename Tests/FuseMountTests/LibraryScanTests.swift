@@ -18,21 +18,12 @@ final class LibraryScanTests: XCTestCase {
             skipReason = "ffmpeg, ffprobe or strace not installed (apt-get install ffmpeg strace)"
             return
         }
-        let base = NSTemporaryDirectory() + "httpcachefs-scan-\(getpid())"
+        // A minute of video and sound, a few MB: room for read-ahead to show.
         for ext in ["mkv", "mp4"] {
-            let out = "\(base).\(ext)"
-            defer { unlink(out) }
-            // A minute of video and sound, a few MB: room for read-ahead to show. The MP4 keeps
-            // ffmpeg's default layout, its index (moov) after the media.
-            let status = MediaPlayerTests.runQuietly(ffmpeg, [
-                "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=60:size=320x240:rate=25",
-                "-f", "lavfi", "-i", "sine=duration=60", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p",
-                "-c:a", "aac", out])
-            guard status == 0, let data = FileManager.default.contents(atPath: out) else {
-                skipReason = "ffmpeg could not generate the test \(ext) (status \(status))"
-                return
+            switch TestFilm.make(ffmpeg: ffmpeg, ext: ext, seconds: 60, size: "320x240") {
+            case let .success(film): films[ext] = film
+            case let .failure(why): skipReason = why.message; return
             }
-            films[ext] = [UInt8](data)
         }
     }
 

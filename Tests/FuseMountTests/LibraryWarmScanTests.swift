@@ -18,21 +18,12 @@ final class LibraryWarmScanTests: XCTestCase {
             skipReason = "ffmpeg or ffprobe not installed (apt-get install ffmpeg)"
             return
         }
-        let base = NSTemporaryDirectory() + "httpcachefs-warmscan-\(getpid())"
+        // About 7 MB each: far more than the 1 MiB head and 2 MiB tail warmed below.
         for ext in ["mkv", "mp4"] {
-            let out = "\(base).\(ext)"
-            defer { unlink(out) }
-            // About 7 MB each: far more than the 1 MiB head and 2 MiB tail warmed below. The MP4
-            // keeps ffmpeg's default layout, its index (moov) after the media.
-            let status = MediaPlayerTests.runQuietly(ffmpeg, [
-                "-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=60:size=640x360:rate=25",
-                "-f", "lavfi", "-i", "sine=duration=60", "-c:v", "libx264", "-preset", "ultrafast", "-b:v", "900k",
-                "-pix_fmt", "yuv420p", "-c:a", "aac", out])
-            guard status == 0, let data = FileManager.default.contents(atPath: out) else {
-                skipReason = "ffmpeg could not generate the test \(ext) (status \(status))"
-                return
+            switch TestFilm.make(ffmpeg: ffmpeg, ext: ext, seconds: 60, size: "640x360", videoBitrate: "900k") {
+            case let .success(film): films[ext] = film
+            case let .failure(why): skipReason = why.message; return
             }
-            films[ext] = [UInt8](data)
         }
     }
 
