@@ -212,6 +212,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
                                            ifUnmodifiedSince: head.headers.first(name: "if-unmodified-since"))
         let isHead = head.method == .HEAD
         let exact = head.headers.contains(name: ProxyURL.exactRangeHeader)
+        let warmUp = head.headers.contains(name: ProxyURL.warmUpHeader)
         let id = connection.request.id
         let loop = context.eventLoop
         let bound = NIOLoopBound((handler: self, context: context), eventLoop: loop)
@@ -223,7 +224,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
                 case let .failure(error):
                     handler.respondError(context: context, error)
                 case let .success(prepared):
-                    handler.serve(context: context, prepared, isHead: isHead)
+                    handler.serve(context: context, prepared, isHead: isHead, warmUp: warmUp)
                 }
             }
             // A fresh entry is answered right here on the loop, inside `prepare`: serving it in
@@ -232,14 +233,17 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
         }
     }
 
-    private func serve(context: ChannelHandlerContext, _ prepared: ProxyService.Prepared, isHead: Bool) {
+    /// - Parameter warmUp: the request is `preload`'s (`ProxyURL.warmUpHeader`): its reader is a
+    ///   background one, counted and fetched as warm-up, not as a player.
+    private func serve(context: ChannelHandlerContext, _ prepared: ProxyService.Prepared, isHead: Bool, warmUp: Bool) {
         let plan: ResponsePlan
         var source: ResponseStream.Source = .none
         switch prepared {
         case let .entry(entry, p):
             plan = p
             if !isHead, Self.needsSource(p.body) {
-                source = .reader(service.engine.makeReader(for: entry, end: Self.lastByteEnd(p.body), door: .proxy, requestStartedAt: startedNanos))
+                source = .reader(service.engine.makeReader(for: entry, end: Self.lastByteEnd(p.body), door: .proxy,
+                                                            requestStartedAt: startedNanos, background: warmUp))
             }
         case let .memory(bytes, p):
             plan = p

@@ -31,6 +31,11 @@ public enum ProxyURL {
     /// file's open takes no first bytes along (a one-byte probe instead of the usual 256 KiB).
     /// Sent by `preload` through a daemon, so that `--head 64K --tail 64K` fetches just those.
     public static let exactRangeHeader = "X-HTTPCacheFS-Exact-Range"
+    /// A request header (any value) saying the request warms the cache (`preload` through a
+    /// daemon): its reader is a background one (`ReaderClass.background`), fetched with what the
+    /// link has left and counted as warm-up, not as a player. It can only lower a request's
+    /// standing, so it needs no more proof than the request's own.
+    public static let warmUpHeader = "X-HTTPCacheFS-Warm-Up"
 
     /// A proxy URL for `original`. `base` is `http://host:port` (no trailing slash), or "" for a
     /// root-relative URL (what the HLS rewriter emits, so it works whatever Host the player used).

@@ -2,11 +2,11 @@ import XCTest
 @testable import CacheCore
 import TestSupport
 
-/// When read-ahead is earned (`ReaderClass.earnsAtOnce`, `readsAheadFromOpen`): a program that
-/// reads big blocks from byte 0 (`cat`, a copy, the datapath benchmark) earns it with its first
-/// read, a probe's small first read earns nothing; a background reader through the mount (a
-/// thumbnailer) earns it as an unknown reader does, while the engine's own warm-up (`preload`)
-/// has it at once. The rule as a table, then replayed on a `GatedSource`.
+/// Who has read-ahead from its open (`readsAheadFromOpen`) and who earns it by reading
+/// (`EarnedReadAhead`): a player and the engine's own warm-up (`preload`) have it; a program
+/// nobody listed and a background reader through the mount (a thumbnailer) earn half of what
+/// they read; a player that lost it at a seek on an unreliable origin earns it back with a big
+/// first read (`earnsAtOnce`). The rules as tables, then replayed on a `GatedSource`.
 final class ReadAheadEarningTests: GatedEngineTestCase {
     func testWhichFirstReadsEarnReadAheadAtOnce() {
         let kib: Int64 = 1 << 10
@@ -43,29 +43,29 @@ final class ReadAheadEarningTests: GatedEngineTestCase {
         try readServing(reader, offset, count, source).map { $0.request.start..<$0.request.end! }
     }
 
-    func testAnUnknownReadersFirstMebibyteFromTheStartEarnsReadAheadAtOnce() throws {
+    func testAnUnknownReadersFirstMebibyteEarnsHalfAMebibyteAndASeekStartsOver() throws {
         let source = GatedSource()
         let cache = try oneStreamEngine(source)
         defer { source.finishAll(); cache.shutdown() }
         let reader = cache.makeReader(for: try open(cache, source), door: .fuse, readerClass: .unknown)
         let first = try XCTUnwrap(try read(reader, 0, 1 << 20, source))
-        XCTAssertGreaterThanOrEqual(first.upperBound, (1 << 20) + (256 << 10), "read-ahead from the first round trip")
+        XCTAssertEqual(first, (256 << 10)..<((1 << 20) + (512 << 10)), "past the open's first bytes, half its read ahead")
         let jump = try XCTUnwrap(try read(reader, 3 << 20, 32 << 10, source))
-        XCTAssertGreaterThan(jump.upperBound, (3 << 20) + (32 << 10), "earned, it keeps read-ahead after a seek")
+        XCTAssertEqual(jump, (3 << 20)..<((3 << 20) + (48 << 10)), "after a seek, what it read before earns nothing")
     }
 
-    func testAProbesFirstReadEarnsNothingAndNeitherDoesABigReadPastTheStart() throws {
+    func testAReaderNobodyListedPaysForWhatItReadsWhereverItStarts() throws {
         let source = GatedSource()
         let cache = try oneStreamEngine(source)
         defer { source.finishAll(); cache.shutdown() }
         let info = try open(cache, source)
         let probe = cache.makeReader(for: info, door: .fuse, readerClass: .unknown)
-        XCTAssertNil(try read(probe, 0, 128 << 10, source), "the open's first bytes are cached")
-        XCTAssertEqual(try read(probe, 2 << 20, 32 << 10, source), (2 << 20)..<((2 << 20) + (32 << 10)),
-                       "a probe that jumps after its first 128 KiB costs what it reads")
+        XCTAssertNil(try read(probe, 0, 128 << 10, source), "the open's first bytes are cached, and cover half again")
+        XCTAssertEqual(try read(probe, 2 << 20, 32 << 10, source), (2 << 20)..<((2 << 20) + (48 << 10)),
+                       "a probe that jumps after its first 128 KiB costs what it reads and half again")
         let jumper = cache.makeReader(for: info, door: .fuse, readerClass: .unknown)
-        XCTAssertEqual(try read(jumper, 1 << 20, 512 << 10, source), (1 << 20)..<((1 << 20) + (512 << 10)),
-                       "a big first read past byte 0 earns nothing")
+        XCTAssertEqual(try read(jumper, 3 << 20, 512 << 10, source), (3 << 20)..<((3 << 20) + (768 << 10)),
+                       "a big first read past byte 0 too")
     }
 
     func testABackgroundReaderThroughTheMountEarnsReadAheadLikeAnUnknownOne() throws {
@@ -74,10 +74,11 @@ final class ReadAheadEarningTests: GatedEngineTestCase {
         defer { source.finishAll(); cache.shutdown() }
         let reader = cache.makeReader(for: try open(cache, source), door: .fuse, readerClass: .background)
         let chunk: Int64 = 32 << 10, at: Int64 = 1 << 20
-        XCTAssertEqual(try read(reader, at, chunk, source), at..<(at + chunk), "a thumbnailer's jump costs what it reads")
-        XCTAssertEqual(try read(reader, at + chunk, chunk, source), (at + chunk)..<(at + 2 * chunk))
-        let third = try XCTUnwrap(try read(reader, at + 2 * chunk, chunk, source))
-        XCTAssertGreaterThanOrEqual(third.upperBound, at + 3 * chunk + (256 << 10), "reading on, it earns read-ahead")
+        XCTAssertEqual(try read(reader, at, chunk, source), at..<(at + chunk + chunk / 2),
+                       "a thumbnailer's jump costs what it reads and half again")
+        XCTAssertEqual(try read(reader, at + chunk, chunk, source), (at + chunk + chunk / 2)..<(at + 3 * chunk))
+        XCTAssertEqual(try read(reader, at + 2 * chunk, chunk, source), (at + 3 * chunk)..<(at + 4 * chunk + chunk / 2),
+                       "reading on, it earns more: half of what it read")
         let t = try XCTUnwrap(source.transfers.last)
         XCTAssertEqual(t.request.priority, .preload, "its fetches still take only what the link has left")
     }
@@ -87,10 +88,10 @@ final class ReadAheadEarningTests: GatedEngineTestCase {
         let cache = try oneStreamEngine(source)
         defer { source.finishAll(); cache.shutdown() }
         // `setfattr -n user.httpcachefs.pin` warms the head through the mount's backend, a
-        // background reader reading 1 MiB chunks from byte 0.
+        // background reader reading 1 MiB chunks from byte 0: each earns half a chunk ahead.
         let reader = cache.makeReader(for: try open(cache, source), door: .fuse, readerClass: .background)
         let first = try XCTUnwrap(try read(reader, 0, 1 << 20, source))
-        XCTAssertGreaterThanOrEqual(first.upperBound, (1 << 20) + (256 << 10), "its chunks are fetched ahead")
+        XCTAssertEqual(first.upperBound, (1 << 20) + (512 << 10), "its chunks are fetched ahead")
     }
 
     func testPreloadThroughTheEngineHasReadAheadFromItsFirstRead() throws {

@@ -222,26 +222,38 @@ extension EngineCore {
 
     enum AccessPattern { case first, sequential, seek }
 
-    /// Sequential readers get a window that grows fourfold per read up to `maxReadAhead` (a cold
-    /// read over a long fat link reaches its parallel streams a few round trips sooner than by
-    /// doubling), but never past what the reader consumes in a few seconds (`ReaderPace`): a
-    /// player gets read-ahead in proportion to its bitrate, a copy on a fast link the whole
-    /// window. A seek resets both. `running`: the fetches other readers wait for.
+    /// A player (and the engine's own warm-up) gets a window that grows fourfold per sequential
+    /// read up to `maxReadAhead` (a cold read over a long fat link reaches its parallel streams a
+    /// few round trips sooner than by doubling), but never past what the reader consumes in a few
+    /// seconds (`ReaderPace`): a player gets read-ahead in proportion to its bitrate, a copy on a
+    /// fast link the whole window. A seek resets both. `running`: the fetches other readers wait
+    /// for.
     ///
-    /// A scanner keeps its fixed margin; an unknown reader gets none until it earned it
-    /// (`ReaderClass`): `ReaderClass.earnAfter` reads in a row, each continuing the one before,
-    /// or a first read only a streaming reader makes (`ReaderClass.earnsAtOnce`).
+    /// Every other reader (a scanner, a program nobody listed, a thumbnailer through the mount)
+    /// pays for what it reads: its window is what it earned by reading (`EarnedReadAhead`), at
+    /// most half of what it read since its last seek, and within the same bounds.
     ///
     /// On an origin whose ranges are unreliable (`rangesUnreliable`, `RangeReliability`), a read
     /// that starts anew loses what was earned (`ReaderClass.earnedAfterRestart`).
     private func updateReadAhead(_ reader: inout ReaderState.Progress, readerClass: ReaderClass, request: Range<Int64>,
                                  cached: RangeSet, running: [ReadPlanner.RunningFetch], now: Double,
                                  rangesUnreliable: Bool) -> AccessPattern {
-        if ReadPlanner.continuesSequentially(request, lastEnd: reader.lastEnd, slack: 1 << 20, behind: reader.readAhead,
-                                             cached: cached, running: running) {
+        let sequential = ReadPlanner.continuesSequentially(request, lastEnd: reader.lastEnd, slack: 1 << 20,
+                                                           behind: reader.readAhead, cached: cached, running: running)
+        if var earning = reader.earning {
+            if sequential {
+                earning.continued(by: request, limit: min(configuration.maxReadAhead,
+                                                          reader.pace.readAheadBound(now: now, floor: initialReadAhead)))
+            } else {
+                earning.started(by: request, limit: configuration.maxReadAhead, rangesUnreliable: rangesUnreliable)
+            }
+            reader.earning = earning
+            reader.readAhead = earning.window
+        }
+        if sequential {
             reader.inARow += 1
             if reader.inARow >= ReaderClass.earnAfter { reader.earned = true }
-            if readerClass != .scanner && reader.earned {
+            if reader.earning == nil && reader.earned {
                 let grown = min(configuration.maxReadAhead, max(reader.readAhead * 4, initialReadAhead))
                 reader.readAhead = min(grown, reader.pace.readAheadBound(now: now, floor: initialReadAhead))
             }
@@ -252,7 +264,7 @@ extension EngineCore {
         reader.earned = ReaderClass.earnedAfterRestart(earned: reader.earned, first: first, request: request,
                                                        rangesUnreliable: rangesUnreliable)
         reader.inARow = 0
-        reader.readAhead = readerClass == .scanner ? ReaderClass.scanMargin : reader.earned ? initialReadAhead : 0
+        if reader.earning == nil { reader.readAhead = reader.earned ? initialReadAhead : 0 }
         reader.lastEnd = request.upperBound
         reader.pace.restart(now: now, at: request.lowerBound)
         return first ? .first : .seek
