@@ -29,6 +29,7 @@ import Foundation
 /// - `ReadFully.swift`: the one `pread` loop of data files and served files.
 /// - `ReaderClass.swift`: who reads (player, scanner, background), and what it may cost the link.
 /// - `ReaderPace.swift`: a copy or a player, from its waits; sizes read-ahead.
+/// - `EarnedReadAhead.swift`: the read-ahead every reader but a player earns by reading, pure.
 /// - `ReadAccounting.swift`: one reader's counts (hit or miss, latency, failures).
 /// Neighbours: asks `Entry/` (the machine's `readRequested` and waiters) and starts fetches through
 /// `Fetch/`; leases hold `Storage/` descriptors and `Memory/` chunks; counts go to `Status/`.
