@@ -151,12 +151,19 @@ struct LibraryBench: AsyncParsableCommand {
         }
         ratioRow("probes: origin film bytes / what ffprobe reads of the local copy", fetched: probeOrigin, read: readLocally)
         if let thumbnails {
-            ratioRow("thumbnails alone: origin film bytes / what ffmpegthumbnailer reads of the local copy",
+            ratioRow("thumbnails after the probes: origin film bytes / what ffmpegthumbnailer reads of the local copy",
                      fetched: thumbnails.origin, read: thumbnails.local)
         }
         let scanFetched = probeOrigin + (thumbnails?.origin ?? 0), scanRead = readLocally + (thumbnails?.local ?? 0)
         ratioRow("whole cold scan: origin film bytes / what the scanners read of the local copy", fetched: scanFetched, read: scanRead)
         daemon.unmount()
+        if let thumbnailer, let thumbnails {
+            let alone = try Self.alone(binary: binary, origin: origin, temp: temp, name: "thumbnails") { root in
+                for path in filmPaths { _ = try Spawned.time(thumbnailer, ["-i", root + "/" + path, "-o", temp.appending("thumb.png"), "-t", "10"]) }
+            }
+            ratioRow("thumbnails alone, cold: origin film bytes / what ffmpegthumbnailer reads of the local copy",
+                     fetched: alone, read: thumbnails.local)
+        }
         let oneByte = try Self.oneByteOpens(binary: binary, library: library, origin: origin, temp: temp)
         let perFile = Double(oneByte.bytes) / Double(max(oneByte.files, 1))
         figures.append(["a program on no list (head -c 1) opening every file for one byte, cold: origin bytes per file",
@@ -199,6 +206,18 @@ struct LibraryBench: AsyncParsableCommand {
             print(Self.table(header: ["ls -l of one folder", "local", "warm (goal 2x)", "listing fetched, kernel cold (goal 3x)", "per entry, warm"],
                              rows: folderRows))
         }
+    }
+
+    /// `run` (given the mount's root) through a fresh mount on an empty cache: the origin's film bytes.
+    static func alone(binary: String, origin: OriginServer, temp: TemporaryDirectory, name: String,
+                      _ run: (String) throws -> Void) throws -> Int64 {
+        let daemon = try MountDaemon(binary: binary, mountpoint: temp.appending("\(name)-mnt"), cacheDirectory: temp.appending("\(name)-cache"),
+                                     cacheSize: 8 << 30, entries: [], logFile: temp.appending("\(name).log"), proxy: false,
+                                     extraArguments: ["--index", origin.url("/lib/")])
+        defer { daemon.unmount() }
+        origin.resetLog()
+        try run(daemon.mountpoint)
+        return filmBytes(origin)
     }
 
     /// `head -c 1` of every file of the library (`head` is on no list: an unknown reader) through
