@@ -5,8 +5,8 @@ import TestSupport
 /// Who has read-ahead from its open (`readsAheadFromOpen`) and who earns it by reading
 /// (`EarnedReadAhead`): a player and the engine's own warm-up (`preload`) have it; a program
 /// nobody listed and a background reader through the mount (a thumbnailer) earn half of what
-/// they read; a player that lost it at a seek on an unreliable origin earns it back with a big
-/// first read (`earnsAtOnce`). The rules as tables, then replayed on a `GatedSource`.
+/// they read, unless their first read is a copy's (`earnsAtOnce`: big blocks from byte 0); a
+/// player that lost it at a seek on an unreliable origin earns it back with such a read. The rules as tables, then replayed on a `GatedSource`.
 final class ReadAheadEarningTests: GatedEngineTestCase {
     func testWhichFirstReadsEarnReadAheadAtOnce() {
         let kib: Int64 = 1 << 10
@@ -43,15 +43,15 @@ final class ReadAheadEarningTests: GatedEngineTestCase {
         try readServing(reader, offset, count, source).map { $0.request.start..<$0.request.end! }
     }
 
-    func testAnUnknownReadersFirstMebibyteEarnsHalfAMebibyteAndASeekStartsOver() throws {
+    func testAnUnknownReaderWhoseFirstReadIsACopysReadsAheadAsAPlayer() throws {
         let source = GatedSource()
         let cache = try oneStreamEngine(source)
         defer { source.finishAll(); cache.shutdown() }
         let reader = cache.makeReader(for: try open(cache, source), door: .fuse, readerClass: .unknown)
         let first = try XCTUnwrap(try read(reader, 0, 1 << 20, source))
-        XCTAssertEqual(first, (256 << 10)..<((1 << 20) + (512 << 10)), "past the open's first bytes, half its read ahead")
+        XCTAssertEqual(first, (256 << 10)..<((1 << 20) + (256 << 10)), "a player's first window, from the first round trip")
         let jump = try XCTUnwrap(try read(reader, 3 << 20, 32 << 10, source))
-        XCTAssertEqual(jump, (3 << 20)..<((3 << 20) + (48 << 10)), "after a seek, what it read before earns nothing")
+        XCTAssertGreaterThan(jump.upperBound, (3 << 20) + (48 << 10), "a copy keeps read-ahead after a seek, as a player")
     }
 
     func testAReaderNobodyListedPaysForWhatItReadsWhereverItStarts() throws {
@@ -88,10 +88,10 @@ final class ReadAheadEarningTests: GatedEngineTestCase {
         let cache = try oneStreamEngine(source)
         defer { source.finishAll(); cache.shutdown() }
         // `setfattr -n user.httpcachefs.pin` warms the head through the mount's backend, a
-        // background reader reading 1 MiB chunks from byte 0: each earns half a chunk ahead.
+        // background reader reading 1 MiB chunks from byte 0: a copy's reads, read ahead as a player's.
         let reader = cache.makeReader(for: try open(cache, source), door: .fuse, readerClass: .background)
         let first = try XCTUnwrap(try read(reader, 0, 1 << 20, source))
-        XCTAssertEqual(first.upperBound, (1 << 20) + (512 << 10), "its chunks are fetched ahead")
+        XCTAssertGreaterThanOrEqual(first.upperBound, (1 << 20) + (256 << 10), "its chunks are fetched ahead")
     }
 
     func testPreloadThroughTheEngineHasReadAheadFromItsFirstRead() throws {

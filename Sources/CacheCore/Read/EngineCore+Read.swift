@@ -232,7 +232,9 @@ extension EngineCore {
     ///
     /// Every other reader (a scanner, a program nobody listed, a thumbnailer through the mount)
     /// pays for what it reads: its window is what it earned by reading (`EarnedReadAhead`), at
-    /// most half of what it read since its last seek, and within the same bounds.
+    /// most half of what it read since its last seek, and within the same bounds; except one
+    /// whose first read is a copy's (`ReaderClass.earnsAtOnce`: big blocks from byte 0), which
+    /// reads ahead as a player from then on.
     ///
     /// On an origin whose ranges are unreliable (`rangesUnreliable`, `RangeReliability`), a read
     /// that starts anew loses what was earned (`ReaderClass.earnedAfterRestart`).
@@ -241,6 +243,11 @@ extension EngineCore {
                                  rangesUnreliable: Bool) -> AccessPattern {
         let sequential = ReadPlanner.continuesSequentially(request, lastEnd: reader.lastEnd, slack: 1 << 20,
                                                            behind: reader.readAhead, cached: cached, running: running)
+        if reader.earning != nil, reader.lastEnd < 0, ReaderClass.earnsAtOnce(firstRead: request) {
+            // A first read of big blocks from byte 0 is a copy's (a program nobody listed reading
+            // a file through): read-ahead as a player's, from this read on.
+            reader.earning = nil
+        }
         if var earning = reader.earning {
             if sequential {
                 earning.continued(by: request, limit: min(configuration.maxReadAhead,
