@@ -253,7 +253,7 @@ extension EngineCore {
                 earning.continued(by: request, limit: min(configuration.maxReadAhead,
                                                           reader.pace.readAheadBound(now: now, floor: initialReadAhead)))
             } else {
-                earning.started(by: request, limit: configuration.maxReadAhead, rangesUnreliable: rangesUnreliable)
+                earning.started(by: request)
             }
             reader.earning = earning
             reader.readAhead = earning.window
