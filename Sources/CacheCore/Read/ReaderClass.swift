@@ -6,8 +6,8 @@
 /// thumbnail of each, reading a few dozen KiB to a few MiB per film. Read-ahead made for players
 /// turns every one into megabytes from the origin, and their fetches, if they ranked as a
 /// player's, would take a playing film's link. So every reader but a player pays for what it
-/// reads: its read-ahead is what it earned by reading (`EarnedReadAhead`: at most half of what it
-/// read since its last seek, doubling while it reads on), and:
+/// reads: its read-ahead is what it earned by reading (`EarnedReadAhead`: none with its first
+/// read, then at most half of what it read since its last seek, doubling while it reads on), and:
 /// - `scanner`: its fetches rank `.scan`, below every player's read-ahead, and those it waits on
 ///   `.waitedScan`: after every player's waiting read, before read-ahead (behind a copy's streams
 ///   a probe would wait for the whole copy).
