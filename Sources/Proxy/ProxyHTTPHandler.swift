@@ -215,6 +215,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
         let isHead = head.method == .HEAD
         let exact = head.headers.contains(name: ProxyURL.exactRangeHeader)
         fillsScanShare = head.headers.contains(name: ProxyURL.scanShareHeader)
+        let warmUp = head.headers.contains(name: ProxyURL.warmUpHeader)
         let id = connection.request.id
         let loop = context.eventLoop
         let bound = NIOLoopBound((handler: self, context: context), eventLoop: loop)
@@ -226,7 +227,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
                 case let .failure(error):
                     handler.respondError(context: context, error)
                 case let .success(prepared):
-                    handler.serve(context: context, prepared, isHead: isHead)
+                    handler.serve(context: context, prepared, isHead: isHead, warmUp: warmUp)
                 }
             }
             // A fresh entry is answered right here on the loop, inside `prepare`: serving it in
@@ -235,15 +236,18 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
         }
     }
 
-    private func serve(context: ChannelHandlerContext, _ prepared: ProxyService.Prepared, isHead: Bool) {
+    /// - Parameter warmUp: the request is `preload`'s (`ProxyURL.warmUpHeader`): its reader is a
+    ///   background one, counted and fetched as warm-up, not as a player.
+    private func serve(context: ChannelHandlerContext, _ prepared: ProxyService.Prepared, isHead: Bool, warmUp: Bool) {
         let plan: ResponsePlan
         var source: ResponseStream.Source = .none
         switch prepared {
         case let .entry(entry, p):
             plan = p
             if !isHead, Self.needsSource(p.body) {
-                source = .reader(service.engine.makeReader(for: entry, end: Self.lastByteEnd(p.body), door: .proxy, requestStartedAt: startedNanos,
-                                                                      scanShare: fillsScanShare))
+                source = .reader(service.engine.makeReader(for: entry, end: Self.lastByteEnd(p.body), door: .proxy,
+                                                            requestStartedAt: startedNanos, background: warmUp,
+                                                            scanShare: fillsScanShare))
             }
         case let .memory(bytes, p):
             plan = p

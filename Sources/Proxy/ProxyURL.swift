@@ -34,6 +34,11 @@ public enum ProxyURL {
     /// A request header (any value) asking that the slices the request reads go to the cap's
     /// scan share, as a media scanner's do. Sent by `preload --head/--tail` through a daemon.
     public static let scanShareHeader = "X-HTTPCacheFS-Scan-Share"
+    /// A request header (any value) saying the request warms the cache (`preload` through a
+    /// daemon): its reader is a background one (`ReaderClass.background`), fetched with what the
+    /// link has left and counted as warm-up, not as a player. It can only lower a request's
+    /// standing, so it needs no more proof than the request's own.
+    public static let warmUpHeader = "X-HTTPCacheFS-Warm-Up"
 
     /// A proxy URL for `original`. `base` is `http://host:port` (no trailing slash), or "" for a
     /// root-relative URL (what the HLS rewriter emits, so it works whatever Host the player used).

@@ -24,7 +24,7 @@ final class ReaderCostTests: GatedEngineTestCase {
     func testEachClassReadingOneChunkPaysForWhatItsRequestBroughtAndWastesWhatNobodyRead() throws {
         // class, what its request brings (nil: a player's read-ahead, at least 256 KiB more).
         let rows: [(ReaderClass, fetched: Int64?, line: UInt)] = [
-            (.scanner, 32 << 10 + ReaderClass.scanMargin, #line),   // the chunk and its margin
+            (.scanner, 32 << 10, #line),                            // nothing ahead of a run's first read
             (.unknown, 32 << 10, #line),                            // no read-ahead until earned
             (.background, 32 << 10, #line),                         // through the mount it earns it too
             (.player, nil, #line),                                  // read-ahead from its open

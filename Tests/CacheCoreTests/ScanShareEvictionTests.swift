@@ -205,12 +205,12 @@ final class ScanShareEvictionTests: XCTestCase {
         XCTAssertNil(queue.pop(lastResort: true))
     }
 
-    /// A re-scan answered from the share asks nothing ahead: its margin would be the one request
-    /// it sends, cancelled when the probe closes.
+    /// A re-scan answered from the share asks nothing ahead: its window would be the one request
+    /// it sends, cancelled when the probe closes. A read that misses keeps the window it earned.
     func testAScannerReadsNothingAheadOfReadsTheCacheAnswers() {
-        XCTAssertEqual(EngineCore.scannerMargin(0..<100, cached: RangeSet([0..<4096])), 0)
-        XCTAssertEqual(EngineCore.scannerMargin(0..<100, cached: RangeSet([0..<50])), ReaderClass.scanMargin)
-        XCTAssertEqual(EngineCore.scannerMargin(0..<100, cached: RangeSet()), ReaderClass.scanMargin)
+        XCTAssertEqual(EngineCore.scannerWindow(64 << 10, 0..<100, cached: RangeSet([0..<4096])), 0)
+        XCTAssertEqual(EngineCore.scannerWindow(64 << 10, 0..<100, cached: RangeSet([0..<50])), 64 << 10)
+        XCTAssertEqual(EngineCore.scannerWindow(64 << 10, 0..<100, cached: RangeSet()), 64 << 10)
     }
 
     // MARK: Restarts

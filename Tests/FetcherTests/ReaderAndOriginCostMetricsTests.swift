@@ -33,7 +33,7 @@ final class ReaderAndOriginCostMetricsTests: XCTestCase {
     }
 
     /// Opens the file (a probe for the first 256 KiB), then a scanner reads 32 KiB at 1 MiB: its
-    /// request brings the 32 KiB and its margin.
+    /// request brings the 32 KiB (nothing ahead of its first read).
     private func openAndScan(_ cache: CacheEngine, _ source: GatedSource) throws {
         let opened = expectation(description: "open")
         let box = ResultBox<EntryInfo>()
@@ -67,12 +67,12 @@ final class ReaderAndOriginCostMetricsTests: XCTestCase {
         let traffic = try XCTUnwrap(document.origins?.first)
         XCTAssertEqual(traffic.origin, origin)
         XCTAssertEqual(traffic.requests, 2, "the open's and the scanner's")
-        XCTAssertEqual(traffic.bytes, (256 << 10) + (32 << 10) + ReaderClass.scanMargin)
+        XCTAssertEqual(traffic.bytes, (256 << 10) + (32 << 10))
         XCTAssertEqual(traffic.requestsPerSecond, 0.2, "2 requests over the last 10 s")
         XCTAssertEqual(document.requestRateLimit, 4)
         let scanner = try XCTUnwrap(document.totals.readers?["scanner"])
-        XCTAssertEqual(scanner.receivedBytes, (32 << 10) + ReaderClass.scanMargin)
-        XCTAssertEqual(scanner.wastedBytes, ReaderClass.scanMargin, "its margin, never read")
+        XCTAssertEqual(scanner.receivedBytes, 32 << 10, "a run's first read has nothing ahead (EarnedReadAhead)")
+        XCTAssertEqual(scanner.wastedBytes, 0, "it read all it fetched")
         XCTAssertEqual(document.totals.readers?["open"]?.wastedBytes, 256 << 10)
 
         uptime.mutate { $0 += 10 }
@@ -91,7 +91,7 @@ final class ReaderAndOriginCostMetricsTests: XCTestCase {
         cache.core.evictor.rounds.waitIdle()
 
         let text = export.text(for: cache)
-        let margin = ReaderClass.scanMargin
+        let margin: Int64 = 0   // nothing ahead of a run's first read (EarnedReadAhead)
         for line in [
             "httpcachefs_reader_received_bytes_total{reader=\"scanner\"} \((32 << 10) + margin)",
             "httpcachefs_reader_wasted_bytes_total{reader=\"scanner\"} \(margin)",

@@ -263,6 +263,10 @@ final class ReaderState: Sendable {
         /// read-ahead (an unknown reader, once that reached `ReaderClass.earnAfter`).
         var inARow = 0
         var earned = true
+        /// For a reader that pays for what it reads (every one but a player, and the engine's own
+        /// warm-up: `ReaderClass.readsAheadFromOpen`): the read-ahead it earned (`EarnedReadAhead`).
+        /// nil: read-ahead as a player's.
+        var earning: EarnedReadAhead?
     }
     /// Read and changed only under the entry's shard lock (by `read` and `close`), so its own
     /// lock is never contended: it is there for the compiler's sake, so this class is checked
@@ -279,10 +283,9 @@ final class ReaderState: Sendable {
         self.door = door
         self.readerClass = readerClass
         var progress = Progress(readAhead: initialReadAhead)
-        switch readerClass {
-        case .scanner: progress.readAhead = ReaderClass.scanMargin
-        case .player, .unknown, .background:
-            if !readerClass.readsAheadFromOpen(door: door) { progress.readAhead = 0; progress.earned = false }
+        if !readerClass.readsAheadFromOpen(door: door) {
+            progress.readAhead = 0
+            progress.earning = EarnedReadAhead()
         }
         self.progress = LockedValue(progress)
     }

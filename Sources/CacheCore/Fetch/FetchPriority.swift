@@ -16,7 +16,7 @@ public enum FetchPriority: Int, Sendable, Comparable, CaseIterable, Codable, Cus
     /// goes before every read-ahead (a copy's `.near` streams follow each other for as long as
     /// the copy runs, and a probe behind them would wait all that time) and yields to every
     /// player's waiting read at once, as all scan fetches do. A probe's fetch is what it asks
-    /// plus `ReaderClass.scanMargin`, so read-ahead gives up little for it.
+    /// plus what it earned by reading on (`EarnedReadAhead`), so read-ahead gives up little for it.
     case waitedScan = 5
     /// Read-ahead of a reader that reads as fast as the bytes come (`cat`, `cp`, a copy): it will
     /// wait on these bytes within moments, so its streams fill the link.

@@ -31,6 +31,7 @@ import Foundation
 /// - `ReaderPace.swift`: a copy or a player, from its waits; sizes read-ahead.
 /// - `ReaderTempo.swift`: watched or bulk, from its idle time between reads; a bulk reader's
 ///   fetches yield like warm-up's.
+/// - `EarnedReadAhead.swift`: the read-ahead every reader but a player earns by reading, pure.
 /// - `ReadAccounting.swift`: one reader's counts (hit or miss, latency, failures).
 /// Neighbours: asks `Entry/` (the machine's `readRequested` and waiters) and starts fetches through
 /// `Fetch/`; leases hold `Storage/` descriptors and `Memory/` chunks; counts go to `Status/`.
@@ -247,27 +248,46 @@ extension EngineCore {
 
     enum AccessPattern { case first, sequential, seek }
 
-    /// Sequential readers get a window that grows fourfold per read up to `maxReadAhead` (a cold
-    /// read over a long fat link reaches its parallel streams a few round trips sooner than by
-    /// doubling), but never past what the reader consumes in a few seconds (`ReaderPace`): a
-    /// player gets read-ahead in proportion to its bitrate, a copy on a fast link the whole
-    /// window. A seek resets both. `running`: the fetches other readers wait for.
+    /// A player (and the engine's own warm-up) gets a window that grows fourfold per sequential
+    /// read up to `maxReadAhead` (a cold read over a long fat link reaches its parallel streams a
+    /// few round trips sooner than by doubling), but never past what the reader consumes in a few
+    /// seconds (`ReaderPace`): a player gets read-ahead in proportion to its bitrate, a copy on a
+    /// fast link the whole window. A seek resets both. `running`: the fetches other readers wait
+    /// for.
     ///
-    /// A scanner keeps its fixed margin; an unknown reader gets none until it earned it
-    /// (`ReaderClass`): `ReaderClass.earnAfter` reads in a row, each continuing the one before,
-    /// or a first read only a streaming reader makes (`ReaderClass.earnsAtOnce`).
+    /// Every other reader (a scanner, a program nobody listed, a thumbnailer through the mount)
+    /// pays for what it reads: its window is what it earned by reading (`EarnedReadAhead`), at
+    /// most half of what it read since its last seek, and within the same bounds; except one
+    /// whose first read is a copy's (`ReaderClass.earnsAtOnce`: big blocks from byte 0), which
+    /// reads ahead as a player from then on.
     ///
     /// On an origin whose ranges are unreliable (`rangesUnreliable`, `RangeReliability`), a read
     /// that starts anew loses what was earned (`ReaderClass.earnedAfterRestart`).
     private func updateReadAhead(_ reader: inout ReaderState.Progress, readerClass: ReaderClass, request: Range<Int64>,
                                  cached: RangeSet, running: [ReadPlanner.RunningFetch], now: Double,
                                  rangesUnreliable: Bool) -> AccessPattern {
-        if ReadPlanner.continuesSequentially(request, lastEnd: reader.lastEnd, slack: 1 << 20, behind: reader.readAhead,
-                                             cached: cached, running: running) {
+        let sequential = ReadPlanner.continuesSequentially(request, lastEnd: reader.lastEnd, slack: 1 << 20,
+                                                           behind: reader.readAhead, cached: cached, running: running)
+        if reader.earning != nil, reader.lastEnd < 0, ReaderClass.earnsAtOnce(firstRead: request) {
+            // A first read of big blocks from byte 0 is a copy's (a program nobody listed reading
+            // a file through): read-ahead as a player's, from this read on.
+            reader.earning = nil
+        }
+        if var earning = reader.earning {
+            if sequential {
+                earning.continued(by: request, limit: min(configuration.maxReadAhead,
+                                                          reader.pace.readAheadBound(now: now, floor: initialReadAhead)))
+            } else {
+                earning.started(by: request)
+            }
+            reader.earning = earning
+            reader.readAhead = readerClass == .scanner ? Self.scannerWindow(earning.window, request, cached: cached)
+                                                       : earning.window
+        }
+        if sequential {
             reader.inARow += 1
             if reader.inARow >= ReaderClass.earnAfter { reader.earned = true }
-            if readerClass == .scanner { reader.readAhead = Self.scannerMargin(request, cached: cached) }
-            if readerClass != .scanner && reader.earned {
+            if reader.earning == nil && reader.earned {
                 let grown = min(configuration.maxReadAhead, max(reader.readAhead * 4, initialReadAhead))
                 reader.readAhead = min(grown, reader.pace.readAheadBound(now: now, floor: initialReadAhead))
             }
@@ -278,18 +298,18 @@ extension EngineCore {
         reader.earned = ReaderClass.earnedAfterRestart(earned: reader.earned, first: first, request: request,
                                                        rangesUnreliable: rangesUnreliable)
         reader.inARow = 0
-        reader.readAhead = readerClass == .scanner ? Self.scannerMargin(request, cached: cached) : reader.earned ? initialReadAhead : 0
+        if reader.earning == nil { reader.readAhead = reader.earned ? initialReadAhead : 0 }
         reader.lastEnd = request.upperBound
         reader.pace.restart(now: now, at: request.lowerBound, seek: !first)
         return first ? .first : .seek
     }
 
-    /// A scanner's read-ahead past `request`: `ReaderClass.scanMargin` while its reads miss, none
+    /// A scanner's read-ahead past `request`: the window it earned while its reads miss, none
     /// while they are answered from the cache. A re-scan reads what the last scan read (kept in
-    /// the scan share): the margin past each of its reads would be a request the probe never
-    /// waits for, cancelled when it closes, and the only one the re-scan sends.
-    static func scannerMargin(_ request: Range<Int64>, cached: RangeSet) -> Int64 {
-        cached.contains(request) ? 0 : ReaderClass.scanMargin
+    /// the scan share): a window past each of its reads would be a request the probe never waits
+    /// for, cancelled when it closes, and the only one the re-scan sends.
+    static func scannerWindow(_ earned: Int64, _ request: Range<Int64>, cached: RangeSet) -> Int64 {
+        cached.contains(request) ? 0 : earned
     }
 
     func slices(of range: Range<Int64>) -> ClosedRange<Int64> { store.slices(of: range) }

@@ -2,36 +2,31 @@
 /// asks the kernel which one; see FuseMount's `ReaderClassTable`), and what that class costs the
 /// link.
 ///
-/// Why: a media server's library scan probes every film (`ffprobe`, `mediainfo`), each probe
-/// reading a few dozen KiB. Read-ahead made for players turns every probe into megabytes from the
-/// origin, and the probes' fetches, if they ranked as a player's, would take a playing film's link.
-/// So:
-/// - `scanner`: read-ahead is a small fixed margin (`scanMargin`) past what it asks, none past a
-///   read the cache answers whole (`EngineCore.scannerMargin`); the slices it reads go to the
-///   cap's scan share (`ScanShare`); its fetches
-///   rank `.scan`, below every player's read-ahead, and those it waits on `.waitedScan`: after
-///   every player's waiting read, before read-ahead (behind a copy's streams a probe would wait
-///   for the whole copy).
-/// - `player`: a reader known to read on (players, copies): read-ahead as it always was. How it
-///   reads decides the rest (`ReaderTempo`): one that reads as fast as it is given for long (a
-///   media server's trickplay job is `ffmpeg` too) is bulk, and its fetches yield like warm-up's.
-/// - `unknown`: a process nobody listed. It *earns* read-ahead: none past its own requests until
-///   it made `earnAfter` reads in a row that continue each other, then as a player's. A probe tool
-///   nobody listed still costs about what it reads; a program reading big blocks from the start
-///   earns it with its first read (`earnsAtOnce(firstRead:)`), one reading small ones pays a
-///   round trip or two at its start.
-/// - `background`: warm-up (`preload`) and configured extractors: its fetches rank `.preload`,
-///   taking only what the link has left. Through the mount (a thumbnailer seeking to one frame)
-///   it earns read-ahead as an unknown reader does; the engine's own warm-up has it at once.
+/// Why: a media server's library scan probes every film (`ffprobe`, `mediainfo`) and makes a
+/// thumbnail of each, reading a few dozen KiB to a few MiB per film. Read-ahead made for players
+/// turns every one into megabytes from the origin, and their fetches, if they ranked as a
+/// player's, would take a playing film's link. So every reader but a player pays for what it
+/// reads: its read-ahead is what it earned by reading (`EarnedReadAhead`: none with its first
+/// read, then at most half of what it read since its last seek, doubling while it reads on), and:
+/// - `scanner`: none ahead of a read the cache answers whole (`EngineCore.scannerWindow`: a
+///   re-scan asks nothing); the slices it reads go to the cap's scan share (`ScanShare`); its
+///   fetches rank `.scan`, below every player's read-ahead, and those it waits on `.waitedScan`:
+///   after every player's waiting read, before read-ahead (behind a copy's streams a probe would
+///   wait for the whole copy).
+/// - `player`: a reader known to read on (players, copies): read-ahead from its open, as it
+///   always was. How it reads decides the rest (`ReaderTempo`): one that reads as fast as it is
+///   given for long (a media server's trickplay job is `ffmpeg` too) is bulk, and its fetches
+///   yield like warm-up's.
+/// - `unknown`: a process nobody listed: fetches as a player's, read-ahead as earned.
+/// - `background`: warm-up (`preload`) and thumbnailers: its fetches rank `.preload`, taking only
+///   what the link has left. Through the mount (a thumbnailer: a header, then a jump to one
+///   frame) its read-ahead is earned; the engine's own warm-up, which says where it stops, has
+///   it from its open.
 public enum ReaderClass: String, Sendable, CaseIterable, Codable, CustomStringConvertible {
     case player, unknown, scanner, background
 
-    /// A scanner's read-ahead past each request: enough to join a probe's next small read (a
-    /// header a few bytes past a 32 KiB buffer) without another round trip, small beside the
-    /// 32 KiB reads a probe makes (at most 1.5x what it reads).
-    public static let scanMargin: Int64 = 16 << 10
-    /// Reads in a row, each continuing the one before, after which an unknown reader gets
-    /// read-ahead.
+    /// Reads in a row, each continuing the one before, after which a player that lost its
+    /// read-ahead at a seek (ranges unreliable: `earnedAfterRestart`) has it again.
     public static let earnAfter = 2
     /// A first read from byte 0 at least this long earns read-ahead at once. Measured through
     /// the mount as root (kernel read-ahead 1 MiB), the first request of each reader: 992 KiB
@@ -59,11 +54,11 @@ public enum ReaderClass: String, Sendable, CaseIterable, Codable, CustomStringCo
     }
 
     /// Whether a reader of this class, reading through `door`, has read-ahead from its open on
-    /// (else it earns it: `earnAfter`, `earnsAtOnce`). A player has; an unknown reader earns it;
-    /// a scanner never gets more than `scanMargin`. A background reader through the mount (a
-    /// thumbnailer: a header, then a jump to one frame) earns it, so it costs about what it
-    /// reads; the engine's own warm-up (`preload`, its ranges read in chunks it wants fetched
-    /// whole) has it at once.
+    /// (else it earns it by reading: `EarnedReadAhead`). A player has. So has the engine's own
+    /// warm-up (`preload`, directly or through a daemon's proxy; a pin's warm-up is through the
+    /// mount): it reads chunks of ranges it wants fetched whole and says where it stops, so its
+    /// read-ahead never runs past what it reads. Everyone else through the mount (a probe, a
+    /// thumbnailer, a program nobody listed) pays for what it reads.
     public func readsAheadFromOpen(door: ReadDoor) -> Bool {
         switch self {
         case .player: return true

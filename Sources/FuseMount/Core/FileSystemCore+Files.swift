@@ -12,8 +12,10 @@ import Logging
 extension FileSystemCore {
     // MARK: Files
 
-    /// - Parameter readerClass: who opens (by its process, `ReaderClassTable`): a scanner's open
-    ///   takes no first bytes along, reads with direct I/O and the scanner's small read-ahead.
+    /// - Parameter readerClass: who opens (by its process, `ReaderClassTable`): only a player's
+    ///   open takes the file's first bytes along; a scanner's and a background reader's (a
+    ///   thumbnailer) read with direct I/O, so their own reads, not the kernel's read-ahead,
+    ///   are what they earn read-ahead by (`EarnedReadAhead`).
     func open(_ ino: UInt64, flags: Int32, readerClass: ReaderClass = .player,
               reply: @escaping @Sendable (Result<OpenReply, FSErrno>) -> Void) {
         if flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0 { return reply(.failure(FSErrno(EROFS))) }
@@ -34,12 +36,17 @@ extension FileSystemCore {
                 reply(.failure(FSErrno(error.errno)))
             case let .success(info):
                 finishOpen(ino: ino, url: url, info: info, reader: backend.makeReader(for: info, readerClass: readerClass),
-                           directIO: readerClass == .scanner, reply: reply)
+                           directIO: readerClass == .scanner || readerClass == .background, reply: reply)
             }
         }
-        // A probe reads a few dozen KiB: the first 256 KiB an open brings along would be most
-        // of what the scan costs. Its open asks for one byte (`lookUp`) and its reads for the rest.
-        if readerClass == .scanner { backend.lookUp(url: url, completion: opened) } else { backend.open(url: url, completion: opened) }
+        // A probe reads a few dozen KiB, `head -c 1` one byte: the first 256 KiB an open brings
+        // along would be most of what they cost. Only a player's open takes them (it reads on);
+        // every other asks for one byte (`lookUp`) and its reads for the rest.
+        if readerClass.readsAheadFromOpen(door: .fuse) {
+            backend.open(url: url, completion: opened)
+        } else {
+            backend.lookUp(url: url, completion: opened)
+        }
     }
 
     /// Makes the handle of a revalidated open: with passthrough when the version is all cached

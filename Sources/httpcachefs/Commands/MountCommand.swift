@@ -116,11 +116,11 @@ struct MountCommand: AsyncParsableCommand {
     var stopTimeout: String?
 
     @Option(name: .customLong("scanner"), parsing: .unconditionalSingleValue,
-            help: ArgumentHelp("Programs that scan a media library, by process name, comma-separated (repeatable); added to ffprobe, mediainfo, exiftool, minidlnad, gerbera, Plex Media Scanner: they get almost no read-ahead and only what players leave of the link.", valueName: "name"))
+            help: ArgumentHelp("Programs that scan a media library, by process name, comma-separated (repeatable); added to ffprobe, mediainfo, exiftool, minidlnad, gerbera, Plex Media Scanner: they read with direct I/O, get read-ahead only as they read on and only what players leave of the link.", valueName: "name"))
     var scanners: [String] = []
 
     @Option(name: .customLong("background-reader"), parsing: .unconditionalSingleValue,
-            help: ArgumentHelp("Programs whose reads only take what the link has left (thumbnail or subtitle extractors), by process name, comma-separated (repeatable); added to ffmpegthumbnailer.", valueName: "name"))
+            help: ArgumentHelp("Programs whose reads only take what the link has left (thumbnail or subtitle extractors), by process name, comma-separated (repeatable); added to ffmpegthumbnailer. They read with direct I/O and get read-ahead only as they read on.", valueName: "name"))
     var backgroundReaders: [String] = []
 
     @Option(name: .customLong("on-change"), parsing: .unconditional,

@@ -137,7 +137,7 @@ struct PreloadCommand: AsyncParsableCommand {
                 engine = opened
             case let .daemon(held):
                 try Self.refuseS3ThroughDaemon()
-                let daemon = try held.client()
+                let daemon = try held.client(warmUp: true)
                 defer { daemon.shutdown() }
                 return await Self.preload(urls: urls) { url in
                     try await Self.preload(url: url, range: range, variant: variant, through: daemon)
@@ -175,7 +175,7 @@ struct PreloadCommand: AsyncParsableCommand {
             target = EnginePreloadTarget(engine: opened)
         case let .daemon(held):
             try Self.refuseS3ThroughDaemon()
-            let client = try held.client()
+            let client = try held.client(warmUp: true)
             daemon = client
             target = DaemonPreloadTarget(daemon: client, held: held, snapshot: try await onBlockingPool { try held.listing() })
         }

@@ -44,8 +44,10 @@ struct HeldCache {
 
     /// The daemon's proxy, for requests whose bytes must land in its cache; the lock error when
     /// it runs none (`--no-proxy`, or the holder is no daemon). Shut the client down when done.
-    func client() throws -> DaemonClient {
-        guard let daemon = try DaemonClient.find(cacheDirectory: directory, options: options) else { throw lockedError }
+    /// - Parameter warmUp: its requests warm the cache (`preload`), read as a background reader.
+    func client(warmUp: Bool = false) throws -> DaemonClient {
+        guard var daemon = try DaemonClient.find(cacheDirectory: directory, options: options) else { throw lockedError }
+        daemon.warmUp = warmUp
         return daemon
     }
 

@@ -16,6 +16,9 @@ struct DaemonClient {
     let key: ProxySigningKey?
     let pid: Int32
     let source: CurlRangeSource
+    /// Its requests warm the cache (`preload`): the daemon reads them as a background reader
+    /// (`ProxyURL.warmUpHeader`), not as a player.
+    var warmUp = false
 
     /// The proxy of the daemon holding `cacheDirectory`, or nil (it runs no proxy, or is gone).
     /// A `proxy.json` counts only if its pid holds the cache's lock (where the kernel's table of
@@ -55,6 +58,7 @@ struct DaemonClient {
         var request = FetchRequest(url: proxyURL(url), start: start, end: end)
         if exact { request.headers.append("\(ProxyURL.exactRangeHeader): 1") }
         if scanShare { request.headers.append("\(ProxyURL.scanShareHeader): 1") }
+        if warmUp { request.headers.append("\(ProxyURL.warmUpHeader): 1") }
         _ = source.start(request, sink: sink)
         sink.done.wait()
         let outcome = sink.outcome.withLock { $0 }
