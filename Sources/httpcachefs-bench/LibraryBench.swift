@@ -191,8 +191,12 @@ struct LibraryBench: AsyncParsableCommand {
         print(try Self.rescanAfterTurnover(ffprobe: ffprobe, library: library, binary: binary, origin: origin, temp: temp))
         print(Self.table(header: ["figure", "measured", "goal", ""], rows: figures))
         if playSeconds > 0 {
-            try Self.playDuringScan(seconds: playSeconds, ffmpeg: ffmpeg, ffprobe: ffprobe, library: library, binary: binary,
-                                    origin: origin, temp: temp)
+            let film = try Self.playedFilm(seconds: playSeconds, ffmpeg: ffmpeg, temp: temp)
+            try Self.serve(library + [("play.mkv", .bytes(film))], origin: origin)   // listed at the root
+            try Self.playDuringScan(seconds: playSeconds, film: film, ffmpeg: ffmpeg, ffprobe: ffprobe, library: library,
+                                    binary: binary, origin: origin, temp: temp)
+            print(try Self.budgetRun(seconds: playSeconds, film: film, ffmpeg: ffmpeg, ffprobe: ffprobe, thumbnailer: thumbnailer,
+                                     library: library, binary: binary, origin: origin, temp: temp))
         }
         origin.emulateLink(nil)
         let sizes = try folderSizes.split(separator: ",").compactMap { part -> Int? in
@@ -322,16 +326,21 @@ struct LibraryBench: AsyncParsableCommand {
             + (again.which.isEmpty ? "" : "\n    the re-scan's requests: " + again.which.prefix(8).joined(separator: "; "))
     }
 
-    /// A film of `seconds` at about 4 Mbit/s played with `ffmpeg -re` over a 10 Mbit/s link, alone
-    /// and while every film of the library is probed (cold, a new cache): the film must stay in
-    /// real time (goal: at most 1.05x its length plus 1 s; alone it takes about 1.02x).
-    static func playDuringScan(seconds: Int, ffmpeg: String, ffprobe: String, library: [LibraryFile],
-                               binary: String, origin: OriginServer, temp: TemporaryDirectory) throws {
+    /// A film of `seconds` at about 4 Mbit/s, for `ffmpeg -re` to play over the 10 Mbit/s link
+    /// (`playDuringScan`, `budgetRun`); served as `play.mkv` at the library's root.
+    static func playedFilm(seconds: Int, ffmpeg: String, temp: TemporaryDirectory) throws -> [UInt8] {
         let source = temp.appending("play.mkv")
         guard try Spawned.run(ffmpeg, ["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=duration=\(seconds):size=1280x720:rate=25",
                                        "-c:v", "libx264", "-preset", "ultrafast", "-b:v", "4M", "-maxrate", "4M", "-bufsize", "2M", source]) == 0,
               let film = FileManager.default.contents(atPath: source) else { throw ValidationError("ffmpeg could not make the played film") }
-        try serve(library + [("play.mkv", .bytes([UInt8](film)))], origin: origin)   // listed at the root
+        return [UInt8](film)
+    }
+
+    /// The played film (`playedFilm`, `seconds` long) with `ffmpeg -re` over a 10 Mbit/s link,
+    /// alone and while every film of the library is probed (cold, a new cache): the film must stay
+    /// in real time (goal: at most 1.05x its length plus 1 s; alone it takes about 1.02x).
+    static func playDuringScan(seconds: Int, film: [UInt8], ffmpeg: String, ffprobe: String, library: [LibraryFile],
+                               binary: String, origin: OriginServer, temp: TemporaryDirectory) throws {
         origin.emulateLink(.milliseconds(10, perConnectionMbit: 0, sharedMbit: 10))
         let films = library.map(\.path).filter { $0.hasSuffix(".mkv") || $0.hasSuffix(".mp4") || $0.hasSuffix(".webm") }
         var results: [String] = []
@@ -353,6 +362,47 @@ struct LibraryBench: AsyncParsableCommand {
                                   withScan ? (took <= limit ? " ok" : " MISSED (goal \(String(format: "%.1f", limit)) s)") : ""))
         }
         print("  a \(film.count / 1_000_000) MB film of \(seconds) s played with ffmpeg -re over 10 Mbit/s: " + results.joined(separator: "; "))
+    }
+
+    /// A budget run (issue 47, "budgets per origin"): a fresh mount whose origin may send the
+    /// played film's size and a fifth more per day (`--egress-budget`), the film played with
+    /// `ffmpeg -re` over the 10 Mbit/s link while every film is probed and thumbnailed, cold. As
+    /// the budget nears its end the thumbnailer (background) stops first, the probes next, and
+    /// the film gets the rest. Goals: the origin never sends more than the budget plus one
+    /// request (the largest it answered), and the film keeps real time to its end (at most
+    /// 1.05x its length plus 1 s).
+    static func budgetRun(seconds: Int, film: [UInt8], ffmpeg: String, ffprobe: String, thumbnailer: String?,
+                          library: [LibraryFile], binary: String, origin: OriginServer, temp: TemporaryDirectory) throws -> String {
+        origin.emulateLink(.milliseconds(10, perConnectionMbit: 0, sharedMbit: 10))
+        let budget = Int64(film.count) * 6 / 5
+        let daemon = try MountDaemon(binary: binary, mountpoint: temp.appending("budget-mnt"), cacheDirectory: temp.appending("budget-cache"),
+                                     cacheSize: 8 << 30, entries: [], logFile: temp.appending("budget.log"), proxy: false,
+                                     extraArguments: ["--index", origin.url("/lib/"), "--egress-budget", "\(budget)/day"])
+        defer { daemon.unmount() }
+        let root = daemon.mountpoint
+        let films = library.map(\.path).filter { $0.hasSuffix(".mkv") || $0.hasSuffix(".mp4") || $0.hasSuffix(".webm") }
+        origin.resetLog()
+        let scanned = DispatchSemaphore(value: 0)
+        let scan = Thread {
+            defer { scanned.signal() }
+            for path in films {
+                _ = try? Spawned.run(ffprobe, ["-v", "quiet", "-i", root + "/" + path, "-show_format", "-show_streams"])
+                if let thumbnailer { _ = try? Spawned.run(thumbnailer, ["-i", root + "/" + path, "-o", temp.appending("budget-thumb.png"), "-t", "10"]) }
+            }
+        }
+        scan.start()
+        let took = try Spawned.time(ffmpeg, ["-nostdin", "-v", "error", "-re", "-i", root + "/play.mkv", "-f", "null", "-"])
+        // Everything the origin sent for this budget, the scan's end included (past the budget its
+        // reads fail at once).
+        if scanned.wait(timeout: .now() + 600) == .timedOut { throw ValidationError("the scan under the budget did not end within 10 minutes") }
+        let files = origin.requests.filter { !$0.pathWithoutQuery.hasSuffix("/") }
+        let sent = files.reduce(Int64(0)) { $0 + $1.bodyBytes }
+        let largest = files.map(\.bodyBytes).max() ?? 0
+        let limit = 1.05 * Double(seconds) + 1
+        let withinBudget = sent <= budget + largest, inTime = took <= limit
+        return String(format: "  a budget run (--egress-budget %.2f MiB/day, the film and a fifth; film played while every film is probed and thumbnailed): origin sent %.2f MiB in %d requests (goal <= the budget + the largest request, %.2f MiB) %@; the film %.2f s (%.3fx, goal %.1f s) %@",
+                      Double(budget) / 1048576, Double(sent) / 1048576, files.count, Double(largest) / 1048576,
+                      withinBudget ? "ok" : "MISSED", took, took / Double(seconds), limit, inTime ? "ok" : "MISSED")
     }
 
     /// `ls -l` of one folder of `entries` files: a local folder of empty files against the mount
