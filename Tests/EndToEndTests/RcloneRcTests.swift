@@ -135,12 +135,18 @@ final class RcloneRcTests: XCTestCase {
         XCTAssertEqual(try mount([]).status, 0)
         let unknown = try rc(["operations/purge", "fs=/"])
         XCTAssertNotEqual(unknown.status, 0)
-        XCTAssertTrue(unknown.stderr.contains("404 Not Found"), unknown.stderr)
-        XCTAssertTrue(unknown.stderr.contains("couldn't find method \\\"operations/purge\\\""), unknown.stderr)
-        XCTAssertTrue(unknown.stderr.contains("\"path\": \"operations/purge\""), unknown.stderr)
+        // rclone 1.60 (Debian's) prints the status and the error document; 1.65 and later the
+        // document's error alone: either way, rclone's own words for an unknown method.
+        if unknown.stderr.contains("404 Not Found") {
+            XCTAssertTrue(unknown.stderr.contains("couldn't find method \\\"operations/purge\\\""), unknown.stderr)
+            XCTAssertTrue(unknown.stderr.contains("\"path\": \"operations/purge\""), unknown.stderr)
+        } else {
+            XCTAssertTrue(unknown.stderr.contains("couldn't find method \"operations/purge\""), unknown.stderr)
+        }
         let wrong = try rc(["rc/noop"], pass: "guess")
         XCTAssertNotEqual(wrong.status, 0)
-        XCTAssertTrue(wrong.stderr.contains("401 Unauthorized"), wrong.stderr)
+        XCTAssertTrue(wrong.stderr.contains("401 Unauthorized") || wrong.stderr.contains("wrong login for the remote control"),
+                      wrong.stderr)
         // A web page's request, with the right login even: refused.
         let page = try RawHTTP.request(port: port, method: "POST", path: "/rc/noop",
                                        headers: [("Origin", "http://evil.example"), ("Content-Length", "0"),

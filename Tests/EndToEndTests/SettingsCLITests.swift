@@ -18,6 +18,8 @@ extension CLITests {
             let longs = (argument["names"] as? [[String: Any]] ?? []).filter { $0["kind"] as? String == "long" }
                 .compactMap { $0["name"] as? String }
             guard let name = longs.first, !["help", "version"].contains(name) else { continue }
+            // A hidden option is what a joining mount hands its daemon (`--s3-given-only`), no setting.
+            if argument["shouldDisplay"] as? Bool == false { continue }
             let kind: Setting.Kind = argument["kind"] as? String == "flag" ? .flag
                 : (argument["isRepeating"] as? Bool == true ? .list : .value)
             options[name] = kind
