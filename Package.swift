@@ -113,6 +113,8 @@ let package = Package(
             "CacheCore", "Fetcher", "TestSupport",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
+            // `scale --direct-fill` writes a cache's index rows itself (ScaleBench+DirectFill).
+            .product(name: "GRDB", package: "GRDB.swift"),
         ]),
 
         .testTarget(name: "CacheCoreTests", dependencies: ["CacheCore", "CoreTypes", "MetricsExport", "TestSupport"]),

@@ -147,17 +147,22 @@ public enum TextTable {
     /// by cells; the last column, left-aligned, is not padded (no trailing blanks).
     public static func table(_ rows: [[String]], rightAligned: Set<Int> = []) -> String {
         guard let columns = rows.map(\.count).max() else { return "" }
-        let widths = columnWidths(rows, columns)
-        return rows.map { row in
+        return table(rows, widths: columnWidths(rows, columns), rightAligned: rightAligned)
+    }
+
+    /// `table` with column widths given (a table printed in parts, each part laid out as the
+    /// first): a wider cell pushes the rest of its row instead of being cut.
+    public static func table(_ rows: [[String]], widths: [Int], rightAligned: Set<Int> = []) -> String {
+        rows.map { row in
             row.enumerated().map { i, cell in
-                let pad = String(repeating: " ", count: widths[i] - cellWidth(cell))
+                let pad = String(repeating: " ", count: max(0, (i < widths.count ? widths[i] : 0) - cellWidth(cell)))
                 if i == row.count - 1 && !rightAligned.contains(i) { return cell }
                 return rightAligned.contains(i) ? pad + cell : cell + pad
             }.joined(separator: "  ")
         }.joined(separator: "\n")
     }
 
-    static func columnWidths(_ rows: [[String]], _ columns: Int) -> [Int] {
+    public static func columnWidths(_ rows: [[String]], _ columns: Int) -> [Int] {
         var widths = [Int](repeating: 0, count: columns)
         for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cellWidth(cell)) } }
         return widths

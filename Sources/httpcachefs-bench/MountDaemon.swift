@@ -59,6 +59,17 @@ final class MountDaemon {
         return kb * 1024
     }
 
+    /// Resident memory now (VmRSS), in bytes.
+    func residentMemory() throws -> Int64 {
+        let path = "/proc/\(try pid())/status"
+        let status = try String(contentsOfFile: path, encoding: .utf8)
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let kb = Int64(line.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first ?? "") else {
+            throw ValidationError("no VmRSS in \(path)")
+        }
+        return kb * 1024
+    }
+
     /// CPU time the daemon used so far (user + system, all threads), in seconds.
     func cpuSeconds() throws -> Double {
         let path = "/proc/\(try pid())/stat"

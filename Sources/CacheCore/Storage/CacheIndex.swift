@@ -197,6 +197,11 @@ final class CacheIndex: Sendable {
                 ) WITHOUT ROWID
                 """)
         }
+        // Listings page through the entries in URL order (`entryPage`): the index on the URL
+        // lets each page start where the last ended without sorting every entry.
+        migrator.registerMigration("v6-entry-url") { db in
+            try db.execute(sql: "CREATE INDEX entry_url ON entry(url)")
+        }
         try migrator.migrate(pool)
         // Ids are never reused (AUTOINCREMENT's sequence remembers deleted ones), so data files
         // of a removed entry can never be taken for a new one's.
@@ -405,7 +410,7 @@ final class CacheIndex: Sendable {
         }
     }
 
-    private static func entry(from r: Row) -> EntryRow {
+    static func entry(from r: Row) -> EntryRow {
         EntryRow(id: r["id"], key: r["key"], url: r["url"], finalURL: r["final_url"], length: r["length"],
                  contentType: r["content_type"], etag: r["etag"], lastModified: r["last_modified"],
                  acceptsRanges: r["accepts_ranges"], generation: r["generation"], validatedAt: r["validated_at"],

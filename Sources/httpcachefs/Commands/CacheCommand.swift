@@ -75,6 +75,10 @@ extension CacheCommand {
         mutating func validate() throws { try cache.useTheRunningDaemonsCache(command: "cache ls") }
 
         func run() async throws {
+            // Paged from the index (`CacheListStream`) unless it must be opened (made or
+            // migrated) first: then the cache as today, whole.
+            let options = cache
+            if try await runReportingErrors({ try await onBlockingPool { try CacheListStream.print(options) } }) { return }
             try await CacheCommand.withListing(cache, name: "ls") { engine in
                 let entries = engine.list().sorted { $0.info.url < $1.info.url }
                 let usage = engine.usage
@@ -87,21 +91,30 @@ extension CacheCommand {
                 // On a terminal the table fits its width and names read decoded; a pipe or a file
                 // gets the full, percent-encoded URLs (what `cache rm` and `cache info` take).
                 let width = TerminalWidth.ofStandardOutput()
-                var rows = [["URL", "SIZE", "CACHED", "LAST ACCESS"] + (pinned > 0 ? ["PINNED"] : [])]
+                var rows = [Self.header(pinned: pinned > 0)]
                 for e in entries {
-                    let url = DisplayURL.redacted(e.info.url)
-                    var row = [width == nil ? url : TextTable.displayName(url), e.info.length.map(Format.bytes) ?? "?",
-                               Format.percent(e.cachedBytes, of: e.info.length), Format.date(e.lastAccess)]
-                    if pinned > 0 {
-                        let bytes = engine.pinnedBytes(url: e.info.url)   // what the pins keep: whole slices
-                        row.append(bytes > 0 ? Format.bytes(bytes) : "-")
-                    }
-                    rows.append(row)
+                    rows.append(Self.row(e, terminal: width != nil, pinned: pinned > 0 ? engine.pinnedBytes(url: e.info.url) : nil))
                 }
                 rows = TextTable.fitted(rows, width: width, shrinking: 0)
-                CacheCommand.printLine(TextTable.table(rows, rightAligned: pinned > 0 ? [1, 2, 4] : [1, 2]))
-                CacheCommand.printLine("\(usage.entries) file\(usage.entries == 1 ? "" : "s"), \(Format.bytes(usage.bytes)) of \(Format.bytes(usage.capacity)) used" + (pinned > 0 ? ", \(Format.bytes(pinned)) pinned (at most \(Format.bytes(usage.capacity / 2)))" : ""))
+                CacheCommand.printLine(TextTable.table(rows, rightAligned: Self.rightAligned(pinned: pinned > 0)))
+                CacheCommand.printLine(Self.footer(usage: usage, pinned: pinned))
             }
+        }
+
+        static func header(pinned: Bool) -> [String] { ["URL", "SIZE", "CACHED", "LAST ACCESS"] + (pinned ? ["PINNED"] : []) }
+        static func rightAligned(pinned: Bool) -> Set<Int> { pinned ? [1, 2, 4] : [1, 2] }
+
+        /// One file's row; `pinned`: the bytes its pins keep (whole slices), nil without a PINNED column.
+        static func row(_ e: EntryStatus, terminal: Bool, pinned: Int64?) -> [String] {
+            let url = DisplayURL.redacted(e.info.url)
+            var row = [terminal ? TextTable.displayName(url) : url, e.info.length.map(Format.bytes) ?? "?",
+                       Format.percent(e.cachedBytes, of: e.info.length), Format.date(e.lastAccess)]
+            if let pinned { row.append(pinned > 0 ? Format.bytes(pinned) : "-") }
+            return row
+        }
+
+        static func footer(usage: CacheUsage, pinned: Int64) -> String {
+            "\(usage.entries) file\(usage.entries == 1 ? "" : "s"), \(Format.bytes(usage.bytes)) of \(Format.bytes(usage.capacity)) used" + (pinned > 0 ? ", \(Format.bytes(pinned)) pinned (at most \(Format.bytes(usage.capacity / 2)))" : "")
         }
     }
 

@@ -17,7 +17,7 @@ struct DaemonListing: CacheListing {
 
     init(snapshot: CacheSnapshot, document: StatusDocument?) {
         self.snapshot = snapshot
-        self.live = Dictionary((document?.files ?? []).map { ($0.url, $0) }, uniquingKeysWith: { a, _ in a })
+        self.live = Self.liveFiles(document)
     }
 
     var configuration: CacheConfiguration { snapshot.configuration }
@@ -38,7 +38,10 @@ struct DaemonListing: CacheListing {
 
     /// `s` with the daemon's figures for the same URL and version (a file that changed remotely
     /// since the index was written keeps the index's view rather than mixing two versions).
-    func overlaid(_ s: EntryStatus) -> EntryStatus {
+    func overlaid(_ s: EntryStatus) -> EntryStatus { Self.overlaid(s, live: live) }
+
+    /// `s` with the figures of `live` (the document's files by URL), as `overlaid(_:)`.
+    static func overlaid(_ s: EntryStatus, live: [String: FileStatus]) -> EntryStatus {
         guard let f = live[DisplayURL.redacted(s.info.url)], f.generation == s.info.generation else { return s }
         var s = s
         s.cachedRanges = f.cachedRanges.compactMap { $0.count == 2 && $0[0] < $0[1] ? $0[0]..<$0[1] : nil }
@@ -53,6 +56,11 @@ struct DaemonListing: CacheListing {
         s.fetchedFromTier = f.fetchedFromTier
         s.fetchedFromOrigin = f.fetchedFromOrigin
         return s
+    }
+
+    /// The document's files by URL.
+    static func liveFiles(_ document: StatusDocument?) -> [String: FileStatus] {
+        Dictionary((document?.files ?? []).map { ($0.url, $0) }, uniquingKeysWith: { a, _ in a })
     }
 
     /// The status document of the daemon holding `cacheDirectory`, if it runs a proxy that

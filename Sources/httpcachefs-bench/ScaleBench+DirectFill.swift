@@ -1,0 +1,184 @@
+import ArgumentParser
+import CacheCore
+import Foundation
+import GRDB
+import TestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `httpcachefs-bench scale --direct-fill`: caches of up to a million entries, built in about a
+/// minute, and the figures of issue 51 over them (daemon memory after mount, mount start,
+/// `cache ls` to its first line and to its end, `status.json?view=summary`).
+///
+/// The cache is made the way the daemon would find it after a long fill, without fetching a
+/// million files: `seedFiles` files are cached by an in-process engine (real rows, real data
+/// files, real checksums), then their rows are copied into the index under new ids and the names
+/// of new files (`/c/NNNNNNN.bin`), and each copy's data file is a hard link to its seed's (same
+/// bytes, so the same checksums; one inode per seed, well under ext4's link limit). The index
+/// schema is written here by hand, so this step follows `CacheIndex`'s tables.
+extension ScaleBench {
+    static let seedFiles = 1000
+
+    /// One size's figures.
+    struct CacheFigures {
+        var files: Int
+        var fillSeconds: Double
+        var lsFirstLine: Double
+        var lsEnd: Double
+        var lsLines: Int
+        var mountSeconds: Double
+        var residentAfterMount: Int64
+        var summarySeconds: Double
+    }
+
+    static func directFillRun(counts: [Int], binary: String) async throws {
+        print("direct fill: a seed of \(seedFiles) files through an engine, the rest copied in the index (data files hard-linked)")
+        var figures: [CacheFigures] = []
+        for n in counts {
+            let temp = TemporaryDirectory(prefix: "httpcachefs-bench-scale")
+            defer { temp.remove() }
+            let origin = try OriginServer()
+            defer { origin.stop() }
+            let dir = temp.appending("cache")
+            let began = DispatchTime.now().uptimeNanoseconds
+            try await directFill(files: n, origin: origin, directory: dir)
+            let fill = Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9
+            sync()
+            let ls = try firstLineAndEnd(binary, ["cache", "ls", "--cache-dir", dir])
+            let started = DispatchTime.now().uptimeNanoseconds
+            let daemon = try MountDaemon(binary: binary, mountpoint: temp.appending("mnt"), cacheDirectory: dir, cacheSize: 1 << 40,
+                                         entries: ["one.bin=" + origin.url("/c/0000000.bin")], logFile: temp.appending("mount.log"))
+            defer { daemon.unmount() }
+            let mount = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+            let rss = try daemon.residentMemory()
+            let summary = try bestSummary(daemon: daemon, directory: dir)
+            let f = CacheFigures(files: n, fillSeconds: fill, lsFirstLine: ls.first, lsEnd: ls.end, lsLines: ls.lines,
+                                 mountSeconds: mount, residentAfterMount: rss, summarySeconds: summary)
+            print(String(format: "  %d files (filled in %.1f s): cache ls first line %.3f s, end %.3f s (%d lines); mount %.3f s, RSS %@; summary %.1f ms",
+                         n, fill, f.lsFirstLine, f.lsEnd, f.lsLines, f.mountSeconds, CoreBench.human(rss), f.summarySeconds * 1000))
+            figures.append(f)
+        }
+        // The issue's goals: RSS <= 64 MiB + 0.2 KiB per entry, mount <= 1 s, summary <= 20 ms.
+        var rows = [["files", "RSS after mount", "goal", "mount start", "cache ls first line", "cache ls end", "summary"]]
+        for f in figures {
+            let goal = Int64(64 << 20) + Int64(f.files) * 205
+            rows.append(["\(f.files)", CoreBench.human(f.residentAfterMount), "<= " + CoreBench.human(goal),
+                         String(format: "%.3f s", f.mountSeconds), String(format: "%.3f s", f.lsFirstLine),
+                         String(format: "%.3f s", f.lsEnd), String(format: "%.1f ms", f.summarySeconds * 1000)])
+        }
+        print(CoreBench.table(rows))
+        print("goals (issue 51): mount <= 1 s, summary <= 20 ms, cache ls first line at once")
+    }
+
+    /// Builds a cache of `files` files of 4 KiB in `directory` (see the type's note).
+    static func directFill(files: Int, origin: OriginServer, directory: String) async throws {
+        let seed = min(files, seedFiles)
+        _ = try await fill(files: seed, origin: origin, directory: directory)
+        guard files > seed else { return }
+        try copySeedRows(files: files, seed: seed, directory: directory)
+    }
+
+    /// The rows of the `seed` cached files copied until the index holds `files`, each copy's data
+    /// file a hard link to its seed's. Synchronous: GRDB's blocking calls, off any async context.
+    static func copySeedRows(files: Int, seed: Int, directory: String) throws {
+        let queue = try DatabaseQueue(path: directory + "/index.sqlite")
+        defer { try? queue.close() }
+        let seeds = try queue.read { db in
+            try Row.fetchAll(db, sql: "SELECT id, generation, url FROM entry ORDER BY id").map { (id: $0[0] as Int64, generation: $0[1] as Int64, url: $0[2] as String) }
+        }
+            // Only seeds whose data file is there: an entry may be listed before its bytes land.
+            .filter { access(directory + "/" + dataFile(entry: $0.id, generation: $0.generation), F_OK) == 0 }
+        if seeds.count < seed { print("  (\(seed - seeds.count) of the \(seed) seed entries have no data file; not copied)") }
+        guard seeds.count >= seed * 9 / 10 else { throw ValidationError("the seed cache holds \(seeds.count) entries with data files, not \(seed)") }
+        let firstID = try queue.read { db in try Int64.fetchOne(db, sql: "SELECT max(id) FROM entry") ?? 0 } + 1
+        try queue.write { db in
+            let entry = try db.makeStatement(sql: """
+                INSERT INTO entry (id, key, url, final_url, length, content_type, etag, last_modified, accepts_ranges, generation,
+                    validated_at, last_access, hits, misses, bytes_from_cache, bytes_from_origin, last_error)
+                SELECT ?, replace(key, ?, ?), replace(url, ?, ?), replace(final_url, ?, ?), length, content_type, etag, last_modified,
+                    accepts_ranges, generation, validated_at, last_access, hits, misses, bytes_from_cache, bytes_from_origin, last_error
+                FROM entry WHERE id = ?
+                """)
+            let extent = try db.makeStatement(sql: """
+                INSERT INTO extent (entry_id, generation, slice, start, "end", checksum)
+                SELECT ?, generation, slice, start, "end", checksum FROM extent WHERE entry_id = ?
+                """)
+            for n in seed..<files {
+                let s = seeds[n % seeds.count]
+                guard let slash = s.url.range(of: "/c/", options: .backwards) else { throw ValidationError("unexpected seed URL \(s.url)") }
+                let old = String(s.url[slash.lowerBound...])
+                let new = String(format: "/c/%07d.bin", n)
+                let id = firstID + Int64(n - seed)
+                try entry.execute(arguments: [id, old, new, old, new, old, new, s.id])
+                try extent.execute(arguments: [id, s.id])
+                let from = directory + "/" + dataFile(entry: s.id, generation: s.generation)
+                let folder = directory + "/" + dataFolder(entry: id)
+                if n < seed + 256 { mkdir(folder, 0o700) }
+                guard link(from, folder + "/\(id)-\(s.generation).data") == 0 else {
+                    throw ValidationError("cannot link \(from): \(String(cString: strerror(errno)))")
+                }
+            }
+            try db.execute(sql: "UPDATE sqlite_sequence SET seq = ? WHERE name = 'entry'", arguments: [firstID + Int64(files - seed) - 1])
+        }
+        try queue.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
+    }
+
+    /// `data/<low byte of the id, hex>`, as `DataFiles` names it.
+    static func dataFolder(entry: Int64) -> String { "data/" + String(format: "%02x", Int(entry & 0xFF)) }
+    static func dataFile(entry: Int64, generation: Int64) -> String { dataFolder(entry: entry) + "/\(entry)-\(generation).data" }
+
+    /// Best of three `status.json?view=summary` over loopback.
+    static func bestSummary(daemon: MountDaemon, directory: String) throws -> Double {
+        guard let runtime = FileManager.default.contents(atPath: directory + "/proxy.json"),
+              let object = try? JSONSerialization.jsonObject(with: runtime) as? [String: Any], let port = object["port"] as? Int else {
+            throw ValidationError("the daemon over \(directory) left no proxy.json with its port")
+        }
+        let owner = (object["controlKey"] as? String).map { [("X-Httpcachefs-Control", $0)] } ?? []
+        var best = Double.infinity
+        for _ in 0..<3 {
+            let began = DispatchTime.now().uptimeNanoseconds
+            let r = try RawHTTP.request(port: port, path: "/.httpcachefs/status.json?view=summary", headers: owner, timeout: 300)
+            guard r.status == 200 else { throw ValidationError("status.json?view=summary: HTTP \(r.status)") }
+            best = min(best, Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9)
+        }
+        return best
+    }
+
+    /// Runs a command with its standard output on a pipe: seconds to its first line, to its end,
+    /// and the lines it printed.
+    static func firstLineAndEnd(_ path: String, _ args: [String]) throws -> (first: Double, end: Double, lines: Int) {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw ValidationError("pipe: \(String(cString: strerror(errno)))") }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
+        posix_spawn_file_actions_addclose(&actions, fds[0])
+        let argv = ([path] + args).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let began = DispatchTime.now().uptimeNanoseconds
+        let rc = posix_spawn(&pid, path, &actions, nil, argv, environ)
+        close(fds[1])
+        defer { close(fds[0]) }
+        guard rc == 0 else { throw ValidationError("cannot run \(path): \(String(cString: strerror(rc)))") }
+        var first: Double?
+        var lines = 0
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let got = buffer.withUnsafeMutableBytes { read(fds[0], $0.baseAddress, $0.count) }
+            if got < 0 && errno == EINTR { continue }
+            if got <= 0 { break }
+            let newlines = buffer[0..<got].reduce(0) { $0 + ($1 == 10 ? 1 : 0) }
+            if newlines > 0 && first == nil { first = Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9 }
+            lines += newlines
+        }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let end = Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9
+        guard status == 0 else { throw ValidationError("\(path) \(args.prefix(2).joined(separator: " ")) failed with status \(status)") }
+        return (first ?? end, end, lines)
+    }
+}
