@@ -27,7 +27,7 @@ extension CacheIndex {
             guard !entries.isEmpty else { return ([], []) }
             let ids = entries.map { String($0.id) }.joined(separator: ",")
             let extents = try Row.fetchAll(db, sql: """
-                SELECT x.* FROM extent x JOIN entry e ON e.id = x.entry_id AND e.generation = x.generation
+                SELECT x.* FROM extent x JOIN entry n ON n.id = x.entry_id AND n.generation = x.generation
                 WHERE x.entry_id IN (\(ids)) ORDER BY x.entry_id, x.generation, x.start
                 """).map(Self.extent(from:))
             return (entries, extents)
