@@ -31,9 +31,7 @@ final class LibraryWarmScanTests: XCTestCase {
         if let reason = Self.skipReason { throw XCTSkip(reason) }
         h = try DaemonHarness()
         let names = Self.films.keys.sorted().map { "film.\($0)" }
-        let rows = names.map { "<a href=\"\($0)\">\($0)</a>                 01-Jan-2024 00:00    -\n" }.joined()
-        let html = "<html><body><h1>Index of /lib/</h1><hr><pre><a href=\"../\">../</a>\n\(rows)</pre><hr></body></html>\n"
-        h.origin.setResponse("/lib/", status: 200, headers: [("Content-Type", "text/html")], body: Array(html.utf8))
+        h.origin.setAutoindex("/lib/", names)
         for (ext, data) in Self.films { h.origin.setFile("/lib/film.\(ext)", data: data, contentType: "video/\(ext)") }
     }
 
