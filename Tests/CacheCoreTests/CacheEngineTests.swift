@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+@testable import EntryMachine
 import TestSupport
 
 final class CacheEngineTests: XCTestCase {

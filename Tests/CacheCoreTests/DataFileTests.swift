@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+@testable import EntryMachine
 import TestSupport
 
 /// The on-disk layout: one sparse data file per version of an entry; evicted slices are holes.

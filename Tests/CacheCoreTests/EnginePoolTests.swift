@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import CacheCore
+@testable import EntryMachine
 import TestSupport
 
 /// The engine's one pool for blocking I/O (docs/threads.md): its jobs never wait for one

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import CacheCore
+@testable import EntryMachine
 import TestSupport
 
 /// Nothing slow under a lock that readers and writers need: eviction chooses under its lock and

@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+@testable import EntryMachine
 import TestSupport
 
 /// Rounds of eviction: bounded in slices beyond what the write needs, taken from the oldest

@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+@testable import EntryMachine
 #if canImport(Glibc)
 import Glibc
 import TestSupport

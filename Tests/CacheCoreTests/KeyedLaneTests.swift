@@ -1,4 +1,5 @@
 @testable import CacheCore
+@testable import EntryMachine
 import Foundation
 import XCTest
 

@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+@testable import EntryMachine
 import TestSupport
 
 /// Issue 46, item 8: an origin with neither ETag nor Last-Modified. A seek past an uncached

@@ -1,4 +1,5 @@
 @testable import CacheCore
+@testable import EntryMachine
 import XCTest
 
 /// Whether an open is answered from what the entry knows, or checks the origin first: one row

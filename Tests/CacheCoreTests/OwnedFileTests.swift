@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import CacheCore
+@testable import EntryMachine
 #if canImport(Glibc)
 import Glibc
 #endif

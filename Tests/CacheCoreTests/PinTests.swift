@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+@testable import EntryMachine
 import TestSupport
 
 /// `preload --pin`: pinned ranges stay through eviction pressure and restarts, and the total is

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import CacheCore
+@testable import EntryMachine
 import TestSupport
 
 /// The cache is its user's alone, and URL passwords are never shown.

@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+@testable import EntryMachine
 import TestSupport
 
 /// Issue 46 item 9: the engine remembers per origin that its ranges were lately answered 200 (the

@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+@testable import EntryMachine
 import TestSupport
 
 /// Who has read-ahead from its open (`readsAheadFromOpen`) and who earns it by reading

@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+@testable import EntryMachine
 import TestSupport
 
 /// The engine tells each transfer its class: a transfer a read waits on is `.waiting` until the

@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+@testable import EntryMachine
 import TestSupport
 
 /// The slice store: an extent carries the checksum of exactly its bytes from the writer to the

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import CacheCore
+@testable import EntryMachine
 import TestSupport
 
 /// Bytes on disk from before a start are served only once they match their checksums: damaged

@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+@testable import EntryMachine
 import TestSupport
 
 /// What the tests of version changes without validators share (`OverlapCheckTests`,

@@ -48,7 +48,7 @@ extension EntrySink {
             // (the retained share had no room for them) hold them now, past the cap.
             for c in chunks where !written.contains(c.range) {
                 for w in entry.waiters where w.generation == generation && w.range.overlaps(c.range) {
-                    w.fill(c.range, in: c.storage, at: c.offset, force: true)
+                    w.fill(c.range, in: c.chunkStorage, at: c.offset, force: true)
                 }
             }
             entry.unpin(slices, generation: generation)

@@ -468,7 +468,7 @@ final class EntrySink: FetchSink {
         for gap in Machine.newBytes(in: range, coverage: entry.coverage, pending: entry.pending.ranges) {
             ahead += entry.machine.readAheadArrived(gap, waiting: waiting, fetchedBy: fetchedBy)
             for piece in Machine.chunks(of: gap, sliceSize: core.store.sliceSize) {
-                let chunk = PendingBytes.Chunk(range: piece, storage: storage, offset: at + Int(piece.lowerBound - range.lowerBound))
+                let chunk = storage.pendingChunk(range: piece, offset: at + Int(piece.lowerBound - range.lowerBound))
                 entry.machine.pendingAdded(chunk)
                 queued.append(chunk)
             }

@@ -62,8 +62,7 @@ extension EngineCore {
         let completion = judged ? answerNoted(reader, completion) : completion
         var request = EntryMachine.ReadRequest(reader: reader.id, readerClass: reader.readerClass, readerEnd: reader.end,
                                                door: reader.door, waitClass: reader.readerClass.waitedFetchClass,
-                                               generation: generation, offset: offset, length: length,
-                                               files: reader.files, completion: completion)
+                                               generation: generation, offset: offset, length: length)
         // The machine decides; under the lock the engine only pins, touches and passes on classes.
         let (action, entry, id, failure, verifyAhead) = shard.locked { entries
             -> (EntryMachine.ReadAction, EntryHandle?, Int64, CacheError?, [Int64]) in
@@ -81,7 +80,13 @@ extension EngineCore {
                                                                 cached: present, running: othersWant, now: uptime,
                                                                 rangesUnreliable: rangesUnreliable)
                                             },
-                                            streamSize: streamSize, makeFetchID: makeID)
+                                            streamSize: streamSize, makeFetchID: makeID,
+                                            makeReply: { WaitingRead(files: reader.files, range: $0, completion: completion) })
+            }
+            // The new waiter holds the bytes of its range pending for the writer (their memory
+            // counted in the budget's retained share), so they reach it even if the disk refuses them.
+            if !action.holdPending.isEmpty, let w = entry.waiters.last {
+                for v in action.holdPending { w.fill(v.range, in: v.chunk.chunkStorage, at: v.storageOffset) }
             }
             // Marked queued, so that no other read queues them again.
             let verifyAhead = action.verifyAhead.map { slicesToVerifyAhead(entry, after: $0) } ?? []
@@ -121,7 +126,7 @@ extension EngineCore {
         case let .hit(range, runs):
             guard let entry else { return }
             completion(lease(entry: entry, shard: shard, id: id, generation: generation, files: reader.files,
-                             range: range, runs: runs, originBytes: 0))   // a hit: nothing waited for
+                             range: range, runs: ReadRun.of(runs), originBytes: 0))   // a hit: nothing waited for
         case .verifyFirst, .wait:
             break
         }
@@ -195,7 +200,7 @@ extension EngineCore {
     }
 
     /// How a hit on `range` is answered (`EntryReads.runs`). Call under the shard lock.
-    func runs(_ range: Range<Int64>, pending: PendingBytes) -> [ReadRun] { EntryReads.runs(range, pending: pending) }
+    func runs(_ range: Range<Int64>, pending: PendingBytes) -> [ReadRun] { ReadRun.of(EntryReads.runs(range, pending: pending)) }
 
     /// A lease over `range`, whose slices the caller pinned: memory runs as the chunks they are in, the rest from
     /// the reader's open data file (opened here if needed: no lock is held). Releasing it
@@ -245,8 +250,6 @@ extension EngineCore {
         let byRate = ReadPlanner.bytes(catchingUpAt: rate, for: configuration.streamSeconds)
         return max(configuration.minStreamSize, byRate, readAhead / Int64(2 * configuration.maxStreams))
     }
-
-    enum AccessPattern { case first, sequential, seek }
 
     /// A player (and the engine's own warm-up) gets a window that grows fourfold per sequential
     /// read up to `maxReadAhead` (a cold read over a long fat link reaches its parallel streams a
