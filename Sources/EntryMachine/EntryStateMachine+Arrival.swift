@@ -105,9 +105,33 @@ extension EntryStateMachine {
     /// The writer lane finished a job (its chunks written, or refused by the disk) for an entry
     /// still in its table (a removed one's pending bytes went with it: nothing to ask).
     /// - Parameter current: the entry is at the job's version.
-    package mutating func writeCompleted(current: Bool) -> WriteAction {
+    mutating func writeCompleted(current: Bool) -> WriteAction {
         guard current, !isRemoved else { return .dropPending }
         return .record
+    }
+
+    /// The writer lane finished a job of version `generation` in one event: its `chunks` leave
+    /// the pending bytes (`pendingWritten`); if the entry is still at that version
+    /// (`writeCompleted(current:)`), the bytes `written` are recorded (`recordWritten`) and the
+    /// chunks the disk refused go to the reads waiting for them, which must hold them now (past
+    /// the cap: nothing else holds them). Nil when the entry moved on (nothing recorded).
+    package mutating func writeCompleted(_ chunks: [PendingBytes.Chunk], written: [Range<Int64>], generation: Int64,
+                                         sliceSize: Int64, now: Double) -> Written? {
+        let action = writeCompleted(current: isCurrent(generation))
+        pendingWritten(chunks)
+        guard action == .record else { return nil }
+        var hold: [(waiter: Waiter, chunk: PendingBytes.Chunk)] = []
+        for c in chunks where !written.contains(c.range) {
+            for w in reads.waiters where w.generation == generation && w.range.overlaps(c.range) { hold.append((w, c)) }
+        }
+        return Written(added: recordWritten(written, sliceSize: sliceSize, now: now), hold: hold)
+    }
+
+    /// What a recorded write leaves the engine to do: count the bytes the coverage gained, and
+    /// have each waiter hold the refused chunk it is paired with (forced: the only copy left).
+    package struct Written {
+        package var added: Int64
+        package var hold: [(waiter: Waiter, chunk: PendingBytes.Chunk)]
     }
 
     /// Records bytes written to disk: in the coverage, in their slices' sizes, and as their

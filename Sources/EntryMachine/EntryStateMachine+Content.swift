@@ -166,7 +166,7 @@ extension EntryStateMachine {
     package mutating func validationForgotten() { content.info.validatedAt = .distantPast }
 
     /// A body without a length ended: its end is the file's length.
-    package mutating func lengthLearned(_ length: Int64) { content.info.length = length }
+    mutating func lengthLearned(_ length: Int64) { content.info.length = length }
 
     /// What a new version leaves the engine to do: give back `droppedBytes` of its total, and
     /// cancel the transfers `cancel` of the old version.
@@ -240,12 +240,12 @@ extension EntryStateMachine {
     package mutating func transferEnded(_ fetch: Int) -> InFlightTable.Fetch? { content.inflight.finish(fetch) }
 
     /// The writer is done with `chunks` (written or refused): they leave the pending bytes.
-    package mutating func pendingWritten(_ chunks: [PendingBytes.Chunk]) {
+    mutating func pendingWritten(_ chunks: [PendingBytes.Chunk]) {
         for c in chunks { content.pending.remove(c) }
     }
 
     /// Bytes written to disk (`recordWritten(_:sliceSize:now:coverage:sliceBytes:sliceAccess:)`).
-    package mutating func recordWritten(_ written: [Range<Int64>], sliceSize: Int64, now: Double) -> Int64 {
+    mutating func recordWritten(_ written: [Range<Int64>], sliceSize: Int64, now: Double) -> Int64 {
         Self.recordWritten(written, sliceSize: sliceSize, now: now, coverage: &content.coverage,
                            sliceBytes: &content.sliceBytes, sliceAccess: &content.sliceAccess)
     }

@@ -50,7 +50,7 @@ extension EntryStateMachine {
     ///     delivered runs to the end of the file.
     ///   - lengthKnown: the entry's length is known.
     ///   - cause: why it failed (nil when it did not, or was cancelled).
-    package mutating func transferFinished(fetch: Int, current: Bool, reachedEOF: Bool, lengthKnown: Bool,
+    mutating func transferFinished(fetch: Int, current: Bool, reachedEOF: Bool, lengthKnown: Bool,
                                    cause: CacheError?) -> FinishAction {
         var f: Facts
         let live: Bool
@@ -86,6 +86,35 @@ extension EntryStateMachine {
                             with: Self.openAnswer(after: cause, live: live, lengthKnown: lengthKnown))
         }
         return .settle(learnLength: learnLength, answer: answer, removeIfUnused: !live && cause != nil)
+    }
+
+    /// A transfer's end as the engine reports it, in one event: the fetch leaves the in-flight
+    /// table, `transferFinished(fetch:current:reachedEOF:lengthKnown:cause:)` decides on the
+    /// entry's own facts, a length learned is recorded (`lengthLearned`), and what the transfer
+    /// left undelivered comes back (`shortfall`) for the reads waiting.
+    /// - Parameters:
+    ///   - generation: the version the transfer was of.
+    ///   - position: the first byte it did not deliver.
+    ///   - clean: it ended with no error and no failure of its own (cut off, say).
+    ///   - cause: why it failed (nil when it did not, or was cancelled).
+    package mutating func transferFinished(_ fetch: Int, generation: Int64, position: Int64, clean: Bool,
+                                           cause: CacheError?) -> Finished {
+        let ended = transferEnded(fetch)
+        let action = transferFinished(fetch: fetch, current: content.info.generation == generation,
+                                      reachedEOF: clean && ended?.end == nil, lengthKnown: content.info.length != nil,
+                                      cause: cause)
+        // The origin sent no length: the end of the body is the end of the file.
+        if case .settle(learnLength: true, _, _) = action { lengthLearned(position) }
+        let (undelivered, endedShort) = Self.shortfall(position: position, end: ended?.end, clean: clean)
+        return Finished(action: action, undelivered: undelivered, endedShort: endedShort)
+    }
+
+    /// What a transfer's end leaves the engine to do: `action`, and for the reads waiting, the
+    /// bytes it did not deliver and whether it ended short on its own (`shortfall`).
+    package struct Finished {
+        package var action: FinishAction
+        package var undelivered: Range<Int64>
+        package var endedShort: Bool
     }
 
     /// What a transfer that ended at `position` left undelivered of its range (up to `end`, nil

@@ -217,6 +217,78 @@ final class EntryStateMachineContentTests: XCTestCase {
         }
     }
 
+    /// A transfer's end, as the engine reports it: off the table, a body without a length gives
+    /// the file its length, and what it left undelivered comes back for the reads waiting.
+    func testATransferThatEndsIsTakenOffItsTableAndTeachesTheLengthItFound() {
+        struct Row {
+            var line: UInt
+            var length: Int64?
+            var end: Int64?
+            var generation: Int64 = 1
+            var position: Int64
+            var clean = true
+            var learned: Int64?
+            var undelivered: Range<Int64>
+            var endedShort = false
+        }
+        let mb = Self.mb
+        let rows = [
+            // No length: a clean end of a body to the end of the file is its length.
+            Row(line: #line, length: nil, end: nil, position: 3 * mb, learned: 3 * mb, undelivered: 3 * mb..<Int64.max),
+            // A failed one teaches nothing.
+            Row(line: #line, length: nil, end: nil, position: 3 * mb, clean: false, undelivered: 3 * mb..<Int64.max),
+            // A length known stays; a transfer that stopped before its end ended short.
+            Row(line: #line, length: 4 * mb, end: 2 * mb, position: mb, learned: 4 * mb, undelivered: mb..<2 * mb,
+                endedShort: true),
+            // Of an older version: nothing learned.
+            Row(line: #line, length: nil, end: nil, generation: 0, position: 3 * mb, undelivered: 3 * mb..<Int64.max),
+        ]
+        for row in rows {
+            var m = Machine(id: 3, info: Self.info(length: row.length), lastAccess: 50)
+            m.transferStarted(9, start: 0, end: row.end, reader: 1, now: 0)
+            let finished = m.transferFinished(9, generation: row.generation, position: row.position, clean: row.clean,
+                                              cause: row.clean ? nil : .timeout(url: "u"))
+            XCTAssertNil(m.content.inflight.fetches[9], line: row.line)
+            XCTAssertEqual(m.content.info.length, row.learned, line: row.line)
+            XCTAssertEqual(finished.undelivered, row.undelivered, line: row.line)
+            XCTAssertEqual(finished.endedShort, row.endedShort, line: row.line)
+        }
+    }
+
+    /// A write done, as the engine reports it: its chunks leave the pending bytes; for the
+    /// entry's version what was written is recorded, and the chunks the disk refused go to the
+    /// reads waiting for them; for another version nothing is.
+    func testAWriteRecordsWhatWasWrittenAndHandsWhatTheDiskRefusedToTheReadsWaiting() {
+        let mb = Self.mb
+        for generation: Int64 in [1, 0] {
+            var m = Machine(id: 3, info: Self.info(), lastAccess: 50)
+            let kept = PendingBytes.Chunk(range: 2 * mb..<(2 * mb + 100), storage: NoMemory(), offset: 0)
+            let refused = PendingBytes.Chunk(range: 3 * mb..<(3 * mb + 100), storage: NoMemory(), offset: 0)
+            m.pendingAdded(kept)
+            m.pendingAdded(refused)
+            var ids = 0
+            var progress = ReaderProgress(readAhead: 0)
+            _ = m.readRequested(.init(reader: 1, readerClass: .player, door: .fuse, generation: 1, offset: 3 * mb + 50, length: 100),
+                                facts: .init(generation: 1, length: 4 * mb, acceptsRanges: true, coverage: RangeSet(),
+                                             pending: m.content.pending, unverified: [], sliceSize: mb, readTimeout: 10),
+                                progress: &progress, now: 60, uptime: 1,
+                                readAheadRule: { _, _, _, _ in .first }, streamSize: { _, _ in nil },
+                                makeFetchID: { ids += 1; return ids }, makeReply: { _ in NoReply() })
+            let written = m.writeCompleted([kept, refused], written: [kept.range], generation: generation,
+                                           sliceSize: mb, now: 70)
+            XCTAssertTrue(m.content.pending.isEmpty, "generation \(generation)")
+            if generation == 1 {
+                XCTAssertEqual(written?.added, 100)
+                XCTAssertEqual(m.content.coverage, RangeSet([kept.range]))
+                XCTAssertEqual(written?.hold.map(\.chunk.range), [refused.range])
+                XCTAssertTrue(written?.hold.first?.waiter === m.reads.waiters.first)
+            } else {
+                XCTAssertNil(written, "another version: nothing recorded")
+                XCTAssertTrue(m.content.coverage.isEmpty)
+            }
+        }
+    }
+
     func testRemovalLeavesNoPinsAndNoPendingBytes() {
         var m = Self.filled()
         let chunk = PendingBytes.Chunk(range: 2 * Self.mb..<(2 * Self.mb + 100), storage: NoMemory(), offset: 0)
