@@ -1,7 +1,7 @@
 import CoreTypes
 
-/// The identity of a cache entry: its URL made canonical by `KeyRules` (in CacheCore's `Keys/`),
-/// which alone makes one. Here so that the entry machine and its info can name it.
+/// The identity of a cache entry: its URL made canonical, as CacheCore's `KeyRules` (`Keys/`)
+/// make it. Here so that the entry machine and its info can name it.
 public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible {
     public let string: String
     public init(rawValue: String) { self.string = rawValue }

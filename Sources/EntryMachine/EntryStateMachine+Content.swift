@@ -7,8 +7,9 @@ import Foundation
 /// without a length, its recent errors and the row the index last got.
 ///
 /// Only the machine changes it (`EntryStateMachine+Content` below, and the events of the other
-/// files that take the in-flight table); `EntryState` reads it by the old field names, get-only,
-/// so a write from outside does not compile (`scripts/entry-writes.sh` checks the rest).
+/// files that take the in-flight table): the machine's `content` has a setter inside this module
+/// only, so a write to it from the engine does not compile. `EntryState` reads it by the old
+/// field names.
 package struct EntryContent {
     /// Index row id; data file names use it. -1 until the first successful answer.
     package var id: Int64

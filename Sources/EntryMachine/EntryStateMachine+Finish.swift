@@ -64,9 +64,8 @@ extension EntryStateMachine {
         // Opens waiting belong to the newest probe: they came after every older transfer began
         // (a probe whose head answered its own opens, still streaming the whole page), and one
         // with max-age 0 (`refresh`) asks what the origin has now. An older transfer that ended
-        // answered them with the version it knew: the refresh's reader was bound to the old
-        // page (served whole with no validators, its bytes were all held), and the refresh
-        // reported success with the old listing, about one run in six.
+        // knows only the version it began with: answered by it, a refresh's reader would be
+        // bound to the old page (served whole with no validators, all its bytes held).
         let newerProbe = f.probes.contains { $0 > fetch }
         guard current else {
             // It is what the opens get, once its length is known (else the transfer that learns

@@ -12,22 +12,28 @@ import CoreTypes
 ///
 /// It also holds the rest of the entry: its reader side (`reads`: `EntryStateMachine+Read`) and
 /// its version and bytes (`content`: `EntryInfo`, coverage, pending bytes, the in-flight table,
-/// slices, pins, errors; `EntryStateMachine+Content`). Nothing outside the machine's files
-/// writes them: `EntryState` reads them get-only, and `scripts/entry-writes.sh` shows that no
-/// other file reaches into `content`, `reads` or `state`. Some events' rules still take facts
-/// as parameters (`differs`, `lengthKnown`, `current`, the in-flight table), so that their
-/// tables can test them alone; the engine's calls pass the machine's own.
+/// slices, pins, errors; `EntryStateMachine+Content`). Nothing outside this module writes them,
+/// and the compiler says so: `state`, `reads` and `content` have setters inside the module only
+/// (`package private(set)`, `package internal(set)`), so CacheCore reads them but a write, a
+/// mutating call or an `inout` use of any part of them does not build; only the events
+/// (`package mutating func`) change them. Some events' rules still take facts as parameters
+/// (`differs`, `lengthKnown`, `current`, the in-flight table), so that their tables can test them
+/// alone; the events the engine calls pass the machine's own.
 ///
-/// *Who calls it, under which lock.* It is `EntryState.machine`, guarded like all of
+/// *Who calls it, under which lock.* It is CacheCore's `EntryState.machine`, guarded like all of
 /// `EntryState` by the entry's shard lock: `EngineCore.open` (`openRequested`), `EntrySink`
 /// (`headArrived` when a transfer's head arrives, `transferFinished` when it ends, failed or
 /// not), and the removals (`removed`: `cache rm`/`clear`, a failed first probe) call it with the
 /// lock held, and carry out the returned actions under the same lock, except starting and
 /// cancelling transfers and running completions, which happen after it is released. It never
-/// locks, blocks or calls out; ids for new probes come from the caller (`makeFetchID`).
+/// locks, blocks, reads a clock or holds memory in the budget: ids for new probes come from the
+/// caller (`makeFetchID`), times as parameters, and memory a waiting read is to hold comes back
+/// as an action (`ReadAction.holdPending`, `Written.hold`) that the engine carries out.
 ///
 /// *Events.* `openRequested`, `headArrived`, `bytesArrived`, `writeCompleted`, `transferFinished`,
-/// `removed` (the arrival side's rules: `EntryStateMachine+Arrival`). A reader closing is not one:
+/// `removed` (the arrival side's rules: `EntryStateMachine+Arrival`). A write done and a
+/// transfer's end are one event each as the engine reports them (`writeCompleted(_:written:…)`,
+/// `transferFinished(_:generation:…)`), which apply the finer rules their tables test. A reader closing is not one:
 /// it changes the reads waiting and the interest in transfers, which `InFlightTable` decides. What
 /// a head means for the version and the body is `HeadDecision`'s table, which only this machine uses.
 ///
@@ -48,7 +54,8 @@ import CoreTypes
 /// `Open` is what an open leaves to be answered (the engine's completion; an `Int` in tests): the
 /// machine keeps the waiting ones and hands them back in the action that answers them.
 ///
-/// Map of this folder (`Entry/`): one entry's state and the pure rules that decide its life.
+/// Map of this module (`EntryMachine`, depending on CoreTypes only): one entry's life and the
+/// pure rules and values it decides with.
 /// - `EntryStateMachine.swift` (this file): the machine's states, opens and probes.
 /// - `EntryStateMachine+Open/+Head/+Arrival/+Finish.swift`: an open, a response head, bytes
 ///   arriving and written, a transfer's end.
@@ -56,19 +63,25 @@ import CoreTypes
 /// - `EntryStateMachine+Eviction/+Verify.swift`: which offered slice may leave; unchecked slices.
 /// - `EntryStateMachine+Content.swift`: the version and its bytes (`EntryContent`) and the
 ///   events that record what happens to them.
-/// - `EntryState.swift`: the entry under its shard lock (its machine, key and handle), with the
-///   machine's facts by their old names, get-only; `EntryState+Reads.swift` those of the reader side.
+/// - `Waiter.swift`: a waiting read as the machine keeps it; its reply is the engine's.
 /// - `HeadDecision.swift`: the table of what a response head means (version, body).
 /// - `InFlightTable.swift`: the entry's fetches and who still wants them.
-/// - `PendingBytes.swift`: bytes arrived and not yet written, readable meanwhile.
+/// - `PendingBytes.swift`: bytes arrived and not yet written, readable meanwhile (`ChunkMemory`).
+/// - `UnreadFetched.swift`: fetched bytes not read yet, by fetcher; those that left unread.
 /// - `OpenDeadlines.swift`: opens that time out, and endless bodies nobody opens any more.
-/// - `RemoteVersion.swift`, `VersionOverlap.swift`: did the remote file change (validators; bytes).
+/// - `RemoteVersion.swift`: did the remote file change (validators).
 /// - `FileLength.swift`: lengths from outside, and arithmetic that cannot trap on them.
-/// - `EntryInfo.swift`: one entry as the front doors see it. `WholeFile.swift`: a fully cached
-///   version held for passthrough.
-/// Neighbours: pure, calls nothing with effects; `Engine/`, `Read/`, `Fetch/`, `Eviction/` and
-/// `Maintenance/` call it under the shard lock and carry out what it returns. It reads plans from
-/// `Read/ReadPlanner` and chunks from `Memory/`.
+/// - `ReadPlanner.swift`: range to plan (disk, pending, wait, fetch).
+/// - `ReaderClass.swift`, `ReaderPace.swift`, `ReaderTempo.swift`, `EarnedReadAhead.swift`,
+///   `ReaderProgress.swift`, `AccessPattern.swift`: who reads, how it consumes, what read-ahead
+///   it earned, what its reads so far show.
+/// - `FetchPriority.swift`: how urgent a transfer is (a waiting read first).
+/// - `EntryInfo.swift`, `EntryRow.swift`, `CacheKey.swift`, `CacheError.swift`,
+///   `ResponseHead.swift` (with `FetchError`), `ReadDoor.swift`: the values it names: one entry as
+///   the front doors see it, its index row, its key, the errors, a response head, a read's door.
+/// Neighbours: pure, calls nothing with effects, imports only CoreTypes (`RangeSet`). CacheCore
+/// re-exports it; its `Engine/`, `Read/`, `Fetch/`, `Eviction/` and `Maintenance/` call the
+/// machine under the shard lock and carry out what it returns (`Entry/EntryState.swift` holds it).
 package struct EntryStateMachine<Open> {
     package enum State {
         /// No index row yet: the first good answer makes one (`id` -1 until then).

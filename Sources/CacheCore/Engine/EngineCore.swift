@@ -40,7 +40,6 @@ import Glibc
 /// - `EngineCore+Deadlines.swift`: opens and reads past their deadlines (the sweeper's `expireLate`).
 /// - `EngineCore+TestAccess.swift`: the parts' pieces as tests reach them (never the engine's code).
 /// - `CacheConfiguration.swift`: where and how to cache; every knob the engine reads.
-/// - `CacheError.swift`: the errors each front door maps in one place (errno, HTTP status, a line).
 /// - `CacheLoad.swift`: the start: index into the shards, checked by `StartupCheck.swift`.
 /// - `EngineClock.swift`: the one clock CacheCore reads (tests inject it).
 /// - `HandleTable.swift`: running transfers' handles by fetch id (the `FetchCoordinator`'s),

@@ -1,6 +1,18 @@
 import Foundation
 import Atomics
 
+/// Map of this folder (`Entry/`): one entry as the engine holds it; its machine and the rules it
+/// decides with are the EntryMachine module's.
+/// - `EntryState.swift` (this file): the entry under its shard lock (its machine, key and
+///   handle), with the machine's facts by their old names, get-only; a waiting read's reply
+///   (`WaitingRead`: data file, answer, held chunks); a reader (`ReaderState`); the shards.
+/// - `EntryState+Reads.swift`: the reader side's facts by their old names.
+/// - `Waiter+Read.swift`: a machine's `Waiter` as the engine answers it (its `WaitingRead`).
+/// - `VersionOverlap.swift`, `VersionSample.swift`: did the remote file change (its bytes).
+/// - `WholeFile.swift`: a fully cached version held for passthrough.
+/// Neighbours: `Engine/`, `Read/`, `Fetch/`, `Eviction/` and `Maintenance/` find entries here under
+/// the shard lock; waiting reads hold `Memory/` chunks.
+///
 /// Everything the engine holds in memory about one entry. Guarded by its shard's lock, and never
 /// leaves it: it lives in its shard's `EntryTable`, and what crosses threads is its `handle`.
 ///
@@ -10,8 +22,8 @@ import Atomics
 /// (`EntryReads`: the reads waiting, those that timed out lately, read-ahead not read yet, the
 /// read counts; `EntryState+Reads` keeps their old names), and its version and bytes
 /// (`EntryContent`: info, coverage, pending bytes, transfers, slices, pins, errors; the fields
-/// below keep their old names, get-only): `EntryStateMachine` decides and records, the
-/// engine and `EntrySink` carry out. Work that ran without the lock (a transfer's
+/// below keep their old names, get-only): `EntryStateMachine` (module EntryMachine) decides and
+/// records, the engine and `EntrySink` carry out. Work that ran without the lock (a transfer's
 /// write, a read from disk, an eviction) finds the entry again by its handle, which finds
 /// nothing once it was removed, and checks `isCurrent` for its generation before it records
 /// anything, so a removed entry or an old version never gains bytes, coverage or pins again.
@@ -21,9 +33,10 @@ import Atomics
 final class EntryState {
     typealias OpenCompletion = @Sendable (Result<EntryInfo, CacheError>) -> Void
 
-    /// The entry's state: its life, reads, version and bytes. Only its events change it; the
-    /// fields below read it, get-only, so nothing outside the machine writes one
-    /// (`scripts/entry-writes.sh` shows the rest: no file reaches into the machine's own fields).
+    /// The entry's state: its life, reads, version and bytes. Only its events change it: its
+    /// fields have setters inside the EntryMachine module only, so no write to one from here
+    /// builds. Settable only so that the events run in place; nothing replaces it but `init`
+    /// (`scripts/entry-writes.sh`).
     var machine: EntryStateMachine<OpenCompletion>
 
     /// Index row id; data file names use it. -1 until the first successful answer.

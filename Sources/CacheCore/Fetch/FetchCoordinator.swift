@@ -34,7 +34,6 @@ import Logging
 /// - `FetchLayers.swift`: what the engine knows of the layers around its source (the transfer
 ///   list, offline mode) and the status page's records of them; the layers themselves are
 ///   Fetcher's (`FetchTracker`, `OriginHealthSource`), wired in by whoever builds the engine.
-/// - `FetchPriority.swift`: how urgent a transfer is (a waiting read first).
 /// - `TierStatus.swift`: what a cache tier did, for the status document.
 /// Neighbours: feeds `Entry/` (arrival, head, finish events) under the shard lock; writes through
 /// `Storage/` (`SliceStore`: writer lanes, data files, index) after `Eviction/` makes room;

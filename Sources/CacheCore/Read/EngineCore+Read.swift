@@ -23,17 +23,14 @@ import Foundation
 ///
 /// Map of this folder (`Read/`): a read, from the range asked to the lease that answers it.
 /// - `EngineCore+Read.swift` (this file): the read path: plan under the shard lock, lease outside.
-/// - `ReadPlanner.swift`: range to plan (disk, pending, wait, fetch), pure.
 /// - `ReadLease.swift`: the answer: descriptors and pooled chunks, not copies.
 /// - `ChunkedRead.swift`: `LeaseReading` and the chunked read of a lease into its consumer.
 /// - `ReadFully.swift`: the one `pread` loop of data files and served files.
-/// - `ReaderClass.swift`: who reads (player, scanner, background), and what it may cost the link.
-/// - `ReaderPace.swift`: a copy or a player, from its waits; sizes read-ahead.
-/// - `ReaderTempo.swift`: watched or bulk, from its idle time between reads; a bulk reader's
-///   fetches yield like warm-up's.
-/// - `EarnedReadAhead.swift`: the read-ahead every reader but a player earns by reading, pure.
 /// - `ReadAccounting.swift`: one reader's counts (hit or miss, latency, failures).
-/// Neighbours: asks `Entry/` (the machine's `readRequested` and waiters) and starts fetches through
+/// The pure parts (the planner, reader class, pace, tempo, earned read-ahead) are the EntryMachine
+/// module's (`ReadPlanner.swift`, `ReaderClass.swift`, `ReaderPace.swift`, `ReaderTempo.swift`,
+/// `EarnedReadAhead.swift`).
+/// Neighbours: asks the entry's machine (`readRequested` and waiters) and starts fetches through
 /// `Fetch/`; leases hold `Storage/` descriptors and `Memory/` chunks; counts go to `Status/`.
 /// Called by the front doors through `CacheReader` (`Engine/`); `Fetch/` answers its waiting
 /// reads when bytes land.
