@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 /// The one buffer path: arriving bytes land once, in a pooled chunk, and the reads waiting for

@@ -1,7 +1,6 @@
 import Foundation
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 /// A reader its name calls a player that reads in bulk (`ReaderTempo`: a trickplay job asking

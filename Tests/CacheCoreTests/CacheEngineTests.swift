@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 final class CacheEngineTests: XCTestCase {

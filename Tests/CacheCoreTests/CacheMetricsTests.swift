@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 
 /// The counters' own pieces: the ring of recent errors and the summary's slice count. The engine's
 /// counters after scripted reads, with the layers that count transfers, are Fetcher's tests

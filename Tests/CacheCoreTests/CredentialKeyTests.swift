@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 
 /// Bytes fetched with credentials are keyed by them: another request, with none or with other
 /// ones, is another entry. The key never holds the credentials themselves.

@@ -3,7 +3,6 @@ import Logging
 import TestSupport
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 
 /// One overwritten page of `index.sqlite` used to lock the user out of the cache; now the index
 /// is set aside and the cache starts empty.

@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 /// The on-disk layout: one sparse data file per version of an entry; evicted slices are holes.

@@ -1,7 +1,6 @@
 import Foundation
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 /// The engine reads time only from its `EngineClock`, which tests inject: what the status page

@@ -1,7 +1,6 @@
 import Foundation
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 /// The engine's one pool for blocking I/O (docs/threads.md): its jobs never wait for one

@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 /// Races between a transfer's unlocked steps and removal, eviction or a remote change, each

@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 /// The writer off the fetch thread: arriving bytes wait in a bounded queue for the disk, a

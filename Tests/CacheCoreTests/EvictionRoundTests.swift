@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 /// Rounds of eviction: bounded in slices beyond what the write needs, taken from the oldest

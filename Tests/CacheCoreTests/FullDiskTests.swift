@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 #if canImport(Glibc)
 import Glibc
 import TestSupport

@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 /// An engine over a `GatedSource` with a 4 MiB file in 1 MiB slices, for tests that replay one

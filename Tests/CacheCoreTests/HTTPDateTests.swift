@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 
 final class HTTPDateTests: XCTestCase {
     /// RFC 9110's example instant, 1994-11-06 08:49:37 GMT.

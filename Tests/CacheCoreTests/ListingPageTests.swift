@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 /// Issue 38: a directory listing's page (nginx's autoindex: chunked, no ETag, no Last-Modified)

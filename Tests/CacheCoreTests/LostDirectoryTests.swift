@@ -3,7 +3,6 @@ import Logging
 import TestSupport
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 
 /// A cache directory deleted or replaced under a running daemon is said, once, as an error.
 final class LostDirectoryTests: XCTestCase {

@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 /// `--cache-max-age`: entries not read for that long lose their bytes, besides the size cap; an

@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 /// Issue 46, item 8, replayed step by step: a read past an uncached stretch of a file whose origin

@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 /// Issue 46, item 8: an origin with neither ETag nor Last-Modified. A seek past an uncached

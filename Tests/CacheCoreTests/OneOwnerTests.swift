@@ -1,7 +1,6 @@
 import Foundation
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 /// Issue 36, item 4: one owner per cache directory. Daemon A ran; its cache directory was

@@ -1,5 +1,4 @@
 @testable import CacheCore
-@testable import EntryMachine
 import XCTest
 
 /// Whether an open is answered from what the entry knows, or checks the origin first: one row

@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 /// Issue 36, item 5: an origin with no ETag and no Last-Modified (or an unchanged one) replaced

@@ -1,7 +1,6 @@
 import Foundation
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 #if canImport(Glibc)
 import Glibc
 #endif

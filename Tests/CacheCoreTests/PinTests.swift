@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 /// `preload --pin`: pinned ranges stay through eviction pressure and restarts, and the total is

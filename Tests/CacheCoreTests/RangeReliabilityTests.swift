@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 /// Issue 46 item 9: the engine remembers per origin that its ranges were lately answered 200 (the

@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 /// Who has read-ahead from its open (`readsAheadFromOpen`) and who earns it by reading

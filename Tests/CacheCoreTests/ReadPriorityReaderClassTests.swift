@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 /// Reads that know their reader (`ReaderClass`): a scanner's fetches rank `.scan`, `.waitedScan`

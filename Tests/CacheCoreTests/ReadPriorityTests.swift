@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 /// The engine tells each transfer its class: a transfer a read waits on is `.waiting` until the

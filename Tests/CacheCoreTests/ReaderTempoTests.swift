@@ -1,5 +1,4 @@
 @testable import CacheCore
-@testable import EntryMachine
 import XCTest
 
 /// Watched or bulk, from scripted read times alone (`ReaderTempo`): a player that is ahead idles

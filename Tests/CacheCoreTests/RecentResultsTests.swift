@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 
 /// A remembered result is the function's result, an error is never remembered, and the table
 /// stays within its capacity.

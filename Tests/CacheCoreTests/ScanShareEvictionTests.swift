@@ -3,7 +3,6 @@ import GRDB
 import TestSupport
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 
 /// The cap's scan share (`ScanShare`): slices a scanner read are evicted last and only by the
 /// share's own oldest; the share's bound, pins, a share of 0, the disk floor's last resort, and

@@ -1,5 +1,4 @@
 @testable import CacheCore
-@testable import EntryMachine
 import Foundation
 import XCTest
 

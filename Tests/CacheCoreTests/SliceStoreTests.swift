@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 /// The slice store: an extent carries the checksum of exactly its bytes from the writer to the

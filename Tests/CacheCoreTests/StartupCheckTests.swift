@@ -3,7 +3,6 @@ import Logging
 import TestSupport
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 
 /// A start never deletes what it could not look at, and knows whether the last stop was clean.
 final class StartupCheckTests: XCTestCase {

@@ -1,7 +1,6 @@
 import Foundation
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 
 /// The byte-wise string helpers of the per-request path give what the general (Character-wise,
 /// Foundation) ways they replace give.

@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 
 /// Which thread of the pool for blocking I/O runs a job just queued.
 final class ThreadDemandTests: XCTestCase {

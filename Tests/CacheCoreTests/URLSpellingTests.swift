@@ -1,7 +1,6 @@
 import GRDB
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 
 /// One spelling per resource (`URLSpelling`): what must be escaped is escaped as curl does,
 /// RFC 3986 §6.2.2 holds, `! ' ( ) *` are raw in a path, and cache keys follow; old index rows

@@ -1,7 +1,6 @@
 import Foundation
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 /// Bytes on disk from before a start are served only once they match their checksums: damaged

@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 import TestSupport
 
 /// What the tests of version changes without validators share (`OverlapCheckTests`,

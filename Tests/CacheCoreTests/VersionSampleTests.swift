@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 
 /// Issue 46, item 8, the pure part: which fetches of a version without validators ask for a
 /// sample of the held bytes before they start, which bytes (`VersionSample.plan`), and what the

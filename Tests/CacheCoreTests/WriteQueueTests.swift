@@ -1,6 +1,5 @@
 import XCTest
 @testable import CacheCore
-@testable import EntryMachine
 
 /// The memory budget's queued share alone: who may queue bytes, who pauses, and when a paused
 /// transfer resumes; the retained share; and the queue's lanes.
