@@ -34,7 +34,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
     private var requestLine: String { "\(requestMethod) \(Self.loggable(requestTarget))" }
     private var started = NIODeadline.now()
     /// When the current request's head arrived (`DispatchTime` uptime), for time to first byte.
-    private var startedNanos: UInt64 = 0
+    private var startedAt: MonotonicInstant?
     /// The request asked for its slices to go to the cap's scan share (`ProxyURL.scanShareHeader`).
     private var fillsScanShare = false
 
@@ -111,7 +111,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
         headDeadline?.cancel()
         _ = connection.requestHead(version: head.version, keepAlive: head.isKeepAlive, isHead: head.method == .HEAD)
         started = .now()
-        startedNanos = DispatchTime.now().uptimeNanoseconds
+        startedAt = service.engine.configuration.engineClock.monotonic
         requestMethod = head.method.rawValue
         requestTarget = head.uri
         let headerBytes = head.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
@@ -246,7 +246,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
             plan = p
             if !isHead, Self.needsSource(p.body) {
                 source = .reader(service.engine.makeReader(for: entry, end: Self.lastByteEnd(p.body), door: .proxy,
-                                                            requestStartedAt: startedNanos, background: warmUp,
+                                                            requestStartedAt: startedAt, background: warmUp,
                                                             scanShare: fillsScanShare))
             }
         case let .memory(bytes, p):

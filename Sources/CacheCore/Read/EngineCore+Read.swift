@@ -33,6 +33,7 @@ import Foundation
 ///   fetches yield like warm-up's.
 /// - `EarnedReadAhead.swift`: the read-ahead every reader but a player earns by reading, pure.
 /// - `ReadAccounting.swift`: one reader's counts (hit or miss, latency, failures).
+/// - `WholeFile.swift`: a fully cached version held whole for the kernel (FUSE passthrough).
 /// Neighbours: asks `Entry/` (the machine's `readRequested` and waiters) and starts fetches through
 /// `Fetch/`; leases hold `Storage/` descriptors and `Memory/` chunks; counts go to `Status/`.
 /// Called by the front doors through `CacheReader` (`Engine/`); `Fetch/` answers its waiting

@@ -126,7 +126,7 @@ struct StatusCommand: AsyncParsableCommand {
 
         /// Read-only, and only this user's cache (`CacheSnapshot`).
         static func fromIndex(_ directory: String) -> CacheSummary? {
-            guard let snapshot = try? CacheSnapshot(configuration: CacheConfiguration(directory: directory)) else { return nil }
+            guard let snapshot = try? CacheSnapshot(configuration: CacheConfiguration(directory: directory, engineClock: .system)) else { return nil }
             return snapshot.summary
         }
     }
