@@ -165,8 +165,8 @@ final class Throttle {
     }
 
     /// Transfer `transfer` changed class. One paused as read-ahead that a read now waits on must
-    /// get the next tokens: left at its old class, it waited behind every read-ahead stream
-    /// (under `--bwlimit 1M`, mpv's last read then took 4-8 s while five near streams ran).
+    /// get the next tokens: left at its old class, it would wait behind every read-ahead stream
+    /// (a player's read behind five near streams, seconds under `--bwlimit 1M`).
     func reclass(_ transfer: Int, _ priority: FetchPriority) {
         paused[transfer]?.priority = priority
     }
