@@ -32,8 +32,8 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
     private var requestMethod = ""
     private var requestTarget = ""
     private var requestLine: String { "\(requestMethod) \(Self.loggable(requestTarget))" }
-    private var started = NIODeadline.now()
-    /// When the current request's head arrived (`DispatchTime` uptime), for time to first byte.
+    /// When the current request's head arrived, by the engine's clock: for time to first byte
+    /// and the log's duration.
     private var startedAt: MonotonicInstant?
     /// The request asked for its slices to go to the cap's scan share (`ProxyURL.scanShareHeader`).
     private var fillsScanShare = false
@@ -110,7 +110,6 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
         guard case let .head(head) = unwrapInboundIn(data) else { return }
         headDeadline?.cancel()
         _ = connection.requestHead(version: head.version, keepAlive: head.isKeepAlive, isHead: head.method == .HEAD)
-        started = .now()
         startedAt = service.engine.configuration.engineClock.monotonic
         requestMethod = head.method.rawValue
         requestTarget = head.uri
@@ -412,7 +411,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
     private func finishResponse(context: ChannelHandlerContext, status: Int?, bodyBytes: Int64) {
         logger.debug("served", metadata: ["request": "\(requestLine)", "status": "\(status.map(String.init) ?? "-")",
                                           "bytes": "\(bodyBytes)",
-                                          "ms": "\((NIODeadline.now() - started).nanoseconds / 1_000_000)"])
+                                          "ms": "\(startedAt.map { (service.engine.configuration.engineClock.monotonic - $0).nanoseconds / 1_000_000 } ?? 0)"])
         let action = connection.responseFinished()
         context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
             if action == .close { context.close(promise: nil) }
