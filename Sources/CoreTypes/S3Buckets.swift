@@ -7,7 +7,7 @@ import Foundation
 /// and the clock correction learnt from `RequestTimeTooSkewed`. Threads: any (one leaf lock);
 /// the fetcher's loop asks it for every attempt's headers, the engine for every new key.
 ///
-/// Keys go only where the user sent them (the rule of HTTP credentials, issue 46): a request is
+/// Keys go only where the user sent them (the rule of HTTP credentials, `CredentialScope`): a request is
 /// signed when its URL is under a registered bucket root (or is that bucket's listing), with the
 /// keys of the mount that registered it. A mount joining a daemon brings its own keys for its own
 /// buckets; another mount's buckets at the same endpoint never get them. One bucket, one set of

@@ -111,7 +111,7 @@ public final class OriginHealthSource: RangeSource, OriginHealthReporting, Senda
             let failure = FetchError.network(url: request.url, message:
                 "the origin \(DisplayURL.redacted(name)) is down (since \(Self.clock(since)): \(error)); not asked until it answers a probe")
             let answer: @Sendable () -> Void = { sink.fetchDidFinish(failure) }
-            if let pool { pool.submit(answer) } else { scheduler.after(0, answer) }
+            if let pool { pool.submit(answer) } else { scheduler.after(.zero, answer) }
             return NotStarted()
         }
         let watched = WatchedSink(sink: sink, origin: name, url: request.url, owner: self, isProbe: false)
@@ -157,7 +157,7 @@ public final class OriginHealthSource: RangeSource, OriginHealthReporting, Senda
     /// fires it when the test moves its clock.
     private func schedule(_ name: String, at: Date) {
         let delay = max(0, at.timeIntervalSince(now()))
-        scheduler.after(delay) { [weak self] in self?.probeDue(name, at: at) }
+        scheduler.after(.seconds(delay)) { [weak self] in self?.probeDue(name, at: at) }
     }
 
     private func probeDue(_ name: String, at deadline: Date) {

@@ -232,7 +232,7 @@ struct ScaleBench: AsyncParsableCommand {
         // blocks, so without this the small sizes (filled seconds ago) would evict for nothing
         // what the large ones (filled minutes ago) pay the file system for.
         sync()
-        let engine = try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: used, freeSpaceFloor: 0), source: source,
+        let engine = try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: used, freeSpaceFloor: 0, engineClock: .system), source: source,
                                      layers: FetchLayers.standard())
         let before = DispatchTime.now().uptimeNanoseconds
         try await open(engine, origin: origin, range: files..<(files + newFilesAtCap))
@@ -256,7 +256,7 @@ struct ScaleBench: AsyncParsableCommand {
         }
         let source = CurlRangeSource(configuration: FetcherConfiguration(clock: .system, userAgent: "httpcachefs-bench"), logger: Logger(label: "bench"))
         defer { source.shutdown() }
-        let engine = try CacheEngine(configuration: CacheConfiguration(directory: directory, capacity: 64 << 30, freeSpaceFloor: 0), source: source,
+        let engine = try CacheEngine(configuration: CacheConfiguration(directory: directory, capacity: 64 << 30, freeSpaceFloor: 0, engineClock: .system), source: source,
                                      layers: FetchLayers.standard())
         try await open(engine, origin: origin, range: 0..<files)
         engine.shutdown()

@@ -43,7 +43,7 @@ final class StatusViewsTests: XCTestCase {
         init(paths: [String]) async throws {
             var logger = Logger(label: "status-views")
             logger.logLevel = .critical
-            engine = try CacheEngine(configuration: CacheConfiguration(directory: directory.path, freeSpaceFloor: 0), source: source,
+            engine = try CacheEngine(configuration: CacheConfiguration(directory: directory.path, freeSpaceFloor: 0, engineClock: .realTime), source: source,
                                      logger: logger)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 var next = 0

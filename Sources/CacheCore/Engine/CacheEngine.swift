@@ -62,7 +62,7 @@ public final class CacheEngine: Sendable {
                                    originHealth: layered.originHealth)
         layered.originHealth?.answerOn(core.pool)
         self.keptDocuments = KeptDocuments(held: core.store.held)
-        core.addChangeObserver { _ in metrics.remoteChanges.add(1) }
+        core.changeObservers.add { _ in metrics.remoteChanges.add(1) }
     }
 
     /// Flushes the index and releases the directory lock. Pending reads fail with `.cancelled`.
@@ -141,7 +141,7 @@ public final class CacheEngine: Sendable {
     ///   - scanShare: the slices it reads go to the cap's scan share (`ScanShare`), as a
     ///     scanner's do: `preload --head/--tail`, which warms what a scan reads.
     public func makeReader(for entry: EntryInfo, end: Int64? = nil, door: ReadDoor = .cli,
-                           requestStartedAt: UInt64? = nil, background: Bool = false,
+                           requestStartedAt: MonotonicInstant? = nil, background: Bool = false,
                            readerClass: ReaderClass = .player, scanShare: Bool = false) -> CacheReader {
         let readerClass = background ? .background : readerClass
         return CacheReader(core: core, entry: entry, end: end, readerClass: readerClass, scanShare: scanShare,
@@ -150,7 +150,7 @@ public final class CacheEngine: Sendable {
     }
 
     /// Called (on an engine thread) whenever an entry is found to have changed remotely.
-    public func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void) { core.addChangeObserver(handler) }
+    public func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void) { core.changeObservers.add(handler) }
 
     /// The origins that cannot be reached now (requests to them fail at once; see
     /// `OriginHealthReporting`). None for an engine without offline mode.
@@ -252,7 +252,7 @@ public final class CacheReader: Sendable {
     /// does no I/O but, at most, opening the data file once per reader), else on an engine thread.
     public func lease(offset: Int64, length: Int,
                       completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void) {
-        let accounting = accounting, started = core.configuration.engineClock.uptimeNanoseconds()
+        let accounting = accounting, started = core.configuration.engineClock.monotonic
         core.read(reader: state, offset: offset, length: length) { result in
             accounting.readEnded(result, offset: offset, length: length, startedAt: started)
             completion(result)

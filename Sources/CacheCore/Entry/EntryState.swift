@@ -8,8 +8,7 @@ import Atomics
 ///   (`WaitingRead`: data file, answer, held chunks); a reader (`ReaderState`); the shards.
 /// - `EntryState+Reads.swift`: the reader side's facts by their old names.
 /// - `Waiter+Read.swift`: a machine's `Waiter` as the engine answers it (its `WaitingRead`).
-/// - `VersionOverlap.swift`, `VersionSample.swift`: did the remote file change (its bytes).
-/// - `WholeFile.swift`: a fully cached version held for passthrough.
+/// - `VersionSample.swift`: did the remote file change (its bytes; the overlap plan is `Fetch/`'s).
 /// Neighbours: `Engine/`, `Read/`, `Fetch/`, `Eviction/` and `Maintenance/` find entries here under
 /// the shard lock; waiting reads hold `Memory/` chunks.
 ///

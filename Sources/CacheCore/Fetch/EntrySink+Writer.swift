@@ -102,7 +102,7 @@ extension EntrySink {
             entry.noteError("not cached (\(why)); served from the network", at: core.configuration.clock())
             return entry.info.url
         } ?? self.url
-        if core.shouldWarnNoRoom(now: now) {
+        if core.fetches.noRoomWarnings.shouldWarn(now: now) {
             core.logger.warning("cannot cache; reads are served from the network", metadata: ["url": "\(url)", "why": "\(why)"])
         }
     }

@@ -169,8 +169,8 @@ final class EntrySink: FetchSink {
         }
         let action = entry.machine.headArrived(
             fetch: fetchID, current: entry.inflight.fetches[fetchID] != nil && entry.isCurrent(generation),
-            head: head, differs: entry.isPersisted && (knownChanged || core.differs(entry.info, head)
-                || (entry.machine.isProbe(fetchID) && EngineCore.cannotConfirm(head, listingPage: entry.isListingPage))), position: t.position,
+            head: head, differs: entry.isPersisted && (knownChanged || core.versions.differs(entry.info, head)
+                || (entry.machine.isProbe(fetchID) && OriginVersions.cannotConfirm(head, listingPage: entry.isListingPage))), position: t.position,
             lengthKnown: entry.info.length != nil, wholeBodyRunning: wholeBodyRunning,
             provenance: .init(head: head, entry: entry.info, rangeAsked: rangeAsked), makeFetchID: core.makeID)
         let decision: HeadDecision, opens: [EntryState.OpenCompletion], reprobeID: Int?

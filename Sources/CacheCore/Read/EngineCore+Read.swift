@@ -27,6 +27,7 @@ import Foundation
 /// - `ChunkedRead.swift`: `LeaseReading` and the chunked read of a lease into its consumer.
 /// - `ReadFully.swift`: the one `pread` loop of data files and served files.
 /// - `ReadAccounting.swift`: one reader's counts (hit or miss, latency, failures).
+/// - `WholeFile.swift`: a fully cached version held whole for the kernel (FUSE passthrough).
 /// The pure parts (the planner, reader class, pace, tempo, earned read-ahead) are the EntryMachine
 /// module's (`ReadPlanner.swift`, `ReaderClass.swift`, `ReaderPace.swift`, `ReaderTempo.swift`,
 /// `EarnedReadAhead.swift`).

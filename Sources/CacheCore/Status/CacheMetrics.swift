@@ -110,7 +110,7 @@ public final class CacheMetrics: Sendable {
 
     /// Makes every metric through `factory`; the default records nothing but the totals (a cache
     /// with no `/metrics`: the CLI, most tests).
-    public init(factory: any MetricsFactory = NOOPMetricsHandler.instance, clock: EngineClock = .system) {
+    public init(factory: any MetricsFactory = NOOPMetricsHandler.instance, clock: EngineClock) {
         self.factory = factory
         self.clock = clock
         startedAt = clock.wall()

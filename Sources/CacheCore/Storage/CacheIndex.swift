@@ -443,7 +443,7 @@ final class CacheIndex: Sendable {
         }
         guard let behind else { return }
         // Not kept to cancel: after `close` the flush finds the index closed and does nothing.
-        behind.scheduler.after(0.05) { [self] in
+        behind.scheduler.after(.milliseconds(50)) { [self] in
             behind.run { [self] in
                 state.withLock { $0.flushScheduled = false }
                 writer.withLock { _ in

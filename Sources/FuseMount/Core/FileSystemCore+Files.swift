@@ -175,7 +175,7 @@ extension FileSystemCore {
         // A cache hit has been answered by now; only reads still waiting get a deadline
         // (a backstop behind the engine's own read timeout).
         guard let readDeadline = options.readDeadline, !once.hasFired else { return }
-        deadlines.after(readDeadline) { [logger] in
+        deadlines.after(.seconds(readDeadline)) { [logger] in
             if once.fire(.failure(FSErrno(EIO))) {
                 logger.error("read timed out after \(readDeadline)s: \(file.url) \(Self.describe(offset, size))")
             }

@@ -177,7 +177,7 @@ extension FileSystemCore {
         }
         fetchListing(url: url, maxAge: options.listingTTL) { finish.fire($0) }
         if let timeout {
-            deadlines.after(timeout) { finish.fire(.failure(.timeout(url: url))) }
+            deadlines.after(.seconds(timeout)) { finish.fire(.failure(.timeout(url: url))) }
         }
     }
 

@@ -70,7 +70,7 @@ public enum ListingFetch {
             // The page's bytes are let go once this returns (only its entries are kept, and
             // counted by the listing budget); a large page's freed heap goes back to the system.
             if case let .success(bytes) = fetched, bytes.count >= HeapTrim.threshold {
-                Scheduler.shared.after(0) { HeapTrim.releaseFreedMemory() }   // after the bytes go: a timer, not this stack
+                Scheduler.shared.after(.zero) { HeapTrim.releaseFreedMemory() }   // after the bytes go: a timer, not this stack
             }
             // A page that lists too much is a listing: no PROPFIND for it.
             guard tryWebDAV, !tooMany, mayBeWebDAV(parsed) || transport.answeredDAV(url: url) else { return completion(parsed.map { Listing(entries: $0, kind: .page) }) }
@@ -92,7 +92,7 @@ public enum ListingFetch {
                                 completion: @escaping @Sendable (Result<Listing, CacheError>) -> Void) {
         transport.fetchDocument(WebDAVListing.request(url: url), limit: limit, maxAge: maxAge) { fetched in
             if case let .success(bytes) = fetched, bytes.count >= HeapTrim.threshold {
-                Scheduler.shared.after(0) { HeapTrim.releaseFreedMemory() }   // after the bytes go: a timer, not this stack
+                Scheduler.shared.after(.zero) { HeapTrim.releaseFreedMemory() }   // after the bytes go: a timer, not this stack
             }
             completion(fetched.flatMap { bytes in
                 do { return .success(Listing(entries: try WebDAVListing.parse(bytes, url: url, logger: logger, maxEntries: maxEntries), kind: .webDAV)) } catch {

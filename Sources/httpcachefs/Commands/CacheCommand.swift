@@ -114,7 +114,7 @@ extension CacheCommand {
         }
 
         static func footer(usage: CacheUsage, pinned: Int64) -> String {
-            "\(usage.entries) file\(usage.entries == 1 ? "" : "s"), \(Format.bytes(usage.bytes)) of \(Format.bytes(usage.capacity)) used" + (pinned > 0 ? ", \(Format.bytes(pinned)) pinned (at most \(Format.bytes(usage.capacity / 2)))" : "")
+            "\(usage.entries) file\(usage.entries == 1 ? "" : "s"), \(Format.bytes(usage.bytes)) of \(Format.bytes(usage.capacity)) used" + (pinned > 0 ? ", \(Format.bytes(pinned)) pinned (at most \(Format.bytes(CacheConfiguration.halfCapacity(of: usage.capacity))))" : "")
         }
     }
 

@@ -612,7 +612,7 @@ final class GracefulStop: Sendable {
         let plan = open == 0 ? "unmounting" : "serving \(open) open file\(open == 1 ? "" : "s") until closed, at most \(Format.duration(timeout))"
         logger.info("signal \(sig): detached \(path); \(plan)")
         // A timer of the process's scheduler: `unmount` only wakes the FUSE loop (a pipe write).
-        Scheduler.shared.after(timeout) { [fs, logger] in
+        Scheduler.shared.after(.seconds(timeout)) { [fs, logger] in
             guard fs.isRunning else { return }
             let left = fs.openFileCount
             logger.warning("stop timeout (\(Format.duration(self.timeout))) passed with \(left) file\(left == 1 ? "" : "s") still open: ending the session; their reads fail from now on")

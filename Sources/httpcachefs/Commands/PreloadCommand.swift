@@ -106,7 +106,7 @@ struct PreloadCommand: AsyncParsableCommand {
             if pinMax != nil { throw UsageError("--pin-max needs --pin") }
             return nil
         }
-        let hard = capacity / 2
+        let hard = CacheConfiguration.halfCapacity(of: capacity)
         guard let v = setting(pinMax, "pin-max", in: file) else { return hard }
         let limit = try ByteSize.parse(v.text, option: v.option)
         guard limit <= hard else {

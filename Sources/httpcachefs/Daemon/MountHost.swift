@@ -90,8 +90,8 @@ final class MountHost: Sendable {
     /// Whether a joining mount (options `mount`) was given the daemon's (`daemon`) credentials:
     /// its `--header`s and login (`headers`), its netrc file (`netrc`). Only those it was given
     /// go to its origins: one left at its default follows the daemon's cache-wide options
-    /// (`conflicts`), not its credentials (issue 46, item 3: mount A's API key reached the host
-    /// of a mount B that named none). Pure.
+    /// (`conflicts`), not its credentials: mount A's API key must never reach the host of a
+    /// mount B that named none. Pure.
     static func credentialsGiven(daemon: ResolvedCacheOptions, mount: ResolvedCacheOptions) -> (headers: Bool, netrc: Bool) {
         let headers = mount.headers == daemon.headers && mount.access.user == daemon.access.user
             && mount.access.password == daemon.access.password
@@ -168,7 +168,7 @@ final class MountHost: Sendable {
         }
     }
 
-    /// What to drop to end a conflict, named where the mount's value came from (issue 50): its
+    /// What to drop to end a conflict, named where the mount's value came from: its
     /// command line (`drop --proxy-port`), the config file and its line (`drop 'proxy-port' at
     /// ~/.config/httpcachefs/config:3`), both (the flag wins, the line would then apply), or
     /// `$NETRC` for the netrc file. `option` is a `Conflict.option`: one flag, or a group naming

@@ -33,38 +33,34 @@ public final class WholeFile: Sendable {
     }
 }
 
-extension EngineCore {
-    /// The reader's version whole, if every byte of it is on disk now; nil otherwise (the reader
-    /// then reads through the engine as usual). Counts as one hit of the whole file: the
-    /// kernel's reads are not seen.
-    func wholeFile(reader: ReaderState) -> WholeFile? {
+extension CacheReader {
+    /// This reader's version whole, for a front door that hands it to the kernel (FUSE
+    /// passthrough), if every byte of it is on disk now; nil otherwise (the reader then reads
+    /// through the engine as usual). Counts as one hit of the whole file: the kernel's reads are
+    /// not seen. Hold it as long as the kernel may read the file.
+    public func wholeFile() -> WholeFile? {
+        let reader = state, core = self.core
         let key = reader.entry.key, generation = reader.entry.generation
-        let shard = shard(for: key)
-        let now = configuration.clock().timeIntervalSince1970
+        let shard = core.shard(for: key)
+        let now = core.configuration.clock().timeIntervalSince1970
         let held: (EntryHandle, Int64, ClosedRange<Int64>)? = shard.locked { entries in
             guard let e = entries[key], e.isCurrent(generation), e.isPersisted,
                   let length = e.info.length, length > 0, e.coverage.contains(0..<length) else { return nil }
             // Handed to the kernel, bytes are no longer seen: only a file checked whole goes
             // (reads through the engine and the scrub check the rest; the next open gets it).
-            guard unverifiedSlices(e, in: 0..<length).isEmpty else { return nil }
-            let all = slices(of: 0..<length)
+            guard core.unverifiedSlices(e, in: 0..<length).isEmpty else { return nil }
+            let all = core.slices(of: 0..<length)
             e.pin(all, generation: generation)
             e.machine.wholeFileRead(length, door: reader.door, now: now)
-            touch(e, 0..<length, now)
+            core.touch(e, 0..<length, now)
             return (e.handle, e.id, all)
         }
         guard let (entry, id, all) = held else { return nil }
         let unpin: @Sendable () -> Void = { shard.locked { $0[entry]?.unpin(all, generation: generation) } }
-        guard let fd = try? store.openForReading(entry: id, generation: generation) else {
+        guard let fd = try? core.store.openForReading(entry: id, generation: generation) else {
             unpin()
             return nil
         }
         return WholeFile(fd: fd, generation: generation, onRelease: unpin)
     }
-}
-
-extension CacheReader {
-    /// This reader's version whole, for a front door that hands it to the kernel, if all of it is
-    /// cached; nil otherwise. Hold it as long as the kernel may read the file.
-    public func wholeFile() -> WholeFile? { core.wholeFile(reader: state) }
 }

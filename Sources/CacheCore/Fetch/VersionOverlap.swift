@@ -1,15 +1,14 @@
 import Foundation
 
-/// The overlap check: a version change that no validator can show, found in the bytes (issue 36,
-/// item 5).
+/// The overlap check: a version change that no validator can show, found in the bytes.
 ///
 /// With a strong ETag, every request after the first carries it in `If-Range`, and a changed
 /// file answers 200 with another ETag: the engine starts a new version, and nothing mixes. An
 /// origin with no ETag (a weak one, or `--ignore-etag`) and no Last-Modified, or one whose
 /// Last-Modified did not change (a file replaced with its date kept: `cp -p`, `rsync -t`,
 /// object stores that copy metadata), gives the engine nothing to tell two versions of the same
-/// length apart: a 24 MiB file replaced during one open was read as 1.4 M words of the old version
-/// and 1.7 M of the new, and the mixed slices stayed cached.
+/// length apart: a file replaced during one open would be read partly as the old version and
+/// partly as the new, and the mixed slices would stay cached.
 ///
 /// So for such a version, a range request also asks for the `overlapLength` bytes just before
 /// its start and just after its end (4 KiB each: a page, a few tenths of a percent of a
