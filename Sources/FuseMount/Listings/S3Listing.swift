@@ -35,6 +35,11 @@ public enum S3Listing {
         buckets.withLock { $0[root] = listingBase }
     }
 
+    /// `root` is no S3 bucket any more (the mount that named it ended).
+    public static func unregister(root: String) {
+        buckets.withLock { $0[root] = nil }
+    }
+
     /// The listing base and key prefix of the folder at `url`, if it is under a registered bucket.
     public static func location(of url: String) -> (listingBase: String, prefix: String)? {
         guard url.hasSuffix("/") else { return nil }
