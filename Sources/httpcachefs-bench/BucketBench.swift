@@ -146,13 +146,13 @@ struct BucketBench: AsyncParsableCommand {
         var oursList: (seconds: Double, entries: Int, requests: LinkRelay.Requests)?
         if objects > 0 {
             var many: MountDaemon?
+            defer { many?.unmount() }   // also when the listing fails
             oursList = try listMany(temp.appending("many-mnt")) {
                 many = try MountDaemon(binary: binary, mountpoint: temp.appending("many-mnt"), cacheDirectory: temp.appending("many-cache"),
                                        cacheSize: 1 << 30, entries: [], logFile: temp.appending("many.log"), proxy: false,
                                        extraArguments: ["--index", "s3://media/many/", "--s3-endpoint", endpoint,
                                                         "--s3-access-key-id", Self.key.id, "--s3-secret-access-key", Self.key.secret])
             }
-            many?.unmount()
         }
 
         // rclone mount, s3 backend.

@@ -12,7 +12,7 @@ import Glibc
 /// answer gets no second half-trip, a chunk is up to 64 KiB), the same for every client.
 ///
 /// It counts the requests it carries by what their request line asks (`requests`): S3 listing
-/// pages (`list-type=2`), HEADs and GETs (a request line is in the first chunk a request sends).
+/// pages (`list-type=2` or a `delimiter=`), HEADs and GETs (a request line is in the first chunk a request sends).
 ///
 /// Threads: one accepting, two per connection (blocking reads and writes); `stop()` closes the
 /// listener, connections end with their peers.
@@ -41,7 +41,9 @@ final class LinkRelay: @unchecked Sendable {
             for line in text.split(separator: "\r\n", omittingEmptySubsequences: true) where line.hasSuffix(" HTTP/1.1") || line.hasSuffix(" HTTP/1.0") {
                 if line.hasPrefix("HEAD ") { heads += 1 }
                 if line.hasPrefix("GET ") {
-                    if line.contains("list-type=2") { listPages += 1 } else { gets += 1 }
+                    // ListObjectsV2 (ours) or V1 (rclone's s3 backend with provider Other): both ask
+                    // with a delimiter.
+                    if line.contains("list-type=2") || line.contains("delimiter=") { listPages += 1 } else { gets += 1 }
                 }
             }
         }
