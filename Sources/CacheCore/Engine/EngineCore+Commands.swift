@@ -40,7 +40,11 @@ extension EngineCore {
     }
 
     func remove(url: String) throws {
-        let key = try configuration.keyRules.key(for: url)
+        try remove(key: try configuration.keyRules.key(for: url), url: url)
+    }
+
+    /// Forgets the entry of `key` (`url`: how the error names it).
+    func remove(key: CacheKey, url: String) throws {
         let shard = shard(for: key)
         guard let e = shard.locked({ $0[key].flatMap { $0.isPersisted ? $0.handle : nil } }) else {
             throw CacheError.notFound(url: url, status: 0)

@@ -75,8 +75,16 @@ final class EngineCore: Sendable {
     /// one another.
     let pool: BlockingIOPool
     /// The keys of the URLs opened lately: the proxy opens its entry on every request, and a key
-    /// is a function of the URL and the rules, which never change for the engine's life.
+    /// is a function of the URL and the rules, which change only with the process's S3 buckets
+    /// (a mount that named one ends: `S3Buckets.generation`).
     let recentKeys = RecentResults<CacheKey>(capacity: 256)
+
+    /// `url`'s key, through `recentKeys`.
+    func recentKey(for url: String) throws -> CacheKey {
+        try recentKeys.value(for: url, generation: configuration.keyRules.s3Buckets?.generation ?? 0) {
+            try configuration.keyRules.key(for: $0)
+        }
+    }
     /// Checks of slices from before this start run one at a time, in the order asked
     /// (`Maintenance.verifyKey`).
     static let verifyKey = Maintenance.verifyKey
@@ -287,7 +295,7 @@ final class EngineCore: Sendable {
     func open(url: String, maxAge: TimeInterval, takeFirstBytes: Bool = true, answerFreshInline: Bool = false,
               unknownLengthLimit: Int64? = nil, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let key: CacheKey
-        do { key = try recentKeys.value(for: url) { try configuration.keyRules.key(for: $0) } } catch {
+        do { key = try recentKey(for: url) } catch {
             let e = error as? CacheError ?? .invalidURL(url, reason: "\(error)")
             pool.submit { completion(.failure(e)) }
             return
