@@ -318,10 +318,10 @@ final class EngineCore: Sendable {
     /// Resolves metadata: fresh entries answer at once (on the caller's thread with
     /// `answerFreshInline`, else as a job of `pool`); unknown or stale ones start a probe (a
     /// small ranged GET whose head carries the validators and whose bytes are cached).
-    func open(url: String, maxAge: TimeInterval, takeFirstBytes: Bool = true, answerFreshInline: Bool = false,
+    func open(url: String, key known: CacheKey? = nil, maxAge: TimeInterval, takeFirstBytes: Bool = true, answerFreshInline: Bool = false,
               unknownLengthLimit: Int64? = nil, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let key: CacheKey
-        do { key = try recentKeys.value(for: url) { try configuration.keyRules.key(for: $0) } } catch {
+        do { key = try known ?? recentKeys.value(for: url) { try configuration.keyRules.key(for: $0) } } catch {
             let e = error as? CacheError ?? .invalidURL(url, reason: "\(error)")
             pool.submit { completion(.failure(e)) }
             return
