@@ -133,6 +133,9 @@ final class EngineCore: Sendable {
     var space: SpaceAllowance { evictor.space }
     /// Entries with an open reader, which `--cache-max-age` leaves alone.
     let openReaders = OpenReaders()
+    /// Sums over the live entries, kept as they change (`RunningTotals`): the status summary
+    /// and the metric gauges read these, not every entry.
+    let totals: RunningTotals
 
     init(configuration: CacheConfiguration, source: RangeSource, logger: Logger, metrics: CacheMetrics = CacheMetrics(),
          originHealth: (any OriginHealthReporting)? = nil) throws {
@@ -194,6 +197,7 @@ final class EngineCore: Sendable {
                          metadata: ["error": "\(error)"])
         }
         self.configuration = configuration
+        totals = RunningTotals(sliceSize: configuration.sliceSize)
         pool = BlockingIOPool(name: "httpcachefs-io", threads: max(1, configuration.blockingIOThreads))
         index.writeBehind(on: pool, scheduler: configuration.engineClock.scheduler)
         let files = DataFiles(held: held, sliceSize: configuration.sliceSize)
@@ -208,6 +212,10 @@ final class EngineCore: Sendable {
         let lastGeneration = try CacheLoad(configuration: configuration, store: files, index: index, shards: shards,
                                            evictor: evictor, logger: logger).run()
         counters.withLock { $0.lastGeneration = lastGeneration }
+        // The running totals start from what was loaded; each entry reports its changes from here.
+        for shard in shards {
+            shard.locked { [totals] table in for e in table.all { e.attach(to: totals) } }
+        }
         evictor.holdPinsUnderTheCap()
         switch previousStop {
         case .clean: logger.info("cache opened after a clean stop", metadata: ["directory": "\(dir)"])
@@ -340,6 +348,7 @@ final class EngineCore: Sendable {
                                      lastModified: nil, acceptsRanges: true, generation: makeGeneration(),
                                      validatedAt: .distantPast)
                 entry = EntryState(id: -1, info: info, lastAccess: now.timeIntervalSince1970)
+                entry.attach(to: totals)
                 entries.add(entry)
             }
             if let limit = unknownLengthLimit { entry.machine.lengthLimitAsked(limit) }

@@ -24,7 +24,13 @@ final class EntryState {
     /// The entry's state: its life, reads, version and bytes. Only its events change it; the
     /// fields below read it, get-only, so nothing outside the machine writes one
     /// (`scripts/entry-writes.sh` shows the rest: no file reaches into the machine's own fields).
-    var machine: EntryStateMachine<OpenCompletion>
+    var machine: EntryStateMachine<OpenCompletion> {
+        didSet { reportFigures() }
+    }
+    /// Where its figures are counted, once the engine attached it (`EntryState+Totals`).
+    var totals: RunningTotals?
+    /// What it added to `totals` last (nil: nothing, it was not live).
+    var reported: EntryFigures?
 
     /// Index row id; data file names use it. -1 until the first successful answer.
     var id: Int64 { machine.content.id }
