@@ -49,7 +49,8 @@ public struct StatusDocument: Sendable, Codable, Equatable {
     /// without a limit.
     public var bandwidth: BandwidthLimitStatus? = nil
     /// Which view of the cache this is (`StatusView`): absent for the full document (every file),
-    /// "summary" (no files, folder totals), "folder" (one page of one folder's files).
+    /// "summary" (no files, folder totals), "folder" (one page of one folder's files), "unsaved"
+    /// (the files whose figures the index does not hold yet).
     public var view: String? = nil
     /// Summary and folder views: the filter they were asked with (a substring of names and URLs).
     public var filter: String? = nil
@@ -92,6 +93,11 @@ public enum StatusView: Sendable, Equatable {
     case folder(id: String, page: Int, pageSize: Int, filter: String, order: FileOrder)
     /// The page of its folder that holds `url`'s file (a deep link), `pageSize` files a page.
     case locate(url: String, pageSize: Int, order: FileOrder)
+    /// The files whose figures the index does not hold yet (read statistics are written every
+    /// fifth second; an entry's first row is written behind), in URL order: what a reader of the
+    /// index beside the daemon (`cache ls`) lays over what it reads there, instead of the
+    /// whole document.
+    case unsaved
 
     /// The most folders a summary lists: past it the filter narrows them (a summary stays small
     /// however the library is laid out).
@@ -380,7 +386,11 @@ extension CacheEngine {
         // The summary without a filter comes from the running totals; every other view lists the
         // entries (a filter, a folder's page).
         let walks: Bool
-        if case let .summary(filter) = view { walks = !filter.isEmpty } else { walks = true }
+        switch view {
+        case let .summary(filter): walks = !filter.isEmpty
+        case .unsaved: walks = false
+        default: walks = true
+        }
         let list = walks ? list() : []
         let fetches = transfers?.inFlight(now: now) ?? []
         var fetching: [CacheKey: RangeSet] = [:]
@@ -422,6 +432,9 @@ extension CacheEngine {
             document.filter = filter
             guard let folder = folderGroups(list, filter: filter, fetching: fetching).first(where: { $0.totals.id == id }) else { break }
             fill(&document, folder: folder, page: page, pageSize: pageSize, order: order, fetching: fetching)
+        case .unsaved:
+            document.view = "unsaved"
+            document.files = core.unsaved().map { fileStatus($0, fetching: fetching) }
         case let .locate(url, pageSize, order):
             document.view = "folder"
             document.filter = ""
