@@ -129,6 +129,7 @@ final class RunningTotalsTests: XCTestCase {
 
         _ = try cache.pin(url: b, ranges: [0..<Int64(1 << 20)], limit: cache.pinLimit)
         assertTotalsMatchAWalk(cache, "b pinned")
+        XCTAssertEqual(cache.runningFolderTotals(fetching: [:]).first { $0.path == "/media/" }?.pinnedBytes, 1 << 20)
 
         let key = try cache.key(for: c)
         cache.core.shard(for: key).locked { $0[key]?.noteError("a read failed", at: Date(timeIntervalSince1970: 0)) }
