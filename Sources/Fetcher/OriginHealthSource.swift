@@ -75,6 +75,9 @@ public final class OriginHealthSource: RangeSource, OriginHealthReporting, Senda
 
     /// The origin of `url` is down now: requests to it fail at once.
     public func isDown(url: String) -> Bool {
+        // Most of the time no origin is down: the URL is then not split for its origin's name
+        // (every open asks, and that split was 4% of the daemon's CPU per small cached file).
+        guard table.withLock({ $0.origins.values.contains { $0.health.isDown } }) else { return false }
         let name = OriginDown.name(of: url)
         return table.withLock { $0.origins[name]?.health.isDown ?? false }
     }

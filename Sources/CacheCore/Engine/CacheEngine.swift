@@ -90,10 +90,13 @@ public final class CacheEngine: Sendable {
     ///     listing, whose changes are not counted or logged as remote file changes.
     ///   - answerFreshInline: an entry that is fresh (nothing to ask the origin) is answered on
     ///     the caller's thread, before `open` returns, instead of on an engine thread. For a
-    ///     caller that would hop back to its own thread anyway (the proxy's event loop): two
-    ///     thread wake-ups fewer per request. The caller must hold no lock the completion takes.
-    public func open(url: String, maxAge: TimeInterval? = nil, takeFirstBytes: Bool = true, answerFreshInline: Bool = false,
-                     unknownLengthLimit: Int64? = nil,
+    ///     caller that would hop back to its own thread anyway (the proxy's event loop), or that
+    ///     answers such an open without I/O (the mount's FUSE loop): two thread wake-ups fewer
+    ///     per open. The caller must hold no lock the completion takes.
+    ///   - key: `url`'s cache key (`key(for:)`), when the caller keeps it (the mount, per
+    ///     inode): not worked out again. Nil: made from `url`.
+    public func open(url: String, key: CacheKey? = nil, maxAge: TimeInterval? = nil, takeFirstBytes: Bool = true,
+                     answerFreshInline: Bool = false, unknownLengthLimit: Int64? = nil,
                      completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let metrics = metrics
         let answer = AnswerOnce { (result: Result<EntryInfo, CacheError>) in
@@ -103,7 +106,7 @@ public final class CacheEngine: Sendable {
             }
             completion(result)
         }
-        core.open(url: url, maxAge: maxAge ?? core.configuration.revalidateAfter, takeFirstBytes: takeFirstBytes,
+        core.open(url: url, key: key, maxAge: maxAge ?? core.configuration.revalidateAfter, takeFirstBytes: takeFirstBytes,
                   answerFreshInline: answerFreshInline, unknownLengthLimit: unknownLengthLimit) { answer.fire($0) }
         // An open waits at most the read timeout, as a read does. Its probe's own timeouts end
         // an origin that does not answer or stalls, but not one that answers without a length

@@ -33,6 +33,16 @@ extension EngineCore {
         return out.sorted { $0.info.url < $1.info.url }
     }
 
+    /// The live entries whose figures the index does not hold yet: read statistics not yet
+    /// written (`Maintenance.writeReadStats`), or no row handed to the index yet. In URL order.
+    func unsaved() -> [EntryStatus] {
+        var out: [EntryStatus] = []
+        for shard in shards {
+            out += shard.locked { $0.all.filter { $0.isPersisted && ($0.readStatsDirty || $0.savedRow == nil) }.map(status(of:)) }
+        }
+        return out.sorted { $0.info.url < $1.info.url }
+    }
+
     var usage: CacheUsage {
         var n = 0
         for shard in shards { n += shard.locked { $0.all.filter(\.isPersisted).count } }

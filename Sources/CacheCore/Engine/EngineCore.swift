@@ -135,6 +135,9 @@ final class EngineCore: Sendable {
     var space: SpaceAllowance { evictor.space }
     /// Entries with an open reader, which `--cache-max-age` leaves alone.
     let openReaders = OpenReaders()
+    /// Sums over the live entries, kept as they change (`RunningTotals`): the status summary
+    /// and the metric gauges read these, not every entry.
+    let totals: RunningTotals
 
     init(configuration: CacheConfiguration, source: RangeSource, logger: Logger, metrics: CacheMetrics,
          originHealth: (any OriginHealthReporting)? = nil) throws {
@@ -197,6 +200,7 @@ final class EngineCore: Sendable {
                          metadata: ["error": "\(error)"])
         }
         self.configuration = configuration
+        totals = RunningTotals(sliceSize: configuration.sliceSize)
         pool = BlockingIOPool(name: "httpcachefs-io", threads: max(1, configuration.blockingIOThreads))
         changeObservers = ChangeObservers(pool: pool)
         index.writeBehind(on: pool, scheduler: configuration.engineClock.scheduler)
@@ -212,6 +216,10 @@ final class EngineCore: Sendable {
         let lastGeneration = try CacheLoad(configuration: configuration, store: files, index: index, shards: shards,
                                            evictor: evictor, logger: logger).run()
         ids = EngineIDs(lastGeneration: lastGeneration)
+        // The running totals start from what was loaded; each entry reports its changes from here.
+        for shard in shards {
+            shard.locked { [totals] table in for e in table.all { e.attach(to: totals) } }
+        }
         evictor.holdPinsUnderTheCap()
         switch previousStop {
         case .clean: logger.info("cache opened after a clean stop", metadata: ["directory": "\(dir)"])
@@ -292,10 +300,10 @@ final class EngineCore: Sendable {
     /// Resolves metadata: fresh entries answer at once (on the caller's thread with
     /// `answerFreshInline`, else as a job of `pool`); unknown or stale ones start a probe (a
     /// small ranged GET whose head carries the validators and whose bytes are cached).
-    func open(url: String, maxAge: TimeInterval, takeFirstBytes: Bool = true, answerFreshInline: Bool = false,
+    func open(url: String, key known: CacheKey? = nil, maxAge: TimeInterval, takeFirstBytes: Bool = true, answerFreshInline: Bool = false,
               unknownLengthLimit: Int64? = nil, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let key: CacheKey
-        do { key = try recentKey(for: url) } catch {
+        do { key = try known ?? recentKey(for: url) } catch {
             let e = error as? CacheError ?? .invalidURL(url, reason: "\(error)")
             pool.submit { completion(.failure(e)) }
             return
@@ -314,6 +322,7 @@ final class EngineCore: Sendable {
                                      lastModified: nil, acceptsRanges: true, generation: ids.makeGeneration(),
                                      validatedAt: .distantPast)
                 entry = EntryState(id: -1, info: info, lastAccess: now.timeIntervalSince1970)
+                entry.attach(to: totals)
                 entries.add(entry)
             }
             if let limit = unknownLengthLimit { entry.machine.lengthLimitAsked(limit) }

@@ -36,7 +36,13 @@ final class EntryState {
     /// fields have setters inside the EntryMachine module only, so no write to one from here
     /// builds. Settable only so that the events run in place; nothing replaces it but `init`
     /// (`scripts/entry-writes.sh`).
-    var machine: EntryStateMachine<OpenCompletion>
+    var machine: EntryStateMachine<OpenCompletion> {
+        didSet { reportFigures() }
+    }
+    /// Where its figures are counted, once the engine attached it (`EntryState+Totals`).
+    var totals: RunningTotals?
+    /// What it added to `totals` last (nil: nothing, it was not live).
+    var reported: EntryFigures?
 
     /// Index row id; data file names use it. -1 until the first successful answer.
     var id: Int64 { machine.content.id }

@@ -68,6 +68,9 @@ final class PinTable: Sendable {
     /// The bytes `key`'s pins keep.
     func heldBytes(_ key: CacheKey) -> Int64 { state.withLock { $0.held[key] ?? 0 } }
 
+    /// The bytes each pinned key's pins keep (the status summary's folders add them up).
+    func heldByKey() -> [CacheKey: Int64] { state.withLock { $0.held } }
+
     /// True when any pinned byte of `key` lies in `range` (a slice's span).
     func overlaps(_ key: CacheKey, _ range: Range<Int64>) -> Bool {
         state.withLock { $0.pins[key].map { !$0.intersection(range).isEmpty } ?? false }
