@@ -3,7 +3,9 @@ import Foundation
 import Glibc
 #endif
 
-/// Listing, removal and verification: what `cache ls/info/rm/clear/verify` need.
+/// Listing, removal and verification: what `cache ls/info/rm/clear/verify` need. An entry not
+/// in memory is loaded for the command (`EntryLoading.loadNow`); those over every entry go
+/// through the index a page at a time, never every entry in memory at once.
 extension EngineCore {
     func status(of e: EntryState) -> EntryStatus {
         EntryStatus(info: e.info, cachedRanges: e.coverage.ranges, cachedBytes: e.coverage.count, hits: e.hits,
@@ -14,6 +16,7 @@ extension EngineCore {
 
     func status(url: String) -> EntryStatus? {
         guard let key = try? configuration.keyRules.key(for: url) else { return nil }
+        loadNow(key)
         let shard = shard(for: key)
         return shard.locked { $0[key].flatMap { $0.isPersisted ? status(of: $0) : nil } }
     }
@@ -21,26 +24,34 @@ extension EngineCore {
     /// The index row id of `url`'s entry, if it has one.
     func entryID(url: String) -> Int64? {
         guard let key = try? configuration.keyRules.key(for: url) else { return nil }
-        let shard = shard(for: key)
-        return shard.locked { $0[key].flatMap { $0.isPersisted ? $0.id : nil } }
+        if let id = shard(for: key).locked({ $0[key].flatMap { $0.isPersisted ? $0.id : nil } }) { return id }
+        return (try? store.index.storedRow(key: key.string))?.id
     }
 
+    /// Every entry: those in memory as they are there, the rest as the index has them.
     func list() -> [EntryStatus] {
         var out: [EntryStatus] = []
-        for shard in shards {
-            out += shard.locked { $0.all.filter(\.isPersisted).map(status(of:)) }
+        var after = 0 as Int64
+        while let page = try? store.index.keyPage(after: after, limit: 1024), let last = page.last {
+            after = last.id
+            for (_, k) in page {
+                let key = CacheKey(rawValue: k)
+                loadNow(key)
+                if let s = shard(for: key).locked({ $0[key].flatMap { $0.isPersisted ? status(of: $0) : nil } }) { out.append(s) }
+            }
+            trimEntries()
         }
         return out.sorted { $0.info.url < $1.info.url }
     }
 
+    /// Bytes from the running total, entries from the index.
     var usage: CacheUsage {
-        var n = 0
-        for shard in shards { n += shard.locked { $0.all.filter(\.isPersisted).count } }
-        return CacheUsage(bytes: totalBytes, capacity: configuration.capacity, entries: n)
+        CacheUsage(bytes: totalBytes, capacity: configuration.capacity, entries: (try? store.index.entryCount()) ?? 0)
     }
 
     func remove(url: String) throws {
         let key = try configuration.keyRules.key(for: url)
+        loadNow(key)
         let shard = shard(for: key)
         guard let e = shard.locked({ $0[key].flatMap { $0.isPersisted ? $0.handle : nil } }) else {
             throw CacheError.notFound(url: url, status: 0)
@@ -48,10 +59,23 @@ extension EngineCore {
         try removeEntries([(shard, e)])
     }
 
+    /// Removes every entry: those in memory, then the index's a page at a time, each loaded
+    /// and removed as `cache rm` does (its bytes leave the totals with it).
     func clear() throws {
         var all: [(Shard, EntryHandle)] = []
         for shard in shards { all += shard.locked { $0.all.map { (shard, $0.handle) } } }
         try removeEntries(all)
+        while let page = try? store.index.keyPage(after: 0, limit: 512), !page.isEmpty {
+            var victims: [(Shard, EntryHandle)] = []
+            for (_, k) in page {
+                let key = CacheKey(rawValue: k)
+                loadNow(key)
+                let shard = shard(for: key)
+                if let h = shard.locked({ $0[key]?.handle }) { victims.append((shard, h)) }
+            }
+            guard !victims.isEmpty else { break }
+            try removeEntries(victims)
+        }
     }
 
     /// Forgets entries: readers waiting on them fail, transfers stop, rows go, then files.
@@ -83,9 +107,17 @@ extension EngineCore {
     /// index and from memory, so they are fetched again instead of served.
     func verify() -> VerifyReport {
         var report = VerifyReport(extentsChecked: 0, bytesChecked: 0, problems: [])
-        var entries: [(Shard, EntryHandle)] = []
-        for shard in shards { entries += shard.locked { $0.all.filter(\.isPersisted).map { (shard, $0.handle) } } }
-        for (shard, e) in entries {
+        var keys: [CacheKey] = []
+        var after = 0 as Int64
+        while let page = try? store.index.keyPage(after: after, limit: 1024), let last = page.last {
+            after = last.id
+            keys += page.map { CacheKey(rawValue: $0.key) }
+        }
+        for key in keys {
+            loadNow(key)
+            let shard = shard(for: key)
+            guard let e = shard.locked({ $0[key].flatMap { $0.isPersisted ? $0.handle : nil } }) else { continue }
+            defer { trim(shard) }
             // Removed since it was listed (nothing found): nothing of it to check.
             guard let (id, gen, url) = shard.locked({ $0[e].map { ($0.id, $0.info.generation, $0.info.url) } }) else { continue }
             let extents: [CacheIndex.ExtentRow]

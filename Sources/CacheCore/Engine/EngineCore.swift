@@ -208,6 +208,7 @@ final class EngineCore: Sendable {
         let lastGeneration = try CacheLoad(configuration: configuration, store: files, index: index, shards: shards,
                                            evictor: evictor, logger: logger).run()
         counters.withLock { $0.lastGeneration = lastGeneration }
+        evictor.loadEntry = { [weak self] key in self?.loadNow(key, recent: false) }
         evictor.holdPinsUnderTheCap()
         switch previousStop {
         case .clean: logger.info("cache opened after a clean stop", metadata: ["directory": "\(dir)"])
@@ -221,7 +222,11 @@ final class EngineCore: Sendable {
             },
             check: { [weak self] shard, entry, slice, generation in
                 self?.verify(entry, shard: shard, slices: [slice], generation: generation)
-            }))
+            },
+            trim: { [weak self] in self?.trimEntries() },
+            loadReadBefore: { [weak self] cutoff in self?.loadReadBefore(cutoff) }))
+        let firstNewID = index.newEntryID()
+        pool.submit { [weak self] in self?.cleanUpAfterStart(firstNewID: firstNewID, lastGeneration: lastGeneration) }
     }
 
     func shutdown() {
@@ -302,8 +307,7 @@ final class EngineCore: Sendable {
 
     func cachedInfo(url: String) -> EntryInfo? {
         guard let key = try? configuration.keyRules.key(for: url) else { return nil }
-        let shard = shard(for: key)
-        return shard.locked { $0[key].flatMap { $0.isPersisted ? $0.info : nil } }
+        return storedInfo(key)
     }
 
     func addChangeObserver(_ h: @escaping @Sendable (EntryInfo) -> Void) {
@@ -326,15 +330,30 @@ final class EngineCore: Sendable {
             pool.submit { completion(.failure(e)) }
             return
         }
+        whenLoaded(key) { [self] asked in
+            open(key: key, url: url, maxAge: maxAge, takeFirstBytes: takeFirstBytes, answerFreshInline: answerFreshInline,
+                 unknownLengthLimit: unknownLengthLimit, askedIndex: asked, completion: completion)
+        }
+    }
+
+    /// `open` once the entry is in memory, or the index was asked and has none (`askedIndex`);
+    /// an entry let go meanwhile is loaded again first.
+    private func open(key: CacheKey, url: String, maxAge: TimeInterval, takeFirstBytes: Bool, answerFreshInline: Bool,
+                      unknownLengthLimit: Int64?, askedIndex: Bool,
+                      completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let shard = shard(for: key)
         let originDown = originHealth?.isDown(url: url) ?? false
-        let (answer, probe, skipped) = shard.locked { entries -> (Result<EntryInfo, CacheError>?, Launch?, Bool) in
+        let (answer, probe, skipped, notLoaded) = shard.locked { entries -> (Result<EntryInfo, CacheError>?, Launch?, Bool, Bool) in
             // The clock is read under the lock: a transfer may confirm the entry (validatedAt)
             // just before, and an age read earlier would come out negative, hence "fresh".
             let now = configuration.clock()
             let entry: EntryState
             if let existing = entries[key] {
                 entry = existing
+                entries.touch(key)
+            } else if !askedIndex || entries.isLoading(key) {
+                // Let go since it was looked up, or being loaded: a new entry here would replace the index's.
+                return (nil, nil, false, true)
             } else {
                 let info = EntryInfo(key: key, url: url, finalURL: url, length: nil, contentType: nil, etag: nil,
                                      lastModified: nil, acceptsRanges: true, generation: makeGeneration(),
@@ -348,17 +367,24 @@ final class EngineCore: Sendable {
                                                    originDown: originDown, live: entry.isPersisted)
             switch entry.machine.openRequested(completion, fresh: freshness.fresh, makeFetchID: makeID) {
             case .answer:
-                return (.success(entry.info), nil, freshness.offline)
+                return (.success(entry.info), nil, freshness.offline, false)
             case .cancel:
-                return (.failure(.cancelled), nil, false)
+                return (.failure(.cancelled), nil, false, false)
             case .wait:
-                return (nil, nil, false)
+                return (nil, nil, false, false)
             case let .startProbe(id):
                 let fetch = EntryMachine.probeFetch(takeFirstBytes: takeFirstBytes, coverage: entry.coverage,
                                                     length: entry.info.length, probeLength: probeLength)
                 entry.machine.probeStarted(id, url: url, end: fetch.end, now: now.timeIntervalSince1970)
-                return (nil, Launch(entry: entry.handle, fetch: fetch, id: id), false)
+                return (nil, Launch(entry: entry.handle, fetch: fetch, id: id), false, false)
             }
+        }
+        if notLoaded {
+            whenLoaded(key) { [self] asked in
+                open(key: key, url: url, maxAge: maxAge, takeFirstBytes: takeFirstBytes, answerFreshInline: false,
+                     unknownLengthLimit: unknownLengthLimit, askedIndex: asked, completion: completion)
+            }
+            return
         }
         if skipped {
             logger.info("origin down: revalidation skipped, serving the cached copy", metadata: ["url": "\(DisplayURL.redacted(url))"])

@@ -14,6 +14,8 @@ extension Evictor {
         var round = EvictionRound()
         for c in chosen {
             let shard = shards[c.shard]
+            // A slice of an entry not in memory: loaded first, then offered as any other.
+            if !shard.locked({ $0[c.key] != nil }) { loadEntry?(c.key) }
             let taken: EvictedSlice? = shard.locked { entries in
                 // A candidate of an earlier scan may have been read, pinned or evicted since:
                 // the entry's machine decides (`EntryStateMachine+Eviction`).

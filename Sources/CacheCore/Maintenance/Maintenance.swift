@@ -66,6 +66,11 @@ final class Maintenance: Sendable {
         /// Checks one slice of an entry at a generation against its checksums. Blocking: runs
         /// as a job of `verifyKey`.
         var check: @Sendable (_ shard: Shard, _ entry: EntryHandle, _ slice: Int64, _ generation: Int64) -> Void
+        /// Lets idle entries go down to the entry budget (`EntryLoading`).
+        var trim: @Sendable () -> Void = {}
+        /// Loads entries the index says were last read before a time (seconds since 1970), a
+        /// round's worth, so that `--cache-max-age` finds them in memory (`EntryLoading`).
+        var loadReadBefore: @Sendable (_ cutoff: Double) -> Void = { _ in }
     }
     private let engine = LockedValue<EngineCalls?>(nil)
 
@@ -125,6 +130,7 @@ final class Maintenance: Sendable {
     func sweep(writeStats: Bool) {
         evictor.evictIfNeeded()
         evictExpired(now: configuration.engineClock.wall())
+        engine.withLock { $0?.trim }?()
         scrubOne()
         evictor.finishEvictions()
         if !index.hasReserve, evictor.roomLeft() > 2 * Int64(CacheIndex.reserveSize) { index.makeReserve() }
@@ -161,6 +167,12 @@ final class Maintenance: Sendable {
             rows.forEach(index.updateEntry)
         }
     }
+
+    /// Entries loaded from the index bring unchecked slices: the scrub looks again.
+    func scrubAgain() { scrubDone.store(false, ordering: .relaxed) }
+
+    /// Loads up to a round of entries last read before `cutoff` (`--cache-max-age`).
+    func loadReadBefore(_ cutoff: Double) { engine.withLock { $0?.loadReadBefore }?(cutoff) }
 
     /// The scrub: checks one unverified slice of some entry, if any (the sweeper calls it once a
     /// second, so a cache is checked at about one slice per second besides the reads).

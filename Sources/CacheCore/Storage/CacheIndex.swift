@@ -202,6 +202,11 @@ final class CacheIndex: Sendable {
         migrator.registerMigration("v6-entry-url") { db in
             try db.execute(sql: "CREATE INDEX entry_url ON entry(url)")
         }
+        // Entries not in memory are evicted oldest first (`oldestSlices`): the index on the last
+        // access gives the oldest without sorting every entry.
+        migrator.registerMigration("v7-entry-access") { db in
+            try db.execute(sql: "CREATE INDEX entry_access ON entry(last_access)")
+        }
         try migrator.migrate(pool)
         // Ids are never reused (AUTOINCREMENT's sequence remembers deleted ones), so data files
         // of a removed entry can never be taken for a new one's.
@@ -273,10 +278,14 @@ final class CacheIndex: Sendable {
     /// The cap of the process using the cache, for readers of a snapshot (who have no cap of
     /// their own to show).
     func recordCapacity(_ capacity: Int64) throws {
+        try setMeta("capacity", "\(capacity)")
+    }
+
+    /// Sets one `meta` value, under the writer.
+    func setMeta(_ name: String, _ value: String) throws {
         try writer.withLock { _ in
             try pool.write { db in
-                try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES ('capacity', ?)",
-                               arguments: ["\(capacity)"])
+                try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", arguments: [name, value])
             }
         }
     }
