@@ -27,7 +27,8 @@ import Glibc
 /// writer lanes, kept descriptors; extents with their checksums), `FetchCoordinator` (launches,
 /// running handles, cancels, priorities, the tracked source, the sinks shutdown waits for),
 /// `Evictor` (the cap, the free-space floor, eviction rounds), `Maintenance` (the sweeper, max
-/// age, the scrub, read statistics, the directory check), `CacheLoad` (the start), `EngineClock`
+/// age, the scrub, read statistics, the directory check), `CacheLoad` (the start), `EntryLoading`
+/// (which entries are in memory), `EngineClock`
 /// (time, injected by tests). An entry's decisions are its `EntryStateMachine`'s; the engine
 /// keeps the shards, ids and generations, the metadata path and the wiring of the parts.
 ///
@@ -41,7 +42,10 @@ import Glibc
 /// - `EngineCore+TestAccess.swift`: the parts' pieces as tests reach them (never the engine's code).
 /// - `CacheConfiguration.swift`: where and how to cache; every knob the engine reads.
 /// - `CacheError.swift`: the errors each front door maps in one place (errno, HTTP status, a line).
-/// - `CacheLoad.swift`: the start: index into the shards, checked by `StartupCheck.swift`.
+/// - `CacheLoad.swift`: the start: the index's summaries (bytes, scan share, last generation);
+///   the background clean-up of old versions and files no row describes after it.
+/// - `EntryLoading.swift`: entries loaded from the index when looked up (one load per key), idle
+///   ones let go past `entryMemoryBudget`; each loaded file checked by `StartupCheck.swift`.
 /// - `EngineClock.swift`: the one clock CacheCore reads (tests inject it).
 /// - `HandleTable.swift`: running transfers' handles by fetch id (the `FetchCoordinator`'s),
 ///   apart from the pure tables.
@@ -115,7 +119,7 @@ final class EngineCore: Sendable {
     let previousStop: CacheIndex.PreviousStop
     /// Points where tests interleave other work deterministically (a removal while a transfer
     /// writes, a write while an eviction commits). Nil outside tests.
-    enum Step { case sinkWillWrite(offset: Int64), evictionFreedSlices }
+    enum Step { case sinkWillWrite(offset: Int64), evictionFreedSlices, entryLoading(CacheKey) }
     var testHook: (@Sendable (Step) -> Void)? {
         get { counters.withLock { $0.testHook } }
         set {

@@ -68,6 +68,7 @@ extension EngineCore {
     /// The load itself, by the holder of `key`'s turn: reads, checks, puts the entry in, ends
     /// the turn (running what waited for it).
     private func load(_ key: CacheKey, shard: Shard, recent: Bool = true) {
+        testHook?(.entryLoading(key))
         var stored: CacheIndex.StoredEntry?
         do { stored = try store.index.storedEntry(key: key.string) } catch {
             logger.warning("cannot read an entry from the cache index; it is fetched again", metadata: [
