@@ -165,12 +165,16 @@ final class EntriesInMemoryTests: XCTestCase {
         }
         let answers = Locked<[Result<EntryInfo, CacheError>]>([])
         let answered = ConditionLock(0)
+        // From eight threads: an open loads on its caller's thread, the others wait for that load.
+        let third = url(3)
         for _ in 0..<8 {
-            cache.core.open(url: url(3), maxAge: 3600) { result in
-                answers.mutate { $0.append(result) }
-                answered.withLock { $0 += 1 }
-                answered.broadcast()
-            }
+            Thread {
+                cache.core.open(url: third, maxAge: 3600) { result in
+                    answers.mutate { $0.append(result) }
+                    answered.withLock { $0 += 1 }
+                    answered.broadcast()
+                }
+            }.start()
         }
         entered.wait(until: { $0 })
         XCTAssertEqual(answers.value.count, 0, "no open is answered before its entry is in")

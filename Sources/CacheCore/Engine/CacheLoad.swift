@@ -46,6 +46,17 @@ struct CacheLoad {
             }
             if listedAll { index.markLayoutChecked() }
         }
+        if summary.lastGeneration == 0 {
+            // No row at all (a new index, or a damaged one set aside): every data file is an
+            // orphan, and its name could be taken by the first new entries (ids and generations
+            // start again), so they go now, not in the background.
+            let check = StartupCheck(store: store, logger: logger, open: configuration.openDataFileForCheck)
+            let orphans = check.filesOnDisk().files
+            for f in orphans { store.remove(entry: f.entry, generation: f.generation) }
+            if !orphans.isEmpty {
+                logger.info("deleted cached files no index row describes", metadata: ["files": "\(orphans.count)"])
+            }
+        }
         evictor.addBytes(summary.bytes)
         if evictor.scanShare.isOn { evictor.scanShare.add(summary.scanBytes) }
         return summary.lastGeneration
@@ -102,5 +113,12 @@ extension EngineCore {
         if orphans > 0 {
             logger.info("deleted cached files no index row describes", metadata: ["files": "\(orphans)"])
         }
+    }
+
+    /// `cleanUpAfterStart`, then says it is done (`cleanedUpAfterStart`).
+    func cleanUpAfterStartThenSay(firstNewID: Int64, lastGeneration: Int64) {
+        cleanUpAfterStart(firstNewID: firstNewID, lastGeneration: lastGeneration)
+        cleanedUpAfterStart.withLock { $0 = true }
+        cleanedUpAfterStart.broadcast()
     }
 }

@@ -137,6 +137,10 @@ final class EngineCore: Sendable {
     var space: SpaceAllowance { evictor.space }
     /// Entries with an open reader, which `--cache-max-age` leaves alone.
     let openReaders = OpenReaders()
+    /// Where the scrub's walk through the index is: the last row id it loaded.
+    let scrubCursor = LockedValue<Int64>(0)
+    /// True once the background clean-up after the start ran (`cleanUpAfterStart`; tests wait for it).
+    let cleanedUpAfterStart = ConditionLock(false)
 
     init(configuration: CacheConfiguration, source: RangeSource, logger: Logger, metrics: CacheMetrics = CacheMetrics(),
          originHealth: (any OriginHealthReporting)? = nil) throws {
@@ -228,9 +232,10 @@ final class EngineCore: Sendable {
                 self?.verify(entry, shard: shard, slices: [slice], generation: generation)
             },
             trim: { [weak self] in self?.trimEntries() },
-            loadReadBefore: { [weak self] cutoff in self?.loadReadBefore(cutoff) }))
+            loadReadBefore: { [weak self] cutoff in self?.loadReadBefore(cutoff) },
+            loadNextToScrub: { [weak self] in self?.loadNextToScrub() ?? false }))
         let firstNewID = index.newEntryID()
-        pool.submit { [weak self] in self?.cleanUpAfterStart(firstNewID: firstNewID, lastGeneration: lastGeneration) }
+        pool.submit { [weak self] in self?.cleanUpAfterStartThenSay(firstNewID: firstNewID, lastGeneration: lastGeneration) }
     }
 
     func shutdown() {
@@ -333,6 +338,14 @@ final class EngineCore: Sendable {
             let e = error as? CacheError ?? .invalidURL(url, reason: "\(error)")
             pool.submit { completion(.failure(e)) }
             return
+        }
+        // An entry not in memory is loaded first: on this thread (a FUSE thread, the CLI), or,
+        // for a caller that asked for an inline answer (an event loop, which must not wait for
+        // the index), as a job of the pool.
+        guard answerFreshInline else {
+            let asked = loadInline(key)
+            return open(key: key, url: url, maxAge: maxAge, takeFirstBytes: takeFirstBytes, answerFreshInline: false,
+                        unknownLengthLimit: unknownLengthLimit, askedIndex: asked, completion: completion)
         }
         whenLoaded(key) { [self] asked in
             open(key: key, url: url, maxAge: maxAge, takeFirstBytes: takeFirstBytes, answerFreshInline: answerFreshInline,

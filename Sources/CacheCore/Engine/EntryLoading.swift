@@ -39,7 +39,9 @@ extension EngineCore {
         let shard = shard(for: key)
         if shard.locked({ $0[key] != nil }) { return body(false) }
         pool.submit { [self] in
-            switch shard.locked({ $0.loadTurn(key, then: { body(true) }) }) {
+            // What waits for another load runs as a job of its own: the loader holds the
+            // evictor's lock when eviction loads, which an open's probe may want.
+            switch shard.locked({ $0.loadTurn(key, then: { [pool] in pool.submit { body(true) } }) }) {
             case .inMemory: body(false)
             case .waiting: break
             case .yours:
@@ -55,14 +57,20 @@ extension EngineCore {
     /// leaves it first in line to be let go.
     @discardableResult
     func loadNow(_ key: CacheKey, recent: Bool = true) -> Bool {
+        _ = loadInline(key, recent: recent)
+        return shard(for: key).locked { $0[key] != nil }
+    }
+
+    /// `loadNow`'s load; returns whether the index was asked (false: it was in memory).
+    func loadInline(_ key: CacheKey, recent: Bool = true) -> Bool {
         let shard = shard(for: key)
         let done = ConditionLock(false)
         switch shard.locked({ $0.loadTurn(key, then: { done.withLock { $0 = true }; done.broadcast() }) }) {
-        case .inMemory: return true
+        case .inMemory: return false
         case .waiting: done.wait(until: { $0 })
         case .yours: load(key, shard: shard, recent: recent)
         }
-        return shard.locked { $0[key] != nil }
+        return true
     }
 
     /// The load itself, by the holder of `key`'s turn: reads, checks, puts the entry in, ends
@@ -103,8 +111,8 @@ extension EngineCore {
         }
         if !unchecked.isEmpty { maintenance.scrubAgain() }
         if over { pool.submit { [self] in trim(shard) } }
-        // Not on this thread: a blocking load may hold the evictor's lock, which an open's probe may want.
-        for w in waiting { pool.submit(w) }
+        // Each only submits a job or wakes a blocking loader (`whenLoaded`, `loadInline`).
+        waiting.forEach { $0() }
     }
 
     /// Checks a data file of an entry loaded for the first time in this process against its
@@ -137,12 +145,11 @@ extension EngineCore {
     /// Whether `e` may be let go: nothing uses it, nothing outside the lock names it. Call under
     /// its shard lock.
     func isIdle(_ e: EntryState) -> Bool {
+        // Opens wait only for a probe, which is a transfer (`inflight`); every pin is of a slice
+        // with bytes, or of one a read waits for or a write fills.
         guard e.isPersisted, e.waiters.isEmpty, e.inflight.isEmpty, e.pending.isEmpty, e.evicting.isEmpty,
-              e.verifyQueued.isEmpty, !e.machine.content.pins.values.contains(where: { $0 > 0 }) else { return false }
-        if case let .live(facts) = e.machine.state, facts.opens == nil, facts.probes.isEmpty {
-            return !openReaders.contains(e.key)
-        }
-        return false
+              e.verifyQueued.isEmpty, !e.sliceBytes.keys.contains(where: e.isPinned) else { return false }
+        return !openReaders.contains(e.key)
     }
 
     /// Lets idle entries of every shard go, least recently used first, down to the budget (the
@@ -194,5 +201,25 @@ extension EngineCore {
                 }
             }
         }
+    }
+}
+
+extension EngineCore {
+    /// The scrub's walk through the index (`Maintenance.scrubOne`): loads the next entries in row
+    /// order, as eviction does (first in line to be let go), until one has unchecked slices or
+    /// 256 rows were looked at. False once the walk reached the end of the index.
+    func loadNextToScrub() -> Bool {
+        let after = scrubCursor.withLock { $0 }
+        guard let page = try? store.index.keyPage(after: after, limit: 256), let last = page.last else { return false }
+        for (id, k) in page {
+            scrubCursor.withLock { $0 = id }
+            let key = CacheKey(rawValue: k)
+            let shard = shard(for: key)
+            if shard.locked({ $0[key] != nil }) { continue }
+            loadNow(key, recent: false)
+            if shard.locked({ $0[key].map { !$0.unverified.isEmpty } ?? false }) { return true }
+        }
+        scrubCursor.withLock { $0 = last.id }
+        return true
     }
 }

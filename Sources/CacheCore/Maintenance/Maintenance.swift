@@ -71,6 +71,9 @@ final class Maintenance: Sendable {
         /// Loads entries the index says were last read before a time (seconds since 1970), a
         /// round's worth, so that `--cache-max-age` finds them in memory (`EntryLoading`).
         var loadReadBefore: @Sendable (_ cutoff: Double) -> Void = { _ in }
+        /// Loads the next entries of the index (in row order) whose data files were not checked
+        /// in this process, until one has unchecked slices; false once the walk reached the end.
+        var loadNextToScrub: @Sendable () -> Bool = { false }
     }
     private let engine = LockedValue<EngineCalls?>(nil)
 
@@ -180,17 +183,27 @@ final class Maintenance: Sendable {
         // Slices become unverified only at start: once a look finds none, there is nothing more.
         guard let check = engine.withLock({ $0?.check }),
               !scrubDone.load(ordering: .relaxed), !scrubbing.exchange(true, ordering: .acquiring) else { return }
-        var found: (Shard, EntryHandle, Int64, Int64)?
-        for shard in shards where found == nil {
-            found = shard.locked { entries in
-                for e in entries.all where e.isPersisted {
-                    if let s = e.unverified.first { return (shard, e.handle, s, e.info.generation) }
+        func inMemory() -> (Shard, EntryHandle, Int64, Int64)? {
+            var found: (Shard, EntryHandle, Int64, Int64)?
+            for shard in shards where found == nil {
+                found = shard.locked { entries in
+                    for e in entries.all where e.isPersisted {
+                        if let s = e.unverified.first { return (shard, e.handle, s, e.info.generation) }
+                    }
+                    return nil
                 }
-                return nil
             }
+            return found
+        }
+        // Entries not in memory are checked too: the scrub walks the index, loading them.
+        var found = inMemory()
+        var more = false
+        if found == nil, let next = engine.withLock({ $0?.loadNextToScrub }) {
+            more = next()
+            found = inMemory()
         }
         guard let (shard, entry, slice, generation) = found else {
-            scrubDone.store(true, ordering: .relaxed)
+            if !more { scrubDone.store(true, ordering: .relaxed) }
             scrubbing.store(false, ordering: .releasing)
             return
         }

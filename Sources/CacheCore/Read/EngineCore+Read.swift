@@ -99,8 +99,8 @@ extension EngineCore {
             return (action, entry.handle, entry.id, readFailure(why, key: key, entry: entry), verifyAhead)
         }
         if entry == nil, !loaded, case .wait = action.answer {
-            whenLoaded(key) { [self] _ in read(reader: reader, offset: offset, length: length, loaded: true, completion: completion) }
-            return
+            _ = loadInline(key)
+            return read(reader: reader, offset: offset, length: length, loaded: true, completion: completion)
         }
         fetches.cancel(action.cancel)
         if action.readAheadRead > 0 { metrics.readAheadReadBytes.add(action.readAheadRead) }

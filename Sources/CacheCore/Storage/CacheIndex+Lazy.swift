@@ -21,11 +21,11 @@ extension CacheIndex {
         try pool.read { db in
             let bytes = try Int64.fetchOne(db, sql: """
                 SELECT coalesce(sum(x."end" - x.start), 0) FROM extent x
-                JOIN entry e ON e.id = x.entry_id AND e.generation = x.generation
+                JOIN entry n ON n.id = x.entry_id AND n.generation = x.generation
                 """) ?? 0
             let scan = try Int64.fetchOne(db, sql: """
                 SELECT coalesce(sum(x."end" - x.start), 0) FROM scan_slice s
-                JOIN entry e ON e.id = s.entry_id AND e.generation = s.generation
+                JOIN entry n ON n.id = s.entry_id AND n.generation = s.generation
                 JOIN extent x ON x.entry_id = s.entry_id AND x.generation = s.generation AND x.slice = s.slice
                 """) ?? 0
             let generation = try Int64.fetchOne(db, sql: "SELECT coalesce(max(generation), 0) FROM entry") ?? 0
@@ -139,7 +139,7 @@ extension CacheIndex {
         let old = try pool.read { db in
             try Row.fetchAll(db, sql: """
                 SELECT DISTINCT x.entry_id, x.generation, x.slice FROM extent x
-                WHERE NOT EXISTS (SELECT 1 FROM entry e WHERE e.id = x.entry_id AND e.generation = x.generation)
+                WHERE NOT EXISTS (SELECT 1 FROM entry n WHERE n.id = x.entry_id AND n.generation = x.generation)
                 """).map { SliceID(entryID: $0[0], generation: $0[1], slice: $0[2]) }
         }
         guard !old.isEmpty else { return [] }
