@@ -119,18 +119,20 @@ final class EntriesInMemoryTests: XCTestCase {
         XCTAssertLessThanOrEqual(entriesInMemory(cache), 2 + 1)
     }
 
-    /// Files 0..5 read at t = 1..6; file 1 read again at t = 10 (in memory, the rest let go):
+    /// Files 0..5 cached, then read at t = 1..6; file 1 read again at t = 10 (in memory, the rest let go):
     /// eviction of two files' bytes takes 0 and 2, the oldest by last read across both.
     func testEvictionTakesTheOldestWhetherInMemoryOrNot() async throws {
         let clock = MovableClock()
         let cache = try CacheEngine(configuration: configuration(clock: clock), source: source())
         defer { cache.shutdown() }
+        for n in 0..<6 { try await readAll(cache, n) }
+        cache.core.activeSinks.wait(until: { $0 == 0 })
+        cache.core.writes.waitIdle()
+        // Read again, all hits now: each read stamps its slices with the test's clock.
         for n in 0..<6 {
             clock.advance(1)
             try await readAll(cache, n)
         }
-        cache.core.activeSinks.wait(until: { $0 == 0 })
-        cache.core.writes.waitIdle()
         cache.core.trimEntries()
         cache.core.maintenance.writeReadStats()
         clock.advance(4)

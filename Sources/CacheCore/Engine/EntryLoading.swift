@@ -107,7 +107,9 @@ extension EngineCore {
                 if evictor.scanShare.isOn { e.machine.scanSlicesLoaded(scans) }
                 entries.add(e, recent: recent)
             }
-            return (entries.loadEnded(key), entries.count > idleEntriesPerShard + idleEntriesPerShard / 4)
+            // Past the budget by a quarter: let go now rather than at the sweeper's next second
+            // (not for eviction's loads, which its round takes at once).
+            return (entries.loadEnded(key), recent && entries.count > idleEntriesPerShard + idleEntriesPerShard / 4)
         }
         if !unchecked.isEmpty { maintenance.scrubAgain() }
         if over { pool.submit { [self] in trim(shard) } }
