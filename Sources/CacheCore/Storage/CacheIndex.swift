@@ -202,12 +202,11 @@ final class CacheIndex: Sendable {
         migrator.registerMigration("v6-entry-url") { db in
             try db.execute(sql: "CREATE INDEX entry_url ON entry(url)")
         }
-        // Entries not in memory are evicted oldest first (`oldestSlices`): the index on the last
-        // access gives the oldest without sorting every entry.
-        migrator.registerMigration("v7-entry-access") { db in
-            try db.execute(sql: "CREATE INDEX entry_access ON entry(last_access)")
-        }
         try migrator.migrate(pool)
+        // Entries not in memory are evicted oldest first (`oldestSlices`): the index on the last
+        // access gives the oldest without sorting every entry. Not a migration: a binary from
+        // before it opens the cache still (GRDB stops on a migration it does not know).
+        try pool.write { db in try db.execute(sql: "CREATE INDEX IF NOT EXISTS entry_access ON entry(last_access)") }
         // Ids are never reused (AUTOINCREMENT's sequence remembers deleted ones), so data files
         // of a removed entry can never be taken for a new one's.
         let firstID = try pool.read { db in
