@@ -259,9 +259,11 @@ struct ScaleBench: AsyncParsableCommand {
         let engine = try CacheEngine(configuration: CacheConfiguration(directory: directory, capacity: 64 << 30, freeSpaceFloor: 0), source: source,
                                      layers: FetchLayers.standard())
         try await open(engine, origin: origin, range: 0..<files)
+        // Listed before the stop: the list reads the index, closed by it.
+        let listed = engine.list()
         engine.shutdown()
-        guard engine.list().count == files else { throw ValidationError("the cache holds \(engine.list().count) files, not \(files)") }
-        return engine.list().reduce(0) { $0 + $1.cachedBytes }
+        guard listed.count == files else { throw ValidationError("the cache holds \(listed.count) files, not \(files)") }
+        return listed.reduce(0) { $0 + $1.cachedBytes }
     }
 
     // MARK: the status page

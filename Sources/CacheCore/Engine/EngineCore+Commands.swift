@@ -28,20 +28,30 @@ extension EngineCore {
         return (try? store.index.storedRow(key: key.string))?.id
     }
 
-    /// Every entry: those in memory as they are there, the rest as the index has them.
+    /// Every entry: those in memory as they are there, the rest as the index has them (read a
+    /// page at a time, in URL order; nothing loaded).
     func list() -> [EntryStatus] {
         var out: [EntryStatus] = []
-        var after = 0 as Int64
-        while let page = try? store.index.keyPage(after: after, limit: 1024), let last = page.last {
-            after = last.id
-            for (_, k) in page {
-                let key = CacheKey(rawValue: k)
-                loadNow(key)
-                if let s = shard(for: key).locked({ $0[key].flatMap { $0.isPersisted ? status(of: $0) : nil } }) { out.append(s) }
+        var cursor: CacheIndex.PageCursor?
+        store.index.flush()
+        while let page = try? store.index.entryPage(after: cursor, limit: 1000), let last = page.entries.last {
+            cursor = .init(url: last.url, id: last.id)
+            var coverage: [Int64: RangeSet] = [:]
+            for x in page.extents { coverage[x.entryID, default: RangeSet()].insert(x.start..<x.end) }
+            for r in page.entries {
+                let key = CacheKey(rawValue: r.key)
+                if let s = shard(for: key).locked({ $0[key].flatMap { $0.isPersisted ? status(of: $0) : nil } }) {
+                    out.append(s)
+                    continue
+                }
+                let cached = coverage[r.id] ?? RangeSet()
+                out.append(EntryStatus(info: r.info, cachedRanges: cached.ranges, cachedBytes: cached.count, hits: r.hits,
+                                       misses: r.misses, bytesFromCache: r.bytesFromCache, bytesFromOrigin: r.bytesFromOrigin,
+                                       lastAccess: Date(timeIntervalSince1970: r.lastAccess),
+                                       recentErrors: r.lastError.map { [$0] } ?? []))
             }
-            trimEntries()
         }
-        return out.sorted { $0.info.url < $1.info.url }
+        return out
     }
 
     /// Bytes from the running total, entries from the index.
