@@ -7,7 +7,8 @@
 //                             ──> HLS (playlists, preloader; no NIO)
 //                             ──> Fetcher ──> CCurl, NIO (the tier's node client)
 //                             ──> MetricsExport (the Prometheus backend of CacheCore's swift-metrics)
-//   all of them               ──> CacheCore ──> CoreTypes (byte ranges, HTTP dates and syntax, locks)
+//   all of them               ──> CacheCore ──> EntryMachine (one entry's life, pure) ──> CoreTypes
+//                                           ──> CoreTypes (byte ranges, HTTP dates and syntax, locks)
 // FuseMount and Proxy never import each other; only the executable wires the libcurl source in.
 import PackageDescription
 
@@ -42,9 +43,15 @@ let package = Package(
         // The leaf both sides use: byte ranges, HTTP dates and syntax, the lock types. No
         // dependencies; CacheCore re-exports it, so its importers see these types as before.
         .target(name: "CoreTypes"),
-        // Pure Swift cache core: keys, planner, in-flight table, slices, index, eviction, engine.
+        // One entry's life as a pure state machine (events in, actions out) and the pure types it
+        // decides with: the read planner, the in-flight table, what a response head means. Its
+        // state has setters inside this module only, so no write from the engine compiles.
+        // CacheCore re-exports it.
+        .target(name: "EntryMachine", dependencies: ["CoreTypes"]),
+        // Pure Swift cache core: keys, slices, index, eviction, the engine that carries out what
+        // the entry machine decides.
         .target(name: "CacheCore", dependencies: [
-            "CoreTypes",
+            "CoreTypes", "EntryMachine",
             .product(name: "GRDB", package: "GRDB.swift"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -117,7 +124,8 @@ let package = Package(
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
 
-        .testTarget(name: "CacheCoreTests", dependencies: ["CacheCore", "CoreTypes", "MetricsExport", "TestSupport"]),
+        .testTarget(name: "EntryMachineTests", dependencies: ["EntryMachine"]),
+        .testTarget(name: "CacheCoreTests", dependencies: ["CacheCore", "CoreTypes", "EntryMachine", "MetricsExport", "TestSupport"]),
         .testTarget(name: "FetcherTests", dependencies: ["CacheCore", "Fetcher", "MetricsExport", "TestSupport"]),
         .testTarget(name: "FuseMountTests", dependencies: ["FuseMount", "Fetcher", "TestSupport"]),
         .testTarget(name: "SettingsTests", dependencies: ["Settings"]),

@@ -13,7 +13,8 @@ import Foundation
 /// What runs here must be brief and must not block: it fails a reply, submits a job to a
 /// `BlockingIOPool`, or hands a probe to the curl loop. A slow action delays every timer after it.
 ///
-/// Time is a monotonic clock in seconds (`uptime`), injected: a scheduler made `manual` has no
+/// Time is a monotonic clock (`MonotonicInstant`, with `Duration`s for delays and periods, as
+/// NIO's `NIODeadline` and `TimeAmount`), given: a scheduler made `manual` has no
 /// thread, and `advance(by:)` moves its clock and runs what came due on the caller's thread, in
 /// deadline order, each at its own deadline (a repeating timer fires once per period passed), so
 /// tests of timers need no sleeps.
@@ -26,77 +27,80 @@ public final class Scheduler: Sendable {
     }
 
     /// The process's scheduler (a daemon's and every command's timers).
-    public static let shared = Scheduler(name: "timers")
+    public static let shared = Scheduler(name: "timers", clock: EngineClock.machineMonotonic)
 
     private struct State {
         var heap = DeadlineHeap()
         var nextID: UInt64 = 1
         /// The manual clock's time (`manual` schedulers only).
-        var manualNow: Double = 0
+        var manualNow = MonotonicInstant(nanoseconds: 0)
         var threadRunning = false
         /// Bumped when a deadline earlier than the one the thread sleeps for comes in.
         var changes: UInt64 = 0
     }
     private let state: ConditionLock<State>
     private let name: String
-    private let uptime: (@Sendable () -> Double)?
-    private let idleTime: Double
+    /// The clock of a scheduler with a thread; nil for a manual one.
+    private let clock: (@Sendable () -> MonotonicInstant)?
+    private let idleTime: Duration
 
-    /// A scheduler with its own thread, named `name`, on the engine's monotonic clock (or
-    /// `uptime`).
-    public init(name: String, idleTime: Double = 30, uptime: (@Sendable () -> Double)? = nil) {
+    /// A scheduler with its own thread, named `name`, on the monotonic `clock` (the process's
+    /// is `shared`, on the machine's).
+    public init(name: String, idleTime: Duration = .seconds(30), clock: @escaping @Sendable () -> MonotonicInstant) {
         self.name = name
         self.idleTime = idleTime
-        self.uptime = uptime ?? { EngineClock.system.uptime }
+        self.clock = clock
         state = ConditionLock(State())
     }
 
-    private init(manualAt start: Double) {
+    private init(manualAt start: MonotonicInstant) {
         name = "manual"
-        idleTime = 0
-        uptime = nil
+        idleTime = .zero
+        clock = nil
         var s = State()
         s.manualNow = start
         state = ConditionLock(s)
     }
 
     /// A scheduler with no thread: time moves only with `advance(by:)` (tests).
-    public static func manual(at start: Double = 0) -> Scheduler { Scheduler(manualAt: start) }
+    public static func manual(at start: MonotonicInstant = MonotonicInstant(nanoseconds: 0)) -> Scheduler {
+        Scheduler(manualAt: start)
+    }
 
-    /// Now, by this scheduler's clock (seconds).
-    public var now: Double {
-        if let uptime { return uptime() }
+    /// Now, by this scheduler's clock.
+    public var now: MonotonicInstant {
+        if let clock { return clock() }
         return state.withLock { $0.manualNow }
     }
 
-    /// Runs `action` once, `delay` seconds from now.
+    /// Runs `action` once, `delay` from now (a negative delay: as soon as it can).
     @discardableResult
-    public func after(_ delay: Double, _ action: @escaping @Sendable () -> Void) -> Timer {
+    public func after(_ delay: Duration, _ action: @escaping @Sendable () -> Void) -> Timer {
         schedule(delay: delay, every: nil, action)
     }
 
-    /// Runs `action` every `interval` seconds, the first time `interval` from now. A thread that
+    /// Runs `action` every `interval`, the first time `interval` from now. A thread that
     /// falls behind skips the periods it missed (as a GCD timer does); a manual clock runs each.
     @discardableResult
-    public func every(_ interval: Double, _ action: @escaping @Sendable () -> Void) -> Timer {
-        precondition(interval > 0, "a repeating timer needs a period")
+    public func every(_ interval: Duration, _ action: @escaping @Sendable () -> Void) -> Timer {
+        precondition(interval > .zero, "a repeating timer needs a period")
         return schedule(delay: interval, every: interval, action)
     }
 
-    private func schedule(delay: Double, every interval: Double?, _ action: @escaping @Sendable () -> Void) -> Timer {
-        let now = self.now
+    private func schedule(delay: Duration, every interval: Duration?, _ action: @escaping @Sendable () -> Void) -> Timer {
+        let deadline = now + delay
         enum Wake { case none, thread, start }
         let (id, wake): (UInt64, Wake) = state.withLock { s in
             let id = s.nextID
             s.nextID += 1
             let earliest = s.heap.nextDeadline
-            s.heap.insert(.init(deadline: now + max(0, delay), id: id, interval: interval, action: action))
-            guard uptime != nil else { return (id, .none) }
+            s.heap.insert(.init(deadline: deadline, id: id, interval: interval, action: action))
+            guard clock != nil else { return (id, .none) }
             guard s.threadRunning else {
                 s.threadRunning = true
                 return (id, .start)
             }
-            guard earliest.map({ now + delay < $0 }) ?? true else { return (id, .none) }
+            guard earliest.map({ deadline < $0 }) ?? true else { return (id, .none) }
             s.changes &+= 1
             return (id, .thread)
         }
@@ -117,11 +121,11 @@ public final class Scheduler: Sendable {
 
     // MARK: The manual clock
 
-    /// Moves a manual scheduler's clock `seconds` on, running on this thread every action that
+    /// Moves a manual scheduler's clock `amount` on, running on this thread every action that
     /// comes due, in deadline order, with the clock at each one's deadline while it runs.
-    public func advance(by seconds: Double) {
-        precondition(uptime == nil, "advance(by:) is for a manual scheduler")
-        let end = state.withLock { $0.manualNow + seconds }
+    public func advance(by amount: Duration) {
+        precondition(clock == nil, "advance(by:) is for a manual scheduler")
+        let end = state.withLock { $0.manualNow + amount }
         while let action = state.withLock({ s -> (@Sendable () -> Void)? in
             guard let item = s.heap.popDue(by: end, catchUp: false) else { return nil }
             s.manualNow = max(s.manualNow, item.deadline)
@@ -144,11 +148,11 @@ public final class Scheduler: Sendable {
     }
 
     private func run() {
-        guard let uptime else { return }
+        guard let clock else { return }
         while true {
-            enum Step { case run(@Sendable () -> Void), sleep(Double, UInt64), idle(UInt64) }
+            enum Step { case run(@Sendable () -> Void), sleep(Duration, UInt64), idle(UInt64) }
             let step: Step = state.withLock { s in
-                let now = uptime()
+                let now = clock()
                 if let item = s.heap.popDue(by: now, catchUp: true) { return .run(item.action) }
                 if let next = s.heap.nextDeadline { return .sleep(next - now, s.changes) }
                 return .idle(s.changes)
@@ -156,10 +160,10 @@ public final class Scheduler: Sendable {
             switch step {
             case let .run(action):
                 action()
-            case let .sleep(seconds, seen):
-                _ = state.wait(until: { $0.changes != seen }, timeout: seconds)
+            case let .sleep(wait, seen):
+                _ = state.wait(until: { $0.changes != seen }, timeout: wait.timeInterval)
             case let .idle(seen):
-                guard !state.wait(until: { $0.changes != seen || $0.heap.count > 0 }, timeout: idleTime) else { continue }
+                guard !state.wait(until: { $0.changes != seen || $0.heap.count > 0 }, timeout: idleTime.timeInterval) else { continue }
                 let ends = state.withLock { s in
                     guard s.heap.count == 0 else { return false }
                     s.threadRunning = false   // the next timer starts a thread again
@@ -176,10 +180,10 @@ public final class Scheduler: Sendable {
 /// reaches the top. A pure value: no lock, no clock.
 struct DeadlineHeap {
     struct Item {
-        var deadline: Double
+        var deadline: MonotonicInstant
         var id: UInt64
         /// Repeating: the period (the item goes back in after it is taken).
-        var interval: Double?
+        var interval: Duration?
         var action: @Sendable () -> Void
     }
 
@@ -190,7 +194,7 @@ struct DeadlineHeap {
     var count: Int { live.count }
 
     /// The earliest deadline of a timer not cancelled.
-    var nextDeadline: Double? {
+    var nextDeadline: MonotonicInstant? {
         mutating get {
             dropCancelled()
             return items.first?.deadline
@@ -210,14 +214,15 @@ struct DeadlineHeap {
     /// The earliest timer due by `now`, if any, taken out (a repeating one goes back in, one
     /// period later; with `catchUp` true a period already past is skipped, so the next comes
     /// after `now`).
-    mutating func popDue(by now: Double, catchUp: Bool) -> Item? {
+    mutating func popDue(by now: MonotonicInstant, catchUp: Bool) -> Item? {
         dropCancelled()
         guard let first = items.first, first.deadline <= now else { return nil }
         pop()
         if var next = first.interval.map({ period in Item(deadline: first.deadline + period, id: first.id,
                                                           interval: period, action: first.action) }) {
             if catchUp, next.deadline <= now, let period = next.interval {
-                next.deadline += ((now - next.deadline) / period).rounded(.down) * period + period
+                let missed = (now - next.deadline).nanoseconds / max(1, period.nanoseconds)
+                next.deadline = next.deadline + period * (missed + 1)
             }
             push(next)
         } else {

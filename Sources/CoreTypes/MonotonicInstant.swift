@@ -29,7 +29,17 @@ public struct MonotonicInstant: Comparable, Hashable, Sendable, CustomStringConv
     public var description: String { "\(seconds)s" }
 }
 
+extension MonotonicInstant {
+    /// `amount` earlier (clamped at the clock's zero).
+    public static func - (instant: Self, amount: Duration) -> Self {
+        Self(nanoseconds: instant.nanoseconds - min(instant.nanoseconds, UInt64(max(0, amount.nanoseconds))))
+    }
+}
+
 extension Duration {
+    /// This duration in seconds, for the calls that take a `TimeInterval` (a condition's wait).
+    public var timeInterval: Double { Double(nanoseconds) / 1e9 }
+
     /// This duration in whole nanoseconds (clamped to `Int64`).
     public var nanoseconds: Int64 {
         let (seconds, attoseconds) = components

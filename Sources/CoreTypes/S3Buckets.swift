@@ -7,13 +7,19 @@ import Foundation
 /// and the clock correction learnt from `RequestTimeTooSkewed`. Threads: any (one leaf lock);
 /// the fetcher's loop asks it for every attempt's headers, the engine for every new key.
 ///
-/// Keys go only where the user sent them (the rule of HTTP credentials, issue 46): a request is
+/// Keys go only where the user sent them (the rule of HTTP credentials, `CredentialScope`): a request is
 /// signed when its URL is under a registered bucket root (or is that bucket's listing), with the
 /// keys of the mount that registered it. A mount joining a daemon brings its own keys for its own
 /// buckets; another mount's buckets at the same endpoint never get them. One bucket, one set of
 /// keys in one process: a second registration of a bucket with other keys or another region is
 /// refused (`Conflict`), since the cache keys the bucket's bytes by them
 /// (`credentialIdentity(of:)`, part of the cache key).
+///
+/// A daemon's buckets last as long as the mounts that named them: each registration names its
+/// holder (a mountpoint; nil: the process itself, for a command), and `release(holder:)`, when
+/// that mount ends, takes out the buckets no other holder named, with their keys and renewal.
+/// A later mount may then name such a bucket with other keys. Every change moves `generation`,
+/// which a memo of cache keys (the engine's) checks: a URL's key follows the keys that read it.
 public final class S3Buckets: Sendable, Equatable {
     /// One registry is equal to itself only (the configurations that share it compare equal).
     public static func == (a: S3Buckets, b: S3Buckets) -> Bool { a === b }
@@ -71,6 +77,9 @@ public final class S3Buckets: Sendable, Equatable {
 
     private struct State {
         var buckets: [String: Bucket] = [:]
+        /// Who named each bucket (by root): mountpoints, or `processHolder`.
+        var holders: [String: Set<String>] = [:]
+        var generation: UInt64 = 0
         /// By `S3Endpoint.credentialSource`, and whether a renewal runs.
         var renewals: [String: (renewal: Renewal, running: Bool, notBefore: Date)] = [:]
         /// Server time minus local time, learnt from a `RequestTimeTooSkewed` answer's `Date`.
@@ -80,20 +89,55 @@ public final class S3Buckets: Sendable, Equatable {
 
     public init() {}
 
-    /// Adds `bucket`; the same bucket again with the same endpoint and keys is no change.
+    /// The holder of registrations that last as long as the process (a command's).
+    static let processHolder = "\u{0}process"
+
+    /// Adds `bucket` for `holder` (a mountpoint; nil: for as long as the process runs); the same
+    /// bucket again with the same endpoint and keys adds only the holder.
     /// Throws `Conflict` when it is there with other keys, region or addressing.
-    public func register(_ bucket: Bucket, renewal: Renewal? = nil) throws {
+    public func register(_ bucket: Bucket, renewal: Renewal? = nil, holder: String? = nil) throws {
         try state.withLock { s in
+            if let known = s.buckets[bucket.root] {
+                guard Self.sameReader(known.endpoint, bucket.endpoint) else { throw Conflict(root: bucket.root) }
+            } else {
+                s.buckets[bucket.root] = bucket
+                s.generation &+= 1
+            }
+            s.holders[bucket.root, default: []].insert(holder ?? Self.processHolder)
             if let source = bucket.endpoint.credentialSource, let renewal, s.renewals[source] == nil {
                 s.renewals[source] = (renewal, false, .distantPast)
             }
-            if let known = s.buckets[bucket.root] {
-                guard Self.sameReader(known.endpoint, bucket.endpoint) else { throw Conflict(root: bucket.root) }
-                return
-            }
-            s.buckets[bucket.root] = bucket
         }
     }
+
+    /// `holder` (a mountpoint that ended) names its buckets no more: those no other holder
+    /// named leave, with their keys (and the renewal of keys no bucket left uses). Returns the
+    /// roots that left.
+    @discardableResult
+    public func release(holder: String) -> [String] {
+        state.withLock { s in
+            var gone: [String] = []
+            for (root, var names) in s.holders where names.contains(holder) {
+                names.remove(holder)
+                if names.isEmpty {
+                    s.holders[root] = nil
+                    s.buckets[root] = nil
+                    gone.append(root)
+                } else {
+                    s.holders[root] = names
+                }
+            }
+            guard !gone.isEmpty else { return [] }
+            s.generation &+= 1
+            let sources = Set(s.buckets.values.compactMap(\.endpoint.credentialSource))
+            for source in s.renewals.keys where !sources.contains(source) { s.renewals[source] = nil }
+            return gone.sorted()
+        }
+    }
+
+    /// Moves on every bucket added or taken out: a memo of keys made under another generation
+    /// is stale.
+    public var generation: UInt64 { state.withLock { $0.generation } }
 
     /// The same endpoint, region, addressing and keys' identity (temporary keys of one source
     /// are one reader, whichever renewal they are).

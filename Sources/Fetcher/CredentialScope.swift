@@ -12,7 +12,7 @@ import Foundation
 ///
 /// Netrc entries go to their own machine (libcurl's rule), except where a mount that was not
 /// given the netrc file named the origin (`Grant`): a mount joining a daemon brings its own
-/// origins, and the daemon's credentials are the daemon's mounts' (issue 46, item 3). So a
+/// origins, and the daemon's credentials are the daemon's mounts'. So a
 /// joining mount given none of the daemon's credentials adds its origins as `netrcWithheld`,
 /// and neither `--header`, `--user` nor netrc reaches them unless a mount that was given them
 /// named the same origin (one origin, one set of credentials in one daemon: the cache keys its

@@ -51,7 +51,7 @@ final class CurlMultiLoop: @unchecked Sendable {
     private var inboxStarts: [CurlTransfer] = []  // guarded by lock
     private var inboxCancels: [Int] = []  // guarded by lock
     private var inboxResumes: [Int] = []  // guarded by lock
-    private var inboxPriorities: [(id: Int, priority: FetchPriority, waited: UInt64)] = []  // guarded by lock
+    private var inboxPriorities: [(id: Int, priority: FetchPriority, waited: Duration)] = []  // guarded by lock
     private var stopping = false  // guarded by lock
     private var nextID = 1  // guarded by lock
     /// The most transfers curl held at once (each with its easy handle and buffer), for tests.
@@ -82,10 +82,10 @@ final class CurlMultiLoop: @unchecked Sendable {
         self.logger = logger
         multi = curl_multi_init()
         let clock = configuration.clock
-        throttle = configuration.bandwidthTimetable.map { Throttle(timetable: $0, date: clock.wall(), now: clock.uptimeNanoseconds()) }
+        throttle = configuration.bandwidthTimetable.map { Throttle(timetable: $0, date: clock.wall(), now: clock.monotonic) }
             ?? (configuration.maxBytesPerSecond > 0
-                ? Throttle(bytesPerSecond: configuration.maxBytesPerSecond, now: clock.uptimeNanoseconds()) : nil)
-        scheduler = TransferScheduler(patience: UInt64(max(0, configuration.yieldAfter) * 1e9))
+                ? Throttle(bytesPerSecond: configuration.maxBytesPerSecond, now: clock.monotonic) : nil)
+        scheduler = TransferScheduler(patience: .seconds(max(0, configuration.yieldAfter)))
         admission = TransferAdmission(limits: .curl(configuration))
         ledger = configuration.egressLedger
         pinned = configuration.pinnedAddresses.reduce(nil) { curl_slist_append($0, $1) }
@@ -146,7 +146,7 @@ final class CurlMultiLoop: @unchecked Sendable {
 
     /// Tells the loop that transfer `id` changed class (see `FetchHandle.setPriority`).
     func setPriority(_ id: Int, _ priority: FetchPriority, waitedSeconds: Double) {
-        let waited = UInt64(max(0, min(waitedSeconds, 1e6)) * 1e9)
+        let waited = Duration.seconds(max(0, min(waitedSeconds, 1e6)))
         lock.lock()
         if !stopping {
             inboxPriorities.append((id, priority, waited))
@@ -185,7 +185,7 @@ final class CurlMultiLoop: @unchecked Sendable {
                 for t in starts { live[t.id] = t }
                 break
             }
-            let instant = configuration.clock.monotonic, now = instant.nanoseconds
+            let now = configuration.clock.monotonic
             for t in starts {
                 live[t.id] = t
                 scheduler.add(t.id, origin: t.origin, priority: t.priority, owner: t.state.request.owner, now: now)
@@ -199,7 +199,7 @@ final class CurlMultiLoop: @unchecked Sendable {
             for t in starts { launch(t) }
             for id in cancels { if let t = live[id] { cancelNow(t) } }
 
-            for t in live.values where t.retryAt.map({ $0 <= instant }) ?? false {
+            for t in live.values where t.retryAt.map({ $0 <= now }) ?? false {
                 t.retryAt = nil
                 launch(t)
             }
@@ -225,18 +225,21 @@ final class CurlMultiLoop: @unchecked Sendable {
             startWaiting()
 
             var timeoutMs: Int32 = 1000
-            let afterInstant = configuration.clock.monotonic, after = afterInstant.nanoseconds
+            let after = configuration.clock.monotonic
+            // Each wake-up as a poll timeout: the time until it, in whole milliseconds rounded up,
+            // at most a second (nothing is due before the next turn anyway).
+            func pollTimeout(_ wait: Duration) -> Int32 { Int32(min(1000, wait.nanoseconds / 1_000_000 + 1)) }
             if let due = live.values.compactMap(\.retryAt).min() {
-                timeoutMs = due <= afterInstant ? 0 : Int32(min(1000, (due - afterInstant).nanoseconds / 1_000_000 + 1))
+                timeoutMs = due <= after ? 0 : pollTimeout(due - after)
             }
             if let wait = throttle?.wait(now: after) {
-                timeoutMs = min(timeoutMs, Int32(min(1000, wait / 1_000_000 + 1)))
+                timeoutMs = min(timeoutMs, pollTimeout(wait))
             }
             if let wait = admission.tokenWait(now: after) {   // --tpslimit
-                timeoutMs = min(timeoutMs, Int32(min(1000, wait / 1_000_000 + 1)))
+                timeoutMs = min(timeoutMs, pollTimeout(wait))
             }
             if let nextCheck {
-                timeoutMs = min(timeoutMs, nextCheck <= after ? 0 : Int32(min(1000, (nextCheck - after) / 1_000_000 + 1)))
+                timeoutMs = min(timeoutMs, nextCheck <= after ? 0 : pollTimeout(nextCheck - after))
             }
             _ = curl_multi_poll(multi, nil, 0, timeoutMs, nil)
         }
@@ -252,7 +255,7 @@ final class CurlMultiLoop: @unchecked Sendable {
     /// `TransferAdmission`). A transfer a read waits on that finds every connection taken takes
     /// one from far read-ahead, a scan or preload (`preempt`).
     private func startWaiting() {
-        let now = configuration.clock.uptimeNanoseconds()
+        let now = configuration.clock.monotonic
         while let step = admission.next(now: now, preemptible: { self.canPreempt($0) }) {
             switch step {
             case let .start(id):
@@ -294,7 +297,7 @@ final class CurlMultiLoop: @unchecked Sendable {
     /// libcurl 7.88 paused in the middle of a head can lose header lines (a 206 then arrives
     /// without its Content-Range), and holding it there would save nothing anyway (the request
     /// is sent, the head comes regardless).
-    private func applyHolds(now: UInt64) -> UInt64? {
+    private func applyHolds(now: MonotonicInstant) -> MonotonicInstant? {
         let decision = scheduler.decide(now: now)
         for id in transferOfEasy.values {
             guard let t = live[id], let easy = t.easy else { continue }

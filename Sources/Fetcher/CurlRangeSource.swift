@@ -26,7 +26,7 @@ public final class CurlRangeSource: RangeSource, Sendable {
         guard let id = loop.submit(request, sink: sink) else {
             // Shut down: still exactly one fetchDidFinish, but not on the caller's stack (on the
             // timer thread: the engine that called is stopping, its pool may be gone).
-            configuration.clock.scheduler.after(0) { sink.fetchDidFinish(.cancelled) }
+            configuration.clock.scheduler.after(.zero) { sink.fetchDidFinish(.cancelled) }
             return CurlFetchHandle(id: 0, loop: nil)
         }
         return CurlFetchHandle(id: id, loop: loop)

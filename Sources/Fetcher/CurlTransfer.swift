@@ -222,7 +222,7 @@ final class CurlTransfer {
             return state.redirectBodyTooLong ? .abort : .taken
         }
         if let throttle, !throttle.admit(bytes.count, transfer: id, priority: priority, owner: state.request.owner,
-                                           now: clock.uptimeNanoseconds()) { return .pause }
+                                           now: clock.monotonic) { return .pause }
         let before = state
         let (offset, length) = state.receiveBody(bytes)
         if length > 0 {

@@ -57,8 +57,7 @@ final class NodeLoopState: @unchecked Sendable {
         active[transfer.id] = transfer
         if ticker == nil {
             ticker = loop.scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { [self] task in
-                let now = NIODeadline.now()
-                for t in Array(active.values) { t.stallCheck(now: now) }
+                for t in Array(active.values) { t.stallCheck() }
                 if active.isEmpty {
                     task.cancel()
                     ticker = nil

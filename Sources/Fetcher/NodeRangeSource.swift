@@ -91,7 +91,7 @@ public final class NodeRangeSource: RangeSource, Sendable {
     public func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
         guard let target = targets.value(for: request.url, NodeTarget.init(url:)), request.method == nil, request.body == nil else {
             let url = request.url
-            configuration.clock.scheduler.after(0) {   // not on the caller's stack
+            configuration.clock.scheduler.after(.zero) {   // not on the caller's stack
                 sink.fetchDidFinish(.invalidResponse(url: url, message: "a tier node request must be a GET of an http:// URL"))
             }
             return NodeNoHandle()
@@ -107,7 +107,7 @@ public final class NodeRangeSource: RangeSource, Sendable {
         guard let transfer else {
             // Shut down: still exactly one fetchDidFinish, but not on the caller's stack (on the
             // timer thread: the loops may be gone).
-            configuration.clock.scheduler.after(0) { sink.fetchDidFinish(.cancelled) }
+            configuration.clock.scheduler.after(.zero) { sink.fetchDidFinish(.cancelled) }
             return NodeNoHandle()
         }
         // Always a new turn of the loop (for a caller on it, no wake-up): the sink hears nothing

@@ -52,7 +52,7 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
     private var tookBytes = false
     /// Body bytes that arrived since `windowStart` (the stall check's window).
     private var windowBytes = 0
-    private var windowStart = NIODeadline.now()
+    private var windowStart: MonotonicInstant
     private var retryTask: Scheduled<Void>?
     private var holdsSlot = false
     private var waitingForSlot = false
@@ -67,6 +67,7 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
         self.source = source
         self.sink = sink
         self.target = target
+        windowStart = source.configuration.clock.monotonic
         slots = source.slots
         // A node never redirects: a 3xx is that node's error (the piece goes elsewhere), so nothing
         // it answers can take the forwarded credentials off-node.
@@ -134,7 +135,7 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
         paused = false
         pending.removeAll()
         windowBytes = 0
-        windowStart = .now()
+        windowStart = source.configuration.clock.monotonic
         loopState.watch(self)
         let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: target.pathAndQuery,
                                    headers: source.requestHeaders(for: state.request, target: target, range: range, ifRange: ifRange))
@@ -372,15 +373,16 @@ final class NodeTransfer: FetchHandle, @unchecked Sendable {
     /// Called each second by the loop's ticker while an attempt is in progress. A node slower
     /// than `lowSpeedLimit` over `lowSpeedTime` (with the sink not holding it back) times out, as
     /// libcurl's low-speed limit does: a node that accepted the request and never answers too.
-    func stallCheck(now: NIODeadline) {
+    func stallCheck() {
         guard attemptActive else { return loopState.unwatch(self) }
+        let now = source.configuration.clock.monotonic
         let seconds = max(1, source.configuration.lowSpeedTime.rounded(.up))
         if paused {
             windowStart = now
             windowBytes = 0
             return
         }
-        guard now - windowStart >= .nanoseconds(Int64(seconds * 1e9)) else { return }
+        guard now - windowStart >= .seconds(seconds) else { return }
         let floor = Int(Double(max(1, source.configuration.lowSpeedLimit)) * seconds)
         if windowBytes >= floor {
             windowStart = now

@@ -1,5 +1,5 @@
 /// The check that a resumed answer continues the bytes already delivered, for a version with no
-/// strong validator (issue 36, item 5). Pure value: no I/O, no clock.
+/// strong validator (as the engine's overlap check, `VersionOverlap`). Pure value: no I/O, no clock.
 ///
 /// With a strong ETag, a resume carries it in `If-Range`, and a replaced file answers 200 with
 /// another ETag: `TransferState` sees the change in the head. Without one (no ETag, a weak one,

@@ -4,7 +4,7 @@ import Foundation
 
 /// `--bwlimit`: one budget of origin bytes per second shared by every transfer of the multi loop.
 ///
-/// Pure state with the clock passed in (uptime nanoseconds), so tests drive it without waiting.
+/// Pure state with the clock passed in (a `MonotonicInstant`), so tests drive it without waiting.
 /// Bytes pass while a token is left, and take their count: libcurl hands over whatever it read
 /// (up to one receive buffer), so the bucket may go into debt by one chunk, and the transfers
 /// then wait until the debt is paid. Over any stretch the rate holds to within one burst.
@@ -13,40 +13,40 @@ struct TokenBucket: Sendable, Equatable {
     /// Most tokens saved up while idle: 50 ms at the rate, at least 16 KiB.
     let burst: Double
     private(set) var tokens: Double
-    private var refilledAt: UInt64
+    private var refilledAt: MonotonicInstant
 
-    init(bytesPerSecond: Int64, now: UInt64) {
+    init(bytesPerSecond: Int64, now: MonotonicInstant) {
         self.bytesPerSecond = Double(max(1, bytesPerSecond))
         burst = max(Double(16 << 10), self.bytesPerSecond / 20)
         tokens = burst
         refilledAt = now
     }
 
-    mutating func refill(now: UInt64) {
+    mutating func refill(now: MonotonicInstant) {
         guard now > refilledAt else { return }
-        tokens = min(burst, tokens + Double(now - refilledAt) / 1e9 * bytesPerSecond)
+        tokens = min(burst, tokens + (now - refilledAt).timeInterval * bytesPerSecond)
         refilledAt = now
     }
 
     /// Whether `count` bytes may pass now (then they are taken).
-    mutating func take(_ count: Int, now: UInt64) -> Bool {
+    mutating func take(_ count: Int, now: MonotonicInstant) -> Bool {
         refill(now: now)
         guard tokens > 0 else { return false }
         tokens -= Double(count)
         return true
     }
 
-    /// Nanoseconds from `now` until a token is left (0: one is left now).
-    func wait(now: UInt64) -> UInt64 {
+    /// How long from `now` until a token is left (zero: one is left now).
+    func wait(now: MonotonicInstant) -> Duration {
         var b = self
         b.refill(now: now)
-        return b.tokens > 0 ? 0 : UInt64((-b.tokens + 1) / bytesPerSecond * 1e9)
+        return b.tokens > 0 ? .zero : .nanoseconds(Int64((-b.tokens + 1) / bytesPerSecond * 1e9))
     }
 
     // Whole tokens (`--tpslimit`: one request is one token, and none goes into debt).
 
     /// A bucket of `perSecond` tokens a second holding at most `burst`, full at `now`.
-    init(perSecond: Double, burst: Double, now: UInt64) {
+    init(perSecond: Double, burst: Double, now: MonotonicInstant) {
         bytesPerSecond = max(1e-3, perSecond)
         self.burst = max(1, burst)
         tokens = self.burst
@@ -54,22 +54,22 @@ struct TokenBucket: Sendable, Equatable {
     }
 
     /// Whether a whole token is left now (then it is taken).
-    mutating func takeWhole(now: UInt64) -> Bool {
+    mutating func takeWhole(now: MonotonicInstant) -> Bool {
         refill(now: now)
         guard tokens >= 1 else { return false }
         tokens -= 1
         return true
     }
 
-    /// Nanoseconds from `now` until a whole token is left (0: one is left now).
-    func waitWhole(now: UInt64) -> UInt64 {
+    /// How long from `now` until a whole token is left (zero: one is left now).
+    func waitWhole(now: MonotonicInstant) -> Duration {
         var b = self
         b.refill(now: now)
-        return b.tokens >= 1 ? 0 : UInt64(((1 - b.tokens) / bytesPerSecond * 1e9).rounded(.up))
+        return b.tokens >= 1 ? .zero : .nanoseconds(Int64(((1 - b.tokens) / bytesPerSecond * 1e9).rounded(.up)))
     }
 
     /// Whether the bucket is full at `now` (it is then the same as a fresh one).
-    func isFull(now: UInt64) -> Bool {
+    func isFull(now: MonotonicInstant) -> Bool {
         var b = self
         b.refill(now: now)
         return b.tokens >= burst
@@ -101,7 +101,7 @@ final class Throttle {
     private var bucket: TokenBucket?
     private let timetable: BandwidthTimetable?
     private var rate: Int64
-    private var nextLook: UInt64 = 0
+    private var nextLook = MonotonicInstant(nanoseconds: 0)
     private struct Paused { var priority: FetchPriority; var owner: Int? }
     /// The transfers waiting for a token, by their class now (`reclass` keeps it current).
     private var paused: [Int: Paused] = [:]
@@ -109,40 +109,40 @@ final class Throttle {
     private var served: [Int: UInt64] = [:]
     private var admissions: UInt64 = 0
 
-    init(bytesPerSecond: Int64, now: UInt64) {
+    init(bytesPerSecond: Int64, now: MonotonicInstant) {
         bucket = TokenBucket(bytesPerSecond: bytesPerSecond, now: now)
         rate = bytesPerSecond
         timetable = nil
     }
 
     /// Follows `timetable`, starting with its rate at `date`.
-    init(timetable: BandwidthTimetable, date: Date, calendar: Calendar = .current, now: UInt64) {
+    init(timetable: BandwidthTimetable, date: Date, calendar: Calendar = .current, now: MonotonicInstant) {
         self.timetable = timetable
         rate = timetable.bytesPerSecond(at: date, calendar: calendar)
         bucket = rate > 0 ? TokenBucket(bytesPerSecond: rate, now: now) : nil
-        nextLook = now + 1_000_000_000
+        nextLook = now + .seconds(1)
     }
 
     /// The limit in force now (bytes per second; 0: none).
     var bytesPerSecond: Int64 { rate }
 
     /// With a timetable: takes its rate at `date` (looked at once a second of `now` at most).
-    func follow(date: @autoclosure () -> Date, calendar: Calendar = .current, now: UInt64) {
+    func follow(date: @autoclosure () -> Date, calendar: Calendar = .current, now: MonotonicInstant) {
         guard let timetable, now >= nextLook else { return }
-        nextLook = now + 1_000_000_000
+        nextLook = now + .seconds(1)
         setRate(timetable.bytesPerSecond(at: date(), calendar: calendar), now: now)
     }
 
     /// A new limit from `now` on (0: none): a fresh bucket, so neither saved tokens nor a debt
     /// of the old rate carries over.
-    func setRate(_ bytesPerSecond: Int64, now: UInt64) {
+    func setRate(_ bytesPerSecond: Int64, now: MonotonicInstant) {
         guard bytesPerSecond != rate else { return }
         rate = bytesPerSecond
         bucket = bytesPerSecond > 0 ? TokenBucket(bytesPerSecond: bytesPerSecond, now: now) : nil
     }
 
     /// Whether `count` bytes of `transfer` (of reader `owner`) pass now; if not, it pauses.
-    func admit(_ count: Int, transfer: Int, priority: FetchPriority, owner: Int? = nil, now: UInt64) -> Bool {
+    func admit(_ count: Int, transfer: Int, priority: FetchPriority, owner: Int? = nil, now: MonotonicInstant) -> Bool {
         let me = Paused(priority: priority, owner: owner)
         guard var bucket else {
             paused[transfer] = nil
@@ -165,21 +165,21 @@ final class Throttle {
     }
 
     /// Transfer `transfer` changed class. One paused as read-ahead that a read now waits on must
-    /// get the next tokens: left at its old class, it waited behind every read-ahead stream
-    /// (under `--bwlimit 1M`, mpv's last read then took 4-8 s while five near streams ran).
+    /// get the next tokens: left at its old class, it would wait behind every read-ahead stream
+    /// (a player's read behind five near streams, seconds under `--bwlimit 1M`).
     func reclass(_ transfer: Int, _ priority: FetchPriority) {
         paused[transfer]?.priority = priority
     }
 
     /// The first transfer waiting, once a token is left (it is then no longer paused here).
-    func due(now: UInt64) -> [Int] {
+    func due(now: MonotonicInstant) -> [Int] {
         guard let bucket else {
             // No limit now: every paused transfer goes on, in order.
             let all = paused.sorted { rank($0.key, $0.value) < rank($1.key, $1.value) }.map(\.key)
             paused.removeAll()
             return all
         }
-        guard let first, bucket.wait(now: now) == 0 else { return [] }
+        guard let first, bucket.wait(now: now) == .zero else { return [] }
         paused[first] = nil
         return [first]
     }
@@ -187,8 +187,8 @@ final class Throttle {
     /// The transfer ended or moved on: it waits for no token.
     func forget(_ transfer: Int) { paused[transfer] = nil }
 
-    /// Nanoseconds until paused transfers are due; nil when none is paused.
-    func wait(now: UInt64) -> UInt64? { paused.isEmpty ? nil : bucket?.wait(now: now) ?? 0 }
+    /// How long until paused transfers are due; nil when none is paused.
+    func wait(now: MonotonicInstant) -> Duration? { paused.isEmpty ? nil : bucket?.wait(now: now) ?? .zero }
 
     /// The paused transfer that goes first.
     private var first: Int? { paused.min { rank($0.key, $0.value) < rank($1.key, $1.value) }?.key }

@@ -142,8 +142,8 @@ struct TransferAdmission: Sendable {
     /// What to start next, already counted as running; nil while nothing may. The client calls
     /// it until nil after every change. `preemptible` says which running transfers the client
     /// can stop and resume later (asked only when a waiting read finds every place taken).
-    /// `now` (uptime nanoseconds) is read only under a request rate.
-    mutating func next(now: UInt64 = 0, preemptible: (Int) -> Bool = { _ in false }) -> Step? {
+    /// `now` (the monotonic clock's) is read only under a request rate.
+    mutating func next(now: MonotonicInstant = MonotonicInstant(nanoseconds: 0), preemptible: (Int) -> Bool = { _ in false }) -> Step? {
         var best: Int?
         /// The oldest waiting read its origin's cap holds back (`preemptsWithinOrigin`).
         var capped: Int?
@@ -176,17 +176,17 @@ struct TransferAdmission: Sendable {
         return .start(q.id)
     }
 
-    /// Under a request rate: nanoseconds from `now` until a queued transfer's origin has a token
+    /// Under a request rate: how long from `now` until a queued transfer's origin has a token
     /// again (when `next` may say more); nil when no queued transfer waits for one.
-    func tokenWait(now: UInt64) -> UInt64? {
+    func tokenWait(now: MonotonicInstant) -> Duration? {
         guard let rate else { return nil }
-        return queue.lazy.map { rate.wait($0.origin, now: now) }.filter { $0 > 0 }.min()
+        return queue.lazy.map { rate.wait($0.origin, now: now) }.filter { $0 > .zero }.min()
     }
 
     private func held(_ origin: String) -> Int { runningPerOrigin[origin, default: 0] }
 
     /// `victim` stops and queues again; the queued transfer at `index` runs in its place.
-    private mutating func preempt(_ victim: Int, for index: Int, now: UInt64) -> Step {
+    private mutating func preempt(_ victim: Int, for index: Int, now: MonotonicInstant) -> Step {
         let v = running[victim]!
         leave(victim)
         let q = queue.remove(at: index)

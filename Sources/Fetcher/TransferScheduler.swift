@@ -1,7 +1,7 @@
 import CacheCore
 
 /// Which transfers yield so that the bytes a reader waits for come first. Pure state with the
-/// clock passed in (uptime nanoseconds): the multi loop feeds it and applies what it decides
+/// clock passed in (a `MonotonicInstant`): the multi loop feeds it and applies what it decides
 /// (pausing a held transfer's receiving with `curl_easy_pause`, so its connection's window closes
 /// and the link carries the others).
 ///
@@ -26,17 +26,17 @@ struct TransferScheduler: Sendable {
         var origin: String
         var priority: FetchPriority
         var owner: Int?
-        /// When the oldest read waiting on it began waiting (uptime ns), for `.waiting`.
-        var waitingSince: UInt64?
+        /// When the oldest read waiting on it began waiting, for `.waiting`.
+        var waitingSince: MonotonicInstant?
     }
 
     /// How long a waiting read may wait before lower classes yield to it.
-    let patience: UInt64
+    let patience: Duration
     private(set) var transfers: [Int: Transfer] = [:]
 
-    init(patience: UInt64) { self.patience = patience }
+    init(patience: Duration) { self.patience = patience }
 
-    mutating func add(_ id: Int, origin: String, priority: FetchPriority, owner: Int?, now: UInt64) {
+    mutating func add(_ id: Int, origin: String, priority: FetchPriority, owner: Int?, now: MonotonicInstant) {
         transfers[id] = Transfer(origin: origin, priority: priority, owner: owner,
                                  waitingSince: priority == .waiting ? now : nil)
     }
@@ -44,31 +44,31 @@ struct TransferScheduler: Sendable {
     mutating func remove(_ id: Int) { transfers.removeValue(forKey: id) }
 
     /// A read began or stopped waiting on transfer `id`; the oldest one still waiting has waited
-    /// `waited` nanoseconds.
-    mutating func setPriority(_ id: Int, _ priority: FetchPriority, waited: UInt64, now: UInt64) {
+    /// `waited`.
+    mutating func setPriority(_ id: Int, _ priority: FetchPriority, waited: Duration, now: MonotonicInstant) {
         guard transfers[id] != nil else { return }
         transfers[id]!.priority = priority
-        transfers[id]!.waitingSince = priority == .waiting ? now &- min(now, waited) : nil
+        transfers[id]!.waitingSince = priority == .waiting ? now - waited : nil
     }
 
     struct Decision: Equatable {
         /// Every transfer that should be held now.
         var held: Set<Int>
         /// When to decide again although nothing changed (a waiting read becomes behind).
-        var nextCheck: UInt64?
+        var nextCheck: MonotonicInstant?
     }
 
-    func decide(now: UInt64) -> Decision {
+    func decide(now: MonotonicInstant) -> Decision {
         var behindOwners: [String: Set<Int?>] = [:]
         var best: [String: FetchPriority] = [:]
-        var nextCheck: UInt64?
+        var nextCheck: MonotonicInstant?
         for t in transfers.values {
             best[t.origin] = min(best[t.origin] ?? .preload, t.priority)
             guard t.priority == .waiting, let since = t.waitingSince else { continue }
-            if now >= since &+ patience {
+            if now >= since + patience {
                 behindOwners[t.origin, default: []].insert(t.owner)
             } else {
-                nextCheck = min(nextCheck ?? .max, since &+ patience)
+                nextCheck = min(nextCheck ?? since + patience, since + patience)
             }
         }
         var held = Set<Int>()

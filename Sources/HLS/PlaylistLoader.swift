@@ -23,15 +23,16 @@ public final class PlaylistLoader: Sendable {
     /// The door the playlists are read for, for the cache's counters (the proxy serves them).
     let door: ReadDoor
     private let refreshes = RefreshTable()
-    /// Injected clock, so freshness is testable without waiting.
+    /// The wall clock freshness is judged by: the engine's (`EngineClock`, given by whoever
+    /// built it), or a test's own.
     let now: @Sendable () -> Date
 
     public init(engine: CacheEngine, maxBytes: Int = 8 << 20, door: ReadDoor = .cli,
-                now: @escaping @Sendable () -> Date = { Date() }) {
+                now: (@Sendable () -> Date)? = nil) {
         self.door = door
         self.engine = engine
         self.maxBytes = maxBytes
-        self.now = now
+        self.now = now ?? engine.configuration.engineClock.wall
     }
 
     /// The smallest age at which a live playlist is fetched again.

@@ -3,7 +3,7 @@ import Foundation
 /// A playlist's URL as the base its references are resolved against (RFC 3986 §5.2).
 ///
 /// Foundation's `URL(string:relativeTo:)` costs about 30 µs a line here: a VOD playlist of
-/// 150,000 segments took 5 s to rewrite, most of it there. Most references in a large playlist
+/// 150,000 segments would take 5 s to rewrite, most of it there. Most references in a large playlist
 /// are plain relative paths (`seg_000123.ts`, `720p/seg1.ts`); for those the merge is the base's
 /// directory followed by the reference, done here on bytes. Anything else (absolute URLs, `..`,
 /// queries, percent escapes, a base with dot segments or without a path) goes to Foundation, so

@@ -48,13 +48,16 @@ extension ProxyService {
             engine.runBlocking {
                 var lines: [String] = []
                 for url in urls {
-                    guard let status = engine.status(url: url) else {
+                    // Its entry by this daemon's key, else its entries under every credential
+                    // (`CacheEngine.statuses`: a bucket no mount of it reads any more).
+                    let found = engine.statuses(url: url)
+                    guard !found.isEmpty else {
                         lines.append("missing\t\(url)")
                         continue
                     }
                     do {
-                        try engine.remove(url: url)
-                        lines.append("removed\t\(status.cachedBytes)\t\(url)")
+                        for status in found { try engine.remove(key: status.info.key) }
+                        lines.append("removed\t\(found.reduce(0) { $0 + $1.cachedBytes })\t\(url)")
                     } catch {
                         lines.append("failed\t\(url)\t\(error)")
                     }

@@ -32,9 +32,9 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
     private var requestMethod = ""
     private var requestTarget = ""
     private var requestLine: String { "\(requestMethod) \(Self.loggable(requestTarget))" }
-    private var started = NIODeadline.now()
-    /// When the current request's head arrived (`DispatchTime` uptime), for time to first byte.
-    private var startedNanos: UInt64 = 0
+    /// When the current request's head arrived, by the engine's clock: for time to first byte
+    /// and the log's duration.
+    private var startedAt: MonotonicInstant?
     /// The request asked for its slices to go to the cap's scan share (`ProxyURL.scanShareHeader`).
     private var fillsScanShare = false
 
@@ -110,8 +110,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
         guard case let .head(head) = unwrapInboundIn(data) else { return }
         headDeadline?.cancel()
         _ = connection.requestHead(version: head.version, keepAlive: head.isKeepAlive, isHead: head.method == .HEAD)
-        started = .now()
-        startedNanos = DispatchTime.now().uptimeNanoseconds
+        startedAt = service.engine.configuration.engineClock.monotonic
         requestMethod = head.method.rawValue
         requestTarget = head.uri
         let headerBytes = head.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
@@ -246,7 +245,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
             plan = p
             if !isHead, Self.needsSource(p.body) {
                 source = .reader(service.engine.makeReader(for: entry, end: Self.lastByteEnd(p.body), door: .proxy,
-                                                            requestStartedAt: startedNanos, background: warmUp,
+                                                            requestStartedAt: startedAt, background: warmUp,
                                                             scanShare: fillsScanShare))
             }
         case let .memory(bytes, p):
@@ -412,7 +411,7 @@ final class ProxyHTTPHandler: ChannelInboundHandler {
     private func finishResponse(context: ChannelHandlerContext, status: Int?, bodyBytes: Int64) {
         logger.debug("served", metadata: ["request": "\(requestLine)", "status": "\(status.map(String.init) ?? "-")",
                                           "bytes": "\(bodyBytes)",
-                                          "ms": "\((NIODeadline.now() - started).nanoseconds / 1_000_000)"])
+                                          "ms": "\(startedAt.map { (service.engine.configuration.engineClock.monotonic - $0).nanoseconds / 1_000_000 } ?? 0)"])
         let action = connection.responseFinished()
         context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
             if action == .close { context.close(promise: nil) }

@@ -211,8 +211,9 @@ public struct ProxyRouter: Sendable {
         }
     }
 
-    /// `POST /.httpcachefs/control/{refresh,rm,clear,pin,unpin,mount,unmount}` (after `/t/TOKEN` when the proxy has a
-    /// token), with the control key; any other POST is 405.
+    /// `POST /.httpcachefs/control/{refresh,rm,clear,pin,unpin,mount,unmount,s3-key}` (after `/t/TOKEN` when the proxy has a
+    /// token), with the control key; any other POST is 405. `s3-key?url=U` asks the mounts' host
+    /// which cache key (and so which keys' identity) the daemon reads a bucket object with.
     private func controlRoute(target: String, controlKey: String?) -> ProxyRoute {
         let notAllowed = ProxyRoute.reject(status: 405, message: "only GET and HEAD are supported")
         var path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? target
@@ -224,13 +225,13 @@ public struct ProxyRouter: Sendable {
         }
         guard path.hasPrefix(ControlRequest.pathPrefix) else { return notAllowed }
         let action = path.dropFirst(ControlRequest.pathPrefix.count)
-        guard ["refresh", "rm", "clear", "pin", "unpin", "mount", "unmount"].contains(action) else { return notAllowed }
+        guard ["refresh", "rm", "clear", "pin", "unpin", "mount", "unmount", "s3-key"].contains(action) else { return notAllowed }
         guard let controlKey, constantTimeEqual(controlKey, configuration.controlKey) else {
             return .reject(status: 403, message: "control requests need the key in this daemon's runtime file (\(ProxyStatus.runtimeFileName)): use 'httpcachefs refresh' or 'httpcachefs cache rm/clear'")
         }
         let items = URLComponents(string: "http://x" + target)?.queryItems ?? []
         switch action {
-        case "refresh" where items.contains { $0.name == "mount" }, "mount", "unmount":
+        case "refresh" where items.contains { $0.name == "mount" }, "mount", "unmount", "s3-key":
             return .control(.mounts(action: String(action), query: items))
         case "refresh":
             return .control(.refresh(path: items.first { $0.name == "path" }?.value))

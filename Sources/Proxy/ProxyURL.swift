@@ -19,7 +19,7 @@ import Foundation
 /// the token (`/t/`, for proxies reachable from the network) or `/s/<signature>`, the
 /// `ProxySigningKey` MAC of the original (the base64url segment). The router checks it.
 ///
-/// A signed URL is one resource (issue 46, item 4): the signature covers the original exactly,
+/// A signed URL is one resource: the signature covers the original exactly,
 /// and opens that and nothing else; a relative reference under it is refused (403), since it
 /// would open every path of the origin, with the owner's credentials for it, to whoever holds
 /// the URL of one public file. What a player needs besides comes signed: the playlist rewrite

@@ -6,6 +6,7 @@ import Foundation
 ///
 /// - no query, or none of the names below: the full document (every file);
 /// - `view=summary[&filter=S]`: totals, transfers, errors, origins and folder totals, no file;
+/// - `view=unsaved`: the files whose figures the index does not hold yet (`cache ls` beside a daemon);
 /// - `folder=ID[&page=N][&per=N][&filter=S][&order=name|size|cached|access]`: one page of a folder;
 /// - `url=URL[&per=N][&order=...]`: the page of its folder that holds that file (a deep link).
 enum StatusDocumentQuery {
@@ -43,8 +44,12 @@ enum StatusDocumentQuery {
         }
         if let url = values["url"] { return .success(.locate(url: url, pageSize: pageSize, order: order)) }
         if let v = values["view"] {
-            guard v == "summary" || v == "full" else { return .failure(QueryError("view=\(v.prefix(40)) is not 'summary' or 'full'")) }
-            return .success(v == "summary" ? .summary(filter: filter) : .full)
+            switch v {
+            case "summary": return .success(.summary(filter: filter))
+            case "full": return .success(.full)
+            case "unsaved": return .success(.unsaved)
+            default: return .failure(QueryError("view=\(v.prefix(40)) is not 'summary', 'full' or 'unsaved'"))
+            }
         }
         return .success(.full)
     }

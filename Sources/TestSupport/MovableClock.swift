@@ -16,7 +16,14 @@ public final class MovableClock: @unchecked Sendable {
     public func advance(_ seconds: TimeInterval) { lock.withLock { date += seconds } }
 
     public var engineClock: EngineClock {
-        EngineClock(wall: { self.now }, uptimeNanoseconds: EngineClock.system.uptimeNanoseconds,
-                    scheduler: EngineClock.system.scheduler)
+        EngineClock(wall: { self.now }, monotonic: EngineClock.system.readMonotonic, scheduler: EngineClock.system.scheduler)
     }
+}
+
+extension EngineClock {
+    /// The machine's clocks and the process's timer thread, for a test whose outcome no clock
+    /// can change (nothing in it expires, ages or waits for a deadline). A test of time gives its
+    /// own instead: a `MovableClock`'s, or a manual `Scheduler`'s. Tests only: the daemon's parts
+    /// get `EngineClock.system` from the executable's wiring and nowhere else.
+    public static var realTime: EngineClock { .system }
 }

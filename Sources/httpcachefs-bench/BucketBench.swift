@@ -12,16 +12,20 @@ import Glibc
 /// The server: `rclone serve s3` (1.65 or later, which checks signatures) over a folder whose
 /// films are hard links to a few made once with ffmpeg (LibraryBench's), behind the emulated
 /// home link (`LinkRelay`: `--rtt-ms` per request, `--link-mbit` shared downstream; rclone's own
-/// `--bwlimit` does not pace what `serve s3` sends). Steps: the cold scan (Jellyfin's ffprobe of every film), the warm one (ours), a
-/// film played with `ffmpeg -re` for `--play-seconds` after the scan, `ls -l` of a folder of
-/// `--objects` objects (ListObjectsV2 pages). Bytes: what the server wrote to its sockets
-/// (`/proc/PID/io` wchar) against what the probes read of the local copy (strace).
-/// Goals: scan bytes at most 1.5x what the probes read; cold scan at most 0.5x rclone's time.
+/// `--bwlimit` does not pace what `serve s3` sends). Steps: the cold scan (Jellyfin's ffprobe of
+/// every film), the warm one (ours), thumbnails (`ffmpegthumbnailer -t 10` of every film after
+/// the probes, cold then warm), a film played with `ffmpeg -re` for `--play-seconds` after the
+/// scan, and `find` of a folder of `--objects` empty objects (ListObjectsV2 pages of 1000, counted
+/// by the relay): ours on a mount of that folder alone, started for it (the mount's start
+/// counted in), rclone's on its mount, the folder never listed before. Bytes: what the server
+/// wrote to its sockets (`/proc/PID/io` wchar) against what the scanners read of the local copy
+/// (strace). Goals: scan and thumbnail bytes at most 1.5x what the scanners read; cold scan at
+/// most 0.5x rclone's time.
 struct BucketBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bucket",
-        abstract: "A film library in a local S3 bucket (rclone serve s3): cold scan, playback and a big listing through the mount against rclone mount's s3 backend.",
-        discussion: "Needs rclone 1.65 or later (mount-helpers/setup-debian.sh --bench), ffmpeg, ffprobe, strace and /dev/fuse. Quick run: --films 40 --film-mb 40."
+        abstract: "A film library in a local S3 bucket (rclone serve s3): cold scan, thumbnails, playback and a big listing through the mount against rclone mount's s3 backend.",
+        discussion: "Needs rclone 1.65 or later (mount-helpers/setup-debian.sh --bench), ffmpeg, ffprobe, strace and /dev/fuse. Quick run: --films 40 --film-mb 40; ffmpegthumbnailer for the thumbnail step."
     )
 
     @Option(help: "Films in the bucket (besides the show's episodes).")
@@ -33,8 +37,8 @@ struct BucketBench: AsyncParsableCommand {
     @Option(help: "Seconds played with ffmpeg -re after each scan (0: not played).")
     var playSeconds = 20
 
-    @Option(help: "Objects in the one folder listed with ls -l (0: none).")
-    var objects = 20_000
+    @Option(help: "Empty objects in the one folder listed with find (0: none).")
+    var objects = 100_000
 
     @Option(help: "The emulated link's downstream in Mbit/s, shared by every connection.")
     var linkMbit = 50
@@ -71,15 +75,26 @@ struct BucketBench: AsyncParsableCommand {
         let data = temp.appending("data"), bucket = data + "/media"
         for (path, content) in library { try LibraryBench.write(content, to: bucket + "/" + path) }
         if objects > 0 {
+            // Empty files: 100k are made in a second or two, and list as objects of size 0.
             try FileManager.default.createDirectory(atPath: bucket + "/many", withIntermediateDirectories: true)
             for i in 0..<objects {
-                let fd = open(bucket + String(format: "/many/object%07d.bin", i), O_CREAT | O_WRONLY, 0o644)
+                let fd = open(bucket + String(format: "/many/object%07d.bin", i), O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
                 if fd >= 0 { close(fd) }
             }
         }
+        let thumbnailer = ExternalTool.find("ffmpegthumbnailer")
+        if thumbnailer == nil { print("  (ffmpegthumbnailer not installed: its step is left out)") }
         let filmPaths = library.map(\.path).filter { $0.hasSuffix(".mkv") || $0.hasSuffix(".mp4") || $0.hasSuffix(".webm") }.sorted()
         var readLocally: Int64 = 0
         for path in filmPaths { readLocally += try LibraryBench.probeReads(strace: strace, ffprobe: ffprobe, file: bucket + "/" + path) }
+        let thumbnailArguments = { (file: String) in ["-i", file, "-o", temp.appending("thumb.png"), "-t", "10"] }
+        var thumbnailerRead: Int64 = 0
+        if let thumbnailer {
+            for path in filmPaths {
+                let file = bucket + "/" + path
+                thumbnailerRead += try LibraryBench.reads(strace: strace, of: thumbnailer, thumbnailArguments(file), file: file)
+            }
+        }
 
         let server = try Server(rclone: rclone, data: data, temp: temp)
         defer { server.stop() }
@@ -96,7 +111,21 @@ struct BucketBench: AsyncParsableCommand {
         func play(_ root: String) throws -> Double {
             try Spawned.time(ffmpeg, ["-nostdin", "-v", "error", "-re", "-t", String(playSeconds), "-i", root + "/" + played, "-f", "null", "-"])
         }
-        func listMany(_ root: String) throws -> Double { try Spawned.time("/bin/sh", ["-c", "ls -l '\(root)/many' > /dev/null"]) }
+        func thumbnails(_ root: String) throws -> Double {
+            guard let thumbnailer else { return 0 }
+            return try LibraryBench.timed { for path in filmPaths { _ = try Spawned.time(thumbnailer, thumbnailArguments(root + "/" + path)) } }
+        }
+        /// `find` of the folder of objects: seconds, entries seen, requests the relay carried.
+        func listMany(_ folder: String, mountStart: (() throws -> Void)? = nil) throws -> (seconds: Double, entries: Int, requests: LinkRelay.Requests) {
+            let asked = link.requests
+            let out = temp.appending("find.txt")
+            let seconds = try LibraryBench.timed {
+                try mountStart?()
+                _ = try Spawned.time("/bin/sh", ["-c", "find '\(folder)' > '\(out)'"])
+            }
+            let entries = ((try? String(contentsOfFile: out, encoding: .utf8)) ?? "").split(separator: "\n").count - 1
+            return (seconds, entries, link.requests - asked)
+        }
 
         // Ours.
         let daemon = try MountDaemon(binary: binary, mountpoint: temp.appending("mnt"), cacheDirectory: temp.appending("cache"),
@@ -108,9 +137,23 @@ struct BucketBench: AsyncParsableCommand {
         let oursCold = try LibraryBench.timed { try probeAll(daemon.mountpoint) }
         let oursBytes = server.bytesWritten() - before
         let oursWarm = try LibraryBench.timed { try probeAll(daemon.mountpoint) }
+        before = server.bytesWritten()
+        let oursThumbCold = try thumbnails(daemon.mountpoint)
+        let oursThumbBytes = server.bytesWritten() - before
+        let oursThumbWarm = try thumbnails(daemon.mountpoint)
         let oursPlay = playSeconds > 0 ? try play(daemon.mountpoint) : 0
-        let oursList = objects > 0 ? try listMany(daemon.mountpoint) : 0
         daemon.unmount()
+        var oursList: (seconds: Double, entries: Int, requests: LinkRelay.Requests)?
+        if objects > 0 {
+            var many: MountDaemon?
+            defer { many?.unmount() }   // also when the listing fails
+            oursList = try listMany(temp.appending("many-mnt")) {
+                many = try MountDaemon(binary: binary, mountpoint: temp.appending("many-mnt"), cacheDirectory: temp.appending("many-cache"),
+                                       cacheSize: 1 << 30, entries: [], logFile: temp.appending("many.log"), proxy: false,
+                                       extraArguments: ["--index", "s3://media/many/", "--s3-endpoint", endpoint,
+                                                        "--s3-access-key-id", Self.key.id, "--s3-secret-access-key", Self.key.secret])
+            }
+        }
 
         // rclone mount, s3 backend.
         let mount = try RcloneS3Mount(binary: rclone, endpoint: endpoint, mountpoint: temp.appending("rclone-mnt"),
@@ -119,8 +162,12 @@ struct BucketBench: AsyncParsableCommand {
         before = server.bytesWritten()
         let theirsCold = try LibraryBench.timed { try probeAll(mount.mountpoint) }
         let theirsBytes = server.bytesWritten() - before
+        before = server.bytesWritten()
+        let theirsThumbCold = try thumbnails(mount.mountpoint)
+        let theirsThumbBytes = server.bytesWritten() - before
+        let theirsThumbWarm = try thumbnails(mount.mountpoint)
         let theirsPlay = playSeconds > 0 ? try play(mount.mountpoint) : 0
-        let theirsList = objects > 0 ? try listMany(mount.mountpoint) : 0
+        let theirsList = objects > 0 ? try listMany(mount.mountpoint + "/many") : nil
         mount.stop()
 
         let mib = { (n: Int64) in String(format: "%.1f MiB", Double(n) / 1048576) }
@@ -129,14 +176,31 @@ struct BucketBench: AsyncParsableCommand {
              String(format: "%.2fx (goal at most 0.5x) %@", oursCold / max(theirsCold, 1e-6), oursCold <= 0.5 * theirsCold ? "ok" : "MISSED")],
             ["the same, warm", String(format: "%.2f s", oursWarm), "", ""],
             ["server bytes, cold scan", mib(oursBytes), mib(theirsBytes), String(format: "%.2fx", Double(oursBytes) / Double(max(theirsBytes, 1)))],
+            thumbnailer != nil ? ["ffmpegthumbnailer -t 10 of \(filmPaths.count) films after the probes, cold", String(format: "%.2f s", oursThumbCold),
+                                  String(format: "%.2f s", theirsThumbCold), String(format: "%.2fx", oursThumbCold / max(theirsThumbCold, 1e-6))] : nil,
+            thumbnailer != nil ? ["the same, warm", String(format: "%.2f s", oursThumbWarm), String(format: "%.2f s", theirsThumbWarm),
+                                  String(format: "%.2fx", oursThumbWarm / max(theirsThumbWarm, 1e-6))] : nil,
+            thumbnailer != nil ? ["server bytes, thumbnails", mib(oursThumbBytes), mib(theirsThumbBytes),
+                                  String(format: "%.2fx", Double(oursThumbBytes) / Double(max(theirsThumbBytes, 1)))] : nil,
             playSeconds > 0 ? ["ffmpeg -re, \(playSeconds) s", String(format: "%.2f s (%.3fx)", oursPlay, oursPlay / Double(playSeconds)),
                                String(format: "%.2f s (%.3fx)", theirsPlay, theirsPlay / Double(playSeconds)), String(format: "%.2fx", oursPlay / max(theirsPlay, 1e-6))] : nil,
-            objects > 0 ? ["ls -l of \(objects) objects, cold", String(format: "%.2f s", oursList), String(format: "%.2f s", theirsList),
-                           String(format: "%.2fx", oursList / max(theirsList, 1e-6))] : nil,
+            oursList.flatMap { ours in theirsList.map { theirs in
+                ["find of \(objects) objects in one folder, cold (ours: with the mount's start)",
+                 String(format: "%.2f s (%d entries, %d pages)", ours.seconds, ours.entries, ours.requests.listPages),
+                 String(format: "%.2f s (%d entries, %d pages, %d HEADs)", theirs.seconds, theirs.entries, theirs.requests.listPages, theirs.requests.heads),
+                 String(format: "%.2fx", ours.seconds / max(theirs.seconds, 1e-6))] } },
         ].compactMap { $0 }))
         let ratio = Double(oursBytes) / Double(max(readLocally, 1))
         print(String(format: "  the probes read %@ of the local copy; the cold scan cost the server %@ (with listings and headers): %.2fx (goal at most 1.5x) %@",
                      mib(readLocally), mib(oursBytes), ratio, ratio <= 1.5 ? "ok" : "MISSED"))
+        if thumbnailer != nil {
+            let thumbRatio = Double(oursThumbBytes) / Double(max(thumbnailerRead, 1))
+            print(String(format: "  ffmpegthumbnailer reads %@ of the local copy; after the probes it cost the server %@: %.2fx (goal at most 1.5x) %@",
+                         mib(thumbnailerRead), mib(oursThumbBytes), thumbRatio, thumbRatio <= 1.5 ? "ok" : "MISSED"))
+            let whole = Double(oursBytes + oursThumbBytes) / Double(max(readLocally + thumbnailerRead, 1))
+            print(String(format: "  the whole cold scan (probes and thumbnails): %@ from the server for %@ read: %.2fx (goal at most 1.5x) %@",
+                         mib(oursBytes + oursThumbBytes), mib(readLocally + thumbnailerRead), whole, whole <= 1.5 ? "ok" : "MISSED"))
+        }
     }
 
     /// `rclone serve s3` of `data` (each folder a bucket) on a loopback port it picks, checking

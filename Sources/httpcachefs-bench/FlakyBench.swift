@@ -144,7 +144,7 @@ struct FlakyBench: AsyncParsableCommand {
                                      logger: Logger(label: "bench"))
             do {
                 engine = try CacheEngine(configuration: CacheConfiguration(directory: temp.appending("cache"), capacity: length + (1 << 30),
-                                                                           freeSpaceFloor: 0), source: source,
+                                                                           freeSpaceFloor: 0, engineClock: .system), source: source,
                                          layers: FetchLayers.standard())   // as the daemon's: offline mode, transfers counted
             } catch {
                 source.shutdown()

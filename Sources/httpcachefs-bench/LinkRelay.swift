@@ -11,6 +11,9 @@ import Glibc
 /// downstream, shared by every connection). Coarser than the origin's emulation (a request's
 /// answer gets no second half-trip, a chunk is up to 64 KiB), the same for every client.
 ///
+/// It counts the requests it carries by what their request line asks (`requests`): S3 listing
+/// pages (`list-type=2` or a `delimiter=`), HEADs and GETs (a request line is in the first chunk a request sends).
+///
 /// Threads: one accepting, two per connection (blocking reads and writes); `stop()` closes the
 /// listener, connections end with their peers.
 final class LinkRelay: @unchecked Sendable {
@@ -21,6 +24,32 @@ final class LinkRelay: @unchecked Sendable {
     private let lock = NSLock()
     /// When the link is free again for the next downstream chunk.
     private var nextFree = DispatchTime.now().uptimeNanoseconds
+
+    /// Requests carried so far (under `lock`).
+    struct Requests: Equatable {
+        var listPages = 0
+        var heads = 0
+        var gets = 0
+
+        static func - (a: Requests, b: Requests) -> Requests {
+            Requests(listPages: a.listPages - b.listPages, heads: a.heads - b.heads, gets: a.gets - b.gets)
+        }
+
+        /// Counts the request lines in `chunk` (bytes a client sent).
+        mutating func count(_ chunk: UnsafeRawBufferPointer) {
+            let text = String(decoding: chunk, as: UTF8.self)
+            for line in text.split(separator: "\r\n", omittingEmptySubsequences: true) where line.hasSuffix(" HTTP/1.1") || line.hasSuffix(" HTTP/1.0") {
+                if line.hasPrefix("HEAD ") { heads += 1 }
+                if line.hasPrefix("GET ") {
+                    // ListObjectsV2 (ours) or V1 (rclone's s3 backend with provider Other): both ask
+                    // with a delimiter.
+                    if line.contains("list-type=2") || line.contains("delimiter=") { listPages += 1 } else { gets += 1 }
+                }
+            }
+        }
+    }
+    private var counted = Requests()
+    var requests: Requests { lock.withLock { counted } }
 
     init(toPort target: Int, rtt: TimeInterval, bytesPerSecond: Int) throws {
         self.rtt = rtt
@@ -67,6 +96,7 @@ final class LinkRelay: @unchecked Sendable {
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else { break }
             if upstream {
+                buffer.withUnsafeBytes { b in lock.withLock { counted.count(UnsafeRawBufferPointer(rebasing: b[0..<n])) } }
                 usleep(useconds_t(rtt * 1e6))
             } else {
                 let cost = UInt64(Double(n) / bytesPerSecond * 1e9)

@@ -24,8 +24,8 @@ final class BulkReaderPriorityTests: GatedEngineTestCase {
         let uptime = Uptime()
         let source = GatedSource()
         var configuration = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 1 << 20,
-                                               readTimeout: 10, initialReadAhead: 256 << 10, maxStreams: 1)
-        configuration.engineClock = EngineClock(wall: EngineClock.system.wall, uptimeNanoseconds: { uptime.read() },
+                                               readTimeout: 10, initialReadAhead: 256 << 10, maxStreams: 1, engineClock: .realTime)
+        configuration.engineClock = EngineClock(wall: EngineClock.realTime.wall, monotonic: { MonotonicInstant(nanoseconds: uptime.read()) },
                                                 scheduler: Scheduler.manual())
         let cache = try CacheEngine(configuration: configuration, source: source)
         defer { source.finishAll(); cache.shutdown() }

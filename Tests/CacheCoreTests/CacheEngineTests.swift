@@ -21,7 +21,7 @@ final class CacheEngineTests: XCTestCase {
 
     private func engine(_ source: ScriptedSource, capacity: Int64 = 1 << 30, slice: Int64 = 1 << 20) throws -> CacheEngine {
         try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: capacity, freeSpaceFloor: 0,
-                                                          sliceSize: slice, readTimeout: 10),
+                                                          sliceSize: slice, readTimeout: 10, engineClock: .realTime),
                         source: source)
     }
 
@@ -113,7 +113,7 @@ final class CacheEngineTests: XCTestCase {
         let source = ScriptedSource()
         source.set(url, .init(bytes: v1, etag: "\"v1\""))
         let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0, sliceSize: 1 << 20,
-                                                                     revalidateAfter: 0, readTimeout: 10), source: source)
+                                                                     revalidateAfter: 0, readTimeout: 10, engineClock: .realTime), source: source)
         let info1 = try await cache.open(url: url)
         _ = try await cache.makeReader(for: info1).read(offset: 0, length: 1 << 20)
         source.set(url, .init(bytes: v2, etag: "\"v2\""))

@@ -14,7 +14,7 @@ final class CacheMetricsTests: XCTestCase {
     }
 
     func testSlicesAreCountedOncePerSliceFile() {
-        let config = CacheConfiguration(directory: "/nonexistent", sliceSize: 100)
+        let config = CacheConfiguration(directory: "/nonexistent", sliceSize: 100, engineClock: .realTime)
         func entry(_ ranges: [Range<Int64>]) -> EntryStatus {
             let info = EntryInfo(key: CacheKey(rawValue: "k"), url: "http://a/b", finalURL: "http://a/b", length: 1000,
                                  contentType: nil, etag: nil, lastModified: nil, acceptsRanges: true, generation: 1,

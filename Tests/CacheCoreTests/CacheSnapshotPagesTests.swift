@@ -42,7 +42,7 @@ final class CacheSnapshotPagesTests: XCTestCase {
 
     func testPagesHoldEveryEntryOnceInURLOrder() throws {
         let expected = try writeIndex()
-        let pages = try XCTUnwrap(CacheSnapshotPages(configuration: CacheConfiguration(directory: dir)), "a migrated index pages")
+        let pages = try XCTUnwrap(CacheSnapshotPages(configuration: CacheConfiguration(directory: dir, engineClock: .realTime)), "a migrated index pages")
         var seen: [EntryStatus] = []
         var cursor: CacheSnapshotPages.Cursor?
         var pageSizes: [Int] = []
@@ -60,7 +60,7 @@ final class CacheSnapshotPagesTests: XCTestCase {
 
     func testAnIndexOfExactlyPagesEndsWithAnEmptyPage() throws {
         _ = try writeIndex()
-        let pages = try XCTUnwrap(CacheSnapshotPages(configuration: CacheConfiguration(directory: dir)))
+        let pages = try XCTUnwrap(CacheSnapshotPages(configuration: CacheConfiguration(directory: dir, engineClock: .realTime)))
         let first = try pages.page(after: nil, limit: 23)
         XCTAssertEqual(first.entries.count, 23)
         let last = try pages.page(after: first.next, limit: 23)
@@ -69,6 +69,6 @@ final class CacheSnapshotPagesTests: XCTestCase {
     }
 
     func testACacheWithoutAnIndexIsNotPaged() throws {
-        XCTAssertNil(try CacheSnapshotPages(configuration: CacheConfiguration(directory: dir)))
+        XCTAssertNil(try CacheSnapshotPages(configuration: CacheConfiguration(directory: dir, engineClock: .realTime)))
     }
 }

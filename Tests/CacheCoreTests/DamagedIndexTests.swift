@@ -20,7 +20,7 @@ final class DamagedIndexTests: XCTestCase {
     }
 
     private func engine(_ source: ScriptedSource = ScriptedSource(), log: RecordedLog? = nil) throws -> CacheEngine {
-        try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0, sliceSize: 1 << 20),
+        try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0, sliceSize: 1 << 20, engineClock: .realTime),
                         source: source, logger: log?.logger ?? Logger(label: "test"))
     }
 

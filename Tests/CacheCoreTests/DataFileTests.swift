@@ -19,7 +19,7 @@ final class DataFileTests: XCTestCase {
 
     private func engine(_ source: ScriptedSource) throws -> CacheEngine {
         try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0,
-                                                          sliceSize: slice, readTimeout: 10),
+                                                          sliceSize: slice, readTimeout: 10, engineClock: .realTime),
                         source: source)
     }
 
@@ -90,7 +90,7 @@ final class DataFileTests: XCTestCase {
         let source = ScriptedSource()
         source.set(url, .init(bytes: v1, etag: "\"v1\""))
         let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0,
-                                                                     sliceSize: slice, revalidateAfter: 0, readTimeout: 10),
+                                                                     sliceSize: slice, revalidateAfter: 0, readTimeout: 10, engineClock: .realTime),
                                     source: source)
         defer { cache.shutdown() }
         let idle = cache.core.idleFiles

@@ -154,7 +154,7 @@ final class EngineRaceTests: GatedEngineTestCase {
     func testWithRevalidateAfterZeroAnOpenRightAfterATransferConfirmedTheEntryStillAsksTheOrigin() throws {
         let source = GatedSource()
         let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0, sliceSize: 1 << 20,
-                                                                     revalidateAfter: 0, readTimeout: 10, initialReadAhead: 0),
+                                                                     revalidateAfter: 0, readTimeout: 10, initialReadAhead: 0, engineClock: .realTime),
                                     source: source)
         defer { cache.shutdown() }
         let info = try open(cache, source)

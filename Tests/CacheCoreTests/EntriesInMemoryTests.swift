@@ -34,7 +34,7 @@ final class EntriesInMemoryTests: XCTestCase {
     /// Two shards, one idle entry each: every entry beyond that lives in the index only.
     private func configuration(capacity: Int64 = 1 << 30, clock: MovableClock? = nil) -> CacheConfiguration {
         var c = CacheConfiguration(directory: dir, capacity: capacity, freeSpaceFloor: 0, sliceSize: 64 << 10,
-                                   readTimeout: 10, shardCount: 2)
+                                   readTimeout: 10, shardCount: 2, engineClock: .realTime)
         c.entryMemoryBudget = 2 * EngineCore.entryMemoryEstimate
         if let clock { c.clock = { clock.now } }
         return c

@@ -25,7 +25,7 @@ final class EvictionRoundTests: XCTestCase {
         let source = ScriptedSource()
         source.set(url, .init(bytes: data, etag: "\"a\""))
         let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0,
-                                                                      sliceSize: slice, readTimeout: 10),
+                                                                      sliceSize: slice, readTimeout: 10, engineClock: .realTime),
                                     source: source)
         let info = try await cache.open(url: url)
         let reader = cache.makeReader(for: info)
@@ -106,7 +106,7 @@ final class EvictionRoundTests: XCTestCase {
         let source = ScriptedSource()
         source.set(url, .init(bytes: data, etag: "\"a\""))
         let again = try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0,
-                                                                      sliceSize: slice, readTimeout: 10),
+                                                                      sliceSize: slice, readTimeout: 10, engineClock: .realTime),
                                     source: source)
         defer { again.shutdown() }
         let reloaded = try XCTUnwrap(self.entry(again))

@@ -60,7 +60,7 @@ final class FullDiskTests: XCTestCase {
         let floor = 0.10
         let cache = try CacheEngine(configuration: CacheConfiguration(
             directory: mountpoint + "/cache", capacity: 1 << 30, freeSpaceFloor: floor, sliceSize: 1 << 20,
-            readTimeout: 20), source: source)
+            readTimeout: 20, engineClock: .realTime), source: source)
         let info = try await cache.open(url: url)
         let reader = cache.makeReader(for: info)
 
@@ -108,7 +108,7 @@ final class FullDiskTests: XCTestCase {
         let cached = try XCTUnwrap(cache.status(url: url)).cachedRanges
         cache.shutdown()
         let restarted = try CacheEngine(configuration: CacheConfiguration(
-            directory: mountpoint + "/cache", capacity: 1 << 30, freeSpaceFloor: floor, sliceSize: 1 << 20),
+            directory: mountpoint + "/cache", capacity: 1 << 30, freeSpaceFloor: floor, sliceSize: 1 << 20, engineClock: .realTime),
             source: source)
         XCTAssertEqual(restarted.status(url: url)?.cachedRanges, cached, "nothing lost, nothing extra")
         XCTAssertEqual(restarted.verify().problems, [])

@@ -18,7 +18,7 @@ class GatedEngineTestCase: XCTestCase {
                 ioThreads: Int? = nil, keyRules: KeyRules = KeyRules(), clock: EngineClock? = nil,
                 wallClock: (@Sendable () -> Date)? = nil) throws -> CacheEngine {
         var configuration = CacheConfiguration(directory: dir, capacity: capacity, freeSpaceFloor: 0,
-                                               sliceSize: 1 << 20, readTimeout: 10, initialReadAhead: 0)
+                                               sliceSize: 1 << 20, readTimeout: 10, initialReadAhead: 0, engineClock: .realTime)
         if let ioThreads { configuration.blockingIOThreads = ioThreads }
         configuration.keyRules = keyRules
         if let clock { configuration.engineClock = clock }
@@ -81,7 +81,7 @@ class GatedEngineTestCase: XCTestCase {
 extension GatedEngineTestCase {
     func oneStreamEngine(_ source: GatedSource) throws -> CacheEngine {
         let configuration = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 1 << 20,
-                                               readTimeout: 10, initialReadAhead: 256 << 10, maxStreams: 1)
+                                               readTimeout: 10, initialReadAhead: 256 << 10, maxStreams: 1, engineClock: .realTime)
         return try CacheEngine(configuration: configuration, source: source)
     }
 

@@ -34,7 +34,7 @@ final class ListingPageTests: XCTestCase {
     func testAReReadListingPageIsNoRemoteChangeButAChangedFileIs() async throws {
         let source = ScriptedSource()
         let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 64 << 20, freeSpaceFloor: 0,
-                                                                      readTimeout: 10), source: source)
+                                                                      readTimeout: 10, engineClock: .realTime), source: source)
         defer { cache.shutdown() }
         let changes = LockedValue<[String]>([])
         let fileChanged = expectation(description: "the file's change is observed")
@@ -68,7 +68,7 @@ final class ListingPageTests: XCTestCase {
     func testAPageWithALengthButNoValidatorsIsReadAnewEvenAtTheSameLength() async throws {
         let source = ScriptedSource()
         let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 64 << 20, freeSpaceFloor: 0,
-                                                                      readTimeout: 10), source: source)
+                                                                      readTimeout: 10, engineClock: .realTime), source: source)
         defer { cache.shutdown() }
         for body in ["<a href=\"a\">a</a>", "<a href=\"b\">b</a>", "<a href=\"b\">b</a>", "<a href=\"c\">c</a><a href=\"d\">d</a>", "<a href=\"e\">e</a>"] {
             source.set(page, .init(bytes: Array(body.utf8), etag: nil, ignoresRanges: true))
@@ -86,7 +86,7 @@ final class ListingPageTests: XCTestCase {
     func testARefreshIsAnsweredByItsOwnProbeNotByAnEarlierTransferThatEnds() async throws {
         let source = EndHeldSource(page: Array("<a href=\"a\">a</a>".utf8))
         let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 64 << 20, freeSpaceFloor: 0,
-                                                                      readTimeout: 10), source: source)
+                                                                      readTimeout: 10, engineClock: .realTime), source: source)
         defer { cache.shutdown() }
         let first = try await readWhole(cache, page, listing: true)
         XCTAssertEqual(String(decoding: first, as: UTF8.self), "<a href=\"a\">a</a>")

@@ -7,7 +7,7 @@ import XCTest
 /// A cache directory deleted or replaced under a running daemon is said, once, as an error.
 final class LostDirectoryTests: XCTestCase {
     private func engine(_ dir: String, log: RecordedLog) throws -> CacheEngine {
-        try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0),
+        try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0, engineClock: .realTime),
                         source: ScriptedSource(), logger: log.logger)
     }
 

@@ -21,7 +21,7 @@ final class MaxAgeTests: XCTestCase {
 
     /// A clock that moves only when told to.
     private func engine(_ source: ScriptedSource, clock: MovableClock, maxAge: TimeInterval?) throws -> CacheEngine {
-        var c = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 1 << 20, readTimeout: 10)
+        var c = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 1 << 20, readTimeout: 10, engineClock: .realTime)
         c.maxAge = maxAge
         c.clock = { clock.now }
         return try CacheEngine(configuration: c, source: source)

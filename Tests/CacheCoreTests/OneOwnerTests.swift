@@ -21,7 +21,7 @@ final class OneOwnerTests: XCTestCase {
 
     private func engine(_ source: ScriptedSource) throws -> CacheEngine {
         try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 64 << 20, freeSpaceFloor: 0,
-                                                          sliceSize: 1 << 20, readTimeout: 10), source: source)
+                                                          sliceSize: 1 << 20, readTimeout: 10, engineClock: .realTime), source: source)
     }
 
     private func read(_ cache: CacheEngine, _ count: Int) async throws -> [UInt8] {

@@ -20,7 +20,7 @@ final class PinTests: XCTestCase {
 
     private func engine(_ source: ScriptedSource, capacity: Int64 = 8 << 20) throws -> CacheEngine {
         try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: capacity, freeSpaceFloor: 0,
-                                                          sliceSize: slice, readTimeout: 10),
+                                                          sliceSize: slice, readTimeout: 10, engineClock: .realTime),
                         source: source)
     }
 

@@ -27,7 +27,7 @@ final class PrivacyTests: XCTestCase {
         let url = "http://origin.test/private.mp4"
         let source = ScriptedSource()
         source.set(url, .init(bytes: randomBytes(10_000, seed: 5), etag: "\"p\""))
-        let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0, sliceSize: 1 << 20),
+        let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0, sliceSize: 1 << 20, engineClock: .realTime),
                                     source: source)
         let info = try await cache.open(url: url)
         _ = try await cache.makeReader(for: info).read(offset: 0, length: 10_000)
@@ -52,7 +52,7 @@ final class PrivacyTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o755])
         XCTAssertEqual(mode(dir), 0o755)
-        let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0), source: ScriptedSource())
+        let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0, engineClock: .realTime), source: ScriptedSource())
         cache.shutdown()
         XCTAssertEqual(mode(dir), 0o700)
     }
@@ -63,10 +63,10 @@ final class PrivacyTests: XCTestCase {
         guard geteuid() == 0 else { throw XCTSkip("needs root, to hand a directory to another uid") }
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         XCTAssertEqual(chown(dir, 65534, 65534), 0)
-        XCTAssertThrowsError(try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0), source: ScriptedSource())) {
+        XCTAssertThrowsError(try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0, engineClock: .realTime), source: ScriptedSource())) {
             XCTAssertTrue("\($0)".contains("belongs to uid 65534"), "\($0)")
         }
-        XCTAssertThrowsError(try CacheSnapshot(configuration: CacheConfiguration(directory: dir))) {
+        XCTAssertThrowsError(try CacheSnapshot(configuration: CacheConfiguration(directory: dir, engineClock: .realTime))) {
             XCTAssertTrue("\($0)".contains("belongs to uid 65534"), "\($0)")
         }
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir), [], "files were made in another user's directory")
@@ -76,11 +76,11 @@ final class PrivacyTests: XCTestCase {
     /// only, no reserve set aside, no `credential.key` made; an index that is a symlink is not
     /// opened at all (SQLite would follow it, and write beside its target).
     func testASnapshotWritesNothingAndFollowsNoSymlink() throws {
-        let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0), source: ScriptedSource())
+        let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, freeSpaceFloor: 0, engineClock: .realTime), source: ScriptedSource())
         cache.shutdown()
         for name in ["credential.key", "index.reserve"] { XCTAssertEqual(unlink(dir + "/" + name), 0, name) }
         let before = try FileManager.default.contentsOfDirectory(atPath: dir).sorted()
-        _ = try CacheSnapshot(configuration: CacheConfiguration(directory: dir))
+        _ = try CacheSnapshot(configuration: CacheConfiguration(directory: dir, engineClock: .realTime))
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir).sorted().filter { !$0.hasPrefix("index.sqlite-") },
                        before.filter { !$0.hasPrefix("index.sqlite-") }, "the snapshot made files")
 
@@ -88,7 +88,7 @@ final class PrivacyTests: XCTestCase {
         XCTAssertTrue(FileManager.default.createFile(atPath: elsewhere, contents: Data()))
         XCTAssertEqual(unlink(dir + "/index.sqlite"), 0)
         XCTAssertEqual(symlink(elsewhere, dir + "/index.sqlite"), 0)
-        XCTAssertThrowsError(try CacheSnapshot(configuration: CacheConfiguration(directory: dir))) {
+        XCTAssertThrowsError(try CacheSnapshot(configuration: CacheConfiguration(directory: dir, engineClock: .realTime))) {
             XCTAssertTrue("\($0)".contains("symbolic link"), "\($0)")
         }
         XCTAssertEqual(FileManager.default.contents(atPath: elsewhere), Data(), "the symlink's target was written")

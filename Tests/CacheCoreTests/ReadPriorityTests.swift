@@ -11,7 +11,7 @@ final class ReadPriorityTests: GatedEngineTestCase {
 
     private func engine(_ source: GatedSource) throws -> CacheEngine {
         let configuration = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 1 << 20,
-                                               readTimeout: 10, initialReadAhead: 256 << 10, maxStreams: 1)
+                                               readTimeout: 10, initialReadAhead: 256 << 10, maxStreams: 1, engineClock: .realTime)
         return try CacheEngine(configuration: configuration, source: source)
     }
 
@@ -160,7 +160,7 @@ final class ReadTimeoutRetryTests: GatedEngineTestCase {
         let source = GatedSource()
         let clock = MovableClock(start: Date())
         var configuration = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0,
-                                               sliceSize: 1 << 20, readTimeout: 10, initialReadAhead: 0)
+                                               sliceSize: 1 << 20, readTimeout: 10, initialReadAhead: 0, engineClock: .realTime)
         configuration.clock = { clock.now }
         let cache = try CacheEngine(configuration: configuration, source: source)
         defer { source.finishAll(); cache.shutdown() }

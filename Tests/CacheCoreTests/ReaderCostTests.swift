@@ -1,5 +1,6 @@
 import XCTest
 @testable import CacheCore
+@testable import EntryMachine
 import TestSupport
 
 /// What each kind of program costs (`CacheMetrics`' reader rows, the status page's "What each

@@ -27,7 +27,7 @@ final class ScanShareEvictionTests: XCTestCase {
     }
 
     private func engine(share: Int64?, capacity: Int64 = 1 << 30, source: ScriptedSource? = nil) throws -> CacheEngine {
-        var configuration = CacheConfiguration(directory: dir, capacity: capacity, freeSpaceFloor: 0, sliceSize: slice, readTimeout: 10)
+        var configuration = CacheConfiguration(directory: dir, capacity: capacity, freeSpaceFloor: 0, sliceSize: slice, readTimeout: 10, engineClock: .realTime)
         configuration.scanShare = share
         let source = source ?? ScriptedSource()
         source.set(url, .init(bytes: data, etag: "\"v1\""))
@@ -132,7 +132,7 @@ final class ScanShareEvictionTests: XCTestCase {
     }
 
     func testTheShareDefaultsToTwoPercentOfTheCap() {
-        var c = CacheConfiguration(directory: "/nonexistent", capacity: 100 << 20)
+        var c = CacheConfiguration(directory: "/nonexistent", capacity: 100 << 20, engineClock: .realTime)
         XCTAssertEqual(c.scanShareBytes, 2 << 20)
         c.scanShare = 0
         XCTAssertEqual(c.scanShareBytes, 0)

@@ -53,7 +53,7 @@ final class SliceStoreTests: XCTestCase {
         let source = ScriptedSource()
         source.set(url, .init(bytes: data, etag: "\"a\""))
         let cache = try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0,
-                                                                       sliceSize: slice, readTimeout: 10),
+                                                                       sliceSize: slice, readTimeout: 10, engineClock: .realTime),
                                     source: source)
         defer { cache.shutdown() }
         let info = try await cache.open(url: url)

@@ -21,7 +21,7 @@ final class StartupCheckTests: XCTestCase {
     private func url(_ n: Int) -> String { "http://origin.test/library/\(n).ts" }
 
     private func configuration() -> CacheConfiguration {
-        CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 1 << 20, readTimeout: 10)
+        CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 1 << 20, readTimeout: 10, engineClock: .realTime)
     }
 
     private func engine(_ configuration: CacheConfiguration? = nil, log: RecordedLog? = nil) throws -> CacheEngine {

@@ -16,7 +16,7 @@ final class VerifiedBytesTests: XCTestCase {
 
     private func engine(_ source: ScriptedSource) throws -> CacheEngine {
         try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0,
-                                                          sliceSize: 1 << 20, readTimeout: 10), source: source)
+                                                          sliceSize: 1 << 20, readTimeout: 10, engineClock: .realTime), source: source)
     }
 
     private func source() -> ScriptedSource {
@@ -82,8 +82,9 @@ final class VerifiedBytesTests: XCTestCase {
         defer { cache.shutdown() }
         XCTAssertEqual(unverified(cache), [0, 1, 2], "from before the start: unchecked")
         let info = try await cache.open(url: url)
-        let reader = cache.core.makeReaderState(entry: info, end: nil)
-        XCTAssertNil(cache.core.wholeFile(reader: reader), "not handed to the kernel unchecked")
+        let passthrough = cache.makeReader(for: info)
+        defer { passthrough.close() }
+        XCTAssertNil(passthrough.wholeFile(), "not handed to the kernel unchecked")
         let before = origin.bytesServed
         let cacheReader = cache.makeReader(for: info)
         let bytes = try await cacheReader.read(offset: 0, length: size)
@@ -92,7 +93,7 @@ final class VerifiedBytesTests: XCTestCase {
         XCTAssertEqual(origin.bytesServed - before, 0, "all from disk")
         XCTAssertEqual(cache.core.metrics.damagedBytes.total, 0)
         XCTAssertEqual(unverified(cache), [])
-        XCTAssertNotNil(cache.core.wholeFile(reader: reader), "checked whole: passthrough may have it")
+        XCTAssertNotNil(passthrough.wholeFile(), "checked whole: passthrough may have it")
     }
 
     func testAReadChecksTheSlicesItsReaderComesToNext() async throws {

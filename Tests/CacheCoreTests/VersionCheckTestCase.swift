@@ -14,7 +14,7 @@ class VersionCheckTestCase: XCTestCase {
 
     func engine(_ source: ScriptedSource) throws -> CacheEngine {
         try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 64 << 20, freeSpaceFloor: 0, sliceSize: slice,
-                                                          readTimeout: 10, initialReadAhead: 0, maxReadAhead: 0),
+                                                          readTimeout: 10, initialReadAhead: 0, maxReadAhead: 0, engineClock: .realTime),
                         source: source)
     }
 

@@ -15,7 +15,7 @@ final class CacheOverHTTPTests: XCTestCase {
     override func setUpWithError() throws {
         origin = try OriginServer()
         temp = TemporaryDirectory(prefix: "httpcachefs-e2e")
-        source = CurlRangeSource(configuration: FetcherConfiguration(clock: .system, userAgent: "httpcachefs/test", lowSpeedTime: 5,
+        source = CurlRangeSource(configuration: FetcherConfiguration(clock: .realTime, userAgent: "httpcachefs/test", lowSpeedTime: 5,
                                                                      maxRetries: 3, retryBaseDelay: 0.05),
                                  logger: Logger(label: "test"))
     }
@@ -31,7 +31,7 @@ final class CacheOverHTTPTests: XCTestCase {
         try CacheEngine(configuration: CacheConfiguration(directory: temp.appending("cache"), capacity: capacity,
                                                           freeSpaceFloor: 0, sliceSize: 1 << 20,
                                                           revalidateAfter: revalidateAfter, readTimeout: readTimeout,
-                                                          initialReadAhead: readAhead, maxReadAhead: maxReadAhead ?? max(readAhead, 8 << 20)),
+                                                          initialReadAhead: readAhead, maxReadAhead: maxReadAhead ?? max(readAhead, 8 << 20), engineClock: .realTime),
                         source: source, layers: FetchLayers.standard())
     }
 
@@ -362,7 +362,7 @@ final class CacheOverHTTPTests: XCTestCase {
     func testRotatingQueryTokensShareOneEntry() async throws {
         origin.setGeneratedFile("/tok.bin", length: 2 << 20, seed: 9)
         let cache = try CacheEngine(configuration: CacheConfiguration(directory: temp.appending("cache"), freeSpaceFloor: 0,
-                                                                     keyRules: KeyRules(ignoredQueryNames: ["token"])),
+                                                                     keyRules: KeyRules(ignoredQueryNames: ["token"]), engineClock: .realTime),
                                     source: source, layers: FetchLayers.standard())
         defer { cache.shutdown() }
         let a = try await cache.open(url: origin.url("/tok.bin?token=1"))

@@ -44,7 +44,7 @@ extension CacheOverHTTPTests {
     /// gets one); the file changed, so the seek's read fails instead of answering with the new
     /// bytes after the old, and the next open reads the new version whole, with no error.
     func testASeekWithoutValidatorsSamplesTheCachedHeadFirstEvenOverOneConnection() async throws {
-        let one = CurlRangeSource(configuration: FetcherConfiguration(clock: .system, userAgent: "httpcachefs/test", lowSpeedTime: 5, maxRetries: 3,
+        let one = CurlRangeSource(configuration: FetcherConfiguration(clock: .realTime, userAgent: "httpcachefs/test", lowSpeedTime: 5, maxRetries: 3,
                                                                       retryBaseDelay: 0.05, maxConnections: 1, maxTotalConnections: 1),
                                   logger: Logger(label: "test"))
         defer { one.shutdown() }
@@ -56,7 +56,7 @@ extension CacheOverHTTPTests {
         origin.setFaults("/plain.bin", faults)
         let cache = try CacheEngine(configuration: CacheConfiguration(directory: temp.appending("cache"), capacity: 1 << 30,
                                                                       freeSpaceFloor: 0, sliceSize: 1 << 20, readTimeout: 20,
-                                                                      initialReadAhead: 0, maxReadAhead: 0),
+                                                                      initialReadAhead: 0, maxReadAhead: 0, engineClock: .realTime),
                                     source: one, layers: FetchLayers.standard())
         defer { cache.shutdown() }
         let info = try await cache.open(url: origin.url("/plain.bin"))

@@ -61,7 +61,7 @@ final class BandwidthTimetableTests: XCTestCase {
     /// What the daemon gives the status document: nothing without --bwlimit, a fixed limit with no
     /// next change, a timetable's view.
     func testTheConfigurationReportsTheLimitForTheStatusDocument() throws {
-        var c = FetcherConfiguration(clock: .system)
+        var c = FetcherConfiguration(clock: .realTime)
         XCTAssertNil(c.bandwidthReport, "no limit: no 'bandwidth' in the document")
         c.maxBytesPerSecond = 1 << 20
         XCTAssertEqual(try XCTUnwrap(c.bandwidthReport)(date(24, 9, 0)), BandwidthLimitStatus(bytesPerSecond: 1 << 20))
@@ -86,27 +86,27 @@ final class BandwidthTimetableTests: XCTestCase {
         let table = BandwidthTimetable(entries: [.init(minute: 8 * 60, bytesPerSecond: 1 << 20),
                                                  .init(minute: 23 * 60, bytesPerSecond: 0)], weekly: false)
         var uptime: UInt64 = 0
-        let throttle = Throttle(timetable: table, date: date(24, 9, 0), calendar: utc, now: uptime)
+        let throttle = Throttle(timetable: table, date: date(24, 9, 0), calendar: utc, now: .at(uptime))
         XCTAssertEqual(throttle.bytesPerSecond, 1 << 20)
-        XCTAssertTrue(throttle.admit(256 << 10, transfer: 1, priority: .waiting, now: uptime), "a full bucket lets one chunk through")
-        XCTAssertFalse(throttle.admit(1, transfer: 1, priority: .waiting, now: uptime), "in debt")
-        XCTAssertFalse(throttle.admit(1, transfer: 2, priority: .far, now: uptime))
+        XCTAssertTrue(throttle.admit(256 << 10, transfer: 1, priority: .waiting, now: .at(uptime)), "a full bucket lets one chunk through")
+        XCTAssertFalse(throttle.admit(1, transfer: 1, priority: .waiting, now: .at(uptime)), "in debt")
+        XCTAssertFalse(throttle.admit(1, transfer: 2, priority: .far, now: .at(uptime)))
 
         // 23:00: off. Looked at no more than once a second of uptime.
-        throttle.follow(date: self.date(24, 23, 0), calendar: utc, now: uptime + 1)
+        throttle.follow(date: self.date(24, 23, 0), calendar: utc, now: .at(uptime + 1))
         XCTAssertEqual(throttle.bytesPerSecond, 1 << 20, "not looked at again within the second")
         uptime += 1_000_000_000
-        throttle.follow(date: self.date(24, 23, 0), calendar: utc, now: uptime)
+        throttle.follow(date: self.date(24, 23, 0), calendar: utc, now: .at(uptime))
         XCTAssertEqual(throttle.bytesPerSecond, 0)
-        XCTAssertEqual(throttle.due(now: uptime), [1, 2], "every paused transfer goes on, the waiting read first")
-        XCTAssertTrue(throttle.admit(100 << 20, transfer: 1, priority: .waiting, now: uptime), "no limit")
-        XCTAssertNil(throttle.wait(now: uptime))
+        XCTAssertEqual(throttle.due(now: .at(uptime)), [1, 2], "every paused transfer goes on, the waiting read first")
+        XCTAssertTrue(throttle.admit(100 << 20, transfer: 1, priority: .waiting, now: .at(uptime)), "no limit")
+        XCTAssertNil(throttle.wait(now: .at(uptime)))
 
         // 08:00 the next day: the limit again, from a fresh bucket.
         uptime += 1_000_000_000
-        throttle.follow(date: self.date(25, 8, 0), calendar: utc, now: uptime)
+        throttle.follow(date: self.date(25, 8, 0), calendar: utc, now: .at(uptime))
         XCTAssertEqual(throttle.bytesPerSecond, 1 << 20)
-        XCTAssertTrue(throttle.admit(256 << 10, transfer: 3, priority: .waiting, now: uptime))
-        XCTAssertFalse(throttle.admit(1, transfer: 3, priority: .waiting, now: uptime), "limited again")
+        XCTAssertTrue(throttle.admit(256 << 10, transfer: 3, priority: .waiting, now: .at(uptime)))
+        XCTAssertFalse(throttle.admit(1, transfer: 3, priority: .waiting, now: .at(uptime)), "limited again")
     }
 }

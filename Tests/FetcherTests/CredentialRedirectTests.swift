@@ -32,7 +32,7 @@ final class CredentialRedirectTests: XCTestCase {
 
     private func fetch(_ url: String, method: String? = nil, logger: Logger = Logger(label: "credential-tests"),
                        _ tweak: (inout FetcherConfiguration) -> Void = { _ in }) -> RecordingSink {
-        var c = FetcherConfiguration(clock: .system, userAgent: "httpcachefs-tests", extraHeaders: secretHeaders, connectTimeout: 5,
+        var c = FetcherConfiguration(clock: .realTime, userAgent: "httpcachefs-tests", extraHeaders: secretHeaders, connectTimeout: 5,
                                      lowSpeedTime: 10, maxRetries: 0)
         c.access = OriginAccess(user: "alice", password: Secret("pw"), scope: CredentialScope(urls: [home.url("/movies/a.mkv")]))
         c.via = "1.1 httpcachefs-test"
@@ -123,7 +123,7 @@ final class CredentialRedirectTests: XCTestCase {
 
     func testWithheldCredentialsAreLoggedOncePerOriginWithoutTheSecrets() {
         let log = RecordedLog()
-        var c = FetcherConfiguration(clock: .system, userAgent: "httpcachefs-tests", extraHeaders: secretHeaders, connectTimeout: 5, maxRetries: 0)
+        var c = FetcherConfiguration(clock: .realTime, userAgent: "httpcachefs-tests", extraHeaders: secretHeaders, connectTimeout: 5, maxRetries: 0)
         c.access = OriginAccess(user: "alice", password: Secret("pw"), scope: CredentialScope(urls: [home.url("/")]))
         let source = CurlRangeSource(configuration: c, logger: log.logger)
         sources.append(source)

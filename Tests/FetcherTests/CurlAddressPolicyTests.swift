@@ -32,7 +32,7 @@ final class CurlAddressPolicyTests: XCTestCase {
     /// Forbids 127.0.0.2 and one metadata name; pins names to loopback so that no DNS is asked.
     func makeSource(pins: [String] = [], policy: (AddressPolicy) -> AddressPolicy = { $0 }) -> CurlRangeSource {
         let forbid = AddressPolicy(forbiddenRanges: [AddressRange("127.0.0.2/32")!], forbiddenNames: ["metadata.google.internal"])
-        let c = FetcherConfiguration(clock: .system, userAgent: "httpcachefs-tests", connectTimeout: 5, lowSpeedTime: 10,
+        let c = FetcherConfiguration(clock: .realTime, userAgent: "httpcachefs-tests", connectTimeout: 5, lowSpeedTime: 10,
                                      maxRetries: 4, retryBaseDelay: 0.01, addressPolicy: policy(forbid),
                                      pinnedAddresses: ["pinned.test:\(listener.port):127.0.0.2",
                                                        "metadata.google.internal:\(origin.port):127.0.0.1"] + pins)

@@ -15,7 +15,7 @@ final class CurlFlowControlTests: XCTestCase {
     override func tearDown() { origin?.stop(); origin = nil }
 
     private func source(_ tweak: (inout FetcherConfiguration) -> Void = { _ in }) -> CurlRangeSource {
-        var c = FetcherConfiguration(clock: .system, userAgent: "httpcachefs-tests", connectTimeout: 5, lowSpeedTime: 10,
+        var c = FetcherConfiguration(clock: .realTime, userAgent: "httpcachefs-tests", connectTimeout: 5, lowSpeedTime: 10,
                                      maxRetries: 4, retryBaseDelay: 0.01)
         tweak(&c)
         return CurlRangeSource(configuration: c, logger: Logger(label: "fetcher-tests"))
@@ -105,31 +105,31 @@ extension CurlFlowControlTests {
 /// The bucket behind `--bwlimit`, driven by a clock the test sets.
 final class TokenBucketTests: XCTestCase {
     func testBytesPassWhileATokenIsLeftAndThenWaitForTheDebtToBePaid() {
-        var bucket = TokenBucket(bytesPerSecond: 1 << 20, now: 0)   // burst: 52428.8 bytes
-        XCTAssertTrue(bucket.take(128 << 10, now: 0), "a full bucket lets one chunk through")
-        XCTAssertFalse(bucket.take(1, now: 0), "in debt: nothing passes")
-        let wait = bucket.wait(now: 0)
-        XCTAssertGreaterThan(wait, 0)
-        XCTAssertFalse(bucket.take(1, now: wait / 2))
-        XCTAssertTrue(bucket.take(1, now: wait + 1_000_000), "the debt is paid after the wait")
+        var bucket = TokenBucket(bytesPerSecond: 1 << 20, now: .at(0))   // burst: 52428.8 bytes
+        XCTAssertTrue(bucket.take(128 << 10, now: .at(0)), "a full bucket lets one chunk through")
+        XCTAssertFalse(bucket.take(1, now: .at(0)), "in debt: nothing passes")
+        let wait = bucket.wait(now: .at(0))
+        XCTAssertGreaterThan(wait, .zero)
+        XCTAssertFalse(bucket.take(1, now: .at(0) + wait / 2))
+        XCTAssertTrue(bucket.take(1, now: .at(0) + wait + .milliseconds(1)), "the debt is paid after the wait")
     }
 
     func testOverAStretchTheRateHoldsToWithinABurstAndAChunk() {
         let rate: Int64 = 10 << 20
-        var bucket = TokenBucket(bytesPerSecond: rate, now: 0)
-        var now: UInt64 = 0
+        var bucket = TokenBucket(bytesPerSecond: rate, now: .at(0))
+        var now = MonotonicInstant.at(0)
         var passed: Int64 = 0
         let chunk = 64 << 10
-        while now < 2_000_000_000 {   // two simulated seconds, as fast as the loop asks
-            if bucket.take(chunk, now: now) { passed += Int64(chunk) } else { now += max(1, bucket.wait(now: now)) }
+        while now < .at(2_000_000_000) {   // two simulated seconds, as fast as the loop asks
+            if bucket.take(chunk, now: now) { passed += Int64(chunk) } else { now = now + max(.nanoseconds(1), bucket.wait(now: now)) }
         }
         XCTAssertLessThanOrEqual(Double(passed), 2 * Double(rate) + bucket.burst + Double(chunk))
         XCTAssertGreaterThanOrEqual(Double(passed), 2 * Double(rate) - Double(chunk))
     }
 
     func testIdleTimeSavesNoMoreThanTheBurst() {
-        var bucket = TokenBucket(bytesPerSecond: 1 << 20, now: 0)
-        bucket.refill(now: 10_000_000_000)
+        var bucket = TokenBucket(bytesPerSecond: 1 << 20, now: .at(0))
+        bucket.refill(now: .at(10_000_000_000))
         XCTAssertEqual(bucket.tokens, bucket.burst)
     }
 }

@@ -20,7 +20,7 @@ final class CurlPriorityTests: XCTestCase {
     override func tearDown() { origin?.stop(); origin = nil }
 
     private func source(_ tweak: (inout FetcherConfiguration) -> Void) -> CurlRangeSource {
-        var c = FetcherConfiguration(clock: .system, userAgent: "httpcachefs-tests", connectTimeout: 5, lowSpeedTime: 30,
+        var c = FetcherConfiguration(clock: .realTime, userAgent: "httpcachefs-tests", connectTimeout: 5, lowSpeedTime: 30,
                                      maxRetries: 4, retryBaseDelay: 0.01)
         tweak(&c)
         return CurlRangeSource(configuration: c, logger: Logger(label: "fetcher-tests"))

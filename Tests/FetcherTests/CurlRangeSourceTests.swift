@@ -30,7 +30,7 @@ final class CurlRangeSourceTests: XCTestCase {
     }
 
     private func makeSource(_ tweak: (inout FetcherConfiguration) -> Void = { _ in }) -> CurlRangeSource {
-        var c = FetcherConfiguration(clock: .system, userAgent: "httpcachefs-tests", connectTimeout: 5, lowSpeedTime: 10,
+        var c = FetcherConfiguration(clock: .realTime, userAgent: "httpcachefs-tests", connectTimeout: 5, lowSpeedTime: 10,
                                      maxRetries: 4, retryBaseDelay: 0.01)
         tweak(&c)
         return CurlRangeSource(configuration: c, logger: Logger(label: "fetcher-tests"))

@@ -24,7 +24,7 @@ final class EgressBudgetOverHTTPTests: XCTestCase {
         utc.timeZone = TimeZone(identifier: "UTC")!
         let ledger = EgressLedger(rules: .init(everyOrigin: EgressBudget(bytes: budget, period: .day)), file: nil,
                                   calendar: utc, logger: Logger(label: "test"), clock: { clock.now })
-        var c = FetcherConfiguration(clock: .system, userAgent: "httpcachefs-tests", connectTimeout: 5, lowSpeedTime: 10, maxRetries: 0)
+        var c = FetcherConfiguration(clock: .realTime, userAgent: "httpcachefs-tests", connectTimeout: 5, lowSpeedTime: 10, maxRetries: 0)
         c.egressLedger = ledger
         let source = CurlRangeSource(configuration: c, logger: Logger(label: "fetcher-tests"))
         defer { source.shutdown() }

@@ -19,7 +19,7 @@ final class EgressBudgetStatusTests: XCTestCase {
         let ledger = EgressLedger(rules: .init(origins: [origin: EgressBudget(bytes: 1000, period: .month(resetDay: 1))]),
                                   file: nil, calendar: utc, logger: Logger(label: "test"), clock: { clock.now })
         ledger.add(origin, bytes: 850)
-        var configuration = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 1 << 20)
+        var configuration = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 1 << 20, engineClock: .realTime)
         configuration.egressLedger = ledger
         let export = PrometheusExport()
         let cache = try CacheEngine(configuration: configuration, source: GatedSource(), metricsFactory: export.factory,
@@ -46,7 +46,7 @@ final class EgressBudgetStatusTests: XCTestCase {
         }
         XCTAssertTrue(text.contains("httpcachefs_egress_budget_reset_timestamp_seconds{origin=\"\(origin)\"}"), text)
 
-        var plain = CacheConfiguration(directory: dir + "-none", capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 1 << 20)
+        var plain = CacheConfiguration(directory: dir + "-none", capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 1 << 20, engineClock: .realTime)
         plain.egressLedger = nil
         let none = try CacheEngine(configuration: plain, source: GatedSource())
         defer { none.shutdown(); try? FileManager.default.removeItem(atPath: dir + "-none") }

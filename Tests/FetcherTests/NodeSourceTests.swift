@@ -48,7 +48,7 @@ final class NodeSourceTests: XCTestCase {
         node?.stop()
     }
 
-    private func makeSource(_ configuration: FetcherConfiguration = FetcherConfiguration(clock: .system, userAgent: "node-tests", connectTimeout: 5,
+    private func makeSource(_ configuration: FetcherConfiguration = FetcherConfiguration(clock: .realTime, userAgent: "node-tests", connectTimeout: 5,
                                                                                         lowSpeedTime: 10, maxRetries: 0)) -> NodeRangeSource {
         let s = NodeRangeSource(configuration: configuration, logger: Logger(label: "node-tests"))
         source = s
@@ -68,7 +68,7 @@ final class NodeSourceTests: XCTestCase {
     }
 
     func testItSendsWhatLibcurlSendsToANode() throws {
-        var configuration = FetcherConfiguration(clock: .system, userAgent: "httpcachefs/9", extraHeaders: ["X-Team: a", "User-Agent: mine"])
+        var configuration = FetcherConfiguration(clock: .realTime, userAgent: "httpcachefs/9", extraHeaders: ["X-Team: a", "User-Agent: mine"])
         configuration.via = "1.1 httpcachefs-test"
         configuration.access = OriginAccess(user: "ann", password: Secret("pw"))
         let sink = fetch(makeSource(configuration), 10, 20, headers: ["X-Httpcachefs-Version: \"v1\" 1000000"])
@@ -93,7 +93,7 @@ final class NodeSourceTests: XCTestCase {
         defer { canary.stop() }
         canary.setFile("/f.bin", data: data)
         node.setFaults("/f.bin", Faults(redirectTo: canary.url("/f.bin")))
-        var configuration = FetcherConfiguration(clock: .system, userAgent: "node-tests", extraHeaders: ["X-Api-Key: key-1"], connectTimeout: 5,
+        var configuration = FetcherConfiguration(clock: .realTime, userAgent: "node-tests", extraHeaders: ["X-Api-Key: key-1"], connectTimeout: 5,
                                                  lowSpeedTime: 10, maxRetries: 0)
         configuration.access = OriginAccess(user: "ann", password: Secret("pw"))
         let nodes = configuration.forTierNodes()
@@ -171,7 +171,7 @@ final class NodeSourceTests: XCTestCase {
 
     /// `--max-connections` requests to one node at once; the rest wait and go in turn.
     func testRequestsToANodeBeyondItsCapWaitTheirTurn() {
-        let source = makeSource(FetcherConfiguration(clock: .system, userAgent: "node-tests", connectTimeout: 5, lowSpeedTime: 10,
+        let source = makeSource(FetcherConfiguration(clock: .realTime, userAgent: "node-tests", connectTimeout: 5, lowSpeedTime: 10,
                                                      maxRetries: 0, maxConnections: 2))
         let sinks = (0..<6).map { _ in RecordingSink() }
         for (i, sink) in sinks.enumerated() {
@@ -206,7 +206,7 @@ final class NodeSourceTests: XCTestCase {
 
     /// What the client does itself, and what it leaves to libcurl: TLS nodes, proxies, netrc.
     func testItServesPlainHTTPNodesWithoutProxiesOnly() {
-        let plain = FetcherConfiguration(clock: .system)
+        let plain = FetcherConfiguration(clock: .realTime)
         XCTAssertTrue(NodeRangeSource.canServe(nodes: ["http://10.0.0.5:8080", "http://[::1]:9000", "http://n"], configuration: plain, environment: [:]))
         XCTAssertFalse(NodeRangeSource.canServe(nodes: ["https://10.0.0.5"], configuration: plain, environment: [:]))
         XCTAssertFalse(NodeRangeSource.canServe(nodes: ["http://n:1"], configuration: plain, environment: ["http_proxy": "http://p:3128"]))

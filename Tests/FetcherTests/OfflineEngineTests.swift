@@ -54,7 +54,7 @@ final class OfflineEngineTests: XCTestCase {
     private func probeAndWaitForOriginBack(_ log: RecordedLog, _ cache: CacheEngine, file: StaticString = #filePath, line: UInt = #line) {
         XCTAssertEqual(probes.pending, 1, "one probe timer set while the origin is down", file: file, line: line)
         XCTAssertFalse(log.lines.contains { $0.contains("probing origin") }, "no probe before its time", file: file, line: line)
-        probes.advance(by: 1)
+        probes.advance(by: .seconds(1))
         XCTAssertEqual(probes.pending, 0, "the probe went out", file: file, line: line)
         XCTAssertTrue(log.wait(for: "origin reachable again", timeout: 20), "no probe found the origin back", file: file, line: line)
         XCTAssertTrue(cache.originsDown.isEmpty, "\(cache.originsDown)", file: file, line: line)
@@ -67,7 +67,7 @@ final class OfflineEngineTests: XCTestCase {
         source.inner.set(other, .init(bytes: otherData, etag: "\"o\""))
         // --revalidate-after 0s: every open would ask the origin.
         let log = RecordedLog()
-        let cache = try engine(CacheConfiguration(directory: dir, freeSpaceFloor: 0, sliceSize: 1 << 20, revalidateAfter: 0, readTimeout: 10),
+        let cache = try engine(CacheConfiguration(directory: dir, freeSpaceFloor: 0, sliceSize: 1 << 20, revalidateAfter: 0, readTimeout: 10, engineClock: .realTime),
                                source, log)
         defer { cache.shutdown() }
         let info = try await cache.open(url: url)
@@ -140,7 +140,7 @@ final class OfflineEngineTests: XCTestCase {
         let source = StallingSource(stalls: hang)
         source.inner.set(url, .init(bytes: randomBytes(1000, seed: 6), etag: "\"f\""))
         let log = RecordedLog()
-        let cache = try engine(CacheConfiguration(directory: dir, freeSpaceFloor: 0, readTimeout: 10), source, log)
+        let cache = try engine(CacheConfiguration(directory: dir, freeSpaceFloor: 0, readTimeout: 10, engineClock: .realTime), source, log)
         defer { cache.shutdown() }
         _ = try await cache.open(url: url)
         await XCTAssertThrowsErrorAsync(try await cache.open(url: hang))
@@ -155,7 +155,7 @@ final class OfflineEngineTests: XCTestCase {
         let source = AwaySource()
         source.inner.set(url, .init(bytes: randomBytes(1000, seed: 5), etag: "\"f\""))
         let log = RecordedLog()
-        let cache = try engine(CacheConfiguration(directory: dir, freeSpaceFloor: 0, readTimeout: 10), source, log)
+        let cache = try engine(CacheConfiguration(directory: dir, freeSpaceFloor: 0, readTimeout: 10, engineClock: .realTime), source, log)
         defer { cache.shutdown() }
         source.setAway(true)
         await XCTAssertThrowsErrorAsync(try await cache.open(url: url))

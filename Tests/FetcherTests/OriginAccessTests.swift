@@ -27,7 +27,7 @@ final class OriginAccessTests: XCTestCase {
     }
 
     private func fetch(_ url: String, _ tweak: (inout FetcherConfiguration) -> Void) -> RecordingSink {
-        var c = FetcherConfiguration(clock: .system, userAgent: "httpcachefs-tests", connectTimeout: 5, lowSpeedTime: 10, maxRetries: 0)
+        var c = FetcherConfiguration(clock: .realTime, userAgent: "httpcachefs-tests", connectTimeout: 5, lowSpeedTime: 10, maxRetries: 0)
         tweak(&c)
         let source = CurlRangeSource(configuration: c, logger: Logger(label: "origin-access-tests"))
         sources.append(source)

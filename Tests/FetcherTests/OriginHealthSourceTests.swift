@@ -61,17 +61,17 @@ final class OriginHealthSourceTests: XCTestCase {
         XCTAssertEqual(asked(), 1)
 
         wall.withLock { $0 += 1 }
-        probes.advance(by: 1)
+        probes.advance(by: .seconds(1))
         XCTAssertEqual(asked(), 2, "the first probe, at 1 s")
         XCTAssertEqual(source.asked.withLock { $0.last.map { [$0.start, $0.end] } }, [0, 1], "one byte")
         XCTAssertEqual(health.downOrigins().first?.failedAttempts, 2)
 
         wall.withLock { $0 += 1 }
-        probes.advance(by: 1)
+        probes.advance(by: .seconds(1))
         XCTAssertEqual(asked(), 2, "the next waits 2 s")
         source.away.withLock { $0 = false }
         wall.withLock { $0 += 1 }
-        probes.advance(by: 1)
+        probes.advance(by: .seconds(1))
         XCTAssertEqual(asked(), 3, "the second probe, 2 s after the first")
         XCTAssertFalse(health.isDown(url: url), "answered: up again")
         XCTAssertEqual(probes.pending, 0, "no more probes")
@@ -87,7 +87,7 @@ final class OriginHealthSourceTests: XCTestCase {
         XCTAssertTrue(health.isDown(url: url))
         source.away.withLock { $0 = false }
         wall.withLock { $0 -= 3600 }
-        probes.advance(by: 1)
+        probes.advance(by: .seconds(1))
         XCTAssertEqual(source.asked.withLock { $0.count }, 2, "the probe went out at its time")
         XCTAssertFalse(health.isDown(url: url))
     }
@@ -100,13 +100,13 @@ final class OriginHealthSourceTests: XCTestCase {
         request(health)
         let sink = RecordingSink()
         _ = health.start(FetchRequest(url: url, start: 100, end: 200), sink: sink)
-        probes.advance(by: 0)   // no engine pool given: the failure is answered on the scheduler
+        probes.advance(by: .zero)   // no engine pool given: the failure is answered on the scheduler
         guard case let .network(_, message)?? = sink.finishes.first else { return XCTFail("\(sink.finishes)") }
         XCTAssertTrue(message.contains("is down"), message)
         XCTAssertEqual(source.asked.withLock { $0.count }, 1, "the origin was not asked")
         health.stop()
         wall.withLock { $0 += 1 }
-        probes.advance(by: 1)
+        probes.advance(by: .seconds(1))
         XCTAssertEqual(source.asked.withLock { $0.count }, 1, "no probe after stop")
     }
 }

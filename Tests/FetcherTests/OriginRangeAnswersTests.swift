@@ -46,7 +46,7 @@ final class OriginRangeAnswersTests: XCTestCase {
         let length: Int64 = 8 << 20, far: Int64 = 4 << 20
         origin.setGeneratedFile("/f.bin", length: length, seed: 9)
         func source() -> CurlRangeSource {
-            CurlRangeSource(configuration: FetcherConfiguration(clock: .system, userAgent: "httpcachefs-tests", connectTimeout: 5, lowSpeedTime: 10,
+            CurlRangeSource(configuration: FetcherConfiguration(clock: .realTime, userAgent: "httpcachefs-tests", connectTimeout: 5, lowSpeedTime: 10,
                                                                 maxRetries: 4, retryBaseDelay: 0.01),
                             logger: Logger(label: "fetcher-tests"))
         }

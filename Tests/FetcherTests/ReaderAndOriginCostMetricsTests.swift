@@ -23,9 +23,9 @@ final class ReaderAndOriginCostMetricsTests: XCTestCase {
 
     private func engine(_ source: GatedSource, export: PrometheusExport, tpslimit: Double? = nil) throws -> CacheEngine {
         var configuration = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 1 << 20,
-                                               readTimeout: 10, initialReadAhead: 0)
+                                               readTimeout: 10, initialReadAhead: 0, engineClock: .realTime)
         configuration.engineClock = EngineClock(wall: { Date(timeIntervalSince1970: 1_900_000_000) },
-                                                uptimeNanoseconds: { [uptime] in uptime.value * 1_000_000_000 },
+                                                monotonic: { [uptime] in MonotonicInstant(nanoseconds: uptime.value * 1_000_000_000) },
                                                 scheduler: Scheduler.manual())
         configuration.requestRateLimit = tpslimit
         return try CacheEngine(configuration: configuration, source: source, metricsFactory: export.factory,

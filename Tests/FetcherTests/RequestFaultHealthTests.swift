@@ -18,7 +18,7 @@ final class RequestFaultHealthTests: XCTestCase {
     override func setUpWithError() throws {
         origin = try OriginServer()
         origin.setFile("/good.bin", data: data)
-        source = CurlRangeSource(configuration: FetcherConfiguration(clock: .system, userAgent: "httpcachefs-tests", connectTimeout: 5,
+        source = CurlRangeSource(configuration: FetcherConfiguration(clock: .realTime, userAgent: "httpcachefs-tests", connectTimeout: 5,
                                                                      lowSpeedTime: 10, maxRetries: 1, retryBaseDelay: 0.01),
                                  logger: Logger(label: "request-fault-tests"))
     }
@@ -36,7 +36,7 @@ final class RequestFaultHealthTests: XCTestCase {
         origin.setFaults("/to-closed", Faults(redirectTo: closedURL))
         origin.setFaults("/to-file", Faults(redirectTo: "file:///etc/passwd"))
         let engine = try CacheEngine(configuration: CacheConfiguration(directory: files.path, freeSpaceFloor: 0, sliceSize: 1 << 20,
-                                                                       revalidateAfter: 0, readTimeout: 10),
+                                                                       revalidateAfter: 0, readTimeout: 10, engineClock: .realTime),
                                      source: source, layers: FetchLayers.standard())
         defer { engine.shutdown() }
 

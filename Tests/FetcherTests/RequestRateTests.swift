@@ -8,39 +8,39 @@ import XCTest
 /// `--tpslimit` and `--tpslimit-burst`: whole tokens per origin, driven by a clock the test sets.
 final class TokenBucketRequestTests: XCTestCase {
     func testWholeTokensRefillAtTheRateUpToTheBurstAndNeverGoIntoDebt() {
-        var b = TokenBucket(perSecond: 2, burst: 3, now: 0)
-        XCTAssertTrue(b.takeWhole(now: 0))
-        XCTAssertTrue(b.takeWhole(now: 0))
-        XCTAssertTrue(b.takeWhole(now: 0), "a burst of three after a quiet spell")
-        XCTAssertFalse(b.takeWhole(now: 0), "then none")
-        XCTAssertFalse(b.takeWhole(now: 0), "a refusal takes nothing: no debt")
-        XCTAssertEqual(b.waitWhole(now: 0), 500_000_000, "one every half second at 2 a second")
-        XCTAssertFalse(b.takeWhole(now: 499_999_999))
-        XCTAssertTrue(b.takeWhole(now: 500_000_000))
-        XCTAssertFalse(b.isFull(now: 500_000_000))
-        XCTAssertTrue(b.isFull(now: 10_000_000_000), "a long quiet spell refills only up to the burst")
-        XCTAssertTrue(b.takeWhole(now: 10_000_000_000))
-        XCTAssertTrue(b.takeWhole(now: 10_000_000_000))
-        XCTAssertTrue(b.takeWhole(now: 10_000_000_000))
-        XCTAssertFalse(b.takeWhole(now: 10_000_000_000))
+        var b = TokenBucket(perSecond: 2, burst: 3, now: .at(0))
+        XCTAssertTrue(b.takeWhole(now: .at(0)))
+        XCTAssertTrue(b.takeWhole(now: .at(0)))
+        XCTAssertTrue(b.takeWhole(now: .at(0)), "a burst of three after a quiet spell")
+        XCTAssertFalse(b.takeWhole(now: .at(0)), "then none")
+        XCTAssertFalse(b.takeWhole(now: .at(0)), "a refusal takes nothing: no debt")
+        XCTAssertEqual(b.waitWhole(now: .at(0)), .milliseconds(500), "one every half second at 2 a second")
+        XCTAssertFalse(b.takeWhole(now: .at(499_999_999)))
+        XCTAssertTrue(b.takeWhole(now: .at(500_000_000)))
+        XCTAssertFalse(b.isFull(now: .at(500_000_000)))
+        XCTAssertTrue(b.isFull(now: .at(10_000_000_000)), "a long quiet spell refills only up to the burst")
+        XCTAssertTrue(b.takeWhole(now: .at(10_000_000_000)))
+        XCTAssertTrue(b.takeWhole(now: .at(10_000_000_000)))
+        XCTAssertTrue(b.takeWhole(now: .at(10_000_000_000)))
+        XCTAssertFalse(b.takeWhole(now: .at(10_000_000_000)))
     }
 
     func testAClockThatGoesBackRefillsNothing() {
-        var b = TokenBucket(perSecond: 1, burst: 1, now: 5_000_000_000)
-        XCTAssertTrue(b.takeWhole(now: 5_000_000_000))
-        XCTAssertFalse(b.takeWhole(now: 1_000_000_000))
-        XCTAssertTrue(b.takeWhole(now: 6_000_000_000))
+        var b = TokenBucket(perSecond: 1, burst: 1, now: .at(5_000_000_000))
+        XCTAssertTrue(b.takeWhole(now: .at(5_000_000_000)))
+        XCTAssertFalse(b.takeWhole(now: .at(1_000_000_000)))
+        XCTAssertTrue(b.takeWhole(now: .at(6_000_000_000)))
     }
 
     func testEachOriginHasItsOwnRate() {
         var r = RequestRate(perSecond: 1, burst: 0)
         XCTAssertEqual(r.burst, 1, "a burst below 1 is 1, as rclone takes it")
-        XCTAssertTrue(r.take("http://a:80", now: 0))
-        XCTAssertFalse(r.allows("http://a:80", now: 0))
-        XCTAssertTrue(r.allows("http://b:80", now: 0), "a busy origin never slows another")
-        XCTAssertTrue(r.take("http://b:80", now: 0))
-        XCTAssertEqual(r.wait("http://a:80", now: 250_000_000), 750_000_000)
-        XCTAssertEqual(r.wait("http://c:80", now: 0), 0)
+        XCTAssertTrue(r.take("http://a:80", now: .at(0)))
+        XCTAssertFalse(r.allows("http://a:80", now: .at(0)))
+        XCTAssertTrue(r.allows("http://b:80", now: .at(0)), "a busy origin never slows another")
+        XCTAssertTrue(r.take("http://b:80", now: .at(0)))
+        XCTAssertEqual(r.wait("http://a:80", now: .at(250_000_000)), .milliseconds(750))
+        XCTAssertEqual(r.wait("http://c:80", now: .at(0)), .zero)
     }
 }
 
@@ -51,7 +51,7 @@ final class TransferAdmissionRateTests: XCTestCase {
 
     private func drain(_ s: inout TransferAdmission, now: UInt64) -> [TransferAdmission.Step] {
         var steps: [TransferAdmission.Step] = []
-        while let step = s.next(now: now) { steps.append(step) }
+        while let step = s.next(now: .at(now)) { steps.append(step) }
         return steps
     }
 
@@ -60,13 +60,13 @@ final class TransferAdmissionRateTests: XCTestCase {
         for (id, p) in [(1, FetchPriority.preload), (2, .far), (3, .scan), (4, .near)] { s.arrive(id, origin: a, priority: p) }
         s.arrive(5, origin: b, priority: .preload)
         XCTAssertEqual(drain(&s, now: 0), [.start(4), .start(2), .start(5)], "a's burst of two, the highest classes; b's own")
-        XCTAssertEqual(s.tokenWait(now: 0), 1_000_000_000)
+        XCTAssertEqual(s.tokenWait(now: .at(0)), .seconds(1))
         XCTAssertEqual(drain(&s, now: 999_999_999), [])
         s.arrive(6, origin: a, priority: .waiting)
         XCTAssertEqual(drain(&s, now: 1_000_000_000), [.start(6)], "the next token to a waiting read, ahead of older scans")
         XCTAssertEqual(drain(&s, now: 2_000_000_000), [.start(3)], "then the scan")
         XCTAssertEqual(drain(&s, now: 3_000_000_000), [.start(1)], "warm-up last")
-        XCTAssertNil(s.tokenWait(now: 3_000_000_000), "nothing waits for a token")
+        XCTAssertNil(s.tokenWait(now: .at(3_000_000_000)), "nothing waits for a token")
     }
 
     func testARetryIsARequestAndWaitsForAToken() {
@@ -104,7 +104,7 @@ final class TransferAdmissionRateTests: XCTestCase {
     }
 
     func testThePerHostCapComesFromTheConfiguration() {
-        var c = FetcherConfiguration(clock: .system, maxConnections: 2, maxTotalConnections: 8)
+        var c = FetcherConfiguration(clock: .realTime, maxConnections: 2, maxTotalConnections: 8)
         XCTAssertEqual(TransferAdmission.Limits.curl(c), .init(perOrigin: nil, total: 8), "no per-host cap unless given")
         c.maxTransfersPerOrigin = 2
         c.requestsPerSecond = 5
@@ -125,7 +125,7 @@ final class RequestRateOverHTTPTests: XCTestCase {
     override func tearDown() { origin?.stop(); origin = nil }
 
     private func source(_ tweak: (inout FetcherConfiguration) -> Void) -> CurlRangeSource {
-        var c = FetcherConfiguration(clock: .system, userAgent: "httpcachefs-tests", connectTimeout: 5, lowSpeedTime: 10,
+        var c = FetcherConfiguration(clock: .realTime, userAgent: "httpcachefs-tests", connectTimeout: 5, lowSpeedTime: 10,
                                      maxRetries: 0, retryBaseDelay: 0.01)
         tweak(&c)
         return CurlRangeSource(configuration: c, logger: Logger(label: "fetcher-tests"))

@@ -16,7 +16,7 @@ final class ResumeOverlapOverHTTPTests: XCTestCase {
     var stops: [() -> Void] = []
     let data: [UInt8] = OriginServer.generatedBytes(seed: 5, offset: 0, count: 100_000)
     var other: [UInt8] { data.map { $0 ^ 0xa5 } }
-    let config = FetcherConfiguration(clock: .system, userAgent: "overlap-tests", connectTimeout: 5, lowSpeedTime: 10,
+    let config = FetcherConfiguration(clock: .realTime, userAgent: "overlap-tests", connectTimeout: 5, lowSpeedTime: 10,
                                       maxRetries: 2, retryBaseDelay: 0.01)
 
     override func setUpWithError() throws {
@@ -157,7 +157,7 @@ final class ResumeOverlapOverHTTPTests: XCTestCase {
             nodeConfig.maxRetries = 0
             let spec = TierSpec(scheme: "http", host: "127.0.0.1", port: origin.port,
                                 nodes: ["http://127.0.0.1:\(node.port)"], sliceSize: 100_000)
-            let tier = TierRangeSource(origin: curl(config), tier: curl(nodeConfig), tiers: [spec], state: TierState(clock: { EngineClock.system.uptime }))
+            let tier = TierRangeSource(origin: curl(config), tier: curl(nodeConfig), tiers: [spec], state: TierState(clock: { EngineClock.realTime.uptime }))
             var request = FetchRequest(url: origin.url("/f.bin"), start: 0, end: 100_000, ifRange: "Mon, 01 Jan 2024 00:00:00 GMT")
             request.expectedLength = 100_000
             let sink = replacing("/f.bin", on: origin, after: 30_000, replace: replace)
@@ -189,7 +189,7 @@ final class ResumeOverlapOverHTTPTests: XCTestCase {
         var nodeConfig = config
         nodeConfig.maxRetries = 0
         let spec = TierSpec(scheme: "http", host: "127.0.0.1", port: origin.port, nodes: nodes, sliceSize: 100_000)
-        let tier = TierRangeSource(origin: curl(config), tier: curl(nodeConfig), tiers: [spec], state: TierState(clock: { EngineClock.system.uptime }))
+        let tier = TierRangeSource(origin: curl(config), tier: curl(nodeConfig), tiers: [spec], state: TierState(clock: { EngineClock.realTime.uptime }))
         var request = FetchRequest(url: origin.url("/f.bin"), start: 0, end: 100_000, ifRange: "Mon, 01 Jan 2024 00:00:00 GMT")
         request.expectedLength = 100_000
         let sink = RecordingSink()

@@ -77,4 +77,68 @@ final class S3BucketsTests: XCTestCase {
         later.credentials = SigV4.Credentials(accessKeyID: "ASIA2", secretAccessKey: "s2", sessionToken: "t2")
         XCTAssertEqual(renewed.credentialIdentity, later.credentialIdentity)
     }
+
+    /// A daemon's bucket lasts as long as the mounts that named it: when the last of them ends,
+    /// the bucket and its keys leave (nothing is signed with them), a later mount may name it
+    /// with other keys, and the generation a memo of keys checks has moved.
+    func testABucketLeavesWithTheLastMountThatNamedItAndMayThenBeNamedWithOtherKeys() throws {
+        let buckets = S3Buckets()
+        try buckets.register(.init(bucket: "media", endpoint: endpoint(keysA)), holder: "/mnt/a")
+        try buckets.register(.init(bucket: "media", endpoint: endpoint(keysA)), holder: "/mnt/b")
+        try buckets.register(.init(bucket: "other", endpoint: endpoint(keysB)), holder: "/mnt/c")
+        let before = buckets.generation
+        XCTAssertEqual(buckets.release(holder: "/mnt/a"), [], "/mnt/b still names it")
+        XCTAssertEqual(buckets.generation, before, "nothing changed")
+        XCTAssertEqual(buckets.bucket(of: "http://127.0.0.1:9000/media/a.mp4")?.endpoint.credentials, keysA)
+        XCTAssertThrowsError(try buckets.register(.init(bucket: "media", endpoint: endpoint(keysB)), holder: "/mnt/d"))
+
+        XCTAssertEqual(buckets.release(holder: "/mnt/b"), ["http://127.0.0.1:9000/media/"])
+        XCTAssertNotEqual(buckets.generation, before)
+        XCTAssertNil(buckets.bucket(of: "http://127.0.0.1:9000/media/a.mp4"))
+        XCTAssertEqual(buckets.signedHeaders(method: "GET", url: "http://127.0.0.1:9000/media/a.mp4", date: Date()), [], "its keys are gone")
+        XCTAssertNotNil(buckets.bucket(of: "http://127.0.0.1:9000/other/a.mp4"), "another mount's bucket stays")
+        XCTAssertNoThrow(try buckets.register(.init(bucket: "media", endpoint: endpoint(keysB)), holder: "/mnt/d"), "named anew with other keys")
+        XCTAssertEqual(buckets.bucket(of: "http://127.0.0.1:9000/media/a.mp4")?.endpoint.credentials, keysB)
+
+        try buckets.register(.init(bucket: "cmd", endpoint: endpoint(keysA)))
+        XCTAssertEqual(buckets.release(holder: "/mnt/c"), ["http://127.0.0.1:9000/other/"])
+        XCTAssertNotNil(buckets.bucket(of: "http://127.0.0.1:9000/cmd/a.mp4"), "a command's bucket lasts the process")
+    }
+
+    /// The memo of cache keys follows the buckets: after a bucket left and came back with other
+    /// keys, a URL's key is the new keys' one, never the memorised old one.
+    func testAMemoOfKeysUnderAnOldGenerationIsNotServed() throws {
+        let buckets = S3Buckets()
+        var rules = KeyRules()
+        rules.credentialKey = Array(repeating: 7, count: 32)
+        rules.s3Buckets = buckets
+        try buckets.register(.init(bucket: "media", endpoint: endpoint(keysA)), holder: "/mnt/a")
+        let memo = RecentResults<CacheKey>()
+        let url = "http://127.0.0.1:9000/media/a.mp4"
+        let first = try memo.value(for: url, generation: buckets.generation) { try rules.key(for: $0) }
+        buckets.release(holder: "/mnt/a")
+        try buckets.register(.init(bucket: "media", endpoint: endpoint(keysB)), holder: "/mnt/b")
+        let second = try memo.value(for: url, generation: buckets.generation) { try rules.key(for: $0) }
+        XCTAssertNotEqual(first, second)
+        XCTAssertEqual(second, try rules.key(for: url))
+    }
+
+    /// `cache info` / `cache rm` from a process without the keys: an entry is found by its URL
+    /// whatever credentials read it, and names them by their hash only.
+    func testAnEntryIsFoundByItsURLAcrossCredentials() throws {
+        let buckets = S3Buckets()
+        try buckets.register(.init(bucket: "media", endpoint: endpoint(keysA)))
+        var rules = KeyRules()
+        rules.credentialKey = Array(repeating: 7, count: 32)
+        rules.s3Buckets = buckets
+        let url = "http://127.0.0.1:9000/media/a%20film.mp4"
+        let signed = try rules.key(for: url)
+        let plain = try KeyRules().plainKey(for: url)
+        XCTAssertEqual(try rules.plainKey(for: url), plain, "no credential in a plain key")
+        XCTAssertTrue(signed.names(plain))
+        XCTAssertTrue(plain.names(plain))
+        XCTAssertFalse(try rules.key(for: "http://127.0.0.1:9000/media/a%20film.mp4.part").names(plain), "another URL with the same start")
+        XCTAssertEqual(signed.credentialHash?.count, 32)
+        XCTAssertNil(plain.credentialHash)
+    }
 }

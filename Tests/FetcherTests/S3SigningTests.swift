@@ -31,7 +31,7 @@ final class S3SigningTests: XCTestCase {
 
     /// `buckets`: signing by bucket (as the executable does) rather than by endpoint.
     private func fetch(_ url: String, retries: Int = 0, buckets: S3Buckets? = nil, ifRange: String? = nil) throws -> RecordingSink {
-        var c = FetcherConfiguration(clock: .system, userAgent: "httpcachefs-tests", extraHeaders: [], connectTimeout: 5, lowSpeedTime: 10, maxRetries: retries)
+        var c = FetcherConfiguration(clock: .realTime, userAgent: "httpcachefs-tests", extraHeaders: [], connectTimeout: 5, lowSpeedTime: 10, maxRetries: retries)
         c.retryBaseDelay = 0
         if let buckets { c.s3Buckets = buckets } else {
             c.s3 = try S3Endpoint.parse(endpoint: endpoint.url(""), region: "eu-west-1", credentials: keys)

@@ -26,7 +26,7 @@ class TierSourceTests: XCTestCase {
         node = try OriginServer()
         origin.setFile("/f.bin", data: data, etag: etag)
         node.setFile("/f.bin", data: data, etag: etag)
-        let config = FetcherConfiguration(clock: .system, userAgent: "tier-tests", connectTimeout: 5, lowSpeedTime: 10,
+        let config = FetcherConfiguration(clock: .realTime, userAgent: "tier-tests", connectTimeout: 5, lowSpeedTime: 10,
                                           maxRetries: 2, retryBaseDelay: 0.01)
         var tierConfig = config
         tierConfig.maxRetries = 0
@@ -195,7 +195,7 @@ class TierSourceTests: XCTestCase {
     /// node, never counted as failed, was asked again by the next read.
     func testATricklingNodeIsGivenUpAndBackedOff() throws {
         node.setFaults("/f.bin", Faults(bytesPerSecond: 2_000))
-        let nodeSource = nodeSource(FetcherConfiguration(clock: .system, userAgent: "tier-tests", connectTimeout: 5, lowSpeedTime: 2).forTierNodes())
+        let nodeSource = nodeSource(FetcherConfiguration(clock: .realTime, userAgent: "tier-tests", connectTimeout: 5, lowSpeedTime: 2).forTierNodes())
         let spec = TierSpec(scheme: "http", host: "127.0.0.1", port: origin.port, nodes: ["http://127.0.0.1:\(node.port)"],
                             sliceSize: 100_000)
         let clock = now
@@ -208,8 +208,8 @@ class TierSourceTests: XCTestCase {
         XCTAssertEqual(status.nodes.first?.errors, 1)
         XCTAssertEqual(status.nodes.first?.backedOff, true)
         XCTAssertEqual(origin.requests.count, 1, "the origin served the rest of the piece")
-        XCTAssertEqual(FetcherConfiguration(clock: .system, lowSpeedTime: 60).forTierNodes().lowSpeedTime, 5)
-        XCTAssertEqual(FetcherConfiguration(clock: .system, lowSpeedTime: 4).forTierNodes().lowSpeedTime, 2, "under --read-timeout")
+        XCTAssertEqual(FetcherConfiguration(clock: .realTime, lowSpeedTime: 60).forTierNodes().lowSpeedTime, 5)
+        XCTAssertEqual(FetcherConfiguration(clock: .realTime, lowSpeedTime: 4).forTierNodes().lowSpeedTime, 2, "under --read-timeout")
     }
 
     func testANodeThatDiesMidPieceIsResumedFromTheNextByteElsewhere() throws {
@@ -228,10 +228,10 @@ class TierSourceTests: XCTestCase {
     /// as a slice the origin sent twice).
     func testAPieceResumedOnANodeCarriesNoIfRange() throws {
         node.setFaults("/f.bin", Faults(dropAfterBytes: 30_000, dropCount: 1))
-        let retrying = nodeSource(FetcherConfiguration(clock: .system, userAgent: "tier-tests", connectTimeout: 5, lowSpeedTime: 10,
+        let retrying = nodeSource(FetcherConfiguration(clock: .realTime, userAgent: "tier-tests", connectTimeout: 5, lowSpeedTime: 10,
                                                        maxRetries: 1, retryBaseDelay: 0.01))
         let spec = TierSpec(scheme: "http", host: "127.0.0.1", port: origin.port, nodes: ["http://127.0.0.1:\(node.port)"], sliceSize: 100_000)
-        let tier = TierRangeSource(origin: originSource, tier: retrying, tiers: [spec], state: TierState(clock: { EngineClock.system.uptime }))
+        let tier = TierRangeSource(origin: originSource, tier: retrying, tiers: [spec], state: TierState(clock: { EngineClock.realTime.uptime }))
         let sink = fetch(tier, 0, 100_000)
         XCTAssertNil(sink.result())
         XCTAssertEqual(sink.body, Array(data[0..<100_000]), "byte-exact across the resume")

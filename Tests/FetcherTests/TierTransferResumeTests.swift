@@ -74,7 +74,7 @@ final class TierTransferResumeTests: XCTestCase {
         let piece = Array(UInt8(0)..<UInt8(40))
         let node = InstantSource(bytes: piece)
         let spec = TierSpec(scheme: "http", host: "origin", port: 80, nodes: ["http://node:8080"], sliceSize: 64 << 10)
-        let tier = TierRangeSource(origin: node, tier: node, tiers: [spec], state: TierState(clock: { EngineClock.system.uptime }))
+        let tier = TierRangeSource(origin: node, tier: node, tiers: [spec], state: TierState(clock: { EngineClock.realTime.uptime }))
         var request = FetchRequest(url: "http://origin/f.bin", start: 0, end: 40, ifRange: "\"v1\"")
         request.expectedLength = 100
         let sink = PausingSink()

@@ -29,7 +29,7 @@ final class TrackedEngineTests: XCTestCase {
     /// An engine over `source` in Fetcher's standard layers, as every engine of the executable.
     private func engine(_ source: GatedSource) throws -> CacheEngine {
         try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0,
-                                                          sliceSize: 1 << 20, readTimeout: 10, initialReadAhead: 0),
+                                                          sliceSize: 1 << 20, readTimeout: 10, initialReadAhead: 0, engineClock: .realTime),
                         source: source, metricsFactory: export.factory, layers: FetchLayers.standard(probes: probes))
     }
 
@@ -125,7 +125,7 @@ final class TrackedEngineTests: XCTestCase {
 
         // A proxy read of missing bytes: a miss. Halfway through, the status document shows the
         // fetch in flight and the range it is still filling.
-        let proxy = cache.makeReader(for: info, door: .proxy, requestStartedAt: DispatchTime.now().uptimeNanoseconds)
+        let proxy = cache.makeReader(for: info, door: .proxy, requestStartedAt: cache.configuration.engineClock.monotonic)
         let start = 1 << 20, half = 32 << 10
         let missed = try read(proxy, Int64(start), 64 << 10, drive: { t in
             XCTAssertEqual(t.request.start, Int64(start))
@@ -234,7 +234,7 @@ final class TrackedEngineTests: XCTestCase {
         let other = dir + "-b"
         defer { try? FileManager.default.removeItem(atPath: other) }
         let exportB = PrometheusExport()
-        let b = try CacheEngine(configuration: CacheConfiguration(directory: other), source: GatedSource(),
+        let b = try CacheEngine(configuration: CacheConfiguration(directory: other, engineClock: .realTime), source: GatedSource(),
                                 metricsFactory: exportB.factory, layers: FetchLayers.standard(probes: probes))
         defer { b.shutdown() }
         a.metrics.noteEviction(slices: 2, bytes: 100)
@@ -249,7 +249,7 @@ final class TrackedEngineTests: XCTestCase {
         let clock = MovableClock()
         let source = GatedSource()
         var configuration = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0,
-                                               sliceSize: 1 << 20, readTimeout: 10, initialReadAhead: 0)
+                                               sliceSize: 1 << 20, readTimeout: 10, initialReadAhead: 0, engineClock: .realTime)
         configuration.engineClock = clock.engineClock
         let cache = try CacheEngine(configuration: configuration, source: source, layers: FetchLayers.standard(probes: probes))
         defer { source.finishAll(); cache.shutdown() }

@@ -124,7 +124,7 @@ final class TransferAdmissionTests: XCTestCase {
     }
 
     func testTheLimitsOfEachClient() {
-        let c = FetcherConfiguration(clock: .system, maxConnections: 6, maxTotalConnections: 16)
+        let c = FetcherConfiguration(clock: .realTime, maxConnections: 6, maxTotalConnections: 16)
         XCTAssertEqual(TransferAdmission.Limits.curl(c), .init(perOrigin: nil, total: 16),
                        "libcurl keeps the per-host cap itself, multiplexing HTTP/2 within it")
         XCTAssertEqual(TransferAdmission.Limits.nodes(c), .init(perOrigin: 6, total: nil))

@@ -8,85 +8,85 @@ final class TransferSchedulerTests: XCTestCase {
     let ms: UInt64 = 1_000_000
     let a = "http://a:80", b = "http://b:80"
 
-    private func scheduler() -> TransferScheduler { TransferScheduler(patience: 100 * ms) }
+    private func scheduler() -> TransferScheduler { TransferScheduler(patience: .nanoseconds(100 * ms)) }
 
     func testReadAheadRunsWhileTheWaitingReadIsNotBehind() {
         var s = scheduler()
-        s.add(1, origin: a, priority: .waiting, owner: 7, now: 0)
-        s.add(2, origin: a, priority: .far, owner: 7, now: 0)
-        s.add(3, origin: a, priority: .far, owner: 8, now: 0)
-        let d = s.decide(now: 50 * ms)
+        s.add(1, origin: a, priority: .waiting, owner: 7, now: .at(0))
+        s.add(2, origin: a, priority: .far, owner: 7, now: .at(0))
+        s.add(3, origin: a, priority: .far, owner: 8, now: .at(0))
+        let d = s.decide(now: .at(50 * ms))
         XCTAssertEqual(d.held, [])
-        XCTAssertEqual(d.nextCheck, 100 * ms, "wakes up when the read becomes behind")
+        XCTAssertEqual(d.nextCheck, .at(100 * ms), "wakes up when the read becomes behind")
     }
 
     func testEveryLowerClassOfTheOriginYieldsToAReadThatIsBehind() {
         var s = scheduler()
-        s.add(1, origin: a, priority: .waiting, owner: 7, now: 0)
-        s.add(2, origin: a, priority: .far, owner: 7, now: 0)
-        s.add(3, origin: a, priority: .near, owner: 8, now: 0)
-        s.add(4, origin: a, priority: .preload, owner: nil, now: 0)
-        s.add(5, origin: b, priority: .far, owner: 9, now: 0)
-        s.add(6, origin: a, priority: .waiting, owner: 8, now: 90 * ms)
-        let d = s.decide(now: 100 * ms)
+        s.add(1, origin: a, priority: .waiting, owner: 7, now: .at(0))
+        s.add(2, origin: a, priority: .far, owner: 7, now: .at(0))
+        s.add(3, origin: a, priority: .near, owner: 8, now: .at(0))
+        s.add(4, origin: a, priority: .preload, owner: nil, now: .at(0))
+        s.add(5, origin: b, priority: .far, owner: 9, now: .at(0))
+        s.add(6, origin: a, priority: .waiting, owner: 8, now: .at(90 * ms))
+        let d = s.decide(now: .at(100 * ms))
         XCTAssertEqual(d.held, [2, 3, 4], "another origin's transfers and every waiting one run")
-        XCTAssertEqual(d.nextCheck, 190 * ms)
+        XCTAssertEqual(d.nextCheck, .at(190 * ms))
     }
 
     func testAReadersOwnNearStreamsDoNotYieldToItsOwnRead() {
         // A copy's parallel streams fill a link that caps each connection: holding them for its
         // own late read would only slow it down.
         var s = scheduler()
-        s.add(1, origin: a, priority: .waiting, owner: 7, now: 0)
-        s.add(2, origin: a, priority: .near, owner: 7, now: 0)
-        s.add(3, origin: a, priority: .far, owner: 7, now: 0)
-        s.add(4, origin: a, priority: .near, owner: 8, now: 0)
-        XCTAssertEqual(s.decide(now: 200 * ms).held, [3, 4])
+        s.add(1, origin: a, priority: .waiting, owner: 7, now: .at(0))
+        s.add(2, origin: a, priority: .near, owner: 7, now: .at(0))
+        s.add(3, origin: a, priority: .far, owner: 7, now: .at(0))
+        s.add(4, origin: a, priority: .near, owner: 8, now: .at(0))
+        XCTAssertEqual(s.decide(now: .at(200 * ms)).held, [3, 4])
         // Once another reader is behind too, nobody's read-ahead runs.
-        s.add(5, origin: a, priority: .waiting, owner: 8, now: 0)
-        XCTAssertEqual(s.decide(now: 200 * ms).held, [2, 3, 4])
+        s.add(5, origin: a, priority: .waiting, owner: 8, now: .at(0))
+        XCTAssertEqual(s.decide(now: .at(200 * ms)).held, [2, 3, 4])
     }
 
     func testHeldTransfersGoOnOnceTheReadIsServed() {
         var s = scheduler()
-        s.add(1, origin: a, priority: .waiting, owner: 7, now: 0)
-        s.add(2, origin: a, priority: .far, owner: 8, now: 0)
-        XCTAssertEqual(s.decide(now: 150 * ms).held, [2])
-        s.setPriority(1, .far, waited: 0, now: 160 * ms)   // its read was answered: read-ahead now
-        XCTAssertEqual(s.decide(now: 160 * ms), .init(held: [], nextCheck: nil))
+        s.add(1, origin: a, priority: .waiting, owner: 7, now: .at(0))
+        s.add(2, origin: a, priority: .far, owner: 8, now: .at(0))
+        XCTAssertEqual(s.decide(now: .at(150 * ms)).held, [2])
+        s.setPriority(1, .far, waited: .nanoseconds(0), now: .at(160 * ms))   // its read was answered: read-ahead now
+        XCTAssertEqual(s.decide(now: .at(160 * ms)), .init(held: [], nextCheck: nil))
     }
 
     func testANewWaitingReadCountsFromWhenItBeganToWait() {
         var s = scheduler()
-        s.add(2, origin: a, priority: .far, owner: 8, now: 0)
-        s.add(1, origin: a, priority: .far, owner: 7, now: 0)
-        s.setPriority(1, .waiting, waited: 80 * ms, now: 1000 * ms)   // the engine says: it waits since 920
-        XCTAssertEqual(s.decide(now: 1000 * ms).held, [])
-        XCTAssertEqual(s.decide(now: 1020 * ms).held, [2])
+        s.add(2, origin: a, priority: .far, owner: 8, now: .at(0))
+        s.add(1, origin: a, priority: .far, owner: 7, now: .at(0))
+        s.setPriority(1, .waiting, waited: .nanoseconds(80 * ms), now: .at(1000 * ms))   // the engine says: it waits since 920
+        XCTAssertEqual(s.decide(now: .at(1000 * ms)).held, [])
+        XCTAssertEqual(s.decide(now: .at(1020 * ms)).held, [2])
         // The oldest read was answered; the next one has waited only 10 ms.
-        s.setPriority(1, .waiting, waited: 10 * ms, now: 1030 * ms)
-        XCTAssertEqual(s.decide(now: 1030 * ms).held, [])
+        s.setPriority(1, .waiting, waited: .nanoseconds(10 * ms), now: .at(1030 * ms))
+        XCTAssertEqual(s.decide(now: .at(1030 * ms)).held, [])
     }
 
     func testPreloadYieldsToAnyOtherTransferOfItsOrigin() {
         var s = scheduler()
-        s.add(1, origin: a, priority: .preload, owner: nil, now: 0)
-        s.add(2, origin: b, priority: .preload, owner: nil, now: 0)
-        XCTAssertEqual(s.decide(now: 0).held, [], "alone, a warm-up takes the link")
-        s.add(3, origin: a, priority: .far, owner: 7, now: 0)
-        XCTAssertEqual(s.decide(now: 0).held, [1])
+        s.add(1, origin: a, priority: .preload, owner: nil, now: .at(0))
+        s.add(2, origin: b, priority: .preload, owner: nil, now: .at(0))
+        XCTAssertEqual(s.decide(now: .at(0)).held, [], "alone, a warm-up takes the link")
+        s.add(3, origin: a, priority: .far, owner: 7, now: .at(0))
+        XCTAssertEqual(s.decide(now: .at(0)).held, [1])
         s.remove(3)
-        XCTAssertEqual(s.decide(now: 0).held, [])
+        XCTAssertEqual(s.decide(now: .at(0)).held, [])
     }
 
     func testAFinishedTransferHoldsNothing() {
         var s = scheduler()
-        s.add(1, origin: a, priority: .waiting, owner: 7, now: 0)
-        s.add(2, origin: a, priority: .far, owner: 8, now: 0)
+        s.add(1, origin: a, priority: .waiting, owner: 7, now: .at(0))
+        s.add(2, origin: a, priority: .far, owner: 8, now: .at(0))
         s.remove(1)
-        XCTAssertEqual(s.decide(now: 1000 * ms), .init(held: [], nextCheck: nil))
-        s.setPriority(1, .waiting, waited: 0, now: 0)   // late news of a finished transfer
-        XCTAssertEqual(s.decide(now: 1000 * ms).held, [])
+        XCTAssertEqual(s.decide(now: .at(1000 * ms)), .init(held: [], nextCheck: nil))
+        s.setPriority(1, .waiting, waited: .nanoseconds(0), now: .at(0))   // late news of a finished transfer
+        XCTAssertEqual(s.decide(now: .at(1000 * ms)).held, [])
     }
 
     func testTheOriginIsSchemeHostAndPort() {
@@ -100,28 +100,28 @@ final class TransferSchedulerTests: XCTestCase {
 /// `--bwlimit` serves the classes in order.
 final class ThrottlePriorityTests: XCTestCase {
     func testAWaitingTransferGetsTheTokensBeforeReadAhead() {
-        let t = Throttle(bytesPerSecond: 1, now: 0)   // tokens for the first bytes only
-        XCTAssertTrue(t.admit(64 << 10, transfer: 1, priority: .far, now: 0), "a token was left")
-        XCTAssertFalse(t.admit(1, transfer: 1, priority: .far, now: 0), "in debt now")
-        XCTAssertFalse(t.admit(1, transfer: 2, priority: .waiting, now: 0))
-        XCTAssertFalse(t.admit(1, transfer: 3, priority: .near, now: 0))
+        let t = Throttle(bytesPerSecond: 1, now: .at(0))   // tokens for the first bytes only
+        XCTAssertTrue(t.admit(64 << 10, transfer: 1, priority: .far, now: .at(0)), "a token was left")
+        XCTAssertFalse(t.admit(1, transfer: 1, priority: .far, now: .at(0)), "in debt now")
+        XCTAssertFalse(t.admit(1, transfer: 2, priority: .waiting, now: .at(0)))
+        XCTAssertFalse(t.admit(1, transfer: 3, priority: .near, now: .at(0)))
         // Whatever the bucket holds, read-ahead waits while the waiting transfer does.
         t.forget(99)
-        XCTAssertEqual(t.due(now: .max / 2).sorted(), [2], "the highest class first")
-        XCTAssertEqual(t.due(now: .max / 2).sorted(), [3])
-        XCTAssertEqual(t.due(now: .max / 2).sorted(), [1])
-        XCTAssertEqual(t.due(now: .max / 2), [])
+        XCTAssertEqual(t.due(now: .at(.max / 2)).sorted(), [2], "the highest class first")
+        XCTAssertEqual(t.due(now: .at(.max / 2)).sorted(), [3])
+        XCTAssertEqual(t.due(now: .at(.max / 2)).sorted(), [1])
+        XCTAssertEqual(t.due(now: .at(.max / 2)), [])
     }
 
     func testALowerClassWaitsWhileAHigherOneIsPaused() {
-        let t = Throttle(bytesPerSecond: 1 << 30, now: 0)
-        XCTAssertTrue(t.admit(1, transfer: 1, priority: .far, now: 0))
+        let t = Throttle(bytesPerSecond: 1 << 30, now: .at(0))
+        XCTAssertTrue(t.admit(1, transfer: 1, priority: .far, now: .at(0)))
         // Transfer 2 paused for tokens (forced: a debt).
-        _ = t.admit(Int.max / 4, transfer: 2, priority: .waiting, now: 0)
-        XCTAssertFalse(t.admit(1, transfer: 2, priority: .waiting, now: 0))
-        XCTAssertFalse(t.admit(1, transfer: 1, priority: .far, now: 0), "read-ahead waits behind it")
+        _ = t.admit(Int.max / 4, transfer: 2, priority: .waiting, now: .at(0))
+        XCTAssertFalse(t.admit(1, transfer: 2, priority: .waiting, now: .at(0)))
+        XCTAssertFalse(t.admit(1, transfer: 1, priority: .far, now: .at(0)), "read-ahead waits behind it")
         t.forget(2)   // it finished
-        XCTAssertNotNil(t.wait(now: 0), "transfer 1 still waits for a token")
+        XCTAssertNotNil(t.wait(now: .at(0)), "transfer 1 still waits for a token")
     }
 }
 
@@ -151,11 +151,11 @@ final class ThrottleSharingTests: XCTestCase {
             var got: [Int: Int] = [:]
             let end = now + seconds * 1000 * ms
             while now < end {
-                for id in throttle.due(now: now) { paused.remove(id) }
+                for id in throttle.due(now: .at(now)) { paused.remove(id) }
                 // The order libcurl offers in varies; the waiting transfer is neither first nor last.
                 let order = classes.keys.sorted().rotated(by: Int(now / ms) % classes.count)
                 for id in order where !paused.contains(id) && got[id, default: 0] / chunk < arrived(id, now) {
-                    if throttle.admit(chunk, transfer: id, priority: classes[id]!, owner: owners[id] ?? 1, now: now) {
+                    if throttle.admit(chunk, transfer: id, priority: classes[id]!, owner: owners[id] ?? 1, now: .at(now)) {
                         got[id, default: 0] += chunk
                     } else {
                         paused.insert(id)
@@ -172,7 +172,7 @@ final class ThrottleSharingTests: XCTestCase {
     }
 
     func testAWaitingTransferTakesTheWholeBudgetFromSeventeenReadAheadStreams() {
-        let t = Throttle(bytesPerSecond: 1 << 20, now: 0)
+        let t = Throttle(bytesPerSecond: 1 << 20, now: .at(0))
         var classes: [Int: FetchPriority] = [0: .waiting]
         for id in 1...17 { classes[id] = .far }
         let got = run(t, classes: classes, seconds: 4) { _, _ in .max }
@@ -184,7 +184,7 @@ final class ThrottleSharingTests: XCTestCase {
     }
 
     func testReadAheadTakesTheTokensAWaitingTransferSlowedByItsOriginLeaves() {
-        let t = Throttle(bytesPerSecond: 1 << 20, now: 0)
+        let t = Throttle(bytesPerSecond: 1 << 20, now: .at(0))
         let classes: [Int: FetchPriority] = [0: .waiting, 1: .near, 2: .far]
         // The waiting transfer's origin sends a chunk every 50 ms (320 KiB/s).
         let got = run(t, classes: classes, seconds: 4) { id, now in id == 0 ? Int(now / ms) / 50 + 1 : .max }
@@ -196,7 +196,7 @@ final class ThrottleSharingTests: XCTestCase {
     }
 
     func testReadAheadGetsTheBudgetBackSoonAfterTheReadIsAnswered() {
-        let t = Throttle(bytesPerSecond: 1 << 20, now: 0)
+        let t = Throttle(bytesPerSecond: 1 << 20, now: .at(0))
         let classes: [Int: FetchPriority] = [0: .waiting, 1: .far]
         // The read is answered after one second: its transfer has nothing more to offer.
         let got = run(t, classes: classes, seconds: 3) { id, now in id == 0 && now >= 1000 * ms ? 0 : .max }
@@ -206,7 +206,7 @@ final class ThrottleSharingTests: XCTestCase {
     }
 
     func testReadAheadArrivesNearestFirstAsOneStreamWouldBringIt() {
-        let t = Throttle(bytesPerSecond: 1 << 20, now: 0)
+        let t = Throttle(bytesPerSecond: 1 << 20, now: .at(0))
         var classes: [Int: FetchPriority] = [:]
         for id in 1...18 { classes[id] = .far }   // a player's 18 streams of 1 MiB, in offset order
         let mib = (1 << 20) / chunk
@@ -220,7 +220,7 @@ final class ThrottleSharingTests: XCTestCase {
     }
 
     func testTwoPlayersUnderOneLimitEachGetTheirNearestBytesAtHalfTheRate() {
-        let t = Throttle(bytesPerSecond: 1 << 20, now: 0)
+        let t = Throttle(bytesPerSecond: 1 << 20, now: .at(0))
         let loop = Loop(t)
         var classes: [Int: FetchPriority] = [:]
         for id in 1...10 {   // player A's streams 1-5, player B's 6-10, each in offset order
@@ -236,19 +236,19 @@ final class ThrottleSharingTests: XCTestCase {
     }
 
     func testAReadAheadStreamPausedForATokenGetsTheNextOnesOnceAReadWaitsOnIt() {
-        let t = Throttle(bytesPerSecond: 1 << 20, now: 0)
-        XCTAssertTrue(t.admit(64 << 10, transfer: 9, priority: .near, now: 0), "the bucket goes into debt")
-        XCTAssertFalse(t.admit(chunk, transfer: 1, priority: .far, now: 0))
-        XCTAssertFalse(t.admit(chunk, transfer: 2, priority: .near, now: 0))
+        let t = Throttle(bytesPerSecond: 1 << 20, now: .at(0))
+        XCTAssertTrue(t.admit(64 << 10, transfer: 9, priority: .near, now: .at(0)), "the bucket goes into debt")
+        XCTAssertFalse(t.admit(chunk, transfer: 1, priority: .far, now: .at(0)))
+        XCTAssertFalse(t.admit(chunk, transfer: 2, priority: .near, now: .at(0)))
         t.reclass(1, .waiting)   // a read now waits on transfer 1's bytes
         t.reclass(3, .waiting)   // one that is not paused is not made so
-        XCTAssertEqual(t.due(now: 1_000 * ms), [1], "the read's transfer first, not the near stream")
-        XCTAssertEqual(t.due(now: 1_000 * ms), [2])
-        XCTAssertEqual(t.due(now: 1_000 * ms), [])
+        XCTAssertEqual(t.due(now: .at(1_000 * ms)), [1], "the read's transfer first, not the near stream")
+        XCTAssertEqual(t.due(now: .at(1_000 * ms)), [2])
+        XCTAssertEqual(t.due(now: .at(1_000 * ms)), [])
     }
 
     func testAReadOnAStreamPausedAsFarGetsTheBudgetFromFiveNearStreams() {
-        let t = Throttle(bytesPerSecond: 1 << 20, now: 0)
+        let t = Throttle(bytesPerSecond: 1 << 20, now: .at(0))
         // A far stream and five near ones, paused for tokens in turn; then a read waits on the
         // far one (the player caught up with it).
         let loop = Loop(t)

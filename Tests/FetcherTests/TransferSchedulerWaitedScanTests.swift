@@ -5,7 +5,7 @@ import XCTest
 /// A scanner's fetch that its read waits on (`.waitedScan`) beside a copy's read-ahead to the same
 /// origin. Before this class the engine left such a fetch at `.scan`, and the rows with `.scan`
 /// show what that cost: held, and never admitted under `--max-connections`, for as long as the
-/// copy's near streams followed each other. The rule now: a waited scan fetch never yields to
+/// copy's near streams followed each other. The rule now: .at(a waited scan fetch never yields to)
 /// read-ahead and starts before it, and still yields to every player's waiting read at once.
 /// Time is passed in, never read.
 final class TransferSchedulerWaitedScanTests: XCTestCase {
@@ -15,13 +15,13 @@ final class TransferSchedulerWaitedScanTests: XCTestCase {
     /// A copy of a big file: its near streams follow each other (the next begins before the
     /// last ends) for 50 streams; returns, per stream, whether the probe's transfer 1 was held.
     private func heldDuringACopy(_ probe: FetchPriority) -> [Bool] {
-        var s = TransferScheduler(patience: 100 * ms)
-        s.add(1, origin: a, priority: probe, owner: 5, now: 0)
+        var s = TransferScheduler(patience: .nanoseconds(100 * ms))
+        s.add(1, origin: a, priority: probe, owner: 5, now: .at(0))
         return (10..<60).map { stream in
             let now = UInt64(stream) * 1000 * ms
-            s.add(stream, origin: a, priority: .near, owner: 7, now: now)
+            s.add(stream, origin: a, priority: .near, owner: 7, now: .at(now))
             s.remove(stream - 1)
-            return s.decide(now: now).held.contains(1)
+            return s.decide(now: .at(now)).held.contains(1)
         }
     }
 
@@ -43,31 +43,31 @@ final class TransferSchedulerWaitedScanTests: XCTestCase {
             Row(line: #line, others: [.near, .waiting], held: true),
         ]
         for r in rows {
-            var s = TransferScheduler(patience: 100 * ms)
-            s.add(1, origin: a, priority: .waitedScan, owner: 5, now: 0)
-            for (i, p) in r.others.enumerated() { s.add(10 + i, origin: a, priority: p, owner: 20 + i, now: 0) }
-            s.add(99, origin: b, priority: .waiting, owner: 30, now: 0)   // another origin's film changes nothing
-            XCTAssertEqual(s.decide(now: 0).held.contains(1), r.held, line: r.line)
+            var s = TransferScheduler(patience: .nanoseconds(100 * ms))
+            s.add(1, origin: a, priority: .waitedScan, owner: 5, now: .at(0))
+            for (i, p) in r.others.enumerated() { s.add(10 + i, origin: a, priority: p, owner: 20 + i, now: .at(0)) }
+            s.add(99, origin: b, priority: .waiting, owner: 30, now: .at(0))   // another origin's film changes nothing
+            XCTAssertEqual(s.decide(now: .at(0)).held.contains(1), r.held, line: r.line)
         }
     }
 
     func testWhileAProbeWaitsItsMarginAndWarmUpYieldToIt() {
-        var s = TransferScheduler(patience: 100 * ms)
-        s.add(1, origin: a, priority: .waitedScan, owner: 5, now: 0)
-        s.add(2, origin: a, priority: .scan, owner: 6, now: 0)
-        s.add(3, origin: a, priority: .preload, owner: nil, now: 0)
-        s.add(4, origin: a, priority: .near, owner: 7, now: 0)
-        XCTAssertEqual(s.decide(now: 0).held, [2, 3])
-        s.setPriority(1, .scan, waited: 0, now: 50 * ms)   // the probe's read was answered
-        XCTAssertEqual(s.decide(now: 50 * ms).held, [1, 2, 3])
+        var s = TransferScheduler(patience: .nanoseconds(100 * ms))
+        s.add(1, origin: a, priority: .waitedScan, owner: 5, now: .at(0))
+        s.add(2, origin: a, priority: .scan, owner: 6, now: .at(0))
+        s.add(3, origin: a, priority: .preload, owner: nil, now: .at(0))
+        s.add(4, origin: a, priority: .near, owner: 7, now: .at(0))
+        XCTAssertEqual(s.decide(now: .at(0)).held, [2, 3])
+        s.setPriority(1, .scan, waited: .nanoseconds(0), now: .at(50 * ms))   // the probe's read was answered
+        XCTAssertEqual(s.decide(now: .at(50 * ms)).held, [1, 2, 3])
     }
 
     func testAPlayersReadThatIsBehindHoldsAWaitedScanFetchLikeAnyOther() {
-        var s = TransferScheduler(patience: 100 * ms)
-        s.add(1, origin: a, priority: .waiting, owner: 7, now: 0)
-        s.add(2, origin: a, priority: .near, owner: 7, now: 0)
-        s.add(3, origin: a, priority: .waitedScan, owner: 5, now: 0)
-        XCTAssertEqual(s.decide(now: 100 * ms).held, [3], "the copy's own stream runs; the probe waits for the film's read")
+        var s = TransferScheduler(patience: .nanoseconds(100 * ms))
+        s.add(1, origin: a, priority: .waiting, owner: 7, now: .at(0))
+        s.add(2, origin: a, priority: .near, owner: 7, now: .at(0))
+        s.add(3, origin: a, priority: .waitedScan, owner: 5, now: .at(0))
+        XCTAssertEqual(s.decide(now: .at(100 * ms)).held, [3], "the copy's own stream runs; the probe waits for the film's read")
     }
 
     /// `--max-connections 2`, both taken by a copy's near streams, its next stream always queued
@@ -114,13 +114,13 @@ final class TransferSchedulerWaitedScanTests: XCTestCase {
     }
 
     func testUnderBwlimitAWaitedScanFetchGetsTokensAfterAPlayersReadAndBeforeReadAhead() {
-        let t = Throttle(bytesPerSecond: 1, now: 0)   // tokens for the first bytes only
-        XCTAssertTrue(t.admit(64 << 10, transfer: 1, priority: .far, now: 0))
-        XCTAssertFalse(t.admit(1, transfer: 2, priority: .near, now: 0))
-        XCTAssertFalse(t.admit(1, transfer: 3, priority: .waitedScan, now: 0))
-        XCTAssertFalse(t.admit(1, transfer: 4, priority: .waiting, now: 0))
-        XCTAssertFalse(t.admit(1, transfer: 5, priority: .scan, now: 0))
-        let order = (0..<5).flatMap { _ in t.due(now: .max / 2) }
+        let t = Throttle(bytesPerSecond: 1, now: .at(0))   // tokens for the first bytes only
+        XCTAssertTrue(t.admit(64 << 10, transfer: 1, priority: .far, now: .at(0)))
+        XCTAssertFalse(t.admit(1, transfer: 2, priority: .near, now: .at(0)))
+        XCTAssertFalse(t.admit(1, transfer: 3, priority: .waitedScan, now: .at(0)))
+        XCTAssertFalse(t.admit(1, transfer: 4, priority: .waiting, now: .at(0)))
+        XCTAssertFalse(t.admit(1, transfer: 5, priority: .scan, now: .at(0)))
+        let order = (0..<5).flatMap { _ in t.due(now: .at(.max / 2)) }
         XCTAssertEqual(order, [4, 3, 2, 5])
     }
 }

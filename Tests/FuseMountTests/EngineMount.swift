@@ -18,7 +18,7 @@ final class EngineMount: Sendable {
     init(tree: (OriginServer) throws -> MountTreeSpec,
          cache: (inout CacheConfiguration) -> Void = { _ in },
          options: MountOptions = MountOptions(readDeadline: nil),
-         fetcher: FetcherConfiguration = FetcherConfiguration(clock: .system, lowSpeedTime: 2, maxRetries: 1, retryBaseDelay: 0.05),
+         fetcher: FetcherConfiguration = FetcherConfiguration(clock: .realTime, lowSpeedTime: 2, maxRetries: 1, retryBaseDelay: 0.05),
          setup: (OriginServer) -> Void = { _ in },
          engineLog: RecordedLog? = nil, probes: Scheduler = .shared) throws {
         try requireFuse()
@@ -27,7 +27,7 @@ final class EngineMount: Sendable {
         origin = try OriginServer()
         setup(origin)
         cacheDirectory = TemporaryDirectory(prefix: "httpcachefs-fuse-cache")
-        var config = CacheConfiguration(directory: cacheDirectory.path, freeSpaceFloor: 0, sliceSize: 1 << 20)
+        var config = CacheConfiguration(directory: cacheDirectory.path, freeSpaceFloor: 0, sliceSize: 1 << 20, engineClock: .realTime)
         cache(&config)
         source = CurlRangeSource(configuration: fetcher, logger: logger)
         // `engineLog`: the engine's lines recorded, for a test that waits until the engine says.

@@ -34,7 +34,7 @@ final class MountDaemonTests: XCTestCase {
         XCTAssertTrue(h.log.contains("unmounted \(h.mountpoint)"), h.log)
 
         // The index was flushed and the cache lock released: a new engine sees the cached bytes.
-        let engine = try CacheEngine(configuration: CacheConfiguration(directory: h.cacheDirectory), source: NoSource())
+        let engine = try CacheEngine(configuration: CacheConfiguration(directory: h.cacheDirectory, engineClock: .realTime), source: NoSource())
         defer { engine.shutdown() }
         XCTAssertEqual(engine.status(url: h.origin.url("/a.bin"))?.cachedBytes, 3 << 20)
     }

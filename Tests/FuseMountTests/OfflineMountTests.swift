@@ -64,7 +64,7 @@ final class OfflineMountTests: XCTestCase {
         // The probe is due 1 s after the origin went down; it goes out now, on this thread, and the
         // engine says so once it got an answer.
         XCTAssertEqual(probes.pending, 1, "one probe timer set while the origin is down")
-        probes.advance(by: 1)
+        probes.advance(by: .seconds(1))
         guard engineLog.wait(for: "origin reachable again", timeout: 30) else { return XCTFail("the origin never came back up") }
         XCTAssertTrue(m.engine.originsDown.isEmpty)
         try withinBound(30, "the file never cached, once the origin is back") {

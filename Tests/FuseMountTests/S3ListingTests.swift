@@ -116,6 +116,33 @@ final class S3ListingTests: XCTestCase {
         XCTAssertEqual(loop.asked, [first, again])
     }
 
+    /// A folder of many pages tells its caller at each page but the last, so the mount's
+    /// deadline bounds each page, never a listing that keeps coming (`ListingProgress`).
+    func testEachPageButTheLastIsToldAsProgressAndTheDeadlineWaitsWhilePagesCome() throws {
+        S3Listing.register(root: "http://127.0.0.1:9/paged/", listingBase: "http://127.0.0.1:9/paged")
+        var pages: [String: [UInt8]] = [:]
+        for i in 0..<3 {
+            let url = S3Listing.pageURL(listingBase: "http://127.0.0.1:9/paged", prefix: "", continuation: i == 0 ? nil : "t\(i)")
+            pages[url] = page("<Contents><Key>f\(i).bin</Key><Size>1</Size></Contents>", truncated: i < 2, token: "t\(i + 1)")
+        }
+        let told = LockedValue(0)
+        let done = expectation(description: "listed")
+        ListingFetch.fetch(url: "http://127.0.0.1:9/paged/", through: PagedTransport(pages: pages), limit: 1 << 20, maxAge: 0,
+                           webDAVFirst: false, logger: Logger(label: "test"), progress: { told.withLock { $0 += 1 } }) { result in
+            XCTAssertEqual((try? result.get())?.entries.count, 3)
+            done.fulfill()
+        }
+        wait(for: [done], timeout: 10)
+        XCTAssertEqual(told.withLock { $0 }, 2)
+
+        let progress = ListingProgress()
+        XCTAssertFalse(progress.take(), "no page yet: the deadline fires")
+        progress.note()
+        progress.note()
+        XCTAssertTrue(progress.take(), "a page came: the deadline waits again")
+        XCTAssertFalse(progress.take(), "and none since")
+    }
+
     func testAFailedPageFailsTheListing() {
         S3Listing.register(root: "http://127.0.0.1:9/failing/", listingBase: "http://127.0.0.1:9/failing")
         let transport = PagedTransport(pages: [:])

@@ -151,9 +151,9 @@ final class WebDAVMountTests: XCTestCase {
     /// A kept listing is answered from the cache while it is younger than the TTL, asked again
     /// when older (a refresh asks at once), and served as it is when the origin cannot be reached.
     func testKeptPropfindAnswersFollowTheListingTTL() throws {
-        let source = CurlRangeSource(configuration: FetcherConfiguration(clock: .system, lowSpeedTime: 2, maxRetries: 1, retryBaseDelay: 0.05),
+        let source = CurlRangeSource(configuration: FetcherConfiguration(clock: .realTime, lowSpeedTime: 2, maxRetries: 1, retryBaseDelay: 0.05),
                                      logger: Logger(label: "webdav-kept-test"))
-        let engine = try CacheEngine(configuration: CacheConfiguration(directory: h.directory.appending("engine"), freeSpaceFloor: 0),
+        let engine = try CacheEngine(configuration: CacheConfiguration(directory: h.directory.appending("engine"), freeSpaceFloor: 0, engineClock: .realTime),
                                      source: source, layers: FetchLayers.standard())
         defer {
             engine.shutdown()

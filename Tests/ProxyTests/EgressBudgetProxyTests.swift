@@ -10,11 +10,11 @@ import XCTest
 final class EgressBudgetProxyTests: XCTestCase {
     func testPastTheBudgetTheProxyAnswers503AndServesWhatIsCached() throws {
         let ledger = EgressLedger(rules: .init(everyOrigin: EgressBudget(bytes: 100_000, period: .day)), file: nil,
-                                  logger: Logger(label: "test"), clock: EngineClock.system.wall)
-        var fetcher = FetcherConfiguration(clock: .system, lowSpeedTime: 2, maxRetries: 0)
+                                  logger: Logger(label: "test"), clock: EngineClock.realTime.wall)
+        var fetcher = FetcherConfiguration(clock: .realTime, lowSpeedTime: 2, maxRetries: 0)
         fetcher.egressLedger = ledger
         let h = try ProxyHarness(cache: { dir in
-            var c = CacheConfiguration(directory: dir)
+            var c = CacheConfiguration(directory: dir, engineClock: .realTime)
             c.egressLedger = ledger
             return c
         }, fetcher: fetcher)

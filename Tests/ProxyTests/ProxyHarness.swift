@@ -19,8 +19,8 @@ final class ProxyHarness: Sendable {
     let configuration: ProxyConfiguration
 
     init(configuration: ProxyConfiguration = ProxyConfiguration(port: 0),
-         cache: (String) -> CacheConfiguration = { CacheConfiguration(directory: $0) },
-         fetcher: FetcherConfiguration = FetcherConfiguration(clock: .system, lowSpeedTime: 2, maxRetries: 0),
+         cache: (String) -> CacheConfiguration = { CacheConfiguration(directory: $0, engineClock: .realTime) },
+         fetcher: FetcherConfiguration = FetcherConfiguration(clock: .realTime, lowSpeedTime: 2, maxRetries: 0),
          logger: Logger? = nil) throws {
         var defaultLogger = Logger(label: "proxy-test")
         defaultLogger.logLevel = ProcessInfo.processInfo.environment["PROXY_TEST_LOG"] != nil ? .debug : .critical

@@ -11,7 +11,7 @@ final class ProxyLoopTests: XCTestCase {
     func testAnOriginThatRedirectsIntoTheProxyEndsInOneHop() throws {
         var configuration = ProxyConfiguration(port: 0)
         configuration.loopMarker = "httpcachefs-looptest"
-        var fetcher = FetcherConfiguration(clock: .system, lowSpeedTime: 2, maxRetries: 3, retryBaseDelay: 0.01)
+        var fetcher = FetcherConfiguration(clock: .realTime, lowSpeedTime: 2, maxRetries: 3, retryBaseDelay: 0.01)
         fetcher.via = "1.1 httpcachefs-looptest"
         let h = try ProxyHarness(configuration: configuration, fetcher: fetcher)
         defer { h.shutdown() }

@@ -12,7 +12,7 @@ final class ProxySecurityTests: XCTestCase {
         XCTAssertEqual(ProxyConfiguration().bindAddress, "127.0.0.1")
         let dir = TemporaryDirectory()
         defer { dir.remove() }
-        let engine = try CacheEngine(configuration: CacheConfiguration(directory: dir.path), source: NoSource())
+        let engine = try CacheEngine(configuration: CacheConfiguration(directory: dir.path, engineClock: .realTime), source: NoSource())
         defer { engine.shutdown() }
         let open = ProxyServer(engine: engine, configuration: ProxyConfiguration(bindAddress: "0.0.0.0", port: 0),
                                logger: .init(label: "t"))
@@ -174,7 +174,7 @@ final class ProxySecurityTests: XCTestCase {
         forbidden.setFile("/key.bin", data: testBytes(16))
         forbidden.setFile("/a.mp4", data: testBytes(1000))
         let policy = AddressPolicy(forbiddenRanges: [AddressRange("127.0.0.2/32")!], forbiddenNames: [])
-        let h = try ProxyHarness(fetcher: FetcherConfiguration(clock: .system, lowSpeedTime: 2, maxRetries: 3, retryBaseDelay: 0.01,
+        let h = try ProxyHarness(fetcher: FetcherConfiguration(clock: .realTime, lowSpeedTime: 2, maxRetries: 3, retryBaseDelay: 0.01,
                                                                addressPolicy: policy,
                                                                pinnedAddresses: ["nas.test:\(forbidden.port):127.0.0.2"]))
         defer { h.shutdown() }

@@ -115,7 +115,7 @@ final class RcTests: XCTestCase {
                     },
                     fileURL: { _, path in path == "Films/a.mkv" ? "http://h/Films/a.mkv" : nil },
                     mountStats: { _ in (openFiles: 2, files: 5, dirs: 1) },
-                    cache: { ("/c", CacheUsage(bytes: 100, capacity: 1000, entries: 3), CacheMetrics().totals, Date()) },
+                    cache: { ("/c", CacheUsage(bytes: 100, capacity: 1000, entries: 3), CacheMetrics(clock: .realTime).totals, Date()) },
                     version: "1.2.3")
         }
     }

@@ -12,7 +12,7 @@ final class StatusEndpointTests: XCTestCase {
     /// A proxy whose cache fetches exactly what is read (no read-ahead), so coverage is known.
     private func harness(_ configuration: ProxyConfiguration = ProxyConfiguration(port: 0)) throws -> ProxyHarness {
         let h = try ProxyHarness(configuration: configuration, cache: {
-            CacheConfiguration(directory: $0, freeSpaceFloor: 0, sliceSize: 1 << 20, initialReadAhead: 0, maxReadAhead: 0)
+            CacheConfiguration(directory: $0, freeSpaceFloor: 0, sliceSize: 1 << 20, initialReadAhead: 0, maxReadAhead: 0, engineClock: .realTime)
         })
         h.origin.setFile("/a.mp4", data: testBytes(Self.length, seed: 1))
         h.origin.setFile("/b.mp4", data: testBytes(Self.length, seed: 2))

@@ -30,7 +30,7 @@ final class StatusPageGlanceTests: XCTestCase {
             throw XCTSkip("chromium not installed (Debian package chromium)")
         }
         let h = try ProxyHarness(configuration: ProxyConfiguration(port: 0), cache: {
-            var c = CacheConfiguration(directory: $0, freeSpaceFloor: 0, sliceSize: 1 << 20, initialReadAhead: 0, maxReadAhead: 0)
+            var c = CacheConfiguration(directory: $0, freeSpaceFloor: 0, sliceSize: 1 << 20, initialReadAhead: 0, maxReadAhead: 0, engineClock: .realTime)
             c.bandwidthLimit = { _ in BandwidthLimitStatus(bytesPerSecond: 512 << 10, nextChange: Self.nextChange, nextBytesPerSecond: 0) }
             return c
         })

@@ -43,7 +43,7 @@ final class StatusViewsTests: XCTestCase {
         init(paths: [String]) async throws {
             var logger = Logger(label: "status-views")
             logger.logLevel = .critical
-            engine = try CacheEngine(configuration: CacheConfiguration(directory: directory.path, freeSpaceFloor: 0), source: source,
+            engine = try CacheEngine(configuration: CacheConfiguration(directory: directory.path, freeSpaceFloor: 0, engineClock: .realTime), source: source,
                                      logger: logger)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 var next = 0
@@ -169,7 +169,8 @@ final class StatusViewsTests: XCTestCase {
              .success(.folder(id: "ab12", page: 3, pageSize: 50, filter: "x", order: .size))),
             ("/.httpcachefs/status.json?folder=ab12", .success(.folder(id: "ab12", page: 0, pageSize: 100, filter: "", order: .name))),
             ("/.httpcachefs/status.json?url=http%3A%2F%2Fh%2Fa%3Fb%3D1", .success(.locate(url: "http://h/a?b=1", pageSize: 100, order: .name))),
-            ("/.httpcachefs/status.json?view=all", .failure(.init("view=all is not 'summary' or 'full'"))),
+            ("/.httpcachefs/status.json?view=all", .failure(.init("view=all is not 'summary', 'full' or 'unsaved'"))),
+            ("/.httpcachefs/status.json?view=unsaved", .success(.unsaved)),
             ("/.httpcachefs/status.json?folder=a&page=-1", .failure(.init("page=-1 is not a page number (0 or more)"))),
             ("/.httpcachefs/status.json?folder=a&page=two", .failure(.init("page=two is not a page number (0 or more)"))),
             ("/.httpcachefs/status.json?folder=a&per=0", .failure(.init("per=0 is not a number of files from 1 to 1000"))),

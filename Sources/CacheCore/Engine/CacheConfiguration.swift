@@ -13,7 +13,10 @@ public struct CacheConfiguration: Sendable {
     /// other half to work with: the user's pins all together (`CacheEngine.pinLimit`, and at
     /// start `Evictor.holdPinsUnderTheCap`) and one body of unknown length
     /// (`EngineCore.unknownLengthLimit`).
-    public var halfCapacity: Int64 { capacity / 2 }
+    public var halfCapacity: Int64 { Self.halfCapacity(of: capacity) }
+    /// Half of a cap of `capacity` bytes (`halfCapacity`), for what knows the cap only: `preload
+    /// --pin`'s limit, `cache ls`'s footer.
+    public static func halfCapacity(of capacity: Int64) -> Int64 { capacity / 2 }
     /// Keep at least this fraction of the file system free (evicting below the cap if needed).
     public var freeSpaceFloor: Double
     /// Size of one slice, the unit of accounting and eviction (`--slice-size`).
@@ -61,8 +64,10 @@ public struct CacheConfiguration: Sendable {
     /// `--ignore-etag`: versions are told apart by length and Last-Modified only, and `If-Range`
     /// carries Last-Modified (for origins whose ETags change on every answer).
     public var ignoreETag = false
-    /// The engine's clocks (`EngineClock`): tests pass clocks of their own.
-    public var engineClock = EngineClock.system
+    /// The engine's clocks and scheduler (`EngineClock`), given by whoever builds the engine:
+    /// the executable's wiring gives the machine's (`EngineClock.system`), tests their own. No
+    /// default, so no part falls back to the machine's clock unseen.
+    public var engineClock: EngineClock
     /// The time reads are stamped with and entries are aged by (`engineClock`'s wall clock):
     /// tests pass a clock of their own.
     public var clock: @Sendable () -> Date {
@@ -108,8 +113,10 @@ public struct CacheConfiguration: Sendable {
                 maxReadAhead: Int64 = CacheConfiguration.defaultMaxReadAhead,
                 maxStreams: Int = 8,
                 minStreamSize: Int64 = 1 << 20,
-                streamSeconds: Double = 0.05) {
+                streamSeconds: Double = 0.05,
+                engineClock: EngineClock) {
         self.directory = directory
+        self.engineClock = engineClock
         self.capacity = capacity
         self.freeSpaceFloor = freeSpaceFloor
         self.sliceSize = sliceSize

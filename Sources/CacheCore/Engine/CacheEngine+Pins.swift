@@ -53,7 +53,11 @@ extension CacheEngine {
     /// Unpins every range of `url`'s file; returns the bytes unpinned (0: none were).
     @discardableResult
     public func unpin(url: String) throws -> Int64 {
-        let key = try key(for: url)
+        try unpin(key: try key(for: url))
+    }
+
+    /// The same, for the entry `key` names.
+    func unpin(key: CacheKey) throws -> Int64 {
         core.userPins.updates.lock()
         defer { core.userPins.updates.unlock() }
         guard !core.userPins.ranges(key).isEmpty else { return 0 }

@@ -62,7 +62,7 @@ public final class CacheEngine: Sendable {
                                    originHealth: layered.originHealth)
         layered.originHealth?.answerOn(core.pool)
         self.keptDocuments = KeptDocuments(held: core.store.held)
-        core.addChangeObserver { _ in metrics.remoteChanges.add(1) }
+        core.changeObservers.add { _ in metrics.remoteChanges.add(1) }
     }
 
     /// Flushes the index and releases the directory lock. Pending reads fail with `.cancelled`.
@@ -90,10 +90,13 @@ public final class CacheEngine: Sendable {
     ///     listing, whose changes are not counted or logged as remote file changes.
     ///   - answerFreshInline: an entry that is fresh (nothing to ask the origin) is answered on
     ///     the caller's thread, before `open` returns, instead of on an engine thread. For a
-    ///     caller that would hop back to its own thread anyway (the proxy's event loop): two
-    ///     thread wake-ups fewer per request. The caller must hold no lock the completion takes.
-    public func open(url: String, maxAge: TimeInterval? = nil, takeFirstBytes: Bool = true, answerFreshInline: Bool = false,
-                     unknownLengthLimit: Int64? = nil,
+    ///     caller that would hop back to its own thread anyway (the proxy's event loop), or that
+    ///     answers such an open without I/O (the mount's FUSE loop): two thread wake-ups fewer
+    ///     per open. The caller must hold no lock the completion takes.
+    ///   - key: `url`'s cache key (`key(for:)`), when the caller keeps it (the mount, per
+    ///     inode): not worked out again. Nil: made from `url`.
+    public func open(url: String, key: CacheKey? = nil, maxAge: TimeInterval? = nil, takeFirstBytes: Bool = true,
+                     answerFreshInline: Bool = false, unknownLengthLimit: Int64? = nil,
                      completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let metrics = metrics
         let answer = AnswerOnce { (result: Result<EntryInfo, CacheError>) in
@@ -103,7 +106,7 @@ public final class CacheEngine: Sendable {
             }
             completion(result)
         }
-        core.open(url: url, maxAge: maxAge ?? core.configuration.revalidateAfter, takeFirstBytes: takeFirstBytes,
+        core.open(url: url, key: key, maxAge: maxAge ?? core.configuration.revalidateAfter, takeFirstBytes: takeFirstBytes,
                   answerFreshInline: answerFreshInline, unknownLengthLimit: unknownLengthLimit) { answer.fire($0) }
         // An open waits at most the read timeout, as a read does. Its probe's own timeouts end
         // an origin that does not answer or stalls, but not one that answers without a length
@@ -141,7 +144,7 @@ public final class CacheEngine: Sendable {
     ///   - scanShare: the slices it reads go to the cap's scan share (`ScanShare`), as a
     ///     scanner's do: `preload --head/--tail`, which warms what a scan reads.
     public func makeReader(for entry: EntryInfo, end: Int64? = nil, door: ReadDoor = .cli,
-                           requestStartedAt: UInt64? = nil, background: Bool = false,
+                           requestStartedAt: MonotonicInstant? = nil, background: Bool = false,
                            readerClass: ReaderClass = .player, scanShare: Bool = false) -> CacheReader {
         let readerClass = background ? .background : readerClass
         return CacheReader(core: core, entry: entry, end: end, readerClass: readerClass, scanShare: scanShare,
@@ -150,7 +153,7 @@ public final class CacheEngine: Sendable {
     }
 
     /// Called (on an engine thread) whenever an entry is found to have changed remotely.
-    public func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void) { core.addChangeObserver(handler) }
+    public func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void) { core.changeObservers.add(handler) }
 
     /// The origins that cannot be reached now (requests to them fail at once; see
     /// `OriginHealthReporting`). None for an engine without offline mode.
@@ -255,7 +258,7 @@ public final class CacheReader: Sendable {
     /// does no I/O but, at most, opening the data file once per reader), else on an engine thread.
     public func lease(offset: Int64, length: Int,
                       completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void) {
-        let accounting = accounting, started = core.configuration.engineClock.uptimeNanoseconds()
+        let accounting = accounting, started = core.configuration.engineClock.monotonic
         core.read(reader: state, offset: offset, length: length) { result in
             accounting.readEnded(result, offset: offset, length: length, startedAt: started)
             completion(result)

@@ -122,3 +122,46 @@ extension EngineCore {
         cleanedUpAfterStart.broadcast()
     }
 }
+
+extension EngineCore {
+    /// Starts counting every entry of the index into the status totals (`RunningTotals`), on a
+    /// thread of its own, and returns once its read has begun: the count is of the index as it
+    /// is now, before anything of this process changed it, and every change from here on is an
+    /// entry's (loaded or new) reported to the totals as it happens. A million entries take
+    /// seconds (each URL split into its folder), which the mount does not wait for: until the
+    /// count is in, the summary says it is counting (`CacheSummary.counting`).
+    /// (Static: the engine's init runs it before anything can load an entry, before `self` is whole.)
+    static func countIndexEntries(_ index: CacheIndex, into totals: RunningTotals, logger: Logger,
+                                  stop: LockedValue<Bool>, ended: ConditionLock<Bool>) {
+        totals.countStarted()
+        let begun = ConditionLock(false)
+        let thread = Thread {
+            var sums = CacheTotals()
+            do {
+                let whole = try index.countEntries(begun: { begun.withLock { $0 = true }; begun.broadcast() },
+                                                   stop: { stop.withLock { $0 } }) { e in
+                    let info = EntryInfo(key: CacheKey(rawValue: ""), url: e.url, finalURL: e.url, length: e.length,
+                                         contentType: e.contentType, etag: nil, lastModified: nil, acceptsRanges: true,
+                                         generation: 0, validatedAt: .distantPast)
+                    sums.replace(nil, with: EntryFigures(info: info, coverage: e.coverage, withErrors: e.withErrors, in: totals))
+                }
+                if whole { totals.addCounted(sums) }
+            } catch {
+                logger.warning("cannot count the cache index's entries; the status summary counts only those changed since the start",
+                               metadata: ["error": "\(error)"])
+                totals.addCounted(CacheTotals())
+            }
+            ended.withLock { $0 = true }
+            ended.broadcast()
+        }
+        thread.name = "httpcachefs count"
+        thread.start()
+        begun.wait(until: { $0 })
+    }
+
+    /// Stops the start's count if it still runs and waits for its thread (before the index closes).
+    func stopCountingIndexEntries() {
+        stopCounting.withLock { $0 = true }
+        countEnded.wait(until: { $0 })
+    }
+}

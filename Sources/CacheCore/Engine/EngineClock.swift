@@ -15,27 +15,33 @@ import Foundation
 public struct EngineClock: Sendable {
     /// Wall-clock time.
     public var wall: @Sendable () -> Date
-    /// Nanoseconds of a monotonic clock (since boot on Linux).
-    public var uptimeNanoseconds: @Sendable () -> UInt64
+    /// Now, on the monotonic clock (`monotonic`).
+    public var readMonotonic: @Sendable () -> MonotonicInstant
     /// Where timers run (the sweeper's tick): the process's one timer thread, or a manual
     /// scheduler a test advances.
     public var scheduler: Scheduler
 
-    public init(wall: @escaping @Sendable () -> Date, uptimeNanoseconds: @escaping @Sendable () -> UInt64,
+    public init(wall: @escaping @Sendable () -> Date, monotonic: @escaping @Sendable () -> MonotonicInstant,
                 scheduler: Scheduler) {
         self.wall = wall
-        self.uptimeNanoseconds = uptimeNanoseconds
+        self.readMonotonic = monotonic
         self.scheduler = scheduler
     }
 
     /// The machine's clocks and the process's timer thread: given by the executable's wiring.
-    public static let system = EngineClock(wall: { Date() }, uptimeNanoseconds: { DispatchTime.now().uptimeNanoseconds },
-                                           scheduler: .shared)
+    public static let system = EngineClock(wall: { Date() }, monotonic: machineMonotonic, scheduler: .shared)
 
+    /// The machine's monotonic clock (since boot on Linux): the one place CacheCore reads it
+    /// (`system`'s, and `Scheduler.shared`'s).
+    @Sendable static func machineMonotonic() -> MonotonicInstant {
+        MonotonicInstant(nanoseconds: DispatchTime.now().uptimeNanoseconds)
+    }
+
+    /// Now, on the monotonic clock: what deadlines and "how long" are measured on.
+    public var monotonic: MonotonicInstant { readMonotonic() }
     /// Seconds since 1970 by the wall clock (how `EntryState` and the index keep times).
     public var now: Double { wall().timeIntervalSince1970 }
-    /// Seconds of the monotonic clock.
-    public var uptime: Double { Double(uptimeNanoseconds()) / 1e9 }
-    /// Now, on the monotonic clock.
-    public var monotonic: MonotonicInstant { MonotonicInstant(nanoseconds: uptimeNanoseconds()) }
+    /// Seconds of the monotonic clock, for the parts that count time in `Double` seconds (reader
+    /// tempo, the tier state, eviction's pace).
+    public var uptime: Double { monotonic.seconds }
 }

@@ -54,13 +54,27 @@ extension EngineCore {
         return out
     }
 
+    /// The live entries whose figures the index does not hold yet: read statistics not yet
+    /// written (`Maintenance.writeReadStats`), or no row handed to the index yet. In URL order.
+    func unsaved() -> [EntryStatus] {
+        var out: [EntryStatus] = []
+        for shard in shards {
+            out += shard.locked { $0.all.filter { $0.isPersisted && ($0.readStatsDirty || $0.savedRow == nil) }.map(status(of:)) }
+        }
+        return out.sorted { $0.info.url < $1.info.url }
+    }
+
     /// Bytes from the running total, entries from the index.
     var usage: CacheUsage {
         CacheUsage(bytes: totalBytes, capacity: configuration.capacity, entries: (try? store.index.entryCount()) ?? 0)
     }
 
     func remove(url: String) throws {
-        let key = try configuration.keyRules.key(for: url)
+        try remove(key: try configuration.keyRules.key(for: url), url: url)
+    }
+
+    /// Forgets the entry of `key` (`url`: how the error names it), loaded first if it is not in memory.
+    func remove(key: CacheKey, url: String) throws {
         loadNow(key)
         let shard = shard(for: key)
         guard let e = shard.locked({ $0[key].flatMap { $0.isPersisted ? $0.handle : nil } }) else {
@@ -90,9 +104,9 @@ extension EngineCore {
 
     /// Forgets entries: readers waiting on them fail, transfers stop, rows go, then files.
     private func removeEntries(_ victims: [(Shard, EntryHandle)]) throws {
-        var ids: [Int64] = []
+        var ids: [(id: Int64, generation: Int64)] = []
         for (shard, handle) in victims {
-            let (waiting, cancels, persisted): ([Waiter.Completion], [FetchHandleBox], Int64?) = shard.locked { entries in
+            let (waiting, cancels, persisted): ([Waiter.Completion], [FetchHandleBox], (id: Int64, generation: Int64)?) = shard.locked { entries in
                 // Not there: removed since it was listed, by whoever removed it.
                 guard let persisted = entries[handle]?.isPersisted, let (e, action) = entries.remove(handle) else {
                     return ([], [], nil)
@@ -104,7 +118,7 @@ extension EngineCore {
                     answer(opens, .failure(.cancelled))
                 }
                 let (waiters, ids) = e.machine.stopped(dropBytes: true)
-                return (waiters.map(\.completion), fetches.stop(ids), persisted ? e.id : nil)
+                return (waiters.map(\.completion), fetches.stop(ids), persisted ? (e.id, e.info.generation) : nil)
             }
             cancels.forEach { $0.cancel() }
             waiting.forEach { done in pool.submit { done(.failure(.cancelled)) } }

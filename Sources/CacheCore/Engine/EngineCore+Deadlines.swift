@@ -22,7 +22,7 @@ extension EngineCore {
             abandonedOpens.withLock { abandoned in
                 OpenDeadlines.tick(opens: &opens, abandoned: &abandoned, now: now, grace: Self.abandonedTransferGrace,
                                    isAnswered: { $0.isAnswered },
-                                   key: { try? self.recentKeys.value(for: $0) { try self.configuration.keyRules.key(for: $0) } })
+                                   key: { try? self.recentKey(for: $0) })
             }
         }
         for (url, answer) in late {

@@ -30,7 +30,7 @@ import Glibc
 /// age, the scrub, read statistics, the directory check), `CacheLoad` (the start), `EntryLoading`
 /// (which entries are in memory), `EngineClock`
 /// (time, injected by tests). An entry's decisions are its `EntryStateMachine`'s; the engine
-/// keeps the shards, ids and generations, the metadata path and the wiring of the parts.
+/// keeps the shards, the metadata path and the wiring of the parts.
 ///
 /// Map of this folder (`Engine/`): the engine's public face and the core that wires its parts.
 /// - `CacheEngine.swift`: the public face the front doors hold (readers, opens, shutdown).
@@ -41,12 +41,14 @@ import Glibc
 /// - `EngineCore+Deadlines.swift`: opens and reads past their deadlines (the sweeper's `expireLate`).
 /// - `EngineCore+TestAccess.swift`: the parts' pieces as tests reach them (never the engine's code).
 /// - `CacheConfiguration.swift`: where and how to cache; every knob the engine reads.
-/// - `CacheError.swift`: the errors each front door maps in one place (errno, HTTP status, a line).
 /// - `CacheLoad.swift`: the start: the index's summaries (bytes, scan share, last generation);
 ///   the background clean-up of old versions and files no row describes after it.
 /// - `EntryLoading.swift`: entries loaded from the index when looked up (one load per key), idle
 ///   ones let go past `entryMemoryBudget`; each loaded file checked by `StartupCheck.swift`.
 /// - `EngineClock.swift`: the one clock CacheCore reads (tests inject it).
+/// - `EngineIDs.swift`: ids and generations handed out. `ChangeObservers.swift`: who hears of a
+///   remote change. `OriginVersions.swift`: how versions are told apart (rotating ETags).
+///   `DAVAnswers.swift`: entries whose origin answered with `DAV:`.
 /// - `HandleTable.swift`: running transfers' handles by fetch id (the `FetchCoordinator`'s),
 ///   apart from the pure tables.
 /// Neighbours: drives `Entry/` (each entry's machine), `Read/`, `Fetch/`, `Storage/`,
@@ -77,8 +79,16 @@ final class EngineCore: Sendable {
     /// one another.
     let pool: BlockingIOPool
     /// The keys of the URLs opened lately: the proxy opens its entry on every request, and a key
-    /// is a function of the URL and the rules, which never change for the engine's life.
+    /// is a function of the URL and the rules, which change only with the process's S3 buckets
+    /// (a mount that named one ends: `S3Buckets.generation`).
     let recentKeys = RecentResults<CacheKey>(capacity: 256)
+
+    /// `url`'s key, through `recentKeys`.
+    func recentKey(for url: String) throws -> CacheKey {
+        try recentKeys.value(for: url, generation: configuration.keyRules.s3Buckets?.generation ?? 0) {
+            try configuration.keyRules.key(for: $0)
+        }
+    }
     /// Checks of slices from before this start run one at a time, in the order asked
     /// (`Maintenance.verifyKey`).
     static let verifyKey = Maintenance.verifyKey
@@ -91,23 +101,14 @@ final class EngineCore: Sendable {
     /// can neither evict more than half of what the cache holds nor download forever.
     var unknownLengthLimit: Int64 { max(configuration.halfCapacity, configuration.sliceSize) }
 
-    /// The engine's small shared state, under one leaf lock (never held around another lock).
-    private struct Counters {
-        var nextID = 1
-        /// The last generation handed out. Generations are unique in the process, not only per
-        /// entry: an entry removed and made anew for the same URL (`cache rm`, a playlist refresh)
-        /// must not start again at a version its old readers are bound to. Above every stored one.
-        var lastGeneration: Int64 = 0
-        var observers: [@Sendable (EntryInfo) -> Void] = []
-        var testHook: (@Sendable (Step) -> Void)?
-        /// When a transfer last warned that it could not cache (a full disk): once a minute is enough.
-        var lastNoRoomWarning = 0.0
-        /// Origins whose ETags changed while length and Last-Modified did not (`differs`).
-        var rotatingETagOrigins: Set<String> = []
-        /// Entries whose last answer carried a `DAV:` header (`answeredDAV`).
-        var davEntries: Set<CacheKey> = []
-    }
-    private let counters = LockedValue(Counters())
+    /// Ids of readers, fetches and new entries, and versions' generations (`EngineIDs`).
+    let ids: EngineIDs
+    /// Who hears that a remote file changed (`CacheEngine.onRemoteChange`).
+    let changeObservers: ChangeObservers
+    /// How versions are told apart, and the origins whose ETags rotate (`OriginVersions`).
+    let versions: OriginVersions
+    /// Entries whose last answer carried a `DAV:` header (`CacheEngine.answeredDAV`).
+    let davAnswers = DAVAnswers()
     /// Origins whose ranges were lately answered 200: their reads ask for less (`RangeReliability`).
     let originRanges = OriginRangeMemory()
     /// The cap and the free-space floor: bytes on disk, room for writes, eviction rounds
@@ -121,9 +122,9 @@ final class EngineCore: Sendable {
     /// writes, a write while an eviction commits). Nil outside tests.
     enum Step { case sinkWillWrite(offset: Int64), evictionFreedSlices, entryLoading(CacheKey) }
     var testHook: (@Sendable (Step) -> Void)? {
-        get { counters.withLock { $0.testHook } }
+        get { testHookValue.withLock { $0 } }
         set {
-            counters.withLock { $0.testHook = newValue }
+            testHookValue.withLock { $0 = newValue }
             if let hook = newValue {
                 evictor.onFreedSlices = { @Sendable in hook(.evictionFreedSlices) }
             } else {
@@ -131,6 +132,7 @@ final class EngineCore: Sendable {
             }
         }
     }
+    private let testHookValue = LockedValue<(@Sendable (Step) -> Void)?>(nil)
     /// The memory of arriving bytes: what waits for the writer, and what reads hold.
     let memory: MemoryBudget
     /// Bytes transfers may write before the cap and free space are looked at again.
@@ -141,14 +143,21 @@ final class EngineCore: Sendable {
     let scrubCursor = LockedValue<Int64>(0)
     /// True once the background clean-up after the start ran (`cleanUpAfterStart`; tests wait for it).
     let cleanedUpAfterStart = ConditionLock(false)
+    /// Sums over the live entries, kept as they change (`RunningTotals`): the status summary
+    /// and the metric gauges read these, not every entry.
+    let totals: RunningTotals
+    /// The start's count of the index into `totals`: asked to stop, and ended (`countIndexEntries`).
+    let stopCounting = LockedValue(false)
+    let countEnded = ConditionLock(false)
 
-    init(configuration: CacheConfiguration, source: RangeSource, logger: Logger, metrics: CacheMetrics = CacheMetrics(),
+    init(configuration: CacheConfiguration, source: RangeSource, logger: Logger, metrics: CacheMetrics,
          originHealth: (any OriginHealthReporting)? = nil) throws {
         self.metrics = metrics
         self.originHealth = originHealth
         var configuration = configuration
         fetches = FetchCoordinator(source: source, logger: logger)
         self.logger = logger
+        versions = OriginVersions(ignoreETag: configuration.ignoreETag, logger: logger)
         let dir = configuration.directory
         do {
             try PrivateDirectory.make(dir, logger: logger)
@@ -202,7 +211,9 @@ final class EngineCore: Sendable {
                          metadata: ["error": "\(error)"])
         }
         self.configuration = configuration
+        totals = RunningTotals(sliceSize: configuration.sliceSize)
         pool = BlockingIOPool(name: "httpcachefs-io", threads: max(1, configuration.blockingIOThreads))
+        changeObservers = ChangeObservers(pool: pool)
         index.writeBehind(on: pool, scheduler: configuration.engineClock.scheduler)
         let files = DataFiles(held: held, sliceSize: configuration.sliceSize)
         memory = MemoryBudget(limits: .init(queued: configuration.writeBudget, perTransfer: configuration.writeBudgetPerTransfer,
@@ -215,7 +226,8 @@ final class EngineCore: Sendable {
                                   directoryLock: directoryLock, openReaders: openReaders, logger: logger)
         let lastGeneration = try CacheLoad(configuration: configuration, store: files, index: index, shards: shards,
                                            evictor: evictor, logger: logger).run()
-        counters.withLock { $0.lastGeneration = lastGeneration }
+        ids = EngineIDs(lastGeneration: lastGeneration)
+        Self.countIndexEntries(index, into: totals, logger: logger, stop: stopCounting, ended: countEnded)
         evictor.loadEntry = { [weak self] key in self?.loadNow(key, recent: false) }
         evictor.holdPinsUnderTheCap()
         switch previousStop {
@@ -257,6 +269,7 @@ final class EngineCore: Sendable {
         // Transfers hand their last extent to the index when they finish: wait for them (briefly),
         // or bytes already on disk would not be recorded.
         fetches.waitForSinks(timeout: 5)
+        stopCountingIndexEntries()
         store.stopWriting()
         // The cancelled reads' answers run, and so does a maintenance job or a check already
         // queued, while the index is still open; a job submitted later (a transfer's last
@@ -273,22 +286,9 @@ final class EngineCore: Sendable {
         directoryLock.release()
     }
 
-    // MARK: Ids, shards, counters
+    // MARK: Ids, shards, space
 
-    func makeID() -> Int {
-        counters.withLock { c in
-            c.nextID += 1
-            return c.nextID
-        }
-    }
-
-    /// A generation no reader in this process was ever bound to.
-    func makeGeneration() -> Int64 {
-        counters.withLock { c in
-            c.lastGeneration += 1
-            return c.lastGeneration
-        }
-    }
+    func makeID() -> Int { ids.makeID() }
 
     func shard(for key: CacheKey) -> Shard { Self.shard(for: key, in: shards) }
 
@@ -303,14 +303,6 @@ final class EngineCore: Sendable {
     func makeRoom(for bytes: Int64) -> Bool { evictor.makeRoom(for: bytes) }
 
 
-    /// True at most once a minute: whether a full disk is worth a warning now.
-    func shouldWarnNoRoom(now: Double) -> Bool {
-        return counters.withLock { c in
-            guard now - c.lastNoRoomWarning >= 60 else { return false }
-            c.lastNoRoomWarning = now
-            return true
-        }
-    }
 
     // MARK: Metadata
 
@@ -319,22 +311,13 @@ final class EngineCore: Sendable {
         return storedInfo(key)
     }
 
-    func addChangeObserver(_ h: @escaping @Sendable (EntryInfo) -> Void) {
-        counters.withLock { $0.observers.append(h) }
-    }
-
-    func notifyChanged(_ info: EntryInfo) {
-        let obs = counters.withLock { $0.observers }
-        pool.submit { obs.forEach { $0(info) } }
-    }
-
     /// Resolves metadata: fresh entries answer at once (on the caller's thread with
     /// `answerFreshInline`, else as a job of `pool`); unknown or stale ones start a probe (a
     /// small ranged GET whose head carries the validators and whose bytes are cached).
-    func open(url: String, maxAge: TimeInterval, takeFirstBytes: Bool = true, answerFreshInline: Bool = false,
+    func open(url: String, key known: CacheKey? = nil, maxAge: TimeInterval, takeFirstBytes: Bool = true, answerFreshInline: Bool = false,
               unknownLengthLimit: Int64? = nil, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let key: CacheKey
-        do { key = try recentKeys.value(for: url) { try configuration.keyRules.key(for: $0) } } catch {
+        do { key = try known ?? recentKey(for: url) } catch {
             let e = error as? CacheError ?? .invalidURL(url, reason: "\(error)")
             pool.submit { completion(.failure(e)) }
             return
@@ -373,9 +356,10 @@ final class EngineCore: Sendable {
                 return (nil, nil, false, true)
             } else {
                 let info = EntryInfo(key: key, url: url, finalURL: url, length: nil, contentType: nil, etag: nil,
-                                     lastModified: nil, acceptsRanges: true, generation: makeGeneration(),
+                                     lastModified: nil, acceptsRanges: true, generation: ids.makeGeneration(),
                                      validatedAt: .distantPast)
                 entry = EntryState(id: -1, info: info, lastAccess: now.timeIntervalSince1970)
+                entry.attach(to: totals)
                 entries.add(entry)
             }
             if let limit = unknownLengthLimit { entry.machine.lengthLimitAsked(limit) }
@@ -435,95 +419,10 @@ final class EngineCore: Sendable {
         }
     }
 
-    /// True when `head` describes a different version than `info` (call with a known info). An
-    /// ETag that changed alone (same length and Last-Modified) with evidence that the origin's
-    /// ETags rotate (`ResponseHead.etagRotating`) marks the origin: logged once, its versions then
-    /// compared without ETags, and its entries' `If-Range` carries Last-Modified. Without such
-    /// evidence it is a change, as any other.
-    func differs(_ info: EntryInfo, _ head: ResponseHead) -> Bool {
-        var ignoreETag = ignoresETag(url: info.url)
-        if !ignoreETag, head.etagRotating,
-           RemoteVersion.etagRotated(etag: info.etag, lastModified: info.lastModified, length: info.length,
-                                     to: head.etag, head.lastModified, head.totalLength) {
-            noteRotatingETags(info.url)
-            ignoreETag = true
-        }
-        return RemoteVersion.changeReason(etag: info.etag, lastModified: info.lastModified, length: info.length,
-                                          to: head.etag, head.lastModified, head.totalLength, ignoringETag: ignoreETag) != nil
-    }
-
-    /// A probe's whole answer that names no version and no length (nginx's chunked autoindex
-    /// page) cannot show that the cached version is still the origin's: taken as the same, its
-    /// bytes would be written over the cached copy while the entry kept the old length, so a
-    /// listing that grew would be read cut at the old length (`refresh` would never show a new
-    /// file) and one that shrank would keep the old copy's tail. The probe starts a new version, whose length its end
-    /// gives. (Only a probe: a read's transfer of such a file is the version the probe bound.)
-    ///
-    /// A listing page's probe (`EntryState.isListingPage`: a refresh, a listing past its TTL)
-    /// that names no version cannot confirm it either, length or not: a page changed to one of
-    /// the same length (a size "300" become "400", a name swapped for one as long) would look
-    /// like the same version, the whole answer's bytes would be dropped as cached already, and
-    /// the refresh would serve the old page as a success. Its answer is the page's new version, read
-    /// anew (a 206 of it is asked again as a new version's).
-    static func cannotConfirm(_ head: ResponseHead, listingPage: Bool = false) -> Bool {
-        guard head.etag == nil, head.lastModified == nil else { return false }
-        if listingPage { return head.status == 200 || head.status == 206 }
-        return head.status == 200 && head.totalLength == nil
-    }
-
-    /// Versions of this entry are compared without ETags (`--ignore-etag`, or its origin's ETags rotate).
-    func ignoresETag(url: String) -> Bool {
-        configuration.ignoreETag || hasRotatingETags(url)
-    }
-
-    /// "scheme://host:port" of a URL: what "an origin" is for rotating ETags.
-    static func originName(_ url: String) -> String {
-        recentOriginNames.value(for: url) { url in
-            guard let c = URLComponents(string: url), let host = c.host else { return url }
-            return "\(c.scheme ?? "http")://\(host.lowercased())" + (c.port.map { ":\($0)" } ?? "")
-        }
-    }
-
-    /// `originName` is asked several times per fetch (health, rotating ETags, If-Range).
-    private static let recentOriginNames = RecentResults<String>()
-
-    func hasRotatingETags(_ url: String) -> Bool {
-        let origin = Self.originName(url)
-        return counters.withLock { $0.rotatingETagOrigins.contains(origin) }
-    }
-
-    private func noteRotatingETags(_ url: String) {
-        let origin = Self.originName(url)
-        let first = counters.withLock { $0.rotatingETagOrigins.insert(origin).inserted }
-        if first {
-            logger.notice("the origin's ETags change on every answer; using length and Last-Modified", metadata: [
-                "origin": "\(origin)", "url": "\(url)"])
-        }
-    }
-
     /// Copies what the origin said into the entry (call under the shard lock).
     func adopt(_ head: ResponseHead, into entry: EntryState) {
         entry.machine.headAdopted(head, at: configuration.clock())
-        noteDAV(head.webDAV, key: entry.info.key)
-    }
-
-    /// Records whether `key`'s last answer carried a `DAV:` header. Bounded: forgetting only
-    /// costs a folder its PROPFIND until its next answer.
-    private func noteDAV(_ webDAV: Bool, key: CacheKey) {
-        counters.withLock { c in
-            if webDAV {
-                if c.davEntries.count > 100_000 { c.davEntries.removeAll() }
-                c.davEntries.insert(key)
-            } else {
-                c.davEntries.remove(key)
-            }
-        }
-    }
-
-    /// True when `url`'s last answer (in this process) carried a `DAV:` header.
-    func answeredDAV(url: String) -> Bool {
-        guard let key = try? configuration.keyRules.key(for: url) else { return false }
-        return counters.withLock { $0.davEntries.contains(key) }
+        davAnswers.note(head.webDAV, key: entry.info.key)
     }
 
     /// The remote file changed: start a new generation. Old slices are dropped (rows first, files
@@ -538,7 +437,7 @@ final class EngineCore: Sendable {
                    isFile ? "remote file changed; dropping cached bytes" : "listing page changed; dropping its cached copy", metadata: [
             "url": "\(entry.info.url)", "etag": "\(entry.info.etag ?? "-") -> \(head.etag ?? "-")",
             "length": "\(entry.info.length.map(String.init) ?? "?") -> \(head.totalLength.map(String.init) ?? "?")"])
-        let dropped = evictor.countingScanBytes(entry) { entry.machine.generationStarted(makeGeneration(), keeping: fetchID) }
+        let dropped = evictor.countingScanBytes(entry) { entry.machine.generationStarted(ids.makeGeneration(), keeping: fetchID) }
         metrics.noteWasted(entry.machine.takeWasted())
         adopt(head, into: entry)
         addBytes(-dropped.droppedBytes)
@@ -549,7 +448,7 @@ final class EngineCore: Sendable {
             store.save(entry)
             store.deleteOtherVersions(entryID: entry.id, keep: entry.info.generation, old: old)
         }
-        if isFile { notifyChanged(entry.info) }
+        if isFile { changeObservers.notify(entry.info) }
         return cancelled
     }
 

@@ -14,7 +14,9 @@ import Logging
 /// first: `CacheIndex.storedEntry`); its slices are checked against their checksums before
 /// they are served (`unverified`) unless its data file was checked or written in this process
 /// (`EntryTable.trusted`). The bytes, the scan share's bytes and the last generation of every
-/// entry are counted at start from the index (`CacheLoad`), so a load or a let-go changes no total.
+/// entry are counted at start from the index (`CacheLoad`), so a load or a let-go changes no total;
+/// the status totals (`RunningTotals`) too, counted in the background (`countIndexEntries`): a
+/// loaded entry is attached as counted already, one let go leaves its figures in them.
 ///
 /// *Which thread runs it.* A load runs on the caller's thread for a blocking caller (a command,
 /// an eviction round, `cachedInfo`), else as a job of `pool` (an open, a read of a reader whose
@@ -105,6 +107,12 @@ extension EngineCore {
                 for (slice, ranges) in kept { _ = e.machine.sliceLoaded(slice, extents: ranges) }
                 e.machine.loadedUnchecked(unchecked)
                 if evictor.scanShare.isOn { e.machine.scanSlicesLoaded(scans) }
+                // Counted already as its row and extents are (the start's count, or what it
+                // reported when let go); slices dropped by the check above leave the totals here.
+                var stored = RangeSet()
+                for x in s.extents { stored.insert(x.start..<x.end) }
+                e.attach(to: totals, counted: EntryFigures(info: s.row.info, coverage: stored, withErrors: s.row.lastError != nil,
+                                                           in: totals))
                 entries.add(e, recent: recent)
             }
             // Past the budget by a quarter: let go now rather than at the sweeper's next second

@@ -1,6 +1,17 @@
 import Foundation
 import Atomics
 
+/// Map of this folder (`Entry/`): one entry as the engine holds it; its machine and the rules it
+/// decides with are the EntryMachine module's.
+/// - `EntryState.swift` (this file): the entry under its shard lock (its machine, key and
+///   handle), with the machine's facts by their old names, get-only; a waiting read's reply
+///   (`WaitingRead`: data file, answer, held chunks); a reader (`ReaderState`); the shards.
+/// - `EntryState+Reads.swift`: the reader side's facts by their old names.
+/// - `Waiter+Read.swift`: a machine's `Waiter` as the engine answers it (its `WaitingRead`).
+/// - `VersionSample.swift`: did the remote file change (its bytes; the overlap plan is `Fetch/`'s).
+/// Neighbours: `Engine/`, `Read/`, `Fetch/`, `Eviction/` and `Maintenance/` find entries here under
+/// the shard lock; waiting reads hold `Memory/` chunks.
+///
 /// Everything the engine holds in memory about one entry. Guarded by its shard's lock, and never
 /// leaves it: it lives in its shard's `EntryTable`, and what crosses threads is its `handle`.
 ///
@@ -10,8 +21,8 @@ import Atomics
 /// (`EntryReads`: the reads waiting, those that timed out lately, read-ahead not read yet, the
 /// read counts; `EntryState+Reads` keeps their old names), and its version and bytes
 /// (`EntryContent`: info, coverage, pending bytes, transfers, slices, pins, errors; the fields
-/// below keep their old names, get-only): `EntryStateMachine` decides and records, the
-/// engine and `EntrySink` carry out. Work that ran without the lock (a transfer's
+/// below keep their old names, get-only): `EntryStateMachine` (module EntryMachine) decides and
+/// records, the engine and `EntrySink` carry out. Work that ran without the lock (a transfer's
 /// write, a read from disk, an eviction) finds the entry again by its handle, which finds
 /// nothing once it was removed, and checks `isCurrent` for its generation before it records
 /// anything, so a removed entry or an old version never gains bytes, coverage or pins again.
@@ -21,10 +32,17 @@ import Atomics
 final class EntryState {
     typealias OpenCompletion = @Sendable (Result<EntryInfo, CacheError>) -> Void
 
-    /// The entry's state: its life, reads, version and bytes. Only its events change it; the
-    /// fields below read it, get-only, so nothing outside the machine writes one
-    /// (`scripts/entry-writes.sh` shows the rest: no file reaches into the machine's own fields).
-    var machine: EntryStateMachine<OpenCompletion>
+    /// The entry's state: its life, reads, version and bytes. Only its events change it: its
+    /// fields have setters inside the EntryMachine module only, so no write to one from here
+    /// builds. Settable only so that the events run in place; nothing replaces it but `init`
+    /// (`scripts/entry-writes.sh`).
+    var machine: EntryStateMachine<OpenCompletion> {
+        didSet { reportFigures() }
+    }
+    /// Where its figures are counted, once the engine attached it (`EntryState+Totals`).
+    var totals: RunningTotals?
+    /// What it added to `totals` last (nil: nothing, it was not live).
+    var reported: EntryFigures?
 
     /// Index row id; data file names use it. -1 until the first successful answer.
     var id: Int64 { machine.content.id }
@@ -111,49 +129,32 @@ final class EntryState {
     func row() -> CacheIndex.EntryRow { machine.row() }
 }
 
-/// A read waiting for bytes to land. A class, so a transfer can fill it in place: bytes that
+/// How a waiting read (the machine's `Waiter`) is answered, and the bytes that reached it. A
+/// class, so a transfer can fill it in place: bytes that
 /// arrive for it are not copied, it keeps references to the parts of the chunks they landed in
 /// (`held`), and it is answered from them when they cover it, with no read back from disk (and
 /// even when the disk is full). What it holds is counted in the `MemoryBudget`'s retained share;
 /// when that has no room it lets go of all it holds (bytes the disk refused excepted: nothing
 /// else has them), holds nothing more, and its bytes come from the write queue and the data file
-/// when all are there.
-final class Waiter {
-    let reader: Int
+/// when all are there. The entry machine sees only `filled`.
+final class WaitingRead: WaiterReply {
     /// The reader's open data file, for the parts answered from disk.
     let files: ReaderFiles
+    /// The waiting read's range (the `Waiter`'s).
     let range: Range<Int64>
-    /// The version the read belongs to: its bytes come from this generation or not at all.
-    let generation: Int64
-    let deadline: Double
-    /// When it began waiting (uptime seconds): how long the oldest waiting read of a transfer has
-    /// waited tells the fetcher whether read-ahead must yield to it.
-    let since: Double
-    /// The class its wait gives the transfers it waits on (`ReaderClass.waitedFetchClass`):
-    /// `.waiting` for a player's, `.waitedScan` for a scanner's; nil for a warm-up's, whose
-    /// transfer keeps the lowest class.
-    var waitClass: FetchPriority? = .waiting
-    /// Its reader's class: the transfers it starts when planned again are that class's.
-    var readerClass: ReaderClass = .player
-    var replans = 0
     /// How the read is answered: what leaves the shard lock in its stead, a `Waiter` never does.
     typealias Completion = @Sendable (Result<ReadLease, CacheError>) -> Void
     let completion: Completion
     /// Bytes of `range` that arrived while it waited, where they are: sorted, disjoint, exactly
     /// `filled`. `kept`: bytes the disk refused, which it must not let go of.
     private(set) var held: [(range: Range<Int64>, bytes: ChunkBytes, kept: Bool)] = []
-    private(set) var filled = RangeSet()
+    package private(set) var filled = RangeSet()
     /// False once the retained share had no room for it: it holds only bytes the disk refused.
     private(set) var retaining = true
 
-    init(reader: Int, files: ReaderFiles, range: Range<Int64>, generation: Int64, deadline: Double, since: Double,
-         completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void) {
-        self.since = since
-        self.reader = reader
+    init(files: ReaderFiles, range: Range<Int64>, completion: @escaping Completion) {
         self.files = files
         self.range = range
-        self.generation = generation
-        self.deadline = deadline
         self.completion = completion
     }
 
@@ -204,16 +205,6 @@ final class Waiter {
         for h in held { filled.insert(h.range) }
     }
 
-    /// Whether every byte of `range` (clipped to `within`) is here, on disk (`cached`) or queued
-    /// for the writer (`pending`).
-    func isComplete(within clip: Range<Int64>, cached: RangeSet, pending: RangeSet) -> Bool {
-        let wanted = range.clamped(to: clip)
-        for r in filled.gaps(in: wanted) where !cached.contains(r) {
-            for g in cached.gaps(in: r) where !pending.contains(g) { return false }
-        }
-        return true
-    }
-
     /// The bytes of `wanted` (a prefix of `range`) that it holds, as runs in order (no copy),
     /// with the gaps between them (to be read from the queue or disk) as nil.
     func runs(of wanted: Range<Int64>) -> [(Range<Int64>, ChunkBytes?)] {
@@ -248,26 +239,8 @@ final class ReaderState: Sendable {
     /// `preload --head/--tail`'s, while the share is on.
     let fillsScanShare: Bool
 
-    /// What its reads so far say about it.
-    struct Progress {
-        var lastEnd: Int64 = -1
-        var readAhead: Int64
-        /// How it consumes, since its last seek: see `ReaderPace`.
-        var pace = ReaderPace(now: 0, at: 0)
-        /// Watched or bulk, from the times of its reads since its first (`ReaderTempo`); nil for
-        /// a class whose fetches have a fixed class anyway (scanner, background) and before its
-        /// first read.
-        var tempo: ReaderTempo?
-        var closed = false
-        /// Reads in a row so far that continued the one before; and whether it has earned
-        /// read-ahead (an unknown reader, once that reached `ReaderClass.earnAfter`).
-        var inARow = 0
-        var earned = true
-        /// For a reader that pays for what it reads (every one but a player, and the engine's own
-        /// warm-up: `ReaderClass.readsAheadFromOpen`): the read-ahead it earned (`EarnedReadAhead`).
-        /// nil: read-ahead as a player's.
-        var earning: EarnedReadAhead?
-    }
+    /// What its reads so far say about it (`ReaderProgress`, which the entry machine's reads take).
+    typealias Progress = ReaderProgress
     /// Read and changed only under the entry's shard lock (by `read` and `close`), so its own
     /// lock is never contended: it is there for the compiler's sake, so this class is checked
     /// `Sendable` (a reader crosses threads: a FUSE handle, a queued verify, a chunked read). A

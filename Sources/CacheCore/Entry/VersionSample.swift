@@ -1,7 +1,6 @@
 import Foundation
 
-/// The sample: a version without validators checked where a fetch has no held neighbour
-/// (issue 46, item 8).
+/// The sample: a version without validators checked where a fetch has no held neighbour.
 ///
 /// The overlap check (`VersionOverlap`) compares the 4 KiB before a range with the held ones, but
 /// a fetch into an uncached stretch (a seek) has nothing held there: an origin with neither ETag
@@ -15,9 +14,9 @@ import Foundation
 /// differs (`EngineCore.overlapDiffered`: a new version, the open's reads fail with
 /// `remoteChanged`, its validation is forgotten, and the next open reads the new version whole).
 /// An open's probe samples whenever bytes are held: its head answers the opens before its own
-/// first bytes are compared, so an open of a file replaced since its last check was answered
-/// with the old version and failed every read; now its sample differs first, the probe's head
-/// is taken as the new version, and the open reads that.
+/// first bytes are compared, so without the sample an open of a file replaced since its last
+/// check would be answered with the old version and fail every read; with it, the sample differs
+/// first, the probe's head is taken as the new version, and the open reads that.
 /// The sample cannot be asked: the fetch fails with its cause, having delivered nothing.
 ///
 /// Why before, not beside: a transfer held open while its sample waits for a connection holds

@@ -3,10 +3,10 @@ import Foundation
 /// Byte ranges the user pinned (`preload --pin`): eviction leaves every slice that overlaps one.
 /// Not to be confused with a slice's in-use pin (`EntryState.isPinned`: a read or write under way).
 ///
-/// Counted in what they keep, not in what was asked (issue 36, item 6): eviction keeps whole
-/// slices, so a pin of one byte keeps a slice. Counted in requested bytes, `--head 1 --tail 1
-/// --pin` over 10 files "pinned 20 bytes" and kept 60 MiB of slices under a 64 MiB cap, and
-/// every other read went to the network. A key's held bytes are its overlapped slices, each
+/// Counted in what they keep, not in what was asked: eviction keeps whole slices, so a pin of
+/// one byte keeps a slice. Counted in requested bytes, `--head 1 --tail 1 --pin` over 10 files
+/// would say "pinned 20 bytes" and keep 60 MiB of slices under a 64 MiB cap, sending every
+/// other read to the network. A key's held bytes are its overlapped slices, each
 /// `sliceSize` long or up to the file's end where its length is known (a pin of a small file
 /// keeps that file, not a whole slice).
 ///
@@ -67,6 +67,9 @@ final class PinTable: Sendable {
 
     /// The bytes `key`'s pins keep.
     func heldBytes(_ key: CacheKey) -> Int64 { state.withLock { $0.held[key] ?? 0 } }
+
+    /// The bytes each pinned key's pins keep (the status summary's folders add them up).
+    func heldByKey() -> [CacheKey: Int64] { state.withLock { $0.held } }
 
     /// True when any pinned byte of `key` lies in `range` (a slice's span).
     func overlaps(_ key: CacheKey, _ range: Range<Int64>) -> Bool {

@@ -48,7 +48,7 @@ extension EngineCore {
         let facts: LaunchFacts? = shard.locked { entries in
             guard let entry = entries[handle] else { return nil }
             let f = entry.inflight.fetches[fetchID]
-            let ignoreETag = ignoresETag(url: entry.info.url)
+            let ignoreETag = versions.ignoresETag(url: entry.info.url)
             let overlap = overlapPlan(entry, start: fetch.start, end: fetch.end, ignoringETag: ignoreETag)
             let isProbe = entry.machine.isProbe(fetchID)
             return LaunchFacts(url: entry.info.url, ignoreETag: ignoreETag,

@@ -41,20 +41,15 @@ extension EntrySink {
         shard.locked { entries in
             // Removed: its pending bytes went with it.
             guard let entry = entries[self.entry] else { return }
-            let action = entry.machine.writeCompleted(current: entry.isCurrent(generation))
-            entry.machine.pendingWritten(chunks)
-            guard action == .record else { return }
+            guard let recorded = core.evictor.countingScanBytes(entry, {
+                entry.machine.writeCompleted(chunks, written: written, generation: generation,
+                                             sliceSize: core.store.sliceSize, now: now)
+            }) else { return }
             // Bytes the disk refused leave the queue for nowhere: reads that took them as queued
             // (the retained share had no room for them) hold them now, past the cap.
-            for c in chunks where !written.contains(c.range) {
-                for w in entry.waiters where w.generation == generation && w.range.overlaps(c.range) {
-                    w.fill(c.range, in: c.storage, at: c.offset, force: true)
-                }
-            }
+            for (w, c) in recorded.hold { w.fill(c.range, in: c.chunkStorage, at: c.offset, force: true) }
             entry.unpin(slices, generation: generation)
-            core.addBytes(core.evictor.countingScanBytes(entry) {
-                entry.machine.recordWritten(written, sliceSize: core.store.sliceSize, now: now)
-            })
+            core.addBytes(recorded.added)
         }
         // Their room in the queued share comes back now, whoever else still holds their memory
         // (reads, answers): what reads hold never keeps a transfer paused (see `MemoryBudget`).
@@ -107,7 +102,7 @@ extension EntrySink {
             entry.noteError("not cached (\(why)); served from the network", at: core.configuration.clock())
             return entry.info.url
         } ?? self.url
-        if core.shouldWarnNoRoom(now: now) {
+        if core.fetches.noRoomWarnings.shouldWarn(now: now) {
             core.logger.warning("cannot cache; reads are served from the network", metadata: ["url": "\(url)", "why": "\(why)"])
         }
     }

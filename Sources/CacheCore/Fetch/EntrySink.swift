@@ -169,8 +169,8 @@ final class EntrySink: FetchSink {
         }
         let action = entry.machine.headArrived(
             fetch: fetchID, current: entry.inflight.fetches[fetchID] != nil && entry.isCurrent(generation),
-            head: head, differs: entry.isPersisted && (knownChanged || core.differs(entry.info, head)
-                || (entry.machine.isProbe(fetchID) && EngineCore.cannotConfirm(head, listingPage: entry.isListingPage))), position: t.position,
+            head: head, differs: entry.isPersisted && (knownChanged || core.versions.differs(entry.info, head)
+                || (entry.machine.isProbe(fetchID) && OriginVersions.cannotConfirm(head, listingPage: entry.isListingPage))), position: t.position,
             lengthKnown: entry.info.length != nil, wholeBodyRunning: wholeBodyRunning,
             provenance: .init(head: head, entry: entry.info, rangeAsked: rangeAsked), makeFetchID: core.makeID)
         let decision: HeadDecision, opens: [EntryState.OpenCompletion], reprobeID: Int?
@@ -468,7 +468,7 @@ final class EntrySink: FetchSink {
         for gap in Machine.newBytes(in: range, coverage: entry.coverage, pending: entry.pending.ranges) {
             ahead += entry.machine.readAheadArrived(gap, waiting: waiting, fetchedBy: fetchedBy)
             for piece in Machine.chunks(of: gap, sliceSize: core.store.sliceSize) {
-                let chunk = PendingBytes.Chunk(range: piece, storage: storage, offset: at + Int(piece.lowerBound - range.lowerBound))
+                let chunk = storage.pendingChunk(range: piece, offset: at + Int(piece.lowerBound - range.lowerBound))
                 entry.machine.pendingAdded(chunk)
                 queued.append(chunk)
             }
@@ -509,29 +509,23 @@ final class EntrySink: FetchSink {
             core.fetches.ended(fetchID)
             // Removed: its fetches went with it, and its machine would say `.none`.
             guard let entry = entries[self.entry] else { return [] }
-            let fetch = entry.machine.transferEnded(fetchID)
-            let action = entry.machine.transferFinished(
-                fetch: fetchID, current: entry.info.generation == generation,
-                reachedEOF: error == nil && failure == nil && fetch?.end == nil,
-                lengthKnown: entry.info.length != nil, cause: cause)
-            switch action {
+            let finished = entry.machine.transferFinished(fetchID, generation: generation, position: position,
+                                                          clean: error == nil && failure == nil, cause: cause)
+            switch finished.action {
             case .none:
                 return []
             case let .otherVersion(answer):
                 core.answer(answer, entry: entry, url: url)
                 return core.replanWaiters(entry, failed: nil)
             case let .settle(learnLength, answer, removeIfUnused):
-                if learnLength {
-                    // The origin sent no length: the end of the body is the end of the file.
-                    entry.machine.lengthLearned(position)
-                    core.store.save(entry)
-                }
+                // The origin sent no length: the end of the body is the end of the file (the machine
+                // recorded it), which the index learns.
+                if learnLength { core.store.save(entry) }
                 core.answer(answer, entry: entry, url: url)
                 if let cause { entry.noteError("\(cause)", at: core.configuration.clock()) }
                 core.wakeWaiters(entry, shard: shard, now: now)
-                let (undelivered, endedShort) = Machine.shortfall(position: position, end: fetch?.end,
-                                                                  clean: error == nil && failure == nil)
-                let launches = core.replanWaiters(entry, failed: cause.map { (undelivered, $0) }, endedShort: endedShort)
+                let launches = core.replanWaiters(entry, failed: cause.map { (finished.undelivered, $0) },
+                                                  endedShort: finished.endedShort)
                 if removeIfUnused, entry.waiters.isEmpty, entry.inflight.isEmpty, let (_, action) = entries.remove(self.entry) {
                     core.store.forgetFiles(of: self.entry)
                     if case let .leave(opens) = action { core.answer(opens, .failure(.cancelled)) }

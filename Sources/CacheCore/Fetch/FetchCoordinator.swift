@@ -34,7 +34,9 @@ import Logging
 /// - `FetchLayers.swift`: what the engine knows of the layers around its source (the transfer
 ///   list, offline mode) and the status page's records of them; the layers themselves are
 ///   Fetcher's (`FetchTracker`, `OriginHealthSource`), wired in by whoever builds the engine.
-/// - `FetchPriority.swift`: how urgent a transfer is (a waiting read first).
+/// - `NoRoomWarnings.swift`: a full disk warned of once a minute among all transfers.
+/// - `VersionOverlap.swift`: the overlap check of a version without a strong validator (the
+///   bytes asked around a range and compared with the held ones).
 /// - `TierStatus.swift`: what a cache tier did, for the status document.
 /// Neighbours: feeds `Entry/` (arrival, head, finish events) under the shard lock; writes through
 /// `Storage/` (`SliceStore`: writer lanes, data files, index) after `Eviction/` makes room;
@@ -53,6 +55,8 @@ final class FetchCoordinator: Sendable {
     let activeSinks = ConditionLock(0)
     /// Sinks finished so far (broadcast at each): what tests wait on for "all of it cached".
     let sinkEnds = ConditionLock(0)
+    /// Whether a transfer that cannot cache warns now (once a minute among all of them).
+    let noRoomWarnings = NoRoomWarnings()
 
     /// - Parameter source: what transfers start on (the outermost layer around the real source).
     init(source: RangeSource, logger: Logger) {

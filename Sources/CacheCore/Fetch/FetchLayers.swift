@@ -115,5 +115,5 @@ public struct OriginDown: Sendable, Codable, Equatable {
 
     /// The origin `url` belongs to (`scheme://host:port`, the port only if the URL names one), as
     /// the engine names origins everywhere (rotating ETags, If-Range, offline mode).
-    public static func name(of url: String) -> String { EngineCore.originName(url) }
+    public static func name(of url: String) -> String { OriginVersions.originName(url) }
 }

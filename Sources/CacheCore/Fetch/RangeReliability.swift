@@ -1,6 +1,6 @@
 import Atomics
 
-/// Per origin (`EngineCore.originName`): whether its answers to range requests lately included
+/// Per origin (`OriginVersions.originName`): whether its answers to range requests lately included
 /// 200s (the whole file: a CDN node that now and then ignores `Range`), and so whether the reads
 /// of its files should ask for less. Pure; the engine keeps one table under a leaf lock
 /// (`OriginRangeMemory`), fed by every head of a transfer that required a range
@@ -90,13 +90,13 @@ final class OriginRangeMemory: Sendable {
     /// Whether reads of `url`'s origin ask for less now.
     func unreliable(url: String) -> Bool {
         guard marked.load(ordering: .relaxed) > 0 else { return false }
-        let origin = EngineCore.originName(url)
+        let origin = OriginVersions.originName(url)
         return table.withLock { $0.unreliable(origin) }
     }
 
     /// Records a head's `rangeAnswers`; returns how the origin's standing changed.
     func note(url: String, _ answers: ResponseHead.RangeAnswers) -> RangeReliabilityTable.Change {
-        let origin = EngineCore.originName(url)
+        let origin = OriginVersions.originName(url)
         return table.withLock { t in
             let change = t.note(origin: origin, ignored: answers.ignored, served: answers.served)
             marked.store(t.unreliableCount, ordering: .relaxed)
@@ -112,9 +112,9 @@ extension EngineCore {
         switch originRanges.note(url: url, answers) {
         case .becameUnreliable:
             logger.notice("the origin answers some range requests with the whole file; reads of its files ask only for what they want", metadata: [
-                "origin": "\(Self.originName(url))", "url": "\(url)"])
+                "origin": "\(OriginVersions.originName(url))", "url": "\(url)"])
         case .becameReliable:
-            logger.notice("the origin serves ranges again; read-ahead as usual", metadata: ["origin": "\(Self.originName(url))"])
+            logger.notice("the origin serves ranges again; read-ahead as usual", metadata: ["origin": "\(OriginVersions.originName(url))"])
         case .none:
             break
         }

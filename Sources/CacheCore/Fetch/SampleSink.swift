@@ -59,7 +59,7 @@ final class SampleSink: FetchSink {
             // page) is not a new version of this file: the fetch fails, the cached bytes stay.
             if let why = HeadDecision.Provenance(head: head, entry: e.info, rangeAsked: false).distrust { return .distrusted(why) }
             // Another length or date than the held version's: changed, whatever its bytes.
-            return core.differs(e.info, head) ? .differs : .same
+            return core.versions.differs(e.info, head) ? .differs : .same
         }
         switch seen {
         case .gone:

@@ -1,6 +1,7 @@
 import Foundation
 
-/// The identity of a cache entry: the URL made canonical.
+/// Rules that turn URLs into cache keys. A key (`CacheKey`, in EntryMachine, so that the entry
+/// machine can name it) is the identity of a cache entry: the URL made canonical by these rules.
 ///
 /// The URL in its one spelling (`URLSpelling`: escaped as curl would, RFC 3986 §6.2.2, `( ) ' ! *`
 /// raw in the path; so `Alpha Centauri (1971).mp4` and `Alpha%20Centauri%20%281971%29.mp4` are
@@ -10,7 +11,7 @@ import Foundation
 /// is opened (`CacheIndex`, migration `v4-url-spelling`).
 ///
 /// Map of this folder (`Keys/`): what names an entry, and URLs as they enter and as they are shown.
-/// - `CacheKey.swift` (this file): the entry's identity, from the URL in its one spelling.
+/// - `CacheKey.swift` (this file): the rules that make an entry's key from the URL in its one spelling.
 /// - `URLSpelling.swift`: the one spelling of a URL (curl's escaping), pure.
 /// - `CredentialKey.swift`: bytes fetched with credentials keyed to them (a keyed hash).
 /// - `HostPattern.swift`: `--allow-host` / `--credential-host` globs.
@@ -18,21 +19,6 @@ import Foundation
 /// Neighbours: nearly a leaf (it uses `Storage/`'s XXH64 for credential hashes and `Status/`'s
 /// `RecentResults` memo); `Engine/`, `Storage/` (rows are keyed, `CacheIndex+Respell`), `Eviction/`,
 /// `Status/` and the front doors (Proxy, FuseMount, the executable) use it.
-public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible {
-    public let string: String
-    public init(rawValue: String) { self.string = rawValue }
-    public var description: String { string }
-    public static func < (a: CacheKey, b: CacheKey) -> Bool { a.string < b.string }
-
-    /// A stable 64-bit FNV-1a hash, used to pick a shard (Swift's Hasher is seeded per process).
-    public var stableHash: UInt64 {
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in string.utf8 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
-        return h
-    }
-}
-
-/// Rules that turn URLs into cache keys.
 public struct KeyRules: Sendable, Equatable {
     /// Query parameter names dropped from the key (compared case-sensitively, as servers do).
     public var ignoredQueryNames: Set<String>

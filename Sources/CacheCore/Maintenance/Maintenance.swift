@@ -100,7 +100,7 @@ final class Maintenance: Sendable {
         sweeper.withLock { sweeper in
             // Its ticks run one at a time, on the scheduler's thread; the count is the timer's alone.
             let ticks = ManagedAtomic<Int>(0)
-            sweeper = scheduler.every(0.25) { [weak self] in
+            sweeper = scheduler.every(.milliseconds(250)) { [weak self] in
                 guard let self else { return }
                 calls.expireLate(clock.now)
                 let tick = ticks.wrappingIncrementThenLoad(ordering: .relaxed)

@@ -31,7 +31,7 @@ import Foundation
 //   and only the bytes of their view, all published.
 // - The memory goes back to the pool in `deinit`, when no reference, and so no view, is left;
 //   the pool hands it to its next sink only then.
-final class ChunkStorage: @unchecked Sendable {
+final class ChunkStorage: ChunkMemory, @unchecked Sendable {
     private let base: UnsafeMutableRawPointer
     let capacity: Int
     private let pool: ChunkPool
@@ -71,7 +71,7 @@ final class ChunkStorage: @unchecked Sendable {
 
     /// Bytes `offset ..< offset + count`, published already: valid while this storage lives.
     @inline(__always)
-    func bytes(at offset: Int, count: Int) -> UnsafeRawBufferPointer {
+    package func bytes(at offset: Int, count: Int) -> UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(start: base + offset, count: count)
     }
 
@@ -80,7 +80,7 @@ final class ChunkStorage: @unchecked Sendable {
 
     /// The writer is done with a chunk (or the sink with its batch): the last gives the queued
     /// share back, whoever else still holds the memory.
-    func writerDone() {
+    package func writerDone() {
         let last: Bool = holds.withLock { h in
             h.writer -= 1
             return h.writer == 0
@@ -103,6 +103,28 @@ final class ChunkStorage: @unchecked Sendable {
             h.readers -= 1
             if h.readers == 0 { memory.unretain(Int64(capacity)) }
         }
+    }
+}
+
+extension ChunkStorage {
+    /// A part of it queued for the writer (`PendingBytes`): held for the writer (the queued
+    /// share) from now until the chunk's `writerDone`.
+    func pendingChunk(range: Range<Int64>, offset: Int) -> PendingBytes.Chunk {
+        holdForWriter()
+        return PendingBytes.Chunk(range: range, storage: self, offset: offset)
+    }
+}
+
+extension PendingBytes.Chunk {
+    /// Its memory as the engine made it (every chunk is made by `ChunkStorage.pendingChunk`).
+    var chunkStorage: ChunkStorage { storage as! ChunkStorage }
+}
+
+extension PendingBytes.View {
+    /// The bytes as a lease piece: the same memory, held for one reply (retained past the cap:
+    /// the answer is built already, and it lives for one reply).
+    func retained() -> ChunkBytes {
+        ChunkBytes(ChunkRetention(chunk.chunkStorage, force: true)!, offset: storageOffset, count: Int(range.length))
     }
 }
 

@@ -23,17 +23,15 @@ import Foundation
 ///
 /// Map of this folder (`Read/`): a read, from the range asked to the lease that answers it.
 /// - `EngineCore+Read.swift` (this file): the read path: plan under the shard lock, lease outside.
-/// - `ReadPlanner.swift`: range to plan (disk, pending, wait, fetch), pure.
 /// - `ReadLease.swift`: the answer: descriptors and pooled chunks, not copies.
 /// - `ChunkedRead.swift`: `LeaseReading` and the chunked read of a lease into its consumer.
 /// - `ReadFully.swift`: the one `pread` loop of data files and served files.
-/// - `ReaderClass.swift`: who reads (player, scanner, background), and what it may cost the link.
-/// - `ReaderPace.swift`: a copy or a player, from its waits; sizes read-ahead.
-/// - `ReaderTempo.swift`: watched or bulk, from its idle time between reads; a bulk reader's
-///   fetches yield like warm-up's.
-/// - `EarnedReadAhead.swift`: the read-ahead every reader but a player earns by reading, pure.
 /// - `ReadAccounting.swift`: one reader's counts (hit or miss, latency, failures).
-/// Neighbours: asks `Entry/` (the machine's `readRequested` and waiters) and starts fetches through
+/// - `WholeFile.swift`: a fully cached version held whole for the kernel (FUSE passthrough).
+/// The pure parts (the planner, reader class, pace, tempo, earned read-ahead) are the EntryMachine
+/// module's (`ReadPlanner.swift`, `ReaderClass.swift`, `ReaderPace.swift`, `ReaderTempo.swift`,
+/// `EarnedReadAhead.swift`).
+/// Neighbours: asks the entry's machine (`readRequested` and waiters) and starts fetches through
 /// `Fetch/`; leases hold `Storage/` descriptors and `Memory/` chunks; counts go to `Status/`.
 /// Called by the front doors through `CacheReader` (`Engine/`); `Fetch/` answers its waiting
 /// reads when bytes land.
@@ -64,8 +62,7 @@ extension EngineCore {
         let completion = judged ? answerNoted(reader, completion) : completion
         var request = EntryMachine.ReadRequest(reader: reader.id, readerClass: reader.readerClass, readerEnd: reader.end,
                                                door: reader.door, waitClass: reader.readerClass.waitedFetchClass,
-                                               generation: generation, offset: offset, length: length,
-                                               files: reader.files, completion: completion)
+                                               generation: generation, offset: offset, length: length)
         // The machine decides; under the lock the engine only pins, touches and passes on classes.
         let (action, entry, id, failure, verifyAhead) = shard.locked { entries
             -> (EntryMachine.ReadAction, EntryHandle?, Int64, CacheError?, [Int64]) in
@@ -84,7 +81,13 @@ extension EngineCore {
                                                                 cached: present, running: othersWant, now: uptime,
                                                                 rangesUnreliable: rangesUnreliable)
                                             },
-                                            streamSize: streamSize, makeFetchID: makeID)
+                                            streamSize: streamSize, makeFetchID: makeID,
+                                            makeReply: { WaitingRead(files: reader.files, range: $0, completion: completion) })
+            }
+            // The new waiter holds the bytes of its range pending for the writer (their memory
+            // counted in the budget's retained share), so they reach it even if the disk refuses them.
+            if !action.holdPending.isEmpty, let w = entry.waiters.last {
+                for v in action.holdPending { w.fill(v.range, in: v.chunk.chunkStorage, at: v.storageOffset) }
             }
             // Marked queued, so that no other read queues them again.
             let verifyAhead = action.verifyAhead.map { slicesToVerifyAhead(entry, after: $0) } ?? []
@@ -128,7 +131,7 @@ extension EngineCore {
         case let .hit(range, runs):
             guard let entry else { return }
             completion(lease(entry: entry, shard: shard, id: id, generation: generation, files: reader.files,
-                             range: range, runs: runs, originBytes: 0))   // a hit: nothing waited for
+                             range: range, runs: ReadRun.of(runs), originBytes: 0))   // a hit: nothing waited for
         case .verifyFirst, .wait:
             break
         }
@@ -202,7 +205,7 @@ extension EngineCore {
     }
 
     /// How a hit on `range` is answered (`EntryReads.runs`). Call under the shard lock.
-    func runs(_ range: Range<Int64>, pending: PendingBytes) -> [ReadRun] { EntryReads.runs(range, pending: pending) }
+    func runs(_ range: Range<Int64>, pending: PendingBytes) -> [ReadRun] { ReadRun.of(EntryReads.runs(range, pending: pending)) }
 
     /// A lease over `range`, whose slices the caller pinned: memory runs as the chunks they are in, the rest from
     /// the reader's open data file (opened here if needed: no lock is held). Releasing it
@@ -252,8 +255,6 @@ extension EngineCore {
         let byRate = ReadPlanner.bytes(catchingUpAt: rate, for: configuration.streamSeconds)
         return max(configuration.minStreamSize, byRate, readAhead / Int64(2 * configuration.maxStreams))
     }
-
-    enum AccessPattern { case first, sequential, seek }
 
     /// A player (and the engine's own warm-up) gets a window that grows fourfold per sequential
     /// read up to `maxReadAhead` (a cold read over a long fat link reaches its parallel streams a

@@ -15,10 +15,10 @@ final class ReadAccounting: Sendable {
     /// How long reads took (its monotonic clock).
     let clock: EngineClock
     /// Nil once the first byte was counted.
-    private let requestStartedAt: LockedValue<UInt64?>
+    private let requestStartedAt: LockedValue<MonotonicInstant?>
 
-    init(metrics: CacheMetrics, door: ReadDoor, entry: EntryInfo, requestStartedAt: UInt64?, readerClass: ReaderClass = .player,
-         clock: EngineClock = .system) {
+    init(metrics: CacheMetrics, door: ReadDoor, entry: EntryInfo, requestStartedAt: MonotonicInstant?, readerClass: ReaderClass = .player,
+         clock: EngineClock) {
         self.clock = clock
         self.metrics = metrics
         self.door = door
@@ -27,14 +27,14 @@ final class ReadAccounting: Sendable {
         self.requestStartedAt = LockedValue(requestStartedAt)
     }
 
-    func readEnded(_ result: Result<ReadLease, CacheError>, offset: Int64, length: Int, startedAt: UInt64) {
+    func readEnded(_ result: Result<ReadLease, CacheError>, offset: Int64, length: Int, startedAt: MonotonicInstant) {
         switch result {
         case let .success(lease):
             guard lease.count > 0 else { return }
             let fromOrigin = Int64(lease.originBytes), fromCache = Int64(lease.count) - fromOrigin
-            let now = clock.uptimeNanoseconds()
+            let now = clock.monotonic
             metrics.noteRead(door: door, cacheBytes: fromCache, originBytes: fromOrigin,
-                             nanoseconds: Int64(now &- startedAt))
+                             nanoseconds: (now - startedAt).nanoseconds)
             metrics.noteRead(readerClass: readerClass, cacheBytes: fromCache, originBytes: fromOrigin)
             guard door == .proxy else { return }
             let requestStart = requestStartedAt.withLock { s in
@@ -42,7 +42,7 @@ final class ReadAccounting: Sendable {
                 return s
             }
             if let requestStart, now >= requestStart {
-                metrics.noteFirstByte(hit: fromOrigin == 0, nanoseconds: Int64(now - requestStart))
+                metrics.noteFirstByte(hit: fromOrigin == 0, nanoseconds: (now - requestStart).nanoseconds)
             }
         case let .failure(error):
             if error != .cancelled { metrics.noteFailedRead(door: door) }

@@ -168,4 +168,9 @@ struct ReadRun: Sendable {
 
     let range: Range<Int64>
     let source: Source
+
+    /// A hit's runs as the machine gave them (`HitRun`).
+    static func of(_ runs: [HitRun]) -> [ReadRun] {
+        runs.map { ReadRun(range: $0.range, source: $0.pending.map(Source.pending) ?? .disk) }
+    }
 }

@@ -110,7 +110,7 @@ public final class CacheMetrics: Sendable {
 
     /// Makes every metric through `factory`; the default records nothing but the totals (a cache
     /// with no `/metrics`: the CLI, most tests).
-    public init(factory: any MetricsFactory = NOOPMetricsHandler.instance, clock: EngineClock = .system) {
+    public init(factory: any MetricsFactory = NOOPMetricsHandler.instance, clock: EngineClock) {
         self.factory = factory
         self.clock = clock
         startedAt = clock.wall()
@@ -314,18 +314,6 @@ public final class CacheMetrics: Sendable {
     }
 }
 
-/// The front door a read came through.
-public enum ReadDoor: String, Sendable, CaseIterable, Codable {
-    case fuse, proxy, cli
-
-    var index: Int {
-        switch self {
-        case .fuse: return 0
-        case .proxy: return 1
-        case .cli: return 2
-        }
-    }
-}
 
 /// The class of an origin transfer's final answer.
 enum OriginClass: String, CaseIterable {
@@ -390,27 +378,6 @@ final class Tally: Sendable {
     var total: Int64 { value.load(ordering: .relaxed) }
 }
 
-/// Reads of one file since the start, by door: reads asked, answered or not (kept with the
-/// entry, under its shard lock, as its hits and misses are).
-public struct DoorReads: Sendable, Codable, Equatable {
-    public var fuse: Int64 = 0
-    public var proxy: Int64 = 0
-    public var cli: Int64 = 0
-
-    public init(fuse: Int64 = 0, proxy: Int64 = 0, cli: Int64 = 0) {
-        self.fuse = fuse
-        self.proxy = proxy
-        self.cli = cli
-    }
-
-    mutating func add(_ door: ReadDoor) {
-        switch door {
-        case .fuse: fuse += 1
-        case .proxy: proxy += 1
-        case .cli: cli += 1
-        }
-    }
-}
 
 /// Counts since the start, for the status document.
 public struct Totals: Sendable, Codable, Equatable {
@@ -447,10 +414,6 @@ public struct ReaderTotals: Sendable, Codable, Equatable {
     /// Absent from older documents.
     public var receivedBytes: Int64? = nil
     public var wastedBytes: Int64? = nil
-}
-
-extension ReaderClass {
-    var index: Int { Self.allCases.firstIndex(of: self)! }
 }
 
 /// A way into this cache: a mountpoint, or a proxy listener.

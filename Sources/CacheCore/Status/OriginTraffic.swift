@@ -44,7 +44,7 @@ public final class OriginTraffic: Sendable {
 
     /// A request to `url`'s origin was answered, or failed without an answer.
     public func noteRequest(url: String) {
-        let second = Int64(clock.uptimeNanoseconds() / 1_000_000_000)
+        let second = Int64(clock.monotonic.nanoseconds / 1_000_000_000)
         update(url) { row in
             row.requests.add(1)
             let i = Int(second % Int64(Self.window))
@@ -75,7 +75,7 @@ public final class OriginTraffic: Sendable {
 
     /// Every origin asked since the start, by name.
     public func status() -> [OriginTrafficStatus] {
-        let second = Int64(clock.uptimeNanoseconds() / 1_000_000_000)
+        let second = Int64(clock.monotonic.nanoseconds / 1_000_000_000)
         return rows.withLock { rows in
             rows.map { OriginTrafficStatus(origin: $0.key, requests: $0.value.requests.total, bytes: $0.value.bytes.total,
                                            requestsPerSecond: $0.value.rate(now: second)) }

@@ -9,21 +9,48 @@
 /// the table starts over (simpler than an LRU, and a working set that large is a scan, which
 /// gains nothing from a memo anyway).
 public final class RecentResults<Value: Sendable>: Sendable {
-    private let table: LockedValue<[String: Value]>
+    private struct Table {
+        var values: [String: Value] = [:]
+        /// What the results were made under (`value(for:generation:)`).
+        var generation: UInt64 = 0
+    }
+    private let table: LockedValue<Table>
     private let capacity: Int
 
     public init(capacity: Int = 64) {
         self.capacity = capacity
-        table = LockedValue([:])
+        table = LockedValue(Table())
     }
 
-    public func cached(_ key: String) -> Value? { table.withLock { $0[key] } }
+    public func cached(_ key: String) -> Value? { table.withLock { $0.values[key] } }
 
     public func store(_ value: Value, for key: String) {
         table.withLock { t in
-            if t.count >= capacity, t[key] == nil { t.removeAll(keepingCapacity: true) }
-            t[key] = value
+            if t.values.count >= capacity, t.values[key] == nil { t.values.removeAll(keepingCapacity: true) }
+            t.values[key] = value
         }
+    }
+
+    /// `value(for:)` of a function that also depends on something changing rarely, counted by
+    /// `generation` (the process's S3 buckets, for cache keys): results made under another
+    /// generation are dropped first.
+    public func value(for key: String, generation: UInt64, _ make: (String) throws -> Value) rethrows -> Value {
+        let hit: Value? = table.withLock { t in
+            if t.generation != generation {
+                t.values.removeAll(keepingCapacity: true)
+                t.generation = generation
+                return nil
+            }
+            return t.values[key]
+        }
+        if let hit { return hit }
+        let v = try make(key)
+        table.withLock { t in
+            guard t.generation == generation else { return }
+            if t.values.count >= capacity, t.values[key] == nil { t.values.removeAll(keepingCapacity: true) }
+            t.values[key] = v
+        }
+        return v
     }
 
     /// The memorised result for `key`, or `make(key)`, run outside the lock and remembered (an

@@ -49,7 +49,8 @@ public struct StatusDocument: Sendable, Codable, Equatable {
     /// without a limit.
     public var bandwidth: BandwidthLimitStatus? = nil
     /// Which view of the cache this is (`StatusView`): absent for the full document (every file),
-    /// "summary" (no files, folder totals), "folder" (one page of one folder's files).
+    /// "summary" (no files, folder totals), "folder" (one page of one folder's files), "unsaved"
+    /// (the files whose figures the index does not hold yet).
     public var view: String? = nil
     /// Summary and folder views: the filter they were asked with (a substring of names and URLs).
     public var filter: String? = nil
@@ -92,6 +93,11 @@ public enum StatusView: Sendable, Equatable {
     case folder(id: String, page: Int, pageSize: Int, filter: String, order: FileOrder)
     /// The page of its folder that holds `url`'s file (a deep link), `pageSize` files a page.
     case locate(url: String, pageSize: Int, order: FileOrder)
+    /// The files whose figures the index does not hold yet (read statistics are written every
+    /// fifth second; an entry's first row is written behind), in URL order: what a reader of the
+    /// index beside the daemon (`cache ls`) lays over what it reads there, instead of the
+    /// whole document.
+    case unsaved
 
     /// The most folders a summary lists: past it the filter narrows them (a summary stays small
     /// however the library is laid out).
@@ -178,6 +184,10 @@ public struct CacheSummary: Sendable, Codable, Equatable {
     public var hitRatio: Double?
     /// The cap's scan share (`--scan-share`); nil where it is not known (a snapshot of the index).
     public var scanShare: ScanShareStatus? = nil
+    /// True while the entries the index held at start are still being counted (a large cache,
+    /// seconds after the start): `files`, `slices` and the folder totals are not whole yet.
+    /// Absent once they are.
+    public var counting: Bool? = nil
 }
 
 /// The cap's scan share: what it may hold and what it holds (bytes on disk of the slices
@@ -190,12 +200,6 @@ public struct ScanShareStatus: Sendable, Codable, Equatable {
 extension CacheSummary {
     /// The summary of `files` (all of a cache's entries) in a cache of `configuration`.
     init(files: [EntryStatus], configuration config: CacheConfiguration, showDirectory: Bool, totals: Totals?) {
-        var fs = statvfs()
-        var floor: Int64 = 0, free: Int64 = 0
-        if statvfs(config.directory, &fs) == 0 {
-            floor = Int64(Double(fs.f_blocks) * Double(fs.f_frsize) * config.freeSpaceFloor)
-            free = Int64(fs.f_bavail) * Int64(fs.f_frsize)
-        }
         var slices = 0
         for f in files {
             var last: Int64 = -1
@@ -205,12 +209,24 @@ extension CacheSummary {
                 last = max(last, end)
             }
         }
+        self.init(entries: files.count, usedBytes: files.reduce(0) { $0 + $1.cachedBytes }, slices: slices, configuration: config,
+                  showDirectory: showDirectory, totals: totals)
+    }
+
+    /// The summary of a cache of `entries` entries holding `usedBytes` in `slices` slices.
+    init(entries: Int, usedBytes: Int64, slices: Int, configuration config: CacheConfiguration, showDirectory: Bool, totals: Totals?) {
+        var fs = statvfs()
+        var floor: Int64 = 0, free: Int64 = 0
+        if statvfs(config.directory, &fs) == 0 {
+            floor = Int64(Double(fs.f_blocks) * Double(fs.f_frsize) * config.freeSpaceFloor)
+            free = Int64(fs.f_bavail) * Int64(fs.f_frsize)
+        }
         let reads = totals.map { $0.hits + $0.misses + ($0.failedReads ?? 0) } ?? 0
         self.init(directory: showDirectory ? config.directory : nil,
-                            usedBytes: files.reduce(0) { $0 + $1.cachedBytes }, capacityBytes: config.capacity,
-                            freeFloorBytes: floor, filesystemFreeBytes: free, files: files.count, slices: slices,
-                            sliceSize: config.sliceSize,
-                            hitRatio: reads > 0 ? Double(totals!.hits) / Double(reads) : nil)
+                  usedBytes: usedBytes, capacityBytes: config.capacity,
+                  freeFloorBytes: floor, filesystemFreeBytes: free, files: entries, slices: slices,
+                  sliceSize: config.sliceSize,
+                  hitRatio: reads > 0 ? Double(totals!.hits) / Double(reads) : nil)
     }
 
 }
@@ -371,7 +387,15 @@ extension CacheEngine {
     ///   - view: the whole cache (every file), a summary, or one page of one folder.
     public func statusDocument(version: String, showDirectory: Bool, view: StatusView = .full) -> StatusDocument {
         let now = core.configuration.clock()
-        let list = list()
+        // The summary without a filter comes from the running totals; every other view lists the
+        // entries (a filter, a folder's page).
+        let walks: Bool
+        switch view {
+        case let .summary(filter): walks = !filter.isEmpty
+        case .unsaved: walks = false
+        default: walks = true
+        }
+        let list = walks ? list() : []
         let fetches = transfers?.inFlight(now: now) ?? []
         var fetching: [CacheKey: RangeSet] = [:]
         for f in fetches {
@@ -382,7 +406,7 @@ extension CacheEngine {
         var document = StatusDocument(
             version: version, pid: getpid(), startedAt: metrics.startedAt,
             uptimeSeconds: now.timeIntervalSince(metrics.startedAt), doors: metrics.currentDoors,
-            cache: summary(files: list, showDirectory: showDirectory, totals: totals),
+            cache: summary(showDirectory: showDirectory, totals: totals),
             totals: totals, files: [], fetches: fetches, errors: metrics.recentErrors,
             originsDown: originsDown.map { o in
                 var o = o
@@ -402,16 +426,19 @@ extension CacheEngine {
         case .full:
             document.files = list.map { fileStatus($0, fetching: fetching) }
         case let .summary(filter):
-            let folders = folderGroups(list, filter: filter, fetching: fetching)
+            let folders = walks ? folderGroups(list, filter: filter, fetching: fetching).map(\.totals) : runningFolderTotals(fetching: fetching)
             document.view = "summary"
             document.filter = filter
-            document.folders = folders.prefix(StatusView.folderLimit).map(\.totals)
+            document.folders = Array(folders.prefix(StatusView.folderLimit))
             document.foldersTotal = folders.count
         case let .folder(id, page, pageSize, filter, order):
             document.view = "folder"
             document.filter = filter
             guard let folder = folderGroups(list, filter: filter, fetching: fetching).first(where: { $0.totals.id == id }) else { break }
             fill(&document, folder: folder, page: page, pageSize: pageSize, order: order, fetching: fetching)
+        case .unsaved:
+            document.view = "unsaved"
+            document.files = core.unsaved().map { fileStatus($0, fetching: fetching) }
         case let .locate(url, pageSize, order):
             document.view = "folder"
             document.filter = ""
@@ -476,6 +503,35 @@ extension CacheEngine {
         return groups.sorted { ($0.totals.origin, $0.totals.path) < ($1.totals.origin, $1.totals.path) }
     }
 
+    /// Every folder's totals, from the running totals (`RunningTotals`), folders by origin then
+    /// path: what `folderGroups` adds up with no filter, without walking the entries. Pins and
+    /// transfers are few: each is looked up in its shard.
+    func runningFolderTotals(fetching: [CacheKey: RangeSet]) -> [FolderTotals] {
+        let running = core.totals
+        let sums = running.totals
+        var folders: [Int32: FolderTotals] = [:]
+        for (n, f) in sums.folders {
+            guard let place = running.place(n) else { continue }
+            folders[n] = FolderTotals(id: Self.folderID(place.origin + "\n" + place.path), origin: place.origin, path: place.path,
+                                      files: f.files, listings: f.listings, lengthBytes: f.lengthBytes, cachedBytes: f.cachedBytes,
+                                      pinnedBytes: 0, fetching: 0, withErrors: f.withErrors)
+        }
+        func folder(ofLive key: CacheKey) -> Int32? {
+            if let n = core.shard(for: key).locked({ $0[key].flatMap { $0.isPersisted ? $0.reported?.folder : nil } }) { return n }
+            // Not in memory (a pinned entry not looked up since the start): its row says where.
+            guard let info = core.storedInfo(key) else { return nil }
+            let place = FileStatus.placement(url: info.url, contentType: info.contentType)
+            return running.folderNumber(FolderPlace(origin: place.origin, path: place.folder))
+        }
+        for (key, held) in core.userPins.heldByKey() where held > 0 {
+            if let n = folder(ofLive: key) { folders[n]?.pinnedBytes += held }
+        }
+        for key in fetching.keys {
+            if let n = folder(ofLive: key) { folders[n]?.fetching += 1 }
+        }
+        return folders.values.sorted { ($0.origin, $0.path) < ($1.origin, $1.path) }
+    }
+
     /// Page `page` of `folder` into `document` (an empty page past the last).
     private func fill(_ document: inout StatusDocument, folder: FolderGroup, page: Int, pageSize: Int, order: FileOrder,
                       fetching: [CacheKey: RangeSet]) {
@@ -515,12 +571,27 @@ extension CacheEngine {
     /// Sets the metric gauges (bytes used, capacity, entries, fetches in flight) from the cache's
     /// state: the metrics backend's owner calls this just before it renders a scrape.
     public func recordMetricGauges() {
-        metrics.recordGauges(summary: summary(files: list(), showDirectory: false, totals: nil), fetchesInFlight: transfers?.inFlightCount ?? 0,
+        metrics.recordGauges(summary: summary(showDirectory: false, totals: nil), fetchesInFlight: transfers?.inFlightCount ?? 0,
                              originsDown: originsDown.count)
         if let budgets = configuration.egressLedger?.status() { metrics.recordBudgets(budgets) }
         metrics.originTraffic.recordGauges()
     }
 
+    /// The cache as a whole, from the running totals. While the start's count of the index
+    /// runs, files, slices and folders are partial (`counting`), the bytes the evictor's (counted
+    /// before the start ended).
+    func summary(showDirectory: Bool, totals: Totals?) -> CacheSummary {
+        let running = core.totals
+        let counted = running.counted
+        let sums = running.totals
+        var s = CacheSummary(entries: sums.entries, usedBytes: counted ? sums.cachedBytes : core.totalBytes, slices: sums.slices,
+                             configuration: configuration, showDirectory: showDirectory, totals: totals)
+        if !counted { s.counting = true }
+        s.scanShare = ScanShareStatus(limitBytes: core.evictor.scanShare.bound, usedBytes: core.evictor.scanShare.usedBytes)
+        return s
+    }
+
+    /// The same by walking `files` (what the running totals must always equal; tests).
     func summary(files: [EntryStatus], showDirectory: Bool, totals: Totals?) -> CacheSummary {
         var s = CacheSummary(files: files, configuration: configuration, showDirectory: showDirectory, totals: totals)
         s.scanShare = ScanShareStatus(limitBytes: core.evictor.scanShare.bound, usedBytes: core.evictor.scanShare.usedBytes)

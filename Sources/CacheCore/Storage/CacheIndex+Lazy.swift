@@ -33,6 +33,46 @@ extension CacheIndex {
         }
     }
 
+    /// What the status totals count of one entry (`RunningTotals`): the fields its folder and
+    /// kind come from, its length, whether an error is noted, its current version's bytes.
+    struct CountedEntry {
+        var url: String
+        var contentType: String?
+        var length: Int64?
+        var withErrors: Bool
+        var coverage: RangeSet
+    }
+
+    /// Hands `each` every entry, in id order, in one read: what the index holds at the moment
+    /// `begun` runs (once, when the read's snapshot is taken, before the first entry), nothing
+    /// committed after. Stops early, returning false, once `stop` says so.
+    func countEntries(begun: () -> Void, stop: () -> Bool, each: (CountedEntry) -> Void) throws -> Bool {
+        var saidBegun = false
+        defer { if !saidBegun { begun() } }
+        return try pool.read { db in
+            let rows = try Row.fetchCursor(db, sql: """
+                SELECT e.id, e.url, e.content_type, e.length, e.last_error IS NOT NULL, x.start, x."end" FROM entry e
+                LEFT JOIN extent x ON x.entry_id = e.id AND x.generation = e.generation ORDER BY e.id
+                """)
+            var current: (id: Int64, entry: CountedEntry)?
+            var n = 0
+            while let r = try rows.next() {
+                if !saidBegun { saidBegun = true; begun() }
+                let id: Int64 = r[0]
+                if current?.id != id {
+                    if let c = current { each(c.entry) }
+                    n += 1
+                    if n & 4095 == 0 && stop() { return false }
+                    current = (id, CountedEntry(url: r[1], contentType: r[2], length: r[3], withErrors: r[4], coverage: RangeSet()))
+                }
+                if let start: Int64 = r[5], let end: Int64 = r[6], start < end { current!.entry.coverage.insert(start..<end) }
+            }
+            if !saidBegun { saidBegun = true; begun() }
+            if let c = current { each(c.entry) }
+            return true
+        }
+    }
+
     /// One entry as the index has it (after committing what is pending, so a row or an extent
     /// handed over before is in it): its row, its current version's extents, its scan slices.
     struct StoredEntry: Sendable {

@@ -28,25 +28,8 @@ import GRDB
 /// for a job queued behind it; and the `index` lane's bound is reserved in the pool's, so its
 /// job always finds a thread, whatever every other thread waits on.
 final class CacheIndex: Sendable {
-    struct EntryRow: Sendable, Equatable {
-        var id: Int64
-        var key: String
-        var url: String
-        var finalURL: String
-        var length: Int64?
-        var contentType: String?
-        var etag: String?
-        var lastModified: String?
-        var acceptsRanges: Bool
-        var generation: Int64
-        var validatedAt: Double
-        var lastAccess: Double
-        var hits: Int64
-        var misses: Int64
-        var bytesFromCache: Int64
-        var bytesFromOrigin: Int64
-        var lastError: String?
-    }
+    /// One entry's row (`EntryRow`, in EntryMachine: the machine makes the rows it saves).
+    typealias EntryRow = EntryMachine.EntryRow
 
     struct ExtentRow: Sendable {
         var entryID: Int64
@@ -468,7 +451,7 @@ final class CacheIndex: Sendable {
         }
         guard let behind else { return }
         // Not kept to cancel: after `close` the flush finds the index closed and does nothing.
-        behind.scheduler.after(0.05) { [self] in
+        behind.scheduler.after(.milliseconds(50)) { [self] in
             behind.run { [self] in
                 state.withLock { $0.flushScheduled = false }
                 writer.withLock { _ in

@@ -11,10 +11,10 @@ import Glibc
 ///   and what `status` and the CLI find.
 /// - An owner lock outside it, keyed by the directory's canonical path, in the user's runtime
 ///   directory (`$XDG_RUNTIME_DIR/httpcachefs`, `/run/httpcachefs` for root, else
-///   `/tmp/httpcachefs-UID`, each 0700 and this user's). Why (issue 36, item 4): `rm -rf` of the
+///   `/tmp/httpcachefs-UID`, each 0700 and this user's). Why: `rm -rf` of the
 ///   directory under a running daemon deletes the inner lock with it, and a second process on
-///   the same path then found no lock, numbered its data files from 1 as the first does, and the
-///   first read them as its own. The outer lock outlives the directory, so the second process is
+///   the same path would then find no lock, number its data files from 1 as the first does, and
+///   the first would read them as its own. The outer lock outlives the directory, so the second process is
 ///   refused. A file rather than an abstract socket: the runtime directory is this user's alone
 ///   (another user cannot squat the name and keep the daemon from starting), and the file names
 ///   its holder. Where no such directory can be made, only the inner lock is taken (said once

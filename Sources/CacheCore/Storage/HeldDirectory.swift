@@ -7,11 +7,11 @@ import Glibc
 /// creates, renames or deletes while it runs is named relative to this descriptor (`openat`,
 /// `mkdirat`, `renameat`, `unlinkat`), never by the directory's path.
 ///
-/// Why (issue 36, item 4): a directory deleted under a running daemon and made again at the same
+/// Why: a directory deleted under a running daemon and made again at the same
 /// path (by `rm -rf` and a second `httpcachefs`, a restored backup, a sync tool) holds another
 /// cache's files under the same names (`data/01/1-1.data` is the first file of every cache). An
-/// engine that opened files by path read that other cache's bytes as its own: one file's bytes
-/// were served for another's. Through its descriptor, the engine only ever sees the directory it
+/// engine that opened files by path would read that other cache's bytes as its own: one file's
+/// bytes served for another's. Through its descriptor, the engine only ever sees the directory it
 /// locked: in a deleted one, opens of files that are gone fail (a miss, fetched again) and
 /// nothing new can be made (the write fails, the read is still answered from the origin).
 ///

@@ -19,15 +19,24 @@ extension FileSystemCore {
     func open(_ ino: UInt64, flags: Int32, readerClass: ReaderClass = .player,
               reply: @escaping @Sendable (Result<OpenReply, FSErrno>) -> Void) {
         if flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0 { return reply(.failure(FSErrno(EROFS))) }
-        let target: Result<String, FSErrno> = state.withLock { s in
+        let target: Result<(url: String, key: CacheKey?), FSErrno> = state.withLock { s in
             guard let node = s.table.node(ino) else { return .failure(FSErrno(ENOENT)) }
             guard let f = node.file else { return .failure(FSErrno(EISDIR)) }
-            return .success(f.url)
+            return .success((f.url, f.key))
         }
         let url: String
+        var key: CacheKey?
         switch target {
-        case let .success(u): url = u
+        case let .success(t): (url, key) = t
         case let .failure(e): return reply(.failure(e))
+        }
+        // The key is the URL respelled (`KeyRules`): worked out at the inode's first open, kept
+        // with it, not made again at every open.
+        if key == nil, let made = backend.cacheKey(for: url) {
+            key = made
+            state.withLock { s in
+                if let f = s.table.node(ino)?.file, f.url == url { f.key = made }
+            }
         }
         let opened: @Sendable (Result<EntryInfo, CacheError>) -> Void = { [self] result in
             switch Self.checkedLength(result) {
@@ -35,18 +44,17 @@ extension FileSystemCore {
                 logger.error("open failed: \(url): \(error)")
                 reply(.failure(FSErrno(error.errno)))
             case let .success(info):
-                finishOpen(ino: ino, url: url, info: info, reader: backend.makeReader(for: info, readerClass: readerClass),
-                           directIO: readerClass == .scanner || readerClass == .background, reply: reply)
+                finishOpen(ino: ino, url: url, info: info, readerClass: readerClass, reply: reply)
             }
         }
         // A probe reads a few dozen KiB, `head -c 1` one byte: the first 256 KiB an open brings
         // along would be most of what they cost. Only a player's open takes them (it reads on);
         // every other asks for one byte (`lookUp`) and its reads for the rest.
-        if readerClass.readsAheadFromOpen(door: .fuse) {
-            backend.open(url: url, completion: opened)
-        } else {
-            backend.lookUp(url: url, completion: opened)
-        }
+        // A fresh entry is answered right here (on the FUSE loop), without a hand-off to the
+        // engine's pool: making its handle takes a lock and no I/O (`finishOpen` hands a
+        // passthrough open, which opens the data file, to the pool).
+        backend.openFile(url: url, key: key, takeFirstBytes: readerClass.readsAheadFromOpen(door: .fuse),
+                         answerFreshInline: true, completion: opened)
     }
 
     /// Makes the handle of a revalidated open: with passthrough when the version is all cached
@@ -56,8 +64,9 @@ extension FileSystemCore {
     /// refuses both a second backing file and an ordinary open beside it): the name moves to a
     /// new inode, and the open fails with ESTALE, which makes the kernel repeat its lookup and
     /// the open once, on the new inode. The old handles keep their version on the old inode.
-    private func finishOpen(ino: UInt64, url: String, info: EntryInfo, reader: MountReader, directIO: Bool,
+    private func finishOpen(ino: UInt64, url: String, info: EntryInfo, readerClass: ReaderClass,
                             reply: @escaping @Sendable (Result<OpenReply, FSErrno>) -> Void) {
+        let directIO = readerClass == .scanner || readerClass == .background
         enum Outcome {
             /// `behindStores`: the page cache of this file was filled; the reply waits for the
             /// stores queued before it.
@@ -72,6 +81,11 @@ extension FileSystemCore {
         let wanted = state.withLock { s in
             s.backing != nil && s.passthroughInodes[ino] == nil && !s.openFiles.values.contains { $0.ino == ino }
         }
+        if wanted && LoopThread.isCurrent {
+            // The whole file is the data file opened: I/O, never on the loop.
+            return backend.blockingIO.submit { [self] in finishOpen(ino: ino, url: url, info: info, readerClass: readerClass, reply: reply) }
+        }
+        let reader = backend.makeReader(for: info, readerClass: readerClass)
         let whole = wanted ? reader.wholeFile() : nil
         let (outcome, registered): (Outcome, Bool) = state.withLock { s in
             if s.closed { return (.closed, false) }
@@ -175,7 +189,7 @@ extension FileSystemCore {
         // A cache hit has been answered by now; only reads still waiting get a deadline
         // (a backstop behind the engine's own read timeout).
         guard let readDeadline = options.readDeadline, !once.hasFired else { return }
-        deadlines.after(readDeadline) { [logger] in
+        deadlines.after(.seconds(readDeadline)) { [logger] in
             if once.fire(.failure(FSErrno(EIO))) {
                 logger.error("read timed out after \(readDeadline)s: \(file.url) \(Self.describe(offset, size))")
             }

@@ -13,7 +13,11 @@ enum NodeOrigin: Equatable {
 
 /// What the mount knows about one remote file.
 final class FileState {
-    var url: String
+    var url: String {
+        didSet { if url != oldValue { key = nil } }
+    }
+    /// The cache key of `url`, once an open worked it out (`FileSystemCore.open`).
+    var key: CacheKey?
     /// Exact size, from the listing or the cache; nil until known.
     var size: Int64?
     var mtime: Date?
@@ -32,10 +36,22 @@ final class FileState {
         self.mtime = mtime
     }
 
+    /// The last `Last-Modified` parsed, and its date: an open of an unchanged version does not
+    /// parse the same text again.
+    private var parsedLastModified: (text: String, date: Date?)?
+
     func update(from info: EntryInfo) {
         self.info = info
         if let length = info.length { size = length }
-        if let date = info.lastModifiedDate { mtime = date }
+        guard let text = info.lastModified else { return }
+        let date: Date?
+        if let parsed = parsedLastModified, parsed.text == text {
+            date = parsed.date
+        } else {
+            date = HTTPDate.parse(text)
+            parsedLastModified = (text, date)
+        }
+        if let date { mtime = date }
     }
 }
 

@@ -71,6 +71,8 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     private let devNull: Int32
     /// Bytes of data files read ahead of readers.
     let readAheadBytes = LockedValue<Int64>(0)
+    /// The class of each process that opens files here, looked up once per process.
+    let readerClasses = ReaderClassMemo()
     /// Replies spliced from data files, by who sent them (tests; `PageResidency`).
     let repliesSpliced = SplicedReplies()
     /// Called once, on the loop thread, once the kernel has processed our INIT reply (the

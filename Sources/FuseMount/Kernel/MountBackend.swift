@@ -29,6 +29,15 @@ public protocol MountBackend: AnyObject, ListingTransport {
     /// Metadata for `stat`, which reads no bytes: when the origin must be asked, it is asked for
     /// as little as possible (the first open brings the file's first bytes along).
     func lookUp(url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void)
+    /// A file's open from the mount: `open(url:)` with `takeFirstBytes` (a player's open), else
+    /// `lookUp(url:)`. `key`: `url`'s key as `cacheKey(for:)` gave it (the mount keeps it per
+    /// inode). `answerFreshInline`: a fresh entry is answered before the call returns, on the
+    /// caller's thread (the FUSE loop, which then answers the open without a hand-off).
+    func openFile(url: String, key: CacheKey?, takeFirstBytes: Bool, answerFreshInline: Bool,
+                  completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void)
+    /// `url`'s cache key, worked out once for the mount to keep; nil when the backend keys
+    /// nothing (test fakes) or the URL cannot be cached.
+    func cacheKey(for url: String) -> CacheKey?
     /// How long a read may wait on the network (`--read-timeout`); a directory listing is held to
     /// it as a whole. nil: no limit of the backend's own.
     var readTimeout: TimeInterval? { get }
@@ -100,6 +109,14 @@ extension MountBackend {
 
     public var readTimeout: TimeInterval? { nil }
 
+    /// Default: backends without keys of their own (test fakes) open as ever, on their own threads.
+    public func openFile(url: String, key: CacheKey?, takeFirstBytes: Bool, answerFreshInline: Bool,
+                         completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
+        if takeFirstBytes { open(url: url, completion: completion) } else { lookUp(url: url, completion: completion) }
+    }
+
+    public func cacheKey(for url: String) -> CacheKey? { nil }
+
     /// Default: backends without origins of their own (test fakes) never have one down.
     public func isOriginDown(url: String) -> Bool { false }
 
@@ -168,6 +185,11 @@ public final class EngineBackend: MountBackend {
     public func lookUp(url: String, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         engine.open(url: url, takeFirstBytes: false, completion: completion)
     }
+    public func openFile(url: String, key: CacheKey?, takeFirstBytes: Bool, answerFreshInline: Bool,
+                         completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
+        engine.open(url: url, key: key, takeFirstBytes: takeFirstBytes, answerFreshInline: answerFreshInline, completion: completion)
+    }
+    public func cacheKey(for url: String) -> CacheKey? { try? engine.key(for: url) }
     public var readTimeout: TimeInterval? { engine.configuration.readTimeout }
     public var blockingIO: BlockingIOPool { engine.blockingIO }
     public func isOriginDown(url: String) -> Bool { engine.isOriginDown(url: url) }

@@ -1,5 +1,6 @@
 import CacheCore
 import Foundation
+import Glibc
 
 /// Which `ReaderClass` a process falls in, by its name: one table, built in and extended by
 /// `--scanner NAME[,NAME…]` and `--background-reader NAME[,NAME…]` (and their config keys). Pure.
@@ -89,5 +90,54 @@ enum ProcessName {
         }
         let base = exe.map { ($0 as NSString).lastPathComponent }
         return (comm.trimmingCharacters(in: .newlines), base)
+    }
+}
+
+/// A process's `comm` and start time, from one read of `/proc/PID/stat` (proc(5): field 2 is
+/// the `comm` in parentheses, which may itself hold spaces and parentheses, so the fields after
+/// it are counted from its last `)`; field 22 is the start time, in clock ticks since boot).
+/// Read with plain calls into a buffer on the stack: it runs on every open.
+enum ProcessStat {
+    static func of(pid: Int32) -> (comm: String, startTime: UInt64)? {
+        guard pid > 0 else { return nil }
+        let fd = "/proc/\(pid)/stat".withCString { Glibc.open($0, O_RDONLY | O_CLOEXEC) }
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1024) { buffer -> (comm: String, startTime: UInt64)? in
+            let n = read(fd, buffer.baseAddress, buffer.count)
+            guard n > 0 else { return nil }
+            return parse(UnsafeBufferPointer(rebasing: buffer[..<n]))
+        }
+    }
+
+    /// The `comm` and start time in the text of a `/proc/PID/stat`; nil if it is not one.
+    static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> (comm: String, startTime: UInt64)? {
+        guard let open = bytes.firstIndex(of: UInt8(ascii: "(")), let close = bytes.lastIndex(of: UInt8(ascii: ")")),
+              open < close else { return nil }
+        let comm = String(decoding: UnsafeBufferPointer(rebasing: bytes[(open + 1)..<close]), as: UTF8.self)
+        // After ") ": field 3 (the state) onwards, one space between fields.
+        var field = 3
+        var i = close + 2
+        while i < bytes.count, field < 22 {
+            if bytes[i] == UInt8(ascii: " ") { field += 1 }
+            i += 1
+        }
+        guard field == 22 else { return nil }
+        var value: UInt64 = 0
+        var digits = 0
+        while i < bytes.count, bytes[i] >= UInt8(ascii: "0"), bytes[i] <= UInt8(ascii: "9") {
+            let (m, o1) = value.multipliedReportingOverflow(by: 10)
+            let (s, o2) = m.addingReportingOverflow(UInt64(bytes[i] - UInt8(ascii: "0")))
+            guard !o1, !o2 else { return nil }
+            value = s
+            digits += 1
+            i += 1
+        }
+        return digits > 0 ? (comm, value) : nil
+    }
+
+    /// The same, of text (tests).
+    static func parse(_ text: String) -> (comm: String, startTime: UInt64)? {
+        Array(text.utf8).withUnsafeBufferPointer { parse($0) }
     }
 }

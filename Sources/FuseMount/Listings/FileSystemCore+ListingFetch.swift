@@ -5,14 +5,14 @@ import Foundation
 /// what each folder turned out to be remembered in `listingKinds`.
 extension FileSystemCore {
     /// The parsed listing of the folder at `url`. Runs the completion on a backend thread.
-    func fetchListing(url: String, maxAge: TimeInterval,
+    func fetchListing(url: String, maxAge: TimeInterval, progress: (@Sendable () -> Void)? = nil,
                       completion: @escaping @Sendable (Result<[ListingEntry], CacheError>) -> Void) {
         let kinds = listingKinds
         // Each entry costs at least 1 KiB of the budget (`listingCost`): a page with more than
         // the budget's worth fails as it is parsed, before its entries take the memory.
         let maxEntries = Int(max(options.listingBudget / 1024, 1))
         ListingFetch.fetch(url: url, through: backend, limit: Self.listingLimit, maxAge: maxAge,
-                           webDAVFirst: kinds.isWebDAV(url), logger: logger, maxEntries: maxEntries) { fetched in
+                           webDAVFirst: kinds.isWebDAV(url), logger: logger, maxEntries: maxEntries, progress: progress) { fetched in
             if case let .success(listing) = fetched { kinds.note(listing, url: url) }
             completion(fetched.map(\.entries))
         }

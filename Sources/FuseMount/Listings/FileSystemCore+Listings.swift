@@ -165,8 +165,11 @@ extension FileSystemCore {
         }
         // The read timeout holds for the listing as a whole: an origin trickling it (one byte a
         // second still counts as progress to libcurl) must not keep `ls` waiting. The fetch may
-        // go on and land in the cache; this answer no longer waits for it.
+        // go on and land in the cache; this answer no longer waits for it. A listing of many
+        // pages (an S3 folder of 100k keys: 100 requests) holds it per page instead: the
+        // deadline waits again while a page came since it was set (`ListingProgress`).
         let timeout = backend.readTimeout ?? options.readDeadline
+        let progress = ListingProgress()
         // Down when the fetch starts or when it ends: either way the answer may be the cache's copy.
         let downAtStart = backend.isOriginDown(url: url)
         // The log says how long it really waited: a stalled transfer fails before the timeout.
@@ -175,9 +178,14 @@ extension FileSystemCore {
             listingFetched(result, fetch: fetch, url: url, waited: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9,
                            unconfirmed: downAtStart || backend.isOriginDown(url: url))
         }
-        fetchListing(url: url, maxAge: options.listingTTL) { finish.fire($0) }
+        fetchListing(url: url, maxAge: options.listingTTL, progress: progress.note) { finish.fire($0) }
         if let timeout {
-            deadlines.after(timeout) { finish.fire(.failure(.timeout(url: url))) }
+            @Sendable func arm() {
+                deadlines.after(.seconds(timeout)) {
+                    if progress.take() { arm() } else { finish.fire(.failure(.timeout(url: url))) }
+                }
+            }
+            arm()
         }
     }
 
@@ -343,4 +351,16 @@ extension FileSystemCore {
         idx.listedAt = t
         return invalidations
     }
+}
+
+/// Whether a listing of several pages moved on since its deadline was last set: each page taken
+/// (`note`) lets the deadline wait one more timeout (`take`), so the timeout bounds each page,
+/// never a listing that keeps coming. Threads: the page's and the scheduler's.
+final class ListingProgress: Sendable {
+    private let moved = LockedValue(false)
+
+    @Sendable func note() { moved.withLock { $0 = true } }
+
+    /// Whether a page came since the last call (and forgets it).
+    func take() -> Bool { moved.withLock { m in defer { m = false }; return m } }
 }

@@ -3,8 +3,8 @@
 ///
 /// Why not a regular expression: rclone's globs become regexps, and a backtracking engine
 /// (NSRegularExpression, ICU) tries every way to split a name among several stars. Names an
-/// origin chooses (250 characters, no match at the end) against `*a*b*c*.mkv` took seconds each,
-/// a listing minutes of CPU (issue 46). Here every way is followed at once (Thompson's
+/// origin chooses (250 characters, no match at the end) against `*a*b*c*.mkv` take it seconds
+/// each, a listing minutes of CPU. Here every way is followed at once (Thompson's
 /// simulation): a set of automaton states moves one character at a time, never back.
 ///
 /// The syntax, as `ListingFilter` documents it: `*` any run of characters but `/`, `**` any run

@@ -32,13 +32,14 @@ public enum ListingFetch {
 
     /// Fetches and parses the listing at `url`. `webDAVFirst`: it was a WebDAV folder before.
     /// `maxEntries`: a page with more fails as it is parsed (`DirectoryListing.parse`).
+    /// `progress`: told at each page of a listing of several (an S3 folder's) but the last.
     public static func fetch(url: String, through transport: ListingTransport, limit: Int, maxAge: TimeInterval,
-                             webDAVFirst: Bool, logger: Logger, maxEntries: Int = .max,
+                             webDAVFirst: Bool, logger: Logger, maxEntries: Int = .max, progress: (@Sendable () -> Void)? = nil,
                              completion: @escaping @Sendable (Result<Listing, CacheError>) -> Void) {
         // A folder of an S3 bucket (from an s3:// URL) lists by ListObjectsV2, and only so.
         if let s3 = S3Listing.location(of: url) {
             return S3Listing.fetch(url: url, listingBase: s3.listingBase, prefix: s3.prefix, through: transport, limit: limit,
-                                   maxAge: maxAge, logger: logger, maxEntries: maxEntries, completion: completion)
+                                   maxAge: maxAge, logger: logger, maxEntries: maxEntries, progress: progress, completion: completion)
         }
         if webDAVFirst || transport.hasKeptListing(WebDAVListing.request(url: url)) {
             propfind(url: url, through: transport, limit: limit, maxAge: maxAge, logger: logger, maxEntries: maxEntries) { result in
@@ -70,7 +71,7 @@ public enum ListingFetch {
             // The page's bytes are let go once this returns (only its entries are kept, and
             // counted by the listing budget); a large page's freed heap goes back to the system.
             if case let .success(bytes) = fetched, bytes.count >= HeapTrim.threshold {
-                Scheduler.shared.after(0) { HeapTrim.releaseFreedMemory() }   // after the bytes go: a timer, not this stack
+                Scheduler.shared.after(.zero) { HeapTrim.releaseFreedMemory() }   // after the bytes go: a timer, not this stack
             }
             // A page that lists too much is a listing: no PROPFIND for it.
             guard tryWebDAV, !tooMany, mayBeWebDAV(parsed) || transport.answeredDAV(url: url) else { return completion(parsed.map { Listing(entries: $0, kind: .page) }) }
@@ -92,7 +93,7 @@ public enum ListingFetch {
                                 completion: @escaping @Sendable (Result<Listing, CacheError>) -> Void) {
         transport.fetchDocument(WebDAVListing.request(url: url), limit: limit, maxAge: maxAge) { fetched in
             if case let .success(bytes) = fetched, bytes.count >= HeapTrim.threshold {
-                Scheduler.shared.after(0) { HeapTrim.releaseFreedMemory() }   // after the bytes go: a timer, not this stack
+                Scheduler.shared.after(.zero) { HeapTrim.releaseFreedMemory() }   // after the bytes go: a timer, not this stack
             }
             completion(fetched.flatMap { bytes in
                 do { return .success(Listing(entries: try WebDAVListing.parse(bytes, url: url, logger: logger, maxEntries: maxEntries), kind: .webDAV)) } catch {

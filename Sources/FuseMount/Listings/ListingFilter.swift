@@ -7,8 +7,8 @@ import Foundation
 /// starting with `/` is matched from the mount's root; any other matches at the end of the path,
 /// from a segment's start (`*.mkv` matches `/Films/a.mkv`). A glob ending in `/` is for
 /// directories (`--exclude Extras/` hides them and all under them). Matching takes time linear in
-/// the path whatever the glob: names come from the origin, and a backtracking regexp spent
-/// minutes of CPU on a listing of long names against a glob of several stars (issue 46).
+/// the path whatever the glob: names come from the origin, and a backtracking regexp would spend
+/// minutes of CPU on a listing of long names against a glob of several stars (`GlobMatcher`).
 ///
 /// Order, as rclone: the includes in the order given, then the excludes, then, if there was an
 /// include, "exclude everything else"; the first rule that matches says. A file is tested by its

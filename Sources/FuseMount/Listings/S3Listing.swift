@@ -35,6 +35,11 @@ public enum S3Listing {
         buckets.withLock { $0[root] = listingBase }
     }
 
+    /// `root` is no S3 bucket any more (the mount that named it ended).
+    public static func unregister(root: String) {
+        buckets.withLock { $0[root] = nil }
+    }
+
     /// The listing base and key prefix of the folder at `url`, if it is under a registered bucket.
     public static func location(of url: String) -> (listingBase: String, prefix: String)? {
         guard url.hasSuffix("/") else { return nil }
@@ -65,8 +70,10 @@ public enum S3Listing {
     /// Lists the folder at `url` (under `listingBase`, key prefix `prefix`): every page, in order,
     /// one at a time. A transport that answers at once (pages the cache holds) is driven in a
     /// loop, not by recursion, so a folder of many pages never deepens the stack.
+    /// `progress`: told at each page taken that has a next one (a caller's deadline for the
+    /// whole listing may count from the last page: a folder of 100k keys is 100 pages).
     static func fetch(url: String, listingBase: String, prefix: String, through transport: ListingTransport, limit: Int,
-                      maxAge: TimeInterval, logger: Logger, maxEntries: Int,
+                      maxAge: TimeInterval, logger: Logger, maxEntries: Int, progress: (@Sendable () -> Void)? = nil,
                       completion: @escaping @Sendable (Result<ListingFetch.Listing, CacheError>) -> Void) {
         let run = Run(url: url, prefix: prefix, maxEntries: maxEntries, logger: logger)
         /// Asks for pages from `token` on while their answers come at once; returns when one
@@ -79,6 +86,7 @@ public enum S3Listing {
                 let handoff = LockedValue<(returned: Bool, next: String?, answered: Bool)>((false, nil, false))
                 transport.fetchPage(url: pageURL, limit: limit, maxAge: maxAge) { fetched in
                     guard let next = run.take(fetched, pageURL: pageURL, completion: completion) else { return }
+                    progress?()
                     let later = handoff.withLock { h -> Bool in
                         if h.returned { return true }
                         (h.next, h.answered) = (next, true)

@@ -197,9 +197,9 @@ public final class ChangeCommand: Sendable {
             }
         }
         // Timers of the process's scheduler: each only signals the group, under `done`'s lock.
-        let killTimer = Scheduler.shared.after(timeout) {
+        let killTimer = Scheduler.shared.after(.seconds(timeout)) {
             end(SIGTERM)
-            Scheduler.shared.after(3) { end(SIGKILL) }
+            Scheduler.shared.after(.seconds(3)) { end(SIGKILL) }
         }
         var info = siginfo_t()
         while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) != 0 && errno == EINTR {}

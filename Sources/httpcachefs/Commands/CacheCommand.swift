@@ -49,11 +49,31 @@ extension CacheCommand {
         }
     }
 
-    /// The entry for `url`, or a clear "not cached" failure (after checking the URL itself).
+    /// The entry for `url` under this command's own key, or a clear "not cached" failure (after
+    /// checking the URL itself).
     static func status(of url: String, in cache: CacheListing) throws -> EntryStatus {
         _ = try cache.configuration.keyRules.key(for: url)
         guard let status = cache.status(url: url) else { throw CommandFailure("not in the cache: \(DisplayURL.redacted(url))") }
         return status
+    }
+
+    /// The entries for `url` (`CacheListing.entries`), or a clear "not cached" failure (after
+    /// checking the URL itself).
+    static func statuses(of url: String, in cache: CacheListing) throws -> [EntryStatus] {
+        _ = try cache.configuration.keyRules.key(for: url)
+        let found = cache.entries(url: url)
+        guard !found.isEmpty else { throw CommandFailure("not in the cache: \(DisplayURL.redacted(url))") }
+        return found
+    }
+
+    /// `urls` with their s3:// URLs made the HTTP URLs of their objects at the S3 endpoint this
+    /// command's settings name (`S3Options.map`): their keys are then those the same keys give.
+    static func mappingS3(_ urls: [String], cache: CacheOptions) throws -> [String] {
+        guard S3Options.mentionsS3(urls) else { return urls }
+        do {
+            let endpoint = try cache.resolve().s3Endpoint()
+            return try urls.map { try S3Options.map($0, endpoint: endpoint) }
+        } catch { throw ErrorReporting.report(error) }
     }
 
     /// Made `Format.terminalSafe`: tables and summaries quote what origins sent (`cache info`
@@ -114,7 +134,7 @@ extension CacheCommand {
         }
 
         static func footer(usage: CacheUsage, pinned: Int64) -> String {
-            "\(usage.entries) file\(usage.entries == 1 ? "" : "s"), \(Format.bytes(usage.bytes)) of \(Format.bytes(usage.capacity)) used" + (pinned > 0 ? ", \(Format.bytes(pinned)) pinned (at most \(Format.bytes(usage.capacity / 2)))" : "")
+            "\(usage.entries) file\(usage.entries == 1 ? "" : "s"), \(Format.bytes(usage.bytes)) of \(Format.bytes(usage.capacity)) used" + (pinned > 0 ? ", \(Format.bytes(pinned)) pinned (at most \(Format.bytes(CacheConfiguration.halfCapacity(of: usage.capacity))))" : "")
         }
     }
 
@@ -130,13 +150,23 @@ extension CacheCommand {
 
         @OptionGroup var cache: CacheOptions
 
-        mutating func validate() throws { try cache.useTheRunningDaemonsCache(command: "cache info") }
+        mutating func validate() throws {
+            url = try CacheCommand.mappingS3([url], cache: cache)[0]
+            try cache.useTheRunningDaemonsCache(command: "cache info")
+        }
 
         func run() async throws {
             let url = url
             try await CacheCommand.withListing(cache, name: "info") { engine in
-                let s = try CacheCommand.status(of: url, in: engine)
-                CacheCommand.printLine(Self.render(s, pinned: engine.pinnedRanges(url: url)))
+                let found = try CacheCommand.statuses(of: url, in: engine)
+                guard found.count > 1 || found[0].info.key != (try? engine.configuration.keyRules.key(for: url)) else {
+                    return CacheCommand.printLine(Self.render(found[0], pinned: engine.pinnedRanges(url: url)))
+                }
+                // Not under this command's credentials: each identity that read it, by its hash.
+                let n = found.count
+                CacheCommand.printLine(found.enumerated().map { i, s in
+                    "\(DisplayURL.redacted(url)): cached under other credentials than this command's (\(i + 1) of \(n), credentials #\(s.info.key.credentialHash.map { String($0.prefix(12)) } ?? "none"))\n" + Self.render(s)
+                }.joined(separator: "\n"))
             }
         }
 
@@ -246,7 +276,10 @@ extension CacheCommand {
 
         @OptionGroup var cache: CacheOptions
 
-        mutating func validate() throws { try cache.useTheRunningDaemonsCache(command: "cache rm") }
+        mutating func validate() throws {
+            urls = try CacheCommand.mappingS3(urls, cache: cache)
+            try cache.useTheRunningDaemonsCache(command: "cache rm")
+        }
 
         func run() async throws {
             let urls = urls
@@ -257,10 +290,13 @@ extension CacheCommand {
             }) { engine in
                 var missing: [String] = []
                 for url in urls {
-                    let s = try? CacheCommand.status(of: url, in: engine)
-                    guard let s else { _ = try engine.key(for: url); missing.append(url); continue }
-                    try engine.remove(url: url)
-                    CacheCommand.printLine("removed \(DisplayURL.redacted(url)) (\(Format.bytes(s.cachedBytes)))")
+                    _ = try engine.key(for: url)
+                    // Its entry by this command's key, else every credentials' (`statuses`).
+                    let found = engine.statuses(url: url)
+                    guard !found.isEmpty else { missing.append(url); continue }
+                    for s in found { try engine.remove(key: s.info.key) }
+                    let identities = found.count > 1 ? ", \(found.count) credentials" : ""
+                    CacheCommand.printLine("removed \(DisplayURL.redacted(url)) (\(Format.bytes(found.reduce(0) { $0 + $1.cachedBytes }))\(identities))")
                 }
                 if !missing.isEmpty {
                     throw CommandFailure("not in the cache: \(missing.map(DisplayURL.redacted).joined(separator: ", "))")
@@ -280,7 +316,10 @@ extension CacheCommand {
 
         @OptionGroup var cache: CacheOptions
 
-        mutating func validate() throws { try cache.useTheRunningDaemonsCache(command: "cache unpin") }
+        mutating func validate() throws {
+            urls = try CacheCommand.mappingS3(urls, cache: cache)
+            try cache.useTheRunningDaemonsCache(command: "cache unpin")
+        }
 
         func run() async throws {
             let urls = urls
@@ -339,3 +378,14 @@ protocol CacheListing {
 }
 
 extension CacheEngine: CacheListing {}
+
+extension CacheListing {
+    /// The entries of `url`: the one its key names with this command's credentials and
+    /// buckets, else every entry of that URL whatever credentials read it (`KeyRules.plainKey`):
+    /// a signed bucket's entries, found from a process that has not its keys.
+    func entries(url: String) -> [EntryStatus] {
+        if let s = status(url: url) { return [s] }
+        guard let plain = try? configuration.keyRules.plainKey(for: url) else { return [] }
+        return list().filter { $0.info.key.names(plain) }
+    }
+}

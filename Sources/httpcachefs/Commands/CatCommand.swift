@@ -50,10 +50,8 @@ struct CatCommand: AsyncParsableCommand {
             case let .engine(opened):
                 engine = opened
             case let .daemon(held):
-                // The daemon signs with its own S3 settings: this command's keys would not reach it.
-                if S3Listing.bucketRoot(of: url) != nil {
-                    throw UsageError("a daemon serves this cache: cat of an s3:// URL cannot go through it yet; give cat another --cache-dir")
-                }
+                // A bucket's object goes through only with the keys of the mount that named it.
+                try await onBlockingPool { try DaemonBucketCheck.check([url], held: held, command: "cat") }
                 let daemon = try held.client()
                 defer { daemon.shutdown() }
                 try await onBlockingPool { try Self.cat(url: url, range: range, through: daemon) }

@@ -221,7 +221,7 @@ struct MountCommand: AsyncParsableCommand {
         let resolved = try cache.resolve()
         let settings = try settings(file: resolved.config)
         let proxyResolved = try proxy.resolve(file: resolved.config)
-        let tree = try buildTree(settings)
+        let tree = try buildTree(settings, bucketHolder: Mountpoint.absolute(mountpoint))
         if daemon && foreground && ready == nil { throw UsageError("--daemon and --foreground contradict each other: give one (the background is the default)") }
         let owned = try owner.resolve(fuseOptions: fuseOptions.flatMap(MountOptions.splitOptionList), configFile: cache.configFile)
         if let rc = settings.rclone.rc, rc.user == nil, settings.noProxy {
@@ -303,7 +303,9 @@ struct MountCommand: AsyncParsableCommand {
                 // what `rclone rc --url` takes (rclone prints the same line).
                 say(Self.rcServingLine(host: rc.address.host, port: started.port ?? rc.address.port))
             }
-            first = try await startMountpoint(at: prepared.path, settings: settings, tree: tree, owned: owned, host: host, tell: say)
+            var started = try await startMountpoint(at: prepared.path, settings: settings, tree: tree, owned: owned, host: host, tell: say)
+            started.bucketHolder = Mountpoint.absolute(mountpoint)
+            first = started
             _ = mounts.add(first)
         } catch {
             signals.cancel()
@@ -447,14 +449,16 @@ struct MountCommand: AsyncParsableCommand {
     }
 
     /// Arguments, URL list and indexes as one checked tree (clashes are errors naming both sides).
-    func buildTree(_ settings: Settings) throws -> MountTreeSpec {
+    /// - Parameter bucketHolder: the mountpoint the buckets named are registered for, which
+    ///   takes them out of the process when it ends (`DaemonMounts`); nil: for the process's life.
+    func buildTree(_ settings: Settings, bucketHolder: String? = nil) throws -> MountTreeSpec {
         // s3:// URLs become their objects' HTTP URLs at the endpoint (`S3Options.map`), resolved
         // once, at the first such URL.
         var endpoint: S3Endpoint?
         func mapped(_ text: String) throws -> String {
             guard S3Options.mentionsS3([text]) else { return text }
             if endpoint == nil { endpoint = try cache.resolve().s3Endpoint() }
-            return try endpoint.map { try S3Options.map(text, endpoint: $0) } ?? text
+            return try endpoint.map { try S3Options.map(text, endpoint: $0, holder: bucketHolder) } ?? text
         }
         let arguments = try entries.map { text -> (text: String, spec: EntrySpec) in
             do { return (text, try EntrySpec.parse(try mapped(text))) } catch let e as UsageError { throw e } catch { throw UsageError("bad argument '\(text)': \(error)") }
@@ -612,7 +616,7 @@ final class GracefulStop: Sendable {
         let plan = open == 0 ? "unmounting" : "serving \(open) open file\(open == 1 ? "" : "s") until closed, at most \(Format.duration(timeout))"
         logger.info("signal \(sig): detached \(path); \(plan)")
         // A timer of the process's scheduler: `unmount` only wakes the FUSE loop (a pipe write).
-        Scheduler.shared.after(timeout) { [fs, logger] in
+        Scheduler.shared.after(.seconds(timeout)) { [fs, logger] in
             guard fs.isRunning else { return }
             let left = fs.openFileCount
             logger.warning("stop timeout (\(Format.duration(self.timeout))) passed with \(left) file\(left == 1 ? "" : "s") still open: ending the session; their reads fail from now on")

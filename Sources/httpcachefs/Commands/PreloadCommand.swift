@@ -81,12 +81,6 @@ struct PreloadCommand: AsyncParsableCommand {
         try cache.useTheRunningDaemonsCache(command: "preload")
     }
 
-    /// The daemon signs with its own S3 settings: this command's keys would not reach it.
-    static func refuseS3ThroughDaemon() throws {
-        if S3Listing.hasBuckets {
-            throw UsageError("a daemon serves this cache: preload of s3:// URLs cannot go through it yet; give preload another --cache-dir")
-        }
-    }
 
     /// `--head`/`--tail`/`--range` as a plan, with its usage errors.
     func makePlan() throws -> PreloadPlan {
@@ -106,7 +100,7 @@ struct PreloadCommand: AsyncParsableCommand {
             if pinMax != nil { throw UsageError("--pin-max needs --pin") }
             return nil
         }
-        let hard = capacity / 2
+        let hard = CacheConfiguration.halfCapacity(of: capacity)
         guard let v = setting(pinMax, "pin-max", in: file) else { return hard }
         let limit = try ByteSize.parse(v.text, option: v.option)
         guard limit <= hard else {
@@ -136,7 +130,8 @@ struct PreloadCommand: AsyncParsableCommand {
             case let .engine(opened):
                 engine = opened
             case let .daemon(held):
-                try Self.refuseS3ThroughDaemon()
+                // A bucket's objects go through only with the keys of the mount that named it.
+                try await onBlockingPool { [urls] in try DaemonBucketCheck.check(urls, held: held, command: "preload") }
                 let daemon = try held.client(warmUp: true)
                 defer { daemon.shutdown() }
                 return await Self.preload(urls: urls) { url in
@@ -174,7 +169,7 @@ struct PreloadCommand: AsyncParsableCommand {
             engine = opened
             target = EnginePreloadTarget(engine: opened)
         case let .daemon(held):
-            try Self.refuseS3ThroughDaemon()
+            try await onBlockingPool { [urls] in try DaemonBucketCheck.check(urls.map(LibraryPreload.folderURL), held: held, command: "preload") }
             let client = try held.client(warmUp: true)
             daemon = client
             target = DaemonPreloadTarget(daemon: client, held: held, snapshot: try await onBlockingPool { try held.listing() })

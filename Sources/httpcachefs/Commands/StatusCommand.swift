@@ -45,7 +45,7 @@ struct StatusCommand: AsyncParsableCommand {
     }
 
     /// What `status` says when it finds no daemon: root sees every user's, so none is running;
-    /// a user sees only their own, and is told when other users run some (issue 50).
+    /// a user sees only their own, and is told when other users run some.
     static func noneFound(othersCount: Int) -> String {
         guard geteuid() != 0, othersCount > 0 else { return "no httpcachefs daemon is running (none holds a cache directory open)" }
         return "no httpcachefs daemon of yours is running; \(othersCount) of other users \(othersCount == 1 ? "is" : "are") (only root's 'httpcachefs status' lists them)"
@@ -126,7 +126,7 @@ struct StatusCommand: AsyncParsableCommand {
 
         /// Read-only, and only this user's cache (`CacheSnapshot`).
         static func fromIndex(_ directory: String) -> CacheSummary? {
-            guard let snapshot = try? CacheSnapshot(configuration: CacheConfiguration(directory: directory)) else { return nil }
+            guard let snapshot = try? CacheSnapshot(configuration: CacheConfiguration(directory: directory, engineClock: .system)) else { return nil }
             return snapshot.summary
         }
     }

@@ -63,12 +63,22 @@ struct DaemonListing: CacheListing {
         Dictionary((document?.files ?? []).map { ($0.url, $0) }, uniquingKeysWith: { a, _ in a })
     }
 
-    /// The status document of the daemon holding `cacheDirectory`, if it runs a proxy that
+    /// What the daemon holding `cacheDirectory` knows beyond its index, if it runs a proxy that
     /// answers (see `URLCommand.findProxy`: only the holder's own proxy is asked). Blocking.
+    ///
+    /// Its files whose figures the index does not hold yet (`status.json?view=unsaved`): a few
+    /// whatever the cache holds, so `cache ls` prints its first line at once beside a daemon of
+    /// a million entries, whose whole document took seconds to make. A daemon of a version
+    /// before that view refuses it: its whole document, as then.
     static func liveDocument(cacheDirectory: String) -> StatusDocument? {
         guard case .found = URLCommand.findProxy(cacheDirectory: cacheDirectory),
-              let file = ProxyStatus.readRuntimeFile(cacheDirectory: cacheDirectory),
-              let body = DaemonControl.ownerGet(file.tokenPath(ProxyRouter.documentPath), from: file, timeout: 60) else { return nil }
-        return try? StatusDocument.decode(body)
+              let file = ProxyStatus.readRuntimeFile(cacheDirectory: cacheDirectory) else { return nil }
+        for query in ["?view=unsaved", ""] {
+            if let body = DaemonControl.ownerGet(file.tokenPath(ProxyRouter.documentPath + query), from: file, timeout: 60),
+               let document = try? StatusDocument.decode(body) {
+                return document
+            }
+        }
+        return nil
     }
 }

@@ -31,6 +31,9 @@ final class DaemonMounts: Sendable {
         /// How its origins were named (with the daemon's credentials or without), for those of
         /// its re-read URL list; nil for the daemon's own, named with them.
         var credentials: CredentialScope.Grant? = nil
+        /// Whom its s3:// buckets were registered for (`MountCommand.buildTree`): they and their
+        /// keys leave the daemon with it (`releaseBuckets`).
+        var bucketHolder: String? = nil
     }
 
     /// `<cache dir>/mounts`: which process serves which mountpoints, and with which arguments
@@ -88,14 +91,19 @@ final class DaemonMounts: Sendable {
     }
 
     private func remove(_ path: String) {
-        let (left, nowEmpty, awaiting) = state.withLock { s -> (Int, Bool, [CheckedContinuation<Void, Never>]) in
+        let (left, nowEmpty, awaiting, holder) = state.withLock { s -> (Int, Bool, [CheckedContinuation<Void, Never>], String?) in
+            let holder = s.mounts.first { $0.path == path }?.bucketHolder
             s.mounts.removeAll { $0.path == path }
             if s.mounts.isEmpty && !s.closed {
                 s.closed = true
                 defer { s.awaitingEmpty = [] }
-                return (0, true, s.awaitingEmpty)
+                return (0, true, s.awaitingEmpty, holder)
             }
-            return (s.mounts.count, false, [])
+            return (s.mounts.count, false, [], holder)
+        }
+        if let holder {
+            let gone = Self.releaseBuckets(of: holder)
+            if !gone.isEmpty { logger.info("S3: the keys of \(gone.joined(separator: ", ")) left the daemon with \(path)") }
         }
         let rest = nowEmpty ? ": it was the last mountpoint, the daemon ends" : "; \(left) mountpoint\(left == 1 ? "" : "s") still served"
         logger.info("unmounted \(path)\(rest)")
@@ -120,6 +128,15 @@ final class DaemonMounts: Sendable {
     }
 
     var all: [Mount] { state.withLock { $0.mounts } }
+
+    /// The buckets only the mount at `holder` named leave the process (`S3Buckets.release`), and
+    /// their roots are listed as S3 no more: a later mount may name them with other keys.
+    @discardableResult
+    static func releaseBuckets(of holder: String) -> [String] {
+        let gone = S3Buckets.process.release(holder: holder)
+        for root in gone { S3Listing.unregister(root: root) }
+        return gone
+    }
 
     /// The mountpoint at `path` exactly.
     func mount(at path: String) -> Mount? { state.withLock { $0.mounts.first { $0.path == path } } }

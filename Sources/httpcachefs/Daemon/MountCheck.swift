@@ -79,7 +79,7 @@ struct MountCheck {
         let started = Date()
         let answer: Result<EntryInfo?, CacheError>? = await withCheckedContinuation { continuation in
             let once = Once { continuation.resume(returning: $0) }
-            Scheduler.shared.after(timeout) { once.fire(nil) }   // resumes the task: brief
+            Scheduler.shared.after(.seconds(timeout)) { once.fire(nil) }   // resumes the task: brief
             switch target {
             case .file:
                 // maxAge 0: asked now even when cached and fresh, so an origin that is down is

@@ -18,6 +18,8 @@ import Settings
 /// - `unmount?path=MOUNTPOINT`: that mountpoint stops as on SIGTERM (`GracefulStop`); the
 ///   attached `mount --foreground` of a systemd instance sends it when stopped.
 /// - `refresh?mount=MOUNTPOINT&path=P`: the listings of that mountpoint.
+/// - `s3-key?url=U`: `none` when no mountpoint named the bucket of `U`, else `key\tKEY`, the
+///   cache key the daemon reads it under (`DaemonBucketCheck`).
 ///
 /// Control requests run as tasks; the blocking parts (mounting) go to the blocking pool.
 final class MountHost: Sendable {
@@ -58,6 +60,14 @@ final class MountHost: Sendable {
                 return ControlAnswer(status: 404, text: "\(at ?? "?") is not a mountpoint of this daemon (pid \(getpid()))")
             }
             return await MountCommand.refresh(path: path, urlList: mount.urlList, fs: mount.fs, logger: logger, credentials: grant(of: mount))
+        case "s3-key":
+            // Which bucket an object is of, and whose keys read it here: its cache key (a keyed
+            // hash of the keys' identity, no secret). `cat` and `preload` of s3:// URLs ask it.
+            guard let url = query.first(where: { $0.name == "url" })?.value else { return ControlAnswer(status: 400, text: "s3-key needs url=") }
+            guard S3Buckets.process.bucket(of: url) != nil else { return ControlAnswer(status: 200, text: "none") }
+            do { return ControlAnswer(status: 200, text: "key\t" + (try engine.key(for: url)).string) } catch {
+                return ControlAnswer(status: 400, text: "\(error)")
+            }
         default:
             return ControlAnswer(status: 404, text: "unknown mount action '\(action)'")
         }
@@ -90,8 +100,8 @@ final class MountHost: Sendable {
     /// Whether a joining mount (options `mount`) was given the daemon's (`daemon`) credentials:
     /// its `--header`s and login (`headers`), its netrc file (`netrc`). Only those it was given
     /// go to its origins: one left at its default follows the daemon's cache-wide options
-    /// (`conflicts`), not its credentials (issue 46, item 3: mount A's API key reached the host
-    /// of a mount B that named none). Pure.
+    /// (`conflicts`), not its credentials: mount A's API key must never reach the host of a
+    /// mount B that named none. Pure.
     static func credentialsGiven(daemon: ResolvedCacheOptions, mount: ResolvedCacheOptions) -> (headers: Bool, netrc: Bool) {
         let headers = mount.headers == daemon.headers && mount.access.user == daemon.access.user
             && mount.access.password == daemon.access.password
@@ -114,6 +124,8 @@ final class MountHost: Sendable {
     /// mountpoint, absolute.
     func add(arguments: [String], at path: String) async -> ControlAnswer {
         let notes = LockedValue<[String]>([])
+        // Its buckets (and keys) are the daemon's while the mountpoint is: a refused mount's leave.
+        var bucketsNamed = false
         do {
             var command: MountCommand
             do { command = try MountCommand.parse(arguments) } catch is ExitCode {
@@ -136,7 +148,8 @@ final class MountHost: Sendable {
             if settings.rclone.rc != nil || settings.rclone.pollInterval != nil {
                 notes.withLock { $0.append("--rc and --poll-interval are the running daemon's (pid \(getpid())): its own remote control and polling, if any, serve this mountpoint too") }
             }
-            let tree = try command.buildTree(settings)
+            bucketsNamed = true
+            let tree = try command.buildTree(settings, bucketHolder: path)
             let owned = try command.owner.resolve(fuseOptions: command.fuseOptions.flatMap(MountOptions.splitOptionList), configFile: command.cache.configFile)
             let prepared = try await onBlockingPool { try Mountpoint.prepare(path) }
             if let note = prepared.cleanedStaleMount { notes.withLock { $0.append("warning: " + note) } }
@@ -153,6 +166,7 @@ final class MountHost: Sendable {
             }
             mount.arguments = ArgumentMasking.masked(arguments)   // listed in the runtime file
             mount.credentials = grant
+            mount.bucketHolder = path
             guard mounts.add(mount) else {
                 mount.fs.unmount()
                 throw CommandFailure("the daemon (pid \(getpid())) is ending (its last mountpoint just went): run the mount again, it then starts its own")
@@ -161,6 +175,7 @@ final class MountHost: Sendable {
                 + ["mounted \(prepared.path) on the daemon (pid \(getpid())) serving cache \(Mountpoint.absolute(cache.directory)), with \(mounts.all.count) mountpoints now"]
             return ControlAnswer(status: 200, text: lines.joined(separator: "\n"))
         } catch {
+            if bucketsNamed, mounts.mount(at: path) == nil { DaemonMounts.releaseBuckets(of: path) }
             let message = ErrorReporting.message(for: error)
             logger.error("mount of \(path) refused: \(message)")
             let lines = notes.withLock { $0 }.map { "note: " + $0 } + [message.replacingOccurrences(of: "\n", with: " ")]
@@ -168,7 +183,7 @@ final class MountHost: Sendable {
         }
     }
 
-    /// What to drop to end a conflict, named where the mount's value came from (issue 50): its
+    /// What to drop to end a conflict, named where the mount's value came from: its
     /// command line (`drop --proxy-port`), the config file and its line (`drop 'proxy-port' at
     /// ~/.config/httpcachefs/config:3`), both (the flag wins, the line would then apply), or
     /// `$NETRC` for the netrc file. `option` is a `Conflict.option`: one flag, or a group naming

@@ -424,8 +424,8 @@ struct ResolvedCacheOptions: Equatable {
     var cacheConfiguration: CacheConfiguration {
         var c = CacheConfiguration(directory: directory, capacity: capacity, sliceSize: sliceSize,
                                    revalidateAfter: revalidateAfter, readTimeout: readTimeout,
-                                   keyRules: KeyRules(ignoredQueryNames: Set(ignoredQueryNames)))
-        c.engineClock = .system   // the machine's clocks and the process's timer thread, given here
+                                   keyRules: KeyRules(ignoredQueryNames: Set(ignoredQueryNames)),
+                                   engineClock: .system)   // the machine's clocks and the process's timer thread, given here
         c.maxAge = maxAge
         // A bucket's bytes are its keys' (`S3Buckets.credentialIdentity`).
         c.keyRules.s3Buckets = .process

@@ -156,7 +156,9 @@ struct S3Options: ParsableArguments {
     /// `text` (a URL, `NAME=URL` or `DIR=URL`) with an s3:// URL in it made the HTTP URL of
     /// its bucket and key at `endpoint`, and that bucket's root registered for S3 listings.
     /// Anything else is returned as it is.
-    static func map(_ text: String, endpoint: S3Endpoint) throws -> String {
+    /// - Parameter holder: the mountpoint whose mount names the bucket (it leaves the process's
+    ///   buckets when that mount ends: `S3Buckets.release`); nil: a command's, for its whole run.
+    static func map(_ text: String, endpoint: S3Endpoint, holder: String? = nil) throws -> String {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         // `s3://…`, or `NAME=s3://…` (`NAME = s3://…` in a URL list).
         guard let r = trimmed.range(of: "s3://", options: .caseInsensitive) else { return text }
@@ -169,7 +171,7 @@ struct S3Options: ParsableArguments {
             let renewal = endpoint.credentialSource.flatMap { source in
                 source.hasPrefix("credential_process ") ? S3CredentialProcess.renewal(command: String(source.dropFirst("credential_process ".count))) : nil
             }
-            do { try S3Buckets.process.register(S3Buckets.Bucket(bucket: bucket, endpoint: endpoint), renewal: renewal) } catch let conflict as S3Buckets.Conflict {
+            do { try S3Buckets.process.register(S3Buckets.Bucket(bucket: bucket, endpoint: endpoint), renewal: renewal, holder: holder) } catch let conflict as S3Buckets.Conflict {
                 throw UsageError("s3://\(bucket): \(conflict); give this mount its own --cache-dir, or the same keys and region")
             }
             S3Listing.register(root: endpoint.root(bucket: bucket), listingBase: endpoint.listingBase(bucket: bucket))

@@ -1,0 +1,60 @@
+import ArgumentParser
+import Foundation
+import TestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `httpcachefs-bench scale --direct-fill`'s small-file step (issue 51): `cat` of 10,000 cached
+/// files of 4 KiB through a mount, against `cat` of as many plain files of 4 KiB on the same disk,
+/// in the same run.
+///
+/// The mount lists the cached files through an nginx-style JSON listing of `/c/` (`--index`),
+/// without passthrough (a user's mount): its first `cat` looks up and opens every file; the
+/// repeated ones find the names in the kernel's dentry cache and, for a version unchanged since
+/// the last open, the bytes in its page cache (`keep_cache`), so what is left is the open and
+/// release each file costs the daemon. The plain files were just written: in the page cache too.
+/// Each figure: best of three; the daemon's CPU over the repeated `cat`s, per file.
+extension ScaleBench {
+    static let smallFiles = 10_000
+
+    struct SmallFileFigures {
+        var files: Int
+        var firstCat: Double
+        var repeatCat: Double
+        var plainCat: Double
+        var daemonMicrosPerFile: Double
+    }
+
+    static func smallFileStep(files cached: Int, origin: OriginServer, directory: String, binary: String,
+                              temp: TemporaryDirectory) throws -> SmallFileFigures {
+        let files = min(cached, smallFiles)
+        let names = (0..<files).map { String(format: "%07d.bin", $0) }
+        let date = "Mon, 23 Nov 2026 10:00:00 GMT"
+        let items = names.map { #"{"name":"\#($0)","type":"file","mtime":"\#(date)","size":\#(cachedFileLength)}"# }
+        origin.setFile("/c/", data: Array(("[" + items.joined(separator: ",\n") + "]").utf8), contentType: "application/json")
+
+        let plain = temp.appending("plain")
+        try FileManager.default.createDirectory(atPath: plain, withIntermediateDirectories: true)
+        let bytes = Data(repeating: 0x5a, count: cachedFileLength)
+        for name in names { FileManager.default.createFile(atPath: plain + "/" + name, contents: bytes) }
+        var plainBest = Double.infinity
+        for _ in 0..<3 { plainBest = min(plainBest, try Spawned.time("/bin/cat", names.map { plain + "/" + $0 })) }
+
+        let mnt = temp.appending("mnt-small")
+        let daemon = try MountDaemon(binary: binary, mountpoint: mnt, cacheDirectory: directory, cacheSize: 1 << 40,
+                                     entries: [], logFile: temp.appending("small.log"), proxy: false,
+                                     extraArguments: ["--index", origin.url("/c/"), "--no-passthrough"])
+        defer { daemon.unmount() }
+        let paths = names.map { mnt + "/" + $0 }
+        let first = try Spawned.time("/bin/cat", paths)
+        var repeated = Double.infinity
+        let cpuBefore = try daemon.cpuSeconds()
+        for _ in 0..<3 { repeated = min(repeated, try Spawned.time("/bin/cat", paths)) }
+        let cpu = try daemon.cpuSeconds() - cpuBefore
+        let log = (try? String(contentsOfFile: temp.appending("small.log"), encoding: .utf8)) ?? ""
+        if log.contains("error") { print("  (the small-file mount logged errors: \(log.suffix(500)))") }
+        return SmallFileFigures(files: files, firstCat: first, repeatCat: repeated, plainCat: plainBest,
+                                daemonMicrosPerFile: cpu / Double(3 * files) * 1e6)
+    }
+}

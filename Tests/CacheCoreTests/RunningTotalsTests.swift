@@ -1,0 +1,222 @@
+import XCTest
+@testable import CacheCore
+import TestSupport
+
+/// The status summary's totals are kept as entries change (`RunningTotals`), not added up from
+/// every entry at each poll: they must stay exactly what a walk of the entries adds up, as entries
+/// come and go.
+final class RunningTotalsTests: XCTestCase {
+    // MARK: the sums, against a model
+
+    /// A table of steps, each an entry's figures replaced (nil: not live), against a model that
+    /// keeps every entry's figures and adds them all up again after each step.
+    func testTotalsEqualTheSumOfTheModelsEntriesAfterEveryStep() {
+        func f(_ folder: Int32, listing: Bool = false, length: Int64, cached: Int64, slices: Int, errors: Bool = false) -> EntryFigures {
+            EntryFigures(folder: folder, listing: listing, lengthBytes: length, cachedBytes: cached, slices: slices,
+                         withErrors: errors, contentType: listing ? "text/html" : "video/mp4")
+        }
+        let steps: [(what: String, entry: String, figures: EntryFigures?)] = [
+            ("a new file goes live", "a", f(0, length: 100, cached: 10, slices: 1)),
+            ("another in the same folder", "b", f(0, length: 50, cached: 0, slices: 0)),
+            ("a listing in another folder", "l", f(1, listing: true, length: 0, cached: 7, slices: 1)),
+            ("a grows", "a", f(0, length: 100, cached: 100, slices: 2)),
+            ("b's first bytes", "b", f(0, length: 50, cached: 20, slices: 1)),
+            ("an error noted on b", "b", f(0, length: 50, cached: 20, slices: 1, errors: true)),
+            ("a evicted in part", "a", f(0, length: 100, cached: 40, slices: 1)),
+            ("a new version of a: nothing cached, a new length", "a", f(0, length: 120, cached: 0, slices: 0)),
+            ("the listing removed", "l", nil),
+            ("a removed", "a", nil),
+            ("a made again", "a", f(0, length: 120, cached: 120, slices: 2)),
+            ("b removed", "b", nil),
+            ("a removed again", "a", nil),
+        ]
+        var totals = CacheTotals()
+        var model: [String: EntryFigures] = [:]
+        for step in steps {
+            totals.replace(model[step.entry], with: step.figures)
+            model[step.entry] = step.figures
+            var walked = CacheTotals()
+            for figures in model.values { walked.replace(nil, with: figures) }
+            XCTAssertEqual(totals, walked, step.what)
+            XCTAssertEqual(totals.entries, model.count, step.what)
+            XCTAssertEqual(totals.cachedBytes, model.values.reduce(0) { $0 + $1.cachedBytes }, step.what)
+        }
+        XCTAssertEqual(totals, CacheTotals(), "every entry gone: nothing left, no empty folder")
+    }
+
+    func testSlicesCountEachSliceOnceWhateverItsRanges() {
+        let table: [(ranges: [Range<Int64>], slices: Int)] = [
+            ([], 0),
+            ([0..<1], 1),
+            ([0..<10], 1),
+            ([0..<11], 2),
+            ([3..<4, 6..<8], 1),          // two ranges in one slice
+            ([9..<12, 15..<25], 3),       // slices 0-1, then 1-2: slice 1 once
+            ([0..<10, 20..<30], 2),
+        ]
+        for (ranges, slices) in table {
+            var set = RangeSet()
+            for r in ranges { set.insert(r) }
+            XCTAssertEqual(EntryFigures.slices(set, sliceSize: 10), slices, "\(ranges)")
+        }
+    }
+
+    // MARK: an engine's totals, against a walk of its entries
+
+    private var dir: String!
+    private let slice: Int64 = 1 << 20
+
+    override func setUp() {
+        dir = NSTemporaryDirectory() + "httpcachefs-totals-\(UUID().uuidString)"
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    /// `fewInMemory`: one shard keeping one idle entry (the entry budget at nothing), so entries
+    /// are let go and loaded again.
+    private func engine(_ source: ScriptedSource, fewInMemory: Bool = false) throws -> CacheEngine {
+        var configuration = CacheConfiguration(directory: dir, capacity: 64 << 20, freeSpaceFloor: 0, sliceSize: slice,
+                                               readTimeout: 10, shardCount: fewInMemory ? 1 : 16, engineClock: .realTime)
+        if fewInMemory { configuration.entryMemoryBudget = 0 }
+        return try CacheEngine(configuration: configuration, source: source)
+    }
+
+    private func read(_ cache: CacheEngine, _ url: String, _ range: Range<Int>, maxAge: TimeInterval? = nil) async throws {
+        let info = try await cache.open(url: url, maxAge: maxAge)
+        let reader = cache.makeReader(for: info)
+        defer { reader.close() }
+        _ = try await reader.read(offset: Int64(range.lowerBound), length: range.count)
+        cache.core.activeSinks.wait(until: { $0 == 0 })
+        cache.core.writes.waitIdle()
+    }
+
+    /// The summary's figures from the running totals equal those of a walk of every entry.
+    private func assertTotalsMatchAWalk(_ cache: CacheEngine, _ step: String, file: StaticString = #filePath, line: UInt = #line) {
+        cache.core.totals.waitCounted()
+        XCTAssertNil(cache.summary(showDirectory: false, totals: nil).counting, "counted, \(step)", file: file, line: line)
+        let list = cache.list()
+        let walked = cache.summary(files: list, showDirectory: false, totals: nil)
+        let running = cache.summary(showDirectory: false, totals: nil)
+        XCTAssertEqual(running.files, walked.files, "files, \(step)", file: file, line: line)
+        XCTAssertEqual(running.usedBytes, walked.usedBytes, "bytes, \(step)", file: file, line: line)
+        XCTAssertEqual(running.slices, walked.slices, "slices, \(step)", file: file, line: line)
+        XCTAssertEqual(cache.runningFolderTotals(fetching: [:]), cache.folderGroups(list, filter: "", fetching: [:]).map(\.totals),
+                       "folders, \(step)", file: file, line: line)
+        let document = cache.statusDocument(version: "test", showDirectory: false, view: .summary(filter: ""))
+        XCTAssertEqual(document.cache.files, walked.files, step, file: file, line: line)
+        XCTAssertEqual(document.folders, cache.folderGroups(list, filter: "", fetching: [:]).map(\.totals), step, file: file, line: line)
+    }
+
+    func testAnEnginesTotalsStayThoseOfItsEntriesAsTheyComeAndGo() async throws {
+        let a = "http://origin.test/media/a.mp4", b = "http://origin.test/media/b.mp4"
+        let c = "http://origin.test/other/c.mp4", listing = "http://origin.test/media/"
+        let source = ScriptedSource()
+        source.set(a, .init(bytes: randomBytes(3 << 20, seed: 1), etag: "\"a1\""))
+        source.set(b, .init(bytes: randomBytes(5 << 20, seed: 2), etag: "\"b\""))
+        source.set(c, .init(bytes: randomBytes(100_000, seed: 3), etag: "\"c\""))
+        source.set(listing, .init(bytes: Array("<html>listing</html>".utf8), etag: "\"l\""))
+        var cache = try engine(source)
+        assertTotalsMatchAWalk(cache, "empty")
+        XCTAssertEqual(cache.summary(showDirectory: false, totals: nil).files, 0)
+
+        try await read(cache, a, 0..<(3 << 20))
+        assertTotalsMatchAWalk(cache, "a added, whole")
+        try await read(cache, b, 0..<1000)
+        try await read(cache, c, 0..<100_000)
+        try await read(cache, listing, 0..<20)
+        assertTotalsMatchAWalk(cache, "b's start, c whole, a listing")
+        XCTAssertEqual(cache.summary(showDirectory: false, totals: nil).files, 4)
+
+        try await read(cache, b, (3 << 20)..<(4 << 20))
+        assertTotalsMatchAWalk(cache, "b grown")
+
+        _ = try cache.pin(url: b, ranges: [0..<Int64(1 << 20)], limit: cache.pinLimit)
+        assertTotalsMatchAWalk(cache, "b pinned")
+        XCTAssertEqual(cache.runningFolderTotals(fetching: [:]).first { $0.path == "/media/" }?.pinnedBytes, 1 << 20)
+
+        let key = try cache.key(for: c)
+        cache.core.shard(for: key).locked { $0[key]?.noteError("a read failed", at: Date(timeIntervalSince1970: 0)) }
+        assertTotalsMatchAWalk(cache, "an error noted on c")
+
+        source.set(a, .init(bytes: randomBytes(2 << 20, seed: 4), etag: "\"a2\""))
+        try await read(cache, a, 0..<1000, maxAge: 0)
+        assertTotalsMatchAWalk(cache, "a new version of a")
+
+        XCTAssertGreaterThan(cache.core.evictor.evictNow(bytes: 64 << 20), 0)
+        assertTotalsMatchAWalk(cache, "evicted all but the pins")
+
+        try await cache.remove(url: c)
+        assertTotalsMatchAWalk(cache, "c removed")
+
+        cache.shutdown()
+        cache = try engine(source)
+        assertTotalsMatchAWalk(cache, "after a restart")
+        XCTAssertEqual(cache.summary(showDirectory: false, totals: nil).files, 3)
+
+        try cache.clear()
+        assertTotalsMatchAWalk(cache, "cleared")
+        XCTAssertEqual(cache.summary(showDirectory: false, totals: nil).files, 0)
+        XCTAssertEqual(cache.runningFolderTotals(fetching: [:]), [])
+        cache.shutdown()
+    }
+
+    /// Entries let go (in the index only) and loaded again count once: a let-go subtracts
+    /// nothing, a load adds nothing, and a change after a load counts its difference only;
+    /// after a restart the count of the index stands for the entries never loaded.
+    func testTotalsStayExactAsEntriesAreLetGoAndLoadedAgain() async throws {
+        let a = "http://origin.test/media/a.mp4", b = "http://origin.test/media/b.mp4"
+        let c = "http://origin.test/other/c.mp4", listing = "http://origin.test/media/"
+        let source = ScriptedSource()
+        source.set(a, .init(bytes: randomBytes(3 << 20, seed: 1), etag: "\"a1\""))
+        source.set(b, .init(bytes: randomBytes(5 << 20, seed: 2), etag: "\"b\""))
+        source.set(c, .init(bytes: randomBytes(100_000, seed: 3), etag: "\"c\""))
+        source.set(listing, .init(bytes: Array("<html>listing</html>".utf8), etag: "\"l\""))
+        var cache = try engine(source, fewInMemory: true)
+        func inMemory() -> Int { cache.core.shards[0].locked { $0.count } }
+
+        try await read(cache, a, 0..<(3 << 20))
+        try await read(cache, b, 0..<1000)
+        try await read(cache, c, 0..<100_000)
+        try await read(cache, listing, 0..<20)
+        cache.core.trimEntries()
+        XCTAssertEqual(inMemory(), 1, "all but one let go")
+        assertTotalsMatchAWalk(cache, "three of four let go")
+        XCTAssertEqual(cache.summary(showDirectory: false, totals: nil).files, 4)
+
+        try await read(cache, b, (3 << 20)..<(4 << 20))
+        assertTotalsMatchAWalk(cache, "b loaded again and grown")
+        cache.core.trimEntries()
+        try await read(cache, a, 0..<1000)
+        cache.core.trimEntries()
+        assertTotalsMatchAWalk(cache, "a loaded and let go again")
+
+        try await cache.remove(url: c)
+        assertTotalsMatchAWalk(cache, "c removed (loaded for it)")
+        XCTAssertEqual(cache.summary(showDirectory: false, totals: nil).files, 3)
+
+        cache.shutdown()
+        cache = try engine(source, fewInMemory: true)
+        assertTotalsMatchAWalk(cache, "after a restart: counted from the index, nothing loaded")
+        XCTAssertEqual(cache.summary(showDirectory: false, totals: nil).files, 3)
+        try await read(cache, b, 0..<1000)
+        cache.core.trimEntries()
+        assertTotalsMatchAWalk(cache, "b loaded after the restart and let go")
+
+        source.set(a, .init(bytes: randomBytes(2 << 20, seed: 4), etag: "\"a2\""))
+        try await read(cache, a, 0..<1000, maxAge: 0)
+        cache.core.trimEntries()
+        assertTotalsMatchAWalk(cache, "a new version of a, loaded for it")
+
+        XCTAssertGreaterThan(cache.core.evictor.evictNow(bytes: 64 << 20), 0)
+        cache.core.trimEntries()
+        assertTotalsMatchAWalk(cache, "evicted, entries loaded for their turn")
+        XCTAssertEqual(cache.summary(showDirectory: false, totals: nil).usedBytes, 0)
+
+        try cache.clear()
+        assertTotalsMatchAWalk(cache, "cleared")
+        XCTAssertEqual(cache.runningFolderTotals(fetching: [:]), [])
+        cache.shutdown()
+    }
+}
