@@ -443,7 +443,7 @@ function drawSummary(doc) {
   $("#cards").replaceChildren(
     card("Cached, cap " + bytes(c.capacityBytes), bytes(c.usedBytes), "bytes the cache holds now", use),
     card("Free space, floor " + bytes(c.freeFloorBytes), bytes(c.filesystemFreeBytes), "free on the cache's disk; eviction keeps the floor"),
-    card("Files · slices", c.files + " · " + c.slices, "files with cached bytes · slice files on disk"),
+    card("Files · slices", c.files + " · " + c.slices, c.counting ? "still counting the cache's files since the start" : "files with cached bytes · slice files on disk"),
     ...(c.scanShare && c.scanShare.limitBytes > 0 ? [card("Scan share, " + bytes(c.scanShare.limitBytes), bytes(c.scanShare.usedBytes), "slices scanners read (headers, tails), evicted last")] : []),
     card("Hit ratio", c.hitRatio == null ? "–" : (100 * c.hitRatio).toFixed(1) + " %", "reads answered wholly from the cache, since start"),
     card("Served from cache", bytes(t.servedFromCache), "bytes readers got from the cache, since start"),

@@ -31,6 +31,9 @@ extension ScaleBench {
         var mountSeconds: Double
         var residentAfterMount: Int64
         var summarySeconds: Double
+        /// Seconds from the mount's start until the summary's totals were whole (the start's
+        /// count of the index, in the background: `cache.counting`).
+        var countedSeconds: Double
         /// `cache ls` while the daemon (with its proxy) holds the cache.
         var lsBesideDaemon: (first: Double, end: Double, lines: Int)
         var small: SmallFileFigures
@@ -55,14 +58,16 @@ extension ScaleBench {
                                          entries: ["one.bin=" + origin.url("/c/0000000.bin")], logFile: temp.appending("mount.log"))
             let mount = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
             let rss = try daemon.residentMemory()
+            let counted = try summaryCounted(directory: dir, since: started)
             let summary = try bestSummary(daemon: daemon, directory: dir)
             let lsDaemon = try firstLineAndEnd(binary, ["cache", "ls", "--cache-dir", dir])
             daemon.unmount()
             let small = try smallFileStep(files: n, origin: origin, directory: dir, binary: binary, temp: temp)
             let f = CacheFigures(files: n, fillSeconds: fill, lsFirstLine: ls.first, lsEnd: ls.end, lsLines: ls.lines,
-                                 mountSeconds: mount, residentAfterMount: rss, summarySeconds: summary, lsBesideDaemon: lsDaemon, small: small)
+                                 mountSeconds: mount, residentAfterMount: rss, summarySeconds: summary, countedSeconds: counted, lsBesideDaemon: lsDaemon, small: small)
             print(String(format: "  %d files (filled in %.1f s): cache ls first line %.3f s, end %.3f s (%d lines); mount %.3f s, RSS %@; summary %.1f ms",
                          n, fill, f.lsFirstLine, f.lsEnd, f.lsLines, f.mountSeconds, CoreBench.human(rss), f.summarySeconds * 1000))
+            print(String(format: "    the summary's totals whole (the index counted in the background) %.3f s after the mount started", counted))
             print(String(format: "    cache ls beside the daemon: first line %.3f s, end %.3f s (%d lines)", lsDaemon.first, lsDaemon.end, lsDaemon.lines))
             print(String(format: "    cat of %d small files: first through the mount %.3f s, again %.3f s, plain files %.3f s (%.2fx); daemon %.1f µs CPU per file",
                          small.files, small.firstCat, small.repeatCat, small.plainCat, small.repeatCat / small.plainCat, small.daemonMicrosPerFile))
@@ -143,6 +148,25 @@ extension ScaleBench {
     static func dataFile(entry: Int64, generation: Int64) -> String { dataFolder(entry: entry) + "/\(entry)-\(generation).data" }
 
     /// Best of three `status.json?view=summary` over loopback.
+    /// Asks for the summary until it no longer says `counting` (every 20 ms, at most 300 s);
+    /// returns the seconds since `since` (a benchmark's wait: tests wait on events).
+    static func summaryCounted(directory: String, since: UInt64) throws -> Double {
+        guard let runtime = FileManager.default.contents(atPath: directory + "/proxy.json"),
+              let object = try? JSONSerialization.jsonObject(with: runtime) as? [String: Any], let port = object["port"] as? Int else {
+            throw ValidationError("the daemon over \(directory) left no proxy.json with its port")
+        }
+        let owner = (object["controlKey"] as? String).map { [("X-Httpcachefs-Control", $0)] } ?? []
+        let deadline = DispatchTime.now().uptimeNanoseconds + 300_000_000_000
+        while DispatchTime.now().uptimeNanoseconds < deadline {
+            let r = try RawHTTP.request(port: port, path: "/.httpcachefs/status.json?view=summary", headers: owner, timeout: 300)
+            guard r.status == 200 else { throw ValidationError("status.json?view=summary: HTTP \(r.status)") }
+            let doc = try? JSONSerialization.jsonObject(with: Data(r.body)) as? [String: Any]
+            if (doc?["cache"] as? [String: Any])?["counting"] == nil { return Double(DispatchTime.now().uptimeNanoseconds - since) / 1e9 }
+            usleep(20_000)
+        }
+        throw ValidationError("the summary still counts after 300 s")
+    }
+
     static func bestSummary(daemon: MountDaemon, directory: String) throws -> Double {
         guard let runtime = FileManager.default.contents(atPath: directory + "/proxy.json"),
               let object = try? JSONSerialization.jsonObject(with: runtime) as? [String: Any], let port = object["port"] as? Int else {

@@ -242,8 +242,18 @@ struct ScaleBench: AsyncParsableCommand {
         print(String(format: "  %d files: at the cap, %d opens took %.3f s, the engine's stop after them (writes, evictions) %.3f s; %d slices evicted",
                      files, newFilesAtCap, Double(opened - before) / 1e9, Double(DispatchTime.now().uptimeNanoseconds - opened) / 1e9,
                      engine.metrics.totals.evictions))
-        let left = engine.list()
-        guard left.reduce(0, { $0 + $1.cachedBytes }) <= used else { throw ValidationError("the cache is over its cap after eviction") }
+        // The engine's index is closed by its stop: what is left, read from the index as `cache ls` does.
+        guard let pages = try CacheSnapshotPages(configuration: CacheConfiguration(directory: dir, engineClock: .system)) else {
+            throw ValidationError("no index in \(dir) after the stop")
+        }
+        var left: Int64 = 0
+        var cursor: CacheSnapshotPages.Cursor?
+        repeat {
+            let page = try pages.page(after: cursor)
+            left += page.entries.reduce(0) { $0 + $1.cachedBytes }
+            cursor = page.next
+        } while cursor != nil
+        guard left <= used else { throw ValidationError("the cache is over its cap after eviction") }
         return (Point(items: files, seconds: ls, memory: nil, perItem: 0), Point(items: files, seconds: start, memory: memory, perItem: 0),
                 Point(items: files, seconds: evictSeconds, memory: nil, perItem: evictSeconds / Double(newFilesAtCap)), status)
     }
@@ -259,9 +269,11 @@ struct ScaleBench: AsyncParsableCommand {
         let engine = try CacheEngine(configuration: CacheConfiguration(directory: directory, capacity: 64 << 30, freeSpaceFloor: 0, engineClock: .system), source: source,
                                      layers: FetchLayers.standard())
         try await open(engine, origin: origin, range: 0..<files)
+        // Listed before the stop: the list reads the index, closed by it.
+        let listed = engine.list()
         engine.shutdown()
-        guard engine.list().count == files else { throw ValidationError("the cache holds \(engine.list().count) files, not \(files)") }
-        return engine.list().reduce(0) { $0 + $1.cachedBytes }
+        guard listed.count == files else { throw ValidationError("the cache holds \(listed.count) files, not \(files)") }
+        return listed.reduce(0) { $0 + $1.cachedBytes }
     }
 
     // MARK: the status page

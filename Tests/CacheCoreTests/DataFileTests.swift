@@ -1,4 +1,5 @@
 import XCTest
+import GRDB
 @testable import CacheCore
 import TestSupport
 
@@ -163,6 +164,8 @@ final class DataFileTests: XCTestCase {
             _ = FileManager.default.createFile(atPath: bucket + "/\(name)-\(s).slice", contents: Data(part))
         }
         try FileManager.default.removeItem(atPath: path)
+        // A cache from before: the start that moved its slice files in has not run yet.
+        try forgetTheLayoutCheck()
 
         source.resetCounters()
         let cache = try engine(source)
@@ -205,5 +208,12 @@ final class DataFileTests: XCTestCase {
     private static func allocated(_ path: String) -> Int64 {
         var st = stat()
         return stat(path, &st) == 0 ? Int64(st.st_blocks) * 512 : -1
+    }
+
+    /// Forgets that the start looked for slice files of the older layout (`CacheIndex.layoutChecked`).
+    private func forgetTheLayoutCheck() throws {
+        let db = try DatabaseQueue(path: dir + "/index.sqlite")
+        try db.write { try $0.execute(sql: "DELETE FROM meta WHERE name = 'layout_checked'") }
+        try db.close()
     }
 }

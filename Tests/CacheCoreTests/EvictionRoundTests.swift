@@ -31,6 +31,8 @@ final class EvictionRoundTests: XCTestCase {
         let reader = cache.makeReader(for: info)
         _ = try await reader.read(offset: 0, length: data.count)
         reader.close()
+        // The transfer hands its last bytes to the writer after the read is answered: wait for it.
+        cache.core.activeSinks.wait(until: { $0 == 0 })
         cache.core.writes.waitIdle()
         let entry = try XCTUnwrap(entry(cache))
         let shard = cache.core.shard(for: entry.key)
@@ -41,6 +43,7 @@ final class EvictionRoundTests: XCTestCase {
 
     private func entry(_ cache: CacheEngine) -> EntryHandle? {
         guard let key = try? cache.core.configuration.keyRules.key(for: url) else { return nil }
+        cache.core.loadNow(key)   // entries are loaded when looked up
         return cache.core.shard(for: key).locked { $0[key]?.handle }
     }
 

@@ -74,10 +74,13 @@ final class RunningTotalsTests: XCTestCase {
         try? FileManager.default.removeItem(atPath: dir)
     }
 
-    private func engine(_ source: ScriptedSource) throws -> CacheEngine {
-        try CacheEngine(configuration: CacheConfiguration(directory: dir, capacity: 64 << 20, freeSpaceFloor: 0,
-                                                          sliceSize: slice, readTimeout: 10, engineClock: .realTime),
-                        source: source)
+    /// `fewInMemory`: one shard keeping one idle entry (the entry budget at nothing), so entries
+    /// are let go and loaded again.
+    private func engine(_ source: ScriptedSource, fewInMemory: Bool = false) throws -> CacheEngine {
+        var configuration = CacheConfiguration(directory: dir, capacity: 64 << 20, freeSpaceFloor: 0, sliceSize: slice,
+                                               readTimeout: 10, shardCount: fewInMemory ? 1 : 16, engineClock: .realTime)
+        if fewInMemory { configuration.entryMemoryBudget = 0 }
+        return try CacheEngine(configuration: configuration, source: source)
     }
 
     private func read(_ cache: CacheEngine, _ url: String, _ range: Range<Int>, maxAge: TimeInterval? = nil) async throws {
@@ -91,6 +94,8 @@ final class RunningTotalsTests: XCTestCase {
 
     /// The summary's figures from the running totals equal those of a walk of every entry.
     private func assertTotalsMatchAWalk(_ cache: CacheEngine, _ step: String, file: StaticString = #filePath, line: UInt = #line) {
+        cache.core.totals.waitCounted()
+        XCTAssertNil(cache.summary(showDirectory: false, totals: nil).counting, "counted, \(step)", file: file, line: line)
         let list = cache.list()
         let walked = cache.summary(files: list, showDirectory: false, totals: nil)
         let running = cache.summary(showDirectory: false, totals: nil)
@@ -153,6 +158,64 @@ final class RunningTotalsTests: XCTestCase {
         try cache.clear()
         assertTotalsMatchAWalk(cache, "cleared")
         XCTAssertEqual(cache.summary(showDirectory: false, totals: nil).files, 0)
+        XCTAssertEqual(cache.runningFolderTotals(fetching: [:]), [])
+        cache.shutdown()
+    }
+
+    /// Entries let go (in the index only) and loaded again count once: a let-go subtracts
+    /// nothing, a load adds nothing, and a change after a load counts its difference only;
+    /// after a restart the count of the index stands for the entries never loaded.
+    func testTotalsStayExactAsEntriesAreLetGoAndLoadedAgain() async throws {
+        let a = "http://origin.test/media/a.mp4", b = "http://origin.test/media/b.mp4"
+        let c = "http://origin.test/other/c.mp4", listing = "http://origin.test/media/"
+        let source = ScriptedSource()
+        source.set(a, .init(bytes: randomBytes(3 << 20, seed: 1), etag: "\"a1\""))
+        source.set(b, .init(bytes: randomBytes(5 << 20, seed: 2), etag: "\"b\""))
+        source.set(c, .init(bytes: randomBytes(100_000, seed: 3), etag: "\"c\""))
+        source.set(listing, .init(bytes: Array("<html>listing</html>".utf8), etag: "\"l\""))
+        var cache = try engine(source, fewInMemory: true)
+        func inMemory() -> Int { cache.core.shards[0].locked { $0.count } }
+
+        try await read(cache, a, 0..<(3 << 20))
+        try await read(cache, b, 0..<1000)
+        try await read(cache, c, 0..<100_000)
+        try await read(cache, listing, 0..<20)
+        cache.core.trimEntries()
+        XCTAssertEqual(inMemory(), 1, "all but one let go")
+        assertTotalsMatchAWalk(cache, "three of four let go")
+        XCTAssertEqual(cache.summary(showDirectory: false, totals: nil).files, 4)
+
+        try await read(cache, b, (3 << 20)..<(4 << 20))
+        assertTotalsMatchAWalk(cache, "b loaded again and grown")
+        cache.core.trimEntries()
+        try await read(cache, a, 0..<1000)
+        cache.core.trimEntries()
+        assertTotalsMatchAWalk(cache, "a loaded and let go again")
+
+        try await cache.remove(url: c)
+        assertTotalsMatchAWalk(cache, "c removed (loaded for it)")
+        XCTAssertEqual(cache.summary(showDirectory: false, totals: nil).files, 3)
+
+        cache.shutdown()
+        cache = try engine(source, fewInMemory: true)
+        assertTotalsMatchAWalk(cache, "after a restart: counted from the index, nothing loaded")
+        XCTAssertEqual(cache.summary(showDirectory: false, totals: nil).files, 3)
+        try await read(cache, b, 0..<1000)
+        cache.core.trimEntries()
+        assertTotalsMatchAWalk(cache, "b loaded after the restart and let go")
+
+        source.set(a, .init(bytes: randomBytes(2 << 20, seed: 4), etag: "\"a2\""))
+        try await read(cache, a, 0..<1000, maxAge: 0)
+        cache.core.trimEntries()
+        assertTotalsMatchAWalk(cache, "a new version of a, loaded for it")
+
+        XCTAssertGreaterThan(cache.core.evictor.evictNow(bytes: 64 << 20), 0)
+        cache.core.trimEntries()
+        assertTotalsMatchAWalk(cache, "evicted, entries loaded for their turn")
+        XCTAssertEqual(cache.summary(showDirectory: false, totals: nil).usedBytes, 0)
+
+        try cache.clear()
+        assertTotalsMatchAWalk(cache, "cleared")
         XCTAssertEqual(cache.runningFolderTotals(fetching: [:]), [])
         cache.shutdown()
     }

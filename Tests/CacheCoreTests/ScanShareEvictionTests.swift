@@ -51,6 +51,7 @@ final class ScanShareEvictionTests: XCTestCase {
 
     private func agedInOrder(_ cache: CacheEngine) {
         let key = try! cache.core.configuration.keyRules.key(for: url)
+        cache.core.loadNow(key)   // entries are loaded when looked up
         cache.core.shard(for: key).locked { entries in
             for s in 0..<Int64(count) { entries[key]!.machine.slicesTouched(s...s, now: Double(s)) }
         }
@@ -58,6 +59,7 @@ final class ScanShareEvictionTests: XCTestCase {
 
     private func state(_ cache: CacheEngine) -> (cached: Set<Int64>, scan: Set<Int64>) {
         let key = try! cache.core.configuration.keyRules.key(for: url)
+        cache.core.loadNow(key)
         return cache.core.shard(for: key).locked { entries in
             guard let e = entries[key] else { return ([], []) }
             return (Set(e.sliceBytes.keys), e.scanSlices)

@@ -58,8 +58,7 @@ final class SliceStoreTests: XCTestCase {
         defer { cache.shutdown() }
         let info = try await cache.open(url: url)
         _ = try await cache.makeReader(for: info).read(offset: 0, length: data.count)
-        // The read may be answered from bytes still on their way to the writer: the transfer
-        // ends first (its last bytes handed over), then the writer, then the index.
+        // The transfer hands its last bytes to the writer after the read is answered: wait for it.
         cache.core.activeSinks.wait(until: { $0 == 0 })
         cache.core.writes.waitIdle()
         cache.core.index.flush()

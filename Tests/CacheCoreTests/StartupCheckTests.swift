@@ -91,7 +91,7 @@ final class StartupCheckTests: XCTestCase {
         let cache = try engine(failing, log: log)
         defer { cache.shutdown() }
         assertWhollyCached(cache)
-        XCTAssertTrue(log.lines.contains { $0.hasPrefix("warning cannot check a data file at start") }, log.lines.joined(separator: "\n"))
+        XCTAssertTrue(log.lines.contains { $0.hasPrefix("warning cannot check a data file") }, log.lines.joined(separator: "\n"))
     }
 
     /// A missing file is still missing: its rows go, and the file's bytes are fetched again.

@@ -82,6 +82,10 @@ public struct CacheConfiguration: Sendable {
     /// Chunk memory that reads may hold (waiting for the rest of their bytes, or answered and
     /// not yet replied); past it, they are answered from the write queue and the data file.
     public var readRetentionBudget: Int64 = 16 << 20
+    /// Memory for entries nobody uses, kept in memory after their last use (`EntryLoading`):
+    /// counted at `EngineCore.entryMemoryEstimate` (2 KiB) an entry, 16 MiB keep 8,192 of them;
+    /// the rest are in the index, loaded again when looked up. Entries in use are not counted.
+    public var entryMemoryBudget: Int64 = 16 << 20
     /// Threads of the engine's one pool for blocking I/O (`EngineCore.pool`): answers of reads
     /// that waited, checksum checks, chunked reads, eviction and removals. Eight: a job blocks on
     /// one disk request at a time, and eight in flight keep an SSD's or a NAS's queue busy (the

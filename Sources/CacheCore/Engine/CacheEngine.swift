@@ -233,6 +233,9 @@ public final class CacheReader: Sendable {
                                           scanShare: scanShare)
         self.accounting = accounting
         core.openReaders.open(entry.key, reader: state.id)
+        // An open loads its entry; a reader made without one (from `cachedInfo`) loads it here,
+        // and keeps it in memory while it is open.
+        core.loadNow(entry.key)
     }
 
     deinit { core.openReaders.close(state.entry.key, reader: state.id) }

@@ -4,10 +4,14 @@ import Logging
 import Glibc
 #endif
 
-/// The start: the index read into the engine's shards, checked against the data files
-/// (`StartupCheck`), slice files of the layout before data files moved in, and the bytes on
-/// disk counted (`Evictor.addBytes`). Runs once, on the thread that makes the engine, before the
-/// sweeper starts and before any reader or transfer exists; takes each shard lock briefly.
+/// The start: what the engine needs of the whole index, read as summaries (the bytes on disk
+/// and the scan share's, counted into `Evictor`; the last generation handed out), and slice
+/// files of the layout before data files moved in (once per cache: a listing of every data
+/// file is not a start's work). No entry is loaded: each is loaded when first looked up
+/// (`EntryLoading`), its data file checked then (`StartupCheck.check`); versions no row is at
+/// and files no row describes are cleaned up after the start, in the background
+/// (`cleanUpAfterStart`). Runs once, on the thread that makes the engine, before the sweeper
+/// starts and before any reader or transfer exists.
 struct CacheLoad {
     let configuration: CacheConfiguration
     let store: DataFiles
@@ -16,86 +20,46 @@ struct CacheLoad {
     let evictor: Evictor
     let logger: Logger
 
-    private func shard(for key: CacheKey) -> Shard { EngineCore.shard(for: key, in: shards) }
-
-    /// Loads the index into memory, dropping extents whose files are gone or were being evicted
-    /// when a previous process died, and deleting data files (and punching slices) that no row
-    /// describes; what cannot be checked is kept (`StartupCheck`).
+    /// Counts the bytes the index describes and returns the last generation.
     func run() throws -> Int64 {
-        var lastGeneration: Int64 = 0
-        let loaded: (entries: [CacheIndex.EntryRow], extents: [CacheIndex.ExtentRow])
-        do { loaded = try index.loadAll() } catch {
+        let summary: CacheIndex.Summary
+        do { summary = try index.summary() } catch {
             throw CacheError.storage(path: configuration.directory + "/index.sqlite", message: "\(error)")
         }
-        // Each entry is made in its shard's table, under its lock (the table is a `LockedValue`):
-        // what the steps below need of it is its key and version, by row id.
-        var byID: [Int64: (key: CacheKey, generation: Int64)] = [:]
-        for r in loaded.entries {
-            let info = r.info
-            shard(for: info.key).locked { entries in
-                let e = EntryState(id: r.id, info: info, lastAccess: r.lastAccess)
-                e.machine.loaded(r)
-                entries.add(e)
-            }
-            byID[r.id] = (info.key, info.generation)
-            lastGeneration = max(lastGeneration, info.generation)
-        }
-        // Slice files of the layout before data files are moved in first.
-        let check = StartupCheck(store: store, logger: logger, open: configuration.openDataFileForCheck)
-        for bucket in check.listed(store.dataDirectory) ?? [] {
-            let dir = store.dataDirectory + "/" + bucket
-            for name in check.listed(dir) ?? [] {
-                if let p = DataFiles.parseLegacySlice(fileName: name) {
-                    migrate(slice: dir + "/" + name, p.slice, into: p.entry, p.generation)
-                } else if name.hasSuffix(".evicting") {
-                    unlink(dir + "/" + name)   // an eviction of the old layout that did not finish
+        if !index.layoutChecked() {
+            // Slice files of the layout before data files are moved in first.
+            let check = StartupCheck(store: store, logger: logger, open: configuration.openDataFileForCheck)
+            var listedAll = true
+            for bucket in check.listed(store.dataDirectory) ?? [] {
+                let dir = store.dataDirectory + "/" + bucket
+                guard let names = check.listed(dir) else {
+                    listedAll = false
+                    continue
+                }
+                for name in names {
+                    if let p = DataFiles.parseLegacySlice(fileName: name) {
+                        migrate(slice: dir + "/" + name, p.slice, into: p.entry, p.generation)
+                    } else if name.hasSuffix(".evicting") {
+                        unlink(dir + "/" + name)   // an eviction of the old layout that did not finish
+                    }
                 }
             }
+            if listedAll { index.markLayoutChecked() }
         }
-        // Slices scanners read (`ScanShare`), by entry: marked once their bytes are loaded.
-        var scanSlices: [Int64: [Int64]] = [:]
-        if evictor.scanShare.isOn {
-            do {
-                for sid in try index.loadScanSlices() where byID[sid.entryID]?.generation == sid.generation {
-                    scanSlices[sid.entryID, default: []].append(sid.slice)
-                }
-            } catch {
-                logger.warning("the marks of scanners' slices could not be read; they are kept as other slices until read again",
-                               metadata: ["error": "\(error)"])
+        if summary.lastGeneration == 0 {
+            // No row at all (a new index, or a damaged one set aside): every data file is an
+            // orphan, and its name could be taken by the first new entries (ids and generations
+            // start again), so they go now, not in the background.
+            let check = StartupCheck(store: store, logger: logger, open: configuration.openDataFileForCheck)
+            let orphans = check.filesOnDisk().files
+            for f in orphans { store.remove(entry: f.entry, generation: f.generation) }
+            if !orphans.isEmpty {
+                logger.info("deleted cached files no index row describes", metadata: ["files": "\(orphans.count)"])
             }
         }
-        var extentsBySlice: [CacheIndex.SliceID: [CacheIndex.ExtentRow]] = [:]
-        for x in loaded.extents {
-            extentsBySlice[.init(entryID: x.entryID, generation: x.generation, slice: x.slice), default: []].append(x)
-        }
-        let outcome = check.run(extents: extentsBySlice) { file in byID[file.entry]?.generation == file.generation }
-        for (entryID, kept) in Dictionary(grouping: outcome.kept, by: \.entryID) {
-            guard let key = byID[entryID]?.key else { continue }
-            shard(for: key).locked { entries in
-                guard let e = entries[key] else { return }
-                for sid in kept {
-                    evictor.addBytes(e.machine.sliceLoaded(sid.slice, extents: (extentsBySlice[sid] ?? []).lazy.map { $0.start..<$0.end }))
-                }
-                e.machine.loadedUnchecked(kept.map(\.slice))
-                if let marked = scanSlices[entryID] {
-                    e.machine.scanSlicesLoaded(marked)
-                    evictor.scanShare.add(e.scanBytes)
-                }
-            }
-        }
-        let stale = outcome.stale, orphans = outcome.orphans
-        if !stale.isEmpty || !orphans.isEmpty || outcome.unusedSlices > 0 {
-            logger.info("cleaning the cache: dropping rows whose bytes are gone, deleting what no row describes", metadata: [
-                "stale_slices": "\(stale.count)", "orphan_files": "\(orphans.count)", "unused_slices": "\(outcome.unusedSlices)"])
-            try? index.deleteSlices(Array(stale)) {
-                for f in orphans { store.remove(entry: f.entry, generation: f.generation) }
-            }
-        }
-        if outcome.unchecked > 0 {
-            logger.warning("some cached files could not be checked at start and were kept as they were",
-                           metadata: ["unchecked": "\(outcome.unchecked)"])
-        }
-        return lastGeneration
+        evictor.addBytes(summary.bytes)
+        if evictor.scanShare.isOn { evictor.scanShare.add(summary.scanBytes) }
+        return summary.lastGeneration
     }
 
     /// Moves a slice file of the layout before data files into its data file (start only). The
@@ -118,5 +82,86 @@ struct CacheLoad {
             guard n > 0 else { return }
             left -= n
         }
+    }
+}
+
+extension EngineCore {
+    /// After the start, in the background (a job of `pool`): drops the rows of versions that
+    /// are not their entry's current one, and deletes data files no row describes, of entries
+    /// and versions from before this start (ids below `firstNewID`, generations up to
+    /// `lastGeneration`: a file of this process may be written before its row).
+    func cleanUpAfterStart(firstNewID: Int64, lastGeneration: Int64) {
+        let index = store.index, files = store.files
+        do {
+            for f in try index.deleteOldVersions() { files.remove(entry: f.entry, generation: f.generation) }
+        } catch {
+            logger.warning("cannot drop the rows of old versions; kept until the next start", metadata: ["error": "\(error)"])
+        }
+        let check = StartupCheck(store: files, logger: logger, open: configuration.openDataFileForCheck)
+        let before = check.filesOnDisk().files.filter { $0.entry < firstNewID && $0.generation <= lastGeneration }
+        var orphans = 0
+        var at = before.startIndex
+        while at < before.endIndex {
+            let page = Array(before[at..<min(at + 1024, before.endIndex)])
+            at += page.count
+            guard let described = try? index.describes(page) else { return }
+            for f in page where !described.contains(f) {
+                files.remove(entry: f.entry, generation: f.generation)
+                orphans += 1
+            }
+        }
+        if orphans > 0 {
+            logger.info("deleted cached files no index row describes", metadata: ["files": "\(orphans)"])
+        }
+    }
+
+    /// `cleanUpAfterStart`, then says it is done (`cleanedUpAfterStart`).
+    func cleanUpAfterStartThenSay(firstNewID: Int64, lastGeneration: Int64) {
+        cleanUpAfterStart(firstNewID: firstNewID, lastGeneration: lastGeneration)
+        cleanedUpAfterStart.withLock { $0 = true }
+        cleanedUpAfterStart.broadcast()
+    }
+}
+
+extension EngineCore {
+    /// Starts counting every entry of the index into the status totals (`RunningTotals`), on a
+    /// thread of its own, and returns once its read has begun: the count is of the index as it
+    /// is now, before anything of this process changed it, and every change from here on is an
+    /// entry's (loaded or new) reported to the totals as it happens. A million entries take
+    /// seconds (each URL split into its folder), which the mount does not wait for: until the
+    /// count is in, the summary says it is counting (`CacheSummary.counting`).
+    /// (Static: the engine's init runs it before anything can load an entry, before `self` is whole.)
+    static func countIndexEntries(_ index: CacheIndex, into totals: RunningTotals, logger: Logger,
+                                  stop: LockedValue<Bool>, ended: ConditionLock<Bool>) {
+        totals.countStarted()
+        let begun = ConditionLock(false)
+        let thread = Thread {
+            var sums = CacheTotals()
+            do {
+                let whole = try index.countEntries(begun: { begun.withLock { $0 = true }; begun.broadcast() },
+                                                   stop: { stop.withLock { $0 } }) { e in
+                    let info = EntryInfo(key: CacheKey(rawValue: ""), url: e.url, finalURL: e.url, length: e.length,
+                                         contentType: e.contentType, etag: nil, lastModified: nil, acceptsRanges: true,
+                                         generation: 0, validatedAt: .distantPast)
+                    sums.replace(nil, with: EntryFigures(info: info, coverage: e.coverage, withErrors: e.withErrors, in: totals))
+                }
+                if whole { totals.addCounted(sums) }
+            } catch {
+                logger.warning("cannot count the cache index's entries; the status summary counts only those changed since the start",
+                               metadata: ["error": "\(error)"])
+                totals.addCounted(CacheTotals())
+            }
+            ended.withLock { $0 = true }
+            ended.broadcast()
+        }
+        thread.name = "httpcachefs count"
+        thread.start()
+        begun.wait(until: { $0 })
+    }
+
+    /// Stops the start's count if it still runs and waits for its thread (before the index closes).
+    func stopCountingIndexEntries() {
+        stopCounting.withLock { $0 = true }
+        countEnded.wait(until: { $0 })
     }
 }

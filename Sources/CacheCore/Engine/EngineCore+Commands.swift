@@ -3,7 +3,9 @@ import Foundation
 import Glibc
 #endif
 
-/// Listing, removal and verification: what `cache ls/info/rm/clear/verify` need.
+/// Listing, removal and verification: what `cache ls/info/rm/clear/verify` need. An entry not
+/// in memory is loaded for the command (`EntryLoading.loadNow`); those over every entry go
+/// through the index a page at a time, never every entry in memory at once.
 extension EngineCore {
     func status(of e: EntryState) -> EntryStatus {
         EntryStatus(info: e.info, cachedRanges: e.coverage.ranges, cachedBytes: e.coverage.count, hits: e.hits,
@@ -14,6 +16,7 @@ extension EngineCore {
 
     func status(url: String) -> EntryStatus? {
         guard let key = try? configuration.keyRules.key(for: url) else { return nil }
+        loadNow(key)
         let shard = shard(for: key)
         return shard.locked { $0[key].flatMap { $0.isPersisted ? status(of: $0) : nil } }
     }
@@ -21,16 +24,34 @@ extension EngineCore {
     /// The index row id of `url`'s entry, if it has one.
     func entryID(url: String) -> Int64? {
         guard let key = try? configuration.keyRules.key(for: url) else { return nil }
-        let shard = shard(for: key)
-        return shard.locked { $0[key].flatMap { $0.isPersisted ? $0.id : nil } }
+        if let id = shard(for: key).locked({ $0[key].flatMap { $0.isPersisted ? $0.id : nil } }) { return id }
+        return (try? store.index.storedRow(key: key.string))?.id
     }
 
+    /// Every entry: those in memory as they are there, the rest as the index has them (read a
+    /// page at a time, in URL order; nothing loaded).
     func list() -> [EntryStatus] {
         var out: [EntryStatus] = []
-        for shard in shards {
-            out += shard.locked { $0.all.filter(\.isPersisted).map(status(of:)) }
+        var cursor: CacheIndex.PageCursor?
+        store.index.flush()
+        while let page = try? store.index.entryPage(after: cursor, limit: 1000), let last = page.entries.last {
+            cursor = .init(url: last.url, id: last.id)
+            var coverage: [Int64: RangeSet] = [:]
+            for x in page.extents { coverage[x.entryID, default: RangeSet()].insert(x.start..<x.end) }
+            for r in page.entries {
+                let key = CacheKey(rawValue: r.key)
+                if let s = shard(for: key).locked({ $0[key].flatMap { $0.isPersisted ? status(of: $0) : nil } }) {
+                    out.append(s)
+                    continue
+                }
+                let cached = coverage[r.id] ?? RangeSet()
+                out.append(EntryStatus(info: r.info, cachedRanges: cached.ranges, cachedBytes: cached.count, hits: r.hits,
+                                       misses: r.misses, bytesFromCache: r.bytesFromCache, bytesFromOrigin: r.bytesFromOrigin,
+                                       lastAccess: Date(timeIntervalSince1970: r.lastAccess),
+                                       recentErrors: r.lastError.map { [$0] } ?? []))
+            }
         }
-        return out.sorted { $0.info.url < $1.info.url }
+        return out
     }
 
     /// The live entries whose figures the index does not hold yet: read statistics not yet
@@ -43,18 +64,18 @@ extension EngineCore {
         return out.sorted { $0.info.url < $1.info.url }
     }
 
+    /// Bytes from the running total, entries from the index.
     var usage: CacheUsage {
-        var n = 0
-        for shard in shards { n += shard.locked { $0.all.filter(\.isPersisted).count } }
-        return CacheUsage(bytes: totalBytes, capacity: configuration.capacity, entries: n)
+        CacheUsage(bytes: totalBytes, capacity: configuration.capacity, entries: (try? store.index.entryCount()) ?? 0)
     }
 
     func remove(url: String) throws {
         try remove(key: try configuration.keyRules.key(for: url), url: url)
     }
 
-    /// Forgets the entry of `key` (`url`: how the error names it).
+    /// Forgets the entry of `key` (`url`: how the error names it), loaded first if it is not in memory.
     func remove(key: CacheKey, url: String) throws {
+        loadNow(key)
         let shard = shard(for: key)
         guard let e = shard.locked({ $0[key].flatMap { $0.isPersisted ? $0.handle : nil } }) else {
             throw CacheError.notFound(url: url, status: 0)
@@ -62,17 +83,30 @@ extension EngineCore {
         try removeEntries([(shard, e)])
     }
 
+    /// Removes every entry: those in memory, then the index's a page at a time, each loaded
+    /// and removed as `cache rm` does (its bytes leave the totals with it).
     func clear() throws {
         var all: [(Shard, EntryHandle)] = []
         for shard in shards { all += shard.locked { $0.all.map { (shard, $0.handle) } } }
         try removeEntries(all)
+        while let page = try? store.index.keyPage(after: 0, limit: 512), !page.isEmpty {
+            var victims: [(Shard, EntryHandle)] = []
+            for (_, k) in page {
+                let key = CacheKey(rawValue: k)
+                loadNow(key)
+                let shard = shard(for: key)
+                if let h = shard.locked({ $0[key]?.handle }) { victims.append((shard, h)) }
+            }
+            guard !victims.isEmpty else { break }
+            try removeEntries(victims)
+        }
     }
 
     /// Forgets entries: readers waiting on them fail, transfers stop, rows go, then files.
     private func removeEntries(_ victims: [(Shard, EntryHandle)]) throws {
-        var ids: [Int64] = []
+        var ids: [(id: Int64, generation: Int64)] = []
         for (shard, handle) in victims {
-            let (waiting, cancels, persisted): ([Waiter.Completion], [FetchHandleBox], Int64?) = shard.locked { entries in
+            let (waiting, cancels, persisted): ([Waiter.Completion], [FetchHandleBox], (id: Int64, generation: Int64)?) = shard.locked { entries in
                 // Not there: removed since it was listed, by whoever removed it.
                 guard let persisted = entries[handle]?.isPersisted, let (e, action) = entries.remove(handle) else {
                     return ([], [], nil)
@@ -84,7 +118,7 @@ extension EngineCore {
                     answer(opens, .failure(.cancelled))
                 }
                 let (waiters, ids) = e.machine.stopped(dropBytes: true)
-                return (waiters.map(\.completion), fetches.stop(ids), persisted ? e.id : nil)
+                return (waiters.map(\.completion), fetches.stop(ids), persisted ? (e.id, e.info.generation) : nil)
             }
             cancels.forEach { $0.cancel() }
             waiting.forEach { done in pool.submit { done(.failure(.cancelled)) } }
@@ -97,9 +131,17 @@ extension EngineCore {
     /// index and from memory, so they are fetched again instead of served.
     func verify() -> VerifyReport {
         var report = VerifyReport(extentsChecked: 0, bytesChecked: 0, problems: [])
-        var entries: [(Shard, EntryHandle)] = []
-        for shard in shards { entries += shard.locked { $0.all.filter(\.isPersisted).map { (shard, $0.handle) } } }
-        for (shard, e) in entries {
+        var keys: [CacheKey] = []
+        var after = 0 as Int64
+        while let page = try? store.index.keyPage(after: after, limit: 1024), let last = page.last {
+            after = last.id
+            keys += page.map { CacheKey(rawValue: $0.key) }
+        }
+        for key in keys {
+            loadNow(key)
+            let shard = shard(for: key)
+            guard let e = shard.locked({ $0[key].flatMap { $0.isPersisted ? $0.handle : nil } }) else { continue }
+            defer { trim(shard) }
             // Removed since it was listed (nothing found): nothing of it to check.
             guard let (id, gen, url) = shard.locked({ $0[e].map { ($0.id, $0.info.generation, $0.info.url) } }) else { continue }
             let extents: [CacheIndex.ExtentRow]

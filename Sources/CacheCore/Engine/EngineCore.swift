@@ -27,7 +27,8 @@ import Glibc
 /// writer lanes, kept descriptors; extents with their checksums), `FetchCoordinator` (launches,
 /// running handles, cancels, priorities, the tracked source, the sinks shutdown waits for),
 /// `Evictor` (the cap, the free-space floor, eviction rounds), `Maintenance` (the sweeper, max
-/// age, the scrub, read statistics, the directory check), `CacheLoad` (the start), `EngineClock`
+/// age, the scrub, read statistics, the directory check), `CacheLoad` (the start), `EntryLoading`
+/// (which entries are in memory), `EngineClock`
 /// (time, injected by tests). An entry's decisions are its `EntryStateMachine`'s; the engine
 /// keeps the shards, the metadata path and the wiring of the parts.
 ///
@@ -40,7 +41,10 @@ import Glibc
 /// - `EngineCore+Deadlines.swift`: opens and reads past their deadlines (the sweeper's `expireLate`).
 /// - `EngineCore+TestAccess.swift`: the parts' pieces as tests reach them (never the engine's code).
 /// - `CacheConfiguration.swift`: where and how to cache; every knob the engine reads.
-/// - `CacheLoad.swift`: the start: index into the shards, checked by `StartupCheck.swift`.
+/// - `CacheLoad.swift`: the start: the index's summaries (bytes, scan share, last generation);
+///   the background clean-up of old versions and files no row describes after it.
+/// - `EntryLoading.swift`: entries loaded from the index when looked up (one load per key), idle
+///   ones let go past `entryMemoryBudget`; each loaded file checked by `StartupCheck.swift`.
 /// - `EngineClock.swift`: the one clock CacheCore reads (tests inject it).
 /// - `EngineIDs.swift`: ids and generations handed out. `ChangeObservers.swift`: who hears of a
 ///   remote change. `OriginVersions.swift`: how versions are told apart (rotating ETags).
@@ -116,7 +120,7 @@ final class EngineCore: Sendable {
     let previousStop: CacheIndex.PreviousStop
     /// Points where tests interleave other work deterministically (a removal while a transfer
     /// writes, a write while an eviction commits). Nil outside tests.
-    enum Step { case sinkWillWrite(offset: Int64), evictionFreedSlices }
+    enum Step { case sinkWillWrite(offset: Int64), evictionFreedSlices, entryLoading(CacheKey) }
     var testHook: (@Sendable (Step) -> Void)? {
         get { testHookValue.withLock { $0 } }
         set {
@@ -135,9 +139,16 @@ final class EngineCore: Sendable {
     var space: SpaceAllowance { evictor.space }
     /// Entries with an open reader, which `--cache-max-age` leaves alone.
     let openReaders = OpenReaders()
+    /// Where the scrub's walk through the index is: the last row id it loaded.
+    let scrubCursor = LockedValue<Int64>(0)
+    /// True once the background clean-up after the start ran (`cleanUpAfterStart`; tests wait for it).
+    let cleanedUpAfterStart = ConditionLock(false)
     /// Sums over the live entries, kept as they change (`RunningTotals`): the status summary
     /// and the metric gauges read these, not every entry.
     let totals: RunningTotals
+    /// The start's count of the index into `totals`: asked to stop, and ended (`countIndexEntries`).
+    let stopCounting = LockedValue(false)
+    let countEnded = ConditionLock(false)
 
     init(configuration: CacheConfiguration, source: RangeSource, logger: Logger, metrics: CacheMetrics,
          originHealth: (any OriginHealthReporting)? = nil) throws {
@@ -216,10 +227,8 @@ final class EngineCore: Sendable {
         let lastGeneration = try CacheLoad(configuration: configuration, store: files, index: index, shards: shards,
                                            evictor: evictor, logger: logger).run()
         ids = EngineIDs(lastGeneration: lastGeneration)
-        // The running totals start from what was loaded; each entry reports its changes from here.
-        for shard in shards {
-            shard.locked { [totals] table in for e in table.all { e.attach(to: totals) } }
-        }
+        Self.countIndexEntries(index, into: totals, logger: logger, stop: stopCounting, ended: countEnded)
+        evictor.loadEntry = { [weak self] key in self?.loadNow(key, recent: false) }
         evictor.holdPinsUnderTheCap()
         switch previousStop {
         case .clean: logger.info("cache opened after a clean stop", metadata: ["directory": "\(dir)"])
@@ -233,7 +242,12 @@ final class EngineCore: Sendable {
             },
             check: { [weak self] shard, entry, slice, generation in
                 self?.verify(entry, shard: shard, slices: [slice], generation: generation)
-            }))
+            },
+            trim: { [weak self] in self?.trimEntries() },
+            loadReadBefore: { [weak self] cutoff in self?.loadReadBefore(cutoff) },
+            loadNextToScrub: { [weak self] in self?.loadNextToScrub() ?? false }))
+        let firstNewID = index.newEntryID()
+        pool.submit { [weak self] in self?.cleanUpAfterStartThenSay(firstNewID: firstNewID, lastGeneration: lastGeneration) }
     }
 
     func shutdown() {
@@ -255,6 +269,7 @@ final class EngineCore: Sendable {
         // Transfers hand their last extent to the index when they finish: wait for them (briefly),
         // or bytes already on disk would not be recorded.
         fetches.waitForSinks(timeout: 5)
+        stopCountingIndexEntries()
         store.stopWriting()
         // The cancelled reads' answers run, and so does a maintenance job or a check already
         // queued, while the index is still open; a job submitted later (a transfer's last
@@ -293,8 +308,7 @@ final class EngineCore: Sendable {
 
     func cachedInfo(url: String) -> EntryInfo? {
         guard let key = try? configuration.keyRules.key(for: url) else { return nil }
-        let shard = shard(for: key)
-        return shard.locked { $0[key].flatMap { $0.isPersisted ? $0.info : nil } }
+        return storedInfo(key)
     }
 
     /// Resolves metadata: fresh entries answer at once (on the caller's thread with
@@ -308,15 +322,38 @@ final class EngineCore: Sendable {
             pool.submit { completion(.failure(e)) }
             return
         }
+        // An entry not in memory is loaded first: on this thread (a FUSE thread, the CLI), or,
+        // for a caller that asked for an inline answer (an event loop, which must not wait for
+        // the index), as a job of the pool.
+        guard answerFreshInline else {
+            let asked = loadInline(key)
+            return open(key: key, url: url, maxAge: maxAge, takeFirstBytes: takeFirstBytes, answerFreshInline: false,
+                        unknownLengthLimit: unknownLengthLimit, askedIndex: asked, completion: completion)
+        }
+        whenLoaded(key) { [self] asked in
+            open(key: key, url: url, maxAge: maxAge, takeFirstBytes: takeFirstBytes, answerFreshInline: answerFreshInline,
+                 unknownLengthLimit: unknownLengthLimit, askedIndex: asked, completion: completion)
+        }
+    }
+
+    /// `open` once the entry is in memory, or the index was asked and has none (`askedIndex`);
+    /// an entry let go meanwhile is loaded again first.
+    private func open(key: CacheKey, url: String, maxAge: TimeInterval, takeFirstBytes: Bool, answerFreshInline: Bool,
+                      unknownLengthLimit: Int64?, askedIndex: Bool,
+                      completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
         let shard = shard(for: key)
         let originDown = originHealth?.isDown(url: url) ?? false
-        let (answer, probe, skipped) = shard.locked { entries -> (Result<EntryInfo, CacheError>?, Launch?, Bool) in
+        let (answer, probe, skipped, notLoaded) = shard.locked { entries -> (Result<EntryInfo, CacheError>?, Launch?, Bool, Bool) in
             // The clock is read under the lock: a transfer may confirm the entry (validatedAt)
             // just before, and an age read earlier would come out negative, hence "fresh".
             let now = configuration.clock()
             let entry: EntryState
             if let existing = entries[key] {
                 entry = existing
+                entries.touch(key)
+            } else if !askedIndex || entries.isLoading(key) {
+                // Let go since it was looked up, or being loaded: a new entry here would replace the index's.
+                return (nil, nil, false, true)
             } else {
                 let info = EntryInfo(key: key, url: url, finalURL: url, length: nil, contentType: nil, etag: nil,
                                      lastModified: nil, acceptsRanges: true, generation: ids.makeGeneration(),
@@ -331,17 +368,24 @@ final class EngineCore: Sendable {
                                                    originDown: originDown, live: entry.isPersisted)
             switch entry.machine.openRequested(completion, fresh: freshness.fresh, makeFetchID: makeID) {
             case .answer:
-                return (.success(entry.info), nil, freshness.offline)
+                return (.success(entry.info), nil, freshness.offline, false)
             case .cancel:
-                return (.failure(.cancelled), nil, false)
+                return (.failure(.cancelled), nil, false, false)
             case .wait:
-                return (nil, nil, false)
+                return (nil, nil, false, false)
             case let .startProbe(id):
                 let fetch = EntryMachine.probeFetch(takeFirstBytes: takeFirstBytes, coverage: entry.coverage,
                                                     length: entry.info.length, probeLength: probeLength)
                 entry.machine.probeStarted(id, url: url, end: fetch.end, now: now.timeIntervalSince1970)
-                return (nil, Launch(entry: entry.handle, fetch: fetch, id: id), false)
+                return (nil, Launch(entry: entry.handle, fetch: fetch, id: id), false, false)
             }
+        }
+        if notLoaded {
+            whenLoaded(key) { [self] asked in
+                open(key: key, url: url, maxAge: maxAge, takeFirstBytes: takeFirstBytes, answerFreshInline: false,
+                     unknownLengthLimit: unknownLengthLimit, askedIndex: asked, completion: completion)
+            }
+            return
         }
         if skipped {
             logger.info("origin down: revalidation skipped, serving the cached copy", metadata: ["url": "\(DisplayURL.redacted(url))"])

@@ -45,56 +45,66 @@ struct StartupCheck {
                 outcome.stale.formUnion(slices)
                 continue
             }
-            let path = store.path(entry: file.entry, generation: file.generation)
-            let fd = open(path)
-            if fd < 0 {
-                let code = errno
-                if code == ENOENT {
-                    outcome.stale.formUnion(slices)
-                } else {
-                    logger.warning("cannot check a data file at start; keeping it and its rows", metadata: [
-                        "path": "\(path)", "error": "\(String(cString: strerror(code)))"])
-                    outcome.kept.formUnion(slices)
-                    described.insert(file)
-                    outcome.unchecked += 1
-                }
-                continue
-            }
-            defer { Glibc.close(fd) }
-            var kept = Set<Int64>()
-            for sid in slices {
-                let answers = extents[sid, default: []].map { store.holds($0.start..<$0.end, fd: fd) }
-                if answers.contains(false) {
-                    outcome.stale.insert(sid)
-                    continue
-                }
-                if answers.contains(nil) {
-                    logger.warning("cannot check a slice at start; keeping it", metadata: ["path": "\(path)", "slice": "\(sid.slice)"])
-                    outcome.unchecked += 1
-                }
-                outcome.kept.insert(sid)
-                kept.insert(sid.slice)
-            }
-            guard !kept.isEmpty else { continue }
-            described.insert(file)
-            // Slices no row describes (stale ones included, before their rows go: a crash in
-            // between leaves rows over holes again) are freed.
-            var st = stat()
-            guard fstat(fd, &st) == 0 else { continue }
-            let count = (Int64(st.st_size) + store.sliceSize - 1) / store.sliceSize
-            let free = (0..<count).filter { !kept.contains($0) && store.hasData(store.sliceRange($0), fd: fd) }
-            do {
-                try store.punch(entry: file.entry, generation: file.generation, slices: free)
-                outcome.unusedSlices += free.count
-            } catch {
-                logger.warning("cannot free unused slices of a data file", metadata: ["error": "\(error)"])
-            }
+            if check(file, slices: slices, extents: extents, into: &outcome) { described.insert(file) }
         }
         let (onDisk, unlisted) = dataFiles()
         outcome.orphans = onDisk.filter { !described.contains($0) }
         outcome.unchecked += unlisted
         return outcome
     }
+
+    /// Checks one data file against its rows (the start's check of a file, or the check of an
+    /// entry loaded from the index: `EntryLoading`): its slices go to `kept` or `stale`, and
+    /// slices of it no row describes are freed. True when the file is there and described.
+    func check(_ file: FileID, slices: [CacheIndex.SliceID], extents: [CacheIndex.SliceID: [CacheIndex.ExtentRow]],
+               into outcome: inout Outcome) -> Bool {
+        let path = store.path(entry: file.entry, generation: file.generation)
+        let fd = open(path)
+        if fd < 0 {
+            let code = errno
+            if code == ENOENT {
+                outcome.stale.formUnion(slices)
+                return false
+            }
+            logger.warning("cannot check a data file; keeping it and its rows", metadata: [
+                "path": "\(path)", "error": "\(String(cString: strerror(code)))"])
+            outcome.kept.formUnion(slices)
+            outcome.unchecked += 1
+            return true
+        }
+        defer { Glibc.close(fd) }
+        var kept = Set<Int64>()
+        for sid in slices {
+            let answers = extents[sid, default: []].map { store.holds($0.start..<$0.end, fd: fd) }
+            if answers.contains(false) {
+                outcome.stale.insert(sid)
+                continue
+            }
+            if answers.contains(nil) {
+                logger.warning("cannot check a slice; keeping it", metadata: ["path": "\(path)", "slice": "\(sid.slice)"])
+                outcome.unchecked += 1
+            }
+            outcome.kept.insert(sid)
+            kept.insert(sid.slice)
+        }
+        guard !kept.isEmpty else { return false }
+        // Slices no row describes (stale ones included, before their rows go: a crash in
+        // between leaves rows over holes again) are freed.
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return true }
+        let count = (Int64(st.st_size) + store.sliceSize - 1) / store.sliceSize
+        let free = (0..<count).filter { !kept.contains($0) && store.hasData(store.sliceRange($0), fd: fd) }
+        do {
+            try store.punch(entry: file.entry, generation: file.generation, slices: free)
+            outcome.unusedSlices += free.count
+        } catch {
+            logger.warning("cannot free unused slices of a data file", metadata: ["error": "\(error)"])
+        }
+        return true
+    }
+
+    /// The data files on disk (`dataFiles`), for the background look for files no row describes.
+    func filesOnDisk() -> (files: [FileID], unlisted: Int) { dataFiles() }
 
     /// The data files on disk, and how many directories could not be listed (nothing in those
     /// is taken for an orphan).

@@ -7,8 +7,15 @@ import Foundation
 extension EntryState {
     /// Counts the entry in `totals` from now on, as it is now.
     func attach(to totals: RunningTotals) {
+        attach(to: totals, counted: nil)
+    }
+
+    /// Counts the entry in `totals` from now on, as already counting `counted` (an entry loaded
+    /// from the index: what its row and extents add, which the start's count holds, or a
+    /// let-go had left there); only what it adds beyond that goes in.
+    func attach(to totals: RunningTotals, counted: EntryFigures?) {
         self.totals = totals
-        reported = nil
+        reported = counted
         reportFigures()
     }
 
@@ -16,7 +23,23 @@ extension EntryState {
     func figures(in totals: RunningTotals) -> EntryFigures? {
         guard machine.isLive else { return nil }
         let content = machine.content
-        let info = content.info
+        return EntryFigures(info: content.info, coverage: content.coverage, withErrors: !content.recentErrors.isEmpty,
+                            reported: reported, in: totals)
+    }
+
+    func reportFigures() {
+        guard let totals else { return }
+        let now = figures(in: totals)
+        guard now != reported else { return }
+        totals.replace(reported, with: now)
+        reported = now
+    }
+}
+
+extension EntryFigures {
+    /// What an entry of `info` holding `coverage` adds; `reported`: what it added before, whose
+    /// folder is kept unless the Content-Type changed.
+    init(info: EntryInfo, coverage: RangeSet, withErrors: Bool, reported: EntryFigures? = nil, in totals: RunningTotals) {
         let folder: Int32, listing: Bool
         if let reported, reported.contentType == info.contentType {
             (folder, listing) = (reported.folder, reported.listing)
@@ -26,16 +49,8 @@ extension EntryState {
             folder = reported?.folder ?? totals.folderNumber(FolderPlace(origin: place.origin, path: place.folder))
             listing = place.kind == "listing"
         }
-        return EntryFigures(folder: folder, listing: listing, lengthBytes: info.length ?? 0, cachedBytes: content.coverage.count,
-                            slices: EntryFigures.slices(content.coverage, sliceSize: totals.sliceSize),
-                            withErrors: !content.recentErrors.isEmpty, contentType: info.contentType)
-    }
-
-    func reportFigures() {
-        guard let totals else { return }
-        let now = figures(in: totals)
-        guard now != reported else { return }
-        totals.replace(reported, with: now)
-        reported = now
+        self.init(folder: folder, listing: listing, lengthBytes: info.length ?? 0, cachedBytes: coverage.count,
+                  slices: EntryFigures.slices(coverage, sliceSize: totals.sliceSize), withErrors: withErrors,
+                  contentType: info.contentType)
     }
 }

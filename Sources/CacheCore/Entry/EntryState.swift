@@ -302,13 +302,28 @@ struct Shard: Sendable {
     }
 }
 
-/// The entries of one shard, by key.
+/// The entries of one shard in memory, by key: those in use, and the idle ones kept up to the
+/// engine's entry budget (`EntryLoading`); the rest are in the index only.
 ///
-/// An entry leaves its table when, and only when, it is marked removed (`remove`, the one
-/// place that does either), so a lookup by handle that finds nothing means exactly that the
-/// entry was removed: what a step that ran without the lock checks, beside `isCurrent`.
+/// An entry leaves its table when it is marked removed (`remove`), or when it is let go while
+/// idle (`unload`: no reader, read, transfer, pin, pending byte or mark of eviction or check, so
+/// no step outside the lock names it). A lookup by handle that finds nothing means that it was
+/// removed, or let go with nothing of it in flight: what a step that ran without the lock
+/// checks, beside `isCurrent`. An entry let go is loaded again from the index (`EntryLoading`),
+/// under a new handle.
 struct EntryTable {
     private var byKey: [CacheKey: EntryState] = [:]
+    /// Keys being loaded from the index, with what runs once each is in (one load per key: the
+    /// opens that come meanwhile wait for it).
+    private var loading: [CacheKey: [@Sendable () -> Void]] = [:]
+    /// When each entry in memory was last looked up, in ticks of this table: the idle ones least
+    /// recently used are let go first.
+    private var used: [CacheKey: UInt64] = [:]
+    private var tick: UInt64 = 0
+    /// Data files (row id and generation) whose extents were checked against the disk and their
+    /// checksums in this process, or written by it: loaded again, their slices are served
+    /// without another check.
+    var trusted = Set<FileID>()
 
     init() {}
 
@@ -323,11 +338,25 @@ struct EntryTable {
     }
 
     var all: Dictionary<CacheKey, EntryState>.Values { byKey.values }
+    var count: Int { byKey.count }
 
-    /// Puts a new entry in (none may be there for its key).
-    mutating func add(_ entry: EntryState) {
+    /// Puts a new entry in (none may be there for its key), used now unless not `recent` (then
+    /// first in line to be let go).
+    mutating func add(_ entry: EntryState, recent: Bool = true) {
         precondition(byKey[entry.key] == nil, "an entry is already in the table under \(entry.key)")
         byKey[entry.key] = entry
+        if recent { touch(entry.key) } else { used[entry.key] = 0 }
+    }
+
+    /// Marks `key`'s entry as used now (an open, a read's look-up).
+    mutating func touch(_ key: CacheKey) {
+        tick &+= 1
+        used[key] = tick
+    }
+
+    /// The entries in memory, least recently used first.
+    func leastRecentlyUsed() -> [EntryState] {
+        byKey.values.sorted { (used[$0.key] ?? 0) < (used[$1.key] ?? 0) }
     }
 
     /// Takes the entry `handle` names out and marks it removed; nil if it was not there (removed
@@ -335,6 +364,38 @@ struct EntryTable {
     mutating func remove(_ handle: EntryHandle) -> (entry: EntryState, action: EntryStateMachine<EntryState.OpenCompletion>.RemoveAction)? {
         guard let e = self[handle] else { return nil }
         byKey.removeValue(forKey: handle.key)
+        used.removeValue(forKey: handle.key)
+        trusted.remove(FileID(entry: e.id, generation: e.info.generation))
         return (e, e.markRemoved())
     }
+
+    /// Lets an idle entry go (the caller checked it idle and saved its row): it lives in the
+    /// index only until it is loaded again.
+    mutating func unload(_ handle: EntryHandle) {
+        guard self[handle] != nil else { return }
+        byKey.removeValue(forKey: handle.key)
+        used.removeValue(forKey: handle.key)
+    }
+
+    enum LoadTurn { case inMemory, waiting, yours }
+
+    /// Whether `key` must be loaded: it is in memory (`inMemory`), a load of it is under way and
+    /// `then` runs once it ends (`waiting`), or the caller loads it and calls `loadEnded` (`yours`).
+    mutating func loadTurn(_ key: CacheKey, then: (@Sendable () -> Void)?) -> LoadTurn {
+        if byKey[key] != nil { return .inMemory }
+        if loading[key] != nil {
+            if let then { loading[key]!.append(then) }
+            return .waiting
+        }
+        loading[key] = []
+        return .yours
+    }
+
+    /// The load of `key` ended (the entry is in, or the index has none): what waited for it.
+    mutating func loadEnded(_ key: CacheKey) -> [@Sendable () -> Void] {
+        loading.removeValue(forKey: key) ?? []
+    }
+
+    /// A load of `key` is under way (another look-up joins it).
+    func isLoading(_ key: CacheKey) -> Bool { loading[key] != nil }
 }

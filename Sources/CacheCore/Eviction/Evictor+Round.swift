@@ -14,20 +14,31 @@ extension Evictor {
         var round = EvictionRound()
         for c in chosen {
             let shard = shards[c.shard]
-            let taken: EvictedSlice? = shard.locked { entries in
-                // A candidate of an earlier scan may have been read, pinned or evicted since:
-                // the entry's machine decides (`EntryStateMachine+Eviction`).
-                guard let e = entries[c.key] else { return nil }
-                let now = EntryStateMachine<EntryState.OpenCompletion>.SliceFacts(
-                    bytes: e.sliceBytes[c.slice], access: e.sliceAccess[c.slice] ?? e.lastAccess, pinned: e.isPinned(c.slice),
-                    userPinned: userPins.overlaps(c.key, store.sliceRange(c.slice)), wanted: stillWanted(e),
-                    scan: e.scanSlices.contains(c.slice))
-                guard e.machine.evictionOffered(.init(slice: c.slice, access: c.access, scan: c.scan), now: now) == .take else { return nil }
-                let n = countingScanBytes(e) { e.machine.sliceDropped(c.slice, range: store.sliceRange(c.slice)) }
-                metrics.noteWasted(e.machine.takeWasted())
-                addBytes(-n)
-                return EvictedSlice(id: .init(entryID: e.id, generation: e.info.generation, slice: c.slice),
-                                    entry: e.handle, shard: shard, bytes: n)
+            var taken: EvictedSlice?
+            // A slice of an entry not in memory: loaded first, then offered as any other (loaded
+            // again if the sweeper let it go in between: it is first in line to be let go).
+            for attempt in 0..<3 {
+                if !shard.locked({ $0[c.key] != nil }) {
+                    guard attempt < 2 else { break }
+                    loadEntry?(c.key)
+                }
+                let (found, slice) = shard.locked { entries -> (Bool, EvictedSlice?) in
+                    // A candidate of an earlier scan may have been read, pinned or evicted since:
+                    // the entry's machine decides (`EntryStateMachine+Eviction`).
+                    guard let e = entries[c.key] else { return (false, nil) }
+                    let now = EntryStateMachine<EntryState.OpenCompletion>.SliceFacts(
+                        bytes: e.sliceBytes[c.slice], access: e.sliceAccess[c.slice] ?? e.lastAccess, pinned: e.isPinned(c.slice),
+                        userPinned: userPins.overlaps(c.key, store.sliceRange(c.slice)), wanted: stillWanted(e),
+                        scan: e.scanSlices.contains(c.slice))
+                    guard e.machine.evictionOffered(.init(slice: c.slice, access: c.access, scan: c.scan), now: now) == .take else { return (true, nil) }
+                    let n = countingScanBytes(e) { e.machine.sliceDropped(c.slice, range: store.sliceRange(c.slice)) }
+                    metrics.noteWasted(e.machine.takeWasted())
+                    addBytes(-n)
+                    return (true, EvictedSlice(id: .init(entryID: e.id, generation: e.info.generation, slice: c.slice),
+                                               entry: e.handle, shard: shard, bytes: n))
+                }
+                taken = slice
+                if found { break }
             }
             if let taken {
                 round.bytes += taken.bytes

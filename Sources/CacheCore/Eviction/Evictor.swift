@@ -89,6 +89,14 @@ final class Evictor: Sendable {
     let scanShare: ScanShare
     /// Called between a round's punches and its index commit (tests interleave a write there).
     private let freedSlicesHook = LockedValue<(@Sendable () -> Void)?>(nil)
+    /// Loads an entry from the index into its shard, blocking (`EngineCore.loadNow`): a slice
+    /// of an entry not in memory is offered to its machine once loaded. Set once by the engine.
+    private let loader = LockedValue<(@Sendable (CacheKey) -> Void)?>(nil)
+
+    var loadEntry: (@Sendable (CacheKey) -> Void)? {
+        get { loader.withLock { $0 } }
+        set { loader.withLock { $0 = newValue } }
+    }
 
     init(configuration: CacheConfiguration, shards: [Shard], store: SliceStore,
          userPins: PinTable, logger: Logger, metrics: CacheMetrics) {
@@ -285,15 +293,22 @@ final class Evictor: Sendable {
     /// Every evictable slice, in the order eviction takes them: the scan share's oldest beyond
     /// its bound, then every other slice, oldest first (`ordinary`); then the scan slices the
     /// share keeps, oldest first (`lastResort`).
+    ///
+    /// Entries in memory give their slices as they are there; the rest come from the index,
+    /// the oldest entries first (`CacheIndex.oldestSlices`: every slice of an entry not in
+    /// memory was last read when the entry was), each loaded when its turn comes (`take`).
     func scanEvictable() -> (ordinary: [Candidate], lastResort: [Candidate]) {
         var candidates: [Candidate] = []
+        var inMemory = 0
         for (i, shard) in shards.enumerated() {
             candidates += shard.locked { entries in
                 var found: [Candidate] = []
+                inMemory += entries.count
                 for e in entries.all where e.isPersisted { found += evictable(e, key: e.key, shard: i) }
                 return found
             }
         }
+        candidates += storedEvictable(entries: queue.limit + inMemory)
         candidates.sort { $0.access < $1.access }
         let scan = candidates.filter(\.scan)
         guard !scan.isEmpty else { return (candidates, []) }
@@ -311,13 +326,36 @@ final class Evictor: Sendable {
         }
     }
 
+    /// The evictable slices of the `limit` least recently read entries of the index that are
+    /// not in memory (those in memory are `evictable` there, with their own times).
+    func storedEvictable(entries limit: Int) -> [Candidate] {
+        let stored: [CacheIndex.StoredSlice]
+        do { stored = try store.index.oldestSlices(entries: limit) } catch {
+            logger.warning("cannot read the oldest entries from the cache index; evicting from memory only",
+                           metadata: ["error": "\(error)"])
+            return []
+        }
+        var out: [Candidate] = []
+        var loaded: [CacheKey: Bool] = [:]
+        for s in stored {
+            let key = CacheKey(rawValue: s.key)
+            let shard = Int(key.stableHash % UInt64(shards.count))
+            if loaded[key] == nil { loaded[key] = shards[shard].locked { $0[key] != nil || $0.isLoading(key) } }
+            guard loaded[key] == false, s.bytes > 0, !userPins.overlaps(key, store.sliceRange(s.slice)) else { continue }
+            out.append(Candidate(shard: shard, key: key, slice: s.slice, access: s.access, bytes: s.bytes,
+                                 scan: s.scan && scanShare.isOn))
+        }
+        return out
+    }
+
     /// At start: the pins learn their files' lengths (a pin's last slice ends at its file's
     /// end), and pins that keep more than half the cap (pinned under a larger cap, a restart with
     /// a smaller `--cache-size`) are released, whole files at a time, until they fit, so the cap
     /// holds with pins in every case. Said as a warning, with the way to pin again.
     func holdPinsUnderTheCap() {
         for (key, set) in userPins.all() {
-            if let length = EngineCore.shard(for: key, in: shards).locked({ $0[key]?.info.length }) { userPins.set(key, set, length: length) }
+            let inMemory = EngineCore.shard(for: key, in: shards).locked { $0[key]?.info.length }
+            if let length = inMemory ?? (try? store.index.storedRow(key: key.string))?.length { userPins.set(key, set, length: length) }
         }
         let limit = configuration.halfCapacity
         guard userPins.totalBytes > limit else { return }

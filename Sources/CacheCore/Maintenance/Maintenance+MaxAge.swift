@@ -15,6 +15,7 @@ extension Maintenance {
     func evictExpired(now: Date) -> Int64 {
         guard let maxAge = configuration.maxAge else { return 0 }
         let cutoff = now.timeIntervalSince1970 - maxAge
+        loadReadBefore(cutoff)
         let expired: @Sendable (EntryState) -> Bool = { [openReaders] e in e.lastAccess < cutoff && !openReaders.contains(e.info.key) }
         let (freed, entries) = evictor.evict(where: expired)
         if freed > 0 {

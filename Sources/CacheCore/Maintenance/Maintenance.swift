@@ -66,6 +66,14 @@ final class Maintenance: Sendable {
         /// Checks one slice of an entry at a generation against its checksums. Blocking: runs
         /// as a job of `verifyKey`.
         var check: @Sendable (_ shard: Shard, _ entry: EntryHandle, _ slice: Int64, _ generation: Int64) -> Void
+        /// Lets idle entries go down to the entry budget (`EntryLoading`).
+        var trim: @Sendable () -> Void = {}
+        /// Loads entries the index says were last read before a time (seconds since 1970), a
+        /// round's worth, so that `--cache-max-age` finds them in memory (`EntryLoading`).
+        var loadReadBefore: @Sendable (_ cutoff: Double) -> Void = { _ in }
+        /// Loads the next entries of the index (in row order) whose data files were not checked
+        /// in this process, until one has unchecked slices; false once the walk reached the end.
+        var loadNextToScrub: @Sendable () -> Bool = { false }
     }
     private let engine = LockedValue<EngineCalls?>(nil)
 
@@ -125,6 +133,7 @@ final class Maintenance: Sendable {
     func sweep(writeStats: Bool) {
         evictor.evictIfNeeded()
         evictExpired(now: configuration.engineClock.wall())
+        engine.withLock { $0?.trim }?()
         scrubOne()
         evictor.finishEvictions()
         if !index.hasReserve, evictor.roomLeft() > 2 * Int64(CacheIndex.reserveSize) { index.makeReserve() }
@@ -162,23 +171,39 @@ final class Maintenance: Sendable {
         }
     }
 
+    /// Entries loaded from the index bring unchecked slices: the scrub looks again.
+    func scrubAgain() { scrubDone.store(false, ordering: .relaxed) }
+
+    /// Loads up to a round of entries last read before `cutoff` (`--cache-max-age`).
+    func loadReadBefore(_ cutoff: Double) { engine.withLock { $0?.loadReadBefore }?(cutoff) }
+
     /// The scrub: checks one unverified slice of some entry, if any (the sweeper calls it once a
     /// second, so a cache is checked at about one slice per second besides the reads).
     func scrubOne() {
         // Slices become unverified only at start: once a look finds none, there is nothing more.
         guard let check = engine.withLock({ $0?.check }),
               !scrubDone.load(ordering: .relaxed), !scrubbing.exchange(true, ordering: .acquiring) else { return }
-        var found: (Shard, EntryHandle, Int64, Int64)?
-        for shard in shards where found == nil {
-            found = shard.locked { entries in
-                for e in entries.all where e.isPersisted {
-                    if let s = e.unverified.first { return (shard, e.handle, s, e.info.generation) }
+        func inMemory() -> (Shard, EntryHandle, Int64, Int64)? {
+            var found: (Shard, EntryHandle, Int64, Int64)?
+            for shard in shards where found == nil {
+                found = shard.locked { entries in
+                    for e in entries.all where e.isPersisted {
+                        if let s = e.unverified.first { return (shard, e.handle, s, e.info.generation) }
+                    }
+                    return nil
                 }
-                return nil
             }
+            return found
+        }
+        // Entries not in memory are checked too: the scrub walks the index, loading them.
+        var found = inMemory()
+        var more = false
+        if found == nil, let next = engine.withLock({ $0?.loadNextToScrub }) {
+            more = next()
+            found = inMemory()
         }
         guard let (shard, entry, slice, generation) = found else {
-            scrubDone.store(true, ordering: .relaxed)
+            if !more { scrubDone.store(true, ordering: .relaxed) }
             scrubbing.store(false, ordering: .releasing)
             return
         }

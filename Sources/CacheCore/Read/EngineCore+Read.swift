@@ -48,7 +48,9 @@ extension EngineCore {
     ///
     /// A reader is bound to the version it was made for: once the entry moved to another
     /// generation its reads fail with `.remoteChanged`, never answer with the other version.
-    func read(reader: ReaderState, offset: Int64, length: Int,
+    ///
+    /// An entry let go while idle (`EntryLoading`) is loaded again first (`loaded`: it was).
+    func read(reader: ReaderState, offset: Int64, length: Int, loaded: Bool = false,
               completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void) {
         let key = reader.entry.key
         let generation = reader.entry.generation
@@ -66,6 +68,7 @@ extension EngineCore {
             -> (EntryMachine.ReadAction, EntryHandle?, Int64, CacheError?, [Int64]) in
             guard let entry = entries[key] else {
                 let why: EntryMachine.ReadFailure = reader.progress.withLock { $0.closed } ? .cancelled : .removed
+                if why == .removed && !loaded { return (EntryMachine.ReadAction(.wait(offset..<offset)), nil, -1, nil, []) }
                 return (EntryMachine.ReadAction(.fail(why)), nil, -1, readFailure(why, key: key, entry: nil), [])
             }
             let facts = readFacts(entry)
@@ -97,6 +100,10 @@ extension EngineCore {
             pass(action.priorities)
             guard case let .fail(why) = action.answer else { return (action, entry.handle, entry.id, nil, verifyAhead) }
             return (action, entry.handle, entry.id, readFailure(why, key: key, entry: entry), verifyAhead)
+        }
+        if entry == nil, !loaded, case .wait = action.answer {
+            _ = loadInline(key)
+            return read(reader: reader, offset: offset, length: length, loaded: true, completion: completion)
         }
         fetches.cancel(action.cancel)
         if action.readAheadRead > 0 { metrics.readAheadReadBytes.add(action.readAheadRead) }

@@ -15,6 +15,8 @@ import Foundation
 final class RunningTotals: Sendable {
     private struct State {
         var totals = CacheTotals()
+        /// False until the entries of the index at start are counted in (`addCounted`).
+        var counted = true
         /// Folder numbers by place, and places by number.
         var numbers: [FolderPlace: Int32] = [:]
         var places: [FolderPlace] = []
@@ -25,8 +27,32 @@ final class RunningTotals: Sendable {
 
     init(sliceSize: Int64) { self.sliceSize = sliceSize }
 
-    /// The sums now.
+    /// The sums now: exact once `counted`; before, only the changes since the start.
     var totals: CacheTotals { state.withLock { $0.totals } }
+
+    /// Whether the entries the index held at start are counted in (`countStarted` ... `addCounted`).
+    var counted: Bool { state.withLock { $0.counted } }
+    private let countedSignal = ConditionLock(true)
+
+    /// The index's entries are being counted (in the background): changes are kept from now on,
+    /// the count is added when it ends.
+    func countStarted() {
+        state.withLock { $0.counted = false }
+        countedSignal.withLock { $0 = false }
+    }
+
+    /// The count of the entries the index held at start, added to the changes kept since.
+    func addCounted(_ counted: CacheTotals) {
+        state.withLock {
+            $0.totals.add(counted)
+            $0.counted = true
+        }
+        countedSignal.withLock { $0 = true }
+        countedSignal.broadcast()
+    }
+
+    /// Waits until the index's entries are counted in (tests, the bench).
+    func waitCounted() { countedSignal.wait(until: { $0 }) }
 
     /// Where folder `number` is.
     func place(_ number: Int32) -> FolderPlace? {
@@ -126,6 +152,23 @@ struct CacheTotals: Equatable, Sendable {
         folder.lengthBytes += Int64(sign) * f.lengthBytes
         folder.cachedBytes += Int64(sign) * f.cachedBytes
         if f.withErrors { folder.withErrors += sign }
-        folders[f.folder] = folder.files == 0 && folder.listings == 0 ? nil : folder
+        // All zero, not just no file: while the start's count runs, a folder holds differences only.
+        folders[f.folder] = folder == Folder() ? nil : folder
+    }
+
+    /// Adds `other`'s sums (the start's count to the changes made while it ran).
+    mutating func add(_ other: CacheTotals) {
+        entries += other.entries
+        cachedBytes += other.cachedBytes
+        slices += other.slices
+        for (n, o) in other.folders {
+            var f = folders[n] ?? Folder()
+            f.files += o.files
+            f.listings += o.listings
+            f.lengthBytes += o.lengthBytes
+            f.cachedBytes += o.cachedBytes
+            f.withErrors += o.withErrors
+            folders[n] = f == Folder() ? nil : f
+        }
     }
 }

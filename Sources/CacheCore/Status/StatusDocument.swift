@@ -184,6 +184,10 @@ public struct CacheSummary: Sendable, Codable, Equatable {
     public var hitRatio: Double?
     /// The cap's scan share (`--scan-share`); nil where it is not known (a snapshot of the index).
     public var scanShare: ScanShareStatus? = nil
+    /// True while the entries the index held at start are still being counted (a large cache,
+    /// seconds after the start): `files`, `slices` and the folder totals are not whole yet.
+    /// Absent once they are.
+    public var counting: Bool? = nil
 }
 
 /// The cap's scan share: what it may hold and what it holds (bytes on disk of the slices
@@ -513,7 +517,11 @@ extension CacheEngine {
                                       pinnedBytes: 0, fetching: 0, withErrors: f.withErrors)
         }
         func folder(ofLive key: CacheKey) -> Int32? {
-            core.shard(for: key).locked { $0[key].flatMap { $0.isPersisted ? $0.reported?.folder : nil } }
+            if let n = core.shard(for: key).locked({ $0[key].flatMap { $0.isPersisted ? $0.reported?.folder : nil } }) { return n }
+            // Not in memory (a pinned entry not looked up since the start): its row says where.
+            guard let info = core.storedInfo(key) else { return nil }
+            let place = FileStatus.placement(url: info.url, contentType: info.contentType)
+            return running.folderNumber(FolderPlace(origin: place.origin, path: place.folder))
         }
         for (key, held) in core.userPins.heldByKey() where held > 0 {
             if let n = folder(ofLive: key) { folders[n]?.pinnedBytes += held }
@@ -569,11 +577,16 @@ extension CacheEngine {
         metrics.originTraffic.recordGauges()
     }
 
-    /// The cache as a whole, from the running totals.
+    /// The cache as a whole, from the running totals. While the start's count of the index
+    /// runs, files, slices and folders are partial (`counting`), the bytes the evictor's (counted
+    /// before the start ended).
     func summary(showDirectory: Bool, totals: Totals?) -> CacheSummary {
-        let sums = core.totals.totals
-        var s = CacheSummary(entries: sums.entries, usedBytes: sums.cachedBytes, slices: sums.slices, configuration: configuration,
-                             showDirectory: showDirectory, totals: totals)
+        let running = core.totals
+        let counted = running.counted
+        let sums = running.totals
+        var s = CacheSummary(entries: sums.entries, usedBytes: counted ? sums.cachedBytes : core.totalBytes, slices: sums.slices,
+                             configuration: configuration, showDirectory: showDirectory, totals: totals)
+        if !counted { s.counting = true }
         s.scanShare = ScanShareStatus(limitBytes: core.evictor.scanShare.bound, usedBytes: core.evictor.scanShare.usedBytes)
         return s
     }

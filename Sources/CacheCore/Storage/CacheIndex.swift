@@ -186,6 +186,10 @@ final class CacheIndex: Sendable {
             try db.execute(sql: "CREATE INDEX entry_url ON entry(url)")
         }
         try migrator.migrate(pool)
+        // Entries not in memory are evicted oldest first (`oldestSlices`): the index on the last
+        // access gives the oldest without sorting every entry. Not a migration: a binary from
+        // before it opens the cache still (GRDB stops on a migration it does not know).
+        try pool.write { db in try db.execute(sql: "CREATE INDEX IF NOT EXISTS entry_access ON entry(last_access)") }
         // Ids are never reused (AUTOINCREMENT's sequence remembers deleted ones), so data files
         // of a removed entry can never be taken for a new one's.
         let firstID = try pool.read { db in
@@ -256,10 +260,14 @@ final class CacheIndex: Sendable {
     /// The cap of the process using the cache, for readers of a snapshot (who have no cap of
     /// their own to show).
     func recordCapacity(_ capacity: Int64) throws {
+        try setMeta("capacity", "\(capacity)")
+    }
+
+    /// Sets one `meta` value, under the writer.
+    func setMeta(_ name: String, _ value: String) throws {
         try writer.withLock { _ in
             try pool.write { db in
-                try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES ('capacity', ?)",
-                               arguments: ["\(capacity)"])
+                try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", arguments: [name, value])
             }
         }
     }

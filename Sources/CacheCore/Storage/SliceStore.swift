@@ -227,16 +227,25 @@ final class SliceStore: Sendable {
         }
     }
 
-    /// Deletes removed entries: their rows (a commit), then every data file of theirs, found by
-    /// name through the held directory, never by path (`HeldDirectory`).
-    func deleteEntries(_ ids: [Int64]) throws {
-        let idSet = Set(ids)
-        try index.deleteEntries(ids) {
-            let held = files.held
-            for sub in held.names(in: "data") ?? [] {
-                let folder = "data/" + sub
+    /// Deletes removed entries (`files`: each id with its current generation): their rows (a
+    /// commit), then their data files, by name through the held directory, never by path
+    /// (`HeldDirectory`). A few entries (a `remove`): every data file of theirs, found by
+    /// listing their folders only. Many (a page of `clear`): each current version's file,
+    /// named, no folder listed (a page of 512 would list them all): a file of another version
+    /// (a crash before its deletion) is one no row describes, which the next start deletes.
+    func deleteEntries(_ files: [(id: Int64, generation: Int64)]) throws {
+        let idSet = Set(files.map(\.id))
+        let data = self.files
+        try index.deleteEntries(files.map(\.id)) {
+            let held = data.held
+            let folders = Set(files.map { data.folder(entry: $0.id) })
+            guard folders.count <= 4 else {
+                for f in files { _ = held.unlink(data.relativePath(entry: f.id, generation: f.generation)) }
+                return
+            }
+            for folder in folders {
                 for name in held.names(in: folder) ?? [] {
-                    if let p = DataFiles.parse(fileName: name), idSet.contains(p.entry) { held.unlink(folder + "/" + name) }
+                    if let p = DataFiles.parse(fileName: name), idSet.contains(p.entry) { _ = held.unlink(folder + "/" + name) }
                 }
             }
         }

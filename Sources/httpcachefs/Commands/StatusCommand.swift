@@ -151,7 +151,7 @@ struct StatusCommand: AsyncParsableCommand {
         }
         for mount in r.mounts ?? [] { rows.append(["  mount:", mount]) }
         if let c = r.status?.cache ?? r.cache {
-            rows.append(["  used:", "\(Format.bytes(c.usedBytes)) of \(Format.bytes(c.capacityBytes)) (\(Format.percent(c.usedBytes, of: c.capacityBytes))), \(c.files) file\(c.files == 1 ? "" : "s"), \(c.slices) slice\(c.slices == 1 ? "" : "s"), free \(Format.bytes(c.filesystemFreeBytes)) (floor \(Format.bytes(c.freeFloorBytes)))"])
+            rows.append(["  used:", "\(Format.bytes(c.usedBytes)) of \(Format.bytes(c.capacityBytes)) (\(Format.percent(c.usedBytes, of: c.capacityBytes))), \(c.files) file\(c.files == 1 ? "" : "s"), \(c.slices) slice\(c.slices == 1 ? "" : "s")\(c.counting == true ? " (still counting since the start)" : ""), free \(Format.bytes(c.filesystemFreeBytes)) (floor \(Format.bytes(c.freeFloorBytes)))"])
         }
         if let doc = r.status {
             let t = doc.totals

@@ -1,0 +1,199 @@
+import Foundation
+import GRDB
+
+/// The index read an entry or a summary at a time, for an engine that keeps in memory only the
+/// entries in use (`EntryLoading`): what the start needs (the totals, the last generation) as
+/// summaries, one entry's row and extents when it is looked up, and the oldest entries' slices
+/// for eviction, in last-access order on `entry_access`. Each costs the same whatever the cache
+/// holds, except the start's sums (one pass over the extent rows, no entry built).
+extension CacheIndex {
+    /// What the start needs of the whole index.
+    struct Summary: Sendable, Equatable {
+        /// Bytes the extent rows of current versions describe.
+        var bytes: Int64
+        /// Of those, the bytes of slices a scanner read (`ScanShare`).
+        var scanBytes: Int64
+        /// The highest generation any row has.
+        var lastGeneration: Int64
+    }
+
+    func summary() throws -> Summary {
+        try pool.read { db in
+            let bytes = try Int64.fetchOne(db, sql: """
+                SELECT coalesce(sum(x."end" - x.start), 0) FROM extent x
+                JOIN entry n ON n.id = x.entry_id AND n.generation = x.generation
+                """) ?? 0
+            let scan = try Int64.fetchOne(db, sql: """
+                SELECT coalesce(sum(x."end" - x.start), 0) FROM scan_slice s
+                JOIN entry n ON n.id = s.entry_id AND n.generation = s.generation
+                JOIN extent x ON x.entry_id = s.entry_id AND x.generation = s.generation AND x.slice = s.slice
+                """) ?? 0
+            let generation = try Int64.fetchOne(db, sql: "SELECT coalesce(max(generation), 0) FROM entry") ?? 0
+            return Summary(bytes: bytes, scanBytes: scan, lastGeneration: generation)
+        }
+    }
+
+    /// What the status totals count of one entry (`RunningTotals`): the fields its folder and
+    /// kind come from, its length, whether an error is noted, its current version's bytes.
+    struct CountedEntry {
+        var url: String
+        var contentType: String?
+        var length: Int64?
+        var withErrors: Bool
+        var coverage: RangeSet
+    }
+
+    /// Hands `each` every entry, in id order, in one read: what the index holds at the moment
+    /// `begun` runs (once, when the read's snapshot is taken, before the first entry), nothing
+    /// committed after. Stops early, returning false, once `stop` says so.
+    func countEntries(begun: () -> Void, stop: () -> Bool, each: (CountedEntry) -> Void) throws -> Bool {
+        var saidBegun = false
+        defer { if !saidBegun { begun() } }
+        return try pool.read { db in
+            let rows = try Row.fetchCursor(db, sql: """
+                SELECT e.id, e.url, e.content_type, e.length, e.last_error IS NOT NULL, x.start, x."end" FROM entry e
+                LEFT JOIN extent x ON x.entry_id = e.id AND x.generation = e.generation ORDER BY e.id
+                """)
+            var current: (id: Int64, entry: CountedEntry)?
+            var n = 0
+            while let r = try rows.next() {
+                if !saidBegun { saidBegun = true; begun() }
+                let id: Int64 = r[0]
+                if current?.id != id {
+                    if let c = current { each(c.entry) }
+                    n += 1
+                    if n & 4095 == 0 && stop() { return false }
+                    current = (id, CountedEntry(url: r[1], contentType: r[2], length: r[3], withErrors: r[4], coverage: RangeSet()))
+                }
+                if let start: Int64 = r[5], let end: Int64 = r[6], start < end { current!.entry.coverage.insert(start..<end) }
+            }
+            if !saidBegun { saidBegun = true; begun() }
+            if let c = current { each(c.entry) }
+            return true
+        }
+    }
+
+    /// One entry as the index has it (after committing what is pending, so a row or an extent
+    /// handed over before is in it): its row, its current version's extents, its scan slices.
+    struct StoredEntry: Sendable {
+        var row: EntryRow
+        var extents: [ExtentRow]
+        var scanSlices: [Int64]
+    }
+
+    func storedEntry(key: String) throws -> StoredEntry? {
+        flush()
+        return try pool.read { db in
+            guard let r = try Row.fetchOne(db, sql: "SELECT * FROM entry WHERE key = ?", arguments: [key]) else { return nil }
+            let row = Self.entry(from: r)
+            let extents = try Row.fetchAll(db, sql: """
+                SELECT slice, start, "end", checksum FROM extent WHERE entry_id = ? AND generation = ? ORDER BY start
+                """, arguments: [row.id, row.generation]).map {
+                ExtentRow(entryID: row.id, generation: row.generation, slice: $0[0], start: $0[1], end: $0[2],
+                          checksum: UInt64(bitPattern: $0[3] as Int64))
+            }
+            let scans = try Int64.fetchAll(db, sql: "SELECT slice FROM scan_slice WHERE entry_id = ? AND generation = ?",
+                                           arguments: [row.id, row.generation])
+            return StoredEntry(row: row, extents: extents, scanSlices: scans)
+        }
+    }
+
+    /// The row of `key` alone (committed first), or nil: what the cache knows of a file not in memory.
+    func storedRow(key: String) throws -> EntryRow? {
+        flush()
+        return try pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM entry WHERE key = ?", arguments: [key]).map(Self.entry(from:))
+        }
+    }
+
+    /// A slice of an entry as eviction sees it in the index: its bytes, when its entry was last
+    /// read (the index keeps no time per slice: every slice of an entry not in memory was last
+    /// read when the entry was), and whether a scanner read it.
+    struct StoredSlice: Sendable, Equatable {
+        var key: String
+        var slice: Int64
+        var bytes: Int64
+        var access: Double
+        var scan: Bool
+    }
+
+    /// The slices holding bytes of the `limit` least recently read entries that have extents
+    /// (committed first), oldest first, from `after` on (a later page).
+    func oldestSlices(entries limit: Int, after: Double = -.infinity) throws -> [StoredSlice] {
+        flush()
+        return try pool.read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT e.key, x.slice, sum(x."end" - x.start), e.last_access,
+                       EXISTS (SELECT 1 FROM scan_slice s WHERE s.entry_id = e.id AND s.generation = e.generation AND s.slice = x.slice)
+                FROM (SELECT id, key, generation, last_access FROM entry WHERE last_access >= ?
+                      AND EXISTS (SELECT 1 FROM extent y WHERE y.entry_id = entry.id AND y.generation = entry.generation)
+                      ORDER BY last_access LIMIT ?) e
+                JOIN extent x ON x.entry_id = e.id AND x.generation = e.generation
+                GROUP BY e.id, x.slice ORDER BY e.last_access, e.id, x.slice
+                """, arguments: [after, limit]).map {
+                StoredSlice(key: $0[0], slice: $0[1], bytes: $0[2], access: $0[3], scan: $0[4])
+            }
+        }
+    }
+
+    /// Keys of entries last read before `cutoff` that hold bytes, oldest first, at most `limit`
+    /// (`--cache-max-age`, a page at a time).
+    func keysReadBefore(_ cutoff: Double, limit: Int, after: Double = -.infinity) throws -> [(key: String, access: Double)] {
+        flush()
+        return try pool.read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT key, last_access FROM entry WHERE last_access < ? AND last_access > ?
+                AND EXISTS (SELECT 1 FROM extent y WHERE y.entry_id = entry.id AND y.generation = entry.generation)
+                ORDER BY last_access LIMIT ?
+                """, arguments: [cutoff, after, limit]).map { ($0[0], $0[1]) }
+        }
+    }
+
+    /// Every key, a page at a time in id order after `after` (`cache clear`, `cache verify`).
+    func keyPage(after: Int64, limit: Int) throws -> [(id: Int64, key: String)] {
+        flush()
+        return try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT id, key FROM entry WHERE id > ? ORDER BY id LIMIT ?",
+                             arguments: [after, limit]).map { ($0[0], $0[1]) }
+        }
+    }
+
+    /// How many entries have a row (committed first).
+    func entryCount() throws -> Int {
+        flush()
+        return try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM entry") ?? 0 }
+    }
+
+    /// Whether the start already looked for slice files of the layout before data files (one
+    /// listing of the data directory, once per cache, not once per start).
+    func layoutChecked() -> Bool {
+        (try? pool.read { db in try String.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'layout_checked'") }) != nil
+    }
+
+    func markLayoutChecked() { try? setMeta("layout_checked", "1") }
+
+    /// Deletes the extent rows and scan marks of versions that are not their entry's current one
+    /// (a crash before a remote change's deletion committed); returns the files they named.
+    func deleteOldVersions() throws -> [FileID] {
+        flush()
+        let old = try pool.read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT DISTINCT x.entry_id, x.generation, x.slice FROM extent x
+                WHERE NOT EXISTS (SELECT 1 FROM entry n WHERE n.id = x.entry_id AND n.generation = x.generation)
+                """).map { SliceID(entryID: $0[0], generation: $0[1], slice: $0[2]) }
+        }
+        guard !old.isEmpty else { return [] }
+        try deleteSlices(old) {}
+        return Array(Set(old.map { FileID(entry: $0.entryID, generation: $0.generation) }))
+    }
+
+    /// Whether a row names this data file's version now (the background check of files no row describes).
+    func describes(_ files: [FileID]) throws -> Set<FileID> {
+        try pool.read { db in
+            var out = Set<FileID>()
+            let stmt = try db.cachedStatement(sql: "SELECT 1 FROM entry WHERE id = ? AND generation = ?")
+            for f in files where try Int.fetchOne(stmt, arguments: [f.entry, f.generation]) != nil { out.insert(f) }
+            return out
+        }
+    }
+}
