@@ -29,6 +29,16 @@ extension EntryState {
 
     func reportFigures() {
         guard let totals else { return }
+        // Most changes (a chunk arrived, a read asked) change nothing counted: compared field by
+        // field, in place, without copying the entry's content (this runs after every event).
+        if let reported, machine.isLive,
+           machine.content.coverage.count == reported.cachedBytes,
+           (machine.content.info.length ?? 0) == reported.lengthBytes,
+           machine.content.recentErrors.isEmpty != reported.withErrors,
+           machine.content.info.contentType == reported.contentType,
+           EntryFigures.slices(machine.content.coverage, sliceSize: totals.sliceSize) == reported.slices {
+            return
+        }
         let now = figures(in: totals)
         guard now != reported else { return }
         totals.replace(reported, with: now)
