@@ -110,13 +110,8 @@ final class RunningTotalsTests: XCTestCase {
     }
 
     func testAnEnginesTotalsStayThoseOfItsEntriesAsTheyComeAndGo() async throws {
-        let a = "http://origin.test/media/a.mp4", b = "http://origin.test/media/b.mp4"
-        let c = "http://origin.test/other/c.mp4", listing = "http://origin.test/media/"
-        let source = ScriptedSource()
-        source.set(a, .init(bytes: randomBytes(3 << 20, seed: 1), etag: "\"a1\""))
-        source.set(b, .init(bytes: randomBytes(5 << 20, seed: 2), etag: "\"b\""))
-        source.set(c, .init(bytes: randomBytes(100_000, seed: 3), etag: "\"c\""))
-        source.set(listing, .init(bytes: Array("<html>listing</html>".utf8), etag: "\"l\""))
+        let (a, b, c, listing) = (Library.a, Library.b, Library.c, Library.listing)
+        let source = Library.source()
         var cache = try engine(source)
         assertTotalsMatchAWalk(cache, "empty")
         XCTAssertEqual(cache.summary(showDirectory: false, totals: nil).files, 0)
@@ -166,13 +161,8 @@ final class RunningTotalsTests: XCTestCase {
     /// nothing, a load adds nothing, and a change after a load counts its difference only;
     /// after a restart the count of the index stands for the entries never loaded.
     func testTotalsStayExactAsEntriesAreLetGoAndLoadedAgain() async throws {
-        let a = "http://origin.test/media/a.mp4", b = "http://origin.test/media/b.mp4"
-        let c = "http://origin.test/other/c.mp4", listing = "http://origin.test/media/"
-        let source = ScriptedSource()
-        source.set(a, .init(bytes: randomBytes(3 << 20, seed: 1), etag: "\"a1\""))
-        source.set(b, .init(bytes: randomBytes(5 << 20, seed: 2), etag: "\"b\""))
-        source.set(c, .init(bytes: randomBytes(100_000, seed: 3), etag: "\"c\""))
-        source.set(listing, .init(bytes: Array("<html>listing</html>".utf8), etag: "\"l\""))
+        let (a, b, c, listing) = (Library.a, Library.b, Library.c, Library.listing)
+        let source = Library.source()
         var cache = try engine(source, fewInMemory: true)
         func inMemory() -> Int { cache.core.shards[0].locked { $0.count } }
 
@@ -219,4 +209,19 @@ final class RunningTotalsTests: XCTestCase {
         XCTAssertEqual(cache.runningFolderTotals(fetching: [:]), [])
         cache.shutdown()
     }
+
+    /// Two folders of one origin: two films and a listing page in one, a small file in the other.
+    private enum Library {
+        static let a = "http://origin.test/media/a.mp4", b = "http://origin.test/media/b.mp4"
+        static let c = "http://origin.test/other/c.mp4", listing = "http://origin.test/media/"
+        static func source() -> ScriptedSource {
+            let source = ScriptedSource()
+            source.set(a, .init(bytes: randomBytes(3 << 20, seed: 1), etag: "\"a1\""))
+            source.set(b, .init(bytes: randomBytes(5 << 20, seed: 2), etag: "\"b\""))
+            source.set(c, .init(bytes: randomBytes(100_000, seed: 3), etag: "\"c\""))
+            source.set(listing, .init(bytes: Array("<html>listing</html>".utf8), etag: "\"l\""))
+            return source
+        }
+    }
+
 }
