@@ -383,8 +383,14 @@ function drawFolders() {
     // `data-scrolled-to` and `data-row-top` (px from the top of the window, whose height is
     // `data-view-height`) say to tests and scripts where the page scrolled.
     if (row) {
-      row.scrollIntoView({block: "center", inline: "nearest"});
-      Object.assign(document.body.dataset, {scrolledTo: scrollTo, rowTop: Math.round(row.getBoundingClientRect().top), viewHeight: innerHeight});
+      // Down to the row, never sideways: a row wider than a narrow window would otherwise be
+      // scrolled to its far edge, cutting off the names on the left.
+      row.scrollIntoView({block: "center", inline: "start"});
+      const box = row.closest(".scroll");
+      if (box) box.scrollLeft = 0;
+      document.documentElement.scrollLeft = 0;
+      Object.assign(document.body.dataset, {scrolledTo: scrollTo, rowTop: Math.round(row.getBoundingClientRect().top), viewHeight: innerHeight,
+        scrolledSideways: (box ? box.scrollLeft : 0) + document.documentElement.scrollLeft});
       scrollTo = null;
     }
   }

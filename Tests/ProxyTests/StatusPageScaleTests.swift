@@ -131,6 +131,10 @@ final class StatusPageScaleTests: XCTestCase {
         if !(1...100).contains(fileRows) { problems.append("\(fileRows) file rows, expected one page (1 to 100)") }
         if !dom.contains("<tr data-url=\"\(deepLinked)\"") { problems.append("the deep-linked file's row is not drawn") }
         if !dom.contains("data-detail-of=\"\(deepLinked)\"") { problems.append("the deep-linked row's details are not open") }
+        // Scrolled down to the row, not sideways: the names on the left stay in sight.
+        if dom.contains("data-scrolled-to=") && !dom.contains("data-scrolled-sideways=\"0\"") {
+            problems.append("the deep link scrolled the page sideways")
+        }
         if !dom.contains("page 2 of 3") { problems.append("the pager does not say page 2 of 3") }
         problems += widthProblems(dom)
         if !problems.isEmpty { problems.append("DOM: \(dom.prefix(3000))") }
