@@ -24,6 +24,9 @@ public protocol OriginReachObserving: AnyObject {
 /// the last one asked) checks whether it is back, backing off (`OriginHealth`); any answer of any
 /// transfer brings it back up. (The last URL asked may be the one that hangs: an origin that
 /// stalls on one URL stayed "down" for as long as nothing else was asked of it.)
+/// An origin nothing has asked for in `forgetAfter` (a mount that was refused, a folder let go)
+/// is forgotten at its next failed probe rather than probed every ten seconds for the daemon's
+/// life: the next request finds it afresh.
 ///
 /// Threads: `start` runs on the engine's callers; sink callbacks on the source's thread; probe
 /// timers on `scheduler`'s thread (they only start a probe: the curl loop's inbox). One lock guards
@@ -42,6 +45,7 @@ public final class OriginHealthSource: RangeSource, OriginHealthReporting, Senda
     private let table = LockedValue(Table())
     private let firstProbeDelay: TimeInterval
     private let maxProbeDelay: TimeInterval
+    private let forgetAfter: TimeInterval
 
     struct Origin {
         var health: OriginHealth
@@ -49,6 +53,8 @@ public final class OriginHealthSource: RangeSource, OriginHealthReporting, Senda
         var probeURL: String
         /// The last URL it answered with a head: what a probe asks for.
         var answeredURL: String?
+        /// When a request (not a probe) last asked it.
+        var lastAsked: Date
     }
 
     /// - Parameters:
@@ -56,13 +62,15 @@ public final class OriginHealthSource: RangeSource, OriginHealthReporting, Senda
     ///     (the status page shows both).
     ///   - scheduler: where the probe timers run (the engine clock's scheduler; tests: a manual one, whose
     ///     `advance(by:)` sends a due probe on the test's thread).
+    ///   - forgetAfter: how long an origin down and asked nothing is still probed.
     public init(_ inner: RangeSource, logger: Logger, firstProbeDelay: TimeInterval = 1, maxProbeDelay: TimeInterval = 10,
-                now: @escaping @Sendable () -> Date, scheduler: Scheduler) {
+                forgetAfter: TimeInterval = 600, now: @escaping @Sendable () -> Date, scheduler: Scheduler) {
         self.inner = inner
         self.scheduler = scheduler
         self.logger = logger
         self.firstProbeDelay = firstProbeDelay
         self.maxProbeDelay = maxProbeDelay
+        self.forgetAfter = forgetAfter
         self.now = now
     }
 
@@ -100,10 +108,12 @@ public final class OriginHealthSource: RangeSource, OriginHealthReporting, Senda
 
     public func start(_ request: FetchRequest, sink: FetchSink) -> FetchHandle {
         let name = OriginDown.name(of: request.url)
+        let asked = now()
         let (down, pool): ((Date, String)?, BlockingIOPool?) = table.withLock { table in
             var o = table.origins[name] ?? Origin(health: OriginHealth(firstProbeDelay: firstProbeDelay, maxProbeDelay: maxProbeDelay),
-                                            probeURL: request.url)
+                                            probeURL: request.url, lastAsked: asked)
             o.probeURL = request.url
+            o.lastAsked = asked
             table.origins[name] = o
             // Stopped, the engine's pool is finishing: a job would run on this stack.
             let pool = table.stopped ? nil : table.pool
@@ -150,7 +160,18 @@ public final class OriginHealthSource: RangeSource, OriginHealthReporting, Senda
 
     func probeFailed(_ name: String, _ error: FetchError) {
         let when = now()
-        let action = table.withLock { $0.origins[name]?.health.probeFailed(Self.message(error), now: when) ?? .none }
+        let (action, forgotten) = table.withLock { table -> (OriginHealth.Action, Bool) in
+            guard let o = table.origins[name] else { return (.none, false) }
+            if when.timeIntervalSince(o.lastAsked) >= forgetAfter {
+                table.origins[name] = nil
+                return (.none, true)
+            }
+            return (table.origins[name]?.health.probeFailed(Self.message(error), now: when) ?? .none, false)
+        }
+        if forgotten {
+            logger.notice("origin still unreachable and asked nothing for a while: no longer probed; the next request asks it afresh",
+                          metadata: ["origin": "\(DisplayURL.redacted(name))", "error": "\(error)"])
+        }
         if case let .probeLater(at) = action { schedule(name, at: at) }
     }
 

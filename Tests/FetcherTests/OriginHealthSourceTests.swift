@@ -48,6 +48,45 @@ final class OriginHealthSourceTests: XCTestCase {
         return sink.finishes.first
     }
 
+    /// An origin down and asked nothing for ten minutes (a refused mount's) is forgotten at its
+    /// next failed probe: no timer is left, it is not listed down, and the next request asks it.
+    func testAnOriginAskedNothingForTenMinutesIsNoLongerProbed() {
+        let source = SyncSource()
+        let health = layer(source)
+        request(health)
+        var probesSent = 0
+        for _ in 0..<70 where probes.pending > 0 {
+            wall.withLock { $0 += 10 }
+            probes.advance(by: .seconds(10))
+            probesSent += 1
+        }
+        XCTAssertEqual(probes.pending, 0, "no probe timer left")
+        XCTAssertEqual(probesSent, 60, "probed for ten minutes, ten seconds apart")
+        XCTAssertTrue(health.downOrigins().isEmpty, "no longer listed down")
+        XCTAssertFalse(health.isDown(url: url))
+        let asked = source.asked.withLock { $0.count }
+        XCTAssertEqual(request(health), .some(.network(url: url, message: "Connection refused")), "the next request asks it afresh")
+        XCTAssertEqual(source.asked.withLock { $0.count }, asked + 1)
+        XCTAssertEqual(probes.pending, 1, "and it is probed again")
+    }
+
+    /// A request while it is down keeps it probed: only an origin asked nothing is forgotten.
+    func testAnOriginStillAskedIsStillProbed() {
+        let source = SyncSource()
+        let health = layer(source)
+        request(health)
+        for _ in 0..<70 {
+            wall.withLock { $0 += 10 }
+            probes.advance(by: .seconds(10))
+            request(health)   // failed at once (down), but asked
+        }
+        XCTAssertTrue(health.isDown(url: url))
+        let asked = source.asked.withLock { $0.count }
+        wall.withLock { $0 += 10 }
+        probes.advance(by: .seconds(10))
+        XCTAssertEqual(source.asked.withLock { $0.count }, asked + 1, "still probed after ten minutes")
+    }
+
     /// The first refusal marks it down; probes go out only when their timer fires, 1 s then 2 s
     /// apart (a failed probe doubles the wait), each one byte; the probe that is answered brings
     /// it back, with no request in between.
