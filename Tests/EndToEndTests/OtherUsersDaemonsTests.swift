@@ -41,4 +41,22 @@ extension UnprivilegedUserTests {
         XCTAssertTrue(status.text.contains(" of other users "), status.text)
         XCTAssertFalse(status.text.contains(rootsCache), "a user learns how many, not which: \(status.text)")
     }
+
+    /// A user who tries to unmount root's mount is told whose it is, in one line, and the mount
+    /// stays (not fusermount3's "entry not found in /etc/mtab").
+    func testAUserUnmountingRootsMountIsToldItIsAnotherUsers() throws {
+        let binary = try BinaryUnderTest.locate()
+        let rootsMount = user.root + "/roots-mnt", rootsCache = user.root + "/roots-cache"
+        try FileManager.default.createDirectory(atPath: rootsMount, withIntermediateDirectories: true)
+        let mount = try UnprivilegedUser.exec(binary, ["mount", rootsMount, origin.url("/lib/extra.txt"), "--proxy-port", "0",
+                                                       "--cache-dir", rootsCache, "--log-file", user.root + "/roots.log"])
+        XCTAssertEqual(mount.status, 0, mount.stderr)
+        guard mount.status == 0 else { return }
+        defer { _ = try? UnprivilegedUser.exec(binary, ["unmount", rootsMount]) }
+
+        let r = try user.httpcachefs(["unmount", rootsMount])
+        XCTAssertEqual(r.status, 1, r.text)
+        XCTAssertEqual(r.stderr, "httpcachefs: error: \(rootsMount) is another user's mount: only its owner or root can unmount it\n")
+        XCTAssertTrue(try String(contentsOfFile: "/proc/mounts", encoding: .utf8).contains(" \(rootsMount) "), "root's mount stays")
+    }
 }

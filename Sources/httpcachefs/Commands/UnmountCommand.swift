@@ -33,8 +33,16 @@ struct UnmountCommand: AsyncParsableCommand {
             guard entry.fsType == "fuse.httpcachefs" else {
                 throw CommandFailure("\(path) is not a httpcachefs mount: \(entry.source) (\(entry.fsType)) is mounted there; unmount it with umount")
             }
+            // Another user's mount: FUSE keeps its files from everyone else (EACCES), and
+            // fusermount3 finds no entry of this user's for it; say whose it is, not why
+            // fusermount3 failed.
+            let notOurs = "\(path) is another user's mount: only its owner or root can unmount it"
+            var st = stat()
+            if geteuid() != 0, stat(path, &st) != 0, errno == EACCES { throw CommandFailure(notOurs) }
             do {
                 try await onBlockingPool { try Mountpoint.unmount(path, lazy: false) }
+            } catch MountpointError.unmountFailed(_, let why) where geteuid() != 0 && why.contains("not found in /etc/mtab") {
+                throw CommandFailure(notOurs)
             } catch MountpointError.unmountFailed(_, let why) where why.localizedCaseInsensitiveContains("busy") {
                 try await onBlockingPool { try Mountpoint.unmount(path, lazy: true) }
                 ErrorReporting.printWarning("\(path) is busy (files are open there): detached it lazily; it is gone from \(path) now, "
