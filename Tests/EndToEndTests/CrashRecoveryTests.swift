@@ -13,15 +13,18 @@ extension CLITests {
         }
         let urls = paths.map { origin.url($0) }
         var generator = SystemRandomNumberGenerator()
-        var killedMidway = 0
-        for _ in 0..<6 {
+        let served = { paths.reduce(Int64(0)) { $0 + self.origin.bytesServed(path: $1) } }
+        for round in 0..<6 {
+            // Killed while bytes flow, at a random point of the transfer: once the origin has
+            // handed out a random amount more (256 KiB to 4 MiB; the origin's own count, so no
+            // sleep decides where the kill lands, however loaded the machine is).
+            let before = served(), more = Int64.random(in: (256 << 10)...(4 << 20), using: &generator)
             let child = try start(["preload"] + urls)
-            usleep(UInt32.random(in: 50_000...400_000, using: &generator))
+            XCTAssertTrue(origin.wait(timeout: 60) { served() >= before + more }, "round \(round): the preload fetched nothing")
             kill(child.processIdentifier, SIGKILL)
             child.waitUntilExit()
-            if child.terminationReason == .uncaughtSignal { killedMidway += 1 }
+            XCTAssertEqual(child.terminationReason, .uncaughtSignal, "round \(round): killed while fetching, not finished")
         }
-        XCTAssertGreaterThanOrEqual(killedMidway, 3, "most preloads should have been killed while fetching")
         let verify = try run(["cache", "verify"])
         XCTAssertEqual(verify.status, 0, "verify after kill -9: \(verify.text) \(verify.stderr)")
         for (i, url) in urls.enumerated() {
