@@ -61,6 +61,17 @@ final class MountCheckTests: XCTestCase {
         }
     }
 
+    /// `--index` of a file's URL: the listing asked (the URL with a slash) is not found, and the
+    /// line says what to do instead.
+    func testAnIndexOfAFilesURLSaysToMountItWithoutIndex() throws {
+        h.origin.setGeneratedFile("/film.mp4", length: 1000, seed: 3)
+        let r = try h.mount(["--index", h.origin.url("/film.mp4")])
+        XCTAssertNotEqual(r.status, 0)
+        XCTAssertTrue(r.stderr.contains("httpcachefs: \(h.origin.url("/film.mp4/")): HTTP 404 "
+            + "(--index takes a folder's listing; a file's URL mounts without --index)"), r.stderr)
+        XCTAssertFalse(Mountpoint.isMounted(h.mountpoint))
+    }
+
     func testNothingMountableFailsTheCommand() throws {
         let r = try h.mount([h.origin.url("/missing.mp4"), refusedURL])
         XCTAssertNotEqual(r.status, 0)

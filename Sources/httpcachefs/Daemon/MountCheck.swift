@@ -104,7 +104,13 @@ struct MountCheck {
         case nil:
             return .warning("\(DisplayURL.redacted(url)): no answer within \(Int(timeout))s; mounted anyway")
         case let .failure(error)?:
-            let why = Self.reason(error) + (S3Listing.bucketRoot(of: url) != nil ? Self.s3Hint(error, folder: target.isIndex) : "")
+            var why = Self.reason(error) + (S3Listing.bucketRoot(of: url) != nil ? Self.s3Hint(error, folder: target.isIndex) : "")
+            // `--index URL` of a file: the slash it was given to ask for a listing finds nothing.
+            if case let .index(index) = target, case let .index(given) = index.source, case .notFound = error,
+               S3Listing.bucketRoot(of: url) == nil,
+               !(given.split(separator: "?", maxSplits: 1).first ?? "").trimmingCharacters(in: .whitespaces).hasSuffix("/") {
+                why += " (--index takes a folder's listing; a file's URL mounts without --index)"
+            }
             if Self.isOriginAway(error),
                engine.status(url: url) != nil || (target.isIndex && engine.hasKeptDocument(WebDAVListing.request(url: url))) {
                 return .warning("\(DisplayURL.redacted(url)): \(why); serving what the cache holds")
