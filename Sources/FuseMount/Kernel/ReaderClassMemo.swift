@@ -48,11 +48,11 @@ final class ReaderClassMemo: Sendable {
     /// pid changed hands and after the process ran another program. A process gone before it
     /// could be watched is classified (as whatever `classify` makes of it) and not remembered.
     func readerClass(pid: Int32, classify: () -> ReaderClass) -> ReaderClass {
-        enum Seen { case known(ReaderClass), ranAnother(String), unknown }
+        enum Seen { case known(ReaderClass), ranAnother(watch: Int32, comm: String), unknown }
         let seen: Seen = table.withLock { t in
             guard let known = t[pid] else { return .unknown }
             if let comm = source.comm(known.watch) {
-                return comm == known.comm ? .known(known.readerClass) : .ranAnother(comm)
+                return comm == known.comm ? .known(known.readerClass) : .ranAnother(watch: known.watch, comm: comm)
             }
             source.close(known.watch)   // gone: the pid is free or another process's
             t[pid] = nil
@@ -61,9 +61,13 @@ final class ReaderClassMemo: Sendable {
         switch seen {
         case let .known(c):
             return c
-        case let .ranAnother(comm):
+        case let .ranAnother(watch, comm):
             let c = classify()
-            table.withLock { t in t[pid]?.comm = comm; t[pid]?.readerClass = c }
+            table.withLock { t in
+                guard t[pid]?.watch == watch else { return }   // another thread's meanwhile
+                t[pid]?.comm = comm
+                t[pid]?.readerClass = c
+            }
             return c
         case .unknown:
             guard let watch = source.watch(pid: pid) else { return classify() }
