@@ -60,6 +60,7 @@ static inline int cfuse3_notify_store_fd(struct fuse_session *se, fuse_ino_t ino
 #define CFUSE3_INIT_EXT (1u << 30)
 #define CFUSE3_PASSTHROUGH_FLAGS2 (1u << (37 - 32))
 #define CFUSE3_FOPEN_PASSTHROUGH (1u << 7)
+#define CFUSE3_FOPEN_NOFLUSH (1u << 5)
 struct cfuse3_backing_map { int32_t fd; uint32_t flags; uint64_t padding; };
 #define CFUSE3_DEV_IOC_BACKING_OPEN _IOW(229, 1, struct cfuse3_backing_map)
 #define CFUSE3_DEV_IOC_BACKING_CLOSE _IOW(229, 2, uint32_t)
@@ -136,9 +137,10 @@ static inline int cfuse3_backing_close(int devfd, int id) {
     return ioctl(devfd, CFUSE3_DEV_IOC_BACKING_CLOSE, &i) < 0 ? -errno : 0;
 }
 
-// Opens with passthrough: the kernel reads the file from backing file `backing_id` itself.
+// Opens with passthrough: the kernel reads the file from backing file `backing_id` itself;
+// no FLUSH at its close (`noflush`, as every open here: nothing is written).
 static inline int cfuse3_reply_open_passthrough(fuse_req_t req, uint64_t fh, int32_t backing_id) {
-    struct { uint64_t fh; uint32_t open_flags; int32_t backing_id; } out = { fh, CFUSE3_FOPEN_PASSTHROUGH, backing_id };
+    struct { uint64_t fh; uint32_t open_flags; int32_t backing_id; } out = { fh, CFUSE3_FOPEN_PASSTHROUGH | CFUSE3_FOPEN_NOFLUSH, backing_id };
     struct iovec iov = { &out, sizeof out };
     return fuse_reply_iov(req, &iov, 1);
 }

@@ -80,6 +80,29 @@ final class PassthroughTests: XCTestCase {
         XCTAssertEqual(core.evictor.evictNow(bytes: length), length, "evictable once closed")
     }
 
+    /// A file the kernel reads with one request opens without passthrough: a backing file at
+    /// every open would cost more than the one READ after which the kernel keeps its pages.
+    func testAFileOfOneReadOpensOrdinarilyAndIsReadFromTheKernelsPagesAfterItsFirstOpen() throws {
+        let length: Int64 = 64 << 10
+        let m = try mount(length: length, seed: 43)
+        defer { m.stop() }
+        let data = expected(43, Int(length))
+        XCTAssertTrue(try POSIX.readAll(m.path("v.bin")) == data)
+        m.engine.core.writes.waitIdle()
+        let requests = m.mount.fs.session.requests
+        let readsBefore = requests.count(.read)
+        for _ in 0..<3 {
+            let fd = try POSIX.open(m.path("v.bin"))
+            XCTAssertEqual(try passthroughHandles(m), 0, "an ordinary open, though passthrough is there")
+            XCTAssertTrue(try POSIX.pread(fd, offset: 0, count: Int(length)) == data)
+            close(fd)
+        }
+        XCTAssertEqual(requests.count(.read), readsBefore, "the pages of the unchanged version were kept")
+        XCTAssertTrue(m.mount.fs.core.opensOrdinarily(length: Int64(m.mount.fs.options.effectiveMaxRead)))
+        XCTAssertFalse(m.mount.fs.core.opensOrdinarily(length: Int64(m.mount.fs.options.effectiveMaxRead) + 1))
+        XCTAssertFalse(m.mount.fs.core.opensOrdinarily(length: nil), "a length not known yet: as before")
+    }
+
     func testAnOrdinaryOpenKeepsLaterOpensOrdinaryUntilItCloses() throws {
         let length: Int64 = 3 << 20
         let m = try mount(length: length, seed: 42)

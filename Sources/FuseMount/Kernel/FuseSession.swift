@@ -31,6 +31,8 @@ import Logging
 /// - `PageResidency.swift`: whether a reply's bytes are in the page cache (the loop sends
 ///   those itself), and which thread is the loop's.
 /// - `ReaderClassTable.swift`: a process's `ReaderClass` by name (`--scanner`).
+/// - `ReaderClassMemo.swift`: that class remembered per process, known again by a descriptor.
+/// - `FuseRequestCounts.swift`: the requests received, by opcode.
 /// - `CacheError+Errno.swift`: the one errno mapping.
 /// Neighbours: calls `Core/` (`FileSystemCore`) for every operation, builds it with `Tree/`'s spec;
 /// `Core/` calls back only through `KernelNotifier` and `BackingFiles`. The executable calls
@@ -73,6 +75,8 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     let readAheadBytes = LockedValue<Int64>(0)
     /// The class of each process that opens files here, looked up once per process.
     let readerClasses = ReaderClassMemo()
+    /// FUSE requests received, by opcode (tests: the round trips an operation costs).
+    let requests = FuseRequestCounts()
     /// Replies spliced from data files, by who sent them (tests; `PageResidency`).
     let repliesSpliced = SplicedReplies()
     /// Called once, on the loop thread, once the kernel has processed our INIT reply (the
@@ -254,6 +258,7 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
             case 0:
                 break loop  // unmounted (fusermount3 -u, umount) or connection aborted
             default:
+                if let header = buf.mem { requests.received(header, length: Int(res)) }
                 if !initialised, options.passthrough {
                     let unique = cfuse3_init_offering_passthrough(buf.mem, Int(res))
                     passthroughInit.withLock { $0 = unique }

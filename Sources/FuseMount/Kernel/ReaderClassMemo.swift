@@ -1,44 +1,123 @@
 import CacheCore
+import Glibc
 
 /// The class of each process that opens files of the mount, remembered per process: a scan or
 /// a `cat` of a folder opens thousands of files from one process, and reading its names from
 /// /proc for each open (`ProcessName`: `comm`, then the executable's link) was a tenth of the
-/// daemon's CPU per small file (perf, docs/benchmarks.md, issue 51).
+/// daemon's CPU per small file, and a fresh read of `/proc/PID/stat` per open still an eighth
+/// (perf, docs/benchmarks.md, issue 51).
 ///
-/// *What it owns.* A table from pid to the process it last saw there and its class. A process is
-/// named by its pid, its start time and its `comm` (`ProcessStat`: one read of `/proc/PID/stat`,
-/// which holds both): a pid the kernel hands to a new process has another start time, and an
-/// `exec` (a shell's child becoming `cat`) changes the `comm`, so neither is taken for the
-/// process remembered. *Threads.* Any (the FUSE loop in practice); one leaf lock, held for a
-/// dictionary look-up, never while /proc is read. *Blocks on* nothing but that read.
+/// *What it owns.* A table from pid to the process it last saw there, its `comm` and its class,
+/// and a descriptor of that process's `/proc/PID/comm` (`ProcessWatch`), kept open: such a
+/// descriptor names the process, not its number, so once the process is gone (its pid free or
+/// handed to another) a read through it fails, and while it lives a read gives its `comm` now.
+/// An open then costs one read of a few bytes (no path walk in /proc, no `stat` line printed):
+/// a pid that now belongs to another process is looked up again, and so is a process that ran
+/// another program since (`exec`: a shell's child opening a file for a redirection, then
+/// becoming `ffprobe`, changes its `comm`).
+/// *Threads.* Any (the FUSE loop in practice); one leaf lock, held for the look-up and the read
+/// through a kept descriptor (so no other thread closes it meanwhile: a read of the kernel's
+/// memory, which waits on nothing), never while a new process is looked up or classified.
+/// *Blocks on* nothing but those reads of /proc.
 ///
-/// Bounded: at `capacity` processes the table starts over (a working set that large is a fleet
-/// of one-shot processes, each of which pays its own look-up anyway).
+/// Bounded: at `capacity` processes the table starts over, closing every descriptor (a working
+/// set that large is a fleet of one-shot processes, each of which pays its own look-up anyway).
 final class ReaderClassMemo: Sendable {
-    /// Who a pid was when its class was worked out.
-    struct Identity: Equatable, Sendable {
-        var startTime: UInt64
+    private struct Known {
+        var watch: Int32
         var comm: String
+        var readerClass: ReaderClass
     }
 
-    private let table = LockedValue<[Int32: (identity: Identity, readerClass: ReaderClass)]>([:])
+    private let table = LockedValue<[Int32: Known]>([:])
+    private let source: ProcessWatching
     let capacity: Int
 
-    init(capacity: Int = 1024) { self.capacity = capacity }
+    init(capacity: Int = 256, source: ProcessWatching = ProcessWatch()) {
+        self.capacity = capacity
+        self.source = source
+    }
 
-    /// The class of the process `pid` that is `identity` now (nil: its /proc entry could not be
-    /// read, it is gone), worked out by `classify` the first time and after the pid changed hands.
-    func readerClass(pid: Int32, identity: Identity?, classify: () -> ReaderClass) -> ReaderClass {
-        guard let identity else { return classify() }
-        if let known = table.withLock({ $0[pid] }), known.identity == identity { return known.readerClass }
-        let c = classify()
+    deinit {
         table.withLock { t in
-            if t.count >= capacity, t[pid] == nil { t.removeAll(keepingCapacity: true) }
-            t[pid] = (identity, c)
+            for known in t.values { source.close(known.watch) }
         }
-        return c
+    }
+
+    /// The class of the process `pid` now, worked out by `classify` the first time, after the
+    /// pid changed hands and after the process ran another program. A process gone before it
+    /// could be watched is classified (as whatever `classify` makes of it) and not remembered.
+    func readerClass(pid: Int32, classify: () -> ReaderClass) -> ReaderClass {
+        enum Seen { case known(ReaderClass), ranAnother(watch: Int32, comm: String), unknown }
+        let seen: Seen = table.withLock { t in
+            guard let known = t[pid] else { return .unknown }
+            if let comm = source.comm(known.watch) {
+                return comm == known.comm ? .known(known.readerClass) : .ranAnother(watch: known.watch, comm: comm)
+            }
+            source.close(known.watch)   // gone: the pid is free or another process's
+            t[pid] = nil
+            return .unknown
+        }
+        switch seen {
+        case let .known(c):
+            return c
+        case let .ranAnother(watch, comm):
+            let c = classify()
+            table.withLock { t in
+                guard t[pid]?.watch == watch else { return }   // another thread's meanwhile
+                t[pid]?.comm = comm
+                t[pid]?.readerClass = c
+            }
+            return c
+        case .unknown:
+            guard let watch = source.watch(pid: pid) else { return classify() }
+            guard let comm = source.comm(watch) else {
+                source.close(watch)
+                return classify()
+            }
+            let c = classify()
+            table.withLock { t in
+                if let other = t[pid] { source.close(other.watch) }   // another thread's meanwhile
+                else if t.count >= capacity {
+                    for known in t.values { source.close(known.watch) }
+                    t.removeAll(keepingCapacity: true)
+                }
+                t[pid] = Known(watch: watch, comm: comm, readerClass: c)
+            }
+            return c
+        }
     }
 
     /// Processes remembered now (tests).
     var count: Int { table.withLock { $0.count } }
+}
+
+/// What the memo needs to know a process again: a handle on it (nil: it is gone, or /proc may
+/// not be read), its `comm` through that handle (nil once the process is gone), and closing it.
+protocol ProcessWatching: Sendable {
+    func watch(pid: Int32) -> Int32?
+    func comm(_ watch: Int32) -> String?
+    func close(_ watch: Int32)
+}
+
+/// `/proc/PID/comm` opened once per process and read again at offset 0 (a fresh `comm` each
+/// time): the open file holds the process's `struct pid`, not its number, so a read after the
+/// process was reaped fails with ESRCH, even if its number was given to a new process.
+struct ProcessWatch: ProcessWatching {
+    func watch(pid: Int32) -> Int32? {
+        guard pid > 0 else { return nil }
+        let fd = "/proc/\(pid)/comm".withCString { Glibc.open($0, O_RDONLY | O_CLOEXEC) }
+        return fd >= 0 ? fd : nil
+    }
+
+    func comm(_ watch: Int32) -> String? {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { buffer -> String? in
+            let n = pread(watch, buffer.baseAddress, buffer.count, 0)
+            guard n > 0 else { return nil }
+            let end = buffer[n - 1] == UInt8(ascii: "\n") ? n - 1 : n
+            return String(decoding: UnsafeBufferPointer(rebasing: buffer[..<end]), as: UTF8.self)
+        }
+    }
+
+    func close(_ watch: Int32) { _ = Glibc.close(watch) }
 }
