@@ -89,7 +89,7 @@ final class Evictor: Sendable {
     let scanShare: ScanShare
     /// Called between a round's punches and its index commit (tests interleave a write there).
     private let freedSlicesHook = LockedValue<(@Sendable () -> Void)?>(nil)
-    /// Loads an entry from the index into its shard, blocking (`EngineCore.loadNow`): a slice
+    /// Loads an entry from the index into its shard, blocking (`EntryLoader.loadNow`): a slice
     /// of an entry not in memory is offered to its machine once loaded. Set once by the engine.
     private let loader = LockedValue<(@Sendable (CacheKey) -> Void)?>(nil)
 
