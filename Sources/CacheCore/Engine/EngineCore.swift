@@ -234,7 +234,8 @@ final class EngineCore: Sendable {
                              loader: loader, transfers: transfers, pool: pool, logger: logger)
         commands = CacheCommands(configuration: configuration, shards: shards, store: store, evictor: evictor, fetches: fetches,
                                  loader: loader, answers: answers, versions: versions, pool: pool)
-        evictor.loadEntry = { [loader] key in loader.loadNow(key, recent: false) }
+        // Weak: the parts hold these closures, and the loader and the verifier hold the parts.
+        evictor.loadEntry = { [weak loader] key in loader?.loadNow(key, recent: false) }
         evictor.holdPinsUnderTheCap()
         switch previousStop {
         case .clean: logger.info("cache opened after a clean stop", metadata: ["directory": "\(dir)"])
@@ -246,12 +247,12 @@ final class EngineCore: Sendable {
                 self?.expireWaiters(now: now)
                 self?.expireOpens(now: now)
             },
-            check: { [verifier] shard, entry, slice, generation in
-                verifier.verify(entry, shard: shard, slices: [slice], generation: generation)
+            check: { [weak verifier] shard, entry, slice, generation in
+                verifier?.verify(entry, shard: shard, slices: [slice], generation: generation)
             },
-            trim: { [loader] in loader.trimEntries() },
-            loadReadBefore: { [loader] cutoff in loader.loadReadBefore(cutoff) },
-            loadNextToScrub: { [loader] in loader.loadNextToScrub() }))
+            trim: { [weak loader] in loader?.trimEntries() },
+            loadReadBefore: { [weak loader] cutoff in loader?.loadReadBefore(cutoff) },
+            loadNextToScrub: { [weak loader] in loader?.loadNextToScrub() ?? false }))
         let firstNewID = index.newEntryID()
         pool.submit { [weak self] in self?.cleanUpAfterStartThenSay(firstNewID: firstNewID, lastGeneration: lastGeneration) }
     }
@@ -296,10 +297,8 @@ final class EngineCore: Sendable {
 
     func makeID() -> Int { ids.makeID() }
 
-    func shard(for key: CacheKey) -> Shard { Self.shard(for: key, in: shards) }
-
-    /// The shard a key's entry lives in (the parts that hold the shards ask the same).
-    static func shard(for key: CacheKey, in shards: [Shard]) -> Shard { shards.of(key) }
+    /// The shard a key's entry lives in (the parts that hold the shards ask the same: `[Shard].of`).
+    func shard(for key: CacheKey) -> Shard { shards.of(key) }
 
     var totalBytes: Int64 { evictor.totalBytes }
 

@@ -354,7 +354,7 @@ final class Evictor: Sendable {
     /// holds with pins in every case. Said as a warning, with the way to pin again.
     func holdPinsUnderTheCap() {
         for (key, set) in userPins.all() {
-            let inMemory = EngineCore.shard(for: key, in: shards).locked { $0[key]?.info.length }
+            let inMemory = shards.of(key).locked { $0[key]?.info.length }
             if let length = inMemory ?? (try? store.index.storedRow(key: key.string))?.length { userPins.set(key, set, length: length) }
         }
         let limit = configuration.halfCapacity
