@@ -12,9 +12,9 @@ import Logging
 /// `ChangeObservers`); and answering the opens waiting on a version (`answer`). The open of an
 /// entry is `EntryOpener`'s, beside this (the folder `Version/`).
 ///
-/// *Which thread runs it.* The fetch thread (a head, an overlap compared), a reader's (a
-/// launch's sample), the sweeper's: each under the entry's shard lock where said; `heldBytes`
-/// takes it itself.
+/// *Which thread runs it.* The fetch thread (a head, an overlap compared), a launching one (a
+/// version sample's verdict), a command's (`cache rm` answers the opens of what it removes):
+/// under the entry's shard lock where said; `heldBytes` and `overlapDiffered` take it themselves.
 ///
 /// *What it may block on.* The shard lock (`heldBytes`, `overlapDiffered`), and the 4 KiB read
 /// of a data file in `heldBytes`, with the slices pinned and no lock held. Rows and file
