@@ -3,7 +3,7 @@ import CoreTypes
 /// The read-ahead a reader earns by reading: every reader but a player (`ReaderClass`,
 /// `readsAheadFromOpen`) pays for what it reads. Pure: no clock, no I/O, no locks; the engine
 /// keeps one per such reader (`ReaderProgress.earning`, under the entry's shard lock) and
-/// feeds it each read (`EngineCore.updateReadAhead`).
+/// feeds it each read (`Reader.updateReadAhead`).
 ///
 /// The rule. A *run* is a reader's reads from its first read, or its last seek, each continuing
 /// the one before; what the run has *consumed* is the bytes it read past the furthest byte it had

@@ -38,7 +38,7 @@ extension EntryStateMachine {
     ///   - length: the entry's length, if known.
     ///   - ownLimit: the most a body without a length may bring that its open asked for
     ///     (`EntryState.unknownLengthLimit`), if any.
-    ///   - engineLimit: the engine's own limit (`EngineCore.unknownLengthLimit`).
+    ///   - engineLimit: the engine's own limit (`TransferStarts.unknownLengthLimit`).
     package mutating func bytesArrived(range: Range<Int64>, current: Bool, length: Int64?, ownLimit: Int64?,
                       engineLimit: Int64) -> ArrivalAction {
         guard current, !isRemoved else { return .ignore }

@@ -30,7 +30,7 @@ package struct EntryContent {
     package var pins: [Int64: Int] = [:]
     package var bytesFromOrigin: Int64 = 0
     /// The most a body without a length may bring before it fails, when an open asked for less
-    /// than the engine's own limit (`EngineCore.unknownLengthLimit`).
+    /// than the engine's own limit (`TransferStarts.unknownLengthLimit`).
     package var unknownLengthLimit: Int64?
     package var recentErrors: [String] = []
     /// The row the index holds for this entry, or will once its queued write lands.

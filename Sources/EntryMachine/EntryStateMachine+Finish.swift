@@ -119,7 +119,7 @@ extension EntryStateMachine {
     /// What a transfer that ended at `position` left undelivered of its range (up to `end`, nil
     /// for none: to the end of the file), and whether it ended short: cleanly (`clean`: no error,
     /// no failure of its own) but before the end it asked for, which the reads waiting for those
-    /// bytes learn (`EngineCore.replanWaiters`). A transfer to the end of the file never ends
+    /// bytes learn (`ReadAnswers.replanWaiters`). A transfer to the end of the file never ends
     /// short: the end of its body is the end of the file.
     package static func shortfall(position: Int64, end: Int64?, clean: Bool) -> (undelivered: Range<Int64>, endedShort: Bool) {
         let end = end ?? Int64.max

@@ -97,7 +97,7 @@ extension EntryStateMachine {
         }
         package var answer: Answer
         /// The entry has unchecked slices: those just past this range are to be checked ahead of
-        /// the reader (`EngineCore.slicesToVerifyAhead`, after the read's own check).
+        /// the reader (`SliceVerifier.slicesToVerifyAhead`, after the read's own check).
         package var verifyAhead: Range<Int64>?
         /// Fetches to start (on the in-flight table already).
         package var launches: [PlannedFetch] = []
@@ -137,7 +137,7 @@ extension EntryStateMachine {
     /// A read of `read.offset..<+length` by a reader whose progress is `progress`.
     /// - Parameters:
     ///   - readAheadRule: the reader's access pattern and window after this read
-    ///     (`EngineCore.updateReadAhead`): given the request, the bytes present and the
+    ///     (`Reader.updateReadAhead`): given the request, the bytes present and the
     ///     fetches other readers want.
     ///   - streamSize: the size of each parallel stream for a window and a measured rate.
     ///   - makeReply: the engine's part of a `Waiter` for the range it waits for (how it is
@@ -237,7 +237,7 @@ extension EntryStateMachine {
     // MARK: Read from the page cache's side
 
     /// A read the mount puts into the kernel's page cache ahead of a sequential reader
-    /// (`EngineCore.cachedLease`): answered only if the whole file is on disk (no byte pending
+    /// (`Reader.cachedLease`): answered only if the whole file is on disk (no byte pending
     /// for the writer) and the range is checked, and nothing is fetched or waited for; counted as
     /// bytes served from the cache. Returns the range to pin and answer (clipped to the file's
     /// end), or nil. The reader's read-ahead and pace stay as they are: a reader served from the

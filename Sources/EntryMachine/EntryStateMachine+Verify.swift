@@ -2,7 +2,7 @@ import CoreTypes
 
 /// The verify marks: which slices of the entry came from before this start and are not checked
 /// against their checksums yet (their bytes are not served until they are), and which of those a
-/// job will check ahead of a reader (so none is queued twice). `EngineCore+Verify` carries the
+/// job will check ahead of a reader (so none is queued twice). `SliceVerifier` carries the
 /// checks out (disk reads and hashing, as jobs of `Maintenance.verifyKey`); the machine only
 /// keeps the marks, and answers which slices a request leaves to check.
 ///

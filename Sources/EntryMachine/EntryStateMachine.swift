@@ -21,7 +21,7 @@ import CoreTypes
 /// alone; the events the engine calls pass the machine's own.
 ///
 /// *Who calls it, under which lock.* It is CacheCore's `EntryState.machine`, guarded like all of
-/// `EntryState` by the entry's shard lock: `EngineCore.open` (`openRequested`), `EntrySink`
+/// `EntryState` by the entry's shard lock: `EntryOpener.open` (`openRequested`), `EntrySink`
 /// (`headArrived` when a transfer's head arrives, `transferFinished` when it ends, failed or
 /// not), and the removals (`removed`: `cache rm`/`clear`, a failed first probe) call it with the
 /// lock held, and carry out the returned actions under the same lock, except starting and

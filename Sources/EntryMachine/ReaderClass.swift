@@ -10,7 +10,7 @@ import CoreTypes
 /// player's, would take a playing film's link. So every reader but a player pays for what it
 /// reads: its read-ahead is what it earned by reading (`EarnedReadAhead`: none with its first
 /// read, then at most half of what it read since its last seek, doubling while it reads on), and:
-/// - `scanner`: none ahead of a read the cache answers whole (`EngineCore.scannerWindow`: a
+/// - `scanner`: none ahead of a read the cache answers whole (`Reader.scannerWindow`: a
 ///   re-scan asks nothing); the slices it reads go to the cap's scan share (`ScanShare`); its
 ///   fetches rank `.scan`, below every player's read-ahead, and those it waits on `.waitedScan`:
 ///   after every player's waiting read, before read-ahead (behind a copy's streams a probe would

@@ -56,7 +56,7 @@ final class EngineRaceTests: GatedEngineTestCase {
         cache.open(url: url) { _ in }   // a new entry for the same key (its probe starts)
         XCTAssertNotEqual(shard.locked { $0[key]?.handle }, entry, "another entry, another handle")
         let before = source.transfers.count
-        core.launch(Launch(entry: entry, fetch: .init(start: 1 << 20, end: 2 << 20), id: id))
+        core.transfers.launch(Launch(entry: entry, fetch: .init(start: 1 << 20, end: 2 << 20), id: id))
         XCTAssertEqual(source.transfers.count, before, "no transfer for the removed entry")
         XCTAssertNil(core.handles.existing(id))
         XCTAssertEqual(core.activeSinks.withLock { $0 }, 1, "only the new entry's probe has a sink")
@@ -128,7 +128,7 @@ final class EngineRaceTests: GatedEngineTestCase {
         cache.core.writes.waitIdle()
         cache.core.index.flush()
         let status = try XCTUnwrap(cache.status(url: url))
-        let rows = try cache.core.index.extents(entryID: cache.core.entryID(url: url)!, generation: info.generation)
+        let rows = try cache.core.index.extents(entryID: cache.core.commands.entryID(url: url)!, generation: info.generation)
         var indexed = RangeSet()
         for r in rows { indexed.insert(r.start..<r.end) }
         XCTAssertEqual(status.cachedRanges, indexed.ranges, "memory and index agree")

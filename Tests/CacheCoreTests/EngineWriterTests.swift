@@ -125,7 +125,7 @@ final class EngineWriterTests: GatedEngineTestCase {
         XCTAssertEqual(cache.status(url: url)?.cachedRanges, [0..<(256 << 10), at..<(at + 5 * chunk)],
                        "recorded once written")
         cache.core.index.flush()
-        let rows = try cache.core.index.extents(entryID: cache.core.entryID(url: url)!, generation: info.generation)
+        let rows = try cache.core.index.extents(entryID: cache.core.commands.entryID(url: url)!, generation: info.generation)
         var indexed = RangeSet()
         for r in rows { indexed.insert(r.start..<r.end) }
         XCTAssertEqual(indexed.ranges, [0..<(256 << 10), at..<(at + 5 * chunk)], "the index agrees")

@@ -3,7 +3,7 @@ import XCTest
 @testable import CacheCore
 import TestSupport
 
-/// Entries in memory by what is in use (`EntryLoading`): an engine whose entry budget is far
+/// Entries in memory by what is in use (`EntryLoader`): an engine whose entry budget is far
 /// smaller than what it caches lets idle entries go and loads them again from the index, and
 /// keeps serving every cached byte right, without asking the origin again, across eviction,
 /// pins, restarts and a process killed without a stop; concurrent opens of an entry not in
@@ -35,7 +35,7 @@ final class EntriesInMemoryTests: XCTestCase {
     private func configuration(capacity: Int64 = 1 << 30, clock: MovableClock? = nil) -> CacheConfiguration {
         var c = CacheConfiguration(directory: dir, capacity: capacity, freeSpaceFloor: 0, sliceSize: 64 << 10,
                                    readTimeout: 10, shardCount: 2, engineClock: .realTime)
-        c.entryMemoryBudget = 2 * EngineCore.entryMemoryEstimate
+        c.entryMemoryBudget = 2 * EntryLoader.entryMemoryEstimate
         if let clock { c.clock = { clock.now } }
         return c
     }
@@ -56,7 +56,7 @@ final class EntriesInMemoryTests: XCTestCase {
         for n in 0..<files { try await readAll(cache, n) }
         cache.core.activeSinks.wait(until: { $0 == 0 })
         cache.core.writes.waitIdle()
-        cache.core.trimEntries()
+        cache.core.loader.trimEntries()
     }
 
     func testABudgetSmallerThanTheEntriesServesEveryCachedByteWithoutTheOrigin() async throws {
@@ -111,7 +111,7 @@ final class EntriesInMemoryTests: XCTestCase {
                 try await readAll(cache, n)
                 cache.core.activeSinks.wait(until: { $0 == 0 })
                 cache.core.writes.waitIdle()
-                cache.core.trimEntries()
+                cache.core.loader.trimEntries()
                 XCTAssertLessThanOrEqual(cache.usage.bytes, capacity + Int64(size), "round \(round), file \(n): the cap holds")
             }
         }
@@ -133,7 +133,7 @@ final class EntriesInMemoryTests: XCTestCase {
             clock.advance(1)
             try await readAll(cache, n)
         }
-        cache.core.trimEntries()
+        cache.core.loader.trimEntries()
         cache.core.maintenance.writeReadStats()
         clock.advance(4)
         try await readAll(cache, 1)
@@ -171,7 +171,7 @@ final class EntriesInMemoryTests: XCTestCase {
         let third = url(3)
         for _ in 0..<8 {
             Thread {
-                cache.core.open(url: third, maxAge: 3600) { result in
+                cache.core.opener.open(url: third, maxAge: 3600) { result in
                     answers.mutate { $0.append(result) }
                     answered.withLock { $0 += 1 }
                     answered.broadcast()

@@ -43,7 +43,7 @@ final class EvictionRoundTests: XCTestCase {
 
     private func entry(_ cache: CacheEngine) -> EntryHandle? {
         guard let key = try? cache.core.configuration.keyRules.key(for: url) else { return nil }
-        cache.core.loadNow(key)   // entries are loaded when looked up
+        cache.core.loader.loadNow(key)   // entries are loaded when looked up
         return cache.core.shard(for: key).locked { $0[key]?.handle }
     }
 

@@ -51,7 +51,7 @@ final class ScanShareEvictionTests: XCTestCase {
 
     private func agedInOrder(_ cache: CacheEngine) {
         let key = try! cache.core.configuration.keyRules.key(for: url)
-        cache.core.loadNow(key)   // entries are loaded when looked up
+        cache.core.loader.loadNow(key)   // entries are loaded when looked up
         cache.core.shard(for: key).locked { entries in
             for s in 0..<Int64(count) { entries[key]!.machine.slicesTouched(s...s, now: Double(s)) }
         }
@@ -59,7 +59,7 @@ final class ScanShareEvictionTests: XCTestCase {
 
     private func state(_ cache: CacheEngine) -> (cached: Set<Int64>, scan: Set<Int64>) {
         let key = try! cache.core.configuration.keyRules.key(for: url)
-        cache.core.loadNow(key)
+        cache.core.loader.loadNow(key)
         return cache.core.shard(for: key).locked { entries in
             guard let e = entries[key] else { return ([], []) }
             return (Set(e.sliceBytes.keys), e.scanSlices)
@@ -210,9 +210,9 @@ final class ScanShareEvictionTests: XCTestCase {
     /// A re-scan answered from the share asks nothing ahead: its window would be the one request
     /// it sends, cancelled when the probe closes. A read that misses keeps the window it earned.
     func testAScannerReadsNothingAheadOfReadsTheCacheAnswers() {
-        XCTAssertEqual(EngineCore.scannerWindow(64 << 10, 0..<100, cached: RangeSet([0..<4096])), 0)
-        XCTAssertEqual(EngineCore.scannerWindow(64 << 10, 0..<100, cached: RangeSet([0..<50])), 64 << 10)
-        XCTAssertEqual(EngineCore.scannerWindow(64 << 10, 0..<100, cached: RangeSet()), 64 << 10)
+        XCTAssertEqual(Reader.scannerWindow(64 << 10, 0..<100, cached: RangeSet([0..<4096])), 0)
+        XCTAssertEqual(Reader.scannerWindow(64 << 10, 0..<100, cached: RangeSet([0..<50])), 64 << 10)
+        XCTAssertEqual(Reader.scannerWindow(64 << 10, 0..<100, cached: RangeSet()), 64 << 10)
     }
 
     // MARK: Restarts

@@ -63,7 +63,7 @@ final class SliceStoreTests: XCTestCase {
         cache.core.writes.waitIdle()
         cache.core.index.flush()
         let store = cache.core.store
-        let id = try XCTUnwrap(cache.core.entryID(url: url))
+        let id = try XCTUnwrap(cache.core.commands.entryID(url: url))
         let extents = try store.extents(entryID: id, generation: info.generation)
         XCTAssertEqual(extents.reduce(Int64(0)) { $0 + $1.end - $1.start }, Int64(data.count), "every byte is in an extent")
         for x in extents {

@@ -46,7 +46,7 @@ final class VerifiedBytesTests: XCTestCase {
     }
 
     private func unverified(_ cache: CacheEngine) -> Set<Int64> {
-        if let key = try? cache.key(for: url) { cache.core.loadNow(key) }   // entries are loaded when looked up
+        if let key = try? cache.key(for: url) { cache.core.loader.loadNow(key) }   // entries are loaded when looked up
         var found = Set<Int64>()
         for shard in cache.core.shards { shard.locked { for e in $0.all { found.formUnion(e.unverified) } } }
         return found

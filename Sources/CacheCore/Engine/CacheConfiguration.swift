@@ -12,7 +12,7 @@ public struct CacheConfiguration: Sendable {
     /// Half the cap: the most any one claim on the cache may hold, so eviction always has the
     /// other half to work with: the user's pins all together (`CacheEngine.pinLimit`, and at
     /// start `Evictor.holdPinsUnderTheCap`) and one body of unknown length
-    /// (`EngineCore.unknownLengthLimit`).
+    /// (`TransferStarts.unknownLengthLimit`).
     public var halfCapacity: Int64 { Self.halfCapacity(of: capacity) }
     /// Half of a cap of `capacity` bytes (`halfCapacity`), for what knows the cap only: `preload
     /// --pin`'s limit, `cache ls`'s footer.
@@ -82,7 +82,7 @@ public struct CacheConfiguration: Sendable {
     /// Chunk memory that reads may hold (waiting for the rest of their bytes, or answered and
     /// not yet replied); past it, they are answered from the write queue and the data file.
     public var readRetentionBudget: Int64 = 16 << 20
-    /// Memory for entries nobody uses, kept in memory after their last use (`EntryLoading`):
+    /// Memory for entries nobody uses, kept in memory after their last use (`EntryLoader`):
     /// counted at `EngineCore.entryMemoryEstimate` (2 KiB) an entry, 16 MiB keep 8,192 of them;
     /// the rest are in the index, loaded again when looked up. Entries in use are not counted.
     public var entryMemoryBudget: Int64 = 16 << 20

@@ -52,7 +52,7 @@ extension CacheEngine {
     }
 
     /// True when `url`'s last answer carried a `DAV:` header (its origin speaks WebDAV).
-    public func answeredDAV(url: String) -> Bool { (try? key(for: url)).map(core.davAnswers.answered) ?? false }
+    public func answeredDAV(url: String) -> Bool { (try? key(for: url)).map(core.versions.davAnswers.answered) ?? false }
 
     /// True when a kept answer to `request` (a document request) is on disk.
     public func hasKeptDocument(_ request: FetchRequest) -> Bool {

@@ -43,7 +43,7 @@ extension CacheEngine {
     /// (`remove(url:)` by key: an entry `statuses(url:)` found under another identity).
     public func remove(key: CacheKey) throws {
         let unpinned = try unpin(key: key)
-        do { try core.remove(key: key, url: key.string) } catch let error as CacheError {
+        do { try core.commands.remove(key: key, url: key.string) } catch let error as CacheError {
             if case .notFound = error, unpinned > 0 { return }
             throw error
         }

@@ -62,7 +62,7 @@ public final class CacheEngine: Sendable {
                                    originHealth: layered.originHealth)
         layered.originHealth?.answerOn(core.pool)
         self.keptDocuments = KeptDocuments(held: core.store.held)
-        core.changeObservers.add { _ in metrics.remoteChanges.add(1) }
+        core.versions.changeObservers.add { _ in metrics.remoteChanges.add(1) }
     }
 
     /// Flushes the index and releases the directory lock. Pending reads fail with `.cancelled`.
@@ -106,13 +106,13 @@ public final class CacheEngine: Sendable {
             }
             completion(result)
         }
-        core.open(url: url, key: key, maxAge: maxAge ?? core.configuration.revalidateAfter, takeFirstBytes: takeFirstBytes,
+        core.opener.open(url: url, key: key, maxAge: maxAge ?? core.configuration.revalidateAfter, takeFirstBytes: takeFirstBytes,
                   answerFreshInline: answerFreshInline, unknownLengthLimit: unknownLengthLimit) { answer.fire($0) }
         // An open waits at most the read timeout, as a read does. Its probe's own timeouts end
         // an origin that does not answer or stalls, but not one that answers without a length
         // and never ends its body (an endless stream): the open would wait for that end, and a
         // `stat` in the mount would hang in the kernel. The transfer goes on (its bytes are
-        // cached, up to `EngineCore.unknownLengthLimit`); a later open may find its end. The
+        // cached, up to `TransferStarts.unknownLengthLimit`); a later open may find its end. The
         // engine's sweeper, which fails late reads, fails late opens too (`expireOpens`).
         if !answer.isAnswered {
             core.waitingOpens.withLock {
@@ -153,7 +153,7 @@ public final class CacheEngine: Sendable {
     }
 
     /// Called (on an engine thread) whenever an entry is found to have changed remotely.
-    public func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void) { core.changeObservers.add(handler) }
+    public func onRemoteChange(_ handler: @escaping @Sendable (EntryInfo) -> Void) { core.versions.changeObservers.add(handler) }
 
     /// The origins that cannot be reached now (requests to them fail at once; see
     /// `OriginHealthReporting`). None for an engine without offline mode.
@@ -164,7 +164,7 @@ public final class CacheEngine: Sendable {
 
     /// Status of one entry for `cache info`, or nil if unknown.
     public func status(url: String) -> EntryStatus? {
-        guard var s = core.status(url: url) else { return nil }
+        guard var s = core.commands.status(url: url) else { return nil }
         if let split = tier?.tierSplit(ofKey: s.info.key.string) {
             s.fetchedFromTier = split.tier
             s.fetchedFromOrigin = split.origin
@@ -173,14 +173,14 @@ public final class CacheEngine: Sendable {
     }
 
     /// Status of every entry, for `cache ls`.
-    public func list() -> [EntryStatus] { core.list() }
+    public func list() -> [EntryStatus] { core.commands.list() }
 
     /// Forgets one entry and deletes its slices, and releases its pins: a removed file's pins
     /// went on counting against `--pin-max` (and keeping its slices once fetched again). A URL
     /// that is only pinned, not cached, has its pins released and is no error.
     public func remove(url: String) throws {
         let unpinned = try unpin(url: url)
-        do { try core.remove(url: url) } catch let error as CacheError {
+        do { try core.commands.remove(url: url) } catch let error as CacheError {
             if case .notFound = error, unpinned > 0 { return }
             throw error
         }
@@ -208,16 +208,16 @@ public final class CacheEngine: Sendable {
     /// files"): with no file left, `cache ls` showed none of them, yet they still counted
     /// against `--pin-max` and refused the next `preload --pin`.
     public func clear() throws {
-        try core.clear()
+        try core.commands.clear()
         keptDocuments.removeAll()
         try unpinAll()
     }
 
     /// Bytes cached now, and the cap in force.
-    public var usage: CacheUsage { core.usage }
+    public var usage: CacheUsage { core.commands.usage }
 
     /// Checks every recorded extent against its checksum; bad ones are dropped from the index.
-    public func verify() -> VerifyReport { core.verify() }
+    public func verify() -> VerifyReport { core.commands.verify() }
 }
 
 /// One reader's view of one entry: sequential detection, read-ahead and interest.
@@ -229,13 +229,13 @@ public final class CacheReader: Sendable {
     init(core: EngineCore, entry: EntryInfo, end: Int64?, readerClass: ReaderClass = .player, scanShare: Bool = false,
          accounting: ReadAccounting) {
         self.core = core
-        self.state = core.makeReaderState(entry: entry, end: end, door: accounting.door, readerClass: readerClass,
+        self.state = core.reader.makeReaderState(entry: entry, end: end, door: accounting.door, readerClass: readerClass,
                                           scanShare: scanShare)
         self.accounting = accounting
         core.openReaders.open(entry.key, reader: state.id)
         // An open loads its entry; a reader made without one (from `cachedInfo`) loads it here,
         // and keeps it in memory while it is open.
-        core.loadNow(entry.key)
+        core.loader.loadNow(entry.key)
     }
 
     deinit { core.openReaders.close(state.entry.key, reader: state.id) }
@@ -259,7 +259,7 @@ public final class CacheReader: Sendable {
     public func lease(offset: Int64, length: Int,
                       completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void) {
         let accounting = accounting, started = core.configuration.engineClock.monotonic
-        core.read(reader: state, offset: offset, length: length) { result in
+        core.reader.read(reader: state, offset: offset, length: length) { result in
             accounting.readEnded(result, offset: offset, length: length, startedAt: started)
             completion(result)
         }
@@ -269,7 +269,7 @@ public final class CacheReader: Sendable {
     /// at once, with nothing fetched and the reader's read-ahead untouched; else nil. For putting
     /// bytes ahead of a reader where it will find them (the kernel's page cache).
     public func cachedLease(offset: Int64, length: Int) -> ReadLease? {
-        core.cachedLease(reader: state, offset: offset, length: length)
+        core.reader.cachedLease(reader: state, offset: offset, length: length)
     }
 
     /// The same read, as bytes (read from the data file on the completing thread): for callers
@@ -298,7 +298,7 @@ public final class CacheReader: Sendable {
     /// that nobody else waits for are stopped.
     public func close() {
         core.openReaders.close(state.entry.key, reader: state.id)
-        core.close(reader: state)
+        core.reader.close(reader: state)
     }
 }
 

@@ -4,7 +4,7 @@ import CoreTypes
 /// with `PROPFIND` (`CacheEngine.answeredDAV`, asked by a mount's listings).
 ///
 /// Bounded: past 100,000 keys it starts again empty, since forgetting only costs a folder its
-/// `PROPFIND` until its next answer. Threads: any (under a shard lock: `EngineCore.adopt`); a
+/// `PROPFIND` until its next answer. Threads: any (under a shard lock: `Versions.adopt`); a
 /// leaf lock.
 final class DAVAnswers: Sendable {
     private let keys = LockedValue<Set<CacheKey>>([])

@@ -1,9 +1,5 @@
 import Foundation
-import Atomics
 import Logging
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// The engine's moving parts behind `CacheEngine`'s public face.
 ///
@@ -19,49 +15,51 @@ import Glibc
 /// waits for a job of its own lane: each hands its result on by calling or submitting, never by
 /// blocking (the one wait across lanes, a writer's on the index lock, is docs/threads.md's).
 ///
-/// Files: this one holds the shards, the wiring and metadata (open, probe, remote change);
-/// `+Deadlines` opens and reads past their deadlines; `+Read` the read path; `+Fetch` the
-/// hand-off of a launch to the coordinator; `+Commands` list/remove/verify (`cache
-/// ls/rm/verify`); `+Verify` the checksum check of slices from before the start.
-/// Parts that own their state, each with its design note: `SliceStore` (data files, index,
-/// writer lanes, kept descriptors; extents with their checksums), `FetchCoordinator` (launches,
-/// running handles, cancels, priorities, the tracked source, the sinks shutdown waits for),
-/// `Evictor` (the cap, the free-space floor, eviction rounds), `Maintenance` (the sweeper, max
-/// age, the scrub, read statistics, the directory check), `CacheLoad` (the start), `EntryLoading`
-/// (which entries are in memory), `EngineClock`
-/// (time, injected by tests). An entry's decisions are its `EntryStateMachine`'s; the engine
-/// keeps the shards, the metadata path and the wiring of the parts.
+/// Files: this one holds the shards, the parts and their wiring; `+Deadlines` opens and reads
+/// past their deadlines; `CacheLoad.swift` the start. Parts that own their state, each with
+/// its design note: `SliceStore` (data files, index, writer lanes, kept descriptors; extents with
+/// their checksums), `FetchCoordinator` (launches, running handles, cancels, priorities, the
+/// tracked source, the sinks shutdown waits for), `Evictor` (the cap, the free-space floor,
+/// eviction rounds), `Maintenance` (the sweeper, max age, the scrub, read statistics, the
+/// directory check), `EntryLoader` (which entries are in memory), `EngineClock` (time, injected
+/// by tests). Parts that carry out the entries' machines' decisions, each holding only the parts
+/// it uses: `EntryOpener` and `Versions` (`Version/`: opens, what a head means, new
+/// generations), `Reader` and `ReadAnswers` (`Read/`: reads, leases, waiting reads),
+/// `TransferStarts` (`Fetch/`: launches, and what sinks reach of the engine, `TransferEngine`),
+/// `SliceVerifier` (`Maintenance/`: checksums of slices from before the start), `CacheCommands`
+/// (`cache ls/info/rm/clear/verify`). An entry's decisions are its `EntryStateMachine`'s; the
+/// engine keeps the shards and wires the parts, in the order they depend on one another.
 ///
 /// Map of this folder (`Engine/`): the engine's public face and the core that wires its parts.
 /// - `CacheEngine.swift`: the public face the front doors hold (readers, opens, shutdown).
 /// - `CacheEngine+Document.swift`: small documents read whole (WebDAV `PROPFIND`), kept or not.
 /// - `CacheEngine+Pins.swift`: `preload --pin` ranges and their limit (half the cap).
-/// - `EngineCore.swift` (this file): the shards, the pool, and the wiring of the parts below.
-/// - `EngineCore+Commands.swift`: `cache ls/info/rm/clear/verify` over the shards and the index.
+/// - `EngineCore.swift` (this file): the shards, the pool, and the wiring of the parts.
+/// - `CacheCommands.swift`: `cache ls/info/rm/clear/verify` over the shards and the index.
 /// - `EngineCore+Deadlines.swift`: opens and reads past their deadlines (the sweeper's `expireLate`).
 /// - `EngineCore+TestAccess.swift`: the parts' pieces as tests reach them (never the engine's code).
 /// - `CacheConfiguration.swift`: where and how to cache; every knob the engine reads.
 /// - `CacheLoad.swift`: the start: the index's summaries (bytes, scan share, last generation);
 ///   the background clean-up of old versions and files no row describes after it.
-/// - `EntryLoading.swift`: entries loaded from the index when looked up (one load per key), idle
+/// - `EntryLoader.swift`: entries loaded from the index when looked up (one load per key), idle
 ///   ones let go past `entryMemoryBudget`; each loaded file checked by `StartupCheck.swift`.
 /// - `EngineClock.swift`: the one clock CacheCore reads (tests inject it).
 /// - `EngineIDs.swift`: ids and generations handed out. `ChangeObservers.swift`: who hears of a
-///   remote change. `OriginVersions.swift`: how versions are told apart (rotating ETags).
-///   `DAVAnswers.swift`: entries whose origin answered with `DAV:`.
+///   remote change. `DAVAnswers.swift`: entries whose origin answered with `DAV:` (both held by
+///   `Versions`).
 /// - `HandleTable.swift`: running transfers' handles by fetch id (the `FetchCoordinator`'s),
 ///   apart from the pure tables.
 /// Neighbours: drives `Entry/` (each entry's machine), `Read/`, `Fetch/`, `Storage/`,
 /// `Eviction/`, `Maintenance/` and `Status/`; called by the front doors (FuseMount, Proxy, the
-/// executable) through `CacheEngine`, and back by its parts through `EngineCore`.
+/// executable) through `CacheEngine`. Its parts reach one another through the references it
+/// gives them, never through `EngineCore` (but the sweeper's `expireLate`, `+Deadlines`).
 final class EngineCore: Sendable {
     /// The configuration in force; `sliceSize` is the one the cache was created with.
     let configuration: CacheConfiguration
     /// Every transfer: launches, running handles, cancels, priorities, the source they start on
     /// (`FetchCoordinator`).
     let fetches: FetchCoordinator
-    /// Which origins are down: an entry of one is served as cached, not revalidated.
-    /// Nil: an engine without offline mode (`FetchLayers.none`).
+    /// Which origins are down (`FetchLayers`); nil for an engine without offline mode.
     let originHealth: (any OriginHealthReporting)?
     let logger: Logger
     let metrics: CacheMetrics
@@ -78,37 +76,26 @@ final class EngineCore: Sendable {
     /// sweeper's maintenance (one at a time: `Maintenance.sweeping`) and removals. Its jobs never wait for
     /// one another.
     let pool: BlockingIOPool
-    /// The keys of the URLs opened lately: the proxy opens its entry on every request, and a key
-    /// is a function of the URL and the rules, which change only with the process's S3 buckets
-    /// (a mount that named one ends: `S3Buckets.generation`).
-    let recentKeys = RecentResults<CacheKey>(capacity: 256)
-
-    /// `url`'s key, through `recentKeys`.
-    func recentKey(for url: String) throws -> CacheKey {
-        try recentKeys.value(for: url, generation: configuration.keyRules.s3Buckets?.generation ?? 0) {
-            try configuration.keyRules.key(for: $0)
-        }
-    }
     /// Checks of slices from before this start run one at a time, in the order asked
     /// (`Maintenance.verifyKey`).
     static let verifyKey = Maintenance.verifyKey
 
-    var initialReadAhead: Int64 { configuration.initialReadAhead }
-    /// Bytes fetched ahead of time when an entry is first opened (file headers, a moov atom start).
-    let probeLength: Int64 = 256 << 10
-    /// How far a body without a length may run before it is taken for an endless stream (an
-    /// internet radio station, a hostile origin) and stopped: half the capacity, so such a body
-    /// can neither evict more than half of what the cache holds nor download forever.
-    var unknownLengthLimit: Int64 { max(configuration.halfCapacity, configuration.sliceSize) }
-
     /// Ids of readers, fetches and new entries, and versions' generations (`EngineIDs`).
     let ids: EngineIDs
-    /// Who hears that a remote file changed (`CacheEngine.onRemoteChange`).
-    let changeObservers: ChangeObservers
-    /// How versions are told apart, and the origins whose ETags rotate (`OriginVersions`).
-    let versions: OriginVersions
-    /// Entries whose last answer carried a `DAV:` header (`CacheEngine.answeredDAV`).
-    let davAnswers = DAVAnswers()
+    /// The version part: differs, adopt, new generations (`Versions`); opens (`EntryOpener`).
+    let versions: Versions
+    let opener: EntryOpener
+    /// Reads (`Reader`) and their answers and waiters (`ReadAnswers`).
+    let reader: Reader
+    let answers: ReadAnswers
+    /// Launches, and what their sinks reach of the engine (`TransferStarts`).
+    let transfers: TransferStarts
+    /// Checks of slices from before the start (`SliceVerifier`).
+    let verifier: SliceVerifier
+    /// Which entries are in memory (`EntryLoader`).
+    let loader: EntryLoader
+    /// `cache ls/info/rm/clear/verify` (`CacheCommands`).
+    let commands: CacheCommands
     /// Origins whose ranges were lately answered 200: their reads ask for less (`RangeReliability`).
     let originRanges = OriginRangeMemory()
     /// The cap and the free-space floor: bytes on disk, room for writes, eviction rounds
@@ -132,15 +119,13 @@ final class EngineCore: Sendable {
             }
         }
     }
-    private let testHookValue = LockedValue<(@Sendable (Step) -> Void)?>(nil)
+    private let testHookValue: LockedValue<(@Sendable (Step) -> Void)?>
     /// The memory of arriving bytes: what waits for the writer, and what reads hold.
     let memory: MemoryBudget
     /// Bytes transfers may write before the cap and free space are looked at again.
     var space: SpaceAllowance { evictor.space }
     /// Entries with an open reader, which `--cache-max-age` leaves alone.
     let openReaders = OpenReaders()
-    /// Where the scrub's walk through the index is: the last row id it loaded.
-    let scrubCursor = LockedValue<Int64>(0)
     /// True once the background clean-up after the start ran (`cleanUpAfterStart`; tests wait for it).
     let cleanedUpAfterStart = ConditionLock(false)
     /// Sums over the live entries, kept as they change (`RunningTotals`): the status summary
@@ -157,7 +142,6 @@ final class EngineCore: Sendable {
         var configuration = configuration
         fetches = FetchCoordinator(source: source, logger: logger)
         self.logger = logger
-        versions = OriginVersions(ignoreETag: configuration.ignoreETag, logger: logger)
         let dir = configuration.directory
         do {
             try PrivateDirectory.make(dir, logger: logger)
@@ -213,7 +197,6 @@ final class EngineCore: Sendable {
         self.configuration = configuration
         totals = RunningTotals(sliceSize: configuration.sliceSize)
         pool = BlockingIOPool(name: "httpcachefs-io", threads: max(1, configuration.blockingIOThreads))
-        changeObservers = ChangeObservers(pool: pool)
         index.writeBehind(on: pool, scheduler: configuration.engineClock.scheduler)
         let files = DataFiles(held: held, sliceSize: configuration.sliceSize)
         memory = MemoryBudget(limits: .init(queued: configuration.writeBudget, perTransfer: configuration.writeBudgetPerTransfer,
@@ -228,7 +211,31 @@ final class EngineCore: Sendable {
                                            evictor: evictor, logger: logger).run()
         ids = EngineIDs(lastGeneration: lastGeneration)
         Self.countIndexEntries(index, into: totals, logger: logger, stop: stopCounting, ended: countEnded)
-        evictor.loadEntry = { [weak self] key in self?.loadNow(key, recent: false) }
+        let hooks = LockedValue<(@Sendable (Step) -> Void)?>(nil)
+        testHookValue = hooks
+        let testHook: @Sendable () -> (@Sendable (Step) -> Void)? = { hooks.withLock { $0 } }
+        let loader = EntryLoader(configuration: configuration, shards: shards, store: store, evictor: evictor,
+                                 maintenance: maintenance, totals: totals, openReaders: openReaders, pool: pool, logger: logger,
+                                 testHook: testHook)
+        let answers = ReadAnswers(configuration: configuration, store: store, fetches: fetches, evictor: evictor, ids: ids,
+                                  pool: pool, metrics: metrics, logger: logger)
+        let versions = Versions(origins: OriginVersions(ignoreETag: configuration.ignoreETag, logger: logger),
+                                changeObservers: ChangeObservers(pool: pool), configuration: configuration, ids: ids, store: store,
+                                evictor: evictor, fetches: fetches, answers: answers, pool: pool, metrics: metrics, logger: logger)
+        let transfers = TransferStarts(configuration: configuration, shards: shards, store: store, fetches: fetches, evictor: evictor,
+                                       memory: memory, versions: versions, answers: answers, ids: ids, originRanges: originRanges,
+                                       metrics: metrics, logger: logger, testHook: testHook)
+        let verifier = SliceVerifier(configuration: configuration, store: store, answers: answers, metrics: metrics, logger: logger)
+        (self.loader, self.answers, self.versions, self.transfers, self.verifier) = (loader, answers, versions, transfers, verifier)
+        reader = Reader(configuration: configuration, shards: shards, store: store, evictor: evictor, fetches: fetches, ids: ids,
+                        pool: pool, metrics: metrics, originRanges: originRanges, answers: answers, verifier: verifier,
+                        loader: loader, transfers: transfers)
+        opener = EntryOpener(configuration: configuration, shards: shards, ids: ids, totals: totals, originHealth: originHealth,
+                             loader: loader, transfers: transfers, pool: pool, logger: logger)
+        commands = CacheCommands(configuration: configuration, shards: shards, store: store, evictor: evictor, fetches: fetches,
+                                 loader: loader, answers: answers, versions: versions, pool: pool)
+        // Weak: the parts hold these closures, and the loader and the verifier hold the parts.
+        evictor.loadEntry = { [weak loader] key in loader?.loadNow(key, recent: false) }
         evictor.holdPinsUnderTheCap()
         switch previousStop {
         case .clean: logger.info("cache opened after a clean stop", metadata: ["directory": "\(dir)"])
@@ -240,12 +247,12 @@ final class EngineCore: Sendable {
                 self?.expireWaiters(now: now)
                 self?.expireOpens(now: now)
             },
-            check: { [weak self] shard, entry, slice, generation in
-                self?.verify(entry, shard: shard, slices: [slice], generation: generation)
+            check: { [weak verifier] shard, entry, slice, generation in
+                verifier?.verify(entry, shard: shard, slices: [slice], generation: generation)
             },
-            trim: { [weak self] in self?.trimEntries() },
-            loadReadBefore: { [weak self] cutoff in self?.loadReadBefore(cutoff) },
-            loadNextToScrub: { [weak self] in self?.loadNextToScrub() ?? false }))
+            trim: { [weak loader] in loader?.trimEntries() },
+            loadReadBefore: { [weak loader] cutoff in loader?.loadReadBefore(cutoff) },
+            loadNextToScrub: { [weak loader] in loader?.loadNextToScrub() ?? false }))
         let firstNewID = index.newEntryID()
         pool.submit { [weak self] in self?.cleanUpAfterStartThenSay(firstNewID: firstNewID, lastGeneration: lastGeneration) }
     }
@@ -290,167 +297,20 @@ final class EngineCore: Sendable {
 
     func makeID() -> Int { ids.makeID() }
 
-    func shard(for key: CacheKey) -> Shard { Self.shard(for: key, in: shards) }
-
-    /// The shard a key's entry lives in (the parts that hold the shards ask the same).
-    static func shard(for key: CacheKey, in shards: [Shard]) -> Shard { shards[Int(key.stableHash % UInt64(shards.count))] }
+    /// The shard a key's entry lives in (the parts that hold the shards ask the same: `[Shard].of`).
+    func shard(for key: CacheKey) -> Shard { shards.of(key) }
 
     var totalBytes: Int64 { evictor.totalBytes }
-
-    func addBytes(_ n: Int64) { evictor.addBytes(n) }
 
     /// Makes room for `bytes` about to be written (`Evictor.makeRoom`).
     func makeRoom(for bytes: Int64) -> Bool { evictor.makeRoom(for: bytes) }
 
+    func slices(of range: Range<Int64>) -> ClosedRange<Int64> { store.slices(of: range) }
 
+    /// `url`'s key, through the opener's recent keys (`EntryOpener.recentKey`).
+    func recentKey(for url: String) throws -> CacheKey { try opener.recentKey(for: url) }
 
-    // MARK: Metadata
-
-    func cachedInfo(url: String) -> EntryInfo? {
-        guard let key = try? configuration.keyRules.key(for: url) else { return nil }
-        return storedInfo(key)
-    }
-
-    /// Resolves metadata: fresh entries answer at once (on the caller's thread with
-    /// `answerFreshInline`, else as a job of `pool`); unknown or stale ones start a probe (a
-    /// small ranged GET whose head carries the validators and whose bytes are cached).
-    func open(url: String, key known: CacheKey? = nil, maxAge: TimeInterval, takeFirstBytes: Bool = true, answerFreshInline: Bool = false,
-              unknownLengthLimit: Int64? = nil, completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
-        let key: CacheKey
-        do { key = try known ?? recentKey(for: url) } catch {
-            let e = error as? CacheError ?? .invalidURL(url, reason: "\(error)")
-            pool.submit { completion(.failure(e)) }
-            return
-        }
-        // An entry not in memory is loaded first: on this thread (a FUSE thread, the CLI), or,
-        // for a caller that asked for an inline answer (an event loop, which must not wait for
-        // the index), as a job of the pool.
-        guard answerFreshInline else {
-            let asked = loadInline(key)
-            return open(key: key, url: url, maxAge: maxAge, takeFirstBytes: takeFirstBytes, answerFreshInline: false,
-                        unknownLengthLimit: unknownLengthLimit, askedIndex: asked, completion: completion)
-        }
-        whenLoaded(key) { [self] asked in
-            open(key: key, url: url, maxAge: maxAge, takeFirstBytes: takeFirstBytes, answerFreshInline: answerFreshInline,
-                 unknownLengthLimit: unknownLengthLimit, askedIndex: asked, completion: completion)
-        }
-    }
-
-    /// `open` once the entry is in memory, or the index was asked and has none (`askedIndex`);
-    /// an entry let go meanwhile is loaded again first.
-    private func open(key: CacheKey, url: String, maxAge: TimeInterval, takeFirstBytes: Bool, answerFreshInline: Bool,
-                      unknownLengthLimit: Int64?, askedIndex: Bool,
-                      completion: @escaping @Sendable (Result<EntryInfo, CacheError>) -> Void) {
-        let shard = shard(for: key)
-        let originDown = originHealth?.isDown(url: url) ?? false
-        let (answer, probe, skipped, notLoaded) = shard.locked { entries -> (Result<EntryInfo, CacheError>?, Launch?, Bool, Bool) in
-            // The clock is read under the lock: a transfer may confirm the entry (validatedAt)
-            // just before, and an age read earlier would come out negative, hence "fresh".
-            let now = configuration.clock()
-            let entry: EntryState
-            if let existing = entries[key] {
-                entry = existing
-                entries.touch(key)
-            } else if !askedIndex || entries.isLoading(key) {
-                // Let go since it was looked up, or being loaded: a new entry here would replace the index's.
-                return (nil, nil, false, true)
-            } else {
-                let info = EntryInfo(key: key, url: url, finalURL: url, length: nil, contentType: nil, etag: nil,
-                                     lastModified: nil, acceptsRanges: true, generation: ids.makeGeneration(),
-                                     validatedAt: .distantPast)
-                entry = EntryState(id: -1, info: info, lastAccess: now.timeIntervalSince1970)
-                entry.attach(to: totals)
-                entries.add(entry)
-            }
-            if let limit = unknownLengthLimit { entry.machine.lengthLimitAsked(limit) }
-            let freshness = EntryMachine.Freshness(maxAge: maxAge, lengthKnown: entry.info.length != nil,
-                                                   age: now.timeIntervalSince(entry.info.validatedAt),
-                                                   originDown: originDown, live: entry.isPersisted)
-            switch entry.machine.openRequested(completion, fresh: freshness.fresh, makeFetchID: makeID) {
-            case .answer:
-                return (.success(entry.info), nil, freshness.offline, false)
-            case .cancel:
-                return (.failure(.cancelled), nil, false, false)
-            case .wait:
-                return (nil, nil, false, false)
-            case let .startProbe(id):
-                let fetch = EntryMachine.probeFetch(takeFirstBytes: takeFirstBytes, coverage: entry.coverage,
-                                                    length: entry.info.length, probeLength: probeLength)
-                entry.machine.probeStarted(id, url: url, end: fetch.end, now: now.timeIntervalSince1970)
-                return (nil, Launch(entry: entry.handle, fetch: fetch, id: id), false, false)
-            }
-        }
-        if notLoaded {
-            whenLoaded(key) { [self] asked in
-                open(key: key, url: url, maxAge: maxAge, takeFirstBytes: takeFirstBytes, answerFreshInline: false,
-                     unknownLengthLimit: unknownLengthLimit, askedIndex: asked, completion: completion)
-            }
-            return
-        }
-        if skipped {
-            logger.info("origin down: revalidation skipped, serving the cached copy", metadata: ["url": "\(DisplayURL.redacted(url))"])
-        }
-        if let answer {
-            if answerFreshInline, case .success = answer { completion(answer) } else { pool.submit { completion(answer) } }
-            return
-        }
-        if let probe { launch(probe) }
-    }
-
-    /// Answers opens (call under the shard lock); completions run later.
-    func answer(_ opens: [EntryState.OpenCompletion], _ result: Result<EntryInfo, CacheError>) {
-        guard !opens.isEmpty else { return }
-        pool.submit { opens.forEach { $0(result) } }
-    }
-
-    /// Answers opens as the entry's state machine said (call under the shard lock).
-    func answer(_ answer: EntryStateMachine<EntryState.OpenCompletion>.Answer?, entry: EntryState, url: String) {
-        guard let answer else { return }
-        switch answer.with {
-        case .info:
-            self.answer(answer.opens, .success(entry.info))
-        case let .staleCopy(cause):
-            logger.warning("origin unavailable; serving the cached copy", metadata: ["url": "\(url)", "error": "\(cause)"])
-            self.answer(answer.opens, .success(entry.info))
-        case let .failure(cause):
-            self.answer(answer.opens, .failure(cause))
-        case .noLength:
-            self.answer(answer.opens, .failure(.badResponse(url: url, message: "no length")))
-        }
-    }
-
-    /// Copies what the origin said into the entry (call under the shard lock).
-    func adopt(_ head: ResponseHead, into entry: EntryState) {
-        entry.machine.headAdopted(head, at: configuration.clock())
-        davAnswers.note(head.webDAV, key: entry.info.key)
-    }
-
-    /// The remote file changed: start a new generation. Old slices are dropped (rows first, files
-    /// after), running fetches of the old generation are cancelled, and reads still waiting for
-    /// the old version fail (their readers are bound to it). Call under the shard lock.
-    func startNewGeneration(_ entry: EntryState, head: ResponseHead, keeping fetchID: Int) -> [FetchHandleBox] {
-        let old = entry.info.generation
-        // A listing page that changed (an autoindex page has no validators, so every re-read is a
-        // new version) is told at debug level only and counted nowhere: changes count files.
-        let isFile = !entry.isListingPage
-        logger.log(level: isFile ? .notice : .debug,
-                   isFile ? "remote file changed; dropping cached bytes" : "listing page changed; dropping its cached copy", metadata: [
-            "url": "\(entry.info.url)", "etag": "\(entry.info.etag ?? "-") -> \(head.etag ?? "-")",
-            "length": "\(entry.info.length.map(String.init) ?? "?") -> \(head.totalLength.map(String.init) ?? "?")"])
-        let dropped = evictor.countingScanBytes(entry) { entry.machine.generationStarted(ids.makeGeneration(), keeping: fetchID) }
-        metrics.noteWasted(entry.machine.takeWasted())
-        adopt(head, into: entry)
-        addBytes(-dropped.droppedBytes)
-        store.forgetFiles(of: entry.handle)
-        failStaleWaiters(entry)
-        let cancelled = fetches.stop(dropped.cancel)
-        if entry.isPersisted {
-            store.save(entry)
-            store.deleteOtherVersions(entryID: entry.id, keep: entry.info.generation, old: old)
-        }
-        if isFile { changeObservers.notify(entry.info) }
-        return cancelled
-    }
+    func cachedInfo(url: String) -> EntryInfo? { opener.cachedInfo(url: url) }
 
     // MARK: Deadlines (`EngineCore+Deadlines`)
 

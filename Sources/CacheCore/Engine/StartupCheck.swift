@@ -54,7 +54,7 @@ struct StartupCheck {
     }
 
     /// Checks one data file against its rows (the start's check of a file, or the check of an
-    /// entry loaded from the index: `EntryLoading`): its slices go to `kept` or `stale`, and
+    /// entry loaded from the index: `EntryLoader`): its slices go to `kept` or `stale`, and
     /// slices of it no row describes are freed. True when the file is there and described.
     func check(_ file: FileID, slices: [CacheIndex.SliceID], extents: [CacheIndex.SliceID: [CacheIndex.ExtentRow]],
                into outcome: inout Outcome) -> Bool {

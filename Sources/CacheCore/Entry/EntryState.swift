@@ -64,7 +64,7 @@ final class EntryState {
     var evicting: Set<Int64> { machine.evicting }
     var bytesFromOrigin: Int64 { machine.content.bytesFromOrigin }
     /// The most a body without a length may bring before it fails, when an open asked for less
-    /// than the engine's own limit (`EngineCore.unknownLengthLimit`): a directory listing is
+    /// than the engine's own limit (`TransferStarts.unknownLengthLimit`): a directory listing is
     /// capped at 64 MiB, and an endless one is stopped there, not at half the cache's capacity.
     var unknownLengthLimit: Int64? { machine.content.unknownLengthLimit }
     /// True for a directory listing's page: only listings open with a limit of their own
@@ -72,7 +72,7 @@ final class EntryState {
     /// other, but not "a remote file changed": no notice, no `remoteChanges` (issue 38).
     var isListingPage: Bool { unknownLengthLimit != nil }
     /// Slices on disk since before this start whose extents were not checked against their
-    /// checksums yet: their bytes are served only after the check (`EngineCore+Verify`).
+    /// checksums yet: their bytes are served only after the check (`SliceVerifier`).
     var unverified: Set<Int64> { machine.unverified }
     /// Unchecked slices a job will check ahead of a reader (`slicesToVerifyAhead`): not queued twice.
     var verifyQueued: Set<Int64> { machine.verifyQueued }
@@ -302,14 +302,19 @@ struct Shard: Sendable {
     }
 }
 
+extension [Shard] {
+    /// The shard `key`'s entry lives in: the same for every part that holds the shards.
+    func of(_ key: CacheKey) -> Shard { self[Int(key.stableHash % UInt64(count))] }
+}
+
 /// The entries of one shard in memory, by key: those in use, and the idle ones kept up to the
-/// engine's entry budget (`EntryLoading`); the rest are in the index only.
+/// engine's entry budget (`EntryLoader`); the rest are in the index only.
 ///
 /// An entry leaves its table when it is marked removed (`remove`), or when it is let go while
 /// idle (`unload`: no reader, read, transfer, pin, pending byte or mark of eviction or check, so
 /// no step outside the lock names it). A lookup by handle that finds nothing means that it was
 /// removed, or let go with nothing of it in flight: what a step that ran without the lock
-/// checks, beside `isCurrent`. An entry let go is loaded again from the index (`EntryLoading`),
+/// checks, beside `isCurrent`. An entry let go is loaded again from the index (`EntryLoader`),
 /// under a new handle.
 struct EntryTable {
     private var byKey: [CacheKey: EntryState] = [:]

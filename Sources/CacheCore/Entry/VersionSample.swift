@@ -11,7 +11,7 @@ import Foundation
 /// (up to `length`: the file's first cached 4 KiB as a rule), in a small request of its own
 /// (`SampleSink`), compared with the held ones. The same: its transfer starts. Other bytes, or
 /// another length or date in the sample's head: the file changed, exactly as when an overlap
-/// differs (`EngineCore.overlapDiffered`: a new version, the open's reads fail with
+/// differs (`Versions.overlapDiffered`: a new version, the open's reads fail with
 /// `remoteChanged`, its validation is forgotten, and the next open reads the new version whole).
 /// An open's probe samples whenever bytes are held: its head answers the opens before its own
 /// first bytes are compared, so without the sample an open of a file replaced since its last
@@ -49,7 +49,7 @@ enum VersionSample {
     /// the new version.
     static func plan(_ info: EntryInfo, persisted: Bool, ignoringETag: Bool, isProbe: Bool = false, listingPage: Bool = false,
                      start: Int64, checks: [Range<Int64>], coverage: RangeSet, pending: RangeSet) -> Range<Int64>? {
-        guard persisted, !listingPage, EngineCore.needsOverlapCheck(info, ignoringETag: ignoringETag) else { return nil }
+        guard persisted, !listingPage, VersionOverlap.needsOverlapCheck(info, ignoringETag: ignoringETag) else { return nil }
         var held = coverage
         for r in pending.ranges { held.insert(r) }
         // The 4 KiB before the range, or (from byte 0) its own first ones: compared as they come,

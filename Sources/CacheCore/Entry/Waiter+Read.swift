@@ -1,5 +1,5 @@
 /// The engine's side of a waiting read: the machine's `Waiter` keeps its `WaitingRead` as its
-/// `reply` (every waiter is made by `EngineCore.read`'s `makeReply`), and these give it the names
+/// `reply` (every waiter is made by `Reader.read`'s `makeReply`), and these give it the names
 /// the engine's steps use: its data file, its answer, the bytes it holds.
 extension Waiter {
     typealias Completion = WaitingRead.Completion

@@ -89,7 +89,7 @@ final class Evictor: Sendable {
     let scanShare: ScanShare
     /// Called between a round's punches and its index commit (tests interleave a write there).
     private let freedSlicesHook = LockedValue<(@Sendable () -> Void)?>(nil)
-    /// Loads an entry from the index into its shard, blocking (`EngineCore.loadNow`): a slice
+    /// Loads an entry from the index into its shard, blocking (`EntryLoader.loadNow`): a slice
     /// of an entry not in memory is offered to its machine once loaded. Set once by the engine.
     private let loader = LockedValue<(@Sendable (CacheKey) -> Void)?>(nil)
 
@@ -354,7 +354,7 @@ final class Evictor: Sendable {
     /// holds with pins in every case. Said as a warning, with the way to pin again.
     func holdPinsUnderTheCap() {
         for (key, set) in userPins.all() {
-            let inMemory = EngineCore.shard(for: key, in: shards).locked { $0[key]?.info.length }
+            let inMemory = shards.of(key).locked { $0[key]?.info.length }
             if let length = inMemory ?? (try? store.index.storedRow(key: key.string))?.length { userPins.set(key, set, length: length) }
         }
         let limit = configuration.halfCapacity

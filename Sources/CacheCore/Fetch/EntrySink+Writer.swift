@@ -16,18 +16,18 @@ extension EntrySink {
     func write(_ chunks: [PendingBytes.Chunk], generation: Int64, _ w: inout Writer) {
         // Pinned from before the write until the coverage is recorded: an eviction in between
         // would delete rows and files of bytes the record below then claims.
-        let slices = core.slices(of: chunks[0].range.lowerBound..<chunks[chunks.count - 1].range.upperBound)
+        let slices = engine.store.slices(of: chunks[0].range.lowerBound..<chunks[chunks.count - 1].range.upperBound)
         shard.locked { $0[entry]?.pin(slices, generation: generation) }
-        core.testHook?(.sinkWillWrite(offset: chunks[0].range.lowerBound))
+        engine.testHook?(.sinkWillWrite(offset: chunks[0].range.lowerBound))
         var written: [Range<Int64>] = []
         // Chunks that follow each other in the file, the slice and memory are written at once.
         var i = 0
         while i < chunks.count {
             let first = chunks[i].bytes, start = chunks[i].range.lowerBound
-            let slice = core.store.sliceIndex(of: start)
+            let slice = engine.store.sliceIndex(of: start)
             var j = i + 1, count = first.count
             while j < chunks.count, chunks[j].range.lowerBound == start + Int64(count),
-                  core.store.sliceIndex(of: chunks[j].range.lowerBound) == slice,
+                  engine.store.sliceIndex(of: chunks[j].range.lowerBound) == slice,
                   chunks[j].bytes.baseAddress == first.baseAddress.map({ $0 + count }) {
                 count += chunks[j].bytes.count
                 j += 1
@@ -37,19 +37,19 @@ extension EntrySink {
             }
             i = j
         }
-        let now = core.configuration.clock().timeIntervalSince1970
+        let now = engine.now().timeIntervalSince1970
         shard.locked { entries in
             // Removed: its pending bytes went with it.
             guard let entry = entries[self.entry] else { return }
-            guard let recorded = core.evictor.countingScanBytes(entry, {
+            guard let recorded = engine.evictor.countingScanBytes(entry, {
                 entry.machine.writeCompleted(chunks, written: written, generation: generation,
-                                             sliceSize: core.store.sliceSize, now: now)
+                                             sliceSize: engine.store.sliceSize, now: now)
             }) else { return }
             // Bytes the disk refused leave the queue for nowhere: reads that took them as queued
             // (the retained share had no room for them) hold them now, past the cap.
             for (w, c) in recorded.hold { w.fill(c.range, in: c.chunkStorage, at: c.offset, force: true) }
             entry.unpin(slices, generation: generation)
-            core.addBytes(recorded.added)
+            engine.evictor.addBytes(recorded.added)
         }
         // Their room in the queued share comes back now, whoever else still holds their memory
         // (reads, answers): what reads hold never keeps a transfer paused (see `MemoryBudget`).
@@ -60,21 +60,21 @@ extension EntrySink {
     /// False when they were not written: they then reached only the reads waiting for them.
     private func store(_ piece: UnsafeRawBufferPointer, at offset: Int64, slice: Int64, generation: Int64,
                        _ w: inout Writer) -> Bool {
-        let now = core.configuration.clock().timeIntervalSince1970
+        let now = engine.now().timeIntervalSince1970
         guard Machine.mayWrite(now: now, pausedUntil: w.noRoomUntil) else { return false }
-        guard core.makeRoom(for: Int64(piece.count)) else {
+        guard engine.evictor.makeRoom(for: Int64(piece.count)) else {
             noRoom(now, "no room left under the cap and the free-space floor", &w)
             return false
         }
         do {
             guard try openSlice(slice, generation: generation, &w) else { return false }
             do {
-                try core.store.write(piece, at: offset, fd: w.fd, entry: w.entryID, generation: generation)
+                try engine.store.write(piece, at: offset, fd: w.fd, entry: w.entryID, generation: generation)
             } catch let e as StorageError where e.isDiskFull {
                 // Another program filled the disk: make room and try once more.
-                core.space.refill(0)
-                guard core.makeRoom(for: Int64(piece.count)) else { throw e }
-                try core.store.write(piece, at: offset, fd: w.fd, entry: w.entryID, generation: generation)
+                engine.evictor.space.refill(0)
+                guard engine.evictor.makeRoom(for: Int64(piece.count)) else { throw e }
+                try engine.store.write(piece, at: offset, fd: w.fd, entry: w.entryID, generation: generation)
             }
         } catch {
             // Whatever was half written is not recorded: the extent restarts after the hole.
@@ -99,11 +99,11 @@ extension EntrySink {
         // new entry for the same key.
         let url = shard.locked { entries -> String? in
             guard let entry = entries[self.entry] else { return nil }
-            entry.noteError("not cached (\(why)); served from the network", at: core.configuration.clock())
+            entry.noteError("not cached (\(why)); served from the network", at: engine.now())
             return entry.info.url
         } ?? self.url
-        if core.fetches.noRoomWarnings.shouldWarn(now: now) {
-            core.logger.warning("cannot cache; reads are served from the network", metadata: ["url": "\(url)", "why": "\(why)"])
+        if engine.fetches.noRoomWarnings.shouldWarn(now: now) {
+            engine.logger.warning("cannot cache; reads are served from the network", metadata: ["url": "\(url)", "why": "\(why)"])
         }
     }
 
@@ -136,7 +136,7 @@ extension EntrySink {
         guard let id else { return false }
         let opened: Int32
         do {
-            opened = try core.store.openForWriting(entry: id, generation: generation)
+            opened = try engine.store.openForWriting(entry: id, generation: generation)
         } catch {
             shard.locked { $0[entry]?.unpin(slice...slice, generation: generation) }
             throw error
@@ -144,7 +144,7 @@ extension EntrySink {
         // Removed while the file was being opened: the removal's sweep may already have run.
         guard isCurrent(generation) else {
             close(opened)
-            core.store.removeFile(entry: id, generation: generation)
+            engine.store.removeFile(entry: id, generation: generation)
             return false
         }
         w.fd = opened
@@ -165,7 +165,7 @@ extension EntrySink {
         guard let x = w.extent else { return }
         w.extent = nil
         guard isCurrent(x.generation) else { return }
-        core.store.record(x)
+        engine.store.record(x)
     }
 
     func closeFile(_ w: inout Writer) {

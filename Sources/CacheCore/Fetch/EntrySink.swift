@@ -37,7 +37,7 @@ import Foundation
 // one lookup of its entry in the shard's table (hashing the key) per arrival and per locked step
 // of a write job. Nothing per byte, no allocation.
 final class EntrySink: FetchSink {
-    let core: EngineCore
+    let engine: any TransferEngine
     /// Its entry, found again under the shard lock by each step (one table lookup per arrival):
     /// nothing found means the entry was removed, and the step records nothing.
     let entry: EntryHandle
@@ -110,11 +110,11 @@ final class EntrySink: FetchSink {
     }
     let writer = LockedValue(Writer())
 
-    init(core: EngineCore, entry: EntryHandle, shard: Shard, fetchID: Int, generation: Int64, start: Int64,
+    init(engine: any TransferEngine, entry: EntryHandle, shard: Shard, fetchID: Int, generation: Int64, start: Int64,
          rangeAsked: Bool, file: Int, url: String, checks: [Range<Int64>] = [], deliver: Range<Int64> = 0..<Int64.max,
          knownChanged: Bool = false) {
         self.knownChanged = knownChanged
-        self.core = core
+        self.engine = engine
         self.url = url
         self.file = file
         self.rangeAsked = rangeAsked
@@ -122,7 +122,7 @@ final class EntrySink: FetchSink {
         self.shard = shard
         self.fetchID = fetchID
         arrivals = LockedValue(Arrivals(generation: generation, position: start, checks: checks, deliver: deliver))
-        onRoom = { [fetches = core.fetches] in fetches.resume(fetchID) }
+        onRoom = { [fetches = engine.fetches] in fetches.resume(fetchID) }
     }
 
     typealias Machine = EntryStateMachine<EntryState.OpenCompletion>
@@ -141,8 +141,8 @@ final class EntrySink: FetchSink {
     /// Carries out what the entry's state machine makes of the head (under the shard lock), then
     /// cancels and launches what it asked for.
     func fetchDidReceiveHead(_ head: ResponseHead) -> Bool {
-        let now = core.configuration.clock()
-        if let answers = head.rangeAnswers { core.noteRangeAnswers(answers, url: url) }
+        let now = engine.now()
+        if let answers = head.rangeAnswers { engine.noteRangeAnswers(answers, url: url) }
         let after: AfterHead = arrivals.withLock { t in
             sendBatch(&t)   // what came before this head is written as it was received
             return shard.locked { entries in
@@ -153,9 +153,9 @@ final class EntrySink: FetchSink {
             }
         }
         after.cancels.forEach { $0.cancel() }
-        after.launches.forEach(core.launch)
+        after.launches.forEach(engine.launch)
         if let reprobe = after.reprobe {
-            core.launch(fetchID: reprobe, entry: entry, fetch: .init(start: 0, end: nil))
+            engine.launch(fetchID: reprobe, entry: entry, fetch: .init(start: 0, end: nil))
         }
         return after.proceed
     }
@@ -169,10 +169,10 @@ final class EntrySink: FetchSink {
         }
         let action = entry.machine.headArrived(
             fetch: fetchID, current: entry.inflight.fetches[fetchID] != nil && entry.isCurrent(generation),
-            head: head, differs: entry.isPersisted && (knownChanged || core.versions.differs(entry.info, head)
+            head: head, differs: entry.isPersisted && (knownChanged || engine.versions.differs(entry.info, head)
                 || (entry.machine.isProbe(fetchID) && OriginVersions.cannotConfirm(head, listingPage: entry.isListingPage))), position: t.position,
             lengthKnown: entry.info.length != nil, wholeBodyRunning: wholeBodyRunning,
-            provenance: .init(head: head, entry: entry.info, rangeAsked: rangeAsked), makeFetchID: core.makeID)
+            provenance: .init(head: head, entry: entry.info, rangeAsked: rangeAsked), makeFetchID: engine.makeID)
         let decision: HeadDecision, opens: [EntryState.OpenCompletion], reprobeID: Int?
         switch action {
         case .stop:
@@ -181,11 +181,11 @@ final class EntrySink: FetchSink {
             // A captive portal, a login page: the cached bytes stay, as for an origin that is down.
             let cause = CacheError.badResponse(url: entry.info.url, message: "not this file (\(why)); a captive portal or login page?")
             t.failure = cause
-            core.logger.warning("the origin's answer does not look like this file; keeping the cached copy", metadata: [
+            engine.logger.warning("the origin's answer does not look like this file; keeping the cached copy", metadata: [
                 "url": "\(entry.info.url)", "status": "\(head.status)", "content_type": "\(head.contentType ?? "-")",
                 "length": "\(head.totalLength.map(String.init) ?? "?")", "why": "\(why)"])
             if !waiting.isEmpty {
-                core.answer(.init(opens: waiting, with: staleCopy ? .staleCopy(cause) : .failure(cause)), entry: entry, url: entry.info.url)
+                engine.versions.answer(.init(opens: waiting, with: staleCopy ? .staleCopy(cause) : .failure(cause)), entry: entry, url: entry.info.url)
             }
             return .stop
         case let .apply(d, answer, reprobe):
@@ -200,14 +200,14 @@ final class EntrySink: FetchSink {
         case .adoptFirst:
             // The entry becomes real now, never for an error. Its row is written behind; the
             // id is all data file names need.
-            core.adopt(head, into: entry)
-            entry.machine.indexed(id: core.store.newEntryID())
-            core.store.save(entry)
+            engine.versions.adopt(head, into: entry)
+            entry.machine.indexed(id: engine.store.newEntryID())
+            engine.store.save(entry)
         case .newVersionRefetch:
             // Ask again for the wanted bytes of the new version, with its validator.
-            after.cancels = core.startNewGeneration(entry, head: head, keeping: fetchID)
+            after.cancels = engine.versions.startNewGeneration(entry, head: head, keeping: fetchID)
             entry.machine.transferEnded(fetchID)
-            after.launches = core.replanWaiters(entry, failed: nil)
+            after.launches = engine.answers.replanWaiters(entry, failed: nil)
             if let reprobeID {
                 entry.machine.probeStarted(reprobeID, end: nil, now: now.timeIntervalSince1970)
                 after.reprobe = reprobeID
@@ -215,13 +215,13 @@ final class EntrySink: FetchSink {
         case .newVersionFromStart:
             let originalEnd = entry.inflight.fetches[fetchID]?.end
             let wasPinned = entry.inflight.fetches[fetchID]?.pinned ?? false
-            after.cancels = core.startNewGeneration(entry, head: head, keeping: fetchID)
+            after.cancels = engine.versions.startNewGeneration(entry, head: head, keeping: fetchID)
             t.generation = entry.info.generation
             entry.machine.transferRebased(fetchID, cursor: 0, end: originalEnd, generation: t.generation, pinned: wasPinned)
-            after.launches = core.replanWaiters(entry, failed: nil)
+            after.launches = engine.answers.replanWaiters(entry, failed: nil)
         case .confirm:
             entry.machine.versionConfirmed(by: head, at: now)
-            core.store.save(entry)
+            engine.store.save(entry)
         }
         switch decision.body {
         case .partial, .none, .giveWay:
@@ -232,7 +232,7 @@ final class EntrySink: FetchSink {
             // Keep all of it (bytes already on disk are skipped), and let nobody cancel it:
             // asking again would start over.
             if ignoredRange {
-                core.logger.warning("the origin answered a range request with the whole file", metadata: [
+                engine.logger.warning("the origin answered a range request with the whole file", metadata: [
                     "url": "\(entry.info.url)", "times": "\(entry.machine.ignoredRanges)"])
             }
             t.position = 0
@@ -245,7 +245,7 @@ final class EntrySink: FetchSink {
             t.checks = []
             t.deliver = 0..<Int64.max
         }
-        core.answer(opens, .success(entry.info))
+        engine.versions.answer(opens, .success(entry.info))
         return after
     }
 
@@ -288,7 +288,7 @@ final class EntrySink: FetchSink {
             return flow
         case let .changed(cancels, launches):
             cancels.forEach { $0.cancel() }
-            launches.forEach(core.launch)
+            launches.forEach(engine.launch)
             return .stop
         }
     }
@@ -343,12 +343,12 @@ final class EntrySink: FetchSink {
         for check in checks {
             let part = range.clamped(to: check)
             guard !part.isEmpty,
-                  let held = core.heldBytes(entry, shard: shard, generation: t.generation, range: part) else { continue }
+                  let held = engine.versions.heldBytes(entry, shard: shard, generation: t.generation, range: part) else { continue }
             let lo = Int(part.lowerBound - range.lowerBound)
             if held.elementsEqual(UnsafeRawBufferPointer(rebasing: bytes[lo..<(lo + Int(part.length))])) { continue }
             t.checks = []
             t.failure = .remoteChanged(url: url)
-            return core.overlapDiffered(entry, shard: shard, generation: t.generation, fetchID: fetchID, at: part,
+            return engine.versions.overlapDiffered(entry, shard: shard, generation: t.generation, fetchID: fetchID, at: part,
                                         by: "the bytes beside a new range")
         }
         return nil
@@ -374,7 +374,7 @@ final class EntrySink: FetchSink {
         }
         sendBatch(&t)
         let expected = min(t.turnBytes > 0 ? 2 * t.turnBytes : t.lastTurnBytes, Self.batchCapacity)
-        guard let b = core.store.buffer(capacity: ChunkPool.capacity(for: max(count, expected)),
+        guard let b = engine.store.buffer(capacity: ChunkPool.capacity(for: max(count, expected)),
                                          transfer: fetchID, onRoom: onRoom) else { return nil }
         t.batch = b
         t.batchUsed = count
@@ -392,7 +392,7 @@ final class EntrySink: FetchSink {
         guard !t.unsent.isEmpty else { return }
         let chunks = t.unsent, generation = t.unsentGeneration
         t.unsent = []
-        core.store.submit(file: file) { [self] in
+        engine.store.submit(file: file) { [self] in
             writer.withLock { write(chunks, generation: generation, &$0) }
         }
     }
@@ -415,7 +415,7 @@ final class EntrySink: FetchSink {
         storage.write(arrival, at: at)   // published below, under the shard lock (see `ChunkStorage`)
         let range = t.position..<(t.position + Int64(arrival.count))
         let generation = t.generation
-        let now = core.configuration.clock().timeIntervalSince1970
+        let now = engine.now().timeIntervalSince1970
         let arrived: Arrived = shard.locked { entries in
             guard let entry = entries[self.entry] else { return .ignored }
             return bytesArrived(range, in: storage, at: at, generation: generation, entry: entry, now: now)
@@ -452,7 +452,7 @@ final class EntrySink: FetchSink {
                               entry: EntryState, now: Double) -> Arrived {
         switch entry.machine.bytesArrived(range: range, current: entry.inflight.fetches[fetchID] != nil && entry.isCurrent(generation),
                                           length: entry.info.length, ownLimit: entry.unknownLengthLimit,
-                                          engineLimit: core.unknownLengthLimit) {
+                                          engineLimit: engine.unknownLengthLimit) {
         case .ignore:
             return .ignored
         case let .cutOff(limit, asked):
@@ -464,10 +464,10 @@ final class EntrySink: FetchSink {
         var ahead: Int64 = 0
         let waiting = WaitingRanges(entry.waiters, generation: generation)
         let fetchedBy = entry.inflight.fetches[fetchID]?.readerClass
-        core.metrics.noteFetched(by: fetchedBy, bytes: range.length)
+        engine.metrics.noteFetched(by: fetchedBy, bytes: range.length)
         for gap in Machine.newBytes(in: range, coverage: entry.coverage, pending: entry.pending.ranges) {
             ahead += entry.machine.readAheadArrived(gap, waiting: waiting, fetchedBy: fetchedBy)
-            for piece in Machine.chunks(of: gap, sliceSize: core.store.sliceSize) {
+            for piece in Machine.chunks(of: gap, sliceSize: engine.store.sliceSize) {
                 let chunk = storage.pendingChunk(range: piece, offset: at + Int(piece.lowerBound - range.lowerBound))
                 entry.machine.pendingAdded(chunk)
                 queued.append(chunk)
@@ -476,8 +476,8 @@ final class EntrySink: FetchSink {
         for w in entry.waiters where w.generation == generation && w.range.overlaps(range) {
             w.fill(range, in: storage, at: at)
         }
-        if ahead > 0 { core.metrics.readAheadBytes.add(ahead) }
-        let answers = core.wakeWaiters(entry, shard: shard, now: now, inline: true)
+        if ahead > 0 { engine.metrics.readAheadBytes.add(ahead) }
+        let answers = engine.answers.wakeWaiters(entry, shard: shard, now: now, inline: true)
         let progress = entry.machine.transferAdvanced(fetchID, past: range, now: now)
         return .taken(progress, queued: queued, answers: answers)
     }
@@ -488,25 +488,25 @@ final class EntrySink: FetchSink {
             sendBatch(&t)
             return (t.failure, t.position, t.generation)
         }
-        core.memory.forget(transfer: fetchID)
+        engine.memory.forget(transfer: fetchID)
         // The last extent goes to the index once the lane wrote what is queued before it.
         defer {
-            core.store.submit(file: file) { [self] in
+            engine.store.submit(file: file) { [self] in
                 writer.withLock { w in
                     closeExtent(&w)
                     closeFile(&w)
                 }
-                core.fetches.sinkFinished()
+                engine.fetches.sinkFinished()
             }
         }
         let url = shard.locked { $0[entry]?.info.url } ?? self.url
         let cause: CacheError? = failure ?? error.flatMap { $0 == .cancelled ? nil : CacheError($0, url: url) }
         if let cause {
-            core.logger.warning("fetch failed", metadata: ["url": "\(url)", "from": "\(position)", "error": "\(cause)"])
+            engine.logger.warning("fetch failed", metadata: ["url": "\(url)", "from": "\(position)", "error": "\(cause)"])
         }
-        let now = core.configuration.clock().timeIntervalSince1970
+        let now = engine.now().timeIntervalSince1970
         let launches: [Launch] = shard.locked { entries in
-            core.fetches.ended(fetchID)
+            engine.fetches.ended(fetchID)
             // Removed: its fetches went with it, and its machine would say `.none`.
             guard let entry = entries[self.entry] else { return [] }
             let finished = entry.machine.transferFinished(fetchID, generation: generation, position: position,
@@ -515,24 +515,24 @@ final class EntrySink: FetchSink {
             case .none:
                 return []
             case let .otherVersion(answer):
-                core.answer(answer, entry: entry, url: url)
-                return core.replanWaiters(entry, failed: nil)
+                engine.versions.answer(answer, entry: entry, url: url)
+                return engine.answers.replanWaiters(entry, failed: nil)
             case let .settle(learnLength, answer, removeIfUnused):
                 // The origin sent no length: the end of the body is the end of the file (the machine
                 // recorded it), which the index learns.
-                if learnLength { core.store.save(entry) }
-                core.answer(answer, entry: entry, url: url)
-                if let cause { entry.noteError("\(cause)", at: core.configuration.clock()) }
-                core.wakeWaiters(entry, shard: shard, now: now)
-                let launches = core.replanWaiters(entry, failed: cause.map { (finished.undelivered, $0) },
+                if learnLength { engine.store.save(entry) }
+                engine.versions.answer(answer, entry: entry, url: url)
+                if let cause { entry.noteError("\(cause)", at: engine.now()) }
+                engine.answers.wakeWaiters(entry, shard: shard, now: now)
+                let launches = engine.answers.replanWaiters(entry, failed: cause.map { (finished.undelivered, $0) },
                                                   endedShort: finished.endedShort)
                 if removeIfUnused, entry.waiters.isEmpty, entry.inflight.isEmpty, let (_, action) = entries.remove(self.entry) {
-                    core.store.forgetFiles(of: self.entry)
-                    if case let .leave(opens) = action { core.answer(opens, .failure(.cancelled)) }
+                    engine.store.forgetFiles(of: self.entry)
+                    if case let .leave(opens) = action { engine.versions.answer(opens, .failure(.cancelled)) }
                 }
                 return launches
             }
         }
-        launches.forEach(core.launch)
+        launches.forEach(engine.launch)
     }
 }

@@ -9,7 +9,7 @@ import Logging
 /// finished yet (`activeSinks`, which shutdown waits for so their last extents reach the index).
 /// An entry's machine decides what to fetch, cancel and reprioritize (its in-flight table is its
 /// own, pure state); the engine turns a `Launch` into a request and an `EntrySink`
-/// (`EngineCore+Fetch`), and this part carries it out: `start` calls `source.start` and keeps
+/// (`TransferStarts`), and this part carries it out: `start` calls `source.start` and keeps
 /// the handle, `cancel`/`stop` reach the handles, `prioritize` passes new classes on. It knows
 /// no entry and no engine.
 ///
@@ -26,17 +26,16 @@ import Logging
 ///   cancels, priorities, the sinks shutdown waits for.
 /// - `EntrySink.swift`: one transfer's source side: arrivals, waiters answered.
 /// - `EntrySink+Writer.swift`: its writer side: jobs on a `WriteQueue` lane, room, checksums.
-/// - `EngineCore+Sample.swift`, `SampleSink.swift`: a version sample asked before a fetch with
+/// - `TransferStarts+Sample.swift`, `SampleSink.swift`: a version sample asked before a fetch with
 ///   no held bytes before it, its few bytes compared (`VersionSample`).
-/// - `EngineCore+Fetch.swift`: `Launch` (a fetch the in-flight table registered), the entry's
+/// - `TransferStarts.swift`: `Launch` (a fetch the in-flight table registered), the entry's
 ///   facts read for it under the shard lock, and the request and sink built from them.
+/// - `TransferEngine.swift`: what a sink reaches of the engine (`TransferStarts` gives it).
 /// - `RangeSource.swift`: the protocol the cache fetches through (libcurl, tests' sources).
 /// - `FetchLayers.swift`: what the engine knows of the layers around its source (the transfer
 ///   list, offline mode) and the status page's records of them; the layers themselves are
 ///   Fetcher's (`FetchTracker`, `OriginHealthSource`), wired in by whoever builds the engine.
 /// - `NoRoomWarnings.swift`: a full disk warned of once a minute among all transfers.
-/// - `VersionOverlap.swift`: the overlap check of a version without a strong validator (the
-///   bytes asked around a range and compared with the held ones).
 /// - `TierStatus.swift`: what a cache tier did, for the status document.
 /// Neighbours: feeds `Entry/` (arrival, head, finish events) under the shard lock; writes through
 /// `Storage/` (`SliceStore`: writer lanes, data files, index) after `Eviction/` makes room;
@@ -67,7 +66,7 @@ final class FetchCoordinator: Sendable {
     // MARK: Launches
 
     /// Starts `request` on the source, its bytes going to `sink`, and keeps its handle under
-    /// `fetchID`. The engine built both from the entry's facts (`EngineCore.launch`); this part
+    /// `fetchID`. The engine built both from the entry's facts (`TransferStarts.launch`); this part
     /// knows no entry. Call with no lock held: `source.start` may call back into the sink.
     func start(_ request: FetchRequest, sink: FetchSink, fetchID: Int) {
         activeSinks.withLock { $0 += 1 }

@@ -4,7 +4,7 @@ import Atomics
 /// 200s (the whole file: a CDN node that now and then ignores `Range`), and so whether the reads
 /// of its files should ask for less. Pure; the engine keeps one table under a leaf lock
 /// (`OriginRangeMemory`), fed by every head of a transfer that required a range
-/// (`ResponseHead.rangeAnswers`, in `EntrySink`), asked by every read (`EngineCore.read`, for
+/// (`ResponseHead.rangeAnswers`, in `EntrySink`), asked by every read (`Reader.read`, for
 /// `updateReadAhead`).
 ///
 /// Why: each 200 to a range costs what the origin pushed before the cut reached it (a receive
@@ -101,22 +101,6 @@ final class OriginRangeMemory: Sendable {
             let change = t.note(origin: origin, ignored: answers.ignored, served: answers.served)
             marked.store(t.unreliableCount, ordering: .relaxed)
             return change
-        }
-    }
-}
-
-extension EngineCore {
-    /// Records what a transfer's head said of its origin's ranges (`EntrySink`, on the source's
-    /// thread, no lock held), and says so when the origin's standing changes.
-    func noteRangeAnswers(_ answers: ResponseHead.RangeAnswers, url: String) {
-        switch originRanges.note(url: url, answers) {
-        case .becameUnreliable:
-            logger.notice("the origin answers some range requests with the whole file; reads of its files ask only for what they want", metadata: [
-                "origin": "\(OriginVersions.originName(url))", "url": "\(url)"])
-        case .becameReliable:
-            logger.notice("the origin serves ranges again; read-ahead as usual", metadata: ["origin": "\(OriginVersions.originName(url))"])
-        case .none:
-            break
         }
     }
 }

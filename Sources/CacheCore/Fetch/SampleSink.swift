@@ -5,11 +5,11 @@ import Foundation
 /// It records nothing in the cache: its one outcome is the verdict, handed over once.
 ///
 /// Threads: the source's callback thread (one callback at a time), as any sink; `verdict` runs
-/// there too, with no lock held (`EngineCore.startAfterSample`: it starts the fetch's transfer
+/// there too, with no lock held (`TransferStarts.startAfterSample`: it starts the fetch's transfer
 /// or ends it). Its head is compared with the entry's version under the shard lock, briefly.
 /// Counted among the coordinator's sinks, so shutdown waits for it too.
 final class SampleSink: FetchSink {
-    let core: EngineCore
+    let engine: any TransferEngine
     let entry: EntryHandle
     let shard: Shard
     let generation: Int64
@@ -29,9 +29,9 @@ final class SampleSink: FetchSink {
     }
     private let state = LockedValue(State())
 
-    init(core: EngineCore, entry: EntryHandle, shard: Shard, generation: Int64, fetchID: Int, range: Range<Int64>,
+    init(engine: any TransferEngine, entry: EntryHandle, shard: Shard, generation: Int64, fetchID: Int, range: Range<Int64>,
          expected: [UInt8], url: String, verdict: @escaping @Sendable (VersionSample.Verdict) -> Void) {
-        self.core = core
+        self.engine = engine
         self.entry = entry
         self.shard = shard
         self.generation = generation
@@ -59,7 +59,7 @@ final class SampleSink: FetchSink {
             // page) is not a new version of this file: the fetch fails, the cached bytes stay.
             if let why = HeadDecision.Provenance(head: head, entry: e.info, rangeAsked: false).distrust { return .distrusted(why) }
             // Another length or date than the held version's: changed, whatever its bytes.
-            return core.versions.differs(e.info, head) ? .differs : .same
+            return engine.versions.differs(e.info, head) ? .differs : .same
         }
         switch seen {
         case .gone:
@@ -98,10 +98,10 @@ final class SampleSink: FetchSink {
     }
 
     func fetchDidFinish(_ error: FetchError?) {
-        core.fetches.ended(fetchID)
+        engine.fetches.ended(fetchID)
         // No-op once compared. A body that ended cleanly before the sample's last byte (one with
         // no length: its end is the file's) is shorter than the held version: another one.
         decide(error.map { .failed($0) } ?? .differs)
-        core.fetches.sinkFinished()
+        engine.fetches.sinkFinished()
     }
 }

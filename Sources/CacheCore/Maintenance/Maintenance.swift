@@ -26,7 +26,7 @@ import Logging
 /// Map of this folder (`Maintenance/`): work done by the clock.
 /// - `Maintenance.swift` (this file): the sweeper and its one-at-a-time flags, the scrub.
 /// - `Maintenance+MaxAge.swift`: `--cache-max-age`, through eviction.
-/// - `EngineCore+Verify.swift`: slices from before this start checked against their XXH64.
+/// - `Maintenance/SliceVerifier.swift`: slices from before this start checked against their XXH64.
 /// Neighbours: its tick has `Engine/` expire late reads and opens (`Entry/`'s `tick`,
 /// `OpenDeadlines`); calls `Eviction/`, and reads and drops through `Storage/`. `Engine/`
 /// wires and starts it; `Read/` asks it to verify ahead of a reader.
@@ -42,7 +42,7 @@ final class Maintenance: Sendable {
     let logger: Logger
 
     /// Checks of slices from before this start run one at a time, in the order asked
-    /// (`EngineCore+Verify`): the serial queue they had, as a key of `pool`.
+    /// (`SliceVerifier`): the serial queue they had, as a key of `pool`.
     static let verifyKey: UInt64 = 1
     /// The sweeper's once-a-second maintenance job (eviction, max age, index rows) is queued or
     /// running: the next tick skips it rather than pile up behind a slow disk, so there is one
@@ -66,10 +66,10 @@ final class Maintenance: Sendable {
         /// Checks one slice of an entry at a generation against its checksums. Blocking: runs
         /// as a job of `verifyKey`.
         var check: @Sendable (_ shard: Shard, _ entry: EntryHandle, _ slice: Int64, _ generation: Int64) -> Void
-        /// Lets idle entries go down to the entry budget (`EntryLoading`).
+        /// Lets idle entries go down to the entry budget (`EntryLoader`).
         var trim: @Sendable () -> Void = {}
         /// Loads entries the index says were last read before a time (seconds since 1970), a
-        /// round's worth, so that `--cache-max-age` finds them in memory (`EntryLoading`).
+        /// round's worth, so that `--cache-max-age` finds them in memory (`EntryLoader`).
         var loadReadBefore: @Sendable (_ cutoff: Double) -> Void = { _ in }
         /// Loads the next entries of the index (in row order) whose data files were not checked
         /// in this process, until one has unchecked slices; false once the walk reached the end.

@@ -48,11 +48,11 @@ extension CacheReader {
                   let length = e.info.length, length > 0, e.coverage.contains(0..<length) else { return nil }
             // Handed to the kernel, bytes are no longer seen: only a file checked whole goes
             // (reads through the engine and the scrub check the rest; the next open gets it).
-            guard core.unverifiedSlices(e, in: 0..<length).isEmpty else { return nil }
+            guard core.verifier.unverifiedSlices(e, in: 0..<length).isEmpty else { return nil }
             let all = core.slices(of: 0..<length)
             e.pin(all, generation: generation)
             e.machine.wholeFileRead(length, door: reader.door, now: now)
-            core.touch(e, 0..<length, now)
+            core.answers.touch(e, 0..<length, now)
             return (e.handle, e.id, all)
         }
         guard let (entry, id, all) = held else { return nil }

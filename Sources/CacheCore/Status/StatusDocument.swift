@@ -438,7 +438,7 @@ extension CacheEngine {
             fill(&document, folder: folder, page: page, pageSize: pageSize, order: order, fetching: fetching)
         case .unsaved:
             document.view = "unsaved"
-            document.files = core.unsaved().map { fileStatus($0, fetching: fetching) }
+            document.files = core.commands.unsaved().map { fileStatus($0, fetching: fetching) }
         case let .locate(url, pageSize, order):
             document.view = "folder"
             document.filter = ""
@@ -519,7 +519,7 @@ extension CacheEngine {
         func folder(ofLive key: CacheKey) -> Int32? {
             if let n = core.shard(for: key).locked({ $0[key].flatMap { $0.isPersisted ? $0.reported?.folder : nil } }) { return n }
             // Not in memory (a pinned entry not looked up since the start): its row says where.
-            guard let info = core.storedInfo(key) else { return nil }
+            guard let info = core.loader.storedInfo(key) else { return nil }
             let place = FileStatus.placement(url: info.url, contentType: info.contentType)
             return running.folderNumber(FolderPlace(origin: place.origin, path: place.folder))
         }

@@ -1,10 +1,11 @@
 import Foundation
+import Logging
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// A fetch a locked block registered in its entry's in-flight table, to be started once the
-/// shard lock is let go (`EngineCore.launch`).
+/// shard lock is let go (`TransferStarts.launch`).
 struct Launch: Sendable {
     let entry: EntryHandle
     let fetch: ReadPlanner.Fetch
@@ -34,7 +35,74 @@ struct LaunchFacts {
     let sample: Range<Int64>?
 }
 
-extension EngineCore {
+/// The start of transfers: a fetch registered in its entry's in-flight table becomes a request
+/// to the `FetchCoordinator` with an `EntrySink` for its bytes (after a version sample where no
+/// held bytes come before it: `TransferStarts+Sample.swift`).
+///
+/// It is also what those sinks reach of the engine (`TransferEngine`): the parts they carry out
+/// their entry's machine's actions with, and more launches.
+///
+/// Threads: the launching thread (a reader's, the fetch thread, a job of `pool`) with no lock
+/// held; it takes the entry's shard lock once to read the launch's facts, and never blocks
+/// beside it (a source's `start` only queues the transfer).
+final class TransferStarts: TransferEngine {
+    let store: SliceStore
+    let fetches: FetchCoordinator
+    let evictor: Evictor
+    let memory: MemoryBudget
+    let versions: Versions
+    let answers: ReadAnswers
+    let metrics: CacheMetrics
+    let logger: Logger
+    let configuration: CacheConfiguration
+    private let shards: [Shard]
+    private let ids: EngineIDs
+    private let originRanges: OriginRangeMemory
+    private let hook: @Sendable () -> (@Sendable (EngineCore.Step) -> Void)?
+
+    init(configuration: CacheConfiguration, shards: [Shard], store: SliceStore, fetches: FetchCoordinator, evictor: Evictor,
+         memory: MemoryBudget, versions: Versions, answers: ReadAnswers, ids: EngineIDs, originRanges: OriginRangeMemory,
+         metrics: CacheMetrics, logger: Logger, testHook: @escaping @Sendable () -> (@Sendable (EngineCore.Step) -> Void)?) {
+        self.configuration = configuration
+        self.shards = shards
+        self.store = store
+        self.fetches = fetches
+        self.evictor = evictor
+        self.memory = memory
+        self.versions = versions
+        self.answers = answers
+        self.ids = ids
+        self.originRanges = originRanges
+        self.metrics = metrics
+        self.logger = logger
+        self.hook = testHook
+    }
+
+    func now() -> Date { configuration.clock() }
+
+    func makeID() -> Int { ids.makeID() }
+
+    var testHook: (@Sendable (EngineCore.Step) -> Void)? { hook() }
+
+    /// How far a body without a length may run before it is taken for an endless stream (an
+    /// internet radio station, a hostile origin) and stopped: half the capacity, so such a body
+    /// can neither evict more than half of what the cache holds nor download forever.
+    var unknownLengthLimit: Int64 { max(configuration.halfCapacity, configuration.sliceSize) }
+
+    /// Records what a transfer's head said of its origin's ranges (`EntrySink`, on the source's
+    /// thread, no lock held), and says so when the origin's standing changes.
+    func noteRangeAnswers(_ answers: ResponseHead.RangeAnswers, url: String) {
+        switch originRanges.note(url: url, answers) {
+        case .becameUnreliable:
+            logger.notice("the origin answers some range requests with the whole file; reads of its files ask only for what they want", metadata: [
+                "origin": "\(OriginVersions.originName(url))", "url": "\(url)"])
+        case .becameReliable:
+            logger.notice("the origin serves ranges again; read-ahead as usual", metadata: ["origin": "\(OriginVersions.originName(url))"])
+        case .none:
+            break
+        }
+    }
+
     /// Starts a launch the entry's machine asked for. Call with no lock held.
     func launch(_ l: Launch) { launch(fetchID: l.id, entry: l.entry, fetch: l.fetch) }
 
@@ -44,12 +112,12 @@ extension EngineCore {
     /// only stop at its first bytes). Call with no lock held.
     func launch(fetchID: Int, entry handle: EntryHandle, fetch: ReadPlanner.Fetch) {
         let key = handle.key
-        let shard = shard(for: key)
+        let shard = shards.of(key)
         let facts: LaunchFacts? = shard.locked { entries in
             guard let entry = entries[handle] else { return nil }
             let f = entry.inflight.fetches[fetchID]
-            let ignoreETag = versions.ignoresETag(url: entry.info.url)
-            let overlap = overlapPlan(entry, start: fetch.start, end: fetch.end, ignoringETag: ignoreETag)
+            let ignoreETag = versions.origins.ignoresETag(url: entry.info.url)
+            let overlap = VersionOverlap.plan(entry, start: fetch.start, end: fetch.end, ignoringETag: ignoreETag)
             let isProbe = entry.machine.isProbe(fetchID)
             return LaunchFacts(url: entry.info.url, ignoreETag: ignoreETag,
                                ifRange: entry.isPersisted ? (ignoreETag ? entry.info.lastModified : entry.info.ifRangeValidator) : nil,
@@ -81,7 +149,7 @@ extension EngineCore {
         request.isProbe = facts.isProbe
         let rangeAsked = request.rangeHeader != nil
         let sink: @Sendable (Bool) -> EntrySink = { [self] knownChanged in
-            EntrySink(core: self, entry: handle, shard: shard, fetchID: fetchID, generation: facts.generation,
+            EntrySink(engine: self, entry: handle, shard: shard, fetchID: fetchID, generation: facts.generation,
                       start: requestStart, rangeAsked: rangeAsked, file: key.hashValue, url: facts.url,
                       checks: facts.overlap?.checks ?? [],
                       // Without checks, everything the answer brings is kept (an origin that

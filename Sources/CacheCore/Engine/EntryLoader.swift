@@ -25,7 +25,36 @@ import Logging
 /// *What it may block on.* The index (a commit of what is pending, then reads) and one data
 /// file's open and `SEEK_HOLE`s, never under a shard lock; a blocking load of a key another
 /// thread is loading waits for that thread, which holds no engine lock while it loads.
-extension EngineCore {
+final class EntryLoader: Sendable {
+    private let configuration: CacheConfiguration
+    private let shards: [Shard]
+    private let store: SliceStore
+    private let evictor: Evictor
+    private let maintenance: Maintenance
+    private let totals: RunningTotals
+    private let openReaders: OpenReaders
+    private let pool: BlockingIOPool
+    private let logger: Logger
+    /// The engine's test hook (`EngineCore.testHook`): a load about to begin.
+    private let testHook: @Sendable () -> (@Sendable (EngineCore.Step) -> Void)?
+    /// Where the scrub's walk through the index is: the last row id it loaded.
+    private let scrubCursor = LockedValue<Int64>(0)
+
+    init(configuration: CacheConfiguration, shards: [Shard], store: SliceStore, evictor: Evictor, maintenance: Maintenance,
+         totals: RunningTotals, openReaders: OpenReaders, pool: BlockingIOPool, logger: Logger,
+         testHook: @escaping @Sendable () -> (@Sendable (EngineCore.Step) -> Void)?) {
+        self.configuration = configuration
+        self.shards = shards
+        self.store = store
+        self.evictor = evictor
+        self.maintenance = maintenance
+        self.totals = totals
+        self.openReaders = openReaders
+        self.pool = pool
+        self.logger = logger
+        self.testHook = testHook
+    }
+
     /// What an entry costs in memory, estimated: the budget is counted in entries of this size.
     static let entryMemoryEstimate: Int64 = 2 << 10
 
@@ -38,7 +67,7 @@ extension EngineCore {
     /// when it is in memory already; else after a load, as a job of `pool`. `body` gets whether
     /// the index was asked (an entry still missing then is one the index has not).
     func whenLoaded(_ key: CacheKey, _ body: @escaping @Sendable (_ asked: Bool) -> Void) {
-        let shard = shard(for: key)
+        let shard = shards.of(key)
         if shard.locked({ $0[key] != nil }) { return body(false) }
         pool.submit { [self] in
             // What waits for another load runs as a job of its own: the loader holds the
@@ -60,12 +89,12 @@ extension EngineCore {
     @discardableResult
     func loadNow(_ key: CacheKey, recent: Bool = true) -> Bool {
         _ = loadInline(key, recent: recent)
-        return shard(for: key).locked { $0[key] != nil }
+        return shards.of(key).locked { $0[key] != nil }
     }
 
     /// `loadNow`'s load; returns whether the index was asked (false: it was in memory).
     func loadInline(_ key: CacheKey, recent: Bool = true) -> Bool {
-        let shard = shard(for: key)
+        let shard = shards.of(key)
         let done = ConditionLock(false)
         switch shard.locked({ $0.loadTurn(key, then: { done.withLock { $0 = true }; done.broadcast() }) }) {
         case .inMemory: return false
@@ -78,7 +107,7 @@ extension EngineCore {
     /// The load itself, by the holder of `key`'s turn: reads, checks, puts the entry in, ends
     /// the turn (running what waited for it).
     private func load(_ key: CacheKey, shard: Shard, recent: Bool = true) {
-        testHook?(.entryLoading(key))
+        testHook()?(.entryLoading(key))
         var stored: CacheIndex.StoredEntry?
         do { stored = try store.index.storedEntry(key: key.string) } catch {
             logger.warning("cannot read an entry from the cache index; it is fetched again", metadata: [
@@ -185,16 +214,14 @@ extension EngineCore {
 
     /// The row of `key`'s entry, from memory or the index, without loading it (`cachedInfo`).
     func storedInfo(_ key: CacheKey) -> EntryInfo? {
-        let (inMemory, known): (Bool, EntryInfo?) = shard(for: key).locked { entries in
+        let (inMemory, known): (Bool, EntryInfo?) = shards.of(key).locked { entries in
             guard let e = entries[key] else { return (false, nil) }
             return (true, e.isPersisted ? e.info : nil)
         }
         if inMemory { return known }
         return (try? store.index.storedRow(key: key.string))?.info
     }
-}
 
-extension EngineCore {
     /// Loads entries the index says were last read before `cutoff` and holds bytes of, up to a
     /// round (`Evictor.roundSlices`) of those not in memory: `--cache-max-age` evicts from memory.
     func loadReadBefore(_ cutoff: Double) {
@@ -205,16 +232,14 @@ extension EngineCore {
             for (k, access) in page {
                 after = access
                 let key = CacheKey(rawValue: k)
-                if !shard(for: key).locked({ $0[key] != nil }) {
+                if !shards.of(key).locked({ $0[key] != nil }) {
                     loadNow(key)
                     loaded += 1
                 }
             }
         }
     }
-}
 
-extension EngineCore {
     /// The scrub's walk through the index (`Maintenance.scrubOne`): loads the next entries in row
     /// order, as eviction does (first in line to be let go), until one has unchecked slices or
     /// 256 rows were looked at. False once the walk reached the end of the index.
@@ -224,7 +249,7 @@ extension EngineCore {
         for (id, k) in page {
             scrubCursor.withLock { $0 = id }
             let key = CacheKey(rawValue: k)
-            let shard = shard(for: key)
+            let shard = shards.of(key)
             if shard.locked({ $0[key] != nil }) { continue }
             loadNow(key, recent: false)
             if shard.locked({ $0[key].map { !$0.unverified.isEmpty } ?? false }) { return true }

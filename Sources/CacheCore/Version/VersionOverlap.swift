@@ -31,10 +31,10 @@ import Foundation
 /// evicted between its launch and its first bytes, it is not compared before them. With a
 /// strong ETag none of this applies, and nothing is asked twice.
 ///
-/// Threads: `overlapPlan` under the shard lock (in `launch`); `heldBytes` on the transfer's
-/// callback thread, taking the shard lock briefly and reading at most 4 KiB of a data file
-/// (normally in the page cache: just written or read) with its slices pinned.
-extension EngineCore {
+/// Threads: `plan` under the shard lock (in `TransferStarts.launch`); `Versions.heldBytes` on
+/// the transfer's callback thread, taking the shard lock briefly and reading at most 4 KiB of a
+/// data file (normally in the page cache: just written or read) with its slices pinned.
+enum VersionOverlap {
     /// Bytes asked again before a range, to compare.
     static let overlapLength: Int64 = 4096
 
@@ -49,7 +49,7 @@ extension EngineCore {
     /// `overlapLength` bytes before it and after it, asked too, or its own first ones when they
     /// are held already (an open's probe over a cached head). Nil for an entry with a strong
     /// ETag or a new one.
-    func overlapPlan(_ entry: EntryState, start: Int64, end: Int64?, ignoringETag: Bool) -> OverlapPlan? {
+    static func plan(_ entry: EntryState, start: Int64, end: Int64?, ignoringETag: Bool) -> OverlapPlan? {
         guard entry.isPersisted, Self.needsOverlapCheck(entry.info, ignoringETag: ignoringETag) else { return nil }
         var plan = OverlapPlan(checks: [], requestStart: start, requestEnd: end)
         if start > 0 {
@@ -68,56 +68,6 @@ extension EngineCore {
             plan.checks.append(end..<plan.requestEnd!)
         }
         return plan.checks.isEmpty ? nil : plan
-    }
-
-    /// The bytes of `range` that the entry holds at `generation`, from memory (pending) or its
-    /// data file; nil unless all of them are held (nothing to compare).
-    func heldBytes(_ handle: EntryHandle, shard: Shard, generation: Int64, range: Range<Int64>) -> [UInt8]? {
-        enum Held { case memory([UInt8]), disk(id: Int64, slices: ClosedRange<Int64>) }
-        let held: Held? = shard.locked { entries in
-            guard let e = entries[handle], e.isCurrent(generation), e.isPersisted else { return nil }
-            if e.coverage.contains(range) {
-                let slices = self.slices(of: range)
-                e.pin(slices, generation: generation)   // not evicted under the read
-                return .disk(id: e.id, slices: slices)
-            }
-            let views = e.pending.views(in: range)
-            guard views.reduce(Int64(0), { $0 + $1.range.length }) == range.length else { return nil }
-            var out: [UInt8] = []
-            out.reserveCapacity(Int(range.length))
-            for v in views { out += UnsafeRawBufferPointer(rebasing: v.chunk.bytes[v.lo..<(v.lo + Int(v.range.length))]) }
-            return .memory(out)
-        }
-        switch held {
-        case nil: return nil
-        case let .memory(bytes): return bytes
-        case let .disk(id, slices):
-            defer { shard.locked { $0[handle]?.unpin(slices, generation: generation) } }
-            return try? store.read(entry: id, generation: generation, range: range)
-        }
-    }
-
-    /// The overlap's bytes differ: the file changed though its validators did not say so. Starts
-    /// a new version (under the shard lock; the old slices go and the old version's waiting reads
-    /// fail), to be probed again by the next open. Returns what to cancel and launch after the
-    /// locks.
-    func overlapDiffered(_ handle: EntryHandle, shard: Shard, generation: Int64, fetchID: Int,
-                         at range: Range<Int64>, by what: String) -> (cancels: [FetchHandleBox], launches: [Launch]) {
-        shard.locked { entries in
-            guard let entry = entries[handle], entry.isCurrent(generation) else { return ([], []) }
-            logger.warning("the file changed at its origin though its validators did not (no strong ETag); compared bytes differ from the cached ones", metadata: [
-                "compared": "\(what)",
-                "url": "\(entry.info.url)", "at": "\(range.lowerBound)", "etag": "\(entry.info.etag ?? "-")",
-                "last_modified": "\(entry.info.lastModified ?? "-")"])
-            let info = entry.info
-            let head = ResponseHead(status: 200, finalURL: info.finalURL, bodyStart: 0, totalLength: info.length,
-                                    contentType: info.contentType, etag: info.etag, lastModified: info.lastModified,
-                                    acceptsRanges: info.acceptsRanges)
-            let cancels = startNewGeneration(entry, head: head, keeping: fetchID)
-            entry.machine.validationForgotten()   // what the origin now has is asked at the next open
-            store.save(entry)
-            return (cancels, replanWaiters(entry, failed: nil))
-        }
     }
 }
 

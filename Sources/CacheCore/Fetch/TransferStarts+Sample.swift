@@ -7,14 +7,14 @@ import Foundation
 /// held, from memory or a data file, as `heldBytes` does); the sample's answer on its
 /// transfer's callback thread, with no lock held, where the fetch's transfer is started (a
 /// source's `start` only queues it) or its sink told that it ended unstarted.
-extension EngineCore {
+extension TransferStarts {
     /// Asks for the sample `range` of `generation`, then starts `request` into a sink made by
     /// `sink` (told whether the sample differed) if it compared equal, or if it differed and the
     /// fetch is an open's probe (whose head then starts the new version and answers the opens
     /// with it); otherwise the fetch ends unstarted (a new version when it differed).
     func startAfterSample(_ range: Range<Int64>, request: FetchRequest, sink: @escaping @Sendable (_ knownChanged: Bool) -> EntrySink,
                           fetchID: Int, entry handle: EntryHandle, shard: Shard, generation: Int64) {
-        guard let expected = heldBytes(handle, shard: shard, generation: generation, range: range) else {
+        guard let expected = versions.heldBytes(handle, shard: shard, generation: generation, range: range) else {
             // Gone since the launch read the facts (evicted, or a new version): as without.
             return fetches.start(request, sink: sink(false), fetchID: fetchID)
         }
@@ -28,7 +28,7 @@ extension EngineCore {
         logger.debug("version sample before a fetch with no held bytes before it", metadata: [
             "url": "\(request.url)", "sample": "\(range.lowerBound)-\(range.upperBound - 1)",
             "fetch": "\(request.start)-\(request.end.map { String($0 - 1) } ?? "")"])
-        let sampleSink = SampleSink(core: self, entry: handle, shard: shard, generation: generation, fetchID: id, range: range,
+        let sampleSink = SampleSink(engine: self, entry: handle, shard: shard, generation: generation, fetchID: id, range: range,
                                     expected: expected, url: request.url) { [self] verdict in
             switch VersionSample.outcome(of: verdict, probe: request.isProbe) {
             case let .start(knownChanged):
@@ -41,7 +41,7 @@ extension EngineCore {
                     fetches.endUnstarted(sink(false), .cancelled)
                 }
             case .changed:
-                let (cancels, launches) = overlapDiffered(handle, shard: shard, generation: generation, fetchID: fetchID,
+                let (cancels, launches) = versions.overlapDiffered(handle, shard: shard, generation: generation, fetchID: fetchID,
                                                           at: range, by: "a sample of the cached bytes, before a fetch with none held before it")
                 cancels.forEach { $0.cancel() }
                 launches.forEach(launch)

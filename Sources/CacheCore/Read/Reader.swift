@@ -22,7 +22,8 @@ import Foundation
 /// answers happen after.
 ///
 /// Map of this folder (`Read/`): a read, from the range asked to the lease that answers it.
-/// - `EngineCore+Read.swift` (this file): the read path: plan under the shard lock, lease outside.
+/// - `Reader.swift` (this file): the read path: plan under the shard lock, lease outside.
+/// - `ReadAnswers.swift`: leases, and the waiting reads woken, planned again or failed.
 /// - `ReadLease.swift`: the answer: descriptors and pooled chunks, not copies.
 /// - `ChunkedRead.swift`: `LeaseReading` and the chunked read of a lease into its consumer.
 /// - `ReadFully.swift`: the one `pread` loop of data files and served files.
@@ -35,10 +36,45 @@ import Foundation
 /// `Fetch/`; leases hold `Storage/` descriptors and `Memory/` chunks; counts go to `Status/`.
 /// Called by the front doors through `CacheReader` (`Engine/`); `Fetch/` answers its waiting
 /// reads when bytes land.
-extension EngineCore {
+final class Reader: Sendable {
+    private let configuration: CacheConfiguration
+    private let shards: [Shard]
+    private let store: SliceStore
+    private let evictor: Evictor
+    private let fetches: FetchCoordinator
+    private let ids: EngineIDs
+    private let pool: BlockingIOPool
+    private let metrics: CacheMetrics
+    /// Origins whose ranges were lately answered 200: their reads ask for less (`RangeReliability`).
+    let originRanges: OriginRangeMemory
+    private let answers: ReadAnswers
+    private let verifier: SliceVerifier
+    private let loader: EntryLoader
+    private let transfers: TransferStarts
+
+    init(configuration: CacheConfiguration, shards: [Shard], store: SliceStore, evictor: Evictor, fetches: FetchCoordinator,
+         ids: EngineIDs, pool: BlockingIOPool, metrics: CacheMetrics, originRanges: OriginRangeMemory, answers: ReadAnswers,
+         verifier: SliceVerifier, loader: EntryLoader, transfers: TransferStarts) {
+        self.configuration = configuration
+        self.shards = shards
+        self.store = store
+        self.evictor = evictor
+        self.fetches = fetches
+        self.ids = ids
+        self.pool = pool
+        self.metrics = metrics
+        self.originRanges = originRanges
+        self.answers = answers
+        self.verifier = verifier
+        self.loader = loader
+        self.transfers = transfers
+    }
+
+    private var initialReadAhead: Int64 { configuration.initialReadAhead }
+
     func makeReaderState(entry: EntryInfo, end: Int64?, door: ReadDoor = .cli, readerClass: ReaderClass = .player,
                          scanShare: Bool = false) -> ReaderState {
-        ReaderState(id: makeID(), entry: entry, end: end, door: door, initialReadAhead: initialReadAhead, readerClass: readerClass,
+        ReaderState(id: ids.makeID(), entry: entry, end: end, door: door, initialReadAhead: initialReadAhead, readerClass: readerClass,
                     fillsScanShare: evictor.scanShare.isOn && (scanShare || readerClass == .scanner))
     }
 
@@ -49,12 +85,12 @@ extension EngineCore {
     /// A reader is bound to the version it was made for: once the entry moved to another
     /// generation its reads fail with `.remoteChanged`, never answer with the other version.
     ///
-    /// An entry let go while idle (`EntryLoading`) is loaded again first (`loaded`: it was).
+    /// An entry let go while idle (`EntryLoader`) is loaded again first (`loaded`: it was).
     func read(reader: ReaderState, offset: Int64, length: Int, loaded: Bool = false,
               completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void) {
         let key = reader.entry.key
         let generation = reader.entry.generation
-        let shard = shard(for: key)
+        let shard = shards.of(key)
         let now = configuration.clock().timeIntervalSince1970
         let rangesUnreliable = originRanges.unreliable(url: reader.entry.url)   // one atomic load while no origin is
         // Watched or bulk (`ReaderTempo`) is judged by when reads are asked and answered.
@@ -72,7 +108,7 @@ extension EngineCore {
                 return (EntryMachine.ReadAction(.fail(why)), nil, -1, readFailure(why, key: key, entry: nil), [])
             }
             let facts = readFacts(entry)
-            let uptime = uptime
+            let uptime = answers.uptime
             let action = reader.progress.withLock { p in
                 if judged { request.bulk = Self.judge(&p.tempo, now: uptime) }
                 return entry.machine.readRequested(request, facts: facts, progress: &p, now: now, uptime: uptime,
@@ -81,7 +117,7 @@ extension EngineCore {
                                                                 cached: present, running: othersWant, now: uptime,
                                                                 rangesUnreliable: rangesUnreliable)
                                             },
-                                            streamSize: streamSize, makeFetchID: makeID,
+                                            streamSize: streamSize, makeFetchID: ids.makeID,
                                             makeReply: { WaitingRead(files: reader.files, range: $0, completion: completion) })
             }
             // The new waiter holds the bytes of its range pending for the writer (their memory
@@ -90,38 +126,38 @@ extension EngineCore {
                 for v in action.holdPending { w.fill(v.range, in: v.chunk.chunkStorage, at: v.storageOffset) }
             }
             // Marked queued, so that no other read queues them again.
-            let verifyAhead = action.verifyAhead.map { slicesToVerifyAhead(entry, after: $0) } ?? []
+            let verifyAhead = action.verifyAhead.map { verifier.slicesToVerifyAhead(entry, after: $0) } ?? []
             if let pinned = action.pinned {
                 // Pinned while it reads or waits, so eviction cannot take bytes it needs.
-                entry.pin(slices(of: pinned), generation: generation)
+                entry.pin(store.slices(of: pinned), generation: generation)
             }
-            if case let .hit(range, _) = action.answer { touch(entry, range, now) }
+            if case let .hit(range, _) = action.answer { answers.touch(entry, range, now) }
             if reader.fillsScanShare, entry.isPersisted { markScanned(entry, offset: offset, length: length) }
-            pass(action.priorities)
+            answers.pass(action.priorities)
             guard case let .fail(why) = action.answer else { return (action, entry.handle, entry.id, nil, verifyAhead) }
             return (action, entry.handle, entry.id, readFailure(why, key: key, entry: entry), verifyAhead)
         }
         if entry == nil, !loaded, case .wait = action.answer {
-            _ = loadInline(key)
+            _ = loader.loadInline(key)
             return read(reader: reader, offset: offset, length: length, loaded: true, completion: completion)
         }
         fetches.cancel(action.cancel)
         if action.readAheadRead > 0 { metrics.readAheadReadBytes.add(action.readAheadRead) }
         if case let .verifyFirst(unchecked) = action.answer, let entry {
-            pool.submit(key: Self.verifyKey) { [self] in
-                verify(entry, shard: shard, slices: unchecked, generation: generation)
+            pool.submit(key: EngineCore.verifyKey) { [self] in
+                verifier.verify(entry, shard: shard, slices: unchecked, generation: generation)
                 read(reader: reader, offset: offset, length: length, completion: completion)
             }
         }
         if !verifyAhead.isEmpty, let entry {
             // After the read's own check (jobs of one key run in order).
-            pool.submit(key: Self.verifyKey) { [self] in
-                verify(entry, shard: shard, slices: verifyAhead, generation: generation)
+            pool.submit(key: EngineCore.verifyKey) { [self] in
+                verifier.verify(entry, shard: shard, slices: verifyAhead, generation: generation)
             }
         }
         for f in action.launches {
             metrics.noteFetch(readerClass: reader.readerClass, bytes: f.bytes)
-            if let entry { launch(Launch(entry: entry, fetch: f.fetch, id: f.id)) }
+            if let entry { transfers.launch(Launch(entry: entry, fetch: f.fetch, id: f.id)) }
         }
         switch action.answer {
         case .fail:
@@ -130,7 +166,7 @@ extension EngineCore {
             completion(.success(.empty))
         case let .hit(range, runs):
             guard let entry else { return }
-            completion(lease(entry: entry, shard: shard, id: id, generation: generation, files: reader.files,
+            completion(answers.lease(entry: entry, shard: shard, id: id, generation: generation, files: reader.files,
                              range: range, runs: ReadRun.of(runs), originBytes: 0))   // a hit: nothing waited for
         case .verifyFirst, .wait:
             break
@@ -143,7 +179,7 @@ extension EngineCore {
     private func answerNoted(_ reader: ReaderState, _ completion: @escaping @Sendable (Result<ReadLease, CacheError>) -> Void)
         -> @Sendable (Result<ReadLease, CacheError>) -> Void {
         { [self] result in
-            let now = uptime
+            let now = answers.uptime
             reader.progress.withLock { $0.tempo?.answered(now: now) }
             completion(result)
         }
@@ -187,67 +223,22 @@ extension EngineCore {
     func cachedLease(reader: ReaderState, offset: Int64, length: Int) -> ReadLease? {
         let key = reader.entry.key
         let generation = reader.entry.generation
-        let shard = shard(for: key)
+        let shard = shards.of(key)
         let now = configuration.clock().timeIntervalSince1970
         let found: (EntryHandle, Range<Int64>, Int64)? = shard.locked { entries in
             guard let entry = entries[key] else { return nil }
             guard let range = entry.machine.cachedReadRequested(offset: offset, length: length, generation: generation,
                                                                 closed: reader.progress.withLock({ $0.closed }),
                                                                 facts: readFacts(entry), now: now) else { return nil }
-            entry.pin(slices(of: range), generation: generation)
-            touch(entry, range, now)
+            entry.pin(store.slices(of: range), generation: generation)
+            answers.touch(entry, range, now)
             return (entry.handle, range, entry.id)
         }
         guard let (entry, range, id) = found else { return nil }
-        let result = lease(entry: entry, shard: shard, id: id, generation: generation, files: reader.files,
+        let result = answers.lease(entry: entry, shard: shard, id: id, generation: generation, files: reader.files,
                            range: range, runs: [ReadRun(range: range, source: .disk)], originBytes: 0)
         return try? result.get()
     }
-
-    /// How a hit on `range` is answered (`EntryReads.runs`). Call under the shard lock.
-    func runs(_ range: Range<Int64>, pending: PendingBytes) -> [ReadRun] { ReadRun.of(EntryReads.runs(range, pending: pending)) }
-
-    /// A lease over `range`, whose slices the caller pinned: memory runs as the chunks they are in, the rest from
-    /// the reader's open data file (opened here if needed: no lock is held). Releasing it
-    /// unpins. A data file that cannot be opened is forgotten (fetched again), never served.
-    func lease(entry: EntryHandle, shard: Shard, id: Int64, generation: Int64, files: ReaderFiles,
-               range: Range<Int64>, runs: [ReadRun],
-               originBytes: Int? = nil) -> Result<ReadLease, CacheError> {
-        let pinned = slices(of: range)
-        let unpin: @Sendable () -> Void = { shard.locked { $0[entry]?.unpin(pinned, generation: generation) } }
-        var pieces: [ReadLease.Piece] = []
-        var file: DataFile?
-        for r in runs {
-            let run = r.range
-            switch r.source {
-            case let .bytes(bytes):
-                pieces.append(.chunk(bytes))
-                continue
-            case let .pending(view):
-                pieces.append(.chunk(view.retained()))
-                continue
-            case .disk:
-                break
-            }
-            do {
-                let f = try file ?? files.file { try store.readFile(of: entry, id: id, generation: generation) }
-                file = f
-                pieces.append(.file(fd: f.fd, offset: run.lowerBound, count: run.count))
-            } catch {
-                unpin()
-                logUnreadable(error)
-                forget(entry: entry, shard: shard, range: run, generation: generation)
-                return .failure((error as? StorageError)?.cacheError ?? .storage(path: configuration.directory, message: "\(error)"))
-            }
-        }
-        let open = file.map { [$0] } ?? []
-        return .success(ReadLease(pieces: pieces, files: open, originBytes: originBytes, onRelease: unpin))
-    }
-
-    /// How a sequential reader's read-ahead is split into parallel streams. A stream should carry
-    /// about `streamSeconds` of transfer at the rate one connection was measured to get: on a link
-    /// that caps each connection, several streams together fill it; where one connection is
-    /// fast (a LAN, loopback), one stream does, and more would only cost requests. Read-ahead is
     /// fetched in waves of half a window (the planner waits for a gap that large), so a wave, not
     /// the window, is what `maxStreams` streams share: each wave then fills the link by itself.
     func streamSize(readAhead: Int64, rate: Double?) -> Int64? {
@@ -320,12 +311,6 @@ extension EngineCore {
         cached.contains(request) ? 0 : earned
     }
 
-    func slices(of range: Range<Int64>) -> ClosedRange<Int64> { store.slices(of: range) }
-
-    func touch(_ entry: EntryState, _ range: Range<Int64>, _ now: Double) {
-        entry.machine.slicesTouched(slices(of: range), now: now)
-    }
-
     /// A scanner (or `preload --head/--tail`) read `length` bytes at `offset`: the slices it
     /// touched, hit or miss, are scan slices (`ScanShare`), marked in the index behind. Call
     /// under the shard lock, on a live entry.
@@ -333,124 +318,16 @@ extension EngineCore {
         let end = min(offset + Int64(max(length, 1)), entry.info.length ?? .max)
         guard offset < end else { return }
         let before = entry.scanBytes
-        let marked = entry.machine.slicesScanned(slices(of: offset..<end))
+        let marked = entry.machine.slicesScanned(store.slices(of: offset..<end))
         guard !marked.isEmpty else { return }
         evictor.scanShare.add(entry.scanBytes - before)
         for s in marked { store.recordScanSlice(.init(entryID: entry.id, generation: entry.info.generation, slice: s)) }
     }
 
-    /// Says that cached bytes turned out unreadable (a read, a check, `cache verify`), once.
-    func logUnreadable(_ error: Error) {
-        logger.error("cached bytes unreadable; they will be fetched again", metadata: ["error": "\(error)"])
-    }
-
-    /// Drops bytes from coverage whose data file turned out to be unreadable.
-    func forget(entry: EntryHandle, shard: Shard, range: Range<Int64>, generation: Int64) {
-        shard.locked { entries in
-            guard let entry = entries[entry], entry.info.generation == generation else { return }
-            for s in slices(of: range) {
-                addBytes(-evictor.countingScanBytes(entry) { entry.machine.sliceDropped(s, range: store.sliceRange(s)) })
-            }
-            metrics.noteWasted(entry.machine.takeWasted())
-        }
-    }
-
-    /// What the waiters of `entry` find when they look again (call under the shard lock).
-    private func waiterFacts(_ entry: EntryState) -> EntryMachine.WaiterFacts {
-        EntryMachine.WaiterFacts(generation: entry.info.generation, length: entry.info.length,
-                                 acceptsRanges: entry.info.acceptsRanges, coverage: entry.coverage, pending: entry.pending)
-    }
-
-    /// Passes changes of class on to the transfers (call under the shard lock, so that the
-    /// fetcher hears them in the order they were made: the handle only queues them for its loop).
-    private func pass(_ changes: [InFlightTable.PriorityChange]) {
-        fetches.prioritize(changes)
-    }
-
-    /// Completes every waiter whose bytes are all here now: in memory (held as they arrived, or
-    /// queued for the writer) or on disk (`EntryStateMachine.waitersWoken`). Call under the shard
-    /// lock. Answers that open the data file run as jobs of `pool`; with `inline`, answers wholly
-    /// from memory are returned instead, for the caller to run once it released the lock (the
-    /// fetch thread answers a waiting read from the arriving bytes without a hop to another thread).
-    @discardableResult
-    func wakeWaiters(_ entry: EntryState, shard: Shard, now: Double, inline: Bool = false) -> [@Sendable () -> Void] {
-        guard !entry.waiters.isEmpty else { return [] }
-        let woken = entry.machine.waitersWoken(waiterFacts(entry))
-        guard !woken.isEmpty else { return [] }
-        var inlined: [@Sendable () -> Void] = []
-        for wake in woken {
-            let w = wake.waiter, clip = wake.clip
-            if clip.isEmpty {
-                entry.unpin(slices(of: w.range), generation: w.generation)
-                pool.submit { [done = w.completion] in done(.success(.empty)) }
-                continue
-            }
-            touch(entry, clip, now)
-            // The waiter pinned `w.range`; the lease releases those pins.
-            // What it holds comes from its chunks, what waits for the writer from the queue's, the
-            // rest (bytes it had no room to hold, or that were on disk before it) from the slices.
-            let runs = w.runs(of: clip).flatMap { run, bytes in
-                bytes.map { [ReadRun(range: run, source: .bytes($0))] } ?? self.runs(run, pending: entry.pending)
-            }
-            let fromDisk = runs.contains { if case .disk = $0.source { true } else { false } }
-            let id = entry.id, handle = entry.handle
-            let answer = { @Sendable [self, done = w.completion, generation = w.generation, files = w.files, range = w.range] in
-                done(lease(entry: handle, shard: shard, id: id, generation: generation, files: files,
-                           range: range, runs: runs))
-            }
-            if inline, !fromDisk { inlined.append(answer) } else { pool.submit(answer) }
-        }
-        reprioritize(entry)
-        return inlined
-    }
-
-    /// Tells the transfers of `entry` whose class changed (a read began or stopped waiting on
-    /// them). Under the shard lock, so that the fetcher hears the changes in the order they were
-    /// made (the handle only queues them for its loop).
-    func reprioritize(_ entry: EntryState) {
-        pass(entry.machine.prioritized(uptime: uptime))
-    }
-
-    /// Seconds since boot: how long reads waited, whatever clock the engine reads dates from.
-    var uptime: Double { configuration.engineClock.uptime }
-
-    /// Fails every waiter of an older generation: its reader is bound to the version it opened.
-    func failStaleWaiters(_ entry: EntryState) {
-        let stale = entry.machine.staleWaitersRemoved(generation: entry.info.generation)
-        guard !stale.isEmpty else { return }
-        let error = CacheError.remoteChanged(url: entry.info.url)
-        logger.warning("the file changed remotely; reads of the old version fail", metadata: [
-            "url": "\(entry.info.url)", "reads": "\(stale.count)"])
-        for w in stale { pool.submit { [done = w.completion] in done(.failure(error)) } }
-    }
-
-    /// Plans the waiters again after a fetch ended (or the generation changed): starts fetches
-    /// for bytes nobody is fetching any more (`EntryStateMachine.waitersReplanned`). Call under
-    /// the shard lock; launch what it returns.
-    /// - Parameter endedShort: the transfer that ended delivered less than it promised on its own
-    ///   (not stopped by us): waiters that need yet another fetch count it, and give up after 8.
-    func replanWaiters(_ entry: EntryState, failed: (range: Range<Int64>, error: CacheError)?,
-                       endedShort: Bool = false) -> [Launch] {
-        failStaleWaiters(entry)
-        let action = entry.machine.waitersReplanned(waiterFacts(entry), failedRange: failed?.range, endedShort: endedShort,
-                                                    now: configuration.clock().timeIntervalSince1970,
-                                                    uptime: uptime, makeFetchID: makeID)
-        for (w, why) in action.failed {
-            entry.unpin(slices(of: w.range), generation: w.generation)
-            let err: CacheError = switch why {
-            case .transferFailed: failed?.error ?? .cancelled
-            case .endsEarly: .badResponse(url: entry.info.url, message: "the origin keeps ending transfers early")
-            }
-            let done = w.completion; pool.submit { done(.failure(err)) }
-        }
-        pass(action.priorities)
-        return action.launches.map { Launch(entry: entry.handle, fetch: $0.fetch, id: $0.id) }
-    }
-
     /// The reader is done: fail its pending reads and cancel fetches nobody else wants.
     func close(reader: ReaderState) {
         let key = reader.entry.key
-        let shard = shard(for: key)
+        let shard = shards.of(key)
         let file = reader.files.closeAll()
         var overflow: DataFile?   // a kept descriptor given up for room: closed when this returns, after the lock
         let (waiting, cancels): ([Waiter.Completion], [FetchHandleBox]) = shard.locked { entries in
@@ -459,9 +336,9 @@ extension EngineCore {
             if let file, entry.isCurrent(reader.entry.generation) {
                 overflow = store.keepForNextReader(file, of: entry.handle, generation: reader.entry.generation)
             }
-            let (mine, orphaned, priorities) = entry.machine.readerClosed(reader.id, uptime: uptime)
-            for w in mine { entry.unpin(slices(of: w.range), generation: w.generation) }
-            pass(priorities)
+            let (mine, orphaned, priorities) = entry.machine.readerClosed(reader.id, uptime: answers.uptime)
+            for w in mine { entry.unpin(store.slices(of: w.range), generation: w.generation) }
+            answers.pass(priorities)
             // Orphaned fetches stop at their next chunk (advance says .stop); cancel them now too.
             return (mine.map(\.completion), fetches.running(orphaned))
         }

@@ -1,12 +1,40 @@
 import Foundation
+import Logging
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// Listing, removal and verification: what `cache ls/info/rm/clear/verify` need. An entry not
-/// in memory is loaded for the command (`EntryLoading.loadNow`); those over every entry go
+/// in memory is loaded for the command (`EntryLoader.loadNow`); those over every entry go
 /// through the index a page at a time, never every entry in memory at once.
-extension EngineCore {
+///
+/// Threads: the command's (the CLI's, the status page's), blocking on the index, a load and,
+/// for `verify`, the data files' reads, never under a shard lock; each shard's lock is taken only
+/// to look an entry up or take it out.
+final class CacheCommands: Sendable {
+    private let configuration: CacheConfiguration
+    private let shards: [Shard]
+    private let store: SliceStore
+    private let evictor: Evictor
+    private let fetches: FetchCoordinator
+    private let loader: EntryLoader
+    private let answers: ReadAnswers
+    private let versions: Versions
+    private let pool: BlockingIOPool
+
+    init(configuration: CacheConfiguration, shards: [Shard], store: SliceStore, evictor: Evictor, fetches: FetchCoordinator,
+         loader: EntryLoader, answers: ReadAnswers, versions: Versions, pool: BlockingIOPool) {
+        self.configuration = configuration
+        self.shards = shards
+        self.store = store
+        self.evictor = evictor
+        self.fetches = fetches
+        self.loader = loader
+        self.answers = answers
+        self.versions = versions
+        self.pool = pool
+    }
+
     func status(of e: EntryState) -> EntryStatus {
         EntryStatus(info: e.info, cachedRanges: e.coverage.ranges, cachedBytes: e.coverage.count, hits: e.hits,
                     misses: e.misses, bytesFromCache: e.bytesFromCache, bytesFromOrigin: e.bytesFromOrigin,
@@ -16,15 +44,15 @@ extension EngineCore {
 
     func status(url: String) -> EntryStatus? {
         guard let key = try? configuration.keyRules.key(for: url) else { return nil }
-        loadNow(key)
-        let shard = shard(for: key)
+        loader.loadNow(key)
+        let shard = shards.of(key)
         return shard.locked { $0[key].flatMap { $0.isPersisted ? status(of: $0) : nil } }
     }
 
     /// The index row id of `url`'s entry, if it has one.
     func entryID(url: String) -> Int64? {
         guard let key = try? configuration.keyRules.key(for: url) else { return nil }
-        if let id = shard(for: key).locked({ $0[key].flatMap { $0.isPersisted ? $0.id : nil } }) { return id }
+        if let id = shards.of(key).locked({ $0[key].flatMap { $0.isPersisted ? $0.id : nil } }) { return id }
         return (try? store.index.storedRow(key: key.string))?.id
     }
 
@@ -40,7 +68,7 @@ extension EngineCore {
             for x in page.extents { coverage[x.entryID, default: RangeSet()].insert(x.start..<x.end) }
             for r in page.entries {
                 let key = CacheKey(rawValue: r.key)
-                if let s = shard(for: key).locked({ $0[key].flatMap { $0.isPersisted ? status(of: $0) : nil } }) {
+                if let s = shards.of(key).locked({ $0[key].flatMap { $0.isPersisted ? status(of: $0) : nil } }) {
                     out.append(s)
                     continue
                 }
@@ -66,7 +94,7 @@ extension EngineCore {
 
     /// Bytes from the running total, entries from the index.
     var usage: CacheUsage {
-        CacheUsage(bytes: totalBytes, capacity: configuration.capacity, entries: (try? store.index.entryCount()) ?? 0)
+        CacheUsage(bytes: evictor.totalBytes, capacity: configuration.capacity, entries: (try? store.index.entryCount()) ?? 0)
     }
 
     func remove(url: String) throws {
@@ -75,8 +103,8 @@ extension EngineCore {
 
     /// Forgets the entry of `key` (`url`: how the error names it), loaded first if it is not in memory.
     func remove(key: CacheKey, url: String) throws {
-        loadNow(key)
-        let shard = shard(for: key)
+        loader.loadNow(key)
+        let shard = shards.of(key)
         guard let e = shard.locked({ $0[key].flatMap { $0.isPersisted ? $0.handle : nil } }) else {
             throw CacheError.notFound(url: url, status: 0)
         }
@@ -93,8 +121,8 @@ extension EngineCore {
             var victims: [(Shard, EntryHandle)] = []
             for (_, k) in page {
                 let key = CacheKey(rawValue: k)
-                loadNow(key)
-                let shard = shard(for: key)
+                loader.loadNow(key)
+                let shard = shards.of(key)
                 if let h = shard.locked({ $0[key]?.handle }) { victims.append((shard, h)) }
             }
             guard !victims.isEmpty else { break }
@@ -113,9 +141,9 @@ extension EngineCore {
                 }
                 store.forgetFiles(of: handle)
                 if case let .leave(opens) = action {
-                    addBytes(-e.coverage.count)
+                    evictor.addBytes(-e.coverage.count)
                     evictor.scanShare.add(-e.scanBytes)
-                    answer(opens, .failure(.cancelled))
+                    versions.answer(opens, .failure(.cancelled))
                 }
                 let (waiters, ids) = e.machine.stopped(dropBytes: true)
                 return (waiters.map(\.completion), fetches.stop(ids), persisted ? (e.id, e.info.generation) : nil)
@@ -138,10 +166,10 @@ extension EngineCore {
             keys += page.map { CacheKey(rawValue: $0.key) }
         }
         for key in keys {
-            loadNow(key)
-            let shard = shard(for: key)
+            loader.loadNow(key)
+            let shard = shards.of(key)
             guard let e = shard.locked({ $0[key].flatMap { $0.isPersisted ? $0.handle : nil } }) else { continue }
-            defer { trim(shard) }
+            defer { loader.trim(shard) }
             // Removed since it was listed (nothing found): nothing of it to check.
             guard let (id, gen, url) = shard.locked({ $0[e].map { ($0.id, $0.info.generation, $0.info.url) } }) else { continue }
             let extents: [CacheIndex.ExtentRow]
@@ -151,9 +179,9 @@ extension EngineCore {
             }
             for x in extents {
                 let range = x.start..<x.end
-                shard.locked { $0[e]?.pin(slices(of: range), generation: gen) }
+                shard.locked { $0[e]?.pin(store.slices(of: range), generation: gen) }
                 let result = store.check(x)
-                shard.locked { $0[e]?.unpin(slices(of: range), generation: gen) }
+                shard.locked { $0[e]?.unpin(store.slices(of: range), generation: gen) }
                 report.extentsChecked += 1
                 report.bytesChecked += range.length
                 let problem: String
@@ -161,12 +189,12 @@ extension EngineCore {
                 case .matches: continue
                 case .differs: problem = "checksum mismatch"
                 case let .unreadable(e):
-                    logUnreadable(e)
+                    answers.logUnreadable(e)
                     problem = "\(e.cacheError)"
                 }
                 report.problems.append("\(url) bytes \(x.start)-\(x.end - 1): \(problem); dropped")
                 store.dropExtents([x])
-                forget(entry: e, shard: shard, range: range, generation: gen)
+                answers.forget(entry: e, shard: shard, range: range, generation: gen)
             }
         }
         return report

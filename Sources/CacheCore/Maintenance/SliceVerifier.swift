@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// Verified bytes: a slice that was on disk before this start is served only once its extents
 /// matched their checksums.
@@ -17,12 +18,29 @@ import Foundation
 /// Not covered: bytes another program changes in a data file after their slice was checked
 /// (a daemon has it open; the check runs once per slice and start), and bytes the kernel still
 /// has in its page cache from before a change on disk.
-extension EngineCore {
+///
+/// Threads: `verify` on a job of `pool` with `EngineCore.verifyKey`, blocking on the data file's
+/// reads and hashing with no lock held; the rest under the entry's shard lock, as each says.
+final class SliceVerifier: Sendable {
+    private let configuration: CacheConfiguration
+    private let store: SliceStore
+    private let answers: ReadAnswers
+    private let metrics: CacheMetrics
+    private let logger: Logger
+
+    init(configuration: CacheConfiguration, store: SliceStore, answers: ReadAnswers, metrics: CacheMetrics, logger: Logger) {
+        self.configuration = configuration
+        self.store = store
+        self.answers = answers
+        self.metrics = metrics
+        self.logger = logger
+    }
+
     /// The slices of `range` that must be checked before their bytes are served. Call under the
     /// shard lock.
     func unverifiedSlices(_ entry: EntryState, in range: Range<Int64>) -> [Int64] {
         guard !entry.unverified.isEmpty, !range.isEmpty else { return [] }
-        return slices(of: range).filter { entry.unverified.contains($0) }
+        return store.slices(of: range).filter { entry.unverified.contains($0) }
     }
 
     /// How many slices past a read are checked ahead of its reader (a film read after a restart
@@ -38,7 +56,7 @@ extension EngineCore {
     }
 
     /// Checks `slices` of `entry` (at `generation`) against their recorded checksums. Blocking:
-    /// call from a job of `pool` with `verifyKey`. Returns the bytes found damaged (dropped, to be fetched again).
+    /// call from a job of `pool` with `EngineCore.verifyKey`. Returns the bytes found damaged (dropped, to be fetched again).
     @discardableResult
     func verify(_ entry: EntryHandle, shard: Shard, slices asked: [Int64], generation: Int64) -> Int64 {
         // Only what is still unchecked: reads of one slice queue a check each (the kernel's
@@ -68,7 +86,7 @@ extension EngineCore {
                 case .matches: break
                 case .differs: bad.append(x)
                 case let .unreadable(e):
-                    logUnreadable(e)
+                    answers.logUnreadable(e)
                     bad.append(x)
                 }
             }
@@ -91,7 +109,7 @@ extension EngineCore {
             // The whole slice goes, rows and coverage (coverage is forgotten per slice): its
             // other extents are fine, but cheap to fetch again.
             store.dropExtents(extents.filter { $0.slice == slice })
-            forget(entry: entry, shard: shard, range: range, generation: generation)
+            answers.forget(entry: entry, shard: shard, range: range, generation: generation)
             markVerified(slice, of: entry, shard: shard, generation: generation)
         }
         return damaged
