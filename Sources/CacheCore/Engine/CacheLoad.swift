@@ -8,7 +8,7 @@ import Glibc
 /// and the scan share's, counted into `Evictor`; the last generation handed out), and slice
 /// files of the layout before data files moved in (once per cache: a listing of every data
 /// file is not a start's work). No entry is loaded: each is loaded when first looked up
-/// (`EntryLoading`), its data file checked then (`StartupCheck.check`); versions no row is at
+/// (`EntryLoader`), its data file checked then (`StartupCheck.check`); versions no row is at
 /// and files no row describes are cleaned up after the start, in the background
 /// (`cleanUpAfterStart`). Runs once, on the thread that makes the engine, before the sweeper
 /// starts and before any reader or transfer exists.

@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 
 /// The index read an entry or a summary at a time, for an engine that keeps in memory only the
-/// entries in use (`EntryLoading`): what the start needs (the totals, the last generation) as
+/// entries in use (`EntryLoader`): what the start needs (the totals, the last generation) as
 /// summaries, one entry's row and extents when it is looked up, and the oldest entries' slices
 /// for eviction, in last-access order on `entry_access`. Each costs the same whatever the cache
 /// holds, except the start's sums (one pass over the extent rows, no entry built).

@@ -93,7 +93,7 @@ final class CacheIndex: Sendable {
     /// SQLite opens the database by path, once, at the engine's start (with both locks taken);
     /// its connections then keep their descriptors. Reader connections opened later by path
     /// could in theory meet a replaced directory's index: what they read is only checked against
-    /// the held data files' bytes (`EngineCore+Verify`), so a foreign row drops bytes, never
+    /// the held data files' bytes (`SliceVerifier`), so a foreign row drops bytes, never
     /// serves them.
     /// - Parameter readOnly: a snapshot's view (`CacheSnapshot`): the database must exist and is
     ///   opened read-only; nothing is created, migrated or set aside (no reserve). The process
