@@ -117,9 +117,10 @@ final class FileSystemCore: Sendable {
     let options: MountOptions
     let logger: Logger
     /// The mount's time, given by whoever builds it (the executable: the engine's clock; tests
-    /// their own): its monotonic clock times listings, its scheduler runs the deadlines, and its
-    /// wall clock dates what users see (the mount's and the `.url/` folders' mtimes) and ages
-    /// listings, whose dates come from the cache's index and outlive a restart.
+    /// their own): its monotonic clock times listing fetches, its scheduler runs the deadlines,
+    /// and its wall clock dates what users see (the mount's and the `.url/` folders' mtimes) and
+    /// ages listings. A listing's age is set back by whole TTLs ("expired now": `now - TTL`),
+    /// which a monotonic instant cannot be near boot, when a mount from fstab starts.
     let clock: EngineClock
     let mountTime: Date
     /// Listings larger than this are refused (`ListingFetch.limit`).
