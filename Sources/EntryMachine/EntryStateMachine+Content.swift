@@ -265,13 +265,13 @@ extension EntryStateMachine {
 
     /// `readRequested(_:facts:inflight:…)` on the entry's own transfers.
     package mutating func readRequested(_ read: ReadRequest, facts: ReadFacts, progress: inout ReaderProgress,
-                                now: Double, uptime: Double,
+                                now: Double, monotonic: MonotonicInstant,
                                 readAheadRule: (inout ReaderProgress, Range<Int64>, RangeSet,
                                                 [ReadPlanner.RunningFetch]) -> AccessPattern,
                                 streamSize: (Int64, Double?) -> Int64?, makeFetchID: () -> Int,
                                 makeReply: (Range<Int64>) -> any WaiterReply) -> ReadAction {
         lendingInflight { m, table in
-            m.readRequested(read, facts: facts, inflight: &table, progress: &progress, now: now, uptime: uptime,
+            m.readRequested(read, facts: facts, inflight: &table, progress: &progress, now: now, monotonic: monotonic,
                             readAheadRule: readAheadRule, streamSize: streamSize, makeFetchID: makeFetchID,
                             makeReply: makeReply)
         }

@@ -10,9 +10,9 @@ import CoreTypes
 /// (`ReadFacts`): the entry's version, coverage, pending bytes and unchecked slices, which other
 /// steps write. The in-flight table it is handed `inout` (transfers move it too). No locks, no
 /// clock, no I/O: the engine calls it under the shard lock and carries out what it returns (pins,
-/// launches, cancels, answers). Time comes in as parameters: `now` (the injected clock's seconds:
-/// deadlines, last access, transfer rates) and `uptime` (monotonic seconds: how a reader
-/// consumes, how long a read waited). The reader's read-ahead rule, the stream size and fetch ids
+/// launches, cancels, answers). Time comes in as parameters: `now` (the injected wall clock's
+/// seconds: last access, transfer rates) and `monotonic` (the injected monotonic clock: a read's
+/// deadline and the retry window, how a reader consumes, how long a read waited). The reader's read-ahead rule, the stream size and fetch ids
 /// come in as non-escaping functions, as `openRequested`'s `makeFetchID` does.
 extension EntryStateMachine {
     /// What a read asks for, and of whom.
@@ -55,9 +55,10 @@ extension EntryStateMachine {
         /// Slices on disk since before this start not checked yet.
         package var unverified: Set<Int64>
         package var sliceSize: Int64
-        package var readTimeout: Double
+        /// How long a read may wait for its bytes (`--read-timeout`).
+        package var readTimeout: Duration
 
-        package init(generation: Int64, length: Int64? = nil, acceptsRanges: Bool, coverage: RangeSet, pending: PendingBytes, unverified: Set<Int64>, sliceSize: Int64, readTimeout: Double) {
+        package init(generation: Int64, length: Int64? = nil, acceptsRanges: Bool, coverage: RangeSet, pending: PendingBytes, unverified: Set<Int64>, sliceSize: Int64, readTimeout: Duration) {
             self.generation = generation
             self.length = length
             self.acceptsRanges = acceptsRanges
@@ -143,13 +144,14 @@ extension EntryStateMachine {
     ///   - makeReply: the engine's part of a `Waiter` for the range it waits for (how it is
     ///     answered), taken only when the read must wait.
     mutating func readRequested(_ read: ReadRequest, facts: ReadFacts, inflight: inout InFlightTable,
-                                progress: inout ReaderProgress, now: Double, uptime: Double,
+                                progress: inout ReaderProgress, now: Double, monotonic: MonotonicInstant,
                                 readAheadRule: (inout ReaderProgress, Range<Int64>, RangeSet,
                                                 [ReadPlanner.RunningFetch]) -> AccessPattern,
                                 streamSize: (Int64, Double?) -> Int64?,
                                 makeFetchID: () -> Int, makeReply: (Range<Int64>) -> any WaiterReply) -> ReadAction {
         guard !progress.closed else { return ReadAction(.fail(.cancelled)) }
         guard isLive else { return ReadAction(.fail(.removed)) }
+        let uptime = monotonic.seconds
         guard facts.generation == read.generation else { return ReadAction(.fail(.remoteChanged)) }
         let wanted = read.offset.addingClamped(Int64(max(0, read.length)))  // offsets come from clients and the kernel
         let end = facts.length.map { min($0, wanted) } ?? wanted
@@ -168,7 +170,7 @@ extension EntryStateMachine {
         }
         // Bytes waiting for the writer count as present: their transfer has passed them.
         let present = facts.pending.adding(to: facts.coverage)
-        if reads.timedOutLately(reader: read.reader, overlapping: request, now: now), !present.contains(request) {
+        if reads.timedOutLately(reader: read.reader, overlapping: request, now: monotonic), !present.contains(request) {
             action.answer = .fail(.timedOut)
             return action
         }
@@ -221,7 +223,7 @@ extension EntryStateMachine {
         } else {
             reads.misses += 1
             let waiter = Waiter(reader: read.reader, range: request, generation: read.generation,
-                                deadline: now + facts.readTimeout, since: uptime, reply: makeReply(request))
+                                deadline: monotonic + facts.readTimeout, since: monotonic, reply: makeReply(request))
             waiter.waitClass = read.bulk ? nil : read.waitClass
             waiter.readerClass = read.readerClass
             action.holdPending = facts.pending.views(in: request)
@@ -268,9 +270,9 @@ extension EntryStateMachine {
         var waiting: [(range: Range<Int64>, since: Double)] = [], scanning: [(range: Range<Int64>, since: Double)] = []
         for w in reads.waiters {
             if w.waitClass == .waiting {
-                waiting.append((w.range, w.since))
+                waiting.append((w.range, w.since.seconds))
             } else if w.waitClass == .waitedScan {
-                scanning.append((w.range, w.since))
+                scanning.append((w.range, w.since.seconds))
             }
         }
         return inflight.prioritize(waiting: waiting, scanning: scanning, now: uptime)
@@ -306,10 +308,11 @@ package struct EntryReads {
     package struct TimedOut: Equatable {
         package var reader: Int
         package var range: Range<Int64>
-        package var at: Double
+        /// When, on the monotonic clock (as the deadlines).
+        package var at: MonotonicInstant
     }
     /// How long a read that timed out is remembered.
-    package static let retryWindow = 2.0
+    package static let retryWindow = Duration.seconds(2)
     /// Bytes that arrived while no read waited for them (read-ahead), not read since: what a
     /// read takes from here counts as read-ahead that was read (`CacheMetrics`).
     package var unreadAhead = RangeSet()
@@ -329,7 +332,7 @@ package struct EntryReads {
     /// Reads since the start, by the door of their reader (for the status page).
     package var readsByDoor = DoorReads()
 
-    package func timedOutLately(reader: Int, overlapping request: Range<Int64>, now: Double) -> Bool {
+    package func timedOutLately(reader: Int, overlapping request: Range<Int64>, now: MonotonicInstant) -> Bool {
         !timedOut.isEmpty && timedOut.contains {
             $0.reader == reader && $0.range.overlaps(request) && now - $0.at <= Self.retryWindow
         }

@@ -7,8 +7,9 @@ import CoreTypes
 extension EntryStateMachine {
     /// Takes out the waiters whose deadline is `now` or earlier, in the order they came, and
     /// notes them as timed out at `now` (forgetting those noted more than `retryWindow` ago).
-    /// The engine fails them (`timeout`), unpins their ranges and notes the error.
-    package mutating func tick(now: Double) -> [Waiter] {
+    /// The engine fails them (`timeout`), unpins their ranges and notes the error. `now`: the
+    /// engine clock's monotonic time, which deadlines are on.
+    package mutating func tick(now: MonotonicInstant) -> [Waiter] {
         guard reads.waiters.contains(where: { $0.deadline <= now }) else { return [] }
         let late = reads.waiters.filter { $0.deadline <= now }
         reads.waiters.removeAll { $0.deadline <= now }

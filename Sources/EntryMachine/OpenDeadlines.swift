@@ -16,12 +16,13 @@ package enum OpenDeadlines {
     ///   - opens: the opens waiting, each with its deadline; those answered meanwhile and those
     ///     past their deadline leave it.
     ///   - abandoned: by key, the URL last asked and when its transfer is stopped.
+    ///   - now: the engine clock's monotonic time, which every deadline here is on.
     ///   - isAnswered: whether an open was answered meanwhile.
     ///   - key: the cache key of a URL (nil: none; such an open is never abandoned).
     /// - Returns: the opens that fail now (`late`, in order), and the URLs whose transfers stop.
-    package static func tick<Answer>(opens: inout [(deadline: Double, url: String, answer: Answer)],
-                             abandoned: inout [CacheKey: (url: String, at: Double)],
-                             now: Double, grace: Double,
+    package static func tick<Answer>(opens: inout [(deadline: MonotonicInstant, url: String, answer: Answer)],
+                             abandoned: inout [CacheKey: (url: String, at: MonotonicInstant)],
+                             now: MonotonicInstant, grace: Duration,
                              isAnswered: (Answer) -> Bool,
                              key: (String) -> CacheKey?) -> (late: [(url: String, answer: Answer)], stop: [String]) {
         var late: [(url: String, answer: Answer)] = []

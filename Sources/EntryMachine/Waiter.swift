@@ -14,10 +14,12 @@ package final class Waiter {
     package let range: Range<Int64>
     /// The version the read belongs to: its bytes come from this generation or not at all.
     package let generation: Int64
-    package let deadline: Double
-    /// When it began waiting (uptime seconds): how long the oldest waiting read of a transfer has
-    /// waited tells the fetcher whether read-ahead must yield to it.
-    package let since: Double
+    /// When it times out, on the monotonic clock: a wall clock set back or forward must not
+    /// move it (the sweeper's tick compares it with the engine clock's `monotonic`).
+    package let deadline: MonotonicInstant
+    /// When it began waiting, on the same clock: how long the oldest waiting read of a transfer
+    /// has waited tells the fetcher whether read-ahead must yield to it.
+    package let since: MonotonicInstant
     /// The class its wait gives the transfers it waits on (`ReaderClass.waitedFetchClass`):
     /// `.waiting` for a player's, `.waitedScan` for a scanner's; nil for a warm-up's, whose
     /// transfer keeps the lowest class.
@@ -28,7 +30,7 @@ package final class Waiter {
     /// How it is answered, and the bytes that reached it: the engine's.
     package let reply: any WaiterReply
 
-    init(reader: Int, range: Range<Int64>, generation: Int64, deadline: Double, since: Double, reply: any WaiterReply) {
+    init(reader: Int, range: Range<Int64>, generation: Int64, deadline: MonotonicInstant, since: MonotonicInstant, reply: any WaiterReply) {
         self.reader = reader
         self.range = range
         self.generation = generation

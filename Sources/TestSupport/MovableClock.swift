@@ -27,3 +27,15 @@ extension EngineClock {
     /// get `EngineClock.system` from the executable's wiring and nowhere else.
     public static var realTime: EngineClock { .system }
 }
+
+extension EngineClock {
+    /// Time that moves only with `scheduler.advance(by:)` (a `Scheduler.manual()`): its monotonic
+    /// clock is the scheduler's, its wall clock `wallStart` plus as much. The engine's timers (the
+    /// sweeper's tick, which fails late reads and opens) run on the test's thread as it advances,
+    /// each at its own time; a scheduler never advanced is a clock that stands still.
+    public static func manual(_ scheduler: Scheduler, wallStart: Date = Date(timeIntervalSince1970: 1_900_000_000)) -> EngineClock {
+        let origin = scheduler.now
+        return EngineClock(wall: { wallStart + (scheduler.now - origin).timeInterval }, monotonic: { scheduler.now },
+                           scheduler: scheduler)
+    }
+}

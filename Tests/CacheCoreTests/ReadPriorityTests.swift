@@ -152,16 +152,15 @@ final class ReadPriorityTests: GatedEngineTestCase {
 }
 
 /// One timeout per read: the kernel's retry of a read-ahead that timed out fails at once. On the
-/// engine's injected clock, which the sweeper's tick reads too (the table is
+/// engine's injected clock, a manual scheduler the test advances: the sweeper's tick runs on it,
+/// so a read fails when that clock passes its deadline (the table is
 /// `EntryStateMachineReadTests.testTick`).
 final class ReadTimeoutRetryTests: GatedEngineTestCase {
-    /// A clock that moves only when told to.
     func testTheSameReadersRetryOfATimedOutReadFailsAtOnceAndAnotherReaderWaits() throws {
         let source = GatedSource()
-        let clock = MovableClock(start: Date())
+        let time = Scheduler.manual()
         var configuration = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0,
-                                               sliceSize: 1 << 20, readTimeout: 10, initialReadAhead: 0, engineClock: .realTime)
-        configuration.clock = { clock.now }
+                                               sliceSize: 1 << 20, readTimeout: 10, initialReadAhead: 0, engineClock: .manual(time))
         let cache = try CacheEngine(configuration: configuration, source: source)
         defer { source.finishAll(); cache.shutdown() }
         let info = try open(cache, source)
@@ -169,11 +168,9 @@ final class ReadTimeoutRetryTests: GatedEngineTestCase {
         let timedOut = expectation(description: "first read times out")
         let first = ResultBox<[UInt8]>()
         reader.read(offset: 1 << 20, length: 65536) { first.set($0); timedOut.fulfill() }
-        clock.advance(9)
-        cache.core.expireWaiters(now: clock.now.timeIntervalSince1970)
+        time.advance(by: .seconds(9))
         XCTAssertEqual(waiting(cache), 1, "within the read timeout (10 s) it waits")
-        clock.advance(1)
-        cache.core.expireWaiters(now: clock.now.timeIntervalSince1970)
+        time.advance(by: .seconds(1))
         wait(for: [timedOut], timeout: 5)
         XCTAssertThrowsError(try first.get())
 
@@ -189,7 +186,7 @@ final class ReadTimeoutRetryTests: GatedEngineTestCase {
         XCTAssertEqual(waiting(cache), 1, "another open's read waits for the bytes, as any read does")
 
         // Past the retry window the same reader's read waits again.
-        clock.advance(EntryReads.retryWindow + 1)
+        time.advance(by: EntryReads.retryWindow + .seconds(1))
         let later = expectation(description: "a read after the window, cancelled at its close")
         reader.read(offset: (1 << 20) + 8192, length: 4096) { _ in later.fulfill() }
         XCTAssertEqual(waiting(cache), 2)

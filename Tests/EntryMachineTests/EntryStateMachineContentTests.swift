@@ -270,8 +270,8 @@ final class EntryStateMachineContentTests: XCTestCase {
             var progress = ReaderProgress(readAhead: 0)
             _ = m.readRequested(.init(reader: 1, readerClass: .player, door: .fuse, generation: 1, offset: 3 * mb + 50, length: 100),
                                 facts: .init(generation: 1, length: 4 * mb, acceptsRanges: true, coverage: RangeSet(),
-                                             pending: m.content.pending, unverified: [], sliceSize: mb, readTimeout: 10),
-                                progress: &progress, now: 60, uptime: 1,
+                                             pending: m.content.pending, unverified: [], sliceSize: mb, readTimeout: .seconds(10)),
+                                progress: &progress, now: 60, monotonic: MonotonicInstant(nanoseconds: 1_000_000_000),
                                 readAheadRule: { _, _, _, _ in .first }, streamSize: { _, _ in nil },
                                 makeFetchID: { ids += 1; return ids }, makeReply: { _ in NoReply() })
             let written = m.writeCompleted([kept, refused], written: [kept.range], generation: generation,

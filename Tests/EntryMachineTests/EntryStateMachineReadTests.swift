@@ -6,11 +6,14 @@ import XCTest
 /// table of what the entry holds and what the machine says, then time passing (`tick`), bytes
 /// landing (`waitersWoken`), another version (`staleWaitersRemoved`), a transfer ending
 /// (`waitersReplanned`) and a reader closing (`readerClosed`). Reader 1 reads a file of 10 MB at
-/// version 7, in slices of 1 MB; fetch ids handed out start at 100; `now` is 1000.
+/// version 7, in slices of 1 MB; fetch ids handed out start at 100; `now` is 1000 on the wall
+/// clock, 50 s (`at(0)`) on the monotonic one that deadlines are on.
 final class EntryStateMachineReadTests: XCTestCase {
     typealias Machine = EntryStateMachine<Int>
     static let mb: Int64 = 1 << 20
     static let now = 1000.0
+    /// `seconds` from the monotonic clock's now (50 s).
+    static func at(_ seconds: Double) -> MonotonicInstant { MonotonicInstant(nanoseconds: UInt64((50 + seconds) * 1e9)) }
     static let newID = 100
 
     /// What an action says, in a form a table can compare.
@@ -53,8 +56,8 @@ final class EntryStateMachineReadTests: XCTestCase {
                             end: range.upperBound, interest: interest, pinned: false, startedAt: now)
     }
 
-    static func waiter(_ range: Range<Int64>, reader: Int = 1, generation: Int64 = 7, deadline: Double = now + 10) -> Waiter {
-        Waiter(reader: reader, range: range, generation: generation, deadline: deadline, since: 0, reply: NoReply())
+    static func waiter(_ range: Range<Int64>, reader: Int = 1, generation: Int64 = 7, deadline: MonotonicInstant = at(10)) -> Waiter {
+        Waiter(reader: reader, range: range, generation: generation, deadline: deadline, since: at(0), reply: NoReply())
     }
 
     struct Outcome {
@@ -83,12 +86,12 @@ final class EntryStateMachineReadTests: XCTestCase {
         progress.closed = closed
         let facts = Machine.ReadFacts(generation: e.generation, length: e.length, acceptsRanges: e.acceptsRanges,
                                       coverage: e.coverage, pending: PendingBytes(), unverified: e.unverified,
-                                      sliceSize: Self.mb, readTimeout: 10)
+                                      sliceSize: Self.mb, readTimeout: .seconds(10))
         let read = Machine.ReadRequest(reader: 1, readerClass: readerClass, readerEnd: nil, door: .fuse, waitClass: readerClass.waitedFetchClass,
                                        generation: generation, offset: range.lowerBound, length: Int(range.count))
         var ids = Self.newID - 1
         let action = machine.readRequested(read, facts: facts, inflight: &inflight, progress: &progress,
-                                           now: Self.now, uptime: 50,
+                                           now: Self.now, monotonic: Self.at(0),
                                            readAheadRule: { p, _, _, _ in p.readAhead = readAhead; return pattern },
                                            streamSize: { _, _ in nil }, makeFetchID: { ids += 1; return ids },
                                            makeReply: { _ in NoReply() })
@@ -143,14 +146,14 @@ final class EntryStateMachineReadTests: XCTestCase {
             Row(line: #line, entry: Entry(acceptsRanges: false), range: 4 * mb..<5 * mb, said: .wait(4 * mb..<5 * mb),
                 launches: [.init(start: 0, end: nil)]),
             // The kernel's retry of a read that timed out a moment ago fails at once…
-            Row(line: #line, entry: Entry(timedOut: [.init(reader: 1, range: 0..<mb, at: Self.now - 1)]), range: 0..<mb,
+            Row(line: #line, entry: Entry(timedOut: [.init(reader: 1, range: 0..<mb, at: Self.at(-1))]), range: 0..<mb,
                 said: .fail(.timedOut)),
             // …but not once the bytes are here, nor after the retry window, nor another reader's.
-            Row(line: #line, entry: Entry(coverage: whole, timedOut: [.init(reader: 1, range: 0..<mb, at: Self.now - 1)]),
+            Row(line: #line, entry: Entry(coverage: whole, timedOut: [.init(reader: 1, range: 0..<mb, at: Self.at(-1))]),
                 range: 0..<mb, said: .hit(0..<mb, runs: "d")),
-            Row(line: #line, entry: Entry(timedOut: [.init(reader: 1, range: 0..<mb, at: Self.now - 3)]), range: 0..<mb,
+            Row(line: #line, entry: Entry(timedOut: [.init(reader: 1, range: 0..<mb, at: Self.at(-3))]), range: 0..<mb,
                 said: .wait(0..<mb), launches: [.init(start: 0, end: mb)]),
-            Row(line: #line, entry: Entry(timedOut: [.init(reader: 2, range: 0..<mb, at: Self.now - 1)]), range: 0..<mb,
+            Row(line: #line, entry: Entry(timedOut: [.init(reader: 2, range: 0..<mb, at: Self.at(-1))]), range: 0..<mb,
                 said: .wait(0..<mb), launches: [.init(start: 0, end: mb)]),
         ]
         for row in rows {
@@ -184,8 +187,8 @@ final class EntryStateMachineReadTests: XCTestCase {
         XCTAssertEqual(miss.machine.reads.misses, 1)
         XCTAssertEqual(miss.machine.reads.hits, 0)
         XCTAssertEqual(miss.machine.reads.waiters.map(\.range), [0..<mb])
-        XCTAssertEqual(miss.machine.reads.waiters.first?.deadline, Self.now + 10)
-        XCTAssertEqual(miss.machine.reads.waiters.first?.since, 50)
+        XCTAssertEqual(miss.machine.reads.waiters.first?.deadline, Self.at(10), "the read timeout from now, on the monotonic clock")
+        XCTAssertEqual(miss.machine.reads.waiters.first?.since, Self.at(0))
         XCTAssertEqual(miss.action.pinned, 0..<mb)
 
         // Nothing is recorded for a read that is not served.
@@ -269,7 +272,7 @@ final class EntryStateMachineReadTests: XCTestCase {
             let e = row.entry
             let facts = Machine.ReadFacts(generation: e.generation, length: e.length, acceptsRanges: true, coverage: e.coverage,
                                           pending: PendingBytes(), unverified: e.unverified,
-                                          sliceSize: mb, readTimeout: 10)
+                                          sliceSize: mb, readTimeout: .seconds(10))
             let got = machine.cachedReadRequested(offset: row.range.lowerBound, length: Int(row.range.count),
                                                   generation: row.generation, closed: row.closed, facts: facts, now: Self.now)
             XCTAssertEqual(got, row.answered, line: row.line)
@@ -285,22 +288,22 @@ final class EntryStateMachineReadTests: XCTestCase {
     func testTick() {
         struct Row {
             var line: UInt
-            var deadlines: [Double]
-            var timedOutBefore: [Double] = []
-            var now: Double
-            var late: [Double]
-            var timedOutAfter: [Double]
+            var deadlines: [MonotonicInstant]
+            var timedOutBefore: [MonotonicInstant] = []
+            var now: MonotonicInstant
+            var late: [MonotonicInstant]
+            var timedOutAfter: [MonotonicInstant]
         }
-        let t = Self.now
+        let t = Self.at(0)
         let rows: [Row] = [
             Row(line: #line, deadlines: [], now: t, late: [], timedOutAfter: []),
-            Row(line: #line, deadlines: [t + 1], now: t, late: [], timedOutAfter: []),
+            Row(line: #line, deadlines: [Self.at(1)], now: t, late: [], timedOutAfter: []),
             Row(line: #line, deadlines: [t], now: t, late: [t], timedOutAfter: [t]),
-            Row(line: #line, deadlines: [t - 1, t + 1, t - 2], now: t, late: [t - 1, t - 2], timedOutAfter: [t, t]),
+            Row(line: #line, deadlines: [Self.at(-1), Self.at(1), Self.at(-2)], now: t, late: [Self.at(-1), Self.at(-2)], timedOutAfter: [t, t]),
             // Older timeouts are forgotten past the window, kept within it.
-            Row(line: #line, deadlines: [t], timedOutBefore: [t - 3, t - 1], now: t, late: [t], timedOutAfter: [t - 1, t]),
+            Row(line: #line, deadlines: [t], timedOutBefore: [Self.at(-3), Self.at(-1)], now: t, late: [t], timedOutAfter: [Self.at(-1), t]),
             // Nothing late: nothing forgotten either (the next late read does that).
-            Row(line: #line, deadlines: [t + 1], timedOutBefore: [t - 3], now: t, late: [], timedOutAfter: [t - 3]),
+            Row(line: #line, deadlines: [Self.at(1)], timedOutBefore: [Self.at(-3)], now: t, late: [], timedOutAfter: [Self.at(-3)]),
         ]
         for row in rows {
             var machine = Machine(persisted: true)

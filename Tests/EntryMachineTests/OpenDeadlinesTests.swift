@@ -3,11 +3,11 @@ import CoreTypes
 import XCTest
 
 /// The sweeper's tick for opens waiting and transfers nobody opens any more, with no engine:
-/// each row is the tables before, the tick at `now` (1000), and what fails, stops and stays.
-/// Opens are numbers (odd: answered meanwhile); URLs `a` and `a2` are one file (key `A`); the
-/// grace is 60 s.
+/// each row is the tables before, the tick at `now` (1000 s on the monotonic clock), and what
+/// fails, stops and stays. Times in the rows are seconds from `now`; opens are numbers (odd:
+/// answered meanwhile); URLs `a` and `a2` are one file (key `A`); the grace is 60 s.
 final class OpenDeadlinesTests: XCTestCase {
-    typealias Open = (deadline: Double, url: String, answer: Int)
+    typealias Open = (deadline: MonotonicInstant, url: String, answer: Int)
 
     func testTick() {
         struct Row {
@@ -19,7 +19,9 @@ final class OpenDeadlinesTests: XCTestCase {
             var opensAfter: [Int] = []
             var abandonedAfter: [String: Double] = [:]
         }
-        let now = 1000.0
+        /// `seconds` from now.
+        func at(_ seconds: Double) -> MonotonicInstant { MonotonicInstant(nanoseconds: UInt64((1000 + seconds) * 1e9)) }
+        let now = 0.0
         let rows: [Row] = [
             Row(line: #line),
             // Before its deadline an open waits; one answered meanwhile leaves.
@@ -39,18 +41,18 @@ final class OpenDeadlinesTests: XCTestCase {
             Row(line: #line, opens: [(now, "bad", 2)], late: [2]),
         ]
         for row in rows {
-            var opens: [Open] = row.opens.map { (deadline: $0.0, url: $0.1, answer: $0.2) }
-            var abandoned: [CacheKey: (url: String, at: Double)] = [:]
-            for (k, a) in row.abandoned { abandoned[CacheKey(rawValue: k)] = (url: a.0, at: a.1) }
+            var opens: [Open] = row.opens.map { (deadline: at($0.0), url: $0.1, answer: $0.2) }
+            var abandoned: [CacheKey: (url: String, at: MonotonicInstant)] = [:]
+            for (k, a) in row.abandoned { abandoned[CacheKey(rawValue: k)] = (url: a.0, at: at(a.1)) }
             let (late, stop) = OpenDeadlines.tick(
-                opens: &opens, abandoned: &abandoned, now: now, grace: 60, isAnswered: { $0 % 2 == 1 },
+                opens: &opens, abandoned: &abandoned, now: at(now), grace: .seconds(60), isAnswered: { $0 % 2 == 1 },
                 key: { url in url == "bad" ? nil : CacheKey(rawValue: url.hasPrefix("a") ? "A" : url.uppercased()) })
             XCTAssertEqual(late.map(\.answer), row.late, line: row.line)
             XCTAssertEqual(late.map(\.url), row.opens.filter { row.late.contains($0.2) }.map(\.1), line: row.line)
             XCTAssertEqual(stop, row.stop, line: row.line)
             XCTAssertEqual(opens.map(\.answer), row.opensAfter, line: row.line)
             XCTAssertEqual(Dictionary(uniqueKeysWithValues: abandoned.map { ($0.key.string, $0.value.at) }),
-                           row.abandonedAfter, line: row.line)
+                           row.abandonedAfter.mapValues(at), line: row.line)
         }
     }
 }

@@ -27,7 +27,7 @@ extension ChangeCommandTests {
         // The shell's own descriptors, as `ls -l` shows them (`; true`: it forks for `ls`, so $$
         // stays the shell). dash keeps one of its own (fd 10, a copy of its input).
         let out = dir.path + "/fds"
-        let command = ChangeCommand(command: "ls -l /proc/$$/fd > '\(out)'; true", timeout: 30, logger: logger)
+        let command = ChangeCommand(command: "ls -l /proc/$$/fd > '\(out)'; true", timeout: .seconds(30), timers: EngineClock.realTime.scheduler, logger: logger)
         XCTAssertEqual(run(command, ["/mnt/a.mkv"]), .exited(0))
         let listing = try String(contentsOfFile: out, encoding: .utf8)
         for held in ours {
@@ -42,7 +42,7 @@ extension ChangeCommandTests {
         XCTAssertEqual(mkfifo(fifo, 0o600), 0)
         // The shell and its background child both hold the fifo's write end: its reader sees
         // the end of it only once both are gone.
-        let command = ChangeCommand(command: "exec 3>'\(fifo)'; sleep 300 & echo up >&3; wait", timeout: 600, logger: logger)
+        let command = ChangeCommand(command: "exec 3>'\(fifo)'; sleep 300 & echo up >&3; wait", timeout: .seconds(600), timers: EngineClock.realTime.scheduler, logger: logger)
         let ended = DispatchSemaphore(value: 0)
         let outcome = LockedValue<ChangeCommand.Outcome?>(nil)
         command.run(paths: ["/mnt/a.mkv"]) { o in outcome.withLock { $0 = o }; ended.signal() }

@@ -23,20 +23,20 @@ final class ChangeCommandTests: XCTestCase {
         let dir = TemporaryDirectory(prefix: "httpcachefs-on-change")
         defer { dir.remove() }
         let out = dir.path + "/paths"
-        let command = ChangeCommand(command: "cat > '\(out)'", timeout: 30, logger: logger)
+        let command = ChangeCommand(command: "cat > '\(out)'", timeout: .seconds(30), timers: EngineClock.realTime.scheduler, logger: logger)
         XCTAssertEqual(run(command, ["/mnt/media/films/a b.mkv", "/mnt/media/shows/s01/e01.mkv"]), .exited(0))
         XCTAssertEqual(try String(contentsOfFile: out, encoding: .utf8), "/mnt/media/films/a b.mkv\n/mnt/media/shows/s01/e01.mkv\n")
     }
 
     func testAHangingCommandIsEndedAtItsTimeoutWithWhatItStarted() throws {
-        let command = ChangeCommand(command: "sleep 300 & sleep 300", timeout: 0.2, logger: logger)
+        let command = ChangeCommand(command: "sleep 300 & sleep 300", timeout: .milliseconds(200), timers: EngineClock.realTime.scheduler, logger: logger)
         XCTAssertEqual(run(command, ["/mnt/a.mkv"]), .timedOut)
-        let other = ChangeCommand(command: "exec sleep 300", timeout: 0.2, logger: logger)
+        let other = ChangeCommand(command: "exec sleep 300", timeout: .milliseconds(200), timers: EngineClock.realTime.scheduler, logger: logger)
         XCTAssertEqual(run(other, ["/mnt/a.mkv"]), .timedOut)
     }
 
     func testAFailingCommandIsReportedAndTheNextRunStillHappens() throws {
-        let command = ChangeCommand(command: "read line; test \"$line\" = /mnt/ok", timeout: 30, logger: logger)
+        let command = ChangeCommand(command: "read line; test \"$line\" = /mnt/ok", timeout: .seconds(30), timers: EngineClock.realTime.scheduler, logger: logger)
         XCTAssertEqual(run(command, ["/mnt/bad"]), .exited(1))
         XCTAssertEqual(run(command, ["/mnt/ok"]), .exited(0))
     }

@@ -14,8 +14,7 @@ final class CoreCalls {
     init(backend: MountBackend, tree: MountTreeSpec, options: MountOptions = MountOptions(), logger: Logger? = nil) {
         var logger = logger ?? Logger(label: "test.core")
         if logger.label == "test.core" { logger.logLevel = .critical }
-        let clock = clock
-        core = FileSystemCore(backend: backend, spec: tree, options: options, logger: logger, now: { clock.now })
+        core = FileSystemCore(backend: backend, spec: tree, options: options, clock: clock.engineClock, logger: logger)
     }
 
     /// Waits for one completion (bounded: a completion that never comes fails the test).

@@ -1,7 +1,9 @@
+import CacheCore
 import Glibc
 import Logging
 import XCTest
 @testable import FuseMount
+import TestSupport
 
 /// libfuse's complaints, as the user reads them.
 final class FuseLogTests: XCTestCase {
@@ -48,7 +50,7 @@ final class FuseLogTests: XCTestCase {
         var logger = Logger(label: "test")
         logger.logLevel = .critical
         let fs = FuseFileSystem(backend: FakeBackend(), tree: MountTreeSpec(byURL: true),
-                                options: MountOptions(fuseOptions: ["bogus_opt"]), logger: logger)
+                                options: MountOptions(fuseOptions: ["bogus_opt"]), clock: .realTime, logger: logger)
         XCTAssertThrowsError(try fs.mount(at: "/nonexistent-mountpoint")) { error in
             XCTAssertTrue("\(error)".hasPrefix("unknown mount option 'bogus_opt' (given with -o)"), "\(error)")
         }

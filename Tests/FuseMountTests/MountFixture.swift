@@ -1,8 +1,10 @@
+import CacheCore
 import Foundation
 import Glibc
 import Logging
 import XCTest
 @testable import FuseMount
+import TestSupport
 
 /// Real FUSE mounts need /dev/fuse and root here; without them the test says so and is skipped.
 func requireFuse(file: StaticString = #filePath, line: UInt = #line) throws {
@@ -28,7 +30,7 @@ final class InProcessMount: Sendable {
         try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
         var logger = Logger(label: "test.fuse")
         logger.logLevel = logLevel
-        fs = FuseFileSystem(backend: backend, tree: tree, options: options, logger: logger)
+        fs = FuseFileSystem(backend: backend, tree: tree, options: options, clock: .realTime, logger: logger)
         try fs.start(at: mountpoint)
     }
 

@@ -128,7 +128,7 @@ final class S3ListingTests: XCTestCase {
         let told = LockedValue(0)
         let done = expectation(description: "listed")
         ListingFetch.fetch(url: "http://127.0.0.1:9/paged/", through: PagedTransport(pages: pages), limit: 1 << 20, maxAge: 0,
-                           webDAVFirst: false, logger: Logger(label: "test"), progress: { told.withLock { $0 += 1 } }) { result in
+                           webDAVFirst: false, timers: Scheduler.manual(), logger: Logger(label: "test"), progress: { told.withLock { $0 += 1 } }) { result in
             XCTAssertEqual((try? result.get())?.entries.count, 3)
             done.fulfill()
         }
@@ -167,7 +167,7 @@ final class S3ListingTests: XCTestCase {
         let done = expectation(description: "listed")
         let box = LockedValue<Result<ListingFetch.Listing, CacheError>?>(nil)
         ListingFetch.fetch(url: url, through: transport, limit: 1 << 20, maxAge: 0, webDAVFirst: false,
-                           logger: Logger(label: "test")) { result in
+                           timers: Scheduler.manual(), logger: Logger(label: "test")) { result in
             box.withLock { $0 = result }
             done.fulfill()
         }

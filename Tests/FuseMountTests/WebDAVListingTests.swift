@@ -168,7 +168,7 @@ final class ListingFetchTests: XCTestCase {
         let done = expectation(description: "listed")
         let box = ResultBox<ListingFetch.Listing>()
         ListingFetch.fetch(url: url, through: backend, limit: 1 << 20, maxAge: 60, webDAVFirst: kinds.isWebDAV(url),
-                           logger: .init(label: "test")) { result in
+                           timers: Scheduler.manual(), logger: .init(label: "test")) { result in
             if case let .success(listing) = result { kinds.note(listing, url: url) }
             box.set(result)
             done.fulfill()

@@ -115,13 +115,17 @@ final class RcTests: XCTestCase {
                     },
                     fileURL: { _, path in path == "Films/a.mkv" ? "http://h/Films/a.mkv" : nil },
                     mountStats: { _ in (openFiles: 2, files: 5, dirs: 1) },
-                    cache: { ("/c", CacheUsage(bytes: 100, capacity: 1000, entries: 3), CacheMetrics(clock: .realTime).totals, Date()) },
+                    cache: { ("/c", CacheUsage(bytes: 100, capacity: 1000, entries: 3), CacheMetrics(clock: .realTime).totals,
+                              RcTests.now - 90) },
                     version: "1.2.3")
         }
     }
 
+    /// The rc's clock here: the cache started 90 s before it.
+    static let now = Date(timeIntervalSince1970: 1_700_000_000)
+
     private func answer(_ call: String, _ params: [String: RcValue], _ recorder: Recorder = Recorder()) async -> Result<RcValue, RcFailure> {
-        await RcCalls.answer(RcRequest(call: call, params: params), hooks: recorder.hooks, jobs: RcJobs())
+        await RcCalls.answer(RcRequest(call: call, params: params), hooks: recorder.hooks, jobs: RcJobs(clock: { RcTests.now }))
     }
 
     func testRefreshReReadsEachDirAndSaysOKOrWhyPerDir() async throws {
@@ -192,6 +196,7 @@ final class RcTests: XCTestCase {
                     "totalBytes", "totalChecks", "totalTransfers", "transferTime", "transfers"] {
             XCTAssertNotNil(core[key], key)
         }
+        XCTAssertEqual(core["elapsedTime"], .double(90), "since the cache's start, by the rc's clock")
         let list = try await answer("vfs/list", [:], Recorder(["/a", "/b"])).get()
         XCTAssertEqual(list, .object(["vfses": .array([.string("/a"), .string("/b")])]))
         guard case let .object(version) = try await answer("core/version", [:]).get() else { return XCTFail("core/version is no object") }

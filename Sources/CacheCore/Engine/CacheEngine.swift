@@ -116,7 +116,7 @@ public final class CacheEngine: Sendable {
         // engine's sweeper, which fails late reads, fails late opens too (`expireOpens`).
         if !answer.isAnswered {
             core.waitingOpens.withLock {
-                $0.append((deadline: core.configuration.engineClock.now + core.configuration.readTimeout, url: url, answer: answer))
+                $0.append((deadline: core.configuration.engineClock.monotonic + .seconds(core.configuration.readTimeout), url: url, answer: answer))
             }
         }
     }

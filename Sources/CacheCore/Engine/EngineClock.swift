@@ -7,11 +7,11 @@ import Foundation
 /// clock the test moves, never the machine's.
 ///
 /// Two clocks, because they answer two questions: the wall clock says *when* (what reads are
-/// stamped with and entries aged by, deadlines of opens and reads, validation times, the times on
-/// the status page, an S3 signature's date, a bandwidth timetable's hour), and is kept in the
-/// index across restarts; the monotonic one says *how long* (a read's time to first byte, a
-/// scan's age, a retry's and a rate limit's wait), which a wall clock set back or forward must
-/// not change.
+/// stamped with and entries aged by, validation times, the times on the status page, an S3
+/// signature's date, a bandwidth timetable's hour), and is kept in the index across restarts;
+/// the monotonic one says *how long* and *until when* (the deadlines of opens and reads, a read's
+/// time to first byte, a scan's age, a retry's and a rate limit's wait), which a wall clock set
+/// back or forward must not change.
 public struct EngineClock: Sendable {
     /// Wall-clock time.
     public var wall: @Sendable () -> Date

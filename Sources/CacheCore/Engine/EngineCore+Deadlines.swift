@@ -11,12 +11,13 @@ extension EngineCore {
     /// its first open while its download goes on, and an open again within this time finds it
     /// done or nearer; an endless one (a radio station) is stopped, instead of downloading up
     /// to half the cache's capacity for nobody.
-    static let abandonedTransferGrace: Double = 60
+    static let abandonedTransferGrace = Duration.seconds(60)
 
     /// Fails opens past their deadline (`waitingOpens`); their answers are submitted to `pool`.
     /// A URL left with no open waiting has its transfer without a length stopped
     /// `abandonedTransferGrace` later, unless an open for it comes meanwhile (`OpenDeadlines`).
-    func expireOpens(now: Double) {
+    /// `now`: the engine clock's monotonic time, which the deadlines are on.
+    func expireOpens(now: MonotonicInstant) {
         let (late, stop) = waitingOpens.withLock { opens in
             // Under the same lock as the opens: an open registered meanwhile is seen here.
             abandonedOpens.withLock { abandoned in
@@ -53,22 +54,24 @@ extension EngineCore {
         let running = fetches.running(ids)
         guard !running.isEmpty else { return }
         logger.warning("stopped a download without a length that nobody waits for", metadata: [
-            "url": "\(DisplayURL.redacted(url))", "after": "\(Int(Self.abandonedTransferGrace))s without an open",
+            "url": "\(DisplayURL.redacted(url))", "after": "\(Self.abandonedTransferGrace.components.seconds)s without an open",
         ])
         running.forEach { $0.cancel() }
     }
 
     /// Fails reads that waited longer than `readTimeout`, and remembers them for a moment: the
     /// kernel asks a failed read-ahead again at once, and that retry fails now instead of
-    /// waiting a second `readTimeout` (`EntryStateMachine.tick`). `now`: the injected clock's.
-    func expireWaiters(now: Double) {
+    /// waiting a second `readTimeout` (`EntryStateMachine.tick`). `now`: the engine clock's
+    /// monotonic time, which the deadlines are on; the errors noted are stamped by its wall clock.
+    func expireWaiters(now: MonotonicInstant) {
+        let clock = configuration.engineClock
         for shard in shards {
             let expired: [(done: Waiter.Completion, range: Range<Int64>, url: String)] = shard.locked { entries in
                 var out: [(done: Waiter.Completion, range: Range<Int64>, url: String)] = []
                 for e in entries.all where !e.waiters.isEmpty {
                     for w in e.machine.tick(now: now) {
                         e.unpin(slices(of: w.range), generation: w.generation)
-                        e.noteError("read \(w.range.lowerBound)-\(w.range.upperBound - 1) timed out", at: Date(timeIntervalSince1970: now))
+                        e.noteError("read \(w.range.lowerBound)-\(w.range.upperBound - 1) timed out", at: clock.wall())
                         out.append((w.completion, w.range, e.info.url))
                     }
                 }

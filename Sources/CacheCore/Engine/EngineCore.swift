@@ -314,13 +314,13 @@ final class EngineCore: Sendable {
 
     // MARK: Deadlines (`EngineCore+Deadlines`)
 
-    /// Opens not answered yet (`CacheEngine.open`), each with its deadline: the sweeper fails
-    /// those past it with `.timeout` and drops those answered meanwhile.
-    let waitingOpens = LockedValue<[(deadline: Double, url: String, answer: AnswerOnce<Result<EntryInfo, CacheError>>)]>([])
+    /// Opens not answered yet (`CacheEngine.open`), each with its deadline (monotonic): the
+    /// sweeper fails those past it with `.timeout` and drops those answered meanwhile.
+    let waitingOpens = LockedValue<[(deadline: MonotonicInstant, url: String, answer: AnswerOnce<Result<EntryInfo, CacheError>>)]>([])
 
     /// Entries whose every open timed out, each with the URL last asked and the time its
     /// transfer is stopped if no open comes for it meanwhile (`expireOpens`). By key, not URL: an
     /// open of another URL of the same file (a rotating token left out with `--ignore-query`)
     /// waits on the same transfer.
-    let abandonedOpens = LockedValue<[CacheKey: (url: String, at: Double)]>([:])
+    let abandonedOpens = LockedValue<[CacheKey: (url: String, at: MonotonicInstant)]>([:])
 }

@@ -62,7 +62,7 @@ final class Maintenance: Sendable {
     struct EngineCalls: Sendable {
         /// Fails reads and opens past their deadline at `now` (seconds since 1970, the engine's
         /// clock). Shard locks only; answers are submitted to the pool.
-        var expireLate: @Sendable (_ now: Double) -> Void
+        var expireLate: @Sendable (_ now: MonotonicInstant) -> Void
         /// Checks one slice of an entry at a generation against its checksums. Blocking: runs
         /// as a job of `verifyKey`.
         var check: @Sendable (_ shard: Shard, _ entry: EntryHandle, _ slice: Int64, _ generation: Int64) -> Void
@@ -102,7 +102,7 @@ final class Maintenance: Sendable {
             let ticks = ManagedAtomic<Int>(0)
             sweeper = scheduler.every(.milliseconds(250)) { [weak self] in
                 guard let self else { return }
-                calls.expireLate(clock.now)
+                calls.expireLate(clock.monotonic)
                 let tick = ticks.wrappingIncrementThenLoad(ordering: .relaxed)
                 if tick % 4 == 0, !self.sweeping.exchange(true, ordering: .acquiring) {
                     let writeStats = tick % 20 == 0

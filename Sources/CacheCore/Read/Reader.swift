@@ -108,10 +108,11 @@ final class Reader: Sendable {
                 return (EntryMachine.ReadAction(.fail(why)), nil, -1, readFailure(why, key: key, entry: nil), [])
             }
             let facts = readFacts(entry)
-            let uptime = answers.uptime
+            let monotonic = configuration.engineClock.monotonic
+            let uptime = monotonic.seconds
             let action = reader.progress.withLock { p in
                 if judged { request.bulk = Self.judge(&p.tempo, now: uptime) }
-                return entry.machine.readRequested(request, facts: facts, progress: &p, now: now, uptime: uptime,
+                return entry.machine.readRequested(request, facts: facts, progress: &p, now: now, monotonic: monotonic,
                                             readAheadRule: { p, request, present, othersWant in
                                                 updateReadAhead(&p, readerClass: reader.readerClass, request: request,
                                                                 cached: present, running: othersWant, now: uptime,
@@ -196,7 +197,7 @@ final class Reader: Sendable {
         EntryMachine.ReadFacts(generation: entry.info.generation, length: entry.info.length,
                                acceptsRanges: entry.info.acceptsRanges, coverage: entry.coverage, pending: entry.pending,
                                unverified: entry.unverified, sliceSize: store.sliceSize,
-                               readTimeout: configuration.readTimeout)
+                               readTimeout: .seconds(configuration.readTimeout))
     }
 
     /// The error a read fails with, as the machine said (call under the shard lock: a read of an

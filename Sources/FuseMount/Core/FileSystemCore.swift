@@ -116,12 +116,20 @@ final class FileSystemCore: Sendable {
     let backend: MountBackend
     let options: MountOptions
     let logger: Logger
-    let now: @Sendable () -> Date
+    /// The mount's time, given by whoever builds it (the executable: the engine's clock; tests
+    /// their own): its monotonic clock times listing fetches, its scheduler runs the deadlines,
+    /// and its wall clock dates what users see (the mount's and the `.url/` folders' mtimes) and
+    /// ages listings. A listing's age is set back by whole TTLs ("expired now": `now - TTL`),
+    /// which a monotonic instant cannot be near boot, when a mount from fstab starts.
+    let clock: EngineClock
     let mountTime: Date
     /// Listings larger than this are refused (`ListingFetch.limit`).
     static let listingLimit = ListingFetch.limit
     /// After a failed refresh, a stale listing is served this long before trying again.
     static let listingRetryDelay: TimeInterval = 30
+
+    /// Now, by the wall clock: what listings are aged by and new folders dated with.
+    func now() -> Date { clock.wall() }
 
     /// Everything that changes, under one lock.
     struct State {
@@ -163,10 +171,10 @@ final class FileSystemCore: Sendable {
     }
 
     let state: LockedValue<State>
-    /// Read deadlines and listing timeouts: timers of the process's scheduler (its one timer
-    /// thread), whose actions only fail a reply that is still waiting (`ReplyOnce`), so they
-    /// never block; off the FUSE loop, which must not wait, and out of the engine's pool.
-    let deadlines = Scheduler.shared
+    /// Read deadlines and listing timeouts: timers of the clock's scheduler (the process's one
+    /// timer thread), whose actions only fail a reply that is still waiting (`ReplyOnce`), so
+    /// they never block; off the FUSE loop, which must not wait, and out of the engine's pool.
+    var deadlines: Scheduler { clock.scheduler }
     /// Warm-ups of files pinned with `setfattr` still running (tests wait for them).
     let warmUps = DispatchGroup()
     /// GETXATTR requests answered (for tests: `ls -l` asks for `security.selinux` once per
@@ -200,13 +208,12 @@ final class FileSystemCore: Sendable {
         var file: WholeFile
     }
 
-    init(backend: MountBackend, spec: MountTreeSpec, options: MountOptions, logger: Logger,
-         now: @escaping @Sendable () -> Date = { Date() }) {
+    init(backend: MountBackend, spec: MountTreeSpec, options: MountOptions, clock: EngineClock, logger: Logger) {
         self.backend = backend
         self.options = options
         self.logger = logger
-        self.now = now
-        let mountTime = now()
+        self.clock = clock
+        let mountTime = clock.wall()
         self.mountTime = mountTime
         state = LockedValue(State(table: InodeTable(rootMtime: mountTime)))
         state.withLock { _ = apply(spec: spec, &$0) }

@@ -32,15 +32,21 @@ public final class FuseFileSystem: Sendable {
     /// The engine's counters, where the status document lists this mount.
     private let metrics: CacheMetrics?
 
+    /// A mount of `engine`'s cache, on the engine's clock (`CacheConfiguration.engineClock`, which
+    /// the executable's wiring gave it): one time for the cache and its mount.
     public convenience init(engine: CacheEngine, tree: MountTreeSpec, options: MountOptions, logger: Logger) {
-        self.init(backend: EngineBackend(engine: engine), tree: tree, options: options, logger: logger)
+        self.init(backend: EngineBackend(engine: engine), tree: tree, options: options,
+                  clock: engine.configuration.engineClock, logger: logger)
     }
 
-    public init(backend: MountBackend, tree: MountTreeSpec, options: MountOptions, logger: Logger) {
+    /// - Parameter clock: the mount's time (read deadlines and listing timeouts run on its
+    ///   scheduler; listings are timed and aged by it); no default, so that a test's mount runs
+    ///   on the clock the test gives.
+    public init(backend: MountBackend, tree: MountTreeSpec, options: MountOptions, clock: EngineClock, logger: Logger) {
         self.metrics = (backend as? EngineBackend)?.engine.metrics
         self.options = options
         self.logger = logger
-        core = FileSystemCore(backend: backend, spec: tree, options: options, logger: logger)
+        core = FileSystemCore(backend: backend, spec: tree, options: options, clock: clock, logger: logger)
         session = FuseSession(core: core, options: options, logger: logger)
         session.onReady = { [weak self] in
             guard let self else { return }

@@ -12,7 +12,7 @@ extension FileSystemCore {
         // the budget's worth fails as it is parsed, before its entries take the memory.
         let maxEntries = Int(max(options.listingBudget / 1024, 1))
         ListingFetch.fetch(url: url, through: backend, limit: Self.listingLimit, maxAge: maxAge,
-                           webDAVFirst: kinds.isWebDAV(url), logger: logger, maxEntries: maxEntries, progress: progress) { fetched in
+                           webDAVFirst: kinds.isWebDAV(url), timers: deadlines, logger: logger, maxEntries: maxEntries, progress: progress) { fetched in
             if case let .success(listing) = fetched { kinds.note(listing, url: url) }
             completion(fetched.map(\.entries))
         }

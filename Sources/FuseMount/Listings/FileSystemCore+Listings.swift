@@ -173,9 +173,9 @@ extension FileSystemCore {
         // Down when the fetch starts or when it ends: either way the answer may be the cache's copy.
         let downAtStart = backend.isOriginDown(url: url)
         // The log says how long it really waited: a stalled transfer fails before the timeout.
-        let started = DispatchTime.now().uptimeNanoseconds
+        let started = clock.monotonic
         let finish = ReplyOnce<Result<[ListingEntry], CacheError>> { [self] result in
-            listingFetched(result, fetch: fetch, url: url, waited: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9,
+            listingFetched(result, fetch: fetch, url: url, waited: (clock.monotonic - started).timeInterval,
                            unconfirmed: downAtStart || backend.isOriginDown(url: url))
         }
         fetchListing(url: url, maxAge: options.listingTTL, progress: progress.note) { finish.fire($0) }

@@ -33,8 +33,10 @@ public enum ListingFetch {
     /// Fetches and parses the listing at `url`. `webDAVFirst`: it was a WebDAV folder before.
     /// `maxEntries`: a page with more fails as it is parsed (`DirectoryListing.parse`).
     /// `progress`: told at each page of a listing of several (an S3 folder's) but the last.
+    /// `timers`: the caller's scheduler, where a large page's freed heap is given back once its
+    /// bytes are let go (`HeapTrim`).
     public static func fetch(url: String, through transport: ListingTransport, limit: Int, maxAge: TimeInterval,
-                             webDAVFirst: Bool, logger: Logger, maxEntries: Int = .max, progress: (@Sendable () -> Void)? = nil,
+                             webDAVFirst: Bool, timers: Scheduler, logger: Logger, maxEntries: Int = .max, progress: (@Sendable () -> Void)? = nil,
                              completion: @escaping @Sendable (Result<Listing, CacheError>) -> Void) {
         // A folder of an S3 bucket (from an s3:// URL) lists by ListObjectsV2, and only so.
         if let s3 = S3Listing.location(of: url) {
@@ -42,23 +44,23 @@ public enum ListingFetch {
                                    maxAge: maxAge, logger: logger, maxEntries: maxEntries, progress: progress, completion: completion)
         }
         if webDAVFirst || transport.hasKeptListing(WebDAVListing.request(url: url)) {
-            propfind(url: url, through: transport, limit: limit, maxAge: maxAge, logger: logger, maxEntries: maxEntries) { result in
+            propfind(url: url, through: transport, limit: limit, maxAge: maxAge, timers: timers, logger: logger, maxEntries: maxEntries) { result in
                 switch result {
                 case .success: completion(result)
                 case .failure:
-                    page(url: url, through: transport, limit: limit, maxAge: maxAge, tryWebDAV: false, logger: logger,
+                    page(url: url, through: transport, limit: limit, maxAge: maxAge, tryWebDAV: false, timers: timers, logger: logger,
                          maxEntries: maxEntries, completion: completion)
                 }
             }
         } else {
-            page(url: url, through: transport, limit: limit, maxAge: maxAge, tryWebDAV: true, logger: logger,
+            page(url: url, through: transport, limit: limit, maxAge: maxAge, tryWebDAV: true, timers: timers, logger: logger,
                  maxEntries: maxEntries, completion: completion)
         }
     }
 
     /// The GET, then the PROPFIND if the GET does not list (and `tryWebDAV`).
     private static func page(url: String, through transport: ListingTransport, limit: Int, maxAge: TimeInterval,
-                             tryWebDAV: Bool, logger: Logger, maxEntries: Int,
+                             tryWebDAV: Bool, timers: Scheduler, logger: Logger, maxEntries: Int,
                              completion: @escaping @Sendable (Result<Listing, CacheError>) -> Void) {
         transport.fetchPage(url: url, limit: limit, maxAge: maxAge) { fetched in
             var tooMany = false
@@ -71,11 +73,11 @@ public enum ListingFetch {
             // The page's bytes are let go once this returns (only its entries are kept, and
             // counted by the listing budget); a large page's freed heap goes back to the system.
             if case let .success(bytes) = fetched, bytes.count >= HeapTrim.threshold {
-                Scheduler.shared.after(.zero) { HeapTrim.releaseFreedMemory() }   // after the bytes go: a timer, not this stack
+                timers.after(.zero) { HeapTrim.releaseFreedMemory() }   // after the bytes go: a timer, not this stack
             }
             // A page that lists too much is a listing: no PROPFIND for it.
             guard tryWebDAV, !tooMany, mayBeWebDAV(parsed) || transport.answeredDAV(url: url) else { return completion(parsed.map { Listing(entries: $0, kind: .page) }) }
-            propfind(url: url, through: transport, limit: limit, maxAge: maxAge, logger: logger, maxEntries: maxEntries) { dav in
+            propfind(url: url, through: transport, limit: limit, maxAge: maxAge, timers: timers, logger: logger, maxEntries: maxEntries) { dav in
                 switch dav {
                 case .success: completion(dav)
                 case let .failure(error):
@@ -89,11 +91,11 @@ public enum ListingFetch {
 
     /// The PROPFIND alone, parsed (its answer kept by the transport, younger than `maxAge` used).
     public static func propfind(url: String, through transport: ListingTransport, limit: Int, maxAge: TimeInterval,
-                                logger: Logger, maxEntries: Int = .max,
+                                timers: Scheduler, logger: Logger, maxEntries: Int = .max,
                                 completion: @escaping @Sendable (Result<Listing, CacheError>) -> Void) {
         transport.fetchDocument(WebDAVListing.request(url: url), limit: limit, maxAge: maxAge) { fetched in
             if case let .success(bytes) = fetched, bytes.count >= HeapTrim.threshold {
-                Scheduler.shared.after(.zero) { HeapTrim.releaseFreedMemory() }   // after the bytes go: a timer, not this stack
+                timers.after(.zero) { HeapTrim.releaseFreedMemory() }   // after the bytes go: a timer, not this stack
             }
             completion(fetched.flatMap { bytes in
                 do { return .success(Listing(entries: try WebDAVListing.parse(bytes, url: url, logger: logger, maxEntries: maxEntries), kind: .webDAV)) } catch {

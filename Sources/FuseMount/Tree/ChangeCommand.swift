@@ -33,7 +33,9 @@ public final class ChangeCommand: Sendable {
     }
 
     public let command: String
-    public let timeout: TimeInterval
+    public let timeout: Duration
+    /// Where the kill timers run (the mount's scheduler, given by the executable's wiring).
+    private let timers: Scheduler
     private let logger: Logger
     /// Paths waiting for the next run, and whether a run is under way.
     private let state = LockedValue<(pending: [String], running: Bool, waiters: [@Sendable (Outcome) -> Void])>(([], false, []))
@@ -42,9 +44,10 @@ public final class ChangeCommand: Sendable {
     /// the reap: a reused pid is never signalled.
     private let live = LockedValue<(group: pid_t?, stopped: Bool, endedRun: Bool)>((nil, false, false))
 
-    public init(command: String, timeout: TimeInterval = 60, logger: Logger) {
+    public init(command: String, timeout: Duration = .seconds(60), timers: Scheduler, logger: Logger) {
         self.command = command
         self.timeout = timeout
+        self.timers = timers
         self.logger = logger
     }
 
@@ -124,7 +127,7 @@ public final class ChangeCommand: Sendable {
         case let .killedBySignal(signal):
             logger.error("--on-change command was killed by signal \(signal): \(command)")
         case .timedOut:
-            logger.error("--on-change command still ran after \(timeout)s and was ended: \(command)")
+            logger.error("--on-change command still ran after \(timeout.timeInterval)s and was ended: \(command)")
         case let .failedToStart(why):
             logger.error("--on-change command could not start: \(why): \(command)")
         case .stopped:
@@ -196,10 +199,11 @@ public final class ChangeCommand: Sendable {
                 kill(-group, signal)
             }
         }
-        // Timers of the process's scheduler: each only signals the group, under `done`'s lock.
-        let killTimer = Scheduler.shared.after(.seconds(timeout)) {
+        // Timers of the mount's scheduler: each only signals the group, under `done`'s lock.
+        let timers = timers
+        let killTimer = timers.after(timeout) {
             end(SIGTERM)
-            Scheduler.shared.after(.seconds(3)) { end(SIGKILL) }
+            timers.after(.seconds(3)) { end(SIGKILL) }
         }
         var info = siginfo_t()
         while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) != 0 && errno == EINTR {}

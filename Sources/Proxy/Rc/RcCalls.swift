@@ -68,7 +68,7 @@ public enum RcCalls {
             return .success(version(hooks.version))
         case "core/stats":
             let c = hooks.cache()
-            return .success(coreStats(totals: c.totals, startedAt: c.startedAt, now: Date()))
+            return .success(coreStats(totals: c.totals, startedAt: c.startedAt, now: jobs.clock()))
         case "vfs/list":
             return .success(.object(["vfses": .array(hooks.mountpoints().map(RcValue.string))]))
         case "job/list":

@@ -15,9 +15,11 @@ public final class RcJobs: Sendable {
 
     private let state = LockedValue<(next: Int64, jobs: [Job])>((1, []))
     let keep: Int
+    /// The rc's wall clock, given by whoever builds it (the executable: the engine's): what jobs
+    /// are stamped with and `core/stats` counts its elapsed time to, times users see in JSON.
     let clock: @Sendable () -> Date
 
-    public init(keep: Int = 100, clock: @escaping @Sendable () -> Date = { Date() }) {
+    public init(keep: Int = 100, clock: @escaping @Sendable () -> Date) {
         self.keep = keep
         self.clock = clock
     }

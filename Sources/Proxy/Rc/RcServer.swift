@@ -24,11 +24,14 @@ public final class RcServer: Sendable {
 
     /// - Parameters:
     ///   - host, port: a loopback address (`RcAddress`); port 0 picks a free one.
-    public init(host: String, port: Int, access: RcAccess, hooks: RcHooks, logger: Logger, group: EventLoopGroup) {
+    ///   - clock: the wall clock of the times the answers show (jobs' start and end, `core/stats`'
+    ///     elapsed time): the engine's, given by the executable's wiring.
+    public init(host: String, port: Int, access: RcAccess, hooks: RcHooks, clock: @escaping @Sendable () -> Date,
+                logger: Logger, group: EventLoopGroup) {
         self.host = host
         self.requestedPort = port
         self.group = group
-        core = RcCore(access: access, hooks: hooks, jobs: RcJobs(), logger: logger)
+        core = RcCore(access: access, hooks: hooks, jobs: RcJobs(clock: clock), logger: logger)
     }
 
     /// Binds and serves; the bound port.

@@ -40,7 +40,7 @@ extension MountCommand {
             })
         let server = RcServer(host: rc.address.host, port: rc.address.port,
                               access: RcAccess(login: login, controlKey: configuration.controlKey, bindAddress: rc.address.host),
-                              hooks: hooks, logger: logger, group: DaemonLoops.shared)
+                              hooks: hooks, clock: engine.configuration.engineClock.wall, logger: logger, group: DaemonLoops.shared)
         do {
             _ = try await onBlockingPool { try server.start() }
         } catch ProxyServerError.portInUse(let address, let port) {

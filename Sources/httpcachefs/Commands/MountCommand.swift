@@ -382,7 +382,7 @@ struct MountCommand: AsyncParsableCommand {
         fs.seedListings(listings, at: checkStarted)
         try await onBlockingPool { try fs.start(at: path) }
         if let command = settings.onChange {
-            let runner = ChangeCommand(command: command, logger: logger)
+            let runner = ChangeCommand(command: command, timers: engine.configuration.engineClock.scheduler, logger: logger)
             fs.onChange { runner.run(paths: $0) }
             fs.whenEnded { runner.stop() }   // a run still under way ends with the mountpoint
         }

@@ -126,11 +126,12 @@ struct MountCheck {
     private func checkListing(_ url: String, completion: @escaping @Sendable (Result<EntryInfo?, CacheError>) -> Void) {
         let ttl = listingTTL
         let backend = EngineBackend(engine: engine)
+        let timers = engine.configuration.engineClock.scheduler
         let logger = Logger(label: "httpcachefs.listing")
         // A bucket's folder is no object: only its ListObjectsV2 pages answer (`S3Listing`).
         if S3Listing.location(of: url) != nil {
             return ListingFetch.fetch(url: url, through: backend, limit: ListingFetch.limit, maxAge: 0, webDAVFirst: false,
-                                      logger: logger, maxEntries: maxListingEntries) { [listings] listed in
+                                      timers: timers, logger: logger, maxEntries: maxListingEntries) { [listings] listed in
                 if case let .success(listing) = listed { listings.withLock { $0[url] = listing } }
                 completion(listed.map { _ in nil })
             }
@@ -142,7 +143,7 @@ struct MountCheck {
                 guard ListingFetch.mayBeWebDAV(.failure(error)) || (kept && Self.isOriginAway(error)) else {
                     return completion(.failure(error))
                 }
-                ListingFetch.propfind(url: url, through: backend, limit: ListingFetch.limit, maxAge: 0, logger: logger) { [listings] listed in
+                ListingFetch.propfind(url: url, through: backend, limit: ListingFetch.limit, maxAge: 0, timers: timers, logger: logger) { [listings] listed in
                     if case let .success(listing) = listed { listings.withLock { $0[url] = listing } }
                     // The GET's error says more than the PROPFIND's when neither lists. A kept
                     // answer served for an origin that is away is a warning, as a cached GET's is.
@@ -156,7 +157,7 @@ struct MountCheck {
                     return completion(.failure(.badResponse(url: url, message: "not a listing (\(type))")))
                 }
                 ListingFetch.fetch(url: url, through: backend, limit: ListingFetch.limit, maxAge: ttl,
-                                   webDAVFirst: false, logger: logger, maxEntries: maxListingEntries) { [listings] listed in
+                                   webDAVFirst: false, timers: timers, logger: logger, maxEntries: maxListingEntries) { [listings] listed in
                     if case let .success(listing) = listed { listings.withLock { $0[url] = listing } }
                     completion(listed.map { _ in info }.mapError { error in
                         if case .badResponse = error { return .badResponse(url: url, message: "not a listing") }

@@ -128,7 +128,7 @@ struct LibraryPreload {
     static func list(_ url: String, transport: ListingTransport, logger: Logger) async throws -> ListingFetch.Listing {
         try await withCheckedThrowingContinuation { continuation in
             ListingFetch.fetch(url: url, through: transport, limit: ListingFetch.limit, maxAge: 0, webDAVFirst: false,
-                               logger: logger) { continuation.resume(with: $0) }
+                               timers: Scheduler.shared, logger: logger) { continuation.resume(with: $0) }
         }
     }
 
