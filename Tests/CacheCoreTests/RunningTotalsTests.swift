@@ -264,6 +264,38 @@ final class RunningTotalsTests: XCTestCase {
         assertTotalsMatchAWalk(cache, "a new entry after the start")
     }
 
+    /// An entry counted by the start's count (in the index when its read began) changes and goes
+    /// while the count is held: the totals end exact; and while it counts, the summary shows no
+    /// folder and no figure below 0 (a removed file would make its folder's figures negative).
+    func testEntriesChangingWhileTheStartCountsEndWithExactTotals() async throws {
+        let source = Library.source()
+        var cache = try engine(source)
+        try await read(cache, Library.a, 0..<(3 << 20))
+        try await read(cache, Library.b, 0..<1000)
+        try await read(cache, Library.c, 0..<100_000)
+        cache.shutdown()
+        try markUsedByAnOlderBinary()
+
+        let gate = CountGate()
+        cache = try engine(source, holdCount: gate.hook)
+        defer { cache.shutdown() }
+        gate.waitHeld()
+        XCTAssertEqual(cache.summary(showDirectory: false, totals: nil).counting, true, "no row: the index is counted")
+        try await cache.remove(url: Library.c)
+        try await read(cache, Library.b, (3 << 20)..<(4 << 20))
+        try await read(cache, Library.listing, 0..<20)
+        let counting = cache.statusDocument(version: "test", showDirectory: false, view: .summary(filter: ""))
+        XCTAssertEqual(counting.cache.counting, true)
+        XCTAssertEqual(counting.folders, [], "no folder while counting")
+        XCTAssertEqual(counting.foldersTotal, 0)
+        XCTAssertGreaterThanOrEqual(counting.cache.files, 0)
+        XCTAssertGreaterThanOrEqual(counting.cache.slices, 0)
+
+        gate.release()
+        assertTotalsMatchAWalk(cache, "c removed, b grown, a listing added while the count was held")
+        XCTAssertEqual(cache.summary(showDirectory: false, totals: nil).files, 3)
+    }
+
     /// A clean stop's row is void once another binary used the cache: the start counts.
     func testARowLeftBeforeAnOlderBinaryUsedTheCacheIsNotTrusted() async throws {
         let source = Library.source()
