@@ -37,6 +37,8 @@ extension ScaleBench {
         /// `cache ls` while the daemon (with its proxy) holds the cache.
         var lsBesideDaemon: (first: Double, end: Double, lines: Int)
         var small: SmallFileFigures
+        /// Every file listed in one folder of a mount, `find` to its end (`ScaleBench+Find`).
+        var find: FindFigures
     }
 
     static func directFillRun(counts: [Int], binary: String) async throws {
@@ -63,22 +65,27 @@ extension ScaleBench {
             let lsDaemon = try firstLineAndEnd(binary, ["cache", "ls", "--cache-dir", dir])
             daemon.unmount()
             let small = try smallFileStep(files: n, origin: origin, directory: dir, binary: binary, temp: temp)
+            let find = try findStep(files: n, origin: origin, directory: dir, binary: binary, temp: temp)
             let f = CacheFigures(files: n, fillSeconds: fill, lsFirstLine: ls.first, lsEnd: ls.end, lsLines: ls.lines,
-                                 mountSeconds: mount, residentAfterMount: rss, summarySeconds: summary, countedSeconds: counted, lsBesideDaemon: lsDaemon, small: small)
+                                 mountSeconds: mount, residentAfterMount: rss, summarySeconds: summary, countedSeconds: counted, lsBesideDaemon: lsDaemon, small: small,
+                                 find: find)
             print(String(format: "  %d files (filled in %.1f s): cache ls first line %.3f s, end %.3f s (%d lines); mount %.3f s, RSS %@; summary %.1f ms",
                          n, fill, f.lsFirstLine, f.lsEnd, f.lsLines, f.mountSeconds, CoreBench.human(rss), f.summarySeconds * 1000))
             print(String(format: "    the summary's totals whole (the index counted in the background) %.3f s after the mount started", counted))
             print(String(format: "    cache ls beside the daemon: first line %.3f s, end %.3f s (%d lines)", lsDaemon.first, lsDaemon.end, lsDaemon.lines))
             print(String(format: "    cat of %d small files: first through the mount %.3f s, again %.3f s, plain files %.3f s (%.2fx); daemon %.1f µs CPU per file",
                          small.files, small.firstCat, small.repeatCat, small.plainCat, small.repeatCat / small.plainCat, small.daemonMicrosPerFile))
+            print(String(format: "    every file listed in one folder: RSS after mount %@, find to its end %.3f s, RSS after it %@",
+                         CoreBench.human(find.residentAfterMount), find.seconds, CoreBench.human(find.residentAfterFind)))
             figures.append(f)
         }
         // The issue's goals: RSS <= 64 MiB + 0.2 KiB per entry, mount <= 1 s, summary <= 20 ms.
-        var rows = [["files", "RSS after mount", "goal", "mount start", "cache ls first line", "cache ls end", "cache ls beside the daemon: first, end", "summary",
+        var rows = [["files", "RSS after mount", "goal", "RSS after a find of every file listed", "mount start", "cache ls first line", "cache ls end", "cache ls beside the daemon: first, end", "summary",
                      "cat small files: first, again vs plain", "daemon CPU per small file"]]
         for f in figures {
             let goal = Int64(64 << 20) + Int64(f.files) * 205
             rows.append(["\(f.files)", CoreBench.human(f.residentAfterMount), "<= " + CoreBench.human(goal),
+                         CoreBench.human(f.find.residentAfterFind) + String(format: " (%.1f s)", f.find.seconds),
                          String(format: "%.3f s", f.mountSeconds), String(format: "%.3f s", f.lsFirstLine),
                          String(format: "%.3f s", f.lsEnd), String(format: "%.3f s, %.3f s", f.lsBesideDaemon.first, f.lsBesideDaemon.end),
                          String(format: "%.1f ms", f.summarySeconds * 1000),

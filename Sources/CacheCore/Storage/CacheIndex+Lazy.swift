@@ -88,7 +88,7 @@ extension CacheIndex {
     func storedEntry(key: String) throws -> StoredEntry? {
         flush()
         return try pool.read { db in
-            guard let r = try Row.fetchOne(db, sql: "SELECT * FROM entry WHERE key = ?", arguments: [key]) else { return nil }
+            guard let r = try Row.fetchOne(db, sql: "SELECT \(Self.entryColumns) FROM entry WHERE key = ?", arguments: [key]) else { return nil }
             let row = Self.entry(from: r)
             let extents = try Row.fetchAll(db, sql: """
                 SELECT slice, start, "end", checksum FROM extent WHERE entry_id = ? AND generation = ? ORDER BY start
@@ -106,7 +106,7 @@ extension CacheIndex {
     func storedRow(key: String) throws -> EntryRow? {
         flush()
         return try pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM entry WHERE key = ?", arguments: [key]).map(Self.entry(from:))
+            try Row.fetchOne(db, sql: "SELECT \(Self.entryColumns) FROM entry WHERE key = ?", arguments: [key]).map(Self.entry(from:))
         }
     }
 

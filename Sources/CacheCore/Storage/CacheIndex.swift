@@ -394,7 +394,7 @@ final class CacheIndex: Sendable {
 
     func loadAll() throws -> (entries: [EntryRow], extents: [ExtentRow]) {
         try pool.read { db in
-            let entries = try Row.fetchAll(db, sql: "SELECT * FROM entry").map(Self.entry(from:))
+            let entries = try Row.fetchAll(db, sql: "SELECT \(Self.entryColumns) FROM entry").map(Self.entry(from:))
             let extents = try Row.fetchAll(db, sql: "SELECT * FROM extent ORDER BY entry_id, generation, start").map {
                 ExtentRow(entryID: $0["entry_id"], generation: $0["generation"], slice: $0["slice"],
                           start: $0["start"], end: $0["end"], checksum: UInt64(bitPattern: $0["checksum"] as Int64))
@@ -422,13 +422,21 @@ final class CacheIndex: Sendable {
         }
     }
 
+    /// The columns `entry(from:)` reads, in its order: select these, not `*`.
+    static let entryColumns = """
+        id, key, url, final_url, length, content_type, etag, last_modified, accepts_ranges, generation, validated_at, \
+        last_access, hits, misses, bytes_from_cache, bytes_from_origin, last_error
+        """
+
+    /// A row selected as `entryColumns`. By position: GRDB looks a name up case-insensitively,
+    /// lowercasing it on every access (a fifth of `cache ls`'s time at a million lines).
     static func entry(from r: Row) -> EntryRow {
-        EntryRow(id: r["id"], key: r["key"], url: r["url"], finalURL: r["final_url"], length: r["length"],
-                 contentType: r["content_type"], etag: r["etag"], lastModified: r["last_modified"],
-                 acceptsRanges: r["accepts_ranges"], generation: r["generation"], validatedAt: r["validated_at"],
-                 lastAccess: r["last_access"], hits: r["hits"], misses: r["misses"],
-                 bytesFromCache: r["bytes_from_cache"], bytesFromOrigin: r["bytes_from_origin"],
-                 lastError: r["last_error"])
+        EntryRow(id: r[0], key: r[1], url: r[2], finalURL: r[3], length: r[4],
+                 contentType: r[5], etag: r[6], lastModified: r[7],
+                 acceptsRanges: r[8], generation: r[9], validatedAt: r[10],
+                 lastAccess: r[11], hits: r[12], misses: r[13],
+                 bytesFromCache: r[14], bytesFromOrigin: r[15],
+                 lastError: r[16])
     }
 
     // MARK: Writing
