@@ -225,6 +225,13 @@ final class RunningTotalsTests: XCTestCase {
         try db.close()
     }
 
+    /// Writes the index as a tool would, without marking the cache in use.
+    private func writeTheIndexDirectly(_ sql: String, _ arguments: StatementArguments) throws {
+        let db = try DatabaseQueue(path: dir + "/index.sqlite")
+        try db.write { db in try db.execute(sql: sql, arguments: arguments) }
+        try db.close()
+    }
+
     /// Holds the start's count once its read began, until `release`.
     private final class CountGate: Sendable {
         private let state = ConditionLock(0)   // 1: holding, 2: released
@@ -310,6 +317,25 @@ final class RunningTotalsTests: XCTestCase {
         XCTAssertFalse(cache.core.totals.counted, "counted again")
         gate.release()
         assertTotalsMatchAWalk(cache, "counted")
+    }
+
+    /// A program that wrote the index without marking it in use (a tool, the bench's fill) left
+    /// the row as it was, but changed the file: the start sums and counts.
+    func testARowLeftBeforeAnotherProgramWroteTheIndexIsNotTrusted() async throws {
+        let source = Library.source()
+        var cache = try engine(source)
+        try await read(cache, Library.a, 0..<(3 << 20))
+        try await read(cache, Library.c, 0..<100_000)
+        cache.shutdown()
+        try writeTheIndexDirectly("DELETE FROM entry WHERE url = ?", [Library.c])
+        let gate = CountGate()
+        cache = try engine(source, holdCount: gate.hook)
+        defer { cache.shutdown() }
+        gate.waitHeld()
+        XCTAssertFalse(cache.core.totals.counted, "counted again")
+        gate.release()
+        assertTotalsMatchAWalk(cache, "counted")
+        XCTAssertEqual(cache.summary(showDirectory: false, totals: nil).files, 1)
     }
 
     /// Two folders of one origin: two films and a listing page in one, a small file in the other.

@@ -205,8 +205,9 @@ final class EngineCore: Sendable {
             throw CacheError.storage(path: dir + "/index.sqlite", message: "cannot read the pinned ranges: \(error)")
         }
         try? index.recordCapacity(configuration.capacity)
-        let use = (try? index.beginUse()) ?? (stop: .unknown, summary: nil)
+        var use = (try? index.beginUse()) ?? (stop: .unknown, summary: nil)
         previousStop = use.stop
+        if !index.untouchedSinceCleanClose.withLock({ $0 }) { use.summary = nil }   // written since: summed and counted
         index.onWriteError = { [logger] error in
             logger.error("the cache index could not be written; recent bytes may be fetched again after a restart",
                          metadata: ["error": "\(error)"])

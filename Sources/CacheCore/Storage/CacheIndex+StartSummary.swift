@@ -15,7 +15,9 @@ import Glibc
 /// the transaction that marks the cache running; and a trigger deletes it whenever any binary
 /// marks the cache running (`stop` set to anything but `clean`), so an older binary, which
 /// knows nothing of the row, cannot leave one behind that no longer says what the index holds.
-/// After a kill or a crash there is no row: the start sums the index as before.
+/// After a kill or a crash there is no row: the start sums the index as before. And the row is
+/// trusted only when the index file is as the close left it (the clean stamp below): a program
+/// that wrote the index without marking it in use (a tool, a copy) changed the file.
 ///
 /// *The clean stamp.* `index.clean`, beside the index, written after the close: the index file's
 /// inode, size and times then. A start that finds the file exactly so (nothing wrote it since)

@@ -92,6 +92,10 @@ final class CacheIndex: Sendable {
     /// True when the start skipped the full check (`openSettingAsideIfDamaged`) and left it to
     /// the background (`backgroundCheck`).
     let checkLeft = LockedValue(false)
+    /// True when the index file was found exactly as its last clean close left it (its stamp,
+    /// `CleanStopStamp`): only then is that close's row (`StartSummary`) trusted. A write by
+    /// another program (a tool, a copy, the bench's fill) leaves the row but changes the file.
+    let untouchedSinceCleanClose = LockedValue(false)
     static let reserveSize = 4 << 20
 
     /// The cache directory, held open by the engine: the reserve is made and given up through

@@ -28,6 +28,7 @@ extension CacheIndex {
             // fail on them): a few pages.
             if untouched, try index.quickCheck(tables: ["meta", "pin", "grdb_migrations", "sqlite_sequence"]).isEmpty {
                 index.checkLeft.withLock { $0 = true }
+                index.untouchedSinceCleanClose.withLock { $0 = true }
                 return index
             }
             let problems = try index.quickCheck()
