@@ -362,7 +362,7 @@ function drawFolders() {
       el("td", {class: "num secondary", text: folder.pinnedBytes ? bytes(folder.pinnedBytes) : "–"})));
     if (isOpen && pages.has(folder.id)) body.append(folderFiles(folder, pages.get(folder.id)));
   }
-  if (!folders.length) body.append(el("tr", {}, el("td", {colspan: "5", class: "muted", text: filter ? "No file matches the filter." : "No files are cached."})));
+  if (!folders.length) body.append(el("tr", {}, el("td", {colspan: "5", class: "muted", text: filter ? "No file matches the filter." : summary.cache.counting ? "Counting the cache's files since the start: the folders show once they are counted." : "No files are cached."})));
   $("#folders tbody").replaceWith(body);
   const total = summary.foldersTotal || 0;
   $("#folders-note").textContent = (total > folders.length ? folders.length + " of " + total + " folders shown: type in the filter to narrow them" : total + (total === 1 ? " folder" : " folders")) + (filter ? " with matches" : "");

@@ -21,7 +21,7 @@ public enum SettingsTable {
         .value("user", fstab: .none, why: "fstab's own 'user' word lets users mount; the origin's user goes in the config file"),
         .value("password-file"), .list("credential-host"),
         // CacheLimitOptions and TransferOptions.
-        .value("cache-max-age"), .value("read-ahead-max"), .value("scan-share"), .value("max-connections"), .value("bwlimit"),
+        .value("cache-max-age"), .value("read-ahead-max"), .value("scan-share"), .value("entry-memory"), .value("max-connections"), .value("bwlimit"),
         .value("max-connections-per-host"), .value("tpslimit"), .value("tpslimit-burst"),
         .list("egress-budget"),
         .list("tier", fstab: .none, why: "its value holds commas, which end an fstab word: put it in the config file"),

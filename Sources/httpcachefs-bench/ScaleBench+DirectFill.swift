@@ -28,6 +28,10 @@ extension ScaleBench {
         var lsFirstLine: Double
         var lsEnd: Double
         var lsLines: Int
+        /// The first start, over the index as the fill wrote it (another program: summed,
+        /// counted and checked in full, as after a crash).
+        var firstMountSeconds: Double
+        /// A restart after the daemon's clean stop (what it left read from one row).
         var mountSeconds: Double
         var residentAfterMount: Int64
         var summarySeconds: Double
@@ -37,6 +41,8 @@ extension ScaleBench {
         /// `cache ls` while the daemon (with its proxy) holds the cache.
         var lsBesideDaemon: (first: Double, end: Double, lines: Int)
         var small: SmallFileFigures
+        /// Every file listed in one folder of a mount, `find` to its end (`ScaleBench+Find`).
+        var find: FindFigures
     }
 
     static func directFillRun(counts: [Int], binary: String) async throws {
@@ -53,9 +59,14 @@ extension ScaleBench {
             let fill = Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9
             sync()
             let ls = try firstLineAndEnd(binary, ["cache", "ls", "--cache-dir", dir])
-            let started = DispatchTime.now().uptimeNanoseconds
+            let firstStarted = DispatchTime.now().uptimeNanoseconds
             let daemon = try MountDaemon(binary: binary, mountpoint: temp.appending("mnt"), cacheDirectory: dir, cacheSize: 1 << 40,
                                          entries: ["one.bin=" + origin.url("/c/0000000.bin")], logFile: temp.appending("mount.log"))
+            let firstMount = Double(DispatchTime.now().uptimeNanoseconds - firstStarted) / 1e9
+            let firstCounted = try summaryCounted(directory: dir, since: firstStarted)
+            daemon.unmount()   // a clean stop
+            let started = DispatchTime.now().uptimeNanoseconds
+            try daemon.mount()
             let mount = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
             let rss = try daemon.residentMemory()
             let counted = try summaryCounted(directory: dir, since: started)
@@ -63,23 +74,29 @@ extension ScaleBench {
             let lsDaemon = try firstLineAndEnd(binary, ["cache", "ls", "--cache-dir", dir])
             daemon.unmount()
             let small = try smallFileStep(files: n, origin: origin, directory: dir, binary: binary, temp: temp)
+            let find = try findStep(files: n, origin: origin, directory: dir, binary: binary, temp: temp)
             let f = CacheFigures(files: n, fillSeconds: fill, lsFirstLine: ls.first, lsEnd: ls.end, lsLines: ls.lines,
-                                 mountSeconds: mount, residentAfterMount: rss, summarySeconds: summary, countedSeconds: counted, lsBesideDaemon: lsDaemon, small: small)
+                                 firstMountSeconds: firstMount, mountSeconds: mount, residentAfterMount: rss, summarySeconds: summary, countedSeconds: counted, lsBesideDaemon: lsDaemon, small: small,
+                                 find: find)
             print(String(format: "  %d files (filled in %.1f s): cache ls first line %.3f s, end %.3f s (%d lines); mount %.3f s, RSS %@; summary %.1f ms",
                          n, fill, f.lsFirstLine, f.lsEnd, f.lsLines, f.mountSeconds, CoreBench.human(rss), f.summarySeconds * 1000))
-            print(String(format: "    the summary's totals whole (the index counted in the background) %.3f s after the mount started", counted))
+            print(String(format: "    first start over the filled index %.3f s, its summary's totals whole %.3f s after it began; after a clean stop: mount %.3f s, totals whole %.3f s after it began",
+                         firstMount, firstCounted, mount, counted))
             print(String(format: "    cache ls beside the daemon: first line %.3f s, end %.3f s (%d lines)", lsDaemon.first, lsDaemon.end, lsDaemon.lines))
             print(String(format: "    cat of %d small files: first through the mount %.3f s, again %.3f s, plain files %.3f s (%.2fx); daemon %.1f µs CPU per file",
                          small.files, small.firstCat, small.repeatCat, small.plainCat, small.repeatCat / small.plainCat, small.daemonMicrosPerFile))
+            print(String(format: "    every file listed in one folder: RSS after mount %@, find to its end %.3f s, RSS after it %@",
+                         CoreBench.human(find.residentAfterMount), find.seconds, CoreBench.human(find.residentAfterFind)))
             figures.append(f)
         }
         // The issue's goals: RSS <= 64 MiB + 0.2 KiB per entry, mount <= 1 s, summary <= 20 ms.
-        var rows = [["files", "RSS after mount", "goal", "mount start", "cache ls first line", "cache ls end", "cache ls beside the daemon: first, end", "summary",
+        var rows = [["files", "RSS after mount", "goal", "RSS after a find of every file listed", "first start over the fill", "restart after a clean stop", "cache ls first line", "cache ls end", "cache ls beside the daemon: first, end", "summary",
                      "cat small files: first, again vs plain", "daemon CPU per small file"]]
         for f in figures {
             let goal = Int64(64 << 20) + Int64(f.files) * 205
             rows.append(["\(f.files)", CoreBench.human(f.residentAfterMount), "<= " + CoreBench.human(goal),
-                         String(format: "%.3f s", f.mountSeconds), String(format: "%.3f s", f.lsFirstLine),
+                         CoreBench.human(f.find.residentAfterFind) + String(format: " (%.1f s)", f.find.seconds),
+                         String(format: "%.3f s", f.firstMountSeconds), String(format: "%.3f s", f.mountSeconds), String(format: "%.3f s", f.lsFirstLine),
                          String(format: "%.3f s", f.lsEnd), String(format: "%.3f s, %.3f s", f.lsBesideDaemon.first, f.lsBesideDaemon.end),
                          String(format: "%.1f ms", f.summarySeconds * 1000),
                          String(format: "%.3f s, %.3f s vs %.3f s: %.2fx", f.small.firstCat, f.small.repeatCat, f.small.plainCat,

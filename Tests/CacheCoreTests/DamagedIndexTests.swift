@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Logging
 import TestSupport
 import XCTest
@@ -41,6 +42,15 @@ final class DamagedIndexTests: XCTestCase {
         close(fd)
     }
 
+    /// The page that holds the root of the extent table (read nowhere at start after a clean stop).
+    private func extentRootPage() throws -> Int {
+        var c = Configuration()
+        c.readonly = true
+        let queue = try DatabaseQueue(path: dir + "/index.sqlite", configuration: c)
+        defer { try? queue.close() }
+        return try queue.read { db in try Int.fetchOne(db, sql: "SELECT rootpage FROM sqlite_master WHERE name = 'extent'") } ?? 0
+    }
+
     private func setAside() -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).filter { $0.hasPrefix("index.sqlite.damaged-") }
     }
@@ -63,6 +73,41 @@ final class DamagedIndexTests: XCTestCase {
         let bytes = try await cache.makeReader(for: info).read(offset: 0, length: data.count)
         XCTAssertEqual(bytes, data)
         XCTAssertEqual(cache.verify().problems, [])
+    }
+
+    /// A damage no write made (the file as its clean close left it, stamp and all: a bad sector)
+    /// in a table the start does not read: the start skips the full check for such an index, the
+    /// check after the start finds it, and the next start sets the index aside.
+    func testADamageTheCleanStampCannotSeeIsFoundAfterTheStartAndSetAsideAtTheNext() async throws {
+        let source = ScriptedSource()
+        source.set(url, .init(bytes: data, etag: "\"f\""))
+        var cache = try engine(source)
+        let info = try await cache.open(url: url)
+        _ = try await cache.makeReader(for: info).read(offset: 0, length: data.count)
+        cache.core.writes.waitIdle()
+        cache.shutdown()
+        XCTAssertTrue(FileManager.default.fileExists(atPath: dir + "/index.clean"), "a clean stop leaves its stamp")
+        let root = try extentRootPage()
+        XCTAssertGreaterThan(root, 2)
+        let fd = open(dir + "/index.sqlite", O_WRONLY)
+        let garbage = [UInt8](repeating: 0xA5, count: 4096)
+        XCTAssertEqual(garbage.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t((root - 1) * 4096)) }, 4096)
+        close(fd)
+        CleanStopStamp.write(indexPath: dir + "/index.sqlite", held: nil)   // the stamp as if nothing wrote the file
+
+        let log = RecordedLog()
+        cache = try engine(source, log: log)
+        XCTAssertEqual(setAside(), [], "not checked in full at start")
+        cache.core.cleanedUpAfterStart.wait(until: { $0 })
+        XCTAssertTrue(log.lines.contains { $0.hasPrefix("error the cache index is damaged; it is set aside at the next start") },
+                      log.lines.joined(separator: "\n"))
+        cache.shutdown()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/index.clean"), "no stamp once a damage was found")
+
+        cache = try engine(source, log: log)
+        defer { cache.shutdown() }
+        XCTAssertEqual(setAside().filter { !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") }.count, 1, "set aside at the next start")
+        XCTAssertEqual(cache.list().count, 0)
     }
 
     func testVerifyAndClearWorkOnADamagedCache() async throws {

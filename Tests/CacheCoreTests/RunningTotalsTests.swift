@@ -1,3 +1,4 @@
+import GRDB
 import XCTest
 @testable import CacheCore
 import TestSupport
@@ -76,10 +77,11 @@ final class RunningTotalsTests: XCTestCase {
 
     /// `fewInMemory`: one shard keeping one idle entry (the entry budget at nothing), so entries
     /// are let go and loaded again.
-    private func engine(_ source: ScriptedSource, fewInMemory: Bool = false) throws -> CacheEngine {
+    private func engine(_ source: ScriptedSource, fewInMemory: Bool = false, holdCount: (@Sendable () -> Void)? = nil) throws -> CacheEngine {
         var configuration = CacheConfiguration(directory: dir, capacity: 64 << 20, freeSpaceFloor: 0, sliceSize: slice,
                                                readTimeout: 10, shardCount: fewInMemory ? 1 : 16, engineClock: .realTime)
         if fewInMemory { configuration.entryMemoryBudget = 0 }
+        configuration.startCountHook = holdCount
         return try CacheEngine(configuration: configuration, source: source)
     }
 
@@ -208,6 +210,132 @@ final class RunningTotalsTests: XCTestCase {
         assertTotalsMatchAWalk(cache, "cleared")
         XCTAssertEqual(cache.runningFolderTotals(fetching: [:]), [])
         cache.shutdown()
+    }
+
+    // MARK: the start: one row after a clean stop, a count after a kill
+
+    /// What an older binary (or a kill, then any start) leaves: the cache marked in use, which
+    /// voids the clean stop's row (the index's trigger), then stopped cleanly without a new one.
+    private func markUsedByAnOlderBinary() throws {
+        let db = try DatabaseQueue(path: dir + "/index.sqlite")
+        try db.write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES ('stop', 'running')")
+            try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES ('stop', 'clean')")
+        }
+        try db.close()
+    }
+
+    /// Writes the index as a tool would, without marking the cache in use.
+    private func writeTheIndexDirectly(_ sql: String, _ arguments: StatementArguments) throws {
+        let db = try DatabaseQueue(path: dir + "/index.sqlite")
+        try db.write { db in try db.execute(sql: sql, arguments: arguments) }
+        try db.close()
+    }
+
+    /// Holds the start's count once its read began, until `release`.
+    private final class CountGate: Sendable {
+        private let state = ConditionLock(0)   // 1: holding, 2: released
+        var hook: @Sendable () -> Void {
+            { [state] in
+                state.withLock { $0 = 1 }
+                state.broadcast()
+                state.wait(until: { $0 == 2 })
+            }
+        }
+        func waitHeld() { state.wait(until: { $0 >= 1 }) }
+        func release() {
+            state.withLock { $0 = 2 }
+            state.broadcast()
+        }
+    }
+
+    func testAStartAfterACleanStopTakesTheTotalsItLeftAndCountsNothing() async throws {
+        let source = Library.source()
+        var cache = try engine(source)
+        try await read(cache, Library.a, 0..<(3 << 20))
+        try await read(cache, Library.c, 0..<100_000)
+        try await read(cache, Library.listing, 0..<20)
+        assertTotalsMatchAWalk(cache, "before the stop")
+        let before = cache.summary(showDirectory: false, totals: nil)
+        cache.shutdown()
+
+        let gate = CountGate()
+        cache = try engine(source, holdCount: gate.hook)   // a count would wait at the gate forever
+        defer { cache.shutdown() }
+        XCTAssertTrue(cache.core.totals.counted, "nothing to count: the clean stop's totals")
+        XCTAssertNil(cache.summary(showDirectory: false, totals: nil).counting)
+        XCTAssertEqual(cache.summary(showDirectory: false, totals: nil).files, before.files)
+        XCTAssertEqual(cache.core.totalBytes, before.usedBytes, "the evictor's bytes from the row")
+        assertTotalsMatchAWalk(cache, "after a clean stop, from its row")
+        try await read(cache, Library.b, 0..<1000)
+        assertTotalsMatchAWalk(cache, "a new entry after the start")
+    }
+
+    /// An entry counted by the start's count (in the index when its read began) changes and goes
+    /// while the count is held: the totals end exact; and while it counts, the summary shows no
+    /// folder and no figure below 0 (a removed file would make its folder's figures negative).
+    func testEntriesChangingWhileTheStartCountsEndWithExactTotals() async throws {
+        let source = Library.source()
+        var cache = try engine(source)
+        try await read(cache, Library.a, 0..<(3 << 20))
+        try await read(cache, Library.b, 0..<1000)
+        try await read(cache, Library.c, 0..<100_000)
+        cache.shutdown()
+        try markUsedByAnOlderBinary()
+
+        let gate = CountGate()
+        cache = try engine(source, holdCount: gate.hook)
+        defer { cache.shutdown() }
+        gate.waitHeld()
+        XCTAssertEqual(cache.summary(showDirectory: false, totals: nil).counting, true, "no row: the index is counted")
+        try await cache.remove(url: Library.c)
+        try await read(cache, Library.b, (3 << 20)..<(4 << 20))
+        try await read(cache, Library.listing, 0..<20)
+        let counting = cache.statusDocument(version: "test", showDirectory: false, view: .summary(filter: ""))
+        XCTAssertEqual(counting.cache.counting, true)
+        XCTAssertEqual(counting.folders, [], "no folder while counting")
+        XCTAssertEqual(counting.foldersTotal, 0)
+        XCTAssertGreaterThanOrEqual(counting.cache.files, 0)
+        XCTAssertGreaterThanOrEqual(counting.cache.slices, 0)
+
+        gate.release()
+        assertTotalsMatchAWalk(cache, "c removed, b grown, a listing added while the count was held")
+        XCTAssertEqual(cache.summary(showDirectory: false, totals: nil).files, 3)
+    }
+
+    /// A clean stop's row is void once another binary used the cache: the start counts.
+    func testARowLeftBeforeAnOlderBinaryUsedTheCacheIsNotTrusted() async throws {
+        let source = Library.source()
+        var cache = try engine(source)
+        try await read(cache, Library.a, 0..<(3 << 20))
+        cache.shutdown()
+        try markUsedByAnOlderBinary()
+        let gate = CountGate()
+        cache = try engine(source, holdCount: gate.hook)
+        defer { cache.shutdown() }
+        gate.waitHeld()
+        XCTAssertFalse(cache.core.totals.counted, "counted again")
+        gate.release()
+        assertTotalsMatchAWalk(cache, "counted")
+    }
+
+    /// A program that wrote the index without marking it in use (a tool, the bench's fill) left
+    /// the row as it was, but changed the file: the start sums and counts.
+    func testARowLeftBeforeAnotherProgramWroteTheIndexIsNotTrusted() async throws {
+        let source = Library.source()
+        var cache = try engine(source)
+        try await read(cache, Library.a, 0..<(3 << 20))
+        try await read(cache, Library.c, 0..<100_000)
+        cache.shutdown()
+        try writeTheIndexDirectly("DELETE FROM entry WHERE url = ?", [Library.c])
+        let gate = CountGate()
+        cache = try engine(source, holdCount: gate.hook)
+        defer { cache.shutdown() }
+        gate.waitHeld()
+        XCTAssertFalse(cache.core.totals.counted, "counted again")
+        gate.release()
+        assertTotalsMatchAWalk(cache, "counted")
+        XCTAssertEqual(cache.summary(showDirectory: false, totals: nil).files, 1)
     }
 
     /// Two folders of one origin: two films and a listing page in one, a small file in the other.

@@ -85,7 +85,8 @@ public struct CacheConfiguration: Sendable {
     /// Memory for entries nobody uses, kept in memory after their last use (`EntryLoader`):
     /// counted at `EngineCore.entryMemoryEstimate` (2 KiB) an entry, 16 MiB keep 8,192 of them;
     /// the rest are in the index, loaded again when looked up. Entries in use are not counted.
-    public var entryMemoryBudget: Int64 = 16 << 20
+    /// `--entry-memory`.
+    public var entryMemoryBudget: Int64 = CacheConfiguration.defaultEntryMemoryBudget
     /// Threads of the engine's one pool for blocking I/O (`EngineCore.pool`): answers of reads
     /// that waited, checksum checks, chunked reads, eviction and removals. Eight: a job blocks on
     /// one disk request at a time, and eight in flight keep an SSD's or a NAS's queue busy (the
@@ -96,10 +97,14 @@ public struct CacheConfiguration: Sendable {
     /// How the start's check opens a data file (`open(2)`, read-only); tests make it fail.
     /// -1 and errno on failure.
     var openDataFileForCheck: @Sendable (String) -> Int32 = { Glibc.open($0, O_RDONLY | O_CLOEXEC) }
+    /// Tests: run on the start's count of the index (`countIndexEntries`) once its read began,
+    /// before it counts the first entry: a test holds the count there while it changes entries.
+    var startCountHook: (@Sendable () -> Void)?
 
     public static let defaultSliceSize: Int64 = 4 << 20
     public static let defaultCapacity: Int64 = 5 << 30
     public static let defaultMaxReadAhead: Int64 = 32 << 20
+    public static let defaultEntryMemoryBudget: Int64 = 16 << 20
 
     public init(directory: String,
                 capacity: Int64 = CacheConfiguration.defaultCapacity,

@@ -5,7 +5,8 @@ import Glibc
 #endif
 
 /// The start: what the engine needs of the whole index, read as summaries (the bytes on disk
-/// and the scan share's, counted into `Evictor`; the last generation handed out), and slice
+/// and the scan share's, counted into `Evictor`; the last generation handed out: after a clean
+/// stop from the one row it left, `CacheIndex.StartSummary`, else summed), and slice
 /// files of the layout before data files moved in (once per cache: a listing of every data
 /// file is not a start's work). No entry is loaded: each is loaded when first looked up
 /// (`EntryLoader`), its data file checked then (`StartupCheck.check`); versions no row is at
@@ -20,10 +21,11 @@ struct CacheLoad {
     let evictor: Evictor
     let logger: Logger
 
-    /// Counts the bytes the index describes and returns the last generation.
-    func run() throws -> Int64 {
+    /// Counts the bytes the index describes and returns the last generation; `stored`: what a
+    /// clean stop left (nothing to sum).
+    func run(stored: CacheIndex.Summary? = nil) throws -> Int64 {
         let summary: CacheIndex.Summary
-        do { summary = try index.summary() } catch {
+        do { summary = try stored ?? index.summary() } catch {
             throw CacheError.storage(path: configuration.directory + "/index.sqlite", message: "\(error)")
         }
         if !index.layoutChecked() {
@@ -92,6 +94,7 @@ extension EngineCore {
     /// `lastGeneration`: a file of this process may be written before its row).
     func cleanUpAfterStart(firstNewID: Int64, lastGeneration: Int64) {
         let index = store.index, files = store.files
+        index.backgroundCheck(logger: logger)   // the full check a start after a clean stop skipped
         do {
             for f in try index.deleteOldVersions() { files.remove(entry: f.entry, generation: f.generation) }
         } catch {
@@ -132,13 +135,13 @@ extension EngineCore {
     /// count is in, the summary says it is counting (`CacheSummary.counting`).
     /// (Static: the engine's init runs it before anything can load an entry, before `self` is whole.)
     static func countIndexEntries(_ index: CacheIndex, into totals: RunningTotals, logger: Logger,
-                                  stop: LockedValue<Bool>, ended: ConditionLock<Bool>) {
+                                  stop: LockedValue<Bool>, ended: ConditionLock<Bool>, hold: (@Sendable () -> Void)? = nil) {
         totals.countStarted()
         let begun = ConditionLock(false)
         let thread = Thread {
             var sums = CacheTotals()
             do {
-                let whole = try index.countEntries(begun: { begun.withLock { $0 = true }; begun.broadcast() },
+                let whole = try index.countEntries(begun: { begun.withLock { $0 = true }; begun.broadcast(); hold?() },
                                                    stop: { stop.withLock { $0 } }) { e in
                     let info = EntryInfo(key: CacheKey(rawValue: ""), url: e.url, finalURL: e.url, length: e.length,
                                          contentType: e.contentType, etag: nil, lastModified: nil, acceptsRanges: true,

@@ -189,7 +189,9 @@ final class EngineCore: Sendable {
             throw CacheError.storage(path: dir + "/index.sqlite", message: "cannot read the pinned ranges: \(error)")
         }
         try? index.recordCapacity(configuration.capacity)
-        previousStop = (try? index.beginUse()) ?? .unknown
+        var use = (try? index.beginUse()) ?? (stop: .unknown, summary: nil)
+        previousStop = use.stop
+        if !index.untouchedSinceCleanClose.withLock({ $0 }) { use.summary = nil }   // written since: summed and counted
         index.onWriteError = { [logger] error in
             logger.error("the cache index could not be written; recent bytes may be fetched again after a restart",
                          metadata: ["error": "\(error)"])
@@ -208,9 +210,15 @@ final class EngineCore: Sendable {
         maintenance = Maintenance(configuration: configuration, shards: shards, index: index, pool: pool, evictor: evictor,
                                   directoryLock: directoryLock, openReaders: openReaders, logger: logger)
         let lastGeneration = try CacheLoad(configuration: configuration, store: files, index: index, shards: shards,
-                                           evictor: evictor, logger: logger).run()
+                                           evictor: evictor, logger: logger).run(stored: use.summary?.summary)
         ids = EngineIDs(lastGeneration: lastGeneration)
-        Self.countIndexEntries(index, into: totals, logger: logger, stop: stopCounting, ended: countEnded)
+        if let stored = use.summary?.totals {
+            totals.restore(stored)   // kept by the clean stop: nothing to count
+            countEnded.withLock { $0 = true }
+        } else {
+            Self.countIndexEntries(index, into: totals, logger: logger, stop: stopCounting, ended: countEnded,
+                                   hold: configuration.startCountHook)
+        }
         let hooks = LockedValue<(@Sendable (Step) -> Void)?>(nil)
         testHookValue = hooks
         let testHook: @Sendable () -> (@Sendable (Step) -> Void)? = { hooks.withLock { $0 } }
@@ -285,7 +293,7 @@ final class EngineCore: Sendable {
         logger.debug("the most jobs each lane of the blocking I/O pool ran at once",
                      metadata: Logger.Metadata(uniqueKeysWithValues: pool.busiestLanes.map { ($0.lane, "\($0.mostRunning)") }))
         do {
-            try store.close()
+            try store.close(totals: totals.stored())
         } catch {
             logger.warning("the cache index could not be closed; the next start will check the cache as after a crash",
                            metadata: ["error": "\(error)"])

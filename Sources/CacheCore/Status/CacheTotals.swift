@@ -13,7 +13,7 @@ import Foundation
 /// come under the entry's shard lock; the totals have one leaf lock of their own, taken only
 /// when an entry's figures changed. *Blocks on* nothing.
 final class RunningTotals: Sendable {
-    private struct State {
+    fileprivate struct State {
         var totals = CacheTotals()
         /// False until the entries of the index at start are counted in (`addCounted`).
         var counted = true
@@ -22,7 +22,7 @@ final class RunningTotals: Sendable {
         var places: [FolderPlace] = []
     }
 
-    private let state = LockedValue(State())
+    fileprivate let state = LockedValue(State())
     let sliceSize: Int64
 
     init(sliceSize: Int64) { self.sliceSize = sliceSize }
@@ -170,5 +170,36 @@ struct CacheTotals: Equatable, Sendable {
             f.withErrors += o.withErrors
             folders[n] = f == Folder() ? nil : f
         }
+    }
+}
+
+extension RunningTotals {
+    /// The totals as a clean stop keeps them (`CacheIndex.StoredTotals`), by folder place; nil
+    /// until the start's count is in (then the next start counts again).
+    func stored() -> CacheIndex.StoredTotals? {
+        state.withLock { s in
+            guard s.counted else { return nil }
+            let folders = s.totals.folders.sorted { $0.key < $1.key }.map { n, f in
+                let place = s.places[Int(n)]
+                return CacheIndex.StoredTotals.Folder(origin: place.origin, path: place.path, files: f.files, listings: f.listings,
+                                                      lengthBytes: f.lengthBytes, cachedBytes: f.cachedBytes, withErrors: f.withErrors)
+            }
+            return CacheIndex.StoredTotals(entries: s.totals.entries, cachedBytes: s.totals.cachedBytes, slices: s.totals.slices,
+                                           folders: folders)
+        }
+    }
+
+    /// Starts from what a clean stop kept (instead of counting the index): counted at once.
+    func restore(_ stored: CacheIndex.StoredTotals) {
+        var t = CacheTotals()
+        t.entries = stored.entries
+        t.cachedBytes = stored.cachedBytes
+        t.slices = stored.slices
+        for f in stored.folders {
+            let n = folderNumber(FolderPlace(origin: f.origin, path: f.path))
+            t.folders[n] = CacheTotals.Folder(files: f.files, listings: f.listings, lengthBytes: f.lengthBytes,
+                                              cachedBytes: f.cachedBytes, withErrors: f.withErrors)
+        }
+        state.withLock { $0.totals = t }
     }
 }

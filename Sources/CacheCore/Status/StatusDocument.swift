@@ -506,8 +506,11 @@ extension CacheEngine {
     /// Every folder's totals, from the running totals (`RunningTotals`), folders by origin then
     /// path: what `folderGroups` adds up with no filter, without walking the entries. Pins and
     /// transfers are few: each is looked up in its shard.
+    /// While the start's count runs, none: a folder would hold the changes since the start only
+    /// (a file removed before it was counted makes its folder's figures negative).
     func runningFolderTotals(fetching: [CacheKey: RangeSet]) -> [FolderTotals] {
         let running = core.totals
+        guard running.counted else { return [] }
         let sums = running.totals
         var folders: [Int32: FolderTotals] = [:]
         for (n, f) in sums.folders {
@@ -578,13 +581,14 @@ extension CacheEngine {
     }
 
     /// The cache as a whole, from the running totals. While the start's count of the index
-    /// runs, files, slices and folders are partial (`counting`), the bytes the evictor's (counted
-    /// before the start ended).
+    /// runs (`counting`), files and slices are the changes since the start, never below 0 (a
+    /// removal of an entry not counted yet), the bytes the evictor's (counted before the start
+    /// ended), and no folder is shown (`runningFolderTotals`).
     func summary(showDirectory: Bool, totals: Totals?) -> CacheSummary {
         let running = core.totals
         let counted = running.counted
         let sums = running.totals
-        var s = CacheSummary(entries: sums.entries, usedBytes: counted ? sums.cachedBytes : core.totalBytes, slices: sums.slices,
+        var s = CacheSummary(entries: max(0, sums.entries), usedBytes: counted ? sums.cachedBytes : core.totalBytes, slices: max(0, sums.slices),
                              configuration: configuration, showDirectory: showDirectory, totals: totals)
         if !counted { s.counting = true }
         s.scanShare = ScanShareStatus(limitBytes: core.evictor.scanShare.bound, usedBytes: core.evictor.scanShare.usedBytes)

@@ -18,19 +18,23 @@ extension CacheIndex {
     }
 
     func summary() throws -> Summary {
-        try pool.read { db in
-            let bytes = try Int64.fetchOne(db, sql: """
-                SELECT coalesce(sum(x."end" - x.start), 0) FROM extent x
-                JOIN entry n ON n.id = x.entry_id AND n.generation = x.generation
-                """) ?? 0
-            let scan = try Int64.fetchOne(db, sql: """
-                SELECT coalesce(sum(x."end" - x.start), 0) FROM scan_slice s
-                JOIN entry n ON n.id = s.entry_id AND n.generation = s.generation
-                JOIN extent x ON x.entry_id = s.entry_id AND x.generation = s.generation AND x.slice = s.slice
-                """) ?? 0
-            let generation = try Int64.fetchOne(db, sql: "SELECT coalesce(max(generation), 0) FROM entry") ?? 0
-            return Summary(bytes: bytes, scanBytes: scan, lastGeneration: generation)
-        }
+        try pool.read { db in try Self.summary(db) }
+    }
+
+    static func summary(_ db: Database) throws -> Summary {
+        let bytes = try Int64.fetchOne(db, sql: """
+            SELECT coalesce(sum(x."end" - x.start), 0) FROM extent x
+            JOIN entry n ON n.id = x.entry_id AND n.generation = x.generation
+            """) ?? 0
+        // From the scan marks (CROSS JOIN keeps that order): SQLite, with no statistics,
+        // otherwise walks every extent row to find the few marked.
+        let scan = try Int64.fetchOne(db, sql: """
+            SELECT coalesce(sum(x."end" - x.start), 0) FROM scan_slice s
+            CROSS JOIN entry n ON n.id = s.entry_id AND n.generation = s.generation
+            CROSS JOIN extent x ON x.entry_id = s.entry_id AND x.generation = s.generation AND x.slice = s.slice
+            """) ?? 0
+        let generation = try Int64.fetchOne(db, sql: "SELECT coalesce(max(generation), 0) FROM entry") ?? 0
+        return Summary(bytes: bytes, scanBytes: scan, lastGeneration: generation)
     }
 
     /// What the status totals count of one entry (`RunningTotals`): the fields its folder and
@@ -87,7 +91,8 @@ extension CacheIndex {
         // and compiling the three each time (with GRDB's authorizer) was a tenth of the daemon's
         // CPU when a folder larger than the entry budget was read again (issue 51).
         return try pool.read { db in
-            guard let r = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM entry WHERE key = ?"), arguments: [key]) else { return nil }
+            guard let r = try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.entryColumns) FROM entry WHERE key = ?"),
+                                           arguments: [key]) else { return nil }
             let row = Self.entry(from: r)
             let extents = try Row.fetchAll(db.cachedStatement(sql: """
                 SELECT slice, start, "end", checksum FROM extent WHERE entry_id = ? AND generation = ? ORDER BY start
@@ -105,7 +110,8 @@ extension CacheIndex {
     func storedRow(key: String) throws -> EntryRow? {
         flush()
         return try pool.read { db in
-            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM entry WHERE key = ?"), arguments: [key]).map(Self.entry(from:))
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.entryColumns) FROM entry WHERE key = ?"), arguments: [key])
+                .map(Self.entry(from:))
         }
     }
 

@@ -18,10 +18,10 @@ extension CacheIndex {
         try pool.read { db in
             let rows: [Row]
             if let cursor {
-                rows = try Row.fetchAll(db, sql: "SELECT * FROM entry WHERE (url, id) > (?, ?) ORDER BY url, id LIMIT ?",
+                rows = try Row.fetchAll(db, sql: "SELECT \(Self.entryColumns) FROM entry WHERE (url, id) > (?, ?) ORDER BY url, id LIMIT ?",
                                         arguments: [cursor.url, cursor.id, limit])
             } else {
-                rows = try Row.fetchAll(db, sql: "SELECT * FROM entry ORDER BY url, id LIMIT ?", arguments: [limit])
+                rows = try Row.fetchAll(db, sql: "SELECT \(Self.entryColumns) FROM entry ORDER BY url, id LIMIT ?", arguments: [limit])
             }
             let entries = rows.map(Self.entry(from:))
             guard !entries.isEmpty else { return ([], []) }

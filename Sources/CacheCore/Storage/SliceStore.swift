@@ -256,9 +256,10 @@ final class SliceStore: Sendable {
     /// Runs the writes queued, then ends the lanes (shutdown, after the last transfers).
     func stopWriting() { writes.stop() }
 
-    /// Closes the index (shutdown, once nothing writes); on failure, flushes what it can.
-    func close() throws {
-        do { try index.close() } catch {
+    /// Closes the index (shutdown, once nothing writes) leaving `totals` for the next start;
+    /// on failure, flushes what it can.
+    func close(totals: CacheIndex.StoredTotals? = nil) throws {
+        do { try index.close(totals: totals) } catch {
             index.flush()
             throw error
         }

@@ -236,6 +236,7 @@ final class MountHost: Sendable {
             ("--cache-max-age", { $0.0.maxAge.map(Format.duration) ?? "" }, false),
             ("--read-ahead-max", { bytes($0.0.maxReadAhead) }, false),
             ("--scan-share", { $0.0.scanShare.map(bytes) ?? "" }, false),
+            ("--entry-memory", { bytes($0.0.entryMemory) }, false),
             ("transfer options (--max-connections, --max-connections-per-host, --tpslimit, --egress-budget, --bwlimit, --tier)", { "\($0.0.transfer)" }, false),
             ("--log-level", { $0.0.logLevel.map { "\($0)" } ?? "" }, false),
             ("--log-file", { $0.0.logFile ?? "" }, false),

@@ -3,8 +3,8 @@ import CacheCore
 import Foundation
 import Settings
 
-/// How long bytes stay and how far reads run ahead: `--cache-max-age`, `--read-ahead-max` and
-/// `--scan-share`.
+/// How long bytes stay, how far reads run ahead and what stays in memory: `--cache-max-age`,
+/// `--read-ahead-max`, `--scan-share` and `--entry-memory`.
 /// Part of `CacheOptions` (every subcommand), each also a config-file key of the same name.
 struct CacheLimitOptions: ParsableArguments {
     @Option(name: [.customLong("cache-max-age"), .customLong("vfs-cache-max-age")], parsing: .unconditional,
@@ -19,6 +19,13 @@ struct CacheLimitOptions: ParsableArguments {
     @Option(name: .customLong("scan-share"), parsing: .unconditional,
             help: ArgumentHelp("Part of the cache size kept for the bytes media scanners read (ffprobe, mediainfo, minidlna...: headers, indexes, tails), as a percentage or a size, e.g. 2%, 100M (default: 2%; 0: none). Evicted last and only by each other, kept across restarts, so a re-scan after playback needs no origin request. preload --head/--tail fills it too.", valueName: "percent|size"))
     var scanShare: String?
+
+    @Option(name: .customLong("entry-memory"), parsing: .unconditional,
+            help: ArgumentHelp("Memory for cached files' entries that no reader uses now, kept for their next open, e.g. 16M, 256M (default: 16M, about 8,000 entries; 0: only those in use). The others stay in the cache's index on disk and are read again when opened: memory grows with what is open, not with what is cached.", valueName: "size"))
+    var entryMemory: String?
+
+    /// The largest `--entry-memory`: about 8 million entries (past that, memory is no longer the point).
+    static let maxEntryMemory: Int64 = 16 << 30
 
     init() {}
 
@@ -36,6 +43,11 @@ struct CacheLimitOptions: ParsableArguments {
         }
         if let v = setting(scanShare, "scan-share", in: file) {
             r.scanShare = try ScanShareValue.parse(v.text, capacity: r.capacity, option: v.option)
+        }
+        if let v = setting(entryMemory, "entry-memory", in: file) {
+            let size = try ByteSize.parse(v.text, option: v.option)
+            guard size <= Self.maxEntryMemory else { throw UsageError("entry memory '\(v.text)' for \(v.option) is too large: at most 16G") }
+            r.entryMemory = size
         }
     }
 }

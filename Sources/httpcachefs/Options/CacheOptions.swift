@@ -18,7 +18,7 @@ import Settings
 ///
 /// Map of this folder (`Options/`): flags and config keys, parsed to one clear line on error.
 /// - `CacheOptions.swift` (this file): the options every subcommand shares; groups below.
-/// - `CacheLimitOptions.swift`: `--cache-max-age`, `--read-ahead-max`, `--scan-share`.
+/// - `CacheLimitOptions.swift`: `--cache-max-age`, `--read-ahead-max`, `--scan-share`, `--entry-memory`.
 /// - `OriginOptions.swift`: user agent, CA, netrc, `--user`, credential hosts.
 /// - `TransferOptions.swift`: `--max-connections`, `--bwlimit`, `--tier`.
 /// - `MountOwnerOptions.swift`: `--uid`, `--gid`, `--umask`.
@@ -405,6 +405,8 @@ struct ResolvedCacheOptions: Equatable {
     var maxReadAhead = CacheConfiguration.defaultMaxReadAhead
     /// `--scan-share` in bytes; nil: the default share of the cap.
     var scanShare: Int64?
+    /// `--entry-memory` in bytes.
+    var entryMemory = CacheConfiguration.defaultEntryMemoryBudget
     var transfer = TransferOptions.Resolved()
     /// Where s3:// URLs' buckets are and the keys their requests are signed with (`S3Options`).
     var s3: S3Endpoint?
@@ -430,6 +432,7 @@ struct ResolvedCacheOptions: Equatable {
         // A bucket's bytes are its keys' (`S3Buckets.credentialIdentity`).
         c.keyRules.s3Buckets = .process
         c.scanShare = scanShare
+        c.entryMemoryBudget = entryMemory
         // Bytes fetched with credentials are served only to requests with the same ones.
         if let user = access.user { c.keyRules.sharedLogin = "user \(user):\(access.password?.value ?? "")" }
         if let netrc = access.netrcFile {

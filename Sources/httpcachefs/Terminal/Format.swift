@@ -56,6 +56,6 @@ enum Format {
 
     /// `2026-11-21 12:00:00Z`: UTC, sortable, unambiguous.
     static func date(_ date: Date) -> String {
-        LineLogHandler.timestamp(date).replacingOccurrences(of: "T", with: " ")
+        LineLogHandler.timestamp(date, separator: UInt8(ascii: " "))
     }
 }

@@ -78,13 +78,29 @@ struct LineLogHandler: LogHandler {
 
     /// UTC, to the second, ISO 8601; `gmtime_r` because DateFormatter is slow and not
     /// something to share across threads.
-    static func timestamp(_ date: Date = Date()) -> String {
+    /// `separator` between the date and the time: `T` (ISO 8601), or a space (`Format.date`).
+    /// Digits written by hand: `String(format:)` was a tenth of `cache ls`'s time at a million lines.
+    static func timestamp(_ date: Date = Date(), separator: UInt8 = UInt8(ascii: "T")) -> String {
         var t = time_t(date.timeIntervalSince1970.rounded(.down))
         var parts = tm()
         gmtime_r(&t, &parts)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ",
-                      Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1, Int(parts.tm_mday),
-                      Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec))
+        var out: [UInt8] = []
+        out.reserveCapacity(20)
+        func digits(_ value: Int, _ width: Int) {
+            var v = max(0, value), buffer = [UInt8](repeating: UInt8(ascii: "0"), count: width)
+            for i in stride(from: width - 1, through: 0, by: -1) {
+                buffer[i] = UInt8(ascii: "0") + UInt8(v % 10)
+                v /= 10
+            }
+            if v > 0 { out += Array(String(max(0, value)).utf8) } else { out += buffer }
+        }
+        digits(Int(parts.tm_year) + 1900, 4); out.append(UInt8(ascii: "-"))
+        digits(Int(parts.tm_mon) + 1, 2); out.append(UInt8(ascii: "-"))
+        digits(Int(parts.tm_mday), 2); out.append(separator)
+        digits(Int(parts.tm_hour), 2); out.append(UInt8(ascii: ":"))
+        digits(Int(parts.tm_min), 2); out.append(UInt8(ascii: ":"))
+        digits(Int(parts.tm_sec), 2); out.append(UInt8(ascii: "Z"))
+        return String(decoding: out, as: UTF8.self)
     }
 }
 
