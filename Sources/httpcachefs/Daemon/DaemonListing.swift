@@ -68,16 +68,19 @@ struct DaemonListing: CacheListing {
     ///
     /// Its files whose figures the index does not hold yet (`status.json?view=unsaved`): a few
     /// whatever the cache holds, so `cache ls` prints its first line at once beside a daemon of
-    /// a million entries, whose whole document took seconds to make. A daemon of a version
-    /// before that view refuses it: its whole document, as then.
+    /// a million entries, whose whole document took seconds to make. Only a daemon of a version
+    /// before that view, which refuses it (400), is asked its whole document, as then: one that
+    /// did not answer in time is not asked for more (a million entries' document took gigabytes).
     static func liveDocument(cacheDirectory: String) -> StatusDocument? {
         guard case .found = URLCommand.findProxy(cacheDirectory: cacheDirectory),
-              let file = ProxyStatus.readRuntimeFile(cacheDirectory: cacheDirectory) else { return nil }
+              let file = ProxyStatus.readRuntimeFile(cacheDirectory: cacheDirectory), let key = file.controlKey else { return nil }
+        if let pid = file.pid, ListenerOwner.listens(pid: pid, port: file.port) == false { return nil }
         for query in ["?view=unsaved", ""] {
-            if let body = DaemonControl.ownerGet(file.tokenPath(ProxyRouter.documentPath + query), from: file, timeout: 60),
-               let document = try? StatusDocument.decode(body) {
-                return document
-            }
+            guard let (status, body) = LoopbackGet.request("GET", host: file.localConnectHost, port: file.port,
+                                                           path: file.tokenPath(ProxyRouter.documentPath + query),
+                                                           headers: [(ControlRequest.keyHeader, key)], timeout: 60) else { return nil }
+            if status == 200 { return try? StatusDocument.decode(body) }
+            guard status == 400 else { return nil }
         }
         return nil
     }
