@@ -26,14 +26,8 @@ extension UnprivilegedUserTests {
     }
 
     func testAUserWithoutADaemonIsToldOthersRunSome() throws {
-        let binary = try BinaryUnderTest.locate()
-        let rootsMount = user.root + "/roots-mnt", rootsCache = user.root + "/roots-cache"
-        try FileManager.default.createDirectory(atPath: rootsMount, withIntermediateDirectories: true)
-        let mount = try UnprivilegedUser.exec(binary, ["mount", rootsMount, origin.url("/lib/extra.txt"), "--proxy-port", "0",
-                                                       "--cache-dir", rootsCache, "--log-file", user.root + "/roots.log"])
-        XCTAssertEqual(mount.status, 0, mount.stderr)
-        guard mount.status == 0 else { return }
-        defer { _ = try? UnprivilegedUser.exec(binary, ["unmount", rootsMount]) }
+        guard let (rootsMount, rootsCache) = try mountAsRoot() else { return }
+        defer { unmountAsRoot(rootsMount) }
 
         let status = try user.httpcachefs(["status"])
         XCTAssertEqual(status.status, 0, status.stderr)
@@ -45,18 +39,27 @@ extension UnprivilegedUserTests {
     /// A user who tries to unmount root's mount is told whose it is, in one line, and the mount
     /// stays (not fusermount3's "entry not found in /etc/mtab").
     func testAUserUnmountingRootsMountIsToldItIsAnotherUsers() throws {
-        let binary = try BinaryUnderTest.locate()
-        let rootsMount = user.root + "/roots-mnt", rootsCache = user.root + "/roots-cache"
-        try FileManager.default.createDirectory(atPath: rootsMount, withIntermediateDirectories: true)
-        let mount = try UnprivilegedUser.exec(binary, ["mount", rootsMount, origin.url("/lib/extra.txt"), "--proxy-port", "0",
-                                                       "--cache-dir", rootsCache, "--log-file", user.root + "/roots.log"])
-        XCTAssertEqual(mount.status, 0, mount.stderr)
-        guard mount.status == 0 else { return }
-        defer { _ = try? UnprivilegedUser.exec(binary, ["unmount", rootsMount]) }
+        guard let (rootsMount, _) = try mountAsRoot() else { return }
+        defer { unmountAsRoot(rootsMount) }
 
         let r = try user.httpcachefs(["unmount", rootsMount])
         XCTAssertEqual(r.status, 1, r.text)
         XCTAssertEqual(r.stderr, "httpcachefs: error: \(rootsMount) is another user's mount: only its owner or root can unmount it\n")
         XCTAssertTrue(try String(contentsOfFile: "/proc/mounts", encoding: .utf8).contains(" \(rootsMount) "), "root's mount stays")
+    }
+
+    /// Root mounts a file of the origin on a cache of its own: the mountpoint and the cache, nil
+    /// (with the failure recorded) if the mount failed.
+    func mountAsRoot() throws -> (mountpoint: String, cache: String)? {
+        let rootsMount = user.root + "/roots-mnt", rootsCache = user.root + "/roots-cache"
+        try FileManager.default.createDirectory(atPath: rootsMount, withIntermediateDirectories: true)
+        let mount = try UnprivilegedUser.exec(try BinaryUnderTest.locate(), ["mount", rootsMount, origin.url("/lib/extra.txt"),
+                                              "--proxy-port", "0", "--cache-dir", rootsCache, "--log-file", user.root + "/roots.log"])
+        XCTAssertEqual(mount.status, 0, mount.stderr)
+        return mount.status == 0 ? (rootsMount, rootsCache) : nil
+    }
+
+    func unmountAsRoot(_ mountpoint: String) {
+        _ = try? UnprivilegedUser.exec(try BinaryUnderTest.locate(), ["unmount", mountpoint])
     }
 }
