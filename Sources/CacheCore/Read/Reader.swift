@@ -56,6 +56,7 @@ final class Reader: Sendable {
          ids: EngineIDs, pool: BlockingIOPool, metrics: CacheMetrics, originRanges: OriginRangeMemory, answers: ReadAnswers,
          verifier: SliceVerifier, loader: EntryLoader, transfers: TransferStarts) {
         self.configuration = configuration
+        readTimeout = .seconds(configuration.readTimeout)
         self.shards = shards
         self.store = store
         self.evictor = evictor
@@ -71,6 +72,8 @@ final class Reader: Sendable {
     }
 
     private var initialReadAhead: Int64 { configuration.initialReadAhead }
+    /// `--read-timeout` as the machine takes it, converted once rather than at every read.
+    private let readTimeout: Duration
 
     func makeReaderState(entry: EntryInfo, end: Int64?, door: ReadDoor = .cli, readerClass: ReaderClass = .player,
                          scanShare: Bool = false) -> ReaderState {
@@ -197,7 +200,7 @@ final class Reader: Sendable {
         EntryMachine.ReadFacts(generation: entry.info.generation, length: entry.info.length,
                                acceptsRanges: entry.info.acceptsRanges, coverage: entry.coverage, pending: entry.pending,
                                unverified: entry.unverified, sliceSize: store.sliceSize,
-                               readTimeout: .seconds(configuration.readTimeout))
+                               readTimeout: readTimeout)
     }
 
     /// The error a read fails with, as the machine said (call under the shard lock: a read of an

@@ -12,10 +12,18 @@ enum DaemonControl {
     /// port is not the daemon's, no answer within `timeout` seconds, more than `maxBytes`).
     static func ownerGet(_ path: String, from status: ProxyStatus, timeout: Int = 2,
                          maxBytes: Int = LoopbackGet.maxResponseBytes) -> [UInt8]? {
+        guard let (code, body) = ownerRequest(path, from: status, timeout: timeout, maxBytes: maxBytes), code == 200 else { return nil }
+        return body
+    }
+
+    /// `ownerGet`'s answer with its status (a caller that tells a refusal from no answer), or nil
+    /// when nothing answers.
+    static func ownerRequest(_ path: String, from status: ProxyStatus, timeout: Int = 2,
+                             maxBytes: Int = LoopbackGet.maxResponseBytes) -> (status: Int, body: [UInt8])? {
         guard let key = status.controlKey else { return nil }
         if let pid = status.pid, ListenerOwner.listens(pid: pid, port: status.port) == false { return nil }
-        return LoopbackGet.get(host: status.localConnectHost, port: status.port, path: path,
-                               headers: [(ControlRequest.keyHeader, key)], timeout: timeout, maxBytes: maxBytes)
+        return LoopbackGet.request("GET", host: status.localConnectHost, port: status.port, path: path,
+                                   headers: [(ControlRequest.keyHeader, key)], timeout: timeout, maxBytes: maxBytes)
     }
 
     /// The status page's address for the owner: under the token when the proxy has one, else

@@ -73,12 +73,10 @@ struct DaemonListing: CacheListing {
     /// did not answer in time is not asked for more (a million entries' document took gigabytes).
     static func liveDocument(cacheDirectory: String) -> StatusDocument? {
         guard case .found = URLCommand.findProxy(cacheDirectory: cacheDirectory),
-              let file = ProxyStatus.readRuntimeFile(cacheDirectory: cacheDirectory), let key = file.controlKey else { return nil }
-        if let pid = file.pid, ListenerOwner.listens(pid: pid, port: file.port) == false { return nil }
+              let file = ProxyStatus.readRuntimeFile(cacheDirectory: cacheDirectory) else { return nil }
         for query in ["?view=unsaved", ""] {
-            guard let (status, body) = LoopbackGet.request("GET", host: file.localConnectHost, port: file.port,
-                                                           path: file.tokenPath(ProxyRouter.documentPath + query),
-                                                           headers: [(ControlRequest.keyHeader, key)], timeout: 60) else { return nil }
+            guard let (status, body) = DaemonControl.ownerRequest(file.tokenPath(ProxyRouter.documentPath + query),
+                                                                  from: file, timeout: 60) else { return nil }
             if status == 200 { return try? StatusDocument.decode(body) }
             guard status == 400 else { return nil }
         }
