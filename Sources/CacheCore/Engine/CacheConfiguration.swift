@@ -100,6 +100,12 @@ public struct CacheConfiguration: Sendable {
     /// Tests: run on the start's count of the index (`countIndexEntries`) once its read began,
     /// before it counts the first entry: a test holds the count there while it changes entries.
     var startCountHook: (@Sendable () -> Void)?
+    /// Tests: told of each data folder the clean-up after the start is about to walk, and of a
+    /// stop being asked (`StartCleanUp.Step`): a test holds the walk at a folder until the stop.
+    var startCleanUpHook: (@Sendable (StartCleanUp.Step) -> Void)?
+    /// Names of a data folder the clean-up after the start reads before it looks them up in the
+    /// index and deletes the orphans among them (`DataFileWalk`); tests make it small.
+    var startCleanUpBatch = 1024
 
     public static let defaultSliceSize: Int64 = 4 << 20
     public static let defaultCapacity: Int64 = 5 << 30

@@ -10,8 +10,8 @@ import Glibc
 /// files of the layout before data files moved in (once per cache: a listing of every data
 /// file is not a start's work). No entry is loaded: each is loaded when first looked up
 /// (`EntryLoader`), its data file checked then (`StartupCheck.check`); versions no row is at
-/// and files no row describes are cleaned up after the start, in the background
-/// (`cleanUpAfterStart`). Runs once, on the thread that makes the engine, before the sweeper
+/// and files no row describes are cleaned up after the start, in the background, when a crash
+/// may have left some (`StartCleanUp`). Runs once, on the thread that makes the engine, before the sweeper
 /// starts and before any reader or transfer exists.
 struct CacheLoad {
     let configuration: CacheConfiguration
@@ -21,9 +21,10 @@ struct CacheLoad {
     let evictor: Evictor
     let logger: Logger
 
-    /// Counts the bytes the index describes and returns the last generation; `stored`: what a
-    /// clean stop left (nothing to sum).
-    func run(stored: CacheIndex.Summary? = nil) throws -> Int64 {
+    /// Counts the bytes the index describes and returns the last generation, and whether data
+    /// files may be left that no row describes (false when the index had no row and every file
+    /// went); `stored`: what a clean stop left (nothing to sum).
+    func run(stored: CacheIndex.Summary? = nil) throws -> (lastGeneration: Int64, filesLeft: Bool) {
         let summary: CacheIndex.Summary
         do { summary = try stored ?? index.summary() } catch {
             throw CacheError.storage(path: configuration.directory + "/index.sqlite", message: "\(error)")
@@ -48,20 +49,32 @@ struct CacheLoad {
             }
             if listedAll { index.markLayoutChecked() }
         }
+        var filesLeft = true
         if summary.lastGeneration == 0 {
             // No row at all (a new index, or a damaged one set aside): every data file is an
             // orphan, and its name could be taken by the first new entries (ids and generations
-            // start again), so they go now, not in the background.
-            let check = StartupCheck(store: store, logger: logger, open: configuration.openDataFileForCheck)
-            let orphans = check.filesOnDisk().files
-            for f in orphans { store.remove(entry: f.entry, generation: f.generation) }
-            if !orphans.isEmpty {
-                logger.info("deleted cached files no index row describes", metadata: ["files": "\(orphans.count)"])
+            // start again), so they go now, not in the background (a folder a batch at a time).
+            let walk = DataFileWalk(files: store, batchSize: configuration.startCleanUpBatch)
+            var orphans = 0, unlisted = 0
+            for folder in 0..<DataFileWalk.folders {
+                let outcome = walk.walk(folder: folder) { batch in
+                    for f in batch { store.remove(entry: f.entry, generation: f.generation) }
+                    orphans += batch.count
+                    return true
+                }
+                if case let .unlisted(error) = outcome {
+                    logger.warning("cannot list a data folder at start; what is in it is kept", metadata: ["error": "\(error)"])
+                    unlisted += 1
+                }
             }
+            if orphans > 0 {
+                logger.info("deleted cached files no index row describes", metadata: ["files": "\(orphans)"])
+            }
+            filesLeft = unlisted > 0
         }
         evictor.addBytes(summary.bytes)
         if evictor.scanShare.isOn { evictor.scanShare.add(summary.scanBytes) }
-        return summary.lastGeneration
+        return (summary.lastGeneration, filesLeft)
     }
 
     /// Moves a slice file of the layout before data files into its data file (start only). The
@@ -88,39 +101,10 @@ struct CacheLoad {
 }
 
 extension EngineCore {
-    /// After the start, in the background (a job of `pool`): drops the rows of versions that
-    /// are not their entry's current one, and deletes data files no row describes, of entries
-    /// and versions from before this start (ids below `firstNewID`, generations up to
-    /// `lastGeneration`: a file of this process may be written before its row).
-    func cleanUpAfterStart(firstNewID: Int64, lastGeneration: Int64) {
-        let index = store.index, files = store.files
-        index.backgroundCheck(logger: logger)   // the full check a start after a clean stop skipped
-        do {
-            for f in try index.deleteOldVersions() { files.remove(entry: f.entry, generation: f.generation) }
-        } catch {
-            logger.warning("cannot drop the rows of old versions; kept until the next start", metadata: ["error": "\(error)"])
-        }
-        let check = StartupCheck(store: files, logger: logger, open: configuration.openDataFileForCheck)
-        let before = check.filesOnDisk().files.filter { $0.entry < firstNewID && $0.generation <= lastGeneration }
-        var orphans = 0
-        var at = before.startIndex
-        while at < before.endIndex {
-            let page = Array(before[at..<min(at + 1024, before.endIndex)])
-            at += page.count
-            guard let described = try? index.describes(page) else { return }
-            for f in page where !described.contains(f) {
-                files.remove(entry: f.entry, generation: f.generation)
-                orphans += 1
-            }
-        }
-        if orphans > 0 {
-            logger.info("deleted cached files no index row describes", metadata: ["files": "\(orphans)"])
-        }
-    }
-
-    /// `cleanUpAfterStart`, then says it is done (`cleanedUpAfterStart`).
-    func cleanUpAfterStartThenSay(firstNewID: Int64, lastGeneration: Int64) {
-        cleanUpAfterStart(firstNewID: firstNewID, lastGeneration: lastGeneration)
+    /// The clean-up after the start (`StartCleanUp`), then says it is done (`cleanedUpAfterStart`).
+    func cleanUpAfterStartThenSay(lastGeneration: Int64) {
+        startCleanUp.run(index: store.index, files: store.files, ids: ids, lastGeneration: lastGeneration,
+                         batchSize: configuration.startCleanUpBatch, logger: logger)
         cleanedUpAfterStart.withLock { $0 = true }
         cleanedUpAfterStart.broadcast()
     }

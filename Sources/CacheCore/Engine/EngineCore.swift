@@ -39,8 +39,9 @@ import Logging
 /// - `EngineCore+Deadlines.swift`: opens and reads past their deadlines (the sweeper's `expireLate`).
 /// - `EngineCore+TestAccess.swift`: the parts' pieces as tests reach them (never the engine's code).
 /// - `CacheConfiguration.swift`: where and how to cache; every knob the engine reads.
-/// - `CacheLoad.swift`: the start: the index's summaries (bytes, scan share, last generation);
-///   the background clean-up of old versions and files no row describes after it.
+/// - `CacheLoad.swift`: the start: the index's summaries (bytes, scan share, last generation).
+/// - `StartCleanUp.swift`: the background clean-up after it (old versions, files no row
+///   describes), stoppable, skipped after a clean stop.
 /// - `EntryLoader.swift`: entries loaded from the index when looked up (one load per key), idle
 ///   ones let go past `entryMemoryBudget`; each loaded file checked by `StartupCheck.swift`.
 /// - `EngineClock.swift`: the one clock CacheCore reads (tests inject it).
@@ -126,7 +127,9 @@ final class EngineCore: Sendable {
     var space: SpaceAllowance { evictor.space }
     /// Entries with an open reader, which `--cache-max-age` leaves alone.
     let openReaders = OpenReaders()
-    /// True once the background clean-up after the start ran (`cleanUpAfterStart`; tests wait for it).
+    /// The clean-up after the start: old versions, files no row describes (`StartCleanUp`).
+    let startCleanUp: StartCleanUp
+    /// True once the background clean-up after the start ran (`StartCleanUp`; tests wait for it).
     let cleanedUpAfterStart = ConditionLock(false)
     /// Sums over the live entries, kept as they change (`RunningTotals`): the status summary
     /// and the metric gauges read these, not every entry.
@@ -209,8 +212,9 @@ final class EngineCore: Sendable {
                           logger: logger, metrics: metrics)
         maintenance = Maintenance(configuration: configuration, shards: shards, index: index, pool: pool, evictor: evictor,
                                   directoryLock: directoryLock, openReaders: openReaders, logger: logger)
-        let lastGeneration = try CacheLoad(configuration: configuration, store: files, index: index, shards: shards,
-                                           evictor: evictor, logger: logger).run(stored: use.summary?.summary)
+        let (lastGeneration, filesLeft) = try CacheLoad(configuration: configuration, store: files, index: index, shards: shards,
+                                                        evictor: evictor, logger: logger).run(stored: use.summary?.summary)
+        startCleanUp = StartCleanUp(from: filesLeft ? use.summary?.cleanUp ?? .none : .done, hook: configuration.startCleanUpHook)
         ids = EngineIDs(lastGeneration: lastGeneration)
         if let stored = use.summary?.totals {
             totals.restore(stored)   // kept by the clean stop: nothing to count
@@ -261,11 +265,11 @@ final class EngineCore: Sendable {
             trim: { [weak loader] in loader?.trimEntries() },
             loadReadBefore: { [weak loader] cutoff in loader?.loadReadBefore(cutoff) },
             loadNextToScrub: { [weak loader] in loader?.loadNextToScrub() ?? false }))
-        let firstNewID = index.newEntryID()
-        pool.submit { [weak self] in self?.cleanUpAfterStartThenSay(firstNewID: firstNewID, lastGeneration: lastGeneration) }
+        pool.submit { [weak self] in self?.cleanUpAfterStartThenSay(lastGeneration: lastGeneration) }
     }
 
     func shutdown() {
+        startCleanUp.stop()   // seen at its next batch: the pool's finish below waits for no walk
         maintenance.stop()
         for shard in shards {
             let (running, waiting): ([FetchHandleBox], [Waiter.Completion]) = shard.locked { entries in
@@ -283,7 +287,7 @@ final class EngineCore: Sendable {
         }
         // Transfers hand their last extent to the index when they finish: wait for them (briefly),
         // or bytes already on disk would not be recorded.
-        fetches.waitForSinks(timeout: 5)
+        let sinksEnded = fetches.waitForSinks(timeout: 5)
         stopCountingIndexEntries()
         store.stopWriting()
         // The cancelled reads' answers run, and so does a maintenance job or a check already
@@ -293,7 +297,9 @@ final class EngineCore: Sendable {
         logger.debug("the most jobs each lane of the blocking I/O pool ran at once",
                      metadata: Logger.Metadata(uniqueKeysWithValues: pool.busiestLanes.map { ($0.lane, "\($0.mostRunning)") }))
         do {
-            try store.close(totals: totals.stored())
+            // A transfer still running may yet write a file whose row it never commits: the
+            // next start then cleans up whole.
+            try store.close(totals: totals.stored(), cleanUp: sinksEnded ? startCleanUp.reached : nil)
         } catch {
             logger.warning("the cache index could not be closed; the next start will check the cache as after a crash",
                            metadata: ["error": "\(error)"])

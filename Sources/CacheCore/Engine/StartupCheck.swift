@@ -103,9 +103,6 @@ struct StartupCheck {
         return true
     }
 
-    /// The data files on disk (`dataFiles`), for the background look for files no row describes.
-    func filesOnDisk() -> (files: [FileID], unlisted: Int) { dataFiles() }
-
     /// The data files on disk, and how many directories could not be listed (nothing in those
     /// is taken for an orphan).
     private func dataFiles() -> (files: [FileID], unlisted: Int) {

@@ -182,27 +182,43 @@ extension CacheIndex {
     func markLayoutChecked() { try? setMeta("layout_checked", "1") }
 
     /// Deletes the extent rows and scan marks of versions that are not their entry's current one
-    /// (a crash before a remote change's deletion committed); returns the files they named.
-    func deleteOldVersions() throws -> [FileID] {
+    /// (a crash before a remote change's deletion committed), of the entries with ids in `ids`
+    /// (the clean-up after a start goes through the ids a range at a time, so that a stop finds
+    /// it between two); returns the files they named.
+    func deleteOldVersions(ids: Range<Int64>) throws -> [FileID] {
         flush()
         let old = try pool.read { db in
             try Row.fetchAll(db, sql: """
                 SELECT DISTINCT x.entry_id, x.generation, x.slice FROM extent x
-                WHERE NOT EXISTS (SELECT 1 FROM entry n WHERE n.id = x.entry_id AND n.generation = x.generation)
-                """).map { SliceID(entryID: $0[0], generation: $0[1], slice: $0[2]) }
+                WHERE x.entry_id >= ? AND x.entry_id < ?
+                AND NOT EXISTS (SELECT 1 FROM entry n WHERE n.id = x.entry_id AND n.generation = x.generation)
+                """, arguments: [ids.lowerBound, ids.upperBound]).map { SliceID(entryID: $0[0], generation: $0[1], slice: $0[2]) }
         }
         guard !old.isEmpty else { return [] }
         try deleteSlices(old) {}
         return Array(Set(old.map { FileID(entry: $0.entryID, generation: $0.generation) }))
     }
 
-    /// Whether a row names this data file's version now (the background check of files no row describes).
+    /// The highest entry id an extent row names (0 for none): where `deleteOldVersions` ends.
+    func lastExtentEntryID() throws -> Int64 {
+        try pool.read { db in try Int64.fetchOne(db, sql: "SELECT coalesce(max(entry_id), 0) FROM extent") ?? 0 }
+    }
+
+    /// Which of `files` a row names as its entry's current version now (the clean-up's look for
+    /// files no row describes): one query for a batch of files, not one a file.
     func describes(_ files: [FileID]) throws -> Set<FileID> {
+        let ids = Array(Set(files.map(\.entry)))
+        var current: [Int64: Int64] = [:]
         try pool.read { db in
-            var out = Set<FileID>()
-            let stmt = try db.cachedStatement(sql: "SELECT 1 FROM entry WHERE id = ? AND generation = ?")
-            for f in files where try Int.fetchOne(stmt, arguments: [f.entry, f.generation]) != nil { out.insert(f) }
-            return out
+            for at in stride(from: 0, to: ids.count, by: 500) {   // under SQLite's oldest bound on parameters (999)
+                let part = ids[at..<min(at + 500, ids.count)]
+                let marks = part.map { _ in "?" }.joined(separator: ",")
+                for row in try Row.fetchAll(db, sql: "SELECT id, generation FROM entry WHERE id IN (\(marks))",
+                                            arguments: StatementArguments(Array(part))) {
+                    current[row[0]] = row[1]
+                }
+            }
         }
+        return Set(files.filter { current[$0.entry] == $0.generation })
     }
 }

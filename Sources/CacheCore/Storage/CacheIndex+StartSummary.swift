@@ -19,6 +19,11 @@ import Glibc
 /// trusted only when the index file is as the close left it (the clean stamp below): a program
 /// that wrote the index without marking it in use (a tool, a copy) changed the file.
 ///
+/// *The clean-up's progress.* `cleanUp` in the row (`CleanUpProgress`): how far the clean-up
+/// after the start (`StartCleanUp`: rows of old versions, files no row describes) got before the
+/// stop. A start after a clean stop goes on from there, and does nothing when it was done: a
+/// clean stop leaves no file without its row. After a crash (no row) it is done again, whole.
+///
 /// *The clean stamp.* `index.clean`, beside the index, written after the close: the index file's
 /// inode, size and times then. A start that finds the file exactly so (nothing wrote it since)
 /// skips `PRAGMA quick_check` (~0.35 CPU-s at a million entries) and runs it in the background
@@ -52,8 +57,24 @@ extension CacheIndex {
         var scanBytes: Int64
         var lastGeneration: Int64
         var totals: StoredTotals?
+        /// Nil in a row of a binary before it: done again, whole.
+        var cleanUp: CleanUpProgress?
 
         var summary: Summary { Summary(bytes: bytes, scanBytes: scanBytes, lastGeneration: lastGeneration) }
+    }
+
+    /// How far the clean-up after a start got (`StartCleanUp`), in the order it goes.
+    struct CleanUpProgress: Codable, Sendable, Equatable {
+        /// The rows of versions that are not their entry's current one are dropped.
+        var oldVersionsDropped: Bool
+        /// Data folders looked through for files no row describes, from `data/00` on
+        /// (`DataFileWalk`): the next start walks the rest.
+        var foldersWalked: Int
+
+        /// Nothing done yet (after a crash, or a new cache).
+        static let none = CleanUpProgress(oldVersionsDropped: false, foldersWalked: 0)
+        static let done = CleanUpProgress(oldVersionsDropped: true, foldersWalked: DataFileWalk.folders)
+        var isDone: Bool { oldVersionsDropped && foldersWalked >= DataFileWalk.folders }
     }
 
     /// Makes the trigger that voids the row when the cache is marked in use (at every open: not a
@@ -78,14 +99,14 @@ extension CacheIndex {
 
     /// The row a clean close writes: the summaries as a start would sum them now, and `totals`
     /// if they agree with the index's entries and bytes. Runs under the writer, everything committed.
-    func makeStartSummary(_ db: Database, totals: StoredTotals?) throws -> StartSummary {
+    func makeStartSummary(_ db: Database, totals: StoredTotals?, cleanUp: CleanUpProgress?) throws -> StartSummary {
         let s = try Self.summary(db)
         var kept = totals
         if let t = totals {
             let entries = try Int.fetchOne(db, sql: "SELECT count(*) FROM entry") ?? 0
             if t.entries != entries || t.cachedBytes != s.bytes { kept = nil }
         }
-        return StartSummary(bytes: s.bytes, scanBytes: s.scanBytes, lastGeneration: s.lastGeneration, totals: kept)
+        return StartSummary(bytes: s.bytes, scanBytes: s.scanBytes, lastGeneration: s.lastGeneration, totals: kept, cleanUp: cleanUp)
     }
 
     static func writeStartSummary(_ summary: StartSummary, _ db: Database) throws {

@@ -373,17 +373,17 @@ final class CacheIndex: Sendable {
 
     /// Commits what is pending, records a clean stop (only if nothing was left behind) with what
     /// the next start needs (`StartSummary`: `totals`, the engine's status totals, are kept if
-    /// they agree with the index), moves the write-ahead log into the database and closes it: the
+    /// they agree with the index; `cleanUp`, how far the clean-up after the start got), moves the write-ahead log into the database and closes it: the
     /// next start finds one file, says the stop was clean and reads one row; the clean stamp
     /// beside it lets that start skip the full check. The index cannot be used afterwards.
-    func close(totals: StoredTotals? = nil) throws {
+    func close(totals: StoredTotals? = nil, cleanUp: CleanUpProgress? = nil) throws {
         try writer.withLock { _ in
             guard !closed.withLock({ $0 }) else { return }   // a second shutdown
             flushPendingLocked()
             let complete = state.withLock { $0.pendingExtents.isEmpty && $0.pendingEntries.isEmpty && $0.pendingScanSlices.isEmpty }
             if complete {
                 try write { db in
-                    try Self.writeStartSummary(try makeStartSummary(db, totals: totals), db)
+                    try Self.writeStartSummary(try makeStartSummary(db, totals: totals, cleanUp: cleanUp), db)
                     try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES ('stop', 'clean')")
                 }
             }

@@ -256,10 +256,10 @@ final class SliceStore: Sendable {
     /// Runs the writes queued, then ends the lanes (shutdown, after the last transfers).
     func stopWriting() { writes.stop() }
 
-    /// Closes the index (shutdown, once nothing writes) leaving `totals` for the next start;
-    /// on failure, flushes what it can.
-    func close(totals: CacheIndex.StoredTotals? = nil) throws {
-        do { try index.close(totals: totals) } catch {
+    /// Closes the index (shutdown, once nothing writes) leaving `totals` and how far the clean-up
+    /// after the start got (`cleanUp`) for the next start; on failure, flushes what it can.
+    func close(totals: CacheIndex.StoredTotals? = nil, cleanUp: CacheIndex.CleanUpProgress? = nil) throws {
+        do { try index.close(totals: totals, cleanUp: cleanUp) } catch {
             index.flush()
             throw error
         }

@@ -1,0 +1,209 @@
+import Foundation
+import Logging
+import TestSupport
+import XCTest
+@testable import CacheCore
+
+/// The clean-up after a start (`StartCleanUp`): files a killed process wrote before their rows
+/// committed go at the next start, a file this process is writing never does, a stop does not
+/// wait for the walk (the next start goes on where it stopped), and a start after a clean stop
+/// walks nothing.
+final class StartCleanUpTests: XCTestCase {
+    private var dir: String!
+    private let files = 40
+    private let size = 5_000
+
+    override func setUp() {
+        dir = NSTemporaryDirectory() + "httpcachefs-cleanup-\(UUID().uuidString)"
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    private func url(_ n: Int) -> String { "http://origin.test/library/\(n).jpg" }
+
+    private func engine(hook: (@Sendable (StartCleanUp.Step) -> Void)? = nil) throws -> CacheEngine {
+        var configuration = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 1 << 20,
+                                               readTimeout: 10, engineClock: .realTime)
+        configuration.startCleanUpHook = hook
+        configuration.startCleanUpBatch = 4   // several batches a folder
+        return try CacheEngine(configuration: configuration, source: ScriptedSource())
+    }
+
+    /// Caches `files` small files wholly and stops the engine cleanly.
+    private func cacheLibrary() async throws {
+        let source = ScriptedSource()
+        for n in 0..<files { source.set(url(n), .init(bytes: randomBytes(size, seed: UInt64(n)), etag: "\"\(n)\"")) }
+        var configuration = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 1 << 20,
+                                               readTimeout: 10, engineClock: .realTime)
+        configuration.startCleanUpBatch = 4
+        let cache = try CacheEngine(configuration: configuration, source: source)
+        for n in 0..<files {
+            let info = try await cache.open(url: url(n))
+            let reader = cache.makeReader(for: info)
+            _ = try await reader.read(offset: 0, length: size)
+            reader.close()
+        }
+        cache.core.writes.waitIdle()
+        cache.shutdown()
+        XCTAssertEqual(libraryFiles().count, files)
+    }
+
+    /// A process that ends with the cache open, as after kill -9 (its lock let go, its index
+    /// never closed), once its own clean-up is over; returned to write files as it would have.
+    private func crashedProcess() throws -> CacheEngine {
+        let crashed = try engine()
+        crashed.core.cleanedUpAfterStart.wait(until: { $0 })
+        crashed.core.directoryLock.release()
+        return crashed
+    }
+
+    /// Writes a data file as a transfer does before its row is written (`SliceStore`'s writer).
+    private static func writeDataFile(_ core: EngineCore, entry: Int64, generation: Int64) throws {
+        let fd = try core.store.files.openForWriting(entry: entry, generation: generation)
+        let bytes = randomBytes(1000, seed: UInt64(entry))
+        XCTAssertEqual(bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }, 1000)
+        close(fd)
+    }
+
+    private func exists(_ core: EngineCore, entry: Int64, generation: Int64) -> Bool {
+        FileManager.default.fileExists(atPath: core.store.files.path(entry: entry, generation: generation))
+    }
+
+    private func dataFiles() -> [String] {
+        ((try? FileManager.default.subpathsOfDirectory(atPath: dir + "/data")) ?? []).filter { $0.hasSuffix(".data") }.sorted()
+    }
+
+    /// The library's files (the first `files` entry ids).
+    private func libraryFiles() -> [String] {
+        dataFiles().filter { Int(($0 as NSString).lastPathComponent.prefix { $0 != "-" }).map { $0 <= files } ?? false }
+    }
+
+    private func assertWhollyCached(_ cache: CacheEngine, file: StaticString = #filePath, line: UInt = #line) {
+        let partial = (0..<files).filter { cache.status(url: url($0))?.cachedBytes != Int64(size) }
+        XCTAssertEqual(partial, [], "files no longer wholly cached", file: file, line: line)
+        XCTAssertEqual(libraryFiles().count, files, "data files deleted", file: file, line: line)
+    }
+
+    /// The folders the clean-up walked, in order.
+    private final class Walked: Sendable {
+        let folders = LockedValue<[Int]>([])
+        var hook: @Sendable (StartCleanUp.Step) -> Void {
+            { step in if case let .folder(n) = step { self.folders.withLock { $0.append(n) } } }
+        }
+    }
+
+    func testAStartAfterACleanStopWalksNoDataFolder() async throws {
+        try await cacheLibrary()
+        let walked = Walked()
+        let cache = try engine(hook: walked.hook)
+        defer { cache.shutdown() }
+        cache.core.cleanedUpAfterStart.wait(until: { $0 })
+        XCTAssertEqual(cache.core.previousStop, .clean)
+        XCTAssertEqual(walked.folders.withLock { $0 }, [], "a clean stop left no file without its row")
+        assertWhollyCached(cache)
+    }
+
+    /// kill -9 between a data write and its row's commit: a new entry's file (its id is handed
+    /// out again by the next start: ids restart after the last committed one) and a new version
+    /// of a cached entry. The next start walks every folder and deletes both.
+    func testFilesAKilledProcessWroteBeforeTheirRowsGoAtTheNextStart() async throws {
+        try await cacheLibrary()
+        let crashed = try crashedProcess()
+        let newEntry = (id: crashed.core.store.newEntryID(), generation: crashed.core.ids.makeGeneration())
+        let newVersion = (id: Int64(3), generation: crashed.core.ids.makeGeneration())
+        try Self.writeDataFile(crashed.core, entry: newEntry.id, generation: newEntry.generation)
+        try Self.writeDataFile(crashed.core, entry: newVersion.id, generation: newVersion.generation)
+        XCTAssertEqual(dataFiles().count, files + 2)
+
+        let walked = Walked()
+        let cache = try engine(hook: walked.hook)
+        defer { cache.shutdown() }
+        XCTAssertEqual(cache.core.previousStop, .unclean)
+        XCTAssertEqual(cache.core.store.newEntryID(), newEntry.id, "the killed process's new id is handed out again")
+        cache.core.cleanedUpAfterStart.wait(until: { $0 })
+        XCTAssertEqual(walked.folders.withLock { $0 }, Array(0..<256))
+        XCTAssertFalse(exists(cache.core, entry: newEntry.id, generation: newEntry.generation), "the new entry's file")
+        XCTAssertFalse(exists(cache.core, entry: newVersion.id, generation: newVersion.generation), "the new version's file")
+        assertWhollyCached(cache)
+        withExtendedLifetime(crashed) {}
+    }
+
+    /// While the walk runs, this process writes a new entry's file before its row (the same id
+    /// as a killed process's leftover, another generation): the leftover goes, this process's
+    /// file stays.
+    func testAFileThisProcessWritesBeforeItsRowIsNeverDeleted() async throws {
+        try await cacheLibrary()
+        let crashed = try crashedProcess()
+        let leftover = (id: crashed.core.store.newEntryID(), generation: crashed.core.ids.makeGeneration() + 5)
+        try Self.writeDataFile(crashed.core, entry: leftover.id, generation: leftover.generation)
+
+        let started = ConditionLock<EngineCore?>(nil)
+        let mine = LockedValue<(id: Int64, generation: Int64)?>(nil)
+        let cache = try engine(hook: { step in
+            guard step == .folder(0) else { return }
+            started.wait(until: { $0 != nil })
+            guard let core = started.withLock({ $0 }) else { return }
+            // A transfer of this process, between its data write and its row's commit.
+            let file = (id: core.store.newEntryID(), generation: core.ids.makeGeneration())
+            try? Self.writeDataFile(core, entry: file.id, generation: file.generation)
+            mine.withLock { $0 = file }
+        })
+        started.withLock { $0 = cache.core }
+        started.broadcast()
+        defer { cache.shutdown() }
+        cache.core.cleanedUpAfterStart.wait(until: { $0 })
+        let file = try XCTUnwrap(mine.withLock { $0 })
+        XCTAssertEqual(file.id, leftover.id, "the same id")
+        XCTAssertTrue(exists(cache.core, entry: file.id, generation: file.generation), "this process's file is kept")
+        XCTAssertFalse(exists(cache.core, entry: leftover.id, generation: leftover.generation), "the killed process's goes")
+        XCTAssertGreaterThan(cache.core.ids.makeGeneration(), leftover.generation, "its generation is never handed out here")
+        assertWhollyCached(cache)
+        withExtendedLifetime(crashed) {}
+    }
+
+    /// A stop while the walk is at folder 0x80 returns without walking the rest; the start after
+    /// that clean stop walks the folders left (0x81 on) and deletes what is in them.
+    func testAStopDuringTheWalkDoesNotWaitForItAndTheNextStartGoesOn() async throws {
+        try await cacheLibrary()
+        let crashed = try crashedProcess()
+        // Leftovers of the killed process in folder 0x10 (walked before the stop) and 0xf0 (after).
+        let early = (id: Int64(0x1000 + 0x10), generation: Int64(1))
+        let late = (id: Int64(0x1000 + 0xf0), generation: Int64(1))
+        try Self.writeDataFile(crashed.core, entry: early.id, generation: early.generation)
+        try Self.writeDataFile(crashed.core, entry: late.id, generation: late.generation)
+
+        let walked = Walked()
+        let atMiddle = ConditionLock(false), stopAsked = ConditionLock(false)
+        let cache = try engine(hook: { step in
+            walked.hook(step)
+            switch step {
+            case .folder(0x80):
+                atMiddle.withLock { $0 = true }
+                atMiddle.broadcast()
+                stopAsked.wait(until: { $0 })   // the shutdown's stop, then the walk goes on
+            case .stopAsked:
+                stopAsked.withLock { $0 = true }
+                stopAsked.broadcast()
+            case .folder:
+                break
+            }
+        })
+        atMiddle.wait(until: { $0 })
+        cache.shutdown()
+        XCTAssertEqual(walked.folders.withLock { $0 }, Array(0...0x80), "no folder walked after the stop")
+        XCTAssertFalse(exists(cache.core, entry: early.id, generation: early.generation), "walked before the stop")
+        XCTAssertTrue(exists(cache.core, entry: late.id, generation: late.generation), "not walked yet")
+
+        let next = Walked()
+        let again = try engine(hook: next.hook)
+        defer { again.shutdown() }
+        again.core.cleanedUpAfterStart.wait(until: { $0 })
+        XCTAssertEqual(again.core.previousStop, .clean)
+        XCTAssertEqual(next.folders.withLock { $0 }, Array(0x81..<256), "on from where the stop left it")
+        XCTAssertFalse(exists(again.core, entry: late.id, generation: late.generation))
+        assertWhollyCached(again)
+        withExtendedLifetime(crashed) {}
+    }
+}
