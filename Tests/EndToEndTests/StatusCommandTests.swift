@@ -131,3 +131,59 @@ extension CLITests {
         XCTAssertEqual((down.first?["lastError"] as? String)?.isEmpty, false, json.text)
     }
 }
+
+extension CLITests {
+    /// A process that looks like a daemon of this user (it holds `DIR/lock` open beside an
+    /// `index.sqlite`, its `proxy.json` names its pid and a loopback port it listens on) and
+    /// accepts every connection without ever answering. Writes `DIR/ready` once set up.
+    private static let silentDaemon = """
+        import json, os, socket, sys, time
+        d = sys.argv[1]
+        lock = os.open(d + "/lock", os.O_RDONLY)
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        status = {"service": "httpcachefs", "version": "fake", "port": s.getsockname()[1], "bindAddress": "127.0.0.1",
+                  "tokenRequired": False, "pid": os.getpid(), "controlKey": "silent-key"}
+        fd = os.open(d + "/proxy.json.tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.write(fd, json.dumps(status).encode())
+        os.close(fd)
+        os.rename(d + "/proxy.json.tmp", d + "/proxy.json")
+        open(d + "/ready", "w").close()
+        held = []
+        while True:
+            c, _ = s.accept()
+            held.append(c)
+        """
+
+    /// `status` asked each daemon in turn, a minute each for `--json`: one that accepts and says
+    /// nothing held it that long, several for minutes. Now all are asked at once under one
+    /// deadline, and the silent one is listed as not answering, in JSON and in text.
+    func testStatusEndsAndSaysWhichDaemonDidNotAnswer() throws {
+        let dir = temp.appending("silent-cache")
+        XCTAssertEqual(mkdir(dir, 0o700), 0)
+        for name in ["lock", "index.sqlite"] { XCTAssertTrue(FileManager.default.createFile(atPath: dir + "/" + name, contents: Data())) }
+        let fake = Process()
+        fake.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        fake.arguments = ["-c", Self.silentDaemon, dir]
+        fake.standardOutput = FileHandle.nullDevice
+        try fake.run()
+        defer { fake.terminate(); fake.waitUntilExit() }
+        XCTAssertTrue(FileEvents.wait(in: dir, orExitOf: fake.processIdentifier) { FileManager.default.fileExists(atPath: dir + "/ready") },
+                      "the fake daemon never got ready")
+
+        let json = try run(["status", "--json", "--answer-timeout", "2"], cacheDirectory: nil)
+        XCTAssertEqual(json.status, 0, json.stderr)
+        let daemons = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(json.stdout)) as? [[String: Any]], json.text)
+        let silent = try XCTUnwrap(daemons.first { ($0["pid"] as? Int) == Int(fake.processIdentifier) }, json.text)
+        XCTAssertEqual(silent["cacheDirectory"] as? String, dir)
+        XCTAssertEqual(silent["answered"] as? Bool, false, json.text)
+        XCTAssertEqual(silent["error"] as? String, "no answer within 2 s", json.text)
+        XCTAssertNil(silent["status"])
+
+        let text = try run(["status", "--answer-timeout", "2"], cacheDirectory: nil)
+        XCTAssertEqual(text.status, 0, text.stderr)
+        let block = text.text.components(separatedBy: "\n\n").first { $0.hasPrefix("pid \(fake.processIdentifier): ") }
+        XCTAssertTrue(block?.contains("error:") == true && block?.contains("no answer within 2 s") == true, text.text)
+    }
+}

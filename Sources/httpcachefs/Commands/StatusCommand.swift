@@ -18,21 +18,33 @@ struct StatusCommand: AsyncParsableCommand {
             and its mount. Another user's daemon (seen as root) is described by what its proxy \
             answers, within a deadline; its cache is never opened. The page address printed for \
             each of your daemons carries its key (?key=): open it as is. --json prints one JSON \
-            array with an object per daemon.
+            array with an object per daemon. Every daemon is asked at once, and all of them \
+            together get --answer-timeout seconds (default 10, 30 with --json, whose whole documents \
+            take longer); one that has not answered by then is listed as such ("answered": \
+            false, with the error). Other users' daemons get 10 seconds at most.
             """
     )
 
-    @Flag(help: "Print JSON: one object per daemon (pid, command, cacheDirectory, uptimeSeconds, proxy, page, status; without a status document: cache, mounts, note).")
+    @Flag(help: "Print JSON: one object per daemon (pid, command, cacheDirectory, uptimeSeconds, proxy, page, answered, status; without a status document: cache, mounts, note, error).")
     var json = false
+
+    @Option(help: ArgumentHelp("Seconds all daemons together have to answer (default: 10; 30 with --json).", valueName: "seconds"))
+    var answerTimeout: Int?
+
+    func validate() throws {
+        if let t = answerTimeout, t < 1 || t > 3600 {
+            throw ValidationError("--answer-timeout must be between 1 and 3600 seconds, not \(t)")
+        }
+    }
 
     func run() async throws {
         let json = json
+        let seconds = answerTimeout ?? (json ? 30 : 10)
         try await runReportingErrors {
             try await onBlockingPool {
                 // The text needs no file: it asks for the summary, which stays small at any
                 // library size; --json prints the whole document, as it always has.
-                let budget = OthersBudget()
-                let reports = DaemonDiscovery.find().map { Report($0, wholeDocument: json, others: budget) }
+                let reports = Self.ask(DaemonDiscovery.find(), wholeDocument: json, within: seconds)
                 if json {
                     CacheCommand.printLine(String(decoding: try Self.encoder.encode(reports), as: UTF8.self), json: true)
                 } else if reports.isEmpty {
@@ -59,15 +71,42 @@ struct StatusCommand: AsyncParsableCommand {
     }()
 
     /// Root sees every user's daemons, and any user can make a process look like one (and answer
-    /// slowly on purpose): other users' daemons share one deadline, after which they are listed
-    /// without asking.
-    final class OthersBudget {
-        let deadline = DispatchTime.now().uptimeNanoseconds + 10_000_000_000
-        /// Whole seconds left (at least 1), nil once spent.
-        var seconds: Int? {
-            let now = DispatchTime.now().uptimeNanoseconds
-            return now < deadline ? max(1, Int((deadline - now) / 1_000_000_000)) : nil
+    /// slowly on purpose): other users' daemons get at most this long, whatever `--answer-timeout` says.
+    static let othersSeconds = 10
+
+    /// Asks every daemon at once, each on a thread of its own, and waits for them all until one
+    /// deadline, `seconds` from now (other users' daemons: `othersSeconds` at most): one that has not answered by then is listed as not answering
+    /// (`Report.unanswered`), its thread left behind (the command ends without it). A daemon
+    /// busy making a big document, or a process that accepts and says nothing, costs the
+    /// command `seconds` at most, however many there are. In the order found (by pid).
+    static func ask(_ daemons: [DaemonDiscovery.Daemon], wholeDocument: Bool, within seconds: Int) -> [Report] {
+        let start = DispatchTime.now()
+        let reports = LockedValue([Report?](repeating: nil, count: daemons.count))
+        let group = DispatchGroup()
+        for (n, d) in daemons.enumerated() {
+            group.enter()
+            // The request's own deadline is a second past the command's: the command's decides.
+            let timeout = (d.isMine ? seconds : min(seconds, othersSeconds)) + 1
+            let thread = Thread {
+                let report = Report(d, wholeDocument: wholeDocument, timeout: timeout)
+                reports.withLock { if $0[n] == nil { $0[n] = report } }
+                group.leave()
+            }
+            thread.name = "httpcachefs status \(d.pid)"
+            thread.start()
         }
+        // Each daemon's answer counts until its own limit (other users' end first): what has
+        // not come by then is set down as not answering, and a later answer is dropped.
+        let limits = daemons.map { $0.isMine ? seconds : min(seconds, othersSeconds) }
+        for limit in Set(limits).sorted() {
+            _ = group.wait(timeout: start + .seconds(limit))
+            reports.withLock { reports in
+                for (n, d) in daemons.enumerated() where limits[n] == limit && reports[n] == nil {
+                    reports[n] = Report.unanswered(d, within: limit)
+                }
+            }
+        }
+        return reports.withLock { $0.compactMap { $0 } }
     }
 
     /// One daemon, as `--json` prints it.
@@ -85,6 +124,10 @@ struct StatusCommand: AsyncParsableCommand {
         var status: StatusDocument?
         /// From the index when there is no status document.
         var cache: CacheSummary?
+        /// Whether its proxy answered with a status document: nil without a proxy (nothing asked).
+        var answered: Bool?
+        /// Why its proxy gave no status document ("no answer within 10 s").
+        var error: String?
         /// Why there is no status document.
         var note: String?
         /// Without a status document: the mount its command line names, if mounted.
@@ -94,7 +137,8 @@ struct StatusCommand: AsyncParsableCommand {
         /// document, asked with the key of a runtime file of that user (`DaemonDiscovery`), with
         /// a deadline and a size bound. Its cache is never opened: that user controls every name
         /// in it.
-        init(_ d: DaemonDiscovery.Daemon, wholeDocument: Bool, others: OthersBudget = OthersBudget()) {
+        /// `timeout`: seconds for the whole answer.
+        init(_ d: DaemonDiscovery.Daemon, wholeDocument: Bool, timeout: Int) {
             pid = d.pid
             command = d.command
             cacheDirectory = d.cacheDirectory
@@ -111,17 +155,40 @@ struct StatusCommand: AsyncParsableCommand {
             let path = p.tokenPath(ProxyRouter.documentPath + (wholeDocument ? "" : "?view=summary"))
             // The whole document takes a pass over every entry (seconds at 100k files); the
             // summary is small. A deadline for the whole answer either way (`LoopbackGet`).
-            let timeout = d.isMine ? (wholeDocument ? 60 : 10) : others.seconds.map { min($0, wholeDocument ? 60 : 10) }
-            if let timeout, let body = DaemonControl.ownerGet(path, from: p, timeout: timeout, maxBytes: d.isMine ? LoopbackGet.maxResponseBytes : 32 << 20),
+            if let body = DaemonControl.ownerGet(path, from: p, timeout: timeout, maxBytes: d.isMine ? LoopbackGet.maxResponseBytes : 32 << 20),
                let document = try? StatusDocument.decode(body) {
                 status = document
                 uptimeSeconds = document.uptimeSeconds
+                answered = true
             } else {
-                note = "its proxy at \(p.localBase) did not answer with a status document" + (timeout == nil ? " (not asked: the time for other users' daemons ran out)" : "")
-                    + (notMine.map { "; " + $0 } ?? "")
+                answered = false
+                error = "no status document in its answer (refused, cut short or not one)"
+                note = "its proxy at \(p.localBase) did not answer with a status document" + (notMine.map { "; " + $0 } ?? "")
                 mounts = d.mountpoints
                 if d.isMine { cache = Self.fromIndex(d.cacheDirectory) }
             }
+        }
+
+        /// A daemon with a proxy that did not answer within `seconds` (`StatusCommand.ask`): what
+        /// is known without it (nothing read of its cache: that could wait as long again).
+        static func unanswered(_ d: DaemonDiscovery.Daemon, within seconds: Int) -> Report {
+            var r = Report(fieldsOf: d)
+            r.answered = false
+            r.error = "no answer within \(seconds) s"
+            r.note = "its proxy at \(d.proxy?.localBase ?? "?") did not answer with a status document"
+                + (d.isMine ? "" : "; uid \(d.uid.map(String.init) ?? "?")'s daemon: its cache is not opened")
+            r.mounts = d.mountpoints
+            return r
+        }
+
+        /// The daemon's own fields, nothing asked.
+        private init(fieldsOf d: DaemonDiscovery.Daemon) {
+            pid = d.pid
+            command = d.command
+            cacheDirectory = d.cacheDirectory
+            uptimeSeconds = d.uptimeSeconds
+            proxy = d.proxy?.localBase
+            if d.isMine, let p = d.proxy { page = DaemonControl.pageAddress(p) }
         }
 
         /// Read-only, and only this user's cache (`CacheSnapshot`).
@@ -168,6 +235,7 @@ struct StatusCommand: AsyncParsableCommand {
                 }
             }
         }
+        if let error = r.error { rows.append(["  error:", error]) }
         if let note = r.note { rows.append(["  note:", note]) }
         lines.append(TextTable.table(rows))
         if let fetches = r.status?.fetches, !fetches.isEmpty {
