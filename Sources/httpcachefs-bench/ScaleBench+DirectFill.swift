@@ -43,9 +43,11 @@ extension ScaleBench {
         var small: SmallFileFigures
         /// Every file listed in one folder of a mount, `find` to its end (`ScaleBench+Find`).
         var find: FindFigures
+        /// A stop right after a start, the daemon's first seconds (`ScaleBench+Restart`).
+        var restart: RestartFigures
     }
 
-    static func directFillRun(counts: [Int], binary: String) async throws {
+    static func directFillRun(counts: [Int], binary: String, restartOnly: Bool = false) async throws {
         print("direct fill: a seed of \(seedFiles) files through an engine, the rest copied in the index (data files hard-linked)")
         var figures: [CacheFigures] = []
         for n in counts {
@@ -65,6 +67,12 @@ extension ScaleBench {
             let firstMount = Double(DispatchTime.now().uptimeNanoseconds - firstStarted) / 1e9
             let firstCounted = try summaryCounted(directory: dir, since: firstStarted)
             daemon.unmount()   // a clean stop
+            if restartOnly {
+                let r = try restartStep(daemon: daemon)
+                print(String(format: "  %d files: first start over the fill %.3f s", n, firstMount))
+                printRestart(r)
+                continue
+            }
             let started = DispatchTime.now().uptimeNanoseconds
             try daemon.mount()
             let mount = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
@@ -75,9 +83,10 @@ extension ScaleBench {
             daemon.unmount()
             let small = try smallFileStep(files: n, origin: origin, directory: dir, binary: binary, temp: temp)
             let find = try findStep(files: n, origin: origin, directory: dir, binary: binary, temp: temp)
+            let restart = try restartStep(daemon: daemon)
             let f = CacheFigures(files: n, fillSeconds: fill, lsFirstLine: ls.first, lsEnd: ls.end, lsLines: ls.lines,
                                  firstMountSeconds: firstMount, mountSeconds: mount, residentAfterMount: rss, summarySeconds: summary, countedSeconds: counted, lsBesideDaemon: lsDaemon, small: small,
-                                 find: find)
+                                 find: find, restart: restart)
             print(String(format: "  %d files (filled in %.1f s): cache ls first line %.3f s, end %.3f s (%d lines); mount %.3f s, RSS %@; summary %.1f ms",
                          n, fill, f.lsFirstLine, f.lsEnd, f.lsLines, f.mountSeconds, CoreBench.human(rss), f.summarySeconds * 1000))
             print(String(format: "    first start over the filled index %.3f s, its summary's totals whole %.3f s after it began; after a clean stop: mount %.3f s, totals whole %.3f s after it began",
@@ -87,8 +96,10 @@ extension ScaleBench {
                          small.files, small.firstCat, small.repeatCat, small.plainCat, small.repeatCat / small.plainCat, small.daemonMicrosPerFile))
             print(String(format: "    every file listed in one folder: RSS after mount %@, find to its end %.3f s, RSS after it %@",
                          CoreBench.human(find.residentAfterMount), find.seconds, CoreBench.human(find.residentAfterFind)))
+            printRestart(restart)
             figures.append(f)
         }
+        guard !restartOnly else { return }
         // The issue's goals: RSS <= 64 MiB + 0.2 KiB per entry, mount <= 1 s, summary <= 20 ms.
         var rows = [["files", "RSS after mount", "goal", "RSS after a find of every file listed", "first start over the fill", "restart after a clean stop", "cache ls first line", "cache ls end", "cache ls beside the daemon: first, end", "summary",
                      "cat small files: first, again vs plain", "daemon CPU per small file"]]
@@ -105,6 +116,14 @@ extension ScaleBench {
         }
         print(CoreBench.table(rows))
         print("goals (issue 51): mount <= 1 s, summary <= 20 ms, cache ls first line at once, small files <= 3x plain files")
+    }
+
+    static func printRestart(_ r: RestartFigures) {
+        print(String(format: "    SIGTERM as soon as the mount is usable, to the exit: after a clean stop %.3f s, after kill -9 %.3f s",
+                     r.stopAfterClean, r.stopAfterCrash))
+        print(String(format: "    the first %.0f s after the mount is usable: after a clean stop %.2f CPU-s, RSS up to %@; after kill -9 %.2f CPU-s, RSS up to %@",
+                     firstSeconds, r.firstAfterClean.cpu, CoreBench.human(r.firstAfterClean.rss), r.firstAfterCrash.cpu,
+                     CoreBench.human(r.firstAfterCrash.rss)))
     }
 
     /// Builds a cache of `files` files of 4 KiB in `directory` (see the type's note).

@@ -1,0 +1,78 @@
+import ArgumentParser
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `httpcachefs-bench scale --direct-fill`'s restart step (issue 51, the clean-up after a start):
+/// how long a stop (SIGTERM) takes when it comes as soon as the mount is usable, and what the
+/// daemon spends in its first seconds (CPU, the highest RSS sampled), after a clean stop and
+/// after a kill -9 (when the clean-up after the start looks through every data file).
+extension ScaleBench {
+    struct RestartFigures {
+        var stopAfterClean: Double
+        var stopAfterCrash: Double
+        var firstAfterClean: (cpu: Double, rss: Int64)
+        var firstAfterCrash: (cpu: Double, rss: Int64)
+    }
+
+    /// The window after the mount is usable that `first…` figures cover.
+    static let firstSeconds = 3.0
+
+    /// Runs over `daemon`'s cache, unmounted and stopped cleanly; leaves it so.
+    static func restartStep(daemon: MountDaemon) throws -> RestartFigures {
+        try daemon.mount()
+        let firstAfterClean = try firstSeconds(daemon)
+        daemon.unmount()
+        try daemon.mount()
+        let stopAfterClean = try stopTime(daemon)
+
+        try daemon.mount()
+        try crash(daemon)
+        try daemon.mount()
+        let firstAfterCrash = try firstSeconds(daemon)
+        try crash(daemon)
+        try daemon.mount()
+        let stopAfterCrash = try stopTime(daemon)
+        return RestartFigures(stopAfterClean: stopAfterClean, stopAfterCrash: stopAfterCrash,
+                              firstAfterClean: firstAfterClean, firstAfterCrash: firstAfterCrash)
+    }
+
+    /// CPU seconds and the highest RSS (sampled every 20 ms) in the first `firstSeconds`.
+    private static func firstSeconds(_ daemon: MountDaemon) throws -> (cpu: Double, rss: Int64) {
+        let cpu = try daemon.cpuSeconds()
+        var rss = try daemon.residentMemory()
+        let end = DispatchTime.now().uptimeNanoseconds + UInt64(firstSeconds * 1e9)
+        while DispatchTime.now().uptimeNanoseconds < end {
+            usleep(20_000)
+            rss = max(rss, try daemon.residentMemory())
+        }
+        return (try daemon.cpuSeconds() - cpu, rss)
+    }
+
+    /// Seconds from SIGTERM to the daemon's exit.
+    private static func stopTime(_ daemon: MountDaemon) throws -> Double {
+        let pid = try daemon.pid()
+        let began = DispatchTime.now().uptimeNanoseconds
+        kill(pid, SIGTERM)
+        try waitForExit(pid)
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9
+        daemon.unmount()
+        return seconds
+    }
+
+    /// kill -9, as a crash; the next mount clears the stale mount it leaves.
+    private static func crash(_ daemon: MountDaemon) throws {
+        let pid = try daemon.pid()
+        kill(pid, SIGKILL)
+        try waitForExit(pid)
+    }
+
+    private static func waitForExit(_ pid: pid_t) throws {
+        let deadline = DispatchTime.now().uptimeNanoseconds + 120_000_000_000
+        while kill(pid, 0) == 0 {
+            guard DispatchTime.now().uptimeNanoseconds < deadline else { throw ValidationError("process \(pid) still runs after 120 s") }
+            usleep(1000)
+        }
+    }
+}
