@@ -105,6 +105,40 @@ final class StartCleanUpTests: XCTestCase {
         assertWhollyCached(cache)
     }
 
+    /// The full check of the index that a start after a clean stop leaves to the background
+    /// (`CacheIndex.backgroundCheck`, ~0.35 CPU-s at a million entries) does not hold a stop:
+    /// one not begun does not begin (one running is interrupted), and the next start checks again.
+    func testAStopBeforeTheIndexCheckSkipsItAndTheNextStartChecks() async throws {
+        try await cacheLibrary()
+        let steps = LockedValue<[StartCleanUp.Step]>([])
+        let atCheck = ConditionLock(false), stopAsked = ConditionLock(false)
+        let cache = try engine(hook: { step in
+            steps.withLock { $0.append(step) }
+            switch step {
+            case .indexCheck:
+                atCheck.withLock { $0 = true }
+                atCheck.broadcast()
+                stopAsked.wait(until: { $0 })
+            case .stopAsked:
+                stopAsked.withLock { $0 = true }
+                stopAsked.broadcast()
+            case .folder: break
+            }
+        })
+        atCheck.wait(until: { $0 })   // left to the background after a clean stop
+        cache.shutdown()
+        XCTAssertEqual(steps.withLock { $0 }, [.indexCheck, .stopAsked])
+        XCTAssertTrue(cache.core.store.index.backgroundChecking.withLock { $0.stopped && $0.connection == nil })
+
+        let next = LockedValue<[StartCleanUp.Step]>([])
+        let again = try engine(hook: { step in next.withLock { $0.append(step) } })
+        defer { again.shutdown() }
+        again.core.cleanedUpAfterStart.wait(until: { $0 })
+        XCTAssertEqual(again.core.previousStop, .clean)
+        XCTAssertEqual(next.withLock { $0 }, [.indexCheck], "checked in the background again, and no folder walked")
+        assertWhollyCached(again)
+    }
+
     /// kill -9 between a data write and its row's commit: a new entry's file (its id is handed
     /// out again by the next start: ids restart after the last committed one) and a new version
     /// of a cached entry. The next start walks every folder and deletes both.
@@ -186,7 +220,7 @@ final class StartCleanUpTests: XCTestCase {
             case .stopAsked:
                 stopAsked.withLock { $0 = true }
                 stopAsked.broadcast()
-            case .folder:
+            case .folder, .indexCheck:
                 break
             }
         })

@@ -103,7 +103,7 @@ struct CacheLoad {
 extension EngineCore {
     /// The clean-up after the start (`StartCleanUp`), then says it is done (`cleanedUpAfterStart`).
     func cleanUpAfterStartThenSay(lastGeneration: Int64) {
-        startCleanUp.run(index: store.index, files: store.files, ids: ids, lastGeneration: lastGeneration,
+        startCleanUp.run(files: store.files, ids: ids, lastGeneration: lastGeneration,
                          batchSize: configuration.startCleanUpBatch, logger: logger)
         cleanedUpAfterStart.withLock { $0 = true }
         cleanedUpAfterStart.broadcast()

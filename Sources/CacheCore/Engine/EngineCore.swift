@@ -214,7 +214,8 @@ final class EngineCore: Sendable {
                                   directoryLock: directoryLock, openReaders: openReaders, logger: logger)
         let (lastGeneration, filesLeft) = try CacheLoad(configuration: configuration, store: files, index: index, shards: shards,
                                                         evictor: evictor, logger: logger).run(stored: use.summary?.summary)
-        startCleanUp = StartCleanUp(from: filesLeft ? use.summary?.cleanUp ?? .none : .done, hook: configuration.startCleanUpHook)
+        startCleanUp = StartCleanUp(from: filesLeft ? use.summary?.cleanUp ?? .none : .done, index: index,
+                                    hook: configuration.startCleanUpHook)
         ids = EngineIDs(lastGeneration: lastGeneration)
         if let stored = use.summary?.totals {
             totals.restore(stored)   // kept by the clean stop: nothing to count

@@ -14,7 +14,7 @@ import Logging
 /// *Stoppable, in bounded memory.* The old versions are dropped a range of entry ids at a time,
 /// the data folders walked one at a time and each in batches (`DataFileWalk`), each batch
 /// looked up in the index in one query; a stop (`stop`, at the shutdown's start) is seen between
-/// two batches, and the progress (folders walked whole, in order) goes into the clean stop's
+/// two batches (and interrupts the index check: `CacheIndex.stopBackgroundCheck`), and the progress (folders walked whole, in order) goes into the clean stop's
 /// row, so the next start goes on where this one stopped.
 ///
 /// *Never a file being written.* A file no committed row describes may be this process's, its
@@ -31,6 +31,8 @@ import Logging
 final class StartCleanUp: Sendable {
     /// Where tests hold the walk (`CacheConfiguration.startCleanUpHook`).
     enum Step: Sendable, Equatable {
+        /// About to check the index in full (after a clean stop only: `CacheIndex.backgroundCheck`).
+        case indexCheck
         /// About to walk data folder n.
         case folder(Int)
         /// The shutdown asked the clean-up to stop (on the shutdown's thread).
@@ -42,8 +44,11 @@ final class StartCleanUp: Sendable {
     private let hook: (@Sendable (Step) -> Void)?
 
     /// - Parameter from: how far the clean-up of the process before got (`.none` after a crash).
-    init(from: CacheIndex.CleanUpProgress, hook: (@Sendable (Step) -> Void)?) {
+    private let index: CacheIndex
+
+    init(from: CacheIndex.CleanUpProgress, index: CacheIndex, hook: (@Sendable (Step) -> Void)?) {
         progress = LockedValue(from)
+        self.index = index
         self.hook = hook
     }
 
@@ -53,15 +58,19 @@ final class StartCleanUp: Sendable {
     /// Asks a running clean-up to stop at its next batch (or one not begun not to begin).
     func stop() {
         stopped.withLock { $0 = true }
+        index.stopBackgroundCheck()
         hook?(.stopAsked)
     }
 
     private var isStopped: Bool { stopped.withLock { $0 } }
 
     /// The clean-up (see the type's note). `lastGeneration`: the start's last generation.
-    func run(index: CacheIndex, files: DataFiles, ids: EngineIDs, lastGeneration: Int64, batchSize: Int, logger: Logger) {
+    func run(files: DataFiles, ids: EngineIDs, lastGeneration: Int64, batchSize: Int, logger: Logger) {
         guard !isStopped else { return }
-        index.backgroundCheck(logger: logger)   // the full check a start after a clean stop skipped
+        if index.checkLeft.withLock({ $0 }) {   // the full check a start after a clean stop skipped
+            hook?(.indexCheck)
+            index.backgroundCheck(logger: logger)
+        }
         if !reached.oldVersionsDropped { dropOldVersions(index: index, files: files, logger: logger) }
         let first = reached.foldersWalked
         guard first < DataFileWalk.folders else { return }

@@ -92,6 +92,9 @@ final class CacheIndex: Sendable {
     /// True when the start skipped the full check (`openSettingAsideIfDamaged`) and left it to
     /// the background (`backgroundCheck`).
     let checkLeft = LockedValue(false)
+    /// The check in the background's own connection while it runs, and whether it was asked to
+    /// stop (`stopBackgroundCheck`): a stop interrupts that connection, never the pool's.
+    let backgroundChecking = LockedValue<(connection: DatabaseQueue?, stopped: Bool)>((nil, false))
     /// True when the index file was found exactly as its last clean close left it (its stamp,
     /// `CleanStopStamp`): only then is that close's row (`StartSummary`) trusted. A write by
     /// another program (a tool, a copy, the bench's fill) leaves the row but changes the file.

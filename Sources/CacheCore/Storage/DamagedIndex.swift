@@ -43,22 +43,53 @@ extension CacheIndex {
 
     /// The check a start skipped (an index as its clean close left it), run after the start (a
     /// job of the pool): a damage found is logged, and the index is set aside at the next start
-    /// (the close leaves no clean stamp). Returns what it found.
+    /// (the close leaves no clean stamp). Returns what it found. On a connection of its own, so
+    /// that a stop (`stopBackgroundCheck`) interrupts it without touching the pool's: a check
+    /// cut short says nothing, and the next start after a clean stop checks in the background
+    /// again.
     @discardableResult
     func backgroundCheck(logger: Logger) -> [String] {
         guard checkLeft.withLock({ $0 }) else { return [] }
         checkLeft.withLock { $0 = false }
         let problems: [String]
-        do { problems = try quickCheck() } catch let error as DatabaseError where Self.isDamage(error) {
+        do {
+            var c = Configuration()
+            c.readonly = true
+            c.busyMode = .timeout(10)
+            let connection = try DatabaseQueue(path: path, configuration: c)
+            defer {
+                backgroundChecking.withLock { $0.connection = nil }
+                try? connection.close()
+            }
+            guard backgroundChecking.withLock({ state -> Bool in
+                state.connection = connection
+                return !state.stopped
+            }) else { return [] }
+            problems = try connection.read { db in
+                let rows = try String.fetchAll(db, sql: "PRAGMA quick_check")
+                return rows == ["ok"] ? [] : rows
+            }
+        } catch let error as DatabaseError where Self.isDamage(error) {
             problems = ["\(error)"]
         } catch {
-            return []   // not damage (busy, I/O): nothing said of the file's contents
+            return []   // not damage (busy, I/O, interrupted): nothing said of the file's contents
         }
         guard !problems.isEmpty else { return [] }
         damageFound.withLock { $0 = true }
         logger.error("the cache index is damaged; it is set aside at the next start (its files are then fetched again)",
                      metadata: ["cause": "\(problems.prefix(3).joined(separator: "; "))"])
         return problems
+    }
+
+    /// Stops the check in the background: one not begun does not begin, one running is
+    /// interrupted (SQLite stops it at its next step). A stop that comes between the check's
+    /// last look at this and its first step waits for the check (a fraction of a second at a
+    /// million entries).
+    func stopBackgroundCheck() {
+        backgroundChecking.withLock { state in
+            state.stopped = true
+            state.connection?.interrupt()
+        }
     }
 
     /// What `PRAGMA quick_check` found wrong (in `tables` and their indexes only, when given);
