@@ -74,7 +74,6 @@ extension CacheIndex {
         /// Nothing done yet (after a crash, or a new cache).
         static let none = CleanUpProgress(oldVersionsDropped: false, foldersWalked: 0)
         static let done = CleanUpProgress(oldVersionsDropped: true, foldersWalked: DataFileWalk.folders)
-        var isDone: Bool { oldVersionsDropped && foldersWalked >= DataFileWalk.folders }
     }
 
     /// Makes the trigger that voids the row when the cache is marked in use (at every open: not a

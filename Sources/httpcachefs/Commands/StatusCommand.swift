@@ -171,13 +171,19 @@ struct StatusCommand: AsyncParsableCommand {
 
         /// A daemon with a proxy that did not answer within `seconds` (`StatusCommand.ask`): what
         /// is known without it (nothing read of its cache: that could wait as long again).
+        /// One without a proxy whose index was not read by then says so.
         static func unanswered(_ d: DaemonDiscovery.Daemon, within seconds: Int) -> Report {
             var r = Report(fieldsOf: d)
+            r.mounts = d.mountpoints
+            guard let p = d.proxy else {
+                r.error = "its cache use was not read from its index within \(seconds) s"
+                r.note = "no proxy: fetches in flight are not known"
+                return r
+            }
             r.answered = false
             r.error = "no answer within \(seconds) s"
-            r.note = "its proxy at \(d.proxy?.localBase ?? "?") did not answer with a status document"
+            r.note = "its proxy at \(p.localBase) did not answer with a status document"
                 + (d.isMine ? "" : "; uid \(d.uid.map(String.init) ?? "?")'s daemon: its cache is not opened")
-            r.mounts = d.mountpoints
             return r
         }
 
