@@ -124,6 +124,8 @@ extension ScaleBench {
         print(String(format: "    the first %.0f s after the mount is usable: after a clean stop %.2f CPU-s, RSS up to %@; after kill -9 %.2f CPU-s, RSS up to %@",
                      firstSeconds, r.firstAfterClean.cpu, CoreBench.human(r.firstAfterClean.rss), r.firstAfterCrash.cpu,
                      CoreBench.human(r.firstAfterCrash.rss)))
+        print(String(format: "    until the daemon idles: after a clean stop %.1f s, %.2f CPU-s; after kill -9 %.1f s, %.2f CPU-s",
+                     r.idleAfterClean.seconds, r.idleAfterClean.cpu, r.idleAfterCrash.seconds, r.idleAfterCrash.cpu))
     }
 
     /// Builds a cache of `files` files of 4 KiB in `directory` (see the type's note).

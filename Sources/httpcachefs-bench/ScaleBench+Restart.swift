@@ -14,6 +14,9 @@ extension ScaleBench {
         var stopAfterCrash: Double
         var firstAfterClean: (cpu: Double, rss: Int64)
         var firstAfterCrash: (cpu: Double, rss: Int64)
+        /// From the mount being usable until the daemon idles (its start's background work done).
+        var idleAfterClean: (seconds: Double, cpu: Double)
+        var idleAfterCrash: (seconds: Double, cpu: Double)
     }
 
     /// The window after the mount is usable that `first…` figures cover.
@@ -27,7 +30,9 @@ extension ScaleBench {
         try waitIdle(daemon)
         daemon.unmount()
         try daemon.mount()
+        var mark = (at: DispatchTime.now().uptimeNanoseconds, cpu: try daemon.cpuSeconds())
         let firstAfterClean = try firstSeconds(daemon)
+        let idleAfterClean = try untilIdle(daemon, since: mark)
         daemon.unmount()
         try daemon.mount()
         let stopAfterClean = try stopTime(daemon)
@@ -35,12 +40,15 @@ extension ScaleBench {
         try daemon.mount()
         try crash(daemon)
         try daemon.mount()
+        mark = (at: DispatchTime.now().uptimeNanoseconds, cpu: try daemon.cpuSeconds())
         let firstAfterCrash = try firstSeconds(daemon)
+        let idleAfterCrash = try untilIdle(daemon, since: mark)
         try crash(daemon)
         try daemon.mount()
         let stopAfterCrash = try stopTime(daemon)
         return RestartFigures(stopAfterClean: stopAfterClean, stopAfterCrash: stopAfterCrash,
-                              firstAfterClean: firstAfterClean, firstAfterCrash: firstAfterCrash)
+                              firstAfterClean: firstAfterClean, firstAfterCrash: firstAfterCrash,
+                              idleAfterClean: idleAfterClean, idleAfterCrash: idleAfterCrash)
     }
 
     /// CPU seconds and the highest RSS (sampled every 20 ms) in the first `firstSeconds`.
@@ -64,6 +72,12 @@ extension ScaleBench {
             if now - cpu < 0.02 { return }
             cpu = now
         }
+    }
+
+    /// Seconds (the last idle half second not counted) and CPU seconds from `mark` until the daemon idles.
+    private static func untilIdle(_ daemon: MountDaemon, since mark: (at: UInt64, cpu: Double)) throws -> (seconds: Double, cpu: Double) {
+        try waitIdle(daemon)
+        return (Double(DispatchTime.now().uptimeNanoseconds - mark.at) / 1e9 - 0.5, try daemon.cpuSeconds() - mark.cpu)
     }
 
     /// Seconds from SIGTERM to the daemon's exit.
