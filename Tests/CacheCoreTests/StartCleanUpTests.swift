@@ -197,6 +197,51 @@ final class StartCleanUpTests: XCTestCase {
         withExtendedLifetime(crashed) {}
     }
 
+    /// A killed process's leftover at the very id and generation the next start would hand out
+    /// first: the start hands out generations above a gap after a crash, so its first new file
+    /// never takes the leftover's name (whose bytes it would write over); and the gap is kept,
+    /// so a start after that process is killed too is above what it handed out.
+    func testANewFileNeverTakesTheNameOfAKilledProcesssLeftover() async throws {
+        try await cacheLibrary()
+        let crashed = try crashedProcess()
+        let leftover = (id: crashed.core.store.newEntryID(), generation: crashed.core.ids.makeGeneration())
+        try Self.writeDataFile(crashed.core, entry: leftover.id, generation: leftover.generation)
+
+        let held = ConditionLock(false)
+        let second = try engine(hook: { step in if step == .folder(0) { held.wait(until: { $0 }) } })
+        let first = (id: second.core.store.newEntryID(), generation: second.core.ids.makeGeneration())
+        XCTAssertEqual(first.id, leftover.id, "ids restart after the last committed one")
+        XCTAssertGreaterThan(first.generation, leftover.generation + EngineIDs.gapAfterACrash - 1, "another name")
+        try Self.writeDataFile(second.core, entry: first.id, generation: first.generation)
+        held.withLock { $0 = true }
+        held.broadcast()
+        second.core.cleanedUpAfterStart.wait(until: { $0 })
+        XCTAssertFalse(exists(second.core, entry: leftover.id, generation: leftover.generation), "the leftover goes")
+        XCTAssertTrue(exists(second.core, entry: first.id, generation: first.generation), "this process's file stays")
+        second.core.directoryLock.release()   // killed in turn, its file never described
+
+        let third = try engine()
+        defer { third.shutdown() }
+        XCTAssertGreaterThan(third.core.ids.makeGeneration(), first.generation + EngineIDs.gapAfterACrash - 1)
+        third.core.cleanedUpAfterStart.wait(until: { $0 })
+        XCTAssertFalse(exists(third.core, entry: first.id, generation: first.generation), "the second process's leftover goes")
+        assertWhollyCached(third)
+        withExtendedLifetime((crashed, second)) {}
+    }
+
+    /// A clean stop keeps the last generation handed out as the floor: a version whose row never
+    /// committed (a transfer past the stop's wait) leaves no name the next start hands out.
+    func testACleanStopKeepsTheGenerationsItHandedOut() async throws {
+        try await cacheLibrary()
+        let cache = try engine()
+        let unwritten = cache.core.ids.makeGeneration()
+        cache.shutdown()
+        let next = try engine()
+        defer { next.shutdown() }
+        XCTAssertEqual(next.core.previousStop, .clean)
+        XCTAssertGreaterThan(next.core.ids.makeGeneration(), unwritten)
+    }
+
     /// A stop while the walk is at folder 0x80 returns without walking the rest; the start after
     /// that clean stop walks the folders left (0x81 on) and deletes what is in them.
     func testAStopDuringTheWalkDoesNotWaitForItAndTheNextStartGoesOn() async throws {

@@ -212,10 +212,25 @@ final class EngineCore: Sendable {
                           logger: logger, metrics: metrics)
         maintenance = Maintenance(configuration: configuration, shards: shards, index: index, pool: pool, evictor: evictor,
                                   directoryLock: directoryLock, openReaders: openReaders, logger: logger)
-        let (lastGeneration, filesLeft) = try CacheLoad(configuration: configuration, store: files, index: index, shards: shards,
+        let (lastStored, filesLeft) = try CacheLoad(configuration: configuration, store: files, index: index, shards: shards,
                                                         evictor: evictor, logger: logger).run(stored: use.summary?.summary)
         startCleanUp = StartCleanUp(from: filesLeft ? use.summary?.cleanUp ?? .none : .done, index: index,
                                     hook: configuration.startCleanUpHook)
+        // Generations handed out start above every row's and above the floor an earlier
+        // process kept (`CacheIndex.generationFloor`). A crash leaves no floor for what that
+        // process handed out after its last commit: a start after one leaves a gap no process
+        // hands out 2^32 generations in, and keeps it as the floor before handing any out, so
+        // no new version's file takes the name of a file a killed process wrote and never
+        // described (the clean-up deletes those: every one is at or below the gap).
+        var handedOutAbove = max(lastStored, index.generationFloor())
+        if previousStop != .clean && filesLeft {
+            handedOutAbove += EngineIDs.gapAfterACrash
+            do { try index.recordGenerationFloor(handedOutAbove) } catch {
+                logger.warning("cannot keep the generation floor; a crash of this process may leave files a later one reuses",
+                               metadata: ["error": "\(error)"])
+            }
+        }
+        let lastGeneration = handedOutAbove
         ids = EngineIDs(lastGeneration: lastGeneration)
         if let stored = use.summary?.totals {
             totals.restore(stored)   // kept by the clean stop: nothing to count
@@ -297,6 +312,9 @@ final class EngineCore: Sendable {
         pool.finish()
         logger.debug("the most jobs each lane of the blocking I/O pool ran at once",
                      metadata: Logger.Metadata(uniqueKeysWithValues: pool.busiestLanes.map { ($0.lane, "\($0.mostRunning)") }))
+        // Generations handed out whose rows never committed (a transfer still running) stay
+        // below what the next start hands out.
+        try? store.index.recordGenerationFloor(ids.lastHandedOut)
         do {
             // A transfer still running may yet write a file whose row it never commits: the
             // next start then cleans up whole.

@@ -17,6 +17,13 @@ final class EngineIDs: Sendable {
         self.lastGeneration = ManagedAtomic(lastGeneration)
     }
 
+    /// What a start after a crash adds to the last generation known (`EngineCore`): more than
+    /// any process hands out in its life.
+    static let gapAfterACrash: Int64 = 1 << 32
+
+    /// The last generation handed out (or claimed): what a clean stop keeps as the floor.
+    var lastHandedOut: Int64 { lastGeneration.load(ordering: .relaxed) }
+
     /// An id not handed out before in this process.
     func makeID() -> Int { lastID.wrappingIncrementThenLoad(ordering: .relaxed) }
 

@@ -22,7 +22,10 @@ import Logging
 /// the start's last one (`EngineIDs`). So a file is deleted when its generation is at most the
 /// start's last one, or when it is above and this process has not handed it out, which the
 /// deletion claims first (`EngineIDs.claim`: then it never will, nor any below it not handed out). A file of a generation this
-/// process handed out is kept: its row commits, or its removal deletes it. Entry ids play no
+/// process handed out is kept: its row commits, or its removal deletes it. After a crash the
+/// start hands out generations above a gap (`EngineIDs.gapAfterACrash`, kept as the index's
+/// generation floor), so none of this process's files has the name of a killed process's
+/// leftover, which this walk may not have reached yet. Entry ids play no
 /// part: a process killed before its new entries' rows committed left files of ids this start
 /// hands out again (ids restart after the last committed one), and those must go too.
 ///

@@ -292,6 +292,20 @@ final class CacheIndex: Sendable {
         }
     }
 
+    /// The highest generation an earlier process may have handed out (`meta` row
+    /// `generation_floor`; 0 when none was kept): a start hands out only generations above it and
+    /// above every row's (`EngineCore`), so no new version's data file takes the name of a file
+    /// an earlier process wrote and never described.
+    func generationFloor() -> Int64 {
+        (try? pool.read { db in try String.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'generation_floor'") })
+            .flatMap { $0.flatMap { Int64($0) } } ?? 0
+    }
+
+    /// Keeps `generation` as the floor (`generationFloor`), committed before it returns.
+    func recordGenerationFloor(_ generation: Int64) throws {
+        try setMeta("generation_floor", "\(generation)")
+    }
+
     /// Every pinned range, by cache key.
     func loadPins() throws -> [String: [Range<Int64>]] {
         try pool.read { db in
