@@ -435,7 +435,10 @@ final class CacheIndex: Sendable {
     /// A row selected as `entryColumns`. By position: GRDB looks a name up case-insensitively,
     /// lowercasing it on every access (a fifth of `cache ls`'s time at a million lines).
     static func entry(from r: Row) -> EntryRow {
-        EntryRow(id: r[0], key: r[1], url: r[2], finalURL: r[3], length: r[4],
+        // The final URL is the URL itself unless a redirect was followed: one string then, not two
+        // copies, in every entry loaded.
+        let url: String = r[2], finalURL: String = r[3]
+        return EntryRow(id: r[0], key: r[1], url: url, finalURL: finalURL == url ? url : finalURL, length: r[4],
                  contentType: r[5], etag: r[6], lastModified: r[7],
                  acceptsRanges: r[8], generation: r[9], validatedAt: r[10],
                  lastAccess: r[11], hits: r[12], misses: r[13],
