@@ -117,10 +117,10 @@ final class EntryState {
     /// Keeps `message` among the recent errors, stamped with `time` (the engine's clock).
     func noteError(_ message: String, at time: Date) { machine.errorNoted(message, at: time) }
 
-    /// The row the index holds for this entry, or will once its queued write lands: the last one
-    /// handed to it (or loaded from it). `saveRow` skips a row equal to it, so a stop (which saves
-    /// every entry) writes only the entries that changed, not the whole cache.
-    var savedRow: CacheIndex.EntryRow? { machine.content.savedRow }
+    /// Whether a row was handed to the index for this entry (or loaded from it). `saveRow` skips
+    /// a row equal to the last one handed (by its hash: `EntryContent.savedRowHash`), so a stop
+    /// (which saves every entry) writes only the entries that changed, not the whole cache.
+    var hasSavedRow: Bool { machine.content.savedRowHash != nil }
 
     /// Hands the entry's row to `index` (written behind) unless the index has it already.
     func saveRow(to index: CacheIndex) {
