@@ -50,6 +50,9 @@ struct ScaleBench: AsyncParsableCommand {
     @Flag(help: "Caches built fast (a seed of 1000 files, the rest written into the index with hard-linked data files) and only their figures: RSS after mount, mount start, cache ls to its first line and end, the status summary. Sizes up to 1000000.")
     var directFill = false
 
+    @Option(help: "With --direct-fill: the small-file mount's --entry-memory (default: the daemon's own), e.g. 4M for a folder larger than the entry budget, where every open loads its entry from the index.")
+    var entryMemory: String?
+
     static let filesPerFolder = 1000
     static let cachedFileLength = 4096
     static let newFilesAtCap = 1000
@@ -84,7 +87,7 @@ struct ScaleBench: AsyncParsableCommand {
         guard FileManager.default.isExecutableFile(atPath: binary) else {
             throw ValidationError("no httpcachefs binary at \(binary); build it (swift build -c release) or pass --binary")
         }
-        if directFill { return try await Self.directFillRun(counts: counts, binary: binary) }
+        if directFill { return try await Self.directFillRun(counts: counts, binary: binary, entryMemory: entryMemory) }
         print("scale benchmark: \(counts.map(String.init).joined(separator: ", ")) files, binary \(binary)")
         var curves: [(String, [Point])] = [("ls -lR of an --index tree", []), ("cache ls", []), ("daemon start", []), ("new file at the cap (evicts one)", []),
                                            ("status.json?view=summary", []), ("status.json, a page of 100", []),
