@@ -91,8 +91,10 @@ extension CacheIndex {
         // with each extent and are read from the first. The scan marks that count are those of
         // slices with extents (a mark without bytes is not loaded), so they come in the same join.
         // An open of a file not in memory loads its entry: three statements per load, each a
-        // step of its own through GRDB, were most of what such an open cost (issue 51).
-        return try pool.read { db in
+        // step of its own through GRDB, were most of what such an open cost (issue 51). Outside a
+        // transaction (`unsafeRead`): one statement reads one snapshot by itself, and GRDB's
+        // BEGIN and COMMIT around it (each compiled again) cost as much as the statement.
+        return try pool.unsafeRead { db in
             let rows = try Row.fetchCursor(db.cachedStatement(sql: Self.storedEntrySQL), arguments: [key])
             guard let first = try rows.next() else { return nil }
             let row = Self.entry(from: first)
@@ -124,7 +126,8 @@ extension CacheIndex {
     /// The row of `key` alone (committed first), or nil: what the cache knows of a file not in memory.
     func storedRow(key: String) throws -> EntryRow? {
         flush()
-        return try pool.read { db in
+        // One statement: no transaction needed around it (see `storedEntry`).
+        return try pool.unsafeRead { db in
             try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.entryColumns) FROM entry WHERE key = ?"), arguments: [key])
                 .map(Self.entry(from:))
         }
