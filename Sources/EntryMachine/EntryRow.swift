@@ -2,7 +2,7 @@ import CoreTypes
 
 /// One entry's row in the index (`EntryRow`): what the entry machine hands the index to
 /// save (`EntryStateMachine.row()`, `rowToSave()`) and what a start loads it from (`loaded`).
-package struct EntryRow: Sendable, Equatable {
+package struct EntryRow: Sendable, Hashable {
     package var id: Int64
     package var key: String
     package var url: String

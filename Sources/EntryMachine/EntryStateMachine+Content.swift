@@ -33,8 +33,12 @@ package struct EntryContent {
     /// than the engine's own limit (`TransferStarts.unknownLengthLimit`).
     package var unknownLengthLimit: Int64?
     package var recentErrors: [String] = []
-    /// The row the index holds for this entry, or will once its queued write lands.
-    package var savedRow: EntryRow?
+    /// The hash of the row the index holds for this entry, or will once its queued write lands:
+    /// a row with this hash is not saved again. A hash, not the row: every entry in memory would
+    /// carry a second copy of its row's fields (200 bytes of the ~1.4 KiB an idle entry costs).
+    /// Two rows with one hash (one chance in 2^64, the hash seeded per process) would skip one
+    /// save of the row's fields, never of extents, which are saved on their own.
+    package var savedRowHash: Int?
 
     init(id: Int64, info: EntryInfo) {
         self.id = id
@@ -63,7 +67,7 @@ extension EntryStateMachine {
         reads.bytesFromCache = row.bytesFromCache
         content.bytesFromOrigin = row.bytesFromOrigin
         if let err = row.lastError { content.recentErrors = [err] }
-        content.savedRow = self.row()
+        content.savedRowHash = self.row().hashValue
     }
 
     /// A slice's extents found on disk at start (`CacheLoad`): in the coverage and the slice's
@@ -101,8 +105,9 @@ extension EntryStateMachine {
     /// one the index holds.
     package mutating func rowToSave() -> EntryRow? {
         let now = row()
-        guard now != content.savedRow else { return nil }
-        content.savedRow = now
+        let hash = now.hashValue
+        guard hash != content.savedRowHash else { return nil }
+        content.savedRowHash = hash
         return now
     }
 

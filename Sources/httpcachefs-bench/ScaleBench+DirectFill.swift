@@ -47,7 +47,7 @@ extension ScaleBench {
         var restart: RestartFigures
     }
 
-    static func directFillRun(counts: [Int], binary: String, restartOnly: Bool = false) async throws {
+    static func directFillRun(counts: [Int], binary: String, restartOnly: Bool = false, entryMemory: String? = nil) async throws {
         print("direct fill: a seed of \(seedFiles) files through an engine, the rest copied in the index (data files hard-linked)")
         var figures: [CacheFigures] = []
         for n in counts {
@@ -81,7 +81,7 @@ extension ScaleBench {
             let summary = try bestSummary(daemon: daemon, directory: dir)
             let lsDaemon = try firstLineAndEnd(binary, ["cache", "ls", "--cache-dir", dir])
             daemon.unmount()
-            let small = try smallFileStep(files: n, origin: origin, directory: dir, binary: binary, temp: temp)
+            let small = try smallFileStep(files: n, origin: origin, directory: dir, binary: binary, temp: temp, entryMemory: entryMemory)
             let find = try findStep(files: n, origin: origin, directory: dir, binary: binary, temp: temp)
             let restart = try restartStep(daemon: daemon)
             let f = CacheFigures(files: n, fillSeconds: fill, lsFirstLine: ls.first, lsEnd: ls.end, lsLines: ls.lines,

@@ -53,6 +53,9 @@ struct ScaleBench: AsyncParsableCommand {
     @Flag(help: "With --direct-fill: only the restart step (a stop right after a start, the daemon's first seconds; after a clean stop and after kill -9).")
     var restartOnly = false
 
+    @Option(help: "With --direct-fill: the small-file mount's --entry-memory (default: the daemon's own), e.g. 4M for a folder larger than the entry budget, where every open loads its entry from the index.")
+    var entryMemory: String?
+
     static let filesPerFolder = 1000
     static let cachedFileLength = 4096
     static let newFilesAtCap = 1000
@@ -87,7 +90,7 @@ struct ScaleBench: AsyncParsableCommand {
         guard FileManager.default.isExecutableFile(atPath: binary) else {
             throw ValidationError("no httpcachefs binary at \(binary); build it (swift build -c release) or pass --binary")
         }
-        if directFill { return try await Self.directFillRun(counts: counts, binary: binary, restartOnly: restartOnly) }
+        if directFill { return try await Self.directFillRun(counts: counts, binary: binary, restartOnly: restartOnly, entryMemory: entryMemory) }
         print("scale benchmark: \(counts.map(String.init).joined(separator: ", ")) files, binary \(binary)")
         var curves: [(String, [Point])] = [("ls -lR of an --index tree", []), ("cache ls", []), ("daemon start", []), ("new file at the cap (evicts one)", []),
                                            ("status.json?view=summary", []), ("status.json, a page of 100", []),

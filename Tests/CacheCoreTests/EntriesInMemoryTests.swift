@@ -189,4 +189,70 @@ final class EntriesInMemoryTests: XCTestCase {
         XCTAssertEqual(Set(infos.map(\.generation)).count, 1)
         XCTAssertEqual(source.requestLog.count, 0, "fresh from the index: nothing asked of the origin")
     }
+
+    // MARK: Which idle entries are let go (`LetGoOrder`)
+
+    /// One shard, four entries in memory, no sweeper tick (a manual scheduler): entries are let go
+    /// when the test trims, or when a load passes the budget by a quarter.
+    private func sweepConfiguration() -> CacheConfiguration {
+        var c = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 64 << 10,
+                                   readTimeout: 10, shardCount: 1, engineClock: .manual(.manual(), wallStart: Date()))
+        c.entryMemoryBudget = 4 * EntryLoader.entryMemoryEstimate
+        c.revalidateAfter = 3600
+        return c
+    }
+
+    /// A cache of every file, filled by another engine: this one starts with no entry in memory.
+    private func filledThenRestarted() async throws -> (CacheEngine, ScriptedSource) {
+        let first = try CacheEngine(configuration: configuration(), source: source())
+        try await readEveryFile(first)
+        first.shutdown()
+        let source = source()
+        return (try CacheEngine(configuration: sweepConfiguration(), source: source), source)
+    }
+
+    private func inMemory(_ cache: CacheEngine, _ n: Int) throws -> Bool {
+        let key = try cache.key(for: url(n))
+        return cache.core.shards.of(key).locked { $0[key] != nil }
+    }
+
+    func testASweepThroughMoreFilesThanTheBudgetKeepsTheFileOpenedAgain() async throws {
+        let (cache, source) = try await filledThenRestarted()
+        defer { cache.shutdown() }
+        try await readAll(cache, 0)
+        try await readAll(cache, 0)
+        for n in 1..<files {
+            try await readAll(cache, n)
+            cache.core.loader.trimEntries()
+        }
+        XCTAssertTrue(try inMemory(cache, 0), "the file opened again stays in memory through the sweep")
+        XCTAssertEqual(entriesInMemory(cache), 4)
+        XCTAssertFalse(try inMemory(cache, 1), "the sweep's first file is let go")
+        XCTAssertEqual(source.requestLog.count, 0)
+    }
+
+    func testAnEntryInUseIsNeverLetGo() async throws {
+        let (cache, source) = try await filledThenRestarted()
+        defer { cache.shutdown() }
+        let held = cache.makeReader(for: try await cache.open(url: url(5)))
+        defer { held.close() }
+        for n in 0..<files where n != 5 {
+            try await readAll(cache, n)
+            cache.core.loader.trimEntries()
+        }
+        XCTAssertTrue(try inMemory(cache, 5), "an entry with an open reader stays in memory")
+        let got = try await held.read(offset: 0, length: size)
+        XCTAssertTrue(got == bytes(5))
+        XCTAssertEqual(source.requestLog.count, 0)
+    }
+
+    func testOneTrimLetsGoDownToTheBudget() async throws {
+        let (cache, _) = try await filledThenRestarted()
+        defer { cache.shutdown() }
+        let shard = cache.core.shards[0]
+        for n in 0..<files { XCTAssertTrue(cache.core.loader.loadNow(try cache.key(for: url(n)), recent: false)) }
+        XCTAssertEqual(entriesInMemory(cache), files, "a look does not trim")
+        cache.core.loader.trim(shard)
+        XCTAssertEqual(entriesInMemory(cache), 4)
+    }
 }

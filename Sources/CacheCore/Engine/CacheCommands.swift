@@ -87,7 +87,7 @@ final class CacheCommands: Sendable {
     func unsaved() -> [EntryStatus] {
         var out: [EntryStatus] = []
         for shard in shards {
-            out += shard.locked { $0.all.filter { $0.isPersisted && ($0.readStatsDirty || $0.savedRow == nil) }.map(status(of:)) }
+            out += shard.locked { $0.all.filter { $0.isPersisted && ($0.readStatsDirty || !$0.hasSavedRow) }.map(status(of:)) }
         }
         return out.sorted { $0.info.url < $1.info.url }
     }

@@ -9,6 +9,7 @@ import Atomics
 /// - `EntryState+Reads.swift`: the reader side's facts by their old names.
 /// - `Waiter+Read.swift`: a machine's `Waiter` as the engine answers it (its `WaitingRead`).
 /// - `VersionSample.swift`: did the remote file change (its bytes; the overlap plan is `Fetch/`'s).
+/// - `LetGoOrder.swift`: which idle entries of a shard are let go first (SIEVE).
 /// Neighbours: `Engine/`, `Read/`, `Fetch/`, `Eviction/` and `Maintenance/` find entries here under
 /// the shard lock; waiting reads hold `Memory/` chunks.
 ///
@@ -116,10 +117,10 @@ final class EntryState {
     /// Keeps `message` among the recent errors, stamped with `time` (the engine's clock).
     func noteError(_ message: String, at time: Date) { machine.errorNoted(message, at: time) }
 
-    /// The row the index holds for this entry, or will once its queued write lands: the last one
-    /// handed to it (or loaded from it). `saveRow` skips a row equal to it, so a stop (which saves
-    /// every entry) writes only the entries that changed, not the whole cache.
-    var savedRow: CacheIndex.EntryRow? { machine.content.savedRow }
+    /// Whether a row was handed to the index for this entry (or loaded from it). `saveRow` skips
+    /// a row equal to the last one handed (by its hash: `EntryContent.savedRowHash`), so a stop
+    /// (which saves every entry) writes only the entries that changed, not the whole cache.
+    var hasSavedRow: Bool { machine.content.savedRowHash != nil }
 
     /// Hands the entry's row to `index` (written behind) unless the index has it already.
     func saveRow(to index: CacheIndex) {
@@ -321,10 +322,8 @@ struct EntryTable {
     /// Keys being loaded from the index, with what runs once each is in (one load per key: the
     /// opens that come meanwhile wait for it).
     private var loading: [CacheKey: [@Sendable () -> Void]] = [:]
-    /// When each entry in memory was last looked up, in ticks of this table: the idle ones least
-    /// recently used are let go first.
-    private var used: [CacheKey: UInt64] = [:]
-    private var tick: UInt64 = 0
+    /// Which entries are let go first (SIEVE: see `LetGoOrder`): every entry in memory is in it.
+    private var order = LetGoOrder<CacheKey>()
     /// Data files (row id and generation) whose extents were checked against the disk and their
     /// checksums in this process, or written by it: loaded again, their slices are served
     /// without another check.
@@ -345,31 +344,43 @@ struct EntryTable {
     var all: Dictionary<CacheKey, EntryState>.Values { byKey.values }
     var count: Int { byKey.count }
 
-    /// Puts a new entry in (none may be there for its key), used now unless not `recent` (then
-    /// first in line to be let go).
+    /// Puts a new entry in (none may be there for its key): as the newest, not used again yet,
+    /// unless not `recent` (a load for a look, not a use: eviction's, the scrub's), then first in
+    /// line to be let go.
     mutating func add(_ entry: EntryState, recent: Bool = true) {
         precondition(byKey[entry.key] == nil, "an entry is already in the table under \(entry.key)")
         byKey[entry.key] = entry
-        if recent { touch(entry.key) } else { used[entry.key] = 0 }
+        order.insert(entry.key, nextOut: !recent)
     }
 
-    /// Marks `key`'s entry as used now (an open, a read's look-up).
+    /// Marks `key`'s entry as used again (an open of an entry already in memory): the let-go
+    /// order passes it over once.
     mutating func touch(_ key: CacheKey) {
-        tick &+= 1
-        used[key] = tick
+        order.touch(key)
     }
 
-    /// The entries in memory, least recently used first.
-    func leastRecentlyUsed() -> [EntryState] {
-        byKey.values.sorted { (used[$0.key] ?? 0) < (used[$1.key] ?? 0) }
+    /// Takes out up to `count` entries that `canLetGo` allows (idle ones), in the let-go order
+    /// (`LetGoOrder`), and returns them; the caller saved nothing yet and does so next, under
+    /// the same lock.
+    mutating func letGo(_ count: Int, canLetGo: (EntryState) -> Bool) -> [EntryState] {
+        let keys = order.letGo(count) { key in byKey[key].map(canLetGo) ?? true }
+        var out: [EntryState] = []
+        out.reserveCapacity(keys.count)
+        for key in keys {
+            if let e = byKey.removeValue(forKey: key) { out.append(e) }
+        }
+        return out
     }
+
+    /// Whether `key`'s entry was used again since it came in or the let-go order last passed it.
+    func wasUsedAgain(_ key: CacheKey) -> Bool { order.wasUsed(key) }
 
     /// Takes the entry `handle` names out and marks it removed; nil if it was not there (removed
     /// already). What the removal returns is the caller's to carry out (fail the opens waiting).
     mutating func remove(_ handle: EntryHandle) -> (entry: EntryState, action: EntryStateMachine<EntryState.OpenCompletion>.RemoveAction)? {
         guard let e = self[handle] else { return nil }
         byKey.removeValue(forKey: handle.key)
-        used.removeValue(forKey: handle.key)
+        order.remove(handle.key)
         trusted.remove(FileID(entry: e.id, generation: e.info.generation))
         return (e, e.markRemoved())
     }
@@ -379,7 +390,7 @@ struct EntryTable {
     mutating func unload(_ handle: EntryHandle) {
         guard self[handle] != nil else { return }
         byKey.removeValue(forKey: handle.key)
-        used.removeValue(forKey: handle.key)
+        order.remove(handle.key)
     }
 
     enum LoadTurn { case inMemory, waiting, yours }

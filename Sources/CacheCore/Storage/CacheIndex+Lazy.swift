@@ -87,29 +87,47 @@ extension CacheIndex {
 
     func storedEntry(key: String) throws -> StoredEntry? {
         flush()
-        // Statements cached per connection: an open of a file not in memory loads its entry,
-        // and compiling the three each time (with GRDB's authorizer) was a tenth of the daemon's
-        // CPU when a folder larger than the entry budget was read again (issue 51).
-        return try pool.read { db in
-            guard let r = try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.entryColumns) FROM entry WHERE key = ?"),
-                                           arguments: [key]) else { return nil }
-            let row = Self.entry(from: r)
-            let extents = try Row.fetchAll(db.cachedStatement(sql: """
-                SELECT slice, start, "end", checksum FROM extent WHERE entry_id = ? AND generation = ? ORDER BY start
-                """), arguments: [row.id, row.generation]).map {
-                ExtentRow(entryID: row.id, generation: row.generation, slice: $0[0], start: $0[1], end: $0[2],
-                          checksum: UInt64(bitPattern: $0[3] as Int64))
+        // One cached statement, one step per extent (one for a small file): the row's columns come
+        // with each extent and are read from the first. The scan marks that count are those of
+        // slices with extents (a mark without bytes is not loaded), so they come in the same join.
+        // An open of a file not in memory loads its entry: three statements per load, each a
+        // step of its own through GRDB, were most of what such an open cost (issue 51). Outside a
+        // transaction (`unsafeRead`): one statement reads one snapshot by itself, and GRDB's
+        // BEGIN and COMMIT around it (each compiled again) cost as much as the statement.
+        return try pool.unsafeRead { db in
+            let rows = try Row.fetchCursor(db.cachedStatement(sql: Self.storedEntrySQL), arguments: [key])
+            guard let first = try rows.next() else { return nil }
+            let row = Self.entry(from: first)
+            var extents: [ExtentRow] = []
+            var scans: [Int64] = []
+            var r: Row? = first
+            while let x = r {
+                if let slice: Int64 = x[17] {
+                    extents.append(ExtentRow(entryID: row.id, generation: row.generation, slice: slice, start: x[18], end: x[19],
+                                             checksum: UInt64(bitPattern: x[20] as Int64)))
+                    if x[21] as Bool, scans.last != slice, !scans.contains(slice) { scans.append(slice) }
+                }
+                r = try rows.next()
             }
-            let scans = try Int64.fetchAll(db.cachedStatement(sql: "SELECT slice FROM scan_slice WHERE entry_id = ? AND generation = ?"),
-                                           arguments: [row.id, row.generation])
             return StoredEntry(row: row, extents: extents, scanSlices: scans)
         }
     }
 
+    /// `storedEntry`'s statement: the row (`entryColumns`, 0-16), then each extent of its current
+    /// version in order (slice, start, end, checksum: 17-20) and whether its slice is a scan's (21).
+    private static let storedEntrySQL = """
+        SELECT \(entryColumns.split(separator: ",").map { "e." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", ")),
+               x.slice, x.start, x."end", x.checksum,
+               EXISTS (SELECT 1 FROM scan_slice s WHERE s.entry_id = e.id AND s.generation = e.generation AND s.slice = x.slice)
+        FROM entry e LEFT JOIN extent x ON x.entry_id = e.id AND x.generation = e.generation
+        WHERE e.key = ? ORDER BY x.start
+        """
+
     /// The row of `key` alone (committed first), or nil: what the cache knows of a file not in memory.
     func storedRow(key: String) throws -> EntryRow? {
         flush()
-        return try pool.read { db in
+        // One statement: no transaction needed around it (see `storedEntry`).
+        return try pool.unsafeRead { db in
             try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.entryColumns) FROM entry WHERE key = ?"), arguments: [key])
                 .map(Self.entry(from:))
         }

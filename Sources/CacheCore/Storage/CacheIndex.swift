@@ -452,7 +452,10 @@ final class CacheIndex: Sendable {
     /// A row selected as `entryColumns`. By position: GRDB looks a name up case-insensitively,
     /// lowercasing it on every access (a fifth of `cache ls`'s time at a million lines).
     static func entry(from r: Row) -> EntryRow {
-        EntryRow(id: r[0], key: r[1], url: r[2], finalURL: r[3], length: r[4],
+        // The final URL is the URL itself unless a redirect was followed: one string then, not two
+        // copies, in every entry loaded.
+        let url: String = r[2], finalURL: String = r[3]
+        return EntryRow(id: r[0], key: r[1], url: url, finalURL: finalURL == url ? url : finalURL, length: r[4],
                  contentType: r[5], etag: r[6], lastModified: r[7],
                  acceptsRanges: r[8], generation: r[9], validatedAt: r[10],
                  lastAccess: r[11], hits: r[12], misses: r[13],
@@ -547,25 +550,30 @@ final class CacheIndex: Sendable {
         guard !extents.isEmpty || !entries.isEmpty || !scans.isEmpty else { return }
         do {
             try write { db in
+                // Cached statements: a trim lets go of entries whose read counts changed, and their
+                // rows are committed by the next load (`storedEntry` flushes first); compiled per
+                // row (GRDB's authorizer at each compile), they were that load's largest part.
+                let deleteOther = try db.cachedStatement(sql: "DELETE FROM entry WHERE key = ? AND id != ?")
+                let upsert = try db.cachedStatement(sql: """
+                    INSERT INTO entry (id, key, url, final_url, length, content_type, etag, last_modified,
+                        accepts_ranges, generation, validated_at, last_access, hits, misses,
+                        bytes_from_cache, bytes_from_origin, last_error)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT(id) DO UPDATE SET url = excluded.url, final_url = excluded.final_url,
+                        length = excluded.length, content_type = excluded.content_type, etag = excluded.etag,
+                        last_modified = excluded.last_modified, accepts_ranges = excluded.accepts_ranges,
+                        generation = excluded.generation, validated_at = excluded.validated_at,
+                        last_access = excluded.last_access, hits = excluded.hits, misses = excluded.misses,
+                        bytes_from_cache = excluded.bytes_from_cache,
+                        bytes_from_origin = excluded.bytes_from_origin, last_error = excluded.last_error
+                    """)
                 for e in entries.values.sorted(by: { $0.id < $1.id }) {
                     // A row of a removed entry with the same key may still be there (its delete
                     // is queued behind): it goes first, with its extents.
-                    try db.execute(sql: "DELETE FROM entry WHERE key = ? AND id != ?", arguments: [e.key, e.id])
-                    try db.execute(sql: """
-                        INSERT INTO entry (id, key, url, final_url, length, content_type, etag, last_modified,
-                            accepts_ranges, generation, validated_at, last_access, hits, misses,
-                            bytes_from_cache, bytes_from_origin, last_error)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                        ON CONFLICT(id) DO UPDATE SET url = excluded.url, final_url = excluded.final_url,
-                            length = excluded.length, content_type = excluded.content_type, etag = excluded.etag,
-                            last_modified = excluded.last_modified, accepts_ranges = excluded.accepts_ranges,
-                            generation = excluded.generation, validated_at = excluded.validated_at,
-                            last_access = excluded.last_access, hits = excluded.hits, misses = excluded.misses,
-                            bytes_from_cache = excluded.bytes_from_cache,
-                            bytes_from_origin = excluded.bytes_from_origin, last_error = excluded.last_error
-                        """, arguments: [e.id, e.key, e.url, e.finalURL, e.length, e.contentType, e.etag,
-                                         e.lastModified, e.acceptsRanges, e.generation, e.validatedAt, e.lastAccess,
-                                         e.hits, e.misses, e.bytesFromCache, e.bytesFromOrigin, e.lastError])
+                    try deleteOther.execute(arguments: [e.key, e.id])
+                    try upsert.execute(arguments: [e.id, e.key, e.url, e.finalURL, e.length, e.contentType, e.etag,
+                                                   e.lastModified, e.acceptsRanges, e.generation, e.validatedAt, e.lastAccess,
+                                                   e.hits, e.misses, e.bytesFromCache, e.bytesFromOrigin, e.lastError])
                 }
                 let insert = try db.cachedStatement(sql: """
                     INSERT OR REPLACE INTO extent (entry_id, generation, slice, start, "end", checksum)

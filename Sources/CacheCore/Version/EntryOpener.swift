@@ -100,7 +100,8 @@ final class EntryOpener: Sendable {
             let entry: EntryState
             if let existing = entries[key] {
                 entry = existing
-                entries.touch(key)
+                // A use again, unless this open just loaded it (that load put it in as new).
+                if !askedIndex { entries.touch(key) }
             } else if !askedIndex || entries.isLoading(key) {
                 // Let go since it was looked up, or being loaded: a new entry here would replace the index's.
                 return (nil, nil, false, true)

@@ -21,10 +21,10 @@ struct CacheLimitOptions: ParsableArguments {
     var scanShare: String?
 
     @Option(name: .customLong("entry-memory"), parsing: .unconditional,
-            help: ArgumentHelp("Memory for cached files' entries that no reader uses now, kept for their next open, e.g. 16M, 256M (default: 16M, about 8,000 entries; 0: only those in use). The others stay in the cache's index on disk and are read again when opened: memory grows with what is open, not with what is cached.", valueName: "size"))
+            help: ArgumentHelp("Memory for cached files' entries that no reader uses now, kept for their next open, e.g. 16M, 256M (default: 16M, about 13,000 entries; 0: only those in use). The others stay in the cache's index on disk and are read again when opened: memory grows with what is open, not with what is cached.", valueName: "size"))
     var entryMemory: String?
 
-    /// The largest `--entry-memory`: about 8 million entries (past that, memory is no longer the point).
+    /// The largest `--entry-memory`: about 13 million entries (past that, memory is no longer the point).
     static let maxEntryMemory: Int64 = 16 << 30
 
     init() {}
