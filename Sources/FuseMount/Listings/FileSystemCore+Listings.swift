@@ -311,42 +311,42 @@ extension FileSystemCore {
         let dirPath = reports ? path(of: node, s) : ""
         func changed(_ name: String) { if reports { invalidations.changed.append(dirPath.isEmpty ? name : dirPath + "/" + name) } }
         let names = Set(entries.map { EntryName($0.name) })
-        for name in idx.listed where !names.contains(name) {
-            if let ino = dir.children[name], let gone = s.table.node(ino), gone.origin == .listing {
-                changed(gone.name)
-                invalidations.entries += s.table.detach(ino)
-            }
+        for (name, ino) in s.table.listedChildren(of: dir) where !names.contains(name) {
+            changed(name.string)
+            invalidations.entries += s.table.detach(ino)
         }
-        idx.listed = []
         let t = now()
+        // The files of one listing share their URLs' start (`URLPrefix`): one String for all.
+        var prefix: URLPrefix?
         for e in entries {
             let size = Self.usableSize(e)
             if let existing = s.table.child(of: node.ino, named: e.name) {
                 if existing.origin != .listing { continue }  // files given explicitly win
                 if e.isDirectory, let d = existing.directory, d.index?.url == e.url {
                     if let m = e.modified { d.mtime = m }
-                    idx.listed.insert(EntryName(e.name))
                     continue
                 }
-                if !e.isDirectory, let f = existing.file, f.url == e.url {
+                if !e.isDirectory, let f = existing.file, f.hasURL(e.url) {
                     if let size, size != f.size {
                         // The listing says the file changed; the next open asks the origin.
                         if f.size != nil { changed(e.name) }
-                        f.size = size
+                        existing.file?.size = size
                         invalidations.inodes.append(existing.ino)
                     }
-                    if f.info == nil, let m = e.modified { f.mtime = m }
-                    idx.listed.insert(EntryName(e.name))
+                    if f.info == nil, let m = e.modified { existing.file?.mtime = m }
                     continue
                 }
                 invalidations.entries += s.table.detach(existing.ino)
             }
-            let content: NodeContent = e.isDirectory
-                ? .directory(DirectoryState(mtime: e.modified ?? t, index: IndexState(url: e.url)))
-                : .file(FileState(url: e.url, size: size, mtime: e.modified))
+            let content: NodeContent
+            if e.isDirectory {
+                content = .directory(DirectoryState(mtime: e.modified ?? t, index: IndexState(url: e.url)))
+            } else {
+                prefix = FileState.sharedPrefix(of: e.url, reusing: prefix)
+                content = .file(FileState(url: e.url, size: size, mtime: e.modified, prefix: prefix, name: e.name))
+            }
             changed(e.name)
             s.table.add(parent: node.ino, name: e.name, origin: .listing, content: content)
-            idx.listed.insert(EntryName(e.name))
         }
         idx.listedAt = t
         return invalidations
