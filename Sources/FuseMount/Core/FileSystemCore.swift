@@ -136,7 +136,7 @@ final class FileSystemCore: Sendable {
         var table: InodeTable
         var currentSpec = MountTreeSpec()
         var openFiles: [UInt64: OpenFile] = [:]
-        var openDirs: [UInt64: [DirEntry]] = [:]
+        var openDirs: [UInt64: DirSnapshot] = [:]
         /// Directory handles whose entries the kernel may keep from an earlier opendir.
         var keptDirs: Set<UInt64> = []
         /// LOOKUP requests answered (for tests: READDIRPLUS spares `ls -l` one per name).

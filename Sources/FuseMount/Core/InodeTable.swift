@@ -1,6 +1,21 @@
 import CacheCore
 import Foundation
 
+// The mount's tree: nodes by inode number, names by directory, kernel lookup counts.
+//
+// Owns every name the mount shows and what it knows of each (`Node`, a file's `FileState`
+// inside it, a directory's `DirectoryState` and listing's `IndexState`). Lives in
+// `FileSystemCore.State`: whichever thread holds that lock (FUSE loop, engine completions, the
+// scheduler) runs it, and it blocks on nothing.
+//
+// Memory: a folder of a million listed names is a million nodes, so what one costs is the
+// design's figure: one heap block of 128 bytes (`Node` with the file's state as a value inside
+// it: its URL a listing's shared `URLPrefix` and its own end, most often its name's very String;
+// size and mtime as plain words; what only an opened file needs in an `OpenedFile` made on first
+// use), and a slot in `InodeTable.nodes` and in its folder's `children`. The names a listing
+// brought are those children whose node came from the listing (`listedChildren`), not a set of
+// their own. `FileSystemCore.entryCost` counts this for the listing budget.
+
 /// Why a node exists, which decides when it goes away.
 enum NodeOrigin: Equatable {
     /// The root and everything built from the tree spec: removed only by a URL-list reload.
@@ -197,7 +212,7 @@ enum NodeContent {
 }
 
 /// One name of the tree (or a number the kernel still holds after its name went). Fields in
-/// this order so the object is 106 bytes, one 128-byte heap block: a listed file is this object
+/// this order so the object is 107 bytes, one 128-byte heap block: a listed file is this object
 /// and its two dictionary slots (`InodeTable.nodes`, `DirectoryState.children`), nothing more.
 final class Node {
     let ino: UInt64
@@ -209,6 +224,8 @@ final class Node {
     let origin: NodeOrigin
     /// Still reachable by name from its parent.
     var attached = true
+    /// A directory (else a file): fixed at birth, and readable without the lock (`DirSnapshot`).
+    let isDirectory: Bool
 
     init(ino: UInt64, parent: UInt64, name: String, origin: NodeOrigin, content: NodeContent) {
         self.ino = ino
@@ -216,6 +233,7 @@ final class Node {
         self.name = name
         self.origin = origin
         self.content = content
+        if case .directory = content { isDirectory = true } else { isDirectory = false }
     }
 
     /// The file's state; set to change it (a directory ignores the set). `node.file?.size = n`
