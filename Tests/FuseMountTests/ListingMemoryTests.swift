@@ -163,6 +163,28 @@ final class ListingMemoryTests: XCTestCase {
         XCTAssertLessThanOrEqual(block, 128)
     }
 
+    /// Nodes by number in pages: each number finds its node, the count stays exact, and a page
+    /// whose nodes are all gone is let go (a listing that came and went holds no slots).
+    func testNodeSlotsFindEveryNodeAndLetEmptyPagesGo() {
+        var slots = NodeSlots()
+        let made = (2..<3000).map { Node(ino: UInt64($0), parent: 1, name: "n\($0)", origin: .listing, content: .file(FileState(url: "http://o/n\($0)"))) }
+        for node in made { slots[node.ino] = node }
+        XCTAssertEqual(slots.count, 2998)
+        XCTAssertEqual(slots.pageCount, 3)
+        XCTAssertTrue(made.allSatisfy { slots[$0.ino] === $0 })
+        XCTAssertNil(slots[1])
+        XCTAssertNil(slots[3000])
+        slots[5] = made[4]   // replaced in place (by ino 6's node): counted once
+        XCTAssertEqual(slots.count, 2998)
+        for ino in 1024..<2048 { slots[UInt64(ino)] = nil }
+        XCTAssertEqual(slots.count, 2998 - 1024)
+        XCTAssertEqual(slots.pageCount, 2, "the emptied page is let go")
+        slots[1500] = nil   // already gone
+        XCTAssertEqual(slots.count, 2998 - 1024)
+        XCTAssertEqual(Set(slots.values.map(\.ino)).count, 2998 - 1024 - 1, "slot 5 holds ino 6's node")
+        XCTAssertNil(slots[1500])
+    }
+
     /// The budget counts each entry at what it keeps: the node and its two slots, a name on the
     /// heap past 15 bytes, a URL end spelled otherwise than the name, a folder's own state.
     func testTheBudgetCountsWhatAnEntryKeeps() {

@@ -12,7 +12,7 @@ import Foundation
 // design's figure: one heap block of 128 bytes (`Node` with the file's state as a value inside
 // it: its URL a listing's shared `URLPrefix` and its own end, most often its name's very String;
 // size and mtime as plain words; what only an opened file needs in an `OpenedFile` made on first
-// use), and a slot in `InodeTable.nodes` and in its folder's `children`. The names a listing
+// use), and a slot in `InodeTable.nodes` (8 bytes, `NodeSlots`) and in its folder's `children`. The names a listing
 // brought are those children whose node came from the listing (`listedChildren`), not a set of
 // their own. `FileSystemCore.entryCost` counts this for the listing budget.
 
@@ -213,7 +213,7 @@ enum NodeContent {
 
 /// One name of the tree (or a number the kernel still holds after its name went). Fields in
 /// this order so the object is 107 bytes, one 128-byte heap block: a listed file is this object
-/// and its two dictionary slots (`InodeTable.nodes`, `DirectoryState.children`), nothing more.
+/// and its two slots (`InodeTable.nodes`, `DirectoryState.children`), nothing more.
 final class Node {
     let ino: UInt64
     let parent: UInt64
@@ -257,7 +257,7 @@ final class Node {
 /// under its lock, and so do its nodes.
 struct InodeTable {
     static let rootIno: UInt64 = 1  // FUSE_ROOT_ID
-    private(set) var nodes: [UInt64: Node] = [:]
+    private(set) var nodes = NodeSlots()
     private var nextIno: UInt64 = 2
     /// What the listings of attached directories cost together (`MountOptions.listingBudget`):
     /// a directory's cost is let go when it is detached.

@@ -289,9 +289,9 @@ extension FileSystemCore {
     }
 
     /// What one listed entry keeps, by its parts: its `Node`, one 128-byte heap block with the
-    /// file's state inside it (`ListingMemoryTests` pins that it fits); its slots in
-    /// `InodeTable.nodes` (16 bytes) and in its folder's `children` (24 bytes), counted at the
-    /// 3/8 load a dictionary has just after it doubled (112 bytes for the two); its name's bytes
+    /// file's state inside it (`ListingMemoryTests` pins that it fits); its slot in
+    /// `InodeTable.nodes` (8 bytes, `NodeSlots`) and in its folder's `children` (a 24-byte
+    /// bucket, counted at the 3/8 load a dictionary has just after it doubled: 64); its name's bytes
     /// when Swift keeps them on the heap (past 15), and its URL's last part when that is spelled
     /// otherwise than the name (percent escapes). A folder also keeps its own state and URL. The
     /// listing's parse (its page, its `ListingEntry` array) is let go once it is applied.
