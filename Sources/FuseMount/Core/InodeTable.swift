@@ -9,7 +9,7 @@ import Foundation
 // scheduler) runs it, and it blocks on nothing.
 //
 // Memory: a folder of a million listed names is a million nodes, so what one costs is the
-// design's figure: one heap block of 128 bytes (`Node` with the file's state as a value inside
+// design's figure: one heap block of 112 bytes (`Node` with the file's state as a value inside
 // it: its URL a listing's shared `URLPrefix` and its own end, most often its name's very String;
 // size and mtime as plain words; what only an opened file needs in an `OpenedFile` made on first
 // use), and a slot in `InodeTable.nodes` (8 bytes, `NodeSlots`) and in its folder's `children`. The names a listing
@@ -212,15 +212,17 @@ enum NodeContent {
 }
 
 /// One name of the tree (or a number the kernel still holds after its name went). Fields in
-/// this order so the object is 107 bytes, one 128-byte heap block: a listed file is this object
+/// this order so the object is 103 bytes, one 112-byte heap block: a listed file is this object
 /// and its two slots (`InodeTable.nodes`, `DirectoryState.children`), nothing more.
 final class Node {
     let ino: UInt64
     let parent: UInt64
     let name: String
     private(set) var content: NodeContent
-    /// The kernel's lookup count (FUSE nlookup): the node must stay resolvable while > 0.
-    var lookups: UInt64 = 0
+    /// The kernel's lookup count (FUSE nlookup): the node must stay resolvable while > 0. Four
+    /// bytes, which keeps the node in a 112-byte heap block; a count past `UInt32.max` keeps the
+    /// rest in `InodeTable.lookupOverflow` (`InodeTable.lookups(of:)` is the whole count).
+    var lookups: UInt32 = 0
     let origin: NodeOrigin
     /// Still reachable by name from its parent.
     var attached = true
@@ -258,6 +260,9 @@ final class Node {
 struct InodeTable {
     static let rootIno: UInt64 = 1  // FUSE_ROOT_ID
     private(set) var nodes = NodeSlots()
+    /// Kernel lookups past the `UInt32.max` a node counts itself, by inode: the count stays
+    /// exact however large (a node holds a part here only while its own count is full).
+    private var lookupOverflow: [UInt64: UInt64] = [:]
     private var nextIno: UInt64 = 2
     /// What the listings of attached directories cost together (`MountOptions.listingBudget`):
     /// a directory's cost is let go when it is detached.
@@ -344,13 +349,22 @@ struct InodeTable {
 
     /// The kernel got this node in a lookup reply.
     mutating func lookedUp(_ ino: UInt64) {
-        nodes[ino]?.lookups += 1
+        guard let node = nodes[ino] else { return }
+        if node.lookups == .max { lookupOverflow[ino, default: 0] += 1 } else { node.lookups += 1 }
+    }
+
+    /// The kernel's whole lookup count of `ino` (nil: no such node).
+    func lookups(of ino: UInt64) -> UInt64? {
+        nodes[ino].map { UInt64($0.lookups) + (lookupOverflow[ino] ?? 0) }
     }
 
     /// FUSE forget: the kernel dropped `count` references.
     mutating func forget(_ ino: UInt64, count: UInt64) {
-        guard ino != Self.rootIno, let node = nodes[ino] else { return }
-        node.lookups -= min(count, node.lookups)
+        guard ino != Self.rootIno, let node = nodes[ino], var total = lookups(of: ino) else { return }
+        total -= min(count, total)
+        node.lookups = UInt32(clamping: total)
+        let rest = total - UInt64(node.lookups)
+        lookupOverflow[ino] = rest == 0 ? nil : rest
         guard node.lookups == 0 else { return }
         if node.origin == .resolved {
             pruneResolved(node)

@@ -93,7 +93,7 @@ public struct MountOptions: Sendable {
     public static let defaultListingBudget: Int64 = 256 << 20
     /// The least a listed entry costs in the tree (`FileSystemCore.listingCost`): a page with
     /// more entries than the budget holds at this price fails while it is parsed.
-    public static let listingEntryCost: Int64 = 200
+    public static let listingEntryCost: Int64 = 184
     /// The most entries one listing may have under `listingBudget`, each at `listingEntryCost`.
     public var maxListingEntries: Int { Int(max(listingBudget / Self.listingEntryCost, 1)) }
 

@@ -288,7 +288,7 @@ extension FileSystemCore {
         entries.reduce(0) { $0 + entryCost($1) }
     }
 
-    /// What one listed entry keeps, by its parts: its `Node`, one 128-byte heap block with the
+    /// What one listed entry keeps, by its parts: its `Node`, one 112-byte heap block with the
     /// file's state inside it (`ListingMemoryTests` pins that it fits); its slot in
     /// `InodeTable.nodes` (8 bytes, `NodeSlots`) and in its folder's `children` (a 24-byte
     /// bucket, counted at the 3/8 load a dictionary has just after it doubled: 64); its name's bytes

@@ -76,7 +76,7 @@ struct MountCommand: AsyncParsableCommand {
     var indexTTL: String?
 
     @Option(name: .customLong("listing-memory"), parsing: .unconditional,
-            help: ArgumentHelp("Memory all --index listings together may take, about 200 bytes per entry (more for names over 15 bytes); a listing past it fails (default: 256M, over a million names).", valueName: "size"))
+            help: ArgumentHelp("Memory all --index listings together may take, about 190 bytes per entry (more for names over 15 bytes); a listing past it fails (default: 256M, over a million names).", valueName: "size"))
     var listingMemory: String?
 
     @Option(name: .customLong("include"), parsing: .unconditionalSingleValue,
