@@ -217,7 +217,7 @@ final class ListingMemoryTests: XCTestCase {
                        short + 64 + 80, "the name and its escaped spelling")
         let folder = ListingEntry(name: "sub", isDirectory: true, url: base + "sub/")
         XCTAssertEqual(FileSystemCore.entryCost(folder), short + 256 + 64)
-        // The default budget holds about a million short names (1 KiB an entry held 262,144).
+        // The default budget holds over a million short names.
         XCTAssertEqual(MountOptions().maxListingEntries, Int((256 << 20) / MountOptions.listingEntryCost))
         XCTAssertGreaterThan(MountOptions().maxListingEntries, 1_000_000)
     }

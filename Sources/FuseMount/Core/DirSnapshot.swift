@@ -2,7 +2,7 @@
 /// `..`, then the children sorted by their names' bytes.
 ///
 /// Holds the children's nodes, not copies of their names: 8 bytes an entry while the handle is
-/// open (a `find` of a folder of a million names held 32 MB of `DirEntry` copies). A node keeps
+/// open, where a `DirEntry` copy takes 32 (32 MB for a folder of a million names). A node keeps
 /// its name, number and kind for as long as this holds it, detached or forgotten since, so the
 /// offsets stay what they were across a newer listing. Lives in `FileSystemCore.State`, under its
 /// lock; a node's `name`, `ino` and kind never change.
