@@ -12,9 +12,10 @@ import Foundation
 // design's figure: one heap block of 112 bytes (`Node` with the file's state as a value inside
 // it: its URL a listing's shared `URLPrefix` and its own end, most often its name's very String;
 // size and mtime as plain words; what only an opened file needs in an `OpenedFile` made on first
-// use), and a slot in `InodeTable.nodes` (8 bytes, `NodeSlots`) and in its folder's `children`. The names a listing
-// brought are those children whose node came from the listing (`listedChildren`), not a set of
-// their own. `FileSystemCore.entryCost` counts this for the listing budget.
+// use), and a slot in `InodeTable.nodes` (8 bytes, `NodeSlots`) and in its folder's `children`.
+// The names a listing brought are those children whose node came from the listing
+// (`listedChildren`), not a set of their own. `FileSystemCore.entryCost` counts this for the
+// listing budget.
 
 /// Why a node exists, which decides when it goes away.
 enum NodeOrigin: Equatable {
