@@ -32,7 +32,9 @@ final class CoreCalls {
     func list(_ ino: UInt64 = InodeTable.rootIno) throws -> Result<[String], FSErrno> {
         try wait("opendir") { core.opendir(ino, reply: $0) }.map { fh in
             defer { core.releasedir(fh: fh) }
-            return (core.readdir(fh: fh, offset: 2) ?? []).map(\.name)
+            var names: [String] = []
+            _ = core.readdir(fh: fh, offset: 2) { _, entry in names.append(entry.name); return true }
+            return names
         }
     }
 

@@ -189,7 +189,8 @@ final class InodeTableTests: XCTestCase {
         XCTAssertNotEqual(b?.ino, a.ino)
         XCTAssertTrue(t.child(of: d.ino, named: "a") === b, "the name leads to the new inode")
         XCTAssertEqual(b?.file?.url, a.file?.url)
-        XCTAssertFalse(b?.file === a.file, "each inode keeps its own attributes")
+        b?.file?.size = 99
+        XCTAssertNotEqual(a.file?.size, 99, "each inode keeps its own attributes")
         XCTAssertTrue(t.node(a.ino) === a, "the kernel may still use the old one")
         XCTAssertNil(t.renumber(a.ino), "a detached inode is not renumbered again")
         XCTAssertNil(t.renumber(d.ino), "only files are renumbered")

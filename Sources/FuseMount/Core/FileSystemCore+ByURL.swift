@@ -66,7 +66,7 @@ extension FileSystemCore {
             case let .file(url): made = .file(FileState(url: url))
             }
             let node = s.table.add(parent: parent, name: name, origin: .resolved, content: made)
-            if let info, let f = node.file { record(info, for: node, f, &s) }
+            if let info { record(info, for: node, &s) }
             s.table.lookedUp(node.ino)
             return .success(attr(node))
         }

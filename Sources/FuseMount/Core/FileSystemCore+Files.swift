@@ -35,7 +35,7 @@ extension FileSystemCore {
         if key == nil, let made = backend.cacheKey(for: url) {
             key = made
             state.withLock { s in
-                if let f = s.table.node(ino)?.file, f.url == url { f.key = made }
+                if let node = s.table.node(ino), node.file?.hasURL(url) == true { node.file?.key = made }
             }
         }
         let opened: @Sendable (Result<EntryInfo, CacheError>) -> Void = { [self] result in
@@ -90,23 +90,23 @@ extension FileSystemCore {
         let whole = wanted ? reader.wholeFile() : nil
         let (outcome, registered): (Outcome, Bool) = state.withLock { s in
             if s.closed { return (.closed, false) }
-            guard let node = s.table.node(ino), let file = node.file else { return (.gone, false) }
+            guard let node = s.table.node(ino), let oldSize = node.file.map(\.size) else { return (.gone, false) }
             let choice = passthroughChoice(ino: ino, generation: info.generation, whole: whole, &s)
             let backingID: Int32?
             switch choice {
             case .busy:
                 let moved = s.table.renumber(ino)
-                if let moved, let f = moved.file { record(info, for: moved, f, &s) }
+                if let moved { record(info, for: moved, &s) }
                 return (.stale(moved: moved?.ino, parent: node.parent, name: node.name, s.notifier), false)
             case .none: backingID = nil
             case let .shared(id): backingID = id
             case let .registered(id): backingID = id
             }
-            let oldSize = file.size
-            record(info, for: node, file, &s)
-            let keep = file.lastOpenGeneration == info.generation
-            let changed = oldSize != file.size || (file.lastOpenGeneration != nil && !keep)
-            file.lastOpenGeneration = info.generation
+            record(info, for: node, &s)
+            let lastGeneration = node.file?.lastOpenGeneration
+            let keep = lastGeneration == info.generation
+            let changed = oldSize != node.file?.size || (lastGeneration != nil && !keep)
+            node.file?.lastOpenGeneration = info.generation
             let fh = s.nextHandle
             s.nextHandle += 1
             let direct = directIO && backingID == nil   // passthrough reads no byte through us
@@ -117,7 +117,7 @@ extension FileSystemCore {
                                        fill: fills ? LockedValue(PageCacheFill(window: options.pageCacheFill)) : nil,
                                        readAhead: readsAhead ? LockedValue(DataFileReadAhead(window: options.dataFileReadAhead)) : nil)
             let reply = OpenReply(fh: fh, keepCache: keep, backingID: backingID, directIO: direct)
-            let opened = Outcome.opened(reply, changed: changed, behindStores: file.filled, s.notifier)
+            let opened = Outcome.opened(reply, changed: changed, behindStores: node.file?.filled ?? false, s.notifier)
             if case .registered = choice { return (opened, true) }
             return (opened, false)
         }
@@ -217,8 +217,8 @@ extension FileSystemCore {
         let stretches = fill.withLock { $0.read(range, hit: hit, size: size) }
         guard !stretches.isEmpty else { return }
         let (n, first): (KernelNotifier?, Bool) = state.withLock { s in
-            guard let f = s.table.node(file.ino)?.file, f.lastOpenGeneration == file.generation else { return (nil, false) }
-            defer { f.filled = true }
+            guard let node = s.table.node(file.ino), let f = node.file, f.lastOpenGeneration == file.generation else { return (nil, false) }
+            defer { node.file?.filled = true }
             return (s.notifier, !f.filled)
         }
         guard let n else { return }

@@ -94,7 +94,7 @@ protocol BackingFiles: AnyObject, Sendable {
 /// and no operation holds it for longer than a dictionary update (listing parsing happens
 /// outside it).
 ///
-/// The tree's nodes (`Node`, `FileState`, `IndexState`) are classes that live inside `State` and
+/// The tree's nodes (`Node`, holding a file's `FileState` value; `IndexState`) are classes that live inside `State` and
 /// never leave the lock: work that goes on outside it (a lookup at the origin, a listing's fetch)
 /// names its node by inode number, which is never reused, or by its entry in
 /// `State.listingFetches`, and finds it again under the lock when it ends.
@@ -136,7 +136,7 @@ final class FileSystemCore: Sendable {
         var table: InodeTable
         var currentSpec = MountTreeSpec()
         var openFiles: [UInt64: OpenFile] = [:]
-        var openDirs: [UInt64: [DirEntry]] = [:]
+        var openDirs: [UInt64: DirSnapshot] = [:]
         /// Directory handles whose entries the kernel may keep from an earlier opendir.
         var keptDirs: Set<UInt64> = []
         /// LOOKUP requests answered (for tests: READDIRPLUS spares `ls -l` one per name).
@@ -365,8 +365,8 @@ final class FileSystemCore: Sendable {
                 completion(error)
             case let .success(info):
                 state.withLock { s in
-                    guard let node = s.table.node(ino), let f = node.file else { return }
-                    record(info, for: node, f, &s)
+                    guard let node = s.table.node(ino), node.file != nil else { return }
+                    record(info, for: node, &s)
                 }
                 completion(nil)
             }
@@ -381,8 +381,9 @@ final class FileSystemCore: Sendable {
     }
 
     /// Under the lock (`s`).
-    func record(_ info: EntryInfo, for node: Node, _ file: FileState, _ s: inout State) {
-        file.update(from: info)
+    func record(_ info: EntryInfo, for node: Node, _ s: inout State) {
+        guard node.file != nil else { return }
+        node.file?.update(from: info)
         s.inodesByKey[info.key, default: []].insert(node.ino)
     }
 
@@ -407,11 +408,11 @@ final class FileSystemCore: Sendable {
         let (inos, n): ([UInt64], KernelNotifier?) = state.withLock { s in
             var live: [UInt64] = []
             for ino in s.inodesByKey[info.key] ?? [] {
-                guard let node = s.table.node(ino), let f = node.file else {
+                guard let node = s.table.node(ino), node.file != nil else {
                     s.inodesByKey[info.key]?.remove(ino)
                     continue
                 }
-                f.update(from: info)
+                node.file?.update(from: info)
                 live.append(ino)
             }
             return (live, s.notifier)

@@ -1,6 +1,22 @@
 import CacheCore
 import Foundation
 
+// The mount's tree: nodes by inode number, names by directory, kernel lookup counts.
+//
+// Owns every name the mount shows and what it knows of each (`Node`, a file's `FileState`
+// inside it, a directory's `DirectoryState` and listing's `IndexState`). Lives in
+// `FileSystemCore.State`: whichever thread holds that lock (FUSE loop, engine completions, the
+// scheduler) runs it, and it blocks on nothing.
+//
+// Memory: a folder of a million listed names is a million nodes, so what one costs is the
+// design's figure: one heap block of 112 bytes (`Node` with the file's state as a value inside
+// it: its URL a listing's shared `URLPrefix` and its own end, most often its name's very String;
+// size and mtime as plain words; what only an opened file needs in an `OpenedFile` made on first
+// use), and a slot in `InodeTable.nodes` (8 bytes, `NodeSlots`) and in its folder's `children`.
+// The names a listing brought are those children whose node came from the listing
+// (`listedChildren`), not a set of their own. `FileSystemCore.entryCost` counts this for the
+// listing budget.
+
 /// Why a node exists, which decides when it goes away.
 enum NodeOrigin: Equatable {
     /// The root and everything built from the tree spec: removed only by a URL-list reload.
@@ -11,48 +27,142 @@ enum NodeOrigin: Equatable {
     case resolved
 }
 
-/// What the mount knows about one remote file.
-final class FileState {
-    var url: String {
-        didSet { if url != oldValue { key = nil } }
+/// A file URL's start shared by the files of one listing (`http://host/folder/`): each of
+/// them keeps only its own last part (`FileState.urlTail`), most often its name's very String.
+final class URLPrefix: Sendable {
+    let string: String
+    init(_ string: String) { self.string = string }
+    /// Files given whole (tree spec, `.url/`): their tail is the whole URL.
+    static let none = URLPrefix("")
+}
+
+/// What the mount knows about one remote file. A value held inside its `Node`, so a listed file
+/// costs no object of its own: what only an opened or looked-up file needs (its cache key and
+/// entry) sits in `OpenedFile`, made on first use. One `FileState` belongs to one node: its
+/// `OpenedFile` is a reference, and a copy that outlives the edit it was made for would share it
+/// (`Node.file` hands out copies only for reading and writing back).
+struct FileState {
+    /// The URL as the listing's shared start and this file's own end (see `URLPrefix`).
+    private let urlPrefix: URLPrefix
+    private let urlTail: String
+    /// Exact size; `Int64.min`: not known yet (a plain Int64, not an optional's 9 bytes).
+    private var sizeBits: Int64
+    /// `mtime` as seconds since the reference date; NaN: none.
+    private var mtimeBits: Double
+    private var opened: OpenedFile?
+
+    /// Splits `url` after its last `/`; `prefix` is reused when it is that start (every file of
+    /// one listing then shares it), and `name` when the end is spelled as the name (no second
+    /// String for it).
+    init(url: String, size: Int64? = nil, mtime: Date? = nil, prefix: URLPrefix? = nil, name: String? = nil) {
+        if let prefix, !prefix.string.isEmpty, url.utf8.count > prefix.string.utf8.count,
+           url.utf8.starts(with: prefix.string.utf8),
+           !url.utf8.dropFirst(prefix.string.utf8.count).contains(UInt8(ascii: "/")) {
+            urlPrefix = prefix
+            let tail = Substring(url).utf8.dropFirst(prefix.string.utf8.count)
+            urlTail = name.flatMap { $0.utf8.elementsEqual(tail) ? $0 : nil } ?? String(Substring(tail))
+        } else {
+            urlPrefix = .none
+            urlTail = url
+        }
+        sizeBits = size ?? .min
+        mtimeBits = mtime?.timeIntervalSinceReferenceDate ?? .nan
     }
-    /// The cache key of `url`, once an open worked it out (`FileSystemCore.open`).
-    var key: CacheKey?
+
+    /// `prefix` when it is the start of `url` the files of its folder share (up to its last
+    /// `/`), else that start made anew: a listing's files then share one.
+    static func sharedPrefix(of url: String, reusing prefix: URLPrefix?) -> URLPrefix? {
+        guard let slash = url.utf8.lastIndex(of: UInt8(ascii: "/")) else { return nil }
+        let start = url.utf8[...slash]
+        if let prefix, prefix.string.utf8.elementsEqual(start) { return prefix }
+        return URLPrefix(String(Substring(start)))
+    }
+
+    var url: String { urlPrefix.string.isEmpty ? urlTail : urlPrefix.string + urlTail }
+
+    /// `url == other`, without making `url`.
+    func hasURL(_ other: String) -> Bool {
+        let p = urlPrefix.string.utf8
+        return other.utf8.count == p.count + urlTail.utf8.count && other.utf8.starts(with: p)
+            && other.utf8.dropFirst(p.count).elementsEqual(urlTail.utf8)
+    }
+
     /// Exact size, from the listing or the cache; nil until known.
-    var size: Int64?
-    var mtime: Date?
+    var size: Int64? {
+        get { sizeBits == .min ? nil : sizeBits }
+        set { sizeBits = newValue ?? .min }
+    }
+
+    var mtime: Date? {
+        get { mtimeBits.isNaN ? nil : Date(timeIntervalSinceReferenceDate: mtimeBits) }
+        set { mtimeBits = newValue?.timeIntervalSinceReferenceDate ?? .nan }
+    }
+
+    private mutating func openedState() -> OpenedFile {
+        if let opened { return opened }
+        let made = OpenedFile()
+        opened = made
+        return made
+    }
+
+    /// The cache key of `url`, once an open worked it out (`FileSystemCore.open`).
+    var key: CacheKey? {
+        get { opened?.key }
+        set { if newValue != nil || opened != nil { openedState().key = newValue } }
+    }
     /// The cache's view, once the file has been opened or looked up through it.
-    var info: EntryInfo?
+    var info: EntryInfo? {
+        get { opened?.info }
+        set { if newValue != nil || opened != nil { openedState().info = newValue } }
+    }
     /// Generation of the entry at the last open: equal at the next open means the kernel's
     /// page cache still holds this generation's bytes and may be kept.
-    var lastOpenGeneration: Int64?
+    var lastOpenGeneration: Int64? {
+        get { opened?.lastOpenGeneration }
+        set { if newValue != nil || opened != nil { openedState().lastOpenGeneration = newValue } }
+    }
     /// Bytes were put into the kernel's page cache for this file (`PageCacheFill`): its opens
     /// are answered behind the stores queued before them (see `FileSystemCore.finishOpen`).
-    var filled = false
-
-    init(url: String, size: Int64? = nil, mtime: Date? = nil) {
-        self.url = url
-        self.size = size
-        self.mtime = mtime
+    var filled: Bool {
+        get { opened?.filled ?? false }
+        set { if newValue || opened != nil { openedState().filled = newValue } }
     }
 
-    /// The last `Last-Modified` parsed, and its date: an open of an unchanged version does not
-    /// parse the same text again.
-    private var parsedLastModified: (text: String, date: Date?)?
+    /// This file for another node (`InodeTable.renumber`): its URL, size, mtime and the cache's
+    /// entry; nothing of this node's opens.
+    func forNewNode() -> FileState {
+        var copy = self
+        copy.opened = nil
+        copy.info = info
+        return copy
+    }
 
-    func update(from info: EntryInfo) {
-        self.info = info
+    mutating func update(from info: EntryInfo) {
+        let o = openedState()
+        o.info = info
         if let length = info.length { size = length }
         guard let text = info.lastModified else { return }
         let date: Date?
-        if let parsed = parsedLastModified, parsed.text == text {
+        if let parsed = o.parsedLastModified, parsed.text == text {
             date = parsed.date
         } else {
             date = HTTPDate.parse(text)
-            parsedLastModified = (text, date)
+            o.parsedLastModified = (text, date)
         }
         if let date { mtime = date }
     }
+}
+
+/// What a file the cache was asked about keeps (see `FileState`): made at its first lookup or
+/// open, so a million listed files that were only listed carry none.
+final class OpenedFile {
+    var key: CacheKey?
+    var info: EntryInfo?
+    var lastOpenGeneration: Int64?
+    var filled = false
+    /// The last `Last-Modified` parsed, and its date: an open of an unchanged version does not
+    /// parse the same text again.
+    var parsedLastModified: (text: String, date: Date?)?
 }
 
 /// Where a by-URL directory sits in `.url/SCHEME/HOST/PATH...`.
@@ -67,8 +177,6 @@ enum ByURLLevel: Equatable {
 final class IndexState {
     var url: String
     var listedAt: Date?
-    /// Names that came from the listing (static children with the same name win).
-    var listed: Set<EntryName> = []
     var fetching = false
     var waiters: [@Sendable (CacheError?) -> Void] = []
     /// What the entries of its current listing cost (`InodeTable.listingBytes`).
@@ -104,16 +212,23 @@ enum NodeContent {
     case directory(DirectoryState)
 }
 
+/// One name of the tree (or a number the kernel still holds after its name went). Fields in
+/// this order so the object is 103 bytes, one 112-byte heap block: a listed file is this object
+/// and its two slots (`InodeTable.nodes`, `DirectoryState.children`), nothing more.
 final class Node {
     let ino: UInt64
     let parent: UInt64
     let name: String
+    private(set) var content: NodeContent
+    /// The kernel's lookup count (FUSE nlookup): the node must stay resolvable while > 0. Four
+    /// bytes, which keeps the node in a 112-byte heap block; a count past `UInt32.max` keeps the
+    /// rest in `InodeTable.lookupOverflow` (`InodeTable.lookups(of:)` is the whole count).
+    var lookups: UInt32 = 0
     let origin: NodeOrigin
-    let content: NodeContent
-    /// The kernel's lookup count (FUSE nlookup): the node must stay resolvable while > 0.
-    var lookups: UInt64 = 0
     /// Still reachable by name from its parent.
     var attached = true
+    /// A directory (else a file): fixed at birth, and readable without the lock (`DirSnapshot`).
+    let isDirectory: Bool
 
     init(ino: UInt64, parent: UInt64, name: String, origin: NodeOrigin, content: NodeContent) {
         self.ino = ino
@@ -121,9 +236,18 @@ final class Node {
         self.name = name
         self.origin = origin
         self.content = content
+        if case .directory = content { isDirectory = true } else { isDirectory = false }
     }
 
-    var file: FileState? { if case let .file(f) = content { return f } else { return nil } }
+    /// The file's state; set to change it (a directory ignores the set). `node.file?.size = n`
+    /// edits in place through this.
+    var file: FileState? {
+        get { if case let .file(f) = content { return f } else { return nil } }
+        set {
+            guard let newValue, case .file = content else { return }
+            content = .file(newValue)
+        }
+    }
     var directory: DirectoryState? { if case let .directory(d) = content { return d } else { return nil } }
 }
 
@@ -136,7 +260,10 @@ final class Node {
 /// under its lock, and so do its nodes.
 struct InodeTable {
     static let rootIno: UInt64 = 1  // FUSE_ROOT_ID
-    private(set) var nodes: [UInt64: Node] = [:]
+    private(set) var nodes = NodeSlots()
+    /// Kernel lookups past the `UInt32.max` a node counts itself, by inode: the count stays
+    /// exact however large (a node holds a part here only while its own count is full).
+    private var lookupOverflow: [UInt64: UInt64] = [:]
     private var nextIno: UInt64 = 2
     /// What the listings of attached directories cost together (`MountOptions.listingBudget`):
     /// a directory's cost is let go when it is detached.
@@ -165,6 +292,12 @@ struct InodeTable {
         return nodes[ino]
     }
 
+    /// The children of `dir` its listing brought (a name the tree spec gives wins over a listed
+    /// one, and is not among them).
+    func listedChildren(of dir: DirectoryState) -> [(name: EntryName, ino: UInt64)] {
+        dir.children.compactMap { name, ino in nodes[ino]?.origin == .listing ? (name, ino) : nil }
+    }
+
     /// Adds a child; an existing child of that name is detached first.
     @discardableResult
     mutating func add(parent: UInt64, name: String, origin: NodeOrigin, content: NodeContent) -> Node {
@@ -185,7 +318,6 @@ struct InodeTable {
         var removed: [(UInt64, String)] = [(node.parent, node.name)]
         if let parent = nodes[node.parent]?.directory, parent.children[EntryName(node.name)] == ino {
             parent.children[EntryName(node.name)] = nil
-            parent.index?.listed.remove(EntryName(node.name))
             parent.version &+= 1
         }
         node.attached = false
@@ -206,9 +338,7 @@ struct InodeTable {
     mutating func renumber(_ ino: UInt64) -> Node? {
         guard let old = nodes[ino], old.attached, case let .file(f) = old.content,
               let dir = nodes[old.parent]?.directory, dir.children[EntryName(old.name)] == ino else { return nil }
-        let file = FileState(url: f.url, size: f.size, mtime: f.mtime)
-        file.info = f.info
-        let node = Node(ino: nextIno, parent: old.parent, name: old.name, origin: old.origin, content: .file(file))
+        let node = Node(ino: nextIno, parent: old.parent, name: old.name, origin: old.origin, content: .file(f.forNewNode()))
         nextIno += 1
         nodes[node.ino] = node
         dir.children[EntryName(old.name)] = node.ino
@@ -220,13 +350,22 @@ struct InodeTable {
 
     /// The kernel got this node in a lookup reply.
     mutating func lookedUp(_ ino: UInt64) {
-        nodes[ino]?.lookups += 1
+        guard let node = nodes[ino] else { return }
+        if node.lookups == .max { lookupOverflow[ino, default: 0] += 1 } else { node.lookups += 1 }
+    }
+
+    /// The kernel's whole lookup count of `ino` (nil: no such node).
+    func lookups(of ino: UInt64) -> UInt64? {
+        nodes[ino].map { UInt64($0.lookups) + (lookupOverflow[ino] ?? 0) }
     }
 
     /// FUSE forget: the kernel dropped `count` references.
     mutating func forget(_ ino: UInt64, count: UInt64) {
-        guard ino != Self.rootIno, let node = nodes[ino] else { return }
-        node.lookups -= min(count, node.lookups)
+        guard ino != Self.rootIno, let node = nodes[ino], var total = lookups(of: ino) else { return }
+        total -= min(count, total)
+        node.lookups = UInt32(clamping: total)
+        let rest = total - UInt64(node.lookups)
+        lookupOverflow[ino] = rest == 0 ? nil : rest
         guard node.lookups == 0 else { return }
         if node.origin == .resolved {
             pruneResolved(node)

@@ -264,20 +264,19 @@ enum FuseOperations {
         ops.readdir = { req, _, size, off, fi in
             guard let req, let fi else { return }
             let s = FuseOperations.session(req)
-            guard let entries = s.core.readdir(fh: fi.pointee.fh, offset: Int(off)) else {
-                return s.reply { fuse_reply_err(req, EBADF) }
-            }
             let buf = UnsafeMutablePointer<CChar>.allocate(capacity: max(size, 1))
             defer { buf.deallocate() }
             var used = 0
-            for (i, entry) in zip(entries.indices, entries) {
+            let known = s.core.readdir(fh: fi.pointee.fh, offset: Int(off)) { i, entry in
                 var st = Glibc.stat()
                 st.st_ino = ino_t(entry.ino)
                 st.st_mode = entry.isDirectory ? S_IFDIR : S_IFREG
                 let need = entry.name.withCString { fuse_add_direntry(req, buf + used, size - used, $0, &st, off_t(i + 1)) }
-                if need > size - used { break }
+                if need > size - used { return false }
                 used += need
+                return true
             }
+            guard known else { return s.reply { fuse_reply_err(req, EBADF) } }
             s.reply { fuse_reply_buf(req, buf, used) }
         }
         ops.readdirplus = { req, _, size, off, fi in

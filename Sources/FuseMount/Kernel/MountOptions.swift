@@ -91,6 +91,11 @@ public struct MountOptions: Sendable {
     /// are shown as owned by). With root, the only one who may pin.
     public var owner: UInt32 = geteuid()
     public static let defaultListingBudget: Int64 = 256 << 20
+    /// The least a listed entry costs in the tree (`FileSystemCore.listingCost`): a page with
+    /// more entries than the budget holds at this price fails while it is parsed.
+    public static let listingEntryCost: Int64 = 184
+    /// The most entries one listing may have under `listingBudget`, each at `listingEntryCost`.
+    public var maxListingEntries: Int { Int(max(listingBudget / Self.listingEntryCost, 1)) }
 
     public init(revalidateAfter: TimeInterval = 600, listingTTL: TimeInterval? = nil,
                 readDeadline: TimeInterval? = 65, fuseOptions: [String] = [], maxRead: Int = MountOptions.defaultMaxRead,

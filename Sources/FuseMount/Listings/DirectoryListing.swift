@@ -592,7 +592,7 @@ public enum ListingError: Error, Equatable, CustomStringConvertible {
         case let .notMultistatus(url, reason): return "not a WebDAV listing (\(reason)): \(url)"
         case let .notS3Listing(url, reason): return "not an S3 bucket listing (\(reason)): \(url)"
         case let .tooManyEntries(url, limit):
-            return "more than \(limit) entries, more than the listing memory budget can hold (each costs at least 1 KiB; --listing-memory raises it): \(url)"
+            return "more than \(limit) entries, more than the listing memory budget can hold (each costs at least \(MountOptions.listingEntryCost) bytes; --listing-memory raises it): \(url)"
         }
     }
 }

@@ -8,9 +8,9 @@ extension FileSystemCore {
     func fetchListing(url: String, maxAge: TimeInterval, progress: (@Sendable () -> Void)? = nil,
                       completion: @escaping @Sendable (Result<[ListingEntry], CacheError>) -> Void) {
         let kinds = listingKinds
-        // Each entry costs at least 1 KiB of the budget (`listingCost`): a page with more than
-        // the budget's worth fails as it is parsed, before its entries take the memory.
-        let maxEntries = Int(max(options.listingBudget / 1024, 1))
+        // Each entry costs at least `listingEntryCost` of the budget (`listingCost`): a page with
+        // more than the budget's worth fails as it is parsed, before its entries take the memory.
+        let maxEntries = options.maxListingEntries
         ListingFetch.fetch(url: url, through: backend, limit: Self.listingLimit, maxAge: maxAge,
                            webDAVFirst: kinds.isWebDAV(url), timers: deadlines, logger: logger, maxEntries: maxEntries, progress: progress) { fetched in
             if case let .success(listing) = fetched { kinds.note(listing, url: url) }

@@ -36,15 +36,11 @@ extension FileSystemCore {
         state.withLock { s in
             guard let node = s.table.node(ino), let dir = node.directory else { return .failure(FSErrno(ENOENT)) }
             if dir.byURL == .schemes { addSchemeDirectories(under: node, &s) }
-            var entries = [DirEntry(name: ".", ino: ino, isDirectory: true),
-                           DirEntry(name: "..", ino: node.parent, isDirectory: true)]
-            for (name, childIno) in dir.children.sorted(by: { $0.key < $1.key }) {
-                guard let child = s.table.node(childIno) else { continue }
-                entries.append(DirEntry(name: name.string, ino: childIno, isDirectory: child.directory != nil))
-            }
+            let sorted = dir.children.sorted(by: { $0.key < $1.key })
+            let children = sorted.compactMap { s.table.node($0.value) }
             let fh = s.nextHandle
             s.nextHandle += 1
-            s.openDirs[fh] = entries
+            s.openDirs[fh] = DirSnapshot(ino: ino, parent: node.parent, children: children)
             // The kernel keeps the entries this handle reads until a change here (a refresh
             // that added, removed or renumbered a name) makes the next opendir drop them.
             if dir.cachedVersion == dir.version { s.keptDirs.insert(fh) }
@@ -72,7 +68,9 @@ extension FileSystemCore {
             while i < entries.count {
                 let entry = entries[i]
                 var attr: Attr?
-                if entry.name != ".", entry.name != "..", let node = s.table.node(entry.ino), node.attached,
+                // The node still in the table: one the kernel forgot after it was detached is
+                // gone from it, though this snapshot holds it.
+                if let node = entries.child(at: i), node.attached, s.table.node(entry.ino) === node,
                    !(node.file.map(needsResolve) ?? false) {
                     attr = self.attr(node)
                 }
@@ -84,11 +82,15 @@ extension FileSystemCore {
         }
     }
 
-    /// Entries from `offset` on (offsets are indexes into the snapshot), or nil for a bad handle.
-    func readdir(fh: UInt64, offset: Int) -> ArraySlice<DirEntry>? {
+    /// READDIR: entries from `offset` on (offsets are indexes into the snapshot), handed to
+    /// `add` in order until it returns false (the kernel's buffer is full). Under the lock, as
+    /// `readdirplus`. False for a bad handle.
+    func readdir(fh: UInt64, offset: Int, add: (_ index: Int, DirEntry) -> Bool) -> Bool {
         state.withLock { s in
-            guard let entries = s.openDirs[fh] else { return nil }
-            return offset < entries.count ? entries[max(offset, 0)...] : []
+            guard let entries = s.openDirs[fh] else { return false }
+            var i = max(offset, 0)
+            while i < entries.count, add(i, entries[i]) { i += 1 }
+            return true
         }
     }
 
@@ -273,16 +275,46 @@ extension FileSystemCore {
         for ino in invalidations.inodes { n?.invalidateInode(ino, data: false) }
         report(changes: invalidations.changed)
         for w in waiters { w(failure) }
+        // A large listing's parse (its entries' array and URLs, a JSON decoder's work) is let go
+        // once the fetch's closures are: a second later, its freed heap goes back to the system
+        // (glibc keeps it otherwise: 28 MiB of 200,000 names, measured).
+        if cost >= Self.listingTrimCost {
+            deadlines.after(.seconds(1)) { HeapTrim.releaseFreedMemory() }
+        }
     }
 
-    /// What a listing's entries are taken to cost in memory, once in the tree: a node, its file or
-    /// directory state and the names' set and dictionary entries, and its name and URL twice (the
-    /// node and the listing's own copies). 1 KiB beyond the strings: a daemon holding 400,000
-    /// entries of short names measured 446 MB (about 1.1 KiB each), where 512 bytes had been
-    /// counted, so the budget let listings take twice what it said.
+    /// What a listing's entries cost in memory once in the tree, entry by entry (`entryCost`).
     static func listingCost(_ entries: [ListingEntry]) -> Int64 {
-        entries.reduce(0) { $0 + 1024 + 2 * Int64($1.name.utf8.count + $1.url.utf8.count) }
+        entries.reduce(0) { $0 + entryCost($1) }
     }
+
+    /// What one listed entry keeps, by its parts: its `Node`, one 112-byte heap block with the
+    /// file's state inside it (`ListingMemoryTests` pins that it fits); its slot in
+    /// `InodeTable.nodes` (8 bytes, `NodeSlots`) and in its folder's `children` (a 24-byte
+    /// bucket, counted at the 3/8 load a dictionary has just after it doubled: 64); its name's bytes
+    /// when Swift keeps them on the heap (past 15), and its URL's last part when that is spelled
+    /// otherwise than the name (percent escapes). A folder also keeps its own state and URL. The
+    /// listing's parse (its page, its `ListingEntry` array) is let go once it is applied.
+    static func entryCost(_ e: ListingEntry) -> Int64 {
+        var cost = MountOptions.listingEntryCost + heapStringBytes(e.name.utf8.count)
+        if e.isDirectory {
+            cost += 256 + heapStringBytes(e.url.utf8.count)
+        } else {
+            let tail = e.url.utf8.lastIndex(of: UInt8(ascii: "/")).map { e.url.utf8[e.url.utf8.index(after: $0)...] }
+            if let tail, !tail.elementsEqual(e.name.utf8) { cost += heapStringBytes(tail.count) }
+        }
+        return cost
+    }
+
+    /// The heap block a native String of `count` UTF-8 bytes takes: none up to 15 (they sit in
+    /// the String itself), else its 32-byte header, the bytes and their NUL, and malloc's 8-byte
+    /// header, in 16-byte steps.
+    static func heapStringBytes(_ count: Int) -> Int64 {
+        count <= 15 ? 0 : Int64((count + 1 + 32 + 8 + 15) / 16 * 16)
+    }
+
+    /// Listings costing this much are followed by a heap trim (`HeapTrim`): about 40,000 names.
+    static let listingTrimCost: Int64 = 8 << 20
 
     static func mib(_ bytes: Int64) -> String {
         String(format: "%.1f MiB", Double(bytes) / Double(1 << 20))
@@ -311,42 +343,42 @@ extension FileSystemCore {
         let dirPath = reports ? path(of: node, s) : ""
         func changed(_ name: String) { if reports { invalidations.changed.append(dirPath.isEmpty ? name : dirPath + "/" + name) } }
         let names = Set(entries.map { EntryName($0.name) })
-        for name in idx.listed where !names.contains(name) {
-            if let ino = dir.children[name], let gone = s.table.node(ino), gone.origin == .listing {
-                changed(gone.name)
-                invalidations.entries += s.table.detach(ino)
-            }
+        for (name, ino) in s.table.listedChildren(of: dir) where !names.contains(name) {
+            changed(name.string)
+            invalidations.entries += s.table.detach(ino)
         }
-        idx.listed = []
         let t = now()
+        // The files of one listing share their URLs' start (`URLPrefix`): one String for all.
+        var prefix: URLPrefix?
         for e in entries {
             let size = Self.usableSize(e)
             if let existing = s.table.child(of: node.ino, named: e.name) {
                 if existing.origin != .listing { continue }  // files given explicitly win
                 if e.isDirectory, let d = existing.directory, d.index?.url == e.url {
                     if let m = e.modified { d.mtime = m }
-                    idx.listed.insert(EntryName(e.name))
                     continue
                 }
-                if !e.isDirectory, let f = existing.file, f.url == e.url {
+                if !e.isDirectory, let f = existing.file, f.hasURL(e.url) {
                     if let size, size != f.size {
                         // The listing says the file changed; the next open asks the origin.
                         if f.size != nil { changed(e.name) }
-                        f.size = size
+                        existing.file?.size = size
                         invalidations.inodes.append(existing.ino)
                     }
-                    if f.info == nil, let m = e.modified { f.mtime = m }
-                    idx.listed.insert(EntryName(e.name))
+                    if f.info == nil, let m = e.modified { existing.file?.mtime = m }
                     continue
                 }
                 invalidations.entries += s.table.detach(existing.ino)
             }
-            let content: NodeContent = e.isDirectory
-                ? .directory(DirectoryState(mtime: e.modified ?? t, index: IndexState(url: e.url)))
-                : .file(FileState(url: e.url, size: size, mtime: e.modified))
+            let content: NodeContent
+            if e.isDirectory {
+                content = .directory(DirectoryState(mtime: e.modified ?? t, index: IndexState(url: e.url)))
+            } else {
+                prefix = FileState.sharedPrefix(of: e.url, reusing: prefix)
+                content = .file(FileState(url: e.url, size: size, mtime: e.modified, prefix: prefix, name: e.name))
+            }
             changed(e.name)
             s.table.add(parent: node.ino, name: e.name, origin: .listing, content: content)
-            idx.listed.insert(EntryName(e.name))
         }
         idx.listedAt = t
         return invalidations

@@ -55,8 +55,8 @@ extension FileSystemCore {
         // Root index: changed URL means a different listing.
         let root = s.table.root.directory!
         if root.index?.url != rootIndex {
-            for name in root.index?.listed ?? [] {
-                if let ino = root.children[name] { invalidations += s.table.detach(ino) }
+            if root.index != nil {
+                for (_, ino) in s.table.listedChildren(of: root) { invalidations += s.table.detach(ino) }
             }
             root.index = rootIndex.map(IndexState.init)
         }
@@ -98,7 +98,6 @@ extension FileSystemCore {
             }
             let hadListed = s.table.child(of: parent, named: name) != nil
             s.table.add(parent: parent, name: name, origin: .spec, content: content)
-            s.table.node(parent)?.directory?.index?.listed.remove(EntryName(name))
             if hadListed { invalidations.append((parent, name)) }
         }
         s.currentSpec = newSpec

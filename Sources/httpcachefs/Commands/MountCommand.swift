@@ -76,7 +76,7 @@ struct MountCommand: AsyncParsableCommand {
     var indexTTL: String?
 
     @Option(name: .customLong("listing-memory"), parsing: .unconditional,
-            help: ArgumentHelp("Memory all --index listings together may take, about 1.2K per entry; a listing past it fails (default: 256M).", valueName: "size"))
+            help: ArgumentHelp("Memory all --index listings together may take, about 190 bytes per entry (more for names over 15 bytes); a listing past it fails (default: 256M, over a million names).", valueName: "size"))
     var listingMemory: String?
 
     @Option(name: .customLong("include"), parsing: .unconditionalSingleValue,
@@ -422,7 +422,7 @@ struct MountCommand: AsyncParsableCommand {
         let total = tree.files.count + tree.indexes.count
         guard total > 0 else { return (tree, [:]) }
         var mountCheck = MountCheck(engine: engine, listingTTL: options.listingTTL)
-        mountCheck.maxListingEntries = Int(max(options.listingBudget / 1024, 1))   // as the mount's own fetches
+        mountCheck.maxListingEntries = options.maxListingEntries   // as the mount's own fetches
         let results = await mountCheck.run(tree)
         let listings = mountCheck.listings.withLock { $0 }
         var failed = 0
