@@ -9,45 +9,21 @@ import XCTest
 /// wait for the walk (the next start goes on where it stopped), and a start after a clean stop
 /// walks nothing.
 final class StartCleanUpTests: XCTestCase {
-    private var dir: String!
-    private let files = 40
-    private let size = 5_000
-
-    override func setUp() {
-        dir = NSTemporaryDirectory() + "httpcachefs-cleanup-\(UUID().uuidString)"
-    }
-
-    override func tearDown() {
-        try? FileManager.default.removeItem(atPath: dir)
-    }
-
-    private func url(_ n: Int) -> String { "http://origin.test/library/\(n).jpg" }
+    private let library = CachedLibrary(files: 40, size: 5_000, fileExtension: "jpg", prefix: "httpcachefs-cleanup")
+    private var files: Int { library.files }
 
     private func engine(hook: (@Sendable (StartCleanUp.Step) -> Void)? = nil) throws -> CacheEngine {
-        var configuration = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 1 << 20,
-                                               readTimeout: 10, engineClock: .realTime)
+        var configuration = library.configuration()
         configuration.startCleanUpHook = hook
         configuration.startCleanUpBatch = 4   // several batches a folder
         return try CacheEngine(configuration: configuration, source: ScriptedSource())
     }
 
-    /// Caches `files` small files wholly and stops the engine cleanly.
+    /// Caches the library wholly and stops the engine cleanly.
     private func cacheLibrary() async throws {
-        let source = ScriptedSource()
-        for n in 0..<files { source.set(url(n), .init(bytes: randomBytes(size, seed: UInt64(n)), etag: "\"\(n)\"")) }
-        var configuration = CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 1 << 20,
-                                               readTimeout: 10, engineClock: .realTime)
+        var configuration = library.configuration()
         configuration.startCleanUpBatch = 4
-        let cache = try CacheEngine(configuration: configuration, source: source)
-        for n in 0..<files {
-            let info = try await cache.open(url: url(n))
-            let reader = cache.makeReader(for: info)
-            _ = try await reader.read(offset: 0, length: size)
-            reader.close()
-        }
-        cache.core.writes.waitIdle()
-        cache.shutdown()
-        XCTAssertEqual(libraryFiles().count, files)
+        try await library.fill(configuration)
     }
 
     /// A process that ends with the cache open, as after kill -9 (its lock let go, its index
@@ -71,19 +47,10 @@ final class StartCleanUpTests: XCTestCase {
         FileManager.default.fileExists(atPath: core.store.files.path(entry: entry, generation: generation))
     }
 
-    private func dataFiles() -> [String] {
-        ((try? FileManager.default.subpathsOfDirectory(atPath: dir + "/data")) ?? []).filter { $0.hasSuffix(".data") }.sorted()
-    }
-
-    /// The library's files (the first `files` entry ids).
-    private func libraryFiles() -> [String] {
-        dataFiles().filter { Int(($0 as NSString).lastPathComponent.prefix { $0 != "-" }).map { $0 <= files } ?? false }
-    }
+    private func dataFiles() -> [String] { library.dataFiles() }
 
     private func assertWhollyCached(_ cache: CacheEngine, file: StaticString = #filePath, line: UInt = #line) {
-        let partial = (0..<files).filter { cache.status(url: url($0))?.cachedBytes != Int64(size) }
-        XCTAssertEqual(partial, [], "files no longer wholly cached", file: file, line: line)
-        XCTAssertEqual(libraryFiles().count, files, "data files deleted", file: file, line: line)
+        library.assertWhollyCached(cache, others: true, file: file, line: line)
     }
 
     /// The folders the clean-up walked, in order.

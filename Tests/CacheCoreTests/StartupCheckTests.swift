@@ -6,54 +6,23 @@ import XCTest
 
 /// A start never deletes what it could not look at, and knows whether the last stop was clean.
 final class StartupCheckTests: XCTestCase {
-    private var dir: String!
-    private let files = 60
-    private let size = 20_000
-
-    override func setUp() {
-        dir = NSTemporaryDirectory() + "httpcachefs-startup-\(UUID().uuidString)"
-    }
-
-    override func tearDown() {
-        try? FileManager.default.removeItem(atPath: dir)
-    }
-
-    private func url(_ n: Int) -> String { "http://origin.test/library/\(n).ts" }
-
-    private func configuration() -> CacheConfiguration {
-        CacheConfiguration(directory: dir, capacity: 1 << 30, freeSpaceFloor: 0, sliceSize: 1 << 20, readTimeout: 10, engineClock: .realTime)
-    }
+    private let library = CachedLibrary(files: 60, size: 20_000, fileExtension: "ts", prefix: "httpcachefs-startup")
+    private var dir: String { library.dir }
+    private var files: Int { library.files }
+    private var size: Int { library.size }
+    private func url(_ n: Int) -> String { library.url(n) }
+    private func configuration() -> CacheConfiguration { library.configuration() }
 
     private func engine(_ configuration: CacheConfiguration? = nil, log: RecordedLog? = nil) throws -> CacheEngine {
         try CacheEngine(configuration: configuration ?? self.configuration(), source: ScriptedSource(),
                         logger: log?.logger ?? Logger(label: "test"))
     }
 
-    /// Caches `files` small files wholly and stops the engine cleanly.
-    private func cacheLibrary() async throws {
-        let source = ScriptedSource()
-        for n in 0..<files { source.set(url(n), .init(bytes: randomBytes(size, seed: UInt64(n)), etag: "\"\(n)\"")) }
-        let cache = try CacheEngine(configuration: configuration(), source: source)
-        for n in 0..<files {
-            let info = try await cache.open(url: url(n))
-            let reader = cache.makeReader(for: info)
-            _ = try await reader.read(offset: 0, length: size)
-            reader.close()
-        }
-        cache.core.writes.waitIdle()
-        cache.shutdown()
-        XCTAssertEqual(dataFiles().count, files)
-    }
-
-    private func dataFiles() -> [String] {
-        let root = dir + "/data"
-        return ((try? FileManager.default.subpathsOfDirectory(atPath: root)) ?? []).filter { $0.hasSuffix(".data") }
-    }
+    private func cacheLibrary() async throws { try await library.fill(configuration()) }
+    private func dataFiles() -> [String] { library.dataFiles() }
 
     private func assertWhollyCached(_ cache: CacheEngine, file: StaticString = #filePath, line: UInt = #line) {
-        let partial = (0..<files).filter { cache.status(url: url($0))?.cachedBytes != Int64(size) }
-        XCTAssertEqual(partial, [], "files no longer wholly cached", file: file, line: line)
-        XCTAssertEqual(dataFiles().count, files, "data files deleted", file: file, line: line)
+        library.assertWhollyCached(cache, file: file, line: line)
     }
 
     /// The case: more cached files than the soft open-file limit allows open at once.
