@@ -161,7 +161,7 @@ extension FileSystemCore {
     /// again, the open is the cost (issue 51: 53 against 34-45 µs of daemon CPU per 4 KiB file).
     func opensOrdinarily(length: Int64?) -> Bool {
         guard let length else { return false }
-        return length <= Int64(options.effectiveMaxRead)
+        return length <= Int64(maxRead)
     }
 
     /// Reads through the handle's reader; fails with EIO once `readDeadline` passes. The reply

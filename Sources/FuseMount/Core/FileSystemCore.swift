@@ -115,6 +115,9 @@ protocol BackingFiles: AnyObject, Sendable {
 final class FileSystemCore: Sendable {
     let backend: MountBackend
     let options: MountOptions
+    /// `options.effectiveMaxRead`, read once: it parses the libfuse option strings, which an
+    /// open of a small file (`opensOrdinarily`) must not redo.
+    let maxRead: Int
     let logger: Logger
     /// The mount's time, given by whoever builds it (the executable: the engine's clock; tests
     /// their own): its monotonic clock times listing fetches, its scheduler runs the deadlines,
@@ -211,6 +214,7 @@ final class FileSystemCore: Sendable {
     init(backend: MountBackend, spec: MountTreeSpec, options: MountOptions, clock: EngineClock, logger: Logger) {
         self.backend = backend
         self.options = options
+        maxRead = options.effectiveMaxRead
         self.logger = logger
         self.clock = clock
         let mountTime = clock.wall()
