@@ -139,7 +139,7 @@ final class EntryLoader: Sendable {
                 let e = EntryState(id: s.row.id, info: s.row.info, lastAccess: s.row.lastAccess)
                 e.machine.loaded(s.row)
                 for (slice, ranges) in kept { _ = e.machine.sliceLoaded(slice, extents: ranges) }
-                e.machine.loadedUnchecked(unchecked)
+                e.uncheckedLoaded(unchecked)
                 if evictor.scanShare.isOn { e.machine.scanSlicesLoaded(scans) }
                 // Counted already as its row and extents are (the start's count, or what it
                 // reported when let go); slices dropped by the check above leave the totals here.

@@ -74,7 +74,24 @@ final class EntryState {
     var isListingPage: Bool { unknownLengthLimit != nil }
     /// Slices on disk since before this start whose extents were not checked against their
     /// checksums yet: their bytes are served only after the check (`SliceVerifier`).
-    var unverified: Set<Int64> { machine.unverified }
+    var unverified: Set<Int64> {
+        guard mayHaveUnverified else { return [] }
+        let marks = machine.unverified
+        if marks.isEmpty { mayHaveUnverified = false }   // they only shrink after the load
+        return marks
+    }
+    /// Whether the machine may still have unchecked slices: set by the load that marked some
+    /// (`uncheckedLoaded`), cleared once it has none. Every read and every scrub step asks for
+    /// `unverified`, and the machine's answer (generic, from another module) copies its whole
+    /// state: an entry this process wrote, or one whose slices were all checked, answers here.
+    private var mayHaveUnverified = false
+
+    /// The load found `slices` on disk from before this start, not checked yet (call under the
+    /// shard lock, as for every mark).
+    func uncheckedLoaded(_ slices: [Int64]) {
+        machine.loadedUnchecked(slices)
+        if !slices.isEmpty { mayHaveUnverified = true }
+    }
     /// Unchecked slices a job will check ahead of a reader (`slicesToVerifyAhead`): not queued twice.
     var verifyQueued: Set<Int64> { machine.verifyQueued }
     var recentErrors: [String] { machine.content.recentErrors }

@@ -39,8 +39,9 @@ final class SliceVerifier: Sendable {
     /// The slices of `range` that must be checked before their bytes are served. Call under the
     /// shard lock.
     func unverifiedSlices(_ entry: EntryState, in range: Range<Int64>) -> [Int64] {
-        guard !entry.unverified.isEmpty, !range.isEmpty else { return [] }
-        return store.slices(of: range).filter { entry.unverified.contains($0) }
+        let unverified = entry.unverified
+        guard !unverified.isEmpty, !range.isEmpty else { return [] }
+        return store.slices(of: range).filter { unverified.contains($0) }
     }
 
     /// How many slices past a read are checked ahead of its reader (a film read after a restart
