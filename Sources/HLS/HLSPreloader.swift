@@ -1,6 +1,5 @@
 import CacheCore
 import Foundation
-import Synchronization
 
 /// Fills the cache with everything an HLS stream needs: master → chosen variants (and the audio,
 /// video and subtitle renditions they reference) → media playlists → segments, init sections and
@@ -210,14 +209,16 @@ public struct HLSPreloader: Sendable {
 
 /// Whether a resource's length was known when it was opened (else its chunks grow the total).
 private final class LengthSeen: Sendable {
-    private let known = Mutex(false)
+    private let known = LockedValue(false)
     var value: Bool { known.withLock { $0 } }
     func set(_ v: Bool) { known.withLock { $0 = v } }
 }
 
-/// Byte counters shared by the concurrent readers of one preload.
+/// Byte counters shared by the concurrent readers of one preload. A pthread lock
+/// (`LockedValue`), not `Synchronization.Mutex`: on Linux that one waits on raw futexes, which
+/// ThreadSanitizer does not see, so it reported every use as a race.
 final class ProgressCounters: Sendable {
-    private let counts = Mutex<(done: Int64, known: Int64)>((0, 0))
+    private let counts = LockedValue<(done: Int64, known: Int64)>((0, 0))
 
     func addDone(_ n: Int64) -> (done: Int64, known: Int64) {
         counts.withLock { $0.done += n; return $0 }
