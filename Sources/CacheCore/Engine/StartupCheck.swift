@@ -4,8 +4,9 @@ import Logging
 import Glibc
 #endif
 
-/// The start's check of the index against the data files: which slices' bytes are really there,
-/// which rows lie over holes or name a missing file, which files and slices no row describes.
+/// The check of a data file against its index rows, as its entry is loaded (`EntryLoader`):
+/// which slices' bytes are really there, which rows lie over holes or name a missing file, which
+/// slices no row describes. (Files no row describes at all are `StartCleanUp`'s.)
 ///
 /// It never deletes what it could not look at. Files are opened one at a time (the check of a
 /// library of thousands of files must not need thousands of descriptors), and only "no such file"
@@ -24,33 +25,10 @@ struct StartupCheck {
         /// Slices of a current version whose rows must go: the file is missing, or a row lies
         /// over a hole (a crash between an eviction's punch and its commit).
         var stale = Set<CacheIndex.SliceID>()
-        /// Data files no kept row describes (an old version, a crash before the first row).
-        var orphans: [FileID] = []
         /// Slices punched because no row describes them.
         var unusedSlices = 0
         /// Files or directories that could not be checked, and were kept as they were.
         var unchecked = 0
-    }
-
-    /// - Parameters:
-    ///   - extents: the index's extent rows, by slice.
-    ///   - isCurrent: whether a file is the current version of an entry the index has.
-    func run(extents: [CacheIndex.SliceID: [CacheIndex.ExtentRow]], isCurrent: (FileID) -> Bool) -> Outcome {
-        var outcome = Outcome()
-        var byFile: [FileID: [CacheIndex.SliceID]] = [:]
-        for sid in extents.keys { byFile[FileID(entry: sid.entryID, generation: sid.generation), default: []].append(sid) }
-        var described = Set<FileID>()
-        for (file, slices) in byFile {
-            guard isCurrent(file) else {
-                outcome.stale.formUnion(slices)
-                continue
-            }
-            if check(file, slices: slices, extents: extents, into: &outcome) { described.insert(file) }
-        }
-        let (onDisk, unlisted) = dataFiles()
-        outcome.orphans = onDisk.filter { !described.contains($0) }
-        outcome.unchecked += unlisted
-        return outcome
     }
 
     /// Checks one data file against its rows (the start's check of a file, or the check of an
@@ -101,23 +79,6 @@ struct StartupCheck {
             logger.warning("cannot free unused slices of a data file", metadata: ["error": "\(error)"])
         }
         return true
-    }
-
-    /// The data files on disk, and how many directories could not be listed (nothing in those
-    /// is taken for an orphan).
-    private func dataFiles() -> (files: [FileID], unlisted: Int) {
-        var files: [FileID] = [], unlisted = 0
-        guard let buckets = listed(store.dataDirectory) else { return ([], 1) }
-        for bucket in buckets where bucket.utf8.count == 2 && bucket.allSatisfy(\.isHexDigit) {
-            guard let names = listed(store.dataDirectory + "/" + bucket) else {
-                unlisted += 1
-                continue
-            }
-            for name in names {
-                if let p = DataFiles.parse(fileName: name) { files.append(FileID(entry: p.entry, generation: p.generation)) }
-            }
-        }
-        return (files, unlisted)
     }
 
     /// The names in `directory`: none when it does not exist, nil (with a warning) when it
