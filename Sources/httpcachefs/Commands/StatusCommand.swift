@@ -139,19 +139,14 @@ struct StatusCommand: AsyncParsableCommand {
         /// in it.
         /// `timeout`: seconds for the whole answer.
         init(_ d: DaemonDiscovery.Daemon, wholeDocument: Bool, timeout: Int) {
-            pid = d.pid
-            command = d.command
-            cacheDirectory = d.cacheDirectory
-            uptimeSeconds = d.uptimeSeconds
-            let notMine = d.isMine ? nil : "uid \(d.uid.map(String.init) ?? "?")'s daemon: its cache is not opened"
+            self.init(fieldsOf: d)
+            let notMine = Self.notMine(d)
             guard let p = d.proxy else {
                 note = notMine.map { "no proxy: " + $0 } ?? "no proxy: fetches in flight are not known; cache use from the index"
                 mounts = d.mountpoints
                 if d.isMine { cache = Self.fromIndex(d.cacheDirectory) }
                 return
             }
-            proxy = p.localBase
-            if d.isMine { page = DaemonControl.pageAddress(p) }
             let path = p.tokenPath(ProxyRouter.documentPath + (wholeDocument ? "" : "?view=summary"))
             // The whole document takes a pass over every entry (seconds at 100k files); the
             // summary is small. A deadline for the whole answer either way (`LoopbackGet`).
@@ -183,8 +178,13 @@ struct StatusCommand: AsyncParsableCommand {
             r.answered = false
             r.error = "no answer within \(seconds) s"
             r.note = "its proxy at \(p.localBase) did not answer with a status document"
-                + (d.isMine ? "" : "; uid \(d.uid.map(String.init) ?? "?")'s daemon: its cache is not opened")
+                + (Self.notMine(d).map { "; " + $0 } ?? "")
             return r
+        }
+
+        /// What is said of another user's daemon: why its cache is not read.
+        private static func notMine(_ d: DaemonDiscovery.Daemon) -> String? {
+            d.isMine ? nil : "uid \(d.uid.map(String.init) ?? "?")'s daemon: its cache is not opened"
         }
 
         /// The daemon's own fields, nothing asked.
