@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Logging
 import TestSupport
 import XCTest
@@ -207,6 +208,29 @@ final class StartCleanUpTests: XCTestCase {
         defer { next.shutdown() }
         XCTAssertEqual(next.core.previousStop, .clean)
         XCTAssertGreaterThan(next.core.ids.makeGeneration(), unwritten)
+    }
+
+    /// A clean stop of a binary that kept no generation floor, whose transfer wrote a file past
+    /// the stop (a generation above every row's): the start treats it as after a crash, hands out
+    /// generations above a gap, and the clean-up deletes that file.
+    func testACacheLastClosedWithoutAFloorGetsTheGapAndItsLeftoverGoes() async throws {
+        try await cacheLibrary()
+        let older = try engine()
+        let leftover = (id: older.core.store.newEntryID(), generation: older.core.ids.makeGeneration())
+        try Self.writeDataFile(older.core, entry: leftover.id, generation: leftover.generation)
+        older.shutdown()
+        // What that binary's index looks like: no floor, no row of this binary's.
+        let queue = try DatabaseQueue(path: library.dir + "/index.sqlite")
+        try await queue.write { db in try db.execute(sql: "DELETE FROM meta WHERE name IN ('generation_floor', 'start_summary')") }
+        try queue.close()
+
+        let cache = try engine()
+        defer { cache.shutdown() }
+        XCTAssertEqual(cache.core.previousStop, .clean)
+        XCTAssertGreaterThan(cache.core.ids.makeGeneration(), leftover.generation + EngineIDs.gapAfterACrash - 1)
+        cache.core.cleanedUpAfterStart.wait(until: { $0 })
+        XCTAssertFalse(exists(cache.core, entry: leftover.id, generation: leftover.generation), "the leftover goes")
+        assertWhollyCached(cache)
     }
 
     /// A stop while the walk is at folder 0x80 returns without walking the rest; the start after

@@ -102,9 +102,8 @@ struct CacheLoad {
 
 extension EngineCore {
     /// The clean-up after the start (`StartCleanUp`), then says it is done (`cleanedUpAfterStart`).
-    func cleanUpAfterStartThenSay(lastGeneration: Int64) {
-        startCleanUp.run(files: store.files, ids: ids, lastGeneration: lastGeneration,
-                         batchSize: configuration.startCleanUpBatch, logger: logger)
+    func cleanUpAfterStartThenSay(floor: Int64) {
+        startCleanUp.run(files: store.files, floor: floor, batchSize: configuration.startCleanUpBatch, logger: logger)
         cleanedUpAfterStart.withLock { $0 = true }
         cleanedUpAfterStart.broadcast()
     }

@@ -217,13 +217,16 @@ final class EngineCore: Sendable {
         startCleanUp = StartCleanUp(from: filesLeft ? use.summary?.cleanUp ?? .none : .done, index: index,
                                     hook: configuration.startCleanUpHook)
         // Generations handed out start above every row's and above the floor an earlier
-        // process kept (`CacheIndex.generationFloor`). A crash leaves no floor for what that
-        // process handed out after its last commit: a start after one leaves a gap no process
-        // hands out 2^32 generations in, and keeps it as the floor before handing any out, so
-        // no new version's file takes the name of a file a killed process wrote and never
-        // described (the clean-up deletes those: every one is at or below the gap).
-        var handedOutAbove = max(lastStored, index.generationFloor())
-        if previousStop != .clean && filesLeft {
+        // process kept (`CacheIndex.generationFloor`: a clean stop keeps the last it handed
+        // out). A crash, or a clean stop of a binary that kept none (its floor below its rows),
+        // leaves no floor for what that process handed out after its last commit: the start
+        // leaves a gap no process hands out 2^32 generations in, and keeps it as the floor
+        // before handing any out. So every file an earlier process wrote is at or below the
+        // floor (the clean-up deletes those no row describes), and every file of this process
+        // above it: no new version's file takes the name of a killed process's leftover.
+        let keptFloor = index.generationFloor()
+        var handedOutAbove = max(lastStored, keptFloor)
+        if filesLeft && (previousStop != .clean || keptFloor < lastStored) {
             handedOutAbove += EngineIDs.gapAfterACrash
             do { try index.recordGenerationFloor(handedOutAbove) } catch {
                 logger.warning("cannot keep the generation floor; a crash of this process may leave files a later one reuses",
@@ -281,7 +284,7 @@ final class EngineCore: Sendable {
             trim: { [weak loader] in loader?.trimEntries() },
             loadReadBefore: { [weak loader] cutoff in loader?.loadReadBefore(cutoff) },
             loadNextToScrub: { [weak loader] in loader?.loadNextToScrub() ?? false }))
-        pool.submit { [weak self] in self?.cleanUpAfterStartThenSay(lastGeneration: lastGeneration) }
+        pool.submit { [weak self] in self?.cleanUpAfterStartThenSay(floor: lastGeneration) }
     }
 
     func shutdown() {
@@ -312,13 +315,11 @@ final class EngineCore: Sendable {
         pool.finish()
         logger.debug("the most jobs each lane of the blocking I/O pool ran at once",
                      metadata: Logger.Metadata(uniqueKeysWithValues: pool.busiestLanes.map { ($0.lane, "\($0.mostRunning)") }))
-        // Generations handed out whose rows never committed (a transfer still running) stay
-        // below what the next start hands out.
-        try? store.index.recordGenerationFloor(ids.lastHandedOut)
         do {
-            // A transfer still running may yet write a file whose row it never commits: the
-            // next start then cleans up whole.
-            try store.close(totals: totals.stored(), cleanUp: sinksEnded ? startCleanUp.reached : nil)
+            // A transfer still running may yet write a file whose row it never commits, even of
+            // a generation it makes after this: the next start then cleans up whole, above a gap.
+            try store.close(totals: totals.stored(), cleanUp: sinksEnded ? startCleanUp.reached : nil,
+                            generationFloor: ids.lastHandedOut + (sinksEnded ? 0 : EngineIDs.gapAfterACrash))
         } catch {
             logger.warning("the cache index could not be closed; the next start will check the cache as after a crash",
                            metadata: ["error": "\(error)"])

@@ -21,7 +21,7 @@ final class EngineIDs: Sendable {
     /// any process hands out in its life.
     static let gapAfterACrash: Int64 = 1 << 32
 
-    /// The last generation handed out (or claimed): what a clean stop keeps as the floor.
+    /// The last generation handed out: what a clean stop keeps as the floor.
     var lastHandedOut: Int64 { lastGeneration.load(ordering: .relaxed) }
 
     /// An id not handed out before in this process.
@@ -29,21 +29,4 @@ final class EngineIDs: Sendable {
 
     /// A generation no reader in this process was ever bound to.
     func makeGeneration() -> Int64 { lastGeneration.wrappingIncrementThenLoad(ordering: .relaxed) }
-
-    /// Makes sure `generation` is never handed out in this process, if it was not yet: returns
-    /// the generations this skips (from the last handed out to `generation`, none of which is
-    /// ever handed out), nil when `generation` was handed out already or skipped by an earlier
-    /// claim (the caller keeps what its claims skipped). Then no file of a skipped generation is
-    /// this process's: the clean-up after the start may delete one no row describes
-    /// (`StartCleanUp`). One read-modify-write of the counter, so it and `makeGeneration`
-    /// cannot both have a generation.
-    func claim(generation: Int64) -> ClosedRange<Int64>? {
-        var seen = lastGeneration.load(ordering: .relaxed)
-        while seen < generation {
-            let (done, now) = lastGeneration.compareExchange(expected: seen, desired: generation, ordering: .relaxed)
-            if done { return (seen + 1)...generation }
-            seen = now
-        }
-        return nil
-    }
 }

@@ -18,16 +18,12 @@ import Logging
 /// row, so the next start goes on where this one stopped.
 ///
 /// *Never a file being written.* A file no committed row describes may be this process's, its
-/// row not written yet: every version this process writes has a generation it handed out, above
-/// the start's last one (`EngineIDs`). So a file is deleted when its generation is at most the
-/// start's last one, or when it is above and this process has not handed it out, which the
-/// deletion claims first (`EngineIDs.claim`: then it never will, nor any below it not handed out). A file of a generation this
-/// process handed out is kept: its row commits, or its removal deletes it. After a crash the
-/// start hands out generations above a gap (`EngineIDs.gapAfterACrash`, kept as the index's
-/// generation floor), so none of this process's files has the name of a killed process's
-/// leftover, which this walk may not have reached yet. Entry ids play no
-/// part: a process killed before its new entries' rows committed left files of ids this start
-/// hands out again (ids restart after the last committed one), and those must go too.
+/// row not written yet. Every generation this process hands out is above the start's floor, and
+/// every one an earlier process handed out at or below it (`EngineCore`: the floor a clean stop
+/// keeps, or a gap after a crash). So a file no row describes is deleted when its generation is
+/// at most the floor, and kept above it: its row commits, or its removal deletes it. Entry ids
+/// play no part: a process killed before its new entries' rows committed left files of ids this
+/// start hands out again (ids restart after the last committed one), and those must go too.
 ///
 /// Threads: `run` is one job of the engine's pool (`EngineCore`), which the shutdown waits for
 /// after `stop`; `stop` and `reached` from any thread. Blocks on the file system and the index.
@@ -67,8 +63,8 @@ final class StartCleanUp: Sendable {
 
     private var isStopped: Bool { stopped.withLock { $0 } }
 
-    /// The clean-up (see the type's note). `lastGeneration`: the start's last generation.
-    func run(files: DataFiles, ids: EngineIDs, lastGeneration: Int64, batchSize: Int, logger: Logger) {
+    /// The clean-up (see the type's note). `floor`: the start's generation floor.
+    func run(files: DataFiles, floor: Int64, batchSize: Int, logger: Logger) {
         guard !isStopped else { return }
         if index.checkLeft.withLock({ $0 }) {   // the full check a start after a clean stop skipped
             hook?(.indexCheck)
@@ -79,7 +75,6 @@ final class StartCleanUp: Sendable {
         guard first < DataFileWalk.folders else { return }
         let walk = DataFileWalk(files: files, batchSize: max(1, batchSize))
         var orphans = 0
-        var claimed = Claimed()
         var inOrder = true   // every folder before this one walked whole
         for folder in first..<DataFileWalk.folders {
             guard !isStopped else { break }
@@ -93,8 +88,7 @@ final class StartCleanUp: Sendable {
                     lookUpFailed = true
                     return false
                 }
-                for f in batch where !described.contains(f) {
-                    guard f.generation <= lastGeneration || claimed.contains(f.generation, ids: ids) else { continue }
+                for f in batch where !described.contains(f) && f.generation <= floor {
                     files.remove(entry: f.entry, generation: f.generation)
                     orphans += 1
                 }
@@ -113,21 +107,6 @@ final class StartCleanUp: Sendable {
         }
         if orphans > 0 {
             logger.info("deleted cached files no index row describes", metadata: ["files": "\(orphans)"])
-        }
-    }
-
-    /// The generations above the start's last one that this clean-up made sure this process
-    /// never hands out (`EngineIDs.claim`): a file of one of them is no file of this process's.
-    private struct Claimed {
-        private var ranges: [ClosedRange<Int64>] = []
-
-        /// Whether `generation` is claimed, claiming it (and those below it not handed out) if it
-        /// was not handed out yet.
-        mutating func contains(_ generation: Int64, ids: EngineIDs) -> Bool {
-            if ranges.contains(where: { $0.contains(generation) }) { return true }
-            guard let skipped = ids.claim(generation: generation) else { return false }
-            ranges.append(skipped)
-            return true
         }
     }
 

@@ -293,9 +293,10 @@ final class CacheIndex: Sendable {
     }
 
     /// The highest generation an earlier process may have handed out (`meta` row
-    /// `generation_floor`; 0 when none was kept): a start hands out only generations above it and
-    /// above every row's (`EngineCore`), so no new version's data file takes the name of a file
-    /// an earlier process wrote and never described.
+    /// `generation_floor`, kept by a clean stop and by a start after a crash; 0 when none was):
+    /// a start hands out only generations above it and above every row's (`EngineCore`), so no
+    /// new version's data file takes the name of a file an earlier process wrote and never
+    /// described.
     func generationFloor() -> Int64 {
         (try? pool.read { db in try String.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'generation_floor'") })
             .flatMap { $0.flatMap { Int64($0) } } ?? 0
@@ -393,7 +394,9 @@ final class CacheIndex: Sendable {
     /// they agree with the index; `cleanUp`, how far the clean-up after the start got), moves the write-ahead log into the database and closes it: the
     /// next start finds one file, says the stop was clean and reads one row; the clean stamp
     /// beside it lets that start skip the full check. The index cannot be used afterwards.
-    func close(totals: StoredTotals? = nil, cleanUp: CleanUpProgress? = nil) throws {
+    /// `generationFloor`: the last generation the process handed out, kept in the same commit as
+    /// the clean stop, so a clean stop always leaves its floor (`generationFloor()`).
+    func close(totals: StoredTotals? = nil, cleanUp: CleanUpProgress? = nil, generationFloor: Int64? = nil) throws {
         try writer.withLock { _ in
             guard !closed.withLock({ $0 }) else { return }   // a second shutdown
             flushPendingLocked()
@@ -401,6 +404,10 @@ final class CacheIndex: Sendable {
             if complete {
                 try write { db in
                     try Self.writeStartSummary(try makeStartSummary(db, totals: totals, cleanUp: cleanUp), db)
+                    if let generationFloor {
+                        try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES ('generation_floor', ?)",
+                                       arguments: ["\(generationFloor)"])
+                    }
                     try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES ('stop', 'clean')")
                 }
             }

@@ -257,9 +257,11 @@ final class SliceStore: Sendable {
     func stopWriting() { writes.stop() }
 
     /// Closes the index (shutdown, once nothing writes) leaving `totals` and how far the clean-up
-    /// after the start got (`cleanUp`) for the next start; on failure, flushes what it can.
-    func close(totals: CacheIndex.StoredTotals? = nil, cleanUp: CacheIndex.CleanUpProgress? = nil) throws {
-        do { try index.close(totals: totals, cleanUp: cleanUp) } catch {
+    /// after the start got (`cleanUp`) and the last generation handed out (`generationFloor`) for
+    /// the next start; on failure, flushes what it can.
+    func close(totals: CacheIndex.StoredTotals? = nil, cleanUp: CacheIndex.CleanUpProgress? = nil,
+               generationFloor: Int64? = nil) throws {
+        do { try index.close(totals: totals, cleanUp: cleanUp, generationFloor: generationFloor) } catch {
             index.flush()
             throw error
         }
