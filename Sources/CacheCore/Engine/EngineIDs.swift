@@ -5,14 +5,15 @@ import Atomics
 ///
 /// Generations are unique in the process, not only per entry: an entry removed and made anew for
 /// the same URL (`cache rm`, a playlist refresh) must not start again at a version its old
-/// readers are bound to. The first is above every stored one (`CacheLoad` says which).
+/// readers are bound to. The first is above every stored one and above the index's generation
+/// floor (`EngineCore`'s start says which).
 ///
 /// Threads: any, under a shard lock or not; two atomic counters, no lock.
 final class EngineIDs: Sendable {
     private let lastID = ManagedAtomic<Int>(1)
     private let lastGeneration: ManagedAtomic<Int64>
 
-    /// - Parameter lastGeneration: the highest generation stored in the index.
+    /// - Parameter lastGeneration: the start's floor: every generation handed out is above it.
     init(lastGeneration: Int64) {
         self.lastGeneration = ManagedAtomic(lastGeneration)
     }
