@@ -28,6 +28,8 @@ final class FusePlumbingTests: XCTestCase {
         XCTAssertEqual(st.st_mode & S_IFMT, S_IFREG)
         XCTAssertEqual(st.st_mtim.tv_sec, 1_704_067_200, "mtime is the Last-Modified date")
         XCTAssertEqual(try POSIX.stat(mount.path("sub")).st_mode & 0o7777, 0o555)
+        XCTAssertEqual(st.st_blksize, 1 << 20, "a film is read in chunks of 1 MiB")
+        XCTAssertEqual(try POSIX.stat(mount.path("sub/dir/b.bin")).st_blksize, 4096, "a small file asks for no large buffer")
         XCTAssertEqual(try POSIX.readAll(mount.path("a.bin")), a)
         XCTAssertEqual(try POSIX.readAll(mount.path("sub/dir/b.bin")), testBytes(count: 10, seed: 2))
     }
