@@ -6,9 +6,10 @@ import Logging
 
 /// One libfuse low-level session: mount, request loop, replies, kernel notifications, teardown.
 ///
-/// The loop is ours rather than `fuse_session_loop_mt`: one thread polls /dev/fuse and an
-/// eventfd, so `stop()` from any thread ends it at once, with no signal tricks and no worker
-/// threads blocked in read(). One thread is enough because no operation blocks: every reply
+/// The loop is ours rather than `fuse_session_loop_mt`: one thread reads /dev/fuse without
+/// blocking and, when it has nothing, polls it and a self-pipe, so `stop()` from any thread ends
+/// it at once, with no signal tricks and no worker threads blocked in read(). Inside a burst of
+/// requests it asks again for a few microseconds before it sleeps (`LoopSpin`). One thread is enough because no operation blocks: every reply
 /// that waits on the network is sent later, from an engine thread.
 ///
 /// Replies pass a gate (a read-write lock): teardown closes it before the session is destroyed,
@@ -96,6 +97,9 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
 
     private var se: OpaquePointer?     // struct fuse_session *; set in mount, freed in teardown
     private(set) var mountpoint: String?
+    /// `stop()` was called: the loop ends before its next request, even in a burst that never
+    /// lets it sleep in poll().
+    private let stopAsked = LockedValue(false)
     /// A self-pipe: `stop()` writes a byte, poll() in `run()` wakes up.
     private let wakeRead: Int32
     private let wakeWrite: Int32
@@ -233,31 +237,41 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     func run() -> String? {
         guard let se else { return "not mounted" }
         let fd = fuse_session_fd(se)
+        // Read first, poll only when there is nothing: a busy loop saves a poll() per request,
+        // and spinning (`LoopSpin`) asks /dev/fuse again without sleeping.
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         var buf = fuse_buf()
         var failure: String?
         var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
+        var spin = LoopSpin(window: options.loopSpin, cpus: ProcessInfo.processInfo.activeProcessorCount)
         LoopThread.mark(true)
         defer { LoopThread.mark(false) }
         loop: while true {
-            fds[0].revents = 0
-            fds[1].revents = 0
-            let r = poll(&fds, 2, -1)
-            if r < 0 {
-                if errno == EINTR { continue }
-                failure = "poll: \(String(cString: strerror(errno)))"
-                break
+            if stopAsked.withLock({ $0 }) { break }
+            var res = fuse_session_receive_buf(se, &buf)
+            if res == -EAGAIN, let until = spin.awakeUntil(now: Self.now()) {
+                repeat { res = fuse_session_receive_buf(se, &buf) } while res == -EAGAIN && Self.now() < until
             }
-            if fds[1].revents != 0 { break }
-            let res = fuse_session_receive_buf(se, &buf)
+            if res == -EAGAIN {
+                fds[0].revents = 0
+                fds[1].revents = 0
+                if poll(&fds, 2, -1) < 0 && errno != EINTR {
+                    failure = "poll: \(String(cString: strerror(errno)))"
+                    break
+                }
+                if fds[1].revents != 0 { break }
+                continue
+            }
             switch res {
-            case -EINTR, -EAGAIN: continue
+            case -EINTR: continue
             case ..<0:
                 failure = "reading /dev/fuse: \(String(cString: strerror(-res)))"
                 break loop
             case 0:
                 break loop  // unmounted (fusermount3 -u, umount) or connection aborted
             default:
+                spin.arrived(at: Self.now())
                 if let header = buf.mem { requests.received(header, length: Int(res)) }
                 if !initialised, options.passthrough {
                     let unique = cfuse3_init_offering_passthrough(buf.mem, Int(res))
@@ -281,8 +295,16 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
         return failure
     }
 
+    /// Nanoseconds on the monotonic clock (`LoopSpin`'s).
+    private static func now() -> UInt64 {
+        var t = Glibc.timespec()
+        clock_gettime(CLOCK_MONOTONIC, &t)
+        return UInt64(t.tv_sec) &* 1_000_000_000 &+ UInt64(t.tv_nsec)
+    }
+
     /// Ends `run()` soon. Safe from any thread, any number of times.
     func stop() {
+        stopAsked.withLock { $0 = true }
         var one: UInt8 = 1
         _ = write(wakeWrite, &one, 1)
     }

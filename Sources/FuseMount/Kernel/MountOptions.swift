@@ -27,6 +27,9 @@ public struct MountOptions: Sendable {
     public var readDeadline: TimeInterval?
     /// Extra `-o` options for libfuse / the kernel (e.g. `allow_other`), one option per element.
     public var fuseOptions: [String]
+    /// How long the FUSE loop stays awake after a request of a burst (nanoseconds; 0: it always
+    /// sleeps between requests). `LoopSpin` says why.
+    public var loopSpin: UInt64 = LoopSpin.defaultWindow
     /// Largest read the kernel sends in one request.
     public var maxRead: Int
 

@@ -1,0 +1,60 @@
+import XCTest
+@testable import FuseMount
+
+/// When the FUSE loop waits for its next request awake: only inside a burst, for a bounded time.
+final class LoopSpinTests: XCTestCase {
+    let us: UInt64 = 1_000
+
+    func testALoneRequestLetsTheLoopSleep() {
+        var spin = LoopSpin(window: 50 * us, cpus: 2)
+        XCTAssertNil(spin.awakeUntil(now: 0), "nothing came yet")
+        spin.arrived(at: 1_000 * us)
+        XCTAssertNil(spin.awakeUntil(now: 1_001 * us), "one request is not a burst")
+    }
+
+    func testTwoRequestsInsideTheWindowKeepItAwakeUntilTheWindowAfterTheLast() {
+        var spin = LoopSpin(window: 50 * us, cpus: 2)
+        spin.arrived(at: 1_000 * us)
+        spin.arrived(at: 1_020 * us)
+        XCTAssertEqual(spin.awakeUntil(now: 1_025 * us), 1_070 * us)
+        XCTAssertNil(spin.awakeUntil(now: 1_070 * us), "the window after the last request is over")
+    }
+
+    func testAGapAsLongAsTheWindowEndsTheBurst() {
+        var spin = LoopSpin(window: 50 * us, cpus: 2)
+        spin.arrived(at: 1_000 * us)
+        spin.arrived(at: 1_010 * us)
+        spin.arrived(at: 1_060 * us)
+        XCTAssertNil(spin.awakeUntil(now: 1_061 * us), "a player's reads, far apart, never spin it")
+        spin.arrived(at: 1_070 * us)
+        XCTAssertEqual(spin.awakeUntil(now: 1_071 * us), 1_120 * us, "the next close pair starts a burst again")
+    }
+
+    func testOneCPUOrAWindowOfZeroNeverSpins() {
+        for var spin in [LoopSpin(window: 50 * us, cpus: 1), LoopSpin(window: 0, cpus: 8)] {
+            spin.arrived(at: 1_000 * us)
+            spin.arrived(at: 1_001 * us)
+            XCTAssertNil(spin.awakeUntil(now: 1_002 * us))
+            XCTAssertEqual(spin.window, 0)
+        }
+    }
+
+    func testTheClockGoingBackDoesNotTrap() {
+        var spin = LoopSpin(window: 50 * us, cpus: 2)
+        spin.arrived(at: 1_000 * us)
+        spin.arrived(at: 900 * us)
+        XCTAssertNil(spin.awakeUntil(now: 901 * us), "a negative gap wraps to a long one: no burst")
+    }
+}
+
+/// The preferred I/O size `stat` shows: the whole file up to 1 MiB, never below a page.
+final class PreferredIOSizeTests: XCTestCase {
+    func testSmallFilesAskForAPageFilmsForAMebibyte() {
+        XCTAssertEqual(FuseOperations.preferredIOSize(0), 4096)
+        XCTAssertEqual(FuseOperations.preferredIOSize(4096), 4096)
+        XCTAssertEqual(FuseOperations.preferredIOSize(4097), 8192)
+        XCTAssertEqual(FuseOperations.preferredIOSize(100_000), 131_072)
+        XCTAssertEqual(FuseOperations.preferredIOSize(1 << 20), 1 << 20)
+        XCTAssertEqual(FuseOperations.preferredIOSize(Int64(1) << 40), 1 << 20)
+    }
+}
