@@ -92,6 +92,9 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
     /// The INIT reply asked for passthrough (the kernel then enables it; it may still refuse
     /// backing files, e.g. to a daemon without CAP_SYS_ADMIN). Written by the INIT reply.
     private var passthroughNegotiated = false // loop thread only
+    /// The request the loop is serving was answered on the loop (`LoopSpin`). Loop thread only:
+    /// the reply callbacks set it only there.
+    private var repliedOnLoop = false
     /// Backing-file registration failed once: not tried again (said once in the log).
     private let backingRefused = LockedValue(false)
 
@@ -171,14 +174,13 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
         }
         se = session
         mountpoint = path
-        if options.passthrough {
-            // Our own I/O callbacks: the same reads, writes and splices as libfuse's, plus the
-            // INIT reply's passthrough flag, which libfuse 3.14 cannot set.
-            var io = fuse_custom_io(writev: FuseSession.writeReply, read: cfuse3_read,
-                                    splice_receive: nil, splice_send: cfuse3_splice_send)
-            let rc = fuse_session_custom_io(session, &io, fuse_session_fd(session))
-            if rc != 0 { logger.warning("FUSE passthrough is off: libfuse refused custom I/O (\(rc))") }
-        }
+        // Our own I/O callbacks: the same reads, writes and splices as libfuse's, plus the INIT
+        // reply's passthrough flag, which libfuse 3.14 cannot set, and a note of whether the loop
+        // answered the request it serves (`LoopSpin`).
+        var io = fuse_custom_io(writev: FuseSession.writeReply, read: cfuse3_read,
+                                splice_receive: nil, splice_send: FuseSession.spliceReply)
+        let ioRC = fuse_session_custom_io(session, &io, fuse_session_fd(session))
+        if ioRC != 0 { logger.warning("libfuse refused custom I/O (\(ioRC)): FUSE passthrough is off, and the loop sleeps between requests") }
         gate.write { open = true }
         core.attach(notifier: self)
     }
@@ -193,7 +195,18 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
         var patched: Int32 = 0
         let n = cfuse3_writev_reply(fd, iov, count, unique, &patched)
         if patched != 0 { s.passthroughNegotiated = true }
+        if LoopThread.isCurrent { s.repliedOnLoop = true }
         return n
+    }
+
+    /// libfuse's splice into /dev/fuse (a read answered from a data file), noting as `writeReply`
+    /// does whether the loop answered.
+    private static let spliceReply: @convention(c) (Int32, UnsafeMutablePointer<off_t>?, Int32, UnsafeMutablePointer<off_t>?, Int, UInt32, UnsafeMutableRawPointer?) -> Int = {
+        fdin, offin, fdout, offout, len, flags, userdata in
+        if let userdata, LoopThread.isCurrent {
+            Unmanaged<FuseSession>.fromOpaque(userdata).takeUnretainedValue().repliedOnLoop = true
+        }
+        return cfuse3_splice_send(fdin, offin, fdout, offout, len, flags, userdata)
     }
 
     /// Runs `body` with stderr going to a pipe, and returns the `fusermount3: ...` lines written
@@ -277,7 +290,9 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
                     let unique = cfuse3_init_offering_passthrough(buf.mem, Int(res))
                     passthroughInit.withLock { $0 = unique }
                 }
+                repliedOnLoop = false
                 fuse_session_process_buf(se, &buf)
+                spin.served(inline: repliedOnLoop)
                 if initialised && !readyReported {
                     passthroughInit.withLock { $0 = 0 }
                     readyReported = true

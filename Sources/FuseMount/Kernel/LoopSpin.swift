@@ -10,11 +10,15 @@
 /// and 0.41 s with this spin; plain files took 0.13 s. The kernel's own guest idle loop does the
 /// same (haltpoll): poll a little before halting.
 ///
-/// The rule keeps the cost bounded: the loop stays awake only inside a burst, when the last two
-/// requests came less than `window` apart, and for at most `window` after the last one. A player's
-/// reads, milliseconds apart, never spin it; an idle mount costs nothing. At worst (requests
-/// alternately just inside and far outside the window) it spends `window` of CPU per request.
-/// A process that may run on one CPU only never spins: it would keep the reader off that CPU.
+/// The rule keeps the cost bounded: the loop stays awake only when the request it just served
+/// was answered right there (the requester, woken by that reply, may follow at once: a `cat`'s
+/// next open, a scanner's next stat, a cached read's next read) and came inside a burst, less than
+/// `window` after the one before; and then for at most `window` after it. A request handed to an
+/// engine thread (a cold read: the kernel's next READs come when the network has delivered) does
+/// not keep it awake, nor do a player's reads, milliseconds apart; an idle mount costs nothing. At
+/// worst (requests alternately just inside and far outside the window) it spends `window` of CPU
+/// per request. A process that may run on one CPU only never spins: it would keep the reader off
+/// that CPU.
 public struct LoopSpin: Equatable {
     /// How close two requests must come to make a burst, and how long the loop stays awake after
     /// a request of one; 0 turns spinning off.
@@ -25,6 +29,7 @@ public struct LoopSpin: Equatable {
 
     private var lastArrival: UInt64?
     private var inBurst = false
+    private var answeredInline = false
 
     init(window: UInt64 = LoopSpin.defaultWindow, cpus: Int) {
         self.window = cpus >= 2 ? window : 0
@@ -36,11 +41,17 @@ public struct LoopSpin: Equatable {
             inBurst = window > 0 && now &- last < window
         }
         lastArrival = now
+        answeredInline = false
+    }
+
+    /// The loop served that request: `inline`, its reply went out before the loop went on.
+    mutating func served(inline: Bool) {
+        answeredInline = inline
     }
 
     /// /dev/fuse had nothing at `now`: until when to keep asking it, or nil to sleep.
     func awakeUntil(now: UInt64) -> UInt64? {
-        guard inBurst, let last = lastArrival else { return nil }
+        guard inBurst, answeredInline, let last = lastArrival else { return nil }
         let end = last &+ window
         return now < end ? end : nil
     }
