@@ -63,7 +63,7 @@ public enum ByteSize {
 /// A bare number means seconds.
 public enum DurationValue {
     private static let units: [(suffix: String, seconds: Double)] = [
-        ("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400), ("w", 7 * 86400),
+        ("us", 0.000_001), ("µs", 0.000_001), ("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400), ("w", 7 * 86400),
     ]
 
     public static func parse(_ text: String, option: String) throws -> TimeInterval {

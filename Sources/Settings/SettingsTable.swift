@@ -46,7 +46,7 @@ public enum SettingsTable {
         .value("rc-pass", fstab: .none, why: "/etc/fstab is readable by every user: put the password in the config file (mode 0600)"),
         // The mount command.
         .value("url-list"), .list("index"), .value("index-ttl"), .value("listing-memory"), .flag("by-url"), .flag("no-proxy"),
-        .flag("no-passthrough"), .value("page-cache-fill"), .value("stop-timeout"),
+        .flag("no-passthrough"), .value("page-cache-fill"), .value("fuse-spin"), .value("stop-timeout"),
         .list("scanner"), .list("background-reader"), .flag("xattr-pins"),
         .value("on-change"),
         .flag("foreground", inConfig: false, why: "how the daemon runs is the command's choice (systemd passes it), not the library's"),

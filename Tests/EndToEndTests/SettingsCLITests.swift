@@ -118,6 +118,11 @@ extension CLITests {
         try "url-list = \(temp.appending("none.list"))\nstop_timeout = soon\n".write(toFile: config, atomically: true, encoding: .utf8)
         let timeout = try run(["mount", mountpoint, "--config", config])
         XCTAssertOneLineError(timeout, contains: "invalid duration 'soon' for 'stop-timeout' at \(config):2")
+
+        try "url-list = \(temp.appending("none.list"))\nfuse_spin = 2ms\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let spin = try run(["mount", mountpoint, "--config", config])
+        XCTAssertEqual(spin.status, 64)
+        XCTAssertOneLineError(spin, contains: "FUSE spin '2ms' for 'fuse-spin' at \(config):2 is too long: at most 1ms")
     }
 }
 

@@ -33,6 +33,17 @@ final class UnmountCommandTests: XCTestCase {
         h.waitForExit(pid, "the daemon exits")
     }
 
+    /// `--fuse-spin 0` (a loop that always sleeps) and the longest spin serve the same bytes.
+    func testAMountServesTheSameWithOrWithoutTheLoopsSpin() throws {
+        for spin in ["0", "1ms"] {
+            XCTAssertEqual(try h.mount([h.origin.url("/a.bin"), "--fuse-spin", spin]).status, 0)
+            let pid = try XCTUnwrap(h.daemonPID())
+            XCTAssertEqual(try POSIX.readAll(h.path("a.bin")), OriginServer.generatedBytes(seed: 5, offset: 0, count: 1 << 20), "--fuse-spin \(spin)")
+            XCTAssertEqual(try unmount(h.mountpoint).status, 0)
+            h.waitForExit(pid, "the daemon exits")
+        }
+    }
+
     func testABusyMountIsDetachedLazilyAndSaysSoWhileTheOpenFileReadsOn() throws {
         XCTAssertEqual(try h.mount([h.origin.url("/a.bin"), "--stop-timeout", "1h"]).status, 0)
         let pid = try XCTUnwrap(h.daemonPID())

@@ -52,4 +52,10 @@ final class ConfigFileTests: XCTestCase {
         }
         XCTAssertEqual(try DurationValue.parse("1h30m", option: "x"), 5400)
     }
+
+    func testMicrosecondsAreADurationToo() throws {
+        XCTAssertEqual(try DurationValue.parse("50us", option: "fuse-spin"), 0.000_05, accuracy: 1e-12)
+        XCTAssertEqual(try DurationValue.parse("50µs", option: "fuse-spin"), 0.000_05, accuracy: 1e-12)
+        XCTAssertEqual(try DurationValue.parse("1ms500us", option: "fuse-spin"), 0.0015, accuracy: 1e-12)
+    }
 }
