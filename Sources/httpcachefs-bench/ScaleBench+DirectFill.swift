@@ -94,6 +94,8 @@ extension ScaleBench {
             print(String(format: "    cache ls beside the daemon: first line %.3f s, end %.3f s (%d lines)", lsDaemon.first, lsDaemon.end, lsDaemon.lines))
             print(String(format: "    cat of %d small files: first through the mount %.3f s, again %.3f s, plain files %.3f s (%.2fx); daemon %.1f µs CPU per file",
                          small.files, small.firstCat, small.repeatCat, small.plainCat, small.repeatCat / small.plainCat, small.daemonMicrosPerFile))
+            print(String(format: "      with --fuse-spin 0 (the loop sleeps between requests): again %.3f s (%.2fx); daemon %.1f µs CPU per file",
+                         small.repeatCatNoSpin, small.repeatCatNoSpin / small.plainCat, small.daemonMicrosPerFileNoSpin))
             print(String(format: "    every file listed in one folder: RSS after mount %@, find to its end %.3f s, RSS after it %@",
                          CoreBench.human(find.residentAfterMount), find.seconds, CoreBench.human(find.residentAfterFind)))
             printRestart(restart)
@@ -102,7 +104,7 @@ extension ScaleBench {
         guard !restartOnly else { return }
         // The issue's goals: RSS <= 64 MiB + 0.2 KiB per entry, mount <= 1 s, summary <= 20 ms.
         var rows = [["files", "RSS after mount", "goal", "RSS after a find of every file listed", "first start over the fill", "restart after a clean stop", "cache ls first line", "cache ls end", "cache ls beside the daemon: first, end", "summary",
-                     "cat small files: first, again vs plain", "daemon CPU per small file"]]
+                     "cat small files: first, again vs plain", "daemon CPU per small file", "--fuse-spin 0: again vs plain, CPU"]]
         for f in figures {
             let goal = Int64(64 << 20) + Int64(f.files) * 205
             rows.append(["\(f.files)", CoreBench.human(f.residentAfterMount), "<= " + CoreBench.human(goal),
@@ -112,7 +114,8 @@ extension ScaleBench {
                          String(format: "%.1f ms", f.summarySeconds * 1000),
                          String(format: "%.3f s, %.3f s vs %.3f s: %.2fx", f.small.firstCat, f.small.repeatCat, f.small.plainCat,
                                 f.small.repeatCat / f.small.plainCat),
-                         String(format: "%.1f µs", f.small.daemonMicrosPerFile)])
+                         String(format: "%.1f µs", f.small.daemonMicrosPerFile),
+                         String(format: "%.2fx, %.1f µs", f.small.repeatCatNoSpin / f.small.plainCat, f.small.daemonMicrosPerFileNoSpin)])
         }
         print(CoreBench.table(rows))
         print("goals (issue 51): mount <= 1 s, summary <= 20 ms, cache ls first line at once, small files <= 3x plain files")

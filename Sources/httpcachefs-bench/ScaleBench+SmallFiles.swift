@@ -14,7 +14,8 @@ import Glibc
 /// repeated ones find the names in the kernel's dentry cache and, for a version unchanged since
 /// the last open, the bytes in its page cache (`keep_cache`), so what is left is the open and
 /// release each file costs the daemon. The plain files were just written: in the page cache too.
-/// Each figure: best of three; the daemon's CPU over the repeated `cat`s, per file. With
+/// Each figure: best of three; the daemon's CPU over the repeated `cat`s, per file. Then the same
+/// with `--fuse-spin 0` (a FUSE loop that sleeps between requests), in the same run. With
 /// `--entry-memory` smaller than the files' entries (4M: ~3,000), every repeated open loads its
 /// entry from the index: the daemon's CPU per file is then what a load costs, plus the open.
 extension ScaleBench {
@@ -26,6 +27,9 @@ extension ScaleBench {
         var repeatCat: Double
         var plainCat: Double
         var daemonMicrosPerFile: Double
+        /// With `--fuse-spin 0`.
+        var repeatCatNoSpin: Double
+        var daemonMicrosPerFileNoSpin: Double
     }
 
     static func smallFileStep(files cached: Int, origin: OriginServer, directory: String, binary: String,
@@ -43,11 +47,25 @@ extension ScaleBench {
         var plainBest = Double.infinity
         for _ in 0..<3 { plainBest = min(plainBest, try Spawned.time("/bin/cat", names.map { plain + "/" + $0 })) }
 
+        let spinning = try repeatedCats(paths: names, binary: binary, directory: directory, origin: origin, temp: temp,
+                                        extra: entryMemory.map { ["--entry-memory", $0] } ?? [])
+        // The same with a loop that always sleeps between requests: what the spin buys, and what
+        // of the daemon's CPU is its work rather than its wait awake (`LoopSpin`).
+        let sleeping = try repeatedCats(paths: names, binary: binary, directory: directory, origin: origin, temp: temp,
+                                        extra: (entryMemory.map { ["--entry-memory", $0] } ?? []) + ["--fuse-spin", "0"])
+        return SmallFileFigures(files: files, firstCat: spinning.first, repeatCat: spinning.again, plainCat: plainBest,
+                                daemonMicrosPerFile: spinning.micros, repeatCatNoSpin: sleeping.again,
+                                daemonMicrosPerFileNoSpin: sleeping.micros)
+    }
+
+    /// A mount of `/c/`: `cat` of every file once (the first, which fetches or loads), then three
+    /// times more (best of three), and the daemon's CPU per file over those three.
+    private static func repeatedCats(paths names: [String], binary: String, directory: String, origin: OriginServer,
+                                     temp: TemporaryDirectory, extra: [String]) throws -> (first: Double, again: Double, micros: Double) {
         let mnt = temp.appending("mnt-small")
         let daemon = try MountDaemon(binary: binary, mountpoint: mnt, cacheDirectory: directory, cacheSize: 1 << 40,
                                      entries: [], logFile: temp.appending("small.log"), proxy: false,
-                                     extraArguments: ["--index", origin.url("/c/"), "--no-passthrough"]
-                                        + (entryMemory.map { ["--entry-memory", $0] } ?? []))
+                                     extraArguments: ["--index", origin.url("/c/"), "--no-passthrough"] + extra)
         defer { daemon.unmount() }
         let paths = names.map { mnt + "/" + $0 }
         let first = try Spawned.time("/bin/cat", paths)
@@ -57,7 +75,6 @@ extension ScaleBench {
         let cpu = try daemon.cpuSeconds() - cpuBefore
         let log = (try? String(contentsOfFile: temp.appending("small.log"), encoding: .utf8)) ?? ""
         if log.contains("error") { print("  (the small-file mount logged errors: \(log.suffix(500)))") }
-        return SmallFileFigures(files: files, firstCat: first, repeatCat: repeated, plainCat: plainBest,
-                                daemonMicrosPerFile: cpu / Double(3 * files) * 1e6)
+        return (first, repeated, cpu / Double(3 * names.count) * 1e6)
     }
 }
