@@ -93,13 +93,15 @@ final class EntryLoader: Sendable {
     /// the scrub's), which leaves it first in line to be let go.
     @discardableResult
     func loadNow(_ key: CacheKey, recent: Bool = true) -> Bool {
-        _ = loadInline(key, recent: recent)
+        guard loadInline(key, recent: recent) else { return true }
         return shards.of(key).locked { $0[key] != nil }
     }
 
     /// `loadNow`'s load; returns whether the index was asked (false: it was in memory).
     func loadInline(_ key: CacheKey, recent: Bool = true) -> Bool {
         let shard = shards.of(key)
+        // Most calls find it in memory (every open of a cached file asks): no condition made.
+        if shard.locked({ $0[key] != nil }) { return false }
         let done = ConditionLock(false)
         switch shard.locked({ $0.loadTurn(key, then: { done.withLock { $0 = true }; done.broadcast() }) }) {
         case .inMemory: return false

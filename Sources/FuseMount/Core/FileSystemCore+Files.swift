@@ -111,7 +111,9 @@ extension FileSystemCore {
             s.nextHandle += 1
             let direct = directIO && backingID == nil   // passthrough reads no byte through us
             let fills = backingID == nil && !direct && options.pageCacheFill > 0 && info.length != nil
+            // A file the kernel reads with one request has nothing to read ahead of.
             let readsAhead = backingID == nil && options.dataFileReadAhead > 0 && info.length != nil
+                && !opensOrdinarily(length: info.length)
             s.openFiles[fh] = OpenFile(ino: ino, url: url, reader: reader, passthrough: backingID != nil,
                                        generation: info.generation, size: info.length,
                                        fill: fills ? LockedValue(PageCacheFill(window: options.pageCacheFill)) : nil,
