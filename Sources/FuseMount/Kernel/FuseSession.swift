@@ -9,8 +9,9 @@ import Logging
 /// The loop is ours rather than `fuse_session_loop_mt`: one thread reads /dev/fuse without
 /// blocking and, when it has nothing, polls it and a self-pipe, so `stop()` from any thread ends
 /// it at once, with no signal tricks and no worker threads blocked in read(). Inside a burst of
-/// requests it asks again for a few microseconds before it sleeps (`LoopSpin`). One thread is enough because no operation blocks: every reply
-/// that waits on the network is sent later, from an engine thread.
+/// requests it asks again for a few microseconds before it sleeps (`LoopSpin`). One thread is
+/// enough because no operation blocks: every reply that waits on the network is sent later, from
+/// an engine thread.
 ///
 /// Replies pass a gate (a read-write lock): teardown closes it before the session is destroyed,
 /// so a late engine completion never writes to a freed session or to a reused fd number.
