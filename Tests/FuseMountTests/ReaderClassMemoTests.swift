@@ -76,6 +76,36 @@ final class ReaderClassMemoTests: XCTestCase {
         XCTAssertEqual(processes.handlesOpen, 2, "the handle on pid 100's first process was closed")
     }
 
+    /// A process checked less than a millisecond ago is not read again (a `cat` of a folder of
+    /// small files opens one every few dozen microseconds); past that it is, and sees an `exec`.
+    func testAProcessCheckedWithinAMillisecondIsNotReadAgain() {
+        final class CountingReads: ProcessWatching, @unchecked Sendable {
+            let inner: ScriptedProcesses
+            var reads = 0
+            init(_ inner: ScriptedProcesses) { self.inner = inner }
+            func watch(pid: Int32) -> Int32? { inner.watch(pid: pid) }
+            func comm(_ watch: Int32) -> String? { reads += 1; return inner.comm(watch) }
+            func close(_ watch: Int32) { inner.close(watch) }
+        }
+        let processes = ScriptedProcesses()
+        let source = CountingReads(processes)
+        let memo = ReaderClassMemo(source: source, trustFor: 1_000_000)
+        let ms: UInt64 = 1_000_000
+        processes.start(100, "cat")
+        XCTAssertEqual(memo.readerClass(pid: 100, now: 10 * ms) { .player }, .player)
+        let readsAfterFirst = source.reads
+        for i in 1...30 {
+            XCTAssertEqual(memo.readerClass(pid: 100, now: 10 * ms + UInt64(i) * 40_000) { .unknown }, .player)
+        }
+        XCTAssertEqual(source.reads, readsAfterFirst + 1, "opens 40 µs apart: read again once, at the first past the millisecond")
+        processes.exec(100, "ffprobe")
+        XCTAssertEqual(memo.readerClass(pid: 100, now: 11 * ms + 900_000) { .scanner }, .player, "within the millisecond of its last check")
+        XCTAssertEqual(memo.readerClass(pid: 100, now: 13 * ms) { .scanner }, .scanner, "past it: the exec is seen")
+        processes.start(200, "sh")
+        XCTAssertEqual(memo.readerClass(pid: 200, now: 13 * ms + 1) { .player }, .player, "another process is looked up at once")
+        XCTAssertEqual(memo.readerClass(pid: 100) { .player }, .scanner, "without a clock: read every time, as before")
+    }
+
     func testTheTableStartsOverAtItsCapacityClosingItsHandles() {
         let processes = ScriptedProcesses()
         let memo = ReaderClassMemo(capacity: 3, source: processes)

@@ -311,8 +311,8 @@ final class FuseSession: KernelNotifier, BackingFiles, @unchecked Sendable {
         return failure
     }
 
-    /// Nanoseconds on the monotonic clock (`LoopSpin`'s).
-    private static func now() -> UInt64 {
+    /// Nanoseconds on the monotonic clock (`LoopSpin`'s, `ReaderClassMemo`'s).
+    static func now() -> UInt64 {
         var t = Glibc.timespec()
         clock_gettime(CLOCK_MONOTONIC, &t)
         return UInt64(t.tv_sec) &* 1_000_000_000 &+ UInt64(t.tv_nsec)

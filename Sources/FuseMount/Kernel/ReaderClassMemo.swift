@@ -20,6 +20,12 @@ import Glibc
 /// memory, which waits on nothing), never while a new process is looked up or classified.
 /// *Blocks on* nothing but those reads of /proc.
 ///
+/// A process checked less than `trustFor` ago (1 ms) is not read again: a `cat` or a scan of a
+/// folder of small cached files opens a file every few dozen microseconds, and the read was a
+/// tenth of such an open's work on the FUSE loop (issue 51). Nothing is lost by it: no process
+/// runs another program and opens a file again within a millisecond of its last open (`exec` of
+/// a scanner alone takes longer), and the kernel does not give a pid to a new process that soon.
+///
 /// Bounded: at `capacity` processes the table starts over, closing every descriptor (a working
 /// set that large is a fleet of one-shot processes, each of which pays its own look-up anyway).
 final class ReaderClassMemo: Sendable {
@@ -27,15 +33,21 @@ final class ReaderClassMemo: Sendable {
         var watch: Int32
         var comm: String
         var readerClass: ReaderClass
+        /// When its `comm` was last read (monotonic nanoseconds; 0: never trusted).
+        var checkedAt: UInt64 = 0
     }
 
     private let table = LockedValue<[Int32: Known]>([:])
     private let source: ProcessWatching
     let capacity: Int
 
-    init(capacity: Int = 256, source: ProcessWatching = ProcessWatch()) {
+    let trustFor: UInt64
+    static let defaultTrust: UInt64 = 1_000_000
+
+    init(capacity: Int = 256, source: ProcessWatching = ProcessWatch(), trustFor: UInt64 = ReaderClassMemo.defaultTrust) {
         self.capacity = capacity
         self.source = source
+        self.trustFor = trustFor
     }
 
     deinit {
@@ -47,11 +59,15 @@ final class ReaderClassMemo: Sendable {
     /// The class of the process `pid` now, worked out by `classify` the first time, after the
     /// pid changed hands and after the process ran another program. A process gone before it
     /// could be watched is classified (as whatever `classify` makes of it) and not remembered.
-    func readerClass(pid: Int32, classify: () -> ReaderClass) -> ReaderClass {
+    /// `now` (monotonic nanoseconds): a process checked less than `trustFor` before is not read
+    /// again; nil reads it every time.
+    func readerClass(pid: Int32, now: UInt64? = nil, classify: () -> ReaderClass) -> ReaderClass {
         enum Seen { case known(ReaderClass), ranAnother(watch: Int32, comm: String), unknown }
         let seen: Seen = table.withLock { t in
             guard let known = t[pid] else { return .unknown }
+            if let now, known.checkedAt != 0, now &- known.checkedAt < trustFor { return .known(known.readerClass) }
             if let comm = source.comm(known.watch) {
+                if comm == known.comm, let now { t[pid]?.checkedAt = now }
                 return comm == known.comm ? .known(known.readerClass) : .ranAnother(watch: known.watch, comm: comm)
             }
             source.close(known.watch)   // gone: the pid is free or another process's
@@ -67,6 +83,7 @@ final class ReaderClassMemo: Sendable {
                 guard t[pid]?.watch == watch else { return }   // another thread's meanwhile
                 t[pid]?.comm = comm
                 t[pid]?.readerClass = c
+                t[pid]?.checkedAt = now ?? 0
             }
             return c
         case .unknown:
@@ -82,7 +99,7 @@ final class ReaderClassMemo: Sendable {
                     for known in t.values { source.close(known.watch) }
                     t.removeAll(keepingCapacity: true)
                 }
-                t[pid] = Known(watch: watch, comm: comm, readerClass: c)
+                t[pid] = Known(watch: watch, comm: comm, readerClass: c, checkedAt: now ?? 0)
             }
             return c
         }
