@@ -110,7 +110,7 @@ extension CacheIndex {
 
     static func writeStartSummary(_ summary: StartSummary, _ db: Database) throws {
         let text = String(decoding: try JSONEncoder().encode(summary), as: UTF8.self)
-        try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", arguments: [startSummaryName, text])
+        try writeMeta(db, startSummaryName, text)
     }
 }
 

@@ -287,9 +287,14 @@ final class CacheIndex: Sendable {
     func setMeta(_ name: String, _ value: String) throws {
         try writer.withLock { _ in
             try pool.write { db in
-                try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", arguments: [name, value])
+                try Self.writeMeta(db, name, value)
             }
         }
+    }
+
+    /// One `meta` row written in the caller's transaction (`setMeta`, the stop's marks).
+    static func writeMeta(_ db: Database, _ name: String, _ value: String) throws {
+        try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", arguments: [name, value])
     }
 
     /// The highest generation an earlier process may have handed out (`meta` row
@@ -379,7 +384,7 @@ final class CacheIndex: Sendable {
                 let last = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE name = 'stop'")
                 let summary = last == "clean" ? try Self.readStartSummary(db) : nil
                 try db.execute(sql: "DELETE FROM meta WHERE name = ?", arguments: [Self.startSummaryName])
-                try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES ('stop', 'running')")
+                try Self.writeMeta(db, "stop", "running")
                 switch last {
                 case "clean": return (.clean, summary)
                 case "running": return (.unclean, nil)
@@ -405,10 +410,9 @@ final class CacheIndex: Sendable {
                 try write { db in
                     try Self.writeStartSummary(try makeStartSummary(db, totals: totals, cleanUp: cleanUp), db)
                     if let generationFloor {
-                        try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES ('generation_floor', ?)",
-                                       arguments: ["\(generationFloor)"])
+                        try Self.writeMeta(db, "generation_floor", "\(generationFloor)")
                     }
-                    try db.execute(sql: "INSERT OR REPLACE INTO meta (name, value) VALUES ('stop', 'clean')")
+                    try Self.writeMeta(db, "stop", "clean")
                 }
             }
             try pool.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
