@@ -43,7 +43,9 @@ public struct ListingEntry: Equatable, Sendable {
 /// whichever thread delivered the page (a backend thread); blocks on nothing.
 ///
 /// Map of this folder (`Listings/`): folders listed by origins, fetched, parsed, filtered.
-/// - `DirectoryListing.swift` (this file): HTML and nginx JSON autoindex parsers, one pass.
+/// - `DirectoryListing.swift` (this file): which parser a page takes; the HTML autoindex parser,
+///   one pass. `NginxJSONListing.swift`: nginx's JSON autoindex, decoded a run of elements at a
+///   time (`JSONArrayRuns.swift`).
 /// - `WebDAVListing.swift`: `PROPFIND` and its multistatus parser.
 /// - `ListingFetch.swift`: GET, else PROPFIND, for every user of listings;
 ///   `FileSystemCore+ListingFetch.swift` the mount's use of it.
@@ -83,49 +85,6 @@ public enum DirectoryListing {
         let entries = parseHTML(bytes, base: base, logger: logger, maxEntries: maxEntries)
         guard entries.count <= maxEntries else { throw ListingError.tooManyEntries(url: url, limit: maxEntries) }
         return entries
-    }
-
-    // MARK: nginx JSON
-
-    struct JSONItem: Decodable {
-        var name: String
-        var type: String
-        var mtime: String?
-        var size: Int64?
-
-        /// A size that is no Int64 (too large, fractional, a string) is no size: that entry's
-        /// size is then asked on lookup, and the rest of the listing stands.
-        init(from decoder: Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            name = try c.decode(String.self, forKey: .name)
-            type = try c.decode(String.self, forKey: .type)
-            mtime = try? c.decodeIfPresent(String.self, forKey: .mtime)
-            size = try? c.decodeIfPresent(Int64.self, forKey: .size)
-        }
-
-        private enum CodingKeys: String, CodingKey { case name, type, mtime, size }
-    }
-
-    static func parseNginxJSON(_ bytes: [UInt8], base: URL, logger: Logger, maxEntries: Int = .max) throws -> [ListingEntry] {
-        let items: [JSONItem]
-        do { items = try JSONDecoder().decode([JSONItem].self, from: Data(bytes)) } catch {
-            throw ListingError.notAListing(url: base.absoluteString)
-        }
-        var result: [ListingEntry] = []
-        var seen = Set<EntryName>()
-        for item in items {
-            let isDir = item.type == "directory"
-            guard item.type == "file" || isDir, isUsable(item.name, in: base, logger: logger),
-                  seen.insert(EntryName(item.name)).inserted else { continue }
-            let encoded = item.name.addingPercentEncoding(withAllowedCharacters: pathSegmentAllowed) ?? item.name
-            guard let prefix = folderPrefix(base) else { continue }
-            let child = prefix + encoded + (isDir ? "/" : "")
-            guard result.count < maxEntries else { throw ListingError.tooManyEntries(url: base.absoluteString, limit: maxEntries) }
-            result.append(ListingEntry(name: item.name, isDirectory: isDir, url: (try? URLSpelling.normalize(child)) ?? child,
-                                       size: isDir ? nil : item.size,
-                                       modified: item.mtime.flatMap(parseHTTPDate)))
-        }
-        return result
     }
 
     // MARK: HTML (nginx, Apache, lighttpd)
