@@ -36,6 +36,27 @@ final class MountCheckTests: XCTestCase {
         XCTAssertEqual(try POSIX.readAll(h.path("b.txt")), Array("bee\n".utf8))
     }
 
+    func testAListingPastTheListingMemorySaysSoAndHowToRaiseIt() throws {
+        // 1 MiB holds 5,698 entries at 184 bytes each: 6,000 links are more.
+        let links = (0..<6000).map { "<a href=\"f\($0).mkv\">f\($0).mkv</a>\n" }.joined()
+        h.origin.setFile("/many/", data: Array("<html><body><pre>\n\(links)</pre></body></html>".utf8), contentType: "text/html")
+        let r = try h.mount([h.origin.url("/b.txt"), "--index", "many=" + h.origin.url("/many/"), "--listing-memory", "1M"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(r.stderr.contains("httpcachefs: \(h.origin.url("/many/")): a listing of more than 5698 entries"), r.stderr)
+        XCTAssertTrue(r.stderr.contains("--listing-memory raises it"), r.stderr)
+        XCTAssertFalse(r.stderr.contains("not a listing"), r.stderr)
+    }
+
+    func testAListingLargerThanAPageMayBeSaysSoAndHowToRaiseIt() throws {
+        // Past 64 MiB, the least a page may have: refused by its length, before its bytes come.
+        h.origin.setGeneratedFile("/huge/", length: (64 << 20) + 1, seed: 9, contentType: "text/html")
+        let r = try h.mount([h.origin.url("/b.txt"), "--index", "huge=" + h.origin.url("/huge/"), "--listing-memory", "1M"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(r.stderr.contains("httpcachefs: \(h.origin.url("/huge/")): a listing larger than 64 MiB"), r.stderr)
+        XCTAssertTrue(r.stderr.contains("--listing-memory raises it"), r.stderr)
+        XCTAssertLessThan(h.origin.bytesServed(path: "/huge/"), 64 << 20, "refused before the page came whole")
+    }
+
     func testTheCheckAsksEachFileForOneByteNotItsFirstBytes() throws {
         // Four films on a thin link: their headers would share it with the first play.
         for name in ["a", "b", "c"] { h.origin.setGeneratedFile("/\(name).mp4", length: 4 << 20, seed: 7, contentType: "video/mp4") }

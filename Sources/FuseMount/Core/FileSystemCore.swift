@@ -126,8 +126,6 @@ final class FileSystemCore: Sendable {
     /// which a monotonic instant cannot be near boot, when a mount from fstab starts.
     let clock: EngineClock
     let mountTime: Date
-    /// Listings larger than this are refused (`ListingFetch.limit`).
-    static let listingLimit = ListingFetch.limit
     /// After a failed refresh, a stale listing is served this long before trying again.
     static let listingRetryDelay: TimeInterval = 30
 

@@ -143,19 +143,24 @@ extension MountBackend {
     }
 
     /// Default: open, then read from 0 until the end, through one reader, so listing pages are
-    /// cached and revalidated like any other entry.
+    /// cached and revalidated like any other entry. A page whose length is past `limit` fails
+    /// without a read; one without a length fails once `limit` bytes came.
     public func fetchWhole(url: String, limit: Int, maxAge: TimeInterval,
                            completion: @escaping @Sendable (Result<[UInt8], CacheError>) -> Void) {
         open(url: url, maxAge: maxAge, limit: limit) { result in
             switch result {
             case let .failure(error): completion(.failure(error))
             case let .success(info):
+                // A length past the limit is refused by it, before any of its bytes are read.
+                if let length = info.length, length > Int64(limit) {
+                    return completion(.failure(.badResponse(url: url, message: ListingError.tooLarge(url: url, limit: limit).reason)))
+                }
                 let reader = self.makeReader(for: info)
                 ChunkedRead.readAll(reader, limit: limit) { result in
                     reader.close()
                     completion(result.mapError { $0 as? CacheError ?? .storage(path: "", message: "\($0)") }.flatMap { bytes in
                         bytes.map { .success($0) }
-                            ?? .failure(.badResponse(url: url, message: "a directory listing larger than \(limit) bytes"))
+                            ?? .failure(.badResponse(url: url, message: ListingError.tooLarge(url: url, limit: limit).reason))
                     })
                 }
             }

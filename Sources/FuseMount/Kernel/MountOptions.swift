@@ -99,6 +99,8 @@ public struct MountOptions: Sendable {
     public static let listingEntryCost: Int64 = 184
     /// The most entries one listing may have under `listingBudget`, each at `listingEntryCost`.
     public var maxListingEntries: Int { Int(max(listingBudget / Self.listingEntryCost, 1)) }
+    /// The most bytes one listing may have under `listingBudget` (`ListingFetch.limit(listingBudget:)`).
+    public var maxListingBytes: Int { ListingFetch.limit(listingBudget: listingBudget) }
 
     public init(revalidateAfter: TimeInterval = 600, listingTTL: TimeInterval? = nil,
                 readDeadline: TimeInterval? = 65, fuseOptions: [String] = [], maxRead: Int = MountOptions.defaultMaxRead,

@@ -543,15 +543,39 @@ public enum ListingError: Error, Equatable, CustomStringConvertible {
     case notS3Listing(url: String, reason: String)
     /// More entries than the listing memory budget could hold (`--listing-memory`).
     case tooManyEntries(url: String, limit: Int)
+    /// More bytes than a listing may have (`MountOptions.maxListingBytes`).
+    case tooLarge(url: String, limit: Int)
 
     public var description: String {
         switch self {
         case let .badBaseURL(url): return "not a listing URL: \(url)"
-        case let .notAListing(url): return "not a directory listing (neither HTML nor nginx JSON): \(url)"
-        case let .notMultistatus(url, reason): return "not a WebDAV listing (\(reason)): \(url)"
-        case let .notS3Listing(url, reason): return "not an S3 bucket listing (\(reason)): \(url)"
-        case let .tooManyEntries(url, limit):
-            return "more than \(limit) entries, more than the listing memory budget can hold (each costs at least \(MountOptions.listingEntryCost) bytes; --listing-memory raises it): \(url)"
+        case let .notAListing(url), let .notMultistatus(url, _), let .notS3Listing(url, _),
+             let .tooManyEntries(url, _), let .tooLarge(url, _):
+            return "\(reason): \(url)"
         }
+    }
+
+    /// What went wrong, without the URL (for a line that starts with it).
+    public var reason: String {
+        switch self {
+        case .badBaseURL: return "not a listing URL"
+        case .notAListing: return "not a directory listing (neither HTML nor nginx JSON)"
+        case let .notMultistatus(_, reason): return "not a WebDAV listing (\(reason))"
+        case let .notS3Listing(_, reason): return "not an S3 bucket listing (\(reason))"
+        case let .tooManyEntries(_, limit):
+            return Self.tooManyStart + "\(limit) entries, more than the listing memory budget can hold (each costs at least \(MountOptions.listingEntryCost) bytes; --listing-memory raises it)"
+        case let .tooLarge(_, limit):
+            return Self.tooLargeStart + "\(limit >> 20) MiB, the most a listing may be (half of --listing-memory, at least \(ListingFetch.limit >> 20) MiB; --listing-memory raises it)"
+        }
+    }
+
+    private static let tooManyStart = "a listing of more than "
+    private static let tooLargeStart = "a listing larger than "
+
+    /// Whether a listing's failure (`CacheError.badResponse`'s message) is one of its limits
+    /// (`tooLarge`, `tooManyEntries`): shown as it is, where any other failure to parse is told
+    /// as "not a listing", since the user can do something about it.
+    public static func isLimit(_ message: String) -> Bool {
+        message.hasPrefix(tooManyStart) || message.hasPrefix(tooLargeStart)
     }
 }

@@ -11,7 +11,7 @@ extension FileSystemCore {
         // Each entry costs at least `listingEntryCost` of the budget (`listingCost`): a page with
         // more than the budget's worth fails as it is parsed, before its entries take the memory.
         let maxEntries = options.maxListingEntries
-        ListingFetch.fetch(url: url, through: backend, limit: Self.listingLimit, maxAge: maxAge,
+        ListingFetch.fetch(url: url, through: backend, limit: options.maxListingBytes, maxAge: maxAge,
                            webDAVFirst: kinds.isWebDAV(url), timers: deadlines, logger: logger, maxEntries: maxEntries, progress: progress) { fetched in
             if case let .success(listing) = fetched { kinds.note(listing, url: url) }
             completion(fetched.map(\.entries))

@@ -18,9 +18,18 @@ import Logging
 /// WebDAV listing is answered from the cache while fresh, asked again when older, and served as
 /// it is while the origin is down (`CacheEngine.fetchDocument`).
 public enum ListingFetch {
-    /// Listings larger than this are refused (someone pointed --index at a video); one without
-    /// a length is stopped there.
+    /// The most bytes a listing may have at the least: more are refused (someone pointed
+    /// --index at a video), and one without a length is stopped there. A larger listing
+    /// memory raises it (`limit(listingBudget:)`).
     public static let limit = 64 << 20
+
+    /// The most bytes a listing may have under `listingBudget` (`--listing-memory`): half of it,
+    /// at least `limit`. A listed name takes about 100 bytes of an nginx or Apache page and 184
+    /// of the budget once kept, so a folder the budget can hold can be fetched too: a million
+    /// names (about 100 MB of page) under the default 256 MiB.
+    public static func limit(listingBudget: Int64) -> Int {
+        max(limit, Int(clamping: listingBudget / 2))
+    }
 
     /// What a listing came from.
     public enum Kind: Sendable, Equatable { case page, webDAV, s3 }
@@ -67,7 +76,7 @@ public enum ListingFetch {
             let parsed: Result<[ListingEntry], CacheError> = fetched.flatMap { bytes in
                 do { return .success(try DirectoryListing.parse(bytes, url: url, logger: logger, maxEntries: maxEntries)) } catch {
                     if case .tooManyEntries? = error as? ListingError { tooMany = true }
-                    return .failure(.badResponse(url: url, message: "\(error)"))
+                    return .failure(.badResponse(url: url, message: (error as? ListingError)?.reason ?? "\(error)"))
                 }
             }
             // The page's bytes are let go once this returns (only its entries are kept, and

@@ -76,7 +76,7 @@ struct MountCommand: AsyncParsableCommand {
     var indexTTL: String?
 
     @Option(name: .customLong("listing-memory"), parsing: .unconditional,
-            help: ArgumentHelp("Memory all --index listings together may take, about 190 bytes per entry (more for names over 15 bytes); a listing past it fails (default: 256M, over a million names).", valueName: "size"))
+            help: ArgumentHelp("Memory all --index listings together may take, about 190 bytes per entry (more for names over 15 bytes); a listing past it fails; one page may take half of it, at least 64 MiB (default: 256M, over a million names).", valueName: "size"))
     var listingMemory: String?
 
     @Option(name: .customLong("include"), parsing: .unconditionalSingleValue,
@@ -434,6 +434,7 @@ struct MountCommand: AsyncParsableCommand {
         guard total > 0 else { return (tree, [:]) }
         var mountCheck = MountCheck(engine: engine, listingTTL: options.listingTTL)
         mountCheck.maxListingEntries = options.maxListingEntries   // as the mount's own fetches
+        mountCheck.maxListingBytes = options.maxListingBytes
         let results = await mountCheck.run(tree)
         let listings = mountCheck.listings.withLock { $0 }
         var failed = 0

@@ -42,6 +42,8 @@ struct MountCheck {
     var timeout: TimeInterval = 15
     /// More entries than the listing memory budget could hold fail a listing as it is parsed.
     var maxListingEntries = Int.max
+    /// More bytes than this fail a listing (`MountOptions.maxListingBytes`).
+    var maxListingBytes = ListingFetch.limit
     var concurrency = 8
 
     /// Every target of `tree` with its verdict, in the tree's order.
@@ -130,20 +132,20 @@ struct MountCheck {
         let logger = Logger(label: "httpcachefs.listing")
         // A bucket's folder is no object: only its ListObjectsV2 pages answer (`S3Listing`).
         if S3Listing.location(of: url) != nil {
-            return ListingFetch.fetch(url: url, through: backend, limit: ListingFetch.limit, maxAge: 0, webDAVFirst: false,
+            return ListingFetch.fetch(url: url, through: backend, limit: maxListingBytes, maxAge: 0, webDAVFirst: false,
                                       timers: timers, logger: logger, maxEntries: maxListingEntries) { [listings] listed in
                 if case let .success(listing) = listed { listings.withLock { $0[url] = listing } }
                 completion(listed.map { _ in nil })
             }
         }
-        engine.open(url: url, maxAge: 0, unknownLengthLimit: Int64(ListingFetch.limit)) { [engine] result in
+        engine.open(url: url, maxAge: 0, unknownLengthLimit: Int64(maxListingBytes)) { [engine] result in
             switch result {
             case let .failure(error):
                 let kept = engine.hasKeptDocument(WebDAVListing.request(url: url))
                 guard ListingFetch.mayBeWebDAV(.failure(error)) || (kept && Self.isOriginAway(error)) else {
                     return completion(.failure(error))
                 }
-                ListingFetch.propfind(url: url, through: backend, limit: ListingFetch.limit, maxAge: 0, timers: timers, logger: logger) { [listings] listed in
+                ListingFetch.propfind(url: url, through: backend, limit: maxListingBytes, maxAge: 0, timers: timers, logger: logger) { [listings] listed in
                     if case let .success(listing) = listed { listings.withLock { $0[url] = listing } }
                     // The GET's error says more than the PROPFIND's when neither lists. A kept
                     // answer served for an origin that is away is a warning, as a cached GET's is.
@@ -156,11 +158,15 @@ struct MountCheck {
                 if let type = info.contentType?.lowercased(), !Self.mayBeListing(type) {
                     return completion(.failure(.badResponse(url: url, message: "not a listing (\(type))")))
                 }
-                ListingFetch.fetch(url: url, through: backend, limit: ListingFetch.limit, maxAge: ttl,
+                ListingFetch.fetch(url: url, through: backend, limit: maxListingBytes, maxAge: ttl,
                                    webDAVFirst: false, timers: timers, logger: logger, maxEntries: maxListingEntries) { [listings] listed in
                     if case let .success(listing) = listed { listings.withLock { $0[url] = listing } }
                     completion(listed.map { _ in info }.mapError { error in
-                        if case .badResponse = error { return .badResponse(url: url, message: "not a listing") }
+                        // A listing past a limit says which and how to raise it; anything else that
+                        // did not parse is no listing.
+                        if case let .badResponse(_, message) = error, !ListingError.isLimit(message) {
+                            return .badResponse(url: url, message: "not a listing")
+                        }
                         return error
                     })
                 }

@@ -127,7 +127,7 @@ struct LibraryPreload {
 
     static func list(_ url: String, transport: ListingTransport, logger: Logger) async throws -> ListingFetch.Listing {
         try await withCheckedThrowingContinuation { continuation in
-            ListingFetch.fetch(url: url, through: transport, limit: ListingFetch.limit, maxAge: 0, webDAVFirst: false,
+            ListingFetch.fetch(url: url, through: transport, limit: ListingFetch.limit(listingBudget: MountOptions.defaultListingBudget), maxAge: 0, webDAVFirst: false,
                                timers: Scheduler.shared, logger: logger) { continuation.resume(with: $0) }
         }
     }
