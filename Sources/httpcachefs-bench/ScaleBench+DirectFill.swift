@@ -49,6 +49,7 @@ extension ScaleBench {
 
     static func directFillRun(counts: [Int], binary: String, restartOnly: Bool = false, entryMemory: String? = nil) async throws {
         print("direct fill: a seed of \(seedFiles) files through an engine, the rest copied in the index (data files hard-linked)")
+        print(idlePolicy())
         var figures: [CacheFigures] = []
         for n in counts {
             let temp = TemporaryDirectory(prefix: "httpcachefs-bench-scale")

@@ -21,6 +21,23 @@ import Glibc
 extension ScaleBench {
     static let smallFiles = 10_000
 
+    /// How this machine's idle CPUs wait, which the small-file step turns on: each `cat` of a
+    /// cached file is two FUSE round trips, each a wake-up of a thread on the other CPU. A guest
+    /// whose idle CPU halts at once (`haltpoll` with `guest_halt_poll_ns` 0) pays an interrupt
+    /// through the host for each; with the kernel's default (200 µs of polling first) the same
+    /// step ran at 1.7-1.8x plain files instead of 2.7x (session 7).
+    static func idlePolicy() -> String {
+        func read(_ path: String) -> String? {
+            (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let driver = read("/sys/devices/system/cpu/cpuidle/current_driver") ?? "unknown"
+        guard driver == "haltpoll", let poll = read("/sys/module/haltpoll/parameters/guest_halt_poll_ns") else {
+            return "idle CPUs: cpuidle driver \(driver)"
+        }
+        return "idle CPUs: cpuidle driver haltpoll, guest_halt_poll_ns \(poll)"
+            + (poll == "0" ? " (an idle CPU halts at once: each wake-up of the other CPU is an interrupt through the host)" : "")
+    }
+
     struct SmallFileFigures {
         var files: Int
         var firstCat: Double
