@@ -60,7 +60,9 @@ extension ScaleBench {
         let plain = temp.appending("plain")
         try FileManager.default.createDirectory(atPath: plain, withIntermediateDirectories: true)
         let bytes = Data(repeating: 0x5a, count: cachedFileLength)
-        for name in names { FileManager.default.createFile(atPath: plain + "/" + name, contents: bytes) }
+        for name in names where !FileManager.default.createFile(atPath: plain + "/" + name, contents: bytes) {
+            throw ValidationError("cannot write the plain file \(plain)/\(name)")
+        }
         var plainBest = Double.infinity
         for _ in 0..<3 { plainBest = min(plainBest, try Spawned.time("/bin/cat", names.map { plain + "/" + $0 })) }
 

@@ -75,10 +75,14 @@ extension DirectoryListing {
         let decoder = JSONDecoder()
         do {
             try JSONArrayRuns.forEachRun(bytes, perRun: itemsPerRun) { run in
-                let items: [JSONItem]
-                do { items = try decoder.decode([JSONItem].self, from: Data(run)) } catch {
-                    throw ListingError.notAListing(url: base.absoluteString)
+                // The run's own bytes, not a copy: a hostile page of one huge element costs the
+                // run and the decoder, not a third copy.
+                let decoded = run.withUnsafeBytes { raw -> [JSONItem]? in
+                    guard let start = raw.baseAddress else { return nil }
+                    let view = Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: start), count: raw.count, deallocator: .none)
+                    return try? decoder.decode([JSONItem].self, from: view)
                 }
+                guard let items = decoded else { throw ListingError.notAListing(url: base.absoluteString) }
                 for item in items { try made.add(item) }
             }
         } catch is JSONArrayRuns.Malformed {
