@@ -29,13 +29,18 @@ final class NginxJSONListingTests: XCTestCase {
         XCTAssertEqual(try runs(" [ \t\r\n ] ", perRun: 3), [])
     }
 
+    func testACommaAfterTheLastElementIsTakenAsFoundationTakesIt() throws {
+        XCTAssertEqual(try runs("[1,2,]", perRun: 1), ["[1]", "[2]"])
+        XCTAssertEqual(try runs("[1 , ] ", perRun: 4), ["[1 ]"])
+    }
+
     func testCommasAndBracketsInStringsAreNoEnds() throws {
         let element = #"{"name":"a,b]c}\"d\\","type":"file"}"#
         XCTAssertEqual(try runs("[\(element),2]", perRun: 1), ["[\(element)]", "[2]"])
     }
 
     func testWhatIsNoArrayOfElementsIsRefused() {
-        for text in ["", " ", "{}", "[", "[1", "[1,", "[1,]", "[,1]", "[1,,2]", "[1]x", "[1]]", "[\"a]", "[}]", "[{]", "x[1]"] {
+        for text in ["", " ", "{}", "[", "[1", "[1,", "[,]", "[1,,]", "[,1]", "[1,,2]", "[1]x", "[1]]", "[\"a]", "[}]", "[{]", "x[1]"] {
             XCTAssertThrowsError(try runs(text, perRun: 2), "\(text.debugDescription) was taken") {
                 XCTAssertTrue($0 is JSONArrayRuns.Malformed, "\(text.debugDescription): \($0)")
             }
@@ -121,6 +126,10 @@ final class NginxJSONListingTests: XCTestCase {
     /// One byte taken out, put in or changed, among those the runs' ends turn on.
     static func damage(_ bytes: inout [UInt8], _ rng: inout SplitMix64) {
         let significant = Array(#",[]{}"\ :a1"#.utf8)
+        if rng.below(8) == 0, let close = bytes.lastIndex(of: UInt8(ascii: "]")) {
+            bytes.insert(UInt8(ascii: ","), at: close)   // a comma after the last element
+            return
+        }
         let at = bytes.isEmpty ? 0 : rng.below(bytes.count)
         switch rng.below(3) {
         case 0 where !bytes.isEmpty: bytes.remove(at: at)

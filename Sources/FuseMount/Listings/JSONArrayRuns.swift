@@ -9,7 +9,8 @@
 /// escape in two. Pure: no Foundation, no allocation but the run it builds.
 enum JSONArrayRuns {
     /// Bytes that are no array of elements: nothing but whitespace around one `[ ... ]`, no
-    /// element empty, every string and bracket closed.
+    /// element empty (but a comma after the last, as `JSONDecoder` allows), every string and
+    /// bracket closed.
     struct Malformed: Error, Equatable {
         /// Byte offset where it was seen.
         var offset: Int
@@ -37,11 +38,18 @@ enum JSONArrayRuns {
         if i < bytes.count, bytes[i] == UInt8(ascii: "]") {
             i += 1   // an empty array
         } else {
+            var elements = 0
             while true {
                 let start = i
                 let (end, last) = try elementEnd(bytes, from: start)
-                // An element of whitespace alone ("[1,,2]", "[1,]") is no element.
-                guard skipSpace(bytes, from: start) < end else { throw Malformed(offset: end) }
+                if skipSpace(bytes, from: start) == end {
+                    // Whitespace alone is no element ("[1,,2]", "[,1]"), but for one comma
+                    // after the last ("[1,]"), which Foundation's decoder takes, and so do we.
+                    guard last, elements > 0 else { throw Malformed(offset: end) }
+                    i = end + 1
+                    break
+                }
+                elements += 1
                 if inRun > 0 { run.append(UInt8(ascii: ",")) }
                 run.append(contentsOf: bytes[start..<end])
                 inRun += 1
