@@ -190,6 +190,39 @@ final class EntriesInMemoryTests: XCTestCase {
         XCTAssertEqual(source.requestLog.count, 0, "fresh from the index: nothing asked of the origin")
     }
 
+    func testEntriesLoadedAheadAreInMemoryBeforeTheirOpens() async throws {
+        let source = source()
+        var c = configuration()
+        c.entryMemoryBudget = 16 * EntryLoader.entryMemoryEstimate   // 8 a shard: a load ahead of 2 trims nothing
+        c.revalidateAfter = 3600
+        let cache = try CacheEngine(configuration: c, source: source)
+        defer { cache.shutdown() }
+        try await readEveryFile(cache)
+        source.resetCounters()
+        func inMemory(_ key: CacheKey) -> Bool { cache.core.shards.of(key).locked { $0[key] != nil } }
+        let away = try (0..<files).filter { !inMemory(try cache.key(for: url($0))) }
+        XCTAssertGreaterThanOrEqual(away.count, 2, "the budget let some go")
+        let ahead = try away.prefix(2).map { try cache.key(for: url($0)) }
+        let unknown = try cache.key(for: "http://origin.test/library/never.jpg")
+        let started = ConditionLock<Set<CacheKey>>([])
+        cache.core.testHook = { step in
+            guard case let .entryLoading(k) = step else { return }
+            started.withLock { _ = $0.insert(k) }
+            started.broadcast()
+        }
+        cache.loadAhead(ahead + [unknown])
+        started.wait(until: { $0.isSuperset(of: ahead + [unknown]) })
+        for key in ahead { cache.core.loader.loadNow(key) }   // waits for the job's load of it
+        XCTAssertTrue(ahead.allSatisfy(inMemory), "loaded ahead")
+        XCTAssertFalse(inMemory(unknown), "a key the index has not stays out")
+
+        let loadsAtOpen = Locked(0)
+        cache.core.testHook = { step in if case .entryLoading = step { loadsAtOpen.mutate { $0 += 1 } } }
+        for n in away.prefix(2) { try await readAll(cache, n) }
+        XCTAssertEqual(loadsAtOpen.value, 0, "their opens found them in memory")
+        XCTAssertEqual(source.requestLog.count, 0, "served from the index and the disk")
+    }
+
     // MARK: Which idle entries are let go (`LetGoOrder`)
 
     /// One shard, four entries in memory, no sweeper tick (a manual scheduler): entries are let go

@@ -27,6 +27,11 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
     private(set) var reads: [(url: String, offset: Int64, length: Int)] = []  // guarded by lock
     private(set) var closedReaders = 0               // guarded by lock
     var capacity: Int64 = 1 << 30
+    /// Give each URL a key (itself), so the mount keeps keys and asks for loads ahead by them.
+    var keysByURL = false
+    /// The keys of each `loadAhead` asked, in order.
+    var loadedAhead: [[String]] { lock.withLock { aheadLog } }
+    private var aheadLog: [[String]] = []            // guarded by lock
     /// Answer reads as the engine does when a read partly waited: file pieces around memory.
     var mixedLeases = false
     /// What the backend reports as its read timeout (listings are held to it).
@@ -172,4 +177,9 @@ final class FakeBackend: MountBackend, @unchecked Sendable {
 /// so byte i of file `seed` is a hash of both and misplaced ranges show.
 func testBytes(count: Int, seed: UInt64 = 1) -> [UInt8] {
     OriginServer.generatedBytes(seed: seed, offset: 0, count: count)
+}
+
+extension FakeBackend {
+    func cacheKey(for url: String) -> CacheKey? { keysByURL ? CacheKey(rawValue: url) : nil }
+    func loadAhead(keys: [CacheKey]) { lock.withLock { aheadLog.append(keys.map(\.string)) } }
 }

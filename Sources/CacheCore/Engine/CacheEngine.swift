@@ -129,6 +129,9 @@ public final class CacheEngine: Sendable {
 
     /// What the cache knows about `url` without asking the origin, or nil.
     public func cachedInfo(url: String) -> EntryInfo? { core.cachedInfo(url: url) }
+    /// Loads the entries of `keys` that are in the index but not in memory, in one job of the
+    /// pool, so their opens find them in memory (a mount's folder opened file after file).
+    public func loadAhead(_ keys: [CacheKey]) { core.loader.loadAhead(keys) }
 
     /// A reader for one open file or one proxy response. Close it when done.
     /// - Parameters:

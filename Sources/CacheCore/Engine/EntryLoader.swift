@@ -21,7 +21,8 @@ import Logging
 ///
 /// *Which thread runs it.* A load runs on the caller's thread for a blocking caller (a command,
 /// an eviction round, `cachedInfo`), else as a job of `pool` (an open, a read of a reader whose
-/// entry was let go). The trim runs in the sweeper's job and after a load that passed the budget.
+/// entry was let go, and `loadAhead`: a mount's folder opened file after file has its next
+/// files loaded in one job, so their opens find them in memory, `FolderScanAhead`). The trim runs in the sweeper's job and after a load that passed the budget.
 ///
 /// *What it may block on.* The index (a commit of what is pending, then reads) and one data
 /// file's open and `SEEK_HOLE`s, never under a shard lock; a blocking load of a key another
@@ -84,6 +85,16 @@ final class EntryLoader: Sendable {
                 load(key, shard: shard)
                 body(true)
             }
+        }
+    }
+
+    /// Loads the entries of `keys` not in memory, one after the other in one job of `pool`
+    /// (`CacheEngine.loadAhead`): a key being loaded already is waited for, one the index has
+    /// not is a look that finds nothing.
+    func loadAhead(_ keys: [CacheKey]) {
+        guard !keys.isEmpty else { return }
+        pool.submit { [self] in
+            for key in keys where !shards.of(key).locked({ $0[key] != nil }) { loadNow(key) }
         }
     }
 

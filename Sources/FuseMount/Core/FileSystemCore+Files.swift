@@ -19,9 +19,17 @@ extension FileSystemCore {
     func open(_ ino: UInt64, flags: Int32, readerClass: ReaderClass = .player,
               reply: @escaping @Sendable (Result<OpenReply, FSErrno>) -> Void) {
         if flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0 { return reply(.failure(FSErrno(EROFS))) }
+        var ahead: [(url: String, key: CacheKey?)] = []
         let target: Result<(url: String, key: CacheKey?), FSErrno> = state.withLock { s in
             guard let node = s.table.node(ino) else { return .failure(FSErrno(ENOENT)) }
             guard let f = node.file else { return .failure(FSErrno(EISDIR)) }
+            // A folder opened file after file: its next files' entries are loaded ahead.
+            if let range = s.scanAhead.opened(ino, in: node.parent) {
+                for n in range {
+                    guard let next = s.table.node(n), next.parent == node.parent, next.attached, let file = next.file else { continue }
+                    ahead.append((file.url, file.key))
+                }
+            }
             return .success((f.url, f.key))
         }
         let url: String
@@ -30,6 +38,7 @@ extension FileSystemCore {
         case let .success(t): (url, key) = t
         case let .failure(e): return reply(.failure(e))
         }
+        if !ahead.isEmpty { backend.loadAhead(keys: ahead.compactMap { $0.key ?? backend.cacheKey(for: $0.url) }) }
         // The key is the URL respelled (`KeyRules`): worked out at the inode's first open, kept
         // with it, not made again at every open.
         if key == nil, let made = backend.cacheKey(for: url) {

@@ -149,6 +149,8 @@ final class FileSystemCore: Sendable {
         var changeBatches = 0
         var pendingChanges: [String] = []
         var nextHandle: UInt64 = 1
+        /// Folders whose files are opened one after the other (`FolderScanAhead`).
+        var scanAhead = FolderScanAhead()
         var inodesByKey: [CacheKey: Set<UInt64>] = [:]
         var notifier: KernelNotifier?
         var backing: BackingFiles?

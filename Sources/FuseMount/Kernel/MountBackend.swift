@@ -38,6 +38,9 @@ public protocol MountBackend: AnyObject, ListingTransport {
     /// `url`'s cache key, worked out once for the mount to keep; nil when the backend keys
     /// nothing (test fakes) or the URL cannot be cached.
     func cacheKey(for url: String) -> CacheKey?
+    /// Loads these entries into memory ahead of their opens, in the background, if the backend
+    /// keeps entries out of memory (`FolderScanAhead`: a folder opened file after file).
+    func loadAhead(keys: [CacheKey])
     /// How long a read may wait on the network (`--read-timeout`); a directory listing is held to
     /// it as a whole. nil: no limit of the backend's own.
     var readTimeout: TimeInterval? { get }
@@ -117,6 +120,9 @@ extension MountBackend {
 
     public func cacheKey(for url: String) -> CacheKey? { nil }
 
+    /// Default: backends that hold everything in memory (test fakes) have nothing to load.
+    public func loadAhead(keys: [CacheKey]) {}
+
     /// Default: backends without origins of their own (test fakes) never have one down.
     public func isOriginDown(url: String) -> Bool { false }
 
@@ -195,6 +201,7 @@ public final class EngineBackend: MountBackend {
         engine.open(url: url, key: key, takeFirstBytes: takeFirstBytes, answerFreshInline: answerFreshInline, completion: completion)
     }
     public func cacheKey(for url: String) -> CacheKey? { try? engine.key(for: url) }
+    public func loadAhead(keys: [CacheKey]) { engine.loadAhead(keys) }
     public var readTimeout: TimeInterval? { engine.configuration.readTimeout }
     public var blockingIO: BlockingIOPool { engine.blockingIO }
     public func isOriginDown(url: String) -> Bool { engine.isOriginDown(url: url) }
