@@ -89,12 +89,12 @@ final class EntryLoader: Sendable {
     }
 
     /// Loads the entries of `keys` not in memory, one after the other in one job of `pool`
-    /// (`CacheEngine.loadAhead`): a key being loaded already is waited for, one the index has
-    /// not is a look that finds nothing.
+    /// (`CacheEngine.loadAhead`): one in memory is skipped (`loadNow` looks first), one being
+    /// loaded already is waited for, one the index has not is a look that finds nothing.
     func loadAhead(_ keys: [CacheKey]) {
         guard !keys.isEmpty else { return }
         pool.submit { [self] in
-            for key in keys where !shards.of(key).locked({ $0[key] != nil }) { loadNow(key) }
+            for key in keys { loadNow(key) }
         }
     }
 

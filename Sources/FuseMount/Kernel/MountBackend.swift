@@ -157,16 +157,15 @@ extension MountBackend {
             switch result {
             case let .failure(error): completion(.failure(error))
             case let .success(info):
+                let tooLarge = CacheError.badResponse(url: url, message: ListingError.tooLarge(url: url, limit: limit).reason)
                 // A length past the limit is refused by it, before any of its bytes are read.
-                if let length = info.length, length > Int64(limit) {
-                    return completion(.failure(.badResponse(url: url, message: ListingError.tooLarge(url: url, limit: limit).reason)))
-                }
+                if let length = info.length, length > Int64(limit) { return completion(.failure(tooLarge)) }
                 let reader = self.makeReader(for: info)
                 ChunkedRead.readAll(reader, limit: limit) { result in
                     reader.close()
                     completion(result.mapError { $0 as? CacheError ?? .storage(path: "", message: "\($0)") }.flatMap { bytes in
                         bytes.map { .success($0) }
-                            ?? .failure(.badResponse(url: url, message: ListingError.tooLarge(url: url, limit: limit).reason))
+                            ?? .failure(tooLarge)
                     })
                 }
             }

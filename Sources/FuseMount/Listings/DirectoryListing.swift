@@ -563,19 +563,9 @@ public enum ListingError: Error, Equatable, CustomStringConvertible {
         case let .notMultistatus(_, reason): return "not a WebDAV listing (\(reason))"
         case let .notS3Listing(_, reason): return "not an S3 bucket listing (\(reason))"
         case let .tooManyEntries(_, limit):
-            return Self.tooManyStart + "\(limit) entries, more than the listing memory budget can hold (each costs at least \(MountOptions.listingEntryCost) bytes; --listing-memory raises it)"
+            return "a listing of more than \(limit) entries, more than the listing memory budget can hold (each costs at least \(MountOptions.listingEntryCost) bytes; --listing-memory raises it)"
         case let .tooLarge(_, limit):
-            return Self.tooLargeStart + "\(limit >> 20) MiB, the most a listing may be (half of --listing-memory, at least \(ListingFetch.limit >> 20) MiB; --listing-memory raises it)"
+            return "a listing larger than \(limit >> 20) MiB, the most a listing may be (half of --listing-memory, at least \(ListingFetch.limit >> 20) MiB; --listing-memory raises it)"
         }
-    }
-
-    private static let tooManyStart = "a listing of more than "
-    private static let tooLargeStart = "a listing larger than "
-
-    /// Whether a listing's failure (`CacheError.badResponse`'s message) is one of its limits
-    /// (`tooLarge`, `tooManyEntries`): shown as it is, where any other failure to parse is told
-    /// as "not a listing", since the user can do something about it.
-    public static func isLimit(_ message: String) -> Bool {
-        message.hasPrefix(tooManyStart) || message.hasPrefix(tooLargeStart)
     }
 }

@@ -108,7 +108,7 @@ public enum ListingFetch {
             }
             completion(fetched.flatMap { bytes in
                 do { return .success(Listing(entries: try WebDAVListing.parse(bytes, url: url, logger: logger, maxEntries: maxEntries), kind: .webDAV)) } catch {
-                    return .failure(.badResponse(url: url, message: "\(error)"))
+                    return .failure(.badResponse(url: url, message: (error as? ListingError)?.reason ?? "\(error)"))
                 }
             })
         }

@@ -152,7 +152,7 @@ public enum S3Listing {
                                                 size: item.size, modified: item.modified))
                 }
                 if entries.count > maxEntries {
-                    return .failure(.badResponse(url: url, message: "\(ListingError.tooManyEntries(url: url, limit: maxEntries))"))
+                    return .failure(.badResponse(url: url, message: ListingError.tooManyEntries(url: url, limit: maxEntries).reason))
                 }
                 guard page.truncated, let next = page.continuation else { return .success(ListingFetch.Listing(entries: entries, kind: .s3)) }
                 // A token handed out twice would list the same keys forever.

@@ -161,14 +161,9 @@ struct MountCheck {
                 ListingFetch.fetch(url: url, through: backend, limit: maxListingBytes, maxAge: ttl,
                                    webDAVFirst: false, timers: timers, logger: logger, maxEntries: maxListingEntries) { [listings] listed in
                     if case let .success(listing) = listed { listings.withLock { $0[url] = listing } }
-                    completion(listed.map { _ in info }.mapError { error in
-                        // A listing past a limit says which and how to raise it; anything else that
-                        // did not parse is no listing.
-                        if case let .badResponse(_, message) = error, !ListingError.isLimit(message) {
-                            return .badResponse(url: url, message: "not a listing")
-                        }
-                        return error
-                    })
+                    // Its error says why as it is: not a listing (and what was tried), or past
+                    // which limit and how to raise it (`ListingError.reason`).
+                    completion(listed.map { _ in info })
                 }
             }
         }
